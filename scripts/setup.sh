@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs every Debian package Nereid needs to build, test and benchmark.
+# Idempotent; run as root (or through sudo) on Debian 12.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libjansson-dev          # JSON messages, model-config rendering
+  libcriterion-dev        # C unit tests
+  python3-pytest python3-numpy   # integration tests (run with /usr/bin/python3)
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all packages present"
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "setup: installed ${missing[*]}"
