@@ -1,0 +1,296 @@
+/* Identity behaviour: copy INPUT<s> to OUTPUT<s>. This is the latency
+ * benchmark path, so per request it does no JSON work and no allocation
+ * beyond what the server needs for the response itself. */
+#include "identity_core.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nereid/backend_utils.h"
+
+#define OUTPUT_PREFIX "OUTPUT"
+#define INPUT_PREFIX "INPUT"
+#define NAME_MAX_LEN 256
+
+TRITONSERVER_Error *nrd_identity_model_read(const json_t *config,
+                                            const char *backend,
+                                            nrd_identity_model *out) {
+  nrd_identity_model m = {0, 0};
+  TRITONSERVER_Error *err = nrd_bu_config_max_batch_size(config,
+                                                         &m.max_batch_size);
+  if (err == NULL) {
+    err = nrd_bu_config_parameter_int(config, "execute_delay_ms", 0, 0,
+                                      600000, &m.execute_delay_ms);
+  }
+  if (err != NULL) {
+    TRITONSERVER_Error *named =
+        nrd_bu_error_newf(TRITONSERVER_ErrorCode(err), "%s: %s", backend,
+                          TRITONSERVER_ErrorMessage(err));
+    TRITONSERVER_ErrorDelete(err);
+    return named;
+  }
+  *out = m;
+  return NULL;
+}
+
+static bool memory_is_host(TRITONSERVER_MemoryType type) {
+  return type == TRITONSERVER_MEMORY_CPU ||
+         type == TRITONSERVER_MEMORY_CPU_PINNED;
+}
+
+/* Adds output 'out_name' to 'response' as a copy of 'input'. */
+static TRITONSERVER_Error *copy_tensor(TRITONBACKEND_Response *response,
+                                       const char *out_name,
+                                       TRITONBACKEND_Input *input) {
+  const char *in_name = NULL;
+  TRITONSERVER_DataType datatype = TRITONSERVER_TYPE_INVALID;
+  const int64_t *shape = NULL;
+  uint32_t dims = 0, buffer_count = 0;
+  uint64_t byte_size = 0;
+  TRITONSERVER_Error *err = TRITONBACKEND_InputProperties(
+      input, &in_name, &datatype, &shape, &dims, &byte_size, &buffer_count);
+  if (err != NULL) {
+    return err;
+  }
+  TRITONBACKEND_Output *output = NULL;
+  err = TRITONBACKEND_ResponseOutput(response, &output, out_name, datatype,
+                                     shape, dims);
+  if (err != NULL) {
+    return err;
+  }
+  void *dst = NULL;
+  TRITONSERVER_MemoryType mem = TRITONSERVER_MEMORY_CPU;
+  int64_t mem_id = 0;
+  err = TRITONBACKEND_OutputBuffer(output, &dst, byte_size, &mem, &mem_id);
+  if (err != NULL) {
+    return err;
+  }
+  if (byte_size > 0 && (dst == NULL || !memory_is_host(mem))) {
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED,
+                             "identity: output '%s': buffer is not in CPU "
+                             "memory",
+                             out_name);
+  }
+  uint64_t offset = 0;
+  for (uint32_t b = 0; b < buffer_count; ++b) {
+    const void *src = NULL;
+    uint64_t size = 0;
+    TRITONSERVER_MemoryType src_mem = TRITONSERVER_MEMORY_CPU;
+    int64_t src_id = 0;
+    err = TRITONBACKEND_InputBuffer(input, b, &src, &size, &src_mem, &src_id);
+    if (err != NULL) {
+      return err;
+    }
+    if (size == 0) {
+      continue;
+    }
+    if (!memory_is_host(src_mem) || src == NULL) {
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED,
+                               "identity: input '%s': buffer %u is not in "
+                               "CPU memory",
+                               in_name, b);
+    }
+    if (size > byte_size - offset) {
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
+                               "identity: input '%s': buffers hold more than "
+                               "the %" PRIu64 " bytes announced",
+                               in_name, byte_size);
+    }
+    memcpy((char *)dst + offset, src, (size_t)size);
+    offset += size;
+  }
+  if (offset != byte_size) {
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
+                             "identity: input '%s': buffers hold %" PRIu64
+                             " bytes, the input announces %" PRIu64,
+                             in_name, offset, byte_size);
+  }
+  return NULL;
+}
+
+/* No output was named: answer every INPUT<s> with OUTPUT<s>. */
+static TRITONSERVER_Error *fill_all(TRITONBACKEND_Response *response,
+                                    TRITONBACKEND_Request *request) {
+  uint32_t count = 0;
+  TRITONSERVER_Error *err = TRITONBACKEND_RequestInputCount(request, &count);
+  for (uint32_t i = 0; err == NULL && i < count; ++i) {
+    TRITONBACKEND_Input *input = NULL;
+    const char *name = NULL;
+    err = TRITONBACKEND_RequestInputByIndex(request, i, &input);
+    if (err == NULL) {
+      err = TRITONBACKEND_InputProperties(input, &name, NULL, NULL, NULL, NULL,
+                                          NULL);
+    }
+    if (err != NULL || name == NULL ||
+        strncmp(name, INPUT_PREFIX, sizeof INPUT_PREFIX - 1) != 0) {
+      continue;
+    }
+    char out_name[NAME_MAX_LEN];
+    int n = snprintf(out_name, sizeof out_name, OUTPUT_PREFIX "%s",
+                     name + sizeof INPUT_PREFIX - 1);
+    if (n < 0 || (size_t)n >= sizeof out_name) {
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "identity: input name '%.64s...' is too long",
+                               name);
+    }
+    err = copy_tensor(response, out_name, input);
+  }
+  return err;
+}
+
+static TRITONSERVER_Error *fill_requested(TRITONBACKEND_Response *response,
+                                          TRITONBACKEND_Request *request,
+                                          uint32_t out_count) {
+  for (uint32_t i = 0; i < out_count; ++i) {
+    const char *out_name = NULL;
+    TRITONSERVER_Error *err =
+        TRITONBACKEND_RequestOutputName(request, i, &out_name);
+    if (err != NULL) {
+      return err;
+    }
+    if (strncmp(out_name, OUTPUT_PREFIX, sizeof OUTPUT_PREFIX - 1) != 0) {
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "identity: requested output '%s' is not named "
+                               "OUTPUT<n>, so it has no matching input",
+                               out_name);
+    }
+    char in_name[NAME_MAX_LEN];
+    int n = snprintf(in_name, sizeof in_name, INPUT_PREFIX "%s",
+                     out_name + sizeof OUTPUT_PREFIX - 1);
+    if (n < 0 || (size_t)n >= sizeof in_name) {
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "identity: output name '%.64s...' is too long",
+                               out_name);
+    }
+    TRITONBACKEND_Input *input = NULL;
+    err = TRITONBACKEND_RequestInput(request, in_name, &input);
+    if (err != NULL || input == NULL) {
+      if (err != NULL) {
+        TRITONSERVER_ErrorDelete(err);
+      }
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "identity: requested output '%s' has no "
+                               "matching input '%s'",
+                               out_name, in_name);
+    }
+    err = copy_tensor(response, out_name, input);
+    if (err != NULL) {
+      return err;
+    }
+  }
+  return NULL;
+}
+
+bool nrd_identity_respond(TRITONBACKEND_Request *request, uint32_t send_flags) {
+  TRITONBACKEND_Response *response = NULL;
+  TRITONSERVER_Error *err = TRITONBACKEND_ResponseNew(&response, request);
+  if (err != NULL) {
+    nrd_bu_error_log_and_delete(err, "identity: cannot create response");
+    return false;
+  }
+  uint32_t out_count = 0;
+  err = TRITONBACKEND_RequestOutputCount(request, &out_count);
+  if (err == NULL) {
+    err = (out_count == 0) ? fill_all(response, request)
+                           : fill_requested(response, request, out_count);
+  }
+  /* The error is sent as the response's outcome; the caller keeps it. */
+  TRITONSERVER_Error *send_err =
+      TRITONBACKEND_ResponseSend(response, send_flags, err);
+  bool ok = (err == NULL && send_err == NULL);
+  if (err != NULL) {
+    TRITONSERVER_ErrorDelete(err);
+  }
+  nrd_bu_error_log_and_delete(send_err, "identity: cannot send response");
+  return ok;
+}
+
+/* Batch size one request contributes: its first dimension when batching. */
+static uint64_t request_batch_size(TRITONBACKEND_Request *request,
+                                   bool batching) {
+  if (!batching) {
+    return 1;
+  }
+  TRITONBACKEND_Input *input = NULL;
+  const int64_t *shape = NULL;
+  uint32_t dims = 0;
+  TRITONSERVER_Error *err =
+      TRITONBACKEND_RequestInputByIndex(request, 0, &input);
+  if (err == NULL) {
+    err = TRITONBACKEND_InputProperties(input, NULL, NULL, &shape, &dims, NULL,
+                                        NULL);
+  }
+  if (err != NULL) {
+    TRITONSERVER_ErrorDelete(err);
+    return 1;
+  }
+  return (dims > 0 && shape[0] > 0) ? (uint64_t)shape[0] : 1;
+}
+
+void nrd_identity_execute(TRITONBACKEND_ModelInstance *instance,
+                          const nrd_identity_model *model,
+                          TRITONBACKEND_Request **requests, uint32_t count) {
+  uint64_t exec_start = nrd_bu_now_ns();
+  uint64_t compute_start = exec_start;
+  if (model->execute_delay_ms > 0) {
+    nrd_bu_sleep_ms((uint64_t)model->execute_delay_ms);
+  }
+  uint64_t compute_end = nrd_bu_now_ns();
+
+  /* Success of each request, kept until the end timestamp is known. */
+  bool small[64];
+  bool *ok = small;
+  if (count > 64) {
+    ok = malloc(count * sizeof *ok);
+  }
+
+  uint64_t total_batch = 0;
+  bool batching = model->max_batch_size > 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    TRITONBACKEND_Request *request = requests[i];
+    if (request == NULL) {
+      continue;
+    }
+    total_batch += request_batch_size(request, batching);
+    bool success = nrd_identity_respond(request,
+                                        TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+    if (ok != NULL) {
+      ok[i] = success;
+    } else {
+      /* No memory for the flags: report now with what we have. */
+      uint64_t now = nrd_bu_now_ns();
+      nrd_bu_error_log_and_delete(
+          TRITONBACKEND_ModelInstanceReportStatistics(
+              instance, request, success, exec_start, compute_start,
+              compute_end, now),
+          "identity: cannot report statistics");
+      nrd_bu_request_release(request);
+    }
+  }
+  uint64_t exec_end = nrd_bu_now_ns();
+
+  if (ok != NULL) {
+    for (uint32_t i = 0; i < count; ++i) {
+      if (requests[i] == NULL) {
+        continue;
+      }
+      nrd_bu_error_log_and_delete(
+          TRITONBACKEND_ModelInstanceReportStatistics(
+              instance, requests[i], ok[i], exec_start, compute_start,
+              compute_end, exec_end),
+          "identity: cannot report statistics");
+      nrd_bu_request_release(requests[i]);
+    }
+    if (ok != small) {
+      free(ok);
+    }
+  }
+  if (total_batch > 0) {
+    nrd_bu_error_log_and_delete(
+        TRITONBACKEND_ModelInstanceReportBatchStatistics(
+            instance, total_batch, exec_start, compute_start, compute_end,
+            exec_end),
+        "identity: cannot report batch statistics");
+  }
+}

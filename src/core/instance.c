@@ -1,0 +1,317 @@
+/* Model instances: the execution thread and the TRITONBACKEND_ModelInstance*
+ * API (identity, state, statistics reporting). */
+#include "instance.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "error.h"
+#include "log.h"
+#include "message.h"
+#include "model.h"
+#include "request.h"
+#include "response.h"
+#include "stats.h"
+
+#define ARG_CHECK(cond, what)                                                      \
+  do {                                                                             \
+    if (!(cond)) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "%s", what); \
+  } while (0)
+
+/* Most executions carry few requests; bigger batches use the heap. */
+#define NRD_BATCH_MAX 1024
+
+TRITONBACKEND_ModelInstance *nrd_instance_new(TRITONBACKEND_Model *model, const char *name,
+                                              const char *group_name, TRITONSERVER_InstanceGroupKind kind,
+                                              int32_t device_id, bool passive) {
+  TRITONBACKEND_ModelInstance *i = calloc(1, sizeof(*i));
+  if (!i) return NULL;
+  i->model = model;
+  i->name = strdup(name);
+  i->group_name = strdup(group_name);
+  if (!i->name || !i->group_name) {
+    free(i->name);
+    free(i->group_name);
+    free(i);
+    return NULL;
+  }
+  i->kind = kind;
+  i->device_id = device_id;
+  i->passive = passive;
+  return i;
+}
+
+TRITONSERVER_Error *nrd_instance_init(TRITONBACKEND_ModelInstance *inst) {
+  TRITONBACKEND_Backend *b = inst->model->backend;
+  if (b->inst_init) {
+    TRITONSERVER_Error *e = b->inst_init(inst);
+    if (e) return e;
+  }
+  inst->initialized = true;
+  return NULL;
+}
+
+void nrd_instance_execute(TRITONBACKEND_ModelInstance *inst, TRITONSERVER_InferenceRequest **reqs, uint32_t n) {
+  TRITONBACKEND_Model *m = inst->model;
+  TRITONSERVER_Error *err = m->backend->execute(inst, (TRITONBACKEND_Request **)reqs, n);
+  if (!err) return;
+  /* The requests are ours again: answer each with the backend's error. */
+  for (uint32_t i = 0; i < n; i++)
+    nrd_request_fail(reqs[i], nrd_error_new(TRITONSERVER_ErrorCode(err), "%s", TRITONSERVER_ErrorMessage(err)));
+  TRITONSERVER_ErrorDelete(err);
+}
+
+static void *instance_main(void *arg) {
+  TRITONBACKEND_ModelInstance *inst = arg;
+  nrd_scheduler *s = inst->model->sched;
+  char tname[16];
+  snprintf(tname, sizeof tname, "nrd-%s", inst->name);
+  pthread_setname_np(pthread_self(), tname);
+  TRITONSERVER_InferenceRequest *batch[64];
+  for (;;) {
+    uint32_t n = s->ops->next_batch(s, inst, batch, 64);
+    if (!n) break;
+    nrd_instance_execute(inst, batch, n);
+  }
+  return NULL;
+}
+
+TRITONSERVER_Error *nrd_instance_start(TRITONBACKEND_ModelInstance *inst) {
+  if (inst->passive) return NULL; /* passive instances are loaded but never scheduled */
+  int rc = pthread_create(&inst->thread, NULL, instance_main, inst);
+  if (rc)
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "cannot start thread for instance '%s': %s", inst->name,
+                         strerror(rc));
+  inst->thread_started = true;
+  return NULL;
+}
+
+void nrd_instance_join(TRITONBACKEND_ModelInstance *inst) {
+  if (inst->thread_started) pthread_join(inst->thread, NULL);
+  inst->thread_started = false;
+}
+
+void nrd_instance_finalize_and_free(TRITONBACKEND_ModelInstance *inst) {
+  TRITONBACKEND_Backend *b = inst->model->backend;
+  if (inst->initialized && b->inst_fini) {
+    TRITONSERVER_Error *e = b->inst_fini(inst);
+    if (e) {
+      NRD_LOG_ERROR("instance '%s' of model '%s' failed to finalize: %s", inst->name, inst->model->name,
+                    TRITONSERVER_ErrorMessage(e));
+      TRITONSERVER_ErrorDelete(e);
+    }
+  }
+  if (inst->host_policy) TRITONSERVER_MessageDelete(inst->host_policy);
+  for (uint32_t i = 0; i < inst->n_profiles; i++) free(inst->profiles[i]);
+  free(inst->profiles);
+  free(inst->name);
+  free(inst->group_name);
+  free(inst);
+}
+
+/* ------------------------------------------------------------ public API */
+
+TRITONSERVER_Error *TRITONBACKEND_ModelInstanceName(TRITONBACKEND_ModelInstance *instance, const char **name) {
+  ARG_CHECK(instance && name, "instance and name must not be NULL");
+  *name = instance->name;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelInstanceKind(TRITONBACKEND_ModelInstance *instance,
+                                                    TRITONSERVER_InstanceGroupKind *kind) {
+  ARG_CHECK(instance && kind, "instance and kind must not be NULL");
+  *kind = instance->kind;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelInstanceDeviceId(TRITONBACKEND_ModelInstance *instance, int32_t *device_id) {
+  ARG_CHECK(instance && device_id, "instance and device id must not be NULL");
+  *device_id = instance->device_id;
+  return NULL;
+}
+
+/* The message is owned by the instance and lives as long as it. */
+TRITONSERVER_Error *TRITONBACKEND_ModelInstanceHostPolicy(TRITONBACKEND_ModelInstance *instance,
+                                                          TRITONSERVER_Message **host_policy) {
+  ARG_CHECK(instance && host_policy, "instance and host policy must not be NULL");
+  if (!instance->host_policy) {
+    instance->host_policy = nrd_message_from_json(json_pack("{s:{}}", "cpu"));
+    if (!instance->host_policy) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  }
+  *host_policy = instance->host_policy;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelInstanceIsPassive(TRITONBACKEND_ModelInstance *instance, bool *is_passive) {
+  ARG_CHECK(instance && is_passive, "instance and result must not be NULL");
+  *is_passive = instance->passive;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelInstanceProfileCount(TRITONBACKEND_ModelInstance *instance, uint32_t *count) {
+  ARG_CHECK(instance && count, "instance and count must not be NULL");
+  *count = instance->n_profiles;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelInstanceProfileName(TRITONBACKEND_ModelInstance *instance,
+                                                           const uint32_t index, const char **profile_name) {
+  ARG_CHECK(instance && profile_name, "instance and name must not be NULL");
+  if (index >= instance->n_profiles)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "profile index %u is out of range (%u profiles)", index,
+                         instance->n_profiles);
+  *profile_name = instance->profiles[index];
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelInstanceSecondaryDeviceCount(TRITONBACKEND_ModelInstance *instance,
+                                                                    uint32_t *count) {
+  ARG_CHECK(instance && count, "instance and count must not be NULL");
+  *count = 0; /* secondary devices only exist on GPU builds */
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelInstanceSecondaryDeviceProperties(TRITONBACKEND_ModelInstance *instance,
+                                                                         uint32_t index, const char **kind,
+                                                                         int64_t *id) {
+  (void)kind;
+  (void)id;
+  ARG_CHECK(instance, "instance must not be NULL");
+  return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                       "secondary device index %u is out of range (instance '%s' has none)", index,
+                       instance->name);
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelInstanceModel(TRITONBACKEND_ModelInstance *instance,
+                                                     TRITONBACKEND_Model **model) {
+  ARG_CHECK(instance && model, "instance and model must not be NULL");
+  *model = instance->model;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelInstanceState(TRITONBACKEND_ModelInstance *instance, void **state) {
+  ARG_CHECK(instance && state, "instance and state must not be NULL");
+  *state = instance->state;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelInstanceSetState(TRITONBACKEND_ModelInstance *instance, void *state) {
+  ARG_CHECK(instance, "instance must not be NULL");
+  instance->state = state;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelInstanceReportMemoryUsage(TRITONBACKEND_ModelInstance *instance,
+                                                                 TRITONSERVER_BufferAttributes **usage,
+                                                                 uint32_t usage_size) {
+  ARG_CHECK(instance && (usage || !usage_size), "instance and usage must not be NULL");
+  return NULL; /* accepted; per-instance memory usage is not reported in statistics yet */
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelInstanceReportStatistics(TRITONBACKEND_ModelInstance *instance,
+                                                                TRITONBACKEND_Request *request, const bool success,
+                                                                const uint64_t exec_start_ns,
+                                                                const uint64_t compute_start_ns,
+                                                                const uint64_t compute_end_ns,
+                                                                const uint64_t exec_end_ns) {
+  ARG_CHECK(instance && request, "instance and request must not be NULL");
+  TRITONSERVER_InferenceRequest *r = (TRITONSERVER_InferenceRequest *)request;
+  nrd_model_stats *s = &instance->model->stats;
+  if (success)
+    nrd_stats_request_success(s, r->queue_start_ns, r->queue_start_ns, exec_start_ns, compute_start_ns,
+                              compute_end_ns, exec_end_ns);
+  else
+    nrd_stats_request_fail(s, r->queue_start_ns, r->queue_start_ns, exec_start_ns, exec_end_ns);
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelInstanceReportBatchStatistics(TRITONBACKEND_ModelInstance *instance,
+                                                                     const uint64_t batch_size,
+                                                                     const uint64_t exec_start_ns,
+                                                                     const uint64_t compute_start_ns,
+                                                                     const uint64_t compute_end_ns,
+                                                                     const uint64_t exec_end_ns) {
+  ARG_CHECK(instance, "instance must not be NULL");
+  nrd_stats_batch(&instance->model->stats, batch_size, exec_start_ns, compute_start_ns, compute_end_ns,
+                  exec_end_ns);
+  return NULL;
+}
+
+/* ------------------------------------------- decoupled response statistics */
+
+struct TRITONBACKEND_ModelInstanceResponseStatistics {
+  TRITONBACKEND_ModelInstance *instance;
+  TRITONBACKEND_ResponseFactory *factory;
+  uint64_t response_start, compute_output_start, response_end;
+  TRITONSERVER_Error *error; /* borrowed from the backend */
+};
+
+TRITONSERVER_Error *TRITONBACKEND_ModelInstanceResponseStatisticsNew(
+    TRITONBACKEND_ModelInstanceResponseStatistics **response_statistics) {
+  ARG_CHECK(response_statistics, "argument must not be NULL");
+  *response_statistics = calloc(1, sizeof(**response_statistics));
+  if (!*response_statistics) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelInstanceResponseStatisticsDelete(
+    TRITONBACKEND_ModelInstanceResponseStatistics *response_statistics) {
+  free(response_statistics);
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelInstanceResponseStatisticsSetModelInstance(
+    TRITONBACKEND_ModelInstanceResponseStatistics *rs, TRITONBACKEND_ModelInstance *model_instance) {
+  ARG_CHECK(rs, "response statistics must not be NULL");
+  rs->instance = model_instance;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseFactory(
+    TRITONBACKEND_ModelInstanceResponseStatistics *rs, TRITONBACKEND_ResponseFactory *response_factory) {
+  ARG_CHECK(rs, "response statistics must not be NULL");
+  rs->factory = response_factory;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseStart(
+    TRITONBACKEND_ModelInstanceResponseStatistics *rs, uint64_t response_start) {
+  ARG_CHECK(rs, "response statistics must not be NULL");
+  rs->response_start = response_start;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelInstanceResponseStatisticsSetComputeOutputStart(
+    TRITONBACKEND_ModelInstanceResponseStatistics *rs, uint64_t compute_output_start) {
+  ARG_CHECK(rs, "response statistics must not be NULL");
+  rs->compute_output_start = compute_output_start;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseEnd(
+    TRITONBACKEND_ModelInstanceResponseStatistics *rs, uint64_t response_end) {
+  ARG_CHECK(rs, "response statistics must not be NULL");
+  rs->response_end = response_end;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelInstanceResponseStatisticsSetError(
+    TRITONBACKEND_ModelInstanceResponseStatistics *rs, TRITONSERVER_Error *error) {
+  ARG_CHECK(rs, "response statistics must not be NULL");
+  rs->error = error;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelInstanceReportResponseStatistics(
+    const TRITONBACKEND_ModelInstanceResponseStatistics *rs) {
+  ARG_CHECK(rs && rs->instance && rs->factory,
+            "response statistics need a model instance and a response factory");
+  nrd_delivery *d = rs->factory->delivery;
+  unsigned idx = atomic_fetch_add(&d->responses_reported, 1);
+  bool empty = rs->compute_output_start == 0 && !rs->error;
+  nrd_stats_response(&rs->instance->model->stats, idx, rs->response_start, rs->compute_output_start,
+                     rs->response_end, rs->error != NULL, empty);
+  return NULL;
+}

@@ -1,0 +1,52 @@
+/* Model instances: TRITONBACKEND_ModelInstance, one thread each. */
+#ifndef NRD_INSTANCE_H
+#define NRD_INSTANCE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "triton/core/tritonbackend.h"
+
+struct TRITONBACKEND_ModelInstance {
+  TRITONBACKEND_Model *model;  /* not counted: the model outlives its instances */
+  char *name;
+  char *group_name;
+  TRITONSERVER_InstanceGroupKind kind;
+  int32_t device_id;
+  bool passive;
+  char **profiles;
+  uint32_t n_profiles;
+  void *state;                 /* the backend's */
+  bool initialized;            /* InstanceInitialize succeeded */
+  TRITONSERVER_Message *host_policy; /* made on first HostPolicy call */
+  pthread_t thread;
+  bool thread_started;
+};
+
+/* Allocates an instance description (no backend call). Returns NULL on
+ * out-of-memory. The model owns the result. */
+TRITONBACKEND_ModelInstance *nrd_instance_new(TRITONBACKEND_Model *model, const char *name,
+                                              const char *group_name,
+                                              TRITONSERVER_InstanceGroupKind kind,
+                                              int32_t device_id, bool passive);
+
+/* Calls the backend's ModelInstanceInitialize (when it has one). Loader
+ * thread; never concurrently for one instance. */
+TRITONSERVER_Error *nrd_instance_init(TRITONBACKEND_ModelInstance *inst);
+
+/* Starts the execution thread, which pulls batches from the model's scheduler
+ * until it stops. Loader thread. */
+TRITONSERVER_Error *nrd_instance_start(TRITONBACKEND_ModelInstance *inst);
+
+/* Waits for the execution thread to finish (after the scheduler stopped). */
+void nrd_instance_join(TRITONBACKEND_ModelInstance *inst);
+
+/* Calls ModelInstanceFinalize when Initialize had succeeded, then frees. */
+void nrd_instance_finalize_and_free(TRITONBACKEND_ModelInstance *inst);
+
+/* Runs one batch through the backend's Execute; when Execute fails the core
+ * answers and releases every request with that error. Instance thread. */
+void nrd_instance_execute(TRITONBACKEND_ModelInstance *inst,
+                          TRITONSERVER_InferenceRequest **reqs, uint32_t n);
+
+#endif

@@ -1,0 +1,605 @@
+/* Model lifecycle (load, unload, reference counting) and the
+ * TRITONBACKEND_Model* API. */
+#include "model.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "datatype.h"
+#include "error.h"
+#include "instance.h"
+#include "log.h"
+#include "message.h"
+#include "model_config.h"
+
+#define ARG_CHECK(cond, what)                                                      \
+  do {                                                                             \
+    if (!(cond)) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "%s", what); \
+  } while (0)
+
+/* ------------------------------------------------------- config helpers */
+
+static const char *jstr(const json_t *o, const char *key) {
+  const char *s = json_string_value(json_object_get(o, key));
+  return s ? s : "";
+}
+
+static int64_t jint(const json_t *o, const char *key) {
+  return (int64_t)json_integer_value(json_object_get(o, key));
+}
+
+static bool jbool(const json_t *o, const char *key) { return json_is_true(json_object_get(o, key)); }
+
+static int64_t *dims_of(const json_t *arr, uint32_t *n) {
+  size_t len = json_array_size(arr);
+  int64_t *d = malloc((len ? len : 1) * sizeof(int64_t));
+  if (!d) return NULL;
+  for (size_t i = 0; i < len; i++) d[i] = (int64_t)json_integer_value(json_array_get(arr, i));
+  *n = (uint32_t)len;
+  return d;
+}
+
+static void io_free(nrd_io *io, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++) {
+    free(io[i].name);
+    free(io[i].dims);
+    free(io[i].reshape);
+    for (size_t l = 0; l < io[i].n_labels; l++) free(io[i].labels[l]);
+    free(io[i].labels);
+  }
+  free(io);
+}
+
+/* Reads a classification label file: one label per line. */
+static TRITONSERVER_Error *load_labels(const TRITONBACKEND_Model *m, nrd_io *io, const char *file) {
+  size_t n = strlen(m->model_dir) + strlen(file) + 2;
+  char *path = malloc(n);
+  if (!path) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  snprintf(path, n, "%s/%s", m->model_dir, file);
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    TRITONSERVER_Error *e = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                                          "model '%s': cannot open label_filename '%s' of output '%s': %s",
+                                          m->name, path, io->name, strerror(errno));
+    free(path);
+    return e;
+  }
+  free(path);
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t len;
+  while ((len = getline(&line, &cap, f)) >= 0) {
+    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
+    char **nl = realloc(io->labels, (io->n_labels + 1) * sizeof(char *));
+    char *copy = strdup(line);
+    if (!nl || !copy) {
+      free(copy);
+      if (nl) io->labels = nl;
+      free(line);
+      fclose(f);
+      return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory reading labels");
+    }
+    io->labels = nl;
+    io->labels[io->n_labels++] = copy;
+  }
+  free(line);
+  fclose(f);
+  return NULL;
+}
+
+static TRITONSERVER_Error *parse_io(TRITONBACKEND_Model *m, const json_t *arr, bool is_input, nrd_io **out,
+                                    uint32_t *count) {
+  size_t n = json_array_size(arr);
+  nrd_io *io = calloc(n ? n : 1, sizeof(*io));
+  if (!io) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  *out = io;
+  *count = 0;
+  for (size_t i = 0; i < n; i++) {
+    const json_t *e = json_array_get(arr, i);
+    nrd_io *x = &io[i];
+    (*count)++;
+    x->name = strdup(jstr(e, "name"));
+    x->dtype = nrd_datatype_from_config(jstr(e, "data_type"));
+    x->dims = dims_of(json_object_get(e, "dims"), &x->ndims);
+    if (!x->name || !x->dims) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    const json_t *rs = json_object_get(e, "reshape");
+    if (rs) {
+      x->reshape = dims_of(json_object_get(rs, "shape"), &x->nreshape);
+      if (!x->reshape) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    }
+    x->optional = is_input && jbool(e, "optional");
+    x->is_shape_tensor = jbool(e, "is_shape_tensor");
+    x->allow_ragged_batch = is_input && jbool(e, "allow_ragged_batch");
+    const char *labels = is_input ? "" : jstr(e, "label_filename");
+    if (*labels) NRD_RETURN_IF_ERROR(load_labels(m, x, labels));
+  }
+  return NULL;
+}
+
+/* Re-reads everything the request path needs from m->config. */
+static TRITONSERVER_Error *apply_config(TRITONBACKEND_Model *m) {
+  io_free(m->inputs, m->n_inputs);
+  io_free(m->outputs, m->n_outputs);
+  m->inputs = m->outputs = NULL;
+  m->n_inputs = m->n_outputs = 0;
+  m->max_batch_size = (int32_t)jint(m->config, "max_batch_size");
+  m->decoupled = jbool(json_object_get(m->config, "model_transaction_policy"), "decoupled");
+  NRD_RETURN_IF_ERROR(parse_io(m, json_object_get(m->config, "input"), true, &m->inputs, &m->n_inputs));
+  NRD_RETURN_IF_ERROR(parse_io(m, json_object_get(m->config, "output"), false, &m->outputs, &m->n_outputs));
+  return NULL;
+}
+
+static TRITONSERVER_Error *config_error(TRITONSERVER_Error_Code code, char *msg) {
+  TRITONSERVER_Error *e = nrd_error_new(code, "%s", msg ? msg : "invalid model configuration");
+  free(msg);
+  return e;
+}
+
+/* Normalizes `cfg` (consumed) and installs it with its rendering. */
+static TRITONSERVER_Error *install_config(TRITONBACKEND_Model *m, json_t *cfg) {
+  char *msg = NULL;
+  if (nrd_model_config_normalize(cfg, m->name, 0, &msg)) {
+    json_decref(cfg);
+    return config_error(TRITONSERVER_ERROR_INVALID_ARG, msg);
+  }
+  char *rendered = nrd_model_config_render(cfg);
+  if (!rendered) {
+    json_decref(cfg);
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory rendering the model configuration");
+  }
+  pthread_mutex_lock(&m->config_lock);
+  json_decref(m->config);
+  free(m->config_json);
+  m->config = cfg;
+  m->config_json = rendered;
+  pthread_mutex_unlock(&m->config_lock);
+  return NULL;
+}
+
+/* Maps a framework platform to the backend that serves it. */
+static const char *backend_for_platform(const char *platform) {
+  static const char *const map[][2] = {
+      {"onnxruntime_onnx", "onnxruntime"},   {"tensorflow_savedmodel", "tensorflow"},
+      {"tensorflow_graphdef", "tensorflow"}, {"pytorch_libtorch", "pytorch"},
+      {"tensorrt_plan", "tensorrt"},
+  };
+  for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+    if (!strcmp(platform, map[i][0])) return map[i][1];
+  return NULL;
+}
+
+/* Uses the backend's preferred instance groups when the config has none. */
+static void apply_preferred_groups(json_t *cfg, const TRITONBACKEND_Backend *b) {
+  if (json_array_size(json_object_get(cfg, "instance_group")) || !b->attrs.n_groups) return;
+  json_t *groups = json_array();
+  for (size_t i = 0; i < b->attrs.n_groups; i++) {
+    const nrd_pref_group *g = &b->attrs.groups[i];
+    json_t *o = json_object();
+    json_object_set_new(o, "kind", json_string(TRITONSERVER_InstanceGroupKindString(g->kind)));
+    json_object_set_new(o, "count", json_integer((json_int_t)(g->count ? g->count : 1)));
+    if (g->n_device_ids) {
+      json_t *gpus = json_array();
+      for (uint64_t d = 0; d < g->n_device_ids; d++) json_array_append_new(gpus, json_integer((json_int_t)g->device_ids[d]));
+      json_object_set_new(o, "gpus", gpus);
+    }
+    json_array_append_new(groups, o);
+  }
+  json_object_set_new(cfg, "instance_group", groups);
+}
+
+/* --------------------------------------------------------------- refs */
+
+void nrd_model_ref(TRITONBACKEND_Model *m) { atomic_fetch_add_explicit(&m->refs, 1, memory_order_relaxed); }
+
+void nrd_model_unref(TRITONBACKEND_Model *m) {
+  if (!m || atomic_fetch_sub_explicit(&m->refs, 1, memory_order_acq_rel) != 1) return;
+  io_free(m->inputs, m->n_inputs);
+  io_free(m->outputs, m->n_outputs);
+  json_decref(m->config);
+  free(m->config_json);
+  free(m->name);
+  free(m->model_dir);
+  free(m->version_dir);
+  free(m->instances);
+  nrd_stats_destroy(&m->stats);
+  pthread_mutex_destroy(&m->config_lock);
+  pthread_mutex_destroy(&m->drain_lock);
+  pthread_cond_destroy(&m->drained);
+  free(m);
+}
+
+void nrd_model_inflight_add(TRITONBACKEND_Model *m) {
+  pthread_mutex_lock(&m->drain_lock);
+  m->inflight++;
+  pthread_mutex_unlock(&m->drain_lock);
+}
+
+void nrd_model_inflight_done(TRITONBACKEND_Model *m) {
+  pthread_mutex_lock(&m->drain_lock);
+  if (--m->inflight == 0) pthread_cond_broadcast(&m->drained);
+  pthread_mutex_unlock(&m->drain_lock);
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+typedef struct init_job {
+  TRITONBACKEND_ModelInstance *inst;
+  TRITONSERVER_Error *err;
+  pthread_t thread;
+} init_job;
+
+static void *init_main(void *arg) {
+  init_job *j = arg;
+  j->err = nrd_instance_init(j->inst);
+  return NULL;
+}
+
+/* Initializes instances one after another, or all at once when the backend
+ * said it can take concurrent ModelInstanceInitialize calls. */
+static TRITONSERVER_Error *init_instances(TRITONBACKEND_Model *m) {
+  bool parallel = m->backend->attrs.parallel_instance_loading && m->n_instances > 1;
+  if (!parallel) {
+    for (uint32_t i = 0; i < m->n_instances; i++) {
+      TRITONSERVER_Error *e = nrd_instance_init(m->instances[i]);
+      if (e) return e;
+    }
+    return NULL;
+  }
+  init_job *jobs = calloc(m->n_instances, sizeof(*jobs));
+  if (!jobs) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  for (uint32_t i = 0; i < m->n_instances; i++) {
+    jobs[i].inst = m->instances[i];
+    if (pthread_create(&jobs[i].thread, NULL, init_main, &jobs[i])) init_main(&jobs[i]), jobs[i].thread = 0;
+  }
+  TRITONSERVER_Error *first = NULL;
+  for (uint32_t i = 0; i < m->n_instances; i++) {
+    if (jobs[i].thread) pthread_join(jobs[i].thread, NULL);
+    if (jobs[i].err && !first) first = jobs[i].err;
+    else if (jobs[i].err) TRITONSERVER_ErrorDelete(jobs[i].err);
+  }
+  free(jobs);
+  return first;
+}
+
+static TRITONSERVER_Error *create_instances(TRITONBACKEND_Model *m) {
+  const json_t *groups = json_object_get(m->config, "instance_group");
+  uint32_t total = 0;
+  for (size_t g = 0; g < json_array_size(groups); g++) {
+    int64_t c = jint(json_array_get(groups, g), "count");
+    if (c < 0 || c > 4096)
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model '%s': instance_group[%zu].count %" PRId64
+                           " is out of range", m->name, g, c);
+    total += (uint32_t)c;
+  }
+  m->instances = calloc(total ? total : 1, sizeof(*m->instances));
+  if (!m->instances) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  for (size_t g = 0; g < json_array_size(groups); g++) {
+    const json_t *grp = json_array_get(groups, g);
+    const char *kind = jstr(grp, "kind");
+    TRITONSERVER_InstanceGroupKind k;
+    if (!strcmp(kind, "KIND_CPU") || !strcmp(kind, "KIND_AUTO")) k = TRITONSERVER_INSTANCEGROUPKIND_CPU;
+    else if (!strcmp(kind, "KIND_MODEL")) k = TRITONSERVER_INSTANCEGROUPKIND_MODEL;
+    else
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                           "model '%s': instance_group '%s' asks for %s, but this server has no GPU", m->name,
+                           jstr(grp, "name"), kind);
+    int64_t count = jint(grp, "count");
+    const char *gname = jstr(grp, "name");
+    bool passive = jbool(grp, "passive");
+    for (int64_t c = 0; c < count; c++) {
+      char iname[512];
+      if (count > 1) snprintf(iname, sizeof iname, "%s_%" PRId64, gname, c);
+      else snprintf(iname, sizeof iname, "%s", gname);
+      TRITONBACKEND_ModelInstance *inst = nrd_instance_new(m, iname, gname, k, 0, passive);
+      if (!inst) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+      const json_t *profiles = json_object_get(grp, "profile");
+      size_t np = json_array_size(profiles);
+      if (np) {
+        inst->profiles = calloc(np, sizeof(char *));
+        for (size_t p = 0; inst->profiles && p < np; p++) {
+          inst->profiles[p] = strdup(json_string_value(json_array_get(profiles, p)) ?: "");
+          if (inst->profiles[p]) inst->n_profiles++;
+        }
+      }
+      m->instances[m->n_instances++] = inst;
+    }
+  }
+  return NULL;
+}
+
+/* Tears down whatever a load (or a loaded model) created, newest first. */
+static void teardown(TRITONBACKEND_Model *m) {
+  if (m->sched) {
+    m->sched->ops->stop(m->sched);
+    for (uint32_t i = m->n_instances; i-- > 0;) nrd_instance_join(m->instances[i]);
+  }
+  for (uint32_t i = m->n_instances; i-- > 0;) nrd_instance_finalize_and_free(m->instances[i]);
+  m->n_instances = 0;
+  if (m->sched) {
+    m->sched->ops->destroy(m->sched);
+    m->sched = NULL;
+  }
+  if (m->backend_initialized && m->backend->model_fini) {
+    TRITONSERVER_Error *e = m->backend->model_fini(m);
+    if (e) {
+      NRD_LOG_ERROR("model '%s' version %" PRId64 " failed to finalize: %s", m->name, m->version,
+                    TRITONSERVER_ErrorMessage(e));
+      TRITONSERVER_ErrorDelete(e);
+    }
+  }
+  m->backend_initialized = false;
+  if (m->backend) nrd_backend_release(m->backend);
+  m->backend = NULL;
+}
+
+static char *join(const char *a, const char *b) {
+  size_t n = strlen(a) + strlen(b) + 2;
+  char *p = malloc(n);
+  if (p) snprintf(p, n, "%s/%s", a, b);
+  return p;
+}
+
+TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *a, TRITONBACKEND_Model **out) {
+  TRITONSERVER_Error *err = NULL;
+  TRITONBACKEND_Model *m = calloc(1, sizeof(*m));
+  if (!m) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory loading model '%s'", a->name);
+  atomic_init(&m->refs, 1);
+  atomic_init(&m->state, NRD_MODEL_LOADING);
+  pthread_mutex_init(&m->config_lock, NULL);
+  pthread_mutex_init(&m->drain_lock, NULL);
+  pthread_cond_init(&m->drained, NULL);
+  nrd_stats_init(&m->stats);
+  m->server = a->server;
+  m->version = a->version;
+  m->auto_complete = a->auto_complete;
+  m->name = strdup(a->name);
+  m->model_dir = strdup(a->model_dir);
+  char vbuf[32];
+  snprintf(vbuf, sizeof vbuf, "%" PRId64, a->version);
+  m->version_dir = join(a->model_dir, vbuf);
+  json_t *cfg = json_deep_copy(a->config);
+  if (!m->name || !m->model_dir || !m->version_dir || !cfg) {
+    json_decref(cfg);
+    err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory loading model '%s'", a->name);
+    goto fail;
+  }
+
+  /* Which backend serves it: 'backend', else derived from 'platform'. */
+  const char *bname = jstr(cfg, "backend");
+  if (!*bname) {
+    const char *platform = jstr(cfg, "platform");
+    if (!strcmp(platform, NRD_ENSEMBLE_PLATFORM)) {
+      json_decref(cfg);
+      err = nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED, "model '%s': ensemble models are not supported yet",
+                          a->name);
+      goto fail;
+    }
+    const char *derived = backend_for_platform(platform);
+    if (!derived) {
+      json_decref(cfg);
+      err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                          "model '%s' names no backend (set 'backend' in config.pbtxt)", a->name);
+      goto fail;
+    }
+    json_object_set_new(cfg, "backend", json_string(derived));
+    bname = jstr(cfg, "backend");
+  }
+  /* Server-wide settings first, then the ones given for this backend. */
+  json_t *cmdline = json_object();
+  json_object_update(cmdline, json_object_get(a->backend_cmdline, ""));
+  json_object_update(cmdline, json_object_get(a->backend_cmdline, bname));
+  err = nrd_backend_acquire(bname, jstr(cfg, "runtime"), m->model_dir, m->version_dir, a->backend_dir, cmdline,
+                            &m->backend);
+  json_decref(cmdline);
+  if (err) {
+    json_decref(cfg);
+    goto fail;
+  }
+  apply_preferred_groups(cfg, m->backend);
+  if ((err = install_config(m, cfg))) goto fail;
+
+  if (m->backend->model_init) {
+    TRITONSERVER_Error *e = m->backend->model_init(m);
+    if (e) {
+      err = e; /* the backend's own message is the reason */
+      goto fail;
+    }
+  }
+  m->backend_initialized = true;
+
+  char *msg = NULL;
+  char *cfg_file = join(m->model_dir, "config.pbtxt");
+  int bad = nrd_model_config_validate(m->config, cfg_file, 0, &msg);
+  free(cfg_file);
+  if (bad) {
+    err = config_error(TRITONSERVER_ERROR_INVALID_ARG, msg);
+    goto fail;
+  }
+  if ((err = apply_config(m))) goto fail;
+  if ((err = create_instances(m))) goto fail;
+  if ((err = init_instances(m))) goto fail;
+  m->sched = nrd_default_scheduler_new(m);
+  if (!m->sched) {
+    err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating the scheduler of '%s'", a->name);
+    goto fail;
+  }
+  for (uint32_t i = 0; i < m->n_instances; i++)
+    if ((err = nrd_instance_start(m->instances[i]))) goto fail;
+  atomic_store(&m->state, NRD_MODEL_READY);
+  NRD_LOG_INFO("successfully loaded '%s' version %" PRId64, m->name, m->version);
+  *out = m;
+  return NULL;
+
+fail:
+  teardown(m);
+  atomic_store(&m->state, NRD_MODEL_UNAVAILABLE);
+  nrd_model_unref(m);
+  return err;
+}
+
+void nrd_model_unload(TRITONBACKEND_Model *m, unsigned timeout_s) {
+  atomic_store(&m->state, NRD_MODEL_UNLOADING);
+  /* Queued requests still run; the instance threads exit once drained. */
+  if (m->sched) {
+    m->sched->ops->stop(m->sched);
+    for (uint32_t i = 0; i < m->n_instances; i++) nrd_instance_join(m->instances[i]);
+  }
+  /* Requests a (decoupled) backend still holds must come back first. */
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += timeout_s;
+  pthread_mutex_lock(&m->drain_lock);
+  while (m->inflight > 0)
+    if (pthread_cond_timedwait(&m->drained, &m->drain_lock, &until) == ETIMEDOUT) break;
+  uint64_t left = m->inflight;
+  pthread_mutex_unlock(&m->drain_lock);
+  if (left)
+    NRD_LOG_WARN("model '%s' version %" PRId64 ": %" PRIu64 " requests still in flight after %u s; finalizing anyway",
+                 m->name, m->version, left, timeout_s);
+  teardown(m);
+  atomic_store(&m->state, NRD_MODEL_UNAVAILABLE);
+  NRD_LOG_INFO("successfully unloaded '%s' version %" PRId64, m->name, m->version);
+  nrd_model_unref(m);
+}
+
+const nrd_io *nrd_model_find_input(const TRITONBACKEND_Model *m, const char *name) {
+  for (uint32_t i = 0; i < m->n_inputs; i++)
+    if (!strcmp(m->inputs[i].name, name)) return &m->inputs[i];
+  return NULL;
+}
+
+const nrd_io *nrd_model_find_output(const TRITONBACKEND_Model *m, const char *name) {
+  for (uint32_t i = 0; i < m->n_outputs; i++)
+    if (!strcmp(m->outputs[i].name, name)) return &m->outputs[i];
+  return NULL;
+}
+
+const char *nrd_model_output_label(const TRITONBACKEND_Model *m, const char *output, size_t idx) {
+  const nrd_io *io = nrd_model_find_output(m, output);
+  return io && idx < io->n_labels ? io->labels[idx] : NULL;
+}
+
+static json_t *io_meta(const TRITONBACKEND_Model *m, const nrd_io *io, uint32_t n) {
+  json_t *arr = json_array();
+  for (uint32_t i = 0; i < n; i++) {
+    json_t *shape = json_array();
+    if (m->max_batch_size > 0) json_array_append_new(shape, json_integer(-1));
+    for (uint32_t d = 0; d < io[i].ndims; d++) json_array_append_new(shape, json_integer(io[i].dims[d]));
+    json_array_append_new(arr, json_pack("{s:s,s:s,s:o}", "name", io[i].name, "datatype",
+                                         TRITONSERVER_DataTypeString(io[i].dtype), "shape", shape));
+  }
+  return arr;
+}
+
+json_t *nrd_model_metadata_json(const TRITONBACKEND_Model *m) {
+  char vbuf[32];
+  snprintf(vbuf, sizeof vbuf, "%" PRId64, m->version);
+  const char *platform = jstr(m->config, "platform");
+  if (!*platform) platform = jstr(m->config, "backend");
+  return json_pack("{s:s,s:[s],s:s,s:o,s:o}", "name", m->name, "versions", vbuf, "platform", platform, "inputs",
+                   io_meta(m, m->inputs, m->n_inputs), "outputs", io_meta(m, m->outputs, m->n_outputs));
+}
+
+/* ------------------------------------------------------------ public API */
+
+TRITONSERVER_Error *TRITONBACKEND_ModelName(TRITONBACKEND_Model *model, const char **name) {
+  ARG_CHECK(model && name, "model and name must not be NULL");
+  *name = model->name;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelVersion(TRITONBACKEND_Model *model, uint64_t *version) {
+  ARG_CHECK(model && version, "model and version must not be NULL");
+  *version = (uint64_t)model->version;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelRepository(TRITONBACKEND_Model *model, TRITONBACKEND_ArtifactType *artifact_type,
+                                                  const char **location) {
+  ARG_CHECK(model && artifact_type && location, "arguments must not be NULL");
+  *artifact_type = TRITONBACKEND_ARTIFACT_FILESYSTEM;
+  *location = model->model_dir;
+  return NULL;
+}
+
+/* The caller owns the returned message. */
+TRITONSERVER_Error *TRITONBACKEND_ModelConfig(TRITONBACKEND_Model *model, const uint32_t config_version,
+                                              TRITONSERVER_Message **model_config) {
+  ARG_CHECK(model && model_config, "model and config must not be NULL");
+  if (config_version != 1)
+    return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
+                         "model configuration version %u is not supported; only version 1 is", config_version);
+  pthread_mutex_lock(&model->config_lock);
+  char *copy = strdup(model->config_json);
+  pthread_mutex_unlock(&model->config_lock);
+  if (!copy) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  *model_config = nrd_message_from_string(copy, strlen(copy));
+  if (!*model_config) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelAutoCompleteConfig(TRITONBACKEND_Model *model, bool *auto_complete_config) {
+  ARG_CHECK(model && auto_complete_config, "model and result must not be NULL");
+  *auto_complete_config = model->auto_complete;
+  return NULL;
+}
+
+/* The caller keeps ownership of `model_config`. Only during ModelInitialize. */
+TRITONSERVER_Error *TRITONBACKEND_ModelSetConfig(TRITONBACKEND_Model *model, const uint32_t config_version,
+                                                 TRITONSERVER_Message *model_config) {
+  ARG_CHECK(model && model_config, "model and config must not be NULL");
+  if (config_version != 1)
+    return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
+                         "model configuration version %u is not supported; only version 1 is", config_version);
+  if (atomic_load(&model->state) != NRD_MODEL_LOADING)
+    return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE,
+                         "model '%s': the configuration can only be changed while the model loads", model->name);
+  const char *json = NULL;
+  size_t len = 0;
+  NRD_RETURN_IF_ERROR(TRITONSERVER_MessageSerializeToJson(model_config, &json, &len));
+  char *msg = NULL;
+  json_t *cfg = nrd_model_config_from_json(json, len, &msg);
+  if (!cfg) {
+    TRITONSERVER_Error *e =
+        nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model '%s': configuration set by backend '%s' is invalid: %s",
+                      model->name, model->backend->name, msg ? msg : "unknown error");
+    free(msg);
+    return e;
+  }
+  return install_config(model, cfg);
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelServer(TRITONBACKEND_Model *model, TRITONSERVER_Server **server) {
+  ARG_CHECK(model && server, "model and server must not be NULL");
+  *server = model->server;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelBackend(TRITONBACKEND_Model *model, TRITONBACKEND_Backend **backend) {
+  ARG_CHECK(model && backend, "model and backend must not be NULL");
+  *backend = model->backend;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelState(TRITONBACKEND_Model *model, void **state) {
+  ARG_CHECK(model && state, "model and state must not be NULL");
+  *state = model->user_state;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelSetState(TRITONBACKEND_Model *model, void *state) {
+  ARG_CHECK(model, "model must not be NULL");
+  model->user_state = state;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ModelReportMemoryUsage(TRITONBACKEND_Model *model,
+                                                         TRITONSERVER_BufferAttributes **usage, uint32_t usage_size) {
+  ARG_CHECK(model && (usage || !usage_size), "model and usage must not be NULL");
+  return NULL; /* accepted; memory usage is not part of our statistics yet */
+}

@@ -1,0 +1,89 @@
+/* Model configuration: reading config.pbtxt (protobuf text format) or JSON,
+ * applying Triton's defaults, validating, and rendering the JSON that
+ * TRITONBACKEND_ModelConfig (config version 1) hands to backends.
+ *
+ * In-memory form: a jansson object shaped like the protobuf JSON of
+ * inference.ModelConfig with proto field names; enums are their value names,
+ * every integer field (32- or 64-bit) is a JSON integer, float/double are
+ * reals (non-finite values are the strings "NaN", "Infinity", "-Infinity"),
+ * bools are booleans, repeated fields arrays and maps objects (integer map
+ * keys in decimal). uint64 values above INT64_MAX keep their bit pattern in
+ * the json_int_t: read them with (uint64_t)json_integer_value(). Fields that
+ * were never set are absent; readers must apply proto3 defaults (0, "",
+ * false, first enum value) for missing scalars.
+ *
+ * Errors are returned as malloc'd strings that the caller frees; no function
+ * here depends on the public Triton headers. None of these functions keep
+ * global state: all may be called from any thread, as long as one config
+ * object is not mutated by two threads at once. */
+#ifndef NRD_MODEL_CONFIG_H
+#define NRD_MODEL_CONFIG_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+/* Platform name Triton uses for ensembles. */
+#define NRD_ENSEMBLE_PLATFORM "ensemble"
+
+/* Default for sequence_batching.max_sequence_idle_microseconds (1 s). */
+#define NRD_SEQUENCE_IDLE_DEFAULT_US 1000000
+
+/* Parses text[0..len) as a text-format ModelConfig. filename only appears in
+ * error messages (NULL: "<input>").
+ * Returns a new reference (caller json_decref()s it), or NULL with *err set
+ * to a malloc'd "FILE:LINE:COL: message" the caller frees (err may be NULL).
+ * Never crashes or leaks on any input. Any thread. */
+json_t *nrd_model_config_parse(const char *text, size_t len,
+                               const char *filename, char **err);
+
+/* Reads a ModelConfig from protobuf-style JSON (backend auto-complete via
+ * TRITONBACKEND_ModelSetConfig, or a client's config override). Field names
+ * may be proto names or lowerCamelCase; null values mean "unset"; integers
+ * may be numbers or decimal strings; enums names (any case) or numbers.
+ * Unknown fields, wrong types and out-of-range numbers are errors naming the
+ * JSON path ("input[0].dimz: unknown field ...").
+ * Returns a new reference in the in-memory form above, or NULL with *err
+ * malloc'd (caller frees; err may be NULL). Any thread. */
+json_t *nrd_model_config_from_json(const char *json, size_t len, char **err);
+
+/* Applies Triton's defaults in place, as Triton does for a server with
+ * (has_gpu != 0) or without GPUs:
+ *  - name from model_name when empty; a different non-empty name is an error
+ *    (directory name must equal model name); model_name may be NULL to skip;
+ *  - backend/platform/default_model_filename filled from each other for the
+ *    well-known frameworks, or "model.<backend>" from a model name of the form
+ *    "x.<backend>" when all three are empty (callers that inspect the version
+ *    directory should set backend before calling);
+ *  - version_policy latest{num_versions:1}; dynamic/oldest preferred batch
+ *    size [max_batch_size]; max_sequence_idle_microseconds 1000000;
+ *    pinned-memory optimization defaults; instance groups (default group named
+ *    after the model, "<model>_<i>" names, KIND_AUTO resolved, count 1, or 2
+ *    for CPU groups of the tensorflow/onnxruntime backends). Ensembles get no
+ *    optimization or instance group defaults.
+ * Returns 0, or -1 with *err malloc'd (caller frees); on failure cfg may be
+ * partially normalized. Any thread. */
+int nrd_model_config_normalize(json_t *cfg, const char *model_name,
+                               int has_gpu, char **err);
+
+/* Checks a normalized config the way Triton does before loading a model
+ * (ValidateModelConfig, ValidateInstanceGroup, ValidateModelIOConfig, ensemble
+ * data-flow checks) plus unique input/output names. Error messages start with
+ * "FILE: " (when filename != NULL) and name the model and the field.
+ * Returns 0, or -1 with *err malloc'd (caller frees). cfg is not modified.
+ * Any thread. */
+int nrd_model_config_validate(const json_t *cfg, const char *filename,
+                              int has_gpu, char **err);
+
+/* Renders cfg as compact JSON the way Triton's ModelConfigToJson (version 1)
+ * does: declaration order, proto field names, every primitive printed with
+ * its default, empty repeated fields as [] and maps as {}, unset messages and
+ * unset oneof members omitted, enums as names, and 64-bit integers as JSON
+ * strings except the ones Triton converts back to numbers (dims, reshape,
+ * batching delays/levels, timeouts, sequence idle, state dims, ensemble
+ * model_version, warmup dims, version_policy.specific.versions).
+ * Returns a malloc'd NUL-terminated string the caller free()s, or NULL if
+ * out of memory. Values of the wrong JSON type render as the field default.
+ * Any thread. */
+char *nrd_model_config_render(const json_t *cfg);
+
+#endif /* NRD_MODEL_CONFIG_H */

@@ -1,0 +1,836 @@
+/* Model repository: scanning folders, version policies, loading and
+ * unloading models, polling for changes, the repository index. */
+#include "repository.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "log.h"
+#include "model_config.h"
+#include "parameter.h"
+
+/* ------------------------------------------------------------ helpers */
+
+static char *join(const char *a, const char *b) {
+  size_t n = strlen(a) + strlen(b) + 2;
+  char *p = malloc(n);
+  if (p) snprintf(p, n, "%s/%s", a, b);
+  return p;
+}
+
+static bool is_dir(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int cmp_i64_desc(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* Newest modification time (ns) of anything under `path`, for polling. */
+static uint64_t newest_mtime(const char *path, int depth) {
+  struct stat st;
+  if (lstat(path, &st)) return 0;
+  uint64_t best = (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec;
+  if (!S_ISDIR(st.st_mode) || depth > 8) return best;
+  DIR *d = opendir(path);
+  if (!d) return best;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    char *sub = join(path, e->d_name);
+    if (!sub) continue;
+    uint64_t t = newest_mtime(sub, depth + 1);
+    if (t > best) best = t;
+    free(sub);
+  }
+  closedir(d);
+  return best;
+}
+
+static void slot_clear(nrd_version_slot *s) {
+  free(s->reason);
+  s->reason = NULL;
+}
+
+static void slots_free(nrd_version_slot *s, size_t n) {
+  for (size_t i = 0; i < n; i++) slot_clear(&s[i]);
+  free(s);
+}
+
+/* Removes a temporary override folder and everything in it. */
+static void remove_tree(const char *path) {
+  DIR *d = opendir(path);
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+      char *sub = join(path, e->d_name);
+      if (!sub) continue;
+      struct stat st;
+      if (!lstat(sub, &st) && S_ISDIR(st.st_mode)) remove_tree(sub);
+      else unlink(sub);
+      free(sub);
+    }
+    closedir(d);
+  }
+  rmdir(path);
+}
+
+/* ------------------------------------------------------------ lifetime */
+
+nrd_repository *nrd_repo_new(TRITONSERVER_Server *server, char *const *paths, size_t n_paths,
+                             const char *backend_dir, json_t *backend_cmdline, bool auto_complete,
+                             const char *config_name, unsigned exit_timeout_s) {
+  nrd_repository *r = calloc(1, sizeof(*r));
+  if (!r) {
+    json_decref(backend_cmdline);
+    return NULL;
+  }
+  r->server = server;
+  r->backend_cmdline = backend_cmdline;
+  r->auto_complete = auto_complete;
+  r->exit_timeout_s = exit_timeout_s;
+  r->backend_dir = strdup(backend_dir ? backend_dir : "");
+  r->config_name = strdup(config_name ? config_name : "");
+  r->paths = calloc(n_paths ? n_paths : 1, sizeof(char *));
+  pthread_rwlock_init(&r->table_lock, NULL);
+  pthread_mutex_init(&r->op_lock, NULL);
+  bool ok = r->backend_dir && r->config_name && r->paths;
+  for (size_t i = 0; ok && i < n_paths; i++) {
+    r->paths[i] = strdup(paths[i]);
+    if (!r->paths[i]) ok = false;
+    else r->n_paths++;
+  }
+  if (!ok) {
+    nrd_repo_free(r);
+    return NULL;
+  }
+  return r;
+}
+
+static void entry_unload_all(nrd_repository *r, nrd_model_entry *e) {
+  for (size_t i = 0; i < e->n_slots; i++) {
+    if (e->slots[i].model) {
+      TRITONBACKEND_Model *m = e->slots[i].model;
+      e->slots[i].model = NULL;
+      nrd_model_unload(m, r->exit_timeout_s);
+    }
+  }
+}
+
+void nrd_repo_free(nrd_repository *r) {
+  if (!r) return;
+  for (size_t i = 0; i < r->n_models; i++) {
+    nrd_model_entry *e = &r->models[i];
+    entry_unload_all(r, e);
+    slots_free(e->slots, e->n_slots);
+    if (e->override_dir) remove_tree(e->override_dir);
+    free(e->override_dir);
+    free(e->name);
+    free(e->dir);
+    free(e->reason);
+  }
+  free(r->models);
+  for (size_t i = 0; i < r->n_paths; i++) free(r->paths[i]);
+  free(r->paths);
+  free(r->backend_dir);
+  free(r->config_name);
+  json_decref(r->backend_cmdline);
+  pthread_rwlock_destroy(&r->table_lock);
+  pthread_mutex_destroy(&r->op_lock);
+  free(r);
+}
+
+/* ------------------------------------------------------------ scanning */
+
+TRITONSERVER_Error *nrd_repo_scan(nrd_repository *r, char ***names_out, size_t *n_out) {
+  char **names = NULL;
+  size_t n = 0, cap = 0;
+  TRITONSERVER_Error *err = NULL;
+  for (size_t p = 0; p < r->n_paths && !err; p++) {
+    DIR *d = opendir(r->paths[p]);
+    if (!d) {
+      err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "failed to open model repository '%s': %s", r->paths[p],
+                          strerror(errno));
+      break;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      if (e->d_name[0] == '.') continue;
+      char *full = join(r->paths[p], e->d_name);
+      bool dir = full && is_dir(full);
+      free(full);
+      if (!dir) continue;
+      bool dup = false;
+      for (size_t i = 0; i < n; i++) dup |= !strcmp(names[i], e->d_name);
+      if (dup) continue; /* reported at load time, where it matters */
+      if (n == cap) {
+        cap = cap ? cap * 2 : 16;
+        char **nn = realloc(names, cap * sizeof(char *));
+        if (!nn) {
+          err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory scanning repository");
+          break;
+        }
+        names = nn;
+      }
+      if (!(names[n] = strdup(e->d_name))) {
+        err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory scanning repository");
+        break;
+      }
+      n++;
+    }
+    closedir(d);
+  }
+  if (err) {
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    return err;
+  }
+  if (n) qsort(names, n, sizeof(char *), cmp_str);
+  *names_out = names;
+  *n_out = n;
+  return NULL;
+}
+
+/* The folder of a model: exactly one repository path may hold it. */
+static TRITONSERVER_Error *locate(nrd_repository *r, const char *name, char **dir_out) {
+  char *found = NULL;
+  for (size_t p = 0; p < r->n_paths; p++) {
+    char *d = join(r->paths[p], name);
+    if (!d) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    if (!is_dir(d)) {
+      free(d);
+      continue;
+    }
+    if (found) {
+      TRITONSERVER_Error *e = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                                            "model '%s' exists in more than one repository ('%s' and '%s')", name,
+                                            found, d);
+      free(d);
+      free(found);
+      return e;
+    }
+    found = d;
+  }
+  if (!found)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "failed to load '%s', failed to poll from model repository",
+                         name);
+  *dir_out = found;
+  return NULL;
+}
+
+/* Guesses a backend from the files of a model without config.pbtxt. */
+static const char *guess_backend(const char *dir) {
+  static const char *const by_file[][2] = {
+      {"model.onnx", "onnxruntime"}, {"model.py", "python"},          {"model.pt", "pytorch"},
+      {"model.plan", "tensorrt"},    {"model.savedmodel", "tensorflow"}, {"model.graphdef", "tensorflow"},
+  };
+  DIR *d = opendir(dir);
+  if (!d) return NULL;
+  const char *hit = NULL;
+  struct dirent *e;
+  while (!hit && (e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char *sub = join(dir, e->d_name);
+    if (!sub) continue;
+    for (size_t i = 0; !hit && i < sizeof by_file / sizeof by_file[0]; i++) {
+      char *f = join(sub, by_file[i][0]);
+      if (f && access(f, F_OK) == 0) hit = by_file[i][1];
+      free(f);
+    }
+    free(sub);
+  }
+  closedir(d);
+  return hit;
+}
+
+static TRITONSERVER_Error *read_file(const char *path, char **text, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return nrd_error_new(errno == ENOENT ? TRITONSERVER_ERROR_NOT_FOUND : TRITONSERVER_ERROR_INVALID_ARG,
+                               "cannot read '%s': %s", path, strerror(errno));
+  char *buf = NULL;
+  size_t n = 0, cap = 0;
+  for (;;) {
+    if (n + 4096 > cap) {
+      cap = cap ? cap * 2 : 8192;
+      if (cap > (64u << 20)) {
+        free(buf);
+        fclose(f);
+        return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "'%s' is larger than 64 MB", path);
+      }
+      char *nb = realloc(buf, cap);
+      if (!nb) {
+        free(buf);
+        fclose(f);
+        return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory reading '%s'", path);
+      }
+      buf = nb;
+    }
+    size_t got = fread(buf + n, 1, cap - n - 1, f);
+    n += got;
+    if (got == 0) break;
+  }
+  fclose(f);
+  buf[n] = '\0';
+  *text = buf;
+  *len = n;
+  return NULL;
+}
+
+/* Reads the configuration of a model folder (or an override). */
+static TRITONSERVER_Error *read_config(nrd_repository *r, const char *name, const char *dir, const char *override,
+                                       json_t **out) {
+  char *msg = NULL;
+  if (override) {
+    json_t *cfg = nrd_model_config_from_json(override, strlen(override), &msg);
+    if (!cfg) {
+      TRITONSERVER_Error *e = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model '%s': invalid config override: %s",
+                                            name, msg ? msg : "");
+      free(msg);
+      return e;
+    }
+    *out = cfg;
+    return NULL;
+  }
+  char *path;
+  if (*r->config_name) {
+    char rel[PATH_MAX];
+    snprintf(rel, sizeof rel, "configs/%s.pbtxt", r->config_name);
+    path = join(dir, rel);
+    if (path && access(path, F_OK) != 0) {
+      free(path);
+      path = join(dir, "config.pbtxt");
+    }
+  } else {
+    path = join(dir, "config.pbtxt");
+  }
+  if (!path) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  char *text = NULL;
+  size_t len = 0;
+  TRITONSERVER_Error *err = read_file(path, &text, &len);
+  if (err && TRITONSERVER_ErrorCode(err) == TRITONSERVER_ERROR_NOT_FOUND) {
+    TRITONSERVER_ErrorDelete(err);
+    err = NULL;
+    if (!r->auto_complete) {
+      err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                          "model '%s': '%s' not found and auto-complete is disabled (--disable-auto-complete-config)",
+                          name, path);
+    } else {
+      const char *backend = guess_backend(dir);
+      if (!backend)
+        err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                            "model '%s': '%s' not found and its backend cannot be told from its files", name, path);
+      else
+        *out = json_pack("{s:s,s:s}", "name", name, "backend", backend);
+    }
+    free(path);
+    return err;
+  }
+  if (err) {
+    free(path);
+    return err;
+  }
+  json_t *cfg = nrd_model_config_parse(text, len, path, &msg);
+  free(text);
+  free(path);
+  if (!cfg) {
+    err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "%s", msg ? msg : "invalid config.pbtxt");
+    free(msg);
+    return err;
+  }
+  *out = cfg;
+  return NULL;
+}
+
+/* Numeric version folders selected by the version policy, highest first. */
+static TRITONSERVER_Error *select_versions(const char *name, const char *dir, const json_t *cfg, int64_t **out,
+                                           size_t *n_out) {
+  int64_t *all = NULL;
+  size_t n = 0, cap = 0;
+  DIR *d = opendir(dir);
+  if (!d) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "cannot open model folder '%s': %s", dir, strerror(errno));
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    const char *s = e->d_name;
+    if (!*s || s[0] == '.') continue;
+    bool digits = true;
+    for (const char *c = s; *c; c++) digits &= *c >= '0' && *c <= '9';
+    if (!digits || strlen(s) > 18 || (s[0] == '0' && s[1])) continue;
+    char *full = join(dir, s);
+    bool ok = full && is_dir(full);
+    free(full);
+    if (!ok) continue;
+    if (n == cap) {
+      cap = cap ? cap * 2 : 8;
+      int64_t *na = realloc(all, cap * sizeof(int64_t));
+      if (!na) {
+        closedir(d);
+        free(all);
+        return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+      }
+      all = na;
+    }
+    all[n++] = strtoll(s, NULL, 10);
+  }
+  closedir(d);
+  if (n) qsort(all, n, sizeof(int64_t), cmp_i64_desc);
+
+  const json_t *policy = json_object_get(cfg, "version_policy");
+  const json_t *specific = json_object_get(policy, "specific");
+  size_t keep = 0;
+  if (json_object_get(policy, "all")) {
+    keep = n;
+  } else if (specific) {
+    const json_t *want = json_object_get(specific, "versions");
+    for (size_t i = 0; i < n; i++) {
+      bool wanted = false;
+      for (size_t w = 0; w < json_array_size(want); w++)
+        wanted |= (int64_t)json_integer_value(json_array_get(want, w)) == all[i];
+      if (wanted) all[keep++] = all[i];
+    }
+    for (size_t w = 0; w < json_array_size(want); w++) {
+      int64_t v = (int64_t)json_integer_value(json_array_get(want, w));
+      bool have = false;
+      for (size_t i = 0; i < keep; i++) have |= all[i] == v;
+      if (!have) {
+        free(all);
+        return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                             "model '%s': version %" PRId64 " named by version_policy.specific has no folder in '%s'",
+                             name, v, dir);
+      }
+    }
+  } else {
+    const json_t *latest = json_object_get(policy, "latest");
+    int64_t want = latest ? (int64_t)json_integer_value(json_object_get(latest, "num_versions")) : 1;
+    if (want < 1) want = 1;
+    keep = n < (size_t)want ? n : (size_t)want;
+  }
+  if (!keep) {
+    free(all);
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "model '%s': no version folder in '%s' is selected by its version policy", name, dir);
+  }
+  *out = all;
+  *n_out = keep;
+  return NULL;
+}
+
+/* Writes LoadModelWithParameters "file:" overrides into a fresh folder. */
+static TRITONSERVER_Error *write_overrides(const char *name, const TRITONSERVER_Parameter **files, size_t n_files,
+                                           char **root_out, char **model_dir_out) {
+  char tmpl[] = "/tmp/nereid-override-XXXXXX";
+  if (!mkdtemp(tmpl))
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "cannot create a folder for file overrides: %s", strerror(errno));
+  char *root = strdup(tmpl);
+  char *mdir = root ? join(root, name) : NULL;
+  TRITONSERVER_Error *err = NULL;
+  if (!mdir || mkdir(mdir, 0700)) {
+    err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "cannot create a folder for file overrides");
+    goto fail;
+  }
+  for (size_t i = 0; i < n_files; i++) {
+    const nrd_param *p = &((const struct TRITONSERVER_Parameter *)files[i])->p;
+    const char *rel = p->name + 5; /* after "file:" */
+    if (!*rel || rel[0] == '/' || strstr(rel, "..")) {
+      err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "file override '%s' must be a relative path inside the model",
+                          p->name);
+      goto fail;
+    }
+    char *path = join(mdir, rel);
+    if (!path) {
+      err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+      goto fail;
+    }
+    for (char *c = path + strlen(mdir) + 1; *c; c++) {
+      if (*c != '/') continue;
+      *c = '\0';
+      mkdir(path, 0700);
+      *c = '/';
+    }
+    FILE *f = fopen(path, "wb");
+    bool ok = f && fwrite(p->v.bytes.p, 1, p->v.bytes.n, f) == p->v.bytes.n;
+    if (f) ok &= fclose(f) == 0;
+    free(path);
+    if (!ok) {
+      err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "cannot write file override '%s'", p->name);
+      goto fail;
+    }
+  }
+  *root_out = root;
+  *model_dir_out = mdir;
+  return NULL;
+fail:
+  if (root) remove_tree(root);
+  free(root);
+  free(mdir);
+  return err;
+}
+
+/* ------------------------------------------------------------ the table */
+
+static nrd_model_entry *find_entry(nrd_repository *r, const char *name) {
+  for (size_t i = 0; i < r->n_models; i++)
+    if (!strcmp(r->models[i].name, name)) return &r->models[i];
+  return NULL;
+}
+
+/* Finds or adds an entry; caller holds the table write lock. */
+static nrd_model_entry *entry_for(nrd_repository *r, const char *name) {
+  nrd_model_entry *e = find_entry(r, name);
+  if (e) return e;
+  if (r->n_models == r->cap_models) {
+    size_t cap = r->cap_models ? r->cap_models * 2 : 16;
+    nrd_model_entry *nm = realloc(r->models, cap * sizeof(*nm));
+    if (!nm) return NULL;
+    r->models = nm;
+    r->cap_models = cap;
+  }
+  e = &r->models[r->n_models];
+  memset(e, 0, sizeof(*e));
+  if (!(e->name = strdup(name))) return NULL;
+  r->n_models++;
+  return e;
+}
+
+static void set_reason(char **slot, const char *why) {
+  free(*slot);
+  *slot = why ? strdup(why) : NULL;
+}
+
+TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const char *config_override,
+                                  const TRITONSERVER_Parameter **files, size_t n_files) {
+  if (!name || !*name) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model name must not be empty");
+  if (n_files && !config_override)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "failed to load '%s': file overrides need a 'config' parameter as well", name);
+  pthread_mutex_lock(&r->op_lock);
+  TRITONSERVER_Error *err = NULL;
+  char *dir = NULL, *override_root = NULL;
+  json_t *cfg = NULL;
+  int64_t *versions = NULL;
+  size_t n_versions = 0;
+  nrd_version_slot *slots = NULL;
+
+  if (n_files) err = write_overrides(name, files, n_files, &override_root, &dir);
+  else err = locate(r, name, &dir);
+  if (!err) err = read_config(r, name, dir, config_override, &cfg);
+  if (!err) err = select_versions(name, dir, cfg, &versions, &n_versions);
+  uint64_t stamp = dir ? newest_mtime(dir, 0) : 0;
+
+  if (!err) {
+    slots = calloc(n_versions, sizeof(*slots));
+    if (!slots) err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  }
+  /* Load every selected version while the old ones keep serving. */
+  TRITONSERVER_Error *first_fail = NULL;
+  for (size_t i = 0; !err && i < n_versions; i++) {
+    nrd_model_load_args a = {r->server, name, versions[i], dir, cfg, r->auto_complete, r->backend_dir,
+                             r->backend_cmdline};
+    slots[i].version = versions[i];
+    TRITONSERVER_Error *e = nrd_model_load(&a, &slots[i].model);
+    if (e) {
+      NRD_LOG_ERROR("failed to load '%s' version %" PRId64 ": %s", name, versions[i], TRITONSERVER_ErrorMessage(e));
+      slots[i].state = NRD_MODEL_UNAVAILABLE;
+      set_reason(&slots[i].reason, TRITONSERVER_ErrorMessage(e));
+      if (!first_fail) first_fail = e;
+      else TRITONSERVER_ErrorDelete(e);
+    } else {
+      slots[i].state = NRD_MODEL_READY;
+      set_reason(&slots[i].reason, "");
+    }
+  }
+  /* Triton loads a model all or nothing: one failed version fails the load. */
+  if (first_fail) {
+    for (size_t i = 0; i < n_versions; i++) {
+      if (slots[i].model) {
+        nrd_model_unload(slots[i].model, r->exit_timeout_s);
+        slots[i].model = NULL;
+        slots[i].state = NRD_MODEL_UNAVAILABLE;
+        if (!slots[i].reason || !*slots[i].reason)
+          set_reason(&slots[i].reason, "another version of the model failed to load");
+      }
+    }
+  }
+
+  /* Swap the new versions in; the old ones are unloaded below. */
+  nrd_version_slot *old = NULL;
+  size_t n_old = 0;
+  char *old_override = NULL;
+  pthread_rwlock_wrlock(&r->table_lock);
+  nrd_model_entry *e = entry_for(r, name);
+  if (!e) {
+    pthread_rwlock_unlock(&r->table_lock);
+    if (!err) err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  } else {
+    e->attempted = true;
+    if (err) {
+      /* Nothing new was loaded: keep serving what we had, note why. */
+      set_reason(&e->reason, TRITONSERVER_ErrorMessage(err));
+    } else if (first_fail && e->n_slots && e->slots[0].model) {
+      /* A failed reload keeps the old versions serving. */
+      set_reason(&e->reason, TRITONSERVER_ErrorMessage(first_fail));
+      old = slots;
+      n_old = n_versions;
+      slots = NULL;
+    } else {
+      old = e->slots;
+      n_old = e->n_slots;
+      e->slots = slots;
+      e->n_slots = n_versions;
+      slots = NULL;
+      set_reason(&e->reason, first_fail ? TRITONSERVER_ErrorMessage(first_fail) : "");
+      free(e->dir);
+      e->dir = dir;
+      dir = NULL;
+      e->stamp = stamp;
+      old_override = e->override_dir;
+      e->override_dir = override_root;
+      override_root = NULL;
+    }
+    pthread_rwlock_unlock(&r->table_lock);
+  }
+  for (size_t i = 0; i < n_old; i++)
+    if (old[i].model) nrd_model_unload(old[i].model, r->exit_timeout_s);
+  slots_free(old, n_old);
+  if (old_override) remove_tree(old_override);
+  free(old_override);
+  pthread_mutex_unlock(&r->op_lock);
+
+  if (override_root) remove_tree(override_root);
+  free(override_root);
+  slots_free(slots, slots ? n_versions : 0);
+  free(versions);
+  json_decref(cfg);
+  free(dir);
+  if (err) {
+    if (first_fail) TRITONSERVER_ErrorDelete(first_fail);
+    return err;
+  }
+  if (first_fail) {
+    err = nrd_error_new(TRITONSERVER_ErrorCode(first_fail), "failed to load '%s': %s", name,
+                        TRITONSERVER_ErrorMessage(first_fail));
+    TRITONSERVER_ErrorDelete(first_fail);
+  }
+  return err;
+}
+
+TRITONSERVER_Error *nrd_repo_unload(nrd_repository *r, const char *name) {
+  if (!name) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model name must not be NULL");
+  pthread_mutex_lock(&r->op_lock);
+  nrd_version_slot *old = NULL;
+  size_t n_old = 0;
+  char *old_override = NULL;
+  pthread_rwlock_wrlock(&r->table_lock);
+  nrd_model_entry *e = find_entry(r, name);
+  if (e) {
+    old = e->slots;
+    n_old = e->n_slots;
+    /* Keep the versions listed as unavailable in the index. */
+    e->slots = calloc(n_old ? n_old : 1, sizeof(*e->slots));
+    e->n_slots = e->slots ? n_old : 0;
+    for (size_t i = 0; i < e->n_slots; i++) {
+      e->slots[i].version = old[i].version;
+      e->slots[i].state = NRD_MODEL_UNAVAILABLE;
+      e->slots[i].reason = strdup("unloaded");
+    }
+    e->attempted = false;
+    set_reason(&e->reason, "unloaded");
+    old_override = e->override_dir;
+    e->override_dir = NULL;
+  }
+  pthread_rwlock_unlock(&r->table_lock);
+  for (size_t i = 0; i < n_old; i++)
+    if (old[i].model) nrd_model_unload(old[i].model, r->exit_timeout_s);
+  slots_free(old, n_old);
+  if (old_override) remove_tree(old_override);
+  free(old_override);
+  pthread_mutex_unlock(&r->op_lock);
+  return NULL;
+}
+
+TRITONSERVER_Error *nrd_repo_poll(nrd_repository *r) {
+  char **names = NULL;
+  size_t n = 0;
+  NRD_RETURN_IF_ERROR(nrd_repo_scan(r, &names, &n));
+  TRITONSERVER_Error *first = NULL;
+  /* New or changed models. */
+  for (size_t i = 0; i < n; i++) {
+    pthread_rwlock_rdlock(&r->table_lock);
+    nrd_model_entry *e = find_entry(r, names[i]);
+    bool loaded = e && e->attempted;
+    char *dir = e && e->dir ? strdup(e->dir) : NULL;
+    uint64_t stamp = e ? e->stamp : 0;
+    bool overridden = e && e->override_dir;
+    pthread_rwlock_unlock(&r->table_lock);
+    bool changed = !loaded || (dir && !overridden && newest_mtime(dir, 0) != stamp);
+    free(dir);
+    if (changed) {
+      TRITONSERVER_Error *err = nrd_repo_load(r, names[i], NULL, NULL, 0);
+      if (err && !first) first = err;
+      else if (err) TRITONSERVER_ErrorDelete(err);
+    }
+  }
+  /* Removed models. */
+  pthread_rwlock_rdlock(&r->table_lock);
+  size_t nm = r->n_models;
+  char **gone = calloc(nm ? nm : 1, sizeof(char *));
+  size_t n_gone = 0;
+  for (size_t i = 0; gone && i < nm; i++) {
+    nrd_model_entry *e = &r->models[i];
+    if (!e->attempted || e->override_dir) continue;
+    bool present = false;
+    for (size_t k = 0; k < n; k++) present |= !strcmp(names[k], e->name);
+    if (!present) gone[n_gone++] = strdup(e->name);
+  }
+  pthread_rwlock_unlock(&r->table_lock);
+  for (size_t i = 0; i < n_gone; i++) {
+    if (gone[i]) {
+      TRITONSERVER_Error *err = nrd_repo_unload(r, gone[i]);
+      if (err) TRITONSERVER_ErrorDelete(err);
+    }
+    free(gone[i]);
+  }
+  free(gone);
+  for (size_t i = 0; i < n; i++) free(names[i]);
+  free(names);
+  return first;
+}
+
+TRITONSERVER_Error *nrd_repo_get(nrd_repository *r, const char *name, int64_t version, TRITONBACKEND_Model **out) {
+  TRITONSERVER_Error *err = NULL;
+  pthread_rwlock_rdlock(&r->table_lock);
+  nrd_model_entry *e = find_entry(r, name);
+  TRITONBACKEND_Model *m = NULL;
+  if (e) {
+    for (size_t i = 0; i < e->n_slots; i++) {
+      nrd_version_slot *s = &e->slots[i];
+      if (!s->model || atomic_load(&s->model->state) != NRD_MODEL_READY) continue;
+      if (version == -1 ? (!m || s->version > m->version) : s->version == version) m = s->model;
+    }
+  }
+  if (m) {
+    nrd_model_ref(m);
+    *out = m;
+  } else if (!e || !e->attempted) {
+    err = nrd_error_new(TRITONSERVER_ERROR_NOT_FOUND, "Request for unknown model: '%s' is not found", name);
+  } else if (version == -1) {
+    err = nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "Request for unknown model: '%s' has no available versions",
+                        name);
+  } else {
+    err = nrd_error_new(TRITONSERVER_ERROR_NOT_FOUND,
+                        "Request for unknown model: '%s' version %" PRId64 " is not found", name, version);
+  }
+  pthread_rwlock_unlock(&r->table_lock);
+  return err;
+}
+
+static const char *state_name(nrd_model_state s) {
+  switch (s) {
+    case NRD_MODEL_LOADING: return "LOADING";
+    case NRD_MODEL_READY: return "READY";
+    case NRD_MODEL_UNLOADING: return "UNLOADING";
+    default: return "UNAVAILABLE";
+  }
+}
+
+json_t *nrd_repo_index(nrd_repository *r, bool ready_only) {
+  json_t *arr = json_array();
+  char **names = NULL;
+  size_t n = 0;
+  TRITONSERVER_Error *err = nrd_repo_scan(r, &names, &n);
+  if (err) TRITONSERVER_ErrorDelete(err);
+  pthread_rwlock_rdlock(&r->table_lock);
+  for (size_t i = 0; i < r->n_models; i++) {
+    nrd_model_entry *e = &r->models[i];
+    for (size_t k = 0; k < e->n_slots; k++) {
+      nrd_version_slot *s = &e->slots[k];
+      nrd_model_state st = s->model ? atomic_load(&s->model->state) : s->state;
+      if (ready_only && st != NRD_MODEL_READY) continue;
+      char v[32];
+      snprintf(v, sizeof v, "%" PRId64, s->version);
+      json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:s}", "name", e->name, "version", v, "state",
+                                           state_name(st), "reason", s->reason ? s->reason : ""));
+    }
+    if (!e->n_slots && !ready_only && e->attempted)
+      json_array_append_new(arr, json_pack("{s:s,s:s,s:s}", "name", e->name, "state", "UNAVAILABLE", "reason",
+                                           e->reason ? e->reason : ""));
+  }
+  /* Models on disk that were never loaded. */
+  for (size_t i = 0; !ready_only && i < n; i++)
+    if (!find_entry(r, names[i])) json_array_append_new(arr, json_pack("{s:s}", "name", names[i]));
+  pthread_rwlock_unlock(&r->table_lock);
+  for (size_t i = 0; i < n; i++) free(names[i]);
+  free(names);
+  return arr;
+}
+
+bool nrd_repo_all_ready(nrd_repository *r) {
+  bool ok = true;
+  pthread_rwlock_rdlock(&r->table_lock);
+  for (size_t i = 0; i < r->n_models; i++) {
+    nrd_model_entry *e = &r->models[i];
+    if (!e->attempted) continue;
+    if (!e->n_slots) ok = false;
+    for (size_t k = 0; k < e->n_slots; k++)
+      if (!e->slots[k].model || atomic_load(&e->slots[k].model->state) != NRD_MODEL_READY) ok = false;
+  }
+  pthread_rwlock_unlock(&r->table_lock);
+  return ok;
+}
+
+TRITONSERVER_Error *nrd_repo_stats(nrd_repository *r, const char *name, int64_t version, json_t **out) {
+  json_t *arr = json_array();
+  bool all = !name || !*name;
+  bool found = false;
+  pthread_rwlock_rdlock(&r->table_lock);
+  for (size_t i = 0; i < r->n_models; i++) {
+    nrd_model_entry *e = &r->models[i];
+    if (!all && strcmp(e->name, name)) continue;
+    for (size_t k = 0; k < e->n_slots; k++) {
+      nrd_version_slot *s = &e->slots[k];
+      if (!s->model || atomic_load(&s->model->state) != NRD_MODEL_READY) continue;
+      if (!all && version != -1 && s->version != version) continue;
+      found = true;
+      json_array_append_new(arr, nrd_stats_json(&s->model->stats, e->name, s->version));
+    }
+  }
+  pthread_rwlock_unlock(&r->table_lock);
+  if (!all && !found) {
+    json_decref(arr);
+    if (version == -1)
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "requested model '%s' is not available", name);
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "requested model version is not available for model '%s'",
+                         name);
+  }
+  *out = json_pack("{s:o}", "model_stats", arr);
+  return NULL;
+}
+
+int nrd_repo_prometheus(nrd_repository *r, nrd_text *out) {
+  int rc = 0;
+  pthread_rwlock_rdlock(&r->table_lock);
+  for (unsigned f = 0; f < nrd_stats_family_count && !rc; f++) {
+    rc |= nrd_text_appendf(out, "# HELP %s %s\n# TYPE %s %s\n", nrd_stats_families[f][0], nrd_stats_families[f][1],
+                           nrd_stats_families[f][0], nrd_stats_families[f][2]);
+    for (size_t i = 0; i < r->n_models && !rc; i++) {
+      nrd_model_entry *e = &r->models[i];
+      for (size_t k = 0; k < e->n_slots && !rc; k++)
+        if (e->slots[k].model)
+          rc |= nrd_stats_prometheus(&e->slots[k].model->stats, e->name, e->slots[k].version,
+                                     nrd_stats_families[f][0], out);
+    }
+  }
+  pthread_rwlock_unlock(&r->table_lock);
+  return rc;
+}

@@ -1,0 +1,98 @@
+/* The model repository: which models exist on disk, which versions are
+ * loaded, and the load / unload / poll operations of the control modes.
+ *
+ * Two locks: `table_lock` (a read-write lock) guards the table of models and
+ * is only read on the request path; `op_lock` serializes load, unload and
+ * poll operations, which run backend code and can take long, so the table
+ * lock is never held while a backend runs. */
+#ifndef NRD_REPOSITORY_H
+#define NRD_REPOSITORY_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <jansson.h>
+
+#include "triton/core/tritonbackend.h"
+#include "model.h"
+
+typedef struct nrd_version_slot {
+  int64_t version;
+  TRITONBACKEND_Model *model; /* counted reference while loaded, else NULL */
+  nrd_model_state state;
+  char *reason;               /* why it is not READY, "" otherwise */
+} nrd_version_slot;
+
+typedef struct nrd_model_entry {
+  char *name;
+  char *dir;                  /* where it was last loaded from */
+  nrd_version_slot *slots;
+  size_t n_slots;
+  char *reason;               /* model-level failure (no version loaded) */
+  bool attempted;             /* a load was tried since the last unload */
+  uint64_t stamp;             /* newest mtime under dir at the last load (poll) */
+  char *override_dir;         /* temporary folder of a load with file overrides */
+} nrd_model_entry;
+
+typedef struct nrd_repository {
+  TRITONSERVER_Server *server;
+  char **paths;
+  size_t n_paths;
+  char *backend_dir;
+  json_t *backend_cmdline;    /* see nrd_model_load_args */
+  bool auto_complete;
+  char *config_name;          /* "" or a name under configs/ */
+  unsigned exit_timeout_s;
+
+  pthread_rwlock_t table_lock;
+  nrd_model_entry *models;
+  size_t n_models, cap_models;
+
+  pthread_mutex_t op_lock;
+} nrd_repository;
+
+/* Sets up an empty repository; copies what it keeps from the arguments.
+ * Returns NULL on out-of-memory. */
+nrd_repository *nrd_repo_new(TRITONSERVER_Server *server, char *const *paths, size_t n_paths,
+                             const char *backend_dir, json_t *backend_cmdline /* stolen */,
+                             bool auto_complete, const char *config_name, unsigned exit_timeout_s);
+
+/* Unloads every model (waiting for in-flight requests up to the exit
+ * timeout) and frees the repository. */
+void nrd_repo_free(nrd_repository *r);
+
+/* Names of every model folder in the repository paths, sorted. The caller
+ * frees the array and strings. Errors name an unreadable path. */
+TRITONSERVER_Error *nrd_repo_scan(nrd_repository *r, char ***names, size_t *n);
+
+/* Loads (or reloads) a model: every version its version policy selects.
+ * `config_override` (JSON text) and `files` (name/content overrides from
+ * LoadModelWithParameters) may be NULL. Old versions keep serving until the
+ * new ones are ready, then are unloaded. Any thread but an instance thread. */
+TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const char *config_override,
+                                  const TRITONSERVER_Parameter **files, size_t n_files);
+
+/* Unloads every version of a model. Not loaded: success, as in Triton. */
+TRITONSERVER_Error *nrd_repo_unload(nrd_repository *r, const char *name);
+
+/* Rescans: loads new models, reloads changed ones, unloads removed ones. */
+TRITONSERVER_Error *nrd_repo_poll(nrd_repository *r);
+
+/* A READY model with a reference for the caller; version -1 means the
+ * highest ready version. Errors: unknown model or version, not ready. */
+TRITONSERVER_Error *nrd_repo_get(nrd_repository *r, const char *name, int64_t version, TRITONBACKEND_Model **out);
+
+/* Repository index in Triton's JSON shape. New reference. */
+json_t *nrd_repo_index(nrd_repository *r, bool ready_only);
+
+/* True when every model that was loaded has all its versions READY. */
+bool nrd_repo_all_ready(nrd_repository *r);
+
+/* Statistics for one model (version -1 = all loaded versions) or every
+ * model (name NULL or ""). New reference or an error. */
+TRITONSERVER_Error *nrd_repo_stats(nrd_repository *r, const char *name, int64_t version, json_t **out);
+
+/* Appends the nv_inference_* families of every loaded model. 0 or -1. */
+int nrd_repo_prometheus(nrd_repository *r, nrd_text *out);
+
+#endif

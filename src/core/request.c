@@ -1,0 +1,914 @@
+/* Inference requests: the client-side builder API (TRITONSERVER_InferenceRequest*)
+ * and the backend-side accessors (TRITONBACKEND_Request*, TRITONBACKEND_Input*). */
+#include "request.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "allocator.h"
+#include "buffer_attributes.h"
+#include "datatype.h"
+#include "error.h"
+#include "log.h"
+#include "model.h"
+#include "response.h"
+#include "server.h"
+#include "stats.h"
+
+#define ARG_CHECK(cond, what)                                                      \
+  do {                                                                             \
+    if (!(cond)) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "%s", what); \
+  } while (0)
+
+/* ------------------------------------------------------------------ inputs */
+
+static nrd_input *find_input(TRITONSERVER_InferenceRequest *r, const char *name) {
+  for (uint32_t i = 0; i < r->n_inputs; i++)
+    if (!strcmp(r->inputs[i].name, name)) return &r->inputs[i];
+  return NULL;
+}
+
+static void input_free(nrd_input *in) {
+  if (in->backend_shape != in->shape) free(in->backend_shape);
+  free(in->shape);
+  free(in->name);
+  free(in->bufs);
+  free(in->attrs);
+}
+
+static TRITONSERVER_Error *input_add(TRITONSERVER_InferenceRequest *r, const char *name,
+                                     TRITONSERVER_DataType dt, const int64_t *shape,
+                                     uint64_t dims, bool raw, nrd_input **out) {
+  ARG_CHECK(r && name, "inference request and input name must not be NULL");
+  if (find_input(r, name))
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "input '%s' already exists in request", name);
+  if (dims > 64) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                                      "input '%s' has %" PRIu64 " dimensions; at most 64 are supported",
+                                      name, dims);
+  if (dims && !shape)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' shape must not be NULL", name);
+  if (r->n_inputs == r->cap_inputs) {
+    uint32_t cap = r->cap_inputs ? r->cap_inputs * 2 : 4;
+    nrd_input *ni = realloc(r->inputs, cap * sizeof(*ni));
+    if (!ni) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory adding input");
+    r->inputs = ni;
+    r->cap_inputs = cap;
+  }
+  nrd_input *in = &r->inputs[r->n_inputs];
+  memset(in, 0, sizeof(*in));
+  in->name = strdup(name);
+  in->shape = malloc((dims ? dims : 1) * sizeof(int64_t));
+  if (!in->name || !in->shape) {
+    input_free(in);
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory adding input");
+  }
+  if (dims) memcpy(in->shape, shape, dims * sizeof(int64_t));
+  in->dims_count = (uint32_t)dims;
+  in->backend_shape = in->shape;
+  in->backend_dims_count = in->dims_count;
+  in->dtype = dt;
+  in->is_raw = raw;
+  r->n_inputs++;
+  if (out) *out = in;
+  return NULL;
+}
+
+static TRITONSERVER_Error *not_in_flight(const TRITONSERVER_InferenceRequest *r) {
+  if (r->in_flight)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "inference request cannot be modified while it is in flight");
+  return NULL;
+}
+
+/* ----------------------------------------------------- request: lifecycle */
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestNew(TRITONSERVER_InferenceRequest **inference_request,
+                                                     TRITONSERVER_Server *server,
+                                                     const char *model_name,
+                                                     const int64_t model_version) {
+  ARG_CHECK(inference_request && server && model_name,
+            "request, server and model name must not be NULL");
+  TRITONBACKEND_Model *m = NULL;
+  NRD_RETURN_IF_ERROR(nrd_server_get_model(server, model_name, model_version, &m));
+  TRITONSERVER_InferenceRequest *r = calloc(1, sizeof(*r));
+  if (!r) {
+    nrd_model_unref(m);
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating request");
+  }
+  r->server = server;
+  r->model = m;
+  *inference_request = r;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestDelete(TRITONSERVER_InferenceRequest *r) {
+  if (!r) return NULL;
+  if (r->in_flight)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "cannot delete an inference request that is still in flight");
+  for (uint32_t i = 0; i < r->n_inputs; i++) input_free(&r->inputs[i]);
+  free(r->inputs);
+  for (uint32_t i = 0; i < r->n_outputs; i++) free(r->outputs[i]);
+  free(r->outputs);
+  nrd_param_list_free(&r->params);
+  free(r->id);
+  free(r->corr_id_str);
+  nrd_model_unref(r->model);
+  free(r);
+  return NULL;
+}
+
+/* ------------------------------------------------- request: simple fields */
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestId(TRITONSERVER_InferenceRequest *r, const char **id) {
+  ARG_CHECK(r && id, "request and id must not be NULL");
+  *id = r->id ? r->id : "";
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetId(TRITONSERVER_InferenceRequest *r, const char *id) {
+  ARG_CHECK(r && id, "request and id must not be NULL");
+  NRD_RETURN_IF_ERROR(not_in_flight(r));
+  char *c = strdup(id);
+  if (!c) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  free(r->id);
+  r->id = c;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestFlags(TRITONSERVER_InferenceRequest *r, uint32_t *flags) {
+  ARG_CHECK(r && flags, "request and flags must not be NULL");
+  *flags = r->flags;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetFlags(TRITONSERVER_InferenceRequest *r, uint32_t flags) {
+  ARG_CHECK(r, "request must not be NULL");
+  NRD_RETURN_IF_ERROR(not_in_flight(r));
+  r->flags = flags;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestCorrelationId(TRITONSERVER_InferenceRequest *r, uint64_t *id) {
+  ARG_CHECK(r && id, "request and correlation id must not be NULL");
+  if (r->corr_id_str)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "correlation id of this request is a string; use CorrelationIdString");
+  *id = r->corr_id;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestCorrelationIdString(TRITONSERVER_InferenceRequest *r,
+                                                                     const char **id) {
+  ARG_CHECK(r && id, "request and correlation id must not be NULL");
+  if (!r->corr_id_str)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "correlation id of this request is an integer; use CorrelationId");
+  *id = r->corr_id_str;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetCorrelationId(TRITONSERVER_InferenceRequest *r, uint64_t id) {
+  ARG_CHECK(r, "request must not be NULL");
+  NRD_RETURN_IF_ERROR(not_in_flight(r));
+  free(r->corr_id_str);
+  r->corr_id_str = NULL;
+  r->corr_id = id;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetCorrelationIdString(TRITONSERVER_InferenceRequest *r,
+                                                                        const char *id) {
+  ARG_CHECK(r && id, "request and correlation id must not be NULL");
+  NRD_RETURN_IF_ERROR(not_in_flight(r));
+  if (strlen(id) > 128)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "string correlation id is longer than 128 characters");
+  char *c = strdup(id);
+  if (!c) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  free(r->corr_id_str);
+  r->corr_id_str = c;
+  r->corr_id = 0;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestPriority(TRITONSERVER_InferenceRequest *r, uint32_t *p) {
+  ARG_CHECK(r && p, "request and priority must not be NULL");
+  *p = (uint32_t)r->priority;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestPriorityUInt64(TRITONSERVER_InferenceRequest *r, uint64_t *p) {
+  ARG_CHECK(r && p, "request and priority must not be NULL");
+  *p = r->priority;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetPriority(TRITONSERVER_InferenceRequest *r, uint32_t p) {
+  ARG_CHECK(r, "request must not be NULL");
+  NRD_RETURN_IF_ERROR(not_in_flight(r));
+  r->priority = p;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetPriorityUInt64(TRITONSERVER_InferenceRequest *r, uint64_t p) {
+  ARG_CHECK(r, "request must not be NULL");
+  NRD_RETURN_IF_ERROR(not_in_flight(r));
+  r->priority = p;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestTimeoutMicroseconds(TRITONSERVER_InferenceRequest *r,
+                                                                    uint64_t *t) {
+  ARG_CHECK(r && t, "request and timeout must not be NULL");
+  *t = r->timeout_us;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(TRITONSERVER_InferenceRequest *r,
+                                                                       uint64_t t) {
+  ARG_CHECK(r, "request must not be NULL");
+  NRD_RETURN_IF_ERROR(not_in_flight(r));
+  r->timeout_us = t;
+  return NULL;
+}
+
+/* ------------------------------------------------------- request: inputs */
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestAddInput(TRITONSERVER_InferenceRequest *r, const char *name,
+                                                          const TRITONSERVER_DataType datatype,
+                                                          const int64_t *shape, uint64_t dim_count) {
+  ARG_CHECK(r, "request must not be NULL");
+  NRD_RETURN_IF_ERROR(not_in_flight(r));
+  return input_add(r, name, datatype, shape, dim_count, false, NULL);
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestAddRawInput(TRITONSERVER_InferenceRequest *r, const char *name) {
+  ARG_CHECK(r, "request must not be NULL");
+  NRD_RETURN_IF_ERROR(not_in_flight(r));
+  return input_add(r, name, TRITONSERVER_TYPE_INVALID, NULL, 0, true, NULL);
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveInput(TRITONSERVER_InferenceRequest *r, const char *name) {
+  ARG_CHECK(r && name, "request and input name must not be NULL");
+  NRD_RETURN_IF_ERROR(not_in_flight(r));
+  nrd_input *in = find_input(r, name);
+  if (!in) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' does not exist in request", name);
+  input_free(in);
+  uint32_t idx = (uint32_t)(in - r->inputs);
+  memmove(in, in + 1, (r->n_inputs - idx - 1) * sizeof(*in));
+  r->n_inputs--;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveAllInputs(TRITONSERVER_InferenceRequest *r) {
+  ARG_CHECK(r, "request must not be NULL");
+  NRD_RETURN_IF_ERROR(not_in_flight(r));
+  for (uint32_t i = 0; i < r->n_inputs; i++) input_free(&r->inputs[i]);
+  r->n_inputs = 0;
+  return NULL;
+}
+
+static TRITONSERVER_Error *append_data(TRITONSERVER_InferenceRequest *r, const char *name, const void *base,
+                                       size_t size, TRITONSERVER_MemoryType mt, int64_t mt_id) {
+  ARG_CHECK(r && name, "request and input name must not be NULL");
+  NRD_RETURN_IF_ERROR(not_in_flight(r));
+  nrd_input *in = find_input(r, name);
+  if (!in) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' does not exist in request", name);
+  if (!base && size) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                                          "input '%s' data pointer is NULL", name);
+  if (mt == TRITONSERVER_MEMORY_GPU)
+    return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
+                         "input '%s': GPU memory is not supported by this server (no GPU)", name);
+  if (in->nbufs == in->capbufs) {
+    uint32_t cap = in->capbufs ? in->capbufs * 2 : 1;
+    nrd_buffer *nb = realloc(in->bufs, cap * sizeof(*nb));
+    if (!nb) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory appending input data");
+    in->bufs = nb;
+    in->capbufs = cap;
+  }
+  in->bufs[in->nbufs++] = (nrd_buffer){base, size, mt, mt_id};
+  free(in->attrs);
+  in->attrs = NULL;
+  in->n_attrs = 0;
+  in->byte_size += size;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestAppendInputData(TRITONSERVER_InferenceRequest *r,
+                                                                 const char *name, const void *base,
+                                                                 size_t byte_size,
+                                                                 TRITONSERVER_MemoryType memory_type,
+                                                                 int64_t memory_type_id) {
+  return append_data(r, name, base, byte_size, memory_type, memory_type_id);
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestAppendInputDataWithHostPolicy(
+    TRITONSERVER_InferenceRequest *r, const char *name, const void *base, size_t byte_size,
+    TRITONSERVER_MemoryType memory_type, int64_t memory_type_id, const char *host_policy_name) {
+  (void)host_policy_name; /* one host policy on a CPU-only server: the default data serves all */
+  return append_data(r, name, base, byte_size, memory_type, memory_type_id);
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestAppendInputDataWithBufferAttributes(
+    TRITONSERVER_InferenceRequest *r, const char *name, const void *base,
+    TRITONSERVER_BufferAttributes *attrs) {
+  ARG_CHECK(attrs, "buffer attributes must not be NULL");
+  size_t size = 0;
+  TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
+  int64_t id = 0;
+  NRD_RETURN_IF_ERROR(TRITONSERVER_BufferAttributesByteSize(attrs, &size));
+  NRD_RETURN_IF_ERROR(TRITONSERVER_BufferAttributesMemoryType(attrs, &mt));
+  NRD_RETURN_IF_ERROR(TRITONSERVER_BufferAttributesMemoryTypeId(attrs, &id));
+  return append_data(r, name, base, size, mt, id);
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveAllInputData(TRITONSERVER_InferenceRequest *r,
+                                                                    const char *name) {
+  ARG_CHECK(r && name, "request and input name must not be NULL");
+  NRD_RETURN_IF_ERROR(not_in_flight(r));
+  nrd_input *in = find_input(r, name);
+  if (!in) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' does not exist in request", name);
+  in->nbufs = 0;
+  in->byte_size = 0;
+  return NULL;
+}
+
+/* ---------------------------------------------- request: requested outputs */
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestAddRequestedOutput(TRITONSERVER_InferenceRequest *r,
+                                                                    const char *name) {
+  ARG_CHECK(r && name, "request and output name must not be NULL");
+  NRD_RETURN_IF_ERROR(not_in_flight(r));
+  for (uint32_t i = 0; i < r->n_outputs; i++)
+    if (!strcmp(r->outputs[i], name))
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                           "output '%s' is already requested", name);
+  if (r->n_outputs == r->cap_outputs) {
+    uint32_t cap = r->cap_outputs ? r->cap_outputs * 2 : 4;
+    char **no = realloc(r->outputs, cap * sizeof(*no));
+    if (!no) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    r->outputs = no;
+    r->cap_outputs = cap;
+  }
+  char *c = strdup(name);
+  if (!c) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  r->outputs[r->n_outputs++] = c;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveRequestedOutput(TRITONSERVER_InferenceRequest *r,
+                                                                       const char *name) {
+  ARG_CHECK(r && name, "request and output name must not be NULL");
+  NRD_RETURN_IF_ERROR(not_in_flight(r));
+  for (uint32_t i = 0; i < r->n_outputs; i++) {
+    if (!strcmp(r->outputs[i], name)) {
+      free(r->outputs[i]);
+      memmove(&r->outputs[i], &r->outputs[i + 1], (r->n_outputs - i - 1) * sizeof(char *));
+      r->n_outputs--;
+      return NULL;
+    }
+  }
+  return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "output '%s' is not requested", name);
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveAllRequestedOutputs(TRITONSERVER_InferenceRequest *r) {
+  ARG_CHECK(r, "request must not be NULL");
+  NRD_RETURN_IF_ERROR(not_in_flight(r));
+  for (uint32_t i = 0; i < r->n_outputs; i++) free(r->outputs[i]);
+  r->n_outputs = 0;
+  return NULL;
+}
+
+/* --------------------------------------------- request: callbacks, cancel */
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetReleaseCallback(
+    TRITONSERVER_InferenceRequest *r, TRITONSERVER_InferenceRequestReleaseFn_t fn, void *userp) {
+  ARG_CHECK(r, "request must not be NULL");
+  NRD_RETURN_IF_ERROR(not_in_flight(r));
+  r->release_fn = fn;
+  r->release_userp = userp;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetResponseCallback(
+    TRITONSERVER_InferenceRequest *r, TRITONSERVER_ResponseAllocator *allocator, void *alloc_userp,
+    TRITONSERVER_InferenceResponseCompleteFn_t fn, void *userp) {
+  ARG_CHECK(r, "request must not be NULL");
+  NRD_RETURN_IF_ERROR(not_in_flight(r));
+  r->allocator = allocator;
+  r->alloc_userp = alloc_userp;
+  r->response_fn = fn;
+  r->response_userp = userp;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestCancel(TRITONSERVER_InferenceRequest *r) {
+  ARG_CHECK(r, "request must not be NULL");
+  nrd_delivery *d = r->delivery;
+  if (d) atomic_store(&d->cancelled, true);
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestIsCancelled(TRITONSERVER_InferenceRequest *r, bool *c) {
+  ARG_CHECK(r && c, "request and result must not be NULL");
+  nrd_delivery *d = r->delivery;
+  *c = d && atomic_load(&d->cancelled);
+  return NULL;
+}
+
+/* ------------------------------------------------- request: parameters */
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetStringParameter(TRITONSERVER_InferenceRequest *r,
+                                                                    const char *key, const char *value) {
+  ARG_CHECK(r && key && value, "request, key and value must not be NULL");
+  NRD_RETURN_IF_ERROR(not_in_flight(r));
+  return nrd_param_list_add_string(&r->params, key, value);
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetIntParameter(TRITONSERVER_InferenceRequest *r,
+                                                                 const char *key, const int64_t value) {
+  ARG_CHECK(r && key, "request and key must not be NULL");
+  NRD_RETURN_IF_ERROR(not_in_flight(r));
+  return nrd_param_list_add_int(&r->params, key, value);
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetBoolParameter(TRITONSERVER_InferenceRequest *r,
+                                                                  const char *key, const bool value) {
+  ARG_CHECK(r && key, "request and key must not be NULL");
+  NRD_RETURN_IF_ERROR(not_in_flight(r));
+  return nrd_param_list_add_bool(&r->params, key, value);
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetDoubleParameter(TRITONSERVER_InferenceRequest *r,
+                                                                    const char *key, const double value) {
+  ARG_CHECK(r && key, "request and key must not be NULL");
+  NRD_RETURN_IF_ERROR(not_in_flight(r));
+  return nrd_param_list_add_double(&r->params, key, value);
+}
+
+/* --------------------------------------------------------- validation */
+
+static int64_t elem_count(const int64_t *shape, uint32_t n) {
+  int64_t c = 1;
+  for (uint32_t i = 0; i < n; i++) {
+    if (shape[i] < 0) return -1;
+    if (shape[i] && c > INT64_MAX / shape[i]) return -2;
+    c *= shape[i];
+  }
+  return c;
+}
+
+static void shape_str(const int64_t *s, uint32_t n, char *buf, size_t cap) {
+  size_t o = 0;
+  o += (size_t)snprintf(buf + o, cap - o, "[");
+  for (uint32_t i = 0; i < n && o < cap; i++)
+    o += (size_t)snprintf(buf + o, cap - o, i ? ",%" PRId64 : "%" PRId64, s[i]);
+  if (o < cap) snprintf(buf + o, cap - o, "]");
+}
+
+/* Walks the length-prefixed BYTES elements across all buffers. */
+static TRITONSERVER_Error *check_bytes(const TRITONBACKEND_Model *m, const nrd_input *in, int64_t expect) {
+  int64_t count = 0;
+  uint8_t len_bytes[4];
+  uint32_t have_len = 0; /* bytes of the current length prefix seen */
+  uint64_t skip = 0;     /* element bytes still to skip */
+  for (uint32_t b = 0; b < in->nbufs; b++) {
+    const uint8_t *p = in->bufs[b].base;
+    size_t n = in->bufs[b].size;
+    while (n) {
+      if (skip) {
+        size_t k = skip < n ? (size_t)skip : n;
+        p += k;
+        n -= k;
+        skip -= k;
+        continue;
+      }
+      len_bytes[have_len++] = *p++;
+      n--;
+      if (have_len == 4) {
+        skip = (uint64_t)len_bytes[0] | (uint64_t)len_bytes[1] << 8 | (uint64_t)len_bytes[2] << 16 |
+               (uint64_t)len_bytes[3] << 24;
+        have_len = 0;
+        count++;
+      }
+    }
+  }
+  if (have_len || skip)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "input '%s' of model '%s': BYTES data ends inside element %" PRId64
+                         " (a 4-byte length prefix or its string is cut short)",
+                         in->name, m->name, count);
+  if (count != expect)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "input '%s' of model '%s': expected %" PRId64
+                         " BYTES elements for its shape, got %" PRId64,
+                         in->name, m->name, expect, count);
+  return NULL;
+}
+
+/* Fills in a raw input's datatype and shape from the configuration. */
+static TRITONSERVER_Error *resolve_raw(const TRITONBACKEND_Model *m, const nrd_io *io, nrd_input *in) {
+  in->dtype = io->dtype;
+  size_t esz = nrd_datatype_byte_size(io->dtype);
+  uint32_t nd = io->ndims + (m->max_batch_size > 0 ? 1 : 0);
+  int64_t *s = malloc((nd ? nd : 1) * sizeof(int64_t));
+  if (!s) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  uint32_t o = 0;
+  if (m->max_batch_size > 0) s[o++] = 1;
+  int64_t known = 1;
+  int wild = -1;
+  for (uint32_t i = 0; i < io->ndims; i++) {
+    s[o] = io->dims[i];
+    if (s[o] < 0) wild = (int)o;
+    else known *= s[o];
+    o++;
+  }
+  if (wild >= 0) {
+    if (!esz || !known || in->byte_size % (esz * (uint64_t)known)) {
+      free(s);
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                           "raw input '%s' of model '%s': cannot infer its shape from %" PRIu64 " bytes",
+                           in->name, m->name, in->byte_size);
+    }
+    s[wild] = (int64_t)(in->byte_size / (esz * (uint64_t)known));
+  }
+  free(in->shape);
+  in->shape = s;
+  in->backend_shape = s;
+  in->dims_count = in->backend_dims_count = nd;
+  return NULL;
+}
+
+static TRITONSERVER_Error *apply_reshape(const TRITONBACKEND_Model *m, const nrd_io *io, nrd_input *in) {
+  bool batched = m->max_batch_size > 0;
+  uint32_t nd = io->nreshape + (batched ? 1 : 0);
+  int64_t *s = malloc((nd ? nd : 1) * sizeof(int64_t));
+  if (!s) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  uint32_t o = 0;
+  if (batched) s[o++] = in->shape[0];
+  int64_t total = elem_count(in->shape + (batched ? 1 : 0), in->dims_count - (batched ? 1 : 0));
+  int64_t known = 1;
+  int wild = -1;
+  for (uint32_t i = 0; i < io->nreshape; i++) {
+    s[o] = io->reshape[i];
+    if (s[o] < 0) wild = (int)o;
+    else known *= s[o];
+    o++;
+  }
+  if (wild >= 0) s[wild] = known ? total / known : 0;
+  if (in->backend_shape != in->shape) free(in->backend_shape);
+  in->backend_shape = s;
+  in->backend_dims_count = nd;
+  return NULL;
+}
+
+TRITONSERVER_Error *nrd_request_validate(TRITONSERVER_InferenceRequest *r) {
+  const TRITONBACKEND_Model *m = r->model;
+  bool batched = m->max_batch_size > 0;
+  int64_t batch = -1;
+  char got[256], want[256];
+
+  for (uint32_t i = 0; i < r->n_inputs; i++) {
+    nrd_input *in = &r->inputs[i];
+    const nrd_io *io = nrd_model_find_input(m, in->name);
+    if (!io)
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                           "unexpected inference input '%s' for model '%s'", in->name, m->name);
+    if (in->is_raw) NRD_RETURN_IF_ERROR(resolve_raw(m, io, in));
+    if (in->dtype != io->dtype)
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                           "inference input '%s' data-type is '%s', but model '%s' expects '%s'",
+                           in->name, TRITONSERVER_DataTypeString(in->dtype), m->name,
+                           TRITONSERVER_DataTypeString(io->dtype));
+    const int64_t *dims = in->shape;
+    uint32_t nd = in->dims_count;
+    if (batched) {
+      if (nd < 1)
+        return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                             "input '%s' of model '%s' has no batch dimension; the model supports "
+                             "batching (max_batch_size %d), so the first dimension is the batch size",
+                             in->name, m->name, m->max_batch_size);
+      if (batch < 0) batch = dims[0];
+      else if (dims[0] != batch && !io->allow_ragged_batch)
+        return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                             "input '%s' of model '%s' has batch size %" PRId64
+                             " but other inputs have %" PRId64,
+                             in->name, m->name, dims[0], batch);
+      dims++;
+      nd--;
+    }
+    bool ok = nd == io->ndims;
+    for (uint32_t d = 0; ok && d < nd; d++)
+      if (dims[d] < 0 || (io->dims[d] >= 0 && io->dims[d] != dims[d])) ok = false;
+    if (!ok) {
+      shape_str(in->shape, in->dims_count, got, sizeof got);
+      int64_t full[65];
+      uint32_t fn = 0;
+      if (batched) full[fn++] = -1;
+      for (uint32_t d = 0; d < io->ndims && fn < 65; d++) full[fn++] = io->dims[d];
+      shape_str(full, fn, want, sizeof want);
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                           "unexpected shape for input '%s' for model '%s'. Expected %s, got %s",
+                           in->name, m->name, want, got);
+    }
+    int64_t count = elem_count(in->shape, in->dims_count);
+    if (count < 0)
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                           "input '%s' of model '%s': shape has too many elements", in->name, m->name);
+    if (in->dtype == TRITONSERVER_TYPE_BYTES) {
+      NRD_RETURN_IF_ERROR(check_bytes(m, in, count));
+    } else {
+      uint64_t expect = (uint64_t)count * nrd_datatype_byte_size(in->dtype);
+      if (in->byte_size != expect)
+        return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                             "input byte size mismatch for input '%s' for model '%s'. Expected %" PRIu64
+                             ", got %" PRIu64,
+                             in->name, m->name, expect, in->byte_size);
+    }
+    if (io->reshape) NRD_RETURN_IF_ERROR(apply_reshape(m, io, in));
+  }
+
+  /* Every required input present. */
+  for (uint32_t i = 0; i < m->n_inputs; i++) {
+    const nrd_io *io = &m->inputs[i];
+    if (io->optional || find_input(r, io->name)) continue;
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "expected %u inputs but got %u inputs for model '%s': missing required input '%s'",
+                         m->n_inputs, r->n_inputs, m->name, io->name);
+  }
+  for (uint32_t i = 0; i < r->n_outputs; i++)
+    if (!nrd_model_find_output(m, r->outputs[i]))
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                           "unexpected inference output '%s' for model '%s'", r->outputs[i], m->name);
+
+  if (batched) {
+    if (batch < 0) batch = 1; /* no inputs at all: one row */
+    if (batch < 1 || batch > m->max_batch_size)
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                           "inference request batch-size must be <= %d for '%s', got %" PRId64,
+                           m->max_batch_size, m->name, batch);
+    r->batch_size = (uint64_t)batch;
+  } else {
+    r->batch_size = 0;
+  }
+  return NULL;
+}
+
+/* ------------------------------------------------------ release / fail */
+
+void nrd_request_release(TRITONSERVER_InferenceRequest *r, uint32_t flags) {
+  TRITONBACKEND_Model *m = r->model;
+  nrd_delivery *d = r->delivery;
+  r->delivery = NULL;
+  r->in_flight = false;
+  nrd_stats_pending_add(&m->stats, -1);
+  if (d) nrd_delivery_unref(d);
+  nrd_model_inflight_done(m);
+  if (r->release_fn) r->release_fn(r, flags | TRITONSERVER_REQUEST_RELEASE_ALL, r->release_userp);
+}
+
+void nrd_request_fail(TRITONSERVER_InferenceRequest *r, TRITONSERVER_Error *err) {
+  uint64_t now = nrd_now_ns();
+  nrd_stats_request_fail(&r->model->stats, r->queue_start_ns, r->queue_start_ns, 0, now);
+  if (r->delivery) nrd_delivery_send_error(r->delivery, err);
+  else TRITONSERVER_ErrorDelete(err);
+  nrd_request_release(r, TRITONSERVER_REQUEST_RELEASE_ALL);
+}
+
+/* ------------------------------------------------- backend: request view */
+
+#define REQ(x) ((TRITONSERVER_InferenceRequest *)(x))
+
+TRITONSERVER_Error *TRITONBACKEND_RequestId(TRITONBACKEND_Request *request, const char **id) {
+  return TRITONSERVER_InferenceRequestId(REQ(request), id);
+}
+
+TRITONSERVER_Error *TRITONBACKEND_RequestCorrelationId(TRITONBACKEND_Request *request, uint64_t *id) {
+  return TRITONSERVER_InferenceRequestCorrelationId(REQ(request), id);
+}
+
+TRITONSERVER_Error *TRITONBACKEND_RequestCorrelationIdString(TRITONBACKEND_Request *request, const char **id) {
+  return TRITONSERVER_InferenceRequestCorrelationIdString(REQ(request), id);
+}
+
+TRITONSERVER_Error *TRITONBACKEND_RequestFlags(TRITONBACKEND_Request *request, uint32_t *flags) {
+  return TRITONSERVER_InferenceRequestFlags(REQ(request), flags);
+}
+
+TRITONSERVER_Error *TRITONBACKEND_RequestIsCancelled(TRITONBACKEND_Request *request, bool *is_cancelled) {
+  return TRITONSERVER_InferenceRequestIsCancelled(REQ(request), is_cancelled);
+}
+
+TRITONSERVER_Error *TRITONBACKEND_RequestParameterCount(TRITONBACKEND_Request *request, uint32_t *count) {
+  ARG_CHECK(request && count, "request and count must not be NULL");
+  *count = (uint32_t)REQ(request)->params.count;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_RequestParameter(TRITONBACKEND_Request *request, const uint32_t index,
+                                                   const char **key, TRITONSERVER_ParameterType *type,
+                                                   const void **vvalue) {
+  ARG_CHECK(request && key && type && vvalue, "arguments must not be NULL");
+  const nrd_param_list *pl = &REQ(request)->params;
+  if (index >= pl->count)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "parameter index %u is out of range (request has %zu parameters)", index, pl->count);
+  nrd_param *p = &pl->items[index];
+  *key = p->name;
+  *type = p->type;
+  switch (p->type) {
+    case TRITONSERVER_PARAMETER_STRING: *vvalue = p->v.s; break;
+    case TRITONSERVER_PARAMETER_INT: *vvalue = &p->v.i; break;
+    case TRITONSERVER_PARAMETER_BOOL: *vvalue = &p->v.b; break;
+    case TRITONSERVER_PARAMETER_DOUBLE: *vvalue = &p->v.d; break;
+    default: *vvalue = p->v.bytes.p; break;
+  }
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_RequestInputCount(TRITONBACKEND_Request *request, uint32_t *count) {
+  ARG_CHECK(request && count, "request and count must not be NULL");
+  *count = REQ(request)->n_inputs;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_RequestInputName(TRITONBACKEND_Request *request, const uint32_t index,
+                                                   const char **input_name) {
+  ARG_CHECK(request && input_name, "request and name must not be NULL");
+  TRITONSERVER_InferenceRequest *r = REQ(request);
+  if (index >= r->n_inputs)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "input index %u is out of range (request has %u inputs)", index, r->n_inputs);
+  *input_name = r->inputs[index].name;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_RequestInput(TRITONBACKEND_Request *request, const char *name,
+                                               TRITONBACKEND_Input **input) {
+  ARG_CHECK(request && name && input, "request, name and input must not be NULL");
+  nrd_input *in = find_input(REQ(request), name);
+  if (!in) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "unknown request input name '%s'", name);
+  *input = (TRITONBACKEND_Input *)in;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_RequestInputByIndex(TRITONBACKEND_Request *request, const uint32_t index,
+                                                      TRITONBACKEND_Input **input) {
+  ARG_CHECK(request && input, "request and input must not be NULL");
+  TRITONSERVER_InferenceRequest *r = REQ(request);
+  if (index >= r->n_inputs)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "input index %u is out of range (request has %u inputs)", index, r->n_inputs);
+  *input = (TRITONBACKEND_Input *)&r->inputs[index];
+  return NULL;
+}
+
+/* When the client named no outputs, every configured output is requested. */
+TRITONSERVER_Error *TRITONBACKEND_RequestOutputCount(TRITONBACKEND_Request *request, uint32_t *count) {
+  ARG_CHECK(request && count, "request and count must not be NULL");
+  TRITONSERVER_InferenceRequest *r = REQ(request);
+  *count = r->n_outputs ? r->n_outputs : r->model->n_outputs;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_RequestOutputName(TRITONBACKEND_Request *request, const uint32_t index,
+                                                    const char **output_name) {
+  ARG_CHECK(request && output_name, "request and name must not be NULL");
+  TRITONSERVER_InferenceRequest *r = REQ(request);
+  uint32_t n = r->n_outputs ? r->n_outputs : r->model->n_outputs;
+  if (index >= n)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "requested output index %u is out of range (%u outputs)", index, n);
+  *output_name = r->n_outputs ? r->outputs[index] : r->model->outputs[index].name;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_RequestOutputBufferProperties(TRITONBACKEND_Request *request,
+                                                                const char *name, size_t *byte_size,
+                                                                TRITONSERVER_MemoryType *memory_type,
+                                                                int64_t *memory_type_id) {
+  ARG_CHECK(request && name, "request and name must not be NULL");
+  TRITONSERVER_InferenceRequest *r = REQ(request);
+  TRITONSERVER_MemoryType mt = memory_type ? *memory_type : TRITONSERVER_MEMORY_CPU;
+  int64_t id = memory_type_id ? *memory_type_id : 0;
+  size_t bs = byte_size ? *byte_size : 0;
+  if (r->allocator && r->allocator->query_fn) {
+    NRD_RETURN_IF_ERROR(r->allocator->query_fn((TRITONSERVER_ResponseAllocator *)r->allocator,
+                                               r->alloc_userp, name, byte_size ? &bs : NULL, &mt, &id));
+  }
+  if (byte_size) *byte_size = bs;
+  if (memory_type) *memory_type = mt;
+  if (memory_type_id) *memory_type_id = id;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_RequestRelease(TRITONBACKEND_Request *request, uint32_t release_flags) {
+  ARG_CHECK(request, "request must not be NULL");
+  TRITONSERVER_InferenceRequest *r = REQ(request);
+  if (!r->in_flight)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "request was already released");
+  if (release_flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE) {
+    /* The backend wants this request executed again (iterative scheduling). */
+    TRITONSERVER_Error *err = r->model->sched->ops->enqueue(r->model->sched, r);
+    if (!err) return NULL;
+    nrd_request_fail(r, err);
+    return NULL;
+  }
+  nrd_request_release(r, release_flags);
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_RequestTrace(TRITONBACKEND_Request *request, TRITONSERVER_InferenceTrace **trace) {
+  ARG_CHECK(request && trace, "request and trace must not be NULL");
+  *trace = NULL; /* tracing is not built in: no request carries a trace */
+  return NULL;
+}
+
+/* ---------------------------------------------------- backend: inputs */
+
+TRITONSERVER_Error *TRITONBACKEND_InputProperties(TRITONBACKEND_Input *input, const char **name,
+                                                  TRITONSERVER_DataType *datatype, const int64_t **shape,
+                                                  uint32_t *dims_count, uint64_t *byte_size,
+                                                  uint32_t *buffer_count) {
+  ARG_CHECK(input, "input must not be NULL");
+  const nrd_input *in = (const nrd_input *)input;
+  if (name) *name = in->name;
+  if (datatype) *datatype = in->dtype;
+  if (shape) *shape = in->backend_shape;
+  if (dims_count) *dims_count = in->backend_dims_count;
+  if (byte_size) *byte_size = in->byte_size;
+  if (buffer_count) *buffer_count = in->nbufs;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_InputPropertiesForHostPolicy(TRITONBACKEND_Input *input,
+                                                               const char *host_policy_name,
+                                                               const char **name,
+                                                               TRITONSERVER_DataType *datatype,
+                                                               const int64_t **shape, uint32_t *dims_count,
+                                                               uint64_t *byte_size, uint32_t *buffer_count) {
+  (void)host_policy_name;
+  return TRITONBACKEND_InputProperties(input, name, datatype, shape, dims_count, byte_size, buffer_count);
+}
+
+TRITONSERVER_Error *TRITONBACKEND_InputBuffer(TRITONBACKEND_Input *input, const uint32_t index,
+                                              const void **buffer, uint64_t *buffer_byte_size,
+                                              TRITONSERVER_MemoryType *memory_type, int64_t *memory_type_id) {
+  ARG_CHECK(input && buffer && buffer_byte_size, "input, buffer and size must not be NULL");
+  const nrd_input *in = (const nrd_input *)input;
+  if (index >= in->nbufs)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "buffer index %u is out of range for input '%s' (%u buffers)", index, in->name,
+                         in->nbufs);
+  const nrd_buffer *b = &in->bufs[index];
+  *buffer = b->base;
+  *buffer_byte_size = b->size;
+  if (memory_type) *memory_type = b->mtype;
+  if (memory_type_id) *memory_type_id = b->mtype_id;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_InputBufferForHostPolicy(TRITONBACKEND_Input *input,
+                                                           const char *host_policy_name, const uint32_t index,
+                                                           const void **buffer, uint64_t *buffer_byte_size,
+                                                           TRITONSERVER_MemoryType *memory_type,
+                                                           int64_t *memory_type_id) {
+  (void)host_policy_name;
+  return TRITONBACKEND_InputBuffer(input, index, buffer, buffer_byte_size, memory_type, memory_type_id);
+}
+
+TRITONSERVER_Error *TRITONBACKEND_InputBufferAttributes(TRITONBACKEND_Input *input, const uint32_t index,
+                                                        const void **buffer,
+                                                        TRITONSERVER_BufferAttributes **buffer_attributes) {
+  ARG_CHECK(input && buffer && buffer_attributes, "arguments must not be NULL");
+  nrd_input *in = (nrd_input *)input;
+  if (index >= in->nbufs)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "buffer index %u is out of range for input '%s' (%u buffers)", index, in->name,
+                         in->nbufs);
+  if (!in->attrs) {
+    /* Made on first use; they live as long as the input. */
+    in->attrs = calloc(in->nbufs, sizeof(*in->attrs));
+    if (!in->attrs) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    in->n_attrs = in->nbufs;
+  }
+  if (index >= in->n_attrs)
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "input '%s' changed after attributes were read", in->name);
+  struct TRITONSERVER_BufferAttributes *a = &in->attrs[index];
+  const nrd_buffer *b = &in->bufs[index];
+  nrd_buffer_attributes_init(a);
+  a->byte_size = b->size;
+  a->memory_type = b->mtype;
+  a->memory_type_id = b->mtype_id;
+  *buffer = b->base;
+  *buffer_attributes = a;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_InferenceRequestTimeoutMicroseconds(TRITONBACKEND_Request *request,
+                                                                      uint64_t *timeout) {
+  return TRITONSERVER_InferenceRequestTimeoutMicroseconds(REQ(request), timeout);
+}

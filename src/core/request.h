@@ -1,0 +1,94 @@
+/* Inference requests: the object behind both TRITONSERVER_InferenceRequest
+ * (what a client builds) and TRITONBACKEND_Request (what a backend sees).
+ *
+ * Ownership: the client owns a request until TRITONSERVER_ServerInferAsync
+ * succeeds; from then the core (and, during Execute, the backend) owns it
+ * until the release callback hands it back. Input data is never copied: the
+ * request keeps the client's pointers, valid until release. */
+#ifndef NRD_REQUEST_H
+#define NRD_REQUEST_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "triton/core/tritonbackend.h"
+#include "parameter.h"
+
+struct nrd_delivery;
+
+/* One contiguous piece of an input tensor, owned by the client. */
+typedef struct nrd_buffer {
+  const void *base;
+  size_t size;
+  TRITONSERVER_MemoryType mtype;
+  int64_t mtype_id;
+} nrd_buffer;
+
+/* One input tensor. TRITONBACKEND_Input is a pointer to this. */
+typedef struct nrd_input {
+  char *name;
+  TRITONSERVER_DataType dtype;
+  int64_t *shape;          /* as the client gave it */
+  uint32_t dims_count;
+  int64_t *backend_shape;  /* after reshape; == shape when none applies */
+  uint32_t backend_dims_count;
+  nrd_buffer *bufs;
+  uint32_t nbufs, capbufs;
+  uint64_t byte_size;      /* sum of bufs[i].size */
+  bool is_raw;             /* added with AddRawInput: shape from the config */
+  struct TRITONSERVER_BufferAttributes *attrs; /* lazily made by InputBufferAttributes */
+  uint32_t n_attrs;
+} nrd_input;
+
+struct TRITONSERVER_InferenceRequest {
+  TRITONSERVER_Server *server;
+  TRITONBACKEND_Model *model;     /* counted reference, taken at New */
+  char *id;
+  uint32_t flags;
+  uint64_t corr_id;
+  char *corr_id_str;           /* non-NULL when the correlation id is a string */
+  uint64_t priority;
+  uint64_t timeout_us;
+
+  nrd_input *inputs;
+  uint32_t n_inputs, cap_inputs;
+  char **outputs;              /* requested output names */
+  uint32_t n_outputs, cap_outputs;
+  nrd_param_list params;
+
+  TRITONSERVER_InferenceRequestReleaseFn_t release_fn;
+  void *release_userp;
+  const TRITONSERVER_ResponseAllocator *allocator;
+  void *alloc_userp;
+  TRITONSERVER_InferenceResponseCompleteFn_t response_fn;
+  void *response_userp;
+
+  /* Set while the core owns the request (InferAsync .. release). */
+  struct nrd_delivery *delivery;
+  uint64_t batch_size;         /* rows in the batch dimension, 0 without one */
+  uint64_t queue_start_ns;
+  uint64_t deadline_ns;        /* 0 = none */
+  bool in_flight;
+
+  struct TRITONSERVER_InferenceRequest *next; /* scheduler queue link */
+};
+
+/* Checks the request against its model's configuration (names, datatypes,
+ * shapes, batch size, byte sizes, BYTES framing, requested outputs) and
+ * computes batch_size and backend shapes. Errors are INVALID_ARG naming the
+ * input. Caller thread; the request is not yet shared. */
+TRITONSERVER_Error *nrd_request_validate(TRITONSERVER_InferenceRequest *req);
+
+/* Hands a request that the core owns back to its client through the release
+ * callback. The delivery reference is dropped first, so responses sent
+ * afterwards still reach the client through their own references.
+ * Any thread; exactly once per InferAsync. */
+void nrd_request_release(TRITONSERVER_InferenceRequest *req, uint32_t flags);
+
+/* Answers a core-owned request with `err` (a final error response, consuming
+ * `err`) and releases it. Used when the backend's Execute fails, the request
+ * timed out, or the model is going away. Any thread. */
+void nrd_request_fail(TRITONSERVER_InferenceRequest *req, TRITONSERVER_Error *err);
+
+#endif

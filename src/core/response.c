@@ -1,0 +1,472 @@
+/* Responses: deliveries, backend-side creation and sending
+ * (TRITONBACKEND_Response*, ResponseFactory*, Output*), and the client-side
+ * accessors (TRITONSERVER_InferenceResponse*). */
+#include "response.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "allocator.h"
+#include "buffer_attributes.h"
+#include "error.h"
+#include "log.h"
+#include "model.h"
+#include "request.h"
+
+#define ARG_CHECK(cond, what)                                                      \
+  do {                                                                             \
+    if (!(cond)) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "%s", what); \
+  } while (0)
+
+/* ------------------------------------------------------------ deliveries */
+
+nrd_delivery *nrd_delivery_new(TRITONSERVER_InferenceRequest *req) {
+  nrd_delivery *d = calloc(1, sizeof(*d));
+  if (!d) return NULL;
+  if (req->id && !(d->request_id = strdup(req->id))) {
+    free(d);
+    return NULL;
+  }
+  atomic_init(&d->refs, 1);
+  d->model = req->model;
+  nrd_model_ref(d->model);
+  d->allocator = req->allocator;
+  d->alloc_userp = req->alloc_userp;
+  d->response_fn = req->response_fn;
+  d->response_userp = req->response_userp;
+  d->decoupled = req->model->decoupled;
+  return d;
+}
+
+void nrd_delivery_ref(nrd_delivery *d) { atomic_fetch_add_explicit(&d->refs, 1, memory_order_relaxed); }
+
+static TRITONSERVER_InferenceResponse *response_alloc(nrd_delivery *d) {
+  TRITONSERVER_InferenceResponse *r = calloc(1, sizeof(*r));
+  if (!r) return NULL;
+  nrd_delivery_ref(d);
+  r->delivery = d;
+  if (d->allocator && d->allocator->start_fn) {
+    TRITONSERVER_Error *e = d->allocator->start_fn((TRITONSERVER_ResponseAllocator *)d->allocator, d->alloc_userp);
+    if (e) {
+      NRD_LOG_ERROR("response allocator start callback failed: %s", TRITONSERVER_ErrorMessage(e));
+      TRITONSERVER_ErrorDelete(e);
+    }
+  }
+  return r;
+}
+
+void nrd_delivery_unref(nrd_delivery *d) {
+  if (atomic_fetch_sub_explicit(&d->refs, 1, memory_order_acq_rel) != 1) return;
+  if (!atomic_load(&d->final_sent)) {
+    /* Nobody can send any more and the client was never told the request is
+     * over: tell it now rather than let it wait forever. The error response
+     * briefly brings the count back to one. */
+    atomic_store(&d->refs, 1);
+    nrd_delivery_send_error(
+        d, nrd_error_new(TRITONSERVER_ERROR_INTERNAL,
+                         "model '%s' released request '%s' without sending a final response",
+                         d->model->name, d->request_id ? d->request_id : ""));
+    if (atomic_fetch_sub_explicit(&d->refs, 1, memory_order_acq_rel) != 1) return;
+  }
+  nrd_model_unref(d->model);
+  free(d->request_id);
+  free(d);
+}
+
+/* Hands a finished response to the client; consumes `r` either way. */
+static TRITONSERVER_Error *deliver(TRITONSERVER_InferenceResponse *r, uint32_t flags) {
+  nrd_delivery *d = r->delivery;
+  if (!d->decoupled) {
+    /* One response per request; it is the final one whatever the flags say. */
+    if (atomic_exchange(&d->final_sent, true)) {
+      TRITONSERVER_InferenceResponseDelete(r);
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                           "model '%s' is not decoupled and already sent the response for request '%s'; "
+                           "use a decoupled model to send more than one",
+                           d->model->name, d->request_id ? d->request_id : "");
+    }
+    flags |= TRITONSERVER_RESPONSE_COMPLETE_FINAL;
+  } else if (atomic_load(&d->final_sent)) {
+    TRITONSERVER_InferenceResponseDelete(r);
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "a final response was already sent for request '%s' of model '%s'",
+                         d->request_id ? d->request_id : "", d->model->name);
+  } else if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) {
+    if (atomic_exchange(&d->final_sent, true)) {
+      TRITONSERVER_InferenceResponseDelete(r);
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                           "a final response was already sent for request '%s' of model '%s'",
+                           d->request_id ? d->request_id : "", d->model->name);
+    }
+  }
+  atomic_fetch_add(&d->responses_sent, 1);
+  nrd_delivery_ref(d); /* keep `d` alive across the callback, which may delete r */
+  if (d->response_fn) d->response_fn(r, flags, d->response_userp);
+  else TRITONSERVER_InferenceResponseDelete(r);
+  nrd_delivery_unref(d);
+  return NULL;
+}
+
+void nrd_delivery_send_error(nrd_delivery *d, TRITONSERVER_Error *err) {
+  if (atomic_load(&d->final_sent)) {
+    TRITONSERVER_ErrorDelete(err);
+    return;
+  }
+  TRITONSERVER_InferenceResponse *r = response_alloc(d);
+  if (!r) {
+    NRD_LOG_ERROR("out of memory answering request of model '%s' with: %s", d->model->name,
+                  TRITONSERVER_ErrorMessage(err));
+    TRITONSERVER_ErrorDelete(err);
+    return;
+  }
+  r->error = err;
+  TRITONSERVER_Error *e = deliver(r, TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+  if (e) TRITONSERVER_ErrorDelete(e);
+}
+
+/* ------------------------------------------------------ response factory */
+
+TRITONSERVER_Error *TRITONBACKEND_ResponseFactoryNew(TRITONBACKEND_ResponseFactory **factory,
+                                                     TRITONBACKEND_Request *request) {
+  ARG_CHECK(factory && request, "factory and request must not be NULL");
+  TRITONSERVER_InferenceRequest *req = (TRITONSERVER_InferenceRequest *)request;
+  if (!req->delivery)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "cannot create a response factory for a request the core does not own");
+  TRITONBACKEND_ResponseFactory *f = malloc(sizeof(*f));
+  if (!f) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  nrd_delivery_ref(req->delivery);
+  f->delivery = req->delivery;
+  *factory = f;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ResponseFactoryDelete(TRITONBACKEND_ResponseFactory *factory) {
+  if (!factory) return NULL;
+  nrd_delivery_unref(factory->delivery);
+  free(factory);
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ResponseFactorySendFlags(TRITONBACKEND_ResponseFactory *factory,
+                                                           const uint32_t send_flags) {
+  ARG_CHECK(factory, "factory must not be NULL");
+  nrd_delivery *d = factory->delivery;
+  if (send_flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) {
+    if (atomic_exchange(&d->final_sent, true))
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                           "a final response was already sent for request '%s' of model '%s'",
+                           d->request_id ? d->request_id : "", d->model->name);
+  }
+  if (d->response_fn) d->response_fn(NULL, send_flags, d->response_userp);
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ResponseFactoryIsCancelled(TRITONBACKEND_ResponseFactory *factory,
+                                                             bool *is_cancelled) {
+  ARG_CHECK(factory && is_cancelled, "factory and result must not be NULL");
+  *is_cancelled = atomic_load(&factory->delivery->cancelled);
+  return NULL;
+}
+
+/* -------------------------------------------------------- backend: response */
+
+TRITONSERVER_Error *TRITONBACKEND_ResponseNew(TRITONBACKEND_Response **response,
+                                              TRITONBACKEND_Request *request) {
+  ARG_CHECK(response && request, "response and request must not be NULL");
+  TRITONSERVER_InferenceRequest *req = (TRITONSERVER_InferenceRequest *)request;
+  if (!req->delivery)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "cannot create a response for a request the core does not own");
+  TRITONSERVER_InferenceResponse *r = response_alloc(req->delivery);
+  if (!r) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  *response = (TRITONBACKEND_Response *)r;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ResponseNewFromFactory(TRITONBACKEND_Response **response,
+                                                         TRITONBACKEND_ResponseFactory *factory) {
+  ARG_CHECK(response && factory, "response and factory must not be NULL");
+  TRITONSERVER_InferenceResponse *r = response_alloc(factory->delivery);
+  if (!r) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  *response = (TRITONBACKEND_Response *)r;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ResponseDelete(TRITONBACKEND_Response *response) {
+  return TRITONSERVER_InferenceResponseDelete((TRITONSERVER_InferenceResponse *)response);
+}
+
+#define RESP(x) ((TRITONSERVER_InferenceResponse *)(x))
+
+TRITONSERVER_Error *TRITONBACKEND_ResponseSetStringParameter(TRITONBACKEND_Response *response,
+                                                             const char *name, const char *value) {
+  ARG_CHECK(response && name && value, "response, name and value must not be NULL");
+  return nrd_param_list_add_string(&RESP(response)->params, name, value);
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ResponseSetIntParameter(TRITONBACKEND_Response *response,
+                                                          const char *name, const int64_t value) {
+  ARG_CHECK(response && name, "response and name must not be NULL");
+  return nrd_param_list_add_int(&RESP(response)->params, name, value);
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ResponseSetBoolParameter(TRITONBACKEND_Response *response,
+                                                           const char *name, const bool value) {
+  ARG_CHECK(response && name, "response and name must not be NULL");
+  return nrd_param_list_add_bool(&RESP(response)->params, name, value);
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ResponseSetDoubleParameter(TRITONBACKEND_Response *response,
+                                                             const char *name, const double value) {
+  ARG_CHECK(response && name, "response and name must not be NULL");
+  return nrd_param_list_add_double(&RESP(response)->params, name, value);
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ResponseOutput(TRITONBACKEND_Response *response, TRITONBACKEND_Output **output,
+                                                 const char *name, const TRITONSERVER_DataType datatype,
+                                                 const int64_t *shape, const uint32_t dims_count) {
+  ARG_CHECK(response && output && name, "response, output and name must not be NULL");
+  ARG_CHECK(shape || !dims_count, "output shape must not be NULL");
+  TRITONSERVER_InferenceResponse *r = RESP(response);
+  for (uint32_t i = 0; i < r->n_outputs; i++)
+    if (!strcmp(r->outputs[i]->name, name))
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "output '%s' already exists in response", name);
+  if (r->n_outputs == r->cap_outputs) {
+    uint32_t cap = r->cap_outputs ? r->cap_outputs * 2 : 4;
+    nrd_output **no = realloc(r->outputs, cap * sizeof(*no));
+    if (!no) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    r->outputs = no;
+    r->cap_outputs = cap;
+  }
+  /* One allocation holds the output, its shape and its name. */
+  size_t nlen = strlen(name) + 1;
+  nrd_output *o = calloc(1, sizeof(*o) + dims_count * sizeof(int64_t) + nlen);
+  if (!o) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  o->shape = (int64_t *)(o + 1);
+  o->name = (char *)(o->shape + dims_count);
+  if (dims_count) memcpy(o->shape, shape, dims_count * sizeof(int64_t));
+  memcpy(o->name, name, nlen);
+  o->dims_count = dims_count;
+  o->dtype = datatype;
+  o->delivery = r->delivery;
+  r->outputs[r->n_outputs++] = o;
+  *output = (TRITONBACKEND_Output *)o;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_ResponseSend(TRITONBACKEND_Response *response, const uint32_t send_flags,
+                                               TRITONSERVER_Error *error) {
+  ARG_CHECK(response, "response must not be NULL");
+  TRITONSERVER_InferenceResponse *r = RESP(response);
+  if (error) {
+    /* The backend keeps its error; the response carries a copy. */
+    r->error = nrd_error_new(TRITONSERVER_ErrorCode(error), "%s", TRITONSERVER_ErrorMessage(error));
+  }
+  return deliver(r, send_flags);
+}
+
+/* ------------------------------------------------------- backend: outputs */
+
+TRITONSERVER_Error *TRITONBACKEND_OutputBuffer(TRITONBACKEND_Output *output, void **buffer,
+                                               const uint64_t buffer_byte_size,
+                                               TRITONSERVER_MemoryType *memory_type, int64_t *memory_type_id) {
+  ARG_CHECK(output && buffer && memory_type && memory_type_id, "arguments must not be NULL");
+  nrd_output *o = (nrd_output *)output;
+  if (o->allocated)
+    return nrd_error_new(TRITONSERVER_ERROR_ALREADY_EXISTS,
+                         "a buffer was already allocated for output '%s'", o->name);
+  nrd_delivery *d = o->delivery;
+  if (!d->allocator || !d->allocator->alloc_fn)
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL,
+                         "no response allocator was set on the request: cannot allocate output '%s'", o->name);
+  void *buf = NULL, *userp = NULL;
+  TRITONSERVER_MemoryType mt = *memory_type;
+  int64_t id = *memory_type_id;
+  TRITONSERVER_Error *e = d->allocator->alloc_fn((TRITONSERVER_ResponseAllocator *)d->allocator, o->name,
+                                                 (size_t)buffer_byte_size, *memory_type, *memory_type_id,
+                                                 d->alloc_userp, &buf, &userp, &mt, &id);
+  if (e) return e;
+  if (!buf && buffer_byte_size)
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL,
+                         "response allocator gave no buffer for output '%s' (%llu bytes)", o->name,
+                         (unsigned long long)buffer_byte_size);
+  o->buffer = buf;
+  o->buffer_userp = userp;
+  o->byte_size = (size_t)buffer_byte_size;
+  o->mtype = mt;
+  o->mtype_id = id;
+  o->allocated = true;
+  *buffer = buf;
+  *memory_type = mt;
+  *memory_type_id = id;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_OutputBufferAttributes(TRITONBACKEND_Output *output,
+                                                         TRITONSERVER_BufferAttributes **buffer_attributes) {
+  ARG_CHECK(output && buffer_attributes, "output and attributes must not be NULL");
+  nrd_output *o = (nrd_output *)output;
+  if (!o->allocated)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "output '%s' has no buffer yet: call TRITONBACKEND_OutputBuffer first", o->name);
+  if (!o->attrs) {
+    o->attrs = malloc(sizeof(*o->attrs));
+    if (!o->attrs) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    nrd_buffer_attributes_init(o->attrs);
+    o->attrs->byte_size = o->byte_size;
+    o->attrs->memory_type = o->mtype;
+    o->attrs->memory_type_id = o->mtype_id;
+    nrd_delivery *d = o->delivery;
+    if (d->allocator && d->allocator->buffer_attributes_fn) {
+      TRITONSERVER_Error *e = d->allocator->buffer_attributes_fn(
+          (TRITONSERVER_ResponseAllocator *)d->allocator, o->name, o->attrs, d->alloc_userp, o->buffer_userp);
+      if (e) return e;
+    }
+  }
+  *buffer_attributes = o->attrs;
+  return NULL;
+}
+
+/* ------------------------------------------------------ client: response */
+
+TRITONSERVER_Error *TRITONSERVER_InferenceResponseDelete(TRITONSERVER_InferenceResponse *r) {
+  if (!r) return NULL;
+  nrd_delivery *d = r->delivery;
+  for (uint32_t i = 0; i < r->n_outputs; i++) {
+    nrd_output *o = r->outputs[i];
+    if (o->allocated && d->allocator && d->allocator->release_fn) {
+      TRITONSERVER_Error *e = d->allocator->release_fn((TRITONSERVER_ResponseAllocator *)d->allocator,
+                                                       o->buffer, o->buffer_userp, o->byte_size, o->mtype,
+                                                       o->mtype_id);
+      if (e) {
+        NRD_LOG_ERROR("response allocator failed to release output '%s': %s", o->name,
+                      TRITONSERVER_ErrorMessage(e));
+        TRITONSERVER_ErrorDelete(e);
+      }
+    }
+    free(o->attrs);
+    free(o);
+  }
+  free(r->outputs);
+  nrd_param_list_free(&r->params);
+  if (r->error) TRITONSERVER_ErrorDelete(r->error);
+  free(r);
+  nrd_delivery_unref(d);
+  return NULL;
+}
+
+/* The caller owns the returned copy (NULL when the response succeeded). */
+TRITONSERVER_Error *TRITONSERVER_InferenceResponseError(TRITONSERVER_InferenceResponse *r) {
+  if (!r) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "response must not be NULL");
+  if (!r->error) return NULL;
+  return nrd_error_new(TRITONSERVER_ErrorCode(r->error), "%s", TRITONSERVER_ErrorMessage(r->error));
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceResponseModel(TRITONSERVER_InferenceResponse *r,
+                                                        const char **model_name, int64_t *model_version) {
+  ARG_CHECK(r && model_name && model_version, "arguments must not be NULL");
+  *model_name = r->delivery->model->name;
+  *model_version = r->delivery->model->version;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceResponseId(TRITONSERVER_InferenceResponse *r, const char **request_id) {
+  ARG_CHECK(r && request_id, "arguments must not be NULL");
+  *request_id = r->delivery->request_id ? r->delivery->request_id : "";
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceResponseParameterCount(TRITONSERVER_InferenceResponse *r,
+                                                                 uint32_t *count) {
+  ARG_CHECK(r && count, "arguments must not be NULL");
+  *count = (uint32_t)r->params.count;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceResponseParameter(TRITONSERVER_InferenceResponse *r,
+                                                            const uint32_t index, const char **name,
+                                                            TRITONSERVER_ParameterType *type,
+                                                            const void **vvalue) {
+  ARG_CHECK(r && name && type && vvalue, "arguments must not be NULL");
+  if (index >= r->params.count)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "parameter index %u is out of range (response has %zu parameters)", index,
+                         r->params.count);
+  nrd_param *p = &r->params.items[index];
+  *name = p->name;
+  *type = p->type;
+  switch (p->type) {
+    case TRITONSERVER_PARAMETER_STRING: *vvalue = p->v.s; break;
+    case TRITONSERVER_PARAMETER_INT: *vvalue = &p->v.i; break;
+    case TRITONSERVER_PARAMETER_BOOL: *vvalue = &p->v.b; break;
+    case TRITONSERVER_PARAMETER_DOUBLE: *vvalue = &p->v.d; break;
+    default: *vvalue = p->v.bytes.p; break;
+  }
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceResponseOutputCount(TRITONSERVER_InferenceResponse *r,
+                                                              uint32_t *count) {
+  ARG_CHECK(r && count, "arguments must not be NULL");
+  *count = r->n_outputs;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceResponseOutput(TRITONSERVER_InferenceResponse *r, const uint32_t index,
+                                                         const char **name, TRITONSERVER_DataType *datatype,
+                                                         const int64_t **shape, uint64_t *dim_count,
+                                                         const void **base, size_t *byte_size,
+                                                         TRITONSERVER_MemoryType *memory_type,
+                                                         int64_t *memory_type_id, void **userp) {
+  ARG_CHECK(r, "response must not be NULL");
+  if (index >= r->n_outputs)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "output index %u is out of range (response has %u outputs)", index, r->n_outputs);
+  const nrd_output *o = r->outputs[index];
+  if (name) *name = o->name;
+  if (datatype) *datatype = o->dtype;
+  if (shape) *shape = o->shape;
+  if (dim_count) *dim_count = o->dims_count;
+  if (base) *base = o->buffer;
+  if (byte_size) *byte_size = o->byte_size;
+  if (memory_type) *memory_type = o->mtype;
+  if (memory_type_id) *memory_type_id = o->mtype_id;
+  if (userp) *userp = o->buffer_userp;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_InferenceResponseOutputClassificationLabel(TRITONSERVER_InferenceResponse *r,
+                                                                            const uint32_t index,
+                                                                            const size_t class_index,
+                                                                            const char **label) {
+  ARG_CHECK(r && label, "arguments must not be NULL");
+  if (index >= r->n_outputs)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "output index %u is out of range (response has %u outputs)", index, r->n_outputs);
+  *label = nrd_model_output_label(r->delivery->model, r->outputs[index]->name, class_index);
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONBACKEND_InferenceResponseOutput(TRITONBACKEND_Response *response, const uint32_t index,
+                                                          const char **name, TRITONSERVER_DataType *datatype,
+                                                          const int64_t **shape, uint64_t *dim_count) {
+  return TRITONSERVER_InferenceResponseOutput(RESP(response), index, name, datatype, shape, dim_count, NULL, NULL,
+                                              NULL, NULL, NULL);
+}
+
+TRITONSERVER_Error *TRITONBACKEND_InferenceResponseOutputByName(TRITONBACKEND_Response *response, const char *name,
+                                                                TRITONSERVER_DataType *datatype,
+                                                                const int64_t **shape, uint64_t *dim_count) {
+  ARG_CHECK(response && name, "response and name must not be NULL");
+  TRITONSERVER_InferenceResponse *r = RESP(response);
+  for (uint32_t i = 0; i < r->n_outputs; i++) {
+    const nrd_output *o = r->outputs[i];
+    if (strcmp(o->name, name)) continue;
+    if (datatype) *datatype = o->dtype;
+    if (shape) *shape = o->shape;
+    if (dim_count) *dim_count = o->dims_count;
+    return NULL;
+  }
+  return nrd_error_new(TRITONSERVER_ERROR_NOT_FOUND, "response has no output named '%s'", name);
+}

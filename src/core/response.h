@@ -1,0 +1,80 @@
+/* Responses and the delivery context they travel through.
+ *
+ * A delivery is created when a request enters the core and holds everything
+ * needed to hand responses to the client: the allocator, the completion
+ * callback, the model. Requests, response factories and responses each hold
+ * a counted reference, so a decoupled backend may keep sending after the
+ * request was released. When the last reference goes and no final response
+ * was ever sent, the core sends one itself (an INTERNAL error), so a client
+ * never waits forever on a backend that forgot. */
+#ifndef NRD_RESPONSE_H
+#define NRD_RESPONSE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "triton/core/tritonbackend.h"
+#include "parameter.h"
+
+
+typedef struct nrd_delivery {
+  atomic_int refs;
+  TRITONBACKEND_Model *model;  /* counted reference */
+  const TRITONSERVER_ResponseAllocator *allocator;
+  void *alloc_userp;
+  TRITONSERVER_InferenceResponseCompleteFn_t response_fn;
+  void *response_userp;
+  char *request_id;
+  atomic_bool cancelled;
+  atomic_bool final_sent;
+  atomic_uint responses_sent;
+  atomic_uint responses_reported; /* index for response statistics */
+  bool decoupled;
+} nrd_delivery;
+
+/* One output tensor; TRITONBACKEND_Output is a pointer to this. The buffer
+ * comes from the client's allocator and goes back to it on response delete. */
+typedef struct nrd_output {
+  struct nrd_delivery *delivery; /* of the owning response (not counted) */
+  char *name;
+  TRITONSERVER_DataType dtype;
+  int64_t *shape;
+  uint32_t dims_count;
+  void *buffer;
+  void *buffer_userp;
+  size_t byte_size;
+  TRITONSERVER_MemoryType mtype;
+  int64_t mtype_id;
+  bool allocated;
+  struct TRITONSERVER_BufferAttributes *attrs; /* lazily made by OutputBufferAttributes */
+} nrd_output;
+
+struct TRITONSERVER_InferenceResponse {
+  nrd_delivery *delivery;    /* counted reference */
+  TRITONSERVER_Error *error; /* owned; NULL on success */
+  nrd_output **outputs;
+  uint32_t n_outputs, cap_outputs;
+  nrd_param_list params;
+};
+
+/* Response factories are thin handles on a delivery. */
+struct TRITONBACKEND_ResponseFactory {
+  nrd_delivery *delivery; /* counted reference */
+};
+
+/* Creates a delivery for a request entering the core: copies the callbacks
+ * and id, takes a model reference. Returns NULL on out-of-memory. Any thread. */
+nrd_delivery *nrd_delivery_new(TRITONSERVER_InferenceRequest *req);
+
+/* Reference counting; the last unref may send the core's own final error
+ * response (see above) and then frees. Any thread. */
+void nrd_delivery_ref(nrd_delivery *d);
+void nrd_delivery_unref(nrd_delivery *d);
+
+/* Sends an error-only final response through `d`, consuming `err`.
+ * Does nothing (but free `err`) if a final response was already sent.
+ * Any thread. */
+void nrd_delivery_send_error(nrd_delivery *d, TRITONSERVER_Error *err);
+
+#endif

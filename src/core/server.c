@@ -1,0 +1,463 @@
+/* TRITONSERVER_Server*: creating and stopping a server, readiness, metadata,
+ * model control, statistics, metrics and inference submission. */
+#include "server.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "error.h"
+#include "log.h"
+#include "message.h"
+#include "metrics.h"
+#include "model.h"
+#include "parameter.h"
+#include "request.h"
+#include "response.h"
+#include "server_options.h"
+#include "stats.h"
+
+#define ARG_CHECK(cond, what)                                                      \
+  do {                                                                             \
+    if (!(cond)) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "%s", what); \
+  } while (0)
+
+/* Servers alive in this process; backends are finalized with the last one. */
+static atomic_int live_servers;
+
+/* Settings every backend receives in TRITONBACKEND_BackendConfig, then the
+ * --backend-config pairs: "" holds those given without a backend name. */
+static json_t *backend_cmdline(const TRITONSERVER_ServerOptions *o) {
+  json_t *all = json_object();
+  json_t *global = json_object();
+  char buf[64];
+  json_object_set_new(global, "auto-complete-config", json_string(o->strict_model_config ? "false" : "true"));
+  json_object_set_new(global, "backend-directory", json_string(o->backend_dir ? o->backend_dir : ""));
+  snprintf(buf, sizeof buf, "%f", o->min_compute_capability);
+  json_object_set_new(global, "min-compute-capability", json_string(buf));
+  json_object_set_new(global, "default-max-batch-size", json_string("4"));
+  json_object_set_new(all, "", global);
+  for (size_t i = 0; i < o->backend_configs.count; i++) {
+    const nrd_option_triple *t = &o->backend_configs.items[i];
+    const char *group = t->group ? t->group : "";
+    json_t *g = json_object_get(all, group);
+    if (!g) {
+      g = json_object();
+      json_object_set_new(all, group, g);
+    }
+    json_object_set_new(g, t->key, json_string(t->value ? t->value : ""));
+  }
+  return all;
+}
+
+static TRITONSERVER_Error *load_startup_models(TRITONSERVER_Server *s, const TRITONSERVER_ServerOptions *o) {
+  char **names = NULL;
+  size_t n = 0;
+  bool all = s->mode != TRITONSERVER_MODEL_CONTROL_EXPLICIT;
+  for (size_t i = 0; i < o->n_startup_models; i++) all |= !strcmp(o->startup_models[i], "*");
+  if (all) {
+    NRD_RETURN_IF_ERROR(nrd_repo_scan(s->repo, &names, &n));
+  } else {
+    names = calloc(o->n_startup_models ? o->n_startup_models : 1, sizeof(char *));
+    if (!names) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    for (size_t i = 0; i < o->n_startup_models; i++) names[n++] = strdup(o->startup_models[i]);
+  }
+  size_t failed = 0;
+  for (size_t i = 0; i < n; i++) {
+    TRITONSERVER_Error *e = names[i] ? nrd_repo_load(s->repo, names[i], NULL, NULL, 0)
+                                     : nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    if (e) {
+      failed++;
+      TRITONSERVER_ErrorDelete(e);
+    }
+    free(names[i]);
+  }
+  free(names);
+  if (failed) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "failed to load all models");
+  return NULL;
+}
+
+/* As Triton does, a server whose startup models failed to load is still
+ * returned in *server together with the error, so an embedding application
+ * may choose to keep serving the rest; it then owns the server. */
+TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONSERVER_ServerOptions *options) {
+  ARG_CHECK(server && options, "server and options must not be NULL");
+  *server = NULL;
+  if (!options->n_repo_paths)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "at least one model repository path must be given");
+  TRITONSERVER_Server *s = calloc(1, sizeof(*s));
+  if (!s) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating server");
+  s->id = strdup(options->server_id ? options->server_id : "triton");
+  s->mode = options->control_mode;
+  s->strict_readiness = options->strict_readiness;
+  atomic_init(&s->exit_timeout_s, options->exit_timeout_secs);
+  s->repo = nrd_repo_new(s, options->repo_paths, options->n_repo_paths, options->backend_dir,
+                         backend_cmdline(options), !options->strict_model_config, options->model_config_name,
+                         options->exit_timeout_secs);
+  if (!s->id || !s->repo) {
+    nrd_repo_free(s->repo);
+    free(s->id);
+    free(s);
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating server");
+  }
+  atomic_fetch_add(&live_servers, 1);
+  /* The repositories must exist even when no model loads at startup. */
+  char **names = NULL;
+  size_t n = 0;
+  TRITONSERVER_Error *err = nrd_repo_scan(s->repo, &names, &n);
+  for (size_t i = 0; i < n; i++) free(names[i]);
+  free(names);
+  if (err) {
+    TRITONSERVER_ServerDelete(s);
+    return err;
+  }
+  err = load_startup_models(s, options);
+  *server = s;
+  return err;
+}
+
+TRITONSERVER_Error *TRITONSERVER_ServerStop(TRITONSERVER_Server *server) {
+  ARG_CHECK(server, "server must not be NULL");
+  if (atomic_exchange(&server->stopped, true)) return NULL;
+  nrd_repository *r = server->repo;
+  char **names = NULL;
+  size_t n = 0;
+  pthread_rwlock_rdlock(&r->table_lock);
+  names = calloc(r->n_models ? r->n_models : 1, sizeof(char *));
+  for (size_t i = 0; names && i < r->n_models; i++) names[n++] = strdup(r->models[i].name);
+  pthread_rwlock_unlock(&r->table_lock);
+  r->exit_timeout_s = atomic_load(&server->exit_timeout_s);
+  for (size_t i = 0; i < n; i++) {
+    if (names[i]) {
+      TRITONSERVER_Error *e = nrd_repo_unload(r, names[i]);
+      if (e) TRITONSERVER_ErrorDelete(e);
+    }
+    free(names[i]);
+  }
+  free(names);
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_ServerDelete(TRITONSERVER_Server *server) {
+  if (!server) return NULL;
+  TRITONSERVER_Error *e = TRITONSERVER_ServerStop(server);
+  if (e) TRITONSERVER_ErrorDelete(e);
+  nrd_repo_free(server->repo);
+  free(server->id);
+  free(server);
+  if (atomic_fetch_sub(&live_servers, 1) == 1) nrd_backend_finalize_all();
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_ServerSetExitTimeout(TRITONSERVER_Server *server, unsigned int timeout) {
+  ARG_CHECK(server, "server must not be NULL");
+  atomic_store(&server->exit_timeout_s, timeout);
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_ServerRegisterModelRepository(TRITONSERVER_Server *server,
+                                                               const char *repository_path,
+                                                               const TRITONSERVER_Parameter **name_mapping,
+                                                               const uint32_t mapping_count) {
+  ARG_CHECK(server && repository_path, "server and repository path must not be NULL");
+  (void)name_mapping;
+  if (server->mode == TRITONSERVER_MODEL_CONTROL_POLL)
+    return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
+                         "repository registration is not allowed if polling is enabled");
+  if (mapping_count)
+    return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED, "model name mapping for registered repositories is not supported");
+  return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
+                       "registering model repositories at run time is not supported yet ('%s')", repository_path);
+}
+
+TRITONSERVER_Error *TRITONSERVER_ServerUnregisterModelRepository(TRITONSERVER_Server *server,
+                                                                 const char *repository_path) {
+  ARG_CHECK(server && repository_path, "server and repository path must not be NULL");
+  if (server->mode == TRITONSERVER_MODEL_CONTROL_POLL)
+    return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
+                         "repository unregistration is not allowed if polling is enabled");
+  return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
+                       "unregistering model repositories at run time is not supported yet ('%s')", repository_path);
+}
+
+TRITONSERVER_Error *TRITONSERVER_ServerPollModelRepository(TRITONSERVER_Server *server) {
+  ARG_CHECK(server, "server must not be NULL");
+  if (server->mode != TRITONSERVER_MODEL_CONTROL_POLL)
+    return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "poll is only allowed in POLL model control mode");
+  if (atomic_load(&server->stopped)) return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "server is stopping");
+  return nrd_repo_poll(server->repo);
+}
+
+TRITONSERVER_Error *TRITONSERVER_ServerIsLive(TRITONSERVER_Server *server, bool *live) {
+  ARG_CHECK(server && live, "server and result must not be NULL");
+  *live = !atomic_load(&server->stopped);
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_ServerIsReady(TRITONSERVER_Server *server, bool *ready) {
+  ARG_CHECK(server && ready, "server and result must not be NULL");
+  *ready = !atomic_load(&server->stopped) && (!server->strict_readiness || nrd_repo_all_ready(server->repo));
+  return NULL;
+}
+
+TRITONSERVER_Error *nrd_server_get_model(TRITONSERVER_Server *server, const char *name, int64_t version,
+                                         TRITONBACKEND_Model **out) {
+  if (atomic_load(&server->stopped)) return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "Server is stopping");
+  return nrd_repo_get(server->repo, name, version, out);
+}
+
+TRITONSERVER_Error *TRITONSERVER_ServerModelIsReady(TRITONSERVER_Server *server, const char *model_name,
+                                                    const int64_t model_version, bool *ready) {
+  ARG_CHECK(server && model_name && ready, "server, model name and result must not be NULL");
+  TRITONBACKEND_Model *m = NULL;
+  TRITONSERVER_Error *e = nrd_server_get_model(server, model_name, model_version, &m);
+  *ready = e == NULL;
+  if (e) TRITONSERVER_ErrorDelete(e);
+  else nrd_model_unref(m);
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_ServerModelBatchProperties(TRITONSERVER_Server *server, const char *model_name,
+                                                            const int64_t model_version, uint32_t *flags,
+                                                            void **voidp) {
+  ARG_CHECK(server && model_name && flags, "server, model name and flags must not be NULL");
+  TRITONBACKEND_Model *m = NULL;
+  NRD_RETURN_IF_ERROR(nrd_server_get_model(server, model_name, model_version, &m));
+  *flags = m->max_batch_size > 0 ? TRITONSERVER_BATCH_FIRST_DIM : TRITONSERVER_BATCH_UNKNOWN;
+  if (voidp) *voidp = NULL;
+  nrd_model_unref(m);
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_ServerModelTransactionProperties(TRITONSERVER_Server *server,
+                                                                  const char *model_name, const int64_t model_version,
+                                                                  uint32_t *txn_flags, void **voidp) {
+  ARG_CHECK(server && model_name && txn_flags, "server, model name and flags must not be NULL");
+  TRITONBACKEND_Model *m = NULL;
+  NRD_RETURN_IF_ERROR(nrd_server_get_model(server, model_name, model_version, &m));
+  *txn_flags = m->decoupled ? TRITONSERVER_TXN_DECOUPLED : TRITONSERVER_TXN_ONE_TO_ONE;
+  if (voidp) *voidp = NULL;
+  nrd_model_unref(m);
+  return NULL;
+}
+
+static TRITONSERVER_Error *message_out(json_t *j, TRITONSERVER_Message **out) {
+  if (!j) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  *out = nrd_message_from_json(j);
+  if (!*out) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_ServerMetadata(TRITONSERVER_Server *server, TRITONSERVER_Message **server_metadata) {
+  ARG_CHECK(server && server_metadata, "server and result must not be NULL");
+  json_t *ext = json_pack("[s,s,s,s,s,s,s,s,s,s,s,s]", "classification", "sequence", "model_repository",
+                          "model_repository(unload_dependents)", "schedule_policy", "model_configuration",
+                          "system_shared_memory", "cuda_shared_memory", "binary_tensor_data", "parameters",
+                          "statistics", "logging");
+  return message_out(json_pack("{s:s,s:s,s:o}", "name", server->id, "version", NRD_VERSION, "extensions", ext),
+                     server_metadata);
+}
+
+TRITONSERVER_Error *TRITONSERVER_ServerModelMetadata(TRITONSERVER_Server *server, const char *model_name,
+                                                     const int64_t model_version,
+                                                     TRITONSERVER_Message **model_metadata) {
+  ARG_CHECK(server && model_name && model_metadata, "arguments must not be NULL");
+  TRITONBACKEND_Model *m = NULL;
+  NRD_RETURN_IF_ERROR(nrd_server_get_model(server, model_name, model_version, &m));
+  json_t *j = nrd_model_metadata_json(m);
+  /* List every ready version, as Triton does. */
+  json_t *versions = json_array();
+  nrd_repository *r = server->repo;
+  pthread_rwlock_rdlock(&r->table_lock);
+  for (size_t i = 0; i < r->n_models; i++) {
+    if (strcmp(r->models[i].name, model_name)) continue;
+    for (size_t k = r->models[i].n_slots; k-- > 0;) {
+      nrd_version_slot *s = &r->models[i].slots[k];
+      if (!s->model || atomic_load(&s->model->state) != NRD_MODEL_READY) continue;
+      char v[32];
+      snprintf(v, sizeof v, "%" PRId64, s->version);
+      json_array_append_new(versions, json_string(v));
+    }
+  }
+  pthread_rwlock_unlock(&r->table_lock);
+  if (j) json_object_set_new(j, "versions", versions);
+  else json_decref(versions);
+  nrd_model_unref(m);
+  return message_out(j, model_metadata);
+}
+
+TRITONSERVER_Error *TRITONSERVER_ServerModelStatistics(TRITONSERVER_Server *server, const char *model_name,
+                                                       const int64_t model_version, TRITONSERVER_Message **model_stats) {
+  ARG_CHECK(server && model_stats, "server and result must not be NULL");
+  json_t *j = NULL;
+  NRD_RETURN_IF_ERROR(nrd_repo_stats(server->repo, model_name, model_version, &j));
+  return message_out(j, model_stats);
+}
+
+TRITONSERVER_Error *TRITONSERVER_ServerModelConfig(TRITONSERVER_Server *server, const char *model_name,
+                                                   const int64_t model_version, const uint32_t config_version,
+                                                   TRITONSERVER_Message **model_config) {
+  ARG_CHECK(server && model_name && model_config, "arguments must not be NULL");
+  TRITONBACKEND_Model *m = NULL;
+  NRD_RETURN_IF_ERROR(nrd_server_get_model(server, model_name, model_version, &m));
+  TRITONSERVER_Error *e = TRITONBACKEND_ModelConfig(m, config_version, model_config);
+  nrd_model_unref(m);
+  return e;
+}
+
+TRITONSERVER_Error *TRITONSERVER_ServerModelIndex(TRITONSERVER_Server *server, uint32_t flags,
+                                                  TRITONSERVER_Message **model_index) {
+  ARG_CHECK(server && model_index, "server and result must not be NULL");
+  return message_out(nrd_repo_index(server->repo, flags & TRITONSERVER_INDEX_FLAG_READY), model_index);
+}
+
+static TRITONSERVER_Error *check_control(TRITONSERVER_Server *server) {
+  if (atomic_load(&server->stopped)) return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "server is stopping");
+  if (server->mode != TRITONSERVER_MODEL_CONTROL_EXPLICIT)
+    return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE,
+                         "explicit model load / unload is not allowed if polling is enabled");
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_ServerLoadModel(TRITONSERVER_Server *server, const char *model_name) {
+  ARG_CHECK(server && model_name, "server and model name must not be NULL");
+  NRD_RETURN_IF_ERROR(check_control(server));
+  return nrd_repo_load(server->repo, model_name, NULL, NULL, 0);
+}
+
+TRITONSERVER_Error *TRITONSERVER_ServerLoadModelWithParameters(TRITONSERVER_Server *server, const char *model_name,
+                                                               const TRITONSERVER_Parameter **parameters,
+                                                               const uint64_t parameter_count) {
+  ARG_CHECK(server && model_name, "server and model name must not be NULL");
+  ARG_CHECK(parameters || !parameter_count, "parameters must not be NULL");
+  NRD_RETURN_IF_ERROR(check_control(server));
+  const char *config = NULL;
+  const TRITONSERVER_Parameter **files = calloc(parameter_count ? parameter_count : 1, sizeof(*files));
+  if (!files) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  size_t n_files = 0;
+  TRITONSERVER_Error *err = NULL;
+  for (uint64_t i = 0; i < parameter_count && !err; i++) {
+    const nrd_param *p = &parameters[i]->p;
+    if (!strcmp(p->name, "config")) {
+      if (p->type != TRITONSERVER_PARAMETER_STRING)
+        err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "load parameter 'config' must be a string of JSON");
+      else config = p->v.s;
+    } else if (!strncmp(p->name, "file:", 5)) {
+      if (p->type != TRITONSERVER_PARAMETER_BYTES)
+        err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "load parameter '%s' must hold bytes", p->name);
+      else files[n_files++] = parameters[i];
+    } else {
+      err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "unrecognized load parameter '%s'", p->name);
+    }
+  }
+  if (!err) err = nrd_repo_load(server->repo, model_name, config, files, n_files);
+  free(files);
+  return err;
+}
+
+TRITONSERVER_Error *TRITONSERVER_ServerUnloadModel(TRITONSERVER_Server *server, const char *model_name) {
+  ARG_CHECK(server && model_name, "server and model name must not be NULL");
+  NRD_RETURN_IF_ERROR(check_control(server));
+  return nrd_repo_unload(server->repo, model_name);
+}
+
+TRITONSERVER_Error *TRITONSERVER_ServerUnloadModelAndDependents(TRITONSERVER_Server *server, const char *model_name) {
+  /* Without ensembles no model depends on another. */
+  return TRITONSERVER_ServerUnloadModel(server, model_name);
+}
+
+/* ----------------------------------------------------------------- metrics */
+
+struct TRITONSERVER_Metrics {
+  char *text;
+  size_t len;
+};
+
+TRITONSERVER_Error *TRITONSERVER_ServerMetrics(TRITONSERVER_Server *server, TRITONSERVER_Metrics **metrics) {
+  ARG_CHECK(server && metrics, "server and result must not be NULL");
+  nrd_text t = {0};
+  if (nrd_repo_prometheus(server->repo, &t)) {
+    free(t.p);
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory rendering metrics");
+  }
+  char *custom = NULL;
+  size_t clen = 0;
+  TRITONSERVER_Error *e = nrd_metrics_render(&custom, &clen);
+  if (e) {
+    free(t.p);
+    return e;
+  }
+  if (clen && nrd_text_appendf(&t, "%s", custom)) {
+    free(custom);
+    free(t.p);
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory rendering metrics");
+  }
+  free(custom);
+  TRITONSERVER_Metrics *m = malloc(sizeof(*m));
+  if (!m) {
+    free(t.p);
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  }
+  m->text = t.p ? t.p : strdup("");
+  m->len = t.len;
+  *metrics = m;
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_MetricsDelete(TRITONSERVER_Metrics *metrics) {
+  if (!metrics) return NULL;
+  free(metrics->text);
+  free(metrics);
+  return NULL;
+}
+
+TRITONSERVER_Error *TRITONSERVER_MetricsFormatted(TRITONSERVER_Metrics *metrics, TRITONSERVER_MetricFormat format,
+                                                  const char **base, size_t *byte_size) {
+  ARG_CHECK(metrics && base && byte_size, "arguments must not be NULL");
+  if (format != TRITONSERVER_METRIC_PROMETHEUS)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "unknown metrics format %d", (int)format);
+  *base = metrics->text ? metrics->text : "";
+  *byte_size = metrics->len;
+  return NULL;
+}
+
+/* --------------------------------------------------------------- inference */
+
+TRITONSERVER_Error *TRITONSERVER_ServerInferAsync(TRITONSERVER_Server *server, TRITONSERVER_InferenceRequest *req,
+                                                  TRITONSERVER_InferenceTrace *trace) {
+  (void)trace; /* tracing is not built in; no trace object can exist */
+  ARG_CHECK(server && req, "server and request must not be NULL");
+  if (req->in_flight)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "inference request is already in flight");
+  if (atomic_load(&server->stopped)) return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "Server is stopping");
+  TRITONBACKEND_Model *m = req->model;
+  if (atomic_load(&m->state) != NRD_MODEL_READY)
+    return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "model '%s' version %" PRId64 " is not ready (unloading)",
+                         m->name, m->version);
+  if (!req->response_fn)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "inference request for model '%s' has no response callback", m->name);
+  NRD_RETURN_IF_ERROR(nrd_request_validate(req));
+  nrd_delivery *d = nrd_delivery_new(req);
+  if (!d) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  uint64_t now = nrd_now_ns();
+  req->delivery = d;
+  req->queue_start_ns = now;
+  req->deadline_ns = req->timeout_us ? now + req->timeout_us * 1000u : 0;
+  req->in_flight = true;
+  nrd_model_inflight_add(m);
+  nrd_stats_pending_add(&m->stats, 1);
+  TRITONSERVER_Error *err = m->sched->ops->enqueue(m->sched, req);
+  if (err) {
+    /* Not accepted: no callback may fire, the caller keeps the request. */
+    req->in_flight = false;
+    req->delivery = NULL;
+    atomic_store(&d->final_sent, true);
+    nrd_delivery_unref(d);
+    nrd_stats_pending_add(&m->stats, -1);
+    nrd_model_inflight_done(m);
+  }
+  return err;
+}

@@ -1,0 +1,26 @@
+/* The server object: options, the model repository, and the entry points
+ * of the in-process API that act on them. */
+#ifndef NRD_SERVER_H
+#define NRD_SERVER_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "triton/core/tritonserver.h"
+#include "repository.h"
+
+struct TRITONSERVER_Server {
+  char *id;
+  TRITONSERVER_ModelControlMode mode;
+  bool strict_readiness;
+  atomic_uint exit_timeout_s;
+  nrd_repository *repo;
+  atomic_bool stopped;
+};
+
+/* A READY model with a counted reference for the caller (release with
+ * nrd_model_unref). Version -1 means the highest ready version. Any thread. */
+TRITONSERVER_Error *nrd_server_get_model(TRITONSERVER_Server *server, const char *name, int64_t version,
+                                         TRITONBACKEND_Model **out);
+
+#endif

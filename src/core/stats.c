@@ -1,0 +1,237 @@
+/* Per-model statistics: accumulation and rendering (JSON, Prometheus). */
+#include "stats.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+uint64_t nrd_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Later minus earlier, 0 when the backend gave them out of order. */
+static uint64_t span(uint64_t from, uint64_t to) { return to > from ? to - from : 0; }
+
+static void add(nrd_duration *d, uint64_t ns) {
+  d->count++;
+  d->ns += ns;
+}
+
+void nrd_stats_init(nrd_model_stats *s) {
+  memset(s, 0, sizeof(*s));
+  pthread_mutex_init(&s->lock, NULL);
+}
+
+void nrd_stats_destroy(nrd_model_stats *s) {
+  free(s->batch);
+  free(s->resp);
+  pthread_mutex_destroy(&s->lock);
+}
+
+void nrd_stats_request_success(nrd_model_stats *s, uint64_t request_start_ns,
+                               uint64_t queue_start_ns, uint64_t exec_start_ns,
+                               uint64_t compute_start_ns, uint64_t compute_end_ns,
+                               uint64_t exec_end_ns) {
+  pthread_mutex_lock(&s->lock);
+  s->last_inference_ms = wall_ms();
+  add(&s->success, span(request_start_ns, exec_end_ns));
+  add(&s->queue, span(queue_start_ns, exec_start_ns));
+  add(&s->compute_input, span(exec_start_ns, compute_start_ns));
+  add(&s->compute_infer, span(compute_start_ns, compute_end_ns));
+  add(&s->compute_output, span(compute_end_ns, exec_end_ns));
+  pthread_mutex_unlock(&s->lock);
+}
+
+void nrd_stats_request_fail(nrd_model_stats *s, uint64_t request_start_ns,
+                            uint64_t queue_start_ns, uint64_t exec_start_ns,
+                            uint64_t end_ns) {
+  pthread_mutex_lock(&s->lock);
+  s->last_inference_ms = wall_ms();
+  add(&s->fail, span(request_start_ns, end_ns));
+  if (queue_start_ns && exec_start_ns) add(&s->queue, span(queue_start_ns, exec_start_ns));
+  pthread_mutex_unlock(&s->lock);
+}
+
+void nrd_stats_batch(nrd_model_stats *s, uint64_t batch_size, uint64_t exec_start_ns,
+                     uint64_t compute_start_ns, uint64_t compute_end_ns, uint64_t exec_end_ns) {
+  pthread_mutex_lock(&s->lock);
+  s->inference_count += batch_size;
+  s->execution_count++;
+  s->last_inference_ms = wall_ms();
+  nrd_batch_stat *b = NULL;
+  for (uint32_t i = 0; i < s->n_batch; i++)
+    if (s->batch[i].batch_size == batch_size) b = &s->batch[i];
+  if (!b) {
+    if (s->n_batch == s->cap_batch) {
+      uint32_t cap = s->cap_batch ? s->cap_batch * 2 : 4;
+      nrd_batch_stat *nb = realloc(s->batch, cap * sizeof(*nb));
+      if (!nb) goto out;
+      s->batch = nb;
+      s->cap_batch = cap;
+    }
+    /* Keep the array sorted by batch size, as Triton reports it. */
+    uint32_t at = 0;
+    while (at < s->n_batch && s->batch[at].batch_size < batch_size) at++;
+    memmove(&s->batch[at + 1], &s->batch[at], (s->n_batch - at) * sizeof(*b));
+    b = &s->batch[at];
+    memset(b, 0, sizeof(*b));
+    b->batch_size = batch_size;
+    s->n_batch++;
+  }
+  add(&b->compute_input, span(exec_start_ns, compute_start_ns));
+  add(&b->compute_infer, span(compute_start_ns, compute_end_ns));
+  add(&b->compute_output, span(compute_end_ns, exec_end_ns));
+out:
+  pthread_mutex_unlock(&s->lock);
+}
+
+void nrd_stats_response(nrd_model_stats *s, uint64_t index, uint64_t response_start_ns,
+                        uint64_t compute_output_start_ns, uint64_t response_end_ns,
+                        bool error, bool empty) {
+  pthread_mutex_lock(&s->lock);
+  nrd_response_stat *r = NULL;
+  for (uint32_t i = 0; i < s->n_resp; i++)
+    if (s->resp[i].index == index) r = &s->resp[i];
+  if (!r) {
+    if (s->n_resp == s->cap_resp) {
+      uint32_t cap = s->cap_resp ? s->cap_resp * 2 : 4;
+      nrd_response_stat *nr = realloc(s->resp, cap * sizeof(*nr));
+      if (!nr) goto out;
+      s->resp = nr;
+      s->cap_resp = cap;
+    }
+    r = &s->resp[s->n_resp++];
+    memset(r, 0, sizeof(*r));
+    r->index = index;
+  }
+  if (empty) {
+    add(&r->empty_response, span(response_start_ns, response_end_ns));
+  } else if (error) {
+    add(&r->fail, span(response_start_ns, response_end_ns));
+  } else {
+    add(&r->compute_infer, span(response_start_ns, compute_output_start_ns));
+    add(&r->compute_output, span(compute_output_start_ns, response_end_ns));
+    add(&r->success, span(response_start_ns, response_end_ns));
+  }
+out:
+  pthread_mutex_unlock(&s->lock);
+}
+
+void nrd_stats_pending_add(nrd_model_stats *s, int64_t delta) {
+  pthread_mutex_lock(&s->lock);
+  s->pending = (uint64_t)((int64_t)s->pending + delta);
+  pthread_mutex_unlock(&s->lock);
+}
+
+static json_t *dur_json(const nrd_duration *d) {
+  return json_pack("{s:I,s:I}", "count", (json_int_t)d->count, "ns", (json_int_t)d->ns);
+}
+
+json_t *nrd_stats_json(nrd_model_stats *s, const char *model, int64_t version) {
+  char vbuf[32];
+  snprintf(vbuf, sizeof vbuf, "%" PRId64, version);
+  pthread_mutex_lock(&s->lock);
+  json_t *inf = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "success", dur_json(&s->success),
+                          "fail", dur_json(&s->fail), "queue", dur_json(&s->queue),
+                          "compute_input", dur_json(&s->compute_input), "compute_infer",
+                          dur_json(&s->compute_infer), "compute_output",
+                          dur_json(&s->compute_output), "cache_hit", dur_json(&s->cache_hit),
+                          "cache_miss", dur_json(&s->cache_miss));
+  json_t *batch = json_array();
+  for (uint32_t i = 0; i < s->n_batch; i++) {
+    const nrd_batch_stat *b = &s->batch[i];
+    json_array_append_new(batch, json_pack("{s:I,s:o,s:o,s:o}", "batch_size",
+                                           (json_int_t)b->batch_size, "compute_input",
+                                           dur_json(&b->compute_input), "compute_infer",
+                                           dur_json(&b->compute_infer), "compute_output",
+                                           dur_json(&b->compute_output)));
+  }
+  json_t *resp = json_object();
+  for (uint32_t i = 0; i < s->n_resp; i++) {
+    const nrd_response_stat *r = &s->resp[i];
+    char key[32];
+    snprintf(key, sizeof key, "%" PRIu64, r->index);
+    json_object_set_new(resp, key,
+                        json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "compute_infer",
+                                  dur_json(&r->compute_infer), "compute_output",
+                                  dur_json(&r->compute_output), "success", dur_json(&r->success),
+                                  "fail", dur_json(&r->fail), "empty_response",
+                                  dur_json(&r->empty_response), "cancel", dur_json(&r->cancel)));
+  }
+  json_t *out = json_pack("{s:s,s:s,s:I,s:I,s:I,s:o,s:o,s:o,s:[]}", "name", model, "version",
+                          vbuf, "last_inference", (json_int_t)s->last_inference_ms,
+                          "inference_count", (json_int_t)s->inference_count, "execution_count",
+                          (json_int_t)s->execution_count, "inference_stats", inf,
+                          "response_stats", resp, "batch_stats", batch, "memory_usage");
+  pthread_mutex_unlock(&s->lock);
+  return out;
+}
+
+int nrd_text_appendf(nrd_text *t, const char *fmt, ...) {
+  for (;;) {
+    size_t room = t->cap - t->len;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(t->p ? t->p + t->len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (n < 0) return -1;
+    if ((size_t)n < room) {
+      t->len += (size_t)n;
+      return 0;
+    }
+    size_t cap = t->cap ? t->cap * 2 : 1024;
+    while (cap - t->len <= (size_t)n) cap *= 2;
+    char *np = realloc(t->p, cap);
+    if (!np) return -1;
+    t->p = np;
+    t->cap = cap;
+  }
+}
+
+/* name, help, type; the order in which the families are printed. */
+const char *const nrd_stats_families[][3] = {
+    {"nv_inference_request_success", "Successful requests (every batch size)", "counter"},
+    {"nv_inference_request_failure", "Failed requests (every batch size)", "counter"},
+    {"nv_inference_count", "Inferences run, counted in batch rows", "counter"},
+    {"nv_inference_exec_count", "Model executions run (batches)", "counter"},
+    {"nv_inference_request_duration_us", "Total request time, microseconds", "counter"},
+    {"nv_inference_queue_duration_us", "Total time requests waited in queue, microseconds", "counter"},
+    {"nv_inference_compute_input_duration_us", "Total time spent preparing inputs, microseconds", "counter"},
+    {"nv_inference_compute_infer_duration_us", "Total time spent computing, microseconds", "counter"},
+    {"nv_inference_compute_output_duration_us", "Total time spent producing outputs, microseconds", "counter"},
+    {"nv_inference_pending_request_count", "Requests queued or executing right now", "gauge"},
+};
+const unsigned nrd_stats_family_count = sizeof nrd_stats_families / sizeof nrd_stats_families[0];
+
+int nrd_stats_prometheus(nrd_model_stats *s, const char *model, int64_t version,
+                         const char *family, nrd_text *out) {
+  uint64_t v = 0;
+  pthread_mutex_lock(&s->lock);
+  if (!strcmp(family, "nv_inference_request_success")) v = s->success.count;
+  else if (!strcmp(family, "nv_inference_request_failure")) v = s->fail.count;
+  else if (!strcmp(family, "nv_inference_count")) v = s->inference_count;
+  else if (!strcmp(family, "nv_inference_exec_count")) v = s->execution_count;
+  else if (!strcmp(family, "nv_inference_request_duration_us")) v = (s->success.ns + s->fail.ns) / 1000;
+  else if (!strcmp(family, "nv_inference_queue_duration_us")) v = s->queue.ns / 1000;
+  else if (!strcmp(family, "nv_inference_compute_input_duration_us")) v = s->compute_input.ns / 1000;
+  else if (!strcmp(family, "nv_inference_compute_infer_duration_us")) v = s->compute_infer.ns / 1000;
+  else if (!strcmp(family, "nv_inference_compute_output_duration_us")) v = s->compute_output.ns / 1000;
+  else if (!strcmp(family, "nv_inference_pending_request_count")) v = s->pending;
+  pthread_mutex_unlock(&s->lock);
+  if (!strcmp(family, "nv_inference_request_failure"))
+    return nrd_text_appendf(out, "%s{model=\"%s\",reason=\"BACKEND\",version=\"%" PRId64 "\"} %" PRIu64 "\n",
+                            family, model, version, v);
+  return nrd_text_appendf(out, "%s{model=\"%s\",version=\"%" PRId64 "\"} %" PRIu64 "\n", family,
+                          model, version, v);
+}

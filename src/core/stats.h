@@ -1,0 +1,89 @@
+/* Per-model inference statistics: what TRITONSERVER_ServerModelStatistics
+ * returns and what the nv_inference_* metrics are rendered from.
+ * Each model owns one nrd_model_stats guarded by its own lock (no global
+ * lock on the request path). All functions: any thread. */
+#ifndef NRD_STATS_H
+#define NRD_STATS_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <jansson.h>
+
+typedef struct nrd_duration {
+  uint64_t count;
+  uint64_t ns;
+} nrd_duration;
+
+typedef struct nrd_batch_stat {
+  uint64_t batch_size;
+  nrd_duration compute_input, compute_infer, compute_output;
+} nrd_batch_stat;
+
+/* Decoupled response statistics, keyed by the response's index. */
+typedef struct nrd_response_stat {
+  uint64_t index;
+  nrd_duration compute_infer, compute_output, success, fail, empty_response, cancel;
+} nrd_response_stat;
+
+typedef struct nrd_model_stats {
+  pthread_mutex_t lock;
+  uint64_t last_inference_ms;
+  uint64_t inference_count;
+  uint64_t execution_count;
+  nrd_duration success, fail, queue, compute_input, compute_infer, compute_output;
+  nrd_duration cache_hit, cache_miss;
+  nrd_batch_stat *batch;
+  uint32_t n_batch, cap_batch;
+  nrd_response_stat *resp;
+  uint32_t n_resp, cap_resp;
+  uint64_t pending;             /* requests queued or executing */
+} nrd_model_stats;
+
+/* Monotonic clock in nanoseconds (what backends pass us too). */
+uint64_t nrd_now_ns(void);
+
+void nrd_stats_init(nrd_model_stats *s);
+void nrd_stats_destroy(nrd_model_stats *s);
+
+/* One successful request: the durations as TRITONBACKEND_ModelInstanceReportStatistics
+ * defines them, relative to the request's own start and queue start. */
+void nrd_stats_request_success(nrd_model_stats *s, uint64_t request_start_ns,
+                               uint64_t queue_start_ns, uint64_t exec_start_ns,
+                               uint64_t compute_start_ns, uint64_t compute_end_ns,
+                               uint64_t exec_end_ns);
+
+/* One failed request (fail count and duration; queue time when known, 0 if not). */
+void nrd_stats_request_fail(nrd_model_stats *s, uint64_t request_start_ns,
+                            uint64_t queue_start_ns, uint64_t exec_start_ns,
+                            uint64_t end_ns);
+
+/* One execution of `batch_size` rows. */
+void nrd_stats_batch(nrd_model_stats *s, uint64_t batch_size, uint64_t exec_start_ns,
+                     uint64_t compute_start_ns, uint64_t compute_end_ns, uint64_t exec_end_ns);
+
+/* One decoupled response (TRITONBACKEND_ModelInstanceReportResponseStatistics). */
+void nrd_stats_response(nrd_model_stats *s, uint64_t index, uint64_t response_start_ns,
+                        uint64_t compute_output_start_ns, uint64_t response_end_ns,
+                        bool error, bool empty);
+
+void nrd_stats_pending_add(nrd_model_stats *s, int64_t delta);
+
+/* The model_stats[] entry of Triton's statistics JSON. New reference. */
+json_t *nrd_stats_json(nrd_model_stats *s, const char *model, int64_t version);
+
+/* Appends this model's nv_inference_* sample lines (no HELP/TYPE lines; see
+ * nrd_stats_prometheus_header) to a growing text buffer. Returns 0 or -1 on
+ * out-of-memory. */
+typedef struct nrd_text {
+  char *p;
+  size_t len, cap;
+} nrd_text;
+int nrd_text_appendf(nrd_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int nrd_stats_prometheus(nrd_model_stats *s, const char *model, int64_t version,
+                         const char *family, nrd_text *out);
+/* Names, HELP and TYPE of the per-model families, in rendering order. */
+extern const char *const nrd_stats_families[][3];
+extern const unsigned nrd_stats_family_count;
+
+#endif
