@@ -180,7 +180,9 @@ static void apply_preferred_groups(json_t *cfg, const TRITONBACKEND_Backend *b) 
   for (size_t i = 0; i < b->attrs.n_groups; i++) {
     const nrd_pref_group *g = &b->attrs.groups[i];
     json_t *o = json_object();
-    json_object_set_new(o, "kind", json_string(TRITONSERVER_InstanceGroupKindString(g->kind)));
+    char kind[32];
+    snprintf(kind, sizeof kind, "KIND_%s", TRITONSERVER_InstanceGroupKindString(g->kind));
+    json_object_set_new(o, "kind", json_string(kind));
     json_object_set_new(o, "count", json_integer((json_int_t)(g->count ? g->count : 1)));
     if (g->n_device_ids) {
       json_t *gpus = json_array();

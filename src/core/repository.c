@@ -106,6 +106,8 @@ nrd_repository *nrd_repo_new(TRITONSERVER_Server *server, char *const *paths, si
   r->paths = calloc(n_paths ? n_paths : 1, sizeof(char *));
   pthread_rwlock_init(&r->table_lock, NULL);
   pthread_mutex_init(&r->op_lock, NULL);
+  pthread_mutex_init(&r->bg_lock, NULL);
+  pthread_cond_init(&r->bg_done, NULL);
   bool ok = r->backend_dir && r->config_name && r->paths;
   for (size_t i = 0; ok && i < n_paths; i++) {
     r->paths[i] = strdup(paths[i]);
@@ -131,6 +133,7 @@ static void entry_unload_all(nrd_repository *r, nrd_model_entry *e) {
 
 void nrd_repo_free(nrd_repository *r) {
   if (!r) return;
+  nrd_repo_wait_background(r);
   for (size_t i = 0; i < r->n_models; i++) {
     nrd_model_entry *e = &r->models[i];
     entry_unload_all(r, e);
@@ -149,6 +152,8 @@ void nrd_repo_free(nrd_repository *r) {
   json_decref(r->backend_cmdline);
   pthread_rwlock_destroy(&r->table_lock);
   pthread_mutex_destroy(&r->op_lock);
+  pthread_mutex_destroy(&r->bg_lock);
+  pthread_cond_destroy(&r->bg_done);
   free(r);
 }
 
@@ -625,37 +630,83 @@ TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const cha
   return err;
 }
 
-TRITONSERVER_Error *nrd_repo_unload(nrd_repository *r, const char *name) {
+/* Versions taken out of the table, to be drained and finalized. */
+typedef struct unload_job {
+  nrd_repository *repo;
+  nrd_version_slot *old;
+  size_t n_old;
+  char *override_dir;
+} unload_job;
+
+static void unload_job_run(unload_job *j) {
+  for (size_t i = 0; i < j->n_old; i++)
+    if (j->old[i].model) nrd_model_unload(j->old[i].model, j->repo->exit_timeout_s);
+  slots_free(j->old, j->n_old);
+  if (j->override_dir) remove_tree(j->override_dir);
+  free(j->override_dir);
+  free(j);
+}
+
+static void *unload_job_main(void *arg) {
+  unload_job *j = arg;
+  nrd_repository *r = j->repo;
+  unload_job_run(j);
+  pthread_mutex_lock(&r->bg_lock);
+  r->bg_running--;
+  pthread_cond_broadcast(&r->bg_done);
+  pthread_mutex_unlock(&r->bg_lock);
+  return NULL;
+}
+
+void nrd_repo_wait_background(nrd_repository *r) {
+  pthread_mutex_lock(&r->bg_lock);
+  while (r->bg_running) pthread_cond_wait(&r->bg_done, &r->bg_lock);
+  pthread_mutex_unlock(&r->bg_lock);
+}
+
+TRITONSERVER_Error *nrd_repo_unload(nrd_repository *r, const char *name, bool wait) {
   if (!name) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model name must not be NULL");
+  unload_job *j = calloc(1, sizeof(*j));
+  if (!j) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  j->repo = r;
   pthread_mutex_lock(&r->op_lock);
-  nrd_version_slot *old = NULL;
-  size_t n_old = 0;
-  char *old_override = NULL;
   pthread_rwlock_wrlock(&r->table_lock);
   nrd_model_entry *e = find_entry(r, name);
   if (e) {
-    old = e->slots;
-    n_old = e->n_slots;
+    j->old = e->slots;
+    j->n_old = e->n_slots;
     /* Keep the versions listed as unavailable in the index. */
-    e->slots = calloc(n_old ? n_old : 1, sizeof(*e->slots));
-    e->n_slots = e->slots ? n_old : 0;
+    e->slots = calloc(j->n_old ? j->n_old : 1, sizeof(*e->slots));
+    e->n_slots = e->slots ? j->n_old : 0;
     for (size_t i = 0; i < e->n_slots; i++) {
-      e->slots[i].version = old[i].version;
+      e->slots[i].version = j->old[i].version;
       e->slots[i].state = NRD_MODEL_UNAVAILABLE;
       e->slots[i].reason = strdup("unloaded");
     }
     e->attempted = false;
     set_reason(&e->reason, "unloaded");
-    old_override = e->override_dir;
+    j->override_dir = e->override_dir;
     e->override_dir = NULL;
+    /* No new request may reach these versions from now on. */
+    for (size_t i = 0; i < j->n_old; i++)
+      if (j->old[i].model) atomic_store(&j->old[i].model->state, NRD_MODEL_UNLOADING);
   }
   pthread_rwlock_unlock(&r->table_lock);
-  for (size_t i = 0; i < n_old; i++)
-    if (old[i].model) nrd_model_unload(old[i].model, r->exit_timeout_s);
-  slots_free(old, n_old);
-  if (old_override) remove_tree(old_override);
-  free(old_override);
   pthread_mutex_unlock(&r->op_lock);
+  if (!wait) {
+    pthread_t t;
+    pthread_mutex_lock(&r->bg_lock);
+    r->bg_running++;
+    pthread_mutex_unlock(&r->bg_lock);
+    if (pthread_create(&t, NULL, unload_job_main, j) == 0) {
+      pthread_detach(t);
+      return NULL;
+    }
+    pthread_mutex_lock(&r->bg_lock);
+    r->bg_running--;
+    pthread_mutex_unlock(&r->bg_lock);
+  }
+  unload_job_run(j);
   return NULL;
 }
 
@@ -696,7 +747,7 @@ TRITONSERVER_Error *nrd_repo_poll(nrd_repository *r) {
   pthread_rwlock_unlock(&r->table_lock);
   for (size_t i = 0; i < n_gone; i++) {
     if (gone[i]) {
-      TRITONSERVER_Error *err = nrd_repo_unload(r, gone[i]);
+      TRITONSERVER_Error *err = nrd_repo_unload(r, gone[i], true);
       if (err) TRITONSERVER_ErrorDelete(err);
     }
     free(gone[i]);

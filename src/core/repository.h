@@ -49,6 +49,11 @@ typedef struct nrd_repository {
   size_t n_models, cap_models;
 
   pthread_mutex_t op_lock;
+
+  /* Unloads running in the background (ServerUnloadModel returns at once). */
+  pthread_mutex_t bg_lock;
+  pthread_cond_t bg_done;
+  unsigned bg_running;
 } nrd_repository;
 
 /* Sets up an empty repository; copies what it keeps from the arguments.
@@ -72,8 +77,15 @@ TRITONSERVER_Error *nrd_repo_scan(nrd_repository *r, char ***names, size_t *n);
 TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const char *config_override,
                                   const TRITONSERVER_Parameter **files, size_t n_files);
 
-/* Unloads every version of a model. Not loaded: success, as in Triton. */
-TRITONSERVER_Error *nrd_repo_unload(nrd_repository *r, const char *name);
+/* Unloads every version of a model. Not loaded: success, as in Triton.
+ * The model stops taking requests before this returns; with `wait` false
+ * the drain and backend finalization finish on a background thread (so a
+ * backend may unload a model from inside Execute), with `wait` true before
+ * returning. */
+TRITONSERVER_Error *nrd_repo_unload(nrd_repository *r, const char *name, bool wait);
+
+/* Waits for every background unload to finish. */
+void nrd_repo_wait_background(nrd_repository *r);
 
 /* Rescans: loads new models, reloads changed ones, unloads removed ones. */
 TRITONSERVER_Error *nrd_repo_poll(nrd_repository *r);

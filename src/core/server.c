@@ -131,12 +131,13 @@ TRITONSERVER_Error *TRITONSERVER_ServerStop(TRITONSERVER_Server *server) {
   r->exit_timeout_s = atomic_load(&server->exit_timeout_s);
   for (size_t i = 0; i < n; i++) {
     if (names[i]) {
-      TRITONSERVER_Error *e = nrd_repo_unload(r, names[i]);
+      TRITONSERVER_Error *e = nrd_repo_unload(r, names[i], true);
       if (e) TRITONSERVER_ErrorDelete(e);
     }
     free(names[i]);
   }
   free(names);
+  nrd_repo_wait_background(r);
   return NULL;
 }
 
@@ -360,7 +361,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerLoadModelWithParameters(TRITONSERVER_Serv
 TRITONSERVER_Error *TRITONSERVER_ServerUnloadModel(TRITONSERVER_Server *server, const char *model_name) {
   ARG_CHECK(server && model_name, "server and model name must not be NULL");
   NRD_RETURN_IF_ERROR(check_control(server));
-  return nrd_repo_unload(server->repo, model_name);
+  return nrd_repo_unload(server->repo, model_name, false);
 }
 
 TRITONSERVER_Error *TRITONSERVER_ServerUnloadModelAndDependents(TRITONSERVER_Server *server, const char *model_name) {

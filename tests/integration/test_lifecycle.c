@@ -1,0 +1,258 @@
+/* Backend, model and instance lifecycles as the seed's "Backend Lifecycles"
+ * section describes them, observed through the recording test backends, and
+ * the failure paths (every stage, reverse-order cleanup, other models keep
+ * serving). */
+#include "harness.h"
+
+static char *g_repo, *g_record;
+
+static void setup(void) {
+  g_repo = h_tmpdir();
+  char *d = h_tmpdir();
+  if (asprintf(&g_record, "%s/record.txt", d) < 0) cr_assert_fail("asprintf");
+  free(d);
+}
+
+static void teardown(void) {
+  h_rmtree(g_repo);
+  free(g_repo);
+  free(g_record);
+}
+
+/* Explicit-mode server whose recorder/failing backends write to g_record. */
+static TRITONSERVER_Server *explicit_server(void) {
+  TRITONSERVER_ServerOptions *o = h_options(g_repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT);
+  H_OK(TRITONSERVER_ServerOptionsSetBackendConfig(o, "recorder", "record_file", g_record));
+  H_OK(TRITONSERVER_ServerOptionsSetBackendConfig(o, "failing", "record_file", g_record));
+  return h_server_new(o);
+}
+
+static const char *IO_FP32_4 =
+    "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+    "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n";
+
+static void write_model(const char *name, const char *backend, const char *extra) {
+  char cfg[4096];
+  snprintf(cfg, sizeof cfg, "name: \"%s\"\nbackend: \"%s\"\n%s%s", name, backend, IO_FP32_4, extra ? extra : "");
+  h_model(g_repo, name, cfg, "1");
+}
+
+/* Runs one FP32[4] request and returns the error text of its response. */
+static char *infer_once(TRITONSERVER_Server *s, const char *model) {
+  float in[4] = {1, 2, 3, 4};
+  int64_t shape[1] = {4};
+  TRITONSERVER_InferenceRequest *r = h_request(s, model);
+  h_add_input(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 1, in, sizeof in);
+  h_call *c = h_infer(s, r);
+  cr_assert_eq(c->finals, 1);
+  cr_assert_eq(c->released, 1);
+  char *err = h_response_error(c, 0);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  return err;
+}
+
+/* Lines of the record file as one string joined by '|'. */
+static char *record(void) {
+  char *t = h_read(g_record);
+  for (char *c = t; *c; c++)
+    if (*c == '\n') *c = '|';
+  return t;
+}
+
+/* Waits until the index says `model` is no longer READY (background unload). */
+static void wait_unloaded(TRITONSERVER_Server *s, const char *model) {
+  for (int i = 0; i < 500; i++) {
+    bool ready = true;
+    H_OK(TRITONSERVER_ServerModelIsReady(s, model, -1, &ready));
+    char *rec = record();
+    bool finalized = strstr(rec, "ModelFinalize") != NULL;
+    free(rec);
+    if (!ready && finalized) return;
+    usleep(10000);
+  }
+  cr_assert_fail("model '%s' did not finish unloading", model);
+}
+
+TestSuite(lifecycle, .init = setup, .fini = teardown, .timeout = 60);
+
+Test(lifecycle, order_of_calls) {
+  write_model("rec", "recorder", "instance_group [ { count: 2 kind: KIND_CPU } ]\n");
+  TRITONSERVER_Server *s = explicit_server();
+  H_OK(TRITONSERVER_ServerLoadModel(s, "rec"));
+  cr_assert_null(infer_once(s, "rec"));
+  H_OK(TRITONSERVER_ServerUnloadModel(s, "rec"));
+  wait_unloaded(s, "rec");
+  H_OK(TRITONSERVER_ServerDelete(s));
+  char *rec = record();
+  /* Initialize once, attributes, model, two instances, execution, then the
+   * reverse: instances (newest first), model, and the backend at exit. */
+  char want_prefix[] = "Initialize|GetBackendAttribute|ModelInitialize rec v1|ModelInstanceInitialize ";
+  cr_assert(!strncmp(rec, want_prefix, strlen(want_prefix)), "record: %s", rec);
+  char *i0 = strstr(rec, "ModelInstanceInitialize ");
+  char *exec = strstr(rec, "ModelInstanceExecute ");
+  char *f = strstr(rec, "ModelInstanceFinalize ");
+  char *mf = strstr(rec, "ModelFinalize rec");
+  char *bf = strstr(rec, "|Finalize|");
+  cr_assert(i0 && exec && f && mf && bf, "record: %s", rec);
+  cr_assert(i0 < exec && exec < f && f < mf && mf < bf, "record out of order: %s", rec);
+  /* Two instances initialized, finalized in reverse order. */
+  char a[64] = "", b[64] = "", fa[64] = "", fb[64] = "";
+  sscanf(i0, "ModelInstanceInitialize %63[^|]|ModelInstanceInitialize %63[^|]", a, b);
+  sscanf(f, "ModelInstanceFinalize %63[^|]|ModelInstanceFinalize %63[^|]", fa, fb);
+  cr_assert(*a && *b && strcmp(a, b), "two distinct instances expected: %s", rec);
+  cr_assert_str_eq(fa, b, "newest instance finalized first: %s", rec);
+  cr_assert_str_eq(fb, a, "record: %s", rec);
+  /* Finalize is the very last line. */
+  size_t n = strlen(rec);
+  cr_assert(n > 10 && !strcmp(rec + n - 10, "|Finalize|"), "record: %s", rec);
+  free(rec);
+}
+
+Test(lifecycle, backend_initialized_once_for_many_models) {
+  write_model("rec_a", "recorder", NULL);
+  write_model("rec_b", "recorder", NULL);
+  TRITONSERVER_Server *s = explicit_server();
+  H_OK(TRITONSERVER_ServerLoadModel(s, "rec_a"));
+  H_OK(TRITONSERVER_ServerLoadModel(s, "rec_b"));
+  H_OK(TRITONSERVER_ServerUnloadModel(s, "rec_a"));
+  H_OK(TRITONSERVER_ServerUnloadModel(s, "rec_b"));
+  H_OK(TRITONSERVER_ServerLoadModel(s, "rec_a"));
+  H_OK(TRITONSERVER_ServerDelete(s));
+  char *rec = record();
+  int inits = 0, finis = 0;
+  for (char *p = rec; (p = strstr(p, "Initialize|")); p++)
+    if (p == rec || p[-1] == '|') inits++;
+  for (char *p = rec; (p = strstr(p, "|Finalize|")); p++) finis++;
+  cr_assert_eq(inits, 1, "backend initialized %d times: %s", inits, rec);
+  cr_assert_eq(finis, 1, "backend finalized %d times: %s", finis, rec);
+  free(rec);
+}
+
+Test(lifecycle, preferred_instance_groups_used_without_config) {
+  write_model("rec", "recorder", NULL); /* no instance_group */
+  TRITONSERVER_Server *s = explicit_server();
+  H_OK(TRITONSERVER_ServerLoadModel(s, "rec"));
+  char *rec = record();
+  int n = 0;
+  for (char *p = rec; (p = strstr(p, "ModelInstanceInitialize")); p++) n++;
+  cr_assert_eq(n, 2, "recorder prefers one CPU group of 2 instances: %s", rec);
+  free(rec);
+  TRITONSERVER_Message *m = NULL;
+  H_OK(TRITONSERVER_ServerModelConfig(s, "rec", -1, 1, &m));
+  char *cfg = h_msg_text(m);
+  cr_assert(strstr(cfg, "\"count\":2") && strstr(cfg, "KIND_CPU"), "config: %s", cfg);
+  free(cfg);
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
+
+Test(lifecycle, model_init_failure_reports_backend_message) {
+  write_model("bad", "failing", "parameters { key: \"fail_at\" value: { string_value: \"model_init\" } }\n");
+  write_model("good", "identity", NULL);
+  TRITONSERVER_Server *s = explicit_server();
+  H_OK(TRITONSERVER_ServerLoadModel(s, "good"));
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "bad");
+  cr_assert_not_null(e);
+  cr_assert(strstr(TRITONSERVER_ErrorMessage(e), "failed in ModelInitialize"), "%s", TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  /* The index names the reason; the other model keeps serving. */
+  TRITONSERVER_Message *m = NULL;
+  H_OK(TRITONSERVER_ServerModelIndex(s, 0, &m));
+  char *idx = h_msg_text(m);
+  cr_assert(strstr(idx, "\"name\":\"bad\"") && strstr(idx, "UNAVAILABLE") && strstr(idx, "failed in ModelInitialize"),
+            "index: %s", idx);
+  free(idx);
+  cr_assert_null(infer_once(s, "good"));
+  H_OK(TRITONSERVER_ServerDelete(s));
+  char *rec = record();
+  cr_assert(strstr(rec, "ModelInitialize bad v1"), "%s", rec);
+  cr_assert_null(strstr(rec, "ModelFinalize bad"), "ModelFinalize must not follow a failed ModelInitialize: %s", rec);
+  cr_assert_null(strstr(rec, "ModelInstanceInitialize"), "%s", rec);
+  free(rec);
+}
+
+Test(lifecycle, instance_init_failure_unwinds_in_reverse) {
+  write_model("bad", "failing",
+              "instance_group [ { count: 3 kind: KIND_CPU } ]\n"
+              "parameters { key: \"fail_at\" value: { string_value: \"instance_init\" } }\n"
+              "parameters { key: \"fail_instance\" value: { string_value: \"1\" } }\n");
+  TRITONSERVER_Server *s = explicit_server();
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "bad");
+  cr_assert_not_null(e);
+  cr_assert(strstr(TRITONSERVER_ErrorMessage(e), "failing backend"), "%s", TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  bool ready = true;
+  H_OK(TRITONSERVER_ServerModelIsReady(s, "bad", -1, &ready));
+  cr_assert(!ready);
+  H_OK(TRITONSERVER_ServerDelete(s));
+  char *rec = record();
+  /* Instance 0 initialized and is finalized; instance 1 failed (never
+   * finalized); instance 2 never started; then the model is finalized. */
+  int inits = 0, finis = 0;
+  for (char *p = rec; (p = strstr(p, "ModelInstanceInitialize")); p++) inits++;
+  for (char *p = rec; (p = strstr(p, "ModelInstanceFinalize")); p++) finis++;
+  cr_assert_eq(inits, 2, "%s", rec);
+  cr_assert_eq(finis, 1, "%s", rec);
+  char *fi = strstr(rec, "ModelInstanceFinalize"), *mf = strstr(rec, "ModelFinalize bad");
+  cr_assert(fi && mf && fi < mf, "%s", rec);
+  free(rec);
+}
+
+Test(lifecycle, backend_init_failure_then_retry) {
+  write_model("m", "fail_backend_init", NULL);
+  write_model("good", "identity", NULL);
+  TRITONSERVER_Server *s = explicit_server();
+  for (int i = 0; i < 2; i++) {
+    TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "m");
+    cr_assert_not_null(e);
+    cr_assert(strstr(TRITONSERVER_ErrorMessage(e), "refusing to initialize"), "%s", TRITONSERVER_ErrorMessage(e));
+    TRITONSERVER_ErrorDelete(e);
+  }
+  H_OK(TRITONSERVER_ServerLoadModel(s, "good"));
+  cr_assert_null(infer_once(s, "good"));
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
+
+Test(lifecycle, backend_without_execute_rejected) {
+  write_model("m", "no_execute", NULL);
+  TRITONSERVER_Server *s = explicit_server();
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "m");
+  cr_assert_not_null(e);
+  cr_assert(strstr(TRITONSERVER_ErrorMessage(e), "TRITONBACKEND_ModelInstanceExecute"), "%s",
+            TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
+
+Test(lifecycle, unknown_backend_names_search_paths) {
+  write_model("m", "no_such_backend", NULL);
+  TRITONSERVER_Server *s = explicit_server();
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "m");
+  cr_assert_not_null(e);
+  const char *msg = TRITONSERVER_ErrorMessage(e);
+  cr_assert(strstr(msg, "libtriton_no_such_backend.so") && strstr(msg, "/m/1/") && strstr(msg, "no_such_backend/"),
+            "%s", msg);
+  TRITONSERVER_ErrorDelete(e);
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
+
+Test(lifecycle, gpu_instance_group_rejected_without_gpu) {
+  write_model("m", "identity", "instance_group [ { count: 1 kind: KIND_GPU } ]\n");
+  TRITONSERVER_Server *s = explicit_server();
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "m");
+  cr_assert_not_null(e);
+  cr_assert(strstr(TRITONSERVER_ErrorMessage(e), "GPU"), "%s", TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
+
+Test(lifecycle, execute_error_answers_every_request) {
+  write_model("m", "failing", "parameters { key: \"fail_at\" value: { string_value: \"execute\" } }\n");
+  TRITONSERVER_Server *s = explicit_server();
+  H_OK(TRITONSERVER_ServerLoadModel(s, "m"));
+  char *err = infer_once(s, "m");
+  cr_assert_not_null(err);
+  cr_assert(strstr(err, "failing backend"), "%s", err);
+  free(err);
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
