@@ -1,0 +1,507 @@
+/* Model repository behaviour: backend search order and `runtime`, version
+ * policies, control modes (none, explicit, poll), auto-complete, load
+ * parameters (config and file overrides), several repositories. */
+#include "harness.h"
+
+#include <sys/stat.h>
+#include <utime.h>
+
+static char *g_repo, *g_log;
+
+static void setup(void) {
+  g_repo = h_tmpdir();
+  char *d = h_tmpdir();
+  if (asprintf(&g_log, "%s/server.log", d) < 0) cr_assert_fail("asprintf");
+  free(d);
+}
+
+static void teardown(void) {
+  h_rmtree(g_repo);
+  free(g_repo);
+  free(g_log);
+}
+
+TestSuite(repo, .init = setup, .fini = teardown, .timeout = 60);
+
+static const char *IO =
+    "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+    "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n";
+
+static void model(const char *name, const char *backend, const char *extra, const char *versions) {
+  char cfg[4096];
+  snprintf(cfg, sizeof cfg, "name: \"%s\"\nbackend: \"%s\"\n%s%s", name, backend, IO, extra ? extra : "");
+  h_model(g_repo, name, cfg, versions);
+}
+
+static TRITONSERVER_ServerOptions *logged_options(TRITONSERVER_ModelControlMode mode) {
+  TRITONSERVER_ServerOptions *o = h_options(g_repo, mode);
+  H_OK(TRITONSERVER_ServerOptionsSetLogFile(o, g_log));
+  H_OK(TRITONSERVER_ServerOptionsSetLogInfo(o, true));
+  return o;
+}
+
+static void copy_file(const char *from, const char *to) {
+  char *data = NULL;
+  size_t len = 0;
+  FILE *f = fopen(from, "rb");
+  cr_assert_not_null(f, "open %s", from);
+  FILE *m = open_memstream(&data, &len);
+  int c;
+  while ((c = fgetc(f)) != EOF) fputc(c, m);
+  fclose(f);
+  fclose(m);
+  h_mkdirs(to, 0);
+  FILE *o = fopen(to, "wb");
+  cr_assert_not_null(o, "write %s", to);
+  fwrite(data, 1, len, o);
+  fclose(o);
+  free(data);
+}
+
+static bool ready(TRITONSERVER_Server *s, const char *m, int64_t v) {
+  bool r = false;
+  H_OK(TRITONSERVER_ServerModelIsReady(s, m, v, &r));
+  return r;
+}
+
+static char *config_of(TRITONSERVER_Server *s, const char *m) {
+  TRITONSERVER_Message *msg = NULL;
+  H_OK(TRITONSERVER_ServerModelConfig(s, m, -1, 1, &msg));
+  return h_msg_text(msg);
+}
+
+/* ------------------------------------------------------ search order */
+
+Test(repo, library_in_version_folder_wins) {
+  model("m", "identity", NULL, "1");
+  char to[4096];
+  snprintf(to, sizeof to, "%s/m/1/libtriton_identity.so", g_repo);
+  copy_file(NRD_BACKEND_DIR "/identity/libtriton_identity.so", to);
+  snprintf(to, sizeof to, "%s/m/libtriton_identity.so", g_repo);
+  copy_file(NRD_BACKEND_DIR "/identity/libtriton_identity.so", to);
+  TRITONSERVER_Server *s = h_server_new(logged_options(TRITONSERVER_MODEL_CONTROL_NONE));
+  cr_assert(ready(s, "m", 1));
+  H_OK(TRITONSERVER_ServerDelete(s));
+  char *log = h_read(g_log);
+  snprintf(to, sizeof to, "from %s/m/1/libtriton_identity.so", g_repo);
+  cr_assert(strstr(log, to), "log: %s", log);
+  free(log);
+}
+
+Test(repo, library_in_model_folder_before_backend_dir) {
+  model("m", "identity", NULL, "1");
+  char to[4096];
+  snprintf(to, sizeof to, "%s/m/libtriton_identity.so", g_repo);
+  copy_file(NRD_BACKEND_DIR "/identity/libtriton_identity.so", to);
+  TRITONSERVER_Server *s = h_server_new(logged_options(TRITONSERVER_MODEL_CONTROL_NONE));
+  cr_assert(ready(s, "m", 1));
+  H_OK(TRITONSERVER_ServerDelete(s));
+  char *log = h_read(g_log);
+  snprintf(to, sizeof to, "from %s/m/libtriton_identity.so", g_repo);
+  cr_assert(strstr(log, to), "log: %s", log);
+  free(log);
+}
+
+Test(repo, library_from_backend_directory) {
+  model("m", "identity", NULL, "1");
+  TRITONSERVER_Server *s = h_server_new(logged_options(TRITONSERVER_MODEL_CONTROL_NONE));
+  cr_assert(ready(s, "m", 1));
+  H_OK(TRITONSERVER_ServerDelete(s));
+  char *log = h_read(g_log);
+  cr_assert(strstr(log, "/identity/libtriton_identity.so"), "log: %s", log);
+  free(log);
+}
+
+Test(repo, runtime_names_the_library) {
+  model("m", "custom", "runtime: \"libmine.so\"\n", "1");
+  char to[4096];
+  snprintf(to, sizeof to, "%s/m/libmine.so", g_repo);
+  copy_file(NRD_BACKEND_DIR "/identity/libtriton_identity.so", to);
+  TRITONSERVER_Server *s = h_server_new(logged_options(TRITONSERVER_MODEL_CONTROL_NONE));
+  cr_assert(ready(s, "m", 1));
+  H_OK(TRITONSERVER_ServerDelete(s));
+  char *log = h_read(g_log);
+  cr_assert(strstr(log, "libmine.so"), "log: %s", log);
+  free(log);
+}
+
+Test(repo, runtime_must_be_a_file_name) {
+  model("m", "custom", "runtime: \"../evil.so\"\n", "1");
+  TRITONSERVER_Server *s = h_server_new(h_options(g_repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "m");
+  cr_assert_not_null(e);
+  cr_assert(strstr(TRITONSERVER_ErrorMessage(e), "runtime"), "%s", TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
+
+/* ------------------------------------------------------ version policy */
+
+Test(repo, default_policy_loads_latest_version) {
+  model("m", "identity", NULL, "1 2 10");
+  TRITONSERVER_Server *s = h_server_new(h_options(g_repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  cr_assert(ready(s, "m", 10));
+  cr_assert(!ready(s, "m", 2));
+  cr_assert(!ready(s, "m", 1));
+  cr_assert(ready(s, "m", -1));
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
+
+Test(repo, latest_n_all_and_specific) {
+  model("latest2", "identity", "version_policy: { latest: { num_versions: 2 } }\n", "1 2 3");
+  model("all", "identity", "version_policy: { all: {} }\n", "1 2 3");
+  model("spec", "identity", "version_policy: { specific: { versions: [ 1, 3 ] } }\n", "1 2 3");
+  /* Non-numeric folders are ignored. */
+  h_model(g_repo, "all", NULL, "notaversion");
+  TRITONSERVER_Server *s = h_server_new(h_options(g_repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  cr_assert(!ready(s, "latest2", 1) && ready(s, "latest2", 2) && ready(s, "latest2", 3));
+  cr_assert(ready(s, "all", 1) && ready(s, "all", 2) && ready(s, "all", 3));
+  cr_assert(ready(s, "spec", 1) && !ready(s, "spec", 2) && ready(s, "spec", 3));
+  /* Metadata lists every ready version. */
+  TRITONSERVER_Message *m = NULL;
+  H_OK(TRITONSERVER_ServerModelMetadata(s, "all", -1, &m));
+  char *meta = h_msg_text(m);
+  cr_assert(strstr(meta, "\"versions\":[\"3\",\"2\",\"1\"]") || strstr(meta, "\"versions\":[\"1\",\"2\",\"3\"]"),
+            "%s", meta);
+  free(meta);
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
+
+Test(repo, specific_version_missing_fails_load) {
+  model("spec", "identity", "version_policy: { specific: { versions: [ 4 ] } }\n", "1");
+  TRITONSERVER_Server *s = h_server_new(h_options(g_repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "spec");
+  cr_assert_not_null(e);
+  cr_assert(strstr(TRITONSERVER_ErrorMessage(e), "version 4"), "%s", TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
+
+Test(repo, no_version_folder_fails_load) {
+  h_write(g_repo, "m/config.pbtxt", "backend: \"identity\"\n");
+  TRITONSERVER_Server *s = h_server_new(h_options(g_repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "m");
+  cr_assert_not_null(e);
+  cr_assert(strstr(TRITONSERVER_ErrorMessage(e), "version"), "%s", TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
+
+/* ------------------------------------------------------ control modes */
+
+Test(repo, none_mode_loads_all_and_refuses_control) {
+  model("a", "identity", NULL, "1");
+  model("b", "identity", NULL, "1");
+  TRITONSERVER_Server *s = h_server_new(h_options(g_repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  cr_assert(ready(s, "a", -1) && ready(s, "b", -1));
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "a");
+  cr_assert_not_null(e);
+  cr_assert_eq(TRITONSERVER_ErrorCode(e), TRITONSERVER_ERROR_UNAVAILABLE);
+  TRITONSERVER_ErrorDelete(e);
+  e = TRITONSERVER_ServerUnloadModel(s, "a");
+  cr_assert_not_null(e);
+  TRITONSERVER_ErrorDelete(e);
+  e = TRITONSERVER_ServerPollModelRepository(s);
+  cr_assert_not_null(e);
+  TRITONSERVER_ErrorDelete(e);
+  bool r = false;
+  H_OK(TRITONSERVER_ServerIsReady(s, &r));
+  cr_assert(r);
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
+
+Test(repo, none_mode_with_a_broken_model_returns_server_and_error) {
+  model("good", "identity", NULL, "1");
+  h_model(g_repo, "broken", "name: \"broken\"\nbackend: \"identity\"\nmax_batch_size: oops\n", "1");
+  TRITONSERVER_ServerOptions *o = h_options(g_repo, TRITONSERVER_MODEL_CONTROL_NONE);
+  TRITONSERVER_Server *s = NULL;
+  TRITONSERVER_Error *e = TRITONSERVER_ServerNew(&s, o);
+  TRITONSERVER_ServerOptionsDelete(o);
+  cr_assert_not_null(e);
+  TRITONSERVER_ErrorDelete(e);
+  cr_assert_not_null(s, "Triton returns the server too, so the good models can keep serving");
+  cr_assert(ready(s, "good", -1));
+  TRITONSERVER_Message *m = NULL;
+  H_OK(TRITONSERVER_ServerModelIndex(s, 0, &m));
+  char *idx = h_msg_text(m);
+  cr_assert(strstr(idx, "broken/config.pbtxt:3:"), "reason names file and line: %s", idx);
+  free(idx);
+  bool r = true;
+  H_OK(TRITONSERVER_ServerIsReady(s, &r));
+  cr_assert(!r, "strict readiness: a failed model makes the server not ready");
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
+
+Test(repo, explicit_mode_startup_models) {
+  model("a", "identity", NULL, "1");
+  model("b", "identity", NULL, "1");
+  TRITONSERVER_ServerOptions *o = h_options(g_repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT);
+  H_OK(TRITONSERVER_ServerOptionsSetStartupModel(o, "b"));
+  TRITONSERVER_Server *s = h_server_new(o);
+  cr_assert(!ready(s, "a", -1) && ready(s, "b", -1));
+  /* The index lists models on disk that were never loaded, by name only. */
+  TRITONSERVER_Message *m = NULL;
+  H_OK(TRITONSERVER_ServerModelIndex(s, 0, &m));
+  char *idx = h_msg_text(m);
+  cr_assert(strstr(idx, "{\"name\":\"a\"}"), "%s", idx);
+  free(idx);
+  H_OK(TRITONSERVER_ServerModelIndex(s, TRITONSERVER_INDEX_FLAG_READY, &m));
+  idx = h_msg_text(m);
+  cr_assert(!strstr(idx, "\"a\"") && strstr(idx, "\"b\""), "%s", idx);
+  free(idx);
+  H_OK(TRITONSERVER_ServerLoadModel(s, "a"));
+  cr_assert(ready(s, "a", -1));
+  H_OK(TRITONSERVER_ServerUnloadModel(s, "b"));
+  cr_assert(!ready(s, "b", -1));
+  H_OK(TRITONSERVER_ServerUnloadModel(s, "never_loaded"));
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "missing");
+  cr_assert_not_null(e);
+  TRITONSERVER_ErrorDelete(e);
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
+
+Test(repo, explicit_mode_star_loads_everything) {
+  model("a", "identity", NULL, "1");
+  model("b", "identity", NULL, "1");
+  TRITONSERVER_ServerOptions *o = h_options(g_repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT);
+  H_OK(TRITONSERVER_ServerOptionsSetStartupModel(o, "*"));
+  TRITONSERVER_Server *s = h_server_new(o);
+  cr_assert(ready(s, "a", -1) && ready(s, "b", -1));
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
+
+/* Moves every mtime under the model back so the next write counts as new. */
+static void touch_later(const char *rel) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", g_repo, rel);
+  struct utimbuf t = {time(NULL) + 100, time(NULL) + 100};
+  utime(path, &t);
+}
+
+Test(repo, poll_mode_adds_changes_and_removes) {
+  model("a", "identity", NULL, "1");
+  TRITONSERVER_Server *s = h_server_new(h_options(g_repo, TRITONSERVER_MODEL_CONTROL_POLL));
+  cr_assert(ready(s, "a", -1));
+  /* New model. */
+  model("b", "identity", NULL, "1");
+  H_OK(TRITONSERVER_ServerPollModelRepository(s));
+  cr_assert(ready(s, "b", -1));
+  /* Changed config reloads. */
+  model("a", "identity", "parameters { key: \"execute_delay_ms\" value: { string_value: \"0\" } }\n", "1");
+  touch_later("a/config.pbtxt");
+  H_OK(TRITONSERVER_ServerPollModelRepository(s));
+  char *cfg = config_of(s, "a");
+  cr_assert(strstr(cfg, "execute_delay_ms"), "reloaded config: %s", cfg);
+  free(cfg);
+  /* New version folder: latest policy switches to it. */
+  h_model(g_repo, "b", NULL, "2");
+  touch_later("b/2");
+  H_OK(TRITONSERVER_ServerPollModelRepository(s));
+  cr_assert(ready(s, "b", 2) && !ready(s, "b", 1));
+  /* Removed model unloads. */
+  char path[4096];
+  snprintf(path, sizeof path, "%s/a", g_repo);
+  h_rmtree(path);
+  H_OK(TRITONSERVER_ServerPollModelRepository(s));
+  cr_assert(!ready(s, "a", -1));
+  cr_assert(ready(s, "b", -1));
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "b");
+  cr_assert_not_null(e, "explicit load is refused in poll mode");
+  TRITONSERVER_ErrorDelete(e);
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
+
+/* A client keeps sending while the model is reloaded: nothing is dropped. */
+typedef struct load_loop {
+  TRITONSERVER_Server *s;
+  atomic_bool stop;
+  int ok, failed;
+} load_loop;
+
+static void *sender(void *arg) {
+  load_loop *l = arg;
+  float in[4] = {1, 2, 3, 4};
+  int64_t shape[1] = {4};
+  while (!atomic_load(&l->stop)) {
+    TRITONSERVER_InferenceRequest *r = NULL;
+    TRITONSERVER_Error *e = TRITONSERVER_InferenceRequestNew(&r, l->s, "m", -1);
+    if (e) {
+      TRITONSERVER_ErrorDelete(e);
+      l->failed++;
+      continue;
+    }
+    h_add_input(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 1, in, sizeof in);
+    h_call *c = h_call_new();
+    h_bind(r, c);
+    e = TRITONSERVER_ServerInferAsync(l->s, r, NULL);
+    if (e) {
+      /* Raced with the swap: the request was refused before entering. */
+      TRITONSERVER_ErrorDelete(e);
+      l->failed++;
+    } else {
+      cr_assert(h_wait(c, 10000));
+      char *err = h_response_error(c, 0);
+      if (err) l->failed++, free(err);
+      else l->ok++;
+    }
+    h_call_free(c);
+    TRITONSERVER_InferenceRequestDelete(r);
+  }
+  return NULL;
+}
+
+Test(repo, reload_keeps_serving) {
+  model("m", "identity", "parameters { key: \"execute_delay_ms\" value: { string_value: \"1\" } }\n", "1");
+  TRITONSERVER_Server *s = h_server_new(h_options(g_repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
+  H_OK(TRITONSERVER_ServerLoadModel(s, "m"));
+  load_loop l = {.s = s};
+  pthread_t t;
+  pthread_create(&t, NULL, sender, &l);
+  for (int i = 0; i < 5; i++) {
+    usleep(20000);
+    H_OK(TRITONSERVER_ServerLoadModel(s, "m"));
+  }
+  usleep(20000);
+  atomic_store(&l.stop, true);
+  pthread_join(t, NULL);
+  cr_assert_gt(l.ok, 10);
+  cr_assert_eq(l.failed, 0, "%d requests failed during reloads", l.failed);
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
+
+/* ------------------------------------------------------ auto-complete */
+
+Test(repo, backend_completes_a_sparse_config) {
+  h_model(g_repo, "ac", "backend: \"autocomplete\"\n", "1");
+  TRITONSERVER_ServerOptions *o = h_options(g_repo, TRITONSERVER_MODEL_CONTROL_NONE);
+  H_OK(TRITONSERVER_ServerOptionsSetStrictModelConfig(o, false));
+  TRITONSERVER_Server *s = h_server_new(o);
+  char *cfg = config_of(s, "ac");
+  cr_assert(strstr(cfg, "\"INPUT0\"") && strstr(cfg, "\"max_batch_size\":8"), "%s", cfg);
+  free(cfg);
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
+
+Test(repo, strict_config_disables_auto_complete) {
+  h_model(g_repo, "ac", "backend: \"autocomplete\"\n", "1");
+  TRITONSERVER_ServerOptions *o = h_options(g_repo, TRITONSERVER_MODEL_CONTROL_NONE);
+  H_OK(TRITONSERVER_ServerOptionsSetStrictModelConfig(o, true));
+  TRITONSERVER_Server *s = NULL;
+  TRITONSERVER_Error *e = TRITONSERVER_ServerNew(&s, o);
+  TRITONSERVER_ServerOptionsDelete(o);
+  if (e) TRITONSERVER_ErrorDelete(e);
+  cr_assert_not_null(s);
+  if (ready(s, "ac", -1)) {
+    char *cfg = config_of(s, "ac");
+    cr_assert_null(strstr(cfg, "\"INPUT0\""), "backend completed despite strict config: %s", cfg);
+    free(cfg);
+  }
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
+
+Test(repo, missing_config_needs_auto_complete) {
+  h_model(g_repo, "noconf", NULL, "1");
+  TRITONSERVER_ServerOptions *o = h_options(g_repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT);
+  H_OK(TRITONSERVER_ServerOptionsSetStrictModelConfig(o, true));
+  TRITONSERVER_Server *s = h_server_new(o);
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "noconf");
+  cr_assert_not_null(e);
+  cr_assert(strstr(TRITONSERVER_ErrorMessage(e), "auto-complete is disabled"), "%s", TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
+
+/* ------------------------------------------------------ load parameters */
+
+Test(repo, config_override_replaces_the_file) {
+  model("m", "identity", NULL, "1");
+  TRITONSERVER_Server *s = h_server_new(h_options(g_repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
+  const char *json =
+      "{\"backend\":\"identity\",\"max_batch_size\":4,"
+      "\"input\":[{\"name\":\"INPUT0\",\"data_type\":\"TYPE_INT32\",\"dims\":[2]}],"
+      "\"output\":[{\"name\":\"OUTPUT0\",\"data_type\":\"TYPE_INT32\",\"dims\":[2]}]}";
+  TRITONSERVER_Parameter *p = TRITONSERVER_ParameterNew("config", TRITONSERVER_PARAMETER_STRING, json);
+  const TRITONSERVER_Parameter *params[1] = {p};
+  H_OK(TRITONSERVER_ServerLoadModelWithParameters(s, "m", params, 1));
+  TRITONSERVER_ParameterDelete(p);
+  char *cfg = config_of(s, "m");
+  cr_assert(strstr(cfg, "TYPE_INT32") && strstr(cfg, "\"max_batch_size\":4"), "%s", cfg);
+  free(cfg);
+  /* A broken override is an error naming the field; the old model stays. */
+  p = TRITONSERVER_ParameterNew("config", TRITONSERVER_PARAMETER_STRING, "{\"max_batch_sise\": 1}");
+  params[0] = p;
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModelWithParameters(s, "m", params, 1);
+  TRITONSERVER_ParameterDelete(p);
+  cr_assert_not_null(e);
+  cr_assert(strstr(TRITONSERVER_ErrorMessage(e), "max_batch_sise"), "%s", TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  cr_assert(ready(s, "m", -1));
+  /* Unknown parameter names are refused. */
+  p = TRITONSERVER_ParameterNew("colour", TRITONSERVER_PARAMETER_STRING, "red");
+  params[0] = p;
+  e = TRITONSERVER_ServerLoadModelWithParameters(s, "m", params, 1);
+  TRITONSERVER_ParameterDelete(p);
+  cr_assert_not_null(e);
+  TRITONSERVER_ErrorDelete(e);
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
+
+Test(repo, file_overrides_make_a_model) {
+  TRITONSERVER_Server *s = h_server_new(h_options(g_repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
+  const char *json =
+      "{\"backend\":\"identity\","
+      "\"input\":[{\"name\":\"INPUT0\",\"data_type\":\"TYPE_FP32\",\"dims\":[4]}],"
+      "\"output\":[{\"name\":\"OUTPUT0\",\"data_type\":\"TYPE_FP32\",\"dims\":[4]}]}";
+  const char blob[] = "weights";
+  TRITONSERVER_Parameter *pc = TRITONSERVER_ParameterNew("config", TRITONSERVER_PARAMETER_STRING, json);
+  TRITONSERVER_Parameter *pf = TRITONSERVER_ParameterBytesNew("file:1/model.bin", blob, sizeof blob);
+  const TRITONSERVER_Parameter *params[2] = {pc, pf};
+  H_OK(TRITONSERVER_ServerLoadModelWithParameters(s, "virtual", params, 2));
+  cr_assert(ready(s, "virtual", 1));
+  /* Files without a config are refused; paths may not escape the model. */
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModelWithParameters(s, "virtual", params + 1, 1);
+  cr_assert_not_null(e);
+  TRITONSERVER_ErrorDelete(e);
+  TRITONSERVER_ParameterDelete(pf);
+  pf = TRITONSERVER_ParameterBytesNew("file:../../etc/x", blob, sizeof blob);
+  params[1] = pf;
+  e = TRITONSERVER_ServerLoadModelWithParameters(s, "virtual", params, 2);
+  cr_assert_not_null(e);
+  TRITONSERVER_ErrorDelete(e);
+  TRITONSERVER_ParameterDelete(pc);
+  TRITONSERVER_ParameterDelete(pf);
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
+
+/* ------------------------------------------------------ several repositories */
+
+Test(repo, several_repositories_and_duplicates) {
+  char *second = h_tmpdir();
+  model("a", "identity", NULL, "1");
+  char cfg[1024];
+  snprintf(cfg, sizeof cfg, "backend: \"identity\"\n%s", IO);
+  h_model(second, "b", cfg, "1");
+  h_model(second, "a", cfg, "1"); /* same name in both */
+  TRITONSERVER_ServerOptions *o = h_options(g_repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT);
+  H_OK(TRITONSERVER_ServerOptionsSetModelRepositoryPath(o, second));
+  TRITONSERVER_Server *s = h_server_new(o);
+  H_OK(TRITONSERVER_ServerLoadModel(s, "b"));
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "a");
+  cr_assert_not_null(e);
+  cr_assert(strstr(TRITONSERVER_ErrorMessage(e), "more than one repository"), "%s", TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  H_OK(TRITONSERVER_ServerDelete(s));
+  h_rmtree(second);
+  free(second);
+}
+
+Test(repo, missing_repository_fails_server_new) {
+  TRITONSERVER_ServerOptions *o = h_options("/nonexistent/nereid/repo", TRITONSERVER_MODEL_CONTROL_NONE);
+  TRITONSERVER_Server *s = NULL;
+  TRITONSERVER_Error *e = TRITONSERVER_ServerNew(&s, o);
+  TRITONSERVER_ServerOptionsDelete(o);
+  cr_assert_not_null(e);
+  cr_assert(strstr(TRITONSERVER_ErrorMessage(e), "/nonexistent/nereid/repo"), "%s", TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  cr_assert_null(s);
+}
