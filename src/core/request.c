@@ -99,6 +99,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestNew(TRITONSERVER_InferenceReque
   }
   r->server = server;
   r->model = m;
+  r->requested_version = model_version;
   *inference_request = r;
   return NULL;
 }
@@ -535,6 +536,8 @@ static TRITONSERVER_Error *resolve_raw(const TRITONBACKEND_Model *m, const nrd_i
     }
     s[wild] = (int64_t)(in->byte_size / (esz * (uint64_t)known));
   }
+  /* A reshape from an earlier send of this request has its own copy. */
+  if (in->backend_shape != in->shape) free(in->backend_shape);
   free(in->shape);
   in->shape = s;
   in->backend_shape = s;

@@ -44,6 +44,7 @@ typedef struct nrd_input {
 struct TRITONSERVER_InferenceRequest {
   TRITONSERVER_Server *server;
   TRITONBACKEND_Model *model;     /* counted reference, taken at New */
+  int64_t requested_version;      /* as given to New (-1: latest) */
   char *id;
   uint32_t flags;
   uint64_t corr_id;

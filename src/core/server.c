@@ -426,32 +426,49 @@ TRITONSERVER_Error *TRITONSERVER_MetricsFormatted(TRITONSERVER_Metrics *metrics,
 
 /* --------------------------------------------------------------- inference */
 
+/* A request made before its model was reloaded follows the reload: it is
+ * moved to the version that serves its name now, so no request is dropped. */
+static TRITONSERVER_Error *follow_reload(TRITONSERVER_Server *server, TRITONSERVER_InferenceRequest *req) {
+  TRITONBACKEND_Model *m = req->model;
+  if (atomic_load(&m->state) == NRD_MODEL_READY) return NULL;
+  TRITONBACKEND_Model *now = NULL;
+  if (nrd_repo_get(server->repo, m->name, req->requested_version, &now) != NULL || now == m) {
+    if (now) nrd_model_unref(now);
+    return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "model '%s' version %" PRId64 " is not ready (unloading)",
+                         m->name, m->version);
+  }
+  req->model = now;
+  nrd_model_unref(m);
+  return NULL;
+}
+
 TRITONSERVER_Error *TRITONSERVER_ServerInferAsync(TRITONSERVER_Server *server, TRITONSERVER_InferenceRequest *req,
                                                   TRITONSERVER_InferenceTrace *trace) {
   (void)trace; /* tracing is not built in; no trace object can exist */
   ARG_CHECK(server && req, "server and request must not be NULL");
   if (req->in_flight)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "inference request is already in flight");
-  if (atomic_load(&server->stopped)) return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "Server is stopping");
-  TRITONBACKEND_Model *m = req->model;
-  if (atomic_load(&m->state) != NRD_MODEL_READY)
-    return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "model '%s' version %" PRId64 " is not ready (unloading)",
-                         m->name, m->version);
   if (!req->response_fn)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "inference request for model '%s' has no response callback", m->name);
-  NRD_RETURN_IF_ERROR(nrd_request_validate(req));
-  nrd_delivery *d = nrd_delivery_new(req);
-  if (!d) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-  uint64_t now = nrd_now_ns();
-  req->delivery = d;
-  req->queue_start_ns = now;
-  req->deadline_ns = req->timeout_us ? now + req->timeout_us * 1000u : 0;
-  req->in_flight = true;
-  nrd_model_inflight_add(m);
-  nrd_stats_pending_add(&m->stats, 1);
-  TRITONSERVER_Error *err = m->sched->ops->enqueue(m->sched, req);
-  if (err) {
+                         "inference request for model '%s' has no response callback", req->model->name);
+  /* A reload can retire the model between the check and the enqueue; then
+   * the request moves to the new version and tries again. */
+  for (int attempt = 0;; attempt++) {
+    if (atomic_load(&server->stopped)) return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "Server is stopping");
+    NRD_RETURN_IF_ERROR(follow_reload(server, req));
+    TRITONBACKEND_Model *m = req->model;
+    NRD_RETURN_IF_ERROR(nrd_request_validate(req));
+    nrd_delivery *d = nrd_delivery_new(req);
+    if (!d) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    uint64_t now = nrd_now_ns();
+    req->delivery = d;
+    req->queue_start_ns = now;
+    req->deadline_ns = req->timeout_us ? now + req->timeout_us * 1000u : 0;
+    req->in_flight = true;
+    nrd_model_inflight_add(m);
+    nrd_stats_pending_add(&m->stats, 1);
+    TRITONSERVER_Error *err = m->sched->ops->enqueue(m->sched, req);
+    if (!err) return NULL;
     /* Not accepted: no callback may fire, the caller keeps the request. */
     req->in_flight = false;
     req->delivery = NULL;
@@ -459,6 +476,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerInferAsync(TRITONSERVER_Server *server, T
     nrd_delivery_unref(d);
     nrd_stats_pending_add(&m->stats, -1);
     nrd_model_inflight_done(m);
+    if (attempt >= 2 || atomic_load(&m->state) == NRD_MODEL_READY) return err;
+    TRITONSERVER_ErrorDelete(err);
   }
-  return err;
 }
