@@ -256,3 +256,39 @@ Test(lifecycle, execute_error_answers_every_request) {
   free(err);
   H_OK(TRITONSERVER_ServerDelete(s));
 }
+
+Test(lifecycle, backend_runs_another_model_from_execute) {
+  write_model("target", "identity", NULL);
+  write_model("outer", "bls", "parameters { key: \"target\" value: { string_value: \"target\" } }\n");
+  TRITONSERVER_Server *s = explicit_server();
+  H_OK(TRITONSERVER_ServerLoadModel(s, "target"));
+  H_OK(TRITONSERVER_ServerLoadModel(s, "outer"));
+  for (int i = 0; i < 20; i++) cr_assert_null(infer_once(s, "outer"));
+  /* The nested request is visible in the target's statistics. */
+  TRITONSERVER_Message *m = NULL;
+  H_OK(TRITONSERVER_ServerModelStatistics(s, "target", -1, &m));
+  char *stats = h_msg_text(m);
+  cr_assert(strstr(stats, "\"inference_count\":20"), "%s", stats);
+  free(stats);
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
+
+static uint64_t load_ms(TRITONSERVER_Server *s, const char *model) {
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  H_OK(TRITONSERVER_ServerLoadModel(s, model));
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  int64_t ns = (int64_t)(b.tv_sec - a.tv_sec) * 1000000000 + (b.tv_nsec - a.tv_nsec);
+  return (uint64_t)(ns / 1000000);
+}
+
+Test(lifecycle, parallel_instance_loading_when_backend_allows) {
+  /* Four instances sleeping 300 ms each: sequential loading takes >= 1.2 s,
+   * parallel loading about 0.3 s. The bound leaves room for slow machines. */
+  write_model("slow", "slow_init", "instance_group [ { count: 4 kind: KIND_CPU } ]\n");
+  TRITONSERVER_Server *s = explicit_server();
+  uint64_t ms = load_ms(s, "slow");
+  cr_assert_lt(ms, 1000, "4 x 300 ms instance init took %llu ms: not parallel", (unsigned long long)ms);
+  cr_assert_null(infer_once(s, "slow"));
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
