@@ -215,16 +215,16 @@ void nrd_model_unref(TRITONBACKEND_Model *m) {
   free(m);
 }
 
-void nrd_model_inflight_add(TRITONBACKEND_Model *m) {
-  pthread_mutex_lock(&m->drain_lock);
-  m->inflight++;
-  pthread_mutex_unlock(&m->drain_lock);
-}
+void nrd_model_inflight_add(TRITONBACKEND_Model *m) { atomic_fetch_add(&m->inflight, 1); }
 
+/* Lock-free while the model serves; only a model being unloaded has a
+ * waiter to wake (see nrd_model_unload for why no wake-up can be missed). */
 void nrd_model_inflight_done(TRITONBACKEND_Model *m) {
-  pthread_mutex_lock(&m->drain_lock);
-  if (--m->inflight == 0) pthread_cond_broadcast(&m->drained);
-  pthread_mutex_unlock(&m->drain_lock);
+  if (atomic_fetch_sub(&m->inflight, 1) == 1 && atomic_load(&m->state) != NRD_MODEL_READY) {
+    pthread_mutex_lock(&m->drain_lock);
+    pthread_cond_broadcast(&m->drained);
+    pthread_mutex_unlock(&m->drain_lock);
+  }
 }
 
 /* ------------------------------------------------------------ lifecycle */
@@ -352,6 +352,7 @@ TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *a, TRITONBACKEND_M
   if (!m) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory loading model '%s'", a->name);
   atomic_init(&m->refs, 1);
   atomic_init(&m->state, NRD_MODEL_LOADING);
+  atomic_init(&m->inflight, 0);
   pthread_mutex_init(&m->config_lock, NULL);
   pthread_mutex_init(&m->drain_lock, NULL);
   pthread_cond_init(&m->drained, NULL);
@@ -451,14 +452,17 @@ void nrd_model_unload(TRITONBACKEND_Model *m, unsigned timeout_s) {
     m->sched->ops->stop(m->sched);
     for (uint32_t i = 0; i < m->n_instances; i++) nrd_instance_join(m->instances[i]);
   }
-  /* Requests a (decoupled) backend still holds must come back first. */
+  /* Requests a (decoupled) backend still holds must come back first. The
+   * state was set to UNLOADING before reading the counter, and a finishing
+   * request decrements before reading the state: whichever comes second in
+   * that order sees the other, so either we see zero or it wakes us. */
   struct timespec until;
   clock_gettime(CLOCK_REALTIME, &until);
   until.tv_sec += timeout_s;
   pthread_mutex_lock(&m->drain_lock);
-  while (m->inflight > 0)
+  while (atomic_load(&m->inflight) > 0)
     if (pthread_cond_timedwait(&m->drained, &m->drain_lock, &until) == ETIMEDOUT) break;
-  uint64_t left = m->inflight;
+  uint64_t left = atomic_load(&m->inflight);
   pthread_mutex_unlock(&m->drain_lock);
   if (left)
     NRD_LOG_WARN("model '%s' version %" PRId64 ": %" PRIu64 " requests still in flight after %u s; finalizing anyway",

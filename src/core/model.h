@@ -73,7 +73,7 @@ struct TRITONBACKEND_Model {
   _Atomic nrd_model_state state;
   pthread_mutex_t drain_lock;
   pthread_cond_t drained;
-  uint64_t inflight;            /* requests between InferAsync and release */
+  atomic_uint_fast64_t inflight; /* requests between InferAsync and release */
 
   nrd_model_stats stats;
 };

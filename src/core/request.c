@@ -618,9 +618,13 @@ TRITONSERVER_Error *nrd_request_validate(TRITONSERVER_InferenceRequest *r) {
                            in->name, m->name, want, got);
     }
     int64_t count = elem_count(in->shape, in->dims_count);
-    if (count < 0)
+    if (count < 0) {
+      shape_str(in->shape, in->dims_count, got, sizeof got);
       return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                           "input '%s' of model '%s': shape has too many elements", in->name, m->name);
+                           count == -1 ? "input '%s' of model '%s': shape %s has a negative dimension"
+                                       : "input '%s' of model '%s': shape %s has too many elements",
+                           in->name, m->name, got);
+    }
     if (in->dtype == TRITONSERVER_TYPE_BYTES) {
       NRD_RETURN_IF_ERROR(check_bytes(m, in, count));
     } else {

@@ -3,6 +3,7 @@
 #include "scheduler.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
@@ -19,6 +20,7 @@ typedef struct default_sched {
   pthread_cond_t cv;
   TRITONSERVER_InferenceRequest *head, *tail;
   bool stopped;
+  atomic_uint sleepers; /* instance threads blocked in cond_wait */
 } default_sched;
 
 static TRITONSERVER_Error *ds_enqueue(nrd_scheduler *s, TRITONSERVER_InferenceRequest *req) {
@@ -34,7 +36,9 @@ static TRITONSERVER_Error *ds_enqueue(nrd_scheduler *s, TRITONSERVER_InferenceRe
   else d->head = req;
   d->tail = req;
   pthread_mutex_unlock(&d->mu);
-  pthread_cond_signal(&d->cv);
+  /* A sleeper registers under the lock before it waits, so after our
+   * unlock it is either counted here or will see the request itself. */
+  if (atomic_load(&d->sleepers)) pthread_cond_signal(&d->cv);
   return NULL;
 }
 
@@ -59,7 +63,11 @@ static uint32_t ds_next_batch(nrd_scheduler *s, TRITONBACKEND_ModelInstance *ins
   if (!max) return 0;
   for (;;) {
     pthread_mutex_lock(&d->mu);
-    while (!d->head && !d->stopped) pthread_cond_wait(&d->cv, &d->mu);
+    while (!d->head && !d->stopped) {
+      atomic_fetch_add(&d->sleepers, 1);
+      pthread_cond_wait(&d->cv, &d->mu);
+      atomic_fetch_sub(&d->sleepers, 1);
+    }
     TRITONSERVER_InferenceRequest *r = d->head;
     if (r) {
       d->head = r->next;

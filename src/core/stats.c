@@ -30,6 +30,7 @@ static void add(nrd_duration *d, uint64_t ns) {
 
 void nrd_stats_init(nrd_model_stats *s) {
   memset(s, 0, sizeof(*s));
+  atomic_init(&s->pending, 0);
   pthread_mutex_init(&s->lock, NULL);
 }
 
@@ -128,11 +129,7 @@ out:
   pthread_mutex_unlock(&s->lock);
 }
 
-void nrd_stats_pending_add(nrd_model_stats *s, int64_t delta) {
-  pthread_mutex_lock(&s->lock);
-  s->pending = (uint64_t)((int64_t)s->pending + delta);
-  pthread_mutex_unlock(&s->lock);
-}
+void nrd_stats_pending_add(nrd_model_stats *s, int64_t delta) { atomic_fetch_add(&s->pending, delta); }
 
 static json_t *dur_json(const nrd_duration *d) {
   return json_pack("{s:I,s:I}", "count", (json_int_t)d->count, "ns", (json_int_t)d->ns);
@@ -227,7 +224,7 @@ int nrd_stats_prometheus(nrd_model_stats *s, const char *model, int64_t version,
   else if (!strcmp(family, "nv_inference_compute_input_duration_us")) v = s->compute_input.ns / 1000;
   else if (!strcmp(family, "nv_inference_compute_infer_duration_us")) v = s->compute_infer.ns / 1000;
   else if (!strcmp(family, "nv_inference_compute_output_duration_us")) v = s->compute_output.ns / 1000;
-  else if (!strcmp(family, "nv_inference_pending_request_count")) v = s->pending;
+  else if (!strcmp(family, "nv_inference_pending_request_count")) v = (uint64_t)atomic_load(&s->pending);
   pthread_mutex_unlock(&s->lock);
   if (!strcmp(family, "nv_inference_request_failure"))
     return nrd_text_appendf(out, "%s{model=\"%s\",reason=\"BACKEND\",version=\"%" PRId64 "\"} %" PRIu64 "\n",

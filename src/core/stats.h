@@ -6,6 +6,7 @@
 #define NRD_STATS_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <jansson.h>
@@ -37,7 +38,7 @@ typedef struct nrd_model_stats {
   uint32_t n_batch, cap_batch;
   nrd_response_stat *resp;
   uint32_t n_resp, cap_resp;
-  uint64_t pending;             /* requests queued or executing */
+  atomic_int_fast64_t pending;  /* requests queued or executing (no lock) */
 } nrd_model_stats;
 
 /* Monotonic clock in nanoseconds (what backends pass us too). */
