@@ -109,6 +109,16 @@ static TRITONSERVER_Error *copy_tensor(TRITONBACKEND_Response *response,
   return NULL;
 }
 
+/* Writes prefix + suffix into dst (cap bytes); returns the length or -1 when
+ * it does not fit. A plain copy: this runs for every request. */
+static int join_name(char *dst, size_t cap, const char *prefix, size_t plen, const char *suffix) {
+  size_t slen = strlen(suffix);
+  if (plen + slen + 1 > cap) return -1;
+  memcpy(dst, prefix, plen);
+  memcpy(dst + plen, suffix, slen + 1);
+  return (int)(plen + slen);
+}
+
 /* No output was named: answer every INPUT<s> with OUTPUT<s>. */
 static TRITONSERVER_Error *fill_all(TRITONBACKEND_Response *response,
                                     TRITONBACKEND_Request *request) {
@@ -127,9 +137,9 @@ static TRITONSERVER_Error *fill_all(TRITONBACKEND_Response *response,
       continue;
     }
     char out_name[NAME_MAX_LEN];
-    int n = snprintf(out_name, sizeof out_name, OUTPUT_PREFIX "%s",
-                     name + sizeof INPUT_PREFIX - 1);
-    if (n < 0 || (size_t)n >= sizeof out_name) {
+    int n = join_name(out_name, sizeof out_name, OUTPUT_PREFIX, sizeof OUTPUT_PREFIX - 1,
+                      name + sizeof INPUT_PREFIX - 1);
+    if (n < 0) {
       return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
                                "identity: input name '%.64s...' is too long",
                                name);
@@ -156,9 +166,9 @@ static TRITONSERVER_Error *fill_requested(TRITONBACKEND_Response *response,
                                out_name);
     }
     char in_name[NAME_MAX_LEN];
-    int n = snprintf(in_name, sizeof in_name, INPUT_PREFIX "%s",
-                     out_name + sizeof OUTPUT_PREFIX - 1);
-    if (n < 0 || (size_t)n >= sizeof in_name) {
+    int n = join_name(in_name, sizeof in_name, INPUT_PREFIX, sizeof INPUT_PREFIX - 1,
+                      out_name + sizeof OUTPUT_PREFIX - 1);
+    if (n < 0) {
       return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
                                "identity: output name '%.64s...' is too long",
                                out_name);

@@ -394,7 +394,7 @@ TRITONSERVER_Error *TRITONSERVER_MetricNewWithArgs(TRITONSERVER_Metric **metric,
 
   TRITONSERVER_Metric *m = calloc(1, sizeof(*m));
   if (m == NULL) return oom();
-  series *fresh;
+  series *fresh = NULL;
   TRITONSERVER_Error *err = series_build(labels, (size_t)label_count, args, &fresh);
   if (err != NULL) {
     free(m);

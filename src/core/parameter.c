@@ -51,7 +51,7 @@ TRITONSERVER_Error *nrd_param_list_add_string(nrd_param_list *list, const char *
   if (value == NULL)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "value of string parameter '%s' is NULL",
                          name != NULL ? name : "");
-  nrd_param *p;
+  nrd_param *p = NULL;
   NRD_RETURN_IF_ERROR(list_reserve(list, name, &p));
   p->v.s = strdup(value);
   if (p->v.s == NULL) {
@@ -65,7 +65,7 @@ TRITONSERVER_Error *nrd_param_list_add_string(nrd_param_list *list, const char *
 
 TRITONSERVER_Error *nrd_param_list_add_int(nrd_param_list *list, const char *name, int64_t value)
 {
-  nrd_param *p;
+  nrd_param *p = NULL;
   NRD_RETURN_IF_ERROR(list_reserve(list, name, &p));
   p->type = TRITONSERVER_PARAMETER_INT;
   p->v.i = value;
@@ -75,7 +75,7 @@ TRITONSERVER_Error *nrd_param_list_add_int(nrd_param_list *list, const char *nam
 
 TRITONSERVER_Error *nrd_param_list_add_bool(nrd_param_list *list, const char *name, bool value)
 {
-  nrd_param *p;
+  nrd_param *p = NULL;
   NRD_RETURN_IF_ERROR(list_reserve(list, name, &p));
   p->type = TRITONSERVER_PARAMETER_BOOL;
   p->v.b = value;
@@ -85,7 +85,7 @@ TRITONSERVER_Error *nrd_param_list_add_bool(nrd_param_list *list, const char *na
 
 TRITONSERVER_Error *nrd_param_list_add_double(nrd_param_list *list, const char *name, double value)
 {
-  nrd_param *p;
+  nrd_param *p = NULL;
   NRD_RETURN_IF_ERROR(list_reserve(list, name, &p));
   p->type = TRITONSERVER_PARAMETER_DOUBLE;
   p->v.d = value;
@@ -99,7 +99,7 @@ TRITONSERVER_Error *nrd_param_list_add_bytes(nrd_param_list *list, const char *n
   if (data == NULL && n != 0)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "data of bytes parameter '%s' is NULL",
                          name != NULL ? name : "");
-  nrd_param *p;
+  nrd_param *p = NULL;
   NRD_RETURN_IF_ERROR(list_reserve(list, name, &p));
   /* Always allocate at least one byte so a zero-length value is non-NULL. */
   p->v.bytes.p = malloc(n != 0 ? n : 1);
