@@ -4,6 +4,8 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -89,6 +91,28 @@ static void remove_tree(const char *path) {
 
 /* ------------------------------------------------------------ lifetime */
 
+struct nrd_bg_tracker {
+  pthread_mutex_t lock;
+  pthread_cond_t done;
+  unsigned running;
+  unsigned refs; /* the repository's and one per running job */
+};
+
+static atomic_bool any_abandoned;
+
+bool nrd_repo_any_abandoned(void) { return atomic_load(&any_abandoned); }
+
+static void bg_unref(struct nrd_bg_tracker *t) {
+  if (!t) return;
+  pthread_mutex_lock(&t->lock);
+  bool last = --t->refs == 0;
+  pthread_mutex_unlock(&t->lock);
+  if (!last) return;
+  pthread_mutex_destroy(&t->lock);
+  pthread_cond_destroy(&t->done);
+  free(t);
+}
+
 nrd_repository *nrd_repo_new(TRITONSERVER_Server *server, char *const *paths, size_t n_paths,
                              const char *backend_dir, json_t *backend_cmdline, bool auto_complete,
                              const char *config_name, unsigned exit_timeout_s) {
@@ -106,9 +130,13 @@ nrd_repository *nrd_repo_new(TRITONSERVER_Server *server, char *const *paths, si
   r->paths = calloc(n_paths ? n_paths : 1, sizeof(char *));
   pthread_rwlock_init(&r->table_lock, NULL);
   pthread_mutex_init(&r->op_lock, NULL);
-  pthread_mutex_init(&r->bg_lock, NULL);
-  pthread_cond_init(&r->bg_done, NULL);
-  bool ok = r->backend_dir && r->config_name && r->paths;
+  r->bg = calloc(1, sizeof(*r->bg));
+  if (r->bg) {
+    pthread_mutex_init(&r->bg->lock, NULL);
+    pthread_cond_init(&r->bg->done, NULL);
+    r->bg->refs = 1;
+  }
+  bool ok = r->bg && r->backend_dir && r->config_name && r->paths;
   for (size_t i = 0; ok && i < n_paths; i++) {
     r->paths[i] = strdup(paths[i]);
     if (!r->paths[i]) ok = false;
@@ -133,7 +161,9 @@ static void entry_unload_all(nrd_repository *r, nrd_model_entry *e) {
 
 void nrd_repo_free(nrd_repository *r) {
   if (!r) return;
-  nrd_repo_wait_background(r);
+  if (r->bg && nrd_repo_wait_background(r, r->exit_timeout_s))
+    NRD_LOG_ERROR("exit timeout (%u s) expired with model unloads still running; abandoning them",
+                  r->exit_timeout_s);
   for (size_t i = 0; i < r->n_models; i++) {
     nrd_model_entry *e = &r->models[i];
     entry_unload_all(r, e);
@@ -152,8 +182,7 @@ void nrd_repo_free(nrd_repository *r) {
   json_decref(r->backend_cmdline);
   pthread_rwlock_destroy(&r->table_lock);
   pthread_mutex_destroy(&r->op_lock);
-  pthread_mutex_destroy(&r->bg_lock);
-  pthread_cond_destroy(&r->bg_done);
+  bg_unref(r->bg);
   free(r);
 }
 
@@ -619,6 +648,7 @@ TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const cha
   json_decref(cfg);
   free(dir);
   if (err) {
+    NRD_LOG_ERROR("failed to load '%s': %s", name, TRITONSERVER_ErrorMessage(err));
     if (first_fail) TRITONSERVER_ErrorDelete(first_fail);
     return err;
   }
@@ -632,7 +662,8 @@ TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const cha
 
 /* Versions taken out of the table, to be drained and finalized. */
 typedef struct unload_job {
-  nrd_repository *repo;
+  struct nrd_bg_tracker *bg; /* counted while the job runs in the background */
+  unsigned timeout_s;
   nrd_version_slot *old;
   size_t n_old;
   char *override_dir;
@@ -640,7 +671,7 @@ typedef struct unload_job {
 
 static void unload_job_run(unload_job *j) {
   for (size_t i = 0; i < j->n_old; i++)
-    if (j->old[i].model) nrd_model_unload(j->old[i].model, j->repo->exit_timeout_s);
+    if (j->old[i].model) nrd_model_unload(j->old[i].model, j->timeout_s);
   slots_free(j->old, j->n_old);
   if (j->override_dir) remove_tree(j->override_dir);
   free(j->override_dir);
@@ -649,26 +680,35 @@ static void unload_job_run(unload_job *j) {
 
 static void *unload_job_main(void *arg) {
   unload_job *j = arg;
-  nrd_repository *r = j->repo;
+  struct nrd_bg_tracker *t = j->bg;
   unload_job_run(j);
-  pthread_mutex_lock(&r->bg_lock);
-  r->bg_running--;
-  pthread_cond_broadcast(&r->bg_done);
-  pthread_mutex_unlock(&r->bg_lock);
+  pthread_mutex_lock(&t->lock);
+  t->running--;
+  pthread_cond_broadcast(&t->done);
+  pthread_mutex_unlock(&t->lock);
+  bg_unref(t);
   return NULL;
 }
 
-void nrd_repo_wait_background(nrd_repository *r) {
-  pthread_mutex_lock(&r->bg_lock);
-  while (r->bg_running) pthread_cond_wait(&r->bg_done, &r->bg_lock);
-  pthread_mutex_unlock(&r->bg_lock);
+unsigned nrd_repo_wait_background(nrd_repository *r, unsigned timeout_s) {
+  struct nrd_bg_tracker *t = r->bg;
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += timeout_s;
+  pthread_mutex_lock(&t->lock);
+  while (t->running)
+    if (pthread_cond_timedwait(&t->done, &t->lock, &until) == ETIMEDOUT) break;
+  unsigned left = t->running;
+  pthread_mutex_unlock(&t->lock);
+  if (left) atomic_store(&any_abandoned, true);
+  return left;
 }
 
 TRITONSERVER_Error *nrd_repo_unload(nrd_repository *r, const char *name, bool wait) {
   if (!name) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model name must not be NULL");
   unload_job *j = calloc(1, sizeof(*j));
   if (!j) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-  j->repo = r;
+  j->timeout_s = r->exit_timeout_s;
   pthread_mutex_lock(&r->op_lock);
   pthread_rwlock_wrlock(&r->table_lock);
   nrd_model_entry *e = find_entry(r, name);
@@ -695,16 +735,21 @@ TRITONSERVER_Error *nrd_repo_unload(nrd_repository *r, const char *name, bool wa
   pthread_mutex_unlock(&r->op_lock);
   if (!wait) {
     pthread_t t;
-    pthread_mutex_lock(&r->bg_lock);
-    r->bg_running++;
-    pthread_mutex_unlock(&r->bg_lock);
+    struct nrd_bg_tracker *bg = r->bg;
+    pthread_mutex_lock(&bg->lock);
+    bg->running++;
+    bg->refs++;
+    pthread_mutex_unlock(&bg->lock);
+    j->bg = bg;
     if (pthread_create(&t, NULL, unload_job_main, j) == 0) {
       pthread_detach(t);
       return NULL;
     }
-    pthread_mutex_lock(&r->bg_lock);
-    r->bg_running--;
-    pthread_mutex_unlock(&r->bg_lock);
+    pthread_mutex_lock(&bg->lock);
+    bg->running--;
+    bg->refs--;
+    pthread_mutex_unlock(&bg->lock);
+    j->bg = NULL;
   }
   unload_job_run(j);
   return NULL;

@@ -50,10 +50,10 @@ typedef struct nrd_repository {
 
   pthread_mutex_t op_lock;
 
-  /* Unloads running in the background (ServerUnloadModel returns at once). */
-  pthread_mutex_t bg_lock;
-  pthread_cond_t bg_done;
-  unsigned bg_running;
+  /* Unloads running in the background (ServerUnloadModel returns at once).
+   * Counted separately so a job stuck in a backend that outlives the
+   * repository never touches freed memory. */
+  struct nrd_bg_tracker *bg;
 } nrd_repository;
 
 /* Sets up an empty repository; copies what it keeps from the arguments.
@@ -63,7 +63,8 @@ nrd_repository *nrd_repo_new(TRITONSERVER_Server *server, char *const *paths, si
                              bool auto_complete, const char *config_name, unsigned exit_timeout_s);
 
 /* Unloads every model (waiting for in-flight requests up to the exit
- * timeout) and frees the repository. */
+ * timeout) and frees the repository. Unloads still stuck after the exit
+ * timeout are abandoned (logged), never waited for forever. */
 void nrd_repo_free(nrd_repository *r);
 
 /* Names of every model folder in the repository paths, sorted. The caller
@@ -84,8 +85,13 @@ TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const cha
  * returning. */
 TRITONSERVER_Error *nrd_repo_unload(nrd_repository *r, const char *name, bool wait);
 
-/* Waits for every background unload to finish. */
-void nrd_repo_wait_background(nrd_repository *r);
+/* Waits for every background unload to finish, at most `timeout_s`
+ * seconds. Returns how many are still running (0: all done). */
+unsigned nrd_repo_wait_background(nrd_repository *r, unsigned timeout_s);
+
+/* True once some unload was abandoned after the exit timeout: its backend
+ * may still be running code, so backends must never be unloaded. */
+bool nrd_repo_any_abandoned(void);
 
 /* Rescans: loads new models, reloads changed ones, unloads removed ones. */
 TRITONSERVER_Error *nrd_repo_poll(nrd_repository *r);

@@ -117,6 +117,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestDelete(TRITONSERVER_InferenceRe
   free(r->id);
   free(r->corr_id_str);
   nrd_model_unref(r->model);
+  nrd_cancel_flag_unref(r->cancel);
   free(r);
   return NULL;
 }
@@ -408,15 +409,13 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetResponseCallback(
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestCancel(TRITONSERVER_InferenceRequest *r) {
   ARG_CHECK(r, "request must not be NULL");
-  nrd_delivery *d = r->delivery;
-  if (d) atomic_store(&d->cancelled, true);
+  if (r->cancel) atomic_store(&r->cancel->set, true);
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestIsCancelled(TRITONSERVER_InferenceRequest *r, bool *c) {
   ARG_CHECK(r && c, "request and result must not be NULL");
-  nrd_delivery *d = r->delivery;
-  *c = d && atomic_load(&d->cancelled);
+  *c = r->cancel && atomic_load(&r->cancel->set);
   return NULL;
 }
 

@@ -67,6 +67,9 @@ struct TRITONSERVER_InferenceRequest {
 
   /* Set while the core owns the request (InferAsync .. release). */
   struct nrd_delivery *delivery;
+  /* Cancellation flag of the latest submission (counted); kept after the
+   * release so Cancel still reaches a decoupled backend's factories. */
+  struct nrd_cancel_flag *cancel;
   uint64_t batch_size;         /* rows in the batch dimension, 0 without one */
   uint64_t queue_start_ns;
   uint64_t deadline_ns;        /* 0 = none */

@@ -20,13 +20,20 @@
 
 /* ------------------------------------------------------------ deliveries */
 
+void nrd_cancel_flag_unref(nrd_cancel_flag *f) {
+  if (f && atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) == 1) free(f);
+}
+
 nrd_delivery *nrd_delivery_new(TRITONSERVER_InferenceRequest *req) {
   nrd_delivery *d = calloc(1, sizeof(*d));
   if (!d) return NULL;
-  if (req->id && !(d->request_id = strdup(req->id))) {
+  d->cancel = calloc(1, sizeof(*d->cancel));
+  if (!d->cancel || (req->id && !(d->request_id = strdup(req->id)))) {
+    free(d->cancel);
     free(d);
     return NULL;
   }
+  atomic_init(&d->cancel->refs, 1);
   atomic_init(&d->refs, 1);
   d->model = req->model;
   nrd_model_ref(d->model);
@@ -69,6 +76,7 @@ void nrd_delivery_unref(nrd_delivery *d) {
     if (atomic_fetch_sub_explicit(&d->refs, 1, memory_order_acq_rel) != 1) return;
   }
   nrd_model_unref(d->model);
+  nrd_cancel_flag_unref(d->cancel);
   free(d->request_id);
   free(d);
 }
@@ -165,7 +173,7 @@ TRITONSERVER_Error *TRITONBACKEND_ResponseFactorySendFlags(TRITONBACKEND_Respons
 TRITONSERVER_Error *TRITONBACKEND_ResponseFactoryIsCancelled(TRITONBACKEND_ResponseFactory *factory,
                                                              bool *is_cancelled) {
   ARG_CHECK(factory && is_cancelled, "factory and result must not be NULL");
-  *is_cancelled = atomic_load(&factory->delivery->cancelled);
+  *is_cancelled = atomic_load(&factory->delivery->cancel->set);
   return NULL;
 }
 

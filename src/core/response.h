@@ -18,6 +18,17 @@
 #include "parameter.h"
 
 
+/* The cancellation flag of one submission. The delivery and the client's
+ * request handle share it: a decoupled backend may release the request long
+ * before its last response, and the client may cancel until then. */
+typedef struct nrd_cancel_flag {
+  atomic_int refs;
+  atomic_bool set;
+} nrd_cancel_flag;
+
+/* Drops one reference; NULL is ignored. Any thread. */
+void nrd_cancel_flag_unref(nrd_cancel_flag *f);
+
 typedef struct nrd_delivery {
   atomic_int refs;
   TRITONBACKEND_Model *model;  /* counted reference */
@@ -26,7 +37,7 @@ typedef struct nrd_delivery {
   TRITONSERVER_InferenceResponseCompleteFn_t response_fn;
   void *response_userp;
   char *request_id;
-  atomic_bool cancelled;
+  nrd_cancel_flag *cancel; /* counted reference, never NULL */
   atomic_bool final_sent;
   atomic_uint responses_sent;
   atomic_uint responses_reported; /* index for response statistics */

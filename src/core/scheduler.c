@@ -45,7 +45,7 @@ static TRITONSERVER_Error *ds_enqueue(nrd_scheduler *s, TRITONSERVER_InferenceRe
 /* A request that was cancelled or outlived its timeout while queued is
  * answered here instead of reaching the backend. */
 static bool reject_stale(TRITONSERVER_InferenceRequest *r) {
-  if (r->delivery && atomic_load(&r->delivery->cancelled)) {
+  if (r->delivery && atomic_load(&r->delivery->cancel->set)) {
     nrd_request_fail(r, nrd_error_new(TRITONSERVER_ERROR_CANCELLED, "Request was cancelled"));
     return true;
   }

@@ -80,8 +80,9 @@ static TRITONSERVER_Error *load_startup_models(TRITONSERVER_Server *s, const TRI
 }
 
 /* As Triton does, a server whose startup models failed to load is still
- * returned in *server together with the error, so an embedding application
- * may choose to keep serving the rest; it then owns the server. */
+ * returned in *server together with the error (with exit-on-error, the
+ * default), so an embedding application may choose to keep serving the
+ * rest; it then owns the server. */
 TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONSERVER_ServerOptions *options) {
   ARG_CHECK(server && options, "server and options must not be NULL");
   *server = NULL;
@@ -114,10 +115,20 @@ TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONS
     return err;
   }
   err = load_startup_models(s, options);
+  if (err && !options->exit_on_error) {
+    /* As Triton: without exit-on-error the failures are only logged and the
+     * server serves the models that did load. */
+    NRD_LOG_ERROR("%s; serving the models that loaded (exit-on-error is off)", TRITONSERVER_ErrorMessage(err));
+    TRITONSERVER_ErrorDelete(err);
+    err = NULL;
+  }
   *server = s;
   return err;
 }
 
+/* Every model is unloaded concurrently in the background; Stop waits for
+ * them at most the exit timeout and then reports what is still busy rather
+ * than hang on a backend that never returns. */
 TRITONSERVER_Error *TRITONSERVER_ServerStop(TRITONSERVER_Server *server) {
   ARG_CHECK(server, "server must not be NULL");
   if (atomic_exchange(&server->stopped, true)) return NULL;
@@ -128,16 +139,23 @@ TRITONSERVER_Error *TRITONSERVER_ServerStop(TRITONSERVER_Server *server) {
   names = calloc(r->n_models ? r->n_models : 1, sizeof(char *));
   for (size_t i = 0; names && i < r->n_models; i++) names[n++] = strdup(r->models[i].name);
   pthread_rwlock_unlock(&r->table_lock);
-  r->exit_timeout_s = atomic_load(&server->exit_timeout_s);
+  unsigned timeout = atomic_load(&server->exit_timeout_s);
+  r->exit_timeout_s = timeout;
   for (size_t i = 0; i < n; i++) {
     if (names[i]) {
-      TRITONSERVER_Error *e = nrd_repo_unload(r, names[i], true);
+      TRITONSERVER_Error *e = nrd_repo_unload(r, names[i], false);
       if (e) TRITONSERVER_ErrorDelete(e);
     }
     free(names[i]);
   }
   free(names);
-  nrd_repo_wait_background(r);
+  /* The drain inside each unload may itself use the whole timeout; allow
+   * one more second for finalization before giving up. */
+  unsigned left = nrd_repo_wait_background(r, timeout + 1);
+  if (left)
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL,
+                         "exit timeout (%u s) expired: %u model unload(s) still waiting for their backend", timeout,
+                         left);
   return NULL;
 }
 
@@ -148,7 +166,12 @@ TRITONSERVER_Error *TRITONSERVER_ServerDelete(TRITONSERVER_Server *server) {
   nrd_repo_free(server->repo);
   free(server->id);
   free(server);
-  if (atomic_fetch_sub(&live_servers, 1) == 1) nrd_backend_finalize_all();
+  /* Backends go with the last server, unless an abandoned unload may still
+   * be running their code: then they stay loaded until the process exits. */
+  if (atomic_fetch_sub(&live_servers, 1) == 1) {
+    if (nrd_repo_any_abandoned()) NRD_LOG_ERROR("backends left loaded: a model unload is still running their code");
+    else nrd_backend_finalize_all();
+  }
   return NULL;
 }
 
@@ -432,7 +455,9 @@ static TRITONSERVER_Error *follow_reload(TRITONSERVER_Server *server, TRITONSERV
   TRITONBACKEND_Model *m = req->model;
   if (atomic_load(&m->state) == NRD_MODEL_READY) return NULL;
   TRITONBACKEND_Model *now = NULL;
-  if (nrd_repo_get(server->repo, m->name, req->requested_version, &now) != NULL || now == m) {
+  TRITONSERVER_Error *lookup = nrd_repo_get(server->repo, m->name, req->requested_version, &now);
+  if (lookup || now == m) {
+    if (lookup) TRITONSERVER_ErrorDelete(lookup);
     if (now) nrd_model_unref(now);
     return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "model '%s' version %" PRId64 " is not ready (unloading)",
                          m->name, m->version);
@@ -462,6 +487,9 @@ TRITONSERVER_Error *TRITONSERVER_ServerInferAsync(TRITONSERVER_Server *server, T
     if (!d) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
     uint64_t now = nrd_now_ns();
     req->delivery = d;
+    nrd_cancel_flag_unref(req->cancel);
+    atomic_fetch_add(&d->cancel->refs, 1);
+    req->cancel = d->cancel;
     req->queue_start_ns = now;
     req->deadline_ns = req->timeout_us ? now + req->timeout_us * 1000u : 0;
     req->in_flight = true;

@@ -1,0 +1,464 @@
+/* Flag parsing for nereid. Flags follow tritonserver's: `--name=value` or
+ * `--name value`, repeatable where tritonserver's are. Every value is checked
+ * here so that a typo stops the program with a message naming the flag,
+ * rather than surfacing later as a puzzling server error. */
+#include "cli.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef enum flag_id {
+  F_HELP,
+  F_MODEL_REPOSITORY,
+  F_BACKEND_DIRECTORY,
+  F_BACKEND_CONFIG,
+  F_MODEL_CONTROL_MODE,
+  F_LOAD_MODEL,
+  F_REPOSITORY_POLL_SECS,
+  F_LOG_VERBOSE,
+  F_LOG_INFO,
+  F_LOG_WARNING,
+  F_LOG_ERROR,
+  F_LOG_FORMAT,
+  F_LOG_FILE,
+  F_EXIT_TIMEOUT_SECS,
+  F_EXIT_ON_ERROR,
+  F_STRICT_READINESS,
+  F_DISABLE_AUTO_COMPLETE_CONFIG,
+  F_STRICT_MODEL_CONFIG,
+  F_ID,
+  F_MODEL_CONFIG_NAME,
+} flag_id;
+
+typedef struct flag_spec {
+  const char *name;
+  flag_id id;
+  const char *arg;  /* NULL: the flag takes no value */
+  const char *help;
+} flag_spec;
+
+static const flag_spec kFlags[] = {
+    {"help", F_HELP, NULL, "Print this help and exit."},
+    {"model-repository", F_MODEL_REPOSITORY, "DIR",
+     "Model repository directory. Repeat to serve several; a model name found "
+     "in two repositories is unavailable."},
+    {"model-store", F_MODEL_REPOSITORY, "DIR", "Same as --model-repository."},
+    {"backend-directory", F_BACKEND_DIRECTORY, "DIR",
+     "Where backends are found, as DIR/<name>/libtriton_<name>.so "
+     "(default /opt/tritonserver/backends)."},
+    {"backend-config", F_BACKEND_CONFIG, "<backend>,<key>=<value>",
+     "Setting passed to one backend; '<key>=<value>' alone applies to every "
+     "backend. Repeatable."},
+    {"model-control-mode", F_MODEL_CONTROL_MODE, "none|poll|explicit",
+     "none (default): load every model at startup, never change them; poll: "
+     "also rescan the repositories every --repository-poll-secs; explicit: load "
+     "only the --load-model models at startup."},
+    {"load-model", F_LOAD_MODEL, "NAME",
+     "Model to load at startup in explicit mode; '*' (alone) loads all. "
+     "Repeatable."},
+    {"repository-poll-secs", F_REPOSITORY_POLL_SECS, "N",
+     "Seconds between repository rescans in poll mode (default 15; 0 turns "
+     "the periodic rescan off)."},
+    {"log-verbose", F_LOG_VERBOSE, "N", "Verbose log level; 0 (default) is off."},
+    {"log-info", F_LOG_INFO, "BOOL", "Write info log lines (default true)."},
+    {"log-warning", F_LOG_WARNING, "BOOL", "Write warning log lines (default true)."},
+    {"log-error", F_LOG_ERROR, "BOOL", "Write error log lines (default true)."},
+    {"log-format", F_LOG_FORMAT, "default|ISO8601", "Prefix format of log lines."},
+    {"log-file", F_LOG_FILE, "PATH", "Append the log to PATH instead of standard error."},
+    {"exit-timeout-secs", F_EXIT_TIMEOUT_SECS, "N",
+     "On shutdown, seconds to wait for in-flight inferences (default 30)."},
+    {"exit-on-error", F_EXIT_ON_ERROR, "BOOL",
+     "Exit with status 1 when a startup model fails to load (default true); "
+     "false keeps serving the models that did load."},
+    {"strict-readiness", F_STRICT_READINESS, "BOOL",
+     "Report the server ready only when every model is ready (default true)."},
+    {"disable-auto-complete-config", F_DISABLE_AUTO_COMPLETE_CONFIG, NULL,
+     "Do not let the server and backends fill in missing model configuration; "
+     "every config.pbtxt must be complete."},
+    {"strict-model-config", F_STRICT_MODEL_CONFIG, "BOOL",
+     "Deprecated: true means --disable-auto-complete-config."},
+    {"id", F_ID, "NAME", "Server identifier reported in metadata (default 'triton')."},
+    {"model-config-name", F_MODEL_CONFIG_NAME, "NAME",
+     "Use configs/NAME.pbtxt of each model when present, else config.pbtxt."},
+};
+
+#define N_FLAGS (sizeof kFlags / sizeof kFlags[0])
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+  if (errlen == 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+}
+
+static const flag_spec *find_flag(const char *name, size_t len) {
+  for (size_t i = 0; i < N_FLAGS; i++)
+    if (strlen(kFlags[i].name) == len && strncmp(kFlags[i].name, name, len) == 0) return &kFlags[i];
+  return NULL;
+}
+
+static int parse_bool(const char *s, bool *out) {
+  static const char *const yes[] = {"true", "1", "yes", "on"};
+  static const char *const no[] = {"false", "0", "no", "off"};
+  for (size_t i = 0; i < 4; i++) {
+    if (strcasecmp(s, yes[i]) == 0) {
+      *out = true;
+      return 0;
+    }
+    if (strcasecmp(s, no[i]) == 0) {
+      *out = false;
+      return 0;
+    }
+  }
+  return -1;
+}
+
+/* A whole decimal integer within [lo, hi]; no sign games, no trailing junk. */
+static int parse_long(const char *s, long lo, long hi, long *out) {
+  if (*s == '\0' || *s == ' ' || *s == '\t' || *s == '+') return -1;
+  char *end = NULL;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno != 0 || *end != '\0' || v < lo || v > hi) return -1;
+  *out = v;
+  return 0;
+}
+
+static int push_ptr(const char ***arr, size_t *n, const char *v) {
+  const char **grown = realloc(*arr, (*n + 1) * sizeof(**arr));
+  if (grown == NULL) return -1;
+  grown[(*n)++] = v;
+  *arr = grown;
+  return 0;
+}
+
+/* `<backend>,<key>=<value>` or `<key>=<value>`. The comma is looked for only
+ * before the first '=', so values may contain commas. */
+static int add_backend_config(nrd_srv_cli *cli, const char *arg, char *err, size_t errlen) {
+  const char *eq = strchr(arg, '=');
+  if (eq == NULL) {
+    set_err(err, errlen,
+            "invalid value '%s' for --backend-config: expected <backend>,<key>=<value> or "
+            "<key>=<value>", arg);
+    return -1;
+  }
+  const char *comma = memchr(arg, ',', (size_t)(eq - arg));
+  const char *key = comma ? comma + 1 : arg;
+  size_t backend_len = comma ? (size_t)(comma - arg) : 0;
+  size_t key_len = (size_t)(eq - key);
+  if ((comma && backend_len == 0) || key_len == 0 || eq[1] == '\0') {
+    set_err(err, errlen,
+            "invalid value '%s' for --backend-config: backend name, key and value must not be "
+            "empty (expected <backend>,<key>=<value> or <key>=<value>)", arg);
+    return -1;
+  }
+  nrd_srv_backend_setting *grown =
+      realloc(cli->backend_configs, (cli->n_backend_configs + 1) * sizeof(*grown));
+  if (grown == NULL) goto oom;
+  cli->backend_configs = grown;
+  nrd_srv_backend_setting *s = &grown[cli->n_backend_configs];
+  s->backend = strndup(arg, backend_len);
+  s->key = strndup(key, key_len);
+  s->value = strdup(eq + 1);
+  if (s->backend == NULL || s->key == NULL || s->value == NULL) {
+    free(s->backend);
+    free(s->key);
+    free(s->value);
+    goto oom;
+  }
+  cli->n_backend_configs++;
+  return 0;
+oom:
+  set_err(err, errlen, "out of memory storing --backend-config '%s'", arg);
+  return -1;
+}
+
+static int bad_value(const flag_spec *f, const char *v, const char *expected, char *err, size_t errlen) {
+  set_err(err, errlen, "invalid value '%s' for --%s: expected %s", v, f->name, expected);
+  return -1;
+}
+
+static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool *strict_given,
+                      bool *disable_auto_complete, char *err, size_t errlen) {
+  long n = 0;
+  bool b = false;
+  switch (f->id) {
+    case F_HELP:
+      cli->help = true;
+      return 0;
+    case F_MODEL_REPOSITORY:
+      if (*v == '\0') return bad_value(f, v, "a directory", err, errlen);
+      if (push_ptr(&cli->repos, &cli->n_repos, v) != 0) goto oom;
+      return 0;
+    case F_BACKEND_DIRECTORY:
+      if (*v == '\0') return bad_value(f, v, "a directory", err, errlen);
+      cli->backend_dir = v;
+      return 0;
+    case F_BACKEND_CONFIG:
+      return add_backend_config(cli, v, err, errlen);
+    case F_MODEL_CONTROL_MODE:
+      if (strcasecmp(v, "none") == 0) cli->control_mode = TRITONSERVER_MODEL_CONTROL_NONE;
+      else if (strcasecmp(v, "poll") == 0) cli->control_mode = TRITONSERVER_MODEL_CONTROL_POLL;
+      else if (strcasecmp(v, "explicit") == 0) cli->control_mode = TRITONSERVER_MODEL_CONTROL_EXPLICIT;
+      else return bad_value(f, v, "none, poll or explicit", err, errlen);
+      return 0;
+    case F_LOAD_MODEL:
+      if (*v == '\0') return bad_value(f, v, "a model name", err, errlen);
+      if (push_ptr(&cli->startup_models, &cli->n_startup_models, v) != 0) goto oom;
+      return 0;
+    case F_REPOSITORY_POLL_SECS:
+      if (parse_long(v, 0, INT_MAX, &n) != 0)
+        return bad_value(f, v, "a whole number of seconds >= 0", err, errlen);
+      cli->repository_poll_secs = (unsigned)n;
+      return 0;
+    case F_LOG_VERBOSE:
+      /* tritonserver also takes true/false here, meaning 1/0. */
+      if (parse_long(v, 0, INT_MAX, &n) == 0) cli->log_verbose = (int)n;
+      else if (parse_bool(v, &b) == 0) cli->log_verbose = b ? 1 : 0;
+      else return bad_value(f, v, "a verbose level >= 0", err, errlen);
+      return 0;
+    case F_LOG_INFO:
+    case F_LOG_WARNING:
+    case F_LOG_ERROR:
+    case F_EXIT_ON_ERROR:
+    case F_STRICT_READINESS:
+    case F_STRICT_MODEL_CONFIG:
+      if (parse_bool(v, &b) != 0)
+        return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
+      if (f->id == F_LOG_INFO) cli->log_info = b;
+      else if (f->id == F_LOG_WARNING) cli->log_warn = b;
+      else if (f->id == F_LOG_ERROR) cli->log_error = b;
+      else if (f->id == F_EXIT_ON_ERROR) cli->exit_on_error = b;
+      else if (f->id == F_STRICT_READINESS) cli->strict_readiness = b;
+      else {
+        fprintf(stderr, "nereid: warning: --strict-model-config is deprecated; use "
+                        "--disable-auto-complete-config instead\n");
+        *strict_given = true;
+        cli->strict_model_config = b;
+      }
+      return 0;
+    case F_LOG_FORMAT:
+      if (strcasecmp(v, "default") == 0) cli->log_format = TRITONSERVER_LOG_DEFAULT;
+      else if (strcasecmp(v, "ISO8601") == 0) cli->log_format = TRITONSERVER_LOG_ISO8601;
+      else return bad_value(f, v, "default or ISO8601", err, errlen);
+      return 0;
+    case F_LOG_FILE:
+      cli->log_file = v;
+      return 0;
+    case F_EXIT_TIMEOUT_SECS:
+      if (parse_long(v, 0, INT_MAX, &n) != 0)
+        return bad_value(f, v, "a whole number of seconds >= 0", err, errlen);
+      cli->exit_timeout_secs = (unsigned)n;
+      return 0;
+    case F_DISABLE_AUTO_COMPLETE_CONFIG:
+      *disable_auto_complete = true;
+      return 0;
+    case F_ID:
+      if (*v == '\0') return bad_value(f, v, "a non-empty name", err, errlen);
+      cli->server_id = v;
+      return 0;
+    case F_MODEL_CONFIG_NAME:
+      cli->model_config_name = v;
+      return 0;
+  }
+  set_err(err, errlen, "internal error: unhandled flag --%s", f->name);
+  return -1;
+oom:
+  set_err(err, errlen, "out of memory storing --%s", f->name);
+  return -1;
+}
+
+/* Rules that involve several flags, checked once everything is read. */
+static int check_combination(nrd_srv_cli *cli, bool strict_given, bool disable_auto_complete,
+                             char *err, size_t errlen) {
+  if (disable_auto_complete) {
+    if (strict_given && !cli->strict_model_config)
+      fprintf(stderr, "nereid: warning: --disable-auto-complete-config overrides "
+                      "--strict-model-config=false\n");
+    cli->strict_model_config = true;
+  }
+  if (cli->help) return 0;
+  if (cli->n_repos == 0) {
+    set_err(err, errlen, "--model-repository is required (give at least one model repository)");
+    return -1;
+  }
+  if (cli->n_startup_models > 0 && cli->control_mode != TRITONSERVER_MODEL_CONTROL_EXPLICIT) {
+    set_err(err, errlen, "--load-model requires --model-control-mode=explicit");
+    return -1;
+  }
+  for (size_t i = 0; i < cli->n_startup_models; i++) {
+    if (strcmp(cli->startup_models[i], "*") == 0 && cli->n_startup_models > 1) {
+      set_err(err, errlen, "--load-model=* must be the only --load-model");
+      return -1;
+    }
+  }
+  return 0;
+}
+
+int nrd_srv_cli_parse(int argc, char **argv, nrd_srv_cli *cli, char *err, size_t errlen) {
+  memset(cli, 0, sizeof(*cli));
+  if (errlen) err[0] = '\0';
+  cli->control_mode = TRITONSERVER_MODEL_CONTROL_NONE;
+  cli->repository_poll_secs = 15;
+  cli->log_info = cli->log_warn = cli->log_error = true;
+  cli->log_format = TRITONSERVER_LOG_DEFAULT;
+  cli->exit_timeout_secs = 30;
+  cli->exit_on_error = true;
+  cli->strict_readiness = true;
+  cli->strict_model_config = false;
+  bool strict_given = false, disable_auto_complete = false;
+
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "-h") == 0) {
+      cli->help = true;
+      continue;
+    }
+    if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
+      set_err(err, errlen, "unexpected argument '%s' (flags start with --)", a);
+      return -1;
+    }
+    const char *name = a + 2;
+    const char *eq = strchr(name, '=');
+    size_t name_len = eq ? (size_t)(eq - name) : strlen(name);
+    const flag_spec *f = find_flag(name, name_len);
+    if (f == NULL) {
+      set_err(err, errlen, "unknown flag '--%.*s'", (int)(name_len > 200 ? 200 : name_len), name);
+      return -1;
+    }
+    const char *value = NULL;
+    if (f->arg == NULL) {
+      if (eq != NULL) {
+        set_err(err, errlen, "flag --%s takes no value (got '%s')", f->name, eq + 1);
+        return -1;
+      }
+    } else if (eq != NULL) {
+      value = eq + 1;
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      set_err(err, errlen, "flag --%s needs a value (%s)", f->name, f->arg);
+      return -1;
+    }
+    if (apply_flag(cli, f, value, &strict_given, &disable_auto_complete, err, errlen) != 0) return -1;
+  }
+  return check_combination(cli, strict_given, disable_auto_complete, err, errlen);
+}
+
+void nrd_srv_cli_free(nrd_srv_cli *cli) {
+  if (cli == NULL) return;
+  for (size_t i = 0; i < cli->n_backend_configs; i++) {
+    free(cli->backend_configs[i].backend);
+    free(cli->backend_configs[i].key);
+    free(cli->backend_configs[i].value);
+  }
+  free(cli->backend_configs);
+  free(cli->repos);
+  free(cli->startup_models);
+  memset(cli, 0, sizeof(*cli));
+}
+
+/* Prints `text` wrapped at about 72 columns, indented by 8 spaces. */
+static void print_wrapped(FILE *out, const char *text) {
+  const size_t width = 64;
+  while (*text) {
+    size_t len = strlen(text);
+    size_t cut = len;
+    if (len > width) {
+      cut = width;
+      while (cut > 0 && text[cut] != ' ') cut--;
+      if (cut == 0) cut = width;
+    }
+    fprintf(out, "        %.*s\n", (int)cut, text);
+    text += cut;
+    while (*text == ' ') text++;
+  }
+}
+
+void nrd_srv_cli_usage(FILE *out, const char *prog) {
+  fprintf(out,
+          "Usage: %s --model-repository=DIR [flags]\n"
+          "\n"
+          "Nereid: a Triton-compatible inference server. Loads the models of the\n"
+          "repositories, prints their status, and serves until SIGINT or SIGTERM.\n"
+          "Flags take '--flag=value' or '--flag value'; booleans accept\n"
+          "true/false, 1/0, yes/no, on/off.\n"
+          "\n",
+          prog ? prog : "nereid");
+  for (size_t i = 0; i < N_FLAGS; i++) {
+    if (kFlags[i].arg) fprintf(out, "  --%s=%s\n", kFlags[i].name, kFlags[i].arg);
+    else fprintf(out, "  --%s\n", kFlags[i].name);
+    print_wrapped(out, kFlags[i].help);
+  }
+}
+
+/* Relative directories are made absolute so the server sees the same path
+ * whatever it does later; a path that does not resolve is passed on as
+ * given and the server reports it. Returns a malloc'ed string or NULL. */
+static char *absolute_dir(const char *path) {
+  char *real = realpath(path, NULL);
+  return real ? real : strdup(path);
+}
+
+TRITONSERVER_Error *nrd_srv_cli_make_options(const nrd_srv_cli *cli, TRITONSERVER_ServerOptions **options) {
+  *options = NULL;
+  TRITONSERVER_ServerOptions *o = NULL;
+  TRITONSERVER_Error *err = TRITONSERVER_ServerOptionsNew(&o);
+  if (err) return err;
+
+  /* Logging first, so anything later is logged the way the user asked. */
+  if (cli->log_file && (err = TRITONSERVER_ServerOptionsSetLogFile(o, cli->log_file))) goto fail;
+  if ((err = TRITONSERVER_ServerOptionsSetLogInfo(o, cli->log_info))) goto fail;
+  if ((err = TRITONSERVER_ServerOptionsSetLogWarn(o, cli->log_warn))) goto fail;
+  if ((err = TRITONSERVER_ServerOptionsSetLogError(o, cli->log_error))) goto fail;
+  if ((err = TRITONSERVER_ServerOptionsSetLogVerbose(o, cli->log_verbose))) goto fail;
+  if ((err = TRITONSERVER_ServerOptionsSetLogFormat(o, cli->log_format))) goto fail;
+
+  if ((err = TRITONSERVER_ServerOptionsSetServerId(o, cli->server_id ? cli->server_id : "triton")))
+    goto fail;
+  for (size_t i = 0; i < cli->n_repos; i++) {
+    char *dir = absolute_dir(cli->repos[i]);
+    if (dir == NULL) {
+      err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+      goto fail;
+    }
+    err = TRITONSERVER_ServerOptionsSetModelRepositoryPath(o, dir);
+    free(dir);
+    if (err) goto fail;
+  }
+  if (cli->backend_dir) {
+    char *dir = absolute_dir(cli->backend_dir);
+    if (dir == NULL) {
+      err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+      goto fail;
+    }
+    err = TRITONSERVER_ServerOptionsSetBackendDirectory(o, dir);
+    free(dir);
+    if (err) goto fail;
+  }
+  for (size_t i = 0; i < cli->n_backend_configs; i++) {
+    const nrd_srv_backend_setting *s = &cli->backend_configs[i];
+    if ((err = TRITONSERVER_ServerOptionsSetBackendConfig(o, s->backend, s->key, s->value))) goto fail;
+  }
+  if ((err = TRITONSERVER_ServerOptionsSetModelControlMode(o, cli->control_mode))) goto fail;
+  for (size_t i = 0; i < cli->n_startup_models; i++)
+    if ((err = TRITONSERVER_ServerOptionsSetStartupModel(o, cli->startup_models[i]))) goto fail;
+  if ((err = TRITONSERVER_ServerOptionsSetStrictModelConfig(o, cli->strict_model_config))) goto fail;
+  if (cli->model_config_name &&
+      (err = TRITONSERVER_ServerOptionsSetModelConfigName(o, cli->model_config_name)))
+    goto fail;
+  if ((err = TRITONSERVER_ServerOptionsSetExitOnError(o, cli->exit_on_error))) goto fail;
+  if ((err = TRITONSERVER_ServerOptionsSetStrictReadiness(o, cli->strict_readiness))) goto fail;
+  if ((err = TRITONSERVER_ServerOptionsSetExitTimeout(o, cli->exit_timeout_secs))) goto fail;
+  *options = o;
+  return NULL;
+fail:
+  TRITONSERVER_ServerOptionsDelete(o);
+  return err;
+}

@@ -1,0 +1,73 @@
+/* Command line of the nereid binary: the flags of Triton's `tritonserver`
+ * that make sense before the network front ends exist, with the same
+ * spelling, meaning and defaults, turned into TRITONSERVER_ServerOptions.
+ *
+ * Threads: everything here runs on the main thread before any other thread
+ * starts; nothing is shared, nothing locks. */
+#ifndef NRD_SRV_CLI_H
+#define NRD_SRV_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "triton/core/tritonserver.h"
+
+/* One --backend-config setting; backend is "" for a setting given to every
+ * backend (`--backend-config=<key>=<value>`). */
+typedef struct nrd_srv_backend_setting {
+  char *backend;
+  char *key;
+  char *value;
+} nrd_srv_backend_setting;
+
+/* The parsed command line. Plain `const char *` fields borrow from argv
+ * (which lives as long as the process); arrays and `char *` fields are owned
+ * and freed by nrd_srv_cli_free. */
+typedef struct nrd_srv_cli {
+  bool help;                         /* --help: print usage, exit 0 */
+  const char **repos;                /* --model-repository / --model-store */
+  size_t n_repos;
+  const char *backend_dir;           /* NULL: the core's default */
+  nrd_srv_backend_setting *backend_configs;
+  size_t n_backend_configs;
+  TRITONSERVER_ModelControlMode control_mode; /* default NONE, as tritonserver */
+  const char **startup_models;       /* --load-model, in order given */
+  size_t n_startup_models;
+  unsigned repository_poll_secs;     /* default 15; used in POLL mode only */
+  int log_verbose;                   /* default 0 */
+  bool log_info, log_warn, log_error; /* default true */
+  TRITONSERVER_LogFormat log_format; /* default TRITONSERVER_LOG_DEFAULT */
+  const char *log_file;              /* NULL: standard error */
+  unsigned exit_timeout_secs;        /* default 30 */
+  bool exit_on_error;                /* default true */
+  bool strict_readiness;             /* default true */
+  bool strict_model_config;          /* default false: auto-complete on */
+  const char *server_id;             /* default "triton" */
+  const char *model_config_name;     /* NULL: config.pbtxt */
+} nrd_srv_cli;
+
+/* Parses argv[1..argc-1] into *cli (which need not be initialized).
+ * Returns 0 on success. On a bad command line returns -1 with a one-line
+ * message naming the offending flag or value in err (always NUL-terminated,
+ * truncated to errlen) and *cli holds nothing that needs freeing beyond what
+ * nrd_srv_cli_free releases (calling it is always safe after this returns).
+ * Deprecation warnings go to stderr. Main thread only. */
+int nrd_srv_cli_parse(int argc, char **argv, nrd_srv_cli *cli, char *err, size_t errlen);
+
+/* Frees what nrd_srv_cli_parse allocated and zeroes *cli; safe on a zeroed
+ * or already freed struct. argv strings are not touched. Main thread only. */
+void nrd_srv_cli_free(nrd_srv_cli *cli);
+
+/* Writes the flag reference to `out`. Main thread only. */
+void nrd_srv_cli_usage(FILE *out, const char *prog);
+
+/* Builds server options from a parsed command line. On success the caller
+ * owns *options (TRITONSERVER_ServerOptionsDelete). On failure returns the
+ * error (caller owns it), *options is NULL and nothing is leaked. The log
+ * settings take effect process-wide at once, as TRITONSERVER's log setters
+ * do. Main thread only. */
+TRITONSERVER_Error *nrd_srv_cli_make_options(const nrd_srv_cli *cli,
+                                            TRITONSERVER_ServerOptions **options);
+
+#endif

@@ -1,0 +1,235 @@
+/* nereid: the server binary. Parses the command line, starts a server
+ * through the public in-process API, prints the model status table, then
+ * waits for SIGINT/SIGTERM and shuts down.
+ *
+ * Signals: SIGINT and SIGTERM are blocked in every thread (the mask is set
+ * before the first thread exists, and threads inherit it) and received with
+ * sigwait on the main thread, so no work ever runs in a signal handler.
+ * While the server shuts down a small thread waits for a second signal and
+ * then exits at once with status 1, for the user who does not want to wait
+ * for in-flight work. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "model_table.h"
+#include "triton/core/tritonserver.h"
+
+/* Writes one line through the server's logger (so --log-* flags apply). */
+static void srv_log(TRITONSERVER_LogLevel level, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void srv_log(TRITONSERVER_LogLevel level, int line, const char *fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  TRITONSERVER_Error *err = TRITONSERVER_LogMessage(level, __FILE__, line, buf);
+  if (err) TRITONSERVER_ErrorDelete(err);
+}
+
+/* Prints "<what>: <code> - <message>" to stderr and frees err. */
+static void report_error(const char *what, TRITONSERVER_Error *err) {
+  fprintf(stderr, "nereid: error: %s: %s - %s\n", what,
+          TRITONSERVER_ErrorCodeString(err), TRITONSERVER_ErrorMessage(err));
+  TRITONSERVER_ErrorDelete(err);
+}
+
+/* ---- repository poller (POLL mode) ------------------------------------ */
+
+typedef struct poller {
+  TRITONSERVER_Server *server;
+  unsigned secs;
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t cv; /* uses CLOCK_MONOTONIC */
+  bool stop;
+  bool started;
+} poller;
+
+static void *poller_main(void *arg) {
+  poller *p = arg;
+  pthread_mutex_lock(&p->mu);
+  while (!p->stop) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += (time_t)p->secs;
+    int rc = 0;
+    while (!p->stop && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&p->cv, &p->mu, &until);
+    if (p->stop) break;
+    pthread_mutex_unlock(&p->mu);
+    TRITONSERVER_Error *err = TRITONSERVER_ServerPollModelRepository(p->server);
+    if (err) {
+      srv_log(TRITONSERVER_LOG_ERROR, __LINE__, "failed to poll model repository: %s",
+              TRITONSERVER_ErrorMessage(err));
+      TRITONSERVER_ErrorDelete(err);
+    }
+    pthread_mutex_lock(&p->mu);
+  }
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+/* Starts the poll thread; on failure logs why and leaves p->started false
+ * (the server keeps running without periodic rescans). */
+static void poller_start(poller *p, TRITONSERVER_Server *server, unsigned secs) {
+  memset(p, 0, sizeof(*p));
+  p->server = server;
+  p->secs = secs;
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  int rc = pthread_create(&p->thread, NULL, poller_main, p);
+  if (rc != 0) {
+    srv_log(TRITONSERVER_LOG_ERROR, __LINE__, "cannot start the repository poll thread: %s",
+            strerror(rc));
+    return;
+  }
+  p->started = true;
+  srv_log(TRITONSERVER_LOG_INFO, __LINE__, "polling model repositories every %u s", secs);
+}
+
+/* Stops and joins the poll thread (waits for a poll in progress). */
+static void poller_stop(poller *p) {
+  if (!p->started) return;
+  pthread_mutex_lock(&p->mu);
+  p->stop = true;
+  pthread_cond_signal(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+  pthread_join(p->thread, NULL);
+  pthread_cond_destroy(&p->cv);
+  pthread_mutex_destroy(&p->mu);
+  p->started = false;
+}
+
+/* ---- signals ---------------------------------------------------------- */
+
+static void *second_signal_main(void *arg) {
+  const sigset_t *set = arg;
+  int sig = 0;
+  if (sigwait(set, &sig) == 0) {
+    static const char msg[] = "nereid: second signal during shutdown, exiting now\n";
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
+    _exit(1);
+  }
+  return NULL;
+}
+
+static void watch_for_second_signal(sigset_t *set) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, second_signal_main, set) == 0) pthread_detach(t);
+}
+
+/* ---- main -------------------------------------------------------------- */
+
+static const char *mode_name(TRITONSERVER_ModelControlMode m) {
+  switch (m) {
+    case TRITONSERVER_MODEL_CONTROL_POLL: return "poll";
+    case TRITONSERVER_MODEL_CONTROL_EXPLICIT: return "explicit";
+    default: return "none";
+  }
+}
+
+int main(int argc, char **argv) {
+  static sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  setvbuf(stdout, NULL, _IOLBF, 0);
+
+  const char *prog = argc > 0 && argv[0] ? argv[0] : "nereid";
+  nrd_srv_cli cli;
+  char err_text[512];
+  if (nrd_srv_cli_parse(argc, argv, &cli, err_text, sizeof err_text) != 0) {
+    fprintf(stderr, "nereid: error: %s\n\n", err_text);
+    nrd_srv_cli_usage(stderr, prog);
+    nrd_srv_cli_free(&cli);
+    return 2;
+  }
+  if (cli.help) {
+    nrd_srv_cli_usage(stdout, prog);
+    nrd_srv_cli_free(&cli);
+    return 0;
+  }
+
+  TRITONSERVER_ServerOptions *options = NULL;
+  TRITONSERVER_Error *err = nrd_srv_cli_make_options(&cli, &options);
+  if (err) {
+    report_error("setting server options", err);
+    nrd_srv_cli_free(&cli);
+    return 1;
+  }
+
+  TRITONSERVER_Server *server = NULL;
+  err = TRITONSERVER_ServerNew(&server, options);
+  TRITONSERVER_ServerOptionsDelete(options);
+  if (err && server == NULL) {
+    report_error("creating server", err);
+    nrd_srv_cli_free(&cli);
+    return 1;
+  }
+
+  nrd_srv_model_counts counts = {0, 0, 0};
+  TRITONSERVER_Error *table_err = nrd_srv_model_table_print(server, stdout, &counts);
+  if (table_err) report_error("reading the model index", table_err);
+
+  if (err) {
+    if (cli.exit_on_error) {
+      TRITONSERVER_Error *ferr = nrd_srv_model_table_print_failures(server, stderr);
+      if (ferr) TRITONSERVER_ErrorDelete(ferr);
+      report_error("creating server", err);
+      fprintf(stderr, "nereid: exiting because a model failed to load (--exit-on-error=true; "
+                      "see the table above)\n");
+      TRITONSERVER_ServerDelete(server);
+      nrd_srv_cli_free(&cli);
+      return 1;
+    }
+    srv_log(TRITONSERVER_LOG_WARN, __LINE__,
+            "%s; serving the models that loaded (--exit-on-error=false)",
+            TRITONSERVER_ErrorMessage(err));
+    TRITONSERVER_ErrorDelete(err);
+  }
+
+  bool ready = false;
+  TRITONSERVER_Error *rerr = TRITONSERVER_ServerIsReady(server, &ready);
+  if (rerr) TRITONSERVER_ErrorDelete(rerr);
+  printf("nereid: server %s: %zu of %zu models READY, model control mode %s; "
+         "no network endpoints yet (HTTP and gRPC front ends are not implemented); "
+         "stop with SIGINT or SIGTERM\n",
+         ready ? "ready" : "running but not ready", counts.ready, counts.listed,
+         mode_name(cli.control_mode));
+
+  poller poll = {0};
+  if (cli.control_mode == TRITONSERVER_MODEL_CONTROL_POLL && cli.repository_poll_secs > 0)
+    poller_start(&poll, server, cli.repository_poll_secs);
+
+  int sig = 0;
+  while (sigwait(&stop_signals, &sig) != 0) {
+  }
+  printf("nereid: received %s, shutting down (a second signal exits at once)\n",
+         sig == SIGINT ? "SIGINT" : "SIGTERM");
+  watch_for_second_signal(&stop_signals);
+
+  poller_stop(&poll);
+  err = TRITONSERVER_ServerStop(server);
+  if (err) report_error("stopping server", err);
+  err = TRITONSERVER_ServerDelete(server);
+  if (err) report_error("deleting server", err);
+  nrd_srv_cli_free(&cli);
+  printf("nereid: stopped\n");
+  return 0;
+}

@@ -1,0 +1,281 @@
+"""End-to-end tests of the nereid binary: flags, the bundled example
+repository, model load failures and shutdown by signal.
+
+Run by ctest (see tests/CMakeLists.txt) as
+    /usr/bin/python3 -m pytest -q tests/integration/test_nereid_cli.py
+with NEREID_BIN (the binary), NEREID_BACKEND_DIR (build*/backends) and
+NEREID_EXAMPLES (examples/models) in the environment. Every subprocess has a
+timeout and is killed in a finally block if it is still running.
+"""
+
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.dirname(os.path.dirname(HERE))
+
+NEREID = os.environ.get("NEREID_BIN", os.path.join(SOURCE, "build", "src", "server", "nereid"))
+BACKENDS = os.environ.get("NEREID_BACKEND_DIR", os.path.join(SOURCE, "build", "backends"))
+EXAMPLES = os.environ.get("NEREID_EXAMPLES", os.path.join(SOURCE, "examples", "models"))
+
+EXAMPLE_MODELS = ["identity_bytes", "identity_fp32", "simple", "square_int32"]
+READY_MARK = "nereid: server "  # start of the line printed once startup is done
+START_TIMEOUT = 60  # generous: sanitizer builds start slowly on 2 cores
+STOP_TIMEOUT = 15
+
+pytestmark = pytest.mark.skipif(not os.access(NEREID, os.X_OK), reason=f"no nereid binary at {NEREID}")
+
+
+def run(args, timeout=START_TIMEOUT):
+    """Runs nereid to completion; returns (exit code, stdout, stderr)."""
+    p = subprocess.run([NEREID, *args], capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+class Server:
+    """A running nereid. stdout is read line by line until the ready line;
+    stderr (the log) goes to a temporary file so it can never fill a pipe."""
+
+    def __init__(self, args):
+        self.errfile = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen([NEREID, *args], stdout=subprocess.PIPE, stderr=self.errfile)
+        self.out = []
+        self.partial = b""
+
+    def wait_ready(self, timeout=START_TIMEOUT):
+        """Returns the stdout lines up to and including the ready line.
+        Reads the pipe with os.read (no Python-side buffering, which would
+        hide lines from select)."""
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                if not sel.select(timeout=max(0.0, deadline - time.monotonic())):
+                    continue
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    raise AssertionError(f"nereid exited before ready: {self.proc.wait(5)}\n{self.text()}")
+                *lines, self.partial = (self.partial + chunk).split(b"\n")
+                for raw in lines:
+                    line = raw.decode(errors="replace") + "\n"
+                    self.out.append(line)
+                    if line.startswith(READY_MARK):
+                        return self.out
+            raise AssertionError(f"no ready line within {timeout} s\n{self.text()}")
+        finally:
+            sel.close()
+
+    def stop(self, sig=signal.SIGTERM, timeout=STOP_TIMEOUT):
+        """Sends sig and returns the exit code; the rest of stdout is kept."""
+        self.proc.send_signal(sig)
+        rest, _ = self.proc.communicate(timeout=timeout)
+        self.out.append((self.partial + rest).decode(errors="replace"))
+        self.partial = b""
+        return self.proc.returncode
+
+    def text(self):
+        self.errfile.seek(0)
+        return ("".join(self.out) + self.partial.decode(errors="replace") + "\n--- stderr ---\n"
+                + self.errfile.read())
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=STOP_TIMEOUT)
+        self.proc.stdout.close()
+        self.errfile.close()
+
+
+@pytest.fixture
+def server_factory():
+    started = []
+
+    def start(*args):
+        s = Server(list(args))
+        started.append(s)
+        return s
+
+    try:
+        yield start
+    finally:
+        for s in started:
+            s.close()
+
+
+def table_status(lines):
+    """{model: status} from the printed table rows."""
+    rows = {}
+    for line in lines:
+        if not line.startswith("| ") or line.startswith("| Model "):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        rows[cells[0]] = cells[2]
+    return rows
+
+
+@pytest.fixture
+def broken_repo():
+    """identity_fp32 from the examples plus a model whose config.pbtxt has an
+    unknown field on line 4."""
+    d = tempfile.mkdtemp(prefix="nereid-broken-")
+    try:
+        shutil.copytree(os.path.join(EXAMPLES, "identity_fp32"), os.path.join(d, "identity_fp32"))
+        os.makedirs(os.path.join(d, "broken", "1"))
+        with open(os.path.join(d, "broken", "config.pbtxt"), "w") as f:
+            f.write('name: "broken"\nbackend: "identity"\nmax_batch_size: 8\nno_such_field: 1\n')
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def common(repo=EXAMPLES):
+    return [f"--model-repository={repo}", f"--backend-directory={BACKENDS}"]
+
+
+def test_examples_load_and_sigterm_stops(server_factory):
+    s = server_factory(*common())
+    lines = s.wait_ready()
+    status = table_status(lines)
+    assert status == {m: "READY" for m in EXAMPLE_MODELS}, s.text()
+    assert "no network endpoints yet" in lines[-1]
+    assert "4 of 4 models READY" in lines[-1]
+    t0 = time.monotonic()
+    assert s.stop(signal.SIGTERM) == 0, s.text()
+    assert time.monotonic() - t0 < 10
+    assert "nereid: stopped" in s.text()
+
+
+def test_sigint_stops_with_zero(server_factory):
+    s = server_factory("--model-store", EXAMPLES, "--backend-directory", BACKENDS, "--log-info=false")
+    s.wait_ready()
+    assert s.stop(signal.SIGINT) == 0, s.text()
+
+
+def test_broken_config_exits_1_naming_file_and_line(broken_repo):
+    code, out, err = run(common(broken_repo))
+    assert code == 1, out + err
+    where = os.path.join(broken_repo, "broken", "config.pbtxt") + ":4"
+    assert where in err, err
+    assert "no_such_field" in err
+    assert table_status(out.splitlines()).get("broken", "").startswith("UNAVAILABLE"), out
+
+
+def test_broken_config_keeps_serving_without_exit_on_error(server_factory, broken_repo):
+    s = server_factory(*common(broken_repo), "--exit-on-error=false")
+    lines = s.wait_ready()
+    status = table_status(lines)
+    assert status["identity_fp32"] == "READY", s.text()
+    assert status["broken"].startswith("UNAVAILABLE:"), s.text()
+    assert "config.pbtxt:4" in status["broken"] and "no_such_field" in status["broken"]
+    assert "1 of 2 models READY" in lines[-1]
+    assert s.stop() == 0, s.text()
+
+
+def test_unknown_flag_exits_2_with_usage():
+    code, out, err = run([*common(), "--no-such-flag=1"])
+    assert code == 2
+    assert "unknown flag '--no-such-flag'" in err
+    assert "Usage:" in err and "--model-repository" in err
+    assert out == ""
+
+
+@pytest.mark.parametrize(
+    "flag,value",
+    [
+        ("--log-verbose", "abc"),
+        ("--exit-on-error", "maybe"),
+        ("--model-control-mode", "sometimes"),
+        ("--exit-timeout-secs", "-1"),
+        ("--repository-poll-secs", "5s"),
+        ("--log-format", "json"),
+        ("--backend-config", "identity,novalue"),
+    ],
+)
+def test_bad_value_exits_2_naming_flag(flag, value):
+    code, _, err = run([*common(), f"{flag}={value}"])
+    assert code == 2, err
+    first = err.splitlines()[0]
+    assert flag in first and value in first, first
+    assert "Usage:" in err
+
+
+def test_missing_value_and_missing_repository_exit_2():
+    code, _, err = run(["--model-repository"])
+    assert code == 2 and "--model-repository needs a value" in err
+    code, _, err = run([f"--backend-directory={BACKENDS}"])
+    assert code == 2 and "--model-repository is required" in err
+    code, _, err = run([*common(), "stray"])
+    assert code == 2 and "unexpected argument 'stray'" in err
+
+
+def test_load_model_requires_explicit_mode():
+    code, _, err = run([*common(), "--load-model=simple"])
+    assert code == 2 and "--model-control-mode=explicit" in err
+
+
+def test_help_exits_0():
+    code, out, err = run(["--help"])
+    assert code == 0, err
+    for flag in ("--model-repository", "--backend-config", "--model-control-mode", "--load-model",
+                 "--exit-on-error", "--disable-auto-complete-config", "--log-verbose"):
+        assert flag in out
+
+
+def test_explicit_mode_loads_only_requested(server_factory):
+    s = server_factory(*common(), "--model-control-mode", "explicit", "--load-model=simple")
+    lines = s.wait_ready()
+    status = table_status(lines)
+    assert status == {"simple": "READY"}, s.text()
+    assert any(l.startswith("Not loaded:") and "identity_fp32" in l for l in lines), s.text()
+    assert s.stop() == 0, s.text()
+
+
+def test_backend_config_and_other_flags_accepted(server_factory):
+    s = server_factory(
+        *common(),
+        "--backend-config=identity,foo=bar",
+        "--backend-config", "default-max-batch-size=4",
+        "--log-verbose=1", "--log-format=ISO8601", "--log-warning=off", "--log-error=yes",
+        "--strict-readiness=no", "--exit-timeout-secs=5", "--id=nereid-test",
+        "--disable-auto-complete-config",
+    )
+    lines = s.wait_ready()
+    assert all(v == "READY" for v in table_status(lines).values()), s.text()
+    assert len(table_status(lines)) == 4
+    assert s.stop() == 0, s.text()
+
+
+def test_poll_mode_picks_up_new_model(server_factory):
+    d = tempfile.mkdtemp(prefix="nereid-poll-")
+    try:
+        shutil.copytree(os.path.join(EXAMPLES, "identity_fp32"), os.path.join(d, "identity_fp32"))
+        logfile = os.path.join(d, "..", os.path.basename(d) + ".log")
+        s = server_factory(*common(d), "--model-control-mode=poll", "--repository-poll-secs=1",
+                           f"--log-file={logfile}")
+        s.wait_ready()
+        shutil.copytree(os.path.join(EXAMPLES, "simple"), os.path.join(d, "simple"))
+        deadline = time.monotonic() + 30
+        seen = ""
+        while time.monotonic() < deadline:
+            with open(logfile) as f:
+                seen = f.read()
+            if "'simple'" in seen and "loaded" in seen:
+                break
+            time.sleep(0.2)
+        assert "'simple'" in seen, seen
+        assert s.stop() == 0, s.text()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+        try:
+            os.unlink(os.path.join(os.path.dirname(d), os.path.basename(d) + ".log"))
+        except OSError:
+            pass
