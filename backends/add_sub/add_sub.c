@@ -8,7 +8,6 @@
  * afterwards, so instances share it without locking.
  */
 #include <inttypes.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "nereid/backend_utils.h"
@@ -93,46 +92,18 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
   if (err != NULL) {
     return err;
   }
-  add_sub_model *state = malloc(sizeof *state);
-  if (state == NULL) {
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE,
-                                 "add_sub: out of memory");
-  }
-  *state = settings;
-  err = TRITONBACKEND_ModelSetState(model, state);
-  if (err != NULL) {
-    free(state);
-  }
-  return err;
+  return nrd_bu_model_state_set(model, &settings, sizeof settings, "add_sub");
 }
 
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(
     TRITONBACKEND_Model *model) {
-  void *state = NULL;
-  TRITONSERVER_Error *err = TRITONBACKEND_ModelState(model, &state);
-  if (err != NULL) {
-    return err;
-  }
-  free(state);
-  return TRITONBACKEND_ModelSetState(model, NULL);
+  return nrd_bu_model_state_free(model);
 }
 
+/* Instances share the read-only model settings (see the file comment). */
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(
     TRITONBACKEND_ModelInstance *instance) {
-  TRITONBACKEND_Model *model = NULL;
-  void *state = NULL;
-  TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceModel(instance, &model);
-  if (err == NULL) {
-    err = TRITONBACKEND_ModelState(model, &state);
-  }
-  if (err == NULL && state == NULL) {
-    err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
-                                "add_sub: model state missing");
-  }
-  if (err == NULL) {
-    err = TRITONBACKEND_ModelInstanceSetState(instance, state);
-  }
-  return err;
+  return nrd_bu_instance_share_model_state(instance, "add_sub");
 }
 
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceFinalize(
@@ -286,38 +257,13 @@ static TRITONSERVER_Error *respond(const add_sub_model *m,
   return err;
 }
 
-static uint64_t batch_of(const add_sub_model *m,
-                         TRITONBACKEND_Request *request) {
-  if (m->max_batch_size <= 0) {
-    return 1;
-  }
-  TRITONBACKEND_Input *input = NULL;
-  const int64_t *shape = NULL;
-  uint32_t dims = 0;
-  TRITONSERVER_Error *err =
-      TRITONBACKEND_RequestInput(request, kInputs[0], &input);
-  if (err == NULL) {
-    err = TRITONBACKEND_InputProperties(input, NULL, NULL, &shape, &dims, NULL,
-                                        NULL);
-  }
-  if (err != NULL) {
-    TRITONSERVER_ErrorDelete(err);
-    return 1;
-  }
-  return (dims > 0 && shape[0] > 0) ? (uint64_t)shape[0] : 1;
-}
-
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
     TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
     const uint32_t request_count) {
   void *state = NULL;
-  TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceState(instance, &state);
+  TRITONSERVER_Error *err = nrd_bu_instance_state(instance, "add_sub", &state);
   if (err != NULL) {
     return err;
-  }
-  if (state == NULL) {
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
-                                 "add_sub: instance state missing");
   }
   const add_sub_model *m = state;
   uint64_t exec_start = nrd_bu_now_ns();
@@ -328,7 +274,9 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
       continue;
     }
     uint64_t start = nrd_bu_now_ns();
-    total_batch += batch_of(m, request);
+    total_batch += m->max_batch_size > 0
+                       ? nrd_bu_request_batch_size(request, kInputs[0])
+                       : 1;
     TRITONBACKEND_Response *response = NULL;
     bool success = false;
     err = TRITONBACKEND_ResponseNew(&response, request);

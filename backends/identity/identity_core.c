@@ -216,28 +216,6 @@ bool nrd_identity_respond(TRITONBACKEND_Request *request, uint32_t send_flags) {
   return ok;
 }
 
-/* Batch size one request contributes: its first dimension when batching. */
-static uint64_t request_batch_size(TRITONBACKEND_Request *request,
-                                   bool batching) {
-  if (!batching) {
-    return 1;
-  }
-  TRITONBACKEND_Input *input = NULL;
-  const int64_t *shape = NULL;
-  uint32_t dims = 0;
-  TRITONSERVER_Error *err =
-      TRITONBACKEND_RequestInputByIndex(request, 0, &input);
-  if (err == NULL) {
-    err = TRITONBACKEND_InputProperties(input, NULL, NULL, &shape, &dims, NULL,
-                                        NULL);
-  }
-  if (err != NULL) {
-    TRITONSERVER_ErrorDelete(err);
-    return 1;
-  }
-  return (dims > 0 && shape[0] > 0) ? (uint64_t)shape[0] : 1;
-}
-
 void nrd_identity_execute(TRITONBACKEND_ModelInstance *instance,
                           const nrd_identity_model *model,
                           TRITONBACKEND_Request **requests, uint32_t count) {
@@ -262,7 +240,7 @@ void nrd_identity_execute(TRITONBACKEND_ModelInstance *instance,
     if (request == NULL) {
       continue;
     }
-    total_batch += request_batch_size(request, batching);
+    total_batch += batching ? nrd_bu_request_batch_size(request, NULL) : 1;
     bool success = nrd_identity_respond(request,
                                         TRITONSERVER_RESPONSE_COMPLETE_FINAL);
     if (ok != NULL) {

@@ -178,6 +178,19 @@ static void *worker_main(void *arg) {
   }
 }
 
+/* Tells the worker to stop, waits until it has run every queued job, then
+ * frees 's'. Thread: the instance's initialize/finalize caller. */
+static void instance_stop(square_instance *s) {
+  pthread_mutex_lock(&s->mu);
+  s->stopping = true;
+  pthread_cond_signal(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+  pthread_join(s->worker, NULL); /* the worker drains the queue first */
+  pthread_cond_destroy(&s->cv);
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+}
+
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(
     TRITONBACKEND_ModelInstance *instance) {
   square_instance *s = calloc(1, sizeof *s);
@@ -198,14 +211,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(
   }
   TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceSetState(instance, s);
   if (err != NULL) {
-    pthread_mutex_lock(&s->mu);
-    s->stopping = true;
-    pthread_cond_signal(&s->cv);
-    pthread_mutex_unlock(&s->mu);
-    pthread_join(s->worker, NULL);
-    pthread_cond_destroy(&s->cv);
-    pthread_mutex_destroy(&s->mu);
-    free(s);
+    instance_stop(s);
   }
   return err;
 }
@@ -221,14 +227,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceFinalize(
   if (s == NULL) {
     return NULL;
   }
-  pthread_mutex_lock(&s->mu);
-  s->stopping = true;
-  pthread_cond_signal(&s->cv);
-  pthread_mutex_unlock(&s->mu);
-  pthread_join(s->worker, NULL); /* the worker drains the queue first */
-  pthread_cond_destroy(&s->cv);
-  pthread_mutex_destroy(&s->mu);
-  free(s);
+  instance_stop(s);
   return TRITONBACKEND_ModelInstanceSetState(instance, NULL);
 }
 
@@ -268,13 +267,9 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
     TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
     const uint32_t request_count) {
   void *state = NULL;
-  TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceState(instance, &state);
+  TRITONSERVER_Error *err = nrd_bu_instance_state(instance, "square", &state);
   if (err != NULL) {
     return err;
-  }
-  if (state == NULL) {
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
-                                 "square: instance state missing");
   }
   square_instance *s = state;
   uint64_t exec_start = nrd_bu_now_ns();

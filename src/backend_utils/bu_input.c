@@ -188,3 +188,24 @@ const char *nrd_bu_shape_string(const int64_t *shape, uint32_t dims_count,
   }
   return buf;
 }
+
+uint64_t nrd_bu_request_batch_size(TRITONBACKEND_Request *request,
+                                   const char *input_name) {
+  TRITONBACKEND_Input *input = NULL;
+  const int64_t *shape = NULL;
+  uint32_t dims = 0;
+  TRITONSERVER_Error *err =
+      input_name != NULL
+          ? TRITONBACKEND_RequestInput(request, input_name, &input)
+          : TRITONBACKEND_RequestInputByIndex(request, 0, &input);
+  if (err == NULL) {
+    err = TRITONBACKEND_InputProperties(input, NULL, NULL, &shape, &dims, NULL,
+                                        NULL);
+  }
+  if (err != NULL) {
+    /* Only statistics depend on it: count the request as one. */
+    TRITONSERVER_ErrorDelete(err);
+    return 1;
+  }
+  return (dims > 0 && shape[0] > 0) ? (uint64_t)shape[0] : 1;
+}

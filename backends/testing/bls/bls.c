@@ -75,8 +75,12 @@ EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model *mo
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "bls: model parameter 'target' is required");
   }
   bls_model *m = calloc(1, sizeof(*m));
-  m->target = strdup(target);
+  if (m) m->target = strdup(target);
   json_decref(config);
+  if (!m || !m->target) {
+    free(m);
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "bls: out of memory");
+  }
   err = TRITONSERVER_ResponseAllocatorNew(&m->allocator, alloc_fn, release_fn, NULL);
   if (err) {
     free(m->target);

@@ -37,28 +37,13 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
   if (err != NULL) {
     return err;
   }
-  cancel_wait_model *m = malloc(sizeof *m);
-  if (m == NULL) {
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE,
-                                 "cancel_wait: out of memory");
-  }
-  *m = settings;
-  err = TRITONBACKEND_ModelSetState(model, m);
-  if (err != NULL) {
-    free(m);
-  }
-  return err;
+  return nrd_bu_model_state_set(model, &settings, sizeof settings,
+                                "cancel_wait");
 }
 
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(
     TRITONBACKEND_Model *model) {
-  void *state = NULL;
-  TRITONSERVER_Error *err = TRITONBACKEND_ModelState(model, &state);
-  if (err != NULL) {
-    return err;
-  }
-  free(state);
-  return TRITONBACKEND_ModelSetState(model, NULL);
+  return nrd_bu_model_state_free(model);
 }
 
 /* Answers one request with 'code'/'msg', reports failure, releases it. */
@@ -77,16 +62,9 @@ static void finish(TRITONBACKEND_ModelInstance *instance,
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
     TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
     const uint32_t request_count) {
-  TRITONBACKEND_Model *model = NULL;
   void *state = NULL;
-  TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceModel(instance, &model);
-  if (err == NULL) {
-    err = TRITONBACKEND_ModelState(model, &state);
-  }
-  if (err == NULL && state == NULL) {
-    err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
-                                "cancel_wait: model state missing");
-  }
+  TRITONSERVER_Error *err =
+      nrd_bu_instance_model_state(instance, "cancel_wait", &state);
   if (err != NULL) {
     return err;
   }

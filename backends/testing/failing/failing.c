@@ -12,7 +12,8 @@
  *                     released
  *
  * Messages read "failing backend: failed in <Stage> as asked". Calls are
- * recorded like the recorder backend when a record file is configured.
+ * recorded like the recorder backend when a record file is configured
+ * (testing/common/record_model.h).
  *
  * Threads: the model state is immutable after ModelInitialize except the
  * instance counter, which is atomic (instances may initialize in parallel).
@@ -21,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../identity/identity_core.h"
 #include "../common/record.h"
+#include "../common/record_model.h"
 #include "nereid/backend_utils.h"
 
 typedef enum fail_stage {
@@ -34,11 +35,10 @@ typedef enum fail_stage {
 } fail_stage;
 
 typedef struct failing_model {
-  nrd_identity_model identity;
+  nrd_record_model base; /* first, as record_model.h requires */
   fail_stage stage;
   int64_t fail_instance; /* -1: every instance */
   atomic_int_fast64_t instances_seen;
-  char *record_file;
 } failing_model;
 
 static TRITONSERVER_Error *stage_parse(const char *text, fail_stage *out) {
@@ -82,16 +82,12 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Finalize(
 
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
     TRITONBACKEND_Model *model) {
-  uint64_t version = 0;
-  TRITONSERVER_Error *err = TRITONBACKEND_ModelVersion(model, &version);
-  if (err != NULL) {
-    return err;
-  }
   json_t *config = NULL;
-  err = nrd_bu_model_config(model, &config);
+  TRITONSERVER_Error *err = nrd_bu_model_config(model, &config);
   if (err != NULL) {
     return err;
   }
+  /* Not nrd_bu_model_state_set: the atomic counter is not copied around. */
   failing_model *m = calloc(1, sizeof *m);
   if (m == NULL) {
     json_decref(config);
@@ -99,10 +95,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
                                  "failing backend: out of memory");
   }
   atomic_init(&m->instances_seen, 0);
-  m->record_file = nrd_record_model_file(model, config);
-  nrd_record_line(m->record_file, "ModelInitialize %s v%llu",
-                  nrd_record_model_name(model), (unsigned long long)version);
-  err = nrd_identity_model_read(config, "failing backend", &m->identity);
+  err = nrd_record_model_init(model, config, "failing backend", &m->base);
   if (err == NULL) {
     err = stage_parse(nrd_bu_config_parameter(config, "fail_at"), &m->stage);
   }
@@ -121,7 +114,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
   }
   if (err != NULL) {
     /* The server does not call ModelFinalize after a failed initialize. */
-    free(m->record_file);
+    free(m->base.record_file);
     free(m);
   }
   return err;
@@ -129,39 +122,18 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
 
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(
     TRITONBACKEND_Model *model) {
-  void *state = NULL;
-  TRITONSERVER_Error *err = TRITONBACKEND_ModelState(model, &state);
-  if (err != NULL) {
-    return err;
-  }
-  failing_model *m = state;
-  if (m != NULL) {
-    nrd_record_line(m->record_file, "ModelFinalize %s",
-                    nrd_record_model_name(model));
-    free(m->record_file);
-    free(m);
-  }
-  return TRITONBACKEND_ModelSetState(model, NULL);
+  return nrd_record_model_finalize(model);
 }
 
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(
     TRITONBACKEND_ModelInstance *instance) {
-  TRITONBACKEND_Model *model = NULL;
   void *state = NULL;
-  TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceModel(instance, &model);
-  if (err == NULL) {
-    err = TRITONBACKEND_ModelState(model, &state);
-  }
-  if (err == NULL && state == NULL) {
-    err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
-                                "failing backend: model state missing");
-  }
+  TRITONSERVER_Error *err =
+      nrd_record_instance_init(instance, "failing backend", &state);
   if (err != NULL) {
     return err;
   }
   failing_model *m = state;
-  const char *name = nrd_record_instance_name(instance);
-  nrd_record_line(m->record_file, "ModelInstanceInitialize %s", name);
   int64_t index = atomic_fetch_add(&m->instances_seen, 1);
   if (m->stage == FAIL_INSTANCE_INIT &&
       (m->fail_instance < 0 || m->fail_instance == index)) {
@@ -169,41 +141,27 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(
                              "failing backend: failed in "
                              "ModelInstanceInitialize as asked (instance %s, "
                              "number %lld)",
-                             name, (long long)index);
+                             nrd_record_instance_name(instance),
+                             (long long)index);
   }
   return TRITONBACKEND_ModelInstanceSetState(instance, m);
 }
 
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceFinalize(
     TRITONBACKEND_ModelInstance *instance) {
-  void *state = NULL;
-  TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceState(instance, &state);
-  if (err != NULL) {
-    return err;
-  }
-  failing_model *m = state;
-  if (m != NULL) {
-    nrd_record_line(m->record_file, "ModelInstanceFinalize %s",
-                    nrd_record_instance_name(instance));
-  }
-  return TRITONBACKEND_ModelInstanceSetState(instance, NULL);
+  return nrd_record_instance_finalize(instance);
 }
 
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
     TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
     const uint32_t request_count) {
   void *state = NULL;
-  TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceState(instance, &state);
+  TRITONSERVER_Error *err =
+      nrd_record_execute(instance, "failing backend", request_count, &state);
   if (err != NULL) {
     return err;
   }
-  if (state == NULL) {
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
-                                 "failing backend: instance state missing");
-  }
-  failing_model *m = state;
-  nrd_record_line(m->record_file, "ModelInstanceExecute %s %u",
-                  nrd_record_instance_name(instance), request_count);
+  const failing_model *m = state;
   switch (m->stage) {
   case FAIL_EXECUTE:
     /* Requests stay owned by the server, which must answer them. */
@@ -218,7 +176,8 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
                               "ModelInstanceExecute response as asked"));
     return NULL;
   default:
-    nrd_identity_execute(instance, &m->identity, requests, request_count);
+    nrd_identity_execute(instance, &m->base.identity, requests,
+                         request_count);
     return NULL;
   }
 }

@@ -9,20 +9,16 @@
  * ModelInstanceInitialize <instance> | ModelInstanceExecute <instance> <n> |
  * ModelInstanceFinalize <instance> | ModelFinalize <model> | Finalize
  *
+ * The model lifecycle is the one of testing/common/record_model.h.
+ *
  * Threads: model state is immutable after ModelInitialize; record lines are
  * single appends, safe from any thread.
  */
 #include <stdlib.h>
-#include <string.h>
 
-#include "../../identity/identity_core.h"
 #include "../common/record.h"
+#include "../common/record_model.h"
 #include "nereid/backend_utils.h"
-
-typedef struct recorder_model {
-  nrd_identity_model identity;
-  char *record_file; /* may be NULL: record nothing */
-} recorder_model;
 
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(
     TRITONBACKEND_Backend *backend) {
@@ -61,105 +57,55 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_GetBackendAttribute(
 
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
     TRITONBACKEND_Model *model) {
-  uint64_t version = 0;
-  TRITONSERVER_Error *err = TRITONBACKEND_ModelVersion(model, &version);
-  if (err != NULL) {
-    return err;
-  }
   json_t *config = NULL;
-  err = nrd_bu_model_config(model, &config);
+  TRITONSERVER_Error *err = nrd_bu_model_config(model, &config);
   if (err != NULL) {
     return err;
   }
-  recorder_model *m = calloc(1, sizeof *m);
-  if (m == NULL) {
-    json_decref(config);
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE,
-                                 "recorder: out of memory");
-  }
-  m->record_file = nrd_record_model_file(model, config);
-  nrd_record_line(m->record_file, "ModelInitialize %s v%llu",
-                  nrd_record_model_name(model), (unsigned long long)version);
-  err = nrd_identity_model_read(config, "recorder", &m->identity);
+  nrd_record_model m;
+  err = nrd_record_model_init(model, config, "recorder", &m);
   json_decref(config);
-  if (err == NULL) {
-    err = TRITONBACKEND_ModelSetState(model, m);
-  }
   if (err != NULL) {
-    free(m->record_file);
-    free(m);
+    return err;
+  }
+  err = nrd_bu_model_state_set(model, &m, sizeof m, "recorder");
+  if (err != NULL) {
+    free(m.record_file);
   }
   return err;
 }
 
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(
     TRITONBACKEND_Model *model) {
-  void *state = NULL;
-  TRITONSERVER_Error *err = TRITONBACKEND_ModelState(model, &state);
-  if (err != NULL) {
-    return err;
-  }
-  recorder_model *m = state;
-  if (m != NULL) {
-    nrd_record_line(m->record_file, "ModelFinalize %s",
-                    nrd_record_model_name(model));
-    free(m->record_file);
-    free(m);
-  }
-  return TRITONBACKEND_ModelSetState(model, NULL);
+  return nrd_record_model_finalize(model);
 }
 
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(
     TRITONBACKEND_ModelInstance *instance) {
-  TRITONBACKEND_Model *model = NULL;
   void *state = NULL;
-  TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceModel(instance, &model);
-  if (err == NULL) {
-    err = TRITONBACKEND_ModelState(model, &state);
-  }
-  if (err == NULL && state == NULL) {
-    err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
-                                "recorder: model state missing");
-  }
+  TRITONSERVER_Error *err = nrd_record_instance_init(instance, "recorder",
+                                                     &state);
   if (err != NULL) {
     return err;
   }
-  recorder_model *m = state;
-  nrd_record_line(m->record_file, "ModelInstanceInitialize %s",
-                  nrd_record_instance_name(instance));
-  return TRITONBACKEND_ModelInstanceSetState(instance, m);
+  return TRITONBACKEND_ModelInstanceSetState(instance, state);
 }
 
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceFinalize(
     TRITONBACKEND_ModelInstance *instance) {
-  void *state = NULL;
-  TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceState(instance, &state);
-  if (err != NULL) {
-    return err;
-  }
-  recorder_model *m = state;
-  if (m != NULL) {
-    nrd_record_line(m->record_file, "ModelInstanceFinalize %s",
-                    nrd_record_instance_name(instance));
-  }
-  return TRITONBACKEND_ModelInstanceSetState(instance, NULL);
+  return nrd_record_instance_finalize(instance);
 }
 
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
     TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
     const uint32_t request_count) {
   void *state = NULL;
-  TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceState(instance, &state);
+  TRITONSERVER_Error *err =
+      nrd_record_execute(instance, "recorder", request_count, &state);
   if (err != NULL) {
     return err;
   }
-  if (state == NULL) {
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
-                                 "recorder: instance state missing");
-  }
-  recorder_model *m = state;
-  nrd_record_line(m->record_file, "ModelInstanceExecute %s %u",
-                  nrd_record_instance_name(instance), request_count);
+  const nrd_record_model *m = state;
   nrd_identity_execute(instance, &m->identity, requests, request_count);
   return NULL;
 }

@@ -7,8 +7,6 @@
  *
  * Threads: the model state is immutable after ModelInitialize.
  */
-#include <stdlib.h>
-
 #include "../../identity/identity_core.h"
 #include "nereid/backend_utils.h"
 
@@ -40,43 +38,21 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
   if (err != NULL) {
     return err;
   }
-  response_count_model *m = malloc(sizeof *m);
-  if (m == NULL) {
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE,
-                                 "response_count: out of memory");
-  }
-  *m = settings;
-  err = TRITONBACKEND_ModelSetState(model, m);
-  if (err != NULL) {
-    free(m);
-  }
-  return err;
+  return nrd_bu_model_state_set(model, &settings, sizeof settings,
+                                "response_count");
 }
 
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(
     TRITONBACKEND_Model *model) {
-  void *state = NULL;
-  TRITONSERVER_Error *err = TRITONBACKEND_ModelState(model, &state);
-  if (err != NULL) {
-    return err;
-  }
-  free(state);
-  return TRITONBACKEND_ModelSetState(model, NULL);
+  return nrd_bu_model_state_free(model);
 }
 
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
     TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
     const uint32_t request_count) {
-  TRITONBACKEND_Model *model = NULL;
   void *state = NULL;
-  TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceModel(instance, &model);
-  if (err == NULL) {
-    err = TRITONBACKEND_ModelState(model, &state);
-  }
-  if (err == NULL && state == NULL) {
-    err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
-                                "response_count: model state missing");
-  }
+  TRITONSERVER_Error *err =
+      nrd_bu_instance_model_state(instance, "response_count", &state);
   if (err != NULL) {
     return err;
   }

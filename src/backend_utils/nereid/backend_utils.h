@@ -173,6 +173,62 @@ bool nrd_bu_config_decoupled(const json_t *config);
 const json_t *nrd_bu_config_tensor(const json_t *config, const char *section,
                                    const char *name);
 
+/* ---- model and instance state -------------------------------------------
+ *
+ * The common layout: ModelInitialize reads the configuration into a settings
+ * struct and stores a malloc'ed copy as the model state
+ * (nrd_bu_model_state_set); each ModelInstanceInitialize points its instance
+ * state at it (nrd_bu_instance_share_model_state) so Execute makes a single
+ * lookup (nrd_bu_instance_state); ModelInstanceFinalize clears the instance
+ * state; ModelFinalize frees the copy (nrd_bu_model_state_free). 'backend'
+ * names the backend in the errors these return. A backend with mutable or
+ * per-instance state (locks, threads) manages it itself.
+ */
+
+/*
+ * Stores a malloc'ed copy of the 'size' bytes at 'settings' as the model
+ * state; 'settings' stays the caller's. On failure (UNAVAILABLE
+ * "<backend>: out of memory", or the server's error) no state is set and
+ * nothing stays allocated. Thread: the ModelInitialize caller.
+ */
+TRITONSERVER_Error *nrd_bu_model_state_set(TRITONBACKEND_Model *model,
+                                           const void *settings, size_t size,
+                                           const char *backend);
+
+/*
+ * Frees the model state with free() (so it must come from malloc, e.g.
+ * nrd_bu_model_state_set; NULL is fine) and clears it. When the state cannot
+ * be read nothing is freed and that error is returned. Thread: the
+ * ModelFinalize caller.
+ */
+TRITONSERVER_Error *nrd_bu_model_state_free(TRITONBACKEND_Model *model);
+
+/*
+ * Sets '*state' to the state of the model 'instance' belongs to, borrowed
+ * from the model (valid until ModelFinalize). A NULL state is an INTERNAL
+ * error "<backend>: model state missing". Any thread (the model state is
+ * set before instances exist and cleared after they are gone).
+ */
+TRITONSERVER_Error *nrd_bu_instance_model_state(
+    TRITONBACKEND_ModelInstance *instance, const char *backend, void **state);
+
+/*
+ * Makes the instance state point at the model state (borrowed: the
+ * instance never frees it), with the errors of nrd_bu_instance_model_state.
+ * Thread: the ModelInstanceInitialize caller.
+ */
+TRITONSERVER_Error *nrd_bu_instance_share_model_state(
+    TRITONBACKEND_ModelInstance *instance, const char *backend);
+
+/*
+ * Sets '*state' to the instance state, still owned by whoever set it. A
+ * NULL state is an INTERNAL error "<backend>: instance state missing"; the
+ * error touches no request, so Execute can return it as is. Thread: the
+ * instance thread.
+ */
+TRITONSERVER_Error *nrd_bu_instance_state(TRITONBACKEND_ModelInstance *instance,
+                                          const char *backend, void **state);
+
 /* ---- request inputs ---------------------------------------------------- */
 
 /*
@@ -227,6 +283,16 @@ int64_t nrd_bu_shape_elements(const int64_t *shape, uint32_t dims_count);
  */
 const char *nrd_bu_shape_string(const int64_t *shape, uint32_t dims_count,
                                 char *buf, size_t cap);
+
+/*
+ * The batch size a request adds to TRITONBACKEND_ModelInstanceReportBatch-
+ * Statistics for a model that batches (max_batch_size > 0): the first
+ * dimension of input 'input_name' (NULL: the request's first input), or 1
+ * when that input is missing, unreadable or has no positive first dimension.
+ * Thread: the request's owner.
+ */
+uint64_t nrd_bu_request_batch_size(TRITONBACKEND_Request *request,
+                                   const char *input_name);
 
 /* ---- responses ----------------------------------------------------------- */
 
