@@ -69,12 +69,17 @@ static void *instance_main(void *arg) {
   char tname[16];
   snprintf(tname, sizeof tname, "nrd-%s", inst->name);
   pthread_setname_np(pthread_self(), tname);
-  TRITONSERVER_InferenceRequest *batch[64];
+  /* A batch holds at most max_batch_size requests (each has >= 1 row). */
+  uint32_t cap = inst->model->max_batch_size > 0 ? (uint32_t)inst->model->max_batch_size : 1;
+  TRITONSERVER_InferenceRequest *one[1];
+  TRITONSERVER_InferenceRequest **batch = malloc(cap * sizeof(*batch));
+  if (!batch) batch = one, cap = 1; /* out of memory: still serve, one at a time */
   for (;;) {
-    uint32_t n = s->ops->next_batch(s, inst, batch, 64);
+    uint32_t n = s->ops->next_batch(s, inst, batch, cap);
     if (!n) break;
     nrd_instance_execute(inst, batch, n);
   }
+  if (batch != one) free(batch);
   return NULL;
 }
 

@@ -88,6 +88,10 @@ static TRITONSERVER_Error *deliver(TRITONSERVER_InferenceResponse *r, uint32_t f
     /* One response per request; it is the final one whatever the flags say. */
     if (atomic_exchange(&d->final_sent, true)) {
       TRITONSERVER_InferenceResponseDelete(r);
+      /* The client already has its one response; say it in the server log
+       * too, since backends often only log the error we return. */
+      NRD_LOG_ERROR("model '%s' is not decoupled but sent a second response for request '%s'; it was dropped",
+                    d->model->name, d->request_id ? d->request_id : "");
       return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                            "model '%s' is not decoupled and already sent the response for request '%s'; "
                            "use a decoupled model to send more than one",

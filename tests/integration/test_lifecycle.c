@@ -292,3 +292,26 @@ Test(lifecycle, parallel_instance_loading_when_backend_allows) {
   cr_assert_null(infer_once(s, "slow"));
   H_OK(TRITONSERVER_ServerDelete(s));
 }
+
+Test(lifecycle, released_with_reschedule_runs_again) {
+  write_model("again", "reschedule", "parameters { key: \"passes\" value: { string_value: \"3\" } }\n");
+  TRITONSERVER_Server *s = explicit_server();
+  H_OK(TRITONSERVER_ServerLoadModel(s, "again"));
+  float in[4] = {1, 2, 3, 4};
+  int64_t shape[1] = {4};
+  TRITONSERVER_InferenceRequest *r = h_request(s, "again");
+  H_OK(TRITONSERVER_InferenceRequestSetId(r, "req-1"));
+  h_add_input(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 1, in, sizeof in);
+  h_call *c = h_infer(s, r);
+  cr_assert_eq(c->n, 1);
+  cr_assert_null(h_response_error(c, 0));
+  cr_assert_eq(c->released, 1, "released to the client once, after the last pass");
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  TRITONSERVER_Message *m = NULL;
+  H_OK(TRITONSERVER_ServerModelStatistics(s, "again", -1, &m));
+  char *stats = h_msg_text(m);
+  cr_assert(strstr(stats, "\"execution_count\":3"), "three executions for one request: %s", stats);
+  free(stats);
+  H_OK(TRITONSERVER_ServerDelete(s));
+}

@@ -1,0 +1,564 @@
+/* The dynamic batcher (see dynamic_batcher.h and docs/batching.md).
+ *
+ * There is no batcher thread: an idle instance thread calls next_batch,
+ * which looks at the queues under the batcher's lock and either takes a
+ * batch or sleeps until the queue delay ends, the nearest request timeout
+ * passes, or a new request arrives. Several idle instances may sleep at
+ * once; whichever wakes first takes the batch and wakes another one when
+ * requests remain, so every instance is fed.
+ *
+ * Queue layout: one level per priority (one level when priority_levels is
+ * 0). Each level has a "live" FIFO and a "delayed" FIFO for requests whose
+ * timeout expired under timeout_action DELAY; the delayed ones are served
+ * after the live ones of the same level. A batch is always a prefix of the
+ * order level 1 live, level 1 delayed, level 2 live, ...: the scan that
+ * decides the batch removes every cancelled or rejected request it passes
+ * and moves expired DELAY requests to their delayed FIFO, so popping the
+ * first N requests in that order yields exactly the scanned batch. */
+#include "dynamic_batcher.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "error.h"
+#include "log.h"
+#include "model.h"
+#include "request.h"
+#include "response.h"
+#include "stats.h"
+
+/* More levels than this cannot be meant; refusing keeps the array small. */
+#define DB_MAX_PRIORITY_LEVELS 65536u
+
+typedef TRITONSERVER_InferenceRequest db_req;
+
+typedef struct db_list {
+  db_req *head, *tail;
+} db_list;
+
+typedef struct db_policy {
+  bool delay_on_timeout;       /* timeout_action DELAY (else REJECT) */
+  uint64_t default_timeout_us; /* 0 = no timeout */
+  bool allow_override;
+  uint32_t max_queue_size;     /* 0 = unbounded */
+} db_policy;
+
+typedef struct db_level {
+  db_policy pol;
+  db_list live, delayed;
+  uint64_t size; /* live + delayed, what max_queue_size bounds */
+} db_level;
+
+/* ------------------------------------------------ preserve_ordering */
+
+/* One response held back until the requests dequeued before its own one
+ * have all sent their final response. */
+typedef struct db_held {
+  struct db_held *next;
+  TRITONSERVER_InferenceResponse *resp; /* NULL for flags-only */
+  uint32_t flags;
+} db_held;
+
+struct db_order;
+
+/* One dequeued request's place in the delivery order. It replaces the
+ * delivery's callback and keeps the client's own callback to forward to. */
+typedef struct db_slot {
+  struct db_slot *next;
+  struct db_order *order; /* counted reference */
+  TRITONSERVER_InferenceResponseCompleteFn_t fn;
+  void *userp;
+  db_held *held, *held_tail;
+  bool final_seen;
+} db_slot;
+
+/* The delivery order of one batcher. Counted: the batcher and every slot
+ * hold a reference, so responses arriving after unload still find it. */
+typedef struct db_order {
+  pthread_mutex_t mu;
+  atomic_int refs;
+  db_slot *head, *tail;
+  bool flushing; /* one thread at a time hands responses out, in order */
+} db_order;
+
+static void order_unref(db_order *o) {
+  if (atomic_fetch_sub(&o->refs, 1) != 1) return;
+  pthread_mutex_destroy(&o->mu);
+  free(o);
+}
+
+/* The callback installed on ordered deliveries. Holds the response in its
+ * slot, then, unless another thread is already doing it, hands out every
+ * response that is now in order. Client callbacks run without any lock
+ * held, so a callback may itself submit requests. Any thread. */
+static void ordered_response(TRITONSERVER_InferenceResponse *resp, const uint32_t flags, void *userp) {
+  db_slot *slot = userp;
+  db_order *o = slot->order;
+  db_held *h = malloc(sizeof(*h));
+  if (!h) {
+    /* Out of memory: deliver now, out of order, rather than lose it; a
+     * final one still frees the slot's place below. */
+    NRD_LOG_ERROR("out of memory holding a response for preserve_ordering; delivering it out of order");
+    slot->fn(resp, flags, slot->userp);
+  }
+  pthread_mutex_lock(&o->mu);
+  if (h) {
+    h->next = NULL;
+    h->resp = resp;
+    h->flags = flags;
+    if (slot->held_tail) slot->held_tail->next = h;
+    else slot->held = h;
+    slot->held_tail = h;
+  }
+  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) slot->final_seen = true;
+  if (o->flushing) {
+    pthread_mutex_unlock(&o->mu);
+    return;
+  }
+  o->flushing = true;
+  for (;;) {
+    db_slot *s = o->head;
+    if (!s || (!s->held && !s->final_seen)) break;
+    db_held *list = s->held;
+    s->held = s->held_tail = NULL;
+    bool done = s->final_seen;
+    if (done) {
+      o->head = s->next;
+      if (!o->head) o->tail = NULL;
+    }
+    pthread_mutex_unlock(&o->mu);
+    while (list) {
+      db_held *next = list->next;
+      s->fn(list->resp, list->flags, s->userp);
+      free(list);
+      list = next;
+    }
+    if (done) {
+      order_unref(s->order);
+      free(s);
+    }
+    pthread_mutex_lock(&o->mu);
+  }
+  o->flushing = false;
+  pthread_mutex_unlock(&o->mu);
+}
+
+/* Gives `r` its place in the delivery order. Called with the batcher lock
+ * held, in dequeue order, before the backend can see the request. A request
+ * the backend rescheduled already has its place and keeps it. */
+static void order_register(db_order *o, db_req *r) {
+  nrd_delivery *d = r->delivery;
+  if (!d || !d->response_fn || d->response_fn == ordered_response) return;
+  db_slot *s = calloc(1, sizeof(*s));
+  if (!s) {
+    NRD_LOG_ERROR("out of memory ordering request '%s'; its responses may arrive out of order",
+                  d->request_id ? d->request_id : "");
+    return;
+  }
+  atomic_fetch_add(&o->refs, 1);
+  s->order = o;
+  s->fn = d->response_fn;
+  s->userp = d->response_userp;
+  pthread_mutex_lock(&o->mu);
+  if (o->tail) o->tail->next = s;
+  else o->head = s;
+  o->tail = s;
+  pthread_mutex_unlock(&o->mu);
+  d->response_userp = s;
+  d->response_fn = ordered_response;
+}
+
+/* ------------------------------------------------------- the batcher */
+
+typedef struct dyn_batcher {
+  nrd_scheduler base;
+  TRITONBACKEND_Model *model;
+  pthread_mutex_t mu;
+  pthread_cond_t cv; /* CLOCK_MONOTONIC, like nrd_now_ns */
+
+  db_level *levels;
+  uint32_t n_levels;
+  uint32_t default_level; /* index */
+  bool by_priority;       /* priority_levels > 0 */
+
+  uint64_t max_rows;      /* max_batch_size */
+  int64_t *preferred;
+  size_t n_preferred;
+  uint64_t max_preferred;
+  uint64_t delay_ns;      /* max_queue_delay_microseconds */
+  bool check_inputs;      /* some input's shape or presence can differ */
+  bool has_optional;
+
+  uint64_t queued;        /* requests in all levels */
+  unsigned sleepers;      /* instance threads waiting on cv */
+  bool stopped;
+  db_order *order;        /* NULL unless preserve_ordering */
+} dyn_batcher;
+
+static void list_push(db_list *l, db_req *r) {
+  r->next = NULL;
+  if (l->tail) l->tail->next = r;
+  else l->head = r;
+  l->tail = r;
+}
+
+static db_req *list_pop(db_list *l) {
+  db_req *r = l->head;
+  if (!r) return NULL;
+  l->head = r->next;
+  if (!l->head) l->tail = NULL;
+  r->next = NULL;
+  return r;
+}
+
+static uint64_t rows_of(const db_req *r) { return r->batch_size ? r->batch_size : 1; }
+
+static bool is_preferred(const dyn_batcher *b, uint64_t rows) {
+  for (size_t i = 0; i < b->n_preferred; i++)
+    if ((uint64_t)b->preferred[i] == rows) return true;
+  return false;
+}
+
+static const nrd_input *find_input(const db_req *r, const char *name) {
+  for (uint32_t i = 0; i < r->n_inputs; i++)
+    if (!strcmp(r->inputs[i].name, name)) return &r->inputs[i];
+  return NULL;
+}
+
+/* Same shape beyond the batch dimension. */
+static bool same_shape(const nrd_input *a, const nrd_input *b) {
+  if (a->dims_count != b->dims_count) return false;
+  for (uint32_t i = 1; i < a->dims_count; i++)
+    if (a->shape[i] != b->shape[i]) return false;
+  return true;
+}
+
+/* Shape tensors must also hold the same values to share a batch. Anything
+ * not in one CPU buffer compares unequal, which only costs batching. */
+static bool same_content(const nrd_input *a, const nrd_input *b) {
+  if (a->nbufs != 1 || b->nbufs != 1) return false;
+  const nrd_buffer *x = &a->bufs[0], *y = &b->bufs[0];
+  if (x->size != y->size || x->mtype == TRITONSERVER_MEMORY_GPU || y->mtype == TRITONSERVER_MEMORY_GPU) return false;
+  return x->size == 0 || memcmp(x->base, y->base, x->size) == 0;
+}
+
+/* Whether `r` may join a batch started by `first`: every input without
+ * allow_ragged_batch has the same shape (shape tensors the same values),
+ * and with optional inputs in the model, both carry the same inputs. */
+static bool compatible(const dyn_batcher *b, const db_req *first, const db_req *r) {
+  const TRITONBACKEND_Model *m = b->model;
+  if (b->has_optional && first->n_inputs != r->n_inputs) return false;
+  for (uint32_t i = 0; i < m->n_inputs; i++) {
+    const nrd_io *io = &m->inputs[i];
+    const nrd_input *x = find_input(first, io->name), *y = find_input(r, io->name);
+    if (!x || !y) {
+      if (x != y) return false;
+      continue;
+    }
+    if (io->is_shape_tensor) {
+      if (!same_shape(x, y) || !same_content(x, y)) return false;
+    } else if (!io->allow_ragged_batch && !same_shape(x, y)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/* What one look at the queues found. */
+typedef struct db_scan {
+  uint32_t count;       /* requests in the candidate batch */
+  uint64_t rows;
+  uint32_t best_count;  /* a prefix whose rows hit a preferred size, or
+                           the largest prefix within the largest preferred
+                           size once the batch would pass it; 0: none */
+  bool full;            /* the next request cannot join: send now */
+  uint64_t oldest_ns;   /* earliest arrival in the candidate batch */
+  uint64_t closest_deadline_ns; /* earliest timeout in it, 0: none */
+} db_scan;
+
+/* Requests leaving the queue without running, answered after unlock. */
+typedef struct db_dead {
+  db_list cancelled, rejected;
+} db_dead;
+
+/* Walks the queues in batch order building the candidate batch (at most
+ * `cap` requests). Cancelled and REJECT-expired requests met on the way
+ * leave the queue into `dead`; DELAY-expired ones move to their level's
+ * delayed FIFO. Batcher lock held. */
+static void scan(dyn_batcher *b, uint64_t now, uint32_t cap, db_scan *sc, db_dead *dead) {
+  memset(sc, 0, sizeof(*sc));
+  const db_req *first = NULL;
+  for (uint32_t l = 0; l < b->n_levels; l++) {
+    db_level *lv = &b->levels[l];
+    for (int which = 0; which < 2; which++) {
+      db_list *list = which ? &lv->delayed : &lv->live;
+      db_req **link = &list->head, *prev = NULL;
+      while (*link) {
+        db_req *r = *link;
+        bool cancelled = r->delivery && atomic_load(&r->delivery->cancel->set);
+        bool expired = !cancelled && r->deadline_ns && now > r->deadline_ns;
+        if (cancelled || expired) {
+          *link = r->next;
+          if (list->tail == r) list->tail = prev;
+          if (expired && lv->pol.delay_on_timeout) {
+            r->deadline_ns = 0; /* delayed requests no longer time out */
+            list_push(&lv->delayed, r);
+          } else {
+            lv->size--;
+            b->queued--;
+            list_push(cancelled ? &dead->cancelled : &dead->rejected, r);
+          }
+          continue;
+        }
+        uint64_t rows = rows_of(r);
+        if (sc->count == 0) {
+          first = r;
+        } else {
+          if (sc->rows + rows > b->max_preferred && sc->best_count == 0) sc->best_count = sc->count;
+          if (sc->rows + rows > b->max_rows || sc->count >= cap || (b->check_inputs && !compatible(b, first, r))) {
+            sc->full = true;
+            return;
+          }
+        }
+        sc->count++;
+        sc->rows += rows;
+        if (sc->count == 1 || r->queue_start_ns < sc->oldest_ns) sc->oldest_ns = r->queue_start_ns;
+        if (r->deadline_ns && (!sc->closest_deadline_ns || r->deadline_ns < sc->closest_deadline_ns))
+          sc->closest_deadline_ns = r->deadline_ns;
+        if (is_preferred(b, sc->rows)) sc->best_count = sc->count;
+        prev = r;
+        link = &r->next;
+      }
+    }
+  }
+}
+
+/* Decides from a scan how many requests to take now (0: wait), and until
+ * when to wait (0: until woken). */
+static uint32_t decide(const dyn_batcher *b, const db_scan *sc, uint64_t now, uint64_t *wake_ns) {
+  *wake_ns = 0;
+  if (sc->count == 0) return 0;
+  bool delay_over = b->stopped || (b->delay_ns && now - sc->oldest_ns >= b->delay_ns);
+  if (sc->best_count && !delay_over) return sc->best_count;
+  if (sc->full || sc->rows >= b->max_preferred || delay_over || b->delay_ns == 0) return sc->count;
+  *wake_ns = sc->oldest_ns + b->delay_ns;
+  /* Wake just after the nearest timeout too, so an expired request is
+   * answered (or delayed) when it expires rather than at the batch. */
+  if (sc->closest_deadline_ns && sc->closest_deadline_ns + 1000 < *wake_ns)
+    *wake_ns = sc->closest_deadline_ns + 1000;
+  return 0;
+}
+
+static void answer_dead(db_dead *dead) {
+  db_req *r;
+  while ((r = list_pop(&dead->cancelled)))
+    nrd_request_fail(r, nrd_error_new(TRITONSERVER_ERROR_CANCELLED, "Request was cancelled"));
+  while ((r = list_pop(&dead->rejected)))
+    nrd_request_fail(r, nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "Request timeout expired"));
+}
+
+static void wait_until(dyn_batcher *b, uint64_t wake_ns) {
+  b->sleepers++;
+  if (!wake_ns) {
+    pthread_cond_wait(&b->cv, &b->mu);
+  } else {
+    struct timespec ts = {.tv_sec = (time_t)(wake_ns / 1000000000u), .tv_nsec = (long)(wake_ns % 1000000000u)};
+    pthread_cond_timedwait(&b->cv, &b->mu, &ts);
+  }
+  b->sleepers--;
+}
+
+static uint32_t db_next_batch(nrd_scheduler *s, TRITONBACKEND_ModelInstance *inst, db_req **out, uint32_t max) {
+  (void)inst;
+  dyn_batcher *b = (dyn_batcher *)s;
+  if (!max) return 0;
+  pthread_mutex_lock(&b->mu);
+  for (;;) {
+    uint64_t now = nrd_now_ns();
+    db_scan sc;
+    db_dead dead = {{NULL, NULL}, {NULL, NULL}};
+    scan(b, now, max, &sc, &dead);
+    uint64_t wake_ns;
+    uint32_t take = decide(b, &sc, now, &wake_ns);
+    if (dead.cancelled.head || dead.rejected.head) {
+      /* Answer outside the lock (client callbacks run), then look again:
+       * the queue may have changed meanwhile. */
+      pthread_mutex_unlock(&b->mu);
+      answer_dead(&dead);
+      pthread_mutex_lock(&b->mu);
+      continue;
+    }
+    if (take) {
+      uint32_t n = 0;
+      for (uint32_t l = 0; l < b->n_levels && n < take; l++) {
+        db_level *lv = &b->levels[l];
+        while (n < take && (out[n] = list_pop(&lv->live))) n++, lv->size--;
+        while (n < take && (out[n] = list_pop(&lv->delayed))) n++, lv->size--;
+      }
+      b->queued -= n;
+      if (b->order)
+        for (uint32_t i = 0; i < n; i++) order_register(b->order, out[i]);
+      bool more = b->queued > 0 && b->sleepers > 0;
+      pthread_mutex_unlock(&b->mu);
+      if (more) pthread_cond_signal(&b->cv); /* another idle instance can take the rest */
+      return n;
+    }
+    if (b->stopped && b->queued == 0) {
+      pthread_mutex_unlock(&b->mu);
+      return 0;
+    }
+    wait_until(b, wake_ns);
+  }
+}
+
+static TRITONSERVER_Error *db_enqueue(nrd_scheduler *s, db_req *req) {
+  dyn_batcher *b = (dyn_batcher *)s;
+  uint32_t l = b->default_level;
+  if (b->by_priority && req->priority >= 1 && req->priority <= b->n_levels) l = (uint32_t)(req->priority - 1);
+  db_level *lv = &b->levels[l];
+  /* Triton's rule: the level's default timeout applies; a request's own
+   * timeout counts only with allow_timeout_override, and only to shorten
+   * a non-zero default. */
+  uint64_t timeout_us = lv->pol.default_timeout_us;
+  if (lv->pol.allow_override && req->timeout_us && req->timeout_us < timeout_us) timeout_us = req->timeout_us;
+  pthread_mutex_lock(&b->mu);
+  if (b->stopped) {
+    pthread_mutex_unlock(&b->mu);
+    return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "model '%s' is unloading and takes no new requests",
+                         b->model->name);
+  }
+  if (lv->pol.max_queue_size && lv->size >= lv->pol.max_queue_size) {
+    pthread_mutex_unlock(&b->mu);
+    return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE,
+                         "Exceeds maximum queue size: model '%s' already queues %" PRIu32
+                         " requests at priority level %" PRIu32 " (max_queue_size)",
+                         b->model->name, lv->pol.max_queue_size, b->by_priority ? l + 1 : 0);
+  }
+  req->deadline_ns = timeout_us ? nrd_now_ns() + timeout_us * 1000u : 0;
+  list_push(&lv->live, req);
+  lv->size++;
+  b->queued++;
+  bool wake = b->sleepers > 0;
+  pthread_mutex_unlock(&b->mu);
+  if (wake) pthread_cond_signal(&b->cv);
+  return NULL;
+}
+
+static void db_stop(nrd_scheduler *s) {
+  dyn_batcher *b = (dyn_batcher *)s;
+  pthread_mutex_lock(&b->mu);
+  b->stopped = true;
+  pthread_mutex_unlock(&b->mu);
+  pthread_cond_broadcast(&b->cv);
+}
+
+static void db_destroy(nrd_scheduler *s) {
+  dyn_batcher *b = (dyn_batcher *)s;
+  if (b->order) order_unref(b->order);
+  pthread_mutex_destroy(&b->mu);
+  pthread_cond_destroy(&b->cv);
+  free(b->levels);
+  free(b->preferred);
+  free(b);
+}
+
+static const nrd_scheduler_ops dyn_ops = {db_enqueue, db_next_batch, db_stop, db_destroy};
+
+/* ------------------------------------------------------------ creation */
+
+static uint64_t juint(const json_t *obj, const char *key) {
+  json_int_t v = json_integer_value(json_object_get(obj, key));
+  return v > 0 ? (uint64_t)v : 0;
+}
+
+static void read_policy(const json_t *j, db_policy *p) {
+  memset(p, 0, sizeof(*p));
+  if (!json_is_object(j)) return;
+  const char *action = json_string_value(json_object_get(j, "timeout_action"));
+  p->delay_on_timeout = action && !strcmp(action, "DELAY");
+  p->default_timeout_us = juint(j, "default_timeout_microseconds");
+  p->allow_override = json_is_true(json_object_get(j, "allow_timeout_override"));
+  uint64_t q = juint(j, "max_queue_size");
+  p->max_queue_size = q > UINT32_MAX ? UINT32_MAX : (uint32_t)q;
+}
+
+nrd_scheduler *nrd_dynamic_batcher_new(TRITONBACKEND_Model *model) {
+  const json_t *db = json_object_get(model->config, "dynamic_batching");
+  uint64_t levels = juint(db, "priority_levels");
+  if (levels > DB_MAX_PRIORITY_LEVELS) {
+    NRD_LOG_ERROR("model '%s': priority_levels %" PRIu64 " is more than the %u supported", model->name, levels,
+                  DB_MAX_PRIORITY_LEVELS);
+    return NULL;
+  }
+  dyn_batcher *b = calloc(1, sizeof(*b));
+  if (!b) return NULL;
+  b->base.ops = &dyn_ops;
+  b->model = model;
+  b->by_priority = levels > 0;
+  b->n_levels = levels ? (uint32_t)levels : 1;
+  b->levels = calloc(b->n_levels, sizeof(*b->levels));
+  const json_t *pref = json_object_get(db, "preferred_batch_size");
+  b->n_preferred = json_array_size(pref);
+  b->preferred = calloc(b->n_preferred ? b->n_preferred : 1, sizeof(*b->preferred));
+  if (!b->levels || !b->preferred) goto fail;
+
+  db_policy def;
+  read_policy(json_object_get(db, "default_queue_policy"), &def);
+  const json_t *per_level = json_object_get(db, "priority_queue_policy");
+  for (uint32_t l = 0; l < b->n_levels; l++) {
+    char key[24];
+    snprintf(key, sizeof key, "%" PRIu32, l + 1);
+    const json_t *pj = b->by_priority ? json_object_get(per_level, key) : NULL;
+    if (pj) read_policy(pj, &b->levels[l].pol);
+    else b->levels[l].pol = def;
+  }
+  uint64_t def_level = juint(db, "default_priority_level");
+  b->default_level = (b->by_priority && def_level >= 1 && def_level <= levels) ? (uint32_t)(def_level - 1) : 0;
+
+  b->max_rows = model->max_batch_size > 0 ? (uint64_t)model->max_batch_size : 1;
+  for (size_t i = 0; i < b->n_preferred; i++) {
+    b->preferred[i] = json_integer_value(json_array_get(pref, i));
+    if (b->preferred[i] > 0 && (uint64_t)b->preferred[i] > b->max_preferred)
+      b->max_preferred = (uint64_t)b->preferred[i];
+  }
+  /* Normalization fills preferred_batch_size with max_batch_size when
+   * empty; without any, the batch grows up to max_batch_size. */
+  if (!b->max_preferred) b->max_preferred = b->max_rows;
+  b->delay_ns = juint(db, "max_queue_delay_microseconds") * 1000u;
+
+  for (uint32_t i = 0; i < model->n_inputs; i++) {
+    const nrd_io *io = &model->inputs[i];
+    if (io->optional) b->has_optional = true;
+    bool variable = false;
+    for (uint32_t d = 0; d < io->ndims; d++)
+      if (io->dims[d] < 0) variable = true;
+    if (io->is_shape_tensor || (variable && !io->allow_ragged_batch)) b->check_inputs = true;
+  }
+  if (b->has_optional) b->check_inputs = true;
+
+  if (json_is_true(json_object_get(db, "preserve_ordering"))) {
+    b->order = calloc(1, sizeof(*b->order));
+    if (!b->order) goto fail;
+    atomic_init(&b->order->refs, 1);
+    pthread_mutex_init(&b->order->mu, NULL);
+  }
+
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&b->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  pthread_mutex_init(&b->mu, NULL);
+  return &b->base;
+
+fail:
+  free(b->levels);
+  free(b->preferred);
+  free(b);
+  return NULL;
+}
