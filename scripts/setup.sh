@@ -8,6 +8,11 @@ packages=(
   libjansson-dev          # JSON messages, model-config rendering
   libcriterion-dev        # C unit tests
   python3-pytest python3-numpy   # integration tests (run with /usr/bin/python3)
+  libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler   # gRPC front end
+  python3-grpcio python3-protobuf python3-grpc-tools     # gRPC tests (stubs from proto/)
+  nghttp2-client          # h2load for the gRPC benchmark
+  libevent-dev zlib1g-dev  # HTTP/REST front end (evhttp), gzip/deflate
+  wrk                     # HTTP benchmark (bench/http_bench.sh)
 )
 
 missing=()

@@ -17,14 +17,17 @@
  * first N requests in that order yields exactly the scanned batch. */
 #include "dynamic_batcher.h"
 
+#include <dlfcn.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "backend.h"
 #include "error.h"
 #include "log.h"
 #include "model.h"
@@ -173,6 +176,28 @@ static void order_register(db_order *o, db_req *r) {
   d->response_fn = ordered_response;
 }
 
+/* --------------------------------------------------- custom batching */
+
+typedef TRITONSERVER_Error *(*db_batcher_init_fn)(TRITONBACKEND_Batcher **, TRITONBACKEND_Model *);
+typedef TRITONSERVER_Error *(*db_batcher_fini_fn)(TRITONBACKEND_Batcher *);
+typedef TRITONSERVER_Error *(*db_include_fn)(TRITONBACKEND_Request *, void *, bool *);
+typedef TRITONSERVER_Error *(*db_batch_init_fn)(const TRITONBACKEND_Batcher *, void **);
+typedef TRITONSERVER_Error *(*db_batch_fini_fn)(void *);
+
+/* The five TRITONBACKEND_ModelBatch* hooks of a model, from a strategy
+ * library (TRITON_BATCH_STRATEGY_PATH or batchstrategy.so, as Triton looks
+ * them up) or else from the backend library itself. `include` is NULL when
+ * the model has none. */
+typedef struct db_hooks {
+  void *dl;  /* the strategy library we opened, NULL for the backend's own */
+  db_batcher_init_fn batcher_init;
+  db_batcher_fini_fn batcher_fini;
+  db_include_fn include;
+  db_batch_init_fn batch_init;
+  db_batch_fini_fn batch_fini;
+  TRITONBACKEND_Batcher *batcher; /* what ModelBatcherInitialize made */
+} db_hooks;
+
 /* ------------------------------------------------------- the batcher */
 
 typedef struct dyn_batcher {
@@ -198,6 +223,7 @@ typedef struct dyn_batcher {
   unsigned sleepers;      /* instance threads waiting on cv */
   bool stopped;
   db_order *order;        /* NULL unless preserve_ordering */
+  db_hooks hooks;
 } dyn_batcher;
 
 static void list_push(db_list *l, db_req *r) {
@@ -279,6 +305,8 @@ typedef struct db_scan {
   bool full;            /* the next request cannot join: send now */
   uint64_t oldest_ns;   /* earliest arrival in the candidate batch */
   uint64_t closest_deadline_ns; /* earliest timeout in it, 0: none */
+  bool hook_started;    /* ModelBatchInitialize was called for this scan */
+  void *userp;          /* what it returned */
 } db_scan;
 
 /* Requests leaving the queue without running, answered after unlock. */
@@ -286,10 +314,49 @@ typedef struct db_dead {
   db_list cancelled, rejected;
 } db_dead;
 
+/* Hook failures are logged and otherwise ignored, as Triton does: a
+ * batching hook can only make batches smaller, never fail requests. */
+static void hook_error(const dyn_batcher *b, const char *hook, TRITONSERVER_Error *e) {
+  if (!e) return;
+  NRD_LOG_ERROR("model '%s': custom batching function %s failed: %s", b->model->name, hook,
+                TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+}
+
+/* Asks the hooks whether `r` joins the batch of `sc`, starting that batch's
+ * state (ModelBatchInitialize) on the first question. The request is only
+ * looked at. A hook error leaves the answer the hook had written, false by
+ * default. Batcher lock held. */
+static bool hook_include(dyn_batcher *b, db_scan *sc, db_req *r) {
+  if (!sc->hook_started) {
+    sc->hook_started = true;
+    sc->userp = NULL;
+    hook_error(b, "TRITONBACKEND_ModelBatchInitialize", b->hooks.batch_init(b->hooks.batcher, &sc->userp));
+  }
+  bool include = false;
+  hook_error(b, "TRITONBACKEND_ModelBatchIncludeRequest",
+             b->hooks.include((TRITONBACKEND_Request *)r, sc->userp, &include));
+  return include;
+}
+
+/* Ends the hooks' view of the batch a scan formed, whether it is sent now
+ * or formed again at the next look: ModelBatchFinalize, skipped (as in
+ * Triton) when Initialize left no state. Batcher lock held. */
+static void hook_end(dyn_batcher *b, db_scan *sc) {
+  if (!sc->hook_started) return;
+  sc->hook_started = false;
+  if (sc->userp) hook_error(b, "TRITONBACKEND_ModelBatchFinalize", b->hooks.batch_fini(sc->userp));
+  sc->userp = NULL;
+}
+
 /* Walks the queues in batch order building the candidate batch (at most
  * `cap` requests). Cancelled and REJECT-expired requests met on the way
  * leave the queue into `dead`; DELAY-expired ones move to their level's
- * delayed FIFO. Batcher lock held. */
+ * delayed FIFO. With custom batching hooks, each request that passes the
+ * built-in checks is offered to ModelBatchIncludeRequest; the first one
+ * refused ends the batch, except that a refused first request still runs
+ * alone (no later batch would take it either; Triton would spin on it).
+ * The caller ends the hooks' batch with hook_end. Batcher lock held. */
 static void scan(dyn_batcher *b, uint64_t now, uint32_t cap, db_scan *sc, db_dead *dead) {
   memset(sc, 0, sizeof(*sc));
   const db_req *first = NULL;
@@ -325,12 +392,21 @@ static void scan(dyn_batcher *b, uint64_t now, uint32_t cap, db_scan *sc, db_dea
             return;
           }
         }
+        bool refused = b->hooks.include && !hook_include(b, sc, r);
+        if (refused && sc->count > 0) {
+          sc->full = true;
+          return;
+        }
         sc->count++;
         sc->rows += rows;
         if (sc->count == 1 || r->queue_start_ns < sc->oldest_ns) sc->oldest_ns = r->queue_start_ns;
         if (r->deadline_ns && (!sc->closest_deadline_ns || r->deadline_ns < sc->closest_deadline_ns))
           sc->closest_deadline_ns = r->deadline_ns;
         if (is_preferred(b, sc->rows)) sc->best_count = sc->count;
+        if (refused) {
+          sc->full = true;
+          return;
+        }
         prev = r;
         link = &r->next;
       }
@@ -385,6 +461,9 @@ static uint32_t db_next_batch(nrd_scheduler *s, TRITONBACKEND_ModelInstance *ins
     scan(b, now, max, &sc, &dead);
     uint64_t wake_ns;
     uint32_t take = decide(b, &sc, now, &wake_ns);
+    /* Whatever happens next (send, answer the dead and look again, wait),
+     * this formation is over for the hooks; the next look starts anew. */
+    hook_end(b, &sc);
     if (dead.cancelled.head || dead.rejected.head) {
       /* Answer outside the lock (client callbacks run), then look again:
        * the queue may have changed meanwhile. */
@@ -457,8 +536,20 @@ static void db_stop(nrd_scheduler *s) {
   pthread_cond_broadcast(&b->cv);
 }
 
+/* Frees what ModelBatcherInitialize made (Triton calls the finalizer
+ * whenever the hooks exist, even for a NULL batcher) and closes a strategy
+ * library. Loader or unload thread, no batch being formed. */
+static void hooks_close(dyn_batcher *b) {
+  db_hooks *h = &b->hooks;
+  if (h->batcher_fini)
+    hook_error(b, "TRITONBACKEND_ModelBatcherFinalize", h->batcher_fini(h->batcher));
+  if (h->dl) dlclose(h->dl);
+  memset(h, 0, sizeof(*h));
+}
+
 static void db_destroy(nrd_scheduler *s) {
   dyn_batcher *b = (dyn_batcher *)s;
+  hooks_close(b);
   if (b->order) order_unref(b->order);
   pthread_mutex_destroy(&b->mu);
   pthread_cond_destroy(&b->cv);
@@ -487,16 +578,84 @@ static void read_policy(const json_t *j, db_policy *p) {
   p->max_queue_size = q > UINT32_MAX ? UINT32_MAX : (uint32_t)q;
 }
 
-nrd_scheduler *nrd_dynamic_batcher_new(TRITONBACKEND_Model *model) {
-  const json_t *db = json_object_get(model->config, "dynamic_batching");
-  uint64_t levels = juint(db, "priority_levels");
-  if (levels > DB_MAX_PRIORITY_LEVELS) {
-    NRD_LOG_ERROR("model '%s': priority_levels %" PRIu64 " is more than the %u supported", model->name, levels,
-                  DB_MAX_PRIORITY_LEVELS);
+/* Opens the strategy library at `path` and takes its hooks: all five or
+ * none (then the model has no custom batching, as in Triton). */
+static TRITONSERVER_Error *hooks_from_library(const TRITONBACKEND_Model *m, const char *path, db_hooks *h) {
+  void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!dl) {
+    const char *why = dlerror();
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "unable to load batching library '%s' for model '%s': %s",
+                         path, m->name, why ? why : "unknown dlopen error");
+  }
+  void *f[5] = {dlsym(dl, "TRITONBACKEND_ModelBatcherInitialize"), dlsym(dl, "TRITONBACKEND_ModelBatcherFinalize"),
+                dlsym(dl, "TRITONBACKEND_ModelBatchIncludeRequest"), dlsym(dl, "TRITONBACKEND_ModelBatchInitialize"),
+                dlsym(dl, "TRITONBACKEND_ModelBatchFinalize")};
+  int found = !!f[0] + !!f[1] + !!f[2] + !!f[3] + !!f[4];
+  if (found == 0) {
+    dlclose(dl);
     return NULL;
   }
+  if (found != 5) {
+    dlclose(dl);
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "%s does not define all required custom batching functions for model %s (it defines %d "
+                         "of the 5 TRITONBACKEND_ModelBatch* functions)",
+                         path, m->name, found);
+  }
+  h->dl = dl;
+  h->batcher_init = (db_batcher_init_fn)f[0];
+  h->batcher_fini = (db_batcher_fini_fn)f[1];
+  h->include = (db_include_fn)f[2];
+  h->batch_init = (db_batch_init_fn)f[3];
+  h->batch_fini = (db_batch_fini_fn)f[4];
+  return NULL;
+}
+
+/* Finds the model's custom batching hooks where Triton looks for them:
+ * model parameter TRITON_BATCH_STRATEGY_PATH, else a batchstrategy.so in
+ * the version folder, the model folder, the backend library's folder.
+ * Without a strategy library, the hooks the backend library itself exports
+ * (checked all-or-none at load) apply: a Nereid addition, Triton only
+ * reads a separate library. Leaves `h` empty when there are none. */
+static TRITONSERVER_Error *hooks_find(const TRITONBACKEND_Model *m, db_hooks *h) {
+  memset(h, 0, sizeof(*h));
+  const json_t *param = json_object_get(json_object_get(m->config, "parameters"), "TRITON_BATCH_STRATEGY_PATH");
+  const char *path = json_string_value(json_object_get(param, "string_value"));
+  if (path && *path) {
+    if (access(path, F_OK) != 0)
+      return nrd_error_new(TRITONSERVER_ERROR_NOT_FOUND, "Batching library path not found: %s", path);
+    return hooks_from_library(m, path, h);
+  }
+  const char *dirs[3] = {m->version_dir, m->model_dir, m->backend ? m->backend->dir : NULL};
+  for (int i = 0; i < 3; i++) {
+    if (!dirs[i]) continue;
+    char lib[4096];
+    if (snprintf(lib, sizeof lib, "%s/batchstrategy.so", dirs[i]) >= (int)sizeof lib) continue;
+    if (access(lib, F_OK) == 0) {
+      NRD_LOG_INFO("loading custom batching strategy library %s for model %s", lib, m->name);
+      return hooks_from_library(m, lib, h);
+    }
+  }
+  const TRITONBACKEND_Backend *be = m->backend;
+  if (be && be->batch_include) {
+    h->batcher_init = (db_batcher_init_fn)be->batcher_init;
+    h->batcher_fini = (db_batcher_fini_fn)be->batcher_fini;
+    h->include = (db_include_fn)be->batch_include;
+    h->batch_init = (db_batch_init_fn)be->batch_init;
+    h->batch_fini = (db_batch_fini_fn)be->batch_fini;
+  }
+  return NULL;
+}
+
+TRITONSERVER_Error *nrd_dynamic_batcher_new(TRITONBACKEND_Model *model, nrd_scheduler **out) {
+  const json_t *db = json_object_get(model->config, "dynamic_batching");
+  uint64_t levels = juint(db, "priority_levels");
+  if (levels > DB_MAX_PRIORITY_LEVELS)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model '%s': priority_levels %" PRIu64
+                         " is more than the %u supported", model->name, levels, DB_MAX_PRIORITY_LEVELS);
   dyn_batcher *b = calloc(1, sizeof(*b));
-  if (!b) return NULL;
+  TRITONSERVER_Error *err = NULL;
+  if (!b) goto oom;
   b->base.ops = &dyn_ops;
   b->model = model;
   b->by_priority = levels > 0;
@@ -505,7 +664,7 @@ nrd_scheduler *nrd_dynamic_batcher_new(TRITONBACKEND_Model *model) {
   const json_t *pref = json_object_get(db, "preferred_batch_size");
   b->n_preferred = json_array_size(pref);
   b->preferred = calloc(b->n_preferred ? b->n_preferred : 1, sizeof(*b->preferred));
-  if (!b->levels || !b->preferred) goto fail;
+  if (!b->levels || !b->preferred) goto oom;
 
   db_policy def;
   read_policy(json_object_get(db, "default_queue_policy"), &def);
@@ -543,7 +702,7 @@ nrd_scheduler *nrd_dynamic_batcher_new(TRITONBACKEND_Model *model) {
 
   if (json_is_true(json_object_get(db, "preserve_ordering"))) {
     b->order = calloc(1, sizeof(*b->order));
-    if (!b->order) goto fail;
+    if (!b->order) goto oom;
     atomic_init(&b->order->refs, 1);
     pthread_mutex_init(&b->order->mu, NULL);
   }
@@ -554,11 +713,35 @@ nrd_scheduler *nrd_dynamic_batcher_new(TRITONBACKEND_Model *model) {
   pthread_cond_init(&b->cv, &ca);
   pthread_condattr_destroy(&ca);
   pthread_mutex_init(&b->mu, NULL);
-  return &b->base;
 
-fail:
-  free(b->levels);
-  free(b->preferred);
-  free(b);
+  /* Last, so a failure above never needs ModelBatcherFinalize. A failing
+   * ModelBatcherInitialize fails the load with the backend's error, as in
+   * Triton (which then does not call the finalizer either). */
+  if ((err = hooks_find(model, &b->hooks))) goto fail_sync;
+  if (b->hooks.batcher_init) {
+    TRITONSERVER_Error *e = b->hooks.batcher_init(&b->hooks.batcher, model);
+    if (e) {
+      err = e;
+      if (b->hooks.dl) dlclose(b->hooks.dl);
+      memset(&b->hooks, 0, sizeof(b->hooks));
+      goto fail_sync;
+    }
+  }
+  *out = &b->base;
   return NULL;
+
+fail_sync:
+  pthread_mutex_destroy(&b->mu);
+  pthread_cond_destroy(&b->cv);
+  goto fail;
+oom:
+  err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating the dynamic batcher of '%s'", model->name);
+fail:
+  if (b) {
+    if (b->order) order_unref(b->order);
+    free(b->levels);
+    free(b->preferred);
+    free(b);
+  }
+  return err;
 }

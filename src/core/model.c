@@ -427,9 +427,9 @@ TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *a, TRITONBACKEND_M
   if ((err = apply_config(m))) goto fail;
   if ((err = create_instances(m))) goto fail;
   if ((err = init_instances(m))) goto fail;
-  m->sched = json_object_get(m->config, "dynamic_batching") && m->max_batch_size > 0 ? nrd_dynamic_batcher_new(m)
-                                                                                 : nrd_default_scheduler_new(m);
-  if (!m->sched) {
+  if (json_object_get(m->config, "dynamic_batching") && m->max_batch_size > 0) {
+    if ((err = nrd_dynamic_batcher_new(m, &m->sched))) goto fail;
+  } else if (!(m->sched = nrd_default_scheduler_new(m))) {
     err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating the scheduler of '%s'", a->name);
     goto fail;
   }

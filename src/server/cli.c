@@ -32,6 +32,21 @@ typedef enum flag_id {
   F_STRICT_MODEL_CONFIG,
   F_ID,
   F_MODEL_CONFIG_NAME,
+  F_ALLOW_HTTP,
+  F_HTTP_PORT,
+  F_HTTP_ADDRESS,
+  F_HTTP_THREAD_COUNT,
+  F_HTTP_MAX_INPUT_SIZE,
+  F_ALLOW_METRICS,
+  F_METRICS_PORT,
+  F_METRICS_ADDRESS,
+  F_ALLOW_GRPC,
+  F_GRPC_PORT,
+  F_GRPC_ADDRESS,
+  F_GRPC_THREAD_COUNT,
+  F_GRPC_MAX_MESSAGE_SIZE,
+  F_GRPC_KEEPALIVE_TIME,
+  F_GRPC_KEEPALIVE_TIMEOUT,
 } flag_id;
 
 typedef struct flag_spec {
@@ -84,6 +99,25 @@ static const flag_spec kFlags[] = {
     {"id", F_ID, "NAME", "Server identifier reported in metadata (default 'triton')."},
     {"model-config-name", F_MODEL_CONFIG_NAME, "NAME",
      "Use configs/NAME.pbtxt of each model when present, else config.pbtxt."},
+    {"allow-http", F_ALLOW_HTTP, "BOOL", "Serve the HTTP/REST API (default true)."},
+    {"http-port", F_HTTP_PORT, "N", "HTTP/REST port (default 8000; 0 picks a free port)."},
+    {"http-address", F_HTTP_ADDRESS, "ADDR", "Address the HTTP/REST API binds (default 0.0.0.0)."},
+    {"http-thread-count", F_HTTP_THREAD_COUNT, "N", "HTTP event-loop threads (default 8)."},
+    {"http-max-input-size", F_HTTP_MAX_INPUT_SIZE, "BYTES",
+     "Largest HTTP request body accepted (default 67108864); larger ones get 413."},
+    {"allow-metrics", F_ALLOW_METRICS, "BOOL", "Serve Prometheus metrics at /metrics (default true)."},
+    {"metrics-port", F_METRICS_PORT, "N", "Metrics port (default 8002; 0 picks a free port)."},
+    {"metrics-address", F_METRICS_ADDRESS, "ADDR", "Address the metrics endpoint binds (default: --http-address)."},
+    {"allow-grpc", F_ALLOW_GRPC, "BOOL", "Serve the gRPC API (default true)."},
+    {"grpc-port", F_GRPC_PORT, "N", "gRPC port (default 8001; 0 picks a free port)."},
+    {"grpc-address", F_GRPC_ADDRESS, "ADDR", "Address the gRPC API binds (default 0.0.0.0)."},
+    {"grpc-thread-count", F_GRPC_THREAD_COUNT, "N", "gRPC event-loop threads (default 2)."},
+    {"grpc-max-message-size", F_GRPC_MAX_MESSAGE_SIZE, "BYTES",
+     "Largest gRPC message accepted (default 2147483647); larger ones get RESOURCE_EXHAUSTED."},
+    {"grpc-keepalive-time", F_GRPC_KEEPALIVE_TIME, "MS",
+     "Interval of server keepalive pings on idle gRPC connections (default 7200000)."},
+    {"grpc-keepalive-timeout", F_GRPC_KEEPALIVE_TIMEOUT, "MS",
+     "Close a gRPC connection whose keepalive ping is unanswered this long (default 20000)."},
 };
 
 #define N_FLAGS (sizeof kFlags / sizeof kFlags[0])
@@ -266,6 +300,62 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
     case F_MODEL_CONFIG_NAME:
       cli->model_config_name = v;
       return 0;
+    case F_ALLOW_HTTP:
+    case F_ALLOW_METRICS:
+      if (parse_bool(v, &b) != 0)
+        return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
+      if (f->id == F_ALLOW_HTTP) cli->allow_http = b;
+      else cli->allow_metrics = b;
+      return 0;
+    case F_HTTP_PORT:
+    case F_METRICS_PORT:
+      if (parse_long(v, 0, 65535, &n) != 0) return bad_value(f, v, "a port 0..65535", err, errlen);
+      if (f->id == F_HTTP_PORT) cli->http_port = (int)n;
+      else cli->metrics_port = (int)n;
+      return 0;
+    case F_HTTP_ADDRESS:
+    case F_METRICS_ADDRESS:
+      if (*v == '\0') return bad_value(f, v, "an address", err, errlen);
+      if (f->id == F_HTTP_ADDRESS) cli->http_address = v;
+      else cli->metrics_address = v;
+      return 0;
+    case F_HTTP_THREAD_COUNT:
+      if (parse_long(v, 1, 256, &n) != 0) return bad_value(f, v, "a thread count 1..256", err, errlen);
+      cli->http_thread_count = (int)n;
+      return 0;
+    case F_HTTP_MAX_INPUT_SIZE:
+      if (parse_long(v, 1, LONG_MAX, &n) != 0) return bad_value(f, v, "a size in bytes > 0", err, errlen);
+      cli->http_max_input_size = n;
+      return 0;
+    case F_ALLOW_GRPC:
+      if (parse_bool(v, &b) != 0)
+        return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
+      cli->allow_grpc = b;
+      return 0;
+    case F_GRPC_PORT:
+      if (parse_long(v, 0, 65535, &n) != 0) return bad_value(f, v, "a port 0..65535", err, errlen);
+      cli->grpc_port = (int)n;
+      return 0;
+    case F_GRPC_ADDRESS:
+      if (*v == '\0') return bad_value(f, v, "an address", err, errlen);
+      cli->grpc_address = v;
+      return 0;
+    case F_GRPC_THREAD_COUNT:
+      if (parse_long(v, 1, 256, &n) != 0) return bad_value(f, v, "a thread count 1..256", err, errlen);
+      cli->grpc_thread_count = (int)n;
+      return 0;
+    case F_GRPC_MAX_MESSAGE_SIZE:
+      if (parse_long(v, 1, 2147483647L, &n) != 0)
+        return bad_value(f, v, "a size in bytes 1..2147483647", err, errlen);
+      cli->grpc_max_message_size = n;
+      return 0;
+    case F_GRPC_KEEPALIVE_TIME:
+    case F_GRPC_KEEPALIVE_TIMEOUT:
+      if (parse_long(v, 1, 2147483647L, &n) != 0)
+        return bad_value(f, v, "milliseconds 1..2147483647", err, errlen);
+      if (f->id == F_GRPC_KEEPALIVE_TIME) cli->grpc_keepalive_time_ms = n;
+      else cli->grpc_keepalive_timeout_ms = n;
+      return 0;
   }
   set_err(err, errlen, "internal error: unhandled flag --%s", f->name);
   return -1;
@@ -309,6 +399,20 @@ int nrd_srv_cli_parse(int argc, char **argv, nrd_srv_cli *cli, char *err, size_t
   cli->log_info = cli->log_warn = cli->log_error = true;
   cli->log_format = TRITONSERVER_LOG_DEFAULT;
   cli->exit_timeout_secs = 30;
+  cli->allow_http = true;
+  cli->http_port = 8000;
+  cli->http_address = "0.0.0.0";
+  cli->http_thread_count = 8;
+  cli->http_max_input_size = 64LL * 1024 * 1024;
+  cli->allow_metrics = true;
+  cli->metrics_port = 8002;
+  cli->allow_grpc = true;
+  cli->grpc_port = 8001;
+  cli->grpc_address = "0.0.0.0";
+  cli->grpc_thread_count = 2;
+  cli->grpc_max_message_size = 2147483647LL;
+  cli->grpc_keepalive_time_ms = 7200000;
+  cli->grpc_keepalive_timeout_ms = 20000;
   cli->exit_on_error = true;
   cli->strict_readiness = true;
   cli->strict_model_config = false;

@@ -45,6 +45,23 @@ typedef struct nrd_srv_cli {
   bool strict_model_config;          /* default false: auto-complete on */
   const char *server_id;             /* default "triton" */
   const char *model_config_name;     /* NULL: config.pbtxt */
+  /* HTTP/REST front end and metrics endpoint (http_server.h). */
+  bool allow_http;                   /* default true */
+  int http_port;                     /* default 8000 */
+  const char *http_address;          /* default "0.0.0.0" */
+  int http_thread_count;             /* default 8 */
+  long long http_max_input_size;     /* default 64 MB */
+  bool allow_metrics;                /* default true */
+  int metrics_port;                  /* default 8002 */
+  const char *metrics_address;       /* default: http_address */
+  /* gRPC front end (grpc_server.h). */
+  bool allow_grpc;                   /* default true */
+  int grpc_port;                     /* default 8001 */
+  const char *grpc_address;          /* default "0.0.0.0" */
+  int grpc_thread_count;             /* default 2 */
+  long long grpc_max_message_size;   /* default INT32_MAX, as Triton */
+  long long grpc_keepalive_time_ms;  /* default 7200000 */
+  long long grpc_keepalive_timeout_ms; /* default 20000 */
 } nrd_srv_cli;
 
 /* Parses argv[1..argc-1] into *cli (which need not be initialized).

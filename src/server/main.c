@@ -20,6 +20,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "grpc_endpoint.h"
+#include "http_endpoints.h"
 #include "model_table.h"
 #include "triton/core/tritonserver.h"
 
@@ -204,11 +206,29 @@ int main(int argc, char **argv) {
     TRITONSERVER_ErrorDelete(err);
   }
 
+  nrd_srv_http_endpoints http_ep;
+  if (nrd_srv_http_endpoints_start(server, &cli, &http_ep) != 0) {
+    err = TRITONSERVER_ServerStop(server);
+    if (err) report_error("stopping server", err);
+    TRITONSERVER_ServerDelete(server);
+    nrd_srv_cli_free(&cli);
+    return 1;
+  }
+
+  nrd_srv_grpc *grpc_ep = NULL;
+  if (nrd_srv_grpc_endpoint_start(server, &cli, &grpc_ep) != 0) {
+    nrd_srv_http_endpoints_stop(&http_ep, cli.exit_timeout_secs);
+    err = TRITONSERVER_ServerStop(server);
+    if (err) report_error("stopping server", err);
+    TRITONSERVER_ServerDelete(server);
+    nrd_srv_cli_free(&cli);
+    return 1;
+  }
+
   bool ready = false;
   TRITONSERVER_Error *rerr = TRITONSERVER_ServerIsReady(server, &ready);
   if (rerr) TRITONSERVER_ErrorDelete(rerr);
   printf("nereid: server %s: %zu of %zu models READY, model control mode %s; "
-         "no network endpoints yet (HTTP and gRPC front ends are not implemented); "
          "stop with SIGINT or SIGTERM\n",
          ready ? "ready" : "running but not ready", counts.ready, counts.listed,
          mode_name(cli.control_mode));
@@ -225,6 +245,8 @@ int main(int argc, char **argv) {
   watch_for_second_signal(&stop_signals);
 
   poller_stop(&poll);
+  nrd_srv_grpc_endpoint_stop(grpc_ep, cli.exit_timeout_secs);
+  nrd_srv_http_endpoints_stop(&http_ep, cli.exit_timeout_secs);
   err = TRITONSERVER_ServerStop(server);
   if (err) report_error("stopping server", err);
   err = TRITONSERVER_ServerDelete(server);

@@ -138,7 +138,10 @@ def broken_repo():
 
 
 def common(repo=EXAMPLES):
-    return [f"--model-repository={repo}", f"--backend-directory={BACKENDS}"]
+    # No network endpoints: these tests run beside others and must not fight
+    # over the default ports (test_http.py covers the HTTP endpoints).
+    return [f"--model-repository={repo}", f"--backend-directory={BACKENDS}",
+            "--allow-http=false", "--allow-metrics=false", "--allow-grpc=false"]
 
 
 def test_examples_load_and_sigterm_stops(server_factory):
@@ -146,7 +149,7 @@ def test_examples_load_and_sigterm_stops(server_factory):
     lines = s.wait_ready()
     status = table_status(lines)
     assert status == {m: "READY" for m in EXAMPLE_MODELS}, s.text()
-    assert "no network endpoints yet" in lines[-1]
+    assert "stop with SIGINT or SIGTERM" in lines[-1]
     assert "4 of 4 models READY" in lines[-1]
     t0 = time.monotonic()
     assert s.stop(signal.SIGTERM) == 0, s.text()

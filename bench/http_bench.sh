@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# HTTP front-end benchmark: wrk against nereid on loopback.
+#
+#   bench/http_bench.sh [BUILD_DIR]     (default: build-http-rel, a Release build)
+#
+# Measures, at 1, 8 and 64 connections (DURATION seconds each):
+#   health    GET /v2/health/live: evhttp answering 200 with no inference
+#             (the do-nothing baseline of this HTTP library on this machine)
+#   json      POST identity_fp32 infer, 16 x FP32 as JSON in and out
+#   binary    the same with the binary tensor data extension in and out
+#   big       one 16 MB FP32 tensor round trip (binary), 1 connection
+# and prints req/s, p50/p99 latency and the server's CPU time per request
+# (utime+stime from /proc/<pid>/stat, delta over the run / requests).
+# Prints figures only; asserts nothing.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "$0")" && pwd)"
+ROOT="$(dirname "$HERE")"
+BUILD="${1:-$ROOT/build-http-rel}"
+DURATION="${DURATION:-5}"
+THREADS="${HTTP_THREADS:-2}"
+PORT="${PORT:-18700}"
+NEREID="$BUILD/src/server/nereid"
+command -v wrk >/dev/null || { echo "wrk is missing: run scripts/setup.sh" >&2; exit 1; }
+[ -x "$NEREID" ] || { echo "no nereid at $NEREID (cmake -S . -B build-http-rel -DCMAKE_BUILD_TYPE=Release && cmake --build build-http-rel --target nereid)" >&2; exit 1; }
+
+WORK="$(mktemp -d)"
+cleanup() {
+  [ -n "${PID:-}" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+"$NEREID" --model-repository="$ROOT/examples/models" --backend-directory="$BUILD/backends" \
+  --http-address=127.0.0.1 --http-port="$PORT" --http-thread-count="$THREADS" \
+  --allow-metrics=false --log-info=false >"$WORK/out" 2>"$WORK/err" &
+PID=$!
+for _ in $(seq 100); do grep -q "^nereid: server " "$WORK/out" 2>/dev/null && break; sleep 0.1; done
+grep -q "^nereid: server " "$WORK/out" || { cat "$WORK/out" "$WORK/err"; exit 1; }
+
+# Request bodies: JSON, and binary (header + 64 raw bytes), as tritonclient builds them.
+/usr/bin/python3 - "$WORK" <<'EOF'
+import json, struct, sys
+w = sys.argv[1]
+vals = [float(i) + 0.5 for i in range(16)]
+j = {"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "FP32", "data": vals}],
+     "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": False}}]}
+open(f"{w}/json.body", "wb").write(json.dumps(j).encode())
+def binary(n, name):
+    h = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, n], "datatype": "FP32",
+                                "parameters": {"binary_data_size": 4 * n}}],
+                    "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]}).encode()
+    open(f"{w}/{name}.body", "wb").write(h + struct.pack(f"<{n}f", *range(n)))
+    open(f"{w}/{name}.hlen", "w").write(str(len(h)))
+binary(16, "binary")
+binary(4 * 1024 * 1024, "big")
+EOF
+
+# A Lua script per body: wrk posts the file's bytes; responses not 200 count as errors.
+lua() { # name content_type [header_len]
+  local extra=""
+  [ -n "${3:-}" ] && extra="wrk.headers[\"Inference-Header-Content-Length\"] = \"$3\""
+  cat >"$WORK/$1.lua" <<EOF
+local f = assert(io.open("$WORK/$1.body", "rb"))
+wrk.method = "POST"
+wrk.body = f:read("*a")
+f:close()
+wrk.headers["Content-Type"] = "$2"
+$extra
+done = function(summary, latency, requests)
+  io.write(string.format("RESULT %d %d %.1f %.1f %d\n", summary.requests, summary.duration,
+    latency:percentile(50), latency:percentile(99), summary.errors.status))
+end
+EOF
+}
+lua json application/json
+lua binary application/octet-stream "$(cat "$WORK/binary.hlen")"
+lua big application/octet-stream "$(cat "$WORK/big.hlen")"
+cat >"$WORK/health.lua" <<'EOF'
+done = function(summary, latency, requests)
+  io.write(string.format("RESULT %d %d %.1f %.1f %d\n", summary.requests, summary.duration,
+    latency:percentile(50), latency:percentile(99), summary.errors.status))
+end
+EOF
+
+ticks() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
+HZ=$(getconf CLK_TCK)
+RSS0=$(awk '/VmRSS/ {print $2}' "/proc/$PID/status")
+
+run() { # label path script conns [bytes_per_request]
+  local label=$1 path=$2 script=$3 conns=$4 bytes=${5:-0}
+  local t0 t1 line
+  t0=$(ticks)
+  line=$(wrk -t "$(( conns < 2 ? 1 : 2 ))" -c "$conns" -d "${DURATION}s" --latency \
+         -s "$WORK/$script.lua" "http://127.0.0.1:$PORT$path" | grep '^RESULT')
+  t1=$(ticks)
+  set -- $line
+  local reqs=$2 dur_us=$3 p50=$4 p99=$5 bad=$6
+  awk -v l="$label" -v c="$conns" -v r="$reqs" -v d="$dur_us" -v p50="$p50" -v p99="$p99" \
+      -v t="$((t1 - t0))" -v hz="$HZ" -v b="$bad" -v by="$bytes" 'BEGIN {
+    rps = r / (d / 1e6); cpu = (r > 0) ? t / hz * 1e6 / r : 0;
+    gbs = (by > 0) ? by * 2 * r / (d / 1e6) / 1e9 : 0;
+    printf "%-8s c=%-3d %9.0f req/s  p50 %8.1f us  p99 %8.1f us  server CPU %6.1f us/req", l, c, rps, p50, p99, cpu;
+    if (by > 0) printf "  %5.2f GB/s (in+out)", gbs;
+    if (b > 0) printf "  NON-200: %d", b;
+    printf "\n" }'
+}
+
+echo "nereid $(basename "$BUILD"), --http-thread-count=$THREADS, ${DURATION}s per run, $(nproc) cores, idle RSS ${RSS0} kB"
+for c in 1 8 64; do run health /v2/health/live health "$c"; done
+for c in 1 8 64; do run json /v2/models/identity_fp32/infer json "$c"; done
+for c in 1 8 64; do run binary /v2/models/identity_fp32/infer binary "$c"; done
+run big16MB /v2/models/identity_fp32/infer big 1 $((16 * 1024 * 1024))

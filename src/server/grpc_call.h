@@ -1,0 +1,107 @@
+/* One gRPC call (one HTTP/2 stream) as the RPC handlers see it: the
+ * contract between the transport (grpc_server.c) and the handlers
+ * (grpc_rpc.c, grpc_infer.c).
+ *
+ * Threads: functions marked "loop" run only on the event-loop thread that
+ * owns the call's connection; "any" functions may run on core and backend
+ * threads. Handlers are always invoked on the loop thread. */
+#ifndef NRD_SRV_GRPC_CALL_H
+#define NRD_SRV_GRPC_CALL_H
+
+#include <protobuf-c/protobuf-c.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "triton/core/tritonserver.h"
+
+/* gRPC status codes. */
+enum {
+  NRD_GRPC_OK = 0,
+  NRD_GRPC_CANCELLED = 1,
+  NRD_GRPC_UNKNOWN = 2,
+  NRD_GRPC_INVALID_ARGUMENT = 3,
+  NRD_GRPC_DEADLINE_EXCEEDED = 4,
+  NRD_GRPC_NOT_FOUND = 5,
+  NRD_GRPC_ALREADY_EXISTS = 6,
+  NRD_GRPC_RESOURCE_EXHAUSTED = 8,
+  NRD_GRPC_UNIMPLEMENTED = 12,
+  NRD_GRPC_INTERNAL = 13,
+  NRD_GRPC_UNAVAILABLE = 14
+};
+
+typedef struct nrd_srv_grpc_call nrd_srv_grpc_call;
+
+/* A unit of work posted to a call's loop. The poster allocates it (any
+ * subtype embedding this as first member); run() executes on the loop and
+ * owns (frees) the event. */
+typedef struct nrd_srv_grpc_event {
+  struct nrd_srv_grpc_event *next;
+  nrd_srv_grpc_call *call; /* a reference the event holds; released after run */
+  void (*run)(struct nrd_srv_grpc_event *ev, bool call_open);
+} nrd_srv_grpc_event;
+
+/* A handler for one method. Unary methods: on_message runs once with the
+ * whole request after the client half-closed. Streaming methods: on_message
+ * runs per message as it arrives, on_end when the client half-closes.
+ * on_cancel runs when the stream goes away before the call finished (RST,
+ * connection closed, deadline, shutdown). msg is borrowed for the call's
+ * duration only. All run on the loop. */
+typedef struct nrd_srv_grpc_method {
+  const char *path; /* "/inference.GRPCInferenceService/ModelInfer" */
+  bool streaming;
+  void (*on_message)(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len);
+  void (*on_end)(nrd_srv_grpc_call *call);
+  void (*on_cancel)(nrd_srv_grpc_call *call);
+} nrd_srv_grpc_method;
+
+/* The server the call serves. Any thread. */
+TRITONSERVER_Server *nrd_srv_grpc_call_server(const nrd_srv_grpc_call *call);
+
+/* Deadline from grpc-timeout as CLOCK_MONOTONIC microseconds, 0 if none.
+ * Any thread. */
+uint64_t nrd_srv_grpc_call_deadline_us(const nrd_srv_grpc_call *call);
+
+/* Handler-owned per-call state: set once, freed with free_fn when the last
+ * reference to the call goes. Loop to set; get from any thread. */
+void nrd_srv_grpc_call_set_state(nrd_srv_grpc_call *call, void *state, void (*free_fn)(void *));
+void *nrd_srv_grpc_call_state(const nrd_srv_grpc_call *call);
+
+/* Reference counting: a handler that answers later (from a core thread)
+ * holds a reference until its event ran. Any thread. */
+void nrd_srv_grpc_call_ref(nrd_srv_grpc_call *call);
+void nrd_srv_grpc_call_unref(nrd_srv_grpc_call *call);
+
+/* Queues ev on the call's loop; ev->call must be a reference the caller
+ * hands over. Never fails; run() gets call_open false if the stream is
+ * already gone (then it only frees). Any thread. */
+void nrd_srv_grpc_call_post(nrd_srv_grpc_event *ev);
+
+/* Packs msg and sends it as one gRPC message (response headers first if not
+ * sent yet). No-op once the call finished or closed. Loop. */
+void nrd_srv_grpc_call_send(nrd_srv_grpc_call *call, const ProtobufCMessage *msg);
+
+/* Sends an already framed gRPC message (5-byte prefix + body); takes
+ * ownership of buf (malloc'ed) in every case. Loop. */
+void nrd_srv_grpc_call_send_framed(nrd_srv_grpc_call *call, uint8_t *buf, size_t len);
+
+/* Ends the call with trailers grpc-status/grpc-message (message may be
+ * NULL; it is percent-encoded here). Later sends are dropped. Loop. */
+void nrd_srv_grpc_call_finish(nrd_srv_grpc_call *call, int status, const char *message);
+
+/* Unary helper: send msg then finish OK. Loop. */
+void nrd_srv_grpc_call_reply(nrd_srv_grpc_call *call, const ProtobufCMessage *msg);
+
+/* Finish with the status mapped from err (as Triton maps TRITONSERVER
+ * error codes) and its message; deletes err. Loop. */
+void nrd_srv_grpc_call_fail(nrd_srv_grpc_call *call, TRITONSERVER_Error *err);
+
+/* The gRPC status for a TRITONSERVER error code. Any thread. */
+int nrd_srv_grpc_status_from_code(TRITONSERVER_Error_Code code);
+
+/* Frames a packed message: returns a malloc'ed buffer of 5 + size bytes
+ * with the message packed after the prefix, or NULL when out of memory.
+ * Any thread. */
+uint8_t *nrd_srv_grpc_frame(const ProtobufCMessage *msg, size_t *len);
+
+#endif

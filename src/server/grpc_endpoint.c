@@ -1,0 +1,40 @@
+/* The gRPC endpoint's lifecycle glue between the command line and the
+ * transport (grpc_server.c) and inference module (grpc_infer.c). */
+#include "grpc_endpoint.h"
+
+#include <stdio.h>
+
+#include "grpc_infer.h"
+
+int nrd_srv_grpc_endpoint_start(TRITONSERVER_Server *server, const nrd_srv_cli *cli,
+                                nrd_srv_grpc **out) {
+  *out = NULL;
+  if (!cli->allow_grpc) return 0;
+  TRITONSERVER_Error *err = nrd_srv_grpc_infer_init();
+  if (err == NULL) {
+    nrd_srv_grpc_options o = {
+        .address = cli->grpc_address,
+        .port = cli->grpc_port,
+        .threads = (unsigned)cli->grpc_thread_count,
+        .max_message_size = (uint32_t)cli->grpc_max_message_size,
+        .keepalive_time_ms = (unsigned)cli->grpc_keepalive_time_ms,
+        .keepalive_timeout_ms = (unsigned)cli->grpc_keepalive_timeout_ms,
+    };
+    err = nrd_srv_grpc_start(server, &o, out);
+  }
+  if (err) {
+    fprintf(stderr, "nereid: error: starting the gRPC endpoint: %s - %s\n",
+            TRITONSERVER_ErrorCodeString(err), TRITONSERVER_ErrorMessage(err));
+    TRITONSERVER_ErrorDelete(err);
+    nrd_srv_grpc_infer_fini();
+    return -1;
+  }
+  printf("nereid: gRPC endpoint listening on %s:%d (%d threads)\n", cli->grpc_address,
+         nrd_srv_grpc_port(*out), cli->grpc_thread_count);
+  return 0;
+}
+
+void nrd_srv_grpc_endpoint_stop(nrd_srv_grpc *g, unsigned wait_secs) {
+  if (g == NULL) return;
+  if (nrd_srv_grpc_stop(g, wait_secs)) nrd_srv_grpc_infer_fini();
+}

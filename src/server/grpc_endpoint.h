@@ -1,0 +1,20 @@
+/* Starting and stopping nereid's gRPC endpoint as the command line asks.
+ *
+ * Threads: main thread only. */
+#ifndef NRD_SRV_GRPC_ENDPOINT_H
+#define NRD_SRV_GRPC_ENDPOINT_H
+
+#include "cli.h"
+#include "grpc_server.h"
+
+/* Starts the gRPC endpoint on `server` (borrowed) unless --allow-grpc=false
+ * (then *out is NULL) and prints where it listens on stdout. Returns 0, or
+ * -1 after printing why to stderr, with nothing left running. */
+int nrd_srv_grpc_endpoint_start(TRITONSERVER_Server *server, const nrd_srv_cli *cli,
+                                nrd_srv_grpc **out);
+
+/* Stops what nrd_srv_grpc_endpoint_start started, waiting up to wait_secs
+ * for requests in flight; NULL is a no-op. */
+void nrd_srv_grpc_endpoint_stop(nrd_srv_grpc *g, unsigned wait_secs);
+
+#endif

@@ -1,0 +1,787 @@
+/* ModelInfer (unary) and ModelStreamInfer (bidirectional streaming).
+ *
+ * A request message is unpacked once; the TRITONSERVER request points into
+ * the unpacked message (raw_input_contents and same-width typed contents
+ * are not copied again). The context lives until both the request release
+ * callback and the final response callback ran. Responses are serialized
+ * on the thread that delivers them and posted to the call's loop.
+ *
+ * Cancellation: every call keeps the list of its contexts in flight under a
+ * mutex; when the stream goes away (RST_STREAM, deadline, connection lost)
+ * the loop cancels each of them in the core. A context leaves the list
+ * before its request is deleted, so cancel never sees a freed request. */
+#include "grpc_infer.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grpc_service.pb-c.h"
+
+typedef struct infer_ctx infer_ctx;
+
+/* Per-call state (both methods). */
+typedef struct call_state {
+  pthread_mutex_t mu;
+  infer_ctx *inflight;  /* guarded by mu */
+  unsigned active;      /* loop only: requests whose final event has not run */
+  bool client_done;     /* loop only: the client half-closed (stream) */
+} call_state;
+
+struct infer_ctx {
+  nrd_srv_grpc_call *call; /* a reference */
+  call_state *cs;
+  Inference__ModelInferRequest *req;
+  TRITONSERVER_InferenceRequest *irq;
+  bool streaming;
+  bool empty_final;
+  atomic_int pending; /* release + final response */
+  void **bufs;
+  size_t n_bufs;
+  infer_ctx *prev, *next; /* in cs->inflight */
+  /* The unpacked request lives in a bump arena allocated with the context
+   * (one malloc for both); overflow blocks are chained in `extra`. */
+  ProtobufCAllocator pa;
+  uint8_t *arena;
+  size_t used, cap;
+  void *extra;
+};
+
+static void *arena_alloc(void *data, size_t size) {
+  infer_ctx *ctx = data;
+  size = (size + 15) & ~(size_t)15;
+  if (ctx->cap - ctx->used >= size) {
+    void *p = ctx->arena + ctx->used;
+    ctx->used += size;
+    return p;
+  }
+  void **blk = malloc(sizeof(void *) * 2 + size);
+  if (blk == NULL) return NULL;
+  blk[0] = ctx->extra;
+  ctx->extra = blk;
+  return blk + 2;
+}
+
+static void arena_free(void *data, void *p) {
+  (void)data;
+  (void)p; /* released all at once with the context */
+}
+
+/* A response posted to the loop. */
+typedef struct resp_event {
+  nrd_srv_grpc_event base;
+  uint8_t *buf; /* framed message or NULL */
+  size_t len;
+  int status;   /* unary errors */
+  char *msg;
+  bool final;
+  bool streaming;
+} resp_event;
+
+static TRITONSERVER_ResponseAllocator *g_allocator; /* set once by init */
+
+/* ---- allocator ---------------------------------------------------------- */
+
+static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *a, const char *name,
+                                    size_t byte_size, TRITONSERVER_MemoryType mt, int64_t mt_id,
+                                    void *userp, void **buffer, void **buffer_userp,
+                                    TRITONSERVER_MemoryType *amt, int64_t *amt_id) {
+  (void)a;
+  (void)name;
+  (void)mt;
+  (void)mt_id;
+  (void)userp;
+  *buffer = malloc(byte_size ? byte_size : 1);
+  *buffer_userp = NULL;
+  *amt = TRITONSERVER_MEMORY_CPU;
+  *amt_id = 0;
+  if (*buffer == NULL)
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory for an output");
+  return NULL;
+}
+
+static TRITONSERVER_Error *release_fn(TRITONSERVER_ResponseAllocator *a, void *buffer,
+                                      void *buffer_userp, size_t byte_size,
+                                      TRITONSERVER_MemoryType mt, int64_t mt_id) {
+  (void)a;
+  (void)buffer_userp;
+  (void)byte_size;
+  (void)mt;
+  (void)mt_id;
+  free(buffer);
+  return NULL;
+}
+
+TRITONSERVER_Error *nrd_srv_grpc_infer_init(void) {
+  if (g_allocator) return NULL;
+  return TRITONSERVER_ResponseAllocatorNew(&g_allocator, alloc_fn, release_fn, NULL);
+}
+
+void nrd_srv_grpc_infer_fini(void) {
+  if (g_allocator) {
+    TRITONSERVER_Error *e = TRITONSERVER_ResponseAllocatorDelete(g_allocator);
+    if (e) TRITONSERVER_ErrorDelete(e);
+    g_allocator = NULL;
+  }
+}
+
+/* ---- call state ------------------------------------------------------------ */
+
+static void call_state_free(void *p) {
+  call_state *cs = p;
+  pthread_mutex_destroy(&cs->mu);
+  free(cs);
+}
+
+static call_state *get_state(nrd_srv_grpc_call *call) {
+  call_state *cs = nrd_srv_grpc_call_state(call);
+  if (cs) return cs;
+  cs = calloc(1, sizeof *cs);
+  if (cs == NULL) return NULL;
+  pthread_mutex_init(&cs->mu, NULL);
+  nrd_srv_grpc_call_set_state(call, cs, call_state_free);
+  return cs;
+}
+
+static void on_cancel(nrd_srv_grpc_call *call) {
+  call_state *cs = nrd_srv_grpc_call_state(call);
+  if (cs == NULL) return;
+  pthread_mutex_lock(&cs->mu);
+  for (infer_ctx *c = cs->inflight; c; c = c->next) {
+    TRITONSERVER_Error *e = TRITONSERVER_InferenceRequestCancel(c->irq);
+    if (e) TRITONSERVER_ErrorDelete(e);
+  }
+  pthread_mutex_unlock(&cs->mu);
+}
+
+/* ---- context ------------------------------------------------------------------ */
+
+static void ctx_free(infer_ctx *ctx) {
+  if (ctx->cs) {
+    pthread_mutex_lock(&ctx->cs->mu);
+    if (ctx->prev) ctx->prev->next = ctx->next;
+    else ctx->cs->inflight = ctx->next;
+    if (ctx->next) ctx->next->prev = ctx->prev;
+    pthread_mutex_unlock(&ctx->cs->mu);
+  }
+  if (ctx->irq) {
+    TRITONSERVER_Error *e = TRITONSERVER_InferenceRequestDelete(ctx->irq);
+    if (e) TRITONSERVER_ErrorDelete(e);
+  }
+  for (size_t i = 0; i < ctx->n_bufs; i++) free(ctx->bufs[i]);
+  free(ctx->bufs);
+  for (void **blk = ctx->extra; blk;) {
+    void **next = blk[0];
+    free(blk);
+    blk = next;
+  }
+  nrd_srv_grpc_call_unref(ctx->call);
+  free(ctx);
+}
+
+static void ctx_put(infer_ctx *ctx) {
+  if (atomic_fetch_sub_explicit(&ctx->pending, 1, memory_order_acq_rel) == 1) ctx_free(ctx);
+}
+
+static void *ctx_buf(infer_ctx *ctx, size_t size) {
+  void **nb = realloc(ctx->bufs, (ctx->n_bufs + 1) * sizeof *nb);
+  if (nb == NULL) return NULL;
+  ctx->bufs = nb;
+  void *p = malloc(size ? size : 1);
+  if (p == NULL) return NULL;
+  ctx->bufs[ctx->n_bufs++] = p;
+  return p;
+}
+
+/* ---- responses (core threads) ------------------------------------------------ */
+
+static void resp_event_run(nrd_srv_grpc_event *base, bool open) {
+  resp_event *ev = (resp_event *)base;
+  nrd_srv_grpc_call *call = base->call;
+  if (open) {
+    if (ev->streaming) {
+      if (ev->buf) {
+        nrd_srv_grpc_call_send_framed(call, ev->buf, ev->len);
+        ev->buf = NULL;
+      }
+    } else if (ev->buf) {
+      nrd_srv_grpc_call_send_framed(call, ev->buf, ev->len);
+      ev->buf = NULL;
+      nrd_srv_grpc_call_finish(call, NRD_GRPC_OK, NULL);
+    } else if (ev->msg) {
+      nrd_srv_grpc_call_finish(call, ev->status, ev->msg);
+    } else if (ev->final) {
+      nrd_srv_grpc_call_finish(call, NRD_GRPC_INTERNAL, "the model sent no response");
+    }
+  }
+  if (ev->final) {
+    call_state *cs = nrd_srv_grpc_call_state(call);
+    if (cs && cs->active > 0) cs->active--;
+    if (open && ev->streaming && cs && cs->active == 0 && cs->client_done)
+      nrd_srv_grpc_call_finish(call, NRD_GRPC_OK, NULL);
+  }
+  free(ev->buf);
+  free(ev->msg);
+  free(ev);
+}
+
+static void set_param(Inference__ModelInferResponse__ParametersEntry *e, Inference__InferParameter *v,
+                      const char *key) {
+  inference__model_infer_response__parameters_entry__init(e);
+  inference__infer_parameter__init(v);
+  e->key = (char *)key;
+  e->value = v;
+}
+
+/* Serializes a successful response (resp may be NULL: empty final). */
+static uint8_t *build_response(infer_ctx *ctx, TRITONSERVER_InferenceResponse *resp, bool final,
+                               size_t *len) {
+  Inference__ModelInferResponse r = INFERENCE__MODEL_INFER_RESPONSE__INIT;
+  char version[24] = "";
+  const char *model_name = ctx->req->model_name;
+  int64_t model_version = -1;
+  uint32_t n_out = 0, n_par = 0;
+  if (resp) {
+    TRITONSERVER_Error *e = TRITONSERVER_InferenceResponseModel(resp, &model_name, &model_version);
+    if (e) TRITONSERVER_ErrorDelete(e);
+    e = TRITONSERVER_InferenceResponseOutputCount(resp, &n_out);
+    if (e) {
+      TRITONSERVER_ErrorDelete(e);
+      n_out = 0;
+    }
+    e = TRITONSERVER_InferenceResponseParameterCount(resp, &n_par);
+    if (e) {
+      TRITONSERVER_ErrorDelete(e);
+      n_par = 0;
+    }
+  }
+  if (model_version >= 0) snprintf(version, sizeof version, "%lld", (long long)model_version);
+  else if (ctx->req->model_version) snprintf(version, sizeof version, "%s", ctx->req->model_version);
+  r.model_name = (char *)(model_name ? model_name : "");
+  r.model_version = version;
+  r.id = ctx->req->id;
+
+  size_t n_params = n_par + (ctx->streaming ? 1 : 0);
+  /* Small responses (the common case) use the stack; larger ones the heap. */
+  enum { SMALL = 8 };
+  Inference__ModelInferResponse__InferOutputTensor outs_s[SMALL], *outp_s[SMALL];
+  ProtobufCBinaryData raw_s[SMALL];
+  Inference__ModelInferResponse__ParametersEntry pe_s[SMALL], *pep_s[SMALL];
+  Inference__InferParameter pv_s[SMALL];
+  bool big_out = n_out > SMALL, big_par = n_params > SMALL;
+  Inference__ModelInferResponse__InferOutputTensor *outs = big_out ? calloc(n_out, sizeof *outs) : outs_s;
+  Inference__ModelInferResponse__InferOutputTensor **outp = big_out ? calloc(n_out, sizeof *outp) : outp_s;
+  ProtobufCBinaryData *raw = big_out ? calloc(n_out, sizeof *raw) : raw_s;
+  Inference__ModelInferResponse__ParametersEntry *pe = big_par ? calloc(n_params, sizeof *pe) : pe_s;
+  Inference__ModelInferResponse__ParametersEntry **pep = big_par ? calloc(n_params, sizeof *pep) : pep_s;
+  Inference__InferParameter *pv = big_par ? calloc(n_params, sizeof *pv) : pv_s;
+  uint8_t *buf = NULL;
+  if (!outs || !outp || !raw || !pe || !pep || !pv) goto done;
+  for (uint32_t i = 0; i < n_out; i++) {
+    const char *name;
+    TRITONSERVER_DataType dt;
+    const int64_t *shape;
+    uint64_t dims;
+    const void *base;
+    size_t size;
+    TRITONSERVER_MemoryType mt;
+    int64_t mt_id;
+    void *userp;
+    TRITONSERVER_Error *e = TRITONSERVER_InferenceResponseOutput(
+        resp, i, &name, &dt, &shape, &dims, &base, &size, &mt, &mt_id, &userp);
+    if (e) {
+      TRITONSERVER_ErrorDelete(e);
+      goto done;
+    }
+    inference__model_infer_response__infer_output_tensor__init(&outs[i]);
+    outs[i].name = (char *)name;
+    outs[i].datatype = (char *)TRITONSERVER_DataTypeString(dt);
+    outs[i].n_shape = (size_t)dims;
+    outs[i].shape = (int64_t *)shape;
+    outp[i] = &outs[i];
+    raw[i].len = size;
+    raw[i].data = (uint8_t *)base;
+  }
+  r.n_outputs = n_out;
+  r.outputs = outp;
+  r.n_raw_output_contents = n_out;
+  r.raw_output_contents = raw;
+  size_t np = 0;
+  for (uint32_t i = 0; i < n_par; i++) {
+    const char *name;
+    TRITONSERVER_ParameterType type;
+    const void *v;
+    TRITONSERVER_Error *e = TRITONSERVER_InferenceResponseParameter(resp, i, &name, &type, &v);
+    if (e) {
+      TRITONSERVER_ErrorDelete(e);
+      continue;
+    }
+    set_param(&pe[np], &pv[np], name);
+    switch (type) {
+      case TRITONSERVER_PARAMETER_STRING:
+        pv[np].parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM;
+        pv[np].string_param = (char *)v;
+        break;
+      case TRITONSERVER_PARAMETER_INT:
+        pv[np].parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
+        pv[np].int64_param = *(const int64_t *)v;
+        break;
+      case TRITONSERVER_PARAMETER_BOOL:
+        pv[np].parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM;
+        pv[np].bool_param = *(const bool *)v;
+        break;
+      case TRITONSERVER_PARAMETER_DOUBLE:
+        pv[np].parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_DOUBLE_PARAM;
+        pv[np].double_param = *(const double *)v;
+        break;
+      default:
+        continue;
+    }
+    pep[np] = &pe[np];
+    np++;
+  }
+  if (ctx->streaming) {
+    set_param(&pe[np], &pv[np], "triton_final_response");
+    pv[np].parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM;
+    pv[np].bool_param = final;
+    pep[np] = &pe[np];
+    np++;
+  }
+  r.n_parameters = np;
+  r.parameters = pep;
+  if (ctx->streaming) {
+    Inference__ModelStreamInferResponse s = INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
+    s.infer_response = &r;
+    buf = nrd_srv_grpc_frame(&s.base, len);
+  } else {
+    buf = nrd_srv_grpc_frame(&r.base, len);
+  }
+done:
+  if (big_out) {
+    free(outs);
+    free(outp);
+    free(raw);
+  }
+  if (big_par) {
+    free(pe);
+    free(pep);
+    free(pv);
+  }
+  return buf;
+}
+
+/* A streamed error: error_message plus the request's identity. */
+static uint8_t *build_stream_error(infer_ctx *ctx, const char *msg, size_t *len) {
+  Inference__ModelInferResponse r = INFERENCE__MODEL_INFER_RESPONSE__INIT;
+  r.model_name = ctx->req->model_name;
+  r.model_version = ctx->req->model_version;
+  r.id = ctx->req->id;
+  Inference__ModelStreamInferResponse s = INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
+  s.error_message = (char *)msg;
+  s.infer_response = &r;
+  return nrd_srv_grpc_frame(&s.base, len);
+}
+
+static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t flags, void *userp) {
+  infer_ctx *ctx = userp;
+  bool final = (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0;
+  resp_event *ev = calloc(1, sizeof *ev);
+  if (ev == NULL) {
+    /* Nothing can be posted; the call fails when its stream closes. */
+    if (resp) TRITONSERVER_InferenceResponseDelete(resp);
+    if (final) ctx_put(ctx);
+    return;
+  }
+  ev->final = final;
+  ev->streaming = ctx->streaming;
+  if (resp) {
+    TRITONSERVER_Error *rerr = TRITONSERVER_InferenceResponseError(resp);
+    if (rerr) {
+      if (ctx->streaming) {
+        ev->buf = build_stream_error(ctx, TRITONSERVER_ErrorMessage(rerr), &ev->len);
+      } else {
+        ev->status = nrd_srv_grpc_status_from_code(TRITONSERVER_ErrorCode(rerr));
+        ev->msg = strdup(TRITONSERVER_ErrorMessage(rerr));
+      }
+      /* The core hands out a copy the caller owns (as Triton does). */
+      TRITONSERVER_ErrorDelete(rerr);
+    } else {
+      ev->buf = build_response(ctx, resp, final, &ev->len);
+      if (ev->buf == NULL && !ctx->streaming) {
+        ev->status = NRD_GRPC_INTERNAL;
+        ev->msg = strdup("cannot serialize the response");
+      }
+    }
+    TRITONSERVER_Error *de = TRITONSERVER_InferenceResponseDelete(resp);
+    if (de) TRITONSERVER_ErrorDelete(de);
+  } else if (final && ctx->streaming && ctx->empty_final) {
+    ev->buf = build_response(ctx, NULL, true, &ev->len);
+  }
+  nrd_srv_grpc_call_ref(ctx->call);
+  ev->base.call = ctx->call;
+  ev->base.run = resp_event_run;
+  nrd_srv_grpc_call_post(&ev->base);
+  if (final) ctx_put(ctx);
+}
+
+static void on_release(TRITONSERVER_InferenceRequest *irq, const uint32_t flags, void *userp) {
+  (void)irq;
+  if (flags & TRITONSERVER_REQUEST_RELEASE_ALL) ctx_put(userp);
+}
+
+/* ---- building the request (loop) --------------------------------------------- */
+
+static TRITONSERVER_Error *errf(TRITONSERVER_Error_Code code, const char *fmt, const char *a,
+                               const char *b) {
+  char msg[512];
+  snprintf(msg, sizeof msg, fmt, a, b);
+  return TRITONSERVER_ErrorNew(code, msg);
+}
+
+static TRITONSERVER_Error *parse_version(const char *s, int64_t *v) {
+  *v = -1;
+  if (s == NULL || s[0] == '\0') return NULL;
+  char *end = NULL;
+  errno = 0;
+  long long x = strtoll(s, &end, 10);
+  if (errno || *end != '\0' || x < 0)
+    return errf(TRITONSERVER_ERROR_INVALID_ARG, "failed to parse model version '%s'%s", s, "");
+  *v = x;
+  return NULL;
+}
+
+/* Typed contents -> the tensor's binary layout. */
+static TRITONSERVER_Error *typed_input(infer_ctx *ctx, const Inference__ModelInferRequest__InferInputTensor *in,
+                                       TRITONSERVER_DataType dt, const void **data, size_t *size) {
+  const Inference__InferTensorContents *c = in->contents;
+  switch (dt) {
+    case TRITONSERVER_TYPE_BOOL: {
+      uint8_t *b = ctx_buf(ctx, c->n_bool_contents);
+      if (b == NULL) goto oom;
+      for (size_t i = 0; i < c->n_bool_contents; i++) b[i] = c->bool_contents[i] ? 1 : 0;
+      *data = b;
+      *size = c->n_bool_contents;
+      return NULL;
+    }
+    case TRITONSERVER_TYPE_INT8:
+    case TRITONSERVER_TYPE_INT16: {
+      size_t w = dt == TRITONSERVER_TYPE_INT8 ? 1 : 2;
+      uint8_t *b = ctx_buf(ctx, c->n_int_contents * w);
+      if (b == NULL) goto oom;
+      for (size_t i = 0; i < c->n_int_contents; i++) {
+        if (w == 1) ((int8_t *)b)[i] = (int8_t)c->int_contents[i];
+        else ((int16_t *)b)[i] = (int16_t)c->int_contents[i];
+      }
+      *data = b;
+      *size = c->n_int_contents * w;
+      return NULL;
+    }
+    case TRITONSERVER_TYPE_UINT8:
+    case TRITONSERVER_TYPE_UINT16: {
+      size_t w = dt == TRITONSERVER_TYPE_UINT8 ? 1 : 2;
+      uint8_t *b = ctx_buf(ctx, c->n_uint_contents * w);
+      if (b == NULL) goto oom;
+      for (size_t i = 0; i < c->n_uint_contents; i++) {
+        if (w == 1) b[i] = (uint8_t)c->uint_contents[i];
+        else ((uint16_t *)b)[i] = (uint16_t)c->uint_contents[i];
+      }
+      *data = b;
+      *size = c->n_uint_contents * w;
+      return NULL;
+    }
+    case TRITONSERVER_TYPE_INT32:
+      *data = c->int_contents;
+      *size = c->n_int_contents * 4;
+      return NULL;
+    case TRITONSERVER_TYPE_UINT32:
+      *data = c->uint_contents;
+      *size = c->n_uint_contents * 4;
+      return NULL;
+    case TRITONSERVER_TYPE_INT64:
+      *data = c->int64_contents;
+      *size = c->n_int64_contents * 8;
+      return NULL;
+    case TRITONSERVER_TYPE_UINT64:
+      *data = c->uint64_contents;
+      *size = c->n_uint64_contents * 8;
+      return NULL;
+    case TRITONSERVER_TYPE_FP32:
+      *data = c->fp32_contents;
+      *size = c->n_fp32_contents * 4;
+      return NULL;
+    case TRITONSERVER_TYPE_FP64:
+      *data = c->fp64_contents;
+      *size = c->n_fp64_contents * 8;
+      return NULL;
+    case TRITONSERVER_TYPE_BYTES: {
+      size_t total = 0;
+      for (size_t i = 0; i < c->n_bytes_contents; i++) total += 4 + c->bytes_contents[i].len;
+      uint8_t *b = ctx_buf(ctx, total);
+      if (b == NULL) goto oom;
+      size_t off = 0;
+      for (size_t i = 0; i < c->n_bytes_contents; i++) {
+        uint32_t l = (uint32_t)c->bytes_contents[i].len;
+        b[off] = (uint8_t)l;
+        b[off + 1] = (uint8_t)(l >> 8);
+        b[off + 2] = (uint8_t)(l >> 16);
+        b[off + 3] = (uint8_t)(l >> 24);
+        if (l) memcpy(b + off + 4, c->bytes_contents[i].data, l);
+        off += 4 + l;
+      }
+      *data = b;
+      *size = total;
+      return NULL;
+    }
+    default:
+      return errf(TRITONSERVER_ERROR_INVALID_ARG,
+                  "input '%s': datatype %s must be sent in raw_input_contents", in->name,
+                  in->datatype);
+  }
+oom:
+  return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+}
+
+static TRITONSERVER_Error *add_inputs(infer_ctx *ctx) {
+  Inference__ModelInferRequest *req = ctx->req;
+  bool raw = req->n_raw_input_contents > 0;
+  if (raw && req->n_raw_input_contents != req->n_inputs) {
+    char a[32], b[32];
+    snprintf(a, sizeof a, "%zu", req->n_raw_input_contents);
+    snprintf(b, sizeof b, "%zu", req->n_inputs);
+    return errf(TRITONSERVER_ERROR_INVALID_ARG,
+                "expected the same number of raw_input_contents as inputs, got %s and %s", a, b);
+  }
+  for (size_t i = 0; i < req->n_inputs; i++) {
+    const Inference__ModelInferRequest__InferInputTensor *in = req->inputs[i];
+    TRITONSERVER_DataType dt = TRITONSERVER_StringToDataType(in->datatype);
+    if (dt == TRITONSERVER_TYPE_INVALID)
+      return errf(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' has an invalid datatype '%s'",
+                  in->name, in->datatype);
+    TRITONSERVER_Error *err =
+        TRITONSERVER_InferenceRequestAddInput(ctx->irq, in->name, dt, in->shape, in->n_shape);
+    if (err) return err;
+    const void *data = NULL;
+    size_t size = 0;
+    if (raw) {
+      if (in->contents)
+        return errf(TRITONSERVER_ERROR_INVALID_ARG,
+                    "input '%s': contents must not be given when raw_input_contents is used%s",
+                    in->name, "");
+      data = req->raw_input_contents[i].data;
+      size = req->raw_input_contents[i].len;
+    } else if (in->contents) {
+      err = typed_input(ctx, in, dt, &data, &size);
+      if (err) return err;
+    } else {
+      return errf(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' has no data%s", in->name, "");
+    }
+    err = TRITONSERVER_InferenceRequestAppendInputData(ctx->irq, in->name, data ? data : "", size,
+                                                       TRITONSERVER_MEMORY_CPU, 0);
+    if (err) return err;
+  }
+  for (size_t i = 0; i < req->n_outputs; i++) {
+    TRITONSERVER_Error *err =
+        TRITONSERVER_InferenceRequestAddRequestedOutput(ctx->irq, req->outputs[i]->name);
+    if (err) return err;
+  }
+  return NULL;
+}
+
+static TRITONSERVER_Error *apply_parameters(infer_ctx *ctx) {
+  Inference__ModelInferRequest *req = ctx->req;
+  uint32_t flags = 0;
+  TRITONSERVER_Error *err = NULL;
+  for (size_t i = 0; i < req->n_parameters && err == NULL; i++) {
+    const char *key = req->parameters[i]->key;
+    const Inference__InferParameter *p = req->parameters[i]->value;
+    if (p == NULL) continue;
+    int c = p->parameter_choice_case;
+    if (strcmp(key, "sequence_id") == 0) {
+      if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM)
+        err = TRITONSERVER_InferenceRequestSetCorrelationId(ctx->irq, (uint64_t)p->int64_param);
+      else if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM)
+        err = TRITONSERVER_InferenceRequestSetCorrelationId(ctx->irq, p->uint64_param);
+      else if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM)
+        err = TRITONSERVER_InferenceRequestSetCorrelationIdString(ctx->irq, p->string_param);
+      else
+        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be an integer or a string%s",
+                   key, "");
+    } else if (strcmp(key, "sequence_start") == 0 || strcmp(key, "sequence_end") == 0) {
+      if (c != INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM)
+        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be a bool%s", key, "");
+      else if (p->bool_param)
+        flags |= key[9] == 's' ? TRITONSERVER_REQUEST_FLAG_SEQUENCE_START
+                               : TRITONSERVER_REQUEST_FLAG_SEQUENCE_END;
+    } else if (strcmp(key, "priority") == 0) {
+      if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM && p->int64_param >= 0)
+        err = TRITONSERVER_InferenceRequestSetPriorityUInt64(ctx->irq, (uint64_t)p->int64_param);
+      else if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM)
+        err = TRITONSERVER_InferenceRequestSetPriorityUInt64(ctx->irq, p->uint64_param);
+      else
+        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be a non-negative integer%s",
+                   key, "");
+    } else if (strcmp(key, "timeout") == 0) {
+      if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM && p->int64_param >= 0)
+        err = TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(ctx->irq,
+                                                                  (uint64_t)p->int64_param);
+      else
+        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be a non-negative integer%s",
+                   key, "");
+    } else if (strcmp(key, "triton_enable_empty_final_response") == 0) {
+      if (c != INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM)
+        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be a bool%s", key, "");
+      else
+        ctx->empty_final = p->bool_param;
+    } else if (strcmp(key, "binary_data_output") == 0) {
+      /* HTTP-only; tritonclient never sends it over gRPC. Ignore. */
+    } else {
+      switch (c) {
+        case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM:
+          err = TRITONSERVER_InferenceRequestSetBoolParameter(ctx->irq, key, p->bool_param);
+          break;
+        case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM:
+          err = TRITONSERVER_InferenceRequestSetIntParameter(ctx->irq, key, p->int64_param);
+          break;
+        case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM:
+          err = TRITONSERVER_InferenceRequestSetStringParameter(ctx->irq, key, p->string_param);
+          break;
+        case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_DOUBLE_PARAM:
+          err = TRITONSERVER_InferenceRequestSetDoubleParameter(ctx->irq, key, p->double_param);
+          break;
+        case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM:
+          err = errf(TRITONSERVER_ERROR_INVALID_ARG,
+                     "parameter '%s': uint64 values are not supported for custom parameters%s",
+                     key, "");
+          break;
+        default:
+          break;
+      }
+    }
+  }
+  if (err == NULL && flags) err = TRITONSERVER_InferenceRequestSetFlags(ctx->irq, flags);
+  return err;
+}
+
+/* Reports a request that never reached the core: unary calls finish with
+ * the error; streams carry it as error_message and stay open. */
+static void reject(nrd_srv_grpc_call *call, infer_ctx *ctx, bool streaming,
+                   const Inference__ModelInferRequest *req, TRITONSERVER_Error *err) {
+  if (!streaming) {
+    nrd_srv_grpc_call_fail(call, err);
+    return;
+  }
+  Inference__ModelInferResponse r = INFERENCE__MODEL_INFER_RESPONSE__INIT;
+  if (req) {
+    r.model_name = req->model_name;
+    r.model_version = req->model_version;
+    r.id = req->id;
+  }
+  Inference__ModelStreamInferResponse s = INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
+  s.error_message = (char *)TRITONSERVER_ErrorMessage(err);
+  s.infer_response = &r;
+  nrd_srv_grpc_call_send(call, &s.base);
+  TRITONSERVER_ErrorDelete(err);
+  (void)ctx;
+}
+
+static void start_infer(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len, bool streaming) {
+  TRITONSERVER_Server *server = nrd_srv_grpc_call_server(call);
+  call_state *cs = get_state(call);
+  if (cs == NULL) {
+    nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+    return;
+  }
+  size_t ctx_size = (sizeof(infer_ctx) + 15) & ~(size_t)15;
+  size_t cap = len + len / 2 + 2048;
+  infer_ctx *ctx = malloc(ctx_size + cap);
+  if (ctx == NULL) {
+    nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+    return;
+  }
+  memset(ctx, 0, sizeof *ctx);
+  ctx->arena = (uint8_t *)ctx + ctx_size;
+  ctx->cap = cap;
+  ctx->pa.alloc = arena_alloc;
+  ctx->pa.free = arena_free;
+  ctx->pa.allocator_data = ctx;
+  nrd_srv_grpc_call_ref(call);
+  ctx->call = call;
+  Inference__ModelInferRequest *req = inference__model_infer_request__unpack(&ctx->pa, len, msg);
+  if (req == NULL) {
+    nrd_srv_grpc_call_finish(call, NRD_GRPC_INVALID_ARGUMENT,
+                             "failed to parse the ModelInferRequest message (malformed protobuf)");
+    ctx_free(ctx);
+    return;
+  }
+  ctx->req = req;
+  ctx->streaming = streaming;
+  atomic_init(&ctx->pending, 2);
+
+  int64_t version = -1;
+  TRITONSERVER_Error *err = parse_version(req->model_version, &version);
+  if (err == NULL && !streaming) {
+    uint32_t txn = 0;
+    void *vp = NULL;
+    err = TRITONSERVER_ServerModelTransactionProperties(server, req->model_name, version, &txn, &vp);
+    if (err == NULL && (txn & TRITONSERVER_TXN_DECOUPLED))
+      err = TRITONSERVER_ErrorNew(
+          TRITONSERVER_ERROR_UNSUPPORTED,
+          "ModelInfer RPC doesn't support models with decoupled transaction policy");
+  }
+  if (err == NULL)
+    err = TRITONSERVER_InferenceRequestNew(&ctx->irq, server, req->model_name, version);
+  if (err == NULL && req->id && req->id[0])
+    err = TRITONSERVER_InferenceRequestSetId(ctx->irq, req->id);
+  if (err == NULL) err = apply_parameters(ctx);
+  if (err == NULL) err = add_inputs(ctx);
+  if (err == NULL) err = TRITONSERVER_InferenceRequestSetReleaseCallback(ctx->irq, on_release, ctx);
+  if (err == NULL)
+    err = TRITONSERVER_InferenceRequestSetResponseCallback(ctx->irq, g_allocator, NULL,
+                                                           on_response, ctx);
+  if (err == NULL) {
+    /* Listed before it is sent so a cancel can never miss it. */
+    pthread_mutex_lock(&cs->mu);
+    ctx->cs = cs;
+    ctx->next = cs->inflight;
+    if (cs->inflight) cs->inflight->prev = ctx;
+    cs->inflight = ctx;
+    pthread_mutex_unlock(&cs->mu);
+    cs->active++;
+    err = TRITONSERVER_ServerInferAsync(server, ctx->irq, NULL);
+    if (err) cs->active--;
+  }
+  if (err) {
+    reject(call, ctx, streaming, req, err);
+    ctx_free(ctx);
+  }
+}
+
+/* ---- method entries ------------------------------------------------------------ */
+
+static void infer_message(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
+  start_infer(call, msg, len, false);
+}
+
+static void stream_message(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
+  start_infer(call, msg, len, true);
+}
+
+static void stream_end(nrd_srv_grpc_call *call) {
+  call_state *cs = get_state(call);
+  if (cs == NULL) {
+    nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+    return;
+  }
+  cs->client_done = true;
+  if (cs->active == 0) nrd_srv_grpc_call_finish(call, NRD_GRPC_OK, NULL);
+}
+
+const nrd_srv_grpc_method nrd_srv_grpc_model_infer_method = {
+    "/inference.GRPCInferenceService/ModelInfer", false, infer_message, NULL, on_cancel};
+
+const nrd_srv_grpc_method nrd_srv_grpc_model_stream_infer_method = {
+    "/inference.GRPCInferenceService/ModelStreamInfer", true, stream_message, stream_end,
+    on_cancel};

@@ -1,0 +1,840 @@
+/* The non-inference RPCs of GRPCInferenceService and grpc.health.v1, and
+ * the method table. Each handler unpacks its request, asks the core
+ * through the public API (JSON messages are read with jansson), packs the
+ * response and finishes the call. Model load/unload block in the core, so
+ * they run on a short-lived worker thread that posts the result back.
+ *
+ * Threads: handlers run on the call's loop thread. */
+#include "grpc_rpc.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grpc_infer.h"
+#include "grpc_service.pb-c.h"
+#include "health.pb-c.h"
+#include "model_config.pb-c.h"
+
+/* ---- helpers -------------------------------------------------------------- */
+
+/* A list of allocations freed together once the response is packed. */
+typedef struct arena {
+  void **p;
+  size_t n, cap;
+  bool failed;
+} arena;
+
+static void *ar_alloc(arena *a, size_t size) {
+  if (a->n == a->cap) {
+    size_t cap = a->cap ? a->cap * 2 : 32;
+    void **np = realloc(a->p, cap * sizeof *np);
+    if (np == NULL) {
+      a->failed = true;
+      return NULL;
+    }
+    a->p = np;
+    a->cap = cap;
+  }
+  void *x = calloc(1, size ? size : 1);
+  if (x == NULL) {
+    a->failed = true;
+    return NULL;
+  }
+  a->p[a->n++] = x;
+  return x;
+}
+
+static void ar_free(arena *a) {
+  for (size_t i = 0; i < a->n; i++) free(a->p[i]);
+  free(a->p);
+}
+
+static void *unpack(nrd_srv_grpc_call *call, const ProtobufCMessageDescriptor *d,
+                    const uint8_t *msg, size_t len) {
+  ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, len, msg);
+  if (m == NULL) {
+    char text[160];
+    snprintf(text, sizeof text, "failed to parse the %s message (malformed protobuf)", d->name);
+    nrd_srv_grpc_call_finish(call, NRD_GRPC_INVALID_ARGUMENT, text);
+  }
+  return m;
+}
+
+static void done_with(void *m) {
+  if (m) protobuf_c_message_free_unpacked(m, NULL);
+}
+
+static TRITONSERVER_Error *parse_version(const char *s, int64_t *v) {
+  *v = -1;
+  if (s == NULL || s[0] == '\0') return NULL;
+  char *end = NULL;
+  errno = 0;
+  long long x = strtoll(s, &end, 10);
+  if (errno || *end != '\0' || x < 0) {
+    char text[160];
+    snprintf(text, sizeof text, "failed to parse model version '%.100s'", s);
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, text);
+  }
+  *v = x;
+  return NULL;
+}
+
+/* Parses a TRITONSERVER_Message as JSON and deletes it. */
+static TRITONSERVER_Error *message_json(TRITONSERVER_Message *msg, json_t **out) {
+  const char *base = NULL;
+  size_t size = 0;
+  *out = NULL;
+  TRITONSERVER_Error *err = TRITONSERVER_MessageSerializeToJson(msg, &base, &size);
+  if (err == NULL) {
+    json_error_t jerr;
+    *out = json_loadb(base, size, 0, &jerr);
+    if (*out == NULL)
+      err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "the core returned invalid JSON");
+  }
+  TRITONSERVER_MessageDelete(msg);
+  return err;
+}
+
+static char *jstr(const json_t *o, const char *key) {
+  const char *s = json_string_value(json_object_get(o, key));
+  return (char *)(s ? s : "");
+}
+
+static uint64_t ju64(const json_t *o, const char *key) {
+  json_t *v = json_object_get(o, key);
+  if (json_is_integer(v)) return (uint64_t)json_integer_value(v);
+  if (json_is_string(v)) return strtoull(json_string_value(v), NULL, 10);
+  return 0;
+}
+
+static int64_t *shape_of(arena *a, const json_t *arr, size_t *n) {
+  *n = json_array_size(arr);
+  int64_t *s = ar_alloc(a, *n * sizeof *s);
+  if (s == NULL) return NULL;
+  for (size_t i = 0; i < *n; i++) {
+    json_t *d = json_array_get(arr, i);
+    s[i] = json_is_integer(d) ? (int64_t)json_integer_value(d)
+                              : json_is_string(d) ? strtoll(json_string_value(d), NULL, 10) : 0;
+  }
+  return s;
+}
+
+/* ---- health and metadata ----------------------------------------------------- */
+
+static void server_live(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
+  Inference__ServerLiveRequest *req = unpack(call, &inference__server_live_request__descriptor, msg, len);
+  if (req == NULL) return;
+  done_with(req);
+  Inference__ServerLiveResponse r = INFERENCE__SERVER_LIVE_RESPONSE__INIT;
+  bool live = false;
+  TRITONSERVER_Error *err = TRITONSERVER_ServerIsLive(nrd_srv_grpc_call_server(call), &live);
+  if (err) {
+    nrd_srv_grpc_call_fail(call, err);
+    return;
+  }
+  r.live = live;
+  nrd_srv_grpc_call_reply(call, &r.base);
+}
+
+static void server_ready(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
+  Inference__ServerReadyRequest *req = unpack(call, &inference__server_ready_request__descriptor, msg, len);
+  if (req == NULL) return;
+  done_with(req);
+  Inference__ServerReadyResponse r = INFERENCE__SERVER_READY_RESPONSE__INIT;
+  bool ready = false;
+  TRITONSERVER_Error *err = TRITONSERVER_ServerIsReady(nrd_srv_grpc_call_server(call), &ready);
+  if (err) {
+    nrd_srv_grpc_call_fail(call, err);
+    return;
+  }
+  r.ready = ready;
+  nrd_srv_grpc_call_reply(call, &r.base);
+}
+
+static void model_ready(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
+  Inference__ModelReadyRequest *req = unpack(call, &inference__model_ready_request__descriptor, msg, len);
+  if (req == NULL) return;
+  int64_t v;
+  bool ready = false;
+  TRITONSERVER_Error *err = parse_version(req->version, &v);
+  if (err == NULL)
+    err = TRITONSERVER_ServerModelIsReady(nrd_srv_grpc_call_server(call), req->name, v, &ready);
+  done_with(req);
+  if (err) {
+    nrd_srv_grpc_call_fail(call, err);
+    return;
+  }
+  Inference__ModelReadyResponse r = INFERENCE__MODEL_READY_RESPONSE__INIT;
+  r.ready = ready;
+  nrd_srv_grpc_call_reply(call, &r.base);
+}
+
+static void server_metadata(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
+  Inference__ServerMetadataRequest *req = unpack(call, &inference__server_metadata_request__descriptor, msg, len);
+  if (req == NULL) return;
+  done_with(req);
+  TRITONSERVER_Message *m = NULL;
+  json_t *j = NULL;
+  TRITONSERVER_Error *err = TRITONSERVER_ServerMetadata(nrd_srv_grpc_call_server(call), &m);
+  if (err == NULL) err = message_json(m, &j);
+  if (err) {
+    nrd_srv_grpc_call_fail(call, err);
+    return;
+  }
+  Inference__ServerMetadataResponse r = INFERENCE__SERVER_METADATA_RESPONSE__INIT;
+  arena a = {0};
+  r.name = jstr(j, "name");
+  r.version = jstr(j, "version");
+  json_t *ext = json_object_get(j, "extensions");
+  r.n_extensions = json_array_size(ext);
+  r.extensions = ar_alloc(&a, r.n_extensions * sizeof(char *));
+  for (size_t i = 0; r.extensions && i < r.n_extensions; i++) {
+    const char *s = json_string_value(json_array_get(ext, i));
+    r.extensions[i] = (char *)(s ? s : "");
+  }
+  if (a.failed) nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+  else nrd_srv_grpc_call_reply(call, &r.base);
+  ar_free(&a);
+  json_decref(j);
+}
+
+static Inference__ModelMetadataResponse__TensorMetadata **tensors(arena *a, const json_t *arr,
+                                                                  size_t *n) {
+  *n = json_array_size(arr);
+  Inference__ModelMetadataResponse__TensorMetadata **v = ar_alloc(a, *n * sizeof *v);
+  for (size_t i = 0; v && i < *n; i++) {
+    json_t *t = json_array_get(arr, i);
+    v[i] = ar_alloc(a, sizeof **v);
+    if (v[i] == NULL) return v;
+    inference__model_metadata_response__tensor_metadata__init(v[i]);
+    v[i]->name = jstr(t, "name");
+    v[i]->datatype = jstr(t, "datatype");
+    v[i]->shape = shape_of(a, json_object_get(t, "shape"), &v[i]->n_shape);
+  }
+  return v;
+}
+
+static void model_metadata(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
+  Inference__ModelMetadataRequest *req = unpack(call, &inference__model_metadata_request__descriptor, msg, len);
+  if (req == NULL) return;
+  int64_t v;
+  TRITONSERVER_Message *m = NULL;
+  json_t *j = NULL;
+  TRITONSERVER_Error *err = parse_version(req->version, &v);
+  if (err == NULL) err = TRITONSERVER_ServerModelMetadata(nrd_srv_grpc_call_server(call), req->name, v, &m);
+  done_with(req);
+  if (err == NULL) err = message_json(m, &j);
+  if (err) {
+    nrd_srv_grpc_call_fail(call, err);
+    return;
+  }
+  arena a = {0};
+  Inference__ModelMetadataResponse r = INFERENCE__MODEL_METADATA_RESPONSE__INIT;
+  r.name = jstr(j, "name");
+  r.platform = jstr(j, "platform");
+  json_t *vers = json_object_get(j, "versions");
+  r.n_versions = json_array_size(vers);
+  r.versions = ar_alloc(&a, r.n_versions * sizeof(char *));
+  for (size_t i = 0; r.versions && i < r.n_versions; i++) {
+    const char *s = json_string_value(json_array_get(vers, i));
+    r.versions[i] = (char *)(s ? s : "");
+  }
+  r.inputs = tensors(&a, json_object_get(j, "inputs"), &r.n_inputs);
+  r.outputs = tensors(&a, json_object_get(j, "outputs"), &r.n_outputs);
+  if (a.failed) nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+  else nrd_srv_grpc_call_reply(call, &r.base);
+  ar_free(&a);
+  json_decref(j);
+}
+
+/* ---- model configuration -------------------------------------------------------- */
+
+static int data_type_enum(const char *s) {
+  static const char *names[] = {"TYPE_INVALID", "TYPE_BOOL",  "TYPE_UINT8", "TYPE_UINT16",
+                                "TYPE_UINT32",  "TYPE_UINT64", "TYPE_INT8", "TYPE_INT16",
+                                "TYPE_INT32",   "TYPE_INT64", "TYPE_FP16",  "TYPE_FP32",
+                                "TYPE_FP64",    "TYPE_STRING", "TYPE_BF16"};
+  for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++)
+    if (strcmp(s, names[i]) == 0) return i;
+  return 0;
+}
+
+static void config_from_json(arena *a, const json_t *j, Inference__ModelConfig *c) {
+  c->name = jstr(j, "name");
+  c->platform = jstr(j, "platform");
+  c->backend = jstr(j, "backend");
+  c->max_batch_size = (int32_t)ju64(j, "max_batch_size");
+  c->default_model_filename = jstr(j, "default_model_filename");
+  json_t *ins = json_object_get(j, "input");
+  c->n_input = json_array_size(ins);
+  c->input = ar_alloc(a, c->n_input * sizeof *c->input);
+  for (size_t i = 0; c->input && i < c->n_input; i++) {
+    json_t *t = json_array_get(ins, i);
+    Inference__ModelInput *in = ar_alloc(a, sizeof *in);
+    if (in == NULL) return;
+    inference__model_input__init(in);
+    in->name = jstr(t, "name");
+    in->data_type = data_type_enum(jstr(t, "data_type"));
+    in->format = strcmp(jstr(t, "format"), "FORMAT_NHWC") == 0   ? 1
+                 : strcmp(jstr(t, "format"), "FORMAT_NCHW") == 0 ? 2
+                                                                  : 0;
+    in->dims = shape_of(a, json_object_get(t, "dims"), &in->n_dims);
+    in->is_shape_tensor = json_is_true(json_object_get(t, "is_shape_tensor"));
+    in->allow_ragged_batch = json_is_true(json_object_get(t, "allow_ragged_batch"));
+    in->optional = json_is_true(json_object_get(t, "optional"));
+    c->input[i] = in;
+  }
+  json_t *outs = json_object_get(j, "output");
+  c->n_output = json_array_size(outs);
+  c->output = ar_alloc(a, c->n_output * sizeof *c->output);
+  for (size_t i = 0; c->output && i < c->n_output; i++) {
+    json_t *t = json_array_get(outs, i);
+    Inference__ModelOutput *o = ar_alloc(a, sizeof *o);
+    if (o == NULL) return;
+    inference__model_output__init(o);
+    o->name = jstr(t, "name");
+    o->data_type = data_type_enum(jstr(t, "data_type"));
+    o->dims = shape_of(a, json_object_get(t, "dims"), &o->n_dims);
+    o->label_filename = jstr(t, "label_filename");
+    o->is_shape_tensor = json_is_true(json_object_get(t, "is_shape_tensor"));
+    c->output[i] = o;
+  }
+  json_t *groups = json_object_get(j, "instance_group");
+  c->n_instance_group = json_array_size(groups);
+  c->instance_group = ar_alloc(a, c->n_instance_group * sizeof *c->instance_group);
+  for (size_t i = 0; c->instance_group && i < c->n_instance_group; i++) {
+    json_t *t = json_array_get(groups, i);
+    Inference__ModelInstanceGroup *g = ar_alloc(a, sizeof *g);
+    if (g == NULL) return;
+    inference__model_instance_group__init(g);
+    g->name = jstr(t, "name");
+    g->count = (int32_t)ju64(t, "count");
+    const char *k = jstr(t, "kind");
+    g->kind = strcmp(k, "KIND_GPU") == 0 ? 1 : strcmp(k, "KIND_CPU") == 0 ? 2
+              : strcmp(k, "KIND_MODEL") == 0 ? 3 : 0;
+    g->passive = json_is_true(json_object_get(t, "passive"));
+    g->host_policy = jstr(t, "host_policy");
+    c->instance_group[i] = g;
+  }
+  json_t *db = json_object_get(j, "dynamic_batching");
+  if (json_is_object(db)) {
+    Inference__ModelDynamicBatching *d = ar_alloc(a, sizeof *d);
+    if (d == NULL) return;
+    inference__model_dynamic_batching__init(d);
+    json_t *pref = json_object_get(db, "preferred_batch_size");
+    d->n_preferred_batch_size = json_array_size(pref);
+    d->preferred_batch_size = ar_alloc(a, d->n_preferred_batch_size * sizeof(int32_t));
+    for (size_t i = 0; d->preferred_batch_size && i < d->n_preferred_batch_size; i++)
+      d->preferred_batch_size[i] = (int32_t)json_integer_value(json_array_get(pref, i));
+    d->max_queue_delay_microseconds = ju64(db, "max_queue_delay_microseconds");
+    d->preserve_ordering = json_is_true(json_object_get(db, "preserve_ordering"));
+    c->scheduling_choice_case = INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING;
+    c->dynamic_batching = d;
+  }
+  json_t *params = json_object_get(j, "parameters");
+  if (json_is_object(params) && json_object_size(params) > 0) {
+    c->n_parameters = json_object_size(params);
+    c->parameters = ar_alloc(a, c->n_parameters * sizeof *c->parameters);
+    const char *key;
+    json_t *val;
+    size_t i = 0;
+    json_object_foreach(params, key, val) {
+      if (c->parameters == NULL) break;
+      Inference__ModelConfig__ParametersEntry *e = ar_alloc(a, sizeof *e);
+      Inference__ModelParameter *p = ar_alloc(a, sizeof *p);
+      if (e == NULL || p == NULL) return;
+      inference__model_config__parameters_entry__init(e);
+      inference__model_parameter__init(p);
+      e->key = (char *)key;
+      p->string_value = jstr(val, "string_value");
+      e->value = p;
+      c->parameters[i++] = e;
+    }
+  }
+  json_t *txn = json_object_get(j, "model_transaction_policy");
+  if (json_is_object(txn)) {
+    Inference__ModelTransactionPolicy *t = ar_alloc(a, sizeof *t);
+    if (t == NULL) return;
+    inference__model_transaction_policy__init(t);
+    t->decoupled = json_is_true(json_object_get(txn, "decoupled"));
+    c->model_transaction_policy = t;
+  }
+}
+
+static void model_config(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
+  Inference__ModelConfigRequest *req = unpack(call, &inference__model_config_request__descriptor, msg, len);
+  if (req == NULL) return;
+  int64_t v;
+  TRITONSERVER_Message *m = NULL;
+  json_t *j = NULL;
+  TRITONSERVER_Error *err = parse_version(req->version, &v);
+  if (err == NULL) err = TRITONSERVER_ServerModelConfig(nrd_srv_grpc_call_server(call), req->name, v, 1, &m);
+  done_with(req);
+  if (err == NULL) err = message_json(m, &j);
+  if (err) {
+    nrd_srv_grpc_call_fail(call, err);
+    return;
+  }
+  arena a = {0};
+  Inference__ModelConfig cfg = INFERENCE__MODEL_CONFIG__INIT;
+  config_from_json(&a, j, &cfg);
+  Inference__ModelConfigResponse r = INFERENCE__MODEL_CONFIG_RESPONSE__INIT;
+  r.config = &cfg;
+  if (a.failed) nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+  else nrd_srv_grpc_call_reply(call, &r.base);
+  ar_free(&a);
+  json_decref(j);
+}
+
+/* ---- statistics -------------------------------------------------------------------- */
+
+static Inference__StatisticDuration *duration(arena *a, const json_t *o, const char *key) {
+  Inference__StatisticDuration *d = ar_alloc(a, sizeof *d);
+  if (d == NULL) return NULL;
+  inference__statistic_duration__init(d);
+  json_t *x = json_object_get(o, key);
+  d->count = ju64(x, "count");
+  d->ns = ju64(x, "ns");
+  return d;
+}
+
+static void model_statistics(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
+  Inference__ModelStatisticsRequest *req = unpack(call, &inference__model_statistics_request__descriptor, msg, len);
+  if (req == NULL) return;
+  int64_t v;
+  TRITONSERVER_Message *m = NULL;
+  json_t *j = NULL;
+  TRITONSERVER_Error *err = parse_version(req->version, &v);
+  if (err == NULL)
+    err = TRITONSERVER_ServerModelStatistics(nrd_srv_grpc_call_server(call), req->name, v, &m);
+  done_with(req);
+  if (err == NULL) err = message_json(m, &j);
+  if (err) {
+    nrd_srv_grpc_call_fail(call, err);
+    return;
+  }
+  arena a = {0};
+  Inference__ModelStatisticsResponse r = INFERENCE__MODEL_STATISTICS_RESPONSE__INIT;
+  json_t *arr = json_object_get(j, "model_stats");
+  r.n_model_stats = json_array_size(arr);
+  r.model_stats = ar_alloc(&a, r.n_model_stats * sizeof *r.model_stats);
+  for (size_t i = 0; r.model_stats && i < r.n_model_stats; i++) {
+    json_t *s = json_array_get(arr, i);
+    Inference__ModelStatistics *ms = ar_alloc(&a, sizeof *ms);
+    Inference__InferStatistics *is = ar_alloc(&a, sizeof *is);
+    if (ms == NULL || is == NULL) break;
+    inference__model_statistics__init(ms);
+    inference__infer_statistics__init(is);
+    ms->name = jstr(s, "name");
+    ms->version = jstr(s, "version");
+    ms->last_inference = ju64(s, "last_inference");
+    ms->inference_count = ju64(s, "inference_count");
+    ms->execution_count = ju64(s, "execution_count");
+    json_t *st = json_object_get(s, "inference_stats");
+    is->success = duration(&a, st, "success");
+    is->fail = duration(&a, st, "fail");
+    is->queue = duration(&a, st, "queue");
+    is->compute_input = duration(&a, st, "compute_input");
+    is->compute_infer = duration(&a, st, "compute_infer");
+    is->compute_output = duration(&a, st, "compute_output");
+    is->cache_hit = duration(&a, st, "cache_hit");
+    is->cache_miss = duration(&a, st, "cache_miss");
+    ms->inference_stats = is;
+    json_t *bs = json_object_get(s, "batch_stats");
+    ms->n_batch_stats = json_array_size(bs);
+    ms->batch_stats = ar_alloc(&a, ms->n_batch_stats * sizeof *ms->batch_stats);
+    for (size_t k = 0; ms->batch_stats && k < ms->n_batch_stats; k++) {
+      json_t *b = json_array_get(bs, k);
+      Inference__InferBatchStatistics *x = ar_alloc(&a, sizeof *x);
+      if (x == NULL) break;
+      inference__infer_batch_statistics__init(x);
+      x->batch_size = ju64(b, "batch_size");
+      x->compute_input = duration(&a, b, "compute_input");
+      x->compute_infer = duration(&a, b, "compute_infer");
+      x->compute_output = duration(&a, b, "compute_output");
+      ms->batch_stats[k] = x;
+    }
+    json_t *rs = json_object_get(s, "response_stats");
+    if (json_is_object(rs) && json_object_size(rs) > 0) {
+      ms->n_response_stats = json_object_size(rs);
+      ms->response_stats = ar_alloc(&a, ms->n_response_stats * sizeof *ms->response_stats);
+      const char *key;
+      json_t *val;
+      size_t k = 0;
+      json_object_foreach(rs, key, val) {
+        if (ms->response_stats == NULL) break;
+        Inference__ModelStatistics__ResponseStatsEntry *e = ar_alloc(&a, sizeof *e);
+        Inference__InferResponseStatistics *x = ar_alloc(&a, sizeof *x);
+        if (e == NULL || x == NULL) break;
+        inference__model_statistics__response_stats_entry__init(e);
+        inference__infer_response_statistics__init(x);
+        x->compute_infer = duration(&a, val, "compute_infer");
+        x->compute_output = duration(&a, val, "compute_output");
+        x->success = duration(&a, val, "success");
+        x->fail = duration(&a, val, "fail");
+        x->empty_response = duration(&a, val, "empty_response");
+        x->cancel = duration(&a, val, "cancel");
+        e->key = (char *)key;
+        e->value = x;
+        ms->response_stats[k++] = e;
+      }
+      ms->n_response_stats = k;
+    }
+    r.model_stats[i] = ms;
+  }
+  if (a.failed) nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+  else nrd_srv_grpc_call_reply(call, &r.base);
+  ar_free(&a);
+  json_decref(j);
+}
+
+/* ---- repository ------------------------------------------------------------------------ */
+
+static void repository_index(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
+  Inference__RepositoryIndexRequest *req = unpack(call, &inference__repository_index_request__descriptor, msg, len);
+  if (req == NULL) return;
+  uint32_t flags = req->ready ? TRITONSERVER_INDEX_FLAG_READY : 0;
+  done_with(req);
+  TRITONSERVER_Message *m = NULL;
+  json_t *j = NULL;
+  TRITONSERVER_Error *err = TRITONSERVER_ServerModelIndex(nrd_srv_grpc_call_server(call), flags, &m);
+  if (err == NULL) err = message_json(m, &j);
+  if (err) {
+    nrd_srv_grpc_call_fail(call, err);
+    return;
+  }
+  arena a = {0};
+  Inference__RepositoryIndexResponse r = INFERENCE__REPOSITORY_INDEX_RESPONSE__INIT;
+  r.n_models = json_array_size(j);
+  r.models = ar_alloc(&a, r.n_models * sizeof *r.models);
+  for (size_t i = 0; r.models && i < r.n_models; i++) {
+    json_t *e = json_array_get(j, i);
+    Inference__RepositoryIndexResponse__ModelIndex *x = ar_alloc(&a, sizeof *x);
+    if (x == NULL) break;
+    inference__repository_index_response__model_index__init(x);
+    x->name = jstr(e, "name");
+    x->version = jstr(e, "version");
+    x->state = jstr(e, "state");
+    x->reason = jstr(e, "reason");
+    r.models[i] = x;
+  }
+  if (a.failed) nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+  else nrd_srv_grpc_call_reply(call, &r.base);
+  ar_free(&a);
+  json_decref(j);
+}
+
+/* Load/unload run on a worker thread (the core blocks) and post back. */
+typedef struct repo_job {
+  nrd_srv_grpc_event base;
+  bool load;
+  char *model;
+  TRITONSERVER_Parameter **params;
+  size_t n_params;
+  bool unload_dependents;
+  TRITONSERVER_Error *result;
+} repo_job;
+
+static void repo_job_free(repo_job *job) {
+  for (size_t i = 0; i < job->n_params; i++) TRITONSERVER_ParameterDelete(job->params[i]);
+  free(job->params);
+  free(job->model);
+  free(job);
+}
+
+static void repo_job_done(nrd_srv_grpc_event *ev, bool open) {
+  repo_job *job = (repo_job *)ev;
+  if (open) {
+    if (job->result) {
+      nrd_srv_grpc_call_fail(ev->call, job->result);
+      job->result = NULL;
+    } else if (job->load) {
+      Inference__RepositoryModelLoadResponse r = INFERENCE__REPOSITORY_MODEL_LOAD_RESPONSE__INIT;
+      nrd_srv_grpc_call_reply(ev->call, &r.base);
+    } else {
+      Inference__RepositoryModelUnloadResponse r = INFERENCE__REPOSITORY_MODEL_UNLOAD_RESPONSE__INIT;
+      nrd_srv_grpc_call_reply(ev->call, &r.base);
+    }
+  }
+  if (job->result) TRITONSERVER_ErrorDelete(job->result);
+  repo_job_free(job);
+}
+
+static void *repo_job_main(void *arg) {
+  repo_job *job = arg;
+  TRITONSERVER_Server *server = nrd_srv_grpc_call_server(job->base.call);
+  if (job->load)
+    job->result = TRITONSERVER_ServerLoadModelWithParameters(
+        server, job->model, (const TRITONSERVER_Parameter **)job->params, job->n_params);
+  else if (job->unload_dependents)
+    job->result = TRITONSERVER_ServerUnloadModelAndDependents(server, job->model);
+  else
+    job->result = TRITONSERVER_ServerUnloadModel(server, job->model);
+  job->base.run = repo_job_done;
+  nrd_srv_grpc_call_post(&job->base);
+  return NULL;
+}
+
+static void repo_job_start(nrd_srv_grpc_call *call, repo_job *job) {
+  nrd_srv_grpc_call_ref(call);
+  job->base.call = call;
+  pthread_t t;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  int rc = pthread_create(&t, &attr, repo_job_main, job);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "cannot start a worker thread");
+    nrd_srv_grpc_call_unref(call);
+    repo_job_free(job);
+  }
+}
+
+static void repository_model_load(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
+  Inference__RepositoryModelLoadRequest *req =
+      unpack(call, &inference__repository_model_load_request__descriptor, msg, len);
+  if (req == NULL) return;
+  repo_job *job = calloc(1, sizeof *job);
+  if (job) {
+    job->load = true;
+    job->model = strdup(req->model_name);
+    job->params = calloc(req->n_parameters ? req->n_parameters : 1, sizeof *job->params);
+  }
+  if (job == NULL || job->model == NULL || job->params == NULL) {
+    if (job) repo_job_free(job);
+    done_with(req);
+    {
+    nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+    return;
+  }
+  }
+  for (size_t i = 0; i < req->n_parameters; i++) {
+    const char *key = req->parameters[i]->key;
+    const Inference__ModelRepositoryParameter *p = req->parameters[i]->value;
+    TRITONSERVER_Parameter *tp = NULL;
+    if (p && p->parameter_choice_case ==
+                 INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_STRING_PARAM)
+      tp = TRITONSERVER_ParameterNew(key, TRITONSERVER_PARAMETER_STRING, p->string_param);
+    else if (p && p->parameter_choice_case ==
+                      INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_BYTES_PARAM)
+      tp = TRITONSERVER_ParameterBytesNew(key, p->bytes_param.data, p->bytes_param.len);
+    else if (p && p->parameter_choice_case ==
+                      INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_INT64_PARAM)
+      tp = TRITONSERVER_ParameterNew(key, TRITONSERVER_PARAMETER_INT, &p->int64_param);
+    else if (p && p->parameter_choice_case ==
+                      INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM) {
+      bool b = p->bool_param;
+      tp = TRITONSERVER_ParameterNew(key, TRITONSERVER_PARAMETER_BOOL, &b);
+    }
+    if (tp == NULL) {
+      char text[200];
+      snprintf(text, sizeof text, "load parameter '%.100s' has no usable value", key);
+      repo_job_free(job);
+      done_with(req);
+      {
+    nrd_srv_grpc_call_finish(call, NRD_GRPC_INVALID_ARGUMENT, text);
+    return;
+  }
+    }
+    job->params[job->n_params++] = tp;
+  }
+  done_with(req);
+  repo_job_start(call, job);
+}
+
+static void repository_model_unload(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
+  Inference__RepositoryModelUnloadRequest *req =
+      unpack(call, &inference__repository_model_unload_request__descriptor, msg, len);
+  if (req == NULL) return;
+  repo_job *job = calloc(1, sizeof *job);
+  if (job) job->model = strdup(req->model_name);
+  for (size_t i = 0; job && i < req->n_parameters; i++) {
+    const Inference__ModelRepositoryParameter *p = req->parameters[i]->value;
+    if (strcmp(req->parameters[i]->key, "unload_dependents") == 0 && p &&
+        p->parameter_choice_case == INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM)
+      job->unload_dependents = p->bool_param;
+  }
+  done_with(req);
+  if (job == NULL || job->model == NULL) {
+    if (job) repo_job_free(job);
+    {
+    nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+    return;
+  }
+  }
+  repo_job_start(call, job);
+}
+
+/* ---- shared memory, trace, log ----------------------------------------------------------- */
+
+static void shm_status(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
+  Inference__SystemSharedMemoryStatusRequest *req =
+      unpack(call, &inference__system_shared_memory_status_request__descriptor, msg, len);
+  if (req == NULL) return;
+  bool named = req->name && req->name[0];
+  char text[200];
+  snprintf(text, sizeof text, "Unable to find system shared memory region: '%.100s'",
+           named ? req->name : "");
+  done_with(req);
+  if (named) {
+    nrd_srv_grpc_call_finish(call, NRD_GRPC_NOT_FOUND, text);
+    return;
+  }
+  Inference__SystemSharedMemoryStatusResponse r = INFERENCE__SYSTEM_SHARED_MEMORY_STATUS_RESPONSE__INIT;
+  nrd_srv_grpc_call_reply(call, &r.base);
+}
+
+static void shm_register(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
+  Inference__SystemSharedMemoryRegisterRequest *req =
+      unpack(call, &inference__system_shared_memory_register_request__descriptor, msg, len);
+  if (req == NULL) return;
+  done_with(req);
+  nrd_srv_grpc_call_finish(call, NRD_GRPC_UNIMPLEMENTED,
+                           "system shared memory is not supported by this server yet");
+}
+
+static void shm_unregister(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
+  Inference__SystemSharedMemoryUnregisterRequest *req =
+      unpack(call, &inference__system_shared_memory_unregister_request__descriptor, msg, len);
+  if (req == NULL) return;
+  done_with(req);
+  /* No region can be registered, so unregistering any (or all) is a no-op. */
+  Inference__SystemSharedMemoryUnregisterResponse r =
+      INFERENCE__SYSTEM_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
+  nrd_srv_grpc_call_reply(call, &r.base);
+}
+
+static void cuda_unsupported(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
+  (void)msg;
+  (void)len;
+  nrd_srv_grpc_call_finish(call, NRD_GRPC_UNIMPLEMENTED,
+                           "CUDA shared memory is not supported: this server has no GPU support");
+}
+
+static void trace_setting(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
+  Inference__TraceSettingRequest *req = unpack(call, &inference__trace_setting_request__descriptor, msg, len);
+  if (req == NULL) return;
+  size_t n = req->n_settings;
+  done_with(req);
+  if (n > 0)
+    {
+    nrd_srv_grpc_call_finish(call, NRD_GRPC_UNIMPLEMENTED,
+                                    "tracing is not supported by this server yet");
+    return;
+  }
+  static const char *keys[] = {"trace_level", "trace_rate", "trace_count", "log_frequency",
+                               "trace_file", "trace_mode"};
+  static const char *vals[] = {"OFF", "1000", "-1", "0", "", "triton"};
+  Inference__TraceSettingResponse__SettingsEntry e[6];
+  Inference__TraceSettingResponse__SettingsEntry *ep[6];
+  Inference__TraceSettingResponse__SettingValue v[6];
+  char *sv[6];
+  for (int i = 0; i < 6; i++) {
+    inference__trace_setting_response__settings_entry__init(&e[i]);
+    inference__trace_setting_response__setting_value__init(&v[i]);
+    sv[i] = (char *)vals[i];
+    v[i].n_value = 1;
+    v[i].value = &sv[i];
+    e[i].key = (char *)keys[i];
+    e[i].value = &v[i];
+    ep[i] = &e[i];
+  }
+  Inference__TraceSettingResponse r = INFERENCE__TRACE_SETTING_RESPONSE__INIT;
+  r.n_settings = 6;
+  r.settings = ep;
+  nrd_srv_grpc_call_reply(call, &r.base);
+}
+
+static void log_settings(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
+  Inference__LogSettingsRequest *req = unpack(call, &inference__log_settings_request__descriptor, msg, len);
+  if (req == NULL) return;
+  size_t n = req->n_settings;
+  done_with(req);
+  if (n > 0)
+    {
+    nrd_srv_grpc_call_finish(call, NRD_GRPC_UNIMPLEMENTED,
+                                    "changing log settings at run time is not supported yet");
+    return;
+  }
+  static const char *keys[] = {"log_info", "log_warning", "log_error"};
+  static const TRITONSERVER_LogLevel levels[] = {TRITONSERVER_LOG_INFO, TRITONSERVER_LOG_WARN,
+                                                 TRITONSERVER_LOG_ERROR};
+  Inference__LogSettingsResponse__SettingsEntry e[4];
+  Inference__LogSettingsResponse__SettingsEntry *ep[4];
+  Inference__LogSettingsResponse__SettingValue v[4];
+  for (int i = 0; i < 4; i++) {
+    inference__log_settings_response__settings_entry__init(&e[i]);
+    inference__log_settings_response__setting_value__init(&v[i]);
+    e[i].value = &v[i];
+    ep[i] = &e[i];
+  }
+  for (int i = 0; i < 3; i++) {
+    e[i].key = (char *)keys[i];
+    v[i].parameter_choice_case = INFERENCE__LOG_SETTINGS_RESPONSE__SETTING_VALUE__PARAMETER_CHOICE_BOOL_PARAM;
+    v[i].bool_param = TRITONSERVER_LogIsEnabled(levels[i]);
+  }
+  e[3].key = "log_verbose_level";
+  v[3].parameter_choice_case = INFERENCE__LOG_SETTINGS_RESPONSE__SETTING_VALUE__PARAMETER_CHOICE_UINT32_PARAM;
+  v[3].uint32_param = TRITONSERVER_LogIsEnabled(TRITONSERVER_LOG_VERBOSE) ? 1 : 0;
+  Inference__LogSettingsResponse r = INFERENCE__LOG_SETTINGS_RESPONSE__INIT;
+  r.n_settings = 4;
+  r.settings = ep;
+  nrd_srv_grpc_call_reply(call, &r.base);
+}
+
+static void health_check(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
+  Grpc__Health__V1__HealthCheckRequest *req =
+      unpack(call, &grpc__health__v1__health_check_request__descriptor, msg, len);
+  if (req == NULL) return;
+  done_with(req);
+  bool ready = false;
+  TRITONSERVER_Error *err = TRITONSERVER_ServerIsReady(nrd_srv_grpc_call_server(call), &ready);
+  if (err) TRITONSERVER_ErrorDelete(err);
+  Grpc__Health__V1__HealthCheckResponse r = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
+  r.status = ready ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
+                   : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
+  nrd_srv_grpc_call_reply(call, &r.base);
+}
+
+/* ---- table ---------------------------------------------------------------------------------- */
+
+#define SVC "/inference.GRPCInferenceService/"
+static const nrd_srv_grpc_method methods[] = {
+    {SVC "ServerLive", false, server_live, NULL, NULL},
+    {SVC "ServerReady", false, server_ready, NULL, NULL},
+    {SVC "ModelReady", false, model_ready, NULL, NULL},
+    {SVC "ServerMetadata", false, server_metadata, NULL, NULL},
+    {SVC "ModelMetadata", false, model_metadata, NULL, NULL},
+    {SVC "ModelConfig", false, model_config, NULL, NULL},
+    {SVC "ModelStatistics", false, model_statistics, NULL, NULL},
+    {SVC "RepositoryIndex", false, repository_index, NULL, NULL},
+    {SVC "RepositoryModelLoad", false, repository_model_load, NULL, NULL},
+    {SVC "RepositoryModelUnload", false, repository_model_unload, NULL, NULL},
+    {SVC "SystemSharedMemoryStatus", false, shm_status, NULL, NULL},
+    {SVC "SystemSharedMemoryRegister", false, shm_register, NULL, NULL},
+    {SVC "SystemSharedMemoryUnregister", false, shm_unregister, NULL, NULL},
+    {SVC "CudaSharedMemoryStatus", false, cuda_unsupported, NULL, NULL},
+    {SVC "CudaSharedMemoryRegister", false, cuda_unsupported, NULL, NULL},
+    {SVC "CudaSharedMemoryUnregister", false, cuda_unsupported, NULL, NULL},
+    {SVC "TraceSetting", false, trace_setting, NULL, NULL},
+    {SVC "LogSettings", false, log_settings, NULL, NULL},
+    {"/grpc.health.v1.Health/Check", false, health_check, NULL, NULL},
+};
+
+const nrd_srv_grpc_method *nrd_srv_grpc_method_find(const char *path, size_t len) {
+  if (len == strlen(nrd_srv_grpc_model_infer_method.path) &&
+      memcmp(path, nrd_srv_grpc_model_infer_method.path, len) == 0)
+    return &nrd_srv_grpc_model_infer_method;
+  if (len == strlen(nrd_srv_grpc_model_stream_infer_method.path) &&
+      memcmp(path, nrd_srv_grpc_model_stream_infer_method.path, len) == 0)
+    return &nrd_srv_grpc_model_stream_infer_method;
+  for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
+    if (strlen(methods[i].path) == len && memcmp(methods[i].path, path, len) == 0)
+      return &methods[i];
+  return NULL;
+}

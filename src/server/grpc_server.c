@@ -1,0 +1,955 @@
+/* The gRPC transport: listening socket, epoll loops, HTTP/2 sessions
+ * (nghttp2), gRPC message framing, trailers, posting completions back to
+ * the owning loop. RPC semantics live in grpc_rpc.c and grpc_infer.c.
+ *
+ * Threads: one listening socket is registered (EPOLLEXCLUSIVE) in every
+ * loop; a connection belongs to the loop that accepted it and its nghttp2
+ * session is only touched there. Core threads reach a call only through
+ * nrd_srv_grpc_call_post, which queues an event and wakes the loop with an
+ * eventfd. A call is reference counted: the transport holds one reference
+ * while the stream is open, handlers hold more while the core works. */
+#include "grpc_server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <nghttp2/nghttp2.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "grpc_call.h"
+#include "grpc_rpc.h"
+
+enum { KIND_LISTENER = 1, KIND_WAKE = 2, KIND_CONN = 3 };
+
+/* Bytes of a connection's pending output above which we stop reading new
+ * requests from it (a client that does not read its responses). */
+#define CONN_OUT_HIGH (64u << 20)
+#define CONN_OUT_LOW (16u << 20)
+
+typedef struct chunk {
+  struct chunk *next;
+  uint8_t *data;
+  size_t len, off;
+} chunk;
+
+typedef struct loop loop;
+typedef struct conn conn;
+
+struct nrd_srv_grpc {
+  TRITONSERVER_Server *server;
+  nrd_srv_grpc_options opts;
+  int listen_fd;
+  int port;
+  loop *loops;
+  unsigned n_loops;
+  atomic_long live_calls;
+  atomic_bool stopping;
+};
+
+struct loop {
+  nrd_srv_grpc *g;
+  int kind_listener; /* epoll tags: the address of these ints */
+  int kind_wake;
+  int epfd;
+  int wakefd;
+  pthread_t thread;
+  bool started;
+  pthread_mutex_t mu;
+  nrd_srv_grpc_event *ev_head, *ev_tail; /* guarded by mu */
+  conn *conns;                            /* loop only */
+  conn *dirty;                            /* loop only */
+  bool closing;                           /* loop only */
+};
+
+struct conn {
+  int kind; /* KIND_CONN, first member: epoll tag */
+  loop *lp;
+  int fd;
+  nghttp2_session *sess;
+  conn *prev, *next;
+  conn *dirty_next;
+  bool is_dirty;
+  bool want_out; /* EPOLLOUT registered */
+  bool reading_paused;
+  uint8_t *wbuf;
+  size_t wlen, woff, wcap;
+  size_t out_bytes; /* queued in calls, not yet given to nghttp2 */
+  nrd_srv_grpc_call *calls; /* open streams */
+};
+
+struct nrd_srv_grpc_call {
+  atomic_int refs;
+  nrd_srv_grpc *g;
+  loop *lp;
+  conn *c; /* NULL once the stream closed (loop only) */
+  nrd_srv_grpc_call *prev, *next;
+  int32_t id;
+  const nrd_srv_grpc_method *m;
+  bool unknown_method, bad_content_type;
+  uint8_t *in;
+  size_t in_len, in_cap;
+  chunk *out_head, *out_tail;
+  bool headers_sent, deferred, done, closed, ignoring_input, had_message;
+  int status;
+  char *status_msg; /* percent-encoded, owned */
+  uint64_t deadline_us;
+  void *state;
+  void (*state_free)(void *);
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static uint64_t now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void srv_log(TRITONSERVER_LogLevel level, const char *msg) {
+  TRITONSERVER_Error *e = TRITONSERVER_LogMessage(level, __FILE__, __LINE__, msg);
+  if (e) TRITONSERVER_ErrorDelete(e);
+}
+
+int nrd_srv_grpc_status_from_code(TRITONSERVER_Error_Code code) {
+  switch (code) {
+    case TRITONSERVER_ERROR_UNKNOWN: return NRD_GRPC_UNKNOWN;
+    case TRITONSERVER_ERROR_INTERNAL: return NRD_GRPC_INTERNAL;
+    case TRITONSERVER_ERROR_NOT_FOUND: return NRD_GRPC_NOT_FOUND;
+    case TRITONSERVER_ERROR_INVALID_ARG: return NRD_GRPC_INVALID_ARGUMENT;
+    case TRITONSERVER_ERROR_UNAVAILABLE: return NRD_GRPC_UNAVAILABLE;
+    case TRITONSERVER_ERROR_UNSUPPORTED: return NRD_GRPC_UNIMPLEMENTED;
+    case TRITONSERVER_ERROR_ALREADY_EXISTS: return NRD_GRPC_ALREADY_EXISTS;
+    case TRITONSERVER_ERROR_CANCELLED: return NRD_GRPC_CANCELLED;
+  }
+  return NRD_GRPC_UNKNOWN;
+}
+
+/* grpc-message value: printable ASCII except '%' kept, the rest %XX. */
+static char *percent_encode(const char *s) {
+  size_t n = strlen(s);
+  char *out = malloc(n * 3 + 1);
+  if (out == NULL) return NULL;
+  static const char hex[] = "0123456789ABCDEF";
+  size_t j = 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    if (ch >= 0x20 && ch <= 0x7e && ch != '%') {
+      out[j++] = (char)ch;
+    } else {
+      out[j++] = '%';
+      out[j++] = hex[ch >> 4];
+      out[j++] = hex[ch & 15];
+    }
+  }
+  out[j] = '\0';
+  return out;
+}
+
+/* grpc-timeout: 1-8 digits and a unit (H M S m u n). 0 if malformed. */
+static uint64_t parse_timeout_us(const uint8_t *v, size_t len) {
+  if (len < 2 || len > 9) return 0;
+  uint64_t n = 0;
+  for (size_t i = 0; i + 1 < len; i++) {
+    if (v[i] < '0' || v[i] > '9') return 0;
+    n = n * 10 + (uint64_t)(v[i] - '0');
+  }
+  switch (v[len - 1]) {
+    case 'H': return n * 3600u * 1000000u;
+    case 'M': return n * 60u * 1000000u;
+    case 'S': return n * 1000000u;
+    case 'm': return n * 1000u;
+    case 'u': return n;
+    case 'n': return n / 1000u ? n / 1000u : 1;
+    default: return 0;
+  }
+}
+
+uint8_t *nrd_srv_grpc_frame(const ProtobufCMessage *msg, size_t *len) {
+  size_t size = protobuf_c_message_get_packed_size(msg);
+  uint8_t *buf = malloc(5 + size);
+  if (buf == NULL) return NULL;
+  buf[0] = 0;
+  buf[1] = (uint8_t)(size >> 24);
+  buf[2] = (uint8_t)(size >> 16);
+  buf[3] = (uint8_t)(size >> 8);
+  buf[4] = (uint8_t)size;
+  protobuf_c_message_pack(msg, buf + 5);
+  *len = 5 + size;
+  return buf;
+}
+
+/* ---- calls --------------------------------------------------------------- */
+
+TRITONSERVER_Server *nrd_srv_grpc_call_server(const nrd_srv_grpc_call *call) {
+  return call->g->server;
+}
+
+uint64_t nrd_srv_grpc_call_deadline_us(const nrd_srv_grpc_call *call) { return call->deadline_us; }
+
+void nrd_srv_grpc_call_set_state(nrd_srv_grpc_call *call, void *state, void (*free_fn)(void *)) {
+  call->state = state;
+  call->state_free = free_fn;
+}
+
+void *nrd_srv_grpc_call_state(const nrd_srv_grpc_call *call) { return call->state; }
+
+void nrd_srv_grpc_call_ref(nrd_srv_grpc_call *call) {
+  atomic_fetch_add_explicit(&call->refs, 1, memory_order_relaxed);
+}
+
+static void free_chunks(chunk *c) {
+  while (c) {
+    chunk *n = c->next;
+    free(c->data);
+    free(c);
+    c = n;
+  }
+}
+
+void nrd_srv_grpc_call_unref(nrd_srv_grpc_call *call) {
+  if (atomic_fetch_sub_explicit(&call->refs, 1, memory_order_acq_rel) != 1) return;
+  if (call->state_free) call->state_free(call->state);
+  free_chunks(call->out_head);
+  free(call->in);
+  free(call->status_msg);
+  nrd_srv_grpc *g = call->g;
+  free(call);
+  atomic_fetch_sub_explicit(&g->live_calls, 1, memory_order_release);
+}
+
+static void loop_wake(loop *lp) {
+  uint64_t one = 1;
+  ssize_t w = write(lp->wakefd, &one, sizeof one);
+  (void)w;
+}
+
+void nrd_srv_grpc_call_post(nrd_srv_grpc_event *ev) {
+  loop *lp = ev->call->lp;
+  ev->next = NULL;
+  pthread_mutex_lock(&lp->mu);
+  bool was_empty = lp->ev_head == NULL;
+  if (lp->ev_tail) lp->ev_tail->next = ev;
+  else lp->ev_head = ev;
+  lp->ev_tail = ev;
+  pthread_mutex_unlock(&lp->mu);
+  if (was_empty) loop_wake(lp);
+}
+
+static void conn_mark_dirty(conn *c) {
+  if (c->is_dirty) return;
+  c->is_dirty = true;
+  c->dirty_next = c->lp->dirty;
+  c->lp->dirty = c;
+}
+
+static ssize_t data_read_cb(nghttp2_session *sess, int32_t id, uint8_t *buf, size_t length,
+                            uint32_t *flags, nghttp2_data_source *src, void *user) {
+  (void)sess;
+  (void)id;
+  (void)user;
+  nrd_srv_grpc_call *call = src->ptr;
+  size_t n = 0;
+  while (n < length && call->out_head) {
+    chunk *ch = call->out_head;
+    size_t take = ch->len - ch->off;
+    if (take > length - n) take = length - n;
+    memcpy(buf + n, ch->data + ch->off, take);
+    ch->off += take;
+    n += take;
+    if (ch->off == ch->len) {
+      call->out_head = ch->next;
+      if (call->out_head == NULL) call->out_tail = NULL;
+      free(ch->data);
+      free(ch);
+    }
+  }
+  if (call->c) call->c->out_bytes -= n < call->c->out_bytes ? n : call->c->out_bytes;
+  if (call->out_head == NULL && call->done) {
+    *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+    char code[12];
+    snprintf(code, sizeof code, "%d", call->status);
+    nghttp2_nv tr[2] = {
+        {(uint8_t *)"grpc-status", (uint8_t *)code, 11, strlen(code), NGHTTP2_NV_FLAG_NONE},
+        {(uint8_t *)"grpc-message", (uint8_t *)(call->status_msg ? call->status_msg : ""), 12,
+         call->status_msg ? strlen(call->status_msg) : 0, NGHTTP2_NV_FLAG_NONE}};
+    int rv = nghttp2_submit_trailer(sess, call->id, tr, call->status_msg ? 2 : 1);
+    if (rv != 0) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    return (ssize_t)n;
+  }
+  if (n == 0) {
+    call->deferred = true;
+    return NGHTTP2_ERR_DEFERRED;
+  }
+  return (ssize_t)n;
+}
+
+static void call_submit_headers(nrd_srv_grpc_call *call) {
+  nghttp2_nv hdrs[2] = {
+      {(uint8_t *)":status", (uint8_t *)"200", 7, 3, NGHTTP2_NV_FLAG_NONE},
+      {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16, NGHTTP2_NV_FLAG_NONE}};
+  nghttp2_data_provider prd;
+  prd.source.ptr = call;
+  prd.read_callback = data_read_cb;
+  if (nghttp2_submit_response(call->c->sess, call->id, hdrs, 2, &prd) == 0)
+    call->headers_sent = true;
+  else
+    nghttp2_submit_rst_stream(call->c->sess, NGHTTP2_FLAG_NONE, call->id, NGHTTP2_INTERNAL_ERROR);
+}
+
+static void call_kick(nrd_srv_grpc_call *call) {
+  if (call->c == NULL) return;
+  if (!call->headers_sent) {
+    call_submit_headers(call);
+  } else if (call->deferred) {
+    call->deferred = false;
+    nghttp2_session_resume_data(call->c->sess, call->id);
+  }
+  conn_mark_dirty(call->c);
+}
+
+void nrd_srv_grpc_call_send_framed(nrd_srv_grpc_call *call, uint8_t *buf, size_t len) {
+  if (call->c == NULL || call->done || buf == NULL) {
+    free(buf);
+    return;
+  }
+  chunk *ch = malloc(sizeof *ch);
+  if (ch == NULL) {
+    free(buf);
+    nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+    return;
+  }
+  ch->next = NULL;
+  ch->data = buf;
+  ch->len = len;
+  ch->off = 0;
+  if (call->out_tail) call->out_tail->next = ch;
+  else call->out_head = ch;
+  call->out_tail = ch;
+  call->c->out_bytes += len;
+  call_kick(call);
+}
+
+void nrd_srv_grpc_call_send(nrd_srv_grpc_call *call, const ProtobufCMessage *msg) {
+  if (call->c == NULL || call->done) return;
+  size_t len = 0;
+  uint8_t *buf = nrd_srv_grpc_frame(msg, &len);
+  if (buf == NULL) {
+    nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+    return;
+  }
+  nrd_srv_grpc_call_send_framed(call, buf, len);
+}
+
+void nrd_srv_grpc_call_finish(nrd_srv_grpc_call *call, int status, const char *message) {
+  if (call->c == NULL || call->done) return;
+  call->done = true;
+  call->status = status;
+  call->status_msg = message && message[0] ? percent_encode(message) : NULL;
+  if (!call->headers_sent && call->out_head == NULL) {
+    /* Trailers-Only response: one HEADERS frame ending the stream. */
+    char code[12];
+    snprintf(code, sizeof code, "%d", status);
+    nghttp2_nv hdrs[4] = {
+        {(uint8_t *)":status", (uint8_t *)"200", 7, 3, NGHTTP2_NV_FLAG_NONE},
+        {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16, NGHTTP2_NV_FLAG_NONE},
+        {(uint8_t *)"grpc-status", (uint8_t *)code, 11, strlen(code), NGHTTP2_NV_FLAG_NONE},
+        {(uint8_t *)"grpc-message", (uint8_t *)(call->status_msg ? call->status_msg : ""), 12,
+         call->status_msg ? strlen(call->status_msg) : 0, NGHTTP2_NV_FLAG_NONE}};
+    call->headers_sent = true;
+    nghttp2_submit_response(call->c->sess, call->id, hdrs, call->status_msg ? 4 : 3, NULL);
+    conn_mark_dirty(call->c);
+    return;
+  }
+  call_kick(call);
+}
+
+void nrd_srv_grpc_call_reply(nrd_srv_grpc_call *call, const ProtobufCMessage *msg) {
+  nrd_srv_grpc_call_send(call, msg);
+  nrd_srv_grpc_call_finish(call, NRD_GRPC_OK, NULL);
+}
+
+void nrd_srv_grpc_call_fail(nrd_srv_grpc_call *call, TRITONSERVER_Error *err) {
+  nrd_srv_grpc_call_finish(call, nrd_srv_grpc_status_from_code(TRITONSERVER_ErrorCode(err)),
+                           TRITONSERVER_ErrorMessage(err));
+  TRITONSERVER_ErrorDelete(err);
+}
+
+/* The stream is gone (closed, reset, connection lost): detach, tell the
+ * handler if the call had not finished, drop the transport's reference. */
+static void call_detach(nrd_srv_grpc_call *call) {
+  conn *c = call->c;
+  if (c == NULL) return;
+  if (call->prev) call->prev->next = call->next;
+  else c->calls = call->next;
+  if (call->next) call->next->prev = call->prev;
+  size_t pending = 0;
+  for (chunk *ch = call->out_head; ch; ch = ch->next) pending += ch->len - ch->off;
+  c->out_bytes -= pending < c->out_bytes ? pending : c->out_bytes;
+  bool was_done = call->done;
+  call->c = NULL;
+  call->closed = true;
+  if (!was_done && call->m && call->m->on_cancel) call->m->on_cancel(call);
+  nrd_srv_grpc_call_unref(call);
+}
+
+/* ---- receiving ----------------------------------------------------------- */
+
+static void call_deliver_messages(nrd_srv_grpc_call *call, bool at_end) {
+  size_t off = 0;
+  uint32_t max = call->g->opts.max_message_size;
+  while (call->c && !call->done && call->in_len - off >= 5) {
+    const uint8_t *p = call->in + off;
+    uint32_t len = (uint32_t)p[1] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 8 | p[4];
+    if (len > max) {
+      char msg[128];
+      snprintf(msg, sizeof msg, "Received message larger than max (%u vs. %u)", len, max);
+      nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, msg);
+      call->ignoring_input = true;
+      off = call->in_len;
+      break;
+    }
+    if (p[0] != 0) {
+      nrd_srv_grpc_call_finish(call, NRD_GRPC_UNIMPLEMENTED,
+                               "compressed messages are not supported (use grpc-encoding identity)");
+      call->ignoring_input = true;
+      off = call->in_len;
+      break;
+    }
+    if (call->in_len - off - 5 < len) break;
+    if (!call->m->streaming) {
+      if (call->had_message) {
+        nrd_srv_grpc_call_finish(call, NRD_GRPC_UNIMPLEMENTED,
+                                 "unary method received more than one request message");
+        call->ignoring_input = true;
+        off = call->in_len;
+        break;
+      }
+      if (!at_end) break; /* unary: deliver when the client half-closed */
+    }
+    call->had_message = true;
+    off += 5 + len;
+    call->m->on_message(call, p + 5, len);
+  }
+  if (off > 0 && call->in) {
+    memmove(call->in, call->in + off, call->in_len - off);
+    call->in_len -= off;
+  }
+}
+
+static void call_remote_end(nrd_srv_grpc_call *call) {
+  if (call->done || call->c == NULL) return;
+  if (call->unknown_method || call->m == NULL) return;
+  call_deliver_messages(call, true);
+  if (call->done || call->c == NULL) return;
+  if (call->in_len != 0) {
+    nrd_srv_grpc_call_finish(call, NRD_GRPC_INTERNAL, "incomplete gRPC message at end of stream");
+    return;
+  }
+  if (!call->m->streaming && !call->had_message) {
+    nrd_srv_grpc_call_finish(call, NRD_GRPC_INTERNAL, "no request message received");
+    return;
+  }
+  if (call->m->on_end) call->m->on_end(call);
+}
+
+static int on_begin_headers(nghttp2_session *sess, const nghttp2_frame *frame, void *user) {
+  conn *c = user;
+  if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+  nrd_srv_grpc_call *call = calloc(1, sizeof *call);
+  if (call == NULL) {
+    nghttp2_submit_rst_stream(sess, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
+                              NGHTTP2_INTERNAL_ERROR);
+    return 0;
+  }
+  atomic_init(&call->refs, 1);
+  call->g = c->lp->g;
+  call->lp = c->lp;
+  call->c = c;
+  call->id = frame->hd.stream_id;
+  call->next = c->calls;
+  if (c->calls) c->calls->prev = call;
+  c->calls = call;
+  atomic_fetch_add_explicit(&call->g->live_calls, 1, memory_order_relaxed);
+  nghttp2_session_set_stream_user_data(sess, call->id, call);
+  return 0;
+}
+
+static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const uint8_t *name,
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+                     void *user) {
+  (void)flags;
+  (void)user;
+  if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+  nrd_srv_grpc_call *call = nghttp2_session_get_stream_user_data(sess, frame->hd.stream_id);
+  if (call == NULL) return 0;
+  if (namelen == 5 && memcmp(name, ":path", 5) == 0) {
+    call->m = nrd_srv_grpc_method_find((const char *)value, valuelen);
+    call->unknown_method = call->m == NULL;
+  } else if (namelen == 12 && memcmp(name, "content-type", 12) == 0) {
+    call->bad_content_type = !(valuelen >= 16 && memcmp(value, "application/grpc", 16) == 0);
+  } else if (namelen == 12 && memcmp(name, "grpc-timeout", 12) == 0) {
+    uint64_t t = parse_timeout_us(value, valuelen);
+    if (t) call->deadline_us = now_us() + t;
+  }
+  return 0;
+}
+
+static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *frame, void *user) {
+  (void)user;
+  nrd_srv_grpc_call *call = nghttp2_session_get_stream_user_data(sess, frame->hd.stream_id);
+  if (call == NULL) return 0;
+  if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+    if (call->bad_content_type) {
+      nrd_srv_grpc_call_finish(call, NRD_GRPC_UNKNOWN, "content-type must be application/grpc");
+      call->ignoring_input = true;
+    } else if (call->unknown_method || call->m == NULL) {
+      nrd_srv_grpc_call_finish(call, NRD_GRPC_UNIMPLEMENTED, "unknown method");
+      call->ignoring_input = true;
+    }
+  }
+  if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
+      (frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+    call_remote_end(call);
+  return 0;
+}
+
+static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t id, const uint8_t *data,
+                         size_t len, void *user) {
+  (void)flags;
+  (void)user;
+  nrd_srv_grpc_call *call = nghttp2_session_get_stream_user_data(sess, id);
+  if (call == NULL || call->ignoring_input || call->done || call->m == NULL) return 0;
+  if (call->in_len + len > call->in_cap) {
+    size_t cap = call->in_cap ? call->in_cap : 1024;
+    while (cap < call->in_len + len) cap *= 2;
+    uint8_t *n = realloc(call->in, cap);
+    if (n == NULL) {
+      nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+      call->ignoring_input = true;
+      return 0;
+    }
+    call->in = n;
+    call->in_cap = cap;
+  }
+  memcpy(call->in + call->in_len, data, len);
+  call->in_len += len;
+  /* Check the size prefix early so an oversized message is never buffered
+   * whole; streaming methods get each message as soon as it is complete. */
+  if (call->in_len >= 5) call_deliver_messages(call, false);
+  return 0;
+}
+
+static int on_stream_close(nghttp2_session *sess, int32_t id, uint32_t error_code, void *user) {
+  (void)error_code;
+  (void)user;
+  nrd_srv_grpc_call *call = nghttp2_session_get_stream_user_data(sess, id);
+  if (call == NULL) return 0;
+  nghttp2_session_set_stream_user_data(sess, id, NULL);
+  call_detach(call);
+  return 0;
+}
+
+/* ---- connections ----------------------------------------------------------- */
+
+static void conn_close(conn *c) {
+  loop *lp = c->lp;
+  while (c->calls) call_detach(c->calls);
+  if (c->is_dirty) {
+    conn **pp = &lp->dirty;
+    while (*pp && *pp != c) pp = &(*pp)->dirty_next;
+    if (*pp) *pp = c->dirty_next;
+  }
+  if (c->prev) c->prev->next = c->next;
+  else lp->conns = c->next;
+  if (c->next) c->next->prev = c->prev;
+  epoll_ctl(lp->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+  close(c->fd);
+  /* Streams still in the session get no close callback from session_del;
+   * they were detached above. */
+  nghttp2_session_del(c->sess);
+  free(c->wbuf);
+  free(c);
+}
+
+static void conn_update_events(conn *c, bool want_out) {
+  bool pause = c->out_bytes > CONN_OUT_HIGH || (c->reading_paused && c->out_bytes > CONN_OUT_LOW);
+  if (want_out == c->want_out && pause == c->reading_paused) return;
+  c->want_out = want_out;
+  c->reading_paused = pause;
+  struct epoll_event ev = {.events = (pause ? 0u : (uint32_t)EPOLLIN) | (want_out ? (uint32_t)EPOLLOUT : 0u),
+                           .data.ptr = c};
+  epoll_ctl(c->lp->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+/* Writes what nghttp2 has to send. Returns false if the connection closed. */
+static bool conn_flush(conn *c) {
+  for (;;) {
+    while (c->woff < c->wlen) {
+      ssize_t w = write(c->fd, c->wbuf + c->woff, c->wlen - c->woff);
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+          conn_update_events(c, true);
+          return true;
+        }
+        conn_close(c);
+        return false;
+      }
+      c->woff += (size_t)w;
+    }
+    c->woff = c->wlen = 0;
+    /* Gather frames into one write. */
+    while (c->wlen < (256u << 10)) {
+      const uint8_t *data = NULL;
+      ssize_t n = nghttp2_session_mem_send(c->sess, &data);
+      if (n < 0) {
+        conn_close(c);
+        return false;
+      }
+      if (n == 0) break;
+      if (c->wlen + (size_t)n > c->wcap) {
+        size_t cap = c->wcap ? c->wcap : 16384;
+        while (cap < c->wlen + (size_t)n) cap *= 2;
+        uint8_t *nb = realloc(c->wbuf, cap);
+        if (nb == NULL) {
+          conn_close(c);
+          return false;
+        }
+        c->wbuf = nb;
+        c->wcap = cap;
+      }
+      memcpy(c->wbuf + c->wlen, data, (size_t)n);
+      c->wlen += (size_t)n;
+    }
+    if (c->wlen == 0) break;
+  }
+  conn_update_events(c, false);
+  if (!nghttp2_session_want_read(c->sess) && !nghttp2_session_want_write(c->sess)) {
+    conn_close(c);
+    return false;
+  }
+  return true;
+}
+
+static void conn_read(conn *c) {
+  uint8_t buf[65536];
+  for (int i = 0; i < 16; i++) {
+    ssize_t n = read(c->fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      conn_close(c);
+      return;
+    }
+    if (n == 0) {
+      conn_close(c);
+      return;
+    }
+    ssize_t rv = nghttp2_session_mem_recv(c->sess, buf, (size_t)n);
+    if (rv < 0) {
+      /* Protocol error: nghttp2 queued GOAWAY; try to send it, then close. */
+      conn_flush(c);
+      if (c->lp->conns) {
+        for (conn *x = c->lp->conns; x; x = x->next)
+          if (x == c) {
+            conn_close(c);
+            break;
+          }
+      }
+      return;
+    }
+    if ((size_t)n < sizeof buf) break;
+  }
+  conn_mark_dirty(c);
+}
+
+static void conn_new(loop *lp, int fd) {
+  conn *c = calloc(1, sizeof *c);
+  if (c == NULL) {
+    close(fd);
+    return;
+  }
+  c->kind = KIND_CONN;
+  c->lp = lp;
+  c->fd = fd;
+  nghttp2_session_callbacks *cbs = NULL;
+  if (nghttp2_session_callbacks_new(&cbs) != 0) {
+    free(c);
+    close(fd);
+    return;
+  }
+  nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, on_begin_headers);
+  nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+  int rv = nghttp2_session_server_new(&c->sess, cbs, c);
+  nghttp2_session_callbacks_del(cbs);
+  if (rv != 0) {
+    free(c);
+    close(fd);
+    return;
+  }
+  nghttp2_settings_entry iv[3] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 1000},
+                                  {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1u << 20},
+                                  {NGHTTP2_SETTINGS_MAX_FRAME_SIZE, 1u << 16}};
+  nghttp2_submit_settings(c->sess, NGHTTP2_FLAG_NONE, iv, 3);
+  nghttp2_session_set_local_window_size(c->sess, NGHTTP2_FLAG_NONE, 0, 16 << 20);
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+  if (epoll_ctl(lp->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    nghttp2_session_del(c->sess);
+    free(c);
+    close(fd);
+    return;
+  }
+  c->next = lp->conns;
+  if (lp->conns) lp->conns->prev = c;
+  lp->conns = c;
+  conn_mark_dirty(c);
+}
+
+/* ---- loops ----------------------------------------------------------------- */
+
+static void loop_run_events(loop *lp) {
+  pthread_mutex_lock(&lp->mu);
+  nrd_srv_grpc_event *ev = lp->ev_head;
+  lp->ev_head = lp->ev_tail = NULL;
+  pthread_mutex_unlock(&lp->mu);
+  while (ev) {
+    nrd_srv_grpc_event *next = ev->next;
+    nrd_srv_grpc_call *call = ev->call;
+    ev->run(ev, call->c != NULL);
+    nrd_srv_grpc_call_unref(call);
+    ev = next;
+  }
+}
+
+static void loop_check_deadlines(loop *lp, uint64_t now) {
+  for (conn *c = lp->conns; c; c = c->next) {
+    for (nrd_srv_grpc_call *call = c->calls; call; call = call->next) {
+      if (call->deadline_us && !call->done && now >= call->deadline_us) {
+        nrd_srv_grpc_call_finish(call, NRD_GRPC_DEADLINE_EXCEEDED, "Deadline Exceeded");
+        if (call->m && call->m->on_cancel) call->m->on_cancel(call);
+        call->ignoring_input = true;
+      }
+    }
+  }
+}
+
+static void *loop_main(void *arg) {
+  loop *lp = arg;
+  nrd_srv_grpc *g = lp->g;
+  struct epoll_event evs[64];
+  uint64_t next_sweep = now_us() + 100000;
+  for (;;) {
+    if (atomic_load(&g->stopping) && !lp->closing) {
+      lp->closing = true;
+      epoll_ctl(lp->epfd, EPOLL_CTL_DEL, g->listen_fd, NULL);
+      while (lp->conns) {
+        conn *c = lp->conns;
+        nghttp2_session_terminate_session(c->sess, NGHTTP2_NO_ERROR);
+        conn_flush(c);
+        for (conn *x = lp->conns; x; x = x->next)
+          if (x == c) {
+            conn_close(c);
+            break;
+          }
+      }
+    }
+    if (lp->closing) {
+      loop_run_events(lp);
+      if (atomic_load(&g->live_calls) == 0) break;
+    }
+    int n = epoll_wait(lp->epfd, evs, 64, 100);
+    for (int i = 0; i < n; i++) {
+      void *tag = evs[i].data.ptr;
+      if (tag == &lp->kind_listener) {
+        for (int k = 0; k < 64; k++) {
+          int fd = accept4(g->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+          if (fd < 0) break;
+          conn_new(lp, fd);
+        }
+      } else if (tag == &lp->kind_wake) {
+        uint64_t v;
+        ssize_t r = read(lp->wakefd, &v, sizeof v);
+        (void)r;
+      } else {
+        conn *c = tag;
+        if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+          bool alive = false;
+          for (conn *x = lp->conns; x; x = x->next)
+            if (x == c) alive = true;
+          if (alive) conn_read(c);
+        } else if (evs[i].events & EPOLLOUT) {
+          conn_mark_dirty(c);
+        }
+      }
+    }
+    loop_run_events(lp);
+    uint64_t now = now_us();
+    if (now >= next_sweep) {
+      loop_check_deadlines(lp, now);
+      next_sweep = now + 100000;
+    }
+    while (lp->dirty) {
+      conn *c = lp->dirty;
+      lp->dirty = c->dirty_next;
+      c->is_dirty = false;
+      conn_flush(c);
+    }
+  }
+  return NULL;
+}
+
+/* ---- start / stop ------------------------------------------------------------- */
+
+static TRITONSERVER_Error *make_err(TRITONSERVER_Error_Code code, const char *fmt, const char *a,
+                                    int b, const char *c) {
+  char msg[512];
+  snprintf(msg, sizeof msg, fmt, a, b, c);
+  return TRITONSERVER_ErrorNew(code, msg);
+}
+
+static TRITONSERVER_Error *open_listener(const nrd_srv_grpc_options *o, int *fd_out, int *port_out) {
+  struct addrinfo hints = {0}, *res = NULL;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  char portstr[16];
+  snprintf(portstr, sizeof portstr, "%d", o->port);
+  int rc = getaddrinfo(o->address, portstr, &hints, &res);
+  if (rc != 0)
+    return make_err(TRITONSERVER_ERROR_INVALID_ARG, "gRPC address '%s' port %d: %s", o->address,
+                    o->port, gai_strerror(rc));
+  int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int one = 1;
+  if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
+    int e = errno;
+    if (fd >= 0) close(fd);
+    freeaddrinfo(res);
+    return make_err(TRITONSERVER_ERROR_UNAVAILABLE, "cannot listen for gRPC on %s:%d: %s",
+                    o->address, o->port, strerror(e));
+  }
+  freeaddrinfo(res);
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof ss;
+  int port = o->port;
+  if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+    if (ss.ss_family == AF_INET) port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    else if (ss.ss_family == AF_INET6) port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+  }
+  *fd_out = fd;
+  *port_out = port;
+  return NULL;
+}
+
+static void loops_free(nrd_srv_grpc *g) {
+  for (unsigned i = 0; i < g->n_loops; i++) {
+    loop *lp = &g->loops[i];
+    if (lp->epfd >= 0) close(lp->epfd);
+    if (lp->wakefd >= 0) close(lp->wakefd);
+    pthread_mutex_destroy(&lp->mu);
+  }
+  free(g->loops);
+}
+
+TRITONSERVER_Error *nrd_srv_grpc_start(TRITONSERVER_Server *server,
+                                       const nrd_srv_grpc_options *opts, nrd_srv_grpc **out) {
+  *out = NULL;
+  if (opts->threads < 1 || opts->threads > 256)
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG,
+                                 "gRPC thread count must be between 1 and 256");
+  nrd_srv_grpc *g = calloc(1, sizeof *g);
+  if (g == NULL) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  g->server = server;
+  g->opts = *opts;
+  atomic_init(&g->live_calls, 0);
+  atomic_init(&g->stopping, false);
+  TRITONSERVER_Error *err = open_listener(opts, &g->listen_fd, &g->port);
+  if (err) {
+    free(g);
+    return err;
+  }
+  g->loops = calloc(opts->threads, sizeof *g->loops);
+  if (g->loops == NULL) {
+    close(g->listen_fd);
+    free(g);
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  }
+  g->n_loops = opts->threads;
+  for (unsigned i = 0; i < g->n_loops; i++) {
+    loop *lp = &g->loops[i];
+    lp->g = g;
+    lp->kind_listener = KIND_LISTENER;
+    lp->kind_wake = KIND_WAKE;
+    pthread_mutex_init(&lp->mu, NULL);
+    lp->epfd = epoll_create1(EPOLL_CLOEXEC);
+    lp->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    struct epoll_event le = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &lp->kind_listener};
+    struct epoll_event we = {.events = EPOLLIN, .data.ptr = &lp->kind_wake};
+    if (lp->epfd < 0 || lp->wakefd < 0 ||
+        epoll_ctl(lp->epfd, EPOLL_CTL_ADD, g->listen_fd, &le) != 0 ||
+        epoll_ctl(lp->epfd, EPOLL_CTL_ADD, lp->wakefd, &we) != 0) {
+      err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
+                                  "cannot create the gRPC event loop (epoll/eventfd)");
+      break;
+    }
+  }
+  for (unsigned i = 0; err == NULL && i < g->n_loops; i++) {
+    if (pthread_create(&g->loops[i].thread, NULL, loop_main, &g->loops[i]) != 0)
+      err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "cannot start a gRPC loop thread");
+    else
+      g->loops[i].started = true;
+  }
+  if (err) {
+    atomic_store(&g->stopping, true);
+    for (unsigned i = 0; i < g->n_loops; i++) {
+      if (!g->loops[i].started) continue;
+      loop_wake(&g->loops[i]);
+      pthread_join(g->loops[i].thread, NULL);
+    }
+    loops_free(g);
+    close(g->listen_fd);
+    free(g);
+    return err;
+  }
+  *out = g;
+  return NULL;
+}
+
+int nrd_srv_grpc_port(const nrd_srv_grpc *g) { return g->port; }
+
+bool nrd_srv_grpc_stop(nrd_srv_grpc *g, unsigned wait_secs) {
+  if (g == NULL) return true;
+  atomic_store(&g->stopping, true);
+  for (unsigned i = 0; i < g->n_loops; i++) loop_wake(&g->loops[i]);
+  uint64_t until = now_us() + (uint64_t)wait_secs * 1000000u;
+  while (atomic_load(&g->live_calls) > 0 && now_us() < until) usleep(10000);
+  if (atomic_load(&g->live_calls) > 0) {
+    /* The core still holds requests: leave the loops running (they own the
+     * calls) rather than free memory a core thread may still post to. */
+    srv_log(TRITONSERVER_LOG_WARN,
+            "gRPC front end: requests still in the core at shutdown; not waiting longer");
+    return false;
+  }
+  for (unsigned i = 0; i < g->n_loops; i++) pthread_join(g->loops[i].thread, NULL);
+  loops_free(g);
+  close(g->listen_fd);
+  free(g);
+  return true;
+}

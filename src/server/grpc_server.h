@@ -1,0 +1,44 @@
+/* The gRPC front end: Triton's GRPCInferenceService (and grpc.health.v1)
+ * over HTTP/2 cleartext with prior knowledge, on nghttp2 and our own gRPC
+ * framing. A fixed set of event-loop threads share one listening socket;
+ * each connection lives on one loop, and completions from core threads are
+ * posted back to that loop. See docs/grpc.md. */
+#ifndef NRD_SRV_GRPC_SERVER_H
+#define NRD_SRV_GRPC_SERVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "triton/core/tritonserver.h"
+
+typedef struct nrd_srv_grpc_options {
+  const char *address;      /* listen address, e.g. "0.0.0.0" */
+  int port;                 /* 0 picks a free port (see nrd_srv_grpc_port) */
+  unsigned threads;         /* event-loop threads, >= 1 */
+  uint32_t max_message_size; /* bytes; larger messages get RESOURCE_EXHAUSTED */
+  unsigned keepalive_time_ms;    /* 0: no server pings */
+  unsigned keepalive_timeout_ms; /* close when a ping is unanswered this long */
+} nrd_srv_grpc_options;
+
+typedef struct nrd_srv_grpc nrd_srv_grpc;
+
+/* Binds, listens and starts the loop threads. `server` is borrowed and must
+ * outlive nrd_srv_grpc_stop. On success the caller owns *out; on failure
+ * returns the error (caller owns it), *out is NULL and nothing leaks.
+ * Main thread only. */
+TRITONSERVER_Error *nrd_srv_grpc_start(TRITONSERVER_Server *server,
+                                       const nrd_srv_grpc_options *opts, nrd_srv_grpc **out);
+
+/* The port actually bound. Any thread while g is alive. */
+int nrd_srv_grpc_port(const nrd_srv_grpc *g);
+
+/* Stops accepting, closes every connection (cancelling in-flight requests
+ * in the core), waits for the core to hand back every request (at most
+ * `wait_secs`), joins the loops and frees g. Returns false if requests were
+ * still in the core after wait_secs: then g is left running (leaked) so no
+ * core thread touches freed memory. NULL is a no-op returning true. Main
+ * thread only; call before TRITONSERVER_ServerStop. */
+bool nrd_srv_grpc_stop(nrd_srv_grpc *g, unsigned wait_secs);
+
+#endif

@@ -1,0 +1,26 @@
+/* Starting and stopping nereid's HTTP endpoints (the HTTP/REST API and the
+ * metrics endpoint) as the command line asks.
+ *
+ * Threads: main thread only. */
+#ifndef NRD_SRV_HTTP_ENDPOINTS_H
+#define NRD_SRV_HTTP_ENDPOINTS_H
+
+#include "cli.h"
+#include "http_server.h"
+
+typedef struct nrd_srv_http_endpoints {
+  nrd_srv_http *api;     /* NULL with --allow-http=false */
+  nrd_srv_http *metrics; /* NULL with --allow-metrics=false */
+} nrd_srv_http_endpoints;
+
+/* Starts the endpoints `cli` enables on `server` (borrowed) and prints
+ * where each listens on stdout. Returns 0, or -1 after printing why to
+ * stderr, with nothing left running. Main thread. */
+int nrd_srv_http_endpoints_start(TRITONSERVER_Server *server, const nrd_srv_cli *cli,
+                                 nrd_srv_http_endpoints *ep);
+
+/* Stops what nrd_srv_http_endpoints_start started, waiting up to
+ * wait_secs for requests in flight; safe on a zeroed struct. Main thread. */
+void nrd_srv_http_endpoints_stop(nrd_srv_http_endpoints *ep, unsigned wait_secs);
+
+#endif

@@ -1,0 +1,634 @@
+/* POST /v2/models/{m}[/versions/{v}]/infer: builds a core request from the
+ * JSON header and the binary tail (inputs point into the received body),
+ * runs it, and encodes the response (JSON data or the binary extension,
+ * output buffers sent without another copy).
+ *
+ * Threads: the handler and the encoder run on the loop thread that owns
+ * the connection; the release and completion callbacks run on core
+ * threads and only count down and post back to that loop. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <jansson.h>
+
+#include "http_internal.h"
+#include "http_json.h"
+
+#define BLOCK_HEADER 64 /* output blocks: header, then 64-byte aligned data */
+
+/* One output buffer: freed by the allocator's release unless `taken`, in
+ * which case the response body (evbuffer reference) frees it once sent. */
+typedef struct out_block {
+  bool taken;
+} out_block;
+
+typedef struct req_output {
+  char *name;
+  int binary; /* -1: the request's default */
+} req_output;
+
+typedef struct infer_ctx {
+  nrd_srv_http_pending pending; /* first member */
+  nrd_srv_http_loop *loop;
+  pthread_mutex_t mu;           /* guards ireq against cancel vs release */
+  TRITONSERVER_InferenceRequest *ireq;
+  TRITONSERVER_InferenceResponse *resp;
+  atomic_int remaining;         /* release + final response */
+  void **bufs;                  /* input data parsed from JSON */
+  size_t n_bufs;
+  req_output *outs;
+  size_t n_outs;
+  bool binary_default;
+} infer_ctx;
+
+/* ---- allocator ------------------------------------------------------------ */
+
+static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *allocator,
+                                    const char *tensor_name, size_t byte_size,
+                                    TRITONSERVER_MemoryType memory_type, int64_t memory_type_id,
+                                    void *userp, void **buffer, void **buffer_userp,
+                                    TRITONSERVER_MemoryType *actual_memory_type,
+                                    int64_t *actual_memory_type_id) {
+  (void)allocator;
+  (void)memory_type;
+  (void)memory_type_id;
+  (void)userp;
+  *actual_memory_type = TRITONSERVER_MEMORY_CPU;
+  *actual_memory_type_id = 0;
+  void *p = NULL;
+  if (byte_size > SIZE_MAX - BLOCK_HEADER || posix_memalign(&p, 64, BLOCK_HEADER + byte_size) != 0) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "cannot allocate %zu bytes for output '%s'", byte_size, tensor_name);
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, msg);
+  }
+  ((out_block *)p)->taken = false;
+  *buffer = (char *)p + BLOCK_HEADER;
+  *buffer_userp = p;
+  return NULL;
+}
+
+static TRITONSERVER_Error *release_fn(TRITONSERVER_ResponseAllocator *allocator, void *buffer,
+                                      void *buffer_userp, size_t byte_size,
+                                      TRITONSERVER_MemoryType memory_type, int64_t memory_type_id) {
+  (void)allocator;
+  (void)buffer;
+  (void)byte_size;
+  (void)memory_type;
+  (void)memory_type_id;
+  out_block *b = buffer_userp;
+  if (b && !b->taken) free(b);
+  return NULL;
+}
+
+TRITONSERVER_Error *nrd_srv_http_allocator_new(TRITONSERVER_ResponseAllocator **out) {
+  return TRITONSERVER_ResponseAllocatorNew(out, alloc_fn, release_fn, NULL);
+}
+
+static void free_block_ref(const void *data, size_t len, void *extra) {
+  (void)data;
+  (void)len;
+  free(extra);
+}
+
+/* ---- context -------------------------------------------------------------- */
+
+static void ctx_free(infer_ctx *c) {
+  if (c->ireq) TRITONSERVER_InferenceRequestDelete(c->ireq);
+  if (c->resp) TRITONSERVER_InferenceResponseDelete(c->resp);
+  for (size_t i = 0; i < c->n_bufs; i++) free(c->bufs[i]);
+  free(c->bufs);
+  for (size_t i = 0; i < c->n_outs; i++) free(c->outs[i].name);
+  free(c->outs);
+  pthread_mutex_destroy(&c->mu);
+  free(c);
+}
+
+static void on_disconnect(nrd_srv_http_pending *p) {
+  infer_ctx *c = (infer_ctx *)p;
+  pthread_mutex_lock(&c->mu);
+  if (c->ireq) {
+    TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestCancel(c->ireq);
+    if (err) TRITONSERVER_ErrorDelete(err);
+  }
+  pthread_mutex_unlock(&c->mu);
+}
+
+static void encode_and_send(void *arg);
+
+static void count_down(infer_ctx *c) {
+  if (atomic_fetch_sub(&c->remaining, 1) != 1) return;
+  if (nrd_srv_http_post(c->loop, encode_and_send, c) != 0)
+    fprintf(stderr, "nereid: cannot post an inference result to the HTTP loop\n");
+}
+
+static void on_release(TRITONSERVER_InferenceRequest *request, const uint32_t flags, void *userp) {
+  (void)flags;
+  infer_ctx *c = userp;
+  pthread_mutex_lock(&c->mu);
+  c->ireq = NULL;
+  pthread_mutex_unlock(&c->mu);
+  TRITONSERVER_InferenceRequestDelete(request);
+  count_down(c);
+}
+
+static void on_response(TRITONSERVER_InferenceResponse *response, const uint32_t flags, void *userp) {
+  infer_ctx *c = userp;
+  if (response) {
+    if (c->resp) TRITONSERVER_InferenceResponseDelete(c->resp);
+    c->resp = response;
+  }
+  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) count_down(c);
+}
+
+/* ---- response encoding ------------------------------------------------------ */
+
+static int add_str(nrd_srv_http_text *t, const char *s) { return nrd_srv_http_text_add(t, s, strlen(s)); }
+
+static int add_param_value(nrd_srv_http_text *t, TRITONSERVER_ParameterType type, const void *v) {
+  char num[40];
+  switch (type) {
+    case TRITONSERVER_PARAMETER_STRING: return nrd_srv_http_text_quoted(t, v, strlen(v));
+    case TRITONSERVER_PARAMETER_INT:
+      snprintf(num, sizeof num, "%lld", (long long)*(const int64_t *)v);
+      return add_str(t, num);
+    case TRITONSERVER_PARAMETER_BOOL: return add_str(t, *(const bool *)v ? "true" : "false");
+    case TRITONSERVER_PARAMETER_DOUBLE:
+      snprintf(num, sizeof num, "%.17g", *(const double *)v);
+      return add_str(t, num);
+    default: return add_str(t, "null");
+  }
+}
+
+static bool output_binary(const infer_ctx *c, const char *name) {
+  for (size_t i = 0; i < c->n_outs; i++)
+    if (strcmp(c->outs[i].name, name) == 0 && c->outs[i].binary >= 0) return c->outs[i].binary;
+  return c->binary_default;
+}
+
+static void send_response(infer_ctx *c, struct evhttp_request *req) {
+  TRITONSERVER_InferenceResponse *resp = c->resp;
+  if (resp == NULL) return nrd_srv_http_reply_error(req, 500, "the inference produced no response");
+  TRITONSERVER_Error *rerr = TRITONSERVER_InferenceResponseError(resp);
+  if (rerr) return nrd_srv_http_reply_error(req, nrd_srv_http_status(rerr), TRITONSERVER_ErrorMessage(rerr));
+  nrd_srv_http_text t = {0};
+  struct evbuffer *out = evhttp_request_get_output_buffer(req);
+  const char *model = "";
+  int64_t version = 0;
+  const char *id = "";
+  uint32_t n_params = 0, n_out = 0;
+  TRITONSERVER_Error *err = TRITONSERVER_InferenceResponseModel(resp, &model, &version);
+  if (!err) err = TRITONSERVER_InferenceResponseId(resp, &id);
+  if (!err) err = TRITONSERVER_InferenceResponseParameterCount(resp, &n_params);
+  if (!err) err = TRITONSERVER_InferenceResponseOutputCount(resp, &n_out);
+  if (err) return nrd_srv_http_reply_tserr(req, err);
+  char num[64];
+  int bad = add_str(&t, "{\"model_name\":");
+  bad |= nrd_srv_http_text_quoted(&t, model, strlen(model));
+  snprintf(num, sizeof num, ",\"model_version\":\"%lld\"", (long long)version);
+  bad |= add_str(&t, num);
+  if (id && *id) {
+    bad |= add_str(&t, ",\"id\":");
+    bad |= nrd_srv_http_text_quoted(&t, id, strlen(id));
+  }
+  if (n_params > 0) {
+    bad |= add_str(&t, ",\"parameters\":{");
+    for (uint32_t i = 0; i < n_params && !err; i++) {
+      const char *name;
+      TRITONSERVER_ParameterType type;
+      const void *v;
+      err = TRITONSERVER_InferenceResponseParameter(resp, i, &name, &type, &v);
+      if (err) break;
+      if (i) bad |= add_str(&t, ",");
+      bad |= nrd_srv_http_text_quoted(&t, name, strlen(name));
+      bad |= add_str(&t, ":");
+      bad |= add_param_value(&t, type, v);
+    }
+    bad |= add_str(&t, "}");
+  }
+  bad |= add_str(&t, ",\"outputs\":[");
+  /* Binary tails in output order: (block, data, size). */
+  struct tail {
+    out_block *block;
+    const void *data;
+    size_t size;
+  } *tails = calloc(n_out ? n_out : 1, sizeof *tails);
+  size_t n_tails = 0, tail_bytes = 0;
+  if (tails == NULL) bad = 1;
+  for (uint32_t i = 0; i < n_out && !err && !bad; i++) {
+    const char *name;
+    TRITONSERVER_DataType dt;
+    const int64_t *shape;
+    uint64_t dims;
+    const void *base;
+    size_t size;
+    TRITONSERVER_MemoryType mt;
+    int64_t mtid;
+    void *userp;
+    err = TRITONSERVER_InferenceResponseOutput(resp, i, &name, &dt, &shape, &dims, &base, &size, &mt,
+                                               &mtid, &userp);
+    if (err) break;
+    if (i) bad |= add_str(&t, ",");
+    bad |= add_str(&t, "{\"name\":");
+    bad |= nrd_srv_http_text_quoted(&t, name, strlen(name));
+    bad |= add_str(&t, ",\"datatype\":\"");
+    bad |= add_str(&t, TRITONSERVER_DataTypeString(dt));
+    bad |= add_str(&t, "\",\"shape\":[");
+    for (uint64_t d = 0; d < dims; d++) {
+      snprintf(num, sizeof num, d ? ",%lld" : "%lld", (long long)shape[d]);
+      bad |= add_str(&t, num);
+    }
+    bad |= add_str(&t, "]");
+    if (output_binary(c, name)) {
+      snprintf(num, sizeof num, ",\"parameters\":{\"binary_data_size\":%zu}}", size);
+      bad |= add_str(&t, num);
+      tails[n_tails++] = (struct tail){userp, base, size};
+      tail_bytes += size;
+    } else {
+      bad |= add_str(&t, ",\"data\":");
+      if (nrd_srv_http_json_write_data(&t, dt, base, size) != 0) {
+        err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "cannot encode output data as JSON");
+        break;
+      }
+      bad |= add_str(&t, "}");
+    }
+  }
+  bad |= add_str(&t, "]}");
+  if (err || bad) {
+    free(tails);
+    free(t.buf);
+    if (err) return nrd_srv_http_reply_tserr(req, err);
+    return nrd_srv_http_reply_error(req, 500, "out of memory encoding the response");
+  }
+  struct evkeyvalq *hdrs = evhttp_request_get_output_headers(req);
+  size_t json_len = t.len;
+  if (evbuffer_add_reference(out, t.buf, t.len, free_block_ref, t.buf) != 0) free(t.buf);
+  if (n_tails > 0) {
+    snprintf(num, sizeof num, "%zu", json_len);
+    evhttp_add_header(hdrs, "Inference-Header-Content-Length", num);
+    evhttp_add_header(hdrs, "Content-Type", "application/octet-stream");
+    for (size_t i = 0; i < n_tails; i++) {
+      if (tails[i].size == 0) continue;
+      out_block *b = tails[i].block;
+      if (b && !b->taken) {
+        b->taken = true;
+        if (evbuffer_add_reference(out, tails[i].data, tails[i].size, free_block_ref, b) != 0) {
+          b->taken = false;
+          evbuffer_add(out, tails[i].data, tails[i].size);
+        }
+      } else {
+        evbuffer_add(out, tails[i].data, tails[i].size);
+      }
+    }
+  } else {
+    evhttp_add_header(hdrs, "Content-Type", "application/json");
+  }
+  (void)tail_bytes;
+  free(tails);
+  evhttp_send_reply(req, 200, "OK", NULL);
+}
+
+static void encode_and_send(void *arg) {
+  infer_ctx *c = arg;
+  struct evhttp_request *req = nrd_srv_http_pending_finish(c->loop, &c->pending);
+  if (req) send_response(c, req);
+  ctx_free(c);
+}
+
+/* ---- request parsing ---------------------------------------------------------- */
+
+typedef struct parse {
+  infer_ctx *c;
+  TRITONSERVER_InferenceRequest *ireq;
+  const char *model;
+  struct evbuffer *in;
+  size_t header_len, body_len, cursor; /* cursor: bytes of the tail used */
+  const char *header;
+  nrd_srv_http_span spans[NRD_SRV_HTTP_MAX_DATA_SPANS];
+  size_t n_spans;
+  char msg[512];
+} parse;
+
+#define FAIL(...)                                      \
+  do {                                                 \
+    snprintf(ps->msg, sizeof ps->msg, __VA_ARGS__);    \
+    return -1;                                         \
+  } while (0)
+
+/* Adds a core error's message to ps->msg and deletes it; returns -1. */
+static int core_fail(parse *ps, TRITONSERVER_Error *err) {
+  snprintf(ps->msg, sizeof ps->msg, "%s", TRITONSERVER_ErrorMessage(err));
+  TRITONSERVER_ErrorDelete(err);
+  return -1;
+}
+
+static int push_buf(infer_ctx *c, void *b) {
+  void **g = realloc(c->bufs, (c->n_bufs + 1) * sizeof *g);
+  if (g == NULL) return -1;
+  g[c->n_bufs++] = b;
+  c->bufs = g;
+  return 0;
+}
+
+/* Appends `size` bytes of the binary tail to input `name`, zero copy. */
+static int append_binary(parse *ps, const char *name, size_t size) {
+  size_t avail = ps->body_len - ps->header_len - ps->cursor;
+  if (size > avail)
+    FAIL("unexpected size for input '%s', expecting %zu additional bytes for model '%s'", name,
+         size - avail, ps->model);
+  if (size == 0) {
+    TRITONSERVER_Error *err =
+        TRITONSERVER_InferenceRequestAppendInputData(ps->ireq, name, NULL, 0, TRITONSERVER_MEMORY_CPU, 0);
+    return err ? core_fail(ps, err) : 0;
+  }
+  struct evbuffer_ptr pos;
+  if (evbuffer_ptr_set(ps->in, &pos, ps->header_len + ps->cursor, EVBUFFER_PTR_SET) != 0)
+    FAIL("cannot locate the binary data of input '%s'", name);
+  int n = evbuffer_peek(ps->in, (ev_ssize_t)size, &pos, NULL, 0);
+  if (n <= 0) FAIL("cannot locate the binary data of input '%s'", name);
+  struct evbuffer_iovec stackv[8];
+  struct evbuffer_iovec *v = n <= 8 ? stackv : malloc((size_t)n * sizeof *v);
+  if (v == NULL) FAIL("out of memory");
+  n = evbuffer_peek(ps->in, (ev_ssize_t)size, &pos, v, n);
+  size_t left = size;
+  int rc = 0;
+  for (int i = 0; i < n && left > 0; i++) {
+    size_t take = v[i].iov_len < left ? v[i].iov_len : left;
+    TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestAppendInputData(
+        ps->ireq, name, v[i].iov_base, take, TRITONSERVER_MEMORY_CPU, 0);
+    if (err) {
+      rc = core_fail(ps, err);
+      break;
+    }
+    left -= take;
+  }
+  if (v != stackv) free(v);
+  if (rc == 0 && left != 0) FAIL("binary data of input '%s' is incomplete", name);
+  ps->cursor += size;
+  return rc;
+}
+
+static const nrd_srv_http_span *find_span(const parse *ps, size_t index) {
+  for (size_t i = 0; i < ps->n_spans; i++)
+    if (ps->spans[i].index == index) return &ps->spans[i];
+  return NULL;
+}
+
+static int parse_input(parse *ps, json_t *in, size_t index) {
+  if (!json_is_object(in)) FAIL("Unable to parse 'inputs': each input must be an object");
+  json_t *jname = json_object_get(in, "name");
+  if (!json_is_string(jname)) FAIL("Unable to parse 'name' of input %zu", index);
+  const char *name = json_string_value(jname);
+  json_t *jdt = json_object_get(in, "datatype");
+  if (!json_is_string(jdt)) FAIL("Unable to parse 'datatype' of input '%s'", name);
+  TRITONSERVER_DataType dt = TRITONSERVER_StringToDataType(json_string_value(jdt));
+  if (dt == TRITONSERVER_TYPE_INVALID)
+    FAIL("invalid datatype '%.40s' for input '%s'", json_string_value(jdt), name);
+  json_t *jshape = json_object_get(in, "shape");
+  if (!json_is_array(jshape)) FAIL("Unable to parse 'shape' of input '%s'", name);
+  size_t dims = json_array_size(jshape);
+  if (dims > 64) FAIL("input '%s' has too many dimensions (%zu)", name, dims);
+  int64_t shape[64];
+  uint64_t count = 1;
+  bool overflow = false;
+  for (size_t d = 0; d < dims; d++) {
+    json_t *v = json_array_get(jshape, d);
+    if (!json_is_integer(v) || json_integer_value(v) < 0) FAIL("Unable to parse 'shape' of input '%s'", name);
+    shape[d] = json_integer_value(v);
+    if (shape[d] != 0 && count > UINT64_MAX / (uint64_t)shape[d]) overflow = true;
+    else count *= (uint64_t)shape[d];
+  }
+  if (overflow) FAIL("shape of input '%s' is too large", name);
+  TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestAddInput(ps->ireq, name, dt, shape, dims);
+  if (err) return core_fail(ps, err);
+
+  json_t *params = json_object_get(in, "parameters");
+  json_t *bsize = json_is_object(params) ? json_object_get(params, "binary_data_size") : NULL;
+  if (json_is_object(params) && (json_object_get(params, "shared_memory_region") ||
+                                 json_object_get(params, "shared_memory_byte_size")))
+    FAIL("input '%s': shared memory is not supported by this server yet", name);
+  bool has_data = find_span(ps, index) != NULL || json_object_get(in, "data") != NULL;
+  if (bsize) {
+    if (!json_is_integer(bsize) || json_integer_value(bsize) < 0)
+      FAIL("Unable to parse 'binary_data_size' of input '%s'", name);
+    if (has_data) FAIL("input '%s' has both 'data' and 'binary_data_size'", name);
+    if (ps->header_len == ps->body_len && json_integer_value(bsize) > 0)
+      FAIL("must specify valid 'Inference-Header-Content-Length' in request header and "
+           "'binary_data_size' when passing inputs in binary data format");
+    return append_binary(ps, name, (size_t)json_integer_value(bsize));
+  }
+  const nrd_srv_http_span *span = find_span(ps, index);
+  if (span == NULL) {
+    if (json_object_get(in, "data")) FAIL("Unable to parse 'data' of input '%s': expected an array", name);
+    FAIL("input '%s' has neither 'data' nor 'binary_data_size'", name);
+  }
+  if (count == 0) {
+    err = TRITONSERVER_InferenceRequestAppendInputData(ps->ireq, name, NULL, 0, TRITONSERVER_MEMORY_CPU, 0);
+    return err ? core_fail(ps, err) : 0;
+  }
+  void *buf = NULL;
+  size_t size = 0;
+  if (nrd_srv_http_json_parse_data(ps->header + span->start, span->len, dt, count, name, &buf, &size,
+                                   ps->msg, sizeof ps->msg) != 0)
+    return -1;
+  if (push_buf(ps->c, buf) != 0) {
+    free(buf);
+    FAIL("out of memory");
+  }
+  err = TRITONSERVER_InferenceRequestAppendInputData(ps->ireq, name, buf, size, TRITONSERVER_MEMORY_CPU, 0);
+  return err ? core_fail(ps, err) : 0;
+}
+
+static int parse_outputs(parse *ps, json_t *outs) {
+  if (outs == NULL) return 0;
+  if (!json_is_array(outs)) FAIL("Unable to parse 'outputs'");
+  size_t n = json_array_size(outs);
+  if (n == 0) return 0;
+  ps->c->outs = calloc(n, sizeof *ps->c->outs);
+  if (ps->c->outs == NULL) FAIL("out of memory");
+  for (size_t i = 0; i < n; i++) {
+    json_t *o = json_array_get(outs, i);
+    json_t *jname = json_is_object(o) ? json_object_get(o, "name") : NULL;
+    if (!json_is_string(jname)) FAIL("Unable to parse 'name' of output %zu", i);
+    const char *name = json_string_value(jname);
+    req_output *ro = &ps->c->outs[ps->c->n_outs];
+    ro->binary = -1;
+    if ((ro->name = strdup(name)) == NULL) FAIL("out of memory");
+    ps->c->n_outs++;
+    json_t *params = json_object_get(o, "parameters");
+    if (params && !json_is_object(params)) FAIL("Unable to parse 'parameters' of output '%s'", name);
+    json_t *b = params ? json_object_get(params, "binary_data") : NULL;
+    if (b) {
+      if (!json_is_boolean(b)) FAIL("Unable to parse 'binary_data' of output '%s'", name);
+      ro->binary = json_is_true(b);
+    }
+    if (params && json_object_get(params, "classification"))
+      FAIL("output '%s': the classification extension is not supported by this server yet", name);
+    if (params && json_object_get(params, "shared_memory_region"))
+      FAIL("output '%s': shared memory is not supported by this server yet", name);
+    TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestAddRequestedOutput(ps->ireq, name);
+    if (err) return core_fail(ps, err);
+  }
+  return 0;
+}
+
+static int parse_parameters(parse *ps, json_t *params) {
+  if (params == NULL) return 0;
+  if (!json_is_object(params)) FAIL("Unable to parse 'parameters'");
+  const char *key;
+  json_t *v;
+  uint32_t flags = 0;
+  TRITONSERVER_Error *err = NULL;
+  json_object_foreach(params, key, v) {
+    if (strcmp(key, "sequence_id") == 0) {
+      if (json_is_integer(v) && json_integer_value(v) >= 0)
+        err = TRITONSERVER_InferenceRequestSetCorrelationId(ps->ireq, (uint64_t)json_integer_value(v));
+      else if (json_is_string(v))
+        err = TRITONSERVER_InferenceRequestSetCorrelationIdString(ps->ireq, json_string_value(v));
+      else
+        FAIL("Unable to parse 'sequence_id': expected an unsigned integer or a string");
+    } else if (strcmp(key, "sequence_start") == 0 || strcmp(key, "sequence_end") == 0) {
+      if (!json_is_boolean(v)) FAIL("Unable to parse '%s': expected a boolean", key);
+      if (json_is_true(v))
+        flags |= key[9] == 's' ? TRITONSERVER_REQUEST_FLAG_SEQUENCE_START : TRITONSERVER_REQUEST_FLAG_SEQUENCE_END;
+    } else if (strcmp(key, "priority") == 0) {
+      if (!json_is_integer(v) || json_integer_value(v) < 0)
+        FAIL("Unable to parse 'priority': expected an unsigned integer");
+      err = TRITONSERVER_InferenceRequestSetPriorityUInt64(ps->ireq, (uint64_t)json_integer_value(v));
+    } else if (strcmp(key, "timeout") == 0) {
+      if (!json_is_integer(v) || json_integer_value(v) < 0)
+        FAIL("Unable to parse 'timeout': expected an unsigned integer");
+      err = TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(ps->ireq, (uint64_t)json_integer_value(v));
+    } else if (strcmp(key, "binary_data_output") == 0) {
+      if (!json_is_boolean(v)) FAIL("Unable to parse 'binary_data_output': expected a boolean");
+      ps->c->binary_default = json_is_true(v);
+    } else if (json_is_string(v)) {
+      err = TRITONSERVER_InferenceRequestSetStringParameter(ps->ireq, key, json_string_value(v));
+    } else if (json_is_integer(v)) {
+      err = TRITONSERVER_InferenceRequestSetIntParameter(ps->ireq, key, json_integer_value(v));
+    } else if (json_is_boolean(v)) {
+      err = TRITONSERVER_InferenceRequestSetBoolParameter(ps->ireq, key, json_is_true(v));
+    } else if (json_is_real(v)) {
+      err = TRITONSERVER_InferenceRequestSetDoubleParameter(ps->ireq, key, json_real_value(v));
+    } else {
+      FAIL("parameter '%s' must be a string, number or boolean", key);
+    }
+    if (err) return core_fail(ps, err);
+  }
+  if (flags && (err = TRITONSERVER_InferenceRequestSetFlags(ps->ireq, flags))) return core_fail(ps, err);
+  return 0;
+}
+
+/* Parses the whole request into ps->ireq. Returns 0 or -1 with ps->msg. */
+static int parse_request(parse *ps) {
+  const char *hlen = evhttp_find_header(evhttp_request_get_input_headers(ps->c->pending.req),
+                                        "Inference-Header-Content-Length");
+  ps->header_len = ps->body_len;
+  if (hlen) {
+    char *end = NULL;
+    unsigned long long v = strtoull(hlen, &end, 10);
+    if (*hlen < '0' || *hlen > '9' || *end != '\0' || v > ps->body_len)
+      FAIL("inference header size should be in range (0, %zu), got: %.40s", ps->body_len, hlen);
+    if (v == 0)
+      FAIL("raw binary requests (Inference-Header-Content-Length: 0) are not supported by this "
+           "server yet");
+    ps->header_len = (size_t)v;
+  }
+  if (ps->header_len == 0) FAIL("the request body is empty: expected a JSON inference request");
+  ps->header = (const char *)evbuffer_pullup(ps->in, (ev_ssize_t)ps->header_len);
+  if (ps->header == NULL) FAIL("out of memory reading the request body");
+  char *stripped = NULL;
+  size_t stripped_len = 0;
+  if (nrd_srv_http_json_cut_data(ps->header, ps->header_len, ps->spans, &ps->n_spans, &stripped,
+                                 &stripped_len, ps->msg, sizeof ps->msg) != 0)
+    return -1;
+  json_error_t jerr;
+  json_t *root = json_loadb(stripped, stripped_len, 0, &jerr);
+  free(stripped);
+  if (root == NULL) FAIL("failed to parse the request JSON buffer: %s", jerr.text);
+  int rc = -1;
+  if (!json_is_object(root)) {
+    snprintf(ps->msg, sizeof ps->msg, "the inference request must be a JSON object");
+    goto done;
+  }
+  json_t *id = json_object_get(root, "id");
+  if (id) {
+    if (!json_is_string(id)) {
+      snprintf(ps->msg, sizeof ps->msg, "Unable to parse 'id': expected a string");
+      goto done;
+    }
+    TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestSetId(ps->ireq, json_string_value(id));
+    if (err) {
+      core_fail(ps, err);
+      goto done;
+    }
+  }
+  if (parse_parameters(ps, json_object_get(root, "parameters")) != 0) goto done;
+  json_t *inputs = json_object_get(root, "inputs");
+  if (!json_is_array(inputs)) {
+    snprintf(ps->msg, sizeof ps->msg, "Unable to parse 'inputs'");
+    goto done;
+  }
+  for (size_t i = 0; i < json_array_size(inputs); i++)
+    if (parse_input(ps, json_array_get(inputs, i), i) != 0) goto done;
+  if (ps->header_len + ps->cursor != ps->body_len) {
+    snprintf(ps->msg, sizeof ps->msg, "unexpected additional input data for model '%s'", ps->model);
+    goto done;
+  }
+  if (parse_outputs(ps, json_object_get(root, "outputs")) != 0) goto done;
+  rc = 0;
+done:
+  json_decref(root);
+  return rc;
+}
+
+void nrd_srv_http_infer(nrd_srv_http_loop *loop, struct evhttp_request *req, const char *model,
+                        int64_t version) {
+  nrd_srv_http *h = loop->http;
+  uint32_t txn = 0;
+  TRITONSERVER_Error *err = TRITONSERVER_ServerModelTransactionProperties(h->server, model, version, &txn, NULL);
+  if (err) return nrd_srv_http_reply_tserr(req, err);
+  if (txn & TRITONSERVER_TXN_DECOUPLED)
+    return nrd_srv_http_reply_error(
+        req, 501, "HTTP end point doesn't support models with decoupled transaction policy");
+
+  infer_ctx *c = calloc(1, sizeof *c);
+  if (c == NULL) return nrd_srv_http_reply_error(req, 500, "out of memory");
+  c->loop = loop;
+  pthread_mutex_init(&c->mu, NULL);
+  atomic_init(&c->remaining, 2);
+  c->pending.req = req; /* parse_request reads headers through it */
+  c->pending.on_disconnect = on_disconnect;
+  err = TRITONSERVER_InferenceRequestNew(&c->ireq, h->server, model, version);
+  if (err) {
+    c->ireq = NULL;
+    ctx_free(c);
+    return nrd_srv_http_reply_tserr(req, err);
+  }
+  parse ps = {.c = c, .ireq = c->ireq, .model = model, .in = evhttp_request_get_input_buffer(req)};
+  ps.body_len = evbuffer_get_length(ps.in);
+  ps.msg[0] = '\0';
+  if (parse_request(&ps) != 0) {
+    ctx_free(c);
+    return nrd_srv_http_reply_error(req, 400, ps.msg);
+  }
+  if ((err = TRITONSERVER_InferenceRequestSetReleaseCallback(c->ireq, on_release, c)) ||
+      (err = TRITONSERVER_InferenceRequestSetResponseCallback(c->ireq, h->allocator, c, on_response, c))) {
+    ctx_free(c);
+    return nrd_srv_http_reply_tserr(req, err);
+  }
+  nrd_srv_http_pending_add(loop, &c->pending, req);
+  TRITONSERVER_InferenceRequest *ireq = c->ireq;
+  err = TRITONSERVER_ServerInferAsync(h->server, ireq, NULL);
+  if (err) {
+    /* No callback will fire: the request is still ours. */
+    struct evhttp_request *r = nrd_srv_http_pending_finish(loop, &c->pending);
+    ctx_free(c);
+    if (r) nrd_srv_http_reply_tserr(r, err);
+    else TRITONSERVER_ErrorDelete(err);
+  }
+}

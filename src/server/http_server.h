@@ -1,0 +1,39 @@
+/* The HTTP/REST front end (KServe v2 with Triton's extensions) and the
+ * Prometheus metrics endpoint, served by libevent's evhttp.
+ *
+ * Threads: nrd_srv_http_start/stop run on the main thread. The front end
+ * owns a fixed set of event-loop threads; inference completions arrive on
+ * core threads and are posted back to the loop that owns the connection. */
+#ifndef NRD_SRV_HTTP_SERVER_H
+#define NRD_SRV_HTTP_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "triton/core/tritonserver.h"
+
+typedef struct nrd_srv_http nrd_srv_http;
+
+/* Where and how one endpoint listens. */
+typedef struct nrd_srv_http_options {
+  const char *address;       /* e.g. "0.0.0.0" */
+  int port;                  /* 0: pick a free port */
+  int threads;               /* event-loop threads, >= 1 */
+  size_t max_input_size;     /* largest request body accepted, bytes */
+  int metrics_only;          /* 1: serve only GET /metrics (the metrics port) */
+} nrd_srv_http_options;
+
+/* Binds and starts serving `server` (borrowed: it must outlive the front
+ * end). On success *out is the caller's to stop with nrd_srv_http_stop. On
+ * failure returns the error (caller owns it) and *out is NULL. Main thread. */
+TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
+                                       const nrd_srv_http_options *opts, nrd_srv_http **out);
+
+/* The port actually bound (useful when 0 was asked). Any thread. */
+int nrd_srv_http_port(const nrd_srv_http *http);
+
+/* Stops accepting, waits up to `wait_secs` for requests in flight, stops
+ * the loops and frees everything; NULL is a no-op. Main thread. */
+void nrd_srv_http_stop(nrd_srv_http *http, unsigned wait_secs);
+
+#endif

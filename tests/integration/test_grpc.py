@@ -1,0 +1,525 @@
+"""The gRPC front end end to end, with Debian's python3-grpcio and stubs
+generated at test time from OUR proto/ files (never upstream's).
+
+Run by ctest (see tests/CMakeLists.txt) as
+    /usr/bin/python3 -m pytest -q tests/integration/test_grpc.py
+with NEREID_BIN, NEREID_BACKEND_DIR and NEREID_EXAMPLES in the environment.
+One nereid (explicit model control, every example model loaded, a 1 MiB
+message limit) serves the whole module; it must stop cleanly at the end,
+with no sanitizer report in its log.
+"""
+
+import os
+import queue
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE = os.path.dirname(os.path.dirname(HERE))
+NEREID = os.environ.get("NEREID_BIN", os.path.join(SOURCE, "build", "src", "server", "nereid"))
+BACKENDS = os.environ.get("NEREID_BACKEND_DIR", os.path.join(SOURCE, "build", "backends"))
+EXAMPLES = os.environ.get("NEREID_EXAMPLES", os.path.join(SOURCE, "examples", "models"))
+PROTO_DIR = os.path.join(SOURCE, "proto")
+MAX_MESSAGE = 1 << 20
+START_TIMEOUT = 60
+RPC_TIMEOUT = 30
+
+pytestmark = pytest.mark.skipif(not os.access(NEREID, os.X_OK), reason=f"no nereid binary at {NEREID}")
+
+grpc = pytest.importorskip("grpc")
+
+
+def _generate_stubs():
+    out = tempfile.mkdtemp(prefix="nereid-grpc-stubs-")
+    from grpc_tools import protoc
+
+    rc = protoc.main(["protoc", f"-I{PROTO_DIR}", f"--python_out={out}", f"--grpc_python_out={out}",
+                      "grpc_service.proto", "model_config.proto", "health.proto"])
+    assert rc == 0, "grpc_tools.protoc failed on our proto files"
+    sys.path.insert(0, out)
+    return out
+
+
+STUB_DIR = _generate_stubs()
+import grpc_service_pb2 as pb  # noqa: E402
+import grpc_service_pb2_grpc as pbg  # noqa: E402
+import health_pb2  # noqa: E402
+import health_pb2_grpc  # noqa: E402
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, args):
+        self.errfile = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen([NEREID, *args], stdout=subprocess.PIPE, stderr=self.errfile)
+        self.out = b""
+
+    def wait_ready(self):
+        sel = selectors.DefaultSelector()
+        sel.register(self.proc.stdout, selectors.EVENT_READ)
+        deadline = time.monotonic() + START_TIMEOUT
+        try:
+            while time.monotonic() < deadline:
+                if not sel.select(timeout=1):
+                    continue
+                chunk = os.read(self.proc.stdout.fileno(), 65536)
+                if not chunk:
+                    raise AssertionError("nereid exited before ready:\n" + self.text())
+                self.out += chunk
+                if b"nereid: server " in self.out:
+                    return
+            raise AssertionError("nereid not ready:\n" + self.text())
+        finally:
+            sel.close()
+
+    def text(self):
+        self.errfile.seek(0)
+        return self.out.decode(errors="replace") + "\n--- stderr ---\n" + self.errfile.read()
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        rest, _ = self.proc.communicate(timeout=30)
+        self.out += rest
+        return self.proc.returncode
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = free_port()
+    s = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
+                "--model-control-mode=explicit", "--load-model=*",
+                "--allow-http=false", "--allow-metrics=false",
+                f"--grpc-port={port}", "--grpc-address=127.0.0.1",
+                f"--grpc-max-message-size={MAX_MESSAGE}"])
+    try:
+        s.wait_ready()
+        s.port = port
+        yield s
+        rc = s.stop()
+        log = s.text()
+        assert rc == 0, log
+        for bad in ("AddressSanitizer", "LeakSanitizer", "runtime error:"):
+            assert bad not in log, log
+    finally:
+        if s.proc.poll() is None:
+            s.proc.kill()
+            s.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def channel(server):
+    ch = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    grpc.channel_ready_future(ch).result(timeout=RPC_TIMEOUT)
+    yield ch
+    ch.close()
+
+
+@pytest.fixture(scope="module")
+def stub(channel):
+    return pbg.GRPCInferenceServiceStub(channel)
+
+
+def infer_request(model, inputs, outputs=(), rid="", raw=True, params=None):
+    """inputs: [(name, datatype, shape, numpy array or list of bytes)]."""
+    r = pb.ModelInferRequest(model_name=model, id=rid)
+    for name, dt, shape, data in inputs:
+        t = r.inputs.add()
+        t.name, t.datatype = name, dt
+        t.shape.extend(shape)
+        if raw:
+            if dt == "BYTES":
+                r.raw_input_contents.append(b"".join(len(b).to_bytes(4, "little") + b for b in data))
+            else:
+                r.raw_input_contents.append(np.ascontiguousarray(data).tobytes())
+        else:
+            c = t.contents
+            if dt == "FP32":
+                c.fp32_contents.extend(data.ravel().tolist())
+            elif dt == "INT32":
+                c.int_contents.extend(data.ravel().tolist())
+            elif dt == "BYTES":
+                c.bytes_contents.extend(data)
+    for o in outputs:
+        r.outputs.add().name = o
+    for k, v in (params or {}).items():
+        if isinstance(v, bool):
+            r.parameters[k].bool_param = v
+        elif isinstance(v, int):
+            r.parameters[k].int64_param = v
+        else:
+            r.parameters[k].string_param = v
+    return r
+
+
+def output_array(resp, name, dtype):
+    for i, o in enumerate(resp.outputs):
+        if o.name == name:
+            return np.frombuffer(resp.raw_output_contents[i], dtype=dtype).reshape(list(o.shape))
+    raise KeyError(name)
+
+
+def square_request(n, rid, empty_final=None):
+    params = {} if empty_final is None else {"triton_enable_empty_final_response": empty_final}
+    return infer_request("square_int32", [("IN", "INT32", [1], np.array([n], dtype=np.int32))],
+                         rid=rid, params=params)
+
+
+def final_flag(resp):
+    p = resp.infer_response.parameters
+    assert "triton_final_response" in p, resp
+    return p["triton_final_response"].bool_param
+
+
+# ---- health and metadata ----------------------------------------------------
+
+
+def test_live_ready_metadata(stub, channel):
+    assert stub.ServerLive(pb.ServerLiveRequest(), timeout=RPC_TIMEOUT).live
+    assert stub.ServerReady(pb.ServerReadyRequest(), timeout=RPC_TIMEOUT).ready
+    assert stub.ModelReady(pb.ModelReadyRequest(name="simple"), timeout=RPC_TIMEOUT).ready
+    assert stub.ModelReady(pb.ModelReadyRequest(name="simple", version="1"), timeout=RPC_TIMEOUT).ready
+    md = stub.ServerMetadata(pb.ServerMetadataRequest(), timeout=RPC_TIMEOUT)
+    assert md.name == "triton" and md.version
+    mm = stub.ModelMetadata(pb.ModelMetadataRequest(name="simple"), timeout=RPC_TIMEOUT)
+    assert mm.name == "simple" and list(mm.versions) == ["1"]
+    assert [(t.name, t.datatype, list(t.shape)) for t in mm.inputs] == [
+        ("INPUT0", "INT32", [-1, 16]), ("INPUT1", "INT32", [-1, 16])]
+    assert [t.name for t in mm.outputs] == ["OUTPUT0", "OUTPUT1"]
+    health = health_pb2_grpc.HealthStub(channel)
+    assert health.Check(health_pb2.HealthCheckRequest(), timeout=RPC_TIMEOUT).status == \
+        health_pb2.HealthCheckResponse.SERVING
+
+
+def test_metadata_errors(stub):
+    with pytest.raises(grpc.RpcError) as e:
+        stub.ModelMetadata(pb.ModelMetadataRequest(name="no_such_model"), timeout=RPC_TIMEOUT)
+    assert e.value.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNAVAILABLE,
+                              grpc.StatusCode.INVALID_ARGUMENT)
+    assert "no_such_model" in e.value.details()
+    with pytest.raises(grpc.RpcError) as e:
+        stub.ModelReady(pb.ModelReadyRequest(name="simple", version="x1"), timeout=RPC_TIMEOUT)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_model_config(stub):
+    c = stub.ModelConfig(pb.ModelConfigRequest(name="simple"), timeout=RPC_TIMEOUT).config
+    assert c.name == "simple" and c.backend == "add_sub" and c.max_batch_size == 8
+    assert [i.name for i in c.input] == ["INPUT0", "INPUT1"]
+    assert c.input[0].data_type == 8  # TYPE_INT32
+    assert list(c.input[0].dims) == [16]
+    sq = stub.ModelConfig(pb.ModelConfigRequest(name="square_int32"), timeout=RPC_TIMEOUT).config
+    assert sq.model_transaction_policy.decoupled
+
+
+def test_statistics_and_index(stub):
+    r = infer_request("identity_fp32", [("INPUT0", "FP32", [1, 4], np.ones((1, 4), np.float32))])
+    stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+    # Backends report statistics after sending the response: poll briefly.
+    deadline = time.monotonic() + 10
+    while True:
+        st = stub.ModelStatistics(pb.ModelStatisticsRequest(name="identity_fp32"), timeout=RPC_TIMEOUT)
+        if st.model_stats[0].inference_count >= 1 or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    assert len(st.model_stats) == 1
+    s = st.model_stats[0]
+    assert s.name == "identity_fp32" and s.inference_count >= 1
+    assert s.inference_stats.success.count >= 1
+    allst = stub.ModelStatistics(pb.ModelStatisticsRequest(), timeout=RPC_TIMEOUT)
+    assert {m.name for m in allst.model_stats} >= {"simple", "identity_fp32"}
+    idx = stub.RepositoryIndex(pb.RepositoryIndexRequest(), timeout=RPC_TIMEOUT)
+    names = {m.name: m.state for m in idx.models}
+    assert names.get("simple") == "READY" and "square_int32" in names
+
+
+def test_load_unload(stub):
+    stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="identity_bytes"),
+                               timeout=RPC_TIMEOUT)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if not stub.ModelReady(pb.ModelReadyRequest(name="identity_bytes"), timeout=RPC_TIMEOUT).ready:
+            break
+        time.sleep(0.05)
+    assert not stub.ModelReady(pb.ModelReadyRequest(name="identity_bytes"), timeout=RPC_TIMEOUT).ready
+    stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="identity_bytes"),
+                             timeout=RPC_TIMEOUT)
+    assert stub.ModelReady(pb.ModelReadyRequest(name="identity_bytes"), timeout=RPC_TIMEOUT).ready
+    with pytest.raises(grpc.RpcError) as e:
+        stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="no_such_model"),
+                                 timeout=RPC_TIMEOUT)
+    assert e.value.code() != grpc.StatusCode.OK
+
+
+def test_shared_memory_trace_log(stub):
+    assert len(stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(),
+                                             timeout=RPC_TIMEOUT).regions) == 0
+    with pytest.raises(grpc.RpcError) as e:
+        stub.CudaSharedMemoryRegister(pb.CudaSharedMemoryRegisterRequest(name="x"), timeout=RPC_TIMEOUT)
+    assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    ts = stub.TraceSetting(pb.TraceSettingRequest(), timeout=RPC_TIMEOUT)
+    assert list(ts.settings["trace_level"].value) == ["OFF"]
+    ls = stub.LogSettings(pb.LogSettingsRequest(), timeout=RPC_TIMEOUT)
+    assert ls.settings["log_info"].bool_param is True
+
+
+# ---- ModelInfer ---------------------------------------------------------------
+
+
+def test_infer_raw_fp32_echoes_id(stub):
+    x = np.arange(16, dtype=np.float32).reshape(1, 16)
+    resp = stub.ModelInfer(infer_request("identity_fp32", [("INPUT0", "FP32", [1, 16], x)], rid="req-7"),
+                           timeout=RPC_TIMEOUT)
+    assert resp.id == "req-7" and resp.model_name == "identity_fp32" and resp.model_version == "1"
+    assert resp.outputs[0].datatype == "FP32"
+    np.testing.assert_array_equal(output_array(resp, "OUTPUT0", np.float32), x)
+
+
+@pytest.mark.parametrize("raw", [True, False])
+def test_infer_add_sub_int32(stub, raw):
+    a = np.arange(16, dtype=np.int32).reshape(1, 16)
+    b = np.full((1, 16), 3, dtype=np.int32)
+    r = infer_request("simple", [("INPUT0", "INT32", [1, 16], a), ("INPUT1", "INT32", [1, 16], b)], raw=raw)
+    resp = stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+    np.testing.assert_array_equal(output_array(resp, "OUTPUT0", np.int32), a + b)
+    np.testing.assert_array_equal(output_array(resp, "OUTPUT1", np.int32), a - b)
+
+
+def test_infer_requested_output_only(stub):
+    a = np.ones((1, 16), dtype=np.int32)
+    r = infer_request("simple", [("INPUT0", "INT32", [1, 16], a), ("INPUT1", "INT32", [1, 16], a)],
+                      outputs=["OUTPUT1"])
+    resp = stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+    assert [o.name for o in resp.outputs] == ["OUTPUT1"]
+    np.testing.assert_array_equal(output_array(resp, "OUTPUT1", np.int32), a - a)
+
+
+def test_infer_typed_fp32_batch(stub):
+    x = np.random.default_rng(1).random((3, 5), dtype=np.float32)
+    resp = stub.ModelInfer(infer_request("identity_fp32", [("INPUT0", "FP32", [3, 5], x)], raw=False),
+                           timeout=RPC_TIMEOUT)
+    np.testing.assert_array_equal(output_array(resp, "OUTPUT0", np.float32), x)
+
+
+@pytest.mark.parametrize("raw", [True, False])
+def test_infer_bytes(stub, raw):
+    items = [b"hello", b"", b"\x00\xffbinary", "ünïcode".encode()]
+    r = infer_request("identity_bytes", [("INPUT0", "BYTES", [1, 4], items)], raw=raw)
+    resp = stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+    assert resp.outputs[0].datatype == "BYTES"
+    buf, got = resp.raw_output_contents[0], []
+    while buf:
+        n = int.from_bytes(buf[:4], "little")
+        got.append(buf[4:4 + n])
+        buf = buf[4 + n:]
+    assert got == items
+
+
+def test_infer_parameters_passed(stub):
+    x = np.ones((1, 2), dtype=np.float32)
+    r = infer_request("identity_fp32", [("INPUT0", "FP32", [1, 2], x)],
+                      params={"priority": 0, "timeout": 10_000_000, "custom_s": "v", "custom_b": True})
+    stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+
+
+def test_infer_errors(stub):
+    x = np.ones((1, 2), dtype=np.float32)
+    with pytest.raises(grpc.RpcError) as e:
+        stub.ModelInfer(infer_request("square_int32", [("IN", "INT32", [1], np.array([1], np.int32))]),
+                        timeout=RPC_TIMEOUT)
+    assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert "decoupled" in e.value.details()
+    with pytest.raises(grpc.RpcError) as e:
+        stub.ModelInfer(infer_request("no_such_model", [("INPUT0", "FP32", [1, 2], x)]), timeout=RPC_TIMEOUT)
+    assert e.value.code() != grpc.StatusCode.OK and "no_such_model" in e.value.details()
+    with pytest.raises(grpc.RpcError) as e:
+        stub.ModelInfer(infer_request("identity_fp32", [("INPUT0", "XX32", [1, 2], x)]), timeout=RPC_TIMEOUT)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    r = infer_request("identity_fp32", [("INPUT0", "FP32", [1, 2], x)])
+    r.raw_input_contents.append(b"extra")
+    with pytest.raises(grpc.RpcError) as e:
+        stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    # Wrong byte size for the shape: the core rejects it.
+    r = infer_request("identity_fp32", [("INPUT0", "FP32", [1, 3], x)])
+    with pytest.raises(grpc.RpcError) as e:
+        stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_malformed_message(channel):
+    call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer",
+                               request_serializer=lambda b: b, response_deserializer=lambda b: b)
+    with pytest.raises(grpc.RpcError) as e:
+        call(b"\x0a\xff\xff\xff\xff\x0f", timeout=RPC_TIMEOUT)  # string field with a huge length
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    meta = channel.unary_unary("/inference.GRPCInferenceService/ModelMetadata",
+                               request_serializer=lambda b: b, response_deserializer=lambda b: b)
+    with pytest.raises(grpc.RpcError) as e:
+        meta(b"\xff\xff\xff", timeout=RPC_TIMEOUT)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_unknown_method(channel):
+    for path in ("/inference.GRPCInferenceService/NoSuchRpc", "/other.Service/ServerLive"):
+        call = channel.unary_unary(path, request_serializer=lambda b: b, response_deserializer=lambda b: b)
+        with pytest.raises(grpc.RpcError) as e:
+            call(b"", timeout=RPC_TIMEOUT)
+        assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_oversized_message(stub):
+    x = np.zeros((1, MAX_MESSAGE // 4 + 16), dtype=np.float32)
+    with pytest.raises(grpc.RpcError) as e:
+        stub.ModelInfer(infer_request("identity_fp32", [("INPUT0", "FP32", list(x.shape), x)]),
+                        timeout=RPC_TIMEOUT)
+    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "larger than max" in e.value.details()
+    # The connection is still usable.
+    assert stub.ServerLive(pb.ServerLiveRequest(), timeout=RPC_TIMEOUT).live
+
+
+def test_concurrent_unary(stub):
+    futs = []
+    for i in range(64):
+        x = np.full((1, 16), i, dtype=np.float32)
+        futs.append((x, stub.ModelInfer.future(
+            infer_request("identity_fp32", [("INPUT0", "FP32", [1, 16], x)], rid=str(i)), timeout=RPC_TIMEOUT)))
+    for x, f in futs:
+        r = f.result()
+        np.testing.assert_array_equal(output_array(r, "OUTPUT0", np.float32), x)
+
+
+# ---- ModelStreamInfer -----------------------------------------------------------
+
+
+def test_stream_square_n_responses(stub):
+    got = list(stub.ModelStreamInfer(iter([square_request(4, "a")]), timeout=RPC_TIMEOUT))
+    assert len(got) == 4
+    for g in got:
+        assert g.error_message == "" and g.infer_response.id == "a"
+        assert output_array(g.infer_response, "OUT", np.int32).tolist() == [4]
+    # The backend ends with a flags-only final: without the opt-in no empty
+    # response arrives, so no response carries triton_final_response=true.
+    assert [final_flag(g) for g in got] == [False] * 4
+
+
+def test_stream_empty_final_opt_in(stub):
+    got = list(stub.ModelStreamInfer(iter([square_request(2, "b", empty_final=True)]), timeout=RPC_TIMEOUT))
+    assert [final_flag(g) for g in got] == [False, False, True]
+    assert len(got[-1].infer_response.outputs) == 0 and got[-1].infer_response.id == "b"
+    # n = 0: nothing but the final flag.
+    assert list(stub.ModelStreamInfer(iter([square_request(0, "z")]), timeout=RPC_TIMEOUT)) == []
+    got = list(stub.ModelStreamInfer(iter([square_request(0, "z", empty_final=True)]), timeout=RPC_TIMEOUT))
+    assert len(got) == 1 and final_flag(got[0]) and got[0].infer_response.id == "z"
+
+
+def test_stream_interleaved_requests(stub):
+    counts = {"r5": 5, "r3": 3, "r0": 0, "r7": 7, "r1": 1}
+    reqs = [square_request(n, rid, empty_final=True) for rid, n in counts.items()]
+    got = list(stub.ModelStreamInfer(iter(reqs), timeout=RPC_TIMEOUT))
+    per = {}
+    for g in got:
+        assert g.error_message == ""
+        per.setdefault(g.infer_response.id, []).append(g)
+    for rid, n in counts.items():
+        rs = per[rid]
+        assert len(rs) == n + 1, rid
+        assert [final_flag(r) for r in rs] == [False] * n + [True]
+        for r in rs[:-1]:
+            assert output_array(r.infer_response, "OUT", np.int32).tolist() == [n]
+
+
+def test_stream_concurrent_requests_are_not_serialized(stub):
+    """A big request must not hold back a small one sent after it."""
+    q = queue.Queue()
+
+    def gen():
+        yield square_request(300, "big")
+        yield square_request(1, "small", empty_final=True)
+        q.get(timeout=RPC_TIMEOUT)  # keep the stream open until we saw the answer
+
+    ids = []
+    for g in stub.ModelStreamInfer(gen(), timeout=RPC_TIMEOUT):
+        ids.append(g.infer_response.id)
+        if g.infer_response.id == "small" and final_flag(g):
+            q.put(None)
+    assert ids.count("big") == 300 and ids.count("small") == 2
+
+
+def test_stream_errors_keep_stream_open(stub):
+    bad = infer_request("no_such_model", [("IN", "INT32", [1], np.array([1], np.int32))], rid="bad")
+    badtype = infer_request("square_int32", [("IN", "XX", [1], np.array([1], np.int32))], rid="badtype")
+    reqs = [bad, square_request(2, "ok", empty_final=True), badtype]
+    got = list(stub.ModelStreamInfer(iter(reqs), timeout=RPC_TIMEOUT))
+    errs = {g.infer_response.id: g.error_message for g in got if g.error_message}
+    assert "no_such_model" in errs["bad"] and "badtype" in errs
+    assert len([g for g in got if g.infer_response.id == "ok"]) == 3
+
+
+def test_stream_non_decoupled_model(stub):
+    x = np.arange(4, dtype=np.float32).reshape(1, 4)
+    reqs = [infer_request("identity_fp32", [("INPUT0", "FP32", [1, 4], x)], rid=str(i)) for i in range(3)]
+    got = list(stub.ModelStreamInfer(iter(reqs), timeout=RPC_TIMEOUT))
+    assert sorted(g.infer_response.id for g in got) == ["0", "1", "2"]
+    for g in got:
+        assert final_flag(g)
+        np.testing.assert_array_equal(output_array(g.infer_response, "OUTPUT0", np.float32), x)
+
+
+def test_stream_cancel_mid_stream(stub):
+    call = stub.ModelStreamInfer(iter([square_request(1_000_000, "huge")]), timeout=RPC_TIMEOUT)
+    n = 0
+    for _ in call:
+        n += 1
+        if n == 10:
+            call.cancel()
+            break
+    assert n == 10
+    # The server keeps serving, and the cancelled request drains.
+    got = list(stub.ModelStreamInfer(iter([square_request(3, "after")]), timeout=RPC_TIMEOUT))
+    assert len(got) == 3
+
+
+def test_deadline_exceeded(stub):
+    with pytest.raises(grpc.RpcError) as e:
+        for _ in stub.ModelStreamInfer(iter([square_request(10_000_000, "slow")]), timeout=0.5):
+            pass
+    assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert stub.ServerLive(pb.ServerLiveRequest(), timeout=RPC_TIMEOUT).live
+
+
+def test_many_concurrent_streams(stub):
+    def one(i, out):
+        n = 1 + i % 7
+        got = list(stub.ModelStreamInfer(iter([square_request(n, f"s{i}", empty_final=True)]),
+                                          timeout=RPC_TIMEOUT))
+        out[i] = (n, got)
+
+    out = {}
+    threads = [threading.Thread(target=one, args=(i, out)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(RPC_TIMEOUT)
+    assert len(out) == 16
+    for i, (n, got) in out.items():
+        assert len(got) == n + 1 and final_flag(got[-1])
+
+
+def teardown_module(module):
+    shutil.rmtree(STUB_DIR, ignore_errors=True)
