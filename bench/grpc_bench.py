@@ -9,7 +9,10 @@ ModelInfer (identity_fp32, 16 x FP32) at 1, 16 and 64 concurrent streams
 (on one connection and on as many connections): requests/s, mean/p50/p99
 latency, and the server's CPU time per request (utime + stime from
 /proc/<pid>/stat); then a streaming figure: square_int32 with n = 1000 over
-ModelStreamInfer, in responses/s. Figures only, no assertions.
+ModelStreamInfer, in responses/s. Then the same ModelInfer series against
+nrd_bench_grpc_bare (our transport answering canned bytes, no inference:
+the practical limit) when BUILD_DIR/bench has it. Figures only, no
+assertions.
 """
 
 import argparse
@@ -77,6 +80,20 @@ def h2load(port, path, body_file, n, clients, streams, log):
     return secs, float(m.group(3)), int(ok.group(1)), int(ok.group(2)), lat
 
 
+def infer_series(port, pid, infer_file, requests, log):
+    print(f"{'streams':>8} {'conns':>6} {'req/s':>10} {'mean us':>8} {'p50 us':>7} "
+          f"{'p99 us':>7} {'srv CPU us/req':>15} {'failed':>7}")
+    for conc in (1, 16, 64):
+        for clients, streams in ((1, conc), (conc, 1)) if conc > 1 else ((1, 1),):
+            c0 = cpu_seconds(pid)
+            secs, rps, ok, failed, lat = h2load(port, "/inference.GRPCInferenceService/ModelInfer",
+                                                infer_file, requests, clients, streams, log)
+            c1 = cpu_seconds(pid)
+            cpu_us = (c1 - c0) * 1e6 / max(ok, 1)
+            print(f"{clients * streams:>8} {clients:>6} {rps:>10.0f} {statistics.mean(lat):>8.0f} "
+                  f"{lat[len(lat) // 2]:>7} {lat[int(len(lat) * 0.99)]:>7} {cpu_us:>15.1f} {failed:>7}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
@@ -122,17 +139,7 @@ def main():
         h2load(port, "/inference.GRPCInferenceService/ModelInfer", infer_file, 2000, 1, 1, log)
         print(f"ModelInfer identity_fp32 16 x FP32, {args.requests} requests, "
               f"{args.threads} server loop threads, h2load -t 1 on the same host")
-        print(f"{'streams':>8} {'conns':>6} {'req/s':>10} {'mean us':>8} {'p50 us':>7} "
-              f"{'p99 us':>7} {'srv CPU us/req':>15} {'failed':>7}")
-        for conc in (1, 16, 64):
-            for clients, streams in ((1, conc), (conc, 1)) if conc > 1 else ((1, 1),):
-                c0 = cpu_seconds(srv.pid)
-                secs, rps, ok, failed, lat = h2load(port, "/inference.GRPCInferenceService/ModelInfer",
-                                                    infer_file, args.requests, clients, streams, log)
-                c1 = cpu_seconds(srv.pid)
-                cpu_us = (c1 - c0) * 1e6 / max(ok, 1)
-                print(f"{clients * streams:>8} {clients:>6} {rps:>10.0f} {statistics.mean(lat):>8.0f} "
-                      f"{lat[len(lat) // 2]:>7} {lat[int(len(lat) * 0.99)]:>7} {cpu_us:>15.1f} {failed:>7}")
+        infer_series(port, srv.pid, infer_file, args.requests, log)
         n_streams = 200
         c0 = cpu_seconds(srv.pid)
         secs, rps, ok, failed, lat = h2load(port, "/inference.GRPCInferenceService/ModelStreamInfer",
@@ -147,7 +154,21 @@ def main():
             srv.wait(30)
         except subprocess.TimeoutExpired:
             srv.kill()
-        shutil.rmtree(tmp, ignore_errors=True)
+    bare_bin = os.path.join(args.build, "bench", "nrd_bench_grpc_bare")
+    if os.access(bare_bin, os.X_OK):
+        bport = free_port()
+        bare = subprocess.Popen([bare_bin, str(bport), str(args.threads)], stdout=subprocess.PIPE, text=True)
+        try:
+            bare.stdout.readline()
+            print("Bare transport (same bytes, no inference): the practical limit")
+            infer_series(bport, bare.pid, infer_file, args.requests, os.path.join(tmp, "h2load.log"))
+        finally:
+            bare.send_signal(signal.SIGTERM)
+            try:
+                bare.wait(30)
+            except subprocess.TimeoutExpired:
+                bare.kill()
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -216,6 +216,208 @@ bool nrd_identity_respond(TRITONBACKEND_Request *request, uint32_t send_flags) {
   return ok;
 }
 
+/* ------------------------------------------------ the batched path */
+
+/* Most tensors the batched path handles; a wider request goes one by one. */
+#define BATCH_MAX_TENSORS 16
+
+/* What every request of a batch must share for the batched path: the same
+ * INPUT<s> -> OUTPUT<s> pairs, in the same order, each of a fixed-size
+ * datatype and the same shape beyond the batch dimension. */
+typedef struct batch_plan {
+  uint32_t n;
+  char in[BATCH_MAX_TENSORS][NAME_MAX_LEN];
+  char out[BATCH_MAX_TENSORS][NAME_MAX_LEN];
+  TRITONSERVER_DataType dtype[BATCH_MAX_TENSORS];
+  const int64_t *shape[BATCH_MAX_TENSORS]; /* request 0's, borrowed */
+  uint32_t dims[BATCH_MAX_TENSORS];
+} batch_plan;
+
+/* Input 'name' of 'request': datatype and shape, false when missing. */
+static bool input_shape(TRITONBACKEND_Request *request, const char *name,
+                        TRITONSERVER_DataType *dtype, const int64_t **shape,
+                        uint32_t *dims) {
+  TRITONBACKEND_Input *input = NULL;
+  TRITONSERVER_Error *err = TRITONBACKEND_RequestInput(request, name, &input);
+  if (err == NULL) {
+    err = TRITONBACKEND_InputProperties(input, NULL, dtype, shape, dims, NULL,
+                                        NULL);
+  }
+  if (err != NULL) {
+    TRITONSERVER_ErrorDelete(err);
+    return false;
+  }
+  return true;
+}
+
+/* The pairs request 0 asks for (its requested outputs, or every INPUT<s>
+ * when it names none). False when the batched path cannot serve it. */
+static bool plan_first(TRITONBACKEND_Request *request, batch_plan *p) {
+  uint32_t outs = 0, ins = 0;
+  TRITONSERVER_Error *err = TRITONBACKEND_RequestOutputCount(request, &outs);
+  if (err == NULL) err = TRITONBACKEND_RequestInputCount(request, &ins);
+  if (err != NULL) {
+    TRITONSERVER_ErrorDelete(err);
+    return false;
+  }
+  p->n = 0;
+  uint32_t total = outs > 0 ? outs : ins;
+  for (uint32_t i = 0; i < total; ++i) {
+    const char *name = NULL;
+    if (outs > 0) {
+      err = TRITONBACKEND_RequestOutputName(request, i, &name);
+    } else {
+      TRITONBACKEND_Input *input = NULL;
+      err = TRITONBACKEND_RequestInputByIndex(request, i, &input);
+      if (err == NULL) {
+        err = TRITONBACKEND_InputProperties(input, &name, NULL, NULL, NULL,
+                                            NULL, NULL);
+      }
+    }
+    if (err != NULL) {
+      TRITONSERVER_ErrorDelete(err);
+      return false;
+    }
+    const char *prefix = outs > 0 ? OUTPUT_PREFIX : INPUT_PREFIX;
+    size_t plen = strlen(prefix);
+    if (strncmp(name, prefix, plen) != 0) {
+      if (outs > 0) return false; /* the per-request path explains why */
+      continue;                   /* not an INPUT<s>: not echoed */
+    }
+    if (p->n == BATCH_MAX_TENSORS) return false;
+    uint32_t k = p->n;
+    char *in = p->in[k], *out = p->out[k];
+    if (join_name(in, NAME_MAX_LEN, INPUT_PREFIX, sizeof INPUT_PREFIX - 1,
+                  name + plen) < 0 ||
+        join_name(out, NAME_MAX_LEN, OUTPUT_PREFIX, sizeof OUTPUT_PREFIX - 1,
+                  name + plen) < 0) {
+      return false;
+    }
+    if (!input_shape(request, in, &p->dtype[k], &p->shape[k], &p->dims[k]) ||
+        p->dtype[k] == TRITONSERVER_TYPE_BYTES || p->dims[k] == 0 ||
+        p->shape[k][0] < 0) {
+      return false;
+    }
+    p->n++;
+  }
+  return p->n > 0;
+}
+
+/* Whether 'request' fits the plan; stores its rows. */
+static bool plan_fits(TRITONBACKEND_Request *request, const batch_plan *p,
+                      uint64_t *rows) {
+  uint32_t outs = 0;
+  TRITONSERVER_Error *err = TRITONBACKEND_RequestOutputCount(request, &outs);
+  if (err != NULL) {
+    TRITONSERVER_ErrorDelete(err);
+    return false;
+  }
+  if (outs > 0) {
+    if (outs != p->n) return false;
+    for (uint32_t i = 0; i < outs; ++i) {
+      const char *name = NULL;
+      err = TRITONBACKEND_RequestOutputName(request, i, &name);
+      if (err != NULL) {
+        TRITONSERVER_ErrorDelete(err);
+        return false;
+      }
+      if (strcmp(name, p->out[i]) != 0) return false;
+    }
+  }
+  for (uint32_t k = 0; k < p->n; ++k) {
+    TRITONSERVER_DataType dtype;
+    const int64_t *shape = NULL;
+    uint32_t dims = 0;
+    if (!input_shape(request, p->in[k], &dtype, &shape, &dims) ||
+        dtype != p->dtype[k] || dims != p->dims[k] || shape[0] < 0 ||
+        (dims > 1 &&
+         memcmp(shape + 1, p->shape[k] + 1, (dims - 1) * sizeof *shape) != 0)) {
+      return false;
+    }
+    if (k == 0) {
+      *rows = (uint64_t)shape[0];
+    } else if ((uint64_t)shape[0] != *rows) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/* Runs the batch in one pass with the backend_utils batch helpers: each
+ * input gathered once for the whole batch, each output scattered back.
+ * Sets ok[i] per request. Returns false, having sent nothing, when the
+ * batch does not fit (mixed inputs or outputs, BYTES, ...): the caller then
+ * answers request by request. Every request must be non-NULL. */
+static bool execute_batched(TRITONBACKEND_Request **requests, uint32_t count,
+                            bool *ok) {
+  batch_plan *plan = malloc(sizeof *plan);
+  uint64_t *rows = calloc(count, sizeof *rows);
+  TRITONBACKEND_Response **responses = calloc(count, sizeof *responses);
+  bool fits = plan != NULL && rows != NULL && responses != NULL &&
+              plan_first(requests[0], plan);
+  for (uint32_t i = 0; fits && i < count; ++i) {
+    fits = plan_fits(requests[i], plan, &rows[i]);
+  }
+  uint32_t made = 0;
+  for (; fits && made < count; ++made) {
+    TRITONSERVER_Error *err = TRITONBACKEND_ResponseNew(&responses[made],
+                                                        requests[made]);
+    if (err != NULL) {
+      TRITONSERVER_ErrorDelete(err);
+      fits = false;
+      break;
+    }
+  }
+  if (!fits) {
+    for (uint32_t i = 0; i < made; ++i) {
+      nrd_bu_error_log_and_delete(TRITONBACKEND_ResponseDelete(responses[i]),
+                                  "identity: cannot delete a response");
+    }
+    free(plan);
+    free(rows);
+    free(responses);
+    return false;
+  }
+  for (uint32_t k = 0; k < plan->n; ++k) {
+    nrd_bu_batch_input in;
+    TRITONSERVER_Error *err =
+        nrd_bu_batch_input_gather(requests, count, plan->in[k], NULL, 0, &in);
+    if (err == NULL) {
+      err = nrd_bu_batch_output_scatter(responses, count, plan->out[k],
+                                        plan->dtype[k], plan->shape[k],
+                                        plan->dims[k], rows, in.data,
+                                        in.byte_size);
+      nrd_bu_batch_input_release(&in);
+    }
+    if (err != NULL) {
+      /* The batch itself failed: every response still open gets it. */
+      for (uint32_t i = 0; i < count; ++i) {
+        if (responses[i] == NULL) continue;
+        nrd_bu_error_log_and_delete(
+            TRITONBACKEND_ResponseSend(responses[i],
+                                       TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+                                       err),
+            "identity: cannot send response");
+        responses[i] = NULL;
+      }
+      TRITONSERVER_ErrorDelete(err);
+      break;
+    }
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    ok[i] = false;
+    if (responses[i] == NULL) continue;
+    TRITONSERVER_Error *err = TRITONBACKEND_ResponseSend(
+        responses[i], TRITONSERVER_RESPONSE_COMPLETE_FINAL, NULL);
+    ok[i] = (err == NULL);
+    nrd_bu_error_log_and_delete(err, "identity: cannot send response");
+  }
+  free(plan);
+  free(rows);
+  free(responses);
+  return true;
+}
+
 void nrd_identity_execute(TRITONBACKEND_ModelInstance *instance,
                           const nrd_identity_model *model,
                           TRITONBACKEND_Request **requests, uint32_t count) {
@@ -235,12 +437,22 @@ void nrd_identity_execute(TRITONBACKEND_ModelInstance *instance,
 
   uint64_t total_batch = 0;
   bool batching = model->max_batch_size > 0;
+  /* A batching model whose requests all look alike runs in one pass. */
+  bool all_present = count > 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    all_present = all_present && requests[i] != NULL;
+  }
+  bool batched = batching && ok != NULL && all_present &&
+                 execute_batched(requests, count, ok);
   for (uint32_t i = 0; i < count; ++i) {
     TRITONBACKEND_Request *request = requests[i];
     if (request == NULL) {
       continue;
     }
     total_batch += batching ? nrd_bu_request_batch_size(request, NULL) : 1;
+    if (batched) {
+      continue;
+    }
     bool success = nrd_identity_respond(request,
                                         TRITONSERVER_RESPONSE_COMPLETE_FINAL);
     if (ok != NULL) {
@@ -258,6 +470,16 @@ void nrd_identity_execute(TRITONBACKEND_ModelInstance *instance,
   }
   uint64_t exec_end = nrd_bu_now_ns();
 
+  /* Batch statistics first: once the last request is released its client
+   * may read the model's statistics and must find this batch counted. */
+  bool flags_kept = ok != NULL;
+  if (flags_kept && total_batch > 0) {
+    nrd_bu_error_log_and_delete(
+        TRITONBACKEND_ModelInstanceReportBatchStatistics(
+            instance, total_batch, exec_start, compute_start, compute_end,
+            exec_end),
+        "identity: cannot report batch statistics");
+  }
   if (ok != NULL) {
     for (uint32_t i = 0; i < count; ++i) {
       if (requests[i] == NULL) {
@@ -274,7 +496,7 @@ void nrd_identity_execute(TRITONBACKEND_ModelInstance *instance,
       free(ok);
     }
   }
-  if (total_batch > 0) {
+  if (!flags_kept && total_batch > 0) {
     nrd_bu_error_log_and_delete(
         TRITONBACKEND_ModelInstanceReportBatchStatistics(
             instance, total_batch, exec_start, compute_start, compute_end,

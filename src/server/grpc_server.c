@@ -33,10 +33,17 @@
 
 enum { KIND_LISTENER = 1, KIND_WAKE = 2, KIND_CONN = 3 };
 
-/* Bytes of a connection's pending output above which we stop reading new
- * requests from it (a client that does not read its responses). */
-#define CONN_OUT_HIGH (64u << 20)
-#define CONN_OUT_LOW (16u << 20)
+/* Backpressure. Above CONN_OUT_HIGH bytes of output waiting for a client,
+ * the connection is throttled until it drains below CONN_OUT_LOW: received
+ * DATA is no longer acknowledged (no WINDOW_UPDATE, so HTTP/2 flow control
+ * stops the client) and buffered stream messages are not started. Frames
+ * are still read, so WINDOW_UPDATE and PING from the client get through.
+ * A single call whose unsent output exceeds CALL_OUT_MAX (the backend keeps
+ * producing for a client that does not read) is cancelled in the core and
+ * ends with RESOURCE_EXHAUSTED. */
+#define CONN_OUT_HIGH (16u << 20)
+#define CONN_OUT_LOW (4u << 20)
+#define CALL_OUT_MAX (64u << 20)
 
 typedef struct chunk {
   struct chunk *next;
@@ -82,7 +89,9 @@ struct conn {
   conn *dirty_next;
   bool is_dirty;
   bool want_out; /* EPOLLOUT registered */
-  bool reading_paused;
+  bool throttled;
+  uint64_t last_activity_us; /* last bytes read */
+  uint64_t ping_sent_us;     /* keepalive ping outstanding since, or 0 */
   uint8_t *wbuf;
   size_t wlen, woff, wcap;
   size_t out_bytes; /* queued in calls, not yet given to nghttp2 */
@@ -101,6 +110,8 @@ struct nrd_srv_grpc_call {
   uint8_t *in;
   size_t in_len, in_cap;
   chunk *out_head, *out_tail;
+  size_t out_pending; /* bytes in out_head..out_tail not yet handed to nghttp2 */
+  size_t unconsumed;  /* received bytes not yet acknowledged (throttled) */
   bool headers_sent, deferred, done, closed, ignoring_input, had_message;
   int status;
   char *status_msg; /* percent-encoded, owned */
@@ -275,6 +286,7 @@ static ssize_t data_read_cb(nghttp2_session *sess, int32_t id, uint8_t *buf, siz
       free(ch);
     }
   }
+  call->out_pending -= n < call->out_pending ? n : call->out_pending;
   if (call->c) call->c->out_bytes -= n < call->c->out_bytes ? n : call->c->out_bytes;
   if (call->out_head == NULL && call->done) {
     *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
@@ -319,6 +331,22 @@ static void call_kick(nrd_srv_grpc_call *call) {
   conn_mark_dirty(call->c);
 }
 
+/* Frees queued output nghttp2 has not started on (a partly sent first chunk
+ * stays, so the message framing on the wire remains intact). */
+static void call_drop_unsent(nrd_srv_grpc_call *call) {
+  chunk **pp = &call->out_head;
+  if (*pp && (*pp)->off > 0) pp = &(*pp)->next;
+  chunk *drop = *pp;
+  *pp = NULL;
+  call->out_tail = NULL;
+  for (chunk *x = call->out_head; x; x = x->next) call->out_tail = x;
+  size_t n = 0;
+  for (chunk *x = drop; x; x = x->next) n += x->len - x->off;
+  free_chunks(drop);
+  call->out_pending -= n < call->out_pending ? n : call->out_pending;
+  if (call->c) call->c->out_bytes -= n < call->c->out_bytes ? n : call->c->out_bytes;
+}
+
 void nrd_srv_grpc_call_send_framed(nrd_srv_grpc_call *call, uint8_t *buf, size_t len) {
   if (call->c == NULL || call->done || buf == NULL) {
     free(buf);
@@ -338,6 +366,17 @@ void nrd_srv_grpc_call_send_framed(nrd_srv_grpc_call *call, uint8_t *buf, size_t
   else call->out_head = ch;
   call->out_tail = ch;
   call->c->out_bytes += len;
+  call->out_pending += len;
+  if (call->out_pending > CALL_OUT_MAX) {
+    call_drop_unsent(call);
+    char msg[160];
+    snprintf(msg, sizeof msg,
+             "the client is not reading responses (more than %u bytes waiting); call cancelled",
+             CALL_OUT_MAX);
+    nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, msg);
+    if (call->m && call->m->on_cancel) call->m->on_cancel(call);
+    return;
+  }
   call_kick(call);
 }
 
@@ -394,9 +433,9 @@ static void call_detach(nrd_srv_grpc_call *call) {
   if (call->prev) call->prev->next = call->next;
   else c->calls = call->next;
   if (call->next) call->next->prev = call->prev;
-  size_t pending = 0;
-  for (chunk *ch = call->out_head; ch; ch = ch->next) pending += ch->len - ch->off;
-  c->out_bytes -= pending < c->out_bytes ? pending : c->out_bytes;
+  c->out_bytes -= call->out_pending < c->out_bytes ? call->out_pending : c->out_bytes;
+  if (call->unconsumed) nghttp2_session_consume_connection(c->sess, call->unconsumed);
+  call->unconsumed = 0;
   bool was_done = call->done;
   call->c = NULL;
   call->closed = true;
@@ -428,6 +467,7 @@ static void call_deliver_messages(nrd_srv_grpc_call *call, bool at_end) {
       break;
     }
     if (call->in_len - off - 5 < len) break;
+    if (!at_end && call->c->throttled) break;
     if (!call->m->streaming) {
       if (call->had_message) {
         nrd_srv_grpc_call_finish(call, NRD_GRPC_UNIMPLEMENTED,
@@ -507,7 +547,8 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const ui
 }
 
 static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *frame, void *user) {
-  (void)user;
+  conn *c = user;
+  if (frame->hd.type == NGHTTP2_PING && (frame->hd.flags & NGHTTP2_FLAG_ACK)) c->ping_sent_us = 0;
   nrd_srv_grpc_call *call = nghttp2_session_get_stream_user_data(sess, frame->hd.stream_id);
   if (call == NULL) return 0;
   if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
@@ -528,8 +569,13 @@ static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *frame, void
 static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t id, const uint8_t *data,
                          size_t len, void *user) {
   (void)flags;
-  (void)user;
+  conn *c = user;
   nrd_srv_grpc_call *call = nghttp2_session_get_stream_user_data(sess, id);
+  if (call == NULL || call->ignoring_input || call->done || call->m == NULL || !c->throttled) {
+    nghttp2_session_consume(sess, id, len);
+  } else {
+    call->unconsumed += len;
+  }
   if (call == NULL || call->ignoring_input || call->done || call->m == NULL) return 0;
   if (call->in_len + len > call->in_cap) {
     size_t cap = call->in_cap ? call->in_cap : 1024;
@@ -583,18 +629,37 @@ static void conn_close(conn *c) {
   free(c);
 }
 
+/* Enters or leaves the throttled state; leaving acknowledges the data held
+ * back and starts the stream messages that waited. Returns true if it
+ * queued frames. */
+static bool conn_update_throttle(conn *c) {
+  bool t = c->out_bytes > CONN_OUT_HIGH || (c->throttled && c->out_bytes > CONN_OUT_LOW);
+  if (t == c->throttled) return false;
+  c->throttled = t;
+  if (t) return false;
+  for (nrd_srv_grpc_call *call = c->calls; call;) {
+    nrd_srv_grpc_call *next = call->next; /* delivery may finish the call, not detach it */
+    if (call->unconsumed) {
+      nghttp2_session_consume(c->sess, call->id, call->unconsumed);
+      call->unconsumed = 0;
+    }
+    if (call->m && call->m->streaming && !call->done && call->in_len >= 5)
+      call_deliver_messages(call, false);
+    call = next;
+  }
+  return true;
+}
+
 static void conn_update_events(conn *c, bool want_out) {
-  bool pause = c->out_bytes > CONN_OUT_HIGH || (c->reading_paused && c->out_bytes > CONN_OUT_LOW);
-  if (want_out == c->want_out && pause == c->reading_paused) return;
+  if (want_out == c->want_out) return;
   c->want_out = want_out;
-  c->reading_paused = pause;
-  struct epoll_event ev = {.events = (pause ? 0u : (uint32_t)EPOLLIN) | (want_out ? (uint32_t)EPOLLOUT : 0u),
-                           .data.ptr = c};
+  struct epoll_event ev = {.events = EPOLLIN | (want_out ? (uint32_t)EPOLLOUT : 0u), .data.ptr = c};
   epoll_ctl(c->lp->epfd, EPOLL_CTL_MOD, c->fd, &ev);
 }
 
 /* Writes what nghttp2 has to send. Returns false if the connection closed. */
 static bool conn_flush(conn *c) {
+  conn_update_throttle(c);
   for (;;) {
     while (c->woff < c->wlen) {
       ssize_t w = write(c->fd, c->wbuf + c->woff, c->wlen - c->woff);
@@ -633,7 +698,10 @@ static bool conn_flush(conn *c) {
       memcpy(c->wbuf + c->wlen, data, (size_t)n);
       c->wlen += (size_t)n;
     }
-    if (c->wlen == 0) break;
+    if (c->wlen == 0) {
+      if (conn_update_throttle(c)) continue; /* WINDOW_UPDATEs to send */
+      break;
+    }
   }
   conn_update_events(c, false);
   if (!nghttp2_session_want_read(c->sess) && !nghttp2_session_want_write(c->sess)) {
@@ -657,17 +725,11 @@ static void conn_read(conn *c) {
       conn_close(c);
       return;
     }
+    c->last_activity_us = now_us();
     ssize_t rv = nghttp2_session_mem_recv(c->sess, buf, (size_t)n);
     if (rv < 0) {
       /* Protocol error: nghttp2 queued GOAWAY; try to send it, then close. */
-      conn_flush(c);
-      if (c->lp->conns) {
-        for (conn *x = c->lp->conns; x; x = x->next)
-          if (x == c) {
-            conn_close(c);
-            break;
-          }
-      }
+      if (conn_flush(c)) conn_close(c);
       return;
     }
     if ((size_t)n < sizeof buf) break;
@@ -684,6 +746,7 @@ static void conn_new(loop *lp, int fd) {
   c->kind = KIND_CONN;
   c->lp = lp;
   c->fd = fd;
+  c->last_activity_us = now_us();
   nghttp2_session_callbacks *cbs = NULL;
   if (nghttp2_session_callbacks_new(&cbs) != 0) {
     free(c);
@@ -695,7 +758,14 @@ static void conn_new(loop *lp, int fd) {
   nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
   nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
-  int rv = nghttp2_session_server_new(&c->sess, cbs, c);
+  nghttp2_option *opt = NULL;
+  int rv = nghttp2_option_new(&opt);
+  if (rv == 0) {
+    /* We acknowledge received data ourselves (backpressure, see above). */
+    nghttp2_option_set_no_auto_window_update(opt, 1);
+    rv = nghttp2_session_server_new2(&c->sess, cbs, c, opt);
+    nghttp2_option_del(opt);
+  }
   nghttp2_session_callbacks_del(cbs);
   if (rv != 0) {
     free(c);
@@ -735,6 +805,26 @@ static void loop_run_events(loop *lp) {
     ev->run(ev, call->c != NULL);
     nrd_srv_grpc_call_unref(call);
     ev = next;
+  }
+}
+
+/* Keepalive: after keepalive_time of silence from the client send a PING;
+ * close the connection if it is not acknowledged within keepalive_timeout. */
+static void loop_check_keepalive(loop *lp, uint64_t now) {
+  const nrd_srv_grpc_options *o = &lp->g->opts;
+  if (o->keepalive_time_ms == 0) return;
+  for (conn *c = lp->conns; c;) {
+    conn *next = c->next;
+    if (c->ping_sent_us && now - c->ping_sent_us > (uint64_t)o->keepalive_timeout_ms * 1000u) {
+      conn_close(c);
+    } else if (!c->ping_sent_us &&
+               now - c->last_activity_us > (uint64_t)o->keepalive_time_ms * 1000u) {
+      if (nghttp2_submit_ping(c->sess, NGHTTP2_FLAG_NONE, NULL) == 0) {
+        c->ping_sent_us = now;
+        conn_mark_dirty(c);
+      }
+    }
+    c = next;
   }
 }
 
@@ -803,6 +893,7 @@ static void *loop_main(void *arg) {
     uint64_t now = now_us();
     if (now >= next_sweep) {
       loop_check_deadlines(lp, now);
+      loop_check_keepalive(lp, now);
       next_sweep = now + 100000;
     }
     while (lp->dirty) {

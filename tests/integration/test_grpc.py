@@ -521,5 +521,94 @@ def test_many_concurrent_streams(stub):
         assert len(got) == n + 1 and final_flag(got[-1])
 
 
+def test_unload_while_stream_open(stub):
+    """Unloading a model while a stream has requests in flight on it: the
+    in-flight request finishes (or fails cleanly), later requests on the
+    same stream get an error message, and the stream stays usable."""
+    q = queue.Queue()
+
+    def gen():
+        yield square_request(20000, "long", empty_final=True)
+        q.get(timeout=RPC_TIMEOUT)
+        yield square_request(2, "after-unload")
+        q.get(timeout=RPC_TIMEOUT)
+        yield infer_request("identity_fp32", [("INPUT0", "FP32", [1, 1], np.ones((1, 1), np.float32))], rid="other")
+
+    call = stub.ModelStreamInfer(gen(), timeout=120)
+    seen, unloaded, errors, other = 0, False, {}, False
+    try:
+        for r in call:
+            rid = r.infer_response.id
+            if r.error_message:
+                errors[rid] = r.error_message
+            if rid == "long" and not r.error_message:
+                seen += 1
+                if seen == 10 and not unloaded:
+                    stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="square_int32"),
+                                               timeout=RPC_TIMEOUT)
+                    unloaded = True
+                    q.put(None)
+            if rid == "after-unload":
+                q.put(None)
+            if rid == "other":
+                other = True
+                break
+    finally:
+        call.cancel()
+        stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="square_int32"), timeout=RPC_TIMEOUT)
+    assert unloaded and other
+    assert "after-unload" in errors
+    assert stub.ModelReady(pb.ModelReadyRequest(name="square_int32"), timeout=RPC_TIMEOUT).ready
+
+
+def _inference_count(stub, model):
+    st = stub.ModelStatistics(pb.ModelStatisticsRequest(name=model), timeout=RPC_TIMEOUT)
+    return st.model_stats[0].inference_count
+
+
+def test_client_that_stops_reading(stub):
+    """Backpressure: with a client that does not read, the server stops
+    taking requests from the connection (bounded buffering), and resumes
+    without deadlock once the client reads again."""
+    item = b"x" * (512 * 1024)
+    n_req = 200  # 100 MiB of responses, far above the throttle mark
+    before = _inference_count(stub, "identity_bytes")
+    reqs = (infer_request("identity_bytes", [("INPUT0", "BYTES", [1, 1], [item])], rid=str(i))
+            for i in range(n_req))
+    call = stub.ModelStreamInfer(reqs, timeout=120)
+    time.sleep(4)
+    stalled = _inference_count(stub, "identity_bytes") - before
+    print("processed while the client did not read:", stalled, "of", n_req)
+    assert stalled < n_req, "the server buffered every response for a client that does not read"
+    got = 0
+    for r in call:
+        assert r.error_message == ""
+        got += 1
+    assert got == n_req
+
+
+def test_keepalive_pings_answered():
+    """A server pinging every 100 ms keeps an idle connection usable (the
+    client answers the pings; unanswered ones would close it)."""
+    port = free_port()
+    s = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
+                "--allow-http=false", "--allow-metrics=false", f"--grpc-port={port}",
+                "--grpc-address=127.0.0.1", "--grpc-keepalive-time=100", "--grpc-keepalive-timeout=2000"])
+    try:
+        s.wait_ready()
+        ch = grpc.insecure_channel(f"127.0.0.1:{port}")
+        st = pbg.GRPCInferenceServiceStub(ch)
+        assert st.ServerLive(pb.ServerLiveRequest(), timeout=RPC_TIMEOUT).live
+        time.sleep(1.0)
+        assert st.ServerLive(pb.ServerLiveRequest(), timeout=RPC_TIMEOUT).live
+        ch.close()
+        assert s.stop() == 0
+        assert "Sanitizer" not in s.text()
+    finally:
+        if s.proc.poll() is None:
+            s.proc.kill()
+            s.proc.wait()
+
+
 def teardown_module(module):
     shutil.rmtree(STUB_DIR, ignore_errors=True)

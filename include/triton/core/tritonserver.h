@@ -831,8 +831,9 @@ TRITONSERVER_DECLSPEC struct TRITONSERVER_Error*
 TRITONSERVER_InferenceResponseDelete(
     struct TRITONSERVER_InferenceResponse* inference_response);
 
-/* NULL if the inference succeeded, else the failure. The returned error is
- * owned by the response: do NOT delete it. Thread: any. */
+/* NULL if the inference succeeded, else a new copy of the failure, which
+ * the caller owns and deletes with TRITONSERVER_ErrorDelete (each call makes
+ * a fresh copy, as Triton's implementation does). Thread: any. */
 TRITONSERVER_DECLSPEC struct TRITONSERVER_Error*
 TRITONSERVER_InferenceResponseError(
     struct TRITONSERVER_InferenceResponse* inference_response);

@@ -322,6 +322,66 @@ void nrd_bu_requests_fail(TRITONBACKEND_ModelInstance *instance,
  */
 void nrd_bu_request_release(TRITONBACKEND_Request *request);
 
+/* ---- batches -------------------------------------------------------------
+ *
+ * For a backend that computes a whole Execute batch in one pass: gather an
+ * input of every request into one buffer (rows in request order), compute,
+ * then scatter each batch output back, one slice of rows per request.
+ */
+
+/*
+ * One input of a whole batch, contiguous in CPU memory. 'data' points into
+ * the single request's own buffer (zero copy, 'owned' NULL), into the
+ * caller's buffer, or at 'owned', a malloc'ed block that
+ * nrd_bu_batch_input_release frees. Nothing in it may be used after the
+ * requests are released.
+ */
+typedef struct nrd_bu_batch_input {
+  const void *data;
+  uint64_t byte_size;
+  void *owned;
+} nrd_bu_batch_input;
+
+/*
+ * Gathers input 'name' of requests[0..count) into one buffer, request after
+ * request, each request's buffers in order. No copy when there is a single
+ * request holding the input in a single CPU buffer; otherwise the bytes go
+ * to 'buffer' when it is not NULL (at least 'buffer_size' bytes, too small
+ * is an INVALID_ARG error; it stays the caller's) or to a block owned by
+ * 'out'. Shapes are not compared: ragged inputs are simply concatenated.
+ * A request without the input, or non-CPU data, is an error; on error 'out'
+ * holds nothing to release. Thread: the Execute caller (owner of the
+ * requests).
+ */
+TRITONSERVER_Error *nrd_bu_batch_input_gather(TRITONBACKEND_Request **requests,
+                                              uint32_t count, const char *name,
+                                              void *buffer,
+                                              uint64_t buffer_size,
+                                              nrd_bu_batch_input *out);
+
+/*
+ * Frees the block a batch input may own and resets it; safe on a zeroed or
+ * released one. Same thread rule as nrd_bu_batch_input_gather.
+ */
+void nrd_bu_batch_input_release(nrd_bu_batch_input *input);
+
+/*
+ * Splits a batch output 'data' ('byte_size' bytes, rows in request order,
+ * every row the same size) between responses[0..count): response i gets
+ * output 'name' of 'datatype' with 'shape' (dims_count >= 1) whose first
+ * dimension is replaced by rows[i], holding its rows[i] rows. A response
+ * that fails (output creation, allocation, non-CPU buffer) is sent at once
+ * as a FINAL error response and set to NULL in 'responses'; NULL entries
+ * are skipped (their rows still count). Returns an error, touching no
+ * response, only for arguments that cannot work: BYTES (rows of no fixed
+ * size), a 'byte_size' not divisible into the total rows, bad dims.
+ * 'data' and 'rows' stay the caller's. Thread: the owner of the responses.
+ */
+TRITONSERVER_Error *nrd_bu_batch_output_scatter(
+    TRITONBACKEND_Response **responses, uint32_t count, const char *name,
+    TRITONSERVER_DataType datatype, const int64_t *shape, uint32_t dims_count,
+    const uint64_t *rows, const void *data, uint64_t byte_size);
+
 #ifdef __cplusplus
 }
 #endif
