@@ -274,6 +274,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
   square_instance *s = state;
   uint64_t exec_start = nrd_bu_now_ns();
   uint32_t accepted = 0;
+  square_job *batch_head = NULL, *batch_tail = NULL;
   for (uint32_t r = 0; r < request_count; ++r) {
     TRITONBACKEND_Request *request = requests[r];
     if (request == NULL) {
@@ -313,15 +314,12 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
         "square: cannot report statistics");
     nrd_bu_request_release(request);
     ++accepted;
-    pthread_mutex_lock(&s->mu);
-    if (s->tail != NULL) {
-      s->tail->next = job;
+    if (batch_tail != NULL) {
+      batch_tail->next = job;
     } else {
-      s->head = job;
+      batch_head = job;
     }
-    s->tail = job;
-    pthread_cond_signal(&s->cv);
-    pthread_mutex_unlock(&s->mu);
+    batch_tail = job;
   }
   uint64_t exec_end = nrd_bu_now_ns();
   if (accepted > 0) {
@@ -329,6 +327,17 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
         TRITONBACKEND_ModelInstanceReportBatchStatistics(
             instance, accepted, exec_start, exec_start, exec_end, exec_end),
         "square: cannot report batch statistics");
+    /* Hand the jobs to the worker only now, so every statistic of this
+     * execution is recorded before any response can reach a client. */
+    pthread_mutex_lock(&s->mu);
+    if (s->tail != NULL) {
+      s->tail->next = batch_head;
+    } else {
+      s->head = batch_head;
+    }
+    s->tail = batch_tail;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
   }
   return NULL;
 }
