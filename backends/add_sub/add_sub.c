@@ -498,7 +498,6 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
         TRITONBACKEND_ModelInstanceReportStatistics(instance, request, success,
                                                     start, start, end, end),
         "add_sub: cannot report statistics");
-    nrd_bu_request_release(request);
   }
   uint64_t exec_end = nrd_bu_now_ns();
   if (total_batch > 0) {
@@ -506,6 +505,13 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
         TRITONBACKEND_ModelInstanceReportBatchStatistics(
             instance, total_batch, exec_start, exec_start, exec_end, exec_end),
         "add_sub: cannot report batch statistics");
+  }
+  /* Released last, so a client that waits for the release sees every
+   * statistic of this execution. */
+  for (uint32_t r = 0; r < request_count; ++r) {
+    if (requests[r] != NULL) {
+      nrd_bu_request_release(requests[r]);
+    }
   }
   return NULL;
 }
