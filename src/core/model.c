@@ -17,6 +17,7 @@
 #include "log.h"
 #include "message.h"
 #include "model_config.h"
+#include "sequence_batcher.h"
 
 #define ARG_CHECK(cond, what)                                                      \
   do {                                                                             \
@@ -427,7 +428,9 @@ TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *a, TRITONBACKEND_M
   if ((err = apply_config(m))) goto fail;
   if ((err = create_instances(m))) goto fail;
   if ((err = init_instances(m))) goto fail;
-  if (json_object_get(m->config, "dynamic_batching") && m->max_batch_size > 0) {
+  if (json_object_get(m->config, "sequence_batching")) {
+    if ((err = nrd_sequence_batcher_new(m, &m->sched))) goto fail;
+  } else if (json_object_get(m->config, "dynamic_batching") && m->max_batch_size > 0) {
     if ((err = nrd_dynamic_batcher_new(m, &m->sched))) goto fail;
   } else if (!(m->sched = nrd_default_scheduler_new(m))) {
     err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating the scheduler of '%s'", a->name);

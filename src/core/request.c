@@ -14,6 +14,7 @@
 #include "model.h"
 #include "response.h"
 #include "server.h"
+#include "state.h"
 #include "stats.h"
 
 #define ARG_CHECK(cond, what)                                                      \
@@ -665,7 +666,34 @@ TRITONSERVER_Error *nrd_request_validate(TRITONSERVER_InferenceRequest *r) {
 
 /* ------------------------------------------------------ release / fail */
 
+TRITONSERVER_Error *nrd_request_add_core_input(TRITONSERVER_InferenceRequest *r, const char *name,
+                                               TRITONSERVER_DataType dtype, const int64_t *shape, uint32_t dims,
+                                               const void *data, uint64_t size) {
+  nrd_input *in = NULL;
+  NRD_RETURN_IF_ERROR(input_add(r, name, dtype, shape, dims, false, &in));
+  in->bufs = malloc(sizeof(*in->bufs));
+  if (!in->bufs) {
+    input_free(in);
+    r->n_inputs--;
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory adding input '%s'", name);
+  }
+  in->bufs[0] = (nrd_buffer){.base = data, .size = (size_t)size, .mtype = TRITONSERVER_MEMORY_CPU, .mtype_id = 0};
+  in->nbufs = in->capbufs = 1;
+  in->byte_size = size;
+  r->n_core_inputs++;
+  return NULL;
+}
+
+void nrd_request_detach_core(TRITONSERVER_InferenceRequest *r) {
+  for (; r->n_core_inputs > 0 && r->n_inputs > 0; r->n_core_inputs--) input_free(&r->inputs[--r->n_inputs]);
+  r->n_core_inputs = 0;
+  nrd_state_attach_free(r->seq);
+  r->seq = NULL;
+}
+
 void nrd_request_release(TRITONSERVER_InferenceRequest *r, uint32_t flags) {
+  /* First, while the model (and its sequence batcher) surely still lives. */
+  if (r->seq || r->n_core_inputs) nrd_request_detach_core(r);
   TRITONBACKEND_Model *m = r->model;
   nrd_delivery *d = r->delivery;
   r->delivery = NULL;

@@ -74,6 +74,12 @@ struct TRITONSERVER_InferenceRequest {
   uint64_t queue_start_ns;
   uint64_t deadline_ns;        /* 0 = none */
   bool in_flight;
+  /* Sequence batcher only (NULL and 0 for every other model): what it
+   * attached for this execution, and how many inputs at the end of
+   * `inputs` it added (control and state inputs). Both go away before the
+   * release callback, so the client gets back the request it built. */
+  struct nrd_seq_attach *seq;
+  uint32_t n_core_inputs;
 
   struct TRITONSERVER_InferenceRequest *next; /* scheduler queue link */
 };
@@ -83,6 +89,18 @@ struct TRITONSERVER_InferenceRequest {
  * computes batch_size and backend shapes. Errors are INVALID_ARG naming the
  * input. Caller thread; the request is not yet shared. */
 TRITONSERVER_Error *nrd_request_validate(TRITONSERVER_InferenceRequest *req);
+
+/* Appends an input the core made (a sequence control or state input) to a
+ * core-owned request: `data` (`size` bytes, CPU) must stay valid until the
+ * release, which removes the input again. On error nothing is added.
+ * The thread that owns the request (instance thread, before Execute). */
+TRITONSERVER_Error *nrd_request_add_core_input(TRITONSERVER_InferenceRequest *req, const char *name,
+                                               TRITONSERVER_DataType dtype, const int64_t *shape, uint32_t dims,
+                                               const void *data, uint64_t size);
+
+/* Removes the inputs added by nrd_request_add_core_input and frees the
+ * sequence attachment. Idempotent; the thread that owns the request. */
+void nrd_request_detach_core(TRITONSERVER_InferenceRequest *req);
 
 /* Hands a request that the core owns back to its client through the release
  * callback. The delivery reference is dropped first, so responses sent

@@ -74,7 +74,10 @@ EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_Mode
   if (!err) err = TRITONBACKEND_ModelState(model, &state);
   if (err) return err;
   resched_model *m = state;
+  /* Report the execution first: the last pass answers the client, which may
+   * read the statistics as soon as its response arrives. */
   uint64_t now = nrd_bu_now_ns();
+  TRITONBACKEND_ModelInstanceReportBatchStatistics(instance, request_count, now, now, now, now);
   for (uint32_t i = 0; i < request_count; i++) {
     const char *id = "";
     TRITONBACKEND_RequestId(requests[i], &id);
@@ -86,7 +89,5 @@ EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_Mode
       nrd_bu_request_release(requests[i]);
     }
   }
-  TRITONBACKEND_ModelInstanceReportBatchStatistics(instance, request_count, now, now, nrd_bu_now_ns(),
-                                                   nrd_bu_now_ns());
   return NULL;
 }

@@ -1,0 +1,662 @@
+/* The sequence batcher (see sequence_batcher.h and docs/sequence.md).
+ *
+ * Layout: every live sequence is in exactly one place: a slot of an
+ * instance, or the backlog FIFO (no free slot yet). Sequences that have not
+ * received their END request are also in the correlation-id table, which
+ * is how later requests find them; an END request takes its sequence out
+ * of the table at once, so a new START with the same id begins a new
+ * sequence while the old one finishes.
+ *
+ * There is no batcher thread. An idle instance thread calls next_batch,
+ * which first retires the batch it executed last (those sequences are free
+ * to run again; a finished sequence gives its slot to the backlog), frees
+ * idle sequences, then takes the head request of each of its slots that
+ * has one, in slot order. A sequence never has two requests executing: a
+ * slot's sequence is "busy" from the moment its request is handed out
+ * until its instance comes back for the next batch. The control and state
+ * inputs are added after the lock is dropped, on the instance thread.
+ *
+ * Locks: the batcher lock guards everything here; each instance sleeps on
+ * its own condition variable so a request wakes the one thread that can
+ * run it. State values have their own lock (state.c). */
+#include "sequence_batcher.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "datatype.h"
+#include "error.h"
+#include "instance.h"
+#include "log.h"
+#include "model.h"
+#include "request.h"
+#include "response.h"
+#include "state.h"
+#include "stats.h"
+
+#define SB_BUCKETS 1024u
+
+typedef TRITONSERVER_InferenceRequest sb_req;
+
+enum { CTL_START, CTL_END, CTL_READY, CTL_CORRID, CTL_KINDS };
+
+/* One configured control input. */
+typedef struct sb_control {
+  char *name;                  /* NULL: this kind is not configured */
+  TRITONSERVER_DataType dtype;
+  unsigned char value[2][4];   /* false, true (booleans only) */
+  size_t size;                 /* bytes of one value */
+} sb_control;
+
+typedef struct sb_seq {
+  struct sb_seq *hnext;        /* table chain */
+  struct sb_seq *bl_next;      /* backlog link */
+  uint64_t id;
+  char *sid;                   /* string correlation id, else NULL */
+  uint32_t bucket;
+  bool in_table;
+  bool ended;                  /* its END request was accepted */
+  bool busy;                   /* a request of it is executing */
+  struct sb_inst *inst;        /* slot owner, NULL while in the backlog */
+  uint32_t slot;
+  sb_req *qhead, *qtail;
+  uint64_t last_ns;            /* last request accepted or executed */
+  nrd_state_set *states;       /* counted; NULL without implicit state */
+} sb_seq;
+
+typedef struct sb_inst {
+  TRITONBACKEND_ModelInstance *inst;
+  pthread_cond_t cv;           /* CLOCK_MONOTONIC, like nrd_now_ns */
+  unsigned sleepers;
+  sb_seq **slots;              /* n_slots entries, NULL = free */
+  sb_seq **last;               /* sequences of the batch executed last */
+  uint32_t n_last;
+} sb_inst;
+
+typedef struct seq_batcher {
+  nrd_scheduler base;
+  TRITONBACKEND_Model *model;
+  pthread_mutex_t mu;
+  sb_inst *insts;
+  uint32_t n_insts;
+  uint32_t n_slots;            /* per instance */
+  sb_seq *table[SB_BUCKETS];
+  sb_seq *bl_head, *bl_tail;
+  uint64_t idle_ns;            /* max_sequence_idle_microseconds */
+  uint64_t delay_ns;           /* direct.max_queue_delay_microseconds */
+  sb_control ctl[CTL_KINDS];
+  nrd_state_config *states;    /* counted; NULL without implicit state */
+  bool batched;                /* max_batch_size > 0 */
+  bool stopped;
+} seq_batcher;
+
+/* Requests leaving the batcher without running, answered after unlock. */
+typedef struct sb_dead {
+  sb_req *head, *tail;
+} sb_dead;
+
+static void dead_push(sb_dead *d, sb_req *r) {
+  r->next = NULL;
+  if (d->tail) d->tail->next = r;
+  else d->head = r;
+  d->tail = r;
+}
+
+/* ------------------------------------------------------------ the table */
+
+static uint32_t hash_id(uint64_t id, const char *sid) {
+  uint64_t h = 1469598103934665603u;
+  if (sid) {
+    for (const unsigned char *p = (const unsigned char *)sid; *p; p++) h = (h ^ *p) * 1099511628211u;
+  } else {
+    h = id * 0x9E3779B97F4A7C15u;
+    h ^= h >> 29;
+  }
+  return (uint32_t)(h % SB_BUCKETS);
+}
+
+static bool same_id(const sb_seq *s, uint64_t id, const char *sid) {
+  if (!sid != !s->sid) return false;
+  return sid ? !strcmp(sid, s->sid) : s->id == id;
+}
+
+static sb_seq *table_find(seq_batcher *b, uint32_t bucket, uint64_t id, const char *sid) {
+  for (sb_seq *s = b->table[bucket]; s; s = s->hnext)
+    if (same_id(s, id, sid)) return s;
+  return NULL;
+}
+
+static void table_remove(seq_batcher *b, sb_seq *s) {
+  if (!s->in_table) return;
+  for (sb_seq **p = &b->table[s->bucket]; *p; p = &(*p)->hnext)
+    if (*p == s) {
+      *p = s->hnext;
+      break;
+    }
+  s->hnext = NULL;
+  s->in_table = false;
+}
+
+/* ------------------------------------------------------ slots, backlog */
+
+static void wake(sb_inst *in) {
+  if (in->sleepers) pthread_cond_signal(&in->cv);
+}
+
+/* Binds `s` to slot `slot` of `in` and wakes that instance. Lock held. */
+static void bind_slot(sb_inst *in, uint32_t slot, sb_seq *s) {
+  in->slots[slot] = s;
+  s->inst = in;
+  s->slot = slot;
+  wake(in);
+}
+
+/* A free slot for a new sequence: the lowest slot index, spreading
+ * sequences over instances first. False when every slot is taken. */
+static bool find_free_slot(seq_batcher *b, sb_inst **in, uint32_t *slot) {
+  for (uint32_t j = 0; j < b->n_slots; j++)
+    for (uint32_t i = 0; i < b->n_insts; i++)
+      if (!b->insts[i].slots[j]) {
+        *in = &b->insts[i];
+        *slot = j;
+        return true;
+      }
+  return false;
+}
+
+/* Frees a sequence that has no queued request: its slot goes to the oldest
+ * backlog sequence, if any. Lock held. */
+static void seq_free(seq_batcher *b, sb_seq *s) {
+  table_remove(b, s);
+  sb_inst *in = s->inst;
+  uint32_t slot = s->slot;
+  if (in) {
+    in->slots[slot] = NULL;
+    sb_seq *next = b->bl_head;
+    if (next) {
+      b->bl_head = next->bl_next;
+      if (!b->bl_head) b->bl_tail = NULL;
+      next->bl_next = NULL;
+      bind_slot(in, slot, next);
+    }
+  }
+  nrd_state_set_unref(s->states);
+  free(s->sid);
+  free(s);
+}
+
+static bool idle_expired(const seq_batcher *b, const sb_seq *s, uint64_t now) {
+  return b->idle_ns && s->inst && !s->busy && !s->qhead && !s->ended && now - s->last_ns >= b->idle_ns;
+}
+
+/* Frees every sequence idle for too long; returns the nearest time another
+ * one may become idle (0: none). Lock held. */
+static uint64_t reap_idle(seq_batcher *b, uint64_t now) {
+  uint64_t next = 0;
+  for (uint32_t i = 0; i < b->n_insts; i++) {
+    for (uint32_t j = 0; j < b->n_slots; j++) {
+      sb_seq *s = b->insts[i].slots[j];
+      if (!s || s->busy || s->qhead || s->ended || !b->idle_ns) continue;
+      if (idle_expired(b, s, now)) {
+        NRD_LOG_VERBOSE(1, "model '%s': sequence %s%" PRIu64 " idle for more than %" PRIu64 " us; freeing its slot",
+                        b->model->name, s->sid ? s->sid : "", s->sid ? 0 : s->id, b->idle_ns / 1000u);
+        seq_free(b, s);
+        continue;
+      }
+      uint64_t at = s->last_ns + b->idle_ns;
+      if (!next || at < next) next = at;
+    }
+  }
+  return next;
+}
+
+/* ------------------------------------------------------------- enqueue */
+
+static TRITONSERVER_Error *sb_enqueue(nrd_scheduler *sched, sb_req *req) {
+  seq_batcher *b = (seq_batcher *)sched;
+  const char *mname = b->model->name;
+  if (req->batch_size > 1)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "inference request to model '%s' must specify batch-size 1 due to requirements of sequence "
+                         "batcher",
+                         mname);
+  const char *sid = req->corr_id_str;
+  if (sid ? !*sid : req->corr_id == 0)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "inference request to model '%s' must specify a non-zero or non-empty correlation ID", mname);
+  /* A request the backend rescheduled still carries its last inputs. */
+  if (req->seq || req->n_core_inputs) nrd_request_detach_core(req);
+  bool start = req->flags & TRITONSERVER_REQUEST_FLAG_SEQUENCE_START;
+  bool end = req->flags & TRITONSERVER_REQUEST_FLAG_SEQUENCE_END;
+  uint32_t bucket = hash_id(req->corr_id, sid);
+  uint64_t now = nrd_now_ns();
+
+  pthread_mutex_lock(&b->mu);
+  if (b->stopped) {
+    pthread_mutex_unlock(&b->mu);
+    return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "model '%s' is unloading and takes no new requests", mname);
+  }
+  sb_seq *s = table_find(b, bucket, req->corr_id, sid);
+  if (s && idle_expired(b, s, now)) {
+    seq_free(b, s);
+    s = NULL;
+  }
+  if (!s) {
+    if (!start) {
+      pthread_mutex_unlock(&b->mu);
+      if (sid)
+        return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                             "inference request for sequence %s to model '%s' must specify the START flag on the "
+                             "first request of the sequence",
+                             sid, mname);
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                           "inference request for sequence %" PRIu64
+                           " to model '%s' must specify the START flag on the first request of the sequence",
+                           req->corr_id, mname);
+    }
+    s = calloc(1, sizeof(*s));
+    if (s && sid && !(s->sid = strdup(sid))) {
+      free(s);
+      s = NULL;
+    }
+    if (s && b->states && !(s->states = nrd_state_set_new(b->states))) {
+      free(s->sid);
+      free(s);
+      s = NULL;
+    }
+    if (!s) {
+      pthread_mutex_unlock(&b->mu);
+      return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory starting a sequence of model '%s'", mname);
+    }
+    s->id = req->corr_id;
+    s->bucket = bucket;
+    s->hnext = b->table[bucket];
+    b->table[bucket] = s;
+    s->in_table = true;
+    sb_inst *in;
+    uint32_t slot;
+    if (find_free_slot(b, &in, &slot)) {
+      bind_slot(in, slot, s);
+    } else {
+      if (b->bl_tail) b->bl_tail->bl_next = s;
+      else b->bl_head = s;
+      b->bl_tail = s;
+    }
+  } else if (start) {
+    /* As in Triton: the earlier sequence never ended; this one continues
+     * in its place (the START request resets the state). */
+    NRD_LOG_WARN("sequence %s%" PRIu64 " for model '%s' has a conflict. The previous sequence did not end before "
+                 "this sequence start. Previous sequence will be terminated early.",
+                 sid ? sid : "", sid ? 0 : req->corr_id, mname);
+  }
+  req->next = NULL;
+  if (s->qtail) s->qtail->next = req;
+  else s->qhead = req;
+  s->qtail = req;
+  s->last_ns = now;
+  if (end) {
+    s->ended = true;
+    table_remove(b, s);
+  }
+  if (s->inst) wake(s->inst);
+  pthread_mutex_unlock(&b->mu);
+  return NULL;
+}
+
+/* ----------------------------------------------------------- next_batch */
+
+/* The batch `in` executed last is over: its sequences may run again, and
+ * those whose END request ran are freed. Lock held. */
+static void retire_last(seq_batcher *b, sb_inst *in, uint64_t now) {
+  for (uint32_t k = 0; k < in->n_last; k++) {
+    sb_seq *s = in->last[k];
+    s->busy = false;
+    s->last_ns = now;
+    if (s->ended && !s->qhead) seq_free(b, s);
+  }
+  in->n_last = 0;
+}
+
+/* Pops the head request of `s`. Lock held. */
+static sb_req *seq_pop(sb_seq *s) {
+  sb_req *r = s->qhead;
+  s->qhead = r->next;
+  if (!s->qhead) s->qtail = NULL;
+  r->next = NULL;
+  return r;
+}
+
+/* Writes one control value for `r` into `dst` and adds the input. */
+static TRITONSERVER_Error *add_control(seq_batcher *b, sb_req *r, int kind, bool value, nrd_seq_attach *a) {
+  const sb_control *c = &b->ctl[kind];
+  int64_t shape[2] = {1, 1};
+  uint32_t nd = b->batched ? 2 : 1;
+  if (kind != CTL_CORRID) {
+    memcpy(a->ctrl[kind], c->value[value], c->size);
+    return nrd_request_add_core_input(r, c->name, c->dtype, shape, nd, a->ctrl[kind], c->size);
+  }
+  if (c->dtype == TRITONSERVER_TYPE_BYTES) {
+    char text[160];
+    int n = r->corr_id_str ? snprintf(text, sizeof text, "%s", r->corr_id_str)
+                           : snprintf(text, sizeof text, "%" PRIu64, r->corr_id);
+    uint32_t len = n < 0 ? 0 : (uint32_t)n >= sizeof text ? (uint32_t)sizeof text - 1 : (uint32_t)n;
+    memcpy(a->corrid_bytes, &len, 4); /* BYTES elements: 4-byte little-endian length, then the bytes */
+    memcpy(a->corrid_bytes + 4, text, len);
+    return nrd_request_add_core_input(r, c->name, c->dtype, shape, nd, a->corrid_bytes, 4u + len);
+  }
+  if (r->corr_id_str)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "sequence %s of model '%s' has a string correlation id, but control input '%s' "
+                         "(CONTROL_SEQUENCE_CORRID) is %s",
+                         r->corr_id_str, b->model->name, c->name, nrd_datatype_config_name(c->dtype));
+  size_t size = nrd_datatype_byte_size(c->dtype);
+  if (size == 8) {
+    memcpy(a->ctrl[kind], &r->corr_id, 8);
+  } else {
+    uint32_t v = (uint32_t)r->corr_id;
+    memcpy(a->ctrl[kind], &v, 4);
+  }
+  return nrd_request_add_core_input(r, c->name, c->dtype, shape, nd, a->ctrl[kind], size);
+}
+
+/* Gives `r` (of sequence `s`) its control and state inputs. On error the
+ * request keeps what was attached; its release removes it. Instance
+ * thread, lock not held; `s` stays alive while busy. */
+static TRITONSERVER_Error *prepare(seq_batcher *b, sb_seq *s, sb_req *r) {
+  nrd_seq_attach *a = calloc(1, sizeof(*a));
+  if (!a) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory preparing a sequence request");
+  r->seq = a;
+  bool start = r->flags & TRITONSERVER_REQUEST_FLAG_SEQUENCE_START;
+  bool end = r->flags & TRITONSERVER_REQUEST_FLAG_SEQUENCE_END;
+  const bool values[CTL_KINDS] = {start, end, true, false};
+  for (int k = 0; k < CTL_KINDS; k++)
+    if (b->ctl[k].name) NRD_RETURN_IF_ERROR(add_control(b, r, k, values[k], a));
+  if (s->states) {
+    if (start) nrd_state_set_reset(s->states);
+    NRD_RETURN_IF_ERROR(nrd_state_attach_inputs(s->states, r, a));
+  }
+  return NULL;
+}
+
+static sb_inst *inst_of(seq_batcher *b, TRITONBACKEND_ModelInstance *inst) {
+  for (uint32_t i = 0; i < b->n_insts; i++)
+    if (b->insts[i].inst == inst) return &b->insts[i];
+  return NULL;
+}
+
+static void wait_until(sb_inst *in, pthread_mutex_t *mu, uint64_t wake_ns) {
+  in->sleepers++;
+  if (!wake_ns) {
+    pthread_cond_wait(&in->cv, mu);
+  } else {
+    struct timespec ts = {.tv_sec = (time_t)(wake_ns / 1000000000u), .tv_nsec = (long)(wake_ns % 1000000000u)};
+    pthread_cond_timedwait(&in->cv, mu, &ts);
+  }
+  in->sleepers--;
+}
+
+static void answer_dead(sb_dead *d, TRITONSERVER_Error_Code code, const char *why) {
+  sb_req *r;
+  while ((r = d->head)) {
+    d->head = r->next;
+    r->next = NULL;
+    bool cancelled = r->delivery && atomic_load(&r->delivery->cancel->set);
+    if (cancelled) nrd_request_fail(r, nrd_error_new(TRITONSERVER_ERROR_CANCELLED, "Request was cancelled"));
+    else nrd_request_fail(r, nrd_error_new(code, "%s", why));
+  }
+  d->tail = NULL;
+}
+
+static uint32_t sb_next_batch(nrd_scheduler *sched, TRITONBACKEND_ModelInstance *inst, sb_req **out, uint32_t max) {
+  seq_batcher *b = (seq_batcher *)sched;
+  sb_inst *in = inst_of(b, inst);
+  if (!in || !max) return 0; /* not one of ours (passive): nothing to run */
+  pthread_mutex_lock(&b->mu);
+  for (;;) {
+    uint64_t now = nrd_now_ns();
+    retire_last(b, in, now);
+    uint64_t wake_ns = reap_idle(b, now);
+    /* Requests cancelled or timed out at the head of a slot's queue are
+     * answered instead of run. */
+    sb_dead dead = {NULL, NULL};
+    uint32_t ready = 0, occupied = 0;
+    uint64_t oldest = 0;
+    for (uint32_t j = 0; j < b->n_slots; j++) {
+      sb_seq *s = in->slots[j];
+      if (!s) continue;
+      occupied++;
+      while (s->qhead) {
+        sb_req *r = s->qhead;
+        bool cancelled = r->delivery && atomic_load(&r->delivery->cancel->set);
+        if (!cancelled && !(r->deadline_ns && now > r->deadline_ns)) break;
+        dead_push(&dead, seq_pop(s));
+      }
+      if (s->qhead) {
+        ready++;
+        if (!oldest || s->qhead->queue_start_ns < oldest) oldest = s->qhead->queue_start_ns;
+      } else if (s->ended) {
+        /* Its END request was answered from the queue. The slot may go to
+         * a backlog sequence: look at it again. */
+        seq_free(b, s);
+        occupied--;
+        j--;
+      }
+    }
+    if (dead.head) {
+      pthread_mutex_unlock(&b->mu);
+      answer_dead(&dead, TRITONSERVER_ERROR_UNAVAILABLE, "Request timeout expired");
+      pthread_mutex_lock(&b->mu);
+      continue;
+    }
+    /* Direct strategy's queue delay: wait a little for the other occupied
+     * slots to get a request too, so they share the execution. */
+    bool delay_over = !b->delay_ns || b->stopped || ready == occupied || now >= oldest + b->delay_ns;
+    if (ready && delay_over) {
+      uint32_t n = 0;
+      for (uint32_t j = 0; j < b->n_slots && n < max; j++) {
+        sb_seq *s = in->slots[j];
+        if (!s || !s->qhead) continue;
+        s->busy = true;
+        in->last[in->n_last++] = s; /* in batch order: last[k] ran out[k] */
+        out[n++] = seq_pop(s);
+      }
+      pthread_mutex_unlock(&b->mu);
+      uint32_t kept = 0;
+      for (uint32_t k = 0; k < n; k++) {
+        TRITONSERVER_Error *err = prepare(b, in->last[k], out[k]);
+        if (err) nrd_request_fail(out[k], err);
+        else out[kept++] = out[k];
+      }
+      if (kept) return kept;
+      pthread_mutex_lock(&b->mu);
+      continue;
+    }
+    if (b->stopped && !ready) {
+      pthread_mutex_unlock(&b->mu);
+      return 0;
+    }
+    if (ready && (!wake_ns || oldest + b->delay_ns < wake_ns)) wake_ns = oldest + b->delay_ns;
+    wait_until(in, &b->mu, wake_ns);
+  }
+}
+
+/* ------------------------------------------------------- stop, destroy */
+
+static void sb_stop(nrd_scheduler *sched) {
+  seq_batcher *b = (seq_batcher *)sched;
+  sb_dead dead = {NULL, NULL};
+  pthread_mutex_lock(&b->mu);
+  b->stopped = true;
+  /* Backlog sequences would never get a slot in time: refuse them now. */
+  while (b->bl_head) {
+    sb_seq *s = b->bl_head;
+    b->bl_head = s->bl_next;
+    while (s->qhead) dead_push(&dead, seq_pop(s));
+    s->inst = NULL;
+    seq_free(b, s);
+  }
+  b->bl_tail = NULL;
+  for (uint32_t i = 0; i < b->n_insts; i++) pthread_cond_broadcast(&b->insts[i].cv);
+  pthread_mutex_unlock(&b->mu);
+  answer_dead(&dead, TRITONSERVER_ERROR_UNAVAILABLE, "model is unloading: the sequence never got a batch slot");
+}
+
+static void controls_free(seq_batcher *b) {
+  for (int k = 0; k < CTL_KINDS; k++) free(b->ctl[k].name);
+}
+
+static void sb_destroy(nrd_scheduler *sched) {
+  seq_batcher *b = (seq_batcher *)sched;
+  sb_dead dead = {NULL, NULL};
+  for (uint32_t i = 0; i < b->n_insts; i++) {
+    sb_inst *in = &b->insts[i];
+    for (uint32_t j = 0; j < b->n_slots; j++) {
+      sb_seq *s = in->slots[j];
+      if (!s) continue;
+      while (s->qhead) dead_push(&dead, seq_pop(s)); /* only if no thread ever ran */
+      s->inst = NULL;
+      seq_free(b, s);
+    }
+    free(in->slots);
+    free(in->last);
+    pthread_cond_destroy(&in->cv);
+  }
+  answer_dead(&dead, TRITONSERVER_ERROR_UNAVAILABLE, "model is unloading");
+  free(b->insts);
+  controls_free(b);
+  nrd_state_config_unref(b->states);
+  pthread_mutex_destroy(&b->mu);
+  free(b);
+}
+
+static const nrd_scheduler_ops seq_ops = {sb_enqueue, sb_next_batch, sb_stop, sb_destroy};
+
+/* ------------------------------------------------------------ creation */
+
+static uint64_t juint(const json_t *obj, const char *key) {
+  const json_t *v = json_object_get(obj, key);
+  if (json_is_string(v)) return strtoull(json_string_value(v), NULL, 10);
+  json_int_t i = json_integer_value(v);
+  return i > 0 ? (uint64_t)i : 0;
+}
+
+/* Reads control_input: each kind's tensor name, data type and the
+ * false/true values (the configuration check already ran). */
+static TRITONSERVER_Error *read_controls(seq_batcher *b, const json_t *sb) {
+  static const char *const kinds[CTL_KINDS] = {"CONTROL_SEQUENCE_START", "CONTROL_SEQUENCE_END",
+                                               "CONTROL_SEQUENCE_READY", "CONTROL_SEQUENCE_CORRID"};
+  const json_t *inputs = json_object_get(sb, "control_input");
+  for (size_t i = 0; i < json_array_size(inputs); i++) {
+    const json_t *ci = json_array_get(inputs, i);
+    const char *name = json_string_value(json_object_get(ci, "name"));
+    const json_t *ctls = json_object_get(ci, "control");
+    for (size_t c = 0; name && c < json_array_size(ctls); c++) {
+      const json_t *ctl = json_array_get(ctls, c);
+      const char *kind = json_string_value(json_object_get(ctl, "kind"));
+      if (!kind || !*kind) kind = kinds[CTL_START];
+      int k = 0;
+      while (k < CTL_KINDS && strcmp(kinds[k], kind)) k++;
+      if (k == CTL_KINDS || b->ctl[k].name) continue;
+      sb_control *x = &b->ctl[k];
+      const json_t *i32 = json_object_get(ctl, "int32_false_true");
+      const json_t *f32 = json_object_get(ctl, "fp32_false_true");
+      const json_t *bl = json_object_get(ctl, "bool_false_true");
+      if (k == CTL_CORRID) {
+        x->dtype = nrd_datatype_from_config(json_string_value(json_object_get(ctl, "data_type")));
+      } else if (json_array_size(i32) == 2) {
+        x->dtype = TRITONSERVER_TYPE_INT32;
+        x->size = 4;
+        for (int v = 0; v < 2; v++) {
+          int32_t val = (int32_t)json_integer_value(json_array_get(i32, (size_t)v));
+          memcpy(x->value[v], &val, 4);
+        }
+      } else if (json_array_size(f32) == 2) {
+        x->dtype = TRITONSERVER_TYPE_FP32;
+        x->size = 4;
+        for (int v = 0; v < 2; v++) {
+          float val = (float)json_number_value(json_array_get(f32, (size_t)v));
+          memcpy(x->value[v], &val, 4);
+        }
+      } else if (json_array_size(bl) == 2) {
+        x->dtype = TRITONSERVER_TYPE_BOOL;
+        x->size = 1;
+        for (int v = 0; v < 2; v++) x->value[v][0] = json_is_true(json_array_get(bl, (size_t)v)) ? 1 : 0;
+      } else {
+        return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                             "model '%s': control input '%s' (%s) needs int32_false_true, fp32_false_true or "
+                             "bool_false_true with 2 values",
+                             b->model->name, name, kind);
+      }
+      if (x->dtype == TRITONSERVER_TYPE_INVALID)
+        return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model '%s': control input '%s' has no valid data_type",
+                             b->model->name, name);
+      if (!(x->name = strdup(name)))
+        return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory reading the control inputs of '%s'",
+                             b->model->name);
+    }
+  }
+  return NULL;
+}
+
+TRITONSERVER_Error *nrd_sequence_batcher_new(TRITONBACKEND_Model *model, nrd_scheduler **out) {
+  const json_t *sb = json_object_get(model->config, "sequence_batching");
+  TRITONSERVER_Error *err = NULL;
+  seq_batcher *b = calloc(1, sizeof(*b));
+  if (!b) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating the sequence batcher");
+  b->base.ops = &seq_ops;
+  b->model = model;
+  b->batched = model->max_batch_size > 0;
+  b->n_slots = b->batched ? (uint32_t)model->max_batch_size : 1;
+  b->idle_ns = juint(sb, "max_sequence_idle_microseconds") * 1000u;
+  b->delay_ns = juint(json_object_get(sb, "direct"), "max_queue_delay_microseconds") * 1000u;
+  if (json_object_get(sb, "oldest"))
+    NRD_LOG_WARN("model '%s': the Oldest sequence batching strategy is not supported yet; serving it with the "
+                 "Direct strategy",
+                 model->name);
+  if ((err = read_controls(b, sb))) goto fail;
+  if ((err = nrd_state_config_new(model, &b->states))) goto fail;
+
+  b->insts = calloc(model->n_instances ? model->n_instances : 1, sizeof(*b->insts));
+  if (!b->insts) goto oom;
+  for (uint32_t i = 0; i < model->n_instances; i++) {
+    if (model->instances[i]->passive) continue; /* never runs: gets no slots */
+    sb_inst *in = &b->insts[b->n_insts];
+    in->slots = calloc(b->n_slots, sizeof(*in->slots));
+    in->last = calloc(b->n_slots, sizeof(*in->last));
+    if (!in->slots || !in->last) {
+      free(in->slots);
+      free(in->last);
+      goto oom;
+    }
+    in->inst = model->instances[i];
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&in->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    b->n_insts++;
+  }
+  pthread_mutex_init(&b->mu, NULL);
+  *out = &b->base;
+  return NULL;
+
+oom:
+  err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating the sequence batcher of '%s'", model->name);
+fail:
+  for (uint32_t i = 0; i < b->n_insts; i++) {
+    free(b->insts[i].slots);
+    free(b->insts[i].last);
+    pthread_cond_destroy(&b->insts[i].cv);
+  }
+  free(b->insts);
+  controls_free(b);
+  nrd_state_config_unref(b->states);
+  free(b);
+  return err;
+}

@@ -1,0 +1,367 @@
+/* Sequence batcher: correlation ids and START/END, implicit state carried
+ * across requests and reset on START, control inputs as the backend sees
+ * them, errors for sequences that were never started or carry no id, idle
+ * sequences freed, batching of several sequences, unload with open
+ * sequences. Driven with the accumulate test backend (a running sum per
+ * sequence). */
+#include <inttypes.h>
+#include <jansson.h>
+
+#include "harness.h"
+
+#define START TRITONSERVER_REQUEST_FLAG_SEQUENCE_START
+#define END TRITONSERVER_REQUEST_FLAG_SEQUENCE_END
+
+/* An accumulate model with implicit state INPUT_STATE/OUTPUT_STATE. */
+static void state_model(const char *repo, const char *name, int max_batch, const char *extra) {
+  char cfg[2048];
+  snprintf(cfg, sizeof cfg,
+           "name: \"%s\"\nbackend: \"accumulate\"\nmax_batch_size: %d\n"
+           "input [ { name: \"INPUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+           "output [ { name: \"OUTPUT\" data_type: TYPE_INT32 dims: [ 1 ] },\n"
+           "         { name: \"CONTROLS\" data_type: TYPE_FP32 dims: [ 5 ] } ]\n"
+           "instance_group [ { kind: KIND_CPU count: 1 } ]\n"
+           "sequence_batching {\n"
+           "  state [ { input_name: \"INPUT_STATE\" output_name: \"OUTPUT_STATE\"\n"
+           "            data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+           "  %s\n}\n",
+           name, max_batch, extra ? extra : "");
+  h_model(repo, name, cfg, "1");
+}
+
+/* An accumulate model without state, with the four control inputs. */
+static void control_model(const char *repo, const char *name, const char *corrid_type) {
+  char cfg[2048];
+  snprintf(cfg, sizeof cfg,
+           "name: \"%s\"\nbackend: \"accumulate\"\nmax_batch_size: 2\n"
+           "input [ { name: \"INPUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+           "output [ { name: \"OUTPUT\" data_type: TYPE_INT32 dims: [ 1 ] },\n"
+           "         { name: \"CONTROLS\" data_type: TYPE_FP32 dims: [ 5 ] } ]\n"
+           "sequence_batching {\n"
+           "  control_input [\n"
+           "    { name: \"START\" control [ { kind: CONTROL_SEQUENCE_START fp32_false_true: [ 0, 1.5 ] } ] },\n"
+           "    { name: \"END\" control [ { kind: CONTROL_SEQUENCE_END int32_false_true: [ 0, 7 ] } ] },\n"
+           "    { name: \"READY\" control [ { kind: CONTROL_SEQUENCE_READY bool_false_true: [ false, true ] } ] },\n"
+           "    { name: \"CORRID\" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: %s } ] }\n"
+           "  ]\n}\n",
+           name, corrid_type);
+  h_model(repo, name, cfg, "1");
+}
+
+static TRITONSERVER_Server *server_on(char *repo) { return h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE)); }
+
+static void server_done(TRITONSERVER_Server *s, char *repo) {
+  H_OK(TRITONSERVER_ServerDelete(s));
+  h_rmtree(repo);
+  free(repo);
+}
+
+/* A request of one INT32 value for sequence `id` (or `sid` when not NULL). */
+static TRITONSERVER_InferenceRequest *seq_request(TRITONSERVER_Server *s, const char *model, uint64_t id,
+                                                  const char *sid, uint32_t flags, const int32_t *value) {
+  TRITONSERVER_InferenceRequest *r = h_request(s, model);
+  int64_t shape[2] = {1, 1};
+  h_add_input(r, "INPUT", TRITONSERVER_TYPE_INT32, shape, 2, value, sizeof *value);
+  if (sid) H_OK(TRITONSERVER_InferenceRequestSetCorrelationIdString(r, sid));
+  else if (id) H_OK(TRITONSERVER_InferenceRequestSetCorrelationId(r, id));
+  H_OK(TRITONSERVER_InferenceRequestSetFlags(r, flags));
+  return r;
+}
+
+/* Copies output `name` of the first response of `c` into `out` (at most
+ * `size` bytes); fails the test when the response is an error. */
+static void read_output(h_call *c, const char *name, void *out, size_t size) {
+  char *err = h_response_error(c, 0);
+  cr_assert_null(err, "response error: %s", err ? err : "");
+  uint32_t n = 0;
+  H_OK(TRITONSERVER_InferenceResponseOutputCount(c->responses[0], &n));
+  for (uint32_t i = 0; i < n; i++) {
+    const char *oname;
+    TRITONSERVER_DataType dt;
+    const int64_t *shape;
+    uint64_t dims;
+    const void *base;
+    size_t bsize;
+    TRITONSERVER_MemoryType mt;
+    int64_t mid;
+    void *userp;
+    H_OK(TRITONSERVER_InferenceResponseOutput(c->responses[0], i, &oname, &dt, &shape, &dims, &base, &bsize, &mt,
+                                              &mid, &userp));
+    if (strcmp(oname, name)) continue;
+    cr_assert_geq(bsize, size, "output %s has %zu bytes", name, bsize);
+    memcpy(out, base, size);
+    return;
+  }
+  cr_assert_fail("no output %s", name);
+}
+
+/* Runs one request and returns OUTPUT; `controls` (5 floats) when wanted. */
+static int32_t step(TRITONSERVER_Server *s, const char *model, uint64_t id, const char *sid, uint32_t flags,
+                    int32_t value, float *controls) {
+  TRITONSERVER_InferenceRequest *r = seq_request(s, model, id, sid, flags, &value);
+  h_call *c = h_infer(s, r);
+  int32_t sum = 0;
+  read_output(c, "OUTPUT", &sum, sizeof sum);
+  if (controls) read_output(c, "CONTROLS", controls, 5 * sizeof(float));
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  return sum;
+}
+
+/* InferAsync must refuse the request; returns the error message (caller
+ * frees) after checking the code. */
+static char *refused(TRITONSERVER_Server *s, const char *model, uint64_t id, const char *sid, uint32_t flags,
+                     TRITONSERVER_Error_Code code) {
+  int32_t v = 1;
+  TRITONSERVER_InferenceRequest *r = seq_request(s, model, id, sid, flags, &v);
+  h_call *c = h_call_new();
+  h_bind(r, c);
+  TRITONSERVER_Error *e = TRITONSERVER_ServerInferAsync(s, r, NULL);
+  cr_assert_not_null(e, "request was accepted");
+  cr_expect_eq(TRITONSERVER_ErrorCode(e), code, "code %s: %s", TRITONSERVER_ErrorCodeString(e),
+               TRITONSERVER_ErrorMessage(e));
+  char *msg = strdup(TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  cr_expect_eq(c->n, 0, "no callback may fire for a refused request");
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  return msg;
+}
+
+Test(sequence, interleaved_sequences_keep_separate_sums, .timeout = 60) {
+  char *repo = h_tmpdir();
+  state_model(repo, "acc", 4, NULL);
+  TRITONSERVER_Server *s = server_on(repo);
+  cr_expect_eq(step(s, "acc", 1, NULL, START, 1, NULL), 1);
+  cr_expect_eq(step(s, "acc", 2, NULL, START, 10, NULL), 10);
+  cr_expect_eq(step(s, "acc", 1, NULL, 0, 2, NULL), 3);
+  cr_expect_eq(step(s, "acc", 2, NULL, 0, 20, NULL), 30);
+  cr_expect_eq(step(s, "acc", 1, NULL, END, 3, NULL), 6);
+  cr_expect_eq(step(s, "acc", 2, NULL, END, 30, NULL), 60);
+  server_done(s, repo);
+}
+
+Test(sequence, implicit_state_resets_on_start, .timeout = 60) {
+  char *repo = h_tmpdir();
+  state_model(repo, "acc", 0, NULL); /* no batching: state shape [1] */
+  TRITONSERVER_Server *s = server_on(repo);
+  /* Non-batching models take requests without the batch dimension. */
+  int32_t v = 4;
+  TRITONSERVER_InferenceRequest *r = h_request(s, "acc");
+  int64_t shape[1] = {1};
+  h_add_input(r, "INPUT", TRITONSERVER_TYPE_INT32, shape, 1, &v, sizeof v);
+  H_OK(TRITONSERVER_InferenceRequestSetCorrelationId(r, 5));
+  const uint32_t flags[4] = {START, 0, START, END};
+  const int32_t values[4] = {4, 5, 1, 2}, want[4] = {4, 9, 1, 3};
+  for (int i = 0; i < 4; i++) {
+    v = values[i];
+    H_OK(TRITONSERVER_InferenceRequestSetFlags(r, flags[i]));
+    h_call *c = h_infer(s, r); /* the same request object, reused */
+    int32_t sum = 0;
+    read_output(c, "OUTPUT", &sum, sizeof sum);
+    cr_expect_eq(sum, want[i], "step %d: got %d, want %d", i, sum, want[i]);
+    h_call_free(c);
+  }
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  /* After END the sequence is gone: a new one starts from zero. */
+  char *msg = refused(s, "acc", 5, NULL, 0, TRITONSERVER_ERROR_INVALID_ARG);
+  free(msg);
+  server_done(s, repo);
+}
+
+Test(sequence, control_inputs_seen_by_backend, .timeout = 60) {
+  char *repo = h_tmpdir();
+  control_model(repo, "ctl", "TYPE_UINT64");
+  TRITONSERVER_Server *s = server_on(repo);
+  float c[5];
+  cr_expect_eq(step(s, "ctl", 42, NULL, START, 5, c), 5);
+  cr_expect(c[0] == 1.5f && c[1] == 0 && c[2] == 1 && c[3] == 42, "start: %g %g %g %g", c[0], c[1], c[2], c[3]);
+  cr_expect_eq(step(s, "ctl", 43, NULL, START, 100, c), 100);
+  cr_expect_eq(step(s, "ctl", 42, NULL, 0, 6, c), 11);
+  cr_expect(c[0] == 0 && c[1] == 0 && c[2] == 1 && c[3] == 42, "middle: %g %g %g %g", c[0], c[1], c[2], c[3]);
+  cr_expect_eq(step(s, "ctl", 42, NULL, END, 7, c), 18);
+  cr_expect(c[0] == 0 && c[1] == 7 && c[2] == 1 && c[3] == 42, "end: %g %g %g %g", c[0], c[1], c[2], c[3]);
+  cr_expect_eq(step(s, "ctl", 43, NULL, START | END, 1, c), 1);
+  cr_expect(c[0] == 1.5f && c[1] == 7 && c[3] == 43, "start+end: %g %g %g %g", c[0], c[1], c[2], c[3]);
+  server_done(s, repo);
+}
+
+Test(sequence, string_correlation_ids, .timeout = 60) {
+  char *repo = h_tmpdir();
+  state_model(repo, "acc", 2, NULL);
+  control_model(repo, "ctl", "TYPE_STRING");
+  TRITONSERVER_Server *s = server_on(repo);
+  cr_expect_eq(step(s, "acc", 0, "alpha", START, 1, NULL), 1);
+  cr_expect_eq(step(s, "acc", 0, "beta", START, 100, NULL), 100);
+  cr_expect_eq(step(s, "acc", 0, "alpha", 0, 1, NULL), 2);
+  cr_expect_eq(step(s, "acc", 0, "beta", END, 1, NULL), 101);
+  cr_expect_eq(step(s, "acc", 0, "alpha", END, 1, NULL), 3);
+  char *msg = refused(s, "acc", 0, "gamma", 0, TRITONSERVER_ERROR_INVALID_ARG);
+  cr_expect(strstr(msg, "sequence gamma") && strstr(msg, "START flag"), "%s", msg);
+  free(msg);
+  /* A string CORRID control input carries the id as a BYTES element. */
+  float c[5];
+  step(s, "ctl", 0, "abcdef", START, 1, c);
+  cr_expect_eq(c[3], 6.0f, "CORRID element length %g", c[3]);
+  server_done(s, repo);
+}
+
+Test(sequence, unknown_sequence_without_start_is_refused, .timeout = 60) {
+  char *repo = h_tmpdir();
+  state_model(repo, "acc", 4, NULL);
+  TRITONSERVER_Server *s = server_on(repo);
+  char *msg = refused(s, "acc", 77, NULL, 0, TRITONSERVER_ERROR_INVALID_ARG);
+  cr_expect_str_eq(msg, "inference request for sequence 77 to model 'acc' must specify the START flag on the first "
+                        "request of the sequence");
+  free(msg);
+  msg = refused(s, "acc", 77, NULL, END, TRITONSERVER_ERROR_INVALID_ARG);
+  free(msg);
+  server_done(s, repo);
+}
+
+Test(sequence, missing_correlation_id_is_refused, .timeout = 60) {
+  char *repo = h_tmpdir();
+  state_model(repo, "acc", 4, NULL);
+  TRITONSERVER_Server *s = server_on(repo);
+  char *msg = refused(s, "acc", 0, NULL, START, TRITONSERVER_ERROR_INVALID_ARG);
+  cr_expect_str_eq(msg, "inference request to model 'acc' must specify a non-zero or non-empty correlation ID");
+  free(msg);
+  msg = refused(s, "acc", 0, "", START, TRITONSERVER_ERROR_INVALID_ARG);
+  free(msg);
+  server_done(s, repo);
+}
+
+Test(sequence, idle_sequence_is_freed, .timeout = 60) {
+  char *repo = h_tmpdir();
+  state_model(repo, "acc", 1, "max_sequence_idle_microseconds: 200000");
+  TRITONSERVER_Server *s = server_on(repo);
+  cr_expect_eq(step(s, "acc", 9, NULL, START, 1, NULL), 1);
+  cr_expect_eq(step(s, "acc", 9, NULL, 0, 1, NULL), 2); /* well within the idle time */
+  usleep(500 * 1000);
+  char *msg = refused(s, "acc", 9, NULL, 0, TRITONSERVER_ERROR_INVALID_ARG);
+  cr_expect(strstr(msg, "START flag") != NULL, "%s", msg);
+  free(msg);
+  /* Its slot (the only one) is free again for a new sequence. */
+  cr_expect_eq(step(s, "acc", 10, NULL, START, 3, NULL), 3);
+  cr_expect_eq(step(s, "acc", 10, NULL, END, 3, NULL), 6);
+  server_done(s, repo);
+}
+
+Test(sequence, backlog_waits_for_a_free_slot, .timeout = 60) {
+  char *repo = h_tmpdir();
+  state_model(repo, "acc", 1, NULL); /* one slot */
+  TRITONSERVER_Server *s = server_on(repo);
+  cr_expect_eq(step(s, "acc", 1, NULL, START, 1, NULL), 1);
+  /* Sequence 2 has no slot until 1 ends: its request waits. */
+  int32_t v = 50;
+  TRITONSERVER_InferenceRequest *r = seq_request(s, "acc", 2, NULL, START, &v);
+  h_call *c = h_call_new();
+  h_bind(r, c);
+  H_OK(TRITONSERVER_ServerInferAsync(s, r, NULL));
+  cr_expect_not(h_wait(c, 300), "a backlogged sequence must not run while the slot is taken");
+  cr_expect_eq(step(s, "acc", 1, NULL, END, 1, NULL), 2);
+  cr_assert(h_wait(c, 10000));
+  int32_t sum = 0;
+  read_output(c, "OUTPUT", &sum, sizeof sum);
+  cr_expect_eq(sum, 50);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  server_done(s, repo);
+}
+
+Test(sequence, ready_sequences_share_an_execution, .timeout = 60) {
+  char *repo = h_tmpdir();
+  state_model(repo, "acc", 4, "");
+  /* Execute sleeps, so requests queue behind the first one. */
+  char path[4096];
+  snprintf(path, sizeof path, "%s/acc/config.pbtxt", repo);
+  char *cfg = h_read(path);
+  char *more = NULL;
+  cr_assert(asprintf(&more, "%sparameters { key: \"execute_delay_ms\" value: { string_value: \"300\" } }\n", cfg) > 0);
+  h_write(repo, "acc/config.pbtxt", more);
+  free(cfg);
+  free(more);
+  TRITONSERVER_Server *s = server_on(repo);
+  enum { N = 4 };
+  const uint64_t ids[N] = {1, 2, 3, 1};
+  const uint32_t flags[N] = {START, START, START, 0};
+  int32_t vals[N] = {1, 10, 100, 2};
+  TRITONSERVER_InferenceRequest *r[N];
+  h_call *c[N];
+  for (int i = 0; i < N; i++) {
+    r[i] = seq_request(s, "acc", ids[i], NULL, flags[i], &vals[i]);
+    c[i] = h_call_new();
+    h_bind(r[i], c[i]);
+    H_OK(TRITONSERVER_ServerInferAsync(s, r[i], NULL));
+    if (i == 0) usleep(100 * 1000); /* the first one is executing now */
+  }
+  const int32_t want[N] = {1, 10, 100, 3};
+  float batch[N];
+  for (int i = 0; i < N; i++) {
+    cr_assert(h_wait(c[i], 10000));
+    int32_t sum = 0;
+    float ctl[5];
+    read_output(c[i], "OUTPUT", &sum, sizeof sum);
+    read_output(c[i], "CONTROLS", ctl, sizeof ctl);
+    batch[i] = ctl[4];
+    cr_expect_eq(sum, want[i], "request %d: %d", i, sum);
+  }
+  cr_expect_eq(batch[0], 1.0f);
+  /* Sequences 2 and 3 and the second request of 1 ran together. */
+  cr_expect(batch[1] == 3 && batch[2] == 3 && batch[3] == 3, "batches %g %g %g", batch[1], batch[2], batch[3]);
+  for (int i = 0; i < N; i++) {
+    h_call_free(c[i]);
+    H_OK(TRITONSERVER_InferenceRequestDelete(r[i]));
+  }
+  server_done(s, repo);
+}
+
+Test(sequence, unload_with_open_sequences, .timeout = 60) {
+  char *repo = h_tmpdir();
+  state_model(repo, "acc", 2, NULL);
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
+  H_OK(TRITONSERVER_ServerLoadModel(s, "acc"));
+  cr_expect_eq(step(s, "acc", 1, NULL, START, 1, NULL), 1);
+  cr_expect_eq(step(s, "acc", 2, NULL, START, 2, NULL), 2);
+  /* Sequence 3 is backlogged (both slots are taken) when the unload comes:
+   * it is answered with an error, not left hanging. */
+  int32_t v = 3;
+  TRITONSERVER_InferenceRequest *r = seq_request(s, "acc", 3, NULL, START, &v);
+  h_call *c = h_call_new();
+  h_bind(r, c);
+  H_OK(TRITONSERVER_ServerInferAsync(s, r, NULL));
+  H_OK(TRITONSERVER_ServerUnloadModel(s, "acc"));
+  cr_assert(h_wait(c, 10000));
+  char *err = h_response_error(c, 0);
+  cr_expect(err && strstr(err, "Unavailable: model is unloading"), "%s", err ? err : "(success)");
+  free(err);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  /* Reloading starts from scratch: the old sequences are gone. */
+  H_OK(TRITONSERVER_ServerLoadModel(s, "acc"));
+  char *msg = refused(s, "acc", 1, NULL, 0, TRITONSERVER_ERROR_INVALID_ARG);
+  free(msg);
+  cr_expect_eq(step(s, "acc", 1, NULL, START, 4, NULL), 4);
+  server_done(s, repo);
+}
+
+Test(sequence, initial_state_from_data_file, .timeout = 60) {
+  char *repo = h_tmpdir();
+  state_model(repo, "acc", 2, "");
+  /* Replace the state with one whose initial value comes from a file. */
+  char cfg[2048];
+  snprintf(cfg, sizeof cfg,
+           "name: \"acc\"\nbackend: \"accumulate\"\nmax_batch_size: 2\n"
+           "input [ { name: \"INPUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+           "output [ { name: \"OUTPUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+           "sequence_batching {\n"
+           "  state [ { input_name: \"INPUT_STATE\" output_name: \"OUTPUT_STATE\" data_type: TYPE_INT32 dims: [ 1 ]\n"
+           "    initial_state { data_type: TYPE_INT32 dims: [ 1 ] name: \"init\" data_file: \"init.bin\" } } ]\n}\n");
+  h_write(repo, "acc/config.pbtxt", cfg);
+  h_write(repo, "acc/initial_state/init.bin", "\x01\x01\x01\x01"); /* 0x01010101 = 16843009 */
+  TRITONSERVER_Server *s = server_on(repo);
+  cr_expect_eq(step(s, "acc", 3, NULL, START, 1, NULL), 16843010);
+  cr_expect_eq(step(s, "acc", 3, NULL, 0, 1, NULL), 16843011);
+  cr_expect_eq(step(s, "acc", 3, NULL, START | END, 2, NULL), 16843011); /* START: back to the file's value */
+  server_done(s, repo);
+}
