@@ -29,7 +29,13 @@ typedef struct out_block {
 
 typedef struct req_output {
   char *name;
-  int binary; /* -1: the request's default */
+  int binary;           /* -1: the request's default */
+  uint32_t class_count; /* > 0: classification extension */
+  /* Shared memory output (shm != NULL): written in place at shm_addr. */
+  nrd_srv_shm_region *shm;
+  char *shm_name;
+  void *shm_addr;
+  uint64_t shm_offset, shm_size;
 } req_output;
 
 typedef struct infer_ctx {
@@ -44,6 +50,8 @@ typedef struct infer_ctx {
   req_output *outs;
   size_t n_outs;
   bool binary_default;
+  nrd_srv_shm_region **regions; /* shared memory inputs held */
+  size_t n_regions;
 } infer_ctx;
 
 /* ---- allocator ------------------------------------------------------------ */
@@ -57,9 +65,25 @@ static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *allocator,
   (void)allocator;
   (void)memory_type;
   (void)memory_type_id;
-  (void)userp;
   *actual_memory_type = TRITONSERVER_MEMORY_CPU;
   *actual_memory_type_id = 0;
+  /* userp: the infer_ctx of an /infer request, NULL for /generate. */
+  const infer_ctx *c = userp;
+  for (size_t i = 0; c && i < c->n_outs; i++) {
+    const req_output *ro = &c->outs[i];
+    if (ro->shm == NULL || strcmp(ro->name, tensor_name) != 0) continue;
+    if (byte_size > ro->shm_size) {
+      char msg[300];
+      snprintf(msg, sizeof msg,
+               "shared memory size specified with the request for output '%s' (%llu bytes) should be "
+               "at least %zu bytes to hold the results",
+               tensor_name, (unsigned long long)ro->shm_size, byte_size);
+      return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
+    }
+    *buffer = ro->shm_addr;
+    *buffer_userp = NULL; /* nothing to free */
+    return NULL;
+  }
   void *p = NULL;
   if (byte_size > SIZE_MAX - BLOCK_HEADER || posix_memalign(&p, 64, BLOCK_HEADER + byte_size) != 0) {
     char msg[200];
@@ -102,8 +126,14 @@ static void ctx_free(infer_ctx *c) {
   if (c->resp) TRITONSERVER_InferenceResponseDelete(c->resp);
   for (size_t i = 0; i < c->n_bufs; i++) free(c->bufs[i]);
   free(c->bufs);
-  for (size_t i = 0; i < c->n_outs; i++) free(c->outs[i].name);
+  for (size_t i = 0; i < c->n_outs; i++) {
+    free(c->outs[i].name);
+    free(c->outs[i].shm_name);
+    nrd_srv_shm_release(c->outs[i].shm);
+  }
   free(c->outs);
+  for (size_t i = 0; i < c->n_regions; i++) nrd_srv_shm_release(c->regions[i]);
+  free(c->regions);
   pthread_mutex_destroy(&c->mu);
   free(c);
 }
@@ -164,9 +194,15 @@ static int add_param_value(nrd_srv_http_text *t, TRITONSERVER_ParameterType type
   }
 }
 
-static bool output_binary(const infer_ctx *c, const char *name) {
+static const req_output *find_output(const infer_ctx *c, const char *name) {
   for (size_t i = 0; i < c->n_outs; i++)
-    if (strcmp(c->outs[i].name, name) == 0 && c->outs[i].binary >= 0) return c->outs[i].binary;
+    if (strcmp(c->outs[i].name, name) == 0) return &c->outs[i];
+  return NULL;
+}
+
+static bool output_binary(const infer_ctx *c, const char *name) {
+  const req_output *ro = find_output(c, name);
+  if (ro && ro->binary >= 0) return ro->binary;
   return c->binary_default;
 }
 
@@ -174,7 +210,7 @@ static void send_response(infer_ctx *c, struct evhttp_request *req) {
   TRITONSERVER_InferenceResponse *resp = c->resp;
   if (resp == NULL) return nrd_srv_http_reply_error(req, 500, "the inference produced no response");
   TRITONSERVER_Error *rerr = TRITONSERVER_InferenceResponseError(resp);
-  if (rerr) return nrd_srv_http_reply_error(req, nrd_srv_http_status(rerr), TRITONSERVER_ErrorMessage(rerr));
+  if (rerr) return nrd_srv_http_reply_tserr(req, rerr); /* deletes our copy */
   nrd_srv_http_text t = {0};
   struct evbuffer *out = evhttp_request_get_output_buffer(req);
   const char *model = "";
@@ -218,7 +254,10 @@ static void send_response(infer_ctx *c, struct evhttp_request *req) {
     size_t size;
   } *tails = calloc(n_out ? n_out : 1, sizeof *tails);
   size_t n_tails = 0, tail_bytes = 0;
-  if (tails == NULL) bad = 1;
+  /* Classification results, freed once the reply is built. */
+  char **extra = calloc(n_out ? n_out : 1, sizeof *extra);
+  size_t n_extra = 0;
+  if (tails == NULL || extra == NULL) bad = 1;
   for (uint32_t i = 0; i < n_out && !err && !bad; i++) {
     const char *name;
     TRITONSERVER_DataType dt;
@@ -232,6 +271,28 @@ static void send_response(infer_ctx *c, struct evhttp_request *req) {
     err = TRITONSERVER_InferenceResponseOutput(resp, i, &name, &dt, &shape, &dims, &base, &size, &mt,
                                                &mtid, &userp);
     if (err) break;
+    const req_output *ro = find_output(c, name);
+    int64_t cshape[2];
+    if (ro && ro->class_count > 0 && ro->shm == NULL) {
+      char *cbuf = NULL;
+      size_t csize = 0;
+      char cmsg[300];
+      if (nrd_srv_http_classify(resp, i, dt, shape, dims, base, size, ro->class_count, &cbuf, &csize,
+                                cshape, &dims, cmsg, sizeof cmsg) != 0) {
+        err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, cmsg);
+        break;
+      }
+      if (n_extra == n_out || (extra[n_extra++] = cbuf) == NULL) {
+        free(cbuf);
+        bad = 1;
+        break;
+      }
+      dt = TRITONSERVER_TYPE_BYTES;
+      shape = cshape;
+      base = cbuf;
+      size = csize;
+      userp = NULL; /* not an allocator block: copied if sent binary */
+    }
     if (i) bad |= add_str(&t, ",");
     bad |= add_str(&t, "{\"name\":");
     bad |= nrd_srv_http_text_quoted(&t, name, strlen(name));
@@ -243,7 +304,16 @@ static void send_response(infer_ctx *c, struct evhttp_request *req) {
       bad |= add_str(&t, num);
     }
     bad |= add_str(&t, "]");
-    if (output_binary(c, name)) {
+    if (ro && ro->shm) {
+      bad |= add_str(&t, ",\"parameters\":{\"shared_memory_region\":");
+      bad |= nrd_srv_http_text_quoted(&t, ro->shm_name, strlen(ro->shm_name));
+      if (ro->shm_offset) {
+        snprintf(num, sizeof num, ",\"shared_memory_offset\":%llu", (unsigned long long)ro->shm_offset);
+        bad |= add_str(&t, num);
+      }
+      snprintf(num, sizeof num, ",\"shared_memory_byte_size\":%zu}}", size);
+      bad |= add_str(&t, num);
+    } else if (output_binary(c, name)) {
       snprintf(num, sizeof num, ",\"parameters\":{\"binary_data_size\":%zu}}", size);
       bad |= add_str(&t, num);
       tails[n_tails++] = (struct tail){userp, base, size};
@@ -259,12 +329,15 @@ static void send_response(infer_ctx *c, struct evhttp_request *req) {
   }
   bad |= add_str(&t, "]}");
   if (err || bad) {
+    for (size_t k = 0; k < n_extra; k++) free(extra[k]);
+    free(extra);
     free(tails);
     free(t.buf);
     if (err) return nrd_srv_http_reply_tserr(req, err);
     return nrd_srv_http_reply_error(req, 500, "out of memory encoding the response");
   }
   struct evkeyvalq *hdrs = evhttp_request_get_output_headers(req);
+  bool may_compress = evhttp_find_header(evhttp_request_get_input_headers(req), "Accept-Encoding") != NULL;
   size_t json_len = t.len;
   if (evbuffer_add_reference(out, t.buf, t.len, free_block_ref, t.buf) != 0) free(t.buf);
   if (n_tails > 0) {
@@ -274,7 +347,9 @@ static void send_response(infer_ctx *c, struct evhttp_request *req) {
     for (size_t i = 0; i < n_tails; i++) {
       if (tails[i].size == 0) continue;
       out_block *b = tails[i].block;
-      if (b && !b->taken) {
+      /* A reply that will be compressed is drained before the response is
+       * deleted, so its blocks are copied rather than handed over. */
+      if (b && !b->taken && !may_compress) {
         b->taken = true;
         if (evbuffer_add_reference(out, tails[i].data, tails[i].size, free_block_ref, b) != 0) {
           b->taken = false;
@@ -288,7 +363,10 @@ static void send_response(infer_ctx *c, struct evhttp_request *req) {
     evhttp_add_header(hdrs, "Content-Type", "application/json");
   }
   (void)tail_bytes;
+  for (size_t k = 0; k < n_extra; k++) free(extra[k]);
+  free(extra);
   free(tails);
+  nrd_srv_http_encode_reply(req);
   evhttp_send_reply(req, 200, "OK", NULL);
 }
 
@@ -305,6 +383,7 @@ typedef struct parse {
   infer_ctx *c;
   TRITONSERVER_InferenceRequest *ireq;
   const char *model;
+  int64_t version;
   struct evbuffer *in;
   size_t header_len, body_len, cursor; /* cursor: bytes of the tail used */
   const char *header;
@@ -372,6 +451,85 @@ static int append_binary(parse *ps, const char *name, size_t size) {
   return rc;
 }
 
+/* The shared memory parameters of one input or output. */
+typedef struct nrd_srv_http_shm_ref {
+  const char *region;
+  uint64_t offset, byte_size;
+} nrd_srv_http_shm_ref;
+
+/* Reads shared_memory_region/_offset/_byte_size from params. Returns 1
+ * when they are given (ref filled), 0 when not, -1 on a bad combination. */
+static int parse_shm_params(parse *ps, json_t *params, const char *what, const char *name,
+                            nrd_srv_http_shm_ref *ref) {
+  if (!json_is_object(params)) return 0;
+  json_t *region = json_object_get(params, "shared_memory_region");
+  json_t *size = json_object_get(params, "shared_memory_byte_size");
+  json_t *off = json_object_get(params, "shared_memory_offset");
+  if (region == NULL && size == NULL) {
+    if (off) FAIL("%s '%s': 'shared_memory_offset' given without 'shared_memory_region'", what, name);
+    return 0;
+  }
+  if (region == NULL || size == NULL)
+    FAIL("%s '%s': 'shared_memory_region' and 'shared_memory_byte_size' must be given together",
+         what, name);
+  if (!json_is_string(region)) FAIL("Unable to parse 'shared_memory_region' of %s '%s'", what, name);
+  if (!json_is_integer(size) || json_integer_value(size) < 0)
+    FAIL("Unable to parse 'shared_memory_byte_size' of %s '%s'", what, name);
+  if (off && (!json_is_integer(off) || json_integer_value(off) < 0))
+    FAIL("Unable to parse 'shared_memory_offset' of %s '%s'", what, name);
+  ref->region = json_string_value(region);
+  ref->byte_size = (uint64_t)json_integer_value(size);
+  ref->offset = off ? (uint64_t)json_integer_value(off) : 0;
+  return 1;
+}
+
+/* Input data read in place from a registered region (zero copy). */
+static int append_shm(parse *ps, const char *name, const nrd_srv_http_shm_ref *ref) {
+  infer_ctx *c = ps->c;
+  nrd_srv_shm_region **g = realloc(c->regions, (c->n_regions + 1) * sizeof *g);
+  if (g == NULL) FAIL("out of memory");
+  c->regions = g;
+  void *addr = NULL;
+  TRITONSERVER_Error *err =
+      nrd_srv_shm_acquire(c->loop->http->shm, ref->region, ref->offset, ref->byte_size, &g[c->n_regions], &addr);
+  if (err) return core_fail(ps, err);
+  c->n_regions++;
+  err = TRITONSERVER_InferenceRequestAppendInputData(ps->ireq, name, addr, (size_t)ref->byte_size,
+                                                     TRITONSERVER_MEMORY_CPU, 0);
+  return err ? core_fail(ps, err) : 0;
+}
+
+/* Inference-Header-Content-Length: 0: the whole body is the data of the
+ * model's only input; every output is returned in binary. */
+static int parse_raw(parse *ps) {
+  TRITONSERVER_Message *msg = NULL;
+  TRITONSERVER_Error *err =
+      TRITONSERVER_ServerModelMetadata(ps->c->loop->http->server, ps->model, ps->version, &msg);
+  if (err) return core_fail(ps, err);
+  const char *base = NULL;
+  size_t size = 0;
+  json_t *md = NULL;
+  if ((err = TRITONSERVER_MessageSerializeToJson(msg, &base, &size)) == NULL)
+    md = json_loadb(base, size, 0, NULL);
+  TRITONSERVER_MessageDelete(msg);
+  if (err) return core_fail(ps, err);
+  json_t *inputs = md ? json_object_get(md, "inputs") : NULL;
+  json_t *jname = json_object_get(json_array_get(inputs, 0), "name");
+  if (json_array_size(inputs) != 1 || !json_is_string(jname)) {
+    json_decref(md);
+    FAIL("a raw binary request (Inference-Header-Content-Length: 0) needs a model with exactly one "
+         "input; model '%s' has %zu", ps->model, json_array_size(inputs));
+  }
+  char name[256];
+  snprintf(name, sizeof name, "%s", json_string_value(jname));
+  json_decref(md);
+  if ((err = TRITONSERVER_InferenceRequestAddRawInput(ps->ireq, name))) return core_fail(ps, err);
+  ps->header_len = 0;
+  ps->c->binary_default = true;
+  if (append_binary(ps, name, ps->body_len) != 0) return -1;
+  return 0;
+}
+
 static const nrd_srv_http_span *find_span(const parse *ps, size_t index) {
   for (size_t i = 0; i < ps->n_spans; i++)
     if (ps->spans[i].index == index) return &ps->spans[i];
@@ -408,10 +566,14 @@ static int parse_input(parse *ps, json_t *in, size_t index) {
 
   json_t *params = json_object_get(in, "parameters");
   json_t *bsize = json_is_object(params) ? json_object_get(params, "binary_data_size") : NULL;
-  if (json_is_object(params) && (json_object_get(params, "shared_memory_region") ||
-                                 json_object_get(params, "shared_memory_byte_size")))
-    FAIL("input '%s': shared memory is not supported by this server yet", name);
   bool has_data = find_span(ps, index) != NULL || json_object_get(in, "data") != NULL;
+  nrd_srv_http_shm_ref shm;
+  int use_shm = parse_shm_params(ps, params, "input", name, &shm);
+  if (use_shm < 0) return -1;
+  if (use_shm) {
+    if (has_data || bsize) FAIL("input '%s' has shared memory parameters and also data", name);
+    return append_shm(ps, name, &shm);
+  }
   if (bsize) {
     if (!json_is_integer(bsize) || json_integer_value(bsize) < 0)
       FAIL("Unable to parse 'binary_data_size' of input '%s'", name);
@@ -466,10 +628,23 @@ static int parse_outputs(parse *ps, json_t *outs) {
       if (!json_is_boolean(b)) FAIL("Unable to parse 'binary_data' of output '%s'", name);
       ro->binary = json_is_true(b);
     }
-    if (params && json_object_get(params, "classification"))
-      FAIL("output '%s': the classification extension is not supported by this server yet", name);
-    if (params && json_object_get(params, "shared_memory_region"))
-      FAIL("output '%s': shared memory is not supported by this server yet", name);
+    json_t *cls = params ? json_object_get(params, "classification") : NULL;
+    if (cls) {
+      if (!json_is_integer(cls) || json_integer_value(cls) < 0 || json_integer_value(cls) > UINT32_MAX)
+        FAIL("Unable to parse 'classification' of output '%s': expected an unsigned integer", name);
+      ro->class_count = (uint32_t)json_integer_value(cls);
+    }
+    nrd_srv_http_shm_ref shm;
+    int use_shm = parse_shm_params(ps, params, "output", name, &shm);
+    if (use_shm < 0) return -1;
+    if (use_shm) {
+      TRITONSERVER_Error *serr = nrd_srv_shm_acquire(ps->c->loop->http->shm, shm.region, shm.offset,
+                                                     shm.byte_size, &ro->shm, &ro->shm_addr);
+      if (serr) return core_fail(ps, serr);
+      if ((ro->shm_name = strdup(shm.region)) == NULL) FAIL("out of memory");
+      ro->shm_offset = shm.offset;
+      ro->shm_size = shm.byte_size;
+    }
     TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestAddRequestedOutput(ps->ireq, name);
     if (err) return core_fail(ps, err);
   }
@@ -533,9 +708,7 @@ static int parse_request(parse *ps) {
     unsigned long long v = strtoull(hlen, &end, 10);
     if (*hlen < '0' || *hlen > '9' || *end != '\0' || v > ps->body_len)
       FAIL("inference header size should be in range (0, %zu), got: %.40s", ps->body_len, hlen);
-    if (v == 0)
-      FAIL("raw binary requests (Inference-Header-Content-Length: 0) are not supported by this "
-           "server yet");
+    if (v == 0) return parse_raw(ps);
     ps->header_len = (size_t)v;
   }
   if (ps->header_len == 0) FAIL("the request body is empty: expected a JSON inference request");
@@ -595,6 +768,9 @@ void nrd_srv_http_infer(nrd_srv_http_loop *loop, struct evhttp_request *req, con
   if (txn & TRITONSERVER_TXN_DECOUPLED)
     return nrd_srv_http_reply_error(
         req, 501, "HTTP end point doesn't support models with decoupled transaction policy");
+  char dmsg[200];
+  int dstatus = nrd_srv_http_decode_body(req, h->max_input, dmsg, sizeof dmsg);
+  if (dstatus) return nrd_srv_http_reply_error(req, dstatus, dmsg);
 
   infer_ctx *c = calloc(1, sizeof *c);
   if (c == NULL) return nrd_srv_http_reply_error(req, 500, "out of memory");
@@ -609,7 +785,8 @@ void nrd_srv_http_infer(nrd_srv_http_loop *loop, struct evhttp_request *req, con
     ctx_free(c);
     return nrd_srv_http_reply_tserr(req, err);
   }
-  parse ps = {.c = c, .ireq = c->ireq, .model = model, .in = evhttp_request_get_input_buffer(req)};
+  parse ps = {.c = c, .ireq = c->ireq, .model = model, .version = version,
+              .in = evhttp_request_get_input_buffer(req)};
   ps.body_len = evbuffer_get_length(ps.in);
   ps.msg[0] = '\0';
   if (parse_request(&ps) != 0) {

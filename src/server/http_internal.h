@@ -13,8 +13,10 @@
 
 #include <event2/event.h>
 #include <event2/http.h>
+#include <jansson.h>
 
 #include "http_server.h"
+#include "http_shm.h"
 #include "triton/core/tritonserver.h"
 
 typedef struct nrd_srv_http_loop nrd_srv_http_loop;
@@ -50,6 +52,14 @@ struct nrd_srv_http {
   nrd_srv_http_loop *loops;
   int n_loops;
   atomic_long in_flight; /* pending requests, all loops */
+  nrd_srv_shm *shm;      /* registered system shared memory regions */
+  /* Log settings the core cannot report through the public API (file,
+   * verbose level, format): what nereid started with plus what POST
+   * /v2/logging changed. Guarded by log_mu; any loop thread. */
+  pthread_mutex_t log_mu;
+  char *log_file;
+  int log_verbose;
+  TRITONSERVER_LogFormat log_format;
 };
 
 /* Registers `p` for `req` on `loop` (the loop thread that received req).
@@ -83,6 +93,11 @@ void nrd_srv_http_reply_tserr(struct evhttp_request *req, TRITONSERVER_Error *er
 /* Sends status with an empty body. Loop thread; req is answered. */
 void nrd_srv_http_reply_empty(struct evhttp_request *req, int status);
 
+/* Parses the body of req as a JSON object into *out (caller decrefs); an
+ * empty body gives *out NULL and 0. On a bad body answers req (400) and
+ * returns -1. Loop thread. */
+int nrd_srv_http_body_json(struct evhttp_request *req, json_t **out);
+
 /* Routes one request (http_routes.c). Loop thread. */
 void nrd_srv_http_route(nrd_srv_http_loop *loop, struct evhttp_request *req);
 
@@ -90,6 +105,47 @@ void nrd_srv_http_route(nrd_srv_http_loop *loop, struct evhttp_request *req);
  * Loop thread; req is answered now or later. */
 void nrd_srv_http_infer(nrd_srv_http_loop *loop, struct evhttp_request *req, const char *model,
                         int64_t version);
+
+/* GET/POST /v2/logging (http_logging.c). Loop thread; req is answered. */
+void nrd_srv_http_logging(nrd_srv_http *h, struct evhttp_request *req);
+
+/* GET/POST /v2[/models/{m}]/trace/setting: tracing is not supported, so
+ * this answers 503 as Triton built without tracing does (http_logging.c).
+ * Loop thread; req is answered. */
+void nrd_srv_http_trace(struct evhttp_request *req);
+
+/* /v2/systemsharedmemory/... and /v2/cudasharedmemory/... with `rest` the
+ * path after that prefix (http_shm.c). Loop thread; req is answered. */
+void nrd_srv_http_shm_route(nrd_srv_http *h, struct evhttp_request *req, const char *rest, bool cuda);
+
+/* POST .../generate and .../generate_stream (http_generate.c). Loop
+ * thread; req is answered now or later. */
+void nrd_srv_http_generate(nrd_srv_http_loop *loop, struct evhttp_request *req, const char *model,
+                           int64_t version, bool stream);
+
+/* Content-Encoding of a request (http_compress.c). If req's body is
+ * gzip/deflate encoded, replaces its input buffer contents with the
+ * decoded bytes (at most `limit`). Returns 0 (also for identity), or an
+ * HTTP status (413, 415, 400) with a message in msg. Loop thread. */
+int nrd_srv_http_decode_body(struct evhttp_request *req, size_t limit, char *msg, size_t msglen);
+
+/* Compresses req's output buffer in place as the request's Accept-Encoding
+ * asks (gzip or deflate) and sets Content-Encoding; leaves it as is when
+ * no supported encoding is accepted or compression fails. Loop thread,
+ * just before the reply is sent. */
+void nrd_srv_http_encode_reply(struct evhttp_request *req);
+
+/* The classification extension (http_classify.c): the top `k` classes of
+ * output `index` of resp (numeric `dt`, [base, base+size), `shape` with
+ * `dims` dimensions; with 2 or more dimensions the first is the batch and
+ * each batch row is classified on its own). *out gets a malloc'ed BYTES
+ * tensor (4-byte length + "value:index[:label]" per element; caller
+ * frees) of *out_size bytes and shape out_shape[0..*out_dims). Returns 0,
+ * or -1 with msg. Any thread. */
+int nrd_srv_http_classify(TRITONSERVER_InferenceResponse *resp, uint32_t index, TRITONSERVER_DataType dt,
+                          const int64_t *shape, uint64_t dims, const void *base, size_t size, uint32_t k,
+                          char **out, size_t *out_size, int64_t out_shape[2], uint64_t *out_dims,
+                          char *msg, size_t msglen);
 
 /* Creates the response allocator every inference of the front end uses
  * (http_infer.c). Caller owns *out. Main thread. */

@@ -49,9 +49,7 @@ static const char *body(struct evhttp_request *req, size_t *len) {
   return (const char *)evbuffer_pullup(in, -1);
 }
 
-/* Parses the body as a JSON object; empty body gives NULL with no error.
- * On a bad body answers req and returns -1. */
-static int body_json(struct evhttp_request *req, json_t **out) {
+int nrd_srv_http_body_json(struct evhttp_request *req, json_t **out) {
   *out = NULL;
   size_t len = 0;
   const char *b = body(req, &len);
@@ -170,6 +168,11 @@ static void model_route(nrd_srv_http_loop *loop, struct evhttp_request *req, con
     if (!is_post(req)) return method_not_allowed(req);
     return nrd_srv_http_infer(loop, req, model, version);
   }
+  if (strcmp(action, "generate") == 0 || strcmp(action, "generate_stream") == 0) {
+    if (!is_post(req)) return method_not_allowed(req);
+    return nrd_srv_http_generate(loop, req, model, version, action[8] == '_');
+  }
+  if (strcmp(action, "trace/setting") == 0) return nrd_srv_http_trace(req);
   nrd_srv_http_reply_error(req, 404, "Not Found");
 }
 
@@ -266,7 +269,7 @@ static void *load_job_main(void *arg) {
 
 static void repo_load(nrd_srv_http_loop *loop, struct evhttp_request *req, const char *model) {
   json_t *j = NULL;
-  if (body_json(req, &j) != 0) return;
+  if (nrd_srv_http_body_json(req, &j) != 0) return;
   load_job *job = calloc(1, sizeof *job);
   char msg[300];
   msg[0] = '\0';
@@ -340,7 +343,7 @@ fail:
 
 static void repo_unload(nrd_srv_http *h, struct evhttp_request *req, const char *model) {
   json_t *j = NULL;
-  if (body_json(req, &j) != 0) return;
+  if (nrd_srv_http_body_json(req, &j) != 0) return;
   bool dependents = false;
   json_t *params = j ? json_object_get(j, "parameters") : NULL;
   json_t *ud = params && json_is_object(params) ? json_object_get(params, "unload_dependents") : NULL;
@@ -361,7 +364,7 @@ static void repo_unload(nrd_srv_http *h, struct evhttp_request *req, const char 
 
 static void repo_index(nrd_srv_http *h, struct evhttp_request *req) {
   json_t *j = NULL;
-  if (body_json(req, &j) != 0) return;
+  if (nrd_srv_http_body_json(req, &j) != 0) return;
   uint32_t flags = 0;
   json_t *ready = j ? json_object_get(j, "ready") : NULL;
   if (ready) {
@@ -427,6 +430,10 @@ void nrd_srv_http_route(nrd_srv_http_loop *loop, struct evhttp_request *req) {
         action = seg;
       }
     }
+    if (action && strcmp(action, "trace") == 0 && strcmp(p, "setting") == 0) {
+      action = "trace/setting";
+      p += 7;
+    }
     if (*p != '\0') return nrd_srv_http_reply_error(req, 404, "Not Found");
     return model_route(loop, req, model, version, action);
   }
@@ -443,13 +450,11 @@ void nrd_srv_http_route(nrd_srv_http_loop *loop, struct evhttp_request *req) {
     if (strcmp(seg, "unload") == 0) return repo_unload(h, req, model);
     return nrd_srv_http_reply_error(req, 404, "Not Found");
   }
-  if (strncmp(path, "/v2/trace/setting", 17) == 0)
-    return nrd_srv_http_reply_error(req, 501, "tracing is not supported by this server");
-  if (strncmp(path, "/v2/cudasharedmemory", 20) == 0)
-    return nrd_srv_http_reply_error(req, 501, "CUDA shared memory is not supported (no GPU support)");
-  if (strncmp(path, "/v2/systemsharedmemory", 22) == 0)
-    return nrd_srv_http_reply_error(req, 501, "system shared memory is not supported yet");
-  if (strcmp(path, "/v2/logging") == 0)
-    return nrd_srv_http_reply_error(req, 501, "the logging extension is not supported yet");
+  if (strcmp(path, "/v2/trace/setting") == 0) return nrd_srv_http_trace(req);
+  if (strncmp(path, "/v2/cudasharedmemory/", 21) == 0)
+    return nrd_srv_http_shm_route(h, req, path + 20, true);
+  if (strncmp(path, "/v2/systemsharedmemory/", 23) == 0)
+    return nrd_srv_http_shm_route(h, req, path + 22, false);
+  if (strcmp(path, "/v2/logging") == 0) return nrd_srv_http_logging(h, req);
   nrd_srv_http_reply_error(req, 404, "Not Found");
 }

@@ -21,6 +21,11 @@ typedef struct nrd_srv_http_options {
   int threads;               /* event-loop threads, >= 1 */
   size_t max_input_size;     /* largest request body accepted, bytes */
   int metrics_only;          /* 1: serve only GET /metrics (the metrics port) */
+  /* The log settings the server was started with, reported by GET
+   * /v2/logging (the public API cannot read them back). */
+  const char *log_file;      /* NULL or "": standard error */
+  int log_verbose;
+  TRITONSERVER_LogFormat log_format;
 } nrd_srv_http_options;
 
 /* Binds and starts serving `server` (borrowed: it must outlive the front

@@ -119,6 +119,16 @@ def repo():
     d = tempfile.mkdtemp(prefix="nereid_http_")
     for m in os.listdir(EXAMPLES):
         shutil.copytree(os.path.join(EXAMPLES, m), os.path.join(d, m))
+    # A classification model: identity with a label file on its output.
+    name = "identity_labels"
+    os.makedirs(os.path.join(d, name, "1"))
+    with open(os.path.join(d, name, "config.pbtxt"), "w") as f:
+        f.write('name: "identity_labels"\nbackend: "identity"\nmax_batch_size: 8\n'
+                'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+                'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] label_filename: "labels.txt" } ]\n'
+                'instance_group [ { kind: KIND_CPU count: 1 } ]\n')
+    with open(os.path.join(d, name, "labels.txt"), "w") as f:
+        f.write("".join(f"label{i}\n" for i in range(8)))
     for dt, (_, ctype) in DTYPES.items():
         name = f"identity_{dt.lower()}_t"
         os.makedirs(os.path.join(d, name, "1"))
@@ -238,9 +248,25 @@ def test_metrics(srv):
 
 
 def test_unsupported_routes_answer_clearly(srv):
-    for path in ("/v2/trace/setting", "/v2/cudasharedmemory/status"):
-        st, body = jreq(srv, "GET", path)
-        assert st == 501 and "not supported" in body["error"]
+    # Tracing is not built in: 503 as Triton without tracing answers, for
+    # the global and the per-model settings, GET and POST.
+    for path in ("/v2/trace/setting", "/v2/models/simple/trace/setting"):
+        for method, body in (("GET", None), ("POST", {"trace_level": ["TIMESTAMPS"]})):
+            st, got = jreq(srv, method, path, body)
+            assert st == 503 and "not support tracing" in got["error"], (path, st, got)
+    assert srv.request("PUT", "/v2/trace/setting")[0] == 405
+    # CUDA shared memory without GPUs, as Triton built without GPU support:
+    # no regions, register fails, unregister is a no-op.
+    st, got = jreq(srv, "GET", "/v2/cudasharedmemory/status")
+    assert st == 200 and got == []
+    st, got = jreq(srv, "POST", "/v2/cudasharedmemory/region/c0/register",
+                   {"raw_handle": {"b64": "AAAA"}, "device_id": 0, "byte_size": 16})
+    assert st == 400 and "GPUs not supported" in got["error"]
+    st, got = jreq(srv, "GET", "/v2/cudasharedmemory/region/c0/status")
+    assert st == 404 and "c0" in got["error"]
+    assert srv.request("POST", "/v2/cudasharedmemory/unregister")[0] == 200
+    assert srv.request("POST", "/v2/cudasharedmemory/region/c0/unregister")[0] == 200
+    assert srv.request("POST", "/v2/cudasharedmemory/status")[0] == 405
 
 
 # ---- inference ---------------------------------------------------------------
@@ -593,3 +619,358 @@ def test_port_in_use_fails_cleanly(repo):
         assert p.returncode == 1 and "cannot listen" in p.stderr
     finally:
         blocker.close()
+
+
+# ---- logging extension ----------------------------------------------------------
+
+
+def test_logging_get_and_update(srv):
+    st, got = jreq(srv, "GET", "/v2/logging")
+    assert st == 200
+    assert got == {"log_file": "", "log_info": True, "log_warning": True, "log_error": True,
+                   "log_verbose_level": 0, "log_format": "default"}
+    # tritonclient's update_log_settings posts the settings to change.
+    st, upd = jreq(srv, "POST", "/v2/logging", {"log_verbose_level": 2, "log_format": "ISO8601",
+                                                "log_warning": False})
+    assert st == 200 and upd["log_verbose_level"] == 2 and upd["log_format"] == "ISO8601"
+    assert upd["log_warning"] is False and upd["log_info"] is True
+    assert jreq(srv, "GET", "/v2/logging")[1] == upd
+    st, got = jreq(srv, "POST", "/v2/logging", {"log_file": "/tmp/x.log"})
+    assert st == 501 and "log file" in got["error"]
+    st, got = jreq(srv, "POST", "/v2/logging", {"log_info": "yes"})
+    assert st == 400 and "log_info" in got["error"]
+    st, got = jreq(srv, "POST", "/v2/logging", {"log_verbose_level": -1})
+    assert st == 400 and "log_verbose_level" in got["error"]
+    st, got = jreq(srv, "POST", "/v2/logging", {"log_format": "xml"})
+    assert st == 503 and "log_format" in got["error"]
+    assert jreq(srv, "POST", "/v2/logging", "{bad")[0] == 400
+    assert srv.request("PUT", "/v2/logging")[0] == 405
+    # Nothing above changed the settings; put the defaults back.
+    assert jreq(srv, "GET", "/v2/logging")[1] == upd
+    st, got = jreq(srv, "POST", "/v2/logging", {"log_verbose_level": 0, "log_format": "default",
+                                                "log_warning": True, "log_file": None})
+    assert st == 200 and got["log_verbose_level"] == 0 and got["log_warning"] is True
+
+
+# ---- system shared memory ---------------------------------------------------------
+
+
+@pytest.fixture
+def shm_regions():
+    from multiprocessing import shared_memory
+    made = []
+
+    def make(size):
+        m = shared_memory.SharedMemory(create=True, size=size)
+        made.append(m)
+        return m
+    yield make
+    for m in made:
+        m.close()
+        m.unlink()
+
+
+def test_system_shared_memory_routes(srv, shm_regions):
+    m = shm_regions(4096)
+    key = "/" + m.name
+    p = "/v2/systemsharedmemory"
+    try:
+        st, _ = jreq(srv, "POST", f"{p}/region/r0/register", {"key": key, "offset": 0, "byte_size": 1024})
+        assert st == 200
+        st, _ = jreq(srv, "POST", f"{p}/region/r1/register", {"key": key, "offset": 1024, "byte_size": 3072})
+        assert st == 200
+        st, got = jreq(srv, "GET", f"{p}/status")
+        assert st == 200 and sorted(got, key=lambda r: r["name"]) == [
+            {"name": "r0", "key": key, "offset": 0, "byte_size": 1024},
+            {"name": "r1", "key": key, "offset": 1024, "byte_size": 3072}]
+        st, got = jreq(srv, "GET", f"{p}/region/r1/status")
+        assert st == 200 and got == [{"name": "r1", "key": key, "offset": 1024, "byte_size": 3072}]
+        st, got = jreq(srv, "POST", f"{p}/region/r0/register", {"key": key, "offset": 0, "byte_size": 16})
+        assert st == 400 and "already in manager" in got["error"]
+        st, got = jreq(srv, "POST", f"{p}/region/r2/register", {"key": key, "offset": 4000, "byte_size": 200})
+        assert st == 400 and "r2" in got["error"]
+        st, got = jreq(srv, "POST", f"{p}/region/r2/register", {"key": "/no_such_nereid_key", "byte_size": 8})
+        assert st >= 400 and "no_such_nereid_key" in got["error"]
+        st, got = jreq(srv, "POST", f"{p}/region/r2/register", {"offset": 0, "byte_size": 8})
+        assert st == 400 and "'key'" in got["error"]
+        st, got = jreq(srv, "POST", f"{p}/region/r2/register", {"key": key})
+        assert st == 400 and "'byte_size'" in got["error"]
+        st, got = jreq(srv, "POST", f"{p}/register", {"key": key, "byte_size": 8})
+        assert st == 400 and "region name" in got["error"]
+        st, got = jreq(srv, "GET", f"{p}/region/nope/status")
+        assert st == 404 and "nope" in got["error"]
+        assert srv.request("POST", f"{p}/status")[0] == 405
+        assert srv.request("GET", f"{p}/region/r0/register")[0] == 405
+        assert srv.request("POST", f"{p}/region/r0/unregister")[0] == 200
+        assert [r["name"] for r in jreq(srv, "GET", f"{p}/status")[1]] == ["r1"]
+        assert srv.request("POST", f"{p}/region/r0/unregister")[0] == 200  # unknown: no-op
+    finally:
+        assert srv.request("POST", f"{p}/unregister")[0] == 200
+    assert jreq(srv, "GET", f"{p}/status")[1] == []
+
+
+def test_shared_memory_inputs_and_outputs(srv, shm_regions):
+    p = "/v2/systemsharedmemory"
+    a = np.arange(16, dtype=np.int32)
+    b = np.full(16, 3, dtype=np.int32)
+    min_ = shm_regions(128)
+    mout = shm_regions(4096 + 128)
+    min_.buf[:64] = a.tobytes()
+    min_.buf[64:128] = b.tobytes()
+    assert jreq(srv, "POST", f"{p}/region/in/register", {"key": "/" + min_.name, "offset": 0, "byte_size": 128})[0] == 200
+    # The output region starts at a non page-aligned offset of the object.
+    assert jreq(srv, "POST", f"{p}/region/out/register",
+                {"key": "/" + mout.name, "offset": 100, "byte_size": 4096})[0] == 200
+    try:
+        # As tritonclient's set_shared_memory shapes inputs and outputs.
+        body = {"inputs": [
+            {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32",
+             "parameters": {"shared_memory_region": "in", "shared_memory_byte_size": 64}},
+            {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32",
+             "parameters": {"shared_memory_region": "in", "shared_memory_byte_size": 64,
+                            "shared_memory_offset": 64}}],
+            "outputs": [
+                {"name": "OUTPUT0", "parameters": {"shared_memory_region": "out",
+                                                   "shared_memory_byte_size": 64}},
+                {"name": "OUTPUT1", "parameters": {"shared_memory_region": "out",
+                                                   "shared_memory_byte_size": 64,
+                                                   "shared_memory_offset": 1000}}]}
+        st, r = jreq(srv, "POST", "/v2/models/simple/infer", body)
+        assert st == 200, r
+        outs = {o["name"]: o for o in r["outputs"]}
+        assert "data" not in outs["OUTPUT0"] and "data" not in outs["OUTPUT1"]
+        assert outs["OUTPUT0"]["parameters"] == {"shared_memory_region": "out", "shared_memory_byte_size": 64}
+        assert outs["OUTPUT1"]["parameters"] == {"shared_memory_region": "out", "shared_memory_offset": 1000,
+                                                 "shared_memory_byte_size": 64}
+        got0 = np.frombuffer(bytes(mout.buf[100:164]), dtype=np.int32)
+        got1 = np.frombuffer(bytes(mout.buf[1100:1164]), dtype=np.int32)
+        assert np.array_equal(got0, a + b) and np.array_equal(got1, a - b)
+        # Mixed: shared memory input, JSON output.
+        body2 = {"inputs": body["inputs"], "outputs": [{"name": "OUTPUT0"}]}
+        st, r = jreq(srv, "POST", "/v2/models/simple/infer", body2)
+        assert st == 200 and r["outputs"][0]["data"] == (a + b).tolist()
+
+        def bad(body, status=400, contains=None):
+            st, r = jreq(srv, "POST", "/v2/models/simple/infer", body)
+            assert st == status, (st, r)
+            if contains:
+                assert contains in r["error"], r["error"]
+        small = json.loads(json.dumps(body))
+        small["outputs"][0]["parameters"]["shared_memory_byte_size"] = 32
+        bad(small, contains="at least 64 bytes")
+        outside = json.loads(json.dumps(body))
+        outside["inputs"][1]["parameters"]["shared_memory_offset"] = 100
+        bad(outside, contains="Invalid offset + byte size")
+        unknown = json.loads(json.dumps(body))
+        unknown["inputs"][0]["parameters"]["shared_memory_region"] = "nope"
+        st, r = jreq(srv, "POST", "/v2/models/simple/infer", unknown)
+        assert st in (400, 404) and "nope" in r["error"]
+        half = json.loads(json.dumps(body))
+        del half["inputs"][0]["parameters"]["shared_memory_byte_size"]
+        bad(half, contains="shared_memory_byte_size")
+        both = json.loads(json.dumps(body))
+        both["inputs"][0]["data"] = a.tolist()
+        bad(both, contains="INPUT0")
+    finally:
+        assert srv.request("POST", f"{p}/unregister")[0] == 200
+
+
+def test_unregister_while_in_use_keeps_mapping_valid(srv, shm_regions):
+    # Registering, inferring and unregistering in a loop never touches an
+    # unmapped region (the sanitizers would report it).
+    p = "/v2/systemsharedmemory"
+    m = shm_regions(64)
+    m.buf[:16] = np.arange(4, dtype=np.float32).tobytes()
+    for i in range(20):
+        assert jreq(srv, "POST", f"{p}/region/x/register", {"key": "/" + m.name, "byte_size": 64})[0] == 200
+        body = {"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32",
+                            "parameters": {"shared_memory_region": "x", "shared_memory_byte_size": 16}}],
+                "outputs": [{"name": "OUTPUT0", "parameters": {"shared_memory_region": "x",
+                                                               "shared_memory_byte_size": 16,
+                                                               "shared_memory_offset": 32}}]}
+        st, r = jreq(srv, "POST", "/v2/models/identity_fp32/infer", body)
+        assert st == 200, r
+        assert srv.request("POST", f"{p}/region/x/unregister")[0] == 200
+    assert np.array_equal(np.frombuffer(bytes(m.buf[32:48]), dtype=np.float32), np.arange(4, dtype=np.float32))
+
+
+# ---- raw binary requests and classification ------------------------------------------
+
+
+def test_raw_binary_request(srv):
+    arr = np.array([1.5, -2, 3, 4.25], dtype=np.float32)
+    st, hdrs, data = srv.request("POST", "/v2/models/identity_fp32/infer", arr.tobytes(),
+                                 {"Inference-Header-Content-Length": "0",
+                                  "Content-Type": "application/octet-stream"})
+    assert st == 200, data
+    r, tail = split_binary(hdrs, data)
+    out = r["outputs"][0]
+    assert out["name"] == "OUTPUT0" and out["shape"] == [1, 4] and out["parameters"]["binary_data_size"] == 16
+    assert np.array_equal(np.frombuffer(tail, dtype=np.float32), arr)
+    # A model with two inputs cannot take a raw request.
+    st, hdrs, data = srv.request("POST", "/v2/models/simple/infer", b"\0" * 128,
+                                 {"Inference-Header-Content-Length": "0"})
+    assert st == 400 and "exactly one input" in json.loads(data)["error"]
+    # A size that does not fit the input's type.
+    st, hdrs, data = srv.request("POST", "/v2/models/identity_fp32/infer", b"\0" * 7,
+                                 {"Inference-Header-Content-Length": "0"})
+    assert st == 400 and json.loads(data)["error"]
+
+
+def test_classification(srv):
+    data = [0.1, 0.9, 0.5, 0.3]
+    # tritonclient's InferRequestedOutput(name, class_count=2).
+    st, r = jreq(srv, "POST", "/v2/models/identity_labels/infer",
+                 infer_body("INPUT0", "FP32", [1, 4], data,
+                            outputs=[{"name": "OUTPUT0", "parameters": {"classification": 2}}]))
+    assert st == 200, r
+    out = r["outputs"][0]
+    assert out["datatype"] == "BYTES" and out["shape"] == [1, 2]
+    assert out["data"] == ["0.900000:1:label1", "0.500000:2:label2"]
+    # Without a label file: value:index. Batch rows are classified separately;
+    # class_count larger than the classes gives them all.
+    st, r = jreq(srv, "POST", "/v2/models/identity_fp32/infer",
+                 infer_body("INPUT0", "FP32", [2, 2], [1, 2, 4, 3],
+                            outputs=[{"name": "OUTPUT0", "parameters": {"classification": 5}}]))
+    assert st == 200 and r["outputs"][0]["shape"] == [2, 2]
+    assert r["outputs"][0]["data"] == ["2.000000:1", "1.000000:0", "4.000000:0", "3.000000:1"]
+    # Binary output of the classification strings.
+    st, hdrs, raw = srv.request("POST", "/v2/models/identity_labels/infer",
+                                infer_body("INPUT0", "FP32", [1, 4], data,
+                                           outputs=[{"name": "OUTPUT0",
+                                                     "parameters": {"classification": 1, "binary_data": True}}]))
+    assert st == 200
+    r, tail = split_binary(hdrs, raw)
+    assert list(deserialize("BYTES", tail)) == [b"0.900000:1:label1"]
+    st, r = jreq(srv, "POST", "/v2/models/identity_bytes_t/infer",
+                 infer_body("INPUT0", "BYTES", [1, 1], ["x"],
+                            outputs=[{"name": "OUTPUT0", "parameters": {"classification": 1}}]))
+    assert st == 400 and "BYTES" in r["error"]
+    st, r = jreq(srv, "POST", "/v2/models/identity_fp32/infer",
+                 infer_body("INPUT0", "FP32", [1, 1], [1],
+                            outputs=[{"name": "OUTPUT0", "parameters": {"classification": "two"}}]))
+    assert st == 400 and "classification" in r["error"]
+
+
+# ---- compression --------------------------------------------------------------------------
+
+
+def test_request_and_response_compression(srv):
+    import gzip
+    import zlib
+    body = json.dumps(infer_body("INPUT0", "FP32", [1, 4], [1, 2, 3, 4])).encode()
+    p = "/v2/models/identity_fp32/infer"
+    for enc, data in (("gzip", gzip.compress(body)), ("deflate", zlib.compress(body))):
+        st, hdrs, out = srv.request("POST", p, data, {"Content-Encoding": enc})
+        assert st == 200, out
+        assert json.loads(out)["outputs"][0]["data"] == [1, 2, 3, 4]
+    # Binary extension inside a compressed body; compressed binary response.
+    arr = np.arange(8, dtype=np.float32)
+    payload, headers = binary_request({"inputs": [{"name": "INPUT0", "shape": [1, 8], "datatype": "FP32",
+                                                   "parameters": {"binary_data_size": 32}}],
+                                       "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]},
+                                      [arr.tobytes()])
+    headers.update({"Content-Encoding": "gzip", "Accept-Encoding": "gzip"})
+    st, hdrs, out = srv.request("POST", p, gzip.compress(payload), headers)
+    assert st == 200 and hdrs.get("Content-Encoding") == "gzip"
+    r, tail = split_binary(hdrs, gzip.decompress(out))
+    assert np.array_equal(np.frombuffer(tail, dtype=np.float32), arr)
+    st, hdrs, out = srv.request("POST", p, body, {"Accept-Encoding": "deflate"})
+    assert st == 200 and hdrs.get("Content-Encoding") == "deflate"
+    assert json.loads(zlib.decompress(out))["outputs"][0]["data"] == [1, 2, 3, 4]
+    st, hdrs, out = srv.request("POST", p, body, {"Accept-Encoding": "br, gzip;q=0"})
+    assert st == 200 and "Content-Encoding" not in hdrs and json.loads(out)["outputs"]
+    # Errors: unknown encoding, corrupt data, a small body that inflates
+    # past --http-max-input-size.
+    st, hdrs, out = srv.request("POST", p, body, {"Content-Encoding": "br"})
+    assert st == 415 and "Content-Encoding" in json.loads(out)["error"]
+    st, hdrs, out = srv.request("POST", p, b"not gzip at all", {"Content-Encoding": "gzip"})
+    assert st == 400 and "gzip" in json.loads(out)["error"]
+    st, hdrs, out = srv.request("POST", p, gzip.compress(body)[:-12], {"Content-Encoding": "gzip"})
+    assert st == 400
+    bomb = gzip.compress(b" " * (4 * 1024 * 1024))
+    st, hdrs, out = srv.request("POST", p, bomb, {"Content-Encoding": "gzip"})
+    assert st == 413 and "limit" in json.loads(out)["error"]
+    assert srv.request("GET", "/v2/health/live")[0] == 200
+
+
+# ---- generate extension ----------------------------------------------------------------------
+
+
+def sse_events(srv, path, body, timeout=30):
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=timeout)
+    try:
+        c.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        raw = r.read().decode()
+        if r.status != 200 or not r.getheader("Content-Type", "").startswith("text/event-stream"):
+            return r.status, json.loads(raw)
+        events = [json.loads(chunk[len("data: "):]) for chunk in raw.split("\n\n") if chunk.strip()]
+        return r.status, events
+    finally:
+        c.close()
+
+
+def test_generate(srv):
+    st, r = jreq(srv, "POST", "/v2/models/identity_fp32/generate", {"INPUT0": [1.5, 2, 3]})
+    assert st == 200 and r == {"model_name": "identity_fp32", "model_version": "1", "OUTPUT0": [1.5, 2, 3]}
+    st, r = jreq(srv, "POST", "/v2/models/identity_bytes/versions/1/generate",
+                 {"INPUT0": "hello", "parameters": {"temperature": 0.5, "stream": False}})
+    assert st == 200 and r["OUTPUT0"] == "hello", r
+    st, r = jreq(srv, "POST", "/v2/models/simple/generate",
+                 {"INPUT0": list(range(16)), "INPUT1": [1] * 16})
+    assert st == 200 and r["OUTPUT0"] == list(range(1, 17)) and r["OUTPUT1"] == list(range(-1, 15))
+    st, r = jreq(srv, "POST", "/v2/models/square_int32/generate", {"IN": 1})
+    assert st == 200 and r["OUT"] == 1
+    st, r = jreq(srv, "POST", "/v2/models/square_int32/generate", {"IN": 3})
+    assert st == 400 and "generate_stream" in r["error"]
+    st, r = jreq(srv, "POST", "/v2/models/nope/generate", {"IN": 3})
+    assert st == 404 and "nope" in r["error"]
+    st, r = jreq(srv, "POST", "/v2/models/simple/generate", {"INPUT0": list(range(16))})
+    assert st == 400 and "INPUT1" in r["error"]
+    st, r = jreq(srv, "POST", "/v2/models/simple/generate", {"INPUT0": ["a"] * 16, "INPUT1": [1] * 16})
+    assert st == 400
+    assert jreq(srv, "POST", "/v2/models/simple/generate", "{bad")[0] == 400
+    assert srv.request("GET", "/v2/models/simple/generate")[0] == 405
+
+
+def test_generate_stream(srv):
+    st, events = sse_events(srv, "/v2/models/square_int32/generate_stream", {"IN": 4})
+    assert st == 200 and events == [{"model_name": "square_int32", "model_version": "1", "OUT": 4}] * 4
+    st, events = sse_events(srv, "/v2/models/square_int32/generate_stream", {"IN": 0})
+    assert st == 200 and events == []
+    st, events = sse_events(srv, "/v2/models/identity_fp32/generate_stream", {"INPUT0": [7]})
+    assert st == 200 and events == [{"model_name": "identity_fp32", "model_version": "1", "OUTPUT0": 7}]
+    # A failed response is an event carrying "error" (the status is already 200).
+    st, events = sse_events(srv, "/v2/models/square_int32/generate_stream", {"IN": -1})
+    assert st == 200 and len(events) == 1 and ">= 0" in events[0]["error"]
+    st, r = jreq(srv, "POST", "/v2/models/square_int32/generate", {"IN": -1})
+    assert st == 400 and ">= 0" in r["error"]
+    # Errors before inference starts are plain JSON errors.
+    st, r = sse_events(srv, "/v2/models/square_int32/generate_stream", {"IN": "x"})
+    assert st == 400 and r["error"]
+    # Events arrive as they are sent: the first is readable before the end.
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+    try:
+        body = json.dumps({"IN": 3}).encode()
+        s.sendall(b"POST /v2/models/square_int32/generate_stream HTTP/1.1\r\nHost: x\r\n"
+                  b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        got = b""
+        while got.count(b"data: ") < 3 or not got.endswith(b"0\r\n\r\n"):
+            chunk = s.recv(65536)
+            assert chunk, got
+            got += chunk
+        assert b"text/event-stream" in got and b"Transfer-Encoding: chunked" in got
+    finally:
+        s.close()
+    # A client that goes away mid-stream does not disturb the server.
+    for _ in range(5):
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+        body = json.dumps({"IN": 200}).encode()
+        s.sendall(b"POST /v2/models/square_int32/generate_stream HTTP/1.1\r\nHost: x\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        s.recv(100)
+        s.close()
+    time.sleep(0.3)
+    st, events = sse_events(srv, "/v2/models/square_int32/generate_stream", {"IN": 2})
+    assert st == 200 and len(events) == 2

@@ -1,0 +1,465 @@
+/* The generate extension: POST /v2/models/{m}[/versions/{v}]/generate and
+ * .../generate_stream. The request is one JSON object: a top-level field
+ * named like a model input becomes that input (shape from the model
+ * configuration, the batch dimension 1), "parameters" and every other
+ * scalar field become request parameters. Each response becomes one JSON
+ * object: model_name, model_version and one field per output (a scalar
+ * when the output has one element, else a flat array).
+ *
+ * /generate answers with the single response of the request;
+ * /generate_stream answers with Server-Sent Events, one `data: {...}`
+ * event per response, sent as soon as the core sends the response, and
+ * ends after the final one. A failed response is an event {"error": ...}.
+ *
+ * Threads: the handler, the draining of events and the end of the reply
+ * run on the loop thread that owns the connection. The core's response
+ * callback (a core thread) encodes each response there and queues the
+ * text under the context's mutex, then posts a drain to the loop. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+#include <jansson.h>
+
+#include "http_internal.h"
+#include "http_json.h"
+
+typedef struct gen_event {
+  struct gen_event *next;
+  char *text; /* JSON object */
+  size_t len;
+  int status; /* 200, or the HTTP status of an error response */
+} gen_event;
+
+typedef struct gen_ctx {
+  nrd_srv_http_pending pending; /* first member */
+  nrd_srv_http_loop *loop;
+  bool stream;
+  bool started;                 /* streaming reply headers sent (loop thread) */
+  pthread_mutex_t mu;           /* guards ireq and the event queue */
+  TRITONSERVER_InferenceRequest *ireq;
+  gen_event *head, *tail;       /* queued by core threads, sent by the loop */
+  size_t n_events;              /* responses seen (non-streaming check) */
+  atomic_int remaining;         /* release + final response */
+  void **bufs;
+  size_t n_bufs;
+} gen_ctx;
+
+static void ctx_free(gen_ctx *c) {
+  if (c->ireq) TRITONSERVER_InferenceRequestDelete(c->ireq);
+  for (gen_event *e = c->head, *n; e; e = n) {
+    n = e->next;
+    free(e->text);
+    free(e);
+  }
+  for (size_t i = 0; i < c->n_bufs; i++) free(c->bufs[i]);
+  free(c->bufs);
+  pthread_mutex_destroy(&c->mu);
+  free(c);
+}
+
+/* ---- response encoding (core threads) -------------------------------------- */
+
+static int add(nrd_srv_http_text *t, const char *s) { return nrd_srv_http_text_add(t, s, strlen(s)); }
+
+/* Encodes one response as a JSON object; on an error response, as
+ * {"error": ...} with *status its HTTP status. Returns 0 or -1 (OOM). */
+static int encode(TRITONSERVER_InferenceResponse *resp, nrd_srv_http_text *t, int *status) {
+  *status = 200;
+  TRITONSERVER_Error *err = TRITONSERVER_InferenceResponseError(resp);
+  const char *model = "";
+  int64_t version = 0;
+  uint32_t n_out = 0;
+  if (!err) err = TRITONSERVER_InferenceResponseModel(resp, &model, &version);
+  if (!err) err = TRITONSERVER_InferenceResponseOutputCount(resp, &n_out);
+  if (err) {
+    *status = nrd_srv_http_status(err);
+    int bad = add(t, "{\"error\":");
+    bad |= nrd_srv_http_text_quoted(t, TRITONSERVER_ErrorMessage(err), strlen(TRITONSERVER_ErrorMessage(err)));
+    bad |= add(t, "}");
+    TRITONSERVER_ErrorDelete(err); /* ours: ResponseError returns a copy */
+    return bad ? -1 : 0;
+  }
+  char num[64];
+  int bad = add(t, "{\"model_name\":");
+  bad |= nrd_srv_http_text_quoted(t, model, strlen(model));
+  snprintf(num, sizeof num, ",\"model_version\":\"%lld\"", (long long)version);
+  bad |= add(t, num);
+  for (uint32_t i = 0; i < n_out && !bad; i++) {
+    const char *name;
+    TRITONSERVER_DataType dt;
+    const int64_t *shape;
+    uint64_t dims;
+    const void *base;
+    size_t size;
+    TRITONSERVER_MemoryType mt;
+    int64_t mtid;
+    void *userp;
+    err = TRITONSERVER_InferenceResponseOutput(resp, i, &name, &dt, &shape, &dims, &base, &size, &mt,
+                                               &mtid, &userp);
+    if (err) {
+      TRITONSERVER_ErrorDelete(err);
+      continue;
+    }
+    uint64_t count = 1;
+    for (uint64_t d = 0; d < dims; d++) count *= (uint64_t)(shape[d] < 0 ? 0 : shape[d]);
+    bad |= add(t, ",");
+    bad |= nrd_srv_http_text_quoted(t, name, strlen(name));
+    bad |= add(t, ":");
+    size_t at = t->len;
+    if (nrd_srv_http_json_write_data(t, dt, base, size) != 0) return -1;
+    if (count == 1 && t->len >= at + 2 && t->buf[at] == '[') {
+      /* One element: the value itself, without the brackets. */
+      memmove(t->buf + at, t->buf + at + 1, t->len - at - 2);
+      t->len -= 2;
+    }
+  }
+  bad |= add(t, "}");
+  return bad ? -1 : 0;
+}
+
+/* ---- loop side ---------------------------------------------------------------- */
+
+static void send_events(gen_ctx *c, struct evhttp_request *req) {
+  pthread_mutex_lock(&c->mu);
+  gen_event *list = c->head;
+  c->head = c->tail = NULL;
+  pthread_mutex_unlock(&c->mu);
+  for (gen_event *e = list, *n; e; e = n) {
+    n = e->next;
+    if (req) {
+      if (!c->started) {
+        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+        evhttp_add_header(h, "Content-Type", "text/event-stream; charset=utf-8");
+        evhttp_add_header(h, "Cache-Control", "no-cache");
+        evhttp_send_reply_start(req, 200, "OK");
+        c->started = true;
+      }
+      struct evbuffer *b = evbuffer_new();
+      if (b) {
+        evbuffer_add(b, "data: ", 6);
+        evbuffer_add(b, e->text, e->len);
+        evbuffer_add(b, "\n\n", 2);
+        evhttp_send_reply_chunk(req, b);
+        evbuffer_free(b);
+      }
+    }
+    free(e->text);
+    free(e);
+  }
+}
+
+/* The request as long as it can still be answered, else NULL. */
+static struct evhttp_request *live_req(gen_ctx *c) {
+  return c->pending.detached ? NULL : c->pending.req;
+}
+
+static void drain(void *arg) {
+  gen_ctx *c = arg;
+  send_events(c, live_req(c));
+}
+
+static void finish(void *arg) {
+  gen_ctx *c = arg;
+  if (c->stream) send_events(c, live_req(c));
+  struct evhttp_request *req = nrd_srv_http_pending_finish(c->loop, &c->pending);
+  if (req == NULL) return ctx_free(c);
+  if (c->stream) {
+    if (!c->started) { /* no response at all: an empty event stream */
+      struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+      evhttp_add_header(h, "Content-Type", "text/event-stream; charset=utf-8");
+      evhttp_send_reply_start(req, 200, "OK");
+    }
+    evhttp_send_reply_end(req);
+    return ctx_free(c);
+  }
+  gen_event *e = c->head;
+  if (c->n_events > 1) {
+    char msg[200];
+    snprintf(msg, sizeof msg,
+             "the model sent %zu responses; use generate_stream for models that send more than one",
+             c->n_events);
+    nrd_srv_http_reply_error(req, 400, msg);
+  } else if (e == NULL) {
+    nrd_srv_http_reply_error(req, 500, "the model sent no response");
+  } else {
+    nrd_srv_http_reply_json(req, e->status, e->text, e->len);
+  }
+  ctx_free(c);
+}
+
+/* ---- core callbacks ------------------------------------------------------------ */
+
+static void count_down(gen_ctx *c) {
+  if (atomic_fetch_sub(&c->remaining, 1) != 1) return;
+  if (nrd_srv_http_post(c->loop, finish, c) != 0)
+    fprintf(stderr, "nereid: cannot post a generate result to the HTTP loop\n");
+}
+
+static void on_release(TRITONSERVER_InferenceRequest *request, const uint32_t flags, void *userp) {
+  (void)flags;
+  gen_ctx *c = userp;
+  pthread_mutex_lock(&c->mu);
+  c->ireq = NULL;
+  pthread_mutex_unlock(&c->mu);
+  TRITONSERVER_InferenceRequestDelete(request);
+  count_down(c);
+}
+
+static void on_response(TRITONSERVER_InferenceResponse *response, const uint32_t flags, void *userp) {
+  gen_ctx *c = userp;
+  if (response) {
+    nrd_srv_http_text t = {0};
+    int status = 200;
+    gen_event *e = calloc(1, sizeof *e);
+    if (e == NULL || encode(response, &t, &status) != 0) {
+      free(t.buf);
+      t = (nrd_srv_http_text){0};
+      nrd_srv_http_text_add(&t, "{\"error\":\"out of memory encoding a response\"}", 45);
+      status = 500;
+    }
+    TRITONSERVER_InferenceResponseDelete(response);
+    if (e && t.buf) {
+      e->text = t.buf;
+      e->len = t.len;
+      e->status = status;
+      pthread_mutex_lock(&c->mu);
+      bool was_empty = c->head == NULL;
+      if (c->tail) c->tail->next = e;
+      else c->head = e;
+      c->tail = e;
+      c->n_events++;
+      pthread_mutex_unlock(&c->mu);
+      if (c->stream && was_empty && !(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) &&
+          nrd_srv_http_post(c->loop, drain, c) != 0)
+        fprintf(stderr, "nereid: cannot post a generate event to the HTTP loop\n");
+    } else {
+      free(e);
+      free(t.buf);
+    }
+  }
+  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) count_down(c);
+}
+
+static void on_disconnect(nrd_srv_http_pending *p) {
+  gen_ctx *c = (gen_ctx *)p;
+  pthread_mutex_lock(&c->mu);
+  if (c->ireq) {
+    TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestCancel(c->ireq);
+    if (err) TRITONSERVER_ErrorDelete(err);
+  }
+  pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- request building (loop thread) ---------------------------------------------- */
+
+static int64_t json_dim(json_t *v) {
+  if (json_is_integer(v)) return json_integer_value(v);
+  if (json_is_string(v)) return strtoll(json_string_value(v), NULL, 10);
+  return -1;
+}
+
+static uint64_t count_elements(json_t *v) {
+  if (!json_is_array(v)) return 1;
+  uint64_t n = 0;
+  for (size_t i = 0; i < json_array_size(v); i++) n += count_elements(json_array_get(v, i));
+  return n;
+}
+
+/* Adds model input `io` (from the configuration) with the JSON value v. */
+static int add_input(gen_ctx *c, TRITONSERVER_InferenceRequest *ireq, json_t *io, json_t *v,
+                     bool batched, char *msg, size_t msglen) {
+  const char *name = json_string_value(json_object_get(io, "name"));
+  const char *ctype = json_string_value(json_object_get(io, "data_type"));
+  if (name == NULL || ctype == NULL) {
+    snprintf(msg, msglen, "cannot read the model configuration's inputs");
+    return -1;
+  }
+  if (strncmp(ctype, "TYPE_", 5) == 0) ctype += 5;
+  TRITONSERVER_DataType dt =
+      strcmp(ctype, "STRING") == 0 ? TRITONSERVER_TYPE_BYTES : TRITONSERVER_StringToDataType(ctype);
+  json_t *jdims = json_object_get(io, "dims");
+  size_t nd = json_array_size(jdims);
+  if (nd > 32) nd = 32;
+  int64_t shape[33];
+  size_t o = 0;
+  if (batched) shape[o++] = 1;
+  uint64_t count = count_elements(v), known = 1;
+  int wild = -1;
+  for (size_t d = 0; d < nd; d++) {
+    int64_t x = json_dim(json_array_get(jdims, d));
+    if (x < 0) {
+      if (wild < 0) wild = (int)o;
+      x = 1;
+    } else {
+      known *= (uint64_t)x;
+    }
+    shape[o++] = x;
+  }
+  if (wild >= 0 && known > 0) shape[wild] = (int64_t)(count / known);
+  TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestAddInput(ireq, name, dt, shape, o);
+  char *text = err ? NULL : json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+  if (err == NULL && text == NULL) {
+    snprintf(msg, msglen, "out of memory");
+    return -1;
+  }
+  void *buf = NULL;
+  size_t size = 0;
+  if (err == NULL && count > 0) {
+    int rc;
+    if (json_is_array(v)) {
+      rc = nrd_srv_http_json_parse_data(text, strlen(text), dt, count, name, &buf, &size, msg, msglen);
+    } else {
+      size_t n = strlen(text);
+      char *wrapped = malloc(n + 3);
+      if (wrapped == NULL) {
+        free(text);
+        snprintf(msg, msglen, "out of memory");
+        return -1;
+      }
+      wrapped[0] = '[';
+      memcpy(wrapped + 1, text, n);
+      wrapped[n + 1] = ']';
+      wrapped[n + 2] = '\0';
+      rc = nrd_srv_http_json_parse_data(wrapped, n + 2, dt, count, name, &buf, &size, msg, msglen);
+      free(wrapped);
+    }
+    free(text);
+    if (rc != 0) return -1;
+    void **g = realloc(c->bufs, (c->n_bufs + 1) * sizeof *g);
+    if (g == NULL) {
+      free(buf);
+      snprintf(msg, msglen, "out of memory");
+      return -1;
+    }
+    c->bufs = g;
+    g[c->n_bufs++] = buf;
+  } else {
+    free(text);
+  }
+  if (err == NULL) err = TRITONSERVER_InferenceRequestAppendInputData(ireq, name, buf, size,
+                                                                     TRITONSERVER_MEMORY_CPU, 0);
+  if (err) {
+    snprintf(msg, msglen, "%s", TRITONSERVER_ErrorMessage(err));
+    TRITONSERVER_ErrorDelete(err);
+    return -1;
+  }
+  return 0;
+}
+
+static TRITONSERVER_Error *add_parameter(TRITONSERVER_InferenceRequest *ireq, const char *key, json_t *v) {
+  if (json_is_string(v)) return TRITONSERVER_InferenceRequestSetStringParameter(ireq, key, json_string_value(v));
+  if (json_is_integer(v)) return TRITONSERVER_InferenceRequestSetIntParameter(ireq, key, json_integer_value(v));
+  if (json_is_boolean(v)) return TRITONSERVER_InferenceRequestSetBoolParameter(ireq, key, json_is_true(v));
+  if (json_is_real(v)) return TRITONSERVER_InferenceRequestSetDoubleParameter(ireq, key, json_real_value(v));
+  char msg[200];
+  snprintf(msg, sizeof msg, "parameter '%.100s' must be a string, number or boolean", key);
+  return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
+}
+
+/* Builds c->ireq from the body j and the model configuration. Returns 0,
+ * or an HTTP status with msg. */
+static int build(gen_ctx *c, json_t *j, const char *model, int64_t version, char *msg, size_t msglen) {
+  nrd_srv_http *h = c->loop->http;
+  TRITONSERVER_Message *m = NULL;
+  TRITONSERVER_Error *err = TRITONSERVER_ServerModelConfig(h->server, model, version, 1, &m);
+  const char *base = NULL;
+  size_t size = 0;
+  json_t *cfg = NULL;
+  if (!err && !(err = TRITONSERVER_MessageSerializeToJson(m, &base, &size)))
+    cfg = json_loadb(base, size, 0, NULL);
+  if (m) TRITONSERVER_MessageDelete(m);
+  if (!err) err = TRITONSERVER_InferenceRequestNew(&c->ireq, h->server, model, version);
+  if (err) {
+    snprintf(msg, msglen, "%s", TRITONSERVER_ErrorMessage(err));
+    int status = nrd_srv_http_status(err);
+    TRITONSERVER_ErrorDelete(err);
+    json_decref(cfg);
+    return status;
+  }
+  int status = 400;
+  json_t *inputs = json_object_get(cfg, "input");
+  json_t *mbs = json_object_get(cfg, "max_batch_size");
+  bool batched = json_dim(mbs) > 0;
+  const char *key;
+  json_t *v;
+  json_object_foreach(j, key, v) {
+    json_t *io = NULL;
+    for (size_t i = 0; i < json_array_size(inputs) && io == NULL; i++) {
+      const char *n = json_string_value(json_object_get(json_array_get(inputs, i), "name"));
+      if (n && strcmp(n, key) == 0) io = json_array_get(inputs, i);
+    }
+    if (io) {
+      if (add_input(c, c->ireq, io, v, batched, msg, msglen) != 0) goto done;
+      continue;
+    }
+    if (strcmp(key, "id") == 0 && json_is_string(v)) {
+      err = TRITONSERVER_InferenceRequestSetId(c->ireq, json_string_value(v));
+    } else if (strcmp(key, "parameters") == 0 && json_is_object(v)) {
+      const char *pk;
+      json_t *pv;
+      json_object_foreach(v, pk, pv) {
+        if ((err = add_parameter(c->ireq, pk, pv))) break;
+      }
+    } else {
+      err = add_parameter(c->ireq, key, v);
+    }
+    if (err) {
+      snprintf(msg, msglen, "%s", TRITONSERVER_ErrorMessage(err));
+      status = nrd_srv_http_status(err);
+      TRITONSERVER_ErrorDelete(err);
+      goto done;
+    }
+  }
+  status = 0;
+done:
+  json_decref(cfg);
+  return status;
+}
+
+void nrd_srv_http_generate(nrd_srv_http_loop *loop, struct evhttp_request *req, const char *model,
+                           int64_t version, bool stream) {
+  nrd_srv_http *h = loop->http;
+  char msg[512];
+  int status = nrd_srv_http_decode_body(req, h->max_input, msg, sizeof msg);
+  if (status) return nrd_srv_http_reply_error(req, status, msg);
+  json_t *j = NULL;
+  if (nrd_srv_http_body_json(req, &j) != 0) return;
+  if (j == NULL) return nrd_srv_http_reply_error(req, 400, "the request body is empty: expected a JSON object");
+  gen_ctx *c = calloc(1, sizeof *c);
+  if (c == NULL) {
+    json_decref(j);
+    return nrd_srv_http_reply_error(req, 500, "out of memory");
+  }
+  c->loop = loop;
+  c->stream = stream;
+  pthread_mutex_init(&c->mu, NULL);
+  atomic_init(&c->remaining, 2);
+  c->pending.on_disconnect = on_disconnect;
+  status = build(c, j, model, version, msg, sizeof msg);
+  json_decref(j);
+  TRITONSERVER_Error *err = NULL;
+  if (status == 0 &&
+      ((err = TRITONSERVER_InferenceRequestSetReleaseCallback(c->ireq, on_release, c)) ||
+       (err = TRITONSERVER_InferenceRequestSetResponseCallback(c->ireq, h->allocator, NULL, on_response, c)))) {
+    snprintf(msg, sizeof msg, "%s", TRITONSERVER_ErrorMessage(err));
+    status = nrd_srv_http_status(err);
+    TRITONSERVER_ErrorDelete(err);
+  }
+  if (status) {
+    ctx_free(c);
+    return nrd_srv_http_reply_error(req, status, msg);
+  }
+  nrd_srv_http_pending_add(loop, &c->pending, req);
+  err = TRITONSERVER_ServerInferAsync(h->server, c->ireq, NULL);
+  if (err) {
+    struct evhttp_request *r = nrd_srv_http_pending_finish(loop, &c->pending);
+    ctx_free(c);
+    if (r) nrd_srv_http_reply_tserr(r, err);
+    else TRITONSERVER_ErrorDelete(err);
+  }
+}

@@ -1,0 +1,56 @@
+/* System shared memory regions registered by clients (Triton's shared
+ * memory extension): a name maps to [offset, offset+byte_size) of a POSIX
+ * shared memory object, mapped into our address space. Inference inputs
+ * read straight from a mapping and outputs are written straight into one.
+ *
+ * Threads: every function may be called from any thread; the registry is
+ * guarded by its own mutex. A region in use by a request stays mapped
+ * until that request lets go of it, even if it is unregistered meanwhile. */
+#ifndef NRD_SRV_HTTP_SHM_H
+#define NRD_SRV_HTTP_SHM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "http_json.h"
+#include "triton/core/tritonserver.h"
+
+typedef struct nrd_srv_shm nrd_srv_shm;
+typedef struct nrd_srv_shm_region nrd_srv_shm_region;
+
+/* Creates an empty registry; the caller frees it with nrd_srv_shm_free.
+ * Returns NULL when memory runs out. */
+nrd_srv_shm *nrd_srv_shm_new(void);
+
+/* Unmaps every region no request holds and frees the registry. Regions
+ * still held are freed by their last nrd_srv_shm_release. NULL: no-op. */
+void nrd_srv_shm_free(nrd_srv_shm *shm);
+
+/* Maps `byte_size` bytes at `offset` of the POSIX shared memory object
+ * `key` (shm_open name) under `name` (copied). Errors: ALREADY_EXISTS for
+ * a name in use, INTERNAL when the object cannot be opened, INVALID_ARG
+ * when the range does not fit in the object. Caller owns the error. */
+TRITONSERVER_Error *nrd_srv_shm_register(nrd_srv_shm *shm, const char *name, const char *key,
+                                         uint64_t offset, uint64_t byte_size);
+
+/* Forgets region `name`, or every region when name is NULL. An unknown
+ * name is not an error (as Triton). Returns NULL. */
+TRITONSERVER_Error *nrd_srv_shm_unregister(nrd_srv_shm *shm, const char *name);
+
+/* Appends the status JSON array ([{name,key,offset,byte_size}, ...]) of
+ * region `name`, or of all regions when name is NULL, to out. NOT_FOUND
+ * for an unknown name; INTERNAL when memory runs out. */
+TRITONSERVER_Error *nrd_srv_shm_status(nrd_srv_shm *shm, const char *name, nrd_srv_http_text *out);
+
+/* Looks up [offset, offset+byte_size) of region `name`: on success *region
+ * holds a reference (release it with nrd_srv_shm_release) and *addr points
+ * at the bytes, valid until then. NOT_FOUND for an unknown region,
+ * INVALID_ARG for a range outside it; nothing is held on error. */
+TRITONSERVER_Error *nrd_srv_shm_acquire(nrd_srv_shm *shm, const char *name, uint64_t offset,
+                                        uint64_t byte_size, nrd_srv_shm_region **region,
+                                        void **addr);
+
+/* Drops a reference taken by nrd_srv_shm_acquire; NULL is a no-op. */
+void nrd_srv_shm_release(nrd_srv_shm_region *region);
+
+#endif
