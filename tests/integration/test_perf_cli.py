@@ -302,7 +302,7 @@ def free_port():
 @pytest.fixture
 def nereid():
     if not NEREID or not os.path.exists(NEREID):
-        pytest.skip("NEREID_BIN not set")
+        pytest.fail("NEREID_BIN not set (ctest sets it)")
     port = free_port()
     p = subprocess.Popen([NEREID, "--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
                           "--http-port", str(port), "--allow-grpc=false", "--allow-metrics=false"],
@@ -317,7 +317,7 @@ def nereid():
         except OSError:
             pass
         if p.poll() is not None:
-            pytest.skip("nereid exited: " + p.stderr.read()[-500:])
+            pytest.fail("nereid exited: " + p.stderr.read()[-500:])
         time.sleep(0.1)
     else:
         p.kill()
