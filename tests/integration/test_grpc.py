@@ -611,5 +611,89 @@ def test_keepalive_pings_answered():
             s.proc.wait()
 
 
+# ---- repeat_int32 (decoupled, Triton's repeat example) over ModelStreamInfer --------
+
+
+def repeat_request(values, delays, wait, rid, empty_final=True):
+    params = {} if empty_final is None else {"triton_enable_empty_final_response": empty_final}
+    return infer_request("repeat_int32", [
+        ("IN", "INT32", [len(values)], np.array(values, dtype=np.int32)),
+        ("DELAY", "UINT32", [len(delays)], np.array(delays, dtype=np.uint32)),
+        ("WAIT", "UINT32", [1], np.array([wait], dtype=np.uint32))], rid=rid, params=params)
+
+
+def test_stream_repeat_responses_in_order(stub):
+    t0 = time.monotonic()
+    got = []
+    for g in stub.ModelStreamInfer(iter([repeat_request([10, -20, 30], [0, 100, 200], 50, "rep")]),
+                                   timeout=RPC_TIMEOUT):
+        got.append((time.monotonic() - t0, g))
+    assert [g.error_message for _, g in got] == [""] * 4
+    assert [g.infer_response.id for _, g in got] == ["rep"] * 4
+    assert [final_flag(g) for _, g in got] == [False, False, False, True]
+    data = [g.infer_response for _, g in got[:3]]
+    assert [output_array(r, "OUT", np.int32).tolist() for r in data] == [[10], [-20], [30]]
+    assert [output_array(r, "IDX", np.uint32).tolist() for r in data] == [[0], [1], [2]]
+    assert len(got[3][1].infer_response.outputs) == 0
+    # Streamed: the first response long before the last delay elapsed.
+    first, last = got[0][0], got[2][0]
+    assert first < 0.2 and last >= 0.29 and last - first >= 0.25, (first, last)
+
+
+def test_stream_repeat_zero_and_no_empty_final(stub):
+    got = list(stub.ModelStreamInfer(iter([repeat_request([], [], 0, "r0")]), timeout=RPC_TIMEOUT))
+    assert len(got) == 1 and final_flag(got[0]) and got[0].infer_response.id == "r0"
+    assert len(got[0].infer_response.outputs) == 0
+    # Without the opt-in the flags-only final sends nothing.
+    got = list(stub.ModelStreamInfer(iter([repeat_request([7, 8], [0, 0], 0, "r2", empty_final=None)]),
+                                     timeout=RPC_TIMEOUT))
+    assert [final_flag(g) for g in got] == [False, False]
+    assert [output_array(g.infer_response, "OUT", np.int32).tolist() for g in got] == [[7], [8]]
+
+
+def test_stream_repeat_interleaved_requests(stub):
+    """Several repeat requests on one stream: their responses interleave in
+    time, and each request ends with exactly one triton_final_response."""
+    reqs = [repeat_request([1, 2, 3], [0, 200, 200], 0, "a"),
+            repeat_request([7, 8, 9], [100, 200, 200], 0, "b"),
+            repeat_request([], [], 50, "c"),
+            repeat_request([5], [1, 2], 0, "bad")]
+    got = list(stub.ModelStreamInfer(iter(reqs), timeout=RPC_TIMEOUT))
+    order = [(g.infer_response.id, final_flag(g)) for g in got if not g.error_message]
+    per = {}
+    for rid, fin in order:
+        per.setdefault(rid, []).append(fin)
+    assert per["a"] == [False, False, False, True] and per["b"] == [False, False, False, True], per
+    assert per["c"] == [True], per
+    data = [rid for rid, fin in order if rid in ("a", "b") and not fin]
+    assert data == ["a", "b", "a", "b", "a", "b"], order
+    for g in got:
+        if g.infer_response.id in ("a", "b") and not final_flag(g):
+            r = g.infer_response
+            idx = output_array(r, "IDX", np.uint32).tolist()[0]
+            base = 1 if r.id == "a" else 7
+            assert output_array(r, "OUT", np.int32).tolist() == [base + idx]
+    errs = [g for g in got if g.error_message]
+    assert len(errs) == 1 and "same number of elements" in errs[0].error_message, errs
+    assert errs[0].infer_response.id == "bad"
+
+
+def test_stream_repeat_cancel(stub):
+    """Cancelling the stream stops a long repeat request; the server keeps
+    serving the model."""
+    n = 200
+    call = stub.ModelStreamInfer(iter([repeat_request(list(range(n)), [20] * n, 0, "long")]),
+                                 timeout=RPC_TIMEOUT)
+    seen = 0
+    for _ in call:
+        seen += 1
+        if seen == 3:
+            call.cancel()
+            break
+    assert seen == 3
+    got = list(stub.ModelStreamInfer(iter([repeat_request([4], [0], 0, "after")]), timeout=RPC_TIMEOUT))
+    assert [final_flag(g) for g in got] == [False, True]
+
+
 def teardown_module(module):
     shutil.rmtree(STUB_DIR, ignore_errors=True)

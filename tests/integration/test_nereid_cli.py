@@ -25,7 +25,7 @@ NEREID = os.environ.get("NEREID_BIN", os.path.join(SOURCE, "build", "src", "serv
 BACKENDS = os.environ.get("NEREID_BACKEND_DIR", os.path.join(SOURCE, "build", "backends"))
 EXAMPLES = os.environ.get("NEREID_EXAMPLES", os.path.join(SOURCE, "examples", "models"))
 
-EXAMPLE_MODELS = ["identity_bytes", "identity_fp32", "simple", "square_int32"]
+EXAMPLE_MODELS = ["identity_bytes", "identity_fp32", "repeat_int32", "simple", "square_int32"]
 READY_MARK = "nereid: server "  # start of the line printed once startup is done
 START_TIMEOUT = 60  # generous: sanitizer builds start slowly on 2 cores
 STOP_TIMEOUT = 15
@@ -151,7 +151,8 @@ def test_examples_load_and_sigterm_stops(server_factory):
     status = table_status(lines)
     assert status == {m: "READY" for m in EXAMPLE_MODELS}, s.text()
     assert "stop with SIGINT or SIGTERM" in lines[-1]
-    assert "4 of 4 models READY" in lines[-1]
+    n = len(EXAMPLE_MODELS)
+    assert f"{n} of {n} models READY" in lines[-1]
     t0 = time.monotonic()
     assert s.stop(signal.SIGTERM) == 0, s.text()
     assert time.monotonic() - t0 < 10
@@ -254,7 +255,7 @@ def test_backend_config_and_other_flags_accepted(server_factory):
     )
     lines = s.wait_ready()
     assert all(v == "READY" for v in table_status(lines).values()), s.text()
-    assert len(table_status(lines)) == 4
+    assert len(table_status(lines)) == len(EXAMPLE_MODELS)
     assert s.stop() == 0, s.text()
 
 
