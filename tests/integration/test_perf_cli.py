@@ -340,3 +340,98 @@ def test_http_nereid(nereid, binary, tmp_path):
 def test_http_nereid_rate(nereid):
     r = run(["-m", "simple", "-u", nereid, "--request-rate-range", "200"] + QUICK)
     assert r.returncode == 0, r.stderr
+
+
+# ------------------------------------------------------- gRPC against nereid
+
+@pytest.fixture
+def nereid_grpc():
+    if not NEREID or not os.path.exists(NEREID):
+        pytest.fail("NEREID_BIN not set (ctest sets it)")
+    port = free_port()
+    p = subprocess.Popen([NEREID, "--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
+                          "--grpc-port", str(port), "--allow-http=false", "--allow-metrics=false"],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                break
+        except OSError:
+            pass
+        if p.poll() is not None:
+            pytest.fail("nereid exited: " + p.stderr.read()[-500:])
+        time.sleep(0.1)
+    else:
+        p.kill()
+        pytest.fail("nereid did not listen")
+    # Ready when a one-window run on identity_fp32 gets through.
+    while time.monotonic() < deadline:
+        probe = run(["--service-kind=grpc", "-m", "identity_fp32", "-u", "127.0.0.1:%d" % port,
+                     "--measurement-interval", "10", "--max-trials", "1"], timeout=30)
+        if probe.returncode == 0:
+            break
+        if p.poll() is not None:
+            pytest.fail("nereid exited: " + p.stderr.read()[-500:])
+        time.sleep(0.2)
+    else:
+        p.kill()
+        pytest.fail("nereid did not become ready")
+    yield "127.0.0.1:%d" % port
+    p.terminate()
+    p.wait(timeout=30)
+
+
+def grpc_args(url, streaming):
+    return ["--service-kind=grpc", "-u", url] + (["--streaming"] if streaming else [])
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_grpc_nereid(nereid_grpc, streaming, tmp_path):
+    c, j = tmp_path / "r.csv", tmp_path / "r.json"
+    r = run(grpc_args(nereid_grpc, streaming) + ["-m", "identity_fp32", "--concurrency-range", "1:2",
+                                                 "-f", str(c), "--json", str(j)] + QUICK)
+    assert r.returncode == 0, r.stderr
+    assert "service grpc" in r.stdout
+    rows = check_csv(c, "Concurrency", [1, 2])
+    assert float(rows[0]["Server Compute Infer"]) >= 0
+    check_json(j, "concurrency", "concurrency", [1, 2])
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_grpc_nereid_rate_batch(nereid_grpc, streaming):
+    r = run(grpc_args(nereid_grpc, streaming) + ["-m", "identity_fp32", "-b", "2",
+                                                 "--request-rate-range", "200"] + QUICK)
+    assert r.returncode == 0, r.stderr
+
+
+def test_grpc_streaming_decoupled(nereid_grpc, tmp_path):
+    # repeat_int32 sends 3 responses then a flags-only final per request:
+    # a request ends only at triton_final_response.
+    c = tmp_path / "r.csv"
+    r = run(grpc_args(nereid_grpc, True) + ["-m", "repeat_int32", "--input-data", "zero", "--shape", "IN:3",
+                                            "--shape", "DELAY:3", "-f", str(c)] + QUICK)
+    assert r.returncode == 0, r.stderr
+    with open(c) as f:
+        row = next(csv.DictReader(f))
+    assert float(row["Inferences/Second"]) > 0 and int(row["Errors"]) == 0
+
+
+def test_grpc_errors(nereid_grpc):
+    r = run(grpc_args(nereid_grpc, False) + ["-m", "no_such_model"] + QUICK)
+    assert r.returncode == 1 and "gRPC status 5" in r.stderr, r.stderr
+    # A decoupled model refuses unary ModelInfer: every request fails.
+    r = run(grpc_args(nereid_grpc, False) + ["-m", "repeat_int32", "--input-data", "zero", "--shape", "IN:1",
+                                             "--shape", "DELAY:1"] + QUICK)
+    assert r.returncode == 1 and "gRPC status 12" in r.stderr, r.stderr
+
+
+def test_grpc_connection_refused():
+    r = run(grpc_args("127.0.0.1:%d" % free_port(), False) + ["-m", "x"] + QUICK)
+    assert r.returncode == 1 and "connect" in r.stderr, r.stderr
+
+
+def test_streaming_needs_grpc():
+    r = run(["-m", "x", "--streaming"])
+    assert r.returncode == 2
+    assert r.stderr.startswith("error:") and "--streaming" in r.stderr.splitlines()[0], r.stderr

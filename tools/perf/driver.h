@@ -6,7 +6,7 @@
  * thread. `send` may be called from any thread (the pacer, or the thread
  * that delivers a completion), but never twice for the same slot before
  * that slot's completion. The completion callback runs on a transport
- * thread (a core thread in process, the HTTP event-loop thread) and may
+ * thread (a core thread in process, the HTTP or gRPC event-loop thread) and may
  * call `send` again from there. */
 #ifndef NRD_PERF_DRIVER_H
 #define NRD_PERF_DRIVER_H
@@ -48,8 +48,10 @@ struct nrd_perf_driver {
 
 /* Constructors: NULL with a message in err on failure. The options must
  * outlive the driver. inprocess starts a server on o->repository and loads
- * o->model; http checks that the server answers. */
+ * o->model; http and grpc connect lazily (the first RPC fails when the
+ * server does not answer). */
 nrd_perf_driver *nrd_perf_driver_inprocess_new(const nrd_perf_opts *o, char *err, size_t errlen);
 nrd_perf_driver *nrd_perf_driver_http_new(const nrd_perf_opts *o, char *err, size_t errlen);
+nrd_perf_driver *nrd_perf_driver_grpc_new(const nrd_perf_opts *o, char *err, size_t errlen);
 
 #endif

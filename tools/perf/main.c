@@ -113,7 +113,7 @@ static nrd_perf_driver *open_driver(const nrd_perf_opts *o, char *err, size_t er
   switch (o->service) {
   case NRD_PERF_SERVICE_INPROCESS: return nrd_perf_driver_inprocess_new(o, err, errlen);
   case NRD_PERF_SERVICE_HTTP: return nrd_perf_driver_http_new(o, err, errlen);
-  case NRD_PERF_SERVICE_GRPC: snprintf(err, errlen, "--service-kind=grpc is not implemented yet"); return NULL;
+  case NRD_PERF_SERVICE_GRPC: return nrd_perf_driver_grpc_new(o, err, errlen);
   }
   return NULL;
 }

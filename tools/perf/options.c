@@ -28,6 +28,7 @@ typedef enum opt_id {
   OPT_HTTP_BINARY,
   OPT_MAX_OUT,
   OPT_SEED,
+  OPT_STREAMING,
   OPT_VERBOSE,
   OPT_HELP
 } opt_id;
@@ -60,6 +61,7 @@ static const opt_def defs[] = {
     {0, "http-binary", false, OPT_HTTP_BINARY},
     {0, "max-outstanding", true, OPT_MAX_OUT},
     {0, "seed", true, OPT_SEED},
+    {0, "streaming", false, OPT_STREAMING},
     {'v', "verbose", false, OPT_VERBOSE},
     {'h', "help", false, OPT_HELP},
 };
@@ -70,7 +72,7 @@ void nrd_perf_opts_usage(FILE *f, const char *argv0) {
           "  -m MODEL                          model to load (required)\n"
           "  -x VERSION                        model version (default: the version policy's choice)\n"
           "  --service-kind=inprocess|http|grpc  how to reach the server (default http)\n"
-          "  -u HOST:PORT                      server address (default localhost:8000)\n"
+          "  -u HOST:PORT                      server address (default localhost:8000; grpc: 8001)\n"
           "  --model-repository=DIR            inprocess: repository to serve\n"
           "  --backend-directory=DIR           inprocess: backend directory\n"
           "  --concurrency-range S[:E[:STEP]]  outstanding requests to sweep (default 1)\n"
@@ -86,6 +88,7 @@ void nrd_perf_opts_usage(FILE *f, const char *argv0) {
           "  --percentile P                    stabilize on and report pP latency (default p50)\n"
           "  --http-binary                     http: binary tensor extension instead of JSON data\n"
           "  --max-outstanding N               request-rate mode: requests in flight at most (default 256)\n"
+          "  --streaming                       grpc: ModelStreamInfer, one stream per request slot\n"
           "  --seed N                          seed of the random input data (default 1)\n"
           "  -v                                inprocess: show the server's log\n"
           "  -h, --help                        this text\n",
@@ -272,6 +275,7 @@ static bool apply(nrd_perf_opts *o, const opt_def *d, const char *flag, const ch
     if (!parse_int(v, 0, UINT32_MAX, &iv)) goto bad;
     o->seed = (unsigned)iv;
     return true;
+  case OPT_STREAMING: o->streaming = true; return true;
   case OPT_VERBOSE: o->verbose = true; return true;
   case OPT_HELP: return true;
   }
@@ -369,6 +373,10 @@ nrd_perf_parse_result nrd_perf_opts_parse(int argc, char **argv, nrd_perf_opts *
   }
   if (o->http_binary && o->service != NRD_PERF_SERVICE_HTTP) {
     fprintf(err, "error: --http-binary needs --service-kind=http\n");
+    return NRD_PERF_PARSE_ERROR;
+  }
+  if (o->streaming && o->service != NRD_PERF_SERVICE_GRPC) {
+    fprintf(err, "error: --streaming needs --service-kind=grpc\n");
     return NRD_PERF_PARSE_ERROR;
   }
   return NRD_PERF_PARSE_OK;

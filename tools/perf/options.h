@@ -52,6 +52,7 @@ typedef struct nrd_perf_opts {
   const char *json_path; /* --json */
   int percentile;        /* --percentile, 0 = p50 (the default) */
   bool http_binary;      /* --http-binary */
+  bool streaming;        /* --streaming: grpc ModelStreamInfer */
   int max_outstanding;   /* --max-outstanding: request slots in rate mode */
   unsigned seed;         /* --seed for random data */
   bool verbose;          /* -v: server log in inprocess mode */
