@@ -215,8 +215,8 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceSetState(TRITONBACKEND_ModelInsta
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceReportMemoryUsage(TRITONBACKEND_ModelInstance *instance,
                                                                  TRITONSERVER_BufferAttributes **usage,
                                                                  uint32_t usage_size) {
-  ARG_CHECK(instance && (usage || !usage_size), "instance and usage must not be NULL");
-  return NULL; /* accepted; per-instance memory usage is not reported in statistics yet */
+  ARG_CHECK(instance, "instance must not be NULL");
+  return nrd_stats_memory_report(&instance->model->stats, instance, usage, usage_size);
 }
 
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceReportStatistics(TRITONBACKEND_ModelInstance *instance,

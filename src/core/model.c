@@ -611,6 +611,6 @@ TRITONSERVER_Error *TRITONBACKEND_ModelSetState(TRITONBACKEND_Model *model, void
 
 TRITONSERVER_Error *TRITONBACKEND_ModelReportMemoryUsage(TRITONBACKEND_Model *model,
                                                          TRITONSERVER_BufferAttributes **usage, uint32_t usage_size) {
-  ARG_CHECK(model && (usage || !usage_size), "model and usage must not be NULL");
-  return NULL; /* accepted; memory usage is not part of our statistics yet */
+  ARG_CHECK(model, "model must not be NULL");
+  return nrd_stats_memory_report(&model->stats, model, usage, usage_size);
 }

@@ -1,6 +1,9 @@
 /* Per-model statistics: accumulation and rendering (JSON, Prometheus). */
 #include "stats.h"
 
+#include "buffer_attributes.h"
+#include "error.h"
+
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -35,6 +38,7 @@ void nrd_stats_init(nrd_model_stats *s) {
 }
 
 void nrd_stats_destroy(nrd_model_stats *s) {
+  free(s->mem);
   free(s->batch);
   free(s->resp);
   pthread_mutex_destroy(&s->lock);
@@ -131,6 +135,50 @@ out:
 
 void nrd_stats_pending_add(nrd_model_stats *s, int64_t delta) { atomic_fetch_add(&s->pending, delta); }
 
+TRITONSERVER_Error *nrd_stats_memory_report(nrd_model_stats *s, const void *owner,
+                                            TRITONSERVER_BufferAttributes **usage, uint32_t n) {
+  if (n && !usage) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "memory usage array must not be NULL");
+  for (uint32_t i = 0; i < n; i++)
+    if (!usage[i]) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "memory usage entry %u is NULL", i);
+  pthread_mutex_lock(&s->lock);
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < s->n_mem; i++)
+    if (s->mem[i].owner != owner) kept++;
+  nrd_mem_usage *m = malloc((kept + n ? kept + n : 1) * sizeof(*m));
+  if (!m) {
+    pthread_mutex_unlock(&s->lock);
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory recording memory usage");
+  }
+  uint32_t o = 0;
+  for (uint32_t i = 0; i < s->n_mem; i++)
+    if (s->mem[i].owner != owner) m[o++] = s->mem[i];
+  for (uint32_t i = 0; i < n; i++)
+    m[o++] = (nrd_mem_usage){owner, usage[i]->memory_type, usage[i]->memory_type_id, usage[i]->byte_size};
+  free(s->mem);
+  s->mem = m;
+  s->n_mem = o;
+  pthread_mutex_unlock(&s->lock);
+  return NULL;
+}
+
+/* The memory_usage array: one entry per memory type and id, summed over
+ * the model and its instances. Caller holds s->lock. */
+static json_t *memory_json(const nrd_model_stats *s) {
+  json_t *arr = json_array();
+  for (uint32_t i = 0; i < s->n_mem; i++) {
+    bool seen = false;
+    for (uint32_t k = 0; k < i && !seen; k++)
+      seen = s->mem[k].type == s->mem[i].type && s->mem[k].id == s->mem[i].id;
+    if (seen) continue;
+    uint64_t total = 0;
+    for (uint32_t k = i; k < s->n_mem; k++)
+      if (s->mem[k].type == s->mem[i].type && s->mem[k].id == s->mem[i].id) total += s->mem[k].byte_size;
+    json_array_append_new(arr, json_pack("{s:s,s:I,s:I}", "type", TRITONSERVER_MemoryTypeString(s->mem[i].type), "id", (json_int_t)s->mem[i].id,
+                                         "byte_size", (json_int_t)total));
+  }
+  return arr;
+}
+
 static json_t *dur_json(const nrd_duration *d) {
   return json_pack("{s:I,s:I}", "count", (json_int_t)d->count, "ns", (json_int_t)d->ns);
 }
@@ -166,11 +214,12 @@ json_t *nrd_stats_json(nrd_model_stats *s, const char *model, int64_t version) {
                                   "fail", dur_json(&r->fail), "empty_response",
                                   dur_json(&r->empty_response), "cancel", dur_json(&r->cancel)));
   }
-  json_t *out = json_pack("{s:s,s:s,s:I,s:I,s:I,s:o,s:o,s:o,s:[]}", "name", model, "version",
+  json_t *out = json_pack("{s:s,s:s,s:I,s:I,s:I,s:o,s:o,s:o,s:o}", "name", model, "version",
                           vbuf, "last_inference", (json_int_t)s->last_inference_ms,
                           "inference_count", (json_int_t)s->inference_count, "execution_count",
                           (json_int_t)s->execution_count, "inference_stats", inf,
-                          "response_stats", resp, "batch_stats", batch, "memory_usage");
+                          "response_stats", resp, "batch_stats", batch, "memory_usage",
+                          memory_json(s));
   pthread_mutex_unlock(&s->lock);
   return out;
 }

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <jansson.h>
 
+#include "triton/core/tritonserver.h"
+
 typedef struct nrd_duration {
   uint64_t count;
   uint64_t ns;
@@ -27,6 +29,14 @@ typedef struct nrd_response_stat {
   nrd_duration compute_infer, compute_output, success, fail, empty_response, cancel;
 } nrd_response_stat;
 
+/* Memory a backend reported for the model or one instance (its `owner`). */
+typedef struct nrd_mem_usage {
+  const void *owner;
+  TRITONSERVER_MemoryType type;
+  int64_t id;
+  uint64_t byte_size;
+} nrd_mem_usage;
+
 typedef struct nrd_model_stats {
   pthread_mutex_t lock;
   uint64_t last_inference_ms;
@@ -39,6 +49,8 @@ typedef struct nrd_model_stats {
   nrd_response_stat *resp;
   uint32_t n_resp, cap_resp;
   atomic_int_fast64_t pending;  /* requests queued or executing (no lock) */
+  nrd_mem_usage *mem;
+  uint32_t n_mem;
 } nrd_model_stats;
 
 /* Monotonic clock in nanoseconds (what backends pass us too). */
@@ -69,6 +81,13 @@ void nrd_stats_response(nrd_model_stats *s, uint64_t index, uint64_t response_st
                         bool error, bool empty);
 
 void nrd_stats_pending_add(nrd_model_stats *s, int64_t delta);
+
+/* Replaces what `owner` (the model or one of its instances) reported before
+ * with `n` buffer attributes (memory type, id and byte size are read; the
+ * caller keeps them). Statistics show the sum per memory type and id.
+ * On error (bad arguments, out-of-memory) nothing changes. */
+TRITONSERVER_Error *nrd_stats_memory_report(nrd_model_stats *s, const void *owner,
+                                            TRITONSERVER_BufferAttributes **usage, uint32_t n);
 
 /* The model_stats[] entry of Triton's statistics JSON. New reference. */
 json_t *nrd_stats_json(nrd_model_stats *s, const char *model, int64_t version);

@@ -315,3 +315,21 @@ Test(lifecycle, released_with_reschedule_runs_again) {
   free(stats);
   H_OK(TRITONSERVER_ServerDelete(s));
 }
+
+Test(lifecycle, reported_memory_usage_in_statistics) {
+  /* slow_init reports 1000 bytes of CPU memory for the model (replacing an
+   * earlier 5) and 10 CPU + 7 pinned bytes per instance. */
+  write_model("mem", "slow_init",
+              "instance_group [ { count: 2 kind: KIND_CPU } ]\n"
+              "parameters { key: \"init_ms\" value: { string_value: \"0\" } }\n");
+  TRITONSERVER_Server *s = explicit_server();
+  H_OK(TRITONSERVER_ServerLoadModel(s, "mem"));
+  TRITONSERVER_Message *m = NULL;
+  H_OK(TRITONSERVER_ServerModelStatistics(s, "mem", -1, &m));
+  char *stats = h_msg_text(m);
+  cr_assert(strstr(stats, "\"memory_usage\":[{\"type\":\"CPU\",\"id\":0,\"byte_size\":1020},"
+                          "{\"type\":\"CPU_PINNED\",\"id\":0,\"byte_size\":14}]"),
+            "%s", stats);
+  free(stats);
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
