@@ -7,7 +7,7 @@
 #include "grpc_infer.h"
 
 int nrd_srv_grpc_endpoint_start(TRITONSERVER_Server *server, const nrd_srv_cli *cli,
-                                nrd_srv_grpc **out) {
+                                nrd_srv_shm *shm, nrd_srv_log_settings *log, nrd_srv_grpc **out) {
   *out = NULL;
   if (!cli->allow_grpc) return 0;
   TRITONSERVER_Error *err = nrd_srv_grpc_infer_init();
@@ -19,6 +19,8 @@ int nrd_srv_grpc_endpoint_start(TRITONSERVER_Server *server, const nrd_srv_cli *
         .max_message_size = (uint32_t)cli->grpc_max_message_size,
         .keepalive_time_ms = (unsigned)cli->grpc_keepalive_time_ms,
         .keepalive_timeout_ms = (unsigned)cli->grpc_keepalive_timeout_ms,
+        .shm = shm,
+        .log = log,
     };
     err = nrd_srv_grpc_start(server, &o, out);
   }

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "log_settings.h"
+#include "shm_registry.h"
 #include "triton/core/tritonserver.h"
 
 typedef struct nrd_srv_grpc_options {
@@ -19,6 +21,9 @@ typedef struct nrd_srv_grpc_options {
   uint32_t max_message_size; /* bytes; larger messages get RESOURCE_EXHAUSTED */
   unsigned keepalive_time_ms;    /* 0: no server pings */
   unsigned keepalive_timeout_ms; /* close when a ping is unanswered this long */
+  /* Shared with the HTTP front end; borrowed, they must outlive the front end. */
+  nrd_srv_shm *shm;          /* system shared memory regions */
+  nrd_srv_log_settings *log; /* LogSettings */
 } nrd_srv_grpc_options;
 
 typedef struct nrd_srv_grpc nrd_srv_grpc;

@@ -16,7 +16,8 @@
 #include <jansson.h>
 
 #include "http_server.h"
-#include "http_shm.h"
+#include "log_settings.h"
+#include "shm_registry.h"
 #include "triton/core/tritonserver.h"
 
 typedef struct nrd_srv_http_loop nrd_srv_http_loop;
@@ -52,14 +53,8 @@ struct nrd_srv_http {
   nrd_srv_http_loop *loops;
   int n_loops;
   atomic_long in_flight; /* pending requests, all loops */
-  nrd_srv_shm *shm;      /* registered system shared memory regions */
-  /* Log settings the core cannot report through the public API (file,
-   * verbose level, format): what nereid started with plus what POST
-   * /v2/logging changed. Guarded by log_mu; any loop thread. */
-  pthread_mutex_t log_mu;
-  char *log_file;
-  int log_verbose;
-  TRITONSERVER_LogFormat log_format;
+  nrd_srv_shm *shm;          /* borrowed from nereid: system shared memory */
+  nrd_srv_log_settings *log; /* borrowed from nereid: /v2/logging */
 };
 
 /* Registers `p` for `req` on `loop` (the loop thread that received req).

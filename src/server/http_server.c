@@ -247,9 +247,6 @@ static void free_http(nrd_srv_http *h) {
   free(h->loops);
   if (h->fd >= 0) close(h->fd);
   if (h->allocator) TRITONSERVER_ResponseAllocatorDelete(h->allocator);
-  nrd_srv_shm_free(h->shm);
-  pthread_mutex_destroy(&h->log_mu);
-  free(h->log_file);
   free(h);
 }
 
@@ -278,16 +275,9 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
   h->max_input = opts->max_input_size;
   h->metrics_only = opts->metrics_only != 0;
   atomic_init(&h->in_flight, 0);
-  pthread_mutex_init(&h->log_mu, NULL);
-  h->log_verbose = opts->log_verbose;
-  h->log_format = opts->log_format;
+  h->shm = opts->shm;
+  h->log = opts->log;
   TRITONSERVER_Error *err = NULL;
-  h->log_file = strdup(opts->log_file ? opts->log_file : "");
-  h->shm = nrd_srv_shm_new();
-  if (h->log_file == NULL || h->shm == NULL) {
-    err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-    goto fail;
-  }
   char msg[512];
   if (make_listener(opts->address, opts->port, &h->fd, &h->port, msg, sizeof msg) != 0) {
     err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, msg);

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "log_settings.h"
+#include "shm_registry.h"
 #include "triton/core/tritonserver.h"
 
 typedef struct nrd_srv_http nrd_srv_http;
@@ -21,11 +23,10 @@ typedef struct nrd_srv_http_options {
   int threads;               /* event-loop threads, >= 1 */
   size_t max_input_size;     /* largest request body accepted, bytes */
   int metrics_only;          /* 1: serve only GET /metrics (the metrics port) */
-  /* The log settings the server was started with, reported by GET
-   * /v2/logging (the public API cannot read them back). */
-  const char *log_file;      /* NULL or "": standard error */
-  int log_verbose;
-  TRITONSERVER_LogFormat log_format;
+  /* Shared with the gRPC front end; borrowed, they must outlive the front
+   * end. NULL only with metrics_only. */
+  nrd_srv_shm *shm;          /* system shared memory regions */
+  nrd_srv_log_settings *log; /* /v2/logging */
 } nrd_srv_http_options;
 
 /* Binds and starts serving `server` (borrowed: it must outlive the front

@@ -206,23 +206,22 @@ int main(int argc, char **argv) {
     TRITONSERVER_ErrorDelete(err);
   }
 
-  nrd_srv_http_endpoints http_ep;
-  if (nrd_srv_http_endpoints_start(server, &cli, &http_ep) != 0) {
-    err = TRITONSERVER_ServerStop(server);
-    if (err) report_error("stopping server", err);
-    TRITONSERVER_ServerDelete(server);
-    nrd_srv_cli_free(&cli);
-    return 1;
-  }
-
+  /* State both front ends share, as in Triton: registered shared memory
+   * regions and the log settings clients read and change. */
+  nrd_srv_shm *shm = nrd_srv_shm_new();
+  nrd_srv_log_settings *log_settings =
+      nrd_srv_log_settings_new(cli.log_file, cli.log_verbose, cli.log_format);
+  nrd_srv_http_endpoints http_ep = {0};
   nrd_srv_grpc *grpc_ep = NULL;
-  if (nrd_srv_grpc_endpoint_start(server, &cli, &grpc_ep) != 0) {
+  if (shm == NULL || log_settings == NULL) {
+    fprintf(stderr, "nereid: error: out of memory\n");
+    goto fail_endpoints;
+  }
+  if (nrd_srv_http_endpoints_start(server, &cli, shm, log_settings, &http_ep) != 0)
+    goto fail_endpoints;
+  if (nrd_srv_grpc_endpoint_start(server, &cli, shm, log_settings, &grpc_ep) != 0) {
     nrd_srv_http_endpoints_stop(&http_ep, cli.exit_timeout_secs);
-    err = TRITONSERVER_ServerStop(server);
-    if (err) report_error("stopping server", err);
-    TRITONSERVER_ServerDelete(server);
-    nrd_srv_cli_free(&cli);
-    return 1;
+    goto fail_endpoints;
   }
 
   bool ready = false;
@@ -251,7 +250,18 @@ int main(int argc, char **argv) {
   if (err) report_error("stopping server", err);
   err = TRITONSERVER_ServerDelete(server);
   if (err) report_error("deleting server", err);
+  nrd_srv_shm_free(shm);
+  nrd_srv_log_settings_free(log_settings);
   nrd_srv_cli_free(&cli);
   printf("nereid: stopped\n");
   return 0;
+
+fail_endpoints:
+  err = TRITONSERVER_ServerStop(server);
+  if (err) report_error("stopping server", err);
+  TRITONSERVER_ServerDelete(server);
+  nrd_srv_shm_free(shm);
+  nrd_srv_log_settings_free(log_settings);
+  nrd_srv_cli_free(&cli);
+  return 1;
 }

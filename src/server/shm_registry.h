@@ -6,13 +6,12 @@
  * Threads: every function may be called from any thread; the registry is
  * guarded by its own mutex. A region in use by a request stays mapped
  * until that request lets go of it, even if it is unregistered meanwhile. */
-#ifndef NRD_SRV_HTTP_SHM_H
-#define NRD_SRV_HTTP_SHM_H
+#ifndef NRD_SRV_SHM_REGISTRY_H
+#define NRD_SRV_SHM_REGISTRY_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "http_json.h"
 #include "triton/core/tritonserver.h"
 
 typedef struct nrd_srv_shm nrd_srv_shm;
@@ -37,10 +36,17 @@ TRITONSERVER_Error *nrd_srv_shm_register(nrd_srv_shm *shm, const char *name, con
  * name is not an error (as Triton). Returns NULL. */
 TRITONSERVER_Error *nrd_srv_shm_unregister(nrd_srv_shm *shm, const char *name);
 
-/* Appends the status JSON array ([{name,key,offset,byte_size}, ...]) of
- * region `name`, or of all regions when name is NULL, to out. NOT_FOUND
- * for an unknown name; INTERNAL when memory runs out. */
-TRITONSERVER_Error *nrd_srv_shm_status(nrd_srv_shm *shm, const char *name, nrd_srv_http_text *out);
+/* Called once per region by nrd_srv_shm_status, under the registry's lock
+ * (it must not call back into the registry). The strings are valid only
+ * during the call. Returns 0, or non-zero to stop (out of memory). */
+typedef int (*nrd_srv_shm_visit_fn)(const char *name, const char *key, uint64_t offset,
+                                    uint64_t byte_size, void *arg);
+
+/* Calls fn for region `name`, or for every region when name is NULL.
+ * NOT_FOUND for an unknown name; INTERNAL when fn returned non-zero.
+ * Caller owns the error. */
+TRITONSERVER_Error *nrd_srv_shm_status(nrd_srv_shm *shm, const char *name, nrd_srv_shm_visit_fn fn,
+                                       void *arg);
 
 /* Looks up [offset, offset+byte_size) of region `name`: on success *region
  * holds a reference (release it with nrd_srv_shm_release) and *addr points

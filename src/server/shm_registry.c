@@ -1,0 +1,188 @@
+/* The system shared memory registry shared by the HTTP and gRPC front
+ * ends (Triton's shared memory extension, system regions). */
+#include "shm_registry.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct nrd_srv_shm_region {
+  nrd_srv_shm_region *next; /* in the registry's list (registry mutex) */
+  atomic_int refs;          /* the registry's + one per acquire */
+  char *name, *key;
+  uint64_t offset, byte_size;
+  void *map;      /* start of the mapping (page aligned) */
+  size_t map_len;
+  char *base;     /* the region's first byte, inside the mapping */
+};
+
+struct nrd_srv_shm {
+  pthread_mutex_t mu;
+  nrd_srv_shm_region *regions;
+};
+
+static TRITONSERVER_Error *shm_error(TRITONSERVER_Error_Code code, const char *fmt, const char *a,
+                                     const char *b) {
+  char msg[600];
+  snprintf(msg, sizeof msg, fmt, a, b ? b : "");
+  return TRITONSERVER_ErrorNew(code, msg);
+}
+
+nrd_srv_shm *nrd_srv_shm_new(void) {
+  nrd_srv_shm *s = calloc(1, sizeof *s);
+  if (s) pthread_mutex_init(&s->mu, NULL);
+  return s;
+}
+
+static void region_unref(nrd_srv_shm_region *r) {
+  if (atomic_fetch_sub(&r->refs, 1) != 1) return;
+  munmap(r->map, r->map_len);
+  free(r->name);
+  free(r->key);
+  free(r);
+}
+
+void nrd_srv_shm_free(nrd_srv_shm *s) {
+  if (s == NULL) return;
+  nrd_srv_shm_unregister(s, NULL);
+  pthread_mutex_destroy(&s->mu);
+  free(s);
+}
+
+static nrd_srv_shm_region *find(nrd_srv_shm *s, const char *name) {
+  for (nrd_srv_shm_region *r = s->regions; r; r = r->next)
+    if (strcmp(r->name, name) == 0) return r;
+  return NULL;
+}
+
+TRITONSERVER_Error *nrd_srv_shm_register(nrd_srv_shm *s, const char *name, const char *key,
+                                         uint64_t offset, uint64_t byte_size) {
+  pthread_mutex_lock(&s->mu);
+  TRITONSERVER_Error *err = NULL;
+  int fd = -1;
+  nrd_srv_shm_region *r = NULL;
+  if (find(s, name)) {
+    err = shm_error(TRITONSERVER_ERROR_ALREADY_EXISTS, "shared memory region '%s' already in manager",
+                    name, NULL);
+    goto done;
+  }
+  fd = shm_open(key, O_RDWR, 0);
+  if (fd < 0) {
+    err = shm_error(TRITONSERVER_ERROR_INTERNAL, "Unable to open shared memory region: '%s': %s", key,
+                    strerror(errno));
+    goto done;
+  }
+  struct stat st = {0};
+  if (fstat(fd, &st) != 0 || byte_size == 0 || offset > (uint64_t)st.st_size ||
+      byte_size > (uint64_t)st.st_size - offset) {
+    char range[200];
+    snprintf(range, sizeof range, "offset %llu + byte_size %llu does not fit in the object of %lld bytes",
+             (unsigned long long)offset, (unsigned long long)byte_size, (long long)st.st_size);
+    err = shm_error(TRITONSERVER_ERROR_INVALID_ARG, "failed to register shared memory region '%s': %s",
+                    name, range);
+    goto done;
+  }
+  long page = sysconf(_SC_PAGESIZE);
+  uint64_t map_off = offset - offset % (uint64_t)page;
+  r = calloc(1, sizeof *r);
+  if (r == NULL || (r->name = strdup(name)) == NULL || (r->key = strdup(key)) == NULL) {
+    err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    goto done;
+  }
+  r->map_len = (size_t)(byte_size + (offset - map_off));
+  r->map = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)map_off);
+  if (r->map == MAP_FAILED) {
+    r->map = NULL;
+    err = shm_error(TRITONSERVER_ERROR_INVALID_ARG, "failed to register shared memory region '%s': %s",
+                    name, strerror(errno));
+    goto done;
+  }
+  r->base = (char *)r->map + (offset - map_off);
+  r->offset = offset;
+  r->byte_size = byte_size;
+  atomic_init(&r->refs, 1);
+  r->next = s->regions;
+  s->regions = r;
+  r = NULL;
+done:
+  if (r) {
+    free(r->name);
+    free(r->key);
+    free(r);
+  }
+  if (fd >= 0) close(fd);
+  pthread_mutex_unlock(&s->mu);
+  return err;
+}
+
+TRITONSERVER_Error *nrd_srv_shm_unregister(nrd_srv_shm *s, const char *name) {
+  pthread_mutex_lock(&s->mu);
+  nrd_srv_shm_region **pp = &s->regions;
+  while (*pp) {
+    nrd_srv_shm_region *r = *pp;
+    if (name == NULL || strcmp(r->name, name) == 0) {
+      *pp = r->next;
+      region_unref(r);
+    } else {
+      pp = &r->next;
+    }
+  }
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+TRITONSERVER_Error *nrd_srv_shm_status(nrd_srv_shm *s, const char *name, nrd_srv_shm_visit_fn fn,
+                                       void *arg) {
+  pthread_mutex_lock(&s->mu);
+  TRITONSERVER_Error *err = NULL;
+  int bad = 0;
+  if (name) {
+    nrd_srv_shm_region *r = find(s, name);
+    if (r == NULL)
+      err = shm_error(TRITONSERVER_ERROR_NOT_FOUND, "Unable to find system shared memory region: '%s'",
+                      name, NULL);
+    else
+      bad = fn(r->name, r->key, r->offset, r->byte_size, arg);
+  } else {
+    for (nrd_srv_shm_region *r = s->regions; r && !bad; r = r->next)
+      bad = fn(r->name, r->key, r->offset, r->byte_size, arg);
+  }
+  pthread_mutex_unlock(&s->mu);
+  if (err == NULL && bad) err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  return err;
+}
+
+TRITONSERVER_Error *nrd_srv_shm_acquire(nrd_srv_shm *s, const char *name, uint64_t offset,
+                                        uint64_t byte_size, nrd_srv_shm_region **region,
+                                        void **addr) {
+  *region = NULL;
+  *addr = NULL;
+  pthread_mutex_lock(&s->mu);
+  nrd_srv_shm_region *r = find(s, name);
+  TRITONSERVER_Error *err = NULL;
+  if (r == NULL) {
+    err = shm_error(TRITONSERVER_ERROR_NOT_FOUND, "Unable to find shared memory region: '%s'", name,
+                    NULL);
+  } else if (offset > r->byte_size || byte_size > r->byte_size - offset) {
+    err = shm_error(TRITONSERVER_ERROR_INVALID_ARG,
+                    "Invalid offset + byte size for shared memory region: '%s'", name, NULL);
+  } else {
+    atomic_fetch_add(&r->refs, 1);
+    *region = r;
+    *addr = r->base + offset;
+  }
+  pthread_mutex_unlock(&s->mu);
+  return err;
+}
+
+void nrd_srv_shm_release(nrd_srv_shm_region *r) {
+  if (r) region_unref(r);
+}
