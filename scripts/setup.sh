@@ -11,7 +11,8 @@ packages=(
   libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler   # gRPC front end
   python3-grpcio python3-protobuf python3-grpc-tools     # gRPC tests (stubs from proto/)
   nghttp2-client          # h2load for the gRPC benchmark
-  libevent-dev zlib1g-dev  # HTTP/REST front end (evhttp), gzip/deflate
+  zlib1g-dev              # gzip/deflate (HTTP and gRPC compression)
+  libevent-dev            # bench/http_baseline only: the evhttp do-nothing server
   wrk                     # HTTP benchmark (bench/http_bench.sh)
 )
 

@@ -7,8 +7,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include <event2/buffer.h>
-#include <event2/http.h>
 #include <zlib.h>
 
 #include "http_internal.h"
@@ -22,43 +20,48 @@ static int window_bits(const char *enc) {
   return 0;
 }
 
-int nrd_srv_http_decode_body(struct evhttp_request *req, size_t limit, char *msg, size_t msglen) {
-  const char *enc = evhttp_find_header(evhttp_request_get_input_headers(req), "Content-Encoding");
+int nrd_srv_http_decode_body(nrd_srv_http_req *req, size_t limit, char *msg, size_t msglen) {
+  const char *enc = nrd_srv_http_header_get(req, "Content-Encoding");
   if (enc == NULL || *enc == '\0' || strcasecmp(enc, "identity") == 0) return 0;
   int wb = window_bits(enc);
   if (wb == 0) {
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Accept-Encoding", "gzip, deflate");
+    nrd_srv_http_add_header(req, "Accept-Encoding", "gzip, deflate");
     snprintf(msg, msglen, "unsupported Content-Encoding '%.60s' (supported: gzip, deflate, identity)", enc);
     return 415;
   }
-  struct evbuffer *in = evhttp_request_get_input_buffer(req);
-  size_t in_len = evbuffer_get_length(in);
-  unsigned char *src = in_len ? evbuffer_pullup(in, -1) : NULL;
+  size_t in_len = 0;
+  const char *src = nrd_srv_http_body(req, &in_len);
   z_stream z;
   memset(&z, 0, sizeof z);
   if (inflateInit2(&z, wb) != Z_OK) {
     snprintf(msg, msglen, "cannot start decompressing the request body");
     return 400;
   }
-  struct evbuffer *out = evbuffer_new();
+  char *out = NULL;
+  size_t cap = 0, total = 0;
   int status = 0, rc = Z_OK;
-  size_t total = 0;
-  z.next_in = src;
+  z.next_in = (Bytef *)src;
   z.avail_in = (uInt)in_len; /* bodies are far below 4 GB (max input size) */
-  while (out && rc != Z_STREAM_END) {
-    struct evbuffer_iovec v;
-    if (evbuffer_reserve_space(out, CHUNK, &v, 1) < 1) {
-      status = 500;
-      snprintf(msg, msglen, "out of memory decompressing the request body");
-      break;
+  while (rc != Z_STREAM_END) {
+    if (total == cap) {
+      size_t ncap = cap ? cap * 2 : (in_len * 4 > CHUNK ? in_len * 4 : CHUNK);
+      if (ncap > limit + 1) ncap = limit + 1; /* one byte past the limit tells us it is over */
+      char *n = ncap > cap ? realloc(out, ncap) : NULL;
+      if (n == NULL) {
+        status = ncap > cap ? 500 : 413;
+        if (status == 500) snprintf(msg, msglen, "out of memory decompressing the request body");
+        else snprintf(msg, msglen, "decompressed request body is larger than the limit of %zu bytes", limit);
+        break;
+      }
+      out = n;
+      cap = ncap;
     }
-    z.next_out = v.iov_base;
-    z.avail_out = (uInt)(v.iov_len < CHUNK ? v.iov_len : CHUNK);
-    size_t avail = z.avail_out;
+    size_t room = cap - total;
+    if (room > CHUNK) room = CHUNK;
+    z.next_out = (Bytef *)out + total;
+    z.avail_out = (uInt)room;
     rc = inflate(&z, Z_NO_FLUSH);
-    size_t produced = avail - z.avail_out;
-    v.iov_len = produced;
-    evbuffer_commit_space(out, &v, 1);
+    size_t produced = room - z.avail_out;
     total += produced;
     if (total > limit) {
       status = 413;
@@ -79,16 +82,12 @@ int nrd_srv_http_decode_body(struct evhttp_request *req, size_t limit, char *msg
     }
   }
   inflateEnd(&z);
-  if (out == NULL) {
-    snprintf(msg, msglen, "out of memory decompressing the request body");
-    return 500;
+  if (status != 0) {
+    free(out);
+    return status;
   }
-  if (status == 0) {
-    evbuffer_drain(in, in_len);
-    evbuffer_add_buffer(in, out);
-  }
-  evbuffer_free(out);
-  return status;
+  nrd_srv_http_set_body(req, out, total);
+  return 0;
 }
 
 /* The first of gzip/deflate that Accept-Encoding allows (q > 0), or 0. */
@@ -111,49 +110,40 @@ static int accepted(const char *accept) {
   return 0;
 }
 
-void nrd_srv_http_encode_reply(struct evhttp_request *req) {
-  const char *accept = evhttp_find_header(evhttp_request_get_input_headers(req), "Accept-Encoding");
+void nrd_srv_http_encode_reply(nrd_srv_http_req *req) {
+  const char *accept = nrd_srv_http_header_get(req, "Accept-Encoding");
   int wb = accept ? accepted(accept) : 0;
   if (wb == 0) return;
-  struct evbuffer *body = evhttp_request_get_output_buffer(req);
-  size_t len = evbuffer_get_length(body);
   z_stream z;
   memset(&z, 0, sizeof z);
   if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, wb, 8, Z_DEFAULT_STRATEGY) != Z_OK) return;
-  struct evbuffer *out = evbuffer_new();
+  /* One buffer large enough for any outcome, filled from the body's pieces
+   * without joining them first. */
+  size_t cap = (size_t)deflateBound(&z, (uLong)req->out_len);
+  char *out = malloc(cap ? cap : 1);
   bool ok = out != NULL;
-  /* Walk the body's chunks without making it contiguous. */
-  int n = ok ? evbuffer_peek(body, -1, NULL, NULL, 0) : 0;
-  struct evbuffer_iovec *vs = n > 0 ? malloc((size_t)n * sizeof *vs) : NULL;
-  if (n > 0 && vs == NULL) ok = false;
-  if (ok && n > 0) evbuffer_peek(body, -1, NULL, vs, n);
-  for (int i = 0; ok && i <= n; i++) {
-    int flush = i == n ? Z_FINISH : Z_NO_FLUSH;
-    z.next_in = i < n ? vs[i].iov_base : NULL;
-    z.avail_in = i < n ? (uInt)vs[i].iov_len : 0;
-    int rc;
-    do {
-      struct evbuffer_iovec v;
-      if (evbuffer_reserve_space(out, CHUNK, &v, 1) < 1) {
-        ok = false;
-        break;
-      }
-      z.next_out = v.iov_base;
-      z.avail_out = (uInt)(v.iov_len < CHUNK ? v.iov_len : CHUNK);
-      size_t avail = z.avail_out;
-      rc = deflate(&z, flush);
-      v.iov_len = avail - z.avail_out;
-      evbuffer_commit_space(out, &v, 1);
-      if (rc == Z_STREAM_ERROR) ok = false;
-    } while (ok && (z.avail_out == 0 || (flush == Z_FINISH && rc != Z_STREAM_END)));
+  z.next_out = (Bytef *)out;
+  z.avail_out = (uInt)cap;
+  for (size_t i = 0; ok && i <= req->n_segs; i++) {
+    int flush = i == req->n_segs ? Z_FINISH : Z_NO_FLUSH;
+    z.next_in = i < req->n_segs ? (Bytef *)req->segs[i].data : NULL;
+    z.avail_in = i < req->n_segs ? (uInt)req->segs[i].len : 0;
+    int rc = deflate(&z, flush);
+    if (rc == Z_STREAM_ERROR || (flush == Z_FINISH && rc != Z_STREAM_END) ||
+        (flush != Z_FINISH && z.avail_in != 0))
+      ok = false;
   }
+  size_t produced = cap - z.avail_out;
   deflateEnd(&z);
-  free(vs);
-  if (ok) {
-    evbuffer_drain(body, len);
-    evbuffer_add_buffer(body, out);
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Encoding",
-                      wb == 15 ? "deflate" : "gzip");
+  if (!ok) {
+    free(out);
+    return;
   }
-  if (out) evbuffer_free(out);
+  /* Replace the body with the compressed bytes. */
+  for (size_t i = 0; i < req->n_segs; i++)
+    if (req->segs[i].release) req->segs[i].release(req->segs[i].arg);
+  req->n_segs = 0;
+  req->out_len = 0;
+  if (nrd_srv_http_add_body_ref(req, out, produced, free, out) == 0)
+    nrd_srv_http_add_header(req, "Content-Encoding", wb == 15 ? "deflate" : "gzip");
 }

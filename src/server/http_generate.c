@@ -21,8 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <event2/buffer.h>
-#include <event2/http.h>
 #include <jansson.h>
 
 #include "http_internal.h"
@@ -124,7 +122,14 @@ static int encode(TRITONSERVER_InferenceResponse *resp, nrd_srv_http_text *t, in
 
 /* ---- loop side ---------------------------------------------------------------- */
 
-static void send_events(gen_ctx *c, struct evhttp_request *req) {
+static void start_stream(gen_ctx *c, nrd_srv_http_req *req) {
+  nrd_srv_http_add_header(req, "Content-Type", "text/event-stream; charset=utf-8");
+  nrd_srv_http_add_header(req, "Cache-Control", "no-cache");
+  nrd_srv_http_send_start(req, 200);
+  c->started = true;
+}
+
+static void send_events(gen_ctx *c, nrd_srv_http_req *req) {
   pthread_mutex_lock(&c->mu);
   gen_event *list = c->head;
   c->head = c->tail = NULL;
@@ -132,20 +137,15 @@ static void send_events(gen_ctx *c, struct evhttp_request *req) {
   for (gen_event *e = list, *n; e; e = n) {
     n = e->next;
     if (req) {
-      if (!c->started) {
-        struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-        evhttp_add_header(h, "Content-Type", "text/event-stream; charset=utf-8");
-        evhttp_add_header(h, "Cache-Control", "no-cache");
-        evhttp_send_reply_start(req, 200, "OK");
-        c->started = true;
-      }
-      struct evbuffer *b = evbuffer_new();
+      if (!c->started) start_stream(c, req);
+      /* One chunk per event: "data: " + text + blank line. */
+      char *b = malloc(e->len + 8);
       if (b) {
-        evbuffer_add(b, "data: ", 6);
-        evbuffer_add(b, e->text, e->len);
-        evbuffer_add(b, "\n\n", 2);
-        evhttp_send_reply_chunk(req, b);
-        evbuffer_free(b);
+        memcpy(b, "data: ", 6);
+        memcpy(b + 6, e->text, e->len);
+        memcpy(b + 6 + e->len, "\n\n", 2);
+        nrd_srv_http_send_chunk(req, b, e->len + 8);
+        free(b);
       }
     }
     free(e->text);
@@ -154,8 +154,8 @@ static void send_events(gen_ctx *c, struct evhttp_request *req) {
 }
 
 /* The request as long as it can still be answered, else NULL. */
-static struct evhttp_request *live_req(gen_ctx *c) {
-  return c->pending.detached ? NULL : c->pending.req;
+static nrd_srv_http_req *live_req(gen_ctx *c) {
+  return nrd_srv_http_pending_req(&c->pending);
 }
 
 static void drain(void *arg) {
@@ -166,15 +166,11 @@ static void drain(void *arg) {
 static void finish(void *arg) {
   gen_ctx *c = arg;
   if (c->stream) send_events(c, live_req(c));
-  struct evhttp_request *req = nrd_srv_http_pending_finish(c->loop, &c->pending);
+  nrd_srv_http_req *req = nrd_srv_http_pending_finish(c->loop, &c->pending);
   if (req == NULL) return ctx_free(c);
   if (c->stream) {
-    if (!c->started) { /* no response at all: an empty event stream */
-      struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-      evhttp_add_header(h, "Content-Type", "text/event-stream; charset=utf-8");
-      evhttp_send_reply_start(req, 200, "OK");
-    }
-    evhttp_send_reply_end(req);
+    if (!c->started) start_stream(c, req); /* no response at all: an empty event stream */
+    nrd_srv_http_send_end(req);
     return ctx_free(c);
   }
   gen_event *e = c->head;
@@ -421,7 +417,7 @@ done:
   return status;
 }
 
-void nrd_srv_http_generate(nrd_srv_http_loop *loop, struct evhttp_request *req, const char *model,
+void nrd_srv_http_generate(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const char *model,
                            int64_t version, bool stream) {
   nrd_srv_http *h = loop->http;
   char msg[512];
@@ -457,7 +453,7 @@ void nrd_srv_http_generate(nrd_srv_http_loop *loop, struct evhttp_request *req, 
   nrd_srv_http_pending_add(loop, &c->pending, req);
   err = TRITONSERVER_ServerInferAsync(h->server, c->ireq, NULL);
   if (err) {
-    struct evhttp_request *r = nrd_srv_http_pending_finish(loop, &c->pending);
+    nrd_srv_http_req *r = nrd_srv_http_pending_finish(loop, &c->pending);
     ctx_free(c);
     if (r) nrd_srv_http_reply_tserr(r, err);
     else TRITONSERVER_ErrorDelete(err);

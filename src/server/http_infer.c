@@ -12,8 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <event2/buffer.h>
-#include <event2/http.h>
 #include <jansson.h>
 
 #include "http_internal.h"
@@ -21,11 +19,16 @@
 
 #define BLOCK_HEADER 64 /* output blocks: header, then 64-byte aligned data */
 
-/* One output buffer: freed by the allocator's release unless `taken`, in
- * which case the response body (evbuffer reference) frees it once sent. */
+/* One output buffer, shared by the core's response (until the allocator's
+ * release) and, when its bytes are sent by reference, by the reply (until
+ * they are written): the last of the two frees it. */
 typedef struct out_block {
-  bool taken;
+  atomic_int refs;
 } out_block;
+
+static void block_unref(out_block *b) {
+  if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1) free(b);
+}
 
 typedef struct req_output {
   char *name;
@@ -41,6 +44,7 @@ typedef struct req_output {
 typedef struct infer_ctx {
   nrd_srv_http_pending pending; /* first member */
   nrd_srv_http_loop *loop;
+  nrd_srv_http_task task;       /* posts encode_and_send back to the loop */
   pthread_mutex_t mu;           /* guards ireq against cancel vs release */
   TRITONSERVER_InferenceRequest *ireq;
   TRITONSERVER_InferenceResponse *resp;
@@ -90,7 +94,7 @@ static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *allocator,
     snprintf(msg, sizeof msg, "cannot allocate %zu bytes for output '%s'", byte_size, tensor_name);
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, msg);
   }
-  ((out_block *)p)->taken = false;
+  atomic_init(&((out_block *)p)->refs, 1);
   *buffer = (char *)p + BLOCK_HEADER;
   *buffer_userp = p;
   return NULL;
@@ -104,8 +108,7 @@ static TRITONSERVER_Error *release_fn(TRITONSERVER_ResponseAllocator *allocator,
   (void)byte_size;
   (void)memory_type;
   (void)memory_type_id;
-  out_block *b = buffer_userp;
-  if (b && !b->taken) free(b);
+  if (buffer_userp) block_unref(buffer_userp);
   return NULL;
 }
 
@@ -113,11 +116,7 @@ TRITONSERVER_Error *nrd_srv_http_allocator_new(TRITONSERVER_ResponseAllocator **
   return TRITONSERVER_ResponseAllocatorNew(out, alloc_fn, release_fn, NULL);
 }
 
-static void free_block_ref(const void *data, size_t len, void *extra) {
-  (void)data;
-  (void)len;
-  free(extra);
-}
+static void free_block_ref(void *block) { block_unref(block); }
 
 /* ---- context -------------------------------------------------------------- */
 
@@ -152,8 +151,10 @@ static void encode_and_send(void *arg);
 
 static void count_down(infer_ctx *c) {
   if (atomic_fetch_sub(&c->remaining, 1) != 1) return;
-  if (nrd_srv_http_post(c->loop, encode_and_send, c) != 0)
-    fprintf(stderr, "nereid: cannot post an inference result to the HTTP loop\n");
+  c->task.fn = encode_and_send;
+  c->task.arg = c;
+  c->task.heap = false;
+  nrd_srv_http_post_task(c->loop, &c->task);
 }
 
 static void on_release(TRITONSERVER_InferenceRequest *request, const uint32_t flags, void *userp) {
@@ -206,13 +207,22 @@ static bool output_binary(const infer_ctx *c, const char *name) {
   return c->binary_default;
 }
 
-static void send_response(infer_ctx *c, struct evhttp_request *req) {
+/* Builds the reply to req from c's response. Returns true when the reply is
+ * ready to send: the caller sends it after deleting the response, because
+ * output blocks handed to the reply are freed as soon as they are written.
+ * Returns false when req was already answered (an error). */
+static bool build_reply(infer_ctx *c, nrd_srv_http_req *req) {
   TRITONSERVER_InferenceResponse *resp = c->resp;
-  if (resp == NULL) return nrd_srv_http_reply_error(req, 500, "the inference produced no response");
+  if (resp == NULL) {
+    nrd_srv_http_reply_error(req, 500, "the inference produced no response");
+    return false;
+  }
   TRITONSERVER_Error *rerr = TRITONSERVER_InferenceResponseError(resp);
-  if (rerr) return nrd_srv_http_reply_tserr(req, rerr); /* deletes our copy */
+  if (rerr) {
+    nrd_srv_http_reply_tserr(req, rerr); /* deletes our copy */
+    return false;
+  }
   nrd_srv_http_text t = {0};
-  struct evbuffer *out = evhttp_request_get_output_buffer(req);
   const char *model = "";
   int64_t version = 0;
   const char *id = "";
@@ -221,7 +231,10 @@ static void send_response(infer_ctx *c, struct evhttp_request *req) {
   if (!err) err = TRITONSERVER_InferenceResponseId(resp, &id);
   if (!err) err = TRITONSERVER_InferenceResponseParameterCount(resp, &n_params);
   if (!err) err = TRITONSERVER_InferenceResponseOutputCount(resp, &n_out);
-  if (err) return nrd_srv_http_reply_tserr(req, err);
+  if (err) {
+    nrd_srv_http_reply_tserr(req, err);
+    return false;
+  }
   char num[64];
   int bad = add_str(&t, "{\"model_name\":");
   bad |= nrd_srv_http_text_quoted(&t, model, strlen(model));
@@ -333,47 +346,48 @@ static void send_response(infer_ctx *c, struct evhttp_request *req) {
     free(extra);
     free(tails);
     free(t.buf);
-    if (err) return nrd_srv_http_reply_tserr(req, err);
-    return nrd_srv_http_reply_error(req, 500, "out of memory encoding the response");
+    if (err) nrd_srv_http_reply_tserr(req, err);
+    else nrd_srv_http_reply_error(req, 500, "out of memory encoding the response");
+    return false;
   }
-  struct evkeyvalq *hdrs = evhttp_request_get_output_headers(req);
-  bool may_compress = evhttp_find_header(evhttp_request_get_input_headers(req), "Accept-Encoding") != NULL;
+  bool may_compress = nrd_srv_http_header_get(req, "Accept-Encoding") != NULL;
   size_t json_len = t.len;
-  if (evbuffer_add_reference(out, t.buf, t.len, free_block_ref, t.buf) != 0) free(t.buf);
+  int fail = nrd_srv_http_add_body_ref(req, t.buf, t.len, free, t.buf);
   if (n_tails > 0) {
     snprintf(num, sizeof num, "%zu", json_len);
-    evhttp_add_header(hdrs, "Inference-Header-Content-Length", num);
-    evhttp_add_header(hdrs, "Content-Type", "application/octet-stream");
-    for (size_t i = 0; i < n_tails; i++) {
+    fail |= nrd_srv_http_add_header(req, "Inference-Header-Content-Length", num);
+    fail |= nrd_srv_http_add_header(req, "Content-Type", "application/octet-stream");
+    for (size_t i = 0; i < n_tails && !fail; i++) {
       if (tails[i].size == 0) continue;
       out_block *b = tails[i].block;
-      /* A reply that will be compressed is drained before the response is
-       * deleted, so its blocks are copied rather than handed over. */
-      if (b && !b->taken && !may_compress) {
-        b->taken = true;
-        if (evbuffer_add_reference(out, tails[i].data, tails[i].size, free_block_ref, b) != 0) {
-          b->taken = false;
-          evbuffer_add(out, tails[i].data, tails[i].size);
-        }
+      /* A reply that will be compressed is re-encoded anyway: copy. */
+      if (b && !may_compress) {
+        atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+        fail |= nrd_srv_http_add_body_ref(req, tails[i].data, tails[i].size, free_block_ref, b);
       } else {
-        evbuffer_add(out, tails[i].data, tails[i].size);
+        fail |= nrd_srv_http_add_body(req, tails[i].data, tails[i].size);
       }
     }
   } else {
-    evhttp_add_header(hdrs, "Content-Type", "application/json");
+    fail |= nrd_srv_http_add_header(req, "Content-Type", "application/json");
   }
   (void)tail_bytes;
   for (size_t k = 0; k < n_extra; k++) free(extra[k]);
   free(extra);
   free(tails);
+  if (fail) {
+    nrd_srv_http_clear_body(req);
+    nrd_srv_http_reply_error(req, 500, "out of memory encoding the response");
+    return false;
+  }
   nrd_srv_http_encode_reply(req);
-  evhttp_send_reply(req, 200, "OK", NULL);
+  return true;
 }
 
 static void encode_and_send(void *arg) {
   infer_ctx *c = arg;
-  struct evhttp_request *req = nrd_srv_http_pending_finish(c->loop, &c->pending);
-  if (req) send_response(c, req);
+  nrd_srv_http_req *req = nrd_srv_http_pending_finish(c->loop, &c->pending);
+  if (req && build_reply(c, req)) nrd_srv_http_send(req, 200);
   ctx_free(c);
 }
 
@@ -381,10 +395,11 @@ static void encode_and_send(void *arg) {
 
 typedef struct parse {
   infer_ctx *c;
+  const nrd_srv_http_req *req;
   TRITONSERVER_InferenceRequest *ireq;
   const char *model;
   int64_t version;
-  struct evbuffer *in;
+  const char *body;
   size_t header_len, body_len, cursor; /* cursor: bytes of the tail used */
   const char *header;
   nrd_srv_http_span spans[NRD_SRV_HTTP_MAX_DATA_SPANS];
@@ -424,29 +439,9 @@ static int append_binary(parse *ps, const char *name, size_t size) {
         TRITONSERVER_InferenceRequestAppendInputData(ps->ireq, name, NULL, 0, TRITONSERVER_MEMORY_CPU, 0);
     return err ? core_fail(ps, err) : 0;
   }
-  struct evbuffer_ptr pos;
-  if (evbuffer_ptr_set(ps->in, &pos, ps->header_len + ps->cursor, EVBUFFER_PTR_SET) != 0)
-    FAIL("cannot locate the binary data of input '%s'", name);
-  int n = evbuffer_peek(ps->in, (ev_ssize_t)size, &pos, NULL, 0);
-  if (n <= 0) FAIL("cannot locate the binary data of input '%s'", name);
-  struct evbuffer_iovec stackv[8];
-  struct evbuffer_iovec *v = n <= 8 ? stackv : malloc((size_t)n * sizeof *v);
-  if (v == NULL) FAIL("out of memory");
-  n = evbuffer_peek(ps->in, (ev_ssize_t)size, &pos, v, n);
-  size_t left = size;
-  int rc = 0;
-  for (int i = 0; i < n && left > 0; i++) {
-    size_t take = v[i].iov_len < left ? v[i].iov_len : left;
-    TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestAppendInputData(
-        ps->ireq, name, v[i].iov_base, take, TRITONSERVER_MEMORY_CPU, 0);
-    if (err) {
-      rc = core_fail(ps, err);
-      break;
-    }
-    left -= take;
-  }
-  if (v != stackv) free(v);
-  if (rc == 0 && left != 0) FAIL("binary data of input '%s' is incomplete", name);
+  TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestAppendInputData(
+      ps->ireq, name, ps->body + ps->header_len + ps->cursor, size, TRITONSERVER_MEMORY_CPU, 0);
+  int rc = err ? core_fail(ps, err) : 0;
   ps->cursor += size;
   return rc;
 }
@@ -700,8 +695,7 @@ static int parse_parameters(parse *ps, json_t *params) {
 
 /* Parses the whole request into ps->ireq. Returns 0 or -1 with ps->msg. */
 static int parse_request(parse *ps) {
-  const char *hlen = evhttp_find_header(evhttp_request_get_input_headers(ps->c->pending.req),
-                                        "Inference-Header-Content-Length");
+  const char *hlen = nrd_srv_http_header_get(ps->req, "Inference-Header-Content-Length");
   ps->header_len = ps->body_len;
   if (hlen) {
     char *end = NULL;
@@ -712,8 +706,7 @@ static int parse_request(parse *ps) {
     ps->header_len = (size_t)v;
   }
   if (ps->header_len == 0) FAIL("the request body is empty: expected a JSON inference request");
-  ps->header = (const char *)evbuffer_pullup(ps->in, (ev_ssize_t)ps->header_len);
-  if (ps->header == NULL) FAIL("out of memory reading the request body");
+  ps->header = ps->body;
   char *stripped = NULL;
   size_t stripped_len = 0;
   if (nrd_srv_http_json_cut_data(ps->header, ps->header_len, ps->spans, &ps->n_spans, &stripped,
@@ -759,7 +752,7 @@ done:
   return rc;
 }
 
-void nrd_srv_http_infer(nrd_srv_http_loop *loop, struct evhttp_request *req, const char *model,
+void nrd_srv_http_infer(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const char *model,
                         int64_t version) {
   nrd_srv_http *h = loop->http;
   uint32_t txn = 0;
@@ -777,7 +770,6 @@ void nrd_srv_http_infer(nrd_srv_http_loop *loop, struct evhttp_request *req, con
   c->loop = loop;
   pthread_mutex_init(&c->mu, NULL);
   atomic_init(&c->remaining, 2);
-  c->pending.req = req; /* parse_request reads headers through it */
   c->pending.on_disconnect = on_disconnect;
   err = TRITONSERVER_InferenceRequestNew(&c->ireq, h->server, model, version);
   if (err) {
@@ -786,8 +778,8 @@ void nrd_srv_http_infer(nrd_srv_http_loop *loop, struct evhttp_request *req, con
     return nrd_srv_http_reply_tserr(req, err);
   }
   parse ps = {.c = c, .ireq = c->ireq, .model = model, .version = version,
-              .in = evhttp_request_get_input_buffer(req)};
-  ps.body_len = evbuffer_get_length(ps.in);
+              .req = req};
+  ps.body = nrd_srv_http_body(req, &ps.body_len);
   ps.msg[0] = '\0';
   if (parse_request(&ps) != 0) {
     ctx_free(c);
@@ -803,7 +795,7 @@ void nrd_srv_http_infer(nrd_srv_http_loop *loop, struct evhttp_request *req, con
   err = TRITONSERVER_ServerInferAsync(h->server, ireq, NULL);
   if (err) {
     /* No callback will fire: the request is still ours. */
-    struct evhttp_request *r = nrd_srv_http_pending_finish(loop, &c->pending);
+    nrd_srv_http_req *r = nrd_srv_http_pending_finish(loop, &c->pending);
     ctx_free(c);
     if (r) nrd_srv_http_reply_tserr(r, err);
     else TRITONSERVER_ErrorDelete(err);

@@ -1,8 +1,8 @@
 /* Internals shared by the http_*.c files: the front end, its event loops,
  * requests waiting on other threads, and reply helpers.
  *
- * Threads: a loop's fields and its pending list are touched only by that
- * loop's thread; `nrd_srv_http_post` is the one way other threads reach it. */
+ * Threads: a loop's connections and requests are touched only by that
+ * loop's thread; posting a task is the one way other threads reach it. */
 #ifndef NRD_SRV_HTTP_INTERNAL_H
 #define NRD_SRV_HTTP_INTERNAL_H
 
@@ -10,9 +10,9 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <time.h>
 
-#include <event2/event.h>
-#include <event2/http.h>
 #include <jansson.h>
 
 #include "http_server.h"
@@ -21,26 +21,97 @@
 #include "triton/core/tritonserver.h"
 
 typedef struct nrd_srv_http_loop nrd_srv_http_loop;
+typedef struct nrd_srv_http_conn nrd_srv_http_conn;
+typedef struct nrd_srv_http_pending nrd_srv_http_pending;
 
-/* An HTTP request answered later, from work on another thread. Embedded in
- * the work's own context. `req` becomes NULL when evhttp freed the request
- * (nothing to answer); when the client went away, the front end keeps and
- * frees the request itself. */
-typedef struct nrd_srv_http_pending {
-  struct nrd_srv_http_pending *prev, *next;
-  struct evhttp_request *req;
-  struct evhttp_connection *conn;
-  bool detached;                                      /* req is ours to free */
+typedef enum nrd_srv_http_method {
+  NRD_SRV_HTTP_GET,
+  NRD_SRV_HTTP_HEAD,
+  NRD_SRV_HTTP_POST,
+  NRD_SRV_HTTP_PUT,
+  NRD_SRV_HTTP_DELETE,
+  NRD_SRV_HTTP_OTHER /* any other token: routes answer 405 */
+} nrd_srv_http_method;
+
+/* Most request headers kept; a request with more gets 431. */
+#define NRD_SRV_HTTP_MAX_HEADERS 64
+
+typedef struct nrd_srv_http_header {
+  const char *name, *value; /* NUL-terminated, inside the connection's buffer */
+} nrd_srv_http_header;
+
+/* One piece of an output body: `data` stays valid until release(arg) runs
+ * (release NULL: nothing to do), which happens once it is written or the
+ * connection is gone. */
+typedef struct nrd_srv_http_seg {
+  const char *data;
+  size_t len;
+  void (*release)(void *arg);
+  void *arg;
+} nrd_srv_http_seg;
+
+/* One HTTP request and the reply being built for it. A connection handles
+ * one request at a time (pipelined ones wait in its buffer), so the request
+ * lives inside its connection. The input fields point into the
+ * connection's receive buffer, which does not move until the request is
+ * answered: inference inputs may point into the body (zero copy). */
+typedef struct nrd_srv_http_req {
+  nrd_srv_http_conn *conn;
+  nrd_srv_http_method method;
+  const char *path;  /* raw path, query cut off */
+  const char *query; /* "" when none */
+  bool http10;       /* HTTP/1.0: no chunked replies */
+  bool keep_alive;
+  nrd_srv_http_header headers[NRD_SRV_HTTP_MAX_HEADERS];
+  size_t n_headers;
+  char *body; /* the body (chunked encoding already removed) */
+  size_t body_len;
+  char *body_owned; /* a decoded replacement body, freed with the request */
+  /* Reply under construction. */
+  char *out_headers; /* extra header lines "Name: value\r\n", malloc'ed */
+  size_t out_headers_len, out_headers_cap;
+  nrd_srv_http_seg *segs;
+  size_t n_segs, cap_segs;
+  size_t out_len;
+  bool content_type_set;
+  bool streaming;     /* nrd_srv_http_send_start was called */
+  bool answered;
+  nrd_srv_http_pending *pending;
+} nrd_srv_http_req;
+
+/* A request answered later, from work on another thread: embed this in the
+ * work's context. When the client goes away first, on_disconnect (may be
+ * NULL) runs on the loop thread and nrd_srv_http_pending_finish returns
+ * NULL; the connection's memory stays until then. */
+struct nrd_srv_http_pending {
+  nrd_srv_http_req *req;
+  bool gone;                                          /* the client went away */
   void (*on_disconnect)(struct nrd_srv_http_pending *); /* may be NULL */
-} nrd_srv_http_pending;
+};
+
+/* Work posted to a loop from another thread: embed it (no allocation on
+ * the request path) or let nrd_srv_http_post allocate one. */
+typedef struct nrd_srv_http_task {
+  struct nrd_srv_http_task *next;
+  void (*fn)(void *arg);
+  void *arg;
+  bool heap; /* allocated by nrd_srv_http_post: freed after fn runs */
+} nrd_srv_http_task;
 
 struct nrd_srv_http_loop {
   struct nrd_srv_http *http;
-  struct event_base *base;
-  struct evhttp *evh;
+  int epfd;
+  int wakefd; /* eventfd, edge-triggered: written when the task list gets work */
+  int tag_listener, tag_wake; /* epoll tags: the addresses of these ints */
   pthread_t thread;
   bool started;
-  nrd_srv_http_pending *pending; /* requests of this loop waiting on work */
+  atomic_bool stop;
+  pthread_mutex_t mu;                     /* guards tasks and wake_pending */
+  nrd_srv_http_task *task_head, *task_tail;
+  bool wake_pending;
+  nrd_srv_http_conn *conns;  /* loop thread only: open connections */
+  nrd_srv_http_conn *resume; /* loop thread only: answered, more input to parse */
+  time_t now;                /* loop thread only: monotonic seconds */
 };
 
 struct nrd_srv_http {
@@ -52,23 +123,92 @@ struct nrd_srv_http {
   int fd;
   nrd_srv_http_loop *loops;
   int n_loops;
-  atomic_long in_flight; /* pending requests, all loops */
+  atomic_long in_flight;     /* pending requests, all loops */
   nrd_srv_shm *shm;          /* borrowed from nereid: system shared memory */
   nrd_srv_log_settings *log; /* borrowed from nereid: /v2/logging */
 };
 
-/* Registers `p` for `req` on `loop` (the loop thread that received req).
- * From then on req is answered only through nrd_srv_http_pending_finish. */
-void nrd_srv_http_pending_add(nrd_srv_http_loop *loop, nrd_srv_http_pending *p,
-                              struct evhttp_request *req);
+/* ---- connections (http_conn.c) ------------------------------------------- */
 
-/* Unregisters p and returns the request to answer, or NULL when there is
- * nobody to answer (the request is then already freed). Loop thread. */
-struct evhttp_request *nrd_srv_http_pending_finish(nrd_srv_http_loop *loop,
-                                                   nrd_srv_http_pending *p);
+/* Takes an accepted socket (non-blocking) onto `loop`; closes it when it
+ * cannot. Loop thread. */
+void nrd_srv_http_conn_open(nrd_srv_http_loop *loop, int fd);
+
+/* Handles epoll `events` for c. Loop thread. */
+void nrd_srv_http_conn_io(nrd_srv_http_conn *c, uint32_t events);
+
+/* Parses and dispatches what answered connections still hold in their
+ * buffers (pipelined requests). Loop thread, between event batches. */
+void nrd_srv_http_conn_resume_all(nrd_srv_http_loop *loop);
+
+/* Closes connections idle or stalled longer than `secs` (requests with the
+ * core are never timed out). Loop thread. */
+void nrd_srv_http_conn_expire(nrd_srv_http_loop *loop, time_t secs);
+
+/* Closes every connection of the loop and frees those with no pending
+ * request. Loop thread, or after the loop thread has exited. */
+void nrd_srv_http_conn_close_all(nrd_srv_http_loop *loop);
+
+/* ---- requests and replies (http_conn.c) ------------------------------------ */
+
+/* The value of request header `name` (case-insensitive), or NULL. */
+const char *nrd_srv_http_header_get(const nrd_srv_http_req *req, const char *name);
+
+/* The request body; never NULL ("" when empty). Valid until req is answered. */
+const char *nrd_srv_http_body(const nrd_srv_http_req *req, size_t *len);
+
+/* Replaces the body with `buf` (malloc'ed, len bytes), which req now owns
+ * and frees once answered. */
+void nrd_srv_http_set_body(nrd_srv_http_req *req, char *buf, size_t len);
+
+/* Adds a reply header (both copied). Returns 0 or -1 (out of memory). */
+int nrd_srv_http_add_header(nrd_srv_http_req *req, const char *name, const char *value);
+
+/* Appends len bytes (copied) to the reply body. Returns 0 or -1. */
+int nrd_srv_http_add_body(nrd_srv_http_req *req, const void *data, size_t len);
+
+/* Appends data to the reply body by reference: release(arg) runs once it
+ * has been written or dropped; on failure (-1) it has already run. */
+int nrd_srv_http_add_body_ref(nrd_srv_http_req *req, const void *data, size_t len,
+                              void (*release)(void *arg), void *arg);
+
+/* Drops the reply body and headers built so far (releasing references). */
+void nrd_srv_http_clear_body(nrd_srv_http_req *req);
+
+/* Sends the reply with `status` and the body built so far; req is answered
+ * and must not be touched again. Loop thread. */
+void nrd_srv_http_send(nrd_srv_http_req *req, int status);
+
+/* Starts a streamed reply (chunked transfer): headers now, then chunks.
+ * Loop thread. */
+void nrd_srv_http_send_start(nrd_srv_http_req *req, int status);
+
+/* Sends one chunk (copied) of a streamed reply. Loop thread. */
+void nrd_srv_http_send_chunk(nrd_srv_http_req *req, const void *data, size_t len);
+
+/* Ends a streamed reply; req is answered. Loop thread. */
+void nrd_srv_http_send_end(nrd_srv_http_req *req);
+
+/* ---- pending requests and posting (http_server.c) ------------------------- */
+
+/* Registers p for req (received on `loop`). From then on req is answered
+ * only through nrd_srv_http_pending_finish. Loop thread. */
+void nrd_srv_http_pending_add(nrd_srv_http_loop *loop, nrd_srv_http_pending *p,
+                              nrd_srv_http_req *req);
+
+/* The request p waits for, or NULL when its client has gone. Loop thread. */
+nrd_srv_http_req *nrd_srv_http_pending_req(nrd_srv_http_pending *p);
+
+/* Unregisters p and returns the request to answer, or NULL when the client
+ * has gone (its connection is then freed). Loop thread. */
+nrd_srv_http_req *nrd_srv_http_pending_finish(nrd_srv_http_loop *loop, nrd_srv_http_pending *p);
+
+/* Queues t (the caller's memory, untouched until t->fn runs) to run on the
+ * loop's thread. Any thread; never fails. */
+void nrd_srv_http_post_task(nrd_srv_http_loop *loop, nrd_srv_http_task *t);
 
 /* Runs fn(arg) on the loop's thread soon. Any thread. Returns 0, or -1 if
- * the event could not be queued (fn will not run). */
+ * memory ran out (fn will not run). */
 int nrd_srv_http_post(nrd_srv_http_loop *loop, void (*fn)(void *arg), void *arg);
 
 /* HTTP status for a core error, as Triton maps them. Any thread. */
@@ -76,59 +216,59 @@ int nrd_srv_http_status(TRITONSERVER_Error *err);
 
 /* Sends `body` (len bytes, copied) with Content-Type application/json.
  * Loop thread; req is answered and no longer the caller's. */
-void nrd_srv_http_reply_json(struct evhttp_request *req, int status, const char *body, size_t len);
+void nrd_srv_http_reply_json(nrd_srv_http_req *req, int status, const char *body, size_t len);
 
 /* Sends {"error": msg} with `status`. Loop thread; req is answered. */
-void nrd_srv_http_reply_error(struct evhttp_request *req, int status, const char *msg);
+void nrd_srv_http_reply_error(nrd_srv_http_req *req, int status, const char *msg);
 
 /* Sends err as {"error": message} with its mapped status and deletes err.
  * Loop thread; req is answered. */
-void nrd_srv_http_reply_tserr(struct evhttp_request *req, TRITONSERVER_Error *err);
+void nrd_srv_http_reply_tserr(nrd_srv_http_req *req, TRITONSERVER_Error *err);
 
 /* Sends status with an empty body. Loop thread; req is answered. */
-void nrd_srv_http_reply_empty(struct evhttp_request *req, int status);
+void nrd_srv_http_reply_empty(nrd_srv_http_req *req, int status);
 
 /* Parses the body of req as a JSON object into *out (caller decrefs); an
  * empty body gives *out NULL and 0. On a bad body answers req (400) and
  * returns -1. Loop thread. */
-int nrd_srv_http_body_json(struct evhttp_request *req, json_t **out);
+int nrd_srv_http_body_json(nrd_srv_http_req *req, json_t **out);
 
 /* Routes one request (http_routes.c). Loop thread. */
-void nrd_srv_http_route(nrd_srv_http_loop *loop, struct evhttp_request *req);
+void nrd_srv_http_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req);
 
 /* Handles POST .../infer for model/version (-1: policy) (http_infer.c).
  * Loop thread; req is answered now or later. */
-void nrd_srv_http_infer(nrd_srv_http_loop *loop, struct evhttp_request *req, const char *model,
+void nrd_srv_http_infer(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const char *model,
                         int64_t version);
 
 /* GET/POST /v2/logging (http_logging.c). Loop thread; req is answered. */
-void nrd_srv_http_logging(nrd_srv_http *h, struct evhttp_request *req);
+void nrd_srv_http_logging(nrd_srv_http *h, nrd_srv_http_req *req);
 
 /* GET/POST /v2[/models/{m}]/trace/setting: tracing is not supported, so
  * this answers 503 as Triton built without tracing does (http_logging.c).
  * Loop thread; req is answered. */
-void nrd_srv_http_trace(struct evhttp_request *req);
+void nrd_srv_http_trace(nrd_srv_http_req *req);
 
 /* /v2/systemsharedmemory/... and /v2/cudasharedmemory/... with `rest` the
  * path after that prefix (http_shm.c). Loop thread; req is answered. */
-void nrd_srv_http_shm_route(nrd_srv_http *h, struct evhttp_request *req, const char *rest, bool cuda);
+void nrd_srv_http_shm_route(nrd_srv_http *h, nrd_srv_http_req *req, const char *rest, bool cuda);
 
 /* POST .../generate and .../generate_stream (http_generate.c). Loop
  * thread; req is answered now or later. */
-void nrd_srv_http_generate(nrd_srv_http_loop *loop, struct evhttp_request *req, const char *model,
+void nrd_srv_http_generate(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const char *model,
                            int64_t version, bool stream);
 
 /* Content-Encoding of a request (http_compress.c). If req's body is
- * gzip/deflate encoded, replaces its input buffer contents with the
- * decoded bytes (at most `limit`). Returns 0 (also for identity), or an
+ * gzip/deflate encoded, replaces it with the decoded bytes (at most
+ * `limit`). Returns 0 (also for identity), or an
  * HTTP status (413, 415, 400) with a message in msg. Loop thread. */
-int nrd_srv_http_decode_body(struct evhttp_request *req, size_t limit, char *msg, size_t msglen);
+int nrd_srv_http_decode_body(nrd_srv_http_req *req, size_t limit, char *msg, size_t msglen);
 
-/* Compresses req's output buffer in place as the request's Accept-Encoding
+/* Compresses req's reply body in place as the request's Accept-Encoding
  * asks (gzip or deflate) and sets Content-Encoding; leaves it as is when
  * no supported encoding is accepted or compression fails. Loop thread,
  * just before the reply is sent. */
-void nrd_srv_http_encode_reply(struct evhttp_request *req);
+void nrd_srv_http_encode_reply(nrd_srv_http_req *req);
 
 /* The classification extension (http_classify.c): the top `k` classes of
  * output `index` of resp (numeric `dt`, [base, base+size), `shape` with

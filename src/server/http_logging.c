@@ -5,19 +5,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <event2/http.h>
 #include <jansson.h>
 
 #include "http_internal.h"
 
-void nrd_srv_http_trace(struct evhttp_request *req) {
-  enum evhttp_cmd_type m = evhttp_request_get_command(req);
-  if (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_POST && m != EVHTTP_REQ_HEAD)
+void nrd_srv_http_trace(nrd_srv_http_req *req) {
+  nrd_srv_http_method m = req->method;
+  if (m != NRD_SRV_HTTP_GET && m != NRD_SRV_HTTP_POST && m != NRD_SRV_HTTP_HEAD)
     return nrd_srv_http_reply_error(req, 405, "Method Not Allowed");
   nrd_srv_http_reply_error(req, 503, "the server does not support tracing");
 }
 
-static void reply_settings(nrd_srv_http *h, struct evhttp_request *req) {
+static void reply_settings(nrd_srv_http *h, nrd_srv_http_req *req) {
   nrd_srv_log_snapshot snap;
   if (nrd_srv_log_settings_get(h->log, &snap) != 0)
     return nrd_srv_http_reply_error(req, 500, "out of memory");
@@ -74,10 +73,10 @@ static int update(nrd_srv_http *h, json_t *j, char *msg, size_t msglen) {
   return status;
 }
 
-void nrd_srv_http_logging(nrd_srv_http *h, struct evhttp_request *req) {
-  enum evhttp_cmd_type m = evhttp_request_get_command(req);
-  if (m == EVHTTP_REQ_GET || m == EVHTTP_REQ_HEAD) return reply_settings(h, req);
-  if (m != EVHTTP_REQ_POST) return nrd_srv_http_reply_error(req, 405, "Method Not Allowed");
+void nrd_srv_http_logging(nrd_srv_http *h, nrd_srv_http_req *req) {
+  nrd_srv_http_method m = req->method;
+  if (m == NRD_SRV_HTTP_GET || m == NRD_SRV_HTTP_HEAD) return reply_settings(h, req);
+  if (m != NRD_SRV_HTTP_POST) return nrd_srv_http_reply_error(req, 405, "Method Not Allowed");
   json_t *j = NULL;
   if (nrd_srv_http_body_json(req, &j) != 0) return;
   if (j) {

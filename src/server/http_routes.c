@@ -7,29 +7,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <event2/buffer.h>
-#include <event2/http.h>
 #include <jansson.h>
 
 #include "http_internal.h"
 
 /* ---- small helpers -------------------------------------------------------- */
 
-static bool is_get(struct evhttp_request *req) {
-  enum evhttp_cmd_type c = evhttp_request_get_command(req);
-  return c == EVHTTP_REQ_GET || c == EVHTTP_REQ_HEAD;
+static bool is_get(nrd_srv_http_req *req) {
+  nrd_srv_http_method c = req->method;
+  return c == NRD_SRV_HTTP_GET || c == NRD_SRV_HTTP_HEAD;
 }
 
-static bool is_post(struct evhttp_request *req) {
-  return evhttp_request_get_command(req) == EVHTTP_REQ_POST;
+static bool is_post(nrd_srv_http_req *req) {
+  return req->method == NRD_SRV_HTTP_POST;
 }
 
-static void method_not_allowed(struct evhttp_request *req) {
+static void method_not_allowed(nrd_srv_http_req *req) {
   nrd_srv_http_reply_error(req, 405, "Method Not Allowed");
 }
 
 /* Sends a core message's JSON (200), or err; deletes both. */
-static void reply_message(struct evhttp_request *req, TRITONSERVER_Error *err,
+static void reply_message(nrd_srv_http_req *req, TRITONSERVER_Error *err,
                           TRITONSERVER_Message *msg) {
   if (err == NULL) {
     const char *base = NULL;
@@ -41,23 +39,11 @@ static void reply_message(struct evhttp_request *req, TRITONSERVER_Error *err,
   if (err) nrd_srv_http_reply_tserr(req, err);
 }
 
-/* The request body as one contiguous, NUL-terminated-free span. */
-static const char *body(struct evhttp_request *req, size_t *len) {
-  struct evbuffer *in = evhttp_request_get_input_buffer(req);
-  *len = evbuffer_get_length(in);
-  if (*len == 0) return "";
-  return (const char *)evbuffer_pullup(in, -1);
-}
-
-int nrd_srv_http_body_json(struct evhttp_request *req, json_t **out) {
+int nrd_srv_http_body_json(nrd_srv_http_req *req, json_t **out) {
   *out = NULL;
   size_t len = 0;
-  const char *b = body(req, &len);
+  const char *b = nrd_srv_http_body(req, &len);
   if (len == 0) return 0;
-  if (b == NULL) {
-    nrd_srv_http_reply_error(req, 500, "out of memory reading the request body");
-    return -1;
-  }
   json_error_t jerr;
   json_t *j = json_loadb(b, len, JSON_REJECT_DUPLICATES, &jerr);
   if (j == NULL || !json_is_object(j)) {
@@ -92,14 +78,14 @@ static int parse_version(const char *s, int64_t *out) {
 
 /* ---- server routes ------------------------------------------------------- */
 
-static void server_metadata(nrd_srv_http *h, struct evhttp_request *req) {
+static void server_metadata(nrd_srv_http *h, nrd_srv_http_req *req) {
   if (!is_get(req)) return method_not_allowed(req);
   TRITONSERVER_Message *msg = NULL;
   TRITONSERVER_Error *err = TRITONSERVER_ServerMetadata(h->server, &msg);
   reply_message(req, err, msg);
 }
 
-static void health(nrd_srv_http *h, struct evhttp_request *req, bool live) {
+static void health(nrd_srv_http *h, nrd_srv_http_req *req, bool live) {
   if (!is_get(req)) return method_not_allowed(req);
   bool ok = false;
   TRITONSERVER_Error *err = live ? TRITONSERVER_ServerIsLive(h->server, &ok)
@@ -108,7 +94,7 @@ static void health(nrd_srv_http *h, struct evhttp_request *req, bool live) {
   nrd_srv_http_reply_empty(req, ok && err == NULL ? 200 : 400);
 }
 
-static void metrics(nrd_srv_http *h, struct evhttp_request *req) {
+static void metrics(nrd_srv_http *h, nrd_srv_http_req *req) {
   if (!is_get(req)) return method_not_allowed(req);
   TRITONSERVER_Metrics *m = NULL;
   TRITONSERVER_Error *err = TRITONSERVER_ServerMetrics(h->server, &m);
@@ -116,10 +102,11 @@ static void metrics(nrd_srv_http *h, struct evhttp_request *req) {
   size_t size = 0;
   if (err == NULL) err = TRITONSERVER_MetricsFormatted(m, TRITONSERVER_METRIC_PROMETHEUS, &base, &size);
   if (err == NULL) {
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
-                      "text/plain; charset=utf-8");
-    evbuffer_add(evhttp_request_get_output_buffer(req), base, size);
-    evhttp_send_reply(req, 200, "OK", NULL);
+    if (nrd_srv_http_add_header(req, "Content-Type", "text/plain; charset=utf-8") != 0 ||
+        nrd_srv_http_add_body(req, base, size) != 0)
+      nrd_srv_http_send(req, 500);
+    else
+      nrd_srv_http_send(req, 200);
   } else {
     nrd_srv_http_reply_tserr(req, err);
   }
@@ -128,7 +115,7 @@ static void metrics(nrd_srv_http *h, struct evhttp_request *req) {
 
 /* ---- model routes -------------------------------------------------------- */
 
-static void model_route(nrd_srv_http_loop *loop, struct evhttp_request *req, const char *model,
+static void model_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const char *model,
                         const char *version_str, const char *action) {
   nrd_srv_http *h = loop->http;
   int64_t version = -1;
@@ -243,7 +230,7 @@ static void load_job_free(load_job *j) {
 
 static void load_job_done(void *arg) {
   load_job *j = arg;
-  struct evhttp_request *req = nrd_srv_http_pending_finish(j->loop, &j->pending);
+  nrd_srv_http_req *req = nrd_srv_http_pending_finish(j->loop, &j->pending);
   if (req) {
     if (j->result) {
       nrd_srv_http_reply_tserr(req, j->result);
@@ -267,7 +254,7 @@ static void *load_job_main(void *arg) {
   return NULL;
 }
 
-static void repo_load(nrd_srv_http_loop *loop, struct evhttp_request *req, const char *model) {
+static void repo_load(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const char *model) {
   json_t *j = NULL;
   if (nrd_srv_http_body_json(req, &j) != 0) return;
   load_job *job = calloc(1, sizeof *job);
@@ -330,7 +317,7 @@ static void repo_load(nrd_srv_http_loop *loop, struct evhttp_request *req, const
   int rc = pthread_create(&t, &attr, load_job_main, job);
   pthread_attr_destroy(&attr);
   if (rc != 0) {
-    struct evhttp_request *r = nrd_srv_http_pending_finish(loop, &job->pending);
+    nrd_srv_http_req *r = nrd_srv_http_pending_finish(loop, &job->pending);
     load_job_free(job);
     if (r) nrd_srv_http_reply_error(r, 500, "cannot start a thread for the model load");
   }
@@ -341,7 +328,7 @@ fail:
   nrd_srv_http_reply_error(req, 400, msg);
 }
 
-static void repo_unload(nrd_srv_http *h, struct evhttp_request *req, const char *model) {
+static void repo_unload(nrd_srv_http *h, nrd_srv_http_req *req, const char *model) {
   json_t *j = NULL;
   if (nrd_srv_http_body_json(req, &j) != 0) return;
   bool dependents = false;
@@ -362,7 +349,7 @@ static void repo_unload(nrd_srv_http *h, struct evhttp_request *req, const char 
   nrd_srv_http_reply_json(req, 200, "", 0);
 }
 
-static void repo_index(nrd_srv_http *h, struct evhttp_request *req) {
+static void repo_index(nrd_srv_http *h, nrd_srv_http_req *req) {
   json_t *j = NULL;
   if (nrd_srv_http_body_json(req, &j) != 0) return;
   uint32_t flags = 0;
@@ -396,11 +383,9 @@ static bool next_segment(const char **p, char *seg, size_t cap) {
   return true;
 }
 
-void nrd_srv_http_route(nrd_srv_http_loop *loop, struct evhttp_request *req) {
+void nrd_srv_http_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req) {
   nrd_srv_http *h = loop->http;
-  const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
-  const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
-  if (path == NULL) return nrd_srv_http_reply_error(req, 400, "Bad Request");
+  const char *path = req->path;
   if (h->metrics_only) {
     if (strcmp(path, "/metrics") == 0) return metrics(h, req);
     return nrd_srv_http_reply_error(req, 404, "Not Found");

@@ -1,30 +1,29 @@
-/* The HTTP listener: one listening socket shared by N event-loop threads,
- * each with its own event_base and evhttp; requests waiting on other
- * threads; reply helpers; orderly stop. */
+/* The HTTP listener and event loops: one listening socket shared by N
+ * epoll loop threads (EPOLLEXCLUSIVE, so one loop takes each connection),
+ * tasks posted to a loop from other threads, reply helpers and an orderly
+ * stop. Connections themselves are in http_conn.c. */
 #include "http_server.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <event2/buffer.h>
-#include <event2/keyvalq_struct.h>
-#include <event2/listener.h>
-#include <event2/thread.h>
 
 #include "http_internal.h"
 #include "http_json.h"
 
 /* Idle or stalled connections are closed after this many seconds. */
 #define HTTP_TIMEOUT_SECS 120
+#define MAX_EVENTS 64
 
 static TRITONSERVER_Error *errorf(TRITONSERVER_Error_Code code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -50,143 +49,123 @@ int nrd_srv_http_status(TRITONSERVER_Error *err) {
   }
 }
 
-static const char *reason(int status) {
-  switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 413: return "Payload Too Large";
-    case 415: return "Unsupported Media Type";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    default: return NULL;
+void nrd_srv_http_reply_json(nrd_srv_http_req *req, int status, const char *body, size_t len) {
+  if (nrd_srv_http_add_header(req, "Content-Type", "application/json") != 0 ||
+      nrd_srv_http_add_body(req, body, len) != 0) {
+    nrd_srv_http_send(req, 500);
+    return;
   }
+  nrd_srv_http_send(req, status);
 }
 
-void nrd_srv_http_reply_json(struct evhttp_request *req, int status, const char *body, size_t len) {
-  struct evbuffer *out = evhttp_request_get_output_buffer(req);
-  evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", "application/json");
-  evbuffer_add(out, body, len);
-  evhttp_send_reply(req, status, reason(status), NULL);
-}
-
-void nrd_srv_http_reply_error(struct evhttp_request *req, int status, const char *msg) {
+void nrd_srv_http_reply_error(nrd_srv_http_req *req, int status, const char *msg) {
   nrd_srv_http_text t = {0};
   if (nrd_srv_http_text_add(&t, "{\"error\":", 9) != 0 ||
       nrd_srv_http_text_quoted(&t, msg, strlen(msg)) != 0 || nrd_srv_http_text_add(&t, "}", 1) != 0) {
     free(t.buf);
-    evhttp_send_reply(req, 500, "Internal Server Error", NULL);
+    nrd_srv_http_send(req, 500);
     return;
   }
-  nrd_srv_http_reply_json(req, status, t.buf, t.len);
-  free(t.buf);
+  if (nrd_srv_http_add_header(req, "Content-Type", "application/json") != 0 ||
+      nrd_srv_http_add_body_ref(req, t.buf, t.len, free, t.buf) != 0) {
+    nrd_srv_http_send(req, 500);
+    return;
+  }
+  nrd_srv_http_send(req, status);
 }
 
-void nrd_srv_http_reply_tserr(struct evhttp_request *req, TRITONSERVER_Error *err) {
+void nrd_srv_http_reply_tserr(nrd_srv_http_req *req, TRITONSERVER_Error *err) {
   nrd_srv_http_reply_error(req, nrd_srv_http_status(err), TRITONSERVER_ErrorMessage(err));
   TRITONSERVER_ErrorDelete(err);
 }
 
-void nrd_srv_http_reply_empty(struct evhttp_request *req, int status) {
-  evhttp_send_reply(req, status, reason(status), NULL);
-}
+void nrd_srv_http_reply_empty(nrd_srv_http_req *req, int status) { nrd_srv_http_send(req, status); }
 
-/* ---- pending requests ---------------------------------------------------- */
+/* ---- posting to a loop ------------------------------------------------------ */
 
-/* A connection closed: requests of it still waiting on work either were
- * handed to us by evhttp (detached: we free them) or are about to be freed
- * by evhttp (forget them). Either way the work is told. */
-static void on_conn_close(struct evhttp_connection *conn, void *arg) {
-  nrd_srv_http_loop *loop = arg;
-  for (nrd_srv_http_pending *p = loop->pending; p; p = p->next) {
-    if (p->conn != conn || p->req == NULL) continue;
-    if (evhttp_request_get_connection(p->req) == NULL) {
-      p->detached = true;
-    } else {
-      evhttp_request_set_on_complete_cb(p->req, NULL, NULL);
-      p->req = NULL;
-    }
-    p->conn = NULL;
-    if (p->on_disconnect) p->on_disconnect(p);
+void nrd_srv_http_post_task(nrd_srv_http_loop *loop, nrd_srv_http_task *t) {
+  t->next = NULL;
+  pthread_mutex_lock(&loop->mu);
+  if (loop->task_tail) loop->task_tail->next = t;
+  else loop->task_head = t;
+  loop->task_tail = t;
+  bool wake = !loop->wake_pending;
+  loop->wake_pending = true;
+  pthread_mutex_unlock(&loop->mu);
+  if (wake) {
+    /* Edge-triggered: every write is an event, so the loop never reads the
+     * counter (2^64 writes would be needed to fill it). */
+    uint64_t one = 1;
+    ssize_t rc;
+    do rc = write(loop->wakefd, &one, sizeof one);
+    while (rc < 0 && errno == EINTR);
   }
-}
-
-/* evhttp answered the request itself (a connection error path): forget it. */
-static void on_req_complete(struct evhttp_request *req, void *arg) {
-  (void)req;
-  nrd_srv_http_pending *p = arg;
-  p->req = NULL;
-  p->conn = NULL;
-  if (p->on_disconnect) p->on_disconnect(p);
-}
-
-void nrd_srv_http_pending_add(nrd_srv_http_loop *loop, nrd_srv_http_pending *p,
-                              struct evhttp_request *req) {
-  p->req = req;
-  p->detached = false;
-  p->conn = evhttp_request_get_connection(req);
-  p->prev = NULL;
-  p->next = loop->pending;
-  if (loop->pending) loop->pending->prev = p;
-  loop->pending = p;
-  atomic_fetch_add(&loop->http->in_flight, 1);
-  if (p->conn) evhttp_connection_set_closecb(p->conn, on_conn_close, loop);
-  evhttp_request_set_on_complete_cb(req, on_req_complete, p);
-}
-
-struct evhttp_request *nrd_srv_http_pending_finish(nrd_srv_http_loop *loop, nrd_srv_http_pending *p) {
-  if (p->prev) p->prev->next = p->next;
-  else loop->pending = p->next;
-  if (p->next) p->next->prev = p->prev;
-  p->prev = p->next = NULL;
-  atomic_fetch_sub(&loop->http->in_flight, 1);
-  struct evhttp_request *req = p->req;
-  p->req = NULL;
-  if (req == NULL) return NULL;
-  evhttp_request_set_on_complete_cb(req, NULL, NULL);
-  if (p->detached) {
-    evhttp_request_free(req);
-    return NULL;
-  }
-  return req;
-}
-
-typedef struct post_tramp {
-  void (*fn)(void *);
-  void *arg;
-} post_tramp;
-
-static void post_run(evutil_socket_t fd, short events, void *arg) {
-  (void)fd;
-  (void)events;
-  post_tramp t = *(post_tramp *)arg;
-  free(arg);
-  t.fn(t.arg);
 }
 
 int nrd_srv_http_post(nrd_srv_http_loop *loop, void (*fn)(void *arg), void *arg) {
-  post_tramp *t = malloc(sizeof *t);
+  nrd_srv_http_task *t = malloc(sizeof *t);
   if (t == NULL) return -1;
   t->fn = fn;
   t->arg = arg;
-  if (event_base_once(loop->base, -1, EV_TIMEOUT, post_run, t, NULL) != 0) {
-    free(t);
-    return -1;
-  }
+  t->heap = true;
+  nrd_srv_http_post_task(loop, t);
   return 0;
+}
+
+static void run_tasks(nrd_srv_http_loop *loop) {
+  pthread_mutex_lock(&loop->mu);
+  nrd_srv_http_task *t = loop->task_head;
+  loop->task_head = loop->task_tail = NULL;
+  loop->wake_pending = false;
+  pthread_mutex_unlock(&loop->mu);
+  while (t) {
+    nrd_srv_http_task *next = t->next;
+    bool heap = t->heap;
+    void (*fn)(void *) = t->fn;
+    void *arg = t->arg;
+    if (heap) free(t);
+    fn(arg); /* may free an embedded t */
+    t = next;
+  }
 }
 
 /* ---- loops ---------------------------------------------------------------- */
 
-static void on_request(struct evhttp_request *req, void *arg) {
-  nrd_srv_http_route(arg, req);
+static time_t mono_secs(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return ts.tv_sec;
+}
+
+static void accept_all(nrd_srv_http_loop *loop) {
+  for (int i = 0; i < 64; i++) {
+    int fd = accept4(loop->http->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return; /* EAGAIN, or an error the next accept will see again */
+    nrd_srv_http_conn_open(loop, fd);
+  }
 }
 
 static void *loop_main(void *arg) {
   nrd_srv_http_loop *loop = arg;
-  event_base_loop(loop->base, EVLOOP_NO_EXIT_ON_EMPTY);
+  struct epoll_event evs[MAX_EVENTS];
+  loop->now = mono_secs();
+  time_t last_expire = loop->now;
+  while (!atomic_load_explicit(&loop->stop, memory_order_acquire)) {
+    int n = epoll_wait(loop->epfd, evs, MAX_EVENTS, 1000);
+    loop->now = mono_secs();
+    for (int i = 0; i < n; i++) {
+      void *tag = evs[i].data.ptr;
+      if (tag == &loop->tag_listener) accept_all(loop);
+      else if (tag == &loop->tag_wake) run_tasks(loop);
+      else nrd_srv_http_conn_io(tag, evs[i].events);
+    }
+    nrd_srv_http_conn_resume_all(loop);
+    if (loop->now != last_expire) {
+      last_expire = loop->now;
+      nrd_srv_http_conn_expire(loop, HTTP_TIMEOUT_SECS);
+      nrd_srv_http_conn_resume_all(loop);
+    }
+  }
   return NULL;
 }
 
@@ -235,14 +214,14 @@ static int make_listener(const char *address, int port, int *out_fd, int *out_po
   return 0;
 }
 
-/* Lets other threads wake a loop (event_base_once from core threads). */
-static void init_threads(void) { evthread_use_pthreads(); }
-
 static void free_http(nrd_srv_http *h) {
   for (int i = 0; i < h->n_loops; i++) {
     nrd_srv_http_loop *l = &h->loops[i];
-    if (l->evh) evhttp_free(l->evh);
-    if (l->base) event_base_free(l->base);
+    nrd_srv_http_conn_close_all(l);
+    run_tasks(l); /* heap tasks nobody ran (none once in_flight is 0) */
+    if (l->epfd >= 0) close(l->epfd);
+    if (l->wakefd >= 0) close(l->wakefd);
+    pthread_mutex_destroy(&l->mu);
   }
   free(h->loops);
   if (h->fd >= 0) close(h->fd);
@@ -254,7 +233,10 @@ static void stop_loops(nrd_srv_http *h) {
   for (int i = 0; i < h->n_loops; i++) {
     nrd_srv_http_loop *l = &h->loops[i];
     if (!l->started) continue;
-    event_base_loopbreak(l->base);
+    atomic_store_explicit(&l->stop, true, memory_order_release);
+    uint64_t one = 1;
+    ssize_t rc = write(l->wakefd, &one, sizeof one);
+    (void)rc;
     pthread_join(l->thread, NULL);
     l->started = false;
   }
@@ -263,8 +245,6 @@ static void stop_loops(nrd_srv_http *h) {
 TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
                                        const nrd_srv_http_options *opts, nrd_srv_http **out) {
   *out = NULL;
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, init_threads);
   if (opts->threads < 1 || opts->threads > 256)
     return errorf(TRITONSERVER_ERROR_INVALID_ARG, "HTTP thread count must be 1..256, got %d",
                   opts->threads);
@@ -293,26 +273,15 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
     nrd_srv_http_loop *l = &h->loops[i];
     h->n_loops = i + 1;
     l->http = h;
-    l->base = event_base_new();
-    l->evh = l->base ? evhttp_new(l->base) : NULL;
-    if (l->evh == NULL) {
-      err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "cannot create an HTTP event loop");
-      goto fail;
-    }
-    evhttp_set_max_body_size(l->evh, (ev_ssize_t)(opts->max_input_size > (size_t)INT64_MAX / 2
-                                                      ? (size_t)INT64_MAX / 2
-                                                      : opts->max_input_size));
-    evhttp_set_max_headers_size(l->evh, 64 * 1024);
-    evhttp_set_timeout(l->evh, HTTP_TIMEOUT_SECS);
-    evhttp_set_allowed_methods(l->evh, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_HEAD |
-                                           EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE);
-    evhttp_set_gencb(l->evh, on_request, l);
-    /* The socket is shared by every loop and closed by us, not by libevent. */
-    struct evconnlistener *lst =
-        evconnlistener_new(l->base, NULL, NULL, LEV_OPT_CLOSE_ON_EXEC, -1, h->fd);
-    if (lst == NULL || evhttp_bind_listener(l->evh, lst) == NULL) {
-      if (lst) evconnlistener_free(lst);
-      err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "cannot attach the HTTP listener");
+    pthread_mutex_init(&l->mu, NULL);
+    atomic_init(&l->stop, false);
+    l->epfd = epoll_create1(EPOLL_CLOEXEC);
+    l->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    struct epoll_event le = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &l->tag_listener};
+    struct epoll_event we = {.events = EPOLLIN | EPOLLET, .data.ptr = &l->tag_wake};
+    if (l->epfd < 0 || l->wakefd < 0 || epoll_ctl(l->epfd, EPOLL_CTL_ADD, h->fd, &le) != 0 ||
+        epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wakefd, &we) != 0) {
+      err = errorf(TRITONSERVER_ERROR_INTERNAL, "cannot create an HTTP event loop: %s", strerror(errno));
       goto fail;
     }
   }

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <event2/http.h>
 #include <jansson.h>
 
 #include "http_internal.h"
@@ -27,7 +26,7 @@ static int add_region_json(const char *name, const char *key, uint64_t offset, u
   return bad;
 }
 
-static void shm_register_route(nrd_srv_http *h, struct evhttp_request *req, const char *region) {
+static void shm_register_route(nrd_srv_http *h, nrd_srv_http_req *req, const char *region) {
   json_t *j = NULL;
   if (nrd_srv_http_body_json(req, &j) != 0) return;
   json_t *key = j ? json_object_get(j, "key") : NULL;
@@ -53,7 +52,7 @@ static void shm_register_route(nrd_srv_http *h, struct evhttp_request *req, cons
   nrd_srv_http_reply_json(req, 200, "", 0);
 }
 
-void nrd_srv_http_shm_route(nrd_srv_http *h, struct evhttp_request *req, const char *rest, bool cuda) {
+void nrd_srv_http_shm_route(nrd_srv_http *h, nrd_srv_http_req *req, const char *rest, bool cuda) {
   /* rest: "/status", "/unregister", "/region/{r}/{action}" */
   char region[256] = "";
   const char *action = NULL;
@@ -74,8 +73,8 @@ void nrd_srv_http_shm_route(nrd_srv_http *h, struct evhttp_request *req, const c
   bool reg = strcmp(action, "register") == 0;
   bool unreg = strcmp(action, "unregister") == 0;
   if (!status && !reg && !unreg) return nrd_srv_http_reply_error(req, 404, "Not Found");
-  enum evhttp_cmd_type m = evhttp_request_get_command(req);
-  if (status ? (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_HEAD) : m != EVHTTP_REQ_POST)
+  nrd_srv_http_method m = req->method;
+  if (status ? (m != NRD_SRV_HTTP_GET && m != NRD_SRV_HTTP_HEAD) : m != NRD_SRV_HTTP_POST)
     return nrd_srv_http_reply_error(req, 405, "Method Not Allowed");
   const char *name = region[0] ? region : NULL;
   char msg[400];
