@@ -263,15 +263,19 @@ static int reserve(nrd_srv_http_conn *c, size_t total) {
   return 0;
 }
 
-/* Moves what follows the answered request to the front of the buffer and
- * gives back a large buffer once nothing is left in it. */
+/* Moves what follows the answered request to the front of the buffer. */
 static void compact(nrd_srv_http_conn *c) {
   size_t rest = c->rlen - c->next_pos;
   if (rest > 0 && c->next_pos > 0) memmove(c->rbuf, c->rbuf + c->next_pos, rest);
   c->rlen = rest;
   c->next_pos = 0;
   c->scan = 0;
-  if (rest == 0 && c->rcap > RBUF_KEEP) {
+}
+
+/* A large buffer is kept while its client keeps sending large requests
+ * and given back once the connection has been idle a little. */
+static void shrink_if_idle(nrd_srv_http_conn *c) {
+  if (c->rlen == 0 && c->rcap > RBUF_KEEP && c->state == ST_HEAD && c->loop->now - c->last >= 2) {
     free(c->rbuf);
     c->rbuf = NULL;
     c->rcap = 0;
@@ -779,6 +783,7 @@ void nrd_srv_http_conn_expire(nrd_srv_http_loop *loop, time_t secs) {
     next = c->next;
     bool with_core = c->state == ST_BUSY && !c->req.answered && c->req.pending;
     if (!with_core && loop->now - c->last > secs) conn_close(c);
+    else shrink_if_idle(c);
   }
 }
 

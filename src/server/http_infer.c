@@ -24,10 +24,69 @@
  * they are written): the last of the two frees it. */
 typedef struct out_block {
   atomic_int refs;
+  size_t size;        /* bytes after the header */
+  nrd_srv_http *home; /* cache to return a large block to; NULL: free it */
 } out_block;
 
+/* Large blocks are kept for reuse: for multi-megabyte tensors the page
+ * faults and zeroing of a fresh mapping cost more than the copies. */
+#define BLOCK_CACHE_MIN ((size_t)1 << 20)
+
+static out_block *block_get(nrd_srv_http *h, size_t size) {
+  if (h && size >= BLOCK_CACHE_MIN) {
+    pthread_mutex_lock(&h->blocks_mu);
+    out_block *best = NULL;
+    int at = -1;
+    for (int i = 0; i < NRD_SRV_HTTP_BLOCK_SLOTS; i++) {
+      out_block *b = h->blocks[i];
+      /* Fits, and wastes at most half of itself. */
+      if (b && b->size >= size && b->size / 2 <= size && (!best || b->size < best->size)) {
+        best = b;
+        at = i;
+      }
+    }
+    if (best) h->blocks[at] = NULL;
+    pthread_mutex_unlock(&h->blocks_mu);
+    if (best) {
+      atomic_init(&best->refs, 1);
+      return best;
+    }
+  }
+  void *p = NULL;
+  if (size > SIZE_MAX - BLOCK_HEADER || posix_memalign(&p, 64, BLOCK_HEADER + size) != 0) return NULL;
+  out_block *b = p;
+  atomic_init(&b->refs, 1);
+  b->size = size;
+  b->home = size >= BLOCK_CACHE_MIN ? h : NULL;
+  return b;
+}
+
 static void block_unref(out_block *b) {
-  if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1) free(b);
+  if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1) return;
+  nrd_srv_http *h = b->home;
+  if (h) {
+    pthread_mutex_lock(&h->blocks_mu);
+    for (int i = 0; i < NRD_SRV_HTTP_BLOCK_SLOTS && b; i++) {
+      if (h->blocks[i] == NULL) {
+        h->blocks[i] = b;
+        b = NULL;
+      } else if (h->blocks[i]->size < b->size) {
+        /* Keep the larger blocks: they serve more sizes. */
+        out_block *small = h->blocks[i];
+        h->blocks[i] = b;
+        b = small;
+      }
+    }
+    pthread_mutex_unlock(&h->blocks_mu);
+  }
+  free(b);
+}
+
+void nrd_srv_http_blocks_free(nrd_srv_http *h) {
+  for (int i = 0; i < NRD_SRV_HTTP_BLOCK_SLOTS; i++) {
+    free(h->blocks[i]);
+    h->blocks[i] = NULL;
+  }
 }
 
 typedef struct req_output {
@@ -88,15 +147,14 @@ static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *allocator,
     *buffer_userp = NULL; /* nothing to free */
     return NULL;
   }
-  void *p = NULL;
-  if (byte_size > SIZE_MAX - BLOCK_HEADER || posix_memalign(&p, 64, BLOCK_HEADER + byte_size) != 0) {
+  out_block *b = block_get(c ? c->loop->http : NULL, byte_size);
+  if (b == NULL) {
     char msg[200];
     snprintf(msg, sizeof msg, "cannot allocate %zu bytes for output '%s'", byte_size, tensor_name);
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, msg);
   }
-  atomic_init(&((out_block *)p)->refs, 1);
-  *buffer = (char *)p + BLOCK_HEADER;
-  *buffer_userp = p;
+  *buffer = (char *)b + BLOCK_HEADER;
+  *buffer_userp = b;
   return NULL;
 }
 

@@ -33,6 +33,9 @@ typedef enum nrd_srv_http_method {
   NRD_SRV_HTTP_OTHER /* any other token: routes answer 405 */
 } nrd_srv_http_method;
 
+/* Large output blocks kept for reuse per front end. */
+#define NRD_SRV_HTTP_BLOCK_SLOTS 4
+
 /* Most request headers kept; a request with more gets 431. */
 #define NRD_SRV_HTTP_MAX_HEADERS 64
 
@@ -126,7 +129,14 @@ struct nrd_srv_http {
   atomic_long in_flight;     /* pending requests, all loops */
   nrd_srv_shm *shm;          /* borrowed from nereid: system shared memory */
   nrd_srv_log_settings *log; /* borrowed from nereid: /v2/logging */
+  /* Large output blocks kept for reuse (http_infer.c); any thread. */
+  pthread_mutex_t blocks_mu;
+  struct out_block *blocks[NRD_SRV_HTTP_BLOCK_SLOTS];
 };
+
+/* Frees the output blocks kept for reuse. Only once no inference is in
+ * flight (http_infer.c). */
+void nrd_srv_http_blocks_free(nrd_srv_http *h);
 
 /* ---- connections (http_conn.c) ------------------------------------------- */
 

@@ -224,6 +224,8 @@ static void free_http(nrd_srv_http *h) {
     pthread_mutex_destroy(&l->mu);
   }
   free(h->loops);
+  nrd_srv_http_blocks_free(h);
+  pthread_mutex_destroy(&h->blocks_mu);
   if (h->fd >= 0) close(h->fd);
   if (h->allocator) TRITONSERVER_ResponseAllocatorDelete(h->allocator);
   free(h);
@@ -255,6 +257,7 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
   h->max_input = opts->max_input_size;
   h->metrics_only = opts->metrics_only != 0;
   atomic_init(&h->in_flight, 0);
+  pthread_mutex_init(&h->blocks_mu, NULL);
   h->shm = opts->shm;
   h->log = opts->log;
   TRITONSERVER_Error *err = NULL;
