@@ -29,6 +29,7 @@ SOURCE = os.path.dirname(os.path.dirname(HERE))
 NEREID = os.environ.get("NEREID_BIN", os.path.join(SOURCE, "build", "src", "server", "nereid"))
 BACKENDS = os.environ.get("NEREID_BACKEND_DIR", os.path.join(SOURCE, "build", "backends"))
 EXAMPLES = os.environ.get("NEREID_EXAMPLES", os.path.join(SOURCE, "examples", "models"))
+TEST_BACKENDS = os.environ.get("NEREID_TEST_BACKEND_DIR", os.path.join(SOURCE, "build", "test_backends"))
 START_TIMEOUT = 90
 
 if not os.access(NEREID, os.X_OK):  # a missing binary fails the run, never skips it
@@ -130,6 +131,17 @@ def repo():
                 'instance_group [ { kind: KIND_CPU count: 1 } ]\n')
     with open(os.path.join(d, name, "labels.txt"), "w") as f:
         f.write("".join(f"label{i}\n" for i in range(8)))
+    # cancel_wait holds each request until the core cancels it (or 20 s
+    # pass); its library sits in the model directory (Triton's search order).
+    name = "cancel_wait_http"
+    os.makedirs(os.path.join(d, name, "1"))
+    shutil.copy(os.path.join(TEST_BACKENDS, "cancel_wait", "libtriton_cancel_wait.so"), os.path.join(d, name))
+    with open(os.path.join(d, name, "config.pbtxt"), "w") as f:
+        f.write(f'name: "{name}"\nbackend: "cancel_wait"\nmax_batch_size: 0\n'
+                'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+                'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+                'parameters { key: "max_wait_ms" value: { string_value: "20000" } }\n'
+                'instance_group [ { kind: KIND_CPU count: 1 } ]\n')
     for dt, (_, ctype) in DTYPES.items():
         name = f"identity_{dt.lower()}_t"
         os.makedirs(os.path.join(d, name, "1"))
@@ -574,6 +586,36 @@ def test_client_disconnects(srv):
     assert srv.request("GET", "/v2/health/live")[0] == 200
     st, r = jreq(srv, "POST", "/v2/models/identity_fp32/infer", infer_body("INPUT0", "FP32", [1, 1], [7]))
     assert st == 200 and r["outputs"][0]["data"] == [7]
+
+
+def test_client_disconnect_cancels_request_in_core(srv):
+    """A client that goes away while its request runs has it cancelled in
+    the core: cancel_wait then answers at once (a failure in the model's
+    statistics) instead of holding the request for 20 s."""
+    model = "cancel_wait_http"
+
+    def failures():
+        st, r = jreq(srv, "GET", f"/v2/models/{model}/stats")
+        assert st == 200, r
+        return r["model_stats"][0]["inference_stats"]["fail"]["count"]
+
+    before = failures()
+    for how in ("fin", "rst"):
+        body = json.dumps(infer_body("INPUT0", "FP32", [2], [1, 2])).encode()
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+        s.sendall(b"POST /v2/models/%s/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+                  % (model.encode(), len(body)) + body)
+        time.sleep(0.3)  # the backend now holds the request
+        assert failures() == before, "cancel_wait answered before the client left"
+        if how == "rst":
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
+        deadline = time.monotonic() + 5
+        while failures() == before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert failures() == before + 1, f"request not cancelled after the client went away ({how})"
+        before += 1
+    assert srv.request("GET", "/v2/health/live")[0] == 200
 
 
 def test_large_binary_roundtrip(srv):
