@@ -2,10 +2,14 @@
  * feeding whichever instance thread is idle. */
 #include "scheduler.h"
 
+#include <limits.h>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "model.h"
@@ -13,15 +17,30 @@
 #include "response.h"
 #include "stats.h"
 
+/* Idle instance threads sleep on a futex word rather than a condition
+ * variable: a woken thread does not come back holding a mutex marked
+ * contended (whose unlock is one more system call per request), and a
+ * request wakes a sleeper only when no wake is already on its way to it. */
 typedef struct default_sched {
   nrd_scheduler base;
   TRITONBACKEND_Model *model;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
+  pthread_mutex_t mu; /* guards the queue and the counts below */
   TRITONSERVER_InferenceRequest *head, *tail;
   bool stopped;
-  atomic_uint sleepers; /* instance threads blocked in cond_wait */
+  unsigned sleepers;  /* instance threads asleep or about to be */
+  unsigned waking;    /* wakes sent that no sleeper has taken yet */
+  atomic_uint wake_seq; /* the futex word: bumped by every wake */
 } default_sched;
+
+static void futex_wake(atomic_uint *word, int n) {
+  syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
+static void futex_wait(atomic_uint *word, unsigned seen) {
+  /* Returns at once when the word no longer holds `seen`; a spurious or
+   * interrupted return only makes the caller look at the queue again. */
+  syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+}
 
 static TRITONSERVER_Error *ds_enqueue(nrd_scheduler *s, TRITONSERVER_InferenceRequest *req) {
   default_sched *d = (default_sched *)s;
@@ -35,10 +54,15 @@ static TRITONSERVER_Error *ds_enqueue(nrd_scheduler *s, TRITONSERVER_InferenceRe
   if (d->tail) d->tail->next = req;
   else d->head = req;
   d->tail = req;
+  /* A sleeper registers under the lock before it waits, so it is either
+   * counted here or sees the request itself. */
+  bool wake = d->sleepers > d->waking;
+  if (wake) {
+    d->waking++;
+    atomic_fetch_add_explicit(&d->wake_seq, 1, memory_order_release);
+  }
   pthread_mutex_unlock(&d->mu);
-  /* A sleeper registers under the lock before it waits, so after our
-   * unlock it is either counted here or will see the request itself. */
-  if (atomic_load(&d->sleepers)) pthread_cond_signal(&d->cv);
+  if (wake) futex_wake(&d->wake_seq, 1);
   return NULL;
 }
 
@@ -64,9 +88,13 @@ static uint32_t ds_next_batch(nrd_scheduler *s, TRITONBACKEND_ModelInstance *ins
   for (;;) {
     pthread_mutex_lock(&d->mu);
     while (!d->head && !d->stopped) {
-      atomic_fetch_add(&d->sleepers, 1);
-      pthread_cond_wait(&d->cv, &d->mu);
-      atomic_fetch_sub(&d->sleepers, 1);
+      d->sleepers++;
+      unsigned seen = atomic_load_explicit(&d->wake_seq, memory_order_acquire);
+      pthread_mutex_unlock(&d->mu);
+      futex_wait(&d->wake_seq, seen);
+      pthread_mutex_lock(&d->mu);
+      d->sleepers--;
+      if (d->waking) d->waking--;
     }
     TRITONSERVER_InferenceRequest *r = d->head;
     if (r) {
@@ -86,14 +114,14 @@ static void ds_stop(nrd_scheduler *s) {
   default_sched *d = (default_sched *)s;
   pthread_mutex_lock(&d->mu);
   d->stopped = true;
+  atomic_fetch_add_explicit(&d->wake_seq, 1, memory_order_release);
   pthread_mutex_unlock(&d->mu);
-  pthread_cond_broadcast(&d->cv);
+  futex_wake(&d->wake_seq, INT_MAX);
 }
 
 static void ds_destroy(nrd_scheduler *s) {
   default_sched *d = (default_sched *)s;
   pthread_mutex_destroy(&d->mu);
-  pthread_cond_destroy(&d->cv);
   free(d);
 }
 
@@ -105,6 +133,6 @@ nrd_scheduler *nrd_default_scheduler_new(TRITONBACKEND_Model *model) {
   d->base.ops = &default_ops;
   d->model = model;
   pthread_mutex_init(&d->mu, NULL);
-  pthread_cond_init(&d->cv, NULL);
+  atomic_init(&d->wake_seq, 0);
   return &d->base;
 }
