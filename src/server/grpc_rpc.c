@@ -672,38 +672,105 @@ static void repository_model_unload(nrd_srv_grpc_call *call, const uint8_t *msg,
 
 /* ---- shared memory, trace, log ----------------------------------------------------------- */
 
+/* Collects regions for SystemSharedMemoryStatus into an arena. */
+typedef struct shm_status_acc {
+  arena *a;
+  Inference__SystemSharedMemoryStatusResponse__RegionsEntry **entries;
+  size_t n, cap;
+} shm_status_acc;
+
+static char *ar_strdup(arena *a, const char *s) {
+  size_t n = strlen(s) + 1;
+  char *d = ar_alloc(a, n);
+  if (d) memcpy(d, s, n);
+  return d;
+}
+
+static int shm_status_visit(const char *name, const char *key, uint64_t offset, uint64_t byte_size,
+                            void *arg) {
+  shm_status_acc *acc = arg;
+  if (acc->n == acc->cap) {
+    size_t cap = acc->cap ? acc->cap * 2 : 8;
+    void *np = ar_alloc(acc->a, cap * sizeof *acc->entries);
+    if (np == NULL) return -1;
+    if (acc->n) memcpy(np, acc->entries, acc->n * sizeof *acc->entries);
+    acc->entries = np;
+    acc->cap = cap;
+  }
+  Inference__SystemSharedMemoryStatusResponse__RegionsEntry *e = ar_alloc(acc->a, sizeof *e);
+  Inference__SystemSharedMemoryStatusResponse__RegionStatus *st = ar_alloc(acc->a, sizeof *st);
+  if (e == NULL || st == NULL) return -1;
+  inference__system_shared_memory_status_response__regions_entry__init(e);
+  inference__system_shared_memory_status_response__region_status__init(st);
+  st->name = ar_strdup(acc->a, name);
+  st->key = ar_strdup(acc->a, key);
+  st->offset = offset;
+  st->byte_size = byte_size;
+  e->key = st->name;
+  e->value = st;
+  if (st->name == NULL || st->key == NULL) return -1;
+  acc->entries[acc->n++] = e;
+  return 0;
+}
+
 static void shm_status(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
   Inference__SystemSharedMemoryStatusRequest *req =
       unpack(call, &inference__system_shared_memory_status_request__descriptor, msg, len);
   if (req == NULL) return;
-  bool named = req->name && req->name[0];
-  char text[200];
-  snprintf(text, sizeof text, "Unable to find system shared memory region: '%.100s'",
-           named ? req->name : "");
+  arena a = {0};
+  shm_status_acc acc = {.a = &a};
+  TRITONSERVER_Error *err =
+      nrd_srv_shm_status(nrd_srv_grpc_call_shm(call), req->name && req->name[0] ? req->name : NULL,
+                         shm_status_visit, &acc);
   done_with(req);
-  if (named) {
-    nrd_srv_grpc_call_finish(call, NRD_GRPC_NOT_FOUND, text);
-    return;
+  if (err) {
+    nrd_srv_grpc_call_fail(call, err);
+  } else {
+    Inference__SystemSharedMemoryStatusResponse r =
+        INFERENCE__SYSTEM_SHARED_MEMORY_STATUS_RESPONSE__INIT;
+    r.n_regions = acc.n;
+    r.regions = acc.entries;
+    nrd_srv_grpc_call_reply(call, &r.base);
   }
-  Inference__SystemSharedMemoryStatusResponse r = INFERENCE__SYSTEM_SHARED_MEMORY_STATUS_RESPONSE__INIT;
-  nrd_srv_grpc_call_reply(call, &r.base);
+  ar_free(&a);
 }
 
 static void shm_register(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
   Inference__SystemSharedMemoryRegisterRequest *req =
       unpack(call, &inference__system_shared_memory_register_request__descriptor, msg, len);
   if (req == NULL) return;
+  TRITONSERVER_Error *err = NULL;
+  if (req->name == NULL || req->name[0] == '\0')
+    err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG,
+                                "'name' is necessary to register system shared memory region");
+  else if (req->key == NULL || req->key[0] == '\0')
+    err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG,
+                                "'key' is necessary to register system shared memory region");
+  else
+    err = nrd_srv_shm_register(nrd_srv_grpc_call_shm(call), req->name, req->key, req->offset,
+                               req->byte_size);
   done_with(req);
-  nrd_srv_grpc_call_finish(call, NRD_GRPC_UNIMPLEMENTED,
-                           "system shared memory is not supported by this server yet");
+  if (err) {
+    nrd_srv_grpc_call_fail(call, err);
+    return;
+  }
+  Inference__SystemSharedMemoryRegisterResponse r =
+      INFERENCE__SYSTEM_SHARED_MEMORY_REGISTER_RESPONSE__INIT;
+  nrd_srv_grpc_call_reply(call, &r.base);
 }
 
 static void shm_unregister(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
   Inference__SystemSharedMemoryUnregisterRequest *req =
       unpack(call, &inference__system_shared_memory_unregister_request__descriptor, msg, len);
   if (req == NULL) return;
+  /* An empty name unregisters every region; an unknown name is not an error. */
+  TRITONSERVER_Error *err = nrd_srv_shm_unregister(
+      nrd_srv_grpc_call_shm(call), req->name && req->name[0] ? req->name : NULL);
   done_with(req);
-  /* No region can be registered, so unregistering any (or all) is a no-op. */
+  if (err) {
+    nrd_srv_grpc_call_fail(call, err);
+    return;
+  }
   Inference__SystemSharedMemoryUnregisterResponse r =
       INFERENCE__SYSTEM_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
   nrd_srv_grpc_call_reply(call, &r.base);

@@ -207,6 +207,10 @@ TRITONSERVER_Server *nrd_srv_grpc_call_server(const nrd_srv_grpc_call *call) {
   return call->g->server;
 }
 
+nrd_srv_shm *nrd_srv_grpc_call_shm(const nrd_srv_grpc_call *call) { return call->g->opts.shm; }
+
+nrd_srv_log_settings *nrd_srv_grpc_call_log(const nrd_srv_grpc_call *call) { return call->g->opts.log; }
+
 uint64_t nrd_srv_grpc_call_deadline_us(const nrd_srv_grpc_call *call) { return call->deadline_us; }
 
 void nrd_srv_grpc_call_set_state(nrd_srv_grpc_call *call, void *state, void (*free_fn)(void *)) {

@@ -5,10 +5,13 @@ Run by ctest (see tests/CMakeLists.txt) as
     /usr/bin/python3 -m pytest -q tests/integration/test_grpc.py
 with NEREID_BIN, NEREID_BACKEND_DIR and NEREID_EXAMPLES in the environment.
 One nereid (explicit model control, every example model loaded, a 1 MiB
-message limit) serves the whole module; it must stop cleanly at the end,
+message limit, HTTP on a free port for the cross-protocol shared memory
+tests) serves the whole module; it must stop cleanly at the end,
 with no sanitizer report in its log.
 """
 
+import json
+import mmap
 import os
 import queue
 import selectors
@@ -20,6 +23,9 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
+import uuid
 
 import numpy as np
 import pytest
@@ -102,14 +108,17 @@ class Server:
 @pytest.fixture(scope="module")
 def server():
     port = free_port()
+    http_port = free_port()
     s = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
                 "--model-control-mode=explicit", "--load-model=*",
-                "--allow-http=false", "--allow-metrics=false",
+                f"--http-port={http_port}", "--http-address=127.0.0.1", "--http-thread-count=1",
+                "--allow-metrics=false",
                 f"--grpc-port={port}", "--grpc-address=127.0.0.1",
                 f"--grpc-max-message-size={MAX_MESSAGE}"])
     try:
         s.wait_ready()
         s.port = port
+        s.http_port = http_port
         yield s
         rc = s.stop()
         log = s.text()
@@ -693,6 +702,283 @@ def test_stream_repeat_cancel(stub):
     assert seen == 3
     got = list(stub.ModelStreamInfer(iter([repeat_request([4], [0], 0, "after")]), timeout=RPC_TIMEOUT))
     assert [final_flag(g) for g in got] == [False, True]
+
+
+# ---- system shared memory ----------------------------------------------------------
+
+
+class ShmObject:
+    """A POSIX shared memory object made through /dev/shm (what shm_open
+    maps), with its mapping; the registry opens it by key "/<name>"."""
+
+    def __init__(self, size):
+        self.name = "nrd_grpc_" + uuid.uuid4().hex[:12]
+        self.key = "/" + self.name
+        self.path = "/dev/shm/" + self.name
+        self.file = open(self.path, "w+b")
+        self.file.truncate(size)
+        self.map = mmap.mmap(self.file.fileno(), size)
+
+    def write(self, offset, arr):
+        b = np.ascontiguousarray(arr).tobytes()
+        self.map[offset:offset + len(b)] = b
+
+    def read(self, offset, dtype, shape):
+        n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        return np.frombuffer(self.map[offset:offset + n], dtype=dtype).reshape(shape)
+
+    def close(self):
+        self.map.close()
+        self.file.close()
+        os.unlink(self.path)
+
+
+@pytest.fixture
+def shm_objects(stub):
+    made = []
+
+    def make(size):
+        m = ShmObject(size)
+        made.append(m)
+        return m
+    yield make
+    stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest(), timeout=RPC_TIMEOUT)
+    for m in made:
+        m.close()
+
+
+def shm_register(stub, name, obj, size, offset=0):
+    stub.SystemSharedMemoryRegister(pb.SystemSharedMemoryRegisterRequest(
+        name=name, key=obj.key, offset=offset, byte_size=size), timeout=RPC_TIMEOUT)
+
+
+def set_shm(params, region, size, offset=None):
+    params["shared_memory_region"].string_param = region
+    params["shared_memory_byte_size"].int64_param = size
+    if offset is not None:
+        params["shared_memory_offset"].int64_param = offset
+
+
+def rpc_error(fn, *args):
+    with pytest.raises(grpc.RpcError) as e:
+        fn(*args, timeout=RPC_TIMEOUT)
+    return e.value
+
+
+def test_shm_register_status_unregister(stub, shm_objects):
+    m = shm_objects(4096)
+    shm_register(stub, "g_a", m, 1024)
+    shm_register(stub, "g_b", m, 512, offset=2048)
+    st = stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(), timeout=RPC_TIMEOUT)
+    assert set(st.regions) == {"g_a", "g_b"}
+    b = st.regions["g_b"]
+    assert (b.name, b.key, b.offset, b.byte_size) == ("g_b", m.key, 2048, 512)
+    one = stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(name="g_a"), timeout=RPC_TIMEOUT)
+    assert list(one.regions) == ["g_a"] and one.regions["g_a"].byte_size == 1024
+
+    e = rpc_error(stub.SystemSharedMemoryRegister, pb.SystemSharedMemoryRegisterRequest(
+        name="g_a", key=m.key, byte_size=16))
+    assert e.code() == grpc.StatusCode.ALREADY_EXISTS and "g_a" in e.details()
+    e = rpc_error(stub.SystemSharedMemoryStatus, pb.SystemSharedMemoryStatusRequest(name="nope"))
+    assert e.code() == grpc.StatusCode.NOT_FOUND
+    assert e.details() == "Unable to find system shared memory region: 'nope'"
+    e = rpc_error(stub.SystemSharedMemoryRegister, pb.SystemSharedMemoryRegisterRequest(
+        name="g_big", key=m.key, offset=4000, byte_size=200))
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "g_big" in e.details()
+    e = rpc_error(stub.SystemSharedMemoryRegister, pb.SystemSharedMemoryRegisterRequest(
+        name="g_nokey", key="/nrd_grpc_no_such_object", byte_size=16))
+    assert e.code() == grpc.StatusCode.INTERNAL and "nrd_grpc_no_such_object" in e.details()
+    e = rpc_error(stub.SystemSharedMemoryRegister, pb.SystemSharedMemoryRegisterRequest(
+        key=m.key, byte_size=16))
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "name" in e.details()
+
+    # Unknown names unregister fine; one name removes one; empty removes all.
+    stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest(name="nope"), timeout=RPC_TIMEOUT)
+    stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest(name="g_a"), timeout=RPC_TIMEOUT)
+    st = stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(), timeout=RPC_TIMEOUT)
+    assert set(st.regions) == {"g_b"}
+    shm_register(stub, "g_a", m, 1024)
+    stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest(), timeout=RPC_TIMEOUT)
+    st = stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(), timeout=RPC_TIMEOUT)
+    assert len(st.regions) == 0
+
+
+def test_shm_infer_inputs_and_outputs_in_place(stub, shm_objects):
+    """add_sub with both inputs in one region and both outputs in another,
+    at offsets, as tritonclient's set_shared_memory sends them."""
+    min_ = shm_objects(4096)
+    mout = shm_objects(8192)
+    a = np.arange(16, dtype=np.int32).reshape(1, 16)
+    b = np.full((1, 16), 5, dtype=np.int32)
+    min_.write(0, a)
+    min_.write(64, b)
+    shm_register(stub, "in", min_, 128)
+    shm_register(stub, "out", mout, 128, offset=4096)
+    r = pb.ModelInferRequest(model_name="simple", id="shm-1")
+    for name, off in (("INPUT0", None), ("INPUT1", 64)):
+        t = r.inputs.add()
+        t.name, t.datatype = name, "INT32"
+        t.shape.extend([1, 16])
+        set_shm(t.parameters, "in", 64, off)
+    for name, off in (("OUTPUT0", None), ("OUTPUT1", 64)):
+        o = r.outputs.add()
+        o.name = name
+        set_shm(o.parameters, "out", 64, off)
+    resp = stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+    assert resp.id == "shm-1"
+    np.testing.assert_array_equal(mout.read(4096, np.int32, (1, 16)), a + b)
+    np.testing.assert_array_equal(mout.read(4096 + 64, np.int32, (1, 16)), a - b)
+    # One (empty) raw_output_contents entry per output, as Triton lays them out.
+    assert len(resp.raw_output_contents) == 2 and all(len(x) == 0 for x in resp.raw_output_contents)
+    outs = {o.name: o for o in resp.outputs}
+    assert list(outs["OUTPUT0"].shape) == [1, 16] and outs["OUTPUT0"].datatype == "INT32"
+    p0, p1 = outs["OUTPUT0"].parameters, outs["OUTPUT1"].parameters
+    assert p0["shared_memory_region"].string_param == "out"
+    assert p0["shared_memory_byte_size"].int64_param == 64 and "shared_memory_offset" not in p0
+    assert p1["shared_memory_offset"].int64_param == 64
+
+
+def test_shm_infer_mixed_raw_and_shm(stub, shm_objects):
+    """raw_input_contents holds only the inputs not in shared memory; an
+    output not in shared memory comes back in its aligned raw entry."""
+    m = shm_objects(4096)
+    a = np.arange(16, dtype=np.int32).reshape(1, 16)
+    b = np.full((1, 16), 2, dtype=np.int32)
+    m.write(0, b)
+    shm_register(stub, "mix", m, 4096)
+    r = pb.ModelInferRequest(model_name="simple")
+    t0 = r.inputs.add()
+    t0.name, t0.datatype = "INPUT0", "INT32"
+    t0.shape.extend([1, 16])
+    r.raw_input_contents.append(a.tobytes())
+    t1 = r.inputs.add()
+    t1.name, t1.datatype = "INPUT1", "INT32"
+    t1.shape.extend([1, 16])
+    set_shm(t1.parameters, "mix", 64)
+    o0 = r.outputs.add()
+    o0.name = "OUTPUT0"
+    set_shm(o0.parameters, "mix", 64, 1024)
+    r.outputs.add().name = "OUTPUT1"
+    resp = stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+    np.testing.assert_array_equal(m.read(1024, np.int32, (1, 16)), a + b)
+    np.testing.assert_array_equal(output_array(resp, "OUTPUT1", np.int32), a - b)
+    idx = [o.name for o in resp.outputs].index("OUTPUT0")
+    assert len(resp.raw_output_contents[idx]) == 0
+
+
+def test_shm_stream_infer(stub, shm_objects):
+    m = shm_objects(4096)
+    x = np.arange(8, dtype=np.float32).reshape(1, 8)
+    m.write(0, x)
+    shm_register(stub, "st", m, 4096)
+
+    def req(i):
+        r = pb.ModelInferRequest(model_name="identity_fp32", id=f"s{i}")
+        t = r.inputs.add()
+        t.name, t.datatype = "INPUT0", "FP32"
+        t.shape.extend([1, 8])
+        set_shm(t.parameters, "st", 32)
+        o = r.outputs.add()
+        o.name = "OUTPUT0"
+        set_shm(o.parameters, "st", 32, 1024 + 64 * i)
+        return r
+    got = list(stub.ModelStreamInfer(iter([req(0), req(1)]), timeout=RPC_TIMEOUT))
+    assert sorted(g.infer_response.id for g in got) == ["s0", "s1"]
+    assert all(g.error_message == "" for g in got)
+    for i in range(2):
+        np.testing.assert_array_equal(m.read(1024 + 64 * i, np.float32, (1, 8)), x)
+
+
+def test_shm_infer_errors(stub, shm_objects):
+    m = shm_objects(4096)
+    shm_register(stub, "err", m, 256)
+    x = np.zeros((1, 16), np.float32)
+
+    def req(in_params=None, out_params=None, raw=False, contents=False):
+        r = pb.ModelInferRequest(model_name="identity_fp32")
+        t = r.inputs.add()
+        t.name, t.datatype = "INPUT0", "FP32"
+        t.shape.extend([1, 16])
+        if in_params:
+            set_shm(t.parameters, *in_params)
+        if raw:
+            r.raw_input_contents.append(x.tobytes())
+        if contents:
+            t.contents.fp32_contents.extend([0.0] * 16)
+        if out_params:
+            o = r.outputs.add()
+            o.name = "OUTPUT0"
+            set_shm(o.parameters, *out_params)
+        return r
+
+    cases = [
+        (req(("nope", 64)), grpc.StatusCode.NOT_FOUND, "nope"),
+        (req(("err", 64, 250)), grpc.StatusCode.INVALID_ARGUMENT, "err"),
+        (req(raw=True, out_params=("nope", 64)), grpc.StatusCode.NOT_FOUND, "nope"),
+        (req(raw=True, out_params=("err", 64, 224)), grpc.StatusCode.INVALID_ARGUMENT, "err"),
+        (req(raw=True, out_params=("err", 16)), grpc.StatusCode.INVALID_ARGUMENT,
+         "should be at least 64 bytes"),
+        (req(("err", 64), raw=True), grpc.StatusCode.INVALID_ARGUMENT, "raw_input_contents"),
+        (req(("err", 64), contents=True), grpc.StatusCode.INVALID_ARGUMENT, "contents"),
+    ]
+    for r, code, text in cases:
+        e = rpc_error(stub.ModelInfer, r)
+        assert e.code() == code, (r, e)
+        assert text in e.details(), e.details()
+    # Parameters of the wrong type or incomplete name the field.
+    r = req()
+    r.inputs[0].parameters["shared_memory_region"].string_param = "err"
+    e = rpc_error(stub.ModelInfer, r)
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "shared_memory_byte_size" in e.details()
+    r = req(("err", 64))
+    r.inputs[0].parameters["shared_memory_byte_size"].string_param = "64"
+    e = rpc_error(stub.ModelInfer, r)
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "shared_memory_byte_size" in e.details()
+    # On a stream the error arrives as error_message and the stream goes on.
+    got = list(stub.ModelStreamInfer(iter([req(("nope", 64))]), timeout=RPC_TIMEOUT))
+    assert len(got) == 1 and "nope" in got[0].error_message
+
+
+def http_json(server, method, path, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{server.http_port}{path}", data=data, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=RPC_TIMEOUT) as r:
+            text = r.read()
+            return r.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def test_shm_shared_with_http(server, stub, shm_objects):
+    """One registry serves both protocols, as in Triton."""
+    m = shm_objects(4096)
+    code, _ = http_json(server, "POST", "/v2/systemsharedmemory/region/via_http/register",
+                        {"key": m.key, "offset": 0, "byte_size": 128})
+    assert code == 200
+    st = stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(name="via_http"),
+                                       timeout=RPC_TIMEOUT)
+    assert st.regions["via_http"].key == m.key and st.regions["via_http"].byte_size == 128
+    shm_register(stub, "via_grpc", m, 256, offset=1024)
+    code, regions = http_json(server, "GET", "/v2/systemsharedmemory/region/via_grpc/status")
+    assert code == 200 and regions == [{"name": "via_grpc", "key": m.key, "offset": 1024, "byte_size": 256}]
+    e = rpc_error(stub.SystemSharedMemoryRegister, pb.SystemSharedMemoryRegisterRequest(
+        name="via_http", key=m.key, byte_size=16))
+    assert e.code() == grpc.StatusCode.ALREADY_EXISTS
+    # A region registered over HTTP feeds a gRPC inference.
+    x = np.arange(16, dtype=np.float32).reshape(1, 16)
+    m.write(0, x)
+    r = pb.ModelInferRequest(model_name="identity_fp32")
+    t = r.inputs.add()
+    t.name, t.datatype = "INPUT0", "FP32"
+    t.shape.extend([1, 16])
+    set_shm(t.parameters, "via_http", 64)
+    resp = stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+    np.testing.assert_array_equal(output_array(resp, "OUTPUT0", np.float32), x)
+    code, _ = http_json(server, "POST", "/v2/systemsharedmemory/unregister", {})
+    assert code == 200
+    st = stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(), timeout=RPC_TIMEOUT)
+    assert len(st.regions) == 0
 
 
 def teardown_module(module):
