@@ -281,10 +281,80 @@ def test_shared_memory_trace_log(stub):
     with pytest.raises(grpc.RpcError) as e:
         stub.CudaSharedMemoryRegister(pb.CudaSharedMemoryRegisterRequest(name="x"), timeout=RPC_TIMEOUT)
     assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
-    ts = stub.TraceSetting(pb.TraceSettingRequest(), timeout=RPC_TIMEOUT)
-    assert list(ts.settings["trace_level"].value) == ["OFF"]
     ls = stub.LogSettings(pb.LogSettingsRequest(), timeout=RPC_TIMEOUT)
     assert ls.settings["log_info"].bool_param is True
+
+
+def test_trace_setting_unsupported(stub):
+    """Built without tracing, Triton answers every TraceSetting call (read
+    or update) UNAVAILABLE."""
+    for req in (pb.TraceSettingRequest(), pb.TraceSettingRequest(model_name="simple")):
+        e = rpc_error(stub.TraceSetting, req)
+        assert e.code() == grpc.StatusCode.UNAVAILABLE
+        assert e.details() == "the server does not support trace"
+    r = pb.TraceSettingRequest()
+    r.settings["trace_level"].value.append("TIMESTAMPS")
+    e = rpc_error(stub.TraceSetting, r)
+    assert e.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def log_request(**settings):
+    r = pb.LogSettingsRequest()
+    for k, v in settings.items():
+        if isinstance(v, bool):
+            r.settings[k].bool_param = v
+        elif isinstance(v, int):
+            r.settings[k].uint32_param = v
+        else:
+            r.settings[k].string_param = v
+    return r
+
+
+def log_values(resp):
+    return {k: getattr(v, v.WhichOneof("parameter_choice")) for k, v in resp.settings.items()}
+
+
+def test_log_settings_read_and_update(server, stub):
+    ls = stub.LogSettings(pb.LogSettingsRequest(), timeout=RPC_TIMEOUT)
+    kinds = {k: v.WhichOneof("parameter_choice") for k, v in ls.settings.items()}
+    assert kinds == {"log_file": "string_param", "log_info": "bool_param", "log_warning": "bool_param",
+                     "log_error": "bool_param", "log_verbose_level": "uint32_param",
+                     "log_format": "string_param"}
+    before = log_values(ls)
+    assert before == {"log_file": "", "log_info": True, "log_warning": True, "log_error": True,
+                      "log_verbose_level": 0, "log_format": "default"}
+    try:
+        got = log_values(stub.LogSettings(log_request(log_warning=False, log_verbose_level=2,
+                                                      log_format="ISO8601"), timeout=RPC_TIMEOUT))
+        assert got == dict(before, log_warning=False, log_verbose_level=2, log_format="ISO8601")
+        # The same settings are what HTTP's /v2/logging reports.
+        code, j = http_json(server, "GET", "/v2/logging")
+        assert code == 200 and j["log_warning"] is False and j["log_verbose_level"] == 2
+        assert j["log_format"] == "ISO8601"
+        assert log_values(stub.LogSettings(pb.LogSettingsRequest(), timeout=RPC_TIMEOUT)) == got
+
+        # Errors change nothing (validated before anything is applied).
+        cases = [
+            (log_request(log_file="/tmp/x.log"), grpc.StatusCode.UNIMPLEMENTED,
+             "log file location can not be updated through network protocol"),
+            (log_request(log_info=False, log_format="json"), grpc.StatusCode.INVALID_ARGUMENT,
+             "invalid argument for log_format, got: json"),
+            (log_request(log_info=1), grpc.StatusCode.INVALID_ARGUMENT, "expect boolean for 'log_info'"),
+            (log_request(log_error="yes"), grpc.StatusCode.INVALID_ARGUMENT,
+             "expect boolean for 'log_error'"),
+            (log_request(log_verbose_level=True), grpc.StatusCode.INVALID_ARGUMENT,
+             "expect int32 for 'log_verbose_level'"),
+            (log_request(log_format=True), grpc.StatusCode.INVALID_ARGUMENT,
+             "expect string for 'log_format'"),
+        ]
+        for r, code, text in cases:
+            e = rpc_error(stub.LogSettings, r)
+            assert (e.code(), e.details()) == (code, text)
+        assert log_values(stub.LogSettings(pb.LogSettingsRequest(), timeout=RPC_TIMEOUT)) == got
+    finally:
+        stub.LogSettings(log_request(log_info=True, log_warning=True, log_error=True,
+                                     log_verbose_level=0, log_format="default"), timeout=RPC_TIMEOUT)
+    assert log_values(stub.LogSettings(pb.LogSettingsRequest(), timeout=RPC_TIMEOUT)) == before
 
 
 # ---- ModelInfer ---------------------------------------------------------------
