@@ -27,11 +27,16 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "grpc_call.h"
 #include "grpc_rpc.h"
 
 enum { KIND_LISTENER = 1, KIND_WAKE = 2, KIND_CONN = 3 };
+
+/* Message encodings (grpc-encoding) we can decode. */
+enum { ENC_IDENTITY = 0, ENC_GZIP, ENC_DEFLATE, ENC_UNKNOWN };
+#define ACCEPT_ENCODING "identity,deflate,gzip"
 
 /* Backpressure. Above CONN_OUT_HIGH bytes of output waiting for a client,
  * the connection is throttled until it drains below CONN_OUT_LOW: received
@@ -107,6 +112,8 @@ struct nrd_srv_grpc_call {
   int32_t id;
   const nrd_srv_grpc_method *m;
   bool unknown_method, bad_content_type;
+  int encoding;       /* ENC_* from grpc-encoding */
+  char enc_name[48];  /* grpc-encoding as sent (truncated), for errors */
   uint8_t *in;
   size_t in_len, in_cap;
   chunk *out_head, *out_tail;
@@ -312,13 +319,15 @@ static ssize_t data_read_cb(nghttp2_session *sess, int32_t id, uint8_t *buf, siz
 }
 
 static void call_submit_headers(nrd_srv_grpc_call *call) {
-  nghttp2_nv hdrs[2] = {
+  nghttp2_nv hdrs[3] = {
       {(uint8_t *)":status", (uint8_t *)"200", 7, 3, NGHTTP2_NV_FLAG_NONE},
-      {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16, NGHTTP2_NV_FLAG_NONE}};
+      {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16, NGHTTP2_NV_FLAG_NONE},
+      {(uint8_t *)"grpc-accept-encoding", (uint8_t *)ACCEPT_ENCODING, 20,
+       sizeof ACCEPT_ENCODING - 1, NGHTTP2_NV_FLAG_NONE}};
   nghttp2_data_provider prd;
   prd.source.ptr = call;
   prd.read_callback = data_read_cb;
-  if (nghttp2_submit_response(call->c->sess, call->id, hdrs, 2, &prd) == 0)
+  if (nghttp2_submit_response(call->c->sess, call->id, hdrs, 3, &prd) == 0)
     call->headers_sent = true;
   else
     nghttp2_submit_rst_stream(call->c->sess, NGHTTP2_FLAG_NONE, call->id, NGHTTP2_INTERNAL_ERROR);
@@ -404,14 +413,16 @@ void nrd_srv_grpc_call_finish(nrd_srv_grpc_call *call, int status, const char *m
     /* Trailers-Only response: one HEADERS frame ending the stream. */
     char code[12];
     snprintf(code, sizeof code, "%d", status);
-    nghttp2_nv hdrs[4] = {
+    nghttp2_nv hdrs[5] = {
         {(uint8_t *)":status", (uint8_t *)"200", 7, 3, NGHTTP2_NV_FLAG_NONE},
         {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16, NGHTTP2_NV_FLAG_NONE},
+        {(uint8_t *)"grpc-accept-encoding", (uint8_t *)ACCEPT_ENCODING, 20,
+         sizeof ACCEPT_ENCODING - 1, NGHTTP2_NV_FLAG_NONE},
         {(uint8_t *)"grpc-status", (uint8_t *)code, 11, strlen(code), NGHTTP2_NV_FLAG_NONE},
         {(uint8_t *)"grpc-message", (uint8_t *)(call->status_msg ? call->status_msg : ""), 12,
          call->status_msg ? strlen(call->status_msg) : 0, NGHTTP2_NV_FLAG_NONE}};
     call->headers_sent = true;
-    nghttp2_submit_response(call->c->sess, call->id, hdrs, call->status_msg ? 4 : 3, NULL);
+    nghttp2_submit_response(call->c->sess, call->id, hdrs, call->status_msg ? 5 : 4, NULL);
     conn_mark_dirty(call->c);
     return;
   }
@@ -449,6 +460,68 @@ static void call_detach(nrd_srv_grpc_call *call) {
 
 /* ---- receiving ----------------------------------------------------------- */
 
+/* Inflates a gzip or zlib ("deflate") message into a malloc'ed buffer of at
+ * most `max` bytes. Returns 0 with *out (caller frees) and *out_len, or a
+ * gRPC status with msg filled (nothing to free). */
+static int inflate_message(int enc, const uint8_t *in, size_t len, uint32_t max, uint8_t **out,
+                           size_t *out_len, char *msg, size_t msglen) {
+  *out = NULL;
+  *out_len = 0;
+  const char *algo = enc == ENC_GZIP ? "gzip" : "deflate";
+  z_stream zs;
+  memset(&zs, 0, sizeof zs);
+  if (inflateInit2(&zs, enc == ENC_GZIP ? 15 + 16 : 15) != Z_OK) {
+    snprintf(msg, msglen, "cannot start %s decompression", algo);
+    return NRD_GRPC_INTERNAL;
+  }
+  int status = NRD_GRPC_OK;
+  size_t cap = len * 4 + 64;
+  if (cap > (size_t)max + 1) cap = (size_t)max + 1;
+  uint8_t *buf = malloc(cap ? cap : 1);
+  zs.next_in = (Bytef *)in;
+  zs.avail_in = (uInt)len;
+  int rc = Z_OK;
+  while (buf && rc != Z_STREAM_END) {
+    if (zs.total_out == cap) {
+      if (cap > max) break; /* more than max bytes came out */
+      size_t ncap = cap * 2 > (size_t)max + 1 ? (size_t)max + 1 : cap * 2;
+      uint8_t *nb = realloc(buf, ncap);
+      if (nb == NULL) {
+        free(buf);
+        buf = NULL;
+        break;
+      }
+      buf = nb;
+      cap = ncap;
+    }
+    zs.next_out = buf + zs.total_out;
+    zs.avail_out = (uInt)(cap - zs.total_out);
+    rc = inflate(&zs, Z_NO_FLUSH);
+    if (rc == Z_BUF_ERROR && zs.avail_in == 0 && zs.avail_out > 0) break; /* truncated input */
+    if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR) break;
+  }
+  if (buf == NULL) {
+    snprintf(msg, msglen, "out of memory decompressing a %s message", algo);
+    status = NRD_GRPC_RESOURCE_EXHAUSTED;
+  } else if (zs.total_out > max) {
+    snprintf(msg, msglen, "Received message larger than max when decompressed (more than %u bytes)",
+             max);
+    status = NRD_GRPC_RESOURCE_EXHAUSTED;
+  } else if (rc != Z_STREAM_END || zs.avail_in != 0) {
+    snprintf(msg, msglen, "failed to decompress a %s message: %s", algo,
+             zs.msg ? zs.msg : (rc == Z_STREAM_END ? "trailing data" : "truncated or corrupt data"));
+    status = NRD_GRPC_INTERNAL;
+  }
+  if (status == NRD_GRPC_OK) {
+    *out = buf;
+    *out_len = zs.total_out;
+  } else {
+    free(buf);
+  }
+  inflateEnd(&zs);
+  return status;
+}
+
 static void call_deliver_messages(nrd_srv_grpc_call *call, bool at_end) {
   size_t off = 0;
   uint32_t max = call->g->opts.max_message_size;
@@ -463,9 +536,18 @@ static void call_deliver_messages(nrd_srv_grpc_call *call, bool at_end) {
       off = call->in_len;
       break;
     }
-    if (p[0] != 0) {
-      nrd_srv_grpc_call_finish(call, NRD_GRPC_UNIMPLEMENTED,
-                               "compressed messages are not supported (use grpc-encoding identity)");
+    if (p[0] > 1 || (p[0] == 1 && call->encoding != ENC_GZIP && call->encoding != ENC_DEFLATE)) {
+      char msg[160];
+      int st = NRD_GRPC_INTERNAL;
+      if (p[0] > 1)
+        snprintf(msg, sizeof msg, "invalid gRPC message flags 0x%02x", p[0]);
+      else if (call->encoding == ENC_UNKNOWN) {
+        snprintf(msg, sizeof msg, "grpc-encoding '%s' is not supported (supported: %s)",
+                 call->enc_name, ACCEPT_ENCODING);
+        st = NRD_GRPC_UNIMPLEMENTED;
+      } else
+        snprintf(msg, sizeof msg, "compressed message flag set without a grpc-encoding");
+      nrd_srv_grpc_call_finish(call, st, msg);
       call->ignoring_input = true;
       off = call->in_len;
       break;
@@ -484,7 +566,22 @@ static void call_deliver_messages(nrd_srv_grpc_call *call, bool at_end) {
     }
     call->had_message = true;
     off += 5 + len;
-    call->m->on_message(call, p + 5, len);
+    if (p[0] == 1) {
+      uint8_t *plain = NULL;
+      size_t plain_len = 0;
+      char msg[200];
+      int st = inflate_message(call->encoding, p + 5, len, max, &plain, &plain_len, msg, sizeof msg);
+      if (st != NRD_GRPC_OK) {
+        nrd_srv_grpc_call_finish(call, st, msg);
+        call->ignoring_input = true;
+        off = call->in_len;
+        break;
+      }
+      call->m->on_message(call, plain, plain_len);
+      free(plain);
+    } else {
+      call->m->on_message(call, p + 5, len);
+    }
   }
   if (off > 0 && call->in) {
     memmove(call->in, call->in + off, call->in_len - off);
@@ -543,6 +640,15 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const ui
     call->unknown_method = call->m == NULL;
   } else if (namelen == 12 && memcmp(name, "content-type", 12) == 0) {
     call->bad_content_type = !(valuelen >= 16 && memcmp(value, "application/grpc", 16) == 0);
+  } else if (namelen == 13 && memcmp(name, "grpc-encoding", 13) == 0) {
+    if (valuelen == 8 && memcmp(value, "identity", 8) == 0) call->encoding = ENC_IDENTITY;
+    else if (valuelen == 4 && memcmp(value, "gzip", 4) == 0) call->encoding = ENC_GZIP;
+    else if (valuelen == 7 && memcmp(value, "deflate", 7) == 0) call->encoding = ENC_DEFLATE;
+    else call->encoding = ENC_UNKNOWN;
+    size_t n = valuelen < sizeof call->enc_name - 1 ? valuelen : sizeof call->enc_name - 1;
+    for (size_t i = 0; i < n; i++)
+      call->enc_name[i] = value[i] >= 0x20 && value[i] < 0x7f ? (char)value[i] : '?';
+    call->enc_name[n] = '\0';
   } else if (namelen == 12 && memcmp(name, "grpc-timeout", 12) == 0) {
     uint64_t t = parse_timeout_us(value, valuelen);
     if (t) call->deadline_us = now_us() + t;

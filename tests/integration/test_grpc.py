@@ -10,6 +10,9 @@ tests) serves the whole module; it must stop cleanly at the end,
 with no sanitizer report in its log.
 """
 
+import ctypes
+import ctypes.util
+import gzip
 import json
 import mmap
 import os
@@ -24,8 +27,10 @@ import tempfile
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
+import zlib
 
 import numpy as np
 import pytest
@@ -1049,6 +1054,175 @@ def test_shm_shared_with_http(server, stub, shm_objects):
     assert code == 200
     st = stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(), timeout=RPC_TIMEOUT)
     assert len(st.regions) == 0
+
+
+# ---- raw HTTP/2 (what grpcio will not send) ------------------------------------------
+
+
+class RawH2:
+    """A minimal HTTP/2 client over a socket: literal HPACK out, and the
+    server's header blocks decoded by libnghttp2's own HPACK inflater
+    through ctypes (nghttp2 is already the server's dependency)."""
+
+    class _NV(ctypes.Structure):
+        _fields_ = [("name", ctypes.POINTER(ctypes.c_uint8)), ("value", ctypes.POINTER(ctypes.c_uint8)),
+                    ("namelen", ctypes.c_size_t), ("valuelen", ctypes.c_size_t), ("flags", ctypes.c_uint8)]
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=RPC_TIMEOUT)
+        self.buf = b""
+        lib = ctypes.CDLL(ctypes.util.find_library("nghttp2"))
+        lib.nghttp2_hd_inflate_hd2.restype = ctypes.c_ssize_t
+        lib.nghttp2_hd_inflate_hd2.argtypes = [ctypes.c_void_p, ctypes.POINTER(self._NV),
+                                               ctypes.POINTER(ctypes.c_int), ctypes.c_char_p,
+                                               ctypes.c_size_t, ctypes.c_int]
+        lib.nghttp2_hd_inflate_end_headers.argtypes = [ctypes.c_void_p]
+        lib.nghttp2_hd_inflate_del.argtypes = [ctypes.c_void_p]
+        self.lib = lib
+        self.inflater = ctypes.c_void_p()
+        assert lib.nghttp2_hd_inflate_new(ctypes.byref(self.inflater)) == 0
+        self.sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + self.frame(4, 0, 0, b""))
+
+    def close(self):
+        self.sock.close()
+        self.lib.nghttp2_hd_inflate_del(self.inflater)
+
+    @staticmethod
+    def frame(ftype, flags, stream, payload):
+        return len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + stream.to_bytes(4, "big") + payload
+
+    def send(self, ftype, flags, stream, payload):
+        self.sock.sendall(self.frame(ftype, flags, stream, payload))
+
+    @staticmethod
+    def literal(name, value):
+        name, value = name.encode(), value.encode()
+        assert len(name) < 127 and len(value) < 127
+        return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
+
+    def request(self, stream, path, body, extra=()):
+        hdrs = [(":method", "POST"), (":scheme", "http"), (":path", path), (":authority", "nereid"),
+                ("content-type", "application/grpc"), ("te", "trailers"), *extra]
+        self.send(1, 0x4, stream, b"".join(self.literal(n, v) for n, v in hdrs))
+        self.send(0, 0x1, stream, body)
+
+    def read_frame(self):
+        while True:
+            if len(self.buf) >= 9:
+                n = int.from_bytes(self.buf[:3], "big")
+                if len(self.buf) >= 9 + n:
+                    f = (self.buf[3], self.buf[4], int.from_bytes(self.buf[5:9], "big") & 0x7FFFFFFF,
+                         self.buf[9:9 + n])
+                    self.buf = self.buf[9 + n:]
+                    return f
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                return None
+            self.buf += chunk
+
+    def decode(self, block):
+        out = []
+        nv = self._NV()
+        flags = ctypes.c_int()
+        off = 0
+        while True:
+            rest = block[off:]
+            rv = self.lib.nghttp2_hd_inflate_hd2(self.inflater, ctypes.byref(nv), ctypes.byref(flags),
+                                                 rest, len(rest), 1)
+            assert rv >= 0, rv
+            off += rv
+            if flags.value & 0x02:
+                out.append((ctypes.string_at(nv.name, nv.namelen).decode(),
+                            ctypes.string_at(nv.value, nv.valuelen).decode()))
+            if flags.value & 0x01:
+                self.lib.nghttp2_hd_inflate_end_headers(self.inflater)
+                return out
+            if rv == 0 and not flags.value & 0x02:
+                return out
+
+    def response(self, stream):
+        """Reads until the stream ends: (headers dict, data bytes)."""
+        headers, data, block = {}, b"", b""
+        while True:
+            f = self.read_frame()
+            assert f is not None, "connection closed"
+            ftype, flags, sid, payload = f
+            if ftype == 4 and not flags & 1:
+                self.send(4, 1, 0, b"")
+            if sid != stream:
+                continue
+            if ftype == 0:
+                data += payload
+            elif ftype in (1, 9):
+                block += payload
+                if flags & 0x4:
+                    headers.update(self.decode(block))
+                    block = b""
+            if ftype in (0, 1) and flags & 0x1 and not block:
+                return headers, data
+            if ftype == 3:
+                raise AssertionError("stream reset")
+
+
+def grpc_frame(payload, compressed=False):
+    return bytes([1 if compressed else 0]) + len(payload).to_bytes(4, "big") + payload
+
+
+LIVE_PATH = "/inference.GRPCInferenceService/ServerLive"
+
+# ---- compression ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("algo", [grpc.Compression.Gzip, grpc.Compression.Deflate])
+def test_compressed_unary_and_stream(stub, algo):
+    x = np.zeros((1, 16), np.float32)
+    x[0, 3] = 7
+    r = infer_request("identity_fp32", [("INPUT0", "FP32", [1, 16], x)], rid="z")
+    resp = stub.ModelInfer(r, timeout=RPC_TIMEOUT, compression=algo)
+    np.testing.assert_array_equal(output_array(resp, "OUTPUT0", np.float32), x)
+    got = list(stub.ModelStreamInfer(iter([square_request(3, "a"), square_request(2, "b")]),
+                                     timeout=RPC_TIMEOUT, compression=algo))
+    assert sorted(g.infer_response.id for g in got if not final_flag(g)) == ["a", "a", "a", "b", "b"]
+    # Decompressed, this message exceeds the 1 MiB limit; compressed it is tiny.
+    big = np.zeros((1, (MAX_MESSAGE // 4) + 1024), np.float32)
+    e = rpc_error(stub.ModelInfer, infer_request("identity_fp32", [("INPUT0", "FP32", list(big.shape), big)]))
+    assert e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    with pytest.raises(grpc.RpcError) as ei:
+        stub.ModelInfer(infer_request("identity_fp32", [("INPUT0", "FP32", list(big.shape), big)]),
+                        timeout=RPC_TIMEOUT, compression=algo)
+    assert ei.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "decompressed" in ei.value.details()
+
+
+def test_compression_raw_errors_and_accept_encoding(server):
+    h = RawH2(server.port)
+    try:
+        body = pb.ServerLiveRequest().SerializeToString()
+        h.request(1, LIVE_PATH, grpc_frame(gzip.compress(body), True), [("grpc-encoding", "gzip")])
+        hdrs, data = h.response(1)
+        assert hdrs["grpc-status"] == "0" and hdrs["grpc-accept-encoding"] == "identity,deflate,gzip"
+        assert pb.ServerLiveResponse.FromString(data[5:]).live
+        h.request(3, LIVE_PATH, grpc_frame(zlib.compress(body), True), [("grpc-encoding", "deflate")])
+        assert h.response(3)[0]["grpc-status"] == "0"
+        # Corrupt data: INTERNAL, as gRPC answers a message it cannot decompress.
+        h.request(5, LIVE_PATH, grpc_frame(b"\x1f\x8bnot gzip at all", True), [("grpc-encoding", "gzip")])
+        hdrs, _ = h.response(5)
+        assert hdrs["grpc-status"] == "13" and "decompress" in urllib.parse.unquote(hdrs["grpc-message"])
+        h.request(7, LIVE_PATH, grpc_frame(zlib.compress(b"x" * 100)[:-6], True), [("grpc-encoding", "deflate")])
+        assert h.response(7)[0]["grpc-status"] == "13"
+        # An encoding we do not know: UNIMPLEMENTED naming it.
+        h.request(9, LIVE_PATH, grpc_frame(b"abc", True), [("grpc-encoding", "snappy")])
+        hdrs, _ = h.response(9)
+        assert hdrs["grpc-status"] == "12"
+        assert "'snappy'" in urllib.parse.unquote(hdrs["grpc-message"])
+        # The compressed flag without an encoding is a protocol error.
+        h.request(11, LIVE_PATH, grpc_frame(gzip.compress(body), True))
+        assert h.response(11)[0]["grpc-status"] == "13"
+        # The connection still works.
+        h.request(13, LIVE_PATH, grpc_frame(body))
+        assert h.response(13)[0]["grpc-status"] == "0"
+    finally:
+        h.close()
 
 
 def teardown_module(module):
