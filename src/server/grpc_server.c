@@ -97,6 +97,11 @@ struct conn {
   bool throttled;
   uint64_t last_activity_us; /* last bytes read */
   uint64_t ping_sent_us;     /* keepalive ping outstanding since, or 0 */
+  /* Ping policy (see nrd_srv_grpc_options). Reset when we send data. */
+  uint64_t last_ping_recv_us; /* when the client's last PING came, or 0: none since data */
+  unsigned ping_strikes;
+  unsigned pings_without_data; /* keepalive pings we sent since data */
+  bool close_after_flush;      /* GOAWAY queued: close once it is written */
   uint8_t *wbuf;
   size_t wlen, woff, wcap;
   size_t out_bytes; /* queued in calls, not yet given to nghttp2 */
@@ -656,9 +661,47 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const ui
   return 0;
 }
 
+/* A client PING (nghttp2 answers it): as gRPC polices pings, one that
+ * comes sooner than the allowed interval after the previous one, with no
+ * data sent by us in between, is a strike; past max_ping_strikes the
+ * connection gets GOAWAY ENHANCE_YOUR_CALM "too_many_pings" and closes. With
+ * no call open and keepalive_permit_without_calls off, the allowed interval
+ * is two hours. */
+static void conn_police_ping(conn *c) {
+  const nrd_srv_grpc_options *o = &c->lp->g->opts;
+  uint64_t now = now_us();
+  uint64_t interval_us = (uint64_t)o->min_recv_ping_interval_ms * 1000u;
+  if (c->calls == NULL && !o->keepalive_permit_without_calls && interval_us < 7200000000u)
+    interval_us = 7200000000u;
+  bool strike = c->last_ping_recv_us != 0 && now - c->last_ping_recv_us < interval_us;
+  c->last_ping_recv_us = now;
+  if (!strike || c->close_after_flush) return;
+  c->ping_strikes++;
+  if (o->max_ping_strikes == 0 || c->ping_strikes <= o->max_ping_strikes) return;
+  static const char debug[] = "too_many_pings";
+  nghttp2_submit_goaway(c->sess, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c->sess),
+                        NGHTTP2_ENHANCE_YOUR_CALM, (const uint8_t *)debug, sizeof debug - 1);
+  c->close_after_flush = true;
+  srv_log(TRITONSERVER_LOG_WARN, "gRPC: closing a connection that sent too many pings (GOAWAY "
+                                 "ENHANCE_YOUR_CALM)");
+}
+
+/* Sending data or headers resets the ping accounting, as in gRPC. */
+static int on_frame_send(nghttp2_session *sess, const nghttp2_frame *frame, void *user) {
+  (void)sess;
+  conn *c = user;
+  if (frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) {
+    c->last_ping_recv_us = 0;
+    c->ping_strikes = 0;
+    c->pings_without_data = 0;
+  }
+  return 0;
+}
+
 static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *frame, void *user) {
   conn *c = user;
   if (frame->hd.type == NGHTTP2_PING && (frame->hd.flags & NGHTTP2_FLAG_ACK)) c->ping_sent_us = 0;
+  if (frame->hd.type == NGHTTP2_PING && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) conn_police_ping(c);
   nrd_srv_grpc_call *call = nghttp2_session_get_stream_user_data(sess, frame->hd.stream_id);
   if (call == NULL) return 0;
   if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
@@ -814,7 +857,8 @@ static bool conn_flush(conn *c) {
     }
   }
   conn_update_events(c, false);
-  if (!nghttp2_session_want_read(c->sess) && !nghttp2_session_want_write(c->sess)) {
+  if (c->close_after_flush ||
+      (!nghttp2_session_want_read(c->sess) && !nghttp2_session_want_write(c->sess))) {
     conn_close(c);
     return false;
   }
@@ -842,6 +886,13 @@ static void conn_read(conn *c) {
       if (conn_flush(c)) conn_close(c);
       return;
     }
+    if (c->close_after_flush) {
+      /* GOAWAY queued: discard what the client already sent, so closing
+       * the socket does not reset the connection before it reads GOAWAY. */
+      while (read(c->fd, buf, sizeof buf) > 0) {
+      }
+      break;
+    }
     if ((size_t)n < sizeof buf) break;
   }
   conn_mark_dirty(c);
@@ -868,6 +919,7 @@ static void conn_new(loop *lp, int fd) {
   nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
   nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+  nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_frame_send);
   nghttp2_option *opt = NULL;
   int rv = nghttp2_option_new(&opt);
   if (rv == 0) {
@@ -918,8 +970,10 @@ static void loop_run_events(loop *lp) {
   }
 }
 
-/* Keepalive: after keepalive_time of silence from the client send a PING;
- * close the connection if it is not acknowledged within keepalive_timeout. */
+/* Keepalive: after keepalive_time of silence from the client send a PING
+ * (only while a call is open unless keepalive_permit_without_calls, and at
+ * most max_pings_without_data of them between data frames we send); close
+ * the connection if it is not acknowledged within keepalive_timeout. */
 static void loop_check_keepalive(loop *lp, uint64_t now) {
   const nrd_srv_grpc_options *o = &lp->g->opts;
   if (o->keepalive_time_ms == 0) return;
@@ -928,9 +982,12 @@ static void loop_check_keepalive(loop *lp, uint64_t now) {
     if (c->ping_sent_us && now - c->ping_sent_us > (uint64_t)o->keepalive_timeout_ms * 1000u) {
       conn_close(c);
     } else if (!c->ping_sent_us &&
-               now - c->last_activity_us > (uint64_t)o->keepalive_time_ms * 1000u) {
+               now - c->last_activity_us > (uint64_t)o->keepalive_time_ms * 1000u &&
+               (c->calls || o->keepalive_permit_without_calls) &&
+               (o->max_pings_without_data == 0 || c->pings_without_data < o->max_pings_without_data)) {
       if (nghttp2_submit_ping(c->sess, NGHTTP2_FLAG_NONE, NULL) == 0) {
         c->ping_sent_us = now;
+        c->pings_without_data++;
         conn_mark_dirty(c);
       }
     }

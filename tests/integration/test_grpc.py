@@ -674,11 +674,15 @@ def test_client_that_stops_reading(stub):
 
 def test_keepalive_pings_answered():
     """A server pinging every 100 ms keeps an idle connection usable (the
-    client answers the pings; unanswered ones would close it)."""
+    client answers the pings; unanswered ones would close it). It sends at
+    most --grpc-http2-max-pings-without-data pings between data frames, and
+    with --grpc-http2-max-ping-strikes=0 tolerates any client pings."""
     port = free_port()
     s = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
                 "--allow-http=false", "--allow-metrics=false", f"--grpc-port={port}",
-                "--grpc-address=127.0.0.1", "--grpc-keepalive-time=100", "--grpc-keepalive-timeout=2000"])
+                "--grpc-address=127.0.0.1", "--grpc-keepalive-time=100", "--grpc-keepalive-timeout=2000",
+                "--grpc-keepalive-permit-without-calls=true", "--grpc-http2-max-pings-without-data=3",
+                "--grpc-http2-max-ping-strikes=0"])
     try:
         s.wait_ready()
         ch = grpc.insecure_channel(f"127.0.0.1:{port}")
@@ -687,8 +691,100 @@ def test_keepalive_pings_answered():
         time.sleep(1.0)
         assert st.ServerLive(pb.ServerLiveRequest(), timeout=RPC_TIMEOUT).live
         ch.close()
+
+        h = RawH2(port)
+        try:
+            server_pings = 0
+            h.sock.settimeout(0.2)
+            deadline = time.monotonic() + 1.5
+            while time.monotonic() < deadline:
+                try:
+                    f = h.read_frame()
+                except socket.timeout:
+                    continue
+                assert f is not None
+                if f[0] == 4 and not f[1] & 1:
+                    h.send(4, 1, 0, b"")
+                if f[0] == 6 and not f[1] & 1:
+                    server_pings += 1
+                    h.send(6, 1, 0, f[3])
+            assert server_pings == 3  # then no more without data in between
+            h.sock.settimeout(RPC_TIMEOUT)
+            for i in range(10):
+                h.send(6, 0, 0, i.to_bytes(8, "big"))
+            acks = 0
+            while acks < 10:
+                f = h.read_frame()
+                assert f is not None and f[0] != 7, f
+                if f[0] == 6 and f[1] & 1:
+                    acks += 1
+            h.request(1, LIVE_PATH, grpc_frame(pb.ServerLiveRequest().SerializeToString()))
+            assert h.response(1)[0]["grpc-status"] == "0"
+        finally:
+            h.close()
         assert s.stop() == 0
         assert "Sanitizer" not in s.text()
+    finally:
+        if s.proc.poll() is None:
+            s.proc.kill()
+            s.proc.wait()
+
+
+def test_too_many_pings_get_goaway(server):
+    """With Triton's defaults (no pings without calls, 2 strikes), a client
+    flooding PINGs on an idle connection gets GOAWAY ENHANCE_YOUR_CALM with
+    "too_many_pings", and the connection closes."""
+    h = RawH2(server.port)
+    try:
+        # One write: the server may close as soon as it has read the fourth.
+        h.sock.sendall(b"".join(h.frame(6, 0, 0, i.to_bytes(8, "big")) for i in range(10)))
+        acks, goaway = 0, None
+        while True:
+            f = h.read_frame()
+            if f is None:
+                break
+            if f[0] == 6 and f[1] & 1:
+                acks += 1
+            if f[0] == 7:
+                goaway = f[3]
+        assert goaway is not None, "no GOAWAY"
+        assert int.from_bytes(goaway[4:8], "big") == 0xB  # ENHANCE_YOUR_CALM
+        assert goaway[8:] == b"too_many_pings"
+        assert acks >= 3, acks  # at least the first ping and two strikes are answered
+    finally:
+        h.close()
+    # Other connections are unaffected.
+    ch = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    assert pbg.GRPCInferenceServiceStub(ch).ServerLive(pb.ServerLiveRequest(), timeout=RPC_TIMEOUT).live
+    ch.close()
+
+
+@pytest.mark.parametrize("flag,value", [
+    ("--grpc-keepalive-permit-without-calls", "maybe"),
+    ("--grpc-http2-max-pings-without-data", "-1"),
+    ("--grpc-http2-min-recv-ping-interval-without-data", "5m"),
+    ("--grpc-http2-max-ping-strikes", "x"),
+    ("--grpc-http2-max-ping-strikes", "2147483648"),
+])
+def test_keepalive_flags_reject_bad_values(flag, value):
+    p = subprocess.run([NEREID, "--model-repository", EXAMPLES, f"{flag}={value}"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2, p.stderr
+    first = p.stderr.splitlines()[0]
+    assert flag in first and value in first, first
+
+
+def test_keepalive_flags_accepted():
+    port = free_port()
+    s = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
+                "--allow-http=false", "--allow-metrics=false", f"--grpc-port={port}",
+                "--grpc-address=127.0.0.1", "--grpc-keepalive-permit-without-calls=false",
+                "--grpc-http2-max-pings-without-data=0",
+                "--grpc-http2-min-recv-ping-interval-without-data=10000",
+                "--grpc-http2-max-ping-strikes=5"])
+    try:
+        s.wait_ready()
+        assert s.stop() == 0
     finally:
         if s.proc.poll() is None:
             s.proc.kill()
