@@ -47,6 +47,10 @@ typedef enum flag_id {
   F_GRPC_MAX_MESSAGE_SIZE,
   F_GRPC_KEEPALIVE_TIME,
   F_GRPC_KEEPALIVE_TIMEOUT,
+  F_GRPC_KEEPALIVE_PERMIT_WITHOUT_CALLS,
+  F_GRPC_HTTP2_MAX_PINGS_WITHOUT_DATA,
+  F_GRPC_HTTP2_MIN_RECV_PING_INTERVAL,
+  F_GRPC_HTTP2_MAX_PING_STRIKES,
 } flag_id;
 
 typedef struct flag_spec {
@@ -118,6 +122,15 @@ static const flag_spec kFlags[] = {
      "Interval of server keepalive pings on idle gRPC connections (default 7200000)."},
     {"grpc-keepalive-timeout", F_GRPC_KEEPALIVE_TIMEOUT, "MS",
      "Close a gRPC connection whose keepalive ping is unanswered this long (default 20000)."},
+    {"grpc-keepalive-permit-without-calls", F_GRPC_KEEPALIVE_PERMIT_WITHOUT_CALLS, "BOOL",
+     "Keepalive pings also on gRPC connections without calls, from either side (default false)."},
+    {"grpc-http2-max-pings-without-data", F_GRPC_HTTP2_MAX_PINGS_WITHOUT_DATA, "N",
+     "Keepalive pings the server sends with no data in between; 0: no limit (default 2)."},
+    {"grpc-http2-min-recv-ping-interval-without-data", F_GRPC_HTTP2_MIN_RECV_PING_INTERVAL, "MS",
+     "A client ping sooner than this after the previous one, with no data sent between, is a "
+     "ping strike (default 300000)."},
+    {"grpc-http2-max-ping-strikes", F_GRPC_HTTP2_MAX_PING_STRIKES, "N",
+     "Ping strikes tolerated before GOAWAY (ENHANCE_YOUR_CALM); 0: no limit (default 2)."},
 };
 
 #define N_FLAGS (sizeof kFlags / sizeof kFlags[0])
@@ -356,6 +369,23 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
       if (f->id == F_GRPC_KEEPALIVE_TIME) cli->grpc_keepalive_time_ms = n;
       else cli->grpc_keepalive_timeout_ms = n;
       return 0;
+    case F_GRPC_KEEPALIVE_PERMIT_WITHOUT_CALLS:
+      if (parse_bool(v, &b) != 0)
+        return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
+      cli->grpc_keepalive_permit_without_calls = b;
+      return 0;
+    case F_GRPC_HTTP2_MAX_PINGS_WITHOUT_DATA:
+    case F_GRPC_HTTP2_MAX_PING_STRIKES:
+      if (parse_long(v, 0, 2147483647L, &n) != 0)
+        return bad_value(f, v, "a count 0..2147483647", err, errlen);
+      if (f->id == F_GRPC_HTTP2_MAX_PINGS_WITHOUT_DATA) cli->grpc_http2_max_pings_without_data = n;
+      else cli->grpc_http2_max_ping_strikes = n;
+      return 0;
+    case F_GRPC_HTTP2_MIN_RECV_PING_INTERVAL:
+      if (parse_long(v, 0, 2147483647L, &n) != 0)
+        return bad_value(f, v, "milliseconds 0..2147483647", err, errlen);
+      cli->grpc_http2_min_recv_ping_interval_ms = n;
+      return 0;
   }
   set_err(err, errlen, "internal error: unhandled flag --%s", f->name);
   return -1;
@@ -413,6 +443,10 @@ int nrd_srv_cli_parse(int argc, char **argv, nrd_srv_cli *cli, char *err, size_t
   cli->grpc_max_message_size = 2147483647LL;
   cli->grpc_keepalive_time_ms = 7200000;
   cli->grpc_keepalive_timeout_ms = 20000;
+  cli->grpc_keepalive_permit_without_calls = false;
+  cli->grpc_http2_max_pings_without_data = 2;
+  cli->grpc_http2_min_recv_ping_interval_ms = 300000;
+  cli->grpc_http2_max_ping_strikes = 2;
   cli->exit_on_error = true;
   cli->strict_readiness = true;
   cli->strict_model_config = false;

@@ -62,6 +62,11 @@ typedef struct nrd_srv_cli {
   long long grpc_max_message_size;   /* default INT32_MAX, as Triton */
   long long grpc_keepalive_time_ms;  /* default 7200000 */
   long long grpc_keepalive_timeout_ms; /* default 20000 */
+  /* Ping policy, as Triton's flags of the same names (gRPC's defaults). */
+  bool grpc_keepalive_permit_without_calls;       /* default false */
+  long long grpc_http2_max_pings_without_data;    /* default 2; 0 = no limit */
+  long long grpc_http2_min_recv_ping_interval_ms; /* default 300000 */
+  long long grpc_http2_max_ping_strikes;          /* default 2; 0 = no limit */
 } nrd_srv_cli;
 
 /* Parses argv[1..argc-1] into *cli (which need not be initialized).

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "log_settings.h"
+#include "shm_registry.h"
 #include "triton/core/tritonserver.h"
 
 /* gRPC status codes. */
@@ -57,6 +59,12 @@ typedef struct nrd_srv_grpc_method {
 
 /* The server the call serves. Any thread. */
 TRITONSERVER_Server *nrd_srv_grpc_call_server(const nrd_srv_grpc_call *call);
+
+/* The shared memory registry and log settings the front end was started
+ * with (borrowed: valid while the front end runs; never freed by the
+ * caller). Any thread. */
+nrd_srv_shm *nrd_srv_grpc_call_shm(const nrd_srv_grpc_call *call);
+nrd_srv_log_settings *nrd_srv_grpc_call_log(const nrd_srv_grpc_call *call);
 
 /* Deadline from grpc-timeout as CLOCK_MONOTONIC microseconds, 0 if none.
  * Any thread. */

@@ -19,6 +19,10 @@ int nrd_srv_grpc_endpoint_start(TRITONSERVER_Server *server, const nrd_srv_cli *
         .max_message_size = (uint32_t)cli->grpc_max_message_size,
         .keepalive_time_ms = (unsigned)cli->grpc_keepalive_time_ms,
         .keepalive_timeout_ms = (unsigned)cli->grpc_keepalive_timeout_ms,
+        .keepalive_permit_without_calls = cli->grpc_keepalive_permit_without_calls,
+        .max_pings_without_data = (unsigned)cli->grpc_http2_max_pings_without_data,
+        .min_recv_ping_interval_ms = (unsigned)cli->grpc_http2_min_recv_ping_interval_ms,
+        .max_ping_strikes = (unsigned)cli->grpc_http2_max_ping_strikes,
         .shm = shm,
         .log = log,
     };

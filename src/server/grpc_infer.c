@@ -23,6 +23,15 @@
 
 typedef struct infer_ctx infer_ctx;
 
+/* A requested output the client wants written into a shared memory region. */
+typedef struct shm_out {
+  const char *name;   /* output name, in the unpacked request */
+  const char *region; /* region name, in the unpacked request */
+  uint64_t offset, byte_size;
+  nrd_srv_shm_region *ref;
+  void *addr;
+} shm_out;
+
 /* Per-call state (both methods). */
 typedef struct call_state {
   pthread_mutex_t mu;
@@ -41,6 +50,14 @@ struct infer_ctx {
   atomic_int pending; /* release + final response */
   void **bufs;
   size_t n_bufs;
+  /* Shared memory: inputs read in place and outputs written in place hold
+   * a region reference until the context is freed (after the request was
+   * released and the final response handled). Set on the loop before the
+   * request is sent, read-only afterwards. */
+  nrd_srv_shm_region **in_regions;
+  size_t n_in_regions;
+  struct shm_out *souts;
+  size_t n_souts;
   infer_ctx *prev, *next; /* in cs->inflight */
   /* The unpacked request lives in a bump arena allocated with the context
    * (one malloc for both); overflow blocks are chained in `extra`. */
@@ -85,19 +102,37 @@ static TRITONSERVER_ResponseAllocator *g_allocator; /* set once by init */
 
 /* ---- allocator ---------------------------------------------------------- */
 
+/* userp is the request's infer_ctx. An output the request placed in shared
+ * memory is handed the region's bytes (buffer_userp NULL: nothing to
+ * free); any other output gets a malloc'ed buffer (buffer_userp = it). */
 static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *a, const char *name,
                                     size_t byte_size, TRITONSERVER_MemoryType mt, int64_t mt_id,
                                     void *userp, void **buffer, void **buffer_userp,
                                     TRITONSERVER_MemoryType *amt, int64_t *amt_id) {
   (void)a;
-  (void)name;
   (void)mt;
   (void)mt_id;
-  (void)userp;
-  *buffer = malloc(byte_size ? byte_size : 1);
+  const infer_ctx *ctx = userp;
+  *buffer = NULL;
   *buffer_userp = NULL;
   *amt = TRITONSERVER_MEMORY_CPU;
   *amt_id = 0;
+  for (size_t i = 0; ctx && i < ctx->n_souts; i++) {
+    const shm_out *so = &ctx->souts[i];
+    if (strcmp(so->name, name) != 0) continue;
+    if (byte_size > so->byte_size) {
+      char msg[400];
+      snprintf(msg, sizeof msg,
+               "shared memory size specified with the request for output '%.100s' (%llu bytes) "
+               "should be at least %zu bytes to hold the results",
+               name, (unsigned long long)so->byte_size, byte_size);
+      return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
+    }
+    *buffer = so->addr;
+    return NULL;
+  }
+  *buffer = malloc(byte_size ? byte_size : 1);
+  *buffer_userp = *buffer;
   if (*buffer == NULL)
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory for an output");
   return NULL;
@@ -107,11 +142,11 @@ static TRITONSERVER_Error *release_fn(TRITONSERVER_ResponseAllocator *a, void *b
                                       void *buffer_userp, size_t byte_size,
                                       TRITONSERVER_MemoryType mt, int64_t mt_id) {
   (void)a;
-  (void)buffer_userp;
+  (void)buffer;
   (void)byte_size;
   (void)mt;
   (void)mt_id;
-  free(buffer);
+  free(buffer_userp); /* NULL for shared memory */
   return NULL;
 }
 
@@ -173,6 +208,8 @@ static void ctx_free(infer_ctx *ctx) {
   }
   for (size_t i = 0; i < ctx->n_bufs; i++) free(ctx->bufs[i]);
   free(ctx->bufs);
+  for (size_t i = 0; i < ctx->n_in_regions; i++) nrd_srv_shm_release(ctx->in_regions[i]);
+  for (size_t i = 0; i < ctx->n_souts; i++) nrd_srv_shm_release(ctx->souts[i].ref);
   for (void **blk = ctx->extra; blk;) {
     void **next = blk[0];
     free(blk);
@@ -278,8 +315,19 @@ static uint8_t *build_response(infer_ctx *ctx, TRITONSERVER_InferenceResponse *r
   Inference__ModelInferResponse__ParametersEntry *pe = big_par ? calloc(n_params, sizeof *pe) : pe_s;
   Inference__ModelInferResponse__ParametersEntry **pep = big_par ? calloc(n_params, sizeof *pep) : pep_s;
   Inference__InferParameter *pv = big_par ? calloc(n_params, sizeof *pv) : pv_s;
+  /* Outputs written to shared memory carry their region as parameters
+   * (up to three each) and an empty raw_output_contents entry, so entries
+   * stay aligned with outputs (as Triton lays them out). */
+  Inference__ModelInferResponse__InferOutputTensor__ParametersEntry *spe = NULL, **spep = NULL;
+  Inference__InferParameter *spv = NULL;
+  if (ctx->n_souts > 0 && n_out > 0) {
+    spe = calloc((size_t)n_out * 3, sizeof *spe);
+    spep = calloc((size_t)n_out * 3, sizeof *spep);
+    spv = calloc((size_t)n_out * 3, sizeof *spv);
+  }
   uint8_t *buf = NULL;
   if (!outs || !outp || !raw || !pe || !pep || !pv) goto done;
+  if (ctx->n_souts > 0 && n_out > 0 && (!spe || !spep || !spv)) goto done;
   for (uint32_t i = 0; i < n_out; i++) {
     const char *name;
     TRITONSERVER_DataType dt;
@@ -304,6 +352,34 @@ static uint8_t *build_response(infer_ctx *ctx, TRITONSERVER_InferenceResponse *r
     outp[i] = &outs[i];
     raw[i].len = size;
     raw[i].data = (uint8_t *)base;
+    const shm_out *so = NULL;
+    for (size_t k = 0; k < ctx->n_souts && so == NULL; k++)
+      if (strcmp(ctx->souts[k].name, name) == 0) so = &ctx->souts[k];
+    if (so) {
+      raw[i].len = 0;
+      raw[i].data = NULL;
+      size_t b = (size_t)i * 3, np = 0;
+      static const char *keys[] = {"shared_memory_region", "shared_memory_byte_size",
+                                   "shared_memory_offset"};
+      for (size_t k = 0; k < (so->offset ? 3u : 2u); k++) {
+        inference__model_infer_response__infer_output_tensor__parameters_entry__init(&spe[b + k]);
+        inference__infer_parameter__init(&spv[b + k]);
+        spe[b + k].key = (char *)keys[k];
+        spe[b + k].value = &spv[b + k];
+        spep[b + k] = &spe[b + k];
+        np++;
+      }
+      spv[b].parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM;
+      spv[b].string_param = (char *)so->region;
+      spv[b + 1].parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
+      spv[b + 1].int64_param = (int64_t)size;
+      if (so->offset) {
+        spv[b + 2].parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
+        spv[b + 2].int64_param = (int64_t)so->offset;
+      }
+      outs[i].n_parameters = np;
+      outs[i].parameters = &spep[b];
+    }
   }
   r.n_outputs = n_out;
   r.outputs = outp;
@@ -360,6 +436,9 @@ static uint8_t *build_response(infer_ctx *ctx, TRITONSERVER_InferenceResponse *r
     buf = nrd_srv_grpc_frame(&r.base, len);
   }
 done:
+  free(spe);
+  free(spep);
+  free(spv);
   if (big_out) {
     free(outs);
     free(outp);
@@ -544,16 +623,132 @@ oom:
   return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
 }
 
-static TRITONSERVER_Error *add_inputs(infer_ctx *ctx) {
+/* The shared memory parameters of one tensor. */
+typedef struct shm_ref {
+  bool used;
+  const char *region;
+  uint64_t offset, byte_size;
+} shm_ref;
+
+static TRITONSERVER_Error *param_u64(const Inference__InferParameter *p, const char *what,
+                                     const char *tensor, const char *key, uint64_t *out) {
+  int c = p ? (int)p->parameter_choice_case : 0;
+  if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM && p->int64_param >= 0) {
+    *out = (uint64_t)p->int64_param;
+    return NULL;
+  }
+  if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM) {
+    *out = p->uint64_param;
+    return NULL;
+  }
+  char msg[400];
+  snprintf(msg, sizeof msg, "%s '%.100s': '%s' must be a non-negative int64_param", what, tensor,
+           key);
+  return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
+}
+
+/* Reads shared_memory_region / _byte_size / _offset (any of them may be
+ * NULL when absent) of input or output `tensor`. */
+static TRITONSERVER_Error *parse_shm(const char *what, const char *tensor,
+                                     const Inference__InferParameter *region,
+                                     const Inference__InferParameter *size,
+                                     const Inference__InferParameter *offset, shm_ref *out) {
+  memset(out, 0, sizeof *out);
+  char msg[400];
+  if (region == NULL && size == NULL && offset == NULL) return NULL;
+  if (region == NULL) {
+    snprintf(msg, sizeof msg, "%s '%.100s': '%s' given without 'shared_memory_region'", what,
+             tensor, size ? "shared_memory_byte_size" : "shared_memory_offset");
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
+  }
+  if (region->parameter_choice_case != INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM) {
+    snprintf(msg, sizeof msg, "%s '%.100s': 'shared_memory_region' must be a string_param", what,
+             tensor);
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
+  }
+  if (size == NULL) {
+    snprintf(msg, sizeof msg,
+             "%s '%.100s': 'shared_memory_byte_size' must be given with 'shared_memory_region'",
+             what, tensor);
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
+  }
+  TRITONSERVER_Error *err =
+      param_u64(size, what, tensor, "shared_memory_byte_size", &out->byte_size);
+  if (err == NULL && offset)
+    err = param_u64(offset, what, tensor, "shared_memory_offset", &out->offset);
+  if (err) return err;
+  out->used = true;
+  out->region = region->string_param;
+  return NULL;
+}
+
+static TRITONSERVER_Error *input_shm(const Inference__ModelInferRequest__InferInputTensor *in,
+                                     shm_ref *out) {
+  const Inference__InferParameter *r = NULL, *z = NULL, *o = NULL;
+  for (size_t i = 0; i < in->n_parameters; i++) {
+    const char *k = in->parameters[i]->key;
+    if (strcmp(k, "shared_memory_region") == 0) r = in->parameters[i]->value;
+    else if (strcmp(k, "shared_memory_byte_size") == 0) z = in->parameters[i]->value;
+    else if (strcmp(k, "shared_memory_offset") == 0) o = in->parameters[i]->value;
+  }
+  return parse_shm("input", in->name, r, z, o, out);
+}
+
+static TRITONSERVER_Error *output_shm(const Inference__ModelInferRequest__InferRequestedOutputTensor *t,
+                                      shm_ref *out) {
+  const Inference__InferParameter *r = NULL, *z = NULL, *o = NULL;
+  for (size_t i = 0; i < t->n_parameters; i++) {
+    const char *k = t->parameters[i]->key;
+    if (strcmp(k, "shared_memory_region") == 0) r = t->parameters[i]->value;
+    else if (strcmp(k, "shared_memory_byte_size") == 0) z = t->parameters[i]->value;
+    else if (strcmp(k, "shared_memory_offset") == 0) o = t->parameters[i]->value;
+  }
+  return parse_shm("output", t->name, r, z, o, out);
+}
+
+/* Inputs: raw_input_contents holds one entry per input NOT in shared
+ * memory, in order (as tritonclient sends them); shared memory inputs are
+ * read in place from the mapping. Requested outputs in shared memory get
+ * their region looked up (and held) now, for the allocator. */
+static TRITONSERVER_Error *add_inputs(infer_ctx *ctx, nrd_srv_shm *shm) {
   Inference__ModelInferRequest *req = ctx->req;
+  shm_ref *refs = arena_alloc(ctx, (req->n_inputs ? req->n_inputs : 1) * sizeof *refs);
+  if (refs == NULL) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  size_t n_shm = 0;
+  const char *first_shm = NULL;
+  for (size_t i = 0; i < req->n_inputs; i++) {
+    TRITONSERVER_Error *err = input_shm(req->inputs[i], &refs[i]);
+    if (err) return err;
+    if (refs[i].used) {
+      if (req->inputs[i]->contents)
+        return errf(TRITONSERVER_ERROR_INVALID_ARG,
+                    "input '%s': unexpected 'contents' provided when using shared memory%s",
+                    req->inputs[i]->name, "");
+      if (first_shm == NULL) first_shm = req->inputs[i]->name;
+      n_shm++;
+    }
+  }
+  size_t n_plain = req->n_inputs - n_shm;
   bool raw = req->n_raw_input_contents > 0;
-  if (raw && req->n_raw_input_contents != req->n_inputs) {
+  if (raw && req->n_raw_input_contents != n_plain) {
+    if (n_shm > 0 && req->n_raw_input_contents == req->n_inputs)
+      return errf(TRITONSERVER_ERROR_INVALID_ARG,
+                  "input '%s' uses shared memory and must not also have raw_input_contents%s",
+                  first_shm, "");
     char a[32], b[32];
     snprintf(a, sizeof a, "%zu", req->n_raw_input_contents);
-    snprintf(b, sizeof b, "%zu", req->n_inputs);
+    snprintf(b, sizeof b, "%zu", n_plain);
     return errf(TRITONSERVER_ERROR_INVALID_ARG,
-                "expected the same number of raw_input_contents as inputs, got %s and %s", a, b);
+                "expected one raw_input_contents entry per input not in shared memory, got %s "
+                "for %s inputs",
+                a, b);
   }
+  if (n_shm > 0) {
+    ctx->in_regions = arena_alloc(ctx, n_shm * sizeof *ctx->in_regions);
+    if (ctx->in_regions == NULL)
+      return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  }
+  size_t raw_index = 0;
   for (size_t i = 0; i < req->n_inputs; i++) {
     const Inference__ModelInferRequest__InferInputTensor *in = req->inputs[i];
     TRITONSERVER_DataType dt = TRITONSERVER_StringToDataType(in->datatype);
@@ -565,13 +760,22 @@ static TRITONSERVER_Error *add_inputs(infer_ctx *ctx) {
     if (err) return err;
     const void *data = NULL;
     size_t size = 0;
-    if (raw) {
+    if (refs[i].used) {
+      void *addr = NULL;
+      err = nrd_srv_shm_acquire(shm, refs[i].region, refs[i].offset, refs[i].byte_size,
+                                &ctx->in_regions[ctx->n_in_regions], &addr);
+      if (err) return err;
+      ctx->n_in_regions++;
+      data = addr;
+      size = (size_t)refs[i].byte_size;
+    } else if (raw) {
       if (in->contents)
         return errf(TRITONSERVER_ERROR_INVALID_ARG,
                     "input '%s': contents must not be given when raw_input_contents is used%s",
                     in->name, "");
-      data = req->raw_input_contents[i].data;
-      size = req->raw_input_contents[i].len;
+      data = req->raw_input_contents[raw_index].data;
+      size = req->raw_input_contents[raw_index].len;
+      raw_index++;
     } else if (in->contents) {
       err = typed_input(ctx, in, dt, &data, &size);
       if (err) return err;
@@ -583,8 +787,27 @@ static TRITONSERVER_Error *add_inputs(infer_ctx *ctx) {
     if (err) return err;
   }
   for (size_t i = 0; i < req->n_outputs; i++) {
-    TRITONSERVER_Error *err =
-        TRITONSERVER_InferenceRequestAddRequestedOutput(ctx->irq, req->outputs[i]->name);
+    shm_ref ref;
+    TRITONSERVER_Error *err = output_shm(req->outputs[i], &ref);
+    if (err == NULL && ref.used) {
+      if (ctx->souts == NULL) {
+        ctx->souts = arena_alloc(ctx, req->n_outputs * sizeof *ctx->souts);
+        if (ctx->souts == NULL)
+          return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+      }
+      shm_out *so = &ctx->souts[ctx->n_souts];
+      memset(so, 0, sizeof *so);
+      err = nrd_srv_shm_acquire(shm, ref.region, ref.offset, ref.byte_size, &so->ref, &so->addr);
+      if (err == NULL) {
+        so->name = req->outputs[i]->name;
+        so->region = ref.region;
+        so->offset = ref.offset;
+        so->byte_size = ref.byte_size;
+        ctx->n_souts++;
+      }
+    }
+    if (err == NULL)
+      err = TRITONSERVER_InferenceRequestAddRequestedOutput(ctx->irq, req->outputs[i]->name);
     if (err) return err;
   }
   return NULL;
@@ -736,10 +959,10 @@ static void start_infer(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len,
   if (err == NULL && req->id && req->id[0])
     err = TRITONSERVER_InferenceRequestSetId(ctx->irq, req->id);
   if (err == NULL) err = apply_parameters(ctx);
-  if (err == NULL) err = add_inputs(ctx);
+  if (err == NULL) err = add_inputs(ctx, nrd_srv_grpc_call_shm(call));
   if (err == NULL) err = TRITONSERVER_InferenceRequestSetReleaseCallback(ctx->irq, on_release, ctx);
   if (err == NULL)
-    err = TRITONSERVER_InferenceRequestSetResponseCallback(ctx->irq, g_allocator, NULL,
+    err = TRITONSERVER_InferenceRequestSetResponseCallback(ctx->irq, g_allocator, ctx,
                                                            on_response, ctx);
   if (err == NULL) {
     /* Listed before it is sent so a cancel can never miss it. */

@@ -672,38 +672,105 @@ static void repository_model_unload(nrd_srv_grpc_call *call, const uint8_t *msg,
 
 /* ---- shared memory, trace, log ----------------------------------------------------------- */
 
+/* Collects regions for SystemSharedMemoryStatus into an arena. */
+typedef struct shm_status_acc {
+  arena *a;
+  Inference__SystemSharedMemoryStatusResponse__RegionsEntry **entries;
+  size_t n, cap;
+} shm_status_acc;
+
+static char *ar_strdup(arena *a, const char *s) {
+  size_t n = strlen(s) + 1;
+  char *d = ar_alloc(a, n);
+  if (d) memcpy(d, s, n);
+  return d;
+}
+
+static int shm_status_visit(const char *name, const char *key, uint64_t offset, uint64_t byte_size,
+                            void *arg) {
+  shm_status_acc *acc = arg;
+  if (acc->n == acc->cap) {
+    size_t cap = acc->cap ? acc->cap * 2 : 8;
+    void *np = ar_alloc(acc->a, cap * sizeof *acc->entries);
+    if (np == NULL) return -1;
+    if (acc->n) memcpy(np, acc->entries, acc->n * sizeof *acc->entries);
+    acc->entries = np;
+    acc->cap = cap;
+  }
+  Inference__SystemSharedMemoryStatusResponse__RegionsEntry *e = ar_alloc(acc->a, sizeof *e);
+  Inference__SystemSharedMemoryStatusResponse__RegionStatus *st = ar_alloc(acc->a, sizeof *st);
+  if (e == NULL || st == NULL) return -1;
+  inference__system_shared_memory_status_response__regions_entry__init(e);
+  inference__system_shared_memory_status_response__region_status__init(st);
+  st->name = ar_strdup(acc->a, name);
+  st->key = ar_strdup(acc->a, key);
+  st->offset = offset;
+  st->byte_size = byte_size;
+  e->key = st->name;
+  e->value = st;
+  if (st->name == NULL || st->key == NULL) return -1;
+  acc->entries[acc->n++] = e;
+  return 0;
+}
+
 static void shm_status(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
   Inference__SystemSharedMemoryStatusRequest *req =
       unpack(call, &inference__system_shared_memory_status_request__descriptor, msg, len);
   if (req == NULL) return;
-  bool named = req->name && req->name[0];
-  char text[200];
-  snprintf(text, sizeof text, "Unable to find system shared memory region: '%.100s'",
-           named ? req->name : "");
+  arena a = {0};
+  shm_status_acc acc = {.a = &a};
+  TRITONSERVER_Error *err =
+      nrd_srv_shm_status(nrd_srv_grpc_call_shm(call), req->name && req->name[0] ? req->name : NULL,
+                         shm_status_visit, &acc);
   done_with(req);
-  if (named) {
-    nrd_srv_grpc_call_finish(call, NRD_GRPC_NOT_FOUND, text);
-    return;
+  if (err) {
+    nrd_srv_grpc_call_fail(call, err);
+  } else {
+    Inference__SystemSharedMemoryStatusResponse r =
+        INFERENCE__SYSTEM_SHARED_MEMORY_STATUS_RESPONSE__INIT;
+    r.n_regions = acc.n;
+    r.regions = acc.entries;
+    nrd_srv_grpc_call_reply(call, &r.base);
   }
-  Inference__SystemSharedMemoryStatusResponse r = INFERENCE__SYSTEM_SHARED_MEMORY_STATUS_RESPONSE__INIT;
-  nrd_srv_grpc_call_reply(call, &r.base);
+  ar_free(&a);
 }
 
 static void shm_register(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
   Inference__SystemSharedMemoryRegisterRequest *req =
       unpack(call, &inference__system_shared_memory_register_request__descriptor, msg, len);
   if (req == NULL) return;
+  TRITONSERVER_Error *err = NULL;
+  if (req->name == NULL || req->name[0] == '\0')
+    err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG,
+                                "'name' is necessary to register system shared memory region");
+  else if (req->key == NULL || req->key[0] == '\0')
+    err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG,
+                                "'key' is necessary to register system shared memory region");
+  else
+    err = nrd_srv_shm_register(nrd_srv_grpc_call_shm(call), req->name, req->key, req->offset,
+                               req->byte_size);
   done_with(req);
-  nrd_srv_grpc_call_finish(call, NRD_GRPC_UNIMPLEMENTED,
-                           "system shared memory is not supported by this server yet");
+  if (err) {
+    nrd_srv_grpc_call_fail(call, err);
+    return;
+  }
+  Inference__SystemSharedMemoryRegisterResponse r =
+      INFERENCE__SYSTEM_SHARED_MEMORY_REGISTER_RESPONSE__INIT;
+  nrd_srv_grpc_call_reply(call, &r.base);
 }
 
 static void shm_unregister(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
   Inference__SystemSharedMemoryUnregisterRequest *req =
       unpack(call, &inference__system_shared_memory_unregister_request__descriptor, msg, len);
   if (req == NULL) return;
+  /* An empty name unregisters every region; an unknown name is not an error. */
+  TRITONSERVER_Error *err = nrd_srv_shm_unregister(
+      nrd_srv_grpc_call_shm(call), req->name && req->name[0] ? req->name : NULL);
   done_with(req);
-  /* No region can be registered, so unregistering any (or all) is a no-op. */
+  if (err) {
+    nrd_srv_grpc_call_fail(call, err);
+    return;
+  }
   Inference__SystemSharedMemoryUnregisterResponse r =
       INFERENCE__SYSTEM_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
   nrd_srv_grpc_call_reply(call, &r.base);
@@ -716,75 +783,118 @@ static void cuda_unsupported(nrd_srv_grpc_call *call, const uint8_t *msg, size_t
                            "CUDA shared memory is not supported: this server has no GPU support");
 }
 
+/* Nereid is built without tracing: as Triton built that way, every
+ * TraceSetting call (read or update) is UNAVAILABLE. */
 static void trace_setting(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
   Inference__TraceSettingRequest *req = unpack(call, &inference__trace_setting_request__descriptor, msg, len);
   if (req == NULL) return;
-  size_t n = req->n_settings;
   done_with(req);
-  if (n > 0)
-    {
-    nrd_srv_grpc_call_finish(call, NRD_GRPC_UNIMPLEMENTED,
-                                    "tracing is not supported by this server yet");
-    return;
-  }
-  static const char *keys[] = {"trace_level", "trace_rate", "trace_count", "log_frequency",
-                               "trace_file", "trace_mode"};
-  static const char *vals[] = {"OFF", "1000", "-1", "0", "", "triton"};
-  Inference__TraceSettingResponse__SettingsEntry e[6];
-  Inference__TraceSettingResponse__SettingsEntry *ep[6];
-  Inference__TraceSettingResponse__SettingValue v[6];
-  char *sv[6];
-  for (int i = 0; i < 6; i++) {
-    inference__trace_setting_response__settings_entry__init(&e[i]);
-    inference__trace_setting_response__setting_value__init(&v[i]);
-    sv[i] = (char *)vals[i];
-    v[i].n_value = 1;
-    v[i].value = &sv[i];
-    e[i].key = (char *)keys[i];
-    e[i].value = &v[i];
-    ep[i] = &e[i];
-  }
-  Inference__TraceSettingResponse r = INFERENCE__TRACE_SETTING_RESPONSE__INIT;
-  r.n_settings = 6;
-  r.settings = ep;
-  nrd_srv_grpc_call_reply(call, &r.base);
+  nrd_srv_grpc_call_finish(call, NRD_GRPC_UNAVAILABLE, "the server does not support trace");
 }
 
+/* Turns a LogSettingsRequest into an update, checking each setting's type
+ * as Triton's gRPC front end does (INVALID_ARG naming the setting). */
+static TRITONSERVER_Error *log_update_from(const Inference__LogSettingsRequest *req,
+                                           nrd_srv_log_update *u) {
+  static const char *bools[] = {"log_info", "log_warning", "log_error"};
+  bool *has[] = {&u->has_info, &u->has_warning, &u->has_error};
+  bool *val[] = {&u->info, &u->warning, &u->error};
+  char text[200];
+  memset(u, 0, sizeof *u);
+  for (size_t i = 0; i < req->n_settings; i++) {
+    const char *key = req->settings[i]->key;
+    const Inference__LogSettingsRequest__SettingValue *v = req->settings[i]->value;
+    int c = v ? (int)v->parameter_choice_case : 0;
+    if (strcmp(key, "log_file") == 0) {
+      u->has_file = true;
+      continue;
+    }
+    for (int k = 0; k < 3; k++) {
+      if (strcmp(key, bools[k]) != 0) continue;
+      if (c != INFERENCE__LOG_SETTINGS_REQUEST__SETTING_VALUE__PARAMETER_CHOICE_BOOL_PARAM) {
+        snprintf(text, sizeof text, "expect boolean for '%s'", key);
+        return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, text);
+      }
+      *has[k] = true;
+      *val[k] = v->bool_param;
+    }
+    if (strcmp(key, "log_verbose_level") == 0) {
+      if (c != INFERENCE__LOG_SETTINGS_REQUEST__SETTING_VALUE__PARAMETER_CHOICE_UINT32_PARAM)
+        return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG,
+                                     "expect int32 for 'log_verbose_level'");
+      if (v->uint32_param > INT32_MAX)
+        return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG,
+                                     "'log_verbose_level' must be at most 2147483647");
+      u->has_verbose_level = true;
+      u->verbose_level = v->uint32_param;
+    } else if (strcmp(key, "log_format") == 0) {
+      if (c != INFERENCE__LOG_SETTINGS_REQUEST__SETTING_VALUE__PARAMETER_CHOICE_STRING_PARAM)
+        return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG,
+                                     "expect string for 'log_format'");
+      const char *f = v->string_param ? v->string_param : "";
+      if (strcmp(f, "default") != 0 && strcmp(f, "ISO8601") != 0) {
+        snprintf(text, sizeof text, "invalid argument for log_format, got: %.100s", f);
+        return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, text);
+      }
+      u->has_format = true;
+      u->format = f;
+    }
+  }
+  return NULL;
+}
+
+/* Applies the update (all or nothing) and answers the settings in force:
+ * log_file and log_format as string_param, the switches as bool_param,
+ * log_verbose_level as uint32_param (Triton's types). */
 static void log_settings(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
   Inference__LogSettingsRequest *req = unpack(call, &inference__log_settings_request__descriptor, msg, len);
   if (req == NULL) return;
-  size_t n = req->n_settings;
-  done_with(req);
-  if (n > 0)
-    {
-    nrd_srv_grpc_call_finish(call, NRD_GRPC_UNIMPLEMENTED,
-                                    "changing log settings at run time is not supported yet");
+  nrd_srv_log_settings *ls = nrd_srv_grpc_call_log(call);
+  nrd_srv_log_update u;
+  TRITONSERVER_Error *err = log_update_from(req, &u);
+  if (err == NULL && req->n_settings > 0) err = nrd_srv_log_settings_update(ls, &u);
+  done_with(req); /* u.format pointed into req: not used past here */
+  if (err) {
+    nrd_srv_grpc_call_fail(call, err);
     return;
   }
-  static const char *keys[] = {"log_info", "log_warning", "log_error"};
-  static const TRITONSERVER_LogLevel levels[] = {TRITONSERVER_LOG_INFO, TRITONSERVER_LOG_WARN,
-                                                 TRITONSERVER_LOG_ERROR};
-  Inference__LogSettingsResponse__SettingsEntry e[4];
-  Inference__LogSettingsResponse__SettingsEntry *ep[4];
-  Inference__LogSettingsResponse__SettingValue v[4];
-  for (int i = 0; i < 4; i++) {
+  nrd_srv_log_snapshot snap;
+  if (nrd_srv_log_settings_get(ls, &snap) != 0) {
+    nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+    return;
+  }
+  enum { N = 6 };
+  static const char *keys[N] = {"log_file",  "log_info",          "log_warning",
+                                "log_error", "log_verbose_level", "log_format"};
+  Inference__LogSettingsResponse__SettingsEntry e[N];
+  Inference__LogSettingsResponse__SettingsEntry *ep[N];
+  Inference__LogSettingsResponse__SettingValue v[N];
+  for (int i = 0; i < N; i++) {
     inference__log_settings_response__settings_entry__init(&e[i]);
     inference__log_settings_response__setting_value__init(&v[i]);
+    e[i].key = (char *)keys[i];
     e[i].value = &v[i];
     ep[i] = &e[i];
   }
-  for (int i = 0; i < 3; i++) {
-    e[i].key = (char *)keys[i];
-    v[i].parameter_choice_case = INFERENCE__LOG_SETTINGS_RESPONSE__SETTING_VALUE__PARAMETER_CHOICE_BOOL_PARAM;
-    v[i].bool_param = TRITONSERVER_LogIsEnabled(levels[i]);
-  }
-  e[3].key = "log_verbose_level";
-  v[3].parameter_choice_case = INFERENCE__LOG_SETTINGS_RESPONSE__SETTING_VALUE__PARAMETER_CHOICE_UINT32_PARAM;
-  v[3].uint32_param = TRITONSERVER_LogIsEnabled(TRITONSERVER_LOG_VERBOSE) ? 1 : 0;
+  const int STR = INFERENCE__LOG_SETTINGS_RESPONSE__SETTING_VALUE__PARAMETER_CHOICE_STRING_PARAM;
+  const int BOOL = INFERENCE__LOG_SETTINGS_RESPONSE__SETTING_VALUE__PARAMETER_CHOICE_BOOL_PARAM;
+  v[0].parameter_choice_case = STR;
+  v[0].string_param = snap.file;
+  v[1].parameter_choice_case = BOOL;
+  v[1].bool_param = snap.info;
+  v[2].parameter_choice_case = BOOL;
+  v[2].bool_param = snap.warning;
+  v[3].parameter_choice_case = BOOL;
+  v[3].bool_param = snap.error;
+  v[4].parameter_choice_case = INFERENCE__LOG_SETTINGS_RESPONSE__SETTING_VALUE__PARAMETER_CHOICE_UINT32_PARAM;
+  v[4].uint32_param = snap.verbose_level;
+  v[5].parameter_choice_case = STR;
+  v[5].string_param = snap.format == TRITONSERVER_LOG_ISO8601 ? "ISO8601" : "default";
   Inference__LogSettingsResponse r = INFERENCE__LOG_SETTINGS_RESPONSE__INIT;
-  r.n_settings = 4;
+  r.n_settings = N;
   r.settings = ep;
   nrd_srv_grpc_call_reply(call, &r.base);
+  free(snap.file);
 }
 
 static void health_check(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {

@@ -27,11 +27,16 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "grpc_call.h"
 #include "grpc_rpc.h"
 
 enum { KIND_LISTENER = 1, KIND_WAKE = 2, KIND_CONN = 3 };
+
+/* Message encodings (grpc-encoding) we can decode. */
+enum { ENC_IDENTITY = 0, ENC_GZIP, ENC_DEFLATE, ENC_UNKNOWN };
+#define ACCEPT_ENCODING "identity,deflate,gzip"
 
 /* Backpressure. Above CONN_OUT_HIGH bytes of output waiting for a client,
  * the connection is throttled until it drains below CONN_OUT_LOW: received
@@ -92,6 +97,11 @@ struct conn {
   bool throttled;
   uint64_t last_activity_us; /* last bytes read */
   uint64_t ping_sent_us;     /* keepalive ping outstanding since, or 0 */
+  /* Ping policy (see nrd_srv_grpc_options). Reset when we send data. */
+  uint64_t last_ping_recv_us; /* when the client's last PING came, or 0: none since data */
+  unsigned ping_strikes;
+  unsigned pings_without_data; /* keepalive pings we sent since data */
+  bool close_after_flush;      /* GOAWAY queued: close once it is written */
   uint8_t *wbuf;
   size_t wlen, woff, wcap;
   size_t out_bytes; /* queued in calls, not yet given to nghttp2 */
@@ -107,6 +117,8 @@ struct nrd_srv_grpc_call {
   int32_t id;
   const nrd_srv_grpc_method *m;
   bool unknown_method, bad_content_type;
+  int encoding;       /* ENC_* from grpc-encoding */
+  char enc_name[48];  /* grpc-encoding as sent (truncated), for errors */
   uint8_t *in;
   size_t in_len, in_cap;
   chunk *out_head, *out_tail;
@@ -206,6 +218,10 @@ uint8_t *nrd_srv_grpc_frame(const ProtobufCMessage *msg, size_t *len) {
 TRITONSERVER_Server *nrd_srv_grpc_call_server(const nrd_srv_grpc_call *call) {
   return call->g->server;
 }
+
+nrd_srv_shm *nrd_srv_grpc_call_shm(const nrd_srv_grpc_call *call) { return call->g->opts.shm; }
+
+nrd_srv_log_settings *nrd_srv_grpc_call_log(const nrd_srv_grpc_call *call) { return call->g->opts.log; }
 
 uint64_t nrd_srv_grpc_call_deadline_us(const nrd_srv_grpc_call *call) { return call->deadline_us; }
 
@@ -308,13 +324,15 @@ static ssize_t data_read_cb(nghttp2_session *sess, int32_t id, uint8_t *buf, siz
 }
 
 static void call_submit_headers(nrd_srv_grpc_call *call) {
-  nghttp2_nv hdrs[2] = {
+  nghttp2_nv hdrs[3] = {
       {(uint8_t *)":status", (uint8_t *)"200", 7, 3, NGHTTP2_NV_FLAG_NONE},
-      {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16, NGHTTP2_NV_FLAG_NONE}};
+      {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16, NGHTTP2_NV_FLAG_NONE},
+      {(uint8_t *)"grpc-accept-encoding", (uint8_t *)ACCEPT_ENCODING, 20,
+       sizeof ACCEPT_ENCODING - 1, NGHTTP2_NV_FLAG_NONE}};
   nghttp2_data_provider prd;
   prd.source.ptr = call;
   prd.read_callback = data_read_cb;
-  if (nghttp2_submit_response(call->c->sess, call->id, hdrs, 2, &prd) == 0)
+  if (nghttp2_submit_response(call->c->sess, call->id, hdrs, 3, &prd) == 0)
     call->headers_sent = true;
   else
     nghttp2_submit_rst_stream(call->c->sess, NGHTTP2_FLAG_NONE, call->id, NGHTTP2_INTERNAL_ERROR);
@@ -400,14 +418,16 @@ void nrd_srv_grpc_call_finish(nrd_srv_grpc_call *call, int status, const char *m
     /* Trailers-Only response: one HEADERS frame ending the stream. */
     char code[12];
     snprintf(code, sizeof code, "%d", status);
-    nghttp2_nv hdrs[4] = {
+    nghttp2_nv hdrs[5] = {
         {(uint8_t *)":status", (uint8_t *)"200", 7, 3, NGHTTP2_NV_FLAG_NONE},
         {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16, NGHTTP2_NV_FLAG_NONE},
+        {(uint8_t *)"grpc-accept-encoding", (uint8_t *)ACCEPT_ENCODING, 20,
+         sizeof ACCEPT_ENCODING - 1, NGHTTP2_NV_FLAG_NONE},
         {(uint8_t *)"grpc-status", (uint8_t *)code, 11, strlen(code), NGHTTP2_NV_FLAG_NONE},
         {(uint8_t *)"grpc-message", (uint8_t *)(call->status_msg ? call->status_msg : ""), 12,
          call->status_msg ? strlen(call->status_msg) : 0, NGHTTP2_NV_FLAG_NONE}};
     call->headers_sent = true;
-    nghttp2_submit_response(call->c->sess, call->id, hdrs, call->status_msg ? 4 : 3, NULL);
+    nghttp2_submit_response(call->c->sess, call->id, hdrs, call->status_msg ? 5 : 4, NULL);
     conn_mark_dirty(call->c);
     return;
   }
@@ -445,6 +465,68 @@ static void call_detach(nrd_srv_grpc_call *call) {
 
 /* ---- receiving ----------------------------------------------------------- */
 
+/* Inflates a gzip or zlib ("deflate") message into a malloc'ed buffer of at
+ * most `max` bytes. Returns 0 with *out (caller frees) and *out_len, or a
+ * gRPC status with msg filled (nothing to free). */
+static int inflate_message(int enc, const uint8_t *in, size_t len, uint32_t max, uint8_t **out,
+                           size_t *out_len, char *msg, size_t msglen) {
+  *out = NULL;
+  *out_len = 0;
+  const char *algo = enc == ENC_GZIP ? "gzip" : "deflate";
+  z_stream zs;
+  memset(&zs, 0, sizeof zs);
+  if (inflateInit2(&zs, enc == ENC_GZIP ? 15 + 16 : 15) != Z_OK) {
+    snprintf(msg, msglen, "cannot start %s decompression", algo);
+    return NRD_GRPC_INTERNAL;
+  }
+  int status = NRD_GRPC_OK;
+  size_t cap = len * 4 + 64;
+  if (cap > (size_t)max + 1) cap = (size_t)max + 1;
+  uint8_t *buf = malloc(cap ? cap : 1);
+  zs.next_in = (Bytef *)in;
+  zs.avail_in = (uInt)len;
+  int rc = Z_OK;
+  while (buf && rc != Z_STREAM_END) {
+    if (zs.total_out == cap) {
+      if (cap > max) break; /* more than max bytes came out */
+      size_t ncap = cap * 2 > (size_t)max + 1 ? (size_t)max + 1 : cap * 2;
+      uint8_t *nb = realloc(buf, ncap);
+      if (nb == NULL) {
+        free(buf);
+        buf = NULL;
+        break;
+      }
+      buf = nb;
+      cap = ncap;
+    }
+    zs.next_out = buf + zs.total_out;
+    zs.avail_out = (uInt)(cap - zs.total_out);
+    rc = inflate(&zs, Z_NO_FLUSH);
+    if (rc == Z_BUF_ERROR && zs.avail_in == 0 && zs.avail_out > 0) break; /* truncated input */
+    if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR) break;
+  }
+  if (buf == NULL) {
+    snprintf(msg, msglen, "out of memory decompressing a %s message", algo);
+    status = NRD_GRPC_RESOURCE_EXHAUSTED;
+  } else if (zs.total_out > max) {
+    snprintf(msg, msglen, "Received message larger than max when decompressed (more than %u bytes)",
+             max);
+    status = NRD_GRPC_RESOURCE_EXHAUSTED;
+  } else if (rc != Z_STREAM_END || zs.avail_in != 0) {
+    snprintf(msg, msglen, "failed to decompress a %s message: %s", algo,
+             zs.msg ? zs.msg : (rc == Z_STREAM_END ? "trailing data" : "truncated or corrupt data"));
+    status = NRD_GRPC_INTERNAL;
+  }
+  if (status == NRD_GRPC_OK) {
+    *out = buf;
+    *out_len = zs.total_out;
+  } else {
+    free(buf);
+  }
+  inflateEnd(&zs);
+  return status;
+}
+
 static void call_deliver_messages(nrd_srv_grpc_call *call, bool at_end) {
   size_t off = 0;
   uint32_t max = call->g->opts.max_message_size;
@@ -459,9 +541,18 @@ static void call_deliver_messages(nrd_srv_grpc_call *call, bool at_end) {
       off = call->in_len;
       break;
     }
-    if (p[0] != 0) {
-      nrd_srv_grpc_call_finish(call, NRD_GRPC_UNIMPLEMENTED,
-                               "compressed messages are not supported (use grpc-encoding identity)");
+    if (p[0] > 1 || (p[0] == 1 && call->encoding != ENC_GZIP && call->encoding != ENC_DEFLATE)) {
+      char msg[160];
+      int st = NRD_GRPC_INTERNAL;
+      if (p[0] > 1)
+        snprintf(msg, sizeof msg, "invalid gRPC message flags 0x%02x", p[0]);
+      else if (call->encoding == ENC_UNKNOWN) {
+        snprintf(msg, sizeof msg, "grpc-encoding '%s' is not supported (supported: %s)",
+                 call->enc_name, ACCEPT_ENCODING);
+        st = NRD_GRPC_UNIMPLEMENTED;
+      } else
+        snprintf(msg, sizeof msg, "compressed message flag set without a grpc-encoding");
+      nrd_srv_grpc_call_finish(call, st, msg);
       call->ignoring_input = true;
       off = call->in_len;
       break;
@@ -480,7 +571,22 @@ static void call_deliver_messages(nrd_srv_grpc_call *call, bool at_end) {
     }
     call->had_message = true;
     off += 5 + len;
-    call->m->on_message(call, p + 5, len);
+    if (p[0] == 1) {
+      uint8_t *plain = NULL;
+      size_t plain_len = 0;
+      char msg[200];
+      int st = inflate_message(call->encoding, p + 5, len, max, &plain, &plain_len, msg, sizeof msg);
+      if (st != NRD_GRPC_OK) {
+        nrd_srv_grpc_call_finish(call, st, msg);
+        call->ignoring_input = true;
+        off = call->in_len;
+        break;
+      }
+      call->m->on_message(call, plain, plain_len);
+      free(plain);
+    } else {
+      call->m->on_message(call, p + 5, len);
+    }
   }
   if (off > 0 && call->in) {
     memmove(call->in, call->in + off, call->in_len - off);
@@ -539,6 +645,15 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const ui
     call->unknown_method = call->m == NULL;
   } else if (namelen == 12 && memcmp(name, "content-type", 12) == 0) {
     call->bad_content_type = !(valuelen >= 16 && memcmp(value, "application/grpc", 16) == 0);
+  } else if (namelen == 13 && memcmp(name, "grpc-encoding", 13) == 0) {
+    if (valuelen == 8 && memcmp(value, "identity", 8) == 0) call->encoding = ENC_IDENTITY;
+    else if (valuelen == 4 && memcmp(value, "gzip", 4) == 0) call->encoding = ENC_GZIP;
+    else if (valuelen == 7 && memcmp(value, "deflate", 7) == 0) call->encoding = ENC_DEFLATE;
+    else call->encoding = ENC_UNKNOWN;
+    size_t n = valuelen < sizeof call->enc_name - 1 ? valuelen : sizeof call->enc_name - 1;
+    for (size_t i = 0; i < n; i++)
+      call->enc_name[i] = value[i] >= 0x20 && value[i] < 0x7f ? (char)value[i] : '?';
+    call->enc_name[n] = '\0';
   } else if (namelen == 12 && memcmp(name, "grpc-timeout", 12) == 0) {
     uint64_t t = parse_timeout_us(value, valuelen);
     if (t) call->deadline_us = now_us() + t;
@@ -546,9 +661,47 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const ui
   return 0;
 }
 
+/* A client PING (nghttp2 answers it): as gRPC polices pings, one that
+ * comes sooner than the allowed interval after the previous one, with no
+ * data sent by us in between, is a strike; past max_ping_strikes the
+ * connection gets GOAWAY ENHANCE_YOUR_CALM "too_many_pings" and closes. With
+ * no call open and keepalive_permit_without_calls off, the allowed interval
+ * is two hours. */
+static void conn_police_ping(conn *c) {
+  const nrd_srv_grpc_options *o = &c->lp->g->opts;
+  uint64_t now = now_us();
+  uint64_t interval_us = (uint64_t)o->min_recv_ping_interval_ms * 1000u;
+  if (c->calls == NULL && !o->keepalive_permit_without_calls && interval_us < 7200000000u)
+    interval_us = 7200000000u;
+  bool strike = c->last_ping_recv_us != 0 && now - c->last_ping_recv_us < interval_us;
+  c->last_ping_recv_us = now;
+  if (!strike || c->close_after_flush) return;
+  c->ping_strikes++;
+  if (o->max_ping_strikes == 0 || c->ping_strikes <= o->max_ping_strikes) return;
+  static const char debug[] = "too_many_pings";
+  nghttp2_submit_goaway(c->sess, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c->sess),
+                        NGHTTP2_ENHANCE_YOUR_CALM, (const uint8_t *)debug, sizeof debug - 1);
+  c->close_after_flush = true;
+  srv_log(TRITONSERVER_LOG_WARN, "gRPC: closing a connection that sent too many pings (GOAWAY "
+                                 "ENHANCE_YOUR_CALM)");
+}
+
+/* Sending data or headers resets the ping accounting, as in gRPC. */
+static int on_frame_send(nghttp2_session *sess, const nghttp2_frame *frame, void *user) {
+  (void)sess;
+  conn *c = user;
+  if (frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) {
+    c->last_ping_recv_us = 0;
+    c->ping_strikes = 0;
+    c->pings_without_data = 0;
+  }
+  return 0;
+}
+
 static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *frame, void *user) {
   conn *c = user;
   if (frame->hd.type == NGHTTP2_PING && (frame->hd.flags & NGHTTP2_FLAG_ACK)) c->ping_sent_us = 0;
+  if (frame->hd.type == NGHTTP2_PING && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) conn_police_ping(c);
   nrd_srv_grpc_call *call = nghttp2_session_get_stream_user_data(sess, frame->hd.stream_id);
   if (call == NULL) return 0;
   if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
@@ -704,7 +857,8 @@ static bool conn_flush(conn *c) {
     }
   }
   conn_update_events(c, false);
-  if (!nghttp2_session_want_read(c->sess) && !nghttp2_session_want_write(c->sess)) {
+  if (c->close_after_flush ||
+      (!nghttp2_session_want_read(c->sess) && !nghttp2_session_want_write(c->sess))) {
     conn_close(c);
     return false;
   }
@@ -732,6 +886,13 @@ static void conn_read(conn *c) {
       if (conn_flush(c)) conn_close(c);
       return;
     }
+    if (c->close_after_flush) {
+      /* GOAWAY queued: discard what the client already sent, so closing
+       * the socket does not reset the connection before it reads GOAWAY. */
+      while (read(c->fd, buf, sizeof buf) > 0) {
+      }
+      break;
+    }
     if ((size_t)n < sizeof buf) break;
   }
   conn_mark_dirty(c);
@@ -758,6 +919,7 @@ static void conn_new(loop *lp, int fd) {
   nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
   nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+  nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_frame_send);
   nghttp2_option *opt = NULL;
   int rv = nghttp2_option_new(&opt);
   if (rv == 0) {
@@ -808,8 +970,10 @@ static void loop_run_events(loop *lp) {
   }
 }
 
-/* Keepalive: after keepalive_time of silence from the client send a PING;
- * close the connection if it is not acknowledged within keepalive_timeout. */
+/* Keepalive: after keepalive_time of silence from the client send a PING
+ * (only while a call is open unless keepalive_permit_without_calls, and at
+ * most max_pings_without_data of them between data frames we send); close
+ * the connection if it is not acknowledged within keepalive_timeout. */
 static void loop_check_keepalive(loop *lp, uint64_t now) {
   const nrd_srv_grpc_options *o = &lp->g->opts;
   if (o->keepalive_time_ms == 0) return;
@@ -818,9 +982,12 @@ static void loop_check_keepalive(loop *lp, uint64_t now) {
     if (c->ping_sent_us && now - c->ping_sent_us > (uint64_t)o->keepalive_timeout_ms * 1000u) {
       conn_close(c);
     } else if (!c->ping_sent_us &&
-               now - c->last_activity_us > (uint64_t)o->keepalive_time_ms * 1000u) {
+               now - c->last_activity_us > (uint64_t)o->keepalive_time_ms * 1000u &&
+               (c->calls || o->keepalive_permit_without_calls) &&
+               (o->max_pings_without_data == 0 || c->pings_without_data < o->max_pings_without_data)) {
       if (nghttp2_submit_ping(c->sess, NGHTTP2_FLAG_NONE, NULL) == 0) {
         c->ping_sent_us = now;
+        c->pings_without_data++;
         conn_mark_dirty(c);
       }
     }

@@ -21,6 +21,12 @@ typedef struct nrd_srv_grpc_options {
   uint32_t max_message_size; /* bytes; larger messages get RESOURCE_EXHAUSTED */
   unsigned keepalive_time_ms;    /* 0: no server pings */
   unsigned keepalive_timeout_ms; /* close when a ping is unanswered this long */
+  /* Ping policy (gRPC's keepalive arguments). A connection "without calls"
+   * has no open stream; "data" is a DATA or HEADERS frame the server sent. */
+  bool keepalive_permit_without_calls; /* our pings and the client's allowed with no calls */
+  unsigned max_pings_without_data;     /* our keepalive pings between data; 0: no limit */
+  unsigned min_recv_ping_interval_ms;  /* client pings closer than this are strikes */
+  unsigned max_ping_strikes;           /* GOAWAY ENHANCE_YOUR_CALM beyond; 0: no limit */
   /* Shared with the HTTP front end; borrowed, they must outlive the front end. */
   nrd_srv_shm *shm;          /* system shared memory regions */
   nrd_srv_log_settings *log; /* LogSettings */

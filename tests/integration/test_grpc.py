@@ -5,10 +5,16 @@ Run by ctest (see tests/CMakeLists.txt) as
     /usr/bin/python3 -m pytest -q tests/integration/test_grpc.py
 with NEREID_BIN, NEREID_BACKEND_DIR and NEREID_EXAMPLES in the environment.
 One nereid (explicit model control, every example model loaded, a 1 MiB
-message limit) serves the whole module; it must stop cleanly at the end,
+message limit, HTTP on a free port for the cross-protocol shared memory
+tests) serves the whole module; it must stop cleanly at the end,
 with no sanitizer report in its log.
 """
 
+import ctypes
+import ctypes.util
+import gzip
+import json
+import mmap
 import os
 import queue
 import selectors
@@ -20,6 +26,11 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+import zlib
 
 import numpy as np
 import pytest
@@ -102,14 +113,17 @@ class Server:
 @pytest.fixture(scope="module")
 def server():
     port = free_port()
+    http_port = free_port()
     s = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
                 "--model-control-mode=explicit", "--load-model=*",
-                "--allow-http=false", "--allow-metrics=false",
+                f"--http-port={http_port}", "--http-address=127.0.0.1", "--http-thread-count=1",
+                "--allow-metrics=false",
                 f"--grpc-port={port}", "--grpc-address=127.0.0.1",
                 f"--grpc-max-message-size={MAX_MESSAGE}"])
     try:
         s.wait_ready()
         s.port = port
+        s.http_port = http_port
         yield s
         rc = s.stop()
         log = s.text()
@@ -272,10 +286,80 @@ def test_shared_memory_trace_log(stub):
     with pytest.raises(grpc.RpcError) as e:
         stub.CudaSharedMemoryRegister(pb.CudaSharedMemoryRegisterRequest(name="x"), timeout=RPC_TIMEOUT)
     assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
-    ts = stub.TraceSetting(pb.TraceSettingRequest(), timeout=RPC_TIMEOUT)
-    assert list(ts.settings["trace_level"].value) == ["OFF"]
     ls = stub.LogSettings(pb.LogSettingsRequest(), timeout=RPC_TIMEOUT)
     assert ls.settings["log_info"].bool_param is True
+
+
+def test_trace_setting_unsupported(stub):
+    """Built without tracing, Triton answers every TraceSetting call (read
+    or update) UNAVAILABLE."""
+    for req in (pb.TraceSettingRequest(), pb.TraceSettingRequest(model_name="simple")):
+        e = rpc_error(stub.TraceSetting, req)
+        assert e.code() == grpc.StatusCode.UNAVAILABLE
+        assert e.details() == "the server does not support trace"
+    r = pb.TraceSettingRequest()
+    r.settings["trace_level"].value.append("TIMESTAMPS")
+    e = rpc_error(stub.TraceSetting, r)
+    assert e.code() == grpc.StatusCode.UNAVAILABLE
+
+
+def log_request(**settings):
+    r = pb.LogSettingsRequest()
+    for k, v in settings.items():
+        if isinstance(v, bool):
+            r.settings[k].bool_param = v
+        elif isinstance(v, int):
+            r.settings[k].uint32_param = v
+        else:
+            r.settings[k].string_param = v
+    return r
+
+
+def log_values(resp):
+    return {k: getattr(v, v.WhichOneof("parameter_choice")) for k, v in resp.settings.items()}
+
+
+def test_log_settings_read_and_update(server, stub):
+    ls = stub.LogSettings(pb.LogSettingsRequest(), timeout=RPC_TIMEOUT)
+    kinds = {k: v.WhichOneof("parameter_choice") for k, v in ls.settings.items()}
+    assert kinds == {"log_file": "string_param", "log_info": "bool_param", "log_warning": "bool_param",
+                     "log_error": "bool_param", "log_verbose_level": "uint32_param",
+                     "log_format": "string_param"}
+    before = log_values(ls)
+    assert before == {"log_file": "", "log_info": True, "log_warning": True, "log_error": True,
+                      "log_verbose_level": 0, "log_format": "default"}
+    try:
+        got = log_values(stub.LogSettings(log_request(log_warning=False, log_verbose_level=2,
+                                                      log_format="ISO8601"), timeout=RPC_TIMEOUT))
+        assert got == dict(before, log_warning=False, log_verbose_level=2, log_format="ISO8601")
+        # The same settings are what HTTP's /v2/logging reports.
+        code, j = http_json(server, "GET", "/v2/logging")
+        assert code == 200 and j["log_warning"] is False and j["log_verbose_level"] == 2
+        assert j["log_format"] == "ISO8601"
+        assert log_values(stub.LogSettings(pb.LogSettingsRequest(), timeout=RPC_TIMEOUT)) == got
+
+        # Errors change nothing (validated before anything is applied).
+        cases = [
+            (log_request(log_file="/tmp/x.log"), grpc.StatusCode.UNIMPLEMENTED,
+             "log file location can not be updated through network protocol"),
+            (log_request(log_info=False, log_format="json"), grpc.StatusCode.INVALID_ARGUMENT,
+             "invalid argument for log_format, got: json"),
+            (log_request(log_info=1), grpc.StatusCode.INVALID_ARGUMENT, "expect boolean for 'log_info'"),
+            (log_request(log_error="yes"), grpc.StatusCode.INVALID_ARGUMENT,
+             "expect boolean for 'log_error'"),
+            (log_request(log_verbose_level=True), grpc.StatusCode.INVALID_ARGUMENT,
+             "expect int32 for 'log_verbose_level'"),
+            (log_request(log_format=True), grpc.StatusCode.INVALID_ARGUMENT,
+             "expect string for 'log_format'"),
+        ]
+        for r, code, text in cases:
+            e = rpc_error(stub.LogSettings, r)
+            assert (e.code(), e.details()) == (code, text)
+        assert log_values(stub.LogSettings(pb.LogSettingsRequest(), timeout=RPC_TIMEOUT)) == got
+    finally:
+        stub.LogSettings(log_request(log_info=True, log_warning=True, log_error=True,
+                                     log_verbose_level=0, log_format="default"), timeout=RPC_TIMEOUT)
+    assert log_values(stub.LogSettings(pb.LogSettingsRequest(), timeout=RPC_TIMEOUT)) == before
 
 
 # ---- ModelInfer ---------------------------------------------------------------
@@ -590,11 +674,15 @@ def test_client_that_stops_reading(stub):
 
 def test_keepalive_pings_answered():
     """A server pinging every 100 ms keeps an idle connection usable (the
-    client answers the pings; unanswered ones would close it)."""
+    client answers the pings; unanswered ones would close it). It sends at
+    most --grpc-http2-max-pings-without-data pings between data frames, and
+    with --grpc-http2-max-ping-strikes=0 tolerates any client pings."""
     port = free_port()
     s = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
                 "--allow-http=false", "--allow-metrics=false", f"--grpc-port={port}",
-                "--grpc-address=127.0.0.1", "--grpc-keepalive-time=100", "--grpc-keepalive-timeout=2000"])
+                "--grpc-address=127.0.0.1", "--grpc-keepalive-time=100", "--grpc-keepalive-timeout=2000",
+                "--grpc-keepalive-permit-without-calls=true", "--grpc-http2-max-pings-without-data=3",
+                "--grpc-http2-max-ping-strikes=0"])
     try:
         s.wait_ready()
         ch = grpc.insecure_channel(f"127.0.0.1:{port}")
@@ -603,8 +691,100 @@ def test_keepalive_pings_answered():
         time.sleep(1.0)
         assert st.ServerLive(pb.ServerLiveRequest(), timeout=RPC_TIMEOUT).live
         ch.close()
+
+        h = RawH2(port)
+        try:
+            server_pings = 0
+            h.sock.settimeout(0.2)
+            deadline = time.monotonic() + 1.5
+            while time.monotonic() < deadline:
+                try:
+                    f = h.read_frame()
+                except socket.timeout:
+                    continue
+                assert f is not None
+                if f[0] == 4 and not f[1] & 1:
+                    h.send(4, 1, 0, b"")
+                if f[0] == 6 and not f[1] & 1:
+                    server_pings += 1
+                    h.send(6, 1, 0, f[3])
+            assert server_pings == 3  # then no more without data in between
+            h.sock.settimeout(RPC_TIMEOUT)
+            for i in range(10):
+                h.send(6, 0, 0, i.to_bytes(8, "big"))
+            acks = 0
+            while acks < 10:
+                f = h.read_frame()
+                assert f is not None and f[0] != 7, f
+                if f[0] == 6 and f[1] & 1:
+                    acks += 1
+            h.request(1, LIVE_PATH, grpc_frame(pb.ServerLiveRequest().SerializeToString()))
+            assert h.response(1)[0]["grpc-status"] == "0"
+        finally:
+            h.close()
         assert s.stop() == 0
         assert "Sanitizer" not in s.text()
+    finally:
+        if s.proc.poll() is None:
+            s.proc.kill()
+            s.proc.wait()
+
+
+def test_too_many_pings_get_goaway(server):
+    """With Triton's defaults (no pings without calls, 2 strikes), a client
+    flooding PINGs on an idle connection gets GOAWAY ENHANCE_YOUR_CALM with
+    "too_many_pings", and the connection closes."""
+    h = RawH2(server.port)
+    try:
+        # One write: the server may close as soon as it has read the fourth.
+        h.sock.sendall(b"".join(h.frame(6, 0, 0, i.to_bytes(8, "big")) for i in range(10)))
+        acks, goaway = 0, None
+        while True:
+            f = h.read_frame()
+            if f is None:
+                break
+            if f[0] == 6 and f[1] & 1:
+                acks += 1
+            if f[0] == 7:
+                goaway = f[3]
+        assert goaway is not None, "no GOAWAY"
+        assert int.from_bytes(goaway[4:8], "big") == 0xB  # ENHANCE_YOUR_CALM
+        assert goaway[8:] == b"too_many_pings"
+        assert acks >= 3, acks  # at least the first ping and two strikes are answered
+    finally:
+        h.close()
+    # Other connections are unaffected.
+    ch = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    assert pbg.GRPCInferenceServiceStub(ch).ServerLive(pb.ServerLiveRequest(), timeout=RPC_TIMEOUT).live
+    ch.close()
+
+
+@pytest.mark.parametrize("flag,value", [
+    ("--grpc-keepalive-permit-without-calls", "maybe"),
+    ("--grpc-http2-max-pings-without-data", "-1"),
+    ("--grpc-http2-min-recv-ping-interval-without-data", "5m"),
+    ("--grpc-http2-max-ping-strikes", "x"),
+    ("--grpc-http2-max-ping-strikes", "2147483648"),
+])
+def test_keepalive_flags_reject_bad_values(flag, value):
+    p = subprocess.run([NEREID, "--model-repository", EXAMPLES, f"{flag}={value}"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2, p.stderr
+    first = p.stderr.splitlines()[0]
+    assert flag in first and value in first, first
+
+
+def test_keepalive_flags_accepted():
+    port = free_port()
+    s = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
+                "--allow-http=false", "--allow-metrics=false", f"--grpc-port={port}",
+                "--grpc-address=127.0.0.1", "--grpc-keepalive-permit-without-calls=false",
+                "--grpc-http2-max-pings-without-data=0",
+                "--grpc-http2-min-recv-ping-interval-without-data=10000",
+                "--grpc-http2-max-ping-strikes=5"])
+    try:
+        s.wait_ready()
+        assert s.stop() == 0
     finally:
         if s.proc.poll() is None:
             s.proc.kill()
@@ -693,6 +873,452 @@ def test_stream_repeat_cancel(stub):
     assert seen == 3
     got = list(stub.ModelStreamInfer(iter([repeat_request([4], [0], 0, "after")]), timeout=RPC_TIMEOUT))
     assert [final_flag(g) for g in got] == [False, True]
+
+
+# ---- system shared memory ----------------------------------------------------------
+
+
+class ShmObject:
+    """A POSIX shared memory object made through /dev/shm (what shm_open
+    maps), with its mapping; the registry opens it by key "/<name>"."""
+
+    def __init__(self, size):
+        self.name = "nrd_grpc_" + uuid.uuid4().hex[:12]
+        self.key = "/" + self.name
+        self.path = "/dev/shm/" + self.name
+        self.file = open(self.path, "w+b")
+        self.file.truncate(size)
+        self.map = mmap.mmap(self.file.fileno(), size)
+
+    def write(self, offset, arr):
+        b = np.ascontiguousarray(arr).tobytes()
+        self.map[offset:offset + len(b)] = b
+
+    def read(self, offset, dtype, shape):
+        n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        return np.frombuffer(self.map[offset:offset + n], dtype=dtype).reshape(shape)
+
+    def close(self):
+        self.map.close()
+        self.file.close()
+        os.unlink(self.path)
+
+
+@pytest.fixture
+def shm_objects(stub):
+    made = []
+
+    def make(size):
+        m = ShmObject(size)
+        made.append(m)
+        return m
+    yield make
+    stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest(), timeout=RPC_TIMEOUT)
+    for m in made:
+        m.close()
+
+
+def shm_register(stub, name, obj, size, offset=0):
+    stub.SystemSharedMemoryRegister(pb.SystemSharedMemoryRegisterRequest(
+        name=name, key=obj.key, offset=offset, byte_size=size), timeout=RPC_TIMEOUT)
+
+
+def set_shm(params, region, size, offset=None):
+    params["shared_memory_region"].string_param = region
+    params["shared_memory_byte_size"].int64_param = size
+    if offset is not None:
+        params["shared_memory_offset"].int64_param = offset
+
+
+def rpc_error(fn, *args):
+    with pytest.raises(grpc.RpcError) as e:
+        fn(*args, timeout=RPC_TIMEOUT)
+    return e.value
+
+
+def test_shm_register_status_unregister(stub, shm_objects):
+    m = shm_objects(4096)
+    shm_register(stub, "g_a", m, 1024)
+    shm_register(stub, "g_b", m, 512, offset=2048)
+    st = stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(), timeout=RPC_TIMEOUT)
+    assert set(st.regions) == {"g_a", "g_b"}
+    b = st.regions["g_b"]
+    assert (b.name, b.key, b.offset, b.byte_size) == ("g_b", m.key, 2048, 512)
+    one = stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(name="g_a"), timeout=RPC_TIMEOUT)
+    assert list(one.regions) == ["g_a"] and one.regions["g_a"].byte_size == 1024
+
+    e = rpc_error(stub.SystemSharedMemoryRegister, pb.SystemSharedMemoryRegisterRequest(
+        name="g_a", key=m.key, byte_size=16))
+    assert e.code() == grpc.StatusCode.ALREADY_EXISTS and "g_a" in e.details()
+    e = rpc_error(stub.SystemSharedMemoryStatus, pb.SystemSharedMemoryStatusRequest(name="nope"))
+    assert e.code() == grpc.StatusCode.NOT_FOUND
+    assert e.details() == "Unable to find system shared memory region: 'nope'"
+    e = rpc_error(stub.SystemSharedMemoryRegister, pb.SystemSharedMemoryRegisterRequest(
+        name="g_big", key=m.key, offset=4000, byte_size=200))
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "g_big" in e.details()
+    e = rpc_error(stub.SystemSharedMemoryRegister, pb.SystemSharedMemoryRegisterRequest(
+        name="g_nokey", key="/nrd_grpc_no_such_object", byte_size=16))
+    assert e.code() == grpc.StatusCode.INTERNAL and "nrd_grpc_no_such_object" in e.details()
+    e = rpc_error(stub.SystemSharedMemoryRegister, pb.SystemSharedMemoryRegisterRequest(
+        key=m.key, byte_size=16))
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "name" in e.details()
+
+    # Unknown names unregister fine; one name removes one; empty removes all.
+    stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest(name="nope"), timeout=RPC_TIMEOUT)
+    stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest(name="g_a"), timeout=RPC_TIMEOUT)
+    st = stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(), timeout=RPC_TIMEOUT)
+    assert set(st.regions) == {"g_b"}
+    shm_register(stub, "g_a", m, 1024)
+    stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest(), timeout=RPC_TIMEOUT)
+    st = stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(), timeout=RPC_TIMEOUT)
+    assert len(st.regions) == 0
+
+
+def test_shm_infer_inputs_and_outputs_in_place(stub, shm_objects):
+    """add_sub with both inputs in one region and both outputs in another,
+    at offsets, as tritonclient's set_shared_memory sends them."""
+    min_ = shm_objects(4096)
+    mout = shm_objects(8192)
+    a = np.arange(16, dtype=np.int32).reshape(1, 16)
+    b = np.full((1, 16), 5, dtype=np.int32)
+    min_.write(0, a)
+    min_.write(64, b)
+    shm_register(stub, "in", min_, 128)
+    shm_register(stub, "out", mout, 128, offset=4096)
+    r = pb.ModelInferRequest(model_name="simple", id="shm-1")
+    for name, off in (("INPUT0", None), ("INPUT1", 64)):
+        t = r.inputs.add()
+        t.name, t.datatype = name, "INT32"
+        t.shape.extend([1, 16])
+        set_shm(t.parameters, "in", 64, off)
+    for name, off in (("OUTPUT0", None), ("OUTPUT1", 64)):
+        o = r.outputs.add()
+        o.name = name
+        set_shm(o.parameters, "out", 64, off)
+    resp = stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+    assert resp.id == "shm-1"
+    np.testing.assert_array_equal(mout.read(4096, np.int32, (1, 16)), a + b)
+    np.testing.assert_array_equal(mout.read(4096 + 64, np.int32, (1, 16)), a - b)
+    # One (empty) raw_output_contents entry per output, as Triton lays them out.
+    assert len(resp.raw_output_contents) == 2 and all(len(x) == 0 for x in resp.raw_output_contents)
+    outs = {o.name: o for o in resp.outputs}
+    assert list(outs["OUTPUT0"].shape) == [1, 16] and outs["OUTPUT0"].datatype == "INT32"
+    p0, p1 = outs["OUTPUT0"].parameters, outs["OUTPUT1"].parameters
+    assert p0["shared_memory_region"].string_param == "out"
+    assert p0["shared_memory_byte_size"].int64_param == 64 and "shared_memory_offset" not in p0
+    assert p1["shared_memory_offset"].int64_param == 64
+
+
+def test_shm_infer_mixed_raw_and_shm(stub, shm_objects):
+    """raw_input_contents holds only the inputs not in shared memory; an
+    output not in shared memory comes back in its aligned raw entry."""
+    m = shm_objects(4096)
+    a = np.arange(16, dtype=np.int32).reshape(1, 16)
+    b = np.full((1, 16), 2, dtype=np.int32)
+    m.write(0, b)
+    shm_register(stub, "mix", m, 4096)
+    r = pb.ModelInferRequest(model_name="simple")
+    t0 = r.inputs.add()
+    t0.name, t0.datatype = "INPUT0", "INT32"
+    t0.shape.extend([1, 16])
+    r.raw_input_contents.append(a.tobytes())
+    t1 = r.inputs.add()
+    t1.name, t1.datatype = "INPUT1", "INT32"
+    t1.shape.extend([1, 16])
+    set_shm(t1.parameters, "mix", 64)
+    o0 = r.outputs.add()
+    o0.name = "OUTPUT0"
+    set_shm(o0.parameters, "mix", 64, 1024)
+    r.outputs.add().name = "OUTPUT1"
+    resp = stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+    np.testing.assert_array_equal(m.read(1024, np.int32, (1, 16)), a + b)
+    np.testing.assert_array_equal(output_array(resp, "OUTPUT1", np.int32), a - b)
+    idx = [o.name for o in resp.outputs].index("OUTPUT0")
+    assert len(resp.raw_output_contents[idx]) == 0
+
+
+def test_shm_stream_infer(stub, shm_objects):
+    m = shm_objects(4096)
+    x = np.arange(8, dtype=np.float32).reshape(1, 8)
+    m.write(0, x)
+    shm_register(stub, "st", m, 4096)
+
+    def req(i):
+        r = pb.ModelInferRequest(model_name="identity_fp32", id=f"s{i}")
+        t = r.inputs.add()
+        t.name, t.datatype = "INPUT0", "FP32"
+        t.shape.extend([1, 8])
+        set_shm(t.parameters, "st", 32)
+        o = r.outputs.add()
+        o.name = "OUTPUT0"
+        set_shm(o.parameters, "st", 32, 1024 + 64 * i)
+        return r
+    got = list(stub.ModelStreamInfer(iter([req(0), req(1)]), timeout=RPC_TIMEOUT))
+    assert sorted(g.infer_response.id for g in got) == ["s0", "s1"]
+    assert all(g.error_message == "" for g in got)
+    for i in range(2):
+        np.testing.assert_array_equal(m.read(1024 + 64 * i, np.float32, (1, 8)), x)
+
+
+def test_shm_infer_errors(stub, shm_objects):
+    m = shm_objects(4096)
+    shm_register(stub, "err", m, 256)
+    x = np.zeros((1, 16), np.float32)
+
+    def req(in_params=None, out_params=None, raw=False, contents=False):
+        r = pb.ModelInferRequest(model_name="identity_fp32")
+        t = r.inputs.add()
+        t.name, t.datatype = "INPUT0", "FP32"
+        t.shape.extend([1, 16])
+        if in_params:
+            set_shm(t.parameters, *in_params)
+        if raw:
+            r.raw_input_contents.append(x.tobytes())
+        if contents:
+            t.contents.fp32_contents.extend([0.0] * 16)
+        if out_params:
+            o = r.outputs.add()
+            o.name = "OUTPUT0"
+            set_shm(o.parameters, *out_params)
+        return r
+
+    cases = [
+        (req(("nope", 64)), grpc.StatusCode.NOT_FOUND, "nope"),
+        (req(("err", 64, 250)), grpc.StatusCode.INVALID_ARGUMENT, "err"),
+        (req(raw=True, out_params=("nope", 64)), grpc.StatusCode.NOT_FOUND, "nope"),
+        (req(raw=True, out_params=("err", 64, 224)), grpc.StatusCode.INVALID_ARGUMENT, "err"),
+        (req(raw=True, out_params=("err", 16)), grpc.StatusCode.INVALID_ARGUMENT,
+         "should be at least 64 bytes"),
+        (req(("err", 64), raw=True), grpc.StatusCode.INVALID_ARGUMENT, "raw_input_contents"),
+        (req(("err", 64), contents=True), grpc.StatusCode.INVALID_ARGUMENT, "contents"),
+    ]
+    for r, code, text in cases:
+        e = rpc_error(stub.ModelInfer, r)
+        assert e.code() == code, (r, e)
+        assert text in e.details(), e.details()
+    # Parameters of the wrong type or incomplete name the field.
+    r = req()
+    r.inputs[0].parameters["shared_memory_region"].string_param = "err"
+    e = rpc_error(stub.ModelInfer, r)
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "shared_memory_byte_size" in e.details()
+    r = req(("err", 64))
+    r.inputs[0].parameters["shared_memory_byte_size"].string_param = "64"
+    e = rpc_error(stub.ModelInfer, r)
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "shared_memory_byte_size" in e.details()
+    # On a stream the error arrives as error_message and the stream goes on.
+    got = list(stub.ModelStreamInfer(iter([req(("nope", 64))]), timeout=RPC_TIMEOUT))
+    assert len(got) == 1 and "nope" in got[0].error_message
+
+
+def http_json(server, method, path, body=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{server.http_port}{path}", data=data, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=RPC_TIMEOUT) as r:
+            text = r.read()
+            return r.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def test_shm_shared_with_http(server, stub, shm_objects):
+    """One registry serves both protocols, as in Triton."""
+    m = shm_objects(4096)
+    code, _ = http_json(server, "POST", "/v2/systemsharedmemory/region/via_http/register",
+                        {"key": m.key, "offset": 0, "byte_size": 128})
+    assert code == 200
+    st = stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(name="via_http"),
+                                       timeout=RPC_TIMEOUT)
+    assert st.regions["via_http"].key == m.key and st.regions["via_http"].byte_size == 128
+    shm_register(stub, "via_grpc", m, 256, offset=1024)
+    code, regions = http_json(server, "GET", "/v2/systemsharedmemory/region/via_grpc/status")
+    assert code == 200 and regions == [{"name": "via_grpc", "key": m.key, "offset": 1024, "byte_size": 256}]
+    e = rpc_error(stub.SystemSharedMemoryRegister, pb.SystemSharedMemoryRegisterRequest(
+        name="via_http", key=m.key, byte_size=16))
+    assert e.code() == grpc.StatusCode.ALREADY_EXISTS
+    # A region registered over HTTP feeds a gRPC inference.
+    x = np.arange(16, dtype=np.float32).reshape(1, 16)
+    m.write(0, x)
+    r = pb.ModelInferRequest(model_name="identity_fp32")
+    t = r.inputs.add()
+    t.name, t.datatype = "INPUT0", "FP32"
+    t.shape.extend([1, 16])
+    set_shm(t.parameters, "via_http", 64)
+    resp = stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+    np.testing.assert_array_equal(output_array(resp, "OUTPUT0", np.float32), x)
+    code, _ = http_json(server, "POST", "/v2/systemsharedmemory/unregister", {})
+    assert code == 200
+    st = stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(), timeout=RPC_TIMEOUT)
+    assert len(st.regions) == 0
+
+
+# ---- raw HTTP/2 (what grpcio will not send) ------------------------------------------
+
+
+class RawH2:
+    """A minimal HTTP/2 client over a socket: literal HPACK out, and the
+    server's header blocks decoded by libnghttp2's own HPACK inflater
+    through ctypes (nghttp2 is already the server's dependency)."""
+
+    class _NV(ctypes.Structure):
+        _fields_ = [("name", ctypes.POINTER(ctypes.c_uint8)), ("value", ctypes.POINTER(ctypes.c_uint8)),
+                    ("namelen", ctypes.c_size_t), ("valuelen", ctypes.c_size_t), ("flags", ctypes.c_uint8)]
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=RPC_TIMEOUT)
+        self.buf = b""
+        lib = ctypes.CDLL(ctypes.util.find_library("nghttp2"))
+        lib.nghttp2_hd_inflate_hd2.restype = ctypes.c_ssize_t
+        lib.nghttp2_hd_inflate_hd2.argtypes = [ctypes.c_void_p, ctypes.POINTER(self._NV),
+                                               ctypes.POINTER(ctypes.c_int), ctypes.c_char_p,
+                                               ctypes.c_size_t, ctypes.c_int]
+        lib.nghttp2_hd_inflate_end_headers.argtypes = [ctypes.c_void_p]
+        lib.nghttp2_hd_inflate_del.argtypes = [ctypes.c_void_p]
+        self.lib = lib
+        self.inflater = ctypes.c_void_p()
+        assert lib.nghttp2_hd_inflate_new(ctypes.byref(self.inflater)) == 0
+        self.sock.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + self.frame(4, 0, 0, b""))
+
+    def close(self):
+        self.sock.close()
+        self.lib.nghttp2_hd_inflate_del(self.inflater)
+
+    @staticmethod
+    def frame(ftype, flags, stream, payload):
+        return len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + stream.to_bytes(4, "big") + payload
+
+    def send(self, ftype, flags, stream, payload):
+        self.sock.sendall(self.frame(ftype, flags, stream, payload))
+
+    @staticmethod
+    def literal(name, value):
+        name, value = name.encode(), value.encode()
+        assert len(name) < 127 and len(value) < 127
+        return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
+
+    def request(self, stream, path, body, extra=()):
+        hdrs = [(":method", "POST"), (":scheme", "http"), (":path", path), (":authority", "nereid"),
+                ("content-type", "application/grpc"), ("te", "trailers"), *extra]
+        self.send(1, 0x4, stream, b"".join(self.literal(n, v) for n, v in hdrs))
+        self.send(0, 0x1, stream, body)
+
+    def read_frame(self):
+        while True:
+            if len(self.buf) >= 9:
+                n = int.from_bytes(self.buf[:3], "big")
+                if len(self.buf) >= 9 + n:
+                    f = (self.buf[3], self.buf[4], int.from_bytes(self.buf[5:9], "big") & 0x7FFFFFFF,
+                         self.buf[9:9 + n])
+                    self.buf = self.buf[9 + n:]
+                    return f
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                return None
+            self.buf += chunk
+
+    def decode(self, block):
+        out = []
+        nv = self._NV()
+        flags = ctypes.c_int()
+        off = 0
+        while True:
+            rest = block[off:]
+            rv = self.lib.nghttp2_hd_inflate_hd2(self.inflater, ctypes.byref(nv), ctypes.byref(flags),
+                                                 rest, len(rest), 1)
+            assert rv >= 0, rv
+            off += rv
+            if flags.value & 0x02:
+                out.append((ctypes.string_at(nv.name, nv.namelen).decode(),
+                            ctypes.string_at(nv.value, nv.valuelen).decode()))
+            if flags.value & 0x01:
+                self.lib.nghttp2_hd_inflate_end_headers(self.inflater)
+                return out
+            if rv == 0 and not flags.value & 0x02:
+                return out
+
+    def response(self, stream):
+        """Reads until the stream ends: (headers dict, data bytes)."""
+        headers, data, block = {}, b"", b""
+        while True:
+            f = self.read_frame()
+            assert f is not None, "connection closed"
+            ftype, flags, sid, payload = f
+            if ftype == 4 and not flags & 1:
+                self.send(4, 1, 0, b"")
+            if sid != stream:
+                continue
+            if ftype == 0:
+                data += payload
+            elif ftype in (1, 9):
+                block += payload
+                if flags & 0x4:
+                    headers.update(self.decode(block))
+                    block = b""
+            if ftype in (0, 1) and flags & 0x1 and not block:
+                return headers, data
+            if ftype == 3:
+                raise AssertionError("stream reset")
+
+
+def grpc_frame(payload, compressed=False):
+    return bytes([1 if compressed else 0]) + len(payload).to_bytes(4, "big") + payload
+
+
+LIVE_PATH = "/inference.GRPCInferenceService/ServerLive"
+
+# ---- compression ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("algo", [grpc.Compression.Gzip, grpc.Compression.Deflate])
+def test_compressed_unary_and_stream(stub, algo):
+    x = np.zeros((1, 16), np.float32)
+    x[0, 3] = 7
+    r = infer_request("identity_fp32", [("INPUT0", "FP32", [1, 16], x)], rid="z")
+    resp = stub.ModelInfer(r, timeout=RPC_TIMEOUT, compression=algo)
+    np.testing.assert_array_equal(output_array(resp, "OUTPUT0", np.float32), x)
+    got = list(stub.ModelStreamInfer(iter([square_request(3, "a"), square_request(2, "b")]),
+                                     timeout=RPC_TIMEOUT, compression=algo))
+    assert sorted(g.infer_response.id for g in got if not final_flag(g)) == ["a", "a", "a", "b", "b"]
+    # Decompressed, this message exceeds the 1 MiB limit; compressed it is tiny.
+    big = np.zeros((1, (MAX_MESSAGE // 4) + 1024), np.float32)
+    e = rpc_error(stub.ModelInfer, infer_request("identity_fp32", [("INPUT0", "FP32", list(big.shape), big)]))
+    assert e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    with pytest.raises(grpc.RpcError) as ei:
+        stub.ModelInfer(infer_request("identity_fp32", [("INPUT0", "FP32", list(big.shape), big)]),
+                        timeout=RPC_TIMEOUT, compression=algo)
+    assert ei.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "decompressed" in ei.value.details()
+
+
+def test_compression_raw_errors_and_accept_encoding(server):
+    h = RawH2(server.port)
+    try:
+        body = pb.ServerLiveRequest().SerializeToString()
+        h.request(1, LIVE_PATH, grpc_frame(gzip.compress(body), True), [("grpc-encoding", "gzip")])
+        hdrs, data = h.response(1)
+        assert hdrs["grpc-status"] == "0" and hdrs["grpc-accept-encoding"] == "identity,deflate,gzip"
+        assert pb.ServerLiveResponse.FromString(data[5:]).live
+        h.request(3, LIVE_PATH, grpc_frame(zlib.compress(body), True), [("grpc-encoding", "deflate")])
+        assert h.response(3)[0]["grpc-status"] == "0"
+        # Corrupt data: INTERNAL, as gRPC answers a message it cannot decompress.
+        h.request(5, LIVE_PATH, grpc_frame(b"\x1f\x8bnot gzip at all", True), [("grpc-encoding", "gzip")])
+        hdrs, _ = h.response(5)
+        assert hdrs["grpc-status"] == "13" and "decompress" in urllib.parse.unquote(hdrs["grpc-message"])
+        h.request(7, LIVE_PATH, grpc_frame(zlib.compress(b"x" * 100)[:-6], True), [("grpc-encoding", "deflate")])
+        assert h.response(7)[0]["grpc-status"] == "13"
+        # An encoding we do not know: UNIMPLEMENTED naming it.
+        h.request(9, LIVE_PATH, grpc_frame(b"abc", True), [("grpc-encoding", "snappy")])
+        hdrs, _ = h.response(9)
+        assert hdrs["grpc-status"] == "12"
+        assert "'snappy'" in urllib.parse.unquote(hdrs["grpc-message"])
+        # The compressed flag without an encoding is a protocol error.
+        h.request(11, LIVE_PATH, grpc_frame(gzip.compress(body), True))
+        assert h.response(11)[0]["grpc-status"] == "13"
+        # The connection still works.
+        h.request(13, LIVE_PATH, grpc_frame(body))
+        assert h.response(13)[0]["grpc-status"] == "0"
+    finally:
+        h.close()
 
 
 def teardown_module(module):
