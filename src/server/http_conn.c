@@ -15,6 +15,7 @@
  * connection. Connections are freed only between event batches (see
  * graveyard), so an event already collected never sees freed memory. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,7 @@ struct nrd_srv_http_conn {
   size_t wq_head, wq_n, wq_cap, woff, wq_bytes;
   bool close_after_write;
   bool in_process; /* process() is on the stack: it will pick up what comes */
+  char head_buf[384]; /* the reply head, when nothing else is queued */
   bool dead;       /* socket closed */
   time_t last;     /* last progress, loop->now */
 };
@@ -449,11 +451,27 @@ static int parse_head(nrd_srv_http_conn *c, const char **msg) {
 /* ---- dispatch --------------------------------------------------------------- */
 
 static void reset_req(nrd_srv_http_req *r, nrd_srv_http_conn *c) {
-  free(r->out_headers);
+  if (r->out_headers != r->out_headers_inline) free(r->out_headers);
   free(r->body_owned);
   for (size_t i = 0; i < r->n_segs; i++) seg_release(&r->segs[i]);
-  free(r->segs);
-  memset(r, 0, sizeof *r);
+  if (r->segs != r->segs_inline) free(r->segs);
+  /* The header table and inline buffers need no clearing. */
+  memset(r, 0, offsetof(nrd_srv_http_req, headers));
+  r->n_headers = 0;
+  r->body = NULL;
+  r->body_len = 0;
+  r->body_owned = NULL;
+  r->out_headers = r->out_headers_inline;
+  r->out_headers_len = 0;
+  r->out_headers_cap = sizeof r->out_headers_inline;
+  r->segs = r->segs_inline;
+  r->n_segs = 0;
+  r->cap_segs = sizeof r->segs_inline / sizeof r->segs_inline[0];
+  r->out_len = 0;
+  r->content_type_set = false;
+  r->streaming = false;
+  r->answered = false;
+  r->pending = NULL;
   r->conn = c;
 }
 
@@ -711,7 +729,7 @@ void nrd_srv_http_conn_open(nrd_srv_http_loop *loop, int fd) {
   c->loop = loop;
   c->fd = fd;
   c->state = ST_HEAD;
-  c->req.conn = c;
+  reset_req(&c->req, c);
   c->last = loop->now;
   c->events = EPOLLIN | EPOLLRDHUP;
   struct epoll_event ev = {.events = c->events, .data.ptr = c};
@@ -847,9 +865,11 @@ int nrd_srv_http_add_header(nrd_srv_http_req *req, const char *name, const char 
   size_t nl = strlen(name), vl = strlen(value);
   size_t need = req->out_headers_len + nl + vl + 4;
   if (need > req->out_headers_cap) {
-    size_t cap = need < 256 ? 256 : need * 2;
-    char *n = realloc(req->out_headers, cap);
+    size_t cap = need * 2;
+    char *n = malloc(cap);
     if (n == NULL) return -1;
+    memcpy(n, req->out_headers, req->out_headers_len);
+    if (req->out_headers != req->out_headers_inline) free(req->out_headers);
     req->out_headers = n;
     req->out_headers_cap = cap;
   }
@@ -867,12 +887,14 @@ int nrd_srv_http_add_header(nrd_srv_http_req *req, const char *name, const char 
 
 static int push_seg(nrd_srv_http_req *req, nrd_srv_http_seg s) {
   if (req->n_segs == req->cap_segs) {
-    size_t cap = req->cap_segs ? req->cap_segs * 2 : 4;
-    nrd_srv_http_seg *n = realloc(req->segs, cap * sizeof *n);
+    size_t cap = req->cap_segs * 2;
+    nrd_srv_http_seg *n = malloc(cap * sizeof *n);
     if (n == NULL) {
       seg_release(&s);
       return -1;
     }
+    memcpy(n, req->segs, req->n_segs * sizeof *n);
+    if (req->segs != req->segs_inline) free(req->segs);
     req->segs = n;
     req->cap_segs = cap;
   }
@@ -912,13 +934,18 @@ static size_t format_head(const nrd_srv_http_req *req, int status, bool chunked,
   if (!req->keep_alive) conn = "Connection: close\r\n";
   else if (req->http10) conn = "Connection: keep-alive\r\n";
   int n = snprintf(buf, cap, "HTTP/1.1 %d %s\r\n%.*s%s%s%s\r\n", status, reason(status),
-                   (int)req->out_headers_len, req->out_headers ? req->out_headers : "", len_line,
+                   (int)req->out_headers_len, req->out_headers, len_line,
                    chunked ? "Transfer-Encoding: chunked\r\n" : "", conn);
   return n > 0 && (size_t)n < cap ? (size_t)n : 0;
 }
 
 static int queue_head(nrd_srv_http_req *req, int status, bool chunked) {
   nrd_srv_http_conn *c = req->conn;
+  if (c->wq_n == 0) {
+    /* Nothing queued: the previous head is out, so its buffer is free. */
+    size_t n = format_head(req, status, chunked, c->head_buf, sizeof c->head_buf);
+    if (n) return wq_push(c, (nrd_srv_http_seg){c->head_buf, n, NULL, NULL});
+  }
   char stack[512];
   size_t need = req->out_headers_len + 256;
   char *buf = need <= sizeof stack ? stack : malloc(need);

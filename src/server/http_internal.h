@@ -70,11 +70,13 @@ typedef struct nrd_srv_http_req {
   char *body; /* the body (chunked encoding already removed) */
   size_t body_len;
   char *body_owned; /* a decoded replacement body, freed with the request */
-  /* Reply under construction. */
-  char *out_headers; /* extra header lines "Name: value\r\n", malloc'ed */
+  /* Reply under construction; small replies need no allocation. */
+  char *out_headers; /* extra header lines "Name: value\r\n": inline or malloc'ed */
   size_t out_headers_len, out_headers_cap;
-  nrd_srv_http_seg *segs;
+  nrd_srv_http_seg *segs; /* segs_inline or malloc'ed */
   size_t n_segs, cap_segs;
+  char out_headers_inline[192];
+  nrd_srv_http_seg segs_inline[4];
   size_t out_len;
   bool content_type_set;
   bool streaming;     /* nrd_srv_http_send_start was called */
