@@ -35,6 +35,8 @@
 #define RBUF_KEEP (256 * 1024)   /* larger buffers are dropped once idle */
 #define WQ_MAX (4 * 1024 * 1024) /* queued reply bytes before we stop parsing */
 #define IOV_MAX_BATCH 64
+#define LINGER_MAX (16 * 1024 * 1024) /* input dropped after an early answer */
+#define LINGER_SECS 2
 
 typedef enum conn_state {
   ST_HEAD,    /* waiting for a complete request head */
@@ -73,6 +75,8 @@ struct nrd_srv_http_conn {
   bool in_process; /* process() is on the stack: it will pick up what comes */
   char head_buf[384]; /* the reply head, when nothing else is queued */
   bool dead;       /* socket closed */
+  bool wr_shut;    /* lingering close: writes shut down, input dropped */
+  size_t skipped;  /* bytes dropped after an early answer */
   time_t last;     /* last progress, loop->now */
 };
 
@@ -201,6 +205,15 @@ static void flush(nrd_srv_http_conn *c) {
   if (c->wq_n > 0) ev |= EPOLLOUT;
   set_events(c, ev);
   if (c->wq_n == 0 && c->close_after_write) {
+    if (c->state == ST_SKIP && !c->wr_shut) {
+      /* Lingering close: a close() with unread input would reset the
+       * connection and could destroy the answer before the client reads
+       * it, so stop writing and read what is still coming, briefly. */
+      shutdown(c->fd, SHUT_WR);
+      c->wr_shut = true;
+      c->last = c->loop->now;
+      return;
+    }
     conn_close(c);
     return;
   }
@@ -227,12 +240,12 @@ static void reject(nrd_srv_http_conn *c, int status, const char *msg) {
                    status, reason(status), blen, body);
   c->state = ST_SKIP;
   c->close_after_write = true;
+  c->rlen = 0; /* whatever else arrives is read and dropped */
   if (wq_text(c, buf, (size_t)n) != 0) {
     conn_close(c);
     return;
   }
-  /* Nothing more is read: the rest of the body is not wanted. */
-  set_events(c, c->events & ~(uint32_t)EPOLLIN);
+  set_events(c, c->events | EPOLLIN);
   flush(c);
 }
 
@@ -663,6 +676,10 @@ static void request_done(nrd_srv_http_conn *c) {
 
 static void do_read(nrd_srv_http_conn *c) {
   for (int rounds = 0; rounds < 4 && !c->dead; rounds++) {
+    if (c->state == ST_SKIP && c->rcap == 0 && reserve(c, RBUF_MIN) != 0) {
+      conn_close(c);
+      return;
+    }
     bool busy = c->state == ST_BUSY || c->state == ST_SKIP || c->wq_bytes >= WQ_MAX;
     if (c->rlen == c->rcap) {
       if (busy) {
@@ -696,7 +713,12 @@ static void do_read(nrd_srv_http_conn *c) {
     c->rlen += (size_t)n;
     c->last = c->loop->now;
     if (c->state == ST_SKIP) {
+      c->skipped += (size_t)n;
       c->rlen = 0; /* discarded */
+      if (c->skipped > LINGER_MAX) {
+        conn_close(c);
+        return;
+      }
       continue;
     }
     if (!busy) process(c);
@@ -801,6 +823,7 @@ void nrd_srv_http_conn_expire(nrd_srv_http_loop *loop, time_t secs) {
     next = c->next;
     bool with_core = c->state == ST_BUSY && !c->req.answered && c->req.pending;
     if (!with_core && loop->now - c->last > secs) conn_close(c);
+    else if (c->wr_shut && loop->now - c->last >= LINGER_SECS) conn_close(c);
     else shrink_if_idle(c);
   }
 }

@@ -1017,3 +1017,182 @@ def test_generate_stream(srv):
     time.sleep(0.3)
     st, events = sse_events(srv, "/v2/models/square_int32/generate_stream", {"IN": 2})
     assert st == 200 and len(events) == 2
+
+
+# ---- HTTP/1.1 framing (our own parser) ------------------------------------------
+
+
+def read_response(f, head=False):
+    """One response from a socket file: (status, {lower-case header: value},
+    body). `head`: the answer to a HEAD request (no body)."""
+    line = f.readline()
+    assert line.startswith(b"HTTP/1.1 "), line
+    status = int(line.split()[1])
+    headers = {}
+    while True:
+        h = f.readline()
+        if h in (b"\r\n", b""):
+            break
+        k, v = h.decode().split(":", 1)
+        headers[k.strip().lower()] = v.strip()
+    body = b""
+    if head or status == 100:
+        return status, headers, body
+    if headers.get("transfer-encoding") == "chunked":
+        while True:
+            n = int(f.readline().split(b";")[0], 16)
+            if n == 0:
+                f.readline()
+                break
+            body += f.read(n)
+            f.readline()
+    else:
+        body = f.read(int(headers.get("content-length", "0")))
+    return status, headers, body
+
+
+def chunked(data, rng, extensions=False, trailer=False):
+    out = b""
+    i = 0
+    while i < len(data):
+        n = rng.randint(1, 40)
+        piece = data[i:i + n]
+        ext = b";x=1" if extensions and rng.random() < 0.5 else b""
+        out += b"%x%s\r\n" % (len(piece), ext) + piece + b"\r\n"
+        i += n
+    return out + b"0\r\n" + (b"X-Trailer: yes\r\n" if trailer else b"") + b"\r\n"
+
+
+def test_pipelined_requests_split_at_random_bytes(srv):
+    """Many kinds of request on one connection, sent in pieces cut at random
+    bytes, so heads, bodies and chunk framing arrive split everywhere."""
+    rng = random.Random(7)
+    reqs, expect = b"", []
+    for i in range(24):
+        kind = i % 4
+        vals = [float(i), float(i) + 0.5]
+        body = json.dumps(infer_body("INPUT0", "FP32", [1, 2], vals, id=f"r{i}")).encode()
+        if kind == 0:
+            reqs += b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n"
+            expect.append(None)
+            continue
+        if kind == 1:
+            reqs += (b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+                     % len(body)) + body
+        elif kind == 2:
+            reqs += (b"POST /v2/models/identity_fp32/infer?x=1 HTTP/1.1\r\nhost: x\r\n"
+                     b"transfer-encoding: chunked\r\n\r\n") + chunked(body, rng, extensions=True, trailer=i % 8 == 2)
+        else:
+            payload, headers = binary_request(
+                {"inputs": [{"name": "INPUT0", "shape": [1, 2], "datatype": "FP32",
+                             "parameters": {"binary_data_size": 8}}], "id": f"r{i}"},
+                [np.array(vals, dtype=np.float32).tobytes()])
+            reqs += (b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\n"
+                     b"Inference-Header-Content-Length: %s\r\nContent-Length: %d\r\n\r\n"
+                     % (headers["Inference-Header-Content-Length"].encode(), len(payload))) + payload
+        expect.append((f"r{i}", vals))
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    f = s.makefile("rb")
+    i = 0
+    while i < len(reqs):
+        n = rng.randint(1, 200)
+        s.sendall(reqs[i:i + n])
+        i += n
+        if rng.random() < 0.2:
+            time.sleep(0.002)
+    for want in expect:
+        st, hdrs, body = read_response(f)
+        assert st == 200, body
+        if want is None:
+            continue
+        r = json.loads(body)
+        assert r["id"] == want[0] and r["outputs"][0]["data"] == want[1], r
+    s.close()
+
+
+def test_one_byte_at_a_time(srv):
+    body = json.dumps(infer_body("INPUT0", "FP32", [1, 1], [3.0])).encode()
+    data = (b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+            % len(body)) + body
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    for b in data:
+        s.sendall(bytes([b]))
+    st, _, out = read_response(s.makefile("rb"))
+    s.close()
+    assert st == 200 and json.loads(out)["outputs"][0]["data"] == [3.0]
+
+
+@pytest.mark.parametrize("raw,status", [
+    (b"GARBAGE\r\n\r\n", 400),
+    (b"GET /v2/health/live HTTP/2.0\r\n\r\n", 505),
+    (b"GET /v2/health/live FOO/1.1\r\n\r\n", 400),
+    (b"GET noslash HTTP/1.1\r\n\r\n", 400),
+    (b"GET /v2/health/live HTTP/1.1\r\nNoColonHere\r\n\r\n", 400),
+    (b"GET /v2/health/live HTTP/1.1\r\nA: b\r\n folded\r\n\r\n", 400),
+    (b"POST /v2/repository/index HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n{}", 400),
+    (b"POST /v2/repository/index HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
+    (b"POST /v2/repository/index HTTP/1.1\r\nContent-Length: 12a\r\n\r\n", 400),
+    (b"POST /v2/repository/index HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}", 400),
+    (b"POST /v2/repository/index HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
+    (b"POST /v2/repository/index HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}XX", 400),
+    (b"GET /v2/health/live HTTP/1.1\r\n" + b"".join(b"H%d: v\r\n" % i for i in range(70)) + b"\r\n", 431),
+    (b"GET /v2/health/live HTTP/1.1\r\nBig: " + b"a" * 70000 + b"\r\n\r\n", 431),
+])
+def test_malformed_requests_answered_and_closed(srv, raw, status):
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+    try:
+        s.sendall(raw)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    f = s.makefile("rb")
+    st, hdrs, body = read_response(f)
+    assert st == status, body
+    assert hdrs.get("connection") == "close" and json.loads(body)["error"]
+    assert f.read() == b""  # the server closed the connection
+    s.close()
+    assert srv.request("GET", "/v2/health/live")[0] == 200
+
+
+def test_expect_100_continue(srv):
+    body = json.dumps(infer_body("INPUT0", "FP32", [1, 1], [5.0])).encode()
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+    f = s.makefile("rb")
+    s.sendall(b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+              b"Content-Length: %d\r\n\r\n" % len(body))
+    assert f.readline() == b"HTTP/1.1 100 Continue\r\n" and f.readline() == b"\r\n"
+    s.sendall(body)
+    st, _, out = read_response(f)
+    assert st == 200 and json.loads(out)["outputs"][0]["data"] == [5.0]
+    # Too large: refused at once, no 100.
+    s.sendall(b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+              b"Content-Length: 99999999\r\n\r\n")
+    st, _, _ = read_response(f)
+    assert st == 413
+    s.close()
+
+
+def test_http10_keep_alive_and_head(srv):
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+    f = s.makefile("rb")
+    # HTTP/1.0 asking for keep-alive keeps the connection; HEAD has no body.
+    s.sendall(b"GET /v2/models/simple HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+    st, hdrs, body = read_response(f)
+    assert st == 200 and hdrs.get("connection") == "keep-alive" and json.loads(body)["name"] == "simple"
+    s.sendall(b"HEAD /v2/models/simple HTTP/1.1\r\nHost: x\r\n\r\n")
+    st, hdrs, body = read_response(f, head=True)
+    assert st == 200 and int(hdrs["content-length"]) > 0 and body == b""
+    s.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    st, hdrs, _ = read_response(f)
+    assert st == 200 and hdrs.get("connection") == "close"
+    assert f.read() == b""
+    s.close()
+    # Plain HTTP/1.0: answered, then closed.
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+    f = s.makefile("rb")
+    s.sendall(b"GET /v2/health/live HTTP/1.0\r\n\r\n")
+    st, hdrs, _ = read_response(f)
+    assert st == 200 and hdrs.get("connection") == "close"
+    assert f.read() == b""
+    s.close()
