@@ -33,7 +33,7 @@ trap cleanup EXIT
 
 "$NEREID" --model-repository="$ROOT/examples/models" --backend-directory="$BUILD/backends" \
   --http-address=127.0.0.1 --http-port="$PORT" --http-thread-count="$THREADS" \
-  --allow-metrics=false --log-info=false >"$WORK/out" 2>"$WORK/err" &
+  --allow-metrics=false --allow-grpc=false --log-info=false >"$WORK/out" 2>"$WORK/err" &
 PID=$!
 for _ in $(seq 100); do grep -q "^nereid: server " "$WORK/out" 2>/dev/null && break; sleep 0.1; done
 grep -q "^nereid: server " "$WORK/out" || { cat "$WORK/out" "$WORK/err"; exit 1; }

@@ -160,7 +160,11 @@ def test_examples_load_and_sigterm_stops(server_factory):
 
 
 def test_sigint_stops_with_zero(server_factory):
-    s = server_factory("--model-store", EXAMPLES, "--backend-directory", BACKENDS, "--log-info=false")
+    # Every endpoint on a port the kernel picks: never the defaults, which
+    # another server on the machine may hold.
+    s = server_factory("--model-store", EXAMPLES, "--backend-directory", BACKENDS, "--log-info=false",
+                       "--http-port=0", "--grpc-port=0", "--metrics-port=0", "--http-address=127.0.0.1",
+                       "--grpc-address=127.0.0.1")
     s.wait_ready()
     assert s.stop(signal.SIGINT) == 0, s.text()
 
