@@ -125,6 +125,47 @@ static uint64_t now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_until_ns(uint64_t t) {
+  struct timespec ts = {.tv_sec = (time_t)(t / 1000000000u), .tv_nsec = (long)(t % 1000000000u)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+  }
+}
+
+/* A call that also notes when its final response arrived. */
+typedef struct timed_call {
+  h_call *c;
+  _Atomic uint64_t final_ns;
+} timed_call;
+
+/* Any thread. */
+static void on_response_timed(TRITONSERVER_InferenceResponse *r, const uint32_t flags, void *userp) {
+  timed_call *t = userp;
+  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) atomic_store(&t->final_ns, now_ns());
+  h_on_response(r, flags, t->c);
+}
+
+/* Submits a one-row request whose final response time lands in `t`; returns
+ * the time just before the submission. */
+static uint64_t submit_timed(TRITONSERVER_Server *s, const char *model, timed_call *t,
+                             TRITONSERVER_InferenceRequest **req) {
+  int64_t shape[2] = {1, 4};
+  *req = h_request(s, model);
+  h_add_input(*req, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 2, g_zeros, 4 * sizeof(float));
+  t->c = h_call_new();
+  atomic_init(&t->final_ns, 0);
+  H_OK(TRITONSERVER_InferenceRequestSetReleaseCallback(*req, h_on_release, t->c));
+  H_OK(TRITONSERVER_InferenceRequestSetResponseCallback(*req, h_allocator(), t->c, on_response_timed, t));
+  uint64_t sent = now_ns();
+  H_OK(TRITONSERVER_ServerInferAsync(s, *req, NULL));
+  return sent;
+}
+
 /* ------------------------------------------------ batch statistics */
 
 typedef struct batches {
@@ -255,6 +296,46 @@ Test(dynamic_batching, queue_delay_zero_and_nonzero) {
   finish(r, c);
   cr_assert_lt(fast, 250, "a zero queue delay still waited %" PRIu64 " ms", fast);
   cr_assert_geq(slow, 350, "a 400 ms queue delay dispatched after %" PRIu64 " ms", slow);
+  server_done(s, repo);
+}
+
+/* A batch short of its preferred size never leaves before its oldest
+ * request has waited the whole queue delay, also when a second request
+ * arrives during the last part of the wait, which the batcher spends
+ * spinning rather than sleeping (it ends the spin to look at the newcomer).
+ * Only a lower bound on time is checked, so a slow machine cannot make it
+ * fail; the arrival offsets cover the spin window and the sleep before it. */
+Test(dynamic_batching, short_batch_waits_the_whole_delay) {
+  const uint64_t delay_ns = 20u * 1000000u;
+  const uint64_t before_deadline_us[] = {10, 40, 80, 120, 145, 300, 1000};
+  char *repo;
+  TRITONSERVER_Server *s = server_with("db", 8, 1, 0, "max_queue_delay_microseconds: 20000", &repo);
+  for (int round = 0; round < 14; round++) {
+    uint64_t ahead_ns = before_deadline_us[round % 7] * 1000u;
+    timed_call first, second;
+    TRITONSERVER_InferenceRequest *r1, *r2;
+    uint64_t sent1 = submit_timed(s, "db", &first, &r1);
+    sleep_until_ns(sent1 + delay_ns - ahead_ns);
+    uint64_t sent2 = submit_timed(s, "db", &second, &r2);
+    expect_success(first.c, "first request");
+    expect_success(second.c, "second request");
+    uint64_t waited1 = atomic_load(&first.final_ns) - sent1;
+    uint64_t waited2 = atomic_load(&second.final_ns) - sent1;
+    cr_assert_geq(waited1, delay_ns,
+                  "round %d: a lone request was answered %" PRIu64 " us after it was sent, before the %" PRIu64
+                  " us queue delay (second request %" PRIu64 " us before the deadline)",
+                  round, waited1 / 1000u, delay_ns / 1000u, ahead_ns / 1000u);
+    cr_assert_geq(waited2, delay_ns, "round %d: the second request was answered before the first one's delay",
+                  round);
+    /* Answered sooner than the delay after its own sending, the second
+     * request must have joined the first one's batch, so it was sent
+     * before that batch was answered; otherwise it waited its own delay. */
+    if (atomic_load(&second.final_ns) - sent2 < delay_ns)
+      cr_assert_lt(sent2, atomic_load(&first.final_ns), "round %d: the second request skipped its own queue delay",
+                   round);
+    finish(r1, first.c);
+    finish(r2, second.c);
+  }
   server_done(s, repo);
 }
 
