@@ -1,5 +1,5 @@
 /* The HTTP/REST front end (KServe v2 with Triton's extensions) and the
- * Prometheus metrics endpoint, served by libevent's evhttp.
+ * Prometheus metrics endpoint, served by our own HTTP/1.1 layer on epoll (http_conn.c).
  *
  * Threads: nrd_srv_http_start/stop run on the main thread. The front end
  * owns a fixed set of event-loop threads; inference completions arrive on
