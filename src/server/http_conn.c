@@ -589,18 +589,19 @@ static void process(nrd_srv_http_conn *c) {
     if (c->state == ST_HEAD) {
       if (c->rlen == 0) break;
       size_t from = c->scan > 3 ? c->scan - 3 : 0;
+      /* The head ends at the first blank line, CRLF or bare LF. */
       char *e = memmem(c->rbuf + from, c->rlen - from, "\r\n\r\n", 4);
+      size_t span = e ? (size_t)(e - (c->rbuf + from)) + 4 : c->rlen - from;
+      char *e2 = memmem(c->rbuf + from, span, "\n\n", 2);
       size_t end;
-      if (e) {
+      if (e2) {
+        end = (size_t)(e2 - c->rbuf) + 2;
+      } else if (e) {
         end = (size_t)(e - c->rbuf) + 4;
       } else {
-        char *e2 = memmem(c->rbuf + from, c->rlen - from, "\n\n", 2);
-        if (e2 == NULL) {
-          c->scan = c->rlen;
-          if (c->rlen > HEAD_MAX) reject(c, 431, "request head is too large");
-          break;
-        }
-        end = (size_t)(e2 - c->rbuf) + 2;
+        c->scan = c->rlen;
+        if (c->rlen > HEAD_MAX) reject(c, 431, "request head is too large");
+        break;
       }
       if (end > HEAD_MAX) {
         reject(c, 431, "request head is too large");

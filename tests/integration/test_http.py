@@ -1111,6 +1111,20 @@ def test_pipelined_requests_split_at_random_bytes(srv):
     s.close()
 
 
+def test_bare_lf_heads_pipelined(srv):
+    """Heads ended by bare LF lines are accepted, and the first blank line
+    ends each one even when a later request uses CRLF."""
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+    f = s.makefile("rb")
+    s.sendall(b"GET /v2/models/simple HTTP/1.1\nHost: x\n\n"
+              b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+    st, _, body = read_response(f)
+    assert st == 200 and json.loads(body)["name"] == "simple"
+    st, _, body = read_response(f)
+    assert st == 200 and body == b""
+    s.close()
+
+
 def test_one_byte_at_a_time(srv):
     body = json.dumps(infer_body("INPUT0", "FP32", [1, 1], [3.0])).encode()
     data = (b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
