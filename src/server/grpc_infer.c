@@ -120,14 +120,8 @@ static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *a, const cha
   for (size_t i = 0; ctx && i < ctx->n_souts; i++) {
     const shm_out *so = &ctx->souts[i];
     if (strcmp(so->name, name) != 0) continue;
-    if (byte_size > so->byte_size) {
-      char msg[400];
-      snprintf(msg, sizeof msg,
-               "shared memory size specified with the request for output '%.100s' (%llu bytes) "
-               "should be at least %zu bytes to hold the results",
-               name, (unsigned long long)so->byte_size, byte_size);
-      return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
-    }
+    TRITONSERVER_Error *err = nrd_srv_shm_check_output(name, so->byte_size, byte_size);
+    if (err) return err;
     *buffer = so->addr;
     return NULL;
   }

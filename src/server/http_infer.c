@@ -135,14 +135,8 @@ static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *allocator,
   for (size_t i = 0; c && i < c->n_outs; i++) {
     const req_output *ro = &c->outs[i];
     if (ro->shm == NULL || strcmp(ro->name, tensor_name) != 0) continue;
-    if (byte_size > ro->shm_size) {
-      char msg[300];
-      snprintf(msg, sizeof msg,
-               "shared memory size specified with the request for output '%s' (%llu bytes) should be "
-               "at least %zu bytes to hold the results",
-               tensor_name, (unsigned long long)ro->shm_size, byte_size);
-      return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
-    }
+    TRITONSERVER_Error *err = nrd_srv_shm_check_output(tensor_name, ro->shm_size, byte_size);
+    if (err) return err;
     *buffer = ro->shm_addr;
     *buffer_userp = NULL; /* nothing to free */
     return NULL;

@@ -186,3 +186,13 @@ TRITONSERVER_Error *nrd_srv_shm_acquire(nrd_srv_shm *s, const char *name, uint64
 void nrd_srv_shm_release(nrd_srv_shm_region *r) {
   if (r) region_unref(r);
 }
+
+TRITONSERVER_Error *nrd_srv_shm_check_output(const char *name, uint64_t have, size_t need) {
+  if (need <= have) return NULL;
+  char msg[400];
+  snprintf(msg, sizeof msg,
+           "shared memory size specified with the request for output '%.100s' (%llu bytes) should be "
+           "at least %zu bytes to hold the results",
+           name, (unsigned long long)have, need);
+  return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
+}

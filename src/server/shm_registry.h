@@ -56,6 +56,11 @@ TRITONSERVER_Error *nrd_srv_shm_acquire(nrd_srv_shm *shm, const char *name, uint
                                         uint64_t byte_size, nrd_srv_shm_region **region,
                                         void **addr);
 
+/* Checks that an output of `need` bytes fits the `have` bytes a request set
+ * aside for output `name` in a region: NULL, or INVALID_ARG saying so
+ * (caller owns it). Any thread. */
+TRITONSERVER_Error *nrd_srv_shm_check_output(const char *name, uint64_t have, size_t need);
+
 /* Drops a reference taken by nrd_srv_shm_acquire; NULL is a no-op. */
 void nrd_srv_shm_release(nrd_srv_shm_region *region);
 
