@@ -481,8 +481,6 @@ static void reset_req(nrd_srv_http_req *r, nrd_srv_http_conn *c) {
   r->n_segs = 0;
   r->cap_segs = sizeof r->segs_inline / sizeof r->segs_inline[0];
   r->out_len = 0;
-  r->content_type_set = false;
-  r->streaming = false;
   r->answered = false;
   r->pending = NULL;
   r->conn = c;
@@ -905,7 +903,6 @@ int nrd_srv_http_add_header(nrd_srv_http_req *req, const char *name, const char 
   p[nl + 2 + vl] = '\r';
   p[nl + 3 + vl] = '\n';
   req->out_headers_len = need;
-  if (strcasecmp(name, "Content-Type") == 0) req->content_type_set = true;
   return 0;
 }
 
@@ -945,7 +942,6 @@ void nrd_srv_http_clear_body(nrd_srv_http_req *req) {
   req->n_segs = 0;
   req->out_len = 0;
   req->out_headers_len = 0;
-  req->content_type_set = false;
 }
 
 /* Writes the status line and headers into buf (cap bytes). Returns the
@@ -1011,7 +1007,6 @@ void nrd_srv_http_send(nrd_srv_http_req *req, int status) {
 
 void nrd_srv_http_send_start(nrd_srv_http_req *req, int status) {
   nrd_srv_http_conn *c = req->conn;
-  req->streaming = true;
   if (c->dead) return;
   /* HTTP/1.0 has no chunked encoding: stream raw and close at the end. */
   if (req->http10) req->keep_alive = false;

@@ -78,8 +78,6 @@ typedef struct nrd_srv_http_req {
   char out_headers_inline[192];
   nrd_srv_http_seg segs_inline[4];
   size_t out_len;
-  bool content_type_set;
-  bool streaming;     /* nrd_srv_http_send_start was called */
   bool answered;
   nrd_srv_http_pending *pending;
 } nrd_srv_http_req;
