@@ -765,7 +765,8 @@ static int parse_request(parse *ps) {
                                  &stripped_len, ps->msg, sizeof ps->msg) != 0)
     return -1;
   json_error_t jerr;
-  json_t *root = json_loadb(stripped, stripped_len, 0, &jerr);
+  nrd_srv_json_arena *arena = ps->c->loop->arena;
+  json_t *root = nrd_srv_json_arena_loadb(arena, stripped, stripped_len, 0, &jerr);
   free(stripped);
   if (root == NULL) FAIL("failed to parse the request JSON buffer: %s", jerr.text);
   int rc = -1;
@@ -800,7 +801,7 @@ static int parse_request(parse *ps) {
   if (parse_outputs(ps, json_object_get(root, "outputs")) != 0) goto done;
   rc = 0;
 done:
-  json_decref(root);
+  nrd_srv_json_arena_drop(arena, root);
   return rc;
 }
 

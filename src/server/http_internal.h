@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "http_server.h"
+#include "json_arena.h"
 #include "log_settings.h"
 #include "shm_registry.h"
 #include "triton/core/tritonserver.h"
@@ -115,6 +116,7 @@ struct nrd_srv_http_loop {
   nrd_srv_http_conn *conns;  /* loop thread only: open connections */
   nrd_srv_http_conn *resume; /* loop thread only: answered, more input to parse */
   time_t now;                /* loop thread only: monotonic seconds */
+  nrd_srv_json_arena *arena; /* loop thread only: inference headers (may be NULL) */
 };
 
 struct nrd_srv_http {

@@ -221,6 +221,7 @@ static void free_http(nrd_srv_http *h) {
     run_tasks(l); /* heap tasks nobody ran (none once in_flight is 0) */
     if (l->epfd >= 0) close(l->epfd);
     if (l->wakefd >= 0) close(l->wakefd);
+    nrd_srv_json_arena_free(l->arena);
     pthread_mutex_destroy(&l->mu);
   }
   free(h->loops);
@@ -280,6 +281,7 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
     atomic_init(&l->stop, false);
     l->epfd = epoll_create1(EPOLL_CLOEXEC);
     l->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    l->arena = nrd_srv_json_arena_new();
     struct epoll_event le = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &l->tag_listener};
     struct epoll_event we = {.events = EPOLLIN | EPOLLET, .data.ptr = &l->tag_wake};
     if (l->epfd < 0 || l->wakefd < 0 || epoll_ctl(l->epfd, EPOLL_CTL_ADD, h->fd, &le) != 0 ||
