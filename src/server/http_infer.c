@@ -766,7 +766,7 @@ static int parse_request(parse *ps) {
     return -1;
   json_error_t jerr;
   nrd_srv_json_arena *arena = ps->c->loop->arena;
-  json_t *root = nrd_srv_json_arena_loadb(arena, stripped, stripped_len, 0, &jerr);
+  json_t *root = nrd_srv_json_arena_loadb(arena, stripped, stripped_len, &jerr);
   free(stripped);
   if (root == NULL) FAIL("failed to parse the request JSON buffer: %s", jerr.text);
   int rc = -1;

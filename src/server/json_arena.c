@@ -1,16 +1,21 @@
-/* Bump arenas for jansson documents (see json_arena.h).
+/* Bump arenas for jansson documents, parsed by yajl (see json_arena.h).
  *
  * All arenas live in one region reserved at the first nrd_srv_json_arena_new
  * (address space only: pages become resident when touched), so the free
  * hook recognises arena memory by its address whatever thread frees it. */
 #include "json_arena.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
+
+#include <yajl/yajl_parse.h>
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -108,13 +113,169 @@ void nrd_srv_json_arena_free(nrd_srv_json_arena *a) {
   free(a);
 }
 
-json_t *nrd_srv_json_arena_loadb(nrd_srv_json_arena *a, const char *buf, size_t len, size_t flags,
+/* ---- parsing: yajl events build the jansson document ------------------------ */
+
+#define MAX_DEPTH 128
+
+typedef struct builder {
+  json_t *root;
+  json_t *open[MAX_DEPTH]; /* containers being filled, borrowed from their parents */
+  int depth;
+  char key_inline[128];
+  char *key; /* the pending object key: key_inline or malloc'ed */
+  size_t key_len;
+  const char *why; /* our own reason for stopping, or NULL: yajl's */
+} builder;
+
+/* Attaches v (a new reference, consumed) where the document is. */
+static int attach(builder *b, json_t *v) {
+  if (v == NULL) {
+    b->why = "out of memory";
+    return 0;
+  }
+  if (b->depth == 0) {
+    b->root = v;
+    return 1;
+  }
+  json_t *top = b->open[b->depth - 1];
+  int rc = json_is_object(top) ? json_object_setn_new_nocheck(top, b->key, b->key_len, v)
+                               : json_array_append_new(top, v);
+  if (rc != 0) b->why = "out of memory";
+  return rc == 0;
+}
+
+static int open_container(builder *b, json_t *v) {
+  if (b->depth == MAX_DEPTH) {
+    json_decref(v);
+    b->why = "nested too deeply";
+    return 0;
+  }
+  if (!attach(b, v)) return 0;
+  b->open[b->depth++] = v;
+  return 1;
+}
+
+static int on_null(void *ctx) { return attach(ctx, json_null()); }
+static int on_boolean(void *ctx, int v) { return attach(ctx, json_boolean(v)); }
+/* Numbers arrive as text so that their range is jansson's: every int64
+ * (yajl's own integers stop short of INT64_MIN), reals as strtod reads
+ * them in the C locale. */
+static int on_number(void *ctx, const char *text, size_t len) {
+  builder *b = ctx;
+  char small[64];
+  char *s = len < sizeof small ? small : malloc(len + 1);
+  if (s == NULL) {
+    b->why = "out of memory";
+    return 0;
+  }
+  memcpy(s, text, len);
+  s[len] = '\0';
+  bool real = strpbrk(s, ".eE") != NULL;
+  char *end = NULL;
+  errno = 0;
+  json_t *v = NULL;
+  if (real) {
+    double d = strtod(s, &end);
+    if (errno == ERANGE && (d > 1.0 || d < -1.0)) b->why = "real number overflow";
+    else v = json_real(d);
+  } else {
+    long long i = strtoll(s, &end, 10);
+    if (errno == ERANGE) b->why = i < 0 ? "too big negative integer" : "too big integer";
+    else v = json_integer((json_int_t)i);
+  }
+  if (s != small) free(s);
+  return b->why ? 0 : attach(b, v);
+}
+
+static int on_string(void *ctx, const unsigned char *s, size_t len) {
+  builder *b = ctx;
+  if (memchr(s, '\0', len)) { /* as jansson: no NUL inside strings */
+    b->why = "\\u0000 is not allowed in a string";
+    return 0;
+  }
+  return attach(b, json_stringn_nocheck((const char *)s, len)); /* yajl checked the UTF-8 */
+}
+
+static int on_map_key(void *ctx, const unsigned char *k, size_t len) {
+  builder *b = ctx;
+  if (memchr(k, '\0', len)) {
+    b->why = "\\u0000 is not allowed in an object key";
+    return 0;
+  }
+  if (b->key != b->key_inline) free(b->key);
+  b->key = len < sizeof b->key_inline ? b->key_inline : malloc(len + 1);
+  if (b->key == NULL) {
+    b->key = b->key_inline;
+    b->why = "out of memory";
+    return 0;
+  }
+  memcpy(b->key, k, len);
+  b->key[len] = '\0';
+  b->key_len = len;
+  return 1;
+}
+
+static int on_start_map(void *ctx) { return open_container(ctx, json_object()); }
+static int on_start_array(void *ctx) { return open_container(ctx, json_array()); }
+
+static int on_end(void *ctx) {
+  builder *b = ctx;
+  b->depth--;
+  return 1;
+}
+
+static const yajl_callbacks events = {
+    .yajl_null = on_null,
+    .yajl_boolean = on_boolean,
+    .yajl_number = on_number,
+    .yajl_string = on_string,
+    .yajl_start_map = on_start_map,
+    .yajl_map_key = on_map_key,
+    .yajl_end_map = on_end,
+    .yajl_start_array = on_start_array,
+    .yajl_end_array = on_end,
+};
+
+static void set_error(json_error_t *err, const char *why, size_t at) {
+  if (err == NULL) return;
+  memset(err, 0, sizeof *err);
+  snprintf(err->text, sizeof err->text, "%s at byte %zu", why, at);
+  err->position = (int)(at > INT32_MAX ? INT32_MAX : at);
+}
+
+json_t *nrd_srv_json_arena_loadb(nrd_srv_json_arena *a, const char *buf, size_t len,
                                  json_error_t *err) {
+  builder b = {0};
+  b.key = b.key_inline;
+  yajl_handle h = yajl_alloc(&events, NULL, &b);
+  if (h == NULL) {
+    set_error(err, "out of memory", 0);
+    return NULL;
+  }
   filling = a;
-  json_t *doc = json_loadb(buf, len, flags, err);
+  yajl_status st = yajl_parse(h, (const unsigned char *)buf, len);
+  if (st == yajl_status_ok) st = yajl_complete_parse(h);
   filling = NULL;
-  if (doc == NULL) nrd_srv_json_arena_drop(a, NULL); /* jansson freed the pieces */
-  return doc;
+  if (b.key != b.key_inline) free(b.key);
+  if (st != yajl_status_ok || b.root == NULL) {
+    size_t at = yajl_get_bytes_consumed(h);
+    if (b.why) {
+      set_error(err, b.why, at);
+    } else {
+      unsigned char *msg = yajl_get_error(h, 0, (const unsigned char *)buf, len);
+      char text[JSON_ERROR_TEXT_LENGTH];
+      snprintf(text, sizeof text, "%s", msg ? (const char *)msg : "invalid JSON");
+      size_t n = strlen(text);
+      while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' ')) text[--n] = '\0';
+      if (msg) yajl_free_error(h, msg);
+      set_error(err, text, at);
+    }
+    yajl_free(h);
+    nrd_srv_json_arena_drop(a, b.root);
+    return NULL;
+  }
+  yajl_free(h);
+  return b.root;
 }
 
 void nrd_srv_json_arena_drop(nrd_srv_json_arena *a, json_t *doc) {
