@@ -29,6 +29,7 @@
 #include <netinet/tcp.h>
 
 #include "http_internal.h"
+#include "http_json.h"
 
 #define HEAD_MAX (64 * 1024)     /* request line + headers */
 #define RBUF_MIN (16 * 1024)     /* first receive buffer */
@@ -580,6 +581,20 @@ static int dechunk(nrd_srv_http_conn *c, const char **msg) {
 
 /* Finds, parses and dispatches complete requests in the buffer, until one
  * is with the core, more input is needed, or the write queue is full. */
+/* The end of the head in buf[from, len): just past its first blank line,
+ * a line end (LF, CR optional before it) followed by CRLF or a bare LF.
+ * 0 when the head is not complete yet. */
+static size_t head_end(const char *buf, size_t from, size_t len) {
+  const char *p = buf + from, *stop = buf + len;
+  while ((p = memchr(p, '\n', (size_t)(stop - p))) != NULL) {
+    p++;
+    if (p < stop && *p == '\n') return (size_t)(p + 1 - buf);
+    if (stop - p >= 2 && p[0] == '\r' && p[1] == '\n') return (size_t)(p + 2 - buf);
+    if (stop - p < 2) break; /* the rest may still come */
+  }
+  return 0;
+}
+
 static void process(nrd_srv_http_conn *c) {
   c->in_process = true;
   while (!c->dead && c->wq_bytes < WQ_MAX) {
@@ -587,16 +602,8 @@ static void process(nrd_srv_http_conn *c) {
     if (c->state == ST_HEAD) {
       if (c->rlen == 0) break;
       size_t from = c->scan > 3 ? c->scan - 3 : 0;
-      /* The head ends at the first blank line, CRLF or bare LF. */
-      char *e = memmem(c->rbuf + from, c->rlen - from, "\r\n\r\n", 4);
-      size_t span = e ? (size_t)(e - (c->rbuf + from)) + 4 : c->rlen - from;
-      char *e2 = memmem(c->rbuf + from, span, "\n\n", 2);
-      size_t end;
-      if (e2) {
-        end = (size_t)(e2 - c->rbuf) + 2;
-      } else if (e) {
-        end = (size_t)(e - c->rbuf) + 4;
-      } else {
+      size_t end = head_end(c->rbuf, from, c->rlen);
+      if (end == 0) {
         c->scan = c->rlen;
         if (c->rlen > HEAD_MAX) reject(c, 431, "request head is too large");
         break;
@@ -944,19 +951,37 @@ void nrd_srv_http_clear_body(nrd_srv_http_req *req) {
   req->out_headers_len = 0;
 }
 
+/* Appends n bytes at *o if they fit before end; false when they do not. */
+static bool put(char **o, const char *end, const char *s, size_t n) {
+  if ((size_t)(end - *o) < n) return false;
+  memcpy(*o, s, n);
+  *o += n;
+  return true;
+}
+#define PUT_LIT(o, end, lit) put((o), (end), (lit), sizeof(lit) - 1)
+
 /* Writes the status line and headers into buf (cap bytes). Returns the
- * length, or 0 when it does not fit. */
+ * length, or 0 when it does not fit. (No snprintf: this runs per reply.) */
 static size_t format_head(const nrd_srv_http_req *req, int status, bool chunked, char *buf,
                           size_t cap) {
-  char len_line[64] = "";
-  if (!chunked) snprintf(len_line, sizeof len_line, "Content-Length: %zu\r\n", req->out_len);
-  const char *conn = "";
-  if (!req->keep_alive) conn = "Connection: close\r\n";
-  else if (req->http10) conn = "Connection: keep-alive\r\n";
-  int n = snprintf(buf, cap, "HTTP/1.1 %d %s\r\n%.*s%s%s%s\r\n", status, reason(status),
-                   (int)req->out_headers_len, req->out_headers, len_line,
-                   chunked ? "Transfer-Encoding: chunked\r\n" : "", conn);
-  return n > 0 && (size_t)n < cap ? (size_t)n : 0;
+  char *o = buf;
+  const char *end = buf + cap;
+  const char *why = reason(status);
+  char num[24];
+  bool ok = PUT_LIT(&o, end, "HTTP/1.1 ");
+  ok = ok && put(&o, end, num, nrd_srv_http_fmt_u64(num, (uint64_t)(status > 0 ? status : 0)));
+  ok = ok && PUT_LIT(&o, end, " ") && put(&o, end, why, strlen(why)) && PUT_LIT(&o, end, "\r\n");
+  ok = ok && put(&o, end, req->out_headers, req->out_headers_len);
+  if (!chunked) {
+    ok = ok && PUT_LIT(&o, end, "Content-Length: ");
+    ok = ok && put(&o, end, num, nrd_srv_http_fmt_u64(num, req->out_len)) && PUT_LIT(&o, end, "\r\n");
+  } else {
+    ok = ok && PUT_LIT(&o, end, "Transfer-Encoding: chunked\r\n");
+  }
+  if (!req->keep_alive) ok = ok && PUT_LIT(&o, end, "Connection: close\r\n");
+  else if (req->http10) ok = ok && PUT_LIT(&o, end, "Connection: keep-alive\r\n");
+  ok = ok && PUT_LIT(&o, end, "\r\n");
+  return ok ? (size_t)(o - buf) : 0;
 }
 
 static int queue_head(nrd_srv_http_req *req, int status, bool chunked) {

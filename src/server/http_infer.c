@@ -290,8 +290,9 @@ static bool build_reply(infer_ctx *c, nrd_srv_http_req *req) {
   char num[64];
   int bad = add_str(&t, "{\"model_name\":");
   bad |= nrd_srv_http_text_quoted(&t, model, strlen(model));
-  snprintf(num, sizeof num, ",\"model_version\":\"%lld\"", (long long)version);
-  bad |= add_str(&t, num);
+  bad |= add_str(&t, ",\"model_version\":\"");
+  bad |= nrd_srv_http_text_i64(&t, version);
+  bad |= add_str(&t, "\"");
   if (id && *id) {
     bad |= add_str(&t, ",\"id\":");
     bad |= nrd_srv_http_text_quoted(&t, id, strlen(id));
@@ -365,8 +366,8 @@ static bool build_reply(infer_ctx *c, nrd_srv_http_req *req) {
     bad |= add_str(&t, TRITONSERVER_DataTypeString(dt));
     bad |= add_str(&t, "\",\"shape\":[");
     for (uint64_t d = 0; d < dims; d++) {
-      snprintf(num, sizeof num, d ? ",%lld" : "%lld", (long long)shape[d]);
-      bad |= add_str(&t, num);
+      if (d) bad |= add_str(&t, ",");
+      bad |= nrd_srv_http_text_i64(&t, shape[d]);
     }
     bad |= add_str(&t, "]");
     if (ro && ro->shm) {
@@ -379,8 +380,9 @@ static bool build_reply(infer_ctx *c, nrd_srv_http_req *req) {
       snprintf(num, sizeof num, ",\"shared_memory_byte_size\":%zu}}", size);
       bad |= add_str(&t, num);
     } else if (output_binary(c, name)) {
-      snprintf(num, sizeof num, ",\"parameters\":{\"binary_data_size\":%zu}}", size);
-      bad |= add_str(&t, num);
+      bad |= add_str(&t, ",\"parameters\":{\"binary_data_size\":");
+      bad |= nrd_srv_http_text_i64(&t, (int64_t)size);
+      bad |= add_str(&t, "}}");
       tails[n_tails++] = (struct tail){userp, base, size};
       tail_bytes += size;
     } else {
@@ -406,7 +408,7 @@ static bool build_reply(infer_ctx *c, nrd_srv_http_req *req) {
   size_t json_len = t.len;
   int fail = nrd_srv_http_add_body_ref(req, t.buf, t.len, free, t.buf);
   if (n_tails > 0) {
-    snprintf(num, sizeof num, "%zu", json_len);
+    num[nrd_srv_http_fmt_u64(num, json_len)] = '\0';
     fail |= nrd_srv_http_add_header(req, "Inference-Header-Content-Length", num);
     fail |= nrd_srv_http_add_header(req, "Content-Type", "application/octet-stream");
     for (size_t i = 0; i < n_tails && !fail; i++) {
@@ -761,12 +763,16 @@ static int parse_request(parse *ps) {
   ps->header = ps->body;
   char *stripped = NULL;
   size_t stripped_len = 0;
-  if (nrd_srv_http_json_cut_data(ps->header, ps->header_len, ps->spans, &ps->n_spans, &stripped,
-                                 &stripped_len, ps->msg, sizeof ps->msg) != 0)
+  /* Without the key "data" anywhere (binary requests) there is nothing to
+   * cut out, so the text goes to the parser as it is. */
+  bool has_data = memmem(ps->header, ps->header_len, "\"data\"", 6) != NULL;
+  if (has_data && nrd_srv_http_json_cut_data(ps->header, ps->header_len, ps->spans, &ps->n_spans,
+                                             &stripped, &stripped_len, ps->msg, sizeof ps->msg) != 0)
     return -1;
   json_error_t jerr;
   nrd_srv_json_arena *arena = ps->c->loop->arena;
-  json_t *root = nrd_srv_json_arena_loadb(arena, stripped, stripped_len, &jerr);
+  json_t *root = has_data ? nrd_srv_json_arena_loadb(arena, stripped, stripped_len, &jerr)
+                          : nrd_srv_json_arena_loadb(arena, ps->header, ps->header_len, &jerr);
   free(stripped);
   if (root == NULL) FAIL("failed to parse the request JSON buffer: %s", jerr.text);
   int rc = -1;

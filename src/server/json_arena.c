@@ -69,6 +69,36 @@ static void hook_free(void *p) {
   if (!in_region(p)) free(p);
 }
 
+/* yajl's own memory (its handle, lexer and buffers) comes from the arena
+ * too; yajl grows buffers with realloc, so arena blocks carry their size. */
+static void *yajl_hook_malloc(void *ctx, size_t n) {
+  (void)ctx;
+  if (filling == NULL || n > SLOT_BYTES) return malloc(n);
+  size_t *p = hook_malloc(n + ALIGN);
+  if (!in_region(p)) { /* the arena is full: hook_malloc used malloc */
+    free(p);
+    return malloc(n);
+  }
+  p[0] = n;
+  return (char *)p + ALIGN;
+}
+
+static void yajl_hook_free(void *ctx, void *p) {
+  (void)ctx;
+  if (!in_region(p)) free(p);
+}
+
+static void *yajl_hook_realloc(void *ctx, void *p, size_t n) {
+  if (p == NULL) return yajl_hook_malloc(ctx, n);
+  if (!in_region(p)) return realloc(p, n);
+  size_t old = *(size_t *)((char *)p - ALIGN);
+  void *q = yajl_hook_malloc(ctx, n);
+  if (q) memcpy(q, p, old < n ? old : n);
+  return q;
+}
+
+static yajl_alloc_funcs yajl_hooks = {yajl_hook_malloc, yajl_hook_realloc, yajl_hook_free, NULL};
+
 void nrd_srv_json_arena_setup(void) { json_set_alloc_funcs(hook_malloc, hook_free); }
 
 nrd_srv_json_arena *nrd_srv_json_arena_new(void) {
@@ -247,12 +277,13 @@ json_t *nrd_srv_json_arena_loadb(nrd_srv_json_arena *a, const char *buf, size_t 
                                  json_error_t *err) {
   builder b = {0};
   b.key = b.key_inline;
-  yajl_handle h = yajl_alloc(&events, NULL, &b);
+  filling = a;
+  yajl_handle h = yajl_alloc(&events, &yajl_hooks, &b);
   if (h == NULL) {
+    filling = NULL;
     set_error(err, "out of memory", 0);
     return NULL;
   }
-  filling = a;
   yajl_status st = yajl_parse(h, (const unsigned char *)buf, len);
   if (st == yajl_status_ok) st = yajl_complete_parse(h);
   filling = NULL;
