@@ -309,8 +309,12 @@ static nrd_srv_http_method parse_method(const char *m) {
   return NRD_SRV_HTTP_OTHER;
 }
 
+/* RFC 9110 tchar: visible ASCII except the delimiters "(),/:;<=>?@[\]{}. */
 static bool is_token_char(unsigned char ch) {
-  return ch > 32 && ch < 127 && !strchr("()<>@,;:\\\"/[]?={}", ch);
+  static const uint32_t tchar[8] = {
+      0x00000000u, 0x03ff6cfau, 0xc7fffffeu, 0x57ffffffu, 0, 0, 0, 0,
+  };
+  return (tchar[ch >> 5] >> (ch & 31)) & 1u;
 }
 
 /* Does the comma-separated header value list `v` hold `token`? */
@@ -873,8 +877,10 @@ nrd_srv_http_req *nrd_srv_http_pending_finish(nrd_srv_http_loop *loop, nrd_srv_h
 /* ---- request and reply API ---------------------------------------------------------- */
 
 const char *nrd_srv_http_header_get(const nrd_srv_http_req *req, const char *name) {
+  int first = name[0] | 0x20; /* letters only: a cheap first look */
   for (size_t i = 0; i < req->n_headers; i++)
-    if (strcasecmp(req->headers[i].name, name) == 0) return req->headers[i].value;
+    if ((req->headers[i].name[0] | 0x20) == first && strcasecmp(req->headers[i].name, name) == 0)
+      return req->headers[i].value;
   return NULL;
 }
 
