@@ -15,6 +15,14 @@ int nrd_srv_compress_window_bits(const char *encoding) {
   return 0;
 }
 
+int nrd_srv_compress_zlib_level(nrd_srv_compress_level level) {
+  switch (level) {
+    case NRD_SRV_COMPRESS_LOW: return 1;
+    case NRD_SRV_COMPRESS_HIGH: return 9;
+    default: return 6;
+  }
+}
+
 /* zlib counts in uInt: larger buffers are fed and filled in slices. */
 #define SLICE ((size_t)1 << 30)
 

@@ -10,6 +10,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* How hard to compress, as tritonserver's
+ * --grpc-infer-response-compression-level names it. */
+typedef enum nrd_srv_compress_level {
+  NRD_SRV_COMPRESS_NONE = 0,
+  NRD_SRV_COMPRESS_LOW,
+  NRD_SRV_COMPRESS_MEDIUM,
+  NRD_SRV_COMPRESS_HIGH
+} nrd_srv_compress_level;
+
+/* The zlib level for a level other than NONE: 1 (fastest), 6 (zlib's
+ * default) or 9 (smallest). Any thread. */
+int nrd_srv_compress_zlib_level(nrd_srv_compress_level level);
+
 /* zlib windowBits for an encoding name: 31 for gzip (and x-gzip), 15 for
  * deflate, 0 for anything else (case-insensitive). Any thread. */
 int nrd_srv_compress_window_bits(const char *encoding);

@@ -540,6 +540,8 @@ static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t fla
     ev->buf = build_response(ctx, NULL, true, &ev->len, &berr);
     if (berr) TRITONSERVER_ErrorDelete(berr); /* none without outputs */
   }
+  /* Compressed here, on the core thread, like the serialization. */
+  if (ev->buf) ev->buf = nrd_srv_grpc_call_compress(ctx->call, ev->buf, &ev->len);
   nrd_srv_grpc_call_ref(ctx->call);
   ev->base.call = ctx->call;
   ev->base.run = resp_event_run;
@@ -1087,8 +1089,8 @@ static void stream_end(nrd_srv_grpc_call *call) {
 }
 
 const nrd_srv_grpc_method nrd_srv_grpc_model_infer_method = {
-    "/inference.GRPCInferenceService/ModelInfer", false, infer_message, NULL, on_cancel};
+    "/inference.GRPCInferenceService/ModelInfer", false, infer_message, NULL, on_cancel, true};
 
 const nrd_srv_grpc_method nrd_srv_grpc_model_stream_infer_method = {
     "/inference.GRPCInferenceService/ModelStreamInfer", true, stream_message, stream_end,
-    on_cancel};
+    on_cancel, true};

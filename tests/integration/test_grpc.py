@@ -1337,7 +1337,9 @@ class RawH2:
         hdrs = [(":method", "POST"), (":scheme", "http"), (":path", path), (":authority", "nereid"),
                 ("content-type", "application/grpc"), ("te", "trailers"), *extra]
         self.send(1, 0x4, stream, b"".join(self.literal(n, v) for n, v in hdrs))
-        self.send(0, 0x1, stream, body)
+        # DATA frames of at most 16 KiB (HTTP/2's default largest frame).
+        for off in range(0, max(len(body), 1), 16384):
+            self.send(0, 0x1 if off + 16384 >= len(body) else 0, stream, body[off:off + 16384])
 
     def read_frame(self):
         while True:
@@ -1456,6 +1458,168 @@ def test_compression_raw_errors_and_accept_encoding(server):
         assert h.response(13)[0]["grpc-status"] == "0"
     finally:
         h.close()
+
+
+# ---- response compression (--grpc-infer-response-compression-level) -------------------
+
+INFER_PATH = "/inference.GRPCInferenceService/ModelInfer"
+STREAM_PATH = "/inference.GRPCInferenceService/ModelStreamInfer"
+
+
+def start_compressing(level):
+    port = free_port()
+    s = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
+                "--model-control-mode=explicit", "--load-model=identity_fp32", "--load-model=square_int32",
+                "--allow-http=false", "--allow-metrics=false", f"--grpc-port={port}",
+                "--grpc-address=127.0.0.1", f"--grpc-infer-response-compression-level={level}"])
+    s.wait_ready()
+    s.port = port
+    return s
+
+
+def stop_cleanly(s):
+    try:
+        assert s.stop() == 0, s.text()
+        for bad in ("AddressSanitizer", "LeakSanitizer", "runtime error:"):
+            assert bad not in s.text(), s.text()
+    finally:
+        if s.proc.poll() is None:
+            s.proc.kill()
+            s.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def high_server():
+    s = start_compressing("high")
+    yield s
+    stop_cleanly(s)
+
+
+def raw_call(port, path, msg, accept=None):
+    """One call on its own raw HTTP/2 connection (so flow control windows
+    never run out): the response headers and trailers, and its messages as
+    (compressed flag, payload) pairs."""
+    h = RawH2(port)
+    try:
+        extra = [] if accept is None else [("grpc-accept-encoding", accept)]
+        h.request(1, path, grpc_frame(msg.SerializeToString()), extra)
+        hdrs, data = h.response(1)
+    finally:
+        h.close()
+    msgs = []
+    while data:
+        n = int.from_bytes(data[1:5], "big")
+        msgs.append((data[0], data[5:5 + n]))
+        data = data[5 + n:]
+    return hdrs, msgs
+
+
+def plain(hdrs, flag, payload):
+    if flag == 0:
+        return payload
+    assert flag == 1
+    return gzip.decompress(payload) if hdrs["grpc-encoding"] == "gzip" else zlib.decompress(payload)
+
+
+# Compresses well, but not to nothing: zlib level 1 and 9 differ a lot on it.
+WAVE = np.round(np.sin(np.arange(8192, dtype=np.float32) / 7) * 100).astype(np.float32).reshape(1, 8192)
+
+
+def wave_request(rid="w"):
+    return infer_request("identity_fp32", [("INPUT0", "FP32", list(WAVE.shape), WAVE)], rid=rid)
+
+
+def test_response_compression_raw(high_server):
+    """Responses are compressed (flag 1, grpc-encoding) in what the client
+    accepts; with "high" and both accepted that is deflate (gRPC's choice).
+    A client that does not accept gzip or deflate, and RPCs other than
+    inference, get them uncompressed."""
+    port = high_server.port
+    for accept, enc in (("identity,deflate,gzip", "deflate"), ("gzip", "gzip"), ("deflate", "deflate"),
+                        ("identity , gzip", "gzip")):
+        hdrs, msgs = raw_call(port, INFER_PATH, wave_request(), accept)
+        assert hdrs["grpc-status"] == "0" and hdrs.get("grpc-encoding") == enc, (accept, hdrs)
+        assert len(msgs) == 1 and msgs[0][0] == 1, accept
+        assert len(msgs[0][1]) < WAVE.nbytes // 4
+        resp = pb.ModelInferResponse.FromString(plain(hdrs, *msgs[0]))
+        assert resp.id == "w"
+        np.testing.assert_array_equal(output_array(resp, "OUTPUT0", np.float32), WAVE)
+    for accept in (None, "identity", "snappy, br"):
+        hdrs, msgs = raw_call(port, INFER_PATH, wave_request(), accept)
+        assert hdrs["grpc-status"] == "0" and "grpc-encoding" not in hdrs, (accept, hdrs)
+        assert len(msgs) == 1 and msgs[0][0] == 0
+        resp = pb.ModelInferResponse.FromString(msgs[0][1])
+        np.testing.assert_array_equal(output_array(resp, "OUTPUT0", np.float32), WAVE)
+    hdrs, msgs = raw_call(port, LIVE_PATH, pb.ServerLiveRequest(), "gzip")
+    assert "grpc-encoding" not in hdrs and msgs[0][0] == 0
+    assert pb.ServerLiveResponse.FromString(msgs[0][1]).live
+    # A message too small to gain is sent as it is (flag 0), as gRPC does.
+    tiny = infer_request("identity_fp32", [("INPUT0", "FP32", [1, 1], np.array([[1.5]], np.float32))])
+    hdrs, msgs = raw_call(port, INFER_PATH, tiny, "gzip")
+    assert hdrs["grpc-encoding"] == "gzip" and msgs[0][0] == 0
+    assert output_array(pb.ModelInferResponse.FromString(msgs[0][1]), "OUTPUT0", np.float32).tolist() == [[1.5]]
+    # Streams: every response message.
+    hdrs, msgs = raw_call(port, STREAM_PATH, wave_request("s"), "gzip")
+    assert hdrs["grpc-status"] == "0" and hdrs["grpc-encoding"] == "gzip"
+    assert len(msgs) == 1 and msgs[0][0] == 1
+    r = pb.ModelStreamInferResponse.FromString(plain(hdrs, *msgs[0]))
+    assert r.error_message == "" and r.infer_response.id == "s"
+    np.testing.assert_array_equal(output_array(r.infer_response, "OUTPUT0", np.float32), WAVE)
+
+
+def test_response_compression_grpcio(high_server):
+    """grpcio accepts gzip and deflate and decodes compressed responses."""
+    ch = grpc.insecure_channel(f"127.0.0.1:{high_server.port}")
+    try:
+        st = pbg.GRPCInferenceServiceStub(ch)
+        resp = st.ModelInfer(wave_request(), timeout=RPC_TIMEOUT)
+        np.testing.assert_array_equal(output_array(resp, "OUTPUT0", np.float32), WAVE)
+        reqs = [wave_request("a"), square_request(3, "sq", empty_final=True), wave_request("b")]
+        got = list(st.ModelStreamInfer(iter(reqs), timeout=RPC_TIMEOUT))
+        assert sorted(g.infer_response.id for g in got) == ["a", "b", "sq", "sq", "sq", "sq"]
+        for g in got:
+            assert g.error_message == ""
+            if g.infer_response.id in ("a", "b"):
+                np.testing.assert_array_equal(output_array(g.infer_response, "OUTPUT0", np.float32), WAVE)
+        # Compressed requests still work alongside.
+        resp = st.ModelInfer(wave_request(), timeout=RPC_TIMEOUT, compression=grpc.Compression.Gzip)
+        np.testing.assert_array_equal(output_array(resp, "OUTPUT0", np.float32), WAVE)
+    finally:
+        ch.close()
+
+
+def test_response_compression_levels(high_server):
+    """low picks the first accepted encoding (gzip) and zlib's fastest level;
+    high the last (deflate) and zlib's best; medium the middle one."""
+    low, medium = start_compressing("low"), start_compressing("medium")
+    try:
+        hdrs, _ = raw_call(low.port, INFER_PATH, wave_request(), "identity,deflate,gzip")
+        assert hdrs["grpc-encoding"] == "gzip"
+        hdrs, _ = raw_call(medium.port, INFER_PATH, wave_request(), "identity,deflate,gzip")
+        assert hdrs["grpc-encoding"] == "deflate"
+        hdrs, _ = raw_call(medium.port, INFER_PATH, wave_request(), "gzip")
+        assert hdrs["grpc-encoding"] == "gzip"
+        sizes = {}
+        for name, srv in (("low", low), ("medium", medium), ("high", high_server)):
+            hdrs, msgs = raw_call(srv.port, INFER_PATH, wave_request(), "gzip")
+            assert hdrs["grpc-encoding"] == "gzip" and msgs[0][0] == 1
+            resp = pb.ModelInferResponse.FromString(plain(hdrs, *msgs[0]))
+            np.testing.assert_array_equal(output_array(resp, "OUTPUT0", np.float32), WAVE)
+            sizes[name] = len(msgs[0][1])
+        assert sizes["low"] > sizes["medium"] >= sizes["high"], sizes
+    finally:
+        stop_cleanly(low)
+        stop_cleanly(medium)
+
+
+@pytest.mark.parametrize("value", ["max", "9", "HIGHEST", ""])
+def test_response_compression_flag_rejected(value):
+    flag = "--grpc-infer-response-compression-level"
+    p = subprocess.run([NEREID, "--model-repository", EXAMPLES, f"{flag}={value}"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2, p.stderr
+    first = p.stderr.splitlines()[0]
+    assert flag in first and f"'{value}'" in first and "none, low, medium or high" in first, first
 
 
 def teardown_module(module):
