@@ -51,6 +51,7 @@ typedef enum flag_id {
   F_GRPC_HTTP2_MAX_PINGS_WITHOUT_DATA,
   F_GRPC_HTTP2_MIN_RECV_PING_INTERVAL,
   F_GRPC_HTTP2_MAX_PING_STRIKES,
+  F_GRPC_INFER_RESPONSE_COMPRESSION_LEVEL,
 } flag_id;
 
 typedef struct flag_spec {
@@ -131,6 +132,10 @@ static const flag_spec kFlags[] = {
      "ping strike (default 300000)."},
     {"grpc-http2-max-ping-strikes", F_GRPC_HTTP2_MAX_PING_STRIKES, "N",
      "Ping strikes tolerated before GOAWAY (ENHANCE_YOUR_CALM); 0: no limit (default 2)."},
+    {"grpc-infer-response-compression-level", F_GRPC_INFER_RESPONSE_COMPRESSION_LEVEL,
+     "none|low|medium|high",
+     "Compress ModelInfer/ModelStreamInfer responses (gzip or deflate, as the client accepts) "
+     "(default none)."},
 };
 
 #define N_FLAGS (sizeof kFlags / sizeof kFlags[0])
@@ -386,6 +391,13 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
         return bad_value(f, v, "milliseconds 0..2147483647", err, errlen);
       cli->grpc_http2_min_recv_ping_interval_ms = n;
       return 0;
+    case F_GRPC_INFER_RESPONSE_COMPRESSION_LEVEL:
+      if (strcasecmp(v, "none") == 0) cli->grpc_infer_response_compression = NRD_SRV_COMPRESS_NONE;
+      else if (strcasecmp(v, "low") == 0) cli->grpc_infer_response_compression = NRD_SRV_COMPRESS_LOW;
+      else if (strcasecmp(v, "medium") == 0) cli->grpc_infer_response_compression = NRD_SRV_COMPRESS_MEDIUM;
+      else if (strcasecmp(v, "high") == 0) cli->grpc_infer_response_compression = NRD_SRV_COMPRESS_HIGH;
+      else return bad_value(f, v, "none, low, medium or high", err, errlen);
+      return 0;
   }
   set_err(err, errlen, "internal error: unhandled flag --%s", f->name);
   return -1;
@@ -447,6 +459,7 @@ int nrd_srv_cli_parse(int argc, char **argv, nrd_srv_cli *cli, char *err, size_t
   cli->grpc_http2_max_pings_without_data = 2;
   cli->grpc_http2_min_recv_ping_interval_ms = 300000;
   cli->grpc_http2_max_ping_strikes = 2;
+  cli->grpc_infer_response_compression = NRD_SRV_COMPRESS_NONE;
   cli->exit_on_error = true;
   cli->strict_readiness = true;
   cli->strict_model_config = false;

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "compress.h"
 #include "triton/core/tritonserver.h"
 
 /* One --backend-config setting; backend is "" for a setting given to every
@@ -67,6 +68,7 @@ typedef struct nrd_srv_cli {
   long long grpc_http2_max_pings_without_data;    /* default 2; 0 = no limit */
   long long grpc_http2_min_recv_ping_interval_ms; /* default 300000 */
   long long grpc_http2_max_ping_strikes;          /* default 2; 0 = no limit */
+  nrd_srv_compress_level grpc_infer_response_compression; /* default NONE */
 } nrd_srv_cli;
 
 /* Parses argv[1..argc-1] into *cli (which need not be initialized).

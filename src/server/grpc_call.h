@@ -55,6 +55,10 @@ typedef struct nrd_srv_grpc_method {
   void (*on_message)(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len);
   void (*on_end)(nrd_srv_grpc_call *call);
   void (*on_cancel)(nrd_srv_grpc_call *call);
+  /* Responses may be compressed (--grpc-infer-response-compression-level):
+   * the handler passes each framed response through
+   * nrd_srv_grpc_call_compress. */
+  bool compress_responses;
 } nrd_srv_grpc_method;
 
 /* The server the call serves. Any thread. */
@@ -106,6 +110,17 @@ void nrd_srv_grpc_call_fail(nrd_srv_grpc_call *call, TRITONSERVER_Error *err);
 
 /* The gRPC status for a TRITONSERVER error code. Any thread. */
 int nrd_srv_grpc_status_from_code(TRITONSERVER_Error_Code code);
+
+/* Compresses a framed response (5-byte prefix + body, flag 0) when the
+ * call compresses responses: the method allows it, the server was started
+ * with a response compression level and the client's grpc-accept-encoding
+ * lists gzip or deflate. Returns the compressed framed message (flag 1)
+ * and frees `framed`, or returns `framed` itself when the call does not
+ * compress, compression fails or would not make it smaller (as gRPC sends
+ * such a message). Takes ownership of `framed`; the caller owns the
+ * result and *len is updated. Any thread, from the call's first
+ * on_message on (the encoding is chosen when the request headers arrive). */
+uint8_t *nrd_srv_grpc_call_compress(const nrd_srv_grpc_call *call, uint8_t *framed, size_t *len);
 
 /* Frames a packed message: returns a malloc'ed buffer of 5 + size bytes
  * with the message packed after the prefix, or NULL when out of memory.

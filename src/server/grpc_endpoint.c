@@ -23,6 +23,7 @@ int nrd_srv_grpc_endpoint_start(TRITONSERVER_Server *server, const nrd_srv_cli *
         .max_pings_without_data = (unsigned)cli->grpc_http2_max_pings_without_data,
         .min_recv_ping_interval_ms = (unsigned)cli->grpc_http2_min_recv_ping_interval_ms,
         .max_ping_strikes = (unsigned)cli->grpc_http2_max_ping_strikes,
+        .response_compression = cli->grpc_infer_response_compression,
         .shm = shm,
         .log = log,
     };

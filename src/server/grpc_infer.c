@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "classify.h"
 #include "grpc_service.pb-c.h"
 
 typedef struct infer_ctx infer_ctx;
@@ -31,6 +32,12 @@ typedef struct shm_out {
   nrd_srv_shm_region *ref;
   void *addr;
 } shm_out;
+
+/* A requested output to be replaced by its top k classes. */
+typedef struct cls_out {
+  const char *name; /* output name, in the unpacked request */
+  uint32_t k;       /* >= 1 */
+} cls_out;
 
 /* Per-call state (both methods). */
 typedef struct call_state {
@@ -58,6 +65,8 @@ struct infer_ctx {
   size_t n_in_regions;
   struct shm_out *souts;
   size_t n_souts;
+  cls_out *cls; /* classification outputs; set like souts */
+  size_t n_cls;
   infer_ctx *prev, *next; /* in cs->inflight */
   /* The unpacked request lives in a bump arena allocated with the context
    * (one malloc for both); overflow blocks are chained in `extra`. */
@@ -267,9 +276,18 @@ static void set_param(Inference__ModelInferResponse__ParametersEntry *e, Inferen
   e->value = v;
 }
 
-/* Serializes a successful response (resp may be NULL: empty final). */
+static uint32_t class_count(const infer_ctx *ctx, const char *name) {
+  for (size_t i = 0; i < ctx->n_cls; i++)
+    if (strcmp(ctx->cls[i].name, name) == 0) return ctx->cls[i].k;
+  return 0;
+}
+
+/* Serializes a successful response (resp may be NULL: empty final).
+ * Returns the framed message, or NULL: then *errp is the reason (caller
+ * owns it) or NULL when memory ran out. */
 static uint8_t *build_response(infer_ctx *ctx, TRITONSERVER_InferenceResponse *resp, bool final,
-                               size_t *len) {
+                               size_t *len, TRITONSERVER_Error **errp) {
+  *errp = NULL;
   Inference__ModelInferResponse r = INFERENCE__MODEL_INFER_RESPONSE__INIT;
   char version[24] = "";
   const char *model_name = ctx->req->model_name;
@@ -314,6 +332,8 @@ static uint8_t *build_response(infer_ctx *ctx, TRITONSERVER_InferenceResponse *r
    * stay aligned with outputs (as Triton lays them out). */
   Inference__ModelInferResponse__InferOutputTensor__ParametersEntry *spe = NULL, **spep = NULL;
   Inference__InferParameter *spv = NULL;
+  /* Classified outputs: their BYTES tensors, freed once packed. */
+  nrd_srv_classes *classes = ctx->n_cls > 0 && n_out > 0 ? calloc(n_out, sizeof *classes) : NULL;
   if (ctx->n_souts > 0 && n_out > 0) {
     spe = calloc((size_t)n_out * 3, sizeof *spe);
     spep = calloc((size_t)n_out * 3, sizeof *spep);
@@ -322,6 +342,7 @@ static uint8_t *build_response(infer_ctx *ctx, TRITONSERVER_InferenceResponse *r
   uint8_t *buf = NULL;
   if (!outs || !outp || !raw || !pe || !pep || !pv) goto done;
   if (ctx->n_souts > 0 && n_out > 0 && (!spe || !spep || !spv)) goto done;
+  if (ctx->n_cls > 0 && n_out > 0 && classes == NULL) goto done;
   for (uint32_t i = 0; i < n_out; i++) {
     const char *name;
     TRITONSERVER_DataType dt;
@@ -346,6 +367,19 @@ static uint8_t *build_response(infer_ctx *ctx, TRITONSERVER_InferenceResponse *r
     outp[i] = &outs[i];
     raw[i].len = size;
     raw[i].data = (uint8_t *)base;
+    uint32_t k = ctx->n_cls > 0 ? class_count(ctx, name) : 0;
+    if (k > 0) {
+      e = nrd_srv_classify(nrd_srv_grpc_call_server(ctx->call), resp, i, k, &classes[i]);
+      if (e) {
+        *errp = e;
+        goto done;
+      }
+      outs[i].datatype = (char *)TRITONSERVER_DataTypeString(TRITONSERVER_TYPE_BYTES);
+      outs[i].n_shape = (size_t)classes[i].dims;
+      outs[i].shape = classes[i].shape;
+      raw[i].len = classes[i].size;
+      raw[i].data = (uint8_t *)classes[i].data;
+    }
     const shm_out *so = NULL;
     for (size_t k = 0; k < ctx->n_souts && so == NULL; k++)
       if (strcmp(ctx->souts[k].name, name) == 0) so = &ctx->souts[k];
@@ -430,6 +464,9 @@ static uint8_t *build_response(infer_ctx *ctx, TRITONSERVER_InferenceResponse *r
     buf = nrd_srv_grpc_frame(&r.base, len);
   }
 done:
+  if (classes)
+    for (uint32_t i = 0; i < n_out; i++) free(classes[i].data);
+  free(classes);
   free(spe);
   free(spep);
   free(spv);
@@ -482,17 +519,29 @@ static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t fla
       /* The core hands out a copy the caller owns (as Triton does). */
       TRITONSERVER_ErrorDelete(rerr);
     } else {
-      ev->buf = build_response(ctx, resp, final, &ev->len);
-      if (ev->buf == NULL && !ctx->streaming) {
-        ev->status = NRD_GRPC_INTERNAL;
-        ev->msg = strdup("cannot serialize the response");
+      TRITONSERVER_Error *berr = NULL;
+      ev->buf = build_response(ctx, resp, final, &ev->len, &berr);
+      if (ev->buf == NULL) {
+        const char *m = berr ? TRITONSERVER_ErrorMessage(berr) : "cannot serialize the response";
+        if (ctx->streaming) {
+          ev->buf = build_stream_error(ctx, m, &ev->len);
+        } else {
+          ev->status = berr ? nrd_srv_grpc_status_from_code(TRITONSERVER_ErrorCode(berr))
+                            : NRD_GRPC_INTERNAL;
+          ev->msg = strdup(m);
+        }
       }
+      if (berr) TRITONSERVER_ErrorDelete(berr);
     }
     TRITONSERVER_Error *de = TRITONSERVER_InferenceResponseDelete(resp);
     if (de) TRITONSERVER_ErrorDelete(de);
   } else if (final && ctx->streaming && ctx->empty_final) {
-    ev->buf = build_response(ctx, NULL, true, &ev->len);
+    TRITONSERVER_Error *berr = NULL;
+    ev->buf = build_response(ctx, NULL, true, &ev->len, &berr);
+    if (berr) TRITONSERVER_ErrorDelete(berr); /* none without outputs */
   }
+  /* Compressed here, on the core thread, like the serialization. */
+  if (ev->buf) ev->buf = nrd_srv_grpc_call_compress(ctx->call, ev->buf, &ev->len);
   nrd_srv_grpc_call_ref(ctx->call);
   ev->base.call = ctx->call;
   ev->base.run = resp_event_run;
@@ -700,6 +749,35 @@ static TRITONSERVER_Error *output_shm(const Inference__ModelInferRequest__InferR
   return parse_shm("output", t->name, r, z, o, out);
 }
 
+/* The "classification" parameter of a requested output: *k = 0 when
+ * absent, else the class count (int64_param >= 1, as Triton requires;
+ * counts past UINT32_MAX mean "every class"). */
+static TRITONSERVER_Error *output_class(const Inference__ModelInferRequest__InferRequestedOutputTensor *t,
+                                        uint32_t *k) {
+  *k = 0;
+  const Inference__InferParameter *p = NULL;
+  for (size_t i = 0; i < t->n_parameters; i++)
+    if (strcmp(t->parameters[i]->key, "classification") == 0) p = t->parameters[i]->value;
+  if (p == NULL) return NULL;
+  char msg[400];
+  if (p->parameter_choice_case != INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM) {
+    snprintf(msg, sizeof msg,
+             "invalid value type for 'classification' parameter of output '%.100s', expected "
+             "int64_param",
+             t->name);
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
+  }
+  if (p->int64_param <= 0) {
+    snprintf(msg, sizeof msg,
+             "invalid value for 'classification' parameter of output '%.100s', expected >= 1 (got "
+             "%lld)",
+             t->name, (long long)p->int64_param);
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
+  }
+  *k = p->int64_param > UINT32_MAX ? UINT32_MAX : (uint32_t)p->int64_param;
+  return NULL;
+}
+
 /* Inputs: raw_input_contents holds one entry per input NOT in shared
  * memory, in order (as tritonclient sends them); shared memory inputs are
  * read in place from the mapping. Requested outputs in shared memory get
@@ -782,7 +860,21 @@ static TRITONSERVER_Error *add_inputs(infer_ctx *ctx, nrd_srv_shm *shm) {
   }
   for (size_t i = 0; i < req->n_outputs; i++) {
     shm_ref ref;
-    TRITONSERVER_Error *err = output_shm(req->outputs[i], &ref);
+    uint32_t k = 0;
+    TRITONSERVER_Error *err = output_class(req->outputs[i], &k);
+    if (err == NULL) err = output_shm(req->outputs[i], &ref);
+    if (err == NULL && k > 0 && ref.used)
+      err = errf(TRITONSERVER_ERROR_INVALID_ARG,
+                 "output '%s' can't set both 'shared_memory_region' and 'classification'%s",
+                 req->outputs[i]->name, "");
+    if (err == NULL && k > 0) {
+      if (ctx->cls == NULL) {
+        ctx->cls = arena_alloc(ctx, req->n_outputs * sizeof *ctx->cls);
+        if (ctx->cls == NULL)
+          return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+      }
+      ctx->cls[ctx->n_cls++] = (cls_out){req->outputs[i]->name, k};
+    }
     if (err == NULL && ref.used) {
       if (ctx->souts == NULL) {
         ctx->souts = arena_alloc(ctx, req->n_outputs * sizeof *ctx->souts);
@@ -997,8 +1089,8 @@ static void stream_end(nrd_srv_grpc_call *call) {
 }
 
 const nrd_srv_grpc_method nrd_srv_grpc_model_infer_method = {
-    "/inference.GRPCInferenceService/ModelInfer", false, infer_message, NULL, on_cancel};
+    "/inference.GRPCInferenceService/ModelInfer", false, infer_message, NULL, on_cancel, true};
 
 const nrd_srv_grpc_method nrd_srv_grpc_model_stream_infer_method = {
     "/inference.GRPCInferenceService/ModelStreamInfer", true, stream_message, stream_end,
-    on_cancel};
+    on_cancel, true};

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -29,6 +30,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "compress.h"
 #include "grpc_call.h"
 #include "grpc_rpc.h"
 
@@ -37,6 +39,8 @@ enum { KIND_LISTENER = 1, KIND_WAKE = 2, KIND_CONN = 3 };
 /* Message encodings (grpc-encoding) we can decode. */
 enum { ENC_IDENTITY = 0, ENC_GZIP, ENC_DEFLATE, ENC_UNKNOWN };
 #define ACCEPT_ENCODING "identity,deflate,gzip"
+/* Encodings a client accepts for responses (grpc-accept-encoding). */
+enum { ACCEPT_GZIP = 1, ACCEPT_DEFLATE = 2 };
 
 /* Backpressure. Above CONN_OUT_HIGH bytes of output waiting for a client,
  * the connection is throttled until it drains below CONN_OUT_LOW: received
@@ -119,6 +123,11 @@ struct nrd_srv_grpc_call {
   bool unknown_method, bad_content_type;
   int encoding;       /* ENC_* from grpc-encoding */
   char enc_name[48];  /* grpc-encoding as sent (truncated), for errors */
+  unsigned accept;    /* ACCEPT_* from grpc-accept-encoding */
+  /* Response encoding (ENC_IDENTITY, ENC_GZIP or ENC_DEFLATE): chosen on
+   * the loop when the request headers are complete, before any message is
+   * delivered; read-only afterwards, so core threads may read it. */
+  int resp_encoding;
   uint8_t *in;
   size_t in_len, in_cap;
   chunk *out_head, *out_tail;
@@ -324,15 +333,18 @@ static ssize_t data_read_cb(nghttp2_session *sess, int32_t id, uint8_t *buf, siz
 }
 
 static void call_submit_headers(nrd_srv_grpc_call *call) {
-  nghttp2_nv hdrs[3] = {
+  const char *enc = call->resp_encoding == ENC_GZIP ? "gzip" : "deflate";
+  nghttp2_nv hdrs[4] = {
       {(uint8_t *)":status", (uint8_t *)"200", 7, 3, NGHTTP2_NV_FLAG_NONE},
       {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16, NGHTTP2_NV_FLAG_NONE},
       {(uint8_t *)"grpc-accept-encoding", (uint8_t *)ACCEPT_ENCODING, 20,
-       sizeof ACCEPT_ENCODING - 1, NGHTTP2_NV_FLAG_NONE}};
+       sizeof ACCEPT_ENCODING - 1, NGHTTP2_NV_FLAG_NONE},
+      {(uint8_t *)"grpc-encoding", (uint8_t *)enc, 13, strlen(enc), NGHTTP2_NV_FLAG_NONE}};
+  size_t n_hdrs = call->resp_encoding != ENC_IDENTITY ? 4 : 3;
   nghttp2_data_provider prd;
   prd.source.ptr = call;
   prd.read_callback = data_read_cb;
-  if (nghttp2_submit_response(call->c->sess, call->id, hdrs, 3, &prd) == 0)
+  if (nghttp2_submit_response(call->c->sess, call->id, hdrs, n_hdrs, &prd) == 0)
     call->headers_sent = true;
   else
     nghttp2_submit_rst_stream(call->c->sess, NGHTTP2_FLAG_NONE, call->id, NGHTTP2_INTERNAL_ERROR);
@@ -396,6 +408,29 @@ void nrd_srv_grpc_call_send_framed(nrd_srv_grpc_call *call, uint8_t *buf, size_t
     return;
   }
   call_kick(call);
+}
+
+uint8_t *nrd_srv_grpc_call_compress(const nrd_srv_grpc_call *call, uint8_t *framed, size_t *len) {
+  if (call->resp_encoding == ENC_IDENTITY || framed == NULL || *len < 5 || framed[0] != 0)
+    return framed;
+  nrd_srv_compress_piece body = {framed + 5, *len - 5};
+  uint8_t *out = NULL;
+  size_t n = 0;
+  int wb = call->resp_encoding == ENC_GZIP ? 15 + 16 : 15;
+  int level = nrd_srv_compress_zlib_level(call->g->opts.response_compression);
+  if (nrd_srv_compress(wb, level, &body, 1, 5, &out, &n) != 0) return framed;
+  if (n >= body.len) { /* no gain: sent as it is, flag 0 */
+    free(out);
+    return framed;
+  }
+  out[0] = 1;
+  out[1] = (uint8_t)(n >> 24);
+  out[2] = (uint8_t)(n >> 16);
+  out[3] = (uint8_t)(n >> 8);
+  out[4] = (uint8_t)n;
+  free(framed);
+  *len = 5 + n;
+  return out;
 }
 
 void nrd_srv_grpc_call_send(nrd_srv_grpc_call *call, const ProtobufCMessage *msg) {
@@ -610,6 +645,39 @@ static void call_remote_end(nrd_srv_grpc_call *call) {
   if (call->m->on_end) call->m->on_end(call);
 }
 
+/* ACCEPT_* for the encodings a grpc-accept-encoding value lists
+ * ("identity,deflate,gzip", any spacing). */
+static unsigned parse_accept_encoding(const uint8_t *v, size_t len) {
+  unsigned mask = 0;
+  size_t i = 0;
+  while (i < len) {
+    while (i < len && (v[i] == ' ' || v[i] == '\t' || v[i] == ',')) i++;
+    size_t start = i;
+    while (i < len && v[i] != ',' && v[i] != ' ' && v[i] != '\t') i++;
+    size_t n = i - start;
+    if (n == 4 && strncasecmp((const char *)v + start, "gzip", 4) == 0) mask |= ACCEPT_GZIP;
+    if (n == 7 && strncasecmp((const char *)v + start, "deflate", 7) == 0) mask |= ACCEPT_DEFLATE;
+  }
+  return mask;
+}
+
+/* The response encoding, as gRPC picks one for a compression level: of
+ * the encodings the client accepts, ranked gzip then deflate, low takes
+ * the first, medium the middle one and high the last. Loop, once the
+ * request headers are complete. */
+static void call_choose_encoding(nrd_srv_grpc_call *call) {
+  nrd_srv_compress_level level = call->g->opts.response_compression;
+  call->resp_encoding = ENC_IDENTITY;
+  if (level == NRD_SRV_COMPRESS_NONE || call->m == NULL || !call->m->compress_responses) return;
+  int ranked[2], n = 0;
+  if (call->accept & ACCEPT_GZIP) ranked[n++] = ENC_GZIP;
+  if (call->accept & ACCEPT_DEFLATE) ranked[n++] = ENC_DEFLATE;
+  if (n == 0) return;
+  call->resp_encoding = level == NRD_SRV_COMPRESS_LOW      ? ranked[0]
+                        : level == NRD_SRV_COMPRESS_MEDIUM ? ranked[n / 2]
+                                                           : ranked[n - 1];
+}
+
 static int on_begin_headers(nghttp2_session *sess, const nghttp2_frame *frame, void *user) {
   conn *c = user;
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
@@ -654,6 +722,8 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const ui
     for (size_t i = 0; i < n; i++)
       call->enc_name[i] = value[i] >= 0x20 && value[i] < 0x7f ? (char)value[i] : '?';
     call->enc_name[n] = '\0';
+  } else if (namelen == 20 && memcmp(name, "grpc-accept-encoding", 20) == 0) {
+    call->accept |= parse_accept_encoding(value, valuelen);
   } else if (namelen == 12 && memcmp(name, "grpc-timeout", 12) == 0) {
     uint64_t t = parse_timeout_us(value, valuelen);
     if (t) call->deadline_us = now_us() + t;
@@ -705,6 +775,7 @@ static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *frame, void
   nrd_srv_grpc_call *call = nghttp2_session_get_stream_user_data(sess, frame->hd.stream_id);
   if (call == NULL) return 0;
   if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+    call_choose_encoding(call);
     if (call->bad_content_type) {
       nrd_srv_grpc_call_finish(call, NRD_GRPC_UNKNOWN, "content-type must be application/grpc");
       call->ignoring_input = true;

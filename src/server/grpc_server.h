@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "compress.h"
 #include "log_settings.h"
 #include "shm_registry.h"
 #include "triton/core/tritonserver.h"
@@ -27,6 +28,10 @@ typedef struct nrd_srv_grpc_options {
   unsigned max_pings_without_data;     /* our keepalive pings between data; 0: no limit */
   unsigned min_recv_ping_interval_ms;  /* client pings closer than this are strikes */
   unsigned max_ping_strikes;           /* GOAWAY ENHANCE_YOUR_CALM beyond; 0: no limit */
+  /* Response messages of methods that allow it (ModelInfer,
+   * ModelStreamInfer) are compressed with gzip or deflate when the client
+   * accepts one (grpc-accept-encoding); NONE: never. */
+  nrd_srv_compress_level response_compression;
   /* Shared with the HTTP front end; borrowed, they must outlive the front end. */
   nrd_srv_shm *shm;          /* system shared memory regions */
   nrd_srv_log_settings *log; /* LogSettings */

@@ -9,21 +9,15 @@
 
 #include <zlib.h>
 
+#include "compress.h"
 #include "http_internal.h"
 
 #define CHUNK (256 * 1024)
 
-/* windowBits for zlib: 15 (zlib wrapper) or 15 + 16 (gzip wrapper). */
-static int window_bits(const char *enc) {
-  if (strcasecmp(enc, "gzip") == 0 || strcasecmp(enc, "x-gzip") == 0) return 15 + 16;
-  if (strcasecmp(enc, "deflate") == 0) return 15;
-  return 0;
-}
-
 int nrd_srv_http_decode_body(nrd_srv_http_req *req, size_t limit, char *msg, size_t msglen) {
   const char *enc = nrd_srv_http_header_get(req, "Content-Encoding");
   if (enc == NULL || *enc == '\0' || strcasecmp(enc, "identity") == 0) return 0;
-  int wb = window_bits(enc);
+  int wb = nrd_srv_compress_window_bits(enc);
   if (wb == 0) {
     nrd_srv_http_add_header(req, "Accept-Encoding", "gzip, deflate");
     snprintf(msg, msglen, "unsupported Content-Encoding '%.60s' (supported: gzip, deflate, identity)", enc);
@@ -114,36 +108,23 @@ void nrd_srv_http_encode_reply(nrd_srv_http_req *req) {
   const char *accept = nrd_srv_http_header_get(req, "Accept-Encoding");
   int wb = accept ? accepted(accept) : 0;
   if (wb == 0) return;
-  z_stream z;
-  memset(&z, 0, sizeof z);
-  if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, wb, 8, Z_DEFAULT_STRATEGY) != Z_OK) return;
-  /* One buffer large enough for any outcome, filled from the body's pieces
-   * without joining them first. */
-  size_t cap = (size_t)deflateBound(&z, (uLong)req->out_len);
-  char *out = malloc(cap ? cap : 1);
-  bool ok = out != NULL;
-  z.next_out = (Bytef *)out;
-  z.avail_out = (uInt)cap;
-  for (size_t i = 0; ok && i <= req->n_segs; i++) {
-    int flush = i == req->n_segs ? Z_FINISH : Z_NO_FLUSH;
-    z.next_in = i < req->n_segs ? (Bytef *)req->segs[i].data : NULL;
-    z.avail_in = i < req->n_segs ? (uInt)req->segs[i].len : 0;
-    int rc = deflate(&z, flush);
-    if (rc == Z_STREAM_ERROR || (flush == Z_FINISH && rc != Z_STREAM_END) ||
-        (flush != Z_FINISH && z.avail_in != 0))
-      ok = false;
-  }
-  size_t produced = cap - z.avail_out;
-  deflateEnd(&z);
-  if (!ok) {
-    free(out);
-    return;
-  }
+  /* The body's pieces are compressed without joining them first. */
+  enum { INLINE = 8 };
+  nrd_srv_compress_piece in_s[INLINE];
+  nrd_srv_compress_piece *in = req->n_segs > INLINE ? malloc(req->n_segs * sizeof *in) : in_s;
+  if (in == NULL) return;
+  for (size_t i = 0; i < req->n_segs; i++)
+    in[i] = (nrd_srv_compress_piece){req->segs[i].data, req->segs[i].len};
+  uint8_t *out = NULL;
+  size_t produced = 0;
+  int rc = nrd_srv_compress(wb, Z_DEFAULT_COMPRESSION, in, req->n_segs, 0, &out, &produced);
+  if (in != in_s) free(in);
+  if (rc != 0) return;
   /* Replace the body with the compressed bytes. */
   for (size_t i = 0; i < req->n_segs; i++)
     if (req->segs[i].release) req->segs[i].release(req->segs[i].arg);
   req->n_segs = 0;
   req->out_len = 0;
-  if (nrd_srv_http_add_body_ref(req, out, produced, free, out) == 0)
+  if (nrd_srv_http_add_body_ref(req, (const char *)out, produced, free, out) == 0)
     nrd_srv_http_add_header(req, "Content-Encoding", wb == 15 ? "deflate" : "gzip");
 }

@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 
+#include "classify.h"
 #include "http_internal.h"
 #include "http_json.h"
 
@@ -338,25 +339,21 @@ static bool build_reply(infer_ctx *c, nrd_srv_http_req *req) {
                                                &mtid, &userp);
     if (err) break;
     const req_output *ro = find_output(c, name);
-    int64_t cshape[2];
+    nrd_srv_classes cls;
     if (ro && ro->class_count > 0 && ro->shm == NULL) {
-      char *cbuf = NULL;
-      size_t csize = 0;
-      char cmsg[300];
-      if (nrd_srv_http_classify(resp, i, dt, shape, dims, base, size, ro->class_count, &cbuf, &csize,
-                                cshape, &dims, cmsg, sizeof cmsg) != 0) {
-        err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, cmsg);
-        break;
-      }
-      if (n_extra == n_out || (extra[n_extra++] = cbuf) == NULL) {
-        free(cbuf);
+      err = nrd_srv_classify(c->loop->http->server, resp, i, ro->class_count, &cls);
+      if (err) break;
+      if (n_extra == n_out) {
+        free(cls.data);
         bad = 1;
         break;
       }
+      extra[n_extra++] = cls.data;
       dt = TRITONSERVER_TYPE_BYTES;
-      shape = cshape;
-      base = cbuf;
-      size = csize;
+      shape = cls.shape;
+      dims = cls.dims;
+      base = cls.data;
+      size = cls.size;
       userp = NULL; /* not an allocator block: copied if sent binary */
     }
     if (i) bad |= add_str(&t, ",");

@@ -282,18 +282,6 @@ int nrd_srv_http_decode_body(nrd_srv_http_req *req, size_t limit, char *msg, siz
  * just before the reply is sent. */
 void nrd_srv_http_encode_reply(nrd_srv_http_req *req);
 
-/* The classification extension (http_classify.c): the top `k` classes of
- * output `index` of resp (numeric `dt`, [base, base+size), `shape` with
- * `dims` dimensions; with 2 or more dimensions the first is the batch and
- * each batch row is classified on its own). *out gets a malloc'ed BYTES
- * tensor (4-byte length + "value:index[:label]" per element; caller
- * frees) of *out_size bytes and shape out_shape[0..*out_dims). Returns 0,
- * or -1 with msg. Any thread. */
-int nrd_srv_http_classify(TRITONSERVER_InferenceResponse *resp, uint32_t index, TRITONSERVER_DataType dt,
-                          const int64_t *shape, uint64_t dims, const void *base, size_t size, uint32_t k,
-                          char **out, size_t *out_size, int64_t out_shape[2], uint64_t *out_dims,
-                          char *msg, size_t msglen);
-
 /* Creates the response allocator every inference of the front end uses
  * (http_infer.c). Caller owns *out. Main thread. */
 TRITONSERVER_Error *nrd_srv_http_allocator_new(TRITONSERVER_ResponseAllocator **out);

@@ -4,7 +4,8 @@ generated at test time from OUR proto/ files (never upstream's).
 Run by ctest (see tests/CMakeLists.txt) as
     /usr/bin/python3 -m pytest -q tests/integration/test_grpc.py
 with NEREID_BIN, NEREID_BACKEND_DIR and NEREID_EXAMPLES in the environment.
-One nereid (explicit model control, every example model loaded, a 1 MiB
+One nereid (explicit model control, every example model loaded plus a
+classification model with a label file from a second repository, a 1 MiB
 message limit, HTTP on a free port for the cross-protocol shared memory
 tests) serves the whole module; it must stop cleanly at the end,
 with no sanitizer report in its log.
@@ -111,10 +112,28 @@ class Server:
 
 
 @pytest.fixture(scope="module")
-def server():
+def label_repo():
+    """A second repository: identity_labels, the identity backend with a
+    label file on its output (the model the HTTP classification tests use)."""
+    d = tempfile.mkdtemp(prefix="nereid_grpc_labels_")
+    os.makedirs(os.path.join(d, "identity_labels", "1"))
+    with open(os.path.join(d, "identity_labels", "config.pbtxt"), "w") as f:
+        f.write('name: "identity_labels"\nbackend: "identity"\nmax_batch_size: 8\n'
+                'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+                'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] label_filename: "labels.txt" } ]\n'
+                'instance_group [ { kind: KIND_CPU count: 1 } ]\n')
+    with open(os.path.join(d, "identity_labels", "labels.txt"), "w") as f:
+        f.write("".join(f"label{i}\n" for i in range(8)))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def server(label_repo):
     port = free_port()
     http_port = free_port()
-    s = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
+    s = Server(["--model-repository", EXAMPLES, "--model-repository", label_repo,
+                "--backend-directory", BACKENDS,
                 "--model-control-mode=explicit", "--load-model=*",
                 f"--http-port={http_port}", "--http-address=127.0.0.1", "--http-thread-count=1",
                 "--allow-metrics=false",
@@ -487,6 +506,124 @@ def test_concurrent_unary(stub):
     for x, f in futs:
         r = f.result()
         np.testing.assert_array_equal(output_array(r, "OUTPUT0", np.float32), x)
+
+
+# ---- classification extension --------------------------------------------------
+
+
+def bytes_list(raw):
+    """A BYTES tensor's raw contents (4-byte little-endian length prefixes)."""
+    out = []
+    while raw:
+        n = int.from_bytes(raw[:4], "little")
+        out.append(raw[4:4 + n].decode())
+        raw = raw[4 + n:]
+    return out
+
+
+def classify(req, output, k):
+    """Asks for `output` with tritonclient's InferRequestedOutput(output,
+    class_count=k): the int64_param "classification". k may also be any
+    InferParameter field as (field, value) to test bad types."""
+    o = req.outputs.add()
+    o.name = output
+    field, value = k if isinstance(k, tuple) else ("int64_param", k)
+    setattr(o.parameters["classification"], field, value)
+    return req
+
+
+def classified(resp, name):
+    for i, o in enumerate(resp.outputs):
+        if o.name == name:
+            return o.datatype, list(o.shape), bytes_list(resp.raw_output_contents[i])
+    raise KeyError(name)
+
+
+def test_classification_with_labels(stub):
+    x = np.array([[0.1, 0.9, 0.5, 0.3]], np.float32)
+    for k, want in ((1, ["0.900000:1:label1"]), (2, ["0.900000:1:label1", "0.500000:2:label2"])):
+        r = classify(infer_request("identity_labels", [("INPUT0", "FP32", [1, 4], x)], rid=f"k{k}"),
+                     "OUTPUT0", k)
+        resp = stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+        assert resp.id == f"k{k}"
+        assert classified(resp, "OUTPUT0") == ("BYTES", [1, k], want)
+    # A batch of two: each row on its own, labels by index within the row.
+    x2 = np.array([[0.1, 0.9, 0.5, 0.3], [0.7, 0.2, 0.1, 0.8]], np.float32)
+    resp = stub.ModelInfer(classify(infer_request("identity_labels", [("INPUT0", "FP32", [2, 4], x2)]),
+                                    "OUTPUT0", 1), timeout=RPC_TIMEOUT)
+    assert classified(resp, "OUTPUT0") == ("BYTES", [2, 1], ["0.900000:1:label1", "0.800000:3:label3"])
+
+
+def test_classification_without_labels(stub):
+    # No label file: value:index. k larger than the classes gives them all.
+    x = np.array([[1, 2], [4, 3]], np.float32)
+    resp = stub.ModelInfer(classify(infer_request("identity_fp32", [("INPUT0", "FP32", [2, 2], x)]),
+                                    "OUTPUT0", 5), timeout=RPC_TIMEOUT)
+    assert classified(resp, "OUTPUT0") == ("BYTES", [2, 2], ["2.000000:1", "1.000000:0",
+                                                            "4.000000:0", "3.000000:1"])
+    # Integers print as integers; ties keep index order; an output not
+    # classified in the same response is untouched.
+    a = np.array([[5, -7, 9, 9, 0, 1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3]], np.int32)
+    b = np.ones((1, 16), np.int32)
+    r = infer_request("simple", [("INPUT0", "INT32", [1, 16], a), ("INPUT1", "INT32", [1, 16], b)],
+                      outputs=["OUTPUT1"])
+    resp = stub.ModelInfer(classify(r, "OUTPUT0", 3), timeout=RPC_TIMEOUT)
+    assert classified(resp, "OUTPUT0") == ("BYTES", [1, 3], ["10:2", "10:3", "9:12"])
+    assert [o.datatype for o in resp.outputs if o.name == "OUTPUT1"] == ["INT32"]
+    np.testing.assert_array_equal(output_array(resp, "OUTPUT1", np.int32), a - b)
+
+
+def test_classification_bad_requests(stub, shm_objects):
+    x = np.array([[0.1, 0.9]], np.float32)
+
+    def req(k, model="identity_fp32"):
+        return classify(infer_request(model, [("INPUT0", "FP32", [1, 2], x)]), "OUTPUT0", k)
+
+    for k in (0, -3, ("double_param", 2.0), ("string_param", "2"), ("bool_param", True),
+              ("uint64_param", 2)):
+        e = rpc_error(stub.ModelInfer, req(k))
+        assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, k
+        assert "'classification'" in e.details() and "OUTPUT0" in e.details(), e.details()
+    # A BYTES output cannot be classified.
+    r = classify(infer_request("identity_bytes", [("INPUT0", "BYTES", [1, 1], [b"x"])]), "OUTPUT0", 1)
+    e = rpc_error(stub.ModelInfer, r)
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert e.details() == "class result not available for output due to unsupported type 'BYTES'"
+    # Shared memory and classification on one output.
+    m = shm_objects(4096)
+    shm_register(stub, "cls", m, 4096)
+    r = req(1)
+    set_shm(r.outputs[0].parameters, "cls", 8)
+    e = rpc_error(stub.ModelInfer, r)
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "shared_memory_region" in e.details() and "classification" in e.details()
+    # The server is fine.
+    resp = stub.ModelInfer(req(1), timeout=RPC_TIMEOUT)
+    assert classified(resp, "OUTPUT0") == ("BYTES", [1, 1], ["0.900000:1"])
+
+
+def test_classification_stream_and_decoupled(stub):
+    """ModelStreamInfer classifies the same way, also every response of a
+    decoupled model; errors arrive as error_message and the stream goes on."""
+    reqs = [classify(square_request(3, "sq", empty_final=True), "OUT", 2),
+            classify(infer_request("identity_labels", [("INPUT0", "FP32", [1, 3], np.array([[3, 1, 2]], np.float32))],
+                                   rid="lab"), "OUTPUT0", 2),
+            classify(square_request(1, "bad"), "OUT", 0),
+            classify(infer_request("identity_bytes", [("INPUT0", "BYTES", [1, 1], [b"x"])], rid="bytes"),
+                     "OUTPUT0", 1)]
+    got = list(stub.ModelStreamInfer(iter(reqs), timeout=RPC_TIMEOUT))
+    per = {}
+    for g in got:
+        per.setdefault(g.infer_response.id, []).append(g)
+    sq = [g for g in per["sq"] if not final_flag(g)]
+    assert len(sq) == 3 and len(per["sq"]) == 4
+    for g in sq:
+        assert g.error_message == ""
+        assert classified(g.infer_response, "OUT") == ("BYTES", [1], ["3:0"])
+    assert classified(per["lab"][0].infer_response, "OUTPUT0") == \
+        ("BYTES", [1, 2], ["3.000000:0:label0", "2.000000:2:label2"])
+    assert len(per["bad"]) == 1 and "'classification'" in per["bad"][0].error_message
+    assert len(per["bytes"]) == 1 and "unsupported type 'BYTES'" in per["bytes"][0].error_message
 
 
 # ---- ModelStreamInfer -----------------------------------------------------------
@@ -1200,7 +1337,9 @@ class RawH2:
         hdrs = [(":method", "POST"), (":scheme", "http"), (":path", path), (":authority", "nereid"),
                 ("content-type", "application/grpc"), ("te", "trailers"), *extra]
         self.send(1, 0x4, stream, b"".join(self.literal(n, v) for n, v in hdrs))
-        self.send(0, 0x1, stream, body)
+        # DATA frames of at most 16 KiB (HTTP/2's default largest frame).
+        for off in range(0, max(len(body), 1), 16384):
+            self.send(0, 0x1 if off + 16384 >= len(body) else 0, stream, body[off:off + 16384])
 
     def read_frame(self):
         while True:
@@ -1319,6 +1458,168 @@ def test_compression_raw_errors_and_accept_encoding(server):
         assert h.response(13)[0]["grpc-status"] == "0"
     finally:
         h.close()
+
+
+# ---- response compression (--grpc-infer-response-compression-level) -------------------
+
+INFER_PATH = "/inference.GRPCInferenceService/ModelInfer"
+STREAM_PATH = "/inference.GRPCInferenceService/ModelStreamInfer"
+
+
+def start_compressing(level):
+    port = free_port()
+    s = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
+                "--model-control-mode=explicit", "--load-model=identity_fp32", "--load-model=square_int32",
+                "--allow-http=false", "--allow-metrics=false", f"--grpc-port={port}",
+                "--grpc-address=127.0.0.1", f"--grpc-infer-response-compression-level={level}"])
+    s.wait_ready()
+    s.port = port
+    return s
+
+
+def stop_cleanly(s):
+    try:
+        assert s.stop() == 0, s.text()
+        for bad in ("AddressSanitizer", "LeakSanitizer", "runtime error:"):
+            assert bad not in s.text(), s.text()
+    finally:
+        if s.proc.poll() is None:
+            s.proc.kill()
+            s.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def high_server():
+    s = start_compressing("high")
+    yield s
+    stop_cleanly(s)
+
+
+def raw_call(port, path, msg, accept=None):
+    """One call on its own raw HTTP/2 connection (so flow control windows
+    never run out): the response headers and trailers, and its messages as
+    (compressed flag, payload) pairs."""
+    h = RawH2(port)
+    try:
+        extra = [] if accept is None else [("grpc-accept-encoding", accept)]
+        h.request(1, path, grpc_frame(msg.SerializeToString()), extra)
+        hdrs, data = h.response(1)
+    finally:
+        h.close()
+    msgs = []
+    while data:
+        n = int.from_bytes(data[1:5], "big")
+        msgs.append((data[0], data[5:5 + n]))
+        data = data[5 + n:]
+    return hdrs, msgs
+
+
+def plain(hdrs, flag, payload):
+    if flag == 0:
+        return payload
+    assert flag == 1
+    return gzip.decompress(payload) if hdrs["grpc-encoding"] == "gzip" else zlib.decompress(payload)
+
+
+# Compresses well, but not to nothing: zlib level 1 and 9 differ a lot on it.
+WAVE = np.round(np.sin(np.arange(8192, dtype=np.float32) / 7) * 100).astype(np.float32).reshape(1, 8192)
+
+
+def wave_request(rid="w"):
+    return infer_request("identity_fp32", [("INPUT0", "FP32", list(WAVE.shape), WAVE)], rid=rid)
+
+
+def test_response_compression_raw(high_server):
+    """Responses are compressed (flag 1, grpc-encoding) in what the client
+    accepts; with "high" and both accepted that is deflate (gRPC's choice).
+    A client that does not accept gzip or deflate, and RPCs other than
+    inference, get them uncompressed."""
+    port = high_server.port
+    for accept, enc in (("identity,deflate,gzip", "deflate"), ("gzip", "gzip"), ("deflate", "deflate"),
+                        ("identity , gzip", "gzip")):
+        hdrs, msgs = raw_call(port, INFER_PATH, wave_request(), accept)
+        assert hdrs["grpc-status"] == "0" and hdrs.get("grpc-encoding") == enc, (accept, hdrs)
+        assert len(msgs) == 1 and msgs[0][0] == 1, accept
+        assert len(msgs[0][1]) < WAVE.nbytes // 4
+        resp = pb.ModelInferResponse.FromString(plain(hdrs, *msgs[0]))
+        assert resp.id == "w"
+        np.testing.assert_array_equal(output_array(resp, "OUTPUT0", np.float32), WAVE)
+    for accept in (None, "identity", "snappy, br"):
+        hdrs, msgs = raw_call(port, INFER_PATH, wave_request(), accept)
+        assert hdrs["grpc-status"] == "0" and "grpc-encoding" not in hdrs, (accept, hdrs)
+        assert len(msgs) == 1 and msgs[0][0] == 0
+        resp = pb.ModelInferResponse.FromString(msgs[0][1])
+        np.testing.assert_array_equal(output_array(resp, "OUTPUT0", np.float32), WAVE)
+    hdrs, msgs = raw_call(port, LIVE_PATH, pb.ServerLiveRequest(), "gzip")
+    assert "grpc-encoding" not in hdrs and msgs[0][0] == 0
+    assert pb.ServerLiveResponse.FromString(msgs[0][1]).live
+    # A message too small to gain is sent as it is (flag 0), as gRPC does.
+    tiny = infer_request("identity_fp32", [("INPUT0", "FP32", [1, 1], np.array([[1.5]], np.float32))])
+    hdrs, msgs = raw_call(port, INFER_PATH, tiny, "gzip")
+    assert hdrs["grpc-encoding"] == "gzip" and msgs[0][0] == 0
+    assert output_array(pb.ModelInferResponse.FromString(msgs[0][1]), "OUTPUT0", np.float32).tolist() == [[1.5]]
+    # Streams: every response message.
+    hdrs, msgs = raw_call(port, STREAM_PATH, wave_request("s"), "gzip")
+    assert hdrs["grpc-status"] == "0" and hdrs["grpc-encoding"] == "gzip"
+    assert len(msgs) == 1 and msgs[0][0] == 1
+    r = pb.ModelStreamInferResponse.FromString(plain(hdrs, *msgs[0]))
+    assert r.error_message == "" and r.infer_response.id == "s"
+    np.testing.assert_array_equal(output_array(r.infer_response, "OUTPUT0", np.float32), WAVE)
+
+
+def test_response_compression_grpcio(high_server):
+    """grpcio accepts gzip and deflate and decodes compressed responses."""
+    ch = grpc.insecure_channel(f"127.0.0.1:{high_server.port}")
+    try:
+        st = pbg.GRPCInferenceServiceStub(ch)
+        resp = st.ModelInfer(wave_request(), timeout=RPC_TIMEOUT)
+        np.testing.assert_array_equal(output_array(resp, "OUTPUT0", np.float32), WAVE)
+        reqs = [wave_request("a"), square_request(3, "sq", empty_final=True), wave_request("b")]
+        got = list(st.ModelStreamInfer(iter(reqs), timeout=RPC_TIMEOUT))
+        assert sorted(g.infer_response.id for g in got) == ["a", "b", "sq", "sq", "sq", "sq"]
+        for g in got:
+            assert g.error_message == ""
+            if g.infer_response.id in ("a", "b"):
+                np.testing.assert_array_equal(output_array(g.infer_response, "OUTPUT0", np.float32), WAVE)
+        # Compressed requests still work alongside.
+        resp = st.ModelInfer(wave_request(), timeout=RPC_TIMEOUT, compression=grpc.Compression.Gzip)
+        np.testing.assert_array_equal(output_array(resp, "OUTPUT0", np.float32), WAVE)
+    finally:
+        ch.close()
+
+
+def test_response_compression_levels(high_server):
+    """low picks the first accepted encoding (gzip) and zlib's fastest level;
+    high the last (deflate) and zlib's best; medium the middle one."""
+    low, medium = start_compressing("low"), start_compressing("medium")
+    try:
+        hdrs, _ = raw_call(low.port, INFER_PATH, wave_request(), "identity,deflate,gzip")
+        assert hdrs["grpc-encoding"] == "gzip"
+        hdrs, _ = raw_call(medium.port, INFER_PATH, wave_request(), "identity,deflate,gzip")
+        assert hdrs["grpc-encoding"] == "deflate"
+        hdrs, _ = raw_call(medium.port, INFER_PATH, wave_request(), "gzip")
+        assert hdrs["grpc-encoding"] == "gzip"
+        sizes = {}
+        for name, srv in (("low", low), ("medium", medium), ("high", high_server)):
+            hdrs, msgs = raw_call(srv.port, INFER_PATH, wave_request(), "gzip")
+            assert hdrs["grpc-encoding"] == "gzip" and msgs[0][0] == 1
+            resp = pb.ModelInferResponse.FromString(plain(hdrs, *msgs[0]))
+            np.testing.assert_array_equal(output_array(resp, "OUTPUT0", np.float32), WAVE)
+            sizes[name] = len(msgs[0][1])
+        assert sizes["low"] > sizes["medium"] >= sizes["high"], sizes
+    finally:
+        stop_cleanly(low)
+        stop_cleanly(medium)
+
+
+@pytest.mark.parametrize("value", ["max", "9", "HIGHEST", ""])
+def test_response_compression_flag_rejected(value):
+    flag = "--grpc-infer-response-compression-level"
+    p = subprocess.run([NEREID, "--model-repository", EXAMPLES, f"{flag}={value}"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2, p.stderr
+    first = p.stderr.splitlines()[0]
+    assert flag in first and f"'{value}'" in first and "none, low, medium or high" in first, first
 
 
 def teardown_module(module):
