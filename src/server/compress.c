@@ -3,6 +3,7 @@
 
 #include <limits.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -92,4 +93,71 @@ int nrd_srv_compress(int window_bits, int level, const nrd_srv_compress_piece *i
   *out = buf;
   *out_len = produced;
   return 0;
+}
+
+nrd_srv_inflate_result nrd_srv_decompress(int window_bits, const void *in, size_t len, size_t max,
+                                          uint8_t **out, size_t *out_len, size_t *rest,
+                                          const char **why) {
+  *out = NULL;
+  *out_len = 0;
+  *rest = 0;
+  *why = NULL;
+  z_stream z;
+  memset(&z, 0, sizeof z);
+  if (inflateInit2(&z, window_bits) != Z_OK) return NRD_SRV_INFLATE_NO_MEMORY;
+  const size_t most = max == SIZE_MAX ? SIZE_MAX : max + 1; /* one past max tells it is over */
+  size_t cap = len > (SIZE_MAX - 64) / 4 ? SIZE_MAX : len * 4 + 64;
+  if (cap > most) cap = most;
+  uint8_t *buf = malloc(cap ? cap : 1);
+  const uint8_t *src = in;
+  size_t left = len, total = 0;
+  nrd_srv_inflate_result res = buf ? NRD_SRV_INFLATE_OK : NRD_SRV_INFLATE_NO_MEMORY;
+  while (res == NRD_SRV_INFLATE_OK) {
+    if (z.avail_in == 0 && left > 0) { /* zlib counts in uInt */
+      uInt n = left > UINT_MAX ? UINT_MAX : (uInt)left;
+      z.next_in = (Bytef *)src;
+      z.avail_in = n;
+      src += n;
+      left -= n;
+    }
+    if (total == cap) {
+      if (cap > max) {
+        res = NRD_SRV_INFLATE_TOO_LARGE;
+        break;
+      }
+      size_t ncap = cap > most / 2 ? most : cap * 2;
+      uint8_t *nb = realloc(buf, ncap);
+      if (nb == NULL) {
+        res = NRD_SRV_INFLATE_NO_MEMORY;
+        break;
+      }
+      buf = nb;
+      cap = ncap;
+    }
+    size_t room = cap - total > UINT_MAX ? UINT_MAX : cap - total;
+    z.next_out = buf + total;
+    z.avail_out = (uInt)room;
+    int rc = inflate(&z, Z_NO_FLUSH);
+    size_t produced = room - z.avail_out;
+    total += produced;
+    if (total > max) {
+      res = NRD_SRV_INFLATE_TOO_LARGE;
+    } else if (rc == Z_STREAM_END) {
+      break;
+    } else if (rc == Z_OK || rc == Z_BUF_ERROR) {
+      if (produced == 0 && z.avail_in == 0 && left == 0) res = NRD_SRV_INFLATE_TRUNCATED;
+    } else {
+      res = rc == Z_MEM_ERROR ? NRD_SRV_INFLATE_NO_MEMORY : NRD_SRV_INFLATE_CORRUPT;
+      *why = z.msg; /* zlib's messages are string literals */
+    }
+  }
+  if (res == NRD_SRV_INFLATE_OK) {
+    *out = buf;
+    *out_len = total;
+    *rest = z.avail_in + left;
+  } else {
+    free(buf);
+  }
+  inflateEnd(&z);
+  return res;
 }

@@ -28,7 +28,6 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "compress.h"
 #include "grpc_call.h"
@@ -505,61 +504,28 @@ static void call_detach(nrd_srv_grpc_call *call) {
  * gRPC status with msg filled (nothing to free). */
 static int inflate_message(int enc, const uint8_t *in, size_t len, uint32_t max, uint8_t **out,
                            size_t *out_len, char *msg, size_t msglen) {
-  *out = NULL;
-  *out_len = 0;
   const char *algo = enc == ENC_GZIP ? "gzip" : "deflate";
-  z_stream zs;
-  memset(&zs, 0, sizeof zs);
-  if (inflateInit2(&zs, enc == ENC_GZIP ? 15 + 16 : 15) != Z_OK) {
-    snprintf(msg, msglen, "cannot start %s decompression", algo);
-    return NRD_GRPC_INTERNAL;
+  size_t rest = 0;
+  const char *why = NULL;
+  nrd_srv_inflate_result r = nrd_srv_decompress(nrd_srv_compress_window_bits(algo), in, len, max,
+                                                out, out_len, &rest, &why);
+  if (r == NRD_SRV_INFLATE_OK && rest == 0) return NRD_GRPC_OK;
+  if (r == NRD_SRV_INFLATE_OK) { /* bytes after the stream: not one message */
+    free(*out);
+    *out = NULL;
+    *out_len = 0;
+    why = "trailing data";
   }
-  int status = NRD_GRPC_OK;
-  size_t cap = len * 4 + 64;
-  if (cap > (size_t)max + 1) cap = (size_t)max + 1;
-  uint8_t *buf = malloc(cap ? cap : 1);
-  zs.next_in = (Bytef *)in;
-  zs.avail_in = (uInt)len;
-  int rc = Z_OK;
-  while (buf && rc != Z_STREAM_END) {
-    if (zs.total_out == cap) {
-      if (cap > max) break; /* more than max bytes came out */
-      size_t ncap = cap * 2 > (size_t)max + 1 ? (size_t)max + 1 : cap * 2;
-      uint8_t *nb = realloc(buf, ncap);
-      if (nb == NULL) {
-        free(buf);
-        buf = NULL;
-        break;
-      }
-      buf = nb;
-      cap = ncap;
-    }
-    zs.next_out = buf + zs.total_out;
-    zs.avail_out = (uInt)(cap - zs.total_out);
-    rc = inflate(&zs, Z_NO_FLUSH);
-    if (rc == Z_BUF_ERROR && zs.avail_in == 0 && zs.avail_out > 0) break; /* truncated input */
-    if (rc != Z_OK && rc != Z_STREAM_END && rc != Z_BUF_ERROR) break;
-  }
-  if (buf == NULL) {
+  if (r == NRD_SRV_INFLATE_NO_MEMORY) {
     snprintf(msg, msglen, "out of memory decompressing a %s message", algo);
-    status = NRD_GRPC_RESOURCE_EXHAUSTED;
-  } else if (zs.total_out > max) {
-    snprintf(msg, msglen, "Received message larger than max when decompressed (more than %u bytes)",
-             max);
-    status = NRD_GRPC_RESOURCE_EXHAUSTED;
-  } else if (rc != Z_STREAM_END || zs.avail_in != 0) {
-    snprintf(msg, msglen, "failed to decompress a %s message: %s", algo,
-             zs.msg ? zs.msg : (rc == Z_STREAM_END ? "trailing data" : "truncated or corrupt data"));
-    status = NRD_GRPC_INTERNAL;
+    return NRD_GRPC_RESOURCE_EXHAUSTED;
   }
-  if (status == NRD_GRPC_OK) {
-    *out = buf;
-    *out_len = zs.total_out;
-  } else {
-    free(buf);
+  if (r == NRD_SRV_INFLATE_TOO_LARGE) {
+    snprintf(msg, msglen, "Received message larger than max when decompressed (more than %u bytes)", max);
+    return NRD_GRPC_RESOURCE_EXHAUSTED;
   }
-  inflateEnd(&zs);
-  return status;
+  snprintf(msg, msglen, "failed to decompress a %s message: %s", algo, why ? why : "truncated or corrupt data");
+  return NRD_GRPC_INTERNAL;
 }
 
 static void call_deliver_messages(nrd_srv_grpc_call *call, bool at_end) {

@@ -12,7 +12,6 @@
 #include "compress.h"
 #include "http_internal.h"
 
-#define CHUNK (256 * 1024)
 
 int nrd_srv_http_decode_body(nrd_srv_http_req *req, size_t limit, char *msg, size_t msglen) {
   const char *enc = nrd_srv_http_header_get(req, "Content-Encoding");
@@ -25,62 +24,27 @@ int nrd_srv_http_decode_body(nrd_srv_http_req *req, size_t limit, char *msg, siz
   }
   size_t in_len = 0;
   const char *src = nrd_srv_http_body(req, &in_len);
-  z_stream z;
-  memset(&z, 0, sizeof z);
-  if (inflateInit2(&z, wb) != Z_OK) {
-    snprintf(msg, msglen, "cannot start decompressing the request body");
-    return 400;
-  }
-  char *out = NULL;
-  size_t cap = 0, total = 0;
-  int status = 0, rc = Z_OK;
-  z.next_in = (Bytef *)src;
-  z.avail_in = (uInt)in_len; /* bodies are far below 4 GB (max input size) */
-  while (rc != Z_STREAM_END) {
-    if (total == cap) {
-      size_t ncap = cap ? cap * 2 : (in_len * 4 > CHUNK ? in_len * 4 : CHUNK);
-      if (ncap > limit + 1) ncap = limit + 1; /* one byte past the limit tells us it is over */
-      char *n = ncap > cap ? realloc(out, ncap) : NULL;
-      if (n == NULL) {
-        status = ncap > cap ? 500 : 413;
-        if (status == 500) snprintf(msg, msglen, "out of memory decompressing the request body");
-        else snprintf(msg, msglen, "decompressed request body is larger than the limit of %zu bytes", limit);
-        break;
-      }
-      out = n;
-      cap = ncap;
-    }
-    size_t room = cap - total;
-    if (room > CHUNK) room = CHUNK;
-    z.next_out = (Bytef *)out + total;
-    z.avail_out = (uInt)room;
-    rc = inflate(&z, Z_NO_FLUSH);
-    size_t produced = room - z.avail_out;
-    total += produced;
-    if (total > limit) {
-      status = 413;
+  uint8_t *out = NULL;
+  size_t total = 0, rest = 0;
+  const char *why = NULL;
+  switch (nrd_srv_decompress(wb, src, in_len, limit, &out, &total, &rest, &why)) {
+    case NRD_SRV_INFLATE_OK:
+      break; /* bytes after the end of the stream are ignored */
+    case NRD_SRV_INFLATE_TOO_LARGE:
       snprintf(msg, msglen, "decompressed request body is larger than the limit of %zu bytes", limit);
-      break;
-    }
-    if (rc == Z_STREAM_END) break;
-    if (rc != Z_OK && !(rc == Z_BUF_ERROR && z.avail_in > 0)) {
-      status = 400;
-      snprintf(msg, msglen, "the request body is not valid %s data%s%s", enc, z.msg ? ": " : "",
-               z.msg ? z.msg : "");
-      break;
-    }
-    if (produced == 0 && z.avail_in == 0) {
-      status = 400;
+      return 413;
+    case NRD_SRV_INFLATE_NO_MEMORY:
+      snprintf(msg, msglen, "out of memory decompressing the request body");
+      return 500;
+    case NRD_SRV_INFLATE_TRUNCATED:
       snprintf(msg, msglen, "the request body is truncated %s data", enc);
-      break;
-    }
+      return 400;
+    case NRD_SRV_INFLATE_CORRUPT:
+      snprintf(msg, msglen, "the request body is not valid %s data%s%s", enc, why ? ": " : "",
+               why ? why : "");
+      return 400;
   }
-  inflateEnd(&z);
-  if (status != 0) {
-    free(out);
-    return status;
-  }
-  nrd_srv_http_set_body(req, out, total);
+  nrd_srv_http_set_body(req, (char *)out, total);
   return 0;
 }
 
