@@ -52,17 +52,22 @@ static bool in_region(const void *p) {
   return lo != 0 && u >= lo && u < lo + (uintptr_t)SLOTS * SLOT_BYTES;
 }
 
-static void *hook_malloc(size_t n) {
+/* n bytes from the arena being filled on this thread, or NULL (no arena,
+ * or no room left). */
+static void *arena_take(size_t n) {
   nrd_srv_json_arena *a = filling;
-  if (a != NULL) {
-    size_t start = (a->used + ALIGN - 1) & ~(size_t)(ALIGN - 1);
-    if (n <= SLOT_BYTES && start + n + REDZONE <= SLOT_BYTES) {
-      a->used = start + n + REDZONE;
-      UNPOISON(a->base + start, n);
-      return a->base + start;
-    }
-  }
-  return malloc(n); /* no arena, or it is full: the free hook tells them apart */
+  if (a == NULL) return NULL;
+  size_t start = (a->used + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+  if (n > SLOT_BYTES || start + n + REDZONE > SLOT_BYTES) return NULL;
+  a->used = start + n + REDZONE;
+  UNPOISON(a->base + start, n);
+  return a->base + start;
+}
+
+/* The free hooks tell arena memory from malloc's by its address. */
+static void *hook_malloc(size_t n) {
+  void *p = arena_take(n);
+  return p ? p : malloc(n);
 }
 
 static void hook_free(void *p) {
@@ -73,12 +78,8 @@ static void hook_free(void *p) {
  * too; yajl grows buffers with realloc, so arena blocks carry their size. */
 static void *yajl_hook_malloc(void *ctx, size_t n) {
   (void)ctx;
-  if (filling == NULL || n > SLOT_BYTES) return malloc(n);
-  size_t *p = hook_malloc(n + ALIGN);
-  if (!in_region(p)) { /* the arena is full: hook_malloc used malloc */
-    free(p);
-    return malloc(n);
-  }
+  size_t *p = n <= SLOT_BYTES ? arena_take(n + ALIGN) : NULL;
+  if (p == NULL) return malloc(n);
   p[0] = n;
   return (char *)p + ALIGN;
 }
