@@ -437,8 +437,10 @@ void nrd_identity_execute(TRITONBACKEND_ModelInstance *instance,
 
   uint64_t total_batch = 0;
   bool batching = model->max_batch_size > 0;
-  /* A batching model whose requests all look alike runs in one pass. */
-  bool all_present = count > 0;
+  /* A batching model whose requests all look alike runs in one pass; a
+   * lone request is copied straight from its input to its output, which
+   * skips the batch's planning, gather and scatter. */
+  bool all_present = count > 1;
   for (uint32_t i = 0; i < count; ++i) {
     all_present = all_present && requests[i] != NULL;
   }
