@@ -109,6 +109,7 @@ typedef struct infer_ctx {
   TRITONSERVER_InferenceRequest *ireq;
   TRITONSERVER_InferenceResponse *resp;
   atomic_int remaining;         /* release + final response */
+  bool released;                /* under mu: the core handed ireq back */
   void **bufs;                  /* input data parsed from JSON */
   size_t n_bufs;
   req_output *outs;
@@ -193,7 +194,7 @@ static void ctx_free(infer_ctx *c) {
 static void on_disconnect(nrd_srv_http_pending *p) {
   infer_ctx *c = (infer_ctx *)p;
   pthread_mutex_lock(&c->mu);
-  if (c->ireq) {
+  if (c->ireq && !c->released) {
     TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestCancel(c->ireq);
     if (err) TRITONSERVER_ErrorDelete(err);
   }
@@ -213,10 +214,10 @@ static void count_down(infer_ctx *c) {
 static void on_release(TRITONSERVER_InferenceRequest *request, const uint32_t flags, void *userp) {
   (void)flags;
   infer_ctx *c = userp;
+  (void)request;
   pthread_mutex_lock(&c->mu);
-  c->ireq = NULL;
+  c->released = true;
   pthread_mutex_unlock(&c->mu);
-  TRITONSERVER_InferenceRequestDelete(request);
   count_down(c);
 }
 
@@ -455,6 +456,7 @@ typedef struct parse {
   const char *header;
   nrd_srv_http_span spans[NRD_SRV_HTTP_MAX_DATA_SPANS];
   size_t n_spans;
+  bool maybe_shm; /* the header may name shared memory parameters */
   char msg[512];
 } parse;
 
@@ -507,7 +509,7 @@ typedef struct nrd_srv_http_shm_ref {
  * when they are given (ref filled), 0 when not, -1 on a bad combination. */
 static int parse_shm_params(parse *ps, json_t *params, const char *what, const char *name,
                             nrd_srv_http_shm_ref *ref) {
-  if (!json_is_object(params)) return 0;
+  if (!ps->maybe_shm || !json_is_object(params)) return 0;
   json_t *region = json_object_get(params, "shared_memory_region");
   json_t *size = json_object_get(params, "shared_memory_byte_size");
   json_t *off = json_object_get(params, "shared_memory_offset");
@@ -744,6 +746,21 @@ static int parse_parameters(parse *ps, json_t *params) {
   return 0;
 }
 
+/* Whether needle (nlen > anchor) occurs in h. The search jumps between the
+ * places of needle[anchor], so that should be a character rare in
+ * inference headers: this is several times quicker than memmem there. */
+static bool contains(const char *h, size_t n, const char *needle, size_t nlen, size_t anchor) {
+  if (n < nlen) return false;
+  const char *p = h + anchor, *end = h + (n - nlen) + anchor + 1;
+  while (p < end) {
+    const char *q = memchr(p, needle[anchor], (size_t)(end - p));
+    if (q == NULL) return false;
+    if (memcmp(q - anchor, needle, nlen) == 0) return true;
+    p = q + 1;
+  }
+  return false;
+}
+
 /* Parses the whole request into ps->ireq. Returns 0 or -1 with ps->msg. */
 static int parse_request(parse *ps) {
   const char *hlen = nrd_srv_http_header_get(ps->req, "Inference-Header-Content-Length");
@@ -762,7 +779,11 @@ static int parse_request(parse *ps) {
   size_t stripped_len = 0;
   /* Without the key "data" anywhere (binary requests) there is nothing to
    * cut out, so the text goes to the parser as it is. */
-  bool has_data = memmem(ps->header, ps->header_len, "\"data\"", 6) != NULL;
+  bool has_data = contains(ps->header, ps->header_len, "\"data\"", 6, 1);
+  /* Likewise three lookups per tensor are saved when no key can be a
+   * shared memory parameter (a key could only hide it behind an escape). */
+  ps->maybe_shm = contains(ps->header, ps->header_len, "shared_memory_", 14, 12) ||
+                  memchr(ps->header, '\\', ps->header_len) != NULL;
   if (has_data && nrd_srv_http_json_cut_data(ps->header, ps->header_len, ps->spans, &ps->n_spans,
                                              &stripped, &stripped_len, ps->msg, sizeof ps->msg) != 0)
     return -1;

@@ -36,6 +36,7 @@ struct nrd_srv_json_arena {
   char *base;
   size_t used;
   int slot;
+  bool spilled; /* part of the live document came from malloc */
 };
 
 static pthread_mutex_t region_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -67,7 +68,9 @@ static void *arena_take(size_t n) {
 /* The free hooks tell arena memory from malloc's by its address. */
 static void *hook_malloc(size_t n) {
   void *p = arena_take(n);
-  return p ? p : malloc(n);
+  if (p) return p;
+  if (filling) filling->spilled = true;
+  return malloc(n);
 }
 
 static void hook_free(void *p) {
@@ -278,6 +281,7 @@ json_t *nrd_srv_json_arena_loadb(nrd_srv_json_arena *a, const char *buf, size_t 
                                  json_error_t *err) {
   builder b = {0};
   b.key = b.key_inline;
+  if (a) a->spilled = false;
   filling = a;
   yajl_handle h = yajl_alloc(&events, &yajl_hooks, &b);
   if (h == NULL) {
@@ -311,7 +315,9 @@ json_t *nrd_srv_json_arena_loadb(nrd_srv_json_arena *a, const char *buf, size_t 
 }
 
 void nrd_srv_json_arena_drop(nrd_srv_json_arena *a, json_t *doc) {
-  json_decref(doc);
+  /* A document wholly inside the arena goes with the reset; walking it to
+   * free nothing would cost as much as a quarter of the parse. */
+  if (a == NULL || a->spilled) json_decref(doc);
   if (a == NULL) return;
   POISON(a->base, a->used);
   a->used = 0;

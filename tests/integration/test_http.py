@@ -788,6 +788,15 @@ def test_shared_memory_inputs_and_outputs(srv, shm_regions):
         got0 = np.frombuffer(bytes(mout.buf[100:164]), dtype=np.int32)
         got1 = np.frombuffer(bytes(mout.buf[1100:1164]), dtype=np.int32)
         assert np.array_equal(got0, a + b) and np.array_equal(got1, a - b)
+        # Keys spelled with JSON escapes are the same keys (the server's
+        # quick text checks must not miss them).
+        mout.buf[100:164] = bytes(64)
+        escaped = json.dumps(body).replace("shared_memory_", "shared\\u005fmemory_")
+        assert "\\u005f" in escaped
+        st, r = jreq(srv, "POST", "/v2/models/simple/infer", escaped)
+        assert st == 200, r
+        got0 = np.frombuffer(bytes(mout.buf[100:164]), dtype=np.int32)
+        assert np.array_equal(got0, a + b)
         # Mixed: shared memory input, JSON output.
         body2 = {"inputs": body["inputs"], "outputs": [{"name": "OUTPUT0"}]}
         st, r = jreq(srv, "POST", "/v2/models/simple/infer", body2)
