@@ -21,6 +21,7 @@ struct TRITONBACKEND_ModelInstance {
   TRITONSERVER_Message *host_policy; /* made on first HostPolicy call */
   pthread_t thread;
   bool thread_started;
+  bool sched_batch; /* run the thread under SCHED_BATCH (instance.c) */
 };
 
 /* Allocates an instance description (no backend call). Returns NULL on

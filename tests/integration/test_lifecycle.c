@@ -4,6 +4,8 @@
  * serving). */
 #include "harness.h"
 
+#include <sched.h>
+
 static char *g_repo, *g_record;
 
 static void setup(void) {
@@ -331,5 +333,50 @@ Test(lifecycle, reported_memory_usage_in_statistics) {
                           "{\"type\":\"CPU_PINNED\",\"id\":0,\"byte_size\":14}]"),
             "%s", stats);
   free(stats);
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
+
+/* Scheduling policies of this process's threads whose name starts with
+ * `prefix`: counts of SCHED_BATCH and of other policies. */
+static void thread_policies(const char *prefix, int *batch, int *other) {
+  *batch = *other = 0;
+  DIR *d = opendir("/proc/self/task");
+  cr_assert_not_null(d);
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char path[300], comm[32] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    if (!fgets(comm, sizeof comm, f)) comm[0] = '\0';
+    fclose(f);
+    if (strncmp(comm, prefix, strlen(prefix)) != 0) continue;
+    int policy = sched_getscheduler((pid_t)atoi(e->d_name));
+    if (policy == SCHED_BATCH) (*batch)++;
+    else (*other)++;
+  }
+  closedir(d);
+}
+
+Test(lifecycle, instance_threads_run_under_sched_batch_unless_told_otherwise) {
+  write_model("batchy", "recorder", "instance_group [ { count: 2 kind: KIND_CPU } ]\n");
+  write_model("plain", "recorder", "instance_group [ { count: 1 kind: KIND_CPU } ]\n");
+  TRITONSERVER_Server *s = explicit_server();
+  H_OK(TRITONSERVER_ServerLoadModel(s, "batchy"));
+  /* Each thread names itself and sets its policy as it starts. */
+  int batch = 0, other = 0;
+  for (int i = 0; i < 200 && batch + other < 2; i++, usleep(10000)) thread_policies("nrd-batchy", &batch, &other);
+  cr_assert_eq(batch, 2, "instance threads under SCHED_BATCH: %d (others: %d)", batch, other);
+  cr_assert_eq(other, 0);
+  setenv("NEREID_INSTANCE_THREAD_POLICY", "normal", 1);
+  H_OK(TRITONSERVER_ServerLoadModel(s, "plain"));
+  unsetenv("NEREID_INSTANCE_THREAD_POLICY");
+  batch = other = 0;
+  for (int i = 0; i < 200 && batch + other < 1; i++, usleep(10000)) thread_policies("nrd-plain", &batch, &other);
+  cr_assert_eq(other, 1, "NEREID_INSTANCE_THREAD_POLICY=normal: %d normal, %d batch", other, batch);
+  cr_assert_eq(batch, 0);
+  char *err = infer_once(s, "plain");
+  cr_assert_null(err, "%s", err);
   H_OK(TRITONSERVER_ServerDelete(s));
 }
