@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "classify.h"
+#include "fmt.h"
 #include "grpc_service.pb-c.h"
 
 typedef struct infer_ctx infer_ctx;
@@ -307,7 +308,7 @@ static uint8_t *build_response(infer_ctx *ctx, TRITONSERVER_InferenceResponse *r
       n_par = 0;
     }
   }
-  if (model_version >= 0) snprintf(version, sizeof version, "%lld", (long long)model_version);
+  if (model_version >= 0) version[nrd_srv_fmt_i64(version, model_version)] = '\0';
   else if (ctx->req->model_version) snprintf(version, sizeof version, "%s", ctx->req->model_version);
   r.model_name = (char *)(model_name ? model_name : "");
   r.model_version = version;
@@ -1004,7 +1005,7 @@ static void start_infer(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len,
     return;
   }
   size_t ctx_size = (sizeof(infer_ctx) + 15) & ~(size_t)15;
-  size_t cap = len + len / 2 + 2048;
+  size_t cap = 2 * len + 512;
   infer_ctx *ctx = malloc(ctx_size + cap);
   if (ctx == NULL) {
     nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "compress.h"
+#include "fmt.h"
 #include "grpc_call.h"
 #include "grpc_rpc.h"
 
@@ -314,10 +315,10 @@ static ssize_t data_read_cb(nghttp2_session *sess, int32_t id, uint8_t *buf, siz
   if (call->c) call->c->out_bytes -= n < call->c->out_bytes ? n : call->c->out_bytes;
   if (call->out_head == NULL && call->done) {
     *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
-    char code[12];
-    snprintf(code, sizeof code, "%d", call->status);
+    char code[24];
+    size_t code_len = nrd_srv_fmt_i64(code, call->status);
     nghttp2_nv tr[2] = {
-        {(uint8_t *)"grpc-status", (uint8_t *)code, 11, strlen(code), NGHTTP2_NV_FLAG_NONE},
+        {(uint8_t *)"grpc-status", (uint8_t *)code, 11, code_len, NGHTTP2_NV_FLAG_NONE},
         {(uint8_t *)"grpc-message", (uint8_t *)(call->status_msg ? call->status_msg : ""), 12,
          call->status_msg ? strlen(call->status_msg) : 0, NGHTTP2_NV_FLAG_NONE}};
     int rv = nghttp2_submit_trailer(sess, call->id, tr, call->status_msg ? 2 : 1);
@@ -450,14 +451,14 @@ void nrd_srv_grpc_call_finish(nrd_srv_grpc_call *call, int status, const char *m
   call->status_msg = message && message[0] ? percent_encode(message) : NULL;
   if (!call->headers_sent && call->out_head == NULL) {
     /* Trailers-Only response: one HEADERS frame ending the stream. */
-    char code[12];
-    snprintf(code, sizeof code, "%d", status);
+    char code[24];
+    size_t code_len = nrd_srv_fmt_i64(code, status);
     nghttp2_nv hdrs[5] = {
         {(uint8_t *)":status", (uint8_t *)"200", 7, 3, NGHTTP2_NV_FLAG_NONE},
         {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16, NGHTTP2_NV_FLAG_NONE},
         {(uint8_t *)"grpc-accept-encoding", (uint8_t *)ACCEPT_ENCODING, 20,
          sizeof ACCEPT_ENCODING - 1, NGHTTP2_NV_FLAG_NONE},
-        {(uint8_t *)"grpc-status", (uint8_t *)code, 11, strlen(code), NGHTTP2_NV_FLAG_NONE},
+        {(uint8_t *)"grpc-status", (uint8_t *)code, 11, code_len, NGHTTP2_NV_FLAG_NONE},
         {(uint8_t *)"grpc-message", (uint8_t *)(call->status_msg ? call->status_msg : ""), 12,
          call->status_msg ? strlen(call->status_msg) : 0, NGHTTP2_NV_FLAG_NONE}};
     call->headers_sent = true;

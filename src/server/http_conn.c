@@ -30,6 +30,7 @@
 
 #include "http_internal.h"
 #include "http_json.h"
+#include "fmt.h"
 
 #define HEAD_MAX (64 * 1024)     /* request line + headers */
 #define RBUF_MIN (16 * 1024)     /* first receive buffer */
@@ -975,12 +976,12 @@ static size_t format_head(const nrd_srv_http_req *req, int status, bool chunked,
   const char *why = reason(status);
   char num[24];
   bool ok = PUT_LIT(&o, end, "HTTP/1.1 ");
-  ok = ok && put(&o, end, num, nrd_srv_http_fmt_u64(num, (uint64_t)(status > 0 ? status : 0)));
+  ok = ok && put(&o, end, num, nrd_srv_fmt_u64(num, (uint64_t)(status > 0 ? status : 0)));
   ok = ok && PUT_LIT(&o, end, " ") && put(&o, end, why, strlen(why)) && PUT_LIT(&o, end, "\r\n");
   ok = ok && put(&o, end, req->out_headers, req->out_headers_len);
   if (!chunked) {
     ok = ok && PUT_LIT(&o, end, "Content-Length: ");
-    ok = ok && put(&o, end, num, nrd_srv_http_fmt_u64(num, req->out_len)) && PUT_LIT(&o, end, "\r\n");
+    ok = ok && put(&o, end, num, nrd_srv_fmt_u64(num, req->out_len)) && PUT_LIT(&o, end, "\r\n");
   } else {
     ok = ok && PUT_LIT(&o, end, "Transfer-Encoding: chunked\r\n");
   }

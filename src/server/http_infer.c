@@ -17,6 +17,7 @@
 #include "classify.h"
 #include "http_internal.h"
 #include "http_json.h"
+#include "fmt.h"
 
 #define BLOCK_HEADER 64 /* output blocks: header, then 64-byte aligned data */
 
@@ -406,7 +407,7 @@ static bool build_reply(infer_ctx *c, nrd_srv_http_req *req) {
   size_t json_len = t.len;
   int fail = nrd_srv_http_add_body_ref(req, t.buf, t.len, free, t.buf);
   if (n_tails > 0) {
-    num[nrd_srv_http_fmt_u64(num, json_len)] = '\0';
+    num[nrd_srv_fmt_u64(num, json_len)] = '\0';
     fail |= nrd_srv_http_add_header(req, "Inference-Header-Content-Length", num);
     fail |= nrd_srv_http_add_header(req, "Content-Type", "application/octet-stream");
     for (size_t i = 0; i < n_tails && !fail; i++) {

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fmt.h"
+
 #define MAX_DEPTH 64
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
@@ -667,28 +669,9 @@ int nrd_srv_http_text_quoted(nrd_srv_http_text *t, const char *s, size_t n) {
   return 0;
 }
 
-size_t nrd_srv_http_fmt_u64(char *o, uint64_t v) {
-  char tmp[24];
-  size_t n = 0;
-  do {
-    tmp[n++] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v);
-  for (size_t i = 0; i < n; i++) o[i] = tmp[n - 1 - i];
-  return n;
-}
-
-size_t nrd_srv_http_fmt_i64(char *o, int64_t v) {
-  if (v < 0) {
-    o[0] = '-';
-    return 1 + nrd_srv_http_fmt_u64(o + 1, (uint64_t)0 - (uint64_t)v);
-  }
-  return nrd_srv_http_fmt_u64(o, (uint64_t)v);
-}
-
 int nrd_srv_http_text_i64(nrd_srv_http_text *t, int64_t v) {
   char buf[24];
-  return nrd_srv_http_text_add(t, buf, nrd_srv_http_fmt_i64(buf, v));
+  return nrd_srv_http_text_add(t, buf, nrd_srv_fmt_i64(buf, v));
 }
 
 static size_t fmt_double(char *o, double v, int digits) {
@@ -704,7 +687,7 @@ static size_t fmt_double(char *o, double v, int digits) {
     memcpy(o, "Infinity", 8);
     return 8;
   }
-  if (v == (double)(int64_t)v && fabs(v) < 1e15) return nrd_srv_http_fmt_i64(o, (int64_t)v);
+  if (v == (double)(int64_t)v && fabs(v) < 1e15) return nrd_srv_fmt_i64(o, (int64_t)v);
   int n = snprintf(o, 32, "%.*g", digits, v);
   return n > 0 ? (size_t)n : 0;
 }
@@ -743,14 +726,14 @@ int nrd_srv_http_json_write_data(nrd_srv_http_text *t, TRITONSERVER_DataType dt,
         else { memcpy(o, "false", 5); o += 5; }
         break;
       }
-      case TRITONSERVER_TYPE_UINT8: o += nrd_srv_http_fmt_u64(o, *e); break;
-      case TRITONSERVER_TYPE_UINT16: { uint16_t v; memcpy(&v, e, 2); o += nrd_srv_http_fmt_u64(o, v); break; }
-      case TRITONSERVER_TYPE_UINT32: { uint32_t v; memcpy(&v, e, 4); o += nrd_srv_http_fmt_u64(o, v); break; }
-      case TRITONSERVER_TYPE_UINT64: { uint64_t v; memcpy(&v, e, 8); o += nrd_srv_http_fmt_u64(o, v); break; }
-      case TRITONSERVER_TYPE_INT8: { int8_t v; memcpy(&v, e, 1); o += nrd_srv_http_fmt_i64(o, v); break; }
-      case TRITONSERVER_TYPE_INT16: { int16_t v; memcpy(&v, e, 2); o += nrd_srv_http_fmt_i64(o, v); break; }
-      case TRITONSERVER_TYPE_INT32: { int32_t v; memcpy(&v, e, 4); o += nrd_srv_http_fmt_i64(o, v); break; }
-      case TRITONSERVER_TYPE_INT64: { int64_t v; memcpy(&v, e, 8); o += nrd_srv_http_fmt_i64(o, v); break; }
+      case TRITONSERVER_TYPE_UINT8: o += nrd_srv_fmt_u64(o, *e); break;
+      case TRITONSERVER_TYPE_UINT16: { uint16_t v; memcpy(&v, e, 2); o += nrd_srv_fmt_u64(o, v); break; }
+      case TRITONSERVER_TYPE_UINT32: { uint32_t v; memcpy(&v, e, 4); o += nrd_srv_fmt_u64(o, v); break; }
+      case TRITONSERVER_TYPE_UINT64: { uint64_t v; memcpy(&v, e, 8); o += nrd_srv_fmt_u64(o, v); break; }
+      case TRITONSERVER_TYPE_INT8: { int8_t v; memcpy(&v, e, 1); o += nrd_srv_fmt_i64(o, v); break; }
+      case TRITONSERVER_TYPE_INT16: { int16_t v; memcpy(&v, e, 2); o += nrd_srv_fmt_i64(o, v); break; }
+      case TRITONSERVER_TYPE_INT32: { int32_t v; memcpy(&v, e, 4); o += nrd_srv_fmt_i64(o, v); break; }
+      case TRITONSERVER_TYPE_INT64: { int64_t v; memcpy(&v, e, 8); o += nrd_srv_fmt_i64(o, v); break; }
       case TRITONSERVER_TYPE_FP16: {
         uint16_t h;
         memcpy(&h, e, 2);

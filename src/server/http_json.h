@@ -61,9 +61,5 @@ int nrd_srv_http_text_add(nrd_srv_http_text *t, const char *s, size_t n);
 /* Appends v in decimal. Returns 0 or -1 (OOM). */
 int nrd_srv_http_text_i64(nrd_srv_http_text *t, int64_t v);
 
-/* Write v in decimal at o (room for 20 digits and a sign; no NUL) and
- * return the length. Cheaper than snprintf on the request path. */
-size_t nrd_srv_http_fmt_u64(char *o, uint64_t v);
-size_t nrd_srv_http_fmt_i64(char *o, int64_t v);
 
 #endif
