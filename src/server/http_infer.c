@@ -508,12 +508,12 @@ typedef struct nrd_srv_http_shm_ref {
 
 /* Reads shared_memory_region/_offset/_byte_size from params. Returns 1
  * when they are given (ref filled), 0 when not, -1 on a bad combination. */
-static int parse_shm_params(parse *ps, json_t *params, const char *what, const char *name,
+static int parse_shm_params(parse *ps, const nrd_srv_json *params, const char *what, const char *name,
                             nrd_srv_http_shm_ref *ref) {
-  if (!ps->maybe_shm || !json_is_object(params)) return 0;
-  json_t *region = json_object_get(params, "shared_memory_region");
-  json_t *size = json_object_get(params, "shared_memory_byte_size");
-  json_t *off = json_object_get(params, "shared_memory_offset");
+  if (!ps->maybe_shm || !nrd_srv_json_is_object(params)) return 0;
+  const nrd_srv_json *region = nrd_srv_json_get(params, "shared_memory_region");
+  const nrd_srv_json *size = nrd_srv_json_get(params, "shared_memory_byte_size");
+  const nrd_srv_json *off = nrd_srv_json_get(params, "shared_memory_offset");
   if (region == NULL && size == NULL) {
     if (off) FAIL("%s '%s': 'shared_memory_offset' given without 'shared_memory_region'", what, name);
     return 0;
@@ -521,14 +521,14 @@ static int parse_shm_params(parse *ps, json_t *params, const char *what, const c
   if (region == NULL || size == NULL)
     FAIL("%s '%s': 'shared_memory_region' and 'shared_memory_byte_size' must be given together",
          what, name);
-  if (!json_is_string(region)) FAIL("Unable to parse 'shared_memory_region' of %s '%s'", what, name);
-  if (!json_is_integer(size) || json_integer_value(size) < 0)
+  if (!nrd_srv_json_is_string(region)) FAIL("Unable to parse 'shared_memory_region' of %s '%s'", what, name);
+  if (!nrd_srv_json_is_int(size) || nrd_srv_json_int(size) < 0)
     FAIL("Unable to parse 'shared_memory_byte_size' of %s '%s'", what, name);
-  if (off && (!json_is_integer(off) || json_integer_value(off) < 0))
+  if (off && (!nrd_srv_json_is_int(off) || nrd_srv_json_int(off) < 0))
     FAIL("Unable to parse 'shared_memory_offset' of %s '%s'", what, name);
-  ref->region = json_string_value(region);
-  ref->byte_size = (uint64_t)json_integer_value(size);
-  ref->offset = off ? (uint64_t)json_integer_value(off) : 0;
+  ref->region = nrd_srv_json_str(region);
+  ref->byte_size = (uint64_t)nrd_srv_json_int(size);
+  ref->offset = off ? (uint64_t)nrd_srv_json_int(off) : 0;
   return 1;
 }
 
@@ -585,27 +585,27 @@ static const nrd_srv_http_span *find_span(const parse *ps, size_t index) {
   return NULL;
 }
 
-static int parse_input(parse *ps, json_t *in, size_t index) {
-  if (!json_is_object(in)) FAIL("Unable to parse 'inputs': each input must be an object");
-  json_t *jname = json_object_get(in, "name");
-  if (!json_is_string(jname)) FAIL("Unable to parse 'name' of input %zu", index);
-  const char *name = json_string_value(jname);
-  json_t *jdt = json_object_get(in, "datatype");
-  if (!json_is_string(jdt)) FAIL("Unable to parse 'datatype' of input '%s'", name);
-  TRITONSERVER_DataType dt = TRITONSERVER_StringToDataType(json_string_value(jdt));
+static int parse_input(parse *ps, const nrd_srv_json *in, size_t index) {
+  if (!nrd_srv_json_is_object(in)) FAIL("Unable to parse 'inputs': each input must be an object");
+  const nrd_srv_json *jname = nrd_srv_json_get(in, "name");
+  if (!nrd_srv_json_is_string(jname)) FAIL("Unable to parse 'name' of input %zu", index);
+  const char *name = nrd_srv_json_str(jname);
+  const nrd_srv_json *jdt = nrd_srv_json_get(in, "datatype");
+  if (!nrd_srv_json_is_string(jdt)) FAIL("Unable to parse 'datatype' of input '%s'", name);
+  TRITONSERVER_DataType dt = TRITONSERVER_StringToDataType(nrd_srv_json_str(jdt));
   if (dt == TRITONSERVER_TYPE_INVALID)
-    FAIL("invalid datatype '%.40s' for input '%s'", json_string_value(jdt), name);
-  json_t *jshape = json_object_get(in, "shape");
-  if (!json_is_array(jshape)) FAIL("Unable to parse 'shape' of input '%s'", name);
-  size_t dims = json_array_size(jshape);
+    FAIL("invalid datatype '%.40s' for input '%s'", nrd_srv_json_str(jdt), name);
+  const nrd_srv_json *jshape = nrd_srv_json_get(in, "shape");
+  if (!nrd_srv_json_is_array(jshape)) FAIL("Unable to parse 'shape' of input '%s'", name);
+  size_t dims = nrd_srv_json_size(jshape);
   if (dims > 64) FAIL("input '%s' has too many dimensions (%zu)", name, dims);
   int64_t shape[64];
   uint64_t count = 1;
   bool overflow = false;
   for (size_t d = 0; d < dims; d++) {
-    json_t *v = json_array_get(jshape, d);
-    if (!json_is_integer(v) || json_integer_value(v) < 0) FAIL("Unable to parse 'shape' of input '%s'", name);
-    shape[d] = json_integer_value(v);
+    const nrd_srv_json *v = nrd_srv_json_at(jshape, d);
+    if (!nrd_srv_json_is_int(v) || nrd_srv_json_int(v) < 0) FAIL("Unable to parse 'shape' of input '%s'", name);
+    shape[d] = nrd_srv_json_int(v);
     if (shape[d] != 0 && count > UINT64_MAX / (uint64_t)shape[d]) overflow = true;
     else count *= (uint64_t)shape[d];
   }
@@ -613,9 +613,9 @@ static int parse_input(parse *ps, json_t *in, size_t index) {
   TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestAddInput(ps->ireq, name, dt, shape, dims);
   if (err) return core_fail(ps, err);
 
-  json_t *params = json_object_get(in, "parameters");
-  json_t *bsize = json_is_object(params) ? json_object_get(params, "binary_data_size") : NULL;
-  bool has_data = find_span(ps, index) != NULL || json_object_get(in, "data") != NULL;
+  const nrd_srv_json *params = nrd_srv_json_get(in, "parameters");
+  const nrd_srv_json *bsize = nrd_srv_json_is_object(params) ? nrd_srv_json_get(params, "binary_data_size") : NULL;
+  bool has_data = find_span(ps, index) != NULL || nrd_srv_json_get(in, "data") != NULL;
   nrd_srv_http_shm_ref shm;
   int use_shm = parse_shm_params(ps, params, "input", name, &shm);
   if (use_shm < 0) return -1;
@@ -624,17 +624,17 @@ static int parse_input(parse *ps, json_t *in, size_t index) {
     return append_shm(ps, name, &shm);
   }
   if (bsize) {
-    if (!json_is_integer(bsize) || json_integer_value(bsize) < 0)
+    if (!nrd_srv_json_is_int(bsize) || nrd_srv_json_int(bsize) < 0)
       FAIL("Unable to parse 'binary_data_size' of input '%s'", name);
     if (has_data) FAIL("input '%s' has both 'data' and 'binary_data_size'", name);
-    if (ps->header_len == ps->body_len && json_integer_value(bsize) > 0)
+    if (ps->header_len == ps->body_len && nrd_srv_json_int(bsize) > 0)
       FAIL("must specify valid 'Inference-Header-Content-Length' in request header and "
            "'binary_data_size' when passing inputs in binary data format");
-    return append_binary(ps, name, (size_t)json_integer_value(bsize));
+    return append_binary(ps, name, (size_t)nrd_srv_json_int(bsize));
   }
   const nrd_srv_http_span *span = find_span(ps, index);
   if (span == NULL) {
-    if (json_object_get(in, "data")) FAIL("Unable to parse 'data' of input '%s': expected an array", name);
+    if (nrd_srv_json_get(in, "data")) FAIL("Unable to parse 'data' of input '%s': expected an array", name);
     FAIL("input '%s' has neither 'data' nor 'binary_data_size'", name);
   }
   if (count == 0) {
@@ -654,34 +654,34 @@ static int parse_input(parse *ps, json_t *in, size_t index) {
   return err ? core_fail(ps, err) : 0;
 }
 
-static int parse_outputs(parse *ps, json_t *outs) {
+static int parse_outputs(parse *ps, const nrd_srv_json *outs) {
   if (outs == NULL) return 0;
-  if (!json_is_array(outs)) FAIL("Unable to parse 'outputs'");
-  size_t n = json_array_size(outs);
+  if (!nrd_srv_json_is_array(outs)) FAIL("Unable to parse 'outputs'");
+  size_t n = nrd_srv_json_size(outs);
   if (n == 0) return 0;
   ps->c->outs = calloc(n, sizeof *ps->c->outs);
   if (ps->c->outs == NULL) FAIL("out of memory");
   for (size_t i = 0; i < n; i++) {
-    json_t *o = json_array_get(outs, i);
-    json_t *jname = json_is_object(o) ? json_object_get(o, "name") : NULL;
-    if (!json_is_string(jname)) FAIL("Unable to parse 'name' of output %zu", i);
-    const char *name = json_string_value(jname);
+    const nrd_srv_json *o = nrd_srv_json_at(outs, i);
+    const nrd_srv_json *jname = nrd_srv_json_is_object(o) ? nrd_srv_json_get(o, "name") : NULL;
+    if (!nrd_srv_json_is_string(jname)) FAIL("Unable to parse 'name' of output %zu", i);
+    const char *name = nrd_srv_json_str(jname);
     req_output *ro = &ps->c->outs[ps->c->n_outs];
     ro->binary = -1;
     if ((ro->name = strdup(name)) == NULL) FAIL("out of memory");
     ps->c->n_outs++;
-    json_t *params = json_object_get(o, "parameters");
-    if (params && !json_is_object(params)) FAIL("Unable to parse 'parameters' of output '%s'", name);
-    json_t *b = params ? json_object_get(params, "binary_data") : NULL;
+    const nrd_srv_json *params = nrd_srv_json_get(o, "parameters");
+    if (params && !nrd_srv_json_is_object(params)) FAIL("Unable to parse 'parameters' of output '%s'", name);
+    const nrd_srv_json *b = params ? nrd_srv_json_get(params, "binary_data") : NULL;
     if (b) {
-      if (!json_is_boolean(b)) FAIL("Unable to parse 'binary_data' of output '%s'", name);
-      ro->binary = json_is_true(b);
+      if (!nrd_srv_json_is_bool(b)) FAIL("Unable to parse 'binary_data' of output '%s'", name);
+      ro->binary = nrd_srv_json_is_true(b);
     }
-    json_t *cls = params ? json_object_get(params, "classification") : NULL;
+    const nrd_srv_json *cls = params ? nrd_srv_json_get(params, "classification") : NULL;
     if (cls) {
-      if (!json_is_integer(cls) || json_integer_value(cls) < 0 || json_integer_value(cls) > UINT32_MAX)
+      if (!nrd_srv_json_is_int(cls) || nrd_srv_json_int(cls) < 0 || nrd_srv_json_int(cls) > UINT32_MAX)
         FAIL("Unable to parse 'classification' of output '%s': expected an unsigned integer", name);
-      ro->class_count = (uint32_t)json_integer_value(cls);
+      ro->class_count = (uint32_t)nrd_srv_json_int(cls);
     }
     nrd_srv_http_shm_ref shm;
     int use_shm = parse_shm_params(ps, params, "output", name, &shm);
@@ -700,44 +700,44 @@ static int parse_outputs(parse *ps, json_t *outs) {
   return 0;
 }
 
-static int parse_parameters(parse *ps, json_t *params) {
+static int parse_parameters(parse *ps, const nrd_srv_json *params) {
   if (params == NULL) return 0;
-  if (!json_is_object(params)) FAIL("Unable to parse 'parameters'");
-  const char *key;
-  json_t *v;
+  if (!nrd_srv_json_is_object(params)) FAIL("Unable to parse 'parameters'");
   uint32_t flags = 0;
   TRITONSERVER_Error *err = NULL;
-  json_object_foreach(params, key, v) {
+  for (size_t i = 0; i < params->n; i++) {
+    const char *key = params->u.members[i].key;
+    const nrd_srv_json *v = &params->u.members[i].value;
     if (strcmp(key, "sequence_id") == 0) {
-      if (json_is_integer(v) && json_integer_value(v) >= 0)
-        err = TRITONSERVER_InferenceRequestSetCorrelationId(ps->ireq, (uint64_t)json_integer_value(v));
-      else if (json_is_string(v))
-        err = TRITONSERVER_InferenceRequestSetCorrelationIdString(ps->ireq, json_string_value(v));
+      if (nrd_srv_json_is_int(v) && nrd_srv_json_int(v) >= 0)
+        err = TRITONSERVER_InferenceRequestSetCorrelationId(ps->ireq, (uint64_t)nrd_srv_json_int(v));
+      else if (nrd_srv_json_is_string(v))
+        err = TRITONSERVER_InferenceRequestSetCorrelationIdString(ps->ireq, nrd_srv_json_str(v));
       else
         FAIL("Unable to parse 'sequence_id': expected an unsigned integer or a string");
     } else if (strcmp(key, "sequence_start") == 0 || strcmp(key, "sequence_end") == 0) {
-      if (!json_is_boolean(v)) FAIL("Unable to parse '%s': expected a boolean", key);
-      if (json_is_true(v))
+      if (!nrd_srv_json_is_bool(v)) FAIL("Unable to parse '%s': expected a boolean", key);
+      if (nrd_srv_json_is_true(v))
         flags |= key[9] == 's' ? TRITONSERVER_REQUEST_FLAG_SEQUENCE_START : TRITONSERVER_REQUEST_FLAG_SEQUENCE_END;
     } else if (strcmp(key, "priority") == 0) {
-      if (!json_is_integer(v) || json_integer_value(v) < 0)
+      if (!nrd_srv_json_is_int(v) || nrd_srv_json_int(v) < 0)
         FAIL("Unable to parse 'priority': expected an unsigned integer");
-      err = TRITONSERVER_InferenceRequestSetPriorityUInt64(ps->ireq, (uint64_t)json_integer_value(v));
+      err = TRITONSERVER_InferenceRequestSetPriorityUInt64(ps->ireq, (uint64_t)nrd_srv_json_int(v));
     } else if (strcmp(key, "timeout") == 0) {
-      if (!json_is_integer(v) || json_integer_value(v) < 0)
+      if (!nrd_srv_json_is_int(v) || nrd_srv_json_int(v) < 0)
         FAIL("Unable to parse 'timeout': expected an unsigned integer");
-      err = TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(ps->ireq, (uint64_t)json_integer_value(v));
+      err = TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(ps->ireq, (uint64_t)nrd_srv_json_int(v));
     } else if (strcmp(key, "binary_data_output") == 0) {
-      if (!json_is_boolean(v)) FAIL("Unable to parse 'binary_data_output': expected a boolean");
-      ps->c->binary_default = json_is_true(v);
-    } else if (json_is_string(v)) {
-      err = TRITONSERVER_InferenceRequestSetStringParameter(ps->ireq, key, json_string_value(v));
-    } else if (json_is_integer(v)) {
-      err = TRITONSERVER_InferenceRequestSetIntParameter(ps->ireq, key, json_integer_value(v));
-    } else if (json_is_boolean(v)) {
-      err = TRITONSERVER_InferenceRequestSetBoolParameter(ps->ireq, key, json_is_true(v));
-    } else if (json_is_real(v)) {
-      err = TRITONSERVER_InferenceRequestSetDoubleParameter(ps->ireq, key, json_real_value(v));
+      if (!nrd_srv_json_is_bool(v)) FAIL("Unable to parse 'binary_data_output': expected a boolean");
+      ps->c->binary_default = nrd_srv_json_is_true(v);
+    } else if (nrd_srv_json_is_string(v)) {
+      err = TRITONSERVER_InferenceRequestSetStringParameter(ps->ireq, key, nrd_srv_json_str(v));
+    } else if (nrd_srv_json_is_int(v)) {
+      err = TRITONSERVER_InferenceRequestSetIntParameter(ps->ireq, key, nrd_srv_json_int(v));
+    } else if (nrd_srv_json_is_bool(v)) {
+      err = TRITONSERVER_InferenceRequestSetBoolParameter(ps->ireq, key, nrd_srv_json_is_true(v));
+    } else if (nrd_srv_json_is_real(v)) {
+      err = TRITONSERVER_InferenceRequestSetDoubleParameter(ps->ireq, key, nrd_srv_json_real(v));
     } else {
       FAIL("parameter '%s' must be a string, number or boolean", key);
     }
@@ -788,45 +788,45 @@ static int parse_request(parse *ps) {
   if (has_data && nrd_srv_http_json_cut_data(ps->header, ps->header_len, ps->spans, &ps->n_spans,
                                              &stripped, &stripped_len, ps->msg, sizeof ps->msg) != 0)
     return -1;
-  json_error_t jerr;
+  char jerr[200];
   nrd_srv_json_arena *arena = ps->c->loop->arena;
-  json_t *root = has_data ? nrd_srv_json_arena_loadb(arena, stripped, stripped_len, &jerr)
-                          : nrd_srv_json_arena_loadb(arena, ps->header, ps->header_len, &jerr);
+  const nrd_srv_json *root = has_data ? nrd_srv_json_parse(arena, stripped, stripped_len, jerr, sizeof jerr)
+                                      : nrd_srv_json_parse(arena, ps->header, ps->header_len, jerr, sizeof jerr);
   free(stripped);
-  if (root == NULL) FAIL("failed to parse the request JSON buffer: %s", jerr.text);
+  if (root == NULL) FAIL("failed to parse the request JSON buffer: %s", jerr);
   int rc = -1;
-  if (!json_is_object(root)) {
+  if (!nrd_srv_json_is_object(root)) {
     snprintf(ps->msg, sizeof ps->msg, "the inference request must be a JSON object");
     goto done;
   }
-  json_t *id = json_object_get(root, "id");
+  const nrd_srv_json *id = nrd_srv_json_get(root, "id");
   if (id) {
-    if (!json_is_string(id)) {
+    if (!nrd_srv_json_is_string(id)) {
       snprintf(ps->msg, sizeof ps->msg, "Unable to parse 'id': expected a string");
       goto done;
     }
-    TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestSetId(ps->ireq, json_string_value(id));
+    TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestSetId(ps->ireq, nrd_srv_json_str(id));
     if (err) {
       core_fail(ps, err);
       goto done;
     }
   }
-  if (parse_parameters(ps, json_object_get(root, "parameters")) != 0) goto done;
-  json_t *inputs = json_object_get(root, "inputs");
-  if (!json_is_array(inputs)) {
+  if (parse_parameters(ps, nrd_srv_json_get(root, "parameters")) != 0) goto done;
+  const nrd_srv_json *inputs = nrd_srv_json_get(root, "inputs");
+  if (!nrd_srv_json_is_array(inputs)) {
     snprintf(ps->msg, sizeof ps->msg, "Unable to parse 'inputs'");
     goto done;
   }
-  for (size_t i = 0; i < json_array_size(inputs); i++)
-    if (parse_input(ps, json_array_get(inputs, i), i) != 0) goto done;
+  for (size_t i = 0; i < nrd_srv_json_size(inputs); i++)
+    if (parse_input(ps, nrd_srv_json_at(inputs, i), i) != 0) goto done;
   if (ps->header_len + ps->cursor != ps->body_len) {
     snprintf(ps->msg, sizeof ps->msg, "unexpected additional input data for model '%s'", ps->model);
     goto done;
   }
-  if (parse_outputs(ps, json_object_get(root, "outputs")) != 0) goto done;
+  if (parse_outputs(ps, nrd_srv_json_get(root, "outputs")) != 0) goto done;
   rc = 0;
 done:
-  nrd_srv_json_arena_drop(arena, root);
+  nrd_srv_json_arena_reset(arena);
   return rc;
 }
 

@@ -116,7 +116,7 @@ struct nrd_srv_http_loop {
   nrd_srv_http_conn *conns;  /* loop thread only: open connections */
   nrd_srv_http_conn *resume; /* loop thread only: answered, more input to parse */
   time_t now;                /* loop thread only: monotonic seconds */
-  nrd_srv_json_arena *arena; /* loop thread only: inference headers (may be NULL) */
+  nrd_srv_json_arena *arena; /* loop thread only: inference headers */
 };
 
 struct nrd_srv_http {

@@ -284,7 +284,8 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
     l->arena = nrd_srv_json_arena_new();
     struct epoll_event le = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &l->tag_listener};
     struct epoll_event we = {.events = EPOLLIN | EPOLLET, .data.ptr = &l->tag_wake};
-    if (l->epfd < 0 || l->wakefd < 0 || epoll_ctl(l->epfd, EPOLL_CTL_ADD, h->fd, &le) != 0 ||
+    if (l->arena == NULL) errno = ENOMEM;
+    if (l->epfd < 0 || l->wakefd < 0 || l->arena == NULL || epoll_ctl(l->epfd, EPOLL_CTL_ADD, h->fd, &le) != 0 ||
         epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wakefd, &we) != 0) {
       err = errorf(TRITONSERVER_ERROR_INTERNAL, "cannot create an HTTP event loop: %s", strerror(errno));
       goto fail;

@@ -1,19 +1,10 @@
-/* Bump arenas for jansson documents, parsed by yajl (see json_arena.h).
- *
- * All arenas live in one region reserved at the first nrd_srv_json_arena_new
- * (address space only: pages become resident when touched), so the free
- * hook recognises arena memory by its address whatever thread frees it. */
+/* Read-only JSON documents in a bump arena, parsed by yajl (see
+ * json_arena.h). */
 #include "json_arena.h"
 
 #include <errno.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdbool.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
 
 #include <yajl/yajl_parse.h>
 
@@ -28,169 +19,167 @@
 #define REDZONE 0
 #endif
 
-#define SLOT_BYTES (64 * 1024)
-#define SLOTS 64
+#define FIRST_BYTES (64 * 1024) /* an inference header needs a few KB */
 #define ALIGN 16
-
-struct nrd_srv_json_arena {
-  char *base;
-  size_t used;
-  int slot;
-  bool spilled; /* part of the live document came from malloc */
-};
-
-static pthread_mutex_t region_mu = PTHREAD_MUTEX_INITIALIZER;
-static char *region;                /* SLOTS * SLOT_BYTES, set once */
-static _Atomic(uintptr_t) region_lo; /* region's bounds for the free hook */
-static uint64_t slots_used;         /* bit i: slot i taken; under region_mu */
-
-/* The arena a parse on this thread is filling, or NULL. */
-static __thread nrd_srv_json_arena *filling;
-
-static bool in_region(const void *p) {
-  uintptr_t lo = atomic_load_explicit(&region_lo, memory_order_relaxed);
-  uintptr_t u = (uintptr_t)p;
-  return lo != 0 && u >= lo && u < lo + (uintptr_t)SLOTS * SLOT_BYTES;
-}
-
-/* n bytes from the arena being filled on this thread, or NULL (no arena,
- * or no room left). */
-static void *arena_take(size_t n) {
-  nrd_srv_json_arena *a = filling;
-  if (a == NULL) return NULL;
-  size_t start = (a->used + ALIGN - 1) & ~(size_t)(ALIGN - 1);
-  if (n > SLOT_BYTES || start + n + REDZONE > SLOT_BYTES) return NULL;
-  a->used = start + n + REDZONE;
-  UNPOISON(a->base + start, n);
-  return a->base + start;
-}
-
-/* The free hooks tell arena memory from malloc's by its address. */
-static void *hook_malloc(size_t n) {
-  void *p = arena_take(n);
-  if (p) return p;
-  if (filling) filling->spilled = true;
-  return malloc(n);
-}
-
-static void hook_free(void *p) {
-  if (!in_region(p)) free(p);
-}
-
-/* yajl's own memory (its handle, lexer and buffers) comes from the arena
- * too; yajl grows buffers with realloc, so arena blocks carry their size. */
-static void *yajl_hook_malloc(void *ctx, size_t n) {
-  (void)ctx;
-  size_t *p = n <= SLOT_BYTES ? arena_take(n + ALIGN) : NULL;
-  if (p == NULL) return malloc(n);
-  p[0] = n;
-  return (char *)p + ALIGN;
-}
-
-static void yajl_hook_free(void *ctx, void *p) {
-  (void)ctx;
-  if (!in_region(p)) free(p);
-}
-
-static void *yajl_hook_realloc(void *ctx, void *p, size_t n) {
-  if (p == NULL) return yajl_hook_malloc(ctx, n);
-  if (!in_region(p)) return realloc(p, n);
-  size_t old = *(size_t *)((char *)p - ALIGN);
-  void *q = yajl_hook_malloc(ctx, n);
-  if (q) memcpy(q, p, old < n ? old : n);
-  return q;
-}
-
-static yajl_alloc_funcs yajl_hooks = {yajl_hook_malloc, yajl_hook_realloc, yajl_hook_free, NULL};
-
-void nrd_srv_json_arena_setup(void) { json_set_alloc_funcs(hook_malloc, hook_free); }
-
-nrd_srv_json_arena *nrd_srv_json_arena_new(void) {
-  nrd_srv_json_arena *a = calloc(1, sizeof *a);
-  if (a == NULL) return NULL;
-  pthread_mutex_lock(&region_mu);
-  if (region == NULL) {
-    void *r = mmap(NULL, (size_t)SLOTS * SLOT_BYTES, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (r != MAP_FAILED) {
-      region = r;
-      POISON(region, (size_t)SLOTS * SLOT_BYTES);
-      atomic_store_explicit(&region_lo, (uintptr_t)r, memory_order_relaxed);
-    }
-  }
-  int slot = -1;
-  for (int i = 0; region != NULL && i < SLOTS; i++) {
-    if (!(slots_used & (UINT64_C(1) << i))) {
-      slots_used |= UINT64_C(1) << i;
-      slot = i;
-      break;
-    }
-  }
-  pthread_mutex_unlock(&region_mu);
-  if (slot < 0) {
-    free(a);
-    return NULL;
-  }
-  a->slot = slot;
-  a->base = region + (size_t)slot * SLOT_BYTES;
-  return a;
-}
-
-void nrd_srv_json_arena_free(nrd_srv_json_arena *a) {
-  if (a == NULL) return;
-  /* Hand the pages back so an idle server stays small. */
-  madvise(a->base, SLOT_BYTES, MADV_DONTNEED);
-  POISON(a->base, SLOT_BYTES);
-  pthread_mutex_lock(&region_mu);
-  slots_used &= ~(UINT64_C(1) << a->slot);
-  pthread_mutex_unlock(&region_mu);
-  free(a);
-}
-
-/* ---- parsing: yajl events build the jansson document ------------------------ */
-
 #define MAX_DEPTH 128
 
+/* A block of arena memory; the first is kept across resets, later ones
+ * (documents that outgrow it) are freed by the reset. */
+typedef struct chunk {
+  struct chunk *next;
+  size_t cap, used;
+  _Alignas(ALIGN) char data[];
+} chunk;
+
+/* yajl events push values on a stack; a closing container takes its
+ * values off it into one vector. */
 typedef struct builder {
-  json_t *root;
-  json_t *open[MAX_DEPTH]; /* containers being filled, borrowed from their parents */
+  nrd_srv_json_arena *a;
+  nrd_srv_json *root;
+  nrd_srv_json_member *stack; /* values of the open containers, in order */
+  size_t top, cap;
+  nrd_srv_json_member stack_inline[64];
+  struct {
+    size_t start;     /* its first value on the stack */
+    bool object;
+    const char *key;  /* its own key in the parent object, or NULL */
+    size_t key_len;
+  } open[MAX_DEPTH];
   int depth;
-  char key_inline[128];
-  char *key; /* the pending object key: key_inline or malloc'ed */
+  const char *key; /* the pending key of the innermost object */
   size_t key_len;
   const char *why; /* our own reason for stopping, or NULL: yajl's */
 } builder;
 
-/* Attaches v (a new reference, consumed) where the document is. */
-static int attach(builder *b, json_t *v) {
-  if (v == NULL) {
-    b->why = "out of memory";
-    return 0;
+struct nrd_srv_json_arena {
+  chunk *first; /* made at the first parse */
+  chunk *cur;   /* the block allocations come from */
+  size_t used;  /* bytes handed out since the reset */
+  builder b;    /* the parse under way (one at a time) */
+};
+
+nrd_srv_json_arena *nrd_srv_json_arena_new(void) { return calloc(1, sizeof(nrd_srv_json_arena)); }
+
+void nrd_srv_json_arena_reset(nrd_srv_json_arena *a) {
+  if (a == NULL) return;
+  chunk *c = a->first ? a->first->next : NULL;
+  while (c) {
+    chunk *next = c->next;
+    free(c);
+    c = next;
   }
-  if (b->depth == 0) {
-    b->root = v;
-    return 1;
+  if (a->first) {
+    a->first->next = NULL;
+    POISON(a->first->data, a->first->used);
+    a->first->used = 0;
   }
-  json_t *top = b->open[b->depth - 1];
-  int rc = json_is_object(top) ? json_object_setn_new_nocheck(top, b->key, b->key_len, v)
-                               : json_array_append_new(top, v);
-  if (rc != 0) b->why = "out of memory";
-  return rc == 0;
+  a->cur = a->first;
+  a->used = 0;
 }
 
-static int open_container(builder *b, json_t *v) {
-  if (b->depth == MAX_DEPTH) {
-    json_decref(v);
-    b->why = "nested too deeply";
-    return 0;
+void nrd_srv_json_arena_free(nrd_srv_json_arena *a) {
+  if (a == NULL) return;
+  nrd_srv_json_arena_reset(a);
+  free(a->first);
+  free(a);
+}
+
+size_t nrd_srv_json_arena_used(const nrd_srv_json_arena *a) { return a ? a->used : 0; }
+
+/* n bytes of arena memory, or NULL when out of memory. */
+static void *take(nrd_srv_json_arena *a, size_t n) {
+  n = (n + ALIGN - 1) & ~(size_t)(ALIGN - 1);
+  chunk *c = a->cur;
+  if (c == NULL || c->cap - c->used < n + REDZONE) {
+    size_t cap = c == NULL ? FIRST_BYTES : (n + REDZONE > FIRST_BYTES ? n + REDZONE : FIRST_BYTES);
+    chunk *fresh = malloc(sizeof(chunk) + cap);
+    if (fresh == NULL) return NULL;
+    fresh->next = NULL;
+    fresh->cap = cap;
+    fresh->used = 0;
+    POISON(fresh->data, cap);
+    if (c == NULL) a->first = fresh;
+    else c->next = fresh;
+    a->cur = c = fresh;
   }
-  if (!attach(b, v)) return 0;
-  b->open[b->depth++] = v;
+  void *p = c->data + c->used;
+  c->used += n + REDZONE;
+  a->used += n + REDZONE;
+  UNPOISON(p, n);
+  return p;
+}
+
+/* yajl's own memory (handle, lexer, buffers) comes from the arena too and
+ * goes with the reset; realloc needs each block's size, kept before it. */
+static void *yajl_take(void *ctx, size_t n) {
+  size_t *p = n <= SIZE_MAX - ALIGN ? take(ctx, n + ALIGN) : NULL;
+  if (p == NULL) return NULL;
+  p[0] = n;
+  return (char *)p + ALIGN;
+}
+
+static void yajl_leave(void *ctx, void *p) {
+  (void)ctx;
+  (void)p;
+}
+
+static void *yajl_grow(void *ctx, void *p, size_t n) {
+  if (p == NULL) return yajl_take(ctx, n);
+  size_t old = *(size_t *)((char *)p - ALIGN);
+  if (n <= old) return p;
+  void *q = yajl_take(ctx, n);
+  if (q) memcpy(q, p, old);
+  return q;
+}
+
+/* ---- building ------------------------------------------------------------- */
+
+
+static int fail(builder *b, const char *why) {
+  b->why = why;
+  return 0;
+}
+
+static const char *copy_text(builder *b, const unsigned char *s, size_t len) {
+  char *t = len < SIZE_MAX ? take(b->a, len + 1) : NULL;
+  if (t == NULL) return NULL;
+  memcpy(t, s, len);
+  t[len] = '\0';
+  return t;
+}
+
+/* Puts a finished value where the document is. */
+static int add(builder *b, nrd_srv_json v, const char *key, size_t key_len) {
+  if (b->depth == 0) {
+    b->root = take(b->a, sizeof *b->root);
+    if (b->root == NULL) return fail(b, "out of memory");
+    *b->root = v;
+    return 1;
+  }
+  if (b->top == b->cap) {
+    size_t cap = b->cap * 2;
+    nrd_srv_json_member *s = malloc(cap * sizeof *s);
+    if (s == NULL) return fail(b, "out of memory");
+    memcpy(s, b->stack, b->top * sizeof *s);
+    if (b->stack != b->stack_inline) free(b->stack);
+    b->stack = s;
+    b->cap = cap;
+  }
+  b->stack[b->top++] = (nrd_srv_json_member){key, key_len, v};
   return 1;
 }
 
-static int on_null(void *ctx) { return attach(ctx, json_null()); }
-static int on_boolean(void *ctx, int v) { return attach(ctx, json_boolean(v)); }
+static int add_here(builder *b, nrd_srv_json v) {
+  bool in_object = b->depth > 0 && b->open[b->depth - 1].object;
+  return add(b, v, in_object ? b->key : NULL, in_object ? b->key_len : 0);
+}
+
+static int on_null(void *ctx) { return add_here(ctx, (nrd_srv_json){.type = NRD_SRV_JSON_NULL}); }
+
+static int on_boolean(void *ctx, int v) {
+  return add_here(ctx, (nrd_srv_json){.type = v ? NRD_SRV_JSON_TRUE : NRD_SRV_JSON_FALSE});
+}
+
 /* Numbers arrive as text so that their range is jansson's: every int64
  * (yajl's own integers stop short of INT64_MIN), reals as strtod reads
  * them in the C locale. */
@@ -198,64 +187,118 @@ static int on_number(void *ctx, const char *text, size_t len) {
   builder *b = ctx;
   char small[64];
   char *s = len < sizeof small ? small : malloc(len + 1);
-  if (s == NULL) {
-    b->why = "out of memory";
-    return 0;
-  }
+  if (s == NULL) return fail(b, "out of memory");
   memcpy(s, text, len);
   s[len] = '\0';
-  bool real = strpbrk(s, ".eE") != NULL;
-  char *end = NULL;
+  nrd_srv_json v = {.type = NRD_SRV_JSON_INT};
   errno = 0;
-  json_t *v = NULL;
-  if (real) {
-    double d = strtod(s, &end);
-    if (errno == ERANGE && (d > 1.0 || d < -1.0)) b->why = "real number overflow";
-    else v = json_real(d);
+  if (strpbrk(s, ".eE") != NULL) {
+    v.type = NRD_SRV_JSON_REAL;
+    v.u.d = strtod(s, NULL);
+    if (errno == ERANGE && (v.u.d > 1.0 || v.u.d < -1.0)) b->why = "real number overflow";
   } else {
-    long long i = strtoll(s, &end, 10);
+    long long i = strtoll(s, NULL, 10);
     if (errno == ERANGE) b->why = i < 0 ? "too big negative integer" : "too big integer";
-    else v = json_integer((json_int_t)i);
+    v.u.i = i;
   }
   if (s != small) free(s);
-  return b->why ? 0 : attach(b, v);
+  return b->why ? 0 : add_here(b, v);
 }
 
 static int on_string(void *ctx, const unsigned char *s, size_t len) {
   builder *b = ctx;
-  if (memchr(s, '\0', len)) { /* as jansson: no NUL inside strings */
-    b->why = "\\u0000 is not allowed in a string";
-    return 0;
-  }
-  return attach(b, json_stringn_nocheck((const char *)s, len)); /* yajl checked the UTF-8 */
+  if (memchr(s, '\0', len)) return fail(b, "\\u0000 is not allowed in a string"); /* as jansson */
+  const char *t = copy_text(b, s, len); /* yajl checked the UTF-8 */
+  if (t == NULL) return fail(b, "out of memory");
+  return add_here(b, (nrd_srv_json){.type = NRD_SRV_JSON_STRING, .n = len, .u.s = t});
 }
 
 static int on_map_key(void *ctx, const unsigned char *k, size_t len) {
   builder *b = ctx;
-  if (memchr(k, '\0', len)) {
-    b->why = "\\u0000 is not allowed in an object key";
-    return 0;
-  }
-  if (b->key != b->key_inline) free(b->key);
-  b->key = len < sizeof b->key_inline ? b->key_inline : malloc(len + 1);
-  if (b->key == NULL) {
-    b->key = b->key_inline;
-    b->why = "out of memory";
-    return 0;
-  }
-  memcpy(b->key, k, len);
-  b->key[len] = '\0';
+  if (memchr(k, '\0', len)) return fail(b, "\\u0000 is not allowed in an object key");
+  if ((b->key = copy_text(b, k, len)) == NULL) return fail(b, "out of memory");
   b->key_len = len;
   return 1;
 }
 
-static int on_start_map(void *ctx) { return open_container(ctx, json_object()); }
-static int on_start_array(void *ctx) { return open_container(ctx, json_array()); }
+static int open_container(builder *b, bool object) {
+  if (b->depth == MAX_DEPTH) return fail(b, "nested too deeply");
+  bool in_object = b->depth > 0 && b->open[b->depth - 1].object;
+  b->open[b->depth].start = b->top;
+  b->open[b->depth].object = object;
+  b->open[b->depth].key = in_object ? b->key : NULL;
+  b->open[b->depth].key_len = in_object ? b->key_len : 0;
+  b->depth++;
+  return 1;
+}
+
+static int on_start_map(void *ctx) { return open_container(ctx, true); }
+static int on_start_array(void *ctx) { return open_container(ctx, false); }
+
+typedef struct key_at {
+  const nrd_srv_json_member *m;
+  size_t at;
+} key_at;
+
+static int by_key_then_place(const void *x, const void *y) {
+  const key_at *p = x, *q = y;
+  size_t n = p->m->key_len < q->m->key_len ? p->m->key_len : q->m->key_len;
+  int c = memcmp(p->m->key, q->m->key, n);
+  if (c) return c;
+  if (p->m->key_len != q->m->key_len) return p->m->key_len < q->m->key_len ? -1 : 1;
+  return p->at < q->at ? -1 : (p->at > q->at);
+}
+
+static bool same_key(const nrd_srv_json_member *x, const nrd_srv_json_member *y) {
+  return x->key_len == y->key_len && memcmp(x->key, y->key, x->key_len) == 0;
+}
+
+/* Marks in drop[] every member that a later one with the same key
+ * replaces. Returns false when out of memory. */
+static bool find_repeats(const nrd_srv_json_member *m, size_t n, bool *drop) {
+  if (n < 2) return true;
+  if (n <= 32) { /* the usual case: a few keys */
+    for (size_t i = 0; i < n; i++)
+      for (size_t j = i + 1; j < n && !drop[i]; j++) drop[i] = same_key(&m[i], &m[j]);
+    return true;
+  }
+  key_at *order = malloc(n * sizeof *order);
+  if (order == NULL) return false;
+  for (size_t i = 0; i < n; i++) order[i] = (key_at){&m[i], i};
+  qsort(order, n, sizeof *order, by_key_then_place);
+  for (size_t i = 0; i + 1 < n; i++) drop[order[i].at] = same_key(order[i].m, order[i + 1].m);
+  free(order);
+  return true;
+}
 
 static int on_end(void *ctx) {
   builder *b = ctx;
   b->depth--;
-  return 1;
+  size_t start = b->open[b->depth].start, n = b->top - start;
+  const nrd_srv_json_member *m = b->stack + start;
+  nrd_srv_json v = {.type = b->open[b->depth].object ? NRD_SRV_JSON_OBJECT : NRD_SRV_JSON_ARRAY};
+  if (v.type == NRD_SRV_JSON_ARRAY) {
+    nrd_srv_json *items = n ? take(b->a, n * sizeof *items) : NULL;
+    if (n && items == NULL) return fail(b, "out of memory");
+    for (size_t i = 0; i < n; i++) items[i] = m[i].value;
+    v.n = n;
+    v.u.items = items;
+  } else {
+    bool drop_small[32];
+    bool *drop = n <= 32 ? drop_small : calloc(n, sizeof *drop);
+    if (n <= 32) memset(drop_small, 0, n * sizeof *drop);
+    nrd_srv_json_member *members = n ? take(b->a, n * sizeof *members) : NULL;
+    if (drop == NULL || (n && members == NULL) || !find_repeats(m, n, drop)) {
+      if (drop != drop_small) free(drop);
+      return fail(b, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++)
+      if (!drop[i]) members[v.n++] = m[i];
+    if (drop != drop_small) free(drop);
+    v.u.members = members;
+  }
+  b->top = start;
+  return add(b, v, b->open[b->depth].key, b->open[b->depth].key_len);
 }
 
 static const yajl_callbacks events = {
@@ -270,57 +313,45 @@ static const yajl_callbacks events = {
     .yajl_end_array = on_end,
 };
 
-static void set_error(json_error_t *err, const char *why, size_t at) {
-  if (err == NULL) return;
-  memset(err, 0, sizeof *err);
-  snprintf(err->text, sizeof err->text, "%s at byte %zu", why, at);
-  err->position = (int)(at > INT32_MAX ? INT32_MAX : at);
+static void set_error(char *err, size_t errlen, const char *why, size_t at) {
+  if (errlen) snprintf(err, errlen, "%s at byte %zu", why, at);
 }
 
-json_t *nrd_srv_json_arena_loadb(nrd_srv_json_arena *a, const char *buf, size_t len,
-                                 json_error_t *err) {
-  builder b = {0};
-  b.key = b.key_inline;
-  if (a) a->spilled = false;
-  filling = a;
-  yajl_handle h = yajl_alloc(&events, &yajl_hooks, &b);
+const nrd_srv_json *nrd_srv_json_parse(nrd_srv_json_arena *a, const char *buf, size_t len, char *err,
+                                       size_t errlen) {
+  nrd_srv_json_arena_reset(a);
+  builder *b = &a->b;
+  b->a = a;
+  b->root = NULL;
+  b->stack = b->stack_inline;
+  b->top = 0;
+  b->cap = sizeof b->stack_inline / sizeof b->stack_inline[0];
+  b->depth = 0;
+  b->key = NULL;
+  b->key_len = 0;
+  b->why = NULL;
+  yajl_alloc_funcs funcs = {yajl_take, yajl_grow, yajl_leave, a};
+  yajl_handle h = yajl_alloc(&events, &funcs, b);
+  yajl_status st = h ? yajl_parse(h, (const unsigned char *)buf, len) : yajl_status_error;
+  if (h && st == yajl_status_ok) st = yajl_complete_parse(h);
+  const nrd_srv_json *root = b->root;
   if (h == NULL) {
-    filling = NULL;
-    set_error(err, "out of memory", 0);
-    return NULL;
-  }
-  yajl_status st = yajl_parse(h, (const unsigned char *)buf, len);
-  if (st == yajl_status_ok) st = yajl_complete_parse(h);
-  filling = NULL;
-  if (b.key != b.key_inline) free(b.key);
-  if (st != yajl_status_ok || b.root == NULL) {
+    set_error(err, errlen, "out of memory", 0);
+  } else if (st != yajl_status_ok || root == NULL) {
     size_t at = yajl_get_bytes_consumed(h);
-    if (b.why) {
-      set_error(err, b.why, at);
+    if (b->why) {
+      set_error(err, errlen, b->why, at);
     } else {
       unsigned char *msg = yajl_get_error(h, 0, (const unsigned char *)buf, len);
-      char text[JSON_ERROR_TEXT_LENGTH];
+      char text[160];
       snprintf(text, sizeof text, "%s", msg ? (const char *)msg : "invalid JSON");
       size_t n = strlen(text);
       while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' ')) text[--n] = '\0';
-      if (msg) yajl_free_error(h, msg);
-      set_error(err, text, at);
+      set_error(err, errlen, text, at);
     }
-    yajl_free(h);
-    nrd_srv_json_arena_drop(a, b.root);
-    return NULL;
+    root = NULL;
   }
-  yajl_free(h);
-  return b.root;
+  if (b->stack != b->stack_inline) free(b->stack);
+  if (root == NULL) nrd_srv_json_arena_reset(a);
+  return root;
 }
-
-void nrd_srv_json_arena_drop(nrd_srv_json_arena *a, json_t *doc) {
-  /* A document wholly inside the arena goes with the reset; walking it to
-   * free nothing would cost as much as a quarter of the parse. */
-  if (a == NULL || a->spilled) json_decref(doc);
-  if (a == NULL) return;
-  POISON(a->base, a->used);
-  a->used = 0;
-}
-
-size_t nrd_srv_json_arena_used(const nrd_srv_json_arena *a) { return a ? a->used : 0; }

@@ -22,7 +22,6 @@
 #include "cli.h"
 #include "grpc_endpoint.h"
 #include "http_endpoints.h"
-#include "json_arena.h"
 #include "model_table.h"
 #include "triton/core/tritonserver.h"
 
@@ -152,7 +151,6 @@ int main(int argc, char **argv) {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
   signal(SIGPIPE, SIG_IGN);
-  nrd_srv_json_arena_setup();
   setvbuf(stdout, NULL, _IOLBF, 0);
 
   const char *prog = argc > 0 && argv[0] ? argv[0] : "nereid";

@@ -1,4 +1,4 @@
-/* Unit tests for the server's jansson scratch arenas (src/server/json_arena.c). */
+/* Unit tests for the server's arena JSON documents (src/server/json_arena.c). */
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -7,47 +7,56 @@
 
 #include "json_arena.h"
 
-static void setup(void) { nrd_srv_json_arena_setup(); }
+static const nrd_srv_json *parse(nrd_srv_json_arena *a, const char *text, size_t len, char *err) {
+  return nrd_srv_json_parse(a, text, len, err, 200);
+}
 
-TestSuite(json_arena, .init = setup);
-
-Test(json_arena, parses_into_the_arena_and_resets_on_drop)
+Test(json_arena, parses_into_the_arena_and_resets)
 {
   nrd_srv_json_arena *a = nrd_srv_json_arena_new();
   cr_assert_not_null(a);
   const char *text = "{\"inputs\":[{\"name\":\"INPUT0\",\"shape\":[1,16]}],\"id\":\"r1\"}";
   for (int round = 0; round < 3; round++) {
-    json_error_t err;
-    json_t *doc = nrd_srv_json_arena_loadb(a, text, strlen(text), &err);
-    cr_assert_not_null(doc, "%s", err.text);
-    cr_assert_gt(nrd_srv_json_arena_used(a), 0, "the document's memory came from malloc");
-    json_t *in = json_array_get(json_object_get(doc, "inputs"), 0);
-    cr_assert_str_eq(json_string_value(json_object_get(in, "name")), "INPUT0");
-    cr_assert_eq(json_integer_value(json_array_get(json_object_get(in, "shape"), 1)), 16);
-    cr_assert_str_eq(json_string_value(json_object_get(doc, "id")), "r1");
-    nrd_srv_json_arena_drop(a, doc);
+    char err[200];
+    const nrd_srv_json *doc = parse(a, text, strlen(text), err);
+    cr_assert_not_null(doc, "%s", err);
+    cr_assert_gt(nrd_srv_json_arena_used(a), 0);
+    const nrd_srv_json *in = nrd_srv_json_at(nrd_srv_json_get(doc, "inputs"), 0);
+    cr_assert_str_eq(nrd_srv_json_str(nrd_srv_json_get(in, "name")), "INPUT0");
+    cr_assert_eq(nrd_srv_json_int(nrd_srv_json_at(nrd_srv_json_get(in, "shape"), 1)), 16);
+    cr_assert_str_eq(nrd_srv_json_str(nrd_srv_json_get(doc, "id")), "r1");
+    cr_assert_null(nrd_srv_json_get(doc, "outputs"));
+    cr_assert_null(nrd_srv_json_get(in, "nam"), "keys match whole");
+    nrd_srv_json_arena_reset(a);
     cr_assert_eq(nrd_srv_json_arena_used(a), 0);
   }
   nrd_srv_json_arena_free(a);
 }
 
-Test(json_arena, a_document_larger_than_the_arena_spills_to_malloc)
+Test(json_arena, a_document_larger_than_the_first_block_grows_the_arena)
 {
   nrd_srv_json_arena *a = nrd_srv_json_arena_new();
-  cr_assert_not_null(a);
-  /* About 300 KB of JSON: far more than one arena holds. */
-  size_t n = 20000, cap = n * 16 + 16, len = 0;
+  /* About 300 KB of JSON in one array, and 5000 keys in one object: far
+   * more than the first block, and past the stack's inline room. */
+  size_t n = 20000, cap = n * 24 + 64, len = 0;
   char *text = malloc(cap);
   cr_assert_not_null(text);
-  text[len++] = '[';
+  len += (size_t)snprintf(text + len, cap - len, "{\"big\":[");
   for (size_t i = 0; i < n; i++) len += (size_t)snprintf(text + len, cap - len, "%s\"s%zu\"", i ? "," : "", i);
-  text[len++] = ']';
-  json_error_t err;
-  json_t *doc = nrd_srv_json_arena_loadb(a, text, len, &err);
-  cr_assert_not_null(doc, "%s", err.text);
-  cr_assert_eq(json_array_size(doc), n);
-  cr_assert_str_eq(json_string_value(json_array_get(doc, n - 1)), "s19999");
-  nrd_srv_json_arena_drop(a, doc); /* the sanitizers check nothing leaks or is freed wrongly */
+  len += (size_t)snprintf(text + len, cap - len, "],\"keys\":{");
+  for (size_t i = 0; i < 5000; i++) len += (size_t)snprintf(text + len, cap - len, "%s\"k%zu\":%zu", i ? "," : "", i % 4000, i);
+  len += (size_t)snprintf(text + len, cap - len, "}}");
+  char err[200];
+  const nrd_srv_json *doc = parse(a, text, len, err);
+  cr_assert_not_null(doc, "%s", err);
+  const nrd_srv_json *big = nrd_srv_json_get(doc, "big");
+  cr_assert_eq(nrd_srv_json_size(big), n);
+  cr_assert_str_eq(nrd_srv_json_str(nrd_srv_json_at(big, n - 1)), "s19999");
+  const nrd_srv_json *keys = nrd_srv_json_get(doc, "keys");
+  cr_assert_eq(nrd_srv_json_size(keys), 4000, "1000 repeated keys keep only their last value");
+  cr_assert_eq(nrd_srv_json_int(nrd_srv_json_get(keys, "k17")), 4017);
+  cr_assert_eq(nrd_srv_json_int(nrd_srv_json_get(keys, "k3999")), 3999);
+  nrd_srv_json_arena_reset(a); /* the sanitizers check nothing leaks */
   cr_assert_eq(nrd_srv_json_arena_used(a), 0);
   free(text);
   nrd_srv_json_arena_free(a);
@@ -57,64 +66,46 @@ Test(json_arena, a_failed_parse_leaves_the_arena_empty)
 {
   nrd_srv_json_arena *a = nrd_srv_json_arena_new();
   const char *bad = "{\"inputs\":[{\"name\":\"INPUT0\",\"shape\":[1,16]}";
-  json_error_t err;
-  cr_assert_null(nrd_srv_json_arena_loadb(a, bad, strlen(bad), &err));
+  char err[200] = "";
+  cr_assert_null(parse(a, bad, strlen(bad), err));
   cr_assert_eq(nrd_srv_json_arena_used(a), 0);
-  cr_assert_neq(err.text[0], '\0');
+  cr_assert_neq(err[0], '\0');
   nrd_srv_json_arena_free(a);
 }
 
-Test(json_arena, other_jansson_use_is_unaffected)
+/* What jansson's parser did, this one must do too. */
+Test(json_arena, values_and_escapes_follow_janssons_rules)
 {
   nrd_srv_json_arena *a = nrd_srv_json_arena_new();
-  json_t *doc = nrd_srv_json_arena_loadb(a, "{\"k\":1}", 7, NULL);
-  /* Built and freed with malloc while an arena document is alive. */
-  json_t *o = json_pack("{s:s, s:[i,i]}", "model", "m", "shape", 1, 2);
-  char *s = json_dumps(o, JSON_COMPACT);
-  cr_assert_str_eq(s, "{\"model\":\"m\",\"shape\":[1,2]}");
-  free(s);
-  json_decref(o);
-  nrd_srv_json_arena_drop(a, doc);
-  nrd_srv_json_arena_free(a);
-}
-
-Test(json_arena, without_an_arena_parsing_still_works)
-{
-  nrd_srv_json_arena *arenas[80];
-  size_t got = 0;
-  while (got < 80 && (arenas[got] = nrd_srv_json_arena_new()) != NULL) got++;
-  cr_assert_lt(got, 80, "arenas are a bounded resource");
-  json_t *doc = nrd_srv_json_arena_loadb(NULL, "[1,2,3]", 7, NULL);
-  cr_assert_eq(json_array_size(doc), 3);
-  nrd_srv_json_arena_drop(NULL, doc);
-  for (size_t i = 0; i < got; i++) nrd_srv_json_arena_free(arenas[i]);
-  nrd_srv_json_arena *again = nrd_srv_json_arena_new();
-  cr_assert_not_null(again, "freed arenas are reused");
-  nrd_srv_json_arena_free(again);
-}
-
-/* What jansson's own parser did, the yajl-driven one must do too. */
-Test(json_arena, values_and_escapes_come_out_as_jansson_gives_them)
-{
-  nrd_srv_json_arena *a = nrd_srv_json_arena_new();
-  const char *text = "{\"s\":\"a\\\"b\\u00e9\\n\",\"i\":-9223372036854775808,\"d\":2.5e-3,"
-                     "\"t\":true,\"f\":false,\"n\":null,\"e\":{},\"arr\":[[],[1]],\"k\":1,\"k\":2}";
-  json_error_t err;
-  json_t *doc = nrd_srv_json_arena_loadb(a, text, strlen(text), &err);
-  cr_assert_not_null(doc, "%s", err.text);
-  cr_assert_str_eq(json_string_value(json_object_get(doc, "s")), "a\"b\xc3\xa9\n");
-  cr_assert_eq(json_integer_value(json_object_get(doc, "i")), INT64_MIN);
-  cr_assert_float_eq(json_real_value(json_object_get(doc, "d")), 2.5e-3, 1e-12);
-  cr_assert(json_is_true(json_object_get(doc, "t")) && json_is_false(json_object_get(doc, "f")));
-  cr_assert(json_is_null(json_object_get(doc, "n")));
-  cr_assert_eq(json_object_size(json_object_get(doc, "e")), 0);
-  cr_assert_eq(json_array_size(json_array_get(json_object_get(doc, "arr"), 1)), 1);
-  cr_assert_eq(json_integer_value(json_object_get(doc, "k")), 2, "a repeated key keeps its last value");
-  cr_assert_eq(json_object_size(doc), 9);
-  nrd_srv_json_arena_drop(a, doc);
-  json_t *top = nrd_srv_json_arena_loadb(a, " 7 ", 3, &err);
-  cr_assert_eq(json_integer_value(top), 7, "any value may stand at the top");
-  nrd_srv_json_arena_drop(a, top);
+  const char *text = "{\"s\":\"a\\\"b\\u00e9\\n\",\"i\":-9223372036854775808,\"d\":2.5e-3,\"w\":2.0,"
+                     "\"t\":true,\"f\":false,\"n\":null,\"e\":{},\"arr\":[[],[1]],\"k\":1,\"k\":2,"
+                     "\"esc\\u005fkey\":3}";
+  char err[200];
+  const nrd_srv_json *doc = parse(a, text, strlen(text), err);
+  cr_assert_not_null(doc, "%s", err);
+  cr_assert_str_eq(nrd_srv_json_str(nrd_srv_json_get(doc, "s")), "a\"b\xc3\xa9\n");
+  cr_assert_eq(nrd_srv_json_get(doc, "s")->n, 6);
+  cr_assert_eq(nrd_srv_json_int(nrd_srv_json_get(doc, "i")), INT64_MIN);
+  cr_assert_float_eq(nrd_srv_json_real(nrd_srv_json_get(doc, "d")), 2.5e-3, 1e-12);
+  cr_assert(nrd_srv_json_is_real(nrd_srv_json_get(doc, "w")), "2.0 is a real, as in jansson");
+  cr_assert(nrd_srv_json_is_true(nrd_srv_json_get(doc, "t")));
+  cr_assert(nrd_srv_json_is(nrd_srv_json_get(doc, "f"), NRD_SRV_JSON_FALSE));
+  cr_assert(nrd_srv_json_is_bool(nrd_srv_json_get(doc, "f")) && !nrd_srv_json_is_bool(nrd_srv_json_get(doc, "n")));
+  cr_assert(nrd_srv_json_is(nrd_srv_json_get(doc, "n"), NRD_SRV_JSON_NULL));
+  cr_assert(nrd_srv_json_is_object(nrd_srv_json_get(doc, "e")));
+  cr_assert_eq(nrd_srv_json_size(nrd_srv_json_get(doc, "e")), 0);
+  cr_assert_eq(nrd_srv_json_size(nrd_srv_json_at(nrd_srv_json_get(doc, "arr"), 1)), 1);
+  cr_assert_null(nrd_srv_json_at(nrd_srv_json_get(doc, "arr"), 2));
+  cr_assert_eq(nrd_srv_json_int(nrd_srv_json_get(doc, "k")), 2, "a repeated key keeps its last value");
+  cr_assert_eq(nrd_srv_json_int(nrd_srv_json_get(doc, "esc_key")), 3, "keys are unescaped");
+  cr_assert_eq(nrd_srv_json_size(doc), 11);
+  /* Wrong types read as nothing. */
+  cr_assert_null(nrd_srv_json_str(nrd_srv_json_get(doc, "i")));
+  cr_assert_eq(nrd_srv_json_int(nrd_srv_json_get(doc, "s")), 0);
+  cr_assert_null(nrd_srv_json_get(nrd_srv_json_get(doc, "arr"), "x"));
+  cr_assert_null(nrd_srv_json_get(NULL, "x"));
+  const nrd_srv_json *top = parse(a, " 7 ", 3, err);
+  cr_assert_eq(nrd_srv_json_int(top), 7, "any value may stand at the top");
   nrd_srv_json_arena_free(a);
 }
 
@@ -137,20 +128,39 @@ Test(json_arena, bad_documents_are_refused_with_a_reason)
       {"{\"a\":\"x\\u0000y\"}", 16, "u0000"},
       {"{\"a\\u0000\":1}", 13, "u0000"},
       {"[\"\xff\xfe\"]", 6, NULL},
-      {"[99999999999999999999999]", 25, NULL},
-      {"[1e999]", 7, NULL},
+      {"[99999999999999999999999]", 25, "too big integer"},
+      {"[-99999999999999999999999]", 26, "too big negative integer"},
+      {"[1e999]", 7, "overflow"},
       {"[01]", 4, NULL},
       {"[NaN]", 5, NULL},
       {deep, sizeof deep, "deep"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    json_error_t err;
-    json_t *doc = nrd_srv_json_arena_loadb(a, cases[i].text, cases[i].len, &err);
+    char err[200] = "";
+    const nrd_srv_json *doc = parse(a, cases[i].text, cases[i].len, err);
     cr_assert_null(doc, "case %zu was accepted", i);
-    cr_assert_neq(err.text[0], '\0', "case %zu: no reason", i);
-    cr_assert_not_null(strstr(err.text, "at byte"), "case %zu: %s", i, err.text);
-    if (cases[i].says) cr_assert_not_null(strstr(err.text, cases[i].says), "case %zu: %s", i, err.text);
+    cr_assert_neq(err[0], '\0', "case %zu: no reason", i);
+    cr_assert_not_null(strstr(err, "at byte"), "case %zu: %s", i, err);
+    if (cases[i].says) cr_assert_not_null(strstr(err, cases[i].says), "case %zu: %s", i, err);
     cr_assert_eq(nrd_srv_json_arena_used(a), 0, "case %zu left the arena in use", i);
   }
+  nrd_srv_json_arena_free(a);
+}
+
+Test(json_arena, nested_containers_keep_their_own_keys)
+{
+  nrd_srv_json_arena *a = nrd_srv_json_arena_new();
+  const char *text = "{\"a\":{\"b\":{\"c\":[1,{\"d\":\"x\"}],\"e\":2},\"f\":[]},\"g\":3}";
+  char err[200];
+  const nrd_srv_json *doc = parse(a, text, strlen(text), err);
+  cr_assert_not_null(doc, "%s", err);
+  const nrd_srv_json *b = nrd_srv_json_get(nrd_srv_json_get(doc, "a"), "b");
+  cr_assert_eq(nrd_srv_json_int(nrd_srv_json_get(b, "e")), 2);
+  const nrd_srv_json *c = nrd_srv_json_get(b, "c");
+  cr_assert_str_eq(nrd_srv_json_str(nrd_srv_json_get(nrd_srv_json_at(c, 1), "d")), "x");
+  cr_assert(nrd_srv_json_is_array(nrd_srv_json_get(nrd_srv_json_get(doc, "a"), "f")));
+  cr_assert_eq(nrd_srv_json_int(nrd_srv_json_get(doc, "g")), 3);
+  cr_assert_str_eq(doc->u.members[0].key, "a");
+  cr_assert_str_eq(doc->u.members[1].key, "g");
   nrd_srv_json_arena_free(a);
 }
