@@ -20,7 +20,9 @@
 
 /* The cancellation flag of one submission. The delivery and the client's
  * request handle share it: a decoupled backend may release the request long
- * before its last response, and the client may cancel until then. */
+ * before its last response, and the client may cancel until then. It lives
+ * inside its delivery's block (nrd_delivery.cancel_flag), which the last
+ * unref of the flag frees; the delivery holds one count on it itself. */
 typedef struct nrd_cancel_flag {
   atomic_int refs;
   atomic_bool set;
@@ -36,12 +38,17 @@ typedef struct nrd_delivery {
   void *alloc_userp;
   TRITONSERVER_InferenceResponseCompleteFn_t response_fn;
   void *response_userp;
-  char *request_id;
-  nrd_cancel_flag *cancel; /* counted reference, never NULL */
+  char *request_id;        /* NULL or request_id_buf */
+  nrd_cancel_flag *cancel; /* counted reference, never NULL: &cancel_flag */
   atomic_bool final_sent;
   atomic_uint responses_sent;
   atomic_uint responses_reported; /* index for response statistics */
   bool decoupled;
+  /* One allocation rather than three: the flag and the id share the block,
+   * which outlives the delivery's last reference while a request still
+   * holds the flag. */
+  nrd_cancel_flag cancel_flag;
+  char request_id_buf[];
 } nrd_delivery;
 
 /* One output tensor; TRITONBACKEND_Output is a pointer to this. The buffer
@@ -61,12 +68,26 @@ typedef struct nrd_output {
   struct TRITONSERVER_BufferAttributes *attrs; /* lazily made by OutputBufferAttributes */
 } nrd_output;
 
+/* Inline room in a response. A response is made on an instance thread and
+ * freed on a front-end thread, where malloc's per-thread caches miss, so
+ * the first output pointers and one output with a short name and a few
+ * dimensions live inside the response. Outputs never move once made
+ * (TRITONBACKEND_Output points at them); only the pointer array does. */
+#define NRD_RESPONSE_OUTPUTS_INLINE 2
+#define NRD_OUTPUT_NAME_INLINE 32 /* bytes, with the terminating NUL */
+#define NRD_OUTPUT_DIMS_INLINE 4
+
 struct TRITONSERVER_InferenceResponse {
   nrd_delivery *delivery;    /* counted reference */
   TRITONSERVER_Error *error; /* owned; NULL on success */
-  nrd_output **outputs;
+  nrd_output **outputs;      /* outputs_inline until it outgrows it */
   uint32_t n_outputs, cap_outputs;
   nrd_param_list params;
+  nrd_output *outputs_inline[NRD_RESPONSE_OUTPUTS_INLINE];
+  bool output_inline_used;   /* output_inline is taken */
+  nrd_output output_inline;
+  int64_t output_inline_shape[NRD_OUTPUT_DIMS_INLINE];
+  char output_inline_name[NRD_OUTPUT_NAME_INLINE];
 };
 
 /* Response factories are thin handles on a delivery. */
