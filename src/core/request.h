@@ -108,11 +108,12 @@ struct TRITONSERVER_InferenceRequest {
 
   /* Inline room (see NRD_NAME_INLINE); the request itself never moves, so
    * pointers into it stay valid. A requested output name lives in
-   * output_names_inline[k] while bit k of output_names_used is set. */
+   * output_names_inline[k] while bit k of output_names_used is set. The
+   * room (from inputs_inline on) is not zeroed at New. */
+  uint8_t output_names_used;
   nrd_input inputs_inline[NRD_REQUEST_INPUTS_INLINE];
   char *outputs_inline[NRD_REQUEST_OUTPUTS_INLINE];
   char output_names_inline[NRD_REQUEST_OUTPUTS_INLINE][NRD_NAME_INLINE];
-  uint8_t output_names_used;
   char id_inline[NRD_NAME_INLINE];
 };
 

@@ -30,8 +30,11 @@ void nrd_cancel_flag_unref(nrd_cancel_flag *f) {
 
 nrd_delivery *nrd_delivery_new(TRITONSERVER_InferenceRequest *req) {
   size_t idlen = req->id ? strlen(req->id) + 1 : 0;
-  nrd_delivery *d = calloc(1, sizeof(*d) + idlen);
+  /* Not calloc, which bypasses malloc's per-thread cache. */
+  nrd_delivery *d = malloc(sizeof(*d) + idlen);
   if (!d) return NULL;
+  memset(d, 0, offsetof(nrd_delivery, response_inline_taken));
+  atomic_init(&d->response_inline_taken, false);
   if (req->id) d->request_id = memcpy(d->request_id_buf, req->id, idlen);
   d->cancel = &d->cancel_flag;
   atomic_init(&d->cancel->refs, 1); /* the delivery's own; see nrd_delivery_unref */
@@ -49,8 +52,11 @@ nrd_delivery *nrd_delivery_new(TRITONSERVER_InferenceRequest *req) {
 void nrd_delivery_ref(nrd_delivery *d) { atomic_fetch_add_explicit(&d->refs, 1, memory_order_relaxed); }
 
 static TRITONSERVER_InferenceResponse *response_alloc(nrd_delivery *d) {
-  TRITONSERVER_InferenceResponse *r = calloc(1, sizeof(*r));
-  if (!r) return NULL;
+  TRITONSERVER_InferenceResponse *r = &d->response_inline;
+  if (atomic_exchange_explicit(&d->response_inline_taken, true, memory_order_relaxed) &&
+      !(r = malloc(sizeof(*r))))
+    return NULL;
+  memset(r, 0, sizeof(*r));
   nrd_delivery_ref(d);
   r->delivery = d;
   r->outputs = r->outputs_inline;
@@ -379,8 +385,8 @@ TRITONSERVER_Error *TRITONSERVER_InferenceResponseDelete(TRITONSERVER_InferenceR
   if (r->outputs != r->outputs_inline) free(r->outputs);
   nrd_param_list_free(&r->params);
   if (r->error) TRITONSERVER_ErrorDelete(r->error);
-  free(r);
-  nrd_delivery_unref(d);
+  if (r != &d->response_inline) free(r);
+  nrd_delivery_unref(d); /* may free `d` and so an inline `r` */
   return NULL;
 }
 

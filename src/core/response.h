@@ -31,26 +31,6 @@ typedef struct nrd_cancel_flag {
 /* Drops one reference; NULL is ignored. Any thread. */
 void nrd_cancel_flag_unref(nrd_cancel_flag *f);
 
-typedef struct nrd_delivery {
-  atomic_int refs;
-  TRITONBACKEND_Model *model;  /* counted reference */
-  const TRITONSERVER_ResponseAllocator *allocator;
-  void *alloc_userp;
-  TRITONSERVER_InferenceResponseCompleteFn_t response_fn;
-  void *response_userp;
-  char *request_id;        /* NULL or request_id_buf */
-  nrd_cancel_flag *cancel; /* counted reference, never NULL: &cancel_flag */
-  atomic_bool final_sent;
-  atomic_uint responses_sent;
-  atomic_uint responses_reported; /* index for response statistics */
-  bool decoupled;
-  /* One allocation rather than three: the flag and the id share the block,
-   * which outlives the delivery's last reference while a request still
-   * holds the flag. */
-  nrd_cancel_flag cancel_flag;
-  char request_id_buf[];
-} nrd_delivery;
-
 /* One output tensor; TRITONBACKEND_Output is a pointer to this. The buffer
  * comes from the client's allocator and goes back to it on response delete. */
 typedef struct nrd_output {
@@ -78,7 +58,7 @@ typedef struct nrd_output {
 #define NRD_OUTPUT_DIMS_INLINE 4
 
 struct TRITONSERVER_InferenceResponse {
-  nrd_delivery *delivery;    /* counted reference */
+  struct nrd_delivery *delivery; /* counted reference */
   TRITONSERVER_Error *error; /* owned; NULL on success */
   nrd_output **outputs;      /* outputs_inline until it outgrows it */
   uint32_t n_outputs, cap_outputs;
@@ -89,6 +69,33 @@ struct TRITONSERVER_InferenceResponse {
   int64_t output_inline_shape[NRD_OUTPUT_DIMS_INLINE];
   char output_inline_name[NRD_OUTPUT_NAME_INLINE];
 };
+
+typedef struct nrd_delivery {
+  atomic_int refs;
+  TRITONBACKEND_Model *model;  /* counted reference */
+  const TRITONSERVER_ResponseAllocator *allocator;
+  void *alloc_userp;
+  TRITONSERVER_InferenceResponseCompleteFn_t response_fn;
+  void *response_userp;
+  char *request_id;        /* NULL or request_id_buf */
+  nrd_cancel_flag *cancel; /* counted reference, never NULL: &cancel_flag */
+  atomic_bool final_sent;
+  atomic_uint responses_sent;
+  atomic_uint responses_reported; /* index for response statistics */
+  bool decoupled;
+  /* One allocation rather than three: the flag and the id share the block,
+   * which outlives the delivery's last reference while a request still
+   * holds the flag. */
+  nrd_cancel_flag cancel_flag;
+  /* Room for the first response, taken by whoever makes it first. Most
+   * requests get exactly one response, and the delivery is made and freed
+   * on the front-end thread, while a response of its own would be made on
+   * the instance thread and freed on the front-end thread. Fields from here
+   * on are not zeroed at creation. */
+  atomic_bool response_inline_taken;
+  struct TRITONSERVER_InferenceResponse response_inline;
+  char request_id_buf[];
+} nrd_delivery;
 
 /* Response factories are thin handles on a delivery. */
 struct TRITONBACKEND_ResponseFactory {
