@@ -3,6 +3,7 @@
 #include "request.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,12 +31,37 @@ static nrd_input *find_input(TRITONSERVER_InferenceRequest *r, const char *name)
   return NULL;
 }
 
+/* Points the pointers that used the input's inline room (see nrd_input.inl)
+ * at its room again after the entry moved. */
+static void input_moved(nrd_input *in) {
+  if (in->inl & NRD_INL_NAME) in->name = in->name_inline;
+  if (in->inl & NRD_INL_SHAPE) in->shape = in->shape_inline;
+  if (in->inl & NRD_INL_BUFS) in->bufs = &in->buf_inline;
+}
+
 static void input_free(nrd_input *in) {
-  if (in->backend_shape != in->shape) free(in->backend_shape);
-  free(in->shape);
-  free(in->name);
-  free(in->bufs);
+  free(in->backend_shape);
+  if (!(in->inl & NRD_INL_SHAPE)) free(in->shape);
+  if (!(in->inl & NRD_INL_NAME)) free(in->name);
+  if (!(in->inl & NRD_INL_BUFS)) free(in->bufs);
   free(in->attrs);
+}
+
+/* Makes room for one more input; the entries may move. */
+static bool inputs_grow(TRITONSERVER_InferenceRequest *r) {
+  uint32_t cap = r->cap_inputs * 2;
+  nrd_input *ni;
+  if (r->inputs == r->inputs_inline) {
+    ni = malloc(cap * sizeof(*ni));
+    if (ni) memcpy(ni, r->inputs, r->n_inputs * sizeof(*ni));
+  } else {
+    ni = realloc(r->inputs, cap * sizeof(*ni));
+  }
+  if (!ni) return false;
+  r->inputs = ni;
+  r->cap_inputs = cap;
+  for (uint32_t i = 0; i < r->n_inputs; i++) input_moved(&ni[i]);
+  return true;
 }
 
 static TRITONSERVER_Error *input_add(TRITONSERVER_InferenceRequest *r, const char *name,
@@ -50,25 +76,30 @@ static TRITONSERVER_Error *input_add(TRITONSERVER_InferenceRequest *r, const cha
                                       name, dims);
   if (dims && !shape)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' shape must not be NULL", name);
-  if (r->n_inputs == r->cap_inputs) {
-    uint32_t cap = r->cap_inputs ? r->cap_inputs * 2 : 4;
-    nrd_input *ni = realloc(r->inputs, cap * sizeof(*ni));
-    if (!ni) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory adding input");
-    r->inputs = ni;
-    r->cap_inputs = cap;
-  }
+  if (r->n_inputs == r->cap_inputs && !inputs_grow(r))
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory adding input");
   nrd_input *in = &r->inputs[r->n_inputs];
   memset(in, 0, sizeof(*in));
-  in->name = strdup(name);
-  in->shape = malloc((dims ? dims : 1) * sizeof(int64_t));
-  if (!in->name || !in->shape) {
+  size_t nlen = strlen(name) + 1;
+  if (nlen <= sizeof in->name_inline) {
+    in->name = memcpy(in->name_inline, name, nlen);
+    in->inl |= NRD_INL_NAME;
+  } else if (!(in->name = strdup(name))) {
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory adding input");
+  }
+  if (dims <= NRD_DIMS_INLINE) {
+    in->shape = in->shape_inline;
+    in->inl |= NRD_INL_SHAPE;
+  } else if (!(in->shape = malloc(dims * sizeof(int64_t)))) {
     input_free(in);
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory adding input");
   }
   if (dims) memcpy(in->shape, shape, dims * sizeof(int64_t));
   in->dims_count = (uint32_t)dims;
-  in->backend_shape = in->shape;
   in->backend_dims_count = in->dims_count;
+  in->bufs = &in->buf_inline;
+  in->capbufs = 1;
+  in->inl |= NRD_INL_BUFS;
   in->dtype = dt;
   in->is_raw = raw;
   r->n_inputs++;
@@ -83,6 +114,30 @@ static TRITONSERVER_Error *not_in_flight(const TRITONSERVER_InferenceRequest *r)
   return NULL;
 }
 
+/* --------------------------------------------------------------- outputs */
+
+/* A copy of a requested output's name: in a free inline slot of the request
+ * when the name fits (see NRD_NAME_INLINE), else on the heap. */
+static char *output_name_new(TRITONSERVER_InferenceRequest *r, const char *name) {
+  size_t n = strlen(name) + 1;
+  if (n <= NRD_NAME_INLINE)
+    for (unsigned k = 0; k < NRD_REQUEST_OUTPUTS_INLINE; k++)
+      if (!(r->output_names_used & 1u << k)) {
+        r->output_names_used |= (uint8_t)(1u << k);
+        return memcpy(r->output_names_inline[k], name, n);
+      }
+  return strdup(name);
+}
+
+static void output_name_free(TRITONSERVER_InferenceRequest *r, char *name) {
+  for (unsigned k = 0; k < NRD_REQUEST_OUTPUTS_INLINE; k++)
+    if (name == r->output_names_inline[k]) {
+      r->output_names_used &= (uint8_t)~(1u << k);
+      return;
+    }
+  free(name);
+}
+
 /* ----------------------------------------------------- request: lifecycle */
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestNew(TRITONSERVER_InferenceRequest **inference_request,
@@ -93,14 +148,21 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestNew(TRITONSERVER_InferenceReque
             "request, server and model name must not be NULL");
   TRITONBACKEND_Model *m = NULL;
   NRD_RETURN_IF_ERROR(nrd_server_get_model(server, model_name, model_version, &m));
-  TRITONSERVER_InferenceRequest *r = calloc(1, sizeof(*r));
+  /* Not calloc, which bypasses malloc's per-thread cache; the inline room
+   * is set up as it is used. */
+  TRITONSERVER_InferenceRequest *r = malloc(sizeof(*r));
   if (!r) {
     nrd_model_unref(m);
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating request");
   }
+  memset(r, 0, offsetof(TRITONSERVER_InferenceRequest, inputs_inline));
   r->server = server;
   r->model = m;
   r->requested_version = model_version;
+  r->inputs = r->inputs_inline;
+  r->cap_inputs = NRD_REQUEST_INPUTS_INLINE;
+  r->outputs = r->outputs_inline;
+  r->cap_outputs = NRD_REQUEST_OUTPUTS_INLINE;
   *inference_request = r;
   return NULL;
 }
@@ -111,11 +173,11 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestDelete(TRITONSERVER_InferenceRe
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                          "cannot delete an inference request that is still in flight");
   for (uint32_t i = 0; i < r->n_inputs; i++) input_free(&r->inputs[i]);
-  free(r->inputs);
-  for (uint32_t i = 0; i < r->n_outputs; i++) free(r->outputs[i]);
-  free(r->outputs);
+  if (r->inputs != r->inputs_inline) free(r->inputs);
+  for (uint32_t i = 0; i < r->n_outputs; i++) output_name_free(r, r->outputs[i]);
+  if (r->outputs != r->outputs_inline) free(r->outputs);
   nrd_param_list_free(&r->params);
-  free(r->id);
+  if (r->id != r->id_inline) free(r->id);
   free(r->corr_id_str);
   nrd_model_unref(r->model);
   nrd_cancel_flag_unref(r->cancel);
@@ -134,10 +196,17 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestId(TRITONSERVER_InferenceReques
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetId(TRITONSERVER_InferenceRequest *r, const char *id) {
   ARG_CHECK(r && id, "request and id must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
-  char *c = strdup(id);
-  if (!c) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-  free(r->id);
-  r->id = c;
+  /* `id` may be the current id itself, so the old one goes last. */
+  char *old = r->id;
+  size_t n = strlen(id) + 1;
+  if (n <= sizeof r->id_inline) {
+    r->id = memmove(r->id_inline, id, n);
+  } else {
+    char *c = malloc(n);
+    if (!c) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    r->id = memcpy(c, id, n);
+  }
+  if (old != r->id_inline) free(old);
   return NULL;
 }
 
@@ -263,6 +332,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveInput(TRITONSERVER_Infere
   uint32_t idx = (uint32_t)(in - r->inputs);
   memmove(in, in + 1, (r->n_inputs - idx - 1) * sizeof(*in));
   r->n_inputs--;
+  for (uint32_t i = idx; i < r->n_inputs; i++) input_moved(&r->inputs[i]);
   return NULL;
 }
 
@@ -286,11 +356,18 @@ static TRITONSERVER_Error *append_data(TRITONSERVER_InferenceRequest *r, const c
     return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
                          "input '%s': GPU memory is not supported by this server (no GPU)", name);
   if (in->nbufs == in->capbufs) {
-    uint32_t cap = in->capbufs ? in->capbufs * 2 : 1;
-    nrd_buffer *nb = realloc(in->bufs, cap * sizeof(*nb));
+    uint32_t cap = in->capbufs * 2;
+    nrd_buffer *nb;
+    if (in->inl & NRD_INL_BUFS) {
+      nb = malloc(cap * sizeof(*nb));
+      if (nb) memcpy(nb, in->bufs, in->nbufs * sizeof(*nb));
+    } else {
+      nb = realloc(in->bufs, cap * sizeof(*nb));
+    }
     if (!nb) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory appending input data");
     in->bufs = nb;
     in->capbufs = cap;
+    in->inl &= (uint8_t)~NRD_INL_BUFS;
   }
   in->bufs[in->nbufs++] = (nrd_buffer){base, size, mt, mt_id};
   free(in->attrs);
@@ -350,13 +427,19 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestAddRequestedOutput(TRITONSERVER
       return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                            "output '%s' is already requested", name);
   if (r->n_outputs == r->cap_outputs) {
-    uint32_t cap = r->cap_outputs ? r->cap_outputs * 2 : 4;
-    char **no = realloc(r->outputs, cap * sizeof(*no));
+    uint32_t cap = r->cap_outputs * 2;
+    char **no;
+    if (r->outputs == r->outputs_inline) {
+      no = malloc(cap * sizeof(*no));
+      if (no) memcpy(no, r->outputs, r->n_outputs * sizeof(*no));
+    } else {
+      no = realloc(r->outputs, cap * sizeof(*no));
+    }
     if (!no) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
     r->outputs = no;
     r->cap_outputs = cap;
   }
-  char *c = strdup(name);
+  char *c = output_name_new(r, name);
   if (!c) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   r->outputs[r->n_outputs++] = c;
   return NULL;
@@ -368,7 +451,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveRequestedOutput(TRITONSER
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   for (uint32_t i = 0; i < r->n_outputs; i++) {
     if (!strcmp(r->outputs[i], name)) {
-      free(r->outputs[i]);
+      output_name_free(r, r->outputs[i]);
       memmove(&r->outputs[i], &r->outputs[i + 1], (r->n_outputs - i - 1) * sizeof(char *));
       r->n_outputs--;
       return NULL;
@@ -380,7 +463,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveRequestedOutput(TRITONSER
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveAllRequestedOutputs(TRITONSERVER_InferenceRequest *r) {
   ARG_CHECK(r, "request must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
-  for (uint32_t i = 0; i < r->n_outputs; i++) free(r->outputs[i]);
+  for (uint32_t i = 0; i < r->n_outputs; i++) output_name_free(r, r->outputs[i]);
   r->n_outputs = 0;
   return NULL;
 }
@@ -515,7 +598,8 @@ static TRITONSERVER_Error *resolve_raw(const TRITONBACKEND_Model *m, const nrd_i
   in->dtype = io->dtype;
   size_t esz = nrd_datatype_byte_size(io->dtype);
   uint32_t nd = io->ndims + (m->max_batch_size > 0 ? 1 : 0);
-  int64_t *s = malloc((nd ? nd : 1) * sizeof(int64_t));
+  int64_t small[NRD_DIMS_INLINE];
+  int64_t *s = nd <= NRD_DIMS_INLINE ? small : malloc(nd * sizeof(int64_t));
   if (!s) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   uint32_t o = 0;
   if (m->max_batch_size > 0) s[o++] = 1;
@@ -529,7 +613,7 @@ static TRITONSERVER_Error *resolve_raw(const TRITONBACKEND_Model *m, const nrd_i
   }
   if (wild >= 0) {
     if (!esz || !known || in->byte_size % (esz * (uint64_t)known)) {
-      free(s);
+      if (s != small) free(s);
       return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                            "raw input '%s' of model '%s': cannot infer its shape from %" PRIu64 " bytes",
                            in->name, m->name, in->byte_size);
@@ -537,10 +621,16 @@ static TRITONSERVER_Error *resolve_raw(const TRITONBACKEND_Model *m, const nrd_i
     s[wild] = (int64_t)(in->byte_size / (esz * (uint64_t)known));
   }
   /* A reshape from an earlier send of this request has its own copy. */
-  if (in->backend_shape != in->shape) free(in->backend_shape);
-  free(in->shape);
-  in->shape = s;
-  in->backend_shape = s;
+  free(in->backend_shape);
+  in->backend_shape = NULL;
+  if (!(in->inl & NRD_INL_SHAPE)) free(in->shape);
+  if (s == small) {
+    in->shape = memcpy(in->shape_inline, small, nd * sizeof(int64_t));
+    in->inl |= NRD_INL_SHAPE;
+  } else {
+    in->shape = s;
+    in->inl &= (uint8_t)~NRD_INL_SHAPE;
+  }
   in->dims_count = in->backend_dims_count = nd;
   return NULL;
 }
@@ -562,7 +652,7 @@ static TRITONSERVER_Error *apply_reshape(const TRITONBACKEND_Model *m, const nrd
     o++;
   }
   if (wild >= 0) s[wild] = known ? total / known : 0;
-  if (in->backend_shape != in->shape) free(in->backend_shape);
+  free(in->backend_shape);
   in->backend_shape = s;
   in->backend_dims_count = nd;
   return NULL;
@@ -671,14 +761,8 @@ TRITONSERVER_Error *nrd_request_add_core_input(TRITONSERVER_InferenceRequest *r,
                                                const void *data, uint64_t size) {
   nrd_input *in = NULL;
   NRD_RETURN_IF_ERROR(input_add(r, name, dtype, shape, dims, false, &in));
-  in->bufs = malloc(sizeof(*in->bufs));
-  if (!in->bufs) {
-    input_free(in);
-    r->n_inputs--;
-    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory adding input '%s'", name);
-  }
   in->bufs[0] = (nrd_buffer){.base = data, .size = (size_t)size, .mtype = TRITONSERVER_MEMORY_CPU, .mtype_id = 0};
-  in->nbufs = in->capbufs = 1;
+  in->nbufs = 1;
   in->byte_size = size;
   r->n_core_inputs++;
   return NULL;
@@ -871,7 +955,7 @@ TRITONSERVER_Error *TRITONBACKEND_InputProperties(TRITONBACKEND_Input *input, co
   const nrd_input *in = (const nrd_input *)input;
   if (name) *name = in->name;
   if (datatype) *datatype = in->dtype;
-  if (shape) *shape = in->backend_shape;
+  if (shape) *shape = in->backend_shape ? in->backend_shape : in->shape;
   if (dims_count) *dims_count = in->backend_dims_count;
   if (byte_size) *byte_size = in->byte_size;
   if (buffer_count) *buffer_count = in->nbufs;

@@ -25,36 +25,59 @@ typedef struct nrd_buffer {
   int64_t mtype_id;
 } nrd_buffer;
 
-/* One input tensor. TRITONBACKEND_Input is a pointer to this. */
+/* Inline room for the common small case. A request is built on a front-end
+ * thread and its pieces are freed on another, where glibc's per-thread caches
+ * miss; a short name, a few dimensions and one buffer therefore live inside
+ * the input (and the first inputs and requested outputs inside the request)
+ * instead of in their own allocations. Anything larger goes to the heap. */
+#define NRD_NAME_INLINE 32     /* bytes, with the terminating NUL */
+#define NRD_DIMS_INLINE 4
+#define NRD_REQUEST_INPUTS_INLINE 2
+#define NRD_REQUEST_OUTPUTS_INLINE 2
+
+/* Bits of nrd_input.inl: which pointers point at the input's own room. */
+#define NRD_INL_NAME 1u
+#define NRD_INL_SHAPE 2u
+#define NRD_INL_BUFS 4u
+
+/* One input tensor. TRITONBACKEND_Input is a pointer to this. Entries of
+ * the inputs array may move while the client builds the request (growth,
+ * RemoveInput) and when the core appends its inputs before Execute, never
+ * while a backend holds them; whoever moves them re-points the inline
+ * pointers by the `inl` bits (input_moved in request.c). */
 typedef struct nrd_input {
   char *name;
   TRITONSERVER_DataType dtype;
   int64_t *shape;          /* as the client gave it */
   uint32_t dims_count;
-  int64_t *backend_shape;  /* after reshape; == shape when none applies */
+  int64_t *backend_shape;  /* after reshape (heap); NULL when none applies */
   uint32_t backend_dims_count;
   nrd_buffer *bufs;
   uint32_t nbufs, capbufs;
   uint64_t byte_size;      /* sum of bufs[i].size */
   bool is_raw;             /* added with AddRawInput: shape from the config */
+  uint8_t inl;             /* NRD_INL_* */
   struct TRITONSERVER_BufferAttributes *attrs; /* lazily made by InputBufferAttributes */
   uint32_t n_attrs;
+  nrd_buffer buf_inline;
+  int64_t shape_inline[NRD_DIMS_INLINE];
+  char name_inline[NRD_NAME_INLINE];
 } nrd_input;
 
 struct TRITONSERVER_InferenceRequest {
   TRITONSERVER_Server *server;
   TRITONBACKEND_Model *model;     /* counted reference, taken at New */
   int64_t requested_version;      /* as given to New (-1: latest) */
-  char *id;
+  char *id;                    /* NULL, id_inline or the heap */
   uint32_t flags;
   uint64_t corr_id;
   char *corr_id_str;           /* non-NULL when the correlation id is a string */
   uint64_t priority;
   uint64_t timeout_us;
 
-  nrd_input *inputs;
+  nrd_input *inputs;           /* inputs_inline until it outgrows it */
   uint32_t n_inputs, cap_inputs;
-  char **outputs;              /* requested output names */
+  char **outputs;              /* requested output names; outputs_inline at first */
   uint32_t n_outputs, cap_outputs;
   nrd_param_list params;
 
@@ -82,6 +105,16 @@ struct TRITONSERVER_InferenceRequest {
   uint32_t n_core_inputs;
 
   struct TRITONSERVER_InferenceRequest *next; /* scheduler queue link */
+
+  /* Inline room (see NRD_NAME_INLINE); the request itself never moves, so
+   * pointers into it stay valid. A requested output name lives in
+   * output_names_inline[k] while bit k of output_names_used is set. The
+   * room (from inputs_inline on) is not zeroed at New. */
+  uint8_t output_names_used;
+  nrd_input inputs_inline[NRD_REQUEST_INPUTS_INLINE];
+  char *outputs_inline[NRD_REQUEST_OUTPUTS_INLINE];
+  char output_names_inline[NRD_REQUEST_OUTPUTS_INLINE][NRD_NAME_INLINE];
+  char id_inline[NRD_NAME_INLINE];
 };
 
 /* Checks the request against its model's configuration (names, datatypes,

@@ -3,6 +3,7 @@
  * accessors (TRITONSERVER_InferenceResponse*). */
 #include "response.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,20 +21,23 @@
 
 /* ------------------------------------------------------------ deliveries */
 
+/* The flag is always a delivery's cancel_flag: its last holder frees the
+ * delivery's block. */
 void nrd_cancel_flag_unref(nrd_cancel_flag *f) {
-  if (f && atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) == 1) free(f);
+  if (f && atomic_fetch_sub_explicit(&f->refs, 1, memory_order_acq_rel) == 1)
+    free((char *)f - offsetof(nrd_delivery, cancel_flag));
 }
 
 nrd_delivery *nrd_delivery_new(TRITONSERVER_InferenceRequest *req) {
-  nrd_delivery *d = calloc(1, sizeof(*d));
+  size_t idlen = req->id ? strlen(req->id) + 1 : 0;
+  /* Not calloc, which bypasses malloc's per-thread cache. */
+  nrd_delivery *d = malloc(sizeof(*d) + idlen);
   if (!d) return NULL;
-  d->cancel = calloc(1, sizeof(*d->cancel));
-  if (!d->cancel || (req->id && !(d->request_id = strdup(req->id)))) {
-    free(d->cancel);
-    free(d);
-    return NULL;
-  }
-  atomic_init(&d->cancel->refs, 1);
+  memset(d, 0, offsetof(nrd_delivery, response_inline_taken));
+  atomic_init(&d->response_inline_taken, false);
+  if (req->id) d->request_id = memcpy(d->request_id_buf, req->id, idlen);
+  d->cancel = &d->cancel_flag;
+  atomic_init(&d->cancel->refs, 1); /* the delivery's own; see nrd_delivery_unref */
   atomic_init(&d->refs, 1);
   d->model = req->model;
   nrd_model_ref(d->model);
@@ -48,10 +52,15 @@ nrd_delivery *nrd_delivery_new(TRITONSERVER_InferenceRequest *req) {
 void nrd_delivery_ref(nrd_delivery *d) { atomic_fetch_add_explicit(&d->refs, 1, memory_order_relaxed); }
 
 static TRITONSERVER_InferenceResponse *response_alloc(nrd_delivery *d) {
-  TRITONSERVER_InferenceResponse *r = calloc(1, sizeof(*r));
-  if (!r) return NULL;
+  TRITONSERVER_InferenceResponse *r = &d->response_inline;
+  if (atomic_exchange_explicit(&d->response_inline_taken, true, memory_order_relaxed) &&
+      !(r = malloc(sizeof(*r))))
+    return NULL;
+  memset(r, 0, sizeof(*r));
   nrd_delivery_ref(d);
   r->delivery = d;
+  r->outputs = r->outputs_inline;
+  r->cap_outputs = NRD_RESPONSE_OUTPUTS_INLINE;
   if (d->allocator && d->allocator->start_fn) {
     TRITONSERVER_Error *e = d->allocator->start_fn((TRITONSERVER_ResponseAllocator *)d->allocator, d->alloc_userp);
     if (e) {
@@ -76,9 +85,7 @@ void nrd_delivery_unref(nrd_delivery *d) {
     if (atomic_fetch_sub_explicit(&d->refs, 1, memory_order_acq_rel) != 1) return;
   }
   nrd_model_unref(d->model);
-  nrd_cancel_flag_unref(d->cancel);
-  free(d->request_id);
-  free(d);
+  nrd_cancel_flag_unref(d->cancel); /* frees `d` unless a request still holds the flag */
 }
 
 /* Hands a finished response to the client; consumes `r` either way. */
@@ -245,18 +252,33 @@ TRITONSERVER_Error *TRITONBACKEND_ResponseOutput(TRITONBACKEND_Response *respons
     if (!strcmp(r->outputs[i]->name, name))
       return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "output '%s' already exists in response", name);
   if (r->n_outputs == r->cap_outputs) {
-    uint32_t cap = r->cap_outputs ? r->cap_outputs * 2 : 4;
-    nrd_output **no = realloc(r->outputs, cap * sizeof(*no));
+    uint32_t cap = r->cap_outputs * 2;
+    nrd_output **no;
+    if (r->outputs == r->outputs_inline) {
+      no = malloc(cap * sizeof(*no));
+      if (no) memcpy(no, r->outputs, r->n_outputs * sizeof(*no));
+    } else {
+      no = realloc(r->outputs, cap * sizeof(*no));
+    }
     if (!no) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
     r->outputs = no;
     r->cap_outputs = cap;
   }
-  /* One allocation holds the output, its shape and its name. */
   size_t nlen = strlen(name) + 1;
-  nrd_output *o = calloc(1, sizeof(*o) + dims_count * sizeof(int64_t) + nlen);
-  if (!o) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-  o->shape = (int64_t *)(o + 1);
-  o->name = (char *)(o->shape + dims_count);
+  nrd_output *o;
+  if (!r->output_inline_used && nlen <= NRD_OUTPUT_NAME_INLINE && dims_count <= NRD_OUTPUT_DIMS_INLINE) {
+    o = &r->output_inline;
+    memset(o, 0, sizeof(*o));
+    o->shape = r->output_inline_shape;
+    o->name = r->output_inline_name;
+    r->output_inline_used = true;
+  } else {
+    /* One allocation holds the output, its shape and its name. */
+    o = calloc(1, sizeof(*o) + dims_count * sizeof(int64_t) + nlen);
+    if (!o) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    o->shape = (int64_t *)(o + 1);
+    o->name = (char *)(o->shape + dims_count);
+  }
   if (dims_count) memcpy(o->shape, shape, dims_count * sizeof(int64_t));
   memcpy(o->name, name, nlen);
   o->dims_count = dims_count;
@@ -358,13 +380,13 @@ TRITONSERVER_Error *TRITONSERVER_InferenceResponseDelete(TRITONSERVER_InferenceR
       }
     }
     free(o->attrs);
-    free(o);
+    if (o != &r->output_inline) free(o);
   }
-  free(r->outputs);
+  if (r->outputs != r->outputs_inline) free(r->outputs);
   nrd_param_list_free(&r->params);
   if (r->error) TRITONSERVER_ErrorDelete(r->error);
-  free(r);
-  nrd_delivery_unref(d);
+  if (r != &d->response_inline) free(r);
+  nrd_delivery_unref(d); /* may free `d` and so an inline `r` */
   return NULL;
 }
 

@@ -20,7 +20,9 @@
 
 /* The cancellation flag of one submission. The delivery and the client's
  * request handle share it: a decoupled backend may release the request long
- * before its last response, and the client may cancel until then. */
+ * before its last response, and the client may cancel until then. It lives
+ * inside its delivery's block (nrd_delivery.cancel_flag), which the last
+ * unref of the flag frees; the delivery holds one count on it itself. */
 typedef struct nrd_cancel_flag {
   atomic_int refs;
   atomic_bool set;
@@ -28,21 +30,6 @@ typedef struct nrd_cancel_flag {
 
 /* Drops one reference; NULL is ignored. Any thread. */
 void nrd_cancel_flag_unref(nrd_cancel_flag *f);
-
-typedef struct nrd_delivery {
-  atomic_int refs;
-  TRITONBACKEND_Model *model;  /* counted reference */
-  const TRITONSERVER_ResponseAllocator *allocator;
-  void *alloc_userp;
-  TRITONSERVER_InferenceResponseCompleteFn_t response_fn;
-  void *response_userp;
-  char *request_id;
-  nrd_cancel_flag *cancel; /* counted reference, never NULL */
-  atomic_bool final_sent;
-  atomic_uint responses_sent;
-  atomic_uint responses_reported; /* index for response statistics */
-  bool decoupled;
-} nrd_delivery;
 
 /* One output tensor; TRITONBACKEND_Output is a pointer to this. The buffer
  * comes from the client's allocator and goes back to it on response delete. */
@@ -61,13 +48,54 @@ typedef struct nrd_output {
   struct TRITONSERVER_BufferAttributes *attrs; /* lazily made by OutputBufferAttributes */
 } nrd_output;
 
+/* Inline room in a response. A response is made on an instance thread and
+ * freed on a front-end thread, where malloc's per-thread caches miss, so
+ * the first output pointers and one output with a short name and a few
+ * dimensions live inside the response. Outputs never move once made
+ * (TRITONBACKEND_Output points at them); only the pointer array does. */
+#define NRD_RESPONSE_OUTPUTS_INLINE 2
+#define NRD_OUTPUT_NAME_INLINE 32 /* bytes, with the terminating NUL */
+#define NRD_OUTPUT_DIMS_INLINE 4
+
 struct TRITONSERVER_InferenceResponse {
-  nrd_delivery *delivery;    /* counted reference */
+  struct nrd_delivery *delivery; /* counted reference */
   TRITONSERVER_Error *error; /* owned; NULL on success */
-  nrd_output **outputs;
+  nrd_output **outputs;      /* outputs_inline until it outgrows it */
   uint32_t n_outputs, cap_outputs;
   nrd_param_list params;
+  nrd_output *outputs_inline[NRD_RESPONSE_OUTPUTS_INLINE];
+  bool output_inline_used;   /* output_inline is taken */
+  nrd_output output_inline;
+  int64_t output_inline_shape[NRD_OUTPUT_DIMS_INLINE];
+  char output_inline_name[NRD_OUTPUT_NAME_INLINE];
 };
+
+typedef struct nrd_delivery {
+  atomic_int refs;
+  TRITONBACKEND_Model *model;  /* counted reference */
+  const TRITONSERVER_ResponseAllocator *allocator;
+  void *alloc_userp;
+  TRITONSERVER_InferenceResponseCompleteFn_t response_fn;
+  void *response_userp;
+  char *request_id;        /* NULL or request_id_buf */
+  nrd_cancel_flag *cancel; /* counted reference, never NULL: &cancel_flag */
+  atomic_bool final_sent;
+  atomic_uint responses_sent;
+  atomic_uint responses_reported; /* index for response statistics */
+  bool decoupled;
+  /* One allocation rather than three: the flag and the id share the block,
+   * which outlives the delivery's last reference while a request still
+   * holds the flag. */
+  nrd_cancel_flag cancel_flag;
+  /* Room for the first response, taken by whoever makes it first. Most
+   * requests get exactly one response, and the delivery is made and freed
+   * on the front-end thread, while a response of its own would be made on
+   * the instance thread and freed on the front-end thread. Fields from here
+   * on are not zeroed at creation. */
+  atomic_bool response_inline_taken;
+  struct TRITONSERVER_InferenceResponse response_inline;
+  char request_id_buf[];
+} nrd_delivery;
 
 /* Response factories are thin handles on a delivery. */
 struct TRITONBACKEND_ResponseFactory {

@@ -492,6 +492,135 @@ Test(infer, reuse_request_after_release) {
   fixture_down(&f);
 }
 
+/* More inputs, buffers, dimensions, requested and returned outputs and
+ * longer names and ids than a request and a response keep inline
+ * (request.h, response.h); then some removed, re-added and everything sent
+ * again with the same request, so moved inputs must still be whole. */
+#define WIDE_LONG "_name_longer_than_the_inline_room_of_32_bytes"
+#define WIDE_IO(dir, s, dims) " { name: \"" dir s "\" data_type: TYPE_INT32 dims: " dims " optional: true }"
+#define WIDE_CONFIG                                                                                      \
+  "name: \"wide\"\nbackend: \"identity\"\nmax_batch_size: 0\ninput [" WIDE_IO("INPUT", "0", "[ 4 ]") "," \
+  WIDE_IO("INPUT", "1", "[ 4 ]") "," WIDE_IO("INPUT", "2", "[ 4 ]") "," WIDE_IO("INPUT", "3", "[ 4 ]") "," \
+  WIDE_IO("INPUT", WIDE_LONG, "[ 1, 1, 1, 1, 1, 4 ]") " ]\noutput ["                                       \
+  " { name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ 4 ] },"                                             \
+  " { name: \"OUTPUT1\" data_type: TYPE_INT32 dims: [ 4 ] },"                                             \
+  " { name: \"OUTPUT2\" data_type: TYPE_INT32 dims: [ 4 ] },"                                             \
+  " { name: \"OUTPUT3\" data_type: TYPE_INT32 dims: [ 4 ] },"                                             \
+  " { name: \"OUTPUT" WIDE_LONG "\" data_type: TYPE_INT32 dims: [ 1, 1, 1, 1, 1, 4 ] } ]\n"
+
+static const char *const wide_suffix[5] = {"0", "1", "2", "3", WIDE_LONG};
+
+/* One good response holding exactly the outputs flagged in `want`, each a
+ * copy of its input. */
+static void wide_expect(h_call *c, int32_t data[5][4], const bool want[5]) {
+  TRITONSERVER_InferenceResponse *resp = one_ok(c);
+  uint32_t n = 0;
+  for (int i = 0; i < 5; i++) {
+    char name[64];
+    snprintf(name, sizeof name, "OUTPUT%s", wide_suffix[i]);
+    out_view v;
+    bool got = find_output(resp, name, &v);
+    cr_assert_eq(got, want[i], "%s: present %d, expected %d", name, got, want[i]);
+    if (!got) continue;
+    n++;
+    cr_assert_eq(v.size, sizeof data[i], "%s", name);
+    cr_assert_eq(memcmp(v.base, data[i], sizeof data[i]), 0, "%s", name);
+    const int64_t shape6[6] = {1, 1, 1, 1, 1, 4}, shape1[1] = {4};
+    if (i == 4) expect_shape(&v, shape6, 6);
+    else expect_shape(&v, shape1, 1);
+  }
+  cr_assert_eq(output_count(resp), n);
+  const char *id = NULL;
+  H_OK(TRITONSERVER_InferenceResponseId(resp, &id));
+  cr_assert_str_eq(id, "short");
+}
+
+static void wide_request_output(TRITONSERVER_InferenceRequest *r, int i) {
+  char name[64];
+  snprintf(name, sizeof name, "OUTPUT%s", wide_suffix[i]);
+  H_OK(TRITONSERVER_InferenceRequestAddRequestedOutput(r, name));
+}
+
+Test(infer, many_inputs_and_outputs_removed_readded_reused) {
+  fixture f = {h_tmpdir(), NULL};
+  h_model(f.repo, "wide", WIDE_CONFIG, "1");
+  f.s = h_server_new(h_options(f.repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  int32_t data[5][4];
+  for (int i = 0; i < 5; i++)
+    for (int k = 0; k < 4; k++) data[i][k] = i * 100 + k;
+  const int64_t shape[1] = {4};
+  TRITONSERVER_InferenceRequest *r = h_request(f.s, "wide");
+  /* INPUT0 in three buffers; INPUT3 and the long one raw, the latter with
+   * six dimensions from the configuration. */
+  H_OK(TRITONSERVER_InferenceRequestAddInput(r, "INPUT0", TRITONSERVER_TYPE_INT32, shape, 1));
+  H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT0", &data[0][0], 4, TRITONSERVER_MEMORY_CPU, 0));
+  H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT0", &data[0][1], 4, TRITONSERVER_MEMORY_CPU, 0));
+  H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT0", &data[0][2], 8, TRITONSERVER_MEMORY_CPU, 0));
+  h_add_input(r, "INPUT1", TRITONSERVER_TYPE_INT32, shape, 1, data[1], sizeof data[1]);
+  h_add_input(r, "INPUT2", TRITONSERVER_TYPE_INT32, shape, 1, data[2], sizeof data[2]);
+  H_OK(TRITONSERVER_InferenceRequestAddRawInput(r, "INPUT3"));
+  H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT3", data[3], sizeof data[3], TRITONSERVER_MEMORY_CPU, 0));
+  H_OK(TRITONSERVER_InferenceRequestAddRawInput(r, "INPUT" WIDE_LONG));
+  H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT" WIDE_LONG, data[4], sizeof data[4],
+                                                    TRITONSERVER_MEMORY_CPU, 0));
+  for (int i = 0; i < 5; i++) wide_request_output(r, i);
+  /* A long id, then a short one; each time set again from its own storage. */
+  const char *id = NULL;
+  H_OK(TRITONSERVER_InferenceRequestSetId(r, "an-id-longer-than-the-thirty-two-bytes-kept-inline"));
+  H_OK(TRITONSERVER_InferenceRequestId(r, &id));
+  H_OK(TRITONSERVER_InferenceRequestSetId(r, id));
+  H_OK(TRITONSERVER_InferenceRequestId(r, &id));
+  cr_assert_str_eq(id, "an-id-longer-than-the-thirty-two-bytes-kept-inline");
+  H_OK(TRITONSERVER_InferenceRequestSetId(r, "short"));
+  H_OK(TRITONSERVER_InferenceRequestId(r, &id));
+  H_OK(TRITONSERVER_InferenceRequestSetId(r, id));
+  H_OK(TRITONSERVER_InferenceRequestId(r, &id));
+  cr_assert_str_eq(id, "short");
+
+  const bool all[5] = {true, true, true, true, true};
+  for (int round = 0; round < 3; round++) {
+    h_call *c = h_infer(f.s, r);
+    wide_expect(c, data, all);
+    h_call_free(c);
+  }
+  /* Removed from the front and the middle: the inputs behind them move. */
+  H_OK(TRITONSERVER_InferenceRequestRemoveInput(r, "INPUT0"));
+  H_OK(TRITONSERVER_InferenceRequestRemoveInput(r, "INPUT2"));
+  H_OK(TRITONSERVER_InferenceRequestRemoveRequestedOutput(r, "OUTPUT0"));
+  H_OK(TRITONSERVER_InferenceRequestRemoveRequestedOutput(r, "OUTPUT2"));
+  const bool some[5] = {false, true, false, true, true};
+  for (int round = 0; round < 2; round++) {
+    h_call *c = h_infer(f.s, r);
+    wide_expect(c, data, some);
+    h_call_free(c);
+  }
+  /* Added again, now behind the others. */
+  h_add_input(r, "INPUT2", TRITONSERVER_TYPE_INT32, shape, 1, data[2], sizeof data[2]);
+  h_add_input(r, "INPUT0", TRITONSERVER_TYPE_INT32, shape, 1, data[0], sizeof data[0]);
+  wide_request_output(r, 2);
+  wide_request_output(r, 0);
+  for (int round = 0; round < 2; round++) {
+    h_call *c = h_infer(f.s, r);
+    wide_expect(c, data, all);
+    h_call_free(c);
+  }
+  /* Everything removed, then one of each again. */
+  H_OK(TRITONSERVER_InferenceRequestRemoveAllInputs(r));
+  H_OK(TRITONSERVER_InferenceRequestRemoveAllRequestedOutputs(r));
+  H_OK(TRITONSERVER_InferenceRequestAddRawInput(r, "INPUT" WIDE_LONG));
+  H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT" WIDE_LONG, data[4], sizeof data[4],
+                                                    TRITONSERVER_MEMORY_CPU, 0));
+  wide_request_output(r, 4);
+  const bool last[5] = {false, false, false, false, true};
+  for (int round = 0; round < 2; round++) {
+    h_call *c = h_infer(f.s, r);
+    wide_expect(c, data, last);
+    h_call_free(c);
+  }
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  fixture_down(&f);
+}
+
 Test(infer, in_flight_request_rejected) {
   fixture f = ident_fixture("parameters { key: \"execute_delay_ms\" value { string_value: \"50\" } }\n",
                             TRITONSERVER_MODEL_CONTROL_NONE);
