@@ -106,6 +106,10 @@ typedef struct resp_event {
   char *msg;
   bool final;
   bool streaming;
+  /* The final response's reference to its context, dropped on the loop:
+   * the context and its request were made there, and freeing them on the
+   * thread that made them keeps malloc's per-thread caches warm. */
+  infer_ctx *ctx;
 } resp_event;
 
 static TRITONSERVER_ResponseAllocator *g_allocator; /* set once by init */
@@ -266,6 +270,7 @@ static void resp_event_run(nrd_srv_grpc_event *base, bool open) {
   }
   free(ev->buf);
   free(ev->msg);
+  if (ev->ctx) ctx_put(ev->ctx);
   free(ev);
 }
 
@@ -546,8 +551,8 @@ static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t fla
   nrd_srv_grpc_call_ref(ctx->call);
   ev->base.call = ctx->call;
   ev->base.run = resp_event_run;
+  if (final) ev->ctx = ctx;
   nrd_srv_grpc_call_post(&ev->base);
-  if (final) ctx_put(ctx);
 }
 
 static void on_release(TRITONSERVER_InferenceRequest *irq, const uint32_t flags, void *userp) {
