@@ -11,6 +11,7 @@
 #include "buffer_attributes.h"
 #include "datatype.h"
 #include "error.h"
+#include "grow.h"
 #include "log.h"
 #include "model.h"
 #include "response.h"
@@ -50,13 +51,7 @@ static void input_free(nrd_input *in) {
 /* Makes room for one more input; the entries may move. */
 static bool inputs_grow(TRITONSERVER_InferenceRequest *r) {
   uint32_t cap = r->cap_inputs * 2;
-  nrd_input *ni;
-  if (r->inputs == r->inputs_inline) {
-    ni = malloc(cap * sizeof(*ni));
-    if (ni) memcpy(ni, r->inputs, r->n_inputs * sizeof(*ni));
-  } else {
-    ni = realloc(r->inputs, cap * sizeof(*ni));
-  }
+  nrd_input *ni = nrd_grow(r->inputs, r->inputs_inline, r->n_inputs, cap, sizeof(*ni));
   if (!ni) return false;
   r->inputs = ni;
   r->cap_inputs = cap;
@@ -428,13 +423,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestAddRequestedOutput(TRITONSERVER
                            "output '%s' is already requested", name);
   if (r->n_outputs == r->cap_outputs) {
     uint32_t cap = r->cap_outputs * 2;
-    char **no;
-    if (r->outputs == r->outputs_inline) {
-      no = malloc(cap * sizeof(*no));
-      if (no) memcpy(no, r->outputs, r->n_outputs * sizeof(*no));
-    } else {
-      no = realloc(r->outputs, cap * sizeof(*no));
-    }
+    char **no = nrd_grow(r->outputs, r->outputs_inline, r->n_outputs, cap, sizeof(*no));
     if (!no) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
     r->outputs = no;
     r->cap_outputs = cap;

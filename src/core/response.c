@@ -10,6 +10,7 @@
 #include "allocator.h"
 #include "buffer_attributes.h"
 #include "error.h"
+#include "grow.h"
 #include "log.h"
 #include "model.h"
 #include "request.h"
@@ -253,13 +254,7 @@ TRITONSERVER_Error *TRITONBACKEND_ResponseOutput(TRITONBACKEND_Response *respons
       return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "output '%s' already exists in response", name);
   if (r->n_outputs == r->cap_outputs) {
     uint32_t cap = r->cap_outputs * 2;
-    nrd_output **no;
-    if (r->outputs == r->outputs_inline) {
-      no = malloc(cap * sizeof(*no));
-      if (no) memcpy(no, r->outputs, r->n_outputs * sizeof(*no));
-    } else {
-      no = realloc(r->outputs, cap * sizeof(*no));
-    }
+    nrd_output **no = nrd_grow(r->outputs, r->outputs_inline, r->n_outputs, cap, sizeof(*no));
     if (!no) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
     r->outputs = no;
     r->cap_outputs = cap;
