@@ -457,7 +457,6 @@ typedef struct parse {
   const char *header;
   nrd_srv_http_span spans[NRD_SRV_HTTP_MAX_DATA_SPANS];
   size_t n_spans;
-  bool maybe_shm; /* the header may name shared memory parameters */
   char msg[512];
 } parse;
 
@@ -510,7 +509,7 @@ typedef struct nrd_srv_http_shm_ref {
  * when they are given (ref filled), 0 when not, -1 on a bad combination. */
 static int parse_shm_params(parse *ps, const nrd_srv_json *params, const char *what, const char *name,
                             nrd_srv_http_shm_ref *ref) {
-  if (!ps->maybe_shm || !nrd_srv_json_is_object(params)) return 0;
+  if (!nrd_srv_json_is_object(params)) return 0;
   const nrd_srv_json *region = nrd_srv_json_get(params, "shared_memory_region");
   const nrd_srv_json *size = nrd_srv_json_get(params, "shared_memory_byte_size");
   const nrd_srv_json *off = nrd_srv_json_get(params, "shared_memory_offset");
@@ -781,10 +780,6 @@ static int parse_request(parse *ps) {
   /* Without the key "data" anywhere (binary requests) there is nothing to
    * cut out, so the text goes to the parser as it is. */
   bool has_data = contains(ps->header, ps->header_len, "\"data\"", 6, 1);
-  /* Likewise three lookups per tensor are saved when no key can be a
-   * shared memory parameter (a key could only hide it behind an escape). */
-  ps->maybe_shm = contains(ps->header, ps->header_len, "shared_memory_", 14, 12) ||
-                  memchr(ps->header, '\\', ps->header_len) != NULL;
   if (has_data && nrd_srv_http_json_cut_data(ps->header, ps->header_len, ps->spans, &ps->n_spans,
                                              &stripped, &stripped_len, ps->msg, sizeof ps->msg) != 0)
     return -1;
