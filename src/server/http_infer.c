@@ -685,6 +685,8 @@ static int parse_outputs(parse *ps, const nrd_srv_json *outs) {
     nrd_srv_http_shm_ref shm;
     int use_shm = parse_shm_params(ps, params, "output", name, &shm);
     if (use_shm < 0) return -1;
+    if (use_shm && ro->class_count > 0)
+      FAIL("output '%s' can't set both 'shared_memory_region' and 'classification'", name);
     if (use_shm) {
       TRITONSERVER_Error *serr = nrd_srv_shm_acquire(ps->c->loop->http->shm, shm.region, shm.offset,
                                                      shm.byte_size, &ro->shm, &ro->shm_addr);

@@ -823,6 +823,11 @@ def test_shared_memory_inputs_and_outputs(srv, shm_regions):
         both = json.loads(json.dumps(body))
         both["inputs"][0]["data"] = a.tolist()
         bad(both, contains="INPUT0")
+        # Classification needs the server to write strings; it can't go
+        # into a shared-memory output (as over gRPC).
+        cls = json.loads(json.dumps(body))
+        cls["outputs"][0]["parameters"]["classification"] = 2
+        bad(cls, contains="'classification'")
     finally:
         assert srv.request("POST", f"{p}/unregister")[0] == 200
 
