@@ -84,6 +84,7 @@ struct loop {
   bool started;
   pthread_mutex_t mu;
   nrd_srv_grpc_event *ev_head, *ev_tail; /* guarded by mu */
+  bool asleep; /* guarded by mu: found no events, is (about to be) in epoll_wait */
   conn *conns;                            /* loop only */
   conn *dirty;                            /* loop only */
   bool closing;                           /* loop only */
@@ -275,12 +276,15 @@ void nrd_srv_grpc_call_post(nrd_srv_grpc_event *ev) {
   loop *lp = ev->call->lp;
   ev->next = NULL;
   pthread_mutex_lock(&lp->mu);
-  bool was_empty = lp->ev_head == NULL;
   if (lp->ev_tail) lp->ev_tail->next = ev;
   else lp->ev_head = ev;
   lp->ev_tail = ev;
+  /* An awake loop looks at the list under mu before it sleeps: only a
+   * sleeping one needs the eventfd, once. */
+  bool wake = lp->asleep;
+  lp->asleep = false;
   pthread_mutex_unlock(&lp->mu);
-  if (was_empty) loop_wake(lp);
+  if (wake) loop_wake(lp);
 }
 
 static void conn_mark_dirty(conn *c) {
@@ -998,6 +1002,7 @@ static void loop_run_events(loop *lp) {
   pthread_mutex_lock(&lp->mu);
   nrd_srv_grpc_event *ev = lp->ev_head;
   lp->ev_head = lp->ev_tail = NULL;
+  lp->asleep = false;
   pthread_mutex_unlock(&lp->mu);
   while (ev) {
     nrd_srv_grpc_event *next = ev->next;
@@ -1069,7 +1074,11 @@ static void *loop_main(void *arg) {
       loop_run_events(lp);
       if (atomic_load(&g->live_calls) == 0) break;
     }
-    int n = epoll_wait(lp->epfd, evs, 64, 100);
+    pthread_mutex_lock(&lp->mu);
+    bool idle = lp->ev_head == NULL;
+    lp->asleep = idle;
+    pthread_mutex_unlock(&lp->mu);
+    int n = epoll_wait(lp->epfd, evs, 64, idle ? 100 : 0);
     for (int i = 0; i < n; i++) {
       void *tag = evs[i].data.ptr;
       if (tag == &lp->kind_listener) {

@@ -105,14 +105,14 @@ typedef struct nrd_srv_http_task {
 struct nrd_srv_http_loop {
   struct nrd_srv_http *http;
   int epfd;
-  int wakefd; /* eventfd, edge-triggered: written when the task list gets work */
+  int wakefd; /* eventfd, edge-triggered: written when a task arrives for a sleeping loop */
   int tag_listener, tag_wake; /* epoll tags: the addresses of these ints */
   pthread_t thread;
   bool started;
   atomic_bool stop;
-  pthread_mutex_t mu;                     /* guards tasks and wake_pending */
+  pthread_mutex_t mu; /* guards tasks and asleep */
   nrd_srv_http_task *task_head, *task_tail;
-  bool wake_pending;
+  bool asleep; /* the loop found no tasks and is (about to be) in epoll_wait */
   nrd_srv_http_conn *conns;  /* loop thread only: open connections */
   nrd_srv_http_conn *resume; /* loop thread only: answered, more input to parse */
   time_t now;                /* loop thread only: monotonic seconds */

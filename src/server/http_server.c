@@ -89,8 +89,11 @@ void nrd_srv_http_post_task(nrd_srv_http_loop *loop, nrd_srv_http_task *t) {
   if (loop->task_tail) loop->task_tail->next = t;
   else loop->task_head = t;
   loop->task_tail = t;
-  bool wake = !loop->wake_pending;
-  loop->wake_pending = true;
+  /* A loop that is awake runs the task before it next sleeps (loop_main
+   * looks at the list under this lock first), so only a sleeping loop is
+   * woken, once. */
+  bool wake = loop->asleep;
+  loop->asleep = false;
   pthread_mutex_unlock(&loop->mu);
   if (wake) {
     /* Edge-triggered: every write is an event, so the loop never reads the
@@ -116,7 +119,7 @@ static void run_tasks(nrd_srv_http_loop *loop) {
   pthread_mutex_lock(&loop->mu);
   nrd_srv_http_task *t = loop->task_head;
   loop->task_head = loop->task_tail = NULL;
-  loop->wake_pending = false;
+  loop->asleep = false;
   pthread_mutex_unlock(&loop->mu);
   while (t) {
     nrd_srv_http_task *next = t->next;
@@ -151,13 +154,17 @@ static void *loop_main(void *arg) {
   loop->now = mono_secs();
   time_t last_expire = loop->now;
   while (!atomic_load_explicit(&loop->stop, memory_order_acquire)) {
-    int n = epoll_wait(loop->epfd, evs, MAX_EVENTS, 1000);
+    pthread_mutex_lock(&loop->mu);
+    bool idle = loop->task_head == NULL;
+    loop->asleep = idle;
+    pthread_mutex_unlock(&loop->mu);
+    int n = epoll_wait(loop->epfd, evs, MAX_EVENTS, idle ? 1000 : 0);
     loop->now = mono_secs();
+    run_tasks(loop); /* completions first: their replies free the most */
     for (int i = 0; i < n; i++) {
       void *tag = evs[i].data.ptr;
       if (tag == &loop->tag_listener) accept_all(loop);
-      else if (tag == &loop->tag_wake) run_tasks(loop);
-      else nrd_srv_http_conn_io(tag, evs[i].events);
+      else if (tag != &loop->tag_wake) nrd_srv_http_conn_io(tag, evs[i].events);
     }
     nrd_srv_http_conn_resume_all(loop);
     if (loop->now != last_expire) {
