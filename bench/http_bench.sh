@@ -3,9 +3,10 @@
 #
 #   bench/http_bench.sh [BUILD_DIR]     (default: build-http-rel, a Release build)
 #
-# Measures, at 1, 8 and 64 connections (DURATION seconds each):
-#   health    GET /v2/health/live: evhttp answering 200 with no inference
-#             (the do-nothing baseline of this HTTP library on this machine)
+# Measures, at 1, 8 and 64 connections (DURATION seconds a run, ROUNDS
+# alternated runs of each; rows are medians):
+#   health    GET /v2/health/live: our HTTP server answering 200 with no
+#             inference (the do-nothing baseline of this server on this machine)
 #   json      POST identity_fp32 infer, 16 x FP32 as JSON in and out
 #   binary    the same with the binary tensor data extension in and out
 #   big       one 16 MB FP32 tensor round trip (binary), 1 connection
@@ -17,7 +18,8 @@ set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(dirname "$HERE")"
 BUILD="${1:-$ROOT/build-http-rel}"
-DURATION="${DURATION:-5}"
+DURATION="${DURATION:-3}"
+ROUNDS="${ROUNDS:-3}"
 THREADS="${HTTP_THREADS:-2}"
 PORT="${PORT:-18700}"
 NEREID="$BUILD/src/server/nereid"
@@ -87,7 +89,7 @@ ticks() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
 HZ=$(getconf CLK_TCK)
 RSS0=$(awk '/VmRSS/ {print $2}' "/proc/$PID/status")
 
-run() { # label path script conns [bytes_per_request]
+run() { # label path script conns [bytes_per_request] -> one "ROW ..." line of raw figures
   local label=$1 path=$2 script=$3 conns=$4 bytes=${5:-0}
   local t0 t1 line
   t0=$(ticks)
@@ -95,19 +97,45 @@ run() { # label path script conns [bytes_per_request]
          -s "$WORK/$script.lua" "http://127.0.0.1:$PORT$path" | grep '^RESULT')
   t1=$(ticks)
   set -- $line
-  local reqs=$2 dur_us=$3 p50=$4 p99=$5 bad=$6
-  awk -v l="$label" -v c="$conns" -v r="$reqs" -v d="$dur_us" -v p50="$p50" -v p99="$p99" \
-      -v t="$((t1 - t0))" -v hz="$HZ" -v b="$bad" -v by="$bytes" 'BEGIN {
-    rps = r / (d / 1e6); cpu = (r > 0) ? t / hz * 1e6 / r : 0;
-    gbs = (by > 0) ? by * 2 * r / (d / 1e6) / 1e9 : 0;
-    printf "%-8s c=%-3d %9.0f req/s  p50 %8.1f us  p99 %8.1f us  server CPU %6.1f us/req", l, c, rps, p50, p99, cpu;
-    if (by > 0) printf "  %5.2f GB/s (in+out)", gbs;
-    if (b > 0) printf "  NON-200: %d", b;
-    printf "\n" }'
+  echo "ROW $label $conns $2 $3 $4 $5 $6 $((t1 - t0)) $bytes"
 }
 
-echo "nereid $(basename "$BUILD"), --http-thread-count=$THREADS, ${DURATION}s per run, $(nproc) cores, idle RSS ${RSS0} kB"
-for c in 1 8 64; do run health /v2/health/live health "$c"; done
-for c in 1 8 64; do run json /v2/models/identity_fp32/infer json "$c"; done
-for c in 1 8 64; do run binary /v2/models/identity_fp32/infer binary "$c"; done
-run big16MB /v2/models/identity_fp32/infer big 1 $((16 * 1024 * 1024))
+echo "nereid $(basename "$BUILD"), --http-thread-count=$THREADS, ${DURATION}s per run, $ROUNDS rounds, $(nproc) cores, idle RSS ${RSS0} kB"
+# The three kinds take turns at each concurrency, ROUNDS times over, so a
+# slow spell of the machine hits all of them; a row is the median of its
+# rounds, and the share is the median of the rounds' binary/health ratios.
+for c in 1 8 64; do
+  for _ in $(seq "$ROUNDS"); do
+    run health /v2/health/live health "$c"
+    run json /v2/models/identity_fp32/infer json "$c"
+    run binary /v2/models/identity_fp32/infer binary "$c"
+  done
+done >"$WORK/rows"
+run big16MB /v2/models/identity_fp32/infer big 1 $((16 * 1024 * 1024)) >>"$WORK/rows"
+/usr/bin/python3 - "$WORK/rows" "$HZ" <<'EOF'
+import collections, statistics, sys
+runs = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    _, label, conns, reqs, dur_us, p50, p99, bad, ticks, nbytes = line.split()
+    reqs, secs = int(reqs), int(dur_us) / 1e6
+    runs[label, int(conns)].append({
+        "rps": reqs / secs, "p50": float(p50), "p99": float(p99), "bad": int(bad),
+        "cpu": int(ticks) / int(sys.argv[2]) * 1e6 / reqs if reqs else 0.0,
+        "gbs": int(nbytes) * 2 * reqs / secs / 1e9})
+med = lambda rows, k: statistics.median(r[k] for r in rows)
+for (label, conns), rows in runs.items():
+    line = (f"{label:<8} c={conns:<3} {med(rows, 'rps'):9.0f} req/s  p50 {med(rows, 'p50'):8.1f} us  "
+            f"p99 {med(rows, 'p99'):8.1f} us  server CPU {med(rows, 'cpu'):6.1f} us/req")
+    if rows[0]["gbs"]:
+        line += f"  {med(rows, 'gbs'):5.2f} GB/s (in+out)"
+    if len(rows) > 1:
+        line += "  (CPU per round: " + " ".join(f"{r['cpu']:.1f}" for r in rows) + ")"
+    bad = sum(r["bad"] for r in rows)
+    print(line + (f"  NON-200: {bad}" if bad else ""))
+for conns in sorted({c for _, c in runs}):
+    pairs = list(zip(runs.get(("binary", conns), []), runs.get(("health", conns), [])))
+    if pairs:
+        shares = [100 * b["rps"] / h["rps"] for b, h in pairs]
+        print(f"binary/health throughput c={conns:<3} {statistics.median(shares):4.0f}%  "
+              f"(per round: {' '.join(f'{s:.0f}%' for s in shares)})")
+EOF
