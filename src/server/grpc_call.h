@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "inbox.h"
 #include "log_settings.h"
 #include "shm_registry.h"
 #include "triton/core/tritonserver.h"
@@ -38,7 +39,7 @@ typedef struct nrd_srv_grpc_call nrd_srv_grpc_call;
  * subtype embedding this as first member); run() executes on the loop and
  * owns (frees) the event. */
 typedef struct nrd_srv_grpc_event {
-  struct nrd_srv_grpc_event *next;
+  nrd_srv_inbox_item link; /* first: the loop's inbox hands back this address */
   nrd_srv_grpc_call *call; /* a reference the event holds; released after run */
   void (*run)(struct nrd_srv_grpc_event *ev, bool call_open);
 } nrd_srv_grpc_event;

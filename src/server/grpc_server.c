@@ -5,8 +5,8 @@
  * Threads: one listening socket is registered (EPOLLEXCLUSIVE) in every
  * loop; a connection belongs to the loop that accepted it and its nghttp2
  * session is only touched there. Core threads reach a call only through
- * nrd_srv_grpc_call_post, which queues an event and wakes the loop with an
- * eventfd. A call is reference counted: the transport holds one reference
+ * nrd_srv_grpc_call_post, which queues an event in the loop's inbox
+ * (inbox.h). A call is reference counted: the transport holds one reference
  * while the stream is open, handlers hold more while the core works. */
 #include "grpc_server.h"
 
@@ -24,7 +24,6 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -79,12 +78,10 @@ struct loop {
   int kind_listener; /* epoll tags: the address of these ints */
   int kind_wake;
   int epfd;
-  int wakefd;
   pthread_t thread;
   bool started;
-  pthread_mutex_t mu;
-  nrd_srv_grpc_event *ev_head, *ev_tail; /* guarded by mu */
-  bool asleep; /* guarded by mu: found no events, is (about to be) in epoll_wait */
+  nrd_srv_inbox inbox; /* events from core threads */
+  bool has_inbox;
   conn *conns;                            /* loop only */
   conn *dirty;                            /* loop only */
   bool closing;                           /* loop only */
@@ -266,25 +263,8 @@ void nrd_srv_grpc_call_unref(nrd_srv_grpc_call *call) {
   atomic_fetch_sub_explicit(&g->live_calls, 1, memory_order_release);
 }
 
-static void loop_wake(loop *lp) {
-  uint64_t one = 1;
-  ssize_t w = write(lp->wakefd, &one, sizeof one);
-  (void)w;
-}
-
 void nrd_srv_grpc_call_post(nrd_srv_grpc_event *ev) {
-  loop *lp = ev->call->lp;
-  ev->next = NULL;
-  pthread_mutex_lock(&lp->mu);
-  if (lp->ev_tail) lp->ev_tail->next = ev;
-  else lp->ev_head = ev;
-  lp->ev_tail = ev;
-  /* An awake loop looks at the list under mu before it sleeps: only a
-   * sleeping one needs the eventfd, once. */
-  bool wake = lp->asleep;
-  lp->asleep = false;
-  pthread_mutex_unlock(&lp->mu);
-  if (wake) loop_wake(lp);
+  nrd_srv_inbox_post(&ev->call->lp->inbox, &ev->link);
 }
 
 static void conn_mark_dirty(conn *c) {
@@ -999,17 +979,13 @@ static void conn_new(loop *lp, int fd) {
 /* ---- loops ----------------------------------------------------------------- */
 
 static void loop_run_events(loop *lp) {
-  pthread_mutex_lock(&lp->mu);
-  nrd_srv_grpc_event *ev = lp->ev_head;
-  lp->ev_head = lp->ev_tail = NULL;
-  lp->asleep = false;
-  pthread_mutex_unlock(&lp->mu);
-  while (ev) {
-    nrd_srv_grpc_event *next = ev->next;
+  nrd_srv_inbox_item *it = nrd_srv_inbox_take(&lp->inbox);
+  while (it) {
+    nrd_srv_grpc_event *ev = (nrd_srv_grpc_event *)it;
+    it = it->next;
     nrd_srv_grpc_call *call = ev->call;
     ev->run(ev, call->c != NULL);
     nrd_srv_grpc_call_unref(call);
-    ev = next;
   }
 }
 
@@ -1074,10 +1050,7 @@ static void *loop_main(void *arg) {
       loop_run_events(lp);
       if (atomic_load(&g->live_calls) == 0) break;
     }
-    pthread_mutex_lock(&lp->mu);
-    bool idle = lp->ev_head == NULL;
-    lp->asleep = idle;
-    pthread_mutex_unlock(&lp->mu);
+    bool idle = nrd_srv_inbox_idle(&lp->inbox);
     int n = epoll_wait(lp->epfd, evs, 64, idle ? 100 : 0);
     for (int i = 0; i < n; i++) {
       void *tag = evs[i].data.ptr;
@@ -1088,9 +1061,7 @@ static void *loop_main(void *arg) {
           conn_new(lp, fd);
         }
       } else if (tag == &lp->kind_wake) {
-        uint64_t v;
-        ssize_t r = read(lp->wakefd, &v, sizeof v);
-        (void)r;
+        /* the inbox: loop_run_events below */
       } else {
         conn *c = tag;
         if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
@@ -1166,9 +1137,8 @@ static TRITONSERVER_Error *open_listener(const nrd_srv_grpc_options *o, int *fd_
 static void loops_free(nrd_srv_grpc *g) {
   for (unsigned i = 0; i < g->n_loops; i++) {
     loop *lp = &g->loops[i];
+    if (lp->has_inbox) nrd_srv_inbox_destroy(&lp->inbox);
     if (lp->epfd >= 0) close(lp->epfd);
-    if (lp->wakefd >= 0) close(lp->wakefd);
-    pthread_mutex_destroy(&lp->mu);
   }
   free(g->loops);
 }
@@ -1197,19 +1167,17 @@ TRITONSERVER_Error *nrd_srv_grpc_start(TRITONSERVER_Server *server,
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   }
   g->n_loops = opts->threads;
+  for (unsigned i = 0; i < g->n_loops; i++) g->loops[i].epfd = -1; /* loops_free after a break */
   for (unsigned i = 0; i < g->n_loops; i++) {
     loop *lp = &g->loops[i];
     lp->g = g;
     lp->kind_listener = KIND_LISTENER;
     lp->kind_wake = KIND_WAKE;
-    pthread_mutex_init(&lp->mu, NULL);
     lp->epfd = epoll_create1(EPOLL_CLOEXEC);
-    lp->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     struct epoll_event le = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &lp->kind_listener};
-    struct epoll_event we = {.events = EPOLLIN, .data.ptr = &lp->kind_wake};
-    if (lp->epfd < 0 || lp->wakefd < 0 ||
-        epoll_ctl(lp->epfd, EPOLL_CTL_ADD, g->listen_fd, &le) != 0 ||
-        epoll_ctl(lp->epfd, EPOLL_CTL_ADD, lp->wakefd, &we) != 0) {
+    if (lp->epfd >= 0 && nrd_srv_inbox_init(&lp->inbox, lp->epfd, &lp->kind_wake) == 0)
+      lp->has_inbox = true;
+    if (!lp->has_inbox || epoll_ctl(lp->epfd, EPOLL_CTL_ADD, g->listen_fd, &le) != 0) {
       err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
                                   "cannot create the gRPC event loop (epoll/eventfd)");
       break;
@@ -1225,7 +1193,7 @@ TRITONSERVER_Error *nrd_srv_grpc_start(TRITONSERVER_Server *server,
     atomic_store(&g->stopping, true);
     for (unsigned i = 0; i < g->n_loops; i++) {
       if (!g->loops[i].started) continue;
-      loop_wake(&g->loops[i]);
+      nrd_srv_inbox_wake(&g->loops[i].inbox);
       pthread_join(g->loops[i].thread, NULL);
     }
     loops_free(g);
@@ -1242,7 +1210,7 @@ int nrd_srv_grpc_port(const nrd_srv_grpc *g) { return g->port; }
 bool nrd_srv_grpc_stop(nrd_srv_grpc *g, unsigned wait_secs) {
   if (g == NULL) return true;
   atomic_store(&g->stopping, true);
-  for (unsigned i = 0; i < g->n_loops; i++) loop_wake(&g->loops[i]);
+  for (unsigned i = 0; i < g->n_loops; i++) nrd_srv_inbox_wake(&g->loops[i].inbox);
   uint64_t until = now_us() + (uint64_t)wait_secs * 1000000u;
   while (atomic_load(&g->live_calls) > 0 && now_us() < until) usleep(10000);
   if (atomic_load(&g->live_calls) > 0) {

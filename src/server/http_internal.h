@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "http_server.h"
+#include "inbox.h"
 #include "json_arena.h"
 #include "log_settings.h"
 #include "shm_registry.h"
@@ -96,7 +97,7 @@ struct nrd_srv_http_pending {
 /* Work posted to a loop from another thread: embed it (no allocation on
  * the request path) or let nrd_srv_http_post allocate one. */
 typedef struct nrd_srv_http_task {
-  struct nrd_srv_http_task *next;
+  nrd_srv_inbox_item link; /* first: the inbox hands back this address */
   void (*fn)(void *arg);
   void *arg;
   bool heap; /* allocated by nrd_srv_http_post: freed after fn runs */
@@ -105,14 +106,12 @@ typedef struct nrd_srv_http_task {
 struct nrd_srv_http_loop {
   struct nrd_srv_http *http;
   int epfd;
-  int wakefd; /* eventfd, edge-triggered: written when a task arrives for a sleeping loop */
   int tag_listener, tag_wake; /* epoll tags: the addresses of these ints */
   pthread_t thread;
   bool started;
   atomic_bool stop;
-  pthread_mutex_t mu; /* guards tasks and asleep */
-  nrd_srv_http_task *task_head, *task_tail;
-  bool asleep; /* the loop found no tasks and is (about to be) in epoll_wait */
+  nrd_srv_inbox inbox; /* tasks from other threads */
+  bool has_inbox;      /* inbox initialised */
   nrd_srv_http_conn *conns;  /* loop thread only: open connections */
   nrd_srv_http_conn *resume; /* loop thread only: answered, more input to parse */
   time_t now;                /* loop thread only: monotonic seconds */

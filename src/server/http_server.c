@@ -13,7 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -84,25 +83,7 @@ void nrd_srv_http_reply_empty(nrd_srv_http_req *req, int status) { nrd_srv_http_
 /* ---- posting to a loop ------------------------------------------------------ */
 
 void nrd_srv_http_post_task(nrd_srv_http_loop *loop, nrd_srv_http_task *t) {
-  t->next = NULL;
-  pthread_mutex_lock(&loop->mu);
-  if (loop->task_tail) loop->task_tail->next = t;
-  else loop->task_head = t;
-  loop->task_tail = t;
-  /* A loop that is awake runs the task before it next sleeps (loop_main
-   * looks at the list under this lock first), so only a sleeping loop is
-   * woken, once. */
-  bool wake = loop->asleep;
-  loop->asleep = false;
-  pthread_mutex_unlock(&loop->mu);
-  if (wake) {
-    /* Edge-triggered: every write is an event, so the loop never reads the
-     * counter (2^64 writes would be needed to fill it). */
-    uint64_t one = 1;
-    ssize_t rc;
-    do rc = write(loop->wakefd, &one, sizeof one);
-    while (rc < 0 && errno == EINTR);
-  }
+  nrd_srv_inbox_post(&loop->inbox, &t->link);
 }
 
 int nrd_srv_http_post(nrd_srv_http_loop *loop, void (*fn)(void *arg), void *arg) {
@@ -116,19 +97,15 @@ int nrd_srv_http_post(nrd_srv_http_loop *loop, void (*fn)(void *arg), void *arg)
 }
 
 static void run_tasks(nrd_srv_http_loop *loop) {
-  pthread_mutex_lock(&loop->mu);
-  nrd_srv_http_task *t = loop->task_head;
-  loop->task_head = loop->task_tail = NULL;
-  loop->asleep = false;
-  pthread_mutex_unlock(&loop->mu);
-  while (t) {
-    nrd_srv_http_task *next = t->next;
+  nrd_srv_inbox_item *it = nrd_srv_inbox_take(&loop->inbox);
+  while (it) {
+    nrd_srv_http_task *t = (nrd_srv_http_task *)it;
+    it = it->next;
     bool heap = t->heap;
     void (*fn)(void *) = t->fn;
     void *arg = t->arg;
     if (heap) free(t);
     fn(arg); /* may free an embedded t */
-    t = next;
   }
 }
 
@@ -154,10 +131,7 @@ static void *loop_main(void *arg) {
   loop->now = mono_secs();
   time_t last_expire = loop->now;
   while (!atomic_load_explicit(&loop->stop, memory_order_acquire)) {
-    pthread_mutex_lock(&loop->mu);
-    bool idle = loop->task_head == NULL;
-    loop->asleep = idle;
-    pthread_mutex_unlock(&loop->mu);
+    bool idle = nrd_srv_inbox_idle(&loop->inbox);
     int n = epoll_wait(loop->epfd, evs, MAX_EVENTS, idle ? 1000 : 0);
     loop->now = mono_secs();
     run_tasks(loop); /* completions first: their replies free the most */
@@ -225,11 +199,12 @@ static void free_http(nrd_srv_http *h) {
   for (int i = 0; i < h->n_loops; i++) {
     nrd_srv_http_loop *l = &h->loops[i];
     nrd_srv_http_conn_close_all(l);
-    run_tasks(l); /* heap tasks nobody ran (none once in_flight is 0) */
+    if (l->has_inbox) {
+      run_tasks(l); /* heap tasks nobody ran (none once in_flight is 0) */
+      nrd_srv_inbox_destroy(&l->inbox);
+    }
     if (l->epfd >= 0) close(l->epfd);
-    if (l->wakefd >= 0) close(l->wakefd);
     nrd_srv_json_arena_free(l->arena);
-    pthread_mutex_destroy(&l->mu);
   }
   free(h->loops);
   nrd_srv_http_blocks_free(h);
@@ -244,9 +219,7 @@ static void stop_loops(nrd_srv_http *h) {
     nrd_srv_http_loop *l = &h->loops[i];
     if (!l->started) continue;
     atomic_store_explicit(&l->stop, true, memory_order_release);
-    uint64_t one = 1;
-    ssize_t rc = write(l->wakefd, &one, sizeof one);
-    (void)rc;
+    nrd_srv_inbox_wake(&l->inbox);
     pthread_join(l->thread, NULL);
     l->started = false;
   }
@@ -284,16 +257,14 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
     nrd_srv_http_loop *l = &h->loops[i];
     h->n_loops = i + 1;
     l->http = h;
-    pthread_mutex_init(&l->mu, NULL);
     atomic_init(&l->stop, false);
     l->epfd = epoll_create1(EPOLL_CLOEXEC);
-    l->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     l->arena = nrd_srv_json_arena_new();
     struct epoll_event le = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &l->tag_listener};
-    struct epoll_event we = {.events = EPOLLIN | EPOLLET, .data.ptr = &l->tag_wake};
     if (l->arena == NULL) errno = ENOMEM;
-    if (l->epfd < 0 || l->wakefd < 0 || l->arena == NULL || epoll_ctl(l->epfd, EPOLL_CTL_ADD, h->fd, &le) != 0 ||
-        epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->wakefd, &we) != 0) {
+    if (l->epfd >= 0 && l->arena != NULL && nrd_srv_inbox_init(&l->inbox, l->epfd, &l->tag_wake) == 0)
+      l->has_inbox = true;
+    if (!l->has_inbox || epoll_ctl(l->epfd, EPOLL_CTL_ADD, h->fd, &le) != 0) {
       err = errorf(TRITONSERVER_ERROR_INTERNAL, "cannot create an HTTP event loop: %s", strerror(errno));
       goto fail;
     }

@@ -1,0 +1,109 @@
+/* Unit tests for the loops' inbox (src/server/inbox.c): order, and that
+ * the eventfd is written for a sleeping loop only. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "inbox.h"
+
+typedef struct item {
+  nrd_srv_inbox_item link;
+  int value;
+} item;
+
+static int tag;
+
+/* Events epoll reports for the inbox within timeout_ms. */
+static int wake_events(int epfd, int timeout_ms) {
+  struct epoll_event ev;
+  int n = epoll_wait(epfd, &ev, 1, timeout_ms);
+  cr_assert(n == 0 || ev.data.ptr == &tag);
+  return n;
+}
+
+Test(inbox, takes_items_in_posting_order)
+{
+  int epfd = epoll_create1(0);
+  nrd_srv_inbox in;
+  cr_assert_eq(nrd_srv_inbox_init(&in, epfd, &tag), 0);
+  cr_assert_null(nrd_srv_inbox_take(&in));
+  item items[5];
+  for (int i = 0; i < 5; i++) {
+    items[i].value = i;
+    nrd_srv_inbox_post(&in, &items[i].link);
+  }
+  int expect = 0;
+  for (nrd_srv_inbox_item *it = nrd_srv_inbox_take(&in); it; it = it->next)
+    cr_assert_eq(((item *)it)->value, expect++);
+  cr_assert_eq(expect, 5);
+  cr_assert_null(nrd_srv_inbox_take(&in), "taking empties the inbox");
+  nrd_srv_inbox_destroy(&in);
+  close(epfd);
+}
+
+Test(inbox, wakes_a_sleeping_loop_once_and_an_awake_one_never)
+{
+  int epfd = epoll_create1(0);
+  nrd_srv_inbox in;
+  cr_assert_eq(nrd_srv_inbox_init(&in, epfd, &tag), 0);
+  item a = {.value = 1}, b = {.value = 2};
+
+  /* Awake (never said idle): posts queue without a wake-up. */
+  nrd_srv_inbox_post(&in, &a.link);
+  cr_assert_eq(wake_events(epfd, 0), 0);
+  /* Items waiting: the loop must not sleep. */
+  cr_assert_not(nrd_srv_inbox_idle(&in));
+  cr_assert_eq(nrd_srv_inbox_take(&in), &a.link);
+
+  /* Asleep: the first post wakes it, the second does not again. */
+  cr_assert(nrd_srv_inbox_idle(&in));
+  nrd_srv_inbox_post(&in, &a.link);
+  nrd_srv_inbox_post(&in, &b.link);
+  cr_assert_eq(wake_events(epfd, 0), 1);
+  cr_assert_eq(wake_events(epfd, 0), 0, "one eventfd write for two posts");
+  nrd_srv_inbox_item *it = nrd_srv_inbox_take(&in);
+  cr_assert(it == &a.link && it->next == &b.link);
+
+  /* An explicit wake always reaches the loop. */
+  nrd_srv_inbox_wake(&in);
+  cr_assert_eq(wake_events(epfd, 0), 1);
+  nrd_srv_inbox_destroy(&in);
+  close(epfd);
+}
+
+typedef struct {
+  nrd_srv_inbox *in;
+  item *items;
+  int n;
+} poster;
+
+static void *post_all(void *arg) {
+  poster *p = arg;
+  for (int i = 0; i < p->n; i++) nrd_srv_inbox_post(p->in, &p->items[i].link);
+  return NULL;
+}
+
+/* A loop that sleeps only when idle() says so, with no timeout, must see
+ * every item another thread posts: a lost wake-up would hang here. */
+Test(inbox, a_loop_sleeping_without_timeout_sees_every_post, .timeout = 20)
+{
+  enum { N = 20000 };
+  int epfd = epoll_create1(0);
+  nrd_srv_inbox in;
+  cr_assert_eq(nrd_srv_inbox_init(&in, epfd, &tag), 0);
+  static item items[N];
+  poster p = {&in, items, N};
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, post_all, &p), 0);
+  int seen = 0;
+  while (seen < N) {
+    bool idle = nrd_srv_inbox_idle(&in);
+    wake_events(epfd, idle ? -1 : 0);
+    for (nrd_srv_inbox_item *it = nrd_srv_inbox_take(&in); it; it = it->next) seen++;
+  }
+  pthread_join(t, NULL);
+  cr_assert_eq(seen, N);
+  nrd_srv_inbox_destroy(&in);
+  close(epfd);
+}
