@@ -11,7 +11,8 @@
 # the whole server (front end, core, backend), start-up and shutdown
 # cancelled out. HTTP requests use the binary extension as tritonclient
 # shapes them; gRPC requests are ModelInfer with raw_input_contents, sent
-# by h2load. Prints figures only.
+# by h2load (STREAMS=16 keeps 16 calls open on the connection, as the
+# benchmark's 16/1 row does; default 1). Prints figures only.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(dirname "$HERE")"
@@ -78,7 +79,7 @@ grpc_drive() { # port requests
     sleep 0.1
   done
   local out
-  out=$(h2load "http://127.0.0.1:$1/inference.GRPCInferenceService/ModelInfer" -n "$2" -c 1 -m 1 \
+  out=$(h2load "http://127.0.0.1:$1/inference.GRPCInferenceService/ModelInfer" -n "$2" -c 1 -m "${STREAMS:-1}" \
     -t 1 -d "$WORK/infer.bin" -H "content-type: application/grpc" -H "te: trailers")
   grep -q "$2 succeeded, 0 failed" <<<"$out" || { echo "h2load: $out" >&2; exit 1; }
 }
