@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "block_cache.h"
 #include "compress.h"
 #include "fmt.h"
 #include "grpc_call.h"
@@ -85,6 +86,7 @@ struct loop {
   conn *conns;                            /* loop only */
   conn *dirty;                            /* loop only */
   bool closing;                           /* loop only */
+  nrd_srv_block_cache blocks;             /* nghttp2's allocator; loop only */
 };
 
 struct conn {
@@ -947,7 +949,9 @@ static void conn_new(loop *lp, int fd) {
   if (rv == 0) {
     /* We acknowledge received data ourselves (backpressure, see above). */
     nghttp2_option_set_no_auto_window_update(opt, 1);
-    rv = nghttp2_session_server_new2(&c->sess, cbs, c, opt);
+    nghttp2_mem mem = {&lp->blocks, nrd_srv_block_malloc, nrd_srv_block_free,
+                       nrd_srv_block_calloc, nrd_srv_block_realloc};
+    rv = nghttp2_session_server_new3(&c->sess, cbs, c, opt, &mem);
     nghttp2_option_del(opt);
   }
   nghttp2_session_callbacks_del(cbs);
@@ -1139,6 +1143,7 @@ static void loops_free(nrd_srv_grpc *g) {
     loop *lp = &g->loops[i];
     if (lp->has_inbox) nrd_srv_inbox_destroy(&lp->inbox);
     if (lp->epfd >= 0) close(lp->epfd);
+    nrd_srv_block_cache_destroy(&lp->blocks); /* its sessions are gone */
   }
   free(g->loops);
 }
