@@ -1333,9 +1333,11 @@ class RawH2:
         assert len(name) < 127 and len(value) < 127
         return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
 
-    def request(self, stream, path, body, extra=()):
-        hdrs = [(":method", "POST"), (":scheme", "http"), (":path", path), (":authority", "nereid"),
-                ("content-type", "application/grpc"), ("te", "trailers"), *extra]
+    BASE_HEADERS = ((":method", "POST"), (":scheme", "http"), (":authority", "nereid"),
+                    ("content-type", "application/grpc"), ("te", "trailers"))
+
+    def request(self, stream, path, body, extra=(), base=BASE_HEADERS):
+        hdrs = [(":path", path), *base, *extra]
         self.send(1, 0x4, stream, b"".join(self.literal(n, v) for n, v in hdrs))
         # DATA frames of at most 16 KiB (HTTP/2's default largest frame).
         for off in range(0, max(len(body), 1), 16384):
@@ -1427,6 +1429,51 @@ def test_compressed_unary_and_stream(stub, algo):
                         timeout=RPC_TIMEOUT, compression=algo)
     assert ei.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert "decompressed" in ei.value.details()
+
+
+def test_request_headers_checked_as_grpc_does(server):
+    """Requests whose headers are not a gRPC call get gRPC's own answer:
+    UNKNOWN with the message gRPC's server gives, one stream at a time,
+    and the connection stays usable. host stands in for :authority."""
+    body = grpc_frame(pb.ServerLiveRequest().SerializeToString())
+    base = dict(RawH2.BASE_HEADERS)
+
+    def without(name, **changed):
+        return tuple((n, changed.get(n.strip(":"), v)) for n, v in base.items() if n != name)
+
+    cases = [
+        (without(":method"), "Missing :method header"),
+        (without("", method="GET"), "Bad method header"),
+        (without("te"), "Missing :te header"),
+        (without("", te="gzip"), "Bad :te header"),
+        (without(":scheme"), "Missing :scheme header"),
+        (without("", scheme="ftp"), "Bad :scheme header"),
+        (without(":authority"), "Missing :authority header"),
+    ]
+    h = RawH2(server.port)
+    try:
+        stream = 1
+        for headers, message in cases:
+            h.request(stream, LIVE_PATH, body, base=headers)
+            hdrs, data = h.response(stream)
+            assert hdrs["grpc-status"] == "2", (message, hdrs)
+            assert urllib.parse.unquote(hdrs["grpc-message"]) == message
+            assert data == b""
+            stream += 2
+        # No :path at all.
+        h.send(1, 0x4, stream, b"".join(h.literal(n, v) for n, v in base.items()))
+        h.send(0, 0x1, stream, body)
+        hdrs, _ = h.response(stream)
+        assert urllib.parse.unquote(hdrs["grpc-message"]) == "Missing :path header"
+        stream += 2
+        for headers in (without(":authority") + (("host", "nereid"),), without("", scheme="https")):
+            h.request(stream, LIVE_PATH, body, base=headers)
+            hdrs, data = h.response(stream)
+            assert hdrs["grpc-status"] == "0", hdrs
+            assert pb.ServerLiveResponse.FromString(data[5:]).live
+            stream += 2
+    finally:
+        h.close()
 
 
 def test_compression_raw_errors_and_accept_encoding(server):
