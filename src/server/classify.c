@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "response_output.h"
+
 static float half_to_float(uint16_t h) {
   uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
   if (exp == 0 && man == 0) {
@@ -157,23 +159,14 @@ static bool append_element(strbuf *s, const char *a, const char *b) {
 TRITONSERVER_Error *nrd_srv_classify(TRITONSERVER_Server *server, TRITONSERVER_InferenceResponse *resp,
                                      uint32_t index, uint32_t k, nrd_srv_classes *out) {
   memset(out, 0, sizeof *out);
-  const char *name;
-  TRITONSERVER_DataType dt;
-  const int64_t *shape;
-  uint64_t dims;
-  const void *base;
-  size_t size;
-  TRITONSERVER_MemoryType mt;
-  int64_t mt_id;
-  void *userp;
-  TRITONSERVER_Error *err = TRITONSERVER_InferenceResponseOutput(resp, index, &name, &dt, &shape, &dims,
-                                                                 &base, &size, &mt, &mt_id, &userp);
+  nrd_srv_output o;
+  TRITONSERVER_Error *err = nrd_srv_output_get(resp, index, &o);
   if (err) return err;
-  size_t esz = (size_t)TRITONSERVER_DataTypeByteSize(dt);
+  size_t esz = (size_t)TRITONSERVER_DataTypeByteSize(o.datatype);
   char msg[400];
-  if (dt == TRITONSERVER_TYPE_BYTES || dt == TRITONSERVER_TYPE_BOOL || esz == 0) {
+  if (o.datatype == TRITONSERVER_TYPE_BYTES || o.datatype == TRITONSERVER_TYPE_BOOL || esz == 0) {
     snprintf(msg, sizeof msg, "class result not available for output due to unsupported type '%s'",
-             TRITONSERVER_DataTypeString(dt));
+             TRITONSERVER_DataTypeString(o.datatype));
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
   }
 
@@ -184,22 +177,22 @@ TRITONSERVER_Error *nrd_srv_classify(TRITONSERVER_Server *server, TRITONSERVER_I
   err = TRITONSERVER_InferenceResponseModel(resp, &model, &version);
   if (err == NULL) err = TRITONSERVER_ServerModelBatchProperties(server, model, version, &batch_flags, NULL);
   if (err) return err;
-  bool batched = dims > 0 && (batch_flags & TRITONSERVER_BATCH_FIRST_DIM);
-  size_t rows = 1, per = 1, limit = size / esz;
-  for (uint64_t d = 0; d < dims; d++) {
-    size_t n = shape[d] > 0 ? (size_t)shape[d] : 0;
+  bool batched = o.dims > 0 && (batch_flags & TRITONSERVER_BATCH_FIRST_DIM);
+  size_t rows = 1, per = 1, limit = o.byte_size / esz;
+  for (uint64_t d = 0; d < o.dims; d++) {
+    size_t n = o.shape[d] > 0 ? (size_t)o.shape[d] : 0;
     if (batched && d == 0) rows = n;
     else if (n != 0 && per > limit / n) per = limit + 1; /* more than the data holds */
     else per *= n;
   }
-  if ((rows != 0 && per > limit / rows) || rows * per * esz != size) {
-    snprintf(msg, sizeof msg, "output '%.200s' has %zu bytes, which does not match its shape", name,
-             size);
+  if ((rows != 0 && per > limit / rows) || rows * per * esz != o.byte_size) {
+    snprintf(msg, sizeof msg, "output '%.200s' has %zu bytes, which does not match its shape", o.name,
+             o.byte_size);
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, msg);
   }
   size_t kk = k < per ? k : per;
 
-  kind kd = kind_of(dt);
+  kind kd = kind_of(o.datatype);
   int (*cmp)(const void *, const void *) =
       kd == KIND_FLOAT ? by_float : kd == KIND_SIGNED ? by_signed : by_unsigned;
   scored *s = malloc((per ? per : 1) * sizeof *s);
@@ -208,7 +201,7 @@ TRITONSERVER_Error *nrd_srv_classify(TRITONSERVER_Server *server, TRITONSERVER_I
   if (s == NULL || sb.p == NULL) goto oom;
   for (size_t r = 0; r < rows; r++) {
     for (size_t i = 0; i < per; i++) {
-      s[i] = element(dt, base, r * per + i);
+      s[i] = element(o.datatype, o.base, r * per + i);
       s[i].idx = i;
     }
     qsort(s, per, sizeof *s, cmp);

@@ -22,6 +22,7 @@
 #include "classify.h"
 #include "fmt.h"
 #include "grpc_service.pb-c.h"
+#include "response_output.h"
 
 typedef struct infer_ctx infer_ctx;
 
@@ -350,30 +351,21 @@ static uint8_t *build_response(infer_ctx *ctx, TRITONSERVER_InferenceResponse *r
   if (ctx->n_souts > 0 && n_out > 0 && (!spe || !spep || !spv)) goto done;
   if (ctx->n_cls > 0 && n_out > 0 && classes == NULL) goto done;
   for (uint32_t i = 0; i < n_out; i++) {
-    const char *name;
-    TRITONSERVER_DataType dt;
-    const int64_t *shape;
-    uint64_t dims;
-    const void *base;
-    size_t size;
-    TRITONSERVER_MemoryType mt;
-    int64_t mt_id;
-    void *userp;
-    TRITONSERVER_Error *e = TRITONSERVER_InferenceResponseOutput(
-        resp, i, &name, &dt, &shape, &dims, &base, &size, &mt, &mt_id, &userp);
+    nrd_srv_output o;
+    TRITONSERVER_Error *e = nrd_srv_output_get(resp, i, &o);
     if (e) {
       TRITONSERVER_ErrorDelete(e);
       goto done;
     }
     inference__model_infer_response__infer_output_tensor__init(&outs[i]);
-    outs[i].name = (char *)name;
-    outs[i].datatype = (char *)TRITONSERVER_DataTypeString(dt);
-    outs[i].n_shape = (size_t)dims;
-    outs[i].shape = (int64_t *)shape;
+    outs[i].name = (char *)o.name;
+    outs[i].datatype = (char *)TRITONSERVER_DataTypeString(o.datatype);
+    outs[i].n_shape = (size_t)o.dims;
+    outs[i].shape = (int64_t *)o.shape;
     outp[i] = &outs[i];
-    raw[i].len = size;
-    raw[i].data = (uint8_t *)base;
-    uint32_t k = ctx->n_cls > 0 ? class_count(ctx, name) : 0;
+    raw[i].len = o.byte_size;
+    raw[i].data = (uint8_t *)o.base;
+    uint32_t k = ctx->n_cls > 0 ? class_count(ctx, o.name) : 0;
     if (k > 0) {
       e = nrd_srv_classify(nrd_srv_grpc_call_server(ctx->call), resp, i, k, &classes[i]);
       if (e) {
@@ -388,7 +380,7 @@ static uint8_t *build_response(infer_ctx *ctx, TRITONSERVER_InferenceResponse *r
     }
     const shm_out *so = NULL;
     for (size_t k = 0; k < ctx->n_souts && so == NULL; k++)
-      if (strcmp(ctx->souts[k].name, name) == 0) so = &ctx->souts[k];
+      if (strcmp(ctx->souts[k].name, o.name) == 0) so = &ctx->souts[k];
     if (so) {
       raw[i].len = 0;
       raw[i].data = NULL;
@@ -406,7 +398,7 @@ static uint8_t *build_response(infer_ctx *ctx, TRITONSERVER_InferenceResponse *r
       spv[b].parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM;
       spv[b].string_param = (char *)so->region;
       spv[b + 1].parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
-      spv[b + 1].int64_param = (int64_t)size;
+      spv[b + 1].int64_param = (int64_t)o.byte_size;
       if (so->offset) {
         spv[b + 2].parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
         spv[b + 2].int64_param = (int64_t)so->offset;

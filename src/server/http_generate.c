@@ -25,6 +25,7 @@
 
 #include "http_internal.h"
 #include "http_json.h"
+#include "response_output.h"
 
 typedef struct gen_event {
   struct gen_event *next;
@@ -88,28 +89,19 @@ static int encode(TRITONSERVER_InferenceResponse *resp, nrd_srv_http_text *t, in
   snprintf(num, sizeof num, ",\"model_version\":\"%lld\"", (long long)version);
   bad |= add(t, num);
   for (uint32_t i = 0; i < n_out && !bad; i++) {
-    const char *name;
-    TRITONSERVER_DataType dt;
-    const int64_t *shape;
-    uint64_t dims;
-    const void *base;
-    size_t size;
-    TRITONSERVER_MemoryType mt;
-    int64_t mtid;
-    void *userp;
-    err = TRITONSERVER_InferenceResponseOutput(resp, i, &name, &dt, &shape, &dims, &base, &size, &mt,
-                                               &mtid, &userp);
+    nrd_srv_output o;
+    err = nrd_srv_output_get(resp, i, &o);
     if (err) {
       TRITONSERVER_ErrorDelete(err);
       continue;
     }
     uint64_t count = 1;
-    for (uint64_t d = 0; d < dims; d++) count *= (uint64_t)(shape[d] < 0 ? 0 : shape[d]);
+    for (uint64_t d = 0; d < o.dims; d++) count *= (uint64_t)(o.shape[d] < 0 ? 0 : o.shape[d]);
     bad |= add(t, ",");
-    bad |= nrd_srv_http_text_quoted(t, name, strlen(name));
+    bad |= nrd_srv_http_text_quoted(t, o.name, strlen(o.name));
     bad |= add(t, ":");
     size_t at = t->len;
-    if (nrd_srv_http_json_write_data(t, dt, base, size) != 0) return -1;
+    if (nrd_srv_http_json_write_data(t, o.datatype, o.base, o.byte_size) != 0) return -1;
     if (count == 1 && t->len >= at + 2 && t->buf[at] == '[') {
       /* One element: the value itself, without the brackets. */
       memmove(t->buf + at, t->buf + at + 1, t->len - at - 2);

@@ -18,6 +18,7 @@
 #include "http_internal.h"
 #include "http_json.h"
 #include "fmt.h"
+#include "response_output.h"
 
 #define BLOCK_HEADER 64 /* output blocks: header, then 64-byte aligned data */
 
@@ -328,19 +329,10 @@ static bool build_reply(infer_ctx *c, nrd_srv_http_req *req) {
   size_t n_extra = 0;
   if (tails == NULL || extra == NULL) bad = 1;
   for (uint32_t i = 0; i < n_out && !err && !bad; i++) {
-    const char *name;
-    TRITONSERVER_DataType dt;
-    const int64_t *shape;
-    uint64_t dims;
-    const void *base;
-    size_t size;
-    TRITONSERVER_MemoryType mt;
-    int64_t mtid;
-    void *userp;
-    err = TRITONSERVER_InferenceResponseOutput(resp, i, &name, &dt, &shape, &dims, &base, &size, &mt,
-                                               &mtid, &userp);
+    nrd_srv_output o;
+    err = nrd_srv_output_get(resp, i, &o);
     if (err) break;
-    const req_output *ro = find_output(c, name);
+    const req_output *ro = find_output(c, o.name);
     nrd_srv_classes cls;
     if (ro && ro->class_count > 0 && ro->shm == NULL) {
       err = nrd_srv_classify(c->loop->http->server, resp, i, ro->class_count, &cls);
@@ -351,22 +343,22 @@ static bool build_reply(infer_ctx *c, nrd_srv_http_req *req) {
         break;
       }
       extra[n_extra++] = cls.data;
-      dt = TRITONSERVER_TYPE_BYTES;
-      shape = cls.shape;
-      dims = cls.dims;
-      base = cls.data;
-      size = cls.size;
-      userp = NULL; /* not an allocator block: copied if sent binary */
+      o.datatype = TRITONSERVER_TYPE_BYTES;
+      o.shape = cls.shape;
+      o.dims = cls.dims;
+      o.base = cls.data;
+      o.byte_size = cls.size;
+      o.userp = NULL; /* not an allocator block: copied if sent binary */
     }
     if (i) bad |= add_str(&t, ",");
     bad |= add_str(&t, "{\"name\":");
-    bad |= nrd_srv_http_text_quoted(&t, name, strlen(name));
+    bad |= nrd_srv_http_text_quoted(&t, o.name, strlen(o.name));
     bad |= add_str(&t, ",\"datatype\":\"");
-    bad |= add_str(&t, TRITONSERVER_DataTypeString(dt));
+    bad |= add_str(&t, TRITONSERVER_DataTypeString(o.datatype));
     bad |= add_str(&t, "\",\"shape\":[");
-    for (uint64_t d = 0; d < dims; d++) {
+    for (uint64_t d = 0; d < o.dims; d++) {
       if (d) bad |= add_str(&t, ",");
-      bad |= nrd_srv_http_text_i64(&t, shape[d]);
+      bad |= nrd_srv_http_text_i64(&t, o.shape[d]);
     }
     bad |= add_str(&t, "]");
     if (ro && ro->shm) {
@@ -376,17 +368,17 @@ static bool build_reply(infer_ctx *c, nrd_srv_http_req *req) {
         snprintf(num, sizeof num, ",\"shared_memory_offset\":%llu", (unsigned long long)ro->shm_offset);
         bad |= add_str(&t, num);
       }
-      snprintf(num, sizeof num, ",\"shared_memory_byte_size\":%zu}}", size);
+      snprintf(num, sizeof num, ",\"shared_memory_byte_size\":%zu}}", o.byte_size);
       bad |= add_str(&t, num);
-    } else if (output_binary(c, name)) {
+    } else if (output_binary(c, o.name)) {
       bad |= add_str(&t, ",\"parameters\":{\"binary_data_size\":");
-      bad |= nrd_srv_http_text_i64(&t, (int64_t)size);
+      bad |= nrd_srv_http_text_i64(&t, (int64_t)o.byte_size);
       bad |= add_str(&t, "}}");
-      tails[n_tails++] = (struct tail){userp, base, size};
-      tail_bytes += size;
+      tails[n_tails++] = (struct tail){o.userp, o.base, o.byte_size};
+      tail_bytes += o.byte_size;
     } else {
       bad |= add_str(&t, ",\"data\":");
-      if (nrd_srv_http_json_write_data(&t, dt, base, size) != 0) {
+      if (nrd_srv_http_json_write_data(&t, o.datatype, o.base, o.byte_size) != 0) {
         err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "cannot encode output data as JSON");
         break;
       }
