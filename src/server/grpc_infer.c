@@ -723,28 +723,33 @@ static TRITONSERVER_Error *parse_shm(const char *what, const char *tensor,
   return NULL;
 }
 
+/* The shared-memory parameters of one tensor: region, byte size, offset. */
+typedef struct shm_params {
+  const Inference__InferParameter *region, *byte_size, *offset;
+} shm_params;
+
+/* Files parameter key = v into p if it is one of the shared-memory three
+ * (inputs and outputs carry them in different entry types). */
+static void shm_param(shm_params *p, const char *key, const Inference__InferParameter *v) {
+  if (strcmp(key, "shared_memory_region") == 0) p->region = v;
+  else if (strcmp(key, "shared_memory_byte_size") == 0) p->byte_size = v;
+  else if (strcmp(key, "shared_memory_offset") == 0) p->offset = v;
+}
+
 static TRITONSERVER_Error *input_shm(const Inference__ModelInferRequest__InferInputTensor *in,
                                      shm_ref *out) {
-  const Inference__InferParameter *r = NULL, *z = NULL, *o = NULL;
-  for (size_t i = 0; i < in->n_parameters; i++) {
-    const char *k = in->parameters[i]->key;
-    if (strcmp(k, "shared_memory_region") == 0) r = in->parameters[i]->value;
-    else if (strcmp(k, "shared_memory_byte_size") == 0) z = in->parameters[i]->value;
-    else if (strcmp(k, "shared_memory_offset") == 0) o = in->parameters[i]->value;
-  }
-  return parse_shm("input", in->name, r, z, o, out);
+  shm_params p = {NULL, NULL, NULL};
+  for (size_t i = 0; i < in->n_parameters; i++)
+    shm_param(&p, in->parameters[i]->key, in->parameters[i]->value);
+  return parse_shm("input", in->name, p.region, p.byte_size, p.offset, out);
 }
 
 static TRITONSERVER_Error *output_shm(const Inference__ModelInferRequest__InferRequestedOutputTensor *t,
                                       shm_ref *out) {
-  const Inference__InferParameter *r = NULL, *z = NULL, *o = NULL;
-  for (size_t i = 0; i < t->n_parameters; i++) {
-    const char *k = t->parameters[i]->key;
-    if (strcmp(k, "shared_memory_region") == 0) r = t->parameters[i]->value;
-    else if (strcmp(k, "shared_memory_byte_size") == 0) z = t->parameters[i]->value;
-    else if (strcmp(k, "shared_memory_offset") == 0) o = t->parameters[i]->value;
-  }
-  return parse_shm("output", t->name, r, z, o, out);
+  shm_params p = {NULL, NULL, NULL};
+  for (size_t i = 0; i < t->n_parameters; i++)
+    shm_param(&p, t->parameters[i]->key, t->parameters[i]->value);
+  return parse_shm("output", t->name, p.region, p.byte_size, p.offset, out);
 }
 
 /* The "classification" parameter of a requested output: *k = 0 when
