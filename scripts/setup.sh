@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config
   libjansson-dev          # JSON messages, model-config rendering
-  libyajl-dev             # parsing inference request headers (src/server/json_arena.c)
+  libjsmn-dev             # tokenizing inference request headers (src/server/json_arena.c)
   libcriterion-dev        # C unit tests
   python3-pytest python3-numpy   # integration tests (run with /usr/bin/python3)
   libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler   # gRPC front end

@@ -1,7 +1,8 @@
 /* Tensor JSON: a small validating scanner that locates `inputs[i].data`
  * arrays, a typed parser for those arrays, and a writer for output data.
- * The rest of a request goes to jansson after the data arrays are cut out,
- * so a million-element tensor never becomes a million DOM nodes. */
+ * The rest of a request goes to the arena parser (json_arena.c) after the
+ * data arrays are cut out, so a million-element tensor never becomes a
+ * million tree nodes. */
 #include "http_json.h"
 
 #include <errno.h>

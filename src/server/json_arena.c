@@ -1,12 +1,18 @@
-/* Read-only JSON documents in a bump arena, parsed by yajl (see
- * json_arena.h). */
+/* Read-only JSON documents in a bump arena (see json_arena.h). jsmn
+ * (Debian's libjsmn-dev, header-only) splits the text into tokens; a walk
+ * over the tokens checks what jsmn leaves unchecked (the separators
+ * between tokens, literals, number grammar and range, escapes, UTF-8) and
+ * builds the tree with jansson's rules. */
 #include "json_arena.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include <yajl/yajl_parse.h>
+#define JSMN_STATIC       /* jsmn's functions are private to this file */
+#define JSMN_PARENT_LINKS /* closing a container is O(1), not a scan back */
+#include <jsmn.h>
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -31,31 +37,10 @@ typedef struct chunk {
   _Alignas(ALIGN) char data[];
 } chunk;
 
-/* yajl events push values on a stack; a closing container takes its
- * values off it into one vector. */
-typedef struct builder {
-  nrd_srv_json_arena *a;
-  nrd_srv_json *root;
-  nrd_srv_json_member *stack; /* values of the open containers, in order */
-  size_t top, cap;
-  nrd_srv_json_member stack_inline[64];
-  struct {
-    size_t start;     /* its first value on the stack */
-    bool object;
-    const char *key;  /* its own key in the parent object, or NULL */
-    size_t key_len;
-  } open[MAX_DEPTH];
-  int depth;
-  const char *key; /* the pending key of the innermost object */
-  size_t key_len;
-  const char *why; /* our own reason for stopping, or NULL: yajl's */
-} builder;
-
 struct nrd_srv_json_arena {
   chunk *first; /* made at the first parse */
   chunk *cur;   /* the block allocations come from */
   size_t used;  /* bytes handed out since the reset */
-  builder b;    /* the parse under way (one at a time) */
 };
 
 nrd_srv_json_arena *nrd_srv_json_arena_new(void) { return calloc(1, sizeof(nrd_srv_json_arena)); }
@@ -109,132 +94,6 @@ static void *take(nrd_srv_json_arena *a, size_t n) {
   return p;
 }
 
-/* yajl's own memory (handle, lexer, buffers) comes from the arena too and
- * goes with the reset; realloc needs each block's size, kept before it. */
-static void *yajl_take(void *ctx, size_t n) {
-  size_t *p = n <= SIZE_MAX - ALIGN ? take(ctx, n + ALIGN) : NULL;
-  if (p == NULL) return NULL;
-  p[0] = n;
-  return (char *)p + ALIGN;
-}
-
-static void yajl_leave(void *ctx, void *p) {
-  (void)ctx;
-  (void)p;
-}
-
-static void *yajl_grow(void *ctx, void *p, size_t n) {
-  if (p == NULL) return yajl_take(ctx, n);
-  size_t old = *(size_t *)((char *)p - ALIGN);
-  if (n <= old) return p;
-  void *q = yajl_take(ctx, n);
-  if (q) memcpy(q, p, old);
-  return q;
-}
-
-/* ---- building ------------------------------------------------------------- */
-
-
-static int fail(builder *b, const char *why) {
-  b->why = why;
-  return 0;
-}
-
-static const char *copy_text(builder *b, const unsigned char *s, size_t len) {
-  char *t = len < SIZE_MAX ? take(b->a, len + 1) : NULL;
-  if (t == NULL) return NULL;
-  memcpy(t, s, len);
-  t[len] = '\0';
-  return t;
-}
-
-/* Puts a finished value where the document is. */
-static int add(builder *b, nrd_srv_json v, const char *key, size_t key_len) {
-  if (b->depth == 0) {
-    b->root = take(b->a, sizeof *b->root);
-    if (b->root == NULL) return fail(b, "out of memory");
-    *b->root = v;
-    return 1;
-  }
-  if (b->top == b->cap) {
-    size_t cap = b->cap * 2;
-    nrd_srv_json_member *s = malloc(cap * sizeof *s);
-    if (s == NULL) return fail(b, "out of memory");
-    memcpy(s, b->stack, b->top * sizeof *s);
-    if (b->stack != b->stack_inline) free(b->stack);
-    b->stack = s;
-    b->cap = cap;
-  }
-  b->stack[b->top++] = (nrd_srv_json_member){key, key_len, v};
-  return 1;
-}
-
-static int add_here(builder *b, nrd_srv_json v) {
-  bool in_object = b->depth > 0 && b->open[b->depth - 1].object;
-  return add(b, v, in_object ? b->key : NULL, in_object ? b->key_len : 0);
-}
-
-static int on_null(void *ctx) { return add_here(ctx, (nrd_srv_json){.type = NRD_SRV_JSON_NULL}); }
-
-static int on_boolean(void *ctx, int v) {
-  return add_here(ctx, (nrd_srv_json){.type = v ? NRD_SRV_JSON_TRUE : NRD_SRV_JSON_FALSE});
-}
-
-/* Numbers arrive as text so that their range is jansson's: every int64
- * (yajl's own integers stop short of INT64_MIN), reals as strtod reads
- * them in the C locale. */
-static int on_number(void *ctx, const char *text, size_t len) {
-  builder *b = ctx;
-  char small[64];
-  char *s = len < sizeof small ? small : malloc(len + 1);
-  if (s == NULL) return fail(b, "out of memory");
-  memcpy(s, text, len);
-  s[len] = '\0';
-  nrd_srv_json v = {.type = NRD_SRV_JSON_INT};
-  errno = 0;
-  if (strpbrk(s, ".eE") != NULL) {
-    v.type = NRD_SRV_JSON_REAL;
-    v.u.d = strtod(s, NULL);
-    if (errno == ERANGE && (v.u.d > 1.0 || v.u.d < -1.0)) b->why = "real number overflow";
-  } else {
-    long long i = strtoll(s, NULL, 10);
-    if (errno == ERANGE) b->why = i < 0 ? "too big negative integer" : "too big integer";
-    v.u.i = i;
-  }
-  if (s != small) free(s);
-  return b->why ? 0 : add_here(b, v);
-}
-
-static int on_string(void *ctx, const unsigned char *s, size_t len) {
-  builder *b = ctx;
-  if (memchr(s, '\0', len)) return fail(b, "\\u0000 is not allowed in a string"); /* as jansson */
-  const char *t = copy_text(b, s, len); /* yajl checked the UTF-8 */
-  if (t == NULL) return fail(b, "out of memory");
-  return add_here(b, (nrd_srv_json){.type = NRD_SRV_JSON_STRING, .n = len, .u.s = t});
-}
-
-static int on_map_key(void *ctx, const unsigned char *k, size_t len) {
-  builder *b = ctx;
-  if (memchr(k, '\0', len)) return fail(b, "\\u0000 is not allowed in an object key");
-  if ((b->key = copy_text(b, k, len)) == NULL) return fail(b, "out of memory");
-  b->key_len = len;
-  return 1;
-}
-
-static int open_container(builder *b, bool object) {
-  if (b->depth == MAX_DEPTH) return fail(b, "nested too deeply");
-  bool in_object = b->depth > 0 && b->open[b->depth - 1].object;
-  b->open[b->depth].start = b->top;
-  b->open[b->depth].object = object;
-  b->open[b->depth].key = in_object ? b->key : NULL;
-  b->open[b->depth].key_len = in_object ? b->key_len : 0;
-  b->depth++;
-  return 1;
-}
-
-static int on_start_map(void *ctx) { return open_container(ctx, true); }
-static int on_start_array(void *ctx) { return open_container(ctx, false); }
-
 typedef struct key_at {
   const nrd_srv_json_member *m;
   size_t at;
@@ -271,47 +130,390 @@ static bool find_repeats(const nrd_srv_json_member *m, size_t n, bool *drop) {
   return true;
 }
 
-static int on_end(void *ctx) {
-  builder *b = ctx;
-  b->depth--;
-  size_t start = b->open[b->depth].start, n = b->top - start;
-  const nrd_srv_json_member *m = b->stack + start;
-  nrd_srv_json v = {.type = b->open[b->depth].object ? NRD_SRV_JSON_OBJECT : NRD_SRV_JSON_ARRAY};
-  if (v.type == NRD_SRV_JSON_ARRAY) {
-    nrd_srv_json *items = n ? take(b->a, n * sizeof *items) : NULL;
-    if (n && items == NULL) return fail(b, "out of memory");
-    for (size_t i = 0; i < n; i++) items[i] = m[i].value;
-    v.n = n;
-    v.u.items = items;
-  } else {
-    bool drop_small[32];
-    bool *drop = n <= 32 ? drop_small : calloc(n, sizeof *drop);
-    if (n <= 32) memset(drop_small, 0, n * sizeof *drop);
-    nrd_srv_json_member *members = n ? take(b->a, n * sizeof *members) : NULL;
-    if (drop == NULL || (n && members == NULL) || !find_repeats(m, n, drop)) {
-      if (drop != drop_small) free(drop);
-      return fail(b, "out of memory");
-    }
-    for (size_t i = 0; i < n; i++)
-      if (!drop[i]) members[v.n++] = m[i];
-    if (drop != drop_small) free(drop);
-    v.u.members = members;
-  }
-  b->top = start;
-  return add(b, v, b->open[b->depth].key, b->open[b->depth].key_len);
+/* ---- walking jsmn's tokens ------------------------------------------------ */
+
+#define STACK_TOKENS 256 /* an inference header has a few dozen */
+#define NONE SIZE_MAX
+
+/* One parse: jsmn's tokens (in text order) and how far the walk is. */
+typedef struct walker {
+  nrd_srv_json_arena *a;
+  const char *s; /* the text */
+  size_t len;
+  const jsmntok_t *tok;
+  size_t ntok, next; /* tokens, and the next one to read */
+  size_t pos;        /* the text is checked up to here */
+  const char *why;   /* why the walk stopped */
+  size_t at;         /* and at which byte */
+} walker;
+
+static bool fail_at(walker *w, const char *why, size_t at) {
+  w->why = why;
+  w->at = at;
+  return false;
 }
 
-static const yajl_callbacks events = {
-    .yajl_null = on_null,
-    .yajl_boolean = on_boolean,
-    .yajl_number = on_number,
-    .yajl_string = on_string,
-    .yajl_start_map = on_start_map,
-    .yajl_map_key = on_map_key,
-    .yajl_end_map = on_end,
-    .yajl_start_array = on_start_array,
-    .yajl_end_array = on_end,
-};
+static size_t skip_blanks(const walker *w, size_t p) {
+  if (p < w->len && (unsigned char)w->s[p] > ' ') return p; /* the usual case */
+  for (; p < w->len; p++) {
+    char c = w->s[p];
+    if (c > ' ' || (c != ' ' && c != '\n' && c != '\r' && c != '\t')) break;
+  }
+  return p;
+}
+
+/* A token's whole text: a string's quotes included. */
+static size_t tok_begin(const jsmntok_t *t) { return (size_t)t->start - (t->type == JSMN_STRING); }
+static size_t tok_finish(const jsmntok_t *t) { return (size_t)t->end + (t->type == JSMN_STRING); }
+
+/* Where the next token begins, or NONE when there is none before `limit`
+ * (the closing bracket of the container being read). */
+static size_t next_begin(const walker *w, size_t limit) {
+  if (w->next >= w->ntok) return NONE;
+  size_t b = tok_begin(&w->tok[w->next]);
+  return b < limit ? b : NONE;
+}
+
+/* The text from w->pos to `to` (where the next token begins) must be
+ * blanks, `sep` unless it is 0, blanks. jsmn ignores what stands between
+ * tokens, so this is where a missing or stray ',' or ':' is found. */
+static bool between(walker *w, size_t to, char sep, const char *no_sep, const char *after_sep) {
+  size_t p = skip_blanks(w, w->pos);
+  if (sep) {
+    if (p >= w->len || w->s[p] != sep) return fail_at(w, no_sep, p);
+    p = skip_blanks(w, p + 1);
+  }
+  if (p != to) return fail_at(w, sep ? after_sep : no_sep, p);
+  w->pos = to;
+  return true;
+}
+
+/* Blanks up to the container's closing bracket at `close`. */
+static bool closing(walker *w, size_t close, const char *expected, const char *after_comma) {
+  size_t p = skip_blanks(w, w->pos);
+  if (p == close) {
+    w->pos = close + 1;
+    return true;
+  }
+  if (p < w->len && w->s[p] == ',') return fail_at(w, after_comma, skip_blanks(w, p + 1));
+  return fail_at(w, expected, p);
+}
+
+static int hex4(const unsigned char *p) {
+  int v = 0;
+  for (int i = 0; i < 4; i++) {
+    int c = p[i], d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                         : c >= 'A' && c <= 'F'             ? c - 'A' + 10
+                                                                            : -1;
+    if (d < 0) return -1;
+    v = v << 4 | d;
+  }
+  return v;
+}
+
+/* Bytes of the well-formed UTF-8 sequence at p (avail bytes there), or 0:
+ * jansson's rules (no overlong forms, no surrogates, nothing past U+10FFFF). */
+static size_t utf8_seq(const unsigned char *p, size_t avail) {
+  unsigned c = p[0];
+  size_t k;
+  uint32_t v;
+  if (c < 0xC2) return 0;
+  if (c < 0xE0) k = 2, v = c & 0x1F;
+  else if (c < 0xF0) k = 3, v = c & 0x0F;
+  else if (c < 0xF5) k = 4, v = c & 0x07;
+  else return 0;
+  if (avail < k) return 0;
+  for (size_t i = 1; i < k; i++) {
+    if ((p[i] & 0xC0) != 0x80) return 0;
+    v = v << 6 | (p[i] & 0x3F);
+  }
+  if ((k == 3 && v < 0x800) || (k == 4 && v < 0x10000) || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
+    return 0;
+  return k;
+}
+
+static size_t put_utf8(char *d, uint32_t v) {
+  if (v < 0x80) return d[0] = (char)v, 1;
+  if (v < 0x800) return d[0] = (char)(0xC0 | v >> 6), d[1] = (char)(0x80 | (v & 0x3F)), 2;
+  if (v < 0x10000) {
+    d[0] = (char)(0xE0 | v >> 12), d[1] = (char)(0x80 | (v >> 6 & 0x3F)), d[2] = (char)(0x80 | (v & 0x3F));
+    return 3;
+  }
+  d[0] = (char)(0xF0 | v >> 18), d[1] = (char)(0x80 | (v >> 12 & 0x3F));
+  d[2] = (char)(0x80 | (v >> 6 & 0x3F)), d[3] = (char)(0x80 | (v & 0x3F));
+  return 4;
+}
+
+static bool plain_byte(unsigned char c) { return c >= 0x20 && c < 0x80 && c != '\\'; }
+
+/* How many bytes at p (len of them, avail readable) need no decoding:
+ * printable ASCII, no backslash. Eight at a time where the text allows
+ * the read; a byte past len only ever reads text, never past it. */
+static size_t plain_prefix(const unsigned char *p, size_t len, size_t avail) {
+  size_t i = 0;
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  const uint64_t ones = 0x0101010101010101u, highs = ones * 0x80;
+  while (i < len && i + 8 <= avail) {
+    uint64_t x;
+    memcpy(&x, p + i, 8);
+    /* a byte's high bit: it is >= 0x80, below 0x20, or a backslash (the
+     * lowest such byte is always flagged; borrows only run upwards) */
+    uint64_t hits = ((x - ones * 0x20) | ((x ^ ones * '\\') - ones) | x) & highs;
+    if (len - i < 8) hits &= (UINT64_C(1) << (8 * (len - i))) - 1;
+    if (hits) break;
+    i = len - i < 8 ? len : i + 8;
+  }
+#else
+  (void)avail;
+#endif
+  while (i < len && plain_byte(p[i])) i++;
+  return i;
+}
+
+/* The string token t (between its quotes), unescaped into the arena and
+ * NUL-terminated. A decoded string is never longer than its text. */
+static bool decode_string(walker *w, const jsmntok_t *t, const char **out, size_t *out_len, const char *nul_why) {
+  const unsigned char *p = (const unsigned char *)w->s + t->start;
+  size_t len = (size_t)(t->end - t->start), o = 0;
+  char *d = take(w->a, len + 1);
+  if (d == NULL) return fail_at(w, "out of memory", (size_t)t->start);
+  size_t i = plain_prefix(p, len, w->len - (size_t)t->start); /* most strings: all of it */
+  memcpy(d, p, i);
+  o = i;
+  while (i < len) {
+    unsigned char c = p[i];
+    size_t at = (size_t)t->start + i;
+    if (c >= 0x20 && c < 0x80 && c != '\\') {
+      d[o++] = (char)c;
+      i++;
+    } else if (c >= 0x80) {
+      size_t k = utf8_seq(p + i, len - i);
+      if (k == 0) return fail_at(w, "invalid UTF-8 in a string", at);
+      memcpy(d + o, p + i, k);
+      o += k;
+      i += k;
+    } else if (c < 0x20) {
+      return fail_at(w, "control character in a string", at);
+    } else { /* a backslash: jsmn saw a known escape letter follow it */
+      char e = i + 1 < len ? (char)p[i + 1] : 0, plain;
+      switch (e) {
+      case '"': case '\\': case '/': plain = e; break;
+      case 'b': plain = '\b'; break;
+      case 'f': plain = '\f'; break;
+      case 'n': plain = '\n'; break;
+      case 'r': plain = '\r'; break;
+      case 't': plain = '\t'; break;
+      case 'u': plain = 0; break;
+      default: return fail_at(w, "invalid escape in a string", at);
+      }
+      if (plain) {
+        d[o++] = plain;
+        i += 2;
+        continue;
+      }
+      int v = i + 6 <= len ? hex4(p + i + 2) : -1;
+      if (v < 0) return fail_at(w, "invalid \\u escape in a string", at);
+      i += 6;
+      if (v >= 0xDC00 && v <= 0xDFFF) return fail_at(w, "invalid Unicode: a lone low surrogate", at);
+      if (v >= 0xD800 && v <= 0xDBFF) {
+        int lo = i + 6 <= len && p[i] == '\\' && p[i + 1] == 'u' ? hex4(p + i + 2) : -1;
+        if (lo < 0xDC00 || lo > 0xDFFF) return fail_at(w, "invalid Unicode: a lone high surrogate", at);
+        v = 0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00);
+        i += 6;
+      }
+      if (v == 0) return fail_at(w, nul_why, at);
+      o += put_utf8(d + o, (uint32_t)v);
+    }
+  }
+  d[o] = '\0';
+  *out = d;
+  *out_len = o;
+  return true;
+}
+
+/* A number as jansson reads one: an integer unless it has '.', 'e' or
+ * 'E'; every int64 (INT64_MIN too); reals in the C locale; anything out
+ * of range is refused, not clamped. */
+static bool number(walker *w, const char *p, size_t n, size_t at, nrd_srv_json *out) {
+  size_t i = 0, d;
+  bool neg = p[0] == '-', real = false, big = false;
+  uint64_t m = 0;
+  if (neg) i++;
+  for (d = i; i < n && p[i] >= '0' && p[i] <= '9'; i++) {
+    unsigned digit = (unsigned)(p[i] - '0');
+    if (m > (UINT64_MAX - digit) / 10) big = true;
+    else m = m * 10 + digit;
+  }
+  bool bad = i == d || (p[d] == '0' && i - d > 1);
+  if (!bad && i < n && p[i] == '.') {
+    real = true;
+    for (d = ++i; i < n && p[i] >= '0' && p[i] <= '9'; i++) {}
+    bad = i == d;
+  }
+  if (!bad && i < n && (p[i] == 'e' || p[i] == 'E')) {
+    real = true;
+    if (++i < n && (p[i] == '+' || p[i] == '-')) i++;
+    for (d = i; i < n && p[i] >= '0' && p[i] <= '9'; i++) {}
+    bad = i == d;
+  }
+  if (bad || i != n) return fail_at(w, "invalid number or literal", at);
+  if (!real) {
+    uint64_t limit = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    if (big || m > limit) return fail_at(w, neg ? "too big negative integer" : "too big integer", at);
+    out->type = NRD_SRV_JSON_INT;
+    out->u.i = !neg ? (int64_t)m : m == limit ? INT64_MIN : -(int64_t)m;
+    return true;
+  }
+  char small[64];
+  char *text = n < sizeof small ? small : take(w->a, n + 1);
+  if (text == NULL) return fail_at(w, "out of memory", at);
+  memcpy(text, p, n);
+  text[n] = '\0';
+  errno = 0;
+  out->type = NRD_SRV_JSON_REAL;
+  out->u.d = strtod(text, NULL);
+  if (errno == ERANGE && (out->u.d > 1.0 || out->u.d < -1.0)) return fail_at(w, "real number overflow", at);
+  return true;
+}
+
+static bool literal(walker *w, const jsmntok_t *t, nrd_srv_json *out) {
+  const char *p = w->s + t->start;
+  size_t n = (size_t)(t->end - t->start);
+  if (n == 4 && memcmp(p, "true", 4) == 0) out->type = NRD_SRV_JSON_TRUE;
+  else if (n == 5 && memcmp(p, "false", 5) == 0) out->type = NRD_SRV_JSON_FALSE;
+  else if (n == 4 && memcmp(p, "null", 4) == 0) out->type = NRD_SRV_JSON_NULL;
+  else return number(w, p, n, (size_t)t->start, out);
+  return true;
+}
+
+static bool walk(walker *w, nrd_srv_json *out, int depth);
+
+/* Keeps the last of members with the same key, in place. Returns how many
+ * are left, or NONE when out of memory. */
+static size_t drop_repeats(nrd_srv_json_member *m, size_t n) {
+  bool drop_small[32];
+  bool *drop = n <= 32 ? drop_small : calloc(n, sizeof *drop);
+  if (drop == NULL) return NONE;
+  if (n <= 32) memset(drop_small, 0, n * sizeof *drop);
+  bool ok = find_repeats(m, n, drop);
+  size_t kept = 0;
+  for (size_t i = 0; ok && i < n; i++)
+    if (!drop[i]) m[kept++] = m[i];
+  if (drop != drop_small) free(drop);
+  return ok ? kept : NONE;
+}
+
+/* Children are the tokens that begin before the closing bracket; jsmn's
+ * count of them (t->size) is exact for well-formed text and only sizes
+ * the vector here. */
+static bool walk_array(walker *w, const jsmntok_t *t, nrd_srv_json *out, int depth) {
+  size_t close = (size_t)t->end - 1, cap = (size_t)t->size, n = 0;
+  nrd_srv_json *items = cap ? take(w->a, cap * sizeof *items) : NULL;
+  if (cap && items == NULL) return fail_at(w, "out of memory", (size_t)t->start);
+  w->pos = (size_t)t->start + 1;
+  for (size_t at; (at = next_begin(w, close)) != NONE; n++) {
+    if (!between(w, at, n ? ',' : 0, n ? "expected ',' or ']'" : "expected a value or ']'", "expected a value"))
+      return false;
+    if (n == cap) return fail_at(w, "invalid JSON", at);
+    if (!walk(w, &items[n], depth + 1)) return false;
+  }
+  if (!closing(w, close, n ? "expected ',' or ']'" : "expected a value or ']'", "expected a value")) return false;
+  *out = (nrd_srv_json){.type = NRD_SRV_JSON_ARRAY, .n = n, .u.items = items};
+  return true;
+}
+
+static bool walk_object(walker *w, const jsmntok_t *t, nrd_srv_json *out, int depth) {
+  size_t close = (size_t)t->end - 1, cap = (size_t)t->size, n = 0;
+  nrd_srv_json_member *members = cap ? take(w->a, cap * sizeof *members) : NULL;
+  if (cap && members == NULL) return fail_at(w, "out of memory", (size_t)t->start);
+  w->pos = (size_t)t->start + 1;
+  for (size_t at; (at = next_begin(w, close)) != NONE; n++) {
+    if (!between(w, at, n ? ',' : 0, n ? "expected ',' or '}'" : "expected a string key or '}'",
+                 "expected a string key"))
+      return false;
+    const jsmntok_t *k = &w->tok[w->next];
+    if (k->type != JSMN_STRING) return fail_at(w, "expected a string key", at);
+    if (n == cap) return fail_at(w, "invalid JSON", at);
+    nrd_srv_json_member *m = &members[n];
+    if (!decode_string(w, k, &m->key, &m->key_len, "\\u0000 is not allowed in an object key")) return false;
+    w->next++;
+    w->pos = tok_finish(k);
+    size_t value_at = next_begin(w, close);
+    if (value_at == NONE) {
+      size_t p = skip_blanks(w, w->pos);
+      if (p < w->len && w->s[p] == ':') return fail_at(w, "expected a value", skip_blanks(w, p + 1));
+      return fail_at(w, "expected ':'", p);
+    }
+    if (!between(w, value_at, ':', "expected ':'", "expected a value")) return false;
+    if (!walk(w, &m->value, depth + 1)) return false;
+  }
+  if (!closing(w, close, n ? "expected ',' or '}'" : "expected a string key or '}'", "expected a string key"))
+    return false;
+  size_t kept = n > 1 ? drop_repeats(members, n) : n;
+  if (kept == NONE) return fail_at(w, "out of memory", (size_t)t->start);
+  *out = (nrd_srv_json){.type = NRD_SRV_JSON_OBJECT, .n = kept, .u.members = members};
+  return true;
+}
+
+/* Reads the next token and everything under it into *out. depth: the
+ * containers around it. */
+static bool walk(walker *w, nrd_srv_json *out, int depth) {
+  const jsmntok_t *t = &w->tok[w->next++];
+  switch (t->type) {
+  case JSMN_ARRAY:
+  case JSMN_OBJECT:
+    if (depth == MAX_DEPTH) return fail_at(w, "nested too deeply", (size_t)t->start);
+    return t->type == JSMN_ARRAY ? walk_array(w, t, out, depth) : walk_object(w, t, out, depth);
+  case JSMN_STRING:
+    out->type = NRD_SRV_JSON_STRING;
+    if (!decode_string(w, t, &out->u.s, &out->n, "\\u0000 is not allowed in a string")) return false;
+    w->pos = tok_finish(t);
+    return true;
+  case JSMN_PRIMITIVE:
+    if (!literal(w, t, out)) return false;
+    w->pos = (size_t)t->end;
+    return true;
+  default:
+    return fail_at(w, "invalid JSON", (size_t)t->start);
+  }
+}
+
+/* Containers open at the token jsmn is filling (for a quick refusal of
+ * deep nesting before the token vector grows for it). */
+static int open_depth(const jsmntok_t *tok, int i) {
+  int d = 0;
+  for (; i >= 0; i = tok[i].parent) d += tok[i].type == JSMN_ARRAY || tok[i].type == JSMN_OBJECT;
+  return d;
+}
+
+/* jsmn's tokens for the whole text in *tok (local, or a malloc'ed vector
+ * the caller frees), their count in *n; or false with why/at set. */
+static bool tokenize(walker *w, jsmntok_t *local, jsmntok_t **tok, size_t *n) {
+  jsmn_parser p;
+  jsmn_init(&p);
+  unsigned cap = STACK_TOKENS;
+  *tok = local;
+  int r;
+  while ((r = jsmn_parse(&p, w->s, w->len, *tok, cap)) == JSMN_ERROR_NOMEM) {
+    if (open_depth(*tok, p.toksuper) > MAX_DEPTH) return fail_at(w, "nested too deeply", p.pos);
+    jsmntok_t *more = cap <= UINT_MAX / 4 / sizeof **tok ? malloc((size_t)cap * 4 * sizeof **tok) : NULL;
+    if (more == NULL) return fail_at(w, "out of memory", p.pos);
+    memcpy(more, *tok, p.toknext * sizeof **tok);
+    if (*tok != local) free(*tok);
+    *tok = more;
+    cap *= 4;
+  }
+  if (r >= 0) {
+    *n = p.toknext;
+    return true;
+  }
+  /* jsmn stops at a NUL byte as if the text ended there. */
+  size_t at = p.pos;
+  if (r == JSMN_ERROR_PART && at < w->len && w->s[at] == '"') return fail_at(w, "unterminated string", at);
+  if (r == JSMN_ERROR_PART && at >= w->len) return fail_at(w, "premature end of the text", at);
+  if (r == JSMN_ERROR_INVAL && at < w->len && w->s[at] == '"') return fail_at(w, "invalid escape in a string", at);
+  return fail_at(w, "invalid JSON", at);
+}
 
 static void set_error(char *err, size_t errlen, const char *why, size_t at) {
   if (errlen) snprintf(err, errlen, "%s at byte %zu", why, at);
@@ -320,38 +522,28 @@ static void set_error(char *err, size_t errlen, const char *why, size_t at) {
 const nrd_srv_json *nrd_srv_json_parse(nrd_srv_json_arena *a, const char *buf, size_t len, char *err,
                                        size_t errlen) {
   nrd_srv_json_arena_reset(a);
-  builder *b = &a->b;
-  b->a = a;
-  b->root = NULL;
-  b->stack = b->stack_inline;
-  b->top = 0;
-  b->cap = sizeof b->stack_inline / sizeof b->stack_inline[0];
-  b->depth = 0;
-  b->key = NULL;
-  b->key_len = 0;
-  b->why = NULL;
-  yajl_alloc_funcs funcs = {yajl_take, yajl_grow, yajl_leave, a};
-  yajl_handle h = yajl_alloc(&events, &funcs, b);
-  yajl_status st = h ? yajl_parse(h, (const unsigned char *)buf, len) : yajl_status_error;
-  if (h && st == yajl_status_ok) st = yajl_complete_parse(h);
-  const nrd_srv_json *root = b->root;
-  if (h == NULL) {
-    set_error(err, errlen, "out of memory", 0);
-  } else if (st != yajl_status_ok || root == NULL) {
-    size_t at = yajl_get_bytes_consumed(h);
-    if (b->why) {
-      set_error(err, errlen, b->why, at);
-    } else {
-      unsigned char *msg = yajl_get_error(h, 0, (const unsigned char *)buf, len);
-      char text[160];
-      snprintf(text, sizeof text, "%s", msg ? (const char *)msg : "invalid JSON");
-      size_t n = strlen(text);
-      while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' ')) text[--n] = '\0';
-      set_error(err, errlen, text, at);
-    }
-    root = NULL;
+  if (len >= INT_MAX) { /* jsmn keeps offsets in int */
+    set_error(err, errlen, "JSON text too long", 0);
+    return NULL;
   }
-  if (b->stack != b->stack_inline) free(b->stack);
-  if (root == NULL) nrd_srv_json_arena_reset(a);
-  return root;
+  walker w = {.a = a, .s = buf, .len = len};
+  jsmntok_t local[STACK_TOKENS], *tok = local;
+  nrd_srv_json *root = NULL;
+  if (tokenize(&w, local, &tok, &w.ntok)) {
+    w.tok = tok;
+    size_t first = skip_blanks(&w, 0);
+    if (w.ntok == 0) {
+      fail_at(&w, first == len ? "empty document" : "expected a value", first);
+    } else if ((root = take(a, sizeof *root)) == NULL) {
+      fail_at(&w, "out of memory", 0);
+    } else if (between(&w, tok_begin(&tok[0]), 0, "expected a value", NULL) && walk(&w, root, 0)) {
+      size_t end = skip_blanks(&w, w.pos);
+      if (end != len) fail_at(&w, "trailing characters after the document", end);
+    }
+  }
+  if (tok != local) free(tok);
+  if (w.why == NULL) return root;
+  set_error(err, errlen, w.why, w.at);
+  nrd_srv_json_arena_reset(a);
+  return NULL;
 }

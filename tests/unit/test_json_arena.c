@@ -7,6 +7,9 @@
 
 #include "json_arena.h"
 
+#include <jansson.h>
+#include <stdlib.h>
+
 static const nrd_srv_json *parse(nrd_srv_json_arena *a, const char *text, size_t len, char *err) {
   return nrd_srv_json_parse(a, text, len, err, 200);
 }
@@ -134,6 +137,41 @@ Test(json_arena, bad_documents_are_refused_with_a_reason)
       {"[01]", 4, NULL},
       {"[NaN]", 5, NULL},
       {deep, sizeof deep, "deep"},
+      /* what jsmn, the tokenizer, lets through: the walk must refuse it */
+      {"{\"a\" 1}", 8, "expected ':'"},
+      {"{\"a\":1 \"b\":2}", 14, "expected ',' or '}'"},
+      {"[1 2]", 5, "expected ',' or ']'"},
+      {"[,1]", 4, "expected a value"},
+      {"[1,,2]", 6, "expected a value"},
+      {"{\"a\":}", 6, "expected a value"},
+      {"{\"a\"}", 5, "expected ':'"},
+      {"{1:2}", 5, "string key"},
+      {"[{}:1]", 6, "expected ',' or ']'"},
+      {"[[1]:2]", 7, "expected ',' or ']'"},
+      {"\"a\":1", 5, "trailing"},
+      {"1 2", 3, "trailing"},
+      {"{}\0", 3, "trailing"},
+      {"[\"a\0b\"]", 7, NULL},
+      {"[tru]", 5, NULL},
+      {"[truex]", 7, NULL},
+      {"[-]", 3, NULL},
+      {"[1.]", 4, NULL},
+      {"[.5]", 4, NULL},
+      {"[1e]", 4, NULL},
+      {"[+1]", 4, NULL},
+      {"[\"\\x\"]", 6, "escape"},
+      {"[\"\\ud800\"]", 10, "surrogate"},
+      {"[\"\\udc00\"]", 10, "surrogate"},
+      {"[\"\\ud800\\u0041\"]", 16, "surrogate"},
+      {"[\"\t\"]", 5, "control character"},
+      {"[\"\xc0\x80\"]", 6, "UTF-8"},
+      {"[\"\xed\xa0\x80\"]", 7, "UTF-8"},
+      {"[\"\xf4\x90\x80\x80\"]", 8, "UTF-8"},
+      {"[\"abc", 5, "unterminated"},
+      {"  ", 2, "empty"},
+      {",", 1, NULL},
+      {"]", 1, NULL},
+      {"[}", 2, NULL},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char err[200] = "";
@@ -162,5 +200,145 @@ Test(json_arena, nested_containers_keep_their_own_keys)
   cr_assert_eq(nrd_srv_json_int(nrd_srv_json_get(doc, "g")), 3);
   cr_assert_str_eq(doc->u.members[0].key, "a");
   cr_assert_str_eq(doc->u.members[1].key, "g");
+  nrd_srv_json_arena_free(a);
+}
+
+Test(json_arena, deep_nesting_is_refused_before_the_token_vector_grows)
+{
+  nrd_srv_json_arena *a = nrd_srv_json_arena_new();
+  size_t n = 8u << 20; /* 8 MB of '[': one token per byte if nothing stopped it */
+  char *text = malloc(n);
+  cr_assert_not_null(text);
+  memset(text, '[', n);
+  char err[200] = "";
+  cr_assert_null(parse(a, text, n, err));
+  cr_assert_not_null(strstr(err, "nested too deeply"), "%s", err);
+  /* refused at the first growth of the vector: within its first few hundred bytes */
+  const char *at = strstr(err, "at byte ");
+  cr_assert_not_null(at);
+  cr_assert_lt(strtoull(at + 8, NULL, 10), 1024, "%s", err);
+  free(text);
+  nrd_srv_json_arena_free(a);
+}
+
+/* ---- differential test: the documented rules are jansson's --------------- */
+
+static json_t *to_jansson(const nrd_srv_json *v) {
+  switch (v->type) {
+  case NRD_SRV_JSON_NULL: return json_null();
+  case NRD_SRV_JSON_TRUE: return json_true();
+  case NRD_SRV_JSON_FALSE: return json_false();
+  case NRD_SRV_JSON_INT: return json_integer(v->u.i);
+  case NRD_SRV_JSON_REAL: return json_real(v->u.d);
+  case NRD_SRV_JSON_STRING: return json_stringn(v->u.s, v->n);
+  case NRD_SRV_JSON_ARRAY: {
+    json_t *arr = json_array();
+    for (size_t i = 0; i < v->n; i++) json_array_append_new(arr, to_jansson(&v->u.items[i]));
+    return arr;
+  }
+  case NRD_SRV_JSON_OBJECT: {
+    json_t *obj = json_object();
+    for (size_t i = 0; i < v->n; i++) {
+      cr_assert(json_object_getn(obj, v->u.members[i].key, v->u.members[i].key_len) == NULL,
+                "a repeated key was kept");
+      json_object_setn_new(obj, v->u.members[i].key, v->u.members[i].key_len, to_jansson(&v->u.members[i].value));
+    }
+    return obj;
+  }
+  }
+  return NULL;
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15u;
+static uint32_t rng(uint32_t below) {
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return (uint32_t)(rng_state % below);
+}
+
+/* Accepts and refuses exactly what jansson does (JSON_DECODE_ANY, no NUL)
+ * and reads the same values, on realistic headers and on 60,000 random
+ * mutations of them (bytes replaced, inserted, dropped, spans repeated,
+ * the text cut short). */
+Test(json_arena, agrees_with_jansson_on_mutated_headers)
+{
+  static const char *seeds[] = {
+      "{\"id\":\"r-1\",\"inputs\":[{\"name\":\"INPUT0\",\"shape\":[1,16],\"datatype\":\"FP32\","
+      "\"parameters\":{\"binary_data_size\":64}}],\"outputs\":[{\"name\":\"OUTPUT0\","
+      "\"parameters\":{\"binary_data\":true}}]}",
+      "{\"inputs\":[{\"name\":\"IN\",\"shape\":[2],\"datatype\":\"BYTES\",\"data\":0}],"
+      "\"parameters\":{\"sequence_id\":-9223372036854775808,\"priority\":1e3,\"timeout\":2.5,"
+      "\"x\":null,\"sequence_start\":false}}",
+      "{\"s\":\"a\\\"b\\\\c\\/d\\b\\f\\n\\r\\t\\u00e9\\ud83d\\ude00\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\","
+      "\"k\":1,\"k\":[{},[],\"\"],\"n\":[-0,0.5e-3,1E+2,123456789012345678]}",
+      "[1,[2,[3,[4,{\"a\":[5]}]]],\"z\",true,false,null]",
+      "  \"top\"  ",
+      "-12.5e-7",
+  };
+  const char specials[] = "{}[],:\"\\ \t\n0123456789-+.eEtrufalsn\x00\x01\x1f\x7f\x80\xbf\xc3\xed\xf0\xff";
+  nrd_srv_json_arena *a = nrd_srv_json_arena_new();
+  char text[1024];
+  size_t accepted = 0, refused = 0;
+  for (int round = 0; round < 60000; round++) {
+    const char *seed = seeds[rng(sizeof seeds / sizeof seeds[0])];
+    size_t len = strlen(seed);
+    memcpy(text, seed, len);
+    int edits = round < 60 ? 0 : 1 + (int)rng(3);
+    for (int e = 0; e < edits && len > 0; e++) {
+      size_t at = rng((uint32_t)len);
+      char c = specials[rng(sizeof specials - 1)];
+      switch (rng(5)) {
+      case 0: text[at] = c; break;
+      case 1:
+        if (len + 1 < sizeof text) {
+          memmove(text + at + 1, text + at, len - at);
+          text[at] = c;
+          len++;
+        }
+        break;
+      case 2:
+        memmove(text + at, text + at + 1, len - at - 1);
+        len--;
+        break;
+      case 3: {
+        size_t n = 1 + rng(8);
+        if (at + n <= len && len + n < sizeof text) {
+          memmove(text + at + n, text + at, len - at);
+          len += n;
+        }
+        break;
+      }
+      default: len = at; break;
+      }
+    }
+    char err[200] = "";
+    const nrd_srv_json *ours = parse(a, text, len, err);
+    json_error_t jerr;
+    json_t *theirs = json_loadb(text, len, JSON_DECODE_ANY, &jerr);
+    if (memchr(text, '\0', len)) {
+      /* never valid JSON; jansson lets one through after a token it reads
+       * ahead of (its stream takes the NUL for the end of its own buffer) */
+      cr_assert_null(ours, "round %d: a raw NUL byte was accepted", round);
+      json_decref(theirs);
+      refused++;
+      continue;
+    }
+    cr_assert_eq(ours != NULL, theirs != NULL, "round %d: ours %s, jansson %s (%s) on [%.*s]", round,
+                 ours ? "accepts" : err, theirs ? "accepts" : "refuses", jerr.text, (int)len, text);
+    if (ours) {
+      json_t *mine = to_jansson(ours);
+      cr_assert(json_equal(mine, theirs), "round %d: values differ on [%.*s]", round, (int)len, text);
+      json_decref(mine);
+      accepted++;
+    } else {
+      cr_assert_not_null(strstr(err, "at byte"), "round %d: %s", round, err);
+      cr_assert_eq(nrd_srv_json_arena_used(a), 0);
+      refused++;
+    }
+    json_decref(theirs);
+  }
+  cr_assert_gt(accepted, 1000, "too few mutations stay valid (%zu) for the test to mean much", accepted);
+  cr_assert_gt(refused, 10000);
   nrd_srv_json_arena_free(a);
 }
