@@ -496,12 +496,14 @@ static bool tokenize(walker *w, jsmntok_t *local, jsmntok_t **tok, size_t *n) {
   int r;
   while ((r = jsmn_parse(&p, w->s, w->len, *tok, cap)) == JSMN_ERROR_NOMEM) {
     if (open_depth(*tok, p.toksuper) > MAX_DEPTH) return fail_at(w, "nested too deeply", p.pos);
-    jsmntok_t *more = cap <= UINT_MAX / 4 / sizeof **tok ? malloc((size_t)cap * 4 * sizeof **tok) : NULL;
+    /* doubling: a text has at most one token per byte, so the vector
+     * never exceeds twice what the text needs */
+    jsmntok_t *more = cap <= UINT_MAX / 2 ? malloc((size_t)cap * 2 * sizeof **tok) : NULL;
     if (more == NULL) return fail_at(w, "out of memory", p.pos);
-    memcpy(more, *tok, p.toknext * sizeof **tok);
+    memcpy(more, *tok, (size_t)cap * sizeof **tok); /* all of them are in use */
     if (*tok != local) free(*tok);
     *tok = more;
-    cap *= 4;
+    cap *= 2;
   }
   if (r >= 0) {
     *n = p.toknext;
