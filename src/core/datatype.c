@@ -59,8 +59,8 @@ const char *nrd_datatype_config_name(TRITONSERVER_DataType dtype)
 TRITONSERVER_DataType nrd_datatype_from_string(const char *wire_name)
 {
   if (wire_name == NULL) return TRITONSERVER_TYPE_INVALID;
-  for (size_t i = 0; i < N_DTYPES; i++)
-    if (strcmp(dtypes[i].wire, wire_name) == 0) return dtypes[i].dtype;
+  for (size_t i = 0; i < N_DTYPES; i++) /* first letters first: this runs per request */
+    if (dtypes[i].wire[0] == wire_name[0] && strcmp(dtypes[i].wire, wire_name) == 0) return dtypes[i].dtype;
   return TRITONSERVER_TYPE_INVALID;
 }
 
