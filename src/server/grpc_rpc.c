@@ -64,6 +64,14 @@ static void *unpack(nrd_srv_grpc_call *call, const ProtobufCMessageDescriptor *d
   return m;
 }
 
+/* Ends the call with err's status when there is an error (err is
+ * deleted). Returns whether it did, so a handler can stop there. */
+static bool ended_by(nrd_srv_grpc_call *call, TRITONSERVER_Error *err) {
+  if (err == NULL) return false;
+  nrd_srv_grpc_call_fail(call, err);
+  return true;
+}
+
 static void done_with(void *m) {
   if (m) protobuf_c_message_free_unpacked(m, NULL);
 }
@@ -132,10 +140,7 @@ static void server_live(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len)
   Inference__ServerLiveResponse r = INFERENCE__SERVER_LIVE_RESPONSE__INIT;
   bool live = false;
   TRITONSERVER_Error *err = TRITONSERVER_ServerIsLive(nrd_srv_grpc_call_server(call), &live);
-  if (err) {
-    nrd_srv_grpc_call_fail(call, err);
-    return;
-  }
+  if (ended_by(call, err)) return;
   r.live = live;
   nrd_srv_grpc_call_reply(call, &r.base);
 }
@@ -147,10 +152,7 @@ static void server_ready(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len
   Inference__ServerReadyResponse r = INFERENCE__SERVER_READY_RESPONSE__INIT;
   bool ready = false;
   TRITONSERVER_Error *err = TRITONSERVER_ServerIsReady(nrd_srv_grpc_call_server(call), &ready);
-  if (err) {
-    nrd_srv_grpc_call_fail(call, err);
-    return;
-  }
+  if (ended_by(call, err)) return;
   r.ready = ready;
   nrd_srv_grpc_call_reply(call, &r.base);
 }
@@ -164,10 +166,7 @@ static void model_ready(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len)
   if (err == NULL)
     err = TRITONSERVER_ServerModelIsReady(nrd_srv_grpc_call_server(call), req->name, v, &ready);
   done_with(req);
-  if (err) {
-    nrd_srv_grpc_call_fail(call, err);
-    return;
-  }
+  if (ended_by(call, err)) return;
   Inference__ModelReadyResponse r = INFERENCE__MODEL_READY_RESPONSE__INIT;
   r.ready = ready;
   nrd_srv_grpc_call_reply(call, &r.base);
@@ -181,10 +180,7 @@ static void server_metadata(nrd_srv_grpc_call *call, const uint8_t *msg, size_t 
   json_t *j = NULL;
   TRITONSERVER_Error *err = TRITONSERVER_ServerMetadata(nrd_srv_grpc_call_server(call), &m);
   if (err == NULL) err = message_json(m, &j);
-  if (err) {
-    nrd_srv_grpc_call_fail(call, err);
-    return;
-  }
+  if (ended_by(call, err)) return;
   Inference__ServerMetadataResponse r = INFERENCE__SERVER_METADATA_RESPONSE__INIT;
   arena a = {0};
   r.name = jstr(j, "name");
@@ -228,10 +224,7 @@ static void model_metadata(nrd_srv_grpc_call *call, const uint8_t *msg, size_t l
   if (err == NULL) err = TRITONSERVER_ServerModelMetadata(nrd_srv_grpc_call_server(call), req->name, v, &m);
   done_with(req);
   if (err == NULL) err = message_json(m, &j);
-  if (err) {
-    nrd_srv_grpc_call_fail(call, err);
-    return;
-  }
+  if (ended_by(call, err)) return;
   arena a = {0};
   Inference__ModelMetadataResponse r = INFERENCE__MODEL_METADATA_RESPONSE__INIT;
   r.name = jstr(j, "name");
@@ -375,10 +368,7 @@ static void model_config(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len
   if (err == NULL) err = TRITONSERVER_ServerModelConfig(nrd_srv_grpc_call_server(call), req->name, v, 1, &m);
   done_with(req);
   if (err == NULL) err = message_json(m, &j);
-  if (err) {
-    nrd_srv_grpc_call_fail(call, err);
-    return;
-  }
+  if (ended_by(call, err)) return;
   arena a = {0};
   Inference__ModelConfig cfg = INFERENCE__MODEL_CONFIG__INIT;
   config_from_json(&a, j, &cfg);
@@ -413,10 +403,7 @@ static void model_statistics(nrd_srv_grpc_call *call, const uint8_t *msg, size_t
     err = TRITONSERVER_ServerModelStatistics(nrd_srv_grpc_call_server(call), req->name, v, &m);
   done_with(req);
   if (err == NULL) err = message_json(m, &j);
-  if (err) {
-    nrd_srv_grpc_call_fail(call, err);
-    return;
-  }
+  if (ended_by(call, err)) return;
   arena a = {0};
   Inference__ModelStatisticsResponse r = INFERENCE__MODEL_STATISTICS_RESPONSE__INIT;
   json_t *arr = json_object_get(j, "model_stats");
@@ -503,10 +490,7 @@ static void repository_index(nrd_srv_grpc_call *call, const uint8_t *msg, size_t
   json_t *j = NULL;
   TRITONSERVER_Error *err = TRITONSERVER_ServerModelIndex(nrd_srv_grpc_call_server(call), flags, &m);
   if (err == NULL) err = message_json(m, &j);
-  if (err) {
-    nrd_srv_grpc_call_fail(call, err);
-    return;
-  }
+  if (ended_by(call, err)) return;
   arena a = {0};
   Inference__RepositoryIndexResponse r = INFERENCE__REPOSITORY_INDEX_RESPONSE__INIT;
   r.n_models = json_array_size(j);
@@ -750,10 +734,7 @@ static void shm_register(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len
     err = nrd_srv_shm_register(nrd_srv_grpc_call_shm(call), req->name, req->key, req->offset,
                                req->byte_size);
   done_with(req);
-  if (err) {
-    nrd_srv_grpc_call_fail(call, err);
-    return;
-  }
+  if (ended_by(call, err)) return;
   Inference__SystemSharedMemoryRegisterResponse r =
       INFERENCE__SYSTEM_SHARED_MEMORY_REGISTER_RESPONSE__INIT;
   nrd_srv_grpc_call_reply(call, &r.base);
@@ -767,10 +748,7 @@ static void shm_unregister(nrd_srv_grpc_call *call, const uint8_t *msg, size_t l
   TRITONSERVER_Error *err = nrd_srv_shm_unregister(
       nrd_srv_grpc_call_shm(call), req->name && req->name[0] ? req->name : NULL);
   done_with(req);
-  if (err) {
-    nrd_srv_grpc_call_fail(call, err);
-    return;
-  }
+  if (ended_by(call, err)) return;
   Inference__SystemSharedMemoryUnregisterResponse r =
       INFERENCE__SYSTEM_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
   nrd_srv_grpc_call_reply(call, &r.base);
@@ -854,10 +832,7 @@ static void log_settings(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len
   TRITONSERVER_Error *err = log_update_from(req, &u);
   if (err == NULL && req->n_settings > 0) err = nrd_srv_log_settings_update(ls, &u);
   done_with(req); /* u.format pointed into req: not used past here */
-  if (err) {
-    nrd_srv_grpc_call_fail(call, err);
-    return;
-  }
+  if (ended_by(call, err)) return;
   nrd_srv_log_snapshot snap;
   if (nrd_srv_log_settings_get(ls, &snap) != 0) {
     nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
