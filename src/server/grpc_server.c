@@ -10,10 +10,8 @@
  * while the stream is open, handlers hold more while the core works. */
 #include "grpc_server.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <nghttp2/nghttp2.h>
@@ -33,6 +31,7 @@
 #include "fmt.h"
 #include "grpc_call.h"
 #include "grpc_rpc.h"
+#include "listener.h"
 
 enum { KIND_LISTENER = 1, KIND_WAKE = 2, KIND_CONN = 3 };
 
@@ -1150,47 +1149,6 @@ static void *loop_main(void *arg) {
 
 /* ---- start / stop ------------------------------------------------------------- */
 
-static TRITONSERVER_Error *make_err(TRITONSERVER_Error_Code code, const char *fmt, const char *a,
-                                    int b, const char *c) {
-  char msg[512];
-  snprintf(msg, sizeof msg, fmt, a, b, c);
-  return TRITONSERVER_ErrorNew(code, msg);
-}
-
-static TRITONSERVER_Error *open_listener(const nrd_srv_grpc_options *o, int *fd_out, int *port_out) {
-  struct addrinfo hints = {0}, *res = NULL;
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  char portstr[16];
-  snprintf(portstr, sizeof portstr, "%d", o->port);
-  int rc = getaddrinfo(o->address, portstr, &hints, &res);
-  if (rc != 0)
-    return make_err(TRITONSERVER_ERROR_INVALID_ARG, "gRPC address '%s' port %d: %s", o->address,
-                    o->port, gai_strerror(rc));
-  int fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  int one = 1;
-  if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 1024) != 0) {
-    int e = errno;
-    if (fd >= 0) close(fd);
-    freeaddrinfo(res);
-    return make_err(TRITONSERVER_ERROR_UNAVAILABLE, "cannot listen for gRPC on %s:%d: %s",
-                    o->address, o->port, strerror(e));
-  }
-  freeaddrinfo(res);
-  struct sockaddr_storage ss;
-  socklen_t sl = sizeof ss;
-  int port = o->port;
-  if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
-    if (ss.ss_family == AF_INET) port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    else if (ss.ss_family == AF_INET6) port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-  }
-  *fd_out = fd;
-  *port_out = port;
-  return NULL;
-}
-
 static void loops_free(nrd_srv_grpc *g) {
   for (unsigned i = 0; i < g->n_loops; i++) {
     loop *lp = &g->loops[i];
@@ -1213,11 +1171,14 @@ TRITONSERVER_Error *nrd_srv_grpc_start(TRITONSERVER_Server *server,
   g->opts = *opts;
   atomic_init(&g->live_calls, 0);
   atomic_init(&g->stopping, false);
-  TRITONSERVER_Error *err = open_listener(opts, &g->listen_fd, &g->port);
-  if (err) {
+  char msg[512];
+  int rc = nrd_srv_listen(opts->address, opts->port, &g->listen_fd, &g->port, msg, sizeof msg);
+  if (rc != 0) {
     free(g);
-    return err;
+    return TRITONSERVER_ErrorNew(rc == -1 ? TRITONSERVER_ERROR_INVALID_ARG : TRITONSERVER_ERROR_UNAVAILABLE,
+                                 msg);
   }
+  TRITONSERVER_Error *err = NULL;
   g->loops = calloc(opts->threads, sizeof *g->loops);
   if (g->loops == NULL) {
     close(g->listen_fd);

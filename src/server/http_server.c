@@ -4,9 +4,7 @@
  * stop. Connections themselves are in http_conn.c. */
 #include "http_server.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -19,6 +17,7 @@
 
 #include "http_internal.h"
 #include "http_json.h"
+#include "listener.h"
 
 /* Idle or stalled connections are closed after this many seconds. */
 #define HTTP_TIMEOUT_SECS 120
@@ -150,51 +149,6 @@ static void *loop_main(void *arg) {
   return NULL;
 }
 
-static int make_listener(const char *address, int port, int *out_fd, int *out_port, char *err,
-                         size_t errlen) {
-  struct addrinfo hints, *res = NULL;
-  memset(&hints, 0, sizeof hints);
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  char portstr[16];
-  snprintf(portstr, sizeof portstr, "%d", port);
-  int rc = getaddrinfo(address, portstr, &hints, &res);
-  if (rc != 0) {
-    snprintf(err, errlen, "cannot resolve address '%s': %s", address, gai_strerror(rc));
-    return -1;
-  }
-  int fd = -1;
-  int saved = 0;
-  for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-    fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) {
-      saved = errno;
-      continue;
-    }
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 1024) == 0) break;
-    saved = errno;
-    close(fd);
-    fd = -1;
-  }
-  freeaddrinfo(res);
-  if (fd < 0) {
-    snprintf(err, errlen, "cannot listen on %s:%d: %s", address, port, strerror(saved));
-    return -1;
-  }
-  struct sockaddr_storage ss;
-  socklen_t sl = sizeof ss;
-  *out_port = port;
-  if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
-    if (ss.ss_family == AF_INET) *out_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    else if (ss.ss_family == AF_INET6) *out_port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-  }
-  *out_fd = fd;
-  return 0;
-}
-
 static void free_http(nrd_srv_http *h) {
   for (int i = 0; i < h->n_loops; i++) {
     nrd_srv_http_loop *l = &h->loops[i];
@@ -243,7 +197,7 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
   h->log = opts->log;
   TRITONSERVER_Error *err = NULL;
   char msg[512];
-  if (make_listener(opts->address, opts->port, &h->fd, &h->port, msg, sizeof msg) != 0) {
+  if (nrd_srv_listen(opts->address, opts->port, &h->fd, &h->port, msg, sizeof msg) != 0) {
     err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, msg);
     goto fail;
   }

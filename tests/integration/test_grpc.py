@@ -911,6 +911,26 @@ def test_keepalive_flags_reject_bad_values(flag, value):
     assert flag in first and value in first, first
 
 
+def test_port_in_use_or_unknown_address_fails_cleanly():
+    blocker = socket.socket()
+    blocker.bind(("127.0.0.1", 0))
+    blocker.listen(1)
+    port = blocker.getsockname()[1]
+    common = [NEREID, "--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
+              "--allow-http=false", "--allow-metrics=false"]
+    try:
+        p = subprocess.run(common + [f"--grpc-port={port}", "--grpc-address=127.0.0.1"],
+                           capture_output=True, text=True, timeout=START_TIMEOUT)
+        assert p.returncode == 1, p.stderr
+        assert "gRPC" in p.stderr and f"cannot listen on 127.0.0.1:{port}" in p.stderr, p.stderr
+    finally:
+        blocker.close()
+    p = subprocess.run(common + ["--grpc-address=no-such-host.invalid"],
+                       capture_output=True, text=True, timeout=START_TIMEOUT)
+    assert p.returncode == 1, p.stderr
+    assert "cannot resolve address 'no-such-host.invalid'" in p.stderr, p.stderr
+
+
 def test_keepalive_flags_accepted():
     port = free_port()
     s = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
