@@ -3,6 +3,7 @@
  * here so that a typo stops the program with a message naming the flag,
  * rather than surfacing later as a puzzling server error. */
 #include "cli.h"
+#include "fmt.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -140,15 +141,6 @@ static const flag_spec kFlags[] = {
 
 #define N_FLAGS (sizeof kFlags / sizeof kFlags[0])
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-  if (errlen == 0) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-}
-
 static const flag_spec *find_flag(const char *name, size_t len) {
   for (size_t i = 0; i < N_FLAGS; i++)
     if (strlen(kFlags[i].name) == len && strncmp(kFlags[i].name, name, len) == 0) return &kFlags[i];
@@ -195,7 +187,7 @@ static int push_ptr(const char ***arr, size_t *n, const char *v) {
 static int add_backend_config(nrd_srv_cli *cli, const char *arg, char *err, size_t errlen) {
   const char *eq = strchr(arg, '=');
   if (eq == NULL) {
-    set_err(err, errlen,
+    nrd_srv_fmt_err(err, errlen,
             "invalid value '%s' for --backend-config: expected <backend>,<key>=<value> or "
             "<key>=<value>", arg);
     return -1;
@@ -205,7 +197,7 @@ static int add_backend_config(nrd_srv_cli *cli, const char *arg, char *err, size
   size_t backend_len = comma ? (size_t)(comma - arg) : 0;
   size_t key_len = (size_t)(eq - key);
   if ((comma && backend_len == 0) || key_len == 0 || eq[1] == '\0') {
-    set_err(err, errlen,
+    nrd_srv_fmt_err(err, errlen,
             "invalid value '%s' for --backend-config: backend name, key and value must not be "
             "empty (expected <backend>,<key>=<value> or <key>=<value>)", arg);
     return -1;
@@ -227,12 +219,12 @@ static int add_backend_config(nrd_srv_cli *cli, const char *arg, char *err, size
   cli->n_backend_configs++;
   return 0;
 oom:
-  set_err(err, errlen, "out of memory storing --backend-config '%s'", arg);
+  nrd_srv_fmt_err(err, errlen, "out of memory storing --backend-config '%s'", arg);
   return -1;
 }
 
 static int bad_value(const flag_spec *f, const char *v, const char *expected, char *err, size_t errlen) {
-  set_err(err, errlen, "invalid value '%s' for --%s: expected %s", v, f->name, expected);
+  nrd_srv_fmt_err(err, errlen, "invalid value '%s' for --%s: expected %s", v, f->name, expected);
   return -1;
 }
 
@@ -399,10 +391,10 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
       else return bad_value(f, v, "none, low, medium or high", err, errlen);
       return 0;
   }
-  set_err(err, errlen, "internal error: unhandled flag --%s", f->name);
+  nrd_srv_fmt_err(err, errlen, "internal error: unhandled flag --%s", f->name);
   return -1;
 oom:
-  set_err(err, errlen, "out of memory storing --%s", f->name);
+  nrd_srv_fmt_err(err, errlen, "out of memory storing --%s", f->name);
   return -1;
 }
 
@@ -417,16 +409,16 @@ static int check_combination(nrd_srv_cli *cli, bool strict_given, bool disable_a
   }
   if (cli->help) return 0;
   if (cli->n_repos == 0) {
-    set_err(err, errlen, "--model-repository is required (give at least one model repository)");
+    nrd_srv_fmt_err(err, errlen, "--model-repository is required (give at least one model repository)");
     return -1;
   }
   if (cli->n_startup_models > 0 && cli->control_mode != TRITONSERVER_MODEL_CONTROL_EXPLICIT) {
-    set_err(err, errlen, "--load-model requires --model-control-mode=explicit");
+    nrd_srv_fmt_err(err, errlen, "--load-model requires --model-control-mode=explicit");
     return -1;
   }
   for (size_t i = 0; i < cli->n_startup_models; i++) {
     if (strcmp(cli->startup_models[i], "*") == 0 && cli->n_startup_models > 1) {
-      set_err(err, errlen, "--load-model=* must be the only --load-model");
+      nrd_srv_fmt_err(err, errlen, "--load-model=* must be the only --load-model");
       return -1;
     }
   }
@@ -472,7 +464,7 @@ int nrd_srv_cli_parse(int argc, char **argv, nrd_srv_cli *cli, char *err, size_t
       continue;
     }
     if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
-      set_err(err, errlen, "unexpected argument '%s' (flags start with --)", a);
+      nrd_srv_fmt_err(err, errlen, "unexpected argument '%s' (flags start with --)", a);
       return -1;
     }
     const char *name = a + 2;
@@ -480,13 +472,13 @@ int nrd_srv_cli_parse(int argc, char **argv, nrd_srv_cli *cli, char *err, size_t
     size_t name_len = eq ? (size_t)(eq - name) : strlen(name);
     const flag_spec *f = find_flag(name, name_len);
     if (f == NULL) {
-      set_err(err, errlen, "unknown flag '--%.*s'", (int)(name_len > 200 ? 200 : name_len), name);
+      nrd_srv_fmt_err(err, errlen, "unknown flag '--%.*s'", (int)(name_len > 200 ? 200 : name_len), name);
       return -1;
     }
     const char *value = NULL;
     if (f->arg == NULL) {
       if (eq != NULL) {
-        set_err(err, errlen, "flag --%s takes no value (got '%s')", f->name, eq + 1);
+        nrd_srv_fmt_err(err, errlen, "flag --%s takes no value (got '%s')", f->name, eq + 1);
         return -1;
       }
     } else if (eq != NULL) {
@@ -494,7 +486,7 @@ int nrd_srv_cli_parse(int argc, char **argv, nrd_srv_cli *cli, char *err, size_t
     } else if (i + 1 < argc) {
       value = argv[++i];
     } else {
-      set_err(err, errlen, "flag --%s needs a value (%s)", f->name, f->arg);
+      nrd_srv_fmt_err(err, errlen, "flag --%s needs a value (%s)", f->name, f->arg);
       return -1;
     }
     if (apply_flag(cli, f, value, &strict_given, &disable_auto_complete, err, errlen) != 0) return -1;

@@ -1,5 +1,8 @@
-/* Decimal formatting without snprintf (see fmt.h). */
+/* Formatting for both front ends (see fmt.h). */
 #include "fmt.h"
+
+#include <stdarg.h>
+#include <stdio.h>
 
 size_t nrd_srv_fmt_u64(char *o, uint64_t v) {
   char tmp[24];
@@ -18,4 +21,12 @@ size_t nrd_srv_fmt_i64(char *o, int64_t v) {
     return 1 + nrd_srv_fmt_u64(o + 1, (uint64_t)0 - (uint64_t)v);
   }
   return nrd_srv_fmt_u64(o, (uint64_t)v);
+}
+
+void nrd_srv_fmt_err(char *err, size_t errlen, const char *fmt, ...) {
+  if (errlen == 0) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
 }

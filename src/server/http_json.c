@@ -17,16 +17,6 @@
 
 #define MAX_DEPTH 64
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-  if (errlen == 0) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-}
-
 /* ---- scanner ------------------------------------------------------------ */
 
 typedef struct scan {
@@ -208,10 +198,10 @@ int nrd_srv_http_json_cut_data(const char *json, size_t len, nrd_srv_http_span *
   }
   if (rc != 0) {
     if (s.too_many)
-      set_err(err, errlen, "too many inputs with JSON 'data' (at most %d)",
+      nrd_srv_fmt_err(err, errlen, "too many inputs with JSON 'data' (at most %d)",
               NRD_SRV_HTTP_MAX_DATA_SPANS);
     else
-      set_err(err, errlen, "failed to parse the request JSON buffer: invalid JSON near byte %zu",
+      nrd_srv_fmt_err(err, errlen, "failed to parse the request JSON buffer: invalid JSON near byte %zu",
               s.pos);
     return -1;
   }
@@ -220,7 +210,7 @@ int nrd_srv_http_json_cut_data(const char *json, size_t len, nrd_srv_http_span *
   size_t out_len = len - cut;
   char *out = malloc(out_len + 1);
   if (out == NULL) {
-    set_err(err, errlen, "out of memory");
+    nrd_srv_fmt_err(err, errlen, "out of memory");
     return -1;
   }
   size_t w = 0, r = 0;
@@ -314,7 +304,7 @@ static float half_to_float(uint16_t h) {
 }
 
 static int dp_fail(dparse *d, const char *what) {
-  set_err(d->err, d->errlen, "unable to parse 'data' of input '%s': %s (datatype %s, near byte %zu)",
+  nrd_srv_fmt_err(d->err, d->errlen, "unable to parse 'data' of input '%s': %s (datatype %s, near byte %zu)",
           d->name, what, TRITONSERVER_DataTypeString(d->dt), d->pos);
   return -1;
 }
@@ -535,7 +525,7 @@ static int dp_value(dparse *d, int depth) {
     }
   }
   if (d->seen >= d->count) {
-    set_err(d->err, d->errlen,
+    nrd_srv_fmt_err(d->err, d->errlen,
             "unexpected number of elements in 'data' of input '%s': more than the %llu its "
             "shape holds",
             d->name, (unsigned long long)d->count);
@@ -572,14 +562,14 @@ int nrd_srv_http_json_parse_data(const char *p, size_t len, TRITONSERVER_DataTyp
   dparse d = {.p = p, .len = len, .dt = dt, .count = count, .name = name, .err = err, .errlen = errlen};
   d.elem = dt == TRITONSERVER_TYPE_BYTES ? 0 : TRITONSERVER_DataTypeByteSize(dt);
   if (dt == TRITONSERVER_TYPE_INVALID || (dt != TRITONSERVER_TYPE_BYTES && d.elem == 0)) {
-    set_err(err, errlen, "input '%s' has an invalid datatype", name);
+    nrd_srv_fmt_err(err, errlen, "input '%s' has an invalid datatype", name);
     return -1;
   }
   /* Every element takes at least one character of text (two for a
    * string), so a shape claiming more than that is wrong: say so before
    * allocating anything. */
   if (count > len) {
-    set_err(err, errlen,
+    nrd_srv_fmt_err(err, errlen,
             "unexpected number of elements in 'data' of input '%s': its shape holds %llu, the "
             "array cannot hold that many",
             name, (unsigned long long)count);
@@ -593,7 +583,7 @@ int nrd_srv_http_json_parse_data(const char *p, size_t len, TRITONSERVER_DataTyp
     d.out = malloc(d.out_cap);
   }
   if (d.out == NULL) {
-    set_err(err, errlen, "out of memory parsing input '%s'", name);
+    nrd_srv_fmt_err(err, errlen, "out of memory parsing input '%s'", name);
     return -1;
   }
   if (dp_value(&d, 0) != 0) goto fail;
@@ -603,7 +593,7 @@ int nrd_srv_http_json_parse_data(const char *p, size_t len, TRITONSERVER_DataTyp
     goto fail;
   }
   if (d.seen != count) {
-    set_err(err, errlen,
+    nrd_srv_fmt_err(err, errlen,
             "unexpected number of elements in 'data' of input '%s': got %llu, its shape holds %llu",
             name, (unsigned long long)d.seen, (unsigned long long)count);
     goto fail;
