@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "fmt.h"
+#include "json_arena.h"
 
 #define MAX_DEPTH 64
 
@@ -70,25 +71,9 @@ static int scan_string(scan *s, size_t *start, size_t *n) {
 }
 
 static int scan_number(scan *s) {
-  size_t b = s->pos;
-  if (s->pos < s->len && s->p[s->pos] == '-') s->pos++;
-  size_t d = s->pos;
-  while (s->pos < s->len && s->p[s->pos] >= '0' && s->p[s->pos] <= '9') s->pos++;
-  if (s->pos == d) return -1;
-  if (s->p[d] == '0' && s->pos - d > 1) return -1;
-  if (s->pos < s->len && s->p[s->pos] == '.') {
-    d = ++s->pos;
-    while (s->pos < s->len && s->p[s->pos] >= '0' && s->p[s->pos] <= '9') s->pos++;
-    if (s->pos == d) return -1;
-  }
-  if (s->pos < s->len && (s->p[s->pos] == 'e' || s->p[s->pos] == 'E')) {
-    s->pos++;
-    if (s->pos < s->len && (s->p[s->pos] == '+' || s->p[s->pos] == '-')) s->pos++;
-    d = s->pos;
-    while (s->pos < s->len && s->p[s->pos] >= '0' && s->p[s->pos] <= '9') s->pos++;
-    if (s->pos == d) return -1;
-  }
-  return s->pos > b ? 0 : -1;
+  size_t k = s->pos < s->len ? nrd_srv_json_number_len(s->p + s->pos, s->len - s->pos, NULL) : 0;
+  s->pos += k;
+  return k ? 0 : -1;
 }
 
 static int scan_literal(scan *s, const char *lit) {

@@ -334,29 +334,36 @@ static bool decode_string(walker *w, const jsmntok_t *t, const char **out, size_
 /* A number as jansson reads one: an integer unless it has '.', 'e' or
  * 'E'; every int64 (INT64_MIN too); reals in the C locale; anything out
  * of range is refused, not clamped. */
+size_t nrd_srv_json_number_len(const char *p, size_t n, bool *real) {
+  size_t i = n > 0 && p[0] == '-', d;
+  bool frac_or_exp = false;
+  for (d = i; i < n && p[i] >= '0' && p[i] <= '9'; i++) {}
+  if (i == d || (p[d] == '0' && i - d > 1)) return 0;
+  if (i < n && p[i] == '.') {
+    frac_or_exp = true;
+    for (d = ++i; i < n && p[i] >= '0' && p[i] <= '9'; i++) {}
+    if (i == d) return 0;
+  }
+  if (i < n && (p[i] == 'e' || p[i] == 'E')) {
+    frac_or_exp = true;
+    if (++i < n && (p[i] == '+' || p[i] == '-')) i++;
+    for (d = i; i < n && p[i] >= '0' && p[i] <= '9'; i++) {}
+    if (i == d) return 0;
+  }
+  if (real) *real = frac_or_exp;
+  return i;
+}
+
 static bool number(walker *w, const char *p, size_t n, size_t at, nrd_srv_json *out) {
-  size_t i = 0, d;
-  bool neg = p[0] == '-', real = false, big = false;
+  bool real = false;
+  if (nrd_srv_json_number_len(p, n, &real) != n) return fail_at(w, "invalid number or literal", at);
+  bool neg = p[0] == '-', big = false;
   uint64_t m = 0;
-  if (neg) i++;
-  for (d = i; i < n && p[i] >= '0' && p[i] <= '9'; i++) {
+  for (size_t i = neg; !real && i < n; i++) { /* an integer: digits only */
     unsigned digit = (unsigned)(p[i] - '0');
     if (m > (UINT64_MAX - digit) / 10) big = true;
     else m = m * 10 + digit;
   }
-  bool bad = i == d || (p[d] == '0' && i - d > 1);
-  if (!bad && i < n && p[i] == '.') {
-    real = true;
-    for (d = ++i; i < n && p[i] >= '0' && p[i] <= '9'; i++) {}
-    bad = i == d;
-  }
-  if (!bad && i < n && (p[i] == 'e' || p[i] == 'E')) {
-    real = true;
-    if (++i < n && (p[i] == '+' || p[i] == '-')) i++;
-    for (d = i; i < n && p[i] >= '0' && p[i] <= '9'; i++) {}
-    bad = i == d;
-  }
-  if (bad || i != n) return fail_at(w, "invalid number or literal", at);
   if (!real) {
     uint64_t limit = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
     if (big || m > limit) return fail_at(w, neg ? "too big negative integer" : "too big integer", at);

@@ -71,6 +71,13 @@ void nrd_srv_json_arena_free(nrd_srv_json_arena *a);
 const nrd_srv_json *nrd_srv_json_parse(nrd_srv_json_arena *a, const char *buf, size_t len, char *err,
                                        size_t errlen);
 
+/* Bytes of the JSON number at p (n bytes there), or 0 when what stands
+ * there is not one by JSON's grammar ("01", "1.", "1e", "-", ".5", "+1").
+ * *real (when not NULL) tells whether it has a fraction or an exponent.
+ * Stops at the first byte the number cannot take; the caller checks what
+ * follows. Pure, any thread. */
+size_t nrd_srv_json_number_len(const char *p, size_t n, bool *real);
+
 /* Drops the arena's document and keeps its first block for reuse. */
 void nrd_srv_json_arena_reset(nrd_srv_json_arena *a);
 
