@@ -253,10 +253,13 @@ static void reject(nrd_srv_http_conn *c, int status, const char *msg) {
 
 /* ---- receive buffer ---------------------------------------------------------- */
 
-/* Points the head's pointers at the buffer's new place. */
-static void rebase(nrd_srv_http_conn *c, uintptr_t old, char *now) {
+/* Points the head's pointers at the buffer's new place. Only pointers into
+ * the old buffer move: the path and query may also be constant strings
+ * ("/" for an absolute-form target without a path, "" for no query). */
+static void rebase(nrd_srv_http_conn *c, uintptr_t old, size_t old_cap, char *now) {
   nrd_srv_http_req *r = &c->req;
-#define REBASE(p) (p) = now + ((uintptr_t)(p) - old)
+#define REBASE(p) \
+  if ((uintptr_t)(p) - old < old_cap) (p) = now + ((uintptr_t)(p) - old)
   if (r->path) REBASE(r->path);
   if (r->query) REBASE(r->query);
   for (size_t i = 0; i < r->n_headers; i++) {
@@ -274,7 +277,7 @@ static int reserve(nrd_srv_http_conn *c, size_t total) {
   uintptr_t old = (uintptr_t)c->rbuf;
   char *n = realloc(c->rbuf, cap);
   if (n == NULL) return -1;
-  if (old && (uintptr_t)n != old && c->state != ST_HEAD) rebase(c, old, n);
+  if (old && (uintptr_t)n != old && c->state != ST_HEAD) rebase(c, old, c->rcap, n);
   c->rbuf = n;
   c->rcap = cap;
   return 0;
