@@ -1,7 +1,6 @@
 /* libFuzzer entry point for the config.pbtxt reader (and, for inputs that
- * parse, normalization, validation and rendering). Build from the repo root:
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -D_GNU_SOURCE -Isrc/core tests/fuzz/fuzz_pbtxt.c src/core/pbtxt.c src/core/model_config_schema.c src/core/model_config.c -ljansson -lm -o fuzz_pbtxt
- * and run ./fuzz_pbtxt tests/unit/data/configs */
+ * parse, normalization, validation and rendering). Build and run it with
+ * tests/fuzz/run.sh pbtxt [SECONDS] (docs/fuzzing.md). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
