@@ -347,6 +347,17 @@ static void call_kick(nrd_srv_grpc_call *call) {
   conn_mark_dirty(call->c);
 }
 
+/* Ends the call for a transport-level reason (bad message, deadline, a
+ * client that does not read): finishes it with status, ignores the rest of
+ * its input, and cancels in the core whatever it had started, since no
+ * response can reach the client any more. Loop thread. */
+static void call_abort(nrd_srv_grpc_call *call, int status, const char *message) {
+  bool was_done = call->done;
+  nrd_srv_grpc_call_finish(call, status, message);
+  call->ignoring_input = true;
+  if (!was_done && call->m && call->m->on_cancel) call->m->on_cancel(call);
+}
+
 /* Frees queued output nghttp2 has not started on (a partly sent first chunk
  * stays, so the message framing on the wire remains intact). */
 static void call_drop_unsent(nrd_srv_grpc_call *call) {
@@ -389,8 +400,7 @@ void nrd_srv_grpc_call_send_framed(nrd_srv_grpc_call *call, uint8_t *buf, size_t
     snprintf(msg, sizeof msg,
              "the client is not reading responses (more than %u bytes waiting); call cancelled",
              CALL_OUT_MAX);
-    nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, msg);
-    if (call->m && call->m->on_cancel) call->m->on_cancel(call);
+    call_abort(call, NRD_GRPC_RESOURCE_EXHAUSTED, msg);
     return;
   }
   call_kick(call);
@@ -524,8 +534,7 @@ static void call_deliver_messages(nrd_srv_grpc_call *call, bool at_end) {
     if (len > max) {
       char msg[128];
       snprintf(msg, sizeof msg, "Received message larger than max (%u vs. %u)", len, max);
-      nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, msg);
-      call->ignoring_input = true;
+      call_abort(call, NRD_GRPC_RESOURCE_EXHAUSTED, msg);
       off = call->in_len;
       break;
     }
@@ -540,8 +549,7 @@ static void call_deliver_messages(nrd_srv_grpc_call *call, bool at_end) {
         st = NRD_GRPC_UNIMPLEMENTED;
       } else
         snprintf(msg, sizeof msg, "compressed message flag set without a grpc-encoding");
-      nrd_srv_grpc_call_finish(call, st, msg);
-      call->ignoring_input = true;
+      call_abort(call, st, msg);
       off = call->in_len;
       break;
     }
@@ -549,9 +557,8 @@ static void call_deliver_messages(nrd_srv_grpc_call *call, bool at_end) {
     if (!at_end && call->c->throttled) break;
     if (!call->m->streaming) {
       if (call->had_message) {
-        nrd_srv_grpc_call_finish(call, NRD_GRPC_UNIMPLEMENTED,
+        call_abort(call, NRD_GRPC_UNIMPLEMENTED,
                                  "unary method received more than one request message");
-        call->ignoring_input = true;
         off = call->in_len;
         break;
       }
@@ -565,8 +572,7 @@ static void call_deliver_messages(nrd_srv_grpc_call *call, bool at_end) {
       char msg[200];
       int st = inflate_message(call->encoding, p + 5, len, max, &plain, &plain_len, msg, sizeof msg);
       if (st != NRD_GRPC_OK) {
-        nrd_srv_grpc_call_finish(call, st, msg);
-        call->ignoring_input = true;
+        call_abort(call, st, msg);
         off = call->in_len;
         break;
       }
@@ -588,7 +594,7 @@ static void call_remote_end(nrd_srv_grpc_call *call) {
   call_deliver_messages(call, true);
   if (call->done || call->c == NULL) return;
   if (call->in_len != 0) {
-    nrd_srv_grpc_call_finish(call, NRD_GRPC_INTERNAL, "incomplete gRPC message at end of stream");
+    call_abort(call, NRD_GRPC_INTERNAL, "incomplete gRPC message at end of stream");
     return;
   }
   if (!call->m->streaming && !call->had_message) {
@@ -775,14 +781,11 @@ static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *frame, void
     call_choose_encoding(call);
     const char *bad_header = call_check_headers(call);
     if (bad_header) {
-      nrd_srv_grpc_call_finish(call, NRD_GRPC_UNKNOWN, bad_header);
-      call->ignoring_input = true;
+      call_abort(call, NRD_GRPC_UNKNOWN, bad_header);
     } else if (call->bad_content_type) {
-      nrd_srv_grpc_call_finish(call, NRD_GRPC_UNKNOWN, "content-type must be application/grpc");
-      call->ignoring_input = true;
+      call_abort(call, NRD_GRPC_UNKNOWN, "content-type must be application/grpc");
     } else if (call->unknown_method || call->m == NULL) {
-      nrd_srv_grpc_call_finish(call, NRD_GRPC_UNIMPLEMENTED, "unknown method");
-      call->ignoring_input = true;
+      call_abort(call, NRD_GRPC_UNIMPLEMENTED, "unknown method");
     }
   }
   if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
@@ -807,8 +810,7 @@ static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t id, const
     while (cap < call->in_len + len) cap *= 2;
     uint8_t *n = realloc(call->in, cap);
     if (n == NULL) {
-      nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-      call->ignoring_input = true;
+      call_abort(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
       return 0;
     }
     call->in = n;
@@ -1074,9 +1076,7 @@ static void loop_check_deadlines(loop *lp, uint64_t now) {
   for (conn *c = lp->conns; c; c = c->next) {
     for (nrd_srv_grpc_call *call = c->calls; call; call = call->next) {
       if (call->deadline_us && !call->done && now >= call->deadline_us) {
-        nrd_srv_grpc_call_finish(call, NRD_GRPC_DEADLINE_EXCEEDED, "Deadline Exceeded");
-        if (call->m && call->m->on_cancel) call->m->on_cancel(call);
-        call->ignoring_input = true;
+        call_abort(call, NRD_GRPC_DEADLINE_EXCEEDED, "Deadline Exceeded");
       }
     }
   }

@@ -1527,6 +1527,25 @@ def test_compression_raw_errors_and_accept_encoding(server):
         h.close()
 
 
+def test_stream_ended_by_a_bad_message_cancels_its_requests(server, stub):
+    """When the server ends a stream for a transport error (here a message
+    with invalid flags after a good one), the requests the stream had
+    started are cancelled in the core: no one can receive their responses.
+    Otherwise square's worker would send 2^31 - 1 of them into the void
+    before taking its next job. Found by the wire fuzzer."""
+    h = RawH2(server.port)
+    try:
+        endless = square_request(2**31 - 1, "endless").SerializeToString()
+        h.request(1, STREAM_PATH, grpc_frame(endless) + b"\x02\0\0\0\0")
+        hdrs, _ = h.response(1)
+        assert hdrs["grpc-status"] == "13", hdrs
+        assert "flags" in urllib.parse.unquote(hdrs["grpc-message"])
+    finally:
+        h.close()
+    got = list(stub.ModelStreamInfer(iter([square_request(3, "next")]), timeout=RPC_TIMEOUT))
+    assert [g.infer_response.id for g in got] == ["next"] * 3
+
+
 # ---- response compression (--grpc-infer-response-compression-level) -------------------
 
 INFER_PATH = "/inference.GRPCInferenceService/ModelInfer"
