@@ -663,7 +663,9 @@ static size_t fmt_double(char *o, double v, int digits) {
     memcpy(o, "Infinity", 8);
     return 8;
   }
-  if (v == (double)(int64_t)v && fabs(v) < 1e15) return nrd_srv_fmt_i64(o, (int64_t)v);
+  /* Whole numbers print as integers; the range test comes first because
+   * converting a double outside int64's range is undefined. */
+  if (fabs(v) < 1e15 && v == (double)(int64_t)v) return nrd_srv_fmt_i64(o, (int64_t)v);
   int n = snprintf(o, 32, "%.*g", digits, v);
   return n > 0 ? (size_t)n : 0;
 }

@@ -388,6 +388,24 @@ def test_binary_roundtrip_every_datatype(srv, dt):
     assert tail == raw
 
 
+def test_json_output_of_floats_beyond_int64(srv):
+    # Whole-valued floats print as integers, but only inside int64's range:
+    # converting -6.2e28 to an integer to ask was undefined behaviour (found
+    # by the wire fuzzer under clang's UBSan).
+    for dt, npdt in (("FP32", np.float32), ("FP64", np.float64)):
+        arr = np.array([-6.2e28, 1e20, 3.0, -1e15, 2.5e18, np.inf, -np.inf], dtype=npdt)
+        raw = arr.tobytes()
+        body = {"inputs": [{"name": "INPUT0", "shape": [1, len(arr)], "datatype": dt,
+                            "parameters": {"binary_data_size": len(raw)}}],
+                "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": False}}]}
+        payload, headers = binary_request(body, [raw])
+        st, _, data = srv.request("POST", f"/v2/models/identity_{dt.lower()}_t/infer", payload, headers)
+        assert st == 200, data
+        out = json.loads(data)["outputs"][0]["data"]
+        assert np.array_equal(np.array(out, dtype=npdt), arr), out
+        assert out[2] == 3 and isinstance(out[2], int)
+
+
 def test_binary_data_output_default_and_mixed(srv):
     a = np.arange(16, dtype=np.int32)
     b = np.ones(16, dtype=np.int32)
