@@ -60,13 +60,16 @@ static void *server_main(void *unused) {
   return NULL;
 }
 
-int nrd_fuzz_connect(int port) {
+/* One connection attempt; errno tells why it failed. */
+static int connect_once(int port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
   if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    int e = errno;
     close(fd);
+    errno = e;
     return -1;
   }
   int one = 1;
@@ -74,9 +77,25 @@ int nrd_fuzz_connect(int port) {
   return fd;
 }
 
+int nrd_fuzz_connect(int port) {
+  /* Hundreds of short connections a second can run the client out of
+   * local ports for a moment (EADDRNOTAVAIL): that is the machine, not the
+   * server, so it is retried for up to a second. */
+  for (int i = 0; i < 20; i++) {
+    int fd = connect_once(port);
+    if (fd >= 0 || errno != EADDRNOTAVAIL) {
+      if (fd < 0) fprintf(stderr, "fuzz: connect to port %d: %s\n", port, strerror(errno));
+      return fd;
+    }
+    nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+  }
+  fprintf(stderr, "fuzz: connect to port %d: no local port free for 1 s\n", port);
+  return -1;
+}
+
 static int wait_accepting(int port) {
   for (int i = 0; i < 600; i++) {
-    int fd = nrd_fuzz_connect(port);
+    int fd = connect_once(port);
     if (fd >= 0) {
       close(fd);
       return 0;
