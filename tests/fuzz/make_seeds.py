@@ -62,7 +62,7 @@ def http_seeds():
                          ["Content-Type: application/octet-stream",
                           "Inference-Header-Content-Length: 0"])
     body = json.dumps({"inputs": fp32}).encode()
-    s["infer_gzip"] = req("POST", "/v2/models/identity_fp32/infer", gzip.compress(body),
+    s["infer_gzip"] = req("POST", "/v2/models/identity_fp32/infer", gzip.compress(body, mtime=0),
                           ["Content-Encoding: gzip", "Accept-Encoding: gzip, deflate"])
     s["infer_chunked"] = (b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\n"
                           b"Transfer-Encoding: chunked\r\n\r\n" +
@@ -89,6 +89,19 @@ def http_seeds():
                                        "file:1/model.bin": "AAEC"}}).encode()) + \
         req("POST", "/v2/repository/models/simple/unload",
             b"{\"parameters\": {\"unload_dependents\": true}}")
+    # Loads with a whole config as the override; they change the model set
+    # only when the fuzzer runs with NRD_FUZZ_EXPLICIT=1.
+    cfg = {"backend": "identity", "max_batch_size": 8,
+           "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+           "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
+           "instance_group": [{"kind": "KIND_CPU", "count": 2}],
+           "dynamic_batching": {"max_queue_delay_microseconds": 100}}
+    s["load_override"] = req("POST", "/v2/repository/models/identity_fp32/load",
+                             json.dumps({"parameters": {"config": json.dumps(cfg)}}).encode()) + \
+        infer_json("identity_fp32", fp32) + \
+        req("POST", "/v2/repository/models/made_up/load",
+            json.dumps({"parameters": {"config": json.dumps(cfg), "file:1/weights.bin": "AAECAw=="}}).encode()) + \
+        infer_json("made_up", fp32) + req("POST", "/v2/repository/models/made_up/unload")
     s["logging_trace"] = req("GET", "/v2/logging") + \
         req("POST", "/v2/logging", b"{\"log_verbose_level\": 0, \"log_info\": false}") + \
         req("GET", "/v2/trace/setting") + req("POST", "/v2/models/simple/trace/setting", b"{}")
@@ -116,7 +129,7 @@ def grpc_seeds():
 
     def call(method, *msgs, flags=0, timeout=b""):
         return bytes([method, flags, len(timeout)]) + timeout + b"NRD|".join(
-            m.SerializeToString() for m in msgs)
+            m.SerializeToString(deterministic=True) for m in msgs)
 
     def infer(model, tensors, raw=True, **params):
         r = pb.ModelInferRequest(model_name=model, id="q1")

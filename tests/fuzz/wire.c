@@ -42,21 +42,30 @@ static char arg_http[32], arg_grpc[32], arg_metrics[32];
 
 static void *server_main(void *unused) {
   (void)unused;
-  char *argv[] = {"nereid",
-                  "--model-repository=" NRD_FUZZ_MODELS,
-                  "--backend-directory=" NRD_FUZZ_BACKENDS,
-                  "--http-address=127.0.0.1",
-                  "--grpc-address=127.0.0.1",
-                  arg_http,
-                  arg_grpc,
-                  arg_metrics,
-                  "--allow-metrics=false",
-                  "--log-info=false",
-                  "--log-warning=false",
-                  "--log-error=false",
-                  "--exit-timeout-secs=5",
-                  NULL};
-  server_status = nrd_nereid_main((int)(sizeof argv / sizeof argv[0]) - 1, argv);
+  char *argv[32] = {"nereid",
+                    "--model-repository=" NRD_FUZZ_MODELS,
+                    "--backend-directory=" NRD_FUZZ_BACKENDS,
+                    "--http-address=127.0.0.1",
+                    "--grpc-address=127.0.0.1",
+                    arg_http,
+                    arg_grpc,
+                    arg_metrics,
+                    "--allow-metrics=false",
+                    "--log-info=false",
+                    "--log-warning=false",
+                    "--log-error=false",
+                    "--exit-timeout-secs=5"};
+  int argc = 13;
+  /* NRD_FUZZ_EXPLICIT=1 lets inputs load (with config overrides) and
+   * unload models; the default keeps the model set fixed, so that an
+   * input behaves the same whatever ran before it. */
+  const char *explicit = getenv("NRD_FUZZ_EXPLICIT");
+  if (explicit && strcmp(explicit, "1") == 0) {
+    argv[argc++] = "--model-control-mode=explicit";
+    argv[argc++] = "--load-model=*";
+  }
+  argv[argc] = NULL;
+  server_status = nrd_nereid_main(argc, argv);
   return NULL;
 }
 
