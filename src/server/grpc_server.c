@@ -557,8 +557,7 @@ static void call_deliver_messages(nrd_srv_grpc_call *call, bool at_end) {
     if (!at_end && call->c->throttled) break;
     if (!call->m->streaming) {
       if (call->had_message) {
-        call_abort(call, NRD_GRPC_UNIMPLEMENTED,
-                                 "unary method received more than one request message");
+        call_abort(call, NRD_GRPC_UNIMPLEMENTED, "unary method received more than one request message");
         off = call->in_len;
         break;
       }
