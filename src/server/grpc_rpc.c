@@ -512,11 +512,15 @@ static void repository_index(nrd_srv_grpc_call *call, const uint8_t *msg, size_t
   json_decref(j);
 }
 
-/* Load/unload run on a worker thread (the core blocks) and post back. */
+/* Load/unload run on a worker thread (the core blocks) and post back.
+ * A load keeps its request message until the job ends: BYTES parameters
+ * (file overrides) point into it, as TRITONSERVER_ParameterBytesNew does
+ * not copy. */
 typedef struct repo_job {
   nrd_srv_grpc_event base;
   bool load;
   char *model;
+  Inference__RepositoryModelLoadRequest *req; /* owned; NULL for unload */
   TRITONSERVER_Parameter **params;
   size_t n_params;
   bool unload_dependents;
@@ -527,6 +531,7 @@ static void repo_job_free(repo_job *job) {
   for (size_t i = 0; i < job->n_params; i++) TRITONSERVER_ParameterDelete(job->params[i]);
   free(job->params);
   free(job->model);
+  done_with(job->req);
   free(job);
 }
 
@@ -584,18 +589,19 @@ static void repository_model_load(nrd_srv_grpc_call *call, const uint8_t *msg, s
       unpack(call, &inference__repository_model_load_request__descriptor, msg, len);
   if (req == NULL) return;
   repo_job *job = calloc(1, sizeof *job);
-  if (job) {
-    job->load = true;
-    job->model = strdup(req->model_name);
-    job->params = calloc(req->n_parameters ? req->n_parameters : 1, sizeof *job->params);
-  }
-  if (job == NULL || job->model == NULL || job->params == NULL) {
-    if (job) repo_job_free(job);
+  if (job == NULL) {
     done_with(req);
-    {
     nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
     return;
   }
+  job->load = true;
+  job->req = req; /* freed with the job */
+  job->model = strdup(req->model_name);
+  job->params = calloc(req->n_parameters ? req->n_parameters : 1, sizeof *job->params);
+  if (job->model == NULL || job->params == NULL) {
+    repo_job_free(job);
+    nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+    return;
   }
   for (size_t i = 0; i < req->n_parameters; i++) {
     const char *key = req->parameters[i]->key;
@@ -619,15 +625,11 @@ static void repository_model_load(nrd_srv_grpc_call *call, const uint8_t *msg, s
       char text[200];
       snprintf(text, sizeof text, "load parameter '%.100s' has no usable value", key);
       repo_job_free(job);
-      done_with(req);
-      {
-    nrd_srv_grpc_call_finish(call, NRD_GRPC_INVALID_ARGUMENT, text);
-    return;
-  }
+      nrd_srv_grpc_call_finish(call, NRD_GRPC_INVALID_ARGUMENT, text);
+      return;
     }
     job->params[job->n_params++] = tp;
   }
-  done_with(req);
   repo_job_start(call, job);
 }
 
@@ -646,10 +648,8 @@ static void repository_model_unload(nrd_srv_grpc_call *call, const uint8_t *msg,
   done_with(req);
   if (job == NULL || job->model == NULL) {
     if (job) repo_job_free(job);
-    {
     nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
     return;
-  }
   }
   repo_job_start(call, job);
 }

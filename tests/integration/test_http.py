@@ -8,6 +8,7 @@ NEREID_EXAMPLES set. Each server listens on ports the kernel picks
 like the ones tritonclient.http builds.
 """
 
+import base64
 import http.client
 import json
 import os
@@ -245,6 +246,14 @@ def test_repository_index_load_unload(srv):
     assert st == 400
     st, body = jreq(srv, "POST", "/v2/repository/models/no_such_model/load")
     assert st >= 400 and body["error"]
+    # A model the repository does not have, from a config and a file override.
+    made = dict(cfg, name="http_made_up")
+    st, body = jreq(srv, "POST", "/v2/repository/models/http_made_up/load",
+                    {"parameters": {"config": json.dumps(made),
+                                    "file:1/weights.bin": base64.b64encode(bytes(range(256)) * 64).decode()}})
+    assert st == 200, body
+    assert srv.request("GET", "/v2/models/http_made_up/ready")[0] == 200
+    assert jreq(srv, "POST", "/v2/repository/models/http_made_up/unload")[0] == 200
     # Put the original configuration back.
     assert jreq(srv, "POST", "/v2/repository/models/identity_int8_t/load")[0] == 200
     st, _ = jreq(srv, "POST", "/v2/repository/models/identity_int8_t/unload",
