@@ -48,10 +48,12 @@ void nrd_srv_inbox_post(nrd_srv_inbox *in, nrd_srv_inbox_item *it) {
   if (in->tail) in->tail->next = it;
   else in->head = it;
   in->tail = it;
-  bool wake = in->asleep;
+  /* The eventfd is written before the lock is let go: the loop takes the
+   * item under this lock, so once it has run every item no poster is still
+   * touching the inbox, and the front end may free it at shutdown. */
+  if (in->asleep) nrd_srv_inbox_wake(in);
   in->asleep = false;
   pthread_mutex_unlock(&in->mu);
-  if (wake) nrd_srv_inbox_wake(in);
 }
 
 bool nrd_srv_inbox_idle(nrd_srv_inbox *in) {

@@ -31,7 +31,8 @@ int nrd_srv_inbox_init(nrd_srv_inbox *in, int epfd, void *tag);
 void nrd_srv_inbox_destroy(nrd_srv_inbox *in);
 
 /* Queues it (borrowed until the loop takes it) and wakes the loop if it
- * sleeps. Any thread. */
+ * sleeps; returns only after its last touch of the inbox, and the loop
+ * cannot take the item before that. Any thread. */
 void nrd_srv_inbox_post(nrd_srv_inbox *in, nrd_srv_inbox_item *it);
 
 /* Wakes the loop whatever it is doing (stop requests). Any thread. */

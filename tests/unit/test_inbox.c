@@ -2,6 +2,8 @@
  * the eventfd is written for a sleeping loop only. */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -106,4 +108,33 @@ Test(inbox, a_loop_sleeping_without_timeout_sees_every_post, .timeout = 20)
   cr_assert_eq(seen, N);
   nrd_srv_inbox_destroy(&in);
   close(epfd);
+}
+
+/* Shutdown frees a loop's inbox once the loop has run every item, while
+ * the thread that posted the last one may still be returning from post.
+ * So post must be done with the inbox (its eventfd write included) before
+ * the item can be taken: the wake-up is visible the moment the item is,
+ * and the inbox is destroyed with the poster not yet joined. The TSan
+ * build (NRD_TSAN) reports the old order, write after unlock, as a race
+ * with the close here. */
+Test(inbox, a_taken_item_means_the_post_is_over, .timeout = 20)
+{
+  for (int round = 0; round < 200; round++) {
+    int epfd = epoll_create1(0);
+    nrd_srv_inbox *in = malloc(sizeof *in);
+    cr_assert_not_null(in);
+    cr_assert_eq(nrd_srv_inbox_init(in, epfd, &tag), 0);
+    static item one;
+    poster p = {in, &one, 1};
+    pthread_t t;
+    cr_assert(nrd_srv_inbox_idle(in));
+    cr_assert_eq(pthread_create(&t, NULL, post_all, &p), 0);
+    while (nrd_srv_inbox_idle(in)) sched_yield(); /* asleep until the item is there */
+    cr_assert_eq(nrd_srv_inbox_take(in), &one.link);
+    cr_assert_eq(wake_events(epfd, 0), 1, "round %d: the item came before its wake-up", round);
+    nrd_srv_inbox_destroy(in);
+    free(in);
+    pthread_join(t, NULL);
+    close(epfd);
+  }
 }
