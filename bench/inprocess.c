@@ -291,9 +291,10 @@ static void slot_send(slot *sl) {
   }
 }
 
-/* Called by whichever callback comes second: the request is idle again. */
-static void slot_complete(slot *sl) {
-  bench *b = sl->b;
+/* Called by whichever callback comes second: the request is idle again.
+ * b was read before that callback's count, since the main thread may
+ * re-initialize an idle slot (sl is only touched again when re-sending). */
+static void slot_complete(bench *b, slot *sl) {
   atomic_fetch_add_explicit(&b->completed, 1, memory_order_relaxed);
   if (atomic_load_explicit(&b->resend, memory_order_relaxed)) slot_send(sl);
   else atomic_fetch_sub(&b->active, 1);
@@ -313,14 +314,16 @@ static void on_response(TRITONSERVER_InferenceResponse *r, const uint32_t flags,
   }
   if (!(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL)) return;
   sl->t_response = t;
-  if (atomic_fetch_add_explicit(&sl->done, 1, memory_order_acq_rel) == 1) slot_complete(sl);
+  bench *b = sl->b;
+  if (atomic_fetch_add_explicit(&sl->done, 1, memory_order_acq_rel) == 1) slot_complete(b, sl);
 }
 
 /* Any thread. */
 static void on_release(TRITONSERVER_InferenceRequest *req, const uint32_t flags, void *userp) {
   (void)req, (void)flags;
   slot *sl = userp;
-  if (atomic_fetch_add_explicit(&sl->done, 1, memory_order_acq_rel) == 1) slot_complete(sl);
+  bench *b = sl->b;
+  if (atomic_fetch_add_explicit(&sl->done, 1, memory_order_acq_rel) == 1) slot_complete(b, sl);
 }
 
 /* Creates slot i's request for `model`. */

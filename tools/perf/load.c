@@ -72,10 +72,12 @@ static bool send_slot(nrd_perf_load *l, int i) {
   if (l->d->ops->send(l->d, i, err, sizeof err)) return true;
   pthread_mutex_lock(&l->mu);
   note_error(l, err);
-  if (atomic_load(&l->mode) == MODE_RATE) l->free_slots[l->nfree++] = i;
+  if (atomic_load(&l->mode) == MODE_RATE) {
+    l->free_slots[l->nfree++] = i;
+    pthread_cond_broadcast(&l->cv);
+  }
   pthread_mutex_unlock(&l->mu);
-  atomic_fetch_sub(&l->in_flight, 1);
-  pthread_cond_broadcast(&l->cv);
+  atomic_fetch_sub(&l->in_flight, 1); /* the last touch: stop may free l */
   return false;
 }
 
@@ -89,14 +91,15 @@ static void on_done(void *ctx, int i, const char *error) {
     note_error(l, error);
   else
     record(l, t - l->slots[i].t_send);
-  if (mode == MODE_RATE) l->free_slots[l->nfree++] = i;
-  pthread_mutex_unlock(&l->mu);
-  atomic_fetch_sub(&l->in_flight, 1);
-  if (mode == MODE_CONCURRENCY && !error) {
-    send_slot(l, i);
-  } else {
-    pthread_cond_broadcast(&l->cv);
+  if (mode == MODE_RATE) {
+    l->free_slots[l->nfree++] = i;
+    pthread_cond_broadcast(&l->cv); /* the pacer waits for a free slot */
   }
+  pthread_mutex_unlock(&l->mu);
+  if (mode == MODE_CONCURRENCY && !error) send_slot(l, i);
+  /* Last, after the resend counted itself: once in_flight reads 0, no
+   * completion touches l, so nrd_perf_load_stop's caller may free it. */
+  atomic_fetch_sub(&l->in_flight, 1);
 }
 
 nrd_perf_load *nrd_perf_load_new(nrd_perf_driver *d, const nrd_perf_tensors *t, int nslots, char *err, size_t errlen) {
