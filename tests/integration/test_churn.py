@@ -1,0 +1,253 @@
+"""Model churn under mixed traffic: one nereid, for CHURN_SECS seconds,
+serves HTTP and gRPC inference (plain, decoupled streams, clients that
+vanish or cancel mid-request) while another thread unloads and reloads the
+models those requests use. Run by ctest in the ASan and the TSan build,
+where it looks for races between a model's lifecycle and its requests.
+
+Every answer must be either right or a clean error about the model not
+being available; the server must stay up, shut down with exit code 0 (a
+sanitizer report changes it) and print no sanitizer report."""
+import http.client
+import json
+import os
+import random
+import socket
+import threading
+import time
+import urllib.request
+
+import numpy as np
+
+from test_grpc import (BACKENDS, EXAMPLES, Server, free_port, grpc, infer_request, output_array, pb,
+                       pbg, square_request)
+
+CHURN_SECS = float(os.environ.get("NRD_CHURN_SECS", "12"))
+CHURNED = ("identity_fp32", "square_int32", "repeat_int32")
+STABLE = "simple"
+# What an inference may answer while its model is being unloaded or loaded.
+UNAVAILABLE_WORDS = ("unknown model", "not found", "not ready", "unavailable", "no version", "unloading",
+                     "is not loaded", "being unloaded")
+
+
+def is_unavailable(msg):
+    m = msg.lower()
+    return any(w in m for w in UNAVAILABLE_WORDS)
+
+
+class Tally:
+    def __init__(self):
+        self.mu = threading.Lock()
+        self.ok = {}
+        self.unavailable = {}
+        self.failures = []
+
+    def good(self, what):
+        with self.mu:
+            self.ok[what] = self.ok.get(what, 0) + 1
+
+    def gone(self, what):
+        with self.mu:
+            self.unavailable[what] = self.unavailable.get(what, 0) + 1
+
+    def bad(self, what, detail):
+        with self.mu:
+            if len(self.failures) < 20:
+                self.failures.append(f"{what}: {detail}")
+
+
+def http_request(model, rng):
+    """A binary-extension request as tritonclient.http sends it, and the
+    bytes each output must hold."""
+    if model == STABLE:
+        a = np.array([rng.randrange(-1000, 1000) for _ in range(16)], dtype=np.int32)
+        b = np.array([rng.randrange(-1000, 1000) for _ in range(16)], dtype=np.int32)
+        inputs = [("INPUT0", "INT32", a), ("INPUT1", "INT32", b)]
+        want = {"OUTPUT0": (a + b).tobytes(), "OUTPUT1": (a - b).tobytes()}
+    else:
+        x = np.array([rng.random() for _ in range(16)], dtype=np.float32)
+        inputs = [("INPUT0", "FP32", x)]
+        want = {"OUTPUT0": x.tobytes()}
+    header = json.dumps({
+        "inputs": [{"name": n, "datatype": dt, "shape": [1, 16], "parameters": {"binary_data_size": v.nbytes}}
+                   for n, dt, v in inputs],
+        "outputs": [{"name": o, "parameters": {"binary_data": True}} for o in want]}).encode()
+    return header, header + b"".join(v.tobytes() for _, _, v in inputs), want
+
+
+def http_worker(port, model, stop, tally):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    rng = random.Random(model)
+    what = f"http {model}"
+    while not stop.is_set():
+        header, body, want = http_request(model, rng)
+        try:
+            conn.request("POST", f"/v2/models/{model}/infer", body=body,
+                         headers={"Inference-Header-Content-Length": str(len(header)),
+                                  "Content-Type": "application/octet-stream"})
+            r = conn.getresponse()
+            data = r.read()
+        except (OSError, http.client.HTTPException) as e:
+            tally.bad(what, f"transport error {e!r}")
+            conn.close()
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            continue
+        if r.status == 200:
+            n = int(r.getheader("Inference-Header-Content-Length"))
+            outs = json.loads(data[:n])["outputs"]
+            got, pos = {}, n
+            for o in outs:
+                size = o["parameters"]["binary_data_size"]
+                got[o["name"]] = data[pos:pos + size]
+                pos += size
+            if got == want:
+                tally.good(what)
+            else:
+                tally.bad(what, "wrong output")
+        elif model != STABLE and r.status in (400, 404, 503) and is_unavailable(json.loads(data)["error"]):
+            tally.gone(what)
+        else:
+            tally.bad(what, f"{r.status} {data[:200]!r}")
+    conn.close()
+
+
+def http_vanishing_client(port, stop, tally):
+    """Sends a slow decoupled request's generate call and an identity infer,
+    then closes the socket without reading: the server must cancel and
+    carry on."""
+    while not stop.is_set():
+        for path, body in (("/v2/models/identity_fp32/infer",
+                            json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4],
+                                                    "data": [1, 2, 3, 4]}]})),
+                           ("/v2/models/repeat_int32/generate_stream",
+                            json.dumps({"IN": [1, 2, 3], "DELAY": [30, 30, 30], "WAIT": [0]}))):
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+                    s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                              f"Content-Length: {len(body)}\r\n\r\n{body}".encode())
+                    time.sleep(random.random() * 0.01)
+            except OSError as e:
+                tally.bad("vanishing client", repr(e))
+        tally.good("vanishing client")
+
+
+def grpc_infer_worker(port, stop, tally):
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+        stub = pbg.GRPCInferenceServiceStub(ch)
+        while not stop.is_set():
+            x = np.random.rand(1, 16).astype(np.float32)
+            req = infer_request("identity_fp32", [("INPUT0", "FP32", [1, 16], x)])
+            try:
+                resp = stub.ModelInfer(req, timeout=30)
+            except grpc.RpcError as e:
+                if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.NOT_FOUND,
+                                grpc.StatusCode.INVALID_ARGUMENT) and is_unavailable(e.details() or ""):
+                    tally.gone("grpc identity_fp32")
+                else:
+                    tally.bad("grpc identity_fp32", f"{e.code()} {e.details()}")
+                continue
+            if np.array_equal(output_array(resp, "OUTPUT0", np.float32), x):
+                tally.good("grpc identity_fp32")
+            else:
+                tally.bad("grpc identity_fp32", "wrong output")
+
+
+def grpc_stream_worker(port, stop, tally):
+    """Streams of square requests; every fourth stream is cancelled after
+    its first response."""
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+        stub = pbg.GRPCInferenceServiceStub(ch)
+        k = 0
+        while not stop.is_set():
+            k += 1
+            n = 1 + k % 40
+            reqs = [square_request(n, f"{k}.{i}") for i in range(3)]
+            call = stub.ModelStreamInfer(iter(reqs), timeout=30)
+            got = 0
+            try:
+                for r in call:
+                    if r.error_message:
+                        if is_unavailable(r.error_message):
+                            tally.gone("grpc square stream")
+                        else:
+                            tally.bad("grpc square stream", r.error_message)
+                        continue
+                    if output_array(r.infer_response, "OUT", np.int32)[0] != n:
+                        tally.bad("grpc square stream", "wrong output")
+                    got += 1
+                    if k % 4 == 0:
+                        call.cancel()
+                        break
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.CANCELLED:
+                    tally.bad("grpc square stream", f"{e.code()} {e.details()}")
+                continue
+            if k % 4 != 0 and got not in (0, n, 2 * n, 3 * n):
+                tally.bad("grpc square stream", f"{got} responses for 3 requests of n={n}")
+            tally.good("grpc square stream")
+
+
+def churn(port, stop, tally):
+    rng = random.Random(7)
+    while not stop.is_set():
+        model = rng.choice(CHURNED)
+        for action in ("unload", "load"):
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/v2/repository/models/{model}/{action}",
+                                         data=b"{}", method="POST")
+            try:
+                with urllib.request.urlopen(req, timeout=60) as r:
+                    r.read()
+                tally.good(action)
+            except OSError as e:
+                tally.bad(f"{action} {model}", repr(e))
+            time.sleep(rng.random() * 0.05)
+        for path in ("/v2/repository/index", f"/v2/models/{model}/stats", f"/v2/models/{model}/config"):
+            req = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
+                                         data=b"{}" if "index" in path else None)
+            try:
+                with urllib.request.urlopen(req, timeout=60) as r:
+                    r.read()
+            except urllib.error.HTTPError as e:
+                if not is_unavailable(e.read().decode(errors="replace")):
+                    tally.bad(path, f"{e.code}")
+            except OSError as e:
+                tally.bad(path, repr(e))
+
+
+def test_models_churn_under_mixed_traffic():
+    http_port, grpc_port = free_port(), free_port()
+    srv = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
+                  "--model-control-mode=explicit", "--load-model=*",
+                  f"--http-port={http_port}", "--http-address=127.0.0.1",
+                  f"--grpc-port={grpc_port}", "--grpc-address=127.0.0.1",
+                  "--allow-metrics=false", "--log-info=false"])
+    srv.wait_ready()
+    stop = threading.Event()
+    tally = Tally()
+    threads = [
+        threading.Thread(target=http_worker, args=(http_port, STABLE, stop, tally)),
+        threading.Thread(target=http_worker, args=(http_port, "identity_fp32", stop, tally)),
+        threading.Thread(target=http_vanishing_client, args=(http_port, stop, tally)),
+        threading.Thread(target=grpc_infer_worker, args=(grpc_port, stop, tally)),
+        threading.Thread(target=grpc_stream_worker, args=(grpc_port, stop, tally)),
+        threading.Thread(target=churn, args=(http_port, stop, tally)),
+    ]
+    try:
+        for t in threads:
+            t.start()
+        time.sleep(CHURN_SECS)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(120)
+    print("ok:", tally.ok, "unavailable:", tally.unavailable)
+    alive = srv.proc.poll() is None
+    rc = srv.stop()
+    log = srv.text()
+    assert alive, log
+    assert not tally.failures, "\n".join(tally.failures) + "\n" + log[-4000:]
+    assert rc == 0, log[-8000:]
+    assert "Sanitizer" not in log, log[-8000:]
+    for what in ("http simple", "http identity_fp32", "grpc identity_fp32", "grpc square stream", "unload",
+                 "load", "vanishing client"):
+        assert tally.ok.get(what, 0) > 0, (what, tally.ok)
+
