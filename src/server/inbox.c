@@ -7,6 +7,7 @@
 #include "inbox.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdint.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -15,6 +16,7 @@
 int nrd_srv_inbox_init(nrd_srv_inbox *in, int epfd, void *tag) {
   in->head = in->tail = NULL;
   in->asleep = false;
+  atomic_init(&in->wakers, 0);
   in->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (in->fd < 0) return -1;
   /* Edge-triggered: every write is a new event, so the counter is never
@@ -31,6 +33,8 @@ int nrd_srv_inbox_init(nrd_srv_inbox *in, int epfd, void *tag) {
 }
 
 void nrd_srv_inbox_destroy(nrd_srv_inbox *in) {
+  /* A poster whose item the loop already ran may still be writing. */
+  while (atomic_load_explicit(&in->wakers, memory_order_acquire) != 0) sched_yield();
   close(in->fd);
   pthread_mutex_destroy(&in->mu);
 }
@@ -48,12 +52,18 @@ void nrd_srv_inbox_post(nrd_srv_inbox *in, nrd_srv_inbox_item *it) {
   if (in->tail) in->tail->next = it;
   else in->head = it;
   in->tail = it;
-  /* The eventfd is written before the lock is let go: the loop takes the
-   * item under this lock, so once it has run every item no poster is still
-   * touching the inbox, and the front end may free it at shutdown. */
-  if (in->asleep) nrd_srv_inbox_wake(in);
+  /* The eventfd is written after the lock is let go, so a loop woken onto
+   * this CPU never finds the lock held by a preempted poster. The loop may
+   * then take and run the item before the write; `wakers` keeps destroy
+   * from closing the eventfd under it. */
+  bool wake = in->asleep;
   in->asleep = false;
+  if (wake) atomic_fetch_add_explicit(&in->wakers, 1, memory_order_relaxed);
   pthread_mutex_unlock(&in->mu);
+  if (wake) {
+    nrd_srv_inbox_wake(in);
+    atomic_fetch_sub_explicit(&in->wakers, 1, memory_order_release);
+  }
 }
 
 bool nrd_srv_inbox_idle(nrd_srv_inbox *in) {

@@ -7,6 +7,7 @@
 #define NRD_SRV_INBOX_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 /* Embed as the first member of whatever is posted; the inbox never owns
@@ -20,19 +21,22 @@ typedef struct nrd_srv_inbox {
   nrd_srv_inbox_item *head, *tail;
   bool asleep; /* the loop found no items and is (about to be) in epoll_wait */
   int fd;      /* eventfd, edge-triggered in the loop's epoll set; never read */
+  atomic_int wakers; /* posters between their unlock and the end of their eventfd write */
 } nrd_srv_inbox;
 
 /* Creates the eventfd and adds it to epfd with data.ptr = tag. 0, or -1
  * with errno set (the inbox then needs no destroy). Loop setup. */
 int nrd_srv_inbox_init(nrd_srv_inbox *in, int epfd, void *tag);
 
-/* Closes the eventfd. Items still queued are the caller's (take them
- * first). After the loop thread has exited. */
+/* Closes the eventfd, first waiting for posters still writing it (a
+ * post's item may be run before its post returns). Items still queued are
+ * the caller's (take them first). After the loop thread has exited and no
+ * new post can start. */
 void nrd_srv_inbox_destroy(nrd_srv_inbox *in);
 
 /* Queues it (borrowed until the loop takes it) and wakes the loop if it
- * sleeps; returns only after its last touch of the inbox, and the loop
- * cannot take the item before that. Any thread. */
+ * sleeps. The loop may take and run the item before this returns; the
+ * post's last touch of the inbox is covered by destroy. Any thread. */
 void nrd_srv_inbox_post(nrd_srv_inbox *in, nrd_srv_inbox_item *it);
 
 /* Wakes the loop whatever it is doing (stop requests). Any thread. */
