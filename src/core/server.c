@@ -467,6 +467,32 @@ static TRITONSERVER_Error *follow_reload(TRITONSERVER_Server *server, TRITONSERV
   return NULL;
 }
 
+/* Hands req to m's scheduler. NULL when accepted; otherwise the caller
+ * keeps the request and no callback fires. */
+static TRITONSERVER_Error *enqueue(TRITONBACKEND_Model *m, TRITONSERVER_InferenceRequest *req) {
+  nrd_delivery *d = nrd_delivery_new(req);
+  if (!d) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  uint64_t now = nrd_now_ns();
+  req->delivery = d;
+  nrd_cancel_flag_unref(req->cancel);
+  atomic_fetch_add(&d->cancel->refs, 1);
+  req->cancel = d->cancel;
+  req->queue_start_ns = now;
+  req->deadline_ns = req->timeout_us ? now + req->timeout_us * 1000u : 0;
+  req->in_flight = true;
+  nrd_model_inflight_add(m);
+  nrd_stats_pending_add(&m->stats, 1);
+  TRITONSERVER_Error *err = m->sched->ops->enqueue(m->sched, req);
+  if (!err) return NULL;
+  req->in_flight = false;
+  req->delivery = NULL;
+  atomic_store(&d->final_sent, true);
+  nrd_delivery_unref(d);
+  nrd_stats_pending_add(&m->stats, -1);
+  nrd_model_inflight_done(m);
+  return err;
+}
+
 TRITONSERVER_Error *TRITONSERVER_ServerInferAsync(TRITONSERVER_Server *server, TRITONSERVER_InferenceRequest *req,
                                                   TRITONSERVER_InferenceTrace *trace) {
   (void)trace; /* tracing is not built in; no trace object can exist */
@@ -483,28 +509,25 @@ TRITONSERVER_Error *TRITONSERVER_ServerInferAsync(TRITONSERVER_Server *server, T
     NRD_RETURN_IF_ERROR(follow_reload(server, req));
     TRITONBACKEND_Model *m = req->model;
     NRD_RETURN_IF_ERROR(nrd_request_validate(req));
-    nrd_delivery *d = nrd_delivery_new(req);
-    if (!d) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-    uint64_t now = nrd_now_ns();
-    req->delivery = d;
-    nrd_cancel_flag_unref(req->cancel);
-    atomic_fetch_add(&d->cancel->refs, 1);
-    req->cancel = d->cancel;
-    req->queue_start_ns = now;
-    req->deadline_ns = req->timeout_us ? now + req->timeout_us * 1000u : 0;
-    req->in_flight = true;
+    /* This call holds a reference and an in-flight count of its own until
+     * the scheduler's enqueue has returned: the request can finish and let
+     * go of its own before that (the enqueue still wakes a thread after
+     * unlocking), and an unload destroys the scheduler only once the count
+     * is zero. The count goes up before the state is read, and an unload
+     * sets the state before it reads the count, so a call that sees the
+     * model READY is always waited for. */
+    nrd_model_ref(m);
     nrd_model_inflight_add(m);
-    nrd_stats_pending_add(&m->stats, 1);
-    TRITONSERVER_Error *err = m->sched->ops->enqueue(m->sched, req);
-    if (!err) return NULL;
-    /* Not accepted: no callback may fire, the caller keeps the request. */
-    req->in_flight = false;
-    req->delivery = NULL;
-    atomic_store(&d->final_sent, true);
-    nrd_delivery_unref(d);
-    nrd_stats_pending_add(&m->stats, -1);
+    bool ready = atomic_load(&m->state) == NRD_MODEL_READY;
+    TRITONSERVER_Error *err =
+        ready ? enqueue(m, req)
+              : nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "model '%s' version %" PRId64 " is not ready (unloading)",
+                              m->name, m->version);
+    if (err && ready) ready = atomic_load(&m->state) == NRD_MODEL_READY;
     nrd_model_inflight_done(m);
-    if (attempt >= 2 || atomic_load(&m->state) == NRD_MODEL_READY) return err;
+    nrd_model_unref(m);
+    if (!err) return NULL;
+    if (attempt >= 2 || ready) return err;
     TRITONSERVER_ErrorDelete(err);
   }
 }

@@ -243,10 +243,14 @@ H_API void h_on_release(TRITONSERVER_InferenceRequest *req, const uint32_t flags
   pthread_mutex_unlock(&c->mu);
 }
 
+static TRITONSERVER_ResponseAllocator *h_allocator_;
+H_API void h_allocator_make(void) { H_OK(TRITONSERVER_ResponseAllocatorNew(&h_allocator_, h_alloc, h_release_buf, NULL)); }
+
+/* The shared response allocator, made on first use. Any thread. */
 H_API TRITONSERVER_ResponseAllocator *h_allocator(void) {
-  static TRITONSERVER_ResponseAllocator *a;
-  if (!a) H_OK(TRITONSERVER_ResponseAllocatorNew(&a, h_alloc, h_release_buf, NULL));
-  return a;
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, h_allocator_make);
+  return h_allocator_;
 }
 
 H_API h_call *h_call_new(void) {

@@ -314,30 +314,37 @@ Test(repo, poll_mode_adds_changes_and_removes) {
 /* A client keeps sending while the model is reloaded: nothing is dropped. */
 typedef struct load_loop {
   TRITONSERVER_Server *s;
+  const char *model; /* "m" when NULL */
+  bool batched;      /* the model batches: the input gets a batch dimension of 1 */
+  bool refusals_ok;  /* the model may be unloaded: a refused request is no failure */
   atomic_bool stop;
-  int ok, failed;
+  int ok, failed, refused;
 } load_loop;
 
 static void *sender(void *arg) {
   load_loop *l = arg;
   float in[4] = {1, 2, 3, 4};
-  int64_t shape[1] = {4};
+  int64_t shape[2] = {1, 4};
+  const char *model = l->model ? l->model : "m";
   while (!atomic_load(&l->stop)) {
     TRITONSERVER_InferenceRequest *r = NULL;
-    TRITONSERVER_Error *e = TRITONSERVER_InferenceRequestNew(&r, l->s, "m", -1);
+    TRITONSERVER_Error *e = TRITONSERVER_InferenceRequestNew(&r, l->s, model, -1);
     if (e) {
       TRITONSERVER_ErrorDelete(e);
-      l->failed++;
+      if (l->refusals_ok) l->refused++;
+      else l->failed++;
       continue;
     }
-    h_add_input(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 1, in, sizeof in);
+    if (l->batched) h_add_input(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 2, in, sizeof in);
+    else h_add_input(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape + 1, 1, in, sizeof in);
     h_call *c = h_call_new();
     h_bind(r, c);
     e = TRITONSERVER_ServerInferAsync(l->s, r, NULL);
     if (e) {
-      /* Raced with the swap: the request was refused before entering. */
+      /* Raced with the swap or the unload: refused before entering. */
       TRITONSERVER_ErrorDelete(e);
-      l->failed++;
+      if (l->refusals_ok) l->refused++;
+      else l->failed++;
     } else {
       cr_assert(h_wait(c, 10000));
       char *err = h_response_error(c, 0);
@@ -366,6 +373,49 @@ Test(repo, reload_keeps_serving) {
   pthread_join(t, NULL);
   cr_assert_gt(l.ok, 10);
   cr_assert_eq(l.failed, 0, "%d requests failed during reloads", l.failed);
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
+
+/* An unload may tear a model's scheduler down only after every
+ * ServerInferAsync that saw the model ready has left the scheduler's
+ * enqueue: a request can be batched, executed and released, letting the
+ * model drain, while its sender is still in the enqueue waking an
+ * instance thread after the unlock. Two senders per model run against the
+ * dynamic batcher and the default scheduler while both models are unloaded
+ * and loaded again. The TSan build reported the dynamic batcher's wake-up
+ * racing with its destruction here before the fix; every accepted request
+ * must succeed. */
+Test(repo, unload_waits_for_senders_inside_enqueue) {
+  model("dyn", "identity",
+        "max_batch_size: 8\ninstance_group [ { kind: KIND_CPU count: 2 } ]\n"
+        "dynamic_batching { max_queue_delay_microseconds: 100 }\n", "1");
+  model("plain", "identity", "instance_group [ { kind: KIND_CPU count: 2 } ]\n", "1");
+  TRITONSERVER_Server *s = h_server_new(h_options(g_repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
+  const char *names[2] = {"dyn", "plain"};
+  load_loop l[4];
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++) {
+    l[i] = (load_loop){.s = s, .model = names[i % 2], .batched = i % 2 == 0, .refusals_ok = true};
+    H_OK(TRITONSERVER_ServerLoadModel(s, names[i % 2]));
+  }
+  for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, sender, &l[i]);
+  for (int round = 0; round < 40; round++) {
+    for (int k = 0; k < 2; k++) H_OK(TRITONSERVER_ServerUnloadModel(s, names[k]));
+    for (int k = 0; k < 2; k++)
+      for (int w = 0; w < 2000 && ready(s, names[k], 1); w++) usleep(1000);
+    usleep(2000);
+    for (int k = 0; k < 2; k++) H_OK(TRITONSERVER_ServerLoadModel(s, names[k]));
+    usleep(5000);
+  }
+  for (int i = 0; i < 4; i++) atomic_store(&l[i].stop, true);
+  int ok = 0, refused = 0;
+  for (int i = 0; i < 4; i++) {
+    pthread_join(t[i], NULL);
+    cr_expect_eq(l[i].failed, 0, "sender %d (%s): %d accepted requests failed", i, names[i % 2], l[i].failed);
+    ok += l[i].ok;
+    refused += l[i].refused;
+  }
+  cr_expect_gt(ok, 100, "only %d requests succeeded (%d refused)", ok, refused);
   H_OK(TRITONSERVER_ServerDelete(s));
 }
 
