@@ -1,7 +1,7 @@
 """Model churn under mixed traffic: one nereid, for CHURN_SECS seconds,
-serves HTTP and gRPC inference (plain, decoupled streams, clients that
-vanish or cancel mid-request) while another thread unloads and reloads the
-models those requests use. Run by ctest in the ASan and the TSan build,
+serves HTTP and gRPC inference (plain, dynamically batched, stateful
+sequences, decoupled streams, clients that vanish or cancel mid-request)
+while another thread unloads and reloads the models those requests use. Run by ctest in the ASan and the TSan build,
 where it looks for races between a model's lifecycle and its requests.
 
 Every answer must be either right or a clean error about the model not
@@ -11,7 +11,9 @@ import http.client
 import json
 import os
 import random
+import shutil
 import socket
+import tempfile
 import threading
 import time
 import urllib.request
@@ -22,10 +24,13 @@ from test_grpc import (BACKENDS, EXAMPLES, Server, free_port, grpc, infer_reques
                        pbg, square_request)
 
 CHURN_SECS = float(os.environ.get("NRD_CHURN_SECS", "12"))
-CHURNED = ("identity_fp32", "square_int32", "repeat_int32")
+TEST_BACKENDS = os.environ.get("NEREID_TEST_BACKEND_DIR",
+                               os.path.join(os.path.dirname(BACKENDS), "test_backends"))
+CHURNED = ("identity_fp32", "square_int32", "repeat_int32", "dyn_identity", "acc_state")
 STABLE = "simple"
+SEQUENCES, SEQUENCE_STEPS = 4, 6
 # What an inference may answer while its model is being unloaded or loaded.
-UNAVAILABLE_WORDS = ("unknown model", "not found", "not ready", "unavailable", "no version", "unloading",
+UNAVAILABLE_WORDS = ("unknown model", "must specify the start flag", "not found", "not ready", "unavailable", "no version", "unloading",
                      "is not loaded", "being unloaded")
 
 
@@ -186,6 +191,71 @@ def grpc_stream_worker(port, stop, tally):
             tally.good("grpc square stream")
 
 
+def extra_repository():
+    """dyn_identity: identity with two instances behind the dynamic batcher.
+    acc_state: the test backend accumulate with implicit state behind the
+    sequence batcher (its library in the model folder)."""
+    d = tempfile.mkdtemp(prefix="nereid_churn_")
+    os.makedirs(os.path.join(d, "dyn_identity", "1"))
+    with open(os.path.join(d, "dyn_identity", "config.pbtxt"), "w") as f:
+        f.write('name: "dyn_identity"\nbackend: "identity"\nmax_batch_size: 8\n'
+                'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+                'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+                'instance_group [ { kind: KIND_CPU count: 2 } ]\n'
+                'dynamic_batching { max_queue_delay_microseconds: 200 }\n')
+    os.makedirs(os.path.join(d, "acc_state", "1"))
+    shutil.copy(os.path.join(TEST_BACKENDS, "accumulate", "libtriton_accumulate.so"),
+                os.path.join(d, "acc_state"))
+    with open(os.path.join(d, "acc_state", "config.pbtxt"), "w") as f:
+        f.write('name: "acc_state"\nbackend: "accumulate"\nmax_batch_size: 4\n'
+                'input [ { name: "INPUT" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
+                'output [ { name: "OUTPUT" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
+                'instance_group [ { kind: KIND_CPU count: 2 } ]\n'
+                'sequence_batching {\n'
+                '  max_sequence_idle_microseconds: 5000000\n'
+                '  state [ { input_name: "INPUT_STATE" output_name: "OUTPUT_STATE"\n'
+                '            data_type: TYPE_INT32 dims: [ 1 ] } ]\n}\n')
+    return d
+
+
+def grpc_sequence_worker(port, stop, tally):
+    """SEQUENCES interleaved sequences of SEQUENCE_STEPS steps on acc_state,
+    one stream; each answer must be its sequence's running sum. A sequence
+    the churn broke (model gone, or back without the sequence) starts
+    again."""
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+        stub = pbg.GRPCInferenceServiceStub(ch)
+        ids = list(range(1, SEQUENCES + 1))
+        step = {i: 0 for i in ids}
+        total = {i: 0 for i in ids}
+        rng = random.Random(3)
+        while not stop.is_set():
+            i = rng.choice(ids)
+            v = rng.randrange(1, 100)
+            params = {"sequence_id": 1000 * i + 7, "sequence_start": step[i] == 0,
+                      "sequence_end": step[i] == SEQUENCE_STEPS - 1}
+            req = infer_request("acc_state", [("INPUT", "INT32", [1, 1], np.array([[v]], dtype=np.int32))],
+                                params=params)
+            try:
+                resp = stub.ModelInfer(req, timeout=30)
+            except grpc.RpcError as e:
+                if is_unavailable(e.details() or ""):
+                    tally.gone("grpc sequence")
+                else:
+                    tally.bad("grpc sequence", f"{e.code()} {e.details()}")
+                step[i], total[i] = 0, 0
+                continue
+            total[i] += v
+            got = int(output_array(resp, "OUTPUT", np.int32).ravel()[0])
+            if got != total[i]:
+                tally.bad("grpc sequence", f"sequence {i} step {step[i]}: sum {got}, expected {total[i]}")
+            else:
+                tally.good("grpc sequence")
+            step[i] = (step[i] + 1) % SEQUENCE_STEPS
+            if step[i] == 0:
+                total[i] = 0
+
+
 def churn(port, stop, tally):
     rng = random.Random(7)
     while not stop.is_set():
@@ -215,7 +285,8 @@ def churn(port, stop, tally):
 
 def test_models_churn_under_mixed_traffic():
     http_port, grpc_port = free_port(), free_port()
-    srv = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
+    extra = extra_repository()
+    srv = Server(["--model-repository", EXAMPLES, "--model-repository", extra, "--backend-directory", BACKENDS,
                   "--model-control-mode=explicit", "--load-model=*",
                   f"--http-port={http_port}", "--http-address=127.0.0.1",
                   f"--grpc-port={grpc_port}", "--grpc-address=127.0.0.1",
@@ -226,6 +297,9 @@ def test_models_churn_under_mixed_traffic():
     threads = [
         threading.Thread(target=http_worker, args=(http_port, STABLE, stop, tally)),
         threading.Thread(target=http_worker, args=(http_port, "identity_fp32", stop, tally)),
+        threading.Thread(target=http_worker, args=(http_port, "dyn_identity", stop, tally)),
+        threading.Thread(target=http_worker, args=(http_port, "dyn_identity", stop, tally)),
+        threading.Thread(target=grpc_sequence_worker, args=(grpc_port, stop, tally)),
         threading.Thread(target=http_vanishing_client, args=(http_port, stop, tally)),
         threading.Thread(target=grpc_infer_worker, args=(grpc_port, stop, tally)),
         threading.Thread(target=grpc_stream_worker, args=(grpc_port, stop, tally)),
@@ -239,6 +313,7 @@ def test_models_churn_under_mixed_traffic():
         stop.set()
         for t in threads:
             t.join(120)
+        shutil.rmtree(extra, ignore_errors=True)
     print("ok:", tally.ok, "unavailable:", tally.unavailable)
     alive = srv.proc.poll() is None
     rc = srv.stop()
@@ -247,7 +322,7 @@ def test_models_churn_under_mixed_traffic():
     assert not tally.failures, "\n".join(tally.failures) + "\n" + log[-4000:]
     assert rc == 0, log[-8000:]
     assert "Sanitizer" not in log, log[-8000:]
-    for what in ("http simple", "http identity_fp32", "grpc identity_fp32", "grpc square stream", "unload",
+    for what in ("http simple", "http identity_fp32", "http dyn_identity", "grpc sequence", "grpc identity_fp32", "grpc square stream", "unload",
                  "load", "vanishing client"):
         assert tally.ok.get(what, 0) > 0, (what, tally.ok)
 
