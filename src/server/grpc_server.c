@@ -70,7 +70,8 @@ struct nrd_srv_grpc {
   loop *loops;
   unsigned n_loops;
   atomic_long live_calls;
-  atomic_bool stopping;
+  atomic_bool stopping; /* drain: GOAWAY, calls already open run to their end */
+  atomic_bool aborting; /* the drain's time is up: close what is left */
 };
 
 struct loop {
@@ -84,7 +85,8 @@ struct loop {
   bool has_inbox;
   conn *conns;                            /* loop only */
   conn *dirty;                            /* loop only */
-  bool closing;                           /* loop only */
+  bool closing;                           /* loop only: saw stopping */
+  bool aborted;                           /* loop only: saw aborting */
   nrd_srv_block_cache blocks;             /* nghttp2's allocator; loop only */
 };
 
@@ -134,6 +136,7 @@ struct nrd_srv_grpc_call {
   size_t out_pending; /* bytes in out_head..out_tail not yet handed to nghttp2 */
   size_t unconsumed;  /* received bytes not yet acknowledged (throttled) */
   bool headers_sent, deferred, done, closed, ignoring_input, had_message;
+  bool ended; /* the frame that ends the stream is with nghttp2 */
   int status;
   char *status_msg; /* percent-encoded, owned */
   uint64_t deadline_us;
@@ -309,6 +312,7 @@ static ssize_t data_read_cb(nghttp2_session *sess, int32_t id, uint8_t *buf, siz
          call->status_msg ? strlen(call->status_msg) : 0, NGHTTP2_NV_FLAG_NONE}};
     int rv = nghttp2_submit_trailer(sess, call->id, tr, call->status_msg ? 2 : 1);
     if (rv != 0) return NGHTTP2_ERR_CALLBACK_FAILURE;
+    call->ended = true;
     return (ssize_t)n;
   }
   if (n == 0) {
@@ -458,6 +462,7 @@ void nrd_srv_grpc_call_finish(nrd_srv_grpc_call *call, int status, const char *m
         {(uint8_t *)"grpc-message", (uint8_t *)(call->status_msg ? call->status_msg : ""), 12,
          call->status_msg ? strlen(call->status_msg) : 0, NGHTTP2_NV_FLAG_NONE}};
     call->headers_sent = true;
+    call->ended = true;
     nghttp2_submit_response(call->c->sess, call->id, hdrs, call->status_msg ? 5 : 4, NULL);
     conn_mark_dirty(call->c);
     return;
@@ -555,6 +560,10 @@ static void call_deliver_messages(nrd_srv_grpc_call *call, bool at_end) {
     }
     if (call->in_len - off - 5 < len) break;
     if (!at_end && call->c->throttled) break;
+    if (call->m->streaming && call->lp->closing) {
+      off = call->in_len; /* shutting down: a stream starts no new requests */
+      break;
+    }
     if (!call->m->streaming) {
       if (call->had_message) {
         call_abort(call, NRD_GRPC_UNIMPLEMENTED, "unary method received more than one request message");
@@ -1081,6 +1090,38 @@ static void loop_check_deadlines(loop *lp, uint64_t now) {
   }
 }
 
+/* Writes what it can of c's output, then closes it. */
+static void conn_end(conn *c) {
+  loop *lp = c->lp;
+  nghttp2_session_terminate_session(c->sess, NGHTTP2_NO_ERROR);
+  conn_flush(c);
+  for (conn *x = lp->conns; x; x = x->next)
+    if (x == c) {
+      conn_close(c);
+      return;
+    }
+}
+
+/* Shutdown, graceful part. A streaming call with nothing left in the core
+ * ends with UNAVAILABLE (messages its client sends now are not started;
+ * see call_deliver_messages), and a connection whose calls have all
+ * handed their last frame to nghttp2 closes once its output is written.
+ * Unary calls run to their end. */
+static void loop_drain(loop *lp) {
+  for (conn *c = lp->conns; c; c = c->next) {
+    bool open = false;
+    for (nrd_srv_grpc_call *call = c->calls; call; call = call->next) {
+      if (!call->done && call->m && call->m->streaming && atomic_load(&call->refs) == 1)
+        nrd_srv_grpc_call_finish(call, NRD_GRPC_UNAVAILABLE, "Server is stopping");
+      if (!call->ended) open = true;
+    }
+    if (!open && !c->close_after_flush) {
+      c->close_after_flush = true;
+      conn_mark_dirty(c);
+    }
+  }
+}
+
 static void *loop_main(void *arg) {
   loop *lp = arg;
   nrd_srv_grpc *g = lp->g;
@@ -1089,21 +1130,24 @@ static void *loop_main(void *arg) {
   for (;;) {
     if (atomic_load(&g->stopping) && !lp->closing) {
       lp->closing = true;
-      epoll_ctl(lp->epfd, EPOLL_CTL_DEL, g->listen_fd, NULL);
-      while (lp->conns) {
-        conn *c = lp->conns;
-        nghttp2_session_terminate_session(c->sess, NGHTTP2_NO_ERROR);
-        conn_flush(c);
-        for (conn *x = lp->conns; x; x = x->next)
-          if (x == c) {
-            conn_close(c);
-            break;
-          }
+      for (conn *c = lp->conns; c; c = c->next) {
+        /* Streams the client opened so far go on; it must not open more. */
+        nghttp2_submit_goaway(c->sess, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c->sess),
+                              NGHTTP2_NO_ERROR, NULL, 0);
+        conn_mark_dirty(c);
       }
+    }
+    if (lp->closing && !lp->aborted && atomic_load(&g->aborting)) {
+      lp->aborted = true;
+      while (lp->conns) conn_end(lp->conns); /* cancels what is in the core */
     }
     if (lp->closing) {
       loop_run_events(lp);
-      if (atomic_load(&g->live_calls) == 0) break;
+      if (atomic_load(&g->live_calls) == 0) {
+        while (lp->conns) conn_end(lp->conns); /* no calls left: only their last bytes */
+        break;
+      }
+      loop_drain(lp);
     }
     bool idle = nrd_srv_inbox_idle(&lp->inbox);
     int n = epoll_wait(lp->epfd, evs, 64, idle ? 100 : 0);
@@ -1113,7 +1157,8 @@ static void *loop_main(void *arg) {
         for (int k = 0; k < 64; k++) {
           int fd = accept4(g->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
           if (fd < 0) break;
-          conn_new(lp, fd);
+          if (lp->closing) close(fd); /* shutting down: refused at once, not left waiting */
+          else conn_new(lp, fd);
         }
       } else if (tag == &lp->kind_wake) {
         /* the inbox: loop_run_events below */
@@ -1170,6 +1215,7 @@ TRITONSERVER_Error *nrd_srv_grpc_start(TRITONSERVER_Server *server,
   g->opts = *opts;
   atomic_init(&g->live_calls, 0);
   atomic_init(&g->stopping, false);
+  atomic_init(&g->aborting, false);
   char msg[512];
   int rc = nrd_srv_listen(opts->address, opts->port, &g->listen_fd, &g->port, msg, sizeof msg);
   if (rc != 0) {
@@ -1231,6 +1277,14 @@ bool nrd_srv_grpc_stop(nrd_srv_grpc *g, unsigned wait_secs) {
   for (unsigned i = 0; i < g->n_loops; i++) nrd_srv_inbox_wake(&g->loops[i].inbox);
   uint64_t until = now_us() + (uint64_t)wait_secs * 1000000u;
   while (atomic_load(&g->live_calls) > 0 && now_us() < until) usleep(10000);
+  if (atomic_load(&g->live_calls) > 0) {
+    /* Time is up: close what is left, cancelling its requests in the core,
+     * and give the core a moment to hand them back. */
+    atomic_store(&g->aborting, true);
+    for (unsigned i = 0; i < g->n_loops; i++) nrd_srv_inbox_wake(&g->loops[i].inbox);
+    uint64_t grace = now_us() + 2000000u;
+    while (atomic_load(&g->live_calls) > 0 && now_us() < grace) usleep(10000);
+  }
   if (atomic_load(&g->live_calls) > 0) {
     /* The core still holds requests: leave the loops running (they own the
      * calls) rather than free memory a core thread may still post to. */

@@ -49,9 +49,12 @@ TRITONSERVER_Error *nrd_srv_grpc_start(TRITONSERVER_Server *server,
 /* The port actually bound. Any thread while g is alive. */
 int nrd_srv_grpc_port(const nrd_srv_grpc *g);
 
-/* Stops accepting, closes every connection (cancelling in-flight requests
- * in the core), waits for the core to hand back every request (at most
- * `wait_secs`), joins the loops and frees g. Returns false if requests were
+/* Graceful stop: stops accepting and sends GOAWAY; calls already open run
+ * to their end (a streaming call once it has nothing in the core ends with
+ * UNAVAILABLE and starts no new requests), for at most `wait_secs`. Then
+ * closes what is left (cancelling its requests in the core), waits up to
+ * 2 s more for the core to hand every request back, joins the loops and
+ * frees g. Returns false if requests were
  * still in the core after wait_secs: then g is left running (leaked) so no
  * core thread touches freed memory. NULL is a no-op returning true. Main
  * thread only; call before TRITONSERVER_ServerStop. */

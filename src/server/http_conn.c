@@ -777,6 +777,7 @@ void nrd_srv_http_conn_open(nrd_srv_http_loop *loop, int fd) {
   c->next = loop->conns;
   if (loop->conns) loop->conns->prev = c;
   loop->conns = c;
+  atomic_fetch_add_explicit(&loop->http->open_conns, 1, memory_order_relaxed);
 }
 
 static void conn_close(nrd_srv_http_conn *c) {
@@ -785,6 +786,7 @@ static void conn_close(nrd_srv_http_conn *c) {
   nrd_srv_http_loop *loop = c->loop;
   close(c->fd);
   c->fd = -1;
+  atomic_fetch_sub_explicit(&loop->http->open_conns, 1, memory_order_release);
   wq_drop(c);
   if (c->prev) c->prev->next = c->next;
   else if (loop->conns == c) loop->conns = c->next;
@@ -840,6 +842,14 @@ void nrd_srv_http_conn_expire(nrd_srv_http_loop *loop, time_t secs) {
     else if (c->wr_shut && loop->now - c->last >= LINGER_SECS) conn_close(c);
     else shrink_if_idle(c);
   }
+}
+
+void nrd_srv_http_conn_close_idle(nrd_srv_http_loop *loop) {
+  for (nrd_srv_http_conn *c = loop->conns, *next; c; c = next) {
+    next = c->next;
+    if (c->state == ST_HEAD && c->rlen == 0 && c->wq_n == 0) conn_close(c);
+  }
+  nrd_srv_http_conn_resume_all(loop);
 }
 
 void nrd_srv_http_conn_close_all(nrd_srv_http_loop *loop) {
@@ -1018,6 +1028,7 @@ void nrd_srv_http_send(nrd_srv_http_req *req, int status) {
     reset_req(req, c);
     return;
   }
+  if (c->loop->draining) req->keep_alive = false; /* shutting down: this reply is the last */
   if (queue_head(req, status, false) != 0) {
     conn_close(c);
     return;
@@ -1044,7 +1055,7 @@ void nrd_srv_http_send_start(nrd_srv_http_req *req, int status) {
   nrd_srv_http_conn *c = req->conn;
   if (c->dead) return;
   /* HTTP/1.0 has no chunked encoding: stream raw and close at the end. */
-  if (req->http10) req->keep_alive = false;
+  if (req->http10 || c->loop->draining) req->keep_alive = false;
   if (queue_head(req, status, !req->http10) != 0) conn_close(c);
   else flush(c);
 }

@@ -116,6 +116,7 @@ struct nrd_srv_http_loop {
   nrd_srv_http_conn *resume; /* loop thread only: answered, more input to parse */
   time_t now;                /* loop thread only: monotonic seconds */
   nrd_srv_json_arena *arena; /* loop thread only: inference headers */
+  bool draining;             /* loop thread only: saw http->draining */
 };
 
 struct nrd_srv_http {
@@ -128,6 +129,8 @@ struct nrd_srv_http {
   nrd_srv_http_loop *loops;
   int n_loops;
   atomic_long in_flight;     /* pending requests, all loops */
+  atomic_long open_conns;    /* connections, all loops */
+  atomic_bool draining;      /* shutting down: no new connections, no keep-alive */
   nrd_srv_shm *shm;          /* borrowed from nereid: system shared memory */
   nrd_srv_log_settings *log; /* borrowed from nereid: /v2/logging */
   /* Large output blocks kept for reuse (http_infer.c); any thread. */
@@ -159,6 +162,11 @@ void nrd_srv_http_conn_expire(nrd_srv_http_loop *loop, time_t secs);
 /* Closes every connection of the loop and frees those with no pending
  * request. Loop thread, or after the loop thread has exited. */
 void nrd_srv_http_conn_close_all(nrd_srv_http_loop *loop);
+
+/* Shutdown: closes the connections that wait for a request with nothing
+ * received of it; the others close after their current reply (loop->
+ * draining turns keep-alive off). Loop thread, once loop->draining. */
+void nrd_srv_http_conn_close_idle(nrd_srv_http_loop *loop);
 
 /* ---- requests and replies (http_conn.c) ------------------------------------ */
 

@@ -120,7 +120,8 @@ static void accept_all(nrd_srv_http_loop *loop) {
   for (int i = 0; i < 64; i++) {
     int fd = accept4(loop->http->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return; /* EAGAIN, or an error the next accept will see again */
-    nrd_srv_http_conn_open(loop, fd);
+    if (loop->draining) close(fd); /* shutting down: refused at once, not left waiting */
+    else nrd_srv_http_conn_open(loop, fd);
   }
 }
 
@@ -134,6 +135,13 @@ static void *loop_main(void *arg) {
     int n = epoll_wait(loop->epfd, evs, MAX_EVENTS, idle ? 1000 : 0);
     loop->now = mono_secs();
     run_tasks(loop); /* completions first: their replies free the most */
+    if (!loop->draining && atomic_load_explicit(&loop->http->draining, memory_order_acquire)) {
+      /* Shutdown began: new connections are closed as soon as accepted,
+       * idle ones now, busy ones after their reply. */
+      loop->draining = true;
+      nrd_srv_http_conn_close_idle(loop);
+      continue;
+    }
     for (int i = 0; i < n; i++) {
       void *tag = evs[i].data.ptr;
       if (tag == &loop->tag_listener) accept_all(loop);
@@ -192,6 +200,8 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
   h->max_input = opts->max_input_size;
   h->metrics_only = opts->metrics_only != 0;
   atomic_init(&h->in_flight, 0);
+  atomic_init(&h->open_conns, 0);
+  atomic_init(&h->draining, false);
   pthread_mutex_init(&h->blocks_mu, NULL);
   h->shm = opts->shm;
   h->log = opts->log;
@@ -244,11 +254,15 @@ int nrd_srv_http_port(const nrd_srv_http *http) { return http ? http->port : 0; 
 
 void nrd_srv_http_stop(nrd_srv_http *h, unsigned wait_secs) {
   if (h == NULL) return;
-  /* Requests already with the core get up to wait_secs to finish so their
-   * completions find a live loop. */
+  /* Drain: the loops stop accepting and close each connection once it has
+   * no request left; requests already received are answered. Up to
+   * wait_secs for that, so that completions find a live loop. */
+  atomic_store_explicit(&h->draining, true, memory_order_release);
+  for (int i = 0; i < h->n_loops; i++)
+    if (h->loops[i].started) nrd_srv_inbox_wake(&h->loops[i].inbox);
   struct timespec start, now;
   clock_gettime(CLOCK_MONOTONIC, &start);
-  while (atomic_load(&h->in_flight) > 0) {
+  while (atomic_load(&h->in_flight) > 0 || atomic_load(&h->open_conns) > 0) {
     clock_gettime(CLOCK_MONOTONIC, &now);
     if ((unsigned)(now.tv_sec - start.tv_sec) >= wait_secs) break;
     struct timespec ms = {0, 10 * 1000 * 1000};

@@ -38,8 +38,10 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
 /* The port actually bound (useful when 0 was asked). Any thread. */
 int nrd_srv_http_port(const nrd_srv_http *http);
 
-/* Stops accepting, waits up to `wait_secs` for requests in flight, stops
- * the loops and frees everything; NULL is a no-op. Main thread. */
+/* Graceful stop: stops accepting, answers the requests already received
+ * (their replies say Connection: close) and closes every connection once
+ * it has no request left, waiting up to `wait_secs` for that; then stops
+ * the loops and frees everything. NULL is a no-op. Main thread. */
 void nrd_srv_http_stop(nrd_srv_http *http, unsigned wait_secs);
 
 #endif

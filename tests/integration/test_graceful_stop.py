@@ -1,0 +1,197 @@
+"""Graceful shutdown: on SIGTERM nereid answers what it has already
+received and then exits, well within --exit-timeout-secs, however busy its
+clients keep it.
+
+HTTP: requests already received are answered (with Connection: close),
+idle keep-alive connections are closed at once, new connections are closed
+as soon as accepted. gRPC: GOAWAY; unary calls already open complete; a
+streaming call gets the responses of the requests it has in the core and
+then ends with UNAVAILABLE "Server is stopping"."""
+import contextlib
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+from test_grpc import (BACKENDS, EXAMPLES, Server, free_port, grpc, infer_request, output_array, pbg)
+
+SLOW_MS = 1500
+
+
+def slow_repository():
+    """slow: identity that sleeps SLOW_MS in every Execute."""
+    d = tempfile.mkdtemp(prefix="nereid_stop_")
+    os.makedirs(os.path.join(d, "slow", "1"))
+    with open(os.path.join(d, "slow", "config.pbtxt"), "w") as f:
+        f.write('name: "slow"\nbackend: "identity"\nmax_batch_size: 8\n'
+                'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+                'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+                'instance_group [ { kind: KIND_CPU count: 2 } ]\n'
+                f'parameters {{ key: "execute_delay_ms" value: {{ string_value: "{SLOW_MS}" }} }}\n')
+    return d
+
+
+@contextlib.contextmanager
+def server():
+    """A nereid on the example models and `slow`; yields (server, HTTP port,
+    gRPC port). Afterwards: killed if the test left it running, and its
+    output must hold no sanitizer report."""
+    repo = slow_repository()
+    http_port, grpc_port = free_port(), free_port()
+    srv = Server(["--model-repository", EXAMPLES, "--model-repository", repo, "--backend-directory", BACKENDS,
+                  f"--http-port={http_port}", "--http-address=127.0.0.1",
+                  f"--grpc-port={grpc_port}", "--grpc-address=127.0.0.1",
+                  "--allow-metrics=false", "--log-info=false"])
+    try:
+        srv.wait_ready()
+        yield srv, http_port, grpc_port
+    finally:
+        if srv.proc.poll() is None:
+            srv.proc.kill()
+            srv.proc.wait()
+        shutil.rmtree(repo, ignore_errors=True)
+    assert "Sanitizer" not in srv.text()
+
+
+def assert_exits_soon(srv, t0):
+    """Exit code 0 within 10 s of the signal sent at t0 (the exit timeout is 30 s)."""
+    while srv.proc.poll() is None and time.monotonic() - t0 < 10:
+        time.sleep(0.05)
+    assert srv.proc.poll() == 0, srv.text()
+
+
+def json_infer(values):
+    return json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, len(values)],
+                                   "data": values}]})
+
+
+def test_http_answers_what_it_received_then_closes_every_connection():
+    with server() as (srv, port, _):
+        idle = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        idle.request("GET", "/v2/health/ready")
+        assert idle.getresponse().read() == b""
+        busy = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        got = {}
+
+        def slow_call():
+            busy.request("POST", "/v2/models/slow/infer", body=json_infer([1.5, 2.5]),
+                         headers={"Content-Type": "application/json"})
+            r = busy.getresponse()
+            got["status"], got["connection"], got["body"] = r.status, r.getheader("Connection"), r.read()
+
+        t = threading.Thread(target=slow_call)
+        t.start()
+        time.sleep(0.3)  # the slow request is with the core
+        t0 = time.monotonic()
+        srv.proc.send_signal(signal.SIGTERM)
+        # The idle keep-alive connection is closed at once.
+        idle.sock.settimeout(5)
+        assert idle.sock.recv(1) == b""
+        # A new connection is closed as soon as it is accepted.
+        time.sleep(0.2)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            try:
+                s.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert s.recv(100) == b""
+            except ConnectionResetError:
+                pass
+        # The request received before the signal is answered, and is the last.
+        t.join(30)
+        assert got["status"] == 200, got
+        assert got["connection"] == "close", got
+        assert json.loads(got["body"])["outputs"][0]["data"] == [1.5, 2.5]
+        assert_exits_soon(srv, t0)
+
+
+def test_http_clients_that_never_stop_do_not_hold_the_server():
+    """Four keep-alive clients send back to back; the server still exits
+    promptly (before, it waited for a moment with nothing in flight, up to
+    the 30 s exit timeout)."""
+    stop = threading.Event()
+    bad = []
+
+    def hammer():
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        while not stop.is_set():
+            try:
+                conn.request("POST", "/v2/models/simple/infer",
+                             body=json.dumps({"inputs": [
+                                 {"name": "INPUT0", "datatype": "INT32", "shape": [1, 16], "data": list(range(16))},
+                                 {"name": "INPUT1", "datatype": "INT32", "shape": [1, 16], "data": [1] * 16}]}))
+                r = conn.getresponse()
+                r.read()
+                if r.status != 200:
+                    bad.append(r.status)
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+                time.sleep(0.01)
+
+    with server() as (srv, port, _):
+        threads = [threading.Thread(target=hammer) for _ in range(4)]
+        try:
+            for t in threads:
+                t.start()
+            time.sleep(1)
+            t0 = time.monotonic()
+            srv.proc.send_signal(signal.SIGTERM)
+            assert_exits_soon(srv, t0)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(30)
+    assert not bad, bad
+
+
+def test_grpc_lets_open_calls_finish_and_ends_streams():
+    with server() as (srv, _, port):
+        ch = grpc.insecure_channel(f"127.0.0.1:{port}")
+        stub = pbg.GRPCInferenceServiceStub(ch)
+        x = np.array([[1.0, 2.0, 3.0]], dtype=np.float32)
+        req = infer_request("slow", [("INPUT0", "FP32", [1, 3], x)])
+        unary = stub.ModelInfer.future(req, timeout=30)
+        gate = threading.Event()
+
+        def requests(first):
+            """Sends `first` (if any), then keeps the stream open until the gate opens."""
+            if first is not None:
+                yield first
+            gate.wait(30)
+
+        busy_stream = stub.ModelStreamInfer(requests(req), timeout=30)
+        idle_stream = stub.ModelStreamInfer(requests(None), timeout=30)
+        time.sleep(0.3)  # the slow requests are with the core
+        t0 = time.monotonic()
+        srv.proc.send_signal(signal.SIGTERM)
+        # The unary call completes normally.
+        resp = unary.result(timeout=30)
+        assert np.array_equal(output_array(resp, "OUTPUT0", np.float32), x)
+        # The busy stream delivers its response, then ends with UNAVAILABLE
+        # though its client keeps it open.
+        first = next(busy_stream)
+        assert not first.error_message
+        assert np.array_equal(output_array(first.infer_response, "OUTPUT0", np.float32), x)
+        try:
+            for _ in busy_stream:
+                raise AssertionError("one request, one response")
+            raise AssertionError("the busy stream ended without a status")
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.UNAVAILABLE, e
+        # The idle stream ends with UNAVAILABLE "Server is stopping".
+        try:
+            for _ in idle_stream:
+                raise AssertionError("no request was sent")
+            raise AssertionError("the idle stream ended without a status")
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.UNAVAILABLE, e
+            assert "stopping" in (e.details() or "").lower(), e
+        gate.set()
+        ch.close()
+        assert_exits_soon(srv, t0)
