@@ -671,7 +671,8 @@ static void process(nrd_srv_http_conn *c) {
 /* The request was answered: prepare for the next one on the connection. */
 static void request_done(nrd_srv_http_conn *c) {
   nrd_srv_http_req *r = &c->req;
-  bool keep = r->keep_alive;
+  /* Draining: also a reply begun before shutdown (a stream) is the last. */
+  bool keep = r->keep_alive && !c->loop->draining;
   reset_req(r, c);
   if (c->dead) return;
   c->state = ST_HEAD;

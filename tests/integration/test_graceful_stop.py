@@ -195,3 +195,26 @@ def test_grpc_lets_open_calls_finish_and_ends_streams():
         gate.set()
         ch.close()
         assert_exits_soon(srv, t0)
+
+
+def test_http_event_stream_begun_before_the_signal_runs_to_its_end():
+    """generate_stream on repeat_int32 (three events 300 ms apart) started
+    before SIGTERM delivers every event; then its connection closes and the
+    server exits, though the stream's reply began as keep-alive."""
+    with server() as (srv, port, _):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("POST", "/v2/models/repeat_int32/generate_stream",
+                     body=json.dumps({"IN": [7, 8, 9], "DELAY": [300, 300, 300], "WAIT": [0]}),
+                     headers={"Content-Type": "application/json"})
+        r = conn.getresponse()
+        assert r.status == 200
+        first = r.readline()
+        assert first.startswith(b"data: "), first
+        t0 = time.monotonic()
+        srv.proc.send_signal(signal.SIGTERM)
+        rest = r.read()  # to the end of the stream
+        events = [first] + [line for line in rest.split(b"\n") if line.startswith(b"data: ")]
+        assert [json.loads(e[6:])["OUT"] for e in events] == [7, 8, 9], events
+        conn.sock.settimeout(5)
+        assert conn.sock.recv(1) == b""
+        assert_exits_soon(srv, t0)
