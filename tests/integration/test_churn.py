@@ -1,7 +1,8 @@
 """Model churn under mixed traffic: one nereid, for CHURN_SECS seconds,
 serves HTTP and gRPC inference (plain, dynamically batched, stateful
-sequences, decoupled streams, clients that vanish or cancel mid-request)
-while another thread unloads and reloads the models those requests use. Run by ctest in the ASan and the TSan build,
+sequences, decoupled streams, clients that vanish or cancel mid-request),
+and metrics and statistics scrapes, while another thread unloads and
+reloads the models those requests use. Run by ctest in the ASan and the TSan build,
 where it looks for races between a model's lifecycle and its requests.
 
 Every answer must be either right or a clean error about the model not
@@ -284,14 +285,33 @@ def churn(port, stop, tally):
                 tally.bad(path, repr(e))
 
 
+def scraper(http_port, metrics_port, stop, tally):
+    """Reads what spans every model while models come and go: Prometheus
+    metrics and the statistics of all models."""
+    while not stop.is_set():
+        for url in (f"http://127.0.0.1:{metrics_port}/metrics", f"http://127.0.0.1:{http_port}/v2/models/stats"):
+            try:
+                with urllib.request.urlopen(url, timeout=60) as r:
+                    body = r.read()
+                ok = b"nv_inference_request_success" in body if "metrics" in url else b"model_stats" in body
+                if ok:
+                    tally.good("scrape")
+                else:
+                    tally.bad(url, body[:200])
+            except OSError as e:
+                tally.bad(url, repr(e))
+        time.sleep(0.005)
+
+
 def start_server(extra):
-    http_port, grpc_port = free_port(), free_port()
+    http_port, grpc_port, metrics_port = free_port(), free_port(), free_port()
     srv = Server(["--model-repository", EXAMPLES, "--model-repository", extra, "--backend-directory", BACKENDS,
                   "--model-control-mode=explicit", "--load-model=*",
                   f"--http-port={http_port}", "--http-address=127.0.0.1",
                   f"--grpc-port={grpc_port}", "--grpc-address=127.0.0.1",
-                  "--allow-metrics=false", "--log-info=false"])
+                  f"--metrics-port={metrics_port}", "--metrics-address=127.0.0.1", "--log-info=false"])
     srv.wait_ready()
+    srv.metrics_port = metrics_port
     return srv, http_port, grpc_port
 
 
@@ -323,6 +343,8 @@ def churning():
     threads = []
     try:
         threads = start_traffic(http_port, grpc_port, stop, tally)
+        threads.append(threading.Thread(target=scraper, args=(http_port, srv.metrics_port, stop, tally)))
+        threads[-1].start()
         yield srv, tally
     finally:
         stop.set()
@@ -347,7 +369,7 @@ def test_models_churn_under_mixed_traffic():
     assert not tally.failures, "\n".join(tally.failures) + "\n" + log[-4000:]
     check_clean_exit(rc, log)
     for what in ("http simple", "http identity_fp32", "http dyn_identity", "grpc sequence", "grpc identity_fp32",
-                 "grpc square stream", "unload", "load", "vanishing client"):
+                 "grpc square stream", "unload", "load", "vanishing client", "scrape"):
         assert tally.ok.get(what, 0) > 0, (what, tally.ok)
 
 
