@@ -18,4 +18,8 @@ int nrd_srv_grpc_endpoint_start(TRITONSERVER_Server *server, const nrd_srv_cli *
  * for requests in flight; NULL is a no-op. */
 void nrd_srv_grpc_endpoint_stop(nrd_srv_grpc *g, unsigned wait_secs);
 
+/* Begins a graceful stop without waiting (see nrd_srv_grpc_drain); NULL is
+ * a no-op. Main thread. */
+void nrd_srv_grpc_endpoint_drain(nrd_srv_grpc *g);
+
 #endif

@@ -1271,10 +1271,15 @@ TRITONSERVER_Error *nrd_srv_grpc_start(TRITONSERVER_Server *server,
 
 int nrd_srv_grpc_port(const nrd_srv_grpc *g) { return g->port; }
 
-bool nrd_srv_grpc_stop(nrd_srv_grpc *g, unsigned wait_secs) {
-  if (g == NULL) return true;
+void nrd_srv_grpc_drain(nrd_srv_grpc *g) {
+  if (g == NULL) return;
   atomic_store(&g->stopping, true);
   for (unsigned i = 0; i < g->n_loops; i++) nrd_srv_inbox_wake(&g->loops[i].inbox);
+}
+
+bool nrd_srv_grpc_stop(nrd_srv_grpc *g, unsigned wait_secs) {
+  if (g == NULL) return true;
+  nrd_srv_grpc_drain(g);
   uint64_t until = now_us() + (uint64_t)wait_secs * 1000000u;
   while (atomic_load(&g->live_calls) > 0 && now_us() < until) usleep(10000);
   if (atomic_load(&g->live_calls) > 0) {

@@ -60,4 +60,9 @@ int nrd_srv_grpc_port(const nrd_srv_grpc *g);
  * thread only; call before TRITONSERVER_ServerStop. */
 bool nrd_srv_grpc_stop(nrd_srv_grpc *g, unsigned wait_secs);
 
+/* Begins the graceful part of nrd_srv_grpc_stop without waiting, so that
+ * several front ends drain at once; stop must still be called. NULL is a
+ * no-op. Main thread. */
+void nrd_srv_grpc_drain(nrd_srv_grpc *g);
+
 #endif

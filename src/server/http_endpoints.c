@@ -35,6 +35,11 @@ int nrd_srv_http_endpoints_start(TRITONSERVER_Server *server, const nrd_srv_cli 
   return 0;
 }
 
+void nrd_srv_http_endpoints_drain(nrd_srv_http_endpoints *ep) {
+  nrd_srv_http_drain(ep->api);
+  nrd_srv_http_drain(ep->metrics);
+}
+
 void nrd_srv_http_endpoints_stop(nrd_srv_http_endpoints *ep, unsigned wait_secs) {
   nrd_srv_http_stop(ep->api, wait_secs);
   nrd_srv_http_stop(ep->metrics, wait_secs);

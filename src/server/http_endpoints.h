@@ -25,4 +25,8 @@ int nrd_srv_http_endpoints_start(TRITONSERVER_Server *server, const nrd_srv_cli 
  * wait_secs for requests in flight; safe on a zeroed struct. Main thread. */
 void nrd_srv_http_endpoints_stop(nrd_srv_http_endpoints *ep, unsigned wait_secs);
 
+/* Begins a graceful stop of every endpoint without waiting (see
+ * nrd_srv_http_drain); safe on a zeroed struct. Main thread. */
+void nrd_srv_http_endpoints_drain(nrd_srv_http_endpoints *ep);
+
 #endif

@@ -252,14 +252,19 @@ fail:
 
 int nrd_srv_http_port(const nrd_srv_http *http) { return http ? http->port : 0; }
 
+void nrd_srv_http_drain(nrd_srv_http *h) {
+  if (h == NULL) return;
+  atomic_store_explicit(&h->draining, true, memory_order_release);
+  for (int i = 0; i < h->n_loops; i++)
+    if (h->loops[i].started) nrd_srv_inbox_wake(&h->loops[i].inbox);
+}
+
 void nrd_srv_http_stop(nrd_srv_http *h, unsigned wait_secs) {
   if (h == NULL) return;
   /* Drain: the loops stop accepting and close each connection once it has
    * no request left; requests already received are answered. Up to
    * wait_secs for that, so that completions find a live loop. */
-  atomic_store_explicit(&h->draining, true, memory_order_release);
-  for (int i = 0; i < h->n_loops; i++)
-    if (h->loops[i].started) nrd_srv_inbox_wake(&h->loops[i].inbox);
+  nrd_srv_http_drain(h);
   struct timespec start, now;
   clock_gettime(CLOCK_MONOTONIC, &start);
   while (atomic_load(&h->in_flight) > 0 || atomic_load(&h->open_conns) > 0) {

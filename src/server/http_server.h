@@ -44,4 +44,9 @@ int nrd_srv_http_port(const nrd_srv_http *http);
  * the loops and frees everything. NULL is a no-op. Main thread. */
 void nrd_srv_http_stop(nrd_srv_http *http, unsigned wait_secs);
 
+/* Begins the graceful part of nrd_srv_http_stop without waiting, so that
+ * several front ends drain at once; stop must still be called. NULL is a
+ * no-op. Main thread. */
+void nrd_srv_http_drain(nrd_srv_http *http);
+
 #endif

@@ -244,8 +244,15 @@ int main(int argc, char **argv) {
   watch_for_second_signal(&stop_signals);
 
   poller_stop(&poll);
+  /* Every front end drains at once, within one exit timeout in all. */
+  nrd_srv_grpc_endpoint_drain(grpc_ep);
+  nrd_srv_http_endpoints_drain(&http_ep);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   nrd_srv_grpc_endpoint_stop(grpc_ep, cli.exit_timeout_secs);
-  nrd_srv_http_endpoints_stop(&http_ep, cli.exit_timeout_secs);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  unsigned spent = (unsigned)(t1.tv_sec - t0.tv_sec);
+  nrd_srv_http_endpoints_stop(&http_ep, spent < cli.exit_timeout_secs ? cli.exit_timeout_secs - spent : 0);
   err = TRITONSERVER_ServerStop(server);
   if (err) report_error("stopping server", err);
   err = TRITONSERVER_ServerDelete(server);

@@ -218,3 +218,28 @@ def test_http_event_stream_begun_before_the_signal_runs_to_its_end():
         conn.sock.settimeout(5)
         assert conn.sock.recv(1) == b""
         assert_exits_soon(srv, t0)
+
+
+def test_both_front_ends_drain_at_once():
+    """While a slow gRPC call keeps the gRPC side draining, the HTTP side
+    is already refusing new connections (both drain from the signal on,
+    within one exit timeout)."""
+    with server() as (srv, http_port, grpc_port):
+        ch = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
+        stub = pbg.GRPCInferenceServiceStub(ch)
+        x = np.array([[4.0]], dtype=np.float32)
+        unary = stub.ModelInfer.future(infer_request("slow", [("INPUT0", "FP32", [1, 1], x)]), timeout=30)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        srv.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        assert srv.proc.poll() is None  # still draining the slow call
+        with socket.create_connection(("127.0.0.1", http_port), timeout=5) as s:
+            try:
+                s.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert s.recv(100) == b"", "HTTP served a new connection while shutting down"
+            except ConnectionResetError:
+                pass
+        assert np.array_equal(output_array(unary.result(timeout=30), "OUTPUT0", np.float32), x)
+        ch.close()
+        assert_exits_soon(srv, t0)
