@@ -65,6 +65,10 @@ typedef struct nrd_srv_grpc_method {
 /* The server the call serves. Any thread. */
 TRITONSERVER_Server *nrd_srv_grpc_call_server(const nrd_srv_grpc_call *call);
 
+/* True once the front end is shutting down: a stream must start no new
+ * request. Loop thread. */
+bool nrd_srv_grpc_call_draining(const nrd_srv_grpc_call *call);
+
 /* The shared memory registry and log settings the front end was started
  * with (borrowed: valid while the front end runs; never freed by the
  * caller). Any thread. */

@@ -1034,6 +1034,8 @@ static void start_infer(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len,
 
   int64_t version = -1;
   TRITONSERVER_Error *err = parse_version(req->model_version, &version);
+  if (err == NULL && streaming && nrd_srv_grpc_call_draining(call))
+    err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, "Server is stopping");
   if (err == NULL && !streaming) {
     uint32_t txn = 0;
     void *vp = NULL;

@@ -233,6 +233,8 @@ TRITONSERVER_Server *nrd_srv_grpc_call_server(const nrd_srv_grpc_call *call) {
 
 nrd_srv_shm *nrd_srv_grpc_call_shm(const nrd_srv_grpc_call *call) { return call->g->opts.shm; }
 
+bool nrd_srv_grpc_call_draining(const nrd_srv_grpc_call *call) { return call->lp->closing; }
+
 nrd_srv_log_settings *nrd_srv_grpc_call_log(const nrd_srv_grpc_call *call) { return call->g->opts.log; }
 
 uint64_t nrd_srv_grpc_call_deadline_us(const nrd_srv_grpc_call *call) { return call->deadline_us; }
@@ -560,10 +562,6 @@ static void call_deliver_messages(nrd_srv_grpc_call *call, bool at_end) {
     }
     if (call->in_len - off - 5 < len) break;
     if (!at_end && call->c->throttled) break;
-    if (call->m->streaming && call->lp->closing) {
-      off = call->in_len; /* shutting down: a stream starts no new requests */
-      break;
-    }
     if (!call->m->streaming) {
       if (call->had_message) {
         call_abort(call, NRD_GRPC_UNIMPLEMENTED, "unary method received more than one request message");
@@ -1103,8 +1101,8 @@ static void conn_end(conn *c) {
 }
 
 /* Shutdown, graceful part. A streaming call with nothing left in the core
- * ends with UNAVAILABLE (messages its client sends now are not started;
- * see call_deliver_messages), and a connection whose calls have all
+ * ends with UNAVAILABLE (a message its client sends before that gets an
+ * error response: see grpc_infer.c), and a connection whose calls have all
  * handed their last frame to nghttp2 closes once its output is written.
  * Unary calls run to their end. */
 static void loop_drain(loop *lp) {

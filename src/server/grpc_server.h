@@ -50,8 +50,9 @@ TRITONSERVER_Error *nrd_srv_grpc_start(TRITONSERVER_Server *server,
 int nrd_srv_grpc_port(const nrd_srv_grpc *g);
 
 /* Graceful stop: stops accepting and sends GOAWAY; calls already open run
- * to their end (a streaming call once it has nothing in the core ends with
- * UNAVAILABLE and starts no new requests), for at most `wait_secs`. Then
+ * to their end (a streaming call answers new requests with an error and,
+ * once it has nothing in the core, ends with UNAVAILABLE), for at most
+ * `wait_secs`. Then
  * closes what is left (cancelling its requests in the core), waits up to
  * 2 s more for the core to hand every request back, joins the loops and
  * frees g. Returns false if requests were

@@ -5,8 +5,9 @@ clients keep it.
 HTTP: requests already received are answered (with Connection: close),
 idle keep-alive connections are closed at once, new connections are closed
 as soon as accepted. gRPC: GOAWAY; unary calls already open complete; a
-streaming call gets the responses of the requests it has in the core and
-then ends with UNAVAILABLE "Server is stopping"."""
+streaming call gets the responses of the requests it has in the core, an
+error response for each request it sends after the signal, and then ends
+with UNAVAILABLE "Server is stopping"."""
 import contextlib
 import http.client
 import json
@@ -155,36 +156,29 @@ def test_grpc_lets_open_calls_finish_and_ends_streams():
         ch = grpc.insecure_channel(f"127.0.0.1:{port}")
         stub = pbg.GRPCInferenceServiceStub(ch)
         x = np.array([[1.0, 2.0, 3.0]], dtype=np.float32)
-        req = infer_request("slow", [("INPUT0", "FP32", [1, 3], x)])
-        unary = stub.ModelInfer.future(req, timeout=30)
-        gate = threading.Event()
+        unary = stub.ModelInfer.future(infer_request("slow", [("INPUT0", "FP32", [1, 3], x)]), timeout=30)
+        signalled, gate = threading.Event(), threading.Event()
 
-        def requests(first):
-            """Sends `first` (if any), then keeps the stream open until the gate opens."""
-            if first is not None:
-                yield first
+        def busy_requests():
+            """A slow request, then, once the server drains, one more; then
+            the stream stays open until the gate opens."""
+            yield infer_request("slow", [("INPUT0", "FP32", [1, 3], x)], rid="early")
+            signalled.wait(30)
+            yield infer_request("slow", [("INPUT0", "FP32", [1, 3], x)], rid="late")
             gate.wait(30)
 
-        busy_stream = stub.ModelStreamInfer(requests(req), timeout=30)
-        idle_stream = stub.ModelStreamInfer(requests(None), timeout=30)
+        def idle_requests():
+            gate.wait(30)
+            return
+            yield
+
+        busy_stream = stub.ModelStreamInfer(busy_requests(), timeout=30)
+        idle_stream = stub.ModelStreamInfer(idle_requests(), timeout=30)
         time.sleep(0.3)  # the slow requests are with the core
         t0 = time.monotonic()
         srv.proc.send_signal(signal.SIGTERM)
-        # The unary call completes normally.
-        resp = unary.result(timeout=30)
-        assert np.array_equal(output_array(resp, "OUTPUT0", np.float32), x)
-        # The busy stream delivers its response, then ends with UNAVAILABLE
-        # though its client keeps it open.
-        first = next(busy_stream)
-        assert not first.error_message
-        assert np.array_equal(output_array(first.infer_response, "OUTPUT0", np.float32), x)
-        try:
-            for _ in busy_stream:
-                raise AssertionError("one request, one response")
-            raise AssertionError("the busy stream ended without a status")
-        except grpc.RpcError as e:
-            assert e.code() == grpc.StatusCode.UNAVAILABLE, e
-        # The idle stream ends with UNAVAILABLE "Server is stopping".
+        # The idle stream ends with UNAVAILABLE "Server is stopping": the
+        # connection is draining from here on.
         try:
             for _ in idle_stream:
                 raise AssertionError("no request was sent")
@@ -192,6 +186,22 @@ def test_grpc_lets_open_calls_finish_and_ends_streams():
         except grpc.RpcError as e:
             assert e.code() == grpc.StatusCode.UNAVAILABLE, e
             assert "stopping" in (e.details() or "").lower(), e
+        signalled.set()
+        # The unary call completes normally.
+        assert np.array_equal(output_array(unary.result(timeout=30), "OUTPUT0", np.float32), x)
+        # The busy stream answers its early request, refuses the late one,
+        # then ends with UNAVAILABLE though its client keeps it open.
+        got = {}
+        try:
+            for r in busy_stream:
+                got[r.infer_response.id] = r
+            raise AssertionError("the busy stream ended without a status")
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.UNAVAILABLE, e
+        assert set(got) == {"early", "late"}, got
+        assert not got["early"].error_message
+        assert np.array_equal(output_array(got["early"].infer_response, "OUTPUT0", np.float32), x)
+        assert got["late"].error_message == "Server is stopping", got["late"]
         gate.set()
         ch.close()
         assert_exits_soon(srv, t0)
