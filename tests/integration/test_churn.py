@@ -262,8 +262,12 @@ def churn(port, stop, tally):
     rng = random.Random(7)
     while not stop.is_set():
         model = rng.choice(CHURNED)
-        for action in ("unload", "load"):
-            req = urllib.request.Request(f"http://127.0.0.1:{port}/v2/repository/models/{model}/{action}",
+        # Every third time a reload in place (load of a loaded model: its
+        # requests move to the new instance) instead of unload + load.
+        actions = ("reload",) if rng.random() < 1 / 3 else ("unload", "load")
+        for action in actions:
+            verb = "load" if action == "reload" else action
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/v2/repository/models/{model}/{verb}",
                                          data=b"{}", method="POST")
             try:
                 with urllib.request.urlopen(req, timeout=60) as r:
@@ -369,7 +373,7 @@ def test_models_churn_under_mixed_traffic():
     assert not tally.failures, "\n".join(tally.failures) + "\n" + log[-4000:]
     check_clean_exit(rc, log)
     for what in ("http simple", "http identity_fp32", "http dyn_identity", "grpc sequence", "grpc identity_fp32",
-                 "grpc square stream", "unload", "load", "vanishing client", "scrape"):
+                 "grpc square stream", "unload", "load", "reload", "vanishing client", "scrape"):
         assert tally.ok.get(what, 0) > 0, (what, tally.ok)
 
 
