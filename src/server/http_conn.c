@@ -848,7 +848,9 @@ void nrd_srv_http_conn_expire(nrd_srv_http_loop *loop, time_t secs) {
 void nrd_srv_http_conn_close_idle(nrd_srv_http_loop *loop) {
   for (nrd_srv_http_conn *c = loop->conns, *next; c; c = next) {
     next = c->next;
-    if (c->state == ST_HEAD && c->rlen == 0 && c->wq_n == 0) conn_close(c);
+    if (c->state != ST_HEAD || c->rlen != 0) continue; /* a request is in progress */
+    if (c->wq_n == 0) conn_close(c);
+    else c->close_after_write = true; /* its last reply is still being written */
   }
   nrd_srv_http_conn_resume_all(loop);
 }

@@ -164,8 +164,9 @@ void nrd_srv_http_conn_expire(nrd_srv_http_loop *loop, time_t secs);
 void nrd_srv_http_conn_close_all(nrd_srv_http_loop *loop);
 
 /* Shutdown: closes the connections that wait for a request with nothing
- * received of it; the others close after their current reply (loop->
- * draining turns keep-alive off). Loop thread, once loop->draining. */
+ * received of it (once their last reply is written); the others close
+ * after their current reply (loop->draining turns keep-alive off). Loop
+ * thread, once loop->draining. */
 void nrd_srv_http_conn_close_idle(nrd_srv_http_loop *loop);
 
 /* ---- requests and replies (http_conn.c) ------------------------------------ */

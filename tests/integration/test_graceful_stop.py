@@ -253,3 +253,29 @@ def test_both_front_ends_drain_at_once():
         assert np.array_equal(output_array(unary.result(timeout=30), "OUTPUT0", np.float32), x)
         ch.close()
         assert_exits_soon(srv, t0)
+
+
+def test_http_reply_still_being_written_at_the_signal_closes_after_it():
+    """A 16 MB reply that the client has not read yet when SIGTERM comes is
+    written to the end; then the connection closes and the server exits."""
+    with server() as (srv, port, _):
+        n = 4 << 20
+        x = np.arange(n, dtype=np.float32)
+        header = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, n],
+                                         "parameters": {"binary_data_size": x.nbytes}}],
+                             "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]}).encode()
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("POST", "/v2/models/identity_fp32/infer", body=header + x.tobytes(),
+                     headers={"Inference-Header-Content-Length": str(len(header))})
+        time.sleep(0.5)  # answered; the reply fills the socket buffers and waits
+        t0 = time.monotonic()
+        srv.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        r = conn.getresponse()
+        body = r.read()
+        assert r.status == 200
+        hlen = int(r.getheader("Inference-Header-Content-Length"))
+        assert np.array_equal(np.frombuffer(body[hlen:], dtype=np.float32), x)
+        conn.sock.settimeout(5)
+        assert conn.sock.recv(1) == b""
+        assert_exits_soon(srv, t0)
