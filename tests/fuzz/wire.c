@@ -75,7 +75,20 @@ static int connect_once(int port) {
   if (fd < 0) return -1;
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+  int rc = connect(fd, (struct sockaddr *)&a, sizeof a);
+  if (rc != 0 && errno == EINTR) {
+    /* A signal (libFuzzer's timers) cut the wait short; the connection
+     * goes on being made: wait for it and read its outcome. */
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    while (poll(&p, 1, 5000) < 0 && errno == EINTR) {
+    }
+    int err = ETIMEDOUT;
+    socklen_t len = sizeof err;
+    if (p.revents) getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    rc = err ? -1 : 0;
+    errno = err;
+  }
+  if (rc != 0) {
     int e = errno;
     close(fd);
     errno = e;
