@@ -23,7 +23,7 @@ import numpy as np
 
 from test_grpc import (BACKENDS, EXAMPLES, Server, free_port, grpc, infer_request, output_array, pbg)
 
-SLOW_MS = 1500
+SLOW_MS = 2000
 
 
 def slow_repository():
@@ -89,7 +89,7 @@ def test_http_answers_what_it_received_then_closes_every_connection():
 
         t = threading.Thread(target=slow_call)
         t.start()
-        time.sleep(0.3)  # the slow request is with the core
+        time.sleep(0.8)  # the slow request is with the core (it takes SLOW_MS)
         t0 = time.monotonic()
         srv.proc.send_signal(signal.SIGTERM)
         # The idle keep-alive connection is closed at once.
@@ -174,7 +174,7 @@ def test_grpc_lets_open_calls_finish_and_ends_streams():
 
         busy_stream = stub.ModelStreamInfer(busy_requests(), timeout=30)
         idle_stream = stub.ModelStreamInfer(idle_requests(), timeout=30)
-        time.sleep(0.3)  # the slow requests are with the core
+        time.sleep(0.8)  # the slow requests are with the core (they take SLOW_MS)
         t0 = time.monotonic()
         srv.proc.send_signal(signal.SIGTERM)
         # The idle stream ends with UNAVAILABLE "Server is stopping": the
@@ -239,7 +239,7 @@ def test_both_front_ends_drain_at_once():
         stub = pbg.GRPCInferenceServiceStub(ch)
         x = np.array([[4.0]], dtype=np.float32)
         unary = stub.ModelInfer.future(infer_request("slow", [("INPUT0", "FP32", [1, 1], x)]), timeout=30)
-        time.sleep(0.3)
+        time.sleep(0.8)  # the slow call is with the core (it takes SLOW_MS)
         t0 = time.monotonic()
         srv.proc.send_signal(signal.SIGTERM)
         time.sleep(0.3)
