@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config
+  libasan8 libubsan1 libtsan2   # sanitizer runtimes for scripts/test.sh (normally pulled in by gcc)
   libjansson-dev          # JSON messages, model-config rendering
   libjsmn-dev             # tokenizing inference request headers (src/server/json_arena.c)
   libcriterion-dev        # C unit tests

@@ -1009,6 +1009,7 @@ static size_t format_head(const nrd_srv_http_req *req, int status, bool chunked,
 
 static int queue_head(nrd_srv_http_req *req, int status, bool chunked) {
   nrd_srv_http_conn *c = req->conn;
+  if (c->loop->draining) req->keep_alive = false; /* shutting down: this reply is the last */
   if (c->wq_n == 0) {
     /* Nothing queued: the previous head is out, so its buffer is free. */
     size_t n = format_head(req, status, chunked, c->head_buf, sizeof c->head_buf);
@@ -1031,7 +1032,6 @@ void nrd_srv_http_send(nrd_srv_http_req *req, int status) {
     reset_req(req, c);
     return;
   }
-  if (c->loop->draining) req->keep_alive = false; /* shutting down: this reply is the last */
   if (queue_head(req, status, false) != 0) {
     conn_close(c);
     return;
@@ -1058,7 +1058,7 @@ void nrd_srv_http_send_start(nrd_srv_http_req *req, int status) {
   nrd_srv_http_conn *c = req->conn;
   if (c->dead) return;
   /* HTTP/1.0 has no chunked encoding: stream raw and close at the end. */
-  if (req->http10 || c->loop->draining) req->keep_alive = false;
+  if (req->http10) req->keep_alive = false;
   if (queue_head(req, status, !req->http10) != 0) conn_close(c);
   else flush(c);
 }
