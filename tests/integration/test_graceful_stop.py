@@ -157,11 +157,14 @@ def test_grpc_lets_open_calls_finish_and_ends_streams():
         stub = pbg.GRPCInferenceServiceStub(ch)
         x = np.array([[1.0, 2.0, 3.0]], dtype=np.float32)
         unary = stub.ModelInfer.future(infer_request("slow", [("INPUT0", "FP32", [1, 3], x)]), timeout=30)
-        signalled, gate = threading.Event(), threading.Event()
+        warm, signalled, gate = threading.Event(), threading.Event(), threading.Event()
 
         def busy_requests():
-            """A slow request, then, once the server drains, one more; then
-            the stream stays open until the gate opens."""
+            """A quick request (its answer shows the stream is flowing), a
+            slow one, then, once the server drains, one more; then the
+            stream stays open until the gate opens."""
+            yield infer_request("identity_fp32", [("INPUT0", "FP32", [1, 3], x)], rid="warm")
+            warm.wait(30)
             yield infer_request("slow", [("INPUT0", "FP32", [1, 3], x)], rid="early")
             signalled.wait(30)
             yield infer_request("slow", [("INPUT0", "FP32", [1, 3], x)], rid="late")
@@ -174,6 +177,8 @@ def test_grpc_lets_open_calls_finish_and_ends_streams():
 
         busy_stream = stub.ModelStreamInfer(busy_requests(), timeout=30)
         idle_stream = stub.ModelStreamInfer(idle_requests(), timeout=30)
+        assert next(busy_stream).infer_response.id == "warm"
+        warm.set()
         time.sleep(0.8)  # the slow requests are with the core (they take SLOW_MS)
         t0 = time.monotonic()
         srv.proc.send_signal(signal.SIGTERM)
