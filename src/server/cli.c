@@ -38,6 +38,7 @@ typedef enum flag_id {
   F_HTTP_ADDRESS,
   F_HTTP_THREAD_COUNT,
   F_HTTP_MAX_INPUT_SIZE,
+  F_HTTP_CLIENT_TIMEOUT,
   F_ALLOW_METRICS,
   F_METRICS_PORT,
   F_METRICS_ADDRESS,
@@ -53,6 +54,7 @@ typedef enum flag_id {
   F_GRPC_HTTP2_MIN_RECV_PING_INTERVAL,
   F_GRPC_HTTP2_MAX_PING_STRIKES,
   F_GRPC_INFER_RESPONSE_COMPRESSION_LEVEL,
+  F_GRPC_HANDSHAKE_TIMEOUT,
 } flag_id;
 
 typedef struct flag_spec {
@@ -111,6 +113,10 @@ static const flag_spec kFlags[] = {
     {"http-thread-count", F_HTTP_THREAD_COUNT, "N", "HTTP event-loop threads (default 8)."},
     {"http-max-input-size", F_HTTP_MAX_INPUT_SIZE, "BYTES",
      "Largest HTTP request body accepted (default 67108864); larger ones get 413."},
+    {"http-client-timeout-secs", F_HTTP_CLIENT_TIMEOUT, "N",
+     "Nereid only. Close an HTTP connection that is idle this long between requests, takes "
+     "longer to send a request head, stalls this long in a body (those two get 408), or leaves "
+     "a reply unread this long (default 120)."},
     {"allow-metrics", F_ALLOW_METRICS, "BOOL", "Serve Prometheus metrics at /metrics (default true)."},
     {"metrics-port", F_METRICS_PORT, "N", "Metrics port (default 8002; 0 picks a free port)."},
     {"metrics-address", F_METRICS_ADDRESS, "ADDR", "Address the metrics endpoint binds (default: --http-address)."},
@@ -137,6 +143,9 @@ static const flag_spec kFlags[] = {
      "none|low|medium|high",
      "Compress ModelInfer/ModelStreamInfer responses (gzip or deflate, as the client accepts) "
      "(default none)."},
+    {"grpc-handshake-timeout-secs", F_GRPC_HANDSHAKE_TIMEOUT, "N",
+     "Nereid only. Close a gRPC connection whose HTTP/2 preface and SETTINGS have not arrived "
+     "this long after it was accepted (default 120, as gRPC's server handshake timeout)."},
 };
 
 #define N_FLAGS (sizeof kFlags / sizeof kFlags[0])
@@ -337,6 +346,12 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
       if (parse_long(v, 1, LONG_MAX, &n) != 0) return bad_value(f, v, "a size in bytes > 0", err, errlen);
       cli->http_max_input_size = n;
       return 0;
+    case F_HTTP_CLIENT_TIMEOUT:
+    case F_GRPC_HANDSHAKE_TIMEOUT:
+      if (parse_long(v, 1, 86400, &n) != 0) return bad_value(f, v, "seconds 1..86400", err, errlen);
+      if (f->id == F_HTTP_CLIENT_TIMEOUT) cli->http_client_timeout_secs = (int)n;
+      else cli->grpc_handshake_timeout_secs = (int)n;
+      return 0;
     case F_ALLOW_GRPC:
       if (parse_bool(v, &b) != 0)
         return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
@@ -438,6 +453,8 @@ int nrd_srv_cli_parse(int argc, char **argv, nrd_srv_cli *cli, char *err, size_t
   cli->http_address = "0.0.0.0";
   cli->http_thread_count = 8;
   cli->http_max_input_size = 64LL * 1024 * 1024;
+  cli->http_client_timeout_secs = 120;
+  cli->grpc_handshake_timeout_secs = 120;
   cli->allow_metrics = true;
   cli->metrics_port = 8002;
   cli->allow_grpc = true;

@@ -52,6 +52,7 @@ typedef struct nrd_srv_cli {
   const char *http_address;          /* default "0.0.0.0" */
   int http_thread_count;             /* default 8 */
   long long http_max_input_size;     /* default 64 MB */
+  int http_client_timeout_secs;      /* default 120 (Nereid's own flag) */
   bool allow_metrics;                /* default true */
   int metrics_port;                  /* default 8002 */
   const char *metrics_address;       /* default: http_address */
@@ -69,6 +70,7 @@ typedef struct nrd_srv_cli {
   long long grpc_http2_min_recv_ping_interval_ms; /* default 300000 */
   long long grpc_http2_max_ping_strikes;          /* default 2; 0 = no limit */
   nrd_srv_compress_level grpc_infer_response_compression; /* default NONE */
+  int grpc_handshake_timeout_secs;   /* default 120 (Nereid's own flag) */
 } nrd_srv_cli;
 
 /* Parses argv[1..argc-1] into *cli (which need not be initialized).

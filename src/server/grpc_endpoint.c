@@ -24,6 +24,7 @@ int nrd_srv_grpc_endpoint_start(TRITONSERVER_Server *server, const nrd_srv_cli *
         .min_recv_ping_interval_ms = (unsigned)cli->grpc_http2_min_recv_ping_interval_ms,
         .max_ping_strikes = (unsigned)cli->grpc_http2_max_ping_strikes,
         .response_compression = cli->grpc_infer_response_compression,
+        .handshake_timeout_secs = (unsigned)cli->grpc_handshake_timeout_secs,
         .shm = shm,
         .log = log,
     };

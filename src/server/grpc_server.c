@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "acceptor.h"
 #include "block_cache.h"
 #include "compress.h"
 #include "fmt.h"
@@ -83,8 +84,10 @@ struct loop {
   bool started;
   nrd_srv_inbox inbox; /* events from core threads */
   bool has_inbox;
+  nrd_srv_acceptor acceptor;              /* loop only: the shared listener */
   conn *conns;                            /* loop only */
   conn *dirty;                            /* loop only */
+  conn *graveyard; /* loop only: closed, freed after the event batch */
   bool closing;                           /* loop only: saw stopping */
   bool aborted;                           /* loop only: saw aborting */
   nrd_srv_block_cache blocks;             /* nghttp2's allocator; loop only */
@@ -98,9 +101,13 @@ struct conn {
   conn *prev, *next;
   conn *dirty_next;
   bool is_dirty;
+  bool closed;     /* socket and session gone; on the graveyard */
+  conn *grave_next;
   bool want_out; /* EPOLLOUT registered */
   bool throttled;
   uint64_t last_activity_us; /* last bytes read */
+  uint64_t accepted_us;      /* handshake deadline counts from here */
+  bool greeted;              /* the client's preface and first SETTINGS arrived */
   uint64_t ping_sent_us;     /* keepalive ping outstanding since, or 0 */
   /* Ping policy (see nrd_srv_grpc_options). Reset when we send data. */
   uint64_t last_ping_recv_us; /* when the client's last PING came, or 0: none since data */
@@ -275,7 +282,7 @@ void nrd_srv_grpc_call_post(nrd_srv_grpc_event *ev) {
 }
 
 static void conn_mark_dirty(conn *c) {
-  if (c->is_dirty) return;
+  if (c->is_dirty || c->closed) return;
   c->is_dirty = true;
   c->dirty_next = c->lp->dirty;
   c->lp->dirty = c;
@@ -779,6 +786,7 @@ static int on_frame_send(nghttp2_session *sess, const nghttp2_frame *frame, void
 
 static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *frame, void *user) {
   conn *c = user;
+  if (frame->hd.type == NGHTTP2_SETTINGS) c->greeted = true; /* nghttp2 checked the preface */
   if (frame->hd.type == NGHTTP2_PING && (frame->hd.flags & NGHTTP2_FLAG_ACK)) c->ping_sent_us = 0;
   if (frame->hd.type == NGHTTP2_PING && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) conn_police_ping(c);
   nrd_srv_grpc_call *call = nghttp2_session_get_stream_user_data(sess, frame->hd.stream_id);
@@ -842,14 +850,16 @@ static int on_stream_close(nghttp2_session *sess, int32_t id, uint32_t error_cod
 
 /* ---- connections ----------------------------------------------------------- */
 
+/* Closes the socket and the session at once; the memory waits on the
+ * graveyard until the loop's batch is over, so an event or dirty-list
+ * entry already collected for c still finds it (marked closed). */
 static void conn_close(conn *c) {
+  if (c->closed) return;
   loop *lp = c->lp;
   while (c->calls) call_detach(c->calls);
-  if (c->is_dirty) {
-    conn **pp = &lp->dirty;
-    while (*pp && *pp != c) pp = &(*pp)->dirty_next;
-    if (*pp) *pp = c->dirty_next;
-  }
+  c->closed = true;
+  c->grave_next = lp->graveyard;
+  lp->graveyard = c;
   if (c->prev) c->prev->next = c->next;
   else lp->conns = c->next;
   if (c->next) c->next->prev = c->prev;
@@ -858,8 +868,19 @@ static void conn_close(conn *c) {
   /* Streams still in the session get no close callback from session_del;
    * they were detached above. */
   nghttp2_session_del(c->sess);
+  c->sess = NULL;
   free(c->wbuf);
-  free(c);
+  c->wbuf = NULL;
+}
+
+/* After the batch: nothing refers to closed connections any more (the
+ * dirty list was emptied first). */
+static void loop_bury(loop *lp) {
+  while (lp->graveyard) {
+    conn *c = lp->graveyard;
+    lp->graveyard = c->grave_next;
+    free(c);
+  }
 }
 
 /* Enters or leaves the throttled state; leaving acknowledges the data held
@@ -987,7 +1008,7 @@ static void conn_new(loop *lp, int fd) {
   c->kind = KIND_CONN;
   c->lp = lp;
   c->fd = fd;
-  c->last_activity_us = now_us();
+  c->last_activity_us = c->accepted_us = now_us();
   nghttp2_session_callbacks *cbs = NULL;
   if (nghttp2_session_callbacks_new(&cbs) != 0) {
     free(c);
@@ -1078,6 +1099,17 @@ static void loop_check_keepalive(loop *lp, uint64_t now) {
   }
 }
 
+/* A connection that has not sent its preface and SETTINGS within the
+ * handshake timeout is closed, as gRPC's server does: a client that only
+ * opens connections cannot hold descriptors for ever. */
+static void loop_check_handshakes(loop *lp, uint64_t now) {
+  uint64_t limit = (uint64_t)lp->g->opts.handshake_timeout_secs * 1000000u;
+  for (conn *c = lp->conns, *next; c; c = next) {
+    next = c->next;
+    if (!c->greeted && now - c->accepted_us > limit) conn_close(c);
+  }
+}
+
 static void loop_check_deadlines(loop *lp, uint64_t now) {
   for (conn *c = lp->conns; c; c = c->next) {
     for (nrd_srv_grpc_call *call = c->calls; call; call = call->next) {
@@ -1090,14 +1122,9 @@ static void loop_check_deadlines(loop *lp, uint64_t now) {
 
 /* Writes what it can of c's output, then closes it. */
 static void conn_end(conn *c) {
-  loop *lp = c->lp;
   nghttp2_session_terminate_session(c->sess, NGHTTP2_NO_ERROR);
   conn_flush(c);
-  for (conn *x = lp->conns; x; x = x->next)
-    if (x == c) {
-      conn_close(c);
-      return;
-    }
+  conn_close(c); /* nothing when the flush closed it */
 }
 
 /* Shutdown, graceful part. A streaming call with nothing left in the core
@@ -1148,12 +1175,13 @@ static void *loop_main(void *arg) {
       loop_drain(lp);
     }
     bool idle = nrd_srv_inbox_idle(&lp->inbox);
-    int n = epoll_wait(lp->epfd, evs, 64, idle ? 100 : 0);
+    int n = epoll_wait(lp->epfd, evs, 64, nrd_srv_acceptor_timeout(&lp->acceptor, idle ? 100 : 0));
+    nrd_srv_acceptor_tick(&lp->acceptor);
     for (int i = 0; i < n; i++) {
       void *tag = evs[i].data.ptr;
       if (tag == &lp->kind_listener) {
         for (int k = 0; k < 64; k++) {
-          int fd = accept4(g->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+          int fd = nrd_srv_acceptor_next(&lp->acceptor);
           if (fd < 0) break;
           if (lp->closing) close(fd); /* shutting down: refused at once, not left waiting */
           else conn_new(lp, fd);
@@ -1162,11 +1190,10 @@ static void *loop_main(void *arg) {
         /* the inbox: loop_run_events below */
       } else {
         conn *c = tag;
-        if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-          bool alive = false;
-          for (conn *x = lp->conns; x; x = x->next)
-            if (x == c) alive = true;
-          if (alive) conn_read(c);
+        if (c->closed) {
+          /* closed earlier in this batch */
+        } else if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+          conn_read(c);
         } else if (evs[i].events & EPOLLOUT) {
           conn_mark_dirty(c);
         }
@@ -1177,15 +1204,19 @@ static void *loop_main(void *arg) {
     if (now >= next_sweep) {
       loop_check_deadlines(lp, now);
       loop_check_keepalive(lp, now);
+      loop_check_handshakes(lp, now);
       next_sweep = now + 100000;
     }
     while (lp->dirty) {
       conn *c = lp->dirty;
       lp->dirty = c->dirty_next;
       c->is_dirty = false;
-      conn_flush(c);
+      if (!c->closed) conn_flush(c);
     }
+    loop_bury(lp);
   }
+  lp->dirty = NULL; /* only closed connections can be left on it */
+  loop_bury(lp);
   return NULL;
 }
 
@@ -1211,6 +1242,7 @@ TRITONSERVER_Error *nrd_srv_grpc_start(TRITONSERVER_Server *server,
   if (g == NULL) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   g->server = server;
   g->opts = *opts;
+  if (g->opts.handshake_timeout_secs == 0) g->opts.handshake_timeout_secs = 120;
   atomic_init(&g->live_calls, 0);
   atomic_init(&g->stopping, false);
   atomic_init(&g->aborting, false);
@@ -1236,10 +1268,9 @@ TRITONSERVER_Error *nrd_srv_grpc_start(TRITONSERVER_Server *server,
     lp->kind_listener = KIND_LISTENER;
     lp->kind_wake = KIND_WAKE;
     lp->epfd = epoll_create1(EPOLL_CLOEXEC);
-    struct epoll_event le = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &lp->kind_listener};
     if (lp->epfd >= 0 && nrd_srv_inbox_init(&lp->inbox, lp->epfd, &lp->kind_wake) == 0)
       lp->has_inbox = true;
-    if (!lp->has_inbox || epoll_ctl(lp->epfd, EPOLL_CTL_ADD, g->listen_fd, &le) != 0) {
+    if (!lp->has_inbox || nrd_srv_acceptor_init(&lp->acceptor, g->listen_fd, lp->epfd, &lp->kind_listener, "gRPC") != 0) {
       err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
                                   "cannot create the gRPC event loop (epoll/eventfd)");
       break;

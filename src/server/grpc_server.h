@@ -32,6 +32,9 @@ typedef struct nrd_srv_grpc_options {
    * ModelStreamInfer) are compressed with gzip or deflate when the client
    * accepts one (grpc-accept-encoding); NONE: never. */
   nrd_srv_compress_level response_compression;
+  /* A connection whose HTTP/2 preface and SETTINGS have not arrived this
+   * long after it was accepted is closed; 0 means 120. */
+  unsigned handshake_timeout_secs;
   /* Shared with the HTTP front end; borrowed, they must outlive the front end. */
   nrd_srv_shm *shm;          /* system shared memory regions */
   nrd_srv_log_settings *log; /* LogSettings */

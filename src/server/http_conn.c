@@ -80,6 +80,9 @@ struct nrd_srv_http_conn {
   bool wr_shut;    /* lingering close: writes shut down, input dropped */
   size_t skipped;  /* bytes dropped after an early answer */
   time_t last;     /* last progress, loop->now */
+  time_t head_since; /* the current request head's first byte (or the connection's start) */
+  time_t wr_last;  /* queued output: when it last moved (or was queued) */
+  time_t linger_since; /* wr_shut: when; the close follows LINGER_SECS later, input or not */
 };
 
 static void conn_close(nrd_srv_http_conn *c);
@@ -154,6 +157,7 @@ static int wq_push(nrd_srv_http_conn *c, nrd_srv_http_seg s) {
     c->wq_cap = cap;
     c->wq_head = 0;
   }
+  if (c->wq_n == 0) c->wr_last = c->loop->now; /* the reader's time starts now */
   c->wq[(c->wq_head + c->wq_n) % c->wq_cap] = s;
   c->wq_n++;
   c->wq_bytes += s.len;
@@ -184,6 +188,7 @@ static void flush(nrd_srv_http_conn *c) {
         return;
       }
       c->last = c->loop->now;
+      if (w > 0) c->wr_last = c->loop->now;
     }
     size_t left = (size_t)w;
     while (c->wq_n > 0) {
@@ -213,7 +218,7 @@ static void flush(nrd_srv_http_conn *c) {
        * it, so stop writing and read what is still coming, briefly. */
       shutdown(c->fd, SHUT_WR);
       c->wr_shut = true;
-      c->last = c->loop->now;
+      c->linger_since = c->loop->now;
       return;
     }
     conn_close(c);
@@ -683,6 +688,7 @@ static void request_done(nrd_srv_http_conn *c) {
     return;
   }
   compact(c);
+  c->head_since = c->loop->now; /* a pipelined head's time starts when it is its turn */
   set_events(c, c->events | EPOLLIN);
   if (!c->in_process && c->rlen > 0) want_resume(c);
 }
@@ -715,6 +721,7 @@ static void do_read(nrd_srv_http_conn *c) {
         return;
       }
     }
+    if (c->state == ST_HEAD && c->rlen == 0) c->head_since = c->loop->now;
     ssize_t n = read(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen);
     if (n == 0) {
       conn_close(c); /* the client went away: a pending request is cancelled */
@@ -768,6 +775,7 @@ void nrd_srv_http_conn_open(nrd_srv_http_loop *loop, int fd) {
   c->state = ST_HEAD;
   reset_req(&c->req, c);
   c->last = loop->now;
+  c->head_since = loop->now;
   c->events = EPOLLIN | EPOLLRDHUP;
   struct epoll_event ev = {.events = c->events, .data.ptr = c};
   if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
@@ -836,12 +844,25 @@ void nrd_srv_http_conn_resume_all(nrd_srv_http_loop *loop) {
 }
 
 void nrd_srv_http_conn_expire(nrd_srv_http_loop *loop, time_t secs) {
+  time_t now = loop->now;
   for (nrd_srv_http_conn *c = loop->conns, *next; c; c = next) {
     next = c->next;
     bool with_core = c->state == ST_BUSY && !c->req.answered && c->req.pending;
-    if (!with_core && loop->now - c->last > secs) conn_close(c);
-    else if (c->wr_shut && loop->now - c->last >= LINGER_SECS) conn_close(c);
-    else shrink_if_idle(c);
+    if (c->wr_shut) {
+      if (now - c->linger_since >= LINGER_SECS) conn_close(c);
+    } else if (c->wq_n > 0 && now - c->wr_last > secs) {
+      conn_close(c); /* the client stopped reading; what it asked the core is cancelled */
+    } else if (with_core || c->wq_n > 0) {
+      shrink_if_idle(c); /* a reply is on its way or being written */
+    } else if (c->state == ST_HEAD && c->rlen > 0 && now - c->head_since > secs) {
+      reject(c, 408, "request head not received in time (--http-client-timeout-secs)");
+    } else if ((c->state == ST_BODY || c->state == ST_CHUNKED) && now - c->last > secs) {
+      reject(c, 408, "request body stalled (--http-client-timeout-secs)");
+    } else if (now - c->last > secs) {
+      conn_close(c); /* idle between requests, or no progress of any kind */
+    } else {
+      shrink_if_idle(c);
+    }
   }
 }
 

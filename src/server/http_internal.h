@@ -15,6 +15,7 @@
 
 #include <jansson.h>
 
+#include "acceptor.h"
 #include "http_server.h"
 #include "inbox.h"
 #include "json_arena.h"
@@ -112,6 +113,7 @@ struct nrd_srv_http_loop {
   atomic_bool stop;
   nrd_srv_inbox inbox; /* tasks from other threads */
   bool has_inbox;      /* inbox initialised */
+  nrd_srv_acceptor acceptor; /* loop thread only: the shared listener */
   nrd_srv_http_conn *conns;  /* loop thread only: open connections */
   nrd_srv_http_conn *resume; /* loop thread only: answered, more input to parse */
   time_t now;                /* loop thread only: monotonic seconds */
@@ -123,6 +125,7 @@ struct nrd_srv_http {
   TRITONSERVER_Server *server;
   TRITONSERVER_ResponseAllocator *allocator;
   size_t max_input;
+  int client_timeout_secs; /* see nrd_srv_http_options */
   bool metrics_only;
   int port;
   int fd;
@@ -155,8 +158,11 @@ void nrd_srv_http_conn_io(nrd_srv_http_conn *c, uint32_t events);
  * buffers (pipelined requests). Loop thread, between event batches. */
 void nrd_srv_http_conn_resume_all(nrd_srv_http_loop *loop);
 
-/* Closes connections idle or stalled longer than `secs` (requests with the
- * core are never timed out). Loop thread. */
+/* Ends connections whose client is too slow, `secs` being the limit: idle
+ * between requests, or not reading a queued reply (closed); a request head
+ * not complete `secs` after its first byte, or a body with no new byte for
+ * `secs` (408, then closed). A request with the core is not timed out
+ * while its client keeps reading. Loop thread. */
 void nrd_srv_http_conn_expire(nrd_srv_http_loop *loop, time_t secs);
 
 /* Closes every connection of the loop and frees those with no pending

@@ -19,8 +19,6 @@
 #include "http_json.h"
 #include "listener.h"
 
-/* Idle or stalled connections are closed after this many seconds. */
-#define HTTP_TIMEOUT_SECS 120
 #define MAX_EVENTS 64
 
 static TRITONSERVER_Error *errorf(TRITONSERVER_Error_Code code, const char *fmt, ...)
@@ -118,8 +116,8 @@ static time_t mono_secs(void) {
 
 static void accept_all(nrd_srv_http_loop *loop) {
   for (int i = 0; i < 64; i++) {
-    int fd = accept4(loop->http->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return; /* EAGAIN, or an error the next accept will see again */
+    int fd = nrd_srv_acceptor_next(&loop->acceptor);
+    if (fd < 0) return;
     if (loop->draining) close(fd); /* shutting down: refused at once, not left waiting */
     else nrd_srv_http_conn_open(loop, fd);
   }
@@ -132,8 +130,9 @@ static void *loop_main(void *arg) {
   time_t last_expire = loop->now;
   while (!atomic_load_explicit(&loop->stop, memory_order_acquire)) {
     bool idle = nrd_srv_inbox_idle(&loop->inbox);
-    int n = epoll_wait(loop->epfd, evs, MAX_EVENTS, idle ? 1000 : 0);
+    int n = epoll_wait(loop->epfd, evs, MAX_EVENTS, nrd_srv_acceptor_timeout(&loop->acceptor, idle ? 1000 : 0));
     loop->now = mono_secs();
+    nrd_srv_acceptor_tick(&loop->acceptor);
     run_tasks(loop); /* completions first: their replies free the most */
     if (!loop->draining && atomic_load_explicit(&loop->http->draining, memory_order_acquire)) {
       /* Shutdown began: new connections are closed as soon as accepted,
@@ -150,7 +149,7 @@ static void *loop_main(void *arg) {
     nrd_srv_http_conn_resume_all(loop);
     if (loop->now != last_expire) {
       last_expire = loop->now;
-      nrd_srv_http_conn_expire(loop, HTTP_TIMEOUT_SECS);
+      nrd_srv_http_conn_expire(loop, loop->http->client_timeout_secs);
       nrd_srv_http_conn_resume_all(loop);
     }
   }
@@ -198,6 +197,7 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
   h->server = server;
   h->fd = -1;
   h->max_input = opts->max_input_size;
+  h->client_timeout_secs = opts->client_timeout_secs > 0 ? opts->client_timeout_secs : 120;
   h->metrics_only = opts->metrics_only != 0;
   atomic_init(&h->in_flight, 0);
   atomic_init(&h->open_conns, 0);
@@ -224,11 +224,12 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
     atomic_init(&l->stop, false);
     l->epfd = epoll_create1(EPOLL_CLOEXEC);
     l->arena = nrd_srv_json_arena_new();
-    struct epoll_event le = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &l->tag_listener};
     if (l->arena == NULL) errno = ENOMEM;
     if (l->epfd >= 0 && l->arena != NULL && nrd_srv_inbox_init(&l->inbox, l->epfd, &l->tag_wake) == 0)
       l->has_inbox = true;
-    if (!l->has_inbox || epoll_ctl(l->epfd, EPOLL_CTL_ADD, h->fd, &le) != 0) {
+    if (!l->has_inbox ||
+        nrd_srv_acceptor_init(&l->acceptor, h->fd, l->epfd, &l->tag_listener,
+                              h->metrics_only ? "metrics" : "HTTP/REST") != 0) {
       err = errorf(TRITONSERVER_ERROR_INTERNAL, "cannot create an HTTP event loop: %s", strerror(errno));
       goto fail;
     }

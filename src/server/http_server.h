@@ -23,6 +23,7 @@ typedef struct nrd_srv_http_options {
   int threads;               /* event-loop threads, >= 1 */
   size_t max_input_size;     /* largest request body accepted, bytes */
   int metrics_only;          /* 1: serve only GET /metrics (the metrics port) */
+  int client_timeout_secs;   /* idle, slow head, stalled body or unread reply: closed (> 0) */
   /* Shared with the gRPC front end; borrowed, they must outlive the front
    * end. NULL only with metrics_only. */
   nrd_srv_shm *shm;          /* system shared memory regions */

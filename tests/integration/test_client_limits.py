@@ -1,0 +1,308 @@
+"""Clients that are slow, stalled, or too many: nereid ends what they hold
+and keeps serving everyone else.
+
+HTTP (--http-client-timeout-secs): an idle connection is closed; a request
+head that has not arrived in time, or a body that stalls, gets 408 and the
+connection closes; a client that stops reading its replies is dropped; a
+request with the core longer than the limit is not cut while its client
+waits. gRPC (--grpc-handshake-timeout-secs): a connection that never sends
+its HTTP/2 preface is closed; one that did may idle. Out of file
+descriptors, neither front end spins: clients wait in the backlog and are
+served once descriptors are free."""
+import concurrent.futures
+import contextlib
+import json
+import os
+import resource
+import select
+import shutil
+import socket
+import tempfile
+import time
+
+from test_grpc import (BACKENDS, EXAMPLES, LIVE_PATH, RawH2, Server, free_port, grpc, grpc_frame, pb, pbg)
+
+LIMIT = 2  # seconds, for both timeouts
+SLOW_MS = 3500  # a request the core holds longer than LIMIT
+
+
+def repository():
+    d = tempfile.mkdtemp(prefix="nereid_limits_")
+    for name, extra in (("fast", ""), ("slow", f'parameters {{ key: "execute_delay_ms" '
+                                                f'value: {{ string_value: "{SLOW_MS}" }} }}\n')):
+        os.makedirs(os.path.join(d, name, "1"))
+        with open(os.path.join(d, name, "config.pbtxt"), "w") as f:
+            f.write(f'name: "{name}"\nbackend: "identity"\nmax_batch_size: 0\n'
+                    'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+                    'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+                    'instance_group [ { kind: KIND_CPU count: 1 } ]\n' + extra)
+    return d
+
+
+@contextlib.contextmanager
+def server(*extra):
+    repo = repository()
+    http_port, grpc_port = free_port(), free_port()
+    srv = Server(["--model-repository", repo, "--backend-directory", BACKENDS,
+                  f"--http-port={http_port}", "--http-address=127.0.0.1", "--http-thread-count=2",
+                  f"--grpc-port={grpc_port}", "--grpc-address=127.0.0.1",
+                  "--allow-metrics=false", "--log-info=false", *extra])
+    try:
+        srv.wait_ready()
+        srv.http_port, srv.grpc_port = http_port, grpc_port
+        yield srv
+        assert srv.stop() == 0, srv.text()
+        for bad in ("AddressSanitizer", "LeakSanitizer", "runtime error:", "ThreadSanitizer"):
+            assert bad not in srv.text(), srv.text()
+    finally:
+        if srv.proc.poll() is None:
+            srv.proc.kill()
+            srv.proc.wait()
+        shutil.rmtree(repo, ignore_errors=True)
+
+
+def open_fds(srv):
+    return len(os.listdir(f"/proc/{srv.proc.pid}/fd"))
+
+
+def cpu_seconds(srv):
+    with open(f"/proc/{srv.proc.pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def infer_body(n=4):
+    return json.dumps({"inputs": [{"name": "INPUT0", "shape": [n], "datatype": "FP32",
+                                   "data": [float(i) for i in range(n)]}]}).encode()
+
+
+def post(model, body, extra=b""):
+    return (b"POST /v2/models/%s/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n%s\r\n"
+            % (model.encode(), len(body), extra) + body)
+
+
+def read_until_closed(s, budget):
+    """Everything the server sends until it closes the connection; the
+    seconds that took. A reset counts as closed."""
+    t0 = time.monotonic()
+    s.settimeout(budget)
+    data = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except ConnectionResetError:
+        pass
+    return data, time.monotonic() - t0
+
+
+def health(port):
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+        return s.recv(65536).split(b"\r\n", 1)[0]
+
+
+# ---- HTTP ------------------------------------------------------------------
+
+def idle_connection(port):
+    s = socket.create_connection(("127.0.0.1", port))
+    data, took = read_until_closed(s, LIMIT + 8)
+    s.close()
+    return data, took
+
+
+def idle_after_a_request(port):
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(post("fast", infer_body()))
+    data, took = read_until_closed(s, LIMIT + 8)
+    s.close()
+    return data, took
+
+
+def trickled_head(port):
+    """One byte of header every 0.4 s: each arrives well within the limit,
+    the head as a whole does not. Then the answer, and the connection
+    closes even though the bytes keep coming."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n")
+    t0 = time.monotonic()
+    took = None
+    data = b""
+    try:
+        while time.monotonic() - t0 < LIMIT + 12:
+            s.sendall(b"X")
+            if select.select([s], [], [], 0.4)[0]:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+                took = took or time.monotonic() - t0
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    closed_after = time.monotonic() - t0
+    s.close()
+    return data, took, closed_after
+
+
+def stalled_body(port):
+    s = socket.create_connection(("127.0.0.1", port))
+    body = infer_body()
+    s.sendall(post("fast", body)[:-10])  # all but the last 10 bytes
+    data, took = read_until_closed(s, LIMIT + 8)
+    s.close()
+    return data, took
+
+
+def slow_request(port):
+    """The core holds it longer than the limit; the client waits."""
+    s = socket.create_connection(("127.0.0.1", port))
+    t0 = time.monotonic()
+    s.sendall(post("slow", infer_body(), b"Connection: close\r\n"))
+    data, _ = read_until_closed(s, SLOW_MS / 1000 + 10)
+    s.close()
+    return data, time.monotonic() - t0
+
+
+def reader_that_stops(port):
+    """Pipelines requests for 256 KB replies and reads none of them: the
+    server queues what it can, then drops the connection."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    one = post("fast", infer_body(32768))
+    t0 = time.monotonic()
+    s.settimeout(LIMIT + 10)
+    sent = 0
+    try:
+        for _ in range(64):  # 16 MB of replies: more than the server queues
+            s.sendall(one)
+            sent += 1
+    except (BrokenPipeError, ConnectionResetError, socket.timeout):
+        pass
+    # The server must end it on its own; nothing is read until then. The
+    # socket's TCP state tells: CLOSE after a reset, CLOSE_WAIT after a FIN.
+    closed = False
+    while time.monotonic() - t0 < LIMIT + 12 and not closed:
+        state = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]
+        closed = state in (7, 8)
+        time.sleep(0.2)
+    took = time.monotonic() - t0
+    s.close()
+    return closed, took, sent
+
+
+def test_http_slow_and_stalled_clients():
+    with server(f"--http-client-timeout-secs={LIMIT}") as srv:
+        port = srv.http_port
+        fds = open_fds(srv)
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            idle = pool.submit(idle_connection, port)
+            after = pool.submit(idle_after_a_request, port)
+            trickle = pool.submit(trickled_head, port)
+            stall = pool.submit(stalled_body, port)
+            slow = pool.submit(slow_request, port)
+            stops = pool.submit(reader_that_stops, port)
+
+            data, took = idle.result()
+            assert data == b"" and LIMIT <= took < LIMIT + 4, (data, took)
+
+            data, took = after.result()
+            assert data.startswith(b"HTTP/1.1 200 "), data
+            assert LIMIT <= took < LIMIT + 4, took
+
+            data, took, closed_after = trickle.result()
+            assert data.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), data
+            assert b"request head not received in time" in data and b"Connection: close" in data, data
+            assert LIMIT <= took < LIMIT + 4, took
+            assert closed_after < took + 5, (took, closed_after)  # lingering is bounded
+
+            data, took = stall.result()
+            assert data.startswith(b"HTTP/1.1 408 "), data
+            assert b"request body stalled" in data, data
+            assert LIMIT <= took < LIMIT + 4, took
+
+            data, took = slow.result()
+            assert data.startswith(b"HTTP/1.1 200 "), data
+            assert took >= SLOW_MS / 1000, took
+
+            closed, took, sent = stops.result()
+            assert closed, f"a client that reads nothing kept its connection ({sent} requests sent)"
+            assert took < LIMIT + 12, took
+        assert health(port) == b"HTTP/1.1 200 OK"
+        deadline = time.monotonic() + 5
+        while open_fds(srv) > fds and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert open_fds(srv) == fds, "descriptors still held after the clients were dropped"
+
+
+def test_http_client_timeout_flag_checked():
+    for bad in ("0", "-1", "x", "86401"):
+        port = free_port()
+        s = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
+                    f"--http-port={port}", f"--http-client-timeout-secs={bad}"])
+        out, _ = s.proc.communicate(timeout=30)
+        assert s.proc.returncode == 2, s.text()
+        assert "--http-client-timeout-secs" in s.text(), s.text()
+
+
+# ---- gRPC ------------------------------------------------------------------
+
+def test_grpc_handshake_timeout():
+    with server(f"--grpc-handshake-timeout-secs={LIMIT}") as srv:
+        port = srv.grpc_port
+        fds = open_fds(srv)
+        silent = socket.create_connection(("127.0.0.1", port))
+        partial = socket.create_connection(("127.0.0.1", port))
+        partial.sendall(b"PRI * HTTP/2.0\r\n")  # half a preface
+        greeted = RawH2(port)  # preface and SETTINGS sent: may idle
+        t0 = time.monotonic()
+        for s in (silent, partial):
+            data, _ = read_until_closed(s, LIMIT + 8)
+            took = time.monotonic() - t0
+            assert LIMIT <= took < LIMIT + 4, took
+            s.close()
+        time.sleep(1)
+        greeted.request(1, LIVE_PATH, grpc_frame(pb.ServerLiveRequest().SerializeToString()))
+        assert greeted.response(1)[0]["grpc-status"] == "0"
+        greeted.close()
+        ch = grpc.insecure_channel(f"127.0.0.1:{port}")
+        assert pbg.GRPCInferenceServiceStub(ch).ServerLive(pb.ServerLiveRequest(), timeout=10).live
+        ch.close()
+        deadline = time.monotonic() + 5
+        while open_fds(srv) > fds and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert open_fds(srv) == fds
+
+
+# ---- out of descriptors ----------------------------------------------------
+
+def test_out_of_descriptors_neither_front_end_spins():
+    with server() as srv:
+        fds = open_fds(srv)
+        resource.prlimit(srv.proc.pid, resource.RLIMIT_NOFILE, (fds + 6, fds + 6))
+        for port in (srv.http_port, srv.grpc_port):
+            held = [socket.create_connection(("127.0.0.1", port)) for _ in range(40)]
+            time.sleep(0.3)
+            cpu0 = cpu_seconds(srv)
+            time.sleep(2)
+            used = cpu_seconds(srv) - cpu0
+            # Spinning on the listener would burn about 2 CPU-seconds per second.
+            assert used < 0.5, f"port {port}: {used:.2f} CPU-seconds in 2 s with descriptors exhausted"
+            for s in held:
+                s.close()
+            time.sleep(0.3)
+        # Descriptors are free again: both ports serve.
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                assert health(srv.http_port) == b"HTTP/1.1 200 OK"
+                break
+            except (OSError, AssertionError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        ch = grpc.insecure_channel(f"127.0.0.1:{srv.grpc_port}")
+        assert pbg.GRPCInferenceServiceStub(ch).ServerLive(pb.ServerLiveRequest(), timeout=10).live
+        ch.close()
+        assert "cannot accept connections" in srv.text() and "ulimit -n" in srv.text(), srv.text()
