@@ -12,7 +12,9 @@
 # cancelled out. HTTP requests use the binary extension as tritonclient
 # shapes them; gRPC requests are ModelInfer with raw_input_contents, sent
 # by h2load (STREAMS=16 keeps 16 calls open on the connection, as the
-# benchmark's 16/1 row does; default 1). Prints figures only.
+# benchmark's 16/1 row does; default 1). VARY_ID=1 gives every HTTP
+# request its own "id", so no two inference headers are the same bytes
+# (the server then parses every one). Prints figures only.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(dirname "$HERE")"
@@ -25,23 +27,29 @@ WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
 cat >"$WORK/http_drive.py" <<'P'
-import json, socket, struct, sys, time
+import json, os, socket, struct, sys, time
 n = 16
-h = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, n], "datatype": "FP32",
-                            "parameters": {"binary_data_size": 4 * n}}],
-                "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]}).encode()
-body = h + struct.pack(f"<{n}f", *range(n))
-req = (f"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: localhost\r\n"
-       f"Content-Type: application/octet-stream\r\nInference-Header-Content-Length: {len(h)}\r\n"
-       f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+def request(i):
+    hdr = {"inputs": [{"name": "INPUT0", "shape": [1, n], "datatype": "FP32",
+                       "parameters": {"binary_data_size": 4 * n}}],
+           "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]}
+    if os.environ.get("VARY_ID"):
+        hdr = {"id": f"r{i:08d}", **hdr}
+    h = json.dumps(hdr).encode()
+    body = h + struct.pack(f"<{n}f", *range(n))
+    return (f"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: localhost\r\n"
+            f"Content-Type: application/octet-stream\r\nInference-Header-Content-Length: {len(h)}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+vary = bool(os.environ.get("VARY_ID"))
+req = request(0)
 for _ in range(600):
     try:
         s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
         break
     except OSError:
         time.sleep(0.1)
-for _ in range(int(sys.argv[2])):
-    s.sendall(req)
+for i in range(int(sys.argv[2])):
+    s.sendall(request(i) if vary else req)
     d = b""
     while b"\r\n\r\n" not in d:
         d += s.recv(65536)

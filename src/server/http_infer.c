@@ -322,10 +322,10 @@ static bool build_reply(infer_ctx *c, nrd_srv_http_req *req) {
     out_block *block;
     const void *data;
     size_t size;
-  } *tails = calloc(n_out ? n_out : 1, sizeof *tails);
+  } tails_small[4], *tails = n_out <= 4 ? tails_small : calloc(n_out, sizeof *tails);
   size_t n_tails = 0, tail_bytes = 0;
   /* Classification results, freed once the reply is built. */
-  char **extra = calloc(n_out ? n_out : 1, sizeof *extra);
+  char *extra_small[4], **extra = n_out <= 4 ? extra_small : calloc(n_out, sizeof *extra);
   size_t n_extra = 0;
   if (tails == NULL || extra == NULL) bad = 1;
   for (uint32_t i = 0; i < n_out && !err && !bad; i++) {
@@ -388,8 +388,8 @@ static bool build_reply(infer_ctx *c, nrd_srv_http_req *req) {
   bad |= add_str(&t, "]}");
   if (err || bad) {
     for (size_t k = 0; k < n_extra; k++) free(extra[k]);
-    free(extra);
-    free(tails);
+    if (extra != extra_small) free(extra);
+    if (tails != tails_small) free(tails);
     free(t.buf);
     if (err) nrd_srv_http_reply_tserr(req, err);
     else nrd_srv_http_reply_error(req, 500, "out of memory encoding the response");
@@ -418,8 +418,8 @@ static bool build_reply(infer_ctx *c, nrd_srv_http_req *req) {
   }
   (void)tail_bytes;
   for (size_t k = 0; k < n_extra; k++) free(extra[k]);
-  free(extra);
-  free(tails);
+  if (extra != extra_small) free(extra);
+  if (tails != tails_small) free(tails);
   if (fail) {
     nrd_srv_http_clear_body(req);
     nrd_srv_http_reply_error(req, 500, "out of memory encoding the response");
@@ -778,9 +778,13 @@ static int parse_request(parse *ps) {
                                              &stripped, &stripped_len, ps->msg, sizeof ps->msg) != 0)
     return -1;
   char jerr[200];
-  nrd_srv_json_arena *arena = ps->c->loop->arena;
-  const nrd_srv_json *root = has_data ? nrd_srv_json_parse(arena, stripped, stripped_len, jerr, sizeof jerr)
-                                      : nrd_srv_json_parse(arena, ps->header, ps->header_len, jerr, sizeof jerr);
+  /* A header without "data" is usually the same bytes as this client's
+   * last one: its document is kept per loop and reused. Nothing may keep
+   * a pointer into a document past this function (either way). */
+  nrd_srv_json_arena *arena = has_data ? ps->c->loop->arena : NULL;
+  const nrd_srv_json *root =
+      has_data ? nrd_srv_json_parse(arena, stripped, stripped_len, jerr, sizeof jerr)
+               : nrd_srv_json_memo_parse(&ps->c->loop->headers, ps->header, ps->header_len, jerr, sizeof jerr);
   free(stripped);
   if (root == NULL) FAIL("failed to parse the request JSON buffer: %s", jerr);
   int rc = -1;
@@ -815,7 +819,7 @@ static int parse_request(parse *ps) {
   if (parse_outputs(ps, nrd_srv_json_get(root, "outputs")) != 0) goto done;
   rc = 0;
 done:
-  nrd_srv_json_arena_reset(arena);
+  if (arena) nrd_srv_json_arena_reset(arena);
   return rc;
 }
 

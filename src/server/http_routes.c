@@ -390,19 +390,17 @@ void nrd_srv_http_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req) {
     if (strcmp(path, "/metrics") == 0) return metrics(h, req);
     return nrd_srv_http_reply_error(req, 404, "Not Found");
   }
-  if (strcmp(path, "/v2") == 0 || strcmp(path, "/v2/") == 0) return server_metadata(h, req);
-  if (strcmp(path, "/v2/health/live") == 0) return health(h, req, true);
-  if (strcmp(path, "/v2/health/ready") == 0) return health(h, req, false);
-  if (strcmp(path, "/v2/models/stats") == 0) {
-    if (!is_get(req)) return method_not_allowed(req);
-    TRITONSERVER_Message *msg = NULL;
-    TRITONSERVER_Error *err = TRITONSERVER_ServerModelStatistics(h->server, "", -1, &msg);
-    return reply_message(req, err, msg);
-  }
   char model[512], seg[512], version[64];
   const char *p;
+  /* The model routes first: inference takes this way. */
   if (strncmp(path, "/v2/models/", 11) == 0) {
     p = path + 11;
+    if (strcmp(p, "stats") == 0) {
+      if (!is_get(req)) return method_not_allowed(req);
+      TRITONSERVER_Message *msg = NULL;
+      TRITONSERVER_Error *err = TRITONSERVER_ServerModelStatistics(h->server, "", -1, &msg);
+      return reply_message(req, err, msg);
+    }
     if (!next_segment(&p, model, sizeof model)) return nrd_srv_http_reply_error(req, 404, "Not Found");
     version[0] = '\0';
     const char *action = NULL;
@@ -422,6 +420,9 @@ void nrd_srv_http_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req) {
     if (*p != '\0') return nrd_srv_http_reply_error(req, 404, "Not Found");
     return model_route(loop, req, model, version, action);
   }
+  if (strcmp(path, "/v2") == 0 || strcmp(path, "/v2/") == 0) return server_metadata(h, req);
+  if (strcmp(path, "/v2/health/live") == 0) return health(h, req, true);
+  if (strcmp(path, "/v2/health/ready") == 0) return health(h, req, false);
   if (strcmp(path, "/v2/repository/index") == 0) {
     if (!is_post(req)) return method_not_allowed(req);
     return repo_index(h, req);

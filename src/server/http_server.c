@@ -166,6 +166,7 @@ static void free_http(nrd_srv_http *h) {
     }
     if (l->epfd >= 0) close(l->epfd);
     nrd_srv_json_arena_free(l->arena);
+    nrd_srv_json_memo_free(&l->headers);
   }
   free(h->loops);
   nrd_srv_http_blocks_free(h);

@@ -556,3 +556,34 @@ const nrd_srv_json *nrd_srv_json_parse(nrd_srv_json_arena *a, const char *buf, s
   nrd_srv_json_arena_reset(a);
   return NULL;
 }
+
+/* ---- the last document, kept ---------------------------------------------- */
+
+const nrd_srv_json *nrd_srv_json_memo_parse(nrd_srv_json_memo *m, const char *buf, size_t len, char *err,
+                                            size_t errlen) {
+  if (m->root && len == m->len && memcmp(buf, m->text, len) == 0) return m->root;
+  m->root = NULL;
+  m->len = 0;
+  if (m->arena == NULL && (m->arena = nrd_srv_json_arena_new()) == NULL) {
+    set_error(err, errlen, "out of memory", 0);
+    return NULL;
+  }
+  const nrd_srv_json *root = nrd_srv_json_parse(m->arena, buf, len, err, errlen);
+  if (root == NULL || len > NRD_SRV_JSON_MEMO_MAX) return root; /* valid until the next parse all the same */
+  if (len > m->cap) {
+    char *t = realloc(m->text, len);
+    if (t == NULL) return root; /* not kept, still parsed */
+    m->text = t;
+    m->cap = len;
+  }
+  memcpy(m->text, buf, len);
+  m->len = len;
+  m->root = root;
+  return root;
+}
+
+void nrd_srv_json_memo_free(nrd_srv_json_memo *m) {
+  nrd_srv_json_arena_free(m->arena);
+  free(m->text);
+  *m = (nrd_srv_json_memo){0};
+}

@@ -81,6 +81,27 @@ size_t nrd_srv_json_number_len(const char *p, size_t n, bool *real);
 /* Drops the arena's document and keeps its first block for reuse. */
 void nrd_srv_json_arena_reset(nrd_srv_json_arena *a);
 
+/* The last text parsed and its document, kept so that the next parse of
+ * the very same bytes costs one comparison: a client sends the same
+ * inference header again and again. Zero-initialize; free with
+ * nrd_srv_json_memo_free. One thread at a time. */
+typedef struct nrd_srv_json_memo {
+  nrd_srv_json_arena *arena; /* the document (made at the first parse) */
+  char *text;                /* a copy of the text it was parsed from */
+  size_t len, cap;
+  const nrd_srv_json *root; /* NULL: nothing kept */
+} nrd_srv_json_memo;
+
+/* As nrd_srv_json_parse; texts of at most NRD_SRV_JSON_MEMO_MAX bytes
+ * that parse are kept. The document is valid until the next parse or
+ * free of m, and must not be changed. */
+#define NRD_SRV_JSON_MEMO_MAX (16 * 1024)
+const nrd_srv_json *nrd_srv_json_memo_parse(nrd_srv_json_memo *m, const char *buf, size_t len, char *err,
+                                            size_t errlen);
+
+/* Frees what m keeps; m is empty afterwards. */
+void nrd_srv_json_memo_free(nrd_srv_json_memo *m);
+
 /* Bytes of the arena in use now (0 after a reset). */
 size_t nrd_srv_json_arena_used(const nrd_srv_json_arena *a);
 

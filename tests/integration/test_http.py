@@ -897,6 +897,46 @@ def test_unregister_while_in_use_keeps_mapping_valid(srv, shm_regions):
 # ---- raw binary requests and classification ------------------------------------------
 
 
+def test_repeated_and_alternating_binary_headers(srv):
+    """A loop keeps the last inference header it parsed and reuses it for
+    the same bytes: two keep-alive connections, each alternating between
+    two headers (other shapes, other requested output encoding), must get
+    their own data back every time."""
+    rng = random.Random(7)
+    conns = [http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30) for _ in range(2)]
+    try:
+        for i in range(60):
+            n = (16, 8)[i % 2]
+            arr = np.array([rng.uniform(-1e3, 1e3) for _ in range(n)], dtype=np.float32)
+            raw = arr.tobytes()
+            body = {"inputs": [{"name": "INPUT0", "shape": [1, n], "datatype": "FP32",
+                                "parameters": {"binary_data_size": len(raw)}}],
+                    "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": n == 16}}]}
+            payload, headers = binary_request(body, [raw])
+            c = conns[(i // 2) % 2]
+            c.request("POST", "/v2/models/identity_fp32/infer", body=payload, headers=headers)
+            r = c.getresponse()
+            data = r.read()
+            assert r.status == 200, data
+            if n == 16:
+                out, tail = split_binary(dict(r.getheaders()), data)
+                assert out["outputs"][0]["shape"] == [1, 16] and tail == raw
+            else:
+                out = json.loads(data)["outputs"][0]
+                assert out["shape"] == [1, 8]
+                assert np.array(out["data"], dtype=np.float32).tobytes() == raw
+        # The same header with a body of the wrong size is still refused.
+        body = {"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "FP32",
+                            "parameters": {"binary_data_size": 64}}],
+                "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]}
+        payload, headers = binary_request(body, [b"\0" * 60])
+        st, _, data = srv.request("POST", "/v2/models/identity_fp32/infer", payload, headers)
+        assert st == 400, data
+    finally:
+        for c in conns:
+            c.close()
+
+
 def test_raw_binary_request(srv):
     arr = np.array([1.5, -2, 3, 4.25], dtype=np.float32)
     st, hdrs, data = srv.request("POST", "/v2/models/identity_fp32/infer", arr.tobytes(),

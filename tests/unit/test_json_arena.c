@@ -342,3 +342,51 @@ Test(json_arena, agrees_with_jansson_on_mutated_headers)
   cr_assert_gt(refused, 10000);
   nrd_srv_json_arena_free(a);
 }
+
+/* The memo: the same bytes again give the kept document; other bytes, a
+ * failure or a text too large to keep leave nothing stale behind. */
+Test(json_arena, the_memo_reuses_a_document_only_for_the_same_bytes) {
+  nrd_srv_json_memo m = {0};
+  char err[200] = "";
+  char a[] = "{\"inputs\": [{\"name\": \"A\", \"shape\": [1, 16]}]}";
+  char b[] = "{\"inputs\": [{\"name\": \"B\", \"shape\": [1, 16]}]}";
+  const nrd_srv_json *r1 = nrd_srv_json_memo_parse(&m, a, strlen(a), err, sizeof err);
+  cr_assert_not_null(r1, "%s", err);
+  /* Same bytes at another address (a new request buffer): the same document. */
+  char *copy = strdup(a);
+  cr_assert_eq(nrd_srv_json_memo_parse(&m, copy, strlen(copy), err, sizeof err), r1);
+  /* One byte different: parsed again, and the content is the new text's. */
+  const nrd_srv_json *r2 = nrd_srv_json_memo_parse(&m, b, strlen(b), err, sizeof err);
+  cr_assert_not_null(r2, "%s", err);
+  const nrd_srv_json *in0 = nrd_srv_json_at(nrd_srv_json_get(r2, "inputs"), 0);
+  cr_assert_str_eq(nrd_srv_json_str(nrd_srv_json_get(in0, "name")), "B");
+  /* The caller's buffer changing after the parse changes nothing kept. */
+  copy[strlen(copy) - 5] = '7';
+  const nrd_srv_json *r3 = nrd_srv_json_memo_parse(&m, a, strlen(a), err, sizeof err);
+  in0 = nrd_srv_json_at(nrd_srv_json_get(r3, "inputs"), 0);
+  cr_assert_str_eq(nrd_srv_json_str(nrd_srv_json_get(in0, "name")), "A");
+  free(copy);
+  /* A failure keeps nothing: the same bad text fails again with its reason. */
+  const char bad[] = "{\"inputs\": [1, 2,]}";
+  cr_assert_null(nrd_srv_json_memo_parse(&m, bad, strlen(bad), err, sizeof err));
+  cr_assert_null(m.root);
+  err[0] = '\0';
+  cr_assert_null(nrd_srv_json_memo_parse(&m, bad, strlen(bad), err, sizeof err));
+  cr_assert_not_null(strstr(err, "at byte"), "%s", err);
+  /* A text over the limit is parsed but not kept. */
+  size_t big = NRD_SRV_JSON_MEMO_MAX + 100;
+  char *large = malloc(big + 1);
+  memset(large, ' ', big);
+  memcpy(large, "[1]", 3);
+  const nrd_srv_json *r4 = nrd_srv_json_memo_parse(&m, large, big, err, sizeof err);
+  cr_assert_not_null(r4, "%s", err);
+  cr_assert_eq(nrd_srv_json_size(r4), 1);
+  cr_assert_null(m.root);
+  free(large);
+  /* And a kept text after that is kept again. */
+  const nrd_srv_json *r5 = nrd_srv_json_memo_parse(&m, a, strlen(a), err, sizeof err);
+  cr_assert_eq(nrd_srv_json_memo_parse(&m, a, strlen(a), err, sizeof err), r5);
+  nrd_srv_json_memo_free(&m);
+  cr_assert_null(m.root);
+  nrd_srv_json_memo_free(&m); /* twice is fine */
+}
