@@ -778,13 +778,13 @@ static int parse_request(parse *ps) {
                                              &stripped, &stripped_len, ps->msg, sizeof ps->msg) != 0)
     return -1;
   char jerr[200];
-  /* A header without "data" is usually the same bytes as this client's
-   * last one: its document is kept per loop and reused. Nothing may keep
-   * a pointer into a document past this function (either way). */
-  nrd_srv_json_arena *arena = has_data ? ps->c->loop->arena : NULL;
+  /* A header is usually the same bytes as this client's last one (with
+   * "data" arrays cut out, whatever their values): its document is kept
+   * per loop and reused. Nothing may keep a pointer into the document
+   * past this function. */
   const nrd_srv_json *root =
-      has_data ? nrd_srv_json_parse(arena, stripped, stripped_len, jerr, sizeof jerr)
-               : nrd_srv_json_memo_parse(&ps->c->loop->headers, ps->header, ps->header_len, jerr, sizeof jerr);
+      nrd_srv_json_memo_parse(&ps->c->loop->headers, has_data ? stripped : ps->header,
+                              has_data ? stripped_len : ps->header_len, jerr, sizeof jerr);
   free(stripped);
   if (root == NULL) FAIL("failed to parse the request JSON buffer: %s", jerr);
   int rc = -1;
@@ -819,7 +819,6 @@ static int parse_request(parse *ps) {
   if (parse_outputs(ps, nrd_srv_json_get(root, "outputs")) != 0) goto done;
   rc = 0;
 done:
-  if (arena) nrd_srv_json_arena_reset(arena);
   return rc;
 }
 

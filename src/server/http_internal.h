@@ -117,8 +117,7 @@ struct nrd_srv_http_loop {
   nrd_srv_http_conn *conns;  /* loop thread only: open connections */
   nrd_srv_http_conn *resume; /* loop thread only: answered, more input to parse */
   time_t now;                /* loop thread only: monotonic seconds */
-  nrd_srv_json_arena *arena; /* loop thread only: inference headers with "data" */
-  nrd_srv_json_memo headers; /* loop thread only: the last header without "data" */
+  nrd_srv_json_memo headers; /* loop thread only: the last inference header's document */
   bool draining;             /* loop thread only: saw http->draining */
 };
 

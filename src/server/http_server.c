@@ -165,7 +165,6 @@ static void free_http(nrd_srv_http *h) {
       nrd_srv_inbox_destroy(&l->inbox);
     }
     if (l->epfd >= 0) close(l->epfd);
-    nrd_srv_json_arena_free(l->arena);
     nrd_srv_json_memo_free(&l->headers);
   }
   free(h->loops);
@@ -224,9 +223,7 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
     l->http = h;
     atomic_init(&l->stop, false);
     l->epfd = epoll_create1(EPOLL_CLOEXEC);
-    l->arena = nrd_srv_json_arena_new();
-    if (l->arena == NULL) errno = ENOMEM;
-    if (l->epfd >= 0 && l->arena != NULL && nrd_srv_inbox_init(&l->inbox, l->epfd, &l->tag_wake) == 0)
+    if (l->epfd >= 0 && nrd_srv_inbox_init(&l->inbox, l->epfd, &l->tag_wake) == 0)
       l->has_inbox = true;
     if (!l->has_inbox ||
         nrd_srv_acceptor_init(&l->acceptor, h->fd, l->epfd, &l->tag_listener,

@@ -897,33 +897,40 @@ def test_unregister_while_in_use_keeps_mapping_valid(srv, shm_regions):
 # ---- raw binary requests and classification ------------------------------------------
 
 
-def test_repeated_and_alternating_binary_headers(srv):
-    """A loop keeps the last inference header it parsed and reuses it for
-    the same bytes: two keep-alive connections, each alternating between
-    two headers (other shapes, other requested output encoding), must get
-    their own data back every time."""
+def test_repeated_and_alternating_headers(srv):
+    """A loop keeps the last inference header it parsed (with "data"
+    arrays cut out) and reuses it for the same bytes: two keep-alive
+    connections, each cycling through three headers (binary in and out,
+    binary in and JSON out, JSON in with fresh values every time), must
+    get their own data back every time."""
     rng = random.Random(7)
     conns = [http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30) for _ in range(2)]
     try:
-        for i in range(60):
-            n = (16, 8)[i % 2]
+        for i in range(90):
+            kind = i % 3
+            n = (16, 8, 12)[kind]
             arr = np.array([rng.uniform(-1e3, 1e3) for _ in range(n)], dtype=np.float32)
             raw = arr.tobytes()
-            body = {"inputs": [{"name": "INPUT0", "shape": [1, n], "datatype": "FP32",
-                                "parameters": {"binary_data_size": len(raw)}}],
-                    "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": n == 16}}]}
-            payload, headers = binary_request(body, [raw])
-            c = conns[(i // 2) % 2]
+            if kind < 2:
+                body = {"inputs": [{"name": "INPUT0", "shape": [1, n], "datatype": "FP32",
+                                    "parameters": {"binary_data_size": len(raw)}}],
+                        "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": kind == 0}}]}
+                payload, headers = binary_request(body, [raw])
+            else:
+                payload = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, n], "datatype": "FP32",
+                                                  "data": [float(x) for x in arr]}]})
+                headers = {"Content-Type": "application/json"}
+            c = conns[(i // 3) % 2]
             c.request("POST", "/v2/models/identity_fp32/infer", body=payload, headers=headers)
             r = c.getresponse()
             data = r.read()
             assert r.status == 200, data
-            if n == 16:
+            if kind == 0:
                 out, tail = split_binary(dict(r.getheaders()), data)
                 assert out["outputs"][0]["shape"] == [1, 16] and tail == raw
             else:
                 out = json.loads(data)["outputs"][0]
-                assert out["shape"] == [1, 8]
+                assert out["shape"] == [1, n]
                 assert np.array(out["data"], dtype=np.float32).tobytes() == raw
         # The same header with a body of the wrong size is still refused.
         body = {"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "FP32",
