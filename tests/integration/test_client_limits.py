@@ -205,22 +205,22 @@ def test_http_slow_and_stalled_clients():
             stops = pool.submit(reader_that_stops, port)
 
             data, took = idle.result()
-            assert data == b"" and LIMIT <= took < LIMIT + 4, (data, took)
+            assert data == b"" and LIMIT - 0.5 <= took < LIMIT + 4, (data, took)
 
             data, took = after.result()
             assert data.startswith(b"HTTP/1.1 200 "), data
-            assert LIMIT <= took < LIMIT + 4, took
+            assert LIMIT - 0.5 <= took < LIMIT + 4, took
 
             data, took, closed_after = trickle.result()
             assert data.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), data
             assert b"request head not received in time" in data and b"Connection: close" in data, data
-            assert LIMIT <= took < LIMIT + 4, took
+            assert LIMIT - 0.5 <= took < LIMIT + 4, took
             assert closed_after < took + 5, (took, closed_after)  # lingering is bounded
 
             data, took = stall.result()
             assert data.startswith(b"HTTP/1.1 408 "), data
             assert b"request body stalled" in data, data
-            assert LIMIT <= took < LIMIT + 4, took
+            assert LIMIT - 0.5 <= took < LIMIT + 4, took
 
             data, took = slow.result()
             assert data.startswith(b"HTTP/1.1 200 "), data
@@ -252,15 +252,15 @@ def test_grpc_handshake_timeout():
     with server(f"--grpc-handshake-timeout-secs={LIMIT}") as srv:
         port = srv.grpc_port
         fds = open_fds(srv)
+        t0 = time.monotonic()
         silent = socket.create_connection(("127.0.0.1", port))
         partial = socket.create_connection(("127.0.0.1", port))
         partial.sendall(b"PRI * HTTP/2.0\r\n")  # half a preface
         greeted = RawH2(port)  # preface and SETTINGS sent: may idle
-        t0 = time.monotonic()
         for s in (silent, partial):
             data, _ = read_until_closed(s, LIMIT + 8)
             took = time.monotonic() - t0
-            assert LIMIT <= took < LIMIT + 4, took
+            assert LIMIT - 0.5 <= took < LIMIT + 4, took
             s.close()
         time.sleep(1)
         greeted.request(1, LIVE_PATH, grpc_frame(pb.ServerLiveRequest().SerializeToString()))
