@@ -14,7 +14,7 @@
 
 
 int nrd_srv_http_decode_body(nrd_srv_http_req *req, size_t limit, char *msg, size_t msglen) {
-  const char *enc = nrd_srv_http_header_get(req, "Content-Encoding");
+  const char *enc = nrd_srv_http_header_known(req, NRD_SRV_H_CONTENT_ENCODING);
   if (enc == NULL || *enc == '\0' || strcasecmp(enc, "identity") == 0) return 0;
   int wb = nrd_srv_compress_window_bits(enc);
   if (wb == 0) {
@@ -69,7 +69,7 @@ static int accepted(const char *accept) {
 }
 
 void nrd_srv_http_encode_reply(nrd_srv_http_req *req) {
-  const char *accept = nrd_srv_http_header_get(req, "Accept-Encoding");
+  const char *accept = nrd_srv_http_header_known(req, NRD_SRV_H_ACCEPT_ENCODING);
   int wb = accept ? accepted(accept) : 0;
   if (wb == 0) return;
   /* The body's pieces are compressed without joining them first. */

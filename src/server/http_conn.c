@@ -341,6 +341,27 @@ static bool has_token(const char *v, const char *token) {
   return false;
 }
 
+/* Records a header the server reads on every request (the first of each
+ * name; Content-Length counted, since two of them are an error). One
+ * comparison at most: the length picks the candidate. */
+static void note_known(nrd_srv_http_req *r, const char *name, size_t len, size_t index) {
+  nrd_srv_http_known k;
+  const char *want;
+  switch (len) {
+    case 6: k = NRD_SRV_H_EXPECT, want = "Expect"; break;
+    case 10: k = NRD_SRV_H_CONNECTION, want = "Connection"; break;
+    case 14: k = NRD_SRV_H_CONTENT_LENGTH, want = "Content-Length"; break;
+    case 15: k = NRD_SRV_H_ACCEPT_ENCODING, want = "Accept-Encoding"; break;
+    case 16: k = NRD_SRV_H_CONTENT_ENCODING, want = "Content-Encoding"; break;
+    case 17: k = NRD_SRV_H_TRANSFER_ENCODING, want = "Transfer-Encoding"; break;
+    case 31: k = NRD_SRV_H_INFERENCE_HEADER_CONTENT_LENGTH, want = "Inference-Header-Content-Length"; break;
+    default: return;
+  }
+  if (strcasecmp(name, want) != 0) return;
+  if (k == NRD_SRV_H_CONTENT_LENGTH) r->n_content_length++;
+  if (r->known[k] == 0) r->known[k] = (uint8_t)(index + 1);
+}
+
 /* Parses the head [0, head_end) in place (NUL-terminating its parts) into
  * c->req and works out how the body comes. Returns 0, or an HTTP status
  * with msg for a request we refuse. */
@@ -415,22 +436,18 @@ static int parse_head(nrd_srv_http_conn *c, const char **msg) {
       *msg = "too many request headers";
       return 431;
     }
+    note_known(r, p, (size_t)(colon - p), r->n_headers);
     r->headers[r->n_headers++] = (nrd_srv_http_header){p, v};
     p = eol + 1;
   }
   /* connection persistence */
-  const char *conn = nrd_srv_http_header_get(r, "Connection");
+  const char *conn = nrd_srv_http_header_known(r, NRD_SRV_H_CONNECTION);
   r->keep_alive = r->http10 ? has_token(conn, "keep-alive") : !has_token(conn, "close");
   /* body framing */
-  const char *te = nrd_srv_http_header_get(r, "Transfer-Encoding");
-  const char *cl = NULL;
-  size_t n_cl = 0;
-  for (size_t i = 0; i < r->n_headers; i++)
-    if (strcasecmp(r->headers[i].name, "Content-Length") == 0) {
-      cl = r->headers[i].value;
-      n_cl++;
-    }
-  const char *expect = nrd_srv_http_header_get(r, "Expect");
+  const char *te = nrd_srv_http_header_known(r, NRD_SRV_H_TRANSFER_ENCODING);
+  const char *cl = nrd_srv_http_header_known(r, NRD_SRV_H_CONTENT_LENGTH);
+  size_t n_cl = r->n_content_length;
+  const char *expect = nrd_srv_http_header_known(r, NRD_SRV_H_EXPECT);
   c->expect_continue = !r->http10 && expect && strcasecmp(expect, "100-continue") == 0;
   size_t limit = c->loop->http->max_input;
   if (te) {
@@ -913,14 +930,6 @@ nrd_srv_http_req *nrd_srv_http_pending_finish(nrd_srv_http_loop *loop, nrd_srv_h
 }
 
 /* ---- request and reply API ---------------------------------------------------------- */
-
-const char *nrd_srv_http_header_get(const nrd_srv_http_req *req, const char *name) {
-  int first = name[0] | 0x20; /* letters only: a cheap first look */
-  for (size_t i = 0; i < req->n_headers; i++)
-    if ((req->headers[i].name[0] | 0x20) == first && strcasecmp(req->headers[i].name, name) == 0)
-      return req->headers[i].value;
-  return NULL;
-}
 
 const char *nrd_srv_http_body(const nrd_srv_http_req *req, size_t *len) {
   *len = req->body_len;

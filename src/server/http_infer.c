@@ -292,31 +292,31 @@ static bool build_reply(infer_ctx *c, nrd_srv_http_req *req) {
     return false;
   }
   char num[64];
-  int bad = add_str(&t, "{\"model_name\":");
+  int bad = NRD_SRV_HTTP_TEXT_LIT(&t, "{\"model_name\":");
   bad |= nrd_srv_http_text_quoted(&t, model, strlen(model));
-  bad |= add_str(&t, ",\"model_version\":\"");
+  bad |= NRD_SRV_HTTP_TEXT_LIT(&t, ",\"model_version\":\"");
   bad |= nrd_srv_http_text_i64(&t, version);
-  bad |= add_str(&t, "\"");
+  bad |= NRD_SRV_HTTP_TEXT_LIT(&t, "\"");
   if (id && *id) {
-    bad |= add_str(&t, ",\"id\":");
+    bad |= NRD_SRV_HTTP_TEXT_LIT(&t, ",\"id\":");
     bad |= nrd_srv_http_text_quoted(&t, id, strlen(id));
   }
   if (n_params > 0) {
-    bad |= add_str(&t, ",\"parameters\":{");
+    bad |= NRD_SRV_HTTP_TEXT_LIT(&t, ",\"parameters\":{");
     for (uint32_t i = 0; i < n_params && !err; i++) {
       const char *name;
       TRITONSERVER_ParameterType type;
       const void *v;
       err = TRITONSERVER_InferenceResponseParameter(resp, i, &name, &type, &v);
       if (err) break;
-      if (i) bad |= add_str(&t, ",");
+      if (i) bad |= NRD_SRV_HTTP_TEXT_LIT(&t, ",");
       bad |= nrd_srv_http_text_quoted(&t, name, strlen(name));
-      bad |= add_str(&t, ":");
+      bad |= NRD_SRV_HTTP_TEXT_LIT(&t, ":");
       bad |= add_param_value(&t, type, v);
     }
-    bad |= add_str(&t, "}");
+    bad |= NRD_SRV_HTTP_TEXT_LIT(&t, "}");
   }
-  bad |= add_str(&t, ",\"outputs\":[");
+  bad |= NRD_SRV_HTTP_TEXT_LIT(&t, ",\"outputs\":[");
   /* Binary tails in output order: (block, data, size). */
   struct tail {
     out_block *block;
@@ -350,19 +350,19 @@ static bool build_reply(infer_ctx *c, nrd_srv_http_req *req) {
       o.byte_size = cls.size;
       o.userp = NULL; /* not an allocator block: copied if sent binary */
     }
-    if (i) bad |= add_str(&t, ",");
-    bad |= add_str(&t, "{\"name\":");
+    if (i) bad |= NRD_SRV_HTTP_TEXT_LIT(&t, ",");
+    bad |= NRD_SRV_HTTP_TEXT_LIT(&t, "{\"name\":");
     bad |= nrd_srv_http_text_quoted(&t, o.name, strlen(o.name));
-    bad |= add_str(&t, ",\"datatype\":\"");
+    bad |= NRD_SRV_HTTP_TEXT_LIT(&t, ",\"datatype\":\"");
     bad |= add_str(&t, TRITONSERVER_DataTypeString(o.datatype));
-    bad |= add_str(&t, "\",\"shape\":[");
+    bad |= NRD_SRV_HTTP_TEXT_LIT(&t, "\",\"shape\":[");
     for (uint64_t d = 0; d < o.dims; d++) {
-      if (d) bad |= add_str(&t, ",");
+      if (d) bad |= NRD_SRV_HTTP_TEXT_LIT(&t, ",");
       bad |= nrd_srv_http_text_i64(&t, o.shape[d]);
     }
-    bad |= add_str(&t, "]");
+    bad |= NRD_SRV_HTTP_TEXT_LIT(&t, "]");
     if (ro && ro->shm) {
-      bad |= add_str(&t, ",\"parameters\":{\"shared_memory_region\":");
+      bad |= NRD_SRV_HTTP_TEXT_LIT(&t, ",\"parameters\":{\"shared_memory_region\":");
       bad |= nrd_srv_http_text_quoted(&t, ro->shm_name, strlen(ro->shm_name));
       if (ro->shm_offset) {
         snprintf(num, sizeof num, ",\"shared_memory_offset\":%llu", (unsigned long long)ro->shm_offset);
@@ -371,21 +371,21 @@ static bool build_reply(infer_ctx *c, nrd_srv_http_req *req) {
       snprintf(num, sizeof num, ",\"shared_memory_byte_size\":%zu}}", o.byte_size);
       bad |= add_str(&t, num);
     } else if (output_binary(c, o.name)) {
-      bad |= add_str(&t, ",\"parameters\":{\"binary_data_size\":");
+      bad |= NRD_SRV_HTTP_TEXT_LIT(&t, ",\"parameters\":{\"binary_data_size\":");
       bad |= nrd_srv_http_text_i64(&t, (int64_t)o.byte_size);
-      bad |= add_str(&t, "}}");
+      bad |= NRD_SRV_HTTP_TEXT_LIT(&t, "}}");
       tails[n_tails++] = (struct tail){o.userp, o.base, o.byte_size};
       tail_bytes += o.byte_size;
     } else {
-      bad |= add_str(&t, ",\"data\":");
+      bad |= NRD_SRV_HTTP_TEXT_LIT(&t, ",\"data\":");
       if (nrd_srv_http_json_write_data(&t, o.datatype, o.base, o.byte_size) != 0) {
         err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "cannot encode output data as JSON");
         break;
       }
-      bad |= add_str(&t, "}");
+      bad |= NRD_SRV_HTTP_TEXT_LIT(&t, "}");
     }
   }
-  bad |= add_str(&t, "]}");
+  bad |= NRD_SRV_HTTP_TEXT_LIT(&t, "]}");
   if (err || bad) {
     for (size_t k = 0; k < n_extra; k++) free(extra[k]);
     if (extra != extra_small) free(extra);
@@ -395,7 +395,7 @@ static bool build_reply(infer_ctx *c, nrd_srv_http_req *req) {
     else nrd_srv_http_reply_error(req, 500, "out of memory encoding the response");
     return false;
   }
-  bool may_compress = nrd_srv_http_header_get(req, "Accept-Encoding") != NULL;
+  bool may_compress = nrd_srv_http_header_known(req, NRD_SRV_H_ACCEPT_ENCODING) != NULL;
   size_t json_len = t.len;
   int fail = nrd_srv_http_add_body_ref(req, t.buf, t.len, free, t.buf);
   if (n_tails > 0) {
@@ -757,7 +757,7 @@ static bool contains(const char *h, size_t n, const char *needle, size_t nlen, s
 
 /* Parses the whole request into ps->ireq. Returns 0 or -1 with ps->msg. */
 static int parse_request(parse *ps) {
-  const char *hlen = nrd_srv_http_header_get(ps->req, "Inference-Header-Content-Length");
+  const char *hlen = nrd_srv_http_header_known(ps->req, NRD_SRV_H_INFERENCE_HEADER_CONTENT_LENGTH);
   ps->header_len = ps->body_len;
   if (hlen) {
     char *end = NULL;

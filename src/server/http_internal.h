@@ -41,10 +41,24 @@ typedef enum nrd_srv_http_method {
 
 /* Most request headers kept; a request with more gets 431. */
 #define NRD_SRV_HTTP_MAX_HEADERS 64
+_Static_assert(NRD_SRV_HTTP_MAX_HEADERS < 255, "header indexes are kept in uint8_t");
 
 typedef struct nrd_srv_http_header {
   const char *name, *value; /* NUL-terminated, inside the connection's buffer */
 } nrd_srv_http_header;
+
+/* Headers the server itself reads on every request, found once while the
+ * head is parsed (the first of each; Content-Length is also counted). */
+typedef enum nrd_srv_http_known {
+  NRD_SRV_H_CONNECTION,
+  NRD_SRV_H_TRANSFER_ENCODING,
+  NRD_SRV_H_CONTENT_LENGTH,
+  NRD_SRV_H_EXPECT,
+  NRD_SRV_H_CONTENT_ENCODING,
+  NRD_SRV_H_ACCEPT_ENCODING,
+  NRD_SRV_H_INFERENCE_HEADER_CONTENT_LENGTH,
+  NRD_SRV_H_KNOWN /* how many */
+} nrd_srv_http_known;
 
 /* One piece of an output body: `data` stays valid until release(arg) runs
  * (release NULL: nothing to do), which happens once it is written or the
@@ -68,6 +82,8 @@ typedef struct nrd_srv_http_req {
   const char *query; /* "" when none */
   bool http10;       /* HTTP/1.0: no chunked replies */
   bool keep_alive;
+  uint8_t known[NRD_SRV_H_KNOWN];     /* index in headers + 1; 0: absent (indexes survive a rebase) */
+  unsigned n_content_length;          /* Content-Length headers seen */
   nrd_srv_http_header headers[NRD_SRV_HTTP_MAX_HEADERS];
   size_t n_headers;
   char *body; /* the body (chunked encoding already removed) */
@@ -177,8 +193,11 @@ void nrd_srv_http_conn_close_idle(nrd_srv_http_loop *loop);
 
 /* ---- requests and replies (http_conn.c) ------------------------------------ */
 
-/* The value of request header `name` (case-insensitive), or NULL. */
-const char *nrd_srv_http_header_get(const nrd_srv_http_req *req, const char *name);
+/* The value of a header the parser looks for (see nrd_srv_http_known),
+ * or NULL. */
+static inline const char *nrd_srv_http_header_known(const nrd_srv_http_req *req, nrd_srv_http_known h) {
+  return req->known[h] ? req->headers[req->known[h] - 1].value : NULL;
+}
 
 /* The request body; never NULL ("" when empty). Valid until req is answered. */
 const char *nrd_srv_http_body(const nrd_srv_http_req *req, size_t *len);

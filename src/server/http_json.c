@@ -593,7 +593,7 @@ fail:
 
 /* ---- writing ------------------------------------------------------------- */
 
-static int text_reserve(nrd_srv_http_text *t, size_t more) {
+int nrd_srv_http_text_reserve(nrd_srv_http_text *t, size_t more) {
   if (t->cap - t->len >= more) return 0;
   size_t cap = t->cap ? t->cap : 512;
   while (cap - t->len < more) {
@@ -607,15 +607,8 @@ static int text_reserve(nrd_srv_http_text *t, size_t more) {
   return 0;
 }
 
-int nrd_srv_http_text_add(nrd_srv_http_text *t, const char *s, size_t n) {
-  if (text_reserve(t, n) != 0) return -1;
-  memcpy(t->buf + t->len, s, n);
-  t->len += n;
-  return 0;
-}
-
 int nrd_srv_http_text_quoted(nrd_srv_http_text *t, const char *s, size_t n) {
-  if (n > SIZE_MAX / 6 - 2 || text_reserve(t, n * 6 + 2) != 0) return -1;
+  if (n > SIZE_MAX / 6 - 2 || nrd_srv_http_text_reserve(t, n * 6 + 2) != 0) return -1;
   char *o = t->buf + t->len;
   *o++ = '"';
   for (size_t i = 0; i < n; i++) {
@@ -694,7 +687,7 @@ int nrd_srv_http_json_write_data(nrd_srv_http_text *t, TRITONSERVER_DataType dt,
   if (elem == 0) return -1;
   size_t n = size / elem;
   for (size_t i = 0; i < n; i++) {
-    if (text_reserve(t, 40) != 0) return -1;
+    if (nrd_srv_http_text_reserve(t, 40) != 0) return -1;
     char *o = t->buf + t->len;
     if (i) *o++ = ',';
     const unsigned char *e = b + i * elem;

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "triton/core/tritonserver.h"
 
@@ -55,8 +56,20 @@ int nrd_srv_http_json_write_data(nrd_srv_http_text *t, TRITONSERVER_DataType dt,
 /* Appends s[0..n) as a quoted, escaped JSON string. Returns 0 or -1 (OOM). */
 int nrd_srv_http_text_quoted(nrd_srv_http_text *t, const char *s, size_t n);
 
-/* Appends n raw bytes. Returns 0 or -1 (OOM). */
-int nrd_srv_http_text_add(nrd_srv_http_text *t, const char *s, size_t n);
+/* Makes room for `more` bytes past t->len. Returns 0 or -1 (OOM). */
+int nrd_srv_http_text_reserve(nrd_srv_http_text *t, size_t more);
+
+/* Appends n raw bytes. Returns 0 or -1 (OOM). Inline: replies are built
+ * from many short pieces. */
+static inline int nrd_srv_http_text_add(nrd_srv_http_text *t, const char *s, size_t n) {
+  if (t->cap - t->len < n && nrd_srv_http_text_reserve(t, n) != 0) return -1;
+  memcpy(t->buf + t->len, s, n);
+  t->len += n;
+  return 0;
+}
+
+/* Appends a string literal (its length known at compile time). */
+#define NRD_SRV_HTTP_TEXT_LIT(t, lit) nrd_srv_http_text_add((t), (lit), sizeof(lit) - 1)
 
 /* Appends v in decimal. Returns 0 or -1 (OOM). */
 int nrd_srv_http_text_i64(nrd_srv_http_text *t, int64_t v);

@@ -944,6 +944,50 @@ def test_repeated_and_alternating_headers(srv):
             c.close()
 
 
+def test_header_names_in_any_case(srv):
+    """The headers the server reads are found whatever their case, the
+    first of a repeated one counts, and two Content-Lengths are refused."""
+    raw = np.arange(16, dtype=np.float32).tobytes()
+    body = {"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "FP32",
+                        "parameters": {"binary_data_size": len(raw)}}],
+            "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]}
+    header = json.dumps(body).encode()
+    payload = header + raw
+    for hl, cl, conn, enc in (("inference-header-content-length", "content-length", "connection", "accept-encoding"),
+                              ("INFERENCE-HEADER-CONTENT-LENGTH", "CONTENT-LENGTH", "CONNECTION", "ACCEPT-ENCODING"),
+                              ("Inference-header-Content-length", "Content-length", "connection", "Accept-encoding")):
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+        try:
+            s.sendall((f"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\n{hl}: {len(header)}\r\n"
+                       f"{cl}: {len(payload)}\r\n{enc}: gzip\r\n{conn}: close\r\n"
+                       f"{conn}: keep-alive\r\n\r\n").encode() + payload)
+            data, _ = read_all(s)
+        finally:
+            s.close()
+        head, rest = data.split(b"\r\n\r\n", 1)
+        assert head.startswith(b"HTTP/1.1 200 "), head
+        assert b"\r\nConnection: close" in head, head  # the first Connection header counts
+        assert b"\r\nContent-Encoding: gzip" in head, head
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+    try:
+        s.sendall(b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\ncontent-length: 2\r\n"
+                  b"CONTENT-LENGTH: 2\r\n\r\n{}")
+        data, _ = read_all(s)
+    finally:
+        s.close()
+    assert data.startswith(b"HTTP/1.1 400 "), data
+
+
+def read_all(s):
+    """What the server sends until it closes the connection."""
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            return data, len(data)
+        data += chunk
+
+
 def test_raw_binary_request(srv):
     arr = np.array([1.5, -2, 3, 4.25], dtype=np.float32)
     st, hdrs, data = srv.request("POST", "/v2/models/identity_fp32/infer", arr.tobytes(),
