@@ -9,6 +9,10 @@
 #             inference (the do-nothing baseline of this server on this machine)
 #   json      POST identity_fp32 infer, 16 x FP32 as JSON in and out
 #   binary    the same with the binary tensor data extension in and out
+#   bare      the same binary request to nrd_bench_http_bare: our HTTP layer
+#             answering the very bytes nereid answers, with no core (the
+#             client does the same work as for `binary`, so the two compare
+#             the servers alone); when BUILD_DIR/bench has it
 #   big       one 16 MB FP32 tensor round trip (binary), 1 connection
 # and prints req/s, p50/p99 latency and the server's CPU time per request
 # (utime+stime from /proc/<pid>/stat, delta over the run / requests).
@@ -26,9 +30,12 @@ NEREID="$BUILD/src/server/nereid"
 command -v wrk >/dev/null || { echo "wrk is missing: run scripts/setup.sh" >&2; exit 1; }
 [ -x "$NEREID" ] || { echo "no nereid at $NEREID (cmake -S . -B build-http-rel -DCMAKE_BUILD_TYPE=Release && cmake --build build-http-rel --target nereid)" >&2; exit 1; }
 
+BARE="$BUILD/bench/nrd_bench_http_bare"
+BARE_PORT=$((PORT + 1))
 WORK="$(mktemp -d)"
 cleanup() {
   [ -n "${PID:-}" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null || true
+  [ -n "${BPID:-}" ] && kill "$BPID" 2>/dev/null && wait "$BPID" 2>/dev/null || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -39,6 +46,12 @@ trap cleanup EXIT
 PID=$!
 for _ in $(seq 100); do grep -q "^nereid: server " "$WORK/out" 2>/dev/null && break; sleep 0.1; done
 grep -q "^nereid: server " "$WORK/out" || { cat "$WORK/out" "$WORK/err"; exit 1; }
+if [ -x "$BARE" ]; then
+  "$BARE" "$BARE_PORT" "$THREADS" >"$WORK/bare.out" 2>&1 &
+  BPID=$!
+  for _ in $(seq 50); do grep -q "ready" "$WORK/bare.out" 2>/dev/null && break; sleep 0.1; done
+  grep -q "ready" "$WORK/bare.out" || { cat "$WORK/bare.out"; exit 1; }
+fi
 
 # Request bodies: JSON, and binary (header + 64 raw bytes), as tritonclient builds them.
 /usr/bin/python3 - "$WORK" <<'EOF'
@@ -85,23 +98,24 @@ done = function(summary, latency, requests)
 end
 EOF
 
-ticks() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
+ticks() { awk '{print $14 + $15}' "/proc/${1:-$PID}/stat"; }
 HZ=$(getconf CLK_TCK)
 RSS0=$(awk '/VmRSS/ {print $2}' "/proc/$PID/status")
 
 run() { # label path script conns [bytes_per_request] -> one "ROW ..." line of raw figures
   local label=$1 path=$2 script=$3 conns=$4 bytes=${5:-0}
-  local t0 t1 line
-  t0=$(ticks)
+  local t0 t1 line pid=$PID port=$PORT
+  if [ "$label" = bare ]; then pid=$BPID; port=$BARE_PORT; fi
+  t0=$(ticks "$pid")
   line=$(wrk -t "$(( conns < 2 ? 1 : 2 ))" -c "$conns" -d "${DURATION}s" --latency \
-         -s "$WORK/$script.lua" "http://127.0.0.1:$PORT$path" | grep '^RESULT')
-  t1=$(ticks)
+         -s "$WORK/$script.lua" "http://127.0.0.1:$port$path" | grep '^RESULT')
+  t1=$(ticks "$pid")
   set -- $line
   echo "ROW $label $conns $2 $3 $4 $5 $6 $((t1 - t0)) $bytes"
 }
 
 echo "nereid $(basename "$BUILD"), --http-thread-count=$THREADS, ${DURATION}s per run, $ROUNDS rounds, $(nproc) cores, idle RSS ${RSS0} kB"
-# The three kinds take turns at each concurrency, ROUNDS times over, so a
+# The kinds take turns at each concurrency, ROUNDS times over, so a
 # slow spell of the machine hits all of them; a row is the median of its
 # rounds, and the share is the median of the rounds' binary/health ratios.
 for c in 1 8 64; do
@@ -109,6 +123,7 @@ for c in 1 8 64; do
     run health /v2/health/live health "$c"
     run json /v2/models/identity_fp32/infer json "$c"
     run binary /v2/models/identity_fp32/infer binary "$c"
+    [ -n "${BPID:-}" ] && run bare /v2/models/identity_fp32/infer binary "$c"
   done
 done >"$WORK/rows"
 run big16MB /v2/models/identity_fp32/infer big 1 $((16 * 1024 * 1024)) >>"$WORK/rows"
@@ -132,10 +147,11 @@ for (label, conns), rows in runs.items():
         line += "  (CPU per round: " + " ".join(f"{r['cpu']:.1f}" for r in rows) + ")"
     bad = sum(r["bad"] for r in rows)
     print(line + (f"  NON-200: {bad}" if bad else ""))
-for conns in sorted({c for _, c in runs}):
-    pairs = list(zip(runs.get(("binary", conns), []), runs.get(("health", conns), [])))
-    if pairs:
-        shares = [100 * b["rps"] / h["rps"] for b, h in pairs]
-        print(f"binary/health throughput c={conns:<3} {statistics.median(shares):4.0f}%  "
-              f"(per round: {' '.join(f'{s:.0f}%' for s in shares)})")
+for base in ("health", "bare"):
+    for conns in sorted({c for _, c in runs}):
+        pairs = list(zip(runs.get(("binary", conns), []), runs.get((base, conns), [])))
+        if pairs:
+            shares = [100 * b["rps"] / h["rps"] for b, h in pairs]
+            print(f"binary/{base:<6} throughput c={conns:<3} {statistics.median(shares):4.0f}%  "
+                  f"(per round: {' '.join(f'{s:.0f}%' for s in shares)})")
 EOF
