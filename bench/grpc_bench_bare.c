@@ -6,12 +6,11 @@
  *
  *   nrd_bench_grpc_bare PORT [THREADS]   (stops on SIGINT/SIGTERM) */
 #include <protobuf-c/protobuf-c.h>
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bare_main.h"
 #include "grpc_call.h"
 #include "grpc_rpc.h"
 #include "grpc_server.h"
@@ -39,16 +38,9 @@ const nrd_srv_grpc_method *nrd_srv_grpc_method_find(const char *path, size_t len
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: %s PORT [THREADS]\n", argv[0]);
-    return 2;
-  }
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, NULL);
-  signal(SIGPIPE, SIG_IGN);
+  sigset_t stop;
+  int bad = nrd_bench_bare_start(argc, argv, &stop);
+  if (bad) return bad;
 
   float data[16];
   for (int i = 0; i < 16; i++) data[i] = (float)i;
@@ -77,16 +69,9 @@ int main(int argc, char **argv) {
                             .max_message_size = 0x7fffffff};
   nrd_srv_grpc *g = NULL;
   TRITONSERVER_Error *err = nrd_srv_grpc_start(NULL, &o, &g);
-  if (err) {
-    fprintf(stderr, "nrd_bench_grpc_bare: %s\n", TRITONSERVER_ErrorMessage(err));
-    TRITONSERVER_ErrorDelete(err);
+  if (nrd_bench_bare_serve("nrd_bench_grpc_bare", err, err ? 0 : nrd_srv_grpc_port(g), &stop) != 0) {
     free(g_canned);
     return 1;
-  }
-  printf("nrd_bench_grpc_bare: ready on 127.0.0.1:%d\n", nrd_srv_grpc_port(g));
-  fflush(stdout);
-  int sig = 0;
-  while (sigwait(&set, &sig) != 0) {
   }
   nrd_srv_grpc_stop(g, 5);
   free(g_canned);

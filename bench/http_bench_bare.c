@@ -9,12 +9,11 @@
  * runs it beside nereid.
  *
  *   nrd_bench_http_bare PORT [THREADS]   (stops on SIGINT/SIGTERM) */
-#include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bare_main.h"
 #include "http_internal.h"
 
 static const char kHeader[] =
@@ -48,16 +47,9 @@ TRITONSERVER_Error *nrd_srv_http_allocator_new(TRITONSERVER_ResponseAllocator **
 void nrd_srv_http_blocks_free(nrd_srv_http *h) { (void)h; }
 
 int main(int argc, char **argv) {
-  if (argc < 2) {
-    fprintf(stderr, "usage: %s PORT [THREADS]\n", argv[0]);
-    return 2;
-  }
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, NULL);
-  signal(SIGPIPE, SIG_IGN);
+  sigset_t stop;
+  int bad = nrd_bench_bare_start(argc, argv, &stop);
+  if (bad) return bad;
   for (int i = 0; i < 16; i++) g_tail[i] = (float)i;
   snprintf(g_header_len, sizeof g_header_len, "%zu", sizeof kHeader - 1);
 
@@ -69,16 +61,7 @@ int main(int argc, char **argv) {
                             .client_timeout_secs = 120};
   nrd_srv_http *h = NULL;
   TRITONSERVER_Error *err = nrd_srv_http_start(NULL, &o, &h);
-  if (err) {
-    fprintf(stderr, "nrd_bench_http_bare: %s\n", TRITONSERVER_ErrorMessage(err));
-    TRITONSERVER_ErrorDelete(err);
-    return 1;
-  }
-  printf("nrd_bench_http_bare: ready on 127.0.0.1:%d\n", nrd_srv_http_port(h));
-  fflush(stdout);
-  int sig = 0;
-  while (sigwait(&set, &sig) != 0) {
-  }
+  if (nrd_bench_bare_serve("nrd_bench_http_bare", err, err ? 0 : nrd_srv_http_port(h), &stop) != 0) return 1;
   nrd_srv_http_stop(h, 5);
   return 0;
 }
