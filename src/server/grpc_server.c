@@ -118,6 +118,11 @@ struct conn {
   size_t wlen, woff, wcap;
   size_t out_bytes; /* queued in calls, not yet given to nghttp2 */
   nrd_srv_grpc_call *calls; /* open streams */
+  /* The call of the stream whose frames came last (a request's headers
+   * and data come one after another): spares nghttp2's stream lookup for
+   * each header and chunk. Cleared when that call leaves the connection. */
+  int32_t last_id;
+  nrd_srv_grpc_call *last_call;
 };
 
 struct nrd_srv_grpc_call {
@@ -495,6 +500,10 @@ void nrd_srv_grpc_call_fail(nrd_srv_grpc_call *call, TRITONSERVER_Error *err) {
 static void call_detach(nrd_srv_grpc_call *call) {
   conn *c = call->c;
   if (c == NULL) return;
+  if (c->last_call == call) {
+    c->last_call = NULL;
+    c->last_id = 0;
+  }
   if (call->prev) call->prev->next = call->next;
   else c->calls = call->next;
   if (call->next) call->next->prev = call->prev;
@@ -650,6 +659,17 @@ static void call_choose_encoding(nrd_srv_grpc_call *call) {
                                                            : ranked[n - 1];
 }
 
+/* The call on stream `id` of c, or NULL. */
+static nrd_srv_grpc_call *stream_call(conn *c, int32_t id) {
+  if (id != 0 && id == c->last_id) return c->last_call;
+  nrd_srv_grpc_call *call = nghttp2_session_get_stream_user_data(c->sess, id);
+  if (call) {
+    c->last_id = id;
+    c->last_call = call;
+  }
+  return call;
+}
+
 static int on_begin_headers(nghttp2_session *sess, const nghttp2_frame *frame, void *user) {
   conn *c = user;
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
@@ -669,6 +689,8 @@ static int on_begin_headers(nghttp2_session *sess, const nghttp2_frame *frame, v
   c->calls = call;
   atomic_fetch_add_explicit(&call->g->live_calls, 1, memory_order_relaxed);
   nghttp2_session_set_stream_user_data(sess, call->id, call);
+  c->last_id = call->id;
+  c->last_call = call;
   return 0;
 }
 
@@ -708,9 +730,9 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const ui
                      size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
                      void *user) {
   (void)flags;
-  (void)user;
+  (void)sess;
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
-  nrd_srv_grpc_call *call = nghttp2_session_get_stream_user_data(sess, frame->hd.stream_id);
+  nrd_srv_grpc_call *call = stream_call(user, frame->hd.stream_id);
   if (call == NULL) return 0;
   if (namelen == 5 && memcmp(name, ":path", 5) == 0) {
     call->m = nrd_srv_grpc_method_find((const char *)value, valuelen);
@@ -785,11 +807,12 @@ static int on_frame_send(nghttp2_session *sess, const nghttp2_frame *frame, void
 }
 
 static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *frame, void *user) {
+  (void)sess;
   conn *c = user;
   if (frame->hd.type == NGHTTP2_SETTINGS) c->greeted = true; /* nghttp2 checked the preface */
   if (frame->hd.type == NGHTTP2_PING && (frame->hd.flags & NGHTTP2_FLAG_ACK)) c->ping_sent_us = 0;
   if (frame->hd.type == NGHTTP2_PING && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) conn_police_ping(c);
-  nrd_srv_grpc_call *call = nghttp2_session_get_stream_user_data(sess, frame->hd.stream_id);
+  nrd_srv_grpc_call *call = stream_call(c, frame->hd.stream_id);
   if (call == NULL) return 0;
   if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
     call_choose_encoding(call);
@@ -812,7 +835,7 @@ static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t id, const
                          size_t len, void *user) {
   (void)flags;
   conn *c = user;
-  nrd_srv_grpc_call *call = nghttp2_session_get_stream_user_data(sess, id);
+  nrd_srv_grpc_call *call = stream_call(c, id);
   if (call == NULL || call->ignoring_input || call->done || call->m == NULL || !c->throttled) {
     nghttp2_session_consume(sess, id, len);
   } else {
