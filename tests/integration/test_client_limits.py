@@ -236,14 +236,14 @@ def test_http_slow_and_stalled_clients():
         assert open_fds(srv) == fds, "descriptors still held after the clients were dropped"
 
 
-def test_http_client_timeout_flag_checked():
-    for bad in ("0", "-1", "x", "86401"):
-        port = free_port()
-        s = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
-                    f"--http-port={port}", f"--http-client-timeout-secs={bad}"])
-        out, _ = s.proc.communicate(timeout=30)
-        assert s.proc.returncode == 2, s.text()
-        assert "--http-client-timeout-secs" in s.text(), s.text()
+def test_timeout_flags_checked():
+    for flag in ("--http-client-timeout-secs", "--grpc-handshake-timeout-secs"):
+        for bad in ("0", "-1", "x", "86401", ""):
+            s = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
+                        f"--http-port={free_port()}", f"--grpc-port={free_port()}", f"{flag}={bad}"])
+            s.proc.communicate(timeout=30)
+            assert s.proc.returncode == 2, s.text()
+            assert f"invalid value '{bad}' for {flag}: expected seconds 1..86400" in s.text(), s.text()
 
 
 # ---- gRPC ------------------------------------------------------------------
