@@ -57,8 +57,7 @@ int main(int argc, char **argv) {
                             .port = atoi(argv[1]),
                             .threads = argc > 2 ? atoi(argv[2]) : 2,
                             .max_input_size = 64 * 1024 * 1024,
-                            .metrics_only = 1, /* no allocator, no shared memory */
-                            .client_timeout_secs = 120};
+                            .metrics_only = 1}; /* no allocator, no shared memory */
   nrd_srv_http *h = NULL;
   TRITONSERVER_Error *err = nrd_srv_http_start(NULL, &o, &h);
   if (nrd_bench_bare_serve("nrd_bench_http_bare", err, err ? 0 : nrd_srv_http_port(h), &stop) != 0) return 1;

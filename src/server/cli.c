@@ -4,6 +4,8 @@
  * rather than surfacing later as a puzzling server error. */
 #include "cli.h"
 #include "fmt.h"
+#include "grpc_server.h"
+#include "http_server.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -453,8 +455,8 @@ int nrd_srv_cli_parse(int argc, char **argv, nrd_srv_cli *cli, char *err, size_t
   cli->http_address = "0.0.0.0";
   cli->http_thread_count = 8;
   cli->http_max_input_size = 64LL * 1024 * 1024;
-  cli->http_client_timeout_secs = 120;
-  cli->grpc_handshake_timeout_secs = 120;
+  cli->http_client_timeout_secs = NRD_SRV_HTTP_CLIENT_TIMEOUT_DEFAULT;
+  cli->grpc_handshake_timeout_secs = NRD_SRV_GRPC_HANDSHAKE_TIMEOUT_DEFAULT;
   cli->allow_metrics = true;
   cli->metrics_port = 8002;
   cli->allow_grpc = true;

@@ -1265,7 +1265,8 @@ TRITONSERVER_Error *nrd_srv_grpc_start(TRITONSERVER_Server *server,
   if (g == NULL) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   g->server = server;
   g->opts = *opts;
-  if (g->opts.handshake_timeout_secs == 0) g->opts.handshake_timeout_secs = 120;
+  if (g->opts.handshake_timeout_secs == 0)
+    g->opts.handshake_timeout_secs = NRD_SRV_GRPC_HANDSHAKE_TIMEOUT_DEFAULT;
   atomic_init(&g->live_calls, 0);
   atomic_init(&g->stopping, false);
   atomic_init(&g->aborting, false);

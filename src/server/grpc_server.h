@@ -15,6 +15,9 @@
 #include "shm_registry.h"
 #include "triton/core/tritonserver.h"
 
+/* gRPC's own server handshake timeout, in seconds. */
+#define NRD_SRV_GRPC_HANDSHAKE_TIMEOUT_DEFAULT 120
+
 typedef struct nrd_srv_grpc_options {
   const char *address;      /* listen address, e.g. "0.0.0.0" */
   int port;                 /* 0 picks a free port (see nrd_srv_grpc_port) */
@@ -33,7 +36,7 @@ typedef struct nrd_srv_grpc_options {
    * accepts one (grpc-accept-encoding); NONE: never. */
   nrd_srv_compress_level response_compression;
   /* A connection whose HTTP/2 preface and SETTINGS have not arrived this
-   * long after it was accepted is closed; 0 means 120. */
+   * long after it was accepted is closed; 0: NRD_SRV_GRPC_HANDSHAKE_TIMEOUT_DEFAULT. */
   unsigned handshake_timeout_secs;
   /* Shared with the HTTP front end; borrowed, they must outlive the front end. */
   nrd_srv_shm *shm;          /* system shared memory regions */

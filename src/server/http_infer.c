@@ -787,39 +787,23 @@ static int parse_request(parse *ps) {
                               has_data ? stripped_len : ps->header_len, jerr, sizeof jerr);
   free(stripped);
   if (root == NULL) FAIL("failed to parse the request JSON buffer: %s", jerr);
-  int rc = -1;
-  if (!nrd_srv_json_is_object(root)) {
-    snprintf(ps->msg, sizeof ps->msg, "the inference request must be a JSON object");
-    goto done;
-  }
+  if (!nrd_srv_json_is_object(root)) FAIL("the inference request must be a JSON object");
   const nrd_srv_json *id = nrd_srv_json_get(root, "id");
   if (id) {
-    if (!nrd_srv_json_is_string(id)) {
-      snprintf(ps->msg, sizeof ps->msg, "Unable to parse 'id': expected a string");
-      goto done;
-    }
+    if (!nrd_srv_json_is_string(id)) FAIL("Unable to parse 'id': expected a string");
     TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestSetId(ps->ireq, nrd_srv_json_str(id));
     if (err) {
       core_fail(ps, err);
-      goto done;
+      return -1;
     }
   }
-  if (parse_parameters(ps, nrd_srv_json_get(root, "parameters")) != 0) goto done;
+  if (parse_parameters(ps, nrd_srv_json_get(root, "parameters")) != 0) return -1;
   const nrd_srv_json *inputs = nrd_srv_json_get(root, "inputs");
-  if (!nrd_srv_json_is_array(inputs)) {
-    snprintf(ps->msg, sizeof ps->msg, "Unable to parse 'inputs'");
-    goto done;
-  }
+  if (!nrd_srv_json_is_array(inputs)) FAIL("Unable to parse 'inputs'");
   for (size_t i = 0; i < nrd_srv_json_size(inputs); i++)
-    if (parse_input(ps, nrd_srv_json_at(inputs, i), i) != 0) goto done;
-  if (ps->header_len + ps->cursor != ps->body_len) {
-    snprintf(ps->msg, sizeof ps->msg, "unexpected additional input data for model '%s'", ps->model);
-    goto done;
-  }
-  if (parse_outputs(ps, nrd_srv_json_get(root, "outputs")) != 0) goto done;
-  rc = 0;
-done:
-  return rc;
+    if (parse_input(ps, nrd_srv_json_at(inputs, i), i) != 0) return -1;
+  if (ps->header_len + ps->cursor != ps->body_len) FAIL("unexpected additional input data for model '%s'", ps->model);
+  return parse_outputs(ps, nrd_srv_json_get(root, "outputs")) != 0 ? -1 : 0;
 }
 
 void nrd_srv_http_infer(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const char *model,

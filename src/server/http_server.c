@@ -197,7 +197,8 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
   h->server = server;
   h->fd = -1;
   h->max_input = opts->max_input_size;
-  h->client_timeout_secs = opts->client_timeout_secs > 0 ? opts->client_timeout_secs : 120;
+  h->client_timeout_secs = opts->client_timeout_secs > 0 ? opts->client_timeout_secs
+                                                          : NRD_SRV_HTTP_CLIENT_TIMEOUT_DEFAULT;
   h->metrics_only = opts->metrics_only != 0;
   atomic_init(&h->in_flight, 0);
   atomic_init(&h->open_conns, 0);

@@ -17,13 +17,16 @@
 typedef struct nrd_srv_http nrd_srv_http;
 
 /* Where and how one endpoint listens. */
+/* Seconds a client may be slow (see client_timeout_secs). */
+#define NRD_SRV_HTTP_CLIENT_TIMEOUT_DEFAULT 120
+
 typedef struct nrd_srv_http_options {
   const char *address;       /* e.g. "0.0.0.0" */
   int port;                  /* 0: pick a free port */
   int threads;               /* event-loop threads, >= 1 */
   size_t max_input_size;     /* largest request body accepted, bytes */
   int metrics_only;          /* 1: serve only GET /metrics (the metrics port) */
-  int client_timeout_secs;   /* idle, slow head, stalled body or unread reply: closed (> 0) */
+  int client_timeout_secs;   /* idle, slow head, stalled body or unread reply: closed; 0: the default */
   /* Shared with the gRPC front end; borrowed, they must outlive the front
    * end. NULL only with metrics_only. */
   nrd_srv_shm *shm;          /* system shared memory regions */
