@@ -22,7 +22,8 @@ import urllib.request
 
 import numpy as np
 
-from test_grpc import (BACKENDS, EXAMPLES, Server, free_port, grpc, infer_request, output_array, pb,
+from test_grpc import (BACKENDS, EXAMPLES, Server, free_port, grpc, infer_request, output_array,
+                       write_identity_model,
                        pbg, square_request)
 
 CHURN_SECS = float(os.environ.get("NRD_CHURN_SECS", "12"))
@@ -198,13 +199,8 @@ def extra_repository():
     acc_state: the test backend accumulate with implicit state behind the
     sequence batcher (its library in the model folder)."""
     d = tempfile.mkdtemp(prefix="nereid_churn_")
-    os.makedirs(os.path.join(d, "dyn_identity", "1"))
-    with open(os.path.join(d, "dyn_identity", "config.pbtxt"), "w") as f:
-        f.write('name: "dyn_identity"\nbackend: "identity"\nmax_batch_size: 8\n'
-                'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
-                'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
-                'instance_group [ { kind: KIND_CPU count: 2 } ]\n'
-                'dynamic_batching { max_queue_delay_microseconds: 200 }\n')
+    write_identity_model(d, "dyn_identity", instances=2,
+                         extra="dynamic_batching { max_queue_delay_microseconds: 200 }\n")
     os.makedirs(os.path.join(d, "acc_state", "1"))
     shutil.copy(os.path.join(TEST_BACKENDS, "accumulate", "libtriton_accumulate.so"),
                 os.path.join(d, "acc_state"))

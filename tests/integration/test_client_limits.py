@@ -20,7 +20,8 @@ import socket
 import tempfile
 import time
 
-from test_grpc import (BACKENDS, EXAMPLES, LIVE_PATH, RawH2, Server, free_port, grpc, grpc_frame, pb, pbg)
+from test_grpc import (BACKENDS, EXAMPLES, LIVE_PATH, RawH2, Server, free_port, grpc, grpc_frame, pb, pbg,
+                       write_identity_model)
 
 LIMIT = 2  # seconds, for both timeouts
 SLOW_MS = 3500  # a request the core holds longer than LIMIT
@@ -28,14 +29,9 @@ SLOW_MS = 3500  # a request the core holds longer than LIMIT
 
 def repository():
     d = tempfile.mkdtemp(prefix="nereid_limits_")
-    for name, extra in (("fast", ""), ("slow", f'parameters {{ key: "execute_delay_ms" '
-                                                f'value: {{ string_value: "{SLOW_MS}" }} }}\n')):
-        os.makedirs(os.path.join(d, name, "1"))
-        with open(os.path.join(d, name, "config.pbtxt"), "w") as f:
-            f.write(f'name: "{name}"\nbackend: "identity"\nmax_batch_size: 0\n'
-                    'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
-                    'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
-                    'instance_group [ { kind: KIND_CPU count: 1 } ]\n' + extra)
+    write_identity_model(d, "fast", max_batch_size=0)
+    write_identity_model(d, "slow", max_batch_size=0,
+                         extra=f'parameters {{ key: "execute_delay_ms" value: {{ string_value: "{SLOW_MS}" }} }}\n')
     return d
 
 

@@ -11,7 +11,6 @@ with UNAVAILABLE "Server is stopping"."""
 import contextlib
 import http.client
 import json
-import os
 import shutil
 import signal
 import socket
@@ -21,7 +20,8 @@ import time
 
 import numpy as np
 
-from test_grpc import (BACKENDS, EXAMPLES, Server, free_port, grpc, infer_request, output_array, pbg)
+from test_grpc import (BACKENDS, EXAMPLES, Server, free_port, grpc, infer_request, output_array, pbg,
+                       write_identity_model)
 
 SLOW_MS = 2000
 
@@ -29,13 +29,8 @@ SLOW_MS = 2000
 def slow_repository():
     """slow: identity that sleeps SLOW_MS in every Execute."""
     d = tempfile.mkdtemp(prefix="nereid_stop_")
-    os.makedirs(os.path.join(d, "slow", "1"))
-    with open(os.path.join(d, "slow", "config.pbtxt"), "w") as f:
-        f.write('name: "slow"\nbackend: "identity"\nmax_batch_size: 8\n'
-                'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
-                'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
-                'instance_group [ { kind: KIND_CPU count: 2 } ]\n'
-                f'parameters {{ key: "execute_delay_ms" value: {{ string_value: "{SLOW_MS}" }} }}\n')
+    write_identity_model(d, "slow", instances=2,
+                         extra=f'parameters {{ key: "execute_delay_ms" value: {{ string_value: "{SLOW_MS}" }} }}\n')
     return d
 
 

@@ -111,17 +111,24 @@ class Server:
         return self.proc.returncode
 
 
+def write_identity_model(repo, name, max_batch_size=8, instances=1, output_extra="", extra=""):
+    """repo/name: the identity backend on one FP32 [-1] tensor (INPUT0 ->
+    OUTPUT0) in a version folder 1. output_extra goes inside the output's
+    braces, extra after the instance group (batching, parameters)."""
+    os.makedirs(os.path.join(repo, name, "1"))
+    with open(os.path.join(repo, name, "config.pbtxt"), "w") as f:
+        f.write(f'name: "{name}"\nbackend: "identity"\nmax_batch_size: {max_batch_size}\n'
+                'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+                f'output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] {output_extra}}} ]\n'
+                f'instance_group [ {{ kind: KIND_CPU count: {instances} }} ]\n' + extra)
+
+
 @pytest.fixture(scope="module")
 def label_repo():
     """A second repository: identity_labels, the identity backend with a
     label file on its output (the model the HTTP classification tests use)."""
     d = tempfile.mkdtemp(prefix="nereid_grpc_labels_")
-    os.makedirs(os.path.join(d, "identity_labels", "1"))
-    with open(os.path.join(d, "identity_labels", "config.pbtxt"), "w") as f:
-        f.write('name: "identity_labels"\nbackend: "identity"\nmax_batch_size: 8\n'
-                'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
-                'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] label_filename: "labels.txt" } ]\n'
-                'instance_group [ { kind: KIND_CPU count: 1 } ]\n')
+    write_identity_model(d, "identity_labels", output_extra='label_filename: "labels.txt" ')
     with open(os.path.join(d, "identity_labels", "labels.txt"), "w") as f:
         f.write("".join(f"label{i}\n" for i in range(8)))
     yield d
