@@ -192,6 +192,17 @@ static TRITONSERVER_Error *fill_requested(TRITONBACKEND_Response *response,
   return NULL;
 }
 
+TRITONSERVER_Error *nrd_identity_fill(TRITONBACKEND_Response *response,
+                                      TRITONBACKEND_Request *request) {
+  uint32_t out_count = 0;
+  TRITONSERVER_Error *err = TRITONBACKEND_RequestOutputCount(request, &out_count);
+  if (err == NULL) {
+    err = (out_count == 0) ? fill_all(response, request)
+                           : fill_requested(response, request, out_count);
+  }
+  return err;
+}
+
 bool nrd_identity_respond(TRITONBACKEND_Request *request, uint32_t send_flags) {
   TRITONBACKEND_Response *response = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_ResponseNew(&response, request);
@@ -199,12 +210,7 @@ bool nrd_identity_respond(TRITONBACKEND_Request *request, uint32_t send_flags) {
     nrd_bu_error_log_and_delete(err, "identity: cannot create response");
     return false;
   }
-  uint32_t out_count = 0;
-  err = TRITONBACKEND_RequestOutputCount(request, &out_count);
-  if (err == NULL) {
-    err = (out_count == 0) ? fill_all(response, request)
-                           : fill_requested(response, request, out_count);
-  }
+  err = nrd_identity_fill(response, request);
   /* The error is sent as the response's outcome; the caller keeps it. */
   TRITONSERVER_Error *send_err =
       TRITONBACKEND_ResponseSend(response, send_flags, err);

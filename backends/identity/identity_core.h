@@ -43,6 +43,15 @@ TRITONSERVER_Error *nrd_identity_model_read(const json_t *config,
 bool nrd_identity_respond(TRITONBACKEND_Request *request, uint32_t send_flags);
 
 /*
+ * The outputs nrd_identity_respond would send, added to 'response' (which
+ * the caller keeps, to send or delete). Returns the problem that
+ * nrd_identity_respond would send as the error response, or NULL; the
+ * caller owns it. Same thread rule as nrd_identity_respond.
+ */
+TRITONSERVER_Error *nrd_identity_fill(TRITONBACKEND_Response *response,
+                                      TRITONBACKEND_Request *request);
+
+/*
  * Runs a whole Execute batch the identity way: optional delay, one FINAL
  * response per request, per-request and batch statistics on 'instance', then
  * releases every request. Never fails: after the call the backend owns no

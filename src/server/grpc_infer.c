@@ -947,6 +947,12 @@ static TRITONSERVER_Error *apply_parameters(infer_ctx *ctx) {
         err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be a bool%s", key, "");
       else
         ctx->empty_final = p->bool_param;
+    } else if (strncmp(key, "triton_", 7) == 0) {
+      /* Triton keeps the prefix for itself, over gRPC. */
+      err = errf(TRITONSERVER_ERROR_INVALID_ARG,
+                 "parameter '%s': keys beginning with 'triton_' are reserved; the only one a request "
+                 "may set is %s",
+                 key, "triton_enable_empty_final_response");
     } else if (strcmp(key, "binary_data_output") == 0) {
       /* HTTP-only; tritonclient never sends it over gRPC. Ignore. */
     } else {

@@ -1064,10 +1064,11 @@ static void conn_new(loop *lp, int fd) {
     close(fd);
     return;
   }
-  nghttp2_settings_entry iv[3] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 1000},
+  nghttp2_settings_entry iv[4] = {{NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 1000},
                                   {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 1u << 20},
-                                  {NGHTTP2_SETTINGS_MAX_FRAME_SIZE, 1u << 16}};
-  nghttp2_submit_settings(c->sess, NGHTTP2_FLAG_NONE, iv, 3);
+                                  {NGHTTP2_SETTINGS_MAX_FRAME_SIZE, 1u << 16},
+                                  {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1}};
+  nghttp2_submit_settings(c->sess, NGHTTP2_FLAG_NONE, iv, 4);
   nghttp2_session_set_local_window_size(c->sess, NGHTTP2_FLAG_NONE, 0, 16 << 20);
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);

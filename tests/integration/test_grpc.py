@@ -41,6 +41,7 @@ SOURCE = os.path.dirname(os.path.dirname(HERE))
 NEREID = os.environ.get("NEREID_BIN", os.path.join(SOURCE, "build", "src", "server", "nereid"))
 BACKENDS = os.environ.get("NEREID_BACKEND_DIR", os.path.join(SOURCE, "build", "backends"))
 EXAMPLES = os.environ.get("NEREID_EXAMPLES", os.path.join(SOURCE, "examples", "models"))
+TEST_BACKENDS = os.environ.get("NEREID_TEST_BACKEND_DIR", os.path.join(SOURCE, "build", "test_backends"))
 PROTO_DIR = os.path.join(SOURCE, "proto")
 MAX_MESSAGE = 1 << 20
 START_TIMEOUT = 60
@@ -126,11 +127,29 @@ def write_identity_model(repo, name, max_batch_size=8, instances=1, output_extra
 @pytest.fixture(scope="module")
 def label_repo():
     """A second repository: identity_labels, the identity backend with a
-    label file on its output (the model the HTTP classification tests use)."""
+    label file on its output (the model the HTTP classification tests use),
+    and identity_<type>_t, the identity backend on each datatype."""
     d = tempfile.mkdtemp(prefix="nereid_grpc_labels_")
     write_identity_model(d, "identity_labels", output_extra='label_filename: "labels.txt" ')
     with open(os.path.join(d, "identity_labels", "labels.txt"), "w") as f:
         f.write("".join(f"label{i}\n" for i in range(8)))
+    for dt, (_, ctype) in DTYPES.items():
+        name = f"identity_{dt.lower()}_t"
+        write_identity_model(d, name)
+        path = os.path.join(d, name, "config.pbtxt")
+        with open(path) as f:
+            text = f.read()
+        with open(path, "w") as f:
+            f.write(text.replace("TYPE_FP32", ctype))
+    # echo_params answers like identity and returns its request's parameters.
+    write_identity_model(d, "echo_params")
+    path = os.path.join(d, "echo_params", "config.pbtxt")
+    with open(path) as f:
+        text = f.read()
+    with open(path, "w") as f:
+        f.write(text.replace('"identity"', '"echo_params"'))
+    shutil.copy(os.path.join(TEST_BACKENDS, "echo_params", "libtriton_echo_params.so"),
+                os.path.join(d, "echo_params"))
     yield d
     shutil.rmtree(d, ignore_errors=True)
 
@@ -175,6 +194,12 @@ def stub(channel):
     return pbg.GRPCInferenceServiceStub(channel)
 
 
+TYPED_FIELD = {"BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents",
+               "INT32": "int_contents", "INT64": "int64_contents", "UINT8": "uint_contents",
+               "UINT16": "uint_contents", "UINT32": "uint_contents", "UINT64": "uint64_contents",
+               "FP32": "fp32_contents", "FP64": "fp64_contents"}
+
+
 def infer_request(model, inputs, outputs=(), rid="", raw=True, params=None):
     """inputs: [(name, datatype, shape, numpy array or list of bytes)]."""
     r = pb.ModelInferRequest(model_name=model, id=rid)
@@ -187,14 +212,11 @@ def infer_request(model, inputs, outputs=(), rid="", raw=True, params=None):
                 r.raw_input_contents.append(b"".join(len(b).to_bytes(4, "little") + b for b in data))
             else:
                 r.raw_input_contents.append(np.ascontiguousarray(data).tobytes())
+        elif dt == "BYTES":
+            t.contents.bytes_contents.extend(data)
         else:
-            c = t.contents
-            if dt == "FP32":
-                c.fp32_contents.extend(data.ravel().tolist())
-            elif dt == "INT32":
-                c.int_contents.extend(data.ravel().tolist())
-            elif dt == "BYTES":
-                c.bytes_contents.extend(data)
+            # The typed field each datatype travels in, as KServe v2 assigns them.
+            getattr(t.contents, TYPED_FIELD[dt]).extend(np.asarray(data).ravel().tolist())
     for o in outputs:
         r.outputs.add().name = o
     for k, v in (params or {}).items():
@@ -467,6 +489,123 @@ def test_infer_bytes(stub, raw):
         got.append(buf[4:4 + n])
         buf = buf[4 + n:]
     assert got == items
+
+
+# datatype -> (numpy dtype, config type); BF16 travels as its uint16 bits.
+DTYPES = {
+    "BOOL": (np.bool_, "TYPE_BOOL"), "UINT8": (np.uint8, "TYPE_UINT8"),
+    "UINT16": (np.uint16, "TYPE_UINT16"), "UINT32": (np.uint32, "TYPE_UINT32"),
+    "UINT64": (np.uint64, "TYPE_UINT64"), "INT8": (np.int8, "TYPE_INT8"),
+    "INT16": (np.int16, "TYPE_INT16"), "INT32": (np.int32, "TYPE_INT32"),
+    "INT64": (np.int64, "TYPE_INT64"), "FP16": (np.float16, "TYPE_FP16"),
+    "FP32": (np.float32, "TYPE_FP32"), "FP64": (np.float64, "TYPE_FP64"),
+    "BF16": (np.uint16, "TYPE_BF16"), "BYTES": (np.object_, "TYPE_STRING"),
+}
+
+
+def sample(dt, n=12):
+    """n values of datatype dt, the type's extremes among them."""
+    rng = np.random.default_rng(11)
+    if dt == "BOOL":
+        return rng.integers(0, 2, n).astype(bool)
+    if dt == "BYTES":
+        return [f"s{i}".encode() * i for i in range(n)]
+    if dt in ("FP16", "FP32", "FP64"):
+        x = (rng.standard_normal(n) * 100).astype(DTYPES[dt][0])
+        x[:2] = [np.finfo(x.dtype).max, np.finfo(x.dtype).tiny]
+        return x
+    if dt == "BF16":
+        return (rng.integers(0, 1 << 16, n).astype(np.uint16) & 0x807F) | 0x3F80
+    info = np.iinfo(DTYPES[dt][0])
+    x = rng.integers(info.min, info.max, n, dtype=DTYPES[dt][0], endpoint=True)
+    x[:2] = [info.min, info.max]
+    return x
+
+
+@pytest.mark.parametrize("raw", [True, False], ids=["raw", "typed"])
+@pytest.mark.parametrize("dt", list(DTYPES))
+def test_infer_every_datatype(stub, dt, raw):
+    """Every datatype in raw_input_contents and in its typed contents field
+    comes back unchanged (outputs are always raw, as in Triton); FP16 and
+    BF16 have no typed field, so they must come raw."""
+    x = sample(dt)
+    r = infer_request(f"identity_{dt.lower()}_t", [("INPUT0", dt, [2, 6], x)], raw=raw or dt in ("FP16", "BF16"))
+    if not raw and dt in ("FP16", "BF16"):
+        r.raw_input_contents.pop()
+        r.inputs[0].contents.fp32_contents.extend([0.0] * 12)
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert f"datatype {dt} must be sent in raw_input_contents" in e.value.details()
+        return
+    resp = stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+    out = resp.outputs[0]
+    assert out.datatype == dt and list(out.shape) == [2, 6] and len(resp.raw_output_contents) == 1
+    if dt == "BYTES":
+        assert bytes_list(resp.raw_output_contents[0]) == [b.decode() for b in x]
+    else:
+        np.testing.assert_array_equal(output_array(resp, "OUTPUT0", DTYPES[dt][0]).ravel(), x)
+
+
+def test_infer_input_data_errors(stub):
+    x = np.ones((1, 2), dtype=np.float32)
+    # Both raw_input_contents and typed contents for the same input.
+    r = infer_request("identity_fp32", [("INPUT0", "FP32", [1, 2], x)])
+    r.inputs[0].contents.fp32_contents.extend([1.0, 1.0])
+    with pytest.raises(grpc.RpcError) as e:
+        stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "input 'INPUT0': contents must not be given when raw_input_contents is used" in e.value.details()
+    # Neither.
+    r = infer_request("identity_fp32", [("INPUT0", "FP32", [1, 2], x)])
+    del r.raw_input_contents[:]
+    with pytest.raises(grpc.RpcError) as e:
+        stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "input 'INPUT0' has no data" in e.value.details()
+    # Typed contents of the wrong field for the datatype: no data of its own,
+    # so the element count does not match the shape.
+    r = infer_request("identity_fp32", [("INPUT0", "FP32", [1, 2], x)], raw=False)
+    r.inputs[0].contents.ClearField("fp32_contents")
+    r.inputs[0].contents.int_contents.extend([1, 1])
+    with pytest.raises(grpc.RpcError) as e:
+        stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_parameters_reach_the_backend_and_come_back(stub):
+    """Request parameters other than the reserved ones reach the backend
+    with their types; the backend's response parameters come back in
+    ModelInferResponse.parameters, over ModelInfer and ModelStreamInfer."""
+    x = np.array([[1.5, 2.5]], dtype=np.float32)
+    r = infer_request("echo_params", [("INPUT0", "FP32", [1, 2], x)],
+                      params={"s": "text é", "i": -7, "b": True, "sequence_id": 0, "priority": 0})
+    r.parameters["d"].double_param = 0.1
+    want = {"s": ("string_param", "text é"), "i": ("int64_param", -7), "b": ("bool_param", True),
+            "d": ("double_param", 0.1)}
+
+    def check(resp):
+        got = {k: (v.WhichOneof("parameter_choice"), getattr(v, v.WhichOneof("parameter_choice")))
+               for k, v in resp.parameters.items()}
+        assert got == want
+        np.testing.assert_array_equal(output_array(resp, "OUTPUT0", np.float32), x)
+
+    check(stub.ModelInfer(r, timeout=RPC_TIMEOUT))
+    got = list(stub.ModelStreamInfer(iter([r]), timeout=RPC_TIMEOUT))
+    assert len(got) == 1 and not got[0].error_message
+    want["triton_final_response"] = ("bool_param", True)
+    check(got[0].infer_response)
+    resp = stub.ModelInfer(infer_request("echo_params", [("INPUT0", "FP32", [1, 2], x)]), timeout=RPC_TIMEOUT)
+    assert len(resp.parameters) == 0
+    # As in Triton: no uint64 custom parameters, and 'triton_' keys are
+    # reserved (triton_enable_empty_final_response aside).
+    for key, setter, msg in (("u", "uint64_param", "uint64"), ("triton_x", "bool_param", "reserved")):
+        bad = infer_request("echo_params", [("INPUT0", "FP32", [1, 2], x)])
+        setattr(bad.parameters[key], setter, 1)
+        with pytest.raises(grpc.RpcError) as e:
+            stub.ModelInfer(bad, timeout=RPC_TIMEOUT)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and msg in e.value.details()
+        assert f"'{key}'" in e.value.details()
 
 
 def test_infer_parameters_passed(stub):

@@ -148,6 +148,12 @@ def repo():
         os.makedirs(os.path.join(d, name, "1"))
         with open(os.path.join(d, name, "config.pbtxt"), "w") as f:
             f.write(identity_config(name, ctype))
+    # echo_params answers like identity and returns its request's parameters.
+    name = "echo_params"
+    os.makedirs(os.path.join(d, name, "1"))
+    shutil.copy(os.path.join(TEST_BACKENDS, name, "libtriton_echo_params.so"), os.path.join(d, name))
+    with open(os.path.join(d, name, "config.pbtxt"), "w") as f:
+        f.write(identity_config(name, "TYPE_FP32").replace('"identity"', '"echo_params"'))
     yield d
     shutil.rmtree(d, ignore_errors=True)
 
@@ -451,6 +457,31 @@ def test_parameters_accepted(srv):
         st, r = jreq(srv, "POST", "/v2/models/identity_fp32/infer",
                      infer_body("INPUT0", "FP32", [1, 1], [1], parameters=bad))
         assert st == 400 and r["error"], bad
+
+
+def test_parameters_reach_the_backend_and_come_back(srv):
+    """Request parameters other than the reserved ones reach the backend
+    with their JSON types; the parameters a backend sets on its response
+    come back in the response's "parameters" object."""
+    params = {"s": "text \u00e9\"", "i": -7, "big": 2 ** 62, "b": True, "f": False, "d": 0.1,
+              "sequence_id": 0, "priority": 0, "timeout": 0, "binary_data_output": False}
+    st, r = jreq(srv, "POST", "/v2/models/echo_params/infer",
+                 infer_body("INPUT0", "FP32", [1, 2], [1.5, 2.5], parameters=params))
+    assert st == 200, r
+    assert r["parameters"] == {"s": "text \u00e9\"", "i": -7, "big": 2 ** 62, "b": True, "f": False, "d": 0.1}
+    assert r["outputs"][0]["data"] == [1.5, 2.5]
+    # With binary outputs the parameters stay in the JSON header.
+    payload, headers = binary_request({"inputs": [{"name": "INPUT0", "shape": [1, 1], "datatype": "FP32",
+                                                   "parameters": {"binary_data_size": 4}}],
+                                       "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}],
+                                       "parameters": {"k": "v"}}, [np.float32(3).tobytes()])
+    st, hdrs, data = srv.request("POST", "/v2/models/echo_params/infer", payload, headers)
+    assert st == 200, data
+    r, tail = split_binary(hdrs, data)
+    assert r["parameters"] == {"k": "v"} and np.frombuffer(tail, np.float32).tolist() == [3.0]
+    # No parameters: no "parameters" object.
+    st, r = jreq(srv, "POST", "/v2/models/echo_params/infer", infer_body("INPUT0", "FP32", [1, 1], [1]))
+    assert st == 200 and "parameters" not in r
 
 
 def test_keep_alive_and_pipelining(srv):
@@ -1041,6 +1072,41 @@ def test_classification(srv):
                  infer_body("INPUT0", "FP32", [1, 1], [1],
                             outputs=[{"name": "OUTPUT0", "parameters": {"classification": "two"}}]))
     assert st == 400 and "classification" in r["error"]
+
+
+def class_values(dt):
+    """Values for one classified row: extremes of the type, a tie (which
+    keeps index order), and for FP16 a subnormal."""
+    if dt == "BF16":  # bits: 1.5, -2, 3, 1.5, the smallest normal
+        return np.array([0x3FC0, 0xC000, 0x4040, 0x3FC0, 0x0080], dtype=np.uint16)
+    npt = DTYPES[dt][0]
+    if dt == "FP16":
+        return np.array([6e-8, -1.5, 65504, 6e-8, np.inf], dtype=npt)
+    if dt in ("FP32", "FP64"):
+        return np.array([-1e-7, 3.25, 1e20, 3.25, -np.inf], dtype=npt)
+    info = np.iinfo(npt)
+    return np.array([info.min, 7, info.max, 7, 0], dtype=npt)
+
+
+@pytest.mark.parametrize("dt", [d for d in DTYPES if d not in ("BOOL", "BYTES")])
+def test_classification_of_every_numeric_datatype(srv, dt):
+    vals = class_values(dt)
+    as_float = bf16_to_float(vals) if dt == "BF16" else vals
+    # Descending by value; equal values keep their index order.
+    order = sorted(range(len(vals)), key=lambda i: (-float(as_float[i]), i))
+    if dt in ("FP16", "FP32", "FP64", "BF16"):
+        want = ["%f:%d" % (float(as_float[i]), i) for i in order]
+    else:
+        want = ["%d:%d" % (int(vals[i]), i) for i in order]
+    payload, headers = binary_request(
+        {"inputs": [{"name": "INPUT0", "shape": [1, len(vals)], "datatype": dt,
+                     "parameters": {"binary_data_size": vals.nbytes}}],
+         "outputs": [{"name": "OUTPUT0", "parameters": {"classification": len(vals)}}]}, [vals.tobytes()])
+    st, _, data = srv.request("POST", f"/v2/models/identity_{dt.lower()}_t/infer", payload, headers)
+    assert st == 200, data
+    out = json.loads(data)["outputs"][0]
+    assert out["datatype"] == "BYTES" and out["shape"] == [1, len(vals)]
+    assert out["data"] == want
 
 
 # ---- compression --------------------------------------------------------------------------
