@@ -8,6 +8,10 @@
  * the responses. ModelInstanceFinalize lets the worker finish every queued
  * job and joins it, so no response is lost at unload.
  *
+ * Every response, the flags-only FINAL included, is reported to the core's
+ * per-response statistics (TRITONBACKEND_ModelInstanceReportResponseStatistics),
+ * as Triton's decoupled backends do.
+ *
  * Threads: the job queue is guarded by the instance's mutex; the worker is
  * the only thread using a job's factory once it is queued.
  */
@@ -21,6 +25,7 @@
 typedef struct square_job {
   struct square_job *next;
   TRITONBACKEND_ResponseFactory *factory;
+  TRITONBACKEND_ModelInstance *instance; /* for response statistics */
   int32_t n;
 } square_job;
 
@@ -85,10 +90,52 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
   return err;
 }
 
+/* One response's timings for the core's per-response statistics; an
+ * output_start of 0 marks a response without outputs (the flags-only
+ * FINAL). `error` stays the caller's. */
+static void report_response(const square_job *job, uint64_t start,
+                            uint64_t output_start, TRITONSERVER_Error *error) {
+  TRITONBACKEND_ModelInstanceResponseStatistics *rs = NULL;
+  TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceResponseStatisticsNew(&rs);
+  if (err == NULL) {
+    err = TRITONBACKEND_ModelInstanceResponseStatisticsSetModelInstance(
+        rs, job->instance);
+  }
+  if (err == NULL) {
+    err = TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseFactory(
+        rs, job->factory);
+  }
+  if (err == NULL) {
+    err = TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseStart(rs,
+                                                                        start);
+  }
+  if (err == NULL) {
+    err = TRITONBACKEND_ModelInstanceResponseStatisticsSetComputeOutputStart(
+        rs, output_start);
+  }
+  if (err == NULL) {
+    err = TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseEnd(
+        rs, nrd_bu_now_ns());
+  }
+  if (err == NULL) {
+    err = TRITONBACKEND_ModelInstanceResponseStatisticsSetError(rs, error);
+  }
+  if (err == NULL) {
+    err = TRITONBACKEND_ModelInstanceReportResponseStatistics(rs);
+  }
+  if (rs != NULL) {
+    nrd_bu_error_log_and_delete(
+        TRITONBACKEND_ModelInstanceResponseStatisticsDelete(rs),
+        "square: cannot delete response statistics");
+  }
+  nrd_bu_error_log_and_delete(err, "square: cannot report response statistics");
+}
+
 /* Sends the responses of one job and the final flag; frees the factory. */
 static void job_run(square_job *job) {
   TRITONBACKEND_ResponseFactory *factory = job->factory;
   for (int32_t i = 0; i < job->n; ++i) {
+    uint64_t start = nrd_bu_now_ns();
     bool cancelled = false;
     TRITONSERVER_Error *err =
         TRITONBACKEND_ResponseFactoryIsCancelled(factory, &cancelled);
@@ -117,6 +164,7 @@ static void job_run(square_job *job) {
                                   "square: cannot delete response factory");
       return;
     }
+    uint64_t output_start = nrd_bu_now_ns();
     TRITONBACKEND_Output *output = NULL;
     const int64_t shape[1] = {1};
     err = TRITONBACKEND_ResponseOutput(response, &output, "OUT",
@@ -139,6 +187,7 @@ static void job_run(square_job *job) {
     }
     TRITONSERVER_Error *send_err = TRITONBACKEND_ResponseSend(response, 0, err);
     bool failed = (err != NULL || send_err != NULL);
+    report_response(job, start, output_start, err);
     if (err != NULL) {
       TRITONSERVER_ErrorDelete(err);
     }
@@ -147,10 +196,12 @@ static void job_run(square_job *job) {
       break; /* the final flag below still ends the request */
     }
   }
+  uint64_t final_start = nrd_bu_now_ns();
   nrd_bu_error_log_and_delete(
       TRITONBACKEND_ResponseFactorySendFlags(
           factory, TRITONSERVER_RESPONSE_COMPLETE_FINAL),
       "square: cannot send final flag");
+  report_response(job, final_start, 0, NULL);
   nrd_bu_error_log_and_delete(TRITONBACKEND_ResponseFactoryDelete(factory),
                               "square: cannot delete response factory");
 }
@@ -293,6 +344,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
     }
     if (err == NULL) {
       job->n = n;
+      job->instance = instance;
       err = TRITONBACKEND_ResponseFactoryNew(&job->factory, request);
     }
     uint64_t end = nrd_bu_now_ns();

@@ -18,6 +18,7 @@
 #include "grpc_service.pb-c.h"
 #include "health.pb-c.h"
 #include "model_config.pb-c.h"
+#include "pb_json.h"
 
 /* ---- helpers -------------------------------------------------------------- */
 
@@ -107,28 +108,30 @@ static TRITONSERVER_Error *message_json(TRITONSERVER_Message *msg, json_t **out)
   return err;
 }
 
-static char *jstr(const json_t *o, const char *key) {
-  const char *s = json_string_value(json_object_get(o, key));
-  return (char *)(s ? s : "");
+/* pb_json's allocator: the call's arena. */
+static void *arena_alloc(void *a, size_t size) { return ar_alloc(a, size); }
+
+/* Answers `call` with `resp` after filling `into` (resp itself, or the
+ * message resp points to) from `j` (released here). The core's JSON uses
+ * the protocol's field names, so the descriptor does the rest (pb_json.h). */
+static void reply_from_json(nrd_srv_grpc_call *call, json_t *j, ProtobufCMessage *into,
+                            const ProtobufCMessage *resp) {
+  arena a = {0};
+  if (j == NULL || nrd_srv_pb_from_json(into, j, arena_alloc, &a) != 0 || a.failed)
+    nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+  else nrd_srv_grpc_call_reply(call, resp);
+  ar_free(&a);
+  json_decref(j);
 }
 
-static uint64_t ju64(const json_t *o, const char *key) {
-  json_t *v = json_object_get(o, key);
-  if (json_is_integer(v)) return (uint64_t)json_integer_value(v);
-  if (json_is_string(v)) return strtoull(json_string_value(v), NULL, 10);
-  return 0;
-}
-
-static int64_t *shape_of(arena *a, const json_t *arr, size_t *n) {
-  *n = json_array_size(arr);
-  int64_t *s = ar_alloc(a, *n * sizeof *s);
-  if (s == NULL) return NULL;
-  for (size_t i = 0; i < *n; i++) {
-    json_t *d = json_array_get(arr, i);
-    s[i] = json_is_integer(d) ? (int64_t)json_integer_value(d)
-                              : json_is_string(d) ? strtoll(json_string_value(d), NULL, 10) : 0;
-  }
-  return s;
+/* Ends `call` with `err` (deleted), or answers it as reply_from_json does
+ * from the core's JSON message `m` (deleted). */
+static void reply_from_message(nrd_srv_grpc_call *call, TRITONSERVER_Error *err, TRITONSERVER_Message *m,
+                               ProtobufCMessage *into, const ProtobufCMessage *resp) {
+  json_t *j = NULL;
+  if (err == NULL) err = message_json(m, &j);
+  if (ended_by(call, err)) return;
+  reply_from_json(call, j, into, resp);
 }
 
 /* ---- health and metadata ----------------------------------------------------- */
@@ -177,41 +180,9 @@ static void server_metadata(nrd_srv_grpc_call *call, const uint8_t *msg, size_t 
   if (req == NULL) return;
   done_with(req);
   TRITONSERVER_Message *m = NULL;
-  json_t *j = NULL;
   TRITONSERVER_Error *err = TRITONSERVER_ServerMetadata(nrd_srv_grpc_call_server(call), &m);
-  if (err == NULL) err = message_json(m, &j);
-  if (ended_by(call, err)) return;
   Inference__ServerMetadataResponse r = INFERENCE__SERVER_METADATA_RESPONSE__INIT;
-  arena a = {0};
-  r.name = jstr(j, "name");
-  r.version = jstr(j, "version");
-  json_t *ext = json_object_get(j, "extensions");
-  r.n_extensions = json_array_size(ext);
-  r.extensions = ar_alloc(&a, r.n_extensions * sizeof(char *));
-  for (size_t i = 0; r.extensions && i < r.n_extensions; i++) {
-    const char *s = json_string_value(json_array_get(ext, i));
-    r.extensions[i] = (char *)(s ? s : "");
-  }
-  if (a.failed) nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-  else nrd_srv_grpc_call_reply(call, &r.base);
-  ar_free(&a);
-  json_decref(j);
-}
-
-static Inference__ModelMetadataResponse__TensorMetadata **tensors(arena *a, const json_t *arr,
-                                                                  size_t *n) {
-  *n = json_array_size(arr);
-  Inference__ModelMetadataResponse__TensorMetadata **v = ar_alloc(a, *n * sizeof *v);
-  for (size_t i = 0; v && i < *n; i++) {
-    json_t *t = json_array_get(arr, i);
-    v[i] = ar_alloc(a, sizeof **v);
-    if (v[i] == NULL) return v;
-    inference__model_metadata_response__tensor_metadata__init(v[i]);
-    v[i]->name = jstr(t, "name");
-    v[i]->datatype = jstr(t, "datatype");
-    v[i]->shape = shape_of(a, json_object_get(t, "shape"), &v[i]->n_shape);
-  }
-  return v;
+  reply_from_message(call, err, m, &r.base, &r.base);
 }
 
 static void model_metadata(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
@@ -219,264 +190,42 @@ static void model_metadata(nrd_srv_grpc_call *call, const uint8_t *msg, size_t l
   if (req == NULL) return;
   int64_t v;
   TRITONSERVER_Message *m = NULL;
-  json_t *j = NULL;
   TRITONSERVER_Error *err = parse_version(req->version, &v);
   if (err == NULL) err = TRITONSERVER_ServerModelMetadata(nrd_srv_grpc_call_server(call), req->name, v, &m);
   done_with(req);
-  if (err == NULL) err = message_json(m, &j);
-  if (ended_by(call, err)) return;
-  arena a = {0};
   Inference__ModelMetadataResponse r = INFERENCE__MODEL_METADATA_RESPONSE__INIT;
-  r.name = jstr(j, "name");
-  r.platform = jstr(j, "platform");
-  json_t *vers = json_object_get(j, "versions");
-  r.n_versions = json_array_size(vers);
-  r.versions = ar_alloc(&a, r.n_versions * sizeof(char *));
-  for (size_t i = 0; r.versions && i < r.n_versions; i++) {
-    const char *s = json_string_value(json_array_get(vers, i));
-    r.versions[i] = (char *)(s ? s : "");
-  }
-  r.inputs = tensors(&a, json_object_get(j, "inputs"), &r.n_inputs);
-  r.outputs = tensors(&a, json_object_get(j, "outputs"), &r.n_outputs);
-  if (a.failed) nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-  else nrd_srv_grpc_call_reply(call, &r.base);
-  ar_free(&a);
-  json_decref(j);
+  reply_from_message(call, err, m, &r.base, &r.base);
 }
 
 /* ---- model configuration -------------------------------------------------------- */
-
-static int data_type_enum(const char *s) {
-  static const char *names[] = {"TYPE_INVALID", "TYPE_BOOL",  "TYPE_UINT8", "TYPE_UINT16",
-                                "TYPE_UINT32",  "TYPE_UINT64", "TYPE_INT8", "TYPE_INT16",
-                                "TYPE_INT32",   "TYPE_INT64", "TYPE_FP16",  "TYPE_FP32",
-                                "TYPE_FP64",    "TYPE_STRING", "TYPE_BF16"};
-  for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++)
-    if (strcmp(s, names[i]) == 0) return i;
-  return 0;
-}
-
-static void config_from_json(arena *a, const json_t *j, Inference__ModelConfig *c) {
-  c->name = jstr(j, "name");
-  c->platform = jstr(j, "platform");
-  c->backend = jstr(j, "backend");
-  c->max_batch_size = (int32_t)ju64(j, "max_batch_size");
-  c->default_model_filename = jstr(j, "default_model_filename");
-  json_t *ins = json_object_get(j, "input");
-  c->n_input = json_array_size(ins);
-  c->input = ar_alloc(a, c->n_input * sizeof *c->input);
-  for (size_t i = 0; c->input && i < c->n_input; i++) {
-    json_t *t = json_array_get(ins, i);
-    Inference__ModelInput *in = ar_alloc(a, sizeof *in);
-    if (in == NULL) return;
-    inference__model_input__init(in);
-    in->name = jstr(t, "name");
-    in->data_type = data_type_enum(jstr(t, "data_type"));
-    in->format = strcmp(jstr(t, "format"), "FORMAT_NHWC") == 0   ? 1
-                 : strcmp(jstr(t, "format"), "FORMAT_NCHW") == 0 ? 2
-                                                                  : 0;
-    in->dims = shape_of(a, json_object_get(t, "dims"), &in->n_dims);
-    in->is_shape_tensor = json_is_true(json_object_get(t, "is_shape_tensor"));
-    in->allow_ragged_batch = json_is_true(json_object_get(t, "allow_ragged_batch"));
-    in->optional = json_is_true(json_object_get(t, "optional"));
-    c->input[i] = in;
-  }
-  json_t *outs = json_object_get(j, "output");
-  c->n_output = json_array_size(outs);
-  c->output = ar_alloc(a, c->n_output * sizeof *c->output);
-  for (size_t i = 0; c->output && i < c->n_output; i++) {
-    json_t *t = json_array_get(outs, i);
-    Inference__ModelOutput *o = ar_alloc(a, sizeof *o);
-    if (o == NULL) return;
-    inference__model_output__init(o);
-    o->name = jstr(t, "name");
-    o->data_type = data_type_enum(jstr(t, "data_type"));
-    o->dims = shape_of(a, json_object_get(t, "dims"), &o->n_dims);
-    o->label_filename = jstr(t, "label_filename");
-    o->is_shape_tensor = json_is_true(json_object_get(t, "is_shape_tensor"));
-    c->output[i] = o;
-  }
-  json_t *groups = json_object_get(j, "instance_group");
-  c->n_instance_group = json_array_size(groups);
-  c->instance_group = ar_alloc(a, c->n_instance_group * sizeof *c->instance_group);
-  for (size_t i = 0; c->instance_group && i < c->n_instance_group; i++) {
-    json_t *t = json_array_get(groups, i);
-    Inference__ModelInstanceGroup *g = ar_alloc(a, sizeof *g);
-    if (g == NULL) return;
-    inference__model_instance_group__init(g);
-    g->name = jstr(t, "name");
-    g->count = (int32_t)ju64(t, "count");
-    const char *k = jstr(t, "kind");
-    g->kind = strcmp(k, "KIND_GPU") == 0 ? 1 : strcmp(k, "KIND_CPU") == 0 ? 2
-              : strcmp(k, "KIND_MODEL") == 0 ? 3 : 0;
-    g->passive = json_is_true(json_object_get(t, "passive"));
-    g->host_policy = jstr(t, "host_policy");
-    c->instance_group[i] = g;
-  }
-  json_t *db = json_object_get(j, "dynamic_batching");
-  if (json_is_object(db)) {
-    Inference__ModelDynamicBatching *d = ar_alloc(a, sizeof *d);
-    if (d == NULL) return;
-    inference__model_dynamic_batching__init(d);
-    json_t *pref = json_object_get(db, "preferred_batch_size");
-    d->n_preferred_batch_size = json_array_size(pref);
-    d->preferred_batch_size = ar_alloc(a, d->n_preferred_batch_size * sizeof(int32_t));
-    for (size_t i = 0; d->preferred_batch_size && i < d->n_preferred_batch_size; i++)
-      d->preferred_batch_size[i] = (int32_t)json_integer_value(json_array_get(pref, i));
-    d->max_queue_delay_microseconds = ju64(db, "max_queue_delay_microseconds");
-    d->preserve_ordering = json_is_true(json_object_get(db, "preserve_ordering"));
-    c->scheduling_choice_case = INFERENCE__MODEL_CONFIG__SCHEDULING_CHOICE_DYNAMIC_BATCHING;
-    c->dynamic_batching = d;
-  }
-  json_t *params = json_object_get(j, "parameters");
-  if (json_is_object(params) && json_object_size(params) > 0) {
-    c->n_parameters = json_object_size(params);
-    c->parameters = ar_alloc(a, c->n_parameters * sizeof *c->parameters);
-    const char *key;
-    json_t *val;
-    size_t i = 0;
-    json_object_foreach(params, key, val) {
-      if (c->parameters == NULL) break;
-      Inference__ModelConfig__ParametersEntry *e = ar_alloc(a, sizeof *e);
-      Inference__ModelParameter *p = ar_alloc(a, sizeof *p);
-      if (e == NULL || p == NULL) return;
-      inference__model_config__parameters_entry__init(e);
-      inference__model_parameter__init(p);
-      e->key = (char *)key;
-      p->string_value = jstr(val, "string_value");
-      e->value = p;
-      c->parameters[i++] = e;
-    }
-  }
-  json_t *txn = json_object_get(j, "model_transaction_policy");
-  if (json_is_object(txn)) {
-    Inference__ModelTransactionPolicy *t = ar_alloc(a, sizeof *t);
-    if (t == NULL) return;
-    inference__model_transaction_policy__init(t);
-    t->decoupled = json_is_true(json_object_get(txn, "decoupled"));
-    c->model_transaction_policy = t;
-  }
-}
 
 static void model_config(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
   Inference__ModelConfigRequest *req = unpack(call, &inference__model_config_request__descriptor, msg, len);
   if (req == NULL) return;
   int64_t v;
   TRITONSERVER_Message *m = NULL;
-  json_t *j = NULL;
   TRITONSERVER_Error *err = parse_version(req->version, &v);
   if (err == NULL) err = TRITONSERVER_ServerModelConfig(nrd_srv_grpc_call_server(call), req->name, v, 1, &m);
   done_with(req);
-  if (err == NULL) err = message_json(m, &j);
-  if (ended_by(call, err)) return;
-  arena a = {0};
   Inference__ModelConfig cfg = INFERENCE__MODEL_CONFIG__INIT;
-  config_from_json(&a, j, &cfg);
   Inference__ModelConfigResponse r = INFERENCE__MODEL_CONFIG_RESPONSE__INIT;
   r.config = &cfg;
-  if (a.failed) nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-  else nrd_srv_grpc_call_reply(call, &r.base);
-  ar_free(&a);
-  json_decref(j);
+  reply_from_message(call, err, m, &cfg.base, &r.base);
 }
 
 /* ---- statistics -------------------------------------------------------------------- */
-
-static Inference__StatisticDuration *duration(arena *a, const json_t *o, const char *key) {
-  Inference__StatisticDuration *d = ar_alloc(a, sizeof *d);
-  if (d == NULL) return NULL;
-  inference__statistic_duration__init(d);
-  json_t *x = json_object_get(o, key);
-  d->count = ju64(x, "count");
-  d->ns = ju64(x, "ns");
-  return d;
-}
 
 static void model_statistics(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
   Inference__ModelStatisticsRequest *req = unpack(call, &inference__model_statistics_request__descriptor, msg, len);
   if (req == NULL) return;
   int64_t v;
   TRITONSERVER_Message *m = NULL;
-  json_t *j = NULL;
   TRITONSERVER_Error *err = parse_version(req->version, &v);
   if (err == NULL)
     err = TRITONSERVER_ServerModelStatistics(nrd_srv_grpc_call_server(call), req->name, v, &m);
   done_with(req);
-  if (err == NULL) err = message_json(m, &j);
-  if (ended_by(call, err)) return;
-  arena a = {0};
   Inference__ModelStatisticsResponse r = INFERENCE__MODEL_STATISTICS_RESPONSE__INIT;
-  json_t *arr = json_object_get(j, "model_stats");
-  r.n_model_stats = json_array_size(arr);
-  r.model_stats = ar_alloc(&a, r.n_model_stats * sizeof *r.model_stats);
-  for (size_t i = 0; r.model_stats && i < r.n_model_stats; i++) {
-    json_t *s = json_array_get(arr, i);
-    Inference__ModelStatistics *ms = ar_alloc(&a, sizeof *ms);
-    Inference__InferStatistics *is = ar_alloc(&a, sizeof *is);
-    if (ms == NULL || is == NULL) break;
-    inference__model_statistics__init(ms);
-    inference__infer_statistics__init(is);
-    ms->name = jstr(s, "name");
-    ms->version = jstr(s, "version");
-    ms->last_inference = ju64(s, "last_inference");
-    ms->inference_count = ju64(s, "inference_count");
-    ms->execution_count = ju64(s, "execution_count");
-    json_t *st = json_object_get(s, "inference_stats");
-    is->success = duration(&a, st, "success");
-    is->fail = duration(&a, st, "fail");
-    is->queue = duration(&a, st, "queue");
-    is->compute_input = duration(&a, st, "compute_input");
-    is->compute_infer = duration(&a, st, "compute_infer");
-    is->compute_output = duration(&a, st, "compute_output");
-    is->cache_hit = duration(&a, st, "cache_hit");
-    is->cache_miss = duration(&a, st, "cache_miss");
-    ms->inference_stats = is;
-    json_t *bs = json_object_get(s, "batch_stats");
-    ms->n_batch_stats = json_array_size(bs);
-    ms->batch_stats = ar_alloc(&a, ms->n_batch_stats * sizeof *ms->batch_stats);
-    for (size_t k = 0; ms->batch_stats && k < ms->n_batch_stats; k++) {
-      json_t *b = json_array_get(bs, k);
-      Inference__InferBatchStatistics *x = ar_alloc(&a, sizeof *x);
-      if (x == NULL) break;
-      inference__infer_batch_statistics__init(x);
-      x->batch_size = ju64(b, "batch_size");
-      x->compute_input = duration(&a, b, "compute_input");
-      x->compute_infer = duration(&a, b, "compute_infer");
-      x->compute_output = duration(&a, b, "compute_output");
-      ms->batch_stats[k] = x;
-    }
-    json_t *rs = json_object_get(s, "response_stats");
-    if (json_is_object(rs) && json_object_size(rs) > 0) {
-      ms->n_response_stats = json_object_size(rs);
-      ms->response_stats = ar_alloc(&a, ms->n_response_stats * sizeof *ms->response_stats);
-      const char *key;
-      json_t *val;
-      size_t k = 0;
-      json_object_foreach(rs, key, val) {
-        if (ms->response_stats == NULL) break;
-        Inference__ModelStatistics__ResponseStatsEntry *e = ar_alloc(&a, sizeof *e);
-        Inference__InferResponseStatistics *x = ar_alloc(&a, sizeof *x);
-        if (e == NULL || x == NULL) break;
-        inference__model_statistics__response_stats_entry__init(e);
-        inference__infer_response_statistics__init(x);
-        x->compute_infer = duration(&a, val, "compute_infer");
-        x->compute_output = duration(&a, val, "compute_output");
-        x->success = duration(&a, val, "success");
-        x->fail = duration(&a, val, "fail");
-        x->empty_response = duration(&a, val, "empty_response");
-        x->cancel = duration(&a, val, "cancel");
-        e->key = (char *)key;
-        e->value = x;
-        ms->response_stats[k++] = e;
-      }
-      ms->n_response_stats = k;
-    }
-    r.model_stats[i] = ms;
-  }
-  if (a.failed) nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-  else nrd_srv_grpc_call_reply(call, &r.base);
-  ar_free(&a);
-  json_decref(j);
+  reply_from_message(call, err, m, &r.base, &r.base);
 }
 
 /* ---- repository ------------------------------------------------------------------------ */
@@ -491,25 +240,16 @@ static void repository_index(nrd_srv_grpc_call *call, const uint8_t *msg, size_t
   TRITONSERVER_Error *err = TRITONSERVER_ServerModelIndex(nrd_srv_grpc_call_server(call), flags, &m);
   if (err == NULL) err = message_json(m, &j);
   if (ended_by(call, err)) return;
-  arena a = {0};
-  Inference__RepositoryIndexResponse r = INFERENCE__REPOSITORY_INDEX_RESPONSE__INIT;
-  r.n_models = json_array_size(j);
-  r.models = ar_alloc(&a, r.n_models * sizeof *r.models);
-  for (size_t i = 0; r.models && i < r.n_models; i++) {
-    json_t *e = json_array_get(j, i);
-    Inference__RepositoryIndexResponse__ModelIndex *x = ar_alloc(&a, sizeof *x);
-    if (x == NULL) break;
-    inference__repository_index_response__model_index__init(x);
-    x->name = jstr(e, "name");
-    x->version = jstr(e, "version");
-    x->state = jstr(e, "state");
-    x->reason = jstr(e, "reason");
-    r.models[i] = x;
+  /* The core answers with the bare list. */
+  json_t *wrapped = json_object();
+  if (wrapped != NULL && json_object_set_new(wrapped, "models", j) != 0) {
+    json_decref(wrapped);
+    wrapped = NULL;
+  } else if (wrapped == NULL) {
+    json_decref(j);
   }
-  if (a.failed) nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-  else nrd_srv_grpc_call_reply(call, &r.base);
-  ar_free(&a);
-  json_decref(j);
+  Inference__RepositoryIndexResponse r = INFERENCE__REPOSITORY_INDEX_RESPONSE__INIT;
+  reply_from_json(call, wrapped, &r.base, &r.base);
 }
 
 /* Load/unload run on a worker thread (the core blocks) and post back.

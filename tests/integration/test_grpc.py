@@ -124,6 +124,53 @@ def write_identity_model(repo, name, max_batch_size=8, instances=1, output_extra
                 f'instance_group [ {{ kind: KIND_CPU count: {instances} }} ]\n' + extra)
 
 
+RICH_CONFIGS = {
+    "seq_cfg": """name: "seq_cfg"
+backend: "identity"
+max_batch_size: 4
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+sequence_batching {
+  max_sequence_idle_microseconds: 7000000
+  control_input [
+    { name: "START" control [ { kind: CONTROL_SEQUENCE_START fp32_false_true: [ 0, 1 ] } ] },
+    { name: "READY" control [ { kind: CONTROL_SEQUENCE_READY int32_false_true: [ 0, 1 ] } ] },
+    { name: "END" control [ { kind: CONTROL_SEQUENCE_END bool_false_true: [ false, true ] } ] },
+    { name: "CORRID" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64 } ] }
+  ]
+  state [ { input_name: "STATE_IN" output_name: "STATE_OUT" data_type: TYPE_INT32 dims: [ 1 ]
+            initial_state [ { name: "zeros" data_type: TYPE_INT32 dims: [ 1 ] zero_data: true } ] } ]
+  oldest { max_candidate_sequences: 3 preferred_batch_size: [ 2, 4 ] max_queue_delay_microseconds: 100 }
+}
+instance_group [ { kind: KIND_CPU count: 1 } ]
+""",
+    "dyn_cfg": """name: "dyn_cfg"
+backend: "identity"
+max_batch_size: 8
+version_policy: { specific: { versions: [ 1 ] } }
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] reshape: { shape: [ 2, 2 ] } } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+dynamic_batching {
+  preferred_batch_size: [ 2, 8 ]
+  max_queue_delay_microseconds: 250
+  priority_levels: 3
+  default_priority_level: 2
+  default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 100000
+                         allow_timeout_override: true max_queue_size: 10 }
+  priority_queue_policy { key: 1 value { max_queue_size: 5 } }
+}
+instance_group [ { name: "g" kind: KIND_CPU count: 2
+                   rate_limiter { resources [ { name: "R" count: 2 } ] priority: 1 } } ]
+parameters { key: "execute_delay_ms" value: { string_value: "0" } }
+metric_tags { key: "team" value: "a" }
+model_warmup [ { name: "w" batch_size: 1
+                 inputs { key: "INPUT0" value: { data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } } } ]
+optimization { execution_accelerators {
+  cpu_execution_accelerator [ { name: "openvino" parameters { key: "k" value: "v" } } ] } }
+""",
+}
+
+
 @pytest.fixture(scope="module")
 def label_repo():
     """A second repository: identity_labels, the identity backend with a
@@ -141,6 +188,11 @@ def label_repo():
             text = f.read()
         with open(path, "w") as f:
             f.write(text.replace("TYPE_FP32", ctype))
+    # Configurations that use most of the schema (ModelConfig over gRPC).
+    for name, text in RICH_CONFIGS.items():
+        os.makedirs(os.path.join(d, name, "1"))
+        with open(os.path.join(d, name, "config.pbtxt"), "w") as f:
+            f.write(text)
     # echo_params answers like identity and returns its request's parameters.
     write_identity_model(d, "echo_params")
     path = os.path.join(d, "echo_params", "config.pbtxt")
@@ -287,6 +339,55 @@ def test_model_config(stub):
     assert list(c.input[0].dims) == [16]
     sq = stub.ModelConfig(pb.ModelConfigRequest(name="square_int32"), timeout=RPC_TIMEOUT).config
     assert sq.model_transaction_policy.decoupled
+
+
+@pytest.mark.parametrize("model", ["simple", "square_int32", "seq_cfg", "dyn_cfg"])
+def test_model_config_is_the_http_config(server, stub, model):
+    """ModelConfig carries the whole configuration: the HTTP config route's
+    JSON, read into the protocol's message, is the same message (a field
+    our proto lacked would fail ParseDict; one we dropped, the equality)."""
+    from google.protobuf import json_format
+    import model_config_pb2
+
+    code, j = http_json(server, "GET", f"/v2/models/{model}/config")
+    assert code == 200, j
+    want = json_format.ParseDict(j, model_config_pb2.ModelConfig())
+    got = stub.ModelConfig(pb.ModelConfigRequest(name=model), timeout=RPC_TIMEOUT).config
+    assert got == want, f"gRPC:\n{got}\nHTTP:\n{want}"
+    if model == "seq_cfg":
+        assert got.WhichOneof("scheduling_choice") == "sequence_batching"
+        assert got.sequence_batching.state[0].initial_state[0].zero_data
+    if model == "dyn_cfg":
+        assert got.dynamic_batching.priority_queue_policy[1].max_queue_size == 5
+        assert got.version_policy.WhichOneof("policy_choice") == "specific"
+
+
+def test_metadata_statistics_and_index_match_http(server, stub):
+    """The other JSON-backed answers are the HTTP routes' documents too:
+    server and model metadata, statistics (with the per-response
+    statistics of a decoupled model) and the repository index."""
+    from google.protobuf import json_format
+
+    list(stub.ModelStreamInfer(iter([square_request(2, "stats")]), timeout=RPC_TIMEOUT))
+    time.sleep(0.2)  # statistics are reported after the responses
+    cases = [
+        ("GET", "/v2", None, pb.ServerMetadataResponse(),
+         lambda: stub.ServerMetadata(pb.ServerMetadataRequest(), timeout=RPC_TIMEOUT)),
+        ("GET", "/v2/models/simple", None, pb.ModelMetadataResponse(),
+         lambda: stub.ModelMetadata(pb.ModelMetadataRequest(name="simple"), timeout=RPC_TIMEOUT)),
+        ("GET", "/v2/models/square_int32/stats", None, pb.ModelStatisticsResponse(),
+         lambda: stub.ModelStatistics(pb.ModelStatisticsRequest(name="square_int32"), timeout=RPC_TIMEOUT)),
+        ("POST", "/v2/repository/index", {}, pb.RepositoryIndexResponse(),
+         lambda: stub.RepositoryIndex(pb.RepositoryIndexRequest(), timeout=RPC_TIMEOUT)),
+    ]
+    for method, path, body, msg, call in cases:
+        code, j = http_json(server, method, path, body)
+        assert code == 200, (path, j)
+        want = json_format.ParseDict({"models": j} if isinstance(j, list) else j, msg)
+        got = call()
+        assert got == want, f"{path}:\ngRPC:\n{got}\nHTTP:\n{want}"
+    stats = stub.ModelStatistics(pb.ModelStatisticsRequest(name="square_int32"), timeout=RPC_TIMEOUT)
+    assert len(stats.model_stats[0].response_stats) > 0
 
 
 def test_statistics_and_index(stub):
