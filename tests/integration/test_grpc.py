@@ -1697,6 +1697,67 @@ class RawH2:
                 raise AssertionError("stream reset")
 
 
+def test_full_socket_resumes_when_the_client_reads(server, stub):
+    """A client with HTTP/2 flow control wide open that stops reading fills
+    the socket: the server's writes block (EAGAIN) and wait for EPOLLOUT,
+    other connections are served meanwhile, and once the client reads
+    every response arrives whole and in order per stream."""
+    h = RawH2(server.port)
+    try:
+        # INITIAL_WINDOW_SIZE at its maximum, and as much for the connection.
+        h.send(4, 0, 0, (4).to_bytes(2, "big") + (2 ** 31 - 1).to_bytes(4, "big"))
+        h.send(8, 0, 0, (2 ** 31 - 1 - 65535).to_bytes(4, "big"))
+        # The server's 1 MiB stream window holds once we acknowledge its SETTINGS.
+        while True:
+            ftype, flags, _, _ = h.read_frame()
+            if ftype == 4 and not flags & 1:
+                h.send(4, 1, 0, b"")
+                break
+        streams = list(range(1, 17, 2))
+        items = {sid: bytes([65 + i]) * (900 * 1024) for i, sid in enumerate(streams)}
+        for sid in streams:
+            r = infer_request("identity_bytes", [("INPUT0", "BYTES", [1, 1], [items[sid]])], rid=str(sid))
+            h.request(sid, "/inference.GRPCInferenceService/ModelInfer", grpc_frame(r.SerializeToString()))
+        time.sleep(1.0)  # about 7 MiB of answers: more than both sockets' buffers hold
+        assert stub.ServerLive(pb.ServerLiveRequest(), timeout=RPC_TIMEOUT).live
+        data, trailers, block = {sid: b"" for sid in streams}, {}, b""
+        while len(trailers) < len(streams):
+            f = h.read_frame()
+            assert f is not None, "connection closed"
+            ftype, flags, sid, payload = f
+            if ftype == 4 and not flags & 1:
+                h.send(4, 1, 0, b"")
+            elif ftype == 0:
+                data[sid] += payload
+            elif ftype in (1, 9):
+                block += payload
+                if flags & 0x4:
+                    hdrs = dict(h.decode(block))
+                    block = b""
+                    if flags & 0x1:
+                        trailers[sid] = hdrs
+            elif ftype == 3:
+                raise AssertionError(f"stream {sid} reset (code {int.from_bytes(payload, 'big')})")
+        for sid in streams:
+            assert trailers[sid].get("grpc-status") == "0", trailers[sid]
+            body = data[sid]
+            assert body[0] == 0 and int.from_bytes(body[1:5], "big") == len(body) - 5
+            resp = pb.ModelInferResponse.FromString(body[5:])
+            assert resp.id == str(sid)
+            assert bytes_list_raw(resp.raw_output_contents[0]) == [items[sid]]
+    finally:
+        h.close()
+
+
+def bytes_list_raw(raw):
+    out = []
+    while raw:
+        n = int.from_bytes(raw[:4], "little")
+        out.append(raw[4:4 + n])
+        raw = raw[4 + n:]
+    return out
+
+
 def grpc_frame(payload, compressed=False):
     return bytes([1 if compressed else 0]) + len(payload).to_bytes(4, "big") + payload
 

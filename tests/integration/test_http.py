@@ -674,20 +674,22 @@ def test_client_disconnect_cancels_request_in_core(srv):
         return r["model_stats"][0]["inference_stats"]["fail"]["count"]
 
     before = failures()
-    for how in ("fin", "rst"):
-        body = json.dumps(infer_body("INPUT0", "FP32", [2], [1, 2])).encode()
+    infer = json.dumps(infer_body("INPUT0", "FP32", [2], [1, 2])).encode()
+    generate = json.dumps({"INPUT0": [1, 2]}).encode()
+    for how, route, body in (("fin", "infer", infer), ("rst", "infer", infer),
+                             ("fin", "generate", generate), ("rst", "generate_stream", generate)):
         s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
-        s.sendall(b"POST /v2/models/%s/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
-                  % (model.encode(), len(body)) + body)
+        s.sendall(b"POST /v2/models/%s/%s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+                  % (model.encode(), route.encode(), len(body)) + body)
         time.sleep(0.3)  # the backend now holds the request
-        assert failures() == before, "cancel_wait answered before the client left"
+        assert failures() == before, f"cancel_wait answered before the client left ({route})"
         if how == "rst":
             s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         s.close()
         deadline = time.monotonic() + 5
         while failures() == before and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert failures() == before + 1, f"request not cancelled after the client went away ({how})"
+        assert failures() == before + 1, f"{route}: request not cancelled after the client went away ({how})"
         before += 1
     assert srv.request("GET", "/v2/health/live")[0] == 200
 
