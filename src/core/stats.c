@@ -106,7 +106,11 @@ void nrd_stats_response(nrd_model_stats *s, uint64_t index, uint64_t response_st
                         bool error, bool empty) {
   pthread_mutex_lock(&s->lock);
   nrd_response_stat *r = NULL;
-  for (uint32_t i = 0; i < s->n_resp; i++)
+  /* Indexes first appear in order (a request's responses are reported one
+   * after another), so index k is almost always entry k: a decoupled model
+   * sending thousands of responses per request must not scan them all. */
+  if (index < s->n_resp && s->resp[index].index == index) r = &s->resp[index];
+  for (uint32_t i = 0; !r && i < s->n_resp; i++)
     if (s->resp[i].index == index) r = &s->resp[i];
   if (!r) {
     if (s->n_resp == s->cap_resp) {
