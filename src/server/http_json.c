@@ -656,6 +656,10 @@ static size_t fmt_double(char *o, double v, int digits) {
     memcpy(o, "Infinity", 8);
     return 8;
   }
+  if (v == 0 && signbit(v)) { /* keeps its sign, as -0 would not parse back as a double */
+    memcpy(o, "-0.0", 4);
+    return 4;
+  }
   /* Whole numbers print as integers; the range test comes first because
    * converting a double outside int64's range is undefined. */
   if (fabs(v) < 1e15 && v == (double)(int64_t)v) return nrd_srv_fmt_i64(o, (int64_t)v);

@@ -421,6 +421,67 @@ def test_json_output_of_floats_beyond_int64(srv):
         assert out[2] == 3 and isinstance(out[2], int)
 
 
+def bf16_bits(values):
+    """float64 values rounded to BF16 (nearest, ties to even) via float32."""
+    bits = np.asarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    nan = (bits & 0x7FFFFFFF) > 0x7F800000
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(nan, (bits >> 16).astype(np.uint16) | 0x40, rounded)
+
+
+def test_half_precision_edges_through_json(srv):
+    """FP16 and BF16 from JSON numbers round to nearest (ties to even),
+    through subnormals, underflow to zero and overflow to infinity; back to
+    JSON they print as their float32 values, infinities as Infinity and -0
+    with its sign."""
+    vals = [6e-8, 3e-8, 2.9e-8, 1e-5, -6.1e-5, 65504.0, 65519.0, 65520.0, 1e6, -0.0, 0.1, -2.5,
+            3e38, 1.00390625, 1.01171875]
+    with np.errstate(over="ignore"):
+        fp16 = np.array(vals, dtype=np.float64).astype(np.float16)
+    for dt, want, exact in (("FP16", fp16.view(np.uint16), fp16.astype(np.float64)),
+                            ("BF16", bf16_bits(vals), bf16_to_float(bf16_bits(vals)).astype(np.float64))):
+        model = f"/v2/models/identity_{dt.lower()}_t/infer"
+        payload = json.dumps(infer_body("INPUT0", dt, [1, len(vals)], vals,
+                                        outputs=[{"name": "OUTPUT0", "parameters": {"binary_data": True}}]))
+        st, hdrs, data = srv.request("POST", model, payload.encode(), {"Content-Type": "application/json"})
+        assert st == 200, data
+        got = np.frombuffer(split_binary(hdrs, data)[1], dtype=np.uint16)
+        assert got.tolist() == want.tolist(), (dt, [hex(x) for x in got], [hex(x) for x in want])
+        # The same bits back as JSON numbers.
+        body = {"inputs": [{"name": "INPUT0", "shape": [1, len(vals)], "datatype": dt,
+                            "parameters": {"binary_data_size": want.nbytes}}],
+                "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": False}}]}
+        payload, headers = binary_request(body, [want.tobytes()])
+        st, _, data = srv.request("POST", model, payload, headers)
+        assert st == 200, data
+        out = json.loads(data)["outputs"][0]["data"]
+        assert len(out) == len(vals)
+        for o, e in zip(out, exact):  # printed as float32 values (9 digits), exactly
+            assert np.float32(o) == np.float32(e) and np.signbit(o) == np.signbit(e), (dt, out, exact.tolist())
+
+
+def test_json_string_escapes(srv):
+    """Every JSON escape, in BYTES data and in the header (the request id
+    comes back), surrogate pairs included, as Python's json decodes them."""
+    raw_strings = ['\\b\\f\\n\\r\\t\\/\\"\\\\', '\\ud83d\\ude00 \\u00e9\\u0041', 'plain']
+    text = ('{"id": "%s", "inputs": [{"name": "INPUT0", "shape": [1, 3], "datatype": "BYTES", '
+            '"data": [%s]}], "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": true}}]}'
+            % (raw_strings[1], ", ".join('"%s"' % x for x in raw_strings)))
+    want = [json.loads('"%s"' % x).encode() for x in raw_strings]
+    st, hdrs, data = srv.request("POST", "/v2/models/identity_bytes_t/infer", text.encode(),
+                                 {"Content-Type": "application/json"})
+    assert st == 200, data
+    r, tail = split_binary(hdrs, data)
+    assert list(deserialize("BYTES", tail)) == want
+    assert r["id"] == want[1].decode()
+    # A lone surrogate is not text: refused, in the header and in the data.
+    for bad in (text.replace("\\ude00", ""), text.replace('"id": "%s"' % raw_strings[1], '"id": "x"')
+                .replace("\\ude00", "")):
+        st, _, data = srv.request("POST", "/v2/models/identity_bytes_t/infer", bad.encode(),
+                                  {"Content-Type": "application/json"})
+        assert st == 400 and "surrogate" in json.loads(data)["error"], data
+
+
 def test_binary_data_output_default_and_mixed(srv):
     a = np.arange(16, dtype=np.int32)
     b = np.ones(16, dtype=np.int32)
