@@ -8,13 +8,16 @@ NEREID_EXAMPLES (examples/models) in the environment. Every subprocess has a
 timeout and is killed in a finally block if it is still running.
 """
 
+import json
 import os
+import re
 import selectors
 import shutil
 import signal
 import subprocess
 import tempfile
 import time
+import urllib.request
 
 import pytest
 
@@ -261,6 +264,33 @@ def test_backend_config_and_other_flags_accepted(server_factory):
     assert all(v == "READY" for v in table_status(lines).values()), s.text()
     assert len(table_status(lines)) == len(EXAMPLE_MODELS)
     assert s.stop() == 0, s.text()
+
+
+def test_model_config_name_and_thread_flags(server_factory, tmp_path):
+    """--model-config-name=NAME reads <model>/configs/NAME.pbtxt where it
+    exists and config.pbtxt elsewhere; the thread-count flags and the
+    deprecated --strict-model-config are taken (the latter with a warning)."""
+    repo = tmp_path / "repo"
+    shutil.copytree(EXAMPLES, repo)
+    (repo / "identity_fp32" / "configs").mkdir()
+    text = (repo / "identity_fp32" / "config.pbtxt").read_text()
+    (repo / "identity_fp32" / "configs" / "small.pbtxt").write_text(
+        text.replace("max_batch_size: 8", "max_batch_size: 2"))
+    s = server_factory(f"--model-repository={repo}", f"--backend-directory={BACKENDS}",
+                       "--allow-metrics=false", "--http-port=0", "--http-address=127.0.0.1",
+                       "--grpc-port=0", "--grpc-address=127.0.0.1",
+                       "--http-thread-count=1", "--grpc-thread-count=3",
+                       "--model-config-name=small", "--strict-model-config=false")
+    lines = s.wait_ready()
+    port = next(int(m.group(1)) for m in (re.match(r"nereid: HTTP/REST listening on .*:(\d+)$", l)
+                                          for l in lines) if m)
+    def config(model):
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/models/{model}/config", timeout=30) as r:
+            return json.loads(r.read())
+    assert config("identity_fp32")["max_batch_size"] == 2
+    assert config("identity_bytes")["max_batch_size"] == 8
+    assert s.stop() == 0, s.text()
+    assert "--strict-model-config is deprecated" in s.text()
 
 
 def test_poll_mode_picks_up_new_model(server_factory):
