@@ -899,13 +899,17 @@ TRITONSERVER_Error *TRITONBACKEND_RequestOutputBufferProperties(TRITONBACKEND_Re
                                                                 int64_t *memory_type_id) {
   ARG_CHECK(request && name, "request and name must not be NULL");
   TRITONSERVER_InferenceRequest *r = REQ(request);
+  /* As in Triton: only an allocator with a query function can answer. */
+  if (!r->allocator || !r->allocator->query_fn)
+    return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE,
+                         "request for model '%s': output properties are not available (the response "
+                         "allocator has no query function)",
+                         r->model ? r->model->name : "");
   TRITONSERVER_MemoryType mt = memory_type ? *memory_type : TRITONSERVER_MEMORY_CPU;
   int64_t id = memory_type_id ? *memory_type_id : 0;
   size_t bs = byte_size ? *byte_size : 0;
-  if (r->allocator && r->allocator->query_fn) {
-    NRD_RETURN_IF_ERROR(r->allocator->query_fn((TRITONSERVER_ResponseAllocator *)r->allocator,
-                                               r->alloc_userp, name, byte_size ? &bs : NULL, &mt, &id));
-  }
+  NRD_RETURN_IF_ERROR(r->allocator->query_fn((TRITONSERVER_ResponseAllocator *)r->allocator,
+                                             r->alloc_userp, name, byte_size ? &bs : NULL, &mt, &id));
   if (byte_size) *byte_size = bs;
   if (memory_type) *memory_type = mt;
   if (memory_type_id) *memory_type_id = id;

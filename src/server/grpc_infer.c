@@ -161,7 +161,9 @@ static TRITONSERVER_Error *release_fn(TRITONSERVER_ResponseAllocator *a, void *b
 
 TRITONSERVER_Error *nrd_srv_grpc_infer_init(void) {
   if (g_allocator) return NULL;
-  return TRITONSERVER_ResponseAllocatorNew(&g_allocator, alloc_fn, release_fn, NULL);
+  TRITONSERVER_Error *err = TRITONSERVER_ResponseAllocatorNew(&g_allocator, alloc_fn, release_fn, NULL);
+  if (err == NULL) err = TRITONSERVER_ResponseAllocatorSetQueryFunction(g_allocator, nrd_srv_output_query_cpu);
+  return err;
 }
 
 void nrd_srv_grpc_infer_fini(void) {

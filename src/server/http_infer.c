@@ -169,7 +169,9 @@ static TRITONSERVER_Error *release_fn(TRITONSERVER_ResponseAllocator *allocator,
 }
 
 TRITONSERVER_Error *nrd_srv_http_allocator_new(TRITONSERVER_ResponseAllocator **out) {
-  return TRITONSERVER_ResponseAllocatorNew(out, alloc_fn, release_fn, NULL);
+  TRITONSERVER_Error *err = TRITONSERVER_ResponseAllocatorNew(out, alloc_fn, release_fn, NULL);
+  if (err == NULL) err = TRITONSERVER_ResponseAllocatorSetQueryFunction(*out, nrd_srv_output_query_cpu);
+  return err;
 }
 
 static void free_block_ref(void *block) { block_unref(block); }

@@ -33,4 +33,22 @@ static inline TRITONSERVER_Error *nrd_srv_output_get(TRITONSERVER_InferenceRespo
                                               &out->userp);
 }
 
+/* The front ends' response allocators' query function: every output goes
+ * to CPU memory (system shared memory is CPU memory too), which is what
+ * Triton's front ends answer a backend asking through
+ * TRITONBACKEND_RequestOutputBufferProperties. Any thread. */
+static inline TRITONSERVER_Error *nrd_srv_output_query_cpu(TRITONSERVER_ResponseAllocator *allocator,
+                                                           void *userp, const char *tensor_name,
+                                                           size_t *byte_size,
+                                                           TRITONSERVER_MemoryType *memory_type,
+                                                           int64_t *memory_type_id) {
+  (void)allocator;
+  (void)userp;
+  (void)tensor_name;
+  (void)byte_size;
+  *memory_type = TRITONSERVER_MEMORY_CPU;
+  *memory_type_id = 0;
+  return NULL;
+}
+
 #endif

@@ -148,6 +148,16 @@ def repo():
         os.makedirs(os.path.join(d, name, "1"))
         with open(os.path.join(d, name, "config.pbtxt"), "w") as f:
             f.write(identity_config(name, ctype))
+    # api_probe answers with what the backend API calls no other backend
+    # makes returned (its library in the model directory, as cancel_wait).
+    name = "api_probe"
+    os.makedirs(os.path.join(d, name, "1"))
+    shutil.copy(os.path.join(TEST_BACKENDS, name, "libtriton_api_probe.so"), os.path.join(d, name))
+    with open(os.path.join(d, name, "config.pbtxt"), "w") as f:
+        f.write('name: "api_probe"\nbackend: "api_probe"\nmax_batch_size: 0\n'
+                'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+                'output [ { name: "PROBE" data_type: TYPE_STRING dims: [ 1 ] } ]\n'
+                'instance_group [ { kind: KIND_CPU count: 1 } ]\n')
     # echo_params answers like identity and returns its request's parameters.
     name = "echo_params"
     os.makedirs(os.path.join(d, name, "1"))
@@ -543,6 +553,48 @@ def test_parameters_reach_the_backend_and_come_back(srv):
     # No parameters: no "parameters" object.
     st, r = jreq(srv, "POST", "/v2/models/echo_params/infer", infer_body("INPUT0", "FP32", [1, 1], [1]))
     assert st == 200 and "parameters" not in r
+
+
+def test_backend_api_as_a_triton_backend_sees_it(srv, repo):
+    """What the backend API calls that only Triton's own backends make
+    (the Python backend, for one) return, through api_probe."""
+    def probe(params=None):
+        body = infer_body("INPUT0", "FP32", [2], [1.5, 2.5])
+        if params:
+            body["parameters"] = params
+        st, r = jreq(srv, "POST", "/v2/models/api_probe/infer", body)
+        assert st == 200, r
+        return json.loads(r["outputs"][0]["data"][0])
+
+    p = probe({"sequence_id": "corr-7", "sequence_start": True, "timeout": 123456})
+    model_dir = os.path.join(repo, "api_probe")
+    assert p["backend_name"] == "api_probe"
+    assert p["backend_artifact_type"] == "FILESYSTEM"
+    assert os.path.realpath(p["backend_location"]) == os.path.realpath(model_dir)
+    assert p["memory_manager"] is True
+    assert (p["policy_before"], p["policy_after"]) == (0, 1)  # BLOCKING, then DEVICE_BLOCKING
+    assert p["bad_policy_refused"] is True
+    assert p["model_artifact_type"] == "FILESYSTEM"
+    assert os.path.realpath(p["model_location"]) == os.path.realpath(model_dir)
+    assert p["kind"] == "CPU" and p["device_id"] == 0 and p["passive"] is False
+    assert p["profile_count"] == 0 and p["secondary_device_count"] == 0
+    assert p["profile_0_refused"] and p["secondary_0_refused"]
+    assert isinstance(p["host_policy"], dict)
+    assert p["flags"] == 1  # TRITONSERVER_REQUEST_FLAG_SEQUENCE_START
+    assert p["correlation_id_string"] == "corr-7"
+    assert p["timeout_us"] == 123456
+    assert p["trace_is_null"] is True
+    assert p["input_name_0"] == "INPUT0" and p["input_name_7_refused"]
+    assert p["input"] == {"name": "INPUT0", "datatype": "FP32", "shape": [2], "byte_size": 8,
+                          "buffer_count": 1}
+    assert p["input_buffer"] == {"byte_size": 8, "same_buffer": True, "attributes_byte_size": 8,
+                                 "attributes_memory_type": "CPU"}
+    assert p["response_output"] == {"name": "PROBE", "datatype": "BYTES", "dims": 1, "dim0": 1,
+                                    "by_name_agrees": True}
+    assert p["output_buffer_memory_type"] == "CPU"  # the front end's allocator answers, as Triton's do
+    # A numeric correlation id is no string; no flags and no timeout are 0.
+    p = probe({"sequence_id": 42})
+    assert "correlation_id_string_error" in p and p["flags"] == 0 and p["timeout_us"] == 0
 
 
 def test_keep_alive_and_pipelining(srv):

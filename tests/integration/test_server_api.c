@@ -512,3 +512,75 @@ Test(server_api, stop_then_requests_unavailable) {
   H_OK(TRITONSERVER_ServerStop(f.s));
   fixture_down(&f);
 }
+
+/* A backend asking where an output will go: an allocator without a query
+ * function cannot say (UNAVAILABLE, as in Triton); one with a query function
+ * answers through it. api_probe reports what the call returned. */
+static TRITONSERVER_Error *query_pinned(TRITONSERVER_ResponseAllocator *a, void *userp, const char *name,
+                                        size_t *byte_size, TRITONSERVER_MemoryType *mt, int64_t *id) {
+  (void)a;
+  (void)userp;
+  (void)byte_size;
+  cr_assert_str_eq(name, "PROBE");
+  *mt = TRITONSERVER_MEMORY_CPU_PINNED;
+  *id = 0;
+  return NULL;
+}
+
+static json_t *probe_once(TRITONSERVER_Server *s, TRITONSERVER_ResponseAllocator *alloc) {
+  float in[2] = {1, 2};
+  int64_t shape[1] = {2};
+  TRITONSERVER_InferenceRequest *r = h_request(s, "probe");
+  h_add_input(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 1, in, sizeof in);
+  h_call *c = h_call_new();
+  h_bind(r, c);
+  H_OK(TRITONSERVER_InferenceRequestSetResponseCallback(r, alloc, c, h_on_response, c));
+  H_OK(TRITONSERVER_ServerInferAsync(s, r, NULL));
+  cr_assert(h_wait(c, 10000));
+  cr_assert_null(h_response_error(c, 0));
+  const char *name;
+  TRITONSERVER_DataType dt;
+  const int64_t *oshape;
+  uint64_t dims, size;
+  const void *base;
+  TRITONSERVER_MemoryType mt;
+  int64_t id;
+  void *userp;
+  H_OK(TRITONSERVER_InferenceResponseOutput(c->responses[0], 0, &name, &dt, &oshape, &dims, &base, &size,
+                                            &mt, &id, &userp));
+  uint32_t len;
+  memcpy(&len, base, 4);
+  json_error_t jerr;
+  json_t *j = json_loadb((const char *)base + 4, len, 0, &jerr);
+  cr_assert_not_null(j, "%s", jerr.text);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  return j;
+}
+
+Test(server_api, output_buffer_properties_come_from_the_allocator) {
+  char *repo = h_tmpdir();
+  h_model(repo, "probe",
+          "name: \"probe\"\nbackend: \"api_probe\"\nmax_batch_size: 0\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ -1 ] } ]\n"
+          "output [ { name: \"PROBE\" data_type: TYPE_STRING dims: [ 1 ] } ]\n",
+          "1");
+  char lib[4200];
+  snprintf(lib, sizeof lib, "%s/probe/libtriton_api_probe.so", repo);
+  cr_assert_eq(symlink(NRD_TEST_BACKEND_DIR "/api_probe/libtriton_api_probe.so", lib), 0);
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  json_t *j = probe_once(s, h_allocator());
+  const char *err = json_string_value(json_object_get(j, "output_buffer_properties_error"));
+  cr_assert(err && strstr(err, "output properties are not available"), "%s", err ? err : "(none)");
+  json_decref(j);
+  TRITONSERVER_ResponseAllocator *with_query = NULL;
+  H_OK(TRITONSERVER_ResponseAllocatorNew(&with_query, h_alloc, h_release_buf, NULL));
+  H_OK(TRITONSERVER_ResponseAllocatorSetQueryFunction(with_query, query_pinned));
+  j = probe_once(s, with_query);
+  cr_assert_str_eq(json_string_value(json_object_get(j, "output_buffer_memory_type")), "CPU_PINNED");
+  json_decref(j);
+  H_OK(TRITONSERVER_ServerDelete(s));
+  H_OK(TRITONSERVER_ResponseAllocatorDelete(with_query));
+  h_rmtree(repo);
+  free(repo);
+}
