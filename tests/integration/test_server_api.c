@@ -584,3 +584,56 @@ Test(server_api, output_buffer_properties_come_from_the_allocator) {
   h_rmtree(repo);
   free(repo);
 }
+
+/* The request getters read back what was set; data appended for the CPU
+ * host policy serves a CPU instance; the exit timeout can be changed on a
+ * running server. */
+Test(server_api, request_getters_host_policy_data_and_exit_timeout) {
+  fixture f = setup(TRITONSERVER_MODEL_CONTROL_NONE);
+  TRITONSERVER_InferenceRequest *r = h_request(f.s, "ident");
+  uint32_t flags = 99, p32 = 99;
+  uint64_t p64 = 99;
+  H_OK(TRITONSERVER_InferenceRequestFlags(r, &flags));
+  H_OK(TRITONSERVER_InferenceRequestPriority(r, &p32));
+  H_OK(TRITONSERVER_InferenceRequestPriorityUInt64(r, &p64));
+  cr_assert_eq(flags, 0);
+  cr_assert_eq(p32, 0);
+  cr_assert_eq(p64, 0);
+  H_OK(TRITONSERVER_InferenceRequestSetFlags(r, TRITONSERVER_REQUEST_FLAG_SEQUENCE_END));
+  H_OK(TRITONSERVER_InferenceRequestSetPriorityUInt64(r, 7));
+  H_OK(TRITONSERVER_InferenceRequestFlags(r, &flags));
+  H_OK(TRITONSERVER_InferenceRequestPriority(r, &p32));
+  H_OK(TRITONSERVER_InferenceRequestPriorityUInt64(r, &p64));
+  cr_assert_eq(flags, TRITONSERVER_REQUEST_FLAG_SEQUENCE_END);
+  cr_assert_eq(p32, 7);
+  cr_assert_eq(p64, 7);
+  H_OK(TRITONSERVER_InferenceRequestSetFlags(r, 0));
+  H_OK(TRITONSERVER_InferenceRequestSetPriority(r, 0));
+  expect_error(TRITONSERVER_InferenceRequestFlags(r, NULL), TRITONSERVER_ERROR_INVALID_ARG, "NULL flags");
+
+  float in[4] = {1, 2, 3, 4};
+  int64_t shape[1] = {4};
+  H_OK(TRITONSERVER_InferenceRequestAddInput(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 1));
+  H_OK(TRITONSERVER_InferenceRequestAppendInputDataWithHostPolicy(r, "INPUT0", in, sizeof in,
+                                                                  TRITONSERVER_MEMORY_CPU, 0, "cpu"));
+  h_call *c = h_infer(f.s, r);
+  cr_assert_null(h_response_error(c, 0));
+  const char *name;
+  TRITONSERVER_DataType dt;
+  const int64_t *oshape;
+  uint64_t dims, size;
+  const void *base;
+  TRITONSERVER_MemoryType mt;
+  int64_t id;
+  void *userp;
+  H_OK(TRITONSERVER_InferenceResponseOutput(c->responses[0], 0, &name, &dt, &oshape, &dims, &base, &size,
+                                            &mt, &id, &userp));
+  cr_assert_eq(size, sizeof in);
+  cr_assert_eq(memcmp(base, in, sizeof in), 0);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+
+  H_OK(TRITONSERVER_ServerSetExitTimeout(f.s, 3));
+  expect_error(TRITONSERVER_ServerSetExitTimeout(NULL, 3), TRITONSERVER_ERROR_INVALID_ARG, "NULL server");
+  fixture_down(&f);
+}
