@@ -129,6 +129,7 @@ nrd_repository *nrd_repo_new(TRITONSERVER_Server *server, char *const *paths, si
   r->config_name = strdup(config_name ? config_name : "");
   r->paths = calloc(n_paths ? n_paths : 1, sizeof(char *));
   pthread_rwlock_init(&r->table_lock, NULL);
+  pthread_rwlock_init(&r->paths_lock, NULL);
   pthread_mutex_init(&r->op_lock, NULL);
   r->bg = calloc(1, sizeof(*r->bg));
   if (r->bg) {
@@ -159,6 +160,14 @@ static void entry_unload_all(nrd_repository *r, nrd_model_entry *e) {
   }
 }
 
+static void mappings_free(nrd_repo_mapping *m, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    free(m[i].name);
+    free(m[i].repo);
+    free(m[i].dir);
+  }
+}
+
 void nrd_repo_free(nrd_repository *r) {
   if (!r) return;
   if (r->bg && nrd_repo_wait_background(r, r->exit_timeout_s))
@@ -177,6 +186,9 @@ void nrd_repo_free(nrd_repository *r) {
   free(r->models);
   for (size_t i = 0; i < r->n_paths; i++) free(r->paths[i]);
   free(r->paths);
+  mappings_free(r->maps, r->n_maps);
+  free(r->maps);
+  pthread_rwlock_destroy(&r->paths_lock);
   free(r->backend_dir);
   free(r->config_name);
   json_decref(r->backend_cmdline);
@@ -188,10 +200,43 @@ void nrd_repo_free(nrd_repository *r) {
 
 /* ------------------------------------------------------------ scanning */
 
+static const nrd_repo_mapping *mapping_named(const nrd_repository *r, const char *name) {
+  for (size_t i = 0; i < r->n_maps; i++)
+    if (!strcmp(r->maps[i].name, name)) return &r->maps[i];
+  return NULL;
+}
+
+/* Whether folder `dir` has a mapped name (it is then known by that name only). */
+static bool folder_mapped(const nrd_repository *r, const char *dir) {
+  for (size_t i = 0; i < r->n_maps; i++)
+    if (!strcmp(r->maps[i].dir, dir)) return true;
+  return false;
+}
+
+/* Adds a copy of `name` to the list unless it is there. 0, or -1 on out-of-memory. */
+static int add_name(char ***names, size_t *n, size_t *cap, const char *name) {
+  for (size_t i = 0; i < *n; i++)
+    if (!strcmp((*names)[i], name)) return 0; /* duplicates are reported at load time */
+  if (*n == *cap) {
+    size_t c = *cap ? *cap * 2 : 16;
+    char **nn = realloc(*names, c * sizeof(char *));
+    if (!nn) return -1;
+    *names = nn;
+    *cap = c;
+  }
+  if (!((*names)[*n] = strdup(name))) return -1;
+  (*n)++;
+  return 0;
+}
+
 TRITONSERVER_Error *nrd_repo_scan(nrd_repository *r, char ***names_out, size_t *n_out) {
   char **names = NULL;
   size_t n = 0, cap = 0;
   TRITONSERVER_Error *err = NULL;
+  pthread_rwlock_rdlock(&r->paths_lock);
+  for (size_t i = 0; i < r->n_maps && !err; i++)
+    if (is_dir(r->maps[i].dir) && add_name(&names, &n, &cap, r->maps[i].name) != 0)
+      err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory scanning repository");
   for (size_t p = 0; p < r->n_paths && !err; p++) {
     DIR *d = opendir(r->paths[p]);
     if (!d) {
@@ -203,29 +248,17 @@ TRITONSERVER_Error *nrd_repo_scan(nrd_repository *r, char ***names_out, size_t *
     while ((e = readdir(d))) {
       if (e->d_name[0] == '.') continue;
       char *full = join(r->paths[p], e->d_name);
-      bool dir = full && is_dir(full);
+      bool dir = full && is_dir(full) && !folder_mapped(r, full);
       free(full);
       if (!dir) continue;
-      bool dup = false;
-      for (size_t i = 0; i < n; i++) dup |= !strcmp(names[i], e->d_name);
-      if (dup) continue; /* reported at load time, where it matters */
-      if (n == cap) {
-        cap = cap ? cap * 2 : 16;
-        char **nn = realloc(names, cap * sizeof(char *));
-        if (!nn) {
-          err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory scanning repository");
-          break;
-        }
-        names = nn;
-      }
-      if (!(names[n] = strdup(e->d_name))) {
+      if (add_name(&names, &n, &cap, e->d_name) != 0) {
         err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory scanning repository");
         break;
       }
-      n++;
     }
     closedir(d);
   }
+  pthread_rwlock_unlock(&r->paths_lock);
   if (err) {
     for (size_t i = 0; i < n; i++) free(names[i]);
     free(names);
@@ -237,13 +270,27 @@ TRITONSERVER_Error *nrd_repo_scan(nrd_repository *r, char ***names_out, size_t *
   return NULL;
 }
 
-/* The folder of a model: exactly one repository path may hold it. */
-static TRITONSERVER_Error *locate(nrd_repository *r, const char *name, char **dir_out) {
+/* The folder of a model: a registered name mapping, or else exactly one
+ * repository path holding a folder of that name (mapped folders are known
+ * by their mapped name only). *mapped says which. */
+static TRITONSERVER_Error *locate_locked(nrd_repository *r, const char *name, char **dir_out, bool *mapped) {
+  const nrd_repo_mapping *m = mapping_named(r, name);
+  *mapped = m != NULL;
+  if (m) {
+    if (!is_dir(m->dir))
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "failed to load '%s': mapped path '%s' does not exist",
+                           name, m->dir);
+    *dir_out = strdup(m->dir);
+    return *dir_out ? NULL : nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  }
   char *found = NULL;
   for (size_t p = 0; p < r->n_paths; p++) {
     char *d = join(r->paths[p], name);
-    if (!d) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-    if (!is_dir(d)) {
+    if (!d) {
+      free(found);
+      return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    }
+    if (!is_dir(d) || folder_mapped(r, d)) {
       free(d);
       continue;
     }
@@ -262,6 +309,94 @@ static TRITONSERVER_Error *locate(nrd_repository *r, const char *name, char **di
                          name);
   *dir_out = found;
   return NULL;
+}
+
+static TRITONSERVER_Error *locate(nrd_repository *r, const char *name, char **dir_out, bool *mapped) {
+  pthread_rwlock_rdlock(&r->paths_lock);
+  TRITONSERVER_Error *err = locate_locked(r, name, dir_out, mapped);
+  pthread_rwlock_unlock(&r->paths_lock);
+  return err;
+}
+
+TRITONSERVER_Error *nrd_repo_register(nrd_repository *r, const char *path, const char *const *names,
+                                      const char *const *folders, size_t n) {
+  if (!is_dir(path))
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "failed to register '%s', repository not found", path);
+  for (size_t i = 0; i < n; i++)
+    for (size_t k = 0; k < i; k++)
+      if (!strcmp(names[i], names[k]))
+        return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                             "failed to register '%s', there is a conflicting mapping for '%s'", path, names[i]);
+  /* Everything new is built before the lock; nothing is half added. */
+  char *path_copy = strdup(path);
+  nrd_repo_mapping *fresh = calloc(n ? n : 1, sizeof(*fresh));
+  bool ok = path_copy && fresh;
+  for (size_t i = 0; ok && i < n; i++) {
+    fresh[i].name = strdup(names[i]);
+    fresh[i].repo = strdup(path);
+    fresh[i].dir = join(path, folders[i]);
+    ok = fresh[i].name && fresh[i].repo && fresh[i].dir;
+  }
+  TRITONSERVER_Error *err = ok ? NULL : nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  if (!err) {
+    pthread_mutex_lock(&r->op_lock);
+    pthread_rwlock_wrlock(&r->paths_lock);
+    for (size_t p = 0; p < r->n_paths && !err; p++)
+      if (!strcmp(r->paths[p], path))
+        err = nrd_error_new(TRITONSERVER_ERROR_ALREADY_EXISTS, "model repository '%s' has already been registered",
+                            path);
+    for (size_t i = 0; i < n && !err; i++)
+      if (mapping_named(r, names[i]))
+        err = nrd_error_new(TRITONSERVER_ERROR_ALREADY_EXISTS,
+                            "failed to register '%s', there is a conflicting mapping for '%s'", path, names[i]);
+    if (!err) {
+      char **np = realloc(r->paths, (r->n_paths + 1) * sizeof(char *));
+      if (np) r->paths = np;
+      nrd_repo_mapping *nm = n ? realloc(r->maps, (r->n_maps + n) * sizeof(*nm)) : r->maps;
+      if (nm) r->maps = nm;
+      if (!np || (n && !nm)) err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    }
+    if (!err) {
+      r->paths[r->n_paths++] = path_copy;
+      path_copy = NULL;
+      if (n) memcpy(&r->maps[r->n_maps], fresh, n * sizeof(*fresh));
+      r->n_maps += n;
+      n = 0; /* the repository owns them now */
+    }
+    pthread_rwlock_unlock(&r->paths_lock);
+    pthread_mutex_unlock(&r->op_lock);
+  }
+  if (fresh) mappings_free(fresh, n);
+  free(fresh);
+  free(path_copy);
+  if (!err) NRD_LOG_INFO("model repository registered: %s", path);
+  return err;
+}
+
+TRITONSERVER_Error *nrd_repo_unregister(nrd_repository *r, const char *path) {
+  pthread_mutex_lock(&r->op_lock);
+  pthread_rwlock_wrlock(&r->paths_lock);
+  size_t at = r->n_paths;
+  for (size_t p = 0; p < r->n_paths; p++)
+    if (!strcmp(r->paths[p], path)) at = p;
+  TRITONSERVER_Error *err = NULL;
+  if (at == r->n_paths) {
+    err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "failed to unregister '%s', repository not found", path);
+  } else {
+    free(r->paths[at]);
+    memmove(&r->paths[at], &r->paths[at + 1], (r->n_paths - at - 1) * sizeof(char *));
+    r->n_paths--;
+    size_t kept = 0;
+    for (size_t i = 0; i < r->n_maps; i++) {
+      if (!strcmp(r->maps[i].repo, path)) mappings_free(&r->maps[i], 1);
+      else r->maps[kept++] = r->maps[i];
+    }
+    r->n_maps = kept;
+  }
+  pthread_rwlock_unlock(&r->paths_lock);
+  pthread_mutex_unlock(&r->op_lock);
+  if (!err) NRD_LOG_INFO("model repository unregistered: %s", path);
+  return err;
 }
 
 /* Guesses a backend from the files of a model without config.pbtxt. */
@@ -556,9 +691,13 @@ TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const cha
   size_t n_versions = 0;
   nrd_version_slot *slots = NULL;
 
+  bool mapped = false;
   if (n_files) err = write_overrides(name, files, n_files, &override_root, &dir);
-  else err = locate(r, name, &dir);
+  else err = locate(r, name, &dir, &mapped);
   if (!err) err = read_config(r, name, dir, config_override, &cfg);
+  /* A mapped model takes its mapped name, whatever its configuration says. */
+  if (!err && mapped && json_object_set_new(cfg, "name", json_string(name)) != 0)
+    err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   if (!err) err = select_versions(name, dir, cfg, &versions, &n_versions);
   uint64_t stamp = dir ? newest_mtime(dir, 0) : 0;
 

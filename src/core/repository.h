@@ -34,10 +34,23 @@ typedef struct nrd_model_entry {
   char *override_dir;         /* temporary folder of a load with file overrides */
 } nrd_model_entry;
 
+/* A model name given to one folder of a registered repository
+ * (TRITONSERVER_ServerRegisterModelRepository's name mapping). */
+typedef struct nrd_repo_mapping {
+  char *name; /* the model's name */
+  char *repo; /* the repository it was registered with */
+  char *dir;  /* repo/<folder> */
+} nrd_repo_mapping;
+
 typedef struct nrd_repository {
   TRITONSERVER_Server *server;
+  /* Repository paths and name mappings; paths_lock guards both, as paths
+   * are added and removed at run time (writers also hold op_lock). */
+  pthread_rwlock_t paths_lock;
   char **paths;
   size_t n_paths;
+  nrd_repo_mapping *maps;
+  size_t n_maps;
   char *backend_dir;
   json_t *backend_cmdline;    /* see nrd_model_load_args */
   bool auto_complete;
@@ -66,6 +79,18 @@ nrd_repository *nrd_repo_new(TRITONSERVER_Server *server, char *const *paths, si
  * timeout) and frees the repository. Unloads still stuck after the exit
  * timeout are abandoned (logged), never waited for forever. */
 void nrd_repo_free(nrd_repository *r);
+
+/* Adds a repository at run time; `names` / `folders` (n each, borrowed)
+ * give folders of it model names of their own. Errors as Triton's: the
+ * path is no directory (INVALID_ARG), it is registered already or a name
+ * is mapped already (ALREADY_EXISTS), two folders get one name
+ * (INVALID_ARG). Any thread. */
+TRITONSERVER_Error *nrd_repo_register(nrd_repository *r, const char *path, const char *const *names,
+                                      const char *const *folders, size_t n);
+
+/* Removes a repository and its name mappings (loaded models stay
+ * loaded). INVALID_ARG when it is not registered. Any thread. */
+TRITONSERVER_Error *nrd_repo_unregister(nrd_repository *r, const char *path);
 
 /* Names of every model folder in the repository paths, sorted. The caller
  * frees the array and strings. Errors name an unreadable path. */

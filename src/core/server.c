@@ -186,24 +186,41 @@ TRITONSERVER_Error *TRITONSERVER_ServerRegisterModelRepository(TRITONSERVER_Serv
                                                                const TRITONSERVER_Parameter **name_mapping,
                                                                const uint32_t mapping_count) {
   ARG_CHECK(server && repository_path, "server and repository path must not be NULL");
-  (void)name_mapping;
-  if (server->mode == TRITONSERVER_MODEL_CONTROL_POLL)
+  ARG_CHECK(name_mapping || !mapping_count, "name mapping must not be NULL when its count is not 0");
+  if (server->mode != TRITONSERVER_MODEL_CONTROL_EXPLICIT)
     return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
-                         "repository registration is not allowed if polling is enabled");
-  if (mapping_count)
-    return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED, "model name mapping for registered repositories is not supported");
-  return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
-                       "registering model repositories at run time is not supported yet ('%s')", repository_path);
+                         "repository registration is not allowed if model control mode is not EXPLICIT");
+  /* Each parameter maps a folder (its name) to a model name (its string value). */
+  const char **names = calloc(mapping_count ? mapping_count : 1, sizeof(char *));
+  const char **folders = calloc(mapping_count ? mapping_count : 1, sizeof(char *));
+  TRITONSERVER_Error *err = (names && folders) ? NULL : nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  for (uint32_t i = 0; i < mapping_count && !err; i++) {
+    const nrd_param *p = name_mapping[i] ? &name_mapping[i]->p : NULL;
+    if (!p || p->type != TRITONSERVER_PARAMETER_STRING || !p->v.s)
+      err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "mapped model name '%s' must be a string",
+                          p && p->name ? p->name : "");
+    else if (strchr(p->name, '/') || !strcmp(p->name, ".") || !strcmp(p->name, ".."))
+      err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                          "failed to register '%s': '%s' is not a folder of the repository", repository_path,
+                          p->name);
+    else {
+      folders[i] = p->name;
+      names[i] = p->v.s;
+    }
+  }
+  if (!err) err = nrd_repo_register(server->repo, repository_path, names, folders, mapping_count);
+  free(names);
+  free(folders);
+  return err;
 }
 
 TRITONSERVER_Error *TRITONSERVER_ServerUnregisterModelRepository(TRITONSERVER_Server *server,
                                                                  const char *repository_path) {
   ARG_CHECK(server && repository_path, "server and repository path must not be NULL");
-  if (server->mode == TRITONSERVER_MODEL_CONTROL_POLL)
+  if (server->mode != TRITONSERVER_MODEL_CONTROL_EXPLICIT)
     return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
-                         "repository unregistration is not allowed if polling is enabled");
-  return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
-                       "unregistering model repositories at run time is not supported yet ('%s')", repository_path);
+                         "repository unregistration is not allowed if model control mode is not EXPLICIT");
+  return nrd_repo_unregister(server->repo, repository_path);
 }
 
 TRITONSERVER_Error *TRITONSERVER_ServerPollModelRepository(TRITONSERVER_Server *server) {

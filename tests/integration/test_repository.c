@@ -555,3 +555,95 @@ Test(repo, missing_repository_fails_server_new) {
   TRITONSERVER_ErrorDelete(e);
   cr_assert_null(s);
 }
+
+static void expect_code(TRITONSERVER_Error *e, TRITONSERVER_Error_Code code, const char *text) {
+  cr_assert_not_null(e, "expected an error containing '%s'", text);
+  cr_assert_eq(TRITONSERVER_ErrorCode(e), code, "%s: %s", TRITONSERVER_ErrorCodeString(e),
+               TRITONSERVER_ErrorMessage(e));
+  cr_assert(strstr(TRITONSERVER_ErrorMessage(e), text), "%s", TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+}
+
+/* Repositories added and removed at run time, with folders given model
+ * names of their own, as Triton's in-process API does it. */
+Test(repo, register_and_unregister_repositories) {
+  model("a", "identity", NULL, "1");
+  char *extra = h_tmpdir();
+  /* Folder "m_dir" holds a model whose configuration calls it "x": mapped
+   * to "renamed", it takes that name. Folder "plain" keeps its own. */
+  h_model(extra, "m_dir",
+          "name: \"x\"\nbackend: \"identity\"\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n",
+          "1");
+  h_model(extra, "plain",
+          "name: \"plain\"\nbackend: \"identity\"\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n",
+          "1");
+  TRITONSERVER_Server *s = h_server_new(h_options(g_repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
+  expect_code(TRITONSERVER_ServerLoadModel(s, "plain"), TRITONSERVER_ERROR_INVALID_ARG, "plain");
+
+  TRITONSERVER_Parameter *map = TRITONSERVER_ParameterNew("m_dir", TRITONSERVER_PARAMETER_STRING, "renamed");
+  const TRITONSERVER_Parameter *maps[1] = {map};
+  H_OK(TRITONSERVER_ServerRegisterModelRepository(s, extra, maps, 1));
+  expect_code(TRITONSERVER_ServerRegisterModelRepository(s, extra, NULL, 0), TRITONSERVER_ERROR_ALREADY_EXISTS,
+              "has already been registered");
+  char *other = h_tmpdir();
+  expect_code(TRITONSERVER_ServerRegisterModelRepository(s, other, maps, 1), TRITONSERVER_ERROR_ALREADY_EXISTS,
+              "conflicting mapping for 'renamed'");
+  TRITONSERVER_Parameter *twice[2] = {TRITONSERVER_ParameterNew("p", TRITONSERVER_PARAMETER_STRING, "same"),
+                                      TRITONSERVER_ParameterNew("q", TRITONSERVER_PARAMETER_STRING, "same")};
+  expect_code(TRITONSERVER_ServerRegisterModelRepository(s, other, (const TRITONSERVER_Parameter **)twice, 2),
+              TRITONSERVER_ERROR_INVALID_ARG, "conflicting mapping for 'same'");
+  int64_t one = 1;
+  TRITONSERVER_Parameter *not_string = TRITONSERVER_ParameterNew("p", TRITONSERVER_PARAMETER_INT, &one);
+  const TRITONSERVER_Parameter *bad[1] = {not_string};
+  expect_code(TRITONSERVER_ServerRegisterModelRepository(s, other, bad, 1), TRITONSERVER_ERROR_INVALID_ARG,
+              "must be a string");
+  expect_code(TRITONSERVER_ServerRegisterModelRepository(s, "/no/such/repository", NULL, 0),
+              TRITONSERVER_ERROR_INVALID_ARG, "repository not found");
+
+  /* The mapped folder answers to its mapped name only; the other folder to its own. */
+  TRITONSERVER_Message *m = NULL;
+  H_OK(TRITONSERVER_ServerModelIndex(s, 0, &m));
+  char *idx = h_msg_text(m);
+  cr_assert(strstr(idx, "\"renamed\"") && strstr(idx, "\"plain\"") && !strstr(idx, "m_dir"), "%s", idx);
+  free(idx);
+  H_OK(TRITONSERVER_ServerLoadModel(s, "renamed"));
+  H_OK(TRITONSERVER_ServerLoadModel(s, "plain"));
+  cr_assert(ready(s, "renamed", 1) && ready(s, "plain", 1));
+  expect_code(TRITONSERVER_ServerLoadModel(s, "m_dir"), TRITONSERVER_ERROR_INVALID_ARG, "m_dir");
+  H_OK(TRITONSERVER_ServerModelConfig(s, "renamed", -1, 1, &m));
+  idx = h_msg_text(m);
+  cr_assert(strstr(idx, "\"name\":\"renamed\""), "%s", idx);
+  free(idx);
+
+  /* Unregistered: loaded models stay; the folders are no longer found. */
+  H_OK(TRITONSERVER_ServerUnregisterModelRepository(s, extra));
+  expect_code(TRITONSERVER_ServerUnregisterModelRepository(s, extra), TRITONSERVER_ERROR_INVALID_ARG,
+              "repository not found");
+  cr_assert(ready(s, "renamed", 1));
+  H_OK(TRITONSERVER_ServerUnloadModel(s, "plain"));
+  expect_code(TRITONSERVER_ServerLoadModel(s, "plain"), TRITONSERVER_ERROR_INVALID_ARG, "plain");
+  /* The repository given at startup can go too, and come back. */
+  H_OK(TRITONSERVER_ServerUnregisterModelRepository(s, g_repo));
+  H_OK(TRITONSERVER_ServerRegisterModelRepository(s, g_repo, NULL, 0));
+  H_OK(TRITONSERVER_ServerLoadModel(s, "a"));
+  H_OK(TRITONSERVER_ServerDelete(s));
+
+  /* Other control modes refuse, as Triton does. */
+  s = h_server_new(h_options(g_repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  expect_code(TRITONSERVER_ServerRegisterModelRepository(s, extra, NULL, 0), TRITONSERVER_ERROR_UNSUPPORTED,
+              "EXPLICIT");
+  expect_code(TRITONSERVER_ServerUnregisterModelRepository(s, g_repo), TRITONSERVER_ERROR_UNSUPPORTED, "EXPLICIT");
+  H_OK(TRITONSERVER_ServerDelete(s));
+  TRITONSERVER_ParameterDelete(map);
+  TRITONSERVER_ParameterDelete(twice[0]);
+  TRITONSERVER_ParameterDelete(twice[1]);
+  TRITONSERVER_ParameterDelete(not_string);
+  h_rmtree(extra);
+  h_rmtree(other);
+  free(extra);
+  free(other);
+}

@@ -1268,7 +1268,7 @@ TRITONSERVER_DECLSPEC struct TRITONSERVER_Error*
 TRITONSERVER_ServerSetExitTimeout(
     struct TRITONSERVER_Server* server, unsigned int timeout);
 
-/* Adds a model repository at run time (not in POLL mode). Each parameter
+/* Adds a model repository at run time (EXPLICIT mode only). Each parameter
  * in `name_mapping` (borrowed, `mapping_count` entries) maps a directory
  * name (key) to the model name to use (string value). Thread: any. */
 TRITONSERVER_DECLSPEC struct TRITONSERVER_Error*
@@ -1277,8 +1277,9 @@ TRITONSERVER_ServerRegisterModelRepository(
     const struct TRITONSERVER_Parameter** name_mapping,
     const uint32_t mapping_count);
 
-/* Removes a repository added at startup or at run time (not in POLL
- * mode). Thread: any. */
+/* Removes a repository added at startup or at run time, with its name
+ * mappings; its loaded models stay loaded (EXPLICIT mode only). Thread:
+ * any. */
 TRITONSERVER_DECLSPEC struct TRITONSERVER_Error*
 TRITONSERVER_ServerUnregisterModelRepository(
     struct TRITONSERVER_Server* server, const char* repository_path);
