@@ -21,6 +21,7 @@
 
 #include "classify.h"
 #include "fmt.h"
+#include "grpc_pack.h"
 #include "grpc_service.pb-c.h"
 #include "response_output.h"
 
@@ -456,13 +457,7 @@ static uint8_t *build_response(infer_ctx *ctx, TRITONSERVER_InferenceResponse *r
   }
   r.n_parameters = np;
   r.parameters = pep;
-  if (ctx->streaming) {
-    Inference__ModelStreamInferResponse s = INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
-    s.infer_response = &r;
-    buf = nrd_srv_grpc_frame(&s.base, len);
-  } else {
-    buf = nrd_srv_grpc_frame(&r.base, len);
-  }
+  buf = nrd_srv_grpc_pack_infer_response(&r, ctx->streaming, NULL, len);
 done:
   if (classes)
     for (uint32_t i = 0; i < n_out; i++) free(classes[i].data);
@@ -489,10 +484,7 @@ static uint8_t *build_stream_error(infer_ctx *ctx, const char *msg, size_t *len)
   r.model_name = ctx->req->model_name;
   r.model_version = ctx->req->model_version;
   r.id = ctx->req->id;
-  Inference__ModelStreamInferResponse s = INFERENCE__MODEL_STREAM_INFER_RESPONSE__INIT;
-  s.error_message = (char *)msg;
-  s.infer_response = &r;
-  return nrd_srv_grpc_frame(&s.base, len);
+  return nrd_srv_grpc_pack_infer_response(&r, 1, msg, len);
 }
 
 static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t flags, void *userp) {

@@ -223,20 +223,6 @@ static uint64_t parse_timeout_us(const uint8_t *v, size_t len) {
   }
 }
 
-uint8_t *nrd_srv_grpc_frame(const ProtobufCMessage *msg, size_t *len) {
-  size_t size = protobuf_c_message_get_packed_size(msg);
-  uint8_t *buf = malloc(5 + size);
-  if (buf == NULL) return NULL;
-  buf[0] = 0;
-  buf[1] = (uint8_t)(size >> 24);
-  buf[2] = (uint8_t)(size >> 16);
-  buf[3] = (uint8_t)(size >> 8);
-  buf[4] = (uint8_t)size;
-  protobuf_c_message_pack(msg, buf + 5);
-  *len = 5 + size;
-  return buf;
-}
-
 /* ---- calls --------------------------------------------------------------- */
 
 TRITONSERVER_Server *nrd_srv_grpc_call_server(const nrd_srv_grpc_call *call) {
