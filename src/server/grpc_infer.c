@@ -947,8 +947,6 @@ static TRITONSERVER_Error *apply_parameters(infer_ctx *ctx) {
                  "parameter '%s': keys beginning with 'triton_' are reserved; the only one a request "
                  "may set is %s",
                  key, "triton_enable_empty_final_response");
-    } else if (strcmp(key, "binary_data_output") == 0) {
-      /* HTTP-only; tritonclient never sends it over gRPC. Ignore. */
     } else {
       switch (c) {
         case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM:

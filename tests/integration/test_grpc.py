@@ -680,10 +680,12 @@ def test_parameters_reach_the_backend_and_come_back(stub):
     ModelInferResponse.parameters, over ModelInfer and ModelStreamInfer."""
     x = np.array([[1.5, 2.5]], dtype=np.float32)
     r = infer_request("echo_params", [("INPUT0", "FP32", [1, 2], x)],
-                      params={"s": "text é", "i": -7, "b": True, "sequence_id": 0, "priority": 0})
+                      params={"s": "text é", "i": -7, "b": True, "sequence_id": 0, "priority": 0,
+                              "binary_data_output": True})
     r.parameters["d"].double_param = 0.1
+    # binary_data_output means nothing to gRPC: the backend gets it, as in Triton.
     want = {"s": ("string_param", "text é"), "i": ("int64_param", -7), "b": ("bool_param", True),
-            "d": ("double_param", 0.1)}
+            "d": ("double_param", 0.1), "binary_data_output": ("bool_param", True)}
 
     def check(resp):
         got = {k: (v.WhichOneof("parameter_choice"), getattr(v, v.WhichOneof("parameter_choice")))
