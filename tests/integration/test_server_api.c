@@ -513,6 +513,21 @@ Test(server_api, stop_then_requests_unavailable) {
   fixture_down(&f);
 }
 
+/* The data of output 0 of a call's first response (borrowed from it). */
+static const void *first_output(h_call *c, uint64_t *size) {
+  const char *name;
+  TRITONSERVER_DataType dt;
+  const int64_t *shape;
+  uint64_t dims;
+  const void *base;
+  TRITONSERVER_MemoryType mt;
+  int64_t id;
+  void *userp;
+  H_OK(TRITONSERVER_InferenceResponseOutput(c->responses[0], 0, &name, &dt, &shape, &dims, &base, size, &mt,
+                                            &id, &userp));
+  return base;
+}
+
 /* A backend asking where an output will go: an allocator without a query
  * function cannot say (UNAVAILABLE, as in Triton); one with a query function
  * answers through it. api_probe reports what the call returned. */
@@ -538,16 +553,8 @@ static json_t *probe_once(TRITONSERVER_Server *s, TRITONSERVER_ResponseAllocator
   H_OK(TRITONSERVER_ServerInferAsync(s, r, NULL));
   cr_assert(h_wait(c, 10000));
   cr_assert_null(h_response_error(c, 0));
-  const char *name;
-  TRITONSERVER_DataType dt;
-  const int64_t *oshape;
-  uint64_t dims, size;
-  const void *base;
-  TRITONSERVER_MemoryType mt;
-  int64_t id;
-  void *userp;
-  H_OK(TRITONSERVER_InferenceResponseOutput(c->responses[0], 0, &name, &dt, &oshape, &dims, &base, &size,
-                                            &mt, &id, &userp));
+  uint64_t size;
+  const void *base = first_output(c, &size);
   uint32_t len;
   memcpy(&len, base, 4);
   json_error_t jerr;
@@ -618,16 +625,8 @@ Test(server_api, request_getters_host_policy_data_and_exit_timeout) {
                                                                   TRITONSERVER_MEMORY_CPU, 0, "cpu"));
   h_call *c = h_infer(f.s, r);
   cr_assert_null(h_response_error(c, 0));
-  const char *name;
-  TRITONSERVER_DataType dt;
-  const int64_t *oshape;
-  uint64_t dims, size;
-  const void *base;
-  TRITONSERVER_MemoryType mt;
-  int64_t id;
-  void *userp;
-  H_OK(TRITONSERVER_InferenceResponseOutput(c->responses[0], 0, &name, &dt, &oshape, &dims, &base, &size,
-                                            &mt, &id, &userp));
+  uint64_t size;
+  const void *base = first_output(c, &size);
   cr_assert_eq(size, sizeof in);
   cr_assert_eq(memcmp(base, in, sizeof in), 0);
   h_call_free(c);
