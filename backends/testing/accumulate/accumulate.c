@@ -7,7 +7,8 @@
  *  - With implicit state (the request has an input "INPUT_STATE"): the sum
  *    is INPUT_STATE + INPUT, and it becomes the sequence's next state
  *    through TRITONBACKEND_StateNew("OUTPUT_STATE") / StateBuffer /
- *    StateUpdate.
+ *    StateUpdate (StateBufferAttributes is checked on the way: refused
+ *    before the buffer, then agreeing with it; a failure fails the request).
  *  - Without: the backend keeps the sums itself, keyed by the CORRID
  *    control input (else the request's integer correlation id); a non-zero
  *    START control resets the sum, a non-zero END control forgets it.
@@ -145,11 +146,27 @@ static TRITONSERVER_Error *update_state(TRITONBACKEND_Request *request, const in
   TRITONSERVER_Error *err = TRITONBACKEND_StateNew(&state, request, "OUTPUT_STATE", TRITONSERVER_TYPE_INT32, shape,
                                                    dims);
   if (err != NULL) return err;
+  /* The state's buffer attributes exist only once it has a buffer. */
+  TRITONSERVER_BufferAttributes *attrs = NULL;
+  err = TRITONBACKEND_StateBufferAttributes(state, &attrs);
+  if (err == NULL)
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
+                                 "accumulate: state buffer attributes before the buffer existed");
+  TRITONSERVER_ErrorDelete(err);
   void *buf = NULL;
   TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
   int64_t mid = 0;
   err = TRITONBACKEND_StateBuffer(state, &buf, sizeof sum, &mt, &mid);
   if (err != NULL) return err;
+  size_t byte_size = 0;
+  TRITONSERVER_MemoryType attr_mt = TRITONSERVER_MEMORY_GPU;
+  err = TRITONBACKEND_StateBufferAttributes(state, &attrs);
+  if (err == NULL) err = TRITONSERVER_BufferAttributesByteSize(attrs, &byte_size);
+  if (err == NULL) err = TRITONSERVER_BufferAttributesMemoryType(attrs, &attr_mt);
+  if (err != NULL) return err;
+  if (byte_size != sizeof sum || attr_mt != mt)
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
+                                 "accumulate: state buffer attributes disagree with the buffer");
   memcpy(buf, &sum, sizeof sum);
   return TRITONBACKEND_StateUpdate(state);
 }
