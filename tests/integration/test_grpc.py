@@ -112,15 +112,17 @@ class Server:
         return self.proc.returncode
 
 
-def write_identity_model(repo, name, max_batch_size=8, instances=1, output_extra="", extra=""):
-    """repo/name: the identity backend on one FP32 [-1] tensor (INPUT0 ->
-    OUTPUT0) in a version folder 1. output_extra goes inside the output's
-    braces, extra after the instance group (batching, parameters)."""
+def write_identity_model(repo, name, max_batch_size=8, instances=1, output_extra="", extra="",
+                         dtype="TYPE_FP32", backend="identity"):
+    """repo/name: `backend` (identity, or a test backend answering like it)
+    on one `dtype` [-1] tensor (INPUT0 -> OUTPUT0) in a version folder 1.
+    output_extra goes inside the output's braces, extra after the instance
+    group (batching, parameters)."""
     os.makedirs(os.path.join(repo, name, "1"))
     with open(os.path.join(repo, name, "config.pbtxt"), "w") as f:
-        f.write(f'name: "{name}"\nbackend: "identity"\nmax_batch_size: {max_batch_size}\n'
-                'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
-                f'output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] {output_extra}}} ]\n'
+        f.write(f'name: "{name}"\nbackend: "{backend}"\nmax_batch_size: {max_batch_size}\n'
+                f'input [ {{ name: "INPUT0" data_type: {dtype} dims: [ -1 ] }} ]\n'
+                f'output [ {{ name: "OUTPUT0" data_type: {dtype} dims: [ -1 ] {output_extra}}} ]\n'
                 f'instance_group [ {{ kind: KIND_CPU count: {instances} }} ]\n' + extra)
 
 
@@ -181,25 +183,14 @@ def label_repo():
     with open(os.path.join(d, "identity_labels", "labels.txt"), "w") as f:
         f.write("".join(f"label{i}\n" for i in range(8)))
     for dt, (_, ctype) in DTYPES.items():
-        name = f"identity_{dt.lower()}_t"
-        write_identity_model(d, name)
-        path = os.path.join(d, name, "config.pbtxt")
-        with open(path) as f:
-            text = f.read()
-        with open(path, "w") as f:
-            f.write(text.replace("TYPE_FP32", ctype))
+        write_identity_model(d, f"identity_{dt.lower()}_t", dtype=ctype)
     # Configurations that use most of the schema (ModelConfig over gRPC).
     for name, text in RICH_CONFIGS.items():
         os.makedirs(os.path.join(d, name, "1"))
         with open(os.path.join(d, name, "config.pbtxt"), "w") as f:
             f.write(text)
     # echo_params answers like identity and returns its request's parameters.
-    write_identity_model(d, "echo_params")
-    path = os.path.join(d, "echo_params", "config.pbtxt")
-    with open(path) as f:
-        text = f.read()
-    with open(path, "w") as f:
-        f.write(text.replace('"identity"', '"echo_params"'))
+    write_identity_model(d, "echo_params", backend="echo_params")
     shutil.copy(os.path.join(TEST_BACKENDS, "echo_params", "libtriton_echo_params.so"),
                 os.path.join(d, "echo_params"))
     yield d
@@ -584,12 +575,7 @@ def test_infer_bytes(stub, raw):
     r = infer_request("identity_bytes", [("INPUT0", "BYTES", [1, 4], items)], raw=raw)
     resp = stub.ModelInfer(r, timeout=RPC_TIMEOUT)
     assert resp.outputs[0].datatype == "BYTES"
-    buf, got = resp.raw_output_contents[0], []
-    while buf:
-        n = int.from_bytes(buf[:4], "little")
-        got.append(buf[4:4 + n])
-        buf = buf[4 + n:]
-    assert got == items
+    assert bytes_list(resp.raw_output_contents[0], decode=False) == items
 
 
 # datatype -> (numpy dtype, config type); BF16 travels as its uint16 bits.
@@ -643,7 +629,7 @@ def test_infer_every_datatype(stub, dt, raw):
     out = resp.outputs[0]
     assert out.datatype == dt and list(out.shape) == [2, 6] and len(resp.raw_output_contents) == 1
     if dt == "BYTES":
-        assert bytes_list(resp.raw_output_contents[0]) == [b.decode() for b in x]
+        assert bytes_list(resp.raw_output_contents[0], decode=False) == x
     else:
         np.testing.assert_array_equal(output_array(resp, "OUTPUT0", DTYPES[dt][0]).ravel(), x)
 
@@ -789,12 +775,13 @@ def test_concurrent_unary(stub):
 # ---- classification extension --------------------------------------------------
 
 
-def bytes_list(raw):
-    """A BYTES tensor's raw contents (4-byte little-endian length prefixes)."""
+def bytes_list(raw, decode=True):
+    """A BYTES tensor's raw contents (4-byte little-endian length prefixes),
+    as text or, with decode=False, as bytes."""
     out = []
     while raw:
         n = int.from_bytes(raw[:4], "little")
-        out.append(raw[4:4 + n].decode())
+        out.append(raw[4:4 + n].decode() if decode else raw[4:4 + n])
         raw = raw[4 + n:]
     return out
 
@@ -1699,6 +1686,23 @@ class RawH2:
                 raise AssertionError("stream reset")
 
 
+def test_server_settings(server):
+    """The server's first SETTINGS: 1000 concurrent streams, 1 MiB stream
+    windows, 64 KiB frames, and no RFC 7540 priorities (nghttp2 then keeps
+    no priority tree; clients ignore the setting if they do not know it)."""
+    h = RawH2(server.port)
+    try:
+        while True:
+            ftype, flags, _, payload = h.read_frame()
+            if ftype == 4 and not flags & 1:
+                break
+        got = {int.from_bytes(payload[i:i + 2], "big"): int.from_bytes(payload[i + 2:i + 6], "big")
+               for i in range(0, len(payload), 6)}
+        assert got == {0x3: 1000, 0x4: 1 << 20, 0x5: 1 << 16, 0x9: 1}, got
+    finally:
+        h.close()
+
+
 def test_full_socket_resumes_when_the_client_reads(server, stub):
     """A client with HTTP/2 flow control wide open that stops reading fills
     the socket: the server's writes block (EAGAIN) and wait for EPOLLOUT,
@@ -1746,18 +1750,10 @@ def test_full_socket_resumes_when_the_client_reads(server, stub):
             assert body[0] == 0 and int.from_bytes(body[1:5], "big") == len(body) - 5
             resp = pb.ModelInferResponse.FromString(body[5:])
             assert resp.id == str(sid)
-            assert bytes_list_raw(resp.raw_output_contents[0]) == [items[sid]]
+            assert bytes_list(resp.raw_output_contents[0], decode=False) == [items[sid]]
     finally:
         h.close()
 
-
-def bytes_list_raw(raw):
-    out = []
-    while raw:
-        n = int.from_bytes(raw[:4], "little")
-        out.append(raw[4:4 + n])
-        raw = raw[4 + n:]
-    return out
 
 
 def grpc_frame(payload, compressed=False):

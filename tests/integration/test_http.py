@@ -117,6 +117,16 @@ class Server:
             c.close()
 
 
+def model_with_library(repo, name, backend, max_batch_size, io):
+    """repo/name served by test backend `backend`, its library copied into
+    the model's folder; io: the config's input and output lines."""
+    os.makedirs(os.path.join(repo, name, "1"))
+    shutil.copy(os.path.join(TEST_BACKENDS, backend, f"libtriton_{backend}.so"), os.path.join(repo, name))
+    with open(os.path.join(repo, name, "config.pbtxt"), "w") as f:
+        f.write(f'name: "{name}"\nbackend: "{backend}"\nmax_batch_size: {max_batch_size}\n' + io +
+                'instance_group [ { kind: KIND_CPU count: 1 } ]\n')
+
+
 @pytest.fixture(scope="module")
 def repo():
     d = tempfile.mkdtemp(prefix="nereid_http_")
@@ -132,38 +142,24 @@ def repo():
                 'instance_group [ { kind: KIND_CPU count: 1 } ]\n')
     with open(os.path.join(d, name, "labels.txt"), "w") as f:
         f.write("".join(f"label{i}\n" for i in range(8)))
-    # cancel_wait holds each request until the core cancels it (or 20 s
-    # pass); its library sits in the model directory (Triton's search order).
-    name = "cancel_wait_http"
-    os.makedirs(os.path.join(d, name, "1"))
-    shutil.copy(os.path.join(TEST_BACKENDS, "cancel_wait", "libtriton_cancel_wait.so"), os.path.join(d, name))
-    with open(os.path.join(d, name, "config.pbtxt"), "w") as f:
-        f.write(f'name: "{name}"\nbackend: "cancel_wait"\nmax_batch_size: 0\n'
-                'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
-                'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
-                'parameters { key: "max_wait_ms" value: { string_value: "20000" } }\n'
-                'instance_group [ { kind: KIND_CPU count: 1 } ]\n')
+    # Test backends, each library in its model's folder (Triton's search
+    # order). cancel_wait holds each request until the core cancels it (or
+    # 20 s pass); api_probe answers with what the backend API calls no other
+    # backend makes returned; echo_params answers like identity and returns
+    # its request's parameters.
+    io = ('input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+          'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n')
+    model_with_library(d, "cancel_wait_http", "cancel_wait", 0,
+                       io + 'parameters { key: "max_wait_ms" value: { string_value: "20000" } }\n')
+    model_with_library(d, "api_probe", "api_probe", 0,
+                       'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+                       'output [ { name: "PROBE" data_type: TYPE_STRING dims: [ 1 ] } ]\n')
+    model_with_library(d, "echo_params", "echo_params", 8, io)
     for dt, (_, ctype) in DTYPES.items():
         name = f"identity_{dt.lower()}_t"
         os.makedirs(os.path.join(d, name, "1"))
         with open(os.path.join(d, name, "config.pbtxt"), "w") as f:
             f.write(identity_config(name, ctype))
-    # api_probe answers with what the backend API calls no other backend
-    # makes returned (its library in the model directory, as cancel_wait).
-    name = "api_probe"
-    os.makedirs(os.path.join(d, name, "1"))
-    shutil.copy(os.path.join(TEST_BACKENDS, name, "libtriton_api_probe.so"), os.path.join(d, name))
-    with open(os.path.join(d, name, "config.pbtxt"), "w") as f:
-        f.write('name: "api_probe"\nbackend: "api_probe"\nmax_batch_size: 0\n'
-                'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
-                'output [ { name: "PROBE" data_type: TYPE_STRING dims: [ 1 ] } ]\n'
-                'instance_group [ { kind: KIND_CPU count: 1 } ]\n')
-    # echo_params answers like identity and returns its request's parameters.
-    name = "echo_params"
-    os.makedirs(os.path.join(d, name, "1"))
-    shutil.copy(os.path.join(TEST_BACKENDS, name, "libtriton_echo_params.so"), os.path.join(d, name))
-    with open(os.path.join(d, name, "config.pbtxt"), "w") as f:
-        f.write(identity_config(name, "TYPE_FP32").replace('"identity"', '"echo_params"'))
     yield d
     shutil.rmtree(d, ignore_errors=True)
 
