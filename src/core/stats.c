@@ -105,25 +105,20 @@ void nrd_stats_response(nrd_model_stats *s, uint64_t index, uint64_t response_st
                         uint64_t compute_output_start_ns, uint64_t response_end_ns,
                         bool error, bool empty) {
   pthread_mutex_lock(&s->lock);
-  nrd_response_stat *r = NULL;
-  /* Indexes first appear in order (a request's responses are reported one
-   * after another), so index k is almost always entry k: a decoupled model
-   * sending thousands of responses per request must not scan them all. */
-  if (index < s->n_resp && s->resp[index].index == index) r = &s->resp[index];
-  for (uint32_t i = 0; !r && i < s->n_resp; i++)
-    if (s->resp[i].index == index) r = &s->resp[i];
-  if (!r) {
-    if (s->n_resp == s->cap_resp) {
-      uint32_t cap = s->cap_resp ? s->cap_resp * 2 : 4;
-      nrd_response_stat *nr = realloc(s->resp, cap * sizeof(*nr));
-      if (!nr) goto out;
-      s->resp = nr;
-      s->cap_resp = cap;
-    }
-    r = &s->resp[s->n_resp++];
-    memset(r, 0, sizeof(*r));
-    r->index = index;
+  if (index >= UINT32_MAX) goto out;
+  if (index >= s->cap_resp) {
+    uint64_t cap = s->cap_resp ? s->cap_resp : 4;
+    while (cap <= index) cap *= 2;
+    if (cap > UINT32_MAX) cap = UINT32_MAX;
+    nrd_response_stat *nr = realloc(s->resp, cap * sizeof(*nr));
+    if (!nr) goto out;
+    memset(nr + s->cap_resp, 0, (cap - s->cap_resp) * sizeof(*nr));
+    s->resp = nr;
+    s->cap_resp = (uint32_t)cap;
   }
+  if (index >= s->n_resp) s->n_resp = (uint32_t)index + 1;
+  nrd_response_stat *r = &s->resp[index];
+  r->seen = true;
   if (empty) {
     add(&r->empty_response, span(response_start_ns, response_end_ns));
   } else if (error) {
@@ -209,8 +204,9 @@ json_t *nrd_stats_json(nrd_model_stats *s, const char *model, int64_t version) {
   json_t *resp = json_object();
   for (uint32_t i = 0; i < s->n_resp; i++) {
     const nrd_response_stat *r = &s->resp[i];
+    if (!r->seen) continue;
     char key[32];
-    snprintf(key, sizeof key, "%" PRIu64, r->index);
+    snprintf(key, sizeof key, "%" PRIu32, i);
     json_object_set_new(resp, key,
                         json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "compute_infer",
                                   dur_json(&r->compute_infer), "compute_output",

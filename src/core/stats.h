@@ -23,9 +23,11 @@ typedef struct nrd_batch_stat {
   nrd_duration compute_input, compute_infer, compute_output;
 } nrd_batch_stat;
 
-/* Decoupled response statistics, keyed by the response's index. */
+/* Decoupled response statistics of one response index; the model keeps
+ * them in an array indexed by it (indexes are dense: 0, 1, 2, ... per
+ * request). */
 typedef struct nrd_response_stat {
-  uint64_t index;
+  bool seen; /* some response of this index was reported */
   nrd_duration compute_infer, compute_output, success, fail, empty_response, cancel;
 } nrd_response_stat;
 
@@ -46,8 +48,8 @@ typedef struct nrd_model_stats {
   nrd_duration cache_hit, cache_miss;
   nrd_batch_stat *batch;
   uint32_t n_batch, cap_batch;
-  nrd_response_stat *resp;
-  uint32_t n_resp, cap_resp;
+  nrd_response_stat *resp;     /* resp[i]: response index i */
+  uint32_t n_resp, cap_resp;   /* n_resp: highest index seen + 1 */
   atomic_int_fast64_t pending;  /* requests queued or executing (no lock) */
   nrd_mem_usage *mem;
   uint32_t n_mem;
