@@ -12,8 +12,15 @@
  * sized for it, with large reads.
  *
  * Threads: everything here runs on the loop thread that owns the
- * connection. Connections are freed only between event batches (see
- * graveyard), so an event already collected never sees freed memory. */
+ * connection, holding the connection's lock where a request may be with
+ * the core, or on a thread that claimed the connection to answer its
+ * request (nrd_srv_http_pending_claim), holding the lock. A claimer never
+ * closes the connection or touches the loop's lists: what needs the loop
+ * (closing, resuming pipelined input, a failed write) it hands back by
+ * asking for EPOLLOUT, which wakes the loop into flush(). Connections are
+ * freed only between event batches (see graveyard), so an event already
+ * collected never sees freed memory. */
+#include <assert.h>
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -77,6 +84,8 @@ struct nrd_srv_http_conn {
   bool in_process; /* process() is on the stack: it will pick up what comes */
   char head_buf[384]; /* the reply head, when nothing else is queued */
   bool dead;       /* socket closed */
+  bool claimed;    /* held by a claimer (the lock is taken) */
+  pthread_mutex_t mu; /* the loop holds it around its work on the connection; a claimer, throughout */
   bool wr_shut;    /* lingering close: writes shut down, input dropped */
   size_t skipped;  /* bytes dropped after an early answer */
   time_t last;     /* last progress, loop->now */
@@ -115,7 +124,15 @@ static void set_events(nrd_srv_http_conn *c, uint32_t events) {
   if (epoll_ctl(c->loop->epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0) c->events = events;
 }
 
+/* A claimer's way to leave work to the loop: EPOLLOUT fires at once on a
+ * writable socket, and the loop's flush() finishes what is left. */
+static void hand_back(nrd_srv_http_conn *c) { set_events(c, c->events | EPOLLOUT); }
+
 static void want_resume(nrd_srv_http_conn *c) {
+  if (c->claimed) {
+    hand_back(c);
+    return;
+  }
   if (c->on_resume || c->dead) return;
   c->on_resume = true;
   c->resume_next = c->loop->resume;
@@ -126,6 +143,7 @@ static void want_resume(nrd_srv_http_conn *c) {
 static __thread nrd_srv_http_conn *graveyard;
 
 static void conn_free(nrd_srv_http_conn *c) {
+  pthread_mutex_destroy(&c->mu);
   free(c->rbuf);
   free(c->wq);
   free(c);
@@ -184,6 +202,10 @@ static void flush(nrd_srv_http_conn *c) {
       if (w < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        if (c->claimed) {
+          hand_back(c); /* the loop's flush meets the error again and closes */
+          return;
+        }
         conn_close(c);
         return;
       }
@@ -212,6 +234,10 @@ static void flush(nrd_srv_http_conn *c) {
   if (c->wq_n > 0) ev |= EPOLLOUT;
   set_events(c, ev);
   if (c->wq_n == 0 && c->close_after_write) {
+    if (c->claimed) {
+      hand_back(c);
+      return;
+    }
     if (c->state == ST_SKIP && !c->wr_shut) {
       /* Lingering close: a close() with unread input would reset the
        * connection and could destroy the answer before the client reads
@@ -701,7 +727,10 @@ static void request_done(nrd_srv_http_conn *c) {
   if (!keep) {
     c->close_after_write = true;
     set_events(c, c->events & ~(uint32_t)EPOLLIN);
-    if (c->wq_n == 0) conn_close(c);
+    if (c->wq_n == 0) {
+      if (c->claimed) hand_back(c);
+      else conn_close(c);
+    }
     return;
   }
   compact(c);
@@ -766,7 +795,7 @@ static void do_read(nrd_srv_http_conn *c) {
   }
 }
 
-void nrd_srv_http_conn_io(nrd_srv_http_conn *c, uint32_t events) {
+static void conn_io(nrd_srv_http_conn *c, uint32_t events) {
   if (c->dead) return;
   if (events & EPOLLOUT) flush(c);
   if (c->dead) return;
@@ -779,6 +808,12 @@ void nrd_srv_http_conn_io(nrd_srv_http_conn *c, uint32_t events) {
   if ((events & EPOLLRDHUP) && !(c->events & EPOLLIN)) conn_close(c);
 }
 
+void nrd_srv_http_conn_io(nrd_srv_http_conn *c, uint32_t events) {
+  pthread_mutex_lock(&c->mu);
+  conn_io(c, events);
+  pthread_mutex_unlock(&c->mu);
+}
+
 void nrd_srv_http_conn_open(nrd_srv_http_loop *loop, int fd) {
   nrd_srv_http_conn *c = calloc(1, sizeof *c);
   if (c == NULL) {
@@ -789,6 +824,7 @@ void nrd_srv_http_conn_open(nrd_srv_http_loop *loop, int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   c->loop = loop;
   c->fd = fd;
+  pthread_mutex_init(&c->mu, NULL);
   c->state = ST_HEAD;
   reset_req(&c->req, c);
   c->last = loop->now;
@@ -797,6 +833,7 @@ void nrd_srv_http_conn_open(nrd_srv_http_loop *loop, int fd) {
   struct epoll_event ev = {.events = c->events, .data.ptr = c};
   if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
     close(fd);
+    pthread_mutex_destroy(&c->mu);
     free(c);
     return;
   }
@@ -807,6 +844,7 @@ void nrd_srv_http_conn_open(nrd_srv_http_loop *loop, int fd) {
 }
 
 static void conn_close(nrd_srv_http_conn *c) {
+  assert(!c->claimed);
   if (c->dead) return;
   c->dead = true;
   nrd_srv_http_loop *loop = c->loop;
@@ -850,7 +888,9 @@ void nrd_srv_http_conn_resume_all(nrd_srv_http_loop *loop) {
         }
         continue;
       }
+      pthread_mutex_lock(&c->mu);
       process(c);
+      pthread_mutex_unlock(&c->mu);
     }
   }
   while (graveyard) {
@@ -860,41 +900,55 @@ void nrd_srv_http_conn_resume_all(nrd_srv_http_loop *loop) {
   }
 }
 
+static void expire_one(nrd_srv_http_conn *c, time_t now, time_t secs) {
+  bool with_core = c->state == ST_BUSY && !c->req.answered && c->req.pending;
+  if (c->wr_shut) {
+    if (now - c->linger_since >= LINGER_SECS) conn_close(c);
+  } else if (c->wq_n > 0 && now - c->wr_last > secs) {
+    conn_close(c); /* the client stopped reading; what it asked the core is cancelled */
+  } else if (with_core || c->wq_n > 0) {
+    shrink_if_idle(c); /* a reply is on its way or being written */
+  } else if (c->state == ST_HEAD && c->rlen > 0 && now - c->head_since > secs) {
+    reject(c, 408, "request head not received in time (--http-client-timeout-secs)");
+  } else if ((c->state == ST_BODY || c->state == ST_CHUNKED) && now - c->last > secs) {
+    reject(c, 408, "request body stalled (--http-client-timeout-secs)");
+  } else if (now - c->last > secs) {
+    conn_close(c); /* idle between requests, or no progress of any kind */
+  } else {
+    shrink_if_idle(c);
+  }
+}
+
 void nrd_srv_http_conn_expire(nrd_srv_http_loop *loop, time_t secs) {
   time_t now = loop->now;
   for (nrd_srv_http_conn *c = loop->conns, *next; c; c = next) {
     next = c->next;
-    bool with_core = c->state == ST_BUSY && !c->req.answered && c->req.pending;
-    if (c->wr_shut) {
-      if (now - c->linger_since >= LINGER_SECS) conn_close(c);
-    } else if (c->wq_n > 0 && now - c->wr_last > secs) {
-      conn_close(c); /* the client stopped reading; what it asked the core is cancelled */
-    } else if (with_core || c->wq_n > 0) {
-      shrink_if_idle(c); /* a reply is on its way or being written */
-    } else if (c->state == ST_HEAD && c->rlen > 0 && now - c->head_since > secs) {
-      reject(c, 408, "request head not received in time (--http-client-timeout-secs)");
-    } else if ((c->state == ST_BODY || c->state == ST_CHUNKED) && now - c->last > secs) {
-      reject(c, 408, "request body stalled (--http-client-timeout-secs)");
-    } else if (now - c->last > secs) {
-      conn_close(c); /* idle between requests, or no progress of any kind */
-    } else {
-      shrink_if_idle(c);
-    }
+    pthread_mutex_lock(&c->mu);
+    expire_one(c, now, secs);
+    pthread_mutex_unlock(&c->mu);
   }
 }
 
 void nrd_srv_http_conn_close_idle(nrd_srv_http_loop *loop) {
   for (nrd_srv_http_conn *c = loop->conns, *next; c; c = next) {
     next = c->next;
-    if (c->state != ST_HEAD || c->rlen != 0) continue; /* a request is in progress */
-    if (c->wq_n == 0) conn_close(c);
-    else c->close_after_write = true; /* its last reply is still being written */
+    pthread_mutex_lock(&c->mu);
+    if (c->state == ST_HEAD && c->rlen == 0) { /* no request in progress */
+      if (c->wq_n == 0) conn_close(c);
+      else c->close_after_write = true; /* its last reply is still being written */
+    }
+    pthread_mutex_unlock(&c->mu);
   }
   nrd_srv_http_conn_resume_all(loop);
 }
 
 void nrd_srv_http_conn_close_all(nrd_srv_http_loop *loop) {
-  while (loop->conns) conn_close(loop->conns);
+  while (loop->conns) {
+    nrd_srv_http_conn *c = loop->conns;
+    pthread_mutex_lock(&c->mu);
+    conn_close(c);
+    pthread_mutex_unlock(&c->mu);
+  }
   nrd_srv_http_conn_resume_all(loop);
 }
 
@@ -927,6 +981,33 @@ nrd_srv_http_req *nrd_srv_http_pending_finish(nrd_srv_http_loop *loop, nrd_srv_h
     c->on_resume = true;
   }
   return NULL;
+}
+
+nrd_srv_http_req *nrd_srv_http_pending_claim(nrd_srv_http_pending *p) {
+  nrd_srv_http_req *r = p->req; /* set before the work began; cleared only by its finisher */
+  if (r == NULL) return NULL;
+  nrd_srv_http_conn *c = r->conn; /* kept while the request is pending */
+  /* Only when the post would wake the loop: an awake loop answers soon
+   * and cheaply, and keeps the reply's work off the core's threads. */
+  if (!nrd_srv_inbox_asleep(&c->loop->inbox)) return NULL;
+  if (pthread_mutex_trylock(&c->mu) != 0) return NULL; /* the loop is at it */
+  if (p->gone || c->dead) {
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+  }
+  p->req = NULL;
+  r->pending = NULL;
+  c->claimed = true;
+  return r;
+}
+
+void nrd_srv_http_conn_unclaim(nrd_srv_http_conn *c) {
+  c->claimed = false;
+  pthread_mutex_unlock(&c->mu);
+}
+
+void nrd_srv_http_pending_done(nrd_srv_http *h) {
+  atomic_fetch_sub_explicit(&h->in_flight, 1, memory_order_release);
 }
 
 /* ---- request and reply API ---------------------------------------------------------- */

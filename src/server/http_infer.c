@@ -3,9 +3,10 @@
  * runs it, and encodes the response (JSON data or the binary extension,
  * output buffers sent without another copy).
  *
- * Threads: the handler and the encoder run on the loop thread that owns
- * the connection; the release and completion callbacks run on core
- * threads and only count down and post back to that loop. */
+ * Threads: the handler runs on the loop thread that owns the connection;
+ * the release and completion callbacks run on core threads and count
+ * down. The last of them encodes and sends the reply itself when the loop
+ * sleeps and lets it (answer_here), or posts it back to the loop. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -206,9 +207,11 @@ static void on_disconnect(nrd_srv_http_pending *p) {
 }
 
 static void encode_and_send(void *arg);
+static bool answer_here(infer_ctx *c);
 
 static void count_down(infer_ctx *c) {
   if (atomic_fetch_sub(&c->remaining, 1) != 1) return;
+  if (answer_here(c)) return;
   c->task.fn = encode_and_send;
   c->task.arg = c;
   c->task.heap = false;
@@ -436,6 +439,21 @@ static void encode_and_send(void *arg) {
   nrd_srv_http_req *req = nrd_srv_http_pending_finish(c->loop, &c->pending);
   if (req && build_reply(c, req)) nrd_srv_http_send(req, 200);
   ctx_free(c);
+}
+
+/* On the core's thread, when the loop sleeps: the reply is written from
+ * here, saving the loop a wake-up (nrd_srv_http_pending_claim). False:
+ * the loop must do it. */
+static bool answer_here(infer_ctx *c) {
+  nrd_srv_http_req *req = nrd_srv_http_pending_claim(&c->pending);
+  if (req == NULL) return false;
+  nrd_srv_http_conn *conn = req->conn;
+  nrd_srv_http *h = c->loop->http;
+  if (build_reply(c, req)) nrd_srv_http_send(req, 200);
+  nrd_srv_http_conn_unclaim(conn);
+  ctx_free(c);
+  nrd_srv_http_pending_done(h); /* last: the front end may go once nothing is in flight */
+  return true;
 }
 
 /* ---- request parsing ---------------------------------------------------------- */

@@ -1,8 +1,10 @@
 /* Internals shared by the http_*.c files: the front end, its event loops,
  * requests waiting on other threads, and reply helpers.
  *
- * Threads: a loop's connections and requests are touched only by that
- * loop's thread; posting a task is the one way other threads reach it. */
+ * Threads: a loop's connections and requests are touched by that loop's
+ * thread, and by a thread that claimed one (nrd_srv_http_pending_claim)
+ * while it holds the connection's lock; otherwise posting a task is the
+ * one way other threads reach them. */
 #ifndef NRD_SRV_HTTP_INTERNAL_H
 #define NRD_SRV_HTTP_INTERNAL_H
 
@@ -132,9 +134,9 @@ struct nrd_srv_http_loop {
   nrd_srv_acceptor acceptor; /* loop thread only: the shared listener */
   nrd_srv_http_conn *conns;  /* loop thread only: open connections */
   nrd_srv_http_conn *resume; /* loop thread only: answered, more input to parse */
-  time_t now;                /* loop thread only: monotonic seconds */
+  _Atomic time_t now;        /* monotonic seconds: set by the loop thread, read by claimers too */
   nrd_srv_json_memo headers; /* loop thread only: the last inference header's document */
-  bool draining;             /* loop thread only: saw http->draining */
+  atomic_bool draining;      /* saw http->draining: set by the loop thread, read by claimers too */
 };
 
 struct nrd_srv_http {
@@ -247,6 +249,19 @@ nrd_srv_http_req *nrd_srv_http_pending_req(nrd_srv_http_pending *p);
 /* Unregisters p and returns the request to answer, or NULL when the client
  * has gone (its connection is then freed). Loop thread. */
 nrd_srv_http_req *nrd_srv_http_pending_finish(nrd_srv_http_loop *loop, nrd_srv_http_pending *p);
+
+/* Answering on the completing thread. A completion that would otherwise
+ * wake a sleeping loop (several microseconds of kernel time on a VM) can
+ * write its reply itself: claim takes p's connection from the loop,
+ * locked, when the loop is asleep and not using it, the client is still
+ * there and nothing waits in the inbox. The caller then builds the reply
+ * and sends it with the usual reply API, calls unclaim, frees its own
+ * work, and calls pending_done last (the front end may be freed once
+ * nothing is in flight). NULL: post to the loop as usual (p is untouched).
+ * Any thread but the loop's; the connection stays the loop's otherwise. */
+nrd_srv_http_req *nrd_srv_http_pending_claim(nrd_srv_http_pending *p);
+void nrd_srv_http_conn_unclaim(nrd_srv_http_conn *c);
+void nrd_srv_http_pending_done(nrd_srv_http *h);
 
 /* Queues t (the caller's memory, untouched until t->fn runs) to run on the
  * loop's thread. Any thread; never fails. */

@@ -74,6 +74,13 @@ bool nrd_srv_inbox_idle(nrd_srv_inbox *in) {
   return idle;
 }
 
+bool nrd_srv_inbox_asleep(nrd_srv_inbox *in) {
+  pthread_mutex_lock(&in->mu);
+  bool asleep = in->asleep;
+  pthread_mutex_unlock(&in->mu);
+  return asleep;
+}
+
 nrd_srv_inbox_item *nrd_srv_inbox_take(nrd_srv_inbox *in) {
   pthread_mutex_lock(&in->mu);
   nrd_srv_inbox_item *it = in->head;

@@ -47,6 +47,11 @@ void nrd_srv_inbox_wake(nrd_srv_inbox *in);
  * when items wait (poll without blocking). Loop thread only. */
 bool nrd_srv_inbox_idle(nrd_srv_inbox *in);
 
+/* True when the loop is (about to be) in epoll_wait with nothing queued:
+ * a post now would cost a wake-up. A hint, stale as soon as it returns.
+ * Any thread. */
+bool nrd_srv_inbox_asleep(nrd_srv_inbox *in);
+
 /* Takes every queued item, oldest first (NULL when none), and marks the
  * loop awake. Loop thread only. */
 nrd_srv_inbox_item *nrd_srv_inbox_take(nrd_srv_inbox *in);
