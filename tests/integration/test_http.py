@@ -155,6 +155,12 @@ def repo():
                        'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
                        'output [ { name: "PROBE" data_type: TYPE_STRING dims: [ 1 ] } ]\n')
     model_with_library(d, "echo_params", "echo_params", 8, io)
+    # identity taking 30 ms an Execute: replies come while the loop sleeps.
+    os.makedirs(os.path.join(d, "identity_slow", "1"))
+    with open(os.path.join(d, "identity_slow", "config.pbtxt"), "w") as f:
+        f.write('name: "identity_slow"\nbackend: "identity"\nmax_batch_size: 8\n' + io +
+                'instance_group [ { kind: KIND_CPU count: 1 } ]\n'
+                'parameters { key: "execute_delay_ms" value: { string_value: "30" } }\n')
     for dt, (_, ctype) in DTYPES.items():
         name = f"identity_{dt.lower()}_t"
         os.makedirs(os.path.join(d, name, "1"))
@@ -617,6 +623,36 @@ def test_keep_alive_and_pipelining(srv):
         got += chunk
     s.close()
     assert [m.decode() for m in re.findall(rb'"id":"(p\d)"', got)] == ["p0", "p1", "p2"]
+
+
+def test_replies_written_from_core_threads_hand_the_rest_back_to_the_loop(srv):
+    """A reply to a slow model finds its loop asleep and is written from the
+    core's thread. What follows it must still happen on the loop: the next
+    pipelined request (already in the buffer) is parsed, and a request that
+    said Connection: close has its connection closed after the reply."""
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+    reqs = b""
+    for i in range(4):
+        b = json.dumps(infer_body("INPUT0", "FP32", [1, 1], [float(i)], id=f"s{i}")).encode()
+        close = b"Connection: close\r\n" if i == 3 else b""
+        reqs += (b"POST /v2/models/identity_slow/infer HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n"
+                 % (close, len(b))) + b
+    s.sendall(reqs)
+    f = s.makefile("rb")
+    for i in range(4):
+        st, hdrs, body = read_response(f)
+        assert st == 200 and json.loads(body)["id"] == f"s{i}", body
+    assert f.read() == b"", "the server closes after the Connection: close reply"
+    s.close()
+    # One request at a time, keep-alive: each reply written from the core's
+    # thread, the connection left open and served again.
+    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+    for i in range(5):
+        c.request("POST", "/v2/models/identity_slow/infer",
+                  body=json.dumps(infer_body("INPUT0", "FP32", [1, 1], [float(i)])))
+        r = c.getresponse()
+        assert r.status == 200 and json.loads(r.read())["outputs"][0]["data"] == [float(i)]
+    c.close()
 
 
 # ---- errors ----------------------------------------------------------------------

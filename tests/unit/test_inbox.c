@@ -137,3 +137,25 @@ Test(inbox, destroy_waits_for_a_poster_still_writing, .timeout = 20)
     close(epfd);
   }
 }
+
+Test(inbox, says_asleep_only_between_idle_and_the_next_post_or_take)
+{
+  int epfd = epoll_create1(0);
+  nrd_srv_inbox in;
+  cr_assert_eq(nrd_srv_inbox_init(&in, epfd, &tag), 0);
+  item a = {.value = 1};
+  cr_assert_not(nrd_srv_inbox_asleep(&in), "a new loop is awake");
+  cr_assert(nrd_srv_inbox_idle(&in));
+  cr_assert(nrd_srv_inbox_asleep(&in), "idle with nothing queued: asleep");
+  nrd_srv_inbox_post(&in, &a.link);
+  cr_assert_not(nrd_srv_inbox_asleep(&in), "a post wakes it");
+  cr_assert_not(nrd_srv_inbox_idle(&in), "an item waits: it must not sleep");
+  cr_assert_not(nrd_srv_inbox_asleep(&in));
+  cr_assert_eq(nrd_srv_inbox_take(&in), &a.link);
+  cr_assert(nrd_srv_inbox_idle(&in));
+  cr_assert(nrd_srv_inbox_asleep(&in));
+  cr_assert_null(nrd_srv_inbox_take(&in));
+  cr_assert_not(nrd_srv_inbox_asleep(&in), "taking marks it awake");
+  nrd_srv_inbox_destroy(&in);
+  close(epfd);
+}
