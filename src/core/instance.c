@@ -254,6 +254,7 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceReportStatistics(TRITONBACKEND_Mo
                                                                 const uint64_t exec_end_ns) {
   ARG_CHECK(instance && request, "instance and request must not be NULL");
   TRITONSERVER_InferenceRequest *r = (TRITONSERVER_InferenceRequest *)request;
+  if (r->is_null) return NULL; /* padding: Triton counts none of it */
   nrd_model_stats *s = &instance->model->stats;
   if (success)
     nrd_stats_request_success(s, r->queue_start_ns, r->queue_start_ns, exec_start_ns, compute_start_ns,
@@ -345,6 +346,7 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceReportResponseStatistics(
   ARG_CHECK(rs && rs->instance && rs->factory,
             "response statistics need a model instance and a response factory");
   nrd_delivery *d = rs->factory->delivery;
+  if (d->no_stats) return NULL;
   unsigned idx = atomic_fetch_add(&d->responses_reported, 1);
   bool empty = rs->compute_output_start == 0 && !rs->error;
   nrd_stats_response(&rs->instance->model->stats, idx, rs->response_start, rs->compute_output_start,

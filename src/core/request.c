@@ -764,6 +764,100 @@ void nrd_request_detach_core(TRITONSERVER_InferenceRequest *r) {
   r->seq = NULL;
 }
 
+/* ------------------------------------------------------ null requests */
+
+static TRITONSERVER_Error *null_alloc(TRITONSERVER_ResponseAllocator *allocator, const char *tensor_name,
+                                      size_t byte_size, TRITONSERVER_MemoryType memory_type, int64_t memory_type_id,
+                                      void *userp, void **buffer, void **buffer_userp,
+                                      TRITONSERVER_MemoryType *actual_memory_type, int64_t *actual_memory_type_id) {
+  (void)allocator, (void)byte_size, (void)memory_type, (void)memory_type_id, (void)userp;
+  *buffer = NULL;
+  *buffer_userp = NULL;
+  *actual_memory_type = TRITONSERVER_MEMORY_CPU;
+  *actual_memory_type_id = 0;
+  return nrd_error_new(TRITONSERVER_ERROR_INTERNAL,
+                       "output '%s' of a null request (sequence batch padding): no output is requested",
+                       tensor_name ? tensor_name : "");
+}
+
+static const struct TRITONSERVER_ResponseAllocator null_allocator = {.alloc_fn = null_alloc};
+
+static void null_response(TRITONSERVER_InferenceResponse *response, const uint32_t flags, void *userp) {
+  (void)flags, (void)userp;
+  if (response) TRITONSERVER_InferenceResponseDelete(response);
+}
+
+/* userp: the zeroed data the inputs point at. */
+static void null_release(TRITONSERVER_InferenceRequest *r, const uint32_t flags, void *userp) {
+  (void)flags;
+  free(userp);
+  TRITONSERVER_InferenceRequestDelete(r);
+}
+
+TRITONSERVER_InferenceRequest *nrd_request_new_null(const TRITONSERVER_InferenceRequest *from) {
+  TRITONSERVER_InferenceRequest *r = malloc(sizeof(*r));
+  if (!r) return NULL;
+  memset(r, 0, offsetof(TRITONSERVER_InferenceRequest, inputs_inline));
+  r->server = from->server;
+  r->model = from->model;
+  nrd_model_ref(r->model);
+  r->requested_version = from->requested_version;
+  r->inputs = r->inputs_inline;
+  r->cap_inputs = NRD_REQUEST_INPUTS_INLINE;
+  r->outputs = r->outputs_inline;
+  r->cap_outputs = NRD_REQUEST_OUTPUTS_INLINE;
+  r->is_null = true;
+  r->batch_size = from->batch_size;
+  /* One zeroed buffer under every input, as large as the largest: BYTES
+   * elements then read as empty strings. */
+  uint32_t n_client = from->n_inputs - from->n_core_inputs;
+  uint64_t most = 1;
+  for (uint32_t i = 0; i < n_client; i++)
+    if (from->inputs[i].byte_size > most) most = from->inputs[i].byte_size;
+  void *zeros = calloc(1, (size_t)most);
+  bool ok = zeros != NULL;
+  for (uint32_t i = 0; ok && i < n_client; i++) {
+    const nrd_input *f = &from->inputs[i];
+    nrd_input *in = NULL;
+    TRITONSERVER_Error *err = input_add(r, f->name, f->dtype, f->shape, f->dims_count, f->is_raw, &in);
+    if (err) {
+      TRITONSERVER_ErrorDelete(err);
+      ok = false;
+      break;
+    }
+    if (f->backend_shape) {
+      in->backend_shape = malloc(f->backend_dims_count * sizeof(int64_t));
+      if (!in->backend_shape) {
+        ok = false;
+        break;
+      }
+      memcpy(in->backend_shape, f->backend_shape, f->backend_dims_count * sizeof(int64_t));
+    }
+    in->backend_dims_count = f->backend_dims_count;
+    in->bufs[0] = (nrd_buffer){.base = zeros, .size = (size_t)f->byte_size, .mtype = TRITONSERVER_MEMORY_CPU};
+    in->nbufs = f->byte_size ? 1 : 0;
+    in->byte_size = f->byte_size;
+  }
+  r->allocator = &null_allocator;
+  r->response_fn = null_response;
+  r->release_fn = null_release;
+  r->release_userp = zeros;
+  nrd_delivery *d = ok ? nrd_delivery_new(r) : NULL;
+  if (!d) {
+    free(zeros);
+    TRITONSERVER_InferenceRequestDelete(r);
+    return NULL;
+  }
+  d->no_stats = true;
+  r->delivery = d;
+  atomic_fetch_add(&d->cancel->refs, 1);
+  r->cancel = d->cancel;
+  r->queue_start_ns = nrd_now_ns();
+  r->in_flight = true;
+  nrd_model_inflight_add(r->model);
+  return r;
+}
+
 void nrd_request_release(TRITONSERVER_InferenceRequest *r, uint32_t flags) {
   /* First, while the model (and its sequence batcher) surely still lives. */
   if (r->seq || r->n_core_inputs) nrd_request_detach_core(r);
@@ -771,7 +865,7 @@ void nrd_request_release(TRITONSERVER_InferenceRequest *r, uint32_t flags) {
   nrd_delivery *d = r->delivery;
   r->delivery = NULL;
   r->in_flight = false;
-  nrd_stats_pending_add(&m->stats, -1);
+  if (!r->is_null) nrd_stats_pending_add(&m->stats, -1);
   if (d) nrd_delivery_unref(d);
   nrd_model_inflight_done(m);
   if (r->release_fn) r->release_fn(r, flags | TRITONSERVER_REQUEST_RELEASE_ALL, r->release_userp);
@@ -779,7 +873,7 @@ void nrd_request_release(TRITONSERVER_InferenceRequest *r, uint32_t flags) {
 
 void nrd_request_fail(TRITONSERVER_InferenceRequest *r, TRITONSERVER_Error *err) {
   uint64_t now = nrd_now_ns();
-  nrd_stats_request_fail(&r->model->stats, r->queue_start_ns, r->queue_start_ns, 0, now);
+  if (!r->is_null) nrd_stats_request_fail(&r->model->stats, r->queue_start_ns, r->queue_start_ns, 0, now);
   if (r->delivery) nrd_delivery_send_error(r->delivery, err);
   else TRITONSERVER_ErrorDelete(err);
   nrd_request_release(r, TRITONSERVER_REQUEST_RELEASE_ALL);
@@ -877,7 +971,7 @@ TRITONSERVER_Error *TRITONBACKEND_RequestInputByIndex(TRITONBACKEND_Request *req
 TRITONSERVER_Error *TRITONBACKEND_RequestOutputCount(TRITONBACKEND_Request *request, uint32_t *count) {
   ARG_CHECK(request && count, "request and count must not be NULL");
   TRITONSERVER_InferenceRequest *r = REQ(request);
-  *count = r->n_outputs ? r->n_outputs : r->model->n_outputs;
+  *count = r->n_outputs || r->is_null ? r->n_outputs : r->model->n_outputs;
   return NULL;
 }
 
@@ -885,7 +979,7 @@ TRITONSERVER_Error *TRITONBACKEND_RequestOutputName(TRITONBACKEND_Request *reque
                                                     const char **output_name) {
   ARG_CHECK(request && output_name, "request and name must not be NULL");
   TRITONSERVER_InferenceRequest *r = REQ(request);
-  uint32_t n = r->n_outputs ? r->n_outputs : r->model->n_outputs;
+  uint32_t n = r->n_outputs || r->is_null ? r->n_outputs : r->model->n_outputs;
   if (index >= n)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                          "requested output index %u is out of range (%u outputs)", index, n);

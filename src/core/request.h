@@ -97,6 +97,9 @@ struct TRITONSERVER_InferenceRequest {
   uint64_t queue_start_ns;
   uint64_t deadline_ns;        /* 0 = none */
   bool in_flight;
+  /* A Direct sequence batcher's padding (nrd_request_new_null): its own
+   * inputs' data, no requested outputs, no statistics, answers dropped. */
+  bool is_null;
   /* Sequence batcher only (NULL and 0 for every other model): what it
    * attached for this execution, and how many inputs at the end of
    * `inputs` it added (control and state inputs). Both go away before the
@@ -134,6 +137,18 @@ TRITONSERVER_Error *nrd_request_add_core_input(TRITONSERVER_InferenceRequest *re
 /* Removes the inputs added by nrd_request_add_core_input and frees the
  * sequence attachment. Idempotent; the thread that owns the request. */
 void nrd_request_detach_core(TRITONSERVER_InferenceRequest *req);
+
+/* A "null" request, as Triton's Direct sequence batcher pads a batch with
+ * so that every sequence keeps its batch index: `from`'s client inputs
+ * (names, datatypes, shapes, byte sizes; not the core's control and state
+ * inputs) over zeroed data, with flags, correlation id and requested
+ * outputs all empty (so TRITONBACKEND_RequestOutputCount says 0). It is
+ * already in flight: output allocation fails as in Triton, its responses
+ * are dropped, it records no statistics, and its release (by the backend,
+ * or nrd_request_release) frees it. It holds a model reference and an
+ * in-flight count, so an unload waits for it. NULL when out of memory.
+ * The thread that owns `from` (instance thread, before Execute). */
+TRITONSERVER_InferenceRequest *nrd_request_new_null(const TRITONSERVER_InferenceRequest *from);
 
 /* Hands a request that the core owns back to its client through the release
  * callback. The delivery reference is dropped first, so responses sent

@@ -83,6 +83,7 @@ typedef struct nrd_delivery {
   atomic_uint responses_sent;
   atomic_uint responses_reported; /* index for response statistics */
   bool decoupled;
+  bool no_stats;           /* a null request's (sequence batch padding) */
   /* One allocation rather than three: the flag and the id share the block,
    * which outlives the delivery's last reference while a request still
    * holds the flag. */

@@ -11,7 +11,8 @@
  * which first retires the batch it executed last (those sequences are free
  * to run again; a finished sequence gives its slot to the backlog), frees
  * idle sequences, then takes the head request of each of its slots that
- * has one, in slot order. A sequence never has two requests executing: a
+ * has one, each at its slot's index in the batch (gaps below the highest
+ * such slot are padded with null requests, as Triton does). A sequence never has two requests executing: a
  * slot's sequence is "busy" from the moment its request is handed out
  * until its instance comes back for the next batch. The control and state
  * inputs are added after the lock is dropped, on the instance thread.
@@ -343,8 +344,9 @@ static TRITONSERVER_Error *add_control(seq_batcher *b, sb_req *r, int kind, bool
   }
   if (c->dtype == TRITONSERVER_TYPE_BYTES) {
     char text[160];
-    int n = r->corr_id_str ? snprintf(text, sizeof text, "%s", r->corr_id_str)
-                           : snprintf(text, sizeof text, "%" PRIu64, r->corr_id);
+    int n = r->is_null       ? 0 /* a null request's id is the empty string, as in Triton */
+            : r->corr_id_str ? snprintf(text, sizeof text, "%s", r->corr_id_str)
+                             : snprintf(text, sizeof text, "%" PRIu64, r->corr_id);
     uint32_t len = n < 0 ? 0 : (uint32_t)n >= sizeof text ? (uint32_t)sizeof text - 1 : (uint32_t)n;
     memcpy(a->corrid_bytes, &len, 4); /* BYTES elements: 4-byte little-endian length, then the bytes */
     memcpy(a->corrid_bytes + 4, text, len);
@@ -382,6 +384,71 @@ static TRITONSERVER_Error *prepare(seq_batcher *b, sb_seq *s, sb_req *r) {
     NRD_RETURN_IF_ERROR(nrd_state_attach_inputs(s->states, r, a));
   }
   return NULL;
+}
+
+/* A null request padding a Direct batch (nrd_request_new_null): copied
+ * from `from`'s client inputs, with every control false (CORRID 0) and, with
+ * implicit state, state inputs of its own at their initial values, so what
+ * the backend does with them reaches no sequence. NULL when it cannot be
+ * made (logged). Instance thread, lock not held. */
+static sb_req *make_null(seq_batcher *b, const sb_req *from) {
+  sb_req *r = nrd_request_new_null(from);
+  if (!r) {
+    NRD_LOG_ERROR("model '%s': out of memory for a null request; the batch goes without it", b->model->name);
+    return NULL;
+  }
+  TRITONSERVER_Error *err = NULL;
+  nrd_seq_attach *a = calloc(1, sizeof(*a));
+  if (!a) err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  r->seq = a;
+  for (int k = 0; !err && k < CTL_KINDS; k++)
+    if (b->ctl[k].name) err = add_control(b, r, k, false, a);
+  if (!err && b->states) {
+    nrd_state_set *own = nrd_state_set_new(b->states);
+    if (!own) err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    else err = nrd_state_attach_inputs(own, r, a);
+    nrd_state_set_unref(own);
+  }
+  if (!err) return r;
+  NRD_LOG_ERROR("model '%s': cannot make a null request (%s); the batch goes without it", b->model->name,
+                TRITONSERVER_ErrorMessage(err));
+  TRITONSERVER_ErrorDelete(err);
+  nrd_request_release(r, TRITONSERVER_REQUEST_RELEASE_ALL);
+  return NULL;
+}
+
+/* Readies a Direct batch taken from slots 0 .. n-1: out[j] is slot j's
+ * request, NULL where the slot had none. Those gaps get null requests
+ * copied from the batch's first request, as Triton pads it, so a backend
+ * that keeps per-slot data sees each sequence at the same index every
+ * time. The real requests get their control and state inputs; one that
+ * cannot be prepared is answered with the error and its place padded too.
+ * Returns the batch's length (a null that could not be made is left out),
+ * 0 when no real request is left. Instance thread, lock not held. */
+static uint32_t finish_batch(seq_batcher *b, sb_inst *in, sb_req **out, uint32_t n) {
+  const sb_req *first = NULL;
+  for (uint32_t j = 0; j < n && !first; j++) first = out[j];
+  for (uint32_t j = 0; j < n; j++)
+    if (!out[j]) out[j] = make_null(b, first);
+  uint32_t real = 0, seq = 0;
+  for (uint32_t j = 0; j < n; j++) {
+    sb_req *r = out[j];
+    if (!r || r->is_null) continue;
+    TRITONSERVER_Error *err = prepare(b, in->last[seq++], r); /* last[] lists the real ones in order */
+    if (!err) {
+      real++;
+      continue;
+    }
+    out[j] = make_null(b, r);
+    nrd_request_fail(r, err);
+  }
+  uint32_t kept = 0;
+  for (uint32_t j = 0; j < n; j++) {
+    if (!out[j]) continue;
+    if (!real) nrd_request_release(out[j], TRITONSERVER_REQUEST_RELEASE_ALL); /* only nulls left */
+    else out[kept++] = out[j];
+  }
+  return real ? kept : 0;
 }
 
 static sb_inst *inst_of(seq_batcher *b, TRITONBACKEND_ModelInstance *inst) {
@@ -458,21 +525,21 @@ static uint32_t sb_next_batch(nrd_scheduler *sched, TRITONBACKEND_ModelInstance 
      * slots to get a request too, so they share the execution. */
     bool delay_over = !b->delay_ns || b->stopped || ready == occupied || now >= oldest + b->delay_ns;
     if (ready && delay_over) {
+      /* Slots 0 .. the highest one with a request, each at its own index
+       * (finish_batch pads the gaps). */
       uint32_t n = 0;
-      for (uint32_t j = 0; j < b->n_slots && n < max; j++) {
+      for (uint32_t j = 0; j < b->n_slots && j < max; j++)
+        if (in->slots[j] && in->slots[j]->qhead) n = j + 1;
+      for (uint32_t j = 0; j < n; j++) {
         sb_seq *s = in->slots[j];
+        out[j] = NULL;
         if (!s || !s->qhead) continue;
         s->busy = true;
-        in->last[in->n_last++] = s; /* in batch order: last[k] ran out[k] */
-        out[n++] = seq_pop(s);
+        in->last[in->n_last++] = s; /* the real requests, in batch order */
+        out[j] = seq_pop(s);
       }
       pthread_mutex_unlock(&b->mu);
-      uint32_t kept = 0;
-      for (uint32_t k = 0; k < n; k++) {
-        TRITONSERVER_Error *err = prepare(b, in->last[k], out[k]);
-        if (err) nrd_request_fail(out[k], err);
-        else out[kept++] = out[k];
-      }
+      uint32_t kept = finish_batch(b, in, out, n);
       if (kept) return kept;
       pthread_mutex_lock(&b->mu);
       continue;

@@ -365,3 +365,95 @@ Test(sequence, initial_state_from_data_file, .timeout = 60) {
   cr_expect_eq(step(s, "acc", 3, NULL, START | END, 2, NULL), 16843011); /* START: back to the file's value */
   server_done(s, repo);
 }
+
+/* One step of a sequence on a model with the INDEX and NULLS outputs:
+ * returns OUTPUT, and where the request sat in its execution, how many
+ * requests the execution had and how many of them were null requests. */
+static int32_t step_at(TRITONSERVER_Server *s, const char *model, uint64_t id, uint32_t flags, int32_t value,
+                       int32_t *index, int32_t *nulls, float *batch) {
+  TRITONSERVER_InferenceRequest *r = seq_request(s, model, id, NULL, flags, &value);
+  h_call *c = h_infer(s, r);
+  int32_t sum = 0;
+  float ctl[5];
+  read_output(c, "OUTPUT", &sum, sizeof sum);
+  read_output(c, "INDEX", index, sizeof *index);
+  read_output(c, "NULLS", nulls, sizeof *nulls);
+  read_output(c, "CONTROLS", ctl, sizeof ctl);
+  *batch = ctl[4];
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  return sum;
+}
+
+/* Runs sequences 1, 2 and 3 on `model` (slots 0, 1 and 2), one request at
+ * a time: a request of slot k must run at index k, after k null requests
+ * whose state updates reach no sequence (the sums stay right). Then checks
+ * that null requests count in no statistic: as many successes as steps, no
+ * failure (their outputs cannot be allocated, so the backend reports each
+ * of them failed). */
+static void check_slots(TRITONSERVER_Server *s, const char *model) {
+  struct {
+    uint64_t id;
+    uint32_t flags;
+    int32_t value, sum, index;
+  } steps[] = {
+      {1, START, 1, 1, 0},    {2, START, 10, 10, 1}, {3, START, 100, 100, 2}, {2, 0, 5, 15, 1},
+      {1, 0, 2, 3, 0},        {3, END, 1, 101, 2},   {2, END, 1, 16, 1},      {1, 0, 3, 6, 0},
+  };
+  const size_t n = sizeof steps / sizeof steps[0];
+  for (size_t i = 0; i < n; i++) {
+    int32_t index = -1, nulls = -1;
+    float batch = 0;
+    int32_t sum = step_at(s, model, steps[i].id, steps[i].flags, steps[i].value, &index, &nulls, &batch);
+    cr_expect_eq(sum, steps[i].sum, "%s step %zu: sum %d", model, i, sum);
+    cr_expect_eq(index, steps[i].index, "%s step %zu: index %d", model, i, index);
+    cr_expect_eq(nulls, steps[i].index, "%s step %zu: %d null requests", model, i, nulls);
+    cr_expect_eq(batch, (float)steps[i].index + 1, "%s step %zu: %g requests in the execution", model, i, batch);
+  }
+  TRITONSERVER_Message *msg = NULL;
+  H_OK(TRITONSERVER_ServerModelStatistics(s, model, -1, &msg));
+  char *text = h_msg_text(msg);
+  json_t *j = json_loads(text, 0, NULL);
+  cr_assert_not_null(j, "statistics are not JSON: %s", text);
+  json_t *inf = json_object_get(json_array_get(json_object_get(j, "model_stats"), 0), "inference_stats");
+  cr_expect_eq(json_integer_value(json_object_get(json_object_get(inf, "success"), "count")), (json_int_t)n, "%s", text);
+  cr_expect_eq(json_integer_value(json_object_get(json_object_get(inf, "fail"), "count")), 0, "%s", text);
+  json_decref(j);
+  free(text);
+}
+
+/* An accumulate model with state, the four controls (CORRID of
+ * `corrid_type`) and the CONTROLS, INDEX and NULLS outputs, 4 slots. */
+static void slots_model(const char *repo, const char *name, const char *corrid_type) {
+  char cfg[2048];
+  snprintf(cfg, sizeof cfg,
+           "name: \"%s\"\nbackend: \"accumulate\"\nmax_batch_size: 4\n"
+           "input [ { name: \"INPUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+           "output [ { name: \"OUTPUT\" data_type: TYPE_INT32 dims: [ 1 ] },\n"
+           "         { name: \"CONTROLS\" data_type: TYPE_FP32 dims: [ 5 ] },\n"
+           "         { name: \"INDEX\" data_type: TYPE_INT32 dims: [ 1 ] },\n"
+           "         { name: \"NULLS\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+           "instance_group [ { kind: KIND_CPU count: 1 } ]\n"
+           "sequence_batching {\n"
+           "  control_input [\n"
+           "    { name: \"START\" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] },\n"
+           "    { name: \"END\" control [ { kind: CONTROL_SEQUENCE_END int32_false_true: [ 0, 1 ] } ] },\n"
+           "    { name: \"READY\" control [ { kind: CONTROL_SEQUENCE_READY bool_false_true: [ false, true ] } ] },\n"
+           "    { name: \"CORRID\" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: %s } ] }\n"
+           "  ]\n"
+           "  state [ { input_name: \"INPUT_STATE\" output_name: \"OUTPUT_STATE\"\n"
+           "            data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+           "}\n",
+           name, corrid_type);
+  h_model(repo, name, cfg, "1");
+}
+
+Test(sequence, direct_batches_keep_each_sequence_at_its_slot, .timeout = 60) {
+  char *repo = h_tmpdir();
+  slots_model(repo, "slots", "TYPE_UINT64");
+  slots_model(repo, "slots_str", "TYPE_STRING"); /* a null's CORRID is then the empty string */
+  TRITONSERVER_Server *s = server_on(repo);
+  check_slots(s, "slots");
+  check_slots(s, "slots_str");
+  server_done(s, repo);
+}

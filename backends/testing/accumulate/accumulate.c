@@ -15,7 +15,15 @@
  * When the configuration declares an output "CONTROLS" (FP32, 5 values),
  * it reports the START, END, READY and CORRID control inputs as received
  * (-1 when absent; CORRID as its length when a string) and the number of
- * requests in the execution.
+ * requests in the execution. An output "INDEX" (INT32 [1]), when declared,
+ * is the request's index in the execution; an output "NULLS" (INT32 [1])
+ * the number of requests in the execution that look like Triton's null
+ * requests (sequence batch padding): READY present and false, START, END
+ * and CORRID false or 0 where present, flags and correlation id 0, no
+ * requested output, INPUT 0, and INPUT_STATE present when INPUT_STATE is
+ * in the execution's other requests. A null request's own response
+ * cannot carry outputs (the core refuses to allocate them, as Triton's
+ * does) and goes nowhere.
  * Model parameter "execute_delay_ms" sleeps that long in every Execute so a
  * test can queue requests behind a running one.
  *
@@ -32,7 +40,7 @@
 
 typedef struct acc_model {
   int64_t delay_ms;
-  bool controls_output;
+  bool controls_output, index_output, nulls_output;
   pthread_mutex_t mu;
   uint64_t ids[ACC_MAX_SEQUENCES]; /* 0 = free entry */
   int32_t sums[ACC_MAX_SEQUENCES];
@@ -54,6 +62,8 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKE
   }
   err = nrd_bu_config_parameter_int(config, "execute_delay_ms", 0, 0, 60000, &m->delay_ms);
   m->controls_output = nrd_bu_config_tensor(config, "output", "CONTROLS") != NULL;
+  m->index_output = nrd_bu_config_tensor(config, "output", "INDEX") != NULL;
+  m->nulls_output = nrd_bu_config_tensor(config, "output", "NULLS") != NULL;
   json_decref(config);
   if (err == NULL) err = TRITONBACKEND_ModelSetState(model, m);
   if (err != NULL) {
@@ -185,8 +195,23 @@ static TRITONSERVER_Error *add_output(TRITONBACKEND_Response *response, const ch
   return NULL;
 }
 
-static TRITONSERVER_Error *run_one(acc_model *m, TRITONBACKEND_Request *request, uint32_t batch,
-                                   TRITONBACKEND_Response *response) {
+/* Whether `request` looks like a null request (see the top). */
+static bool looks_null(TRITONBACKEND_Request *request, bool with_state) {
+  double ready = -1, v = 0;
+  uint32_t flags = 1, outputs = 1;
+  uint64_t id = 1;
+  if (!read_scalar(request, "READY", &ready) || ready != 0) return false;
+  static const char *const zero[] = {"START", "END", "CORRID", "INPUT"};
+  for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++)
+    if (read_scalar(request, zero[i], &v) && v != 0) return false;
+  if (!ok(TRITONBACKEND_RequestFlags(request, &flags)) || flags != 0) return false;
+  if (!ok(TRITONBACKEND_RequestCorrelationId(request, &id)) || id != 0) return false;
+  if (!ok(TRITONBACKEND_RequestOutputCount(request, &outputs)) || outputs != 0) return false;
+  return !with_state || read_scalar(request, "INPUT_STATE", &v);
+}
+
+static TRITONSERVER_Error *run_one(acc_model *m, TRITONBACKEND_Request *request, uint32_t batch, uint32_t index,
+                                   int32_t nulls, TRITONBACKEND_Response *response) {
   TRITONBACKEND_Input *input = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_RequestInput(request, "INPUT", &input);
   if (err != NULL) return err;
@@ -218,6 +243,11 @@ static TRITONSERVER_Error *run_one(acc_model *m, TRITONBACKEND_Request *request,
     err = add_output(response, "CONTROLS", TRITONSERVER_TYPE_FP32, batched ? cshape : cshape + 1, batched ? 2 : 1, c,
                      sizeof c);
   }
+  int32_t idx = (int32_t)index;
+  if (err == NULL && m->index_output)
+    err = add_output(response, "INDEX", TRITONSERVER_TYPE_INT32, shape, dims, &idx, sizeof idx);
+  if (err == NULL && m->nulls_output)
+    err = add_output(response, "NULLS", TRITONSERVER_TYPE_INT32, shape, dims, &nulls, sizeof nulls);
   return err;
 }
 
@@ -231,17 +261,31 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITON
   if (err != NULL) return err;
   acc_model *m = state;
   if (m->delay_ms > 0) nrd_bu_sleep_ms((uint32_t)m->delay_ms);
+  int32_t nulls = 0;
+  if (m->nulls_output) {
+    double st = 0;
+    bool with_state = false;
+    for (uint32_t i = 0; i < request_count; i++) with_state |= read_scalar(requests[i], "INPUT_STATE", &st);
+    for (uint32_t i = 0; i < request_count; i++) nulls += looks_null(requests[i], with_state);
+  }
   for (uint32_t i = 0; i < request_count; i++) {
+    uint64_t t0 = nrd_bu_now_ns();
+    bool success = false;
     TRITONBACKEND_Response *response = NULL;
     err = TRITONBACKEND_ResponseNew(&response, requests[i]);
     if (err != NULL) {
       nrd_bu_error_log_and_delete(err, "accumulate: cannot create a response");
     } else {
-      TRITONSERVER_Error *run = run_one(m, requests[i], request_count, response);
+      TRITONSERVER_Error *run = run_one(m, requests[i], request_count, i, nulls, response);
+      success = run == NULL;
       nrd_bu_error_log_and_delete(TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, run),
                                   "accumulate: cannot send a response");
       if (run != NULL) TRITONSERVER_ErrorDelete(run);
     }
+    uint64_t t1 = nrd_bu_now_ns();
+    nrd_bu_error_log_and_delete(TRITONBACKEND_ModelInstanceReportStatistics(instance, requests[i], success, t0, t0,
+                                                                            t1, t1),
+                                "accumulate: cannot report statistics");
     nrd_bu_request_release(requests[i]);
   }
   return NULL;
