@@ -11,8 +11,10 @@
  * which first retires the batch it executed last (those sequences are free
  * to run again; a finished sequence gives its slot to the backlog), frees
  * idle sequences, then takes the head request of each of its slots that
- * has one, each at its slot's index in the batch (gaps below the highest
- * such slot are padded with null requests, as Triton does). A sequence never has two requests executing: a
+ * has one. Direct: each at its slot's index in the batch (gaps below the
+ * highest such slot are padded with null requests, as Triton does).
+ * Oldest: the slots are candidate sequences, and the batch is the oldest
+ * heads, as many as Triton's dynamic batcher would send. A sequence never has two requests executing: a
  * slot's sequence is "busy" from the moment its request is handed out
  * until its instance comes back for the next batch. The control and state
  * inputs are added after the lock is dropped, on the instance thread.
@@ -90,7 +92,11 @@ typedef struct seq_batcher {
   sb_seq *table[SB_BUCKETS];
   sb_seq *bl_head, *bl_tail;
   uint64_t idle_ns;            /* max_sequence_idle_microseconds */
-  uint64_t delay_ns;           /* direct.max_queue_delay_microseconds */
+  uint64_t delay_ns;           /* the strategy's max_queue_delay_microseconds */
+  bool oldest;                 /* Oldest strategy (else Direct) */
+  uint32_t max_batch;          /* requests in one execution: max(1, max_batch_size) */
+  uint32_t *preferred;         /* Oldest: preferred batch sizes, largest first */
+  uint32_t n_preferred;
   sb_control ctl[CTL_KINDS];
   nrd_state_config *states;    /* counted; NULL without implicit state */
   bool batched;                /* max_batch_size > 0 */
@@ -451,6 +457,38 @@ static uint32_t finish_batch(seq_batcher *b, sb_inst *in, sb_req **out, uint32_t
   return real ? kept : 0;
 }
 
+/* Oldest strategy: how many of the `ready` sequences (each with a request
+ * queued) run now, as Triton's dynamic batcher decides: a full batch at
+ * once; else, once the queue delay is over, all of them; else the largest
+ * preferred batch size they reach; else none yet (wait). */
+static uint32_t oldest_take(const seq_batcher *b, uint32_t ready, bool delay_over, uint32_t max) {
+  uint32_t most = b->max_batch < max ? b->max_batch : max;
+  if (ready >= most) return most;
+  if (delay_over) return ready;
+  for (uint32_t i = 0; i < b->n_preferred; i++)
+    if (b->preferred[i] <= ready) return b->preferred[i];
+  return 0;
+}
+
+/* Oldest strategy: pops the head requests of the `take` sequences whose
+ * heads arrived first into out[], oldest first, marking them busy (their
+ * sequences in in->last, in the same order). Lock held. */
+static uint32_t pick_oldest(const seq_batcher *b, sb_inst *in, sb_req **out, uint32_t take) {
+  uint32_t n = 0;
+  while (n < take) {
+    sb_seq *best = NULL;
+    for (uint32_t j = 0; j < b->n_slots; j++) {
+      sb_seq *s = in->slots[j];
+      if (s && s->qhead && !s->busy && (!best || s->qhead->queue_start_ns < best->qhead->queue_start_ns)) best = s;
+    }
+    if (!best) break;
+    best->busy = true;
+    in->last[in->n_last++] = best;
+    out[n++] = seq_pop(best);
+  }
+  return n;
+}
+
 static sb_inst *inst_of(seq_batcher *b, TRITONBACKEND_ModelInstance *inst) {
   for (uint32_t i = 0; i < b->n_insts; i++)
     if (b->insts[i].inst == inst) return &b->insts[i];
@@ -521,10 +559,24 @@ static uint32_t sb_next_batch(nrd_scheduler *sched, TRITONBACKEND_ModelInstance 
       pthread_mutex_lock(&b->mu);
       continue;
     }
-    /* Direct strategy's queue delay: wait a little for the other occupied
-     * slots to get a request too, so they share the execution. */
+    /* The queue delay: wait a little for the other occupied slots to get
+     * a request too, so they share the execution. */
     bool delay_over = !b->delay_ns || b->stopped || ready == occupied || now >= oldest + b->delay_ns;
-    if (ready && delay_over) {
+    uint32_t take = b->oldest && ready ? oldest_take(b, ready, delay_over, max) : 0;
+    if (take) {
+      uint32_t n = pick_oldest(b, in, out, take);
+      pthread_mutex_unlock(&b->mu);
+      uint32_t kept = 0;
+      for (uint32_t k = 0; k < n; k++) {
+        TRITONSERVER_Error *err = prepare(b, in->last[k], out[k]);
+        if (err) nrd_request_fail(out[k], err);
+        else out[kept++] = out[k];
+      }
+      if (kept) return kept;
+      pthread_mutex_lock(&b->mu);
+      continue;
+    }
+    if (!b->oldest && ready && delay_over) {
       /* Slots 0 .. the highest one with a request, each at its own index
        * (finish_batch pads the gaps). */
       uint32_t n = 0;
@@ -597,6 +649,7 @@ static void sb_destroy(nrd_scheduler *sched) {
   answer_dead(&dead, TRITONSERVER_ERROR_UNAVAILABLE, "model is unloading");
   free(b->insts);
   controls_free(b);
+  free(b->preferred);
   nrd_state_config_unref(b->states);
   pthread_mutex_destroy(&b->mu);
   free(b);
@@ -679,13 +732,31 @@ TRITONSERVER_Error *nrd_sequence_batcher_new(TRITONBACKEND_Model *model, nrd_sch
   b->base.ops = &seq_ops;
   b->model = model;
   b->batched = model->max_batch_size > 0;
-  b->n_slots = b->batched ? (uint32_t)model->max_batch_size : 1;
+  b->max_batch = b->batched ? (uint32_t)model->max_batch_size : 1;
+  b->n_slots = b->max_batch;
   b->idle_ns = juint(sb, "max_sequence_idle_microseconds") * 1000u;
-  b->delay_ns = juint(json_object_get(sb, "direct"), "max_queue_delay_microseconds") * 1000u;
-  if (json_object_get(sb, "oldest"))
-    NRD_LOG_WARN("model '%s': the Oldest sequence batching strategy is not supported yet; serving it with the "
-                 "Direct strategy",
-                 model->name);
+  const json_t *oldest = json_object_get(sb, "oldest");
+  b->oldest = oldest != NULL;
+  b->delay_ns = juint(b->oldest ? oldest : json_object_get(sb, "direct"), "max_queue_delay_microseconds") * 1000u;
+  if (b->oldest) {
+    /* Candidate sequences per instance; 0 falls back to the Direct count,
+     * as in Triton. */
+    uint64_t cand = juint(oldest, "max_candidate_sequences");
+    if (cand > 0) b->n_slots = cand > 65536 ? 65536 : (uint32_t)cand;
+    const json_t *pref = json_object_get(oldest, "preferred_batch_size");
+    size_t np = json_array_size(pref);
+    if (np && !(b->preferred = calloc(np, sizeof(*b->preferred)))) goto oom;
+    for (size_t i = 0; i < np; i++) {
+      json_int_t v = json_integer_value(json_array_get(pref, i));
+      if (v <= 0 || (uint64_t)v > b->max_batch) continue; /* the configuration check refused these */
+      uint32_t k = b->n_preferred++;
+      while (k > 0 && b->preferred[k - 1] < (uint32_t)v) { /* largest first */
+        b->preferred[k] = b->preferred[k - 1];
+        k--;
+      }
+      b->preferred[k] = (uint32_t)v;
+    }
+  }
   if ((err = read_controls(b, sb))) goto fail;
   if ((err = nrd_state_config_new(model, &b->states))) goto fail;
 
@@ -723,6 +794,7 @@ fail:
   }
   free(b->insts);
   controls_free(b);
+  free(b->preferred);
   nrd_state_config_unref(b->states);
   free(b);
   return err;

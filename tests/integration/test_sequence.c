@@ -457,3 +457,133 @@ Test(sequence, direct_batches_keep_each_sequence_at_its_slot, .timeout = 60) {
   check_slots(s, "slots_str");
   server_done(s, repo);
 }
+
+/* Sends sequence `id`'s request of `value` without waiting; the caller
+ * waits on, frees and deletes what it gets back. */
+static h_call *send_async(TRITONSERVER_Server *s, const char *model, uint64_t id, uint32_t flags, int32_t *value,
+                          TRITONSERVER_InferenceRequest **req) {
+  *req = seq_request(s, model, id, NULL, flags, value);
+  h_call *c = h_call_new();
+  h_bind(*req, c);
+  H_OK(TRITONSERVER_ServerInferAsync(s, *req, NULL));
+  return c;
+}
+
+/* An accumulate model on the Oldest strategy (`oldest` is the inside of
+ * its braces), with INDEX and NULLS, Execute taking 300 ms. */
+static void oldest_model(const char *repo, const char *name, int max_batch, const char *oldest) {
+  char cfg[2048];
+  snprintf(cfg, sizeof cfg,
+           "name: \"%s\"\nbackend: \"accumulate\"\nmax_batch_size: %d\n"
+           "input [ { name: \"INPUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+           "output [ { name: \"OUTPUT\" data_type: TYPE_INT32 dims: [ 1 ] },\n"
+           "         { name: \"CONTROLS\" data_type: TYPE_FP32 dims: [ 5 ] },\n"
+           "         { name: \"INDEX\" data_type: TYPE_INT32 dims: [ 1 ] },\n"
+           "         { name: \"NULLS\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+           "instance_group [ { kind: KIND_CPU count: 1 } ]\n"
+           "parameters { key: \"execute_delay_ms\" value: { string_value: \"300\" } }\n"
+           "sequence_batching {\n"
+           "  max_sequence_idle_microseconds: 60000000\n"
+           "  oldest { %s }\n"
+           "  control_input [\n"
+           "    { name: \"READY\" control [ { kind: CONTROL_SEQUENCE_READY int32_false_true: [ 0, 1 ] } ] },\n"
+           "    { name: \"CORRID\" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_UINT64 } ] }\n"
+           "  ]\n"
+           "  state [ { input_name: \"INPUT_STATE\" output_name: \"OUTPUT_STATE\"\n"
+           "            data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+           "}\n",
+           name, max_batch, oldest);
+  h_model(repo, name, cfg, "1");
+}
+
+/* Reads OUTPUT, INDEX, NULLS and the execution's size from a finished call
+ * (the controls: READY must be true, no null request may appear). */
+static int32_t call_result(h_call *c, int32_t *index, float *batch) {
+  cr_assert(h_wait(c, 10000), "no answer");
+  int32_t sum = 0, nulls = -1;
+  float ctl[5];
+  read_output(c, "OUTPUT", &sum, sizeof sum);
+  read_output(c, "INDEX", index, sizeof *index);
+  read_output(c, "NULLS", &nulls, sizeof nulls);
+  read_output(c, "CONTROLS", ctl, sizeof ctl);
+  cr_expect_eq(nulls, 0, "the Oldest strategy sends no null request");
+  cr_expect_eq(ctl[2], 1.0f, "READY is true");
+  *batch = ctl[4];
+  return sum;
+}
+
+Test(sequence, oldest_strategy_batches_the_oldest_requests, .timeout = 60) {
+  char *repo = h_tmpdir();
+  /* 4 candidate sequences, 2 requests an execution. */
+  oldest_model(repo, "old", 2, "max_candidate_sequences: 4");
+  TRITONSERVER_Server *s = server_on(repo);
+  int32_t index;
+  float batch;
+  /* Sequences 1, 2, 3 and 4 all hold a candidate slot at once (the Direct
+   * strategy would have given only 2 slots here, the other two sequences
+   * waiting for one to end). */
+  int32_t v[8] = {1, 10, 100, 1000, 2, 20, 200, 3};
+  TRITONSERVER_InferenceRequest *r[8];
+  h_call *c[8];
+  for (int i = 0; i < 4; i++) c[i] = send_async(s, "old", (uint64_t)i + 1, START, &v[i], &r[i]);
+  const int32_t first[4] = {1, 10, 100, 1000};
+  for (int i = 0; i < 4; i++) cr_expect_eq(call_result(c[i], &index, &batch), first[i], "sequence %d", i + 1);
+  /* While sequence 4 runs, sequences 3, 2 and 1 queue one request each, in
+   * that order: the next execution takes the two oldest (3, then 2), not
+   * the two lowest slots; 1 runs after them. */
+  int32_t four = 4000;
+  TRITONSERVER_InferenceRequest *busy_r;
+  h_call *busy = send_async(s, "old", 4, 0, &four, &busy_r);
+  usleep(100 * 1000);
+  for (int i = 0; i < 3; i++) {
+    c[4 + i] = send_async(s, "old", (uint64_t)(3 - i), 0, &v[6 - i], &r[4 + i]);
+    usleep(20 * 1000);
+  }
+  cr_expect_eq(call_result(busy, &index, &batch), 5000);
+  cr_expect_eq(call_result(c[4], &index, &batch), 300, "sequence 3");
+  cr_expect(index == 0 && batch == 2, "sequence 3 ran at %d of %g", index, batch);
+  cr_expect_eq(call_result(c[5], &index, &batch), 30, "sequence 2");
+  cr_expect(index == 1 && batch == 2, "sequence 2 ran at %d of %g", index, batch);
+  cr_expect_eq(call_result(c[6], &index, &batch), 3, "sequence 1");
+  cr_expect(index == 0 && batch == 1, "sequence 1 ran at %d of %g", index, batch);
+  for (int i = 0; i < 7; i++) {
+    h_call_free(c[i]);
+    H_OK(TRITONSERVER_InferenceRequestDelete(r[i]));
+  }
+  h_call_free(busy);
+  H_OK(TRITONSERVER_InferenceRequestDelete(busy_r));
+  server_done(s, repo);
+}
+
+Test(sequence, oldest_strategy_sends_a_preferred_batch_before_the_delay, .timeout = 60) {
+  char *repo = h_tmpdir();
+  /* A 20 s queue delay: only reaching the preferred size sends a batch
+   * that is neither full nor made of every candidate sequence. */
+  oldest_model(repo, "pref", 4, "max_candidate_sequences: 4 preferred_batch_size: [ 2 ] "
+                                "max_queue_delay_microseconds: 20000000");
+  TRITONSERVER_Server *s = server_on(repo);
+  int32_t v[6] = {1, 10, 100, 2, 20, 0};
+  TRITONSERVER_InferenceRequest *r[6];
+  h_call *c[6];
+  /* Three sequences start together: a full set of the occupied ones. */
+  for (int i = 0; i < 3; i++) c[i] = send_async(s, "pref", (uint64_t)i + 1, START, &v[i], &r[i]);
+  int32_t index;
+  float batch;
+  for (int i = 0; i < 3; i++) cr_expect_eq(call_result(c[i], &index, &batch), v[i]);
+  /* Two of the three send again: 2 is a preferred size, so they run now. */
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  c[3] = send_async(s, "pref", 1, 0, &v[3], &r[3]);
+  c[4] = send_async(s, "pref", 2, 0, &v[4], &r[4]);
+  cr_expect_eq(call_result(c[3], &index, &batch), 3);
+  cr_expect_eq(batch, 2.0f, "the two ran together");
+  cr_expect_eq(call_result(c[4], &index, &batch), 30);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  cr_expect_lt(secs, 10.0, "the preferred batch waited out the queue delay (%.1f s)", secs);
+  for (int i = 0; i < 5; i++) {
+    h_call_free(c[i]);
+    H_OK(TRITONSERVER_InferenceRequestDelete(r[i]));
+  }
+  server_done(s, repo);
+}
