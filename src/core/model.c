@@ -12,6 +12,7 @@
 #include "backend.h"
 #include "datatype.h"
 #include "dynamic_batcher.h"
+#include "ensemble.h"
 #include "error.h"
 #include "instance.h"
 #include "log.h"
@@ -348,6 +349,31 @@ static char *join(const char *a, const char *b) {
   return p;
 }
 
+/* An ensemble: no backend and no instance; its scheduler runs the steps
+ * (ensemble.c). `cfg` is consumed. */
+static TRITONSERVER_Error *load_ensemble(TRITONBACKEND_Model *m, json_t *cfg, TRITONBACKEND_Model **out) {
+  TRITONSERVER_Error *err = install_config(m, cfg);
+  if (!err) {
+    char *msg = NULL;
+    char *cfg_file = join(m->model_dir, "config.pbtxt");
+    int bad = nrd_model_config_validate(m->config, cfg_file, 0, &msg);
+    free(cfg_file);
+    if (bad) err = config_error(TRITONSERVER_ERROR_INVALID_ARG, msg);
+  }
+  if (!err) err = apply_config(m);
+  if (!err) err = nrd_ensemble_scheduler_new(m, &m->sched);
+  if (err) {
+    teardown(m);
+    atomic_store(&m->state, NRD_MODEL_UNAVAILABLE);
+    nrd_model_unref(m);
+    return err;
+  }
+  atomic_store(&m->state, NRD_MODEL_READY);
+  NRD_LOG_INFO("successfully loaded '%s' version %" PRId64, m->name, m->version);
+  *out = m;
+  return NULL;
+}
+
 TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *a, TRITONBACKEND_Model **out) {
   TRITONSERVER_Error *err = NULL;
   TRITONBACKEND_Model *m = calloc(1, sizeof(*m));
@@ -378,12 +404,7 @@ TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *a, TRITONBACKEND_M
   const char *bname = jstr(cfg, "backend");
   if (!*bname) {
     const char *platform = jstr(cfg, "platform");
-    if (!strcmp(platform, NRD_ENSEMBLE_PLATFORM)) {
-      json_decref(cfg);
-      err = nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED, "model '%s': ensemble models are not supported yet",
-                          a->name);
-      goto fail;
-    }
+    if (!strcmp(platform, NRD_ENSEMBLE_PLATFORM)) return load_ensemble(m, cfg, out);
     const char *derived = backend_for_platform(platform);
     if (!derived) {
       json_decref(cfg);

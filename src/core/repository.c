@@ -677,6 +677,31 @@ static void set_reason(char **slot, const char *why) {
   *slot = why ? strdup(why) : NULL;
 }
 
+void nrd_repo_ensemble_steps(nrd_repository *r, const char *name, char ***steps, size_t *n) {
+  *steps = NULL;
+  *n = 0;
+  char *dir = NULL;
+  json_t *cfg = NULL;
+  bool mapped = false;
+  pthread_mutex_lock(&r->op_lock);
+  TRITONSERVER_Error *err = locate(r, name, &dir, &mapped);
+  if (!err) err = read_config(r, name, dir, NULL, &cfg);
+  pthread_mutex_unlock(&r->op_lock);
+  if (err) TRITONSERVER_ErrorDelete(err);
+  free(dir);
+  const json_t *platform = json_object_get(cfg, "platform");
+  const json_t *list = json_object_get(json_object_get(cfg, "ensemble_scheduling"), "step");
+  size_t count = json_array_size(list);
+  if (json_is_string(platform) && !strcmp(json_string_value(platform), NRD_ENSEMBLE_PLATFORM) && count &&
+      (*steps = calloc(count, sizeof(**steps)))) {
+    for (size_t i = 0; i < count; i++) {
+      const char *m = json_string_value(json_object_get(json_array_get(list, i), "model_name"));
+      if (m && ((*steps)[*n] = strdup(m))) (*n)++;
+    }
+  }
+  json_decref(cfg);
+}
+
 TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const char *config_override,
                                   const TRITONSERVER_Parameter **files, size_t n_files) {
   if (!name || !*name) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model name must not be empty");
@@ -979,6 +1004,27 @@ static const char *state_name(nrd_model_state s) {
   }
 }
 
+static int cmp_index_entry(const void *a, const void *b) {
+  const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+  int c = strcmp(json_string_value(json_object_get(x, "name")) ?: "", json_string_value(json_object_get(y, "name")) ?: "");
+  if (c) return c;
+  long long vx = atoll(json_string_value(json_object_get(x, "version")) ?: "0");
+  long long vy = atoll(json_string_value(json_object_get(y, "version")) ?: "0");
+  return (vx > vy) - (vx < vy);
+}
+
+/* By name, then version, whatever order the models were loaded in. */
+static void sort_index(json_t *arr) {
+  size_t n = json_array_size(arr);
+  json_t **items = n ? malloc(n * sizeof(*items)) : NULL;
+  if (!items) return;
+  for (size_t i = 0; i < n; i++) items[i] = json_incref(json_array_get(arr, i));
+  qsort(items, n, sizeof(*items), cmp_index_entry);
+  json_array_clear(arr);
+  for (size_t i = 0; i < n; i++) json_array_append_new(arr, items[i]);
+  free(items);
+}
+
 json_t *nrd_repo_index(nrd_repository *r, bool ready_only) {
   json_t *arr = json_array();
   char **names = NULL;
@@ -1007,6 +1053,7 @@ json_t *nrd_repo_index(nrd_repository *r, bool ready_only) {
   pthread_rwlock_unlock(&r->table_lock);
   for (size_t i = 0; i < n; i++) free(names[i]);
   free(names);
+  sort_index(arr);
   return arr;
 }
 

@@ -96,6 +96,13 @@ TRITONSERVER_Error *nrd_repo_unregister(nrd_repository *r, const char *path);
  * frees the array and strings. Errors name an unreadable path. */
 TRITONSERVER_Error *nrd_repo_scan(nrd_repository *r, char ***names, size_t *n);
 
+/* When `name`'s configuration (as a load would read it now) is an
+ * ensemble: the model names of its steps, in *steps (malloc'ed array of
+ * strdup'ed names, the caller frees both) and *n. Otherwise, or when the
+ * configuration cannot be read (a load will say why), *steps is NULL and
+ * *n 0. Any thread; takes the repository's operation lock briefly. */
+void nrd_repo_ensemble_steps(nrd_repository *r, const char *name, char ***steps, size_t *n);
+
 /* Loads (or reloads) a model: every version its version policy selects.
  * `config_override` (JSON text) and `files` (name/content overrides from
  * LoadModelWithParameters) may be NULL. Old versions keep serving until the

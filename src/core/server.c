@@ -52,6 +52,62 @@ static json_t *backend_cmdline(const TRITONSERVER_ServerOptions *o) {
   return all;
 }
 
+/* Loads `name`; when it is an ensemble, first the models of its steps that
+ * are not loaded yet, as Triton loads an ensemble's composing models with
+ * it. `chain` lists the ensembles being loaded around this one (a name
+ * seen again is a cycle). A step model that fails to load is logged; the
+ * ensemble's own load then says it is missing. */
+static TRITONSERVER_Error *load_with_steps(TRITONSERVER_Server *s, const char *name, const char **chain,
+                                           size_t depth) {
+  for (size_t i = 0; i < depth; i++) {
+    if (strcmp(chain[i], name)) continue;
+    char path[1024];
+    size_t used = 0;
+    for (size_t k = i; k < depth && used < sizeof path; k++)
+      used += (size_t)snprintf(path + used, sizeof path - used, "%s -> ", chain[k]);
+    TRITONSERVER_Error *e =
+        nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "circular dependency between ensembles: %s%s", path, name);
+    NRD_LOG_ERROR("failed to load '%s': %s", chain[0], TRITONSERVER_ErrorMessage(e));
+    return e;
+  }
+  enum { MAX_DEPTH = 32 };
+  if (depth == MAX_DEPTH) {
+    NRD_LOG_ERROR("failed to load '%s': ensembles are nested more than %d deep", chain[0], MAX_DEPTH);
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "ensemble '%s' is nested more than %d deep", name, MAX_DEPTH);
+  }
+  char **steps = NULL;
+  size_t n = 0;
+  nrd_repo_ensemble_steps(s->repo, name, &steps, &n);
+  TRITONSERVER_Error *err = NULL;
+  for (size_t i = 0; i < n; i++) {
+    TRITONBACKEND_Model *m = NULL;
+    TRITONSERVER_Error *have = err ? NULL : nrd_server_get_model(s, steps[i], -1, &m);
+    if (m) nrd_model_unref(m);
+    if (have) {
+      TRITONSERVER_ErrorDelete(have);
+      const char *next[MAX_DEPTH + 1];
+      if (depth) memcpy(next, chain, depth * sizeof(*chain));
+      next[depth] = name;
+      TRITONSERVER_Error *e = load_with_steps(s, steps[i], next, depth + 1);
+      if (e && strstr(TRITONSERVER_ErrorMessage(e), "circular dependency")) err = e;
+      else if (e) TRITONSERVER_ErrorDelete(e); /* logged by the load */
+    }
+    free(steps[i]);
+  }
+  free(steps);
+  if (err) return err;
+  return nrd_repo_load(s->repo, name, NULL, NULL, 0);
+}
+
+static bool is_ensemble(TRITONSERVER_Server *s, const char *name) {
+  char **steps = NULL;
+  size_t n = 0;
+  nrd_repo_ensemble_steps(s->repo, name, &steps, &n);
+  for (size_t i = 0; i < n; i++) free(steps[i]);
+  free(steps);
+  return n > 0;
+}
+
 static TRITONSERVER_Error *load_startup_models(TRITONSERVER_Server *s, const TRITONSERVER_ServerOptions *o) {
   char **names = NULL;
   size_t n = 0;
@@ -64,16 +120,26 @@ static TRITONSERVER_Error *load_startup_models(TRITONSERVER_Server *s, const TRI
     if (!names) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
     for (size_t i = 0; i < o->n_startup_models; i++) names[n++] = strdup(o->startup_models[i]);
   }
+  /* Ensembles last, so their steps' models are there when they load; one
+   * named alone brings its steps' models with it. */
   size_t failed = 0;
-  for (size_t i = 0; i < n; i++) {
-    TRITONSERVER_Error *e = names[i] ? nrd_repo_load(s->repo, names[i], NULL, NULL, 0)
-                                     : nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-    if (e) {
-      failed++;
-      TRITONSERVER_ErrorDelete(e);
+  bool *ens = calloc(n ? n : 1, sizeof(*ens));
+  for (size_t i = 0; ens && i < n; i++) ens[i] = names[i] && is_ensemble(s, names[i]);
+  for (int pass = 0; pass < 2; pass++) {
+    for (size_t i = 0; i < n; i++) {
+      bool ensemble = ens && ens[i];
+      if (ensemble != (pass == 1)) continue;
+      TRITONSERVER_Error *e = !names[i] ? nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory")
+                              : ensemble ? load_with_steps(s, names[i], NULL, 0)
+                                         : nrd_repo_load(s->repo, names[i], NULL, NULL, 0);
+      if (e) {
+        failed++;
+        TRITONSERVER_ErrorDelete(e);
+      }
     }
-    free(names[i]);
   }
+  free(ens);
+  for (size_t i = 0; i < n; i++) free(names[i]);
   free(names);
   if (failed) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "failed to load all models");
   return NULL;
@@ -365,7 +431,7 @@ static TRITONSERVER_Error *check_control(TRITONSERVER_Server *server) {
 TRITONSERVER_Error *TRITONSERVER_ServerLoadModel(TRITONSERVER_Server *server, const char *model_name) {
   ARG_CHECK(server && model_name, "server and model name must not be NULL");
   NRD_RETURN_IF_ERROR(check_control(server));
-  return nrd_repo_load(server->repo, model_name, NULL, NULL, 0);
+  return load_with_steps(server, model_name, NULL, 0);
 }
 
 TRITONSERVER_Error *TRITONSERVER_ServerLoadModelWithParameters(TRITONSERVER_Server *server, const char *model_name,
@@ -405,7 +471,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerUnloadModel(TRITONSERVER_Server *server, 
 }
 
 TRITONSERVER_Error *TRITONSERVER_ServerUnloadModelAndDependents(TRITONSERVER_Server *server, const char *model_name) {
-  /* Without ensembles no model depends on another. */
+  /* The models an ensemble loaded with it stay loaded (docs/ensemble.md). */
   return TRITONSERVER_ServerUnloadModel(server, model_name);
 }
 

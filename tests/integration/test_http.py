@@ -494,6 +494,31 @@ def test_json_string_escapes(srv):
         assert st == 400 and "surrogate" in json.loads(data)["error"], data
 
 
+def test_ensemble_over_http(srv):
+    """The bundled ensemble (two "simple" steps) answers like a model: JSON
+    and binary outputs, request id, its metadata names the platform."""
+    a, b = list(range(16)), [10 * i for i in range(16)]
+    body = {"id": "ens-1", "inputs": [
+        {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": a},
+        {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": b}]}
+    st, r = jreq(srv, "POST", "/v2/models/simple_ensemble/infer", body)
+    assert st == 200 and r["id"] == "ens-1" and r["model_name"] == "simple_ensemble", r
+    out = {o["name"]: o["data"] for o in r["outputs"]}
+    assert out == {"OUTPUT0": [2 * x for x in a], "OUTPUT1": [2 * x for x in b]}
+    body["outputs"] = [{"name": "OUTPUT1", "parameters": {"binary_data": True}}]
+    st, hdrs, data = srv.request("POST", "/v2/models/simple_ensemble/infer", body)
+    head, tail = split_binary(hdrs, data)
+    assert st == 200 and [o["name"] for o in head["outputs"]] == ["OUTPUT1"], head
+    assert list(np.frombuffer(tail, dtype=np.int32)) == [2 * x for x in b]
+    st, md = jreq(srv, "GET", "/v2/models/simple_ensemble")
+    assert st == 200 and md["platform"] == "ensemble", md
+    # A bad input is refused against the ensemble's own configuration.
+    body["inputs"][1]["shape"] = [1, 15]
+    body["inputs"][1]["data"] = b[:15]
+    st, r = jreq(srv, "POST", "/v2/models/simple_ensemble/infer", body)
+    assert st == 400 and "INPUT1" in r["error"], r
+
+
 def test_binary_data_output_default_and_mixed(srv):
     a = np.arange(16, dtype=np.int32)
     b = np.ones(16, dtype=np.int32)

@@ -470,8 +470,8 @@ static h_call *send_async(TRITONSERVER_Server *s, const char *model, uint64_t id
 }
 
 /* An accumulate model on the Oldest strategy (`oldest` is the inside of
- * its braces), with INDEX and NULLS, Execute taking 300 ms. */
-static void oldest_model(const char *repo, const char *name, int max_batch, const char *oldest) {
+ * its braces), with INDEX and NULLS, Execute taking `delay_ms`. */
+static void oldest_model(const char *repo, const char *name, int max_batch, int delay_ms, const char *oldest) {
   char cfg[2048];
   snprintf(cfg, sizeof cfg,
            "name: \"%s\"\nbackend: \"accumulate\"\nmax_batch_size: %d\n"
@@ -481,7 +481,7 @@ static void oldest_model(const char *repo, const char *name, int max_batch, cons
            "         { name: \"INDEX\" data_type: TYPE_INT32 dims: [ 1 ] },\n"
            "         { name: \"NULLS\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
            "instance_group [ { kind: KIND_CPU count: 1 } ]\n"
-           "parameters { key: \"execute_delay_ms\" value: { string_value: \"300\" } }\n"
+           "parameters { key: \"execute_delay_ms\" value: { string_value: \"%d\" } }\n"
            "sequence_batching {\n"
            "  max_sequence_idle_microseconds: 60000000\n"
            "  oldest { %s }\n"
@@ -492,7 +492,7 @@ static void oldest_model(const char *repo, const char *name, int max_batch, cons
            "  state [ { input_name: \"INPUT_STATE\" output_name: \"OUTPUT_STATE\"\n"
            "            data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
            "}\n",
-           name, max_batch, oldest);
+           name, max_batch, delay_ms, oldest);
   h_model(repo, name, cfg, "1");
 }
 
@@ -515,7 +515,8 @@ static int32_t call_result(h_call *c, int32_t *index, float *batch) {
 Test(sequence, oldest_strategy_batches_the_oldest_requests, .timeout = 60) {
   char *repo = h_tmpdir();
   /* 4 candidate sequences, 2 requests an execution. */
-  oldest_model(repo, "old", 2, "max_candidate_sequences: 4");
+  /* Execute takes 600 ms, time enough to queue three requests behind one. */
+  oldest_model(repo, "old", 2, 600, "max_candidate_sequences: 4");
   TRITONSERVER_Server *s = server_on(repo);
   int32_t index;
   float batch;
@@ -557,15 +558,16 @@ Test(sequence, oldest_strategy_batches_the_oldest_requests, .timeout = 60) {
 
 Test(sequence, oldest_strategy_sends_a_preferred_batch_before_the_delay, .timeout = 60) {
   char *repo = h_tmpdir();
-  /* A 20 s queue delay: only reaching the preferred size sends a batch
-   * that is neither full nor made of every candidate sequence. */
-  oldest_model(repo, "pref", 4, "max_candidate_sequences: 4 preferred_batch_size: [ 2 ] "
-                                "max_queue_delay_microseconds: 20000000");
+  /* A 4 s queue delay: only reaching the preferred size sends a batch
+   * that is neither full nor made of every candidate sequence sooner. */
+  oldest_model(repo, "pref", 4, 100, "max_candidate_sequences: 4 preferred_batch_size: [ 2 ] "
+                                     "max_queue_delay_microseconds: 4000000");
   TRITONSERVER_Server *s = server_on(repo);
   int32_t v[6] = {1, 10, 100, 2, 20, 0};
   TRITONSERVER_InferenceRequest *r[6];
   h_call *c[6];
-  /* Three sequences start together: a full set of the occupied ones. */
+  /* Three sequences start (however they group, a lone one waits out the
+   * delay at worst). */
   for (int i = 0; i < 3; i++) c[i] = send_async(s, "pref", (uint64_t)i + 1, START, &v[i], &r[i]);
   int32_t index;
   float batch;
@@ -580,7 +582,7 @@ Test(sequence, oldest_strategy_sends_a_preferred_batch_before_the_delay, .timeou
   cr_expect_eq(call_result(c[4], &index, &batch), 30);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-  cr_expect_lt(secs, 10.0, "the preferred batch waited out the queue delay (%.1f s)", secs);
+  cr_expect_lt(secs, 2.5, "the preferred batch waited out the queue delay (%.1f s)", secs);
   for (int i = 0; i < 5; i++) {
     h_call_free(c[i]);
     H_OK(TRITONSERVER_InferenceRequestDelete(r[i]));

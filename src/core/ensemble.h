@@ -1,0 +1,15 @@
+/* Ensemble models (platform "ensemble", ensemble_scheduling): a request runs
+ * as a graph of requests to other models, each step as soon as its inputs
+ * exist, and is answered with the ensemble's outputs. See docs/ensemble.md. */
+#ifndef NRD_ENSEMBLE_H
+#define NRD_ENSEMBLE_H
+
+#include "scheduler.h"
+
+/* Creates the ensemble scheduler of `model` (its configuration already
+ * validated). Every composing model must be loaded and READY, and none may
+ * be decoupled; otherwise an error names them. The scheduler takes no
+ * reference on `model`, which owns it. Loader thread. */
+TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, nrd_scheduler **out);
+
+#endif

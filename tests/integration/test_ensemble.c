@@ -1,0 +1,265 @@
+/* Ensemble models: steps run in data order and feed each other, the
+ * ensemble answers with its requested outputs, request fields reach the
+ * steps, statistics, loading (an ensemble brings its steps' models; a
+ * missing, decoupled or circular step model fails the load with Triton's
+ * message) and a step failing at run time. Driven with add_sub and
+ * identity. */
+#include <inttypes.h>
+#include <jansson.h>
+
+#include "harness.h"
+
+/* add_sub on INT32 [4] vectors. */
+static void addsub_model(const char *repo) {
+  h_model(repo, "addsub",
+          "name: \"addsub\"\nbackend: \"add_sub\"\nmax_batch_size: 8\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ 4 ] },\n"
+          "        { name: \"INPUT1\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ 4 ] },\n"
+          "         { name: \"OUTPUT1\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n",
+          "1");
+  h_model(repo, "id_int32",
+          "name: \"id_int32\"\nbackend: \"identity\"\nmax_batch_size: 8\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ -1 ] } ]\n"
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ -1 ] } ]\n",
+          "1");
+}
+
+/* ens(A, B): S, D = A + B, A - B; SUM2, X2 = S + D, S - D (2A, 2B); COPY =
+ * identity(S). The steps are listed out of data order on purpose. */
+static void ensemble_model(const char *repo) {
+  h_model(repo, "ens",
+          "name: \"ens\"\nplatform: \"ensemble\"\nmax_batch_size: 8\n"
+          "input [ { name: \"A\" data_type: TYPE_INT32 dims: [ 4 ] },\n"
+          "        { name: \"B\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
+          "output [ { name: \"SUM2\" data_type: TYPE_INT32 dims: [ 4 ] },\n"
+          "         { name: \"X2\" data_type: TYPE_INT32 dims: [ 4 ] },\n"
+          "         { name: \"COPY\" data_type: TYPE_INT32 dims: [ 4 ] },\n"
+          "         { name: \"D\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
+          "ensemble_scheduling { step [\n"
+          "  { model_name: \"addsub\" model_version: -1\n"
+          "    input_map { key: \"INPUT0\" value: \"S\" } input_map { key: \"INPUT1\" value: \"D\" }\n"
+          "    output_map { key: \"OUTPUT0\" value: \"SUM2\" } output_map { key: \"OUTPUT1\" value: \"X2\" } },\n"
+          "  { model_name: \"id_int32\" model_version: -1\n"
+          "    input_map { key: \"INPUT0\" value: \"S\" } output_map { key: \"OUTPUT0\" value: \"COPY\" } },\n"
+          "  { model_name: \"addsub\" model_version: -1\n"
+          "    input_map { key: \"INPUT0\" value: \"A\" } input_map { key: \"INPUT1\" value: \"B\" }\n"
+          "    output_map { key: \"OUTPUT0\" value: \"S\" } output_map { key: \"OUTPUT1\" value: \"D\" } }\n"
+          "] }\n",
+          "1");
+}
+
+static const int32_t A[4] = {1, 2, 3, 4}, B[4] = {10, 20, 30, 40};
+
+static TRITONSERVER_InferenceRequest *ens_request(TRITONSERVER_Server *s) {
+  TRITONSERVER_InferenceRequest *r = h_request(s, "ens");
+  int64_t shape[2] = {1, 4};
+  h_add_input(r, "A", TRITONSERVER_TYPE_INT32, shape, 2, A, sizeof A);
+  h_add_input(r, "B", TRITONSERVER_TYPE_INT32, shape, 2, B, sizeof B);
+  return r;
+}
+
+/* Output `name` of the call's only response into out[4]; false if absent. */
+static bool output(h_call *c, const char *name, int32_t *out) {
+  uint32_t n = 0;
+  H_OK(TRITONSERVER_InferenceResponseOutputCount(c->responses[0], &n));
+  for (uint32_t i = 0; i < n; i++) {
+    const char *oname;
+    TRITONSERVER_DataType dt;
+    const int64_t *shape;
+    uint64_t dims;
+    const void *base;
+    size_t size;
+    TRITONSERVER_MemoryType mt;
+    int64_t mid;
+    void *up;
+    H_OK(TRITONSERVER_InferenceResponseOutput(c->responses[0], i, &oname, &dt, &shape, &dims, &base, &size, &mt,
+                                              &mid, &up));
+    if (strcmp(oname, name)) continue;
+    cr_assert_eq(dt, TRITONSERVER_TYPE_INT32);
+    cr_assert(dims == 2 && shape[0] == 1 && shape[1] == 4, "%s: %" PRIu64 " dims", name, dims);
+    cr_assert_eq(size, 4 * sizeof(int32_t));
+    memcpy(out, base, size);
+    return true;
+  }
+  return false;
+}
+
+static json_int_t stat_count(TRITONSERVER_Server *s, const char *model, const char *what) {
+  TRITONSERVER_Message *msg = NULL;
+  H_OK(TRITONSERVER_ServerModelStatistics(s, model, -1, &msg));
+  char *text = h_msg_text(msg);
+  json_t *j = json_loads(text, 0, NULL);
+  cr_assert_not_null(j, "%s", text);
+  json_t *ms = json_array_get(json_object_get(j, "model_stats"), 0);
+  json_int_t v = !strcmp(what, "inference_count")
+                     ? json_integer_value(json_object_get(ms, "inference_count"))
+                     : json_integer_value(json_object_get(json_object_get(json_object_get(ms, "inference_stats"), what),
+                                                          "count"));
+  json_decref(j);
+  free(text);
+  return v;
+}
+
+static void done(TRITONSERVER_Server *s, char *repo) {
+  H_OK(TRITONSERVER_ServerDelete(s));
+  h_rmtree(repo);
+  free(repo);
+}
+
+Test(ensemble, steps_feed_each_other_and_the_answer_has_every_output, .timeout = 60) {
+  char *repo = h_tmpdir();
+  addsub_model(repo);
+  ensemble_model(repo);
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  TRITONSERVER_InferenceRequest *r = ens_request(s);
+  H_OK(TRITONSERVER_InferenceRequestSetId(r, "e-1"));
+  h_call *c = h_infer(s, r);
+  cr_assert_eq(c->n, 1);
+  char *err = h_response_error(c, 0);
+  cr_assert_null(err, "%s", err);
+  const char *model = NULL, *id = NULL;
+  int64_t version = 0;
+  H_OK(TRITONSERVER_InferenceResponseModel(c->responses[0], &model, &version));
+  H_OK(TRITONSERVER_InferenceResponseId(c->responses[0], &id));
+  cr_expect(!strcmp(model, "ens") && version == 1 && !strcmp(id, "e-1"), "%s %ld %s", model, (long)version, id);
+  int32_t sum2[4], x2[4], copy[4], d[4];
+  cr_assert(output(c, "SUM2", sum2) && output(c, "X2", x2) && output(c, "COPY", copy) && output(c, "D", d));
+  for (int i = 0; i < 4; i++) {
+    cr_expect_eq(sum2[i], 2 * A[i]);
+    cr_expect_eq(x2[i], 2 * B[i]);
+    cr_expect_eq(copy[i], A[i] + B[i]);
+    cr_expect_eq(d[i], A[i] - B[i]);
+  }
+  h_call_free(c);
+  /* Only what was asked for comes back. */
+  H_OK(TRITONSERVER_InferenceRequestAddRequestedOutput(r, "COPY"));
+  c = h_infer(s, r);
+  uint32_t n = 0;
+  H_OK(TRITONSERVER_InferenceResponseOutputCount(c->responses[0], &n));
+  cr_expect_eq(n, 1);
+  cr_expect(output(c, "COPY", copy) && copy[3] == 44);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  /* Two ensemble requests, each two addsub steps and one identity step. */
+  cr_expect_eq(stat_count(s, "ens", "success"), 2);
+  cr_expect_eq(stat_count(s, "ens", "inference_count"), 2);
+  cr_expect_eq(stat_count(s, "addsub", "success"), 4);
+  cr_expect_eq(stat_count(s, "id_int32", "success"), 2);
+  /* The ensemble's metadata names its platform. */
+  TRITONSERVER_Message *msg = NULL;
+  H_OK(TRITONSERVER_ServerModelMetadata(s, "ens", -1, &msg));
+  char *text = h_msg_text(msg);
+  cr_expect(strstr(text, "\"platform\":\"ensemble\""), "%s", text);
+  free(text);
+  done(s, repo);
+}
+
+Test(ensemble, many_concurrent_requests, .timeout = 60) {
+  char *repo = h_tmpdir();
+  addsub_model(repo);
+  ensemble_model(repo);
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  enum { N = 64 };
+  TRITONSERVER_InferenceRequest *r[N];
+  h_call *c[N];
+  for (int i = 0; i < N; i++) {
+    r[i] = ens_request(s);
+    c[i] = h_call_new();
+    h_bind(r[i], c[i]);
+    H_OK(TRITONSERVER_ServerInferAsync(s, r[i], NULL));
+  }
+  for (int i = 0; i < N; i++) {
+    cr_assert(h_wait(c[i], 10000));
+    int32_t sum2[4];
+    cr_expect(output(c[i], "SUM2", sum2) && sum2[2] == 6);
+    h_call_free(c[i]);
+    H_OK(TRITONSERVER_InferenceRequestDelete(r[i]));
+  }
+  cr_expect_eq(stat_count(s, "ens", "success"), N);
+  done(s, repo);
+}
+
+Test(ensemble, explicit_load_brings_the_step_models, .timeout = 60) {
+  char *repo = h_tmpdir();
+  addsub_model(repo);
+  ensemble_model(repo);
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
+  bool ready = true;
+  H_OK(TRITONSERVER_ServerModelIsReady(s, "addsub", -1, &ready));
+  cr_assert_not(ready);
+  H_OK(TRITONSERVER_ServerLoadModel(s, "ens"));
+  const char *all[3] = {"ens", "addsub", "id_int32"};
+  for (int i = 0; i < 3; i++) {
+    H_OK(TRITONSERVER_ServerModelIsReady(s, all[i], -1, &ready));
+    cr_expect(ready, "%s is not ready", all[i]);
+  }
+  /* A step model gone at run time: the ensemble answers with the step's
+   * error, named as Triton names it. */
+  H_OK(TRITONSERVER_ServerUnloadModel(s, "id_int32"));
+  for (int i = 0; i < 100; i++) {
+    H_OK(TRITONSERVER_ServerModelIsReady(s, "id_int32", -1, &ready));
+    if (!ready) break;
+    usleep(20 * 1000);
+  }
+  TRITONSERVER_InferenceRequest *r = ens_request(s);
+  h_call *c = h_infer(s, r);
+  char *err = h_response_error(c, 0);
+  cr_assert_not_null(err);
+  cr_expect(strstr(err, "in ensemble 'ens', ") && strstr(err, "id_int32"), "%s", err);
+  free(err);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  cr_expect_eq(stat_count(s, "ens", "fail"), 1);
+  done(s, repo);
+}
+
+/* Loads `name` in EXPLICIT mode and returns the error message (caller frees). */
+static char *load_error(TRITONSERVER_Server *s, const char *name) {
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, name);
+  cr_assert_not_null(e, "%s loaded", name);
+  char *msg = strdup(TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  return msg;
+}
+
+static void one_step_ensemble(const char *repo, const char *name, const char *step_model) {
+  char cfg[1024];
+  snprintf(cfg, sizeof cfg,
+           "name: \"%s\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
+           "input [ { name: \"X\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+           "output [ { name: \"Y\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+           "ensemble_scheduling { step [ { model_name: \"%s\" model_version: -1\n"
+           "  input_map { key: \"IN\" value: \"X\" } output_map { key: \"OUT\" value: \"Y\" } } ] }\n",
+           name, step_model);
+  h_model(repo, name, cfg, "1");
+}
+
+Test(ensemble, loads_that_fail_say_why, .timeout = 60) {
+  char *repo = h_tmpdir();
+  one_step_ensemble(repo, "needs_nope", "nope");
+  one_step_ensemble(repo, "loop_a", "loop_b");
+  one_step_ensemble(repo, "loop_b", "loop_a");
+  one_step_ensemble(repo, "self", "self");
+  h_model(repo, "square_int32",
+          "name: \"square_int32\"\nbackend: \"square\"\nmax_batch_size: 0\n"
+          "model_transaction_policy { decoupled: true }\n"
+          "input [ { name: \"IN\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+          "output [ { name: \"OUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n",
+          "1");
+  one_step_ensemble(repo, "on_square", "square_int32");
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
+  char *m = load_error(s, "needs_nope");
+  cr_expect(strstr(m, "ensemble needs_nope contains models that are not available or ambiguous: nope"), "%s", m);
+  free(m);
+  m = load_error(s, "loop_a");
+  cr_expect(strstr(m, "circular dependency between ensembles: loop_a -> loop_b -> loop_a"), "%s", m);
+  free(m);
+  m = load_error(s, "self");
+  cr_expect(strstr(m, "circular dependency between ensembles: self -> self"), "%s", m);
+  free(m);
+  m = load_error(s, "on_square");
+  cr_expect(strstr(m, "decoupled"), "%s", m);
+  free(m);
+  done(s, repo);
+}
