@@ -553,6 +553,25 @@ def test_infer_add_sub_int32(stub, raw):
     np.testing.assert_array_equal(output_array(resp, "OUTPUT1", np.int32), a - b)
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_infer_ensemble(stub, stream):
+    """The bundled ensemble (two "simple" steps) over ModelInfer and over
+    the stream, where it answers as a non-decoupled model."""
+    a = np.arange(16, dtype=np.int32).reshape(1, 16)
+    b = np.full((1, 16), 5, dtype=np.int32)
+    r = infer_request("simple_ensemble", [("INPUT0", "INT32", [1, 16], a), ("INPUT1", "INT32", [1, 16], b)],
+                      rid="ens-2")
+    if stream:
+        got = list(stub.ModelStreamInfer(iter([r]), timeout=RPC_TIMEOUT))
+        assert len(got) == 1 and not got[0].error_message, got
+        resp = got[0].infer_response
+    else:
+        resp = stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+    assert resp.id == "ens-2" and resp.model_name == "simple_ensemble"
+    np.testing.assert_array_equal(output_array(resp, "OUTPUT0", np.int32), 2 * a)
+    np.testing.assert_array_equal(output_array(resp, "OUTPUT1", np.int32), 2 * b)
+
+
 def test_infer_requested_output_only(stub):
     a = np.ones((1, 16), dtype=np.int32)
     r = infer_request("simple", [("INPUT0", "INT32", [1, 16], a), ("INPUT1", "INT32", [1, 16], a)],
