@@ -25,6 +25,7 @@
 #include <jansson.h>
 
 #include "allocator.h"
+#include "datatype.h"
 #include "error.h"
 #include "log.h"
 #include "model.h"
@@ -528,6 +529,71 @@ static void ens_destroy(nrd_scheduler *s) {
 
 static const nrd_scheduler_ops ens_ops = {ens_enqueue, ens_next_batch, ens_stop, ens_destroy};
 
+/* What is known of an ensemble tensor's data type while the steps are
+ * checked: the type and the model it was learnt from. */
+typedef struct ens_known {
+  TRITONSERVER_DataType dtype; /* INVALID: not known yet */
+  const char *from;
+} ens_known;
+
+static const nrd_io *find_io(const nrd_io *ios, uint32_t n, const char *name) {
+  for (uint32_t i = 0; i < n; i++)
+    if (!strcmp(ios[i].name, name)) return &ios[i];
+  return NULL;
+}
+
+static TRITONSERVER_Error *agree(const TRITONBACKEND_Model *e, const ens_sched *es, ens_known *k, uint32_t tensor,
+                                 TRITONSERVER_DataType dtype, const char *from) {
+  ens_known *t = &k[tensor];
+  if (t->dtype == TRITONSERVER_TYPE_INVALID) {
+    t->dtype = dtype;
+    t->from = from;
+    return NULL;
+  }
+  if (t->dtype == dtype) return NULL;
+  return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                       "in ensemble %s, ensemble tensor %s: inconsistent data type: %s is inferred from model %s "
+                       "while %s is inferred from model %s",
+                       e->name, es->tensors[tensor], nrd_datatype_config_name(t->dtype), t->from,
+                       nrd_datatype_config_name(dtype), from);
+}
+
+/* Checks step `st` against its model's configuration as Triton does:
+ * batch size, mapped names, unmapped required inputs, data types. */
+static TRITONSERVER_Error *check_step(const TRITONBACKEND_Model *e, const ens_sched *es, const ens_step *st,
+                                      const TRITONBACKEND_Model *cm, ens_known *k) {
+  if (cm->max_batch_size != 0 && cm->max_batch_size < e->max_batch_size)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "ensemble %s allows maximum batch size %d, but it contains model %s which only allows "
+                         "maximum batch size to be %d",
+                         e->name, (int)e->max_batch_size, cm->name, (int)cm->max_batch_size);
+  for (uint32_t i = 0; i < st->n_in; i++) {
+    const nrd_io *io = find_io(cm->inputs, cm->n_inputs, st->in[i].name);
+    if (!io)
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                           "in ensemble %s, ensemble tensor %s is mapping to non-existing input %s in model %s",
+                           e->name, es->tensors[st->in[i].tensor], st->in[i].name, cm->name);
+    NRD_RETURN_IF_ERROR(agree(e, es, k, st->in[i].tensor, io->dtype, cm->name));
+  }
+  for (uint32_t i = 0; i < cm->n_inputs; i++) {
+    bool mapped = false;
+    for (uint32_t m = 0; m < st->n_in && !mapped; m++) mapped = !strcmp(st->in[m].name, cm->inputs[i].name);
+    if (!mapped && !cm->inputs[i].optional)
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                           "in ensemble %s, input %s in model %s is not mapped to any ensemble tensors", e->name,
+                           cm->inputs[i].name, cm->name);
+  }
+  for (uint32_t o = 0; o < st->n_out; o++) {
+    const nrd_io *io = find_io(cm->outputs, cm->n_outputs, st->out[o].name);
+    if (!io)
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                           "in ensemble %s, ensemble tensor %s is mapped from non-existing output %s in model %s",
+                           e->name, es->tensors[st->out[o].tensor], st->out[o].name, cm->name);
+    NRD_RETURN_IF_ERROR(agree(e, es, k, st->out[o].tensor, io->dtype, cm->name));
+  }
+  return NULL;
+}
+
 TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, nrd_scheduler **out) {
   ens_sched *es = calloc(1, sizeof(*es));
   if (!es) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating ensemble '%s'", model->name);
@@ -539,10 +605,20 @@ TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, nrd_s
     free(es);
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating ensemble '%s'", model->name);
   }
-  /* Every composing model must be there now, as Triton requires. */
+  /* Every composing model must be there now, as Triton requires, and
+   * agree with the ensemble on the tensors it reads and writes. */
   char missing[1024] = "";
   size_t used = 0;
   TRITONSERVER_Error *err = NULL;
+  ens_known *known = calloc(es->n_tensors ? es->n_tensors : 1, sizeof(*known));
+  if (!known) err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating ensemble '%s'", model->name);
+  for (uint32_t i = 0; !err && i < model->n_inputs; i++)
+    for (uint32_t k = 0; k < es->n_tensors; k++)
+      if (!strcmp(es->tensors[k], model->inputs[i].name)) known[k] = (ens_known){model->inputs[i].dtype, model->name};
+  for (uint32_t i = 0; !err && i < model->n_outputs; i++)
+    for (uint32_t k = 0; k < es->n_tensors; k++)
+      if (!strcmp(es->tensors[k], model->outputs[i].name))
+        known[k] = (ens_known){model->outputs[i].dtype, model->name};
   for (uint32_t s = 0; s < es->n_steps && !err; s++) {
     TRITONBACKEND_Model *cm = NULL;
     TRITONSERVER_Error *e = nrd_server_get_model(model->server, es->steps[s].model, es->steps[s].version, &cm);
@@ -556,8 +632,10 @@ TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, nrd_s
       err = nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
                           "ensemble '%s': step model '%s' is decoupled, which ensembles here do not support",
                           model->name, cm->name);
+    if (!err) err = check_step(model, es, &es->steps[s], cm, known);
     nrd_model_unref(cm);
   }
+  free(known);
   if (!err && used)
     err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                         "ensemble %s contains models that are not available or ambiguous: %s", model->name, missing);

@@ -263,3 +263,59 @@ Test(ensemble, loads_that_fail_say_why, .timeout = 60) {
   free(m);
   done(s, repo);
 }
+
+/* An ensemble of one addsub step: `io` its inputs and outputs, `maps` the
+ * step's maps, `mbs` its max_batch_size. */
+static void addsub_ensemble(const char *repo, const char *name, int mbs, const char *io, const char *maps) {
+  char cfg[2048];
+  snprintf(cfg, sizeof cfg,
+           "name: \"%s\"\nplatform: \"ensemble\"\nmax_batch_size: %d\n%s"
+           "ensemble_scheduling { step [ { model_name: \"addsub\" model_version: -1\n%s } ] }\n",
+           name, mbs, io, maps);
+  h_model(repo, name, cfg, "1");
+}
+
+Test(ensemble, step_models_are_checked_against_the_ensemble, .timeout = 60) {
+  char *repo = h_tmpdir();
+  addsub_model(repo);
+  const char *io_int =
+      "input [ { name: \"A\" data_type: TYPE_INT32 dims: [ 4 ] }, { name: \"B\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
+      "output [ { name: \"S\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n";
+  const char *io_fp =
+      "input [ { name: \"A\" data_type: TYPE_FP32 dims: [ 4 ] }, { name: \"B\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
+      "output [ { name: \"S\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n";
+  const char *maps = "input_map { key: \"INPUT0\" value: \"A\" } input_map { key: \"INPUT1\" value: \"B\" }\n"
+                     "output_map { key: \"OUTPUT0\" value: \"S\" }\n";
+  addsub_ensemble(repo, "bad_type", 8, io_fp, maps);
+  addsub_ensemble(repo, "bad_batch", 16, io_int, maps);
+  addsub_ensemble(repo, "bad_input", 8, io_int,
+                  "input_map { key: \"INPUT0\" value: \"A\" } input_map { key: \"NOPE\" value: \"B\" }\n"
+                  "output_map { key: \"OUTPUT0\" value: \"S\" }\n");
+  addsub_ensemble(repo, "unmapped", 8,
+                  "input [ { name: \"A\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
+                  "output [ { name: \"S\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n",
+                  "input_map { key: \"INPUT0\" value: \"A\" } output_map { key: \"OUTPUT0\" value: \"S\" }\n");
+  addsub_ensemble(repo, "bad_output", 8, io_int,
+                  "input_map { key: \"INPUT0\" value: \"A\" } input_map { key: \"INPUT1\" value: \"B\" }\n"
+                  "output_map { key: \"OUT9\" value: \"S\" }\n");
+  addsub_ensemble(repo, "good", 4, io_int, maps); /* a smaller batch than the step model's is fine */
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
+  struct {
+    const char *model, *want;
+  } cases[] = {
+      {"bad_type", "in ensemble bad_type, ensemble tensor A: inconsistent data type: TYPE_FP32 is inferred from model "
+                   "bad_type while TYPE_INT32 is inferred from model addsub"},
+      {"bad_batch", "ensemble bad_batch allows maximum batch size 16, but it contains model addsub which only allows "
+                    "maximum batch size to be 8"},
+      {"bad_input", "in ensemble bad_input, ensemble tensor B is mapping to non-existing input NOPE in model addsub"},
+      {"unmapped", "in ensemble unmapped, input INPUT1 in model addsub is not mapped to any ensemble tensors"},
+      {"bad_output", "in ensemble bad_output, ensemble tensor S is mapped from non-existing output OUT9 in model addsub"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *m = load_error(s, cases[i].model);
+    cr_expect(strstr(m, cases[i].want), "%s: %s", cases[i].model, m);
+    free(m);
+  }
+  H_OK(TRITONSERVER_ServerLoadModel(s, "good"));
+  done(s, repo);
+}
