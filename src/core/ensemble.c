@@ -31,6 +31,7 @@
 #include "model.h"
 #include "parameter.h"
 #include "request.h"
+#include "response.h"
 #include "server.h"
 #include "stats.h"
 
@@ -76,6 +77,7 @@ typedef struct ens_ctx {
   TRITONSERVER_InferenceRequest *req;
   ens_tensor *t;
   uint8_t *state;                    /* STEP_* per step */
+  TRITONSERVER_InferenceRequest **running; /* per step: its request until released */
   TRITONSERVER_InferenceResponse **held; /* step responses whose outputs are tensors */
   uint32_t n_held, cap_held;
   uint32_t pending;                  /* callbacks still to come, +1 while starting */
@@ -193,6 +195,7 @@ static void ctx_free(ens_ctx *c) {
   free(c->held);
   free(c->t);
   free(c->state);
+  free(c->running);
   if (c->err) TRITONSERVER_ErrorDelete(c->err);
   pthread_mutex_destroy(&c->mu);
   free(c);
@@ -202,6 +205,19 @@ static void ctx_free(ens_ctx *c) {
 static void fail_with(ens_ctx *c, TRITONSERVER_Error *err) {
   if (!c->err) c->err = err;
   else TRITONSERVER_ErrorDelete(err);
+}
+
+/* A cancelled ensemble request starts no more steps, asks the running
+ * ones to stop, and is answered CANCELLED once they are done. Lock held. */
+static void note_cancel(ens_ctx *c) {
+  const nrd_cancel_flag *f = c->req->cancel;
+  if (!f || !atomic_load(&f->set)) return;
+  if (!c->err) c->err = nrd_error_new(TRITONSERVER_ERROR_CANCELLED, "Request was cancelled");
+  for (uint32_t s = 0; s < c->es->n_steps; s++)
+    if (c->running[s]) {
+      TRITONSERVER_Error *e = TRITONSERVER_InferenceRequestCancel(c->running[s]);
+      if (e) TRITONSERVER_ErrorDelete(e);
+    }
 }
 
 static bool step_ready(const ens_ctx *c, uint32_t s) {
@@ -216,6 +232,7 @@ static bool step_ready(const ens_ctx *c, uint32_t s) {
  * returns how many were put in `out` (room for every step). Lock held. */
 static uint32_t take_ready(ens_ctx *c, uint32_t *out) {
   uint32_t n = 0;
+  note_cancel(c);
   if (c->err) return 0;
   for (uint32_t s = 0; s < c->es->n_steps; s++)
     if (step_ready(c, s)) {
@@ -391,6 +408,9 @@ static void on_step_response(TRITONSERVER_InferenceResponse *resp, const uint32_
 static void on_step_release(TRITONSERVER_InferenceRequest *r, const uint32_t flags, void *userp) {
   (void)flags;
   ens_call *k = userp;
+  pthread_mutex_lock(&k->ctx->mu);
+  k->ctx->running[k->step] = NULL;
+  pthread_mutex_unlock(&k->ctx->mu);
   TRITONSERVER_InferenceRequestDelete(r);
   call_done(k);
 }
@@ -440,8 +460,20 @@ static TRITONSERVER_Error *send_step(ens_ctx *c, uint32_t s, ens_call *k) {
   for (uint32_t o = 0; !err && o < st->n_out; o++) err = TRITONSERVER_InferenceRequestAddRequestedOutput(r, st->out[o].name);
   if (!err) err = TRITONSERVER_InferenceRequestSetReleaseCallback(r, on_step_release, k);
   if (!err) err = TRITONSERVER_InferenceRequestSetResponseCallback(r, &ens_allocator, NULL, on_step_response, k);
-  if (!err) err = TRITONSERVER_ServerInferAsync(req->server, r, NULL);
-  if (err) TRITONSERVER_InferenceRequestDelete(r); /* no callback will come */
+  if (err) {
+    TRITONSERVER_InferenceRequestDelete(r);
+    return err;
+  }
+  pthread_mutex_lock(&c->mu);
+  c->running[s] = r; /* before it can be released */
+  pthread_mutex_unlock(&c->mu);
+  err = TRITONSERVER_ServerInferAsync(req->server, r, NULL);
+  if (err) {
+    pthread_mutex_lock(&c->mu);
+    c->running[s] = NULL;
+    pthread_mutex_unlock(&c->mu);
+    TRITONSERVER_InferenceRequestDelete(r); /* no callback will come */
+  }
   return err;
 }
 
@@ -478,11 +510,13 @@ static TRITONSERVER_Error *ens_enqueue(nrd_scheduler *sched, TRITONSERVER_Infere
   if (c) {
     c->t = calloc(es->n_tensors ? es->n_tensors : 1, sizeof(*c->t));
     c->state = calloc(es->n_steps ? es->n_steps : 1, 1);
+    c->running = calloc(es->n_steps ? es->n_steps : 1, sizeof(*c->running));
   }
-  if (!c || !first || !c->t || !c->state) {
+  if (!c || !first || !c->t || !c->state || !c->running) {
     if (c) {
       free(c->t);
       free(c->state);
+      free(c->running);
     }
     free(c);
     free(first);

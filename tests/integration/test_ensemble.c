@@ -319,3 +319,43 @@ Test(ensemble, step_models_are_checked_against_the_ensemble, .timeout = 60) {
   H_OK(TRITONSERVER_ServerLoadModel(s, "good"));
   done(s, repo);
 }
+
+Test(ensemble, a_cancelled_request_starts_no_more_steps, .timeout = 60) {
+  char *repo = h_tmpdir();
+  addsub_model(repo);
+  h_model(repo, "slow_id",
+          "name: \"slow_id\"\nbackend: \"identity\"\nmax_batch_size: 8\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ -1 ] } ]\n"
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ -1 ] } ]\n"
+          "parameters { key: \"execute_delay_ms\" value: { string_value: \"500\" } }\n",
+          "1");
+  h_model(repo, "chain",
+          "name: \"chain\"\nplatform: \"ensemble\"\nmax_batch_size: 8\n"
+          "input [ { name: \"X\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
+          "output [ { name: \"Y\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
+          "ensemble_scheduling { step [\n"
+          "  { model_name: \"slow_id\" input_map { key: \"INPUT0\" value: \"X\" }\n"
+          "    output_map { key: \"OUTPUT0\" value: \"T\" } },\n"
+          "  { model_name: \"id_int32\" input_map { key: \"INPUT0\" value: \"T\" }\n"
+          "    output_map { key: \"OUTPUT0\" value: \"Y\" } } ] }\n",
+          "1");
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  TRITONSERVER_InferenceRequest *r = h_request(s, "chain");
+  int64_t shape[2] = {1, 4};
+  h_add_input(r, "X", TRITONSERVER_TYPE_INT32, shape, 2, A, sizeof A);
+  h_call *c = h_call_new();
+  h_bind(r, c);
+  H_OK(TRITONSERVER_ServerInferAsync(s, r, NULL));
+  usleep(100 * 1000); /* the first step is running */
+  H_OK(TRITONSERVER_InferenceRequestCancel(r));
+  cr_assert(h_wait(c, 10000));
+  TRITONSERVER_Error *e = TRITONSERVER_InferenceResponseError(c->responses[0]);
+  cr_assert_not_null(e, "the ensemble answered");
+  cr_expect_eq(TRITONSERVER_ErrorCode(e), TRITONSERVER_ERROR_CANCELLED, "%s", TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  cr_expect_eq(stat_count(s, "id_int32", "success"), 0, "the second step ran");
+  cr_expect_eq(stat_count(s, "chain", "fail"), 1);
+  done(s, repo);
+}
