@@ -314,6 +314,31 @@ H_API h_call *h_infer(TRITONSERVER_Server *s, TRITONSERVER_InferenceRequest *r) 
   return c;
 }
 
+/* One output of a response; the pointers are the response's. */
+typedef struct h_output {
+  TRITONSERVER_DataType dtype;
+  const int64_t *shape;
+  uint64_t dims;
+  const void *base;
+  size_t size;
+} h_output;
+
+/* Finds output `name` of `r` into *out; false when `r` has none of that name. */
+H_API bool h_find_output(TRITONSERVER_InferenceResponse *r, const char *name, h_output *out) {
+  uint32_t n = 0;
+  H_OK(TRITONSERVER_InferenceResponseOutputCount(r, &n));
+  for (uint32_t i = 0; i < n; i++) {
+    const char *oname;
+    TRITONSERVER_MemoryType mt;
+    int64_t mid;
+    void *userp;
+    H_OK(TRITONSERVER_InferenceResponseOutput(r, i, &oname, &out->dtype, &out->shape, &out->dims, &out->base,
+                                              &out->size, &mt, &mid, &userp));
+    if (!strcmp(oname, name)) return true;
+  }
+  return false;
+}
+
 /* Error of response i as "CODE: message" (malloc'd), or NULL on success. */
 H_API char *h_response_error(h_call *c, size_t i) {
   if (!c->responses[i]) return NULL;

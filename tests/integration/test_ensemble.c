@@ -61,28 +61,13 @@ static TRITONSERVER_InferenceRequest *ens_request(TRITONSERVER_Server *s) {
 
 /* Output `name` of the call's only response into out[4]; false if absent. */
 static bool output(h_call *c, const char *name, int32_t *out) {
-  uint32_t n = 0;
-  H_OK(TRITONSERVER_InferenceResponseOutputCount(c->responses[0], &n));
-  for (uint32_t i = 0; i < n; i++) {
-    const char *oname;
-    TRITONSERVER_DataType dt;
-    const int64_t *shape;
-    uint64_t dims;
-    const void *base;
-    size_t size;
-    TRITONSERVER_MemoryType mt;
-    int64_t mid;
-    void *up;
-    H_OK(TRITONSERVER_InferenceResponseOutput(c->responses[0], i, &oname, &dt, &shape, &dims, &base, &size, &mt,
-                                              &mid, &up));
-    if (strcmp(oname, name)) continue;
-    cr_assert_eq(dt, TRITONSERVER_TYPE_INT32);
-    cr_assert(dims == 2 && shape[0] == 1 && shape[1] == 4, "%s: %" PRIu64 " dims", name, dims);
-    cr_assert_eq(size, 4 * sizeof(int32_t));
-    memcpy(out, base, size);
-    return true;
-  }
-  return false;
+  h_output o;
+  if (!h_find_output(c->responses[0], name, &o)) return false;
+  cr_assert_eq(o.dtype, TRITONSERVER_TYPE_INT32);
+  cr_assert(o.dims == 2 && o.shape[0] == 1 && o.shape[1] == 4, "%s: %" PRIu64 " dims", name, o.dims);
+  cr_assert_eq(o.size, 4 * sizeof(int32_t));
+  memcpy(out, o.base, o.size);
+  return true;
 }
 
 static json_int_t stat_count(TRITONSERVER_Server *s, const char *model, const char *what) {

@@ -73,26 +73,10 @@ static TRITONSERVER_InferenceRequest *seq_request(TRITONSERVER_Server *s, const 
 static void read_output(h_call *c, const char *name, void *out, size_t size) {
   char *err = h_response_error(c, 0);
   cr_assert_null(err, "response error: %s", err ? err : "");
-  uint32_t n = 0;
-  H_OK(TRITONSERVER_InferenceResponseOutputCount(c->responses[0], &n));
-  for (uint32_t i = 0; i < n; i++) {
-    const char *oname;
-    TRITONSERVER_DataType dt;
-    const int64_t *shape;
-    uint64_t dims;
-    const void *base;
-    size_t bsize;
-    TRITONSERVER_MemoryType mt;
-    int64_t mid;
-    void *userp;
-    H_OK(TRITONSERVER_InferenceResponseOutput(c->responses[0], i, &oname, &dt, &shape, &dims, &base, &bsize, &mt,
-                                              &mid, &userp));
-    if (strcmp(oname, name)) continue;
-    cr_assert_geq(bsize, size, "output %s has %zu bytes", name, bsize);
-    memcpy(out, base, size);
-    return;
-  }
-  cr_assert_fail("no output %s", name);
+  h_output o;
+  cr_assert(h_find_output(c->responses[0], name, &o), "no output %s", name);
+  cr_assert_geq(o.size, size, "output %s has %zu bytes", name, o.size);
+  memcpy(out, o.base, size);
 }
 
 /* Runs one request and returns OUTPUT; `controls` (5 floats) when wanted. */
