@@ -9,6 +9,7 @@
 
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <jansson.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -337,6 +338,24 @@ H_API bool h_find_output(TRITONSERVER_InferenceResponse *r, const char *name, h_
     if (!strcmp(oname, name)) return true;
   }
   return false;
+}
+
+/* A count from `model`'s statistics: "inference_count", or the count of
+ * one of its inference_stats ("success", "fail", ...). */
+H_API json_int_t h_stat_count(TRITONSERVER_Server *s, const char *model, const char *what) {
+  TRITONSERVER_Message *msg = NULL;
+  H_OK(TRITONSERVER_ServerModelStatistics(s, model, -1, &msg));
+  char *text = h_msg_text(msg);
+  json_t *j = json_loads(text, 0, NULL);
+  cr_assert_not_null(j, "%s", text);
+  json_t *ms = json_array_get(json_object_get(j, "model_stats"), 0);
+  json_int_t v = !strcmp(what, "inference_count")
+                     ? json_integer_value(json_object_get(ms, "inference_count"))
+                     : json_integer_value(json_object_get(json_object_get(json_object_get(ms, "inference_stats"), what),
+                                                          "count"));
+  json_decref(j);
+  free(text);
+  return v;
 }
 
 /* Error of response i as "CODE: message" (malloc'd), or NULL on success. */

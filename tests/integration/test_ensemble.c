@@ -70,22 +70,6 @@ static bool output(h_call *c, const char *name, int32_t *out) {
   return true;
 }
 
-static json_int_t stat_count(TRITONSERVER_Server *s, const char *model, const char *what) {
-  TRITONSERVER_Message *msg = NULL;
-  H_OK(TRITONSERVER_ServerModelStatistics(s, model, -1, &msg));
-  char *text = h_msg_text(msg);
-  json_t *j = json_loads(text, 0, NULL);
-  cr_assert_not_null(j, "%s", text);
-  json_t *ms = json_array_get(json_object_get(j, "model_stats"), 0);
-  json_int_t v = !strcmp(what, "inference_count")
-                     ? json_integer_value(json_object_get(ms, "inference_count"))
-                     : json_integer_value(json_object_get(json_object_get(json_object_get(ms, "inference_stats"), what),
-                                                          "count"));
-  json_decref(j);
-  free(text);
-  return v;
-}
-
 static void done(TRITONSERVER_Server *s, char *repo) {
   H_OK(TRITONSERVER_ServerDelete(s));
   h_rmtree(repo);
@@ -127,10 +111,10 @@ Test(ensemble, steps_feed_each_other_and_the_answer_has_every_output, .timeout =
   h_call_free(c);
   H_OK(TRITONSERVER_InferenceRequestDelete(r));
   /* Two ensemble requests, each two addsub steps and one identity step. */
-  cr_expect_eq(stat_count(s, "ens", "success"), 2);
-  cr_expect_eq(stat_count(s, "ens", "inference_count"), 2);
-  cr_expect_eq(stat_count(s, "addsub", "success"), 4);
-  cr_expect_eq(stat_count(s, "id_int32", "success"), 2);
+  cr_expect_eq(h_stat_count(s, "ens", "success"), 2);
+  cr_expect_eq(h_stat_count(s, "ens", "inference_count"), 2);
+  cr_expect_eq(h_stat_count(s, "addsub", "success"), 4);
+  cr_expect_eq(h_stat_count(s, "id_int32", "success"), 2);
   /* The ensemble's metadata names its platform. */
   TRITONSERVER_Message *msg = NULL;
   H_OK(TRITONSERVER_ServerModelMetadata(s, "ens", -1, &msg));
@@ -161,7 +145,7 @@ Test(ensemble, many_concurrent_requests, .timeout = 60) {
     h_call_free(c[i]);
     H_OK(TRITONSERVER_InferenceRequestDelete(r[i]));
   }
-  cr_expect_eq(stat_count(s, "ens", "success"), N);
+  cr_expect_eq(h_stat_count(s, "ens", "success"), N);
   done(s, repo);
 }
 
@@ -195,7 +179,7 @@ Test(ensemble, explicit_load_brings_the_step_models, .timeout = 60) {
   free(err);
   h_call_free(c);
   H_OK(TRITONSERVER_InferenceRequestDelete(r));
-  cr_expect_eq(stat_count(s, "ens", "fail"), 1);
+  cr_expect_eq(h_stat_count(s, "ens", "fail"), 1);
   done(s, repo);
 }
 
@@ -340,7 +324,7 @@ Test(ensemble, a_cancelled_request_starts_no_more_steps, .timeout = 60) {
   TRITONSERVER_ErrorDelete(e);
   h_call_free(c);
   H_OK(TRITONSERVER_InferenceRequestDelete(r));
-  cr_expect_eq(stat_count(s, "id_int32", "success"), 0, "the second step ran");
-  cr_expect_eq(stat_count(s, "chain", "fail"), 1);
+  cr_expect_eq(h_stat_count(s, "id_int32", "success"), 0, "the second step ran");
+  cr_expect_eq(h_stat_count(s, "chain", "fail"), 1);
   done(s, repo);
 }

@@ -394,16 +394,8 @@ static void check_slots(TRITONSERVER_Server *s, const char *model) {
     cr_expect_eq(nulls, steps[i].index, "%s step %zu: %d null requests", model, i, nulls);
     cr_expect_eq(batch, (float)steps[i].index + 1, "%s step %zu: %g requests in the execution", model, i, batch);
   }
-  TRITONSERVER_Message *msg = NULL;
-  H_OK(TRITONSERVER_ServerModelStatistics(s, model, -1, &msg));
-  char *text = h_msg_text(msg);
-  json_t *j = json_loads(text, 0, NULL);
-  cr_assert_not_null(j, "statistics are not JSON: %s", text);
-  json_t *inf = json_object_get(json_array_get(json_object_get(j, "model_stats"), 0), "inference_stats");
-  cr_expect_eq(json_integer_value(json_object_get(json_object_get(inf, "success"), "count")), (json_int_t)n, "%s", text);
-  cr_expect_eq(json_integer_value(json_object_get(json_object_get(inf, "fail"), "count")), 0, "%s", text);
-  json_decref(j);
-  free(text);
+  cr_expect_eq(h_stat_count(s, model, "success"), (json_int_t)n, "%s", model);
+  cr_expect_eq(h_stat_count(s, model, "fail"), 0, "%s", model);
 }
 
 /* An accumulate model with state, the four controls (CORRID of
