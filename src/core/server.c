@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "backend.h"
 #include "error.h"
 #include "log.h"
@@ -50,6 +52,32 @@ static json_t *backend_cmdline(const TRITONSERVER_ServerOptions *o) {
     json_object_set_new(g, t->key, json_string(t->value ? t->value : ""));
   }
   return all;
+}
+
+/* Notes whether `name` was loaded only as an ensemble's step model. */
+static void deps_mark(TRITONSERVER_Server *s, const char *name, bool dep) {
+  pthread_mutex_lock(&s->deps_lock);
+  size_t i = 0;
+  while (i < s->n_deps && strcmp(s->deps[i], name)) i++;
+  if (!dep && i < s->n_deps) {
+    free(s->deps[i]);
+    s->deps[i] = s->deps[--s->n_deps];
+  } else if (dep && i == s->n_deps) {
+    char **n = realloc(s->deps, (s->n_deps + 1) * sizeof(*n));
+    if (n) {
+      s->deps = n;
+      if ((n[s->n_deps] = strdup(name))) s->n_deps++;
+    }
+  }
+  pthread_mutex_unlock(&s->deps_lock);
+}
+
+static bool deps_has(TRITONSERVER_Server *s, const char *name) {
+  pthread_mutex_lock(&s->deps_lock);
+  bool has = false;
+  for (size_t i = 0; i < s->n_deps && !has; i++) has = !strcmp(s->deps[i], name);
+  pthread_mutex_unlock(&s->deps_lock);
+  return has;
 }
 
 /* Loads `name`; when it is an ensemble, first the models of its steps that
@@ -96,7 +124,9 @@ static TRITONSERVER_Error *load_with_steps(TRITONSERVER_Server *s, const char *n
   }
   free(steps);
   if (err) return err;
-  return nrd_repo_load(s->repo, name, NULL, NULL, 0);
+  err = nrd_repo_load(s->repo, name, NULL, NULL, 0);
+  if (!err) deps_mark(s, name, depth > 0);
+  return err;
 }
 
 static bool is_ensemble(TRITONSERVER_Server *s, const char *name) {
@@ -157,6 +187,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONS
   TRITONSERVER_Server *s = calloc(1, sizeof(*s));
   if (!s) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating server");
   s->id = strdup(options->server_id ? options->server_id : "triton");
+  pthread_mutex_init(&s->deps_lock, NULL);
   s->mode = options->control_mode;
   s->strict_readiness = options->strict_readiness;
   atomic_init(&s->exit_timeout_s, options->exit_timeout_secs);
@@ -231,6 +262,9 @@ TRITONSERVER_Error *TRITONSERVER_ServerDelete(TRITONSERVER_Server *server) {
   if (e) TRITONSERVER_ErrorDelete(e);
   nrd_repo_free(server->repo);
   free(server->id);
+  for (size_t i = 0; i < server->n_deps; i++) free(server->deps[i]);
+  free(server->deps);
+  pthread_mutex_destroy(&server->deps_lock);
   free(server);
   /* Backends go with the last server, unless an abandoned unload may still
    * be running their code: then they stay loaded until the process exits. */
@@ -464,15 +498,93 @@ TRITONSERVER_Error *TRITONSERVER_ServerLoadModelWithParameters(TRITONSERVER_Serv
   return err;
 }
 
+/* The step model names of a loaded ensemble, as a JSON array (new
+ * reference) of strings, or NULL when `name` is not a loaded ensemble. */
+static json_t *loaded_steps(TRITONSERVER_Server *s, const char *name) {
+  TRITONBACKEND_Model *m = NULL;
+  TRITONSERVER_Error *e = nrd_server_get_model(s, name, -1, &m);
+  if (e) {
+    TRITONSERVER_ErrorDelete(e);
+    return NULL;
+  }
+  json_t *names = NULL;
+  pthread_mutex_lock(&m->config_lock);
+  const json_t *steps = json_object_get(json_object_get(m->config, "ensemble_scheduling"), "step");
+  if (json_array_size(steps) && (names = json_array())) {
+    for (size_t i = 0; i < json_array_size(steps); i++) {
+      const json_t *n = json_object_get(json_array_get(steps, i), "model_name");
+      if (json_is_string(n)) json_array_append(names, (json_t *)n);
+    }
+  }
+  pthread_mutex_unlock(&m->config_lock);
+  nrd_model_unref(m);
+  return names;
+}
+
+static bool names_contain(const json_t *names, const char *name) {
+  for (size_t i = 0; i < json_array_size(names); i++)
+    if (!strcmp(json_string_value(json_array_get(names, i)), name)) return true;
+  return false;
+}
+
+/* Unloads `name`, then every loaded ensemble that has a step on it, as
+ * Triton does (an ensemble cannot serve without its step models). */
+static TRITONSERVER_Error *unload_with_users(TRITONSERVER_Server *s, const char *name, unsigned depth) {
+  NRD_RETURN_IF_ERROR(nrd_repo_unload(s->repo, name, false));
+  deps_mark(s, name, false);
+  if (depth > 32) return NULL;
+  json_t *idx = nrd_repo_index(s->repo, true);
+  for (size_t i = 0; i < json_array_size(idx); i++) {
+    const char *other = json_string_value(json_object_get(json_array_get(idx, i), "name"));
+    json_t *steps = other && strcmp(other, name) ? loaded_steps(s, other) : NULL;
+    bool user = names_contain(steps, name);
+    json_decref(steps);
+    if (user) {
+      NRD_LOG_INFO("unloading ensemble '%s': its step model '%s' is being unloaded", other, name);
+      TRITONSERVER_Error *e = unload_with_users(s, other, depth + 1);
+      if (e) TRITONSERVER_ErrorDelete(e);
+    }
+  }
+  json_decref(idx);
+  return NULL;
+}
+
 TRITONSERVER_Error *TRITONSERVER_ServerUnloadModel(TRITONSERVER_Server *server, const char *model_name) {
   ARG_CHECK(server && model_name, "server and model name must not be NULL");
   NRD_RETURN_IF_ERROR(check_control(server));
-  return nrd_repo_unload(server->repo, model_name, false);
+  return unload_with_users(server, model_name, 0);
+}
+
+/* Whether a loaded ensemble other than `except` has a step on `name`. */
+static bool used_by_other(TRITONSERVER_Server *s, const char *name, const char *except) {
+  json_t *idx = nrd_repo_index(s->repo, true);
+  bool used = false;
+  for (size_t i = 0; i < json_array_size(idx) && !used; i++) {
+    const char *other = json_string_value(json_object_get(json_array_get(idx, i), "name"));
+    if (!other || !strcmp(other, except) || !strcmp(other, name)) continue;
+    json_t *steps = loaded_steps(s, other);
+    used = names_contain(steps, name);
+    json_decref(steps);
+  }
+  json_decref(idx);
+  return used;
 }
 
 TRITONSERVER_Error *TRITONSERVER_ServerUnloadModelAndDependents(TRITONSERVER_Server *server, const char *model_name) {
-  /* The models an ensemble loaded with it stay loaded (docs/ensemble.md). */
-  return TRITONSERVER_ServerUnloadModel(server, model_name);
+  ARG_CHECK(server && model_name, "server and model name must not be NULL");
+  NRD_RETURN_IF_ERROR(check_control(server));
+  /* The step models that came only with this ensemble go with it, unless
+   * another loaded ensemble still uses them. */
+  json_t *steps = loaded_steps(server, model_name);
+  TRITONSERVER_Error *err = unload_with_users(server, model_name, 0);
+  for (size_t i = 0; !err && i < json_array_size(steps); i++) {
+    const char *step = json_string_value(json_array_get(steps, i));
+    if (!deps_has(server, step) || used_by_other(server, step, model_name)) continue;
+    TRITONSERVER_Error *e = TRITONSERVER_ServerUnloadModelAndDependents(server, step);
+    if (e) TRITONSERVER_ErrorDelete(e);
+  }
+  json_decref(steps);
+  return err;
 }
 
 /* ----------------------------------------------------------------- metrics */

@@ -3,6 +3,7 @@
 #ifndef NRD_SERVER_H
 #define NRD_SERVER_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
@@ -16,6 +17,11 @@ struct TRITONSERVER_Server {
   atomic_uint exit_timeout_s;
   nrd_repository *repo;
   atomic_bool stopped;
+  /* Models loaded only because an ensemble needed them (not by name):
+   * unload_dependents takes them away with the ensemble. */
+  pthread_mutex_t deps_lock;
+  char **deps;
+  size_t n_deps;
 };
 
 /* A READY model with a counted reference for the caller (release with

@@ -163,23 +163,37 @@ Test(ensemble, explicit_load_brings_the_step_models, .timeout = 60) {
     H_OK(TRITONSERVER_ServerModelIsReady(s, all[i], -1, &ready));
     cr_expect(ready, "%s is not ready", all[i]);
   }
-  /* A step model gone at run time: the ensemble answers with the step's
-   * error, named as Triton names it. */
-  H_OK(TRITONSERVER_ServerUnloadModel(s, "id_int32"));
-  for (int i = 0; i < 100; i++) {
-    H_OK(TRITONSERVER_ServerModelIsReady(s, "id_int32", -1, &ready));
-    if (!ready) break;
-    usleep(20 * 1000);
-  }
-  TRITONSERVER_InferenceRequest *r = ens_request(s);
+  done(s, repo);
+}
+
+Test(ensemble, a_failing_step_fails_the_request, .timeout = 60) {
+  char *repo = h_tmpdir();
+  /* Shapes are left to the step's request: [4] into a model of [2]. */
+  h_model(repo, "id_two",
+          "name: \"id_two\"\nbackend: \"identity\"\nmax_batch_size: 8\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ 2 ] } ]\n"
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ 2 ] } ]\n",
+          "1");
+  h_model(repo, "bad_shape",
+          "name: \"bad_shape\"\nplatform: \"ensemble\"\nmax_batch_size: 8\n"
+          "input [ { name: \"X\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
+          "output [ { name: \"Y\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
+          "ensemble_scheduling { step [ { model_name: \"id_two\" input_map { key: \"INPUT0\" value: \"X\" }\n"
+          "  output_map { key: \"OUTPUT0\" value: \"Y\" } } ] }\n",
+          "1");
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  TRITONSERVER_InferenceRequest *r = h_request(s, "bad_shape");
+  int64_t shape[2] = {1, 4};
+  h_add_input(r, "X", TRITONSERVER_TYPE_INT32, shape, 2, A, sizeof A);
   h_call *c = h_infer(s, r);
   char *err = h_response_error(c, 0);
   cr_assert_not_null(err);
-  cr_expect(strstr(err, "in ensemble 'ens', ") && strstr(err, "id_int32"), "%s", err);
+  cr_expect(strstr(err, "Invalid argument: in ensemble 'bad_shape', ") && strstr(err, "INPUT0"), "%s",
+            err);
   free(err);
   h_call_free(c);
   H_OK(TRITONSERVER_InferenceRequestDelete(r));
-  cr_expect_eq(h_stat_count(s, "ens", "fail"), 1);
+  cr_expect_eq(h_stat_count(s, "bad_shape", "fail"), 1);
   done(s, repo);
 }
 
@@ -326,5 +340,43 @@ Test(ensemble, a_cancelled_request_starts_no_more_steps, .timeout = 60) {
   H_OK(TRITONSERVER_InferenceRequestDelete(r));
   cr_expect_eq(h_stat_count(s, "id_int32", "success"), 0, "the second step ran");
   cr_expect_eq(h_stat_count(s, "chain", "fail"), 1);
+  done(s, repo);
+}
+
+static bool is_ready(TRITONSERVER_Server *s, const char *name) {
+  bool ready = false;
+  H_OK(TRITONSERVER_ServerModelIsReady(s, name, -1, &ready));
+  return ready;
+}
+
+Test(ensemble, unloads_follow_the_dependencies, .timeout = 60) {
+  char *repo = h_tmpdir();
+  addsub_model(repo);
+  ensemble_model(repo);
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
+  /* Unloading a step model takes the ensemble with it. */
+  H_OK(TRITONSERVER_ServerLoadModel(s, "ens"));
+  cr_assert(is_ready(s, "ens") && is_ready(s, "addsub") && is_ready(s, "id_int32"));
+  H_OK(TRITONSERVER_ServerUnloadModel(s, "id_int32"));
+  cr_expect_not(is_ready(s, "ens"), "the ensemble outlived its step model");
+  cr_expect(is_ready(s, "addsub"));
+  /* unload_dependents takes the step models that came with the ensemble. */
+  H_OK(TRITONSERVER_ServerLoadModel(s, "ens"));
+  cr_assert(is_ready(s, "ens") && is_ready(s, "id_int32"));
+  H_OK(TRITONSERVER_ServerUnloadModelAndDependents(s, "ens"));
+  cr_expect_not(is_ready(s, "ens"));
+  cr_expect_not(is_ready(s, "id_int32"), "a step model loaded with the ensemble stayed");
+  /* addsub came with the first load too, but was never unloaded since:
+   * it also goes. A model loaded by name stays. */
+  cr_expect_not(is_ready(s, "addsub"));
+  H_OK(TRITONSERVER_ServerLoadModel(s, "addsub"));
+  H_OK(TRITONSERVER_ServerLoadModel(s, "ens"));
+  H_OK(TRITONSERVER_ServerUnloadModelAndDependents(s, "ens"));
+  cr_expect(is_ready(s, "addsub"), "a model loaded by name went with the ensemble");
+  cr_expect_not(is_ready(s, "id_int32"));
+  /* Without unload_dependents the step models stay. */
+  H_OK(TRITONSERVER_ServerLoadModel(s, "ens"));
+  H_OK(TRITONSERVER_ServerUnloadModel(s, "ens"));
+  cr_expect(is_ready(s, "addsub") && is_ready(s, "id_int32"));
   done(s, repo);
 }
