@@ -10,9 +10,17 @@
  * outstanding any more the ensemble answers with its outputs, copied once
  * into the client's buffers, or with the first error, and is released.
  *
+ * Decoupled step models: each of their responses is an iteration. The
+ * tensors it writes, and those written by the steps that read them, hold
+ * one value per iteration (k), and such a step runs once per iteration.
+ * An ensemble whose outputs come from iterations is decoupled itself: it
+ * answers each iteration as soon as its outputs exist, and ends with a
+ * final flag.
+ *
  * There is no thread of its own and no instance: a request starts on the
  * thread that submits it and moves on in the composing models' callbacks.
- * Locks: each context has its own; requests are sent after letting go. */
+ * Locks: each context has its own; requests are sent, and answers built,
+ * after letting go (values never change once stored). */
 #include "ensemble.h"
 
 #include <inttypes.h>
@@ -45,6 +53,8 @@ typedef struct ens_step {
   int64_t version;
   ens_map *in, *out;
   uint32_t n_in, n_out;
+  bool decoupled; /* its model sends any number of responses */
+  int32_t src;    /* -1: runs once; else the decoupled step whose iterations it runs for */
 } ens_step;
 
 typedef struct ens_sched {
@@ -52,14 +62,15 @@ typedef struct ens_sched {
   TRITONBACKEND_Model *model; /* not counted: the model owns the scheduler */
   char **tensors;
   uint32_t n_tensors;
+  int32_t *origin; /* per tensor: -1 one value, else the decoupled step it iterates with */
   ens_step *steps;
   uint32_t n_steps;
+  bool decoupled;  /* some output has one value per iteration */
   atomic_bool stopped;
 } ens_sched;
 
-/* One ensemble tensor of a request, once it exists. */
-typedef struct ens_tensor {
-  bool ready;
+/* One value of an ensemble tensor; never changes once stored. */
+typedef struct ens_value {
   TRITONSERVER_DataType dtype;
   const int64_t *shape; /* the request's input or the response's output owns it */
   uint32_t dims;
@@ -67,28 +78,37 @@ typedef struct ens_tensor {
   uint32_t nbufs;
   uint64_t byte_size;
   nrd_buffer one; /* a step output's only buffer */
-} ens_tensor;
+} ens_value;
 
-enum { STEP_WAITING, STEP_SENT, STEP_DONE };
+/* A tensor's values: v[0] only, or one per iteration (NULL: not yet). */
+typedef struct ens_values {
+  ens_value **v;
+  uint32_t n, cap;
+} ens_values;
 
 typedef struct ens_ctx {
   pthread_mutex_t mu;
   ens_sched *es;
   TRITONSERVER_InferenceRequest *req;
-  ens_tensor *t;
-  uint8_t *state;                    /* STEP_* per step */
-  TRITONSERVER_InferenceRequest **running; /* per step: its request until released */
-  TRITONSERVER_InferenceResponse **held; /* step responses whose outputs are tensors */
+  TRITONBACKEND_ResponseFactory *factory; /* a decoupled ensemble's */
+  ens_values *t;                          /* per tensor */
+  uint32_t *sent;                         /* per step: runs sent */
+  uint32_t *iters;                        /* per decoupled step: responses with outputs so far */
+  bool *answered;                         /* decoupled ensemble: per iteration */
+  uint32_t n_answered;                    /* room in answered */
+  TRITONSERVER_InferenceRequest **running; /* per step, runs once only: its request until released */
+  TRITONSERVER_InferenceResponse **held;  /* step responses whose outputs are values */
   uint32_t n_held, cap_held;
-  uint32_t pending;                  /* callbacks still to come, +1 while starting */
-  TRITONSERVER_Error *err;           /* the first failure */
+  uint32_t pending;                       /* callbacks still to come, +1 while starting */
+  TRITONSERVER_Error *err;                /* the first failure */
   uint64_t start_ns;
 } ens_ctx;
 
-/* One step's request; freed after both its final response and its release. */
+/* One run of a step; freed after both its final response and its release. */
 typedef struct ens_call {
   ens_ctx *ctx;
   uint32_t step;
+  uint32_t iter; /* the iteration it runs for (0 for a step that runs once) */
   atomic_int left;
 } ens_call;
 
@@ -106,6 +126,7 @@ static void plan_free(ens_sched *es) {
     free(st->out);
   }
   free(es->steps);
+  free(es->origin);
 }
 
 /* The index of tensor `name`, added when new; UINT32_MAX on out-of-memory. */
@@ -193,9 +214,16 @@ static struct TRITONSERVER_ResponseAllocator ens_allocator = {.alloc_fn = ens_al
 static void ctx_free(ens_ctx *c) {
   for (uint32_t i = 0; i < c->n_held; i++) TRITONSERVER_InferenceResponseDelete(c->held[i]);
   free(c->held);
+  for (uint32_t i = 0; c->t && i < c->es->n_tensors; i++) {
+    for (uint32_t k = 0; k < c->t[i].n; k++) free(c->t[i].v[k]);
+    free(c->t[i].v);
+  }
   free(c->t);
-  free(c->state);
+  free(c->sent);
+  free(c->iters);
+  free(c->answered);
   free(c->running);
+  if (c->factory) TRITONBACKEND_ResponseFactoryDelete(c->factory);
   if (c->err) TRITONSERVER_ErrorDelete(c->err);
   pthread_mutex_destroy(&c->mu);
   free(c);
@@ -205,6 +233,30 @@ static void ctx_free(ens_ctx *c) {
 static void fail_with(ens_ctx *c, TRITONSERVER_Error *err) {
   if (!c->err) c->err = err;
   else TRITONSERVER_ErrorDelete(err);
+}
+
+static const ens_value *value_at(const ens_ctx *c, uint32_t tensor, uint32_t k) {
+  const ens_values *vs = &c->t[tensor];
+  if (c->es->origin[tensor] < 0) k = 0;
+  return k < vs->n ? vs->v[k] : NULL;
+}
+
+/* Stores `v` (taken) as iteration k of `tensor`. False on out-of-memory. Lock held. */
+static bool store(ens_ctx *c, uint32_t tensor, uint32_t k, ens_value *v) {
+  ens_values *vs = &c->t[tensor];
+  if (k >= vs->cap) {
+    uint32_t cap = vs->cap ? vs->cap : 4;
+    while (cap <= k) cap *= 2;
+    ens_value **n = realloc(vs->v, cap * sizeof(*n));
+    if (!n) return false;
+    memset(n + vs->cap, 0, (cap - vs->cap) * sizeof(*n));
+    vs->v = n;
+    vs->cap = cap;
+  }
+  free(vs->v[k]); /* a step that sent the same output twice: the last one counts */
+  vs->v[k] = v;
+  if (k >= vs->n) vs->n = k + 1;
+  return true;
 }
 
 /* A cancelled ensemble request starts no more steps, asks the running
@@ -220,27 +272,43 @@ static void note_cancel(ens_ctx *c) {
     }
 }
 
-static bool step_ready(const ens_ctx *c, uint32_t s) {
+/* Whether run `k` of step `s` has every input. */
+static bool run_ready(const ens_ctx *c, uint32_t s, uint32_t k) {
   const ens_step *st = &c->es->steps[s];
-  if (c->state[s] != STEP_WAITING) return false;
-  for (uint32_t k = 0; k < st->n_in; k++)
-    if (!c->t[st->in[k].tensor].ready) return false;
+  if (st->src < 0 && k > 0) return false; /* runs once */
+  for (uint32_t i = 0; i < st->n_in; i++)
+    if (!value_at(c, st->in[i].tensor, k)) return false;
   return true;
 }
 
-/* Marks the steps that can go now as sent and counts their callbacks;
- * returns how many were put in `out` (room for every step). Lock held. */
-static uint32_t take_ready(ens_ctx *c, uint32_t *out) {
-  uint32_t n = 0;
+typedef struct ens_run {
+  uint32_t step, iter;
+} ens_run;
+
+/* Takes the runs that can go now, counting their callbacks; returns them
+ * (malloc'ed, *n of them; NULL when none or out of memory). Lock held. */
+static ens_run *take_ready(ens_ctx *c, uint32_t *n) {
+  *n = 0;
   note_cancel(c);
-  if (c->err) return 0;
-  for (uint32_t s = 0; s < c->es->n_steps; s++)
-    if (step_ready(c, s)) {
-      c->state[s] = STEP_SENT;
+  if (c->err) return NULL;
+  ens_run *runs = NULL;
+  uint32_t cap = 0;
+  for (uint32_t s = 0; s < c->es->n_steps; s++) {
+    while (run_ready(c, s, c->sent[s])) {
+      if (*n == cap) {
+        cap = cap ? 2 * cap : 8;
+        ens_run *r = realloc(runs, cap * sizeof(*r));
+        if (!r) {
+          fail_with(c, nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory"));
+          return runs;
+        }
+        runs = r;
+      }
+      runs[(*n)++] = (ens_run){s, c->sent[s]++};
       c->pending += 2; /* its final response and its release */
-      out[n++] = s;
     }
-  return n;
+  }
+  return runs;
 }
 
 static const char *ensemble_output_name(const ens_ctx *c, uint32_t i) {
@@ -248,75 +316,157 @@ static const char *ensemble_output_name(const ens_ctx *c, uint32_t i) {
   return r->n_outputs ? r->outputs[i] : c->es->model->outputs[i].name;
 }
 
-/* Copies tensor `t` into a new output `name` of `resp`. */
-static TRITONSERVER_Error *add_output(TRITONBACKEND_Response *resp, const char *name, const ens_tensor *t) {
+static uint32_t n_outputs(const ens_ctx *c) {
+  return c->req->n_outputs ? c->req->n_outputs : c->es->model->n_outputs;
+}
+
+static uint32_t tensor_of(const ens_sched *es, const char *name) {
+  for (uint32_t k = 0; k < es->n_tensors; k++)
+    if (!strcmp(es->tensors[k], name)) return k;
+  return UINT32_MAX;
+}
+
+/* The values of the requested outputs at iteration k into vals[] (all
+ * present: true). Lock held. */
+static bool outputs_at(const ens_ctx *c, uint32_t k, const ens_value **vals) {
+  for (uint32_t i = 0; i < n_outputs(c); i++) {
+    uint32_t t = tensor_of(c->es, ensemble_output_name(c, i));
+    if (t == UINT32_MAX || !(vals[i] = value_at(c, t, k))) return false;
+  }
+  return true;
+}
+
+/* Copies value `v` into a new output `name` of `resp`. */
+static TRITONSERVER_Error *add_output(TRITONBACKEND_Response *resp, const char *name, const ens_value *v) {
   TRITONBACKEND_Output *out = NULL;
-  NRD_RETURN_IF_ERROR(TRITONBACKEND_ResponseOutput(resp, &out, name, t->dtype, t->shape, t->dims));
+  NRD_RETURN_IF_ERROR(TRITONBACKEND_ResponseOutput(resp, &out, name, v->dtype, v->shape, v->dims));
   void *buf = NULL;
   TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
   int64_t mid = 0;
-  NRD_RETURN_IF_ERROR(TRITONBACKEND_OutputBuffer(out, &buf, t->byte_size, &mt, &mid));
+  NRD_RETURN_IF_ERROR(TRITONBACKEND_OutputBuffer(out, &buf, v->byte_size, &mt, &mid));
   if (mt != TRITONSERVER_MEMORY_CPU && mt != TRITONSERVER_MEMORY_CPU_PINNED)
     return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED, "output '%s': only CPU memory is supported", name);
   char *dst = buf;
-  for (uint32_t b = 0; b < t->nbufs; b++) {
-    if (t->bufs[b].size) memcpy(dst, t->bufs[b].base, t->bufs[b].size);
-    dst += t->bufs[b].size;
+  for (uint32_t b = 0; b < v->nbufs; b++) {
+    if (v->bufs[b].size) memcpy(dst, v->bufs[b].base, v->bufs[b].size);
+    dst += v->bufs[b].size;
   }
   return NULL;
 }
 
-/* Nothing is outstanding: answers the ensemble request and frees `c`. */
+/* Sends one response with the outputs `vals` (flags: 0 or FINAL); false
+ * when building it failed (the response then carries the error). */
+static bool answer(ens_ctx *c, const ens_value **vals, uint32_t flags) {
+  TRITONBACKEND_Response *resp = NULL;
+  TRITONSERVER_Error *err = c->factory ? TRITONBACKEND_ResponseNewFromFactory(&resp, c->factory)
+                                       : TRITONBACKEND_ResponseNew(&resp, (TRITONBACKEND_Request *)c->req);
+  if (err) {
+    NRD_LOG_ERROR("ensemble '%s': cannot make a response: %s", c->es->model->name, TRITONSERVER_ErrorMessage(err));
+    TRITONSERVER_ErrorDelete(err);
+    return false;
+  }
+  for (uint32_t i = 0; !err && i < n_outputs(c); i++) err = add_output(resp, ensemble_output_name(c, i), vals[i]);
+  bool ok = err == NULL;
+  TRITONSERVER_Error *sent = TRITONBACKEND_ResponseSend(resp, flags, err);
+  if (sent) {
+    NRD_LOG_ERROR("ensemble '%s': cannot send a response: %s", c->es->model->name, TRITONSERVER_ErrorMessage(sent));
+    TRITONSERVER_ErrorDelete(sent);
+  }
+  if (err) TRITONSERVER_ErrorDelete(err);
+  return ok;
+}
+
+/* Decoupled ensemble: the iterations whose outputs all exist and that were
+ * not answered yet, marked answered; *n of them (malloc'ed). Lock held. */
+static uint32_t *take_answers(ens_ctx *c, uint32_t *n) {
+  *n = 0;
+  if (!c->factory || c->err) return NULL;
+  uint32_t most = 0;
+  for (uint32_t t = 0; t < c->es->n_tensors; t++)
+    if (c->t[t].n > most) most = c->t[t].n;
+  if (most > c->n_answered) {
+    bool *a = realloc(c->answered, most * sizeof(*a));
+    if (!a) return NULL;
+    memset(a + c->n_answered, 0, (most - c->n_answered) * sizeof(*a));
+    c->answered = a;
+    c->n_answered = most;
+  }
+  uint32_t *ks = NULL;
+  const ens_value **vals = malloc((n_outputs(c) ? n_outputs(c) : 1) * sizeof(*vals));
+  for (uint32_t k = 0; vals && k < most; k++) {
+    if (c->answered[k] || !outputs_at(c, k, vals)) continue;
+    uint32_t *g = realloc(ks, (*n + 1) * sizeof(*g));
+    if (!g) break;
+    ks = g;
+    ks[(*n)++] = k;
+    c->answered[k] = true;
+  }
+  free(vals);
+  return ks;
+}
+
+/* Sends the answers of iterations ks[] (values are stable: no lock). */
+static void send_answers(ens_ctx *c, const uint32_t *ks, uint32_t n) {
+  const ens_value **vals = n ? malloc((n_outputs(c) ? n_outputs(c) : 1) * sizeof(*vals)) : NULL;
+  for (uint32_t i = 0; vals && i < n; i++) {
+    pthread_mutex_lock(&c->mu);
+    bool have = outputs_at(c, ks[i], vals);
+    pthread_mutex_unlock(&c->mu);
+    if (have) answer(c, vals, 0);
+  }
+  free(vals);
+}
+
+/* Nothing is outstanding: answers the ensemble request and frees `c`.
+ * The request is released last: that may let an unload free the plan. */
 static void finish(ens_ctx *c) {
   ens_sched *es = c->es;
   TRITONBACKEND_Model *m = es->model;
   TRITONSERVER_InferenceRequest *req = c->req;
-  uint32_t n_out = req->n_outputs ? req->n_outputs : m->n_outputs;
-  const ens_tensor **outs = calloc(n_out ? n_out : 1, sizeof(*outs));
-  if (!outs && !c->err) c->err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-  for (uint32_t i = 0; !c->err && i < n_out; i++) {
-    const char *name = ensemble_output_name(c, i);
-    for (uint32_t k = 0; k < es->n_tensors && !outs[i]; k++)
-      if (!strcmp(es->tensors[k], name) && c->t[k].ready) outs[i] = &c->t[k];
-    if (!outs[i])
-      c->err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL,
-                             "unexpected deadlock, at least one output is not set while no more ensemble steps "
-                             "can be made");
-  }
+  uint32_t n_out = n_outputs(c);
+  const ens_value **vals = calloc(n_out ? n_out : 1, sizeof(*vals));
+  if (!vals && !c->err) c->err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  if (!c->err && !c->factory && !outputs_at(c, 0, vals))
+    c->err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL,
+                           "unexpected deadlock, at least one output is not set while no more ensemble steps can be "
+                           "made");
   uint64_t end = nrd_now_ns();
   if (c->err) {
     TRITONSERVER_Error *e = nrd_error_new(TRITONSERVER_ErrorCode(c->err), "in ensemble '%s', %s", m->name,
                                           TRITONSERVER_ErrorMessage(c->err));
-    free(outs);
-    nrd_request_fail(req, e); /* counts the failure and releases the request */
-    ctx_free(c);
+    free(vals);
+    if (c->factory) {
+      /* A decoupled request may have had answers already: the error ends it. */
+      TRITONBACKEND_Response *resp = NULL;
+      TRITONSERVER_Error *ne = TRITONBACKEND_ResponseNewFromFactory(&resp, c->factory);
+      if (!ne) ne = TRITONBACKEND_ResponseSend(resp, TRITONSERVER_RESPONSE_COMPLETE_FINAL, e);
+      if (ne) TRITONSERVER_ErrorDelete(ne);
+      TRITONSERVER_ErrorDelete(e);
+      nrd_stats_request_fail(&m->stats, req->queue_start_ns, req->queue_start_ns, c->start_ns, end);
+      ctx_free(c);
+      nrd_request_release(req, TRITONSERVER_REQUEST_RELEASE_ALL);
+    } else {
+      ctx_free(c);
+      nrd_request_fail(req, e); /* counts the failure and releases the request */
+    }
     return;
   }
-  TRITONBACKEND_Response *resp = NULL;
-  TRITONSERVER_Error *err = TRITONBACKEND_ResponseNew(&resp, (TRITONBACKEND_Request *)req);
-  if (err) {
-    free(outs);
-    nrd_request_fail(req, err);
-    ctx_free(c);
-    return;
+  bool ok = true;
+  if (c->factory) {
+    TRITONSERVER_Error *e = TRITONBACKEND_ResponseFactorySendFlags(c->factory, TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+    if (e) TRITONSERVER_ErrorDelete(e);
+  } else {
+    ok = answer(c, vals, TRITONSERVER_RESPONSE_COMPLETE_FINAL);
   }
-  for (uint32_t i = 0; !err && i < n_out; i++) err = add_output(resp, ensemble_output_name(c, i), outs[i]);
-  free(outs);
-  bool ok = err == NULL;
-  TRITONSERVER_Error *sent = TRITONBACKEND_ResponseSend(resp, TRITONSERVER_RESPONSE_COMPLETE_FINAL, err);
-  if (sent) {
-    NRD_LOG_ERROR("ensemble '%s': cannot send a response: %s", m->name, TRITONSERVER_ErrorMessage(sent));
-    TRITONSERVER_ErrorDelete(sent);
-  }
-  if (err) TRITONSERVER_ErrorDelete(err);
+  free(vals);
   if (ok) {
     nrd_stats_request_success(&m->stats, req->queue_start_ns, req->queue_start_ns, c->start_ns, c->start_ns, end, end);
     nrd_stats_batch(&m->stats, req->batch_size ? req->batch_size : 1, c->start_ns, c->start_ns, end, end);
   } else {
     nrd_stats_request_fail(&m->stats, req->queue_start_ns, req->queue_start_ns, c->start_ns, end);
   }
-  nrd_request_release(req, TRITONSERVER_REQUEST_RELEASE_ALL);
   ctx_free(c);
+  nrd_request_release(req, TRITONSERVER_REQUEST_RELEASE_ALL);
 }
 
 /* One awaited callback has come. */
@@ -333,7 +483,7 @@ static void call_done(ens_call *k) {
   done_one(c);
 }
 
-static void send_steps(ens_ctx *c, const uint32_t *steps, uint32_t n);
+static void send_runs(ens_ctx *c, const ens_run *runs, uint32_t n);
 
 /* Room for one more held response. Lock held. */
 static bool hold_room(ens_ctx *c) {
@@ -346,70 +496,84 @@ static bool hold_room(ens_ctx *c) {
   return true;
 }
 
+/* Stores the outputs of a step's response as iteration `iter` of the
+ * tensors they map to; true when it kept `resp`. Lock held. */
+static bool take_outputs(ens_ctx *c, const ens_step *st, uint32_t iter, TRITONSERVER_InferenceResponse *resp) {
+  if (!hold_room(c)) {
+    fail_with(c, nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory"));
+    return false;
+  }
+  bool keep = false;
+  uint32_t count = 0;
+  TRITONSERVER_Error *e = TRITONSERVER_InferenceResponseOutputCount(resp, &count);
+  for (uint32_t i = 0; !e && i < count; i++) {
+    const char *name;
+    TRITONSERVER_DataType dt;
+    const int64_t *shape;
+    uint64_t dims;
+    const void *base;
+    size_t size;
+    TRITONSERVER_MemoryType mt;
+    int64_t mid;
+    void *up;
+    e = TRITONSERVER_InferenceResponseOutput(resp, i, &name, &dt, &shape, &dims, &base, &size, &mt, &mid, &up);
+    for (uint32_t o = 0; !e && o < st->n_out; o++) {
+      if (strcmp(st->out[o].name, name)) continue;
+      ens_value *v = malloc(sizeof(*v));
+      if (v) {
+        *v = (ens_value){.dtype = dt, .shape = shape, .dims = (uint32_t)dims, .nbufs = 1, .byte_size = size,
+                         .one = {.base = base, .size = size, .mtype = mt, .mtype_id = mid}};
+        v->bufs = &v->one;
+      }
+      if (!v || !store(c, st->out[o].tensor, iter, v)) {
+        free(v);
+        e = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+      } else {
+        keep = true;
+      }
+    }
+  }
+  if (e) fail_with(c, e);
+  if (keep) c->held[c->n_held++] = resp;
+  return keep;
+}
+
 static void on_step_response(TRITONSERVER_InferenceResponse *resp, const uint32_t flags, void *userp) {
   ens_call *k = userp;
   ens_ctx *c = k->ctx;
   const ens_step *st = &c->es->steps[k->step];
-  uint32_t *next = NULL;
-  uint32_t n_next = 0;
+  ens_run *next = NULL;
+  uint32_t n_next = 0, n_ans = 0, *ans = NULL;
+  bool final = flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL;
   pthread_mutex_lock(&c->mu);
   if (resp) {
     TRITONSERVER_Error *rerr = TRITONSERVER_InferenceResponseError(resp);
-    bool keep = false;
-    if (rerr) {
-      fail_with(c, rerr);
-    } else if (!hold_room(c)) {
-      fail_with(c, nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory"));
-    } else {
-      uint32_t count = 0;
-      TRITONSERVER_Error *e = TRITONSERVER_InferenceResponseOutputCount(resp, &count);
-      for (uint32_t i = 0; !e && i < count; i++) {
-        const char *name;
-        TRITONSERVER_DataType dt;
-        const int64_t *shape;
-        uint64_t dims;
-        const void *base;
-        size_t size;
-        TRITONSERVER_MemoryType mt;
-        int64_t mid;
-        void *up;
-        e = TRITONSERVER_InferenceResponseOutput(resp, i, &name, &dt, &shape, &dims, &base, &size, &mt, &mid, &up);
-        for (uint32_t o = 0; !e && o < st->n_out; o++) {
-          if (strcmp(st->out[o].name, name)) continue;
-          ens_tensor *t = &c->t[st->out[o].tensor];
-          t->ready = true;
-          t->dtype = dt;
-          t->shape = shape;
-          t->dims = (uint32_t)dims;
-          t->one = (nrd_buffer){.base = base, .size = size, .mtype = mt, .mtype_id = mid};
-          t->bufs = &t->one;
-          t->nbufs = 1;
-          t->byte_size = size;
-          keep = true;
-        }
-      }
-      if (e) fail_with(c, e);
-      if (keep) c->held[c->n_held++] = resp;
-    }
-    if (!keep) TRITONSERVER_InferenceResponseDelete(resp);
+    uint32_t count = 0;
+    TRITONSERVER_Error *ce = rerr ? NULL : TRITONSERVER_InferenceResponseOutputCount(resp, &count);
+    if (ce) TRITONSERVER_ErrorDelete(ce);
+    bool kept = false;
+    if (rerr) fail_with(c, rerr);
+    else if (count && !c->err) /* a decoupled step's response is its next iteration */
+      kept = take_outputs(c, st, st->decoupled ? c->iters[k->step]++ : k->iter, resp);
+    if (!kept) TRITONSERVER_InferenceResponseDelete(resp);
   }
-  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) {
-    c->state[k->step] = STEP_DONE;
-    next = malloc(c->es->n_steps * sizeof(*next));
-    if (next) n_next = take_ready(c, next);
-    else fail_with(c, nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory"));
+  if (resp || final) {
+    next = take_ready(c, &n_next);
+    ans = take_answers(c, &n_ans);
   }
   pthread_mutex_unlock(&c->mu);
-  if (n_next) send_steps(c, next, n_next);
+  if (n_ans) send_answers(c, ans, n_ans);
+  free(ans);
+  if (n_next) send_runs(c, next, n_next);
   free(next);
-  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) call_done(k);
+  if (final) call_done(k);
 }
 
 static void on_step_release(TRITONSERVER_InferenceRequest *r, const uint32_t flags, void *userp) {
   (void)flags;
   ens_call *k = userp;
   pthread_mutex_lock(&k->ctx->mu);
-  k->ctx->running[k->step] = NULL;
+  if (k->ctx->running[k->step] == r) k->ctx->running[k->step] = NULL;
   pthread_mutex_unlock(&k->ctx->mu);
   TRITONSERVER_InferenceRequestDelete(r);
   call_done(k);
@@ -433,16 +597,16 @@ static TRITONSERVER_Error *copy_params(TRITONSERVER_InferenceRequest *to, const 
   return NULL;
 }
 
-/* Builds and submits step `s`'s request. */
-static TRITONSERVER_Error *send_step(ens_ctx *c, uint32_t s, ens_call *k) {
+/* Builds and submits run `iter` of step `s`. */
+static TRITONSERVER_Error *send_run(ens_ctx *c, uint32_t s, uint32_t iter, ens_call *k) {
   const ens_step *st = &c->es->steps[s];
   const TRITONSERVER_InferenceRequest *req = c->req;
   TRITONSERVER_InferenceRequest *r = NULL;
   NRD_RETURN_IF_ERROR(TRITONSERVER_InferenceRequestNew(&r, req->server, st->model, st->version));
   TRITONSERVER_Error *err = NULL;
-  if (r->model->decoupled)
-    err = nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED, "step model '%s' is decoupled, which ensembles here do not "
-                        "support", st->model);
+  if (r->model->decoupled != st->decoupled)
+    err = nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "step model '%s' was reloaded with another transaction "
+                        "policy", st->model);
   if (!err && req->id) err = TRITONSERVER_InferenceRequestSetId(r, req->id);
   if (!err && req->corr_id_str) err = TRITONSERVER_InferenceRequestSetCorrelationIdString(r, req->corr_id_str);
   else if (!err) err = TRITONSERVER_InferenceRequestSetCorrelationId(r, req->corr_id);
@@ -451,11 +615,13 @@ static TRITONSERVER_Error *send_step(ens_ctx *c, uint32_t s, ens_call *k) {
   if (!err) err = TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(r, req->timeout_us);
   if (!err) err = copy_params(r, req);
   for (uint32_t i = 0; !err && i < st->n_in; i++) {
-    const ens_tensor *t = &c->t[st->in[i].tensor];
-    err = TRITONSERVER_InferenceRequestAddInput(r, st->in[i].name, t->dtype, t->shape, t->dims);
-    for (uint32_t b = 0; !err && b < t->nbufs; b++)
-      err = TRITONSERVER_InferenceRequestAppendInputData(r, st->in[i].name, t->bufs[b].base, t->bufs[b].size,
-                                                         t->bufs[b].mtype, t->bufs[b].mtype_id);
+    pthread_mutex_lock(&c->mu);
+    const ens_value *v = value_at(c, st->in[i].tensor, iter);
+    pthread_mutex_unlock(&c->mu);
+    err = TRITONSERVER_InferenceRequestAddInput(r, st->in[i].name, v->dtype, v->shape, v->dims);
+    for (uint32_t b = 0; !err && b < v->nbufs; b++)
+      err = TRITONSERVER_InferenceRequestAppendInputData(r, st->in[i].name, v->bufs[b].base, v->bufs[b].size,
+                                                         v->bufs[b].mtype, v->bufs[b].mtype_id);
   }
   for (uint32_t o = 0; !err && o < st->n_out; o++) err = TRITONSERVER_InferenceRequestAddRequestedOutput(r, st->out[o].name);
   if (!err) err = TRITONSERVER_InferenceRequestSetReleaseCallback(r, on_step_release, k);
@@ -464,34 +630,35 @@ static TRITONSERVER_Error *send_step(ens_ctx *c, uint32_t s, ens_call *k) {
     TRITONSERVER_InferenceRequestDelete(r);
     return err;
   }
+  /* Steps that run once can be asked to stop (cancellation). */
   pthread_mutex_lock(&c->mu);
-  c->running[s] = r; /* before it can be released */
+  if (st->src < 0) c->running[s] = r; /* before it can be released */
   pthread_mutex_unlock(&c->mu);
   err = TRITONSERVER_ServerInferAsync(req->server, r, NULL);
   if (err) {
     pthread_mutex_lock(&c->mu);
-    c->running[s] = NULL;
+    if (c->running[s] == r) c->running[s] = NULL;
     pthread_mutex_unlock(&c->mu);
     TRITONSERVER_InferenceRequestDelete(r); /* no callback will come */
   }
   return err;
 }
 
-static void send_steps(ens_ctx *c, const uint32_t *steps, uint32_t n) {
+static void send_runs(ens_ctx *c, const ens_run *runs, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) {
     ens_call *k = malloc(sizeof(*k));
     TRITONSERVER_Error *err = k ? NULL : nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
     if (k) {
       k->ctx = c;
-      k->step = steps[i];
+      k->step = runs[i].step;
+      k->iter = runs[i].iter;
       atomic_init(&k->left, 2);
-      err = send_step(c, steps[i], k);
+      err = send_run(c, runs[i].step, runs[i].iter, k);
     }
     if (!err) continue;
     free(k);
     pthread_mutex_lock(&c->mu);
     fail_with(c, err);
-    c->state[steps[i]] = STEP_DONE;
     c->pending -= 1; /* of the two it counted, done_one takes the other */
     pthread_mutex_unlock(&c->mu);
     done_one(c);
@@ -506,42 +673,49 @@ static TRITONSERVER_Error *ens_enqueue(nrd_scheduler *sched, TRITONSERVER_Infere
     return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "model '%s' is unloading and takes no new requests",
                          es->model->name);
   ens_ctx *c = calloc(1, sizeof(*c));
-  uint32_t *first = malloc((es->n_steps ? es->n_steps : 1) * sizeof(*first));
+  uint32_t ns = es->n_steps ? es->n_steps : 1;
   if (c) {
+    c->es = es;
     c->t = calloc(es->n_tensors ? es->n_tensors : 1, sizeof(*c->t));
-    c->state = calloc(es->n_steps ? es->n_steps : 1, 1);
-    c->running = calloc(es->n_steps ? es->n_steps : 1, sizeof(*c->running));
+    c->sent = calloc(ns, sizeof(*c->sent));
+    c->iters = calloc(ns, sizeof(*c->iters));
+    c->running = calloc(ns, sizeof(*c->running));
+    pthread_mutex_init(&c->mu, NULL);
   }
-  if (!c || !first || !c->t || !c->state || !c->running) {
-    if (c) {
-      free(c->t);
-      free(c->state);
-      free(c->running);
-    }
-    free(c);
-    free(first);
-    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory starting ensemble '%s'", es->model->name);
-  }
-  pthread_mutex_init(&c->mu, NULL);
-  c->es = es;
-  c->req = req;
-  c->start_ns = nrd_now_ns();
-  /* The request's inputs are the first tensors (the request was validated
+  TRITONSERVER_Error *err = NULL;
+  if (!c || !c->t || !c->sent || !c->iters || !c->running)
+    err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory starting ensemble '%s'", es->model->name);
+  else if (es->decoupled)
+    err = TRITONBACKEND_ResponseFactoryNew(&c->factory, (TRITONBACKEND_Request *)req);
+  if (c) c->req = req;
+  /* The request's inputs are the first values (the request was validated
    * against the ensemble's inputs). */
-  for (uint32_t i = 0; i < req->n_inputs; i++) {
+  for (uint32_t i = 0; !err && i < req->n_inputs; i++) {
     const nrd_input *in = &req->inputs[i];
-    for (uint32_t k = 0; k < es->n_tensors; k++) {
-      if (strcmp(es->tensors[k], in->name)) continue;
-      c->t[k] = (ens_tensor){.ready = true, .dtype = in->dtype, .shape = in->shape, .dims = in->dims_count,
-                             .bufs = in->bufs, .nbufs = in->nbufs, .byte_size = in->byte_size};
+    uint32_t t = tensor_of(es, in->name);
+    if (t == UINT32_MAX) continue;
+    ens_value *v = malloc(sizeof(*v));
+    if (v) *v = (ens_value){.dtype = in->dtype, .shape = in->shape, .dims = in->dims_count, .bufs = in->bufs,
+                            .nbufs = in->nbufs, .byte_size = in->byte_size};
+    if (!v || !store(c, t, 0, v)) {
+      free(v);
+      err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory starting ensemble '%s'", es->model->name);
     }
+  }
+  if (err) {
+    if (c) {
+      c->req = NULL;
+      ctx_free(c);
+    }
+    return err;
   }
   /* From here on the request is answered through finish(). */
   pthread_mutex_lock(&c->mu);
   c->pending = 1;
-  uint32_t n = take_ready(c, first);
+  uint32_t n = 0;
+  ens_run *first = take_ready(c, &n);
   pthread_mutex_unlock(&c->mu);
-  send_steps(c, first, n);
+  send_runs(c, first, n);
   free(first);
   done_one(c);
   return NULL;
@@ -569,6 +743,8 @@ typedef struct ens_known {
   TRITONSERVER_DataType dtype; /* INVALID: not known yet */
   const char *from;
 } ens_known;
+
+static uint32_t tensor_of(const ens_sched *es, const char *name);
 
 static const nrd_io *find_io(const nrd_io *ios, uint32_t n, const char *name) {
   for (uint32_t i = 0; i < n; i++)
@@ -628,7 +804,55 @@ static TRITONSERVER_Error *check_step(const TRITONBACKEND_Model *e, const ens_sc
   return NULL;
 }
 
-TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, nrd_scheduler **out) {
+/* Which tensors iterate with which decoupled step (see the top), and so
+ * which steps run once per iteration; whether the ensemble is decoupled.
+ * Refuses what Triton refuses, and nested iterations. */
+static TRITONSERVER_Error *plan_iterations(const TRITONBACKEND_Model *e, ens_sched *es) {
+  es->origin = malloc((es->n_tensors ? es->n_tensors : 1) * sizeof(*es->origin));
+  if (!es->origin) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  for (uint32_t t = 0; t < es->n_tensors; t++) es->origin[t] = -1;
+  /* The graph has no cycle (configuration check): n rounds settle it. */
+  for (uint32_t round = 0; round <= es->n_steps; round++) {
+    for (uint32_t s = 0; s < es->n_steps; s++) {
+      ens_step *st = &es->steps[s];
+      int32_t src = -1;
+      for (uint32_t i = 0; i < st->n_in; i++) {
+        int32_t o = es->origin[st->in[i].tensor];
+        if (o < 0) continue;
+        if (src >= 0 && src != o)
+          return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                               "in ensemble %s, step of model '%s' receives inputs originated from different "
+                               "decoupled models",
+                               e->name, st->model);
+        src = o;
+      }
+      if (st->decoupled && src >= 0)
+        return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
+                             "in ensemble %s, decoupled step model '%s' reads the responses of decoupled model '%s', "
+                             "which ensembles here do not support",
+                             e->name, st->model, es->steps[src].model);
+      st->src = st->decoupled ? -1 : src;
+      for (uint32_t o = 0; o < st->n_out; o++) es->origin[st->out[o].tensor] = st->decoupled ? (int32_t)s : src;
+    }
+  }
+  int32_t out_src = -1;
+  for (uint32_t i = 0; i < e->n_outputs; i++) {
+    uint32_t t = tensor_of(es, e->outputs[i].name);
+    int32_t o = t == UINT32_MAX ? -1 : es->origin[t];
+    if (o < 0) continue;
+    if (out_src >= 0 && out_src != o)
+      return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
+                           "in ensemble %s, the outputs come from the responses of different decoupled models ('%s' "
+                           "and '%s'), which ensembles here do not support",
+                           e->name, es->steps[out_src].model, es->steps[o].model);
+    out_src = o;
+  }
+  es->decoupled = out_src >= 0;
+  return NULL;
+}
+
+TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, nrd_scheduler **out,
+                                               bool *decoupled) {
   ens_sched *es = calloc(1, sizeof(*es));
   if (!es) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating ensemble '%s'", model->name);
   es->base.ops = &ens_ops;
@@ -646,13 +870,14 @@ TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, nrd_s
   TRITONSERVER_Error *err = NULL;
   ens_known *known = calloc(es->n_tensors ? es->n_tensors : 1, sizeof(*known));
   if (!known) err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating ensemble '%s'", model->name);
-  for (uint32_t i = 0; !err && i < model->n_inputs; i++)
-    for (uint32_t k = 0; k < es->n_tensors; k++)
-      if (!strcmp(es->tensors[k], model->inputs[i].name)) known[k] = (ens_known){model->inputs[i].dtype, model->name};
-  for (uint32_t i = 0; !err && i < model->n_outputs; i++)
-    for (uint32_t k = 0; k < es->n_tensors; k++)
-      if (!strcmp(es->tensors[k], model->outputs[i].name))
-        known[k] = (ens_known){model->outputs[i].dtype, model->name};
+  for (uint32_t i = 0; !err && i < model->n_inputs; i++) {
+    uint32_t t = tensor_of(es, model->inputs[i].name);
+    if (t != UINT32_MAX) known[t] = (ens_known){model->inputs[i].dtype, model->name};
+  }
+  for (uint32_t i = 0; !err && i < model->n_outputs; i++) {
+    uint32_t t = tensor_of(es, model->outputs[i].name);
+    if (t != UINT32_MAX) known[t] = (ens_known){model->outputs[i].dtype, model->name};
+  }
   for (uint32_t s = 0; s < es->n_steps && !err; s++) {
     TRITONBACKEND_Model *cm = NULL;
     TRITONSERVER_Error *e = nrd_server_get_model(model->server, es->steps[s].model, es->steps[s].version, &cm);
@@ -662,22 +887,21 @@ TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, nrd_s
         used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%s", used ? ", " : "", es->steps[s].model);
       continue;
     }
-    if (cm->decoupled)
-      err = nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
-                          "ensemble '%s': step model '%s' is decoupled, which ensembles here do not support",
-                          model->name, cm->name);
-    if (!err) err = check_step(model, es, &es->steps[s], cm, known);
+    es->steps[s].decoupled = cm->decoupled;
+    err = check_step(model, es, &es->steps[s], cm, known);
     nrd_model_unref(cm);
   }
   free(known);
   if (!err && used)
     err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                         "ensemble %s contains models that are not available or ambiguous: %s", model->name, missing);
+  if (!err) err = plan_iterations(model, es);
   if (err) {
     plan_free(es);
     free(es);
     return err;
   }
+  *decoupled = es->decoupled;
   *out = &es->base;
   return NULL;
 }

@@ -4,12 +4,16 @@
 #ifndef NRD_ENSEMBLE_H
 #define NRD_ENSEMBLE_H
 
+#include <stdbool.h>
+
 #include "scheduler.h"
 
 /* Creates the ensemble scheduler of `model` (its configuration already
- * validated). Every composing model must be loaded and READY, and none may
- * be decoupled; otherwise an error names them. The scheduler takes no
+ * validated). Every composing model must be loaded and READY and agree
+ * with the ensemble; otherwise an error says which and why. *decoupled
+ * tells whether the ensemble answers like a decoupled model (its outputs
+ * come from a decoupled step's responses). The scheduler takes no
  * reference on `model`, which owns it. Loader thread. */
-TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, nrd_scheduler **out);
+TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, nrd_scheduler **out, bool *decoupled);
 
 #endif

@@ -361,7 +361,25 @@ static TRITONSERVER_Error *load_ensemble(TRITONBACKEND_Model *m, json_t *cfg, TR
     if (bad) err = config_error(TRITONSERVER_ERROR_INVALID_ARG, msg);
   }
   if (!err) err = apply_config(m);
-  if (!err) err = nrd_ensemble_scheduler_new(m, &m->sched);
+  bool decoupled = false;
+  if (!err) err = nrd_ensemble_scheduler_new(m, &m->sched, &decoupled);
+  if (!err && decoupled) {
+    /* As Triton's check does: an ensemble fed by a decoupled step's
+     * responses is decoupled itself, and its configuration says so. */
+    json_t *copy = json_deep_copy(m->config);
+    json_t *policy = copy ? json_object_get(copy, "model_transaction_policy") : NULL;
+    if (copy && !json_is_object(policy)) {
+      policy = json_object();
+      json_object_set_new(copy, "model_transaction_policy", policy);
+    }
+    if (!copy || !policy || json_object_set_new(policy, "decoupled", json_true()) != 0) {
+      json_decref(copy);
+      err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory loading ensemble '%s'", m->name);
+    } else {
+      err = install_config(m, copy);
+    }
+    if (!err) m->decoupled = true;
+  }
   if (err) {
     teardown(m);
     atomic_store(&m->state, NRD_MODEL_UNAVAILABLE);

@@ -2,8 +2,8 @@
  * ensemble answers with its requested outputs, request fields reach the
  * steps, statistics, loading (an ensemble brings its steps' models; a
  * missing, decoupled or circular step model fails the load with Triton's
- * message) and a step failing at run time. Driven with add_sub and
- * identity. */
+ * message), a step failing at run time, decoupled steps (an answer per
+ * iteration). Driven with add_sub, identity and square. */
 #include <inttypes.h>
 #include <jansson.h>
 
@@ -224,13 +224,6 @@ Test(ensemble, loads_that_fail_say_why, .timeout = 60) {
   one_step_ensemble(repo, "loop_a", "loop_b");
   one_step_ensemble(repo, "loop_b", "loop_a");
   one_step_ensemble(repo, "self", "self");
-  h_model(repo, "square_int32",
-          "name: \"square_int32\"\nbackend: \"square\"\nmax_batch_size: 0\n"
-          "model_transaction_policy { decoupled: true }\n"
-          "input [ { name: \"IN\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
-          "output [ { name: \"OUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n",
-          "1");
-  one_step_ensemble(repo, "on_square", "square_int32");
   TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
   char *m = load_error(s, "needs_nope");
   cr_expect(strstr(m, "ensemble needs_nope contains models that are not available or ambiguous: nope"), "%s", m);
@@ -240,9 +233,6 @@ Test(ensemble, loads_that_fail_say_why, .timeout = 60) {
   free(m);
   m = load_error(s, "self");
   cr_expect(strstr(m, "circular dependency between ensembles: self -> self"), "%s", m);
-  free(m);
-  m = load_error(s, "on_square");
-  cr_expect(strstr(m, "decoupled"), "%s", m);
   free(m);
   done(s, repo);
 }
@@ -378,5 +368,101 @@ Test(ensemble, unloads_follow_the_dependencies, .timeout = 60) {
   H_OK(TRITONSERVER_ServerLoadModel(s, "ens"));
   H_OK(TRITONSERVER_ServerUnloadModel(s, "ens"));
   cr_expect(is_ready(s, "addsub") && is_ready(s, "id_int32"));
+  done(s, repo);
+}
+
+static void square_model(const char *repo) {
+  h_model(repo, "square_int32",
+          "name: \"square_int32\"\nbackend: \"square\"\nmax_batch_size: 0\n"
+          "model_transaction_policy { decoupled: true }\n"
+          "input [ { name: \"IN\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+          "output [ { name: \"OUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n",
+          "1");
+  h_model(repo, "id_nb",
+          "name: \"id_nb\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ -1 ] } ]\n"
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ -1 ] } ]\n",
+          "1");
+}
+
+/* sq_chain(N): square(N) sends N responses of N; each goes through id_nb:
+ * Y. LEN (= id_nb of N itself) runs once. */
+static void square_ensemble(const char *repo) {
+  h_model(repo, "sq_chain",
+          "name: \"sq_chain\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
+          "input [ { name: \"N\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+          "output [ { name: \"Y\" data_type: TYPE_INT32 dims: [ 1 ] },\n"
+          "         { name: \"LEN\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+          "ensemble_scheduling { step [\n"
+          "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"N\" }\n"
+          "    output_map { key: \"OUT\" value: \"T\" } },\n"
+          "  { model_name: \"id_nb\" input_map { key: \"INPUT0\" value: \"T\" }\n"
+          "    output_map { key: \"OUTPUT0\" value: \"Y\" } },\n"
+          "  { model_name: \"id_nb\" input_map { key: \"INPUT0\" value: \"N\" }\n"
+          "    output_map { key: \"OUTPUT0\" value: \"LEN\" } } ] }\n",
+          "1");
+}
+
+Test(ensemble, a_decoupled_step_makes_an_answer_per_response, .timeout = 60) {
+  char *repo = h_tmpdir();
+  square_model(repo);
+  square_ensemble(repo);
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  uint32_t txn = 0;
+  H_OK(TRITONSERVER_ServerModelTransactionProperties(s, "sq_chain", -1, &txn, NULL));
+  cr_expect(txn & TRITONSERVER_TXN_DECOUPLED, "the ensemble is not decoupled");
+  TRITONSERVER_Message *msg = NULL;
+  H_OK(TRITONSERVER_ServerModelConfig(s, "sq_chain", -1, 1, &msg));
+  char *text = h_msg_text(msg);
+  cr_expect(strstr(text, "\"decoupled\":true"), "%s", text);
+  free(text);
+  for (int32_t n = 0; n <= 5; n += 5) {
+    TRITONSERVER_InferenceRequest *r = h_request(s, "sq_chain");
+    int64_t shape[1] = {1};
+    h_add_input(r, "N", TRITONSERVER_TYPE_INT32, shape, 1, &n, sizeof n);
+    h_call *c = h_infer(s, r);
+    size_t answers = 0;
+    for (size_t i = 0; i < c->n; i++) {
+      if (!c->responses[i]) {
+        cr_expect(c->flags[i] & TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+        continue;
+      }
+      char *err = h_response_error(c, i);
+      cr_assert_null(err, "%s", err);
+      h_output y, len;
+      cr_assert(h_find_output(c->responses[i], "Y", &y) && h_find_output(c->responses[i], "LEN", &len));
+      cr_expect(y.size == 4 && *(const int32_t *)y.base == n && *(const int32_t *)len.base == n);
+      answers++;
+    }
+    cr_expect_eq(answers, (size_t)n, "n = %d: %zu answers", n, answers);
+    cr_expect_eq(c->finals, 1);
+    h_call_free(c);
+    H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  }
+  /* id_nb ran once per square response, plus once per request for LEN. */
+  cr_expect_eq(h_stat_count(s, "id_nb", "success"), 5 + 2);
+  cr_expect_eq(h_stat_count(s, "sq_chain", "success"), 2);
+  done(s, repo);
+}
+
+Test(ensemble, two_decoupled_sources_into_one_step_are_refused, .timeout = 60) {
+  char *repo = h_tmpdir();
+  square_model(repo);
+  addsub_model(repo);
+  h_model(repo, "two_sq",
+          "name: \"two_sq\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
+          "input [ { name: \"A\" data_type: TYPE_INT32 dims: [ 1 ] }, { name: \"B\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+          "output [ { name: \"S\" data_type: TYPE_INT32 dims: [ 1 ] }, { name: \"D\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+          "ensemble_scheduling { step [\n"
+          "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"A\" } output_map { key: \"OUT\" value: \"TA\" } },\n"
+          "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"B\" } output_map { key: \"OUT\" value: \"TB\" } },\n"
+          "  { model_name: \"addsub\" input_map { key: \"INPUT0\" value: \"TA\" } input_map { key: \"INPUT1\" value: \"TB\" }\n"
+          "    output_map { key: \"OUTPUT0\" value: \"S\" } output_map { key: \"OUTPUT1\" value: \"D\" } } ] }\n",
+          "1");
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
+  char *m = load_error(s, "two_sq");
+  cr_expect(strstr(m, "in ensemble two_sq, step of model 'addsub' receives inputs originated from different "
+                      "decoupled models"), "%s", m);
+  free(m);
   done(s, repo);
 }
