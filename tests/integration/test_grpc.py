@@ -193,6 +193,15 @@ def label_repo():
     write_identity_model(d, "echo_params", backend="echo_params")
     shutil.copy(os.path.join(TEST_BACKENDS, "echo_params", "libtriton_echo_params.so"),
                 os.path.join(d, "echo_params"))
+    # An ensemble of the decoupled square_int32 (in the other repository):
+    # decoupled itself.
+    os.makedirs(os.path.join(d, "square_ens", "1"))
+    with open(os.path.join(d, "square_ens", "config.pbtxt"), "w") as f:
+        f.write('name: "square_ens"\nplatform: "ensemble"\nmax_batch_size: 0\n'
+                'input [ { name: "N" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
+                'output [ { name: "SQ" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
+                'ensemble_scheduling { step [ { model_name: "square_int32" model_version: -1\n'
+                '  input_map { key: "IN" value: "N" } output_map { key: "OUT" value: "SQ" } } ] }\n')
     yield d
     shutil.rmtree(d, ignore_errors=True)
 
@@ -922,6 +931,20 @@ def test_stream_square_n_responses(stub):
     # The backend ends with a flags-only final: without the opt-in no empty
     # response arrives, so no response carries triton_final_response=true.
     assert [final_flag(g) for g in got] == [False] * 4
+
+
+def test_stream_decoupled_ensemble(stub):
+    """An ensemble whose step is decoupled streams one response per step
+    response, then the final flag; ModelInfer refuses it as decoupled."""
+    req = infer_request("square_ens", [("N", "INT32", [1], np.array([3], dtype=np.int32))], rid="e",
+                        params={"triton_enable_empty_final_response": True})
+    got = list(stub.ModelStreamInfer(iter([req]), timeout=RPC_TIMEOUT))
+    assert [final_flag(g) for g in got] == [False, False, False, True], got
+    for g in got[:3]:
+        assert g.error_message == "" and g.infer_response.model_name == "square_ens"
+        assert output_array(g.infer_response, "SQ", np.int32).tolist() == [3]
+    e = rpc_error(stub.ModelInfer, req)
+    assert e.code() == grpc.StatusCode.UNIMPLEMENTED and "decoupled" in e.details(), e.details()
 
 
 def test_stream_empty_final_opt_in(stub):
