@@ -317,6 +317,7 @@ H_API h_call *h_infer(TRITONSERVER_Server *s, TRITONSERVER_InferenceRequest *r) 
 
 /* One output of a response; the pointers are the response's. */
 typedef struct h_output {
+  const char *name;
   TRITONSERVER_DataType dtype;
   const int64_t *shape;
   uint64_t dims;
@@ -329,13 +330,12 @@ H_API bool h_find_output(TRITONSERVER_InferenceResponse *r, const char *name, h_
   uint32_t n = 0;
   H_OK(TRITONSERVER_InferenceResponseOutputCount(r, &n));
   for (uint32_t i = 0; i < n; i++) {
-    const char *oname;
     TRITONSERVER_MemoryType mt;
     int64_t mid;
     void *userp;
-    H_OK(TRITONSERVER_InferenceResponseOutput(r, i, &oname, &out->dtype, &out->shape, &out->dims, &out->base,
+    H_OK(TRITONSERVER_InferenceResponseOutput(r, i, &out->name, &out->dtype, &out->shape, &out->dims, &out->base,
                                               &out->size, &mt, &mid, &userp));
-    if (!strcmp(oname, name)) return true;
+    if (!strcmp(out->name, name)) return true;
   }
   return false;
 }

@@ -5,30 +5,6 @@
 
 /* ------------------------------------------------------------ helpers */
 
-typedef struct out_view {
-  const char *name;
-  TRITONSERVER_DataType dt;
-  const int64_t *shape;
-  uint64_t dims;
-  const void *base;
-  size_t size;
-} out_view;
-
-/* Finds output `name` of response `r`; false when it is absent. */
-static bool find_output(TRITONSERVER_InferenceResponse *r, const char *name, out_view *v) {
-  uint32_t n = 0;
-  H_OK(TRITONSERVER_InferenceResponseOutputCount(r, &n));
-  for (uint32_t i = 0; i < n; i++) {
-    TRITONSERVER_MemoryType mt;
-    int64_t mtid;
-    void *userp;
-    H_OK(TRITONSERVER_InferenceResponseOutput(r, i, &v->name, &v->dt, &v->shape, &v->dims, &v->base, &v->size, &mt,
-                                              &mtid, &userp));
-    if (!strcmp(v->name, name)) return true;
-  }
-  return false;
-}
-
 static uint32_t output_count(TRITONSERVER_InferenceResponse *r) {
   uint32_t n = 0;
   H_OK(TRITONSERVER_InferenceResponseOutputCount(r, &n));
@@ -45,7 +21,7 @@ static TRITONSERVER_InferenceResponse *one_ok(h_call *c) {
   return c->responses[0];
 }
 
-static void expect_shape(const out_view *v, const int64_t *shape, uint64_t dims) {
+static void expect_shape(const h_output *v, const int64_t *shape, uint64_t dims) {
   cr_assert_eq(v->dims, dims, "output %s: %lu dims, expected %lu", v->name, (unsigned long)v->dims,
                (unsigned long)dims);
   for (uint64_t d = 0; d < dims; d++)
@@ -141,9 +117,9 @@ Test(infer, identity_every_datatype) {
   for (size_t i = 0; i < N_TYPES; i++) {
     char name[32];
     snprintf(name, sizeof name, "OUTPUT%zu", i);
-    out_view v;
-    cr_assert(find_output(resp, name, &v), "%s missing", name);
-    cr_assert_eq(v.dt, kTypes[i].dt, "%s: datatype %s", name, TRITONSERVER_DataTypeString(v.dt));
+    h_output v;
+    cr_assert(h_find_output(resp, name, &v), "%s missing", name);
+    cr_assert_eq(v.dtype, kTypes[i].dt, "%s: datatype %s", name, TRITONSERVER_DataTypeString(v.dtype));
     expect_shape(&v, shape, 2);
     cr_assert_eq(v.size, sizes[i], "%s: %zu bytes, expected %zu", name, v.size, sizes[i]);
     cr_assert_eq(memcmp(v.base, data[i], sizes[i]), 0, "%s: bytes differ", name);
@@ -173,9 +149,9 @@ Test(infer, bytes_split_across_buffers) {
     H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT0", all + cuts[k], cuts[k + 1] - cuts[k],
                                                       TRITONSERVER_MEMORY_CPU, 0));
   h_call *c = h_infer(f.s, r);
-  out_view v;
-  cr_assert(find_output(one_ok(c), "OUTPUT0", &v));
-  cr_assert_eq(v.dt, TRITONSERVER_TYPE_BYTES);
+  h_output v;
+  cr_assert(h_find_output(one_ok(c), "OUTPUT0", &v));
+  cr_assert_eq(v.dtype, TRITONSERVER_TYPE_BYTES);
   expect_shape(&v, shape, 1);
   cr_assert_eq(v.size, n);
   cr_assert_eq(memcmp(v.base, all, n), 0);
@@ -194,8 +170,8 @@ Test(infer, empty_bytes_tensor_and_all_empty_strings) {
   TRITONSERVER_InferenceRequest *r = h_request(f.s, "strs");
   h_add_input(r, "INPUT0", TRITONSERVER_TYPE_BYTES, shape, 1, buf, sizeof buf);
   h_call *c = h_infer(f.s, r);
-  out_view v;
-  cr_assert(find_output(one_ok(c), "OUTPUT0", &v));
+  h_output v;
+  cr_assert(h_find_output(one_ok(c), "OUTPUT0", &v));
   cr_assert_eq(v.size, sizeof buf);
   cr_assert_eq(memcmp(v.base, buf, sizeof buf), 0);
   h_call_free(c);
@@ -204,7 +180,7 @@ Test(infer, empty_bytes_tensor_and_all_empty_strings) {
   shape[0] = 0;
   H_OK(TRITONSERVER_InferenceRequestAddInput(r, "INPUT0", TRITONSERVER_TYPE_BYTES, shape, 1));
   c = h_infer(f.s, r);
-  cr_assert(find_output(one_ok(c), "OUTPUT0", &v));
+  cr_assert(h_find_output(one_ok(c), "OUTPUT0", &v));
   cr_assert_eq(v.size, 0);
   expect_shape(&v, shape, 1);
   h_call_free(c);
@@ -230,8 +206,8 @@ Test(infer, batched_shapes) {
     TRITONSERVER_InferenceRequest *r = h_request(f.s, "b");
     h_add_input(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 3, in, (size_t)batches[k] * 12 * sizeof(float));
     h_call *c = h_infer(f.s, r);
-    out_view v;
-    cr_assert(find_output(one_ok(c), "OUTPUT0", &v));
+    h_output v;
+    cr_assert(h_find_output(one_ok(c), "OUTPUT0", &v));
     expect_shape(&v, shape, 3);
     cr_assert_eq(v.size, (size_t)batches[k] * 12 * sizeof(float));
     cr_assert_eq(memcmp(v.base, in, v.size), 0);
@@ -263,10 +239,10 @@ Test(infer, requested_outputs_only) {
   h_call *c = h_infer(f.s, r);
   TRITONSERVER_InferenceResponse *resp = one_ok(c);
   cr_assert_eq(output_count(resp), 1);
-  out_view v;
-  cr_assert(find_output(resp, "OUTPUT1", &v));
+  h_output v;
+  cr_assert(h_find_output(resp, "OUTPUT1", &v));
   cr_assert_eq(memcmp(v.base, b, sizeof b), 0);
-  cr_assert_not(find_output(resp, "OUTPUT0", &v));
+  cr_assert_not(h_find_output(resp, "OUTPUT0", &v));
   h_call_free(c);
 
   /* No requested output: every output comes back. */
@@ -323,10 +299,10 @@ Test(infer, add_sub_int32_simple) {
   h_add_input(r, "INPUT1", TRITONSERVER_TYPE_INT32, shape, 2, b, sizeof b);
   h_call *c = h_infer(f.s, r);
   TRITONSERVER_InferenceResponse *resp = one_ok(c);
-  out_view sum, diff;
-  cr_assert(find_output(resp, "OUTPUT0", &sum));
-  cr_assert(find_output(resp, "OUTPUT1", &diff));
-  cr_assert_eq(sum.dt, TRITONSERVER_TYPE_INT32);
+  h_output sum, diff;
+  cr_assert(h_find_output(resp, "OUTPUT0", &sum));
+  cr_assert(h_find_output(resp, "OUTPUT1", &diff));
+  cr_assert_eq(sum.dtype, TRITONSERVER_TYPE_INT32);
   expect_shape(&sum, shape, 2);
   expect_shape(&diff, shape, 2);
   cr_assert_eq(sum.size, sizeof a);
@@ -354,16 +330,16 @@ Test(infer, add_sub_fp32_batch_of_two) {
   h_call *c = h_infer(f.s, r);
   TRITONSERVER_InferenceResponse *resp = one_ok(c);
   cr_assert_eq(output_count(resp), 1);
-  out_view diff;
-  cr_assert(find_output(resp, "OUTPUT1", &diff));
-  cr_assert_eq(diff.dt, TRITONSERVER_TYPE_FP32);
+  h_output diff;
+  cr_assert(h_find_output(resp, "OUTPUT1", &diff));
+  cr_assert_eq(diff.dtype, TRITONSERVER_TYPE_FP32);
   expect_shape(&diff, shape, 2);
   for (int i = 0; i < 32; i++) cr_assert_float_eq(((const float *)diff.base)[i], a[i] - b[i], 1e-6);
   h_call_free(c);
   H_OK(TRITONSERVER_InferenceRequestRemoveAllRequestedOutputs(r));
   c = h_infer(f.s, r);
-  out_view sum;
-  cr_assert(find_output(one_ok(c), "OUTPUT0", &sum));
+  h_output sum;
+  cr_assert(h_find_output(one_ok(c), "OUTPUT0", &sum));
   for (int i = 0; i < 32; i++) cr_assert_float_eq(((const float *)sum.base)[i], a[i] + b[i], 1e-6);
   h_call_free(c);
   H_OK(TRITONSERVER_InferenceRequestDelete(r));
@@ -482,8 +458,8 @@ Test(infer, reuse_request_after_release) {
   for (int k = 0; k < 5; k++) {
     in[0] = (float)k; /* same buffer, new content each round */
     h_call *c = h_infer(f.s, r);
-    out_view v;
-    cr_assert(find_output(one_ok(c), "OUTPUT0", &v));
+    h_output v;
+    cr_assert(h_find_output(one_ok(c), "OUTPUT0", &v));
     cr_assert_eq(memcmp(v.base, in, sizeof in), 0, "round %d", k);
     cr_assert_eq(c->released, 1);
     h_call_free(c);
@@ -518,8 +494,8 @@ static void wide_expect(h_call *c, int32_t data[5][4], const bool want[5]) {
   for (int i = 0; i < 5; i++) {
     char name[64];
     snprintf(name, sizeof name, "OUTPUT%s", wide_suffix[i]);
-    out_view v;
-    bool got = find_output(resp, name, &v);
+    h_output v;
+    bool got = h_find_output(resp, name, &v);
     cr_assert_eq(got, want[i], "%s: present %d, expected %d", name, got, want[i]);
     if (!got) continue;
     n++;
@@ -684,8 +660,8 @@ Test(infer, one_megabyte_round_trip) {
   TRITONSERVER_InferenceRequest *r = h_request(f.s, "big");
   h_add_input(r, "INPUT0", TRITONSERVER_TYPE_UINT8, shape, 1, in, n);
   h_call *c = h_infer(f.s, r);
-  out_view v;
-  cr_assert(find_output(one_ok(c), "OUTPUT0", &v));
+  h_output v;
+  cr_assert(h_find_output(one_ok(c), "OUTPUT0", &v));
   cr_assert_eq(v.size, n);
   expect_shape(&v, shape, 1);
   cr_assert_eq(memcmp(v.base, in, n), 0);
@@ -710,8 +686,8 @@ Test(infer, many_concurrent_requests_release_all_buffers) {
   }
   for (int k = 0; k < N; k++) {
     cr_assert(h_wait(c[k], 10000));
-    out_view v;
-    cr_assert(find_output(one_ok(c[k]), "OUTPUT0", &v));
+    h_output v;
+    cr_assert(h_find_output(one_ok(c[k]), "OUTPUT0", &v));
     cr_assert_eq(memcmp(v.base, in[k], sizeof in[k]), 0);
     h_call_free(c[k]); /* checks live_buffers == 0 */
     H_OK(TRITONSERVER_InferenceRequestDelete(r[k]));
