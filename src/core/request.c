@@ -40,7 +40,18 @@ static void input_moved(nrd_input *in) {
   if (in->inl & NRD_INL_BUFS) in->bufs = &in->buf_inline;
 }
 
+static void policies_free(nrd_input *in) {
+  for (uint32_t i = 0; i < in->n_policies; i++) {
+    free(in->policies[i].policy);
+    free(in->policies[i].bufs);
+  }
+  free(in->policies);
+  in->policies = NULL;
+  in->n_policies = 0;
+}
+
 static void input_free(nrd_input *in) {
+  policies_free(in);
   free(in->backend_shape);
   if (!(in->inl & NRD_INL_SHAPE)) free(in->shape);
   if (!(in->inl & NRD_INL_NAME)) free(in->name);
@@ -383,8 +394,35 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestAppendInputData(TRITONSERVER_In
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestAppendInputDataWithHostPolicy(
     TRITONSERVER_InferenceRequest *r, const char *name, const void *base, size_t byte_size,
     TRITONSERVER_MemoryType memory_type, int64_t memory_type_id, const char *host_policy_name) {
-  (void)host_policy_name; /* one host policy on a CPU-only server: the default data serves all */
-  return append_data(r, name, base, byte_size, memory_type, memory_type_id);
+  ARG_CHECK(r && name && host_policy_name, "request, input name and host policy name must not be NULL");
+  NRD_RETURN_IF_ERROR(not_in_flight(r));
+  nrd_input *in = find_input(r, name);
+  if (!in) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' does not exist in request", name);
+  if (!base && byte_size)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' data pointer is NULL", name);
+  if (memory_type == TRITONSERVER_MEMORY_GPU)
+    return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
+                         "input '%s': GPU memory is not supported by this server (no GPU)", name);
+  /* Kept apart from the input's own data, as Triton keeps it: only a
+   * backend asking for this host policy reads it. */
+  nrd_policy_data *pd = NULL;
+  for (uint32_t i = 0; i < in->n_policies && !pd; i++)
+    if (!strcmp(in->policies[i].policy, host_policy_name)) pd = &in->policies[i];
+  if (!pd) {
+    nrd_policy_data *n = realloc(in->policies, (in->n_policies + 1) * sizeof(*n));
+    if (!n) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory appending input data");
+    in->policies = n;
+    pd = &n[in->n_policies];
+    *pd = (nrd_policy_data){.policy = strdup(host_policy_name)};
+    if (!pd->policy) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory appending input data");
+    in->n_policies++;
+  }
+  nrd_buffer *nb = realloc(pd->bufs, (pd->nbufs + 1) * sizeof(*nb));
+  if (!nb) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory appending input data");
+  pd->bufs = nb;
+  nb[pd->nbufs++] = (nrd_buffer){base, byte_size, memory_type, memory_type_id};
+  pd->byte_size += byte_size;
+  return NULL;
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestAppendInputDataWithBufferAttributes(
@@ -408,6 +446,10 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveAllInputData(TRITONSERVER
   if (!in) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' does not exist in request", name);
   in->nbufs = 0;
   in->byte_size = 0;
+  policies_free(in);
+  free(in->attrs);
+  in->attrs = NULL;
+  in->n_attrs = 0;
   return NULL;
 }
 
@@ -1049,14 +1091,26 @@ TRITONSERVER_Error *TRITONBACKEND_InputProperties(TRITONBACKEND_Input *input, co
   return NULL;
 }
 
+/* The data given for `policy`, or NULL: then the input's own data serves. */
+static const nrd_policy_data *policy_data(const nrd_input *in, const char *policy) {
+  for (uint32_t i = 0; policy && i < in->n_policies; i++)
+    if (!strcmp(in->policies[i].policy, policy)) return &in->policies[i];
+  return NULL;
+}
+
 TRITONSERVER_Error *TRITONBACKEND_InputPropertiesForHostPolicy(TRITONBACKEND_Input *input,
                                                                const char *host_policy_name,
                                                                const char **name,
                                                                TRITONSERVER_DataType *datatype,
                                                                const int64_t **shape, uint32_t *dims_count,
                                                                uint64_t *byte_size, uint32_t *buffer_count) {
-  (void)host_policy_name;
-  return TRITONBACKEND_InputProperties(input, name, datatype, shape, dims_count, byte_size, buffer_count);
+  NRD_RETURN_IF_ERROR(TRITONBACKEND_InputProperties(input, name, datatype, shape, dims_count, byte_size, buffer_count));
+  const nrd_policy_data *pd = policy_data((const nrd_input *)input, host_policy_name);
+  if (pd) {
+    if (byte_size) *byte_size = pd->byte_size;
+    if (buffer_count) *buffer_count = pd->nbufs;
+  }
+  return NULL;
 }
 
 TRITONSERVER_Error *TRITONBACKEND_InputBuffer(TRITONBACKEND_Input *input, const uint32_t index,
@@ -1081,8 +1135,20 @@ TRITONSERVER_Error *TRITONBACKEND_InputBufferForHostPolicy(TRITONBACKEND_Input *
                                                            const void **buffer, uint64_t *buffer_byte_size,
                                                            TRITONSERVER_MemoryType *memory_type,
                                                            int64_t *memory_type_id) {
-  (void)host_policy_name;
-  return TRITONBACKEND_InputBuffer(input, index, buffer, buffer_byte_size, memory_type, memory_type_id);
+  ARG_CHECK(input && buffer && buffer_byte_size, "input, buffer and size must not be NULL");
+  const nrd_input *in = (const nrd_input *)input;
+  const nrd_policy_data *pd = policy_data(in, host_policy_name);
+  if (!pd) return TRITONBACKEND_InputBuffer(input, index, buffer, buffer_byte_size, memory_type, memory_type_id);
+  if (index >= pd->nbufs)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "buffer index %u is out of range for input '%s' with host policy '%s' (%u buffers)", index,
+                         in->name, host_policy_name, pd->nbufs);
+  const nrd_buffer *b = &pd->bufs[index];
+  *buffer = b->base;
+  *buffer_byte_size = b->size;
+  if (memory_type) *memory_type = b->mtype;
+  if (memory_type_id) *memory_type_id = b->mtype_id;
+  return NULL;
 }
 
 TRITONSERVER_Error *TRITONBACKEND_InputBufferAttributes(TRITONBACKEND_Input *input, const uint32_t index,

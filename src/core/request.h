@@ -40,6 +40,16 @@ typedef struct nrd_buffer {
 #define NRD_INL_SHAPE 2u
 #define NRD_INL_BUFS 4u
 
+/* Data of an input given for one host policy
+ * (AppendInputDataWithHostPolicy): backends asking for that policy get it
+ * instead of the input's own data. */
+typedef struct nrd_policy_data {
+  char *policy;
+  nrd_buffer *bufs;
+  uint32_t nbufs;
+  uint64_t byte_size;
+} nrd_policy_data;
+
 /* One input tensor. TRITONBACKEND_Input is a pointer to this. Entries of
  * the inputs array may move while the client builds the request (growth,
  * RemoveInput) and when the core appends its inputs before Execute, never
@@ -59,6 +69,8 @@ typedef struct nrd_input {
   uint8_t inl;             /* NRD_INL_* */
   struct TRITONSERVER_BufferAttributes *attrs; /* lazily made by InputBufferAttributes */
   uint32_t n_attrs;
+  nrd_policy_data *policies; /* heap; NULL when no data was given per host policy */
+  uint32_t n_policies;
   nrd_buffer buf_inline;
   int64_t shape_inline[NRD_DIMS_INLINE];
   char name_inline[NRD_NAME_INLINE];

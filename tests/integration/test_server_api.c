@@ -542,11 +542,15 @@ static TRITONSERVER_Error *query_pinned(TRITONSERVER_ResponseAllocator *a, void 
   return NULL;
 }
 
-static json_t *probe_once(TRITONSERVER_Server *s, TRITONSERVER_ResponseAllocator *alloc) {
+/* `cpu` (n values, may be NULL): data given for the host policy "cpu" too. */
+static json_t *probe_once(TRITONSERVER_Server *s, TRITONSERVER_ResponseAllocator *alloc, const float *cpu, size_t n) {
   float in[2] = {1, 2};
   int64_t shape[1] = {2};
   TRITONSERVER_InferenceRequest *r = h_request(s, "probe");
   h_add_input(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 1, in, sizeof in);
+  if (cpu)
+    H_OK(TRITONSERVER_InferenceRequestAppendInputDataWithHostPolicy(r, "INPUT0", cpu, n * sizeof(float),
+                                                                    TRITONSERVER_MEMORY_CPU, 0, "cpu"));
   h_call *c = h_call_new();
   h_bind(r, c);
   H_OK(TRITONSERVER_InferenceRequestSetResponseCallback(r, alloc, c, h_on_response, c));
@@ -576,15 +580,28 @@ Test(server_api, output_buffer_properties_come_from_the_allocator) {
   snprintf(lib, sizeof lib, "%s/probe/libtriton_api_probe.so", repo);
   cr_assert_eq(symlink(NRD_TEST_BACKEND_DIR "/api_probe/libtriton_api_probe.so", lib), 0);
   TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
-  json_t *j = probe_once(s, h_allocator());
+  json_t *j = probe_once(s, h_allocator(), NULL, 0);
   const char *err = json_string_value(json_object_get(j, "output_buffer_properties_error"));
   cr_assert(err && strstr(err, "output properties are not available"), "%s", err ? err : "(none)");
   json_decref(j);
   TRITONSERVER_ResponseAllocator *with_query = NULL;
   H_OK(TRITONSERVER_ResponseAllocatorNew(&with_query, h_alloc, h_release_buf, NULL));
   H_OK(TRITONSERVER_ResponseAllocatorSetQueryFunction(with_query, query_pinned));
-  j = probe_once(s, with_query);
+  j = probe_once(s, with_query, NULL, 0);
   cr_assert_str_eq(json_string_value(json_object_get(j, "output_buffer_memory_type")), "CPU_PINNED");
+  /* No data for the host policy: a backend asking for it gets the input's own. */
+  json_t *cpu = json_object_get(j, "cpu_policy_input");
+  cr_assert(json_integer_value(json_object_get(cpu, "byte_size")) == 8 &&
+            json_real_value(json_object_get(cpu, "first")) == 1.0);
+  json_decref(j);
+  /* With data for it: that data, kept apart from the input's own. */
+  const float mine[3] = {7, 8, 9};
+  j = probe_once(s, with_query, mine, 3);
+  cpu = json_object_get(j, "cpu_policy_input");
+  cr_assert(json_integer_value(json_object_get(cpu, "byte_size")) == 12 &&
+            json_integer_value(json_object_get(cpu, "buffer_count")) == 1 &&
+            json_real_value(json_object_get(cpu, "first")) == 7.0, "%s", json_dumps(j, 0));
+  cr_assert_eq(json_integer_value(json_object_get(json_object_get(j, "input"), "byte_size")), 8);
   json_decref(j);
   H_OK(TRITONSERVER_ServerDelete(s));
   H_OK(TRITONSERVER_ResponseAllocatorDelete(with_query));
@@ -592,9 +609,10 @@ Test(server_api, output_buffer_properties_come_from_the_allocator) {
   free(repo);
 }
 
-/* The request getters read back what was set; data appended for the CPU
- * host policy serves a CPU instance; the exit timeout can be changed on a
- * running server. */
+/* The request getters read back what was set; data appended for a host
+ * policy stays apart from the input's own data (which a request still
+ * needs, as in Triton); the exit timeout can be changed on a running
+ * server. */
 Test(server_api, request_getters_host_policy_data_and_exit_timeout) {
   fixture f = setup(TRITONSERVER_MODEL_CONTROL_NONE);
   TRITONSERVER_InferenceRequest *r = h_request(f.s, "ident");
@@ -620,10 +638,20 @@ Test(server_api, request_getters_host_policy_data_and_exit_timeout) {
 
   float in[4] = {1, 2, 3, 4};
   int64_t shape[1] = {4};
+  float other[6] = {9, 9, 9, 9, 9, 9};
   H_OK(TRITONSERVER_InferenceRequestAddInput(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 1));
-  H_OK(TRITONSERVER_InferenceRequestAppendInputDataWithHostPolicy(r, "INPUT0", in, sizeof in,
+  H_OK(TRITONSERVER_InferenceRequestAppendInputDataWithHostPolicy(r, "INPUT0", other, sizeof other,
                                                                   TRITONSERVER_MEMORY_CPU, 0, "cpu"));
-  h_call *c = h_infer(f.s, r);
+  /* Host-policy data alone is not the input's data. */
+  h_call *c = h_call_new();
+  h_bind(r, c);
+  TRITONSERVER_Error *e = TRITONSERVER_ServerInferAsync(f.s, r, NULL);
+  cr_assert_not_null(e, "a request with host-policy data only was accepted");
+  cr_expect_eq(TRITONSERVER_ErrorCode(e), TRITONSERVER_ERROR_INVALID_ARG, "%s", TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT0", in, sizeof in, TRITONSERVER_MEMORY_CPU, 0));
+  c = h_infer(f.s, r);
   cr_assert_null(h_response_error(c, 0));
   uint64_t size;
   const void *base = first_output(c, &size);

@@ -276,6 +276,25 @@ static void probe_request(TRITONBACKEND_Request *request, json_t *o) {
   }
   if (err != NULL)
     note_error(o, "input_buffer_error", err);
+  /* The same input as the host policy "cpu" (the one a CPU instance has)
+   * sees it: its own data when the client gave some for that policy. */
+  uint64_t pbytes = 0;
+  uint32_t pbufs = 0;
+  err = TRITONBACKEND_InputPropertiesForHostPolicy(input, "cpu", NULL, NULL, NULL,
+                                                   NULL, &pbytes, &pbufs);
+  if (err == NULL && pbufs > 0)
+    err = TRITONBACKEND_InputBufferForHostPolicy(input, "cpu", 0, &buf, &size,
+                                                 &mt, &mid);
+  if (err == NULL) {
+    float first = 0;
+    if (pbufs > 0 && size >= sizeof first) memcpy(&first, buf, sizeof first);
+    json_object_set_new(o, "cpu_policy_input",
+                        json_pack("{s:I,s:i,s:f}", "byte_size",
+                                  (json_int_t)pbytes, "buffer_count",
+                                  (int)pbufs, "first", (double)first));
+  } else {
+    note_error(o, "cpu_policy_input_error", err);
+  }
 }
 
 /* Adds PROBE (o as text) to a response of `request` and sends it, with what
