@@ -96,6 +96,7 @@ typedef struct ens_ctx {
   uint32_t *iters;                        /* per decoupled step: responses with outputs so far */
   bool *answered;                         /* decoupled ensemble: per iteration */
   uint32_t n_answered;                    /* room in answered */
+  uint32_t first_open;                    /* every iteration below it is answered */
   TRITONSERVER_InferenceRequest **running; /* per step, runs once only: its request until released */
   TRITONSERVER_InferenceResponse **held;  /* step responses whose outputs are values */
   uint32_t n_held, cap_held;
@@ -253,7 +254,12 @@ static bool store(ens_ctx *c, uint32_t tensor, uint32_t k, ens_value *v) {
     vs->v = n;
     vs->cap = cap;
   }
-  free(vs->v[k]); /* a step that sent the same output twice: the last one counts */
+  if (vs->v[k]) {
+    /* The same output twice in a response: the first one stays (others may
+     * be reading it outside the lock). */
+    free(v);
+    return true;
+  }
   vs->v[k] = v;
   if (k >= vs->n) vs->n = k + 1;
   return true;
@@ -393,7 +399,8 @@ static uint32_t *take_answers(ens_ctx *c, uint32_t *n) {
   }
   uint32_t *ks = NULL;
   const ens_value **vals = malloc((n_outputs(c) ? n_outputs(c) : 1) * sizeof(*vals));
-  for (uint32_t k = 0; vals && k < most; k++) {
+  while (c->first_open < most && c->answered[c->first_open]) c->first_open++;
+  for (uint32_t k = c->first_open; vals && k < most; k++) {
     if (c->answered[k] || !outputs_at(c, k, vals)) continue;
     uint32_t *g = realloc(ks, (*n + 1) * sizeof(*g));
     if (!g) break;
