@@ -155,6 +155,14 @@ def repo():
                        'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
                        'output [ { name: "PROBE" data_type: TYPE_STRING dims: [ 1 ] } ]\n')
     model_with_library(d, "echo_params", "echo_params", 8, io)
+    # An ensemble of the decoupled square_int32: decoupled itself.
+    os.makedirs(os.path.join(d, "square_ens", "1"))
+    with open(os.path.join(d, "square_ens", "config.pbtxt"), "w") as f:
+        f.write('name: "square_ens"\nplatform: "ensemble"\nmax_batch_size: 0\n'
+                'input [ { name: "N" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
+                'output [ { name: "SQ" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
+                'ensemble_scheduling { step [ { model_name: "square_int32" model_version: -1\n'
+                '  input_map { key: "IN" value: "N" } output_map { key: "OUT" value: "SQ" } } ] }\n')
     # identity taking 30 ms an Execute: replies come while the loop sleeps.
     os.makedirs(os.path.join(d, "identity_slow", "1"))
     with open(os.path.join(d, "identity_slow", "config.pbtxt"), "w") as f:
@@ -1361,6 +1369,18 @@ def test_generate(srv):
     assert st == 400
     assert jreq(srv, "POST", "/v2/models/simple/generate", "{bad")[0] == 400
     assert srv.request("GET", "/v2/models/simple/generate")[0] == 405
+
+
+def test_decoupled_ensemble_over_http(srv):
+    """An ensemble fed by a decoupled step is decoupled: /infer refuses it
+    as Triton does, generate_stream sends an event per step response."""
+    st, events = sse_events(srv, "/v2/models/square_ens/generate_stream", {"N": 3})
+    assert st == 200 and events == [{"model_name": "square_ens", "model_version": "1", "SQ": 3}] * 3, events
+    st, r = jreq(srv, "POST", "/v2/models/square_ens/infer",
+                 infer_body("N", "INT32", [1], [3]))
+    assert st == 501 and "decoupled" in r["error"], r
+    st, cfg = jreq(srv, "GET", "/v2/models/square_ens/config")
+    assert st == 200 and cfg["model_transaction_policy"]["decoupled"] is True, cfg
 
 
 def test_generate_stream(srv):
