@@ -14,8 +14,10 @@
 #include "log.h"
 #include "message.h"
 #include "model.h"
+#include "rate_limiter.h"
 #include "request.h"
 #include "response.h"
+#include "server.h"
 #include "stats.h"
 
 #define ARG_CHECK(cond, what)                                                      \
@@ -105,7 +107,11 @@ static void *instance_main(void *arg) {
   for (;;) {
     uint32_t n = s->ops->next_batch(s, inst, batch, cap);
     if (!n) break;
+    /* With the rate limiter on, a batch waits here for its turn and its
+     * resources, formed already, as in Triton. */
+    if (inst->rl) nrd_rate_limiter_acquire(inst->model->server->limiter, inst->rl);
     nrd_instance_execute(inst, batch, n);
+    if (inst->rl) nrd_rate_limiter_release(inst->model->server->limiter, inst->rl);
   }
   if (batch != one) free(batch);
   return NULL;
@@ -140,6 +146,7 @@ void nrd_instance_finalize_and_free(TRITONBACKEND_ModelInstance *inst) {
     }
   }
   if (inst->host_policy) TRITONSERVER_MessageDelete(inst->host_policy);
+  if (inst->rl) nrd_rate_limiter_unregister(inst->model->server->limiter, inst->rl);
   for (uint32_t i = 0; i < inst->n_profiles; i++) free(inst->profiles[i]);
   free(inst->profiles);
   free(inst->name);

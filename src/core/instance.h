@@ -19,6 +19,7 @@ struct TRITONBACKEND_ModelInstance {
   void *state;                 /* the backend's */
   bool initialized;            /* InstanceInitialize succeeded */
   TRITONSERVER_Message *host_policy; /* made on first HostPolicy call */
+  struct nrd_rl_client *rl;          /* its rate limiter handle; NULL when not limited */
   pthread_t thread;
   bool thread_started;
   bool sched_batch; /* run the thread under SCHED_BATCH (instance.c) */

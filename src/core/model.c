@@ -13,6 +13,8 @@
 #include "datatype.h"
 #include "dynamic_batcher.h"
 #include "ensemble.h"
+#include "rate_limiter.h"
+#include "server.h"
 #include "error.h"
 #include "instance.h"
 #include "log.h"
@@ -312,6 +314,12 @@ static TRITONSERVER_Error *create_instances(TRITONBACKEND_Model *m) {
         }
       }
       m->instances[m->n_instances++] = inst;
+      nrd_rate_limiter *rl = m->server->limiter;
+      if (rl && !passive) {
+        TRITONSERVER_Error *e = nrd_rate_limiter_register(rl, m->name, json_object_get(grp, "rate_limiter"),
+                                                          inst->device_id, &inst->rl);
+        if (e) return e;
+      }
     }
   }
   return NULL;

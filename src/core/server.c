@@ -15,6 +15,7 @@
 #include "message.h"
 #include "metrics.h"
 #include "model.h"
+#include "rate_limiter.h"
 #include "parameter.h"
 #include "request.h"
 #include "response.h"
@@ -194,11 +195,16 @@ TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONS
   s->repo = nrd_repo_new(s, options->repo_paths, options->n_repo_paths, options->backend_dir,
                          backend_cmdline(options), !options->strict_model_config, options->model_config_name,
                          options->exit_timeout_secs);
-  if (!s->id || !s->repo) {
+  TRITONSERVER_Error *lerr =
+      nrd_rate_limiter_new(options->rate_limit_mode, options->rate_limit_resources, options->n_rate_limit_resources,
+                           &s->limiter);
+  if (!s->id || !s->repo || lerr) {
     nrd_repo_free(s->repo);
+    nrd_rate_limiter_free(s->limiter);
+    pthread_mutex_destroy(&s->deps_lock);
     free(s->id);
     free(s);
-    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating server");
+    return lerr ? lerr : nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating server");
   }
   atomic_fetch_add(&live_servers, 1);
   /* The repositories must exist even when no model loads at startup. */
@@ -261,6 +267,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerDelete(TRITONSERVER_Server *server) {
   TRITONSERVER_Error *e = TRITONSERVER_ServerStop(server);
   if (e) TRITONSERVER_ErrorDelete(e);
   nrd_repo_free(server->repo);
+  nrd_rate_limiter_free(server->limiter); /* after the models: their instances unregister */
   free(server->id);
   for (size_t i = 0; i < server->n_deps; i++) free(server->deps[i]);
   free(server->deps);

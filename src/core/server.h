@@ -17,6 +17,7 @@ struct TRITONSERVER_Server {
   atomic_uint exit_timeout_s;
   nrd_repository *repo;
   atomic_bool stopped;
+  struct nrd_rate_limiter *limiter; /* NULL: --rate-limit=off */
   /* Models loaded only because an ensemble needed them (not by name):
    * unload_dependents takes them away with the ensemble. */
   pthread_mutex_t deps_lock;

@@ -35,6 +35,8 @@ typedef enum flag_id {
   F_STRICT_MODEL_CONFIG,
   F_ID,
   F_MODEL_CONFIG_NAME,
+  F_RATE_LIMIT,
+  F_RATE_LIMIT_RESOURCE,
   F_ALLOW_HTTP,
   F_HTTP_PORT,
   F_HTTP_ADDRESS,
@@ -109,6 +111,13 @@ static const flag_spec kFlags[] = {
     {"id", F_ID, "NAME", "Server identifier reported in metadata (default 'triton')."},
     {"model-config-name", F_MODEL_CONFIG_NAME, "NAME",
      "Use configs/NAME.pbtxt of each model when present, else config.pbtxt."},
+    {"rate-limit", F_RATE_LIMIT, "off|execution_count",
+     "off (default): model instances run as soon as they are free; execution_count: an instance "
+     "runs only while it holds the resources its instance group's rate_limiter asks for, taking "
+     "turns by priority (docs/rate-limiter.md)."},
+    {"rate-limit-resource", F_RATE_LIMIT_RESOURCE, "<name>:<count>[:<device>]",
+     "How many of a rate-limiter resource there are (on <device>, or on every device). Once one "
+     "is given, resources not given count 0. Repeatable."},
     {"allow-http", F_ALLOW_HTTP, "BOOL", "Serve the HTTP/REST API (default true)."},
     {"http-port", F_HTTP_PORT, "N", "HTTP/REST port (default 8000; 0 picks a free port)."},
     {"http-address", F_HTTP_ADDRESS, "ADDR", "Address the HTTP/REST API binds (default 0.0.0.0)."},
@@ -239,6 +248,36 @@ static int bad_value(const flag_spec *f, const char *v, const char *expected, ch
   return -1;
 }
 
+/* --rate-limit-resource=<name>:<count>[:<device>], lower-cased as
+ * tritonserver does (resource names in configurations are matched the same
+ * way). */
+static int add_rate_resource(nrd_srv_cli *cli, const flag_spec *f, const char *v, char *err, size_t errlen) {
+  const char *expected = "<name>:<count>[:<device>] with a count >= 0 and a device >= 0";
+  const char *c1 = strchr(v, ':');
+  if (!c1 || c1 == v) return bad_value(f, v, expected, err, errlen);
+  const char *c2 = strchr(c1 + 1, ':');
+  char num[32];
+  size_t nlen = c2 ? (size_t)(c2 - c1 - 1) : strlen(c1 + 1);
+  long count = 0, device = -1;
+  if (nlen == 0 || nlen >= sizeof num) return bad_value(f, v, expected, err, errlen);
+  memcpy(num, c1 + 1, nlen);
+  num[nlen] = '\0';
+  if (parse_long(num, 0, INT_MAX, &count) != 0) return bad_value(f, v, expected, err, errlen);
+  if (c2 && parse_long(c2 + 1, 0, INT_MAX, &device) != 0) return bad_value(f, v, expected, err, errlen);
+  nrd_srv_rate_resource *n = realloc(cli->rate_resources, (cli->n_rate_resources + 1) * sizeof(*n));
+  if (!n) goto oom;
+  cli->rate_resources = n;
+  char *name = strndup(v, (size_t)(c1 - v));
+  if (!name) goto oom;
+  for (char *p = name; *p; p++)
+    if (*p >= 'A' && *p <= 'Z') *p = (char)(*p - 'A' + 'a');
+  n[cli->n_rate_resources++] = (nrd_srv_rate_resource){name, (size_t)count, (int)device};
+  return 0;
+oom:
+  nrd_srv_fmt_err(err, errlen, "out of memory");
+  return -1;
+}
+
 static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool *strict_given,
                       bool *disable_auto_complete, char *err, size_t errlen) {
   long n = 0;
@@ -321,6 +360,13 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
     case F_MODEL_CONFIG_NAME:
       cli->model_config_name = v;
       return 0;
+    case F_RATE_LIMIT:
+      if (strcasecmp(v, "off") == 0) cli->rate_limit = TRITONSERVER_RATE_LIMIT_OFF;
+      else if (strcasecmp(v, "execution_count") == 0) cli->rate_limit = TRITONSERVER_RATE_LIMIT_EXEC_COUNT;
+      else return bad_value(f, v, "off or execution_count", err, errlen);
+      return 0;
+    case F_RATE_LIMIT_RESOURCE:
+      return add_rate_resource(cli, f, v, err, errlen);
     case F_ALLOW_HTTP:
     case F_ALLOW_METRICS:
       if (parse_bool(v, &b) != 0)
@@ -514,6 +560,10 @@ int nrd_srv_cli_parse(int argc, char **argv, nrd_srv_cli *cli, char *err, size_t
 }
 
 void nrd_srv_cli_free(nrd_srv_cli *cli) {
+  for (size_t i = 0; i < cli->n_rate_resources; i++) free(cli->rate_resources[i].name);
+  free(cli->rate_resources);
+  cli->rate_resources = NULL;
+  cli->n_rate_resources = 0;
   if (cli == NULL) return;
   for (size_t i = 0; i < cli->n_backend_configs; i++) {
     free(cli->backend_configs[i].backend);
@@ -618,6 +668,11 @@ TRITONSERVER_Error *nrd_srv_cli_make_options(const nrd_srv_cli *cli, TRITONSERVE
   if ((err = TRITONSERVER_ServerOptionsSetExitOnError(o, cli->exit_on_error))) goto fail;
   if ((err = TRITONSERVER_ServerOptionsSetStrictReadiness(o, cli->strict_readiness))) goto fail;
   if ((err = TRITONSERVER_ServerOptionsSetExitTimeout(o, cli->exit_timeout_secs))) goto fail;
+  if ((err = TRITONSERVER_ServerOptionsSetRateLimiterMode(o, cli->rate_limit))) goto fail;
+  for (size_t i = 0; i < cli->n_rate_resources; i++) {
+    const nrd_srv_rate_resource *r = &cli->rate_resources[i];
+    if ((err = TRITONSERVER_ServerOptionsAddRateLimiterResource(o, r->name, r->count, r->device))) goto fail;
+  }
   *options = o;
   return NULL;
 fail:

@@ -16,6 +16,14 @@
 
 /* One --backend-config setting; backend is "" for a setting given to every
  * backend (`--backend-config=<key>=<value>`). */
+/* One --rate-limit-resource=<name>:<count>[:<device>] (name lower-cased,
+ * owned by the cli; device -1: every device). */
+typedef struct nrd_srv_rate_resource {
+  char *name;
+  size_t count;
+  int device;
+} nrd_srv_rate_resource;
+
 typedef struct nrd_srv_backend_setting {
   char *backend;
   char *key;
@@ -46,6 +54,9 @@ typedef struct nrd_srv_cli {
   bool strict_model_config;          /* default false: auto-complete on */
   const char *server_id;             /* default "triton" */
   const char *model_config_name;     /* NULL: config.pbtxt */
+  TRITONSERVER_RateLimitMode rate_limit; /* default OFF */
+  nrd_srv_rate_resource *rate_resources; /* --rate-limit-resource, in order given */
+  size_t n_rate_resources;
   /* HTTP/REST front end and metrics endpoint (http_server.h). */
   bool allow_http;                   /* default true */
   int http_port;                     /* default 8000 */

@@ -210,6 +210,10 @@ def test_unknown_flag_exits_2_with_usage():
         ("--repository-poll-secs", "5s"),
         ("--log-format", "json"),
         ("--backend-config", "identity,novalue"),
+        ("--rate-limit", "sometimes"),
+        ("--rate-limit-resource", "gpu"),
+        ("--rate-limit-resource", "R:-1"),
+        ("--rate-limit-resource", "R:2:x"),
     ],
 )
 def test_bad_value_exits_2_naming_flag(flag, value):
@@ -259,6 +263,8 @@ def test_backend_config_and_other_flags_accepted(server_factory):
         "--log-verbose=1", "--log-format=ISO8601", "--log-warning=off", "--log-error=yes",
         "--strict-readiness=no", "--exit-timeout-secs=5", "--id=nereid-test",
         "--disable-auto-complete-config",
+        # The example models need no resource: the limiter lets them all run.
+        "--rate-limit=execution_count", "--rate-limit-resource=R:2", "--rate-limit-resource", "r:1:0",
     )
     lines = s.wait_ready()
     assert all(v == "READY" for v in table_status(lines).values()), s.text()

@@ -1,0 +1,129 @@
+/* The rate limiter: with --rate-limit=execution_count, instances that need
+ * the same resource take turns (two models that would run at once run one
+ * after the other); a resource given too small, or both global and per
+ * device, fails the load with Triton's messages; off, nothing waits. */
+#include "harness.h"
+
+/* identity on FP32 [-1], Execute taking 300 ms, its instance needing `rl`
+ * (the inside of rate_limiter { }, may be ""). */
+static void slow_model(const char *repo, const char *name, const char *rl) {
+  char cfg[2048];
+  snprintf(cfg, sizeof cfg,
+           "name: \"%s\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
+           "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ -1 ] } ]\n"
+           "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ -1 ] } ]\n"
+           "instance_group [ { kind: KIND_CPU count: 1 rate_limiter { %s } } ]\n"
+           "parameters { key: \"execute_delay_ms\" value: { string_value: \"300\" } }\n",
+           name, rl);
+  h_model(repo, name, cfg, "1");
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Sends one request to each of `a` and `b` at once; seconds until both
+ * answered. */
+static double both(TRITONSERVER_Server *s, const char *a, const char *b) {
+  const char *names[2] = {a, b};
+  TRITONSERVER_InferenceRequest *r[2];
+  h_call *c[2];
+  float x = 1;
+  int64_t shape[1] = {1};
+  double t0 = now_s();
+  for (int i = 0; i < 2; i++) {
+    r[i] = h_request(s, names[i]);
+    h_add_input(r[i], "INPUT0", TRITONSERVER_TYPE_FP32, shape, 1, &x, sizeof x);
+    c[i] = h_call_new();
+    h_bind(r[i], c[i]);
+    H_OK(TRITONSERVER_ServerInferAsync(s, r[i], NULL));
+  }
+  for (int i = 0; i < 2; i++) {
+    cr_assert(h_wait(c[i], 10000));
+    char *err = h_response_error(c[i], 0);
+    cr_assert_null(err, "%s", err);
+  }
+  double secs = now_s() - t0;
+  for (int i = 0; i < 2; i++) {
+    h_call_free(c[i]);
+    H_OK(TRITONSERVER_InferenceRequestDelete(r[i]));
+  }
+  return secs;
+}
+
+static TRITONSERVER_Server *limited_server(const char *repo, TRITONSERVER_RateLimitMode mode, const char *resource,
+                                           size_t count) {
+  TRITONSERVER_ServerOptions *o = h_options(repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT);
+  H_OK(TRITONSERVER_ServerOptionsSetRateLimiterMode(o, mode));
+  if (resource) H_OK(TRITONSERVER_ServerOptionsAddRateLimiterResource(o, resource, count, -1));
+  return h_server_new(o);
+}
+
+Test(rate_limiter, instances_sharing_a_resource_take_turns, .timeout = 60) {
+  char *repo = h_tmpdir();
+  slow_model(repo, "a", "resources [ { name: \"R\" count: 1 } ]");
+  slow_model(repo, "b", "resources [ { name: \"R\" count: 1 } ] priority: 2");
+  slow_model(repo, "free", "");
+  /* No count given: R is as large as the largest need (1), so a and b
+   * cannot run together; a model needing nothing is not held back. */
+  TRITONSERVER_Server *s = limited_server(repo, TRITONSERVER_RATE_LIMIT_EXEC_COUNT, NULL, 0);
+  H_OK(TRITONSERVER_ServerLoadModel(s, "a"));
+  H_OK(TRITONSERVER_ServerLoadModel(s, "b"));
+  H_OK(TRITONSERVER_ServerLoadModel(s, "free"));
+  double t = both(s, "a", "b");
+  cr_expect_geq(t, 0.58, "a and b ran together (%.3f s)", t);
+  t = both(s, "a", "free");
+  cr_expect_lt(t, 0.55, "a model needing no resource waited (%.3f s)", t);
+  H_OK(TRITONSERVER_ServerDelete(s));
+  /* Given as 2 on the command line: they run together. */
+  s = limited_server(repo, TRITONSERVER_RATE_LIMIT_EXEC_COUNT, "R", 2);
+  H_OK(TRITONSERVER_ServerLoadModel(s, "a"));
+  H_OK(TRITONSERVER_ServerLoadModel(s, "b"));
+  t = both(s, "a", "b");
+  cr_expect_lt(t, 0.55, "a and b took turns with R at 2 (%.3f s)", t);
+  H_OK(TRITONSERVER_ServerDelete(s));
+  /* Off (the default): resources are not looked at. */
+  s = limited_server(repo, TRITONSERVER_RATE_LIMIT_OFF, NULL, 0);
+  H_OK(TRITONSERVER_ServerLoadModel(s, "a"));
+  H_OK(TRITONSERVER_ServerLoadModel(s, "b"));
+  t = both(s, "a", "b");
+  cr_expect_lt(t, 0.55, "a and b took turns with the limiter off (%.3f s)", t);
+  H_OK(TRITONSERVER_ServerDelete(s));
+  h_rmtree(repo);
+  free(repo);
+}
+
+static char *load_error(TRITONSERVER_Server *s, const char *name) {
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, name);
+  cr_assert_not_null(e, "%s loaded", name);
+  char *msg = strdup(TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  return msg;
+}
+
+Test(rate_limiter, loads_that_cannot_be_scheduled_fail, .timeout = 60) {
+  char *repo = h_tmpdir();
+  slow_model(repo, "needs3", "resources [ { name: \"r\" count: 3 } ]");
+  slow_model(repo, "mixed", "resources [ { name: \"r\" count: 1 }, { name: \"r\" global: true count: 1 } ]");
+  slow_model(repo, "other", "resources [ { name: \"s\" count: 1 } ]");
+  TRITONSERVER_Server *s = limited_server(repo, TRITONSERVER_RATE_LIMIT_EXEC_COUNT, "r", 2);
+  char *m = load_error(s, "needs3");
+  cr_expect(strstr(m, "Resource count for \"r\" is limited to 2 which will prevent scheduling of one or more model "
+                      "instances, the minimum required count is 3"),
+            "%s", m);
+  free(m);
+  m = load_error(s, "mixed");
+  cr_expect(strstr(m, "Resource \"r\" is present as both global and device-specific resource in the model "
+                      "configuration."),
+            "%s", m);
+  free(m);
+  /* Once resources are given, one that is not is not available. */
+  m = load_error(s, "other");
+  cr_expect(strstr(m, "Resource count for \"s\" is limited to 0"), "%s", m);
+  free(m);
+  H_OK(TRITONSERVER_ServerDelete(s));
+  h_rmtree(repo);
+  free(repo);
+}
