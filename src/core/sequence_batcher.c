@@ -93,6 +93,7 @@ typedef struct seq_batcher {
   sb_seq *bl_head, *bl_tail;
   uint64_t idle_ns;            /* max_sequence_idle_microseconds */
   uint64_t delay_ns;           /* the strategy's max_queue_delay_microseconds */
+  uint32_t min_ready;          /* Direct: ready slots that end the delay early (minimum_slot_utilization); 0: none */
   bool oldest;                 /* Oldest strategy (else Direct) */
   uint32_t max_batch;          /* requests in one execution: max(1, max_batch_size) */
   uint32_t *preferred;         /* Oldest: preferred batch sizes, largest first */
@@ -561,7 +562,8 @@ static uint32_t sb_next_batch(nrd_scheduler *sched, TRITONBACKEND_ModelInstance 
     }
     /* The queue delay: wait a little for the other occupied slots to get
      * a request too, so they share the execution. */
-    bool delay_over = !b->delay_ns || b->stopped || ready == occupied || now >= oldest + b->delay_ns;
+    bool delay_over = !b->delay_ns || b->stopped || ready == occupied || now >= oldest + b->delay_ns ||
+                      (b->min_ready && ready >= b->min_ready);
     uint32_t take = b->oldest && ready ? oldest_take(b, ready, delay_over, max) : 0;
     if (take) {
       uint32_t n = pick_oldest(b, in, out, take);
@@ -738,6 +740,15 @@ TRITONSERVER_Error *nrd_sequence_batcher_new(TRITONBACKEND_Model *model, nrd_sch
   const json_t *oldest = json_object_get(sb, "oldest");
   b->oldest = oldest != NULL;
   b->delay_ns = juint(b->oldest ? oldest : json_object_get(sb, "direct"), "max_queue_delay_microseconds") * 1000u;
+  double util = json_number_value(json_object_get(json_object_get(sb, "direct"), "minimum_slot_utilization"));
+  if (!b->oldest && b->delay_ns && util > 0) {
+    /* As Triton: with a queue delay, a batch also goes once this share of
+     * the slots has a request. */
+    double need = util * (double)b->max_batch;
+    b->min_ready = (uint32_t)need;
+    if ((double)b->min_ready < need) b->min_ready++;
+    if (b->min_ready < 1) b->min_ready = 1;
+  }
   if (b->oldest) {
     /* Candidate sequences per instance; 0 falls back to the Direct count,
      * as in Triton. */

@@ -565,3 +565,47 @@ Test(sequence, oldest_strategy_sends_a_preferred_batch_before_the_delay, .timeou
   }
   server_done(s, repo);
 }
+
+Test(sequence, minimum_slot_utilization_ends_the_delay_early, .timeout = 60) {
+  char *repo = h_tmpdir();
+  /* 4 slots, a 4 s delay, half the slots enough: 2 ready requests go at
+   * once though a third sequence is open. */
+  state_model(repo, "util", 4,
+              "max_sequence_idle_microseconds: 60000000\n"
+              "  direct { max_queue_delay_microseconds: 4000000 minimum_slot_utilization: 0.5 }");
+  TRITONSERVER_Server *s = server_on(repo);
+  int32_t v[5] = {1, 10, 100, 2, 20};
+  TRITONSERVER_InferenceRequest *r[5];
+  h_call *c[5];
+  /* Three sequences start together (a lone one waits out the delay at worst). */
+  for (int i = 0; i < 3; i++) {
+    r[i] = seq_request(s, "util", (uint64_t)i + 1, NULL, START, &v[i]);
+    c[i] = h_call_new();
+    h_bind(r[i], c[i]);
+    H_OK(TRITONSERVER_ServerInferAsync(s, r[i], NULL));
+  }
+  for (int i = 0; i < 3; i++) cr_assert(h_wait(c[i], 10000));
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int i = 3; i < 5; i++) {
+    r[i] = seq_request(s, "util", (uint64_t)i - 2, NULL, 0, &v[i]);
+    c[i] = h_call_new();
+    h_bind(r[i], c[i]);
+    H_OK(TRITONSERVER_ServerInferAsync(s, r[i], NULL));
+  }
+  int32_t sum = 0;
+  cr_assert(h_wait(c[3], 10000));
+  read_output(c[3], "OUTPUT", &sum, sizeof sum);
+  cr_expect_eq(sum, 3);
+  cr_assert(h_wait(c[4], 10000));
+  read_output(c[4], "OUTPUT", &sum, sizeof sum);
+  cr_expect_eq(sum, 30);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  cr_expect_lt(secs, 2.5, "two of four slots ready still waited out the delay (%.1f s)", secs);
+  for (int i = 0; i < 5; i++) {
+    h_call_free(c[i]);
+    H_OK(TRITONSERVER_InferenceRequestDelete(r[i]));
+  }
+  server_done(s, repo);
+}
