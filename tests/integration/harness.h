@@ -307,12 +307,26 @@ H_API void h_add_input(TRITONSERVER_InferenceRequest *r, const char *name, TRITO
 
 /* Runs a request to completion; returns the call (caller frees) with its
  * responses. Fails the test if InferAsync fails or nothing arrives in 10 s. */
-H_API h_call *h_infer(TRITONSERVER_Server *s, TRITONSERVER_InferenceRequest *r) {
+/* Submits a request without waiting; returns the call (caller waits on
+ * and frees it). Fails the test if InferAsync fails. */
+H_API h_call *h_submit(TRITONSERVER_Server *s, TRITONSERVER_InferenceRequest *r) {
   h_call *c = h_call_new();
   h_bind(r, c);
   H_OK(TRITONSERVER_ServerInferAsync(s, r, NULL));
+  return c;
+}
+
+H_API h_call *h_infer(TRITONSERVER_Server *s, TRITONSERVER_InferenceRequest *r) {
+  h_call *c = h_submit(s, r);
   cr_assert(h_wait(c, 10000), "no final response/release within 10 s");
   return c;
+}
+
+/* Seconds of CLOCK_MONOTONIC since *t0. */
+H_API double h_seconds_since(const struct timespec *t0) {
+  struct timespec t1;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
 /* One output of a response; the pointers are the response's. */

@@ -134,9 +134,7 @@ Test(ensemble, many_concurrent_requests, .timeout = 60) {
   h_call *c[N];
   for (int i = 0; i < N; i++) {
     r[i] = ens_request(s);
-    c[i] = h_call_new();
-    h_bind(r[i], c[i]);
-    H_OK(TRITONSERVER_ServerInferAsync(s, r[i], NULL));
+    c[i] = h_submit(s, r[i]);
   }
   for (int i = 0; i < N; i++) {
     cr_assert(h_wait(c[i], 10000));
@@ -316,9 +314,7 @@ Test(ensemble, a_cancelled_request_starts_no_more_steps, .timeout = 60) {
   TRITONSERVER_InferenceRequest *r = h_request(s, "chain");
   int64_t shape[2] = {1, 4};
   h_add_input(r, "X", TRITONSERVER_TYPE_INT32, shape, 2, A, sizeof A);
-  h_call *c = h_call_new();
-  h_bind(r, c);
-  H_OK(TRITONSERVER_ServerInferAsync(s, r, NULL));
+  h_call *c = h_submit(s, r);
   usleep(100 * 1000); /* the first step is running */
   H_OK(TRITONSERVER_InferenceRequestCancel(r));
   cr_assert(h_wait(c, 10000));

@@ -439,10 +439,7 @@ Test(sequence, direct_batches_keep_each_sequence_at_its_slot, .timeout = 60) {
 static h_call *send_async(TRITONSERVER_Server *s, const char *model, uint64_t id, uint32_t flags, int32_t *value,
                           TRITONSERVER_InferenceRequest **req) {
   *req = seq_request(s, model, id, NULL, flags, value);
-  h_call *c = h_call_new();
-  h_bind(*req, c);
-  H_OK(TRITONSERVER_ServerInferAsync(s, *req, NULL));
-  return c;
+  return h_submit(s, *req);
 }
 
 /* An accumulate model on the Oldest strategy (`oldest` is the inside of
@@ -549,15 +546,14 @@ Test(sequence, oldest_strategy_sends_a_preferred_batch_before_the_delay, .timeou
   float batch;
   for (int i = 0; i < 3; i++) cr_expect_eq(call_result(c[i], &index, &batch), v[i]);
   /* Two of the three send again: 2 is a preferred size, so they run now. */
-  struct timespec t0, t1;
+  struct timespec t0;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   c[3] = send_async(s, "pref", 1, 0, &v[3], &r[3]);
   c[4] = send_async(s, "pref", 2, 0, &v[4], &r[4]);
   cr_expect_eq(call_result(c[3], &index, &batch), 3);
   cr_expect_eq(batch, 2.0f, "the two ran together");
   cr_expect_eq(call_result(c[4], &index, &batch), 30);
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  double secs = h_seconds_since(&t0);
   cr_expect_lt(secs, 2.5, "the preferred batch waited out the queue delay (%.1f s)", secs);
   for (int i = 0; i < 5; i++) {
     h_call_free(c[i]);
@@ -578,30 +574,19 @@ Test(sequence, minimum_slot_utilization_ends_the_delay_early, .timeout = 60) {
   TRITONSERVER_InferenceRequest *r[5];
   h_call *c[5];
   /* Three sequences start together (a lone one waits out the delay at worst). */
-  for (int i = 0; i < 3; i++) {
-    r[i] = seq_request(s, "util", (uint64_t)i + 1, NULL, START, &v[i]);
-    c[i] = h_call_new();
-    h_bind(r[i], c[i]);
-    H_OK(TRITONSERVER_ServerInferAsync(s, r[i], NULL));
-  }
+  for (int i = 0; i < 3; i++) c[i] = send_async(s, "util", (uint64_t)i + 1, START, &v[i], &r[i]);
   for (int i = 0; i < 3; i++) cr_assert(h_wait(c[i], 10000));
-  struct timespec t0, t1;
+  struct timespec t0;
   clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int i = 3; i < 5; i++) c[i] = send_async(s, "util", (uint64_t)i - 2, 0, &v[i], &r[i]);
+  const int32_t want[2] = {3, 30};
   for (int i = 3; i < 5; i++) {
-    r[i] = seq_request(s, "util", (uint64_t)i - 2, NULL, 0, &v[i]);
-    c[i] = h_call_new();
-    h_bind(r[i], c[i]);
-    H_OK(TRITONSERVER_ServerInferAsync(s, r[i], NULL));
+    int32_t sum = 0;
+    cr_assert(h_wait(c[i], 10000));
+    read_output(c[i], "OUTPUT", &sum, sizeof sum);
+    cr_expect_eq(sum, want[i - 3]);
   }
-  int32_t sum = 0;
-  cr_assert(h_wait(c[3], 10000));
-  read_output(c[3], "OUTPUT", &sum, sizeof sum);
-  cr_expect_eq(sum, 3);
-  cr_assert(h_wait(c[4], 10000));
-  read_output(c[4], "OUTPUT", &sum, sizeof sum);
-  cr_expect_eq(sum, 30);
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  double secs = h_seconds_since(&t0);
   cr_expect_lt(secs, 2.5, "two of four slots ready still waited out the delay (%.1f s)", secs);
   for (int i = 0; i < 5; i++) {
     h_call_free(c[i]);
