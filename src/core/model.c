@@ -134,6 +134,7 @@ static TRITONSERVER_Error *apply_config(TRITONBACKEND_Model *m) {
   m->n_inputs = m->n_outputs = 0;
   m->max_batch_size = (int32_t)jint(m->config, "max_batch_size");
   m->decoupled = jbool(json_object_get(m->config, "model_transaction_policy"), "decoupled");
+  m->response_cache = jbool(json_object_get(m->config, "response_cache"), "enable");
   NRD_RETURN_IF_ERROR(parse_io(m, json_object_get(m->config, "input"), true, &m->inputs, &m->n_inputs));
   NRD_RETURN_IF_ERROR(parse_io(m, json_object_get(m->config, "output"), false, &m->outputs, &m->n_outputs));
   return NULL;
@@ -387,6 +388,10 @@ static TRITONSERVER_Error *load_ensemble(TRITONBACKEND_Model *m, json_t *cfg, TR
       err = install_config(m, copy);
     }
     if (!err) m->decoupled = true;
+    if (!err && m->response_cache)
+      err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                          "Response Cache does not currently support model %s with 'decoupled' transaction "
+                          "policy. Please disable the response cache.", m->name);
   }
   if (err) {
     teardown(m);

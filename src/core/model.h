@@ -61,6 +61,7 @@ struct TRITONBACKEND_Model {
 
   int32_t max_batch_size;
   bool decoupled;
+  bool response_cache;          /* response_cache.enable in its config */
   nrd_io *inputs;
   uint32_t n_inputs;
   nrd_io *outputs;

@@ -1102,13 +1102,19 @@ TRITONSERVER_Error *nrd_repo_stats(nrd_repository *r, const char *name, int64_t 
 int nrd_repo_prometheus(nrd_repository *r, nrd_text *out) {
   int rc = 0;
   pthread_rwlock_rdlock(&r->table_lock);
+  bool any_cache = false;
+  for (size_t i = 0; i < r->n_models; i++)
+    for (size_t k = 0; k < r->models[i].n_slots; k++)
+      if (r->models[i].slots[k].model && r->models[i].slots[k].model->response_cache) any_cache = true;
   for (unsigned f = 0; f < nrd_stats_family_count && !rc; f++) {
+    bool cache_family = !strncmp(nrd_stats_families[f][0], "nv_cache_", 9);
+    if (cache_family && !any_cache) continue;
     rc |= nrd_text_appendf(out, "# HELP %s %s\n# TYPE %s %s\n", nrd_stats_families[f][0], nrd_stats_families[f][1],
                            nrd_stats_families[f][0], nrd_stats_families[f][2]);
     for (size_t i = 0; i < r->n_models && !rc; i++) {
       nrd_model_entry *e = &r->models[i];
       for (size_t k = 0; k < e->n_slots && !rc; k++)
-        if (e->slots[k].model)
+        if (e->slots[k].model && (!cache_family || e->slots[k].model->response_cache))
           rc |= nrd_stats_prometheus(&e->slots[k].model->stats, e->name, e->slots[k].version,
                                      nrd_stats_families[f][0], out);
     }

@@ -16,6 +16,7 @@
 
 #include "triton/core/tritonbackend.h"
 #include "parameter.h"
+#include "response_cache.h"
 
 
 /* The cancellation flag of one submission. The delivery and the client's
@@ -84,6 +85,11 @@ typedef struct nrd_delivery {
   atomic_uint responses_reported; /* index for response statistics */
   bool decoupled;
   bool no_stats;           /* a null request's (sequence batch padding) */
+  /* Set when the response cache missed: the final response is stored
+   * under `cache_key`; the lookup took cache_lookup_ns. */
+  struct nrd_response_cache *cache;
+  nrd_cache_key cache_key;
+  uint64_t cache_lookup_ns;
   /* One allocation rather than three: the flag and the id share the block,
    * which outlives the delivery's last reference while a request still
    * holds the flag. */

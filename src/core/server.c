@@ -16,6 +16,7 @@
 #include "metrics.h"
 #include "model.h"
 #include "rate_limiter.h"
+#include "response_cache.h"
 #include "parameter.h"
 #include "request.h"
 #include "response.h"
@@ -198,9 +199,11 @@ TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONS
   TRITONSERVER_Error *lerr =
       nrd_rate_limiter_new(options->rate_limit_mode, options->rate_limit_resources, options->n_rate_limit_resources,
                            &s->limiter);
+  if (!lerr) lerr = nrd_response_cache_new(&options->cache_configs, &s->cache);
   if (!s->id || !s->repo || lerr) {
     nrd_repo_free(s->repo);
     nrd_rate_limiter_free(s->limiter);
+    nrd_response_cache_free(s->cache);
     pthread_mutex_destroy(&s->deps_lock);
     free(s->id);
     free(s);
@@ -268,6 +271,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerDelete(TRITONSERVER_Server *server) {
   if (e) TRITONSERVER_ErrorDelete(e);
   nrd_repo_free(server->repo);
   nrd_rate_limiter_free(server->limiter); /* after the models: their instances unregister */
+  nrd_response_cache_free(server->cache);  /* after the models: no request can reach it */
   free(server->id);
   for (size_t i = 0; i < server->n_deps; i++) free(server->deps[i]);
   free(server->deps);
@@ -621,6 +625,10 @@ TRITONSERVER_Error *TRITONSERVER_ServerMetrics(TRITONSERVER_Server *server, TRIT
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory rendering metrics");
   }
   free(custom);
+  if (server->cache && nrd_response_cache_prometheus(server->cache, &t)) {
+    free(t.p);
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory rendering metrics");
+  }
   TRITONSERVER_Metrics *m = malloc(sizeof(*m));
   if (!m) {
     free(t.p);
@@ -669,8 +677,34 @@ static TRITONSERVER_Error *follow_reload(TRITONSERVER_Server *server, TRITONSERV
   return NULL;
 }
 
-/* Hands req to m's scheduler. NULL when accepted; otherwise the caller
- * keeps the request and no callback fires. */
+/* For a model with the response cache on: answers `req` from the cache and
+ * returns true, or notes the key in `d` so the response is stored. A
+ * request that cannot be hashed (data outside CPU memory) goes on as a
+ * miss that stores nothing. */
+static bool answered_from_cache(nrd_response_cache *c, TRITONSERVER_InferenceRequest *req, nrd_delivery *d) {
+  nrd_cache_key key;
+  TRITONSERVER_Error *err = nrd_cache_key_of(req, &key);
+  if (err) {
+    NRD_LOG_ERROR("Failed to hash request of model '%s': %s", req->model->name, TRITONSERVER_ErrorMessage(err));
+    TRITONSERVER_ErrorDelete(err);
+    return false;
+  }
+  uint64_t start = nrd_now_ns();
+  nrd_cache_entry *e = nrd_cache_lookup(c, &key);
+  if (e) {
+    nrd_cache_answer(req, e, start);
+    nrd_cache_entry_release(e);
+    return true;
+  }
+  d->cache = c;
+  d->cache_key = key;
+  d->cache_lookup_ns = nrd_now_ns() - start;
+  return false;
+}
+
+/* Hands req to m's scheduler (or answers it from the response cache). NULL
+ * when accepted; otherwise the caller keeps the request and no callback
+ * fires. */
 static TRITONSERVER_Error *enqueue(TRITONBACKEND_Model *m, TRITONSERVER_InferenceRequest *req) {
   nrd_delivery *d = nrd_delivery_new(req);
   if (!d) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
@@ -684,6 +718,7 @@ static TRITONSERVER_Error *enqueue(TRITONBACKEND_Model *m, TRITONSERVER_Inferenc
   req->in_flight = true;
   nrd_model_inflight_add(m);
   nrd_stats_pending_add(&m->stats, 1);
+  if (m->response_cache && req->server->cache && answered_from_cache(req->server->cache, req, d)) return NULL;
   TRITONSERVER_Error *err = m->sched->ops->enqueue(m->sched, req);
   if (!err) return NULL;
   req->in_flight = false;

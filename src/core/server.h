@@ -18,6 +18,7 @@ struct TRITONSERVER_Server {
   nrd_repository *repo;
   atomic_bool stopped;
   struct nrd_rate_limiter *limiter; /* NULL: --rate-limit=off */
+  struct nrd_response_cache *cache; /* NULL: no --cache-config */
   /* Models loaded only because an ensemble needed them (not by name):
    * unload_dependents takes them away with the ensemble. */
   pthread_mutex_t deps_lock;

@@ -312,7 +312,9 @@ TRITONSERVER_Error *TRITONSERVER_ServerOptionsSetResponseCacheByteSize(
     TRITONSERVER_ServerOptions *options, uint64_t size)
 {
   if (options == NULL) return NO_OPTIONS();
-  /* Deprecated form of a "local" cache config: {"size": N}. */
+  /* Deprecated form of a "local" cache config: {"size": N}; 0 leaves the
+   * cache off, as in Triton. */
+  if (size == 0) return NULL;
   char json[64];
   snprintf(json, sizeof(json), "{\"size\":%llu}", (unsigned long long)size);
   return triples_set(&options->cache_configs, "local", "config", json);

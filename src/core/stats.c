@@ -68,6 +68,22 @@ void nrd_stats_request_fail(nrd_model_stats *s, uint64_t request_start_ns,
   pthread_mutex_unlock(&s->lock);
 }
 
+void nrd_stats_cache_hit(nrd_model_stats *s, uint64_t request_start_ns, uint64_t lookup_start_ns,
+                         uint64_t lookup_end_ns) {
+  pthread_mutex_lock(&s->lock);
+  add(&s->success, span(request_start_ns, lookup_end_ns));
+  add(&s->queue, span(request_start_ns, lookup_start_ns));
+  add(&s->cache_hit, span(lookup_start_ns, lookup_end_ns));
+  pthread_mutex_unlock(&s->lock);
+}
+
+void nrd_stats_cache_miss(nrd_model_stats *s, uint64_t ns) {
+  pthread_mutex_lock(&s->lock);
+  add(&s->cache_miss, ns);
+  s->success.ns += ns;
+  pthread_mutex_unlock(&s->lock);
+}
+
 void nrd_stats_batch(nrd_model_stats *s, uint64_t batch_size, uint64_t exec_start_ns,
                      uint64_t compute_start_ns, uint64_t compute_end_ns, uint64_t exec_end_ns) {
   pthread_mutex_lock(&s->lock);
@@ -257,6 +273,11 @@ const char *const nrd_stats_families[][3] = {
     {"nv_inference_compute_infer_duration_us", "Total time spent computing, microseconds", "counter"},
     {"nv_inference_compute_output_duration_us", "Total time spent producing outputs, microseconds", "counter"},
     {"nv_inference_pending_request_count", "Requests queued or executing right now", "gauge"},
+    /* Only for models whose config enables the response cache. */
+    {"nv_cache_num_hits_per_model", "Requests answered from the response cache", "counter"},
+    {"nv_cache_num_misses_per_model", "Response cache lookups that found nothing", "counter"},
+    {"nv_cache_hit_duration_per_model", "Total time of cache lookups that hit and copying their answers, microseconds", "counter"},
+    {"nv_cache_miss_duration_per_model", "Total time of cache lookups that missed and inserting the responses, microseconds", "counter"},
 };
 const unsigned nrd_stats_family_count = sizeof nrd_stats_families / sizeof nrd_stats_families[0];
 
@@ -274,6 +295,10 @@ int nrd_stats_prometheus(nrd_model_stats *s, const char *model, int64_t version,
   else if (!strcmp(family, "nv_inference_compute_infer_duration_us")) v = s->compute_infer.ns / 1000;
   else if (!strcmp(family, "nv_inference_compute_output_duration_us")) v = s->compute_output.ns / 1000;
   else if (!strcmp(family, "nv_inference_pending_request_count")) v = (uint64_t)atomic_load(&s->pending);
+  else if (!strcmp(family, "nv_cache_num_hits_per_model")) v = s->cache_hit.count;
+  else if (!strcmp(family, "nv_cache_num_misses_per_model")) v = s->cache_miss.count;
+  else if (!strcmp(family, "nv_cache_hit_duration_per_model")) v = s->cache_hit.ns / 1000;
+  else if (!strcmp(family, "nv_cache_miss_duration_per_model")) v = s->cache_miss.ns / 1000;
   pthread_mutex_unlock(&s->lock);
   if (!strcmp(family, "nv_inference_request_failure"))
     return nrd_text_appendf(out, "%s{model=\"%s\",reason=\"BACKEND\",version=\"%" PRId64 "\"} %" PRIu64 "\n",

@@ -73,6 +73,17 @@ void nrd_stats_request_fail(nrd_model_stats *s, uint64_t request_start_ns,
                             uint64_t queue_start_ns, uint64_t exec_start_ns,
                             uint64_t end_ns);
 
+/* A request answered from the response cache: success (request start to
+ * lookup end), queue (to lookup start) and cache_hit (the lookup and the
+ * copy into the response), as Triton counts them; no execution, no
+ * inference count. */
+void nrd_stats_cache_hit(nrd_model_stats *s, uint64_t request_start_ns, uint64_t lookup_start_ns,
+                         uint64_t lookup_end_ns);
+
+/* A cache miss that took `ns` (lookup plus insertion), also added to the
+ * request's success duration, as Triton does. */
+void nrd_stats_cache_miss(nrd_model_stats *s, uint64_t ns);
+
 /* One execution of `batch_size` rows. */
 void nrd_stats_batch(nrd_model_stats *s, uint64_t batch_size, uint64_t exec_start_ns,
                      uint64_t compute_start_ns, uint64_t compute_end_ns, uint64_t exec_end_ns);
@@ -104,7 +115,8 @@ typedef struct nrd_text {
 int nrd_text_appendf(nrd_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int nrd_stats_prometheus(nrd_model_stats *s, const char *model, int64_t version,
                          const char *family, nrd_text *out);
-/* Names, HELP and TYPE of the per-model families, in rendering order. */
+/* Names, HELP and TYPE of the per-model families, in rendering order; the
+ * nv_cache_* ones are for models with the response cache enabled only. */
 extern const char *const nrd_stats_families[][3];
 extern const unsigned nrd_stats_family_count;
 

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <jansson.h>
+
 typedef enum flag_id {
   F_HELP,
   F_MODEL_REPOSITORY,
@@ -37,6 +39,8 @@ typedef enum flag_id {
   F_MODEL_CONFIG_NAME,
   F_RATE_LIMIT,
   F_RATE_LIMIT_RESOURCE,
+  F_CACHE_CONFIG,
+  F_RESPONSE_CACHE_BYTE_SIZE,
   F_ALLOW_HTTP,
   F_HTTP_PORT,
   F_HTTP_ADDRESS,
@@ -118,6 +122,11 @@ static const flag_spec kFlags[] = {
     {"rate-limit-resource", F_RATE_LIMIT_RESOURCE, "<name>:<count>[:<device>]",
      "How many of a rate-limiter resource there are (on <device>, or on every device). Once one "
      "is given, resources not given count 0. Repeatable."},
+    {"cache-config", F_CACHE_CONFIG, "<cache>,<key>=<value>",
+     "Response cache setting (repeatable); Nereid's one cache is 'local', "
+     "e.g. local,size=1048576 (bytes). Models opt in with response_cache { enable: true }."},
+    {"response-cache-byte-size", F_RESPONSE_CACHE_BYTE_SIZE, "BYTES",
+     "Deprecated: same as --cache-config=local,size=BYTES (0: no cache)."},
     {"allow-http", F_ALLOW_HTTP, "BOOL", "Serve the HTTP/REST API (default true)."},
     {"http-port", F_HTTP_PORT, "N", "HTTP/REST port (default 8000; 0 picks a free port)."},
     {"http-address", F_HTTP_ADDRESS, "ADDR", "Address the HTTP/REST API binds (default 0.0.0.0)."},
@@ -202,6 +211,48 @@ static int push_ptr(const char ***arr, size_t *n, const char *v) {
   return 0;
 }
 
+/* Appends copies of group[0..glen), key[0..klen) and value to *arr.
+ * Returns 0, or -1 on out-of-memory (nothing appended). */
+static int push_setting(nrd_srv_backend_setting **arr, size_t *n, const char *group, size_t glen, const char *key,
+                        size_t klen, const char *value) {
+  nrd_srv_backend_setting *grown = realloc(*arr, (*n + 1) * sizeof(*grown));
+  if (grown == NULL) return -1;
+  *arr = grown;
+  nrd_srv_backend_setting *s = &grown[*n];
+  s->backend = strndup(group, glen);
+  s->key = strndup(key, klen);
+  s->value = strdup(value);
+  if (s->backend == NULL || s->key == NULL || s->value == NULL) {
+    free(s->backend);
+    free(s->key);
+    free(s->value);
+    return -1;
+  }
+  (*n)++;
+  return 0;
+}
+
+/* `<cache>,<key>=<value>`: the cache name is required. */
+static int add_cache_config(nrd_srv_cli *cli, const char *arg, char *err, size_t errlen) {
+  const char *comma = strchr(arg, ',');
+  if (comma == NULL || comma == arg) {
+    nrd_srv_fmt_err(err, errlen, "No cache specified. --cache-config option format is "
+                    "<cache name>,<setting>=<value>. Got '%s'", arg);
+    return -1;
+  }
+  const char *eq = strchr(comma + 1, '=');
+  if (eq == NULL || eq == comma + 1 || eq[1] == '\0') {
+    nrd_srv_fmt_err(err, errlen, "--cache-config option format is '<cache name>,<setting>=<value>'. "
+                    "Got '%s'", arg);
+    return -1;
+  }
+  if (push_setting(&cli->cache_configs, &cli->n_cache_configs, arg, (size_t)(comma - arg), comma + 1,
+                   (size_t)(eq - comma - 1), eq + 1) == 0)
+    return 0;
+  nrd_srv_fmt_err(err, errlen, "out of memory storing --cache-config '%s'", arg);
+  return -1;
+}
+
 /* `<backend>,<key>=<value>` or `<key>=<value>`. The comma is looked for only
  * before the first '=', so values may contain commas. */
 static int add_backend_config(nrd_srv_cli *cli, const char *arg, char *err, size_t errlen) {
@@ -222,23 +273,8 @@ static int add_backend_config(nrd_srv_cli *cli, const char *arg, char *err, size
             "empty (expected <backend>,<key>=<value> or <key>=<value>)", arg);
     return -1;
   }
-  nrd_srv_backend_setting *grown =
-      realloc(cli->backend_configs, (cli->n_backend_configs + 1) * sizeof(*grown));
-  if (grown == NULL) goto oom;
-  cli->backend_configs = grown;
-  nrd_srv_backend_setting *s = &grown[cli->n_backend_configs];
-  s->backend = strndup(arg, backend_len);
-  s->key = strndup(key, key_len);
-  s->value = strdup(eq + 1);
-  if (s->backend == NULL || s->key == NULL || s->value == NULL) {
-    free(s->backend);
-    free(s->key);
-    free(s->value);
-    goto oom;
-  }
-  cli->n_backend_configs++;
-  return 0;
-oom:
+  if (push_setting(&cli->backend_configs, &cli->n_backend_configs, arg, backend_len, key, key_len, eq + 1) == 0)
+    return 0;
   nrd_srv_fmt_err(err, errlen, "out of memory storing --backend-config '%s'", arg);
   return -1;
 }
@@ -367,6 +403,20 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
       return 0;
     case F_RATE_LIMIT_RESOURCE:
       return add_rate_resource(cli, f, v, err, errlen);
+    case F_CACHE_CONFIG:
+      return add_cache_config(cli, v, err, errlen);
+    case F_RESPONSE_CACHE_BYTE_SIZE: {
+      char *end = NULL;
+      errno = 0;
+      unsigned long long size = strtoull(v, &end, 10);
+      if (*v < '0' || *v > '9' || *end != '\0' || errno == ERANGE)
+        return bad_value(f, v, "a size in bytes", err, errlen);
+      fprintf(stderr, "nereid: warning: --response-cache-byte-size is deprecated; use "
+                      "--cache-config=local,size=%llu\n", size);
+      cli->response_cache_byte_size = size;
+      cli->response_cache_byte_size_given = true;
+      return 0;
+    }
     case F_ALLOW_HTTP:
     case F_ALLOW_METRICS:
       if (parse_bool(v, &b) != 0)
@@ -471,6 +521,11 @@ static int check_combination(nrd_srv_cli *cli, bool strict_given, bool disable_a
     cli->strict_model_config = true;
   }
   if (cli->help) return 0;
+  if (cli->response_cache_byte_size_given && cli->n_cache_configs > 0) {
+    nrd_srv_fmt_err(err, errlen, "Incompatible flags --response-cache-byte-size and --cache-config both "
+                    "provided. Please provide one or the other.");
+    return -1;
+  }
   if (cli->n_repos == 0) {
     nrd_srv_fmt_err(err, errlen, "--model-repository is required (give at least one model repository)");
     return -1;
@@ -571,6 +626,12 @@ void nrd_srv_cli_free(nrd_srv_cli *cli) {
     free(cli->backend_configs[i].value);
   }
   free(cli->backend_configs);
+  for (size_t i = 0; i < cli->n_cache_configs; i++) {
+    free(cli->cache_configs[i].backend);
+    free(cli->cache_configs[i].key);
+    free(cli->cache_configs[i].value);
+  }
+  free(cli->cache_configs);
   free(cli->repos);
   free(cli->startup_models);
   memset(cli, 0, sizeof(*cli));
@@ -616,6 +677,31 @@ void nrd_srv_cli_usage(FILE *out, const char *prog) {
 static char *absolute_dir(const char *path) {
   char *real = realpath(path, NULL);
   return real ? real : strdup(path);
+}
+
+/* The --cache-config settings of each cache as one JSON object of string
+ * values, as tritonserver passes them. */
+static TRITONSERVER_Error *set_cache_configs(const nrd_srv_cli *cli, TRITONSERVER_ServerOptions *o) {
+  TRITONSERVER_Error *err = NULL;
+  for (size_t i = 0; i < cli->n_cache_configs && !err; i++) {
+    const char *name = cli->cache_configs[i].backend;
+    bool seen = false;
+    for (size_t k = 0; k < i && !seen; k++) seen = strcmp(cli->cache_configs[k].backend, name) == 0;
+    if (seen) continue;
+    json_t *j = json_object();
+    for (size_t k = i; j && k < cli->n_cache_configs; k++)
+      if (strcmp(cli->cache_configs[k].backend, name) == 0 &&
+          json_object_set_new(j, cli->cache_configs[k].key, json_string(cli->cache_configs[k].value)) != 0) {
+        json_decref(j);
+        j = NULL;
+      }
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    err = text ? TRITONSERVER_ServerOptionsSetCacheConfig(o, name, text)
+               : TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    free(text);
+  }
+  return err;
 }
 
 TRITONSERVER_Error *nrd_srv_cli_make_options(const nrd_srv_cli *cli, TRITONSERVER_ServerOptions **options) {
@@ -673,6 +759,10 @@ TRITONSERVER_Error *nrd_srv_cli_make_options(const nrd_srv_cli *cli, TRITONSERVE
     const nrd_srv_rate_resource *r = &cli->rate_resources[i];
     if ((err = TRITONSERVER_ServerOptionsAddRateLimiterResource(o, r->name, r->count, r->device))) goto fail;
   }
+  if (cli->response_cache_byte_size_given &&
+      (err = TRITONSERVER_ServerOptionsSetResponseCacheByteSize(o, cli->response_cache_byte_size)))
+    goto fail;
+  if ((err = set_cache_configs(cli, o))) goto fail;
   *options = o;
   return NULL;
 fail:

@@ -57,6 +57,10 @@ typedef struct nrd_srv_cli {
   TRITONSERVER_RateLimitMode rate_limit; /* default OFF */
   nrd_srv_rate_resource *rate_resources; /* --rate-limit-resource, in order given */
   size_t n_rate_resources;
+  nrd_srv_backend_setting *cache_configs; /* --cache-config; `backend` holds the cache name */
+  size_t n_cache_configs;
+  unsigned long long response_cache_byte_size; /* deprecated --response-cache-byte-size */
+  bool response_cache_byte_size_given;
   /* HTTP/REST front end and metrics endpoint (http_server.h). */
   bool allow_http;                   /* default true */
   int http_port;                     /* default 8000 */

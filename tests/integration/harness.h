@@ -354,8 +354,9 @@ H_API bool h_find_output(TRITONSERVER_InferenceResponse *r, const char *name, h_
   return false;
 }
 
-/* A count from `model`'s statistics: "inference_count", or the count of
- * one of its inference_stats ("success", "fail", ...). */
+/* A count from `model`'s statistics: "inference_count" or
+ * "execution_count", or the count of one of its inference_stats
+ * ("success", "fail", "cache_hit", ...). */
 H_API json_int_t h_stat_count(TRITONSERVER_Server *s, const char *model, const char *what) {
   TRITONSERVER_Message *msg = NULL;
   H_OK(TRITONSERVER_ServerModelStatistics(s, model, -1, &msg));
@@ -363,13 +364,25 @@ H_API json_int_t h_stat_count(TRITONSERVER_Server *s, const char *model, const c
   json_t *j = json_loads(text, 0, NULL);
   cr_assert_not_null(j, "%s", text);
   json_t *ms = json_array_get(json_object_get(j, "model_stats"), 0);
-  json_int_t v = !strcmp(what, "inference_count")
-                     ? json_integer_value(json_object_get(ms, "inference_count"))
+  json_int_t v = !strcmp(what, "inference_count") || !strcmp(what, "execution_count")
+                     ? json_integer_value(json_object_get(ms, what))
                      : json_integer_value(json_object_get(json_object_get(json_object_get(ms, "inference_stats"), what),
                                                           "count"));
   json_decref(j);
   free(text);
   return v;
+}
+
+/* The server's Prometheus text (malloc'd). */
+H_API char *h_metrics_text(TRITONSERVER_Server *s) {
+  TRITONSERVER_Metrics *m = NULL;
+  H_OK(TRITONSERVER_ServerMetrics(s, &m));
+  const char *base = NULL;
+  size_t len = 0;
+  H_OK(TRITONSERVER_MetricsFormatted(m, TRITONSERVER_METRIC_PROMETHEUS, &base, &len));
+  char *text = strndup(base, len);
+  H_OK(TRITONSERVER_MetricsDelete(m));
+  return text;
 }
 
 /* Error of response i as "CODE: message" (malloc'd), or NULL on success. */

@@ -214,6 +214,9 @@ def test_unknown_flag_exits_2_with_usage():
         ("--rate-limit-resource", "gpu"),
         ("--rate-limit-resource", "R:-1"),
         ("--rate-limit-resource", "R:2:x"),
+        ("--cache-config", "size=100"),
+        ("--cache-config", "local,size"),
+        ("--response-cache-byte-size", "1k"),
     ],
 )
 def test_bad_value_exits_2_naming_flag(flag, value):
@@ -297,6 +300,49 @@ def test_model_config_name_and_thread_flags(server_factory, tmp_path):
     assert config("identity_bytes")["max_batch_size"] == 8
     assert s.stop() == 0, s.text()
     assert "--strict-model-config is deprecated" in s.text()
+
+
+def test_bad_cache_settings_stop_the_server():
+    code, _, err = run([*common(), "--cache-config=local,size=10", "--response-cache-byte-size=10"])
+    assert code == 2 and "Incompatible flags --response-cache-byte-size and --cache-config" in err, err
+    code, _, err = run([*common(), "--cache-config=local,size=abc"])
+    assert code == 1 and "Failed to initialize LocalCache: 'size' must be a number of bytes" in err, err
+    code, _, err = run([*common(), "--cache-config=redis,host=localhost"])
+    assert code == 1 and "cache 'redis' is not available" in err, err
+
+
+def test_response_cache_answers_repeats(server_factory, tmp_path):
+    """--cache-config=local,size=N with a model that enables the cache: the
+    repeat of a request is answered from the cache (statistics and metrics
+    say so); the deprecated --response-cache-byte-size warns."""
+    repo = tmp_path / "repo"
+    shutil.copytree(os.path.join(EXAMPLES, "identity_fp32"), repo / "identity_fp32")
+    cfg = repo / "identity_fp32" / "config.pbtxt"
+    cfg.write_text(cfg.read_text() + "response_cache { enable: true }\n")
+    for flags in (["--cache-config", "local,size=1048576"], ["--response-cache-byte-size=1048576"]):
+        s = server_factory(f"--model-repository={repo}", f"--backend-directory={BACKENDS}",
+                           "--allow-grpc=false", "--http-port=0", "--http-address=127.0.0.1",
+                           "--metrics-port=0", *flags)
+        lines = s.wait_ready()
+        ports = [int(m.group(1)) for m in (re.match(r"nereid: .* listening on .*:(\d+)$", l) for l in lines) if m]
+        http, metrics = ports[0], ports[1]
+        body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 3], "datatype": "FP32",
+                                       "data": [1.5, 2.5, 3.5]}]}).encode()
+        for _ in range(3):
+            req = urllib.request.Request(f"http://127.0.0.1:{http}/v2/models/identity_fp32/infer", data=body)
+            with urllib.request.urlopen(req, timeout=30) as r:
+                assert json.loads(r.read())["outputs"][0]["data"] == [1.5, 2.5, 3.5]
+        with urllib.request.urlopen(f"http://127.0.0.1:{http}/v2/models/identity_fp32/stats", timeout=30) as r:
+            st = json.loads(r.read())["model_stats"][0]
+        assert st["execution_count"] == 1, st
+        assert st["inference_stats"]["cache_hit"]["count"] == 2, st
+        assert st["inference_stats"]["cache_miss"]["count"] == 1, st
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=30) as r:
+            text = r.read().decode()
+        assert 'nv_cache_num_hits_per_model{model="identity_fp32",version="1"} 2' in text, text
+        assert "nv_cache_num_entries 1" in text, text
+        assert s.stop() == 0, s.text()
+    assert "--response-cache-byte-size is deprecated" in s.text()
 
 
 def test_poll_mode_picks_up_new_model(server_factory):

@@ -92,17 +92,6 @@ static void infer_ident(TRITONSERVER_Server *s, int n) {
   H_OK(TRITONSERVER_InferenceRequestDelete(r));
 }
 
-static char *metrics_text(TRITONSERVER_Server *s) {
-  TRITONSERVER_Metrics *m = NULL;
-  H_OK(TRITONSERVER_ServerMetrics(s, &m));
-  const char *base = NULL;
-  size_t len = 0;
-  H_OK(TRITONSERVER_MetricsFormatted(m, TRITONSERVER_METRIC_PROMETHEUS, &base, &len));
-  char *t = strndup(base, len);
-  H_OK(TRITONSERVER_MetricsDelete(m));
-  return t;
-}
-
 static json_t *find_named(json_t *arr, const char *key, const char *val) {
   size_t i;
   json_t *e;
@@ -372,7 +361,7 @@ Test(server_api, failed_request_statistics) {
   cr_assert_eq(jint(inf, "fail", "count"), 1);
   cr_assert_eq(jint(inf, "success", "count"), 0);
   json_decref(j);
-  char *t = metrics_text(f.s);
+  char *t = h_metrics_text(f.s);
   cr_assert(strstr(t, "nv_inference_request_failure{model=\"opt\",reason=\"BACKEND\",version=\"1\"} 1\n"), "%s", t);
   cr_assert(strstr(t, "nv_inference_request_success{model=\"opt\",version=\"1\"} 0\n"), "%s", t);
   free(t);
@@ -383,7 +372,7 @@ Test(server_api, prometheus_metrics) {
   fixture f = setup(TRITONSERVER_MODEL_CONTROL_NONE);
   enum { N = 3 };
   infer_ident(f.s, N);
-  char *t = metrics_text(f.s);
+  char *t = h_metrics_text(f.s);
   cr_assert(strstr(t, "nv_inference_request_success{model=\"ident\",version=\"1\"} 3\n"), "%s", t);
   cr_assert(strstr(t, "nv_inference_count{model=\"ident\",version=\"1\"} 3\n"), "%s", t);
   cr_assert(strstr(t, "nv_inference_exec_count{model=\"ident\",version=\"1\"} 3\n"), "%s", t);
@@ -426,7 +415,7 @@ Test(server_api, custom_metrics_in_output) {
   H_OK(TRITONSERVER_MetricNew(&g, gfam, NULL, 0));
   H_OK(TRITONSERVER_MetricSet(g, 2.5));
 
-  char *t = metrics_text(f.s);
+  char *t = h_metrics_text(f.s);
   cr_assert(strstr(t, "# TYPE nrd_test_things_total counter\n"), "%s", t);
   cr_assert(strstr(t, "nrd_test_things_total{kind=\"widget\"} 7\n"), "%s", t);
   cr_assert(strstr(t, "# TYPE nrd_test_level gauge\n"), "%s", t);
@@ -443,7 +432,7 @@ Test(server_api, custom_metrics_in_output) {
   H_OK(TRITONSERVER_MetricFamilyDelete(fam));
   H_OK(TRITONSERVER_MetricDelete(g));
   H_OK(TRITONSERVER_MetricFamilyDelete(gfam));
-  t = metrics_text(f.s);
+  t = h_metrics_text(f.s);
   cr_assert_null(strstr(t, "nrd_test_things_total"), "deleted family still rendered");
   free(t);
   fixture_down(&f);

@@ -1,0 +1,465 @@
+/* The local response cache (response_cache.h).
+ *
+ * Entries live in a chained hash table keyed by 128 bits of hash and on one
+ * LRU list, both guarded by the cache's lock. An entry is one allocation:
+ * the header, its output records, then names, shapes and data. Readers take
+ * a reference under the lock and copy outside it, so a client's allocator
+ * is never called with the lock held; an evicted entry is freed by its last
+ * reader. The bytes an entry counts against the size are its allocation. */
+#include "response_cache.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "error.h"
+#include "log.h"
+#include "model.h"
+#include "request.h"
+#include "response.h"
+
+typedef struct cached_output {
+  const char *name;
+  TRITONSERVER_DataType dtype;
+  uint32_t dims;
+  const int64_t *shape;
+  const void *data;
+  uint64_t size;
+} cached_output;
+
+struct nrd_cache_entry {
+  nrd_cache_key key;
+  atomic_int refs; /* the cache's own while linked, plus readers' */
+  nrd_cache_entry *chain;
+  nrd_cache_entry *newer, *older;
+  size_t bytes;
+  uint32_t n;
+  cached_output out[];
+};
+
+struct nrd_response_cache {
+  pthread_mutex_t lock;
+  nrd_cache_entry **buckets;
+  size_t n_buckets; /* a power of two */
+  size_t n_entries;
+  size_t capacity, used; /* bytes */
+  nrd_cache_entry *newest, *oldest;
+  uint64_t lookups, hits, misses, evictions;
+};
+
+/* ------------------------------------------------------------ the config */
+
+#define INIT_ERROR(...) nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "Failed to initialize LocalCache: " __VA_ARGS__)
+
+/* "size" of a local cache config, as Triton's local cache reads it. */
+static TRITONSERVER_Error *parse_size(const char *config, size_t *size) {
+  json_error_t jerr;
+  json_t *j = json_loads(config, JSON_REJECT_DUPLICATES, &jerr);
+  if (!j || !json_is_object(j)) {
+    json_decref(j);
+    return INIT_ERROR("the config is not a JSON object (%s)", j ? "not an object" : jerr.text);
+  }
+  const json_t *s = json_object_get(j, "size");
+  TRITONSERVER_Error *err = NULL;
+  unsigned long long v = 0;
+  if (!s) {
+    err = INIT_ERROR("config didn't contain a valid 'size' field.");
+  } else if (json_is_string(s)) {
+    const char *t = json_string_value(s);
+    char *end = NULL;
+    v = strtoull(t, &end, 10);
+    if (t[0] < '0' || t[0] > '9' || *end != '\0')
+      err = INIT_ERROR("'size' must be a number of bytes, got '%s'", t);
+  } else if (json_is_integer(s) && json_integer_value(s) >= 0) {
+    v = (unsigned long long)json_integer_value(s);
+  } else {
+    err = INIT_ERROR("'size' config must be a string or uint type");
+  }
+  json_decref(j);
+  if (!err && v == 0)
+    err = INIT_ERROR("'size' must be at least 1 byte");
+  if (!err && v > SIZE_MAX / 2)
+    err = INIT_ERROR("'size' is too large for this machine");
+  *size = (size_t)v;
+  return err;
+}
+
+TRITONSERVER_Error *nrd_response_cache_new(const nrd_option_triples *configs, nrd_response_cache **out) {
+  *out = NULL;
+  if (!configs || configs->count == 0) return NULL;
+  const char *name = configs->items[0].group;
+  for (size_t i = 1; i < configs->count; i++)
+    if (strcmp(configs->items[i].group, name) != 0)
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                           "found multiple cache configurations, but only a single cache is currently supported");
+  if (strcmp(name, "local") != 0)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "cache '%s' is not available: Nereid has only the built-in 'local' cache", name);
+  const char *config = nrd_option_triples_find(configs, name, "config");
+  size_t size = 0;
+  NRD_RETURN_IF_ERROR(parse_size(config ? config : "{}", &size));
+  nrd_response_cache *c = calloc(1, sizeof(*c));
+  if (c) c->buckets = calloc(64, sizeof(*c->buckets));
+  if (!c || !c->buckets) {
+    free(c);
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating the response cache");
+  }
+  pthread_mutex_init(&c->lock, NULL);
+  c->n_buckets = 64;
+  c->capacity = size;
+  *out = c;
+  NRD_LOG_INFO("response cache: local, %zu bytes", size);
+  return NULL;
+}
+
+static void entry_unref(nrd_cache_entry *e) {
+  if (atomic_fetch_sub_explicit(&e->refs, 1, memory_order_acq_rel) == 1) free(e);
+}
+
+void nrd_cache_entry_release(nrd_cache_entry *e) {
+  if (e) entry_unref(e);
+}
+
+void nrd_response_cache_free(nrd_response_cache *c) {
+  if (!c) return;
+  for (nrd_cache_entry *e = c->newest, *next; e; e = next) {
+    next = e->older;
+    entry_unref(e);
+  }
+  free(c->buckets);
+  pthread_mutex_destroy(&c->lock);
+  free(c);
+}
+
+/* ------------------------------------------------------------ the key */
+
+/* A streaming 2 x 64-bit hash: bytes are gathered into words, so how the
+ * data is split into buffers does not change the key. Not cryptographic;
+ * 128 bits make an accidental collision negligible. */
+typedef struct hasher {
+  uint64_t a, b, word, len;
+  unsigned fill;
+} hasher;
+
+static inline uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+static inline uint64_t fmix64(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return x;
+}
+
+static inline void mix_word(hasher *h, uint64_t w) {
+  h->a = rotl64(h->a ^ (w * 0x87c37b91114253d5ull), 31) * 0x4cf5ad432745937full + 0x52dce729u;
+  h->b = rotl64(h->b + (w ^ 0x9e3779b97f4a7c15ull) * 0xc2b2ae3d27d4eb4full, 27) * 0x165667b19e3779f9ull + 0x38495ab5u;
+}
+
+static void hash_bytes(hasher *h, const void *p, size_t n) {
+  const unsigned char *s = p;
+  h->len += n;
+  while (n && h->fill) {
+    h->word |= (uint64_t)*s++ << (8 * h->fill);
+    n--;
+    if (++h->fill == 8) {
+      mix_word(h, h->word);
+      h->word = 0;
+      h->fill = 0;
+    }
+  }
+  for (; n >= 8; n -= 8, s += 8) {
+    uint64_t w;
+    memcpy(&w, s, 8);
+    mix_word(h, w);
+  }
+  for (; n; n--) h->word |= (uint64_t)*s++ << (8 * h->fill++);
+}
+
+static void hash_u64(hasher *h, uint64_t v) { hash_bytes(h, &v, sizeof(v)); }
+
+static void hash_str(hasher *h, const char *s) {
+  size_t n = strlen(s);
+  hash_u64(h, n);
+  hash_bytes(h, s, n);
+}
+
+static nrd_cache_key hash_final(hasher *h) {
+  if (h->fill) mix_word(h, h->word);
+  mix_word(h, h->len);
+  uint64_t a = fmix64(h->a + h->b), b = fmix64(h->b ^ rotl64(h->a, 17));
+  return (nrd_cache_key){a, b};
+}
+
+/* Sorts `idx` (n small) by the strings it indexes. */
+static void sort_by_name(uint32_t *idx, uint32_t n, const char *(*name)(const void *, uint32_t), const void *ctx) {
+  for (uint32_t i = 1; i < n; i++) {
+    uint32_t v = idx[i], j = i;
+    for (; j > 0 && strcmp(name(ctx, idx[j - 1]), name(ctx, v)) > 0; j--) idx[j] = idx[j - 1];
+    idx[j] = v;
+  }
+}
+
+static const char *input_name(const void *req, uint32_t i) {
+  return ((const TRITONSERVER_InferenceRequest *)req)->inputs[i].name;
+}
+
+static const char *output_name(const void *req, uint32_t i) {
+  return ((const TRITONSERVER_InferenceRequest *)req)->outputs[i];
+}
+
+static bool host_memory(TRITONSERVER_MemoryType t) {
+  return t == TRITONSERVER_MEMORY_CPU || t == TRITONSERVER_MEMORY_CPU_PINNED;
+}
+
+TRITONSERVER_Error *nrd_cache_key_of(const TRITONSERVER_InferenceRequest *req, nrd_cache_key *key) {
+  uint32_t n = req->n_inputs > req->n_outputs ? req->n_inputs : req->n_outputs;
+  uint32_t stack[16], *idx = n <= 16 ? stack : malloc(n * sizeof(*idx));
+  if (!idx) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  hasher h = {0x6e65726569642d31ull, 0x726573706f6e7365ull, 0, 0, 0};
+  hash_str(&h, req->model->name);
+  hash_u64(&h, (uint64_t)req->model->version);
+  hash_u64(&h, req->n_inputs);
+  for (uint32_t i = 0; i < req->n_inputs; i++) idx[i] = i;
+  sort_by_name(idx, req->n_inputs, input_name, req);
+  TRITONSERVER_Error *err = NULL;
+  for (uint32_t k = 0; k < req->n_inputs && !err; k++) {
+    const nrd_input *in = &req->inputs[idx[k]];
+    hash_str(&h, in->name);
+    hash_u64(&h, (uint64_t)in->dtype);
+    hash_u64(&h, in->dims_count);
+    for (uint32_t d = 0; d < in->dims_count; d++) hash_u64(&h, (uint64_t)in->shape[d]);
+    hash_u64(&h, in->byte_size);
+    for (uint32_t b = 0; b < in->nbufs; b++) {
+      if (!host_memory(in->bufs[b].mtype)) {
+        err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL,
+                            "input '%s' is not in CPU memory; the response cache hashes CPU memory only", in->name);
+        break;
+      }
+      hash_bytes(&h, in->bufs[b].base, in->bufs[b].size);
+    }
+  }
+  hash_u64(&h, req->n_outputs);
+  for (uint32_t i = 0; i < req->n_outputs; i++) idx[i] = i;
+  sort_by_name(idx, req->n_outputs, output_name, req);
+  for (uint32_t k = 0; k < req->n_outputs; k++) hash_str(&h, req->outputs[idx[k]]);
+  if (idx != stack) free(idx);
+  if (!err) *key = hash_final(&h);
+  return err;
+}
+
+/* ------------------------------------------------------------ the table */
+
+static nrd_cache_entry **bucket(nrd_response_cache *c, const nrd_cache_key *key) {
+  return &c->buckets[key->a & (c->n_buckets - 1)];
+}
+
+static void lru_unlink(nrd_response_cache *c, nrd_cache_entry *e) {
+  if (e->newer) e->newer->older = e->older;
+  else c->newest = e->older;
+  if (e->older) e->older->newer = e->newer;
+  else c->oldest = e->newer;
+  e->newer = e->older = NULL;
+}
+
+static void lru_push(nrd_response_cache *c, nrd_cache_entry *e) {
+  e->older = c->newest;
+  e->newer = NULL;
+  if (c->newest) c->newest->newer = e;
+  c->newest = e;
+  if (!c->oldest) c->oldest = e;
+}
+
+/* Unlinks `e` from both structures; the caller drops the cache's reference
+ * once the lock is released. */
+static void table_remove(nrd_response_cache *c, nrd_cache_entry *e) {
+  nrd_cache_entry **p = bucket(c, &e->key);
+  while (*p != e) p = &(*p)->chain;
+  *p = e->chain;
+  lru_unlink(c, e);
+  c->n_entries--;
+  c->used -= e->bytes;
+}
+
+/* Doubles the table when it holds more entries than buckets; on
+ * out-of-memory the chains just grow longer. */
+static void table_grow(nrd_response_cache *c) {
+  size_t n = c->n_buckets * 2;
+  nrd_cache_entry **b = calloc(n, sizeof(*b));
+  if (!b) return;
+  for (size_t i = 0; i < c->n_buckets; i++)
+    for (nrd_cache_entry *e = c->buckets[i], *next; e; e = next) {
+      next = e->chain;
+      nrd_cache_entry **slot = &b[e->key.a & (n - 1)];
+      e->chain = *slot;
+      *slot = e;
+    }
+  free(c->buckets);
+  c->buckets = b;
+  c->n_buckets = n;
+}
+
+static nrd_cache_entry *table_find(nrd_response_cache *c, const nrd_cache_key *key) {
+  for (nrd_cache_entry *e = *bucket(c, key); e; e = e->chain)
+    if (e->key.a == key->a && e->key.b == key->b) return e;
+  return NULL;
+}
+
+nrd_cache_entry *nrd_cache_lookup(nrd_response_cache *c, const nrd_cache_key *key) {
+  pthread_mutex_lock(&c->lock);
+  c->lookups++;
+  nrd_cache_entry *e = table_find(c, key);
+  if (e) {
+    c->hits++;
+    lru_unlink(c, e);
+    lru_push(c, e);
+    atomic_fetch_add_explicit(&e->refs, 1, memory_order_relaxed);
+  } else {
+    c->misses++;
+  }
+  pthread_mutex_unlock(&c->lock);
+  return e;
+}
+
+static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
+
+/* A copy of the outputs of `r` as one entry, or an error. */
+static TRITONSERVER_Error *entry_from(const TRITONSERVER_InferenceResponse *r, size_t capacity,
+                                      nrd_cache_entry **out) {
+  size_t bytes = align8(sizeof(nrd_cache_entry) + r->n_outputs * sizeof(cached_output));
+  for (uint32_t i = 0; i < r->n_outputs; i++) {
+    const nrd_output *o = r->outputs[i];
+    if (o->byte_size && !host_memory(o->mtype))
+      return nrd_error_new(TRITONSERVER_ERROR_INTERNAL,
+                           "output '%s' is not in CPU memory; the response cache keeps CPU memory only", o->name);
+    bytes += align8(strlen(o->name) + 1) + o->dims_count * sizeof(int64_t) + align8(o->byte_size);
+  }
+  if (bytes > capacity)
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "Requested byte_size: %zu is greater than total cache size: %zu",
+                         bytes, capacity);
+  nrd_cache_entry *e = malloc(bytes);
+  if (!e) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  memset(e, 0, sizeof(*e));
+  e->bytes = bytes;
+  e->n = r->n_outputs;
+  char *p = (char *)e + align8(sizeof(nrd_cache_entry) + r->n_outputs * sizeof(cached_output));
+  for (uint32_t i = 0; i < r->n_outputs; i++) {
+    const nrd_output *o = r->outputs[i];
+    cached_output *c = &e->out[i];
+    c->dtype = o->dtype;
+    c->dims = o->dims_count;
+    c->size = o->byte_size;
+    size_t nl = strlen(o->name) + 1;
+    c->name = memcpy(p, o->name, nl);
+    p += align8(nl);
+    c->shape = (const int64_t *)p;
+    if (o->dims_count) memcpy(p, o->shape, o->dims_count * sizeof(int64_t));
+    p += o->dims_count * sizeof(int64_t);
+    c->data = p;
+    if (o->byte_size) memcpy(p, o->buffer, o->byte_size);
+    p += align8(o->byte_size);
+  }
+  *out = e;
+  return NULL;
+}
+
+TRITONSERVER_Error *nrd_cache_insert(nrd_response_cache *c, const nrd_cache_key *key,
+                                     const TRITONSERVER_InferenceResponse *resp) {
+  nrd_cache_entry *e = NULL;
+  NRD_RETURN_IF_ERROR(entry_from(resp, c->capacity, &e));
+  e->key = *key;
+  atomic_init(&e->refs, 1);
+  nrd_cache_entry *evicted = NULL; /* chained through `chain` once unlinked */
+  pthread_mutex_lock(&c->lock);
+  if (table_find(c, key)) {
+    pthread_mutex_unlock(&c->lock);
+    free(e);
+    return NULL;
+  }
+  while (c->used + e->bytes > c->capacity && c->oldest) {
+    nrd_cache_entry *old = c->oldest;
+    table_remove(c, old);
+    old->chain = evicted;
+    evicted = old;
+    c->evictions++;
+  }
+  nrd_cache_entry **slot = bucket(c, key);
+  e->chain = *slot;
+  *slot = e;
+  lru_push(c, e);
+  c->n_entries++;
+  c->used += e->bytes;
+  if (c->n_entries > c->n_buckets) table_grow(c);
+  pthread_mutex_unlock(&c->lock);
+  while (evicted) {
+    nrd_cache_entry *next = evicted->chain;
+    entry_unref(evicted);
+    evicted = next;
+  }
+  return NULL;
+}
+
+/* ------------------------------------------------------------ answering */
+
+static TRITONSERVER_Error *fill_response(TRITONBACKEND_Response *resp, const nrd_cache_entry *e) {
+  for (uint32_t i = 0; i < e->n; i++) {
+    const cached_output *c = &e->out[i];
+    TRITONBACKEND_Output *out = NULL;
+    NRD_RETURN_IF_ERROR(TRITONBACKEND_ResponseOutput(resp, &out, c->name, c->dtype, c->shape, c->dims));
+    void *buf = NULL;
+    TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
+    int64_t id = 0;
+    NRD_RETURN_IF_ERROR(TRITONBACKEND_OutputBuffer(out, &buf, c->size, &mt, &id));
+    if (c->size && !host_memory(mt))
+      return nrd_error_new(TRITONSERVER_ERROR_INTERNAL,
+                           "the response allocator gave %s memory for output '%s'; cached responses are copied "
+                           "to CPU memory only", TRITONSERVER_MemoryTypeString(mt), c->name);
+    if (c->size) memcpy(buf, c->data, c->size);
+  }
+  return NULL;
+}
+
+void nrd_cache_answer(TRITONSERVER_InferenceRequest *req, const nrd_cache_entry *e, uint64_t lookup_start_ns) {
+  TRITONBACKEND_Response *resp = NULL;
+  TRITONSERVER_Error *err = TRITONBACKEND_ResponseNew(&resp, (TRITONBACKEND_Request *)req);
+  if (!err) err = fill_response(resp, e);
+  if (err) {
+    if (resp) TRITONBACKEND_ResponseDelete(resp);
+    nrd_request_fail(req, err);
+    return;
+  }
+  nrd_stats_cache_hit(&req->model->stats, req->queue_start_ns, lookup_start_ns, nrd_now_ns());
+  TRITONSERVER_Error *sent = TRITONBACKEND_ResponseSend(resp, TRITONSERVER_RESPONSE_COMPLETE_FINAL, NULL);
+  if (sent) TRITONSERVER_ErrorDelete(sent);
+  nrd_request_release(req, TRITONSERVER_REQUEST_RELEASE_ALL);
+}
+
+/* ------------------------------------------------------------ metrics */
+
+int nrd_response_cache_prometheus(nrd_response_cache *c, nrd_text *out) {
+  pthread_mutex_lock(&c->lock);
+  uint64_t entries = c->n_entries, lookups = c->lookups, hits = c->hits, misses = c->misses,
+           evictions = c->evictions;
+  double util = c->capacity ? (double)c->used / (double)c->capacity : 0.0;
+  pthread_mutex_unlock(&c->lock);
+  static const char *const fam[][2] = {
+      {"nv_cache_num_entries", "Responses held in the response cache"},
+      {"nv_cache_num_lookups", "Response cache lookups"},
+      {"nv_cache_num_hits", "Response cache lookups that found a response"},
+      {"nv_cache_num_misses", "Response cache lookups that found none"},
+      {"nv_cache_num_evictions", "Responses evicted from the response cache to make room"},
+  };
+  const uint64_t v[] = {entries, lookups, hits, misses, evictions};
+  int rc = 0;
+  for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+    rc |= nrd_text_appendf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %" PRIu64 "\n", fam[i][0], fam[i][1], fam[i][0],
+                           fam[i][0], v[i]);
+  rc |= nrd_text_appendf(out, "# HELP nv_cache_util Share of the response cache's bytes in use (0 to 1)\n"
+                              "# TYPE nv_cache_util gauge\nnv_cache_util %.6f\n", util);
+  return rc;
+}
