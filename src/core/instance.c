@@ -151,6 +151,7 @@ void nrd_instance_finalize_and_free(TRITONBACKEND_ModelInstance *inst) {
   free(inst->profiles);
   free(inst->name);
   free(inst->group_name);
+  free(inst->host_policy_name);
   free(inst);
 }
 
@@ -175,12 +176,16 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceDeviceId(TRITONBACKEND_ModelInsta
   return NULL;
 }
 
-/* The message is owned by the instance and lives as long as it. */
+/* The message is owned by the instance and lives as long as it: its policy
+ * name with the settings --host-policy gave that name (string values). */
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceHostPolicy(TRITONBACKEND_ModelInstance *instance,
                                                           TRITONSERVER_Message **host_policy) {
   ARG_CHECK(instance && host_policy, "instance and host policy must not be NULL");
   if (!instance->host_policy) {
-    instance->host_policy = nrd_message_from_json(json_pack("{s:{}}", "cpu"));
+    const char *name = instance->host_policy_name ? instance->host_policy_name : "cpu";
+    json_t *settings = json_object_get(instance->model->server->host_policies, name);
+    instance->host_policy =
+        nrd_message_from_json(settings ? json_pack("{s:O}", name, settings) : json_pack("{s:{}}", name));
     if (!instance->host_policy) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   }
   *host_policy = instance->host_policy;

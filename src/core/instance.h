@@ -18,6 +18,7 @@ struct TRITONBACKEND_ModelInstance {
   uint32_t n_profiles;
   void *state;                 /* the backend's */
   bool initialized;            /* InstanceInitialize succeeded */
+  char *host_policy_name;             /* its group's host_policy, else "cpu" or "model" */
   TRITONSERVER_Message *host_policy; /* made on first HostPolicy call */
   struct nrd_rl_client *rl;          /* its rate limiter handle; NULL when not limited */
   pthread_t thread;

@@ -305,6 +305,12 @@ static TRITONSERVER_Error *create_instances(TRITONBACKEND_Model *m) {
       else snprintf(iname, sizeof iname, "%s", gname);
       TRITONBACKEND_ModelInstance *inst = nrd_instance_new(m, iname, gname, k, 0, passive);
       if (!inst) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+      const char *policy = jstr(grp, "host_policy");
+      inst->host_policy_name = strdup(policy[0] ? policy : k == TRITONSERVER_INSTANCEGROUPKIND_MODEL ? "model" : "cpu");
+      if (!inst->host_policy_name) {
+        nrd_instance_finalize_and_free(inst);
+        return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+      }
       const json_t *profiles = json_object_get(grp, "profile");
       size_t np = json_array_size(profiles);
       if (np) {

@@ -1099,7 +1099,7 @@ TRITONSERVER_Error *nrd_repo_stats(nrd_repository *r, const char *name, int64_t 
   return NULL;
 }
 
-int nrd_repo_prometheus(nrd_repository *r, nrd_text *out) {
+int nrd_repo_prometheus(nrd_repository *r, bool latencies, nrd_text *out) {
   int rc = 0;
   pthread_rwlock_rdlock(&r->table_lock);
   bool any_cache = false;
@@ -1109,6 +1109,7 @@ int nrd_repo_prometheus(nrd_repository *r, nrd_text *out) {
   for (unsigned f = 0; f < nrd_stats_family_count && !rc; f++) {
     bool cache_family = !strncmp(nrd_stats_families[f][0], "nv_cache_", 9);
     if (cache_family && !any_cache) continue;
+    if (!latencies && strstr(nrd_stats_families[f][0], "_duration_")) continue;
     rc |= nrd_text_appendf(out, "# HELP %s %s\n# TYPE %s %s\n", nrd_stats_families[f][0], nrd_stats_families[f][1],
                            nrd_stats_families[f][0], nrd_stats_families[f][2]);
     for (size_t i = 0; i < r->n_models && !rc; i++) {

@@ -142,7 +142,8 @@ bool nrd_repo_all_ready(nrd_repository *r);
  * model (name NULL or ""). New reference or an error. */
 TRITONSERVER_Error *nrd_repo_stats(nrd_repository *r, const char *name, int64_t version, json_t **out);
 
-/* Appends the nv_inference_* families of every loaded model. 0 or -1. */
-int nrd_repo_prometheus(nrd_repository *r, nrd_text *out);
+/* Appends the nv_inference_* families of every loaded model, without the
+ * *_duration_* ones when `latencies` is false. 0 or -1. */
+int nrd_repo_prometheus(nrd_repository *r, bool latencies, nrd_text *out);
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <jansson.h>
 
@@ -177,6 +178,22 @@ static TRITONSERVER_Error *load_startup_models(TRITONSERVER_Server *s, const TRI
   return NULL;
 }
 
+/* --host-policy settings as {policy: {setting: value}}. */
+static TRITONSERVER_Error *host_policies(const TRITONSERVER_ServerOptions *options, json_t **out) {
+  json_t *all = json_object();
+  for (size_t i = 0; all && i < options->host_policies.count; i++) {
+    const nrd_option_triple *t = &options->host_policies.items[i];
+    json_t *p = json_object_get(all, t->group);
+    if (!p && json_object_set_new(all, t->group, p = json_object()) != 0) p = NULL;
+    if (!p || json_object_set_new(p, t->key, json_string(t->value)) != 0) {
+      json_decref(all);
+      all = NULL;
+    }
+  }
+  *out = all;
+  return all ? NULL : nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating server");
+}
+
 /* As Triton does, a server whose startup models failed to load is still
  * returned in *server together with the error (with exit-on-error, the
  * default), so an embedding application may choose to keep serving the
@@ -200,7 +217,11 @@ TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONS
       nrd_rate_limiter_new(options->rate_limit_mode, options->rate_limit_resources, options->n_rate_limit_resources,
                            &s->limiter);
   if (!lerr) lerr = nrd_response_cache_new(&options->cache_configs, &s->cache);
+  if (!lerr) lerr = host_policies(options, &s->host_policies);
+  const char *counters = nrd_option_triples_find(&options->metrics_configs, "", "counter_latencies");
+  s->counter_latencies = !counters || strcasecmp(counters, "false") != 0;
   if (!s->id || !s->repo || lerr) {
+    json_decref(s->host_policies);
     nrd_repo_free(s->repo);
     nrd_rate_limiter_free(s->limiter);
     nrd_response_cache_free(s->cache);
@@ -272,6 +293,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerDelete(TRITONSERVER_Server *server) {
   nrd_repo_free(server->repo);
   nrd_rate_limiter_free(server->limiter); /* after the models: their instances unregister */
   nrd_response_cache_free(server->cache);  /* after the models: no request can reach it */
+  json_decref(server->host_policies);
   free(server->id);
   for (size_t i = 0; i < server->n_deps; i++) free(server->deps[i]);
   free(server->deps);
@@ -608,7 +630,7 @@ struct TRITONSERVER_Metrics {
 TRITONSERVER_Error *TRITONSERVER_ServerMetrics(TRITONSERVER_Server *server, TRITONSERVER_Metrics **metrics) {
   ARG_CHECK(server && metrics, "server and result must not be NULL");
   nrd_text t = {0};
-  if (nrd_repo_prometheus(server->repo, &t)) {
+  if (nrd_repo_prometheus(server->repo, server->counter_latencies, &t)) {
     free(t.p);
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory rendering metrics");
   }

@@ -7,6 +7,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include <jansson.h>
+
 #include "triton/core/tritonserver.h"
 #include "repository.h"
 
@@ -19,6 +21,8 @@ struct TRITONSERVER_Server {
   atomic_bool stopped;
   struct nrd_rate_limiter *limiter; /* NULL: --rate-limit=off */
   struct nrd_response_cache *cache; /* NULL: no --cache-config */
+  json_t *host_policies;            /* {policy: {setting: value}} from --host-policy */
+  bool counter_latencies;           /* --metrics-config counter_latencies (default true) */
   /* Models loaded only because an ensemble needed them (not by name):
    * unload_dependents takes them away with the ensemble. */
   pthread_mutex_t deps_lock;

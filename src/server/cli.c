@@ -63,6 +63,39 @@ typedef enum flag_id {
   F_GRPC_HTTP2_MAX_PING_STRIKES,
   F_GRPC_INFER_RESPONSE_COMPRESSION_LEVEL,
   F_GRPC_HANDSHAKE_TIMEOUT,
+  /* More of tritonserver's flags: taken so that its command lines work. */
+  F_REUSE_HTTP_PORT,
+  F_REUSE_GRPC_PORT,
+  F_METRICS_CONFIG,
+  F_METRICS_INTERVAL_MS,
+  F_ALLOW_GPU_METRICS,
+  F_ALLOW_CPU_METRICS,
+  F_HOST_POLICY,
+  F_PINNED_MEMORY_POOL_BYTE_SIZE,
+  F_CUDA_MEMORY_POOL_BYTE_SIZE,
+  F_CUDA_VIRTUAL_ADDRESS_SIZE,
+  F_MODEL_LOAD_GPU_LIMIT,
+  F_MIN_SUPPORTED_COMPUTE_CAPABILITY,
+  F_ENABLE_PEER_ACCESS,
+  F_BUFFER_MANAGER_THREAD_COUNT,
+  F_MODEL_LOAD_THREAD_COUNT,
+  F_MODEL_LOAD_RETRY_COUNT,
+  F_REPOAGENT_DIRECTORY,
+  F_CACHE_DIRECTORY,
+  F_GRPC_INFER_ALLOCATION_POOL_SIZE,
+  F_GRPC_MAX_RESPONSE_POOL_SIZE,
+  /* Features nereid does not have: only their off values are taken. */
+  F_TRACE_CONFIG,
+  F_MODEL_NAMESPACING,
+  F_GRPC_USE_SSL,
+  F_GRPC_USE_SSL_MUTUAL,
+  F_GRPC_SSL_FILE,
+  F_ALLOW_SAGEMAKER,
+  F_ALLOW_VERTEX_AI,
+  F_HTTP_RESTRICTED_API,
+  F_GRPC_RESTRICTED_PROTOCOL,
+  F_HEADER_FORWARD_PATTERN,
+  F_GRPC_MAX_CONNECTION_AGE,
 } flag_id;
 
 typedef struct flag_spec {
@@ -166,6 +199,52 @@ static const flag_spec kFlags[] = {
     {"grpc-handshake-timeout-secs", F_GRPC_HANDSHAKE_TIMEOUT, "N",
      "Nereid only. Close a gRPC connection whose HTTP/2 preface and SETTINGS have not arrived "
      "this long after it was accepted (default 120, as gRPC's server handshake timeout)."},
+    {"reuse-http-port", F_REUSE_HTTP_PORT, "BOOL",
+     "Bind the HTTP/REST port with SO_REUSEPORT, so several servers can share it (default false)."},
+    {"reuse-grpc-port", F_REUSE_GRPC_PORT, "BOOL",
+     "Bind the gRPC port with SO_REUSEPORT, so several servers can share it (default false)."},
+    {"metrics-config", F_METRICS_CONFIG, "[<group>,]<key>=<value>",
+     "counter_latencies=false leaves out the nv_inference_*_duration_us counters; summary "
+     "latencies are not supported (summary_latencies=false only). Repeatable."},
+    {"metrics-interval-ms", F_METRICS_INTERVAL_MS, "MS", "Accepted; no effect (no GPU or CPU metrics to poll)."},
+    {"allow-gpu-metrics", F_ALLOW_GPU_METRICS, "BOOL", "Accepted; no effect (no GPU metrics)."},
+    {"allow-cpu-metrics", F_ALLOW_CPU_METRICS, "BOOL", "Accepted; no effect (no CPU metrics)."},
+    {"host-policy", F_HOST_POLICY, "<name>,<key>=<value>", "A host policy setting, given to backends. Repeatable."},
+    {"pinned-memory-pool-byte-size", F_PINNED_MEMORY_POOL_BYTE_SIZE, "BYTES",
+     "Accepted; no effect (no pinned memory without a GPU)."},
+    {"cuda-memory-pool-byte-size", F_CUDA_MEMORY_POOL_BYTE_SIZE, "<gpu>:<bytes>",
+     "Accepted; no effect (no GPU support). Repeatable."},
+    {"cuda-virtual-address-size", F_CUDA_VIRTUAL_ADDRESS_SIZE, "<gpu>:<bytes>",
+     "Accepted; no effect (no GPU support). Repeatable."},
+    {"model-load-gpu-limit", F_MODEL_LOAD_GPU_LIMIT, "<gpu>:<fraction>",
+     "Accepted; no effect (no GPU support). Repeatable."},
+    {"min-supported-compute-capability", F_MIN_SUPPORTED_COMPUTE_CAPABILITY, "X.Y",
+     "Accepted; no effect (no GPU support)."},
+    {"enable-peer-access", F_ENABLE_PEER_ACCESS, "BOOL", "Accepted; no effect (no GPU support)."},
+    {"buffer-manager-thread-count", F_BUFFER_MANAGER_THREAD_COUNT, "N", "Accepted; no effect."},
+    {"model-load-thread-count", F_MODEL_LOAD_THREAD_COUNT, "N",
+     "Accepted; no effect (each model loads on a thread of its own)."},
+    {"model-load-retry-count", F_MODEL_LOAD_RETRY_COUNT, "N", "Accepted; no effect (a failed load is not retried)."},
+    {"repoagent-directory", F_REPOAGENT_DIRECTORY, "DIR", "Accepted; no effect (no repository agents)."},
+    {"cache-directory", F_CACHE_DIRECTORY, "DIR", "Accepted; no effect (only the built-in local cache)."},
+    {"grpc-infer-allocation-pool-size", F_GRPC_INFER_ALLOCATION_POOL_SIZE, "N", "Accepted; no effect."},
+    {"grpc-max-response-pool-size", F_GRPC_MAX_RESPONSE_POOL_SIZE, "N", "Accepted; no effect."},
+    {"trace-config", F_TRACE_CONFIG, "[<mode>,]<key>=<value>",
+     "Tracing is not supported: only level=OFF is taken (other settings then do nothing)."},
+    {"model-namespacing", F_MODEL_NAMESPACING, "BOOL", "Not supported: false only."},
+    {"grpc-use-ssl", F_GRPC_USE_SSL, "BOOL", "Not supported (no TLS; terminate TLS in front): false only."},
+    {"grpc-use-ssl-mutual", F_GRPC_USE_SSL_MUTUAL, "BOOL", "Not supported (no TLS): false only."},
+    {"grpc-server-cert", F_GRPC_SSL_FILE, "PATH", "Not supported (no TLS)."},
+    {"grpc-server-key", F_GRPC_SSL_FILE, "PATH", "Not supported (no TLS)."},
+    {"grpc-root-cert", F_GRPC_SSL_FILE, "PATH", "Not supported (no TLS)."},
+    {"allow-sagemaker", F_ALLOW_SAGEMAKER, "BOOL", "Not supported: false only."},
+    {"allow-vertex-ai", F_ALLOW_VERTEX_AI, "BOOL", "Not supported: false only."},
+    {"http-restricted-api", F_HTTP_RESTRICTED_API, "<apis>:<key>=<value>", "Not supported."},
+    {"grpc-restricted-protocol", F_GRPC_RESTRICTED_PROTOCOL, "<protocols>:<key>=<value>", "Not supported."},
+    {"http-header-forward-pattern", F_HEADER_FORWARD_PATTERN, "REGEX", "Not supported."},
+    {"grpc-header-forward-pattern", F_HEADER_FORWARD_PATTERN, "REGEX", "Not supported."},
+    {"grpc-max-connection-age", F_GRPC_MAX_CONNECTION_AGE, "MS", "Not supported."},
+    {"grpc-max-connection-age-grace", F_GRPC_MAX_CONNECTION_AGE, "MS", "Not supported."},
 };
 
 #define N_FLAGS (sizeof kFlags / sizeof kFlags[0])
@@ -312,6 +391,71 @@ static int add_rate_resource(nrd_srv_cli *cli, const flag_spec *f, const char *v
 oom:
   nrd_srv_fmt_err(err, errlen, "out of memory");
   return -1;
+}
+
+/* `<int>:<number>`, as the GPU flags take; the number may be a fraction
+ * when `fraction` is set. Checked only: nereid has no GPU to apply it to. */
+static int check_device_value(const flag_spec *f, const char *v, bool fraction, char *err, size_t errlen) {
+  const char *expected = fraction ? "<gpu>:<fraction> with a fraction between 0 and 1" : "<gpu>:<bytes>";
+  const char *colon = strchr(v, ':');
+  char dev[16];
+  long d = 0;
+  if (!colon || colon == v || (size_t)(colon - v) >= sizeof dev) return bad_value(f, v, expected, err, errlen);
+  memcpy(dev, v, (size_t)(colon - v));
+  dev[colon - v] = '\0';
+  if (parse_long(dev, 0, INT_MAX, &d) != 0) return bad_value(f, v, expected, err, errlen);
+  const char *num = colon + 1;
+  char *end = NULL;
+  errno = 0;
+  double x = strtod(num, &end);
+  bool ok = *num >= '0' && *num <= '9' && *end == '\0' && errno == 0 &&
+            (fraction ? x >= 0.0 && x <= 1.0 : strspn(num, "0123456789") == strlen(num));
+  return ok ? 0 : bad_value(f, v, expected, err, errlen);
+}
+
+/* A flag for a feature nereid lacks, given a value that would turn it on. */
+static int unsupported(const flag_spec *f, const char *v, const char *why, char *err, size_t errlen) {
+  nrd_srv_fmt_err(err, errlen, "--%s=%s is not supported: %s", f->name, v, why);
+  return -1;
+}
+
+/* `[<group>,]<key>=<value>` of --metrics-config and --trace-config. */
+static int split_setting(const char *v, const char **key, size_t *glen) {
+  const char *eq = strchr(v, '=');
+  if (!eq || eq == v || eq[1] == '\0') return -1;
+  const char *comma = memchr(v, ',', (size_t)(eq - v));
+  *glen = comma ? (size_t)(comma - v) : 0;
+  *key = comma ? comma + 1 : v;
+  return *key == eq ? -1 : 0;
+}
+
+static int apply_metrics_config(nrd_srv_cli *cli, const flag_spec *f, const char *v, char *err, size_t errlen) {
+  const char *key = NULL;
+  size_t glen = 0;
+  if (split_setting(v, &key, &glen) != 0) return bad_value(f, v, "[<group>,]<key>=<value>", err, errlen);
+  const char *eq = strchr(key, '=');
+  size_t klen = (size_t)(eq - key);
+  bool b = false;
+  if (klen == 17 && !strncmp(key, "counter_latencies", klen) && parse_bool(eq + 1, &b) != 0)
+    return bad_value(f, v, "counter_latencies=<bool>", err, errlen);
+  if (klen == 17 && !strncmp(key, "summary_latencies", klen)) {
+    if (parse_bool(eq + 1, &b) != 0) return bad_value(f, v, "summary_latencies=<bool>", err, errlen);
+    if (b) return unsupported(f, v, "nereid has no summary metrics (counters only)", err, errlen);
+  }
+  if (push_setting(&cli->metrics_configs, &cli->n_metrics_configs, v, glen, key, klen, eq + 1) == 0) return 0;
+  nrd_srv_fmt_err(err, errlen, "out of memory storing --metrics-config '%s'", v);
+  return -1;
+}
+
+/* Tracing is not built in: only a level that turns it off is taken. */
+static int apply_trace_config(const flag_spec *f, const char *v, char *err, size_t errlen) {
+  const char *key = NULL;
+  size_t glen = 0;
+  if (split_setting(v, &key, &glen) != 0) return bad_value(f, v, "[<mode>,]<key>=<value>", err, errlen);
+  const char *eq = strchr(key, '=');
+  if ((size_t)(eq - key) == 5 && !strncmp(key, "level", 5) && strcasecmp(eq + 1, "OFF") != 0)
+    return unsupported(f, v, "nereid has no tracing (level=OFF only)", err, errlen);
+  return 0;
 }
 
 static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool *strict_given,
@@ -496,6 +640,84 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
         return bad_value(f, v, "milliseconds 0..2147483647", err, errlen);
       cli->grpc_http2_min_recv_ping_interval_ms = n;
       return 0;
+    case F_REUSE_HTTP_PORT:
+    case F_REUSE_GRPC_PORT:
+      if (parse_bool(v, &b) != 0)
+        return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
+      if (f->id == F_REUSE_HTTP_PORT) cli->reuse_http_port = b;
+      else cli->reuse_grpc_port = b;
+      return 0;
+    case F_ALLOW_GPU_METRICS:
+    case F_ALLOW_CPU_METRICS:
+    case F_ENABLE_PEER_ACCESS:
+      if (parse_bool(v, &b) != 0)
+        return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
+      return 0;
+    case F_MODEL_NAMESPACING:
+    case F_GRPC_USE_SSL:
+    case F_GRPC_USE_SSL_MUTUAL:
+    case F_ALLOW_SAGEMAKER:
+    case F_ALLOW_VERTEX_AI:
+      if (parse_bool(v, &b) != 0)
+        return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
+      if (!b) return 0;
+      return unsupported(f, v,
+                         f->id == F_MODEL_NAMESPACING ? "model names must be unique across repositories"
+                         : f->id == F_GRPC_USE_SSL || f->id == F_GRPC_USE_SSL_MUTUAL
+                             ? "nereid serves gRPC without TLS; terminate TLS in front of it"
+                             : "nereid serves only the KServe v2 HTTP/REST and gRPC protocols",
+                         err, errlen);
+    case F_GRPC_SSL_FILE:
+      return unsupported(f, v, "nereid serves gRPC without TLS; terminate TLS in front of it", err, errlen);
+    case F_HTTP_RESTRICTED_API:
+    case F_GRPC_RESTRICTED_PROTOCOL:
+      return unsupported(f, v, "every API is open; restrict access in front of the server", err, errlen);
+    case F_HEADER_FORWARD_PATTERN:
+      return unsupported(f, v, "request headers are not forwarded to models", err, errlen);
+    case F_GRPC_MAX_CONNECTION_AGE:
+      return unsupported(f, v, "gRPC connections are not closed by age", err, errlen);
+    case F_METRICS_CONFIG:
+      return apply_metrics_config(cli, f, v, err, errlen);
+    case F_TRACE_CONFIG:
+      return apply_trace_config(f, v, err, errlen);
+    case F_HOST_POLICY: {
+      const char *comma = strchr(v, ',');
+      const char *eq = comma ? strchr(comma + 1, '=') : NULL;
+      if (!comma || comma == v || !eq || eq == comma + 1 || eq[1] == '\0')
+        return bad_value(f, v, "<policy name>,<setting>=<value>", err, errlen);
+      if (push_setting(&cli->host_policies, &cli->n_host_policies, v, (size_t)(comma - v), comma + 1,
+                       (size_t)(eq - comma - 1), eq + 1) != 0)
+        goto oom;
+      return 0;
+    }
+    case F_PINNED_MEMORY_POOL_BYTE_SIZE:
+      if (parse_long(v, 0, LONG_MAX, &n) != 0) return bad_value(f, v, "a size in bytes", err, errlen);
+      return 0;
+    case F_CUDA_MEMORY_POOL_BYTE_SIZE:
+    case F_CUDA_VIRTUAL_ADDRESS_SIZE:
+      return check_device_value(f, v, false, err, errlen);
+    case F_MODEL_LOAD_GPU_LIMIT:
+      return check_device_value(f, v, true, err, errlen);
+    case F_MIN_SUPPORTED_COMPUTE_CAPABILITY: {
+      char *end = NULL;
+      double x = strtod(v, &end);
+      if (*v < '0' || *v > '9' || *end != '\0' || x < 0) return bad_value(f, v, "a version like 6.0", err, errlen);
+      return 0;
+    }
+    case F_METRICS_INTERVAL_MS:
+    case F_MODEL_LOAD_THREAD_COUNT:
+      if (parse_long(v, 1, INT_MAX, &n) != 0) return bad_value(f, v, "a count >= 1", err, errlen);
+      return 0;
+    case F_BUFFER_MANAGER_THREAD_COUNT:
+    case F_MODEL_LOAD_RETRY_COUNT:
+    case F_GRPC_INFER_ALLOCATION_POOL_SIZE:
+    case F_GRPC_MAX_RESPONSE_POOL_SIZE:
+      if (parse_long(v, 0, INT_MAX, &n) != 0) return bad_value(f, v, "a count >= 0", err, errlen);
+      return 0;
+    case F_REPOAGENT_DIRECTORY:
+    case F_CACHE_DIRECTORY:
+      if (*v == '\0') return bad_value(f, v, "a directory", err, errlen);
+      return 0;
     case F_GRPC_INFER_RESPONSE_COMPRESSION_LEVEL:
       if (strcasecmp(v, "none") == 0) cli->grpc_infer_response_compression = NRD_SRV_COMPRESS_NONE;
       else if (strcasecmp(v, "low") == 0) cli->grpc_infer_response_compression = NRD_SRV_COMPRESS_LOW;
@@ -614,24 +836,23 @@ int nrd_srv_cli_parse(int argc, char **argv, nrd_srv_cli *cli, char *err, size_t
   return check_combination(cli, strict_given, disable_auto_complete, err, errlen);
 }
 
+static void free_settings(nrd_srv_backend_setting *arr, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    free(arr[i].backend);
+    free(arr[i].key);
+    free(arr[i].value);
+  }
+  free(arr);
+}
+
 void nrd_srv_cli_free(nrd_srv_cli *cli) {
+  if (cli == NULL) return;
   for (size_t i = 0; i < cli->n_rate_resources; i++) free(cli->rate_resources[i].name);
   free(cli->rate_resources);
-  cli->rate_resources = NULL;
-  cli->n_rate_resources = 0;
-  if (cli == NULL) return;
-  for (size_t i = 0; i < cli->n_backend_configs; i++) {
-    free(cli->backend_configs[i].backend);
-    free(cli->backend_configs[i].key);
-    free(cli->backend_configs[i].value);
-  }
-  free(cli->backend_configs);
-  for (size_t i = 0; i < cli->n_cache_configs; i++) {
-    free(cli->cache_configs[i].backend);
-    free(cli->cache_configs[i].key);
-    free(cli->cache_configs[i].value);
-  }
-  free(cli->cache_configs);
+  free_settings(cli->backend_configs, cli->n_backend_configs);
+  free_settings(cli->cache_configs, cli->n_cache_configs);
+  free_settings(cli->metrics_configs, cli->n_metrics_configs);
+  free_settings(cli->host_policies, cli->n_host_policies);
   free(cli->repos);
   free(cli->startup_models);
   memset(cli, 0, sizeof(*cli));
@@ -763,6 +984,14 @@ TRITONSERVER_Error *nrd_srv_cli_make_options(const nrd_srv_cli *cli, TRITONSERVE
       (err = TRITONSERVER_ServerOptionsSetResponseCacheByteSize(o, cli->response_cache_byte_size)))
     goto fail;
   if ((err = set_cache_configs(cli, o))) goto fail;
+  for (size_t i = 0; i < cli->n_metrics_configs; i++) {
+    const nrd_srv_backend_setting *m = &cli->metrics_configs[i];
+    if ((err = TRITONSERVER_ServerOptionsSetMetricsConfig(o, m->backend, m->key, m->value))) goto fail;
+  }
+  for (size_t i = 0; i < cli->n_host_policies; i++) {
+    const nrd_srv_backend_setting *h = &cli->host_policies[i];
+    if ((err = TRITONSERVER_ServerOptionsSetHostPolicy(o, h->backend, h->key, h->value))) goto fail;
+  }
   *options = o;
   return NULL;
 fail:

@@ -59,6 +59,11 @@ typedef struct nrd_srv_cli {
   size_t n_rate_resources;
   nrd_srv_backend_setting *cache_configs; /* --cache-config; `backend` holds the cache name */
   size_t n_cache_configs;
+  nrd_srv_backend_setting *metrics_configs; /* --metrics-config; `backend` holds the group ("" for none) */
+  size_t n_metrics_configs;
+  nrd_srv_backend_setting *host_policies; /* --host-policy; `backend` holds the policy name */
+  size_t n_host_policies;
+  bool reuse_http_port, reuse_grpc_port; /* SO_REUSEPORT; default false */
   unsigned long long response_cache_byte_size; /* deprecated --response-cache-byte-size */
   bool response_cache_byte_size_given;
   /* HTTP/REST front end and metrics endpoint (http_server.h). */

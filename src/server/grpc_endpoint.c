@@ -15,6 +15,7 @@ int nrd_srv_grpc_endpoint_start(TRITONSERVER_Server *server, const nrd_srv_cli *
     nrd_srv_grpc_options o = {
         .address = cli->grpc_address,
         .port = cli->grpc_port,
+        .reuse_port = cli->reuse_grpc_port,
         .threads = (unsigned)cli->grpc_thread_count,
         .max_message_size = (uint32_t)cli->grpc_max_message_size,
         .keepalive_time_ms = (unsigned)cli->grpc_keepalive_time_ms,

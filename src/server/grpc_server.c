@@ -1258,7 +1258,7 @@ TRITONSERVER_Error *nrd_srv_grpc_start(TRITONSERVER_Server *server,
   atomic_init(&g->stopping, false);
   atomic_init(&g->aborting, false);
   char msg[512];
-  int rc = nrd_srv_listen(opts->address, opts->port, &g->listen_fd, &g->port, msg, sizeof msg);
+  int rc = nrd_srv_listen(opts->address, opts->port, opts->reuse_port, &g->listen_fd, &g->port, msg, sizeof msg);
   if (rc != 0) {
     free(g);
     return TRITONSERVER_ErrorNew(rc == -1 ? TRITONSERVER_ERROR_INVALID_ARG : TRITONSERVER_ERROR_UNAVAILABLE,

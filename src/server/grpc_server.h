@@ -21,6 +21,7 @@
 typedef struct nrd_srv_grpc_options {
   const char *address;      /* listen address, e.g. "0.0.0.0" */
   int port;                 /* 0 picks a free port (see nrd_srv_grpc_port) */
+  bool reuse_port;          /* bind with SO_REUSEPORT (--reuse-grpc-port) */
   unsigned threads;         /* event-loop threads, >= 1 */
   uint32_t max_message_size; /* bytes; larger messages get RESOURCE_EXHAUSTED */
   unsigned keepalive_time_ms;    /* 0: no server pings */

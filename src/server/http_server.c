@@ -208,7 +208,7 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
   h->log = opts->log;
   TRITONSERVER_Error *err = NULL;
   char msg[512];
-  if (nrd_srv_listen(opts->address, opts->port, &h->fd, &h->port, msg, sizeof msg) != 0) {
+  if (nrd_srv_listen(opts->address, opts->port, opts->reuse_port, &h->fd, &h->port, msg, sizeof msg) != 0) {
     err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, msg);
     goto fail;
   }

@@ -12,6 +12,8 @@
 
 #include "log_settings.h"
 #include "shm_registry.h"
+#include <stdbool.h>
+
 #include "triton/core/tritonserver.h"
 
 typedef struct nrd_srv_http nrd_srv_http;
@@ -23,6 +25,7 @@ typedef struct nrd_srv_http nrd_srv_http;
 typedef struct nrd_srv_http_options {
   const char *address;       /* e.g. "0.0.0.0" */
   int port;                  /* 0: pick a free port */
+  bool reuse_port;           /* bind with SO_REUSEPORT (--reuse-http-port) */
   int threads;               /* event-loop threads, >= 1 */
   size_t max_input_size;     /* largest request body accepted, bytes */
   int metrics_only;          /* 1: serve only GET /metrics (the metrics port) */

@@ -9,7 +9,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-int nrd_srv_listen(const char *address, int port, int *out_fd, int *bound_port, char *err, size_t errlen) {
+int nrd_srv_listen(const char *address, int port, bool reuse_port, int *out_fd, int *bound_port, char *err,
+                   size_t errlen) {
   struct addrinfo hints = {0}, *res = NULL;
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -30,6 +31,12 @@ int nrd_srv_listen(const char *address, int port, int *out_fd, int *bound_port, 
     }
     int one = 1; /* a restarted server binds at once, past TIME_WAIT */
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (reuse_port && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) {
+      saved = errno;
+      close(fd);
+      fd = -1;
+      continue;
+    }
     if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 1024) == 0) break;
     saved = errno;
     close(fd);

@@ -217,6 +217,13 @@ def test_unknown_flag_exits_2_with_usage():
         ("--cache-config", "size=100"),
         ("--cache-config", "local,size"),
         ("--response-cache-byte-size", "1k"),
+        ("--reuse-http-port", "maybe"),
+        ("--pinned-memory-pool-byte-size", "-1"),
+        ("--cuda-memory-pool-byte-size", "268435456"),
+        ("--model-load-gpu-limit", "0:1.5"),
+        ("--metrics-config", "counter_latencies=maybe"),
+        ("--host-policy", "numa-node=0"),
+        ("--metrics-interval-ms", "0"),
     ],
 )
 def test_bad_value_exits_2_naming_flag(flag, value):
@@ -300,6 +307,78 @@ def test_model_config_name_and_thread_flags(server_factory, tmp_path):
     assert config("identity_bytes")["max_batch_size"] == 8
     assert s.stop() == 0, s.text()
     assert "--strict-model-config is deprecated" in s.text()
+
+
+@pytest.mark.parametrize(
+    "flag",
+    ["--grpc-use-ssl=true", "--grpc-server-cert=/tmp/cert.pem", "--allow-sagemaker=true",
+     "--model-namespacing=true", "--trace-config=level=TIMESTAMPS", "--metrics-config=summary_latencies=true",
+     "--http-header-forward-pattern=.*", "--http-restricted-api=model-repository:admin-key=secret",
+     "--grpc-max-connection-age=1000"],
+)
+def test_features_nereid_lacks_are_refused_by_name(flag):
+    code, _, err = run([*common(), flag])
+    assert code == 2, err
+    first = err.splitlines()[0]
+    assert flag in first and "is not supported" in first, first
+
+
+def test_tritonserver_command_line_for_cpu_is_taken(server_factory, tmp_path):
+    """Flags a CPU deployment of tritonserver commonly passes start nereid:
+    GPU and pool settings (no effect), tracing off, TLS off, host policies."""
+    s = server_factory(
+        *common(),
+        "--pinned-memory-pool-byte-size=0", "--cuda-memory-pool-byte-size=0:0",
+        "--cuda-virtual-address-size=0:1073741824", "--model-load-gpu-limit=0:0.8",
+        "--min-supported-compute-capability=6.0", "--enable-peer-access=false",
+        "--allow-gpu-metrics=false", "--allow-cpu-metrics=false", "--metrics-interval-ms=1000",
+        "--buffer-manager-thread-count=0", "--model-load-thread-count=2", "--model-load-retry-count=0",
+        f"--repoagent-directory={tmp_path}", f"--cache-directory={tmp_path}",
+        "--grpc-infer-allocation-pool-size=8", "--grpc-max-response-pool-size=16",
+        "--trace-config", "triton,file=/tmp/trace.json", "--trace-config=level=OFF", "--trace-config=rate=1000",
+        "--grpc-use-ssl=false", "--allow-sagemaker=false", "--allow-vertex-ai=false", "--model-namespacing=false",
+        "--metrics-config=counter_latencies=true", "--host-policy=cpu,numa-node=0",
+    )
+    lines = s.wait_ready()
+    assert all(v == "READY" for v in table_status(lines).values()), s.text()
+    assert s.stop() == 0, s.text()
+
+
+def free_tcp_port():
+    import socket
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        return so.getsockname()[1]
+
+
+def test_reuse_http_port_lets_two_servers_share_it(server_factory, tmp_path):
+    port = free_tcp_port()
+    args = [f"--model-repository={EXAMPLES}", f"--backend-directory={BACKENDS}", "--allow-grpc=false",
+            "--allow-metrics=false", "--http-address=127.0.0.1", f"--http-port={port}"]
+    first = server_factory(*args, "--reuse-http-port=true")
+    first.wait_ready()
+    second = server_factory(*args, "--reuse-http-port=true")
+    second.wait_ready()
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/health/ready", timeout=30) as r:
+        assert r.status == 200
+    # Without the flag, the port is taken.
+    code, _, err = run([*args])
+    assert code != 0 and "cannot listen" in err, err
+    assert first.stop() == 0 and second.stop() == 0
+
+
+def test_counter_latencies_false_leaves_out_durations(server_factory):
+    s = server_factory(f"--model-repository={EXAMPLES}", f"--backend-directory={BACKENDS}", "--allow-grpc=false",
+                       "--allow-http=false", "--metrics-port=0", "--metrics-address=127.0.0.1",
+                       "--metrics-config=counter_latencies=false")
+    lines = s.wait_ready()
+    port = next(int(m.group(1)) for m in (re.match(r"nereid: metrics listening on .*:(\d+)$", l)
+                                          for l in lines) if m)
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
+        text = r.read().decode()
+    assert "nv_inference_request_success{" in text, text
+    assert "_duration_us" not in text, text
+    assert s.stop() == 0, s.text()
 
 
 def test_bad_cache_settings_stop_the_server():

@@ -598,6 +598,55 @@ Test(server_api, output_buffer_properties_come_from_the_allocator) {
   free(repo);
 }
 
+/* --host-policy settings reach the instances whose policy they name: by
+ * default "cpu", or the instance group's host_policy. */
+Test(server_api, host_policy_settings_reach_the_backend) {
+  char *repo = h_tmpdir();
+  static const char *const names[] = {"probe", "probe2"};
+  for (int i = 0; i < 2; i++) {
+    char cfg[512], lib[4200];
+    snprintf(cfg, sizeof cfg,
+             "name: \"%s\"\nbackend: \"api_probe\"\nmax_batch_size: 0\n"
+             "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ -1 ] } ]\n"
+             "output [ { name: \"PROBE\" data_type: TYPE_STRING dims: [ 1 ] } ]\n"
+             "instance_group [ { kind: KIND_CPU count: 1 %s } ]\n",
+             names[i], i ? "host_policy: \"pinned\"" : "");
+    h_model(repo, names[i], cfg, "1");
+    snprintf(lib, sizeof lib, "%s/%s/libtriton_api_probe.so", repo, names[i]);
+    cr_assert_eq(symlink(NRD_TEST_BACKEND_DIR "/api_probe/libtriton_api_probe.so", lib), 0);
+  }
+  TRITONSERVER_ServerOptions *o = h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE);
+  H_OK(TRITONSERVER_ServerOptionsSetHostPolicy(o, "cpu", "numa-node", "0"));
+  H_OK(TRITONSERVER_ServerOptionsSetHostPolicy(o, "pinned", "cpu-cores", "0-1"));
+  H_OK(TRITONSERVER_ServerOptionsSetHostPolicy(o, "pinned", "numa-node", "1"));
+  TRITONSERVER_Server *s = h_server_new(o);
+  json_t *j = probe_once(s, h_allocator(), NULL, 0);
+  char *text = json_dumps(json_object_get(j, "host_policy"), JSON_SORT_KEYS | JSON_COMPACT);
+  cr_expect_str_eq(text, "{\"cpu\":{\"numa-node\":\"0\"}}");
+  free(text);
+  json_decref(j);
+  TRITONSERVER_InferenceRequest *r = h_request(s, "probe2");
+  float in[1] = {1};
+  int64_t shape[1] = {1};
+  h_add_input(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 1, in, sizeof in);
+  h_call *c = h_infer(s, r);
+  cr_assert_null(h_response_error(c, 0));
+  uint64_t size;
+  const void *base = first_output(c, &size);
+  uint32_t len;
+  memcpy(&len, base, 4);
+  j = json_loadb((const char *)base + 4, len, 0, NULL);
+  text = json_dumps(json_object_get(j, "host_policy"), JSON_SORT_KEYS | JSON_COMPACT);
+  cr_expect_str_eq(text, "{\"pinned\":{\"cpu-cores\":\"0-1\",\"numa-node\":\"1\"}}");
+  free(text);
+  json_decref(j);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  H_OK(TRITONSERVER_ServerDelete(s));
+  h_rmtree(repo);
+  free(repo);
+}
+
 /* The request getters read back what was set; data appended for a host
  * policy stays apart from the input's own data (which a request still
  * needs, as in Triton); the exit timeout can be changed on a running
