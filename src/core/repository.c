@@ -737,6 +737,13 @@ TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const cha
                              r->backend_cmdline};
     slots[i].version = versions[i];
     TRITONSERVER_Error *e = nrd_model_load(&a, &slots[i].model);
+    for (unsigned t = 1; e && t <= r->load_retries; t++) {
+      NRD_LOG_WARN("failed to load '%s' version %" PRId64 ": %s; retrying (%u of %u)", name, versions[i],
+                   TRITONSERVER_ErrorMessage(e), t, r->load_retries);
+      TRITONSERVER_ErrorDelete(e);
+      slots[i].model = NULL;
+      e = nrd_model_load(&a, &slots[i].model);
+    }
     if (e) {
       NRD_LOG_ERROR("failed to load '%s' version %" PRId64 ": %s", name, versions[i], TRITONSERVER_ErrorMessage(e));
       slots[i].state = NRD_MODEL_UNAVAILABLE;

@@ -56,6 +56,7 @@ typedef struct nrd_repository {
   bool auto_complete;
   char *config_name;          /* "" or a name under configs/ */
   unsigned exit_timeout_s;
+  unsigned load_retries;      /* a failed version load is tried again this many times */
 
   pthread_rwlock_t table_lock;
   nrd_model_entry *models;

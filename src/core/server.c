@@ -230,6 +230,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONS
     free(s);
     return lerr ? lerr : nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating server");
   }
+  s->repo->load_retries = options->model_load_retries;
   atomic_fetch_add(&live_servers, 1);
   /* The repositories must exist even when no model loads at startup. */
   char **names = NULL;

@@ -224,7 +224,8 @@ static const flag_spec kFlags[] = {
     {"buffer-manager-thread-count", F_BUFFER_MANAGER_THREAD_COUNT, "N", "Accepted; no effect."},
     {"model-load-thread-count", F_MODEL_LOAD_THREAD_COUNT, "N",
      "Accepted; no effect (each model loads on a thread of its own)."},
-    {"model-load-retry-count", F_MODEL_LOAD_RETRY_COUNT, "N", "Accepted; no effect (a failed load is not retried)."},
+    {"model-load-retry-count", F_MODEL_LOAD_RETRY_COUNT, "N",
+     "Try a model version that fails to load this many more times (default 0)."},
     {"repoagent-directory", F_REPOAGENT_DIRECTORY, "DIR", "Accepted; no effect (no repository agents)."},
     {"cache-directory", F_CACHE_DIRECTORY, "DIR", "Accepted; no effect (only the built-in local cache)."},
     {"grpc-infer-allocation-pool-size", F_GRPC_INFER_ALLOCATION_POOL_SIZE, "N", "Accepted; no effect."},
@@ -708,8 +709,11 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
     case F_MODEL_LOAD_THREAD_COUNT:
       if (parse_long(v, 1, INT_MAX, &n) != 0) return bad_value(f, v, "a count >= 1", err, errlen);
       return 0;
-    case F_BUFFER_MANAGER_THREAD_COUNT:
     case F_MODEL_LOAD_RETRY_COUNT:
+      if (parse_long(v, 0, INT_MAX, &n) != 0) return bad_value(f, v, "a count >= 0", err, errlen);
+      cli->model_load_retries = (unsigned)n;
+      return 0;
+    case F_BUFFER_MANAGER_THREAD_COUNT:
     case F_GRPC_INFER_ALLOCATION_POOL_SIZE:
     case F_GRPC_MAX_RESPONSE_POOL_SIZE:
       if (parse_long(v, 0, INT_MAX, &n) != 0) return bad_value(f, v, "a count >= 0", err, errlen);
@@ -984,6 +988,7 @@ TRITONSERVER_Error *nrd_srv_cli_make_options(const nrd_srv_cli *cli, TRITONSERVE
       (err = TRITONSERVER_ServerOptionsSetResponseCacheByteSize(o, cli->response_cache_byte_size)))
     goto fail;
   if ((err = set_cache_configs(cli, o))) goto fail;
+  if ((err = TRITONSERVER_ServerOptionsSetModelLoadRetryCount(o, cli->model_load_retries))) goto fail;
   for (size_t i = 0; i < cli->n_metrics_configs; i++) {
     const nrd_srv_backend_setting *m = &cli->metrics_configs[i];
     if ((err = TRITONSERVER_ServerOptionsSetMetricsConfig(o, m->backend, m->key, m->value))) goto fail;

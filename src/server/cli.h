@@ -64,6 +64,7 @@ typedef struct nrd_srv_cli {
   nrd_srv_backend_setting *host_policies; /* --host-policy; `backend` holds the policy name */
   size_t n_host_policies;
   bool reuse_http_port, reuse_grpc_port; /* SO_REUSEPORT; default false */
+  unsigned model_load_retries;       /* --model-load-retry-count; default 0 */
   unsigned long long response_cache_byte_size; /* deprecated --response-cache-byte-size */
   bool response_cache_byte_size_given;
   /* HTTP/REST front end and metrics endpoint (http_server.h). */

@@ -173,6 +173,38 @@ Test(lifecycle, model_init_failure_reports_backend_message) {
   free(rec);
 }
 
+/* --model-load-retry-count: a version that fails to load is tried again;
+ * without retries the same model stays unavailable. */
+Test(lifecycle, a_failed_load_is_retried_when_asked) {
+  char marker[4200], cfg[4400];
+  for (int retries = 0; retries < 2; retries++) {
+    snprintf(marker, sizeof marker, "%s/marker%d", g_repo, retries);
+    snprintf(cfg, sizeof cfg,
+             "parameters { key: \"fail_at\" value: { string_value: \"model_init\" } }\n"
+             "parameters { key: \"fail_once_marker\" value: { string_value: \"%s\" } }\n",
+             marker);
+    write_model("flaky", "failing", cfg);
+    TRITONSERVER_ServerOptions *o = h_options(g_repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT);
+    H_OK(TRITONSERVER_ServerOptionsSetModelLoadRetryCount(o, (unsigned)retries));
+    TRITONSERVER_Server *s = h_server_new(o);
+    TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "flaky");
+    bool ready = false;
+    H_OK(TRITONSERVER_ServerModelIsReady(s, "flaky", -1, &ready));
+    if (retries == 0) {
+      cr_assert_not_null(e);
+      cr_expect(strstr(TRITONSERVER_ErrorMessage(e), "failed in ModelInitialize"), "%s",
+                TRITONSERVER_ErrorMessage(e));
+      TRITONSERVER_ErrorDelete(e);
+      cr_expect_not(ready);
+    } else {
+      cr_assert_null(e, "%s", e ? TRITONSERVER_ErrorMessage(e) : "");
+      cr_expect(ready);
+      cr_expect_null(infer_once(s, "flaky"));
+    }
+    H_OK(TRITONSERVER_ServerDelete(s));
+  }
+}
+
 Test(lifecycle, instance_init_failure_unwinds_in_reverse) {
   write_model("bad", "failing",
               "instance_group [ { count: 3 kind: KIND_CPU } ]\n"

@@ -11,6 +11,9 @@
  *   execute_response  every request gets an error response, then is
  *                     released
  *
+ * With parameter fail_once_marker = PATH, model_init fails only while PATH
+ * does not exist, and creates it when failing (so a retried load succeeds).
+ *
  * Messages read "failing backend: failed in <Stage> as asked". Calls are
  * recorded like the recorder backend when a record file is configured
  * (testing/common/record_model.h).
@@ -19,6 +22,7 @@
  * instance counter, which is atomic (instances may initialize in parallel).
  */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,8 +107,16 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
     err = nrd_bu_config_parameter_int(config, "fail_instance", -1, -1,
                                       INT64_MAX, &m->fail_instance);
   }
+  const char *marker = nrd_bu_config_parameter(config, "fail_once_marker");
+  bool spare = false;
+  if (err == NULL && marker != NULL && marker[0] != '\0') {
+    FILE *f = fopen(marker, "r");
+    spare = f != NULL;
+    if (f == NULL) f = fopen(marker, "w");
+    if (f != NULL) fclose(f);
+  }
   json_decref(config);
-  if (err == NULL && m->stage == FAIL_MODEL_INIT) {
+  if (err == NULL && m->stage == FAIL_MODEL_INIT && !spare) {
     err = TRITONSERVER_ErrorNew(
         TRITONSERVER_ERROR_INTERNAL,
         "failing backend: failed in ModelInitialize as asked");
