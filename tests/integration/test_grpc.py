@@ -189,6 +189,8 @@ def label_repo():
         os.makedirs(os.path.join(d, name, "1"))
         with open(os.path.join(d, name, "config.pbtxt"), "w") as f:
             f.write(text)
+    # identity with the response cache on (the server has a local cache).
+    write_identity_model(d, "identity_cached", extra="response_cache { enable: true }\n")
     # echo_params answers like identity and returns its request's parameters.
     write_identity_model(d, "echo_params", backend="echo_params")
     shutil.copy(os.path.join(TEST_BACKENDS, "echo_params", "libtriton_echo_params.so"),
@@ -216,7 +218,7 @@ def server(label_repo):
                 f"--http-port={http_port}", "--http-address=127.0.0.1", "--http-thread-count=1",
                 "--allow-metrics=false",
                 f"--grpc-port={port}", "--grpc-address=127.0.0.1",
-                f"--grpc-max-message-size={MAX_MESSAGE}"])
+                f"--grpc-max-message-size={MAX_MESSAGE}", "--cache-config=local,size=1048576"])
     try:
         s.wait_ready()
         s.port = port
@@ -318,6 +320,24 @@ def test_live_ready_metadata(stub, channel):
     health = health_pb2_grpc.HealthStub(channel)
     assert health.Check(health_pb2.HealthCheckRequest(), timeout=RPC_TIMEOUT).status == \
         health_pb2.HealthCheckResponse.SERVING
+
+
+def test_response_cache_answers_unary_and_streamed_repeats(stub):
+    """A repeat is answered from the cache over ModelInfer and over the
+    stream (the answer is sent before InferAsync returns), id echoed."""
+    x = np.arange(5, dtype=np.float32).reshape(1, 5)
+    req = infer_request("identity_cached", [("INPUT0", "FP32", [1, 5], x)], rid="again")
+    for _ in range(2):
+        r = stub.ModelInfer(req, timeout=RPC_TIMEOUT)
+        assert r.id == "again"
+        assert np.frombuffer(r.raw_output_contents[0], np.float32).tolist() == x.ravel().tolist()
+    out = list(stub.ModelStreamInfer(iter([req] * 3), timeout=RPC_TIMEOUT))
+    assert len(out) == 3 and not any(o.error_message for o in out), out
+    assert all(np.frombuffer(o.infer_response.raw_output_contents[0], np.float32).tolist()
+               == x.ravel().tolist() for o in out)
+    st = stub.ModelStatistics(pb.ModelStatisticsRequest(name="identity_cached"), timeout=RPC_TIMEOUT).model_stats[0]
+    assert st.execution_count == 1, st
+    assert st.inference_stats.cache_hit.count == 4 and st.inference_stats.cache_miss.count == 1, st
 
 
 def test_metadata_errors(stub):
