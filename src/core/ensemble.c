@@ -641,7 +641,10 @@ static TRITONSERVER_Error *send_run(ens_ctx *c, uint32_t s, uint32_t iter, ens_c
   pthread_mutex_lock(&c->mu);
   if (st->src < 0) c->running[s] = r; /* before it can be released */
   pthread_mutex_unlock(&c->mu);
-  err = TRITONSERVER_ServerInferAsync(req->server, r, NULL);
+  /* A traced ensemble request gives each step a child trace. */
+  TRITONSERVER_InferenceTrace *child = NULL;
+  if (req->trace) err = TRITONSERVER_InferenceTraceSpawnChildTrace(req->trace, &child);
+  if (!err) err = TRITONSERVER_ServerInferAsync(req->server, r, child); /* takes `child` either way */
   if (err) {
     pthread_mutex_lock(&c->mu);
     if (c->running[s] == r) c->running[s] = NULL;

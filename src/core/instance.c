@@ -19,6 +19,7 @@
 #include "response.h"
 #include "server.h"
 #include "stats.h"
+#include "trace.h"
 
 #define ARG_CHECK(cond, what)                                                      \
   do {                                                                             \
@@ -267,6 +268,13 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceReportStatistics(TRITONBACKEND_Mo
   ARG_CHECK(instance && request, "instance and request must not be NULL");
   TRITONSERVER_InferenceRequest *r = (TRITONSERVER_InferenceRequest *)request;
   if (r->is_null) return NULL; /* padding: Triton counts none of it */
+  if (r->trace) {
+    /* Triton's compute activities are the backend's execution bounds. */
+    nrd_trace_report(r->trace, TRITONSERVER_TRACE_COMPUTE_START, exec_start_ns);
+    nrd_trace_report(r->trace, TRITONSERVER_TRACE_COMPUTE_INPUT_END, compute_start_ns);
+    nrd_trace_report(r->trace, TRITONSERVER_TRACE_COMPUTE_OUTPUT_START, compute_end_ns);
+    nrd_trace_report(r->trace, TRITONSERVER_TRACE_COMPUTE_END, exec_end_ns);
+  }
   nrd_model_stats *s = &instance->model->stats;
   if (success)
     nrd_stats_request_success(s, r->queue_start_ns, r->queue_start_ns, exec_start_ns, compute_start_ns,

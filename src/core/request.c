@@ -18,6 +18,7 @@
 #include "server.h"
 #include "state.h"
 #include "stats.h"
+#include "trace.h"
 
 #define ARG_CHECK(cond, what)                                                      \
   do {                                                                             \
@@ -908,6 +909,12 @@ void nrd_request_release(TRITONSERVER_InferenceRequest *r, uint32_t flags) {
   r->delivery = NULL;
   r->in_flight = false;
   if (!r->is_null) nrd_stats_pending_add(&m->stats, -1);
+  if (r->trace) {
+    TRITONSERVER_InferenceTrace *t = r->trace;
+    r->trace = NULL;
+    nrd_trace_report(t, TRITONSERVER_TRACE_REQUEST_END, nrd_now_ns());
+    nrd_trace_release(t);
+  }
   if (d) nrd_delivery_unref(d);
   nrd_model_inflight_done(m);
   if (r->release_fn) r->release_fn(r, flags | TRITONSERVER_REQUEST_RELEASE_ALL, r->release_userp);
@@ -1070,7 +1077,7 @@ TRITONSERVER_Error *TRITONBACKEND_RequestRelease(TRITONBACKEND_Request *request,
 
 TRITONSERVER_Error *TRITONBACKEND_RequestTrace(TRITONBACKEND_Request *request, TRITONSERVER_InferenceTrace **trace) {
   ARG_CHECK(request && trace, "request and trace must not be NULL");
-  *trace = NULL; /* tracing is not built in: no request carries a trace */
+  *trace = REQ(request)->trace;
   return NULL;
 }
 

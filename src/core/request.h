@@ -109,6 +109,9 @@ struct TRITONSERVER_InferenceRequest {
   uint64_t queue_start_ns;
   uint64_t deadline_ns;        /* 0 = none */
   bool in_flight;
+  /* The client's trace while in flight (InferAsync .. release); NULL when
+   * untraced. The core reports into it and hands it back at release. */
+  TRITONSERVER_InferenceTrace *trace;
   /* A Direct sequence batcher's padding (nrd_request_new_null): its own
    * inputs' data, no requested outputs, no statistics, answers dropped. */
   bool is_null;

@@ -23,6 +23,7 @@
 #include "response.h"
 #include "server_options.h"
 #include "stats.h"
+#include "trace.h"
 
 #define ARG_CHECK(cond, what)                                                      \
   do {                                                                             \
@@ -725,10 +726,13 @@ static bool answered_from_cache(nrd_response_cache *c, TRITONSERVER_InferenceReq
   return false;
 }
 
-/* Hands req to m's scheduler (or answers it from the response cache). NULL
- * when accepted; otherwise the caller keeps the request and no callback
+/* Hands req to m's scheduler (or answers it from the response cache), with
+ * `trace` (may be NULL) riding along from `start_ns`. NULL when accepted;
+ * otherwise the caller keeps the request and the trace and no callback
  * fires. */
-static TRITONSERVER_Error *enqueue(TRITONBACKEND_Model *m, TRITONSERVER_InferenceRequest *req) {
+static TRITONSERVER_Error *enqueue(TRITONBACKEND_Model *m, TRITONSERVER_InferenceRequest *req,
+                                   TRITONSERVER_InferenceTrace *trace, uint64_t start_ns) {
+  if (trace) NRD_RETURN_IF_ERROR(nrd_trace_attach(trace, m->name, m->version, req->id));
   nrd_delivery *d = nrd_delivery_new(req);
   if (!d) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   uint64_t now = nrd_now_ns();
@@ -741,10 +745,17 @@ static TRITONSERVER_Error *enqueue(TRITONBACKEND_Model *m, TRITONSERVER_Inferenc
   req->in_flight = true;
   nrd_model_inflight_add(m);
   nrd_stats_pending_add(&m->stats, 1);
+  if (trace) {
+    /* Reported before the request can run (and finish) elsewhere. */
+    nrd_trace_report(trace, TRITONSERVER_TRACE_REQUEST_START, start_ns);
+    nrd_trace_report(trace, TRITONSERVER_TRACE_QUEUE_START, now);
+    req->trace = trace;
+  }
   if (m->response_cache && req->server->cache && answered_from_cache(req->server->cache, req, d)) return NULL;
   TRITONSERVER_Error *err = m->sched->ops->enqueue(m->sched, req);
   if (!err) return NULL;
   req->in_flight = false;
+  req->trace = NULL;
   req->delivery = NULL;
   atomic_store(&d->final_sent, true);
   nrd_delivery_unref(d);
@@ -753,10 +764,10 @@ static TRITONSERVER_Error *enqueue(TRITONBACKEND_Model *m, TRITONSERVER_Inferenc
   return err;
 }
 
-TRITONSERVER_Error *TRITONSERVER_ServerInferAsync(TRITONSERVER_Server *server, TRITONSERVER_InferenceRequest *req,
-                                                  TRITONSERVER_InferenceTrace *trace) {
-  (void)trace; /* tracing is not built in; no trace object can exist */
+static TRITONSERVER_Error *infer_async(TRITONSERVER_Server *server, TRITONSERVER_InferenceRequest *req,
+                                       TRITONSERVER_InferenceTrace *trace) {
   ARG_CHECK(server && req, "server and request must not be NULL");
+  uint64_t start_ns = trace ? nrd_now_ns() : 0;
   if (req->in_flight)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "inference request is already in flight");
   if (!req->response_fn)
@@ -780,7 +791,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerInferAsync(TRITONSERVER_Server *server, T
     nrd_model_inflight_add(m);
     bool ready = atomic_load(&m->state) == NRD_MODEL_READY;
     TRITONSERVER_Error *err =
-        ready ? enqueue(m, req)
+        ready ? enqueue(m, req, trace, start_ns)
               : nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "model '%s' version %" PRId64 " is not ready (unloading)",
                               m->name, m->version);
     if (err && ready) ready = atomic_load(&m->state) == NRD_MODEL_READY;
@@ -790,4 +801,13 @@ TRITONSERVER_Error *TRITONSERVER_ServerInferAsync(TRITONSERVER_Server *server, T
     if (attempt >= 2 || ready) return err;
     TRITONSERVER_ErrorDelete(err);
   }
+}
+
+/* A trace given with a request that is not accepted goes back through its
+ * release callback, as in Triton: the caller never frees it itself. */
+TRITONSERVER_Error *TRITONSERVER_ServerInferAsync(TRITONSERVER_Server *server, TRITONSERVER_InferenceRequest *req,
+                                                  TRITONSERVER_InferenceTrace *trace) {
+  TRITONSERVER_Error *err = infer_async(server, req, trace);
+  if (err && trace) nrd_trace_release(trace);
+  return err;
 }

@@ -86,6 +86,7 @@ typedef enum flag_id {
   F_GRPC_MAX_RESPONSE_POOL_SIZE,
   /* Features nereid does not have: only their off values are taken. */
   F_TRACE_CONFIG,
+  F_TRACE_DEPRECATED,
   F_MODEL_NAMESPACING,
   F_GRPC_USE_SSL,
   F_GRPC_USE_SSL_MUTUAL,
@@ -231,7 +232,13 @@ static const flag_spec kFlags[] = {
     {"grpc-infer-allocation-pool-size", F_GRPC_INFER_ALLOCATION_POOL_SIZE, "N", "Accepted; no effect."},
     {"grpc-max-response-pool-size", F_GRPC_MAX_RESPONSE_POOL_SIZE, "N", "Accepted; no effect."},
     {"trace-config", F_TRACE_CONFIG, "[<mode>,]<key>=<value>",
-     "Tracing is not supported: only level=OFF is taken (other settings then do nothing)."},
+     "Request tracing (docs/tracing.md): level=TIMESTAMPS|OFF, rate=N, count=N, and in triton mode "
+     "triton,file=PATH and triton,log-frequency=N. Repeatable."},
+    {"trace-file", F_TRACE_DEPRECATED, "PATH", "Deprecated: --trace-config=triton,file=PATH."},
+    {"trace-level", F_TRACE_DEPRECATED, "LEVEL", "Deprecated: --trace-config=level=LEVEL."},
+    {"trace-rate", F_TRACE_DEPRECATED, "N", "Deprecated: --trace-config=rate=N."},
+    {"trace-count", F_TRACE_DEPRECATED, "N", "Deprecated: --trace-config=count=N."},
+    {"trace-log-frequency", F_TRACE_DEPRECATED, "N", "Deprecated: --trace-config=triton,log-frequency=N."},
     {"model-namespacing", F_MODEL_NAMESPACING, "BOOL", "Not supported: false only."},
     {"grpc-use-ssl", F_GRPC_USE_SSL, "BOOL", "Not supported (no TLS; terminate TLS in front): false only."},
     {"grpc-use-ssl-mutual", F_GRPC_USE_SSL_MUTUAL, "BOOL", "Not supported (no TLS): false only."},
@@ -448,15 +455,85 @@ static int apply_metrics_config(nrd_srv_cli *cli, const flag_spec *f, const char
   return -1;
 }
 
-/* Tracing is not built in: only a level that turns it off is taken. */
-static int apply_trace_config(const flag_spec *f, const char *v, char *err, size_t errlen) {
-  const char *key = NULL;
-  size_t glen = 0;
-  if (split_setting(v, &key, &glen) != 0) return bad_value(f, v, "[<mode>,]<key>=<value>", err, errlen);
-  const char *eq = strchr(key, '=');
-  if ((size_t)(eq - key) == 5 && !strncmp(key, "level", 5) && strcasecmp(eq + 1, "OFF") != 0)
-    return unsupported(f, v, "nereid has no tracing (level=OFF only)", err, errlen);
+/* One trace level word, as tritonserver reads them; -1 when unknown. */
+static int trace_level_word(const char *v, nrd_srv_cli *cli) {
+  if (!strcasecmp(v, "off") || !strcasecmp(v, "false")) {
+    cli->trace_off = true;
+    return 0;
+  }
+  if (!strcasecmp(v, "on") || !strcasecmp(v, "true") || !strcasecmp(v, "min") || !strcasecmp(v, "max") ||
+      !strcasecmp(v, "timestamps")) {
+    cli->trace_level |= TRITONSERVER_TRACE_LEVEL_TIMESTAMPS;
+    return 0;
+  }
+  return -1;
+}
+
+/* One trace setting by name (rate, count, level, file, log-frequency);
+ * `arg` is the flag's whole value, for messages. */
+static int trace_setting(nrd_srv_cli *cli, const flag_spec *f, const char *arg, const char *key, size_t klen,
+                         const char *v, char *err, size_t errlen) {
+  long n = 0;
+#define KEY(k) (klen == sizeof(k) - 1 && !strncmp(key, k, klen))
+  if (KEY("level")) {
+    if (!strcasecmp(v, "tensors")) return unsupported(f, arg, "tensors are not traced (timestamps only)", err, errlen);
+    if (trace_level_word(v, cli) != 0) return bad_value(f, arg, "a trace level: off, timestamps", err, errlen);
+  } else if (KEY("rate")) {
+    if (parse_long(v, 0, UINT32_MAX, &n) != 0) return bad_value(f, arg, "rate=<count 0..4294967295>", err, errlen);
+    cli->trace_rate = n;
+  } else if (KEY("count")) {
+    if (parse_long(v, -1, INT32_MAX, &n) != 0) return bad_value(f, arg, "count=<-1 or more>", err, errlen);
+    cli->trace_count = n;
+  } else if (KEY("log-frequency")) {
+    if (parse_long(v, 0, UINT32_MAX, &n) != 0) return bad_value(f, arg, "log-frequency=<count>", err, errlen);
+    cli->trace_log_frequency = n;
+  } else if (KEY("file")) {
+    cli->trace_file = v;
+  } else if (KEY("mode")) {
+    if (!strcasecmp(v, "opentelemetry"))
+      return unsupported(f, arg, "nereid writes triton-mode trace files only (no OpenTelemetry)", err, errlen);
+    if (strcasecmp(v, "triton")) return bad_value(f, arg, "mode=triton", err, errlen);
+  }
+  /* Other keys, as tritonserver does, are ignored. */
+#undef KEY
   return 0;
+}
+
+/* --trace-config [<mode>,]<key>=<value>. */
+static int apply_trace_config(nrd_srv_cli *cli, const flag_spec *f, const char *v, char *err, size_t errlen) {
+  const char *eq = strchr(v, '=');
+  if (v[0] == ',') {
+    nrd_srv_fmt_err(err, errlen, "No trace mode specified. --trace-config option format is <trace mode>,"
+                    "<setting>=<value> or <setting>=<value>. Got %s", v);
+    return -1;
+  }
+  const char *comma = eq ? memchr(v, ',', (size_t)(eq - v)) : NULL;
+  const char *key = comma ? comma + 1 : v;
+  if (!eq || eq == key || eq[1] == '\0') {
+    nrd_srv_fmt_err(err, errlen, "--trace-config option format is '<trace mode>,<setting>=<value>'. Got %s", v);
+    return -1;
+  }
+  if (comma) {
+    size_t mlen = (size_t)(comma - v);
+    if (mlen == 13 && !strncasecmp(v, "opentelemetry", 13))
+      return unsupported(f, v, "nereid writes triton-mode trace files only (no OpenTelemetry)", err, errlen);
+    if (mlen != 6 || strncasecmp(v, "triton", 6)) {
+      nrd_srv_fmt_err(err, errlen, "invalid value for trace mode option: %s. Available options are \"triton\" "
+                      "and \"opentelemetry\"", v);
+      return -1;
+    }
+  }
+  /* file and log-frequency are taken without "triton," too (tritonserver
+   * ignores them there, which only hides a mistake). */
+  return trace_setting(cli, f, v, key, (size_t)(eq - key), eq + 1, err, errlen);
+}
+
+/* The deprecated --trace-file, --trace-level, --trace-rate, --trace-count
+ * and --trace-log-frequency. */
+static int apply_trace_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, char *err, size_t errlen) {
+  fprintf(stderr, "nereid: warning: --%s is deprecated; use --trace-config\n", f->name);
+  const char *key = f->name + 6; /* after "trace-" */
+  return trace_setting(cli, f, v, key, strlen(key), v, err, errlen);
 }
 
 static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool *strict_given,
@@ -680,7 +757,9 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
     case F_METRICS_CONFIG:
       return apply_metrics_config(cli, f, v, err, errlen);
     case F_TRACE_CONFIG:
-      return apply_trace_config(f, v, err, errlen);
+      return apply_trace_config(cli, f, v, err, errlen);
+    case F_TRACE_DEPRECATED:
+      return apply_trace_flag(cli, f, v, err, errlen);
     case F_HOST_POLICY: {
       const char *comma = strchr(v, ',');
       const char *eq = comma ? strchr(comma + 1, '=') : NULL;
@@ -746,6 +825,7 @@ static int check_combination(nrd_srv_cli *cli, bool strict_given, bool disable_a
                       "--strict-model-config=false\n");
     cli->strict_model_config = true;
   }
+  if (cli->trace_off) cli->trace_level = 0; /* any "off" wins, as in tritonserver */
   if (cli->help) return 0;
   if (cli->response_cache_byte_size_given && cli->n_cache_configs > 0) {
     nrd_srv_fmt_err(err, errlen, "Incompatible flags --response-cache-byte-size and --cache-config both "
@@ -798,6 +878,8 @@ int nrd_srv_cli_parse(int argc, char **argv, nrd_srv_cli *cli, char *err, size_t
   cli->grpc_http2_min_recv_ping_interval_ms = 300000;
   cli->grpc_http2_max_ping_strikes = 2;
   cli->grpc_infer_response_compression = NRD_SRV_COMPRESS_NONE;
+  cli->trace_rate = 1000;
+  cli->trace_count = -1;
   cli->exit_on_error = true;
   cli->strict_readiness = true;
   cli->strict_model_config = false;

@@ -65,6 +65,13 @@ typedef struct nrd_srv_cli {
   size_t n_host_policies;
   bool reuse_http_port, reuse_grpc_port; /* SO_REUSEPORT; default false */
   unsigned model_load_retries;       /* --model-load-retry-count; default 0 */
+  /* --trace-config (and the deprecated --trace-* flags): tracer.h. */
+  unsigned trace_level;              /* TRITONSERVER_InferenceTraceLevel mask; default 0 (off) */
+  int64_t trace_rate;                /* default 1000 */
+  int64_t trace_count;               /* default -1 */
+  int64_t trace_log_frequency;       /* default 0 */
+  const char *trace_file;            /* default NULL */
+  bool trace_off;                    /* some level was "off": tracing stays off */
   unsigned long long response_cache_byte_size; /* deprecated --response-cache-byte-size */
   bool response_cache_byte_size_given;
   /* HTTP/REST front end and metrics endpoint (http_server.h). */

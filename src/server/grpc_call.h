@@ -16,6 +16,7 @@
 #include "inbox.h"
 #include "log_settings.h"
 #include "shm_registry.h"
+#include "tracer.h"
 #include "triton/core/tritonserver.h"
 
 /* gRPC status codes. */
@@ -74,6 +75,7 @@ bool nrd_srv_grpc_call_draining(const nrd_srv_grpc_call *call);
  * caller). Any thread. */
 nrd_srv_shm *nrd_srv_grpc_call_shm(const nrd_srv_grpc_call *call);
 nrd_srv_log_settings *nrd_srv_grpc_call_log(const nrd_srv_grpc_call *call);
+nrd_srv_tracer *nrd_srv_grpc_call_tracer(const nrd_srv_grpc_call *call); /* may be NULL */
 
 /* Deadline from grpc-timeout as CLOCK_MONOTONIC microseconds, 0 if none.
  * Any thread. */

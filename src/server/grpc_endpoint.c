@@ -7,7 +7,8 @@
 #include "grpc_infer.h"
 
 int nrd_srv_grpc_endpoint_start(TRITONSERVER_Server *server, const nrd_srv_cli *cli,
-                                nrd_srv_shm *shm, nrd_srv_log_settings *log, nrd_srv_grpc **out) {
+                                nrd_srv_shm *shm, nrd_srv_log_settings *log, nrd_srv_tracer *tracer,
+                                nrd_srv_grpc **out) {
   *out = NULL;
   if (!cli->allow_grpc) return 0;
   TRITONSERVER_Error *err = nrd_srv_grpc_infer_init();
@@ -28,6 +29,7 @@ int nrd_srv_grpc_endpoint_start(TRITONSERVER_Server *server, const nrd_srv_cli *
         .handshake_timeout_secs = (unsigned)cli->grpc_handshake_timeout_secs,
         .shm = shm,
         .log = log,
+        .tracer = tracer,
     };
     err = nrd_srv_grpc_start(server, &o, out);
   }

@@ -77,6 +77,7 @@ struct infer_ctx {
   uint8_t *arena;
   size_t used, cap;
   void *extra;
+  nrd_srv_trace *trace; /* NULL: not traced */
 };
 
 static void *arena_alloc(void *data, size_t size) {
@@ -112,6 +113,7 @@ typedef struct resp_event {
    * the context and its request were made there, and freeing them on the
    * thread that made them keeps malloc's per-thread caches warm. */
   infer_ctx *ctx;
+  nrd_srv_trace *trace; /* the request's (lives until its final event ran); NULL: untraced */
 } resp_event;
 
 static TRITONSERVER_ResponseAllocator *g_allocator; /* set once by init */
@@ -227,6 +229,7 @@ static void ctx_free(infer_ctx *ctx) {
     free(blk);
     blk = next;
   }
+  nrd_srv_trace_done(ctx->trace);
   nrd_srv_grpc_call_unref(ctx->call);
   free(ctx);
 }
@@ -253,13 +256,17 @@ static void resp_event_run(nrd_srv_grpc_event *base, bool open) {
   if (open) {
     if (ev->streaming) {
       if (ev->buf) {
+        nrd_srv_trace_mark(ev->trace, "GRPC_SEND_START", 0);
         nrd_srv_grpc_call_send_framed(call, ev->buf, ev->len);
+        nrd_srv_trace_mark(ev->trace, "GRPC_SEND_END", 0);
         ev->buf = NULL;
       }
     } else if (ev->buf) {
+      nrd_srv_trace_mark(ev->trace, "GRPC_SEND_START", 0);
       nrd_srv_grpc_call_send_framed(call, ev->buf, ev->len);
       ev->buf = NULL;
       nrd_srv_grpc_call_finish(call, NRD_GRPC_OK, NULL);
+      nrd_srv_trace_mark(ev->trace, "GRPC_SEND_END", 0);
     } else if (ev->msg) {
       nrd_srv_grpc_call_finish(call, ev->status, ev->msg);
     } else if (ev->final) {
@@ -499,6 +506,8 @@ static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t fla
   }
   ev->final = final;
   ev->streaming = ctx->streaming;
+  ev->trace = ctx->trace;
+  if (resp) nrd_srv_trace_mark(ctx->trace, "INFER_RESPONSE_COMPLETE", 0);
   if (resp) {
     TRITONSERVER_Error *rerr = TRITONSERVER_InferenceResponseError(resp);
     if (rerr) {
@@ -1062,7 +1071,8 @@ static void start_infer(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len,
     cs->inflight = ctx;
     pthread_mutex_unlock(&cs->mu);
     cs->active++;
-    err = TRITONSERVER_ServerInferAsync(server, ctx->irq, NULL);
+    ctx->trace = nrd_srv_tracer_sample(nrd_srv_grpc_call_tracer(call), req->model_name);
+    err = TRITONSERVER_ServerInferAsync(server, ctx->irq, nrd_srv_trace_core(ctx->trace));
     if (err) cs->active--;
   }
   if (err) {

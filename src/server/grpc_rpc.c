@@ -501,13 +501,68 @@ static void cuda_unsupported(nrd_srv_grpc_call *call, const uint8_t *msg, size_t
                            "CUDA shared memory is not supported: this server has no GPU support");
 }
 
-/* Nereid is built without tracing: as Triton built that way, every
- * TraceSetting call (read or update) is UNAVAILABLE. */
+/* The trace extension: an empty settings map reads, others update; a
+ * setting with no value resets it (JSON null over HTTP). */
 static void trace_setting(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
   Inference__TraceSettingRequest *req = unpack(call, &inference__trace_setting_request__descriptor, msg, len);
   if (req == NULL) return;
+  TRITONSERVER_Error *err = NULL;
+  json_t *body = req->n_settings ? json_object() : NULL, *out = NULL;
+  for (size_t i = 0; !err && i < req->n_settings; i++) {
+    const Inference__TraceSettingRequest__SettingsEntry *e = req->settings[i];
+    size_t n = e->value ? e->value->n_value : 0;
+    json_t *v = NULL;
+    if (n == 0) {
+      v = json_null();
+    } else if (!strcmp(e->key, "trace_level")) {
+      v = json_array();
+      for (size_t k = 0; v && k < n; k++) json_array_append_new(v, json_string(e->value->value[k]));
+    } else if (n > 1) {
+      char text[300];
+      snprintf(text, sizeof text, "expect only 1 value for '%s'", e->key);
+      err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, text);
+    } else {
+      v = json_string(e->value->value[0]);
+    }
+    if (!err && (!body || !v || json_object_set_new(body, e->key, v) != 0))
+      err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  }
+  nrd_srv_tracer *t = nrd_srv_grpc_call_tracer(call);
+  if (!err) err = body ? nrd_srv_tracer_update(t, req->model_name, body, &out) : nrd_srv_tracer_get(t, req->model_name, &out);
+  json_decref(body);
   done_with(req);
-  nrd_srv_grpc_call_finish(call, NRD_GRPC_UNAVAILABLE, "the server does not support trace");
+  if (ended_by(call, err)) return;
+  arena a = {0};
+  size_t n = json_object_size(out), k = 0;
+  Inference__TraceSettingResponse__SettingsEntry **ep = ar_alloc(&a, (n ? n : 1) * sizeof(*ep));
+  const char *key;
+  json_t *v;
+  json_object_foreach(out, key, v) {
+    Inference__TraceSettingResponse__SettingsEntry *e = ar_alloc(&a, sizeof(*e));
+    Inference__TraceSettingResponse__SettingValue *sv = ar_alloc(&a, sizeof(*sv));
+    size_t nv = json_is_array(v) ? json_array_size(v) : 1;
+    char **vals = ar_alloc(&a, nv * sizeof(char *));
+    if (!ep || !e || !sv || !vals) break;
+    inference__trace_setting_response__settings_entry__init(e);
+    inference__trace_setting_response__setting_value__init(sv);
+    for (size_t i = 0; i < nv; i++)
+      vals[i] = (char *)json_string_value(json_is_array(v) ? json_array_get(v, i) : v);
+    sv->n_value = nv;
+    sv->value = vals;
+    e->key = (char *)key;
+    e->value = sv;
+    ep[k++] = e;
+  }
+  if (a.failed || k != n) {
+    nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+  } else {
+    Inference__TraceSettingResponse r = INFERENCE__TRACE_SETTING_RESPONSE__INIT;
+    r.n_settings = k;
+    r.settings = ep;
+    nrd_srv_grpc_call_reply(call, &r.base);
+  }
+  ar_free(&a);
+  json_decref(out);
 }
 
 /* Turns a LogSettingsRequest into an update, checking each setting's type

@@ -235,6 +235,8 @@ bool nrd_srv_grpc_call_draining(const nrd_srv_grpc_call *call) { return call->lp
 
 nrd_srv_log_settings *nrd_srv_grpc_call_log(const nrd_srv_grpc_call *call) { return call->g->opts.log; }
 
+nrd_srv_tracer *nrd_srv_grpc_call_tracer(const nrd_srv_grpc_call *call) { return call->g->opts.tracer; }
+
 uint64_t nrd_srv_grpc_call_deadline_us(const nrd_srv_grpc_call *call) { return call->deadline_us; }
 
 void nrd_srv_grpc_call_set_state(nrd_srv_grpc_call *call, void *state, void (*free_fn)(void *)) {

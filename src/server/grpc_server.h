@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tracer.h"
 #include "compress.h"
 #include "log_settings.h"
 #include "shm_registry.h"
@@ -42,6 +43,7 @@ typedef struct nrd_srv_grpc_options {
   /* Shared with the HTTP front end; borrowed, they must outlive the front end. */
   nrd_srv_shm *shm;          /* system shared memory regions */
   nrd_srv_log_settings *log; /* LogSettings */
+  nrd_srv_tracer *tracer;    /* TraceSetting and tracing (may be NULL) */
 } nrd_srv_grpc_options;
 
 typedef struct nrd_srv_grpc nrd_srv_grpc;

@@ -14,11 +14,11 @@ typedef struct nrd_srv_http_endpoints {
 } nrd_srv_http_endpoints;
 
 /* Starts the endpoints `cli` enables on `server` and prints where each
- * listens on stdout. server, shm and log are borrowed and must outlive the
- * endpoints. Returns 0, or -1 after printing why to stderr, with nothing
+ * listens on stdout. server, shm, log and tracer (may be NULL) are
+ * borrowed and must outlive the endpoints. Returns 0, or -1 after printing why to stderr, with nothing
  * left running. Main thread. */
 int nrd_srv_http_endpoints_start(TRITONSERVER_Server *server, const nrd_srv_cli *cli,
-                                 nrd_srv_shm *shm, nrd_srv_log_settings *log,
+                                 nrd_srv_shm *shm, nrd_srv_log_settings *log, nrd_srv_tracer *tracer,
                                  nrd_srv_http_endpoints *ep);
 
 /* Stops what nrd_srv_http_endpoints_start started, waiting up to

@@ -120,6 +120,7 @@ typedef struct infer_ctx {
   bool binary_default;
   nrd_srv_shm_region **regions; /* shared memory inputs held */
   size_t n_regions;
+  nrd_srv_trace *trace;         /* NULL: not traced */
 } infer_ctx;
 
 /* ---- allocator ------------------------------------------------------------ */
@@ -192,6 +193,7 @@ static void ctx_free(infer_ctx *c) {
   free(c->outs);
   for (size_t i = 0; i < c->n_regions; i++) nrd_srv_shm_release(c->regions[i]);
   free(c->regions);
+  nrd_srv_trace_done(c->trace);
   pthread_mutex_destroy(&c->mu);
   free(c);
 }
@@ -233,6 +235,7 @@ static void on_response(TRITONSERVER_InferenceResponse *response, const uint32_t
   if (response) {
     if (c->resp) TRITONSERVER_InferenceResponseDelete(c->resp);
     c->resp = response;
+    nrd_srv_trace_mark(c->trace, "INFER_RESPONSE_COMPLETE", 0);
   }
   if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) count_down(c);
 }
@@ -434,10 +437,17 @@ static bool build_reply(infer_ctx *c, nrd_srv_http_req *req) {
   return true;
 }
 
+/* Encodes and writes the reply, with the trace's send marks. */
+static void reply(infer_ctx *c, nrd_srv_http_req *req) {
+  nrd_srv_trace_mark(c->trace, "HTTP_SEND_START", 0);
+  if (build_reply(c, req)) nrd_srv_http_send(req, 200);
+  nrd_srv_trace_mark(c->trace, "HTTP_SEND_END", 0);
+}
+
 static void encode_and_send(void *arg) {
   infer_ctx *c = arg;
   nrd_srv_http_req *req = nrd_srv_http_pending_finish(c->loop, &c->pending);
-  if (req && build_reply(c, req)) nrd_srv_http_send(req, 200);
+  if (req) reply(c, req);
   ctx_free(c);
 }
 
@@ -449,7 +459,7 @@ static bool answer_here(infer_ctx *c) {
   if (req == NULL) return false;
   nrd_srv_http_conn *conn = req->conn;
   nrd_srv_http *h = c->loop->http;
-  if (build_reply(c, req)) nrd_srv_http_send(req, 200);
+  reply(c, req);
   nrd_srv_http_conn_unclaim(conn);
   ctx_free(c);
   nrd_srv_http_pending_done(h); /* last: the front end may go once nothing is in flight */
@@ -866,7 +876,8 @@ void nrd_srv_http_infer(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const ch
   }
   nrd_srv_http_pending_add(loop, &c->pending, req);
   TRITONSERVER_InferenceRequest *ireq = c->ireq;
-  err = TRITONSERVER_ServerInferAsync(h->server, ireq, NULL);
+  c->trace = nrd_srv_tracer_sample(h->tracer, model);
+  err = TRITONSERVER_ServerInferAsync(h->server, ireq, nrd_srv_trace_core(c->trace));
   if (err) {
     /* No callback will fire: the request is still ours. */
     nrd_srv_http_req *r = nrd_srv_http_pending_finish(loop, &c->pending);

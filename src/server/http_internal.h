@@ -23,6 +23,7 @@
 #include "json_arena.h"
 #include "log_settings.h"
 #include "shm_registry.h"
+#include "tracer.h"
 #include "triton/core/tritonserver.h"
 
 typedef struct nrd_srv_http_loop nrd_srv_http_loop;
@@ -154,6 +155,7 @@ struct nrd_srv_http {
   atomic_bool draining;      /* shutting down: no new connections, no keep-alive */
   nrd_srv_shm *shm;          /* borrowed from nereid: system shared memory */
   nrd_srv_log_settings *log; /* borrowed from nereid: /v2/logging */
+  nrd_srv_tracer *tracer;    /* borrowed from nereid: tracing; NULL: none */
   /* Large output blocks kept for reuse (http_infer.c); any thread. */
   pthread_mutex_t blocks_mu;
   struct out_block *blocks[NRD_SRV_HTTP_BLOCK_SLOTS];
@@ -304,10 +306,9 @@ void nrd_srv_http_infer(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const ch
 /* GET/POST /v2/logging (http_logging.c). Loop thread; req is answered. */
 void nrd_srv_http_logging(nrd_srv_http *h, nrd_srv_http_req *req);
 
-/* GET/POST /v2[/models/{m}]/trace/setting: tracing is not supported, so
- * this answers 503 as Triton built without tracing does (http_logging.c).
- * Loop thread; req is answered. */
-void nrd_srv_http_trace(nrd_srv_http_req *req);
+/* GET/POST /v2/trace/setting (model NULL) and
+ * /v2/models/{model}/trace/setting: the trace extension (tracer.h). */
+void nrd_srv_http_trace(nrd_srv_http *h, nrd_srv_http_req *req, const char *model);
 
 /* /v2/systemsharedmemory/... and /v2/cudasharedmemory/... with `rest` the
  * path after that prefix (http_shm.c). Loop thread; req is answered. */

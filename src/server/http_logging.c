@@ -9,11 +9,25 @@
 
 #include "http_internal.h"
 
-void nrd_srv_http_trace(nrd_srv_http_req *req) {
+void nrd_srv_http_trace(nrd_srv_http *h, nrd_srv_http_req *req, const char *model) {
   nrd_srv_http_method m = req->method;
   if (m != NRD_SRV_HTTP_GET && m != NRD_SRV_HTTP_POST && m != NRD_SRV_HTTP_HEAD)
     return nrd_srv_http_reply_error(req, 405, "Method Not Allowed");
-  nrd_srv_http_reply_error(req, 503, "the server does not support tracing");
+  json_t *j = NULL, *out = NULL;
+  TRITONSERVER_Error *err = NULL;
+  if (m == NRD_SRV_HTTP_POST) {
+    if (nrd_srv_http_body_json(req, &j) != 0) return;
+    err = j ? nrd_srv_tracer_update(h->tracer, model, j, &out) : nrd_srv_tracer_get(h->tracer, model, &out);
+    json_decref(j);
+  } else {
+    err = nrd_srv_tracer_get(h->tracer, model, &out);
+  }
+  if (err) return nrd_srv_http_reply_tserr(req, err);
+  char *text = json_dumps(out, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  json_decref(out);
+  if (text == NULL) return nrd_srv_http_reply_error(req, 500, "out of memory");
+  nrd_srv_http_reply_json(req, 200, text, strlen(text));
+  free(text);
 }
 
 static void reply_settings(nrd_srv_http *h, nrd_srv_http_req *req) {

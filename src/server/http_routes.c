@@ -159,7 +159,7 @@ static void model_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const ch
     if (!is_post(req)) return method_not_allowed(req);
     return nrd_srv_http_generate(loop, req, model, version, action[8] == '_');
   }
-  if (strcmp(action, "trace/setting") == 0) return nrd_srv_http_trace(req);
+  if (strcmp(action, "trace/setting") == 0) return nrd_srv_http_trace(h, req, model);
   nrd_srv_http_reply_error(req, 404, "Not Found");
 }
 
@@ -436,7 +436,7 @@ void nrd_srv_http_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req) {
     if (strcmp(seg, "unload") == 0) return repo_unload(h, req, model);
     return nrd_srv_http_reply_error(req, 404, "Not Found");
   }
-  if (strcmp(path, "/v2/trace/setting") == 0) return nrd_srv_http_trace(req);
+  if (strcmp(path, "/v2/trace/setting") == 0) return nrd_srv_http_trace(h, req, NULL);
   if (strncmp(path, "/v2/cudasharedmemory/", 21) == 0)
     return nrd_srv_http_shm_route(h, req, path + 20, true);
   if (strncmp(path, "/v2/systemsharedmemory/", 23) == 0)

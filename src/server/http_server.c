@@ -206,6 +206,7 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
   pthread_mutex_init(&h->blocks_mu, NULL);
   h->shm = opts->shm;
   h->log = opts->log;
+  h->tracer = opts->tracer;
   TRITONSERVER_Error *err = NULL;
   char msg[512];
   if (nrd_srv_listen(opts->address, opts->port, opts->reuse_port, &h->fd, &h->port, msg, sizeof msg) != 0) {

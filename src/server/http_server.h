@@ -12,6 +12,7 @@
 
 #include "log_settings.h"
 #include "shm_registry.h"
+#include "tracer.h"
 #include <stdbool.h>
 
 #include "triton/core/tritonserver.h"
@@ -34,6 +35,7 @@ typedef struct nrd_srv_http_options {
    * end. NULL only with metrics_only. */
   nrd_srv_shm *shm;          /* system shared memory regions */
   nrd_srv_log_settings *log; /* /v2/logging */
+  nrd_srv_tracer *tracer;    /* tracing (may be NULL) */
 } nrd_srv_http_options;
 
 /* Binds and starts serving `server` (borrowed: it must outlive the front

@@ -211,15 +211,18 @@ int main(int argc, char **argv) {
   nrd_srv_shm *shm = nrd_srv_shm_new();
   nrd_srv_log_settings *log_settings =
       nrd_srv_log_settings_new(cli.log_file, cli.log_verbose, cli.log_format);
+  nrd_srv_trace_config tc = {cli.trace_level, cli.trace_rate, cli.trace_count, cli.trace_log_frequency,
+                             cli.trace_file};
+  nrd_srv_tracer *tracer = nrd_srv_tracer_new(server, &tc);
   nrd_srv_http_endpoints http_ep = {0};
   nrd_srv_grpc *grpc_ep = NULL;
-  if (shm == NULL || log_settings == NULL) {
+  if (shm == NULL || log_settings == NULL || tracer == NULL) {
     fprintf(stderr, "nereid: error: out of memory\n");
     goto fail_endpoints;
   }
-  if (nrd_srv_http_endpoints_start(server, &cli, shm, log_settings, &http_ep) != 0)
+  if (nrd_srv_http_endpoints_start(server, &cli, shm, log_settings, tracer, &http_ep) != 0)
     goto fail_endpoints;
-  if (nrd_srv_grpc_endpoint_start(server, &cli, shm, log_settings, &grpc_ep) != 0) {
+  if (nrd_srv_grpc_endpoint_start(server, &cli, shm, log_settings, tracer, &grpc_ep) != 0) {
     nrd_srv_http_endpoints_stop(&http_ep, cli.exit_timeout_secs);
     goto fail_endpoints;
   }
@@ -257,6 +260,7 @@ int main(int argc, char **argv) {
   if (err) report_error("stopping server", err);
   err = TRITONSERVER_ServerDelete(server);
   if (err) report_error("deleting server", err);
+  nrd_srv_tracer_free(tracer); /* after the server: every trace has come back */
   nrd_srv_shm_free(shm);
   nrd_srv_log_settings_free(log_settings);
   nrd_srv_cli_free(&cli);
@@ -267,6 +271,7 @@ fail_endpoints:
   err = TRITONSERVER_ServerStop(server);
   if (err) report_error("stopping server", err);
   TRITONSERVER_ServerDelete(server);
+  nrd_srv_tracer_free(tracer);
   nrd_srv_shm_free(shm);
   nrd_srv_log_settings_free(log_settings);
   nrd_srv_cli_free(&cli);

@@ -488,17 +488,18 @@ def test_shared_memory_trace_log(stub):
     assert ls.settings["log_info"].bool_param is True
 
 
-def test_trace_setting_unsupported(stub):
-    """Built without tracing, Triton answers every TraceSetting call (read
-    or update) UNAVAILABLE."""
+def test_trace_setting_without_a_trace_file(stub):
+    """No trace file given (test_tracing.py has the rest): the settings read
+    back, turning tracing on is refused, an unknown model is named."""
     for req in (pb.TraceSettingRequest(), pb.TraceSettingRequest(model_name="simple")):
-        e = rpc_error(stub.TraceSetting, req)
-        assert e.code() == grpc.StatusCode.UNAVAILABLE
-        assert e.details() == "the server does not support trace"
+        r = stub.TraceSetting(req, timeout=RPC_TIMEOUT)
+        assert list(r.settings["trace_level"].value) == ["OFF"] and list(r.settings["trace_file"].value) == [""]
     r = pb.TraceSettingRequest()
     r.settings["trace_level"].value.append("TIMESTAMPS")
     e = rpc_error(stub.TraceSetting, r)
-    assert e.code() == grpc.StatusCode.UNAVAILABLE
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "trace file name is not given" in e.details()
+    e = rpc_error(stub.TraceSetting, pb.TraceSettingRequest(model_name="nope"))
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and e.details() == "Request for unknown model : nope"
 
 
 def log_request(**settings):

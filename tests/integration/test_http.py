@@ -296,12 +296,13 @@ def test_metrics(srv):
 
 
 def test_unsupported_routes_answer_clearly(srv):
-    # Tracing is not built in: 503 as Triton without tracing answers, for
-    # the global and the per-model settings, GET and POST.
+    # Tracing without a trace file (test_tracing.py has the rest): the
+    # settings read back, and turning it on is refused, as Triton does.
     for path in ("/v2/trace/setting", "/v2/models/simple/trace/setting"):
-        for method, body in (("GET", None), ("POST", {"trace_level": ["TIMESTAMPS"]})):
-            st, got = jreq(srv, method, path, body)
-            assert st == 503 and "not support tracing" in got["error"], (path, st, got)
+        st, got = jreq(srv, "GET", path, None)
+        assert st == 200 and got["trace_level"] == ["OFF"] and got["trace_file"] == "", (path, st, got)
+        st, got = jreq(srv, "POST", path, {"trace_level": ["TIMESTAMPS"]})
+        assert st == 400 and "trace file name is not given" in got["error"], (path, st, got)
     assert srv.request("PUT", "/v2/trace/setting")[0] == 405
     # CUDA shared memory without GPUs, as Triton built without GPU support:
     # no regions, register fails, unregister is a no-op.

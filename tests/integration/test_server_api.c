@@ -647,6 +647,116 @@ Test(server_api, host_policy_settings_reach_the_backend) {
   free(repo);
 }
 
+/* In-process tracing: a trace given to InferAsync reports the core's
+ * activities in order, the backend's custom activity with its name in the
+ * context, and comes back once through the release callback; a refused
+ * request gives its trace back too. */
+typedef struct trace_log {
+  pthread_mutex_t mu;
+  TRITONSERVER_InferenceTraceActivity acts[32];
+  uint64_t ns[32];
+  int n, released;
+  char custom[64];
+  char model[64];
+} trace_log;
+
+static void trace_activity(TRITONSERVER_InferenceTrace *t, TRITONSERVER_InferenceTraceActivity a, uint64_t ns,
+                           void *userp) {
+  trace_log *l = userp;
+  pthread_mutex_lock(&l->mu);
+  if (l->n < 32) {
+    l->acts[l->n] = a;
+    l->ns[l->n] = ns;
+    l->n++;
+  }
+  if (a == TRITONSERVER_TRACE_CUSTOM_ACTIVITY) {
+    const char *ctx = NULL;
+    H_OK(TRITONSERVER_InferenceTraceContext(t, &ctx));
+    json_t *j = json_loads(ctx, 0, NULL);
+    snprintf(l->custom, sizeof l->custom, "%s", json_string_value(json_object_get(j, "4242")) ?: "");
+    json_decref(j);
+  }
+  if (a == TRITONSERVER_TRACE_REQUEST_START) {
+    const char *m = NULL;
+    H_OK(TRITONSERVER_InferenceTraceModelName(t, &m));
+    snprintf(l->model, sizeof l->model, "%s", m);
+  }
+  pthread_mutex_unlock(&l->mu);
+}
+
+static void trace_released(TRITONSERVER_InferenceTrace *t, void *userp) {
+  trace_log *l = userp;
+  pthread_mutex_lock(&l->mu);
+  l->released++;
+  pthread_mutex_unlock(&l->mu);
+  H_OK(TRITONSERVER_InferenceTraceDelete(t));
+}
+
+Test(server_api, a_trace_follows_its_request) {
+  char *repo = h_tmpdir();
+  h_model(repo, "probe",
+          "name: \"probe\"\nbackend: \"api_probe\"\nmax_batch_size: 0\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ -1 ] } ]\n"
+          "output [ { name: \"PROBE\" data_type: TYPE_STRING dims: [ 1 ] } ]\n",
+          "1");
+  char lib[4200];
+  snprintf(lib, sizeof lib, "%s/probe/libtriton_api_probe.so", repo);
+  cr_assert_eq(symlink(NRD_TEST_BACKEND_DIR "/api_probe/libtriton_api_probe.so", lib), 0);
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  trace_log l = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  TRITONSERVER_InferenceTrace *t = NULL;
+  H_OK(TRITONSERVER_InferenceTraceNew(&t, TRITONSERVER_TRACE_LEVEL_TIMESTAMPS, 0, trace_activity, trace_released, &l));
+  float in[2] = {1, 2};
+  int64_t shape[1] = {2};
+  TRITONSERVER_InferenceRequest *r = h_request(s, "probe");
+  h_add_input(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 1, in, sizeof in);
+  h_call *c = h_call_new();
+  h_bind(r, c);
+  H_OK(TRITONSERVER_ServerInferAsync(s, r, t));
+  cr_assert(h_wait(c, 10000));
+  for (int i = 0; i < 200; i++) { /* the release callback runs right after the request's */
+    pthread_mutex_lock(&l.mu);
+    int done = l.released;
+    pthread_mutex_unlock(&l.mu);
+    if (done) break;
+    usleep(10000);
+  }
+  uint64_t size;
+  const void *base = first_output(c, &size);
+  uint32_t len;
+  memcpy(&len, base, 4);
+  json_t *j = json_loadb((const char *)base + 4, len, 0, NULL);
+  cr_expect(json_is_false(json_object_get(j, "trace_is_null")), "the backend must see the trace");
+  json_decref(j);
+  static const TRITONSERVER_InferenceTraceActivity want[] = {
+      TRITONSERVER_TRACE_REQUEST_START, TRITONSERVER_TRACE_QUEUE_START, TRITONSERVER_TRACE_CUSTOM_ACTIVITY,
+      TRITONSERVER_TRACE_COMPUTE_START, TRITONSERVER_TRACE_COMPUTE_INPUT_END,
+      TRITONSERVER_TRACE_COMPUTE_OUTPUT_START, TRITONSERVER_TRACE_COMPUTE_END, TRITONSERVER_TRACE_REQUEST_END};
+  cr_assert_eq(l.n, 8, "%d activities", l.n);
+  for (int i = 0; i < 8; i++) cr_expect_eq(l.acts[i], want[i], "activity %d: %d", i, (int)l.acts[i]);
+  cr_expect_eq(l.ns[2], 4242);
+  cr_expect(l.ns[0] <= l.ns[1] && l.ns[1] <= l.ns[3] && l.ns[6] <= l.ns[7]);
+  cr_expect_str_eq(l.custom, "API_PROBE_STEP");
+  cr_expect_str_eq(l.model, "probe");
+  cr_expect_eq(l.released, 1);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  /* Refused (no inputs): the trace still comes back, and only once. */
+  H_OK(TRITONSERVER_InferenceTraceNew(&t, TRITONSERVER_TRACE_LEVEL_TIMESTAMPS, 0, trace_activity, trace_released, &l));
+  r = h_request(s, "probe");
+  c = h_call_new();
+  h_bind(r, c);
+  TRITONSERVER_Error *e = TRITONSERVER_ServerInferAsync(s, r, t);
+  cr_assert_not_null(e);
+  TRITONSERVER_ErrorDelete(e);
+  cr_expect_eq(l.released, 2);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  H_OK(TRITONSERVER_ServerDelete(s));
+  h_rmtree(repo);
+  free(repo);
+}
+
 /* The request getters read back what was set; data appended for a host
  * policy stays apart from the input's own data (which a request still
  * needs, as in Triton); the exit timeout can be changed on a running

@@ -194,13 +194,18 @@ static void probe_request(TRITONBACKEND_Request *request, json_t *o) {
     json_object_set_new(o, "timeout_us", json_integer((json_int_t)timeout));
   else
     note_error(o, "timeout_error", err);
-  /* A sentinel that must come back NULL (tracing is off). */
+  /* A sentinel that must come back NULL when the request is untraced. */
   TRITONSERVER_InferenceTrace *trace = (TRITONSERVER_InferenceTrace *)&flags;
   err = TRITONBACKEND_RequestTrace(request, &trace);
   if (err == NULL)
     json_object_set_new(o, "trace_is_null", json_boolean(trace == NULL));
   else
     note_error(o, "trace_error", err);
+  /* Traced: a custom activity, at a timestamp the test recognizes. */
+  if (err == NULL && trace != NULL) {
+    err = TRITONSERVER_InferenceTraceReportActivity(trace, 4242, "API_PROBE_STEP");
+    if (err != NULL) note_error(o, "report_activity_error", err);
+  }
   const char *input_name = NULL;
   err = TRITONBACKEND_RequestInputName(request, 0, &input_name);
   if (err == NULL)

@@ -1,0 +1,611 @@
+/* Request tracing (tracer.h).
+ *
+ * Settings: the global one (from the command line, changed by the trace
+ * extension) and one per model that the extension set something for; a
+ * model's unset fields follow the global ones, except its count and sample
+ * counter, which are its own once it has a setting. One lock guards the
+ * settings, the pending traces and the files; `active` lets sampling skip
+ * the lock while no setting can trace.
+ *
+ * A handle collects one request's trace objects: a text stream per trace
+ * id (the request's, and its ensemble steps'). It is finished when the
+ * front end is done and every core trace it saw has been released (the
+ * core releases an ensemble's step traces before the ensemble's own). */
+#include "tracer.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct setting {
+  bool has_level, has_rate, has_count, has_logf; /* set here (a model's); the global has all */
+  unsigned level;
+  int64_t rate, count, logf;
+  uint64_t sampled; /* requests seen while it could trace */
+} setting;
+
+typedef struct model_setting {
+  char *model;
+  setting s;
+} model_setting;
+
+struct nrd_srv_tracer {
+  TRITONSERVER_Server *server;
+  pthread_mutex_t mu;
+  atomic_bool active;    /* some setting might trace */
+  setting defaults;      /* the command line's */
+  setting global;
+  model_setting *models;
+  size_t n_models;
+  char *file;            /* "" when none */
+  /* Finished traces not yet written: JSON objects joined by commas. */
+  char *pending;
+  size_t pending_len, pending_cap, pending_n;
+  unsigned index;        /* next indexed file */
+  FILE *main;            /* <file>, opened at its first write */
+  unsigned outstanding;  /* handles not yet finished */
+};
+
+typedef struct trace_stream {
+  uint64_t id;
+  char *text;
+  size_t len, cap;
+  bool released;
+} trace_stream;
+
+struct nrd_srv_trace {
+  nrd_srv_tracer *tracer;
+  pthread_mutex_t mu;
+  int refs; /* the front end's, the request's trace, each step trace seen */
+  TRITONSERVER_InferenceTrace *core;
+  uint64_t root_id;
+  int64_t log_frequency;
+  bool count_exhausted; /* its sample took the last of the count */
+  trace_stream *streams;
+  size_t n_streams;
+};
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------ text */
+
+static bool grow(char **p, size_t *cap, size_t need) {
+  if (need <= *cap) return true;
+  size_t c = *cap ? *cap : 256;
+  while (c < need) c *= 2;
+  char *n = realloc(*p, c);
+  if (!n) return false;
+  *p = n;
+  *cap = c;
+  return true;
+}
+
+static void append(char **p, size_t *len, size_t *cap, const char *s, size_t n) {
+  if (!grow(p, cap, *len + n + 1)) return; /* out of memory: the trace loses this part */
+  memcpy(*p + *len, s, n);
+  *len += n;
+  (*p)[*len] = '\0';
+}
+
+static void appendf(trace_stream *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void appendf(trace_stream *st, const char *fmt, ...) {
+  char small[512], *buf = small;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if ((size_t)n >= sizeof small) { /* a long custom activity name: never cut JSON short */
+    buf = malloc((size_t)n + 1);
+    if (!buf) return;
+    va_start(ap, fmt);
+    vsnprintf(buf, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+  }
+  if (st->len) append(&st->text, &st->len, &st->cap, ",", 1);
+  append(&st->text, &st->len, &st->cap, buf, (size_t)n);
+  if (buf != small) free(buf);
+}
+
+/* A JSON string (quotes included) for a name or id a client chose. */
+static char *json_quoted(const char *s) {
+  json_t *j = json_string(s ? s : "");
+  char *out = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
+  json_decref(j);
+  return out;
+}
+
+/* ------------------------------------------------------------ files */
+
+static void write_indexed(nrd_srv_tracer *t) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s.%u", t->file, t->index++);
+  FILE *f = fopen(path, "w");
+  if (f) {
+    fprintf(f, "[%s]", t->pending ? t->pending : "");
+    fclose(f);
+  } else {
+    fprintf(stderr, "nereid: error: cannot write trace file %s\n", path);
+  }
+  t->pending_len = t->pending_n = 0;
+  if (t->pending) t->pending[0] = '\0';
+}
+
+static void write_main(nrd_srv_tracer *t) {
+  if (!t->main) {
+    t->main = fopen(t->file, "w");
+    if (!t->main) {
+      fprintf(stderr, "nereid: error: cannot write trace file %s\n", t->file);
+      t->pending_len = t->pending_n = 0;
+      return;
+    }
+    fputc('[', t->main);
+  } else {
+    fputc(',', t->main);
+  }
+  fputs(t->pending ? t->pending : "", t->main);
+  fflush(t->main);
+  t->pending_len = t->pending_n = 0;
+}
+
+/* Writes what is pending, as Triton does when a setting goes away: to an
+ * indexed file with a log frequency, else on into the main file. Locked. */
+static void flush_pending(nrd_srv_tracer *t) {
+  if (t->pending_n == 0) return;
+  if (t->global.logf > 0) write_indexed(t);
+  else write_main(t);
+}
+
+/* ------------------------------------------------------------ settings */
+
+static model_setting *find_model(nrd_srv_tracer *t, const char *model) {
+  for (size_t i = 0; model && i < t->n_models; i++)
+    if (!strcmp(t->models[i].model, model)) return &t->models[i];
+  return NULL;
+}
+
+/* The setting a model's requests follow, fields resolved. Locked. */
+static setting effective(const nrd_srv_tracer *t, const model_setting *m) {
+  if (!m) return t->global;
+  setting s = t->global;
+  if (m->s.has_level) s.level = m->s.level;
+  if (m->s.has_rate) s.rate = m->s.rate;
+  if (m->s.has_logf) s.logf = m->s.logf;
+  s.count = m->s.count; /* a model setting keeps its own count */
+  return s;
+}
+
+static bool can_trace(const nrd_srv_tracer *t, const setting *s) {
+  return (s->level & TRITONSERVER_TRACE_LEVEL_TIMESTAMPS) && s->rate > 0 && s->count != 0 && t->file[0];
+}
+
+static void update_active(nrd_srv_tracer *t) {
+  bool any = can_trace(t, &t->global);
+  for (size_t i = 0; !any && i < t->n_models; i++) {
+    setting s = effective(t, &t->models[i]);
+    any = can_trace(t, &s);
+  }
+  atomic_store(&t->active, any);
+}
+
+nrd_srv_tracer *nrd_srv_tracer_new(TRITONSERVER_Server *server, const nrd_srv_trace_config *cfg) {
+  nrd_srv_tracer *t = calloc(1, sizeof(*t));
+  if (!t) return NULL;
+  t->file = strdup(cfg->file ? cfg->file : "");
+  if (!t->file) {
+    free(t);
+    return NULL;
+  }
+  t->server = server;
+  pthread_mutex_init(&t->mu, NULL);
+  t->defaults = (setting){true, true, true, true, cfg->level, cfg->rate, cfg->count, cfg->log_frequency, 0};
+  t->global = t->defaults;
+  update_active(t);
+  return t;
+}
+
+void nrd_srv_tracer_free(nrd_srv_tracer *t) {
+  if (!t) return;
+  flush_pending(t);
+  if (t->main) {
+    fputc(']', t->main);
+    fclose(t->main);
+  }
+  for (size_t i = 0; i < t->n_models; i++) free(t->models[i].model);
+  free(t->models);
+  free(t->pending);
+  free(t->file);
+  pthread_mutex_destroy(&t->mu);
+  free(t);
+}
+
+/* ------------------------------------------------------------ handles */
+
+static trace_stream *stream_of(nrd_srv_trace *h, uint64_t id, bool *added) {
+  *added = false;
+  for (size_t i = 0; i < h->n_streams; i++)
+    if (h->streams[i].id == id) return &h->streams[i];
+  trace_stream *n = realloc(h->streams, (h->n_streams + 1) * sizeof(*n));
+  if (!n) return NULL;
+  h->streams = n;
+  h->streams[h->n_streams] = (trace_stream){id, NULL, 0, 0, false};
+  *added = true;
+  return &h->streams[h->n_streams++];
+}
+
+/* Joins the streams (the request's first, then its steps' by id) and hands
+ * the result to the tracer's pending traces; frees the handle. */
+static void finish(nrd_srv_trace *h) {
+  nrd_srv_tracer *t = h->tracer;
+  for (size_t i = 1; i < h->n_streams; i++) /* ids grow with creation: a few, insertion sort */
+    for (size_t k = i; k > 1 && h->streams[k].id < h->streams[k - 1].id; k--) {
+      trace_stream tmp = h->streams[k];
+      h->streams[k] = h->streams[k - 1];
+      h->streams[k - 1] = tmp;
+    }
+  pthread_mutex_lock(&t->mu);
+  for (size_t i = 0; i < h->n_streams; i++) {
+    if (!h->streams[i].len) continue;
+    if (t->pending_len) append(&t->pending, &t->pending_len, &t->pending_cap, ",", 1);
+    append(&t->pending, &t->pending_len, &t->pending_cap, h->streams[i].text, h->streams[i].len);
+  }
+  t->pending_n++;
+  t->outstanding--;
+  if (h->log_frequency > 0 && t->pending_n >= (uint64_t)h->log_frequency) write_indexed(t);
+  else if (h->count_exhausted && t->outstanding == 0) write_indexed(t); /* the last of the count */
+  pthread_mutex_unlock(&t->mu);
+  for (size_t i = 0; i < h->n_streams; i++) free(h->streams[i].text);
+  free(h->streams);
+  pthread_mutex_destroy(&h->mu);
+  free(h);
+}
+
+static void unref(nrd_srv_trace *h, int n) {
+  pthread_mutex_lock(&h->mu);
+  h->refs -= n;
+  bool last = h->refs == 0;
+  pthread_mutex_unlock(&h->mu);
+  if (last) finish(h);
+}
+
+/* The name of a CUSTOM_ACTIVITY: the context maps its timestamp to it. */
+static char *custom_name(TRITONSERVER_InferenceTrace *trace, uint64_t ns) {
+  const char *ctx = NULL;
+  TRITONSERVER_Error *e = TRITONSERVER_InferenceTraceContext(trace, &ctx);
+  if (e) TRITONSERVER_ErrorDelete(e);
+  json_t *j = ctx ? json_loads(ctx, 0, NULL) : NULL;
+  char key[24];
+  snprintf(key, sizeof key, "%" PRIu64, ns);
+  const char *name = json_string_value(json_object_get(j, key));
+  char *out = json_quoted(name ? name : "CUSTOM_ACTIVITY");
+  json_decref(j);
+  return out;
+}
+
+static void on_activity(TRITONSERVER_InferenceTrace *trace, TRITONSERVER_InferenceTraceActivity activity,
+                        uint64_t ns, void *userp) {
+  nrd_srv_trace *h = userp;
+  uint64_t id = 0, parent = 0;
+  TRITONSERVER_Error *e = TRITONSERVER_InferenceTraceId(trace, &id);
+  if (e) TRITONSERVER_ErrorDelete(e);
+  char *info = NULL, *custom = NULL;
+  if (activity == TRITONSERVER_TRACE_REQUEST_START) {
+    const char *model = "", *rid = "";
+    int64_t version = 0;
+    if ((e = TRITONSERVER_InferenceTraceModelName(trace, &model))) TRITONSERVER_ErrorDelete(e);
+    if ((e = TRITONSERVER_InferenceTraceModelVersion(trace, &version))) TRITONSERVER_ErrorDelete(e);
+    if ((e = TRITONSERVER_InferenceTraceRequestId(trace, &rid))) TRITONSERVER_ErrorDelete(e);
+    if ((e = TRITONSERVER_InferenceTraceParentId(trace, &parent))) TRITONSERVER_ErrorDelete(e);
+    char *qm = json_quoted(model), *qr = rid && rid[0] ? json_quoted(rid) : NULL;
+    size_t n = (qm ? strlen(qm) : 2) + (qr ? strlen(qr) : 0) + 160; /* the fixed text and three numbers fit */
+    info = malloc(n);
+    if (info) {
+      int k = snprintf(info, n, "{\"id\":%" PRIu64 ",\"model_name\":%s,\"model_version\":%" PRId64, id,
+                       qm ? qm : "\"\"", version);
+      if (qr) k += snprintf(info + k, n - (size_t)k, ",\"request_id\":%s", qr);
+      if (parent) k += snprintf(info + k, n - (size_t)k, ",\"parent_id\":%" PRIu64, parent);
+      snprintf(info + k, n - (size_t)k, "}");
+    }
+    free(qm);
+    free(qr);
+  }
+  if (activity == TRITONSERVER_TRACE_CUSTOM_ACTIVITY) custom = custom_name(trace, ns);
+  pthread_mutex_lock(&h->mu);
+  bool added = false;
+  trace_stream *st = stream_of(h, id, &added);
+  if (added && id != h->root_id) h->refs++; /* a step's trace: wait for its release too */
+  if (st && info) {
+    if (st->len) append(&st->text, &st->len, &st->cap, ",", 1);
+    append(&st->text, &st->len, &st->cap, info, strlen(info));
+  }
+  if (st) {
+    if (custom)
+      appendf(st, "{\"id\":%" PRIu64 ",\"timestamps\":[{\"name\":%s,\"ns\":%" PRIu64 "}]}", id, custom, ns);
+    else
+      appendf(st, "{\"id\":%" PRIu64 ",\"timestamps\":[{\"name\":\"%s\",\"ns\":%" PRIu64 "}]}", id,
+              TRITONSERVER_InferenceTraceActivityString(activity), ns);
+  }
+  pthread_mutex_unlock(&h->mu);
+  free(info);
+  free(custom);
+}
+
+static void on_release(TRITONSERVER_InferenceTrace *trace, void *userp) {
+  nrd_srv_trace *h = userp;
+  uint64_t id = 0;
+  TRITONSERVER_Error *e = TRITONSERVER_InferenceTraceId(trace, &id);
+  if (e) TRITONSERVER_ErrorDelete(e);
+  pthread_mutex_lock(&h->mu);
+  int drop = 0;
+  if (id == h->root_id) {
+    drop = 1;
+  } else {
+    for (size_t i = 0; i < h->n_streams; i++)
+      if (h->streams[i].id == id && !h->streams[i].released) {
+        h->streams[i].released = true;
+        drop = 1;
+      }
+  }
+  pthread_mutex_unlock(&h->mu);
+  if ((e = TRITONSERVER_InferenceTraceDelete(trace))) TRITONSERVER_ErrorDelete(e);
+  if (drop) unref(h, drop);
+}
+
+nrd_srv_trace *nrd_srv_tracer_sample(nrd_srv_tracer *t, const char *model) {
+  if (!t || !atomic_load_explicit(&t->active, memory_order_relaxed)) return NULL;
+  pthread_mutex_lock(&t->mu);
+  model_setting *m = find_model(t, model);
+  setting s = effective(t, m);
+  setting *own = m ? &m->s : &t->global;
+  bool take = can_trace(t, &s) && ++own->sampled % (uint64_t)s.rate == 0;
+  bool exhausted = false;
+  if (take && s.count > 0) {
+    own->count = s.count - 1;
+    exhausted = own->count == 0;
+    if (exhausted) update_active(t);
+  }
+  if (take) t->outstanding++;
+  pthread_mutex_unlock(&t->mu);
+  if (!take) return NULL;
+  nrd_srv_trace *h = calloc(1, sizeof(*h));
+  TRITONSERVER_InferenceTrace *core = NULL;
+  TRITONSERVER_Error *e = h ? TRITONSERVER_InferenceTraceNew(&core, (TRITONSERVER_InferenceTraceLevel)s.level, 0,
+                                                             on_activity, on_release, h)
+                            : NULL;
+  if (!h || e) {
+    if (e) TRITONSERVER_ErrorDelete(e);
+    free(h);
+    pthread_mutex_lock(&t->mu);
+    t->outstanding--;
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+  }
+  pthread_mutex_init(&h->mu, NULL);
+  h->tracer = t;
+  h->refs = 2; /* the front end and the request's trace */
+  h->core = core;
+  if ((e = TRITONSERVER_InferenceTraceId(core, &h->root_id))) TRITONSERVER_ErrorDelete(e);
+  h->log_frequency = s.logf;
+  h->count_exhausted = exhausted;
+  bool added;
+  stream_of(h, h->root_id, &added);
+  return h;
+}
+
+TRITONSERVER_InferenceTrace *nrd_srv_trace_core(nrd_srv_trace *h) {
+  if (!h) return NULL;
+  TRITONSERVER_InferenceTrace *c = h->core;
+  h->core = NULL;
+  return c;
+}
+
+void nrd_srv_trace_mark(nrd_srv_trace *h, const char *name, uint64_t ns) {
+  if (!h) return;
+  if (!ns) ns = now_ns();
+  pthread_mutex_lock(&h->mu);
+  bool added;
+  trace_stream *st = stream_of(h, h->root_id, &added);
+  if (st) appendf(st, "{\"id\":%" PRIu64 ",\"timestamps\":[{\"name\":\"%s\",\"ns\":%" PRIu64 "}]}", h->root_id,
+                  name, ns);
+  pthread_mutex_unlock(&h->mu);
+}
+
+void nrd_srv_trace_done(nrd_srv_trace *h) {
+  if (!h) return;
+  if (h->core) {
+    /* Never handed to the core: it will not come back; drop it here. */
+    TRITONSERVER_Error *e = TRITONSERVER_InferenceTraceDelete(h->core);
+    if (e) TRITONSERVER_ErrorDelete(e);
+    h->core = NULL;
+    unref(h, 2);
+    return;
+  }
+  unref(h, 1);
+}
+
+/* ------------------------------------------------------------ the extension */
+
+static json_t *setting_json(const nrd_srv_tracer *t, const setting *s) {
+  json_t *levels = json_array();
+  if (s->level & TRITONSERVER_TRACE_LEVEL_TIMESTAMPS) json_array_append_new(levels, json_string("TIMESTAMPS"));
+  if (s->level & TRITONSERVER_TRACE_LEVEL_TENSORS) json_array_append_new(levels, json_string("TENSORS"));
+  if (!json_array_size(levels)) json_array_append_new(levels, json_string("OFF"));
+  char rate[24], count[24], logf[24];
+  snprintf(rate, sizeof rate, "%" PRId64, s->rate);
+  snprintf(count, sizeof count, "%" PRId64, s->count);
+  snprintf(logf, sizeof logf, "%" PRId64, s->logf);
+  return json_pack("{s:o,s:s,s:s,s:s,s:s,s:s}", "trace_level", levels, "trace_rate", rate, "trace_count", count,
+                   "log_frequency", logf, "trace_file", t->file, "trace_mode", "triton");
+}
+
+static TRITONSERVER_Error *check_model(nrd_srv_tracer *t, const char *model) {
+  bool ready = false;
+  TRITONSERVER_Error *e = TRITONSERVER_ServerModelIsReady(t->server, model, -1, &ready);
+  if (e) TRITONSERVER_ErrorDelete(e);
+  if (ready) return NULL;
+  char msg[512];
+  snprintf(msg, sizeof msg, "Request for unknown model : %s", model);
+  return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
+}
+
+TRITONSERVER_Error *nrd_srv_tracer_get(nrd_srv_tracer *t, const char *model, json_t **out) {
+  bool global = !model || !model[0];
+  if (!global) {
+    TRITONSERVER_Error *e = check_model(t, model);
+    if (e) return e;
+  }
+  pthread_mutex_lock(&t->mu);
+  setting s = effective(t, global ? NULL : find_model(t, model));
+  *out = setting_json(t, &s);
+  pthread_mutex_unlock(&t->mu);
+  return *out ? NULL : TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+}
+
+static TRITONSERVER_Error *parse_err(const char *fmt, const char *key, const char *got) {
+  char msg[512];
+  snprintf(msg, sizeof msg, fmt, key, got);
+  return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
+}
+
+/* One numeric setting: a JSON string (or null: unset). */
+static TRITONSERVER_Error *parse_number(const json_t *body, const char *key, int64_t lo, int64_t hi, bool *given,
+                                        bool *clear, int64_t *v) {
+  const json_t *j = json_object_get(body, key);
+  *given = j != NULL;
+  *clear = json_is_null(j);
+  if (!j || *clear) return NULL;
+  if (!json_is_string(j)) return parse_err("Unable to parse '%s': expected a string such as \"1000\"%s", key, "");
+  const char *s = json_string_value(j);
+  char *end = NULL;
+  long long x = strtoll(s, &end, 10);
+  if (!s[0] || *end) return parse_err("Unable to parse '%s', got: %s", key, s);
+  if (!strcmp(key, "trace_count") && x < -1) return parse_err("Unable to parse '%s'. Expecting value >= -1, got:%s", key, s);
+  if (x < lo || x > hi) {
+    char msg[512];
+    snprintf(msg, sizeof msg, "Unable to parse '%s', value is out of range [ %" PRId64 ", %" PRId64 " ], got: %s",
+             key, lo, hi, s);
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
+  }
+  *v = x;
+  return NULL;
+}
+
+TRITONSERVER_Error *nrd_srv_tracer_update(nrd_srv_tracer *t, const char *model, const json_t *body, json_t **out) {
+  *out = NULL;
+  bool global = !model || !model[0];
+  if (!global) {
+    TRITONSERVER_Error *e = check_model(t, model);
+    if (e) return e;
+  }
+  if (!json_is_object(body))
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "trace settings must be a JSON object");
+  if (json_object_get(body, "trace_file"))
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNSUPPORTED,
+                                 "trace file location can not be updated through network protocol");
+  /* Parse everything first. */
+  const json_t *lv = json_object_get(body, "trace_level");
+  bool lv_given = lv != NULL, lv_clear = json_is_null(lv);
+  unsigned level = 0;
+  if (lv_given && !lv_clear) {
+    if (!json_is_array(lv))
+      return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "trace_level must be an array of strings");
+    size_t i;
+    const json_t *v;
+    bool off = false;
+    json_array_foreach(lv, i, v) {
+      const char *s = json_string_value(v);
+      if (!s) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "trace_level must be an array of strings");
+      if (!strcmp(s, "OFF")) off = true;
+      else if (!strcmp(s, "TIMESTAMPS")) level |= TRITONSERVER_TRACE_LEVEL_TIMESTAMPS;
+      else if (!strcmp(s, "TENSORS"))
+        return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNSUPPORTED,
+                                     "trace level 'TENSORS' is not supported: tensors are not traced");
+    }
+    if (off && json_array_size(lv) > 1)
+      return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "Expect only one trace level 'OFF' is specified");
+    if (json_array_size(lv) == 0) lv_given = false; /* an empty list changes nothing */
+  }
+  bool rg, rc, cg, cc, fg, fc;
+  int64_t rate = 0, count = 0, logf = 0;
+  TRITONSERVER_Error *e = parse_number(body, "trace_rate", 0, UINT32_MAX, &rg, &rc, &rate);
+  if (!e) e = parse_number(body, "trace_count", -1, INT32_MAX, &cg, &cc, &count);
+  if (!e) e = parse_number(body, "log_frequency", 0, UINT32_MAX, &fg, &fc, &logf);
+  if (e) return e;
+
+  pthread_mutex_lock(&t->mu);
+  model_setting *m = global ? NULL : find_model(t, model);
+  setting next = global ? t->global : m ? m->s : (setting){0};
+  if (!global && !m) next.count = t->global.count;
+  const setting *dflt = global ? &t->defaults : &t->global;
+  if (lv_given) {
+    next.has_level = global || !lv_clear;
+    next.level = lv_clear ? dflt->level : level;
+  }
+  if (rg) {
+    next.has_rate = global || !rc;
+    next.rate = rc ? dflt->rate : rate;
+  }
+  if (cg) {
+    next.has_count = global || !cc;
+    next.count = cc ? dflt->count : count;
+  }
+  if (fg) {
+    next.has_logf = global || !fc;
+    next.logf = fc ? dflt->logf : logf;
+  }
+  next.sampled = 0; /* a new setting counts afresh, as Triton's does */
+  /* Check what the requests would follow. */
+  setting eff = next;
+  if (!global) {
+    eff = t->global;
+    if (next.has_level) eff.level = next.level;
+    if (next.has_rate) eff.rate = next.rate;
+    if (next.has_logf) eff.logf = next.logf;
+    eff.count = next.count;
+  }
+  const char *why = NULL;
+  if (eff.level & TRITONSERVER_TRACE_LEVEL_TIMESTAMPS) {
+    if (eff.rate == 0) why = "sample rate must be non-zero";
+    else if (!t->file[0]) why = "trace file name is not given";
+    else if (eff.count == 0) why = "trace count must not be 0";
+  }
+  if (why) {
+    pthread_mutex_unlock(&t->mu);
+    char msg[256];
+    snprintf(msg, sizeof msg, "Attempting to set invalid trace setting :%s", why);
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
+  }
+  flush_pending(t); /* as Triton's replaced setting writes what it held */
+  bool oom = false;
+  if (global) {
+    t->global = next;
+  } else if (!next.has_level && !next.has_rate && !next.has_count && !next.has_logf) {
+    if (m) { /* nothing of its own left: the model follows the global setting */
+      free(m->model);
+      *m = t->models[--t->n_models];
+    }
+  } else if (m) {
+    m->s = next;
+  } else {
+    model_setting *grown = realloc(t->models, (t->n_models + 1) * sizeof(*grown));
+    char *name = grown ? strdup(model) : NULL;
+    if (grown) t->models = grown;
+    if (name) t->models[t->n_models++] = (model_setting){name, next};
+    else oom = true;
+  }
+  update_active(t);
+  setting now = effective(t, global ? NULL : find_model(t, model));
+  *out = oom ? NULL : setting_json(t, &now);
+  pthread_mutex_unlock(&t->mu);
+  return *out ? NULL : TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+}

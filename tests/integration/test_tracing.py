@@ -1,0 +1,238 @@
+"""Request tracing end to end: --trace-config, the trace file's objects for
+HTTP, gRPC and ensemble requests, sampling (rate, count, log frequency),
+and the trace extension over HTTP and gRPC, good and bad settings.
+
+Run by ctest with NEREID_BIN, NEREID_BACKEND_DIR and NEREID_EXAMPLES set
+(see tests/CMakeLists.txt).
+"""
+
+import json
+import os
+import re
+import struct
+import sys
+import tempfile
+import urllib.error
+import urllib.request
+
+import pytest
+
+from test_nereid_cli import BACKENDS, EXAMPLES, Server
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROTO_DIR = os.path.join(os.path.dirname(os.path.dirname(HERE)), "proto")
+CORE = ["REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START",
+        "COMPUTE_END", "REQUEST_END"]
+
+
+def stubs():
+    from grpc_tools import protoc
+
+    out = tempfile.mkdtemp(prefix="nereid_trace_stubs_")
+    assert protoc.main(["protoc", f"-I{PROTO_DIR}", f"--python_out={out}", f"--grpc_python_out={out}",
+                        "grpc_service.proto", "model_config.proto"]) == 0
+    sys.path.insert(0, out)
+    import grpc_service_pb2
+    import grpc_service_pb2_grpc
+
+    return grpc_service_pb2, grpc_service_pb2_grpc
+
+
+@pytest.fixture
+def traced(tmp_path):
+    """Starts nereid on the examples with tracing flags; yields (start)."""
+    started = []
+
+    def start(*flags):
+        s = Server([f"--model-repository={EXAMPLES}", f"--backend-directory={BACKENDS}", "--allow-metrics=false",
+                    "--http-port=0", "--http-address=127.0.0.1", "--grpc-port=0", "--grpc-address=127.0.0.1",
+                    *flags])
+        started.append(s)
+        lines = s.wait_ready()
+        ports = [int(m.group(1)) for m in (re.match(r"nereid: .* listening on .*:(\d+)", l) for l in lines) if m]
+        s.http, s.grpc = ports[0], ports[1]
+        return s
+
+    try:
+        yield start
+    finally:
+        for s in started:
+            s.close()
+
+
+def http(s, path, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(f"http://127.0.0.1:{s.http}{path}", data=data)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def infer_identity(s, rid=""):
+    body = {"inputs": [{"name": "INPUT0", "shape": [1, 3], "datatype": "FP32", "data": [1, 2, 3]}]}
+    if rid:
+        body["id"] = rid
+    code, _ = http(s, "/v2/models/identity_fp32/infer", body)
+    assert code == 200
+
+
+def grouped(path):
+    """{id: {"info": {...}, "marks": {name: ns}}} from a trace file."""
+    with open(path) as f:
+        objs = json.load(f)
+    out = {}
+    for o in objs:
+        t = out.setdefault(o["id"], {"info": None, "marks": {}})
+        if "model_name" in o:
+            t["info"] = o
+        else:
+            for ts in o["timestamps"]:
+                t["marks"][ts["name"]] = ts["ns"]
+    return out
+
+
+def test_trace_file_holds_http_grpc_and_ensemble_requests(traced, tmp_path):
+    f = tmp_path / "trace.json"
+    s = traced("--trace-config", f"triton,file={f}", "--trace-config=level=TIMESTAMPS", "--trace-config=rate=1")
+    infer_identity(s, rid="req-7")
+    x = list(range(16))
+    code, _ = http(s, "/v2/models/simple_ensemble/infer",
+                   {"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": x},
+                               {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": x}]})
+    assert code == 200
+    pb, pbg = stubs()
+    import grpc
+
+    with grpc.insecure_channel(f"127.0.0.1:{s.grpc}") as ch:
+        r = pb.ModelInferRequest(model_name="identity_fp32")
+        t = r.inputs.add()
+        t.name, t.datatype = "INPUT0", "FP32"
+        t.shape.extend([1, 2])
+        r.raw_input_contents.append(struct.pack("<2f", 1, 2))
+        pbg.GRPCInferenceServiceStub(ch).ModelInfer(r, timeout=30)
+    assert s.stop() == 0, s.text()
+    traces = grouped(f)
+    roots = [t for t in traces.values() if "parent_id" not in t["info"]]
+    assert len(roots) == 3, traces
+    http_id = next(i for i, t in traces.items() if t["info"].get("request_id") == "req-7")
+    t = traces[http_id]
+    assert t["info"]["model_name"] == "identity_fp32" and t["info"]["model_version"] == 1
+    ns = [t["marks"][n] for n in CORE]
+    assert ns == sorted(ns), t
+    assert t["marks"]["QUEUE_START"] <= t["marks"]["INFER_RESPONSE_COMPLETE"] <= t["marks"]["HTTP_SEND_START"]
+    assert t["marks"]["HTTP_SEND_START"] <= t["marks"]["HTTP_SEND_END"]
+    # The ensemble: its own request and one child per step, each with its model.
+    ens = next(i for i, t in traces.items() if t["info"]["model_name"] == "simple_ensemble")
+    kids = [t for t in traces.values() if t["info"].get("parent_id") == ens]
+    assert len(kids) == 2 and all(k["info"]["model_name"] == "simple" for k in kids), traces
+    assert all(set(CORE) <= set(k["marks"]) for k in kids)
+    assert {"REQUEST_START", "QUEUE_START", "REQUEST_END"} <= set(traces[ens]["marks"])
+    grpc_t = [t for t in roots if "GRPC_SEND_START" in t["marks"]]
+    assert len(grpc_t) == 1 and set(CORE) <= set(grpc_t[0]["marks"]), traces
+
+
+def test_rate_count_and_log_frequency(traced, tmp_path):
+    f = tmp_path / "t.json"
+    s = traced(f"--trace-config=triton,file={f}", "--trace-config=level=TIMESTAMPS", "--trace-config=rate=2",
+               "--trace-config=triton,log-frequency=2")
+    for _ in range(6):  # every second request: 3 traces
+        infer_identity(s)
+    assert os.path.exists(f"{f}.0") and not os.path.exists(f"{f}.1")
+    assert len(grouped(f"{f}.0")) == 2
+    assert s.stop() == 0, s.text()
+    assert len(grouped(f"{f}.1")) == 1  # the rest, at the end
+    assert not os.path.exists(f)
+    # A count: the last trace it allows is written out at once.
+    g = tmp_path / "c.json"
+    s = traced(f"--trace-config=triton,file={g}", "--trace-config=level=TIMESTAMPS", "--trace-config=rate=1",
+               "--trace-config=count=2")
+    for _ in range(4):
+        infer_identity(s)
+    assert http(s, "/v2/trace/setting")[1]["trace_count"] == "0"
+    assert len(grouped(f"{g}.0")) == 2
+    assert s.stop() == 0, s.text()
+
+
+def test_off_by_default_and_settings_over_http(traced, tmp_path):
+    f = tmp_path / "t.json"
+    s = traced(f"--trace-config=triton,file={f}")
+    infer_identity(s)
+    code, g = http(s, "/v2/trace/setting")
+    assert code == 200 and g == {"trace_level": ["OFF"], "trace_rate": "1000", "trace_count": "-1",
+                                 "log_frequency": "0", "trace_file": str(f), "trace_mode": "triton"}
+    # Turn it on for one model only; the other follows the global setting.
+    code, m = http(s, "/v2/models/identity_fp32/trace/setting", {"trace_level": ["TIMESTAMPS"], "trace_rate": "1"})
+    assert code == 200 and m["trace_level"] == ["TIMESTAMPS"] and m["trace_rate"] == "1", m
+    assert http(s, "/v2/models/simple/trace/setting")[1]["trace_level"] == ["OFF"]
+    infer_identity(s, rid="on")
+    # null resets the model's fields: it follows the global setting again.
+    code, m = http(s, "/v2/models/identity_fp32/trace/setting", {"trace_level": None, "trace_rate": None})
+    assert code == 200 and m["trace_level"] == ["OFF"] and m["trace_rate"] == "1000", m
+    infer_identity(s, rid="off-again")
+    bad = [
+        ({"trace_file": "x.json"}, 501, "trace file location can not be updated"),
+        ({"trace_rate": 5}, 400, "Unable to parse 'trace_rate'"),
+        ({"trace_rate": "five"}, 400, "Unable to parse 'trace_rate', got: five"),
+        ({"trace_count": "-5"}, 400, "Expecting value >= -1"),
+        ({"log_frequency": "99999999999"}, 400, "out of range"),
+        ({"trace_level": ["OFF", "TIMESTAMPS"]}, 400, "Expect only one trace level 'OFF'"),
+        ({"trace_level": ["TENSORS"]}, 501, "tensors are not traced"),
+        ({"trace_level": ["TIMESTAMPS"], "trace_rate": "0"}, 400, "invalid trace setting :sample rate must be non-zero"),
+        ({"trace_level": "TIMESTAMPS"}, 400, "must be an array"),
+    ]
+    for body, code, text in bad:
+        got, e = http(s, "/v2/trace/setting", body)
+        assert got == code and text in e["error"], (body, got, e)
+    assert http(s, "/v2/trace/setting")[1]["trace_level"] == ["OFF"]  # nothing changed
+    code, e = http(s, "/v2/models/nope/trace/setting")
+    assert code == 400 and e["error"] == "Request for unknown model : nope"
+    assert s.stop() == 0, s.text()
+    traces = grouped(f)
+    assert [t["info"].get("request_id") for t in traces.values()] == ["on"], traces
+
+
+def test_trace_setting_over_grpc(traced, tmp_path):
+    s = traced(f"--trace-config=triton,file={tmp_path / 't.json'}")
+    pb, pbg = stubs()
+    import grpc
+
+    with grpc.insecure_channel(f"127.0.0.1:{s.grpc}") as ch:
+        stub = pbg.GRPCInferenceServiceStub(ch)
+        r = stub.TraceSetting(pb.TraceSettingRequest(), timeout=30)
+        got = {k: list(v.value) for k, v in r.settings.items()}
+        assert got["trace_level"] == ["OFF"] and got["trace_rate"] == ["1000"], got
+        req = pb.TraceSettingRequest(model_name="simple")
+        req.settings["trace_level"].value.append("TIMESTAMPS")
+        req.settings["trace_count"].value.append("3")
+        r = stub.TraceSetting(req, timeout=30)
+        got = {k: list(v.value) for k, v in r.settings.items()}
+        assert got["trace_level"] == ["TIMESTAMPS"] and got["trace_count"] == ["3"], got
+        req = pb.TraceSettingRequest()
+        req.settings["trace_rate"].value.extend(["1", "2"])
+        with pytest.raises(grpc.RpcError) as e:
+            stub.TraceSetting(req, timeout=30)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "expect only 1 value for 'trace_rate'" in e.value.details()
+        req = pb.TraceSettingRequest()
+        req.settings["trace_file"].value.append("x")
+        with pytest.raises(grpc.RpcError) as e:
+            stub.TraceSetting(req, timeout=30)
+        assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED, e.value
+    assert s.stop() == 0, s.text()
+
+
+@pytest.mark.parametrize(
+    "flag,text",
+    [(",level=TIMESTAMPS", "No trace mode specified"),
+     ("foo,level=TIMESTAMPS", "invalid value for trace mode option"),
+     ("level=sometimes", "a trace level"),
+     ("rate=-1", "rate=<count"),
+     ("level", "--trace-config option format is")],
+)
+def test_bad_trace_config_exits_2(flag, text):
+    from test_nereid_cli import common, run
+
+    code, _, err = run([*common(), f"--trace-config={flag}"])
+    assert code == 2 and text in err.splitlines()[0], err
