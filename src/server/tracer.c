@@ -458,7 +458,13 @@ static TRITONSERVER_Error *check_model(nrd_srv_tracer *t, const char *model) {
   return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
 }
 
+static TRITONSERVER_Error *no_tracer(void) {
+  return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, "the server does not support trace");
+}
+
 TRITONSERVER_Error *nrd_srv_tracer_get(nrd_srv_tracer *t, const char *model, json_t **out) {
+  *out = NULL;
+  if (!t) return no_tracer();
   bool global = !model || !model[0];
   if (!global) {
     TRITONSERVER_Error *e = check_model(t, model);
@@ -502,6 +508,7 @@ static TRITONSERVER_Error *parse_number(const json_t *body, const char *key, int
 
 TRITONSERVER_Error *nrd_srv_tracer_update(nrd_srv_tracer *t, const char *model, const json_t *body, json_t **out) {
   *out = NULL;
+  if (!t) return no_tracer();
   bool global = !model || !model[0];
   if (!global) {
     TRITONSERVER_Error *e = check_model(t, model);

@@ -65,7 +65,9 @@ void nrd_srv_trace_done(nrd_srv_trace *h);
  * get: *out is {"trace_level":[...],"trace_rate":"N",...} (caller frees).
  * update: applies `body` (a JSON object: string values, trace_level an
  * array, null resets a value) after checking all of it; on error nothing
- * changes. Errors carry Triton's codes and messages. */
+ * changes. Errors carry Triton's codes and messages; a NULL tracer (a
+ * front end started without one) answers UNAVAILABLE, as Triton built
+ * without tracing. */
 TRITONSERVER_Error *nrd_srv_tracer_get(nrd_srv_tracer *t, const char *model, json_t **out);
 TRITONSERVER_Error *nrd_srv_tracer_update(nrd_srv_tracer *t, const char *model, const json_t *body, json_t **out);
 
