@@ -124,7 +124,7 @@ nrd_repository *nrd_repo_new(TRITONSERVER_Server *server, char *const *paths, si
   r->server = server;
   r->backend_cmdline = backend_cmdline;
   r->auto_complete = auto_complete;
-  r->exit_timeout_s = exit_timeout_s;
+  atomic_init(&r->exit_timeout_s, exit_timeout_s);
   r->backend_dir = strdup(backend_dir ? backend_dir : "");
   r->config_name = strdup(config_name ? config_name : "");
   r->paths = calloc(n_paths ? n_paths : 1, sizeof(char *));
@@ -155,7 +155,7 @@ static void entry_unload_all(nrd_repository *r, nrd_model_entry *e) {
     if (e->slots[i].model) {
       TRITONBACKEND_Model *m = e->slots[i].model;
       e->slots[i].model = NULL;
-      nrd_model_unload(m, r->exit_timeout_s);
+      nrd_model_unload(m, atomic_load(&r->exit_timeout_s));
     }
   }
 }
@@ -170,9 +170,9 @@ static void mappings_free(nrd_repo_mapping *m, size_t n) {
 
 void nrd_repo_free(nrd_repository *r) {
   if (!r) return;
-  if (r->bg && nrd_repo_wait_background(r, r->exit_timeout_s))
+  if (r->bg && nrd_repo_wait_background(r, atomic_load(&r->exit_timeout_s)))
     NRD_LOG_ERROR("exit timeout (%u s) expired with model unloads still running; abandoning them",
-                  r->exit_timeout_s);
+                  atomic_load(&r->exit_timeout_s));
   for (size_t i = 0; i < r->n_models; i++) {
     nrd_model_entry *e = &r->models[i];
     entry_unload_all(r, e);
@@ -759,7 +759,7 @@ TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const cha
   if (first_fail) {
     for (size_t i = 0; i < n_versions; i++) {
       if (slots[i].model) {
-        nrd_model_unload(slots[i].model, r->exit_timeout_s);
+        nrd_model_unload(slots[i].model, atomic_load(&r->exit_timeout_s));
         slots[i].model = NULL;
         slots[i].state = NRD_MODEL_UNAVAILABLE;
         if (!slots[i].reason || !*slots[i].reason)
@@ -806,7 +806,7 @@ TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const cha
     pthread_rwlock_unlock(&r->table_lock);
   }
   for (size_t i = 0; i < n_old; i++)
-    if (old[i].model) nrd_model_unload(old[i].model, r->exit_timeout_s);
+    if (old[i].model) nrd_model_unload(old[i].model, atomic_load(&r->exit_timeout_s));
   slots_free(old, n_old);
   if (old_override) remove_tree(old_override);
   free(old_override);
@@ -879,7 +879,7 @@ TRITONSERVER_Error *nrd_repo_unload(nrd_repository *r, const char *name, bool wa
   if (!name) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model name must not be NULL");
   unload_job *j = calloc(1, sizeof(*j));
   if (!j) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-  j->timeout_s = r->exit_timeout_s;
+  j->timeout_s = atomic_load(&r->exit_timeout_s);
   pthread_mutex_lock(&r->op_lock);
   pthread_rwlock_wrlock(&r->table_lock);
   nrd_model_entry *e = find_entry(r, name);

@@ -9,6 +9,7 @@
 #define NRD_REPOSITORY_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <jansson.h>
@@ -55,7 +56,7 @@ typedef struct nrd_repository {
   json_t *backend_cmdline;    /* see nrd_model_load_args */
   bool auto_complete;
   char *config_name;          /* "" or a name under configs/ */
-  unsigned exit_timeout_s;
+  atomic_uint exit_timeout_s;  /* set again by ServerStop while unloads may run */
   unsigned load_retries;      /* a failed version load is tried again this many times */
 
   pthread_rwlock_t table_lock;

@@ -269,7 +269,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerStop(TRITONSERVER_Server *server) {
   for (size_t i = 0; names && i < r->n_models; i++) names[n++] = strdup(r->models[i].name);
   pthread_rwlock_unlock(&r->table_lock);
   unsigned timeout = atomic_load(&server->exit_timeout_s);
-  r->exit_timeout_s = timeout;
+  atomic_store(&r->exit_timeout_s, timeout);
   for (size_t i = 0; i < n; i++) {
     if (names[i]) {
       TRITONSERVER_Error *e = nrd_repo_unload(r, names[i], false);

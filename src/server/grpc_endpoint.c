@@ -47,7 +47,9 @@ int nrd_srv_grpc_endpoint_start(TRITONSERVER_Server *server, const nrd_srv_cli *
 
 void nrd_srv_grpc_endpoint_drain(nrd_srv_grpc *g) { nrd_srv_grpc_drain(g); }
 
-void nrd_srv_grpc_endpoint_stop(nrd_srv_grpc *g, unsigned wait_secs) {
-  if (g == NULL) return;
-  if (nrd_srv_grpc_stop(g, wait_secs)) nrd_srv_grpc_infer_fini();
+bool nrd_srv_grpc_endpoint_stop(nrd_srv_grpc *g, unsigned wait_secs) {
+  if (g == NULL) return true;
+  if (!nrd_srv_grpc_stop(g, wait_secs)) return false;
+  nrd_srv_grpc_infer_fini();
+  return true;
 }

@@ -17,7 +17,7 @@ int nrd_srv_grpc_endpoint_start(TRITONSERVER_Server *server, const nrd_srv_cli *
 
 /* Stops what nrd_srv_grpc_endpoint_start started, waiting up to wait_secs
  * for requests in flight; NULL is a no-op. */
-void nrd_srv_grpc_endpoint_stop(nrd_srv_grpc *g, unsigned wait_secs);
+bool nrd_srv_grpc_endpoint_stop(nrd_srv_grpc *g, unsigned wait_secs);
 
 /* Begins a graceful stop without waiting (see nrd_srv_grpc_drain); NULL is
  * a no-op. Main thread. */

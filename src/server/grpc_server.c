@@ -1337,6 +1337,8 @@ bool nrd_srv_grpc_stop(nrd_srv_grpc *g, unsigned wait_secs) {
      * calls) rather than free memory a core thread may still post to. */
     srv_log(TRITONSERVER_LOG_WARN,
             "gRPC front end: requests still in the core at shutdown; not waiting longer");
+    /* Nobody will join them now: they end on their own, or with the process. */
+    for (unsigned i = 0; i < g->n_loops; i++) pthread_detach(g->loops[i].thread);
     return false;
   }
   for (unsigned i = 0; i < g->n_loops; i++) pthread_join(g->loops[i].thread, NULL);

@@ -43,8 +43,9 @@ void nrd_srv_http_endpoints_drain(nrd_srv_http_endpoints *ep) {
   nrd_srv_http_drain(ep->metrics);
 }
 
-void nrd_srv_http_endpoints_stop(nrd_srv_http_endpoints *ep, unsigned wait_secs) {
-  nrd_srv_http_stop(ep->api, wait_secs);
-  nrd_srv_http_stop(ep->metrics, wait_secs);
+bool nrd_srv_http_endpoints_stop(nrd_srv_http_endpoints *ep, unsigned wait_secs) {
+  bool clean = nrd_srv_http_stop(ep->api, wait_secs);
+  clean &= nrd_srv_http_stop(ep->metrics, wait_secs);
   memset(ep, 0, sizeof *ep);
+  return clean;
 }

@@ -23,7 +23,8 @@ int nrd_srv_http_endpoints_start(TRITONSERVER_Server *server, const nrd_srv_cli 
 
 /* Stops what nrd_srv_http_endpoints_start started, waiting up to
  * wait_secs for requests in flight; safe on a zeroed struct. Main thread. */
-void nrd_srv_http_endpoints_stop(nrd_srv_http_endpoints *ep, unsigned wait_secs);
+/* False when an endpoint still had work in the core (see nrd_srv_http_stop). */
+bool nrd_srv_http_endpoints_stop(nrd_srv_http_endpoints *ep, unsigned wait_secs);
 
 /* Begins a graceful stop of every endpoint without waiting (see
  * nrd_srv_http_drain); safe on a zeroed struct. Main thread. */

@@ -260,8 +260,8 @@ void nrd_srv_http_drain(nrd_srv_http *h) {
     if (h->loops[i].started) nrd_srv_inbox_wake(&h->loops[i].inbox);
 }
 
-void nrd_srv_http_stop(nrd_srv_http *h, unsigned wait_secs) {
-  if (h == NULL) return;
+bool nrd_srv_http_stop(nrd_srv_http *h, unsigned wait_secs) {
+  if (h == NULL) return true;
   /* Drain: the loops stop accepting and close each connection once it has
    * no request left; requests already received are answered. Up to
    * wait_secs for that, so that completions find a live loop. */
@@ -280,7 +280,8 @@ void nrd_srv_http_stop(nrd_srv_http *h, unsigned wait_secs) {
      * a late completion touch freed memory. */
     fprintf(stderr, "nereid: %ld HTTP requests still in flight at shutdown\n",
             (long)atomic_load(&h->in_flight));
-    return;
+    return false;
   }
   free_http(h);
+  return true;
 }

@@ -51,7 +51,9 @@ int nrd_srv_http_port(const nrd_srv_http *http);
  * (their replies say Connection: close) and closes every connection once
  * it has no request left, waiting up to `wait_secs` for that; then stops
  * the loops and frees everything. NULL is a no-op. Main thread. */
-void nrd_srv_http_stop(nrd_srv_http *http, unsigned wait_secs);
+/* Returns false when work was still in the core after the wait: the front
+ * end was left running (not freed) and the server must not be deleted. */
+bool nrd_srv_http_stop(nrd_srv_http *http, unsigned wait_secs);
 
 /* Begins the graceful part of nrd_srv_http_stop without waiting, so that
  * several front ends drain at once; stop must still be called. NULL is a

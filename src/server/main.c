@@ -39,6 +39,10 @@ static void srv_log(TRITONSERVER_LogLevel level, int line, const char *fmt, ...)
 }
 
 /* Prints "<what>: <code> - <message>" to stderr and frees err. */
+/* The server when a front end could not stop in time (kept reachable for
+ * leak checkers: it is left to the process exit on purpose). */
+static TRITONSERVER_Server *left_running;
+
 static void report_error(const char *what, TRITONSERVER_Error *err) {
   fprintf(stderr, "nereid: error: %s: %s - %s\n", what,
           TRITONSERVER_ErrorCodeString(err), TRITONSERVER_ErrorMessage(err));
@@ -252,12 +256,23 @@ int main(int argc, char **argv) {
   nrd_srv_http_endpoints_drain(&http_ep);
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  nrd_srv_grpc_endpoint_stop(grpc_ep, cli.exit_timeout_secs);
+  bool clean = nrd_srv_grpc_endpoint_stop(grpc_ep, cli.exit_timeout_secs);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   unsigned spent = (unsigned)(t1.tv_sec - t0.tv_sec);
-  nrd_srv_http_endpoints_stop(&http_ep, spent < cli.exit_timeout_secs ? cli.exit_timeout_secs - spent : 0);
+  clean &= nrd_srv_http_endpoints_stop(&http_ep, spent < cli.exit_timeout_secs ? cli.exit_timeout_secs - spent : 0);
   err = TRITONSERVER_ServerStop(server);
   if (err) report_error("stopping server", err);
+  if (!clean) {
+    /* A front end still has work in the core (a backend holding requests
+     * past the exit timeout, or a model load or unload stuck behind one):
+     * its threads may still call the server, so the server and what the
+     * front ends share stay allocated until the process exits. */
+    fprintf(stderr, "nereid: work still in the core after the exit timeout; exiting without freeing the server\n");
+    left_running = server;
+    nrd_srv_cli_free(&cli);
+    printf("nereid: stopped\n");
+    return 0;
+  }
   err = TRITONSERVER_ServerDelete(server);
   if (err) report_error("deleting server", err);
   nrd_srv_tracer_free(tracer); /* after the server: every trace has come back */

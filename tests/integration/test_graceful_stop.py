@@ -279,3 +279,48 @@ def test_http_reply_still_being_written_at_the_signal_closes_after_it():
         conn.sock.settimeout(5)
         assert conn.sock.recv(1) == b""
         assert_exits_soon(srv, t0)
+
+
+def test_a_backend_holding_requests_past_the_exit_timeout_does_not_hold_the_exit():
+    """A model whose Execute outlasts --exit-timeout-secs, with a call in it
+    and an unload waiting on it: nereid exits soon after the timeout, without
+    freeing the server under the unload still running (no sanitizer
+    report)."""
+    d = tempfile.mkdtemp(prefix="nereid_stuck_")
+    write_identity_model(d, "stuck", extra='parameters { key: "execute_delay_ms" value: { string_value: "20000" } }\n')
+    port = free_port()
+    srv = Server(["--model-repository", d, "--backend-directory", BACKENDS, "--model-control-mode=explicit",
+                  "--load-model=*", "--allow-http=false", "--allow-metrics=false", "--log-info=false",
+                  f"--grpc-port={port}", "--grpc-address=127.0.0.1", "--exit-timeout-secs=1"])
+    try:
+        srv.wait_ready()
+        ch = grpc.insecure_channel(f"127.0.0.1:{port}")
+        stub = pbg.GRPCInferenceServiceStub(ch)
+        x = np.array([[1.0]], dtype=np.float32)
+        call = stub.ModelInfer.future(infer_request("stuck", [("INPUT0", "FP32", [1, 1], x)]), timeout=30)
+        time.sleep(0.5)  # in Execute now
+        unload = stub.RepositoryModelUnload.future(pb_unload("stuck"), timeout=30)
+        time.sleep(0.3)  # the unload waits for the request
+        t0 = time.monotonic()
+        srv.proc.send_signal(signal.SIGTERM)
+        while srv.proc.poll() is None and time.monotonic() - t0 < 30:
+            time.sleep(0.05)
+        assert srv.proc.poll() == 0, srv.text()
+        assert time.monotonic() - t0 < 12, "the exit waited for the backend"
+        for f in (call, unload):
+            with contextlib.suppress(grpc.RpcError):
+                f.result(timeout=5)
+        ch.close()
+        text = srv.text()
+        assert "Sanitizer" not in text and "runtime error" not in text, text
+    finally:
+        if srv.proc.poll() is None:
+            srv.proc.kill()
+            srv.proc.wait()
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def pb_unload(name):
+    from test_grpc import pb
+
+    return pb.RepositoryModelUnloadRequest(model_name=name)
