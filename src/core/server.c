@@ -220,7 +220,8 @@ TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONS
   if (!lerr) lerr = nrd_response_cache_new(&options->cache_configs, &s->cache);
   if (!lerr) lerr = host_policies(options, &s->host_policies);
   const char *counters = nrd_option_triples_find(&options->metrics_configs, "", "counter_latencies");
-  s->counter_latencies = !counters || strcasecmp(counters, "false") != 0;
+  s->counter_latencies = !counters || (strcasecmp(counters, "false") && strcmp(counters, "0") &&
+                                       strcasecmp(counters, "no") && strcasecmp(counters, "off"));
   if (!s->id || !s->repo || lerr) {
     json_decref(s->host_policies);
     nrd_repo_free(s->repo);

@@ -826,6 +826,9 @@ static int check_combination(nrd_srv_cli *cli, bool strict_given, bool disable_a
     cli->strict_model_config = true;
   }
   if (cli->trace_off) cli->trace_level = 0; /* any "off" wins, as in tritonserver */
+  if (cli->trace_level && (!cli->trace_file || !cli->trace_file[0]))
+    fprintf(stderr, "nereid: warning: tracing is on but no trace file was given "
+                    "(--trace-config=triton,file=PATH): nothing will be traced\n");
   if (cli->help) return 0;
   if (cli->response_cache_byte_size_given && cli->n_cache_configs > 0) {
     nrd_srv_fmt_err(err, errlen, "Incompatible flags --response-cache-byte-size and --cache-config both "
