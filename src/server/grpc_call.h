@@ -77,6 +77,11 @@ nrd_srv_shm *nrd_srv_grpc_call_shm(const nrd_srv_grpc_call *call);
 nrd_srv_log_settings *nrd_srv_grpc_call_log(const nrd_srv_grpc_call *call);
 nrd_srv_tracer *nrd_srv_grpc_call_tracer(const nrd_srv_grpc_call *call); /* may be NULL */
 
+/* When the message being delivered began to arrive and when it was
+ * complete (trace clock); both 0 unless tracing was active as it came.
+ * Loop thread, inside on_message. */
+void nrd_srv_grpc_call_read_times(const nrd_srv_grpc_call *call, uint64_t *start_ns, uint64_t *end_ns);
+
 /* Deadline from grpc-timeout as CLOCK_MONOTONIC microseconds, 0 if none.
  * Any thread. */
 uint64_t nrd_srv_grpc_call_deadline_us(const nrd_srv_grpc_call *call);

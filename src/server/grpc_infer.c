@@ -1072,6 +1072,12 @@ static void start_infer(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len,
     pthread_mutex_unlock(&cs->mu);
     cs->active++;
     ctx->trace = nrd_srv_tracer_sample(nrd_srv_grpc_call_tracer(call), req->model_name);
+    uint64_t read_start, read_end;
+    nrd_srv_grpc_call_read_times(call, &read_start, &read_end);
+    if (ctx->trace && read_start) {
+      nrd_srv_trace_mark(ctx->trace, "GRPC_WAITREAD_START", read_start);
+      nrd_srv_trace_mark(ctx->trace, "GRPC_WAITREAD_END", read_end);
+    }
     err = TRITONSERVER_ServerInferAsync(server, ctx->irq, nrd_srv_trace_core(ctx->trace));
     if (err) cs->active--;
   }

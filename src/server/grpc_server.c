@@ -152,6 +152,9 @@ struct nrd_srv_grpc_call {
   int status;
   char *status_msg; /* percent-encoded, owned */
   uint64_t deadline_us;
+  /* Trace clock: the message being received began at read_start_ns and
+   * was complete at read_end_ns; kept only while tracing is active. */
+  uint64_t read_start_ns, read_end_ns;
   void *state;
   void (*state_free)(void *);
 };
@@ -236,6 +239,11 @@ bool nrd_srv_grpc_call_draining(const nrd_srv_grpc_call *call) { return call->lp
 nrd_srv_log_settings *nrd_srv_grpc_call_log(const nrd_srv_grpc_call *call) { return call->g->opts.log; }
 
 nrd_srv_tracer *nrd_srv_grpc_call_tracer(const nrd_srv_grpc_call *call) { return call->g->opts.tracer; }
+
+void nrd_srv_grpc_call_read_times(const nrd_srv_grpc_call *call, uint64_t *start_ns, uint64_t *end_ns) {
+  *start_ns = call->read_start_ns;
+  *end_ns = call->read_start_ns ? call->read_end_ns : 0;
+}
 
 uint64_t nrd_srv_grpc_call_deadline_us(const nrd_srv_grpc_call *call) { return call->deadline_us; }
 
@@ -576,6 +584,7 @@ static void call_deliver_messages(nrd_srv_grpc_call *call, bool at_end) {
     }
     call->had_message = true;
     off += 5 + len;
+    if (call->read_start_ns) call->read_end_ns = nrd_srv_trace_now_ns();
     if (p[0] == 1) {
       uint8_t *plain = NULL;
       size_t plain_len = 0;
@@ -591,6 +600,10 @@ static void call_deliver_messages(nrd_srv_grpc_call *call, bool at_end) {
     } else {
       call->m->on_message(call, p + 5, len);
     }
+    /* The next message's bytes, if any, are already here. */
+    call->read_start_ns = 0;
+    if (call->in_len > off && nrd_srv_tracer_active(call->g->opts.tracer))
+      call->read_start_ns = nrd_srv_trace_now_ns();
   }
   if (off > 0 && call->in) {
     memmove(call->in, call->in + off, call->in_len - off);
@@ -841,6 +854,8 @@ static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t id, const
     call->in = n;
     call->in_cap = cap;
   }
+  if (call->in_len == 0 && call->read_start_ns == 0 && nrd_srv_tracer_active(call->g->opts.tracer))
+    call->read_start_ns = nrd_srv_trace_now_ns();
   memcpy(call->in + call->in_len, data, len);
   call->in_len += len;
   /* Check the size prefix early so an oversized message is never buffered

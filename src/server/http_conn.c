@@ -90,6 +90,7 @@ struct nrd_srv_http_conn {
   size_t skipped;  /* bytes dropped after an early answer */
   time_t last;     /* last progress, loop->now */
   time_t head_since; /* the current request head's first byte (or the connection's start) */
+  uint64_t recv_start_ns; /* the same on the trace clock, kept only while tracing is active */
   time_t wr_last;  /* queued output: when it last moved (or was queued) */
   time_t linger_since; /* wr_shut: when; the close follows LINGER_SECS later, input or not */
 };
@@ -540,6 +541,7 @@ static void reset_req(nrd_srv_http_req *r, nrd_srv_http_conn *c) {
   r->out_len = 0;
   r->answered = false;
   r->pending = NULL;
+  r->recv_start_ns = r->recv_end_ns = 0;
   r->conn = c;
 }
 
@@ -547,6 +549,11 @@ static void dispatch(nrd_srv_http_conn *c, char *body, size_t body_len, size_t n
   nrd_srv_http_req *r = &c->req;
   r->body = body;
   r->body_len = body_len;
+  if (c->recv_start_ns) {
+    r->recv_start_ns = c->recv_start_ns;
+    r->recv_end_ns = nrd_srv_trace_now_ns();
+    c->recv_start_ns = 0;
+  }
   c->next_pos = next_pos;
   c->state = ST_BUSY;
   c->expect_continue = false;
@@ -735,6 +742,7 @@ static void request_done(nrd_srv_http_conn *c) {
   }
   compact(c);
   c->head_since = c->loop->now; /* a pipelined head's time starts when it is its turn */
+  if (c->rlen > 0 && nrd_srv_tracer_active(c->loop->http->tracer)) c->recv_start_ns = nrd_srv_trace_now_ns();
   set_events(c, c->events | EPOLLIN);
   if (!c->in_process && c->rlen > 0) want_resume(c);
 }
@@ -778,6 +786,8 @@ static void do_read(nrd_srv_http_conn *c) {
       if (errno != EAGAIN && errno != EWOULDBLOCK) conn_close(c);
       return;
     }
+    if (c->state == ST_HEAD && c->rlen == 0 && nrd_srv_tracer_active(c->loop->http->tracer))
+      c->recv_start_ns = nrd_srv_trace_now_ns();
     c->rlen += (size_t)n;
     c->last = c->loop->now;
     if (c->state == ST_SKIP) {

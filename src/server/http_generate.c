@@ -46,6 +46,7 @@ typedef struct gen_ctx {
   atomic_int remaining;         /* release + final response */
   void **bufs;
   size_t n_bufs;
+  nrd_srv_trace *trace; /* NULL unless this request is traced */
 } gen_ctx;
 
 static void ctx_free(gen_ctx *c) {
@@ -58,6 +59,7 @@ static void ctx_free(gen_ctx *c) {
   for (size_t i = 0; i < c->n_bufs; i++) free(c->bufs[i]);
   free(c->bufs);
   pthread_mutex_destroy(&c->mu);
+  nrd_srv_trace_done(c->trace);
   free(c);
 }
 
@@ -160,9 +162,11 @@ static void finish(void *arg) {
   if (c->stream) send_events(c, live_req(c));
   nrd_srv_http_req *req = nrd_srv_http_pending_finish(c->loop, &c->pending);
   if (req == NULL) return ctx_free(c);
+  nrd_srv_trace_mark(c->trace, "HTTP_SEND_START", 0);
   if (c->stream) {
     if (!c->started) start_stream(c, req); /* no response at all: an empty event stream */
     nrd_srv_http_send_end(req);
+    nrd_srv_trace_mark(c->trace, "HTTP_SEND_END", 0);
     return ctx_free(c);
   }
   gen_event *e = c->head;
@@ -177,6 +181,7 @@ static void finish(void *arg) {
   } else {
     nrd_srv_http_reply_json(req, e->status, e->text, e->len);
   }
+  nrd_srv_trace_mark(c->trace, "HTTP_SEND_END", 0);
   ctx_free(c);
 }
 
@@ -230,7 +235,10 @@ static void on_response(TRITONSERVER_InferenceResponse *response, const uint32_t
       free(t.buf);
     }
   }
-  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) count_down(c);
+  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) {
+    nrd_srv_trace_mark(c->trace, "INFER_RESPONSE_COMPLETE", 0);
+    count_down(c);
+  }
 }
 
 static void on_disconnect(nrd_srv_http_pending *p) {
@@ -443,7 +451,12 @@ void nrd_srv_http_generate(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const
     return nrd_srv_http_reply_error(req, status, msg);
   }
   nrd_srv_http_pending_add(loop, &c->pending, req);
-  err = TRITONSERVER_ServerInferAsync(h->server, c->ireq, NULL);
+  c->trace = nrd_srv_tracer_sample(h->tracer, model);
+  if (c->trace && req->recv_start_ns) {
+    nrd_srv_trace_mark(c->trace, "HTTP_RECV_START", req->recv_start_ns);
+    nrd_srv_trace_mark(c->trace, "HTTP_RECV_END", req->recv_end_ns);
+  }
+  err = TRITONSERVER_ServerInferAsync(h->server, c->ireq, nrd_srv_trace_core(c->trace));
   if (err) {
     nrd_srv_http_req *r = nrd_srv_http_pending_finish(loop, &c->pending);
     ctx_free(c);

@@ -877,6 +877,10 @@ void nrd_srv_http_infer(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const ch
   nrd_srv_http_pending_add(loop, &c->pending, req);
   TRITONSERVER_InferenceRequest *ireq = c->ireq;
   c->trace = nrd_srv_tracer_sample(h->tracer, model);
+  if (c->trace && req->recv_start_ns) {
+    nrd_srv_trace_mark(c->trace, "HTTP_RECV_START", req->recv_start_ns);
+    nrd_srv_trace_mark(c->trace, "HTTP_RECV_END", req->recv_end_ns);
+  }
   err = TRITONSERVER_ServerInferAsync(h->server, ireq, nrd_srv_trace_core(c->trace));
   if (err) {
     /* No callback will fire: the request is still ours. */

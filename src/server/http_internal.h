@@ -102,6 +102,9 @@ typedef struct nrd_srv_http_req {
   size_t out_len;
   bool answered;
   nrd_srv_http_pending *pending;
+  /* When the request's first byte came and when its body was complete
+   * (trace clock); 0 unless tracing was active as it arrived. */
+  uint64_t recv_start_ns, recv_end_ns;
 } nrd_srv_http_req;
 
 /* A request answered later, from work on another thread: embed this in the

@@ -361,6 +361,12 @@ static void on_release(TRITONSERVER_InferenceTrace *trace, void *userp) {
   if (drop) unref(h, drop);
 }
 
+uint64_t nrd_srv_trace_now_ns(void) { return now_ns(); }
+
+bool nrd_srv_tracer_active(const nrd_srv_tracer *t) {
+  return t && atomic_load_explicit(&t->active, memory_order_relaxed);
+}
+
 nrd_srv_trace *nrd_srv_tracer_sample(nrd_srv_tracer *t, const char *model) {
   if (!t || !atomic_load_explicit(&t->active, memory_order_relaxed)) return NULL;
   pthread_mutex_lock(&t->mu);

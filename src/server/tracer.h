@@ -48,6 +48,13 @@ void nrd_srv_tracer_free(nrd_srv_tracer *t);
  * also when `t` is NULL). Cheap when tracing is off. */
 nrd_srv_trace *nrd_srv_tracer_sample(nrd_srv_tracer *t, const char *model);
 
+/* Whether some setting might trace a request now (a relaxed read): front
+ * ends take receive times only then. False for NULL. Any thread. */
+bool nrd_srv_tracer_active(const nrd_srv_tracer *t);
+
+/* The clock of trace timestamps (CLOCK_MONOTONIC, ns). Any thread. */
+uint64_t nrd_srv_trace_now_ns(void);
+
 /* The core trace to pass to TRITONSERVER_ServerInferAsync, once; the core
  * gives it back through its release callback whatever InferAsync returns.
  * NULL for a NULL handle. */

@@ -123,6 +123,8 @@ def test_trace_file_holds_http_grpc_and_ensemble_requests(traced, tmp_path):
     assert ns == sorted(ns), t
     assert t["marks"]["QUEUE_START"] <= t["marks"]["INFER_RESPONSE_COMPLETE"] <= t["marks"]["HTTP_SEND_START"]
     assert t["marks"]["HTTP_SEND_START"] <= t["marks"]["HTTP_SEND_END"]
+    # Receive marks: the request came in before the core saw it.
+    assert t["marks"]["HTTP_RECV_START"] <= t["marks"]["HTTP_RECV_END"] <= t["marks"]["REQUEST_START"], t
     # The ensemble: its own request and one child per step, each with its model.
     ens = next(i for i, t in traces.items() if t["info"]["model_name"] == "simple_ensemble")
     kids = [t for t in traces.values() if t["info"].get("parent_id") == ens]
@@ -131,6 +133,55 @@ def test_trace_file_holds_http_grpc_and_ensemble_requests(traced, tmp_path):
     assert {"REQUEST_START", "QUEUE_START", "REQUEST_END"} <= set(traces[ens]["marks"])
     grpc_t = [t for t in roots if "GRPC_SEND_START" in t["marks"]]
     assert len(grpc_t) == 1 and set(CORE) <= set(grpc_t[0]["marks"]), traces
+    g = grpc_t[0]["marks"]
+    assert g["GRPC_WAITREAD_START"] <= g["GRPC_WAITREAD_END"] <= g["REQUEST_START"] <= g["GRPC_SEND_START"], g
+
+
+def test_each_streamed_request_has_its_own_read_marks(traced, tmp_path):
+    f = tmp_path / "s.json"
+    s = traced(f"--trace-config=triton,file={f}", "--trace-config=level=TIMESTAMPS", "--trace-config=rate=1")
+    pb, pbg = stubs()
+    import grpc
+
+    def reqs():
+        for i in range(3):
+            r = pb.ModelInferRequest(model_name="identity_fp32", id=f"s{i}")
+            t = r.inputs.add()
+            t.name, t.datatype = "INPUT0", "FP32"
+            t.shape.extend([1, 1])
+            r.raw_input_contents.append(struct.pack("<f", i))
+            yield r
+
+    with grpc.insecure_channel(f"127.0.0.1:{s.grpc}") as ch:
+        got = list(pbg.GRPCInferenceServiceStub(ch).ModelStreamInfer(reqs(), timeout=30))
+    assert [g.infer_response.id for g in got] == ["s0", "s1", "s2"], got
+    assert s.stop() == 0, s.text()
+    traces = grouped(f)
+    by_id = {t["info"]["request_id"]: t["marks"] for t in traces.values()}
+    assert sorted(by_id) == ["s0", "s1", "s2"], traces
+    for m in by_id.values():
+        assert m["GRPC_WAITREAD_START"] <= m["GRPC_WAITREAD_END"] <= m["REQUEST_START"] <= m["GRPC_SEND_END"], m
+    # One after another on one stream: a request is read after the one before it began.
+    assert by_id["s0"]["GRPC_WAITREAD_END"] <= by_id["s1"]["GRPC_WAITREAD_END"] <= by_id["s2"]["GRPC_WAITREAD_END"]
+
+
+def test_generate_requests_are_traced(traced, tmp_path):
+    f = tmp_path / "g.json"
+    s = traced(f"--trace-config=triton,file={f}", "--trace-config=level=TIMESTAMPS", "--trace-config=rate=1")
+    code, r = http(s, "/v2/models/identity_fp32/generate", {"id": "gen", "INPUT0": [1.5, 2, 3]})
+    assert code == 200 and r["OUTPUT0"] == [1.5, 2, 3], r
+    req = urllib.request.Request(f"http://127.0.0.1:{s.http}/v2/models/square_int32/generate_stream",
+                                 data=json.dumps({"id": "genstream", "IN": 2}).encode())
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        assert resp.read().count(b"data: ") == 2
+    assert s.stop() == 0, s.text()
+    by_id = {t["info"]["request_id"]: t["marks"] for t in grouped(f).values()}
+    assert sorted(by_id) == ["gen", "genstream"], by_id
+    for m in by_id.values():
+        assert set(CORE) <= set(m), m
+        order = ["HTTP_RECV_START", "HTTP_RECV_END", "REQUEST_START", "INFER_RESPONSE_COMPLETE", "HTTP_SEND_START",
+                 "HTTP_SEND_END"]
+        assert [m[n] for n in order] == sorted(m[n] for n in order), m
 
 
 def test_rate_count_and_log_frequency(traced, tmp_path):
