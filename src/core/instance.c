@@ -61,6 +61,8 @@ TRITONSERVER_Error *nrd_instance_init(TRITONBACKEND_ModelInstance *inst) {
 
 void nrd_instance_execute(TRITONBACKEND_ModelInstance *inst, TRITONSERVER_InferenceRequest **reqs, uint32_t n) {
   TRITONBACKEND_Model *m = inst->model;
+  for (uint32_t i = 0; i < n; i++)
+    if (reqs[i]->trace) nrd_request_trace_inputs(reqs[i], TRITONSERVER_TRACE_TENSOR_BACKEND_INPUT);
   TRITONSERVER_Error *err = m->backend->execute(inst, (TRITONBACKEND_Request **)reqs, n);
   if (!err) return;
   /* The requests are ours again: answer each with the backend's error. */

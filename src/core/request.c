@@ -913,11 +913,38 @@ void nrd_request_release(TRITONSERVER_InferenceRequest *r, uint32_t flags) {
     TRITONSERVER_InferenceTrace *t = r->trace;
     r->trace = NULL;
     nrd_trace_report(t, TRITONSERVER_TRACE_REQUEST_END, nrd_now_ns());
-    nrd_trace_release(t);
+    if (!d || d->trace != t) nrd_trace_release(t); /* else the delivery hands it back */
   }
   if (d) nrd_delivery_unref(d);
   nrd_model_inflight_done(m);
   if (r->release_fn) r->release_fn(r, flags | TRITONSERVER_REQUEST_RELEASE_ALL, r->release_userp);
+}
+
+void nrd_request_trace_inputs(TRITONSERVER_InferenceRequest *r, TRITONSERVER_InferenceTraceActivity activity) {
+  if (!nrd_trace_wants_tensors(r->trace)) return;
+  for (uint32_t i = 0; i + r->n_core_inputs < r->n_inputs; i++) {
+    const nrd_input *in = &r->inputs[i];
+    const void *base = in->nbufs ? in->bufs[0].base : NULL;
+    TRITONSERVER_MemoryType mt = in->nbufs ? in->bufs[0].mtype : TRITONSERVER_MEMORY_CPU;
+    int64_t mt_id = in->nbufs ? in->bufs[0].mtype_id : 0;
+    char *joined = NULL;
+    if (in->nbufs > 1) {
+      bool host = true;
+      for (uint32_t b = 0; b < in->nbufs; b++) host = host && in->bufs[b].mtype != TRITONSERVER_MEMORY_GPU;
+      if (!host || !(joined = malloc(in->byte_size ? in->byte_size : 1))) continue; /* not worth failing for */
+      size_t at = 0;
+      for (uint32_t b = 0; b < in->nbufs; b++) {
+        if (in->bufs[b].size) memcpy(joined + at, in->bufs[b].base, in->bufs[b].size);
+        at += in->bufs[b].size;
+      }
+      base = joined;
+      mt = TRITONSERVER_MEMORY_CPU;
+      mt_id = 0;
+    }
+    nrd_trace_tensor(r->trace, activity, in->name, in->dtype, base, in->byte_size, in->shape, in->dims_count, mt,
+                     mt_id);
+    free(joined);
+  }
 }
 
 void nrd_request_fail(TRITONSERVER_InferenceRequest *r, TRITONSERVER_Error *err) {

@@ -171,6 +171,11 @@ TRITONSERVER_InferenceRequest *nrd_request_new_null(const TRITONSERVER_Inference
  * Any thread; exactly once per InferAsync. */
 void nrd_request_release(TRITONSERVER_InferenceRequest *req, uint32_t flags);
 
+/* Reports the client's inputs (not those the core added) to the request's
+ * trace when it asks for tensors; an input in several buffers is joined in
+ * a temporary copy. No-op otherwise. The thread that holds the request. */
+void nrd_request_trace_inputs(TRITONSERVER_InferenceRequest *req, TRITONSERVER_InferenceTraceActivity activity);
+
 /* Answers a core-owned request with `err` (a final error response, consuming
  * `err`) and releases it. Used when the backend's Execute fails, the request
  * timed out, or the model is going away. Any thread. */

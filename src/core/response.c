@@ -14,6 +14,7 @@
 #include "log.h"
 #include "model.h"
 #include "request.h"
+#include "trace.h"
 
 #define ARG_CHECK(cond, what)                                                      \
   do {                                                                             \
@@ -85,6 +86,7 @@ void nrd_delivery_unref(nrd_delivery *d) {
                          d->model->name, d->request_id ? d->request_id : ""));
     if (atomic_fetch_sub_explicit(&d->refs, 1, memory_order_acq_rel) != 1) return;
   }
+  nrd_trace_release(d->trace);
   nrd_model_unref(d->model);
   nrd_cancel_flag_unref(d->cancel); /* frees `d` unless a request still holds the flag */
 }
@@ -138,6 +140,12 @@ static TRITONSERVER_Error *deliver(TRITONSERVER_InferenceResponse *r, uint32_t f
     }
   }
   atomic_fetch_add(&d->responses_sent, 1);
+  if (!r->error && nrd_trace_wants_tensors(d->trace))
+    for (uint32_t i = 0; i < r->n_outputs; i++) {
+      const nrd_output *o = r->outputs[i];
+      nrd_trace_tensor(d->trace, TRITONSERVER_TRACE_TENSOR_BACKEND_OUTPUT, o->name, o->dtype, o->buffer,
+                       o->byte_size, o->shape, o->dims_count, o->mtype, o->mtype_id);
+    }
   nrd_delivery_ref(d); /* keep `d` alive across the callback, which may delete r */
   if (d->response_fn) d->response_fn(r, flags, d->response_userp);
   else TRITONSERVER_InferenceResponseDelete(r);

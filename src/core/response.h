@@ -90,6 +90,10 @@ typedef struct nrd_delivery {
   struct nrd_response_cache *cache;
   nrd_cache_key cache_key;
   uint64_t cache_lookup_ns;
+  /* The request's trace (NULL when untraced): responses report their
+   * outputs into it, and the delivery hands it back when it is freed. Set
+   * before the request is queued, read-only afterwards. */
+  TRITONSERVER_InferenceTrace *trace;
   /* One allocation rather than three: the flag and the id share the block,
    * which outlives the delivery's last reference while a request still
    * holds the flag. */

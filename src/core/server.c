@@ -751,12 +751,15 @@ static TRITONSERVER_Error *enqueue(TRITONBACKEND_Model *m, TRITONSERVER_Inferenc
     nrd_trace_report(trace, TRITONSERVER_TRACE_REQUEST_START, start_ns);
     nrd_trace_report(trace, TRITONSERVER_TRACE_QUEUE_START, now);
     req->trace = trace;
+    d->trace = trace;
+    nrd_request_trace_inputs(req, TRITONSERVER_TRACE_TENSOR_QUEUE_INPUT);
   }
   if (m->response_cache && req->server->cache && answered_from_cache(req->server->cache, req, d)) return NULL;
   TRITONSERVER_Error *err = m->sched->ops->enqueue(m->sched, req);
   if (!err) return NULL;
   req->in_flight = false;
   req->trace = NULL;
+  d->trace = NULL; /* the caller keeps it */
   req->delivery = NULL;
   atomic_store(&d->final_sent, true);
   nrd_delivery_unref(d);

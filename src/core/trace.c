@@ -224,6 +224,16 @@ void nrd_trace_report(TRITONSERVER_InferenceTrace *t, TRITONSERVER_InferenceTrac
     t->activity_fn(t, activity, ns, t->userp);
 }
 
+bool nrd_trace_wants_tensors(const TRITONSERVER_InferenceTrace *t) {
+  return t && t->tensor_fn && (t->level & TRITONSERVER_TRACE_LEVEL_TENSORS);
+}
+
+void nrd_trace_tensor(TRITONSERVER_InferenceTrace *t, TRITONSERVER_InferenceTraceActivity activity, const char *name,
+                      TRITONSERVER_DataType dtype, const void *base, size_t byte_size, const int64_t *shape,
+                      uint64_t dims, TRITONSERVER_MemoryType mtype, int64_t mtype_id) {
+  t->tensor_fn(t, activity, name, dtype, base, byte_size, shape, dims, mtype, mtype_id, t->userp);
+}
+
 void nrd_trace_release(TRITONSERVER_InferenceTrace *t) {
   if (t && t->release_fn) t->release_fn(t, t->userp);
 }

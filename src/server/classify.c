@@ -8,28 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "float16.h"
 #include "response_output.h"
-
-static float half_to_float(uint16_t h) {
-  uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-  if (exp == 0 && man == 0) {
-    bits = sign;
-  } else if (exp == 0) {
-    exp = 127 - 15 + 1;
-    while (!(man & 0x400)) {
-      man <<= 1;
-      exp--;
-    }
-    bits = sign | (exp << 23) | ((man & 0x3ff) << 13);
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (man << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
-  }
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
 
 /* How the elements of a datatype compare and print. */
 typedef enum { KIND_FLOAT, KIND_SIGNED, KIND_UNSIGNED } kind;
@@ -69,16 +49,13 @@ static scored element(TRITONSERVER_DataType dt, const unsigned char *p, size_t i
     case TRITONSERVER_TYPE_FP16: {
       uint16_t h;
       memcpy(&h, p + i * 2, 2);
-      s.v.f = half_to_float(h);
+      s.v.f = nrd_srv_half_to_float(h);
       return s;
     }
     case TRITONSERVER_TYPE_BF16: {
       uint16_t h;
       memcpy(&h, p + i * 2, 2);
-      uint32_t bits = (uint32_t)h << 16;
-      float f;
-      memcpy(&f, &bits, sizeof f);
-      s.v.f = f;
+      s.v.f = nrd_srv_bf16_to_float(h);
       return s;
     }
     default:

@@ -232,8 +232,8 @@ static const flag_spec kFlags[] = {
     {"grpc-infer-allocation-pool-size", F_GRPC_INFER_ALLOCATION_POOL_SIZE, "N", "Accepted; no effect."},
     {"grpc-max-response-pool-size", F_GRPC_MAX_RESPONSE_POOL_SIZE, "N", "Accepted; no effect."},
     {"trace-config", F_TRACE_CONFIG, "[<mode>,]<key>=<value>",
-     "Request tracing (docs/tracing.md): level=TIMESTAMPS|OFF, rate=N, count=N, and in triton mode "
-     "triton,file=PATH and triton,log-frequency=N. Repeatable."},
+     "Request tracing (docs/tracing.md): level=TIMESTAMPS|TENSORS|OFF (repeat for both), rate=N, count=N, "
+     "and in triton mode triton,file=PATH and triton,log-frequency=N. Repeatable."},
     {"trace-file", F_TRACE_DEPRECATED, "PATH", "Deprecated: --trace-config=triton,file=PATH."},
     {"trace-level", F_TRACE_DEPRECATED, "LEVEL", "Deprecated: --trace-config=level=LEVEL."},
     {"trace-rate", F_TRACE_DEPRECATED, "N", "Deprecated: --trace-config=rate=N."},
@@ -466,6 +466,10 @@ static int trace_level_word(const char *v, nrd_srv_cli *cli) {
     cli->trace_level |= TRITONSERVER_TRACE_LEVEL_TIMESTAMPS;
     return 0;
   }
+  if (!strcasecmp(v, "tensors")) {
+    cli->trace_level |= TRITONSERVER_TRACE_LEVEL_TENSORS;
+    return 0;
+  }
   return -1;
 }
 
@@ -476,8 +480,7 @@ static int trace_setting(nrd_srv_cli *cli, const flag_spec *f, const char *arg, 
   long n = 0;
 #define KEY(k) (klen == sizeof(k) - 1 && !strncmp(key, k, klen))
   if (KEY("level")) {
-    if (!strcasecmp(v, "tensors")) return unsupported(f, arg, "tensors are not traced (timestamps only)", err, errlen);
-    if (trace_level_word(v, cli) != 0) return bad_value(f, arg, "a trace level: off, timestamps", err, errlen);
+    if (trace_level_word(v, cli) != 0) return bad_value(f, arg, "a trace level: off, timestamps, tensors", err, errlen);
   } else if (KEY("rate")) {
     if (parse_long(v, 0, UINT32_MAX, &n) != 0) return bad_value(f, arg, "rate=<count 0..4294967295>", err, errlen);
     cli->trace_rate = n;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "float16.h"
 #include "fmt.h"
 #include "json_arena.h"
 
@@ -229,65 +230,6 @@ typedef struct dparse {
   size_t errlen;
 } dparse;
 
-static uint16_t float_to_half(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  int32_t exp = (int32_t)((x >> 23) & 0xff);
-  uint32_t mant = x & 0x7fffffu;
-  if (exp == 0xff) return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0));
-  int32_t e = exp - 127 + 15;
-  if (e >= 0x1f) return (uint16_t)(sign | 0x7c00u);
-  if (e <= 0) {
-    if (e < -10) return (uint16_t)sign;
-    mant |= 0x800000u;
-    uint32_t shift = (uint32_t)(14 - e);
-    uint32_t half = mant >> shift;
-    uint32_t rem = mant & ((1u << shift) - 1);
-    uint32_t mid = 1u << (shift - 1);
-    if (rem > mid || (rem == mid && (half & 1))) half++;
-    return (uint16_t)(sign | half);
-  }
-  uint32_t half = sign | ((uint32_t)e << 10) | (mant >> 13);
-  uint32_t rem = mant & 0x1fffu;
-  if (rem > 0x1000u || (rem == 0x1000u && (half & 1))) half++;
-  return (uint16_t)half;
-}
-
-static uint16_t float_to_bf16(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40);
-  x += 0x7fffu + ((x >> 16) & 1);
-  return (uint16_t)(x >> 16);
-}
-
-static float half_to_float(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1f;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t x;
-  if (exp == 0) {
-    if (mant == 0) {
-      x = sign;
-    } else {
-      exp = 127 - 15 + 1;
-      while (!(mant & 0x400u)) {
-        mant <<= 1;
-        exp--;
-      }
-      x = sign | (exp << 23) | ((mant & 0x3ffu) << 13);
-    }
-  } else if (exp == 0x1f) {
-    x = sign | 0x7f800000u | (mant << 13);
-  } else {
-    x = sign | ((exp - 15 + 127) << 23) | (mant << 13);
-  }
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
-}
-
 static int dp_fail(dparse *d, const char *what) {
   nrd_srv_fmt_err(d->err, d->errlen, "unable to parse 'data' of input '%s': %s (datatype %s, near byte %zu)",
           d->name, what, TRITONSERVER_DataTypeString(d->dt), d->pos);
@@ -466,7 +408,7 @@ static int dp_number(dparse *d) {
       float f = (float)v;
       memcpy(o, &f, 4);
     } else {
-      uint16_t h = d->dt == TRITONSERVER_TYPE_FP16 ? float_to_half((float)v) : float_to_bf16((float)v);
+      uint16_t h = d->dt == TRITONSERVER_TYPE_FP16 ? nrd_srv_float_to_half((float)v) : nrd_srv_float_to_bf16((float)v);
       memcpy(o, &h, 2);
     }
     return 0;
@@ -712,16 +654,13 @@ int nrd_srv_http_json_write_data(nrd_srv_http_text *t, TRITONSERVER_DataType dt,
       case TRITONSERVER_TYPE_FP16: {
         uint16_t h;
         memcpy(&h, e, 2);
-        o += fmt_double(o, half_to_float(h), 9);
+        o += fmt_double(o, nrd_srv_half_to_float(h), 9);
         break;
       }
       case TRITONSERVER_TYPE_BF16: {
         uint16_t h;
         memcpy(&h, e, 2);
-        uint32_t x = (uint32_t)h << 16;
-        float f;
-        memcpy(&f, &x, 4);
-        o += fmt_double(o, f, 9);
+        o += fmt_double(o, nrd_srv_bf16_to_float(h), 9);
         break;
       }
       case TRITONSERVER_TYPE_FP32: { float v; memcpy(&v, e, 4); o += fmt_double(o, v, 9); break; }

@@ -23,6 +23,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "float16.h"
+
 typedef struct setting {
   bool has_level, has_rate, has_count, has_logf; /* set here (a model's); the global has all */
   unsigned level;
@@ -66,6 +68,7 @@ struct nrd_srv_trace {
   TRITONSERVER_InferenceTrace *core;
   uint64_t root_id;
   int64_t log_frequency;
+  unsigned level;       /* front-end marks only with TIMESTAMPS, as Triton */
   bool count_exhausted; /* its sample took the last of the count */
   trace_stream *streams;
   size_t n_streams;
@@ -186,7 +189,8 @@ static setting effective(const nrd_srv_tracer *t, const model_setting *m) {
 }
 
 static bool can_trace(const nrd_srv_tracer *t, const setting *s) {
-  return (s->level & TRITONSERVER_TRACE_LEVEL_TIMESTAMPS) && s->rate > 0 && s->count != 0 && t->file[0];
+  unsigned traced = TRITONSERVER_TRACE_LEVEL_TIMESTAMPS | TRITONSERVER_TRACE_LEVEL_TENSORS;
+  return (s->level & traced) && s->rate > 0 && s->count != 0 && t->file[0];
 }
 
 static void update_active(nrd_srv_tracer *t) {
@@ -340,6 +344,101 @@ static void on_activity(TRITONSERVER_InferenceTrace *trace, TRITONSERVER_Inferen
   free(custom);
 }
 
+/* A tensor's elements as Triton's trace writes them, comma separated:
+ * numbers (BOOL as 0/1; FP16 and BF16 as their float values, which
+ * Triton leaves out) and BYTES elements each in double quotes. Appended
+ * raw: the caller quotes the whole for JSON. */
+static void element_text(char **p, size_t *len, size_t *cap, TRITONSERVER_DataType dt, const unsigned char *b,
+                         size_t byte_size, uint64_t count) {
+  char num[64];
+  size_t at = 0;
+  for (uint64_t e = 0; e < count; e++) {
+    int n = 0;
+    if (dt == TRITONSERVER_TYPE_BYTES) {
+      uint32_t l;
+      if (at + 4 > byte_size) return;
+      memcpy(&l, b + at, 4);
+      at += 4;
+      if (l > byte_size - at) return;
+      if (e) append(p, len, cap, ",", 1);
+      append(p, len, cap, "\"", 1);
+      append(p, len, cap, (const char *)b + at, l);
+      append(p, len, cap, "\"", 1);
+      at += l;
+      continue;
+    }
+    size_t w = TRITONSERVER_DataTypeByteSize(dt);
+    if (w == 0 || at + w > byte_size) return;
+    const unsigned char *x = b + at;
+    at += w;
+    union {
+      int8_t i8; int16_t i16; int32_t i32; int64_t i64;
+      uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64;
+      float f; double d;
+    } v;
+    memcpy(&v, x, w);
+    switch (dt) {
+      case TRITONSERVER_TYPE_BOOL: n = snprintf(num, sizeof num, "%d", v.u8 != 0); break;
+      case TRITONSERVER_TYPE_UINT8: n = snprintf(num, sizeof num, "%u", (unsigned)v.u8); break;
+      case TRITONSERVER_TYPE_UINT16: n = snprintf(num, sizeof num, "%u", (unsigned)v.u16); break;
+      case TRITONSERVER_TYPE_UINT32: n = snprintf(num, sizeof num, "%" PRIu32, v.u32); break;
+      case TRITONSERVER_TYPE_UINT64: n = snprintf(num, sizeof num, "%" PRIu64, v.u64); break;
+      case TRITONSERVER_TYPE_INT8: n = snprintf(num, sizeof num, "%d", (int)v.i8); break;
+      case TRITONSERVER_TYPE_INT16: n = snprintf(num, sizeof num, "%d", (int)v.i16); break;
+      case TRITONSERVER_TYPE_INT32: n = snprintf(num, sizeof num, "%" PRId32, v.i32); break;
+      case TRITONSERVER_TYPE_INT64: n = snprintf(num, sizeof num, "%" PRId64, v.i64); break;
+      case TRITONSERVER_TYPE_FP16: n = snprintf(num, sizeof num, "%g", (double)nrd_srv_half_to_float(v.u16)); break;
+      case TRITONSERVER_TYPE_BF16: n = snprintf(num, sizeof num, "%g", (double)nrd_srv_bf16_to_float(v.u16)); break;
+      case TRITONSERVER_TYPE_FP32: n = snprintf(num, sizeof num, "%g", (double)v.f); break;
+      case TRITONSERVER_TYPE_FP64: n = snprintf(num, sizeof num, "%g", v.d); break;
+      default: return;
+    }
+    if (e) append(p, len, cap, ",", 1);
+    append(p, len, cap, num, (size_t)n);
+  }
+}
+
+static void on_tensor(TRITONSERVER_InferenceTrace *trace, TRITONSERVER_InferenceTraceActivity activity,
+                      const char *name, TRITONSERVER_DataType dt, const void *base, size_t byte_size,
+                      const int64_t *shape, uint64_t dims, TRITONSERVER_MemoryType mtype, int64_t mtype_id,
+                      void *userp) {
+  (void)mtype_id;
+  nrd_srv_trace *h = userp;
+  uint64_t id = 0;
+  TRITONSERVER_Error *e = TRITONSERVER_InferenceTraceId(trace, &id);
+  if (e) TRITONSERVER_ErrorDelete(e);
+  uint64_t count = 1;
+  char *sh = NULL;
+  size_t sh_len = 0, sh_cap = 0;
+  append(&sh, &sh_len, &sh_cap, "", 0);
+  for (uint64_t i = 0; i < dims; i++) {
+    char num[24];
+    int n = snprintf(num, sizeof num, "%s%" PRId64, i ? "," : "", shape[i]);
+    append(&sh, &sh_len, &sh_cap, num, (size_t)n);
+    count *= shape[i] > 0 ? (uint64_t)shape[i] : 0;
+  }
+  char *data = NULL;
+  size_t data_len = 0, data_cap = 0;
+  append(&data, &data_len, &data_cap, "", 0);
+  if (base && mtype != TRITONSERVER_MEMORY_GPU) /* GPU data would need a copy; there is no GPU here */
+    element_text(&data, &data_len, &data_cap, dt, base, byte_size, count);
+  char *qname = json_quoted(name), *qdata = json_quoted(data ? data : "");
+  pthread_mutex_lock(&h->mu);
+  bool added = false;
+  trace_stream *st = stream_of(h, id, &added);
+  if (added && id != h->root_id) h->refs++; /* a step's trace: wait for its release too */
+  if (st && qname && qdata && sh)
+    appendf(st, "{\"id\":%" PRIu64 ",\"activity\":\"%s\",\"tensor\":{\"name\":%s,\"data\":%s,\"shape\":\"%s\","
+            "\"dtype\":\"%s\"}}",
+            id, TRITONSERVER_InferenceTraceActivityString(activity), qname, qdata, sh,
+            TRITONSERVER_DataTypeString(dt));
+  pthread_mutex_unlock(&h->mu);
+  free(qname);
+  free(qdata);
+  free(sh);
+  free(data);
+}
+
 static void on_release(TRITONSERVER_InferenceTrace *trace, void *userp) {
   nrd_srv_trace *h = userp;
   uint64_t id = 0;
@@ -385,8 +484,8 @@ nrd_srv_trace *nrd_srv_tracer_sample(nrd_srv_tracer *t, const char *model) {
   if (!take) return NULL;
   nrd_srv_trace *h = calloc(1, sizeof(*h));
   TRITONSERVER_InferenceTrace *core = NULL;
-  TRITONSERVER_Error *e = h ? TRITONSERVER_InferenceTraceNew(&core, (TRITONSERVER_InferenceTraceLevel)s.level, 0,
-                                                             on_activity, on_release, h)
+  TRITONSERVER_Error *e = h ? TRITONSERVER_InferenceTraceTensorNew(&core, (TRITONSERVER_InferenceTraceLevel)s.level,
+                                                                   0, on_activity, on_tensor, on_release, h)
                             : NULL;
   if (!h || e) {
     if (e) TRITONSERVER_ErrorDelete(e);
@@ -402,6 +501,7 @@ nrd_srv_trace *nrd_srv_tracer_sample(nrd_srv_tracer *t, const char *model) {
   h->core = core;
   if ((e = TRITONSERVER_InferenceTraceId(core, &h->root_id))) TRITONSERVER_ErrorDelete(e);
   h->log_frequency = s.logf;
+  h->level = s.level;
   h->count_exhausted = exhausted;
   bool added;
   stream_of(h, h->root_id, &added);
@@ -416,7 +516,7 @@ TRITONSERVER_InferenceTrace *nrd_srv_trace_core(nrd_srv_trace *h) {
 }
 
 void nrd_srv_trace_mark(nrd_srv_trace *h, const char *name, uint64_t ns) {
-  if (!h) return;
+  if (!h || !(h->level & TRITONSERVER_TRACE_LEVEL_TIMESTAMPS)) return;
   if (!ns) ns = now_ns();
   pthread_mutex_lock(&h->mu);
   bool added;
@@ -540,9 +640,12 @@ TRITONSERVER_Error *nrd_srv_tracer_update(nrd_srv_tracer *t, const char *model, 
       if (!s) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "trace_level must be an array of strings");
       if (!strcmp(s, "OFF")) off = true;
       else if (!strcmp(s, "TIMESTAMPS")) level |= TRITONSERVER_TRACE_LEVEL_TIMESTAMPS;
-      else if (!strcmp(s, "TENSORS"))
-        return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNSUPPORTED,
-                                     "trace level 'TENSORS' is not supported: tensors are not traced");
+      else if (!strcmp(s, "TENSORS")) level |= TRITONSERVER_TRACE_LEVEL_TENSORS;
+      else {
+        char msg[300];
+        snprintf(msg, sizeof msg, "Unsupported trace level '%.200s' (expected OFF, TIMESTAMPS or TENSORS)", s);
+        return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
+      }
     }
     if (off && json_array_size(lv) > 1)
       return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "Expect only one trace level 'OFF' is specified");
@@ -587,7 +690,7 @@ TRITONSERVER_Error *nrd_srv_tracer_update(nrd_srv_tracer *t, const char *model, 
     eff.count = next.count;
   }
   const char *why = NULL;
-  if (eff.level & TRITONSERVER_TRACE_LEVEL_TIMESTAMPS) {
+  if (eff.level & (TRITONSERVER_TRACE_LEVEL_TIMESTAMPS | TRITONSERVER_TRACE_LEVEL_TENSORS)) {
     if (eff.rate == 0) why = "sample rate must be non-zero";
     else if (!t->file[0]) why = "trace file name is not given";
     else if (eff.count == 0) why = "trace count must not be 0";

@@ -61,7 +61,8 @@ uint64_t nrd_srv_trace_now_ns(void);
 TRITONSERVER_InferenceTrace *nrd_srv_trace_core(nrd_srv_trace *h);
 
 /* Adds a front-end mark (`name` is a static string) at `ns` (monotonic
- * clock); the current time when ns is 0. NULL handle: no-op. */
+ * clock); the current time when ns is 0. No-op for a NULL handle and at
+ * a level without TIMESTAMPS. */
 void nrd_srv_trace_mark(nrd_srv_trace *h, const char *name, uint64_t ns);
 
 /* The front end is finished with the handle (reply sent or given up);

@@ -312,7 +312,7 @@ def test_model_config_name_and_thread_flags(server_factory, tmp_path):
 @pytest.mark.parametrize(
     "flag",
     ["--grpc-use-ssl=true", "--grpc-server-cert=/tmp/cert.pem", "--allow-sagemaker=true",
-     "--model-namespacing=true", "--trace-config=level=TENSORS", "--trace-config=opentelemetry,url=x",
+     "--model-namespacing=true", "--trace-config=opentelemetry,url=x",
      "--metrics-config=summary_latencies=true",
      "--http-header-forward-pattern=.*", "--http-restricted-api=model-repository:admin-key=secret",
      "--grpc-max-connection-age=1000"],

@@ -714,13 +714,6 @@ Test(server_api, a_trace_follows_its_request) {
   h_bind(r, c);
   H_OK(TRITONSERVER_ServerInferAsync(s, r, t));
   cr_assert(h_wait(c, 10000));
-  for (int i = 0; i < 200; i++) { /* the release callback runs right after the request's */
-    pthread_mutex_lock(&l.mu);
-    int done = l.released;
-    pthread_mutex_unlock(&l.mu);
-    if (done) break;
-    usleep(10000);
-  }
   uint64_t size;
   const void *base = first_output(c, &size);
   uint32_t len;
@@ -728,6 +721,19 @@ Test(server_api, a_trace_follows_its_request) {
   json_t *j = json_loadb((const char *)base + 4, len, 0, NULL);
   cr_expect(json_is_false(json_object_get(j, "trace_is_null")), "the backend must see the trace");
   json_decref(j);
+  /* The response shares the trace: it comes back once the response is gone
+   * and the request released, whichever is last. */
+  pthread_mutex_lock(&l.mu);
+  cr_expect_eq(l.released, 0);
+  pthread_mutex_unlock(&l.mu);
+  h_call_free(c);
+  for (int i = 0; i < 200; i++) {
+    pthread_mutex_lock(&l.mu);
+    int done = l.released;
+    pthread_mutex_unlock(&l.mu);
+    if (done) break;
+    usleep(10000);
+  }
   static const TRITONSERVER_InferenceTraceActivity want[] = {
       TRITONSERVER_TRACE_REQUEST_START, TRITONSERVER_TRACE_QUEUE_START, TRITONSERVER_TRACE_CUSTOM_ACTIVITY,
       TRITONSERVER_TRACE_COMPUTE_START, TRITONSERVER_TRACE_COMPUTE_INPUT_END,
@@ -739,7 +745,6 @@ Test(server_api, a_trace_follows_its_request) {
   cr_expect_str_eq(l.custom, "API_PROBE_STEP");
   cr_expect_str_eq(l.model, "probe");
   cr_expect_eq(l.released, 1);
-  h_call_free(c);
   H_OK(TRITONSERVER_InferenceRequestDelete(r));
   /* Refused (no inputs): the trace still comes back, and only once. */
   H_OK(TRITONSERVER_InferenceTraceNew(&t, TRITONSERVER_TRACE_LEVEL_TIMESTAMPS, 0, trace_activity, trace_released, &l));
@@ -755,6 +760,92 @@ Test(server_api, a_trace_follows_its_request) {
   H_OK(TRITONSERVER_ServerDelete(s));
   h_rmtree(repo);
   free(repo);
+}
+
+/* What a TENSORS trace saw: activity, tensor name and the data's floats. */
+typedef struct tensor_log {
+  pthread_mutex_t mu;
+  TRITONSERVER_InferenceTraceActivity acts[8];
+  char names[8][16];
+  float data[8][4];
+  uint64_t dims[8];
+  int n, timestamps, released;
+} tensor_log;
+
+static void tensor_seen(TRITONSERVER_InferenceTrace *t, TRITONSERVER_InferenceTraceActivity a, const char *name,
+                        TRITONSERVER_DataType dt, const void *base, size_t byte_size, const int64_t *shape,
+                        uint64_t dims, TRITONSERVER_MemoryType mt, int64_t mt_id, void *userp) {
+  (void)t, (void)shape, (void)mt_id;
+  tensor_log *l = userp;
+  pthread_mutex_lock(&l->mu);
+  if (l->n < 8 && dt == TRITONSERVER_TYPE_FP32 && byte_size == 16 && mt == TRITONSERVER_MEMORY_CPU) {
+    l->acts[l->n] = a;
+    snprintf(l->names[l->n], sizeof l->names[0], "%s", name);
+    memcpy(l->data[l->n], base, 16);
+    l->dims[l->n] = dims;
+    l->n++;
+  }
+  pthread_mutex_unlock(&l->mu);
+}
+
+static void tensor_timestamp(TRITONSERVER_InferenceTrace *t, TRITONSERVER_InferenceTraceActivity a, uint64_t ns,
+                             void *userp) {
+  (void)t, (void)a, (void)ns;
+  tensor_log *l = userp;
+  pthread_mutex_lock(&l->mu);
+  l->timestamps++;
+  pthread_mutex_unlock(&l->mu);
+}
+
+static void tensor_released(TRITONSERVER_InferenceTrace *t, void *userp) {
+  tensor_log *l = userp;
+  pthread_mutex_lock(&l->mu);
+  l->released++;
+  pthread_mutex_unlock(&l->mu);
+  H_OK(TRITONSERVER_InferenceTraceDelete(t));
+}
+
+/* At the TENSORS level the trace sees the inputs as queued and as handed
+ * to the backend (an input given in two pieces arrives joined) and the
+ * outputs as sent; no timestamps without TIMESTAMPS. */
+Test(server_api, a_tensors_trace_sees_inputs_and_outputs) {
+  fixture f = setup(TRITONSERVER_MODEL_CONTROL_NONE);
+  tensor_log l = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  TRITONSERVER_InferenceTrace *t = NULL;
+  H_OK(TRITONSERVER_InferenceTraceTensorNew(&t, TRITONSERVER_TRACE_LEVEL_TENSORS, 0, tensor_timestamp, tensor_seen,
+                                            tensor_released, &l));
+  float in[4] = {1.5f, 2.5f, 3.5f, 4.5f};
+  int64_t shape[1] = {4};
+  TRITONSERVER_InferenceRequest *r = h_request(f.s, "ident");
+  H_OK(TRITONSERVER_InferenceRequestAddInput(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 1));
+  H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT0", in, 8, TRITONSERVER_MEMORY_CPU, 0));
+  H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT0", in + 2, 8, TRITONSERVER_MEMORY_CPU, 0));
+  h_call *c = h_call_new();
+  h_bind(r, c);
+  H_OK(TRITONSERVER_ServerInferAsync(f.s, r, t));
+  cr_assert(h_wait(c, 10000));
+  h_call_free(c);
+  for (int i = 0; i < 200; i++) {
+    pthread_mutex_lock(&l.mu);
+    int done = l.released;
+    pthread_mutex_unlock(&l.mu);
+    if (done) break;
+    usleep(10000);
+  }
+  cr_assert_eq(l.released, 1);
+  cr_assert_eq(l.n, 3, "%d tensors", l.n);
+  static const TRITONSERVER_InferenceTraceActivity want[] = {TRITONSERVER_TRACE_TENSOR_QUEUE_INPUT,
+                                                             TRITONSERVER_TRACE_TENSOR_BACKEND_INPUT,
+                                                             TRITONSERVER_TRACE_TENSOR_BACKEND_OUTPUT};
+  for (int i = 0; i < 3; i++) {
+    cr_expect_eq(l.acts[i], want[i], "tensor %d: %d", i, (int)l.acts[i]);
+    cr_expect_str_eq(l.names[i], i < 2 ? "INPUT0" : "OUTPUT0");
+    cr_expect_eq(l.dims[i], 1);
+    cr_expect(memcmp(l.data[i], in, sizeof in) == 0, "tensor %d: data", i);
+  }
+  cr_expect_eq(l.timestamps, 0);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  fixture_down(&f);
 }
 
 /* The request getters read back what was set; data appended for a host

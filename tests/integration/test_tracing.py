@@ -184,6 +184,50 @@ def test_generate_requests_are_traced(traced, tmp_path):
         assert [m[n] for n in order] == sorted(m[n] for n in order), m
 
 
+def test_tensors_level_writes_inputs_and_outputs(traced, tmp_path):
+    f = tmp_path / "t.json"
+    s = traced(f"--trace-config=triton,file={f}", "--trace-config=level=TENSORS", "--trace-config=rate=1")
+    body = {"id": "f", "inputs": [{"name": "INPUT0", "shape": [1, 3], "datatype": "FP32", "data": [1.5, -2, 3]}]}
+    assert http(s, "/v2/models/identity_fp32/infer", body)[0] == 200
+    body = {"id": "b", "inputs": [{"name": "INPUT0", "shape": [1, 2], "datatype": "BYTES", "data": ["a\"q", "b,c"]}]}
+    assert http(s, "/v2/models/identity_bytes/infer", body)[0] == 200
+    x = list(range(16))
+    body = {"id": "e", "inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": x},
+                                  {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": x}]}
+    assert http(s, "/v2/models/simple_ensemble/infer", body)[0] == 200
+    # Both levels at once, set over the extension: timestamps come back too.
+    code, got = http(s, "/v2/trace/setting", {"trace_level": ["TIMESTAMPS", "TENSORS"]})
+    assert code == 200 and got["trace_level"] == ["TIMESTAMPS", "TENSORS"], got
+    assert http(s, "/v2/models/identity_fp32/infer", {**body, "id": "both", "inputs": [
+        {"name": "INPUT0", "shape": [1, 1], "datatype": "FP32", "data": [7]}]})[0] == 200
+    assert s.stop() == 0, s.text()
+    with open(f) as fh:
+        objs = json.load(fh)
+    tensors = {}
+    for o in objs:
+        if "activity" in o:
+            tensors.setdefault(o["id"], []).append((o["activity"], o["tensor"]))
+    f32 = next(v for v in tensors.values() if v[0][1]["dtype"] == "FP32" and v[0][1]["shape"] == "1,3")
+    assert f32 == [("TENSOR_QUEUE_INPUT", {"name": "INPUT0", "data": "1.5,-2,3", "shape": "1,3", "dtype": "FP32"}),
+                   ("TENSOR_BACKEND_INPUT", {"name": "INPUT0", "data": "1.5,-2,3", "shape": "1,3", "dtype": "FP32"}),
+                   ("TENSOR_BACKEND_OUTPUT", {"name": "OUTPUT0", "data": "1.5,-2,3", "shape": "1,3",
+                                              "dtype": "FP32"})], f32
+    byt = next(v for v in tensors.values() if v[0][1]["dtype"] == "BYTES")
+    assert [a for a, _ in byt] == ["TENSOR_QUEUE_INPUT", "TENSOR_BACKEND_INPUT", "TENSOR_BACKEND_OUTPUT"]
+    assert byt[0][1]["data"] == '"a\"q","b,c"', byt
+    # The ensemble: its own inputs and outputs, and each step's under the step's id.
+    ens = [v for v in tensors.values() if any(t["name"] == "INPUT1" for _, t in v)]
+    assert len(ens) == 3, tensors  # the ensemble and its two steps
+    for v in ens:
+        assert {a for a, _ in v} >= {"TENSOR_QUEUE_INPUT", "TENSOR_BACKEND_OUTPUT"}, v
+    sums = [t for v in ens for a, t in v if a == "TENSOR_BACKEND_OUTPUT" and t["name"] == "OUTPUT0"]
+    assert sums and all(t["data"] == ",".join(str(2 * i) for i in x) for t in sums), sums
+    # TENSORS alone: no timestamps; both levels: both kinds.
+    ts_ids = {o["id"] for o in objs if "timestamps" in o}
+    both = [i for i, v in tensors.items() if v[0][1]["shape"] == "1,1"]
+    assert len(both) == 1 and ts_ids == set(both), (ts_ids, both)
+
+
 def test_rate_count_and_log_frequency(traced, tmp_path):
     f = tmp_path / "t.json"
     s = traced(f"--trace-config=triton,file={f}", "--trace-config=level=TIMESTAMPS", "--trace-config=rate=2",
@@ -229,7 +273,7 @@ def test_off_by_default_and_settings_over_http(traced, tmp_path):
         ({"trace_count": "-5"}, 400, "Expecting value >= -1"),
         ({"log_frequency": "99999999999"}, 400, "out of range"),
         ({"trace_level": ["OFF", "TIMESTAMPS"]}, 400, "Expect only one trace level 'OFF'"),
-        ({"trace_level": ["TENSORS"]}, 501, "tensors are not traced"),
+        ({"trace_level": ["LOUD"]}, 400, "Unsupported trace level 'LOUD'"),
         ({"trace_level": ["TIMESTAMPS"], "trace_rate": "0"}, 400, "invalid trace setting :sample rate must be non-zero"),
         ({"trace_level": "TIMESTAMPS"}, 400, "must be an array"),
     ]

@@ -108,7 +108,7 @@ Test(trace, reports_follow_the_level)
 {
   seen s = {0};
   TRITONSERVER_InferenceTrace *t = NULL;
-  /* TENSORS alone: tensors are not traced, and no timestamps either. */
+  /* TENSORS alone: no timestamps. */
   cr_assert_null(TRITONSERVER_InferenceTraceNew(&t, TRITONSERVER_TRACE_LEVEL_TENSORS, 0, on_activity, on_release, &s));
   nrd_trace_report(t, TRITONSERVER_TRACE_REQUEST_START, 1);
   cr_assert_eq(s.n, 0);
