@@ -749,9 +749,14 @@ static const nrd_scheduler_ops ens_ops = {ens_enqueue, ens_next_batch, ens_stop,
 
 /* What is known of an ensemble tensor's data type while the steps are
  * checked: the type and the model it was learnt from. */
+/* What an ensemble tensor is known to be, and from which model: the first
+ * model config that names it sets it, the others must agree. */
 typedef struct ens_known {
   TRITONSERVER_DataType dtype; /* INVALID: not known yet */
   const char *from;
+  const int64_t *dims; /* the config's (a model's dims; the ensemble's reshape when it has one) */
+  uint32_t ndims;
+  bool batching;
 } ens_known;
 
 static uint32_t tensor_of(const ens_sched *es, const char *name);
@@ -762,20 +767,59 @@ static const nrd_io *find_io(const nrd_io *ios, uint32_t n, const char *name) {
   return NULL;
 }
 
+/* Same length, and each dimension equal or -1 in either (checked when
+ * the request runs). With a batch dimension in front when `*_batch`. */
+static bool dims_match(const int64_t *a, uint32_t na, bool a_batch, const int64_t *b, uint32_t nb, bool b_batch) {
+  if (na + a_batch != nb + b_batch) return false;
+  for (uint32_t i = 0; i < na + a_batch; i++) {
+    int64_t x = a_batch ? (i ? a[i - 1] : -1) : a[i];
+    int64_t y = b_batch ? (i ? b[i - 1] : -1) : b[i];
+    if (x != y && x != -1 && y != -1) return false;
+  }
+  return true;
+}
+
+/* "[-1,4]": a tensor's full shape (batch dimension included) for errors. */
+static void full_dims_text(char *out, size_t n, const ens_known *k) {
+  size_t at = (size_t)snprintf(out, n, "[%s", k->batching ? "-1" : "");
+  for (uint32_t i = 0; i < k->ndims && at < n; i++)
+    at += (size_t)snprintf(out + at, n - at, "%s%" PRId64, (i || k->batching) ? "," : "", k->dims[i]);
+  if (at < n) snprintf(out + at, n - at, "]");
+}
+
+/* Notes what `now` says of `tensor`, or checks it against what was noted
+ * first, as Triton does: same data type, and shapes that match either
+ * without or with their batch dimensions (so a non-batching model's
+ * [-1,4] meets a batching model's [4]). */
 static TRITONSERVER_Error *agree(const TRITONBACKEND_Model *e, const ens_sched *es, ens_known *k, uint32_t tensor,
-                                 TRITONSERVER_DataType dtype, const char *from) {
+                                 const ens_known *now) {
   ens_known *t = &k[tensor];
   if (t->dtype == TRITONSERVER_TYPE_INVALID) {
-    t->dtype = dtype;
-    t->from = from;
+    *t = *now;
     return NULL;
   }
-  if (t->dtype == dtype) return NULL;
+  if (t->dtype != now->dtype)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "in ensemble %s, ensemble tensor %s: inconsistent data type: %s is inferred from model %s "
+                         "while %s is inferred from model %s",
+                         e->name, es->tensors[tensor], nrd_datatype_config_name(t->dtype), t->from,
+                         nrd_datatype_config_name(now->dtype), now->from);
+  if (dims_match(t->dims, t->ndims, false, now->dims, now->ndims, false) ||
+      dims_match(t->dims, t->ndims, t->batching, now->dims, now->ndims, now->batching))
+    return NULL;
+  char was[256], is[256];
+  full_dims_text(was, sizeof was, t);
+  full_dims_text(is, sizeof is, now);
   return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                       "in ensemble %s, ensemble tensor %s: inconsistent data type: %s is inferred from model %s "
-                       "while %s is inferred from model %s",
-                       e->name, es->tensors[tensor], nrd_datatype_config_name(t->dtype), t->from,
-                       nrd_datatype_config_name(dtype), from);
+                       "in ensemble %s, ensemble tensor %s: inconsistent shape: %s is inferred from model %s while "
+                       "%s is inferred from model %s",
+                       e->name, es->tensors[tensor], was, t->from, is, now->from);
+}
+
+static ens_known known_of(const nrd_io *io, const TRITONBACKEND_Model *m, bool use_reshape) {
+  bool reshaped = use_reshape && io->reshape;
+  return (ens_known){io->dtype, m->name, reshaped ? io->reshape : io->dims, reshaped ? io->nreshape : io->ndims,
+                     m->max_batch_size > 0};
 }
 
 /* Checks step `st` against its model's configuration as Triton does:
@@ -793,7 +837,8 @@ static TRITONSERVER_Error *check_step(const TRITONBACKEND_Model *e, const ens_sc
       return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                            "in ensemble %s, ensemble tensor %s is mapping to non-existing input %s in model %s",
                            e->name, es->tensors[st->in[i].tensor], st->in[i].name, cm->name);
-    NRD_RETURN_IF_ERROR(agree(e, es, k, st->in[i].tensor, io->dtype, cm->name));
+    ens_known now = known_of(io, cm, false);
+    NRD_RETURN_IF_ERROR(agree(e, es, k, st->in[i].tensor, &now));
   }
   for (uint32_t i = 0; i < cm->n_inputs; i++) {
     bool mapped = false;
@@ -809,7 +854,8 @@ static TRITONSERVER_Error *check_step(const TRITONBACKEND_Model *e, const ens_sc
       return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                            "in ensemble %s, ensemble tensor %s is mapped from non-existing output %s in model %s",
                            e->name, es->tensors[st->out[o].tensor], st->out[o].name, cm->name);
-    NRD_RETURN_IF_ERROR(agree(e, es, k, st->out[o].tensor, io->dtype, cm->name));
+    ens_known now = known_of(io, cm, false);
+    NRD_RETURN_IF_ERROR(agree(e, es, k, st->out[o].tensor, &now));
   }
   return NULL;
 }
@@ -879,14 +925,17 @@ TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, nrd_s
   size_t used = 0;
   TRITONSERVER_Error *err = NULL;
   ens_known *known = calloc(es->n_tensors ? es->n_tensors : 1, sizeof(*known));
-  if (!known) err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating ensemble '%s'", model->name);
+  /* `known` points into the step models' configs: they are held until the end. */
+  TRITONBACKEND_Model **held = calloc(es->n_steps ? es->n_steps : 1, sizeof(*held));
+  if (!known || !held)
+    err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating ensemble '%s'", model->name);
   for (uint32_t i = 0; !err && i < model->n_inputs; i++) {
     uint32_t t = tensor_of(es, model->inputs[i].name);
-    if (t != UINT32_MAX) known[t] = (ens_known){model->inputs[i].dtype, model->name};
+    if (t != UINT32_MAX) known[t] = known_of(&model->inputs[i], model, true);
   }
   for (uint32_t i = 0; !err && i < model->n_outputs; i++) {
     uint32_t t = tensor_of(es, model->outputs[i].name);
-    if (t != UINT32_MAX) known[t] = (ens_known){model->outputs[i].dtype, model->name};
+    if (t != UINT32_MAX) known[t] = known_of(&model->outputs[i], model, true);
   }
   for (uint32_t s = 0; s < es->n_steps && !err; s++) {
     TRITONBACKEND_Model *cm = NULL;
@@ -898,9 +947,12 @@ TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, nrd_s
       continue;
     }
     es->steps[s].decoupled = cm->decoupled;
+    held[s] = cm;
     err = check_step(model, es, &es->steps[s], cm, known);
-    nrd_model_unref(cm);
   }
+  for (uint32_t s = 0; held && s < es->n_steps; s++)
+    if (held[s]) nrd_model_unref(held[s]);
+  free(held);
   free(known);
   if (!err && used)
     err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,

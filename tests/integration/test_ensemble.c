@@ -166,7 +166,7 @@ Test(ensemble, explicit_load_brings_the_step_models, .timeout = 60) {
 
 Test(ensemble, a_failing_step_fails_the_request, .timeout = 60) {
   char *repo = h_tmpdir();
-  /* Shapes are left to the step's request: [4] into a model of [2]. */
+  /* A variable ensemble tensor is checked by the step's request: [4] into a model of [2]. */
   h_model(repo, "id_two",
           "name: \"id_two\"\nbackend: \"identity\"\nmax_batch_size: 8\n"
           "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ 2 ] } ]\n"
@@ -174,8 +174,8 @@ Test(ensemble, a_failing_step_fails_the_request, .timeout = 60) {
           "1");
   h_model(repo, "bad_shape",
           "name: \"bad_shape\"\nplatform: \"ensemble\"\nmax_batch_size: 8\n"
-          "input [ { name: \"X\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
-          "output [ { name: \"Y\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
+          "input [ { name: \"X\" data_type: TYPE_INT32 dims: [ -1 ] } ]\n"
+          "output [ { name: \"Y\" data_type: TYPE_INT32 dims: [ -1 ] } ]\n"
           "ensemble_scheduling { step [ { model_name: \"id_two\" input_map { key: \"INPUT0\" value: \"X\" }\n"
           "  output_map { key: \"OUTPUT0\" value: \"Y\" } } ] }\n",
           "1");
@@ -269,7 +269,20 @@ Test(ensemble, step_models_are_checked_against_the_ensemble, .timeout = 60) {
   addsub_ensemble(repo, "bad_output", 8, io_int,
                   "input_map { key: \"INPUT0\" value: \"A\" } input_map { key: \"INPUT1\" value: \"B\" }\n"
                   "output_map { key: \"OUT9\" value: \"S\" }\n");
+  addsub_ensemble(repo, "bad_shape", 8,
+                  "input [ { name: \"A\" data_type: TYPE_INT32 dims: [ 3 ] }, { name: \"B\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
+                  "output [ { name: \"S\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n",
+                  maps);
+  addsub_ensemble(repo, "bad_rank", 0,
+                  "input [ { name: \"A\" data_type: TYPE_INT32 dims: [ 4, 1 ] }, { name: \"B\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
+                  "output [ { name: \"S\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n",
+                  maps);
   addsub_ensemble(repo, "good", 4, io_int, maps); /* a smaller batch than the step model's is fine */
+  /* Not batching, with the step's batch dimension spelled out; and a variable dimension. */
+  addsub_ensemble(repo, "good_full_dims", 0,
+                  "input [ { name: \"A\" data_type: TYPE_INT32 dims: [ -1, 4 ] }, { name: \"B\" data_type: TYPE_INT32 dims: [ 2, 4 ] } ]\n"
+                  "output [ { name: \"S\" data_type: TYPE_INT32 dims: [ -1, -1 ] } ]\n",
+                  maps);
   TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
   struct {
     const char *model, *want;
@@ -281,6 +294,10 @@ Test(ensemble, step_models_are_checked_against_the_ensemble, .timeout = 60) {
       {"bad_input", "in ensemble bad_input, ensemble tensor B is mapping to non-existing input NOPE in model addsub"},
       {"unmapped", "in ensemble unmapped, input INPUT1 in model addsub is not mapped to any ensemble tensors"},
       {"bad_output", "in ensemble bad_output, ensemble tensor S is mapped from non-existing output OUT9 in model addsub"},
+      {"bad_shape", "in ensemble bad_shape, ensemble tensor A: inconsistent shape: [-1,3] is inferred from model "
+                    "bad_shape while [-1,4] is inferred from model addsub"},
+      {"bad_rank", "in ensemble bad_rank, ensemble tensor A: inconsistent shape: [4,1] is inferred from model "
+                   "bad_rank while [-1,4] is inferred from model addsub"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char *m = load_error(s, cases[i].model);
@@ -288,6 +305,7 @@ Test(ensemble, step_models_are_checked_against_the_ensemble, .timeout = 60) {
     free(m);
   }
   H_OK(TRITONSERVER_ServerLoadModel(s, "good"));
+  H_OK(TRITONSERVER_ServerLoadModel(s, "good_full_dims"));
   done(s, repo);
 }
 
@@ -444,7 +462,13 @@ Test(ensemble, a_decoupled_step_makes_an_answer_per_response, .timeout = 60) {
 Test(ensemble, two_decoupled_sources_into_one_step_are_refused, .timeout = 60) {
   char *repo = h_tmpdir();
   square_model(repo);
-  addsub_model(repo);
+  h_model(repo, "addsub",
+          "name: \"addsub\"\nbackend: \"add_sub\"\nmax_batch_size: 0\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ 1 ] },\n"
+          "        { name: \"INPUT1\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ 1 ] },\n"
+          "         { name: \"OUTPUT1\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n",
+          "1");
   h_model(repo, "two_sq",
           "name: \"two_sq\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
           "input [ { name: \"A\" data_type: TYPE_INT32 dims: [ 1 ] }, { name: \"B\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
