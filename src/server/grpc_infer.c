@@ -1006,18 +1006,26 @@ static void reject(nrd_srv_grpc_call *call, infer_ctx *ctx, bool streaming,
   (void)ctx;
 }
 
+/* Ends the call with an error before its work is done (a bad message, no
+ * memory): what a stream still has in the core is cancelled, since no
+ * response can reach the client after the status. Loop thread. */
+static void fail_call(nrd_srv_grpc_call *call, int status, const char *message) {
+  nrd_srv_grpc_call_finish(call, status, message);
+  on_cancel(call);
+}
+
 static void start_infer(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len, bool streaming) {
   TRITONSERVER_Server *server = nrd_srv_grpc_call_server(call);
   call_state *cs = get_state(call);
   if (cs == NULL) {
-    nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+    fail_call(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
     return;
   }
   size_t ctx_size = (sizeof(infer_ctx) + 15) & ~(size_t)15;
   size_t cap = 2 * len + 512;
   infer_ctx *ctx = malloc(ctx_size + cap);
   if (ctx == NULL) {
-    nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+    fail_call(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
     return;
   }
   memset(ctx, 0, sizeof *ctx);
@@ -1030,8 +1038,8 @@ static void start_infer(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len,
   ctx->call = call;
   Inference__ModelInferRequest *req = inference__model_infer_request__unpack(&ctx->pa, len, msg);
   if (req == NULL) {
-    nrd_srv_grpc_call_finish(call, NRD_GRPC_INVALID_ARGUMENT,
-                             "failed to parse the ModelInferRequest message (malformed protobuf)");
+    fail_call(call, NRD_GRPC_INVALID_ARGUMENT,
+              "failed to parse the ModelInferRequest message (malformed protobuf)");
     ctx_free(ctx);
     return;
   }

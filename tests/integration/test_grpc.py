@@ -1925,19 +1925,23 @@ def test_compression_raw_errors_and_accept_encoding(server):
         h.close()
 
 
-def test_stream_ended_by_a_bad_message_cancels_its_requests(server, stub):
-    """When the server ends a stream for a transport error (here a message
-    with invalid flags after a good one), the requests the stream had
-    started are cancelled in the core: no one can receive their responses.
-    Otherwise square's worker would send 2^31 - 1 of them into the void
-    before taking its next job. Found by the wire fuzzer."""
+@pytest.mark.parametrize("bad, status, text", [
+    (b"\x02\0\0\0\0", "13", "flags"),  # invalid message flags: the transport ends the call
+    (grpc_frame(b"\x0a\xff\xff\xff\xff\x0f"), "3", "malformed protobuf"),  # the handler ends it
+])
+def test_stream_ended_by_a_bad_message_cancels_its_requests(server, stub, bad, status, text):
+    """When the server ends a stream for a bad message after a good one,
+    the requests the stream had started are cancelled in the core: no one
+    can receive their responses. Otherwise square's worker would send
+    2^31 - 1 of them into the void before taking its next job (and the
+    server would not stop). Found by the wire fuzzer, both ways."""
     h = RawH2(server.port)
     try:
         endless = square_request(2**31 - 1, "endless").SerializeToString()
-        h.request(1, STREAM_PATH, grpc_frame(endless) + b"\x02\0\0\0\0")
+        h.request(1, STREAM_PATH, grpc_frame(endless) + bad)
         hdrs, _ = h.response(1)
-        assert hdrs["grpc-status"] == "13", hdrs
-        assert "flags" in urllib.parse.unquote(hdrs["grpc-message"])
+        assert hdrs["grpc-status"] == status, hdrs
+        assert text in urllib.parse.unquote(hdrs["grpc-message"])
     finally:
         h.close()
     got = list(stub.ModelStreamInfer(iter([square_request(3, "next")]), timeout=RPC_TIMEOUT))
