@@ -33,6 +33,7 @@
 #include "model.h"
 #include "request.h"
 #include "response.h"
+#include "response_order.h"
 #include "stats.h"
 
 /* More levels than this cannot be meant; refusing keeps the array small. */
@@ -56,125 +57,6 @@ typedef struct db_level {
   db_list live, delayed;
   uint64_t size; /* live + delayed, what max_queue_size bounds */
 } db_level;
-
-/* ------------------------------------------------ preserve_ordering */
-
-/* One response held back until the requests dequeued before its own one
- * have all sent their final response. */
-typedef struct db_held {
-  struct db_held *next;
-  TRITONSERVER_InferenceResponse *resp; /* NULL for flags-only */
-  uint32_t flags;
-} db_held;
-
-struct db_order;
-
-/* One dequeued request's place in the delivery order. It replaces the
- * delivery's callback and keeps the client's own callback to forward to. */
-typedef struct db_slot {
-  struct db_slot *next;
-  struct db_order *order; /* counted reference */
-  TRITONSERVER_InferenceResponseCompleteFn_t fn;
-  void *userp;
-  db_held *held, *held_tail;
-  bool final_seen;
-} db_slot;
-
-/* The delivery order of one batcher. Counted: the batcher and every slot
- * hold a reference, so responses arriving after unload still find it. */
-typedef struct db_order {
-  pthread_mutex_t mu;
-  atomic_int refs;
-  db_slot *head, *tail;
-  bool flushing; /* one thread at a time hands responses out, in order */
-} db_order;
-
-static void order_unref(db_order *o) {
-  if (atomic_fetch_sub(&o->refs, 1) != 1) return;
-  pthread_mutex_destroy(&o->mu);
-  free(o);
-}
-
-/* The callback installed on ordered deliveries. Holds the response in its
- * slot, then, unless another thread is already doing it, hands out every
- * response that is now in order. Client callbacks run without any lock
- * held, so a callback may itself submit requests. Any thread. */
-static void ordered_response(TRITONSERVER_InferenceResponse *resp, const uint32_t flags, void *userp) {
-  db_slot *slot = userp;
-  db_order *o = slot->order;
-  db_held *h = malloc(sizeof(*h));
-  if (!h) {
-    /* Out of memory: deliver now, out of order, rather than lose it; a
-     * final one still frees the slot's place below. */
-    NRD_LOG_ERROR("out of memory holding a response for preserve_ordering; delivering it out of order");
-    slot->fn(resp, flags, slot->userp);
-  }
-  pthread_mutex_lock(&o->mu);
-  if (h) {
-    h->next = NULL;
-    h->resp = resp;
-    h->flags = flags;
-    if (slot->held_tail) slot->held_tail->next = h;
-    else slot->held = h;
-    slot->held_tail = h;
-  }
-  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) slot->final_seen = true;
-  if (o->flushing) {
-    pthread_mutex_unlock(&o->mu);
-    return;
-  }
-  o->flushing = true;
-  for (;;) {
-    db_slot *s = o->head;
-    if (!s || (!s->held && !s->final_seen)) break;
-    db_held *list = s->held;
-    s->held = s->held_tail = NULL;
-    bool done = s->final_seen;
-    if (done) {
-      o->head = s->next;
-      if (!o->head) o->tail = NULL;
-    }
-    pthread_mutex_unlock(&o->mu);
-    while (list) {
-      db_held *next = list->next;
-      s->fn(list->resp, list->flags, s->userp);
-      free(list);
-      list = next;
-    }
-    if (done) {
-      order_unref(s->order);
-      free(s);
-    }
-    pthread_mutex_lock(&o->mu);
-  }
-  o->flushing = false;
-  pthread_mutex_unlock(&o->mu);
-}
-
-/* Gives `r` its place in the delivery order. Called with the batcher lock
- * held, in dequeue order, before the backend can see the request. A request
- * the backend rescheduled already has its place and keeps it. */
-static void order_register(db_order *o, db_req *r) {
-  nrd_delivery *d = r->delivery;
-  if (!d || !d->response_fn || d->response_fn == ordered_response) return;
-  db_slot *s = calloc(1, sizeof(*s));
-  if (!s) {
-    NRD_LOG_ERROR("out of memory ordering request '%s'; its responses may arrive out of order",
-                  d->request_id ? d->request_id : "");
-    return;
-  }
-  atomic_fetch_add(&o->refs, 1);
-  s->order = o;
-  s->fn = d->response_fn;
-  s->userp = d->response_userp;
-  pthread_mutex_lock(&o->mu);
-  if (o->tail) o->tail->next = s;
-  else o->head = s;
-  o->tail = s;
-  pthread_mutex_unlock(&o->mu);
-  d->response_userp = s;
-  d->response_fn = ordered_response;
-}
 
 /* --------------------------------------------------- custom batching */
 
@@ -226,7 +108,7 @@ typedef struct dyn_batcher {
                              so a spinning instance can notice them (read
                              without mu) */
   bool stopped;
-  db_order *order;        /* NULL unless preserve_ordering */
+  nrd_response_order *order; /* NULL unless preserve_ordering */
   db_hooks hooks;
 } dyn_batcher;
 
@@ -533,7 +415,7 @@ static uint32_t db_next_batch(nrd_scheduler *s, TRITONBACKEND_ModelInstance *ins
       }
       b->queued -= n;
       if (b->order)
-        for (uint32_t i = 0; i < n; i++) order_register(b->order, out[i]);
+        for (uint32_t i = 0; i < n; i++) nrd_response_order_add(b->order, out[i]);
       bool more = b->queued > 0 && b->sleepers > 0;
       pthread_mutex_unlock(&b->mu);
       if (more) pthread_cond_signal(&b->cv); /* another idle instance can take the rest */
@@ -604,7 +486,7 @@ static void hooks_close(dyn_batcher *b) {
 static void db_destroy(nrd_scheduler *s) {
   dyn_batcher *b = (dyn_batcher *)s;
   hooks_close(b);
-  if (b->order) order_unref(b->order);
+  nrd_response_order_unref(b->order);
   pthread_mutex_destroy(&b->mu);
   pthread_cond_destroy(&b->cv);
   free(b->levels);
@@ -758,10 +640,8 @@ TRITONSERVER_Error *nrd_dynamic_batcher_new(TRITONBACKEND_Model *model, nrd_sche
   if (b->has_optional) b->check_inputs = true;
 
   if (json_is_true(json_object_get(db, "preserve_ordering"))) {
-    b->order = calloc(1, sizeof(*b->order));
+    b->order = nrd_response_order_new();
     if (!b->order) goto oom;
-    atomic_init(&b->order->refs, 1);
-    pthread_mutex_init(&b->order->mu, NULL);
   }
 
   pthread_condattr_t ca;
@@ -795,7 +675,7 @@ oom:
   err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating the dynamic batcher of '%s'", model->name);
 fail:
   if (b) {
-    if (b->order) order_unref(b->order);
+    nrd_response_order_unref(b->order);
     free(b->levels);
     free(b->preferred);
     free(b);

@@ -40,6 +40,7 @@
 #include "model.h"
 #include "request.h"
 #include "response.h"
+#include "response_order.h"
 #include "state.h"
 #include "stats.h"
 
@@ -80,6 +81,7 @@ typedef struct sb_inst {
   sb_seq **slots;              /* n_slots entries, NULL = free */
   sb_seq **last;               /* sequences of the batch executed last */
   uint32_t n_last;
+  nrd_response_order *order;   /* Oldest with preserve_ordering, else NULL */
 } sb_inst;
 
 typedef struct seq_batcher {
@@ -485,7 +487,9 @@ static uint32_t pick_oldest(const seq_batcher *b, sb_inst *in, sb_req **out, uin
     if (!best) break;
     best->busy = true;
     in->last[in->n_last++] = best;
-    out[n++] = seq_pop(best);
+    out[n] = seq_pop(best);
+    if (in->order) nrd_response_order_add(in->order, out[n]);
+    n++;
   }
   return n;
 }
@@ -646,6 +650,7 @@ static void sb_destroy(nrd_scheduler *sched) {
     }
     free(in->slots);
     free(in->last);
+    nrd_response_order_unref(in->order);
     pthread_cond_destroy(&in->cv);
   }
   answer_dead(&dead, TRITONSERVER_ERROR_UNAVAILABLE, "model is unloading");
@@ -784,6 +789,14 @@ TRITONSERVER_Error *nrd_sequence_batcher_new(TRITONBACKEND_Model *model, nrd_sch
       goto oom;
     }
     in->inst = model->instances[i];
+    /* As Triton, whose Oldest strategy is a dynamic batcher per instance:
+     * the order is the instance's. */
+    if (b->oldest && json_is_true(json_object_get(oldest, "preserve_ordering")) &&
+        !(in->order = nrd_response_order_new())) {
+      free(in->slots);
+      free(in->last);
+      goto oom;
+    }
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -801,6 +814,7 @@ fail:
   for (uint32_t i = 0; i < b->n_insts; i++) {
     free(b->insts[i].slots);
     free(b->insts[i].last);
+    nrd_response_order_unref(b->insts[i].order);
     pthread_cond_destroy(&b->insts[i].cv);
   }
   free(b->insts);

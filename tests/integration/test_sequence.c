@@ -443,8 +443,10 @@ static h_call *send_async(TRITONSERVER_Server *s, const char *model, uint64_t id
 }
 
 /* An accumulate model on the Oldest strategy (`oldest` is the inside of
- * its braces), with INDEX and NULLS, Execute taking `delay_ms`. */
-static void oldest_model(const char *repo, const char *name, int max_batch, int delay_ms, const char *oldest) {
+ * its braces), with INDEX and NULLS, Execute taking `delay_ms`, answering
+ * an execution's requests last to first when `reverse`. */
+static void oldest_model_ex(const char *repo, const char *name, int max_batch, int delay_ms, const char *oldest,
+                            bool reverse) {
   char cfg[2048];
   snprintf(cfg, sizeof cfg,
            "name: \"%s\"\nbackend: \"accumulate\"\nmax_batch_size: %d\n"
@@ -455,6 +457,7 @@ static void oldest_model(const char *repo, const char *name, int max_batch, int 
            "         { name: \"NULLS\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
            "instance_group [ { kind: KIND_CPU count: 1 } ]\n"
            "parameters { key: \"execute_delay_ms\" value: { string_value: \"%d\" } }\n"
+           "parameters { key: \"respond_in_reverse\" value: { string_value: \"%d\" } }\n"
            "sequence_batching {\n"
            "  max_sequence_idle_microseconds: 60000000\n"
            "  oldest { %s }\n"
@@ -465,8 +468,12 @@ static void oldest_model(const char *repo, const char *name, int max_batch, int 
            "  state [ { input_name: \"INPUT_STATE\" output_name: \"OUTPUT_STATE\"\n"
            "            data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
            "}\n",
-           name, max_batch, delay_ms, oldest);
+           name, max_batch, delay_ms, reverse, oldest);
   h_model(repo, name, cfg, "1");
+}
+
+static void oldest_model(const char *repo, const char *name, int max_batch, int delay_ms, const char *oldest) {
+  oldest_model_ex(repo, name, max_batch, delay_ms, oldest, false);
 }
 
 /* Reads OUTPUT, INDEX, NULLS and the execution's size from a finished call
@@ -527,6 +534,65 @@ Test(sequence, oldest_strategy_batches_the_oldest_requests, .timeout = 60) {
   h_call_free(busy);
   H_OK(TRITONSERVER_InferenceRequestDelete(busy_r));
   server_done(s, repo);
+}
+
+/* The order final responses reached their clients in (any thread). */
+static atomic_int g_nfinal;
+static h_call *g_finals[8];
+
+static void on_response_noting_order(TRITONSERVER_InferenceResponse *r, const uint32_t flags, void *userp) {
+  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) {
+    int i = atomic_fetch_add(&g_nfinal, 1);
+    if (i < 8) g_finals[i] = userp;
+  }
+  h_on_response(r, flags, userp);
+}
+
+/* Runs sequences 1 and 2 in one execution of a backend that answers last
+ * to first; returns which of the two reached its client first (1 or 2). */
+static int first_answered(bool preserve) {
+  char *repo = h_tmpdir();
+  oldest_model_ex(repo, "ord", 2, 300, preserve ? "max_candidate_sequences: 4 preserve_ordering: true"
+                                                 : "max_candidate_sequences: 4", true);
+  TRITONSERVER_Server *s = server_on(repo);
+  int32_t one = 1;
+  TRITONSERVER_InferenceRequest *busy_r, *r[2];
+  h_call *busy = send_async(s, "ord", 3, START, &one, &busy_r), *c[2];
+  usleep(100 * 1000); /* sequence 3 holds the instance */
+  atomic_store(&g_nfinal, 0);
+  for (int i = 0; i < 2; i++) {
+    r[i] = seq_request(s, "ord", (uint64_t)i + 1, NULL, START, &one);
+    c[i] = h_call_new();
+    H_OK(TRITONSERVER_InferenceRequestSetReleaseCallback(r[i], h_on_release, c[i]));
+    H_OK(TRITONSERVER_InferenceRequestSetResponseCallback(r[i], h_allocator(), c[i], on_response_noting_order, c[i]));
+    H_OK(TRITONSERVER_ServerInferAsync(s, r[i], NULL));
+    usleep(20 * 1000); /* sequence 1's request is the older */
+  }
+  int32_t index;
+  float batch;
+  cr_expect_eq(call_result(busy, &index, &batch), 1);
+  for (int i = 0; i < 2; i++) {
+    cr_expect_eq(call_result(c[i], &index, &batch), 1);
+    cr_expect(index == i && batch == 2, "sequence %d ran at %d of %g", i + 1, index, batch);
+  }
+  cr_assert_eq(atomic_load(&g_nfinal), 2);
+  int first = g_finals[0] == c[0] ? 1 : 2;
+  for (int i = 0; i < 2; i++) {
+    h_call_free(c[i]);
+    H_OK(TRITONSERVER_InferenceRequestDelete(r[i]));
+  }
+  h_call_free(busy);
+  H_OK(TRITONSERVER_InferenceRequestDelete(busy_r));
+  server_done(s, repo);
+  return first;
+}
+
+/* preserve_ordering: an execution's responses reach the clients in the
+ * order the batcher took the requests (oldest first), whatever order the
+ * backend sends them in; without it, in the backend's order. */
+Test(sequence, oldest_strategy_preserve_ordering, .timeout = 60) {
+  cr_expect_eq(first_answered(true), 1, "with preserve_ordering the older request is answered first");
+  cr_expect_eq(first_answered(false), 2, "without it the backend's order shows");
 }
 
 Test(sequence, oldest_strategy_sends_a_preferred_batch_before_the_delay, .timeout = 60) {

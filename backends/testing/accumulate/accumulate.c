@@ -25,7 +25,8 @@
  * cannot carry outputs (the core refuses to allocate them, as Triton's
  * does) and goes nowhere.
  * Model parameter "execute_delay_ms" sleeps that long in every Execute so a
- * test can queue requests behind a running one.
+ * test can queue requests behind a running one; "respond_in_reverse" (1)
+ * answers an execution's requests last to first (for preserve_ordering).
  *
  * Threads: the sums table has its own lock (instances run concurrently);
  * everything else is immutable after ModelInitialize.
@@ -39,7 +40,7 @@
 #define ACC_MAX_SEQUENCES 256
 
 typedef struct acc_model {
-  int64_t delay_ms;
+  int64_t delay_ms, reverse;
   bool controls_output, index_output, nulls_output;
   pthread_mutex_t mu;
   uint64_t ids[ACC_MAX_SEQUENCES]; /* 0 = free entry */
@@ -61,6 +62,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKE
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, "accumulate: out of memory");
   }
   err = nrd_bu_config_parameter_int(config, "execute_delay_ms", 0, 0, 60000, &m->delay_ms);
+  if (err == NULL) err = nrd_bu_config_parameter_int(config, "respond_in_reverse", 0, 0, 1, &m->reverse);
   m->controls_output = nrd_bu_config_tensor(config, "output", "CONTROLS") != NULL;
   m->index_output = nrd_bu_config_tensor(config, "output", "INDEX") != NULL;
   m->nulls_output = nrd_bu_config_tensor(config, "output", "NULLS") != NULL;
@@ -268,7 +270,8 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITON
     for (uint32_t i = 0; i < request_count; i++) with_state |= read_scalar(requests[i], "INPUT_STATE", &st);
     for (uint32_t i = 0; i < request_count; i++) nulls += looks_null(requests[i], with_state);
   }
-  for (uint32_t i = 0; i < request_count; i++) {
+  for (uint32_t k = 0; k < request_count; k++) {
+    uint32_t i = m->reverse ? request_count - 1 - k : k;
     uint64_t t0 = nrd_bu_now_ns();
     bool success = false;
     TRITONBACKEND_Response *response = NULL;
