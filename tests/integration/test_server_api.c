@@ -647,6 +647,17 @@ Test(server_api, host_policy_settings_reach_the_backend) {
   free(repo);
 }
 
+/* Waits up to 2 s for a trace release callback to have run. */
+static void wait_released(pthread_mutex_t *mu, const int *released) {
+  for (int i = 0; i < 200; i++) {
+    pthread_mutex_lock(mu);
+    int done = *released;
+    pthread_mutex_unlock(mu);
+    if (done) return;
+    usleep(10000);
+  }
+}
+
 /* In-process tracing: a trace given to InferAsync reports the core's
  * activities in order, the backend's custom activity with its name in the
  * context, and comes back once through the release callback; a refused
@@ -727,13 +738,7 @@ Test(server_api, a_trace_follows_its_request) {
   cr_expect_eq(l.released, 0);
   pthread_mutex_unlock(&l.mu);
   h_call_free(c);
-  for (int i = 0; i < 200; i++) {
-    pthread_mutex_lock(&l.mu);
-    int done = l.released;
-    pthread_mutex_unlock(&l.mu);
-    if (done) break;
-    usleep(10000);
-  }
+  wait_released(&l.mu, &l.released);
   static const TRITONSERVER_InferenceTraceActivity want[] = {
       TRITONSERVER_TRACE_REQUEST_START, TRITONSERVER_TRACE_QUEUE_START, TRITONSERVER_TRACE_CUSTOM_ACTIVITY,
       TRITONSERVER_TRACE_COMPUTE_START, TRITONSERVER_TRACE_COMPUTE_INPUT_END,
@@ -825,13 +830,7 @@ Test(server_api, a_tensors_trace_sees_inputs_and_outputs) {
   H_OK(TRITONSERVER_ServerInferAsync(f.s, r, t));
   cr_assert(h_wait(c, 10000));
   h_call_free(c);
-  for (int i = 0; i < 200; i++) {
-    pthread_mutex_lock(&l.mu);
-    int done = l.released;
-    pthread_mutex_unlock(&l.mu);
-    if (done) break;
-    usleep(10000);
-  }
+  wait_released(&l.mu, &l.released);
   cr_assert_eq(l.released, 1);
   cr_assert_eq(l.n, 3, "%d tensors", l.n);
   static const TRITONSERVER_InferenceTraceActivity want[] = {TRITONSERVER_TRACE_TENSOR_QUEUE_INPUT,
