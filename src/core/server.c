@@ -728,11 +728,12 @@ static bool answered_from_cache(nrd_response_cache *c, TRITONSERVER_InferenceReq
 }
 
 /* Hands req to m's scheduler (or answers it from the response cache), with
- * `trace` (may be NULL) riding along from `start_ns`. NULL when accepted;
+ * `trace` (may be NULL) riding along from `start_ns`; its start is reported
+ * once however often InferAsync tries (*reported). NULL when accepted;
  * otherwise the caller keeps the request and the trace and no callback
  * fires. */
 static TRITONSERVER_Error *enqueue(TRITONBACKEND_Model *m, TRITONSERVER_InferenceRequest *req,
-                                   TRITONSERVER_InferenceTrace *trace, uint64_t start_ns) {
+                                   TRITONSERVER_InferenceTrace *trace, uint64_t start_ns, bool *reported) {
   if (trace) NRD_RETURN_IF_ERROR(nrd_trace_attach(trace, m->name, m->version, req->id));
   nrd_delivery *d = nrd_delivery_new(req);
   if (!d) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
@@ -747,12 +748,15 @@ static TRITONSERVER_Error *enqueue(TRITONBACKEND_Model *m, TRITONSERVER_Inferenc
   nrd_model_inflight_add(m);
   nrd_stats_pending_add(&m->stats, 1);
   if (trace) {
-    /* Reported before the request can run (and finish) elsewhere. */
-    nrd_trace_report(trace, TRITONSERVER_TRACE_REQUEST_START, start_ns);
-    nrd_trace_report(trace, TRITONSERVER_TRACE_QUEUE_START, now);
     req->trace = trace;
     d->trace = trace;
-    nrd_request_trace_inputs(req, TRITONSERVER_TRACE_TENSOR_QUEUE_INPUT);
+    if (!*reported) {
+      /* Reported before the request can run (and finish) elsewhere. */
+      *reported = true;
+      nrd_trace_report(trace, TRITONSERVER_TRACE_REQUEST_START, start_ns);
+      nrd_trace_report(trace, TRITONSERVER_TRACE_QUEUE_START, now);
+      nrd_request_trace_inputs(req, TRITONSERVER_TRACE_TENSOR_QUEUE_INPUT);
+    }
   }
   if (m->response_cache && req->server->cache && answered_from_cache(req->server->cache, req, d)) return NULL;
   TRITONSERVER_Error *err = m->sched->ops->enqueue(m->sched, req);
@@ -779,6 +783,7 @@ static TRITONSERVER_Error *infer_async(TRITONSERVER_Server *server, TRITONSERVER
                          "inference request for model '%s' has no response callback", req->model->name);
   /* A reload can retire the model between the check and the enqueue; then
    * the request moves to the new version and tries again. */
+  bool reported = false; /* the trace's start, once across attempts */
   for (int attempt = 0;; attempt++) {
     if (atomic_load(&server->stopped)) return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "Server is stopping");
     NRD_RETURN_IF_ERROR(follow_reload(server, req));
@@ -795,7 +800,7 @@ static TRITONSERVER_Error *infer_async(TRITONSERVER_Server *server, TRITONSERVER
     nrd_model_inflight_add(m);
     bool ready = atomic_load(&m->state) == NRD_MODEL_READY;
     TRITONSERVER_Error *err =
-        ready ? enqueue(m, req, trace, start_ns)
+        ready ? enqueue(m, req, trace, start_ns, &reported)
               : nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "model '%s' version %" PRId64 " is not ready (unloading)",
                               m->name, m->version);
     if (err && ready) ready = atomic_load(&m->state) == NRD_MODEL_READY;
