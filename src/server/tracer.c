@@ -346,8 +346,9 @@ static void on_activity(TRITONSERVER_InferenceTrace *trace, TRITONSERVER_Inferen
 
 /* A tensor's elements as Triton's trace writes them, comma separated:
  * numbers (BOOL as 0/1; FP16 and BF16 as their float values, which
- * Triton leaves out) and BYTES elements each in double quotes. Appended
- * raw: the caller quotes the whole for JSON. */
+ * Triton leaves out) and BYTES elements each in double quotes, bytes
+ * outside printable ASCII and the backslash as \xNN (Triton writes them
+ * raw). Appended raw: the caller quotes the whole for JSON. */
 static void element_text(char **p, size_t *len, size_t *cap, TRITONSERVER_DataType dt, const unsigned char *b,
                          size_t byte_size, uint64_t count) {
   char num[64];
@@ -362,7 +363,16 @@ static void element_text(char **p, size_t *len, size_t *cap, TRITONSERVER_DataTy
       if (l > byte_size - at) return;
       if (e) append(p, len, cap, ",", 1);
       append(p, len, cap, "\"", 1);
-      append(p, len, cap, (const char *)b + at, l);
+      for (uint32_t i = 0; i < l; i++) {
+        unsigned char ch = b[at + i];
+        if (ch >= 0x20 && ch < 0x7f && ch != '\\') {
+          append(p, len, cap, (const char *)&ch, 1);
+        } else { /* binary data (or a backslash): keeps the file valid JSON and the text unambiguous */
+          char esc[5];
+          snprintf(esc, sizeof esc, "\\x%02x", ch);
+          append(p, len, cap, esc, 4);
+        }
+      }
       append(p, len, cap, "\"", 1);
       at += l;
       continue;

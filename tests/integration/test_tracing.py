@@ -189,7 +189,7 @@ def test_tensors_level_writes_inputs_and_outputs(traced, tmp_path):
     s = traced(f"--trace-config=triton,file={f}", "--trace-config=level=TENSORS", "--trace-config=rate=1")
     body = {"id": "f", "inputs": [{"name": "INPUT0", "shape": [1, 3], "datatype": "FP32", "data": [1.5, -2, 3]}]}
     assert http(s, "/v2/models/identity_fp32/infer", body)[0] == 200
-    body = {"id": "b", "inputs": [{"name": "INPUT0", "shape": [1, 2], "datatype": "BYTES", "data": ["a\"q", "b,c"]}]}
+    body = {"id": "b", "inputs": [{"name": "INPUT0", "shape": [1, 2], "datatype": "BYTES", "data": ["a\"q", "b,c\u00e9\\"]}]}
     assert http(s, "/v2/models/identity_bytes/infer", body)[0] == 200
     x = list(range(16))
     body = {"id": "e", "inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": x},
@@ -214,7 +214,7 @@ def test_tensors_level_writes_inputs_and_outputs(traced, tmp_path):
                                               "dtype": "FP32"})], f32
     byt = next(v for v in tensors.values() if v[0][1]["dtype"] == "BYTES")
     assert [a for a, _ in byt] == ["TENSOR_QUEUE_INPUT", "TENSOR_BACKEND_INPUT", "TENSOR_BACKEND_OUTPUT"]
-    assert byt[0][1]["data"] == '"a\"q","b,c"', byt
+    assert byt[0][1]["data"] == '"a"q","b,c\\xc3\\xa9\\x5c"', byt
     # The ensemble: its own inputs and outputs, and each step's under the step's id.
     ens = [v for v in tensors.values() if any(t["name"] == "INPUT1" for _, t in v)]
     assert len(ens) == 3, tensors  # the ensemble and its two steps
