@@ -247,8 +247,13 @@ static const flag_spec kFlags[] = {
     {"grpc-root-cert", F_GRPC_SSL_FILE, "PATH", "Not supported (no TLS)."},
     {"allow-sagemaker", F_ALLOW_SAGEMAKER, "BOOL", "Not supported: false only."},
     {"allow-vertex-ai", F_ALLOW_VERTEX_AI, "BOOL", "Not supported: false only."},
-    {"http-restricted-api", F_HTTP_RESTRICTED_API, "<apis>:<key>=<value>", "Not supported."},
-    {"grpc-restricted-protocol", F_GRPC_RESTRICTED_PROTOCOL, "<protocols>:<key>=<value>", "Not supported."},
+    {"http-restricted-api", F_HTTP_RESTRICTED_API, "<apis>:<key>=<value>",
+     "HTTP requests to these APIs (health, metadata, inference, shared-memory, model-config, model-repository, "
+     "statistics, trace, logging; comma separated) need header <key> with <value>, else 403. Repeatable, one "
+     "group per API."},
+    {"grpc-restricted-protocol", F_GRPC_RESTRICTED_PROTOCOL, "<protocols>:<key>=<value>",
+     "gRPC calls of these groups (as --http-restricted-api) need metadata triton-grpc-protocol-<key> with "
+     "<value>, else UNAVAILABLE. Repeatable."},
     {"http-header-forward-pattern", F_HEADER_FORWARD_PATTERN, "REGEX", "Not supported."},
     {"grpc-header-forward-pattern", F_HEADER_FORWARD_PATTERN, "REGEX", "Not supported."},
     {"grpc-max-connection-age", F_GRPC_MAX_CONNECTION_AGE, "MS", "Not supported."},
@@ -751,8 +756,9 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
     case F_GRPC_SSL_FILE:
       return unsupported(f, v, "nereid serves gRPC without TLS; terminate TLS in front of it", err, errlen);
     case F_HTTP_RESTRICTED_API:
+      return nrd_srv_restrictions_add(&cli->http_restricted, f->name, v, "", err, errlen);
     case F_GRPC_RESTRICTED_PROTOCOL:
-      return unsupported(f, v, "every API is open; restrict access in front of the server", err, errlen);
+      return nrd_srv_restrictions_add(&cli->grpc_restricted, f->name, v, "triton-grpc-protocol-", err, errlen);
     case F_HEADER_FORWARD_PATTERN:
       return unsupported(f, v, "request headers are not forwarded to models", err, errlen);
     case F_GRPC_MAX_CONNECTION_AGE:
@@ -947,6 +953,8 @@ void nrd_srv_cli_free(nrd_srv_cli *cli) {
   free_settings(cli->host_policies, cli->n_host_policies);
   free(cli->repos);
   free(cli->startup_models);
+  nrd_srv_restrictions_free(&cli->http_restricted);
+  nrd_srv_restrictions_free(&cli->grpc_restricted);
   memset(cli, 0, sizeof(*cli));
 }
 

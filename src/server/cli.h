@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "compress.h"
+#include "restrict.h"
 #include "triton/core/tritonserver.h"
 
 /* One --backend-config setting; backend is "" for a setting given to every
@@ -99,6 +100,8 @@ typedef struct nrd_srv_cli {
   long long grpc_http2_max_ping_strikes;          /* default 2; 0 = no limit */
   nrd_srv_compress_level grpc_infer_response_compression; /* default NONE */
   int grpc_handshake_timeout_secs;   /* default 120 (Nereid's own flag) */
+  nrd_srv_restrictions http_restricted; /* --http-restricted-api (owned) */
+  nrd_srv_restrictions grpc_restricted; /* --grpc-restricted-protocol (owned) */
 } nrd_srv_cli;
 
 /* Parses argv[1..argc-1] into *cli (which need not be initialized).

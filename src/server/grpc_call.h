@@ -15,6 +15,7 @@
 
 #include "inbox.h"
 #include "log_settings.h"
+#include "restrict.h"
 #include "shm_registry.h"
 #include "tracer.h"
 #include "triton/core/tritonserver.h"
@@ -61,6 +62,7 @@ typedef struct nrd_srv_grpc_method {
    * the handler passes each framed response through
    * nrd_srv_grpc_call_compress. */
   bool compress_responses;
+  nrd_srv_api api; /* its access group (--grpc-restricted-protocol) */
 } nrd_srv_grpc_method;
 
 /* The server the call serves. Any thread. */

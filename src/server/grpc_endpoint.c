@@ -30,6 +30,7 @@ int nrd_srv_grpc_endpoint_start(TRITONSERVER_Server *server, const nrd_srv_cli *
         .shm = shm,
         .log = log,
         .tracer = tracer,
+        .restricted = &cli->grpc_restricted,
     };
     err = nrd_srv_grpc_start(server, &o, out);
   }

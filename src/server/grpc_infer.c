@@ -1116,8 +1116,8 @@ static void stream_end(nrd_srv_grpc_call *call) {
 }
 
 const nrd_srv_grpc_method nrd_srv_grpc_model_infer_method = {
-    "/inference.GRPCInferenceService/ModelInfer", false, infer_message, NULL, on_cancel, true};
+    "/inference.GRPCInferenceService/ModelInfer", false, infer_message, NULL, on_cancel, true, NRD_SRV_API_INFERENCE};
 
 const nrd_srv_grpc_method nrd_srv_grpc_model_stream_infer_method = {
     "/inference.GRPCInferenceService/ModelStreamInfer", true, stream_message, stream_end,
-    on_cancel, true};
+    on_cancel, true, NRD_SRV_API_INFERENCE};

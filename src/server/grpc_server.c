@@ -155,6 +155,7 @@ struct nrd_srv_grpc_call {
   /* Trace clock: the message being received began at read_start_ns and
    * was complete at read_end_ns; kept only while tracing is active. */
   uint64_t read_start_ns, read_end_ns;
+  unsigned restrict_ok; /* bit per nrd_srv_api: its restriction header came with the right value */
   void *state;
   void (*state_free)(void *);
 };
@@ -727,6 +728,26 @@ static const char *call_check_headers(const nrd_srv_grpc_call *call) {
   return NULL;
 }
 
+/* --grpc-restricted-protocol: notes the groups whose header this is, when
+ * it carries their value. */
+static void note_restriction_header(nrd_srv_grpc_call *call, const uint8_t *name, size_t namelen,
+                                    const uint8_t *value, size_t valuelen) {
+  const nrd_srv_restrictions *r = call->g->opts.restricted;
+  for (int api = 0; r && api < NRD_SRV_API_COUNT; api++) {
+    const nrd_srv_restriction *x = &r->by_api[api];
+    if (x->header && strlen(x->header) == namelen && memcmp(x->header, name, namelen) == 0 &&
+        strlen(x->value) == valuelen && memcmp(x->value, value, valuelen) == 0)
+      call->restrict_ok |= 1u << api;
+  }
+}
+
+/* The header the call's group needs when the call did not bring it (with
+ * its value); NULL when it may go on. */
+static const char *call_missing_restriction(const nrd_srv_grpc_call *call) {
+  const char *header = nrd_srv_restriction_header(call->g->opts.restricted, call->m->api);
+  return header && !(call->restrict_ok & (1u << call->m->api)) ? header : NULL;
+}
+
 static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const uint8_t *name,
                      size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
                      void *user) {
@@ -766,6 +787,8 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const ui
   } else if (namelen == 12 && memcmp(name, "grpc-timeout", 12) == 0) {
     uint64_t t = parse_timeout_us(value, valuelen);
     if (t) call->deadline_us = now_us() + t;
+  } else if (namelen > 21 && memcmp(name, "triton-grpc-protocol-", 21) == 0) {
+    note_restriction_header(call, name, namelen, value, valuelen);
   }
   return 0;
 }
@@ -824,6 +847,11 @@ static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *frame, void
       call_abort(call, NRD_GRPC_UNKNOWN, "content-type must be application/grpc");
     } else if (call->unknown_method || call->m == NULL) {
       call_abort(call, NRD_GRPC_UNIMPLEMENTED, "unknown method");
+    } else if (call_missing_restriction(call)) {
+      char msg[300];
+      snprintf(msg, sizeof msg, "This protocol is restricted, expecting header '%.200s'",
+               call_missing_restriction(call));
+      call_abort(call, NRD_GRPC_UNAVAILABLE, msg);
     }
   }
   if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "restrict.h"
 #include "tracer.h"
 #include "compress.h"
 #include "log_settings.h"
@@ -44,6 +45,7 @@ typedef struct nrd_srv_grpc_options {
   nrd_srv_shm *shm;          /* system shared memory regions */
   nrd_srv_log_settings *log; /* LogSettings */
   nrd_srv_tracer *tracer;    /* TraceSetting and tracing (may be NULL) */
+  const nrd_srv_restrictions *restricted; /* --grpc-restricted-protocol (may be NULL: all open) */
 } nrd_srv_grpc_options;
 
 typedef struct nrd_srv_grpc nrd_srv_grpc;

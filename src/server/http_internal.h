@@ -159,6 +159,7 @@ struct nrd_srv_http {
   nrd_srv_shm *shm;          /* borrowed from nereid: system shared memory */
   nrd_srv_log_settings *log; /* borrowed from nereid: /v2/logging */
   nrd_srv_tracer *tracer;    /* borrowed from nereid: tracing; NULL: none */
+  const nrd_srv_restrictions *restricted; /* borrowed: --http-restricted-api; NULL: all open */
   /* Large output blocks kept for reuse (http_infer.c); any thread. */
   pthread_mutex_t blocks_mu;
   struct out_block *blocks[NRD_SRV_HTTP_BLOCK_SLOTS];

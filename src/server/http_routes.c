@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <jansson.h>
 
@@ -113,11 +114,39 @@ static void metrics(nrd_srv_http *h, nrd_srv_http_req *req) {
   if (m) TRITONSERVER_MetricsDelete(m);
 }
 
+/* ---- access --------------------------------------------------------------- */
+
+/* --http-restricted-api: true, with the request answered 403 as Triton
+ * does, when it lacks the header (and value) its API group needs. */
+static bool refused(const nrd_srv_http *h, nrd_srv_http_req *req, nrd_srv_api api) {
+  const char *header = nrd_srv_restriction_header(h->restricted, api);
+  if (!header) return false;
+  const char *got = NULL;
+  for (size_t i = 0; i < req->n_headers && !got; i++)
+    if (strcasecmp(req->headers[i].name, header) == 0) got = req->headers[i].value;
+  if (nrd_srv_restriction_allows(h->restricted, api, got)) return false;
+  char msg[300];
+  snprintf(msg, sizeof msg, "This API is restricted, expecting header '%.200s'", header);
+  nrd_srv_http_reply_error(req, 403, msg);
+  return true;
+}
+
+/* The API group of a model route's action (NULL: metadata). */
+static nrd_srv_api model_action_api(const char *action) {
+  if (!action) return NRD_SRV_API_METADATA;
+  if (!strcmp(action, "ready")) return NRD_SRV_API_HEALTH;
+  if (!strcmp(action, "config")) return NRD_SRV_API_MODEL_CONFIG;
+  if (!strcmp(action, "stats")) return NRD_SRV_API_STATISTICS;
+  if (!strcmp(action, "trace/setting")) return NRD_SRV_API_TRACE;
+  return NRD_SRV_API_INFERENCE; /* infer, generate, generate_stream; others are 404 anyway */
+}
+
 /* ---- model routes -------------------------------------------------------- */
 
 static void model_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const char *model,
                         const char *version_str, const char *action) {
   nrd_srv_http *h = loop->http;
+  if (refused(h, req, model_action_api(action))) return;
   int64_t version = -1;
   if (parse_version(version_str, &version) != 0) {
     char msg[200];
@@ -396,6 +425,7 @@ void nrd_srv_http_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req) {
   if (strncmp(path, "/v2/models/", 11) == 0) {
     p = path + 11;
     if (strcmp(p, "stats") == 0) {
+      if (refused(h, req, NRD_SRV_API_STATISTICS)) return;
       if (!is_get(req)) return method_not_allowed(req);
       TRITONSERVER_Message *msg = NULL;
       TRITONSERVER_Error *err = TRITONSERVER_ServerModelStatistics(h->server, "", -1, &msg);
@@ -420,14 +450,21 @@ void nrd_srv_http_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req) {
     if (*p != '\0') return nrd_srv_http_reply_error(req, 404, "Not Found");
     return model_route(loop, req, model, version, action);
   }
-  if (strcmp(path, "/v2") == 0 || strcmp(path, "/v2/") == 0) return server_metadata(h, req);
-  if (strcmp(path, "/v2/health/live") == 0) return health(h, req, true);
-  if (strcmp(path, "/v2/health/ready") == 0) return health(h, req, false);
+  if (strcmp(path, "/v2") == 0 || strcmp(path, "/v2/") == 0) {
+    if (refused(h, req, NRD_SRV_API_METADATA)) return;
+    return server_metadata(h, req);
+  }
+  if (strcmp(path, "/v2/health/live") == 0 || strcmp(path, "/v2/health/ready") == 0) {
+    if (refused(h, req, NRD_SRV_API_HEALTH)) return;
+    return health(h, req, path[11] == 'l');
+  }
   if (strcmp(path, "/v2/repository/index") == 0) {
+    if (refused(h, req, NRD_SRV_API_MODEL_REPOSITORY)) return;
     if (!is_post(req)) return method_not_allowed(req);
     return repo_index(h, req);
   }
   if (strncmp(path, "/v2/repository/models/", 22) == 0) {
+    if (refused(h, req, NRD_SRV_API_MODEL_REPOSITORY)) return;
     p = path + 22;
     if (!next_segment(&p, model, sizeof model) || !next_segment(&p, seg, sizeof seg) || *p != '\0')
       return nrd_srv_http_reply_error(req, 404, "Not Found");
@@ -436,11 +473,18 @@ void nrd_srv_http_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req) {
     if (strcmp(seg, "unload") == 0) return repo_unload(h, req, model);
     return nrd_srv_http_reply_error(req, 404, "Not Found");
   }
-  if (strcmp(path, "/v2/trace/setting") == 0) return nrd_srv_http_trace(h, req, NULL);
-  if (strncmp(path, "/v2/cudasharedmemory/", 21) == 0)
-    return nrd_srv_http_shm_route(h, req, path + 20, true);
-  if (strncmp(path, "/v2/systemsharedmemory/", 23) == 0)
-    return nrd_srv_http_shm_route(h, req, path + 22, false);
-  if (strcmp(path, "/v2/logging") == 0) return nrd_srv_http_logging(h, req);
+  if (strcmp(path, "/v2/trace/setting") == 0) {
+    if (refused(h, req, NRD_SRV_API_TRACE)) return;
+    return nrd_srv_http_trace(h, req, NULL);
+  }
+  if (strncmp(path, "/v2/cudasharedmemory/", 21) == 0 || strncmp(path, "/v2/systemsharedmemory/", 23) == 0) {
+    if (refused(h, req, NRD_SRV_API_SHARED_MEMORY)) return;
+    bool cuda = path[4] == 'c';
+    return nrd_srv_http_shm_route(h, req, path + (cuda ? 20 : 22), cuda);
+  }
+  if (strcmp(path, "/v2/logging") == 0) {
+    if (refused(h, req, NRD_SRV_API_LOGGING)) return;
+    return nrd_srv_http_logging(h, req);
+  }
   nrd_srv_http_reply_error(req, 404, "Not Found");
 }

@@ -207,6 +207,7 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
   h->shm = opts->shm;
   h->log = opts->log;
   h->tracer = opts->tracer;
+  h->restricted = opts->restricted;
   TRITONSERVER_Error *err = NULL;
   char msg[512];
   if (nrd_srv_listen(opts->address, opts->port, opts->reuse_port, &h->fd, &h->port, msg, sizeof msg) != 0) {

@@ -12,6 +12,7 @@
 
 #include "log_settings.h"
 #include "shm_registry.h"
+#include "restrict.h"
 #include "tracer.h"
 #include <stdbool.h>
 
@@ -36,6 +37,7 @@ typedef struct nrd_srv_http_options {
   nrd_srv_shm *shm;          /* system shared memory regions */
   nrd_srv_log_settings *log; /* /v2/logging */
   nrd_srv_tracer *tracer;    /* tracing (may be NULL) */
+  const nrd_srv_restrictions *restricted; /* --http-restricted-api (may be NULL: all open) */
 } nrd_srv_http_options;
 
 /* Binds and starts serving `server` (borrowed: it must outlive the front
