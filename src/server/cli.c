@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "fmt.h"
 #include "grpc_server.h"
+#include "header_forward.h"
 #include "http_server.h"
 
 #include <errno.h>
@@ -95,7 +96,8 @@ typedef enum flag_id {
   F_ALLOW_VERTEX_AI,
   F_HTTP_RESTRICTED_API,
   F_GRPC_RESTRICTED_PROTOCOL,
-  F_HEADER_FORWARD_PATTERN,
+  F_HTTP_HEADER_FORWARD,
+  F_GRPC_HEADER_FORWARD,
   F_GRPC_MAX_CONNECTION_AGE,
 } flag_id;
 
@@ -254,8 +256,11 @@ static const flag_spec kFlags[] = {
     {"grpc-restricted-protocol", F_GRPC_RESTRICTED_PROTOCOL, "<protocols>:<key>=<value>",
      "gRPC calls of these groups (as --http-restricted-api) need metadata triton-grpc-protocol-<key> with "
      "<value>, else UNAVAILABLE. Repeatable."},
-    {"http-header-forward-pattern", F_HEADER_FORWARD_PATTERN, "REGEX", "Not supported."},
-    {"grpc-header-forward-pattern", F_HEADER_FORWARD_PATTERN, "REGEX", "Not supported."},
+    {"http-header-forward-pattern", F_HTTP_HEADER_FORWARD, "REGEX",
+     "HTTP headers whose names match REGEX (POSIX extended, any case, a match anywhere) reach the model as "
+     "string parameters of each inference request."},
+    {"grpc-header-forward-pattern", F_GRPC_HEADER_FORWARD, "REGEX",
+     "The same for gRPC metadata keys (lower case) on ModelInfer and ModelStreamInfer."},
     {"grpc-max-connection-age", F_GRPC_MAX_CONNECTION_AGE, "MS", "Not supported."},
     {"grpc-max-connection-age-grace", F_GRPC_MAX_CONNECTION_AGE, "MS", "Not supported."},
 };
@@ -759,8 +764,19 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
       return nrd_srv_restrictions_add(&cli->http_restricted, f->name, v, "", err, errlen);
     case F_GRPC_RESTRICTED_PROTOCOL:
       return nrd_srv_restrictions_add(&cli->grpc_restricted, f->name, v, "triton-grpc-protocol-", err, errlen);
-    case F_HEADER_FORWARD_PATTERN:
-      return unsupported(f, v, "request headers are not forwarded to models", err, errlen);
+    case F_HTTP_HEADER_FORWARD:
+    case F_GRPC_HEADER_FORWARD: {
+      char why[300];
+      nrd_srv_header_forward *check = nrd_srv_header_forward_new(v, true, why, sizeof why);
+      if (!check) {
+        nrd_srv_fmt_err(err, errlen, "invalid value for --%s: %s", f->name, why);
+        return -1;
+      }
+      nrd_srv_header_forward_free(check);
+      if (f->id == F_HTTP_HEADER_FORWARD) cli->http_header_forward = v;
+      else cli->grpc_header_forward = v;
+      return 0;
+    }
     case F_GRPC_MAX_CONNECTION_AGE:
       return unsupported(f, v, "gRPC connections are not closed by age", err, errlen);
     case F_METRICS_CONFIG:

@@ -102,6 +102,8 @@ typedef struct nrd_srv_cli {
   int grpc_handshake_timeout_secs;   /* default 120 (Nereid's own flag) */
   nrd_srv_restrictions http_restricted; /* --http-restricted-api (owned) */
   nrd_srv_restrictions grpc_restricted; /* --grpc-restricted-protocol (owned) */
+  const char *http_header_forward;   /* --http-header-forward-pattern; NULL: none */
+  const char *grpc_header_forward;   /* --grpc-header-forward-pattern; NULL: none */
 } nrd_srv_cli;
 
 /* Parses argv[1..argc-1] into *cli (which need not be initialized).

@@ -79,6 +79,11 @@ nrd_srv_shm *nrd_srv_grpc_call_shm(const nrd_srv_grpc_call *call);
 nrd_srv_log_settings *nrd_srv_grpc_call_log(const nrd_srv_grpc_call *call);
 nrd_srv_tracer *nrd_srv_grpc_call_tracer(const nrd_srv_grpc_call *call); /* may be NULL */
 
+/* The request headers --grpc-header-forward-pattern matched: *pairs holds
+ * name, value, name, value, ... (borrowed: valid while the call is);
+ * returns the number of pairs. Any thread once the headers are in. */
+size_t nrd_srv_grpc_call_forwarded(const nrd_srv_grpc_call *call, char *const **pairs);
+
 /* When the message being delivered began to arrive and when it was
  * complete (trace clock); both 0 unless tracing was active as it came.
  * Loop thread, inside on_message. */

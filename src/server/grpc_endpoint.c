@@ -31,6 +31,7 @@ int nrd_srv_grpc_endpoint_start(TRITONSERVER_Server *server, const nrd_srv_cli *
         .log = log,
         .tracer = tracer,
         .restricted = &cli->grpc_restricted,
+        .header_forward = cli->grpc_header_forward,
     };
     err = nrd_srv_grpc_start(server, &o, out);
   }

@@ -1065,6 +1065,10 @@ static void start_infer(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len,
   if (err == NULL && req->id && req->id[0])
     err = TRITONSERVER_InferenceRequestSetId(ctx->irq, req->id);
   if (err == NULL) err = apply_parameters(ctx);
+  char *const *fwd = NULL;
+  size_t n_fwd = nrd_srv_grpc_call_forwarded(call, &fwd);
+  for (size_t i = 0; err == NULL && i < n_fwd; i++)
+    err = TRITONSERVER_InferenceRequestSetStringParameter(ctx->irq, fwd[2 * i], fwd[2 * i + 1]);
   if (err == NULL) err = add_inputs(ctx, nrd_srv_grpc_call_shm(call));
   if (err == NULL) err = TRITONSERVER_InferenceRequestSetReleaseCallback(ctx->irq, on_release, ctx);
   if (err == NULL)

@@ -32,6 +32,7 @@
 #include "fmt.h"
 #include "grpc_call.h"
 #include "grpc_rpc.h"
+#include "header_forward.h"
 #include "listener.h"
 
 enum { KIND_LISTENER = 1, KIND_WAKE = 2, KIND_CONN = 3 };
@@ -73,6 +74,7 @@ struct nrd_srv_grpc {
   atomic_long live_calls;
   atomic_bool stopping; /* drain: GOAWAY, calls already open run to their end */
   atomic_bool aborting; /* the drain's time is up: close what is left */
+  nrd_srv_header_forward *header_forward; /* --grpc-header-forward-pattern; NULL: none */
 };
 
 struct loop {
@@ -156,6 +158,8 @@ struct nrd_srv_grpc_call {
    * was complete at read_end_ns; kept only while tracing is active. */
   uint64_t read_start_ns, read_end_ns;
   unsigned restrict_ok; /* bit per nrd_srv_api: its restriction header came with the right value */
+  char **forwarded;     /* --grpc-header-forward-pattern: name, value, name, value, ... (owned) */
+  size_t n_forwarded;   /* pairs */
   void *state;
   void (*state_free)(void *);
 };
@@ -241,6 +245,11 @@ nrd_srv_log_settings *nrd_srv_grpc_call_log(const nrd_srv_grpc_call *call) { ret
 
 nrd_srv_tracer *nrd_srv_grpc_call_tracer(const nrd_srv_grpc_call *call) { return call->g->opts.tracer; }
 
+size_t nrd_srv_grpc_call_forwarded(const nrd_srv_grpc_call *call, char *const **pairs) {
+  *pairs = call->forwarded;
+  return call->n_forwarded;
+}
+
 void nrd_srv_grpc_call_read_times(const nrd_srv_grpc_call *call, uint64_t *start_ns, uint64_t *end_ns) {
   *start_ns = call->read_start_ns;
   *end_ns = call->read_start_ns ? call->read_end_ns : 0;
@@ -274,6 +283,8 @@ void nrd_srv_grpc_call_unref(nrd_srv_grpc_call *call) {
   free_chunks(call->out_head);
   free(call->in);
   free(call->status_msg);
+  for (size_t i = 0; i < 2 * call->n_forwarded; i++) free(call->forwarded[i]);
+  free(call->forwarded);
   nrd_srv_grpc *g = call->g;
   free(call);
   atomic_fetch_sub_explicit(&g->live_calls, 1, memory_order_release);
@@ -728,6 +739,24 @@ static const char *call_check_headers(const nrd_srv_grpc_call *call) {
   return NULL;
 }
 
+/* --grpc-header-forward-pattern: keeps a matching header for the call's
+ * inference requests. Out of memory: the header is dropped (logged). */
+static void keep_forwarded(nrd_srv_grpc_call *call, const uint8_t *name, size_t namelen, const uint8_t *value,
+                           size_t valuelen) {
+  char **grown = realloc(call->forwarded, 2 * (call->n_forwarded + 1) * sizeof(*grown));
+  char *n = strndup((const char *)name, namelen), *v = strndup((const char *)value, valuelen);
+  if (grown) call->forwarded = grown;
+  if (!grown || !n || !v) {
+    free(n);
+    free(v);
+    srv_log(TRITONSERVER_LOG_ERROR, "gRPC: out of memory keeping a forwarded header");
+    return;
+  }
+  call->forwarded[2 * call->n_forwarded] = n;
+  call->forwarded[2 * call->n_forwarded + 1] = v;
+  call->n_forwarded++;
+}
+
 /* --grpc-restricted-protocol: notes the groups whose header this is, when
  * it carries their value. */
 static void note_restriction_header(nrd_srv_grpc_call *call, const uint8_t *name, size_t namelen,
@@ -790,6 +819,9 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const ui
   } else if (namelen > 21 && memcmp(name, "triton-grpc-protocol-", 21) == 0) {
     note_restriction_header(call, name, namelen, value, valuelen);
   }
+  if (call->g->header_forward && name[0] != ':' &&
+      nrd_srv_header_forward_matches(call->g->header_forward, (const char *)name, namelen))
+    keep_forwarded(call, name, namelen, value, valuelen);
   return 0;
 }
 
@@ -1277,6 +1309,11 @@ static void *loop_main(void *arg) {
 
 /* ---- start / stop ------------------------------------------------------------- */
 
+static void grpc_free(nrd_srv_grpc *g) {
+  nrd_srv_header_forward_free(g->header_forward);
+  free(g);
+}
+
 static void loops_free(nrd_srv_grpc *g) {
   for (unsigned i = 0; i < g->n_loops; i++) {
     loop *lp = &g->loops[i];
@@ -1303,9 +1340,16 @@ TRITONSERVER_Error *nrd_srv_grpc_start(TRITONSERVER_Server *server,
   atomic_init(&g->stopping, false);
   atomic_init(&g->aborting, false);
   char msg[512];
+  if (opts->header_forward &&
+      !(g->header_forward = nrd_srv_header_forward_new(opts->header_forward, false, msg, sizeof msg))) {
+    grpc_free(g);
+    char full[600];
+    snprintf(full, sizeof full, "--grpc-header-forward-pattern: %s", msg);
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, full);
+  }
   int rc = nrd_srv_listen(opts->address, opts->port, opts->reuse_port, &g->listen_fd, &g->port, msg, sizeof msg);
   if (rc != 0) {
-    free(g);
+    grpc_free(g);
     return TRITONSERVER_ErrorNew(rc == -1 ? TRITONSERVER_ERROR_INVALID_ARG : TRITONSERVER_ERROR_UNAVAILABLE,
                                  msg);
   }
@@ -1313,7 +1357,7 @@ TRITONSERVER_Error *nrd_srv_grpc_start(TRITONSERVER_Server *server,
   g->loops = calloc(opts->threads, sizeof *g->loops);
   if (g->loops == NULL) {
     close(g->listen_fd);
-    free(g);
+    grpc_free(g);
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   }
   g->n_loops = opts->threads;
@@ -1347,7 +1391,7 @@ TRITONSERVER_Error *nrd_srv_grpc_start(TRITONSERVER_Server *server,
     }
     loops_free(g);
     close(g->listen_fd);
-    free(g);
+    grpc_free(g);
     return err;
   }
   *out = g;
@@ -1387,6 +1431,6 @@ bool nrd_srv_grpc_stop(nrd_srv_grpc *g, unsigned wait_secs) {
   for (unsigned i = 0; i < g->n_loops; i++) pthread_join(g->loops[i].thread, NULL);
   loops_free(g);
   close(g->listen_fd);
-  free(g);
+  grpc_free(g);
   return true;
 }

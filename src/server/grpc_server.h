@@ -46,6 +46,7 @@ typedef struct nrd_srv_grpc_options {
   nrd_srv_log_settings *log; /* LogSettings */
   nrd_srv_tracer *tracer;    /* TraceSetting and tracing (may be NULL) */
   const nrd_srv_restrictions *restricted; /* --grpc-restricted-protocol (may be NULL: all open) */
+  const char *header_forward; /* --grpc-header-forward-pattern (NULL: none); compiled at start */
 } nrd_srv_grpc_options;
 
 typedef struct nrd_srv_grpc nrd_srv_grpc;

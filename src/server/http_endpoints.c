@@ -7,11 +7,11 @@
 static int start_one(TRITONSERVER_Server *server, const char *what, const char *address, int port,
                      bool reuse_port, int threads, size_t max_input, int metrics_only, int timeout_secs,
                      nrd_srv_shm *shm, nrd_srv_log_settings *log, nrd_srv_tracer *tracer,
-                     const nrd_srv_restrictions *restricted, nrd_srv_http **out) {
+                     const nrd_srv_restrictions *restricted, const char *header_forward, nrd_srv_http **out) {
   nrd_srv_http_options o = {.address = address, .port = port, .reuse_port = reuse_port, .threads = threads,
                             .max_input_size = max_input, .metrics_only = metrics_only,
                             .client_timeout_secs = timeout_secs, .shm = shm, .log = log, .tracer = tracer,
-                            .restricted = restricted};
+                            .restricted = restricted, .header_forward = header_forward};
   TRITONSERVER_Error *err = nrd_srv_http_start(server, &o, out);
   if (err) {
     fprintf(stderr, "nereid: error: starting the %s endpoint: %s\n", what, TRITONSERVER_ErrorMessage(err));
@@ -29,12 +29,12 @@ int nrd_srv_http_endpoints_start(TRITONSERVER_Server *server, const nrd_srv_cli 
   if (cli->allow_http &&
       start_one(server, "HTTP/REST", cli->http_address, cli->http_port, cli->reuse_http_port, cli->http_thread_count,
                 (size_t)cli->http_max_input_size, 0, cli->http_client_timeout_secs, shm, log, tracer,
-                &cli->http_restricted, &ep->api) != 0)
+                &cli->http_restricted, cli->http_header_forward, &ep->api) != 0)
     return -1;
   if (cli->allow_metrics &&
       start_one(server, "metrics", cli->metrics_address ? cli->metrics_address : cli->http_address,
                 cli->metrics_port, false, 1, 64 * 1024, 1, cli->http_client_timeout_secs, NULL, NULL, NULL, NULL,
-                &ep->metrics) != 0) {
+                NULL, &ep->metrics) != 0) {
     nrd_srv_http_endpoints_stop(ep, 0);
     return -1;
   }

@@ -440,7 +440,8 @@ void nrd_srv_http_generate(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const
   json_decref(j);
   TRITONSERVER_Error *err = NULL;
   if (status == 0 &&
-      ((err = TRITONSERVER_InferenceRequestSetReleaseCallback(c->ireq, on_release, c)) ||
+      ((err = nrd_srv_http_forward_headers(h, req, c->ireq)) ||
+       (err = TRITONSERVER_InferenceRequestSetReleaseCallback(c->ireq, on_release, c)) ||
        (err = TRITONSERVER_InferenceRequestSetResponseCallback(c->ireq, h->allocator, NULL, on_response, c)))) {
     snprintf(msg, sizeof msg, "%s", TRITONSERVER_ErrorMessage(err));
     status = nrd_srv_http_status(err);

@@ -836,6 +836,18 @@ static int parse_request(parse *ps) {
   return parse_outputs(ps, nrd_srv_json_get(root, "outputs")) != 0 ? -1 : 0;
 }
 
+TRITONSERVER_Error *nrd_srv_http_forward_headers(const nrd_srv_http *h, const nrd_srv_http_req *req,
+                                                 TRITONSERVER_InferenceRequest *ireq) {
+  if (!h->header_forward) return NULL;
+  for (size_t i = 0; i < req->n_headers; i++) {
+    const nrd_srv_http_header *hd = &req->headers[i];
+    if (!nrd_srv_header_forward_matches(h->header_forward, hd->name, strlen(hd->name))) continue;
+    TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestSetStringParameter(ireq, hd->name, hd->value);
+    if (err) return err;
+  }
+  return NULL;
+}
+
 void nrd_srv_http_infer(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const char *model,
                         int64_t version) {
   nrd_srv_http *h = loop->http;
@@ -868,6 +880,10 @@ void nrd_srv_http_infer(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const ch
   if (parse_request(&ps) != 0) {
     ctx_free(c);
     return nrd_srv_http_reply_error(req, 400, ps.msg);
+  }
+  if ((err = nrd_srv_http_forward_headers(h, req, c->ireq))) {
+    ctx_free(c);
+    return nrd_srv_http_reply_tserr(req, err);
   }
   if ((err = TRITONSERVER_InferenceRequestSetReleaseCallback(c->ireq, on_release, c)) ||
       (err = TRITONSERVER_InferenceRequestSetResponseCallback(c->ireq, h->allocator, c, on_response, c))) {

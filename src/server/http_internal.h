@@ -18,6 +18,7 @@
 #include <jansson.h>
 
 #include "acceptor.h"
+#include "header_forward.h"
 #include "http_server.h"
 #include "inbox.h"
 #include "json_arena.h"
@@ -160,6 +161,7 @@ struct nrd_srv_http {
   nrd_srv_log_settings *log; /* borrowed from nereid: /v2/logging */
   nrd_srv_tracer *tracer;    /* borrowed from nereid: tracing; NULL: none */
   const nrd_srv_restrictions *restricted; /* borrowed: --http-restricted-api; NULL: all open */
+  nrd_srv_header_forward *header_forward; /* owned: --http-header-forward-pattern; NULL: none */
   /* Large output blocks kept for reuse (http_infer.c); any thread. */
   pthread_mutex_t blocks_mu;
   struct out_block *blocks[NRD_SRV_HTTP_BLOCK_SLOTS];
@@ -306,6 +308,12 @@ void nrd_srv_http_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req);
  * Loop thread; req is answered now or later. */
 void nrd_srv_http_infer(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const char *model,
                         int64_t version);
+
+/* --http-header-forward-pattern: sets each header of `req` whose name
+ * matches as a string parameter of `ireq` (http_infer.c). NULL or the
+ * core's error (a parameter name it keeps). Loop thread. */
+TRITONSERVER_Error *nrd_srv_http_forward_headers(const nrd_srv_http *h, const nrd_srv_http_req *req,
+                                                 TRITONSERVER_InferenceRequest *ireq);
 
 /* GET/POST /v2/logging (http_logging.c). Loop thread; req is answered. */
 void nrd_srv_http_logging(nrd_srv_http *h, nrd_srv_http_req *req);

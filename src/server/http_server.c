@@ -172,6 +172,7 @@ static void free_http(nrd_srv_http *h) {
   pthread_mutex_destroy(&h->blocks_mu);
   if (h->fd >= 0) close(h->fd);
   if (h->allocator) TRITONSERVER_ResponseAllocatorDelete(h->allocator);
+  nrd_srv_header_forward_free(h->header_forward);
   free(h);
 }
 
@@ -210,6 +211,11 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
   h->restricted = opts->restricted;
   TRITONSERVER_Error *err = NULL;
   char msg[512];
+  if (opts->header_forward && !(h->header_forward = nrd_srv_header_forward_new(opts->header_forward, true, msg,
+                                                                                 sizeof msg))) {
+    err = errorf(TRITONSERVER_ERROR_INVALID_ARG, "--http-header-forward-pattern: %s", msg);
+    goto fail;
+  }
   if (nrd_srv_listen(opts->address, opts->port, opts->reuse_port, &h->fd, &h->port, msg, sizeof msg) != 0) {
     err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, msg);
     goto fail;

@@ -38,6 +38,7 @@ typedef struct nrd_srv_http_options {
   nrd_srv_log_settings *log; /* /v2/logging */
   nrd_srv_tracer *tracer;    /* tracing (may be NULL) */
   const nrd_srv_restrictions *restricted; /* --http-restricted-api (may be NULL: all open) */
+  const char *header_forward; /* --http-header-forward-pattern (NULL: none); compiled at start */
 } nrd_srv_http_options;
 
 /* Binds and starts serving `server` (borrowed: it must outlive the front
