@@ -99,6 +99,7 @@ typedef enum flag_id {
   F_HTTP_HEADER_FORWARD,
   F_GRPC_HEADER_FORWARD,
   F_GRPC_MAX_CONNECTION_AGE,
+  F_GRPC_MAX_CONNECTION_AGE_GRACE,
 } flag_id;
 
 typedef struct flag_spec {
@@ -261,8 +262,11 @@ static const flag_spec kFlags[] = {
      "string parameters of each inference request."},
     {"grpc-header-forward-pattern", F_GRPC_HEADER_FORWARD, "REGEX",
      "The same for gRPC metadata keys (lower case) on ModelInfer and ModelStreamInfer."},
-    {"grpc-max-connection-age", F_GRPC_MAX_CONNECTION_AGE, "MS", "Not supported."},
-    {"grpc-max-connection-age-grace", F_GRPC_MAX_CONNECTION_AGE, "MS", "Not supported."},
+    {"grpc-max-connection-age", F_GRPC_MAX_CONNECTION_AGE, "MS",
+     "A gRPC connection older than this gets GOAWAY (its open calls go on) and closes once they end "
+     "(default: no limit)."},
+    {"grpc-max-connection-age-grace", F_GRPC_MAX_CONNECTION_AGE_GRACE, "MS",
+     "How long the calls of such a connection may still run before it is closed (default: no limit)."},
 };
 
 #define N_FLAGS (sizeof kFlags / sizeof kFlags[0])
@@ -778,7 +782,12 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
       return 0;
     }
     case F_GRPC_MAX_CONNECTION_AGE:
-      return unsupported(f, v, "gRPC connections are not closed by age", err, errlen);
+    case F_GRPC_MAX_CONNECTION_AGE_GRACE:
+      if (parse_long(v, 1, 2147483647L, &n) != 0)
+        return bad_value(f, v, "milliseconds 1..2147483647", err, errlen);
+      if (f->id == F_GRPC_MAX_CONNECTION_AGE) cli->grpc_max_connection_age_ms = n;
+      else cli->grpc_max_connection_age_grace_ms = n;
+      return 0;
     case F_METRICS_CONFIG:
       return apply_metrics_config(cli, f, v, err, errlen);
     case F_TRACE_CONFIG:

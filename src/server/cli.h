@@ -93,6 +93,8 @@ typedef struct nrd_srv_cli {
   long long grpc_max_message_size;   /* default INT32_MAX, as Triton */
   long long grpc_keepalive_time_ms;  /* default 7200000 */
   long long grpc_keepalive_timeout_ms; /* default 20000 */
+  long long grpc_max_connection_age_ms;       /* 0 (default): no limit */
+  long long grpc_max_connection_age_grace_ms; /* 0 (default): no limit */
   /* Ping policy, as Triton's flags of the same names (gRPC's defaults). */
   bool grpc_keepalive_permit_without_calls;       /* default false */
   long long grpc_http2_max_pings_without_data;    /* default 2; 0 = no limit */

@@ -25,6 +25,8 @@ int nrd_srv_grpc_endpoint_start(TRITONSERVER_Server *server, const nrd_srv_cli *
         .max_pings_without_data = (unsigned)cli->grpc_http2_max_pings_without_data,
         .min_recv_ping_interval_ms = (unsigned)cli->grpc_http2_min_recv_ping_interval_ms,
         .max_ping_strikes = (unsigned)cli->grpc_http2_max_ping_strikes,
+        .max_connection_age_ms = (unsigned)cli->grpc_max_connection_age_ms,
+        .max_connection_age_grace_ms = (unsigned)cli->grpc_max_connection_age_grace_ms,
         .response_compression = cli->grpc_infer_response_compression,
         .handshake_timeout_secs = (unsigned)cli->grpc_handshake_timeout_secs,
         .shm = shm,

@@ -108,7 +108,8 @@ struct conn {
   bool want_out; /* EPOLLOUT registered */
   bool throttled;
   uint64_t last_activity_us; /* last bytes read */
-  uint64_t accepted_us;      /* handshake deadline counts from here */
+  uint64_t accepted_us;      /* handshake deadline and connection age count from here */
+  uint64_t aged_us;          /* when GOAWAY went for max_connection_age; 0: not yet */
   bool greeted;              /* the client's preface and first SETTINGS arrived */
   uint64_t ping_sent_us;     /* keepalive ping outstanding since, or 0 */
   /* Ping policy (see nrd_srv_grpc_options). Reset when we send data. */
@@ -1197,6 +1198,39 @@ static void loop_check_handshakes(loop *lp, uint64_t now) {
   }
 }
 
+/* Whether every call of c has handed its last frame to nghttp2. */
+static bool conn_calls_ended(const conn *c) {
+  for (const nrd_srv_grpc_call *call = c->calls; call; call = call->next)
+    if (!call->ended) return false;
+  return true;
+}
+
+static void conn_end(conn *c);
+
+/* max_connection_age: GOAWAY once a connection is that old (the client's
+ * open calls go on, new ones go to a new connection), close it when its
+ * calls have ended, or when the grace is over, ending what is left. */
+static void loop_check_age(loop *lp, uint64_t now) {
+  const nrd_srv_grpc_options *o = &lp->g->opts;
+  if (o->max_connection_age_ms == 0) return;
+  for (conn *c = lp->conns, *next; c; c = next) {
+    next = c->next;
+    if (!c->aged_us) {
+      if (now - c->accepted_us < (uint64_t)o->max_connection_age_ms * 1000u) continue;
+      c->aged_us = now;
+      nghttp2_submit_goaway(c->sess, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c->sess),
+                            NGHTTP2_NO_ERROR, NULL, 0);
+      conn_mark_dirty(c);
+    }
+    if (o->max_connection_age_grace_ms && now - c->aged_us >= (uint64_t)o->max_connection_age_grace_ms * 1000u) {
+      conn_end(c); /* cancels what is still in the core */
+    } else if (conn_calls_ended(c) && !c->close_after_flush) {
+      c->close_after_flush = true;
+      conn_mark_dirty(c);
+    }
+  }
+}
+
 static void loop_check_deadlines(loop *lp, uint64_t now) {
   for (conn *c = lp->conns; c; c = c->next) {
     for (nrd_srv_grpc_call *call = c->calls; call; call = call->next) {
@@ -1292,6 +1326,7 @@ static void *loop_main(void *arg) {
       loop_check_deadlines(lp, now);
       loop_check_keepalive(lp, now);
       loop_check_handshakes(lp, now);
+      loop_check_age(lp, now);
       next_sweep = now + 100000;
     }
     while (lp->dirty) {

@@ -34,6 +34,11 @@ typedef struct nrd_srv_grpc_options {
   unsigned max_pings_without_data;     /* our keepalive pings between data; 0: no limit */
   unsigned min_recv_ping_interval_ms;  /* client pings closer than this are strikes */
   unsigned max_ping_strikes;           /* GOAWAY ENHANCE_YOUR_CALM beyond; 0: no limit */
+  /* gRPC's MAX_CONNECTION_AGE(_GRACE): a connection this old gets GOAWAY
+   * and closes once its calls end, or when the grace runs out (cancelling
+   * what is left). 0: no limit. No jitter, unlike gRPC's +-10%. */
+  unsigned max_connection_age_ms;
+  unsigned max_connection_age_grace_ms;
   /* Response messages of methods that allow it (ModelInfer,
    * ModelStreamInfer) are compressed with gzip or deflate when the client
    * accepts one (grpc-accept-encoding); NONE: never. */

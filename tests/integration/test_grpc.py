@@ -2112,3 +2112,54 @@ def test_response_compression_flag_rejected(value):
 
 def teardown_module(module):
     shutil.rmtree(STUB_DIR, ignore_errors=True)
+
+
+# ---- --grpc-max-connection-age -------------------------------------------------------
+
+
+def test_connections_older_than_the_max_age_get_goaway_then_close():
+    """An idle connection gets GOAWAY (NO_ERROR) once older than the age
+    and closes; one with a stream still answering keeps it until the grace
+    runs out, then closes, and its request is cancelled in the core (the
+    square instance is free for the next client). grpcio's channel simply
+    reconnects."""
+    port = free_port()
+    s = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
+                "--model-control-mode=explicit", "--load-model=square_int32", "--allow-http=false",
+                "--allow-metrics=false", f"--grpc-port={port}", "--grpc-address=127.0.0.1",
+                "--grpc-max-connection-age=300", "--grpc-max-connection-age-grace=1000"])
+    s.wait_ready()
+    try:
+        def until_closed(h):
+            kinds = []
+            while (f := h.read_frame()) is not None:
+                kinds.append(f[0])
+                if f[0] == 7:
+                    assert int.from_bytes(f[3][4:8], "big") == 0, f  # NO_ERROR
+            return kinds
+
+        h = RawH2(port)
+        t0 = time.monotonic()
+        kinds = until_closed(h)
+        h.close()
+        assert 7 in kinds and time.monotonic() - t0 < 5, kinds
+        # A stream that never ends: GOAWAY comes, responses go on until the grace is over.
+        h = RawH2(port)
+        t0 = time.monotonic()
+        h.request(1, STREAM_PATH, grpc_frame(square_request(2**31 - 1, "long").SerializeToString()))
+        kinds = until_closed(h)
+        h.close()
+        took = time.monotonic() - t0
+        assert 7 in kinds and kinds.count(0) > 1, kinds[:20]
+        assert 1.0 < took < 6, took
+        got = list(pbg.GRPCInferenceServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}")).ModelStreamInfer(
+            iter([square_request(2, "next")]), timeout=RPC_TIMEOUT))
+        assert [g.infer_response.id for g in got] == ["next"] * 2
+        # grpcio reconnects by itself after GOAWAY.
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
+            stub = pbg.GRPCInferenceServiceStub(ch)
+            for _ in range(3):
+                assert stub.ServerLive(pb.ServerLiveRequest(), timeout=RPC_TIMEOUT).live
+                time.sleep(0.4)
+    finally:
+        stop_cleanly(s)

@@ -313,8 +313,7 @@ def test_model_config_name_and_thread_flags(server_factory, tmp_path):
     "flag",
     ["--grpc-use-ssl=true", "--grpc-server-cert=/tmp/cert.pem", "--allow-sagemaker=true",
      "--model-namespacing=true", "--trace-config=opentelemetry,url=x",
-     "--metrics-config=summary_latencies=true",
-     "--grpc-max-connection-age=1000"],
+     "--metrics-config=summary_latencies=true"],
 )
 def test_features_nereid_lacks_are_refused_by_name(flag):
     code, _, err = run([*common(), flag])
