@@ -121,11 +121,11 @@ void nrd_stats_response(nrd_model_stats *s, uint64_t index, uint64_t response_st
                         uint64_t compute_output_start_ns, uint64_t response_end_ns,
                         bool error, bool empty) {
   pthread_mutex_lock(&s->lock);
-  if (index >= UINT32_MAX) goto out;
+  if (index >= NRD_STATS_MAX_RESPONSE_INDEX) goto out;
   if (index >= s->cap_resp) {
     uint64_t cap = s->cap_resp ? s->cap_resp : 4;
     while (cap <= index) cap *= 2;
-    if (cap > UINT32_MAX) cap = UINT32_MAX;
+    if (cap > NRD_STATS_MAX_RESPONSE_INDEX) cap = NRD_STATS_MAX_RESPONSE_INDEX;
     nrd_response_stat *nr = realloc(s->resp, cap * sizeof(*nr));
     if (!nr) goto out;
     memset(nr + s->cap_resp, 0, (cap - s->cap_resp) * sizeof(*nr));

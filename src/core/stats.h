@@ -88,7 +88,14 @@ void nrd_stats_cache_miss(nrd_model_stats *s, uint64_t ns);
 void nrd_stats_batch(nrd_model_stats *s, uint64_t batch_size, uint64_t exec_start_ns,
                      uint64_t compute_start_ns, uint64_t compute_end_ns, uint64_t exec_end_ns);
 
-/* One decoupled response (TRITONBACKEND_ModelInstanceReportResponseStatistics). */
+/* Response indexes at or past this are not given statistics of their
+ * own: each index costs about 100 bytes for the model's lifetime, and a
+ * client asking a decoupled model for millions of responses must not make
+ * the server hold gigabytes (Triton keeps every index). */
+#define NRD_STATS_MAX_RESPONSE_INDEX 65536u
+
+/* One decoupled response (TRITONBACKEND_ModelInstanceReportResponseStatistics);
+ * indexes past NRD_STATS_MAX_RESPONSE_INDEX are not recorded. */
 void nrd_stats_response(nrd_model_stats *s, uint64_t index, uint64_t response_start_ns,
                         uint64_t compute_output_start_ns, uint64_t response_end_ns,
                         bool error, bool empty);

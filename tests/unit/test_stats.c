@@ -52,3 +52,19 @@ Test(stats, many_responses_per_request)
   json_decref(j);
   nrd_stats_destroy(&s);
 }
+
+/* A request of millions of responses: indexes past the limit are not kept
+ * (memory stays bounded); those below it still are. */
+Test(stats, response_indexes_past_the_limit_are_not_kept)
+{
+  nrd_model_stats s;
+  nrd_stats_init(&s);
+  nrd_stats_response(&s, NRD_STATS_MAX_RESPONSE_INDEX - 1, 0, 1, 2, false, false);
+  nrd_stats_response(&s, NRD_STATS_MAX_RESPONSE_INDEX, 0, 1, 2, false, false);
+  nrd_stats_response(&s, (uint64_t)1 << 31, 0, 1, 2, false, false);
+  json_t *j = nrd_stats_json(&s, "m", 1);
+  cr_assert_eq(json_object_size(json_object_get(j, "response_stats")), 1);
+  cr_assert_eq(count_of(j, (int)NRD_STATS_MAX_RESPONSE_INDEX - 1, "success"), 1);
+  json_decref(j);
+  nrd_stats_destroy(&s);
+}
