@@ -1184,6 +1184,8 @@ void nrd_srv_http_send_start(nrd_srv_http_req *req, int status) {
   else flush(c);
 }
 
+size_t nrd_srv_http_unsent(const nrd_srv_http_req *req) { return req->conn->dead ? 0 : req->conn->wq_bytes; }
+
 void nrd_srv_http_send_chunk(nrd_srv_http_req *req, const void *data, size_t len) {
   nrd_srv_http_conn *c = req->conn;
   if (c->dead || len == 0) return;

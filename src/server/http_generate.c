@@ -39,7 +39,12 @@ typedef struct gen_ctx {
   nrd_srv_http_loop *loop;
   bool stream;
   bool started;                 /* streaming reply headers sent (loop thread) */
-  pthread_mutex_t mu;           /* guards ireq and the event queue */
+  bool overflowed;              /* the client stopped reading: cancelled, events dropped (under mu) */
+  pthread_mutex_t mu;           /* guards the event queue, queued and overflowed */
+  size_t queued;                /* text bytes in the event queue */
+  /* Kept until the context is freed (not just until its release) so a
+   * client that leaves or stops reading can still cancel a decoupled
+   * model's responses. */
   TRITONSERVER_InferenceRequest *ireq;
   gen_event *head, *tail;       /* queued by core threads, sent by the loop */
   size_t n_events;              /* responses seen (non-streaming check) */
@@ -123,28 +128,63 @@ static void start_stream(gen_ctx *c, nrd_srv_http_req *req) {
   c->started = true;
 }
 
+/* A streamed reply may hold this much unsent before the request is
+ * cancelled (as gRPC's CALL_OUT_MAX): a client that stops reading must not
+ * make the server buffer a decoupled model's every response. */
+#define GEN_UNSENT_MAX (64u << 20)
+
+static void cancel_request(gen_ctx *c) {
+  TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestCancel(c->ireq);
+  if (err) TRITONSERVER_ErrorDelete(err);
+}
+
+/* The client is not taking the stream: cancels the request once (its
+ * backend stops) and has the events that still come dropped. Returns
+ * whether this call did it (to log once). Takes c->mu. */
+static bool overflow(gen_ctx *c) {
+  pthread_mutex_lock(&c->mu);
+  bool first = !c->overflowed;
+  c->overflowed = true;
+  pthread_mutex_unlock(&c->mu);
+  if (first) {
+    cancel_request(c);
+    fprintf(stderr, "nereid: a generate_stream client is not reading (more than %u bytes waiting): request "
+                    "cancelled\n", GEN_UNSENT_MAX);
+  }
+  return first;
+}
+
 static void send_events(gen_ctx *c, nrd_srv_http_req *req) {
   pthread_mutex_lock(&c->mu);
   gen_event *list = c->head;
   c->head = c->tail = NULL;
+  size_t bytes = c->queued;
+  c->queued = 0;
+  bool dropping = c->overflowed;
   pthread_mutex_unlock(&c->mu);
+  if (req && !dropping && nrd_srv_http_unsent(req) > GEN_UNSENT_MAX) dropping = true, overflow(c);
+  if (dropping) req = NULL; /* drop what comes until the final */
+  size_t n_events = 0;
+  for (gen_event *e = list; e; e = e->next) n_events++;
+  /* All of them in one chunk ("data: " + text + blank line each): one
+   * write however many responses came since the last drain, so the loop
+   * keeps up with a fast model. */
+  char *b = req ? malloc(bytes + 8 * n_events + 1) : NULL;
+  size_t at = 0;
   for (gen_event *e = list, *n; e; e = n) {
     n = e->next;
-    if (req) {
-      if (!c->started) start_stream(c, req);
-      /* One chunk per event: "data: " + text + blank line. */
-      char *b = malloc(e->len + 8);
-      if (b) {
-        memcpy(b, "data: ", 6);
-        memcpy(b + 6, e->text, e->len);
-        memcpy(b + 6 + e->len, "\n\n", 2);
-        nrd_srv_http_send_chunk(req, b, e->len + 8);
-        free(b);
-      }
+    if (b) {
+      memcpy(b + at, "data: ", 6);
+      memcpy(b + at + 6, e->text, e->len);
+      memcpy(b + at + 6 + e->len, "\n\n", 2);
+      at += e->len + 8;
     }
     free(e->text);
     free(e);
   }
+  if (req && !c->started) start_stream(c, req);
+  if (b && at) nrd_srv_http_send_chunk(req, b, at);
+  free(b);
 }
 
 /* The request as long as it can still be answered, else NULL. */
@@ -171,11 +211,10 @@ static void finish(void *arg) {
   }
   gen_event *e = c->head;
   if (c->n_events > 1) {
-    char msg[200];
-    snprintf(msg, sizeof msg,
-             "the model sent %zu responses; use generate_stream for models that send more than one",
-             c->n_events);
-    nrd_srv_http_reply_error(req, 400, msg);
+    /* Stopped at the second response (see on_response). */
+    nrd_srv_http_reply_error(req, 400,
+                             "the model sent more than one response; use generate_stream for models that send "
+                             "more than one");
   } else if (e == NULL) {
     nrd_srv_http_reply_error(req, 500, "the model sent no response");
   } else {
@@ -194,13 +233,8 @@ static void count_down(gen_ctx *c) {
 }
 
 static void on_release(TRITONSERVER_InferenceRequest *request, const uint32_t flags, void *userp) {
-  (void)flags;
-  gen_ctx *c = userp;
-  pthread_mutex_lock(&c->mu);
-  c->ireq = NULL;
-  pthread_mutex_unlock(&c->mu);
-  TRITONSERVER_InferenceRequestDelete(request);
-  count_down(c);
+  (void)flags, (void)request; /* deleted with the context */
+  count_down(userp);
 }
 
 static void on_response(TRITONSERVER_InferenceResponse *response, const uint32_t flags, void *userp) {
@@ -221,13 +255,27 @@ static void on_response(TRITONSERVER_InferenceResponse *response, const uint32_t
       e->len = t.len;
       e->status = status;
       pthread_mutex_lock(&c->mu);
-      bool was_empty = c->head == NULL;
-      if (c->tail) c->tail->next = e;
-      else c->head = e;
-      c->tail = e;
       c->n_events++;
+      /* Kept: every event of a stream the client takes; of a plain
+       * generate only the first (more than one is an error anyway). */
+      bool keep = c->stream ? !c->overflowed && c->queued + t.len <= GEN_UNSENT_MAX : c->n_events == 1;
+      bool was_empty = c->head == NULL;
+      if (keep) {
+        if (c->tail) c->tail->next = e;
+        else c->head = e;
+        c->tail = e;
+        c->queued += t.len;
+      }
+      bool over = c->stream && !keep && !c->overflowed;
+      size_t n_events = c->n_events;
       pthread_mutex_unlock(&c->mu);
-      if (c->stream && was_empty && !(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) &&
+      if (!keep) {
+        free(e->text);
+        free(e);
+      }
+      if (over) overflow(c);
+      if (!c->stream && n_events == 2) cancel_request(c); /* the answer is an error now: spare the backend */
+      if (keep && c->stream && was_empty && !(flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) &&
           nrd_srv_http_post(c->loop, drain, c) != 0)
         fprintf(stderr, "nereid: cannot post a generate event to the HTTP loop\n");
     } else {
@@ -241,15 +289,7 @@ static void on_response(TRITONSERVER_InferenceResponse *response, const uint32_t
   }
 }
 
-static void on_disconnect(nrd_srv_http_pending *p) {
-  gen_ctx *c = (gen_ctx *)p;
-  pthread_mutex_lock(&c->mu);
-  if (c->ireq) {
-    TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestCancel(c->ireq);
-    if (err) TRITONSERVER_ErrorDelete(err);
-  }
-  pthread_mutex_unlock(&c->mu);
-}
+static void on_disconnect(nrd_srv_http_pending *p) { cancel_request((gen_ctx *)p); }
 
 /* ---- request building (loop thread) ---------------------------------------------- */
 

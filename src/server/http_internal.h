@@ -241,6 +241,10 @@ void nrd_srv_http_send_start(nrd_srv_http_req *req, int status);
 /* Sends one chunk (copied) of a streamed reply. Loop thread. */
 void nrd_srv_http_send_chunk(nrd_srv_http_req *req, const void *data, size_t len);
 
+/* Reply bytes of req's connection not yet written to the socket (0 once
+ * it is closed). Loop thread. */
+size_t nrd_srv_http_unsent(const nrd_srv_http_req *req);
+
 /* Ends a streamed reply; req is answered. Loop thread. */
 void nrd_srv_http_send_end(nrd_srv_http_req *req);
 

@@ -1426,6 +1426,42 @@ def test_generate_stream(srv):
     assert st == 200 and len(events) == 2
 
 
+def test_generate_with_endless_responses_is_stopped(srv):
+    """A decoupled model asked for 2^31 - 1 responses: a generate_stream
+    client that leaves, one that stops reading (the server holds at most
+    64 MB for it, then cancels), and a plain generate (stopped at the second
+    response, which makes its answer an error) all stop the backend, so the
+    single square instance is free for the next request at once (otherwise
+    it would be busy for hours, and the server's memory would grow with
+    every response). Found by the gRPC fuzzer's twin on HTTP."""
+    body = json.dumps({"IN": 2**31 - 1}).encode()
+    head = b"POST /v2/models/square_int32/generate_stream HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
+
+    def next_is_quick():
+        t0 = time.monotonic()
+        st, events = sse_events(srv, "/v2/models/square_int32/generate_stream", {"IN": 2}, timeout=20)
+        assert st == 200 and len(events) == 2
+        assert time.monotonic() - t0 < 10
+
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+    s.sendall(head + body)
+    assert s.recv(100)
+    s.close()  # leaves mid-stream
+    next_is_quick()
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.sendall(head + body)  # and never reads
+    deadline = time.monotonic() + 60
+    while "generate_stream client is not reading" not in srv.log():
+        assert time.monotonic() < deadline, "the server never gave up on the client"
+        time.sleep(0.2)
+    next_is_quick()
+    s.close()
+    st, r = jreq(srv, "POST", "/v2/models/square_int32/generate", {"IN": 2**31 - 1})
+    assert st == 400 and "more than one response" in r["error"], r
+    next_is_quick()
+
+
 # ---- HTTP/1.1 framing (our own parser) ------------------------------------------
 
 
