@@ -431,7 +431,8 @@ TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *a, TRITONBACKEND_M
   snprintf(vbuf, sizeof vbuf, "%" PRId64, a->version);
   m->version_dir = join(a->model_dir, vbuf);
   json_t *cfg = json_deep_copy(a->config);
-  if (!m->name || !m->model_dir || !m->version_dir || !cfg) {
+  bool sums_failed = a->server->summary_latencies && nrd_stats_enable_summaries(&m->stats) != 0;
+  if (!m->name || !m->model_dir || !m->version_dir || !cfg || sums_failed) {
     json_decref(cfg);
     err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory loading model '%s'", a->name);
     goto fail;

@@ -1106,7 +1106,8 @@ TRITONSERVER_Error *nrd_repo_stats(nrd_repository *r, const char *name, int64_t 
   return NULL;
 }
 
-int nrd_repo_prometheus(nrd_repository *r, bool latencies, nrd_text *out) {
+int nrd_repo_prometheus(nrd_repository *r, bool latencies, const double *quantiles, size_t n_quantiles,
+                        nrd_text *out) {
   int rc = 0;
   pthread_rwlock_rdlock(&r->table_lock);
   bool any_cache = false;
@@ -1125,6 +1126,18 @@ int nrd_repo_prometheus(nrd_repository *r, bool latencies, nrd_text *out) {
         if (e->slots[k].model && (!cache_family || e->slots[k].model->response_cache))
           rc |= nrd_stats_prometheus(&e->slots[k].model->stats, e->name, e->slots[k].version,
                                      nrd_stats_families[f][0], out);
+    }
+  }
+  /* summary_latencies (n_quantiles 0: off). */
+  for (unsigned f = 0; n_quantiles && f < nrd_stats_summary_family_count && !rc; f++) {
+    rc |= nrd_text_appendf(out, "# HELP %s %s\n# TYPE %s summary\n", nrd_stats_summary_families[f][0],
+                           nrd_stats_summary_families[f][1], nrd_stats_summary_families[f][0]);
+    for (size_t i = 0; i < r->n_models && !rc; i++) {
+      nrd_model_entry *e = &r->models[i];
+      for (size_t k = 0; k < e->n_slots && !rc; k++)
+        if (e->slots[k].model)
+          rc |= nrd_stats_prometheus_summary(&e->slots[k].model->stats, e->name, e->slots[k].version, f, quantiles,
+                                             n_quantiles, out);
     }
   }
   pthread_rwlock_unlock(&r->table_lock);

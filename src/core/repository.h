@@ -146,6 +146,7 @@ TRITONSERVER_Error *nrd_repo_stats(nrd_repository *r, const char *name, int64_t 
 
 /* Appends the nv_inference_* families of every loaded model, without the
  * *_duration_* ones when `latencies` is false. 0 or -1. */
-int nrd_repo_prometheus(nrd_repository *r, bool latencies, nrd_text *out);
+int nrd_repo_prometheus(nrd_repository *r, bool latencies, const double *quantiles, size_t n_quantiles,
+                        nrd_text *out);
 
 #endif

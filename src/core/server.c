@@ -199,6 +199,37 @@ static TRITONSERVER_Error *host_policies(const TRITONSERVER_ServerOptions *optio
  * returned in *server together with the error (with exit-on-error, the
  * default), so an embedding application may choose to keep serving the
  * rest; it then owns the server. */
+/* A --metrics-config boolean: false, 0, no and off are false; unset: dflt. */
+static bool config_bool(const char *v, bool dflt) {
+  if (!v) return dflt;
+  return strcasecmp(v, "false") && strcmp(v, "0") && strcasecmp(v, "no") && strcasecmp(v, "off");
+}
+
+/* summary_quantiles "<quantile>:<error>,...", as Triton takes it: each
+ * quantile in [0, 1] (the error is read and checked, not used: our
+ * quantiles are exact over the window). At most 8. */
+static TRITONSERVER_Error *parse_quantiles(const char *text, TRITONSERVER_Server *s) {
+  s->n_quantiles = 0;
+  for (const char *p = text; *p;) {
+    char *end = NULL;
+    double q = strtod(p, &end);
+    double e = -1;
+    if (end != p && *end == ':') {
+      const char *ep = end + 1;
+      e = strtod(ep, &end);
+      if (end == ep) e = -1;
+    }
+    if (e < 0 || e > 1 || !(q >= 0 && q <= 1) || (*end && *end != ',') || s->n_quantiles == 8)
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                           "invalid summary_quantiles '%s': expected up to 8 <quantile>:<error> pairs, each in [0, 1], "
+                           "separated by commas",
+                           text);
+    s->quantiles[s->n_quantiles++] = q;
+    p = *end ? end + 1 : end;
+  }
+  return NULL;
+}
+
 TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONSERVER_ServerOptions *options) {
   ARG_CHECK(server && options, "server and options must not be NULL");
   *server = NULL;
@@ -219,9 +250,12 @@ TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONS
                            &s->limiter);
   if (!lerr) lerr = nrd_response_cache_new(&options->cache_configs, &s->cache);
   if (!lerr) lerr = host_policies(options, &s->host_policies);
-  const char *counters = nrd_option_triples_find(&options->metrics_configs, "", "counter_latencies");
-  s->counter_latencies = !counters || (strcasecmp(counters, "false") && strcmp(counters, "0") &&
-                                       strcasecmp(counters, "no") && strcasecmp(counters, "off"));
+  s->counter_latencies =
+      config_bool(nrd_option_triples_find(&options->metrics_configs, "", "counter_latencies"), true);
+  s->summary_latencies =
+      config_bool(nrd_option_triples_find(&options->metrics_configs, "", "summary_latencies"), false);
+  const char *quantiles = nrd_option_triples_find(&options->metrics_configs, "", "summary_quantiles");
+  if (!lerr) lerr = parse_quantiles(quantiles ? quantiles : "0.5:0.05,0.9:0.01,0.95:0.001,0.99:0.001", s);
   if (!s->id || !s->repo || lerr) {
     json_decref(s->host_policies);
     nrd_repo_free(s->repo);
@@ -633,7 +667,9 @@ struct TRITONSERVER_Metrics {
 TRITONSERVER_Error *TRITONSERVER_ServerMetrics(TRITONSERVER_Server *server, TRITONSERVER_Metrics **metrics) {
   ARG_CHECK(server && metrics, "server and result must not be NULL");
   nrd_text t = {0};
-  if (nrd_repo_prometheus(server->repo, server->counter_latencies, &t)) {
+  bool sums = server->summary_latencies;
+  if (nrd_repo_prometheus(server->repo, server->counter_latencies, sums ? server->quantiles : NULL,
+                          sums ? server->n_quantiles : 0, &t)) {
     free(t.p);
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory rendering metrics");
   }

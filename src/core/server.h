@@ -23,6 +23,9 @@ struct TRITONSERVER_Server {
   struct nrd_response_cache *cache; /* NULL: no --cache-config */
   json_t *host_policies;            /* {policy: {setting: value}} from --host-policy */
   bool counter_latencies;           /* --metrics-config counter_latencies (default true) */
+  bool summary_latencies;           /* --metrics-config summary_latencies (default false) */
+  double quantiles[8];              /* summary_quantiles, as given */
+  unsigned n_quantiles;
   /* Models loaded only because an ensemble needed them (not by name):
    * unload_dependents takes them away with the ensemble. */
   pthread_mutex_t deps_lock;

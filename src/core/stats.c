@@ -3,6 +3,7 @@
 
 #include "buffer_attributes.h"
 #include "error.h"
+#include "summary.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -31,6 +32,44 @@ static void add(nrd_duration *d, uint64_t ns) {
   d->ns += ns;
 }
 
+/* Indexes into nrd_stats_summary_families. */
+enum { SUM_REQUEST, SUM_QUEUE, SUM_INPUT, SUM_INFER, SUM_OUTPUT };
+
+const char *const nrd_stats_summary_families[][2] = {
+    {"nv_inference_request_summary_us", "Summary of successful request durations, microseconds"},
+    {"nv_inference_queue_summary_us", "Summary of queue durations of successful requests, microseconds"},
+    {"nv_inference_compute_input_summary_us", "Summary of input preparation durations, microseconds"},
+    {"nv_inference_compute_infer_summary_us", "Summary of compute durations, microseconds"},
+    {"nv_inference_compute_output_summary_us", "Summary of output preparation durations, microseconds"},
+};
+const unsigned nrd_stats_summary_family_count =
+    sizeof nrd_stats_summary_families / sizeof nrd_stats_summary_families[0];
+
+int nrd_stats_enable_summaries(nrd_model_stats *s) {
+  nrd_summary *sums = calloc(nrd_stats_summary_family_count, sizeof(*sums));
+  if (!sums) return -1;
+  for (unsigned i = 0; i < nrd_stats_summary_family_count; i++) {
+    if (nrd_summary_init(&sums[i]) == 0) continue;
+    while (i--) nrd_summary_destroy(&sums[i]);
+    free(sums);
+    return -1;
+  }
+  s->summaries = sums;
+  return 0;
+}
+
+int nrd_stats_prometheus_summary(nrd_model_stats *s, const char *model, int64_t version, unsigned family,
+                                 const double *quantiles, size_t n_quantiles, nrd_text *out) {
+  if (!s->summaries || family >= nrd_stats_summary_family_count) return 0;
+  char labels[600];
+  snprintf(labels, sizeof labels, "model=\"%.500s\",version=\"%" PRId64 "\"", model, version);
+  pthread_mutex_lock(&s->lock);
+  int rc = nrd_summary_prometheus(&s->summaries[family], nrd_now_ns(), quantiles, n_quantiles,
+                                  nrd_stats_summary_families[family][0], labels, out);
+  pthread_mutex_unlock(&s->lock);
+  return rc;
+}
+
 void nrd_stats_init(nrd_model_stats *s) {
   memset(s, 0, sizeof(*s));
   atomic_init(&s->pending, 0);
@@ -38,6 +77,9 @@ void nrd_stats_init(nrd_model_stats *s) {
 }
 
 void nrd_stats_destroy(nrd_model_stats *s) {
+  for (unsigned i = 0; s->summaries && i < nrd_stats_summary_family_count; i++)
+    nrd_summary_destroy(&s->summaries[i]);
+  free(s->summaries);
   free(s->mem);
   free(s->batch);
   free(s->resp);
@@ -55,6 +97,14 @@ void nrd_stats_request_success(nrd_model_stats *s, uint64_t request_start_ns,
   add(&s->compute_input, span(exec_start_ns, compute_start_ns));
   add(&s->compute_infer, span(compute_start_ns, compute_end_ns));
   add(&s->compute_output, span(compute_end_ns, exec_end_ns));
+  if (s->summaries) {
+    uint64_t now = nrd_now_ns();
+    nrd_summary_observe(&s->summaries[SUM_REQUEST], now, span(request_start_ns, exec_end_ns));
+    nrd_summary_observe(&s->summaries[SUM_QUEUE], now, span(queue_start_ns, exec_start_ns));
+    nrd_summary_observe(&s->summaries[SUM_INPUT], now, span(exec_start_ns, compute_start_ns));
+    nrd_summary_observe(&s->summaries[SUM_INFER], now, span(compute_start_ns, compute_end_ns));
+    nrd_summary_observe(&s->summaries[SUM_OUTPUT], now, span(compute_end_ns, exec_end_ns));
+  }
   pthread_mutex_unlock(&s->lock);
 }
 
@@ -74,6 +124,11 @@ void nrd_stats_cache_hit(nrd_model_stats *s, uint64_t request_start_ns, uint64_t
   add(&s->success, span(request_start_ns, lookup_end_ns));
   add(&s->queue, span(request_start_ns, lookup_start_ns));
   add(&s->cache_hit, span(lookup_start_ns, lookup_end_ns));
+  if (s->summaries) {
+    uint64_t now = nrd_now_ns();
+    nrd_summary_observe(&s->summaries[SUM_REQUEST], now, span(request_start_ns, lookup_end_ns));
+    nrd_summary_observe(&s->summaries[SUM_QUEUE], now, span(request_start_ns, lookup_start_ns));
+  }
   pthread_mutex_unlock(&s->lock);
 }
 

@@ -53,7 +53,11 @@ typedef struct nrd_model_stats {
   atomic_int_fast64_t pending;  /* requests queued or executing (no lock) */
   nrd_mem_usage *mem;
   uint32_t n_mem;
+  /* summary_latencies: one per nrd_stats_summary_families entry; NULL when off. */
+  struct nrd_summary *summaries;
 } nrd_model_stats;
+
+
 
 /* Monotonic clock in nanoseconds (what backends pass us too). */
 uint64_t nrd_now_ns(void);
@@ -126,5 +130,19 @@ int nrd_stats_prometheus(nrd_model_stats *s, const char *model, int64_t version,
  * nv_cache_* ones are for models with the response cache enabled only. */
 extern const char *const nrd_stats_families[][3];
 extern const unsigned nrd_stats_family_count;
+
+/* The summaries of summary_latencies, as Triton names them: name, help. */
+extern const char *const nrd_stats_summary_families[][2];
+extern const unsigned nrd_stats_summary_family_count;
+
+/* Turns the summaries on for this model (before it serves). 0, or -1 when
+ * memory runs out. */
+int nrd_stats_enable_summaries(nrd_model_stats *s);
+
+/* Appends summary `family` (an index into nrd_stats_summary_families) of
+ * this model in Prometheus text; nothing when its summaries are off.
+ * Non-zero: out of memory. Any thread. */
+int nrd_stats_prometheus_summary(nrd_model_stats *s, const char *model, int64_t version, unsigned family,
+                                 const double *quantiles, size_t n_quantiles, nrd_text *out);
 
 #endif

@@ -208,8 +208,9 @@ static const flag_spec kFlags[] = {
     {"reuse-grpc-port", F_REUSE_GRPC_PORT, "BOOL",
      "Bind the gRPC port with SO_REUSEPORT, so several servers can share it (default false)."},
     {"metrics-config", F_METRICS_CONFIG, "[<group>,]<key>=<value>",
-     "counter_latencies=false leaves out the nv_inference_*_duration_us counters; summary "
-     "latencies are not supported (summary_latencies=false only). Repeatable."},
+     "counter_latencies=false leaves out the nv_inference_*_duration_us counters; summary_latencies=true "
+     "adds the nv_inference_*_summary_us summaries, with summary_quantiles=<q>:<error>,... (default "
+     "0.5:0.05,0.9:0.01,0.95:0.001,0.99:0.001). Repeatable."},
     {"metrics-interval-ms", F_METRICS_INTERVAL_MS, "MS", "Accepted; no effect (no GPU or CPU metrics to poll)."},
     {"allow-gpu-metrics", F_ALLOW_GPU_METRICS, "BOOL", "Accepted; no effect (no GPU metrics)."},
     {"allow-cpu-metrics", F_ALLOW_CPU_METRICS, "BOOL", "Accepted; no effect (no CPU metrics)."},
@@ -460,10 +461,8 @@ static int apply_metrics_config(nrd_srv_cli *cli, const flag_spec *f, const char
   bool b = false;
   if (klen == 17 && !strncmp(key, "counter_latencies", klen) && parse_bool(eq + 1, &b) != 0)
     return bad_value(f, v, "counter_latencies=<bool>", err, errlen);
-  if (klen == 17 && !strncmp(key, "summary_latencies", klen)) {
-    if (parse_bool(eq + 1, &b) != 0) return bad_value(f, v, "summary_latencies=<bool>", err, errlen);
-    if (b) return unsupported(f, v, "nereid has no summary metrics (counters only)", err, errlen);
-  }
+  if (klen == 17 && !strncmp(key, "summary_latencies", klen) && parse_bool(eq + 1, &b) != 0)
+    return bad_value(f, v, "summary_latencies=<bool>", err, errlen);
   if (push_setting(&cli->metrics_configs, &cli->n_metrics_configs, v, glen, key, klen, eq + 1) == 0) return 0;
   nrd_srv_fmt_err(err, errlen, "out of memory storing --metrics-config '%s'", v);
   return -1;

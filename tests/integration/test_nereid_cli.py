@@ -312,8 +312,7 @@ def test_model_config_name_and_thread_flags(server_factory, tmp_path):
 @pytest.mark.parametrize(
     "flag",
     ["--grpc-use-ssl=true", "--grpc-server-cert=/tmp/cert.pem", "--allow-sagemaker=true",
-     "--model-namespacing=true", "--trace-config=opentelemetry,url=x",
-     "--metrics-config=summary_latencies=true"],
+     "--model-namespacing=true", "--trace-config=opentelemetry,url=x"],
 )
 def test_features_nereid_lacks_are_refused_by_name(flag):
     code, _, err = run([*common(), flag])
@@ -378,6 +377,40 @@ def test_counter_latencies_false_leaves_out_durations(server_factory):
     assert "nv_inference_request_success{" in text, text
     assert "_duration_us" not in text, text
     assert s.stop() == 0, s.text()
+
+
+def test_summary_latencies_add_summaries(server_factory):
+    """summary_latencies=true: the five nv_inference_*_summary_us summaries
+    with Triton's default quantiles, or those of summary_quantiles; their
+    _count counts successful requests; bad quantiles stop the server."""
+    for extra, quantiles in (([], ["0.5", "0.9", "0.95", "0.99"]),
+                             (["--metrics-config=summary_quantiles=0.25:0.01,0.75:0.01"], ["0.25", "0.75"])):
+        s = server_factory(f"--model-repository={EXAMPLES}", f"--backend-directory={BACKENDS}", "--allow-grpc=false",
+                           "--http-port=0", "--http-address=127.0.0.1", "--metrics-port=0",
+                           "--metrics-address=127.0.0.1", "--metrics-config=summary_latencies=true", *extra)
+        lines = s.wait_ready()
+        ports = {m.group(1): int(m.group(2)) for m in
+                 (re.match(r"nereid: (HTTP/REST|metrics) listening on .*:(\d+)$", l) for l in lines) if m}
+        body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 2], "datatype": "FP32", "data": [1, 2]}]})
+        for _ in range(3):
+            req = urllib.request.Request(f"http://127.0.0.1:{ports['HTTP/REST']}/v2/models/identity_fp32/infer",
+                                         data=body.encode())
+            urllib.request.urlopen(req, timeout=30).read()
+        with urllib.request.urlopen(f"http://127.0.0.1:{ports['metrics']}/metrics", timeout=30) as r:
+            text = r.read().decode()
+        for fam in ("request", "queue", "compute_input", "compute_infer", "compute_output"):
+            name = f"nv_inference_{fam}_summary_us"
+            assert f"# TYPE {name} summary" in text, text
+            assert f'{name}_count{{model="identity_fp32",version="1"}} 3' in text, text
+            got = re.findall(rf'{name}{{model="identity_fp32",version="1",quantile="([0-9.]+)"}} ([0-9.e+-]+)', text)
+            assert [q for q, _ in got] == quantiles, got
+            assert all(float(v) >= 0 for _, v in got), got
+        # A model that ran nothing has an empty window.
+        assert 'nv_inference_request_summary_us{model="simple",version="1",quantile="%s"} NaN' % quantiles[0] in text
+        assert "_duration_us" in text  # the counters stay
+        assert s.stop() == 0, s.text()
+    code, _, err = run([*common(), "--metrics-config=summary_latencies=true", "--metrics-config=summary_quantiles=2:1"])
+    assert code != 0 and "invalid summary_quantiles '2:1'" in err, err
 
 
 def test_bad_cache_settings_stop_the_server():
