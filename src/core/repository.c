@@ -1130,12 +1130,14 @@ int nrd_repo_prometheus(nrd_repository *r, bool latencies, const double *quantil
   }
   /* summary_latencies (n_quantiles 0: off). */
   for (unsigned f = 0; n_quantiles && f < nrd_stats_summary_family_count && !rc; f++) {
+    bool cache_family = !strncmp(nrd_stats_summary_families[f][0], "nv_cache_", 9);
+    if (cache_family && !any_cache) continue;
     rc |= nrd_text_appendf(out, "# HELP %s %s\n# TYPE %s summary\n", nrd_stats_summary_families[f][0],
                            nrd_stats_summary_families[f][1], nrd_stats_summary_families[f][0]);
     for (size_t i = 0; i < r->n_models && !rc; i++) {
       nrd_model_entry *e = &r->models[i];
       for (size_t k = 0; k < e->n_slots && !rc; k++)
-        if (e->slots[k].model)
+        if (e->slots[k].model && (!cache_family || e->slots[k].model->response_cache))
           rc |= nrd_stats_prometheus_summary(&e->slots[k].model->stats, e->name, e->slots[k].version, f, quantiles,
                                              n_quantiles, out);
     }

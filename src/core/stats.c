@@ -33,7 +33,7 @@ static void add(nrd_duration *d, uint64_t ns) {
 }
 
 /* Indexes into nrd_stats_summary_families. */
-enum { SUM_REQUEST, SUM_QUEUE, SUM_INPUT, SUM_INFER, SUM_OUTPUT };
+enum { SUM_REQUEST, SUM_QUEUE, SUM_INPUT, SUM_INFER, SUM_OUTPUT, SUM_CACHE_HIT, SUM_CACHE_MISS };
 
 const char *const nrd_stats_summary_families[][2] = {
     {"nv_inference_request_summary_us", "Summary of successful request durations, microseconds"},
@@ -41,6 +41,9 @@ const char *const nrd_stats_summary_families[][2] = {
     {"nv_inference_compute_input_summary_us", "Summary of input preparation durations, microseconds"},
     {"nv_inference_compute_infer_summary_us", "Summary of compute durations, microseconds"},
     {"nv_inference_compute_output_summary_us", "Summary of output preparation durations, microseconds"},
+    /* Only for models whose config enables the response cache. */
+    {"nv_cache_hit_summary_us", "Summary of response cache hit durations (lookup and copy), microseconds"},
+    {"nv_cache_miss_summary_us", "Summary of response cache miss durations (lookup and insertion), microseconds"},
 };
 const unsigned nrd_stats_summary_family_count =
     sizeof nrd_stats_summary_families / sizeof nrd_stats_summary_families[0];
@@ -128,6 +131,7 @@ void nrd_stats_cache_hit(nrd_model_stats *s, uint64_t request_start_ns, uint64_t
     uint64_t now = nrd_now_ns();
     nrd_summary_observe(&s->summaries[SUM_REQUEST], now, span(request_start_ns, lookup_end_ns));
     nrd_summary_observe(&s->summaries[SUM_QUEUE], now, span(request_start_ns, lookup_start_ns));
+    nrd_summary_observe(&s->summaries[SUM_CACHE_HIT], now, span(lookup_start_ns, lookup_end_ns));
   }
   pthread_mutex_unlock(&s->lock);
 }
@@ -136,6 +140,7 @@ void nrd_stats_cache_miss(nrd_model_stats *s, uint64_t ns) {
   pthread_mutex_lock(&s->lock);
   add(&s->cache_miss, ns);
   s->success.ns += ns;
+  if (s->summaries) nrd_summary_observe(&s->summaries[SUM_CACHE_MISS], nrd_now_ns(), ns);
   pthread_mutex_unlock(&s->lock);
 }
 

@@ -430,7 +430,8 @@ def test_response_cache_answers_repeats(server_factory, tmp_path):
     shutil.copytree(os.path.join(EXAMPLES, "identity_fp32"), repo / "identity_fp32")
     cfg = repo / "identity_fp32" / "config.pbtxt"
     cfg.write_text(cfg.read_text() + "response_cache { enable: true }\n")
-    for flags in (["--cache-config", "local,size=1048576"], ["--response-cache-byte-size=1048576"]):
+    for flags in (["--cache-config", "local,size=1048576", "--metrics-config=summary_latencies=true"],
+                  ["--response-cache-byte-size=1048576"]):
         s = server_factory(f"--model-repository={repo}", f"--backend-directory={BACKENDS}",
                            "--allow-grpc=false", "--http-port=0", "--http-address=127.0.0.1",
                            "--metrics-port=0", *flags)
@@ -452,6 +453,11 @@ def test_response_cache_answers_repeats(server_factory, tmp_path):
             text = r.read().decode()
         assert 'nv_cache_num_hits_per_model{model="identity_fp32",version="1"} 2' in text, text
         assert "nv_cache_num_entries 1" in text, text
+        summaries = "summary_latencies=true" in " ".join(flags)
+        assert ('nv_cache_hit_summary_us_count{model="identity_fp32",version="1"} 2' in text) == summaries, text
+        assert ('nv_cache_miss_summary_us_count{model="identity_fp32",version="1"} 1' in text) == summaries, text
+        if summaries:  # cache hits are successful requests too
+            assert 'nv_inference_request_summary_us_count{model="identity_fp32",version="1"} 3' in text, text
         assert s.stop() == 0, s.text()
     assert "--response-cache-byte-size is deprecated" in s.text()
 
