@@ -17,11 +17,17 @@ nrd_srv_header_forward *nrd_srv_header_forward_new(const char *pattern, bool ica
     nrd_srv_fmt_err(err, errlen, "out of memory");
     return NULL;
   }
+  const char *given = pattern;
+  /* RE2's leading "(?i)", common in Triton command lines, as POSIX's flag. */
+  if (strncmp(pattern, "(?i)", 4) == 0) {
+    pattern += 4;
+    icase = true;
+  }
   int rc = regcomp(&f->re, pattern, REG_EXTENDED | REG_NOSUB | (icase ? REG_ICASE : 0));
   if (rc != 0) {
     char why[200];
     regerror(rc, &f->re, why, sizeof why);
-    nrd_srv_fmt_err(err, errlen, "'%s' is not a regular expression: %s", pattern, why);
+    nrd_srv_fmt_err(err, errlen, "'%s' is not a regular expression: %s", given, why);
     free(f);
     return NULL;
   }

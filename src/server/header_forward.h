@@ -1,8 +1,9 @@
 /* --http-header-forward-pattern and --grpc-header-forward-pattern: request
  * headers whose names match a regular expression are passed to the model
  * as string parameters of each inference request, as tritonserver does.
- * POSIX extended syntax (Triton's RE2 shares its common part); a match
- * anywhere in the name counts, as RE2's PartialMatch. */
+ * POSIX extended syntax (Triton's RE2 shares its common part), plus RE2's
+ * leading "(?i)" for ignoring case; a match anywhere in the name counts,
+ * as RE2's PartialMatch. */
 #ifndef NRD_SRV_HEADER_FORWARD_H
 #define NRD_SRV_HEADER_FORWARD_H
 
