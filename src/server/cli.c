@@ -712,11 +712,17 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
       return 0;
     case F_GRPC_KEEPALIVE_TIME:
     case F_GRPC_KEEPALIVE_TIMEOUT:
+    case F_GRPC_MAX_CONNECTION_AGE:
+    case F_GRPC_MAX_CONNECTION_AGE_GRACE: {
+      long long *ms = f->id == F_GRPC_KEEPALIVE_TIME      ? &cli->grpc_keepalive_time_ms
+                      : f->id == F_GRPC_KEEPALIVE_TIMEOUT ? &cli->grpc_keepalive_timeout_ms
+                      : f->id == F_GRPC_MAX_CONNECTION_AGE ? &cli->grpc_max_connection_age_ms
+                                                           : &cli->grpc_max_connection_age_grace_ms;
       if (parse_long(v, 1, 2147483647L, &n) != 0)
         return bad_value(f, v, "milliseconds 1..2147483647", err, errlen);
-      if (f->id == F_GRPC_KEEPALIVE_TIME) cli->grpc_keepalive_time_ms = n;
-      else cli->grpc_keepalive_timeout_ms = n;
+      *ms = n;
       return 0;
+    }
     case F_GRPC_KEEPALIVE_PERMIT_WITHOUT_CALLS:
       if (parse_bool(v, &b) != 0)
         return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
@@ -780,13 +786,6 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
       else cli->grpc_header_forward = v;
       return 0;
     }
-    case F_GRPC_MAX_CONNECTION_AGE:
-    case F_GRPC_MAX_CONNECTION_AGE_GRACE:
-      if (parse_long(v, 1, 2147483647L, &n) != 0)
-        return bad_value(f, v, "milliseconds 1..2147483647", err, errlen);
-      if (f->id == F_GRPC_MAX_CONNECTION_AGE) cli->grpc_max_connection_age_ms = n;
-      else cli->grpc_max_connection_age_grace_ms = n;
-      return 0;
     case F_METRICS_CONFIG:
       return apply_metrics_config(cli, f, v, err, errlen);
     case F_TRACE_CONFIG:

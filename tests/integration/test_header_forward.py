@@ -11,7 +11,6 @@ and NEREID_EXAMPLES set (see tests/CMakeLists.txt).
 
 import json
 import os
-import re
 import shutil
 import struct
 import tempfile
@@ -19,7 +18,7 @@ import urllib.request
 
 import pytest
 
-from test_nereid_cli import BACKENDS, Server, common, run
+from test_nereid_cli import BACKENDS, Server, common, run, listening_ports
 from test_tracing import stubs
 
 TEST_BACKENDS = os.environ["NEREID_TEST_BACKEND_DIR"]
@@ -42,8 +41,8 @@ def start(repo, *flags):
     s = Server([f"--model-repository={repo}", f"--backend-directory={BACKENDS}", "--allow-metrics=false",
                 "--http-port=0", "--http-address=127.0.0.1", "--grpc-port=0", "--grpc-address=127.0.0.1", *flags])
     lines = s.wait_ready()
-    ports = [int(m.group(1)) for m in (re.match(r"nereid: .* listening on .*:(\d+)", l) for l in lines) if m]
-    s.http, s.grpc = ports[0], ports[1]
+    ports = listening_ports(lines)
+    s.http, s.grpc = ports["http"], ports["grpc"]
     return s
 
 

@@ -115,6 +115,18 @@ def server_factory():
             s.close()
 
 
+def listening_ports(lines):
+    """{"http": port, "grpc": port, "metrics": port} from the start-up lines
+    (only the endpoints that are on)."""
+    names = {"HTTP/REST": "http", "gRPC endpoint": "grpc", "metrics": "metrics"}
+    out = {}
+    for line in lines:
+        m = re.match(r"nereid: (HTTP/REST|gRPC endpoint|metrics) listening on .*:(\d+)", line)
+        if m:
+            out[names[m.group(1)]] = int(m.group(2))
+    return out
+
+
 def table_status(lines):
     """{model: status} from the printed table rows."""
     rows = {}
@@ -298,8 +310,7 @@ def test_model_config_name_and_thread_flags(server_factory, tmp_path):
                        "--http-thread-count=1", "--grpc-thread-count=3",
                        "--model-config-name=small", "--strict-model-config=false")
     lines = s.wait_ready()
-    port = next(int(m.group(1)) for m in (re.match(r"nereid: HTTP/REST listening on .*:(\d+)$", l)
-                                          for l in lines) if m)
+    port = listening_ports(lines)["http"]
     def config(model):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/models/{model}/config", timeout=30) as r:
             return json.loads(r.read())
@@ -370,8 +381,7 @@ def test_counter_latencies_false_leaves_out_durations(server_factory):
                        "--allow-http=false", "--metrics-port=0", "--metrics-address=127.0.0.1",
                        "--metrics-config=counter_latencies=false")
     lines = s.wait_ready()
-    port = next(int(m.group(1)) for m in (re.match(r"nereid: metrics listening on .*:(\d+)$", l)
-                                          for l in lines) if m)
+    port = listening_ports(lines)["metrics"]
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
         text = r.read().decode()
     assert "nv_inference_request_success{" in text, text
@@ -389,11 +399,10 @@ def test_summary_latencies_add_summaries(server_factory):
                            "--http-port=0", "--http-address=127.0.0.1", "--metrics-port=0",
                            "--metrics-address=127.0.0.1", "--metrics-config=summary_latencies=true", *extra)
         lines = s.wait_ready()
-        ports = {m.group(1): int(m.group(2)) for m in
-                 (re.match(r"nereid: (HTTP/REST|metrics) listening on .*:(\d+)$", l) for l in lines) if m}
+        ports = listening_ports(lines)
         body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 2], "datatype": "FP32", "data": [1, 2]}]})
         for _ in range(3):
-            req = urllib.request.Request(f"http://127.0.0.1:{ports['HTTP/REST']}/v2/models/identity_fp32/infer",
+            req = urllib.request.Request(f"http://127.0.0.1:{ports['http']}/v2/models/identity_fp32/infer",
                                          data=body.encode())
             urllib.request.urlopen(req, timeout=30).read()
         with urllib.request.urlopen(f"http://127.0.0.1:{ports['metrics']}/metrics", timeout=30) as r:
@@ -436,8 +445,8 @@ def test_response_cache_answers_repeats(server_factory, tmp_path):
                            "--allow-grpc=false", "--http-port=0", "--http-address=127.0.0.1",
                            "--metrics-port=0", *flags)
         lines = s.wait_ready()
-        ports = [int(m.group(1)) for m in (re.match(r"nereid: .* listening on .*:(\d+)$", l) for l in lines) if m]
-        http, metrics = ports[0], ports[1]
+        ports = listening_ports(lines)
+        http, metrics = ports["http"], ports["metrics"]
         body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 3], "datatype": "FP32",
                                        "data": [1.5, 2.5, 3.5]}]}).encode()
         for _ in range(3):

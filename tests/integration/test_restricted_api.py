@@ -8,14 +8,13 @@ Run by ctest with NEREID_BIN, NEREID_BACKEND_DIR and NEREID_EXAMPLES set
 """
 
 import json
-import re
 import struct
 import urllib.error
 import urllib.request
 
 import pytest
 
-from test_nereid_cli import BACKENDS, EXAMPLES, Server, common, run
+from test_nereid_cli import BACKENDS, EXAMPLES, Server, common, run, listening_ports
 from test_tracing import stubs
 
 
@@ -28,8 +27,8 @@ def srv():
                 "--grpc-restricted-protocol=model-repository,statistics:admin-key=s3cret",
                 "--grpc-restricted-protocol=health:probe=yes"])
     lines = s.wait_ready()
-    ports = [int(m.group(1)) for m in (re.match(r"nereid: .* listening on .*:(\d+)", l) for l in lines) if m]
-    s.http, s.grpc = ports[0], ports[1]
+    ports = listening_ports(lines)
+    s.http, s.grpc = ports["http"], ports["grpc"]
     yield s
     assert s.stop() == 0, s.text()
 

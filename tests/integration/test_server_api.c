@@ -669,6 +669,12 @@ typedef struct trace_log {
   int n, released;
   char custom[64];
   char model[64];
+  /* At the TENSORS level: activity, tensor name and the data's floats. */
+  TRITONSERVER_InferenceTraceActivity tensor_acts[8];
+  char names[8][16];
+  float data[8][4];
+  uint64_t dims[8];
+  int n_tensors;
 } trace_log;
 
 static void trace_activity(TRITONSERVER_InferenceTrace *t, TRITONSERVER_InferenceTraceActivity a, uint64_t ns,
@@ -767,47 +773,20 @@ Test(server_api, a_trace_follows_its_request) {
   free(repo);
 }
 
-/* What a TENSORS trace saw: activity, tensor name and the data's floats. */
-typedef struct tensor_log {
-  pthread_mutex_t mu;
-  TRITONSERVER_InferenceTraceActivity acts[8];
-  char names[8][16];
-  float data[8][4];
-  uint64_t dims[8];
-  int n, timestamps, released;
-} tensor_log;
-
 static void tensor_seen(TRITONSERVER_InferenceTrace *t, TRITONSERVER_InferenceTraceActivity a, const char *name,
                         TRITONSERVER_DataType dt, const void *base, size_t byte_size, const int64_t *shape,
                         uint64_t dims, TRITONSERVER_MemoryType mt, int64_t mt_id, void *userp) {
   (void)t, (void)shape, (void)mt_id;
-  tensor_log *l = userp;
+  trace_log *l = userp;
   pthread_mutex_lock(&l->mu);
-  if (l->n < 8 && dt == TRITONSERVER_TYPE_FP32 && byte_size == 16 && mt == TRITONSERVER_MEMORY_CPU) {
-    l->acts[l->n] = a;
-    snprintf(l->names[l->n], sizeof l->names[0], "%s", name);
-    memcpy(l->data[l->n], base, 16);
-    l->dims[l->n] = dims;
-    l->n++;
+  if (l->n_tensors < 8 && dt == TRITONSERVER_TYPE_FP32 && byte_size == 16 && mt == TRITONSERVER_MEMORY_CPU) {
+    l->tensor_acts[l->n_tensors] = a;
+    snprintf(l->names[l->n_tensors], sizeof l->names[0], "%s", name);
+    memcpy(l->data[l->n_tensors], base, 16);
+    l->dims[l->n_tensors] = dims;
+    l->n_tensors++;
   }
   pthread_mutex_unlock(&l->mu);
-}
-
-static void tensor_timestamp(TRITONSERVER_InferenceTrace *t, TRITONSERVER_InferenceTraceActivity a, uint64_t ns,
-                             void *userp) {
-  (void)t, (void)a, (void)ns;
-  tensor_log *l = userp;
-  pthread_mutex_lock(&l->mu);
-  l->timestamps++;
-  pthread_mutex_unlock(&l->mu);
-}
-
-static void tensor_released(TRITONSERVER_InferenceTrace *t, void *userp) {
-  tensor_log *l = userp;
-  pthread_mutex_lock(&l->mu);
-  l->released++;
-  pthread_mutex_unlock(&l->mu);
-  H_OK(TRITONSERVER_InferenceTraceDelete(t));
 }
 
 /* At the TENSORS level the trace sees the inputs as queued and as handed
@@ -815,10 +794,10 @@ static void tensor_released(TRITONSERVER_InferenceTrace *t, void *userp) {
  * outputs as sent; no timestamps without TIMESTAMPS. */
 Test(server_api, a_tensors_trace_sees_inputs_and_outputs) {
   fixture f = setup(TRITONSERVER_MODEL_CONTROL_NONE);
-  tensor_log l = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  trace_log l = {.mu = PTHREAD_MUTEX_INITIALIZER};
   TRITONSERVER_InferenceTrace *t = NULL;
-  H_OK(TRITONSERVER_InferenceTraceTensorNew(&t, TRITONSERVER_TRACE_LEVEL_TENSORS, 0, tensor_timestamp, tensor_seen,
-                                            tensor_released, &l));
+  H_OK(TRITONSERVER_InferenceTraceTensorNew(&t, TRITONSERVER_TRACE_LEVEL_TENSORS, 0, trace_activity, tensor_seen,
+                                            trace_released, &l));
   float in[4] = {1.5f, 2.5f, 3.5f, 4.5f};
   int64_t shape[1] = {4};
   TRITONSERVER_InferenceRequest *r = h_request(f.s, "ident");
@@ -832,17 +811,17 @@ Test(server_api, a_tensors_trace_sees_inputs_and_outputs) {
   h_call_free(c);
   wait_released(&l.mu, &l.released);
   cr_assert_eq(l.released, 1);
-  cr_assert_eq(l.n, 3, "%d tensors", l.n);
+  cr_assert_eq(l.n_tensors, 3, "%d tensors", l.n_tensors);
   static const TRITONSERVER_InferenceTraceActivity want[] = {TRITONSERVER_TRACE_TENSOR_QUEUE_INPUT,
                                                              TRITONSERVER_TRACE_TENSOR_BACKEND_INPUT,
                                                              TRITONSERVER_TRACE_TENSOR_BACKEND_OUTPUT};
   for (int i = 0; i < 3; i++) {
-    cr_expect_eq(l.acts[i], want[i], "tensor %d: %d", i, (int)l.acts[i]);
+    cr_expect_eq(l.tensor_acts[i], want[i], "tensor %d: %d", i, (int)l.tensor_acts[i]);
     cr_expect_str_eq(l.names[i], i < 2 ? "INPUT0" : "OUTPUT0");
     cr_expect_eq(l.dims[i], 1);
     cr_expect(memcmp(l.data[i], in, sizeof in) == 0, "tensor %d: data", i);
   }
-  cr_expect_eq(l.timestamps, 0);
+  cr_expect_eq(l.n, 0, "no timestamps without TIMESTAMPS");
   H_OK(TRITONSERVER_InferenceRequestDelete(r));
   fixture_down(&f);
 }

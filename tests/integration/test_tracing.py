@@ -8,7 +8,6 @@ Run by ctest with NEREID_BIN, NEREID_BACKEND_DIR and NEREID_EXAMPLES set
 
 import json
 import os
-import re
 import struct
 import sys
 import tempfile
@@ -17,7 +16,7 @@ import urllib.request
 
 import pytest
 
-from test_nereid_cli import BACKENDS, EXAMPLES, Server
+from test_nereid_cli import BACKENDS, EXAMPLES, Server, listening_ports
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROTO_DIR = os.path.join(os.path.dirname(os.path.dirname(HERE)), "proto")
@@ -49,8 +48,8 @@ def traced(tmp_path):
                     *flags])
         started.append(s)
         lines = s.wait_ready()
-        ports = [int(m.group(1)) for m in (re.match(r"nereid: .* listening on .*:(\d+)", l) for l in lines) if m]
-        s.http, s.grpc = ports[0], ports[1]
+        ports = listening_ports(lines)
+        s.http, s.grpc = ports["http"], ports["grpc"]
         return s
 
     try:
