@@ -3,8 +3,11 @@
  * A request message is unpacked once; the TRITONSERVER request points into
  * the unpacked message (raw_input_contents and same-width typed contents
  * are not copied again). The context lives until both the request release
- * callback and the final response callback ran. Responses are serialized
- * on the thread that delivers them and posted to the call's loop.
+ * callback and the final response callback ran. A unary call's response
+ * is posted to the call's loop and serialized there (as DESIGN.md has
+ * it), its outputs carved from the context's arena when they fit; streamed
+ * responses are serialized on the thread that delivers them, so a stream's
+ * many responses do not pile work onto the loop.
  *
  * Cancellation: every call keeps the list of its contexts in flight under a
  * mutex; when the stream goes away (RST_STREAM, deadline, connection lost)
@@ -50,6 +53,28 @@ typedef struct call_state {
   bool client_done;     /* loop only: the client half-closed (stream) */
 } call_state;
 
+/* A response posted to the loop. */
+typedef struct resp_event {
+  nrd_srv_grpc_event base;
+  uint8_t *buf; /* framed message or NULL */
+  size_t len;
+  int status;   /* unary errors */
+  char *msg;
+  bool final;
+  bool streaming;
+  /* The final response's reference to its context, dropped on the loop:
+   * the context and its request were made there, and freeing them on the
+   * thread that made them keeps malloc's per-thread caches warm. */
+  infer_ctx *ctx;
+  nrd_srv_trace *trace; /* the request's (lives until its final event ran); NULL: untraced */
+  /* A unary call's final response, serialized and deleted on the loop:
+   * its buffers are then made and freed by one thread, which keeps
+   * malloc's per-thread caches warm (a buffer made on a core thread and
+   * freed on the loop never comes back to the thread that made it). */
+  TRITONSERVER_InferenceResponse *resp;
+  bool embedded; /* lives in its context (ctx->final_ev): not freed alone */
+} resp_event;
+
 struct infer_ctx {
   nrd_srv_grpc_call *call; /* a reference */
   call_state *cs;
@@ -77,7 +102,12 @@ struct infer_ctx {
   uint8_t *arena;
   size_t used, cap;
   void *extra;
+  /* Unary calls: outputs are carved downward from the arena's end while
+   * they fit (core threads, atomically); the arena's bottom part is the
+   * unpacked request, complete before the request reaches the core. */
+  atomic_size_t out_top;
   nrd_srv_trace *trace; /* NULL: not traced */
+  resp_event final_ev; /* unary: the final response's event, posted without a malloc */
 };
 
 static void *arena_alloc(void *data, size_t size) {
@@ -100,29 +130,27 @@ static void arena_free(void *data, void *p) {
   (void)p; /* released all at once with the context */
 }
 
-/* A response posted to the loop. */
-typedef struct resp_event {
-  nrd_srv_grpc_event base;
-  uint8_t *buf; /* framed message or NULL */
-  size_t len;
-  int status;   /* unary errors */
-  char *msg;
-  bool final;
-  bool streaming;
-  /* The final response's reference to its context, dropped on the loop:
-   * the context and its request were made there, and freeing them on the
-   * thread that made them keeps malloc's per-thread caches warm. */
-  infer_ctx *ctx;
-  nrd_srv_trace *trace; /* the request's (lives until its final event ran); NULL: untraced */
-} resp_event;
+/* Room for an output at the arena's top, or NULL when it does not fit. */
+static void *arena_carve(infer_ctx *ctx, size_t size) {
+  if (size > ctx->cap) return NULL;
+  size_t need = size ? (size + 15) & ~(size_t)15 : 16;
+  size_t top = atomic_load_explicit(&ctx->out_top, memory_order_relaxed);
+  do {
+    if (top < ctx->used || top - ctx->used < need) return NULL;
+  } while (!atomic_compare_exchange_weak_explicit(&ctx->out_top, &top, top - need, memory_order_relaxed,
+                                                  memory_order_relaxed));
+  return ctx->arena + top - need;
+}
+
 
 static TRITONSERVER_ResponseAllocator *g_allocator; /* set once by init */
 
 /* ---- allocator ---------------------------------------------------------- */
 
 /* userp is the request's infer_ctx. An output the request placed in shared
- * memory is handed the region's bytes (buffer_userp NULL: nothing to
- * free); any other output gets a malloc'ed buffer (buffer_userp = it). */
+ * memory is handed the region's bytes, and a unary call's output that fits
+ * in its arena a piece of it (buffer_userp NULL: nothing to free); any
+ * other output gets a malloc'ed buffer (buffer_userp = it). */
 static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *a, const char *name,
                                     size_t byte_size, TRITONSERVER_MemoryType mt, int64_t mt_id,
                                     void *userp, void **buffer, void **buffer_userp,
@@ -130,7 +158,7 @@ static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *a, const cha
   (void)a;
   (void)mt;
   (void)mt_id;
-  const infer_ctx *ctx = userp;
+  infer_ctx *ctx = userp;
   *buffer = NULL;
   *buffer_userp = NULL;
   *amt = TRITONSERVER_MEMORY_CPU;
@@ -143,6 +171,7 @@ static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *a, const cha
     *buffer = so->addr;
     return NULL;
   }
+  if (ctx && !ctx->streaming && (*buffer = arena_carve(ctx, byte_size)) != NULL) return NULL;
   *buffer = malloc(byte_size ? byte_size : 1);
   *buffer_userp = *buffer;
   if (*buffer == NULL)
@@ -250,9 +279,20 @@ static void *ctx_buf(infer_ctx *ctx, size_t size) {
 
 /* ---- responses (core threads) ------------------------------------------------ */
 
+static void event_fill(infer_ctx *ctx, resp_event *ev, TRITONSERVER_InferenceResponse *resp);
+
 static void resp_event_run(nrd_srv_grpc_event *base, bool open) {
   resp_event *ev = (resp_event *)base;
   nrd_srv_grpc_call *call = base->call;
+  if (ev->resp) {
+    if (open) {
+      event_fill(ev->ctx, ev, ev->resp);
+    } else {
+      TRITONSERVER_Error *de = TRITONSERVER_InferenceResponseDelete(ev->resp);
+      if (de) TRITONSERVER_ErrorDelete(de);
+    }
+    ev->resp = NULL;
+  }
   if (open) {
     if (ev->streaming) {
       if (ev->buf) {
@@ -281,8 +321,9 @@ static void resp_event_run(nrd_srv_grpc_event *base, bool open) {
   }
   free(ev->buf);
   free(ev->msg);
-  if (ev->ctx) ctx_put(ev->ctx);
-  free(ev);
+  infer_ctx *ctx = ev->ctx;
+  if (!ev->embedded) free(ev);
+  if (ctx) ctx_put(ctx); /* last: an embedded event goes with it */
 }
 
 static void set_param(Inference__ModelInferResponse__ParametersEntry *e, Inference__InferParameter *v,
@@ -494,20 +535,10 @@ static uint8_t *build_stream_error(infer_ctx *ctx, const char *msg, size_t *len)
   return nrd_srv_grpc_pack_infer_response(&r, 1, msg, len);
 }
 
-static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t flags, void *userp) {
-  infer_ctx *ctx = userp;
-  bool final = (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0;
-  resp_event *ev = calloc(1, sizeof *ev);
-  if (ev == NULL) {
-    /* Nothing can be posted; the call fails when its stream closes. */
-    if (resp) TRITONSERVER_InferenceResponseDelete(resp);
-    if (final) ctx_put(ctx);
-    return;
-  }
-  ev->final = final;
-  ev->streaming = ctx->streaming;
-  ev->trace = ctx->trace;
-  if (resp) nrd_srv_trace_mark(ctx->trace, "INFER_RESPONSE_COMPLETE", 0);
+/* Serializes resp into ev (the framed message, or the status a unary call
+ * ends with) and deletes it; resp NULL: a flags-only final, sent as an
+ * empty response when a stream asked for one. */
+static void event_fill(infer_ctx *ctx, resp_event *ev, TRITONSERVER_InferenceResponse *resp) {
   if (resp) {
     TRITONSERVER_Error *rerr = TRITONSERVER_InferenceResponseError(resp);
     if (rerr) {
@@ -521,7 +552,7 @@ static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t fla
       TRITONSERVER_ErrorDelete(rerr);
     } else {
       TRITONSERVER_Error *berr = NULL;
-      ev->buf = build_response(ctx, resp, final, &ev->len, &berr);
+      ev->buf = build_response(ctx, resp, ev->final, &ev->len, &berr);
       if (ev->buf == NULL) {
         const char *m = berr ? TRITONSERVER_ErrorMessage(berr) : "cannot serialize the response";
         if (ctx->streaming) {
@@ -536,13 +567,35 @@ static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t fla
     }
     TRITONSERVER_Error *de = TRITONSERVER_InferenceResponseDelete(resp);
     if (de) TRITONSERVER_ErrorDelete(de);
-  } else if (final && ctx->streaming && ctx->empty_final) {
+  } else if (ev->final && ctx->streaming && ctx->empty_final) {
     TRITONSERVER_Error *berr = NULL;
     ev->buf = build_response(ctx, NULL, true, &ev->len, &berr);
     if (berr) TRITONSERVER_ErrorDelete(berr); /* none without outputs */
   }
-  /* Compressed here, on the core thread, like the serialization. */
   if (ev->buf) ev->buf = nrd_srv_grpc_call_compress(ctx->call, ev->buf, &ev->len);
+}
+
+static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t flags, void *userp) {
+  infer_ctx *ctx = userp;
+  bool final = (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0;
+  /* A unary call has one final response: its event lives in the context. */
+  resp_event *ev = final && !ctx->streaming ? &ctx->final_ev : calloc(1, sizeof *ev);
+  if (ev == NULL) {
+    /* Nothing can be posted; the call fails when its stream closes. */
+    if (resp) TRITONSERVER_InferenceResponseDelete(resp);
+    if (final) ctx_put(ctx);
+    return;
+  }
+  ev->embedded = ev == &ctx->final_ev;
+  ev->final = final;
+  ev->streaming = ctx->streaming;
+  ev->trace = ctx->trace;
+  if (resp) nrd_srv_trace_mark(ctx->trace, "INFER_RESPONSE_COMPLETE", 0);
+  /* Streamed responses are serialized (and compressed) here, on the core
+   * thread, so one stream's many responses do not queue work on the loop;
+   * a unary call's final response is serialized on the loop (see resp). */
+  if (ev->embedded) ev->resp = resp;
+  else event_fill(ctx, ev, resp);
   nrd_srv_grpc_call_ref(ctx->call);
   ev->base.call = ctx->call;
   ev->base.run = resp_event_run;
@@ -1031,6 +1084,7 @@ static void start_infer(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len,
   memset(ctx, 0, sizeof *ctx);
   ctx->arena = (uint8_t *)ctx + ctx_size;
   ctx->cap = cap;
+  atomic_init(&ctx->out_top, cap & ~(size_t)15);
   ctx->pa.alloc = arena_alloc;
   ctx->pa.free = arena_free;
   ctx->pa.allocator_data = ctx;
