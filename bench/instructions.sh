@@ -92,6 +92,14 @@ grpc_drive() { # port requests
   grep -q "$2 succeeded, 0 failed" <<<"$out" || { echo "h2load: $out" >&2; exit 1; }
 }
 
+# nereid re-executes itself with its malloc tunables (malloc_tuning.h)
+# unless GLIBC_TUNABLES is set; under valgrind that exec would leave the
+# tool, so the same setting is given here and nereid runs as it would.
+if [ -z "${GLIBC_TUNABLES+x}" ]; then
+  GLIBC_TUNABLES="$(sed -n 's/^#define NRD_SRV_MALLOC_TUNABLES "\(.*\)"$/\1/p' "$ROOT/src/server/malloc_tuning.h")"
+  export GLIBC_TUNABLES
+fi
+
 count() { # protocol requests -> total Ir
   local flags=(--allow-grpc=false "--http-address=127.0.0.1" "--http-port=$PORT" --http-thread-count=1)
   [ "$1" = grpc ] && flags=(--allow-http=false "--grpc-address=127.0.0.1" "--grpc-port=$PORT"

@@ -22,6 +22,7 @@
 #include "cli.h"
 #include "grpc_endpoint.h"
 #include "http_endpoints.h"
+#include "malloc_tuning.h"
 #include "model_table.h"
 #include "triton/core/tritonserver.h"
 
@@ -149,6 +150,9 @@ static const char *mode_name(TRITONSERVER_ModelControlMode m) {
 }
 
 int main(int argc, char **argv) {
+#ifndef NRD_SRV_EMBEDDED /* the wire fuzzers run this main in a thread of their own program */
+  nrd_srv_malloc_tuning_apply(argv);
+#endif
   static sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);

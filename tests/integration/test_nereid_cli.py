@@ -47,9 +47,9 @@ class Server:
     """A running nereid. stdout is read line by line until the ready line;
     stderr (the log) goes to a temporary file so it can never fill a pipe."""
 
-    def __init__(self, args):
+    def __init__(self, args, env=None):
         self.errfile = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen([NEREID, *args], stdout=subprocess.PIPE, stderr=self.errfile)
+        self.proc = subprocess.Popen([NEREID, *args], stdout=subprocess.PIPE, stderr=self.errfile, env=env)
         self.out = []
         self.partial = b""
 
@@ -103,8 +103,8 @@ class Server:
 def server_factory():
     started = []
 
-    def start(*args):
-        s = Server(list(args))
+    def start(*args, env=None):
+        s = Server(list(args), env)
         started.append(s)
         return s
 
@@ -181,6 +181,29 @@ def test_sigint_stops_with_zero(server_factory):
                        "--http-port=0", "--grpc-port=0", "--metrics-port=0", "--http-address=127.0.0.1",
                        "--grpc-address=127.0.0.1")
     s.wait_ready()
+    assert s.stop(signal.SIGINT) == 0, s.text()
+
+
+def tunables_of(pid):
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+    return env.get(b"GLIBC_TUNABLES")
+
+
+def test_malloc_tunables_set_unless_the_user_set_them(server_factory):
+    quiet = ["--model-repository", EXAMPLES, "--backend-directory", BACKENDS, "--log-info=false",
+             "--allow-http=false", "--allow-grpc=false", "--allow-metrics=false",
+             "--model-control-mode=explicit"]
+    env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
+    s = server_factory(*quiet, env=env)
+    s.wait_ready()
+    # Same process (exec keeps the pid), now with the tunables.
+    assert tunables_of(s.proc.pid) == b"glibc.malloc.tcache_count=64", s.text()
+    assert s.stop(signal.SIGINT) == 0, s.text()
+    mine = dict(env, GLIBC_TUNABLES="glibc.malloc.tcache_count=3")
+    s = server_factory(*quiet, env=mine)
+    s.wait_ready()
+    assert tunables_of(s.proc.pid) == b"glibc.malloc.tcache_count=3", s.text()
     assert s.stop(signal.SIGINT) == 0, s.text()
 
 
