@@ -25,6 +25,7 @@
 #include "classify.h"
 #include "fmt.h"
 #include "grpc_pack.h"
+#include "grpc_unpack.h"
 #include "grpc_service.pb-c.h"
 #include "response_output.h"
 
@@ -1090,7 +1091,16 @@ static void start_infer(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len,
   ctx->pa.allocator_data = ctx;
   nrd_srv_grpc_call_ref(call);
   ctx->call = call;
-  Inference__ModelInferRequest *req = inference__model_infer_request__unpack(&ctx->pa, len, msg);
+  bool fallback = false;
+  Inference__ModelInferRequest *req = nrd_srv_grpc_unpack_infer_request(&ctx->pa, msg, len, &fallback);
+  if (req == NULL && !fallback) {
+    fail_call(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+    ctx_free(ctx);
+    return;
+  }
+  /* Typed contents and whatever else the fast decoder leaves: protobuf-c,
+   * which also tells malformed bytes apart. */
+  if (req == NULL) req = inference__model_infer_request__unpack(&ctx->pa, len, msg);
   if (req == NULL) {
     fail_call(call, NRD_GRPC_INVALID_ARGUMENT,
               "failed to parse the ModelInferRequest message (malformed protobuf)");
