@@ -9,14 +9,8 @@
 #include "grpc_call.h"
 #include "grpc_pack.h"
 
-/* A small deterministic generator, so a failure can be replayed. */
-static uint64_t rng_state = 88172645463325252ull;
-static uint64_t next(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
+#define GRPC_RANDOM_SEED 88172645463325252ull
+#include "grpc_random.h"
 
 static char *text(void) {
   size_t n = next() % 4 == 0 ? 0 : next() % 200; /* empty strings too, and lengths past 127 */
@@ -24,34 +18,6 @@ static char *text(void) {
   for (size_t i = 0; i < n; i++) s[i] = (char)('a' + next() % 26);
   s[n] = '\0';
   return s;
-}
-
-static int64_t wide(void) {
-  switch (next() % 4) {
-    case 0: return 0;
-    case 1: return -(int64_t)(next() % 1000) - 1; /* negative: ten varint bytes */
-    case 2: return (int64_t)(next() >> 1);
-    default: return (int64_t)(next() % 300);
-  }
-}
-
-static Inference__InferParameter *param(void) {
-  Inference__InferParameter *p = calloc(1, sizeof *p);
-  inference__infer_parameter__init(p);
-  switch (next() % 6) {
-    case 0: p->parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM;
-      p->bool_param = next() % 2; break;
-    case 1: p->parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
-      p->int64_param = wide(); break;
-    case 2: p->parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM;
-      p->string_param = text(); break;
-    case 3: p->parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_DOUBLE_PARAM;
-      p->double_param = (double)wide() / 7.0; break;
-    case 4: p->parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM;
-      p->uint64_param = next(); break;
-    default: break; /* nothing set */
-  }
-  return p;
 }
 
 static Inference__ModelInferResponse__ParametersEntry **params(size_t *n) {

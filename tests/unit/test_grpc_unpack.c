@@ -10,14 +10,8 @@
 
 #include "grpc_unpack.h"
 
-/* A small deterministic generator, so a failure can be replayed. */
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint64_t next(void) {
-  rng_state ^= rng_state << 13;
-  rng_state ^= rng_state >> 7;
-  rng_state ^= rng_state << 17;
-  return rng_state;
-}
+#define GRPC_RANDOM_SEED 0x9e3779b97f4a7c15ull
+#include "grpc_random.h"
 
 /* Blocks handed out by the test allocator, freed together. */
 static void *blocks[100000];
@@ -51,34 +45,6 @@ static char *text(void) {
   }
   s[n] = '\0';
   return s;
-}
-
-static int64_t wide(void) {
-  switch (next() % 4) {
-    case 0: return 0;
-    case 1: return -(int64_t)(next() % 1000) - 1; /* ten varint bytes */
-    case 2: return (int64_t)(next() >> 1);
-    default: return (int64_t)(next() % 300);
-  }
-}
-
-static Inference__InferParameter *param(void) {
-  Inference__InferParameter *p = calloc(1, sizeof *p);
-  inference__infer_parameter__init(p);
-  switch (next() % 6) {
-    case 0: p->parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM;
-      p->bool_param = next() % 2; break;
-    case 1: p->parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
-      p->int64_param = wide(); break;
-    case 2: p->parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM;
-      p->string_param = text(); break;
-    case 3: p->parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_DOUBLE_PARAM;
-      p->double_param = (double)wide() / 7.0; break;
-    case 4: p->parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM;
-      p->uint64_param = next(); break;
-    default: break; /* nothing set */
-  }
-  return p;
 }
 
 /* The three entry types share one layout; each is made through its own
