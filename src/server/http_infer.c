@@ -21,7 +21,7 @@
 #include "fmt.h"
 #include "response_output.h"
 
-#define BLOCK_HEADER 64 /* output blocks: header, then the data (a multiple of 16 bytes on) */
+#define BLOCK_HEADER 64 /* output blocks: header, then the data (16-byte aligned, 64 from BLOCK_ALIGN_MIN) */
 #define BLOCK_ALIGN_MIN ((size_t)4096) /* from this size on, data is 64-byte aligned */
 
 /* One output buffer, shared by the core's response (until the allocator's
