@@ -14,6 +14,7 @@ packages=(
   python3-grpcio python3-protobuf python3-grpc-tools     # gRPC tests (stubs from proto/)
   nghttp2-client          # h2load for the gRPC benchmark
   zlib1g-dev              # gzip/deflate (HTTP and gRPC compression)
+  libssl-dev openssl      # gRPC over TLS; the openssl tool makes the TLS tests' certificates
   libevent-dev            # bench/http_baseline only: the evhttp do-nothing server
   wrk                     # HTTP benchmark (bench/http_bench.sh)
 )

@@ -91,7 +91,9 @@ typedef enum flag_id {
   F_MODEL_NAMESPACING,
   F_GRPC_USE_SSL,
   F_GRPC_USE_SSL_MUTUAL,
-  F_GRPC_SSL_FILE,
+  F_GRPC_SERVER_CERT,
+  F_GRPC_SERVER_KEY,
+  F_GRPC_ROOT_CERT,
   F_ALLOW_SAGEMAKER,
   F_ALLOW_VERTEX_AI,
   F_HTTP_RESTRICTED_API,
@@ -244,11 +246,15 @@ static const flag_spec kFlags[] = {
     {"trace-count", F_TRACE_DEPRECATED, "N", "Deprecated: --trace-config=count=N."},
     {"trace-log-frequency", F_TRACE_DEPRECATED, "N", "Deprecated: --trace-config=triton,log-frequency=N."},
     {"model-namespacing", F_MODEL_NAMESPACING, "BOOL", "Not supported: false only."},
-    {"grpc-use-ssl", F_GRPC_USE_SSL, "BOOL", "Not supported (no TLS; terminate TLS in front): false only."},
-    {"grpc-use-ssl-mutual", F_GRPC_USE_SSL_MUTUAL, "BOOL", "Not supported (no TLS): false only."},
-    {"grpc-server-cert", F_GRPC_SSL_FILE, "PATH", "Not supported (no TLS)."},
-    {"grpc-server-key", F_GRPC_SSL_FILE, "PATH", "Not supported (no TLS)."},
-    {"grpc-root-cert", F_GRPC_SSL_FILE, "PATH", "Not supported (no TLS)."},
+    {"grpc-use-ssl", F_GRPC_USE_SSL, "BOOL",
+     "Serve gRPC over TLS (default false); needs --grpc-server-cert and --grpc-server-key."},
+    {"grpc-use-ssl-mutual", F_GRPC_USE_SSL_MUTUAL, "BOOL",
+     "TLS with client certificates (default false); true also turns on --grpc-use-ssl and needs "
+     "--grpc-root-cert."},
+    {"grpc-server-cert", F_GRPC_SERVER_CERT, "PATH", "PEM certificate (or chain, ours first) for gRPC TLS."},
+    {"grpc-server-key", F_GRPC_SERVER_KEY, "PATH", "PEM private key of --grpc-server-cert."},
+    {"grpc-root-cert", F_GRPC_ROOT_CERT, "PATH",
+     "PEM CA certificates that client certificates must chain to (--grpc-use-ssl-mutual)."},
     {"allow-sagemaker", F_ALLOW_SAGEMAKER, "BOOL", "Not supported: false only."},
     {"allow-vertex-ai", F_ALLOW_VERTEX_AI, "BOOL", "Not supported: false only."},
     {"http-restricted-api", F_HTTP_RESTRICTED_API, "<apis>:<key>=<value>",
@@ -753,22 +759,37 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
       if (parse_bool(v, &b) != 0)
         return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
       return 0;
-    case F_MODEL_NAMESPACING:
     case F_GRPC_USE_SSL:
     case F_GRPC_USE_SSL_MUTUAL:
+      if (parse_bool(v, &b) != 0)
+        return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
+      if (f->id == F_GRPC_USE_SSL) {
+        cli->grpc_use_ssl = b;
+      } else {
+        cli->grpc_use_ssl_mutual = b;
+        if (b) cli->grpc_use_ssl = true;
+      }
+      return 0;
+    case F_GRPC_SERVER_CERT:
+      cli->grpc_server_cert = v;
+      return 0;
+    case F_GRPC_SERVER_KEY:
+      cli->grpc_server_key = v;
+      return 0;
+    case F_GRPC_ROOT_CERT:
+      cli->grpc_root_cert = v;
+      return 0;
+    case F_MODEL_NAMESPACING:
     case F_ALLOW_SAGEMAKER:
     case F_ALLOW_VERTEX_AI:
       if (parse_bool(v, &b) != 0)
         return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
       if (!b) return 0;
       return unsupported(f, v,
-                         f->id == F_MODEL_NAMESPACING ? "model names must be unique across repositories"
-                         : f->id == F_GRPC_USE_SSL || f->id == F_GRPC_USE_SSL_MUTUAL
-                             ? "nereid serves gRPC without TLS; terminate TLS in front of it"
+                         f->id == F_MODEL_NAMESPACING
+                             ? "model names must be unique across repositories"
                              : "nereid serves only the KServe v2 HTTP/REST and gRPC protocols",
                          err, errlen);
-    case F_GRPC_SSL_FILE:
-      return unsupported(f, v, "nereid serves gRPC without TLS; terminate TLS in front of it", err, errlen);
     case F_HTTP_RESTRICTED_API:
       return nrd_srv_restrictions_add(&cli->http_restricted, f->name, v, "", err, errlen);
     case F_GRPC_RESTRICTED_PROTOCOL:
@@ -870,6 +891,17 @@ static int check_combination(nrd_srv_cli *cli, bool strict_given, bool disable_a
   if (cli->n_repos == 0) {
     nrd_srv_fmt_err(err, errlen, "--model-repository is required (give at least one model repository)");
     return -1;
+  }
+  if (cli->allow_grpc && cli->grpc_use_ssl) {
+    const char *missing = !cli->grpc_server_cert ? "--grpc-server-cert"
+                          : !cli->grpc_server_key ? "--grpc-server-key"
+                          : cli->grpc_use_ssl_mutual && !cli->grpc_root_cert ? "--grpc-root-cert"
+                                                                             : NULL;
+    if (missing) {
+      const char *which = cli->grpc_use_ssl_mutual ? "--grpc-use-ssl-mutual" : "--grpc-use-ssl";
+      nrd_srv_fmt_err(err, errlen, "%s needs %s", which, missing);
+      return -1;
+    }
   }
   if (cli->n_startup_models > 0 && cli->control_mode != TRITONSERVER_MODEL_CONTROL_EXPLICIT) {
     nrd_srv_fmt_err(err, errlen, "--load-model requires --model-control-mode=explicit");

@@ -102,6 +102,10 @@ typedef struct nrd_srv_cli {
   long long grpc_http2_max_ping_strikes;          /* default 2; 0 = no limit */
   nrd_srv_compress_level grpc_infer_response_compression; /* default NONE */
   int grpc_handshake_timeout_secs;   /* default 120 (Nereid's own flag) */
+  /* TLS (grpc_tls.h). --grpc-use-ssl-mutual=true implies --grpc-use-ssl,
+   * as in tritonserver. Paths borrowed from argv. */
+  bool grpc_use_ssl, grpc_use_ssl_mutual;
+  const char *grpc_server_cert, *grpc_server_key, *grpc_root_cert;
   nrd_srv_restrictions http_restricted; /* --http-restricted-api (owned) */
   nrd_srv_restrictions grpc_restricted; /* --grpc-restricted-protocol (owned) */
   const char *http_header_forward;   /* --http-header-forward-pattern; NULL: none */

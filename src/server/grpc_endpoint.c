@@ -13,6 +13,12 @@ int nrd_srv_grpc_endpoint_start(TRITONSERVER_Server *server, const nrd_srv_cli *
   if (!cli->allow_grpc) return 0;
   TRITONSERVER_Error *err = nrd_srv_grpc_infer_init();
   if (err == NULL) {
+    nrd_srv_tls_options tls = {
+        .cert = cli->grpc_server_cert,
+        .key = cli->grpc_server_key,
+        .root = cli->grpc_root_cert,
+        .mutual = cli->grpc_use_ssl_mutual,
+    };
     nrd_srv_grpc_options o = {
         .address = cli->grpc_address,
         .port = cli->grpc_port,
@@ -34,6 +40,7 @@ int nrd_srv_grpc_endpoint_start(TRITONSERVER_Server *server, const nrd_srv_cli *
         .tracer = tracer,
         .restricted = &cli->grpc_restricted,
         .header_forward = cli->grpc_header_forward,
+        .tls = cli->grpc_use_ssl ? &tls : NULL,
     };
     err = nrd_srv_grpc_start(server, &o, out);
   }
@@ -44,8 +51,9 @@ int nrd_srv_grpc_endpoint_start(TRITONSERVER_Server *server, const nrd_srv_cli *
     nrd_srv_grpc_infer_fini();
     return -1;
   }
-  printf("nereid: gRPC endpoint listening on %s:%d (%d threads)\n", cli->grpc_address,
-         nrd_srv_grpc_port(*out), cli->grpc_thread_count);
+  printf("nereid: gRPC endpoint listening on %s:%d (%d threads%s)\n", cli->grpc_address,
+         nrd_srv_grpc_port(*out), cli->grpc_thread_count,
+         !cli->grpc_use_ssl ? "" : cli->grpc_use_ssl_mutual ? ", TLS with client certificates" : ", TLS");
   return 0;
 }
 

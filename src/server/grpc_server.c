@@ -75,6 +75,7 @@ struct nrd_srv_grpc {
   atomic_bool stopping; /* drain: GOAWAY, calls already open run to their end */
   atomic_bool aborting; /* the drain's time is up: close what is left */
   nrd_srv_header_forward *header_forward; /* --grpc-header-forward-pattern; NULL: none */
+  nrd_srv_tls *tls; /* --grpc-use-ssl; NULL: cleartext */
 };
 
 struct loop {
@@ -100,6 +101,11 @@ struct conn {
   loop *lp;
   int fd;
   nghttp2_session *sess;
+  /* TLS session (NULL: cleartext). Until tls_ready, the handshake owns the
+   * socket: nothing is read into or written from the HTTP/2 session. */
+  nrd_srv_tls_conn *tls;
+  bool tls_ready;
+  bool tls_read_wants_out; /* a read stopped until the socket is writable */
   conn *prev, *next;
   conn *dirty_next;
   bool is_dirty;
@@ -951,6 +957,8 @@ static void conn_close(conn *c) {
   else lp->conns = c->next;
   if (c->next) c->next->prev = c->prev;
   epoll_ctl(lp->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+  nrd_srv_tls_conn_free(c->tls);
+  c->tls = NULL;
   close(c->fd);
   /* Streams still in the session get no close callback from session_del;
    * they were detached above. */
@@ -1000,14 +1008,18 @@ static void conn_update_events(conn *c, bool want_out) {
 
 /* Writes what nghttp2 has to send. Returns false if the connection closed. */
 static bool conn_flush(conn *c) {
+  if (c->tls && !c->tls_ready) return true; /* the handshake flushes when it is done */
   conn_update_throttle(c);
   for (;;) {
     while (c->woff < c->wlen) {
-      ssize_t w = write(c->fd, c->wbuf + c->woff, c->wlen - c->woff);
+      bool want_out = true;
+      ssize_t w = c->tls ? nrd_srv_tls_write(c->tls, c->wbuf + c->woff, c->wlen - c->woff, &want_out)
+                         : write(c->fd, c->wbuf + c->woff, c->wlen - c->woff);
       if (w < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-          conn_update_events(c, true);
+          /* TLS may need the peer's bytes first: the next read retries. */
+          conn_update_events(c, want_out || c->tls_read_wants_out);
           return true;
         }
         conn_close(c);
@@ -1044,7 +1056,7 @@ static bool conn_flush(conn *c) {
       break;
     }
   }
-  conn_update_events(c, false);
+  conn_update_events(c, c->tls_read_wants_out);
   if (c->close_after_flush ||
       (!nghttp2_session_want_read(c->sess) && !nghttp2_session_want_write(c->sess))) {
     conn_close(c);
@@ -1055,11 +1067,25 @@ static bool conn_flush(conn *c) {
 
 static void conn_read(conn *c) {
   uint8_t buf[65536];
-  for (int i = 0; i < 16; i++) {
-    ssize_t n = read(c->fd, buf, sizeof buf);
+  if (c->tls_read_wants_out) {
+    c->tls_read_wants_out = false;
+    conn_update_events(c, false); /* conn_flush asks again if it has bytes waiting */
+  }
+  /* At most 16 reads, so one busy connection cannot starve the loop's
+   * others; but bytes TLS already took off the socket are read now, since
+   * epoll would not announce them again. */
+  for (int i = 0; i < 16 || (c->tls && nrd_srv_tls_pending(c->tls)); i++) {
+    bool want_out = false;
+    ssize_t n = c->tls ? nrd_srv_tls_read(c->tls, buf, sizeof buf, &want_out) : read(c->fd, buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        if (want_out) {
+          c->tls_read_wants_out = true;
+          conn_update_events(c, true);
+        }
+        break;
+      }
       conn_close(c);
       return;
     }
@@ -1081,7 +1107,8 @@ static void conn_read(conn *c) {
       }
       break;
     }
-    if ((size_t)n < sizeof buf) break;
+    /* A short read emptied the socket; TLS returns one record at a time. */
+    if (!c->tls && (size_t)n < sizeof buf) break;
   }
   conn_mark_dirty(c);
 }
@@ -1096,6 +1123,11 @@ static void conn_new(loop *lp, int fd) {
   c->lp = lp;
   c->fd = fd;
   c->last_activity_us = c->accepted_us = now_us();
+  if (lp->g->tls && (c->tls = nrd_srv_tls_conn_new(lp->g->tls, fd)) == NULL) {
+    free(c);
+    close(fd);
+    return;
+  }
   nghttp2_session_callbacks *cbs = NULL;
   if (nghttp2_session_callbacks_new(&cbs) != 0) {
     free(c);
@@ -1124,6 +1156,7 @@ static void conn_new(loop *lp, int fd) {
   }
   nghttp2_session_callbacks_del(cbs);
   if (rv != 0) {
+    nrd_srv_tls_conn_free(c->tls);
     free(c);
     close(fd);
     return;
@@ -1139,6 +1172,7 @@ static void conn_new(loop *lp, int fd) {
   struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
   if (epoll_ctl(lp->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
     nghttp2_session_del(c->sess);
+    nrd_srv_tls_conn_free(c->tls);
     free(c);
     close(fd);
     return;
@@ -1147,6 +1181,31 @@ static void conn_new(loop *lp, int fd) {
   if (lp->conns) lp->conns->prev = c;
   lp->conns = c;
   conn_mark_dirty(c);
+}
+
+/* Moves the TLS handshake on when the socket is ready. Once it is done,
+ * our SETTINGS go out and whatever the client sent after its handshake is
+ * read. A failed handshake closes the connection (logged verbosely: port
+ * scanners and clients without TLS are not the server's errors). */
+static void conn_tls_handshake(conn *c) {
+  bool want_out = false;
+  char why[256];
+  int r = nrd_srv_tls_handshake(c->tls, &want_out, why, sizeof why);
+  if (r < 0) {
+    char msg[320];
+    snprintf(msg, sizeof msg, "gRPC: TLS handshake failed: %s", why);
+    srv_log(TRITONSERVER_LOG_VERBOSE, msg);
+    conn_close(c);
+    return;
+  }
+  if (r == 0) {
+    conn_update_events(c, want_out);
+    return;
+  }
+  c->tls_ready = true;
+  conn_update_events(c, false);
+  conn_read(c);
+  if (!c->closed) conn_mark_dirty(c);
 }
 
 /* ---- loops ----------------------------------------------------------------- */
@@ -1313,7 +1372,9 @@ static void *loop_main(void *arg) {
         conn *c = tag;
         if (c->closed) {
           /* closed earlier in this batch */
-        } else if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+        } else if (c->tls && !c->tls_ready) {
+          conn_tls_handshake(c);
+        } else if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR) || c->tls_read_wants_out) {
           conn_read(c);
         } else if (evs[i].events & EPOLLOUT) {
           conn_mark_dirty(c);
@@ -1346,6 +1407,7 @@ static void *loop_main(void *arg) {
 
 static void grpc_free(nrd_srv_grpc *g) {
   nrd_srv_header_forward_free(g->header_forward);
+  nrd_srv_tls_free(g->tls);
   free(g);
 }
 
@@ -1381,6 +1443,10 @@ TRITONSERVER_Error *nrd_srv_grpc_start(TRITONSERVER_Server *server,
     char full[600];
     snprintf(full, sizeof full, "--grpc-header-forward-pattern: %s", msg);
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, full);
+  }
+  if (opts->tls && (g->tls = nrd_srv_tls_new(opts->tls, msg, sizeof msg)) == NULL) {
+    grpc_free(g);
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
   }
   int rc = nrd_srv_listen(opts->address, opts->port, opts->reuse_port, &g->listen_fd, &g->port, msg, sizeof msg);
   if (rc != 0) {

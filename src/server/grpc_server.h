@@ -1,5 +1,5 @@
 /* The gRPC front end: Triton's GRPCInferenceService (and grpc.health.v1)
- * over HTTP/2 cleartext with prior knowledge, on nghttp2 and our own gRPC
+ * over HTTP/2 (cleartext with prior knowledge, or TLS), on nghttp2 and our own gRPC
  * framing. A fixed set of event-loop threads share one listening socket;
  * each connection lives on one loop, and completions from core threads are
  * posted back to that loop. See docs/grpc.md. */
@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "grpc_tls.h"
 #include "restrict.h"
 #include "tracer.h"
 #include "compress.h"
@@ -52,6 +53,9 @@ typedef struct nrd_srv_grpc_options {
   nrd_srv_tracer *tracer;    /* TraceSetting and tracing (may be NULL) */
   const nrd_srv_restrictions *restricted; /* --grpc-restricted-protocol (may be NULL: all open) */
   const char *header_forward; /* --grpc-header-forward-pattern (NULL: none); compiled at start */
+  /* TLS (--grpc-use-ssl); NULL: cleartext HTTP/2 with prior knowledge.
+   * Borrowed; read only during nrd_srv_grpc_start. */
+  const nrd_srv_tls_options *tls;
 } nrd_srv_grpc_options;
 
 typedef struct nrd_srv_grpc nrd_srv_grpc;

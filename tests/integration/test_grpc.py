@@ -1649,8 +1649,10 @@ class RawH2:
         _fields_ = [("name", ctypes.POINTER(ctypes.c_uint8)), ("value", ctypes.POINTER(ctypes.c_uint8)),
                     ("namelen", ctypes.c_size_t), ("valuelen", ctypes.c_size_t), ("flags", ctypes.c_uint8)]
 
-    def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=RPC_TIMEOUT)
+    def __init__(self, port, sock=None):
+        """sock: a connected socket to use (a TLS one, say) instead of a new
+        connection to port."""
+        self.sock = sock or socket.create_connection(("127.0.0.1", port), timeout=RPC_TIMEOUT)
         self.buf = b""
         lib = ctypes.CDLL(ctypes.util.find_library("nghttp2"))
         lib.nghttp2_hd_inflate_hd2.restype = ctypes.c_ssize_t
@@ -1771,7 +1773,13 @@ def test_full_socket_resumes_when_the_client_reads(server, stub):
     the socket: the server's writes block (EAGAIN) and wait for EPOLLOUT,
     other connections are served meanwhile, and once the client reads
     every response arrives whole and in order per stream."""
-    h = RawH2(server.port)
+    fill_socket_then_read(RawH2(server.port), stub)
+
+
+def fill_socket_then_read(h, stub):
+    """The body of test_full_socket_resumes_when_the_client_reads, on the
+    RawH2 connection h (closed at the end); stub checks that the server
+    serves others meanwhile."""
     try:
         # INITIAL_WINDOW_SIZE at its maximum, and as much for the connection.
         h.send(4, 0, 0, (4).to_bytes(2, "big") + (2 ** 31 - 1).to_bytes(4, "big"))

@@ -1,0 +1,288 @@
+"""gRPC over TLS (--grpc-use-ssl, --grpc-use-ssl-mutual, --grpc-server-cert,
+--grpc-server-key, --grpc-root-cert), with python3-grpcio's secure channels
+as tritonclient.grpc uses them (ssl=True): unary, large and streamed calls;
+clients that do not speak TLS, do not offer h2, do not trust the server,
+or (mutual TLS) bring no certificate or one from another CA are refused
+while the server goes on serving; a stalled handshake is closed; bad flags
+and files stop the server with a message that names them.
+
+Certificates are made for each run with the openssl tool (scripts/setup.sh
+installs it). Run by ctest (see tests/CMakeLists.txt).
+"""
+import concurrent.futures
+import contextlib
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+
+import numpy as np
+import pytest
+
+from test_grpc import (BACKENDS, EXAMPLES, RawH2, Server, fill_socket_then_read, free_port, grpc,
+                       infer_request, output_array, pb, pbg, square_request)
+
+SANITIZER_WORDS = ("AddressSanitizer", "LeakSanitizer", "runtime error:", "ThreadSanitizer")
+BIG = 64 << 20  # channel message limit for the large call
+
+
+def openssl(*args, cwd):
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_ca(d, name):
+    openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", f"{name}.key", "-out", f"{name}.crt", "-days", "2", "-subj", f"/CN={name}", cwd=d)
+
+
+def make_cert(d, name, ca, ext):
+    openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=d)
+    with open(os.path.join(d, f"{name}.ext"), "w") as f:
+        f.write(ext + "\n")
+    openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key",
+            "-CAcreateserial", "-out", f"{name}.crt", "-days", "2", "-extfile", f"{name}.ext", cwd=d)
+
+
+@pytest.fixture(scope="module")
+def certs():
+    d = tempfile.mkdtemp(prefix="nereid_tls_")
+    make_ca(d, "ca")
+    make_ca(d, "other_ca")
+    make_cert(d, "server", "ca", "subjectAltName=DNS:localhost,IP:127.0.0.1")
+    make_cert(d, "client", "ca", "extendedKeyUsage=clientAuth")
+    make_cert(d, "stranger", "other_ca", "extendedKeyUsage=clientAuth")
+    with open(os.path.join(d, "garbage.pem"), "w") as f:
+        f.write("-----BEGIN CERTIFICATE-----\nnot base64 at all\n-----END CERTIFICATE-----\n")
+
+    def path(name):
+        return os.path.join(d, name)
+
+    def read(name):
+        with open(path(name), "rb") as f:
+            return f.read()
+
+    path.read = read
+    yield path
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def server(certs, *extra, mutual=False):
+    port = free_port()
+    flags = ["--grpc-use-ssl=true", f"--grpc-server-cert={certs('server.crt')}",
+             f"--grpc-server-key={certs('server.key')}"]
+    if mutual:
+        flags += ["--grpc-use-ssl-mutual=true", f"--grpc-root-cert={certs('ca.crt')}"]
+    srv = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS, "--allow-http=false",
+                  "--allow-metrics=false", f"--grpc-port={port}", "--grpc-address=127.0.0.1",
+                  "--log-verbose=1", *flags, *extra])
+    try:
+        srv.wait_ready()
+        srv.port = port
+        yield srv
+        assert srv.stop() == 0, srv.text()
+        for bad in SANITIZER_WORDS:
+            assert bad not in srv.text(), srv.text()
+    finally:
+        if srv.proc.poll() is None:
+            srv.proc.kill()
+            srv.proc.wait()
+
+
+def secure_stub(port, root, key=None, chain=None):
+    creds = grpc.ssl_channel_credentials(root_certificates=root, private_key=key, certificate_chain=chain)
+    # A connection of its own for each channel (grpc shares them by default).
+    ch = grpc.secure_channel(f"localhost:{port}", creds, options=[("grpc.max_receive_message_length", BIG),
+                                                                  ("grpc.max_send_message_length", BIG),
+                                                                  ("grpc.use_local_subchannel_pool", 1)])
+    return ch, pbg.GRPCInferenceServiceStub(ch)
+
+
+def assert_refused(stub):
+    with pytest.raises(grpc.RpcError) as e:
+        stub.ServerLive(pb.ServerLiveRequest(), timeout=10)
+    assert e.value.code() == grpc.StatusCode.UNAVAILABLE, e.value
+
+
+def identity(stub, values):
+    req = infer_request("identity_fp32", [("INPUT0", "FP32", [1, len(values)], values)])
+    return output_array(stub.ModelInfer(req, timeout=60), "OUTPUT0", np.float32)
+
+
+def test_tls_serves_unary_large_concurrent_and_streamed_calls(certs):
+    with server(certs) as srv:
+        assert "(2 threads, TLS)" in srv.text()
+        ch, stub = secure_stub(srv.port, certs.read("ca.crt"))
+        assert stub.ServerLive(pb.ServerLiveRequest(), timeout=10).live
+        small = np.arange(16, dtype=np.float32)
+        assert np.array_equal(identity(stub, small)[0], small)
+        # 16 MB each way: many TLS records, short writes and reads.
+        big = np.random.default_rng(7).random(4 << 20, dtype=np.float32)
+        assert np.array_equal(identity(stub, big)[0], big)
+        # Many calls in flight on one connection.
+        reqs = [infer_request("identity_fp32", [("INPUT0", "FP32", [1, 16], small + i)]) for i in range(64)]
+        futures = [stub.ModelInfer.future(r, timeout=60) for r in reqs]
+        for i, f in enumerate(futures):
+            assert np.array_equal(output_array(f.result(), "OUTPUT0", np.float32)[0], small + i)
+        # A decoupled model's responses, streamed.
+        got = list(stub.ModelStreamInfer(iter([square_request(300, "sq")]), timeout=60))
+        assert len(got) == 300
+        assert all(not r.error_message for r in got), got[0]
+        assert all(output_array(r.infer_response, "OUT", np.int32)[0] == 300 for r in got)
+        ch.close()
+
+
+def test_tls_port_refuses_what_is_not_tls_and_goes_on(certs):
+    with server(certs) as srv:
+        ch = grpc.insecure_channel(f"127.0.0.1:{srv.port}")
+        assert_refused(pbg.GRPCInferenceServiceStub(ch))
+        ch.close()
+        # Cleartext HTTP/2 prior knowledge, as to a server without TLS.
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+            s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes(9))
+            data = b""
+            with contextlib.suppress(ConnectionResetError):  # closed with our bytes unread
+                while chunk := s.recv(4096):
+                    data += chunk
+            assert data[:1] in (b"", b"\x15")  # nothing, or a TLS alert record: no HTTP/2 SETTINGS
+        # TLS, but offering only HTTP/1.1 by ALPN.
+        ctx = ssl.create_default_context(cadata=certs.read("ca.crt").decode())
+        ctx.set_alpn_protocols(["http/1.1"])
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as raw:
+            with pytest.raises(ssl.SSLError):
+                ctx.wrap_socket(raw, server_hostname="localhost")
+        # ALPN h2 is chosen, on TLS 1.2 or later.
+        ctx.set_alpn_protocols(["http/1.1", "h2"])
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as raw:
+            with ctx.wrap_socket(raw, server_hostname="localhost") as t:
+                assert t.selected_alpn_protocol() == "h2"
+                assert t.version() in ("TLSv1.2", "TLSv1.3")
+        # A client that does not trust the server's CA.
+        ch, stub = secure_stub(srv.port, certs.read("other_ca.crt"))
+        assert_refused(stub)
+        ch.close()
+        # Still serving.
+        ch, stub = secure_stub(srv.port, certs.read("ca.crt"))
+        assert stub.ServerLive(pb.ServerLiveRequest(), timeout=10).live
+        ch.close()
+        assert "TLS handshake failed" in srv.text()
+
+
+def test_full_tls_socket_resumes_when_the_client_reads(certs):
+    """As test_grpc's test of the same name, over TLS: writes that would
+    block wait for the socket, and every response arrives whole."""
+    with server(certs) as srv:
+        ctx = ssl.create_default_context(cadata=certs.read("ca.crt").decode())
+        ctx.set_alpn_protocols(["h2"])
+        raw = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+        h = RawH2(srv.port, sock=ctx.wrap_socket(raw, server_hostname="localhost"))
+        ch, stub = secure_stub(srv.port, certs.read("ca.crt"))
+        fill_socket_then_read(h, stub)
+        ch.close()
+
+
+def test_mutual_tls_needs_a_client_certificate_from_the_root(certs):
+    with server(certs, mutual=True) as srv:
+        assert "(2 threads, TLS with client certificates)" in srv.text()
+        ca = certs.read("ca.crt")
+        for key, chain in ((None, None), (certs.read("stranger.key"), certs.read("stranger.crt"))):
+            ch, stub = secure_stub(srv.port, ca, key, chain)
+            assert_refused(stub)
+            ch.close()
+        ch, stub = secure_stub(srv.port, ca, certs.read("client.key"), certs.read("client.crt"))
+        assert stub.ServerLive(pb.ServerLiveRequest(), timeout=10).live
+        small = np.arange(16, dtype=np.float32)
+        assert np.array_equal(identity(stub, small)[0], small)
+        ch.close()
+
+
+def test_stalled_tls_handshake_is_closed(certs):
+    limit = 2
+    with server(certs, f"--grpc-handshake-timeout-secs={limit}") as srv:
+        t0 = time.monotonic()
+        silent = socket.create_connection(("127.0.0.1", srv.port))
+        partial = socket.create_connection(("127.0.0.1", srv.port))
+        partial.sendall(b"\x16\x03\x01\x02\x00\x01")  # the start of a ClientHello
+        for s in (silent, partial):
+            s.settimeout(limit + 8)
+            while s.recv(4096):
+                pass
+            assert time.monotonic() - t0 < limit + 6
+            s.close()
+        ch, stub = secure_stub(srv.port, certs.read("ca.crt"))
+        assert stub.ServerLive(pb.ServerLiveRequest(), timeout=10).live
+        ch.close()
+
+
+def run_nereid(*flags):
+    from test_grpc import NEREID
+
+    repo = tempfile.mkdtemp(prefix="nereid_tls_repo_")
+    try:
+        p = subprocess.run([NEREID, f"--model-repository={repo}", f"--backend-directory={BACKENDS}",
+                            "--allow-http=false", "--allow-metrics=false", f"--grpc-port={free_port()}",
+                            "--grpc-address=127.0.0.1", *flags], capture_output=True, text=True, timeout=60)
+    finally:
+        shutil.rmtree(repo, ignore_errors=True)
+    return p.returncode, p.stderr
+
+
+def test_tls_flags_and_files_are_checked(certs):
+    cert, key, root = (f"--grpc-server-cert={certs('server.crt')}", f"--grpc-server-key={certs('server.key')}",
+                       f"--grpc-root-cert={certs('ca.crt')}")
+    cases = [
+        (2, ["--grpc-use-ssl=true", key], "--grpc-use-ssl needs --grpc-server-cert"),
+        (2, ["--grpc-use-ssl=true", cert], "--grpc-use-ssl needs --grpc-server-key"),
+        (2, ["--grpc-use-ssl-mutual=true", cert, key], "--grpc-use-ssl-mutual needs --grpc-root-cert"),
+        (2, ["--grpc-use-ssl=maybe", cert, key], "--grpc-use-ssl"),
+        (1, ["--grpc-use-ssl=true", "--grpc-server-cert=/nonexistent/cert.pem", key],
+         "--grpc-server-cert '/nonexistent/cert.pem': No such file or directory"),
+        (1, ["--grpc-use-ssl=true", f"--grpc-server-cert={certs('garbage.pem')}", key],
+         f"--grpc-server-cert '{certs('garbage.pem')}'"),
+        (1, ["--grpc-use-ssl=true", cert, f"--grpc-server-key={certs('garbage.pem')}"],
+         f"--grpc-server-key '{certs('garbage.pem')}'"),
+        (1, ["--grpc-use-ssl=true", cert, f"--grpc-server-key={certs('client.key')}"],
+         "is not the key of --grpc-server-cert"),
+        (1, ["--grpc-use-ssl-mutual=true", cert, key, f"--grpc-root-cert={certs('garbage.pem')}"],
+         f"--grpc-root-cert '{certs('garbage.pem')}'"),
+    ]
+    for code, flags, message in cases:
+        got, err = run_nereid(*flags)
+        assert got == code and message in err, (flags, got, err)
+        for bad in SANITIZER_WORDS:
+            assert bad not in err, err
+    # The files are read only when TLS is on, as in tritonserver.
+    port = free_port()
+    srv = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS, "--allow-http=false",
+                  "--allow-metrics=false", f"--grpc-port={port}", "--grpc-address=127.0.0.1",
+                  "--grpc-use-ssl=false", "--grpc-server-cert=/nonexistent", root])
+    try:
+        srv.wait_ready()
+        ch = grpc.insecure_channel(f"127.0.0.1:{port}")
+        assert pbg.GRPCInferenceServiceStub(ch).ServerLive(pb.ServerLiveRequest(), timeout=10).live
+        ch.close()
+        assert srv.stop() == 0, srv.text()
+    finally:
+        if srv.proc.poll() is None:
+            srv.proc.kill()
+            srv.proc.wait()
+
+
+def test_many_tls_clients_at_once(certs):
+    with server(certs) as srv:
+        ca = certs.read("ca.crt")
+
+        def one(i):
+            ch, stub = secure_stub(srv.port, ca)
+            try:
+                v = np.full(16, i, dtype=np.float32)
+                return np.array_equal(identity(stub, v)[0], v)
+            finally:
+                ch.close()
+
+        with concurrent.futures.ThreadPoolExecutor(8) as ex:
+            assert all(ex.map(one, range(32)))
