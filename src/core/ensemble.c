@@ -19,6 +19,15 @@
  *
  * There is no thread of its own and no instance: a request starts on the
  * thread that submits it and moves on in the composing models' callbacks.
+ *
+ * max_inflight_requests (Triton's ensemble backpressure): each step has at
+ * most that many runs in flight, across all requests of the ensemble. A
+ * run holds its slot from before it is submitted until its final
+ * response. A step response that would start a run of a full step waits,
+ * on the thread that sent it (so a fast decoupled producer is paused),
+ * until a slot frees, the request is cancelled or the model unloads.
+ * Runs started by the request's arrival take their slots without waiting,
+ * so a front end's thread never blocks here.
  * Locks: each context has its own; requests are sent, and answers built,
  * after letting go (values never change once stored). */
 #include "ensemble.h"
@@ -29,6 +38,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -67,6 +77,11 @@ typedef struct ens_sched {
   uint32_t n_steps;
   bool decoupled;  /* some output has one value per iteration */
   atomic_bool stopped;
+  /* max_inflight_requests (0: no limit, and the rest is unused). */
+  uint32_t max_inflight;
+  pthread_mutex_t slots_mu;
+  pthread_cond_t slots_freed;
+  uint32_t *inflight; /* per step, under slots_mu */
 } ens_sched;
 
 /* One value of an ensemble tensor; never changes once stored. */
@@ -128,6 +143,7 @@ static void plan_free(ens_sched *es) {
   }
   free(es->steps);
   free(es->origin);
+  free(es->inflight);
 }
 
 /* The index of tensor `name`, added when new; UINT32_MAX on out-of-memory. */
@@ -163,6 +179,9 @@ static int64_t jversion(const json_t *v) {
 }
 
 static int read_plan(ens_sched *es, const json_t *cfg) {
+  const json_t *limit = json_object_get(json_object_get(cfg, "ensemble_scheduling"), "max_inflight_requests");
+  if (json_is_integer(limit) && json_integer_value(limit) > 0)
+    es->max_inflight = json_integer_value(limit) > UINT32_MAX ? UINT32_MAX : (uint32_t)json_integer_value(limit);
   const json_t *inputs = json_object_get(cfg, "input");
   for (size_t i = 0; i < json_array_size(inputs); i++)
     if (tensor_index(es, json_string_value(json_object_get(json_array_get(inputs, i), "name")) ?: "") == UINT32_MAX)
@@ -170,7 +189,8 @@ static int read_plan(ens_sched *es, const json_t *cfg) {
   const json_t *steps = json_object_get(json_object_get(cfg, "ensemble_scheduling"), "step");
   size_t ns = json_array_size(steps);
   es->steps = calloc(ns ? ns : 1, sizeof(*es->steps));
-  if (!es->steps) return -1;
+  es->inflight = calloc(ns ? ns : 1, sizeof(*es->inflight));
+  if (!es->steps || !es->inflight) return -1;
   for (size_t s = 0; s < ns; s++) {
     const json_t *j = json_array_get(steps, s);
     ens_step *st = &es->steps[es->n_steps++];
@@ -490,7 +510,7 @@ static void call_done(ens_call *k) {
   done_one(c);
 }
 
-static void send_runs(ens_ctx *c, const ens_run *runs, uint32_t n);
+static void send_runs(ens_ctx *c, const ens_run *runs, uint32_t n, bool wait_for_slots);
 
 /* Room for one more held response. Lock held. */
 static bool hold_room(ens_ctx *c) {
@@ -545,6 +565,48 @@ static bool take_outputs(ens_ctx *c, const ens_step *st, uint32_t iter, TRITONSE
   return keep;
 }
 
+/* Takes a slot of step s for a run of c's request (max_inflight_requests).
+ * With `wait`, waits for one while the step is full; without, takes it at
+ * once. NULL, or the error that ended the wait: the request was cancelled
+ * or the ensemble is unloading. No context lock held. */
+static TRITONSERVER_Error *slot_take(ens_ctx *c, uint32_t s, bool wait) {
+  ens_sched *es = c->es;
+  if (!es->max_inflight) return NULL;
+  const nrd_cancel_flag *f = c->req->cancel;
+  TRITONSERVER_Error *err = NULL;
+  pthread_mutex_lock(&es->slots_mu);
+  while (wait && es->inflight[s] >= es->max_inflight) {
+    if (f && atomic_load(&f->set)) {
+      err = nrd_error_new(TRITONSERVER_ERROR_CANCELLED, "Request was cancelled");
+      break;
+    }
+    if (atomic_load(&es->stopped)) {
+      err = nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "model '%s' is unloading", es->model->name);
+      break;
+    }
+    /* Cancellation and unloading signal nothing here: look again soon. */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 20 * 1000 * 1000;
+    if (until.tv_nsec >= 1000000000L) {
+      until.tv_sec++;
+      until.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&es->slots_freed, &es->slots_mu, &until);
+  }
+  if (!err) es->inflight[s]++;
+  pthread_mutex_unlock(&es->slots_mu);
+  return err;
+}
+
+static void slot_give(ens_sched *es, uint32_t s) {
+  if (!es->max_inflight) return;
+  pthread_mutex_lock(&es->slots_mu);
+  es->inflight[s]--;
+  pthread_cond_signal(&es->slots_freed);
+  pthread_mutex_unlock(&es->slots_mu);
+}
+
 static void on_step_response(TRITONSERVER_InferenceResponse *resp, const uint32_t flags, void *userp) {
   ens_call *k = userp;
   ens_ctx *c = k->ctx;
@@ -571,7 +633,10 @@ static void on_step_response(TRITONSERVER_InferenceResponse *resp, const uint32_
   pthread_mutex_unlock(&c->mu);
   if (n_ans) send_answers(c, ans, n_ans);
   free(ans);
-  if (n_next) send_runs(c, next, n_next);
+  /* The run is done with its slot before any run it enables waits for one
+   * (a step may feed itself through another). */
+  if (final) slot_give(c->es, k->step);
+  if (n_next) send_runs(c, next, n_next, true);
   free(next);
   if (final) call_done(k);
 }
@@ -654,21 +719,28 @@ static TRITONSERVER_Error *send_run(ens_ctx *c, uint32_t s, uint32_t iter, ens_c
   return err;
 }
 
-static void send_runs(ens_ctx *c, const ens_run *runs, uint32_t n) {
+/* Submits runs[]; wait_for_slots: may wait for room in a full step (see
+ * max_inflight_requests at the top). */
+static void send_runs(ens_ctx *c, const ens_run *runs, uint32_t n, bool wait_for_slots) {
   for (uint32_t i = 0; i < n; i++) {
     ens_call *k = malloc(sizeof(*k));
     TRITONSERVER_Error *err = k ? NULL : nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    bool slot = false;
     if (k) {
       k->ctx = c;
       k->step = runs[i].step;
       k->iter = runs[i].iter;
       atomic_init(&k->left, 2);
-      err = send_run(c, runs[i].step, runs[i].iter, k);
+      err = slot_take(c, runs[i].step, wait_for_slots);
+      slot = err == NULL;
+      if (!err) err = send_run(c, runs[i].step, runs[i].iter, k);
     }
     if (!err) continue;
+    if (slot) slot_give(c->es, runs[i].step);
     free(k);
     pthread_mutex_lock(&c->mu);
     fail_with(c, err);
+    note_cancel(c); /* a wait ended by cancellation stops the steps still running */
     c->pending -= 1; /* of the two it counted, done_one takes the other */
     pthread_mutex_unlock(&c->mu);
     done_one(c);
@@ -725,7 +797,7 @@ static TRITONSERVER_Error *ens_enqueue(nrd_scheduler *sched, TRITONSERVER_Infere
   uint32_t n = 0;
   ens_run *first = take_ready(c, &n);
   pthread_mutex_unlock(&c->mu);
-  send_runs(c, first, n);
+  send_runs(c, first, n, false);
   free(first);
   done_one(c);
   return NULL;
@@ -742,6 +814,8 @@ static void ens_stop(nrd_scheduler *s) { atomic_store(&((ens_sched *)s)->stopped
 static void ens_destroy(nrd_scheduler *s) {
   ens_sched *es = (ens_sched *)s;
   plan_free(es);
+  pthread_cond_destroy(&es->slots_freed);
+  pthread_mutex_destroy(&es->slots_mu);
   free(es);
 }
 
@@ -914,8 +988,12 @@ TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, nrd_s
   es->base.ops = &ens_ops;
   es->model = model;
   atomic_init(&es->stopped, false);
+  pthread_mutex_init(&es->slots_mu, NULL);
+  pthread_cond_init(&es->slots_freed, NULL);
   if (read_plan(es, model->config) != 0) {
     plan_free(es);
+    pthread_cond_destroy(&es->slots_freed);
+    pthread_mutex_destroy(&es->slots_mu);
     free(es);
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating ensemble '%s'", model->name);
   }
@@ -960,6 +1038,8 @@ TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, nrd_s
   if (!err) err = plan_iterations(model, es);
   if (err) {
     plan_free(es);
+    pthread_cond_destroy(&es->slots_freed);
+    pthread_mutex_destroy(&es->slots_mu);
     free(es);
     return err;
   }

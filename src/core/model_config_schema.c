@@ -353,7 +353,7 @@ MESSAGE(m_step, "ModelEnsembling.Step", f_step);
 
 static const nrd_field_desc f_ensemble[] = {
     REP_MSG("step", m_step),
-    SCALAR("max_inflight_responses", NRD_FT_UINT32),
+    SCALAR("max_inflight_requests", NRD_FT_UINT32),
 };
 MESSAGE(m_ensemble, "ModelEnsembling", f_ensemble);
 

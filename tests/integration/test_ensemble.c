@@ -486,3 +486,171 @@ Test(ensemble, two_decoupled_sources_into_one_step_are_refused, .timeout = 60) {
   free(m);
   done(s, repo);
 }
+
+/* ---- max_inflight_requests (backpressure) ---------------------------- */
+
+/* sq_slow / sq_slow_open: square(N) feeds N responses to id_slow (40 ms
+ * per run, one instance); Y is its output. sq_slow allows 2 runs of a
+ * step in flight across its requests, sq_slow_open any number. */
+static void backpressure_models(const char *repo) {
+  h_model(repo, "square_int32",
+          "name: \"square_int32\"\nbackend: \"square\"\nmax_batch_size: 0\n"
+          "model_transaction_policy { decoupled: true }\n"
+          "input [ { name: \"IN\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+          "output [ { name: \"OUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n",
+          "1");
+  h_model(repo, "id_slow",
+          "name: \"id_slow\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ -1 ] } ]\n"
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ -1 ] } ]\n"
+          "parameters { key: \"execute_delay_ms\" value: { string_value: \"40\" } }\n",
+          "1");
+  const char *fmt = "name: \"%s\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
+                    "input [ { name: \"N\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+                    "output [ { name: \"Y\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+                    "ensemble_scheduling { %s step [\n"
+                    "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"N\" }\n"
+                    "    output_map { key: \"OUT\" value: \"T\" } },\n"
+                    "  { model_name: \"id_slow\" input_map { key: \"INPUT0\" value: \"T\" }\n"
+                    "    output_map { key: \"OUTPUT0\" value: \"Y\" } } ] }\n";
+  char cfg[1024];
+  snprintf(cfg, sizeof cfg, fmt, "sq_slow", "max_inflight_requests: 2");
+  h_model(repo, "sq_slow", cfg, "1");
+  snprintf(cfg, sizeof cfg, fmt, "sq_slow_open", "");
+  h_model(repo, "sq_slow_open", cfg, "1");
+}
+
+/* Samples id_slow's pending-request gauge (queued or executing) until
+ * told to stop, keeping the largest value seen. */
+typedef struct gauge_watch {
+  TRITONSERVER_Server *s;
+  atomic_bool stop;
+  long most;
+  pthread_t thread;
+} gauge_watch;
+
+static long pending_of_id_slow(TRITONSERVER_Server *s) {
+  char *text = h_metrics_text(s);
+  const char *key = "nv_inference_pending_request_count{model=\"id_slow\",version=\"1\"} ";
+  const char *at = strstr(text, key);
+  long v = at ? strtol(at + strlen(key), NULL, 10) : -1;
+  free(text);
+  return v;
+}
+
+static void *gauge_main(void *arg) {
+  gauge_watch *w = arg;
+  while (!atomic_load(&w->stop)) {
+    long v = pending_of_id_slow(w->s);
+    if (v > w->most) w->most = v;
+    usleep(2000);
+  }
+  return NULL;
+}
+
+static void gauge_start(gauge_watch *w, TRITONSERVER_Server *s) {
+  w->s = s;
+  w->most = -1;
+  atomic_init(&w->stop, false);
+  cr_assert_eq(pthread_create(&w->thread, NULL, gauge_main, w), 0);
+}
+
+static long gauge_stop(gauge_watch *w) {
+  atomic_store(&w->stop, true);
+  pthread_join(w->thread, NULL);
+  return w->most;
+}
+
+static TRITONSERVER_InferenceRequest *sq_request(TRITONSERVER_Server *s, const char *model, const int32_t *n) {
+  TRITONSERVER_InferenceRequest *r = h_request(s, model);
+  int64_t shape[1] = {1};
+  h_add_input(r, "N", TRITONSERVER_TYPE_INT32, shape, 1, n, sizeof *n);
+  return r;
+}
+
+/* Answers with a Y of n in c (errors fail the test). */
+static size_t sq_answers(h_call *c, int32_t n) {
+  size_t answers = 0;
+  for (size_t i = 0; i < c->n; i++) {
+    if (!c->responses[i]) continue;
+    char *err = h_response_error(c, i);
+    cr_assert_null(err, "%s", err);
+    h_output y;
+    cr_assert(h_find_output(c->responses[i], "Y", &y));
+    cr_expect(*(const int32_t *)y.base == n);
+    answers++;
+  }
+  return answers;
+}
+
+Test(ensemble, max_inflight_requests_bounds_each_step_across_requests, .timeout = 120) {
+  char *repo = h_tmpdir();
+  backpressure_models(repo);
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  TRITONSERVER_Message *msg = NULL;
+  H_OK(TRITONSERVER_ServerModelConfig(s, "sq_slow", -1, 1, &msg));
+  char *text = h_msg_text(msg);
+  cr_expect(strstr(text, "\"max_inflight_requests\":2"), "%s", text);
+  free(text);
+  /* Two requests at once, 6 responses each: square sends all 12 at once,
+   * but id_slow never holds more than 2 of them. */
+  const int32_t n = 6;
+  gauge_watch w;
+  gauge_start(&w, s);
+  TRITONSERVER_InferenceRequest *r1 = sq_request(s, "sq_slow", &n), *r2 = sq_request(s, "sq_slow", &n);
+  h_call *c1 = h_submit(s, r1), *c2 = h_submit(s, r2);
+  cr_assert(h_wait(c1, 30000) && h_wait(c2, 30000), "no final answer");
+  long most = gauge_stop(&w);
+  cr_expect(most >= 1 && most <= 2, "id_slow had %ld requests pending (limit 2)", most);
+  cr_expect_eq(sq_answers(c1, n), (size_t)n);
+  cr_expect_eq(sq_answers(c2, n), (size_t)n);
+  h_call_free(c1);
+  h_call_free(c2);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r1));
+  H_OK(TRITONSERVER_InferenceRequestDelete(r2));
+  /* The same pipeline without the limit queues them all at id_slow. */
+  gauge_start(&w, s);
+  TRITONSERVER_InferenceRequest *r = sq_request(s, "sq_slow_open", &n);
+  h_call *c = h_infer(s, r);
+  most = gauge_stop(&w);
+  cr_expect(most > 2, "without a limit id_slow had only %ld requests pending", most);
+  cr_expect_eq(sq_answers(c, n), (size_t)n);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  done(s, repo);
+}
+
+Test(ensemble, cancelling_frees_a_producer_waiting_for_room, .timeout = 120) {
+  char *repo = h_tmpdir();
+  backpressure_models(repo);
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  const int32_t n = 40; /* 1.6 s of id_slow without cancellation */
+  TRITONSERVER_InferenceRequest *r = sq_request(s, "sq_slow", &n);
+  h_call *c = h_submit(s, r);
+  /* Once the first answer is out, square is waiting for room. */
+  pthread_mutex_lock(&c->mu);
+  while (c->n == 0) pthread_cond_wait(&c->cv, &c->mu);
+  pthread_mutex_unlock(&c->mu);
+  H_OK(TRITONSERVER_InferenceRequestCancel(r));
+  cr_assert(h_wait(c, 30000), "no final answer after cancelling");
+  size_t answers = 0;
+  bool cancelled = false;
+  for (size_t i = 0; i < c->n; i++) {
+    char *err = h_response_error(c, i);
+    if (err && strstr(err, "cancelled")) cancelled = true;
+    else if (c->responses[i] && !err) answers++;
+    free(err);
+  }
+  cr_expect(cancelled, "no CANCELLED answer");
+  cr_expect(answers >= 1 && answers < (size_t)n, "%zu answers", answers);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  /* The limit is free again: a new request gets all its answers. */
+  const int32_t small = 3;
+  r = sq_request(s, "sq_slow", &small);
+  c = h_infer(s, r);
+  cr_expect_eq(sq_answers(c, small), (size_t)small);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  done(s, repo);
+}
