@@ -385,13 +385,18 @@ Test(ensemble, unloads_follow_the_dependencies, .timeout = 60) {
   done(s, repo);
 }
 
-static void square_model(const char *repo) {
+/* square_int32: the decoupled square backend (n responses of n). */
+static void square_int32_model(const char *repo) {
   h_model(repo, "square_int32",
           "name: \"square_int32\"\nbackend: \"square\"\nmax_batch_size: 0\n"
           "model_transaction_policy { decoupled: true }\n"
           "input [ { name: \"IN\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
           "output [ { name: \"OUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n",
           "1");
+}
+
+static void square_model(const char *repo) {
+  square_int32_model(repo);
   h_model(repo, "id_nb",
           "name: \"id_nb\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
           "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ -1 ] } ]\n"
@@ -493,12 +498,7 @@ Test(ensemble, two_decoupled_sources_into_one_step_are_refused, .timeout = 60) {
  * per run, one instance); Y is its output. sq_slow allows 2 runs of a
  * step in flight across its requests, sq_slow_open any number. */
 static void backpressure_models(const char *repo) {
-  h_model(repo, "square_int32",
-          "name: \"square_int32\"\nbackend: \"square\"\nmax_batch_size: 0\n"
-          "model_transaction_policy { decoupled: true }\n"
-          "input [ { name: \"IN\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
-          "output [ { name: \"OUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n",
-          "1");
+  square_int32_model(repo);
   h_model(repo, "id_slow",
           "name: \"id_slow\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
           "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ -1 ] } ]\n"
