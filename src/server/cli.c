@@ -239,7 +239,9 @@ static const flag_spec kFlags[] = {
     {"grpc-max-response-pool-size", F_GRPC_MAX_RESPONSE_POOL_SIZE, "N", "Accepted; no effect."},
     {"trace-config", F_TRACE_CONFIG, "[<mode>,]<key>=<value>",
      "Request tracing (docs/tracing.md): level=TIMESTAMPS|TENSORS|OFF (repeat for both), rate=N, count=N, "
-     "and in triton mode triton,file=PATH and triton,log-frequency=N. Repeatable."},
+     "mode=triton|opentelemetry; in triton mode triton,file=PATH and triton,log-frequency=N; in "
+     "opentelemetry mode opentelemetry,url=URL, opentelemetry,resource=KEY=VALUE and "
+     "opentelemetry,bsp_max_queue_size|bsp_schedule_delay|bsp_max_export_batch_size=N. Repeatable."},
     {"trace-file", F_TRACE_DEPRECATED, "PATH", "Deprecated: --trace-config=triton,file=PATH."},
     {"trace-level", F_TRACE_DEPRECATED, "LEVEL", "Deprecated: --trace-config=level=LEVEL."},
     {"trace-rate", F_TRACE_DEPRECATED, "N", "Deprecated: --trace-config=rate=N."},
@@ -512,11 +514,39 @@ static int trace_setting(nrd_srv_cli *cli, const flag_spec *f, const char *arg, 
   } else if (KEY("file")) {
     cli->trace_file = v;
   } else if (KEY("mode")) {
-    if (!strcasecmp(v, "opentelemetry"))
-      return unsupported(f, arg, "nereid writes triton-mode trace files only (no OpenTelemetry)", err, errlen);
-    if (strcasecmp(v, "triton")) return bad_value(f, arg, "mode=triton", err, errlen);
+    if (!strcasecmp(v, "opentelemetry")) cli->trace_otel = true;
+    else if (!strcasecmp(v, "triton")) cli->trace_otel = false;
+    else return bad_value(f, arg, "mode=triton or mode=opentelemetry", err, errlen);
   }
   /* Other keys, as tritonserver does, are ignored. */
+#undef KEY
+  return 0;
+}
+
+/* --trace-config opentelemetry,<key>=<value>: the exporter's settings
+ * (url, resource, bsp_*); other keys are ignored, as tritonserver does. */
+static int otel_setting(nrd_srv_cli *cli, const flag_spec *f, const char *arg, const char *key, size_t klen,
+                        const char *v, char *err, size_t errlen) {
+  long n = 0;
+#define KEY(k) (klen == sizeof(k) - 1 && !strncmp(key, k, klen))
+  if (KEY("url")) {
+    cli->trace_otel_url = v;
+  } else if (KEY("resource")) {
+    if (!strchr(v, '=') || v[0] == '=')
+      return bad_value(f, arg, "opentelemetry,resource=<key>=<value>", err, errlen);
+    const char **grown = realloc(cli->trace_otel_resource, (cli->n_trace_otel_resource + 1) * sizeof(*grown));
+    if (!grown) {
+      nrd_srv_fmt_err(err, errlen, "out of memory storing --trace-config '%s'", arg);
+      return -1;
+    }
+    cli->trace_otel_resource = grown;
+    grown[cli->n_trace_otel_resource++] = v;
+  } else if (KEY("bsp_max_queue_size") || KEY("bsp_schedule_delay") || KEY("bsp_max_export_batch_size")) {
+    if (parse_long(v, 1, 1000000000, &n) != 0) return bad_value(f, arg, "a number 1..1000000000", err, errlen);
+    if (KEY("bsp_max_queue_size")) cli->trace_otel_max_queue_size = n;
+    else if (KEY("bsp_schedule_delay")) cli->trace_otel_schedule_delay_ms = n;
+    else cli->trace_otel_max_export_batch_size = n;
+  }
 #undef KEY
   return 0;
 }
@@ -538,7 +568,7 @@ static int apply_trace_config(nrd_srv_cli *cli, const flag_spec *f, const char *
   if (comma) {
     size_t mlen = (size_t)(comma - v);
     if (mlen == 13 && !strncasecmp(v, "opentelemetry", 13))
-      return unsupported(f, v, "nereid writes triton-mode trace files only (no OpenTelemetry)", err, errlen);
+      return otel_setting(cli, f, v, key, (size_t)(eq - key), eq + 1, err, errlen);
     if (mlen != 6 || strncasecmp(v, "triton", 6)) {
       nrd_srv_fmt_err(err, errlen, "invalid value for trace mode option: %s. Available options are \"triton\" "
                       "and \"opentelemetry\"", v);
@@ -879,7 +909,7 @@ static int check_combination(nrd_srv_cli *cli, bool strict_given, bool disable_a
     cli->strict_model_config = true;
   }
   if (cli->trace_off) cli->trace_level = 0; /* any "off" wins, as in tritonserver */
-  if (cli->trace_level && (!cli->trace_file || !cli->trace_file[0]))
+  if (cli->trace_level && !cli->trace_otel && (!cli->trace_file || !cli->trace_file[0]))
     fprintf(stderr, "nereid: warning: tracing is on but no trace file was given "
                     "(--trace-config=triton,file=PATH): nothing will be traced\n");
   if (cli->help) return 0;
@@ -947,6 +977,7 @@ int nrd_srv_cli_parse(int argc, char **argv, nrd_srv_cli *cli, char *err, size_t
   cli->grpc_infer_response_compression = NRD_SRV_COMPRESS_NONE;
   cli->trace_rate = 1000;
   cli->trace_count = -1;
+  cli->trace_otel_max_queue_size = cli->trace_otel_schedule_delay_ms = cli->trace_otel_max_export_batch_size = -1;
   cli->exit_on_error = true;
   cli->strict_readiness = true;
   cli->strict_model_config = false;
@@ -1008,6 +1039,7 @@ void nrd_srv_cli_free(nrd_srv_cli *cli) {
   free_settings(cli->host_policies, cli->n_host_policies);
   free(cli->repos);
   free(cli->startup_models);
+  free(cli->trace_otel_resource);
   nrd_srv_restrictions_free(&cli->http_restricted);
   nrd_srv_restrictions_free(&cli->grpc_restricted);
   memset(cli, 0, sizeof(*cli));

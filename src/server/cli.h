@@ -73,6 +73,13 @@ typedef struct nrd_srv_cli {
   int64_t trace_log_frequency;       /* default 0 */
   const char *trace_file;            /* default NULL */
   bool trace_off;                    /* some level was "off": tracing stays off */
+  /* mode=opentelemetry and its opentelemetry,<key>=<value> settings
+   * (otel_exporter.h); numbers -1 when not given. */
+  bool trace_otel;
+  const char *trace_otel_url;
+  const char **trace_otel_resource; /* "key=value", borrowed from argv; the array is owned */
+  size_t n_trace_otel_resource;
+  long long trace_otel_max_queue_size, trace_otel_schedule_delay_ms, trace_otel_max_export_batch_size;
   unsigned long long response_cache_byte_size; /* deprecated --response-cache-byte-size */
   bool response_cache_byte_size_given;
   /* HTTP/REST front end and metrics endpoint (http_server.h). */

@@ -89,6 +89,11 @@ size_t nrd_srv_grpc_call_forwarded(const nrd_srv_grpc_call *call, char *const **
  * Loop thread, inside on_message. */
 void nrd_srv_grpc_call_read_times(const nrd_srv_grpc_call *call, uint64_t *start_ns, uint64_t *end_ns);
 
+/* The call's traceparent metadata (W3C trace context), or NULL: kept only
+ * when tracing was active as the headers came. Any thread once the
+ * headers are in. */
+const char *nrd_srv_grpc_call_traceparent(const nrd_srv_grpc_call *call);
+
 /* Deadline from grpc-timeout as CLOCK_MONOTONIC microseconds, 0 if none.
  * Any thread. */
 uint64_t nrd_srv_grpc_call_deadline_us(const nrd_srv_grpc_call *call);

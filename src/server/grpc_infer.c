@@ -1148,7 +1148,8 @@ static void start_infer(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len,
     cs->inflight = ctx;
     pthread_mutex_unlock(&cs->mu);
     cs->active++;
-    ctx->trace = nrd_srv_tracer_sample(nrd_srv_grpc_call_tracer(call), req->model_name);
+    ctx->trace = nrd_srv_tracer_sample(nrd_srv_grpc_call_tracer(call), req->model_name,
+                                       nrd_srv_grpc_call_traceparent(call));
     uint64_t read_start, read_end;
     nrd_srv_grpc_call_read_times(call, &read_start, &read_end);
     if (ctx->trace && read_start) {

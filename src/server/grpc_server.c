@@ -165,6 +165,7 @@ struct nrd_srv_grpc_call {
    * was complete at read_end_ns; kept only while tracing is active. */
   uint64_t read_start_ns, read_end_ns;
   unsigned restrict_ok; /* bit per nrd_srv_api: its restriction header came with the right value */
+  char traceparent[64]; /* W3C trace context, kept while tracing is active ("" when none) */
   char **forwarded;     /* --grpc-header-forward-pattern: name, value, name, value, ... (owned) */
   size_t n_forwarded;   /* pairs */
   void *state;
@@ -263,6 +264,10 @@ void nrd_srv_grpc_call_read_times(const nrd_srv_grpc_call *call, uint64_t *start
 }
 
 uint64_t nrd_srv_grpc_call_deadline_us(const nrd_srv_grpc_call *call) { return call->deadline_us; }
+
+const char *nrd_srv_grpc_call_traceparent(const nrd_srv_grpc_call *call) {
+  return call->traceparent[0] ? call->traceparent : NULL;
+}
 
 void nrd_srv_grpc_call_set_state(nrd_srv_grpc_call *call, void *state, void (*free_fn)(void *)) {
   call->state = state;
@@ -825,6 +830,10 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const ui
     if (t) call->deadline_us = now_us() + t;
   } else if (namelen > 21 && memcmp(name, "triton-grpc-protocol-", 21) == 0) {
     note_restriction_header(call, name, namelen, value, valuelen);
+  } else if (namelen == 11 && memcmp(name, "traceparent", 11) == 0 && valuelen < sizeof call->traceparent &&
+             nrd_srv_tracer_active(call->g->opts.tracer)) {
+    memcpy(call->traceparent, value, valuelen);
+    call->traceparent[valuelen] = '\0';
   }
   if (call->g->header_forward && name[0] != ':' &&
       nrd_srv_header_forward_matches(call->g->header_forward, (const char *)name, namelen))

@@ -1022,6 +1022,12 @@ void nrd_srv_http_pending_done(nrd_srv_http *h) {
 
 /* ---- request and reply API ---------------------------------------------------------- */
 
+const char *nrd_srv_http_header_get(const nrd_srv_http_req *req, const char *name) {
+  for (size_t i = 0; i < req->n_headers; i++)
+    if (strcasecmp(req->headers[i].name, name) == 0) return req->headers[i].value;
+  return NULL;
+}
+
 const char *nrd_srv_http_body(const nrd_srv_http_req *req, size_t *len) {
   *len = req->body_len;
   return req->body_len ? req->body : "";

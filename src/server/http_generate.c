@@ -492,7 +492,8 @@ void nrd_srv_http_generate(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const
     return nrd_srv_http_reply_error(req, status, msg);
   }
   nrd_srv_http_pending_add(loop, &c->pending, req);
-  c->trace = nrd_srv_tracer_sample(h->tracer, model);
+  c->trace = nrd_srv_tracer_sample(
+      h->tracer, model, nrd_srv_tracer_active(h->tracer) ? nrd_srv_http_header_get(req, "traceparent") : NULL);
   if (c->trace && req->recv_start_ns) {
     nrd_srv_trace_mark(c->trace, "HTTP_RECV_START", req->recv_start_ns);
     nrd_srv_trace_mark(c->trace, "HTTP_RECV_END", req->recv_end_ns);

@@ -209,6 +209,10 @@ static inline const char *nrd_srv_http_header_known(const nrd_srv_http_req *req,
   return req->known[h] ? req->headers[req->known[h] - 1].value : NULL;
 }
 
+/* The value of the first header named `name` (any case), or NULL. Valid
+ * until req is answered. */
+const char *nrd_srv_http_header_get(const nrd_srv_http_req *req, const char *name);
+
 /* The request body; never NULL ("" when empty). Valid until req is answered. */
 const char *nrd_srv_http_body(const nrd_srv_http_req *req, size_t *len);
 

@@ -121,10 +121,7 @@ static void metrics(nrd_srv_http *h, nrd_srv_http_req *req) {
 static bool refused(const nrd_srv_http *h, nrd_srv_http_req *req, nrd_srv_api api) {
   const char *header = nrd_srv_restriction_header(h->restricted, api);
   if (!header) return false;
-  const char *got = NULL;
-  for (size_t i = 0; i < req->n_headers && !got; i++)
-    if (strcasecmp(req->headers[i].name, header) == 0) got = req->headers[i].value;
-  if (nrd_srv_restriction_allows(h->restricted, api, got)) return false;
+  if (nrd_srv_restriction_allows(h->restricted, api, nrd_srv_http_header_get(req, header))) return false;
   char msg[300];
   snprintf(msg, sizeof msg, "This API is restricted, expecting header '%.200s'", header);
   nrd_srv_http_reply_error(req, 403, msg);

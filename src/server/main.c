@@ -219,12 +219,20 @@ int main(int argc, char **argv) {
   nrd_srv_shm *shm = nrd_srv_shm_new();
   nrd_srv_log_settings *log_settings =
       nrd_srv_log_settings_new(cli.log_file, cli.log_verbose, cli.log_format);
+  nrd_srv_otel_config oc = {cli.trace_otel_url, cli.trace_otel_resource, cli.n_trace_otel_resource,
+                            cli.trace_otel_max_queue_size, cli.trace_otel_schedule_delay_ms,
+                            cli.trace_otel_max_export_batch_size};
   nrd_srv_trace_config tc = {cli.trace_level, cli.trace_rate, cli.trace_count, cli.trace_log_frequency,
-                             cli.trace_file};
-  nrd_srv_tracer *tracer = nrd_srv_tracer_new(server, &tc);
+                             cli.trace_file, cli.trace_otel ? &oc : NULL};
+  char tracer_err[512] = "";
+  nrd_srv_tracer *tracer = nrd_srv_tracer_new(server, &tc, tracer_err, sizeof tracer_err);
   nrd_srv_http_endpoints http_ep = {0};
   nrd_srv_grpc *grpc_ep = NULL;
-  if (shm == NULL || log_settings == NULL || tracer == NULL) {
+  if (tracer == NULL) {
+    fprintf(stderr, "nereid: error: tracing: %s\n", tracer_err);
+    goto fail_endpoints;
+  }
+  if (shm == NULL || log_settings == NULL) {
     fprintf(stderr, "nereid: error: out of memory\n");
     goto fail_endpoints;
   }

@@ -10,7 +10,15 @@
  * A handle collects one request's trace objects: a text stream per trace
  * id (the request's, and its ensemble steps'). It is finished when the
  * front end is done and every core trace it saw has been released (the
- * core releases an ensemble's step traces before the ensemble's own). */
+ * core releases an ensemble's step traces before the ensemble's own).
+ *
+ * In opentelemetry mode a stream keeps its trace's timestamps as events
+ * instead of text, and the front end's marks are kept apart; the finished
+ * handle becomes spans as Triton makes them: "InferRequest" (the front
+ * end's marks), one span per model request named after the model (its
+ * REQUEST_START, QUEUE_START, REQUEST_END...; an ensemble step's under the
+ * ensemble's), and "compute" under it (the COMPUTE_* marks). Only
+ * TIMESTAMPS are traced in this mode. */
 #include "tracer.h"
 
 #include <inttypes.h>
@@ -24,6 +32,7 @@
 #include <time.h>
 
 #include "float16.h"
+#include "otel_exporter.h"
 
 typedef struct setting {
   bool has_level, has_rate, has_count, has_logf; /* set here (a model's); the global has all */
@@ -52,13 +61,31 @@ struct nrd_srv_tracer {
   unsigned index;        /* next indexed file */
   FILE *main;            /* <file>, opened at its first write */
   unsigned outstanding;  /* handles not yet finished */
+  nrd_srv_otel *otel;    /* opentelemetry mode; NULL: triton mode */
+  int64_t unix_offset_ns; /* wall clock minus the monotonic clock, for span times */
 };
+
+/* One timestamp of a trace, in opentelemetry mode. */
+typedef struct otel_event {
+  uint64_t ns;
+  char *name; /* owned */
+} otel_event;
+
+typedef struct otel_events {
+  otel_event *v;
+  size_t n, cap;
+} otel_events;
 
 typedef struct trace_stream {
   uint64_t id;
   char *text;
   size_t len, cap;
   bool released;
+  /* opentelemetry mode: the trace's facts and timestamps */
+  char *model, *request_id;
+  int64_t version;
+  uint64_t parent;
+  otel_events evs;
 } trace_stream;
 
 struct nrd_srv_trace {
@@ -72,6 +99,11 @@ struct nrd_srv_trace {
   bool count_exhausted; /* its sample took the last of the count */
   trace_stream *streams;
   size_t n_streams;
+  /* opentelemetry mode */
+  bool otel;
+  otel_events marks;     /* the front end's */
+  char trace_id[33];     /* the client's (traceparent) or a new one */
+  char parent_span[17];  /* the client's span, or "" */
 };
 
 static uint64_t now_ns(void) {
@@ -188,28 +220,49 @@ static setting effective(const nrd_srv_tracer *t, const model_setting *m) {
   return s;
 }
 
+/* The levels a mode traces: opentelemetry spans carry timestamps only. */
+static unsigned traced_levels(const nrd_srv_tracer *t) {
+  return t->otel ? TRITONSERVER_TRACE_LEVEL_TIMESTAMPS
+                 : TRITONSERVER_TRACE_LEVEL_TIMESTAMPS | TRITONSERVER_TRACE_LEVEL_TENSORS;
+}
+
 static bool can_trace(const nrd_srv_tracer *t, const setting *s) {
-  unsigned traced = TRITONSERVER_TRACE_LEVEL_TIMESTAMPS | TRITONSERVER_TRACE_LEVEL_TENSORS;
-  return (s->level & traced) && s->rate > 0 && s->count != 0 && t->file[0];
+  return (s->level & traced_levels(t)) && s->rate > 0 && s->count != 0 && (t->otel || t->file[0]);
+}
+
+/* opentelemetry mode: a request that brings its client's context is
+ * traced whenever the level allows, rate and count aside (as Triton). */
+static bool can_trace_propagated(const nrd_srv_tracer *t, const setting *s) {
+  return t->otel && (s->level & TRITONSERVER_TRACE_LEVEL_TIMESTAMPS);
 }
 
 static void update_active(nrd_srv_tracer *t) {
-  bool any = can_trace(t, &t->global);
+  bool any = can_trace(t, &t->global) || can_trace_propagated(t, &t->global);
   for (size_t i = 0; !any && i < t->n_models; i++) {
     setting s = effective(t, &t->models[i]);
-    any = can_trace(t, &s);
+    any = can_trace(t, &s) || can_trace_propagated(t, &s);
   }
   atomic_store(&t->active, any);
 }
 
-nrd_srv_tracer *nrd_srv_tracer_new(TRITONSERVER_Server *server, const nrd_srv_trace_config *cfg) {
+nrd_srv_tracer *nrd_srv_tracer_new(TRITONSERVER_Server *server, const nrd_srv_trace_config *cfg, char *err,
+                                   size_t errlen) {
   nrd_srv_tracer *t = calloc(1, sizeof(*t));
-  if (!t) return NULL;
-  t->file = strdup(cfg->file ? cfg->file : "");
-  if (!t->file) {
+  if (t) t->file = strdup(cfg->file ? cfg->file : "");
+  if (!t || !t->file) {
+    free(t);
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
+  if (cfg->otel && !(t->otel = nrd_srv_otel_new(cfg->otel, err, errlen))) {
+    free(t->file);
     free(t);
     return NULL;
   }
+  struct timespec wall, mono;
+  clock_gettime(CLOCK_REALTIME, &wall);
+  clock_gettime(CLOCK_MONOTONIC, &mono);
+  t->unix_offset_ns = ((int64_t)wall.tv_sec - (int64_t)mono.tv_sec) * 1000000000 + (wall.tv_nsec - mono.tv_nsec);
   t->server = server;
   pthread_mutex_init(&t->mu, NULL);
   t->defaults = (setting){true, true, true, true, cfg->level, cfg->rate, cfg->count, cfg->log_frequency, 0};
@@ -229,6 +282,7 @@ void nrd_srv_tracer_free(nrd_srv_tracer *t) {
   free(t->models);
   free(t->pending);
   free(t->file);
+  nrd_srv_otel_free(t->otel); /* a last export of what it holds */
   pthread_mutex_destroy(&t->mu);
   free(t);
 }
@@ -242,15 +296,154 @@ static trace_stream *stream_of(nrd_srv_trace *h, uint64_t id, bool *added) {
   trace_stream *n = realloc(h->streams, (h->n_streams + 1) * sizeof(*n));
   if (!n) return NULL;
   h->streams = n;
-  h->streams[h->n_streams] = (trace_stream){id, NULL, 0, 0, false};
+  h->streams[h->n_streams] = (trace_stream){.id = id};
   *added = true;
   return &h->streams[h->n_streams++];
 }
 
+static void events_add(otel_events *e, uint64_t ns, const char *name) {
+  if (e->n == e->cap) {
+    size_t cap = e->cap ? 2 * e->cap : 8;
+    otel_event *v = realloc(e->v, cap * sizeof(*v));
+    if (!v) return; /* out of memory: the span loses this event */
+    e->v = v;
+    e->cap = cap;
+  }
+  char *copy = strdup(name);
+  if (copy) e->v[e->n++] = (otel_event){ns, copy};
+}
+
+static void events_free(otel_events *e) {
+  for (size_t i = 0; i < e->n; i++) free(e->v[i].name);
+  free(e->v);
+}
+
+static json_t *kv_string(const char *key, const char *value) {
+  return json_pack("{s:s,s:{s:s}}", "key", key, "value", "stringValue", value ? value : "");
+}
+
+static json_t *kv_int(const char *key, int64_t value) {
+  char num[24];
+  snprintf(num, sizeof num, "%" PRId64, value); /* OTLP JSON writes 64-bit integers as strings */
+  return json_pack("{s:s,s:{s:s}}", "key", key, "value", "intValue", num);
+}
+
+static json_t *unix_ns(const nrd_srv_tracer *t, uint64_t mono_ns) {
+  char num[24];
+  snprintf(num, sizeof num, "%" PRIu64, (uint64_t)((int64_t)mono_ns + t->unix_offset_ns));
+  return json_string(num);
+}
+
+static void cover(const otel_events *e, uint64_t *lo, uint64_t *hi) {
+  for (size_t i = 0; e && i < e->n; i++) {
+    if (e->v[i].ns < *lo) *lo = e->v[i].ns;
+    if (e->v[i].ns > *hi) *hi = e->v[i].ns;
+  }
+}
+
+/* A span with the events of `e` that `pick` says are its own (all when
+ * pick is NULL). Its times span them and the events of `also` (its
+ * children's: a backend may report its compute end after releasing the
+ * request). kind: 1 internal, 2 server. */
+static json_t *make_span(const nrd_srv_tracer *t, const char *trace_id, const char *span_id, const char *parent,
+                         const char *name, int kind, const otel_events *e, bool (*pick)(const char *),
+                         const otel_events *also) {
+  json_t *events = json_array();
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (size_t i = 0; e && i < e->n; i++) {
+    if (pick && !pick(e->v[i].name)) continue;
+    json_array_append_new(events, json_pack("{s:o,s:s}", "timeUnixNano", unix_ns(t, e->v[i].ns), "name",
+                                            e->v[i].name));
+    if (e->v[i].ns < lo) lo = e->v[i].ns;
+    if (e->v[i].ns > hi) hi = e->v[i].ns;
+  }
+  cover(also, &lo, &hi);
+  if (lo > hi) lo = hi = now_ns();
+  json_t *span = json_pack("{s:s,s:s,s:s,s:i,s:o,s:o,s:o,s:[]}", "traceId", trace_id, "spanId", span_id, "name",
+                           name, "kind", kind, "startTimeUnixNano", unix_ns(t, lo), "endTimeUnixNano",
+                           unix_ns(t, hi), "events", events, "attributes");
+  if (span && parent && parent[0]) json_object_set_new(span, "parentSpanId", json_string(parent));
+  return span;
+}
+
+static bool is_compute(const char *name) { return !strncmp(name, "COMPUTE_", 8); }
+static bool not_compute(const char *name) { return !is_compute(name); }
+
+/* opentelemetry mode: the handle's spans to the exporter. */
+static void export_spans(nrd_srv_trace *h) {
+  nrd_srv_tracer *t = h->tracer;
+  char root[17];
+  nrd_srv_otel_random_id(root, 8);
+  /* The root covers everything below it. */
+  otel_events below = {0};
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (size_t k = 0; k < h->n_streams; k++) cover(&h->streams[k].evs, &lo, &hi);
+  if (lo <= hi) {
+    events_add(&below, lo, "");
+    events_add(&below, hi, "");
+  }
+  nrd_srv_otel_add(t->otel, make_span(t, h->trace_id, root, h->parent_span, "InferRequest", 2, &h->marks, NULL,
+                                      &below));
+  events_free(&below);
+  json_t *span;
+  char (*ids)[17] = calloc(h->n_streams ? h->n_streams : 1, sizeof *ids);
+  if (!ids) return;
+  for (size_t k = 0; k < h->n_streams; k++) nrd_srv_otel_random_id(ids[k], 8);
+  for (size_t k = 0; k < h->n_streams; k++) {
+    const trace_stream *st = &h->streams[k];
+    if (!st->evs.n) continue;
+    const char *parent = root;
+    for (size_t j = 0; st->parent && j < h->n_streams; j++)
+      if (h->streams[j].id == st->parent) parent = ids[j];
+    /* An ensemble's span also covers its steps'. */
+    otel_events steps = {0};
+    for (size_t j = 0; j < h->n_streams; j++)
+      if (h->streams[j].parent == st->id) {
+        uint64_t a = UINT64_MAX, b = 0;
+        cover(&h->streams[j].evs, &a, &b);
+        if (a <= b) events_add(&steps, a, ""), events_add(&steps, b, "");
+      }
+    for (size_t i = 0; i < st->evs.n; i++) events_add(&steps, st->evs.v[i].ns, "");
+    span = make_span(t, h->trace_id, ids[k], parent, st->model ? st->model : "", 1, &st->evs, not_compute, &steps);
+    events_free(&steps);
+    json_t *attrs = json_object_get(span, "attributes");
+    json_array_append_new(attrs, kv_string("triton.model_name", st->model));
+    json_array_append_new(attrs, kv_int("triton.model_version", st->version));
+    json_array_append_new(attrs, kv_int("triton.trace_id", (int64_t)st->id));
+    json_array_append_new(attrs, kv_int("triton.trace_parent_id", (int64_t)st->parent));
+    json_array_append_new(attrs, kv_string("triton.request_id", st->request_id));
+    nrd_srv_otel_add(t->otel, span);
+    bool computed = false;
+    for (size_t i = 0; i < st->evs.n && !computed; i++) computed = is_compute(st->evs.v[i].name);
+    if (!computed) continue;
+    char cid[17];
+    nrd_srv_otel_random_id(cid, 8);
+    nrd_srv_otel_add(t->otel, make_span(t, h->trace_id, cid, ids[k], "compute", 1, &st->evs, is_compute, NULL));
+  }
+  free(ids);
+}
+
 /* Joins the streams (the request's first, then its steps' by id) and hands
- * the result to the tracer's pending traces; frees the handle. */
+ * the result to the tracer's pending traces, or its spans to the exporter;
+ * frees the handle. */
 static void finish(nrd_srv_trace *h) {
   nrd_srv_tracer *t = h->tracer;
+  if (h->otel) {
+    export_spans(h);
+    pthread_mutex_lock(&t->mu);
+    t->outstanding--;
+    pthread_mutex_unlock(&t->mu);
+    for (size_t i = 0; i < h->n_streams; i++) {
+      free(h->streams[i].model);
+      free(h->streams[i].request_id);
+      events_free(&h->streams[i].evs);
+    }
+    events_free(&h->marks);
+    free(h->streams);
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+    return;
+  }
   for (size_t i = 1; i < h->n_streams; i++) /* ids grow with creation: a few, insertion sort */
     for (size_t k = i; k > 1 && h->streams[k].id < h->streams[k - 1].id; k--) {
       trace_stream tmp = h->streams[k];
@@ -296,12 +489,52 @@ static char *custom_name(TRITONSERVER_InferenceTrace *trace, uint64_t ns) {
   return out;
 }
 
+/* opentelemetry mode: keeps the timestamp as an event of its trace. */
+static void otel_activity(nrd_srv_trace *h, TRITONSERVER_InferenceTrace *trace,
+                          TRITONSERVER_InferenceTraceActivity activity, uint64_t id, uint64_t ns) {
+  const char *model = "", *rid = "";
+  int64_t version = 0;
+  uint64_t parent = 0;
+  TRITONSERVER_Error *e;
+  if (activity == TRITONSERVER_TRACE_REQUEST_START) {
+    if ((e = TRITONSERVER_InferenceTraceModelName(trace, &model))) TRITONSERVER_ErrorDelete(e);
+    if ((e = TRITONSERVER_InferenceTraceModelVersion(trace, &version))) TRITONSERVER_ErrorDelete(e);
+    if ((e = TRITONSERVER_InferenceTraceRequestId(trace, &rid))) TRITONSERVER_ErrorDelete(e);
+    if ((e = TRITONSERVER_InferenceTraceParentId(trace, &parent))) TRITONSERVER_ErrorDelete(e);
+  }
+  char *custom = NULL;
+  if (activity == TRITONSERVER_TRACE_CUSTOM_ACTIVITY) {
+    char *quoted = custom_name(trace, ns);
+    json_t *j = quoted ? json_loads(quoted, JSON_DECODE_ANY, NULL) : NULL;
+    custom = strdup(json_string_value(j) ? json_string_value(j) : "CUSTOM_ACTIVITY");
+    json_decref(j);
+    free(quoted);
+  }
+  pthread_mutex_lock(&h->mu);
+  bool added = false;
+  trace_stream *st = stream_of(h, id, &added);
+  if (added && id != h->root_id) h->refs++; /* a step's trace: wait for its release too */
+  if (st && activity == TRITONSERVER_TRACE_REQUEST_START && !st->model) {
+    st->model = strdup(model ? model : "");
+    st->request_id = strdup(rid ? rid : "");
+    st->version = version;
+    st->parent = parent;
+  }
+  if (st) events_add(&st->evs, ns, custom ? custom : TRITONSERVER_InferenceTraceActivityString(activity));
+  pthread_mutex_unlock(&h->mu);
+  free(custom);
+}
+
 static void on_activity(TRITONSERVER_InferenceTrace *trace, TRITONSERVER_InferenceTraceActivity activity,
                         uint64_t ns, void *userp) {
   nrd_srv_trace *h = userp;
   uint64_t id = 0, parent = 0;
   TRITONSERVER_Error *e = TRITONSERVER_InferenceTraceId(trace, &id);
   if (e) TRITONSERVER_ErrorDelete(e);
+  if (h->otel) {
+    otel_activity(h, trace, activity, id, ns);
+    return;
+  }
   char *info = NULL, *custom = NULL;
   if (activity == TRITONSERVER_TRACE_REQUEST_START) {
     const char *model = "", *rid = "";
@@ -476,15 +709,44 @@ bool nrd_srv_tracer_active(const nrd_srv_tracer *t) {
   return t && atomic_load_explicit(&t->active, memory_order_relaxed);
 }
 
-nrd_srv_trace *nrd_srv_tracer_sample(nrd_srv_tracer *t, const char *model) {
+/* A W3C traceparent: "00-<32 hex trace id>-<16 hex span id>-<2 hex flags>",
+ * ids not all zero. Fills the ids (lowercase) when it is one. */
+static bool parse_traceparent(const char *v, char trace_id[33], char span_id[17]) {
+  if (!v || strlen(v) < 55 || (v[55] != '\0' && v[55] != '-')) return false;
+  if (v[2] != '-' || v[35] != '-' || v[52] != '-' || !strncmp(v, "ff", 2)) return false;
+  static const struct { int at, len; } parts[] = {{0, 2}, {3, 32}, {36, 16}, {53, 2}};
+  for (size_t p = 0; p < 4; p++)
+    for (int i = 0; i < parts[p].len; i++) {
+      char c = v[parts[p].at + i];
+      if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) return false;
+    }
+  bool tz = true, sz = true;
+  for (int i = 0; i < 32; i++) {
+    char c = v[3 + i];
+    trace_id[i] = (char)(c >= 'A' && c <= 'F' ? c - 'A' + 'a' : c);
+    tz = tz && c == '0';
+  }
+  for (int i = 0; i < 16; i++) {
+    char c = v[36 + i];
+    span_id[i] = (char)(c >= 'A' && c <= 'F' ? c - 'A' + 'a' : c);
+    sz = sz && c == '0';
+  }
+  trace_id[32] = span_id[16] = '\0';
+  return !tz && !sz;
+}
+
+nrd_srv_trace *nrd_srv_tracer_sample(nrd_srv_tracer *t, const char *model, const char *traceparent) {
   if (!t || !atomic_load_explicit(&t->active, memory_order_relaxed)) return NULL;
+  char trace_id[33] = "", parent_span[17] = "";
+  bool propagated = t->otel && parse_traceparent(traceparent, trace_id, parent_span);
   pthread_mutex_lock(&t->mu);
   model_setting *m = find_model(t, model);
   setting s = effective(t, m);
   setting *own = m ? &m->s : &t->global;
-  bool take = can_trace(t, &s) && ++own->sampled % (uint64_t)s.rate == 0;
+  bool take = propagated ? can_trace_propagated(t, &s)
+                         : can_trace(t, &s) && ++own->sampled % (uint64_t)s.rate == 0;
   bool exhausted = false;
-  if (take && s.count > 0) {
+  if (take && !propagated && s.count > 0) {
     own->count = s.count - 1;
     exhausted = own->count == 0;
     if (exhausted) update_active(t);
@@ -494,7 +756,8 @@ nrd_srv_trace *nrd_srv_tracer_sample(nrd_srv_tracer *t, const char *model) {
   if (!take) return NULL;
   nrd_srv_trace *h = calloc(1, sizeof(*h));
   TRITONSERVER_InferenceTrace *core = NULL;
-  TRITONSERVER_Error *e = h ? TRITONSERVER_InferenceTraceTensorNew(&core, (TRITONSERVER_InferenceTraceLevel)s.level,
+  unsigned level = s.level & traced_levels(t);
+  TRITONSERVER_Error *e = h ? TRITONSERVER_InferenceTraceTensorNew(&core, (TRITONSERVER_InferenceTraceLevel)level,
                                                                    0, on_activity, on_tensor, on_release, h)
                             : NULL;
   if (!h || e) {
@@ -511,8 +774,17 @@ nrd_srv_trace *nrd_srv_tracer_sample(nrd_srv_tracer *t, const char *model) {
   h->core = core;
   if ((e = TRITONSERVER_InferenceTraceId(core, &h->root_id))) TRITONSERVER_ErrorDelete(e);
   h->log_frequency = s.logf;
-  h->level = s.level;
+  h->level = level;
   h->count_exhausted = exhausted;
+  if (t->otel) {
+    h->otel = true;
+    if (propagated) {
+      memcpy(h->trace_id, trace_id, sizeof trace_id);
+      memcpy(h->parent_span, parent_span, sizeof parent_span);
+    } else {
+      nrd_srv_otel_random_id(h->trace_id, 16);
+    }
+  }
   bool added;
   stream_of(h, h->root_id, &added);
   return h;
@@ -529,6 +801,11 @@ void nrd_srv_trace_mark(nrd_srv_trace *h, const char *name, uint64_t ns) {
   if (!h || !(h->level & TRITONSERVER_TRACE_LEVEL_TIMESTAMPS)) return;
   if (!ns) ns = now_ns();
   pthread_mutex_lock(&h->mu);
+  if (h->otel) {
+    events_add(&h->marks, ns, name);
+    pthread_mutex_unlock(&h->mu);
+    return;
+  }
   bool added;
   trace_stream *st = stream_of(h, h->root_id, &added);
   if (st) appendf(st, "{\"id\":%" PRIu64 ",\"timestamps\":[{\"name\":\"%s\",\"ns\":%" PRIu64 "}]}", h->root_id,
@@ -561,7 +838,7 @@ static json_t *setting_json(const nrd_srv_tracer *t, const setting *s) {
   snprintf(count, sizeof count, "%" PRId64, s->count);
   snprintf(logf, sizeof logf, "%" PRId64, s->logf);
   return json_pack("{s:o,s:s,s:s,s:s,s:s,s:s}", "trace_level", levels, "trace_rate", rate, "trace_count", count,
-                   "log_frequency", logf, "trace_file", t->file, "trace_mode", "triton");
+                   "log_frequency", logf, "trace_file", t->file, "trace_mode", t->otel ? "opentelemetry" : "triton");
 }
 
 static TRITONSERVER_Error *check_model(nrd_srv_tracer *t, const char *model) {
@@ -701,8 +978,9 @@ TRITONSERVER_Error *nrd_srv_tracer_update(nrd_srv_tracer *t, const char *model, 
   }
   const char *why = NULL;
   if (eff.level & (TRITONSERVER_TRACE_LEVEL_TIMESTAMPS | TRITONSERVER_TRACE_LEVEL_TENSORS)) {
-    if (eff.rate == 0) why = "sample rate must be non-zero";
-    else if (!t->file[0]) why = "trace file name is not given";
+    /* opentelemetry mode: rate 0 traces only requests that bring a context */
+    if (eff.rate == 0 && !t->otel) why = "sample rate must be non-zero";
+    else if (!t->file[0] && !t->otel) why = "trace file name is not given";
     else if (eff.count == 0) why = "trace count must not be 0";
   }
   if (why) {

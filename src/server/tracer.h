@@ -1,7 +1,8 @@
-/* Request tracing as tritonserver's "triton" trace mode does it, shared by
- * the HTTP and gRPC front ends: settings (global and per model, from
- * --trace-config and Triton's trace extension), sampling, and the JSON
- * trace file. See docs/tracing.md.
+/* Request tracing as tritonserver's trace modes do it, shared by the HTTP
+ * and gRPC front ends: settings (global and per model, from --trace-config
+ * and Triton's trace extension), sampling, and either the JSON trace file
+ * ("triton" mode) or OpenTelemetry spans ("opentelemetry" mode, exported
+ * by otel_exporter.c). See docs/tracing.md.
  *
  * A front end asks nrd_srv_tracer_sample for each inference; a sampled
  * request gets a handle whose core trace goes to
@@ -21,6 +22,7 @@
 
 #include <jansson.h>
 
+#include "otel_exporter.h"
 #include "triton/core/tritonserver.h"
 
 typedef struct nrd_srv_tracer nrd_srv_tracer;
@@ -33,20 +35,29 @@ typedef struct nrd_srv_trace_config {
   int64_t rate;          /* trace one request in `rate`; default 1000 */
   int64_t count;         /* traces left to take; -1: no limit */
   int64_t log_frequency; /* write an indexed file every N traces; 0: at the end */
-  const char *file;      /* NULL or "": none (tracing cannot be on) */
+  const char *file;      /* NULL or "": none (triton mode cannot trace) */
+  /* mode=opentelemetry: where spans go (read by nrd_srv_tracer_new); NULL:
+   * triton mode, traces go to `file`. */
+  const nrd_srv_otel_config *otel;
 } nrd_srv_trace_config;
 
 /* A tracer with `cfg` (copied); `server` is borrowed, for model checks.
- * NULL when memory runs out. Free with nrd_srv_tracer_free. */
-nrd_srv_tracer *nrd_srv_tracer_new(TRITONSERVER_Server *server, const nrd_srv_trace_config *cfg);
+ * NULL with a one-line message in err when the OpenTelemetry settings are
+ * wrong or memory runs out. Free with nrd_srv_tracer_free. */
+nrd_srv_tracer *nrd_srv_tracer_new(TRITONSERVER_Server *server, const nrd_srv_trace_config *cfg, char *err,
+                                   size_t errlen);
 
-/* Writes what is pending and frees. Call once the front ends and the
- * server have stopped (no trace can still be in flight); NULL is a no-op. */
+/* Writes what is pending (the file, or a last export of the spans) and
+ * frees. Call once the front ends and the server have stopped (no trace
+ * can still be in flight); NULL is a no-op. */
 void nrd_srv_tracer_free(nrd_srv_tracer *t);
 
 /* A handle when this request of `model` is to be traced (NULL otherwise,
- * also when `t` is NULL). Cheap when tracing is off. */
-nrd_srv_trace *nrd_srv_tracer_sample(nrd_srv_tracer *t, const char *model);
+ * also when `t` is NULL). Cheap when tracing is off. `traceparent` is the
+ * request's W3C traceparent header (NULL: none): in opentelemetry mode a
+ * valid one makes the request traced whatever the rate and count, as a
+ * child of the client's span. */
+nrd_srv_trace *nrd_srv_tracer_sample(nrd_srv_tracer *t, const char *model, const char *traceparent);
 
 /* Whether some setting might trace a request now (a relaxed read): front
  * ends take receive times only then. False for NULL. Any thread. */

@@ -345,8 +345,7 @@ def test_model_config_name_and_thread_flags(server_factory, tmp_path):
 
 @pytest.mark.parametrize(
     "flag",
-    ["--allow-sagemaker=true", "--allow-vertex-ai=true", "--model-namespacing=true",
-     "--trace-config=opentelemetry,url=x"],
+    ["--allow-sagemaker=true", "--allow-vertex-ai=true", "--model-namespacing=true"],
 )
 def test_features_nereid_lacks_are_refused_by_name(flag):
     code, _, err = run([*common(), flag])
