@@ -13,6 +13,10 @@ ModelStreamInfer, in responses/s. Then the same ModelInfer series against
 nrd_bench_grpc_bare (our transport answering canned bytes, no inference:
 the practical limit) when BUILD_DIR/bench has it. Figures only, no
 assertions.
+
+  --tls: nereid serves gRPC over TLS (a certificate made with the openssl
+  tool for the run) and h2load connects with https; the bare transport
+  runs over TLS too, so the two stay comparable.
 """
 
 import argparse
@@ -60,8 +64,20 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+SCHEME = "http"
+
+
+def make_cert(tmp):
+    """A self-signed certificate and key for 127.0.0.1; (cert, key) paths."""
+    cert, key = os.path.join(tmp, "cert.pem"), os.path.join(tmp, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1"],
+                   check=True, capture_output=True)
+    return cert, key
+
+
 def h2load(port, path, body_file, n, clients, streams, log):
-    cmd = ["h2load", f"http://127.0.0.1:{port}{path}", "-n", str(n), "-c", str(clients),
+    cmd = ["h2load", f"{SCHEME}://127.0.0.1:{port}{path}", "-n", str(n), "-c", str(clients),
            "-m", str(streams), "-t", "1", "-d", body_file, "--log-file", log,
            "-H", "content-type: application/grpc", "-H", "te: trailers"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600).stdout
@@ -99,7 +115,9 @@ def main():
     ap.add_argument("build")
     ap.add_argument("--requests", type=int, default=100000)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--tls", action="store_true")
     args = ap.parse_args()
+    global SCHEME
     if not shutil.which("h2load"):
         sys.exit("h2load not found (apt-get install nghttp2-client)")
     tmp = tempfile.mkdtemp(prefix="nereid-grpc-bench-")
@@ -123,13 +141,18 @@ def main():
     with open(stream_file, "wb") as f:
         f.write(framed(s))
 
+    tls_flags = []
+    if args.tls:
+        SCHEME = "https"
+        cert, key = make_cert(tmp)
+        tls_flags = ["--grpc-use-ssl=true", f"--grpc-server-cert={cert}", f"--grpc-server-key={key}"]
     port = free_port()
     nereid = os.path.join(args.build, "src", "server", "nereid")
     srv = subprocess.Popen([nereid, "--model-repository", f"{SOURCE}/examples/models",
                             "--backend-directory", os.path.join(args.build, "backends"),
                             "--allow-http=false", "--allow-metrics=false", "--log-info=false",
                             f"--grpc-port={port}", "--grpc-address=127.0.0.1",
-                            f"--grpc-thread-count={args.threads}"],
+                            f"--grpc-thread-count={args.threads}", *tls_flags],
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         for line in srv.stdout:
@@ -138,7 +161,8 @@ def main():
         log = os.path.join(tmp, "h2load.log")
         h2load(port, "/inference.GRPCInferenceService/ModelInfer", infer_file, 2000, 1, 1, log)
         print(f"ModelInfer identity_fp32 16 x FP32, {args.requests} requests, "
-              f"{args.threads} server loop threads, h2load -t 1 on the same host")
+              f"{args.threads} server loop threads, h2load -t 1 on the same host"
+              + (", over TLS" if args.tls else ""))
         infer_series(port, srv.pid, infer_file, args.requests, log)
         n_streams = 2000  # about a second: shorter runs swung 0.7-1.9 M responses/s
         c0 = cpu_seconds(srv.pid)
@@ -157,7 +181,8 @@ def main():
     bare_bin = os.path.join(args.build, "bench", "nrd_bench_grpc_bare")
     if os.access(bare_bin, os.X_OK):
         bport = free_port()
-        bare = subprocess.Popen([bare_bin, str(bport), str(args.threads)], stdout=subprocess.PIPE, text=True)
+        bare = subprocess.Popen([bare_bin, str(bport), str(args.threads), *(tls_flags[1:] if args.tls else [])],
+                                stdout=subprocess.PIPE, text=True)
         try:
             bare.stdout.readline()
             print("Bare transport (same bytes, no inference): the practical limit")

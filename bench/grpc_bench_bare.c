@@ -4,7 +4,10 @@
  * identity_fp32 16 x FP32 inference returns, with no core and no inference.
  * bench/grpc_bench.py compares nereid against it.
  *
- *   nrd_bench_grpc_bare PORT [THREADS]   (stops on SIGINT/SIGTERM) */
+ *   nrd_bench_grpc_bare PORT [THREADS [--grpc-server-cert=PEM --grpc-server-key=PEM]]
+ *
+ * (stops on SIGINT/SIGTERM); with the certificate and key it serves TLS,
+ * as nereid --grpc-use-ssl does (grpc_bench.py --tls). */
 #include <protobuf-c/protobuf-c.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,10 +66,16 @@ int main(int argc, char **argv) {
   g_canned = nrd_srv_grpc_frame(&r.base, &g_canned_len);
   if (g_canned == NULL) return 1;
 
+  nrd_srv_tls_options tls = {0};
+  for (int i = 3; i < argc; i++) {
+    if (!strncmp(argv[i], "--grpc-server-cert=", 19)) tls.cert = argv[i] + 19;
+    else if (!strncmp(argv[i], "--grpc-server-key=", 18)) tls.key = argv[i] + 18;
+  }
   nrd_srv_grpc_options o = {.address = "127.0.0.1",
                             .port = atoi(argv[1]),
                             .threads = argc > 2 ? (unsigned)atoi(argv[2]) : 2,
-                            .max_message_size = 0x7fffffff};
+                            .max_message_size = 0x7fffffff,
+                            .tls = tls.cert ? &tls : NULL};
   nrd_srv_grpc *g = NULL;
   TRITONSERVER_Error *err = nrd_srv_grpc_start(NULL, &o, &g);
   if (nrd_bench_bare_serve("nrd_bench_grpc_bare", err, err ? 0 : nrd_srv_grpc_port(g), &stop) != 0) {
