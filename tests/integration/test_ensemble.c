@@ -593,7 +593,7 @@ Test(ensemble, max_inflight_requests_bounds_each_step_across_requests, .timeout 
   cr_expect(strstr(text, "\"max_inflight_requests\":2"), "%s", text);
   free(text);
   /* Two requests at once, 6 responses each: square sends all 12 at once,
-   * but id_slow never holds more than 2 of them. */
+   * but id_slow never holds more than 2 of them in flight. */
   const int32_t n = 6;
   gauge_watch w;
   gauge_start(&w, s);
@@ -601,7 +601,9 @@ Test(ensemble, max_inflight_requests_bounds_each_step_across_requests, .timeout 
   h_call *c1 = h_submit(s, r1), *c2 = h_submit(s, r2);
   cr_assert(h_wait(c1, 30000) && h_wait(c2, 30000), "no final answer");
   long most = gauge_stop(&w);
-  cr_expect(most >= 1 && most <= 2, "id_slow had %ld requests pending (limit 2)", most);
+  /* The gauge counts a request until it is released, just after its final
+   * response frees the slot: the limit, plus one on its way out. */
+  cr_expect(most >= 1 && most <= 3, "id_slow had %ld requests pending (limit 2)", most);
   cr_expect_eq(sq_answers(c1, n), (size_t)n);
   cr_expect_eq(sq_answers(c2, n), (size_t)n);
   h_call_free(c1);
@@ -613,7 +615,7 @@ Test(ensemble, max_inflight_requests_bounds_each_step_across_requests, .timeout 
   TRITONSERVER_InferenceRequest *r = sq_request(s, "sq_slow_open", &n);
   h_call *c = h_infer(s, r);
   most = gauge_stop(&w);
-  cr_expect(most > 2, "without a limit id_slow had only %ld requests pending", most);
+  cr_expect(most > 3, "without a limit id_slow had only %ld requests pending", most);
   cr_expect_eq(sq_answers(c, n), (size_t)n);
   h_call_free(c);
   H_OK(TRITONSERVER_InferenceRequestDelete(r));
