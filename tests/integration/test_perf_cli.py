@@ -1,20 +1,25 @@
 """nrd_perf end to end: argument errors, the in-process mode on the bundled
 identity_fp32 model (concurrency and request-rate, CSV and JSON reports),
-and the HTTP mode against a tiny KServe v2 server written here (JSON and
-binary bodies, keep-alive, errors) and against nereid when it serves HTTP.
+the HTTP mode against a tiny KServe v2 server written here (JSON and
+binary bodies, keep-alive, errors) and against nereid when it serves HTTP,
+and the gRPC mode against nereid, in cleartext and over TLS (certificates
+made for each run with the openssl tool; mutual TLS too).
 
 Environment: NRD_PERF_BIN (the nrd_perf binary), NEREID_BACKEND_DIR,
 NEREID_EXAMPLES (examples/models), NEREID_BIN (optional: nereid).
 Run with /usr/bin/python3 -m pytest.
 """
+import contextlib
 import csv
 import http.server
 import json
 import os
+import shutil
 import socket
 import socketserver
 import struct
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -67,6 +72,15 @@ def inprocess(model="identity_fp32"):
     (["-m", "x", "--model-repository", "/tmp"], "--service-kind=inprocess"),
     (["-m", "x", "--concurrency-range", "2", "--request-rate-range", "10"], "--request-rate-range"),
     (["-m", "x", "--service-kind=inprocess", "--model-repository", "/tmp", "--http-binary"], "--http-binary"),
+    (["-m", "x", "--ssl-grpc-use-ssl"], "--ssl-grpc-use-ssl"),
+    (["-m", "x", "--service-kind=http", "--ssl-grpc-root-certifications-file", "ca.crt"],
+     "--ssl-grpc-root-certifications-file"),
+    (["-m", "x", "--service-kind=grpc", "--ssl-grpc-use-ssl=maybe"], "--ssl-grpc-use-ssl"),
+    (["-m", "x", "--service-kind=grpc", "--ssl-grpc-use-ssl", "--ssl-grpc-private-key-file=c.key"],
+     "--ssl-grpc-private-key-file"),
+    (["-m", "x", "--service-kind=grpc", "--ssl-grpc-use-ssl", "--ssl-grpc-certificate-chain-file=c.crt"],
+     "--ssl-grpc-certificate-chain-file"),
+    (["-m", "x", "--service-kind=grpc", "--ssl-grpc-root-certifications-file=ca.crt"], "--ssl-grpc-use-ssl"),
 ])
 def test_bad_arguments(args, flag):
     r = run(args)
@@ -344,42 +358,66 @@ def test_http_nereid_rate(nereid):
 
 # ------------------------------------------------------- gRPC against nereid
 
-@pytest.fixture
-def nereid_grpc():
+@contextlib.contextmanager
+def grpc_server(flags=(), client=()):
+    """nereid serving gRPC only on a free port, with more `flags`; ready
+    when a one-window nrd_perf run (with the `client` flags) gets through.
+    Yields "127.0.0.1:PORT"; the server is stopped (killed if need be) on
+    the way out."""
     if not NEREID or not os.path.exists(NEREID):
         pytest.fail("NEREID_BIN not set (ctest sets it)")
     port = free_port()
+    log = tempfile.TemporaryFile(mode="w+")
     p = subprocess.Popen([NEREID, "--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
-                          "--grpc-port", str(port), "--allow-http=false", "--allow-metrics=false"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                          "--grpc-port", str(port), "--allow-http=false", "--allow-metrics=false", *flags],
+                         stdout=subprocess.DEVNULL, stderr=log, text=True)
+
+    def exited():
+        log.seek(0)
+        return "nereid exited: " + log.read()[-500:]
+
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    break
+            except OSError:
+                pass
+            if p.poll() is not None:
+                pytest.fail(exited())
+            time.sleep(0.1)
+        else:
+            pytest.fail("nereid did not listen")
+        # Ready when a one-window run on identity_fp32 gets through.
+        why = "no time left"
+        while time.monotonic() < deadline:
+            probe = run(["--service-kind=grpc", "-m", "identity_fp32", "-u", "127.0.0.1:%d" % port,
+                         "--measurement-interval", "10", "--max-trials", "1", *client], timeout=30)
+            if probe.returncode == 0:
                 break
-        except OSError:
-            pass
-        if p.poll() is not None:
-            pytest.fail("nereid exited: " + p.stderr.read()[-500:])
-        time.sleep(0.1)
-    else:
-        p.kill()
-        pytest.fail("nereid did not listen")
-    # Ready when a one-window run on identity_fp32 gets through.
-    while time.monotonic() < deadline:
-        probe = run(["--service-kind=grpc", "-m", "identity_fp32", "-u", "127.0.0.1:%d" % port,
-                     "--measurement-interval", "10", "--max-trials", "1"], timeout=30)
-        if probe.returncode == 0:
-            break
-        if p.poll() is not None:
-            pytest.fail("nereid exited: " + p.stderr.read()[-500:])
-        time.sleep(0.2)
-    else:
-        p.kill()
-        pytest.fail("nereid did not become ready")
-    yield "127.0.0.1:%d" % port
-    p.terminate()
-    p.wait(timeout=30)
+            if p.poll() is not None:
+                pytest.fail(exited())
+            why = probe.stderr[-500:]
+            time.sleep(0.2)
+        else:
+            pytest.fail("nereid did not become ready: " + why)
+        yield "127.0.0.1:%d" % port
+    finally:
+        p.terminate()
+        try:
+            p.wait(timeout=30)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            log.close()
+
+
+@pytest.fixture
+def nereid_grpc():
+    with grpc_server() as url:
+        yield url
 
 
 def grpc_args(url, streaming):
@@ -435,3 +473,105 @@ def test_streaming_needs_grpc():
     r = run(["-m", "x", "--streaming"])
     assert r.returncode == 2
     assert r.stderr.startswith("error:") and "--streaming" in r.stderr.splitlines()[0], r.stderr
+
+
+# ------------------------------------------------ gRPC over TLS against nereid
+
+def make_cert(d, name, signer=None, ext=()):
+    """NAME.key (P-256) and NAME.crt in d: a self-signed CA without
+    `signer`, else a leaf signed by the CA `signer` with extensions `ext`."""
+    args = ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-days", "2", "-subj", "/CN=" + name, "-keyout", name + ".key", "-out", name + ".crt"]
+    if signer:
+        args += ["-CA", signer + ".crt", "-CAkey", signer + ".key", "-addext", "basicConstraints=critical,CA:FALSE"]
+    for e in ext:
+        args += ["-addext", e]
+    subprocess.run(args, cwd=d, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def certs():
+    """A CA, another CA, a server certificate for 127.0.0.1 and localhost
+    and a client certificate, both from the first CA: certs(NAME) is the
+    path of NAME ("ca.crt", "server.key", ...)."""
+    d = tempfile.mkdtemp(prefix="nrd_perf_tls_")
+    try:
+        make_cert(d, "ca")
+        make_cert(d, "other_ca")
+        make_cert(d, "server", "ca", ["subjectAltName=DNS:localhost,IP:127.0.0.1"])
+        make_cert(d, "client", "ca", ["extendedKeyUsage=clientAuth"])
+        yield lambda name: os.path.join(d, name)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def tls_server_flags(certs):
+    return ["--grpc-use-ssl=true", "--grpc-server-cert=" + certs("server.crt"),
+            "--grpc-server-key=" + certs("server.key")]
+
+
+def tls_client(certs, root="ca.crt", client=None):
+    args = ["--ssl-grpc-use-ssl", "--ssl-grpc-root-certifications-file=" + certs(root)]
+    if client:
+        args += ["--ssl-grpc-private-key-file=" + certs(client + ".key"),
+                 "--ssl-grpc-certificate-chain-file=" + certs(client + ".crt")]
+    return args
+
+
+@pytest.fixture(scope="module")
+def nereid_tls(certs):
+    with grpc_server(tls_server_flags(certs), tls_client(certs)) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def nereid_mtls(certs):
+    flags = tls_server_flags(certs) + ["--grpc-use-ssl-mutual=true", "--grpc-root-cert=" + certs("ca.crt")]
+    with grpc_server(flags, tls_client(certs, client="client")) as url:
+        yield url
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_grpc_tls(nereid_tls, certs, streaming, tmp_path):
+    c = tmp_path / "r.csv"
+    url = nereid_tls
+    if streaming:  # by name this time: the certificate holds both
+        url = url.replace("127.0.0.1", "localhost")
+    r = run(grpc_args(url, streaming) + tls_client(certs) + ["-m", "identity_fp32", "--concurrency-range", "1:2",
+                                                           "-f", str(c)] + QUICK)
+    assert r.returncode == 0, r.stderr
+    assert "service grpc at %s (TLS)" % url in r.stdout
+    check_csv(c, "Concurrency", [1, 2])
+
+
+def test_grpc_tls_refuses_an_untrusted_server(nereid_tls, certs):
+    r = run(grpc_args(nereid_tls, False) + tls_client(certs, root="other_ca.crt") + ["-m", "identity_fp32"] + QUICK)
+    assert r.returncode == 1, r.stderr
+    assert "TLS handshake" in r.stderr and "certificate verify failed" in r.stderr, r.stderr
+    # Cleartext to the TLS port fails too (and fast).
+    r = run(grpc_args(nereid_tls, False) + ["-m", "identity_fp32"] + QUICK)
+    assert r.returncode == 1, r.stderr
+
+
+def test_grpc_mutual_tls(nereid_mtls, certs):
+    r = run(grpc_args(nereid_mtls, True) + tls_client(certs, client="client") + ["-m", "identity_fp32"] + QUICK)
+    assert r.returncode == 0, r.stderr
+    assert "(TLS, client certificate)" in r.stdout
+    # Without a client certificate the server ends the session with an
+    # alert, which nrd_perf reports.
+    r = run(grpc_args(nereid_mtls, False) + tls_client(certs) + ["-m", "identity_fp32"] + QUICK)
+    assert r.returncode == 1 and "certificate required" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("flag", ["--ssl-grpc-root-certifications-file", "--ssl-grpc-certificate-chain-file",
+                                  "--ssl-grpc-private-key-file"])
+def test_grpc_tls_missing_file(certs, flag, tmp_path):
+    missing = str(tmp_path / "missing.pem")
+    files = {"--ssl-grpc-root-certifications-file": certs("ca.crt"),
+             "--ssl-grpc-certificate-chain-file": certs("client.crt"),
+             "--ssl-grpc-private-key-file": certs("client.key")}
+    files[flag] = missing
+    r = run(grpc_args("127.0.0.1:%d" % free_port(), False) + ["-m", "x", "--ssl-grpc-use-ssl"] +
+            ["%s=%s" % kv for kv in files.items()] + QUICK)
+    assert r.returncode == 1, r.stderr
+    assert "%s '%s'" % (flag, missing) in r.stderr and "No such file" in r.stderr, r.stderr

@@ -1,5 +1,7 @@
-/* The gRPC transport: KServe v2 GRPCInferenceService over HTTP/2 cleartext
- * (prior knowledge, nghttp2), one connection per request slot, one epoll
+/* The gRPC transport: KServe v2 GRPCInferenceService over HTTP/2 (nghttp2;
+ * cleartext with prior knowledge, or TLS with --ssl-grpc-use-ssl: one TLS
+ * context built from the options at creation and used by every
+ * connection), one connection per request slot, one epoll
  * thread reading every response. The ModelInferRequest (inputs in
  * raw_input_contents, as tritonclient sends them) is framed once and
  * shared by every slot. Unary mode: one ModelInfer call per request.
@@ -43,6 +45,7 @@ typedef struct grpc_driver {
   const nrd_perf_opts *o;
   char host[256], port[16];
   char version[32]; /* "" = the server's version policy */
+  nrd_perf_grpc_tls *tls; /* NULL: cleartext */
   uint8_t *request; /* the framed ModelInferRequest shared by every slot */
   size_t request_len;
   grpc_slot *slots;
@@ -63,7 +66,7 @@ static json_t *g_metadata(nrd_perf_driver *base, char *err, size_t errlen) {
   req.version = d->version;
   uint8_t *buf;
   size_t len;
-  if (!nrd_perf_grpc_unary(d->host, d->port, SVC "ModelMetadata", &req, &buf, &len, err, errlen)) return NULL;
+  if (!nrd_perf_grpc_unary(d->tls, d->host, d->port, SVC "ModelMetadata", &req, &buf, &len, err, errlen)) return NULL;
   Inference__ModelMetadataResponse *r = inference__model_metadata_response__unpack(NULL, len, buf);
   free(buf);
   if (!r) {
@@ -100,7 +103,7 @@ static json_t *g_config(nrd_perf_driver *base, char *err, size_t errlen) {
   req.version = d->version;
   uint8_t *buf;
   size_t len;
-  if (!nrd_perf_grpc_unary(d->host, d->port, SVC "ModelConfig", &req, &buf, &len, err, errlen)) return NULL;
+  if (!nrd_perf_grpc_unary(d->tls, d->host, d->port, SVC "ModelConfig", &req, &buf, &len, err, errlen)) return NULL;
   Inference__ModelConfigResponse *r = inference__model_config_response__unpack(NULL, len, buf);
   free(buf);
   if (!r) {
@@ -127,7 +130,7 @@ static json_t *g_statistics(nrd_perf_driver *base, char *err, size_t errlen) {
   req.version = d->version;
   uint8_t *buf;
   size_t len;
-  if (!nrd_perf_grpc_unary(d->host, d->port, SVC "ModelStatistics", &req, &buf, &len, err, errlen)) return NULL;
+  if (!nrd_perf_grpc_unary(d->tls, d->host, d->port, SVC "ModelStatistics", &req, &buf, &len, err, errlen)) return NULL;
   Inference__ModelStatisticsResponse *r = inference__model_statistics_response__unpack(NULL, len, buf);
   free(buf);
   if (!r) {
@@ -278,8 +281,9 @@ static void on_readable(grpc_driver *d, int i) {
   if (rd < 0 || c->failed) {
     drop = true;
     if (!finish && s->awaiting) {
-      error = "the gRPC connection failed before a complete response";
-      finish = true;
+      snprintf(msg, sizeof msg, "the gRPC connection failed before a complete response%s%s",
+               c->tls_error[0] ? ": " : "", c->tls_error);
+      error = msg, finish = true;
     }
   } else if (!nrd_perf_grpc_conn_flush(c)) {
     drop = true; /* window updates could not be written */
@@ -350,7 +354,7 @@ static bool g_send(nrd_perf_driver *base, int i, char *err, size_t errlen) {
   for (int attempt = 0; attempt < 2 && !ok; attempt++) {
     bool fresh = false;
     if (s->conn.fd < 0) {
-      if (!nrd_perf_grpc_conn_open(&s->conn, d->host, d->port, err, errlen)) break;
+      if (!nrd_perf_grpc_conn_open(&s->conn, d->tls, d->host, d->port, err, errlen)) break;
       struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
       if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, s->conn.fd, &ev)) {
         snprintf(err, errlen, "epoll_ctl: %s", strerror(errno));
@@ -362,7 +366,8 @@ static bool g_send(nrd_perf_driver *base, int i, char *err, size_t errlen) {
     s->awaiting = true;
     ok = send_locked(d, s);
     if (!ok) {
-      snprintf(err, errlen, "sending to %s:%s: %s", d->host, d->port, strerror(errno));
+      snprintf(err, errlen, "sending to %s:%s: %s", d->host, d->port,
+               s->conn.tls_error[0] ? s->conn.tls_error : strerror(errno));
       s->awaiting = false;
       drop_connection(d, s);
       if (fresh) break; /* an idle connection may have been closed: retry once on a new one */
@@ -384,6 +389,7 @@ static void g_destroy(nrd_perf_driver *base) {
     pthread_mutex_destroy(&d->slots[i].mu);
   }
   free(d->slots);
+  nrd_perf_grpc_tls_free(d->tls); /* after every connection closed */
   free(d->request);
   if (d->stopfd >= 0) close(d->stopfd);
   if (d->epfd >= 0) close(d->epfd);
@@ -406,6 +412,10 @@ nrd_perf_driver *nrd_perf_driver_grpc_new(const nrd_perf_opts *o, char *err, siz
     goto fail;
   }
   if (o->version >= 0) snprintf(d->version, sizeof d->version, "%lld", (long long)o->version);
+  if (o->ssl_grpc) {
+    d->tls = nrd_perf_grpc_tls_new(o->ssl_root_file, o->ssl_key_file, o->ssl_chain_file, err, errlen);
+    if (!d->tls) goto fail;
+  }
   d->epfd = epoll_create1(EPOLL_CLOEXEC);
   d->stopfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   struct epoll_event ev = {.events = EPOLLIN, .data.u32 = UINT32_MAX};

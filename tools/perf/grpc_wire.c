@@ -1,8 +1,13 @@
 /* gRPC client wire: nghttp2 session per connection, one call at a time,
- * gRPC framing. See grpc_wire.h for the contract. */
+ * gRPC framing, optional TLS on OpenSSL. See grpc_wire.h for the contract. */
 #include "grpc_wire.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <poll.h>
 #include <protobuf-c/protobuf-c.h>
 #include <stdio.h>
@@ -15,6 +20,248 @@
 
 #define WINDOW (16 << 20)      /* our receive window, stream and connection */
 #define UNARY_TIMEOUT_MS 30000 /* one-shot RPCs */
+#define HANDSHAKE_TIMEOUT_S 30 /* each read or write of the TLS handshake */
+static const unsigned char ALPN_H2[] = {2, 'h', '2'};
+
+/* ---- TLS ---- */
+
+struct nrd_perf_grpc_tls {
+  SSL_CTX *ctx;
+};
+
+/* The flags whose files the context reads, for the messages. */
+#define FLAG_ROOT "--ssl-grpc-root-certifications-file"
+#define FLAG_KEY "--ssl-grpc-private-key-file"
+#define FLAG_CHAIN "--ssl-grpc-certificate-chain-file"
+
+/* OpenSSL's reason for the oldest error queued on this thread, or
+ * `fallback`; empties the queue. */
+static const char *take_reason(const char *fallback) {
+  unsigned long e = ERR_peek_error();
+  const char *r = e ? ERR_reason_error_string(e) : NULL;
+  ERR_clear_error();
+  return r ? r : fallback;
+}
+
+/* "FLAG 'path': what (OpenSSL: reason)" into err, for a file OpenSSL
+ * could not use. */
+static void file_error(char *err, size_t errlen, const char *flag, const char *path, const char *what) {
+  snprintf(err, errlen, "%s '%s': %s (OpenSSL: %s)", flag, path, what, take_reason("no reason given"));
+}
+
+/* A readable file at `path`, or false with "FLAG 'path': why" in err. */
+static bool readable(const char *flag, const char *path, char *err, size_t errlen) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    snprintf(err, errlen, "%s '%s': %s", flag, path, strerror(errno));
+    return false;
+  }
+  fclose(f);
+  return true;
+}
+
+nrd_perf_grpc_tls *nrd_perf_grpc_tls_new(const char *root, const char *key, const char *chain, char *err,
+                                         size_t errlen) {
+  if ((root && !readable(FLAG_ROOT, root, err, errlen)) || (chain && !readable(FLAG_CHAIN, chain, err, errlen)) ||
+      (key && !readable(FLAG_KEY, key, err, errlen)))
+    return NULL;
+  if (!key != !chain) {
+    snprintf(err, errlen, "%s and %s go together", FLAG_KEY, FLAG_CHAIN);
+    return NULL;
+  }
+  ERR_clear_error();
+  nrd_perf_grpc_tls *t = calloc(1, sizeof *t);
+  if (!t || !(t->ctx = SSL_CTX_new(TLS_client_method()))) {
+    snprintf(err, errlen, "cannot create a TLS context: %s", take_reason("out of memory"));
+    goto fail;
+  }
+  SSL_CTX_set_verify(t->ctx, SSL_VERIFY_PEER, NULL);
+  if (!SSL_CTX_set_min_proto_version(t->ctx, TLS1_2_VERSION) ||
+      SSL_CTX_set_alpn_protos(t->ctx, ALPN_H2, sizeof ALPN_H2) != 0) { /* 0 is success here */
+    snprintf(err, errlen, "cannot set up TLS 1.2+ with ALPN h2: %s", take_reason("unknown error"));
+    goto fail;
+  }
+  if (root && !SSL_CTX_load_verify_locations(t->ctx, root, NULL)) {
+    file_error(err, errlen, FLAG_ROOT, root, "cannot read CA certificates");
+    goto fail;
+  }
+  if (!root && !SSL_CTX_set_default_verify_paths(t->ctx)) {
+    snprintf(err, errlen, "cannot read OpenSSL's default CA certificates: %s", take_reason("no reason given"));
+    goto fail;
+  }
+  if (chain && !SSL_CTX_use_certificate_chain_file(t->ctx, chain)) {
+    file_error(err, errlen, FLAG_CHAIN, chain, "cannot read a PEM certificate chain");
+    goto fail;
+  }
+  if (key) {
+    /* OpenSSL checks the key against the certificate as it loads it */
+    bool loaded = SSL_CTX_use_PrivateKey_file(t->ctx, key, SSL_FILETYPE_PEM) == 1;
+    if (!loaded && ERR_GET_REASON(ERR_peek_last_error()) != X509_R_KEY_VALUES_MISMATCH) {
+      file_error(err, errlen, FLAG_KEY, key, "cannot read a PEM private key");
+      goto fail;
+    }
+    if (!loaded || !SSL_CTX_check_private_key(t->ctx)) {
+      ERR_clear_error();
+      snprintf(err, errlen, "%s '%s' does not match %s '%s'", FLAG_KEY, key, FLAG_CHAIN, chain);
+      goto fail;
+    }
+  }
+  return t;
+fail:
+  nrd_perf_grpc_tls_free(t);
+  return NULL;
+}
+
+void nrd_perf_grpc_tls_free(nrd_perf_grpc_tls *t) {
+  if (!t) return;
+  SSL_CTX_free(t->ctx);
+  free(t);
+}
+
+/* Why an SSL call on c failed with SSL_get_error `e`, into buf: OpenSSL's
+ * reason, and the certificate check's verdict when it failed. Empties
+ * the thread's error queue; keeps errno. */
+static void tls_describe(const nrd_perf_grpc_conn *c, int e, char *buf, size_t len) {
+  int saved = errno;
+  const char *fallback = "TLS error";
+  switch (e) {
+  case SSL_ERROR_ZERO_RETURN: fallback = "the server closed the TLS session"; break;
+  case SSL_ERROR_SYSCALL: fallback = saved ? strerror(saved) : "the server closed the connection"; break;
+  case SSL_ERROR_WANT_READ:
+  case SSL_ERROR_WANT_WRITE: fallback = "no answer in time"; break; /* the handshake's socket timeouts */
+  }
+  int n = snprintf(buf, len, "%s", take_reason(fallback));
+  long v = SSL_get_verify_result(c->ssl);
+  if (v != X509_V_OK && n >= 0 && (size_t)n < len)
+    snprintf(buf + n, len - (size_t)n, " (%s)", X509_verify_cert_error_string(v));
+  errno = saved;
+}
+
+/* Marks c failed by TLS error `e`: c->tls_error says why, errno is the
+ * socket's error or EPROTO. */
+static void tls_fail(nrd_perf_grpc_conn *c, int e) {
+  int saved = errno;
+  tls_describe(c, e, c->tls_error, sizeof c->tls_error);
+  c->failed = true;
+  errno = e == SSL_ERROR_SYSCALL && saved ? saved : EPROTO;
+}
+
+/* After an SSL call wanted the socket (SSL_ERROR_WANT_READ or _WRITE in
+ * `e`), waits until it is ready: true to retry. Any other `e` fails c. */
+static bool tls_wait(nrd_perf_grpc_conn *c, int e) {
+  if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
+    tls_fail(c, e);
+    return false;
+  }
+  struct pollfd p = {.fd = c->fd, .events = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT};
+  while (poll(&p, 1, -1) < 0) {
+    if (errno != EINTR) {
+      c->failed = true;
+      return false;
+    }
+  }
+  return true;
+}
+
+/* TLS on c's connected socket to `host`: SNI and the name check (or the
+ * address check for an IP literal), a blocking handshake with each step
+ * bounded by HANDSHAKE_TIMEOUT_S, ALPN h2 required; then the socket turns
+ * non-blocking (its timeouts no longer matter). */
+static bool tls_start(nrd_perf_grpc_conn *c, const nrd_perf_grpc_tls *tls, const char *host, char *err,
+                      size_t errlen) {
+  ERR_clear_error();
+  c->ssl = SSL_new(tls->ctx);
+  if (!c->ssl || !SSL_set_fd(c->ssl, c->fd)) {
+    snprintf(err, errlen, "cannot create a TLS session: %s", take_reason("out of memory"));
+    return false;
+  }
+  unsigned char addr[16];
+  bool literal = inet_pton(AF_INET, host, addr) == 1 || inet_pton(AF_INET6, host, addr) == 1;
+  bool named = literal ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), host) == 1
+                       : SSL_set_tlsext_host_name(c->ssl, host) == 1 && SSL_set1_host(c->ssl, host) == 1;
+  if (!named) {
+    snprintf(err, errlen, "TLS: cannot check the server's certificate against '%s': %s", host,
+             take_reason("bad name"));
+    return false;
+  }
+  struct timeval tv = {.tv_sec = HANDSHAKE_TIMEOUT_S};
+  setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  int r = SSL_connect(c->ssl);
+  if (r != 1) {
+    char why[256];
+    tls_describe(c, SSL_get_error(c->ssl, r), why, sizeof why);
+    snprintf(err, errlen, "TLS handshake with %s failed: %s", c->authority, why);
+    return false;
+  }
+  const unsigned char *proto = NULL;
+  unsigned plen = 0;
+  SSL_get0_alpn_selected(c->ssl, &proto, &plen);
+  if (plen != 2 || memcmp(proto, "h2", 2)) {
+    snprintf(err, errlen, "TLS handshake with %s: the server did not select HTTP/2 (ALPN h2)", c->authority);
+    return false;
+  }
+  int fl = fcntl(c->fd, F_GETFL);
+  if (fl < 0 || fcntl(c->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+    snprintf(err, errlen, "fcntl: %s", strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+/* A TLS write failed on a socket the server reset or closed. A server
+ * that refuses the session after the handshake (TLS 1.3: our client
+ * certificate, or its absence) sends an alert first, which may still be
+ * waiting unread: its reason beats "Connection reset by peer". */
+static void tls_take_alert(nrd_perf_grpc_conn *c) {
+  int saved = errno;
+  uint8_t buf[512];
+  size_t n;
+  ERR_clear_error();
+  int r = SSL_read_ex(c->ssl, buf, sizeof buf, &n);
+  unsigned long e = r == 1 ? 0 : ERR_peek_error();
+  const char *why = e && SSL_get_error(c->ssl, r) == SSL_ERROR_SSL ? ERR_reason_error_string(e) : NULL;
+  if (why && strstr(why, "alert")) snprintf(c->tls_error, sizeof c->tls_error, "%s", why);
+  ERR_clear_error();
+  errno = saved;
+}
+
+/* Writes all of buf on c's TLS session, waiting while the socket is full:
+ * as blocking as the cleartext send. A retried SSL_write gets the same
+ * arguments, as OpenSSL requires. */
+static bool tls_write_all(nrd_perf_grpc_conn *c, const uint8_t *buf, size_t len) {
+  while (len) {
+    size_t n = 0;
+    ERR_clear_error();
+    int r = SSL_write_ex(c->ssl, buf, len, &n);
+    if (r == 1) {
+      buf += n, len -= n;
+    } else if (!tls_wait(c, SSL_get_error(c->ssl, r))) {
+      if (errno == ECONNRESET || errno == EPIPE) tls_take_alert(c);
+      return false;
+    }
+  }
+  return true;
+}
+
+/* conn_read over TLS: SSL_read until it wants more from the socket. */
+static int tls_read(nrd_perf_grpc_conn *c) {
+  uint8_t buf[16384];
+  int got = 0;
+  for (;;) {
+    size_t n = 0;
+    ERR_clear_error();
+    int r = SSL_read_ex(c->ssl, buf, sizeof buf, &n);
+    if (r == 1) {
+      got = 1;
+      if (!nrd_perf_grpc_conn_feed(c, buf, n)) return -1;
+      continue;
+    }
+    int e = SSL_get_error(c->ssl, r);
+    if (e == SSL_ERROR_WANT_READ) return got;
+    if (!tls_wait(c, e)) return -1; /* waits out SSL_ERROR_WANT_WRITE, fails on the rest */
+  }
+}
 
 /* ---- nghttp2 callbacks ---- */
 
@@ -94,11 +341,17 @@ static int on_stream_close(nghttp2_session *sess, int32_t id, uint32_t code, voi
 
 /* ---- connection ---- */
 
-bool nrd_perf_grpc_conn_open(nrd_perf_grpc_conn *c, const char *host, const char *port, char *err, size_t errlen) {
+bool nrd_perf_grpc_conn_open(nrd_perf_grpc_conn *c, const nrd_perf_grpc_tls *tls, const char *host, const char *port,
+                             char *err, size_t errlen) {
   *c = (nrd_perf_grpc_conn){.fd = -1, .grpc_status = -1};
   snprintf(c->authority, sizeof c->authority, "%s:%s", host, port);
   c->fd = nrd_perf_http_connect(host, port, err, errlen);
   if (c->fd < 0) return false;
+  if (tls && !tls_start(c, tls, host, err, errlen)) {
+    c->failed = true; /* no close_notify on a session that never started */
+    nrd_perf_grpc_conn_close(c);
+    return false;
+  }
   nghttp2_session_callbacks *cbs = NULL;
   if (nghttp2_session_callbacks_new(&cbs)) goto oom;
   nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
@@ -112,7 +365,8 @@ bool nrd_perf_grpc_conn_open(nrd_perf_grpc_conn *c, const char *host, const char
       nghttp2_session_set_local_window_size(c->sess, NGHTTP2_FLAG_NONE, 0, WINDOW))
     goto oom;
   if (!nrd_perf_grpc_conn_flush(c)) {
-    snprintf(err, errlen, "sending the HTTP/2 preface to %s: %s", c->authority, strerror(errno));
+    snprintf(err, errlen, "sending the HTTP/2 preface to %s: %s", c->authority,
+             c->tls_error[0] ? c->tls_error : strerror(errno));
     nrd_perf_grpc_conn_close(c);
     return false;
   }
@@ -125,9 +379,14 @@ oom:
 
 void nrd_perf_grpc_conn_close(nrd_perf_grpc_conn *c) {
   if (c->sess) nghttp2_session_del(c->sess);
+  if (c->ssl) {
+    if (!c->failed && SSL_is_init_finished(c->ssl)) SSL_shutdown(c->ssl); /* close_notify, not waited for */
+    SSL_free(c->ssl);
+    ERR_clear_error();
+  }
   if (c->fd >= 0) close(c->fd);
   free(c->rx);
-  c->sess = NULL, c->fd = -1, c->rx = NULL;
+  c->sess = NULL, c->ssl = NULL, c->fd = -1, c->rx = NULL;
   c->rx_cap = c->rx_len = c->rx_off = 0;
   c->stream_id = 0;
 }
@@ -146,7 +405,7 @@ bool nrd_perf_grpc_conn_start(nrd_perf_grpc_conn *c, const char *path, const uin
   nrd_perf_grpc_conn_reset_call(c);
   c->tx = body, c->tx_len = len, c->tx_eof = end;
   nghttp2_nv hdrs[] = {NV(":method", "POST"),
-                       NV(":scheme", "http"),
+                       NV(":scheme", c->ssl ? "https" : "http"),
                        NV(":path", path),
                        NV(":authority", c->authority),
                        NV("content-type", "application/grpc"),
@@ -178,7 +437,7 @@ bool nrd_perf_grpc_conn_flush(nrd_perf_grpc_conn *c) {
       return false;
     }
     if (n == 0) return true;
-    if (!nrd_perf_http_write_all(c->fd, (const char *)data, (size_t)n)) {
+    if (c->ssl ? !tls_write_all(c, data, (size_t)n) : !nrd_perf_http_write_all(c->fd, (const char *)data, (size_t)n)) {
       c->failed = true;
       return false;
     }
@@ -195,6 +454,7 @@ bool nrd_perf_grpc_conn_feed(nrd_perf_grpc_conn *c, const uint8_t *data, size_t 
 }
 
 int nrd_perf_grpc_conn_read(nrd_perf_grpc_conn *c) {
+  if (c->ssl) return tls_read(c);
   uint8_t buf[16384];
   int got = 0;
   for (;;) {
@@ -253,8 +513,8 @@ uint8_t *nrd_perf_grpc_frame(const void *msg, size_t *len) {
   return b;
 }
 
-bool nrd_perf_grpc_unary(const char *host, const char *port, const char *method, const void *req, uint8_t **out,
-                         size_t *outlen, char *err, size_t errlen) {
+bool nrd_perf_grpc_unary(const nrd_perf_grpc_tls *tls, const char *host, const char *port, const char *method,
+                         const void *req, uint8_t **out, size_t *outlen, char *err, size_t errlen) {
   *out = NULL;
   nrd_perf_grpc_conn c;
   size_t blen = 0;
@@ -264,9 +524,10 @@ bool nrd_perf_grpc_unary(const char *host, const char *port, const char *method,
     snprintf(err, errlen, "out of memory");
     return false;
   }
-  if (!nrd_perf_grpc_conn_open(&c, host, port, err, errlen)) goto done;
+  if (!nrd_perf_grpc_conn_open(&c, tls, host, port, err, errlen)) goto done;
   if (!nrd_perf_grpc_conn_start(&c, method, body, blen, true) || !nrd_perf_grpc_conn_flush(&c)) {
-    snprintf(err, errlen, "%s: cannot send the request to %s:%s", method, host, port);
+    snprintf(err, errlen, "%s: cannot send the request to %s:%s%s%s", method, host, port, c.tls_error[0] ? ": " : "",
+             c.tls_error);
     goto done;
   }
   while (!c.closed) {
@@ -278,11 +539,13 @@ bool nrd_perf_grpc_unary(const char *host, const char *port, const char *method,
       goto done;
     }
     if (nrd_perf_grpc_conn_read(&c) < 0 && !c.closed) {
-      snprintf(err, errlen, "%s: the connection to %s:%s failed", method, host, port);
+      snprintf(err, errlen, "%s: the connection to %s:%s failed%s%s", method, host, port, c.tls_error[0] ? ": " : "",
+               c.tls_error);
       goto done;
     }
     if (!nrd_perf_grpc_conn_flush(&c) && !c.closed) {
-      snprintf(err, errlen, "%s: writing to %s:%s: %s", method, host, port, strerror(errno));
+      snprintf(err, errlen, "%s: writing to %s:%s: %s", method, host, port,
+               c.tls_error[0] ? c.tls_error : strerror(errno));
       goto done;
     }
   }

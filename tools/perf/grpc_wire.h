@@ -1,7 +1,8 @@
 /* gRPC on the client side, the few pieces nrd_perf needs: one HTTP/2
- * cleartext connection (prior knowledge, nghttp2) carrying one call at a
- * time, gRPC message framing both ways, and a blocking unary call for the
- * one-shot RPCs (metadata, config, statistics).
+ * connection (nghttp2; cleartext with prior knowledge, or TLS with ALPN h2
+ * on OpenSSL) carrying one call at a time, gRPC message framing both ways,
+ * and a blocking unary call for the one-shot RPCs (metadata, config,
+ * statistics).
  *
  * A connection's call is either unary (the request is the whole body) or
  * streaming (the body stays open; each write adds one framed message).
@@ -11,7 +12,9 @@
  *
  * Threads: a connection is not locked; its owner serializes every call on
  * it (the driver holds the slot's mutex). nrd_perf_grpc_unary is
- * self-contained and may run on any thread. */
+ * self-contained and may run on any thread. A TLS context is built and
+ * freed on one thread; in between any thread may open connections with it.
+ * TLS writes may raise SIGPIPE: the process ignores it (main does). */
 #ifndef NRD_PERF_GRPC_WIRE_H
 #define NRD_PERF_GRPC_WIRE_H
 
@@ -20,8 +23,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct ssl_st; /* OpenSSL's SSL */
+
+/* The TLS settings every connection of a run shares: an OpenSSL SSL_CTX
+ * (TLS 1.2 or later, ALPN h2, the server's certificate verified). Opaque. */
+typedef struct nrd_perf_grpc_tls nrd_perf_grpc_tls;
+
 typedef struct nrd_perf_grpc_conn {
   int fd; /* -1: not connected */
+  struct ssl_st *ssl; /* the TLS session (owned); NULL: cleartext */
   nghttp2_session *sess;
   char authority[300];
   /* the current call; stream_id 0 = none */
@@ -36,15 +46,38 @@ typedef struct nrd_perf_grpc_conn {
   char grpc_message[256];
   bool closed;       /* the call's stream has closed */
   uint32_t rst_code; /* HTTP/2 error code of the close */
-  bool failed;       /* the connection is unusable (nghttp2 or socket error) */
+  bool failed;       /* the connection is unusable (nghttp2, socket or TLS error) */
+  char tls_error[160]; /* OpenSSL's reason when TLS failed the connection, else "" */
 } nrd_perf_grpc_conn;
 
-/* Connects to host:port, sends the HTTP/2 preface and SETTINGS. On false
- * err says why and the connection is closed (nrd_perf_grpc_conn_close is
- * still safe). `c` must not move while open (it is nghttp2's user data). */
-bool nrd_perf_grpc_conn_open(nrd_perf_grpc_conn *c, const char *host, const char *port, char *err, size_t errlen);
+/* Builds the TLS settings from PEM files: `root` holds the CA(s) the
+ * server's certificate must chain to (NULL: OpenSSL's default verify
+ * paths); `key` and `chain` are the client's private key and certificate
+ * chain for mutual TLS (both, or both NULL). The paths are only read
+ * here. Returns a context the caller frees with nrd_perf_grpc_tls_free, or
+ * NULL with one line in err naming the flag and the file at fault.
+ * Threads: any one thread, before the context is shared; once built it is
+ * read-only and any thread may open connections with it. */
+nrd_perf_grpc_tls *nrd_perf_grpc_tls_new(const char *root, const char *key, const char *chain, char *err,
+                                         size_t errlen);
 
-/* Closes the socket and frees everything; safe on a closed connection. */
+/* Frees the context (NULL is fine). Every connection opened with it must
+ * be closed already. Threads: one thread, when no other uses it. */
+void nrd_perf_grpc_tls_free(nrd_perf_grpc_tls *t);
+
+/* Connects to host:port, over TLS when `tls` is not NULL (blocking
+ * handshake that checks the server's certificate against host, then the
+ * socket turns non-blocking), and sends the HTTP/2 preface and SETTINGS.
+ * `tls` is borrowed and must outlive the connection. On false err says
+ * why and the connection is closed (nrd_perf_grpc_conn_close is still
+ * safe). `c` must not move while open (it is nghttp2's user data).
+ * Threads: the connection's owner (any thread; may block on the handshake). */
+bool nrd_perf_grpc_conn_open(nrd_perf_grpc_conn *c, const nrd_perf_grpc_tls *tls, const char *host, const char *port,
+                             char *err, size_t errlen);
+
+/* Closes the socket (after a TLS close_notify when the session is sound)
+ * and frees everything, the TLS session included; safe on a closed
+ * connection. */
 void nrd_perf_grpc_conn_close(nrd_perf_grpc_conn *c);
 
 /* Starts a call on `path` (e.g. "/inference.GRPCInferenceService" "/ModelInfer")
@@ -58,17 +91,19 @@ bool nrd_perf_grpc_conn_start(nrd_perf_grpc_conn *c, const char *path, const uin
  * the previous bytes, which must have been sent already. */
 bool nrd_perf_grpc_conn_write(nrd_perf_grpc_conn *c, const uint8_t *body, size_t len);
 
-/* Writes everything nghttp2 has to send (blocking writes). False (errno
- * set, c->failed) on an error. */
+/* Writes everything nghttp2 has to send (blocking writes; over TLS it
+ * waits with poll while the socket is full). False (errno set, c->failed,
+ * c->tls_error for a TLS error) on an error. */
 bool nrd_perf_grpc_conn_flush(nrd_perf_grpc_conn *c);
 
 /* Feeds received bytes to the session (callbacks update the call's
  * state). False (c->failed) on a protocol error. */
 bool nrd_perf_grpc_conn_feed(nrd_perf_grpc_conn *c, const uint8_t *data, size_t len);
 
-/* Reads what the socket has without blocking and feeds it. Returns 1 when
- * bytes were read, 0 when none were available, -1 on EOF or an error
- * (c->failed set). */
+/* Reads what the socket has without blocking (over TLS: until OpenSSL
+ * wants more bytes from the socket, so nothing is left buffered) and
+ * feeds it. Returns 1 when bytes were read, 0 when none were available, -1
+ * on EOF or an error (c->failed set; c->tls_error for a TLS error). */
 int nrd_perf_grpc_conn_read(nrd_perf_grpc_conn *c);
 
 /* Pops the call's next complete response message: true with *msg and *len
@@ -88,10 +123,11 @@ bool nrd_perf_grpc_conn_call_ok(const nrd_perf_grpc_conn *c, char *err, size_t e
  * memory. */
 uint8_t *nrd_perf_grpc_frame(const void *msg, size_t *len);
 
-/* One unary call on a fresh connection, blocking. On success *out is the
- * response message (unframed, malloc'd, caller frees) of *outlen bytes. On
- * false err says why and *out is NULL. `req` is a protobuf-c message. */
-bool nrd_perf_grpc_unary(const char *host, const char *port, const char *method, const void *req, uint8_t **out,
-                         size_t *outlen, char *err, size_t errlen);
+/* One unary call on a fresh connection (TLS when `tls` is not NULL,
+ * borrowed), blocking. On success *out is the response message (unframed,
+ * malloc'd, caller frees) of *outlen bytes. On false err says why and
+ * *out is NULL. `req` is a protobuf-c message. Threads: any thread. */
+bool nrd_perf_grpc_unary(const nrd_perf_grpc_tls *tls, const char *host, const char *port, const char *method,
+                         const void *req, uint8_t **out, size_t *outlen, char *err, size_t errlen);
 
 #endif

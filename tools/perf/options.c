@@ -30,6 +30,10 @@ typedef enum opt_id {
   OPT_SEED,
   OPT_STREAMING,
   OPT_VERBOSE,
+  OPT_SSL, /* the --ssl-grpc-* options, OPT_SSL to OPT_SSL_CHAIN in a row */
+  OPT_SSL_ROOT,
+  OPT_SSL_KEY,
+  OPT_SSL_CHAIN,
   OPT_HELP
 } opt_id;
 
@@ -39,6 +43,10 @@ typedef struct opt_def {
   bool has_arg;
   opt_id id;
 } opt_def;
+
+/* --ssl-grpc-use-ssl, alone or with "=true|false", is the one flag whose
+ * value is optional (never taken from the next argument). */
+static bool optional_arg(const opt_def *d) { return d->id == OPT_SSL; }
 
 static const opt_def defs[] = {
     {'m', "model", true, OPT_MODEL},
@@ -63,6 +71,10 @@ static const opt_def defs[] = {
     {0, "seed", true, OPT_SEED},
     {0, "streaming", false, OPT_STREAMING},
     {'v', "verbose", false, OPT_VERBOSE},
+    {0, "ssl-grpc-use-ssl", false, OPT_SSL},
+    {0, "ssl-grpc-root-certifications-file", true, OPT_SSL_ROOT},
+    {0, "ssl-grpc-private-key-file", true, OPT_SSL_KEY},
+    {0, "ssl-grpc-certificate-chain-file", true, OPT_SSL_CHAIN},
     {'h', "help", false, OPT_HELP},
 };
 
@@ -91,6 +103,10 @@ void nrd_perf_opts_usage(FILE *f, const char *argv0) {
           "  --streaming                       grpc: ModelStreamInfer, one stream per request slot\n"
           "  --seed N                          seed of the random input data (default 1)\n"
           "  -v                                inprocess: show the server's log\n"
+          "  --ssl-grpc-use-ssl[=true|false]   grpc: TLS (alone: true)\n"
+          "  --ssl-grpc-root-certifications-file=PEM  grpc TLS: CA that signs the server (default: system CAs)\n"
+          "  --ssl-grpc-private-key-file=PEM   grpc TLS: client key, with the chain (mutual TLS)\n"
+          "  --ssl-grpc-certificate-chain-file=PEM  grpc TLS: client certificate chain, with the key\n"
           "  -h, --help                        this text\n",
           argv0);
 }
@@ -277,11 +293,49 @@ static bool apply(nrd_perf_opts *o, const opt_def *d, const char *flag, const ch
     return true;
   case OPT_STREAMING: o->streaming = true; return true;
   case OPT_VERBOSE: o->verbose = true; return true;
+  case OPT_SSL: /* "" (the flag alone), "true" or "false" */
+    if (*v && strcmp(v, "true") && strcmp(v, "false")) goto bad;
+    o->ssl_grpc = strcmp(v, "false") != 0;
+    return true;
+  case OPT_SSL_ROOT:
+  case OPT_SSL_KEY:
+  case OPT_SSL_CHAIN: {
+    if (!*v) goto bad;
+    const char **slot = d->id == OPT_SSL_ROOT  ? &o->ssl_root_file
+                        : d->id == OPT_SSL_KEY ? &o->ssl_key_file
+                                               : &o->ssl_chain_file;
+    *slot = v;
+    return true;
+  }
   case OPT_HELP: return true;
   }
 bad:
   fprintf(err, "error: invalid value '%s' for %s\n", v, flag);
   return false;
+}
+
+/* The --ssl-grpc-* options together: grpc only, key and chain in pairs,
+ * files only with TLS on. `first` is the first of them given, or NULL. */
+static bool check_ssl(const nrd_perf_opts *o, const opt_def *first, FILE *err) {
+  if (!first) return true;
+  if (o->service != NRD_PERF_SERVICE_GRPC) {
+    fprintf(err, "error: --%s needs --service-kind=grpc\n", first->long_name);
+    return false;
+  }
+  if (!o->ssl_key_file != !o->ssl_chain_file) {
+    fprintf(err, "error: %s needs %s (mutual TLS takes both)\n",
+            o->ssl_key_file ? "--ssl-grpc-private-key-file" : "--ssl-grpc-certificate-chain-file",
+            o->ssl_key_file ? "--ssl-grpc-certificate-chain-file" : "--ssl-grpc-private-key-file");
+    return false;
+  }
+  const char *file_flag = o->ssl_root_file  ? "--ssl-grpc-root-certifications-file"
+                          : o->ssl_key_file ? "--ssl-grpc-private-key-file"
+                                            : NULL;
+  if (file_flag && !o->ssl_grpc) {
+    fprintf(err, "error: %s needs --ssl-grpc-use-ssl\n", file_flag);
+    return false;
+  }
+  return true;
 }
 
 nrd_perf_parse_result nrd_perf_opts_parse(int argc, char **argv, nrd_perf_opts *o, FILE *err) {
@@ -296,6 +350,7 @@ nrd_perf_parse_result nrd_perf_opts_parse(int argc, char **argv, nrd_perf_opts *
                        .max_outstanding = 256,
                        .seed = 1};
   bool conc_given = false;
+  const opt_def *ssl_given = NULL; /* the first --ssl-grpc-* option */
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const opt_def *d = NULL;
@@ -311,11 +366,15 @@ nrd_perf_parse_result nrd_perf_opts_parse(int argc, char **argv, nrd_perf_opts *
         return NRD_PERF_PARSE_ERROR;
       }
       if (eq) {
-        if (!d->has_arg) {
+        if (!d->has_arg && !optional_arg(d)) {
           fprintf(err, "error: %s takes no value\n", flag);
           return NRD_PERF_PARSE_ERROR;
         }
         value = eq + 1;
+        if (optional_arg(d) && !*value) {
+          fprintf(err, "error: invalid value '' for %s\n", flag);
+          return NRD_PERF_PARSE_ERROR;
+        }
       }
     } else if (a[0] == '-' && a[1] && a[1] != '-') {
       d = find_short(a[1]);
@@ -344,6 +403,7 @@ nrd_perf_parse_result nrd_perf_opts_parse(int argc, char **argv, nrd_perf_opts *
       value = argv[++i];
     }
     if (d->id == OPT_CONC) conc_given = true;
+    if (!ssl_given && d->id >= OPT_SSL && d->id <= OPT_SSL_CHAIN) ssl_given = d;
     if (!apply(o, d, flag, value ? value : "", err)) return NRD_PERF_PARSE_ERROR;
   }
   if (!o->model) {
@@ -379,5 +439,5 @@ nrd_perf_parse_result nrd_perf_opts_parse(int argc, char **argv, nrd_perf_opts *
     fprintf(err, "error: --streaming needs --service-kind=grpc\n");
     return NRD_PERF_PARSE_ERROR;
   }
-  return NRD_PERF_PARSE_OK;
+  return check_ssl(o, ssl_given, err) ? NRD_PERF_PARSE_OK : NRD_PERF_PARSE_ERROR;
 }

@@ -56,6 +56,11 @@ typedef struct nrd_perf_opts {
   int max_outstanding;   /* --max-outstanding: request slots in rate mode */
   unsigned seed;         /* --seed for random data */
   bool verbose;          /* -v: server log in inprocess mode */
+  /* gRPC over TLS (grpc only; the files need ssl_grpc) */
+  bool ssl_grpc;              /* --ssl-grpc-use-ssl[=true|false] */
+  const char *ssl_root_file;  /* --ssl-grpc-root-certifications-file: CA PEM; NULL = default paths */
+  const char *ssl_key_file;   /* --ssl-grpc-private-key-file: client key PEM (with the chain) */
+  const char *ssl_chain_file; /* --ssl-grpc-certificate-chain-file: client certificate PEM (with the key) */
 } nrd_perf_opts;
 
 typedef enum nrd_perf_parse_result {
