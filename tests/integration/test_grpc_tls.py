@@ -286,3 +286,29 @@ def test_many_tls_clients_at_once(certs):
 
         with concurrent.futures.ThreadPoolExecutor(8) as ex:
             assert all(ex.map(one, range(32)))
+
+
+def test_junk_before_and_after_the_handshake_closes_only_that_connection(certs):
+    """Random bytes instead of a ClientHello, and random bytes instead of
+    the HTTP/2 preface once TLS is up: each such connection is closed
+    (after a GOAWAY in the second case); the server goes on."""
+    import random
+
+    rng = random.Random(11)
+    ctx = ssl.create_default_context(cadata=certs.read("ca.crt").decode())
+    ctx.set_alpn_protocols(["h2"])
+    with server(certs) as srv:
+        for i in range(20):
+            junk = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 3000)))
+            with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
+                if i % 2:
+                    s = ctx.wrap_socket(s, server_hostname="localhost")
+                # Reset or a TLS alert are fine; a connection left open is not
+                # (the recv would time out).
+                with contextlib.suppress(ConnectionResetError, BrokenPipeError, ssl.SSLError):
+                    s.sendall(junk)
+                    while s.recv(4096):
+                        pass
+        ch, stub = secure_stub(srv.port, certs.read("ca.crt"))
+        assert stub.ServerLive(pb.ServerLiveRequest(), timeout=10).live
+        ch.close()
