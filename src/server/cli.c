@@ -96,6 +96,9 @@ typedef enum flag_id {
   F_GRPC_ROOT_CERT,
   F_ALLOW_SAGEMAKER,
   F_ALLOW_VERTEX_AI,
+  F_VERTEX_AI_PORT,
+  F_VERTEX_AI_THREAD_COUNT,
+  F_VERTEX_AI_DEFAULT_MODEL,
   F_HTTP_RESTRICTED_API,
   F_GRPC_RESTRICTED_PROTOCOL,
   F_HTTP_HEADER_FORWARD,
@@ -258,7 +261,13 @@ static const flag_spec kFlags[] = {
     {"grpc-root-cert", F_GRPC_ROOT_CERT, "PATH",
      "PEM CA certificates that client certificates must chain to (--grpc-use-ssl-mutual)."},
     {"allow-sagemaker", F_ALLOW_SAGEMAKER, "BOOL", "Not supported: false only."},
-    {"allow-vertex-ai", F_ALLOW_VERTEX_AI, "BOOL", "Not supported: false only."},
+    {"allow-vertex-ai", F_ALLOW_VERTEX_AI, "BOOL",
+     "Serve Vertex AI's prediction endpoint (docs/vertex-ai.md); default false, true when AIP_MODE=PREDICTION "
+     "(which also turns HTTP/REST and gRPC off unless given)."},
+    {"vertex-ai-port", F_VERTEX_AI_PORT, "N", "Vertex AI port (default AIP_HTTP_PORT, else 8080)."},
+    {"vertex-ai-thread-count", F_VERTEX_AI_THREAD_COUNT, "N", "Vertex AI event-loop threads (default 8)."},
+    {"vertex-ai-default-model", F_VERTEX_AI_DEFAULT_MODEL, "NAME",
+     "The model the prediction route infers (default: the only model loaded)."},
     {"http-restricted-api", F_HTTP_RESTRICTED_API, "<apis>:<key>=<value>",
      "HTTP requests to these APIs (health, metadata, inference, shared-memory, model-config, model-repository, "
      "statistics, trace, logging; comma separated) need header <key> with <value>, else 403. Repeatable, one "
@@ -711,8 +720,22 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
       else cli->metrics_address = v;
       return 0;
     case F_HTTP_THREAD_COUNT:
+    case F_VERTEX_AI_THREAD_COUNT:
       if (parse_long(v, 1, 256, &n) != 0) return bad_value(f, v, "a thread count 1..256", err, errlen);
-      cli->http_thread_count = (int)n;
+      if (f->id == F_HTTP_THREAD_COUNT) cli->http_thread_count = (int)n;
+      else cli->vertex_ai_thread_count = (int)n;
+      return 0;
+    case F_VERTEX_AI_PORT:
+      if (parse_long(v, 0, 65535, &n) != 0) return bad_value(f, v, "a port 0..65535", err, errlen);
+      cli->vertex_ai_port = (int)n;
+      return 0;
+    case F_VERTEX_AI_DEFAULT_MODEL:
+      cli->vertex_ai_default_model = v;
+      return 0;
+    case F_ALLOW_VERTEX_AI:
+      if (parse_bool(v, &b) != 0)
+        return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
+      cli->allow_vertex_ai = b;
       return 0;
     case F_HTTP_MAX_INPUT_SIZE:
       if (parse_long(v, 1, LONG_MAX, &n) != 0) return bad_value(f, v, "a size in bytes > 0", err, errlen);
@@ -811,7 +834,6 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
       return 0;
     case F_MODEL_NAMESPACING:
     case F_ALLOW_SAGEMAKER:
-    case F_ALLOW_VERTEX_AI:
       if (parse_bool(v, &b) != 0)
         return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
       if (!b) return 0;
@@ -977,6 +999,25 @@ int nrd_srv_cli_parse(int argc, char **argv, nrd_srv_cli *cli, char *err, size_t
   cli->grpc_infer_response_compression = NRD_SRV_COMPRESS_NONE;
   cli->trace_rate = 1000;
   cli->trace_count = -1;
+  cli->vertex_ai_port = 8080;
+  cli->vertex_ai_thread_count = 8;
+  /* Vertex AI's environment, as tritonserver reads it: in a prediction
+   * container the Vertex AI endpoint is on and the others off, unless the
+   * flags say otherwise; its port comes from AIP_HTTP_PORT. */
+  const char *aip_mode = getenv("AIP_MODE");
+  if (aip_mode && !strcmp(aip_mode, "PREDICTION")) {
+    cli->allow_vertex_ai = true;
+    cli->allow_http = cli->allow_grpc = false;
+  }
+  const char *aip_port = getenv("AIP_HTTP_PORT");
+  if (aip_port && aip_port[0]) {
+    long port = 0;
+    if (parse_long(aip_port, 0, 65535, &port) != 0) {
+      nrd_srv_fmt_err(err, errlen, "AIP_HTTP_PORT: expected a port 0..65535, got '%s'", aip_port);
+      return -1;
+    }
+    cli->vertex_ai_port = (int)port;
+  }
   cli->trace_otel_max_queue_size = cli->trace_otel_schedule_delay_ms = cli->trace_otel_max_export_batch_size = -1;
   cli->exit_on_error = true;
   cli->strict_readiness = true;

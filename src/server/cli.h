@@ -117,6 +117,11 @@ typedef struct nrd_srv_cli {
   nrd_srv_restrictions grpc_restricted; /* --grpc-restricted-protocol (owned) */
   const char *http_header_forward;   /* --http-header-forward-pattern; NULL: none */
   const char *grpc_header_forward;   /* --grpc-header-forward-pattern; NULL: none */
+  /* Vertex AI (http_vertex.c; defaults from AIP_MODE and AIP_HTTP_PORT). */
+  bool allow_vertex_ai;              /* default false; true with AIP_MODE=PREDICTION */
+  int vertex_ai_port;                /* default AIP_HTTP_PORT, else 8080 */
+  int vertex_ai_thread_count;        /* default 8 */
+  const char *vertex_ai_default_model; /* NULL: the only model loaded */
 } nrd_srv_cli;
 
 /* Parses argv[1..argc-1] into *cli (which need not be initialized).

@@ -1,5 +1,5 @@
-/* Starting and stopping nereid's HTTP endpoints (the HTTP/REST API and the
- * metrics endpoint) as the command line asks.
+/* Starting and stopping nereid's HTTP endpoints (the HTTP/REST API, the
+ * metrics endpoint and the Vertex AI endpoint) as the command line asks.
  *
  * Threads: main thread only. */
 #ifndef NRD_SRV_HTTP_ENDPOINTS_H
@@ -11,6 +11,7 @@
 typedef struct nrd_srv_http_endpoints {
   nrd_srv_http *api;     /* NULL with --allow-http=false */
   nrd_srv_http *metrics; /* NULL with --allow-metrics=false */
+  nrd_srv_http *vertex;  /* NULL unless --allow-vertex-ai */
 } nrd_srv_http_endpoints;
 
 /* Starts the endpoints `cli` enables on `server` and prints where each

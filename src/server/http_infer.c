@@ -799,6 +799,12 @@ static bool contains(const char *h, size_t n, const char *needle, size_t nlen, s
 /* Parses the whole request into ps->ireq. Returns 0 or -1 with ps->msg. */
 static int parse_request(parse *ps) {
   const char *hlen = nrd_srv_http_header_known(ps->req, NRD_SRV_H_INFERENCE_HEADER_CONTENT_LENGTH);
+  bool bad_type = false;
+  const char *vertex_len = nrd_srv_http_vertex_header_size(ps->c->loop->http, ps->req, &bad_type);
+  if (bad_type)
+    FAIL("expect MIME type for binary data starts with 'application/vnd.vertex-ai-triton.binary+json;"
+         "json-header-size=', got: %.200s", nrd_srv_http_header_get(ps->req, "Content-Type"));
+  if (vertex_len) hlen = vertex_len;
   ps->header_len = ps->body_len;
   if (hlen) {
     char *end = NULL;

@@ -150,6 +150,9 @@ struct nrd_srv_http {
   size_t max_input;
   int client_timeout_secs; /* see nrd_srv_http_options */
   bool metrics_only;
+  /* A Vertex AI endpoint (http_vertex.c): its routes, owned; NULL when it
+   * serves KServe's routes. */
+  char *vertex_predict, *vertex_health, *vertex_model;
   int port;
   int fd;
   nrd_srv_http_loop *loops;
@@ -311,6 +314,22 @@ int nrd_srv_http_body_json(nrd_srv_http_req *req, json_t **out);
 
 /* Routes one request (http_routes.c). Loop thread. */
 void nrd_srv_http_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req);
+
+/* The KServe v2 routes alone, for req->path as it is now (http_routes.c). */
+void nrd_srv_http_route_api(nrd_srv_http_loop *loop, nrd_srv_http_req *req);
+
+/* GET /metrics (http_routes.c). */
+void nrd_srv_http_metrics(nrd_srv_http *h, nrd_srv_http_req *req);
+
+/* A Vertex AI endpoint's request (http_vertex.c): the health and predict
+ * routes, the predict route's redirects. Loop thread. */
+void nrd_srv_http_vertex_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req);
+
+/* On a Vertex AI endpoint, the inference header's length from a
+ * Content-Type of application/vnd.vertex-ai-triton.binary+json;
+ * json-header-size=N: N as text, or NULL when the type is another one.
+ * *bad is set when the type names it anywhere but at its start. */
+const char *nrd_srv_http_vertex_header_size(const nrd_srv_http *h, const nrd_srv_http_req *req, bool *bad);
 
 /* Handles POST .../infer for model/version (-1: policy) (http_infer.c).
  * Loop thread; req is answered now or later. */

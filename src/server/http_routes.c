@@ -95,7 +95,7 @@ static void health(nrd_srv_http *h, nrd_srv_http_req *req, bool live) {
   nrd_srv_http_reply_empty(req, ok && err == NULL ? 200 : 400);
 }
 
-static void metrics(nrd_srv_http *h, nrd_srv_http_req *req) {
+void nrd_srv_http_metrics(nrd_srv_http *h, nrd_srv_http_req *req) {
   if (!is_get(req)) return method_not_allowed(req);
   TRITONSERVER_Metrics *m = NULL;
   TRITONSERVER_Error *err = TRITONSERVER_ServerMetrics(h->server, &m);
@@ -411,11 +411,17 @@ static bool next_segment(const char **p, char *seg, size_t cap) {
 
 void nrd_srv_http_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req) {
   nrd_srv_http *h = loop->http;
-  const char *path = req->path;
   if (h->metrics_only) {
-    if (strcmp(path, "/metrics") == 0) return metrics(h, req);
+    if (strcmp(req->path, "/metrics") == 0) return nrd_srv_http_metrics(h, req);
     return nrd_srv_http_reply_error(req, 404, "Not Found");
   }
+  if (h->vertex_predict) return nrd_srv_http_vertex_route(loop, req);
+  nrd_srv_http_route_api(loop, req);
+}
+
+void nrd_srv_http_route_api(nrd_srv_http_loop *loop, nrd_srv_http_req *req) {
+  nrd_srv_http *h = loop->http;
+  const char *path = req->path;
   char model[512], seg[512], version[64];
   const char *p;
   /* The model routes first: inference takes this way. */

@@ -173,6 +173,9 @@ static void free_http(nrd_srv_http *h) {
   if (h->fd >= 0) close(h->fd);
   if (h->allocator) TRITONSERVER_ResponseAllocatorDelete(h->allocator);
   nrd_srv_header_forward_free(h->header_forward);
+  free(h->vertex_predict);
+  free(h->vertex_health);
+  free(h->vertex_model);
   free(h);
 }
 
@@ -201,6 +204,14 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
   h->client_timeout_secs = opts->client_timeout_secs > 0 ? opts->client_timeout_secs
                                                           : NRD_SRV_HTTP_CLIENT_TIMEOUT_DEFAULT;
   h->metrics_only = opts->metrics_only != 0;
+  if (opts->vertex && (!(h->vertex_predict = strdup(opts->vertex->predict_route)) ||
+                       !(h->vertex_health = strdup(opts->vertex->health_route)) ||
+                       !(h->vertex_model = strdup(opts->vertex->default_model)))) {
+    free(h->vertex_predict);
+    free(h->vertex_health);
+    free(h);
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  }
   atomic_init(&h->in_flight, 0);
   atomic_init(&h->open_conns, 0);
   atomic_init(&h->draining, false);
@@ -236,7 +247,7 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
       l->has_inbox = true;
     if (!l->has_inbox ||
         nrd_srv_acceptor_init(&l->acceptor, h->fd, l->epfd, &l->tag_listener,
-                              h->metrics_only ? "metrics" : "HTTP/REST") != 0) {
+                              h->metrics_only ? "metrics" : h->vertex_predict ? "Vertex AI" : "HTTP/REST") != 0) {
       err = errorf(TRITONSERVER_ERROR_INTERNAL, "cannot create an HTTP event loop: %s", strerror(errno));
       goto fail;
     }

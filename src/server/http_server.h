@@ -24,6 +24,14 @@ typedef struct nrd_srv_http nrd_srv_http;
 /* Seconds a client may be slow (see client_timeout_secs). */
 #define NRD_SRV_HTTP_CLIENT_TIMEOUT_DEFAULT 120
 
+/* The routes of a Vertex AI prediction endpoint (--allow-vertex-ai; see
+ * http_vertex.c). */
+typedef struct nrd_srv_vertex_routes {
+  const char *predict_route; /* AIP_PREDICT_ROUTE: inference on default_model, or a redirect */
+  const char *health_route;  /* AIP_HEALTH_ROUTE: the server's readiness */
+  const char *default_model; /* the model the predict route serves */
+} nrd_srv_vertex_routes;
+
 typedef struct nrd_srv_http_options {
   const char *address;       /* e.g. "0.0.0.0" */
   int port;                  /* 0: pick a free port */
@@ -39,6 +47,8 @@ typedef struct nrd_srv_http_options {
   nrd_srv_tracer *tracer;    /* tracing (may be NULL) */
   const nrd_srv_restrictions *restricted; /* --http-restricted-api (may be NULL: all open) */
   const char *header_forward; /* --http-header-forward-pattern (NULL: none); compiled at start */
+  /* Non-NULL: serve Vertex AI's routes instead of KServe's (copied at start). */
+  const nrd_srv_vertex_routes *vertex;
 } nrd_srv_http_options;
 
 /* Binds and starts serving `server` (borrowed: it must outlive the front

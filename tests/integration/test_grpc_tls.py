@@ -22,10 +22,10 @@ import time
 import numpy as np
 import pytest
 
+from test_nereid_cli import SANITIZER_WORDS, assert_stopped_clean
 from test_grpc import (BACKENDS, EXAMPLES, RawH2, Server, fill_socket_then_read, free_port, grpc,
                        infer_request, output_array, pb, pbg, square_request)
 
-SANITIZER_WORDS = ("AddressSanitizer", "LeakSanitizer", "runtime error:", "ThreadSanitizer")
 BIG = 64 << 20  # channel message limit for the large call
 
 
@@ -84,9 +84,7 @@ def server(certs, *extra, mutual=False):
         srv.wait_ready()
         srv.port = port
         yield srv
-        assert srv.stop() == 0, srv.text()
-        for bad in SANITIZER_WORDS:
-            assert bad not in srv.text(), srv.text()
+        assert_stopped_clean(srv)
     finally:
         if srv.proc.poll() is None:
             srv.proc.kill()

@@ -115,6 +115,16 @@ def server_factory():
             s.close()
 
 
+SANITIZER_WORDS = ("AddressSanitizer", "LeakSanitizer", "runtime error:", "ThreadSanitizer")
+
+
+def assert_stopped_clean(s):
+    """Stops the Server s (SIGTERM): exit status 0 and no sanitizer report."""
+    assert s.stop() == 0, s.text()
+    for bad in SANITIZER_WORDS:
+        assert bad not in s.text(), s.text()
+
+
 def listening_ports(lines):
     """{"http": port, "grpc": port, "metrics": port} from the start-up lines
     (only the endpoints that are on)."""
@@ -345,7 +355,7 @@ def test_model_config_name_and_thread_flags(server_factory, tmp_path):
 
 @pytest.mark.parametrize(
     "flag",
-    ["--allow-sagemaker=true", "--allow-vertex-ai=true", "--model-namespacing=true"],
+    ["--allow-sagemaker=true", "--model-namespacing=true"],
 )
 def test_features_nereid_lacks_are_refused_by_name(flag):
     code, _, err = run([*common(), flag])

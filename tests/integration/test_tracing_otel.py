@@ -19,7 +19,7 @@ import urllib.request
 
 import pytest
 
-from test_nereid_cli import BACKENDS, EXAMPLES, Server, listening_ports, run
+from test_nereid_cli import BACKENDS, EXAMPLES, Server, assert_stopped_clean, listening_ports, run
 from test_tracing import stubs
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c12666c-b7ad6b7169242424-01"
@@ -94,9 +94,7 @@ def nereid(collector_port, *flags, delay_ms=100):
         ports = listening_ports(s.wait_ready())
         s.http, s.grpc = ports["http"], ports["grpc"]
         yield s
-        assert s.stop() == 0, s.text()
-        for bad in ("AddressSanitizer", "LeakSanitizer", "runtime error:", "ThreadSanitizer"):
-            assert bad not in s.text(), s.text()
+        assert_stopped_clean(s)
     finally:
         s.close()
 

@@ -1,0 +1,98 @@
+/* The Vertex AI prediction endpoint (--allow-vertex-ai), as tritonserver
+ * serves it: a second HTTP endpoint that answers only two routes, named by
+ * Vertex AI's environment. The health route (AIP_HEALTH_ROUTE) is the
+ * server's readiness. The predict route (AIP_PREDICT_ROUTE) runs an
+ * inference on the default model; or, with the header
+ * X-Vertex-Ai-Triton-Redirect: <v2 route>, any of the KServe routes Triton
+ * lets through (Vertex AI only sends POST: routes that read are served as
+ * if they were a GET). Anything else is 400. Binary tensor data is framed
+ * by a Content-Type that carries the JSON header's size. */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "http_internal.h"
+
+#define BINARY_MIME "application/vnd.vertex-ai-triton.binary+json;json-header-size="
+#define REDIRECT_HEADER "X-Vertex-Ai-Triton-Redirect"
+
+const char *nrd_srv_http_vertex_header_size(const nrd_srv_http *h, const nrd_srv_http_req *req, bool *bad) {
+  *bad = false;
+  if (!h->vertex_predict) return NULL;
+  const char *type = nrd_srv_http_header_get(req, "Content-Type");
+  const char *at = type ? strstr(type, BINARY_MIME) : NULL;
+  if (!at) return NULL;
+  *bad = at != type;
+  return at + sizeof BINARY_MIME - 1;
+}
+
+/* How a redirect target is served: not at all, as it came (POST), or as
+ * a GET. */
+typedef enum { REDIRECT_NO, REDIRECT_POST, REDIRECT_GET } redirect_kind;
+
+/* The routes Triton's Vertex AI endpoint redirects to, and how. */
+static redirect_kind redirect_kind_of(const char *path) {
+  if (!strcmp(path, "/metrics") || !strcmp(path, "/v2/models/stats") || !strcmp(path, "/v2") ||
+      !strncmp(path, "/v2/health/", 11))
+    return REDIRECT_GET;
+  if (!strncmp(path, "/v2/models/", 11)) {
+    /* <model>[/versions/<v>][/ready|/infer|/config|/stats] */
+    const char *p = path + 11, *slash = strchr(p, '/');
+    if (slash == p) return REDIRECT_NO;
+    if (!slash) return REDIRECT_GET; /* metadata */
+    p = slash + 1;
+    if (!strncmp(p, "versions/", 9)) {
+      p += 9;
+      slash = strchr(p, '/');
+      if (slash == p) return REDIRECT_NO;
+      if (!slash) return REDIRECT_GET;
+      p = slash + 1;
+    }
+    if (!strcmp(p, "infer")) return REDIRECT_POST;
+    if (!strcmp(p, "ready") || !strcmp(p, "config") || !strcmp(p, "stats")) return REDIRECT_GET;
+    return REDIRECT_NO;
+  }
+  if (!strncmp(path, "/v2/systemsharedmemory/", 23) || !strncmp(path, "/v2/cudasharedmemory/", 21)) {
+    size_t n = strlen(path);
+    return n >= 7 && !strcmp(path + n - 7, "/status") ? REDIRECT_GET : REDIRECT_POST;
+  }
+  if (!strcmp(path, "/v2/repository/index") || !strncmp(path, "/v2/repository/models/", 22)) return REDIRECT_POST;
+  return REDIRECT_NO;
+}
+
+void nrd_srv_http_vertex_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req) {
+  nrd_srv_http *h = loop->http;
+  if (!strcmp(req->path, h->vertex_health)) {
+    const char *path = req->path;
+    req->path = "/v2/health/ready";
+    nrd_srv_http_route_api(loop, req);
+    req->path = path;
+    return;
+  }
+  if (strcmp(req->path, h->vertex_predict) != 0)
+    return nrd_srv_http_reply_error(req, 400, "Vertex AI endpoint: unknown route (expected the health or the "
+                                              "prediction route)");
+  const char *redirect = nrd_srv_http_header_get(req, REDIRECT_HEADER);
+  if (!redirect) {
+    if (req->method != NRD_SRV_HTTP_POST) return nrd_srv_http_reply_error(req, 405, "Method Not Allowed");
+    return nrd_srv_http_infer(loop, req, h->vertex_model, -1);
+  }
+  if (req->method != NRD_SRV_HTTP_POST) return nrd_srv_http_reply_error(req, 405, "Method Not Allowed");
+  char target[1024];
+  int n = snprintf(target, sizeof target, "/%s", redirect);
+  redirect_kind kind = n > 0 && (size_t)n < sizeof target ? redirect_kind_of(target) : REDIRECT_NO;
+  if (kind == REDIRECT_NO) {
+    char msg[300];
+    snprintf(msg, sizeof msg, "Vertex AI endpoint: cannot redirect to '%.200s'", redirect);
+    return nrd_srv_http_reply_error(req, 400, msg);
+  }
+  /* The target lives on this stack frame: the routes copy what they keep. */
+  const char *path = req->path;
+  nrd_srv_http_method method = req->method;
+  req->path = target;
+  if (kind == REDIRECT_GET) req->method = NRD_SRV_HTTP_GET;
+  if (!strcmp(target, "/metrics")) nrd_srv_http_metrics(h, req);
+  else nrd_srv_http_route_api(loop, req);
+  req->path = path;
+  req->method = method;
+}
