@@ -96,6 +96,9 @@ typedef enum flag_id {
   F_GRPC_ROOT_CERT,
   F_ALLOW_SAGEMAKER,
   F_ALLOW_VERTEX_AI,
+  F_SAGEMAKER_PORT,
+  F_SAGEMAKER_SAFE_PORT_RANGE,
+  F_SAGEMAKER_THREAD_COUNT,
   F_VERTEX_AI_PORT,
   F_VERTEX_AI_THREAD_COUNT,
   F_VERTEX_AI_DEFAULT_MODEL,
@@ -260,7 +263,12 @@ static const flag_spec kFlags[] = {
     {"grpc-server-key", F_GRPC_SERVER_KEY, "PATH", "PEM private key of --grpc-server-cert."},
     {"grpc-root-cert", F_GRPC_ROOT_CERT, "PATH",
      "PEM CA certificates that client certificates must chain to (--grpc-use-ssl-mutual)."},
-    {"allow-sagemaker", F_ALLOW_SAGEMAKER, "BOOL", "Not supported: false only."},
+    {"allow-sagemaker", F_ALLOW_SAGEMAKER, "BOOL",
+     "Serve SageMaker's /ping and /invocations for one model (docs/sagemaker.md); default false."},
+    {"sagemaker-port", F_SAGEMAKER_PORT, "N", "SageMaker port (default 8080)."},
+    {"sagemaker-safe-port-range", F_SAGEMAKER_SAFE_PORT_RANGE, "MIN-MAX",
+     "Ports the other endpoints must use when SageMaker is on."},
+    {"sagemaker-thread-count", F_SAGEMAKER_THREAD_COUNT, "N", "SageMaker event-loop threads (default 8)."},
     {"allow-vertex-ai", F_ALLOW_VERTEX_AI, "BOOL",
      "Serve Vertex AI's prediction endpoint (docs/vertex-ai.md); default false, true when AIP_MODE=PREDICTION "
      "(which also turns HTTP/REST and gRPC off unless given)."},
@@ -721,13 +729,34 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
       return 0;
     case F_HTTP_THREAD_COUNT:
     case F_VERTEX_AI_THREAD_COUNT:
+    case F_SAGEMAKER_THREAD_COUNT:
       if (parse_long(v, 1, 256, &n) != 0) return bad_value(f, v, "a thread count 1..256", err, errlen);
       if (f->id == F_HTTP_THREAD_COUNT) cli->http_thread_count = (int)n;
-      else cli->vertex_ai_thread_count = (int)n;
+      else if (f->id == F_VERTEX_AI_THREAD_COUNT) cli->vertex_ai_thread_count = (int)n;
+      else cli->sagemaker_thread_count = (int)n;
       return 0;
     case F_VERTEX_AI_PORT:
+    case F_SAGEMAKER_PORT:
       if (parse_long(v, 0, 65535, &n) != 0) return bad_value(f, v, "a port 0..65535", err, errlen);
-      cli->vertex_ai_port = (int)n;
+      if (f->id == F_VERTEX_AI_PORT) cli->vertex_ai_port = (int)n;
+      else cli->sagemaker_port = (int)n;
+      return 0;
+    case F_SAGEMAKER_SAFE_PORT_RANGE: {
+      long lo = 0, hi = 0;
+      const char *dash = strchr(v, '-');
+      char first[16] = "";
+      if (dash && (size_t)(dash - v) < sizeof first) memcpy(first, v, (size_t)(dash - v));
+      if (!dash || parse_long(first, 0, 65535, &lo) != 0 || parse_long(dash + 1, 0, 65535, &hi) != 0 || lo > hi)
+        return bad_value(f, v, "<min>-<max>, ports 0..65535", err, errlen);
+      cli->sagemaker_safe_lo = (int)lo;
+      cli->sagemaker_safe_hi = (int)hi;
+      cli->sagemaker_safe_range = true;
+      return 0;
+    }
+    case F_ALLOW_SAGEMAKER:
+      if (parse_bool(v, &b) != 0)
+        return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
+      cli->allow_sagemaker = b;
       return 0;
     case F_VERTEX_AI_DEFAULT_MODEL:
       cli->vertex_ai_default_model = v;
@@ -833,15 +862,10 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
       cli->grpc_root_cert = v;
       return 0;
     case F_MODEL_NAMESPACING:
-    case F_ALLOW_SAGEMAKER:
       if (parse_bool(v, &b) != 0)
         return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
       if (!b) return 0;
-      return unsupported(f, v,
-                         f->id == F_MODEL_NAMESPACING
-                             ? "model names must be unique across repositories"
-                             : "nereid serves only the KServe v2 HTTP/REST and gRPC protocols",
-                         err, errlen);
+      return unsupported(f, v, "model names must be unique across repositories", err, errlen);
     case F_HTTP_RESTRICTED_API:
       return nrd_srv_restrictions_add(&cli->http_restricted, f->name, v, "", err, errlen);
     case F_GRPC_RESTRICTED_PROTOCOL:
@@ -944,6 +968,24 @@ static int check_combination(nrd_srv_cli *cli, bool strict_given, bool disable_a
     nrd_srv_fmt_err(err, errlen, "--model-repository is required (give at least one model repository)");
     return -1;
   }
+  if (cli->allow_sagemaker && cli->sagemaker_safe_range) {
+    /* As tritonserver: with SageMaker on, the other endpoints stay within
+     * the range SageMaker allows them. */
+    struct {
+      bool on;
+      int port;
+      const char *what;
+    } others[] = {{cli->allow_http, cli->http_port, "HTTP"},
+                  {cli->allow_grpc, cli->grpc_port, "GRPC"},
+                  {cli->allow_metrics, cli->metrics_port, "metrics"}};
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+      if (!others[i].on || (others[i].port >= cli->sagemaker_safe_lo && others[i].port <= cli->sagemaker_safe_hi))
+        continue;
+      nrd_srv_fmt_err(err, errlen, "The server cannot listen to %s requests at port %d, allowed port range is "
+                      "[%d, %d]", others[i].what, others[i].port, cli->sagemaker_safe_lo, cli->sagemaker_safe_hi);
+      return -1;
+    }
+  }
   if (cli->allow_grpc && cli->grpc_use_ssl) {
     const char *missing = !cli->grpc_server_cert ? "--grpc-server-cert"
                           : !cli->grpc_server_key ? "--grpc-server-key"
@@ -1001,6 +1043,8 @@ int nrd_srv_cli_parse(int argc, char **argv, nrd_srv_cli *cli, char *err, size_t
   cli->trace_count = -1;
   cli->vertex_ai_port = 8080;
   cli->vertex_ai_thread_count = 8;
+  cli->sagemaker_port = 8080;
+  cli->sagemaker_thread_count = 8;
   /* Vertex AI's environment, as tritonserver reads it: in a prediction
    * container the Vertex AI endpoint is on and the others off, unless the
    * flags say otherwise; its port comes from AIP_HTTP_PORT. */

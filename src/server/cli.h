@@ -122,6 +122,12 @@ typedef struct nrd_srv_cli {
   int vertex_ai_port;                /* default AIP_HTTP_PORT, else 8080 */
   int vertex_ai_thread_count;        /* default 8 */
   const char *vertex_ai_default_model; /* NULL: the only model loaded */
+  /* SageMaker (http_sagemaker.c). */
+  bool allow_sagemaker;              /* default false */
+  int sagemaker_port;                /* default 8080 */
+  int sagemaker_thread_count;        /* default 8 */
+  bool sagemaker_safe_range;         /* --sagemaker-safe-port-range given */
+  int sagemaker_safe_lo, sagemaker_safe_hi;
 } nrd_srv_cli;
 
 /* Parses argv[1..argc-1] into *cli (which need not be initialized).

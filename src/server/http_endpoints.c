@@ -80,6 +80,46 @@ static int start_vertex(TRITONSERVER_Server *server, const nrd_srv_cli *cli, nrd
   return rc;
 }
 
+/* --allow-sagemaker: the model and the modes come from SageMaker's
+ * environment, as tritonserver reads it. */
+static int start_sagemaker(TRITONSERVER_Server *server, const nrd_srv_cli *cli, nrd_srv_shm *shm,
+                           nrd_srv_log_settings *log, nrd_srv_tracer *tracer, nrd_srv_http_endpoints *ep) {
+  const char *model = getenv("SAGEMAKER_TRITON_DEFAULT_MODEL_NAME");
+  const char *ping = getenv("SAGEMAKER_TRITON_PING_MODE");
+  const char *type = getenv("SAGEMAKER_TRITON_INFERENCE_TYPE");
+  nrd_srv_sagemaker_options o = {.model = model && model[0] ? model : "unspecified_SAGEMAKER_TRITON_DEFAULT_MODEL_NAME"};
+  if (ping && ping[0] && strcmp(ping, "ready") && strcmp(ping, "live")) {
+    fprintf(stderr, "nereid: error: starting the SageMaker endpoint: SAGEMAKER_TRITON_PING_MODE must be ready or "
+                    "live, got '%s'\n", ping);
+    return -1;
+  }
+  o.ping_live = ping && !strcmp(ping, "live");
+  if (!type || !type[0] || !strcmp(type, "infer")) {
+    o.kind = NRD_SRV_SAGEMAKER_INFER;
+  } else if (!strcmp(type, "generate")) {
+    o.kind = NRD_SRV_SAGEMAKER_GENERATE;
+  } else if (!strcmp(type, "generate_stream")) {
+    o.kind = NRD_SRV_SAGEMAKER_GENERATE_STREAM;
+  } else {
+    fprintf(stderr, "nereid: error: starting the SageMaker endpoint: invalid inference type '%s' "
+                    "(SAGEMAKER_TRITON_INFERENCE_TYPE). Must be one of: infer, generate, generate_stream.\n", type);
+    return -1;
+  }
+  nrd_srv_http_options opts = {.address = "0.0.0.0", .port = cli->sagemaker_port, .threads = cli->sagemaker_thread_count,
+                               .max_input_size = (size_t)cli->http_max_input_size,
+                               .client_timeout_secs = cli->http_client_timeout_secs, .shm = shm, .log = log,
+                               .tracer = tracer, .sagemaker = &o};
+  TRITONSERVER_Error *err = nrd_srv_http_start(server, &opts, &ep->sagemaker);
+  if (err) {
+    fprintf(stderr, "nereid: error: starting the SageMaker endpoint: %s\n", TRITONSERVER_ErrorMessage(err));
+    TRITONSERVER_ErrorDelete(err);
+    return -1;
+  }
+  printf("nereid: SageMaker listening on 0.0.0.0:%d (/invocations: %s of model '%s')\n",
+         nrd_srv_http_port(ep->sagemaker), !type || !type[0] ? "infer" : type, o.model);
+  return 0;
+}
+
 int nrd_srv_http_endpoints_start(TRITONSERVER_Server *server, const nrd_srv_cli *cli,
                                  nrd_srv_shm *shm, nrd_srv_log_settings *log, nrd_srv_tracer *tracer,
                                  nrd_srv_http_endpoints *ep) {
@@ -100,6 +140,10 @@ int nrd_srv_http_endpoints_start(TRITONSERVER_Server *server, const nrd_srv_cli 
     nrd_srv_http_endpoints_stop(ep, 0);
     return -1;
   }
+  if (cli->allow_sagemaker && start_sagemaker(server, cli, shm, log, tracer, ep) != 0) {
+    nrd_srv_http_endpoints_stop(ep, 0);
+    return -1;
+  }
   return 0;
 }
 
@@ -107,12 +151,14 @@ void nrd_srv_http_endpoints_drain(nrd_srv_http_endpoints *ep) {
   nrd_srv_http_drain(ep->api);
   nrd_srv_http_drain(ep->metrics);
   nrd_srv_http_drain(ep->vertex);
+  nrd_srv_http_drain(ep->sagemaker);
 }
 
 bool nrd_srv_http_endpoints_stop(nrd_srv_http_endpoints *ep, unsigned wait_secs) {
   bool clean = nrd_srv_http_stop(ep->api, wait_secs);
   clean &= nrd_srv_http_stop(ep->metrics, wait_secs);
   clean &= nrd_srv_http_stop(ep->vertex, wait_secs);
+  clean &= nrd_srv_http_stop(ep->sagemaker, wait_secs);
   memset(ep, 0, sizeof *ep);
   return clean;
 }

@@ -12,6 +12,7 @@ typedef struct nrd_srv_http_endpoints {
   nrd_srv_http *api;     /* NULL with --allow-http=false */
   nrd_srv_http *metrics; /* NULL with --allow-metrics=false */
   nrd_srv_http *vertex;  /* NULL unless --allow-vertex-ai */
+  nrd_srv_http *sagemaker; /* NULL unless --allow-sagemaker */
 } nrd_srv_http_endpoints;
 
 /* Starts the endpoints `cli` enables on `server` and prints where each

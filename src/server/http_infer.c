@@ -414,10 +414,18 @@ static bool build_reply(infer_ctx *c, nrd_srv_http_req *req) {
   bool may_compress = nrd_srv_http_header_known(req, NRD_SRV_H_ACCEPT_ENCODING) != NULL;
   size_t json_len = t.len;
   int fail = nrd_srv_http_add_body_ref(req, t.buf, t.len, free, t.buf);
-  if (n_tails > 0) {
+  const nrd_srv_http *h = c->loop->http;
+  if (n_tails > 0 && h->sagemaker_model) {
+    /* SageMaker names the JSON header's size in the content type. */
+    char type[128];
+    snprintf(type, sizeof type, "%s%zu", h->binary_mime, json_len);
+    fail |= nrd_srv_http_add_header(req, "Content-Type", type);
+  } else if (n_tails > 0) {
     num[nrd_srv_fmt_u64(num, json_len)] = '\0';
     fail |= nrd_srv_http_add_header(req, "Inference-Header-Content-Length", num);
     fail |= nrd_srv_http_add_header(req, "Content-Type", "application/octet-stream");
+  }
+  if (n_tails > 0) {
     for (size_t i = 0; i < n_tails && !fail; i++) {
       if (tails[i].size == 0) continue;
       out_block *b = tails[i].block;
@@ -800,11 +808,12 @@ static bool contains(const char *h, size_t n, const char *needle, size_t nlen, s
 static int parse_request(parse *ps) {
   const char *hlen = nrd_srv_http_header_known(ps->req, NRD_SRV_H_INFERENCE_HEADER_CONTENT_LENGTH);
   bool bad_type = false;
-  const char *vertex_len = nrd_srv_http_vertex_header_size(ps->c->loop->http, ps->req, &bad_type);
+  const nrd_srv_http *h = ps->c->loop->http;
+  const char *framed_len = nrd_srv_http_framed_header_size(h, ps->req, &bad_type);
   if (bad_type)
-    FAIL("expect MIME type for binary data starts with 'application/vnd.vertex-ai-triton.binary+json;"
-         "json-header-size=', got: %.200s", nrd_srv_http_header_get(ps->req, "Content-Type"));
-  if (vertex_len) hlen = vertex_len;
+    FAIL("expect MIME type for binary data starts with '%s', got: %.200s", h->binary_mime,
+         nrd_srv_http_header_get(ps->req, "Content-Type"));
+  if (framed_len) hlen = framed_len;
   ps->header_len = ps->body_len;
   if (hlen) {
     char *end = NULL;

@@ -153,6 +153,14 @@ struct nrd_srv_http {
   /* A Vertex AI endpoint (http_vertex.c): its routes, owned; NULL when it
    * serves KServe's routes. */
   char *vertex_predict, *vertex_health, *vertex_model;
+  /* A SageMaker endpoint (http_sagemaker.c): the model /invocations
+   * serves, owned; NULL when it is not one. */
+  char *sagemaker_model;
+  bool sagemaker_ping_live;
+  nrd_srv_sagemaker_kind sagemaker_kind;
+  /* Vertex AI and SageMaker frame binary data with a Content-Type of
+   * "<binary_mime>N" (N: the JSON header's size); NULL on KServe's. */
+  const char *binary_mime;
   int port;
   int fd;
   nrd_srv_http_loop *loops;
@@ -325,11 +333,20 @@ void nrd_srv_http_metrics(nrd_srv_http *h, nrd_srv_http_req *req);
  * routes, the predict route's redirects. Loop thread. */
 void nrd_srv_http_vertex_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req);
 
-/* On a Vertex AI endpoint, the inference header's length from a
- * Content-Type of application/vnd.vertex-ai-triton.binary+json;
- * json-header-size=N: N as text, or NULL when the type is another one.
- * *bad is set when the type names it anywhere but at its start. */
-const char *nrd_srv_http_vertex_header_size(const nrd_srv_http *h, const nrd_srv_http_req *req, bool *bad);
+/* The binary framing types of Vertex AI and SageMaker (a prefix; the JSON
+ * header's size follows). */
+#define NRD_SRV_VERTEX_BINARY_MIME "application/vnd.vertex-ai-triton.binary+json;json-header-size="
+#define NRD_SRV_SAGEMAKER_BINARY_MIME "application/vnd.sagemaker-triton.binary+json;json-header-size="
+
+/* A SageMaker endpoint's request (http_sagemaker.c): /ping and
+ * /invocations. Loop thread. */
+void nrd_srv_http_sagemaker_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req);
+
+/* On an endpoint with a binary_mime (Vertex AI, SageMaker), the inference
+ * header's length from a Content-Type of "<binary_mime>N": N as text, or
+ * NULL when the type is another one. *bad is set when the type names the
+ * binary type anywhere but at its start. */
+const char *nrd_srv_http_framed_header_size(const nrd_srv_http *h, const nrd_srv_http_req *req, bool *bad);
 
 /* Handles POST .../infer for model/version (-1: policy) (http_infer.c).
  * Loop thread; req is answered now or later. */

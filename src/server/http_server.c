@@ -176,6 +176,7 @@ static void free_http(nrd_srv_http *h) {
   free(h->vertex_predict);
   free(h->vertex_health);
   free(h->vertex_model);
+  free(h->sagemaker_model);
   free(h);
 }
 
@@ -204,11 +205,23 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
   h->client_timeout_secs = opts->client_timeout_secs > 0 ? opts->client_timeout_secs
                                                           : NRD_SRV_HTTP_CLIENT_TIMEOUT_DEFAULT;
   h->metrics_only = opts->metrics_only != 0;
-  if (opts->vertex && (!(h->vertex_predict = strdup(opts->vertex->predict_route)) ||
-                       !(h->vertex_health = strdup(opts->vertex->health_route)) ||
-                       !(h->vertex_model = strdup(opts->vertex->default_model)))) {
+  if (opts->vertex) {
+    h->binary_mime = NRD_SRV_VERTEX_BINARY_MIME;
+    h->vertex_predict = strdup(opts->vertex->predict_route);
+    h->vertex_health = strdup(opts->vertex->health_route);
+    h->vertex_model = strdup(opts->vertex->default_model);
+  } else if (opts->sagemaker) {
+    h->binary_mime = NRD_SRV_SAGEMAKER_BINARY_MIME;
+    h->sagemaker_model = strdup(opts->sagemaker->model);
+    h->sagemaker_ping_live = opts->sagemaker->ping_live;
+    h->sagemaker_kind = opts->sagemaker->kind;
+  }
+  if ((opts->vertex && (!h->vertex_predict || !h->vertex_health || !h->vertex_model)) ||
+      (opts->sagemaker && !h->sagemaker_model)) {
     free(h->vertex_predict);
     free(h->vertex_health);
+    free(h->vertex_model);
+    free(h->sagemaker_model);
     free(h);
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   }
@@ -247,7 +260,10 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
       l->has_inbox = true;
     if (!l->has_inbox ||
         nrd_srv_acceptor_init(&l->acceptor, h->fd, l->epfd, &l->tag_listener,
-                              h->metrics_only ? "metrics" : h->vertex_predict ? "Vertex AI" : "HTTP/REST") != 0) {
+                              h->metrics_only     ? "metrics"
+                              : h->vertex_predict ? "Vertex AI"
+                              : h->sagemaker_model ? "SageMaker"
+                                                   : "HTTP/REST") != 0) {
       err = errorf(TRITONSERVER_ERROR_INTERNAL, "cannot create an HTTP event loop: %s", strerror(errno));
       goto fail;
     }

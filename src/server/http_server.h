@@ -32,6 +32,16 @@ typedef struct nrd_srv_vertex_routes {
   const char *default_model; /* the model the predict route serves */
 } nrd_srv_vertex_routes;
 
+/* A SageMaker endpoint (--allow-sagemaker; see http_sagemaker.c), single
+ * model: what /ping and /invocations serve. */
+typedef enum { NRD_SRV_SAGEMAKER_INFER, NRD_SRV_SAGEMAKER_GENERATE, NRD_SRV_SAGEMAKER_GENERATE_STREAM } nrd_srv_sagemaker_kind;
+
+typedef struct nrd_srv_sagemaker_options {
+  const char *model;           /* SAGEMAKER_TRITON_DEFAULT_MODEL_NAME */
+  bool ping_live;              /* SAGEMAKER_TRITON_PING_MODE=live: /ping is liveness, else readiness */
+  nrd_srv_sagemaker_kind kind; /* SAGEMAKER_TRITON_INFERENCE_TYPE */
+} nrd_srv_sagemaker_options;
+
 typedef struct nrd_srv_http_options {
   const char *address;       /* e.g. "0.0.0.0" */
   int port;                  /* 0: pick a free port */
@@ -49,6 +59,8 @@ typedef struct nrd_srv_http_options {
   const char *header_forward; /* --http-header-forward-pattern (NULL: none); compiled at start */
   /* Non-NULL: serve Vertex AI's routes instead of KServe's (copied at start). */
   const nrd_srv_vertex_routes *vertex;
+  /* Non-NULL: serve SageMaker's routes instead (copied at start). */
+  const nrd_srv_sagemaker_options *sagemaker;
 } nrd_srv_http_options;
 
 /* Binds and starts serving `server` (borrowed: it must outlive the front

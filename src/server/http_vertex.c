@@ -13,17 +13,16 @@
 
 #include "http_internal.h"
 
-#define BINARY_MIME "application/vnd.vertex-ai-triton.binary+json;json-header-size="
 #define REDIRECT_HEADER "X-Vertex-Ai-Triton-Redirect"
 
-const char *nrd_srv_http_vertex_header_size(const nrd_srv_http *h, const nrd_srv_http_req *req, bool *bad) {
+const char *nrd_srv_http_framed_header_size(const nrd_srv_http *h, const nrd_srv_http_req *req, bool *bad) {
   *bad = false;
-  if (!h->vertex_predict) return NULL;
+  if (!h->binary_mime) return NULL;
   const char *type = nrd_srv_http_header_get(req, "Content-Type");
-  const char *at = type ? strstr(type, BINARY_MIME) : NULL;
+  const char *at = type ? strstr(type, h->binary_mime) : NULL;
   if (!at) return NULL;
   *bad = at != type;
-  return at + sizeof BINARY_MIME - 1;
+  return at + strlen(h->binary_mime);
 }
 
 /* How a redirect target is served: not at all, as it came (POST), or as

@@ -8,6 +8,7 @@ NEREID_EXAMPLES (examples/models) in the environment. Every subprocess has a
 timeout and is killed in a finally block if it is still running.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -123,6 +124,17 @@ def assert_stopped_clean(s):
     assert s.stop() == 0, s.text()
     for bad in SANITIZER_WORDS:
         assert bad not in s.text(), s.text()
+
+
+@contextlib.contextmanager
+def running(s):
+    """Waits until the Server s is ready and yields its start-up lines;
+    then stops it clean (assert_stopped_clean), or kills it on a failure."""
+    try:
+        yield s.wait_ready()
+        assert_stopped_clean(s)
+    finally:
+        s.close()
 
 
 def listening_ports(lines):
@@ -355,7 +367,7 @@ def test_model_config_name_and_thread_flags(server_factory, tmp_path):
 
 @pytest.mark.parametrize(
     "flag",
-    ["--allow-sagemaker=true", "--model-namespacing=true"],
+    ["--model-namespacing=true"],
 )
 def test_features_nereid_lacks_are_refused_by_name(flag):
     code, _, err = run([*common(), flag])

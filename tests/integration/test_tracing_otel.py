@@ -19,7 +19,7 @@ import urllib.request
 
 import pytest
 
-from test_nereid_cli import BACKENDS, EXAMPLES, Server, assert_stopped_clean, listening_ports, run
+from test_nereid_cli import BACKENDS, EXAMPLES, Server, listening_ports, run, running
 from test_tracing import stubs
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c12666c-b7ad6b7169242424-01"
@@ -90,13 +90,10 @@ def nereid(collector_port, *flags, delay_ms=100):
                 "--trace-config", "mode=opentelemetry", "--trace-config", "level=TIMESTAMPS",
                 "--trace-config", f"opentelemetry,url=http://127.0.0.1:{collector_port}/v1/traces",
                 "--trace-config", f"opentelemetry,bsp_schedule_delay={delay_ms}", *flags])
-    try:
-        ports = listening_ports(s.wait_ready())
+    with running(s) as lines:
+        ports = listening_ports(lines)
         s.http, s.grpc = ports["http"], ports["grpc"]
         yield s
-        assert_stopped_clean(s)
-    finally:
-        s.close()
 
 
 X = list(range(16))

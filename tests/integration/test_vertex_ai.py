@@ -20,7 +20,7 @@ import urllib.request
 
 import pytest
 
-from test_nereid_cli import BACKENDS, EXAMPLES, NEREID, Server, assert_stopped_clean, listening_ports
+from test_nereid_cli import BACKENDS, EXAMPLES, NEREID, Server, listening_ports, running
 
 BINARY = "application/vnd.vertex-ai-triton.binary+json;json-header-size="
 REDIRECT = "X-Vertex-Ai-Triton-Redirect"
@@ -46,13 +46,9 @@ def vertex(*flags, **env):
     port = free_port()
     s = Server([f"--model-repository={EXAMPLES}", f"--backend-directory={BACKENDS}", "--allow-metrics=false",
                 *flags], env=vertex_env(port, **env))
-    try:
-        s.lines = s.wait_ready()
-        s.port = port
+    with running(s) as lines:
+        s.lines, s.port = lines, port
         yield s
-        assert_stopped_clean(s)
-    finally:
-        s.close()
 
 
 def call(s, path, body=None, headers=None, method=None):

@@ -1,0 +1,35 @@
+/* The SageMaker endpoint (--allow-sagemaker), single-model mode, as
+ * tritonserver serves it for SageMaker's real-time endpoints: GET /ping is
+ * the server's readiness (or liveness, SAGEMAKER_TRITON_PING_MODE=live);
+ * POST /invocations runs the model SAGEMAKER_TRITON_DEFAULT_MODEL_NAME names
+ * through the KServe v2 infer route, or the generate or generate_stream
+ * route (SAGEMAKER_TRITON_INFERENCE_TYPE). Binary data is framed by a
+ * Content-Type that carries the JSON header's size, both ways (see
+ * http_infer.c). Multi-model endpoints (/models) are refused. */
+#include <string.h>
+
+#include "http_internal.h"
+
+void nrd_srv_http_sagemaker_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req) {
+  nrd_srv_http *h = loop->http;
+  if (!strcmp(req->path, "/ping")) {
+    const char *path = req->path;
+    req->path = h->sagemaker_ping_live ? "/v2/health/live" : "/v2/health/ready";
+    nrd_srv_http_route_api(loop, req);
+    req->path = path;
+    return;
+  }
+  if (!strcmp(req->path, "/invocations")) {
+    if (req->method != NRD_SRV_HTTP_POST) return nrd_srv_http_reply_error(req, 405, "Method Not Allowed");
+    switch (h->sagemaker_kind) {
+      case NRD_SRV_SAGEMAKER_INFER: return nrd_srv_http_infer(loop, req, h->sagemaker_model, -1);
+      case NRD_SRV_SAGEMAKER_GENERATE: return nrd_srv_http_generate(loop, req, h->sagemaker_model, -1, false);
+      case NRD_SRV_SAGEMAKER_GENERATE_STREAM:
+        return nrd_srv_http_generate(loop, req, h->sagemaker_model, -1, true);
+    }
+  }
+  if (!strcmp(req->path, "/models") || !strncmp(req->path, "/models/", 8))
+    return nrd_srv_http_reply_error(req, 501, "SageMaker multi-model endpoints (/models) are not supported by "
+                                              "nereid; serve one model with SAGEMAKER_TRITON_DEFAULT_MODEL_NAME");
+  nrd_srv_http_reply_error(req, 400, "SageMaker endpoint: unknown route (expected /ping or /invocations)");
+}
