@@ -32,6 +32,7 @@
 #include "fmt.h"
 #include "grpc_call.h"
 #include "grpc_rpc.h"
+#include "grpc_values.h"
 #include "header_forward.h"
 #include "listener.h"
 
@@ -41,7 +42,6 @@ enum { KIND_LISTENER = 1, KIND_WAKE = 2, KIND_CONN = 3 };
 enum { ENC_IDENTITY = 0, ENC_GZIP, ENC_DEFLATE, ENC_UNKNOWN };
 #define ACCEPT_ENCODING "identity,deflate,gzip"
 /* Encodings a client accepts for responses (grpc-accept-encoding). */
-enum { ACCEPT_GZIP = 1, ACCEPT_DEFLATE = 2 };
 
 /* Backpressure. Above CONN_OUT_HIGH bytes of output waiting for a client,
  * the connection is throttled until it drains below CONN_OUT_LOW: received
@@ -183,60 +183,6 @@ static uint64_t now_us(void) {
 static void srv_log(TRITONSERVER_LogLevel level, const char *msg) {
   TRITONSERVER_Error *e = TRITONSERVER_LogMessage(level, __FILE__, __LINE__, msg);
   if (e) TRITONSERVER_ErrorDelete(e);
-}
-
-int nrd_srv_grpc_status_from_code(TRITONSERVER_Error_Code code) {
-  switch (code) {
-    case TRITONSERVER_ERROR_UNKNOWN: return NRD_GRPC_UNKNOWN;
-    case TRITONSERVER_ERROR_INTERNAL: return NRD_GRPC_INTERNAL;
-    case TRITONSERVER_ERROR_NOT_FOUND: return NRD_GRPC_NOT_FOUND;
-    case TRITONSERVER_ERROR_INVALID_ARG: return NRD_GRPC_INVALID_ARGUMENT;
-    case TRITONSERVER_ERROR_UNAVAILABLE: return NRD_GRPC_UNAVAILABLE;
-    case TRITONSERVER_ERROR_UNSUPPORTED: return NRD_GRPC_UNIMPLEMENTED;
-    case TRITONSERVER_ERROR_ALREADY_EXISTS: return NRD_GRPC_ALREADY_EXISTS;
-    case TRITONSERVER_ERROR_CANCELLED: return NRD_GRPC_CANCELLED;
-  }
-  return NRD_GRPC_UNKNOWN;
-}
-
-/* grpc-message value: printable ASCII except '%' kept, the rest %XX. */
-static char *percent_encode(const char *s) {
-  size_t n = strlen(s);
-  char *out = malloc(n * 3 + 1);
-  if (out == NULL) return NULL;
-  static const char hex[] = "0123456789ABCDEF";
-  size_t j = 0;
-  for (size_t i = 0; i < n; i++) {
-    unsigned char ch = (unsigned char)s[i];
-    if (ch >= 0x20 && ch <= 0x7e && ch != '%') {
-      out[j++] = (char)ch;
-    } else {
-      out[j++] = '%';
-      out[j++] = hex[ch >> 4];
-      out[j++] = hex[ch & 15];
-    }
-  }
-  out[j] = '\0';
-  return out;
-}
-
-/* grpc-timeout: 1-8 digits and a unit (H M S m u n). 0 if malformed. */
-static uint64_t parse_timeout_us(const uint8_t *v, size_t len) {
-  if (len < 2 || len > 9) return 0;
-  uint64_t n = 0;
-  for (size_t i = 0; i + 1 < len; i++) {
-    if (v[i] < '0' || v[i] > '9') return 0;
-    n = n * 10 + (uint64_t)(v[i] - '0');
-  }
-  switch (v[len - 1]) {
-    case 'H': return n * 3600u * 1000000u;
-    case 'M': return n * 60u * 1000000u;
-    case 'S': return n * 1000000u;
-    case 'm': return n * 1000u;
-    case 'u': return n;
-    case 'n': return n / 1000u ? n / 1000u : 1;
-    default: return 0;
-  }
 }
 
 /* ---- calls --------------------------------------------------------------- */
@@ -482,7 +428,7 @@ void nrd_srv_grpc_call_finish(nrd_srv_grpc_call *call, int status, const char *m
   if (call->c == NULL || call->done) return;
   call->done = true;
   call->status = status;
-  call->status_msg = message && message[0] ? percent_encode(message) : NULL;
+  call->status_msg = message && message[0] ? nrd_srv_grpc_percent_encode(message) : NULL;
   if (!call->headers_sent && call->out_head == NULL) {
     /* Trailers-Only response: one HEADERS frame ending the stream. */
     char code[24];
@@ -651,22 +597,6 @@ static void call_remote_end(nrd_srv_grpc_call *call) {
   if (call->m->on_end) call->m->on_end(call);
 }
 
-/* ACCEPT_* for the encodings a grpc-accept-encoding value lists
- * ("identity,deflate,gzip", any spacing). */
-static unsigned parse_accept_encoding(const uint8_t *v, size_t len) {
-  unsigned mask = 0;
-  size_t i = 0;
-  while (i < len) {
-    while (i < len && (v[i] == ' ' || v[i] == '\t' || v[i] == ',')) i++;
-    size_t start = i;
-    while (i < len && v[i] != ',' && v[i] != ' ' && v[i] != '\t') i++;
-    size_t n = i - start;
-    if (n == 4 && strncasecmp((const char *)v + start, "gzip", 4) == 0) mask |= ACCEPT_GZIP;
-    if (n == 7 && strncasecmp((const char *)v + start, "deflate", 7) == 0) mask |= ACCEPT_DEFLATE;
-  }
-  return mask;
-}
-
 /* The response encoding, as gRPC picks one for a compression level: of
  * the encodings the client accepts, ranked gzip then deflate, low takes
  * the first, medium the middle one and high the last. Loop, once the
@@ -676,8 +606,8 @@ static void call_choose_encoding(nrd_srv_grpc_call *call) {
   call->resp_encoding = ENC_IDENTITY;
   if (level == NRD_SRV_COMPRESS_NONE || call->m == NULL || !call->m->compress_responses) return;
   int ranked[2], n = 0;
-  if (call->accept & ACCEPT_GZIP) ranked[n++] = ENC_GZIP;
-  if (call->accept & ACCEPT_DEFLATE) ranked[n++] = ENC_DEFLATE;
+  if (call->accept & NRD_SRV_GRPC_ACCEPT_GZIP) ranked[n++] = ENC_GZIP;
+  if (call->accept & NRD_SRV_GRPC_ACCEPT_DEFLATE) ranked[n++] = ENC_DEFLATE;
   if (n == 0) return;
   call->resp_encoding = level == NRD_SRV_COMPRESS_LOW      ? ranked[0]
                         : level == NRD_SRV_COMPRESS_MEDIUM ? ranked[n / 2]
@@ -824,9 +754,9 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const ui
       call->enc_name[i] = value[i] >= 0x20 && value[i] < 0x7f ? (char)value[i] : '?';
     call->enc_name[n] = '\0';
   } else if (namelen == 20 && memcmp(name, "grpc-accept-encoding", 20) == 0) {
-    call->accept |= parse_accept_encoding(value, valuelen);
+    call->accept |= nrd_srv_grpc_accept_mask(value, valuelen);
   } else if (namelen == 12 && memcmp(name, "grpc-timeout", 12) == 0) {
-    uint64_t t = parse_timeout_us(value, valuelen);
+    uint64_t t = nrd_srv_grpc_timeout_us(value, valuelen);
     if (t) call->deadline_us = now_us() + t;
   } else if (namelen > 21 && memcmp(name, "triton-grpc-protocol-", 21) == 0) {
     note_restriction_header(call, name, namelen, value, valuelen);

@@ -342,14 +342,13 @@ static void cover(const otel_events *e, uint64_t *lo, uint64_t *hi) {
 }
 
 /* A span with the events of `e` that `pick` says are its own (all when
- * pick is NULL). Its times span them and the events of `also` (its
- * children's: a backend may report its compute end after releasing the
- * request). kind: 1 internal, 2 server. */
+ * pick is NULL). Its times span them and [lo, hi] (its children's: a
+ * backend may report its compute end after releasing the request; lo >
+ * hi: nothing more). kind: 1 internal, 2 server. */
 static json_t *make_span(const nrd_srv_tracer *t, const char *trace_id, const char *span_id, const char *parent,
-                         const char *name, int kind, const otel_events *e, bool (*pick)(const char *),
-                         const otel_events *also) {
+                         const char *name, int kind, const otel_events *e, bool (*pick)(const char *), uint64_t lo,
+                         uint64_t hi) {
   json_t *events = json_array();
-  uint64_t lo = UINT64_MAX, hi = 0;
   for (size_t i = 0; e && i < e->n; i++) {
     if (pick && !pick(e->v[i].name)) continue;
     json_array_append_new(events, json_pack("{s:o,s:s}", "timeUnixNano", unix_ns(t, e->v[i].ns), "name",
@@ -357,7 +356,6 @@ static json_t *make_span(const nrd_srv_tracer *t, const char *trace_id, const ch
     if (e->v[i].ns < lo) lo = e->v[i].ns;
     if (e->v[i].ns > hi) hi = e->v[i].ns;
   }
-  cover(also, &lo, &hi);
   if (lo > hi) lo = hi = now_ns();
   json_t *span = json_pack("{s:s,s:s,s:s,s:i,s:o,s:o,s:o,s:[]}", "traceId", trace_id, "spanId", span_id, "name",
                            name, "kind", kind, "startTimeUnixNano", unix_ns(t, lo), "endTimeUnixNano",
@@ -375,16 +373,10 @@ static void export_spans(nrd_srv_trace *h) {
   char root[17];
   nrd_srv_otel_random_id(root, 8);
   /* The root covers everything below it. */
-  otel_events below = {0};
   uint64_t lo = UINT64_MAX, hi = 0;
   for (size_t k = 0; k < h->n_streams; k++) cover(&h->streams[k].evs, &lo, &hi);
-  if (lo <= hi) {
-    events_add(&below, lo, "");
-    events_add(&below, hi, "");
-  }
-  nrd_srv_otel_add(t->otel, make_span(t, h->trace_id, root, h->parent_span, "InferRequest", 2, &h->marks, NULL,
-                                      &below));
-  events_free(&below);
+  nrd_srv_otel_add(t->otel,
+                   make_span(t, h->trace_id, root, h->parent_span, "InferRequest", 2, &h->marks, NULL, lo, hi));
   json_t *span;
   char (*ids)[17] = calloc(h->n_streams ? h->n_streams : 1, sizeof *ids);
   if (!ids) return;
@@ -395,17 +387,12 @@ static void export_spans(nrd_srv_trace *h) {
     const char *parent = root;
     for (size_t j = 0; st->parent && j < h->n_streams; j++)
       if (h->streams[j].id == st->parent) parent = ids[j];
-    /* An ensemble's span also covers its steps'. */
-    otel_events steps = {0};
+    /* It covers its compute marks and an ensemble's steps. */
+    lo = UINT64_MAX, hi = 0;
+    cover(&st->evs, &lo, &hi);
     for (size_t j = 0; j < h->n_streams; j++)
-      if (h->streams[j].parent == st->id) {
-        uint64_t a = UINT64_MAX, b = 0;
-        cover(&h->streams[j].evs, &a, &b);
-        if (a <= b) events_add(&steps, a, ""), events_add(&steps, b, "");
-      }
-    for (size_t i = 0; i < st->evs.n; i++) events_add(&steps, st->evs.v[i].ns, "");
-    span = make_span(t, h->trace_id, ids[k], parent, st->model ? st->model : "", 1, &st->evs, not_compute, &steps);
-    events_free(&steps);
+      if (h->streams[j].parent == st->id) cover(&h->streams[j].evs, &lo, &hi);
+    span = make_span(t, h->trace_id, ids[k], parent, st->model ? st->model : "", 1, &st->evs, not_compute, lo, hi);
     json_t *attrs = json_object_get(span, "attributes");
     json_array_append_new(attrs, kv_string("triton.model_name", st->model));
     json_array_append_new(attrs, kv_int("triton.model_version", st->version));
@@ -418,7 +405,8 @@ static void export_spans(nrd_srv_trace *h) {
     if (!computed) continue;
     char cid[17];
     nrd_srv_otel_random_id(cid, 8);
-    nrd_srv_otel_add(t->otel, make_span(t, h->trace_id, cid, ids[k], "compute", 1, &st->evs, is_compute, NULL));
+    nrd_srv_otel_add(t->otel,
+                     make_span(t, h->trace_id, cid, ids[k], "compute", 1, &st->evs, is_compute, UINT64_MAX, 0));
   }
   free(ids);
 }
