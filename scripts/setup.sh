@@ -10,6 +10,7 @@ packages=(
   libjsmn-dev             # tokenizing inference request headers (src/server/json_arena.c)
   libcriterion-dev        # C unit tests
   python3-pytest python3-numpy   # integration tests (run with /usr/bin/python3)
+  python3-onnx            # the onnxruntime backend's tests build their models with it
   libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler   # gRPC front end
   python3-grpcio python3-protobuf python3-grpc-tools     # gRPC tests (stubs from proto/)
   nghttp2-client          # h2load for the gRPC benchmark
@@ -19,17 +20,22 @@ packages=(
   wrk                     # HTTP benchmark (bench/http_bench.sh)
 )
 
+# npm fetches ONNX Runtime's library (scripts/fetch_onnxruntime.sh); Debian's
+# npm only when the machine has none of its own.
+command -v npm >/dev/null 2>&1 || packages+=(npm)
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all packages present"
-  exit 0
+else
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  echo "setup: installed ${missing[*]}"
 fi
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-echo "setup: installed ${missing[*]}"
+"$(dirname "$0")/fetch_onnxruntime.sh"
