@@ -1,0 +1,163 @@
+/*
+ * Loading ONNX Runtime and the type mapping between it and Triton.
+ */
+#include "ort_runtime.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "nereid/backend_utils.h"
+
+static const char kLibrary[] = "libonnxruntime.so.1";
+
+/* LeakSanitizer's switches, present only in sanitizer builds (weak). */
+extern void __lsan_disable(void) __attribute__((weak));
+extern void __lsan_enable(void) __attribute__((weak));
+
+TRITONSERVER_Error *ort_runtime_error(const ort_runtime *rt, OrtStatus *status,
+                                      const char *what) {
+  if (status == NULL) {
+    return NULL;
+  }
+  TRITONSERVER_Error *err =
+      nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "onnxruntime: %s: %s",
+                        what, rt->api->GetErrorMessage(status));
+  rt->api->ReleaseStatus(status);
+  return err;
+}
+
+/* Tries one dlopen name; appends "name: reason" to 'tried' on failure. */
+static void *open_one(const char *name, char *tried, size_t cap) {
+  void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  if (h == NULL) {
+    size_t used = strlen(tried);
+    const char *why = dlerror();
+    /* Cut to fit: the list is only for the error message. */
+    if (snprintf(tried + used, cap - used, "%s%s (%s)", used > 0 ? "; " : "",
+                 name, why != NULL ? why : "unknown error") < 0) {
+      tried[used] = '\0';
+    }
+  }
+  return h;
+}
+
+static TRITONSERVER_Error *open_library(const char *backend_dir,
+                                        ort_runtime *rt) {
+  char tried[2048] = "";
+  if (backend_dir != NULL && backend_dir[0] != '\0') {
+    int n = snprintf(rt->path, sizeof rt->path, "%s/%s", backend_dir, kLibrary);
+    if (n > 0 && (size_t)n < sizeof rt->path) {
+      rt->library = open_one(rt->path, tried, sizeof tried);
+    }
+  }
+  if (rt->library == NULL) {
+    snprintf(rt->path, sizeof rt->path, "%s", kLibrary);
+    rt->library = open_one(kLibrary, tried, sizeof tried);
+  }
+  if (rt->library == NULL) {
+    return nrd_bu_error_newf(
+        TRITONSERVER_ERROR_UNAVAILABLE,
+        "onnxruntime: cannot load ONNX Runtime (scripts/fetch_onnxruntime.sh "
+        "installs it); tried %s",
+        tried);
+  }
+  return NULL;
+}
+
+TRITONSERVER_Error *ort_runtime_open(const char *backend_dir,
+                                     ort_runtime *out) {
+  ort_runtime rt;
+  memset(&rt, 0, sizeof rt);
+  TRITONSERVER_Error *err = open_library(backend_dir, &rt);
+  if (err != NULL) {
+    return err;
+  }
+  const OrtApiBase *(*get_base)(void) = NULL;
+  *(void **)&get_base = dlsym(rt.library, "OrtGetApiBase");
+  const OrtApiBase *base = get_base != NULL ? get_base() : NULL;
+  if (base == NULL) {
+    dlclose(rt.library);
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE,
+                             "onnxruntime: %s has no OrtGetApiBase", rt.path);
+  }
+  snprintf(rt.version, sizeof rt.version, "%s", base->GetVersionString());
+  rt.api = base->GetApi(NRD_ORT_API_VERSION);
+  if (rt.api == NULL) {
+    dlclose(rt.library);
+    return nrd_bu_error_newf(
+        TRITONSERVER_ERROR_UNAVAILABLE,
+        "onnxruntime: %s (version %s) does not offer API version %d",
+        rt.path, rt.version, NRD_ORT_API_VERSION);
+  }
+  /* Creating the environment makes ONNX Runtime allocate a few bytes it
+   * never frees (one block per process, whatever we do later); only that
+   * call is hidden from the leak checker, so leaks of our sessions and
+   * tensors still show. */
+  if (__lsan_disable != NULL) __lsan_disable();
+  OrtStatus *st = rt.api->CreateEnv(ORT_LOGGING_LEVEL_WARNING, "nereid", &rt.env);
+  if (__lsan_enable != NULL) __lsan_enable();
+  err = ort_runtime_error(&rt, st, "cannot create the environment");
+  if (err == NULL) {
+    err = ort_runtime_error(
+        &rt, rt.api->CreateCpuMemoryInfo(OrtArenaAllocator, OrtMemTypeDefault,
+                                         &rt.cpu),
+        "cannot describe CPU memory");
+  }
+  if (err == NULL) {
+    err = ort_runtime_error(
+        &rt, rt.api->GetAllocatorWithDefaultOptions(&rt.allocator),
+        "cannot get the default allocator");
+  }
+  if (err != NULL) {
+    ort_runtime_close(&rt);
+    return err;
+  }
+  *out = rt;
+  return NULL;
+}
+
+void ort_runtime_close(ort_runtime *rt) {
+  if (rt->api != NULL) {
+    if (rt->cpu != NULL) rt->api->ReleaseMemoryInfo(rt->cpu);
+    if (rt->env != NULL) rt->api->ReleaseEnv(rt->env);
+  }
+  /* The library stays mapped: ONNX Runtime keeps process-wide state (its
+   * default allocator, registered schemas) that must outlive every session,
+   * and backends are finalized only at process exit anyway. */
+  memset(rt, 0, sizeof *rt);
+}
+
+static const struct {
+  TRITONSERVER_DataType triton;
+  ONNXTensorElementDataType onnx;
+} kTypes[] = {
+    {TRITONSERVER_TYPE_BOOL, ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL},
+    {TRITONSERVER_TYPE_UINT8, ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8},
+    {TRITONSERVER_TYPE_UINT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16},
+    {TRITONSERVER_TYPE_UINT32, ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32},
+    {TRITONSERVER_TYPE_UINT64, ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64},
+    {TRITONSERVER_TYPE_INT8, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8},
+    {TRITONSERVER_TYPE_INT16, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16},
+    {TRITONSERVER_TYPE_INT32, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32},
+    {TRITONSERVER_TYPE_INT64, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64},
+    {TRITONSERVER_TYPE_FP16, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16},
+    {TRITONSERVER_TYPE_FP32, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT},
+    {TRITONSERVER_TYPE_FP64, ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE},
+    {TRITONSERVER_TYPE_BYTES, ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING},
+    {TRITONSERVER_TYPE_BF16, ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16},
+};
+
+ONNXTensorElementDataType ort_element_type(TRITONSERVER_DataType dt) {
+  for (size_t i = 0; i < sizeof kTypes / sizeof kTypes[0]; i++) {
+    if (kTypes[i].triton == dt) return kTypes[i].onnx;
+  }
+  return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+}
+
+TRITONSERVER_DataType ort_triton_type(ONNXTensorElementDataType et) {
+  for (size_t i = 0; i < sizeof kTypes / sizeof kTypes[0]; i++) {
+    if (kTypes[i].onnx == et) return kTypes[i].triton;
+  }
+  return TRITONSERVER_TYPE_INVALID;
+}

@@ -1,0 +1,53 @@
+/*
+ * One ONNX Runtime inference session and the description of its inputs and
+ * outputs (names, element types, dimensions).
+ *
+ * Threads: a session is opened and closed by one thread (instance
+ * initialization and finalization) and run only by its instance's thread.
+ */
+#ifndef NEREID_ORT_SESSION_H
+#define NEREID_ORT_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ort_runtime.h"
+
+typedef struct ort_tensor_info {
+  char *name;                     /* owned copy */
+  ONNXTensorElementDataType type; /* UNDEFINED when not a tensor */
+  int64_t *dims;                  /* owned; -1 for a dynamic dimension */
+  size_t rank;
+} ort_tensor_info;
+
+typedef struct ort_session {
+  OrtSession *session;
+  size_t input_count, output_count;
+  ort_tensor_info *inputs, *outputs;
+} ort_session;
+
+/* Session settings, taken from the model configuration's parameters. */
+typedef struct ort_session_options {
+  int intra_op_threads;  /* 0: ONNX Runtime's default */
+  int inter_op_threads;  /* 0: ONNX Runtime's default */
+  int parallel;          /* execution_mode 1: ORT_PARALLEL */
+  int optimization;      /* a GraphOptimizationLevel value */
+} ort_session_options;
+
+/*
+ * Opens the model at 'path' and reads its inputs and outputs. Errors name
+ * the file and ONNX Runtime's reason; on failure nothing stays allocated.
+ * The caller owns '*out' (ort_session_close).
+ */
+TRITONSERVER_Error *ort_session_open(const ort_runtime *rt, const char *path,
+                                     const ort_session_options *options,
+                                     ort_session *out);
+
+/* Releases the session and its descriptions; safe on a zeroed struct. */
+void ort_session_close(const ort_runtime *rt, ort_session *s);
+
+/* The input or output named 'name' of a session, or NULL. */
+const ort_tensor_info *ort_session_find(const ort_tensor_info *list,
+                                        size_t count, const char *name);
+
+#endif /* NEREID_ORT_SESSION_H */

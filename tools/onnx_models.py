@@ -1,0 +1,125 @@
+#!/usr/bin/python3
+"""Small ONNX models for the onnxruntime backend's examples and tests, built
+with Debian's python3-onnx (onnx.helper), so no model file comes from
+elsewhere.
+
+    /usr/bin/python3 tools/onnx_models.py <directory> [name ...]
+
+writes <directory>/<name>.onnx for each name (all when none is given).
+The models:
+  add_sub       INPUT0, INPUT1 FP32 [batch, 4] -> OUTPUT0 = sum, OUTPUT1 = difference
+  fixed_add_sub the same on INT32 [4], no batch dimension
+  strings       INPUT BYTES [batch, n] -> OUTPUT (the same strings)
+  identities    one Identity per datatype: IN_<TYPE> -> OUT_<TYPE>, each [batch, 2]
+  accumulate    INPUT INT32 [batch, 1] and STATE_IN INT32 [batch, 1] ->
+                OUTPUT = STATE_OUT = STATE_IN + INPUT (a running sum kept as
+                implicit state by the sequence batcher)
+  scalar        X FP32 [] (a scalar) -> Y = X * 2
+"""
+import os
+import sys
+
+import onnx
+from onnx import TensorProto, helper
+
+# ONNX Runtime 1.30 reads IR version 8 / opset 17, what Debian's onnx writes.
+OPSET = [helper.make_opsetid("", 17)]
+
+TYPES = {
+    "BOOL": TensorProto.BOOL, "UINT8": TensorProto.UINT8, "UINT16": TensorProto.UINT16,
+    "UINT32": TensorProto.UINT32, "UINT64": TensorProto.UINT64, "INT8": TensorProto.INT8,
+    "INT16": TensorProto.INT16, "INT32": TensorProto.INT32, "INT64": TensorProto.INT64,
+    "FP16": TensorProto.FLOAT16, "FP32": TensorProto.FLOAT, "FP64": TensorProto.DOUBLE,
+    "BF16": TensorProto.BFLOAT16, "BYTES": TensorProto.STRING,
+}
+
+
+def tensor(name, elem, dims):
+    return helper.make_tensor_value_info(name, elem, dims)
+
+
+def model(name, nodes, inputs, outputs):
+    graph = helper.make_graph(nodes, name, inputs, outputs)
+    m = helper.make_model(graph, opset_imports=OPSET, producer_name="nereid")
+    m.ir_version = 8
+    onnx.checker.check_model(m)
+    return m
+
+
+def add_sub():
+    f = TensorProto.FLOAT
+    return model("add_sub",
+                 [helper.make_node("Add", ["INPUT0", "INPUT1"], ["OUTPUT0"]),
+                  helper.make_node("Sub", ["INPUT0", "INPUT1"], ["OUTPUT1"])],
+                 [tensor("INPUT0", f, ["batch", 4]), tensor("INPUT1", f, ["batch", 4])],
+                 [tensor("OUTPUT0", f, ["batch", 4]), tensor("OUTPUT1", f, ["batch", 4])])
+
+
+def fixed_add_sub():
+    i = TensorProto.INT32
+    return model("fixed_add_sub",
+                 [helper.make_node("Add", ["INPUT0", "INPUT1"], ["OUTPUT0"]),
+                  helper.make_node("Sub", ["INPUT0", "INPUT1"], ["OUTPUT1"])],
+                 [tensor("INPUT0", i, [4]), tensor("INPUT1", i, [4])],
+                 [tensor("OUTPUT0", i, [4]), tensor("OUTPUT1", i, [4])])
+
+
+def strings():
+    s = TensorProto.STRING
+    return model("strings", [helper.make_node("Identity", ["INPUT"], ["OUTPUT"])],
+                 [tensor("INPUT", s, ["batch", "n"])], [tensor("OUTPUT", s, ["batch", "n"])])
+
+
+def identities():
+    nodes, ins, outs = [], [], []
+    for t, elem in TYPES.items():
+        nodes.append(helper.make_node("Identity", [f"IN_{t}"], [f"OUT_{t}"]))
+        ins.append(tensor(f"IN_{t}", elem, ["batch", 2]))
+        outs.append(tensor(f"OUT_{t}", elem, ["batch", 2]))
+    return model("identities", nodes, ins, outs)
+
+
+def accumulate():
+    i = TensorProto.INT32
+    return model("accumulate",
+                 [helper.make_node("Add", ["STATE_IN", "INPUT"], ["OUTPUT"]),
+                  helper.make_node("Identity", ["OUTPUT"], ["STATE_OUT"])],
+                 [tensor("INPUT", i, ["batch", 1]), tensor("STATE_IN", i, ["batch", 1])],
+                 [tensor("OUTPUT", i, ["batch", 1]), tensor("STATE_OUT", i, ["batch", 1])])
+
+
+def scalar():
+    f = TensorProto.FLOAT
+    two = helper.make_tensor("two", f, [], [2.0])
+    return model("scalar", [helper.make_node("Constant", [], ["C"], value=two),
+                            helper.make_node("Mul", ["X", "C"], ["Y"])],
+                 [tensor("X", f, [])], [tensor("Y", f, [])])
+
+
+MODELS = {f.__name__: f for f in (add_sub, fixed_add_sub, strings, identities, accumulate, scalar)}
+
+
+def write(directory, name):
+    """Writes <directory>/<name>.onnx and returns its path."""
+    path = os.path.join(directory, f"{name}.onnx")
+    onnx.save(MODELS[name](), path)
+    return path
+
+
+def main(argv):
+    if len(argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    names = argv[2:] or list(MODELS)
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        print(f"unknown model(s): {', '.join(unknown)}; known: {', '.join(MODELS)}", file=sys.stderr)
+        return 2
+    os.makedirs(argv[1], exist_ok=True)
+    for n in names:
+        print(write(argv[1], n))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
