@@ -150,7 +150,8 @@ def main():
     nereid = os.path.join(args.build, "src", "server", "nereid")
     srv = subprocess.Popen([nereid, "--model-repository", f"{SOURCE}/examples/models",
                             "--backend-directory", os.path.join(args.build, "backends"),
-                            "--allow-http=false", "--allow-metrics=false", "--log-info=false",
+                            "--model-control-mode=explicit", "--load-model=identity_fp32",
+                            "--load-model=square_int32", "--allow-http=false", "--allow-metrics=false", "--log-info=false",
                             f"--grpc-port={port}", "--grpc-address=127.0.0.1",
                             f"--grpc-thread-count={args.threads}", *tls_flags],
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

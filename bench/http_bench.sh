@@ -40,7 +40,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Only the measured model: idle RSS is the server's own, not ONNX Runtime's
+# (the example repository's accumulate_onnx maps it).
 "$NEREID" --model-repository="$ROOT/examples/models" --backend-directory="$BUILD/backends" \
+  --model-control-mode=explicit --load-model=identity_fp32 \
   --http-address=127.0.0.1 --http-port="$PORT" --http-thread-count="$THREADS" \
   --allow-metrics=false --allow-grpc=false --log-info=false >"$WORK/out" 2>"$WORK/err" &
 PID=$!

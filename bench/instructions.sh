@@ -106,7 +106,7 @@ count() { # protocol requests -> total Ir
                             --grpc-thread-count=1)
   valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.$1.$2" "$BUILD/src/server/nereid" \
     --model-repository="$ROOT/examples/models" --backend-directory="$BUILD/backends" \
-    --allow-metrics=false --log-info=false "${flags[@]}" >"$WORK/out.$1.$2" 2>&1 &
+    --model-control-mode=explicit --load-model=identity_fp32 --allow-metrics=false --log-info=false "${flags[@]}" >"$WORK/out.$1.$2" 2>&1 &
   local pid=$!
   if [ "$1" = grpc ]; then grpc_drive "$PORT" "$2"; else /usr/bin/python3 "$WORK/http_drive.py" "$PORT" "$2"; fi
   kill -INT "$pid"

@@ -29,7 +29,8 @@ NEREID = os.environ.get("NEREID_BIN", os.path.join(SOURCE, "build", "src", "serv
 BACKENDS = os.environ.get("NEREID_BACKEND_DIR", os.path.join(SOURCE, "build", "backends"))
 EXAMPLES = os.environ.get("NEREID_EXAMPLES", os.path.join(SOURCE, "examples", "models"))
 
-EXAMPLE_MODELS = ["identity_bytes", "identity_fp32", "repeat_int32", "simple", "simple_ensemble", "square_int32"]
+EXAMPLE_MODELS = ["accumulate_onnx", "identity_bytes", "identity_fp32", "repeat_int32", "simple", "simple_ensemble",
+                  "square_int32"]
 READY_MARK = "nereid: server "  # start of the line printed once startup is done
 START_TIMEOUT = 60  # generous: sanitizer builds start slowly on 2 cores
 STOP_TIMEOUT = 15
