@@ -11,10 +11,6 @@
 
 static const char kLibrary[] = "libonnxruntime.so.1";
 
-/* LeakSanitizer's switches, present only in sanitizer builds (weak). */
-extern void __lsan_disable(void) __attribute__((weak));
-extern void __lsan_enable(void) __attribute__((weak));
-
 TRITONSERVER_Error *ort_runtime_error(const ort_runtime *rt, OrtStatus *status,
                                       const char *what) {
   if (status == NULL) {
@@ -90,13 +86,7 @@ TRITONSERVER_Error *ort_runtime_open(const char *backend_dir,
         "onnxruntime: %s (version %s) does not offer API version %d",
         rt.path, rt.version, NRD_ORT_API_VERSION);
   }
-  /* Creating the environment makes ONNX Runtime allocate a few bytes it
-   * never frees (one block per process, whatever we do later); only that
-   * call is hidden from the leak checker, so leaks of our sessions and
-   * tensors still show. */
-  if (__lsan_disable != NULL) __lsan_disable();
   OrtStatus *st = rt.api->CreateEnv(ORT_LOGGING_LEVEL_WARNING, "nereid", &rt.env);
-  if (__lsan_enable != NULL) __lsan_enable();
   err = ort_runtime_error(&rt, st, "cannot create the environment");
   if (err == NULL) {
     err = ort_runtime_error(
