@@ -15,6 +15,7 @@ The models:
                 OUTPUT = STATE_OUT = STATE_IN + INPUT (a running sum kept as
                 implicit state by the sequence batcher)
   scalar        X FP32 [] (a scalar) -> Y = X * 2
+  doubler       X FP32 [batch] -> Y = X * 2 (one value per batch row)
 """
 import os
 import sys
@@ -96,7 +97,15 @@ def scalar():
                  [tensor("X", f, [])], [tensor("Y", f, [])])
 
 
-MODELS = {f.__name__: f for f in (add_sub, fixed_add_sub, strings, identities, accumulate, scalar)}
+def doubler():
+    f = TensorProto.FLOAT
+    two = helper.make_tensor("two", f, [], [2.0])
+    return model("doubler", [helper.make_node("Constant", [], ["C"], value=two),
+                             helper.make_node("Mul", ["X", "C"], ["Y"])],
+                 [tensor("X", f, ["batch"])], [tensor("Y", f, ["batch"])])
+
+
+MODELS = {f.__name__: f for f in (add_sub, fixed_add_sub, strings, identities, accumulate, scalar, doubler)}
 
 
 def write(directory, name):

@@ -193,14 +193,21 @@ static json_t *tensor_list(const json_t *config, const ort_tensor_info *list,
     for (size_t d = batched ? 1 : 0; dims != NULL && d < list[i].rank; d++) {
       json_array_append_new(dims, json_integer(list[i].dims[d]));
     }
-    /* A scalar of the model becomes dims [1], as Triton's backend does. */
-    if (dims != NULL && json_array_size(dims) == 0) {
-      json_array_append_new(dims, json_integer(1));
-    }
+    /* A scalar (after the batch dimension) becomes dims [1]; with batching
+     * it also gets reshape: { shape: [ ] }, as Triton's backend completes
+     * it, so the model still sees [batch]. */
+    bool scalar = dims != NULL && json_array_size(dims) == 0;
+    if (scalar) json_array_append_new(dims, json_integer(1));
     json_t *t = dims == NULL ? NULL
                              : json_pack("{s:s, s:s, s:o}", "name",
                                          list[i].name, "data_type", type,
                                          "dims", dims);
+    if (t != NULL && scalar && batched &&
+        json_object_set_new(t, "reshape",
+                            json_pack("{s:[]}", "shape")) != 0) {
+      json_decref(t);
+      t = NULL;
+    }
     if (t == NULL || json_array_append_new(arr, t) != 0) {
       json_decref(arr);
       *err = oom();
@@ -367,7 +374,8 @@ static TRITONSERVER_Error *check_tensor(const ort_model *m, const char *what,
   }
   size_t n = json_array_size(dims);
   size_t rank = n + (batched ? 1 : 0);
-  /* Triton lets dims [1] stand for a scalar of the model. */
+  /* dims [1] may stand for a scalar of the model (without batching the
+   * server refuses the empty reshape that would say so). */
   bool scalar = !batched && info->rank == 0 && n == 1;
   if (batched && n == info->rank) {
     return nrd_bu_error_newf(
@@ -423,12 +431,10 @@ static TRITONSERVER_Error *check_section(const ort_model *m,
     const json_t *t = json_array_get(arr, i);
     const char *name = json_string_value(json_object_get(t, "name"));
     if (name == NULL) continue;
-    if (json_object_get(t, "reshape") != NULL) {
-      return nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED,
-                               "onnxruntime: model '%s': %s '%s': reshape "
-                               "is not supported by this backend",
-                               m->name, section, name);
-    }
+    /* With a reshape the server hands the backend (and takes back) the
+     * tensor in reshape.shape: that is what the model must take. */
+    const json_t *reshape =
+        json_object_get(json_object_get(t, "reshape"), "shape");
     const ort_tensor_info *info = ort_session_find(list, count, name);
     if (info == NULL) {
       return nrd_bu_error_newf(
@@ -437,9 +443,10 @@ static TRITONSERVER_Error *check_section(const ort_model *m,
           "%s of %s",
           m->name, section, name, section, file_of(m->path));
     }
-    TRITONSERVER_Error *err =
-        check_tensor(m, section, name, config_type(t),
-                     json_object_get(t, "dims"), m->max_batch_size > 0, info);
+    TRITONSERVER_Error *err = check_tensor(
+        m, section, name, config_type(t),
+        reshape != NULL ? reshape : json_object_get(t, "dims"),
+        m->max_batch_size > 0, info);
     if (err != NULL) return err;
   }
   return NULL;

@@ -137,6 +137,8 @@ static TRITONSERVER_Error *apply_config(TRITONBACKEND_Model *m) {
   m->response_cache = jbool(json_object_get(m->config, "response_cache"), "enable");
   NRD_RETURN_IF_ERROR(parse_io(m, json_object_get(m->config, "input"), true, &m->inputs, &m->n_inputs));
   NRD_RETURN_IF_ERROR(parse_io(m, json_object_get(m->config, "output"), false, &m->outputs, &m->n_outputs));
+  m->output_reshape = false;
+  for (uint32_t i = 0; i < m->n_outputs; i++) m->output_reshape |= m->outputs[i].reshape != NULL;
   return NULL;
 }
 

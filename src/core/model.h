@@ -66,6 +66,7 @@ struct TRITONBACKEND_Model {
   uint32_t n_inputs;
   nrd_io *outputs;
   uint32_t n_outputs;
+  bool output_reshape;          /* some output has a reshape */
 
   TRITONBACKEND_ModelInstance **instances;
   uint32_t n_instances;

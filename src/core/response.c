@@ -269,11 +269,51 @@ TRITONSERVER_Error *TRITONBACKEND_ResponseSetDoubleParameter(TRITONBACKEND_Respo
   return nrd_param_list_add_double(&RESP(response)->params, name, value);
 }
 
+/*
+ * Triton's output reshape: a backend describes an output in the model's
+ * shape (the configuration's reshape.shape, after the batch dimension); the
+ * client gets the configuration's dims, each -1 of dims taking, in order,
+ * the value the backend gave at a -1 of reshape.shape. Returns 'shape'
+ * itself when no reshape applies (or the backend's rank is not the
+ * reshape's), else 'buf' (at least NRD_MAX_DIMS entries) holding the new
+ * shape.
+ */
+static const int64_t *reshape_output(const TRITONBACKEND_Model *m, const char *name, const int64_t *shape,
+                                     uint32_t *dims_count, int64_t *buf) {
+  const nrd_io *io = nrd_model_find_output(m, name);
+  uint32_t batch = m->max_batch_size > 0 ? 1 : 0;
+  if (!io || !io->reshape || *dims_count != io->nreshape + batch || io->ndims + batch > NRD_MAX_DIMS)
+    return shape;
+  uint32_t o = 0, from = batch;
+  if (batch) buf[o++] = shape[0];
+  for (uint32_t i = 0; i < io->ndims; i++) {
+    int64_t d = io->dims[i];
+    if (d < 0) {
+      while (from < *dims_count && io->reshape[from - batch] >= 0) from++;
+      d = from < *dims_count ? shape[from++] : -1;
+    }
+    buf[o++] = d;
+  }
+  *dims_count = o;
+  return buf;
+}
+
 TRITONSERVER_Error *TRITONBACKEND_ResponseOutput(TRITONBACKEND_Response *response, TRITONBACKEND_Output **output,
                                                  const char *name, const TRITONSERVER_DataType datatype,
                                                  const int64_t *shape, const uint32_t dims_count) {
   ARG_CHECK(response && output && name, "response, output and name must not be NULL");
   ARG_CHECK(shape || !dims_count, "output shape must not be NULL");
+  const TRITONBACKEND_Model *m = RESP(response)->delivery->model;
+  if (!m || !m->output_reshape) return nrd_response_output_new(response, output, name, datatype, shape, dims_count);
+  int64_t buf[NRD_MAX_DIMS];
+  uint32_t n = dims_count;
+  const int64_t *client = reshape_output(m, name, shape, &n, buf);
+  return nrd_response_output_new(response, output, name, datatype, client, n);
+}
+
+TRITONSERVER_Error *nrd_response_output_new(TRITONBACKEND_Response *response, TRITONBACKEND_Output **output,
+                                            const char *name, TRITONSERVER_DataType datatype, const int64_t *shape,
+                                            uint32_t dims_count) {
   TRITONSERVER_InferenceResponse *r = RESP(response);
   for (uint32_t i = 0; i < r->n_outputs; i++)
     if (!strcmp(r->outputs[i]->name, name))

@@ -127,4 +127,16 @@ void nrd_delivery_unref(nrd_delivery *d);
  * Any thread. */
 void nrd_delivery_send_error(nrd_delivery *d, TRITONSERVER_Error *err);
 
+/* Adds an output to a response with 'shape' taken as is: what
+ * TRITONBACKEND_ResponseOutput does after the configuration's output
+ * reshape, for callers whose shapes are already the client's (the response
+ * cache replaying a stored response). Same ownership and errors; the
+ * response's owner thread. */
+TRITONSERVER_Error *nrd_response_output_new(TRITONBACKEND_Response *response, TRITONBACKEND_Output **output,
+                                            const char *name, TRITONSERVER_DataType datatype, const int64_t *shape,
+                                            uint32_t dims_count);
+
+/* Most dimensions an output reshape produces. */
+#define NRD_MAX_DIMS 64
+
 #endif

@@ -410,7 +410,8 @@ static TRITONSERVER_Error *fill_response(TRITONBACKEND_Response *resp, const nrd
   for (uint32_t i = 0; i < e->n; i++) {
     const cached_output *c = &e->out[i];
     TRITONBACKEND_Output *out = NULL;
-    NRD_RETURN_IF_ERROR(TRITONBACKEND_ResponseOutput(resp, &out, c->name, c->dtype, c->shape, c->dims));
+    /* Stored shapes are the client's already: no second output reshape. */
+    NRD_RETURN_IF_ERROR(nrd_response_output_new(resp, &out, c->name, c->dtype, c->shape, c->dims));
     void *buf = NULL;
     TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
     int64_t id = 0;

@@ -273,6 +273,25 @@ def test_configuration_completed_from_the_model():
         assert config["input"][0]["data_type"] == "TYPE_INT32"
 
 
+def test_reshape_between_the_configuration_and_the_model():
+    # The server reshapes: clients use the configuration's dims, the model
+    # gets (and gives) reshape.shape.
+    reshaped = CONFIGS["fixed_add_sub"].replace("dims: [ 4 ] }", "dims: [ 2, 2 ] reshape: { shape: [ 4 ] } }")
+    with serve({"reshaped": ("fixed_add_sub", reshaped), "doubler": ("doubler", None)}) as s:
+        code, r = infer(s, "reshaped", [{"name": "INPUT0", "shape": [2, 2], "datatype": "INT32", "data": [1, 2, 3, 4]},
+                                        {"name": "INPUT1", "shape": [2, 2], "datatype": "INT32", "data": [1, 1, 1, 1]}])
+        assert code == 200, r
+        assert outputs_of(r)["OUTPUT0"]["shape"] == [2, 2] and outputs_of(r)["OUTPUT0"]["data"] == [2, 3, 4, 5]
+        # A model taking [batch] is completed as dims [1] with an empty reshape.
+        config = json.loads(call(s, "/v2/models/doubler/config")[2])
+        assert config["max_batch_size"] == 4
+        assert config["input"][0]["dims"] == [1] and config["input"][0]["reshape"] == {"shape": []}
+        assert config["output"][0]["dims"] == [1] and config["output"][0]["reshape"] == {"shape": []}
+        code, r = infer(s, "doubler", [{"name": "X", "shape": [3, 1], "datatype": "FP32", "data": [1, 2, 3]}])
+        assert code == 200, r
+        assert outputs_of(r)["Y"]["shape"] == [3, 1] and outputs_of(r)["Y"]["data"] == [2, 4, 6]
+
+
 def test_bad_requests_are_answered_and_the_server_keeps_serving():
     with serve({"strings": ALL["strings"], "add_sub": ALL["add_sub"]}) as s:
         # BYTES data whose length prefix runs past the end.

@@ -51,8 +51,21 @@ static const char *kRsb =
     "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] reshape { shape: [ 2, 2 ] } } ]\n"
     "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 2, 2 ] } ]\n";
 
+/* Output reshapes: the backend (identity) answers in reshape.shape, the
+ * client gets dims. "rso": [4] <-> [2,2]; "rsv": [-1] <-> [-1,1]. */
+static const char *kRso =
+    "name: \"rso\"\nbackend: \"identity\"\nmax_batch_size: 4\n"
+    "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] reshape { shape: [ 2, 2 ] } } ]\n"
+    "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] reshape { shape: [ 2, 2 ] } } ]\n";
+static const char *kRsv =
+    "name: \"rsv\"\nbackend: \"identity\"\nmax_batch_size: 4\n"
+    "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ -1 ] reshape { shape: [ -1, 1 ] } } ]\n"
+    "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ -1 ] reshape { shape: [ -1, 1 ] } } ]\n";
+
 static fixture setup(void) {
   fixture f = {h_tmpdir(), NULL};
+  h_model(f.repo, "rso", kRso, "1");
+  h_model(f.repo, "rsv", kRsv, "1");
   h_model(f.repo, "v", kV, "1");
   h_model(f.repo, "b", kB, "1");
   h_model(f.repo, "rs", kRs, "1");
@@ -400,6 +413,37 @@ Test(validation, reshape_seen_by_backend) {
   cr_assert_eq(shape[0], 3);
   cr_assert_eq(shape[1], 2);
   cr_assert_eq(shape[2], 2);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  fixture_down(&f);
+}
+
+Test(validation, output_reshape_gives_the_client_dims) {
+  fixture f = setup();
+  const int64_t *shape;
+  uint64_t dims;
+  TRITONSERVER_DataType dt;
+  size_t size;
+  TRITONSERVER_InferenceRequest *r = h_request(f.s, "rso");
+  int64_t s4[2] = {3, 4};
+  h_add_input(r, "INPUT0", TRITONSERVER_TYPE_FP32, s4, 2, kF, 12 * sizeof(float));
+  h_call *c = expect_ok(f.s, r);
+  output_shape(c, "OUTPUT0", &shape, &dims, &dt, &size);
+  cr_assert_eq(dims, 2, "identity answered [3,2,2]; the client gets [3,4]");
+  cr_assert_eq(shape[0], 3);
+  cr_assert_eq(shape[1], 4);
+  cr_assert_eq(size, 12 * sizeof(float));
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+
+  r = h_request(f.s, "rsv");
+  int64_t sv[2] = {2, 5};
+  h_add_input(r, "INPUT0", TRITONSERVER_TYPE_FP32, sv, 2, kF, 10 * sizeof(float));
+  c = expect_ok(f.s, r);
+  output_shape(c, "OUTPUT0", &shape, &dims, &dt, &size);
+  cr_assert_eq(dims, 2, "identity answered [2,5,1]; the client gets [2,5]");
+  cr_assert_eq(shape[0], 2);
+  cr_assert_eq(shape[1], 5);
   h_call_free(c);
   H_OK(TRITONSERVER_InferenceRequestDelete(r));
   fixture_down(&f);
