@@ -1,6 +1,8 @@
 /* The HTTP endpoints of the nereid binary, from its command line. */
 #include "http_endpoints.h"
 
+#include "sagemaker_mme.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,7 +107,14 @@ static int start_sagemaker(TRITONSERVER_Server *server, const nrd_srv_cli *cli, 
                     "(SAGEMAKER_TRITON_INFERENCE_TYPE). Must be one of: infer, generate, generate_stream.\n", type);
     return -1;
   }
+  o.mme = nrd_srv_sagemaker_mme_new();
+  o.mme_free = nrd_srv_sagemaker_mme_free;
+  if (!o.mme) {
+    fprintf(stderr, "nereid: error: starting the SageMaker endpoint: out of memory\n");
+    return -1;
+  }
   nrd_srv_http_options opts = {.address = "0.0.0.0", .port = cli->sagemaker_port, .threads = cli->sagemaker_thread_count,
+                               .restricted = &cli->http_restricted,
                                .max_input_size = (size_t)cli->http_max_input_size,
                                .client_timeout_secs = cli->http_client_timeout_secs, .shm = shm, .log = log,
                                .tracer = tracer, .sagemaker = &o};

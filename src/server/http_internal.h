@@ -156,6 +156,8 @@ struct nrd_srv_http {
   /* A SageMaker endpoint (http_sagemaker.c): the model /invocations
    * serves, owned; NULL when it is not one. */
   char *sagemaker_model;
+  struct nrd_srv_sagemaker_mme *sagemaker_mme; /* multi-model: sagemaker_mme.c */
+  void (*sagemaker_mme_free)(struct nrd_srv_sagemaker_mme *); /* frees it with the endpoint */
   bool sagemaker_ping_live;
   nrd_srv_sagemaker_kind sagemaker_kind;
   /* Vertex AI and SageMaker frame binary data with a Content-Type of
@@ -314,6 +316,10 @@ void nrd_srv_http_reply_tserr(nrd_srv_http_req *req, TRITONSERVER_Error *err);
 
 /* Sends status with an empty body. Loop thread; req is answered. */
 void nrd_srv_http_reply_empty(nrd_srv_http_req *req, int status);
+
+/* --http-restricted-api: true, with req answered 403 as Triton does, when
+ * it lacks the header (and value) the API group `api` needs. Loop thread. */
+bool nrd_srv_http_refused(const nrd_srv_http *h, nrd_srv_http_req *req, nrd_srv_api api);
 
 /* Parses the body of req as a JSON object into *out (caller decrefs); an
  * empty body gives *out NULL and 0. On a bad body answers req (400) and

@@ -116,9 +116,7 @@ void nrd_srv_http_metrics(nrd_srv_http *h, nrd_srv_http_req *req) {
 
 /* ---- access --------------------------------------------------------------- */
 
-/* --http-restricted-api: true, with the request answered 403 as Triton
- * does, when it lacks the header (and value) its API group needs. */
-static bool refused(const nrd_srv_http *h, nrd_srv_http_req *req, nrd_srv_api api) {
+bool nrd_srv_http_refused(const nrd_srv_http *h, nrd_srv_http_req *req, nrd_srv_api api) {
   const char *header = nrd_srv_restriction_header(h->restricted, api);
   if (!header) return false;
   if (nrd_srv_restriction_allows(h->restricted, api, nrd_srv_http_header_get(req, header))) return false;
@@ -143,7 +141,7 @@ static nrd_srv_api model_action_api(const char *action) {
 static void model_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const char *model,
                         const char *version_str, const char *action) {
   nrd_srv_http *h = loop->http;
-  if (refused(h, req, model_action_api(action))) return;
+  if (nrd_srv_http_refused(h, req, model_action_api(action))) return;
   int64_t version = -1;
   if (parse_version(version_str, &version) != 0) {
     char msg[200];
@@ -429,7 +427,7 @@ void nrd_srv_http_route_api(nrd_srv_http_loop *loop, nrd_srv_http_req *req) {
   if (strncmp(path, "/v2/models/", 11) == 0) {
     p = path + 11;
     if (strcmp(p, "stats") == 0) {
-      if (refused(h, req, NRD_SRV_API_STATISTICS)) return;
+      if (nrd_srv_http_refused(h, req, NRD_SRV_API_STATISTICS)) return;
       if (!is_get(req)) return method_not_allowed(req);
       TRITONSERVER_Message *msg = NULL;
       TRITONSERVER_Error *err = TRITONSERVER_ServerModelStatistics(h->server, "", -1, &msg);
@@ -455,20 +453,20 @@ void nrd_srv_http_route_api(nrd_srv_http_loop *loop, nrd_srv_http_req *req) {
     return model_route(loop, req, model, version, action);
   }
   if (strcmp(path, "/v2") == 0 || strcmp(path, "/v2/") == 0) {
-    if (refused(h, req, NRD_SRV_API_METADATA)) return;
+    if (nrd_srv_http_refused(h, req, NRD_SRV_API_METADATA)) return;
     return server_metadata(h, req);
   }
   if (strcmp(path, "/v2/health/live") == 0 || strcmp(path, "/v2/health/ready") == 0) {
-    if (refused(h, req, NRD_SRV_API_HEALTH)) return;
+    if (nrd_srv_http_refused(h, req, NRD_SRV_API_HEALTH)) return;
     return health(h, req, path[11] == 'l');
   }
   if (strcmp(path, "/v2/repository/index") == 0) {
-    if (refused(h, req, NRD_SRV_API_MODEL_REPOSITORY)) return;
+    if (nrd_srv_http_refused(h, req, NRD_SRV_API_MODEL_REPOSITORY)) return;
     if (!is_post(req)) return method_not_allowed(req);
     return repo_index(h, req);
   }
   if (strncmp(path, "/v2/repository/models/", 22) == 0) {
-    if (refused(h, req, NRD_SRV_API_MODEL_REPOSITORY)) return;
+    if (nrd_srv_http_refused(h, req, NRD_SRV_API_MODEL_REPOSITORY)) return;
     p = path + 22;
     if (!next_segment(&p, model, sizeof model) || !next_segment(&p, seg, sizeof seg) || *p != '\0')
       return nrd_srv_http_reply_error(req, 404, "Not Found");
@@ -478,16 +476,16 @@ void nrd_srv_http_route_api(nrd_srv_http_loop *loop, nrd_srv_http_req *req) {
     return nrd_srv_http_reply_error(req, 404, "Not Found");
   }
   if (strcmp(path, "/v2/trace/setting") == 0) {
-    if (refused(h, req, NRD_SRV_API_TRACE)) return;
+    if (nrd_srv_http_refused(h, req, NRD_SRV_API_TRACE)) return;
     return nrd_srv_http_trace(h, req, NULL);
   }
   if (strncmp(path, "/v2/cudasharedmemory/", 21) == 0 || strncmp(path, "/v2/systemsharedmemory/", 23) == 0) {
-    if (refused(h, req, NRD_SRV_API_SHARED_MEMORY)) return;
+    if (nrd_srv_http_refused(h, req, NRD_SRV_API_SHARED_MEMORY)) return;
     bool cuda = path[4] == 'c';
     return nrd_srv_http_shm_route(h, req, path + (cuda ? 20 : 22), cuda);
   }
   if (strcmp(path, "/v2/logging") == 0) {
-    if (refused(h, req, NRD_SRV_API_LOGGING)) return;
+    if (nrd_srv_http_refused(h, req, NRD_SRV_API_LOGGING)) return;
     return nrd_srv_http_logging(h, req);
   }
   nrd_srv_http_reply_error(req, 404, "Not Found");

@@ -5,10 +5,11 @@
  * through the KServe v2 infer route, or the generate or generate_stream
  * route (SAGEMAKER_TRITON_INFERENCE_TYPE). Binary data is framed by a
  * Content-Type that carries the JSON header's size, both ways (see
- * http_infer.c). Multi-model endpoints (/models) are refused. */
+ * http_infer.c). Multi-model endpoints (/models...) are sagemaker_mme.c's. */
 #include <string.h>
 
 #include "http_internal.h"
+#include "sagemaker_mme.h"
 
 void nrd_srv_http_sagemaker_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req) {
   nrd_srv_http *h = loop->http;
@@ -29,7 +30,6 @@ void nrd_srv_http_sagemaker_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req
     }
   }
   if (!strcmp(req->path, "/models") || !strncmp(req->path, "/models/", 8))
-    return nrd_srv_http_reply_error(req, 501, "SageMaker multi-model endpoints (/models) are not supported by "
-                                              "nereid; serve one model with SAGEMAKER_TRITON_DEFAULT_MODEL_NAME");
+    return nrd_srv_sagemaker_mme_route(loop, req);
   nrd_srv_http_reply_error(req, 400, "SageMaker endpoint: unknown route (expected /ping or /invocations)");
 }

@@ -177,6 +177,7 @@ static void free_http(nrd_srv_http *h) {
   free(h->vertex_health);
   free(h->vertex_model);
   free(h->sagemaker_model);
+  if (h->sagemaker_mme_free) h->sagemaker_mme_free(h->sagemaker_mme);
   free(h);
 }
 
@@ -194,11 +195,17 @@ static void stop_loops(nrd_srv_http *h) {
 TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
                                        const nrd_srv_http_options *opts, nrd_srv_http **out) {
   *out = NULL;
-  if (opts->threads < 1 || opts->threads > 256)
-    return errorf(TRITONSERVER_ERROR_INVALID_ARG, "HTTP thread count must be 1..256, got %d",
-                  opts->threads);
-  nrd_srv_http *h = calloc(1, sizeof *h);
-  if (h == NULL) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  nrd_srv_http *h = opts->threads < 1 || opts->threads > 256 ? NULL : calloc(1, sizeof *h);
+  if (h == NULL) {
+    if (opts->sagemaker && opts->sagemaker->mme_free) opts->sagemaker->mme_free(opts->sagemaker->mme);
+    if (opts->threads < 1 || opts->threads > 256)
+      return errorf(TRITONSERVER_ERROR_INVALID_ARG, "HTTP thread count must be 1..256, got %d", opts->threads);
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  }
+  if (opts->sagemaker) {
+    h->sagemaker_mme = opts->sagemaker->mme;
+    h->sagemaker_mme_free = opts->sagemaker->mme_free;
+  }
   h->server = server;
   h->fd = -1;
   h->max_input = opts->max_input_size;
@@ -222,6 +229,7 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
     free(h->vertex_health);
     free(h->vertex_model);
     free(h->sagemaker_model);
+    if (h->sagemaker_mme_free) h->sagemaker_mme_free(h->sagemaker_mme);
     free(h);
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   }

@@ -32,14 +32,19 @@ typedef struct nrd_srv_vertex_routes {
   const char *default_model; /* the model the predict route serves */
 } nrd_srv_vertex_routes;
 
-/* A SageMaker endpoint (--allow-sagemaker; see http_sagemaker.c), single
- * model: what /ping and /invocations serve. */
+/* A SageMaker endpoint (--allow-sagemaker; see http_sagemaker.c): what
+ * /ping and /invocations serve, and the multi-model table of /models
+ * (sagemaker_mme.h). */
 typedef enum { NRD_SRV_SAGEMAKER_INFER, NRD_SRV_SAGEMAKER_GENERATE, NRD_SRV_SAGEMAKER_GENERATE_STREAM } nrd_srv_sagemaker_kind;
 
 typedef struct nrd_srv_sagemaker_options {
   const char *model;           /* SAGEMAKER_TRITON_DEFAULT_MODEL_NAME */
   bool ping_live;              /* SAGEMAKER_TRITON_PING_MODE=live: /ping is liveness, else readiness */
   nrd_srv_sagemaker_kind kind; /* SAGEMAKER_TRITON_INFERENCE_TYPE */
+  /* Given to nrd_srv_http_start, which frees it with mme_free when the
+   * endpoint is freed, or at once when it cannot start. */
+  struct nrd_srv_sagemaker_mme *mme;
+  void (*mme_free)(struct nrd_srv_sagemaker_mme *);
 } nrd_srv_sagemaker_options;
 
 typedef struct nrd_srv_http_options {

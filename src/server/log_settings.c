@@ -2,6 +2,7 @@
 #include "log_settings.h"
 
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,4 +84,15 @@ TRITONSERVER_Error *nrd_srv_log_settings_update(nrd_srv_log_settings *ls,
   pthread_mutex_unlock(&ls->mu);
   if (o) TRITONSERVER_ServerOptionsDelete(o);
   return err;
+}
+
+void nrd_srv_logf(TRITONSERVER_LogLevel level, const char *file, int line, const char *fmt, ...) {
+  if (!TRITONSERVER_LogIsEnabled(level)) return;
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  TRITONSERVER_Error *err = TRITONSERVER_LogMessage(level, file, line, buf);
+  if (err) TRITONSERVER_ErrorDelete(err);
 }

@@ -20,6 +20,12 @@
 
 typedef struct nrd_srv_log_settings nrd_srv_log_settings;
 
+/* Writes one printf-formatted line (cut at 1 KiB) through the server's
+ * logger, so the --log-* flags apply, naming `file`:`line`; a failure to
+ * log is ignored. Any thread. */
+void nrd_srv_logf(TRITONSERVER_LogLevel level, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* What a client reads back. `file` is a copy the caller frees. */
 typedef struct nrd_srv_log_snapshot {
   char *file; /* "" for standard error */

@@ -26,19 +26,6 @@
 #include "model_table.h"
 #include "triton/core/tritonserver.h"
 
-/* Writes one line through the server's logger (so --log-* flags apply). */
-static void srv_log(TRITONSERVER_LogLevel level, int line, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void srv_log(TRITONSERVER_LogLevel level, int line, const char *fmt, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  TRITONSERVER_Error *err = TRITONSERVER_LogMessage(level, __FILE__, line, buf);
-  if (err) TRITONSERVER_ErrorDelete(err);
-}
-
 /* Prints "<what>: <code> - <message>" to stderr and frees err. */
 /* The server when a front end could not stop in time (kept reachable for
  * leak checkers: it is left to the process exit on purpose). */
@@ -75,7 +62,7 @@ static void *poller_main(void *arg) {
     pthread_mutex_unlock(&p->mu);
     TRITONSERVER_Error *err = TRITONSERVER_ServerPollModelRepository(p->server);
     if (err) {
-      srv_log(TRITONSERVER_LOG_ERROR, __LINE__, "failed to poll model repository: %s",
+      nrd_srv_logf(TRITONSERVER_LOG_ERROR, __FILE__, __LINE__, "failed to poll model repository: %s",
               TRITONSERVER_ErrorMessage(err));
       TRITONSERVER_ErrorDelete(err);
     }
@@ -99,12 +86,12 @@ static void poller_start(poller *p, TRITONSERVER_Server *server, unsigned secs) 
   pthread_condattr_destroy(&ca);
   int rc = pthread_create(&p->thread, NULL, poller_main, p);
   if (rc != 0) {
-    srv_log(TRITONSERVER_LOG_ERROR, __LINE__, "cannot start the repository poll thread: %s",
+    nrd_srv_logf(TRITONSERVER_LOG_ERROR, __FILE__, __LINE__, "cannot start the repository poll thread: %s",
             strerror(rc));
     return;
   }
   p->started = true;
-  srv_log(TRITONSERVER_LOG_INFO, __LINE__, "polling model repositories every %u s", secs);
+  nrd_srv_logf(TRITONSERVER_LOG_INFO, __FILE__, __LINE__, "polling model repositories every %u s", secs);
 }
 
 /* Stops and joins the poll thread (waits for a poll in progress). */
@@ -208,9 +195,9 @@ int main(int argc, char **argv) {
       nrd_srv_cli_free(&cli);
       return 1;
     }
-    srv_log(TRITONSERVER_LOG_WARN, __LINE__,
-            "%s; serving the models that loaded (--exit-on-error=false)",
-            TRITONSERVER_ErrorMessage(err));
+    nrd_srv_logf(TRITONSERVER_LOG_WARN, __FILE__, __LINE__,
+                 "%s; serving the models that loaded (--exit-on-error=false)",
+                 TRITONSERVER_ErrorMessage(err));
     TRITONSERVER_ErrorDelete(err);
   }
 

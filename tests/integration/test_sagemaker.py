@@ -4,7 +4,7 @@ tritonserver serves it for SageMaker real-time endpoints: GET /ping
 /invocations on SAGEMAKER_TRITON_DEFAULT_MODEL_NAME through the infer,
 generate or generate_stream route (SAGEMAKER_TRITON_INFERENCE_TYPE),
 binary data framed by the sagemaker-triton Content-Type both ways; the
-refusals (other routes and methods, bad framing, multi-model /models, bad
+refusals (other routes and methods, bad framing, bad
 settings) and --sagemaker-safe-port-range.
 
 Run by ctest with NEREID_BIN, NEREID_BACKEND_DIR and NEREID_EXAMPLES set
@@ -56,9 +56,10 @@ def test_ping_and_invocations_on_the_default_model():
         assert out["OUTPUT0"] == [x + 1 for x in X] and out["OUTPUT1"] == [x - 1 for x in X]
         assert call(s, "/invocations", method="GET")[0] == 405
         assert call(s, "/v2/health/ready")[0] == 400
-        code, _, body = call(s, "/models", b"{}")
-        assert code == 501 and "multi-model" in json.loads(body)["error"]
-        assert call(s, "/models/abc/invoke", b"{}")[0] == 501
+        # Multi-model routes need explicit model control (test_mme_* below).
+        code, _, body = call(s, "/models", {"model_name": "m", "url": EXAMPLES})
+        assert code == 400 and "EXPLICIT" in json.loads(body)["error"], body
+        assert call(s, "/models/abc/invoke", b"{}")[0] == 404
 
 
 def test_binary_data_both_ways():
@@ -122,3 +123,110 @@ def test_safe_port_range_lets_ports_inside_it_through():
     with sagemaker("--allow-grpc=true", f"--grpc-port={lo}", "--grpc-address=127.0.0.1",
                    f"--sagemaker-safe-port-range={lo}-{lo}", SAGEMAKER_TRITON_DEFAULT_MODEL_NAME="simple") as s:
         assert call(s, "/ping")[0] == 200
+
+
+# ---- multi-model endpoints (MME) -------------------------------------------
+
+IDENTITY = {"inputs": [{"name": "INPUT0", "shape": [1, 3], "datatype": "FP32", "data": [1.5, 2.5, 3.5]}]}
+
+
+@contextlib.contextmanager
+def mme(tmp_path, *flags):
+    """An MME server: explicit model control over an empty repository."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    port = free_port()
+    s = Server([f"--model-repository={empty}", f"--backend-directory={BACKENDS}", "--model-control-mode=explicit",
+                "--allow-http=false", "--allow-grpc=false", "--allow-metrics=false", "--allow-sagemaker=true",
+                f"--sagemaker-port={port}", *flags], env=sm_env())
+    with running(s) as lines:
+        s.lines, s.port = lines, port
+        yield s
+
+
+def archive(tmp_path, name, folder="identity_fp32", config=None):
+    """<tmp>/<name>/<folder>: the example identity model, as SageMaker
+    unpacks a model archive."""
+    import shutil
+    root = tmp_path / name
+    shutil.copytree(os.path.join(EXAMPLES, "identity_fp32"), root / folder)
+    text = (root / folder / "config.pbtxt").read_text().replace('name: "identity_fp32"\n', "")
+    (root / folder / "config.pbtxt").write_text(config if config is not None else text)
+    return str(root)
+
+
+def test_mme_load_list_invoke_unload(tmp_path):
+    url = archive(tmp_path, "abc")
+    with mme(tmp_path) as s:
+        assert call(s, "/models")[0] == 200 and json.loads(call(s, "/models")[2]) == {"models": []}
+        code, _, body = call(s, "/models", {"model_name": "abc", "url": url})
+        assert code == 200, body
+        assert json.loads(call(s, "/models")[2]) == {"models": [{"modelName": "abc", "modelUrl": url}]}
+        code, _, body = call(s, "/models/abc")
+        assert code == 200 and json.loads(body) == {"modelName": "abc", "modelUrl": url}
+        code, _, body = call(s, "/models/abc/invoke", IDENTITY)
+        assert code == 200, body
+        assert json.loads(body)["outputs"][0]["data"] == [1.5, 2.5, 3.5]
+        # The same name again: its repository is registered already.
+        code, _, body = call(s, "/models", {"model_name": "abc", "url": url})
+        assert code == 409, body
+        assert call(s, "/models/nope")[0] == 404
+        assert call(s, "/models/nope/invoke", IDENTITY)[0] == 404
+        assert call(s, "/models/nope", method="DELETE")[0] == 404
+        assert call(s, "/models/abc/invoke", method="GET")[0] == 405
+        code, _, body = call(s, "/models/abc", method="DELETE")
+        assert code == 200, body
+        assert call(s, "/models/abc")[0] == 404
+        assert call(s, "/models/abc/invoke", IDENTITY)[0] == 404
+        assert json.loads(call(s, "/models")[2]) == {"models": []}
+        # Unregistered: the same archive loads again.
+        assert call(s, "/models", {"model_name": "abc", "url": url})[0] == 200
+        assert call(s, "/models/abc/invoke", IDENTITY)[0] == 200
+
+
+def test_mme_target_model_header_names_the_model(tmp_path):
+    url = archive(tmp_path, "h1")
+    target = {"X-Amzn-SageMaker-Target-Model": "model.tar.gz"}
+    with mme(tmp_path) as s:
+        code, _, body = call(s, "/models", {"model_name": "h1", "url": url}, target)
+        assert code == 200, body
+        code, _, body = call(s, "/models/h1/invoke", IDENTITY, target)
+        assert code == 200 and json.loads(body)["model_name"] == "model.tar.gz", body
+        assert json.loads(call(s, "/models")[2])["models"][0]["modelName"] == "h1"
+        assert call(s, "/models/h1", method="DELETE", headers=target)[0] == 200
+
+
+def test_mme_refusals(tmp_path):
+    bad = archive(tmp_path, "bad", config="backend: \"identity\"\nmax_batch_size: -3\n")
+    empty = tmp_path / "nothing"
+    empty.mkdir()
+    with mme(tmp_path) as s:
+        for body, why in (({"url": str(empty)}, "model_name"), ({"model_name": "x"}, "url"),
+                          ({"model_name": "x", "url": "/proc/self"}, "/proc/"),
+                          ({"model_name": "x", "url": str(empty)}, "no model folder"),
+                          ({"model_name": "x", "url": str(tmp_path / "missing")}, "no model folder")):
+            code, _, reply = call(s, "/models", body)
+            assert code == 400 and why in json.loads(reply)["error"], (body, reply)
+        assert call(s, "/models", b"{not json")[0] == 400
+        # A model that fails to load: 400, and its repository is unregistered.
+        code, _, reply = call(s, "/models", {"model_name": "bad", "url": bad})
+        assert code == 400 and "max_batch_size" in json.loads(reply)["error"], reply
+        assert json.loads(call(s, "/models")[2]) == {"models": []}
+        with open(os.path.join(bad, "identity_fp32", "config.pbtxt"), "w") as f:
+            f.write('backend: "identity"\nmax_batch_size: 8\n'
+                    'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+                    'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n')
+        assert call(s, "/models", {"model_name": "bad", "url": bad})[0] == 200
+        assert call(s, "/models/a/b/c")[0] == 400
+        assert call(s, "/models/a", method="PUT")[0] == 400
+
+
+def test_mme_restricted_as_the_model_repository_api(tmp_path):
+    url = archive(tmp_path, "r1")
+    with mme(tmp_path, "--http-restricted-api=model-repository:admin=yes") as s:
+        code, _, body = call(s, "/models", {"model_name": "r1", "url": url})
+        assert code == 403 and "admin" in json.loads(body)["error"]
+        assert call(s, "/models", {"model_name": "r1", "url": url}, {"admin": "yes"})[0] == 200
+        assert call(s, "/models")[0] == 403
+        assert call(s, "/models", headers={"admin": "yes"})[0] == 200
+        assert call(s, "/models/r1/invoke", IDENTITY)[0] == 200
