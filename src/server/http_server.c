@@ -156,6 +156,16 @@ static void *loop_main(void *arg) {
   return NULL;
 }
 
+/* Frees the endpoint's copies of its options and the SageMaker model table
+ * it was given. */
+static void free_option_copies(nrd_srv_http *h) {
+  free(h->vertex_predict);
+  free(h->vertex_health);
+  free(h->vertex_model);
+  free(h->sagemaker_model);
+  if (h->sagemaker_mme_free) h->sagemaker_mme_free(h->sagemaker_mme);
+}
+
 static void free_http(nrd_srv_http *h) {
   for (int i = 0; i < h->n_loops; i++) {
     nrd_srv_http_loop *l = &h->loops[i];
@@ -173,11 +183,7 @@ static void free_http(nrd_srv_http *h) {
   if (h->fd >= 0) close(h->fd);
   if (h->allocator) TRITONSERVER_ResponseAllocatorDelete(h->allocator);
   nrd_srv_header_forward_free(h->header_forward);
-  free(h->vertex_predict);
-  free(h->vertex_health);
-  free(h->vertex_model);
-  free(h->sagemaker_model);
-  if (h->sagemaker_mme_free) h->sagemaker_mme_free(h->sagemaker_mme);
+  free_option_copies(h);
   free(h);
 }
 
@@ -195,16 +201,19 @@ static void stop_loops(nrd_srv_http *h) {
 TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
                                        const nrd_srv_http_options *opts, nrd_srv_http **out) {
   *out = NULL;
-  nrd_srv_http *h = opts->threads < 1 || opts->threads > 256 ? NULL : calloc(1, sizeof *h);
+  nrd_srv_http *h = calloc(1, sizeof *h);
   if (h == NULL) {
     if (opts->sagemaker && opts->sagemaker->mme_free) opts->sagemaker->mme_free(opts->sagemaker->mme);
-    if (opts->threads < 1 || opts->threads > 256)
-      return errorf(TRITONSERVER_ERROR_INVALID_ARG, "HTTP thread count must be 1..256, got %d", opts->threads);
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   }
   if (opts->sagemaker) {
     h->sagemaker_mme = opts->sagemaker->mme;
     h->sagemaker_mme_free = opts->sagemaker->mme_free;
+  }
+  if (opts->threads < 1 || opts->threads > 256) {
+    free_option_copies(h);
+    free(h);
+    return errorf(TRITONSERVER_ERROR_INVALID_ARG, "HTTP thread count must be 1..256, got %d", opts->threads);
   }
   h->server = server;
   h->fd = -1;
@@ -225,11 +234,7 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
   }
   if ((opts->vertex && (!h->vertex_predict || !h->vertex_health || !h->vertex_model)) ||
       (opts->sagemaker && !h->sagemaker_model)) {
-    free(h->vertex_predict);
-    free(h->vertex_health);
-    free(h->vertex_model);
-    free(h->sagemaker_model);
-    if (h->sagemaker_mme_free) h->sagemaker_mme_free(h->sagemaker_mme);
+    free_option_copies(h);
     free(h);
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   }
