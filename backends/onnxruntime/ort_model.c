@@ -108,9 +108,10 @@ static TRITONSERVER_Error *read_options(const json_t *config,
   o->inter_op_threads = (int)inter;
   o->parallel = (int)mode;
   /* As Triton's backend maps optimization.graph.level: -1 basic, 1
-   * extended, anything else everything ONNX Runtime has. */
-  o->optimization = level == -1   ? ORT_ENABLE_BASIC
+   * extended, 2 none, anything else everything ONNX Runtime has. */
+  o->optimization = level == -1  ? ORT_ENABLE_BASIC
                     : level == 1 ? ORT_ENABLE_EXTENDED
+                    : level == 2 ? ORT_DISABLE_ALL
                                  : ORT_ENABLE_ALL;
   return NULL;
 }

@@ -161,6 +161,22 @@ def test_batched_unbatched_strings_and_scalar():
         assert stats["inference_stats"]["success"]["count"] == 2
 
 
+def test_session_settings_load_and_serve():
+    # Each optimization level and the parallel execution mode; the settings
+    # themselves are ONNX Runtime's and not visible from outside.
+    models = {}
+    for name, extra in (("level_basic", "optimization { graph { level: -1 } }"),
+                        ("level_extended", "optimization { graph { level: 1 } }"),
+                        ("level_none", "optimization { graph { level: 2 } }"),
+                        ("parallel", 'parameters { key: "execution_mode" value { string_value: "1" } }')):
+        models[name] = ("fixed_add_sub", CONFIGS["fixed_add_sub"] + THREADS + extra)
+    with serve(models) as s:
+        for name in models:
+            code, r = infer(s, name, [{"name": "INPUT0", "shape": [4], "datatype": "INT32", "data": [1, 2, 3, 4]},
+                                      {"name": "INPUT1", "shape": [4], "datatype": "INT32", "data": [1, 1, 1, 1]}])
+            assert code == 200 and outputs_of(r)["OUTPUT0"]["data"] == [2, 3, 4, 5], (name, r)
+
+
 def test_dynamic_batcher_runs_requests_together():
     with serve({"add_sub": ALL["add_sub"]}) as s:
         def one(i):
@@ -326,6 +342,8 @@ def test_configurations_that_disagree_with_the_model_fail_to_load():
         "bad_state": ("accumulate", CONFIGS["accumulate"].replace('"STATE_OUT"', '"NOPE"')),
         "bad_threads": ("add_sub", CONFIGS["add_sub"] +
                         'parameters { key: "intra_op_thread_count" value { string_value: "many" } }'),
+        "bad_mode": ("add_sub", CONFIGS["add_sub"] +
+                     'parameters { key: "execution_mode" value { string_value: "5" } }'),
     }
     with tempfile.TemporaryDirectory() as root:
         make_repo(root, bad)
@@ -350,6 +368,7 @@ def test_configurations_that_disagree_with_the_model_fail_to_load():
             assert "input 'INPUT1' of model.onnx is missing from the configuration" in load_error(s, "missing_input")
             assert "state output 'NOPE'" in load_error(s, "bad_state")
             assert "intra_op_thread_count" in load_error(s, "bad_threads")
+            assert "execution_mode" in load_error(s, "bad_mode")
             msg = load_error(s, "corrupt")
             assert "cannot load" in msg and "corrupt/1/model.onnx" in msg
             assert "does not exist" in load_error(s, "no_file")

@@ -221,6 +221,26 @@ def test_mme_refusals(tmp_path):
         assert call(s, "/models/a", method="PUT")[0] == 400
 
 
+def test_mme_picks_the_ensemble_and_refuses_a_model_folder_outside_sagemakers_layout(tmp_path):
+    import shutil
+    root = tmp_path / "ens"
+    for m in ("simple", "simple_ensemble"):
+        shutil.copytree(os.path.join(EXAMPLES, m), root / m)
+    text = (root / "simple_ensemble" / "config.pbtxt").read_text()
+    (root / "simple_ensemble" / "config.pbtxt").write_text(text.replace('name: "simple_ensemble"', ""))
+    with mme(tmp_path) as s:
+        # Two folders: the ensemble's is the model; its step loads with it.
+        code, _, body = call(s, "/models", {"model_name": "ens", "url": str(root)})
+        assert code == 200, body
+        code, _, body = call(s, "/models/ens/invoke", SIMPLE)
+        assert code == 200 and json.loads(body)["model_name"] == "ens", body
+        out = {o["name"]: o["data"] for o in json.loads(body)["outputs"]}
+        assert out["OUTPUT0"] == [2 * x for x in X]
+        # A folder holding config.pbtxt itself is SageMaker's layout only.
+        code, _, body = call(s, "/models", {"model_name": "m2", "url": str(root / "simple")})
+        assert code == 400 and "/opt/ml/models/<id>/model" in json.loads(body)["error"], body
+
+
 def test_mme_restricted_as_the_model_repository_api(tmp_path):
     url = archive(tmp_path, "r1")
     with mme(tmp_path, "--http-restricted-api=model-repository:admin=yes") as s:
