@@ -308,6 +308,16 @@ def test_reshape_between_the_configuration_and_the_model():
         assert outputs_of(r)["Y"]["shape"] == [3, 1] and outputs_of(r)["Y"]["data"] == [2, 4, 6]
 
 
+def test_default_max_batch_size_setting_completes_batching():
+    auto = "backend: \"onnxruntime\"\n" + THREADS
+    with serve({"auto2": ("add_sub", auto)}, "--backend-config=default-max-batch-size=2") as s:
+        config = json.loads(call(s, "/v2/models/auto2/config")[2])
+        assert config["max_batch_size"] == 2 and "dynamic_batching" in config
+    with serve({"auto0": ("add_sub", auto)}, "--backend-config=onnxruntime,default-max-batch-size=0") as s:
+        config = json.loads(call(s, "/v2/models/auto0/config")[2])
+        assert config["max_batch_size"] == 0 and config["input"][0]["dims"] == [-1, 4]
+
+
 def test_bad_requests_are_answered_and_the_server_keeps_serving():
     with serve({"strings": ALL["strings"], "add_sub": ALL["add_sub"]}) as s:
         # BYTES data whose length prefix runs past the end.
