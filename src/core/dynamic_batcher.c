@@ -328,9 +328,9 @@ static uint32_t decide(const dyn_batcher *b, const db_scan *sc, uint64_t now, ui
 static void answer_dead(db_dead *dead) {
   db_req *r;
   while ((r = list_pop(&dead->cancelled)))
-    nrd_request_fail(r, nrd_error_new(TRITONSERVER_ERROR_CANCELLED, "Request was cancelled"));
+    nrd_request_fail(r, nrd_error_new(TRITONSERVER_ERROR_CANCELLED, "Request was cancelled"), NRD_FAIL_CANCELED);
   while ((r = list_pop(&dead->rejected)))
-    nrd_request_fail(r, nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "Request timeout expired"));
+    nrd_request_fail(r, nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "Request timeout expired"), NRD_FAIL_REJECTED);
 }
 
 /* Timed sleeps overshoot (timer slack, wake-up latency on a busy or virtual

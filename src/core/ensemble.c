@@ -461,6 +461,8 @@ static void finish(ens_ctx *c) {
   if (c->err) {
     TRITONSERVER_Error *e = nrd_error_new(TRITONSERVER_ErrorCode(c->err), "in ensemble '%s', %s", m->name,
                                           TRITONSERVER_ErrorMessage(c->err));
+    nrd_fail_reason why =
+        TRITONSERVER_ErrorCode(c->err) == TRITONSERVER_ERROR_CANCELLED ? NRD_FAIL_CANCELED : NRD_FAIL_OTHER;
     free(vals);
     if (c->factory) {
       /* A decoupled request may have had answers already: the error ends it. */
@@ -469,12 +471,12 @@ static void finish(ens_ctx *c) {
       if (!ne) ne = TRITONBACKEND_ResponseSend(resp, TRITONSERVER_RESPONSE_COMPLETE_FINAL, e);
       if (ne) TRITONSERVER_ErrorDelete(ne);
       TRITONSERVER_ErrorDelete(e);
-      nrd_stats_request_fail(&m->stats, req->queue_start_ns, req->queue_start_ns, c->start_ns, end);
+      nrd_stats_request_fail(&m->stats, req->queue_start_ns, req->queue_start_ns, c->start_ns, end, why);
       ctx_free(c);
       nrd_request_release(req, TRITONSERVER_REQUEST_RELEASE_ALL);
     } else {
       ctx_free(c);
-      nrd_request_fail(req, e); /* counts the failure and releases the request */
+      nrd_request_fail(req, e, why); /* counts the failure and releases the request */
     }
     return;
   }
@@ -490,7 +492,7 @@ static void finish(ens_ctx *c) {
     nrd_stats_request_success(&m->stats, req->queue_start_ns, req->queue_start_ns, c->start_ns, c->start_ns, end, end);
     nrd_stats_batch(&m->stats, req->batch_size ? req->batch_size : 1, c->start_ns, c->start_ns, end, end);
   } else {
-    nrd_stats_request_fail(&m->stats, req->queue_start_ns, req->queue_start_ns, c->start_ns, end);
+    nrd_stats_request_fail(&m->stats, req->queue_start_ns, req->queue_start_ns, c->start_ns, end, NRD_FAIL_OTHER);
   }
   ctx_free(c);
   nrd_request_release(req, TRITONSERVER_REQUEST_RELEASE_ALL);

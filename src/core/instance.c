@@ -67,7 +67,8 @@ void nrd_instance_execute(TRITONBACKEND_ModelInstance *inst, TRITONSERVER_Infere
   if (!err) return;
   /* The requests are ours again: answer each with the backend's error. */
   for (uint32_t i = 0; i < n; i++)
-    nrd_request_fail(reqs[i], nrd_error_new(TRITONSERVER_ErrorCode(err), "%s", TRITONSERVER_ErrorMessage(err)));
+    nrd_request_fail(reqs[i], nrd_error_new(TRITONSERVER_ErrorCode(err), "%s", TRITONSERVER_ErrorMessage(err)),
+                     NRD_FAIL_BACKEND);
   TRITONSERVER_ErrorDelete(err);
 }
 
@@ -282,7 +283,7 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceReportStatistics(TRITONBACKEND_Mo
     nrd_stats_request_success(s, r->queue_start_ns, r->queue_start_ns, exec_start_ns, compute_start_ns,
                               compute_end_ns, exec_end_ns);
   else
-    nrd_stats_request_fail(s, r->queue_start_ns, r->queue_start_ns, exec_start_ns, exec_end_ns);
+    nrd_stats_request_fail(s, r->queue_start_ns, r->queue_start_ns, exec_start_ns, exec_end_ns, NRD_FAIL_BACKEND);
   return NULL;
 }
 

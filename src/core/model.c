@@ -11,6 +11,7 @@
 
 #include "backend.h"
 #include "datatype.h"
+#include "model_metrics.h"
 #include "dynamic_batcher.h"
 #include "ensemble.h"
 #include "rate_limiter.h"
@@ -216,6 +217,7 @@ void nrd_model_unref(TRITONBACKEND_Model *m) {
   free(m->model_dir);
   free(m->version_dir);
   free(m->instances);
+  nrd_model_metrics_delete(m);
   nrd_stats_destroy(&m->stats);
   pthread_mutex_destroy(&m->config_lock);
   pthread_mutex_destroy(&m->drain_lock);
@@ -378,6 +380,7 @@ static TRITONSERVER_Error *load_ensemble(TRITONBACKEND_Model *m, json_t *cfg, TR
     if (bad) err = config_error(TRITONSERVER_ERROR_INVALID_ARG, msg);
   }
   if (!err) err = apply_config(m);
+  if (!err) err = nrd_model_metrics_create(m);
   bool decoupled = false;
   if (!err) err = nrd_ensemble_scheduler_new(m, &m->sched, &decoupled);
   if (!err && decoupled) {
@@ -407,6 +410,7 @@ static TRITONSERVER_Error *load_ensemble(TRITONBACKEND_Model *m, json_t *cfg, TR
     nrd_model_unref(m);
     return err;
   }
+  m->stats.load_ns = nrd_now_ns() - m->stats.load_ns;
   atomic_store(&m->state, NRD_MODEL_READY);
   NRD_LOG_INFO("successfully loaded '%s' version %" PRId64, m->name, m->version);
   *out = m;
@@ -424,6 +428,7 @@ TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *a, TRITONBACKEND_M
   pthread_mutex_init(&m->drain_lock, NULL);
   pthread_cond_init(&m->drained, NULL);
   nrd_stats_init(&m->stats);
+  m->stats.load_ns = nrd_now_ns(); /* the start, until the load is done */
   m->server = a->server;
   m->version = a->version;
   m->auto_complete = a->auto_complete;
@@ -487,6 +492,7 @@ TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *a, TRITONBACKEND_M
     goto fail;
   }
   if ((err = apply_config(m))) goto fail;
+  if ((err = nrd_model_metrics_create(m))) goto fail;
   if ((err = create_instances(m))) goto fail;
   if ((err = init_instances(m))) goto fail;
   if (json_object_get(m->config, "sequence_batching")) {
@@ -499,6 +505,7 @@ TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *a, TRITONBACKEND_M
   }
   for (uint32_t i = 0; i < m->n_instances; i++)
     if ((err = nrd_instance_start(m->instances[i]))) goto fail;
+  m->stats.load_ns = nrd_now_ns() - m->stats.load_ns;
   atomic_store(&m->state, NRD_MODEL_READY);
   NRD_LOG_INFO("successfully loaded '%s' version %" PRId64, m->name, m->version);
   *out = m;

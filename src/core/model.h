@@ -78,6 +78,10 @@ struct TRITONBACKEND_Model {
   atomic_uint_fast64_t inflight; /* requests between InferAsync and release */
 
   nrd_model_stats stats;
+  /* histogram_latencies: this version's first-response histogram (NULL when
+   * off); see model_metrics.h. */
+  TRITONSERVER_MetricFamily *first_response_family;
+  TRITONSERVER_Metric *first_response_metric;
 };
 
 /* Everything a load needs besides the model's own folder. */

@@ -1117,7 +1117,9 @@ int nrd_repo_prometheus(nrd_repository *r, bool latencies, const double *quantil
   for (unsigned f = 0; f < nrd_stats_family_count && !rc; f++) {
     bool cache_family = !strncmp(nrd_stats_families[f][0], "nv_cache_", 9);
     if (cache_family && !any_cache) continue;
-    if (!latencies && strstr(nrd_stats_families[f][0], "_duration_")) continue;
+    /* counter_latencies=false drops the duration counters (not the load-time gauge). */
+    if (!latencies && strstr(nrd_stats_families[f][0], "_duration_") && !strcmp(nrd_stats_families[f][2], "counter"))
+      continue;
     rc |= nrd_text_appendf(out, "# HELP %s %s\n# TYPE %s %s\n", nrd_stats_families[f][0], nrd_stats_families[f][1],
                            nrd_stats_families[f][0], nrd_stats_families[f][2]);
     for (size_t i = 0; i < r->n_models && !rc; i++) {

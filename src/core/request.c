@@ -947,9 +947,9 @@ void nrd_request_trace_inputs(TRITONSERVER_InferenceRequest *r, TRITONSERVER_Inf
   }
 }
 
-void nrd_request_fail(TRITONSERVER_InferenceRequest *r, TRITONSERVER_Error *err) {
+void nrd_request_fail(TRITONSERVER_InferenceRequest *r, TRITONSERVER_Error *err, nrd_fail_reason reason) {
   uint64_t now = nrd_now_ns();
-  if (!r->is_null) nrd_stats_request_fail(&r->model->stats, r->queue_start_ns, r->queue_start_ns, 0, now);
+  if (!r->is_null) nrd_stats_request_fail(&r->model->stats, r->queue_start_ns, r->queue_start_ns, 0, now, reason);
   if (r->delivery) nrd_delivery_send_error(r->delivery, err);
   else TRITONSERVER_ErrorDelete(err);
   nrd_request_release(r, TRITONSERVER_REQUEST_RELEASE_ALL);
@@ -1095,7 +1095,7 @@ TRITONSERVER_Error *TRITONBACKEND_RequestRelease(TRITONBACKEND_Request *request,
     /* The backend wants this request executed again (iterative scheduling). */
     TRITONSERVER_Error *err = r->model->sched->ops->enqueue(r->model->sched, r);
     if (!err) return NULL;
-    nrd_request_fail(r, err);
+    nrd_request_fail(r, err, NRD_FAIL_REJECTED); /* the scheduler refused it */
     return NULL;
   }
   nrd_request_release(r, release_flags);

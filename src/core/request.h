@@ -14,6 +14,7 @@
 
 #include "triton/core/tritonbackend.h"
 #include "parameter.h"
+#include "stats.h"
 
 struct nrd_delivery;
 
@@ -177,8 +178,9 @@ void nrd_request_release(TRITONSERVER_InferenceRequest *req, uint32_t flags);
 void nrd_request_trace_inputs(TRITONSERVER_InferenceRequest *req, TRITONSERVER_InferenceTraceActivity activity);
 
 /* Answers a core-owned request with `err` (a final error response, consuming
- * `err`) and releases it. Used when the backend's Execute fails, the request
- * timed out, or the model is going away. Any thread. */
-void nrd_request_fail(TRITONSERVER_InferenceRequest *req, TRITONSERVER_Error *err);
+ * `err`) and releases it, counting the failure under `reason`. Used when the
+ * backend's Execute fails, the request timed out or was cancelled, or the
+ * model is going away. Any thread. */
+void nrd_request_fail(TRITONSERVER_InferenceRequest *req, TRITONSERVER_Error *err, nrd_fail_reason reason);
 
 #endif

@@ -85,6 +85,7 @@ typedef struct nrd_delivery {
   atomic_uint responses_reported; /* index for response statistics */
   bool decoupled;
   bool no_stats;           /* a null request's (sequence batch padding) */
+  uint64_t start_ns;       /* when the core took the request */
   /* Set when the response cache missed: the final response is stored
    * under `cache_key`; the lookup took cache_lookup_ns. */
   struct nrd_response_cache *cache;

@@ -431,7 +431,7 @@ void nrd_cache_answer(TRITONSERVER_InferenceRequest *req, const nrd_cache_entry 
   if (!err) err = fill_response(resp, e);
   if (err) {
     if (resp) TRITONBACKEND_ResponseDelete(resp);
-    nrd_request_fail(req, err);
+    nrd_request_fail(req, err, NRD_FAIL_OTHER);
     return;
   }
   nrd_stats_cache_hit(&req->model->stats, req->queue_start_ns, lookup_start_ns, nrd_now_ns());

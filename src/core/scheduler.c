@@ -70,11 +70,11 @@ static TRITONSERVER_Error *ds_enqueue(nrd_scheduler *s, TRITONSERVER_InferenceRe
  * answered here instead of reaching the backend. */
 static bool reject_stale(TRITONSERVER_InferenceRequest *r) {
   if (r->delivery && atomic_load(&r->delivery->cancel->set)) {
-    nrd_request_fail(r, nrd_error_new(TRITONSERVER_ERROR_CANCELLED, "Request was cancelled"));
+    nrd_request_fail(r, nrd_error_new(TRITONSERVER_ERROR_CANCELLED, "Request was cancelled"), NRD_FAIL_CANCELED);
     return true;
   }
   if (r->deadline_ns && nrd_now_ns() > r->deadline_ns) {
-    nrd_request_fail(r, nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "Request timeout expired"));
+    nrd_request_fail(r, nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "Request timeout expired"), NRD_FAIL_REJECTED);
     return true;
   }
   return false;

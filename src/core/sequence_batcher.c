@@ -449,7 +449,7 @@ static uint32_t finish_batch(seq_batcher *b, sb_inst *in, sb_req **out, uint32_t
       continue;
     }
     out[j] = make_null(b, r);
-    nrd_request_fail(r, err);
+    nrd_request_fail(r, err, NRD_FAIL_OTHER);
   }
   uint32_t kept = 0;
   for (uint32_t j = 0; j < n; j++) {
@@ -517,8 +517,8 @@ static void answer_dead(sb_dead *d, TRITONSERVER_Error_Code code, const char *wh
     d->head = r->next;
     r->next = NULL;
     bool cancelled = r->delivery && atomic_load(&r->delivery->cancel->set);
-    if (cancelled) nrd_request_fail(r, nrd_error_new(TRITONSERVER_ERROR_CANCELLED, "Request was cancelled"));
-    else nrd_request_fail(r, nrd_error_new(code, "%s", why));
+    if (cancelled) nrd_request_fail(r, nrd_error_new(TRITONSERVER_ERROR_CANCELLED, "Request was cancelled"), NRD_FAIL_CANCELED);
+    else nrd_request_fail(r, nrd_error_new(code, "%s", why), NRD_FAIL_REJECTED);
   }
   d->tail = NULL;
 }
@@ -575,7 +575,7 @@ static uint32_t sb_next_batch(nrd_scheduler *sched, TRITONBACKEND_ModelInstance 
       uint32_t kept = 0;
       for (uint32_t k = 0; k < n; k++) {
         TRITONSERVER_Error *err = prepare(b, in->last[k], out[k]);
-        if (err) nrd_request_fail(out[k], err);
+        if (err) nrd_request_fail(out[k], err, NRD_FAIL_OTHER);
         else out[kept++] = out[k];
       }
       if (kept) return kept;

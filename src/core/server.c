@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "backend.h"
+#include "cpu_metrics.h"
 #include "error.h"
 #include "log.h"
 #include "message.h"
@@ -254,9 +255,18 @@ TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONS
       config_bool(nrd_option_triples_find(&options->metrics_configs, "", "counter_latencies"), true);
   s->summary_latencies =
       config_bool(nrd_option_triples_find(&options->metrics_configs, "", "summary_latencies"), false);
+  s->histogram_latencies =
+      config_bool(nrd_option_triples_find(&options->metrics_configs, "", "histogram_latencies"), false);
   const char *quantiles = nrd_option_triples_find(&options->metrics_configs, "", "summary_quantiles");
   if (!lerr) lerr = parse_quantiles(quantiles ? quantiles : "0.5:0.05,0.9:0.01,0.95:0.001,0.99:0.001", s);
+  if (!lerr && options->metrics && options->cpu_metrics) {
+    s->cpu = malloc(sizeof(*s->cpu));
+    if (s->cpu) nrd_cpu_metrics_init(s->cpu, options->metrics_interval_ms);
+    else lerr = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating server");
+  }
   if (!s->id || !s->repo || lerr) {
+    if (s->cpu) nrd_cpu_metrics_destroy(s->cpu);
+    free(s->cpu);
     json_decref(s->host_policies);
     nrd_repo_free(s->repo);
     nrd_rate_limiter_free(s->limiter);
@@ -331,6 +341,8 @@ TRITONSERVER_Error *TRITONSERVER_ServerDelete(TRITONSERVER_Server *server) {
   nrd_rate_limiter_free(server->limiter); /* after the models: their instances unregister */
   nrd_response_cache_free(server->cache);  /* after the models: no request can reach it */
   json_decref(server->host_policies);
+  if (server->cpu) nrd_cpu_metrics_destroy(server->cpu);
+  free(server->cpu);
   free(server->id);
   for (size_t i = 0; i < server->n_deps; i++) free(server->deps[i]);
   free(server->deps);
@@ -686,6 +698,10 @@ TRITONSERVER_Error *TRITONSERVER_ServerMetrics(TRITONSERVER_Server *server, TRIT
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory rendering metrics");
   }
   free(custom);
+  if (server->cpu && nrd_cpu_metrics_prometheus(server->cpu, &t)) {
+    free(t.p);
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory rendering metrics");
+  }
   if (server->cache && nrd_response_cache_prometheus(server->cache, &t)) {
     free(t.p);
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory rendering metrics");
@@ -779,6 +795,7 @@ static TRITONSERVER_Error *enqueue(TRITONBACKEND_Model *m, TRITONSERVER_Inferenc
   atomic_fetch_add(&d->cancel->refs, 1);
   req->cancel = d->cancel;
   req->queue_start_ns = now;
+  d->start_ns = now;
   req->deadline_ns = req->timeout_us ? now + req->timeout_us * 1000u : 0;
   req->in_flight = true;
   nrd_model_inflight_add(m);

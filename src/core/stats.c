@@ -113,10 +113,11 @@ void nrd_stats_request_success(nrd_model_stats *s, uint64_t request_start_ns,
 
 void nrd_stats_request_fail(nrd_model_stats *s, uint64_t request_start_ns,
                             uint64_t queue_start_ns, uint64_t exec_start_ns,
-                            uint64_t end_ns) {
+                            uint64_t end_ns, nrd_fail_reason reason) {
   pthread_mutex_lock(&s->lock);
   s->last_inference_ms = wall_ms();
   add(&s->fail, span(request_start_ns, end_ns));
+  s->fail_by_reason[reason < NRD_FAIL_REASONS ? reason : NRD_FAIL_OTHER]++;
   if (queue_start_ns && exec_start_ns) add(&s->queue, span(queue_start_ns, exec_start_ns));
   pthread_mutex_unlock(&s->lock);
 }
@@ -324,7 +325,7 @@ int nrd_text_appendf(nrd_text *t, const char *fmt, ...) {
 /* name, help, type; the order in which the families are printed. */
 const char *const nrd_stats_families[][3] = {
     {"nv_inference_request_success", "Successful requests (every batch size)", "counter"},
-    {"nv_inference_request_failure", "Failed requests (every batch size)", "counter"},
+    {"nv_inference_request_failure", "Failed requests (every batch size), by reason", "counter"},
     {"nv_inference_count", "Inferences run, counted in batch rows", "counter"},
     {"nv_inference_exec_count", "Model executions run (batches)", "counter"},
     {"nv_inference_request_duration_us", "Total request time, microseconds", "counter"},
@@ -333,6 +334,7 @@ const char *const nrd_stats_families[][3] = {
     {"nv_inference_compute_infer_duration_us", "Total time spent computing, microseconds", "counter"},
     {"nv_inference_compute_output_duration_us", "Total time spent producing outputs, microseconds", "counter"},
     {"nv_inference_pending_request_count", "Requests queued or executing right now", "gauge"},
+    {"nv_model_load_duration_secs", "How long the model took to load, seconds", "gauge"},
     /* Only for models whose config enables the response cache. */
     {"nv_cache_num_hits_per_model", "Requests answered from the response cache", "counter"},
     {"nv_cache_num_misses_per_model", "Response cache lookups that found nothing", "counter"},
@@ -341,12 +343,30 @@ const char *const nrd_stats_families[][3] = {
 };
 const unsigned nrd_stats_family_count = sizeof nrd_stats_families / sizeof nrd_stats_families[0];
 
+static const char *const fail_reason_names[NRD_FAIL_REASONS] = {"REJECTED", "CANCELED", "BACKEND", "OTHER"};
+
 int nrd_stats_prometheus(nrd_model_stats *s, const char *model, int64_t version,
                          const char *family, nrd_text *out) {
   uint64_t v = 0;
   pthread_mutex_lock(&s->lock);
+  if (!strcmp(family, "nv_inference_request_failure")) {
+    /* One series per reason, zeros included, as Triton prints them. */
+    uint64_t by[NRD_FAIL_REASONS];
+    memcpy(by, s->fail_by_reason, sizeof by);
+    pthread_mutex_unlock(&s->lock);
+    int rc = 0;
+    for (unsigned r = 0; r < NRD_FAIL_REASONS; r++)
+      rc |= nrd_text_appendf(out, "%s{model=\"%s\",reason=\"%s\",version=\"%" PRId64 "\"} %" PRIu64 "\n", family,
+                             model, fail_reason_names[r], version, by[r]);
+    return rc;
+  }
+  if (!strcmp(family, "nv_model_load_duration_secs")) {
+    uint64_t ns = s->load_ns;
+    pthread_mutex_unlock(&s->lock);
+    return nrd_text_appendf(out, "%s{model=\"%s\",version=\"%" PRId64 "\"} %.16g\n", family, model, version,
+                            (double)ns / 1e9);
+  }
   if (!strcmp(family, "nv_inference_request_success")) v = s->success.count;
-  else if (!strcmp(family, "nv_inference_request_failure")) v = s->fail.count;
   else if (!strcmp(family, "nv_inference_count")) v = s->inference_count;
   else if (!strcmp(family, "nv_inference_exec_count")) v = s->execution_count;
   else if (!strcmp(family, "nv_inference_request_duration_us")) v = (s->success.ns + s->fail.ns) / 1000;
@@ -360,9 +380,6 @@ int nrd_stats_prometheus(nrd_model_stats *s, const char *model, int64_t version,
   else if (!strcmp(family, "nv_cache_hit_duration_per_model")) v = s->cache_hit.ns / 1000;
   else if (!strcmp(family, "nv_cache_miss_duration_per_model")) v = s->cache_miss.ns / 1000;
   pthread_mutex_unlock(&s->lock);
-  if (!strcmp(family, "nv_inference_request_failure"))
-    return nrd_text_appendf(out, "%s{model=\"%s\",reason=\"BACKEND\",version=\"%" PRId64 "\"} %" PRIu64 "\n",
-                            family, model, version, v);
   return nrd_text_appendf(out, "%s{model=\"%s\",version=\"%" PRId64 "\"} %" PRIu64 "\n", family,
                           model, version, v);
 }

@@ -39,12 +39,25 @@ typedef struct nrd_mem_usage {
   uint64_t byte_size;
 } nrd_mem_usage;
 
+/* Why a request failed, as the reason label of nv_inference_request_failure
+ * says it: REJECTED (its queue timeout expired), CANCELED (cancelled
+ * before a backend answered), BACKEND (the backend failed it), OTHER. */
+typedef enum nrd_fail_reason {
+  NRD_FAIL_REJECTED,
+  NRD_FAIL_CANCELED,
+  NRD_FAIL_BACKEND,
+  NRD_FAIL_OTHER,
+  NRD_FAIL_REASONS
+} nrd_fail_reason;
+
 typedef struct nrd_model_stats {
   pthread_mutex_t lock;
   uint64_t last_inference_ms;
   uint64_t inference_count;
   uint64_t execution_count;
   nrd_duration success, fail, queue, compute_input, compute_infer, compute_output;
+  uint64_t fail_by_reason[NRD_FAIL_REASONS]; /* sums to fail.count */
+  uint64_t load_ns;                           /* how long the load took */
   nrd_duration cache_hit, cache_miss;
   nrd_batch_stat *batch;
   uint32_t n_batch, cap_batch;
@@ -75,7 +88,7 @@ void nrd_stats_request_success(nrd_model_stats *s, uint64_t request_start_ns,
 /* One failed request (fail count and duration; queue time when known, 0 if not). */
 void nrd_stats_request_fail(nrd_model_stats *s, uint64_t request_start_ns,
                             uint64_t queue_start_ns, uint64_t exec_start_ns,
-                            uint64_t end_ns);
+                            uint64_t end_ns, nrd_fail_reason reason);
 
 /* A request answered from the response cache: success (request start to
  * lookup end), queue (to lookup start) and cache_hit (the lookup and the

@@ -219,9 +219,11 @@ static const flag_spec kFlags[] = {
      "counter_latencies=false leaves out the nv_inference_*_duration_us counters; summary_latencies=true "
      "adds the nv_inference_*_summary_us summaries, with summary_quantiles=<q>:<error>,... (default "
      "0.5:0.05,0.9:0.01,0.95:0.001,0.99:0.001). Repeatable."},
-    {"metrics-interval-ms", F_METRICS_INTERVAL_MS, "MS", "Accepted; no effect (no GPU or CPU metrics to poll)."},
+    {"metrics-interval-ms", F_METRICS_INTERVAL_MS, "MS",
+     "Least time between two samples of the CPU metrics (default 2000); sampled when /metrics is read."},
     {"allow-gpu-metrics", F_ALLOW_GPU_METRICS, "BOOL", "Accepted; no effect (no GPU metrics)."},
-    {"allow-cpu-metrics", F_ALLOW_CPU_METRICS, "BOOL", "Accepted; no effect (no CPU metrics)."},
+    {"allow-cpu-metrics", F_ALLOW_CPU_METRICS, "BOOL",
+     "CPU utilization and memory gauges (nv_cpu_*) on /metrics (default true)."},
     {"host-policy", F_HOST_POLICY, "<name>,<key>=<value>", "A host policy setting, given to backends. Repeatable."},
     {"pinned-memory-pool-byte-size", F_PINNED_MEMORY_POOL_BYTE_SIZE, "BYTES",
      "Accepted; no effect (no pinned memory without a GPU)."},
@@ -840,6 +842,7 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
     case F_ENABLE_PEER_ACCESS:
       if (parse_bool(v, &b) != 0)
         return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
+      if (f->id == F_ALLOW_CPU_METRICS) cli->allow_cpu_metrics = b;
       return 0;
     case F_GRPC_USE_SSL:
     case F_GRPC_USE_SSL_MUTUAL:
@@ -916,6 +919,7 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
     case F_METRICS_INTERVAL_MS:
     case F_MODEL_LOAD_THREAD_COUNT:
       if (parse_long(v, 1, INT_MAX, &n) != 0) return bad_value(f, v, "a count >= 1", err, errlen);
+      if (f->id == F_METRICS_INTERVAL_MS) cli->metrics_interval_ms = (unsigned)n;
       return 0;
     case F_MODEL_LOAD_RETRY_COUNT:
       if (parse_long(v, 0, INT_MAX, &n) != 0) return bad_value(f, v, "a count >= 0", err, errlen);
@@ -1026,6 +1030,8 @@ int nrd_srv_cli_parse(int argc, char **argv, nrd_srv_cli *cli, char *err, size_t
   cli->http_client_timeout_secs = NRD_SRV_HTTP_CLIENT_TIMEOUT_DEFAULT;
   cli->grpc_handshake_timeout_secs = NRD_SRV_GRPC_HANDSHAKE_TIMEOUT_DEFAULT;
   cli->allow_metrics = true;
+  cli->allow_cpu_metrics = true;
+  cli->metrics_interval_ms = 2000;
   cli->metrics_port = 8002;
   cli->allow_grpc = true;
   cli->grpc_port = 8001;
@@ -1257,6 +1263,9 @@ TRITONSERVER_Error *nrd_srv_cli_make_options(const nrd_srv_cli *cli, TRITONSERVE
     goto fail;
   if ((err = set_cache_configs(cli, o))) goto fail;
   if ((err = TRITONSERVER_ServerOptionsSetModelLoadRetryCount(o, cli->model_load_retries))) goto fail;
+  if ((err = TRITONSERVER_ServerOptionsSetMetrics(o, cli->allow_metrics))) goto fail;
+  if ((err = TRITONSERVER_ServerOptionsSetCpuMetrics(o, cli->allow_cpu_metrics))) goto fail;
+  if ((err = TRITONSERVER_ServerOptionsSetMetricsInterval(o, cli->metrics_interval_ms))) goto fail;
   for (size_t i = 0; i < cli->n_metrics_configs; i++) {
     const nrd_srv_backend_setting *m = &cli->metrics_configs[i];
     if ((err = TRITONSERVER_ServerOptionsSetMetricsConfig(o, m->backend, m->key, m->value))) goto fail;

@@ -90,6 +90,8 @@ typedef struct nrd_srv_cli {
   long long http_max_input_size;     /* default 64 MB */
   int http_client_timeout_secs;      /* default 120 (Nereid's own flag) */
   bool allow_metrics;                /* default true */
+  bool allow_cpu_metrics;            /* default true */
+  unsigned metrics_interval_ms;      /* default 2000 */
   int metrics_port;                  /* default 8002 */
   const char *metrics_address;       /* default: http_address */
   /* gRPC front end (grpc_server.h). */

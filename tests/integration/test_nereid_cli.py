@@ -434,6 +434,36 @@ def test_counter_latencies_false_leaves_out_durations(server_factory):
     assert s.stop() == 0, s.text()
 
 
+def test_cpu_metrics_and_histograms_follow_the_flags(server_factory):
+    """The nv_cpu_* gauges are on by default and go with
+    --allow-cpu-metrics=false; histogram_latencies=true adds the
+    first-response histogram; every model shows its load time."""
+    def scrape(*flags):
+        s = server_factory(f"--model-repository={EXAMPLES}", f"--backend-directory={BACKENDS}",
+                           "--model-control-mode=explicit", "--load-model=identity_fp32", "--allow-grpc=false",
+                           "--allow-http=false", "--metrics-port=0", "--metrics-address=127.0.0.1", *flags)
+        lines = s.wait_ready()
+        port = listening_ports(lines)["metrics"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as r:
+            text = r.read().decode()
+        assert s.stop() == 0, s.text()
+        return text
+
+    text = scrape("--metrics-interval-ms=100")
+    assert re.search(r"^nv_cpu_utilization [0-9.e+-]+$", text, re.M), text
+    total = int(re.search(r"^nv_cpu_memory_total_bytes (\d+)$", text, re.M).group(1))
+    used = int(re.search(r"^nv_cpu_memory_used_bytes (\d+)$", text, re.M).group(1))
+    assert 0 < used <= total, text
+    assert re.search(r'^nv_model_load_duration_secs\{model="identity_fp32",version="1"\} [0-9.e+-]+$', text, re.M)
+    for reason in ("REJECTED", "CANCELED", "BACKEND", "OTHER"):
+        assert f'nv_inference_request_failure{{model="identity_fp32",reason="{reason}",version="1"}} 0' in text
+    assert "nv_inference_first_response_histogram_ms" not in text, text
+
+    text = scrape("--allow-cpu-metrics=false", "--metrics-config=histogram_latencies=true")
+    assert "nv_cpu_" not in text, text
+    assert 'nv_inference_first_response_histogram_ms_bucket{model="identity_fp32",version="1",le="5000"} 0' in text
+
+
 def test_summary_latencies_add_summaries(server_factory):
     """summary_latencies=true: the five nv_inference_*_summary_us summaries
     with Triton's default quantiles, or those of summary_quantiles; their

@@ -1,0 +1,302 @@
+/* Metric families that follow Triton's current ones: failures by reason,
+ * model load time, the first-response histogram (histogram_latencies and
+ * model_metrics buckets) and the CPU gauges. */
+#include "harness.h"
+
+static const char *kCancelWait =
+    "name: \"cw\"\nbackend: \"cancel_wait\"\nmax_batch_size: 0\n"
+    "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+    "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+    "instance_group [ { kind: KIND_CPU count: 1 } ]\n"
+    "parameters { key: \"max_wait_ms\" value: { string_value: \"5000\" } }\n";
+
+/* identity fails OUTPUT1 when the optional INPUT1 is absent. */
+static const char *kOpt =
+    "name: \"opt\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
+    "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 2 ] },"
+    " { name: \"INPUT1\" data_type: TYPE_FP32 dims: [ 2 ] optional: true } ]\n"
+    "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 2 ] },"
+    " { name: \"OUTPUT1\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n";
+
+static const char *kEnsOverOpt =
+    "name: \"ens\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
+    "input [ { name: \"IN\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n"
+    "output [ { name: \"OUT\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n"
+    "ensemble_scheduling { step [ { model_name: \"opt\" model_version: -1\n"
+    "  input_map { key: \"INPUT0\" value: \"IN\" } output_map { key: \"OUTPUT1\" value: \"OUT\" } } ] }\n";
+
+static const char *kIdent =
+    "name: \"ident\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
+    "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n"
+    "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n";
+
+static const char *kSquare =
+    "name: \"sq\"\nbackend: \"square\"\nmax_batch_size: 0\n"
+    "model_transaction_policy { decoupled: true }\n"
+    "input [ { name: \"IN\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+    "output [ { name: \"OUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n";
+
+static const float g_in4[4] = {1, 2, 3, 4};
+static const float g_in2[2] = {1, 2};
+
+static void assert_has(const char *text, const char *line) {
+  cr_assert(strstr(text, line), "missing: %s\nin:\n%s", line, text);
+}
+
+/* The value of the sample line that starts with `prefix` (name{labels}). */
+static double sample_value(const char *text, const char *prefix) {
+  char key[512];
+  snprintf(key, sizeof key, "\n%s ", prefix);
+  const char *at = strstr(text, key);
+  cr_assert_not_null(at, "no sample %s in:\n%s", prefix, text);
+  return strtod(at + strlen(key), NULL);
+}
+
+static TRITONSERVER_InferenceRequest *cw_request(TRITONSERVER_Server *s, h_call **call) {
+  int64_t shape[1] = {4};
+  TRITONSERVER_InferenceRequest *r = h_request(s, "cw");
+  h_add_input(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 1, g_in4, sizeof g_in4);
+  *call = h_call_new();
+  h_bind(r, *call);
+  return r;
+}
+
+static void infer_fp32x2(TRITONSERVER_Server *s, const char *model, const char *input) {
+  int64_t shape[1] = {2};
+  TRITONSERVER_InferenceRequest *r = h_request(s, model);
+  h_add_input(r, input, TRITONSERVER_TYPE_FP32, shape, 1, g_in2, sizeof g_in2);
+  h_call *c = h_infer(s, r);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+}
+
+static void infer_square(TRITONSERVER_Server *s, int32_t n) {
+  int64_t shape[1] = {1};
+  TRITONSERVER_InferenceRequest *r = h_request(s, "sq");
+  h_add_input(r, "IN", TRITONSERVER_TYPE_INT32, shape, 1, &n, sizeof n);
+  h_call *c = h_infer(s, r);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+}
+
+/* Each way a request fails lands under its own reason; every reason has a
+ * series from the start, zeros included. */
+Test(metrics_families, failures_are_counted_by_reason) {
+  char *repo = h_tmpdir();
+  h_model(repo, "cw", kCancelWait, "1");
+  h_model(repo, "opt", kOpt, "1");
+  h_model(repo, "ens", kEnsOverOpt, "1");
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  char *t = h_metrics_text(s);
+  assert_has(t, "nv_inference_request_failure{model=\"cw\",reason=\"REJECTED\",version=\"1\"} 0\n");
+  assert_has(t, "nv_inference_request_failure{model=\"cw\",reason=\"CANCELED\",version=\"1\"} 0\n");
+  assert_has(t, "nv_inference_request_failure{model=\"cw\",reason=\"BACKEND\",version=\"1\"} 0\n");
+  assert_has(t, "nv_inference_request_failure{model=\"cw\",reason=\"OTHER\",version=\"1\"} 0\n");
+  free(t);
+
+  /* r1 holds the one instance; r2 times out in the queue (REJECTED), r3 is
+   * cancelled in the queue (CANCELED); r1, cancelled inside the backend,
+   * is failed by the backend (BACKEND). */
+  h_call *c1, *c2, *c3;
+  TRITONSERVER_InferenceRequest *r1 = cw_request(s, &c1), *r2 = cw_request(s, &c2), *r3 = cw_request(s, &c3);
+  H_OK(TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(r2, 10 * 1000));
+  H_OK(TRITONSERVER_ServerInferAsync(s, r1, NULL));
+  usleep(20 * 1000);
+  H_OK(TRITONSERVER_ServerInferAsync(s, r2, NULL));
+  H_OK(TRITONSERVER_ServerInferAsync(s, r3, NULL));
+  H_OK(TRITONSERVER_InferenceRequestCancel(r3));
+  usleep(40 * 1000);
+  H_OK(TRITONSERVER_InferenceRequestCancel(r1));
+  cr_assert(h_wait(c1, 3000) && h_wait(c2, 3000) && h_wait(c3, 3000), "a request was never answered");
+  h_call_free(c1);
+  h_call_free(c2);
+  h_call_free(c3);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r1));
+  H_OK(TRITONSERVER_InferenceRequestDelete(r2));
+  H_OK(TRITONSERVER_InferenceRequestDelete(r3));
+
+  /* The step fails in its backend; the ensemble counts it as OTHER. */
+  infer_fp32x2(s, "ens", "IN");
+
+  t = h_metrics_text(s);
+  assert_has(t, "nv_inference_request_failure{model=\"cw\",reason=\"REJECTED\",version=\"1\"} 1\n");
+  assert_has(t, "nv_inference_request_failure{model=\"cw\",reason=\"CANCELED\",version=\"1\"} 1\n");
+  assert_has(t, "nv_inference_request_failure{model=\"cw\",reason=\"BACKEND\",version=\"1\"} 1\n");
+  assert_has(t, "nv_inference_request_failure{model=\"cw\",reason=\"OTHER\",version=\"1\"} 0\n");
+  assert_has(t, "nv_inference_request_failure{model=\"opt\",reason=\"BACKEND\",version=\"1\"} 1\n");
+  assert_has(t, "nv_inference_request_failure{model=\"ens\",reason=\"OTHER\",version=\"1\"} 1\n");
+  assert_has(t, "nv_inference_request_failure{model=\"ens\",reason=\"BACKEND\",version=\"1\"} 0\n");
+  free(t);
+  /* The statistics API still gives the total. */
+  cr_assert_eq(h_stat_count(s, "cw", "fail"), 3);
+  H_OK(TRITONSERVER_ServerDelete(s));
+  h_rmtree(repo);
+  free(repo);
+}
+
+/* nv_model_load_duration_secs: one gauge per loaded version, a plausible
+ * number of seconds, kept when counter_latencies=false drops the duration
+ * counters. */
+Test(metrics_families, load_duration_gauge) {
+  char *repo = h_tmpdir();
+  h_model(repo, "ident", kIdent, "1 2");
+  TRITONSERVER_ServerOptions *o = h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE);
+  H_OK(TRITONSERVER_ServerOptionsSetMetricsConfig(o, "", "counter_latencies", "false"));
+  TRITONSERVER_Server *s = h_server_new(o);
+  char *t = h_metrics_text(s);
+  assert_has(t, "# TYPE nv_model_load_duration_secs gauge\n");
+  double v = sample_value(t, "nv_model_load_duration_secs{model=\"ident\",version=\"2\"}");
+  cr_assert(v > 0 && v < 60, "load took %g s?", v);
+  cr_assert_null(strstr(t, "nv_inference_request_duration_us"), "counter_latencies=false keeps a counter:\n%s", t);
+  free(t);
+  H_OK(TRITONSERVER_ServerDelete(s));
+  h_rmtree(repo);
+  free(repo);
+}
+
+/* histogram_latencies=true: each model gets a first-response histogram
+ * with Triton's default bounds, or the ones its model_metrics gives; a
+ * decoupled request counts once, at its first response, and a request
+ * with no response (square n = 0) not at all. */
+Test(metrics_families, first_response_histogram) {
+  char *repo = h_tmpdir();
+  h_model(repo, "ident", kIdent, "1");
+  h_model(repo, "sq", kSquare, "1");
+  char custom[2048];
+  snprintf(custom, sizeof custom,
+           "%s"
+           "model_metrics { metric_control [\n"
+           "  { metric_identifier { family: \"nv_some_other_family\" } histogram_options { buckets: [ 1 ] } },\n"
+           "  { metric_identifier { family: \"nv_inference_first_response_histogram_ms\" }\n"
+           "    histogram_options { buckets: [ -1, 0, 1e6 ] } } ] }\n",
+           "name: \"custom\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
+           "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n"
+           "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n");
+  h_model(repo, "custom", custom, "1");
+  TRITONSERVER_ServerOptions *o = h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE);
+  H_OK(TRITONSERVER_ServerOptionsSetMetricsConfig(o, "", "histogram_latencies", "true"));
+  TRITONSERVER_Server *s = h_server_new(o);
+  for (int i = 0; i < 3; i++) infer_fp32x2(s, "ident", "INPUT0");
+  infer_fp32x2(s, "custom", "INPUT0");
+  infer_square(s, 4);
+  infer_square(s, 0);
+  char *t = h_metrics_text(s);
+  const char *f = "nv_inference_first_response_histogram_ms";
+  assert_has(t, "# TYPE nv_inference_first_response_histogram_ms histogram\n");
+  char line[256];
+  snprintf(line, sizeof line, "%s_count{model=\"ident\",version=\"1\"} 3\n", f);
+  assert_has(t, line);
+  static const char *const defaults[] = {"100", "500", "2000", "5000", "+Inf"};
+  for (int i = 0; i < 5; i++) {
+    snprintf(line, sizeof line, "%s_bucket{model=\"ident\",version=\"1\",le=\"%s\"} ", f, defaults[i]);
+    assert_has(t, line);
+  }
+  snprintf(line, sizeof line, "%s_bucket{model=\"ident\",version=\"1\",le=\"+Inf\"} 3\n", f);
+  assert_has(t, line);
+  snprintf(line, sizeof line, "%s_bucket{model=\"custom\",version=\"1\",le=\"0\"} 0\n", f);
+  assert_has(t, line);
+  snprintf(line, sizeof line, "%s_bucket{model=\"custom\",version=\"1\",le=\"1000000\"} 1\n", f);
+  assert_has(t, line);
+  snprintf(line, sizeof line, "%s_bucket{model=\"custom\",version=\"1\",le=\"100\"}", f);
+  cr_assert_null(strstr(t, line), "model_metrics buckets replace the defaults:\n%s", t);
+  snprintf(line, sizeof line, "%s_count{model=\"sq\",version=\"1\"} 1\n", f);
+  assert_has(t, line);
+  snprintf(line, sizeof line, "%s_sum{model=\"ident\",version=\"1\"}", f);
+  double sum = sample_value(t, line);
+  cr_assert(sum > 0 && sum < 30000, "three first responses took %g ms?", sum);
+  free(t);
+  H_OK(TRITONSERVER_ServerDelete(s));
+  h_rmtree(repo);
+  free(repo);
+}
+
+/* Bad bounds fail the load with the field named; without
+ * histogram_latencies the family does not appear at all. */
+Test(metrics_families, histogram_bounds_are_checked_and_off_by_default) {
+  char *repo = h_tmpdir();
+  h_model(repo, "ident", kIdent, "1");
+  h_model(repo, "bad",
+          "name: \"bad\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n"
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n"
+          "model_metrics { metric_control [ { metric_identifier { family: "
+          "\"nv_inference_first_response_histogram_ms\" }\n"
+          "  histogram_options { buckets: [ 5, 2 ] } } ] }\n",
+          "1");
+  TRITONSERVER_ServerOptions *o = h_options(repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT);
+  H_OK(TRITONSERVER_ServerOptionsSetMetricsConfig(o, "", "histogram_latencies", "true"));
+  TRITONSERVER_Server *s = h_server_new(o);
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "bad");
+  cr_assert_not_null(e, "unsorted buckets must fail the load");
+  cr_assert_eq(TRITONSERVER_ErrorCode(e), TRITONSERVER_ERROR_INVALID_ARG, "%s", TRITONSERVER_ErrorMessage(e));
+  const char *msg = TRITONSERVER_ErrorMessage(e);
+  cr_assert(strstr(msg, "model_metrics.metric_control[0].histogram_options.buckets[1]") &&
+                strstr(msg, "config.pbtxt") && strstr(msg, "strictly increasing"),
+            "%s", msg);
+  TRITONSERVER_ErrorDelete(e);
+  H_OK(TRITONSERVER_ServerDelete(s));
+
+  /* The same model loads when histograms are off; nothing is rendered. */
+  s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  infer_fp32x2(s, "ident", "INPUT0");
+  char *t = h_metrics_text(s);
+  cr_assert_null(strstr(t, "nv_inference_first_response_histogram_ms"), "%s", t);
+  free(t);
+  H_OK(TRITONSERVER_ServerDelete(s));
+  h_rmtree(repo);
+  free(repo);
+}
+
+/* The CPU gauges: present by default with sane values; a value holds for
+ * the metrics interval; off with SetCpuMetrics(false) or SetMetrics(false). */
+Test(metrics_families, cpu_gauges) {
+  char *repo = h_tmpdir();
+  h_model(repo, "ident", kIdent, "1");
+
+  TRITONSERVER_ServerOptions *o = h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE);
+  H_OK(TRITONSERVER_ServerOptionsSetMetricsInterval(o, 1));
+  TRITONSERVER_Server *s = h_server_new(o);
+  usleep(5 * 1000);
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  volatile unsigned long spin = 0;
+  while (h_seconds_since(&t0) < 0.15) spin++; /* busy: some jiffies must show */
+  char *t = h_metrics_text(s);
+  assert_has(t, "# TYPE nv_cpu_utilization gauge\n");
+  double util = sample_value(t, "nv_cpu_utilization");
+  cr_assert(util > 0 && util <= 1, "utilization %g after 150 ms of spinning", util);
+  double total = sample_value(t, "nv_cpu_memory_total_bytes"), used = sample_value(t, "nv_cpu_memory_used_bytes");
+  cr_assert(total > 0 && used > 0 && used <= total, "total %g used %g", total, used);
+  free(t);
+  H_OK(TRITONSERVER_ServerDelete(s));
+
+  /* An hour-long interval: the first value (0) holds however busy we are. */
+  o = h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE);
+  H_OK(TRITONSERVER_ServerOptionsSetMetricsInterval(o, 3600 * 1000));
+  s = h_server_new(o);
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  while (h_seconds_since(&t0) < 0.05) spin++;
+  t = h_metrics_text(s);
+  assert_has(t, "\nnv_cpu_utilization 0\n");
+  free(t);
+  H_OK(TRITONSERVER_ServerDelete(s));
+
+  o = h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE);
+  H_OK(TRITONSERVER_ServerOptionsSetCpuMetrics(o, false));
+  s = h_server_new(o);
+  t = h_metrics_text(s);
+  cr_assert_null(strstr(t, "nv_cpu_"), "%s", t);
+  cr_assert(strstr(t, "nv_inference_request_success"), "the model families stay");
+  free(t);
+  H_OK(TRITONSERVER_ServerDelete(s));
+
+  o = h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE);
+  H_OK(TRITONSERVER_ServerOptionsSetMetrics(o, false));
+  s = h_server_new(o);
+  t = h_metrics_text(s);
+  cr_assert_null(strstr(t, "nv_cpu_"), "%s", t);
+  free(t);
+  H_OK(TRITONSERVER_ServerDelete(s));
+  h_rmtree(repo);
+  free(repo);
+}
