@@ -16,6 +16,7 @@
 
 #include <jansson.h>
 
+#include "cache_plugin.h"
 #include "error.h"
 #include "log.h"
 #include "model.h"
@@ -42,6 +43,7 @@ struct nrd_cache_entry {
 };
 
 struct nrd_response_cache {
+  nrd_cache_plugin *plugin; /* set: a plugin's cache, the table unused */
   pthread_mutex_t lock;
   nrd_cache_entry **buckets;
   size_t n_buckets; /* a power of two */
@@ -50,6 +52,10 @@ struct nrd_response_cache {
   nrd_cache_entry *newest, *oldest;
   uint64_t lookups, hits, misses, evictions;
 };
+
+static nrd_cache_entry *plugin_lookup(nrd_response_cache *c, const nrd_cache_key *key);
+static TRITONSERVER_Error *plugin_insert(nrd_response_cache *c, const nrd_cache_key *key,
+                                         const TRITONSERVER_InferenceResponse *resp);
 
 /* ------------------------------------------------------------ the config */
 
@@ -88,7 +94,8 @@ static TRITONSERVER_Error *parse_size(const char *config, size_t *size) {
   return err;
 }
 
-TRITONSERVER_Error *nrd_response_cache_new(const nrd_option_triples *configs, nrd_response_cache **out) {
+TRITONSERVER_Error *nrd_response_cache_new(const nrd_option_triples *configs, const char *cache_dir,
+                                           nrd_response_cache **out) {
   *out = NULL;
   if (!configs || configs->count == 0) return NULL;
   const char *name = configs->items[0].group;
@@ -96,10 +103,20 @@ TRITONSERVER_Error *nrd_response_cache_new(const nrd_option_triples *configs, nr
     if (strcmp(configs->items[i].group, name) != 0)
       return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                            "found multiple cache configurations, but only a single cache is currently supported");
-  if (strcmp(name, "local") != 0)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "cache '%s' is not available: Nereid has only the built-in 'local' cache", name);
   const char *config = nrd_option_triples_find(configs, name, "config");
+  if (strcmp(name, "local") != 0) {
+    nrd_response_cache *c = calloc(1, sizeof(*c));
+    if (!c) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating the response cache");
+    TRITONSERVER_Error *err = nrd_cache_plugin_open(cache_dir, name, config, &c->plugin);
+    if (err) {
+      free(c);
+      return err;
+    }
+    pthread_mutex_init(&c->lock, NULL);
+    *out = c;
+    NRD_LOG_INFO("response cache: '%s' from %s", name, cache_dir);
+    return NULL;
+  }
   size_t size = 0;
   NRD_RETURN_IF_ERROR(parse_size(config ? config : "{}", &size));
   nrd_response_cache *c = calloc(1, sizeof(*c));
@@ -126,6 +143,7 @@ void nrd_cache_entry_release(nrd_cache_entry *e) {
 
 void nrd_response_cache_free(nrd_response_cache *c) {
   if (!c) return;
+  nrd_cache_plugin_close(c->plugin);
   for (nrd_cache_entry *e = c->newest, *next; e; e = next) {
     next = e->older;
     entry_unref(e);
@@ -311,6 +329,7 @@ static nrd_cache_entry *table_find(nrd_response_cache *c, const nrd_cache_key *k
 }
 
 nrd_cache_entry *nrd_cache_lookup(nrd_response_cache *c, const nrd_cache_key *key) {
+  if (c->plugin) return plugin_lookup(c, key);
   pthread_mutex_lock(&c->lock);
   c->lookups++;
   nrd_cache_entry *e = table_find(c, key);
@@ -328,17 +347,12 @@ nrd_cache_entry *nrd_cache_lookup(nrd_response_cache *c, const nrd_cache_key *ke
 
 static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
 
-/* A copy of the outputs of `r` as one entry, or an error. */
-static TRITONSERVER_Error *entry_from(const TRITONSERVER_InferenceResponse *r, size_t capacity,
-                                      nrd_cache_entry **out) {
-  size_t bytes = align8(sizeof(nrd_cache_entry) + r->n_outputs * sizeof(cached_output));
-  for (uint32_t i = 0; i < r->n_outputs; i++) {
-    const nrd_output *o = r->outputs[i];
-    if (o->byte_size && !host_memory(o->mtype))
-      return nrd_error_new(TRITONSERVER_ERROR_INTERNAL,
-                           "output '%s' is not in CPU memory; the response cache keeps CPU memory only", o->name);
-    bytes += align8(strlen(o->name) + 1) + o->dims_count * sizeof(int64_t) + align8(o->byte_size);
-  }
+/* One entry holding copies of `n` outputs (the views point at the data to
+ * copy), or an error when it would not fit in `capacity` bytes. */
+static TRITONSERVER_Error *entry_build(const cached_output *v, uint32_t n, size_t capacity, nrd_cache_entry **out) {
+  size_t head = align8(sizeof(nrd_cache_entry) + n * sizeof(cached_output)), bytes = head;
+  for (uint32_t i = 0; i < n; i++)
+    bytes += align8(strlen(v[i].name) + 1) + v[i].dims * sizeof(int64_t) + align8(v[i].size);
   if (bytes > capacity)
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "Requested byte_size: %zu is greater than total cache size: %zu",
                          bytes, capacity);
@@ -346,34 +360,198 @@ static TRITONSERVER_Error *entry_from(const TRITONSERVER_InferenceResponse *r, s
   if (!e) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   memset(e, 0, sizeof(*e));
   e->bytes = bytes;
-  e->n = r->n_outputs;
-  char *p = (char *)e + align8(sizeof(nrd_cache_entry) + r->n_outputs * sizeof(cached_output));
-  for (uint32_t i = 0; i < r->n_outputs; i++) {
-    const nrd_output *o = r->outputs[i];
+  e->n = n;
+  char *p = (char *)e + head;
+  for (uint32_t i = 0; i < n; i++) {
     cached_output *c = &e->out[i];
-    c->dtype = o->dtype;
-    c->dims = o->dims_count;
-    c->size = o->byte_size;
-    size_t nl = strlen(o->name) + 1;
-    c->name = memcpy(p, o->name, nl);
+    c->dtype = v[i].dtype;
+    c->dims = v[i].dims;
+    c->size = v[i].size;
+    size_t nl = strlen(v[i].name) + 1;
+    c->name = memcpy(p, v[i].name, nl);
     p += align8(nl);
     c->shape = (const int64_t *)p;
-    if (o->dims_count) memcpy(p, o->shape, o->dims_count * sizeof(int64_t));
-    p += o->dims_count * sizeof(int64_t);
+    if (v[i].dims) memcpy(p, v[i].shape, v[i].dims * sizeof(int64_t));
+    p += v[i].dims * sizeof(int64_t);
     c->data = p;
-    if (o->byte_size) memcpy(p, o->buffer, o->byte_size);
-    p += align8(o->byte_size);
+    if (v[i].size) memcpy(p, v[i].data, v[i].size);
+    p += align8(v[i].size);
   }
+  atomic_init(&e->refs, 1);
   *out = e;
   return NULL;
 }
 
+/* Views of the outputs of `r` (in *views, malloc'd), or an error when one
+ * is not in CPU memory. */
+static TRITONSERVER_Error *views_of(const TRITONSERVER_InferenceResponse *r, cached_output **views) {
+  cached_output *v = malloc((r->n_outputs ? r->n_outputs : 1) * sizeof(*v));
+  if (!v) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  for (uint32_t i = 0; i < r->n_outputs; i++) {
+    const nrd_output *o = r->outputs[i];
+    if (o->byte_size && !host_memory(o->mtype)) {
+      free(v);
+      return nrd_error_new(TRITONSERVER_ERROR_INTERNAL,
+                           "output '%s' is not in CPU memory; the response cache keeps CPU memory only", o->name);
+    }
+    v[i] = (cached_output){o->name, o->dtype, o->dims_count, o->shape, o->buffer, o->byte_size};
+  }
+  *views = v;
+  return NULL;
+}
+
+/* A copy of the outputs of `r` as one entry, or an error. */
+static TRITONSERVER_Error *entry_from(const TRITONSERVER_InferenceResponse *r, size_t capacity,
+                                      nrd_cache_entry **out) {
+  cached_output *v = NULL;
+  NRD_RETURN_IF_ERROR(views_of(r, &v));
+  TRITONSERVER_Error *err = entry_build(v, r->n_outputs, capacity, out);
+  free(v);
+  return err;
+}
+
+/* ------------------------------------------------- bytes for a plugin
+ *
+ * A plugin stores opaque bytes. Ours: "NRDRESP1", u32 output count, u32 0,
+ * then per output u32 name length, u32 datatype, u32 dims, u32 0, u64 byte
+ * size, the name, dims x i64 shape, the data; host byte order, unpadded.
+ * What comes back is checked as untrusted input: a shared store may hold
+ * anything under a key. */
+static const char resp_magic[8] = {'N', 'R', 'D', 'R', 'E', 'S', 'P', '1'};
+
+static TRITONSERVER_Error *serialize(const TRITONSERVER_InferenceResponse *r, unsigned char **out, size_t *len) {
+  cached_output *v = NULL;
+  NRD_RETURN_IF_ERROR(views_of(r, &v));
+  size_t n = 16;
+  for (uint32_t i = 0; i < r->n_outputs; i++) n += 24 + strlen(v[i].name) + v[i].dims * 8 + v[i].size;
+  unsigned char *b = malloc(n), *p = b;
+  if (!b) {
+    free(v);
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  }
+  uint32_t hdr[2] = {r->n_outputs, 0};
+  memcpy(p, resp_magic, 8);
+  memcpy(p + 8, hdr, 8);
+  p += 16;
+  for (uint32_t i = 0; i < r->n_outputs; i++) {
+    uint32_t f[4] = {(uint32_t)strlen(v[i].name), (uint32_t)v[i].dtype, v[i].dims, 0};
+    uint64_t size = v[i].size;
+    memcpy(p, f, 16);
+    memcpy(p + 16, &size, 8);
+    p += 24;
+    memcpy(p, v[i].name, f[0]);
+    p += f[0];
+    if (v[i].dims) memcpy(p, v[i].shape, v[i].dims * 8);
+    p += v[i].dims * 8;
+    if (size) memcpy(p, v[i].data, size);
+    p += size;
+  }
+  free(v);
+  *out = b;
+  *len = n;
+  return NULL;
+}
+
+#define NRD_CACHE_MAX_DIMS 64
+
+/* The entry the bytes describe; an error naming what is wrong otherwise. */
+static TRITONSERVER_Error *deserialize(const unsigned char *b, size_t len, nrd_cache_entry **out) {
+#define BAD(what) nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "the cached bytes are not a Nereid response: %s", what)
+  if (len < 16 || memcmp(b, resp_magic, 8) != 0) return BAD("no header");
+  uint32_t hdr[2];
+  memcpy(hdr, b + 8, 8);
+  uint32_t n = hdr[0];
+  if (n > (len - 16) / 24) return BAD("more outputs than bytes");
+  cached_output *v = calloc(n ? n : 1, sizeof(*v));
+  char **names = calloc(n ? n : 1, sizeof(char *));
+  int64_t *shapes = calloc((size_t)(n ? n : 1) * NRD_CACHE_MAX_DIMS, sizeof(int64_t));
+  TRITONSERVER_Error *err = (v && names && shapes) ? NULL : nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  size_t at = 16;
+  for (uint32_t i = 0; i < n && !err; i++) {
+    uint32_t f[4];
+    uint64_t size;
+    if (len - at < 24) {
+      err = BAD("an output header runs past the end");
+      break;
+    }
+    memcpy(f, b + at, 16);
+    memcpy(&size, b + at + 16, 8);
+    at += 24;
+    if (f[2] > NRD_CACHE_MAX_DIMS) err = BAD("too many dimensions");
+    else if (f[1] == TRITONSERVER_TYPE_INVALID || f[1] > TRITONSERVER_TYPE_BF16) err = BAD("an unknown datatype");
+    else if (f[0] == 0 || f[0] > len - at || memchr(b + at, 0, f[0])) err = BAD("a bad output name");
+    else if ((size_t)f[2] * 8 > len - at - f[0] || size > len - at - f[0] - (size_t)f[2] * 8)
+      err = BAD("an output runs past the end");
+    if (err) break;
+    if (!(names[i] = strndup((const char *)b + at, f[0]))) {
+      err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+      break;
+    }
+    at += f[0];
+    int64_t *shape = shapes + (size_t)i * NRD_CACHE_MAX_DIMS;
+    if (f[2]) memcpy(shape, b + at, (size_t)f[2] * 8);
+    at += (size_t)f[2] * 8;
+    v[i] = (cached_output){names[i], (TRITONSERVER_DataType)f[1], f[2], shape, b + at, size};
+    at += size;
+  }
+  if (!err && at != len) err = BAD("bytes left over");
+  if (!err) err = entry_build(v, n, SIZE_MAX, out);
+  for (uint32_t i = 0; names && i < n; i++) free(names[i]);
+  free(names);
+  free(shapes);
+  free(v);
+  return err;
+#undef BAD
+}
+
+/* The key as the text a plugin takes: 32 hex digits. */
+static void key_text(const nrd_cache_key *key, char out[33]) {
+  snprintf(out, 33, "%016" PRIx64 "%016" PRIx64, key->a, key->b);
+}
+
+/* A plugin's hit as an entry of our own (not in the table, freed by its
+ * last release), or NULL on a miss. A plugin failure or bytes that are not
+ * a response count as a miss, logged. */
+static nrd_cache_entry *plugin_lookup(nrd_response_cache *c, const nrd_cache_key *key) {
+  char k[33];
+  key_text(key, k);
+  void *bytes = NULL;
+  size_t len = 0;
+  nrd_cache_entry *e = NULL;
+  TRITONSERVER_Error *err = nrd_cache_plugin_lookup(c->plugin, k, &bytes, &len);
+  if (!err && bytes) err = deserialize(bytes, len, &e);
+  free(bytes);
+  if (err) {
+    NRD_LOG_ERROR("response cache '%s': lookup of %s failed, answering from the model: %s",
+                  nrd_cache_plugin_name(c->plugin), k, TRITONSERVER_ErrorMessage(err));
+    TRITONSERVER_ErrorDelete(err);
+  }
+  pthread_mutex_lock(&c->lock);
+  c->lookups++;
+  if (e) c->hits++;
+  else c->misses++;
+  pthread_mutex_unlock(&c->lock);
+  return e;
+}
+
+static TRITONSERVER_Error *plugin_insert(nrd_response_cache *c, const nrd_cache_key *key,
+                                         const TRITONSERVER_InferenceResponse *resp) {
+  unsigned char *bytes = NULL;
+  size_t len = 0;
+  NRD_RETURN_IF_ERROR(serialize(resp, &bytes, &len));
+  char k[33];
+  key_text(key, k);
+  TRITONSERVER_Error *err = nrd_cache_plugin_insert(c->plugin, k, bytes, len);
+  free(bytes);
+  return err;
+}
+
 TRITONSERVER_Error *nrd_cache_insert(nrd_response_cache *c, const nrd_cache_key *key,
                                      const TRITONSERVER_InferenceResponse *resp) {
+  if (c->plugin) return plugin_insert(c, key, resp);
   nrd_cache_entry *e = NULL;
   NRD_RETURN_IF_ERROR(entry_from(resp, c->capacity, &e));
   e->key = *key;
-  atomic_init(&e->refs, 1);
   nrd_cache_entry *evicted = NULL; /* chained through `chain` once unlinked */
   pthread_mutex_lock(&c->lock);
   if (table_find(c, key)) {
@@ -443,6 +621,8 @@ void nrd_cache_answer(TRITONSERVER_InferenceRequest *req, const nrd_cache_entry 
 /* ------------------------------------------------------------ metrics */
 
 int nrd_response_cache_prometheus(nrd_response_cache *c, nrd_text *out) {
+  /* A plugin's own gauges, if any, are its custom metrics (as in Triton). */
+  if (c->plugin) return 0;
   pthread_mutex_lock(&c->lock);
   uint64_t entries = c->n_entries, lookups = c->lookups, hits = c->hits, misses = c->misses,
            evictions = c->evictions;

@@ -22,11 +22,13 @@ typedef struct nrd_cache_key {
 } nrd_cache_key;
 
 /* The cache the server options ask for: NULL in *out when they name none.
- * Only the built-in "local" cache exists; its JSON config needs "size"
- * (bytes, a string or an unsigned number, at least 1). Errors name the
- * cache and the problem. The caller frees with nrd_response_cache_free
- * once no request can reach it. */
-TRITONSERVER_Error *nrd_response_cache_new(const nrd_option_triples *configs, nrd_response_cache **out);
+ * "local" is built in; its JSON config needs "size" (bytes, a string or an
+ * unsigned number, at least 1). Any other name is a plugin,
+ * <cache_dir>/<name>/libtritoncache_<name>.so (cache_plugin.h), given the
+ * JSON config as it is. Errors name the cache and the problem. The caller
+ * frees with nrd_response_cache_free once no request can reach it. */
+TRITONSERVER_Error *nrd_response_cache_new(const nrd_option_triples *configs, const char *cache_dir,
+                                           nrd_response_cache **out);
 void nrd_response_cache_free(nrd_response_cache *c);
 
 /* The key of `req` (model name and version, then every input in name

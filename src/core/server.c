@@ -249,7 +249,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONS
   TRITONSERVER_Error *lerr =
       nrd_rate_limiter_new(options->rate_limit_mode, options->rate_limit_resources, options->n_rate_limit_resources,
                            &s->limiter);
-  if (!lerr) lerr = nrd_response_cache_new(&options->cache_configs, &s->cache);
+  if (!lerr) lerr = nrd_response_cache_new(&options->cache_configs, options->cache_dir, &s->cache);
   if (!lerr) lerr = host_policies(options, &s->host_policies);
   s->counter_latencies =
       config_bool(nrd_option_triples_find(&options->metrics_configs, "", "counter_latencies"), true);

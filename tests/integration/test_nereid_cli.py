@@ -27,6 +27,10 @@ SOURCE = os.path.dirname(os.path.dirname(HERE))
 
 NEREID = os.environ.get("NEREID_BIN", os.path.join(SOURCE, "build", "src", "server", "nereid"))
 BACKENDS = os.environ.get("NEREID_BACKEND_DIR", os.path.join(SOURCE, "build", "backends"))
+# The test cache plugin sits beside the test backends (build/test_caches).
+TEST_CACHES = os.path.join(os.path.dirname(os.environ.get("NEREID_TEST_BACKEND_DIR",
+                                                          os.path.join(SOURCE, "build", "test_backends"))),
+                           "test_caches")
 EXAMPLES = os.environ.get("NEREID_EXAMPLES", os.path.join(SOURCE, "examples", "models"))
 
 EXAMPLE_MODELS = ["accumulate_onnx", "identity_bytes", "identity_fp32", "repeat_int32", "simple", "simple_ensemble",
@@ -503,19 +507,23 @@ def test_bad_cache_settings_stop_the_server():
     code, _, err = run([*common(), "--cache-config=local,size=abc"])
     assert code == 1 and "Failed to initialize LocalCache: 'size' must be a number of bytes" in err, err
     code, _, err = run([*common(), "--cache-config=redis,host=localhost"])
-    assert code == 1 and "cache 'redis' is not available" in err, err
+    assert code == 1 and "unable to load cache 'redis' from '/opt/tritonserver/caches/redis/" in err, err
+    code, _, err = run([*common(), f"--cache-directory={TEST_CACHES}", "--cache-config=memory,fail_init=true"])
+    assert code == 1 and "cache 'memory' failed to initialize: memory cache: asked to fail" in err, err
 
 
 def test_response_cache_answers_repeats(server_factory, tmp_path):
     """--cache-config=local,size=N with a model that enables the cache: the
     repeat of a request is answered from the cache (statistics and metrics
-    say so); the deprecated --response-cache-byte-size warns."""
+    say so); the deprecated --response-cache-byte-size warns; a plugin from
+    --cache-directory answers the same way."""
     repo = tmp_path / "repo"
     shutil.copytree(os.path.join(EXAMPLES, "identity_fp32"), repo / "identity_fp32")
     cfg = repo / "identity_fp32" / "config.pbtxt"
     cfg.write_text(cfg.read_text() + "response_cache { enable: true }\n")
     for flags in (["--cache-config", "local,size=1048576", "--metrics-config=summary_latencies=true"],
-                  ["--response-cache-byte-size=1048576"]):
+                  ["--response-cache-byte-size=1048576"],
+                  [f"--cache-directory={TEST_CACHES}", "--cache-config=memory,note=x"]):
         s = server_factory(f"--model-repository={repo}", f"--backend-directory={BACKENDS}",
                            "--allow-grpc=false", "--http-port=0", "--http-address=127.0.0.1",
                            "--metrics-port=0", *flags)
@@ -536,14 +544,16 @@ def test_response_cache_answers_repeats(server_factory, tmp_path):
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=30) as r:
             text = r.read().decode()
         assert 'nv_cache_num_hits_per_model{model="identity_fp32",version="1"} 2' in text, text
-        assert "nv_cache_num_entries 1" in text, text
+        assert ("nv_cache_num_entries 1" in text) == ("memory" not in " ".join(flags)), text
         summaries = "summary_latencies=true" in " ".join(flags)
         assert ('nv_cache_hit_summary_us_count{model="identity_fp32",version="1"} 2' in text) == summaries, text
         assert ('nv_cache_miss_summary_us_count{model="identity_fp32",version="1"} 1' in text) == summaries, text
         if summaries:  # cache hits are successful requests too
             assert 'nv_inference_request_summary_us_count{model="identity_fp32",version="1"} 3' in text, text
         assert s.stop() == 0, s.text()
-    assert "--response-cache-byte-size is deprecated" in s.text()
+        if "--response-cache-byte-size=1048576" in flags:
+            assert "--response-cache-byte-size is deprecated" in s.text()
+    assert "response cache: 'memory' from" in s.text(), s.text()
 
 
 def test_poll_mode_picks_up_new_model(server_factory):

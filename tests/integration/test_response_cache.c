@@ -249,7 +249,7 @@ Test(response_cache, bad_cache_configurations_are_refused) {
   static const struct {
     const char *name, *json, *want;
   } cases[] = {
-      {"redis", "{\"size\": 100}", "cache 'redis' is not available"},
+      {"redis", "{\"size\": 100}", "unable to load cache 'redis' from '/opt/tritonserver/caches/redis/libtritoncache_redis.so'"},
       {"local", "{}", "Failed to initialize LocalCache: config didn't contain a valid 'size' field."},
       {"local", "{\"size\": \"12x\"}", "'size' must be a number of bytes, got '12x'"},
       {"local", "{\"size\": -5}", "'size' config must be a string or uint type"},

@@ -2,6 +2,7 @@
 // seen from C++ (most backends are C++). Every function is only named in
 // unevaluated contexts, so this program needs nothing at link time.
 #include "triton/core/tritonbackend.h"
+#include "triton/core/tritoncache.h"
 #include "triton/core/tritonserver.h"
 
 #include <cstdint>
