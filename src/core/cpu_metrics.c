@@ -87,7 +87,8 @@ static void sample(nrd_cpu_metrics *c, uint64_t now) {
 void nrd_cpu_metrics_init(nrd_cpu_metrics *c, uint64_t interval_ms) {
   memset(c, 0, sizeof(*c));
   pthread_mutex_init(&c->lock, NULL);
-  c->interval_ns = interval_ms * 1000000u;
+  /* Capped at a day, so the product in nanoseconds cannot overflow. */
+  c->interval_ns = (interval_ms > 86400000u ? 86400000u : interval_ms) * 1000000u;
   sample(c, nrd_now_ns());
 }
 

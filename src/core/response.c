@@ -140,7 +140,7 @@ static TRITONSERVER_Error *deliver(TRITONSERVER_InferenceResponse *r, uint32_t f
                            d->request_id ? d->request_id : "", d->model->name);
     }
   }
-  if (atomic_fetch_add(&d->responses_sent, 1) == 0 && !d->no_stats)
+  if (atomic_fetch_add(&d->responses_sent, 1) == 0 && d->model->first_response_metric && !d->no_stats)
     nrd_model_metrics_first_response(d->model, d->start_ns);
   if (!r->error && nrd_trace_wants_tensors(d->trace))
     for (uint32_t i = 0; i < r->n_outputs; i++) {
