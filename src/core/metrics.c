@@ -368,15 +368,20 @@ static TRITONSERVER_Error *check_new_metric(TRITONSERVER_MetricKind kind,
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                          "a histogram metric needs bucket boundaries: pass metric args set with "
                          "TRITONSERVER_MetricArgsSetHistogram");
-  for (size_t i = 0; i < args->n_buckets; i++) {
-    if (!isfinite(args->buckets[i]))
-      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "histogram bucket %zu is not finite", i);
-    if (i > 0 && !(args->buckets[i] > args->buckets[i - 1]))
-      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                           "histogram buckets must be strictly increasing (bucket %zu: %g after %g)",
-                           i, args->buckets[i], args->buckets[i - 1]);
-  }
-  return NULL;
+  size_t i = nrd_metrics_bad_bound(args->buckets, args->n_buckets);
+  if (i == args->n_buckets) return NULL;
+  if (!isfinite(args->buckets[i]))
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "histogram bucket %zu is not finite", i);
+  return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                       "histogram buckets must be strictly increasing (bucket %zu: %g after %g)", i,
+                       args->buckets[i], args->buckets[i - 1]);
+}
+
+size_t nrd_metrics_bad_bound(const double *bounds, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    if (!isfinite(bounds[i]) || (i > 0 && !(bounds[i] > bounds[i - 1]))) return i;
+  return n;
 }
 
 TRITONSERVER_Error *TRITONSERVER_MetricNewWithArgs(TRITONSERVER_Metric **metric,

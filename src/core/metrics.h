@@ -30,4 +30,8 @@
  * *out is NULL. Any thread. */
 TRITONSERVER_Error *nrd_metrics_render(char **out, size_t *len);
 
+/* The index of the first histogram bound that is not finite or not above
+ * the one before it; `n` when all are good. Any thread. */
+size_t nrd_metrics_bad_bound(const double *bounds, size_t n);
+
 #endif

@@ -2,7 +2,6 @@
 #include "model_metrics.h"
 
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 
 #include "error.h"
 #include "log.h"
+#include "metrics.h"
 #include "model.h"
 #include "server.h"
 #include "stats.h"
@@ -18,9 +18,9 @@
 /* Triton's default bounds, in milliseconds. */
 static const double default_bounds[] = {100, 500, 2000, 5000};
 
-/* The bounds model_metrics gives for the histogram, or the defaults. The
- * returned array is malloc'd (NULL with *n 0 for an empty list). */
-static TRITONSERVER_Error *bounds_for(const TRITONBACKEND_Model *m, double **out, size_t *n) {
+/* The bounds model_metrics gives for the histogram, or the defaults: *out
+ * points at default_bounds or at *owned (malloc'd, the caller frees it). */
+static TRITONSERVER_Error *bounds_for(const TRITONBACKEND_Model *m, const double **out, double **owned, size_t *n) {
   const json_t *controls = json_object_get(json_object_get(m->config, "model_metrics"), "metric_control");
   const json_t *chosen = NULL;
   size_t chosen_at = 0;
@@ -36,11 +36,10 @@ static TRITONSERVER_Error *bounds_for(const TRITONBACKEND_Model *m, double **out
                    m->name, family ? family : "", i);
     }
   }
+  *owned = NULL;
   if (!chosen) {
+    *out = default_bounds;
     *n = sizeof default_bounds / sizeof default_bounds[0];
-    *out = malloc(sizeof default_bounds);
-    if (!*out) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-    memcpy(*out, default_bounds, sizeof default_bounds);
     return NULL;
   }
   const json_t *buckets = json_object_get(json_object_get(chosen, "histogram_options"), "buckets");
@@ -49,27 +48,27 @@ static TRITONSERVER_Error *bounds_for(const TRITONBACKEND_Model *m, double **out
   if (!*n) return NULL;
   double *b = malloc(*n * sizeof(double));
   if (!b) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-  for (size_t i = 0; i < *n; i++) {
-    b[i] = json_number_value(json_array_get(buckets, i));
-    if (!isfinite(b[i]) || (i && !(b[i] > b[i - 1]))) {
-      TRITONSERVER_Error *e = nrd_error_new(
-          TRITONSERVER_ERROR_INVALID_ARG,
-          "%s/config.pbtxt: model '%s': model_metrics.metric_control[%zu].histogram_options.buckets[%zu] is %g; "
-          "bucket bounds must be finite and strictly increasing",
-          m->model_dir, m->name, chosen_at, i, b[i]);
-      free(b);
-      return e;
-    }
+  for (size_t i = 0; i < *n; i++) b[i] = json_number_value(json_array_get(buckets, i));
+  size_t bad = nrd_metrics_bad_bound(b, *n);
+  if (bad < *n) {
+    TRITONSERVER_Error *e = nrd_error_new(
+        TRITONSERVER_ERROR_INVALID_ARG,
+        "%s/config.pbtxt: model '%s': model_metrics.metric_control[%zu].histogram_options.buckets[%zu] is %g; "
+        "bucket bounds must be finite and strictly increasing",
+        m->model_dir, m->name, chosen_at, bad, b[bad]);
+    free(b);
+    return e;
   }
-  *out = b;
+  *out = *owned = b;
   return NULL;
 }
 
 TRITONSERVER_Error *nrd_model_metrics_create(TRITONBACKEND_Model *m) {
   if (!m->server->histogram_latencies) return NULL;
-  double *bounds = NULL;
+  const double *bounds = NULL;
+  double *owned = NULL;
   size_t n = 0;
-  NRD_RETURN_IF_ERROR(bounds_for(m, &bounds, &n));
+  NRD_RETURN_IF_ERROR(bounds_for(m, &bounds, &owned, &n));
   char version[32];
   snprintf(version, sizeof version, "%" PRId64, m->version);
   TRITONSERVER_Parameter *labels[2] = {
@@ -91,7 +90,7 @@ TRITONSERVER_Error *nrd_model_metrics_create(TRITONBACKEND_Model *m) {
   TRITONSERVER_ErrorDelete(TRITONSERVER_MetricArgsDelete(args));
   TRITONSERVER_ParameterDelete(labels[0]);
   TRITONSERVER_ParameterDelete(labels[1]);
-  free(bounds);
+  free(owned);
   return err;
 }
 
