@@ -5,6 +5,7 @@
 set(NRD_BACKEND_DIR ${CMAKE_BINARY_DIR}/backends)
 set(NRD_TEST_BACKEND_DIR ${CMAKE_BINARY_DIR}/test_backends)
 set(NRD_TEST_CACHE_DIR ${CMAKE_BINARY_DIR}/test_caches)
+set(NRD_TEST_AGENT_DIR ${CMAKE_BINARY_DIR}/test_repoagents)
 
 # nrd_add_backend(<name> <sources>... [TEST]) builds libtriton_<name>.so
 # against only the public headers (and backend_utils). TEST puts it in the

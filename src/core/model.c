@@ -17,6 +17,7 @@
 #include "rate_limiter.h"
 #include "server.h"
 #include "error.h"
+#include "files.h"
 #include "instance.h"
 #include "log.h"
 #include "message.h"
@@ -361,20 +362,13 @@ static void teardown(TRITONBACKEND_Model *m) {
   m->backend = NULL;
 }
 
-static char *join(const char *a, const char *b) {
-  size_t n = strlen(a) + strlen(b) + 2;
-  char *p = malloc(n);
-  if (p) snprintf(p, n, "%s/%s", a, b);
-  return p;
-}
-
 /* An ensemble: no backend and no instance; its scheduler runs the steps
  * (ensemble.c). `cfg` is consumed. */
 static TRITONSERVER_Error *load_ensemble(TRITONBACKEND_Model *m, json_t *cfg, TRITONBACKEND_Model **out) {
   TRITONSERVER_Error *err = install_config(m, cfg);
   if (!err) {
     char *msg = NULL;
-    char *cfg_file = join(m->model_dir, "config.pbtxt");
+    char *cfg_file = nrd_path_join(m->model_dir, "config.pbtxt");
     int bad = nrd_model_config_validate(m->config, cfg_file, 0, &msg);
     free(cfg_file);
     if (bad) err = config_error(TRITONSERVER_ERROR_INVALID_ARG, msg);
@@ -436,7 +430,7 @@ TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *a, TRITONBACKEND_M
   m->model_dir = strdup(a->model_dir);
   char vbuf[32];
   snprintf(vbuf, sizeof vbuf, "%" PRId64, a->version);
-  m->version_dir = join(a->model_dir, vbuf);
+  m->version_dir = nrd_path_join(a->model_dir, vbuf);
   json_t *cfg = json_deep_copy(a->config);
   bool sums_failed = a->server->summary_latencies && nrd_stats_enable_summaries(&m->stats) != 0;
   if (!m->name || !m->model_dir || !m->version_dir || !cfg || sums_failed) {
@@ -484,7 +478,7 @@ TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *a, TRITONBACKEND_M
   m->backend_initialized = true;
 
   char *msg = NULL;
-  char *cfg_file = join(m->model_dir, "config.pbtxt");
+  char *cfg_file = nrd_path_join(m->model_dir, "config.pbtxt");
   int bad = nrd_model_config_validate(m->config, cfg_file, 0, &msg);
   free(cfg_file);
   if (bad) {

@@ -15,18 +15,13 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "files.h"
 #include "log.h"
 #include "model_config.h"
 #include "parameter.h"
+#include "repo_agent.h"
 
 /* ------------------------------------------------------------ helpers */
-
-static char *join(const char *a, const char *b) {
-  size_t n = strlen(a) + strlen(b) + 2;
-  char *p = malloc(n);
-  if (p) snprintf(p, n, "%s/%s", a, b);
-  return p;
-}
 
 static bool is_dir(const char *p) {
   struct stat st;
@@ -50,7 +45,7 @@ static uint64_t newest_mtime(const char *path, int depth) {
   struct dirent *e;
   while ((e = readdir(d))) {
     if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-    char *sub = join(path, e->d_name);
+    char *sub = nrd_path_join(path, e->d_name);
     if (!sub) continue;
     uint64_t t = newest_mtime(sub, depth + 1);
     if (t > best) best = t;
@@ -68,25 +63,6 @@ static void slot_clear(nrd_version_slot *s) {
 static void slots_free(nrd_version_slot *s, size_t n) {
   for (size_t i = 0; i < n; i++) slot_clear(&s[i]);
   free(s);
-}
-
-/* Removes a temporary override folder and everything in it. */
-static void remove_tree(const char *path) {
-  DIR *d = opendir(path);
-  if (d) {
-    struct dirent *e;
-    while ((e = readdir(d))) {
-      if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-      char *sub = join(path, e->d_name);
-      if (!sub) continue;
-      struct stat st;
-      if (!lstat(sub, &st) && S_ISDIR(st.st_mode)) remove_tree(sub);
-      else unlink(sub);
-      free(sub);
-    }
-    closedir(d);
-  }
-  rmdir(path);
 }
 
 /* ------------------------------------------------------------ lifetime */
@@ -114,7 +90,7 @@ static void bg_unref(struct nrd_bg_tracker *t) {
 }
 
 nrd_repository *nrd_repo_new(TRITONSERVER_Server *server, char *const *paths, size_t n_paths,
-                             const char *backend_dir, json_t *backend_cmdline, bool auto_complete,
+                             const char *backend_dir, const char *agent_dir, json_t *backend_cmdline, bool auto_complete,
                              const char *config_name, unsigned exit_timeout_s) {
   nrd_repository *r = calloc(1, sizeof(*r));
   if (!r) {
@@ -127,6 +103,7 @@ nrd_repository *nrd_repo_new(TRITONSERVER_Server *server, char *const *paths, si
   atomic_init(&r->exit_timeout_s, exit_timeout_s);
   r->backend_dir = strdup(backend_dir ? backend_dir : "");
   r->config_name = strdup(config_name ? config_name : "");
+  r->agent_dir = strdup(agent_dir ? agent_dir : "");
   r->paths = calloc(n_paths ? n_paths : 1, sizeof(char *));
   pthread_rwlock_init(&r->table_lock, NULL);
   pthread_rwlock_init(&r->paths_lock, NULL);
@@ -137,7 +114,7 @@ nrd_repository *nrd_repo_new(TRITONSERVER_Server *server, char *const *paths, si
     pthread_cond_init(&r->bg->done, NULL);
     r->bg->refs = 1;
   }
-  bool ok = r->bg && r->backend_dir && r->config_name && r->paths;
+  bool ok = r->bg && r->backend_dir && r->agent_dir && r->config_name && r->paths;
   for (size_t i = 0; ok && i < n_paths; i++) {
     r->paths[i] = strdup(paths[i]);
     if (!r->paths[i]) ok = false;
@@ -175,9 +152,11 @@ void nrd_repo_free(nrd_repository *r) {
                   atomic_load(&r->exit_timeout_s));
   for (size_t i = 0; i < r->n_models; i++) {
     nrd_model_entry *e = &r->models[i];
+    nrd_agent_chain_tell(e->agents, TRITONREPOAGENT_ACTION_UNLOAD);
     entry_unload_all(r, e);
+    nrd_agent_chain_free(e->agents);
     slots_free(e->slots, e->n_slots);
-    if (e->override_dir) remove_tree(e->override_dir);
+    if (e->override_dir) nrd_remove_tree(e->override_dir);
     free(e->override_dir);
     free(e->name);
     free(e->dir);
@@ -190,6 +169,7 @@ void nrd_repo_free(nrd_repository *r) {
   free(r->maps);
   pthread_rwlock_destroy(&r->paths_lock);
   free(r->backend_dir);
+  free(r->agent_dir);
   free(r->config_name);
   json_decref(r->backend_cmdline);
   pthread_rwlock_destroy(&r->table_lock);
@@ -247,7 +227,7 @@ TRITONSERVER_Error *nrd_repo_scan(nrd_repository *r, char ***names_out, size_t *
     struct dirent *e;
     while ((e = readdir(d))) {
       if (e->d_name[0] == '.') continue;
-      char *full = join(r->paths[p], e->d_name);
+      char *full = nrd_path_join(r->paths[p], e->d_name);
       bool dir = full && is_dir(full) && !folder_mapped(r, full);
       free(full);
       if (!dir) continue;
@@ -285,7 +265,7 @@ static TRITONSERVER_Error *locate_locked(nrd_repository *r, const char *name, ch
   }
   char *found = NULL;
   for (size_t p = 0; p < r->n_paths; p++) {
-    char *d = join(r->paths[p], name);
+    char *d = nrd_path_join(r->paths[p], name);
     if (!d) {
       free(found);
       return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
@@ -334,7 +314,7 @@ TRITONSERVER_Error *nrd_repo_register(nrd_repository *r, const char *path, const
   for (size_t i = 0; ok && i < n; i++) {
     fresh[i].name = strdup(names[i]);
     fresh[i].repo = strdup(path);
-    fresh[i].dir = join(path, folders[i]);
+    fresh[i].dir = nrd_path_join(path, folders[i]);
     ok = fresh[i].name && fresh[i].repo && fresh[i].dir;
   }
   TRITONSERVER_Error *err = ok ? NULL : nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
@@ -411,10 +391,10 @@ static const char *guess_backend(const char *dir) {
   struct dirent *e;
   while (!hit && (e = readdir(d))) {
     if (e->d_name[0] == '.') continue;
-    char *sub = join(dir, e->d_name);
+    char *sub = nrd_path_join(dir, e->d_name);
     if (!sub) continue;
     for (size_t i = 0; !hit && i < sizeof by_file / sizeof by_file[0]; i++) {
-      char *f = join(sub, by_file[i][0]);
+      char *f = nrd_path_join(sub, by_file[i][0]);
       if (f && access(f, F_OK) == 0) hit = by_file[i][1];
       free(f);
     }
@@ -476,13 +456,13 @@ static TRITONSERVER_Error *read_config(nrd_repository *r, const char *name, cons
   if (*r->config_name) {
     char rel[PATH_MAX];
     snprintf(rel, sizeof rel, "configs/%s.pbtxt", r->config_name);
-    path = join(dir, rel);
+    path = nrd_path_join(dir, rel);
     if (path && access(path, F_OK) != 0) {
       free(path);
-      path = join(dir, "config.pbtxt");
+      path = nrd_path_join(dir, "config.pbtxt");
     }
   } else {
-    path = join(dir, "config.pbtxt");
+    path = nrd_path_join(dir, "config.pbtxt");
   }
   if (!path) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   char *text = NULL;
@@ -536,7 +516,7 @@ static TRITONSERVER_Error *select_versions(const char *name, const char *dir, co
     bool digits = true;
     for (const char *c = s; *c; c++) digits &= *c >= '0' && *c <= '9';
     if (!digits || strlen(s) > 18 || (s[0] == '0' && s[1])) continue;
-    char *full = join(dir, s);
+    char *full = nrd_path_join(dir, s);
     bool ok = full && is_dir(full);
     free(full);
     if (!ok) continue;
@@ -602,7 +582,7 @@ static TRITONSERVER_Error *write_overrides(const char *name, const TRITONSERVER_
   if (!mkdtemp(tmpl))
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "cannot create a folder for file overrides: %s", strerror(errno));
   char *root = strdup(tmpl);
-  char *mdir = root ? join(root, name) : NULL;
+  char *mdir = root ? nrd_path_join(root, name) : NULL;
   TRITONSERVER_Error *err = NULL;
   if (!mdir || mkdir(mdir, 0700)) {
     err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "cannot create a folder for file overrides");
@@ -616,7 +596,7 @@ static TRITONSERVER_Error *write_overrides(const char *name, const TRITONSERVER_
                           p->name);
       goto fail;
     }
-    char *path = join(mdir, rel);
+    char *path = nrd_path_join(mdir, rel);
     if (!path) {
       err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
       goto fail;
@@ -640,7 +620,7 @@ static TRITONSERVER_Error *write_overrides(const char *name, const TRITONSERVER_
   *model_dir_out = mdir;
   return NULL;
 fail:
-  if (root) remove_tree(root);
+  if (root) nrd_remove_tree(root);
   free(root);
   free(mdir);
   return err;
@@ -702,6 +682,26 @@ void nrd_repo_ensemble_steps(nrd_repository *r, const char *name, char ***steps,
   json_decref(cfg);
 }
 
+typedef struct reread_ctx {
+  nrd_repository *r;
+  const char *name;
+} reread_ctx;
+
+/* The configuration a load would read in `dir`, for an agent after one
+ * that moved the model; NULL when there is none to read. */
+static json_t *reread_config(void *ctx, const char *dir) {
+  reread_ctx *c = ctx;
+  json_t *cfg = NULL;
+  TRITONSERVER_Error *err = read_config(c->r, c->name, dir, NULL, &cfg);
+  if (err) {
+    NRD_LOG_WARN("model '%s': no configuration for the next repo agent in '%s': %s", c->name, dir,
+                 TRITONSERVER_ErrorMessage(err));
+    TRITONSERVER_ErrorDelete(err);
+    return NULL;
+  }
+  return cfg;
+}
+
 TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const char *config_override,
                                   const TRITONSERVER_Parameter **files, size_t n_files) {
   if (!name || !*name) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model name must not be empty");
@@ -723,7 +723,13 @@ TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const cha
   /* A mapped model takes its mapped name, whatever its configuration says. */
   if (!err && mapped && json_object_set_new(cfg, "name", json_string(name)) != 0)
     err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-  if (!err) err = select_versions(name, dir, cfg, &versions, &n_versions);
+  /* Repository agents may give another folder to load the versions from;
+   * `dir` stays the repository's (polling watches it). */
+  nrd_agent_chain *agents = NULL;
+  const char *load_dir = dir;
+  reread_ctx rc = {r, name};
+  if (!err) err = nrd_agent_chain_load(r->agent_dir, name, cfg, dir, reread_config, &rc, &agents, &load_dir);
+  if (!err) err = select_versions(name, load_dir, cfg, &versions, &n_versions);
   uint64_t stamp = dir ? newest_mtime(dir, 0) : 0;
 
   if (!err) {
@@ -733,7 +739,7 @@ TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const cha
   /* Load every selected version while the old ones keep serving. */
   TRITONSERVER_Error *first_fail = NULL;
   for (size_t i = 0; !err && i < n_versions; i++) {
-    nrd_model_load_args a = {r->server, name, versions[i], dir, cfg, r->auto_complete, r->backend_dir,
+    nrd_model_load_args a = {r->server, name, versions[i], load_dir, cfg, r->auto_complete, r->backend_dir,
                              r->backend_cmdline};
     slots[i].version = versions[i];
     TRITONSERVER_Error *e = nrd_model_load(&a, &slots[i].model);
@@ -772,6 +778,8 @@ TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const cha
   nrd_version_slot *old = NULL;
   size_t n_old = 0;
   char *old_override = NULL;
+  nrd_agent_chain *old_agents = NULL;
+  bool loaded = false; /* the new versions replaced the old ones */
   pthread_rwlock_wrlock(&r->table_lock);
   nrd_model_entry *e = entry_for(r, name);
   if (!e) {
@@ -802,17 +810,29 @@ TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const cha
       old_override = e->override_dir;
       e->override_dir = override_root;
       override_root = NULL;
+      old_agents = e->agents;
+      e->agents = first_fail ? NULL : agents;
+      loaded = !first_fail;
     }
     pthread_rwlock_unlock(&r->table_lock);
   }
+  /* The agents hear how the load ended before the old versions go. */
+  if (loaded) {
+    nrd_agent_chain_tell(agents, TRITONREPOAGENT_ACTION_LOAD_COMPLETE);
+  } else {
+    nrd_agent_chain_tell(agents, TRITONREPOAGENT_ACTION_LOAD_FAIL);
+    nrd_agent_chain_free(agents);
+  }
+  nrd_agent_chain_tell(old_agents, TRITONREPOAGENT_ACTION_UNLOAD);
   for (size_t i = 0; i < n_old; i++)
     if (old[i].model) nrd_model_unload(old[i].model, atomic_load(&r->exit_timeout_s));
+  nrd_agent_chain_free(old_agents);
   slots_free(old, n_old);
-  if (old_override) remove_tree(old_override);
+  if (old_override) nrd_remove_tree(old_override);
   free(old_override);
   pthread_mutex_unlock(&r->op_lock);
 
-  if (override_root) remove_tree(override_root);
+  if (override_root) nrd_remove_tree(override_root);
   free(override_root);
   slots_free(slots, slots ? n_versions : 0);
   free(versions);
@@ -838,13 +858,16 @@ typedef struct unload_job {
   nrd_version_slot *old;
   size_t n_old;
   char *override_dir;
+  nrd_agent_chain *agents;
 } unload_job;
 
 static void unload_job_run(unload_job *j) {
+  nrd_agent_chain_tell(j->agents, TRITONREPOAGENT_ACTION_UNLOAD);
   for (size_t i = 0; i < j->n_old; i++)
     if (j->old[i].model) nrd_model_unload(j->old[i].model, j->timeout_s);
+  nrd_agent_chain_free(j->agents); /* UNLOAD_COMPLETE, then finalize */
   slots_free(j->old, j->n_old);
-  if (j->override_dir) remove_tree(j->override_dir);
+  if (j->override_dir) nrd_remove_tree(j->override_dir);
   free(j->override_dir);
   free(j);
 }
@@ -898,6 +921,8 @@ TRITONSERVER_Error *nrd_repo_unload(nrd_repository *r, const char *name, bool wa
     set_reason(&e->reason, "unloaded");
     j->override_dir = e->override_dir;
     e->override_dir = NULL;
+    j->agents = e->agents;
+    e->agents = NULL;
     /* No new request may reach these versions from now on. */
     for (size_t i = 0; i < j->n_old; i++)
       if (j->old[i].model) atomic_store(&j->old[i].model->state, NRD_MODEL_UNLOADING);

@@ -33,6 +33,7 @@ typedef struct nrd_model_entry {
   bool attempted;             /* a load was tried since the last unload */
   uint64_t stamp;             /* newest mtime under dir at the last load (poll) */
   char *override_dir;         /* temporary folder of a load with file overrides */
+  struct nrd_agent_chain *agents; /* the repository agents of the loaded versions */
 } nrd_model_entry;
 
 /* A model name given to one folder of a registered repository
@@ -53,6 +54,7 @@ typedef struct nrd_repository {
   nrd_repo_mapping *maps;
   size_t n_maps;
   char *backend_dir;
+  char *agent_dir;            /* --repoagent-directory */
   json_t *backend_cmdline;    /* see nrd_model_load_args */
   bool auto_complete;
   char *config_name;          /* "" or a name under configs/ */
@@ -74,7 +76,7 @@ typedef struct nrd_repository {
 /* Sets up an empty repository; copies what it keeps from the arguments.
  * Returns NULL on out-of-memory. */
 nrd_repository *nrd_repo_new(TRITONSERVER_Server *server, char *const *paths, size_t n_paths,
-                             const char *backend_dir, json_t *backend_cmdline /* stolen */,
+                             const char *backend_dir, const char *agent_dir, json_t *backend_cmdline /* stolen */,
                              bool auto_complete, const char *config_name, unsigned exit_timeout_s);
 
 /* Unloads every model (waiting for in-flight requests up to the exit

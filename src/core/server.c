@@ -244,7 +244,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONS
   s->strict_readiness = options->strict_readiness;
   atomic_init(&s->exit_timeout_s, options->exit_timeout_secs);
   s->repo = nrd_repo_new(s, options->repo_paths, options->n_repo_paths, options->backend_dir,
-                         backend_cmdline(options), !options->strict_model_config, options->model_config_name,
+                         options->repoagent_dir, backend_cmdline(options), !options->strict_model_config, options->model_config_name,
                          options->exit_timeout_secs);
   TRITONSERVER_Error *lerr =
       nrd_rate_limiter_new(options->rate_limit_mode, options->rate_limit_resources, options->n_rate_limit_resources,

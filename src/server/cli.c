@@ -241,7 +241,8 @@ static const flag_spec kFlags[] = {
      "Accepted; no effect (each model loads on a thread of its own)."},
     {"model-load-retry-count", F_MODEL_LOAD_RETRY_COUNT, "N",
      "Try a model version that fails to load this many more times (default 0)."},
-    {"repoagent-directory", F_REPOAGENT_DIRECTORY, "DIR", "Accepted; no effect (no repository agents)."},
+    {"repoagent-directory", F_REPOAGENT_DIRECTORY, "DIR",
+     "Where repository agents are: DIR/<name>/libtritonrepoagent_<name>.so (default /opt/tritonserver/repoagents)."},
     {"cache-directory", F_CACHE_DIRECTORY, "DIR",
      "Where cache plugins are: DIR/<name>/libtritoncache_<name>.so (default /opt/tritonserver/caches)."},
     {"grpc-infer-allocation-pool-size", F_GRPC_INFER_ALLOCATION_POOL_SIZE, "N", "Accepted; no effect."},
@@ -935,6 +936,7 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
     case F_CACHE_DIRECTORY:
       if (*v == '\0') return bad_value(f, v, "a directory", err, errlen);
       if (f->id == F_CACHE_DIRECTORY) cli->cache_directory = v;
+      else cli->repoagent_directory = v;
       return 0;
     case F_GRPC_INFER_RESPONSE_COMPRESSION_LEVEL:
       if (strcasecmp(v, "none") == 0) cli->grpc_infer_response_compression = NRD_SRV_COMPRESS_NONE;
@@ -1264,6 +1266,9 @@ TRITONSERVER_Error *nrd_srv_cli_make_options(const nrd_srv_cli *cli, TRITONSERVE
       (err = TRITONSERVER_ServerOptionsSetResponseCacheByteSize(o, cli->response_cache_byte_size)))
     goto fail;
   if (cli->cache_directory && (err = TRITONSERVER_ServerOptionsSetCacheDirectory(o, cli->cache_directory))) goto fail;
+  if (cli->repoagent_directory &&
+      (err = TRITONSERVER_ServerOptionsSetRepoAgentDirectory(o, cli->repoagent_directory)))
+    goto fail;
   if ((err = set_cache_configs(cli, o))) goto fail;
   if ((err = TRITONSERVER_ServerOptionsSetModelLoadRetryCount(o, cli->model_load_retries))) goto fail;
   if ((err = TRITONSERVER_ServerOptionsSetMetrics(o, cli->allow_metrics))) goto fail;

@@ -61,6 +61,7 @@ typedef struct nrd_srv_cli {
   nrd_srv_backend_setting *cache_configs; /* --cache-config; `backend` holds the cache name */
   size_t n_cache_configs;
   const char *cache_directory;             /* --cache-directory; NULL: Triton's default */
+  const char *repoagent_directory;         /* --repoagent-directory; NULL: Triton's default */
   nrd_srv_backend_setting *metrics_configs; /* --metrics-config; `backend` holds the group ("" for none) */
   size_t n_metrics_configs;
   nrd_srv_backend_setting *host_policies; /* --host-policy; `backend` holds the policy name */

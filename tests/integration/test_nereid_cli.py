@@ -31,6 +31,8 @@ BACKENDS = os.environ.get("NEREID_BACKEND_DIR", os.path.join(SOURCE, "build", "b
 TEST_CACHES = os.path.join(os.path.dirname(os.environ.get("NEREID_TEST_BACKEND_DIR",
                                                           os.path.join(SOURCE, "build", "test_backends"))),
                            "test_caches")
+# ... and the test repository agent (build/test_repoagents).
+TEST_AGENTS = os.path.join(os.path.dirname(TEST_CACHES), "test_repoagents")
 EXAMPLES = os.environ.get("NEREID_EXAMPLES", os.path.join(SOURCE, "examples", "models"))
 
 EXAMPLE_MODELS = ["accumulate_onnx", "identity_bytes", "identity_fp32", "repeat_int32", "simple", "simple_ensemble",
@@ -554,6 +556,44 @@ def test_response_cache_answers_repeats(server_factory, tmp_path):
         if "--response-cache-byte-size=1048576" in flags:
             assert "--response-cache-byte-size is deprecated" in s.text()
     assert "response cache: 'memory' from" in s.text(), s.text()
+
+
+def test_repoagent_directory_finds_agents(server_factory, tmp_path):
+    """--repoagent-directory: a model whose config names the test agent is
+    loaded from the folder the agent gives (version 7 exists only there);
+    without the flag the load fails naming Triton's default folder."""
+    repo = tmp_path / "repo"
+    shutil.copytree(os.path.join(EXAMPLES, "identity_fp32"), repo / "identity_fp32")
+    cfg = repo / "identity_fp32" / "config.pbtxt"
+    cfg.write_text(cfg.read_text() + 'model_repository_agents { agents [ { name: "recorder" '
+                   'parameters { key: "new_version" value: "7" } } ] }\n')
+    log = tmp_path / "agent.log"
+    os.environ["NRD_RECORDER_AGENT_LOG"] = str(log)
+    try:
+        s = server_factory(f"--model-repository={repo}", f"--backend-directory={BACKENDS}",
+                           f"--repoagent-directory={TEST_AGENTS}", "--allow-grpc=false", "--http-port=0",
+                           "--http-address=127.0.0.1", "--allow-metrics=false")
+        http = listening_ports(s.wait_ready())["http"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{http}/v2/models/identity_fp32/versions/7/ready",
+                                    timeout=30) as r:
+            assert r.status == 200
+        body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 2], "datatype": "FP32",
+                                       "data": [1.5, 2.5]}]}).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{http}/v2/models/identity_fp32/infer", data=body)
+        with urllib.request.urlopen(req, timeout=30) as r:
+            out = json.loads(r.read())
+        assert out["model_version"] == "7" and out["outputs"][0]["data"] == [1.5, 2.5], out
+        assert s.stop() == 0, s.text()
+        events = log.read_text().split("\n")
+        for e in ("LOAD identity_fp32 -", "LOAD_COMPLETE identity_fp32 -", "UNLOAD_COMPLETE identity_fp32 -",
+                  "Finalize"):
+            assert e in events, events
+        code, _, err = run([f"--model-repository={repo}", f"--backend-directory={BACKENDS}", "--allow-grpc=false",
+                            "--allow-http=false", "--allow-metrics=false"])
+        assert code != 0 and ("unable to find 'libtritonrepoagent_recorder.so' for repo agent 'recorder', "
+                              "searched: /opt/tritonserver/repoagents") in err, err
+    finally:
+        del os.environ["NRD_RECORDER_AGENT_LOG"]
 
 
 def test_poll_mode_picks_up_new_model(server_factory):

@@ -3,6 +3,7 @@
 // unevaluated contexts, so this program needs nothing at link time.
 #include "triton/core/tritonbackend.h"
 #include "triton/core/tritoncache.h"
+#include "triton/core/tritonrepoagent.h"
 #include "triton/core/tritonserver.h"
 
 #include <cstdint>
@@ -61,6 +62,19 @@ static_assert(
         TRITONSERVER_Error* (*)(TRITONBACKEND_ModelInstanceResponseStatistics*,
                                 TRITONSERVER_Error*)>::value,
     "TRITONBACKEND_ModelInstanceResponseStatisticsSetError signature");
+
+static_assert(
+    std::is_same<
+        decltype(&TRITONREPOAGENT_ModelRepositoryUpdate),
+        TRITONSERVER_Error* (*)(TRITONREPOAGENT_Agent*,
+                                TRITONREPOAGENT_AgentModel*,
+                                const TRITONREPOAGENT_ArtifactType,
+                                const char*)>::value,
+    "TRITONREPOAGENT_ModelRepositoryUpdate signature");
+static_assert(
+    TRITONREPOAGENT_ACTION_UNLOAD_COMPLETE == 4 &&
+        TRITONREPOAGENT_ARTIFACT_REMOTE_FILESYSTEM == 1,
+    "TRITONREPOAGENT enum values");
 
 // Callback typedefs must accept ordinary C++ functions of the right shape.
 static void
