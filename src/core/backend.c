@@ -15,11 +15,6 @@
 #include "memory_manager.h"
 #include "message.h"
 
-#define ARG_CHECK(cond, what)                                                      \
-  do {                                                                             \
-    if (!(cond)) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "%s", what); \
-  } while (0)
-
 /* Every loaded backend of the process; guarded by registry_lock, which also
  * serializes loading so a library is initialized exactly once. */
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -247,7 +242,7 @@ void nrd_backend_finalize_all(void) {
 /* ------------------------------------------------------------ public API */
 
 TRITONSERVER_Error *TRITONBACKEND_BackendName(TRITONBACKEND_Backend *backend, const char **name) {
-  ARG_CHECK(backend && name, "backend and name must not be NULL");
+  NRD_ARG_CHECK(backend && name, "backend and name must not be NULL");
   *name = backend->name;
   return NULL;
 }
@@ -255,21 +250,21 @@ TRITONSERVER_Error *TRITONBACKEND_BackendName(TRITONBACKEND_Backend *backend, co
 /* The message belongs to the backend object; callers must not delete it. */
 TRITONSERVER_Error *TRITONBACKEND_BackendConfig(TRITONBACKEND_Backend *backend,
                                                 TRITONSERVER_Message **backend_config) {
-  ARG_CHECK(backend && backend_config, "backend and config must not be NULL");
+  NRD_ARG_CHECK(backend && backend_config, "backend and config must not be NULL");
   *backend_config = backend->config_msg;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONBACKEND_BackendExecutionPolicy(TRITONBACKEND_Backend *backend,
                                                          TRITONBACKEND_ExecutionPolicy *policy) {
-  ARG_CHECK(backend && policy, "backend and policy must not be NULL");
+  NRD_ARG_CHECK(backend && policy, "backend and policy must not be NULL");
   *policy = backend->policy;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONBACKEND_BackendSetExecutionPolicy(TRITONBACKEND_Backend *backend,
                                                             TRITONBACKEND_ExecutionPolicy policy) {
-  ARG_CHECK(backend, "backend must not be NULL");
+  NRD_ARG_CHECK(backend, "backend must not be NULL");
   if (policy != TRITONBACKEND_EXECUTION_BLOCKING && policy != TRITONBACKEND_EXECUTION_DEVICE_BLOCKING)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "unknown execution policy %d", (int)policy);
   backend->policy = policy;
@@ -279,7 +274,7 @@ TRITONSERVER_Error *TRITONBACKEND_BackendSetExecutionPolicy(TRITONBACKEND_Backen
 TRITONSERVER_Error *TRITONBACKEND_BackendArtifacts(TRITONBACKEND_Backend *backend,
                                                    TRITONBACKEND_ArtifactType *artifact_type,
                                                    const char **location) {
-  ARG_CHECK(backend && artifact_type && location, "arguments must not be NULL");
+  NRD_ARG_CHECK(backend && artifact_type && location, "arguments must not be NULL");
   *artifact_type = TRITONBACKEND_ARTIFACT_FILESYSTEM;
   *location = backend->dir;
   return NULL;
@@ -287,19 +282,19 @@ TRITONSERVER_Error *TRITONBACKEND_BackendArtifacts(TRITONBACKEND_Backend *backen
 
 TRITONSERVER_Error *TRITONBACKEND_BackendMemoryManager(TRITONBACKEND_Backend *backend,
                                                        TRITONBACKEND_MemoryManager **manager) {
-  ARG_CHECK(backend && manager, "backend and manager must not be NULL");
+  NRD_ARG_CHECK(backend && manager, "backend and manager must not be NULL");
   *manager = nrd_memory_manager();
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONBACKEND_BackendState(TRITONBACKEND_Backend *backend, void **state) {
-  ARG_CHECK(backend && state, "backend and state must not be NULL");
+  NRD_ARG_CHECK(backend && state, "backend and state must not be NULL");
   *state = backend->state;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONBACKEND_BackendSetState(TRITONBACKEND_Backend *backend, void *state) {
-  ARG_CHECK(backend, "backend must not be NULL");
+  NRD_ARG_CHECK(backend, "backend must not be NULL");
   backend->state = state;
   return NULL;
 }
@@ -307,8 +302,8 @@ TRITONSERVER_Error *TRITONBACKEND_BackendSetState(TRITONBACKEND_Backend *backend
 TRITONSERVER_Error *TRITONBACKEND_BackendAttributeAddPreferredInstanceGroup(
     TRITONBACKEND_BackendAttribute *backend_attributes, const TRITONSERVER_InstanceGroupKind kind,
     const uint64_t count, const uint64_t *device_ids, const uint64_t id_count) {
-  ARG_CHECK(backend_attributes, "backend attributes must not be NULL");
-  ARG_CHECK(device_ids || !id_count, "device ids must not be NULL when id_count > 0");
+  NRD_ARG_CHECK(backend_attributes, "backend attributes must not be NULL");
+  NRD_ARG_CHECK(device_ids || !id_count, "device ids must not be NULL when id_count > 0");
   TRITONBACKEND_BackendAttribute *a = backend_attributes;
   nrd_pref_group *ng = realloc(a->groups, (a->n_groups + 1) * sizeof(*ng));
   if (!ng) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
@@ -329,7 +324,7 @@ TRITONSERVER_Error *TRITONBACKEND_BackendAttributeAddPreferredInstanceGroup(
 
 TRITONSERVER_Error *TRITONBACKEND_BackendAttributeSetParallelModelInstanceLoading(
     TRITONBACKEND_BackendAttribute *backend_attributes, bool enabled) {
-  ARG_CHECK(backend_attributes, "backend attributes must not be NULL");
+  NRD_ARG_CHECK(backend_attributes, "backend attributes must not be NULL");
   backend_attributes->parallel_instance_loading = enabled;
   return NULL;
 }

@@ -54,30 +54,25 @@ struct TRITONCACHE_Allocator {
   bool copied;
 };
 
-#define ARG_CHECK(cond, what)                                                      \
-  do {                                                                             \
-    if (!(cond)) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "%s", what); \
-  } while (0)
-
 /* ------------------------------------------------------ the server's side */
 
 TRITONSERVER_Error *TRITONCACHE_ApiVersion(uint32_t *major, uint32_t *minor) {
-  ARG_CHECK(major && minor, "major and minor must not be NULL");
+  NRD_ARG_CHECK(major && minor, "major and minor must not be NULL");
   *major = TRITONCACHE_API_VERSION_MAJOR;
   *minor = TRITONCACHE_API_VERSION_MINOR;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONCACHE_CacheEntryBufferCount(TRITONCACHE_CacheEntry *entry, size_t *count) {
-  ARG_CHECK(entry && count, "entry and count must not be NULL");
+  NRD_ARG_CHECK(entry && count, "entry and count must not be NULL");
   *count = entry->n;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONCACHE_CacheEntryAddBuffer(TRITONCACHE_CacheEntry *entry, void *base,
                                                     TRITONSERVER_BufferAttributes *attrs) {
-  ARG_CHECK(entry && attrs, "entry and buffer attributes must not be NULL");
-  ARG_CHECK(base || attrs->byte_size == 0, "buffer base must not be NULL");
+  NRD_ARG_CHECK(entry && attrs, "entry and buffer attributes must not be NULL");
+  NRD_ARG_CHECK(base || attrs->byte_size == 0, "buffer base must not be NULL");
   if (attrs->memory_type != TRITONSERVER_MEMORY_CPU && attrs->memory_type != TRITONSERVER_MEMORY_CPU_PINNED)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "cache entries take CPU memory only, not %s",
                          TRITONSERVER_MemoryTypeString(attrs->memory_type));
@@ -90,7 +85,7 @@ TRITONSERVER_Error *TRITONCACHE_CacheEntryAddBuffer(TRITONCACHE_CacheEntry *entr
 
 TRITONSERVER_Error *TRITONCACHE_CacheEntryGetBuffer(TRITONCACHE_CacheEntry *entry, size_t index, void **base,
                                                     TRITONSERVER_BufferAttributes *attrs) {
-  ARG_CHECK(entry && base && attrs, "entry, base and buffer attributes must not be NULL");
+  NRD_ARG_CHECK(entry && base && attrs, "entry, base and buffer attributes must not be NULL");
   if (index >= entry->n)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "buffer index %zu out of range (the entry has %zu)", index,
                          entry->n);
@@ -104,12 +99,12 @@ TRITONSERVER_Error *TRITONCACHE_CacheEntryGetBuffer(TRITONCACHE_CacheEntry *entr
 
 TRITONSERVER_Error *TRITONCACHE_CacheEntrySetBuffer(TRITONCACHE_CacheEntry *entry, size_t index, void *new_base,
                                                     TRITONSERVER_BufferAttributes *attrs) {
-  ARG_CHECK(entry, "entry must not be NULL");
+  NRD_ARG_CHECK(entry, "entry must not be NULL");
   if (index >= entry->n)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "buffer index %zu out of range (the entry has %zu)", index,
                          entry->n);
   entry_buffer *b = &entry->buf[index];
-  ARG_CHECK(new_base || b->size == 0, "buffer base must not be NULL");
+  NRD_ARG_CHECK(new_base || b->size == 0, "buffer base must not be NULL");
   if (attrs && attrs->byte_size < b->size)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "buffer %zu holds %zu bytes; %zu is too small", index,
                          b->size, attrs->byte_size);
@@ -118,7 +113,7 @@ TRITONSERVER_Error *TRITONCACHE_CacheEntrySetBuffer(TRITONCACHE_CacheEntry *entr
 }
 
 TRITONSERVER_Error *TRITONCACHE_Copy(TRITONCACHE_Allocator *allocator, TRITONCACHE_CacheEntry *entry) {
-  ARG_CHECK(allocator && entry, "allocator and entry must not be NULL");
+  NRD_ARG_CHECK(allocator && entry, "allocator and entry must not be NULL");
   if (allocator->kind == COPY_TO_PLUGIN) {
     for (size_t i = 0; i < entry->n; i++) {
       entry_buffer *b = &entry->buf[i];

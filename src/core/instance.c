@@ -21,11 +21,6 @@
 #include "stats.h"
 #include "trace.h"
 
-#define ARG_CHECK(cond, what)                                                      \
-  do {                                                                             \
-    if (!(cond)) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "%s", what); \
-  } while (0)
-
 /* Most executions carry few requests; bigger batches use the heap. */
 #define NRD_BATCH_MAX 1024
 
@@ -162,20 +157,20 @@ void nrd_instance_finalize_and_free(TRITONBACKEND_ModelInstance *inst) {
 /* ------------------------------------------------------------ public API */
 
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceName(TRITONBACKEND_ModelInstance *instance, const char **name) {
-  ARG_CHECK(instance && name, "instance and name must not be NULL");
+  NRD_ARG_CHECK(instance && name, "instance and name must not be NULL");
   *name = instance->name;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceKind(TRITONBACKEND_ModelInstance *instance,
                                                     TRITONSERVER_InstanceGroupKind *kind) {
-  ARG_CHECK(instance && kind, "instance and kind must not be NULL");
+  NRD_ARG_CHECK(instance && kind, "instance and kind must not be NULL");
   *kind = instance->kind;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceDeviceId(TRITONBACKEND_ModelInstance *instance, int32_t *device_id) {
-  ARG_CHECK(instance && device_id, "instance and device id must not be NULL");
+  NRD_ARG_CHECK(instance && device_id, "instance and device id must not be NULL");
   *device_id = instance->device_id;
   return NULL;
 }
@@ -184,7 +179,7 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceDeviceId(TRITONBACKEND_ModelInsta
  * name with the settings --host-policy gave that name (string values). */
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceHostPolicy(TRITONBACKEND_ModelInstance *instance,
                                                           TRITONSERVER_Message **host_policy) {
-  ARG_CHECK(instance && host_policy, "instance and host policy must not be NULL");
+  NRD_ARG_CHECK(instance && host_policy, "instance and host policy must not be NULL");
   if (!instance->host_policy) {
     const char *name = instance->host_policy_name ? instance->host_policy_name : "cpu";
     json_t *settings = json_object_get(instance->model->server->host_policies, name);
@@ -197,20 +192,20 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceHostPolicy(TRITONBACKEND_ModelIns
 }
 
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceIsPassive(TRITONBACKEND_ModelInstance *instance, bool *is_passive) {
-  ARG_CHECK(instance && is_passive, "instance and result must not be NULL");
+  NRD_ARG_CHECK(instance && is_passive, "instance and result must not be NULL");
   *is_passive = instance->passive;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceProfileCount(TRITONBACKEND_ModelInstance *instance, uint32_t *count) {
-  ARG_CHECK(instance && count, "instance and count must not be NULL");
+  NRD_ARG_CHECK(instance && count, "instance and count must not be NULL");
   *count = instance->n_profiles;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceProfileName(TRITONBACKEND_ModelInstance *instance,
                                                            const uint32_t index, const char **profile_name) {
-  ARG_CHECK(instance && profile_name, "instance and name must not be NULL");
+  NRD_ARG_CHECK(instance && profile_name, "instance and name must not be NULL");
   if (index >= instance->n_profiles)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "profile index %u is out of range (%u profiles)", index,
                          instance->n_profiles);
@@ -220,7 +215,7 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceProfileName(TRITONBACKEND_ModelIn
 
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceSecondaryDeviceCount(TRITONBACKEND_ModelInstance *instance,
                                                                     uint32_t *count) {
-  ARG_CHECK(instance && count, "instance and count must not be NULL");
+  NRD_ARG_CHECK(instance && count, "instance and count must not be NULL");
   *count = 0; /* secondary devices only exist on GPU builds */
   return NULL;
 }
@@ -230,7 +225,7 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceSecondaryDeviceProperties(TRITONB
                                                                          int64_t *id) {
   (void)kind;
   (void)id;
-  ARG_CHECK(instance, "instance must not be NULL");
+  NRD_ARG_CHECK(instance, "instance must not be NULL");
   return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                        "secondary device index %u is out of range (instance '%s' has none)", index,
                        instance->name);
@@ -238,19 +233,19 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceSecondaryDeviceProperties(TRITONB
 
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceModel(TRITONBACKEND_ModelInstance *instance,
                                                      TRITONBACKEND_Model **model) {
-  ARG_CHECK(instance && model, "instance and model must not be NULL");
+  NRD_ARG_CHECK(instance && model, "instance and model must not be NULL");
   *model = instance->model;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceState(TRITONBACKEND_ModelInstance *instance, void **state) {
-  ARG_CHECK(instance && state, "instance and state must not be NULL");
+  NRD_ARG_CHECK(instance && state, "instance and state must not be NULL");
   *state = instance->state;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceSetState(TRITONBACKEND_ModelInstance *instance, void *state) {
-  ARG_CHECK(instance, "instance must not be NULL");
+  NRD_ARG_CHECK(instance, "instance must not be NULL");
   instance->state = state;
   return NULL;
 }
@@ -258,7 +253,7 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceSetState(TRITONBACKEND_ModelInsta
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceReportMemoryUsage(TRITONBACKEND_ModelInstance *instance,
                                                                  TRITONSERVER_BufferAttributes **usage,
                                                                  uint32_t usage_size) {
-  ARG_CHECK(instance, "instance must not be NULL");
+  NRD_ARG_CHECK(instance, "instance must not be NULL");
   return nrd_stats_memory_report(&instance->model->stats, instance, usage, usage_size);
 }
 
@@ -268,7 +263,7 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceReportStatistics(TRITONBACKEND_Mo
                                                                 const uint64_t compute_start_ns,
                                                                 const uint64_t compute_end_ns,
                                                                 const uint64_t exec_end_ns) {
-  ARG_CHECK(instance && request, "instance and request must not be NULL");
+  NRD_ARG_CHECK(instance && request, "instance and request must not be NULL");
   TRITONSERVER_InferenceRequest *r = (TRITONSERVER_InferenceRequest *)request;
   if (r->is_null) return NULL; /* padding: Triton counts none of it */
   if (r->trace) {
@@ -293,7 +288,7 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceReportBatchStatistics(TRITONBACKE
                                                                      const uint64_t compute_start_ns,
                                                                      const uint64_t compute_end_ns,
                                                                      const uint64_t exec_end_ns) {
-  ARG_CHECK(instance, "instance must not be NULL");
+  NRD_ARG_CHECK(instance, "instance must not be NULL");
   nrd_stats_batch(&instance->model->stats, batch_size, exec_start_ns, compute_start_ns, compute_end_ns,
                   exec_end_ns);
   return NULL;
@@ -310,7 +305,7 @@ struct TRITONBACKEND_ModelInstanceResponseStatistics {
 
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceResponseStatisticsNew(
     TRITONBACKEND_ModelInstanceResponseStatistics **response_statistics) {
-  ARG_CHECK(response_statistics, "argument must not be NULL");
+  NRD_ARG_CHECK(response_statistics, "argument must not be NULL");
   *response_statistics = calloc(1, sizeof(**response_statistics));
   if (!*response_statistics) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   return NULL;
@@ -324,49 +319,49 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceResponseStatisticsDelete(
 
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceResponseStatisticsSetModelInstance(
     TRITONBACKEND_ModelInstanceResponseStatistics *rs, TRITONBACKEND_ModelInstance *model_instance) {
-  ARG_CHECK(rs, "response statistics must not be NULL");
+  NRD_ARG_CHECK(rs, "response statistics must not be NULL");
   rs->instance = model_instance;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseFactory(
     TRITONBACKEND_ModelInstanceResponseStatistics *rs, TRITONBACKEND_ResponseFactory *response_factory) {
-  ARG_CHECK(rs, "response statistics must not be NULL");
+  NRD_ARG_CHECK(rs, "response statistics must not be NULL");
   rs->factory = response_factory;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseStart(
     TRITONBACKEND_ModelInstanceResponseStatistics *rs, uint64_t response_start) {
-  ARG_CHECK(rs, "response statistics must not be NULL");
+  NRD_ARG_CHECK(rs, "response statistics must not be NULL");
   rs->response_start = response_start;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceResponseStatisticsSetComputeOutputStart(
     TRITONBACKEND_ModelInstanceResponseStatistics *rs, uint64_t compute_output_start) {
-  ARG_CHECK(rs, "response statistics must not be NULL");
+  NRD_ARG_CHECK(rs, "response statistics must not be NULL");
   rs->compute_output_start = compute_output_start;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseEnd(
     TRITONBACKEND_ModelInstanceResponseStatistics *rs, uint64_t response_end) {
-  ARG_CHECK(rs, "response statistics must not be NULL");
+  NRD_ARG_CHECK(rs, "response statistics must not be NULL");
   rs->response_end = response_end;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceResponseStatisticsSetError(
     TRITONBACKEND_ModelInstanceResponseStatistics *rs, TRITONSERVER_Error *error) {
-  ARG_CHECK(rs, "response statistics must not be NULL");
+  NRD_ARG_CHECK(rs, "response statistics must not be NULL");
   rs->error = error;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceReportResponseStatistics(
     const TRITONBACKEND_ModelInstanceResponseStatistics *rs) {
-  ARG_CHECK(rs && rs->instance && rs->factory,
+  NRD_ARG_CHECK(rs && rs->instance && rs->factory,
             "response statistics need a model instance and a response factory");
   nrd_delivery *d = rs->factory->delivery;
   if (d->no_stats) return NULL;

@@ -24,11 +24,6 @@
 #include "model_config.h"
 #include "sequence_batcher.h"
 
-#define ARG_CHECK(cond, what)                                                      \
-  do {                                                                             \
-    if (!(cond)) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "%s", what); \
-  } while (0)
-
 /* ------------------------------------------------------- config helpers */
 
 static const char *jstr(const json_t *o, const char *key) {
@@ -581,20 +576,20 @@ json_t *nrd_model_metadata_json(const TRITONBACKEND_Model *m) {
 /* ------------------------------------------------------------ public API */
 
 TRITONSERVER_Error *TRITONBACKEND_ModelName(TRITONBACKEND_Model *model, const char **name) {
-  ARG_CHECK(model && name, "model and name must not be NULL");
+  NRD_ARG_CHECK(model && name, "model and name must not be NULL");
   *name = model->name;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONBACKEND_ModelVersion(TRITONBACKEND_Model *model, uint64_t *version) {
-  ARG_CHECK(model && version, "model and version must not be NULL");
+  NRD_ARG_CHECK(model && version, "model and version must not be NULL");
   *version = (uint64_t)model->version;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONBACKEND_ModelRepository(TRITONBACKEND_Model *model, TRITONBACKEND_ArtifactType *artifact_type,
                                                   const char **location) {
-  ARG_CHECK(model && artifact_type && location, "arguments must not be NULL");
+  NRD_ARG_CHECK(model && artifact_type && location, "arguments must not be NULL");
   *artifact_type = TRITONBACKEND_ARTIFACT_FILESYSTEM;
   *location = model->model_dir;
   return NULL;
@@ -603,7 +598,7 @@ TRITONSERVER_Error *TRITONBACKEND_ModelRepository(TRITONBACKEND_Model *model, TR
 /* The caller owns the returned message. */
 TRITONSERVER_Error *TRITONBACKEND_ModelConfig(TRITONBACKEND_Model *model, const uint32_t config_version,
                                               TRITONSERVER_Message **model_config) {
-  ARG_CHECK(model && model_config, "model and config must not be NULL");
+  NRD_ARG_CHECK(model && model_config, "model and config must not be NULL");
   if (config_version != 1)
     return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
                          "model configuration version %u is not supported; only version 1 is", config_version);
@@ -617,7 +612,7 @@ TRITONSERVER_Error *TRITONBACKEND_ModelConfig(TRITONBACKEND_Model *model, const 
 }
 
 TRITONSERVER_Error *TRITONBACKEND_ModelAutoCompleteConfig(TRITONBACKEND_Model *model, bool *auto_complete_config) {
-  ARG_CHECK(model && auto_complete_config, "model and result must not be NULL");
+  NRD_ARG_CHECK(model && auto_complete_config, "model and result must not be NULL");
   *auto_complete_config = model->auto_complete;
   return NULL;
 }
@@ -625,7 +620,7 @@ TRITONSERVER_Error *TRITONBACKEND_ModelAutoCompleteConfig(TRITONBACKEND_Model *m
 /* The caller keeps ownership of `model_config`. Only during ModelInitialize. */
 TRITONSERVER_Error *TRITONBACKEND_ModelSetConfig(TRITONBACKEND_Model *model, const uint32_t config_version,
                                                  TRITONSERVER_Message *model_config) {
-  ARG_CHECK(model && model_config, "model and config must not be NULL");
+  NRD_ARG_CHECK(model && model_config, "model and config must not be NULL");
   if (config_version != 1)
     return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
                          "model configuration version %u is not supported; only version 1 is", config_version);
@@ -648,31 +643,31 @@ TRITONSERVER_Error *TRITONBACKEND_ModelSetConfig(TRITONBACKEND_Model *model, con
 }
 
 TRITONSERVER_Error *TRITONBACKEND_ModelServer(TRITONBACKEND_Model *model, TRITONSERVER_Server **server) {
-  ARG_CHECK(model && server, "model and server must not be NULL");
+  NRD_ARG_CHECK(model && server, "model and server must not be NULL");
   *server = model->server;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONBACKEND_ModelBackend(TRITONBACKEND_Model *model, TRITONBACKEND_Backend **backend) {
-  ARG_CHECK(model && backend, "model and backend must not be NULL");
+  NRD_ARG_CHECK(model && backend, "model and backend must not be NULL");
   *backend = model->backend;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONBACKEND_ModelState(TRITONBACKEND_Model *model, void **state) {
-  ARG_CHECK(model && state, "model and state must not be NULL");
+  NRD_ARG_CHECK(model && state, "model and state must not be NULL");
   *state = model->user_state;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONBACKEND_ModelSetState(TRITONBACKEND_Model *model, void *state) {
-  ARG_CHECK(model, "model must not be NULL");
+  NRD_ARG_CHECK(model, "model must not be NULL");
   model->user_state = state;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONBACKEND_ModelReportMemoryUsage(TRITONBACKEND_Model *model,
                                                          TRITONSERVER_BufferAttributes **usage, uint32_t usage_size) {
-  ARG_CHECK(model, "model must not be NULL");
+  NRD_ARG_CHECK(model, "model must not be NULL");
   return nrd_stats_memory_report(&model->stats, model, usage, usage_size);
 }

@@ -355,13 +355,8 @@ TRITONSERVER_Error *nrd_agent_chain_load(const char *agent_dir, const char *mode
 
 /* ------------------------------------------------------ the server's side */
 
-#define ARG_CHECK(cond, what)                                                      \
-  do {                                                                             \
-    if (!(cond)) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "%s", what); \
-  } while (0)
-
 TRITONSERVER_Error *TRITONREPOAGENT_ApiVersion(uint32_t *major, uint32_t *minor) {
-  ARG_CHECK(major && minor, "major and minor must not be NULL");
+  NRD_ARG_CHECK(major && minor, "major and minor must not be NULL");
   *major = TRITONREPOAGENT_API_VERSION_MAJOR;
   *minor = TRITONREPOAGENT_API_VERSION_MINOR;
   return NULL;
@@ -372,7 +367,7 @@ TRITONSERVER_Error *TRITONREPOAGENT_ModelRepositoryLocation(TRITONREPOAGENT_Agen
                                                             TRITONREPOAGENT_ArtifactType *artifact_type,
                                                             const char **location) {
   (void)agent;
-  ARG_CHECK(model && artifact_type && location, "model, artifact_type and location must not be NULL");
+  NRD_ARG_CHECK(model && artifact_type && location, "model, artifact_type and location must not be NULL");
   *artifact_type = model->type;
   *location = model->location;
   return NULL;
@@ -383,7 +378,7 @@ TRITONSERVER_Error *TRITONREPOAGENT_ModelRepositoryLocationAcquire(TRITONREPOAGE
                                                                    const TRITONREPOAGENT_ArtifactType artifact_type,
                                                                    const char **location) {
   (void)agent;
-  ARG_CHECK(model && location, "model and location must not be NULL");
+  NRD_ARG_CHECK(model && location, "model and location must not be NULL");
   if (artifact_type != TRITONREPOAGENT_ARTIFACT_FILESYSTEM)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                          "Unexpected artifact type, expects 'TRITONREPOAGENT_ARTIFACT_FILESYSTEM'");
@@ -406,7 +401,7 @@ TRITONSERVER_Error *TRITONREPOAGENT_ModelRepositoryLocationRelease(TRITONREPOAGE
                                                                    const char *location) {
   (void)agent;
   (void)location; /* an agent model has one acquired folder at most */
-  ARG_CHECK(model, "model must not be NULL");
+  NRD_ARG_CHECK(model, "model must not be NULL");
   if (!model->acquired) return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "No mutable location to be deleted");
   nrd_remove_tree(model->acquired);
   free(model->acquired);
@@ -419,8 +414,8 @@ TRITONSERVER_Error *TRITONREPOAGENT_ModelRepositoryUpdate(TRITONREPOAGENT_Agent 
                                                           const TRITONREPOAGENT_ArtifactType artifact_type,
                                                           const char *location) {
   (void)agent;
-  ARG_CHECK(model, "model must not be NULL");
-  ARG_CHECK(location && *location, "location must not be NULL or empty");
+  NRD_ARG_CHECK(model, "model must not be NULL");
+  NRD_ARG_CHECK(location && *location, "location must not be NULL or empty");
   if (!model->told || model->action != TRITONREPOAGENT_ACTION_LOAD)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                          "location can only be updated during TRITONREPOAGENT_ACTION_LOAD, current action type is %s",
@@ -441,7 +436,7 @@ TRITONSERVER_Error *TRITONREPOAGENT_ModelRepositoryUpdate(TRITONREPOAGENT_Agent 
 TRITONSERVER_Error *TRITONREPOAGENT_ModelParameterCount(TRITONREPOAGENT_Agent *agent,
                                                         TRITONREPOAGENT_AgentModel *model, uint32_t *count) {
   (void)agent;
-  ARG_CHECK(model && count, "model and count must not be NULL");
+  NRD_ARG_CHECK(model && count, "model and count must not be NULL");
   *count = model->n_params;
   return NULL;
 }
@@ -450,7 +445,7 @@ TRITONSERVER_Error *TRITONREPOAGENT_ModelParameter(TRITONREPOAGENT_Agent *agent,
                                                    const uint32_t index, const char **parameter_name,
                                                    const char **parameter_value) {
   (void)agent;
-  ARG_CHECK(model && parameter_name && parameter_value, "model, parameter_name and parameter_value must not be NULL");
+  NRD_ARG_CHECK(model && parameter_name && parameter_value, "model, parameter_name and parameter_value must not be NULL");
   if (index >= model->n_params)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                          "index out of range for model parameters (%u; the model gives this agent %u)", index,
@@ -463,7 +458,7 @@ TRITONSERVER_Error *TRITONREPOAGENT_ModelParameter(TRITONREPOAGENT_Agent *agent,
 TRITONSERVER_Error *TRITONREPOAGENT_ModelConfig(TRITONREPOAGENT_Agent *agent, TRITONREPOAGENT_AgentModel *model,
                                                 const uint32_t config_version, TRITONSERVER_Message **model_config) {
   (void)agent;
-  ARG_CHECK(model && model_config, "model and model_config must not be NULL");
+  NRD_ARG_CHECK(model && model_config, "model and model_config must not be NULL");
   if (config_version != 1)
     return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
                          "model configuration version %u is not supported (only version 1)", config_version);
@@ -474,25 +469,25 @@ TRITONSERVER_Error *TRITONREPOAGENT_ModelConfig(TRITONREPOAGENT_Agent *agent, TR
 }
 
 TRITONSERVER_Error *TRITONREPOAGENT_ModelState(TRITONREPOAGENT_AgentModel *model, void **state) {
-  ARG_CHECK(model && state, "model and state must not be NULL");
+  NRD_ARG_CHECK(model && state, "model and state must not be NULL");
   *state = model->state;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONREPOAGENT_ModelSetState(TRITONREPOAGENT_AgentModel *model, void *state) {
-  ARG_CHECK(model, "model must not be NULL");
+  NRD_ARG_CHECK(model, "model must not be NULL");
   model->state = state;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONREPOAGENT_State(TRITONREPOAGENT_Agent *agent, void **state) {
-  ARG_CHECK(agent && state, "agent and state must not be NULL");
+  NRD_ARG_CHECK(agent && state, "agent and state must not be NULL");
   *state = agent->state;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONREPOAGENT_SetState(TRITONREPOAGENT_Agent *agent, void *state) {
-  ARG_CHECK(agent, "agent must not be NULL");
+  NRD_ARG_CHECK(agent, "agent must not be NULL");
   agent->state = state;
   return NULL;
 }

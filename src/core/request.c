@@ -20,11 +20,6 @@
 #include "stats.h"
 #include "trace.h"
 
-#define ARG_CHECK(cond, what)                                                      \
-  do {                                                                             \
-    if (!(cond)) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "%s", what); \
-  } while (0)
-
 /* ------------------------------------------------------------------ inputs */
 
 static nrd_input *find_input(TRITONSERVER_InferenceRequest *r, const char *name) {
@@ -74,7 +69,7 @@ static bool inputs_grow(TRITONSERVER_InferenceRequest *r) {
 static TRITONSERVER_Error *input_add(TRITONSERVER_InferenceRequest *r, const char *name,
                                      TRITONSERVER_DataType dt, const int64_t *shape,
                                      uint64_t dims, bool raw, nrd_input **out) {
-  ARG_CHECK(r && name, "inference request and input name must not be NULL");
+  NRD_ARG_CHECK(r && name, "inference request and input name must not be NULL");
   if (find_input(r, name))
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                          "input '%s' already exists in request", name);
@@ -151,7 +146,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestNew(TRITONSERVER_InferenceReque
                                                      TRITONSERVER_Server *server,
                                                      const char *model_name,
                                                      const int64_t model_version) {
-  ARG_CHECK(inference_request && server && model_name,
+  NRD_ARG_CHECK(inference_request && server && model_name,
             "request, server and model name must not be NULL");
   TRITONBACKEND_Model *m = NULL;
   NRD_RETURN_IF_ERROR(nrd_server_get_model(server, model_name, model_version, &m));
@@ -195,13 +190,13 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestDelete(TRITONSERVER_InferenceRe
 /* ------------------------------------------------- request: simple fields */
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestId(TRITONSERVER_InferenceRequest *r, const char **id) {
-  ARG_CHECK(r && id, "request and id must not be NULL");
+  NRD_ARG_CHECK(r && id, "request and id must not be NULL");
   *id = r->id ? r->id : "";
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetId(TRITONSERVER_InferenceRequest *r, const char *id) {
-  ARG_CHECK(r && id, "request and id must not be NULL");
+  NRD_ARG_CHECK(r && id, "request and id must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   /* `id` may be the current id itself, so the old one goes last. */
   char *old = r->id;
@@ -218,20 +213,20 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetId(TRITONSERVER_InferenceReq
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestFlags(TRITONSERVER_InferenceRequest *r, uint32_t *flags) {
-  ARG_CHECK(r && flags, "request and flags must not be NULL");
+  NRD_ARG_CHECK(r && flags, "request and flags must not be NULL");
   *flags = r->flags;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetFlags(TRITONSERVER_InferenceRequest *r, uint32_t flags) {
-  ARG_CHECK(r, "request must not be NULL");
+  NRD_ARG_CHECK(r, "request must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   r->flags = flags;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestCorrelationId(TRITONSERVER_InferenceRequest *r, uint64_t *id) {
-  ARG_CHECK(r && id, "request and correlation id must not be NULL");
+  NRD_ARG_CHECK(r && id, "request and correlation id must not be NULL");
   if (r->corr_id_str)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                          "correlation id of this request is a string; use CorrelationIdString");
@@ -241,7 +236,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestCorrelationId(TRITONSERVER_Infe
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestCorrelationIdString(TRITONSERVER_InferenceRequest *r,
                                                                      const char **id) {
-  ARG_CHECK(r && id, "request and correlation id must not be NULL");
+  NRD_ARG_CHECK(r && id, "request and correlation id must not be NULL");
   if (!r->corr_id_str)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                          "correlation id of this request is an integer; use CorrelationId");
@@ -250,7 +245,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestCorrelationIdString(TRITONSERVE
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetCorrelationId(TRITONSERVER_InferenceRequest *r, uint64_t id) {
-  ARG_CHECK(r, "request must not be NULL");
+  NRD_ARG_CHECK(r, "request must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   free(r->corr_id_str);
   r->corr_id_str = NULL;
@@ -260,7 +255,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetCorrelationId(TRITONSERVER_I
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetCorrelationIdString(TRITONSERVER_InferenceRequest *r,
                                                                         const char *id) {
-  ARG_CHECK(r && id, "request and correlation id must not be NULL");
+  NRD_ARG_CHECK(r && id, "request and correlation id must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   if (strlen(id) > 128)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
@@ -274,26 +269,26 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetCorrelationIdString(TRITONSE
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestPriority(TRITONSERVER_InferenceRequest *r, uint32_t *p) {
-  ARG_CHECK(r && p, "request and priority must not be NULL");
+  NRD_ARG_CHECK(r && p, "request and priority must not be NULL");
   *p = (uint32_t)r->priority;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestPriorityUInt64(TRITONSERVER_InferenceRequest *r, uint64_t *p) {
-  ARG_CHECK(r && p, "request and priority must not be NULL");
+  NRD_ARG_CHECK(r && p, "request and priority must not be NULL");
   *p = r->priority;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetPriority(TRITONSERVER_InferenceRequest *r, uint32_t p) {
-  ARG_CHECK(r, "request must not be NULL");
+  NRD_ARG_CHECK(r, "request must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   r->priority = p;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetPriorityUInt64(TRITONSERVER_InferenceRequest *r, uint64_t p) {
-  ARG_CHECK(r, "request must not be NULL");
+  NRD_ARG_CHECK(r, "request must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   r->priority = p;
   return NULL;
@@ -301,14 +296,14 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetPriorityUInt64(TRITONSERVER_
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestTimeoutMicroseconds(TRITONSERVER_InferenceRequest *r,
                                                                     uint64_t *t) {
-  ARG_CHECK(r && t, "request and timeout must not be NULL");
+  NRD_ARG_CHECK(r && t, "request and timeout must not be NULL");
   *t = r->timeout_us;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(TRITONSERVER_InferenceRequest *r,
                                                                        uint64_t t) {
-  ARG_CHECK(r, "request must not be NULL");
+  NRD_ARG_CHECK(r, "request must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   r->timeout_us = t;
   return NULL;
@@ -319,19 +314,19 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(TRITONSE
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestAddInput(TRITONSERVER_InferenceRequest *r, const char *name,
                                                           const TRITONSERVER_DataType datatype,
                                                           const int64_t *shape, uint64_t dim_count) {
-  ARG_CHECK(r, "request must not be NULL");
+  NRD_ARG_CHECK(r, "request must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   return input_add(r, name, datatype, shape, dim_count, false, NULL);
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestAddRawInput(TRITONSERVER_InferenceRequest *r, const char *name) {
-  ARG_CHECK(r, "request must not be NULL");
+  NRD_ARG_CHECK(r, "request must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   return input_add(r, name, TRITONSERVER_TYPE_INVALID, NULL, 0, true, NULL);
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveInput(TRITONSERVER_InferenceRequest *r, const char *name) {
-  ARG_CHECK(r && name, "request and input name must not be NULL");
+  NRD_ARG_CHECK(r && name, "request and input name must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   nrd_input *in = find_input(r, name);
   if (!in) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' does not exist in request", name);
@@ -344,7 +339,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveInput(TRITONSERVER_Infere
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveAllInputs(TRITONSERVER_InferenceRequest *r) {
-  ARG_CHECK(r, "request must not be NULL");
+  NRD_ARG_CHECK(r, "request must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   for (uint32_t i = 0; i < r->n_inputs; i++) input_free(&r->inputs[i]);
   r->n_inputs = 0;
@@ -353,7 +348,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveAllInputs(TRITONSERVER_In
 
 static TRITONSERVER_Error *append_data(TRITONSERVER_InferenceRequest *r, const char *name, const void *base,
                                        size_t size, TRITONSERVER_MemoryType mt, int64_t mt_id) {
-  ARG_CHECK(r && name, "request and input name must not be NULL");
+  NRD_ARG_CHECK(r && name, "request and input name must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   nrd_input *in = find_input(r, name);
   if (!in) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' does not exist in request", name);
@@ -395,7 +390,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestAppendInputData(TRITONSERVER_In
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestAppendInputDataWithHostPolicy(
     TRITONSERVER_InferenceRequest *r, const char *name, const void *base, size_t byte_size,
     TRITONSERVER_MemoryType memory_type, int64_t memory_type_id, const char *host_policy_name) {
-  ARG_CHECK(r && name && host_policy_name, "request, input name and host policy name must not be NULL");
+  NRD_ARG_CHECK(r && name && host_policy_name, "request, input name and host policy name must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   nrd_input *in = find_input(r, name);
   if (!in) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' does not exist in request", name);
@@ -429,7 +424,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestAppendInputDataWithHostPolicy(
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestAppendInputDataWithBufferAttributes(
     TRITONSERVER_InferenceRequest *r, const char *name, const void *base,
     TRITONSERVER_BufferAttributes *attrs) {
-  ARG_CHECK(attrs, "buffer attributes must not be NULL");
+  NRD_ARG_CHECK(attrs, "buffer attributes must not be NULL");
   size_t size = 0;
   TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
   int64_t id = 0;
@@ -441,7 +436,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestAppendInputDataWithBufferAttrib
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveAllInputData(TRITONSERVER_InferenceRequest *r,
                                                                     const char *name) {
-  ARG_CHECK(r && name, "request and input name must not be NULL");
+  NRD_ARG_CHECK(r && name, "request and input name must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   nrd_input *in = find_input(r, name);
   if (!in) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' does not exist in request", name);
@@ -458,7 +453,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveAllInputData(TRITONSERVER
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestAddRequestedOutput(TRITONSERVER_InferenceRequest *r,
                                                                     const char *name) {
-  ARG_CHECK(r && name, "request and output name must not be NULL");
+  NRD_ARG_CHECK(r && name, "request and output name must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   for (uint32_t i = 0; i < r->n_outputs; i++)
     if (!strcmp(r->outputs[i], name))
@@ -479,7 +474,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestAddRequestedOutput(TRITONSERVER
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveRequestedOutput(TRITONSERVER_InferenceRequest *r,
                                                                        const char *name) {
-  ARG_CHECK(r && name, "request and output name must not be NULL");
+  NRD_ARG_CHECK(r && name, "request and output name must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   for (uint32_t i = 0; i < r->n_outputs; i++) {
     if (!strcmp(r->outputs[i], name)) {
@@ -493,7 +488,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveRequestedOutput(TRITONSER
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveAllRequestedOutputs(TRITONSERVER_InferenceRequest *r) {
-  ARG_CHECK(r, "request must not be NULL");
+  NRD_ARG_CHECK(r, "request must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   for (uint32_t i = 0; i < r->n_outputs; i++) output_name_free(r, r->outputs[i]);
   r->n_outputs = 0;
@@ -504,7 +499,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveAllRequestedOutputs(TRITO
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetReleaseCallback(
     TRITONSERVER_InferenceRequest *r, TRITONSERVER_InferenceRequestReleaseFn_t fn, void *userp) {
-  ARG_CHECK(r, "request must not be NULL");
+  NRD_ARG_CHECK(r, "request must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   r->release_fn = fn;
   r->release_userp = userp;
@@ -514,7 +509,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetReleaseCallback(
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetResponseCallback(
     TRITONSERVER_InferenceRequest *r, TRITONSERVER_ResponseAllocator *allocator, void *alloc_userp,
     TRITONSERVER_InferenceResponseCompleteFn_t fn, void *userp) {
-  ARG_CHECK(r, "request must not be NULL");
+  NRD_ARG_CHECK(r, "request must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   r->allocator = allocator;
   r->alloc_userp = alloc_userp;
@@ -524,13 +519,13 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetResponseCallback(
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestCancel(TRITONSERVER_InferenceRequest *r) {
-  ARG_CHECK(r, "request must not be NULL");
+  NRD_ARG_CHECK(r, "request must not be NULL");
   if (r->cancel) atomic_store(&r->cancel->set, true);
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestIsCancelled(TRITONSERVER_InferenceRequest *r, bool *c) {
-  ARG_CHECK(r && c, "request and result must not be NULL");
+  NRD_ARG_CHECK(r && c, "request and result must not be NULL");
   *c = r->cancel && atomic_load(&r->cancel->set);
   return NULL;
 }
@@ -539,28 +534,28 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestIsCancelled(TRITONSERVER_Infere
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetStringParameter(TRITONSERVER_InferenceRequest *r,
                                                                     const char *key, const char *value) {
-  ARG_CHECK(r && key && value, "request, key and value must not be NULL");
+  NRD_ARG_CHECK(r && key && value, "request, key and value must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   return nrd_param_list_add_string(&r->params, key, value);
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetIntParameter(TRITONSERVER_InferenceRequest *r,
                                                                  const char *key, const int64_t value) {
-  ARG_CHECK(r && key, "request and key must not be NULL");
+  NRD_ARG_CHECK(r && key, "request and key must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   return nrd_param_list_add_int(&r->params, key, value);
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetBoolParameter(TRITONSERVER_InferenceRequest *r,
                                                                   const char *key, const bool value) {
-  ARG_CHECK(r && key, "request and key must not be NULL");
+  NRD_ARG_CHECK(r && key, "request and key must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   return nrd_param_list_add_bool(&r->params, key, value);
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetDoubleParameter(TRITONSERVER_InferenceRequest *r,
                                                                     const char *key, const double value) {
-  ARG_CHECK(r && key, "request and key must not be NULL");
+  NRD_ARG_CHECK(r && key, "request and key must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   return nrd_param_list_add_double(&r->params, key, value);
 }
@@ -980,7 +975,7 @@ TRITONSERVER_Error *TRITONBACKEND_RequestIsCancelled(TRITONBACKEND_Request *requ
 }
 
 TRITONSERVER_Error *TRITONBACKEND_RequestParameterCount(TRITONBACKEND_Request *request, uint32_t *count) {
-  ARG_CHECK(request && count, "request and count must not be NULL");
+  NRD_ARG_CHECK(request && count, "request and count must not be NULL");
   *count = (uint32_t)REQ(request)->params.count;
   return NULL;
 }
@@ -988,7 +983,7 @@ TRITONSERVER_Error *TRITONBACKEND_RequestParameterCount(TRITONBACKEND_Request *r
 TRITONSERVER_Error *TRITONBACKEND_RequestParameter(TRITONBACKEND_Request *request, const uint32_t index,
                                                    const char **key, TRITONSERVER_ParameterType *type,
                                                    const void **vvalue) {
-  ARG_CHECK(request && key && type && vvalue, "arguments must not be NULL");
+  NRD_ARG_CHECK(request && key && type && vvalue, "arguments must not be NULL");
   const nrd_param_list *pl = &REQ(request)->params;
   if (index >= pl->count)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
@@ -1007,14 +1002,14 @@ TRITONSERVER_Error *TRITONBACKEND_RequestParameter(TRITONBACKEND_Request *reques
 }
 
 TRITONSERVER_Error *TRITONBACKEND_RequestInputCount(TRITONBACKEND_Request *request, uint32_t *count) {
-  ARG_CHECK(request && count, "request and count must not be NULL");
+  NRD_ARG_CHECK(request && count, "request and count must not be NULL");
   *count = REQ(request)->n_inputs;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONBACKEND_RequestInputName(TRITONBACKEND_Request *request, const uint32_t index,
                                                    const char **input_name) {
-  ARG_CHECK(request && input_name, "request and name must not be NULL");
+  NRD_ARG_CHECK(request && input_name, "request and name must not be NULL");
   TRITONSERVER_InferenceRequest *r = REQ(request);
   if (index >= r->n_inputs)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
@@ -1025,7 +1020,7 @@ TRITONSERVER_Error *TRITONBACKEND_RequestInputName(TRITONBACKEND_Request *reques
 
 TRITONSERVER_Error *TRITONBACKEND_RequestInput(TRITONBACKEND_Request *request, const char *name,
                                                TRITONBACKEND_Input **input) {
-  ARG_CHECK(request && name && input, "request, name and input must not be NULL");
+  NRD_ARG_CHECK(request && name && input, "request, name and input must not be NULL");
   nrd_input *in = find_input(REQ(request), name);
   if (!in) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "unknown request input name '%s'", name);
   *input = (TRITONBACKEND_Input *)in;
@@ -1034,7 +1029,7 @@ TRITONSERVER_Error *TRITONBACKEND_RequestInput(TRITONBACKEND_Request *request, c
 
 TRITONSERVER_Error *TRITONBACKEND_RequestInputByIndex(TRITONBACKEND_Request *request, const uint32_t index,
                                                       TRITONBACKEND_Input **input) {
-  ARG_CHECK(request && input, "request and input must not be NULL");
+  NRD_ARG_CHECK(request && input, "request and input must not be NULL");
   TRITONSERVER_InferenceRequest *r = REQ(request);
   if (index >= r->n_inputs)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
@@ -1045,7 +1040,7 @@ TRITONSERVER_Error *TRITONBACKEND_RequestInputByIndex(TRITONBACKEND_Request *req
 
 /* When the client named no outputs, every configured output is requested. */
 TRITONSERVER_Error *TRITONBACKEND_RequestOutputCount(TRITONBACKEND_Request *request, uint32_t *count) {
-  ARG_CHECK(request && count, "request and count must not be NULL");
+  NRD_ARG_CHECK(request && count, "request and count must not be NULL");
   TRITONSERVER_InferenceRequest *r = REQ(request);
   *count = r->n_outputs || r->is_null ? r->n_outputs : r->model->n_outputs;
   return NULL;
@@ -1053,7 +1048,7 @@ TRITONSERVER_Error *TRITONBACKEND_RequestOutputCount(TRITONBACKEND_Request *requ
 
 TRITONSERVER_Error *TRITONBACKEND_RequestOutputName(TRITONBACKEND_Request *request, const uint32_t index,
                                                     const char **output_name) {
-  ARG_CHECK(request && output_name, "request and name must not be NULL");
+  NRD_ARG_CHECK(request && output_name, "request and name must not be NULL");
   TRITONSERVER_InferenceRequest *r = REQ(request);
   uint32_t n = r->n_outputs || r->is_null ? r->n_outputs : r->model->n_outputs;
   if (index >= n)
@@ -1067,7 +1062,7 @@ TRITONSERVER_Error *TRITONBACKEND_RequestOutputBufferProperties(TRITONBACKEND_Re
                                                                 const char *name, size_t *byte_size,
                                                                 TRITONSERVER_MemoryType *memory_type,
                                                                 int64_t *memory_type_id) {
-  ARG_CHECK(request && name, "request and name must not be NULL");
+  NRD_ARG_CHECK(request && name, "request and name must not be NULL");
   TRITONSERVER_InferenceRequest *r = REQ(request);
   /* As in Triton: only an allocator with a query function can answer. */
   if (!r->allocator || !r->allocator->query_fn)
@@ -1087,7 +1082,7 @@ TRITONSERVER_Error *TRITONBACKEND_RequestOutputBufferProperties(TRITONBACKEND_Re
 }
 
 TRITONSERVER_Error *TRITONBACKEND_RequestRelease(TRITONBACKEND_Request *request, uint32_t release_flags) {
-  ARG_CHECK(request, "request must not be NULL");
+  NRD_ARG_CHECK(request, "request must not be NULL");
   TRITONSERVER_InferenceRequest *r = REQ(request);
   if (!r->in_flight)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "request was already released");
@@ -1103,7 +1098,7 @@ TRITONSERVER_Error *TRITONBACKEND_RequestRelease(TRITONBACKEND_Request *request,
 }
 
 TRITONSERVER_Error *TRITONBACKEND_RequestTrace(TRITONBACKEND_Request *request, TRITONSERVER_InferenceTrace **trace) {
-  ARG_CHECK(request && trace, "request and trace must not be NULL");
+  NRD_ARG_CHECK(request && trace, "request and trace must not be NULL");
   *trace = REQ(request)->trace;
   return NULL;
 }
@@ -1114,7 +1109,7 @@ TRITONSERVER_Error *TRITONBACKEND_InputProperties(TRITONBACKEND_Input *input, co
                                                   TRITONSERVER_DataType *datatype, const int64_t **shape,
                                                   uint32_t *dims_count, uint64_t *byte_size,
                                                   uint32_t *buffer_count) {
-  ARG_CHECK(input, "input must not be NULL");
+  NRD_ARG_CHECK(input, "input must not be NULL");
   const nrd_input *in = (const nrd_input *)input;
   if (name) *name = in->name;
   if (datatype) *datatype = in->dtype;
@@ -1150,7 +1145,7 @@ TRITONSERVER_Error *TRITONBACKEND_InputPropertiesForHostPolicy(TRITONBACKEND_Inp
 TRITONSERVER_Error *TRITONBACKEND_InputBuffer(TRITONBACKEND_Input *input, const uint32_t index,
                                               const void **buffer, uint64_t *buffer_byte_size,
                                               TRITONSERVER_MemoryType *memory_type, int64_t *memory_type_id) {
-  ARG_CHECK(input && buffer && buffer_byte_size, "input, buffer and size must not be NULL");
+  NRD_ARG_CHECK(input && buffer && buffer_byte_size, "input, buffer and size must not be NULL");
   const nrd_input *in = (const nrd_input *)input;
   if (index >= in->nbufs)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
@@ -1169,7 +1164,7 @@ TRITONSERVER_Error *TRITONBACKEND_InputBufferForHostPolicy(TRITONBACKEND_Input *
                                                            const void **buffer, uint64_t *buffer_byte_size,
                                                            TRITONSERVER_MemoryType *memory_type,
                                                            int64_t *memory_type_id) {
-  ARG_CHECK(input && buffer && buffer_byte_size, "input, buffer and size must not be NULL");
+  NRD_ARG_CHECK(input && buffer && buffer_byte_size, "input, buffer and size must not be NULL");
   const nrd_input *in = (const nrd_input *)input;
   const nrd_policy_data *pd = policy_data(in, host_policy_name);
   if (!pd) return TRITONBACKEND_InputBuffer(input, index, buffer, buffer_byte_size, memory_type, memory_type_id);
@@ -1188,7 +1183,7 @@ TRITONSERVER_Error *TRITONBACKEND_InputBufferForHostPolicy(TRITONBACKEND_Input *
 TRITONSERVER_Error *TRITONBACKEND_InputBufferAttributes(TRITONBACKEND_Input *input, const uint32_t index,
                                                         const void **buffer,
                                                         TRITONSERVER_BufferAttributes **buffer_attributes) {
-  ARG_CHECK(input && buffer && buffer_attributes, "arguments must not be NULL");
+  NRD_ARG_CHECK(input && buffer && buffer_attributes, "arguments must not be NULL");
   nrd_input *in = (nrd_input *)input;
   if (index >= in->nbufs)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,

@@ -17,11 +17,6 @@
 #include "request.h"
 #include "trace.h"
 
-#define ARG_CHECK(cond, what)                                                      \
-  do {                                                                             \
-    if (!(cond)) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "%s", what); \
-  } while (0)
-
 /* ------------------------------------------------------------ deliveries */
 
 /* The flag is always a delivery's cancel_flag: its last holder frees the
@@ -176,7 +171,7 @@ void nrd_delivery_send_error(nrd_delivery *d, TRITONSERVER_Error *err) {
 
 TRITONSERVER_Error *TRITONBACKEND_ResponseFactoryNew(TRITONBACKEND_ResponseFactory **factory,
                                                      TRITONBACKEND_Request *request) {
-  ARG_CHECK(factory && request, "factory and request must not be NULL");
+  NRD_ARG_CHECK(factory && request, "factory and request must not be NULL");
   TRITONSERVER_InferenceRequest *req = (TRITONSERVER_InferenceRequest *)request;
   if (!req->delivery)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
@@ -198,7 +193,7 @@ TRITONSERVER_Error *TRITONBACKEND_ResponseFactoryDelete(TRITONBACKEND_ResponseFa
 
 TRITONSERVER_Error *TRITONBACKEND_ResponseFactorySendFlags(TRITONBACKEND_ResponseFactory *factory,
                                                            const uint32_t send_flags) {
-  ARG_CHECK(factory, "factory must not be NULL");
+  NRD_ARG_CHECK(factory, "factory must not be NULL");
   nrd_delivery *d = factory->delivery;
   if (send_flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) {
     if (atomic_exchange(&d->final_sent, true))
@@ -212,7 +207,7 @@ TRITONSERVER_Error *TRITONBACKEND_ResponseFactorySendFlags(TRITONBACKEND_Respons
 
 TRITONSERVER_Error *TRITONBACKEND_ResponseFactoryIsCancelled(TRITONBACKEND_ResponseFactory *factory,
                                                              bool *is_cancelled) {
-  ARG_CHECK(factory && is_cancelled, "factory and result must not be NULL");
+  NRD_ARG_CHECK(factory && is_cancelled, "factory and result must not be NULL");
   *is_cancelled = atomic_load(&factory->delivery->cancel->set);
   return NULL;
 }
@@ -221,7 +216,7 @@ TRITONSERVER_Error *TRITONBACKEND_ResponseFactoryIsCancelled(TRITONBACKEND_Respo
 
 TRITONSERVER_Error *TRITONBACKEND_ResponseNew(TRITONBACKEND_Response **response,
                                               TRITONBACKEND_Request *request) {
-  ARG_CHECK(response && request, "response and request must not be NULL");
+  NRD_ARG_CHECK(response && request, "response and request must not be NULL");
   TRITONSERVER_InferenceRequest *req = (TRITONSERVER_InferenceRequest *)request;
   if (!req->delivery)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
@@ -234,7 +229,7 @@ TRITONSERVER_Error *TRITONBACKEND_ResponseNew(TRITONBACKEND_Response **response,
 
 TRITONSERVER_Error *TRITONBACKEND_ResponseNewFromFactory(TRITONBACKEND_Response **response,
                                                          TRITONBACKEND_ResponseFactory *factory) {
-  ARG_CHECK(response && factory, "response and factory must not be NULL");
+  NRD_ARG_CHECK(response && factory, "response and factory must not be NULL");
   TRITONSERVER_InferenceResponse *r = response_alloc(factory->delivery);
   if (!r) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   *response = (TRITONBACKEND_Response *)r;
@@ -249,25 +244,25 @@ TRITONSERVER_Error *TRITONBACKEND_ResponseDelete(TRITONBACKEND_Response *respons
 
 TRITONSERVER_Error *TRITONBACKEND_ResponseSetStringParameter(TRITONBACKEND_Response *response,
                                                              const char *name, const char *value) {
-  ARG_CHECK(response && name && value, "response, name and value must not be NULL");
+  NRD_ARG_CHECK(response && name && value, "response, name and value must not be NULL");
   return nrd_param_list_add_string(&RESP(response)->params, name, value);
 }
 
 TRITONSERVER_Error *TRITONBACKEND_ResponseSetIntParameter(TRITONBACKEND_Response *response,
                                                           const char *name, const int64_t value) {
-  ARG_CHECK(response && name, "response and name must not be NULL");
+  NRD_ARG_CHECK(response && name, "response and name must not be NULL");
   return nrd_param_list_add_int(&RESP(response)->params, name, value);
 }
 
 TRITONSERVER_Error *TRITONBACKEND_ResponseSetBoolParameter(TRITONBACKEND_Response *response,
                                                            const char *name, const bool value) {
-  ARG_CHECK(response && name, "response and name must not be NULL");
+  NRD_ARG_CHECK(response && name, "response and name must not be NULL");
   return nrd_param_list_add_bool(&RESP(response)->params, name, value);
 }
 
 TRITONSERVER_Error *TRITONBACKEND_ResponseSetDoubleParameter(TRITONBACKEND_Response *response,
                                                              const char *name, const double value) {
-  ARG_CHECK(response && name, "response and name must not be NULL");
+  NRD_ARG_CHECK(response && name, "response and name must not be NULL");
   return nrd_param_list_add_double(&RESP(response)->params, name, value);
 }
 
@@ -303,8 +298,8 @@ static const int64_t *reshape_output(const TRITONBACKEND_Model *m, const char *n
 TRITONSERVER_Error *TRITONBACKEND_ResponseOutput(TRITONBACKEND_Response *response, TRITONBACKEND_Output **output,
                                                  const char *name, const TRITONSERVER_DataType datatype,
                                                  const int64_t *shape, const uint32_t dims_count) {
-  ARG_CHECK(response && output && name, "response, output and name must not be NULL");
-  ARG_CHECK(shape || !dims_count, "output shape must not be NULL");
+  NRD_ARG_CHECK(response && output && name, "response, output and name must not be NULL");
+  NRD_ARG_CHECK(shape || !dims_count, "output shape must not be NULL");
   const TRITONBACKEND_Model *m = RESP(response)->delivery->model;
   if (!m || !m->output_reshape) return nrd_response_output_new(response, output, name, datatype, shape, dims_count);
   int64_t buf[NRD_MAX_DIMS];
@@ -354,7 +349,7 @@ TRITONSERVER_Error *nrd_response_output_new(TRITONBACKEND_Response *response, TR
 
 TRITONSERVER_Error *TRITONBACKEND_ResponseSend(TRITONBACKEND_Response *response, const uint32_t send_flags,
                                                TRITONSERVER_Error *error) {
-  ARG_CHECK(response, "response must not be NULL");
+  NRD_ARG_CHECK(response, "response must not be NULL");
   TRITONSERVER_InferenceResponse *r = RESP(response);
   if (error) {
     /* The backend keeps its error; the response carries a copy. */
@@ -368,7 +363,7 @@ TRITONSERVER_Error *TRITONBACKEND_ResponseSend(TRITONBACKEND_Response *response,
 TRITONSERVER_Error *TRITONBACKEND_OutputBuffer(TRITONBACKEND_Output *output, void **buffer,
                                                const uint64_t buffer_byte_size,
                                                TRITONSERVER_MemoryType *memory_type, int64_t *memory_type_id) {
-  ARG_CHECK(output && buffer && memory_type && memory_type_id, "arguments must not be NULL");
+  NRD_ARG_CHECK(output && buffer && memory_type && memory_type_id, "arguments must not be NULL");
   nrd_output *o = (nrd_output *)output;
   if (o->allocated)
     return nrd_error_new(TRITONSERVER_ERROR_ALREADY_EXISTS,
@@ -402,7 +397,7 @@ TRITONSERVER_Error *TRITONBACKEND_OutputBuffer(TRITONBACKEND_Output *output, voi
 
 TRITONSERVER_Error *TRITONBACKEND_OutputBufferAttributes(TRITONBACKEND_Output *output,
                                                          TRITONSERVER_BufferAttributes **buffer_attributes) {
-  ARG_CHECK(output && buffer_attributes, "output and attributes must not be NULL");
+  NRD_ARG_CHECK(output && buffer_attributes, "output and attributes must not be NULL");
   nrd_output *o = (nrd_output *)output;
   if (!o->allocated)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
@@ -462,21 +457,21 @@ TRITONSERVER_Error *TRITONSERVER_InferenceResponseError(TRITONSERVER_InferenceRe
 
 TRITONSERVER_Error *TRITONSERVER_InferenceResponseModel(TRITONSERVER_InferenceResponse *r,
                                                         const char **model_name, int64_t *model_version) {
-  ARG_CHECK(r && model_name && model_version, "arguments must not be NULL");
+  NRD_ARG_CHECK(r && model_name && model_version, "arguments must not be NULL");
   *model_name = r->delivery->model->name;
   *model_version = r->delivery->model->version;
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceResponseId(TRITONSERVER_InferenceResponse *r, const char **request_id) {
-  ARG_CHECK(r && request_id, "arguments must not be NULL");
+  NRD_ARG_CHECK(r && request_id, "arguments must not be NULL");
   *request_id = r->delivery->request_id ? r->delivery->request_id : "";
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceResponseParameterCount(TRITONSERVER_InferenceResponse *r,
                                                                  uint32_t *count) {
-  ARG_CHECK(r && count, "arguments must not be NULL");
+  NRD_ARG_CHECK(r && count, "arguments must not be NULL");
   *count = (uint32_t)r->params.count;
   return NULL;
 }
@@ -485,7 +480,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceResponseParameter(TRITONSERVER_Inferen
                                                             const uint32_t index, const char **name,
                                                             TRITONSERVER_ParameterType *type,
                                                             const void **vvalue) {
-  ARG_CHECK(r && name && type && vvalue, "arguments must not be NULL");
+  NRD_ARG_CHECK(r && name && type && vvalue, "arguments must not be NULL");
   if (index >= r->params.count)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                          "parameter index %u is out of range (response has %zu parameters)", index,
@@ -505,7 +500,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceResponseParameter(TRITONSERVER_Inferen
 
 TRITONSERVER_Error *TRITONSERVER_InferenceResponseOutputCount(TRITONSERVER_InferenceResponse *r,
                                                               uint32_t *count) {
-  ARG_CHECK(r && count, "arguments must not be NULL");
+  NRD_ARG_CHECK(r && count, "arguments must not be NULL");
   *count = r->n_outputs;
   return NULL;
 }
@@ -516,7 +511,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceResponseOutput(TRITONSERVER_InferenceR
                                                          const void **base, size_t *byte_size,
                                                          TRITONSERVER_MemoryType *memory_type,
                                                          int64_t *memory_type_id, void **userp) {
-  ARG_CHECK(r, "response must not be NULL");
+  NRD_ARG_CHECK(r, "response must not be NULL");
   if (index >= r->n_outputs)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                          "output index %u is out of range (response has %u outputs)", index, r->n_outputs);
@@ -537,7 +532,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceResponseOutputClassificationLabel(TRIT
                                                                             const uint32_t index,
                                                                             const size_t class_index,
                                                                             const char **label) {
-  ARG_CHECK(r && label, "arguments must not be NULL");
+  NRD_ARG_CHECK(r && label, "arguments must not be NULL");
   if (index >= r->n_outputs)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                          "output index %u is out of range (response has %u outputs)", index, r->n_outputs);
@@ -555,7 +550,7 @@ TRITONSERVER_Error *TRITONBACKEND_InferenceResponseOutput(TRITONBACKEND_Response
 TRITONSERVER_Error *TRITONBACKEND_InferenceResponseOutputByName(TRITONBACKEND_Response *response, const char *name,
                                                                 TRITONSERVER_DataType *datatype,
                                                                 const int64_t **shape, uint64_t *dim_count) {
-  ARG_CHECK(response && name, "response and name must not be NULL");
+  NRD_ARG_CHECK(response && name, "response and name must not be NULL");
   TRITONSERVER_InferenceResponse *r = RESP(response);
   for (uint32_t i = 0; i < r->n_outputs; i++) {
     const nrd_output *o = r->outputs[i];

@@ -26,11 +26,6 @@
 #include "stats.h"
 #include "trace.h"
 
-#define ARG_CHECK(cond, what)                                                      \
-  do {                                                                             \
-    if (!(cond)) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "%s", what); \
-  } while (0)
-
 /* Servers alive in this process; backends are finalized with the last one. */
 static atomic_int live_servers;
 
@@ -232,7 +227,7 @@ static TRITONSERVER_Error *parse_quantiles(const char *text, TRITONSERVER_Server
 }
 
 TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONSERVER_ServerOptions *options) {
-  ARG_CHECK(server && options, "server and options must not be NULL");
+  NRD_ARG_CHECK(server && options, "server and options must not be NULL");
   *server = NULL;
   if (!options->n_repo_paths)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "at least one model repository path must be given");
@@ -304,7 +299,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONS
  * them at most the exit timeout and then reports what is still busy rather
  * than hang on a backend that never returns. */
 TRITONSERVER_Error *TRITONSERVER_ServerStop(TRITONSERVER_Server *server) {
-  ARG_CHECK(server, "server must not be NULL");
+  NRD_ARG_CHECK(server, "server must not be NULL");
   if (atomic_exchange(&server->stopped, true)) return NULL;
   nrd_repository *r = server->repo;
   char **names = NULL;
@@ -358,7 +353,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerDelete(TRITONSERVER_Server *server) {
 }
 
 TRITONSERVER_Error *TRITONSERVER_ServerSetExitTimeout(TRITONSERVER_Server *server, unsigned int timeout) {
-  ARG_CHECK(server, "server must not be NULL");
+  NRD_ARG_CHECK(server, "server must not be NULL");
   atomic_store(&server->exit_timeout_s, timeout);
   return NULL;
 }
@@ -367,8 +362,8 @@ TRITONSERVER_Error *TRITONSERVER_ServerRegisterModelRepository(TRITONSERVER_Serv
                                                                const char *repository_path,
                                                                const TRITONSERVER_Parameter **name_mapping,
                                                                const uint32_t mapping_count) {
-  ARG_CHECK(server && repository_path, "server and repository path must not be NULL");
-  ARG_CHECK(name_mapping || !mapping_count, "name mapping must not be NULL when its count is not 0");
+  NRD_ARG_CHECK(server && repository_path, "server and repository path must not be NULL");
+  NRD_ARG_CHECK(name_mapping || !mapping_count, "name mapping must not be NULL when its count is not 0");
   if (server->mode != TRITONSERVER_MODEL_CONTROL_EXPLICIT)
     return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
                          "repository registration is not allowed if model control mode is not EXPLICIT");
@@ -398,7 +393,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerRegisterModelRepository(TRITONSERVER_Serv
 
 TRITONSERVER_Error *TRITONSERVER_ServerUnregisterModelRepository(TRITONSERVER_Server *server,
                                                                  const char *repository_path) {
-  ARG_CHECK(server && repository_path, "server and repository path must not be NULL");
+  NRD_ARG_CHECK(server && repository_path, "server and repository path must not be NULL");
   if (server->mode != TRITONSERVER_MODEL_CONTROL_EXPLICIT)
     return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
                          "repository unregistration is not allowed if model control mode is not EXPLICIT");
@@ -406,7 +401,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerUnregisterModelRepository(TRITONSERVER_Se
 }
 
 TRITONSERVER_Error *TRITONSERVER_ServerPollModelRepository(TRITONSERVER_Server *server) {
-  ARG_CHECK(server, "server must not be NULL");
+  NRD_ARG_CHECK(server, "server must not be NULL");
   if (server->mode != TRITONSERVER_MODEL_CONTROL_POLL)
     return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "poll is only allowed in POLL model control mode");
   if (atomic_load(&server->stopped)) return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "server is stopping");
@@ -414,13 +409,13 @@ TRITONSERVER_Error *TRITONSERVER_ServerPollModelRepository(TRITONSERVER_Server *
 }
 
 TRITONSERVER_Error *TRITONSERVER_ServerIsLive(TRITONSERVER_Server *server, bool *live) {
-  ARG_CHECK(server && live, "server and result must not be NULL");
+  NRD_ARG_CHECK(server && live, "server and result must not be NULL");
   *live = !atomic_load(&server->stopped);
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONSERVER_ServerIsReady(TRITONSERVER_Server *server, bool *ready) {
-  ARG_CHECK(server && ready, "server and result must not be NULL");
+  NRD_ARG_CHECK(server && ready, "server and result must not be NULL");
   *ready = !atomic_load(&server->stopped) && (!server->strict_readiness || nrd_repo_all_ready(server->repo));
   return NULL;
 }
@@ -433,7 +428,7 @@ TRITONSERVER_Error *nrd_server_get_model(TRITONSERVER_Server *server, const char
 
 TRITONSERVER_Error *TRITONSERVER_ServerModelIsReady(TRITONSERVER_Server *server, const char *model_name,
                                                     const int64_t model_version, bool *ready) {
-  ARG_CHECK(server && model_name && ready, "server, model name and result must not be NULL");
+  NRD_ARG_CHECK(server && model_name && ready, "server, model name and result must not be NULL");
   TRITONBACKEND_Model *m = NULL;
   TRITONSERVER_Error *e = nrd_server_get_model(server, model_name, model_version, &m);
   *ready = e == NULL;
@@ -445,7 +440,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerModelIsReady(TRITONSERVER_Server *server,
 TRITONSERVER_Error *TRITONSERVER_ServerModelBatchProperties(TRITONSERVER_Server *server, const char *model_name,
                                                             const int64_t model_version, uint32_t *flags,
                                                             void **voidp) {
-  ARG_CHECK(server && model_name && flags, "server, model name and flags must not be NULL");
+  NRD_ARG_CHECK(server && model_name && flags, "server, model name and flags must not be NULL");
   TRITONBACKEND_Model *m = NULL;
   NRD_RETURN_IF_ERROR(nrd_server_get_model(server, model_name, model_version, &m));
   *flags = m->max_batch_size > 0 ? TRITONSERVER_BATCH_FIRST_DIM : TRITONSERVER_BATCH_UNKNOWN;
@@ -457,7 +452,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerModelBatchProperties(TRITONSERVER_Server 
 TRITONSERVER_Error *TRITONSERVER_ServerModelTransactionProperties(TRITONSERVER_Server *server,
                                                                   const char *model_name, const int64_t model_version,
                                                                   uint32_t *txn_flags, void **voidp) {
-  ARG_CHECK(server && model_name && txn_flags, "server, model name and flags must not be NULL");
+  NRD_ARG_CHECK(server && model_name && txn_flags, "server, model name and flags must not be NULL");
   TRITONBACKEND_Model *m = NULL;
   NRD_RETURN_IF_ERROR(nrd_server_get_model(server, model_name, model_version, &m));
   *txn_flags = m->decoupled ? TRITONSERVER_TXN_DECOUPLED : TRITONSERVER_TXN_ONE_TO_ONE;
@@ -474,7 +469,7 @@ static TRITONSERVER_Error *message_out(json_t *j, TRITONSERVER_Message **out) {
 }
 
 TRITONSERVER_Error *TRITONSERVER_ServerMetadata(TRITONSERVER_Server *server, TRITONSERVER_Message **server_metadata) {
-  ARG_CHECK(server && server_metadata, "server and result must not be NULL");
+  NRD_ARG_CHECK(server && server_metadata, "server and result must not be NULL");
   json_t *ext = json_pack("[s,s,s,s,s,s,s,s,s,s,s,s]", "classification", "sequence", "model_repository",
                           "model_repository(unload_dependents)", "schedule_policy", "model_configuration",
                           "system_shared_memory", "cuda_shared_memory", "binary_tensor_data", "parameters",
@@ -486,7 +481,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerMetadata(TRITONSERVER_Server *server, TRI
 TRITONSERVER_Error *TRITONSERVER_ServerModelMetadata(TRITONSERVER_Server *server, const char *model_name,
                                                      const int64_t model_version,
                                                      TRITONSERVER_Message **model_metadata) {
-  ARG_CHECK(server && model_name && model_metadata, "arguments must not be NULL");
+  NRD_ARG_CHECK(server && model_name && model_metadata, "arguments must not be NULL");
   TRITONBACKEND_Model *m = NULL;
   NRD_RETURN_IF_ERROR(nrd_server_get_model(server, model_name, model_version, &m));
   json_t *j = nrd_model_metadata_json(m);
@@ -513,7 +508,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerModelMetadata(TRITONSERVER_Server *server
 
 TRITONSERVER_Error *TRITONSERVER_ServerModelStatistics(TRITONSERVER_Server *server, const char *model_name,
                                                        const int64_t model_version, TRITONSERVER_Message **model_stats) {
-  ARG_CHECK(server && model_stats, "server and result must not be NULL");
+  NRD_ARG_CHECK(server && model_stats, "server and result must not be NULL");
   json_t *j = NULL;
   NRD_RETURN_IF_ERROR(nrd_repo_stats(server->repo, model_name, model_version, &j));
   return message_out(j, model_stats);
@@ -522,7 +517,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerModelStatistics(TRITONSERVER_Server *serv
 TRITONSERVER_Error *TRITONSERVER_ServerModelConfig(TRITONSERVER_Server *server, const char *model_name,
                                                    const int64_t model_version, const uint32_t config_version,
                                                    TRITONSERVER_Message **model_config) {
-  ARG_CHECK(server && model_name && model_config, "arguments must not be NULL");
+  NRD_ARG_CHECK(server && model_name && model_config, "arguments must not be NULL");
   TRITONBACKEND_Model *m = NULL;
   NRD_RETURN_IF_ERROR(nrd_server_get_model(server, model_name, model_version, &m));
   TRITONSERVER_Error *e = TRITONBACKEND_ModelConfig(m, config_version, model_config);
@@ -532,7 +527,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerModelConfig(TRITONSERVER_Server *server, 
 
 TRITONSERVER_Error *TRITONSERVER_ServerModelIndex(TRITONSERVER_Server *server, uint32_t flags,
                                                   TRITONSERVER_Message **model_index) {
-  ARG_CHECK(server && model_index, "server and result must not be NULL");
+  NRD_ARG_CHECK(server && model_index, "server and result must not be NULL");
   return message_out(nrd_repo_index(server->repo, flags & TRITONSERVER_INDEX_FLAG_READY), model_index);
 }
 
@@ -545,7 +540,7 @@ static TRITONSERVER_Error *check_control(TRITONSERVER_Server *server) {
 }
 
 TRITONSERVER_Error *TRITONSERVER_ServerLoadModel(TRITONSERVER_Server *server, const char *model_name) {
-  ARG_CHECK(server && model_name, "server and model name must not be NULL");
+  NRD_ARG_CHECK(server && model_name, "server and model name must not be NULL");
   NRD_RETURN_IF_ERROR(check_control(server));
   return load_with_steps(server, model_name, NULL, 0);
 }
@@ -553,8 +548,8 @@ TRITONSERVER_Error *TRITONSERVER_ServerLoadModel(TRITONSERVER_Server *server, co
 TRITONSERVER_Error *TRITONSERVER_ServerLoadModelWithParameters(TRITONSERVER_Server *server, const char *model_name,
                                                                const TRITONSERVER_Parameter **parameters,
                                                                const uint64_t parameter_count) {
-  ARG_CHECK(server && model_name, "server and model name must not be NULL");
-  ARG_CHECK(parameters || !parameter_count, "parameters must not be NULL");
+  NRD_ARG_CHECK(server && model_name, "server and model name must not be NULL");
+  NRD_ARG_CHECK(parameters || !parameter_count, "parameters must not be NULL");
   NRD_RETURN_IF_ERROR(check_control(server));
   const char *config = NULL;
   const TRITONSERVER_Parameter **files = calloc(parameter_count ? parameter_count : 1, sizeof(*files));
@@ -632,7 +627,7 @@ static TRITONSERVER_Error *unload_with_users(TRITONSERVER_Server *s, const char 
 }
 
 TRITONSERVER_Error *TRITONSERVER_ServerUnloadModel(TRITONSERVER_Server *server, const char *model_name) {
-  ARG_CHECK(server && model_name, "server and model name must not be NULL");
+  NRD_ARG_CHECK(server && model_name, "server and model name must not be NULL");
   NRD_RETURN_IF_ERROR(check_control(server));
   return unload_with_users(server, model_name, 0);
 }
@@ -653,7 +648,7 @@ static bool used_by_other(TRITONSERVER_Server *s, const char *name, const char *
 }
 
 TRITONSERVER_Error *TRITONSERVER_ServerUnloadModelAndDependents(TRITONSERVER_Server *server, const char *model_name) {
-  ARG_CHECK(server && model_name, "server and model name must not be NULL");
+  NRD_ARG_CHECK(server && model_name, "server and model name must not be NULL");
   NRD_RETURN_IF_ERROR(check_control(server));
   /* The step models that came only with this ensemble go with it, unless
    * another loaded ensemble still uses them. */
@@ -677,7 +672,7 @@ struct TRITONSERVER_Metrics {
 };
 
 TRITONSERVER_Error *TRITONSERVER_ServerMetrics(TRITONSERVER_Server *server, TRITONSERVER_Metrics **metrics) {
-  ARG_CHECK(server && metrics, "server and result must not be NULL");
+  NRD_ARG_CHECK(server && metrics, "server and result must not be NULL");
   nrd_text t = {0};
   bool sums = server->summary_latencies;
   if (nrd_repo_prometheus(server->repo, server->counter_latencies, sums ? server->quantiles : NULL,
@@ -726,7 +721,7 @@ TRITONSERVER_Error *TRITONSERVER_MetricsDelete(TRITONSERVER_Metrics *metrics) {
 
 TRITONSERVER_Error *TRITONSERVER_MetricsFormatted(TRITONSERVER_Metrics *metrics, TRITONSERVER_MetricFormat format,
                                                   const char **base, size_t *byte_size) {
-  ARG_CHECK(metrics && base && byte_size, "arguments must not be NULL");
+  NRD_ARG_CHECK(metrics && base && byte_size, "arguments must not be NULL");
   if (format != TRITONSERVER_METRIC_PROMETHEUS)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "unknown metrics format %d", (int)format);
   *base = metrics->text ? metrics->text : "";
@@ -827,7 +822,7 @@ static TRITONSERVER_Error *enqueue(TRITONBACKEND_Model *m, TRITONSERVER_Inferenc
 
 static TRITONSERVER_Error *infer_async(TRITONSERVER_Server *server, TRITONSERVER_InferenceRequest *req,
                                        TRITONSERVER_InferenceTrace *trace) {
-  ARG_CHECK(server && req, "server and request must not be NULL");
+  NRD_ARG_CHECK(server && req, "server and request must not be NULL");
   uint64_t start_ns = trace ? nrd_now_ns() : 0;
   if (req->in_flight)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "inference request is already in flight");
