@@ -12,6 +12,7 @@
 #include "backend.h"
 #include "error.h"
 #include "log.h"
+#include "warmup.h"
 #include "message.h"
 #include "model.h"
 #include "rate_limiter.h"
@@ -100,6 +101,18 @@ static void *instance_main(void *arg) {
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   /* A batch holds at most max_batch_size requests (each has >= 1 row). */
   uint32_t cap = inst->model->max_batch_size > 0 ? (uint32_t)inst->model->max_batch_size : 1;
+  if (inst->warmup) {
+    atomic_store(&inst->warming, true);
+    TRITONSERVER_Error *e = nrd_warmup_run(inst->warmup, inst);
+    atomic_store(&inst->warming, false);
+    nrd_warmup_wait *w = inst->warmup_wait;
+    pthread_mutex_lock(&w->lock);
+    if (e && !w->first_err) w->first_err = e;
+    else if (e) TRITONSERVER_ErrorDelete(e);
+    w->pending--;
+    pthread_cond_broadcast(&w->done);
+    pthread_mutex_unlock(&w->lock);
+  }
   TRITONSERVER_InferenceRequest *one[1];
   TRITONSERVER_InferenceRequest **batch = malloc(cap * sizeof(*batch));
   if (!batch) batch = one, cap = 1; /* out of memory: still serve, one at a time */
@@ -265,7 +278,7 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceReportStatistics(TRITONBACKEND_Mo
                                                                 const uint64_t exec_end_ns) {
   NRD_ARG_CHECK(instance && request, "instance and request must not be NULL");
   TRITONSERVER_InferenceRequest *r = (TRITONSERVER_InferenceRequest *)request;
-  if (r->is_null) return NULL; /* padding: Triton counts none of it */
+  if (r->no_stats) return NULL; /* padding or warmup: Triton counts none of it */
   if (r->trace) {
     /* Triton's compute activities are the backend's execution bounds. */
     nrd_trace_report(r->trace, TRITONSERVER_TRACE_COMPUTE_START, exec_start_ns);
@@ -289,6 +302,7 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceReportBatchStatistics(TRITONBACKE
                                                                      const uint64_t compute_end_ns,
                                                                      const uint64_t exec_end_ns) {
   NRD_ARG_CHECK(instance, "instance must not be NULL");
+  if (atomic_load(&instance->warming)) return NULL; /* warmup runs are not counted */
   nrd_stats_batch(&instance->model->stats, batch_size, exec_start_ns, compute_start_ns, compute_end_ns,
                   exec_end_ns);
   return NULL;

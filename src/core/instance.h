@@ -3,9 +3,21 @@
 #define NRD_INSTANCE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "triton/core/tritonbackend.h"
+
+/* The loader's count of instance threads still running model warmup;
+ * each thread takes one off (keeping the first error) when it is done. */
+typedef struct nrd_warmup_wait {
+  pthread_mutex_t lock;
+  pthread_cond_t done;
+  uint32_t pending;
+  TRITONSERVER_Error *first_err;
+} nrd_warmup_wait;
+
+struct nrd_warmup;
 
 struct TRITONBACKEND_ModelInstance {
   TRITONBACKEND_Model *model;  /* not counted: the model outlives its instances */
@@ -24,6 +36,11 @@ struct TRITONBACKEND_ModelInstance {
   pthread_t thread;
   bool thread_started;
   bool sched_batch; /* run the thread under SCHED_BATCH (instance.c) */
+  /* Set by the loader before the thread starts: the samples it runs first
+   * and where it reports; NULL when there is no warmup. */
+  const struct nrd_warmup *warmup;
+  nrd_warmup_wait *warmup_wait;
+  atomic_bool warming;  /* its batch statistics are not counted meanwhile */
 };
 
 /* Allocates an instance description (no backend call). Returns NULL on
@@ -37,8 +54,9 @@ TRITONBACKEND_ModelInstance *nrd_instance_new(TRITONBACKEND_Model *model, const 
  * thread; never concurrently for one instance. */
 TRITONSERVER_Error *nrd_instance_init(TRITONBACKEND_ModelInstance *inst);
 
-/* Starts the execution thread, which pulls batches from the model's scheduler
- * until it stops. Loader thread. */
+/* Starts the execution thread, which runs the instance's warmup (when
+ * `warmup` is set) and then pulls batches from the model's scheduler until
+ * it stops. Loader thread. */
 TRITONSERVER_Error *nrd_instance_start(TRITONBACKEND_ModelInstance *inst);
 
 /* Waits for the execution thread to finish (after the scheduler stopped). */

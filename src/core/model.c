@@ -18,6 +18,7 @@
 #include "server.h"
 #include "error.h"
 #include "files.h"
+#include "warmup.h"
 #include "instance.h"
 #include "log.h"
 #include "message.h"
@@ -406,8 +407,20 @@ static TRITONSERVER_Error *load_ensemble(TRITONBACKEND_Model *m, json_t *cfg, TR
   return NULL;
 }
 
+/* After every instance thread reported (or was joined): frees the samples.
+ * The instances' pointers to them are left: a thread reads them once, at
+ * its start, and writing them now would race with threads that had no
+ * warmup to run. */
+static void warmup_done(nrd_warmup_wait *wait, nrd_warmup *warmup) {
+  if (wait->first_err) TRITONSERVER_ErrorDelete(wait->first_err);
+  wait->first_err = NULL;
+  nrd_warmup_free(warmup);
+}
+
 TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *a, TRITONBACKEND_Model **out) {
   TRITONSERVER_Error *err = NULL;
+  nrd_warmup *warmup = NULL;
+  nrd_warmup_wait wait = {.lock = PTHREAD_MUTEX_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
   TRITONBACKEND_Model *m = calloc(1, sizeof(*m));
   if (!m) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory loading model '%s'", a->name);
   atomic_init(&m->refs, 1);
@@ -492,8 +505,32 @@ TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *a, TRITONBACKEND_M
     err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating the scheduler of '%s'", a->name);
     goto fail;
   }
-  for (uint32_t i = 0; i < m->n_instances; i++)
-    if ((err = nrd_instance_start(m->instances[i]))) goto fail;
+  /* Warmup runs on each instance's thread before it serves; the model is
+   * READY only once every instance ran every sample. */
+  if ((err = nrd_warmup_prepare(m, &warmup))) goto fail;
+  for (uint32_t i = 0; warmup && i < m->n_instances; i++) {
+    if (m->instances[i]->passive) continue;
+    m->instances[i]->warmup = warmup;
+    m->instances[i]->warmup_wait = &wait;
+    wait.pending++;
+  }
+  for (uint32_t i = 0; i < m->n_instances; i++) {
+    if ((err = nrd_instance_start(m->instances[i]))) {
+      if (m->instances[i]->warmup) wait.pending--;
+      for (uint32_t k = i + 1; k < m->n_instances; k++)
+        if (m->instances[k]->warmup) wait.pending--;
+      break;
+    }
+  }
+  pthread_mutex_lock(&wait.lock);
+  while (wait.pending) pthread_cond_wait(&wait.done, &wait.lock);
+  pthread_mutex_unlock(&wait.lock);
+  if (!err && wait.first_err) {
+    err = wait.first_err;
+    wait.first_err = NULL;
+  }
+  if (err) goto fail;
+  warmup_done(&wait, warmup);
   m->stats.load_ns = nrd_now_ns() - m->stats.load_ns;
   atomic_store(&m->state, NRD_MODEL_READY);
   NRD_LOG_INFO("successfully loaded '%s' version %" PRId64, m->name, m->version);
@@ -502,6 +539,7 @@ TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *a, TRITONBACKEND_M
 
 fail:
   teardown(m);
+  warmup_done(&wait, warmup);
   atomic_store(&m->state, NRD_MODEL_UNAVAILABLE);
   nrd_model_unref(m);
   return err;

@@ -832,18 +832,47 @@ static void null_release(TRITONSERVER_InferenceRequest *r, const uint32_t flags,
   TRITONSERVER_InferenceRequestDelete(r);
 }
 
-TRITONSERVER_InferenceRequest *nrd_request_new_null(const TRITONSERVER_InferenceRequest *from) {
+TRITONSERVER_InferenceRequest *nrd_request_new_internal(TRITONSERVER_Server *server, TRITONBACKEND_Model *m) {
   TRITONSERVER_InferenceRequest *r = malloc(sizeof(*r));
   if (!r) return NULL;
   memset(r, 0, offsetof(TRITONSERVER_InferenceRequest, inputs_inline));
-  r->server = from->server;
-  r->model = from->model;
-  nrd_model_ref(r->model);
-  r->requested_version = from->requested_version;
+  r->server = server;
+  r->model = m;
+  nrd_model_ref(m);
+  r->requested_version = m->version;
   r->inputs = r->inputs_inline;
   r->cap_inputs = NRD_REQUEST_INPUTS_INLINE;
   r->outputs = r->outputs_inline;
   r->cap_outputs = NRD_REQUEST_OUTPUTS_INLINE;
+  r->no_stats = true;
+  return r;
+}
+
+/* Puts a core-made request in flight with a delivery that records no
+ * statistics. */
+static bool begin_unscheduled(TRITONSERVER_InferenceRequest *r) {
+  nrd_delivery *d = nrd_delivery_new(r);
+  if (!d) return false;
+  d->no_stats = true;
+  r->delivery = d;
+  atomic_fetch_add(&d->cancel->refs, 1);
+  r->cancel = d->cancel;
+  r->queue_start_ns = nrd_now_ns();
+  r->in_flight = true;
+  nrd_model_inflight_add(r->model);
+  return true;
+}
+
+TRITONSERVER_Error *nrd_request_begin_internal(TRITONSERVER_InferenceRequest *r) {
+  NRD_RETURN_IF_ERROR(nrd_request_validate(r));
+  if (!begin_unscheduled(r)) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  return NULL;
+}
+
+TRITONSERVER_InferenceRequest *nrd_request_new_null(const TRITONSERVER_InferenceRequest *from) {
+  TRITONSERVER_InferenceRequest *r = nrd_request_new_internal(from->server, from->model);
+  if (!r) return NULL;
+  r->requested_version = from->requested_version;
   r->is_null = true;
   r->batch_size = from->batch_size;
   /* One zeroed buffer under every input, as large as the largest: BYTES
@@ -880,19 +909,11 @@ TRITONSERVER_InferenceRequest *nrd_request_new_null(const TRITONSERVER_Inference
   r->response_fn = null_response;
   r->release_fn = null_release;
   r->release_userp = zeros;
-  nrd_delivery *d = ok ? nrd_delivery_new(r) : NULL;
-  if (!d) {
+  if (!ok || !begin_unscheduled(r)) {
     free(zeros);
     TRITONSERVER_InferenceRequestDelete(r);
     return NULL;
   }
-  d->no_stats = true;
-  r->delivery = d;
-  atomic_fetch_add(&d->cancel->refs, 1);
-  r->cancel = d->cancel;
-  r->queue_start_ns = nrd_now_ns();
-  r->in_flight = true;
-  nrd_model_inflight_add(r->model);
   return r;
 }
 
@@ -903,7 +924,7 @@ void nrd_request_release(TRITONSERVER_InferenceRequest *r, uint32_t flags) {
   nrd_delivery *d = r->delivery;
   r->delivery = NULL;
   r->in_flight = false;
-  if (!r->is_null) nrd_stats_pending_add(&m->stats, -1);
+  if (!r->no_stats) nrd_stats_pending_add(&m->stats, -1);
   if (r->trace) {
     TRITONSERVER_InferenceTrace *t = r->trace;
     r->trace = NULL;
@@ -944,7 +965,7 @@ void nrd_request_trace_inputs(TRITONSERVER_InferenceRequest *r, TRITONSERVER_Inf
 
 void nrd_request_fail(TRITONSERVER_InferenceRequest *r, TRITONSERVER_Error *err, nrd_fail_reason reason) {
   uint64_t now = nrd_now_ns();
-  if (!r->is_null) nrd_stats_request_fail(&r->model->stats, r->queue_start_ns, r->queue_start_ns, 0, now, reason);
+  if (!r->no_stats) nrd_stats_request_fail(&r->model->stats, r->queue_start_ns, r->queue_start_ns, 0, now, reason);
   if (r->delivery) nrd_delivery_send_error(r->delivery, err);
   else TRITONSERVER_ErrorDelete(err);
   nrd_request_release(r, TRITONSERVER_REQUEST_RELEASE_ALL);

@@ -116,6 +116,8 @@ struct TRITONSERVER_InferenceRequest {
   /* A Direct sequence batcher's padding (nrd_request_new_null): its own
    * inputs' data, no requested outputs, no statistics, answers dropped. */
   bool is_null;
+  /* Made by the core (null requests, model warmup): no statistics. */
+  bool no_stats;
   /* Sequence batcher only (NULL and 0 for every other model): what it
    * attached for this execution, and how many inputs at the end of
    * `inputs` it added (control and state inputs). Both go away before the
@@ -165,6 +167,19 @@ void nrd_request_detach_core(TRITONSERVER_InferenceRequest *req);
  * in-flight count, so an unload waits for it. NULL when out of memory.
  * The thread that owns `from` (instance thread, before Execute). */
 TRITONSERVER_InferenceRequest *nrd_request_new_null(const TRITONSERVER_InferenceRequest *from);
+
+/* A request for `m` that the core makes itself (model warmup): like one
+ * from TRITONSERVER_InferenceRequestNew, but bound to `m` without looking
+ * it up (it need not be in the repository yet); takes a model reference.
+ * The caller builds it with the public calls and then starts it with
+ * nrd_request_begin_internal. NULL when out of memory. Any thread. */
+TRITONSERVER_InferenceRequest *nrd_request_new_internal(TRITONSERVER_Server *server, TRITONBACKEND_Model *m);
+
+/* Validates an internal request and puts it in flight without a
+ * scheduler: the caller then hands it to the backend itself. Its
+ * responses and release go to its callbacks; it records no statistics.
+ * On error it stays the caller's, not in flight. */
+TRITONSERVER_Error *nrd_request_begin_internal(TRITONSERVER_InferenceRequest *req);
 
 /* Hands a request that the core owns back to its client through the release
  * callback. The delivery reference is dropped first, so responses sent
