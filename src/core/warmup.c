@@ -28,6 +28,10 @@
 #include "request.h"
 #include "response.h"
 
+/* The most one warmup input may hold: a configuration asking for more is
+ * refused rather than given to malloc. */
+#define WARMUP_MAX_BYTES ((uint64_t)1 << 30)
+
 typedef struct warm_input {
   const char *name;       /* the configuration's (it outlives the samples) */
   TRITONSERVER_DataType dtype;
@@ -186,13 +190,16 @@ static TRITONSERVER_Error *prepare_sample(TRITONBACKEND_Model *m, const json_t *
       if (x < 0)
         return sample_error(m, s, "warmup setting expects all variable-size dimensions are specified for input '%s'",
                             key);
-      if (x > 0 && elems > ((uint64_t)1 << 40) / (uint64_t)x)
-        return sample_error(m, s, "input '%s' is too large", key);
+      if (x > 0 && elems > WARMUP_MAX_BYTES / (uint64_t)x)
+        return sample_error(m, s, "input '%s' is larger than warmup data may be (1 GiB)", key);
       elems *= (uint64_t)x;
       in->shape[in->dims++] = x;
     }
     bool bytes = in->dtype == TRITONSERVER_TYPE_BYTES;
-    size_t size = (size_t)elems * (bytes ? 4 : nrd_datatype_byte_size(in->dtype));
+    uint64_t esize = bytes ? 4 : nrd_datatype_byte_size(in->dtype);
+    if (esize && elems > WARMUP_MAX_BYTES / esize)
+      return sample_error(m, s, "input '%s' is larger than warmup data may be (1 GiB)", key);
+    size_t size = (size_t)(elems * esize);
     in->size = size;
     const json_t *file = json_object_get(v, "input_data_file");
     if (json_is_true(json_object_get(v, "zero_data")) || (bytes && json_is_true(json_object_get(v, "random_data")))) {

@@ -134,6 +134,9 @@ Test(warmup, bad_sample_settings_fail_the_load_with_the_field_named) {
               "max_batch_size: 4\nmodel_warmup [ { name: \"t\" batch_size: 1 inputs { key: \"INPUT0\" value {"
               " data_type: TYPE_INT32 dims: [ 4 ] zero_data: true } } } ]\n");
   write_model("missing_input", "identity", "max_batch_size: 4\nmodel_warmup [ { name: \"m\" batch_size: 1 } ]\n");
+  write_model("huge", "identity",
+              "max_batch_size: 4\nmodel_warmup [ { name: \"h\" batch_size: 1 inputs { key: \"INPUT0\" value {"
+              " data_type: TYPE_FP32 dims: [ 65536, 65536 ] zero_data: true } } } ]\n");
   TRITONSERVER_Server *s = explicit_server();
   expect_load_error(s, "vardim",
                     "warmup sample 'v': warmup setting expects all variable-size dimensions are specified for input "
@@ -143,6 +146,7 @@ Test(warmup, bad_sample_settings_fail_the_load_with_the_field_named) {
   expect_load_error(s, "nobatch", "model_warmup[0].batch_size must be 1 for a model that does not batch");
   expect_load_error(s, "wrongtype", "failed to run warmup sample 't':");
   expect_load_error(s, "missing_input", "failed to run warmup sample 'm':");
+  expect_load_error(s, "huge", "warmup sample 'h': input 'INPUT0' is larger than warmup data may be (1 GiB)");
   H_OK(TRITONSERVER_ServerDelete(s));
 }
 
