@@ -390,3 +390,39 @@ Test(response_cache, a_hit_whose_allocation_fails_fails_cleanly) {
   h_rmtree(repo);
   free(repo);
 }
+
+/* A model behind the dynamic batcher caches too: the lookup comes before
+ * the queue (a hit is never batched); a miss is batched and stored. With a batch dimension the key covers the full shape, so a
+ * request of two rows does not hit one of one. */
+Test(response_cache, a_dynamically_batched_model_is_cached) {
+  char *repo = h_tmpdir();
+  h_model(repo, "batched",
+          "name: \"batched\"\nbackend: \"identity\"\nmax_batch_size: 8\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 3 ] } ]\n"
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 3 ] } ]\n"
+          "dynamic_batching { max_queue_delay_microseconds: 100000 }\n"
+          "response_cache { enable: true }\n",
+          "1");
+  TRITONSERVER_Server *s = cached_server(repo, "{\"size\": 1048576}");
+  static const float rows[6] = {1, 2, 3, 4, 5, 6};
+  const int64_t one[2] = {1, 3}, two[2] = {2, 3};
+  for (int i = 0; i < 3; i++) {
+    TRITONSERVER_InferenceRequest *r;
+    h_call *c = identity(s, "batched", rows, 3, one, 1, &r);
+    h_output o;
+    cr_assert(h_find_output(c->responses[0], "OUTPUT0", &o));
+    cr_assert_eq(o.size, 3 * sizeof(float));
+    cr_expect_eq(memcmp(o.base, rows, o.size), 0);
+    done(c, r);
+  }
+  TRITONSERVER_InferenceRequest *r;
+  h_call *c = identity(s, "batched", rows, 6, two, 1, &r);
+  done(c, r);
+  cr_expect_eq(h_stat_count(s, "batched", "cache_hit"), 2);
+  cr_expect_eq(h_stat_count(s, "batched", "cache_miss"), 2, "two rows are another key");
+  cr_expect_eq(h_stat_count(s, "batched", "execution_count"), 2);
+  cr_expect_eq(h_stat_count(s, "batched", "success"), 4);
+  TRITONSERVER_ServerDelete(s);
+  h_rmtree(repo);
+  free(repo);
+}
