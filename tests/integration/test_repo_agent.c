@@ -294,3 +294,43 @@ Test(repo_agent, polling_watches_the_repository_folder) {
   cr_expect_eq(log_count("LOAD ident a"), 1);
   H_OK(TRITONSERVER_ServerDelete(s));
 }
+
+/* The backend is told the folder the agent gave: TRITONBACKEND_ModelRepository
+ * (read by the api_probe test backend at ModelInitialize, sent back in
+ * its PROBE output) names the acquired folder, not the repository's. */
+Test(repo_agent, the_backend_sees_the_agents_folder) {
+  h_model(g_repo, "probe",
+          "name: \"probe\"\nbackend: \"api_probe\"\nmax_batch_size: 0\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ -1 ] } ]\n"
+          "output [ { name: \"PROBE\" data_type: TYPE_STRING dims: [ 1 ] } ]\n"
+          "model_repository_agents { agents [ { name: \"recorder\" parameters [ { key: \"tag\" value: \"p\" },"
+          " { key: \"new_version\" value: \"3\" } ] } ] }\n",
+          "1");
+  TRITONSERVER_ServerOptions *o = h_options(g_repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT);
+  H_OK(TRITONSERVER_ServerOptionsSetRepoAgentDirectory(o, NRD_TEST_AGENT_DIR));
+  H_OK(TRITONSERVER_ServerOptionsSetBackendDirectory(o, NRD_TEST_BACKEND_DIR));
+  TRITONSERVER_Server *s = h_server_new(o);
+  H_OK(TRITONSERVER_ServerLoadModel(s, "probe"));
+  cr_assert(ready(s, "probe", 3));
+  static const float in[2] = {1, 2};
+  int64_t shape[1] = {2};
+  TRITONSERVER_InferenceRequest *r = h_request(s, "probe");
+  h_add_input(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 1, in, sizeof in);
+  h_call *c = h_infer(s, r);
+  char *err = h_response_error(c, 0);
+  cr_assert_null(err, "%s", err);
+  h_output out;
+  cr_assert(h_find_output(c->responses[0], "PROBE", &out));
+  cr_assert_gt(out.size, 4);
+  json_t *j = json_loadb((const char *)out.base + 4, out.size - 4, 0, NULL);
+  cr_assert_not_null(j);
+  char *acquired = logged_path("acquired", "p");
+  cr_assert_not_null(acquired);
+  const char *seen = json_string_value(json_object_get(j, "model_location"));
+  cr_expect(seen && !strcmp(seen, acquired), "backend saw '%s', agent gave '%s'", seen ? seen : "(none)", acquired);
+  free(acquired);
+  json_decref(j);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
