@@ -14,6 +14,7 @@
 
 #include "buffer_attributes.h"
 #include "error.h"
+#include "files.h"
 #include "log.h"
 
 typedef TRITONSERVER_Error *(*init_fn)(TRITONCACHE_Cache **, const char *);
@@ -151,7 +152,7 @@ static void *required(nrd_cache_plugin *p, const char *path, const char *symbol,
 TRITONSERVER_Error *nrd_cache_plugin_open(const char *cache_dir, const char *name, const char *config,
                                           nrd_cache_plugin **out) {
   *out = NULL;
-  if (!*name || strchr(name, '/') || !strcmp(name, "..") || !strcmp(name, "."))
+  if (!nrd_plain_name(name))
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "invalid cache name '%s'", name);
   size_t n = strlen(cache_dir) + 2 * strlen(name) + 32;
   char *path = malloc(n);

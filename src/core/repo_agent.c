@@ -84,7 +84,7 @@ static void agent_close(TRITONREPOAGENT_Agent *a) {
 /* A counted reference to the agent `name` under `dir`, opened and
  * initialized if no chain holds it now. */
 static TRITONSERVER_Error *agent_acquire(const char *dir, const char *name, TRITONREPOAGENT_Agent **out) {
-  if (!*name || strchr(name, '/') || !strcmp(name, "..") || !strcmp(name, "."))
+  if (!nrd_plain_name(name))
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "invalid repository agent name '%s'", name);
   size_t n = strlen(dir) + 2 * strlen(name) + 32;
   char *path = malloc(n);

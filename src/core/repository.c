@@ -404,39 +404,6 @@ static const char *guess_backend(const char *dir) {
   return hit;
 }
 
-static TRITONSERVER_Error *read_file(const char *path, char **text, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return nrd_error_new(errno == ENOENT ? TRITONSERVER_ERROR_NOT_FOUND : TRITONSERVER_ERROR_INVALID_ARG,
-                               "cannot read '%s': %s", path, strerror(errno));
-  char *buf = NULL;
-  size_t n = 0, cap = 0;
-  for (;;) {
-    if (n + 4096 > cap) {
-      cap = cap ? cap * 2 : 8192;
-      if (cap > (64u << 20)) {
-        free(buf);
-        fclose(f);
-        return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "'%s' is larger than 64 MB", path);
-      }
-      char *nb = realloc(buf, cap);
-      if (!nb) {
-        free(buf);
-        fclose(f);
-        return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory reading '%s'", path);
-      }
-      buf = nb;
-    }
-    size_t got = fread(buf + n, 1, cap - n - 1, f);
-    n += got;
-    if (got == 0) break;
-  }
-  fclose(f);
-  buf[n] = '\0';
-  *text = buf;
-  *len = n;
-  return NULL;
-}
-
 /* Reads the configuration of a model folder (or an override). */
 static TRITONSERVER_Error *read_config(nrd_repository *r, const char *name, const char *dir, const char *override,
                                        json_t **out) {
@@ -467,7 +434,7 @@ static TRITONSERVER_Error *read_config(nrd_repository *r, const char *name, cons
   if (!path) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   char *text = NULL;
   size_t len = 0;
-  TRITONSERVER_Error *err = read_file(path, &text, &len);
+  TRITONSERVER_Error *err = nrd_read_file(path, &text, &len);
   if (err && TRITONSERVER_ErrorCode(err) == TRITONSERVER_ERROR_NOT_FOUND) {
     TRITONSERVER_ErrorDelete(err);
     err = NULL;

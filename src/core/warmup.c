@@ -40,6 +40,7 @@ typedef struct warm_input {
   const void *data;       /* into the sample's zeros, random bytes or file */
   size_t size;
   bool declared;          /* a model input (else added like a control input) */
+  bool random;            /* random bytes (else zeros, unless read from a file) */
 } warm_input;
 
 typedef struct warm_sample {
@@ -68,7 +69,7 @@ static int64_t json_i64(const json_t *v) {
 static TRITONSERVER_Error *sample_error(const TRITONBACKEND_Model *m, const warm_sample *s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static TRITONSERVER_Error *sample_error(const TRITONBACKEND_Model *m, const warm_sample *s, const char *fmt, ...) {
-  char what[512];
+  char what[4096 + 512]; /* room for a path */
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(what, sizeof what, fmt, ap);
@@ -76,66 +77,51 @@ static TRITONSERVER_Error *sample_error(const TRITONBACKEND_Model *m, const warm
   return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model '%s', warmup sample '%s': %s", m->name, s->name, what);
 }
 
+/* True when `rel` is a relative path with no ".." component. */
+static bool stays_inside(const char *rel) {
+  if (!*rel || rel[0] == '/') return false;
+  for (const char *c = rel; c; c = strchr(c, '/') ? strchr(c, '/') + 1 : NULL)
+    if (!strncmp(c, "..", 2) && (c[2] == '/' || c[2] == '\0')) return false;
+  return true;
+}
+
 /* Reads <model dir>/warmup/<file>: at least `want` bytes for fixed-size
  * types (the first `want` are used), all of it for BYTES. */
 static TRITONSERVER_Error *read_sample_file(const TRITONBACKEND_Model *m, warm_sample *s, const char *input,
                                             const char *file, bool bytes, size_t want, warm_input *in) {
-  if (!*file || file[0] == '/' || !strcmp(file, "..") || !strncmp(file, "../", 3) || strstr(file, "/../") ||
-      (strlen(file) >= 3 && !strcmp(file + strlen(file) - 3, "/..")))
+  if (!stays_inside(file))
     return sample_error(m, s, "input '%s': input_data_file '%s' must name a file inside the model's warmup folder",
                         input, file);
   char *dir = nrd_path_join(m->model_dir, "warmup");
   char *path = dir ? nrd_path_join(dir, file) : NULL;
+  void **files = realloc(s->files, (s->n_files + 1) * sizeof(*files));
   free(dir);
-  if (!path) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-  TRITONSERVER_Error *err = NULL;
-  FILE *f = fopen(path, "rb");
+  if (files) s->files = files;
+  if (!path || !files) {
+    free(path);
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  }
   char *buf = NULL;
-  size_t n = 0, cap = 0;
-  if (!f) {
-    err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model '%s', warmup sample '%s', input '%s': cannot read '%s': %s",
-                        m->name, s->name, input, path, strerror(errno));
+  size_t n = 0;
+  TRITONSERVER_Error *e = nrd_read_file(path, &buf, &n);
+  TRITONSERVER_Error *err = NULL;
+  if (e) {
+    err = nrd_error_new(TRITONSERVER_ErrorCode(e), "model '%s', warmup sample '%s': input '%s': %s", m->name, s->name,
+                        input, TRITONSERVER_ErrorMessage(e));
+    TRITONSERVER_ErrorDelete(e);
+  } else if (!bytes && n < want) {
+    err = sample_error(m, s, "input '%s': warmup setting expects %zu bytes, but the data provided from %s only has %zu "
+                       "bytes", input, want, path, n);
   }
-  while (!err) {
-    if (n == cap) {
-      if (cap >= ((size_t)64 << 20)) {
-        err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                            "model '%s', warmup sample '%s', input '%s': '%s' is larger than 64 MB", m->name, s->name,
-                            input, path);
-        break;
-      }
-      cap = cap ? cap * 2 : 4096;
-      char *nb = realloc(buf, cap);
-      if (!nb) {
-        err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-        break;
-      }
-      buf = nb;
-    }
-    size_t got = fread(buf + n, 1, cap - n, f);
-    n += got;
-    if (got == 0) break;
-  }
-  if (f) fclose(f);
-  if (!err && !bytes && n < want)
-    err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                        "model '%s', warmup sample '%s', input '%s': warmup setting expects %zu bytes, but the data "
-                        "provided from %s only has %zu bytes",
-                        m->name, s->name, input, want, path, n);
   free(path);
-  if (!err) {
-    void **files = realloc(s->files, (s->n_files + 1) * sizeof(*files));
-    if (!files) err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-    else {
-      s->files = files;
-      s->files[s->n_files++] = buf;
-      in->data = buf;
-      in->size = bytes ? n : want;
-      return NULL;
-    }
+  if (err) {
+    free(buf);
+    return err;
   }
-  free(buf);
-  return err;
+  s->files[s->n_files++] = buf;
+  in->data = buf;
+  in->size = bytes ? n : want;
+  return NULL;
 }
 
 static void fill_random(uint8_t *p, size_t n) {
@@ -202,9 +188,11 @@ static TRITONSERVER_Error *prepare_sample(TRITONBACKEND_Model *m, const json_t *
     size_t size = (size_t)(elems * esize);
     in->size = size;
     const json_t *file = json_object_get(v, "input_data_file");
+    /* Random BYTES are zeros (empty strings), as in Triton. */
     if (json_is_true(json_object_get(v, "zero_data")) || (bytes && json_is_true(json_object_get(v, "random_data")))) {
       if (size > zeros) zeros = size;
     } else if (json_is_true(json_object_get(v, "random_data"))) {
+      in->random = true;
       if (size > random) random = size;
     } else if (json_is_string(file) && *json_string_value(file)) {
       TRITONSERVER_Error *e = read_sample_file(m, s, key, json_string_value(file), bytes, size, in);
@@ -213,18 +201,13 @@ static TRITONSERVER_Error *prepare_sample(TRITONBACKEND_Model *m, const json_t *
       return sample_error(m, s, "warmup setting expects input '%s' to have input_data_type set", key);
     }
   }
-  /* Zeros read as empty strings for BYTES (each length prefix is 0), and
-   * random BYTES are zeros too, as in Triton. */
+  /* One buffer of each kind, as large as the largest input of that kind;
+   * zeros read as empty strings for BYTES (each length prefix is 0). */
   if (!(s->zeros = calloc(1, zeros)) || !(s->random = malloc(random)))
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   fill_random(s->random, random);
-  for (size_t i = 0; i < s->n_in; i++) {
-    warm_input *in = &s->in[i];
-    if (in->data) continue; /* from a file */
-    const json_t *cfg_in = json_object_get(inputs, in->name);
-    bool random_kind = json_is_true(json_object_get(cfg_in, "random_data")) && in->dtype != TRITONSERVER_TYPE_BYTES;
-    in->data = random_kind ? s->random : s->zeros;
-  }
+  for (size_t i = 0; i < s->n_in; i++)
+    if (!s->in[i].data) s->in[i].data = s->in[i].random ? s->random : s->zeros;
   return NULL;
 }
 
