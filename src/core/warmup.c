@@ -13,6 +13,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,8 +126,8 @@ static TRITONSERVER_Error *read_sample_file(const TRITONBACKEND_Model *m, warm_s
 }
 
 static void fill_random(uint8_t *p, size_t n) {
-  static _Atomic uint64_t seed = 0x9e3779b97f4a7c15u;
-  uint64_t x = seed += 0x632be59bd9b4e019u;
+  static atomic_uint_fast64_t seed = 0x9e3779b97f4a7c15u;
+  uint64_t x = atomic_fetch_add(&seed, 0x632be59bd9b4e019u) + 0x632be59bd9b4e019u;
   for (size_t i = 0; i < n; i++) {
     x ^= x << 13;
     x ^= x >> 7;
