@@ -13,9 +13,12 @@
  * Decoupled step models: each of their responses is an iteration. The
  * tensors it writes, and those written by the steps that read them, hold
  * one value per iteration (k), and such a step runs once per iteration.
- * An ensemble whose outputs come from iterations is decoupled itself: it
- * answers each iteration as soon as its outputs exist, and ends with a
- * final flag.
+ * A decoupled step that reads iterations also runs once per iteration; its
+ * responses, from all its runs, are numbered in arrival order as its own
+ * iterations. An ensemble whose outputs come from iterations is decoupled
+ * itself: it answers iteration k as soon as every output has its value k
+ * (outputs of different decoupled steps pair up by number, as in Triton),
+ * and ends with a final flag.
  *
  * There is no thread of its own and no instance: a request starts on the
  * thread that submits it and moves on in the composing models' callbacks.
@@ -112,7 +115,7 @@ typedef struct ens_ctx {
   bool *answered;                         /* decoupled ensemble: per iteration */
   uint32_t n_answered;                    /* room in answered */
   uint32_t first_open;                    /* every iteration below it is answered */
-  TRITONSERVER_InferenceRequest **running; /* per step, runs once only: its request until released */
+  struct ens_call *running;                /* runs submitted and not yet done */
   TRITONSERVER_InferenceResponse **held;  /* step responses whose outputs are values */
   uint32_t n_held, cap_held;
   uint32_t pending;                       /* callbacks still to come, +1 while starting */
@@ -126,6 +129,10 @@ typedef struct ens_call {
   uint32_t step;
   uint32_t iter; /* the iteration it runs for (0 for a step that runs once) */
   atomic_int left;
+  /* On ctx->running (under ctx->mu) from before it is submitted until both
+   * callbacks came, so that cancelling the ensemble request reaches it. */
+  TRITONSERVER_InferenceRequest *req;
+  struct ens_call *prev, *next;
 } ens_call;
 
 /* ---------------------------------------------------------------- plan */
@@ -243,7 +250,6 @@ static void ctx_free(ens_ctx *c) {
   free(c->sent);
   free(c->iters);
   free(c->answered);
-  free(c->running);
   if (c->factory) TRITONBACKEND_ResponseFactoryDelete(c->factory);
   if (c->err) TRITONSERVER_ErrorDelete(c->err);
   pthread_mutex_destroy(&c->mu);
@@ -291,11 +297,10 @@ static void note_cancel(ens_ctx *c) {
   const nrd_cancel_flag *f = c->req->cancel;
   if (!f || !atomic_load(&f->set)) return;
   if (!c->err) c->err = nrd_error_new(TRITONSERVER_ERROR_CANCELLED, "Request was cancelled");
-  for (uint32_t s = 0; s < c->es->n_steps; s++)
-    if (c->running[s]) {
-      TRITONSERVER_Error *e = TRITONSERVER_InferenceRequestCancel(c->running[s]);
-      if (e) TRITONSERVER_ErrorDelete(e);
-    }
+  for (ens_call *k = c->running; k; k = k->next) {
+    TRITONSERVER_Error *e = TRITONSERVER_InferenceRequestCancel(k->req);
+    if (e) TRITONSERVER_ErrorDelete(e);
+  }
 }
 
 /* Whether run `k` of step `s` has every input. */
@@ -506,9 +511,37 @@ static void done_one(ens_ctx *c) {
   if (last) finish(c);
 }
 
+/* Lock held. */
+static void running_add(ens_ctx *c, ens_call *k) {
+  k->prev = NULL;
+  k->next = c->running;
+  if (c->running) c->running->prev = k;
+  c->running = k;
+}
+
+/* Lock held; `k` may not be on the list. */
+static void running_remove(ens_ctx *c, ens_call *k) {
+  if (!k->req) return;
+  if (k->prev) k->prev->next = k->next;
+  else c->running = k->next;
+  if (k->next) k->next->prev = k->prev;
+  k->prev = k->next = NULL;
+  k->req = NULL;
+}
+
+/* One of a run's two callbacks (final response, release) has come. After
+ * both, the run leaves the list and its request is deleted: until then a
+ * cancellation reaches it, also after a decoupled model released it. */
 static void call_done(ens_call *k) {
   ens_ctx *c = k->ctx;
-  if (atomic_fetch_sub(&k->left, 1) == 1) free(k);
+  if (atomic_fetch_sub(&k->left, 1) == 1) {
+    pthread_mutex_lock(&c->mu);
+    TRITONSERVER_InferenceRequest *r = k->req;
+    running_remove(c, k);
+    pthread_mutex_unlock(&c->mu);
+    if (r) TRITONSERVER_InferenceRequestDelete(r);
+    free(k);
+  }
   done_one(c);
 }
 
@@ -644,13 +677,8 @@ static void on_step_response(TRITONSERVER_InferenceResponse *resp, const uint32_
 }
 
 static void on_step_release(TRITONSERVER_InferenceRequest *r, const uint32_t flags, void *userp) {
-  (void)flags;
-  ens_call *k = userp;
-  pthread_mutex_lock(&k->ctx->mu);
-  if (k->ctx->running[k->step] == r) k->ctx->running[k->step] = NULL;
-  pthread_mutex_unlock(&k->ctx->mu);
-  TRITONSERVER_InferenceRequestDelete(r);
-  call_done(k);
+  (void)r, (void)flags;
+  call_done(userp); /* deletes the request */
 }
 
 static TRITONSERVER_Error *copy_params(TRITONSERVER_InferenceRequest *to, const TRITONSERVER_InferenceRequest *from) {
@@ -704,9 +732,10 @@ static TRITONSERVER_Error *send_run(ens_ctx *c, uint32_t s, uint32_t iter, ens_c
     TRITONSERVER_InferenceRequestDelete(r);
     return err;
   }
-  /* Steps that run once can be asked to stop (cancellation). */
+  /* Listed before it can be released, so that cancellation reaches it. */
   pthread_mutex_lock(&c->mu);
-  if (st->src < 0) c->running[s] = r; /* before it can be released */
+  k->req = r;
+  running_add(c, k);
   pthread_mutex_unlock(&c->mu);
   /* A traced ensemble request gives each step a child trace. */
   TRITONSERVER_InferenceTrace *child = NULL;
@@ -714,7 +743,7 @@ static TRITONSERVER_Error *send_run(ens_ctx *c, uint32_t s, uint32_t iter, ens_c
   if (!err) err = TRITONSERVER_ServerInferAsync(req->server, r, child); /* takes `child` either way */
   if (err) {
     pthread_mutex_lock(&c->mu);
-    if (c->running[s] == r) c->running[s] = NULL;
+    running_remove(c, k);
     pthread_mutex_unlock(&c->mu);
     TRITONSERVER_InferenceRequestDelete(r); /* no callback will come */
   }
@@ -732,6 +761,8 @@ static void send_runs(ens_ctx *c, const ens_run *runs, uint32_t n, bool wait_for
       k->ctx = c;
       k->step = runs[i].step;
       k->iter = runs[i].iter;
+      k->req = NULL;
+      k->prev = k->next = NULL;
       atomic_init(&k->left, 2);
       err = slot_take(c, runs[i].step, wait_for_slots);
       slot = err == NULL;
@@ -763,11 +794,10 @@ static TRITONSERVER_Error *ens_enqueue(nrd_scheduler *sched, TRITONSERVER_Infere
     c->t = calloc(es->n_tensors ? es->n_tensors : 1, sizeof(*c->t));
     c->sent = calloc(ns, sizeof(*c->sent));
     c->iters = calloc(ns, sizeof(*c->iters));
-    c->running = calloc(ns, sizeof(*c->running));
     pthread_mutex_init(&c->mu, NULL);
   }
   TRITONSERVER_Error *err = NULL;
-  if (!c || !c->t || !c->sent || !c->iters || !c->running)
+  if (!c || !c->t || !c->sent || !c->iters)
     err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory starting ensemble '%s'", es->model->name);
   else if (es->decoupled)
     err = TRITONBACKEND_ResponseFactoryNew(&c->factory, (TRITONBACKEND_Request *)req);
@@ -938,7 +968,8 @@ static TRITONSERVER_Error *check_step(const TRITONBACKEND_Model *e, const ens_sc
 
 /* Which tensors iterate with which decoupled step (see the top), and so
  * which steps run once per iteration; whether the ensemble is decoupled.
- * Refuses what Triton refuses, and nested iterations. */
+ * Refuses what Triton refuses: a step reading the iterations of two
+ * different decoupled steps. */
 static TRITONSERVER_Error *plan_iterations(const TRITONBACKEND_Model *e, ens_sched *es) {
   es->origin = malloc((es->n_tensors ? es->n_tensors : 1) * sizeof(*es->origin));
   if (!es->origin) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
@@ -958,28 +989,17 @@ static TRITONSERVER_Error *plan_iterations(const TRITONBACKEND_Model *e, ens_sch
                                e->name, st->model);
         src = o;
       }
-      if (st->decoupled && src >= 0)
-        return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
-                             "in ensemble %s, decoupled step model '%s' reads the responses of decoupled model '%s', "
-                             "which ensembles here do not support",
-                             e->name, st->model, es->steps[src].model);
-      st->src = st->decoupled ? -1 : src;
+      st->src = src; /* a decoupled step too runs once per response it reads */
       for (uint32_t o = 0; o < st->n_out; o++) es->origin[st->out[o].tensor] = st->decoupled ? (int32_t)s : src;
     }
   }
-  int32_t out_src = -1;
+  /* Outputs from different decoupled steps pair up by their iteration
+   * numbers (see take_answers), as Triton pairs them. */
+  es->decoupled = false;
   for (uint32_t i = 0; i < e->n_outputs; i++) {
     uint32_t t = tensor_of(es, e->outputs[i].name);
-    int32_t o = t == UINT32_MAX ? -1 : es->origin[t];
-    if (o < 0) continue;
-    if (out_src >= 0 && out_src != o)
-      return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
-                           "in ensemble %s, the outputs come from the responses of different decoupled models ('%s' "
-                           "and '%s'), which ensembles here do not support",
-                           e->name, es->steps[out_src].model, es->steps[o].model);
-    out_src = o;
+    if (t != UINT32_MAX && es->origin[t] >= 0) es->decoupled = true;
   }
-  es->decoupled = out_src >= 0;
   return NULL;
 }
 

@@ -3,7 +3,8 @@
  * steps, statistics, loading (an ensemble brings its steps' models; a
  * missing, decoupled or circular step model fails the load with Triton's
  * message), a step failing at run time, decoupled steps (an answer per
- * iteration). Driven with add_sub, identity and square. */
+ * iteration, nested decoupled steps, outputs of two decoupled steps).
+ * Driven with add_sub, identity and square. */
 #include <inttypes.h>
 #include <jansson.h>
 
@@ -489,6 +490,149 @@ Test(ensemble, two_decoupled_sources_into_one_step_are_refused, .timeout = 60) {
   cr_expect(strstr(m, "in ensemble two_sq, step of model 'addsub' receives inputs originated from different "
                       "decoupled models"), "%s", m);
   free(m);
+  done(s, repo);
+}
+
+/* addsub on INT32 [1], not batching. */
+static void addsub1_model(const char *repo) {
+  h_model(repo, "addsub1",
+          "name: \"addsub1\"\nbackend: \"add_sub\"\nmax_batch_size: 0\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ 1 ] },\n"
+          "        { name: \"INPUT1\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ 1 ] },\n"
+          "         { name: \"OUTPUT1\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n",
+          "1");
+}
+
+/* sq_nest(N, BIG): square(N) -> T (N responses of N); S = T + BIG for
+ * each; square(S) for each -> Y. With BIG = 0: N * N answers of N. */
+static void nested_ensemble(const char *repo) {
+  h_model(repo, "sq_nest",
+          "name: \"sq_nest\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
+          "input [ { name: \"N\" data_type: TYPE_INT32 dims: [ 1 ] }, { name: \"BIG\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+          "output [ { name: \"Y\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+          "ensemble_scheduling { step [\n"
+          "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"S\" } output_map { key: \"OUT\" value: \"Y\" } },\n"
+          "  { model_name: \"addsub1\" input_map { key: \"INPUT0\" value: \"T\" } input_map { key: \"INPUT1\" value: \"BIG\" }\n"
+          "    output_map { key: \"OUTPUT0\" value: \"S\" } },\n"
+          "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"N\" } output_map { key: \"OUT\" value: \"T\" } } ] }\n",
+          "1");
+}
+
+static TRITONSERVER_InferenceRequest *nest_request(TRITONSERVER_Server *s, int32_t n, int32_t big) {
+  static int32_t values[2][2];
+  static int which;
+  int32_t *v = values[which++ & 1];
+  v[0] = n, v[1] = big;
+  TRITONSERVER_InferenceRequest *r = h_request(s, "sq_nest");
+  int64_t shape[1] = {1};
+  h_add_input(r, "N", TRITONSERVER_TYPE_INT32, shape, 1, &v[0], sizeof v[0]);
+  h_add_input(r, "BIG", TRITONSERVER_TYPE_INT32, shape, 1, &v[1], sizeof v[1]);
+  return r;
+}
+
+Test(ensemble, a_decoupled_step_reads_the_responses_of_another, .timeout = 60) {
+  char *repo = h_tmpdir();
+  square_int32_model(repo);
+  addsub1_model(repo);
+  nested_ensemble(repo);
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  uint32_t txn = 0;
+  H_OK(TRITONSERVER_ServerModelTransactionProperties(s, "sq_nest", -1, &txn, NULL));
+  cr_expect(txn & TRITONSERVER_TXN_DECOUPLED, "the ensemble is not decoupled");
+  for (int32_t n = 0; n <= 3; n += 3) {
+    TRITONSERVER_InferenceRequest *r = nest_request(s, n, 0);
+    h_call *c = h_infer(s, r);
+    size_t answers = 0;
+    for (size_t i = 0; i < c->n; i++) {
+      if (!c->responses[i]) continue;
+      char *err = h_response_error(c, i);
+      cr_assert_null(err, "%s", err);
+      h_output y;
+      cr_assert(h_find_output(c->responses[i], "Y", &y));
+      cr_expect(y.size == 4 && *(const int32_t *)y.base == n, "Y = %d", *(const int32_t *)y.base);
+      answers++;
+    }
+    cr_expect_eq(answers, (size_t)(n * n), "n = %d: %zu answers", n, answers);
+    cr_expect_eq(c->finals, 1);
+    cr_expect(c->flags[c->n - 1] & TRITONSERVER_RESPONSE_COMPLETE_FINAL, "the final flag is not last");
+    h_call_free(c);
+    H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  }
+  /* square ran once per request (N) and once per response of that run. */
+  cr_expect_eq(h_stat_count(s, "square_int32", "success"), 2 + 3);
+  cr_expect_eq(h_stat_count(s, "addsub1", "success"), 3);
+  cr_expect_eq(h_stat_count(s, "sq_nest", "success"), 2);
+  done(s, repo);
+}
+
+Test(ensemble, cancelling_reaches_the_runs_of_a_nested_decoupled_step, .timeout = 60) {
+  char *repo = h_tmpdir();
+  square_int32_model(repo);
+  addsub1_model(repo);
+  nested_ensemble(repo);
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  /* The inner square run would send a billion responses. */
+  TRITONSERVER_InferenceRequest *r = nest_request(s, 1, 1000000000);
+  h_call *c = h_submit(s, r);
+  pthread_mutex_lock(&c->mu);
+  while (c->n == 0) pthread_cond_wait(&c->cv, &c->mu);
+  pthread_mutex_unlock(&c->mu);
+  H_OK(TRITONSERVER_InferenceRequestCancel(r));
+  bool ended = h_wait(c, 20000);
+  cr_assert(ended, "the ensemble did not end after cancelling: %zu responses, %d finals, %d released", c->n, c->finals, c->released);
+  pthread_mutex_lock(&c->mu);
+  size_t last = c->n - 1;
+  pthread_mutex_unlock(&c->mu);
+  cr_assert(last + 1 < H_MAX_RESPONSES, "%zu responses before the cancellation took", last + 1);
+  cr_assert_not_null(c->responses[last]);
+  TRITONSERVER_Error *e = TRITONSERVER_InferenceResponseError(c->responses[last]);
+  cr_assert_not_null(e, "the last response has no error");
+  cr_expect_eq(TRITONSERVER_ErrorCode(e), TRITONSERVER_ERROR_CANCELLED, "%s", TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  cr_expect_eq(h_stat_count(s, "sq_nest", "fail"), 1);
+  done(s, repo);
+}
+
+/* Outputs X = square(A) and Y = square(B): answer k pairs X's k-th value
+ * with Y's, as Triton pairs them; the longer series' rest is not answered. */
+Test(ensemble, outputs_of_two_decoupled_steps_pair_up_by_number, .timeout = 60) {
+  char *repo = h_tmpdir();
+  square_int32_model(repo);
+  h_model(repo, "two_out",
+          "name: \"two_out\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
+          "input [ { name: \"A\" data_type: TYPE_INT32 dims: [ 1 ] }, { name: \"B\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+          "output [ { name: \"X\" data_type: TYPE_INT32 dims: [ 1 ] }, { name: \"Y\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+          "ensemble_scheduling { step [\n"
+          "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"A\" } output_map { key: \"OUT\" value: \"X\" } },\n"
+          "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"B\" } output_map { key: \"OUT\" value: \"Y\" } } ] }\n",
+          "1");
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  const int32_t cases[3][2] = {{2, 4}, {3, 0}, {5, 5}};
+  for (int i = 0; i < 3; i++) {
+    int32_t a = cases[i][0], b = cases[i][1];
+    TRITONSERVER_InferenceRequest *r = h_request(s, "two_out");
+    int64_t shape[1] = {1};
+    h_add_input(r, "A", TRITONSERVER_TYPE_INT32, shape, 1, &a, sizeof a);
+    h_add_input(r, "B", TRITONSERVER_TYPE_INT32, shape, 1, &b, sizeof b);
+    h_call *c = h_infer(s, r);
+    size_t answers = 0;
+    for (size_t k = 0; k < c->n; k++) {
+      if (!c->responses[k]) continue;
+      char *err = h_response_error(c, k);
+      cr_assert_null(err, "%s", err);
+      h_output x, y;
+      cr_assert(h_find_output(c->responses[k], "X", &x) && h_find_output(c->responses[k], "Y", &y));
+      cr_expect(*(const int32_t *)x.base == a && *(const int32_t *)y.base == b);
+      answers++;
+    }
+    cr_expect_eq(answers, (size_t)(a < b ? a : b), "A = %d, B = %d: %zu answers", a, b, answers);
+    cr_expect_eq(c->finals, 1);
+    h_call_free(c);
+    H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  }
   done(s, repo);
 }
 
