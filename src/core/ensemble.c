@@ -76,6 +76,7 @@ typedef struct ens_sched {
   char **tensors;
   uint32_t n_tensors;
   int32_t *origin; /* per tensor: -1 one value, else the decoupled step it iterates with */
+  uint32_t *readers; /* per tensor: the input maps that read it */
   ens_step *steps;
   uint32_t n_steps;
   bool decoupled;  /* some output has one value per iteration */
@@ -87,7 +88,17 @@ typedef struct ens_sched {
   uint32_t *inflight; /* per step, under slots_mu */
 } ens_sched;
 
-/* One value of an ensemble tensor; never changes once stored. */
+/* A step response whose outputs are values: deleted with its last value. */
+typedef struct ens_hold {
+  TRITONSERVER_InferenceResponse *resp;
+  uint32_t alive; /* its values not freed yet */
+  struct ens_hold *prev, *next;
+} ens_hold;
+
+/* One value of an ensemble tensor; never changes once stored. A value of
+ * an iteration is freed once the runs that read it are done and its
+ * answer was sent (`uses` counts them down), so that a long stream of
+ * responses does not pile up; other values live until the end. */
 typedef struct ens_value {
   TRITONSERVER_DataType dtype;
   const int64_t *shape; /* the request's input or the response's output owns it */
@@ -95,7 +106,9 @@ typedef struct ens_value {
   const nrd_buffer *bufs;
   uint32_t nbufs;
   uint64_t byte_size;
-  nrd_buffer one; /* a step output's only buffer */
+  nrd_buffer one;  /* a step output's only buffer */
+  ens_hold *hold;  /* a step output's response; NULL for the request's inputs */
+  uint32_t uses;   /* an iteration's value: readers and answers still to come */
 } ens_value;
 
 /* A tensor's values: v[0] only, or one per iteration (NULL: not yet). */
@@ -116,8 +129,8 @@ typedef struct ens_ctx {
   uint32_t n_answered;                    /* room in answered */
   uint32_t first_open;                    /* every iteration below it is answered */
   struct ens_call *running;                /* runs submitted and not yet done */
-  TRITONSERVER_InferenceResponse **held;  /* step responses whose outputs are values */
-  uint32_t n_held, cap_held;
+  ens_hold *holds;                        /* step responses whose outputs are values */
+  uint32_t *answer_uses;                  /* decoupled ensemble: per tensor, the outputs it answers */
   uint32_t pending;                       /* callbacks still to come, +1 while starting */
   TRITONSERVER_Error *err;                /* the first failure */
   uint64_t start_ns;
@@ -150,6 +163,7 @@ static void plan_free(ens_sched *es) {
   }
   free(es->steps);
   free(es->origin);
+  free(es->readers);
   free(es->inflight);
 }
 
@@ -240,8 +254,13 @@ static struct TRITONSERVER_ResponseAllocator ens_allocator = {.alloc_fn = ens_al
 /* ------------------------------------------------------------- context */
 
 static void ctx_free(ens_ctx *c) {
-  for (uint32_t i = 0; i < c->n_held; i++) TRITONSERVER_InferenceResponseDelete(c->held[i]);
-  free(c->held);
+  while (c->holds) {
+    ens_hold *h = c->holds;
+    c->holds = h->next;
+    TRITONSERVER_InferenceResponseDelete(h->resp);
+    free(h);
+  }
+  free(c->answer_uses);
   for (uint32_t i = 0; c->t && i < c->es->n_tensors; i++) {
     for (uint32_t k = 0; k < c->t[i].n; k++) free(c->t[i].v[k]);
     free(c->t[i].v);
@@ -268,14 +287,23 @@ static const ens_value *value_at(const ens_ctx *c, uint32_t tensor, uint32_t k) 
   return k < vs->n ? vs->v[k] : NULL;
 }
 
-/* Stores `v` (taken) as iteration k of `tensor`. False on out-of-memory. Lock held. */
-static bool store(ens_ctx *c, uint32_t tensor, uint32_t k, ens_value *v) {
+/* Stores `v` (taken) as iteration k of `tensor`: 1 stored, 0 dropped (the
+ * same output twice in a response, or an iteration's value nothing will
+ * use; `v` freed), -1 out of memory (`v` not taken). Lock held. */
+static int store(ens_ctx *c, uint32_t tensor, uint32_t k, ens_value *v) {
+  if (c->es->origin[tensor] >= 0) {
+    v->uses = c->es->readers[tensor] + (c->answer_uses ? c->answer_uses[tensor] : 0);
+    if (!v->uses) {
+      free(v);
+      return 0;
+    }
+  }
   ens_values *vs = &c->t[tensor];
   if (k >= vs->cap) {
     uint32_t cap = vs->cap ? vs->cap : 4;
     while (cap <= k) cap *= 2;
     ens_value **n = realloc(vs->v, cap * sizeof(*n));
-    if (!n) return false;
+    if (!n) return -1;
     memset(n + vs->cap, 0, (cap - vs->cap) * sizeof(*n));
     vs->v = n;
     vs->cap = cap;
@@ -284,11 +312,39 @@ static bool store(ens_ctx *c, uint32_t tensor, uint32_t k, ens_value *v) {
     /* The same output twice in a response: the first one stays (others may
      * be reading it outside the lock). */
     free(v);
-    return true;
+    return 0;
   }
   vs->v[k] = v;
   if (k >= vs->n) vs->n = k + 1;
-  return true;
+  return 1;
+}
+
+/* One use of iteration k's value of `tensor` is over (see ens_value). A
+ * response left with no value goes on *dead, to be deleted without the
+ * lock. Lock held. */
+static void value_used(ens_ctx *c, uint32_t tensor, uint32_t k, ens_hold **dead) {
+  if (c->es->origin[tensor] < 0) return;
+  ens_values *vs = &c->t[tensor];
+  ens_value *v = k < vs->n ? vs->v[k] : NULL;
+  if (!v || --v->uses) return;
+  vs->v[k] = NULL;
+  ens_hold *h = v->hold;
+  free(v);
+  if (!h || --h->alive) return;
+  if (h->prev) h->prev->next = h->next;
+  else c->holds = h->next;
+  if (h->next) h->next->prev = h->prev;
+  h->next = *dead;
+  *dead = h;
+}
+
+static void holds_delete(ens_hold *dead) {
+  while (dead) {
+    ens_hold *h = dead;
+    dead = h->next;
+    TRITONSERVER_InferenceResponseDelete(h->resp);
+    free(h);
+  }
 }
 
 /* A cancelled ensemble request starts no more steps, asks the running
@@ -444,7 +500,16 @@ static void send_answers(ens_ctx *c, const uint32_t *ks, uint32_t n) {
     pthread_mutex_lock(&c->mu);
     bool have = outputs_at(c, ks[i], vals);
     pthread_mutex_unlock(&c->mu);
-    if (have) answer(c, vals, 0);
+    if (!have) continue;
+    answer(c, vals, 0);
+    ens_hold *dead = NULL;
+    pthread_mutex_lock(&c->mu);
+    for (uint32_t o = 0; o < n_outputs(c); o++) {
+      uint32_t t = tensor_of(c->es, ensemble_output_name(c, o));
+      if (t != UINT32_MAX) value_used(c, t, ks[i], &dead);
+    }
+    pthread_mutex_unlock(&c->mu);
+    holds_delete(dead);
   }
   free(vals);
 }
@@ -535,11 +600,16 @@ static void running_remove(ens_ctx *c, ens_call *k) {
 static void call_done(ens_call *k) {
   ens_ctx *c = k->ctx;
   if (atomic_fetch_sub(&k->left, 1) == 1) {
-    pthread_mutex_lock(&c->mu);
+    /* Released: the run no longer reads its input values. */
     TRITONSERVER_InferenceRequest *r = k->req;
+    const ens_step *st = &c->es->steps[k->step];
+    ens_hold *dead = NULL;
+    pthread_mutex_lock(&c->mu);
     running_remove(c, k);
+    for (uint32_t i = 0; i < st->n_in; i++) value_used(c, st->in[i].tensor, k->iter, &dead);
     pthread_mutex_unlock(&c->mu);
     if (r) TRITONSERVER_InferenceRequestDelete(r);
+    holds_delete(dead);
     free(k);
   }
   done_one(c);
@@ -547,25 +617,14 @@ static void call_done(ens_call *k) {
 
 static void send_runs(ens_ctx *c, const ens_run *runs, uint32_t n, bool wait_for_slots);
 
-/* Room for one more held response. Lock held. */
-static bool hold_room(ens_ctx *c) {
-  if (c->n_held < c->cap_held) return true;
-  uint32_t cap = c->cap_held ? 2 * c->cap_held : 4;
-  TRITONSERVER_InferenceResponse **n = realloc(c->held, cap * sizeof(*n));
-  if (!n) return false;
-  c->held = n;
-  c->cap_held = cap;
-  return true;
-}
-
 /* Stores the outputs of a step's response as iteration `iter` of the
  * tensors they map to; true when it kept `resp`. Lock held. */
 static bool take_outputs(ens_ctx *c, const ens_step *st, uint32_t iter, TRITONSERVER_InferenceResponse *resp) {
-  if (!hold_room(c)) {
+  ens_hold *h = calloc(1, sizeof(*h));
+  if (!h) {
     fail_with(c, nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory"));
     return false;
   }
-  bool keep = false;
   uint32_t count = 0;
   TRITONSERVER_Error *e = TRITONSERVER_InferenceResponseOutputCount(resp, &count);
   for (uint32_t i = 0; !e && i < count; i++) {
@@ -584,20 +643,28 @@ static bool take_outputs(ens_ctx *c, const ens_step *st, uint32_t iter, TRITONSE
       ens_value *v = malloc(sizeof(*v));
       if (v) {
         *v = (ens_value){.dtype = dt, .shape = shape, .dims = (uint32_t)dims, .nbufs = 1, .byte_size = size,
-                         .one = {.base = base, .size = size, .mtype = mt, .mtype_id = mid}};
+                         .one = {.base = base, .size = size, .mtype = mt, .mtype_id = mid}, .hold = h};
         v->bufs = &v->one;
       }
-      if (!v || !store(c, st->out[o].tensor, iter, v)) {
+      int kept = v ? store(c, st->out[o].tensor, iter, v) : -1;
+      if (kept < 0) {
         free(v);
         e = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
       } else {
-        keep = true;
+        h->alive += (uint32_t)kept;
       }
     }
   }
   if (e) fail_with(c, e);
-  if (keep) c->held[c->n_held++] = resp;
-  return keep;
+  if (!h->alive) {
+    free(h);
+    return false;
+  }
+  h->resp = resp;
+  h->next = c->holds;
+  if (c->holds) c->holds->prev = h;
+  c->holds = h;
+  return true;
 }
 
 /* Takes a slot of step s for a run of c's request (max_inflight_requests).
@@ -802,6 +869,15 @@ static TRITONSERVER_Error *ens_enqueue(nrd_scheduler *sched, TRITONSERVER_Infere
   else if (es->decoupled)
     err = TRITONBACKEND_ResponseFactoryNew(&c->factory, (TRITONBACKEND_Request *)req);
   if (c) c->req = req;
+  if (!err && es->decoupled) {
+    /* Each answer of an iteration is one use of its values. */
+    if (!(c->answer_uses = calloc(es->n_tensors ? es->n_tensors : 1, sizeof(*c->answer_uses))))
+      err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory starting ensemble '%s'", es->model->name);
+    for (uint32_t i = 0; !err && i < n_outputs(c); i++) {
+      uint32_t t = tensor_of(es, ensemble_output_name(c, i));
+      if (t != UINT32_MAX) c->answer_uses[t]++;
+    }
+  }
   /* The request's inputs are the first values (the request was validated
    * against the ensemble's inputs). */
   for (uint32_t i = 0; !err && i < req->n_inputs; i++) {
@@ -811,7 +887,7 @@ static TRITONSERVER_Error *ens_enqueue(nrd_scheduler *sched, TRITONSERVER_Infere
     ens_value *v = malloc(sizeof(*v));
     if (v) *v = (ens_value){.dtype = in->dtype, .shape = in->shape, .dims = in->dims_count, .bufs = in->bufs,
                             .nbufs = in->nbufs, .byte_size = in->byte_size};
-    if (!v || !store(c, t, 0, v)) {
+    if (!v || store(c, t, 0, v) < 0) {
       free(v);
       err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory starting ensemble '%s'", es->model->name);
     }
@@ -972,7 +1048,10 @@ static TRITONSERVER_Error *check_step(const TRITONBACKEND_Model *e, const ens_sc
  * different decoupled steps. */
 static TRITONSERVER_Error *plan_iterations(const TRITONBACKEND_Model *e, ens_sched *es) {
   es->origin = malloc((es->n_tensors ? es->n_tensors : 1) * sizeof(*es->origin));
-  if (!es->origin) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  es->readers = calloc(es->n_tensors ? es->n_tensors : 1, sizeof(*es->readers));
+  if (!es->origin || !es->readers) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  for (uint32_t s = 0; s < es->n_steps; s++)
+    for (uint32_t i = 0; i < es->steps[s].n_in; i++) es->readers[es->steps[s].in[i].tensor]++;
   for (uint32_t t = 0; t < es->n_tensors; t++) es->origin[t] = -1;
   /* The graph has no cycle (configuration check): n rounds settle it. */
   for (uint32_t round = 0; round <= es->n_steps; round++) {
