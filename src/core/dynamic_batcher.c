@@ -494,7 +494,7 @@ static void db_destroy(nrd_scheduler *s) {
   free(b);
 }
 
-static const nrd_scheduler_ops dyn_ops = {db_enqueue, db_next_batch, db_stop, db_destroy};
+static const nrd_scheduler_ops dyn_ops = {db_enqueue, db_next_batch, db_stop, db_destroy, NULL};
 
 /* ------------------------------------------------------------ creation */
 

@@ -927,7 +927,7 @@ static void ens_destroy(nrd_scheduler *s) {
   free(es);
 }
 
-static const nrd_scheduler_ops ens_ops = {ens_enqueue, ens_next_batch, ens_stop, ens_destroy};
+static const nrd_scheduler_ops ens_ops = {ens_enqueue, ens_next_batch, ens_stop, ens_destroy, NULL};
 
 /* What is known of an ensemble tensor's data type while the steps are
  * checked: the type and the model it was learnt from. */

@@ -918,9 +918,11 @@ TRITONSERVER_InferenceRequest *nrd_request_new_null(const TRITONSERVER_Inference
 }
 
 void nrd_request_release(TRITONSERVER_InferenceRequest *r, uint32_t flags) {
-  /* First, while the model (and its sequence batcher) surely still lives. */
-  if (r->seq || r->n_core_inputs) nrd_request_detach_core(r);
   TRITONBACKEND_Model *m = r->model;
+  /* First, while the model (and its sequence batcher) surely still lives.
+   * Only sequence requests that ran carry `seq`. */
+  if (r->seq && !r->is_null && m->sched && m->sched->ops->released) m->sched->ops->released(m->sched, r);
+  if (r->seq || r->n_core_inputs) nrd_request_detach_core(r);
   nrd_delivery *d = r->delivery;
   r->delivery = NULL;
   r->in_flight = false;

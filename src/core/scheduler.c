@@ -125,7 +125,7 @@ static void ds_destroy(nrd_scheduler *s) {
   free(d);
 }
 
-static const nrd_scheduler_ops default_ops = {ds_enqueue, ds_next_batch, ds_stop, ds_destroy};
+static const nrd_scheduler_ops default_ops = {ds_enqueue, ds_next_batch, ds_stop, ds_destroy, NULL};
 
 nrd_scheduler *nrd_default_scheduler_new(TRITONBACKEND_Model *model) {
   default_sched *d = calloc(1, sizeof(*d));

@@ -27,6 +27,10 @@ typedef struct nrd_scheduler_ops {
   void (*stop)(nrd_scheduler *s);
   /* Frees the scheduler; the queue must be empty (after stop + drain). */
   void (*destroy)(nrd_scheduler *s);
+  /* Optional (NULL: not told): `req`, which ran at least once, is being
+   * released for good, by its backend or the core. Any thread; the
+   * request is still intact. */
+  void (*released)(nrd_scheduler *s, TRITONSERVER_InferenceRequest *req);
 } nrd_scheduler_ops;
 
 struct nrd_scheduler {

@@ -104,6 +104,12 @@ typedef struct seq_batcher {
   nrd_state_config *states;    /* counted; NULL without implicit state */
   bool batched;                /* max_batch_size > 0 */
   bool stopped;
+  /* iterative_sequence: a request the backend releases with RESCHEDULE
+   * runs again in its sequence (without START); released for good, it
+   * ends the sequence. A request without a correlation ID gets the next
+   * of these and START, as in Triton. */
+  bool iterative;
+  atomic_uint_fast64_t next_auto_id;
 } seq_batcher;
 
 /* Requests leaving the batcher without running, answered after unlock. */
@@ -236,6 +242,17 @@ static TRITONSERVER_Error *sb_enqueue(nrd_scheduler *sched, sb_req *req) {
                          "inference request to model '%s' must specify batch-size 1 due to requirements of sequence "
                          "batcher",
                          mname);
+  /* Only a request that ran has `seq`: this one the backend rescheduled. */
+  bool rescheduled = req->seq != NULL;
+  if (b->iterative && rescheduled) {
+    /* Its next pass continues the sequence (an END request ends it). */
+    req->flags &= ~(uint32_t)TRITONSERVER_REQUEST_FLAG_SEQUENCE_START;
+  } else if (b->iterative && (req->corr_id_str ? !*req->corr_id_str : req->corr_id == 0)) {
+    free(req->corr_id_str);
+    req->corr_id_str = NULL;
+    req->corr_id = atomic_fetch_add(&b->next_auto_id, 1);
+    req->flags |= TRITONSERVER_REQUEST_FLAG_SEQUENCE_START;
+  }
   const char *sid = req->corr_id_str;
   if (sid ? !*sid : req->corr_id == 0)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
@@ -662,7 +679,24 @@ static void sb_destroy(nrd_scheduler *sched) {
   free(b);
 }
 
-static const nrd_scheduler_ops seq_ops = {sb_enqueue, sb_next_batch, sb_stop, sb_destroy};
+/* iterative_sequence: a request released for good (not rescheduled) ends
+ * its sequence, which leaves its slot once nothing of it is queued or
+ * running. Any thread. */
+static void sb_released(nrd_scheduler *sched, sb_req *req) {
+  seq_batcher *b = (seq_batcher *)sched;
+  if (!b->iterative || (req->flags & TRITONSERVER_REQUEST_FLAG_SEQUENCE_END)) return; /* END ended it */
+  uint32_t bucket = hash_id(req->corr_id, req->corr_id_str);
+  pthread_mutex_lock(&b->mu);
+  sb_seq *s = table_find(b, bucket, req->corr_id, req->corr_id_str);
+  if (s) {
+    s->ended = true;
+    table_remove(b, s);
+    if (s->inst && !s->busy && !s->qhead) seq_free(b, s);
+  }
+  pthread_mutex_unlock(&b->mu);
+}
+
+static const nrd_scheduler_ops seq_ops = {sb_enqueue, sb_next_batch, sb_stop, sb_destroy, sb_released};
 
 /* ------------------------------------------------------------ creation */
 
@@ -742,6 +776,8 @@ TRITONSERVER_Error *nrd_sequence_batcher_new(TRITONBACKEND_Model *model, nrd_sch
   b->max_batch = b->batched ? (uint32_t)model->max_batch_size : 1;
   b->n_slots = b->max_batch;
   b->idle_ns = juint(sb, "max_sequence_idle_microseconds") * 1000u;
+  b->iterative = json_is_true(json_object_get(sb, "iterative_sequence"));
+  atomic_init(&b->next_auto_id, 1);
   const json_t *oldest = json_object_get(sb, "oldest");
   b->oldest = oldest != NULL;
   b->delay_ns = juint(b->oldest ? oldest : json_object_get(sb, "direct"), "max_queue_delay_microseconds") * 1000u;

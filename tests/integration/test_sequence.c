@@ -253,6 +253,79 @@ Test(sequence, backlog_waits_for_a_free_slot, .timeout = 60) {
   server_done(s, repo);
 }
 
+/* iterative_sequence with the reschedule backend: each request runs three
+ * passes (released with RESCHEDULE twice); START is set on the first pass
+ * only (the backend answers with an error otherwise); a request without a
+ * correlation ID gets one; the final release ends the sequence, so the
+ * only slot goes to the next sequence at once, not after the 60 s idle
+ * time. */
+Test(sequence, iterative_sequences_run_until_released, .timeout = 60) {
+  char *repo = h_tmpdir();
+  h_model(repo, "iter",
+          "name: \"iter\"\nbackend: \"reschedule\"\nmax_batch_size: 1\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+          "instance_group [ { kind: KIND_CPU count: 1 } ]\n"
+          "parameters [ { key: \"passes\" value: { string_value: \"3\" } },\n"
+          "             { key: \"check_start\" value: { string_value: \"1\" } } ]\n"
+          "sequence_batching { iterative_sequence: true max_sequence_idle_microseconds: 60000000\n"
+          "  control_input [ { name: \"START\" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] } ] }\n",
+          "1");
+  TRITONSERVER_Server *s = server_on(repo);
+  static const float in[4] = {1, 2, 3, 4};
+  int64_t shape[2] = {1, 4};
+  const char *ids[3] = {"a", "b", "c"};
+  TRITONSERVER_InferenceRequest *r[3];
+  h_call *c[3];
+  for (int i = 0; i < 3; i++) {
+    r[i] = h_request(s, "iter");
+    H_OK(TRITONSERVER_InferenceRequestSetId(r[i], ids[i]));
+    if (i == 2) { /* a client's own sequence works as before */
+      H_OK(TRITONSERVER_InferenceRequestSetCorrelationId(r[i], 77));
+      H_OK(TRITONSERVER_InferenceRequestSetFlags(r[i], START));
+    }
+    h_add_input(r[i], "INPUT0", TRITONSERVER_TYPE_FP32, shape, 2, in, sizeof in);
+    c[i] = h_submit(s, r[i]);
+  }
+  for (int i = 0; i < 3; i++) {
+    cr_assert(h_wait(c[i], 10000), "request %s did not finish: its sequence waited for a slot", ids[i]);
+    cr_expect_eq(c[i]->n, 1);
+    char *err = h_response_error(c[i], 0);
+    cr_expect_null(err, "%s: %s", ids[i], err);
+    free(err);
+    cr_expect_eq(c[i]->released, 1);
+    h_call_free(c[i]);
+    H_OK(TRITONSERVER_InferenceRequestDelete(r[i]));
+  }
+  cr_expect_eq(h_stat_count(s, "iter", "execution_count"), 9);
+  server_done(s, repo);
+}
+
+/* Without iterative_sequence a correlation ID is still required. */
+Test(sequence, iterative_needs_the_option, .timeout = 60) {
+  char *repo = h_tmpdir();
+  h_model(repo, "plain",
+          "name: \"plain\"\nbackend: \"reschedule\"\nmax_batch_size: 1\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+          "sequence_batching { }\n",
+          "1");
+  TRITONSERVER_Server *s = server_on(repo);
+  TRITONSERVER_InferenceRequest *r = h_request(s, "plain");
+  static const float in[4] = {1, 2, 3, 4};
+  int64_t shape[2] = {1, 4};
+  h_add_input(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 2, in, sizeof in);
+  h_call *c = h_call_new();
+  h_bind(r, c);
+  TRITONSERVER_Error *e = TRITONSERVER_ServerInferAsync(s, r, NULL);
+  cr_assert_not_null(e);
+  cr_expect(strstr(TRITONSERVER_ErrorMessage(e), "correlation ID") != NULL, "%s", TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  server_done(s, repo);
+}
+
 Test(sequence, ready_sequences_share_an_execution, .timeout = 60) {
   char *repo = h_tmpdir();
   state_model(repo, "acc", 4, "");

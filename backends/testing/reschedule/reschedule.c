@@ -2,7 +2,10 @@
  * TRITONSERVER_REQUEST_RELEASE_RESCHEDULE until it has seen that request
  * `passes` times (model parameter, default 3), then answers like identity.
  * Each pass is one execution, so statistics count `passes` executions per
- * request. Requests are told apart by their id, which tests set. */
+ * request. Requests are told apart by their id, which tests set. With
+ * model parameter `check_start` = 1 each pass reads the INT32 control
+ * input START, which must be 1 on the first pass only (an iterative
+ * sequence); otherwise the request is answered with an error saying so. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +24,7 @@ typedef struct seen {
 
 typedef struct resched_model {
   int64_t passes;
+  int64_t check_start;
   pthread_mutex_t mu;
   seen table[MAX_TRACKED];
 } resched_model;
@@ -32,6 +36,7 @@ EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model *mo
   resched_model *m = calloc(1, sizeof(*m));
   if (!m) err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "reschedule: out of memory");
   if (!err) err = nrd_bu_config_parameter_int(config, "passes", 3, 1, 100, &m->passes);
+  if (!err) err = nrd_bu_config_parameter_int(config, "check_start", 0, 0, 1, &m->check_start);
   json_decref(config);
   if (!err) {
     pthread_mutex_init(&m->mu, NULL);
@@ -81,7 +86,23 @@ EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_Mode
   for (uint32_t i = 0; i < request_count; i++) {
     const char *id = "";
     TRITONBACKEND_RequestId(requests[i], &id);
-    if (bump(m, id) < m->passes) {
+    int pass = bump(m, id);
+    if (m->check_start) {
+      nrd_bu_tensor t = {0};
+      TRITONSERVER_Error *e = nrd_bu_request_input(requests[i], "START", &t);
+      int32_t start = -1;
+      if (!e && t.byte_size >= sizeof start) memcpy(&start, t.data, sizeof start);
+      nrd_bu_tensor_release(&t);
+      if (!e && start != (pass == 1))
+        e = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "reschedule: START was %d on pass %d", (int)start, pass);
+      if (e) {
+        nrd_bu_request_respond_error(requests[i], e);
+        TRITONSERVER_ErrorDelete(e);
+        nrd_bu_request_release(requests[i]);
+        continue;
+      }
+    }
+    if (pass < m->passes) {
       TRITONSERVER_Error *e = TRITONBACKEND_RequestRelease(requests[i], TRITONSERVER_REQUEST_RELEASE_RESCHEDULE);
       if (e) nrd_bu_error_log_and_delete(e, "reschedule: releasing for another pass");
     } else {
