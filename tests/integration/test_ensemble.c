@@ -386,6 +386,17 @@ Test(ensemble, unloads_follow_the_dependencies, .timeout = 60) {
   done(s, repo);
 }
 
+/* addsub on INT32 [1], not batching. */
+static void addsub1_model(const char *repo) {
+  h_model(repo, "addsub1",
+          "name: \"addsub1\"\nbackend: \"add_sub\"\nmax_batch_size: 0\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ 1 ] },\n"
+          "        { name: \"INPUT1\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ 1 ] },\n"
+          "         { name: \"OUTPUT1\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n",
+          "1");
+}
+
 /* square_int32: the decoupled square backend (n responses of n). */
 static void square_int32_model(const char *repo) {
   h_model(repo, "square_int32",
@@ -403,6 +414,28 @@ static void square_model(const char *repo) {
           "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ -1 ] } ]\n"
           "output [ { name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ -1 ] } ]\n",
           "1");
+}
+
+/* The answers among c's responses (flags-only ones skipped): none may
+ * fail, and each has the INT32 outputs names[i] equal to want[i]. */
+static size_t answers(h_call *c, const char *const *names, const int32_t *want, int n) {
+  size_t count = 0;
+  for (size_t i = 0; i < c->n; i++) {
+    if (!c->responses[i]) {
+      cr_expect(c->flags[i] & TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+      continue;
+    }
+    char *err = h_response_error(c, i);
+    cr_assert_null(err, "%s", err);
+    for (int k = 0; k < n; k++) {
+      h_output o;
+      cr_assert(h_find_output(c->responses[i], names[k], &o), "no output %s", names[k]);
+      cr_expect(o.size == 4 && *(const int32_t *)o.base == want[k], "%s = %d, not %d", names[k],
+                *(const int32_t *)o.base, want[k]);
+    }
+    count++;
+  }
+  return count;
 }
 
 /* sq_chain(N): square(N) sends N responses of N; each goes through id_nb:
@@ -441,20 +474,10 @@ Test(ensemble, a_decoupled_step_makes_an_answer_per_response, .timeout = 60) {
     int64_t shape[1] = {1};
     h_add_input(r, "N", TRITONSERVER_TYPE_INT32, shape, 1, &n, sizeof n);
     h_call *c = h_infer(s, r);
-    size_t answers = 0;
-    for (size_t i = 0; i < c->n; i++) {
-      if (!c->responses[i]) {
-        cr_expect(c->flags[i] & TRITONSERVER_RESPONSE_COMPLETE_FINAL);
-        continue;
-      }
-      char *err = h_response_error(c, i);
-      cr_assert_null(err, "%s", err);
-      h_output y, len;
-      cr_assert(h_find_output(c->responses[i], "Y", &y) && h_find_output(c->responses[i], "LEN", &len));
-      cr_expect(y.size == 4 && *(const int32_t *)y.base == n && *(const int32_t *)len.base == n);
-      answers++;
-    }
-    cr_expect_eq(answers, (size_t)n, "n = %d: %zu answers", n, answers);
+    const char *names[2] = {"Y", "LEN"};
+    const int32_t want[2] = {n, n};
+    size_t got = answers(c, names, want, 2);
+    cr_expect_eq(got, (size_t)n, "n = %d: %zu answers", n, got);
     cr_expect_eq(c->finals, 1);
     h_call_free(c);
     H_OK(TRITONSERVER_InferenceRequestDelete(r));
@@ -468,13 +491,7 @@ Test(ensemble, a_decoupled_step_makes_an_answer_per_response, .timeout = 60) {
 Test(ensemble, two_decoupled_sources_into_one_step_are_refused, .timeout = 60) {
   char *repo = h_tmpdir();
   square_model(repo);
-  h_model(repo, "addsub",
-          "name: \"addsub\"\nbackend: \"add_sub\"\nmax_batch_size: 0\n"
-          "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ 1 ] },\n"
-          "        { name: \"INPUT1\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
-          "output [ { name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ 1 ] },\n"
-          "         { name: \"OUTPUT1\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n",
-          "1");
+  addsub1_model(repo);
   h_model(repo, "two_sq",
           "name: \"two_sq\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
           "input [ { name: \"A\" data_type: TYPE_INT32 dims: [ 1 ] }, { name: \"B\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
@@ -482,26 +499,15 @@ Test(ensemble, two_decoupled_sources_into_one_step_are_refused, .timeout = 60) {
           "ensemble_scheduling { step [\n"
           "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"A\" } output_map { key: \"OUT\" value: \"TA\" } },\n"
           "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"B\" } output_map { key: \"OUT\" value: \"TB\" } },\n"
-          "  { model_name: \"addsub\" input_map { key: \"INPUT0\" value: \"TA\" } input_map { key: \"INPUT1\" value: \"TB\" }\n"
+          "  { model_name: \"addsub1\" input_map { key: \"INPUT0\" value: \"TA\" } input_map { key: \"INPUT1\" value: \"TB\" }\n"
           "    output_map { key: \"OUTPUT0\" value: \"S\" } output_map { key: \"OUTPUT1\" value: \"D\" } } ] }\n",
           "1");
   TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
   char *m = load_error(s, "two_sq");
-  cr_expect(strstr(m, "in ensemble two_sq, step of model 'addsub' receives inputs originated from different "
+  cr_expect(strstr(m, "in ensemble two_sq, step of model 'addsub1' receives inputs originated from different "
                       "decoupled models"), "%s", m);
   free(m);
   done(s, repo);
-}
-
-/* addsub on INT32 [1], not batching. */
-static void addsub1_model(const char *repo) {
-  h_model(repo, "addsub1",
-          "name: \"addsub1\"\nbackend: \"add_sub\"\nmax_batch_size: 0\n"
-          "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ 1 ] },\n"
-          "        { name: \"INPUT1\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
-          "output [ { name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ 1 ] },\n"
-          "         { name: \"OUTPUT1\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n",
-          "1");
 }
 
 /* sq_nest(N, BIG): square(N) -> T (N responses of N); S = T + BIG for
@@ -543,17 +549,9 @@ Test(ensemble, a_decoupled_step_reads_the_responses_of_another, .timeout = 60) {
   for (int32_t n = 0; n <= 3; n += 3) {
     TRITONSERVER_InferenceRequest *r = nest_request(s, n, 0);
     h_call *c = h_infer(s, r);
-    size_t answers = 0;
-    for (size_t i = 0; i < c->n; i++) {
-      if (!c->responses[i]) continue;
-      char *err = h_response_error(c, i);
-      cr_assert_null(err, "%s", err);
-      h_output y;
-      cr_assert(h_find_output(c->responses[i], "Y", &y));
-      cr_expect(y.size == 4 && *(const int32_t *)y.base == n, "Y = %d", *(const int32_t *)y.base);
-      answers++;
-    }
-    cr_expect_eq(answers, (size_t)(n * n), "n = %d: %zu answers", n, answers);
+    const char *names[1] = {"Y"};
+    size_t got = answers(c, names, &n, 1);
+    cr_expect_eq(got, (size_t)(n * n), "n = %d: %zu answers", n, got);
     cr_expect_eq(c->finals, 1);
     cr_expect(c->flags[c->n - 1] & TRITONSERVER_RESPONSE_COMPLETE_FINAL, "the final flag is not last");
     h_call_free(c);
@@ -618,17 +616,9 @@ Test(ensemble, outputs_of_two_decoupled_steps_pair_up_by_number, .timeout = 60) 
     h_add_input(r, "A", TRITONSERVER_TYPE_INT32, shape, 1, &a, sizeof a);
     h_add_input(r, "B", TRITONSERVER_TYPE_INT32, shape, 1, &b, sizeof b);
     h_call *c = h_infer(s, r);
-    size_t answers = 0;
-    for (size_t k = 0; k < c->n; k++) {
-      if (!c->responses[k]) continue;
-      char *err = h_response_error(c, k);
-      cr_assert_null(err, "%s", err);
-      h_output x, y;
-      cr_assert(h_find_output(c->responses[k], "X", &x) && h_find_output(c->responses[k], "Y", &y));
-      cr_expect(*(const int32_t *)x.base == a && *(const int32_t *)y.base == b);
-      answers++;
-    }
-    cr_expect_eq(answers, (size_t)(a < b ? a : b), "A = %d, B = %d: %zu answers", a, b, answers);
+    const char *names[2] = {"X", "Y"};
+    size_t got = answers(c, names, cases[i], 2);
+    cr_expect_eq(got, (size_t)(a < b ? a : b), "A = %d, B = %d: %zu answers", a, b, got);
     cr_expect_eq(c->finals, 1);
     h_call_free(c);
     H_OK(TRITONSERVER_InferenceRequestDelete(r));
