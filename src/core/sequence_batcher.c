@@ -406,7 +406,8 @@ static TRITONSERVER_Error *prepare(seq_batcher *b, sb_seq *s, sb_req *r) {
   for (int k = 0; k < CTL_KINDS; k++)
     if (b->ctl[k].name) NRD_RETURN_IF_ERROR(add_control(b, r, k, values[k], a));
   if (s->states) {
-    if (start) nrd_state_set_reset(s->states);
+    if (start && !nrd_state_set_reset(s->states))
+      return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory resetting the state of a sequence");
     NRD_RETURN_IF_ERROR(nrd_state_attach_inputs(s->states, r, a));
   }
   return NULL;

@@ -33,6 +33,10 @@ typedef struct state_decl {
   char *input_name, *output_name;
   TRITONSERVER_DataType dtype;
   nrd_state_tensor *initial; /* counted */
+  /* use_same_buffer_for_input_output: each sequence owns its value (a copy
+   * of `initial` at START), StateBuffer lends that very buffer, and what
+   * the backend writes there is the next value, StateUpdate or not. */
+  bool same_buffer;
 } state_decl;
 
 struct nrd_state_config {
@@ -60,6 +64,7 @@ struct TRITONBACKEND_State {
   int64_t shape[STATE_MAX_DIMS];
   bool committed;
   TRITONSERVER_BufferAttributes attrs; /* what StateBufferAttributes lends */
+  bool in_place; /* `value` is the sequence's own (same_buffer): already its next value */
 };
 
 /* ------------------------------------------------------------ tensors */
@@ -74,6 +79,13 @@ static nrd_state_tensor *tensor_new(TRITONSERVER_DataType dt, const int64_t *sha
   if (dims) memcpy(t->shape, shape, dims * sizeof(int64_t));
   t->size = size;
   return t;
+}
+
+/* A sequence's private copy of `t` (same_buffer states); NULL on out of memory. */
+static nrd_state_tensor *tensor_copy(const nrd_state_tensor *t) {
+  nrd_state_tensor *c = tensor_new(t->dtype, t->shape, t->dims, t->size);
+  if (c && t->size) memcpy(c->data, t->data, (size_t)t->size);
+  return c;
 }
 
 static nrd_state_tensor *tensor_ref(nrd_state_tensor *t) {
@@ -233,6 +245,20 @@ TRITONSERVER_Error *nrd_state_config_new(const TRITONBACKEND_Model *m, nrd_state
                             d->input_name);
         goto fail;
       }
+    d->same_buffer = json_is_true(json_object_get(st, "use_same_buffer_for_input_output"));
+    if (json_is_true(json_object_get(st, "use_growable_memory"))) {
+      /* Triton's two checks, made at load rather than at the first request. */
+      err = !d->same_buffer
+                ? nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                                "In order to 'use_growable_memory', you must also enable "
+                                "'use_same_buffer_for_input_output' for state input name '%s'.",
+                                d->input_name)
+                : nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                                "'use_growable_memory' can only work with KIND_GPU model instances (state input "
+                                "name '%s'); this build has no GPU support.",
+                                d->input_name);
+      goto fail;
+    }
     if ((err = make_initial(m, st, d))) goto fail;
   }
   *out = c;
@@ -258,17 +284,26 @@ nrd_state_set *nrd_state_set_new(nrd_state_config *c) {
   atomic_fetch_add(&c->refs, 1);
   s->cfg = c;
   pthread_mutex_init(&s->mu, NULL);
-  for (uint32_t i = 0; i < c->n; i++) s->cur[i] = tensor_ref(c->decls[i].initial);
-  return s;
+  if (nrd_state_set_reset(s)) return s;
+  nrd_state_set_unref(s);
+  return NULL;
 }
 
-void nrd_state_set_reset(nrd_state_set *s) {
+bool nrd_state_set_reset(nrd_state_set *s) {
+  bool ok = true;
   pthread_mutex_lock(&s->mu);
   for (uint32_t i = 0; i < s->cfg->n; i++) {
+    const state_decl *d = &s->cfg->decls[i];
+    nrd_state_tensor *v = d->same_buffer ? tensor_copy(d->initial) : tensor_ref(d->initial);
+    if (!v) { /* keeps the old value, rather than none */
+      ok = false;
+      continue;
+    }
     tensor_unref(s->cur[i]);
-    s->cur[i] = tensor_ref(s->cfg->decls[i].initial);
+    s->cur[i] = v;
   }
   pthread_mutex_unlock(&s->mu);
+  return ok;
 }
 
 void nrd_state_set_unref(nrd_state_set *s) {
@@ -370,8 +405,26 @@ TRITONSERVER_Error *TRITONBACKEND_StateBuffer(TRITONBACKEND_State *state, void *
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "state, buffer and memory type must not be NULL");
   if (state->committed)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "state was already committed with TRITONBACKEND_StateUpdate");
-  /* A second call replaces the buffer, as if the first was never asked. */
-  nrd_state_tensor *t = tensor_new(state->dtype, state->shape, state->dims, buffer_byte_size);
+  nrd_state_set *s = state->attach->states;
+  nrd_state_tensor *t = NULL;
+  if (s->cfg->decls[state->idx].same_buffer) {
+    /* The sequence's own buffer when size and shape agree; else, as in
+     * Triton, a new one (contents not kept) that is the value from now on. */
+    pthread_mutex_lock(&s->mu);
+    nrd_state_tensor *cur = s->cur[state->idx];
+    if (cur->size == buffer_byte_size && cur->dims == state->dims &&
+        !memcmp(cur->shape, state->shape, state->dims * sizeof(int64_t))) {
+      t = tensor_ref(cur);
+    } else if ((t = tensor_new(state->dtype, state->shape, state->dims, buffer_byte_size))) {
+      s->cur[state->idx] = tensor_ref(t);
+      tensor_unref(cur);
+    }
+    pthread_mutex_unlock(&s->mu);
+    state->in_place = true;
+  } else {
+    /* A second call replaces the buffer, as if the first was never asked. */
+    t = tensor_new(state->dtype, state->shape, state->dims, buffer_byte_size);
+  }
   if (!t)
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory for a %" PRIu64 "-byte state buffer",
                          buffer_byte_size);
@@ -405,10 +458,13 @@ TRITONSERVER_Error *TRITONBACKEND_StateUpdate(TRITONBACKEND_State *state) {
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                          "state has no buffer: call TRITONBACKEND_StateBuffer before TRITONBACKEND_StateUpdate");
   nrd_state_set *s = state->attach->states;
-  pthread_mutex_lock(&s->mu);
-  nrd_state_tensor *old = s->cur[state->idx];
-  s->cur[state->idx] = state->value;
-  pthread_mutex_unlock(&s->mu);
+  nrd_state_tensor *old = state->value; /* in place: the value already is the sequence's */
+  if (!state->in_place) {
+    pthread_mutex_lock(&s->mu);
+    old = s->cur[state->idx];
+    s->cur[state->idx] = state->value;
+    pthread_mutex_unlock(&s->mu);
+  }
   tensor_unref(old);
   state->value = NULL;
   state->committed = true;

@@ -14,6 +14,7 @@
 #define NRD_STATE_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "triton/core/tritonbackend.h"
@@ -48,9 +49,10 @@ void nrd_state_config_unref(nrd_state_config *c);
  * reference on `c`. Returns NULL on out-of-memory. Any thread. */
 nrd_state_set *nrd_state_set_new(nrd_state_config *c);
 
-/* Puts every state of `s` back to its initial value (a START request).
- * Any thread; takes the set's own lock. */
-void nrd_state_set_reset(nrd_state_set *s);
+/* Puts every state of `s` back to its initial value (a START request);
+ * false on out-of-memory (a same-buffer state's copy), which leaves that
+ * state as it was. Any thread; takes the set's own lock. */
+bool nrd_state_set_reset(nrd_state_set *s);
 
 /* Drops a reference to a state set (NULL is fine). Any thread. */
 void nrd_state_set_unref(nrd_state_set *s);

@@ -253,6 +253,65 @@ Test(sequence, backlog_waits_for_a_free_slot, .timeout = 60) {
   server_done(s, repo);
 }
 
+/* An accumulate model whose state uses one buffer for input and output,
+ * with the backend checking it gets that buffer and skipping StateUpdate. */
+static void same_buffer_model(const char *repo, const char *name, const char *state_extra) {
+  char cfg[2048];
+  snprintf(cfg, sizeof cfg,
+           "name: \"%s\"\nbackend: \"accumulate\"\nmax_batch_size: 2\n"
+           "input [ { name: \"INPUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+           "output [ { name: \"OUTPUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+           "instance_group [ { kind: KIND_CPU count: 1 } ]\n"
+           "parameters { key: \"same_buffer\" value: { string_value: \"1\" } }\n"
+           "sequence_batching {\n"
+           "  state [ { input_name: \"INPUT_STATE\" output_name: \"OUTPUT_STATE\"\n"
+           "            data_type: TYPE_INT32 dims: [ 1 ] use_same_buffer_for_input_output: true %s } ]\n"
+           "}\n",
+           name, state_extra);
+  h_model(repo, name, cfg, "1");
+}
+
+Test(sequence, same_buffer_state_is_written_in_place, .timeout = 60) {
+  char *repo = h_tmpdir();
+  same_buffer_model(repo, "acc_same", "");
+  TRITONSERVER_Server *s = server_on(repo);
+  /* Two sequences side by side: each writes its own buffer. */
+  cr_expect_eq(step(s, "acc_same", 1, NULL, START, 5, NULL), 5);
+  cr_expect_eq(step(s, "acc_same", 2, NULL, START, 100, NULL), 100);
+  cr_expect_eq(step(s, "acc_same", 1, NULL, 0, 1, NULL), 6);
+  cr_expect_eq(step(s, "acc_same", 2, NULL, 0, 1, NULL), 101);
+  cr_expect_eq(step(s, "acc_same", 1, NULL, START, 7, NULL), 7); /* START: the initial value again */
+  cr_expect_eq(step(s, "acc_same", 1, NULL, END, 1, NULL), 8);
+  cr_expect_eq(step(s, "acc_same", 2, NULL, END, 1, NULL), 102);
+  /* A new sequence starts from zero, not from what the last one wrote. */
+  cr_expect_eq(step(s, "acc_same", 3, NULL, START | END, 4, NULL), 4);
+  server_done(s, repo);
+}
+
+Test(sequence, growable_memory_is_refused_at_load, .timeout = 60) {
+  char *repo = h_tmpdir();
+  same_buffer_model(repo, "grow", "use_growable_memory: true");
+  h_model(repo, "grow_alone",
+          "name: \"grow_alone\"\nbackend: \"accumulate\"\nmax_batch_size: 2\n"
+          "input [ { name: \"INPUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+          "output [ { name: \"OUTPUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+          "sequence_batching { state [ { input_name: \"INPUT_STATE\" output_name: \"OUTPUT_STATE\"\n"
+          "  data_type: TYPE_INT32 dims: [ 1 ] use_growable_memory: true } ] }\n",
+          "1");
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "grow");
+  cr_assert_not_null(e);
+  cr_expect(strstr(TRITONSERVER_ErrorMessage(e), "'use_growable_memory' can only work with KIND_GPU") != NULL, "%s",
+            TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  e = TRITONSERVER_ServerLoadModel(s, "grow_alone");
+  cr_assert_not_null(e);
+  cr_expect(strstr(TRITONSERVER_ErrorMessage(e), "In order to 'use_growable_memory', you must also enable") != NULL,
+            "%s", TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  server_done(s, repo);
+}
+
 /* iterative_sequence with the reschedule backend: each request runs three
  * passes (released with RESCHEDULE twice); START is set on the first pass
  * only (the backend answers with an error otherwise); a request without a

@@ -26,7 +26,10 @@
  * does) and goes nowhere.
  * Model parameter "execute_delay_ms" sleeps that long in every Execute so a
  * test can queue requests behind a running one; "respond_in_reverse" (1)
- * answers an execution's requests last to first (for preserve_ordering).
+ * answers an execution's requests last to first (for preserve_ordering);
+ * "same_buffer" (1) expects TRITONBACKEND_StateBuffer to lend the input
+ * state's own buffer (use_same_buffer_for_input_output), failing the
+ * request otherwise, and then does not call TRITONBACKEND_StateUpdate.
  *
  * Threads: the sums table has its own lock (instances run concurrently);
  * everything else is immutable after ModelInitialize.
@@ -40,7 +43,7 @@
 #define ACC_MAX_SEQUENCES 256
 
 typedef struct acc_model {
-  int64_t delay_ms, reverse;
+  int64_t delay_ms, reverse, same_buffer;
   bool controls_output, index_output, nulls_output;
   pthread_mutex_t mu;
   uint64_t ids[ACC_MAX_SEQUENCES]; /* 0 = free entry */
@@ -63,6 +66,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKE
   }
   err = nrd_bu_config_parameter_int(config, "execute_delay_ms", 0, 0, 60000, &m->delay_ms);
   if (err == NULL) err = nrd_bu_config_parameter_int(config, "respond_in_reverse", 0, 0, 1, &m->reverse);
+  if (err == NULL) err = nrd_bu_config_parameter_int(config, "same_buffer", 0, 0, 1, &m->same_buffer);
   m->controls_output = nrd_bu_config_tensor(config, "output", "CONTROLS") != NULL;
   m->index_output = nrd_bu_config_tensor(config, "output", "INDEX") != NULL;
   m->nulls_output = nrd_bu_config_tensor(config, "output", "NULLS") != NULL;
@@ -151,9 +155,9 @@ static int32_t table_add(acc_model *m, uint64_t id, bool start, bool end, int32_
   return sum;
 }
 
-/* Commits `sum` as the sequence's next OUTPUT_STATE. */
+/* Commits `sum` as the sequence's next OUTPUT_STATE (same_buffer: see the top). */
 static TRITONSERVER_Error *update_state(TRITONBACKEND_Request *request, const int64_t *shape, uint32_t dims,
-                                        int32_t sum) {
+                                        int32_t sum, bool same_buffer) {
   TRITONBACKEND_State *state = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_StateNew(&state, request, "OUTPUT_STATE", TRITONSERVER_TYPE_INT32, shape,
                                                    dims);
@@ -179,6 +183,19 @@ static TRITONSERVER_Error *update_state(TRITONBACKEND_Request *request, const in
   if (byte_size != sizeof sum || attr_mt != mt)
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
                                  "accumulate: state buffer attributes disagree with the buffer");
+  if (same_buffer) {
+    TRITONBACKEND_Input *input = NULL;
+    const void *in_base = NULL;
+    uint64_t in_size = 0;
+    err = TRITONBACKEND_RequestInput(request, "INPUT_STATE", &input);
+    if (err == NULL) err = TRITONBACKEND_InputBuffer(input, 0, &in_base, &in_size, &attr_mt, &mid);
+    if (err != NULL) return err;
+    if (in_base != buf)
+      return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
+                                   "accumulate: the state buffer is not the input state's own");
+    memcpy(buf, &sum, sizeof sum);
+    return NULL; /* no StateUpdate: the write is the update */
+  }
   memcpy(buf, &sum, sizeof sum);
   return TRITONBACKEND_StateUpdate(state);
 }
@@ -230,7 +247,7 @@ static TRITONSERVER_Error *run_one(acc_model *m, TRITONBACKEND_Request *request,
   int32_t sum;
   if (read_scalar(request, "INPUT_STATE", &st)) {
     sum = (int32_t)st + (int32_t)in;
-    err = update_state(request, shape, dims, sum);
+    err = update_state(request, shape, dims, sum, m->same_buffer != 0);
     if (err != NULL) return err;
   } else {
     uint64_t id = corrid > 0 ? (uint64_t)corrid : 0;
