@@ -13,6 +13,7 @@
 #include "buffer_attributes.h"
 #include "datatype.h"
 #include "error.h"
+#include "files.h"
 #include "model.h"
 #include "request.h"
 
@@ -133,9 +134,53 @@ static TRITONSERVER_Error *read_initial_file(const TRITONBACKEND_Model *m, const
   return NULL;
 }
 
+/* Replaces *t (a BYTES state's zero lengths) with the whole of
+ * <model_dir>/initial_state/<file>, which must hold exactly `elems`
+ * elements, each a 4-byte little-endian length and that many bytes. */
+static TRITONSERVER_Error *read_initial_bytes(const TRITONBACKEND_Model *m, const char *input, const char *file,
+                                              uint64_t elems, nrd_state_tensor **t) {
+  char path[4096];
+  if (snprintf(path, sizeof path, "%s/initial_state/%s", m->model_dir, file) >= (int)sizeof path)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "initial_state data_file path of '%s' is too long", input);
+  char *data = NULL;
+  size_t size = 0;
+  TRITONSERVER_Error *err = nrd_read_file(path, &data, &size);
+  if (err) {
+    TRITONSERVER_Error *e = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                                          "failed to read initial_state file '%s' for state '%s': %s", path, input,
+                                          TRITONSERVER_ErrorMessage(err));
+    TRITONSERVER_ErrorDelete(err);
+    return e;
+  }
+  uint64_t seen = 0;
+  size_t at = 0;
+  while (at + 4 <= size && seen < elems) {
+    uint32_t len;
+    memcpy(&len, data + at, 4);
+    if (len > size - at - 4) break;
+    at += 4u + len;
+    seen++;
+  }
+  if (seen != elems || at != size) {
+    free(data);
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "initial_state file '%s' for BYTES state '%s' must hold exactly %" PRIu64
+                         " length-prefixed elements",
+                         file, input, elems);
+  }
+  nrd_state_tensor *n = tensor_new((*t)->dtype, (*t)->shape, (*t)->dims, size);
+  if (n && size) memcpy(n->data, data, size);
+  free(data);
+  if (!n) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory for state '%s'", input);
+  tensor_unref(*t);
+  *t = n;
+  return NULL;
+}
+
 /* Builds a state's initial value: the initial_state entry's dims (which
  * must be fixed and match the state's), else the state's dims with any
- * variable dimension taken as 0; zeros unless a data_file is given. */
+ * variable dimension taken as 1, as Triton does; zeros unless a data_file
+ * is given (for BYTES: every element the empty string, a zero length). */
 static TRITONSERVER_Error *make_initial(const TRITONBACKEND_Model *m, const json_t *st, state_decl *d) {
   const json_t *inits = json_object_get(st, "initial_state");
   if (json_array_size(inits) > 1)
@@ -181,13 +226,14 @@ static TRITONSERVER_Error *make_initial(const TRITONBACKEND_Model *m, const json
                              " != %" PRId64,
                              d->input_name, v, sv);
     }
-    if (v < 0) v = 0;
+    if (v < 0) v = 1;
     if (v && elems > UINT64_MAX / (uint64_t)v)
       return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "state '%s' is too large", d->input_name);
     elems *= (uint64_t)v;
     shape[nd++] = v;
   }
-  size_t esize = nrd_datatype_byte_size(d->dtype);
+  bool bytes = d->dtype == TRITONSERVER_TYPE_BYTES;
+  size_t esize = bytes ? 4 : nrd_datatype_byte_size(d->dtype); /* BYTES: each element's length, 0 */
   if (!esize)
     return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
                          "state '%s': data type %s is not supported for implicit state in this build", d->input_name,
@@ -197,8 +243,9 @@ static TRITONSERVER_Error *make_initial(const TRITONBACKEND_Model *m, const json
   d->initial = tensor_new(d->dtype, shape, nd, elems * esize);
   if (!d->initial) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory for state '%s'", d->input_name);
   const char *file = init ? jstr(init, "data_file") : "";
-  if (*file) return read_initial_file(m, d->input_name, file, d->initial);
-  return NULL;
+  if (!*file) return NULL;
+  if (bytes) return read_initial_bytes(m, d->input_name, file, elems, &d->initial);
+  return read_initial_file(m, d->input_name, file, d->initial);
 }
 
 static void config_free(nrd_state_config *c) {

@@ -255,7 +255,7 @@ Test(sequence, backlog_waits_for_a_free_slot, .timeout = 60) {
 
 /* An accumulate model whose state uses one buffer for input and output,
  * with the backend checking it gets that buffer and skipping StateUpdate. */
-static void same_buffer_model(const char *repo, const char *name, const char *state_extra) {
+static void same_buffer_model(const char *repo, const char *name, const char *dims, const char *state_extra) {
   char cfg[2048];
   snprintf(cfg, sizeof cfg,
            "name: \"%s\"\nbackend: \"accumulate\"\nmax_batch_size: 2\n"
@@ -265,16 +265,21 @@ static void same_buffer_model(const char *repo, const char *name, const char *st
            "parameters { key: \"same_buffer\" value: { string_value: \"1\" } }\n"
            "sequence_batching {\n"
            "  state [ { input_name: \"INPUT_STATE\" output_name: \"OUTPUT_STATE\"\n"
-           "            data_type: TYPE_INT32 dims: [ 1 ] use_same_buffer_for_input_output: true %s } ]\n"
+           "            data_type: TYPE_INT32 dims: [ %s ] use_same_buffer_for_input_output: true %s } ]\n"
            "}\n",
-           name, state_extra);
+           name, dims, state_extra);
   h_model(repo, name, cfg, "1");
 }
 
 Test(sequence, same_buffer_state_is_written_in_place, .timeout = 60) {
   char *repo = h_tmpdir();
-  same_buffer_model(repo, "acc_same", "");
+  same_buffer_model(repo, "acc_same", "1", "");
+  /* A variable dimension starts as 1, as in Triton: one zero to add to
+   * (0 would give an empty state, and StateBuffer a buffer of its own). */
+  same_buffer_model(repo, "acc_var", "-1", "");
   TRITONSERVER_Server *s = server_on(repo);
+  cr_expect_eq(step(s, "acc_var", 1, NULL, START, 2, NULL), 2);
+  cr_expect_eq(step(s, "acc_var", 1, NULL, END, 3, NULL), 5);
   /* Two sequences side by side: each writes its own buffer. */
   cr_expect_eq(step(s, "acc_same", 1, NULL, START, 5, NULL), 5);
   cr_expect_eq(step(s, "acc_same", 2, NULL, START, 100, NULL), 100);
@@ -290,7 +295,7 @@ Test(sequence, same_buffer_state_is_written_in_place, .timeout = 60) {
 
 Test(sequence, growable_memory_is_refused_at_load, .timeout = 60) {
   char *repo = h_tmpdir();
-  same_buffer_model(repo, "grow", "use_growable_memory: true");
+  same_buffer_model(repo, "grow", "1", "use_growable_memory: true");
   h_model(repo, "grow_alone",
           "name: \"grow_alone\"\nbackend: \"accumulate\"\nmax_batch_size: 2\n"
           "input [ { name: \"INPUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
@@ -308,6 +313,58 @@ Test(sequence, growable_memory_is_refused_at_load, .timeout = 60) {
   cr_assert_not_null(e);
   cr_expect(strstr(TRITONSERVER_ErrorMessage(e), "In order to 'use_growable_memory', you must also enable") != NULL,
             "%s", TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  server_done(s, repo);
+}
+
+/* Writes n bytes to dir/rel, creating folders. */
+static void write_bytes(const char *dir, const char *rel, const void *data, size_t n) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, rel);
+  h_mkdirs(path, 0);
+  FILE *f = fopen(path, "wb");
+  cr_assert_not_null(f, "cannot write %s", path);
+  cr_assert_eq(fwrite(data, 1, n, f), n);
+  fclose(f);
+}
+
+/* A BYTES state: accumulate keeps the sum as the length of the state's
+ * one string. It starts as the empty string, or as the initial_state file
+ * (one element, "abc"); a file that is not exactly the elements refuses
+ * the load. */
+Test(sequence, bytes_state_carries_strings, .timeout = 60) {
+  char *repo = h_tmpdir();
+  const char *cfg =
+      "name: \"%s\"\nbackend: \"accumulate\"\nmax_batch_size: 2\n"
+      "input [ { name: \"INPUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+      "output [ { name: \"OUTPUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+      "sequence_batching { state [ { input_name: \"INPUT_STATE\" output_name: \"OUTPUT_STATE\"\n"
+      "  data_type: TYPE_STRING dims: [ 1 ] %s } ] }\n";
+  char text[2048];
+  snprintf(text, sizeof text, cfg, "acc_str", "");
+  h_model(repo, "acc_str", text, "1");
+  const char *from_file = "initial_state [ { name: \"init\" data_type: TYPE_STRING dims: [ 1 ] data_file: \"s.bin\" } ]";
+  snprintf(text, sizeof text, cfg, "acc_str_file", from_file);
+  h_model(repo, "acc_str_file", text, "1");
+  snprintf(text, sizeof text, cfg, "acc_str_bad", from_file);
+  h_model(repo, "acc_str_bad", text, "1");
+  const unsigned char abc[7] = {3, 0, 0, 0, 'a', 'b', 'c'};
+  write_bytes(repo, "acc_str_file/initial_state/s.bin", abc, sizeof abc);
+  write_bytes(repo, "acc_str_bad/initial_state/s.bin", abc, sizeof abc - 1); /* the string is cut short */
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
+  H_OK(TRITONSERVER_ServerLoadModel(s, "acc_str"));
+  H_OK(TRITONSERVER_ServerLoadModel(s, "acc_str_file"));
+  cr_expect_eq(step(s, "acc_str", 1, NULL, START, 3, NULL), 3);
+  cr_expect_eq(step(s, "acc_str", 2, NULL, START, 10, NULL), 10);
+  cr_expect_eq(step(s, "acc_str", 1, NULL, 0, 4, NULL), 7);
+  cr_expect_eq(step(s, "acc_str", 1, NULL, END, 1, NULL), 8);
+  cr_expect_eq(step(s, "acc_str", 2, NULL, END, 1, NULL), 11);
+  cr_expect_eq(step(s, "acc_str_file", 1, NULL, START, 2, NULL), 5);
+  cr_expect_eq(step(s, "acc_str_file", 1, NULL, END, 1, NULL), 6);
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "acc_str_bad");
+  cr_assert_not_null(e);
+  cr_expect(strstr(TRITONSERVER_ErrorMessage(e), "must hold exactly 1 length-prefixed elements") != NULL, "%s",
+            TRITONSERVER_ErrorMessage(e));
   TRITONSERVER_ErrorDelete(e);
   server_done(s, repo);
 }

@@ -9,6 +9,8 @@
  *    through TRITONBACKEND_StateNew("OUTPUT_STATE") / StateBuffer /
  *    StateUpdate (StateBufferAttributes is checked on the way: refused
  *    before the buffer, then agreeing with it; a failure fails the request).
+ *    A BYTES state holds the sum as the length of its first element (an
+ *    empty string is 0): the next state is one string of `sum` bytes.
  *  - Without: the backend keeps the sums itself, keyed by the CORRID
  *    control input (else the request's integer correlation id); a non-zero
  *    START control resets the sum, a non-zero END control forgets it.
@@ -157,9 +159,13 @@ static int32_t table_add(acc_model *m, uint64_t id, bool start, bool end, int32_
 
 /* Commits `sum` as the sequence's next OUTPUT_STATE (same_buffer: see the top). */
 static TRITONSERVER_Error *update_state(TRITONBACKEND_Request *request, const int64_t *shape, uint32_t dims,
-                                        int32_t sum, bool same_buffer) {
+                                        int32_t sum, bool same_buffer, bool bytes) {
+  if (bytes && (sum < 0 || sum > 65536))
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "accumulate: a BYTES state holds sums 0 to 65536");
+  uint64_t size = bytes ? 4u + (uint64_t)sum : sizeof sum;
   TRITONBACKEND_State *state = NULL;
-  TRITONSERVER_Error *err = TRITONBACKEND_StateNew(&state, request, "OUTPUT_STATE", TRITONSERVER_TYPE_INT32, shape,
+  TRITONSERVER_Error *err = TRITONBACKEND_StateNew(&state, request, "OUTPUT_STATE",
+                                                   bytes ? TRITONSERVER_TYPE_BYTES : TRITONSERVER_TYPE_INT32, shape,
                                                    dims);
   if (err != NULL) return err;
   /* The state's buffer attributes exist only once it has a buffer. */
@@ -172,7 +178,7 @@ static TRITONSERVER_Error *update_state(TRITONBACKEND_Request *request, const in
   void *buf = NULL;
   TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
   int64_t mid = 0;
-  err = TRITONBACKEND_StateBuffer(state, &buf, sizeof sum, &mt, &mid);
+  err = TRITONBACKEND_StateBuffer(state, &buf, size, &mt, &mid);
   if (err != NULL) return err;
   size_t byte_size = 0;
   TRITONSERVER_MemoryType attr_mt = TRITONSERVER_MEMORY_GPU;
@@ -180,7 +186,7 @@ static TRITONSERVER_Error *update_state(TRITONBACKEND_Request *request, const in
   if (err == NULL) err = TRITONSERVER_BufferAttributesByteSize(attrs, &byte_size);
   if (err == NULL) err = TRITONSERVER_BufferAttributesMemoryType(attrs, &attr_mt);
   if (err != NULL) return err;
-  if (byte_size != sizeof sum || attr_mt != mt)
+  if (byte_size != size || attr_mt != mt)
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
                                  "accumulate: state buffer attributes disagree with the buffer");
   if (same_buffer) {
@@ -196,7 +202,13 @@ static TRITONSERVER_Error *update_state(TRITONBACKEND_Request *request, const in
     memcpy(buf, &sum, sizeof sum);
     return NULL; /* no StateUpdate: the write is the update */
   }
-  memcpy(buf, &sum, sizeof sum);
+  if (bytes) {
+    uint32_t len = (uint32_t)sum;
+    memcpy(buf, &len, 4);
+    memset((char *)buf + 4, 'x', len);
+  } else {
+    memcpy(buf, &sum, sizeof sum);
+  }
   return TRITONBACKEND_StateUpdate(state);
 }
 
@@ -247,7 +259,11 @@ static TRITONSERVER_Error *run_one(acc_model *m, TRITONBACKEND_Request *request,
   int32_t sum;
   if (read_scalar(request, "INPUT_STATE", &st)) {
     sum = (int32_t)st + (int32_t)in;
-    err = update_state(request, shape, dims, sum, m->same_buffer != 0);
+    TRITONBACKEND_Input *state_in = NULL;
+    TRITONSERVER_DataType state_dt = TRITONSERVER_TYPE_INT32;
+    if (ok(TRITONBACKEND_RequestInput(request, "INPUT_STATE", &state_in)))
+      ok(TRITONBACKEND_InputProperties(state_in, NULL, &state_dt, NULL, NULL, NULL, NULL));
+    err = update_state(request, shape, dims, sum, m->same_buffer != 0, state_dt == TRITONSERVER_TYPE_BYTES);
     if (err != NULL) return err;
   } else {
     uint64_t id = corrid > 0 ? (uint64_t)corrid : 0;
