@@ -375,18 +375,27 @@ Test(sequence, bytes_state_carries_strings, .timeout = 60) {
  * correlation ID gets one; the final release ends the sequence, so the
  * only slot goes to the next sequence at once, not after the 60 s idle
  * time. */
+/* A reschedule model (identity on FP32 [4], one slot) with `rest` of its
+ * configuration. */
+static void reschedule_model(const char *repo, const char *name, const char *rest) {
+  char cfg[2048];
+  snprintf(cfg, sizeof cfg,
+           "name: \"%s\"\nbackend: \"reschedule\"\nmax_batch_size: 1\n"
+           "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+           "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n%s",
+           name, rest);
+  h_model(repo, name, cfg, "1");
+}
+
 Test(sequence, iterative_sequences_run_until_released, .timeout = 60) {
   char *repo = h_tmpdir();
-  h_model(repo, "iter",
-          "name: \"iter\"\nbackend: \"reschedule\"\nmax_batch_size: 1\n"
-          "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
-          "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
-          "instance_group [ { kind: KIND_CPU count: 1 } ]\n"
-          "parameters [ { key: \"passes\" value: { string_value: \"3\" } },\n"
-          "             { key: \"check_start\" value: { string_value: \"1\" } } ]\n"
-          "sequence_batching { iterative_sequence: true max_sequence_idle_microseconds: 60000000\n"
-          "  control_input [ { name: \"START\" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] } ] }\n",
-          "1");
+  reschedule_model(repo, "iter",
+                   "instance_group [ { kind: KIND_CPU count: 1 } ]\n"
+                   "parameters [ { key: \"passes\" value: { string_value: \"3\" } },\n"
+                   "             { key: \"check_start\" value: { string_value: \"1\" } } ]\n"
+                   "sequence_batching { iterative_sequence: true max_sequence_idle_microseconds: 60000000\n"
+                   "  control_input [ { name: \"START\" control [ { kind: CONTROL_SEQUENCE_START "
+                   "int32_false_true: [ 0, 1 ] } ] } ] }\n");
   TRITONSERVER_Server *s = server_on(repo);
   static const float in[4] = {1, 2, 3, 4};
   int64_t shape[2] = {1, 4};
@@ -420,12 +429,7 @@ Test(sequence, iterative_sequences_run_until_released, .timeout = 60) {
 /* Without iterative_sequence a correlation ID is still required. */
 Test(sequence, iterative_needs_the_option, .timeout = 60) {
   char *repo = h_tmpdir();
-  h_model(repo, "plain",
-          "name: \"plain\"\nbackend: \"reschedule\"\nmax_batch_size: 1\n"
-          "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
-          "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
-          "sequence_batching { }\n",
-          "1");
+  reschedule_model(repo, "plain", "sequence_batching { }\n");
   TRITONSERVER_Server *s = server_on(repo);
   TRITONSERVER_InferenceRequest *r = h_request(s, "plain");
   static const float in[4] = {1, 2, 3, 4};
