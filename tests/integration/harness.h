@@ -104,6 +104,29 @@ H_API void h_rmtree(const char *path) {
   rmdir(path);
 }
 
+/* A fixture for tests that read what a test backend or agent records: a
+ * fresh model repository in *repo, and in *record the path of
+ * record.txt inside another fresh folder. h_repo_record_free removes both
+ * folders and frees both strings. */
+H_API void h_repo_record_new(char **repo, char **record) {
+  *repo = h_tmpdir();
+  char *d = h_tmpdir();
+  size_t n = strlen(d) + sizeof "/record.txt";
+  *record = malloc(n);
+  cr_assert_not_null(*record);
+  snprintf(*record, n, "%s/record.txt", d);
+  free(d);
+}
+
+H_API void h_repo_record_free(char *repo, char *record) {
+  h_rmtree(repo);
+  free(repo);
+  char *slash = strrchr(record, '/');
+  if (slash) *slash = '\0';
+  h_rmtree(record);
+  free(record);
+}
+
 /* Reads a whole file into a malloc'd string ("" when missing). */
 H_API char *h_read(const char *path) {
   FILE *f = fopen(path, "r");

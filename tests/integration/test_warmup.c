@@ -9,18 +9,9 @@
 
 static char *g_repo, *g_record;
 
-static void setup(void) {
-  g_repo = h_tmpdir();
-  char *d = h_tmpdir();
-  if (asprintf(&g_record, "%s/record.txt", d) < 0) cr_assert_fail("asprintf");
-  free(d);
-}
+static void setup(void) { h_repo_record_new(&g_repo, &g_record); }
 
-static void teardown(void) {
-  h_rmtree(g_repo);
-  free(g_repo);
-  free(g_record);
-}
+static void teardown(void) { h_repo_record_free(g_repo, g_record); }
 
 TestSuite(warmup, .init = setup, .fini = teardown, .timeout = 60);
 
