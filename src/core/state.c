@@ -113,13 +113,20 @@ static const char *jstr(const json_t *o, const char *key) {
   return s ? s : "";
 }
 
+/* <model_dir>/initial_state/<file> into path[n]. */
+static TRITONSERVER_Error *initial_path(const TRITONBACKEND_Model *m, const char *input, const char *file, char *path,
+                                        size_t n) {
+  if (snprintf(path, n, "%s/initial_state/%s", m->model_dir, file) >= (int)n)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "initial_state data_file path of '%s' is too long", input);
+  return NULL;
+}
+
 /* Reads <model_dir>/initial_state/<file> into `t`, which must be at least
  * t->size bytes long (as Triton checks; extra bytes are ignored). */
 static TRITONSERVER_Error *read_initial_file(const TRITONBACKEND_Model *m, const char *input, const char *file,
                                              nrd_state_tensor *t) {
   char path[4096];
-  if (snprintf(path, sizeof path, "%s/initial_state/%s", m->model_dir, file) >= (int)sizeof path)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "initial_state data_file path of '%s' is too long", input);
+  NRD_RETURN_IF_ERROR(initial_path(m, input, file, path, sizeof path));
   FILE *f = fopen(path, "rb");
   if (!f)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "failed to open initial_state file '%s' for state '%s': %s",
@@ -140,8 +147,7 @@ static TRITONSERVER_Error *read_initial_file(const TRITONBACKEND_Model *m, const
 static TRITONSERVER_Error *read_initial_bytes(const TRITONBACKEND_Model *m, const char *input, const char *file,
                                               uint64_t elems, nrd_state_tensor **t) {
   char path[4096];
-  if (snprintf(path, sizeof path, "%s/initial_state/%s", m->model_dir, file) >= (int)sizeof path)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "initial_state data_file path of '%s' is too long", input);
+  NRD_RETURN_IF_ERROR(initial_path(m, input, file, path, sizeof path));
   char *data = NULL;
   size_t size = 0;
   TRITONSERVER_Error *err = nrd_read_file(path, &data, &size);
