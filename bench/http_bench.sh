@@ -13,6 +13,10 @@
 #             answering the very bytes nereid answers, with no core (the
 #             client does the same work as for `binary`, so the two compare
 #             the servers alone); when BUILD_DIR/bench has it
+#   floor     the same binary request to nrd_bench_http_floor: a bare epoll
+#             loop answering the same bytes with no HTTP layer at all (what
+#             the kernel's TCP, epoll and wake-ups alone cost here); when
+#             BUILD_DIR/bench has it
 #   big       one 16 MB FP32 tensor round trip (binary), 1 connection
 # and prints req/s, p50/p99 latency and the server's CPU time per request
 # (utime+stime from /proc/<pid>/stat, delta over the run / requests).
@@ -32,10 +36,13 @@ command -v wrk >/dev/null || { echo "wrk is missing: run scripts/setup.sh" >&2; 
 
 BARE="$BUILD/bench/nrd_bench_http_bare"
 BARE_PORT=$((PORT + 1))
+FLOOR="$BUILD/bench/nrd_bench_http_floor"
+FLOOR_PORT=$((PORT + 2))
 WORK="$(mktemp -d)"
 cleanup() {
   [ -n "${PID:-}" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null || true
   [ -n "${BPID:-}" ] && kill "$BPID" 2>/dev/null && wait "$BPID" 2>/dev/null || true
+  [ -n "${FPID:-}" ] && kill "$FPID" 2>/dev/null && wait "$FPID" 2>/dev/null || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -54,6 +61,12 @@ if [ -x "$BARE" ]; then
   BPID=$!
   for _ in $(seq 50); do grep -q "ready" "$WORK/bare.out" 2>/dev/null && break; sleep 0.1; done
   grep -q "ready" "$WORK/bare.out" || { cat "$WORK/bare.out"; exit 1; }
+fi
+if [ -x "$FLOOR" ]; then
+  "$FLOOR" "$FLOOR_PORT" "$THREADS" >"$WORK/floor.out" 2>&1 &
+  FPID=$!
+  for _ in $(seq 50); do grep -q "ready" "$WORK/floor.out" 2>/dev/null && break; sleep 0.1; done
+  grep -q "ready" "$WORK/floor.out" || { cat "$WORK/floor.out"; exit 1; }
 fi
 
 # Request bodies: JSON, and binary (header + 64 raw bytes), as tritonclient builds them.
@@ -109,6 +122,7 @@ run() { # label path script conns [bytes_per_request] -> one "ROW ..." line of r
   local label=$1 path=$2 script=$3 conns=$4 bytes=${5:-0}
   local t0 t1 line pid=$PID port=$PORT
   if [ "$label" = bare ]; then pid=$BPID; port=$BARE_PORT; fi
+  if [ "$label" = floor ]; then pid=$FPID; port=$FLOOR_PORT; fi
   t0=$(ticks "$pid")
   line=$(wrk -t "$(( conns < 2 ? 1 : 2 ))" -c "$conns" -d "${DURATION}s" --latency \
          -s "$WORK/$script.lua" "http://127.0.0.1:$port$path" | grep '^RESULT')
@@ -127,6 +141,7 @@ for c in 1 8 64; do
     run json /v2/models/identity_fp32/infer json "$c"
     run binary /v2/models/identity_fp32/infer binary "$c"
     [ -n "${BPID:-}" ] && run bare /v2/models/identity_fp32/infer binary "$c"
+    [ -n "${FPID:-}" ] && run floor /v2/models/identity_fp32/infer binary "$c"
   done
 done >"$WORK/rows"
 run big16MB /v2/models/identity_fp32/infer big 1 $((16 * 1024 * 1024)) >>"$WORK/rows"
