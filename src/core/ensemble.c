@@ -771,7 +771,7 @@ static TRITONSERVER_Error *send_run(ens_ctx *c, uint32_t s, uint32_t iter, ens_c
   const ens_step *st = &c->es->steps[s];
   const TRITONSERVER_InferenceRequest *req = c->req;
   TRITONSERVER_InferenceRequest *r = NULL;
-  NRD_RETURN_IF_ERROR(TRITONSERVER_InferenceRequestNew(&r, req->server, st->model, st->version));
+  NRD_RETURN_IF_ERROR(nrd_request_new_in(&r, req->server, c->es->model->ns, st->model, st->version));
   TRITONSERVER_Error *err = NULL;
   if (r->model->decoupled != st->decoupled)
     err = nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "step model '%s' was reloaded with another transaction "
@@ -1118,7 +1118,8 @@ TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, nrd_s
   }
   for (uint32_t s = 0; s < es->n_steps && !err; s++) {
     TRITONBACKEND_Model *cm = NULL;
-    TRITONSERVER_Error *e = nrd_server_get_model(model->server, es->steps[s].model, es->steps[s].version, &cm);
+    TRITONSERVER_Error *e =
+        nrd_server_get_model_in(model->server, model->ns, es->steps[s].model, es->steps[s].version, &cm);
     if (e) {
       TRITONSERVER_ErrorDelete(e);
       if (used < sizeof missing)

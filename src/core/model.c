@@ -211,6 +211,7 @@ void nrd_model_unref(TRITONBACKEND_Model *m) {
   json_decref(m->config);
   free(m->config_json);
   free(m->name);
+  free(m->ns);
   free(m->model_dir);
   free(m->version_dir);
   free(m->instances);
@@ -435,13 +436,14 @@ TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *a, TRITONBACKEND_M
   m->version = a->version;
   m->auto_complete = a->auto_complete;
   m->name = strdup(a->name);
+  m->ns = strdup(a->ns ? a->ns : "");
   m->model_dir = strdup(a->model_dir);
   char vbuf[32];
   snprintf(vbuf, sizeof vbuf, "%" PRId64, a->version);
   m->version_dir = nrd_path_join(a->model_dir, vbuf);
   json_t *cfg = json_deep_copy(a->config);
   bool sums_failed = a->server->summary_latencies && nrd_stats_enable_summaries(&m->stats) != 0;
-  if (!m->name || !m->model_dir || !m->version_dir || !cfg || sums_failed) {
+  if (!m->name || !m->ns || !m->model_dir || !m->version_dir || !cfg || sums_failed) {
     json_decref(cfg);
     err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory loading model '%s'", a->name);
     goto fail;

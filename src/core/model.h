@@ -46,6 +46,7 @@ struct TRITONBACKEND_Model {
   atomic_int refs;
   TRITONSERVER_Server *server;
   char *name;
+  char *ns;                     /* namespace: its repository with --model-namespacing, else "" */
   int64_t version;
   char *model_dir;              /* <repository>/<name> */
   char *version_dir;            /* <repository>/<name>/<version> */
@@ -88,6 +89,7 @@ struct TRITONBACKEND_Model {
 typedef struct nrd_model_load_args {
   TRITONSERVER_Server *server;
   const char *name;
+  const char *ns;                /* the model's namespace ("" without namespacing) */
   int64_t version;
   const char *model_dir;
   const json_t *config;          /* parsed, before the full normalization */

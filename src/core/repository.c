@@ -159,6 +159,7 @@ void nrd_repo_free(nrd_repository *r) {
     if (e->override_dir) nrd_remove_tree(e->override_dir);
     free(e->override_dir);
     free(e->name);
+    free(e->ns);
     free(e->dir);
     free(e->reason);
   }
@@ -291,11 +292,63 @@ static TRITONSERVER_Error *locate_locked(nrd_repository *r, const char *name, ch
   return NULL;
 }
 
-static TRITONSERVER_Error *locate(nrd_repository *r, const char *name, char **dir_out, bool *mapped) {
+/* Where a load of `name` reads from: one folder, or with namespacing one
+ * per repository that has it, each with its namespace. */
+typedef struct repo_place {
+  char *ns;
+  char *dir;
+  bool mapped;
+} repo_place;
+
+static void places_free(repo_place *p, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    free(p[i].ns);
+    free(p[i].dir);
+  }
+  free(p);
+}
+
+static TRITONSERVER_Error *locate_all(nrd_repository *r, const char *name, repo_place **out, size_t *n_out) {
+  *out = NULL;
+  *n_out = 0;
   pthread_rwlock_rdlock(&r->paths_lock);
-  TRITONSERVER_Error *err = locate_locked(r, name, dir_out, mapped);
+  repo_place *p = calloc(r->n_paths + 1, sizeof(*p));
+  size_t n = 0;
+  TRITONSERVER_Error *err = p ? NULL : nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  const nrd_repo_mapping *m = err ? NULL : mapping_named(r, name);
+  if (!err && (!r->namespacing || m)) {
+    err = locate_locked(r, name, &p[0].dir, &p[0].mapped);
+    if (!err) {
+      p[0].ns = strdup(r->namespacing && m ? m->repo : "");
+      n = 1;
+    }
+  } else if (!err) {
+    /* Every repository is a namespace: each folder of this name is a model. */
+    for (size_t i = 0; i < r->n_paths && !err; i++) {
+      char *d = nrd_path_join(r->paths[i], name);
+      if (d && is_dir(d) && !folder_mapped(r, d)) {
+        p[n].dir = d;
+        p[n].ns = strdup(r->paths[i]);
+        if (!p[n++].ns) err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+      } else {
+        if (!d) err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+        free(d);
+      }
+    }
+    if (!err && !n)
+      err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                          "failed to load '%s', failed to poll from model repository", name);
+  }
   pthread_rwlock_unlock(&r->paths_lock);
-  return err;
+  for (size_t i = 0; !err && i < n; i++)
+    if (!p[i].ns) err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  if (err) {
+    if (p) places_free(p, n);
+    return err;
+  }
+  *out = p;
+  *n_out = n;
+  return NULL;
 }
 
 TRITONSERVER_Error *nrd_repo_register(nrd_repository *r, const char *path, const char *const *names,
@@ -595,15 +648,41 @@ fail:
 
 /* ------------------------------------------------------------ the table */
 
-static nrd_model_entry *find_entry(nrd_repository *r, const char *name) {
+/* The entry of `name` in namespace `ns`; caller holds the table lock. */
+static nrd_model_entry *find_entry(nrd_repository *r, const char *ns, const char *name) {
   for (size_t i = 0; i < r->n_models; i++)
-    if (!strcmp(r->models[i].name, name)) return &r->models[i];
+    if (!strcmp(r->models[i].name, name) && !strcmp(r->models[i].ns, ns)) return &r->models[i];
   return NULL;
 }
 
+/* The entry a name alone means: without namespacing the only one; with
+ * it, the one loaded entry of that name (else any entry of it, for its
+ * reasons). More than one loaded: NULL and an INVALID_ARG in *err, as
+ * Triton answers. Caller holds the table lock. */
+static nrd_model_entry *named_entry(nrd_repository *r, const char *name, TRITONSERVER_Error **err) {
+  *err = NULL;
+  if (!r->namespacing) return find_entry(r, "", name);
+  nrd_model_entry *loaded = NULL, *any = NULL;
+  size_t n_loaded = 0;
+  for (size_t i = 0; i < r->n_models; i++) {
+    nrd_model_entry *e = &r->models[i];
+    if (strcmp(e->name, name)) continue;
+    if (!any) any = e;
+    if (e->attempted && n_loaded++ == 0) loaded = e;
+  }
+  if (n_loaded > 1) {
+    *err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "There are %zu identifiers of model '%s' (one per repository namespace): model namespace "
+                         "must be provided to resolve ambiguity",
+                         n_loaded, name);
+    return NULL;
+  }
+  return loaded ? loaded : any;
+}
+
 /* Finds or adds an entry; caller holds the table write lock. */
-static nrd_model_entry *entry_for(nrd_repository *r, const char *name) {
-  nrd_model_entry *e = find_entry(r, name);
+static nrd_model_entry *entry_for(nrd_repository *r, const char *ns, const char *name) {
+  nrd_model_entry *e = find_entry(r, ns, name);
   if (e) return e;
   if (r->n_models == r->cap_models) {
     size_t cap = r->cap_models ? r->cap_models * 2 : 16;
@@ -615,6 +694,10 @@ static nrd_model_entry *entry_for(nrd_repository *r, const char *name) {
   e = &r->models[r->n_models];
   memset(e, 0, sizeof(*e));
   if (!(e->name = strdup(name))) return NULL;
+  if (!(e->ns = strdup(ns))) {
+    free(e->name);
+    return NULL;
+  }
   r->n_models++;
   return e;
 }
@@ -627,26 +710,29 @@ static void set_reason(char **slot, const char *why) {
 void nrd_repo_ensemble_steps(nrd_repository *r, const char *name, char ***steps, size_t *n) {
   *steps = NULL;
   *n = 0;
-  char *dir = NULL;
-  json_t *cfg = NULL;
-  bool mapped = false;
+  repo_place *places = NULL;
+  size_t n_places = 0, cap = 0;
   pthread_mutex_lock(&r->op_lock);
-  TRITONSERVER_Error *err = locate(r, name, &dir, &mapped);
-  if (!err) err = read_config(r, name, dir, NULL, &cfg);
-  pthread_mutex_unlock(&r->op_lock);
+  TRITONSERVER_Error *err = locate_all(r, name, &places, &n_places);
   if (err) TRITONSERVER_ErrorDelete(err);
-  free(dir);
-  const json_t *platform = json_object_get(cfg, "platform");
-  const json_t *list = json_object_get(json_object_get(cfg, "ensemble_scheduling"), "step");
-  size_t count = json_array_size(list);
-  if (json_is_string(platform) && !strcmp(json_string_value(platform), NRD_ENSEMBLE_PLATFORM) && count &&
-      (*steps = calloc(count, sizeof(**steps)))) {
-    for (size_t i = 0; i < count; i++) {
-      const char *m = json_string_value(json_object_get(json_array_get(list, i), "model_name"));
-      if (m && ((*steps)[*n] = strdup(m))) (*n)++;
+  /* With namespacing a name may be an ensemble in several repositories:
+   * the steps of all of them. */
+  for (size_t p = 0; p < n_places; p++) {
+    json_t *cfg = NULL;
+    err = read_config(r, name, places[p].dir, NULL, &cfg);
+    if (err) TRITONSERVER_ErrorDelete(err);
+    const json_t *platform = json_object_get(cfg, "platform");
+    const json_t *list = json_object_get(json_object_get(cfg, "ensemble_scheduling"), "step");
+    if (json_is_string(platform) && !strcmp(json_string_value(platform), NRD_ENSEMBLE_PLATFORM)) {
+      for (size_t i = 0; i < json_array_size(list); i++) {
+        const char *m = json_string_value(json_object_get(json_array_get(list, i), "model_name"));
+        if (m && add_name(steps, n, &cap, m) != 0) break;
+      }
     }
+    json_decref(cfg);
   }
-  json_decref(cfg);
+  pthread_mutex_unlock(&r->op_lock);
+  places_free(places, n_places);
 }
 
 typedef struct reread_ctx {
@@ -669,23 +755,17 @@ static json_t *reread_config(void *ctx, const char *dir) {
   return cfg;
 }
 
-TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const char *config_override,
-                                  const TRITONSERVER_Parameter **files, size_t n_files) {
-  if (!name || !*name) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model name must not be empty");
-  if (n_files && !config_override)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "failed to load '%s': file overrides need a 'config' parameter as well", name);
-  pthread_mutex_lock(&r->op_lock);
-  TRITONSERVER_Error *err = NULL;
-  char *dir = NULL, *override_root = NULL;
+/* Loads the model `name` of namespace `ns` from `dir` (a temporary
+ * `override_root` holds it for file overrides) into its entry, or records
+ * `err` there when the load could not even start. Takes `dir`,
+ * `override_root` and `err`. The caller holds op_lock. */
+static TRITONSERVER_Error *load_at(nrd_repository *r, const char *ns, const char *name, char *dir, bool mapped,
+                                   char *override_root, const char *config_override, TRITONSERVER_Error *err) {
   json_t *cfg = NULL;
   int64_t *versions = NULL;
   size_t n_versions = 0;
   nrd_version_slot *slots = NULL;
 
-  bool mapped = false;
-  if (n_files) err = write_overrides(name, files, n_files, &override_root, &dir);
-  else err = locate(r, name, &dir, &mapped);
   if (!err) err = read_config(r, name, dir, config_override, &cfg);
   /* A mapped model takes its mapped name, whatever its configuration says. */
   if (!err && mapped && json_object_set_new(cfg, "name", json_string(name)) != 0)
@@ -706,7 +786,7 @@ TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const cha
   /* Load every selected version while the old ones keep serving. */
   TRITONSERVER_Error *first_fail = NULL;
   for (size_t i = 0; !err && i < n_versions; i++) {
-    nrd_model_load_args a = {r->server, name, versions[i], load_dir, cfg, r->auto_complete, r->backend_dir,
+    nrd_model_load_args a = {r->server, name, ns, versions[i], load_dir, cfg, r->auto_complete, r->backend_dir,
                              r->backend_cmdline};
     slots[i].version = versions[i];
     TRITONSERVER_Error *e = nrd_model_load(&a, &slots[i].model);
@@ -748,7 +828,7 @@ TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const cha
   nrd_agent_chain *old_agents = NULL;
   bool loaded = false; /* the new versions replaced the old ones */
   pthread_rwlock_wrlock(&r->table_lock);
-  nrd_model_entry *e = entry_for(r, name);
+  nrd_model_entry *e = entry_for(r, ns, name);
   if (!e) {
     pthread_rwlock_unlock(&r->table_lock);
     if (!err) err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
@@ -797,7 +877,6 @@ TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const cha
   slots_free(old, n_old);
   if (old_override) nrd_remove_tree(old_override);
   free(old_override);
-  pthread_mutex_unlock(&r->op_lock);
 
   if (override_root) nrd_remove_tree(override_root);
   free(override_root);
@@ -815,6 +894,41 @@ TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const cha
                         TRITONSERVER_ErrorMessage(first_fail));
     TRITONSERVER_ErrorDelete(first_fail);
   }
+  return err;
+}
+
+TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const char *config_override,
+                                  const TRITONSERVER_Parameter **files, size_t n_files) {
+  if (!name || !*name) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model name must not be empty");
+  if (n_files && !config_override)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "failed to load '%s': file overrides need a 'config' parameter as well", name);
+  pthread_mutex_lock(&r->op_lock);
+  TRITONSERVER_Error *err = NULL;
+  if (n_files) {
+    /* Overridden files make a model of no repository: namespace "". */
+    char *dir = NULL, *override_root = NULL;
+    err = write_overrides(name, files, n_files, &override_root, &dir);
+    err = load_at(r, "", name, dir, false, override_root, config_override, err);
+  } else {
+    repo_place *places = NULL;
+    size_t n = 0;
+    err = locate_all(r, name, &places, &n);
+    if (err && r->namespacing) {
+      /* Found nowhere: no namespace to note it in. */
+      NRD_LOG_ERROR("failed to load '%s': %s", name, TRITONSERVER_ErrorMessage(err));
+    } else if (err) {
+      err = load_at(r, "", name, NULL, false, NULL, config_override, err);
+    }
+    for (size_t i = 0; i < n; i++) {
+      TRITONSERVER_Error *e = load_at(r, places[i].ns, name, places[i].dir, places[i].mapped, NULL, config_override, NULL);
+      places[i].dir = NULL; /* taken */
+      if (e && !err) err = e;
+      else if (e) TRITONSERVER_ErrorDelete(e);
+    }
+    places_free(places, n);
+  }
+  pthread_mutex_unlock(&r->op_lock);
   return err;
 }
 
@@ -865,14 +979,14 @@ unsigned nrd_repo_wait_background(nrd_repository *r, unsigned timeout_s) {
   return left;
 }
 
-TRITONSERVER_Error *nrd_repo_unload(nrd_repository *r, const char *name, bool wait) {
-  if (!name) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model name must not be NULL");
+/* Unloads the model `name` of namespace `ns` (see nrd_repo_unload). */
+static TRITONSERVER_Error *unload_entry(nrd_repository *r, const char *ns, const char *name, bool wait) {
   unload_job *j = calloc(1, sizeof(*j));
   if (!j) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   j->timeout_s = atomic_load(&r->exit_timeout_s);
   pthread_mutex_lock(&r->op_lock);
   pthread_rwlock_wrlock(&r->table_lock);
-  nrd_model_entry *e = find_entry(r, name);
+  nrd_model_entry *e = find_entry(r, ns, name);
   if (e) {
     j->old = e->slots;
     j->n_old = e->n_slots;
@@ -918,6 +1032,56 @@ TRITONSERVER_Error *nrd_repo_unload(nrd_repository *r, const char *name, bool wa
   return NULL;
 }
 
+TRITONSERVER_Error *nrd_repo_unload(nrd_repository *r, const char *name, bool wait) {
+  if (!name) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model name must not be NULL");
+  if (!r->namespacing) return unload_entry(r, "", name, wait);
+  /* Every namespace's model of that name. */
+  pthread_rwlock_rdlock(&r->table_lock);
+  char **spaces = calloc(r->n_models + 1, sizeof(char *));
+  size_t n = 0;
+  for (size_t i = 0; spaces && i < r->n_models; i++)
+    if (!strcmp(r->models[i].name, name) && (spaces[n] = strdup(r->models[i].ns))) n++;
+  pthread_rwlock_unlock(&r->table_lock);
+  if (!spaces) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  TRITONSERVER_Error *err = NULL;
+  for (size_t i = 0; i < n; i++) {
+    TRITONSERVER_Error *e = unload_entry(r, spaces[i], name, wait);
+    if (e && !err) err = e;
+    else if (e) TRITONSERVER_ErrorDelete(e);
+    free(spaces[i]);
+  }
+  free(spaces);
+  return err;
+}
+
+/* Whether the model of `name` in namespace `ns` is new or changed on disk. */
+static bool entry_changed(nrd_repository *r, const char *ns, const char *name) {
+  pthread_rwlock_rdlock(&r->table_lock);
+  nrd_model_entry *e = find_entry(r, ns, name);
+  bool loaded = e && e->attempted;
+  char *dir = e && e->dir ? strdup(e->dir) : NULL;
+  uint64_t stamp = e ? e->stamp : 0;
+  bool overridden = e && e->override_dir;
+  pthread_rwlock_unlock(&r->table_lock);
+  bool changed = !loaded || (dir && !overridden && newest_mtime(dir, 0) != stamp);
+  free(dir);
+  return changed;
+}
+
+/* Whether a poll must load `name`: some folder of it (one per namespace
+ * with namespacing) is new or changed. */
+static bool needs_load(nrd_repository *r, const char *name) {
+  if (!r->namespacing) return entry_changed(r, "", name);
+  repo_place *places = NULL;
+  size_t n = 0;
+  TRITONSERVER_Error *err = locate_all(r, name, &places, &n);
+  bool changed = err != NULL; /* the load will say why */
+  if (err) TRITONSERVER_ErrorDelete(err);
+  for (size_t i = 0; i < n && !changed; i++) changed = entry_changed(r, places[i].ns, name);
+  places_free(places, n);
+  return changed;
+}
+
 TRITONSERVER_Error *nrd_repo_poll(nrd_repository *r) {
   char **names = NULL;
   size_t n = 0;
@@ -925,40 +1089,36 @@ TRITONSERVER_Error *nrd_repo_poll(nrd_repository *r) {
   TRITONSERVER_Error *first = NULL;
   /* New or changed models. */
   for (size_t i = 0; i < n; i++) {
-    pthread_rwlock_rdlock(&r->table_lock);
-    nrd_model_entry *e = find_entry(r, names[i]);
-    bool loaded = e && e->attempted;
-    char *dir = e && e->dir ? strdup(e->dir) : NULL;
-    uint64_t stamp = e ? e->stamp : 0;
-    bool overridden = e && e->override_dir;
-    pthread_rwlock_unlock(&r->table_lock);
-    bool changed = !loaded || (dir && !overridden && newest_mtime(dir, 0) != stamp);
-    free(dir);
-    if (changed) {
+    if (needs_load(r, names[i])) {
       TRITONSERVER_Error *err = nrd_repo_load(r, names[i], NULL, NULL, 0);
       if (err && !first) first = err;
       else if (err) TRITONSERVER_ErrorDelete(err);
     }
   }
-  /* Removed models. */
+  /* Removed models: with namespacing, per namespace (its folder is gone). */
   pthread_rwlock_rdlock(&r->table_lock);
   size_t nm = r->n_models;
-  char **gone = calloc(nm ? nm : 1, sizeof(char *));
+  char **gone = calloc(nm ? 2 * nm : 1, sizeof(char *)); /* name, namespace */
   size_t n_gone = 0;
   for (size_t i = 0; gone && i < nm; i++) {
     nrd_model_entry *e = &r->models[i];
     if (!e->attempted || e->override_dir) continue;
     bool present = false;
     for (size_t k = 0; k < n; k++) present |= !strcmp(names[k], e->name);
-    if (!present) gone[n_gone++] = strdup(e->name);
+    if (present && r->namespacing && *e->ns) present = e->dir && is_dir(e->dir);
+    if (!present) {
+      gone[2 * n_gone] = strdup(e->name);
+      gone[2 * n_gone++ + 1] = strdup(e->ns);
+    }
   }
   pthread_rwlock_unlock(&r->table_lock);
   for (size_t i = 0; i < n_gone; i++) {
-    if (gone[i]) {
-      TRITONSERVER_Error *err = nrd_repo_unload(r, gone[i], true);
+    if (gone[2 * i] && gone[2 * i + 1]) {
+      TRITONSERVER_Error *err = unload_entry(r, gone[2 * i + 1], gone[2 * i], true);
       if (err) TRITONSERVER_ErrorDelete(err);
     }
-    free(gone[i]);
+    free(gone[2 * i]);
+    free(gone[2 * i + 1]);
   }
   free(gone);
   for (size_t i = 0; i < n; i++) free(names[i]);
@@ -966,10 +1126,10 @@ TRITONSERVER_Error *nrd_repo_poll(nrd_repository *r) {
   return first;
 }
 
-TRITONSERVER_Error *nrd_repo_get(nrd_repository *r, const char *name, int64_t version, TRITONBACKEND_Model **out) {
+/* nrd_repo_get on the entry `e` (NULL: none), table lock held. */
+static TRITONSERVER_Error *get_locked(nrd_model_entry *e, const char *name, int64_t version,
+                                      TRITONBACKEND_Model **out) {
   TRITONSERVER_Error *err = NULL;
-  pthread_rwlock_rdlock(&r->table_lock);
-  nrd_model_entry *e = find_entry(r, name);
   TRITONBACKEND_Model *m = NULL;
   if (e) {
     for (size_t i = 0; i < e->n_slots; i++) {
@@ -990,8 +1150,34 @@ TRITONSERVER_Error *nrd_repo_get(nrd_repository *r, const char *name, int64_t ve
     err = nrd_error_new(TRITONSERVER_ERROR_NOT_FOUND,
                         "Request for unknown model: '%s' version %" PRId64 " is not found", name, version);
   }
+  return err;
+}
+
+TRITONSERVER_Error *nrd_repo_get(nrd_repository *r, const char *name, int64_t version, TRITONBACKEND_Model **out) {
+  pthread_rwlock_rdlock(&r->table_lock);
+  TRITONSERVER_Error *err = NULL;
+  nrd_model_entry *e = named_entry(r, name, &err);
+  if (!err) err = get_locked(e, name, version, out);
   pthread_rwlock_unlock(&r->table_lock);
   return err;
+}
+
+TRITONSERVER_Error *nrd_repo_get_in(nrd_repository *r, const char *ns, const char *name, int64_t version,
+                                    TRITONBACKEND_Model **out) {
+  if (!r->namespacing || !ns || !*ns) return nrd_repo_get(r, name, version, out);
+  pthread_rwlock_rdlock(&r->table_lock);
+  TRITONSERVER_Error *err = NULL;
+  nrd_model_entry *e = find_entry(r, ns, name);
+  if (!e || !e->attempted) e = named_entry(r, name, &err);
+  if (!err) err = get_locked(e, name, version, out);
+  pthread_rwlock_unlock(&r->table_lock);
+  return err;
+}
+
+static bool any_entry_named(nrd_repository *r, const char *name) {
+  for (size_t i = 0; i < r->n_models; i++)
+    if (!strcmp(r->models[i].name, name)) return true;
+  return false;
 }
 
 static const char *state_name(nrd_model_state s) {
@@ -1048,7 +1234,7 @@ json_t *nrd_repo_index(nrd_repository *r, bool ready_only) {
   }
   /* Models on disk that were never loaded. */
   for (size_t i = 0; !ready_only && i < n; i++)
-    if (!find_entry(r, names[i])) json_array_append_new(arr, json_pack("{s:s}", "name", names[i]));
+    if (!any_entry_named(r, names[i])) json_array_append_new(arr, json_pack("{s:s}", "name", names[i]));
   pthread_rwlock_unlock(&r->table_lock);
   for (size_t i = 0; i < n; i++) free(names[i]);
   free(names);
@@ -1075,9 +1261,16 @@ TRITONSERVER_Error *nrd_repo_stats(nrd_repository *r, const char *name, int64_t 
   bool all = !name || !*name;
   bool found = false;
   pthread_rwlock_rdlock(&r->table_lock);
+  TRITONSERVER_Error *which = NULL;
+  nrd_model_entry *only = all ? NULL : named_entry(r, name, &which);
+  if (which) {
+    pthread_rwlock_unlock(&r->table_lock);
+    json_decref(arr);
+    return which;
+  }
   for (size_t i = 0; i < r->n_models; i++) {
     nrd_model_entry *e = &r->models[i];
-    if (!all && strcmp(e->name, name)) continue;
+    if (!all && e != only) continue;
     for (size_t k = 0; k < e->n_slots; k++) {
       nrd_version_slot *s = &e->slots[k];
       if (!s->model || atomic_load(&s->model->state) != NRD_MODEL_READY) continue;

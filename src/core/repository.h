@@ -26,6 +26,7 @@ typedef struct nrd_version_slot {
 
 typedef struct nrd_model_entry {
   char *name;
+  char *ns;                   /* namespace: the repository path with namespacing, else "" */
   char *dir;                  /* where it was last loaded from */
   nrd_version_slot *slots;
   size_t n_slots;
@@ -60,6 +61,10 @@ typedef struct nrd_repository {
   char *config_name;          /* "" or a name under configs/ */
   atomic_uint exit_timeout_s;  /* set again by ServerStop while unloads may run */
   unsigned load_retries;      /* a failed version load is tried again this many times */
+  /* --model-namespacing: each repository path is a namespace, so one name
+   * may be loaded from several repositories (one entry each). A name
+   * alone then finds its model only when one entry has it. */
+  bool namespacing;
 
   pthread_rwlock_t table_lock;
   nrd_model_entry *models;
@@ -108,13 +113,16 @@ TRITONSERVER_Error *nrd_repo_scan(nrd_repository *r, char ***names, size_t *n);
 void nrd_repo_ensemble_steps(nrd_repository *r, const char *name, char ***steps, size_t *n);
 
 /* Loads (or reloads) a model: every version its version policy selects.
+ * With namespacing, every repository holding a folder of that name gives
+ * one model (its own namespace); the first failure is returned.
  * `config_override` (JSON text) and `files` (name/content overrides from
  * LoadModelWithParameters) may be NULL. Old versions keep serving until the
  * new ones are ready, then are unloaded. Any thread but an instance thread. */
 TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const char *config_override,
                                   const TRITONSERVER_Parameter **files, size_t n_files);
 
-/* Unloads every version of a model. Not loaded: success, as in Triton.
+/* Unloads every version of a model (with namespacing, of every model of
+ * that name). Not loaded: success, as in Triton.
  * The model stops taking requests before this returns; with `wait` false
  * the drain and backend finalization finish on a background thread (so a
  * backend may unload a model from inside Execute), with `wait` true before
@@ -133,8 +141,15 @@ bool nrd_repo_any_abandoned(void);
 TRITONSERVER_Error *nrd_repo_poll(nrd_repository *r);
 
 /* A READY model with a reference for the caller; version -1 means the
- * highest ready version. Errors: unknown model or version, not ready. */
+ * highest ready version. Errors: unknown model or version, not ready, and
+ * with namespacing a name loaded in more than one namespace (INVALID_ARG). */
 TRITONSERVER_Error *nrd_repo_get(nrd_repository *r, const char *name, int64_t version, TRITONBACKEND_Model **out);
+
+/* As nrd_repo_get, but the model of namespace `ns` comes first: an
+ * ensemble finds its steps in its own repository before looking at the
+ * others. `ns` NULL or "" is nrd_repo_get. Any thread. */
+TRITONSERVER_Error *nrd_repo_get_in(nrd_repository *r, const char *ns, const char *name, int64_t version,
+                                    TRITONBACKEND_Model **out);
 
 /* Repository index in Triton's JSON shape. New reference. */
 json_t *nrd_repo_index(nrd_repository *r, bool ready_only);

@@ -146,10 +146,15 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestNew(TRITONSERVER_InferenceReque
                                                      TRITONSERVER_Server *server,
                                                      const char *model_name,
                                                      const int64_t model_version) {
+  return nrd_request_new_in(inference_request, server, NULL, model_name, model_version);
+}
+
+TRITONSERVER_Error *nrd_request_new_in(TRITONSERVER_InferenceRequest **inference_request, TRITONSERVER_Server *server,
+                                       const char *ns, const char *model_name, int64_t model_version) {
   NRD_ARG_CHECK(inference_request && server && model_name,
             "request, server and model name must not be NULL");
   TRITONBACKEND_Model *m = NULL;
-  NRD_RETURN_IF_ERROR(nrd_server_get_model(server, model_name, model_version, &m));
+  NRD_RETURN_IF_ERROR(nrd_server_get_model_in(server, ns, model_name, model_version, &m));
   /* Not calloc, which bypasses malloc's per-thread cache; the inline room
    * is set up as it is used. */
   TRITONSERVER_InferenceRequest *r = malloc(sizeof(*r));

@@ -111,8 +111,10 @@ static TRITONSERVER_Error *load_with_steps(TRITONSERVER_Server *s, const char *n
     TRITONBACKEND_Model *m = NULL;
     TRITONSERVER_Error *have = err ? NULL : nrd_server_get_model(s, steps[i], -1, &m);
     if (m) nrd_model_unref(m);
-    if (have) {
-      TRITONSERVER_ErrorDelete(have);
+    /* INVALID_ARG: loaded in several namespaces, so loaded. */
+    bool missing = have && TRITONSERVER_ErrorCode(have) != TRITONSERVER_ERROR_INVALID_ARG;
+    if (have) TRITONSERVER_ErrorDelete(have);
+    if (missing) {
       const char *next[MAX_DEPTH + 1];
       if (depth) memcpy(next, chain, depth * sizeof(*chain));
       next[depth] = name;
@@ -272,6 +274,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONS
     return lerr ? lerr : nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating server");
   }
   s->repo->load_retries = options->model_load_retries;
+  s->repo->namespacing = options->model_namespacing;
   atomic_fetch_add(&live_servers, 1);
   /* The repositories must exist even when no model loads at startup. */
   char **names = NULL;
@@ -424,6 +427,12 @@ TRITONSERVER_Error *nrd_server_get_model(TRITONSERVER_Server *server, const char
                                          TRITONBACKEND_Model **out) {
   if (atomic_load(&server->stopped)) return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "Server is stopping");
   return nrd_repo_get(server->repo, name, version, out);
+}
+
+TRITONSERVER_Error *nrd_server_get_model_in(TRITONSERVER_Server *server, const char *ns, const char *name,
+                                            int64_t version, TRITONBACKEND_Model **out) {
+  if (atomic_load(&server->stopped)) return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "Server is stopping");
+  return nrd_repo_get_in(server->repo, ns, name, version, out);
 }
 
 TRITONSERVER_Error *TRITONSERVER_ServerModelIsReady(TRITONSERVER_Server *server, const char *model_name,
@@ -737,7 +746,7 @@ static TRITONSERVER_Error *follow_reload(TRITONSERVER_Server *server, TRITONSERV
   TRITONBACKEND_Model *m = req->model;
   if (atomic_load(&m->state) == NRD_MODEL_READY) return NULL;
   TRITONBACKEND_Model *now = NULL;
-  TRITONSERVER_Error *lookup = nrd_repo_get(server->repo, m->name, req->requested_version, &now);
+  TRITONSERVER_Error *lookup = nrd_repo_get_in(server->repo, m->ns, m->name, req->requested_version, &now);
   if (lookup || now == m) {
     if (lookup) TRITONSERVER_ErrorDelete(lookup);
     if (now) nrd_model_unref(now);

@@ -40,4 +40,9 @@ struct TRITONSERVER_Server {
 TRITONSERVER_Error *nrd_server_get_model(TRITONSERVER_Server *server, const char *name, int64_t version,
                                          TRITONBACKEND_Model **out);
 
+/* As nrd_server_get_model, with namespace `ns`'s model of that name first
+ * (NULL or "": none); see nrd_repo_get_in. Any thread. */
+TRITONSERVER_Error *nrd_server_get_model_in(TRITONSERVER_Server *server, const char *ns, const char *name,
+                                            int64_t version, TRITONBACKEND_Model **out);
+
 #endif

@@ -405,10 +405,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerOptionsSetModelNamespacing(
     TRITONSERVER_ServerOptions *options, bool enable_namespace)
 {
   if (options == NULL) return NO_OPTIONS();
-  if (enable_namespace)
-    return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
-                         "model namespacing is not supported: model names must be unique across repositories");
-  options->model_namespacing = false;
+  options->model_namespacing = enable_namespace;
   return NULL;
 }
 

@@ -257,7 +257,8 @@ static const flag_spec kFlags[] = {
     {"trace-rate", F_TRACE_DEPRECATED, "N", "Deprecated: --trace-config=rate=N."},
     {"trace-count", F_TRACE_DEPRECATED, "N", "Deprecated: --trace-config=count=N."},
     {"trace-log-frequency", F_TRACE_DEPRECATED, "N", "Deprecated: --trace-config=triton,log-frequency=N."},
-    {"model-namespacing", F_MODEL_NAMESPACING, "BOOL", "Not supported: false only."},
+    {"model-namespacing", F_MODEL_NAMESPACING, "BOOL",
+     "Allow models of one name in different repositories, each repository its own namespace (default false)."},
     {"grpc-use-ssl", F_GRPC_USE_SSL, "BOOL",
      "Serve gRPC over TLS (default false); needs --grpc-server-cert and --grpc-server-key."},
     {"grpc-use-ssl-mutual", F_GRPC_USE_SSL_MUTUAL, "BOOL",
@@ -463,12 +464,6 @@ static int check_device_value(const flag_spec *f, const char *v, bool fraction, 
   bool ok = *num >= '0' && *num <= '9' && *end == '\0' && errno == 0 &&
             (fraction ? x >= 0.0 && x <= 1.0 : strspn(num, "0123456789") == strlen(num));
   return ok ? 0 : bad_value(f, v, expected, err, errlen);
-}
-
-/* A flag for a feature nereid lacks, given a value that would turn it on. */
-static int unsupported(const flag_spec *f, const char *v, const char *why, char *err, size_t errlen) {
-  nrd_srv_fmt_err(err, errlen, "--%s=%s is not supported: %s", f->name, v, why);
-  return -1;
 }
 
 /* `[<group>,]<key>=<value>` of --metrics-config and --trace-config. */
@@ -869,8 +864,8 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
     case F_MODEL_NAMESPACING:
       if (parse_bool(v, &b) != 0)
         return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
-      if (!b) return 0;
-      return unsupported(f, v, "model names must be unique across repositories", err, errlen);
+      cli->model_namespacing = b;
+      return 0;
     case F_HTTP_RESTRICTED_API:
       return nrd_srv_restrictions_add(&cli->http_restricted, f->name, v, "", err, errlen);
     case F_GRPC_RESTRICTED_PROTOCOL:
@@ -1271,6 +1266,7 @@ TRITONSERVER_Error *nrd_srv_cli_make_options(const nrd_srv_cli *cli, TRITONSERVE
     goto fail;
   if ((err = set_cache_configs(cli, o))) goto fail;
   if ((err = TRITONSERVER_ServerOptionsSetModelLoadRetryCount(o, cli->model_load_retries))) goto fail;
+  if ((err = TRITONSERVER_ServerOptionsSetModelNamespacing(o, cli->model_namespacing))) goto fail;
   if ((err = TRITONSERVER_ServerOptionsSetMetrics(o, cli->allow_metrics))) goto fail;
   if ((err = TRITONSERVER_ServerOptionsSetCpuMetrics(o, cli->allow_cpu_metrics))) goto fail;
   if ((err = TRITONSERVER_ServerOptionsSetMetricsInterval(o, cli->metrics_interval_ms))) goto fail;

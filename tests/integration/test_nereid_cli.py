@@ -18,6 +18,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -372,15 +373,39 @@ def test_model_config_name_and_thread_flags(server_factory, tmp_path):
     assert "--strict-model-config is deprecated" in s.text()
 
 
-@pytest.mark.parametrize(
-    "flag",
-    ["--model-namespacing=true"],
-)
-def test_features_nereid_lacks_are_refused_by_name(flag):
-    code, _, err = run([*common(), flag])
-    assert code == 2, err
-    first = err.splitlines()[0]
-    assert flag in first and "is not supported" in first, first
+def test_model_namespacing_serves_one_name_from_two_repositories(server_factory, tmp_path):
+    """--model-namespacing=true: identity_fp32 in two repositories loads
+    twice (two index rows); asked for by name alone it is ambiguous (400
+    naming the namespace), while a name found in one repository answers.
+    Without the flag the same layout fails that model."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    for repo in (first, second):
+        repo.mkdir()
+        shutil.copytree(os.path.join(EXAMPLES, "identity_fp32"), repo / "identity_fp32")
+    shutil.copytree(os.path.join(EXAMPLES, "identity_bytes"), second / "identity_bytes")
+    args = [f"--model-repository={first}", f"--model-repository={second}", f"--backend-directory={BACKENDS}",
+            "--allow-metrics=false", "--allow-grpc=false", "--http-port=0", "--http-address=127.0.0.1"]
+    s = server_factory(*args, "--model-namespacing=true")
+    lines = s.wait_ready()
+    port = listening_ports(lines)["http"]
+    url = f"http://127.0.0.1:{port}"
+    req = urllib.request.Request(f"{url}/v2/repository/index", data=b"{}", method="POST")
+    with urllib.request.urlopen(req, timeout=30) as r:
+        index = json.loads(r.read())
+    assert [m["state"] for m in index if m["name"] == "identity_fp32"] == ["READY", "READY"], index
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(f"{url}/v2/models/identity_fp32", timeout=30)
+    assert e.value.code == 400
+    assert "model namespace must be provided" in json.loads(e.value.read())["error"]
+    with urllib.request.urlopen(f"{url}/v2/models/identity_bytes/ready", timeout=30) as r:
+        assert r.status == 200
+    assert_stopped_clean(s)
+
+    s = server_factory(*args)
+    code = s.proc.wait(timeout=START_TIMEOUT)
+    text = s.proc.stdout.read().decode(errors="replace") + s.text()
+    assert code != 0, text
+    assert "exists in more than one repository" in text, text
 
 
 def test_tritonserver_command_line_for_cpu_is_taken(server_factory, tmp_path):

@@ -647,3 +647,148 @@ Test(repo, register_and_unregister_repositories) {
   free(extra);
   free(other);
 }
+
+/* ------------------------------------------------ model namespacing */
+
+/* An ensemble `name` of one identity step on `step`, FP32 [n]. */
+static void ns_ensemble(const char *repo, const char *name, const char *step, int n) {
+  char cfg[1024];
+  snprintf(cfg, sizeof cfg,
+           "name: \"%s\"\nplatform: \"ensemble\"\n"
+           "input [ { name: \"IN\" data_type: TYPE_FP32 dims: [ %d ] } ]\n"
+           "output [ { name: \"OUT\" data_type: TYPE_FP32 dims: [ %d ] } ]\n"
+           "ensemble_scheduling { step [ { model_name: \"%s\" model_version: -1\n"
+           "  input_map { key: \"INPUT0\" value: \"IN\" } output_map { key: \"OUTPUT0\" value: \"OUT\" } } ] }\n",
+           name, n, n, step);
+  h_model(repo, name, cfg, "1");
+}
+
+/* An identity model `name` of FP32 [n]. */
+static void ns_identity(const char *repo, const char *name, int n) {
+  char cfg[1024];
+  snprintf(cfg, sizeof cfg,
+           "name: \"%s\"\nbackend: \"identity\"\n"
+           "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ %d ] } ]\n"
+           "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ %d ] } ]\n",
+           name, n, n);
+  h_model(repo, name, cfg, "1");
+}
+
+/* Runs ensemble `name` on n floats; true when OUT came back equal. */
+static bool ns_echo(TRITONSERVER_Server *s, const char *name, int n) {
+  float in[4] = {1.5f, -2, 3, 8};
+  int64_t shape[1] = {n};
+  TRITONSERVER_InferenceRequest *r = h_request(s, name);
+  h_add_input(r, "IN", TRITONSERVER_TYPE_FP32, shape, 1, in, (size_t)n * sizeof(float));
+  h_call *c = h_infer(s, r);
+  char *err = h_response_error(c, 0);
+  h_output out;
+  bool ok = !err && h_find_output(c->responses[0], "OUT", &out) && out.size == (size_t)n * sizeof(float) &&
+            !memcmp(out.base, in, out.size);
+  cr_expect(ok, "%s: %s", name, err ? err : "wrong output");
+  free(err);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  return ok;
+}
+
+/* How many rows of the index name `name` with state READY. */
+static int ns_ready_rows(TRITONSERVER_Server *s, const char *name) {
+  TRITONSERVER_Message *m = NULL;
+  H_OK(TRITONSERVER_ServerModelIndex(s, 0, &m));
+  char *text = h_msg_text(m);
+  json_t *idx = json_loads(text, 0, NULL);
+  int rows = 0;
+  for (size_t i = 0; i < json_array_size(idx); i++) {
+    const json_t *row = json_array_get(idx, i);
+    rows += !strcmp(json_string_value(json_object_get(row, "name")) ?: "", name) &&
+            !strcmp(json_string_value(json_object_get(row, "state")) ?: "", "READY");
+  }
+  json_decref(idx);
+  free(text);
+  return rows;
+}
+
+/* --model-namespacing: one name in two repositories gives two models; a
+ * name alone is ambiguous, an ensemble finds its own repository's model
+ * first, then a model loaded in one namespace only; unload and load act
+ * on every namespace. */
+Test(repo, namespacing_keeps_one_name_per_repository) {
+  char *second = h_tmpdir();
+  ns_identity(g_repo, "m", 4);
+  ns_ensemble(g_repo, "ens", "m", 4);      /* needs A's m: B's has 2 elements */
+  ns_ensemble(g_repo, "ens_solo", "solo", 4); /* solo is only in B */
+  ns_identity(second, "m", 2);
+  ns_ensemble(second, "ens_b", "m", 2);
+  ns_identity(second, "solo", 4);
+  TRITONSERVER_ServerOptions *o = logged_options(TRITONSERVER_MODEL_CONTROL_EXPLICIT);
+  H_OK(TRITONSERVER_ServerOptionsSetModelRepositoryPath(o, second));
+  H_OK(TRITONSERVER_ServerOptionsSetStartupModel(o, "*"));
+  H_OK(TRITONSERVER_ServerOptionsSetModelNamespacing(o, true));
+  TRITONSERVER_Server *s = h_server_new(o);
+
+  cr_expect_eq(ns_ready_rows(s, "m"), 2);
+  TRITONSERVER_Message *msg = NULL;
+  expect_code(TRITONSERVER_ServerModelMetadata(s, "m", -1, &msg), TRITONSERVER_ERROR_INVALID_ARG,
+              "model namespace must be provided");
+  expect_code(TRITONSERVER_ServerModelStatistics(s, "m", -1, &msg), TRITONSERVER_ERROR_INVALID_ARG,
+              "There are 2 identifiers of model 'm'");
+  TRITONSERVER_InferenceRequest *r = NULL;
+  expect_code(TRITONSERVER_InferenceRequestNew(&r, s, "m", -1), TRITONSERVER_ERROR_INVALID_ARG, "ambiguity");
+  bool ready = true;
+  H_OK(TRITONSERVER_ServerModelIsReady(s, "m", -1, &ready));
+  cr_expect_not(ready);
+  ns_echo(s, "ens", 4);
+  ns_echo(s, "ens_b", 2);
+  ns_echo(s, "ens_solo", 4);
+  H_OK(TRITONSERVER_ServerModelIsReady(s, "solo", -1, &ready));
+  cr_expect(ready, "a name in one namespace only is found by name");
+  /* Every namespace's m counted its ensemble's call. */
+  H_OK(TRITONSERVER_ServerModelStatistics(s, "", -1, &msg));
+  char *text = h_msg_text(msg);
+  json_t *all = json_loads(text, 0, NULL);
+  int m_rows = 0;
+  json_t *stats = json_object_get(all, "model_stats");
+  for (size_t i = 0; i < json_array_size(stats); i++) {
+    const json_t *row = json_array_get(stats, i);
+    if (strcmp(json_string_value(json_object_get(row, "name")) ?: "", "m")) continue;
+    m_rows++;
+    cr_expect_eq(json_integer_value(json_object_get(row, "inference_count")), 1);
+  }
+  cr_expect_eq(m_rows, 2);
+  json_decref(all);
+  free(text);
+
+  /* Unloading m unloads both, and the ensembles that use them. */
+  H_OK(TRITONSERVER_ServerUnloadModel(s, "m"));
+  H_OK(TRITONSERVER_ServerModelIsReady(s, "ens", -1, &ready));
+  for (int i = 0; i < 500 && (ns_ready_rows(s, "m") || ns_ready_rows(s, "ens_b")); i++) usleep(10000);
+  cr_expect_eq(ns_ready_rows(s, "m"), 0);
+  cr_expect_eq(ns_ready_rows(s, "ens_b"), 0);
+  expect_code(TRITONSERVER_ServerModelMetadata(s, "m", -1, &msg), TRITONSERVER_ERROR_NOT_FOUND, "unknown model");
+  /* Loading an ensemble brings its steps in every namespace back. */
+  H_OK(TRITONSERVER_ServerLoadModel(s, "ens_b"));
+  cr_expect_eq(ns_ready_rows(s, "m"), 2);
+  ns_echo(s, "ens_b", 2);
+  H_OK(TRITONSERVER_ServerLoadModel(s, "ens"));
+  ns_echo(s, "ens", 4);
+  H_OK(TRITONSERVER_ServerDelete(s));
+  h_rmtree(second);
+  free(second);
+}
+
+/* Without namespacing the same layout fails where the name is doubled. */
+Test(repo, without_namespacing_a_doubled_name_fails) {
+  char *second = h_tmpdir();
+  ns_identity(g_repo, "m", 4);
+  ns_identity(second, "m", 2);
+  ns_identity(second, "solo", 4);
+  TRITONSERVER_ServerOptions *o = logged_options(TRITONSERVER_MODEL_CONTROL_EXPLICIT);
+  H_OK(TRITONSERVER_ServerOptionsSetModelRepositoryPath(o, second));
+  TRITONSERVER_Server *s = h_server_new(o);
+  expect_code(TRITONSERVER_ServerLoadModel(s, "m"), TRITONSERVER_ERROR_INVALID_ARG, "more than one repository");
+  H_OK(TRITONSERVER_ServerLoadModel(s, "solo"));
+  H_OK(TRITONSERVER_ServerDelete(s));
+  h_rmtree(second);
+  free(second);
+}

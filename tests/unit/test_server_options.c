@@ -117,11 +117,8 @@ Test(server_options, enums_and_scalars)
   cr_assert_eq(o->model_load_threads, 1);
   cr_assert_null(TRITONSERVER_ServerOptionsSetModelLoadRetryCount(o, 3));
   cr_assert_eq(o->model_load_retries, 3);
-  /* Not supported: turning it on is refused rather than ignored. */
-  TRITONSERVER_Error *ns = TRITONSERVER_ServerOptionsSetModelNamespacing(o, true);
-  cr_assert_not_null(ns);
-  cr_assert_eq(TRITONSERVER_ErrorCode(ns), TRITONSERVER_ERROR_UNSUPPORTED);
-  TRITONSERVER_ErrorDelete(ns);
+  cr_assert_null(TRITONSERVER_ServerOptionsSetModelNamespacing(o, true));
+  cr_assert(o->model_namespacing);
   cr_assert_null(TRITONSERVER_ServerOptionsSetModelNamespacing(o, false));
   cr_assert_not(o->model_namespacing);
   cr_assert_null(TRITONSERVER_ServerOptionsSetEnablePeerAccess(o, false));
