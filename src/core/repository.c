@@ -1087,14 +1087,26 @@ TRITONSERVER_Error *nrd_repo_poll(nrd_repository *r) {
   size_t n = 0;
   NRD_RETURN_IF_ERROR(nrd_repo_scan(r, &names, &n));
   TRITONSERVER_Error *first = NULL;
-  /* New or changed models. */
-  for (size_t i = 0; i < n; i++) {
-    if (needs_load(r, names[i])) {
+  /* New or changed models; ensembles last, so that the step models they
+   * find (in their own repository first) are the ones of this poll. */
+  bool *ensemble = calloc(n ? n : 1, sizeof(*ensemble));
+  for (size_t i = 0; ensemble && i < n; i++) {
+    char **steps = NULL;
+    size_t n_steps = 0;
+    nrd_repo_ensemble_steps(r, names[i], &steps, &n_steps);
+    for (size_t k = 0; k < n_steps; k++) free(steps[k]);
+    free(steps);
+    ensemble[i] = n_steps > 0;
+  }
+  for (int pass = 0; pass < 2; pass++) {
+    for (size_t i = 0; i < n; i++) {
+      if ((ensemble && ensemble[i]) != (pass == 1) || !needs_load(r, names[i])) continue;
       TRITONSERVER_Error *err = nrd_repo_load(r, names[i], NULL, NULL, 0);
       if (err && !first) first = err;
       else if (err) TRITONSERVER_ErrorDelete(err);
     }
   }
+  free(ensemble);
   /* Removed models: with namespacing, per namespace (its folder is gone). */
   pthread_rwlock_rdlock(&r->table_lock);
   size_t nm = r->n_models;

@@ -792,3 +792,32 @@ Test(repo, without_namespacing_a_doubled_name_fails) {
   h_rmtree(second);
   free(second);
 }
+
+/* Polling with namespacing: a second repository's folder of a loaded name
+ * is a new model; removing one repository's folder unloads that one only. */
+Test(repo, namespacing_poll_adds_and_removes_per_repository) {
+  char *second = h_tmpdir();
+  ns_identity(g_repo, "m", 4);
+  ns_ensemble(g_repo, "ens", "m", 4);
+  TRITONSERVER_ServerOptions *o = logged_options(TRITONSERVER_MODEL_CONTROL_POLL);
+  H_OK(TRITONSERVER_ServerOptionsSetModelRepositoryPath(o, second));
+  H_OK(TRITONSERVER_ServerOptionsSetModelNamespacing(o, true));
+  TRITONSERVER_Server *s = h_server_new(o);
+  cr_assert(ready(s, "m", -1));
+  ns_identity(second, "m", 2);
+  ns_ensemble(second, "ens_b", "m", 2);
+  H_OK(TRITONSERVER_ServerPollModelRepository(s));
+  cr_expect_eq(ns_ready_rows(s, "m"), 2);
+  ns_echo(s, "ens_b", 2);
+  ns_echo(s, "ens", 4);
+  char path[4096];
+  snprintf(path, sizeof path, "%s/m", second);
+  h_rmtree(path);
+  H_OK(TRITONSERVER_ServerPollModelRepository(s));
+  cr_expect_eq(ns_ready_rows(s, "m"), 1);
+  cr_expect(ready(s, "m", -1), "the first repository's m is the only one again");
+  ns_echo(s, "ens", 4);
+  H_OK(TRITONSERVER_ServerDelete(s));
+  h_rmtree(second);
+  free(second);
+}
