@@ -709,6 +709,16 @@ static int ns_ready_rows(TRITONSERVER_Server *s, const char *name) {
   return rows;
 }
 
+/* A server on the suite's repository and `second`, in `mode`. */
+static TRITONSERVER_Server *two_repo_server(const char *second, TRITONSERVER_ModelControlMode mode, bool namespacing,
+                                            bool load_all) {
+  TRITONSERVER_ServerOptions *o = logged_options(mode);
+  H_OK(TRITONSERVER_ServerOptionsSetModelRepositoryPath(o, second));
+  if (load_all) H_OK(TRITONSERVER_ServerOptionsSetStartupModel(o, "*"));
+  H_OK(TRITONSERVER_ServerOptionsSetModelNamespacing(o, namespacing));
+  return h_server_new(o);
+}
+
 /* --model-namespacing: one name in two repositories gives two models; a
  * name alone is ambiguous, an ensemble finds its own repository's model
  * first, then a model loaded in one namespace only; unload and load act
@@ -721,11 +731,7 @@ Test(repo, namespacing_keeps_one_name_per_repository) {
   ns_identity(second, "m", 2);
   ns_ensemble(second, "ens_b", "m", 2);
   ns_identity(second, "solo", 4);
-  TRITONSERVER_ServerOptions *o = logged_options(TRITONSERVER_MODEL_CONTROL_EXPLICIT);
-  H_OK(TRITONSERVER_ServerOptionsSetModelRepositoryPath(o, second));
-  H_OK(TRITONSERVER_ServerOptionsSetStartupModel(o, "*"));
-  H_OK(TRITONSERVER_ServerOptionsSetModelNamespacing(o, true));
-  TRITONSERVER_Server *s = h_server_new(o);
+  TRITONSERVER_Server *s = two_repo_server(second, TRITONSERVER_MODEL_CONTROL_EXPLICIT, true, true);
 
   cr_expect_eq(ns_ready_rows(s, "m"), 2);
   TRITONSERVER_Message *msg = NULL;
@@ -777,32 +783,13 @@ Test(repo, namespacing_keeps_one_name_per_repository) {
   free(second);
 }
 
-/* Without namespacing the same layout fails where the name is doubled. */
-Test(repo, without_namespacing_a_doubled_name_fails) {
-  char *second = h_tmpdir();
-  ns_identity(g_repo, "m", 4);
-  ns_identity(second, "m", 2);
-  ns_identity(second, "solo", 4);
-  TRITONSERVER_ServerOptions *o = logged_options(TRITONSERVER_MODEL_CONTROL_EXPLICIT);
-  H_OK(TRITONSERVER_ServerOptionsSetModelRepositoryPath(o, second));
-  TRITONSERVER_Server *s = h_server_new(o);
-  expect_code(TRITONSERVER_ServerLoadModel(s, "m"), TRITONSERVER_ERROR_INVALID_ARG, "more than one repository");
-  H_OK(TRITONSERVER_ServerLoadModel(s, "solo"));
-  H_OK(TRITONSERVER_ServerDelete(s));
-  h_rmtree(second);
-  free(second);
-}
-
 /* Polling with namespacing: a second repository's folder of a loaded name
  * is a new model; removing one repository's folder unloads that one only. */
 Test(repo, namespacing_poll_adds_and_removes_per_repository) {
   char *second = h_tmpdir();
   ns_identity(g_repo, "m", 4);
   ns_ensemble(g_repo, "ens", "m", 4);
-  TRITONSERVER_ServerOptions *o = logged_options(TRITONSERVER_MODEL_CONTROL_POLL);
-  H_OK(TRITONSERVER_ServerOptionsSetModelRepositoryPath(o, second));
-  H_OK(TRITONSERVER_ServerOptionsSetModelNamespacing(o, true));
-  TRITONSERVER_Server *s = h_server_new(o);
+  TRITONSERVER_Server *s = two_repo_server(second, TRITONSERVER_MODEL_CONTROL_POLL, true, false);
   cr_assert(ready(s, "m", -1));
   ns_identity(second, "m", 2);
   ns_ensemble(second, "ens_b", "m", 2);
