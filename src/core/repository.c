@@ -735,6 +735,15 @@ void nrd_repo_ensemble_steps(nrd_repository *r, const char *name, char ***steps,
   places_free(places, n_places);
 }
 
+bool nrd_repo_is_ensemble(nrd_repository *r, const char *name) {
+  char **steps = NULL;
+  size_t n = 0;
+  nrd_repo_ensemble_steps(r, name, &steps, &n);
+  for (size_t i = 0; i < n; i++) free(steps[i]);
+  free(steps);
+  return n > 0;
+}
+
 typedef struct reread_ctx {
   nrd_repository *r;
   const char *name;
@@ -1089,24 +1098,20 @@ TRITONSERVER_Error *nrd_repo_poll(nrd_repository *r) {
   TRITONSERVER_Error *first = NULL;
   /* New or changed models; ensembles last, so that the step models they
    * find (in their own repository first) are the ones of this poll. */
-  bool *ensemble = calloc(n ? n : 1, sizeof(*ensemble));
-  for (size_t i = 0; ensemble && i < n; i++) {
-    char **steps = NULL;
-    size_t n_steps = 0;
-    nrd_repo_ensemble_steps(r, names[i], &steps, &n_steps);
-    for (size_t k = 0; k < n_steps; k++) free(steps[k]);
-    free(steps);
-    ensemble[i] = n_steps > 0;
-  }
-  for (int pass = 0; pass < 2; pass++) {
+  enum { SKIP, PLAIN, ENSEMBLE };
+  unsigned char *what = calloc(n ? n : 1, 1); /* only what must load is read further */
+  for (size_t i = 0; what && i < n; i++)
+    what[i] = !needs_load(r, names[i]) ? SKIP : nrd_repo_is_ensemble(r, names[i]) ? ENSEMBLE : PLAIN;
+  for (int pass = 0; what && pass < 2; pass++) {
     for (size_t i = 0; i < n; i++) {
-      if ((ensemble && ensemble[i]) != (pass == 1) || !needs_load(r, names[i])) continue;
+      if (what[i] != (pass ? ENSEMBLE : PLAIN)) continue;
       TRITONSERVER_Error *err = nrd_repo_load(r, names[i], NULL, NULL, 0);
       if (err && !first) first = err;
       else if (err) TRITONSERVER_ErrorDelete(err);
     }
   }
-  free(ensemble);
+  if (!what) first = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory polling the repository");
+  free(what);
   /* Removed models: with namespacing, per namespace (its folder is gone). */
   pthread_rwlock_rdlock(&r->table_lock);
   size_t nm = r->n_models;

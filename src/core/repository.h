@@ -112,6 +112,10 @@ TRITONSERVER_Error *nrd_repo_scan(nrd_repository *r, char ***names, size_t *n);
  * *n 0. Any thread; takes the repository's operation lock briefly. */
 void nrd_repo_ensemble_steps(nrd_repository *r, const char *name, char ***steps, size_t *n);
 
+/* Whether `name`'s configuration on disk is an ensemble (see
+ * nrd_repo_ensemble_steps). Any thread. */
+bool nrd_repo_is_ensemble(nrd_repository *r, const char *name);
+
 /* Loads (or reloads) a model: every version its version policy selects.
  * With namespacing, every repository holding a folder of that name gives
  * one model (its own namespace); the first failure is returned.

@@ -131,15 +131,6 @@ static TRITONSERVER_Error *load_with_steps(TRITONSERVER_Server *s, const char *n
   return err;
 }
 
-static bool is_ensemble(TRITONSERVER_Server *s, const char *name) {
-  char **steps = NULL;
-  size_t n = 0;
-  nrd_repo_ensemble_steps(s->repo, name, &steps, &n);
-  for (size_t i = 0; i < n; i++) free(steps[i]);
-  free(steps);
-  return n > 0;
-}
-
 static TRITONSERVER_Error *load_startup_models(TRITONSERVER_Server *s, const TRITONSERVER_ServerOptions *o) {
   char **names = NULL;
   size_t n = 0;
@@ -156,7 +147,7 @@ static TRITONSERVER_Error *load_startup_models(TRITONSERVER_Server *s, const TRI
    * named alone brings its steps' models with it. */
   size_t failed = 0;
   bool *ens = calloc(n ? n : 1, sizeof(*ens));
-  for (size_t i = 0; ens && i < n; i++) ens[i] = names[i] && is_ensemble(s, names[i]);
+  for (size_t i = 0; ens && i < n; i++) ens[i] = names[i] && nrd_repo_is_ensemble(s->repo, names[i]);
   for (int pass = 0; pass < 2; pass++) {
     for (size_t i = 0; i < n; i++) {
       bool ensemble = ens && ens[i];

@@ -709,13 +709,12 @@ static int ns_ready_rows(TRITONSERVER_Server *s, const char *name) {
   return rows;
 }
 
-/* A server on the suite's repository and `second`, in `mode`. */
-static TRITONSERVER_Server *two_repo_server(const char *second, TRITONSERVER_ModelControlMode mode, bool namespacing,
-                                            bool load_all) {
+/* A server with namespacing on the suite's repository and `second`, in `mode`. */
+static TRITONSERVER_Server *two_repo_server(const char *second, TRITONSERVER_ModelControlMode mode, bool load_all) {
   TRITONSERVER_ServerOptions *o = logged_options(mode);
   H_OK(TRITONSERVER_ServerOptionsSetModelRepositoryPath(o, second));
   if (load_all) H_OK(TRITONSERVER_ServerOptionsSetStartupModel(o, "*"));
-  H_OK(TRITONSERVER_ServerOptionsSetModelNamespacing(o, namespacing));
+  H_OK(TRITONSERVER_ServerOptionsSetModelNamespacing(o, true));
   return h_server_new(o);
 }
 
@@ -731,7 +730,7 @@ Test(repo, namespacing_keeps_one_name_per_repository) {
   ns_identity(second, "m", 2);
   ns_ensemble(second, "ens_b", "m", 2);
   ns_identity(second, "solo", 4);
-  TRITONSERVER_Server *s = two_repo_server(second, TRITONSERVER_MODEL_CONTROL_EXPLICIT, true, true);
+  TRITONSERVER_Server *s = two_repo_server(second, TRITONSERVER_MODEL_CONTROL_EXPLICIT, true);
 
   cr_expect_eq(ns_ready_rows(s, "m"), 2);
   TRITONSERVER_Message *msg = NULL;
@@ -789,7 +788,7 @@ Test(repo, namespacing_poll_adds_and_removes_per_repository) {
   char *second = h_tmpdir();
   ns_identity(g_repo, "m", 4);
   ns_ensemble(g_repo, "ens", "m", 4);
-  TRITONSERVER_Server *s = two_repo_server(second, TRITONSERVER_MODEL_CONTROL_POLL, true, false);
+  TRITONSERVER_Server *s = two_repo_server(second, TRITONSERVER_MODEL_CONTROL_POLL, false);
   cr_assert(ready(s, "m", -1));
   ns_identity(second, "m", 2);
   ns_ensemble(second, "ens_b", "m", 2);
