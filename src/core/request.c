@@ -12,6 +12,7 @@
 #include "datatype.h"
 #include "error.h"
 #include "grow.h"
+#include "instance.h"
 #include "log.h"
 #include "model.h"
 #include "response.h"
@@ -940,7 +941,11 @@ void nrd_request_release(TRITONSERVER_InferenceRequest *r, uint32_t flags) {
   }
   if (d) nrd_delivery_unref(d);
   nrd_model_inflight_done(m);
-  if (r->release_fn) r->release_fn(r, flags | TRITONSERVER_REQUEST_RELEASE_ALL, r->release_userp);
+  if (r->release_fn) {
+    uint64_t mark = nrd_instance_callback_enter();
+    r->release_fn(r, flags | TRITONSERVER_REQUEST_RELEASE_ALL, r->release_userp);
+    nrd_instance_callback_leave(mark);
+  }
 }
 
 void nrd_request_trace_inputs(TRITONSERVER_InferenceRequest *r, TRITONSERVER_InferenceTraceActivity activity) {

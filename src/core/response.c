@@ -11,6 +11,7 @@
 #include "buffer_attributes.h"
 #include "error.h"
 #include "grow.h"
+#include "instance.h"
 #include "log.h"
 #include "model.h"
 #include "model_metrics.h"
@@ -144,8 +145,10 @@ static TRITONSERVER_Error *deliver(TRITONSERVER_InferenceResponse *r, uint32_t f
                        o->byte_size, o->shape, o->dims_count, o->mtype, o->mtype_id);
     }
   nrd_delivery_ref(d); /* keep `d` alive across the callback, which may delete r */
+  uint64_t mark = nrd_instance_callback_enter();
   if (d->response_fn) d->response_fn(r, flags, d->response_userp);
   else TRITONSERVER_InferenceResponseDelete(r);
+  nrd_instance_callback_leave(mark);
   nrd_delivery_unref(d);
   return NULL;
 }
@@ -201,7 +204,11 @@ TRITONSERVER_Error *TRITONBACKEND_ResponseFactorySendFlags(TRITONBACKEND_Respons
                            "a final response was already sent for request '%s' of model '%s'",
                            d->request_id ? d->request_id : "", d->model->name);
   }
-  if (d->response_fn) d->response_fn(NULL, send_flags, d->response_userp);
+  if (d->response_fn) {
+    uint64_t mark = nrd_instance_callback_enter();
+    d->response_fn(NULL, send_flags, d->response_userp);
+    nrd_instance_callback_leave(mark);
+  }
   return NULL;
 }
 

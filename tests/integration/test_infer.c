@@ -755,3 +755,57 @@ Test(infer, request_for_unknown_model_or_version) {
   H_OK(TRITONSERVER_InferenceRequestDelete(r));
   fixture_down(&f);
 }
+
+/* ------------------------------------------------- inline execution */
+
+/* Sends `n` requests to `model` (FP32 [4] in, identity-like) one after
+ * another, pausing between them so the instance thread is idle again, and
+ * counts those that were answered and released before InferAsync returned:
+ * the ones the caller's thread ran inline (docs/core.md). */
+static int answered_before_return(TRITONSERVER_Server *s, const char *model, int n) {
+  float in[4] = {1, 2, 3, 4};
+  int64_t shape[1] = {4};
+  int inline_runs = 0;
+  for (int i = 0; i < n; i++) {
+    TRITONSERVER_InferenceRequest *r = h_request(s, model);
+    h_add_input(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 1, in, sizeof in);
+    h_call *c = h_submit(s, r);
+    pthread_mutex_lock(&c->mu);
+    if (c->finals == 1 && c->released == 1) inline_runs++;
+    pthread_mutex_unlock(&c->mu);
+    cr_assert(h_wait(c, 10000), "request %d of '%s' was not answered", i, model);
+    cr_assert_null(h_response_error(c, 0), "request %d of '%s' failed", i, model);
+    h_call_free(c);
+    H_OK(TRITONSERVER_InferenceRequestDelete(r));
+    usleep(2000);
+  }
+  return inline_runs;
+}
+
+Test(infer, fast_model_runs_inline_and_slow_one_on_its_thread) {
+  setenv("NEREID_INLINE_EXECUTION_MAX_US", "1000", 1); /* 1 ms: slack for the sanitizers */
+  fixture f = {h_tmpdir(), NULL};
+  h_model(f.repo, "fast", IDENT_1("fast", "TYPE_FP32", "[ 4 ]", ""), "1");
+  h_model(f.repo, "slow",
+          "name: \"slow\"\nbackend: \"costly\"\nmax_batch_size: 0\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+          "parameters { key: \"exec_us\" value { string_value: \"3000\" } }\n",
+          "1");
+  f.s = h_server_new(h_options(f.repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  /* The first 8 prove the model fast on its thread; the other 12 run inline. */
+  cr_expect_eq(answered_before_return(f.s, "fast", 20), 12);
+  cr_expect_eq(answered_before_return(f.s, "slow", 12), 0);
+  json_int_t ok = h_stat_count(f.s, "fast", "success");
+  cr_expect_eq(ok, 20, "statistics counted %lld of 20 requests", (long long)ok);
+  fixture_down(&f);
+}
+
+Test(infer, inline_execution_can_be_turned_off) {
+  setenv("NEREID_INLINE_EXECUTION_MAX_US", "0", 1);
+  fixture f = {h_tmpdir(), NULL};
+  h_model(f.repo, "fast", IDENT_1("fast", "TYPE_FP32", "[ 4 ]", ""), "1");
+  f.s = h_server_new(h_options(f.repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  cr_expect_eq(answered_before_return(f.s, "fast", 20), 0);
+  fixture_down(&f);
+}
