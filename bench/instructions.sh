@@ -14,7 +14,10 @@
 # by h2load (STREAMS=16 keeps 16 calls open on the connection, as the
 # benchmark's 16/1 row does; default 1). VARY_ID=1 gives every HTTP
 # request its own "id", so no two inference headers are the same bytes
-# (the server then parses every one). Prints figures only.
+# (the server then parses every one). Each figure comes twice: with the
+# request run inline on the front end's thread and with it handed to the
+# instance thread (see report below). KEEP=PREFIX keeps the callgrind
+# files as PREFIX.<protocol>.<requests>.<limit>. Prints figures only.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(dirname "$HERE")"
@@ -111,15 +114,23 @@ count() { # protocol requests -> total Ir
   if [ "$1" = grpc ]; then grpc_drive "$PORT" "$2"; else /usr/bin/python3 "$WORK/http_drive.py" "$PORT" "$2"; fi
   kill -INT "$pid"
   wait "$pid" || true
-  [ -n "${KEEP:-}" ] && cp "$WORK/cg.$1.$2" "$KEEP.$1"
+  [ -n "${KEEP:-}" ] && cp "$WORK/cg.$1.$2" "$KEEP.$1.$2.$NEREID_INLINE_EXECUTION_MAX_US"
   callgrind_annotate "$WORK/cg.$1.$2" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}'
 }
 
+# Both ways a request reaches identity's Execute (docs/core.md, "Inline
+# execution"): run inline on the front end's thread (the limit raised to
+# a second, since under valgrind no execution takes under the default
+# 20 us) and handed to the instance thread (limit 0), as under load.
 report() { # protocol label
-  local a b
-  a=$(count "$1" 300)
-  b=$(count "$1" $((300 + N)))
-  echo "nereid $(basename "$BUILD"): $(( (b - a) / N )) instructions per small $2 (callgrind, $N requests)"
+  local a b mode limit
+  for mode in inline threads; do
+    limit=1000000
+    [ "$mode" = threads ] && limit=0
+    a=$(NEREID_INLINE_EXECUTION_MAX_US=$limit count "$1" 300)
+    b=$(NEREID_INLINE_EXECUTION_MAX_US=$limit count "$1" $((300 + N)))
+    echo "nereid $(basename "$BUILD"): $(( (b - a) / N )) instructions per small $2, $mode (callgrind, $N requests)"
+  done
 }
 
 case "$WHICH" in
