@@ -93,8 +93,10 @@ int nrd_srv_http_post(nrd_srv_http_loop *loop, void (*fn)(void *arg), void *arg)
   return 0;
 }
 
-static void run_tasks(nrd_srv_http_loop *loop) {
+/* Runs the tasks posted so far; false when there was none. */
+static bool run_tasks(nrd_srv_http_loop *loop) {
   nrd_srv_inbox_item *it = nrd_srv_inbox_take(&loop->inbox);
+  bool ran = it != NULL;
   while (it) {
     nrd_srv_http_task *t = (nrd_srv_http_task *)it;
     it = it->next;
@@ -104,6 +106,7 @@ static void run_tasks(nrd_srv_http_loop *loop) {
     if (heap) free(t);
     fn(arg); /* may free an embedded t */
   }
+  return ran;
 }
 
 /* ---- loops ---------------------------------------------------------------- */
@@ -147,6 +150,11 @@ static void *loop_main(void *arg) {
       else if (tag != &loop->tag_wake) nrd_srv_http_conn_io(tag, evs[i].events);
     }
     nrd_srv_http_conn_resume_all(loop);
+    /* Replies posted while these events were handled (a model run inline
+     * on this loop answers at once) go out now rather than after one more
+     * epoll_wait, a system call; a reply may let pipelined input resume.
+     * A few passes at most: what is left waits for the next round. */
+    for (int pass = 0; pass < 4 && run_tasks(loop); pass++) nrd_srv_http_conn_resume_all(loop);
     if (loop->now != last_expire) {
       last_expire = loop->now;
       nrd_srv_http_conn_expire(loop, loop->http->client_timeout_secs);
