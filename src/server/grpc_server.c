@@ -1295,6 +1295,7 @@ static void *loop_main(void *arg) {
     }
     bool idle = nrd_srv_inbox_idle(&lp->inbox);
     int n = epoll_wait(lp->epfd, evs, 64, nrd_srv_acceptor_timeout(&lp->acceptor, idle ? 100 : 0));
+    nrd_srv_inbox_awake(&lp->inbox); /* events run below; posts meanwhile need no wake-up */
     nrd_srv_acceptor_tick(&lp->acceptor);
     for (int i = 0; i < n; i++) {
       void *tag = evs[i].data.ptr;

@@ -74,6 +74,12 @@ bool nrd_srv_inbox_idle(nrd_srv_inbox *in) {
   return idle;
 }
 
+void nrd_srv_inbox_awake(nrd_srv_inbox *in) {
+  pthread_mutex_lock(&in->mu);
+  in->asleep = false;
+  pthread_mutex_unlock(&in->mu);
+}
+
 bool nrd_srv_inbox_asleep(nrd_srv_inbox *in) {
   pthread_mutex_lock(&in->mu);
   bool asleep = in->asleep;

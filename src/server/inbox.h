@@ -47,6 +47,12 @@ void nrd_srv_inbox_wake(nrd_srv_inbox *in);
  * when items wait (poll without blocking). Loop thread only. */
 bool nrd_srv_inbox_idle(nrd_srv_inbox *in);
 
+/* Right after epoll_wait: marks the loop awake, so that what is posted
+ * while it works (by itself too, when a model runs inline on it) costs no
+ * eventfd write; it looks at the inbox before it sleeps again. Loop
+ * thread only. */
+void nrd_srv_inbox_awake(nrd_srv_inbox *in);
+
 /* True when the loop is (about to be) in epoll_wait with nothing queued:
  * a post now would cost a wake-up. A hint, stale as soon as it returns.
  * Any thread. */

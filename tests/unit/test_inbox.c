@@ -74,6 +74,25 @@ Test(inbox, wakes_a_sleeping_loop_once_and_an_awake_one_never)
   close(epfd);
 }
 
+Test(inbox, a_loop_back_from_epoll_wait_is_awake)
+{
+  int epfd = epoll_create1(0);
+  nrd_srv_inbox in;
+  cr_assert_eq(nrd_srv_inbox_init(&in, epfd, &tag), 0);
+  item a = {.value = 1};
+  /* Asleep, then woken by a socket: what it posts while handling that
+   * (a reply of a model run inline on it) must not write the eventfd. */
+  cr_assert(nrd_srv_inbox_idle(&in));
+  nrd_srv_inbox_awake(&in);
+  cr_assert_not(nrd_srv_inbox_asleep(&in));
+  nrd_srv_inbox_post(&in, &a.link);
+  cr_assert_eq(wake_events(epfd, 0), 0, "a post to an awake loop wrote the eventfd");
+  cr_assert_not(nrd_srv_inbox_idle(&in), "the item is still seen before sleeping");
+  cr_assert_eq(nrd_srv_inbox_take(&in), &a.link);
+  nrd_srv_inbox_destroy(&in);
+  close(epfd);
+}
+
 typedef struct {
   nrd_srv_inbox *in;
   item *items;
