@@ -47,17 +47,17 @@
 #define INLINE_LIMIT_MAX_US 1000000u /* one second: past that the flag is a mistake */
 
 typedef enum slot_state {
-  SLOT_BUSY, /* its thread is executing, or about to look at the queue */
-  SLOT_IDLE, /* on the idle stack, its thread asleep or about to be */
+  SLOT_BUSY,  /* its thread is executing, or about to look at the queue */
+  SLOT_IDLE,  /* on the idle stack, its thread asleep or about to be */
   SLOT_WOKEN, /* taken off the stack by a request; its thread is being woken */
-  SLOT_LENT  /* taken off the stack by an inline execution; its thread sleeps */
+  SLOT_LENT   /* taken off the stack by an inline execution; its thread sleeps */
 } slot_state;
 
 typedef struct slot {
   TRITONBACKEND_ModelInstance *inst;
   atomic_uint word;    /* the futex word its thread sleeps on; bumped to wake it */
   slot_state state;    /* under the scheduler's mu */
-  bool timed; /* its thread's timer runs for the execution it is doing */
+  bool timed;          /* its thread's timer runs for the execution it is doing */
 } slot;
 
 typedef struct default_sched {
@@ -143,6 +143,17 @@ static void run_inline(default_sched *d, slot *s, TRITONSERVER_InferenceRequest 
   if (wake) futex_wake(&s->word, 1);
 }
 
+/* The idle slot a request may run inline with, taken off the stack and
+ * marked lent; NULL when it must queue. Under mu. */
+static slot *lend(default_sched *d) {
+  if (!d->inline_max_ns || d->fast_runs < INLINE_WARM || d->head || !d->n_idle) return NULL;
+  slot *s = d->idle[d->n_idle - 1];
+  if (s->inst->rl || nrd_instance_on_execution_thread()) return NULL;
+  d->n_idle--;
+  s->state = SLOT_LENT;
+  return s;
+}
+
 static TRITONSERVER_Error *ds_enqueue(nrd_scheduler *sched, TRITONSERVER_InferenceRequest *req) {
   default_sched *d = (default_sched *)sched;
   pthread_mutex_lock(&d->mu);
@@ -151,12 +162,10 @@ static TRITONSERVER_Error *ds_enqueue(nrd_scheduler *sched, TRITONSERVER_Inferen
     return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "model '%s' is unloading and takes no new requests",
                          d->model->name);
   }
-  if (d->inline_max_ns && d->fast_runs >= INLINE_WARM && !d->head && d->n_idle && d->idle[d->n_idle - 1]->inst->rl == NULL &&
-      !nrd_instance_on_execution_thread()) {
-    slot *s = d->idle[--d->n_idle];
-    s->state = SLOT_LENT;
+  slot *lent = lend(d);
+  if (lent) {
     pthread_mutex_unlock(&d->mu);
-    run_inline(d, s, req);
+    run_inline(d, lent, req);
     return NULL;
   }
   req->next = NULL;
