@@ -1554,6 +1554,36 @@ def test_pipelined_requests_split_at_random_bytes(srv):
     s.close()
 
 
+def test_pipelined_burst_to_a_model_run_inline(srv):
+    """identity_fp32 is fast, so after a few requests the loop runs it
+    inline (docs/core.md): 64 requests sent in one write are then answered
+    in order on that loop, each reply written before the next request is
+    parsed, with none left waiting for another event."""
+    def request(i):
+        vals = [float(i), -float(i)]
+        payload, headers = binary_request(
+            {"inputs": [{"name": "INPUT0", "shape": [1, 2], "datatype": "FP32",
+                         "parameters": {"binary_data_size": 8}}],
+             "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": False}}], "id": f"b{i}"},
+            [np.array(vals, dtype=np.float32).tobytes()])
+        return (b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\n"
+                b"Inference-Header-Content-Length: %s\r\nContent-Length: %d\r\n\r\n"
+                % (headers["Inference-Header-Content-Length"].encode(), len(payload))) + payload, vals
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+    f = s.makefile("rb")
+    for i in range(10):  # one at a time: the model proves itself fast
+        s.sendall(request(i)[0])
+        assert read_response(f)[0] == 200
+    burst = [request(i) for i in range(100, 164)]
+    s.sendall(b"".join(r for r, _ in burst))
+    for i, (_, vals) in zip(range(100, 164), burst):
+        st, _, body = read_response(f)
+        assert st == 200, body
+        r = json.loads(body)
+        assert r["id"] == f"b{i}" and r["outputs"][0]["data"] == vals, r
+    s.close()
+
+
 def test_bare_lf_heads_pipelined(srv):
     """Heads ended by bare LF lines are accepted, and the first blank line
     ends each one even when a later request uses CRLF."""
