@@ -41,6 +41,9 @@ enum { KIND_LISTENER = 1, KIND_WAKE = 2, KIND_CONN = 3 };
 /* Message encodings (grpc-encoding) we can decode. */
 enum { ENC_IDENTITY = 0, ENC_GZIP, ENC_DEFLATE, ENC_UNKNOWN };
 #define ACCEPT_ENCODING "identity,deflate,gzip"
+/* nghttp2 copies a header's name and value unless told they outlive the
+ * frame: string literals do. */
+#define NV_LITERAL (NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE)
 /* Encodings a client accepts for responses (grpc-accept-encoding). */
 
 /* Backpressure. Above CONN_OUT_HIGH bytes of output waiting for a client,
@@ -286,10 +289,12 @@ static ssize_t data_read_cb(nghttp2_session *sess, int32_t id, uint8_t *buf, siz
     *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
     char code[24];
     size_t code_len = nrd_srv_fmt_i64(code, call->status);
+    bool ok = call->status == 0; /* the usual trailer: a literal, not copied */
     nghttp2_nv tr[2] = {
-        {(uint8_t *)"grpc-status", (uint8_t *)code, 11, code_len, NGHTTP2_NV_FLAG_NONE},
+        {(uint8_t *)"grpc-status", (uint8_t *)(ok ? "0" : code), 11, code_len,
+         ok ? NV_LITERAL : NGHTTP2_NV_FLAG_NO_COPY_NAME},
         {(uint8_t *)"grpc-message", (uint8_t *)(call->status_msg ? call->status_msg : ""), 12,
-         call->status_msg ? strlen(call->status_msg) : 0, NGHTTP2_NV_FLAG_NONE}};
+         call->status_msg ? strlen(call->status_msg) : 0, NGHTTP2_NV_FLAG_NO_COPY_NAME}};
     int rv = nghttp2_submit_trailer(sess, call->id, tr, call->status_msg ? 2 : 1);
     if (rv != 0) return NGHTTP2_ERR_CALLBACK_FAILURE;
     call->ended = true;
@@ -305,11 +310,10 @@ static ssize_t data_read_cb(nghttp2_session *sess, int32_t id, uint8_t *buf, siz
 static void call_submit_headers(nrd_srv_grpc_call *call) {
   const char *enc = call->resp_encoding == ENC_GZIP ? "gzip" : "deflate";
   nghttp2_nv hdrs[4] = {
-      {(uint8_t *)":status", (uint8_t *)"200", 7, 3, NGHTTP2_NV_FLAG_NONE},
-      {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16, NGHTTP2_NV_FLAG_NONE},
-      {(uint8_t *)"grpc-accept-encoding", (uint8_t *)ACCEPT_ENCODING, 20,
-       sizeof ACCEPT_ENCODING - 1, NGHTTP2_NV_FLAG_NONE},
-      {(uint8_t *)"grpc-encoding", (uint8_t *)enc, 13, strlen(enc), NGHTTP2_NV_FLAG_NONE}};
+      {(uint8_t *)":status", (uint8_t *)"200", 7, 3, NV_LITERAL},
+      {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16, NV_LITERAL},
+      {(uint8_t *)"grpc-accept-encoding", (uint8_t *)ACCEPT_ENCODING, 20, sizeof ACCEPT_ENCODING - 1, NV_LITERAL},
+      {(uint8_t *)"grpc-encoding", (uint8_t *)enc, 13, strlen(enc), NV_LITERAL}};
   size_t n_hdrs = call->resp_encoding != ENC_IDENTITY ? 4 : 3;
   nghttp2_data_provider prd;
   prd.source.ptr = call;
