@@ -118,24 +118,46 @@ static void send(int i) {
 
 static bool inline_ran(int i) { return pthread_equal(reqs[i].ran_on, test_thread); }
 
+/* Sends requests from `first` on until one runs inline (at most 24) and
+ * returns the index after it; none of the first `at_least` may. How soon
+ * after the eighth fast execution it happens depends on when the instance
+ * thread gets back to its idle state; once one request ran inline the next
+ * ones find the instance idle at once (it is given back before enqueue
+ * returns). */
+static int send_until_inline(int first, int at_least) {
+  for (int i = first; i < first + 24; i++) {
+    send(i);
+    if (inline_ran(i)) {
+      cr_expect(i >= first + at_least, "request %d ran inline, %d after %d", i, i - first, first);
+      return i + 1;
+    }
+  }
+  cr_assert_fail("none of requests %d to %d ran inline", first, first + 23);
+  return 0;
+}
+
 Test(scheduler, fast_model_runs_inline_after_eight_fast_executions) {
   start(1, LIMIT_US);
-  for (int i = 0; i < 12; i++) send(i);
-  for (int i = 0; i < 8; i++) cr_expect(!inline_ran(i), "request %d ran inline before the model proved fast", i);
-  for (int i = 8; i < 12; i++) cr_expect(inline_ran(i), "request %d did not run inline", i);
+  int next = send_until_inline(0, 8);
+  for (int i = next; i < next + 4; i++) {
+    send(i);
+    cr_expect(inline_ran(i), "request %d did not run inline", i);
+  }
   stop();
 }
 
 Test(scheduler, a_slow_execution_sends_the_next_eight_to_the_thread) {
   start(1, LIMIT_US);
-  for (int i = 0; i < 12; i++) send(i);
-  reqs[12].delay_us = SLOW_US;
-  send(12);
-  cr_expect(inline_ran(12), "the slow request was lent the idle instance (the model looked fast)");
-  for (int i = 13; i < 21; i++) send(i);
-  for (int i = 13; i < 21; i++) cr_expect(!inline_ran(i), "request %d ran inline right after a slow one", i);
-  send(21);
-  cr_expect(inline_ran(21), "eight fast executions did not bring inlining back");
+  int slow = send_until_inline(0, 8);
+  reqs[slow].delay_us = SLOW_US;
+  send(slow);
+  cr_expect(inline_ran(slow), "the slow request was not lent the idle instance (the model looked fast)");
+  /* Before request slow + 1 + k, at most k runs were counted fast again. */
+  for (int i = slow + 1; i < slow + 9; i++) {
+    send(i);
+    cr_expect(!inline_ran(i), "request %d ran inline too soon after a slow one", i);
+  }
+  send_until_inline(slow + 9, 0); /* and eight fast runs bring it back */
   stop();
 }
 
@@ -151,11 +173,8 @@ Test(scheduler, a_model_slower_than_the_limit_never_runs_inline) {
 
 Test(scheduler, time_in_application_callbacks_is_not_the_models) {
   start(1, LIMIT_US);
-  for (int i = 0; i < 12; i++) {
-    reqs[i].callback_us = SLOW_US;
-    send(i);
-  }
-  for (int i = 8; i < 12; i++) cr_expect(inline_ran(i), "request %d did not run inline", i);
+  for (int i = 0; i < MAX_REQS; i++) reqs[i].callback_us = SLOW_US;
+  send_until_inline(0, 8);
   stop();
 }
 
@@ -168,21 +187,21 @@ Test(scheduler, limit_zero_turns_inlining_off) {
 
 Test(scheduler, an_inline_execution_never_lends_another_instance) {
   start(2, LIMIT_US);
-  for (int i = 0; i < 12; i++) send(i);
-  /* 12 runs inline and, from inside its Execute, queues 13 while the
-   * second instance is idle: 13 must go to an instance thread. */
-  reqs[12].nest = true;
-  send(12);
-  wait_done(13);
-  cr_expect(inline_ran(12), "the outer request did not run inline");
-  cr_expect(!inline_ran(13), "the nested request ran inline inside another execution");
-  cr_expect(!pthread_equal(reqs[13].ran_on, reqs[12].ran_on));
+  int outer = send_until_inline(0, 8);
+  /* `outer` runs inline and, from inside its Execute, queues the next
+   * request while the second instance is idle: that one must go to an
+   * instance thread. */
+  reqs[outer].nest = true;
+  send(outer);
+  wait_done(outer + 1);
+  cr_expect(inline_ran(outer), "the outer request did not run inline");
+  cr_expect(!inline_ran(outer + 1), "the nested request ran inline inside another execution");
+  cr_expect(!pthread_equal(reqs[outer + 1].ran_on, reqs[outer].ran_on));
   stop();
 }
 
 static void *send_held(void *arg) {
-  (void)arg;
-  cr_assert_null(model.sched->ops->enqueue(model.sched, &reqs[12].req));
+  cr_assert_null(model.sched->ops->enqueue(model.sched, &((fake_req *)arg)->req));
   return NULL;
 }
 
@@ -197,10 +216,10 @@ static void *join_instance(void *arg) {
 
 Test(scheduler, stopping_waits_for_the_instance_an_inline_execution_holds) {
   start(1, LIMIT_US);
-  for (int i = 0; i < 12; i++) send(i);
-  reqs[12].hold = true;
+  int held = send_until_inline(0, 8);
+  reqs[held].hold = true;
   pthread_t sender, joiner;
-  pthread_create(&sender, NULL, send_held, NULL);
+  pthread_create(&sender, NULL, send_held, &reqs[held]);
   while (!atomic_load(&holding)) sleep_us(100);
   model.sched->ops->stop(model.sched);
   pthread_create(&joiner, NULL, join_instance, NULL);
@@ -210,7 +229,7 @@ Test(scheduler, stopping_waits_for_the_instance_an_inline_execution_holds) {
   pthread_join(sender, NULL);
   pthread_join(joiner, NULL);
   cr_expect(atomic_load(&joined));
-  cr_expect(pthread_equal(reqs[12].ran_on, sender), "the held request did not run on its sender's thread");
+  cr_expect(pthread_equal(reqs[held].ran_on, sender), "the held request did not run on its sender's thread");
   free_model();
 }
 
