@@ -136,6 +136,14 @@ static int send_until_inline(int first, int at_least) {
   return 0;
 }
 
+/* Sends requests first .. first + n - 1, none of which may run inline. */
+static void send_to_threads(int first, int n, const char *why) {
+  for (int i = first; i < first + n; i++) {
+    send(i);
+    cr_expect(!inline_ran(i), "request %d ran inline %s", i, why);
+  }
+}
+
 Test(scheduler, fast_model_runs_inline_after_eight_fast_executions) {
   start(1, LIMIT_US);
   int next = send_until_inline(0, 8);
@@ -153,21 +161,15 @@ Test(scheduler, a_slow_execution_sends_the_next_eight_to_the_thread) {
   send(slow);
   cr_expect(inline_ran(slow), "the slow request was not lent the idle instance (the model looked fast)");
   /* Before request slow + 1 + k, at most k runs were counted fast again. */
-  for (int i = slow + 1; i < slow + 9; i++) {
-    send(i);
-    cr_expect(!inline_ran(i), "request %d ran inline too soon after a slow one", i);
-  }
+  send_to_threads(slow + 1, 8, "too soon after a slow one");
   send_until_inline(slow + 9, 0); /* and eight fast runs bring it back */
   stop();
 }
 
 Test(scheduler, a_model_slower_than_the_limit_never_runs_inline) {
   start(1, LIMIT_US);
-  for (int i = 0; i < 12; i++) {
-    reqs[i].delay_us = SLOW_US;
-    send(i);
-  }
-  for (int i = 0; i < 12; i++) cr_expect(!inline_ran(i), "slow request %d ran inline", i);
+  for (int i = 0; i < 12; i++) reqs[i].delay_us = SLOW_US;
+  send_to_threads(0, 12, "though slower than the limit");
   stop();
 }
 
@@ -180,8 +182,7 @@ Test(scheduler, time_in_application_callbacks_is_not_the_models) {
 
 Test(scheduler, limit_zero_turns_inlining_off) {
   start(1, "0");
-  for (int i = 0; i < 20; i++) send(i);
-  for (int i = 0; i < 20; i++) cr_expect(!inline_ran(i), "request %d ran inline with the limit at 0", i);
+  send_to_threads(0, 20, "with the limit at 0");
   stop();
 }
 
