@@ -355,11 +355,13 @@ def churning():
         for t in threads:
             t.join(120)
         # Every client call has a deadline or a socket timeout, so a worker
-        # still running now is stuck inside its client library (seen
-        # twice in about 14 TSan runs under parallel load, both times with
-        # every answer right and a clean exit of the server; the stacks were
-        # not caught). Its stack goes to stderr; being a daemon thread it
-        # cannot keep the interpreter from exiting.
+        # still running now is stuck inside its client library. Seen
+        # three times in about 20 TSan runs under parallel load, with every
+        # answer right and a clean exit of the server: grpcio's streaming
+        # iterator waiting in _channel._next with no timeout of its own past
+        # the call's 30 s deadline, as in grpc/grpc issue 20562. Its stack
+        # goes to stderr; being a daemon thread it cannot keep the
+        # interpreter from exiting.
         frames = sys._current_frames()
         for t in threads:
             if t.is_alive():
