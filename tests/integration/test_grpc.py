@@ -413,11 +413,14 @@ def test_metadata_statistics_and_index_match_http(server, stub):
 def test_statistics_and_index(stub):
     r = infer_request("identity_fp32", [("INPUT0", "FP32", [1, 4], np.ones((1, 4), np.float32))])
     stub.ModelInfer(r, timeout=RPC_TIMEOUT)
-    # Backends report statistics after sending the response: poll briefly.
+    # Backends report statistics after sending the response, the batch's
+    # (inference_count) and each request's (success) in calls of their
+    # own: poll until every field asserted below shows the request.
     deadline = time.monotonic() + 10
     while True:
         st = stub.ModelStatistics(pb.ModelStatisticsRequest(name="identity_fp32"), timeout=RPC_TIMEOUT)
-        if st.model_stats[0].inference_count >= 1 or time.monotonic() > deadline:
+        m = st.model_stats[0]
+        if (m.inference_count >= 1 and m.inference_stats.success.count >= 1) or time.monotonic() > deadline:
             break
         time.sleep(0.02)
     assert len(st.model_stats) == 1

@@ -19,6 +19,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import pytest
@@ -95,6 +96,21 @@ def make_repo(root, models):
 
 
 @contextlib.contextmanager
+def settled_stats(s, model, ready):
+    """The model's statistics once ready(stats) holds (10 s at most). A
+    backend reports them after it sent the responses, per request and per
+    batch in separate calls: a client that just got its answer may read
+    them before they are all in."""
+    deadline = time.monotonic() + 10
+    while True:
+        code, _, body = call(s, f"/v2/models/{model}/stats")
+        assert code == 200, body
+        stats = json.loads(body)["model_stats"][0]
+        if ready(stats) or time.monotonic() > deadline:
+            return stats
+        time.sleep(0.02)
+
+
 def serve(models, *flags):
     with tempfile.TemporaryDirectory() as root:
         make_repo(root, models)
@@ -156,8 +172,7 @@ def test_batched_unbatched_strings_and_scalar():
         assert outputs_of(r)["Y"]["data"] == [5.0] and outputs_of(r)["Y"]["shape"] == [1]
 
         # Statistics count the executions.
-        code, _, body = call(s, "/v2/models/add_sub/stats")
-        stats = json.loads(body)["model_stats"][0]
+        stats = settled_stats(s, "add_sub", lambda st: st["inference_stats"]["success"]["count"] >= 2)
         assert stats["inference_stats"]["success"]["count"] == 2
 
 
@@ -187,8 +202,7 @@ def test_dynamic_batcher_runs_requests_together():
         for i, (code, r) in enumerate(results):
             assert code == 200, r
             assert outputs_of(r)["OUTPUT0"]["data"] == [i + 1.0] * 4
-        code, _, body = call(s, "/v2/models/add_sub/stats")
-        stats = json.loads(body)["model_stats"][0]
+        stats = settled_stats(s, "add_sub", lambda st: st["inference_count"] >= 8)
         assert stats["inference_count"] == 8
         assert stats["execution_count"] < 8  # the 100 ms queue delay gathered some
 
