@@ -1251,15 +1251,16 @@ static void conn_end(conn *c) {
 }
 
 /* Shutdown, graceful part. A streaming call with nothing left in the core
- * ends with UNAVAILABLE (a message its client sends before that gets an
- * error response: see grpc_infer.c), and a connection whose calls have all
- * handed their last frame to nghttp2 closes once its output is written.
- * Unary calls run to their end. */
+ * and no part of a message waiting ends with UNAVAILABLE (a message its
+ * client sends before that gets an error response: see grpc_infer.c), and
+ * a connection whose calls have all handed their last frame to nghttp2
+ * closes once its output is written. Unary calls run to their end. */
 static void loop_drain(loop *lp) {
   for (conn *c = lp->conns; c; c = c->next) {
     bool open = false;
     for (nrd_srv_grpc_call *call = c->calls; call; call = call->next) {
-      if (!call->done && call->m && call->m->streaming && atomic_load(&call->refs) == 1)
+      if (!call->done && call->m && call->m->streaming && call->in_len == 0 &&
+          atomic_load(&call->refs) == 1)
         nrd_srv_grpc_call_finish(call, NRD_GRPC_UNAVAILABLE, "Server is stopping");
       if (!call->ended) open = true;
     }
@@ -1283,6 +1284,13 @@ static void *loop_main(void *arg) {
         nghttp2_submit_goaway(c->sess, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(c->sess),
                               NGHTTP2_NO_ERROR, NULL, 0);
         conn_mark_dirty(c);
+      }
+      /* Messages sent before the signal may still wait in the sockets:
+       * read them before the first loop_drain, which would otherwise end
+       * their streams as idle and drop them unseen. */
+      for (conn *c = lp->conns, *next; c; c = next) {
+        next = c->next;
+        if (!c->tls || c->tls_ready) conn_read(c);
       }
     }
     if (lp->closing && !lp->aborted && atomic_load(&g->aborting)) {

@@ -939,11 +939,20 @@ void nrd_srv_http_conn_expire(nrd_srv_http_loop *loop, time_t secs) {
   }
 }
 
+/* Whether the client's bytes wait in the socket, not read yet. */
+static bool conn_has_unread(const nrd_srv_http_conn *c) {
+  char b;
+  return recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
+
 void nrd_srv_http_conn_close_idle(nrd_srv_http_loop *loop) {
   for (nrd_srv_http_conn *c = loop->conns, *next; c; c = next) {
     next = c->next;
     pthread_mutex_lock(&c->mu);
-    if (c->state == ST_HEAD && c->rlen == 0) { /* no request in progress */
+    /* No request in progress, and none sent before the signal still in the
+     * socket: a request that arrived is read and answered (its reply is
+     * the connection's last), not dropped with the connection. */
+    if (c->state == ST_HEAD && c->rlen == 0 && !conn_has_unread(c)) {
       if (c->wq_n == 0) conn_close(c);
       else c->close_after_write = true; /* its last reply is still being written */
     }

@@ -209,7 +209,8 @@ void nrd_srv_http_conn_expire(nrd_srv_http_loop *loop, time_t secs);
 void nrd_srv_http_conn_close_all(nrd_srv_http_loop *loop);
 
 /* Shutdown: closes the connections that wait for a request with nothing
- * received of it (once their last reply is written); the others close
+ * received of it, in the socket or read (once their last reply is
+ * written); the others close
  * after their current reply (loop->draining turns keep-alive off). Loop
  * thread, once loop->draining. */
 void nrd_srv_http_conn_close_idle(nrd_srv_http_loop *loop);

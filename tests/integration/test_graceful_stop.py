@@ -11,6 +11,7 @@ with UNAVAILABLE "Server is stopping"."""
 import contextlib
 import http.client
 import json
+import queue
 import shutil
 import signal
 import socket
@@ -20,8 +21,8 @@ import time
 
 import numpy as np
 
-from test_grpc import (BACKENDS, EXAMPLES, Server, free_port, grpc, infer_request, output_array, pbg,
-                       write_identity_model)
+from test_grpc import (BACKENDS, EXAMPLES, Server, final_flag, free_port, grpc, infer_request, output_array, pbg,
+                       repeat_request, square_request, write_identity_model)
 
 SLOW_MS = 2000
 
@@ -35,7 +36,7 @@ def slow_repository():
 
 
 @contextlib.contextmanager
-def server():
+def server(extra=()):
     """A nereid on the example models and `slow`; yields (server, HTTP port,
     gRPC port). Afterwards: killed if the test left it running, and its
     output must hold no sanitizer report."""
@@ -44,7 +45,7 @@ def server():
     srv = Server(["--model-repository", EXAMPLES, "--model-repository", repo, "--backend-directory", BACKENDS,
                   f"--http-port={http_port}", "--http-address=127.0.0.1",
                   f"--grpc-port={grpc_port}", "--grpc-address=127.0.0.1",
-                  "--allow-metrics=false", "--log-info=false"])
+                  "--allow-metrics=false", "--log-info=false", *extra])
     try:
         srv.wait_ready()
         yield srv, http_port, grpc_port
@@ -271,14 +272,185 @@ def test_http_reply_still_being_written_at_the_signal_closes_after_it():
         t0 = time.monotonic()
         srv.proc.send_signal(signal.SIGTERM)
         time.sleep(0.3)
-        r = conn.getresponse()
-        body = r.read()
-        assert r.status == 200
-        hlen = int(r.getheader("Inference-Header-Content-Length"))
-        assert np.array_equal(np.frombuffer(body[hlen:], dtype=np.float32), x)
-        conn.sock.settimeout(5)
-        assert conn.sock.recv(1) == b""
+        # Our own handle on the socket: when the reply says Connection:
+        # close (the signal came before its head was written, as happens
+        # on a loaded machine), http.client drops conn.sock once the body
+        # is read; when it began as keep-alive, the server closes the
+        # connection after it. Either way the client reads all of it, then
+        # the end of the connection.
+        sock = conn.sock.dup()
+        try:
+            r = conn.getresponse()
+            body = r.read()
+            assert r.status == 200
+            assert r.getheader("Connection") in (None, "close"), r.getheaders()
+            hlen = int(r.getheader("Inference-Header-Content-Length"))
+            assert np.array_equal(np.frombuffer(body[hlen:], dtype=np.float32), x)
+            sock.settimeout(5)
+            assert sock.recv(1) == b""
+        finally:
+            sock.close()
         assert_exits_soon(srv, t0)
+
+
+class _Stream:
+    """One ModelStreamInfer call on its own channel, one request at a time
+    (the next is sent when the previous one's final response or error
+    came), as tritonclient's async_stream_infer is used: repeat_int32 with
+    IN = [0, 1, 2, 3] and DELAY = 150 ms each, or square_int32 with IN = 5,
+    both asking for the empty final response. Records when each request
+    went to grpcio, every response, and how the call ended."""
+
+    def __init__(self, port, kind, n):
+        self.kind, self.name = kind, f"{kind}{n}"
+        self.q = queue.Queue()
+        self.sent = {}  # id -> monotonic time grpcio took it
+        self.got = {}   # id -> [responses]
+        self.status = None
+        self.halt = threading.Event()  # send nothing more
+        self.ch = grpc.insecure_channel(f"127.0.0.1:{port}")
+        self.seq = 0
+        self.t = threading.Thread(target=self.run, daemon=True)
+        self.t.start()
+
+    def request(self):
+        rid = f"{self.name}-{self.seq}"
+        self.seq += 1
+        if self.kind == "repeat":
+            return repeat_request([0, 1, 2, 3], [150] * 4, 0, rid)
+        return square_request(5, rid, empty_final=True)
+
+    def requests(self):
+        while True:
+            r = self.q.get()
+            if r is None:
+                return
+            self.sent[r.id] = time.monotonic()
+            yield r
+
+    def run(self):
+        self.q.put(self.request())
+        try:
+            for g in pbg.GRPCInferenceServiceStub(self.ch).ModelStreamInfer(self.requests(), timeout=60):
+                self.got.setdefault(g.infer_response.id, []).append(g)
+                if (g.error_message or final_flag(g)) and not self.halt.is_set():
+                    self.q.put(self.request())
+            self.status = grpc.StatusCode.OK
+        except grpc.RpcError as e:
+            self.status = e.code()
+        self.q.put(None)
+
+    def check(self, t_signal):
+        """Every request given to grpcio before t_signal has all of its
+        responses, right, and its final flag, or an explicit error (only
+        for one the server had not started: none of its responses came
+        before the signal). Returns the number checked."""
+        want = 4 if self.kind == "repeat" else 5
+        for rid, t in self.sent.items():
+            if t >= t_signal:
+                continue
+            got = self.got.get(rid, [])
+            errors = [g.error_message for g in got if g.error_message]
+            if errors:
+                assert errors == ["Server is stopping"] and len(got) == 1, (self.name, rid, got)
+                continue
+            assert got and final_flag(got[-1]), f"{self.name}: {rid} sent before the signal: {len(got)} responses"
+            data = got[:-1]
+            assert len(data) == want and len(got[-1].infer_response.outputs) == 0, (self.name, rid, len(got))
+            outs = [output_array(g.infer_response, "OUT", np.int32).tolist() for g in data]
+            assert outs == ([[0], [1], [2], [3]] if self.kind == "repeat" else [[5]] * 5), (self.name, rid, outs)
+        return sum(1 for t in self.sent.values() if t < t_signal)
+
+
+def test_requests_in_flight_under_mixed_load_are_all_answered():
+    """Issue 34's case, shortened: keep-alive HTTP clients hammer
+    identity_fp32 while four streams run repeat_int32 (each request 600 ms)
+    and two run square_int32, one request at a time. The server is then
+    frozen (SIGSTOP) while the clients go on sending, so requests sit
+    unread in its sockets, and gets SIGTERM before it runs again. Every
+    request sent before the signal, HTTP or gRPC, is answered (a stream's
+    with all its responses and the final flag, or an explicit error for
+    one never started); every stream then ends with a status; the server
+    exits soon. Before, requests that had arrived but were not read yet
+    when the drain began were dropped with their connection or stream."""
+    stop = threading.Event()
+    http_sent, http_bad = [], []
+
+    def http_client(port):
+        body = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 4],
+                                       "data": [1.0, 2.0, 3.0, 4.0]}]}).encode()
+        req = (b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               b"Content-Length: %d\r\n\r\n" % len(body)) + body
+        while not stop.is_set():
+            try:
+                s = socket.create_connection(("127.0.0.1", port), timeout=30)
+            except OSError:
+                time.sleep(0.01)
+                continue
+            with s:
+                f = s.makefile("rb")
+                while not stop.is_set():
+                    try:
+                        s.sendall(req)
+                    except OSError:
+                        break
+                    sent = time.monotonic()
+                    http_sent.append(sent)
+                    try:
+                        status = f.readline()
+                        headers = {}
+                        while True:
+                            line = f.readline()
+                            if line in (b"\r\n", b""):
+                                break
+                            k, _, v = line.decode().partition(":")
+                            headers[k.strip().lower()] = v.strip()
+                        out = json.loads(f.read(int(headers["content-length"])))
+                        if not status.startswith(b"HTTP/1.1 200") or out["outputs"][0]["data"] != [1, 2, 3, 4]:
+                            http_bad.append((sent, status, out))
+                    except (OSError, KeyError, ValueError) as e:
+                        http_bad.append((sent, "no reply", repr(e)))
+                        break
+                    if headers.get("connection") == "close":
+                        break
+
+    with server(["--http-thread-count=2"]) as (srv, http_port, grpc_port):
+        clients = [threading.Thread(target=http_client, args=(http_port,), daemon=True) for _ in range(4)]
+        for t in clients:
+            t.start()
+        streams = [_Stream(grpc_port, "repeat", i) for i in range(4)] + [_Stream(grpc_port, "square", i)
+                                                                         for i in range(2)]
+        try:
+            time.sleep(1.5)
+            srv.proc.send_signal(signal.SIGSTOP)
+            time.sleep(0.3)  # the clients send what they have to send
+            t0 = time.monotonic()
+            srv.proc.send_signal(signal.SIGTERM)
+            srv.proc.send_signal(signal.SIGCONT)
+            deadline = time.monotonic() + 20
+            for st in streams:
+                st.t.join(max(0.1, deadline - time.monotonic()))
+                assert not st.t.is_alive(), f"{st.name}: the stream did not end"
+            stop.set()
+            for st in streams:
+                st.halt.set()
+            assert_exits_soon(srv, t0)
+        finally:
+            stop.set()
+            for st in streams:
+                st.halt.set()
+                st.q.put(None)
+        for t in clients:
+            t.join(10)
+        checked = 0
+        for st in streams:
+            checked += st.check(t0)
+            assert st.status == grpc.StatusCode.UNAVAILABLE, (st.name, st.status)
+            st.ch.close()
+        assert checked >= 6
+        lost = [b for b in http_bad if b[0] < t0]
+        assert not lost, lost
+        assert sum(1 for t in http_sent if t < t0) > 10
 
 
 def test_a_backend_holding_requests_past_the_exit_timeout_does_not_hold_the_exit():
