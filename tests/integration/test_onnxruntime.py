@@ -95,7 +95,6 @@ def make_repo(root, models):
                 f.write(config + (THREADS if "parameters" not in config else ""))
 
 
-@contextlib.contextmanager
 def settled_stats(s, model, ready):
     """The model's statistics once ready(stats) holds (10 s at most). A
     backend reports them after it sent the responses, per request and per
@@ -111,6 +110,7 @@ def settled_stats(s, model, ready):
         time.sleep(0.02)
 
 
+@contextlib.contextmanager
 def serve(models, *flags):
     with tempfile.TemporaryDirectory() as root:
         make_repo(root, models)
