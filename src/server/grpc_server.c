@@ -94,6 +94,7 @@ struct loop {
   conn *conns;                            /* loop only */
   conn *dirty;                            /* loop only */
   conn *graveyard; /* loop only: closed, freed after the event batch */
+  conn *lingering; /* loop only: ended, reading what the client still sends */
   bool closing;                           /* loop only: saw stopping */
   bool aborted;                           /* loop only: saw aborting */
   nrd_srv_block_cache blocks;             /* nghttp2's allocator; loop only */
@@ -126,6 +127,15 @@ struct conn {
   unsigned ping_strikes;
   unsigned pings_without_data; /* keepalive pings we sent since data */
   bool close_after_flush;      /* GOAWAY queued: close once it is written */
+  /* Ended gracefully: our side is shut (FIN sent after the last frame), the
+   * session and calls are gone, and what the client still sends is read
+   * and dropped until it closes or this time passes; then the socket is
+   * closed. Closing at once with the client's bytes unread would make the
+   * kernel send RST, and the client's kernel may then drop the frames we
+   * sent last (responses, trailers, GOAWAY) before the client reads them.
+   * 0: not lingering. */
+  uint64_t linger_until_us;
+  conn *linger_next;
   uint8_t *wbuf;
   size_t wlen, woff, wcap;
   size_t out_bytes; /* queued in calls, not yet given to nghttp2 */
@@ -256,7 +266,7 @@ void nrd_srv_grpc_call_post(nrd_srv_grpc_event *ev) {
 }
 
 static void conn_mark_dirty(conn *c) {
-  if (c->is_dirty || c->closed) return;
+  if (c->is_dirty || c->closed || c->linger_until_us) return;
   c->is_dirty = true;
   c->dirty_next = c->lp->dirty;
   c->lp->dirty = c;
@@ -886,11 +896,17 @@ static int on_stream_close(nghttp2_session *sess, int32_t id, uint32_t error_cod
 
 /* ---- connections ----------------------------------------------------------- */
 
+static void linger_end(conn *c);
+
 /* Closes the socket and the session at once; the memory waits on the
  * graveyard until the loop's batch is over, so an event or dirty-list
  * entry already collected for c still finds it (marked closed). */
 static void conn_close(conn *c) {
   if (c->closed) return;
+  if (c->linger_until_us) {
+    linger_end(c);
+    return;
+  }
   loop *lp = c->lp;
   while (c->calls) call_detach(c->calls);
   c->closed = true;
@@ -909,6 +925,75 @@ static void conn_close(conn *c) {
   c->sess = NULL;
   free(c->wbuf);
   c->wbuf = NULL;
+}
+
+/* How long an ended connection reads what its client still sends. */
+#define LINGER_US 1000000u
+
+/* Ends c gracefully once everything queued for it is written: the calls
+ * and the session go (as conn_close does), our side of the socket is shut
+ * and c waits on lp->lingering (see linger_until_us). TLS connections
+ * close at once (a TLS close_notify would be needed first). */
+static void conn_linger(conn *c) {
+  if (c->closed || c->linger_until_us) return;
+  if (c->tls) {
+    conn_close(c);
+    return;
+  }
+  loop *lp = c->lp;
+  while (c->calls) call_detach(c->calls);
+  if (c->prev) c->prev->next = c->next;
+  else lp->conns = c->next;
+  if (c->next) c->next->prev = c->prev;
+  c->prev = c->next = NULL;
+  nghttp2_session_del(c->sess);
+  c->sess = NULL;
+  free(c->wbuf);
+  c->wbuf = NULL;
+  c->wlen = c->woff = c->wcap = 0;
+  shutdown(c->fd, SHUT_WR);
+  c->linger_until_us = now_us() + LINGER_US;
+  c->linger_next = lp->lingering;
+  lp->lingering = c;
+}
+
+/* Closes a lingering connection's socket; its memory goes to the graveyard. */
+static void linger_end(conn *c) {
+  loop *lp = c->lp;
+  for (conn **p = &lp->lingering; *p; p = &(*p)->linger_next) {
+    if (*p == c) {
+      *p = c->linger_next;
+      break;
+    }
+  }
+  c->linger_until_us = 0;
+  c->closed = true;
+  c->grave_next = lp->graveyard;
+  lp->graveyard = c;
+  epoll_ctl(lp->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+  close(c->fd);
+}
+
+/* Drops what the client of a lingering connection sent; closes it at the
+ * client's end of stream or on an error. */
+static void linger_read(conn *c) {
+  uint8_t buf[16384];
+  for (int i = 0; i < 16; i++) {
+    ssize_t n = read(c->fd, buf, sizeof buf);
+    if (n > 0) continue;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    break;
+  }
+  linger_end(c);
+}
+
+/* Closes the lingering connections whose time is over (all with `all`). */
+static void linger_sweep(loop *lp, uint64_t now, bool all) {
+  for (conn *c = lp->lingering, *next; c; c = next) {
+    next = c->linger_next;
+    if (all || now >= c->linger_until_us) linger_end(c);
+  }
 }
 
 /* After the batch: nothing refers to closed connections any more (the
@@ -1002,7 +1087,7 @@ static bool conn_flush(conn *c) {
   conn_update_events(c, c->tls_read_wants_out);
   if (c->close_after_flush ||
       (!nghttp2_session_want_read(c->sess) && !nghttp2_session_want_write(c->sess))) {
-    conn_close(c);
+    conn_linger(c); /* everything is written */
     return false;
   }
   return true;
@@ -1243,11 +1328,35 @@ static void loop_check_deadlines(loop *lp, uint64_t now) {
   }
 }
 
-/* Writes what it can of c's output, then closes it. */
+/* Writes what it can of c's output, then closes it (lingering when all
+ * of it was written). */
 static void conn_end(conn *c) {
   nghttp2_session_terminate_session(c->sess, NGHTTP2_NO_ERROR);
-  conn_flush(c);
-  conn_close(c); /* nothing when the flush closed it */
+  if (conn_flush(c)) conn_close(c); /* false: closed or lingering already */
+}
+
+/* The loop's last act: lets the lingering connections see their clients
+ * close (LINGER_US at most), then closes what is left. New connections
+ * are refused meanwhile. */
+static void loop_linger_out(loop *lp) {
+  struct epoll_event evs[64];
+  while (lp->lingering) {
+    uint64_t now = now_us();
+    linger_sweep(lp, now, false);
+    if (!lp->lingering) break;
+    int n = epoll_wait(lp->epfd, evs, 64, 20);
+    for (int i = 0; i < n; i++) {
+      void *tag = evs[i].data.ptr;
+      if (tag == &lp->kind_listener) {
+        for (int fd; (fd = nrd_srv_acceptor_next(&lp->acceptor)) >= 0;) close(fd);
+      } else if (tag != &lp->kind_wake) {
+        conn *c = tag;
+        if (c->linger_until_us) linger_read(c);
+      }
+    }
+    nrd_srv_inbox_awake(&lp->inbox);
+    loop_run_events(lp); /* events of calls already gone: dropped */
+  }
 }
 
 /* Shutdown, graceful part. A streaming call with nothing left in the core
@@ -1301,6 +1410,7 @@ static void *loop_main(void *arg) {
       loop_run_events(lp);
       if (atomic_load(&g->live_calls) == 0) {
         while (lp->conns) conn_end(lp->conns); /* no calls left: only their last bytes */
+        loop_linger_out(lp);
         break;
       }
       loop_drain(lp);
@@ -1322,7 +1432,9 @@ static void *loop_main(void *arg) {
         /* the inbox: loop_run_events below */
       } else {
         conn *c = tag;
-        if (c->closed) {
+        if (c->linger_until_us) {
+          linger_read(c);
+        } else if (c->closed) {
           /* closed earlier in this batch */
         } else if (c->tls && !c->tls_ready) {
           conn_tls_handshake(c);
@@ -1340,13 +1452,14 @@ static void *loop_main(void *arg) {
       loop_check_keepalive(lp, now);
       loop_check_handshakes(lp, now);
       loop_check_age(lp, now);
+      linger_sweep(lp, now, false);
       next_sweep = now + 100000;
     }
     while (lp->dirty) {
       conn *c = lp->dirty;
       lp->dirty = c->dirty_next;
       c->is_dirty = false;
-      if (!c->closed) conn_flush(c);
+      if (!c->closed && !c->linger_until_us) conn_flush(c);
     }
     loop_bury(lp);
   }
