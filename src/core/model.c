@@ -235,6 +235,14 @@ void nrd_model_inflight_done(TRITONBACKEND_Model *m) {
   }
 }
 
+TRITONSERVER_Error *nrd_model_reschedule(TRITONBACKEND_Model *m, TRITONSERVER_InferenceRequest *r) {
+  return m->sched->ops->enqueue(m->sched, r);
+}
+
+void nrd_model_request_released(TRITONBACKEND_Model *m, TRITONSERVER_InferenceRequest *r) {
+  if (m->sched && m->sched->ops->released) m->sched->ops->released(m->sched, r);
+}
+
 /* ------------------------------------------------------------ lifecycle */
 
 typedef struct init_job {
@@ -412,6 +420,26 @@ static TRITONSERVER_Error *load_ensemble(TRITONBACKEND_Model *m, json_t *cfg, TR
  * The instances' pointers to them are left: a thread reads them once, at
  * its start, and writing them now would race with threads that had no
  * warmup to run. */
+/* The scheduler its config asks for, given the instances it may run on
+ * and how (nrd_executor). */
+static TRITONSERVER_Error *create_scheduler(TRITONBACKEND_Model *m) {
+  nrd_exec_instance *insts = calloc(m->n_instances ? m->n_instances : 1, sizeof(*insts));
+  if (!insts) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating the scheduler of '%s'", m->name);
+  for (uint32_t i = 0; i < m->n_instances; i++)
+    insts[i] = (nrd_exec_instance){m->instances[i], m->instances[i]->passive, m->instances[i]->rl != NULL};
+  nrd_executor ex = {.execute = nrd_instance_execute, .instances = insts, .n_instances = m->n_instances};
+  TRITONSERVER_Error *err = NULL;
+  if (json_object_get(m->config, "sequence_batching")) {
+    err = nrd_sequence_batcher_new(m, &ex, &m->sched);
+  } else if (json_object_get(m->config, "dynamic_batching") && m->max_batch_size > 0) {
+    err = nrd_dynamic_batcher_new(m, &m->sched);
+  } else if (!(m->sched = nrd_default_scheduler_new(m, &ex))) {
+    err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating the scheduler of '%s'", m->name);
+  }
+  free(insts);
+  return err;
+}
+
 static void warmup_done(nrd_warmup_wait *wait, nrd_warmup *warmup) {
   if (wait->first_err) TRITONSERVER_ErrorDelete(wait->first_err);
   wait->first_err = NULL;
@@ -499,14 +527,7 @@ TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *a, TRITONBACKEND_M
   if ((err = nrd_model_metrics_create(m))) goto fail;
   if ((err = create_instances(m))) goto fail;
   if ((err = init_instances(m))) goto fail;
-  if (json_object_get(m->config, "sequence_batching")) {
-    if ((err = nrd_sequence_batcher_new(m, &m->sched))) goto fail;
-  } else if (json_object_get(m->config, "dynamic_batching") && m->max_batch_size > 0) {
-    if ((err = nrd_dynamic_batcher_new(m, &m->sched))) goto fail;
-  } else if (!(m->sched = nrd_default_scheduler_new(m))) {
-    err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating the scheduler of '%s'", a->name);
-    goto fail;
-  }
+  if ((err = create_scheduler(m))) goto fail;
   /* Warmup runs on each instance's thread before it serves; the model is
    * READY only once every instance ran every sample. */
   if ((err = nrd_warmup_prepare(m, &warmup))) goto fail;

@@ -120,6 +120,16 @@ void nrd_model_unref(TRITONBACKEND_Model *m);
 void nrd_model_inflight_add(TRITONBACKEND_Model *m);
 void nrd_model_inflight_done(TRITONBACKEND_Model *m);
 
+/* Hands `r`, which the backend released with RELEASE_RESCHEDULE, back to
+ * the model's scheduler to run again. On success the scheduler owns it; on
+ * error (stopping, queue full) the caller still does. Any thread. */
+TRITONSERVER_Error *nrd_model_reschedule(TRITONBACKEND_Model *m, TRITONSERVER_InferenceRequest *r);
+
+/* Tells the model's scheduler that `r`, which ran at least once, is being
+ * released for good (the sequence batcher ends an iterative sequence's
+ * turn). The request is still intact. Any thread. */
+void nrd_model_request_released(TRITONBACKEND_Model *m, TRITONSERVER_InferenceRequest *r);
+
 /* Returns the config entry for an input/output name or NULL. Any thread. */
 const nrd_io *nrd_model_find_input(const TRITONBACKEND_Model *m, const char *name);
 const nrd_io *nrd_model_find_output(const TRITONBACKEND_Model *m, const char *name);

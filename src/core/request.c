@@ -12,7 +12,7 @@
 #include "datatype.h"
 #include "error.h"
 #include "grow.h"
-#include "instance.h"
+#include "exec_clock.h"
 #include "log.h"
 #include "model.h"
 #include "response.h"
@@ -927,7 +927,7 @@ void nrd_request_release(TRITONSERVER_InferenceRequest *r, uint32_t flags) {
   TRITONBACKEND_Model *m = r->model;
   /* First, while the model (and its sequence batcher) surely still lives.
    * Only sequence requests that ran carry `seq`. */
-  if (r->seq && !r->is_null && m->sched && m->sched->ops->released) m->sched->ops->released(m->sched, r);
+  if (r->seq && !r->is_null) nrd_model_request_released(m, r);
   if (r->seq || r->n_core_inputs) nrd_request_detach_core(r);
   nrd_delivery *d = r->delivery;
   r->delivery = NULL;
@@ -942,9 +942,9 @@ void nrd_request_release(TRITONSERVER_InferenceRequest *r, uint32_t flags) {
   if (d) nrd_delivery_unref(d);
   nrd_model_inflight_done(m);
   if (r->release_fn) {
-    uint64_t mark = nrd_instance_callback_enter();
+    uint64_t mark = nrd_exec_callback_enter();
     r->release_fn(r, flags | TRITONSERVER_REQUEST_RELEASE_ALL, r->release_userp);
-    nrd_instance_callback_leave(mark);
+    nrd_exec_callback_leave(mark);
   }
 }
 
@@ -1121,7 +1121,7 @@ TRITONSERVER_Error *TRITONBACKEND_RequestRelease(TRITONBACKEND_Request *request,
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "request was already released");
   if (release_flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE) {
     /* The backend wants this request executed again (iterative scheduling). */
-    TRITONSERVER_Error *err = r->model->sched->ops->enqueue(r->model->sched, r);
+    TRITONSERVER_Error *err = nrd_model_reschedule(r->model, r);
     if (!err) return NULL;
     nrd_request_fail(r, err, NRD_FAIL_REJECTED); /* the scheduler refused it */
     return NULL;

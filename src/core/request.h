@@ -14,6 +14,7 @@
 
 #include "triton/core/tritonbackend.h"
 #include "parameter.h"
+#include "response.h"
 #include "stats.h"
 
 struct nrd_delivery;
@@ -202,5 +203,12 @@ void nrd_request_trace_inputs(TRITONSERVER_InferenceRequest *req, TRITONSERVER_I
  * backend's Execute fails, the request timed out or was cancelled, or the
  * model is going away. Any thread. */
 void nrd_request_fail(TRITONSERVER_InferenceRequest *req, TRITONSERVER_Error *err, nrd_fail_reason reason);
+
+/* True when the submission `r` is part of was cancelled
+ * (TRITONSERVER_InferenceRequestCancel); false when it is not in flight.
+ * Inline: schedulers ask for every request they hand out. Any thread. */
+static inline bool nrd_request_is_cancelled(const TRITONSERVER_InferenceRequest *r) {
+  return r->delivery && atomic_load(&r->delivery->cancel->set);
+}
 
 #endif

@@ -11,7 +11,7 @@
 #include "buffer_attributes.h"
 #include "error.h"
 #include "grow.h"
-#include "instance.h"
+#include "exec_clock.h"
 #include "log.h"
 #include "model.h"
 #include "model_metrics.h"
@@ -145,10 +145,10 @@ static TRITONSERVER_Error *deliver(TRITONSERVER_InferenceResponse *r, uint32_t f
                        o->byte_size, o->shape, o->dims_count, o->mtype, o->mtype_id);
     }
   nrd_delivery_ref(d); /* keep `d` alive across the callback, which may delete r */
-  uint64_t mark = nrd_instance_callback_enter();
+  uint64_t mark = nrd_exec_callback_enter();
   if (d->response_fn) d->response_fn(r, flags, d->response_userp);
   else TRITONSERVER_InferenceResponseDelete(r);
-  nrd_instance_callback_leave(mark);
+  nrd_exec_callback_leave(mark);
   nrd_delivery_unref(d);
   return NULL;
 }
@@ -205,9 +205,9 @@ TRITONSERVER_Error *TRITONBACKEND_ResponseFactorySendFlags(TRITONBACKEND_Respons
                            d->request_id ? d->request_id : "", d->model->name);
   }
   if (d->response_fn) {
-    uint64_t mark = nrd_instance_callback_enter();
+    uint64_t mark = nrd_exec_callback_enter();
     d->response_fn(NULL, send_flags, d->response_userp);
-    nrd_instance_callback_leave(mark);
+    nrd_exec_callback_leave(mark);
   }
   return NULL;
 }
