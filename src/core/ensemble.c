@@ -771,7 +771,7 @@ static TRITONSERVER_Error *send_run(ens_ctx *c, uint32_t s, uint32_t iter, ens_c
   const ens_step *st = &c->es->steps[s];
   const TRITONSERVER_InferenceRequest *req = c->req;
   TRITONSERVER_InferenceRequest *r = NULL;
-  NRD_RETURN_IF_ERROR(nrd_request_new_in(&r, req->server, c->es->model->ns, st->model, st->version));
+  NRD_RETURN_IF_ERROR(nrd_server_request_new_in(&r, req->server, c->es->model->ns, st->model, st->version));
   TRITONSERVER_Error *err = NULL;
   if (r->model->decoupled != st->decoupled)
     err = nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "step model '%s' was reloaded with another transaction "

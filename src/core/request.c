@@ -16,7 +16,6 @@
 #include "log.h"
 #include "model.h"
 #include "response.h"
-#include "server.h"
 #include "state.h"
 #include "stats.h"
 #include "trace.h"
@@ -143,19 +142,8 @@ static void output_name_free(TRITONSERVER_InferenceRequest *r, char *name) {
 
 /* ----------------------------------------------------- request: lifecycle */
 
-TRITONSERVER_Error *TRITONSERVER_InferenceRequestNew(TRITONSERVER_InferenceRequest **inference_request,
-                                                     TRITONSERVER_Server *server,
-                                                     const char *model_name,
-                                                     const int64_t model_version) {
-  return nrd_request_new_in(inference_request, server, NULL, model_name, model_version);
-}
-
-TRITONSERVER_Error *nrd_request_new_in(TRITONSERVER_InferenceRequest **inference_request, TRITONSERVER_Server *server,
-                                       const char *ns, const char *model_name, int64_t model_version) {
-  NRD_ARG_CHECK(inference_request && server && model_name,
-            "request, server and model name must not be NULL");
-  TRITONBACKEND_Model *m = NULL;
-  NRD_RETURN_IF_ERROR(nrd_server_get_model_in(server, ns, model_name, model_version, &m));
+TRITONSERVER_Error *nrd_request_new_for(TRITONSERVER_InferenceRequest **inference_request, TRITONSERVER_Server *server,
+                                        TRITONBACKEND_Model *m, int64_t model_version) {
   /* Not calloc, which bypasses malloc's per-thread cache; the inline room
    * is set up as it is used. */
   TRITONSERVER_InferenceRequest *r = malloc(sizeof(*r));

@@ -169,10 +169,12 @@ void nrd_request_detach_core(TRITONSERVER_InferenceRequest *req);
  * The thread that owns `from` (instance thread, before Execute). */
 TRITONSERVER_InferenceRequest *nrd_request_new_null(const TRITONSERVER_InferenceRequest *from);
 
-/* TRITONSERVER_InferenceRequestNew with namespace `ns`'s model of that
- * name first (an ensemble's step; see nrd_repo_get_in). Same ownership. */
-TRITONSERVER_Error *nrd_request_new_in(TRITONSERVER_InferenceRequest **inference_request, TRITONSERVER_Server *server,
-                                       const char *ns, const char *model_name, int64_t model_version);
+/* The request TRITONSERVER_InferenceRequestNew makes once the server found
+ * the model: takes the caller's reference on `m` (dropped on failure too);
+ * `model_version` is the version asked for (-1: the highest). The caller
+ * owns the request (TRITONSERVER_InferenceRequestDelete). Any thread. */
+TRITONSERVER_Error *nrd_request_new_for(TRITONSERVER_InferenceRequest **inference_request, TRITONSERVER_Server *server,
+                                        TRITONBACKEND_Model *m, int64_t model_version);
 
 /* A request for `m` that the core makes itself (model warmup): like one
  * from TRITONSERVER_InferenceRequestNew, but bound to `m` without looking

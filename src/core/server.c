@@ -426,6 +426,22 @@ TRITONSERVER_Error *nrd_server_get_model_in(TRITONSERVER_Server *server, const c
   return nrd_repo_get_in(server->repo, ns, name, version, out);
 }
 
+TRITONSERVER_Error *nrd_server_request_new_in(TRITONSERVER_InferenceRequest **inference_request,
+                                              TRITONSERVER_Server *server, const char *ns, const char *model_name,
+                                              int64_t model_version) {
+  NRD_ARG_CHECK(inference_request && server && model_name, "request, server and model name must not be NULL");
+  TRITONBACKEND_Model *m = NULL;
+  NRD_RETURN_IF_ERROR(nrd_server_get_model_in(server, ns, model_name, model_version, &m));
+  return nrd_request_new_for(inference_request, server, m, model_version);
+}
+
+/* Here rather than in request.c: finding the model is the server's part. */
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestNew(TRITONSERVER_InferenceRequest **inference_request,
+                                                     TRITONSERVER_Server *server, const char *model_name,
+                                                     const int64_t model_version) {
+  return nrd_server_request_new_in(inference_request, server, NULL, model_name, model_version);
+}
+
 TRITONSERVER_Error *TRITONSERVER_ServerModelIsReady(TRITONSERVER_Server *server, const char *model_name,
                                                     const int64_t model_version, bool *ready) {
   NRD_ARG_CHECK(server && model_name && ready, "server, model name and result must not be NULL");
