@@ -88,23 +88,6 @@ void nrd_delivery_unref(nrd_delivery *d) {
   nrd_cancel_flag_unref(d->cancel); /* frees `d` unless a request still holds the flag */
 }
 
-/* The final response of a request the response cache missed: stores its
- * outputs when it succeeded and counts the miss (lookup plus insertion). */
-static void cache_store(nrd_delivery *d, const TRITONSERVER_InferenceResponse *r) {
-  uint64_t ns = d->cache_lookup_ns;
-  if (!r->error) {
-    uint64_t start = nrd_now_ns();
-    TRITONSERVER_Error *e = nrd_cache_insert(d->cache, &d->cache_key, r);
-    ns += nrd_now_ns() - start;
-    if (e) {
-      NRD_LOG_VERBOSE(1, "response of model '%s' not cached: %s", d->model->name, TRITONSERVER_ErrorMessage(e));
-      TRITONSERVER_ErrorDelete(e);
-    }
-  }
-  d->cache = NULL;
-  nrd_stats_cache_miss(&d->model->stats, ns);
-}
-
 /* Hands a finished response to the client; consumes `r` either way. */
 static TRITONSERVER_Error *deliver(TRITONSERVER_InferenceResponse *r, uint32_t flags) {
   nrd_delivery *d = r->delivery;
@@ -122,7 +105,7 @@ static TRITONSERVER_Error *deliver(TRITONSERVER_InferenceResponse *r, uint32_t f
                            d->model->name, d->request_id ? d->request_id : "");
     }
     flags |= TRITONSERVER_RESPONSE_COMPLETE_FINAL;
-    if (d->cache) cache_store(d, r);
+    if (d->on_final) d->on_final(d, r);
   } else if (atomic_load(&d->final_sent)) {
     TRITONSERVER_InferenceResponseDelete(r);
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,

@@ -644,3 +644,21 @@ int nrd_response_cache_prometheus(nrd_response_cache *c, nrd_text *out) {
                               "# TYPE nv_cache_util gauge\nnv_cache_util %.6f\n", util);
   return rc;
 }
+
+/* The final response of a request the response cache missed: stores its
+ * outputs when it succeeded and counts the miss (lookup plus insertion). */
+void nrd_cache_store_final(nrd_delivery *d, const TRITONSERVER_InferenceResponse *r) {
+  uint64_t ns = d->cache_lookup_ns;
+  if (!r->error) {
+    uint64_t start = nrd_now_ns();
+    TRITONSERVER_Error *e = nrd_cache_insert(d->cache, &d->cache_key, r);
+    ns += nrd_now_ns() - start;
+    if (e) {
+      NRD_LOG_VERBOSE(1, "response of model '%s' not cached: %s", d->model->name, TRITONSERVER_ErrorMessage(e));
+      TRITONSERVER_ErrorDelete(e);
+    }
+  }
+  d->cache = NULL;
+  d->on_final = NULL;
+  nrd_stats_cache_miss(&d->model->stats, ns);
+}

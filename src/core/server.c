@@ -785,6 +785,7 @@ static bool answered_from_cache(nrd_response_cache *c, TRITONSERVER_InferenceReq
     return true;
   }
   d->cache = c;
+  d->on_final = nrd_cache_store_final;
   d->cache_key = key;
   d->cache_lookup_ns = nrd_now_ns() - start;
   return false;
