@@ -105,7 +105,7 @@ static void *instance_main(void *arg) {
   uint32_t cap = inst->model->max_batch_size > 0 ? (uint32_t)inst->model->max_batch_size : 1;
   if (inst->warmup) {
     atomic_store(&inst->warming, true);
-    TRITONSERVER_Error *e = nrd_warmup_run(inst->warmup, inst);
+    TRITONSERVER_Error *e = nrd_warmup_run(inst->warmup, inst, nrd_instance_execute);
     atomic_store(&inst->warming, false);
     nrd_warmup_wait *w = inst->warmup_wait;
     pthread_mutex_lock(&w->lock);

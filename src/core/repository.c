@@ -18,6 +18,7 @@
 #include "files.h"
 #include "log.h"
 #include "model_config.h"
+#include "model_load.h"
 #include "parameter.h"
 #include "repo_agent.h"
 

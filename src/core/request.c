@@ -792,7 +792,7 @@ TRITONSERVER_Error *nrd_request_add_core_input(TRITONSERVER_InferenceRequest *r,
 void nrd_request_detach_core(TRITONSERVER_InferenceRequest *r) {
   for (; r->n_core_inputs > 0 && r->n_inputs > 0; r->n_core_inputs--) input_free(&r->inputs[--r->n_inputs]);
   r->n_core_inputs = 0;
-  nrd_state_attach_free(r->seq);
+  if (r->seq) r->seq->free(r->seq);
   r->seq = NULL;
 }
 

@@ -397,7 +397,7 @@ static TRITONSERVER_Error *add_control(seq_batcher *b, sb_req *r, int kind, bool
  * request keeps what was attached; its release removes it. Instance
  * thread, lock not held; `s` stays alive while busy. */
 static TRITONSERVER_Error *prepare(seq_batcher *b, sb_seq *s, sb_req *r) {
-  nrd_seq_attach *a = calloc(1, sizeof(*a));
+  nrd_seq_attach *a = nrd_state_attach_new();
   if (!a) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory preparing a sequence request");
   r->seq = a;
   bool start = r->flags & TRITONSERVER_REQUEST_FLAG_SEQUENCE_START;
@@ -425,7 +425,7 @@ static sb_req *make_null(seq_batcher *b, const sb_req *from) {
     return NULL;
   }
   TRITONSERVER_Error *err = NULL;
-  nrd_seq_attach *a = calloc(1, sizeof(*a));
+  nrd_seq_attach *a = nrd_state_attach_new();
   if (!a) err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   r->seq = a;
   for (int k = 0; !err && k < CTL_KINDS; k++)
