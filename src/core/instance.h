@@ -66,7 +66,10 @@ void nrd_instance_join(TRITONBACKEND_ModelInstance *inst);
 void nrd_instance_finalize_and_free(TRITONBACKEND_ModelInstance *inst);
 
 /* Runs one batch through the backend's Execute; when Execute fails the core
- * answers and releases every request with that error. Instance thread. */
+ * answers and releases every request with that error. The instance's
+ * thread, or a caller's thread the default scheduler lent the idle
+ * instance to (inline execution, through its nrd_executor); never two at
+ * once for one instance. */
 void nrd_instance_execute(TRITONBACKEND_ModelInstance *inst,
                           TRITONSERVER_InferenceRequest **reqs, uint32_t n);
 
