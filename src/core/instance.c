@@ -110,7 +110,7 @@ static void *instance_main(void *arg) {
     nrd_warmup_wait *w = inst->warmup_wait;
     pthread_mutex_lock(&w->lock);
     if (e && !w->first_err) w->first_err = e;
-    else if (e) TRITONSERVER_ErrorDelete(e);
+    else NRD_ERROR_IGNORE(e, "warmup: another instance's error is reported already");
     w->pending--;
     pthread_cond_broadcast(&w->done);
     pthread_mutex_unlock(&w->lock);

@@ -149,8 +149,7 @@ void nrd_delivery_send_error(nrd_delivery *d, TRITONSERVER_Error *err) {
     return;
   }
   r->error = err;
-  TRITONSERVER_Error *e = deliver(r, TRITONSERVER_RESPONSE_COMPLETE_FINAL);
-  if (e) TRITONSERVER_ErrorDelete(e);
+  NRD_ERROR_IGNORE(deliver(r, TRITONSERVER_RESPONSE_COMPLETE_FINAL), "error response after the final one was sent");
 }
 
 /* ------------------------------------------------------ response factory */
