@@ -613,8 +613,8 @@ void nrd_cache_answer(TRITONSERVER_InferenceRequest *req, const nrd_cache_entry 
     return;
   }
   nrd_stats_cache_hit(&req->model->stats, req->queue_start_ns, lookup_start_ns, nrd_now_ns());
-  TRITONSERVER_Error *sent = TRITONBACKEND_ResponseSend(resp, TRITONSERVER_RESPONSE_COMPLETE_FINAL, NULL);
-  if (sent) TRITONSERVER_ErrorDelete(sent);
+  NRD_ERROR_IGNORE(TRITONBACKEND_ResponseSend(resp, TRITONSERVER_RESPONSE_COMPLETE_FINAL, NULL),
+                   "cache hit: the stored response could not be sent");
   nrd_request_release(req, TRITONSERVER_REQUEST_RELEASE_ALL);
 }
 
