@@ -40,20 +40,24 @@ def module(path):
     return base
 
 
-def symbols(path):
-    out = subprocess.run(["nm", "-P", path], check=True, capture_output=True,
-                         text=True).stdout
-    defined, undefined = set(), set()
+def symbols(paths):
+    """{path: (defined, undefined)} from one nm run over every object (one
+    process, so the test stays fast on a loaded machine)."""
+    out = subprocess.run(["nm", "-P", "-A"] + paths, check=True,
+                         capture_output=True, text=True).stdout
+    syms = {p: (set(), set()) for p in paths}
     for line in out.splitlines():
-        parts = line.split()
-        if len(parts) < 2:
+        # "<path>: <name> <kind> [value size]"
+        path, sep, rest = line.partition(": ")
+        parts = rest.split()
+        if not sep or len(parts) < 2 or path not in syms:
             continue
         name, kind = parts[0], parts[1]
         if kind == "U":
-            undefined.add(name)
+            syms[path][1].add(name)
         elif kind in "TDBRVWGSC":  # global (upper case) definitions only
-            defined.add(name)
-    return defined, undefined
+            syms[path][0].add(name)
+    return syms
 
 
 def sccs(graph):
@@ -123,9 +127,10 @@ def main(argv):
         return 2
     defs, needs = {}, {}
     owner = {}
+    syms = symbols(objs)
     for o in objs:
         m = module(o)
-        d, u = symbols(o)
+        d, u = syms[o]
         defs[m], needs[m] = d, u
         for s in d:
             owner.setdefault(s, m)
