@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "triton/core/tritonbackend.h"
 #include "parameter.h"
@@ -211,6 +212,15 @@ void nrd_request_fail(TRITONSERVER_InferenceRequest *req, TRITONSERVER_Error *er
  * Inline: schedulers ask for every request they hand out. Any thread. */
 static inline bool nrd_request_is_cancelled(const TRITONSERVER_InferenceRequest *r) {
   return r->delivery && atomic_load(&r->delivery->cancel->set);
+}
+
+/* The input of `r` named `name`, or NULL. Inline: validation looks up
+ * every input. Valid until the request's inputs change; the thread that
+ * owns the request. */
+static inline nrd_input *nrd_request_find_input(TRITONSERVER_InferenceRequest *r, const char *name) {
+  for (uint32_t i = 0; i < r->n_inputs; i++)
+    if (!strcmp(r->inputs[i].name, name)) return &r->inputs[i];
+  return NULL;
 }
 
 #endif
