@@ -176,8 +176,7 @@ TRITONSERVER_Error *nrd_backend_acquire(const char *backend_name, const char *ru
                           b->name, b->lib_path, TRITONSERVER_ErrorMessage(e));
       TRITONSERVER_ErrorDelete(e);
       if (b->fini) {
-        TRITONSERVER_Error *fe = b->fini(b);
-        if (fe) TRITONSERVER_ErrorDelete(fe);
+        NRD_ERROR_IGNORE(b->fini(b), "finalizing a backend whose load failed");
       }
       goto fail;
     }
@@ -188,8 +187,7 @@ TRITONSERVER_Error *nrd_backend_acquire(const char *backend_name, const char *ru
     if (!nr) {
       err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory loading backend '%s'", backend_name);
       if (b->fini) {
-        TRITONSERVER_Error *fe = b->fini(b);
-        if (fe) TRITONSERVER_ErrorDelete(fe);
+        NRD_ERROR_IGNORE(b->fini(b), "finalizing a backend whose load failed");
       }
       goto fail;
     }

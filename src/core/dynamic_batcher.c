@@ -253,7 +253,7 @@ static void scan(dyn_batcher *b, uint64_t now, uint32_t cap, db_scan *sc, db_dea
       db_req **link = &list->head, *prev = NULL;
       while (*link) {
         db_req *r = *link;
-        bool cancelled = r->delivery && atomic_load(&r->delivery->cancel->set);
+        bool cancelled = nrd_request_is_cancelled(r);
         bool expired = !cancelled && r->deadline_ns && now > r->deadline_ns;
         if (cancelled || expired) {
           *link = r->next;

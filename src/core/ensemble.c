@@ -354,8 +354,7 @@ static void note_cancel(ens_ctx *c) {
   if (!f || !atomic_load(&f->set)) return;
   if (!c->err) c->err = nrd_error_new(TRITONSERVER_ERROR_CANCELLED, "Request was cancelled");
   for (ens_call *k = c->running; k; k = k->next) {
-    TRITONSERVER_Error *e = TRITONSERVER_InferenceRequestCancel(k->req);
-    if (e) TRITONSERVER_ErrorDelete(e);
+    NRD_ERROR_IGNORE(TRITONSERVER_InferenceRequestCancel(k->req), "cancelling a step that already finished");
   }
 }
 
@@ -539,7 +538,7 @@ static void finish(ens_ctx *c) {
       TRITONBACKEND_Response *resp = NULL;
       TRITONSERVER_Error *ne = TRITONBACKEND_ResponseNewFromFactory(&resp, c->factory);
       if (!ne) ne = TRITONBACKEND_ResponseSend(resp, TRITONSERVER_RESPONSE_COMPLETE_FINAL, e);
-      if (ne) TRITONSERVER_ErrorDelete(ne);
+      NRD_ERROR_IGNORE(ne, "ensemble: the client's final error response could not be sent");
       TRITONSERVER_ErrorDelete(e);
       nrd_stats_request_fail(&m->stats, req->queue_start_ns, req->queue_start_ns, c->start_ns, end, why);
       ctx_free(c);
@@ -552,8 +551,8 @@ static void finish(ens_ctx *c) {
   }
   bool ok = true;
   if (c->factory) {
-    TRITONSERVER_Error *e = TRITONBACKEND_ResponseFactorySendFlags(c->factory, TRITONSERVER_RESPONSE_COMPLETE_FINAL);
-    if (e) TRITONSERVER_ErrorDelete(e);
+    NRD_ERROR_IGNORE(TRITONBACKEND_ResponseFactorySendFlags(c->factory, TRITONSERVER_RESPONSE_COMPLETE_FINAL),
+                     "ensemble: the final flag could not be sent");
   } else {
     ok = answer(c, vals, TRITONSERVER_RESPONSE_COMPLETE_FINAL);
   }
@@ -721,7 +720,7 @@ static void on_step_response(TRITONSERVER_InferenceResponse *resp, const uint32_
     TRITONSERVER_Error *rerr = TRITONSERVER_InferenceResponseError(resp);
     uint32_t count = 0;
     TRITONSERVER_Error *ce = rerr ? NULL : TRITONSERVER_InferenceResponseOutputCount(resp, &count);
-    if (ce) TRITONSERVER_ErrorDelete(ce);
+    NRD_ERROR_IGNORE(ce, "ensemble: a step's response without outputs");
     bool kept = false;
     if (rerr) fail_with(c, rerr);
     else if (count && !c->err) /* a decoupled step's response is its next iteration */
@@ -771,7 +770,7 @@ static TRITONSERVER_Error *send_run(ens_ctx *c, uint32_t s, uint32_t iter, ens_c
   const ens_step *st = &c->es->steps[s];
   const TRITONSERVER_InferenceRequest *req = c->req;
   TRITONSERVER_InferenceRequest *r = NULL;
-  NRD_RETURN_IF_ERROR(nrd_request_new_in(&r, req->server, c->es->model->ns, st->model, st->version));
+  NRD_RETURN_IF_ERROR(nrd_server_request_new_in(&r, req->server, c->es->model->ns, st->model, st->version));
   TRITONSERVER_Error *err = NULL;
   if (r->model->decoupled != st->decoupled)
     err = nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "step model '%s' was reloaded with another transaction "

@@ -11,6 +11,7 @@
 
 #include "backend.h"
 #include "error.h"
+#include "exec_clock.h"
 #include "log.h"
 #include "warmup.h"
 #include "message.h"
@@ -55,47 +56,6 @@ TRITONSERVER_Error *nrd_instance_init(TRITONBACKEND_ModelInstance *inst) {
   return NULL;
 }
 
-/* This file's thread-local variables are read on every request. The
- * initial-exec model makes each read one instruction instead of a call to
- * __tls_get_addr; it is safe since the library is loaded with the program
- * (DT_NEEDED), and the few bytes fit glibc's reserve for one loaded with
- * dlopen. */
-#define NRD_TLS static _Thread_local __attribute__((tls_model("initial-exec")))
-
-/* Set for the life of an instance thread, and on any thread while it runs
- * an inline execution. */
-NRD_TLS bool on_execution_thread;
-
-/* The execution timer of this thread: when it started (0: not running)
- * and the time spent in the application's callbacks since. */
-NRD_TLS uint64_t timer_start_ns, timer_callback_ns;
-
-bool nrd_instance_on_execution_thread(void) { return on_execution_thread; }
-
-void nrd_instance_timer_start(void) {
-  timer_callback_ns = 0;
-  timer_start_ns = nrd_now_ns();
-}
-
-uint64_t nrd_instance_timer_stop(void) {
-  uint64_t took = nrd_now_ns() - timer_start_ns;
-  timer_start_ns = 0;
-  return took > timer_callback_ns ? took - timer_callback_ns : 0;
-}
-
-uint64_t nrd_instance_callback_enter(void) { return timer_start_ns ? nrd_now_ns() : 0; }
-
-void nrd_instance_callback_leave(uint64_t mark) {
-  if (mark) timer_callback_ns += nrd_now_ns() - mark;
-}
-
-void nrd_instance_execute_inline(TRITONBACKEND_ModelInstance *inst, TRITONSERVER_InferenceRequest **reqs,
-                                 uint32_t n) {
-  on_execution_thread = true;
-  nrd_instance_execute(inst, reqs, n);
-  on_execution_thread = false;
-}
-
 void nrd_instance_execute(TRITONBACKEND_ModelInstance *inst, TRITONSERVER_InferenceRequest **reqs, uint32_t n) {
   TRITONBACKEND_Model *m = inst->model;
   for (uint32_t i = 0; i < n; i++)
@@ -128,7 +88,7 @@ static bool want_batch_policy(void) {
 static void *instance_main(void *arg) {
   TRITONBACKEND_ModelInstance *inst = arg;
   nrd_scheduler *s = inst->model->sched;
-  on_execution_thread = true;
+  nrd_exec_thread_set(true);
   /* Before the name, by which tests find the thread. */
   if (inst->sched_batch) {
     struct sched_param sp = {.sched_priority = 0};
@@ -145,12 +105,12 @@ static void *instance_main(void *arg) {
   uint32_t cap = inst->model->max_batch_size > 0 ? (uint32_t)inst->model->max_batch_size : 1;
   if (inst->warmup) {
     atomic_store(&inst->warming, true);
-    TRITONSERVER_Error *e = nrd_warmup_run(inst->warmup, inst);
+    TRITONSERVER_Error *e = nrd_warmup_run(inst->warmup, inst, nrd_instance_execute);
     atomic_store(&inst->warming, false);
     nrd_warmup_wait *w = inst->warmup_wait;
     pthread_mutex_lock(&w->lock);
     if (e && !w->first_err) w->first_err = e;
-    else if (e) TRITONSERVER_ErrorDelete(e);
+    else NRD_ERROR_IGNORE(e, "warmup: another instance's error is reported already");
     w->pending--;
     pthread_cond_broadcast(&w->done);
     pthread_mutex_unlock(&w->lock);

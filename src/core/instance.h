@@ -66,32 +66,11 @@ void nrd_instance_join(TRITONBACKEND_ModelInstance *inst);
 void nrd_instance_finalize_and_free(TRITONBACKEND_ModelInstance *inst);
 
 /* Runs one batch through the backend's Execute; when Execute fails the core
- * answers and releases every request with that error. Instance thread. */
+ * answers and releases every request with that error. The instance's
+ * thread, or a caller's thread the default scheduler lent the idle
+ * instance to (inline execution, through its nrd_executor); never two at
+ * once for one instance. */
 void nrd_instance_execute(TRITONBACKEND_ModelInstance *inst,
                           TRITONSERVER_InferenceRequest **reqs, uint32_t n);
-
-/* nrd_instance_execute on the calling thread, for a scheduler that lent it
- * the idle instance (scheduler.c, inline execution); the thread counts as
- * an execution thread meanwhile. Any thread but an execution thread. */
-void nrd_instance_execute_inline(TRITONBACKEND_ModelInstance *inst,
-                                 TRITONSERVER_InferenceRequest **reqs, uint32_t n);
-
-/* True on an instance thread and on a thread running an inline execution:
- * such a thread is never lent an instance. Any thread. */
-bool nrd_instance_on_execution_thread(void);
-
-/* The calling thread's execution timer, for a scheduler that judges what
- * an execution costs: stop returns the ns since start, less the time spent
- * in the application's callbacks meanwhile (those are the caller's, not
- * the model's). One timer per thread; any thread. */
-void nrd_instance_timer_start(void);
-uint64_t nrd_instance_timer_stop(void);
-
-/* Bracket a call into the application (a response or release callback):
- * while the thread's timer runs, the time in between is left out of it.
- * Enter returns the mark to pass to leave (0: the timer is not running,
- * no clock read). Any thread. */
-uint64_t nrd_instance_callback_enter(void);
-void nrd_instance_callback_leave(uint64_t mark);
 
 #endif

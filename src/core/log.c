@@ -226,3 +226,10 @@ TRITONSERVER_Error *TRITONSERVER_LogMessage(TRITONSERVER_LogLevel level, const c
   nrd_log(level, filename, line, "%s", msg);
   return NULL;
 }
+
+void nrd_log_error_ignored(TRITONSERVER_Error *err, const char *file, int line, const char *why) {
+  if (!err) return;
+  if (nrd_log_verbose_enabled(1))
+    nrd_log_verbose(1, file, line, "%s (ignored): %s", why, TRITONSERVER_ErrorMessage(err));
+  TRITONSERVER_ErrorDelete(err);
+}

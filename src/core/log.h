@@ -58,6 +58,16 @@ void nrd_log_verbose(int level, const char *file, int line, const char *fmt, ...
       nrd_log_verbose((lvl), __FILE__, __LINE__, __VA_ARGS__);             \
   } while (0)
 
+/* An error the core drops on purpose: logs `why` and the error's message
+ * at verbose level 1 (with the caller's file and line), then deletes
+ * `err`; NULL does nothing. For errors that change nothing for anyone
+ * (the request is answered another way, the object is gone already), so
+ * that none is dropped without a word. Here rather than in error.c, which
+ * log.c calls: error.c calling log.c would make the two a cycle. Any
+ * thread; takes ownership of `err`. */
+void nrd_log_error_ignored(TRITONSERVER_Error *err, const char *file, int line, const char *why);
+#define NRD_ERROR_IGNORE(err, why) nrd_log_error_ignored((err), __FILE__, __LINE__, (why))
+
 /* Setters used by server options and the logging endpoint. Any thread; they
  * take effect for the next line written. Defaults: info, warning and error on,
  * verbose 0, default format, standard error. */

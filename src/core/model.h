@@ -1,5 +1,6 @@
-/* Models: TRITONBACKEND_Model, one loaded version of a model, and its
- * lifecycle (backend ModelInitialize, instances, scheduler, drain, finalize).
+/* Models: TRITONBACKEND_Model, one loaded version of a model (its
+ * lifecycle is model_load.h: backend ModelInitialize, instances, scheduler,
+ * drain, finalize).
  *
  * A model is reference counted: the server's model table holds one
  * reference while the version is loaded, every request and delivery holds
@@ -85,32 +86,9 @@ struct TRITONBACKEND_Model {
   TRITONSERVER_Metric *first_response_metric;
 };
 
-/* Everything a load needs besides the model's own folder. */
-typedef struct nrd_model_load_args {
-  TRITONSERVER_Server *server;
-  const char *name;
-  const char *ns;                /* the model's namespace ("" without namespacing) */
-  int64_t version;
-  const char *model_dir;
-  const json_t *config;          /* parsed, before the full normalization */
-  bool auto_complete;
-  const char *backend_dir;
-  const json_t *backend_cmdline; /* {"<backend>":{"key":"value"}}; "" holds the
-                                    settings every backend gets */
-} nrd_model_load_args;
-
-/* Runs the whole load lifecycle for one version: backend, ModelInitialize,
- * config normalization and validation, instances, scheduler. On success
- * returns a READY model holding one reference for the caller. On failure
- * everything created is finalized in reverse order and the error carries the
- * reason (the backend's own message where it failed). Loader thread. */
-TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *args, TRITONBACKEND_Model **out);
-
-/* Stops accepting requests, drains the queue and in-flight requests (waiting
- * at most `timeout_s` seconds for the latter), finalizes instances and the
- * model in reverse order, and drops the caller's reference. Any thread that
- * is not an instance thread of this model. */
-void nrd_model_unload(TRITONBACKEND_Model *m, unsigned timeout_s);
+/* Frees `n` entries of an inputs or outputs array and the array (NULL
+ * with n == 0 is fine). Loader thread, or the last unref. */
+void nrd_model_io_free(nrd_io *io, uint32_t n);
 
 /* Reference counting; the last unref frees the struct. Any thread. */
 void nrd_model_ref(TRITONBACKEND_Model *m);
@@ -119,6 +97,16 @@ void nrd_model_unref(TRITONBACKEND_Model *m);
 /* Accounting of requests owned by the core, for drain at unload. */
 void nrd_model_inflight_add(TRITONBACKEND_Model *m);
 void nrd_model_inflight_done(TRITONBACKEND_Model *m);
+
+/* Hands `r`, which the backend released with RELEASE_RESCHEDULE, back to
+ * the model's scheduler to run again. On success the scheduler owns it; on
+ * error (stopping, queue full) the caller still does. Any thread. */
+TRITONSERVER_Error *nrd_model_reschedule(TRITONBACKEND_Model *m, TRITONSERVER_InferenceRequest *r);
+
+/* Tells the model's scheduler that `r`, which ran at least once, is being
+ * released for good (the sequence batcher ends an iterative sequence's
+ * turn). The request is still intact. Any thread. */
+void nrd_model_request_released(TRITONBACKEND_Model *m, TRITONSERVER_InferenceRequest *r);
 
 /* Returns the config entry for an input/output name or NULL. Any thread. */
 const nrd_io *nrd_model_find_input(const TRITONBACKEND_Model *m, const char *name);

@@ -18,6 +18,7 @@
 #include "files.h"
 #include "log.h"
 #include "model_config.h"
+#include "model_load.h"
 #include "parameter.h"
 #include "repo_agent.h"
 
@@ -933,7 +934,7 @@ TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const cha
       TRITONSERVER_Error *e = load_at(r, places[i].ns, name, places[i].dir, places[i].mapped, NULL, config_override, NULL);
       places[i].dir = NULL; /* taken */
       if (e && !err) err = e;
-      else if (e) TRITONSERVER_ErrorDelete(e);
+      else NRD_ERROR_IGNORE(e, "a later failure; the first one is returned");
     }
     places_free(places, n);
   }
@@ -1056,7 +1057,7 @@ TRITONSERVER_Error *nrd_repo_unload(nrd_repository *r, const char *name, bool wa
   for (size_t i = 0; i < n; i++) {
     TRITONSERVER_Error *e = unload_entry(r, spaces[i], name, wait);
     if (e && !err) err = e;
-    else if (e) TRITONSERVER_ErrorDelete(e);
+    else NRD_ERROR_IGNORE(e, "a later failure; the first one is returned");
     free(spaces[i]);
   }
   free(spaces);
@@ -1107,7 +1108,7 @@ TRITONSERVER_Error *nrd_repo_poll(nrd_repository *r) {
       if (what[i] != (pass ? ENSEMBLE : PLAIN)) continue;
       TRITONSERVER_Error *err = nrd_repo_load(r, names[i], NULL, NULL, 0);
       if (err && !first) first = err;
-      else if (err) TRITONSERVER_ErrorDelete(err);
+      else NRD_ERROR_IGNORE(err, "a later failure; the first one is returned (each was logged by its load)");
     }
   }
   if (!what) first = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory polling the repository");
@@ -1131,8 +1132,8 @@ TRITONSERVER_Error *nrd_repo_poll(nrd_repository *r) {
   pthread_rwlock_unlock(&r->table_lock);
   for (size_t i = 0; i < n_gone; i++) {
     if (gone[2 * i] && gone[2 * i + 1]) {
-      TRITONSERVER_Error *err = unload_entry(r, gone[2 * i + 1], gone[2 * i], true);
-      if (err) TRITONSERVER_ErrorDelete(err);
+      NRD_ERROR_IGNORE(unload_entry(r, gone[2 * i + 1], gone[2 * i], true),
+                       "poll: unloading a model whose folder is gone");
     }
     free(gone[2 * i]);
     free(gone[2 * i + 1]);

@@ -1,5 +1,8 @@
-/* Inference requests: the client-side builder API (TRITONSERVER_InferenceRequest*)
- * and the backend-side accessors (TRITONBACKEND_Request*, TRITONBACKEND_Input*). */
+/* Inference requests: the client-side builder API (TRITONSERVER_InferenceRequest*),
+ * release and failure, and the requests the core makes itself (null
+ * requests, warmup). Validation is request_validate.c; the backend-side
+ * accessors (TRITONBACKEND_Request*, TRITONBACKEND_Input*) are
+ * request_backend.c. */
 #include "request.h"
 
 #include <inttypes.h>
@@ -12,22 +15,15 @@
 #include "datatype.h"
 #include "error.h"
 #include "grow.h"
-#include "instance.h"
+#include "exec_clock.h"
 #include "log.h"
 #include "model.h"
 #include "response.h"
-#include "server.h"
 #include "state.h"
 #include "stats.h"
 #include "trace.h"
 
 /* ------------------------------------------------------------------ inputs */
-
-static nrd_input *find_input(TRITONSERVER_InferenceRequest *r, const char *name) {
-  for (uint32_t i = 0; i < r->n_inputs; i++)
-    if (!strcmp(r->inputs[i].name, name)) return &r->inputs[i];
-  return NULL;
-}
 
 /* Points the pointers that used the input's inline room (see nrd_input.inl)
  * at its room again after the entry moved. */
@@ -71,7 +67,7 @@ static TRITONSERVER_Error *input_add(TRITONSERVER_InferenceRequest *r, const cha
                                      TRITONSERVER_DataType dt, const int64_t *shape,
                                      uint64_t dims, bool raw, nrd_input **out) {
   NRD_ARG_CHECK(r && name, "inference request and input name must not be NULL");
-  if (find_input(r, name))
+  if (nrd_request_find_input(r, name))
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                          "input '%s' already exists in request", name);
   if (dims > 64) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
@@ -143,19 +139,8 @@ static void output_name_free(TRITONSERVER_InferenceRequest *r, char *name) {
 
 /* ----------------------------------------------------- request: lifecycle */
 
-TRITONSERVER_Error *TRITONSERVER_InferenceRequestNew(TRITONSERVER_InferenceRequest **inference_request,
-                                                     TRITONSERVER_Server *server,
-                                                     const char *model_name,
-                                                     const int64_t model_version) {
-  return nrd_request_new_in(inference_request, server, NULL, model_name, model_version);
-}
-
-TRITONSERVER_Error *nrd_request_new_in(TRITONSERVER_InferenceRequest **inference_request, TRITONSERVER_Server *server,
-                                       const char *ns, const char *model_name, int64_t model_version) {
-  NRD_ARG_CHECK(inference_request && server && model_name,
-            "request, server and model name must not be NULL");
-  TRITONBACKEND_Model *m = NULL;
-  NRD_RETURN_IF_ERROR(nrd_server_get_model_in(server, ns, model_name, model_version, &m));
+TRITONSERVER_Error *nrd_request_new_for(TRITONSERVER_InferenceRequest **inference_request, TRITONSERVER_Server *server,
+                                        TRITONBACKEND_Model *m, int64_t model_version) {
   /* Not calloc, which bypasses malloc's per-thread cache; the inline room
    * is set up as it is used. */
   TRITONSERVER_InferenceRequest *r = malloc(sizeof(*r));
@@ -334,7 +319,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestAddRawInput(TRITONSERVER_Infere
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveInput(TRITONSERVER_InferenceRequest *r, const char *name) {
   NRD_ARG_CHECK(r && name, "request and input name must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
-  nrd_input *in = find_input(r, name);
+  nrd_input *in = nrd_request_find_input(r, name);
   if (!in) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' does not exist in request", name);
   input_free(in);
   uint32_t idx = (uint32_t)(in - r->inputs);
@@ -356,7 +341,7 @@ static TRITONSERVER_Error *append_data(TRITONSERVER_InferenceRequest *r, const c
                                        size_t size, TRITONSERVER_MemoryType mt, int64_t mt_id) {
   NRD_ARG_CHECK(r && name, "request and input name must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
-  nrd_input *in = find_input(r, name);
+  nrd_input *in = nrd_request_find_input(r, name);
   if (!in) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' does not exist in request", name);
   if (!base && size) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                                           "input '%s' data pointer is NULL", name);
@@ -398,7 +383,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestAppendInputDataWithHostPolicy(
     TRITONSERVER_MemoryType memory_type, int64_t memory_type_id, const char *host_policy_name) {
   NRD_ARG_CHECK(r && name && host_policy_name, "request, input name and host policy name must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
-  nrd_input *in = find_input(r, name);
+  nrd_input *in = nrd_request_find_input(r, name);
   if (!in) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' does not exist in request", name);
   if (!base && byte_size)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' data pointer is NULL", name);
@@ -444,7 +429,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveAllInputData(TRITONSERVER
                                                                     const char *name) {
   NRD_ARG_CHECK(r && name, "request and input name must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
-  nrd_input *in = find_input(r, name);
+  nrd_input *in = nrd_request_find_input(r, name);
   if (!in) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' does not exist in request", name);
   in->nbufs = 0;
   in->byte_size = 0;
@@ -566,227 +551,6 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetDoubleParameter(TRITONSERVER
   return nrd_param_list_add_double(&r->params, key, value);
 }
 
-/* --------------------------------------------------------- validation */
-
-static int64_t elem_count(const int64_t *shape, uint32_t n) {
-  int64_t c = 1;
-  for (uint32_t i = 0; i < n; i++) {
-    if (shape[i] < 0) return -1;
-    if (shape[i] && c > INT64_MAX / shape[i]) return -2;
-    c *= shape[i];
-  }
-  return c;
-}
-
-static void shape_str(const int64_t *s, uint32_t n, char *buf, size_t cap) {
-  size_t o = 0;
-  o += (size_t)snprintf(buf + o, cap - o, "[");
-  for (uint32_t i = 0; i < n && o < cap; i++)
-    o += (size_t)snprintf(buf + o, cap - o, i ? ",%" PRId64 : "%" PRId64, s[i]);
-  if (o < cap) snprintf(buf + o, cap - o, "]");
-}
-
-/* Walks the length-prefixed BYTES elements across all buffers. */
-static TRITONSERVER_Error *check_bytes(const TRITONBACKEND_Model *m, const nrd_input *in, int64_t expect) {
-  int64_t count = 0;
-  uint8_t len_bytes[4];
-  uint32_t have_len = 0; /* bytes of the current length prefix seen */
-  uint64_t skip = 0;     /* element bytes still to skip */
-  for (uint32_t b = 0; b < in->nbufs; b++) {
-    const uint8_t *p = in->bufs[b].base;
-    size_t n = in->bufs[b].size;
-    while (n) {
-      if (skip) {
-        size_t k = skip < n ? (size_t)skip : n;
-        p += k;
-        n -= k;
-        skip -= k;
-        continue;
-      }
-      len_bytes[have_len++] = *p++;
-      n--;
-      if (have_len == 4) {
-        skip = (uint64_t)len_bytes[0] | (uint64_t)len_bytes[1] << 8 | (uint64_t)len_bytes[2] << 16 |
-               (uint64_t)len_bytes[3] << 24;
-        have_len = 0;
-        count++;
-      }
-    }
-  }
-  if (have_len || skip)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "input '%s' of model '%s': BYTES data ends inside element %" PRId64
-                         " (a 4-byte length prefix or its string is cut short)",
-                         in->name, m->name, count);
-  if (count != expect)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "input '%s' of model '%s': expected %" PRId64
-                         " BYTES elements for its shape, got %" PRId64,
-                         in->name, m->name, expect, count);
-  return NULL;
-}
-
-/* Fills in a raw input's datatype and shape from the configuration. */
-static TRITONSERVER_Error *resolve_raw(const TRITONBACKEND_Model *m, const nrd_io *io, nrd_input *in) {
-  in->dtype = io->dtype;
-  size_t esz = nrd_datatype_byte_size(io->dtype);
-  uint32_t nd = io->ndims + (m->max_batch_size > 0 ? 1 : 0);
-  int64_t small[NRD_DIMS_INLINE];
-  int64_t *s = nd <= NRD_DIMS_INLINE ? small : malloc(nd * sizeof(int64_t));
-  if (!s) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-  uint32_t o = 0;
-  if (m->max_batch_size > 0) s[o++] = 1;
-  int64_t known = 1;
-  int wild = -1;
-  for (uint32_t i = 0; i < io->ndims; i++) {
-    s[o] = io->dims[i];
-    if (s[o] < 0) wild = (int)o;
-    else known *= s[o];
-    o++;
-  }
-  if (wild >= 0) {
-    if (!esz || !known || in->byte_size % (esz * (uint64_t)known)) {
-      if (s != small) free(s);
-      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                           "raw input '%s' of model '%s': cannot infer its shape from %" PRIu64 " bytes",
-                           in->name, m->name, in->byte_size);
-    }
-    s[wild] = (int64_t)(in->byte_size / (esz * (uint64_t)known));
-  }
-  /* A reshape from an earlier send of this request has its own copy. */
-  free(in->backend_shape);
-  in->backend_shape = NULL;
-  if (!(in->inl & NRD_INL_SHAPE)) free(in->shape);
-  if (s == small) {
-    in->shape = memcpy(in->shape_inline, small, nd * sizeof(int64_t));
-    in->inl |= NRD_INL_SHAPE;
-  } else {
-    in->shape = s;
-    in->inl &= (uint8_t)~NRD_INL_SHAPE;
-  }
-  in->dims_count = in->backend_dims_count = nd;
-  return NULL;
-}
-
-static TRITONSERVER_Error *apply_reshape(const TRITONBACKEND_Model *m, const nrd_io *io, nrd_input *in) {
-  bool batched = m->max_batch_size > 0;
-  uint32_t nd = io->nreshape + (batched ? 1 : 0);
-  int64_t *s = malloc((nd ? nd : 1) * sizeof(int64_t));
-  if (!s) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-  uint32_t o = 0;
-  if (batched) s[o++] = in->shape[0];
-  int64_t total = elem_count(in->shape + (batched ? 1 : 0), in->dims_count - (batched ? 1 : 0));
-  int64_t known = 1;
-  int wild = -1;
-  for (uint32_t i = 0; i < io->nreshape; i++) {
-    s[o] = io->reshape[i];
-    if (s[o] < 0) wild = (int)o;
-    else known *= s[o];
-    o++;
-  }
-  if (wild >= 0) s[wild] = known ? total / known : 0;
-  free(in->backend_shape);
-  in->backend_shape = s;
-  in->backend_dims_count = nd;
-  return NULL;
-}
-
-TRITONSERVER_Error *nrd_request_validate(TRITONSERVER_InferenceRequest *r) {
-  const TRITONBACKEND_Model *m = r->model;
-  bool batched = m->max_batch_size > 0;
-  int64_t batch = -1;
-  char got[256], want[256];
-
-  for (uint32_t i = 0; i < r->n_inputs; i++) {
-    nrd_input *in = &r->inputs[i];
-    const nrd_io *io = nrd_model_find_input(m, in->name);
-    if (!io)
-      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                           "unexpected inference input '%s' for model '%s'", in->name, m->name);
-    if (in->is_raw) NRD_RETURN_IF_ERROR(resolve_raw(m, io, in));
-    if (in->dtype != io->dtype)
-      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                           "inference input '%s' data-type is '%s', but model '%s' expects '%s'",
-                           in->name, TRITONSERVER_DataTypeString(in->dtype), m->name,
-                           TRITONSERVER_DataTypeString(io->dtype));
-    const int64_t *dims = in->shape;
-    uint32_t nd = in->dims_count;
-    if (batched) {
-      if (nd < 1)
-        return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                             "input '%s' of model '%s' has no batch dimension; the model supports "
-                             "batching (max_batch_size %d), so the first dimension is the batch size",
-                             in->name, m->name, m->max_batch_size);
-      if (batch < 0) batch = dims[0];
-      else if (dims[0] != batch && !io->allow_ragged_batch)
-        return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                             "input '%s' of model '%s' has batch size %" PRId64
-                             " but other inputs have %" PRId64,
-                             in->name, m->name, dims[0], batch);
-      dims++;
-      nd--;
-    }
-    bool ok = nd == io->ndims;
-    for (uint32_t d = 0; ok && d < nd; d++)
-      if (dims[d] < 0 || (io->dims[d] >= 0 && io->dims[d] != dims[d])) ok = false;
-    if (!ok) {
-      shape_str(in->shape, in->dims_count, got, sizeof got);
-      int64_t full[65];
-      uint32_t fn = 0;
-      if (batched) full[fn++] = -1;
-      for (uint32_t d = 0; d < io->ndims && fn < 65; d++) full[fn++] = io->dims[d];
-      shape_str(full, fn, want, sizeof want);
-      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                           "unexpected shape for input '%s' for model '%s'. Expected %s, got %s",
-                           in->name, m->name, want, got);
-    }
-    int64_t count = elem_count(in->shape, in->dims_count);
-    if (count < 0) {
-      shape_str(in->shape, in->dims_count, got, sizeof got);
-      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                           count == -1 ? "input '%s' of model '%s': shape %s has a negative dimension"
-                                       : "input '%s' of model '%s': shape %s has too many elements",
-                           in->name, m->name, got);
-    }
-    if (in->dtype == TRITONSERVER_TYPE_BYTES) {
-      NRD_RETURN_IF_ERROR(check_bytes(m, in, count));
-    } else {
-      uint64_t expect = (uint64_t)count * nrd_datatype_byte_size(in->dtype);
-      if (in->byte_size != expect)
-        return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                             "input byte size mismatch for input '%s' for model '%s'. Expected %" PRIu64
-                             ", got %" PRIu64,
-                             in->name, m->name, expect, in->byte_size);
-    }
-    if (io->reshape) NRD_RETURN_IF_ERROR(apply_reshape(m, io, in));
-  }
-
-  /* Every required input present. */
-  for (uint32_t i = 0; i < m->n_inputs; i++) {
-    const nrd_io *io = &m->inputs[i];
-    if (io->optional || find_input(r, io->name)) continue;
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "expected %u inputs but got %u inputs for model '%s': missing required input '%s'",
-                         m->n_inputs, r->n_inputs, m->name, io->name);
-  }
-  for (uint32_t i = 0; i < r->n_outputs; i++)
-    if (!nrd_model_find_output(m, r->outputs[i]))
-      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                           "unexpected inference output '%s' for model '%s'", r->outputs[i], m->name);
-
-  if (batched) {
-    if (batch < 0) batch = 1; /* no inputs at all: one row */
-    if (batch < 1 || batch > m->max_batch_size)
-      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                           "inference request batch-size must be <= %d for '%s', got %" PRId64,
-                           m->max_batch_size, m->name, batch);
-    r->batch_size = (uint64_t)batch;
-  } else {
-    r->batch_size = 0;
-  }
-  return NULL;
-}
-
 /* ------------------------------------------------------ release / fail */
 
 TRITONSERVER_Error *nrd_request_add_core_input(TRITONSERVER_InferenceRequest *r, const char *name,
@@ -804,7 +568,7 @@ TRITONSERVER_Error *nrd_request_add_core_input(TRITONSERVER_InferenceRequest *r,
 void nrd_request_detach_core(TRITONSERVER_InferenceRequest *r) {
   for (; r->n_core_inputs > 0 && r->n_inputs > 0; r->n_core_inputs--) input_free(&r->inputs[--r->n_inputs]);
   r->n_core_inputs = 0;
-  nrd_state_attach_free(r->seq);
+  if (r->seq) r->seq->free(r->seq);
   r->seq = NULL;
 }
 
@@ -927,7 +691,7 @@ void nrd_request_release(TRITONSERVER_InferenceRequest *r, uint32_t flags) {
   TRITONBACKEND_Model *m = r->model;
   /* First, while the model (and its sequence batcher) surely still lives.
    * Only sequence requests that ran carry `seq`. */
-  if (r->seq && !r->is_null && m->sched && m->sched->ops->released) m->sched->ops->released(m->sched, r);
+  if (r->seq && !r->is_null) nrd_model_request_released(m, r);
   if (r->seq || r->n_core_inputs) nrd_request_detach_core(r);
   nrd_delivery *d = r->delivery;
   r->delivery = NULL;
@@ -942,9 +706,9 @@ void nrd_request_release(TRITONSERVER_InferenceRequest *r, uint32_t flags) {
   if (d) nrd_delivery_unref(d);
   nrd_model_inflight_done(m);
   if (r->release_fn) {
-    uint64_t mark = nrd_instance_callback_enter();
+    uint64_t mark = nrd_exec_callback_enter();
     r->release_fn(r, flags | TRITONSERVER_REQUEST_RELEASE_ALL, r->release_userp);
-    nrd_instance_callback_leave(mark);
+    nrd_exec_callback_leave(mark);
   }
 }
 
@@ -981,267 +745,4 @@ void nrd_request_fail(TRITONSERVER_InferenceRequest *r, TRITONSERVER_Error *err,
   if (r->delivery) nrd_delivery_send_error(r->delivery, err);
   else TRITONSERVER_ErrorDelete(err);
   nrd_request_release(r, TRITONSERVER_REQUEST_RELEASE_ALL);
-}
-
-/* ------------------------------------------------- backend: request view */
-
-#define REQ(x) ((TRITONSERVER_InferenceRequest *)(x))
-
-TRITONSERVER_Error *TRITONBACKEND_RequestId(TRITONBACKEND_Request *request, const char **id) {
-  return TRITONSERVER_InferenceRequestId(REQ(request), id);
-}
-
-TRITONSERVER_Error *TRITONBACKEND_RequestCorrelationId(TRITONBACKEND_Request *request, uint64_t *id) {
-  return TRITONSERVER_InferenceRequestCorrelationId(REQ(request), id);
-}
-
-TRITONSERVER_Error *TRITONBACKEND_RequestCorrelationIdString(TRITONBACKEND_Request *request, const char **id) {
-  return TRITONSERVER_InferenceRequestCorrelationIdString(REQ(request), id);
-}
-
-TRITONSERVER_Error *TRITONBACKEND_RequestFlags(TRITONBACKEND_Request *request, uint32_t *flags) {
-  return TRITONSERVER_InferenceRequestFlags(REQ(request), flags);
-}
-
-TRITONSERVER_Error *TRITONBACKEND_RequestIsCancelled(TRITONBACKEND_Request *request, bool *is_cancelled) {
-  return TRITONSERVER_InferenceRequestIsCancelled(REQ(request), is_cancelled);
-}
-
-TRITONSERVER_Error *TRITONBACKEND_RequestParameterCount(TRITONBACKEND_Request *request, uint32_t *count) {
-  NRD_ARG_CHECK(request && count, "request and count must not be NULL");
-  *count = (uint32_t)REQ(request)->params.count;
-  return NULL;
-}
-
-TRITONSERVER_Error *TRITONBACKEND_RequestParameter(TRITONBACKEND_Request *request, const uint32_t index,
-                                                   const char **key, TRITONSERVER_ParameterType *type,
-                                                   const void **vvalue) {
-  NRD_ARG_CHECK(request && key && type && vvalue, "arguments must not be NULL");
-  const nrd_param_list *pl = &REQ(request)->params;
-  if (index >= pl->count)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "parameter index %u is out of range (request has %zu parameters)", index, pl->count);
-  nrd_param *p = &pl->items[index];
-  *key = p->name;
-  *type = p->type;
-  switch (p->type) {
-    case TRITONSERVER_PARAMETER_STRING: *vvalue = p->v.s; break;
-    case TRITONSERVER_PARAMETER_INT: *vvalue = &p->v.i; break;
-    case TRITONSERVER_PARAMETER_BOOL: *vvalue = &p->v.b; break;
-    case TRITONSERVER_PARAMETER_DOUBLE: *vvalue = &p->v.d; break;
-    default: *vvalue = p->v.bytes.p; break;
-  }
-  return NULL;
-}
-
-TRITONSERVER_Error *TRITONBACKEND_RequestInputCount(TRITONBACKEND_Request *request, uint32_t *count) {
-  NRD_ARG_CHECK(request && count, "request and count must not be NULL");
-  *count = REQ(request)->n_inputs;
-  return NULL;
-}
-
-TRITONSERVER_Error *TRITONBACKEND_RequestInputName(TRITONBACKEND_Request *request, const uint32_t index,
-                                                   const char **input_name) {
-  NRD_ARG_CHECK(request && input_name, "request and name must not be NULL");
-  TRITONSERVER_InferenceRequest *r = REQ(request);
-  if (index >= r->n_inputs)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "input index %u is out of range (request has %u inputs)", index, r->n_inputs);
-  *input_name = r->inputs[index].name;
-  return NULL;
-}
-
-TRITONSERVER_Error *TRITONBACKEND_RequestInput(TRITONBACKEND_Request *request, const char *name,
-                                               TRITONBACKEND_Input **input) {
-  NRD_ARG_CHECK(request && name && input, "request, name and input must not be NULL");
-  nrd_input *in = find_input(REQ(request), name);
-  if (!in) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "unknown request input name '%s'", name);
-  *input = (TRITONBACKEND_Input *)in;
-  return NULL;
-}
-
-TRITONSERVER_Error *TRITONBACKEND_RequestInputByIndex(TRITONBACKEND_Request *request, const uint32_t index,
-                                                      TRITONBACKEND_Input **input) {
-  NRD_ARG_CHECK(request && input, "request and input must not be NULL");
-  TRITONSERVER_InferenceRequest *r = REQ(request);
-  if (index >= r->n_inputs)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "input index %u is out of range (request has %u inputs)", index, r->n_inputs);
-  *input = (TRITONBACKEND_Input *)&r->inputs[index];
-  return NULL;
-}
-
-/* When the client named no outputs, every configured output is requested. */
-TRITONSERVER_Error *TRITONBACKEND_RequestOutputCount(TRITONBACKEND_Request *request, uint32_t *count) {
-  NRD_ARG_CHECK(request && count, "request and count must not be NULL");
-  TRITONSERVER_InferenceRequest *r = REQ(request);
-  *count = r->n_outputs || r->is_null ? r->n_outputs : r->model->n_outputs;
-  return NULL;
-}
-
-TRITONSERVER_Error *TRITONBACKEND_RequestOutputName(TRITONBACKEND_Request *request, const uint32_t index,
-                                                    const char **output_name) {
-  NRD_ARG_CHECK(request && output_name, "request and name must not be NULL");
-  TRITONSERVER_InferenceRequest *r = REQ(request);
-  uint32_t n = r->n_outputs || r->is_null ? r->n_outputs : r->model->n_outputs;
-  if (index >= n)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "requested output index %u is out of range (%u outputs)", index, n);
-  *output_name = r->n_outputs ? r->outputs[index] : r->model->outputs[index].name;
-  return NULL;
-}
-
-TRITONSERVER_Error *TRITONBACKEND_RequestOutputBufferProperties(TRITONBACKEND_Request *request,
-                                                                const char *name, size_t *byte_size,
-                                                                TRITONSERVER_MemoryType *memory_type,
-                                                                int64_t *memory_type_id) {
-  NRD_ARG_CHECK(request && name, "request and name must not be NULL");
-  TRITONSERVER_InferenceRequest *r = REQ(request);
-  /* As in Triton: only an allocator with a query function can answer. */
-  if (!r->allocator || !r->allocator->query_fn)
-    return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE,
-                         "request for model '%s': output properties are not available (the response "
-                         "allocator has no query function)",
-                         r->model ? r->model->name : "");
-  TRITONSERVER_MemoryType mt = memory_type ? *memory_type : TRITONSERVER_MEMORY_CPU;
-  int64_t id = memory_type_id ? *memory_type_id : 0;
-  size_t bs = byte_size ? *byte_size : 0;
-  NRD_RETURN_IF_ERROR(r->allocator->query_fn((TRITONSERVER_ResponseAllocator *)r->allocator,
-                                             r->alloc_userp, name, byte_size ? &bs : NULL, &mt, &id));
-  if (byte_size) *byte_size = bs;
-  if (memory_type) *memory_type = mt;
-  if (memory_type_id) *memory_type_id = id;
-  return NULL;
-}
-
-TRITONSERVER_Error *TRITONBACKEND_RequestRelease(TRITONBACKEND_Request *request, uint32_t release_flags) {
-  NRD_ARG_CHECK(request, "request must not be NULL");
-  TRITONSERVER_InferenceRequest *r = REQ(request);
-  if (!r->in_flight)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "request was already released");
-  if (release_flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE) {
-    /* The backend wants this request executed again (iterative scheduling). */
-    TRITONSERVER_Error *err = r->model->sched->ops->enqueue(r->model->sched, r);
-    if (!err) return NULL;
-    nrd_request_fail(r, err, NRD_FAIL_REJECTED); /* the scheduler refused it */
-    return NULL;
-  }
-  nrd_request_release(r, release_flags);
-  return NULL;
-}
-
-TRITONSERVER_Error *TRITONBACKEND_RequestTrace(TRITONBACKEND_Request *request, TRITONSERVER_InferenceTrace **trace) {
-  NRD_ARG_CHECK(request && trace, "request and trace must not be NULL");
-  *trace = REQ(request)->trace;
-  return NULL;
-}
-
-/* ---------------------------------------------------- backend: inputs */
-
-TRITONSERVER_Error *TRITONBACKEND_InputProperties(TRITONBACKEND_Input *input, const char **name,
-                                                  TRITONSERVER_DataType *datatype, const int64_t **shape,
-                                                  uint32_t *dims_count, uint64_t *byte_size,
-                                                  uint32_t *buffer_count) {
-  NRD_ARG_CHECK(input, "input must not be NULL");
-  const nrd_input *in = (const nrd_input *)input;
-  if (name) *name = in->name;
-  if (datatype) *datatype = in->dtype;
-  if (shape) *shape = in->backend_shape ? in->backend_shape : in->shape;
-  if (dims_count) *dims_count = in->backend_dims_count;
-  if (byte_size) *byte_size = in->byte_size;
-  if (buffer_count) *buffer_count = in->nbufs;
-  return NULL;
-}
-
-/* The data given for `policy`, or NULL: then the input's own data serves. */
-static const nrd_policy_data *policy_data(const nrd_input *in, const char *policy) {
-  for (uint32_t i = 0; policy && i < in->n_policies; i++)
-    if (!strcmp(in->policies[i].policy, policy)) return &in->policies[i];
-  return NULL;
-}
-
-TRITONSERVER_Error *TRITONBACKEND_InputPropertiesForHostPolicy(TRITONBACKEND_Input *input,
-                                                               const char *host_policy_name,
-                                                               const char **name,
-                                                               TRITONSERVER_DataType *datatype,
-                                                               const int64_t **shape, uint32_t *dims_count,
-                                                               uint64_t *byte_size, uint32_t *buffer_count) {
-  NRD_RETURN_IF_ERROR(TRITONBACKEND_InputProperties(input, name, datatype, shape, dims_count, byte_size, buffer_count));
-  const nrd_policy_data *pd = policy_data((const nrd_input *)input, host_policy_name);
-  if (pd) {
-    if (byte_size) *byte_size = pd->byte_size;
-    if (buffer_count) *buffer_count = pd->nbufs;
-  }
-  return NULL;
-}
-
-TRITONSERVER_Error *TRITONBACKEND_InputBuffer(TRITONBACKEND_Input *input, const uint32_t index,
-                                              const void **buffer, uint64_t *buffer_byte_size,
-                                              TRITONSERVER_MemoryType *memory_type, int64_t *memory_type_id) {
-  NRD_ARG_CHECK(input && buffer && buffer_byte_size, "input, buffer and size must not be NULL");
-  const nrd_input *in = (const nrd_input *)input;
-  if (index >= in->nbufs)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "buffer index %u is out of range for input '%s' (%u buffers)", index, in->name,
-                         in->nbufs);
-  const nrd_buffer *b = &in->bufs[index];
-  *buffer = b->base;
-  *buffer_byte_size = b->size;
-  if (memory_type) *memory_type = b->mtype;
-  if (memory_type_id) *memory_type_id = b->mtype_id;
-  return NULL;
-}
-
-TRITONSERVER_Error *TRITONBACKEND_InputBufferForHostPolicy(TRITONBACKEND_Input *input,
-                                                           const char *host_policy_name, const uint32_t index,
-                                                           const void **buffer, uint64_t *buffer_byte_size,
-                                                           TRITONSERVER_MemoryType *memory_type,
-                                                           int64_t *memory_type_id) {
-  NRD_ARG_CHECK(input && buffer && buffer_byte_size, "input, buffer and size must not be NULL");
-  const nrd_input *in = (const nrd_input *)input;
-  const nrd_policy_data *pd = policy_data(in, host_policy_name);
-  if (!pd) return TRITONBACKEND_InputBuffer(input, index, buffer, buffer_byte_size, memory_type, memory_type_id);
-  if (index >= pd->nbufs)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "buffer index %u is out of range for input '%s' with host policy '%s' (%u buffers)", index,
-                         in->name, host_policy_name, pd->nbufs);
-  const nrd_buffer *b = &pd->bufs[index];
-  *buffer = b->base;
-  *buffer_byte_size = b->size;
-  if (memory_type) *memory_type = b->mtype;
-  if (memory_type_id) *memory_type_id = b->mtype_id;
-  return NULL;
-}
-
-TRITONSERVER_Error *TRITONBACKEND_InputBufferAttributes(TRITONBACKEND_Input *input, const uint32_t index,
-                                                        const void **buffer,
-                                                        TRITONSERVER_BufferAttributes **buffer_attributes) {
-  NRD_ARG_CHECK(input && buffer && buffer_attributes, "arguments must not be NULL");
-  nrd_input *in = (nrd_input *)input;
-  if (index >= in->nbufs)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "buffer index %u is out of range for input '%s' (%u buffers)", index, in->name,
-                         in->nbufs);
-  if (!in->attrs) {
-    /* Made on first use; they live as long as the input. */
-    in->attrs = calloc(in->nbufs, sizeof(*in->attrs));
-    if (!in->attrs) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-    in->n_attrs = in->nbufs;
-  }
-  if (index >= in->n_attrs)
-    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "input '%s' changed after attributes were read", in->name);
-  struct TRITONSERVER_BufferAttributes *a = &in->attrs[index];
-  const nrd_buffer *b = &in->bufs[index];
-  nrd_buffer_attributes_init(a);
-  a->byte_size = b->size;
-  a->memory_type = b->mtype;
-  a->memory_type_id = b->mtype_id;
-  *buffer = b->base;
-  *buffer_attributes = a;
-  return NULL;
-}
-
-TRITONSERVER_Error *TRITONBACKEND_InferenceRequestTimeoutMicroseconds(TRITONBACKEND_Request *request,
-                                                                      uint64_t *timeout) {
-  return TRITONSERVER_InferenceRequestTimeoutMicroseconds(REQ(request), timeout);
 }

@@ -11,9 +11,11 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "triton/core/tritonbackend.h"
 #include "parameter.h"
+#include "response.h"
 #include "stats.h"
 
 struct nrd_delivery;
@@ -168,10 +170,12 @@ void nrd_request_detach_core(TRITONSERVER_InferenceRequest *req);
  * The thread that owns `from` (instance thread, before Execute). */
 TRITONSERVER_InferenceRequest *nrd_request_new_null(const TRITONSERVER_InferenceRequest *from);
 
-/* TRITONSERVER_InferenceRequestNew with namespace `ns`'s model of that
- * name first (an ensemble's step; see nrd_repo_get_in). Same ownership. */
-TRITONSERVER_Error *nrd_request_new_in(TRITONSERVER_InferenceRequest **inference_request, TRITONSERVER_Server *server,
-                                       const char *ns, const char *model_name, int64_t model_version);
+/* The request TRITONSERVER_InferenceRequestNew makes once the server found
+ * the model: takes the caller's reference on `m` (dropped on failure too);
+ * `model_version` is the version asked for (-1: the highest). The caller
+ * owns the request (TRITONSERVER_InferenceRequestDelete). Any thread. */
+TRITONSERVER_Error *nrd_request_new_for(TRITONSERVER_InferenceRequest **inference_request, TRITONSERVER_Server *server,
+                                        TRITONBACKEND_Model *m, int64_t model_version);
 
 /* A request for `m` that the core makes itself (model warmup): like one
  * from TRITONSERVER_InferenceRequestNew, but bound to `m` without looking
@@ -202,5 +206,21 @@ void nrd_request_trace_inputs(TRITONSERVER_InferenceRequest *req, TRITONSERVER_I
  * backend's Execute fails, the request timed out or was cancelled, or the
  * model is going away. Any thread. */
 void nrd_request_fail(TRITONSERVER_InferenceRequest *req, TRITONSERVER_Error *err, nrd_fail_reason reason);
+
+/* True when the submission `r` is part of was cancelled
+ * (TRITONSERVER_InferenceRequestCancel); false when it is not in flight.
+ * Inline: schedulers ask for every request they hand out. Any thread. */
+static inline bool nrd_request_is_cancelled(const TRITONSERVER_InferenceRequest *r) {
+  return r->delivery && atomic_load(&r->delivery->cancel->set);
+}
+
+/* The input of `r` named `name`, or NULL. Inline: validation looks up
+ * every input. Valid until the request's inputs change; the thread that
+ * owns the request. */
+static inline nrd_input *nrd_request_find_input(TRITONSERVER_InferenceRequest *r, const char *name) {
+  for (uint32_t i = 0; i < r->n_inputs; i++)
+    if (!strcmp(r->inputs[i].name, name)) return &r->inputs[i];
+  return NULL;
+}
 
 #endif

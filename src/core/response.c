@@ -11,7 +11,7 @@
 #include "buffer_attributes.h"
 #include "error.h"
 #include "grow.h"
-#include "instance.h"
+#include "exec_clock.h"
 #include "log.h"
 #include "model.h"
 #include "model_metrics.h"
@@ -88,23 +88,6 @@ void nrd_delivery_unref(nrd_delivery *d) {
   nrd_cancel_flag_unref(d->cancel); /* frees `d` unless a request still holds the flag */
 }
 
-/* The final response of a request the response cache missed: stores its
- * outputs when it succeeded and counts the miss (lookup plus insertion). */
-static void cache_store(nrd_delivery *d, const TRITONSERVER_InferenceResponse *r) {
-  uint64_t ns = d->cache_lookup_ns;
-  if (!r->error) {
-    uint64_t start = nrd_now_ns();
-    TRITONSERVER_Error *e = nrd_cache_insert(d->cache, &d->cache_key, r);
-    ns += nrd_now_ns() - start;
-    if (e) {
-      NRD_LOG_VERBOSE(1, "response of model '%s' not cached: %s", d->model->name, TRITONSERVER_ErrorMessage(e));
-      TRITONSERVER_ErrorDelete(e);
-    }
-  }
-  d->cache = NULL;
-  nrd_stats_cache_miss(&d->model->stats, ns);
-}
-
 /* Hands a finished response to the client; consumes `r` either way. */
 static TRITONSERVER_Error *deliver(TRITONSERVER_InferenceResponse *r, uint32_t flags) {
   nrd_delivery *d = r->delivery;
@@ -122,7 +105,7 @@ static TRITONSERVER_Error *deliver(TRITONSERVER_InferenceResponse *r, uint32_t f
                            d->model->name, d->request_id ? d->request_id : "");
     }
     flags |= TRITONSERVER_RESPONSE_COMPLETE_FINAL;
-    if (d->cache) cache_store(d, r);
+    if (d->on_final) d->on_final(d, r);
   } else if (atomic_load(&d->final_sent)) {
     TRITONSERVER_InferenceResponseDelete(r);
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
@@ -145,10 +128,10 @@ static TRITONSERVER_Error *deliver(TRITONSERVER_InferenceResponse *r, uint32_t f
                        o->byte_size, o->shape, o->dims_count, o->mtype, o->mtype_id);
     }
   nrd_delivery_ref(d); /* keep `d` alive across the callback, which may delete r */
-  uint64_t mark = nrd_instance_callback_enter();
+  uint64_t mark = nrd_exec_callback_enter();
   if (d->response_fn) d->response_fn(r, flags, d->response_userp);
   else TRITONSERVER_InferenceResponseDelete(r);
-  nrd_instance_callback_leave(mark);
+  nrd_exec_callback_leave(mark);
   nrd_delivery_unref(d);
   return NULL;
 }
@@ -166,8 +149,7 @@ void nrd_delivery_send_error(nrd_delivery *d, TRITONSERVER_Error *err) {
     return;
   }
   r->error = err;
-  TRITONSERVER_Error *e = deliver(r, TRITONSERVER_RESPONSE_COMPLETE_FINAL);
-  if (e) TRITONSERVER_ErrorDelete(e);
+  NRD_ERROR_IGNORE(deliver(r, TRITONSERVER_RESPONSE_COMPLETE_FINAL), "error response after the final one was sent");
 }
 
 /* ------------------------------------------------------ response factory */
@@ -205,9 +187,9 @@ TRITONSERVER_Error *TRITONBACKEND_ResponseFactorySendFlags(TRITONBACKEND_Respons
                            d->request_id ? d->request_id : "", d->model->name);
   }
   if (d->response_fn) {
-    uint64_t mark = nrd_instance_callback_enter();
+    uint64_t mark = nrd_exec_callback_enter();
     d->response_fn(NULL, send_flags, d->response_userp);
-    nrd_instance_callback_leave(mark);
+    nrd_exec_callback_leave(mark);
   }
   return NULL;
 }

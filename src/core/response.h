@@ -86,6 +86,11 @@ typedef struct nrd_delivery {
   bool decoupled;
   bool no_stats;           /* a null request's (sequence batch padding) */
   uint64_t start_ns;       /* when the core took the request */
+  /* Called with the final response of a non-decoupled model before it is
+   * handed to the client (NULL: none). Installed by the server when the
+   * response cache missed (nrd_cache_store_final), so that this file does
+   * not call the cache. The response must not be changed. */
+  void (*on_final)(struct nrd_delivery *d, const TRITONSERVER_InferenceResponse *r);
   /* Set when the response cache missed: the final response is stored
    * under `cache_key`; the lookup took cache_lookup_ns. */
   struct nrd_response_cache *cache;

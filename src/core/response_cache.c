@@ -613,8 +613,8 @@ void nrd_cache_answer(TRITONSERVER_InferenceRequest *req, const nrd_cache_entry 
     return;
   }
   nrd_stats_cache_hit(&req->model->stats, req->queue_start_ns, lookup_start_ns, nrd_now_ns());
-  TRITONSERVER_Error *sent = TRITONBACKEND_ResponseSend(resp, TRITONSERVER_RESPONSE_COMPLETE_FINAL, NULL);
-  if (sent) TRITONSERVER_ErrorDelete(sent);
+  NRD_ERROR_IGNORE(TRITONBACKEND_ResponseSend(resp, TRITONSERVER_RESPONSE_COMPLETE_FINAL, NULL),
+                   "cache hit: the stored response could not be sent");
   nrd_request_release(req, TRITONSERVER_REQUEST_RELEASE_ALL);
 }
 
@@ -643,4 +643,22 @@ int nrd_response_cache_prometheus(nrd_response_cache *c, nrd_text *out) {
   rc |= nrd_text_appendf(out, "# HELP nv_cache_util Share of the response cache's bytes in use (0 to 1)\n"
                               "# TYPE nv_cache_util gauge\nnv_cache_util %.6f\n", util);
   return rc;
+}
+
+/* The final response of a request the response cache missed: stores its
+ * outputs when it succeeded and counts the miss (lookup plus insertion). */
+void nrd_cache_store_final(nrd_delivery *d, const TRITONSERVER_InferenceResponse *r) {
+  uint64_t ns = d->cache_lookup_ns;
+  if (!r->error) {
+    uint64_t start = nrd_now_ns();
+    TRITONSERVER_Error *e = nrd_cache_insert(d->cache, &d->cache_key, r);
+    ns += nrd_now_ns() - start;
+    if (e) {
+      NRD_LOG_VERBOSE(1, "response of model '%s' not cached: %s", d->model->name, TRITONSERVER_ErrorMessage(e));
+      TRITONSERVER_ErrorDelete(e);
+    }
+  }
+  d->cache = NULL;
+  d->on_final = NULL;
+  nrd_stats_cache_miss(&d->model->stats, ns);
 }

@@ -63,4 +63,11 @@ void nrd_cache_answer(TRITONSERVER_InferenceRequest *req, const nrd_cache_entry 
  * out-of-memory. Any thread. */
 int nrd_response_cache_prometheus(nrd_response_cache *c, nrd_text *out);
 
+/* The delivery's on_final hook while the response cache missed
+ * (response.h): stores the final response `r` of `d` under d->cache_key
+ * when it succeeded, counts the miss in the model's statistics and clears
+ * the hook. Called once, by the thread sending that response. */
+struct nrd_delivery;
+void nrd_cache_store_final(struct nrd_delivery *d, const TRITONSERVER_InferenceResponse *r);
+
 #endif

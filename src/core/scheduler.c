@@ -35,7 +35,7 @@
 #include <unistd.h>
 
 #include "error.h"
-#include "instance.h"
+#include "exec_clock.h"
 #include "log.h"
 #include "model.h"
 #include "request.h"
@@ -55,6 +55,7 @@ typedef enum slot_state {
 
 typedef struct slot {
   TRITONBACKEND_ModelInstance *inst;
+  bool rate_limited;   /* never lent to a caller */
   atomic_uint word;    /* the futex word its thread sleeps on; bumped to wake it */
   slot_state state;    /* under the scheduler's mu */
   bool timed;          /* its thread's timer runs for the execution it is doing */
@@ -63,6 +64,7 @@ typedef struct slot {
 typedef struct default_sched {
   nrd_scheduler base;
   TRITONBACKEND_Model *model;
+  void (*execute)(TRITONBACKEND_ModelInstance *, TRITONSERVER_InferenceRequest **, uint32_t); /* nrd_executor's */
   pthread_mutex_t mu; /* guards everything below but the futex words */
   TRITONSERVER_InferenceRequest *head, *tail;
   bool stopped;
@@ -112,7 +114,7 @@ static void note_run(default_sched *d, uint64_t ns) {
 /* A request that was cancelled or outlived its timeout while queued is
  * answered here instead of reaching the backend. */
 static bool reject_stale(TRITONSERVER_InferenceRequest *r) {
-  if (r->delivery && atomic_load(&r->delivery->cancel->set)) {
+  if (nrd_request_is_cancelled(r)) {
     nrd_request_fail(r, nrd_error_new(TRITONSERVER_ERROR_CANCELLED, "Request was cancelled"), NRD_FAIL_CANCELED);
     return true;
   }
@@ -130,9 +132,11 @@ static void run_inline(default_sched *d, slot *s, TRITONSERVER_InferenceRequest 
   uint64_t took = 0;
   bool ran = !reject_stale(req);
   if (ran) {
-    nrd_instance_timer_start();
-    nrd_instance_execute_inline(s->inst, &req, 1);
-    took = nrd_instance_timer_stop();
+    nrd_exec_timer_start();
+    nrd_exec_thread_set(true);
+    d->execute(s->inst, &req, 1);
+    nrd_exec_thread_set(false);
+    took = nrd_exec_timer_stop();
   }
   pthread_mutex_lock(&d->mu);
   if (ran) note_run(d, took);
@@ -148,7 +152,7 @@ static void run_inline(default_sched *d, slot *s, TRITONSERVER_InferenceRequest 
 static slot *lend(default_sched *d) {
   if (!d->inline_max_ns || d->fast_runs < INLINE_WARM || d->head || !d->n_idle) return NULL;
   slot *s = d->idle[d->n_idle - 1];
-  if (s->inst->rl || nrd_instance_on_execution_thread()) return NULL;
+  if (s->rate_limited || nrd_exec_on_execution_thread()) return NULL;
   d->n_idle--;
   s->state = SLOT_LENT;
   return s;
@@ -191,7 +195,7 @@ static uint32_t ds_next_batch(nrd_scheduler *sched, TRITONBACKEND_ModelInstance 
   slot *s = slot_of(d, inst);
   if (!max || !s) return 0; /* not this model's instance: nothing to run */
   bool timed = s->timed;
-  uint64_t took = timed ? nrd_instance_timer_stop() : 0;
+  uint64_t took = timed ? nrd_exec_timer_stop() : 0;
   s->timed = false;
   pthread_mutex_lock(&d->mu);
   if (timed) note_run(d, took);
@@ -215,7 +219,7 @@ static uint32_t ds_next_batch(nrd_scheduler *sched, TRITONBACKEND_ModelInstance 
           pthread_mutex_lock(&d->mu);
           continue;
         }
-        if (judge) nrd_instance_timer_start();
+        if (judge) nrd_exec_timer_start();
         s->timed = judge;
         out[0] = r;
         return 1;
@@ -268,10 +272,10 @@ static uint64_t inline_limit_ns(void) {
   return us * 1000ull;
 }
 
-nrd_scheduler *nrd_default_scheduler_new(TRITONBACKEND_Model *model) {
+nrd_scheduler *nrd_default_scheduler_new(TRITONBACKEND_Model *model, const nrd_executor *ex) {
   default_sched *d = calloc(1, sizeof(*d));
   if (!d) return NULL;
-  uint32_t n = model->n_instances;
+  uint32_t n = ex->n_instances;
   d->slots = calloc(n ? n : 1, sizeof(*d->slots));
   d->idle = calloc(n ? n : 1, sizeof(*d->idle));
   if (!d->slots || !d->idle) {
@@ -282,9 +286,11 @@ nrd_scheduler *nrd_default_scheduler_new(TRITONBACKEND_Model *model) {
   }
   d->base.ops = &default_ops;
   d->model = model;
+  d->execute = ex->execute;
   d->n_slots = n;
   for (uint32_t i = 0; i < n; i++) {
-    d->slots[i].inst = model->instances[i];
+    d->slots[i].inst = ex->instances[i].inst;
+    d->slots[i].rate_limited = ex->instances[i].rate_limited;
     d->slots[i].state = SLOT_BUSY; /* until its thread first asks for work */
     atomic_init(&d->slots[i].word, 0);
   }

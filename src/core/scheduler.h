@@ -7,6 +7,7 @@
 #ifndef NRD_SCHEDULER_H
 #define NRD_SCHEDULER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "triton/core/tritonbackend.h"
@@ -37,8 +38,30 @@ struct nrd_scheduler {
   const nrd_scheduler_ops *ops;
 };
 
+/* One instance a scheduler may hand requests to, as the model describes it. */
+typedef struct nrd_exec_instance {
+  TRITONBACKEND_ModelInstance *inst;
+  bool passive;      /* has no thread and never runs: gets no work */
+  bool rate_limited; /* under the rate limiter: never lent to a caller */
+} nrd_exec_instance;
+
+/* What a scheduler runs requests on, given by the model to the scheduler's
+ * constructor, so that no scheduler reaches into instances or the model's
+ * instance list. The constructor copies what it keeps; the instances
+ * outlive the scheduler. */
+typedef struct nrd_executor {
+  /* Runs one batch through the backend's Execute on the calling thread and
+   * answers the requests itself when Execute fails (nrd_instance_execute).
+   * Never two calls for one instance at a time. */
+  void (*execute)(TRITONBACKEND_ModelInstance *inst, TRITONSERVER_InferenceRequest **reqs, uint32_t n);
+  const nrd_exec_instance *instances;
+  uint32_t n_instances;
+} nrd_executor;
+
 /* Creates the default scheduler: a FIFO of single requests feeding idle
- * instances. Returns NULL on out-of-memory. */
-nrd_scheduler *nrd_default_scheduler_new(TRITONBACKEND_Model *model);
+ * instances of `ex`, running a request on the caller's thread when that is
+ * cheaper (docs/core.md, "Inline execution"). `model` (not counted) names
+ * the model in errors. Returns NULL on out-of-memory. Loader thread. */
+nrd_scheduler *nrd_default_scheduler_new(TRITONBACKEND_Model *model, const nrd_executor *ex);
 
 #endif

@@ -397,7 +397,7 @@ static TRITONSERVER_Error *add_control(seq_batcher *b, sb_req *r, int kind, bool
  * request keeps what was attached; its release removes it. Instance
  * thread, lock not held; `s` stays alive while busy. */
 static TRITONSERVER_Error *prepare(seq_batcher *b, sb_seq *s, sb_req *r) {
-  nrd_seq_attach *a = calloc(1, sizeof(*a));
+  nrd_seq_attach *a = nrd_state_attach_new();
   if (!a) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory preparing a sequence request");
   r->seq = a;
   bool start = r->flags & TRITONSERVER_REQUEST_FLAG_SEQUENCE_START;
@@ -425,7 +425,7 @@ static sb_req *make_null(seq_batcher *b, const sb_req *from) {
     return NULL;
   }
   TRITONSERVER_Error *err = NULL;
-  nrd_seq_attach *a = calloc(1, sizeof(*a));
+  nrd_seq_attach *a = nrd_state_attach_new();
   if (!a) err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   r->seq = a;
   for (int k = 0; !err && k < CTL_KINDS; k++)
@@ -534,7 +534,7 @@ static void answer_dead(sb_dead *d, TRITONSERVER_Error_Code code, const char *wh
   while ((r = d->head)) {
     d->head = r->next;
     r->next = NULL;
-    bool cancelled = r->delivery && atomic_load(&r->delivery->cancel->set);
+    bool cancelled = nrd_request_is_cancelled(r);
     if (cancelled) nrd_request_fail(r, nrd_error_new(TRITONSERVER_ERROR_CANCELLED, "Request was cancelled"), NRD_FAIL_CANCELED);
     else nrd_request_fail(r, nrd_error_new(code, "%s", why), NRD_FAIL_REJECTED);
   }
@@ -561,7 +561,7 @@ static uint32_t sb_next_batch(nrd_scheduler *sched, TRITONBACKEND_ModelInstance 
       occupied++;
       while (s->qhead) {
         sb_req *r = s->qhead;
-        bool cancelled = r->delivery && atomic_load(&r->delivery->cancel->set);
+        bool cancelled = nrd_request_is_cancelled(r);
         if (!cancelled && !(r->deadline_ns && now > r->deadline_ns)) break;
         dead_push(&dead, seq_pop(s));
       }
@@ -766,7 +766,7 @@ static TRITONSERVER_Error *read_controls(seq_batcher *b, const json_t *sb) {
   return NULL;
 }
 
-TRITONSERVER_Error *nrd_sequence_batcher_new(TRITONBACKEND_Model *model, nrd_scheduler **out) {
+TRITONSERVER_Error *nrd_sequence_batcher_new(TRITONBACKEND_Model *model, const nrd_executor *ex, nrd_scheduler **out) {
   const json_t *sb = json_object_get(model->config, "sequence_batching");
   TRITONSERVER_Error *err = NULL;
   seq_batcher *b = calloc(1, sizeof(*b));
@@ -813,10 +813,10 @@ TRITONSERVER_Error *nrd_sequence_batcher_new(TRITONBACKEND_Model *model, nrd_sch
   if ((err = read_controls(b, sb))) goto fail;
   if ((err = nrd_state_config_new(model, &b->states))) goto fail;
 
-  b->insts = calloc(model->n_instances ? model->n_instances : 1, sizeof(*b->insts));
+  b->insts = calloc(ex->n_instances ? ex->n_instances : 1, sizeof(*b->insts));
   if (!b->insts) goto oom;
-  for (uint32_t i = 0; i < model->n_instances; i++) {
-    if (model->instances[i]->passive) continue; /* never runs: gets no slots */
+  for (uint32_t i = 0; i < ex->n_instances; i++) {
+    if (ex->instances[i].passive) continue; /* never runs: gets no slots */
     sb_inst *in = &b->insts[b->n_insts];
     in->slots = calloc(b->n_slots, sizeof(*in->slots));
     in->last = calloc(b->n_slots, sizeof(*in->last));
@@ -825,7 +825,7 @@ TRITONSERVER_Error *nrd_sequence_batcher_new(TRITONBACKEND_Model *model, nrd_sch
       free(in->last);
       goto oom;
     }
-    in->inst = model->instances[i];
+    in->inst = ex->instances[i].inst;
     /* As Triton, whose Oldest strategy is a dynamic batcher per instance:
      * the order is the instance's. */
     if (b->oldest && json_is_true(json_object_get(oldest, "preserve_ordering")) &&

@@ -18,11 +18,11 @@
 #include "scheduler.h"
 
 /* Creates the sequence batcher of `model` from its normalized config
- * (sequence_batching, max_batch_size) and its instances, which must not
- * change afterwards; the model must outlive the scheduler. Loads the
+ * (sequence_batching, max_batch_size), giving slots to the non-passive
+ * instances of `ex`; the model must outlive the scheduler. Loads the
  * implicit states' initial values. On error (bad state declaration,
  * unreadable initial_state file, out of memory) nothing is kept and *out is
  * untouched. Loader thread, after the instances are created. */
-TRITONSERVER_Error *nrd_sequence_batcher_new(TRITONBACKEND_Model *model, nrd_scheduler **out);
+TRITONSERVER_Error *nrd_sequence_batcher_new(TRITONBACKEND_Model *model, const nrd_executor *ex, nrd_scheduler **out);
 
 #endif

@@ -306,8 +306,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerStop(TRITONSERVER_Server *server) {
   atomic_store(&r->exit_timeout_s, timeout);
   for (size_t i = 0; i < n; i++) {
     if (names[i]) {
-      TRITONSERVER_Error *e = nrd_repo_unload(r, names[i], false);
-      if (e) TRITONSERVER_ErrorDelete(e);
+      NRD_ERROR_IGNORE(nrd_repo_unload(r, names[i], false), "stop: unloading a model already going away");
     }
     free(names[i]);
   }
@@ -324,8 +323,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerStop(TRITONSERVER_Server *server) {
 
 TRITONSERVER_Error *TRITONSERVER_ServerDelete(TRITONSERVER_Server *server) {
   if (!server) return NULL;
-  TRITONSERVER_Error *e = TRITONSERVER_ServerStop(server);
-  if (e) TRITONSERVER_ErrorDelete(e);
+  NRD_ERROR_IGNORE(TRITONSERVER_ServerStop(server), "delete: stopping a server that stopped already");
   nrd_repo_free(server->repo);
   nrd_rate_limiter_free(server->limiter); /* after the models: their instances unregister */
   nrd_response_cache_free(server->cache);  /* after the models: no request can reach it */
@@ -424,6 +422,22 @@ TRITONSERVER_Error *nrd_server_get_model_in(TRITONSERVER_Server *server, const c
                                             int64_t version, TRITONBACKEND_Model **out) {
   if (atomic_load(&server->stopped)) return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "Server is stopping");
   return nrd_repo_get_in(server->repo, ns, name, version, out);
+}
+
+TRITONSERVER_Error *nrd_server_request_new_in(TRITONSERVER_InferenceRequest **inference_request,
+                                              TRITONSERVER_Server *server, const char *ns, const char *model_name,
+                                              int64_t model_version) {
+  NRD_ARG_CHECK(inference_request && server && model_name, "request, server and model name must not be NULL");
+  TRITONBACKEND_Model *m = NULL;
+  NRD_RETURN_IF_ERROR(nrd_server_get_model_in(server, ns, model_name, model_version, &m));
+  return nrd_request_new_for(inference_request, server, m, model_version);
+}
+
+/* Here rather than in request.c: finding the model is the server's part. */
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestNew(TRITONSERVER_InferenceRequest **inference_request,
+                                                     TRITONSERVER_Server *server, const char *model_name,
+                                                     const int64_t model_version) {
+  return nrd_server_request_new_in(inference_request, server, NULL, model_name, model_version);
 }
 
 TRITONSERVER_Error *TRITONSERVER_ServerModelIsReady(TRITONSERVER_Server *server, const char *model_name,
@@ -618,8 +632,7 @@ static TRITONSERVER_Error *unload_with_users(TRITONSERVER_Server *s, const char 
     json_decref(steps);
     if (user) {
       NRD_LOG_INFO("unloading ensemble '%s': its step model '%s' is being unloaded", other, name);
-      TRITONSERVER_Error *e = unload_with_users(s, other, depth + 1);
-      if (e) TRITONSERVER_ErrorDelete(e);
+      NRD_ERROR_IGNORE(unload_with_users(s, other, depth + 1), "unloading an ensemble that uses the model");
     }
   }
   json_decref(idx);
@@ -657,8 +670,8 @@ TRITONSERVER_Error *TRITONSERVER_ServerUnloadModelAndDependents(TRITONSERVER_Ser
   for (size_t i = 0; !err && i < json_array_size(steps); i++) {
     const char *step = json_string_value(json_array_get(steps, i));
     if (!deps_has(server, step) || used_by_other(server, step, model_name)) continue;
-    TRITONSERVER_Error *e = TRITONSERVER_ServerUnloadModelAndDependents(server, step);
-    if (e) TRITONSERVER_ErrorDelete(e);
+    NRD_ERROR_IGNORE(TRITONSERVER_ServerUnloadModelAndDependents(server, step),
+                     "unloading an ensemble's step model no other model uses");
   }
   json_decref(steps);
   return err;
@@ -769,6 +782,7 @@ static bool answered_from_cache(nrd_response_cache *c, TRITONSERVER_InferenceReq
     return true;
   }
   d->cache = c;
+  d->on_final = nrd_cache_store_final;
   d->cache_key = key;
   d->cache_lookup_ns = nrd_now_ns() - start;
   return false;

@@ -40,6 +40,13 @@ struct TRITONSERVER_Server {
 TRITONSERVER_Error *nrd_server_get_model(TRITONSERVER_Server *server, const char *name, int64_t version,
                                          TRITONBACKEND_Model **out);
 
+/* TRITONSERVER_InferenceRequestNew with namespace `ns`'s model of that
+ * name first (an ensemble's step; see nrd_repo_get_in). Same ownership:
+ * the caller owns the new request; nothing is made on error. Any thread. */
+TRITONSERVER_Error *nrd_server_request_new_in(TRITONSERVER_InferenceRequest **inference_request,
+                                              TRITONSERVER_Server *server, const char *ns, const char *model_name,
+                                              int64_t model_version);
+
 /* As nrd_server_get_model, with namespace `ns`'s model of that name first
  * (NULL or "": none); see nrd_repo_get_in. Any thread. */
 TRITONSERVER_Error *nrd_server_get_model_in(TRITONSERVER_Server *server, const char *ns, const char *name,

@@ -388,6 +388,12 @@ TRITONSERVER_Error *nrd_state_attach_inputs(nrd_state_set *s, TRITONSERVER_Infer
   return NULL;
 }
 
+nrd_seq_attach *nrd_state_attach_new(void) {
+  nrd_seq_attach *a = calloc(1, sizeof(*a));
+  if (a) a->free = nrd_state_attach_free;
+  return a;
+}
+
 void nrd_state_attach_free(nrd_seq_attach *a) {
   if (!a) return;
   for (uint32_t i = 0; i < a->n_held; i++) tensor_unref(a->held[i]);

@@ -26,8 +26,11 @@ typedef struct nrd_state_tensor nrd_state_tensor;
 /* What the sequence batcher attaches to one request while it executes:
  * the data of the control inputs it added, the state tensors the request
  * reads and the states the backend made for it. Created by the sequence
- * batcher, freed by nrd_state_attach_free at the request's release. */
+ * batcher (nrd_state_attach_new); the request frees it at its release
+ * through `free` (nrd_state_attach_free), so that request.c does not call
+ * this file. */
 typedef struct nrd_seq_attach {
+  void (*free)(struct nrd_seq_attach *a);
   nrd_state_set *states;        /* counted; NULL without implicit state */
   nrd_state_tensor **held;      /* counted; the state inputs' values */
   uint32_t n_held;
@@ -69,5 +72,10 @@ TRITONSERVER_Error *nrd_state_attach_inputs(nrd_state_set *s, TRITONSERVER_Infer
  * never committed, the set reference, then `a` itself. Any thread, once,
  * at the request's release. */
 void nrd_state_attach_free(nrd_seq_attach *a);
+
+/* A zeroed attachment whose `free` is nrd_state_attach_free; NULL when out
+ * of memory. The caller owns it (usually by setting it as a request's
+ * `seq`). Any thread. */
+nrd_seq_attach *nrd_state_attach_new(void);
 
 #endif

@@ -12,6 +12,7 @@
 #include <jansson.h>
 
 #include "triton/core/tritonserver.h"
+#include "text.h"
 
 typedef struct nrd_duration {
   uint64_t count;
@@ -132,11 +133,6 @@ json_t *nrd_stats_json(nrd_model_stats *s, const char *model, int64_t version);
 /* Appends this model's nv_inference_* sample lines (no HELP/TYPE lines; see
  * nrd_stats_prometheus_header) to a growing text buffer. Returns 0 or -1 on
  * out-of-memory. */
-typedef struct nrd_text {
-  char *p;
-  size_t len, cap;
-} nrd_text;
-int nrd_text_appendf(nrd_text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int nrd_stats_prometheus(nrd_model_stats *s, const char *model, int64_t version,
                          const char *family, nrd_text *out);
 /* Names, HELP and TYPE of the per-model families, in rendering order; the

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "stats.h"
+#include "text.h"
 
 #define NRD_SUMMARY_WINDOW 4096u
 #define NRD_SUMMARY_MAX_AGE_NS (60ull * 1000000000ull)

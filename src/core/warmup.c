@@ -349,7 +349,8 @@ static TRITONSERVER_InferenceRequest *warm_request(const warm_sample *s, TRITONB
   return r;
 }
 
-static TRITONSERVER_Error *run_sample(const warm_sample *s, TRITONBACKEND_ModelInstance *inst) {
+static TRITONSERVER_Error *run_sample(const warm_sample *s, TRITONBACKEND_ModelInstance *inst,
+                                     nrd_warmup_execute_fn *execute) {
   TRITONBACKEND_Model *m = inst->model;
   TRITONSERVER_InferenceRequest **reqs = calloc(s->batch, sizeof(*reqs));
   warm_run run = {.released = 0};
@@ -367,7 +368,7 @@ static TRITONSERVER_Error *run_sample(const warm_sample *s, TRITONBACKEND_ModelI
       if (r) reqs[n++] = r;
       if (r || !err) started++;
     }
-    if (n) nrd_instance_execute(inst, reqs, n);
+    if (n) execute(inst, reqs, n);
     pthread_mutex_lock(&run.lock);
     while (run.released < started || run.finals < started) pthread_cond_wait(&run.done, &run.lock);
     pthread_mutex_unlock(&run.lock);
@@ -386,7 +387,8 @@ static TRITONSERVER_Error *run_sample(const warm_sample *s, TRITONBACKEND_ModelI
   return err;
 }
 
-TRITONSERVER_Error *nrd_warmup_run(const nrd_warmup *w, TRITONBACKEND_ModelInstance *inst) {
+TRITONSERVER_Error *nrd_warmup_run(const nrd_warmup *w, TRITONBACKEND_ModelInstance *inst,
+                                   nrd_warmup_execute_fn *execute) {
   for (size_t i = 0; w && i < w->n; i++) {
     if (!w->s[i].batch) {
       NRD_LOG_VERBOSE(1, "model '%s': warmup sample '%s' has batch_size 0; skipped", inst->model->name, w->s[i].name);
@@ -394,7 +396,7 @@ TRITONSERVER_Error *nrd_warmup_run(const nrd_warmup *w, TRITONBACKEND_ModelInsta
     }
     NRD_LOG_VERBOSE(1, "model '%s', instance '%s': warmup sample '%s' (%" PRIu32 " x %" PRIu32 ")", inst->model->name,
                     inst->name, w->s[i].name, w->s[i].count, w->s[i].batch);
-    NRD_RETURN_IF_ERROR(run_sample(&w->s[i], inst));
+    NRD_RETURN_IF_ERROR(run_sample(&w->s[i], inst, execute));
   }
   return NULL;
 }

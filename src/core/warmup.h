@@ -25,9 +25,14 @@ TRITONSERVER_Error *nrd_warmup_prepare(TRITONBACKEND_Model *m, nrd_warmup **out)
  * Execute, each waited for until released with its final response. The
  * requests bypass the scheduler and record no statistics. An error
  * response or a failed Execute fails the run with Triton's message
- * ("failed to run warmup sample '<name>': ..."). The instance's thread,
- * before it serves. */
-TRITONSERVER_Error *nrd_warmup_run(const nrd_warmup *w, TRITONBACKEND_ModelInstance *inst);
+ * ("failed to run warmup sample '<name>': ..."). `execute` runs a batch
+ * on the calling thread (nrd_instance_execute, given by the instance so
+ * that this file does not call back into instance.c). The instance's
+ * thread, before it serves. */
+typedef void nrd_warmup_execute_fn(TRITONBACKEND_ModelInstance *inst, TRITONSERVER_InferenceRequest **reqs,
+                                   uint32_t n);
+TRITONSERVER_Error *nrd_warmup_run(const nrd_warmup *w, TRITONBACKEND_ModelInstance *inst,
+                                   nrd_warmup_execute_fn *execute);
 
 /* NULL is a no-op. */
 void nrd_warmup_free(nrd_warmup *w);

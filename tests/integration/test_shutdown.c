@@ -173,7 +173,7 @@ Test(shutdown, stop_waits_for_in_flight) {
 /* A request the backend holds longer than the exit timeout: Stop gives up
  * waiting after about the timeout; the request still ends with a final
  * response and a release no later than ServerDelete. */
-/* Disabled until Stop honours the exit timeout: nrd_model_unload (model.c)
+/* Disabled until Stop honours the exit timeout: nrd_model_unload (model_load.c)
  * joins the instance threads before its timed drain, so Stop blocks for as
  * long as Execute does. Enable with the fix. */
 Test(shutdown, stop_with_stuck_request_honours_exit_timeout) {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "exec_clock.h"
 #include "instance.h"
 #include "model.h"
 #include "request.h"
@@ -52,9 +53,9 @@ static TRITONSERVER_Error *fake_execute(TRITONBACKEND_ModelInstance *inst, TRITO
     r->ran_on = pthread_self();
     if (r->delay_us) sleep_us(r->delay_us);
     if (r->callback_us) {
-      uint64_t mark = nrd_instance_callback_enter();
+      uint64_t mark = nrd_exec_callback_enter();
       sleep_us(r->callback_us);
-      nrd_instance_callback_leave(mark);
+      nrd_exec_callback_leave(mark);
     }
     if (r->nest) cr_assert_null(model.sched->ops->enqueue(model.sched, &reqs[r->index + 1].req));
     if (r->hold) {
@@ -82,7 +83,11 @@ static void start(uint32_t n_instances, const char *limit_us) {
     cr_assert_not_null(model.instances[i]);
   }
   model.n_instances = n_instances;
-  model.sched = nrd_default_scheduler_new(&model);
+  nrd_exec_instance insts[8];
+  cr_assert(n_instances <= 8);
+  for (uint32_t i = 0; i < n_instances; i++) insts[i] = (nrd_exec_instance){model.instances[i], false, false};
+  nrd_executor ex = {.execute = nrd_instance_execute, .instances = insts, .n_instances = n_instances};
+  model.sched = nrd_default_scheduler_new(&model, &ex);
   cr_assert_not_null(model.sched);
   for (uint32_t i = 0; i < n_instances; i++) cr_assert_null(nrd_instance_start(model.instances[i]));
 }
