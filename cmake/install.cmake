@@ -47,7 +47,8 @@ function(nrd_install_rules)
       install(TARGETS ${t} LIBRARY DESTINATION backends/${CMAKE_MATCH_1})
     endif()
   endforeach()
-  # A backend's own libraries go beside it, where it opens them.
+  # A backend's own libraries go beside it, where it opens them; a backend
+  # with more (the Python backend's stub and module) adds its line here.
   if(TARGET triton_onnxruntime AND EXISTS "${NRD_ONNXRUNTIME_LIBRARY}")
     install(FILES ${NRD_ONNXRUNTIME_LIBRARY} DESTINATION backends/onnxruntime)
   endif()
@@ -90,7 +91,7 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS opt/nereid/lib)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA ${PROJECT_SOURCE_DIR}/deploy/debian/conffiles)
 set(CPACK_PRE_BUILD_SCRIPTS ${PROJECT_SOURCE_DIR}/cmake/deb_extras.cmake)
-set(NRD_DEB_FILES_DIR ${PROJECT_SOURCE_DIR}/deploy/debian)
-set(CPACK_NRD_DEB_FILES_DIR ${NRD_DEB_FILES_DIR})
-set(CPACK_STRIP_FILES OFF)
+# Where deb_extras.cmake finds the unit and its defaults (CPACK_* variables
+# reach CPack's scripts).
+set(CPACK_NRD_DEB_FILES_DIR ${PROJECT_SOURCE_DIR}/deploy/debian)
 include(CPack)
