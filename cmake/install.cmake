@@ -31,6 +31,11 @@ set(NRD_INSTALL_BACKEND_UTILS_HEADER ${PROJECT_SOURCE_DIR}/src/backend_utils/ner
 
 include(CMakePackageConfigHelpers)
 
+# `make install` and cpack (its "preinstall" step) do not build first:
+# build, then install or package. Otherwise cpack in ctest's deb test would
+# rebuild a stale tree under the tests running beside it.
+set(CMAKE_SKIP_INSTALL_ALL_DEPENDENCY ON)
+
 function(nrd_install_rules)
   set_target_properties(${NRD_INSTALL_PROGRAMS} PROPERTIES INSTALL_RPATH "$ORIGIN/../lib")
   install(TARGETS ${NRD_INSTALL_PROGRAMS} RUNTIME DESTINATION bin)

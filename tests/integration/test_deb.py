@@ -73,19 +73,26 @@ def test_contents(deb):
     assert not any("test_backends" in p or "/recorder/" in p for p in paths)
 
 
-def package_of(soname):
-    """The installed Debian package holding the library the loader finds
-    for soname, or None."""
+def packages_of(sonames):
+    """{soname: the installed Debian package holding the library the loader
+    finds for it}; sonames no package holds are left out. One ldconfig and
+    one dpkg call in all (dpkg -S reads its whole database each time)."""
+    paths = {}
     for line in run(["ldconfig", "-p"]).stdout.splitlines():
         m = re.match(r"\s*(\S+) \(([^)]*)\) => (\S+)", line)
-        if not m or m.group(1) != soname or "64" not in m.group(2):
-            continue  # another name, or a 32-bit copy
-        real = os.path.realpath(m.group(3))
-        for cand in {m.group(3), real, real.replace("/usr/lib/", "/lib/", 1), real.replace("/lib/", "/usr/lib/", 1)}:
-            p = subprocess.run(["dpkg", "-S", cand], capture_output=True, text=True)
-            if p.returncode == 0:
-                return p.stdout.split(":", 1)[0].strip()
-    return None
+        if m and m.group(1) in sonames and "64" in m.group(2) and m.group(1) not in paths:
+            real = os.path.realpath(m.group(3))
+            # usrmerge: dpkg may know the file under /lib or /usr/lib.
+            paths[m.group(1)] = {m.group(3), real, real.replace("/usr/lib/", "/lib/", 1),
+                                 real.replace("/lib/", "/usr/lib/", 1)}
+    wanted = sorted(set().union(*paths.values())) if paths else []
+    owner = {}
+    p = subprocess.run(["dpkg", "-S", *wanted], capture_output=True, text=True)
+    for line in p.stdout.splitlines():
+        pkg, _, path = line.partition(": ")
+        owner[path.strip()] = pkg.split(":", 1)[0].strip()
+    return {so: next(owner[c] for c in cands if c in owner)
+            for so, cands in paths.items() if any(c in owner for c in cands)}
 
 
 def test_depends_cover_every_needed_library(deb, root):
@@ -99,10 +106,10 @@ def test_depends_cover_every_needed_library(deb, root):
             m = re.search(r"\(NEEDED\)\s+Shared library: \[(.*)\]", line)
             if m and m.group(1) not in shipped:
                 needed.add(m.group(1))
+    owners = packages_of(needed)
     for lib in sorted(needed):
-        pkg = package_of(lib)
-        assert pkg is not None, f"no installed package has {lib}"
-        assert pkg in depends, f"{lib} comes from {pkg}, which Depends ({sorted(depends)}) lacks"
+        assert lib in owners, f"no installed package has {lib}"
+        assert owners[lib] in depends, f"{lib} comes from {owners[lib]}, which Depends ({sorted(depends)}) lacks"
 
 
 def test_systemd_unit(root):
