@@ -11,6 +11,8 @@ packages=(
   libcriterion-dev        # C unit tests
   python3-pytest python3-numpy   # integration tests (run with /usr/bin/python3)
   python3-onnx            # the onnxruntime backend's tests build their models with it
+  python3-yaml            # tests/integration/test_deploy_manifests.py reads deploy/*.yaml
+  dpkg-dev                # dpkg-shlibdeps: the .deb's Depends (cpack, test_deb.py)
   libnghttp2-dev libprotobuf-c-dev protobuf-c-compiler   # gRPC front end
   python3-grpcio python3-protobuf python3-grpc-tools     # gRPC tests (stubs from proto/)
   nghttp2-client          # h2load for the gRPC benchmark

@@ -19,6 +19,7 @@
 
 typedef enum flag_id {
   F_HELP,
+  F_VERSION,
   F_MODEL_REPOSITORY,
   F_BACKEND_DIRECTORY,
   F_BACKEND_CONFIG,
@@ -119,13 +120,15 @@ typedef struct flag_spec {
 
 static const flag_spec kFlags[] = {
     {"help", F_HELP, NULL, "Print this help and exit."},
+    {"version", F_VERSION, NULL, "Print nereid's version and exit."},
     {"model-repository", F_MODEL_REPOSITORY, "DIR",
      "Model repository directory. Repeat to serve several; a model name found "
      "in two repositories is unavailable."},
     {"model-store", F_MODEL_REPOSITORY, "DIR", "Same as --model-repository."},
     {"backend-directory", F_BACKEND_DIRECTORY, "DIR",
      "Where backends are found, as DIR/<name>/libtriton_<name>.so "
-     "(default /opt/tritonserver/backends)."},
+     "(default: the backends folder beside the one nereid is in, as in an "
+     "installed tree, when it exists; else /opt/tritonserver/backends)."},
     {"backend-config", F_BACKEND_CONFIG, "<backend>,<key>=<value>",
      "Setting passed to one backend; '<key>=<value>' alone applies to every "
      "backend. Repeatable."},
@@ -612,6 +615,9 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
     case F_HELP:
       cli->help = true;
       return 0;
+    case F_VERSION:
+      cli->version = true;
+      return 0;
     case F_MODEL_REPOSITORY:
       if (*v == '\0') return bad_value(f, v, "a directory", err, errlen);
       if (push_ptr(&cli->repos, &cli->n_repos, v) != 0) goto oom;
@@ -961,7 +967,7 @@ static int check_combination(nrd_srv_cli *cli, bool strict_given, bool disable_a
   if (cli->trace_level && !cli->trace_otel && (!cli->trace_file || !cli->trace_file[0]))
     fprintf(stderr, "nereid: warning: tracing is on but no trace file was given "
                     "(--trace-config=triton,file=PATH): nothing will be traced\n");
-  if (cli->help) return 0;
+  if (cli->help || cli->version) return 0;
   if (cli->response_cache_byte_size_given && cli->n_cache_configs > 0) {
     nrd_srv_fmt_err(err, errlen, "Incompatible flags --response-cache-byte-size and --cache-config both "
                     "provided. Please provide one or the other.");

@@ -36,6 +36,7 @@ typedef struct nrd_srv_backend_setting {
  * and freed by nrd_srv_cli_free. */
 typedef struct nrd_srv_cli {
   bool help;                         /* --help: print usage, exit 0 */
+  bool version;                      /* --version: print the version, exit 0 */
   const char **repos;                /* --model-repository / --model-store */
   size_t n_repos;
   const char *backend_dir;           /* NULL: the core's default */

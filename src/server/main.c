@@ -9,6 +9,7 @@
  * then exits at once with status 1, for the user who does not want to wait
  * for in-flight work. */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -128,6 +130,27 @@ static void watch_for_second_signal(sigset_t *set) {
 
 /* ---- main -------------------------------------------------------------- */
 
+/* The backends folder of an installed tree (cmake/install.cmake):
+ * <prefix>/backends for the binary <prefix>/bin/nereid, found through
+ * /proc/self/exe (so a symbolic link such as /usr/bin/nereid leads to the
+ * real tree). Writes it into buf and returns buf when that folder exists,
+ * else NULL and the core's default (/opt/tritonserver/backends) stays.
+ * Main thread only. */
+static const char *installed_backend_dir(char *buf, size_t len) {
+  ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+  if (n <= 0) return NULL;
+  buf[n] = '\0';
+  for (int up = 0; up < 2; up++) {
+    char *slash = strrchr(buf, '/');
+    if (slash == NULL) return NULL;
+    *slash = '\0';
+  }
+  size_t used = strlen(buf);
+  if ((size_t)snprintf(buf + used, len - used, "/backends") >= len - used) return NULL;
+  struct stat st;
+  return stat(buf, &st) == 0 && S_ISDIR(st.st_mode) ? buf : NULL;
+}
+
 static const char *mode_name(TRITONSERVER_ModelControlMode m) {
   switch (m) {
     case TRITONSERVER_MODEL_CONTROL_POLL: return "poll";
@@ -162,6 +185,13 @@ int main(int argc, char **argv) {
     nrd_srv_cli_free(&cli);
     return 0;
   }
+  if (cli.version) {
+    printf("nereid %s\n", NRD_VERSION);
+    nrd_srv_cli_free(&cli);
+    return 0;
+  }
+  static char backends_beside[PATH_MAX];
+  if (cli.backend_dir == NULL) cli.backend_dir = installed_backend_dir(backends_beside, sizeof backends_beside);
 
   TRITONSERVER_ServerOptions *options = NULL;
   TRITONSERVER_Error *err = nrd_srv_cli_make_options(&cli, &options);
