@@ -16,11 +16,9 @@ import contextlib
 import json
 import os
 import tempfile
-import time
-
 import pytest
 
-from test_nereid_cli import BACKENDS, Server, listening_ports, running
+from test_nereid_cli import BACKENDS, Server, assert_stopped_clean, listening_ports
 from test_vertex_ai import call
 
 ADD_SUB = '''
@@ -130,9 +128,10 @@ class TritonPythonModel:
         raise RuntimeError("no weights here")
 '''
 
-# Busy for 'ms' milliseconds of CPU in Python, then the identity.
+# Busy for 0.1 s of CPU in Python; answers when it started and ended.
 BUSY = '''
 import time
+import numpy as np
 import triton_python_backend_utils as pb_utils
 
 
@@ -140,11 +139,12 @@ class TritonPythonModel:
     def execute(self, requests):
         out = []
         for r in requests:
-            x = pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy()
-            end = time.process_time() + 0.2
+            start = time.time()
+            end = time.process_time() + 0.1
             while time.process_time() < end:
                 pass
-            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", x)]))
+            times = np.array([start, time.time()], dtype=np.float64)
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("TIMES", times)]))
         return out
 '''
 
@@ -173,6 +173,18 @@ def model_file(root, name, text, config, version="1"):
     if text is not None:
         with open(os.path.join(root, name, version, "model.py"), "w") as f:
             f.write(text)
+
+
+@contextlib.contextmanager
+def running(s):
+    """Waits until s is ready, yields its start-up lines, stops it clean;
+    s.log keeps stdout and the log for checks after the stop."""
+    try:
+        yield s.wait_ready()
+        assert_stopped_clean(s)
+    finally:
+        s.log = s.text()
+        s.close()
 
 
 @contextlib.contextmanager
@@ -222,7 +234,7 @@ def test_add_sub_several_datatypes():
         code, reply = infer(s, "add_sub_fp32", [fp32("INPUT0", [1, 2, 3, 4]), fp32("INPUT1", [1, 1, 1, 1])],
                             outputs=["OUTPUT1"])
         assert code == 200 and outputs_of(reply) == {"OUTPUT1": [0, 1, 2, 3]}, reply
-    assert "add_sub finalized" in s.text()
+    assert "add_sub finalized" in s.log
 
 
 def test_bytes_and_request_accessors():
@@ -275,23 +287,32 @@ def test_load_failures_name_file_and_line():
                     "--allow-grpc=false", "--allow-metrics=false", "--exit-on-error=false"])
         with running(s):
             pass
-        text = s.text()
+        text = s.log
         assert "line 3: SyntaxError" in text, text
         assert "RuntimeError: no weights here (model.py line 4)" in text, text
         assert "has no" in text and "model.py" in text, text
 
 
 def test_two_instances_run_at_once():
-    config = ONE_FP32 + "instance_group [ { count: 2 kind: KIND_CPU } ]\n"
+    config = '''
+backend: "python"
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "TIMES" data_type: TYPE_FP64 dims: [ 2 ] } ]
+instance_group [ { count: 2 kind: KIND_CPU } ]
+'''
     with serve({"busy": (BUSY, config)}) as s:
-        infer(s, "busy", [fp32("INPUT0", [0])])
-        t0 = time.monotonic()
-        with concurrent.futures.ThreadPoolExecutor(4) as pool:
-            codes = [f.result()[0] for f in [pool.submit(infer, s, "busy", [fp32("INPUT0", [i])]) for i in range(4)]]
-        wall = time.monotonic() - t0
-        assert codes == [200] * 4
-        # 4 x 0.2 s of CPU: about 0.4 s on two processes, 0.8 s on one.
-        assert wall < 0.75, wall
+        # Executions of the two processes overlap in time (wall-time ratios
+        # are left to bench/: this machine's cores are shared).
+        for _ in range(5):
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                replies = [f.result() for f in [pool.submit(infer, s, "busy", [fp32("INPUT0", [i])])
+                                                for i in range(2)]]
+            assert all(code == 200 for code, _ in replies), replies
+            (a0, a1), (b0, b1) = [outputs_of(r)["TIMES"] for _, r in replies]
+            if a0 < b1 and b0 < a1:
+                break
+        else:
+            pytest.fail("the two instances never ran at once")
 
 
 def test_dynamic_batching():
