@@ -49,9 +49,8 @@ class Stub:
         return res
 
     # -- messages --
-    def init(self, msg):
-        args = msg["args"]
-        self.model_file = args.pop("model_file")
+    def load(self):
+        """Imports model.py; returns (module, None) or (None, error reply)."""
         try:
             spec = importlib.util.spec_from_file_location("model", self.model_file)
             module = importlib.util.module_from_spec(spec)
@@ -59,13 +58,35 @@ class Stub:
             spec.loader.exec_module(module)
         except SyntaxError as e:
             traceback.print_exc()
-            return {"error": f"python: {self.model_file} line {e.lineno}: SyntaxError: {e.msg}", "code": 3}
+            return None, {"error": f"python: {self.model_file} line {e.lineno}: SyntaxError: {e.msg}", "code": 3}
         except BaseException as e:  # noqa: BLE001 - any failure fails the load
             traceback.print_exc()
-            return {"error": f"python: loading {self.model_file}: {self.describe(e)}", "code": 3}
+            return None, {"error": f"python: loading {self.model_file}: {self.describe(e)}", "code": 3}
         cls = getattr(module, "TritonPythonModel", None)
         if cls is None:
-            return {"error": f"python: {self.model_file} defines no class TritonPythonModel", "code": 3}
+            return None, {"error": f"python: {self.model_file} defines no class TritonPythonModel", "code": 3}
+        return cls, None
+
+    def auto_complete(self, msg):
+        self.model_file = msg["model_file"]
+        cls, err = self.load()
+        if err is not None:
+            return err
+        config = pb_utils.ModelConfig(msg["config"])
+        if hasattr(cls, "auto_complete_config"):
+            try:
+                config = cls.auto_complete_config(config)
+            except BaseException as e:  # noqa: BLE001
+                traceback.print_exc()
+                return {"error": f"python: auto_complete_config failed: {self.describe(e)}", "code": 3}
+        return {"config": config.as_dict()}
+
+    def init(self, msg):
+        args = msg["args"]
+        self.model_file = args.pop("model_file")
+        cls, err = self.load()
+        if err is not None:
+            return err
         self.model = cls()
         if hasattr(self.model, "initialize"):
             try:
@@ -162,7 +183,8 @@ class Stub:
         return {}
 
     def serve(self):
-        handlers = {"init": self.init, "execute": self.execute, "finalize": self.finalize}
+        handlers = {"init": self.init, "execute": self.execute, "finalize": self.finalize,
+                    "auto_complete": self.auto_complete}
         while True:
             n = _nrd_ipc.wait()
             msg = json.loads(bytes(self.buf[META:META + n]))
@@ -177,7 +199,7 @@ class Stub:
                 data = json.dumps({"error": "python: reply too large"}).encode()
             self.buf[META:META + len(data)] = data
             _nrd_ipc.post(len(data))
-            if kind == "finalize":
+            if kind in ("finalize", "auto_complete"):
                 return
 
 

@@ -18,6 +18,8 @@ static TRITONSERVER_Error *oom(void) {
   return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "python: out of memory");
 }
 
+static TRITONSERVER_Error *auto_complete(nrd_py_model *m);
+
 TRITONSERVER_Error *nrd_py_model_new(TRITONBACKEND_Model *model,
                                      nrd_py_model **out) {
   *out = NULL;
@@ -66,6 +68,10 @@ TRITONSERVER_Error *nrd_py_model_new(TRITONBACKEND_Model *model,
   if (access(s->model_file, R_OK) != 0) {
     err = nrd_bu_error_newf(TRITONSERVER_ERROR_NOT_FOUND,
                             "python: model '%s' has no %s", name, s->model_file);
+    nrd_py_model_free(s);
+    return err;
+  }
+  if ((err = auto_complete(s)) != NULL) {
     nrd_py_model_free(s);
     return err;
   }
@@ -139,6 +145,80 @@ static TRITONSERVER_Error *reply_error(const json_t *reply) {
                                         : TRITONSERVER_ERROR_INTERNAL, e);
 }
 
+/* Starts a stub for 'm' with sys.path holding the model's directory and
+ * the backend's. */
+static TRITONSERVER_Error *start_stub(nrd_py_model *m, nrd_py_stub *stub) {
+  const nrd_py_backend *b = m->backend;
+  char stub_path[PATH_MAX + 64];
+  snprintf(stub_path, sizeof stub_path, "%s/triton_python_backend_stub", b->dir);
+  char *pypath = NULL;
+  char *mdir = strdup(m->model_file);
+  char *slash = mdir ? strrchr(mdir, '/') : NULL;
+  if (slash != NULL) {
+    *slash = '\0';
+  }
+  if (mdir == NULL || asprintf(&pypath, "%s:%s", mdir, b->dir) < 0) {
+    free(mdir);
+    return oom();
+  }
+  free(mdir);
+  char *why = nrd_py_stub_start(stub, stub_path, pypath, b->shm_size);
+  free(pypath);
+  if (why != NULL) {
+    TRITONSERVER_Error *err = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "%s", why);
+    free(why);
+    return err;
+  }
+  return NULL;
+}
+
+/* Asks model.py's auto_complete_config (in a stub of its own) to complete
+ * the configuration, and gives the result to the core. */
+static TRITONSERVER_Error *auto_complete(nrd_py_model *m) {
+  bool wanted = false;
+  TRITONSERVER_Error *err = TRITONBACKEND_ModelAutoCompleteConfig(m->model, &wanted);
+  if (err != NULL || !wanted) {
+    return err;
+  }
+  nrd_py_instance tmp = {.model = m, .name = "auto-complete"};
+  if ((err = start_stub(m, &tmp.stub)) != NULL) {
+    return err;
+  }
+  json_t *msg = json_pack("{s:s, s:O, s:s}", "type", "auto_complete", "config",
+                          m->config, "model_file", m->model_file);
+  json_t *reply = NULL;
+  err = exchange(&tmp, msg, m->backend->stub_timeout_ms ? m->backend->stub_timeout_ms : 300000u,
+                 &reply);
+  json_decref(msg);
+  nrd_py_stub_stop(&tmp.stub, 2000);
+  if (err == NULL) {
+    err = reply_error(reply);
+  }
+  char *text = err == NULL ? json_dumps(json_object_get(reply, "config"), JSON_COMPACT) : NULL;
+  json_decref(reply);
+  if (err != NULL) {
+    return err;
+  }
+  if (text == NULL) {
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
+                             "python: auto_complete_config of '%s' returned no configuration",
+                             m->name);
+  }
+  TRITONSERVER_Message *message = NULL;
+  err = TRITONSERVER_MessageNewFromSerializedJson(&message, text, strlen(text));
+  free(text);
+  if (err == NULL) {
+    err = TRITONBACKEND_ModelSetConfig(m->model, 1, message);
+    TRITONSERVER_MessageDelete(message);
+  }
+  if (err == NULL) {
+    json_decref(m->config);
+    m->config = NULL;
+    err = nrd_bu_model_config(m->model, &m->config);
+  }
+  return err;
+}
+
 TRITONSERVER_Error *nrd_py_instance_new(TRITONBACKEND_ModelInstance *instance,
                                         nrd_py_instance **out) {
   *out = NULL;
@@ -172,27 +252,8 @@ TRITONSERVER_Error *nrd_py_instance_new(TRITONBACKEND_ModelInstance *instance,
   s->stub.fd = -1;
   s->name = strdup(name);
   const nrd_py_backend *b = s->model->backend;
-  char stub_path[PATH_MAX + 64];
-  snprintf(stub_path, sizeof stub_path, "%s/triton_python_backend_stub", b->dir);
-  /* sys.path: the backend directory (pb_utils) and the model's directory. */
-  char *pypath = NULL;
-  char *mdir = strdup(s->model->model_file);
-  char *slash = mdir ? strrchr(mdir, '/') : NULL;
-  if (slash != NULL) {
-    *slash = '\0';
-  }
-  if (mdir == NULL || s->name == NULL ||
-      asprintf(&pypath, "%s:%s", mdir, b->dir) < 0) {
-    free(mdir);
-    nrd_py_instance_free(s);
-    return oom();
-  }
-  free(mdir);
-  char *why = nrd_py_stub_start(&s->stub, stub_path, pypath, b->shm_size);
-  free(pypath);
-  if (why != NULL) {
-    err = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "%s", why);
-    free(why);
+  err = start_stub(s->model, &s->stub);
+  if (err != NULL) {
     free(s->name);
     free(s);
     return err;

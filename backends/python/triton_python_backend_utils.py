@@ -321,3 +321,71 @@ class LogLevel:
     WARNING = Logger.WARNING
     ERROR = Logger.ERROR
     VERBOSE = Logger.VERBOSE
+
+
+# ---- auto-complete --------------------------------------------------------
+
+
+class ModelConfig:
+    """The configuration auto_complete_config(auto_complete_model_config)
+    receives and returns (format-1 JSON as a dict)."""
+
+    def __init__(self, model_config):
+        self._config = json.loads(model_config) if isinstance(model_config, str) else dict(model_config)
+
+    def as_dict(self):
+        return self._config
+
+    def max_batch_size(self):
+        return int(self._config.get("max_batch_size", 0))
+
+    def set_max_batch_size(self, max_batch_size):
+        current = self.max_batch_size()
+        if current != 0 and current != max_batch_size:
+            raise ValueError(f"configuration specified max_batch_size {current}, "
+                             f"but model tries to set {max_batch_size}")
+        self._config["max_batch_size"] = max_batch_size
+
+    def set_dynamic_batching(self):
+        if "sequence_batching" in self._config:
+            raise ValueError("configuration specified sequence batching, cannot set dynamic batching")
+        self._config.setdefault("dynamic_batching", {})
+
+    def set_model_transaction_policy(self, transaction_policy_dict):
+        for key in transaction_policy_dict:
+            if key != "decoupled":
+                raise ValueError(f"model transaction property '{key}' is not supported")
+        self._config.setdefault("model_transaction_policy", {}).update(transaction_policy_dict)
+
+    def _add(self, section, tensor):
+        if not isinstance(tensor, dict):
+            raise ValueError(f"{section} must be a dict")
+        for key in tensor:
+            if key not in ("name", "data_type", "dims", "optional", "format", "reshape", "is_shape_tensor",
+                           "label_filename"):
+                raise ValueError(f"{section} '{tensor.get('name')}' has an unknown property '{key}'")
+        for key in ("name", "data_type", "dims"):
+            if key not in tensor:
+                raise ValueError(f"{section} '{tensor.get('name')}' has no '{key}'")
+        tensors = self._config.setdefault(section, [])
+        for have in tensors:
+            if have.get("name") == tensor["name"]:
+                for key, value in tensor.items():
+                    if key == "dims":
+                        value = [int(d) for d in value]
+                        old = [int(d) for d in have.get("dims", [])]
+                        if have.get("dims") and old != value:
+                            raise ValueError(f"{section} '{tensor['name']}': configuration dims {old} "
+                                             f"disagree with the model's {value}")
+                    elif key in have and have[key] != value:
+                        raise ValueError(f"{section} '{tensor['name']}': configuration {key} "
+                                         f"{have[key]!r} disagrees with the model's {value!r}")
+                    have[key] = value
+                return
+        tensors.append({**tensor, "dims": [int(d) for d in tensor["dims"]]})
+
+    def add_input(self, input):  # noqa: A002 - Triton's parameter name
+        self._add("input", input)
+
+    def add_output(self, output):
+        self._add("output", output)

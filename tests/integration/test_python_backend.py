@@ -165,6 +165,26 @@ class TritonPythonModel:
 '''
 
 
+# No config.pbtxt: auto_complete_config says everything.
+AUTO = '''
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    @staticmethod
+    def auto_complete_config(auto_complete_model_config):
+        auto_complete_model_config.add_input({"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [2]})
+        auto_complete_model_config.add_output({"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [2]})
+        auto_complete_model_config.set_max_batch_size(4)
+        auto_complete_model_config.set_dynamic_batching()
+        return auto_complete_model_config
+
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor(
+            "OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy() * 2)]) for r in requests]
+'''
+
+
 def model_file(root, name, text, config, version="1"):
     os.makedirs(os.path.join(root, name, version), exist_ok=True)
     if config is not None:
@@ -344,3 +364,14 @@ ensemble_scheduling { step [ { model_name: "add_sub" model_version: -1
     with serve({"add_sub": (ADD_SUB, add_sub_config("FP32")), "pipeline": (None, ensemble)}) as s:
         code, reply = infer(s, "pipeline", [fp32("A", [1, 2, 3, 4]), fp32("B", [10, 20, 30, 40])])
         assert code == 200 and outputs_of(reply) == {"SUM": [11, 22, 33, 44], "DIFF": [-9, -18, -27, -36]}, reply
+
+
+def test_auto_complete_without_config():
+    with serve({"auto": (AUTO, None)}) as s:
+        code, _, body = call(s, "/v2/models/auto/config")
+        config = json.loads(body)
+        assert code == 200 and config["backend"] == "python" and config["max_batch_size"] == 4, config
+        assert [i["name"] for i in config["input"]] == ["INPUT0"], config
+        assert "dynamic_batching" in config, config
+        code, reply = infer(s, "auto", [fp32("INPUT0", [1, 2], [1, 2])])
+        assert code == 200 and outputs_of(reply) == {"OUTPUT0": [2, 4]}, reply
