@@ -11,6 +11,7 @@
 #include <Python.h>
 
 #include <limits.h>
+#include <signal.h>
 #include <linux/futex.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -103,6 +104,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   g_parent = getppid();
+  /* Ctrl-C at a terminal reaches the whole process group: the server
+   * drains and finalizes its stubs itself, so the stub ignores it (and
+   * exits by itself once the server is gone). */
+  signal(SIGINT, SIG_IGN);
   struct stat st;
   if (fstat(NRD_PY_SHM_FD, &st) != 0) {
     perror("triton_python_backend_stub: shared memory");
