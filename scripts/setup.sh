@@ -9,7 +9,8 @@ packages=(
   libjansson-dev          # JSON messages, model-config rendering
   libjsmn-dev             # tokenizing inference request headers (src/server/json_arena.c)
   libcriterion-dev        # C unit tests
-  python3-pytest python3-numpy   # integration tests (run with /usr/bin/python3)
+  python3-pytest python3-numpy   # integration tests (run with /usr/bin/python3); numpy also for the python backend
+  python3-dev             # the python backend embeds libpython3.11 (backends/python)
   python3-onnx            # the onnxruntime backend's tests build their models with it
   python3-yaml            # tests/integration/test_deploy_manifests.py reads deploy/*.yaml
   dpkg-dev                # dpkg-shlibdeps: the .deb's Depends (cpack, test_deb.py)

@@ -1,0 +1,207 @@
+"""The stub's message loop (run by triton_python_backend_stub): loads
+model.py, answers the backend's init / execute / finalize messages through
+the shared memory (_nrd_ipc, py_ipc.h)."""
+import asyncio
+import importlib.util
+import inspect
+import json
+import os
+import sys
+import traceback
+
+import numpy as np
+
+import _nrd_ipc
+import triton_python_backend_utils as pb_utils
+
+META = _nrd_ipc.META_OFFSET
+ALIGN = 64
+
+
+class Stub:
+    def __init__(self):
+        self.buf = _nrd_ipc.buffer()
+        self.model = None
+        self.model_file = None
+        self.loop = None
+
+    # -- helpers --
+    def where(self, tb):
+        """'file line N' of the deepest frame in the model file (or the last)."""
+        frames = traceback.extract_tb(tb)
+        pick = None
+        for f in frames:
+            if f.filename == self.model_file:
+                pick = f
+        if pick is None and frames:
+            pick = frames[-1]
+        return f" ({os.path.basename(pick.filename)} line {pick.lineno})" if pick else ""
+
+    def describe(self, e):
+        return f"{type(e).__name__}: {e}{self.where(e.__traceback__)}"
+
+    def run(self, fn, *args):
+        res = fn(*args)
+        if inspect.isawaitable(res):
+            if self.loop is None:
+                self.loop = asyncio.new_event_loop()
+            res = self.loop.run_until_complete(res)
+        return res
+
+    # -- messages --
+    def load(self):
+        """Imports model.py; returns (module, None) or (None, error reply)."""
+        try:
+            spec = importlib.util.spec_from_file_location("model", self.model_file)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules["model"] = module
+            spec.loader.exec_module(module)
+        except SyntaxError as e:
+            traceback.print_exc()
+            return None, {"error": f"python: {self.model_file} line {e.lineno}: SyntaxError: {e.msg}", "code": 3}
+        except BaseException as e:  # noqa: BLE001 - any failure fails the load
+            traceback.print_exc()
+            return None, {"error": f"python: loading {self.model_file}: {self.describe(e)}", "code": 3}
+        cls = getattr(module, "TritonPythonModel", None)
+        if cls is None:
+            return None, {"error": f"python: {self.model_file} defines no class TritonPythonModel", "code": 3}
+        return cls, None
+
+    def auto_complete(self, msg):
+        self.model_file = msg["model_file"]
+        cls, err = self.load()
+        if err is not None:
+            return err
+        config = pb_utils.ModelConfig(msg["config"])
+        if hasattr(cls, "auto_complete_config"):
+            try:
+                config = cls.auto_complete_config(config)
+            except BaseException as e:  # noqa: BLE001
+                traceback.print_exc()
+                return {"error": f"python: auto_complete_config failed: {self.describe(e)}", "code": 3}
+        return {"config": config.as_dict()}
+
+    def init(self, msg):
+        args = msg["args"]
+        self.model_file = args.pop("model_file")
+        cls, err = self.load()
+        if err is not None:
+            return err
+        self.model = cls()
+        if hasattr(self.model, "initialize"):
+            try:
+                self.run(self.model.initialize, args)
+            except BaseException as e:  # noqa: BLE001
+                traceback.print_exc()
+                return {"error": f"python: initialize failed in {self.model_file}: {self.describe(e)}",
+                        "code": 1}
+        return {}
+
+    def tensor_in(self, d):
+        dtype = d["dtype"]
+        shape = d["shape"]
+        off, size = d["off"], d["size"]
+        if dtype == "BYTES":
+            count = int(np.prod(shape)) if shape else 1
+            arr = pb_utils.deserialize_bytes_tensor(self.buf[off:off + size], count).reshape(shape)
+        else:
+            nptype = pb_utils.triton_to_numpy_type(pb_utils._NAMES.index(dtype))
+            if nptype is None:
+                raise pb_utils.TritonModelException(f"unsupported input datatype {dtype}")
+            count = size // np.dtype(nptype).itemsize
+            arr = np.frombuffer(self.buf, dtype=nptype, count=count, offset=off).reshape(shape)
+        return pb_utils.Tensor(d["name"], arr, dtype)
+
+    def request(self, d):
+        r = pb_utils.InferenceRequest(inputs=[self.tensor_in(i) for i in d["inputs"]],
+                                      requested_output_names=d["requested"], request_id=d["id"],
+                                      correlation_id=d.get("correlation_id", 0), flags=d["flags"],
+                                      timeout=d["timeout"], parameters=d["parameters"])
+        return r
+
+    def response_out(self, resp, off):
+        if resp is None:
+            return {"error": "python: execute returned None for a request of a model that is not decoupled"}, off
+        if not isinstance(resp, pb_utils.InferenceResponse):
+            return {"error": f"python: execute returned a {type(resp).__name__}, not an InferenceResponse"}, off
+        if resp.has_error():
+            err = resp.error()
+            code = err.code() if isinstance(err, pb_utils.TritonError) else 1
+            msg = err.message() if hasattr(err, "message") else str(err)
+            return {"error": msg, "code": code or 1}, off
+        outs = []
+        size = len(self.buf)
+        for t in resp.output_tensors():
+            arr = t.as_numpy()
+            if not isinstance(arr, np.ndarray):
+                arr = np.asarray(arr)
+            off = (off + ALIGN - 1) // ALIGN * ALIGN
+            if arr.dtype.kind in "OSU":
+                data = pb_utils.serialize_byte_tensor(arr)
+                n = len(data)
+                if off + n > size:
+                    return {"error": "python: the outputs exceed the shared memory"}, off
+                self.buf[off:off + n] = data
+                dname = "BYTES"
+            else:
+                dname = pb_utils._dtype_name(arr)
+                n = arr.nbytes
+                if off + n > size:
+                    return {"error": "python: the outputs exceed the shared memory "
+                                     "(--backend-config=python,shm-default-byte-size=N)"}, off
+                dst = np.ndarray(arr.shape, dtype=arr.dtype, buffer=self.buf, offset=off)
+                dst[...] = arr
+            outs.append({"name": t.name(), "dtype": dname, "shape": list(arr.shape), "off": off, "size": n})
+            off += n
+        return {"outputs": outs}, off
+
+    def execute(self, msg):
+        requests = [self.request(d) for d in msg["requests"]]
+        try:
+            responses = self.run(self.model.execute, requests)
+        except BaseException as e:  # noqa: BLE001 - the model's failure answers its requests
+            traceback.print_exc()
+            return {"error": f"python: execute failed: {self.describe(e)}"}
+        if not isinstance(responses, (list, tuple)) or len(responses) != len(requests):
+            n = "None" if responses is None else (
+                len(responses) if isinstance(responses, (list, tuple)) else type(responses).__name__)
+            return {"error": f"python: execute must return a list of {len(requests)} responses, got {n}"}
+        off = msg["out_off"]
+        out = []
+        for resp in responses:
+            entry, off = self.response_out(resp, off)
+            out.append(entry)
+        return {"responses": out}
+
+    def finalize(self, msg):
+        if self.model is not None and hasattr(self.model, "finalize"):
+            try:
+                self.run(self.model.finalize)
+            except BaseException as e:  # noqa: BLE001
+                traceback.print_exc()
+                return {"error": f"python: finalize failed: {self.describe(e)}"}
+        return {}
+
+    def serve(self):
+        handlers = {"init": self.init, "execute": self.execute, "finalize": self.finalize,
+                    "auto_complete": self.auto_complete}
+        while True:
+            n = _nrd_ipc.wait()
+            msg = json.loads(bytes(self.buf[META:META + n]))
+            kind = msg.get("type")
+            try:
+                reply = handlers[kind](msg)
+            except BaseException as e:  # noqa: BLE001 - never leave the server waiting
+                traceback.print_exc()
+                reply = {"error": f"python: {kind}: {type(e).__name__}: {e}"}
+            data = json.dumps(reply).encode()
+            if len(data) > _nrd_ipc.META_SIZE:
+                data = json.dumps({"error": "python: reply too large"}).encode()
+            self.buf[META:META + len(data)] = data
+            _nrd_ipc.post(len(data))
+            if kind in ("finalize", "auto_complete"):
+                return
+
+
+def main():
+    Stub().serve()

@@ -1,0 +1,635 @@
+/*
+ * Model and instance states and Execute for the python backend.
+ */
+#include "py_exec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "py_ipc.h"
+
+#define ALIGN 64u
+
+static uint64_t align_up(uint64_t v) { return (v + ALIGN - 1) & ~(uint64_t)(ALIGN - 1); }
+
+static TRITONSERVER_Error *oom(void) {
+  return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "python: out of memory");
+}
+
+static TRITONSERVER_Error *auto_complete(nrd_py_model *m);
+
+TRITONSERVER_Error *nrd_py_model_new(TRITONBACKEND_Model *model,
+                                     nrd_py_model **out) {
+  *out = NULL;
+  TRITONBACKEND_Backend *backend = NULL;
+  void *bstate = NULL;
+  TRITONSERVER_Error *err = TRITONBACKEND_ModelBackend(model, &backend);
+  if (err == NULL) {
+    err = TRITONBACKEND_BackendState(backend, &bstate);
+  }
+  const char *name = NULL, *repo = NULL;
+  uint64_t version = 0;
+  TRITONBACKEND_ArtifactType type;
+  if (err == NULL) {
+    err = TRITONBACKEND_ModelName(model, &name);
+  }
+  if (err == NULL) {
+    err = TRITONBACKEND_ModelVersion(model, &version);
+  }
+  if (err == NULL) {
+    err = TRITONBACKEND_ModelRepository(model, &type, &repo);
+  }
+  if (err != NULL) {
+    return err;
+  }
+  nrd_py_model *s = calloc(1, sizeof *s);
+  if (s == NULL) {
+    return oom();
+  }
+  s->model = model;
+  s->backend = bstate;
+  s->name = name;
+  err = nrd_bu_model_config(model, &s->config);
+  if (err != NULL) {
+    free(s);
+    return err;
+  }
+  const char *file = json_string_value(json_object_get(s->config, "default_model_filename"));
+  if (file == NULL || file[0] == '\0') {
+    file = "model.py";
+  }
+  if (asprintf(&s->model_file, "%s/%llu/%s", repo, (unsigned long long)version, file) < 0) {
+    s->model_file = NULL;
+    nrd_py_model_free(s);
+    return oom();
+  }
+  if (access(s->model_file, R_OK) != 0) {
+    err = nrd_bu_error_newf(TRITONSERVER_ERROR_NOT_FOUND,
+                            "python: model '%s' has no %s", name, s->model_file);
+    nrd_py_model_free(s);
+    return err;
+  }
+  if ((err = auto_complete(s)) != NULL) {
+    nrd_py_model_free(s);
+    return err;
+  }
+  char *config_text = json_dumps(s->config, JSON_COMPACT);
+  char vbuf[32];
+  snprintf(vbuf, sizeof vbuf, "%llu", (unsigned long long)version);
+  json_t *args = json_pack("{s:s, s:s, s:s, s:s, s:s}", "model_config",
+                           config_text ? config_text : "{}", "model_repository", repo,
+                           "model_version", vbuf, "model_name", name,
+                           "model_file", s->model_file);
+  free(config_text);
+  s->init_args = args ? json_dumps(args, JSON_COMPACT) : NULL;
+  json_decref(args);
+  if (s->init_args == NULL) {
+    nrd_py_model_free(s);
+    return oom();
+  }
+  *out = s;
+  return NULL;
+}
+
+void nrd_py_model_free(nrd_py_model *s) {
+  if (s == NULL) {
+    return;
+  }
+  json_decref(s->config);
+  free(s->model_file);
+  free(s->init_args);
+  free(s);
+}
+
+/* Writes 'msg' into the message area and exchanges it; on success '*reply'
+ * is a new JSON reference. Errors come back as TRITONSERVER errors. */
+static TRITONSERVER_Error *exchange(nrd_py_instance *st, json_t *msg,
+                                    uint64_t timeout_ms, json_t **reply) {
+  *reply = NULL;
+  size_t n = json_dumpb(msg, nrd_py_stub_meta(&st->stub), NRD_PY_META_SIZE,
+                        JSON_COMPACT);
+  if (n == 0 || n > NRD_PY_META_SIZE) {
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                             "python: message for model '%s' too large",
+                             st->model->name);
+  }
+  const char *text = NULL;
+  uint32_t len = 0;
+  char *why = nrd_py_stub_exchange(&st->stub, (uint32_t)n, timeout_ms, &text, &len);
+  if (why != NULL) {
+    TRITONSERVER_Error *err = nrd_bu_error_newf(
+        TRITONSERVER_ERROR_UNAVAILABLE, "%s (model '%s', instance '%s')", why,
+        st->model->name, st->name);
+    free(why);
+    return err;
+  }
+  json_error_t jerr;
+  *reply = json_loadb(text, len, 0, &jerr);
+  if (*reply == NULL) {
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
+                             "python: unreadable reply from the stub: %s", jerr.text);
+  }
+  return NULL;
+}
+
+/* The reply's "error" as a TRITONSERVER error, or NULL. */
+static TRITONSERVER_Error *reply_error(const json_t *reply) {
+  const char *e = json_string_value(json_object_get(reply, "error"));
+  if (e == NULL) {
+    return NULL;
+  }
+  json_int_t code = json_integer_value(json_object_get(reply, "code"));
+  return TRITONSERVER_ErrorNew(code > 0 ? (TRITONSERVER_Error_Code)code
+                                        : TRITONSERVER_ERROR_INTERNAL, e);
+}
+
+/* Starts a stub for 'm' with sys.path holding the model's directory and
+ * the backend's. */
+static TRITONSERVER_Error *start_stub(nrd_py_model *m, nrd_py_stub *stub) {
+  const nrd_py_backend *b = m->backend;
+  char stub_path[PATH_MAX + 64];
+  snprintf(stub_path, sizeof stub_path, "%s/triton_python_backend_stub", b->dir);
+  char *pypath = NULL;
+  char *mdir = strdup(m->model_file);
+  char *slash = mdir ? strrchr(mdir, '/') : NULL;
+  if (slash != NULL) {
+    *slash = '\0';
+  }
+  if (mdir == NULL || asprintf(&pypath, "%s:%s", mdir, b->dir) < 0) {
+    free(mdir);
+    return oom();
+  }
+  free(mdir);
+  char *why = nrd_py_stub_start(stub, stub_path, pypath, b->shm_size);
+  free(pypath);
+  if (why != NULL) {
+    TRITONSERVER_Error *err = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "%s", why);
+    free(why);
+    return err;
+  }
+  return NULL;
+}
+
+/* Asks model.py's auto_complete_config (in a stub of its own) to complete
+ * the configuration, and gives the result to the core. */
+static TRITONSERVER_Error *auto_complete(nrd_py_model *m) {
+  bool wanted = false;
+  TRITONSERVER_Error *err = TRITONBACKEND_ModelAutoCompleteConfig(m->model, &wanted);
+  if (err != NULL || !wanted) {
+    return err;
+  }
+  nrd_py_instance tmp = {.model = m, .name = "auto-complete"};
+  if ((err = start_stub(m, &tmp.stub)) != NULL) {
+    return err;
+  }
+  json_t *msg = json_pack("{s:s, s:O, s:s}", "type", "auto_complete", "config",
+                          m->config, "model_file", m->model_file);
+  json_t *reply = NULL;
+  err = exchange(&tmp, msg, m->backend->stub_timeout_ms ? m->backend->stub_timeout_ms : 300000u,
+                 &reply);
+  json_decref(msg);
+  nrd_py_stub_stop(&tmp.stub, 2000);
+  if (err == NULL) {
+    err = reply_error(reply);
+  }
+  char *text = err == NULL ? json_dumps(json_object_get(reply, "config"), JSON_COMPACT) : NULL;
+  json_decref(reply);
+  if (err != NULL) {
+    return err;
+  }
+  if (text == NULL) {
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
+                             "python: auto_complete_config of '%s' returned no configuration",
+                             m->name);
+  }
+  TRITONSERVER_Message *message = NULL;
+  err = TRITONSERVER_MessageNewFromSerializedJson(&message, text, strlen(text));
+  free(text);
+  if (err == NULL) {
+    err = TRITONBACKEND_ModelSetConfig(m->model, 1, message);
+    TRITONSERVER_MessageDelete(message);
+  }
+  if (err == NULL) {
+    json_decref(m->config);
+    m->config = NULL;
+    err = nrd_bu_model_config(m->model, &m->config);
+  }
+  return err;
+}
+
+TRITONSERVER_Error *nrd_py_instance_new(TRITONBACKEND_ModelInstance *instance,
+                                        nrd_py_instance **out) {
+  *out = NULL;
+  TRITONBACKEND_Model *model = NULL;
+  void *mstate = NULL;
+  const char *name = NULL;
+  TRITONSERVER_InstanceGroupKind kind;
+  int32_t device = 0;
+  TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceModel(instance, &model);
+  if (err == NULL) {
+    err = TRITONBACKEND_ModelState(model, &mstate);
+  }
+  if (err == NULL) {
+    err = TRITONBACKEND_ModelInstanceName(instance, &name);
+  }
+  if (err == NULL) {
+    err = TRITONBACKEND_ModelInstanceKind(instance, &kind);
+  }
+  if (err == NULL) {
+    err = TRITONBACKEND_ModelInstanceDeviceId(instance, &device);
+  }
+  if (err != NULL) {
+    return err;
+  }
+  nrd_py_instance *s = calloc(1, sizeof *s);
+  if (s == NULL) {
+    return oom();
+  }
+  s->model = mstate;
+  s->instance = instance;
+  s->stub.fd = -1;
+  s->name = strdup(name);
+  const nrd_py_backend *b = s->model->backend;
+  err = start_stub(s->model, &s->stub);
+  if (err != NULL) {
+    free(s->name);
+    free(s);
+    return err;
+  }
+  json_error_t jerr;
+  json_t *args = json_loads(s->model->init_args, 0, &jerr);
+  char dbuf[16];
+  snprintf(dbuf, sizeof dbuf, "%d", device);
+  json_object_set_new(args, "model_instance_name", json_string(name));
+  json_object_set_new(args, "model_instance_kind",
+                      json_string(TRITONSERVER_InstanceGroupKindString(kind)));
+  json_object_set_new(args, "model_instance_device_id", json_string(dbuf));
+  json_t *msg = json_pack("{s:s, s:o}", "type", "init", "args", args);
+  json_t *reply = NULL;
+  /* Importing numpy and the model takes a while on a loaded machine. */
+  err = exchange(s, msg, b->stub_timeout_ms ? b->stub_timeout_ms : 300000u, &reply);
+  json_decref(msg);
+  if (err == NULL) {
+    err = reply_error(reply);
+  }
+  json_decref(reply);
+  if (err != NULL) {
+    nrd_py_stub_stop(&s->stub, 0);
+    free(s->name);
+    free(s);
+    return err;
+  }
+  *out = s;
+  return NULL;
+}
+
+void nrd_py_instance_free(nrd_py_instance *s) {
+  if (s == NULL) {
+    return;
+  }
+  if (s->stub.base != NULL && nrd_py_stub_alive(&s->stub)) {
+    json_t *msg = json_pack("{s:s}", "type", "finalize");
+    json_t *reply = NULL;
+    TRITONSERVER_Error *err = exchange(s, msg, 30000, &reply);
+    json_decref(msg);
+    if (err == NULL) {
+      err = reply_error(reply);
+    }
+    if (err != NULL) {
+      nrd_bu_error_log_and_delete(err, "python: finalize");
+    }
+    json_decref(reply);
+  }
+  nrd_py_stub_stop(&s->stub, 2000);
+  free(s->name);
+  free(s);
+}
+
+/* ---- Execute ------------------------------------------------------------ */
+
+static json_t *request_parameters(TRITONBACKEND_Request *r) {
+  json_t *p = json_object();
+  uint32_t n = 0;
+  if (TRITONBACKEND_RequestParameterCount(r, &n) != NULL) {
+    return p;
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    const char *key = NULL;
+    TRITONSERVER_ParameterType type;
+    const void *v = NULL;
+    TRITONSERVER_Error *err = TRITONBACKEND_RequestParameter(r, i, &key, &type, &v);
+    if (err != NULL) {
+      TRITONSERVER_ErrorDelete(err);
+      continue;
+    }
+    switch (type) {
+      case TRITONSERVER_PARAMETER_STRING:
+        json_object_set_new(p, key, json_string((const char *)v));
+        break;
+      case TRITONSERVER_PARAMETER_INT:
+        json_object_set_new(p, key, json_integer(*(const int64_t *)v));
+        break;
+      case TRITONSERVER_PARAMETER_BOOL:
+        json_object_set_new(p, key, json_boolean(*(const bool *)v));
+        break;
+      case TRITONSERVER_PARAMETER_DOUBLE:
+        json_object_set_new(p, key, json_real(*(const double *)v));
+        break;
+      default:
+        break;
+    }
+  }
+  return p;
+}
+
+/* Describes request 'r' and copies its inputs to the data area from
+ * '*off' on. */
+static TRITONSERVER_Error *describe_request(nrd_py_instance *st,
+                                            TRITONBACKEND_Request *r,
+                                            uint64_t *off, json_t **out) {
+  json_t *j = json_object();
+  *out = j;
+  const char *id = "";
+  TRITONSERVER_Error *err = TRITONBACKEND_RequestId(r, &id);
+  if (err != NULL) {
+    return err;
+  }
+  json_object_set_new(j, "id", json_string(id ? id : ""));
+  uint64_t corr = 0;
+  err = TRITONBACKEND_RequestCorrelationId(r, &corr);
+  if (err != NULL) {
+    TRITONSERVER_ErrorDelete(err);
+    const char *cs = "";
+    err = TRITONBACKEND_RequestCorrelationIdString(r, &cs);
+    if (err != NULL) {
+      TRITONSERVER_ErrorDelete(err);
+    } else {
+      json_object_set_new(j, "correlation_id", json_string(cs ? cs : ""));
+    }
+  } else {
+    json_object_set_new(j, "correlation_id", json_integer((json_int_t)corr));
+  }
+  uint32_t flags = 0;
+  if ((err = TRITONBACKEND_RequestFlags(r, &flags)) != NULL) {
+    return err;
+  }
+  json_object_set_new(j, "flags", json_integer(flags));
+  uint64_t timeout = 0;
+  if ((err = TRITONBACKEND_InferenceRequestTimeoutMicroseconds(r, &timeout)) != NULL) {
+    TRITONSERVER_ErrorDelete(err);
+    timeout = 0;
+  }
+  json_object_set_new(j, "timeout", json_integer((json_int_t)timeout));
+  json_t *params = request_parameters(r);
+  char *ptext = json_dumps(params, JSON_COMPACT);
+  json_decref(params);
+  json_object_set_new(j, "parameters", json_string(ptext ? ptext : "{}"));
+  free(ptext);
+
+  json_t *requested = json_array();
+  json_object_set_new(j, "requested", requested);
+  uint32_t n = 0;
+  if ((err = TRITONBACKEND_RequestOutputCount(r, &n)) != NULL) {
+    return err;
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    const char *name = NULL;
+    if ((err = TRITONBACKEND_RequestOutputName(r, i, &name)) != NULL) {
+      return err;
+    }
+    json_array_append_new(requested, json_string(name));
+  }
+
+  json_t *inputs = json_array();
+  json_object_set_new(j, "inputs", inputs);
+  if ((err = TRITONBACKEND_RequestInputCount(r, &n)) != NULL) {
+    return err;
+  }
+  uint8_t *base = st->stub.base;
+  for (uint32_t i = 0; i < n; i++) {
+    TRITONBACKEND_Input *in = NULL;
+    const char *name = NULL;
+    TRITONSERVER_DataType dtype;
+    const int64_t *shape = NULL;
+    uint32_t dims = 0, buffers = 0;
+    uint64_t size = 0;
+    if ((err = TRITONBACKEND_RequestInputByIndex(r, i, &in)) != NULL ||
+        (err = TRITONBACKEND_InputProperties(in, &name, &dtype, &shape, &dims,
+                                             &size, &buffers)) != NULL) {
+      return err;
+    }
+    *off = align_up(*off);
+    if (*off + size > st->stub.size) {
+      return nrd_bu_error_newf(
+          TRITONSERVER_ERROR_INVALID_ARG,
+          "python: the inputs of model '%s' exceed its shared memory (%llu "
+          "bytes; --backend-config=python,shm-default-byte-size=N)",
+          st->model->name, (unsigned long long)st->stub.size);
+    }
+    json_t *shp = json_array();
+    for (uint32_t d = 0; d < dims; d++) {
+      json_array_append_new(shp, json_integer(shape[d]));
+    }
+    json_array_append_new(
+        inputs, json_pack("{s:s, s:s, s:o, s:I, s:I}", "name", name, "dtype",
+                          TRITONSERVER_DataTypeString(dtype), "shape", shp,
+                          "off", (json_int_t)*off, "size", (json_int_t)size));
+    uint64_t at = *off;
+    for (uint32_t b = 0; b < buffers; b++) {
+      const void *p = NULL;
+      uint64_t bsize = 0;
+      TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
+      int64_t mid = 0;
+      if ((err = TRITONBACKEND_InputBuffer(in, b, &p, &bsize, &mt, &mid)) != NULL) {
+        return err;
+      }
+      if (at + bsize > *off + size) {
+        bsize = *off + size - at;
+      }
+      memcpy(base + at, p, bsize);
+      at += bsize;
+    }
+    *off += size;
+  }
+  return NULL;
+}
+
+/* Checks one produced output against the configuration. */
+static TRITONSERVER_Error *check_output(nrd_py_instance *st, const char *name,
+                                        TRITONSERVER_DataType dtype) {
+  const json_t *cfg = nrd_bu_config_tensor(st->model->config, "output", name);
+  if (cfg == NULL) {
+    return NULL;
+  }
+  const char *want = json_string_value(json_object_get(cfg, "data_type"));
+  if (want != NULL && strncmp(want, "TYPE_", 5) == 0) {
+    const char *w = want + 5;
+    if (strcmp(w, "STRING") == 0) {
+      w = "BYTES";
+    }
+    if (strcmp(w, TRITONSERVER_DataTypeString(dtype)) != 0) {
+      return nrd_bu_error_newf(
+          TRITONSERVER_ERROR_INVALID_ARG,
+          "python: model '%s' returned output '%s' as %s, its configuration "
+          "says %s",
+          st->model->name, name, TRITONSERVER_DataTypeString(dtype), w);
+    }
+  }
+  return NULL;
+}
+
+/* Builds and sends the response to request 'r' from reply entry 'rj'. */
+static TRITONSERVER_Error *respond(nrd_py_instance *st, TRITONBACKEND_Request *r,
+                                   const json_t *rj) {
+  TRITONSERVER_Error *err = reply_error(rj);
+  if (err != NULL) {
+    return err;
+  }
+  const json_t *outs = json_object_get(rj, "outputs");
+  uint32_t n = 0;
+  if ((err = TRITONBACKEND_RequestOutputCount(r, &n)) != NULL) {
+    return err;
+  }
+  /* Every requested output must be there, checked before anything is sent. */
+  for (uint32_t i = 0; i < n; i++) {
+    const char *want = NULL;
+    if ((err = TRITONBACKEND_RequestOutputName(r, i, &want)) != NULL) {
+      return err;
+    }
+    bool found = false;
+    size_t k;
+    const json_t *o;
+    json_array_foreach(outs, k, o) {
+      if (strcmp(json_string_value(json_object_get(o, "name")), want) == 0) {
+        found = true;
+      }
+    }
+    if (!found) {
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "python: model '%s' did not return requested "
+                               "output '%s'",
+                               st->model->name, want);
+    }
+  }
+  size_t k;
+  const json_t *o;
+  json_array_foreach(outs, k, o) {
+    TRITONSERVER_DataType dt = TRITONSERVER_StringToDataType(
+        json_string_value(json_object_get(o, "dtype")));
+    if ((err = check_output(st, json_string_value(json_object_get(o, "name")), dt)) != NULL) {
+      return err;
+    }
+  }
+  TRITONBACKEND_Response *resp = NULL;
+  if ((err = TRITONBACKEND_ResponseNew(&resp, r)) != NULL) {
+    return err;
+  }
+  json_array_foreach(outs, k, o) {
+    const char *name = json_string_value(json_object_get(o, "name"));
+    bool requested = n == 0;
+    for (uint32_t i = 0; i < n && !requested; i++) {
+      const char *want = NULL;
+      if (TRITONBACKEND_RequestOutputName(r, i, &want) == NULL &&
+          strcmp(want, name) == 0) {
+        requested = true;
+      }
+    }
+    if (!requested) {
+      continue;
+    }
+    const json_t *shp = json_object_get(o, "shape");
+    int64_t shape[64];
+    size_t dims = json_array_size(shp);
+    if (dims > 64) {
+      dims = 64;
+    }
+    for (size_t d = 0; d < dims; d++) {
+      shape[d] = json_integer_value(json_array_get(shp, d));
+    }
+    uint64_t off = (uint64_t)json_integer_value(json_object_get(o, "off"));
+    uint64_t size = (uint64_t)json_integer_value(json_object_get(o, "size"));
+    TRITONBACKEND_Output *out = NULL;
+    void *buf = NULL;
+    TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
+    int64_t mid = 0;
+    err = TRITONBACKEND_ResponseOutput(
+        resp, &out, name,
+        TRITONSERVER_StringToDataType(json_string_value(json_object_get(o, "dtype"))),
+        shape, (uint32_t)dims);
+    if (err == NULL && off + size > st->stub.size) {
+      err = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "python: bad output offset");
+    }
+    if (err == NULL && size > 0) {
+      err = TRITONBACKEND_OutputBuffer(out, &buf, size, &mt, &mid);
+      if (err == NULL) {
+        memcpy(buf, st->stub.base + off, size);
+      }
+    }
+    if (err != NULL) {
+      TRITONSERVER_Error *e2 = TRITONBACKEND_ResponseSend(
+          resp, TRITONSERVER_RESPONSE_COMPLETE_FINAL, err);
+      TRITONSERVER_ErrorDelete(err);
+      if (e2 != NULL) {
+        nrd_bu_error_log_and_delete(e2, "python: sending a response");
+      }
+      return NULL;
+    }
+  }
+  err = TRITONBACKEND_ResponseSend(resp, TRITONSERVER_RESPONSE_COMPLETE_FINAL, NULL);
+  if (err != NULL) {
+    nrd_bu_error_log_and_delete(err, "python: sending a response");
+  }
+  return NULL;
+}
+
+void nrd_py_execute(nrd_py_instance *st, TRITONBACKEND_Request **requests,
+                    uint32_t count) {
+  uint64_t start = nrd_bu_now_ns();
+  json_t *list = json_array();
+  json_t *msg = json_pack("{s:s, s:o}", "type", "execute", "requests", list);
+  uint64_t off = NRD_PY_DATA_OFFSET;
+  TRITONSERVER_Error *err = NULL;
+  if (!nrd_py_stub_alive(&st->stub)) {
+    err = nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE,
+                            "python: the stub process of model '%s' instance "
+                            "'%s' is gone; reload the model",
+                            st->model->name, st->name);
+  }
+  for (uint32_t i = 0; i < count && err == NULL; i++) {
+    json_t *rj = NULL;
+    err = describe_request(st, requests[i], &off, &rj);
+    json_array_append_new(list, rj);
+  }
+  json_object_set_new(msg, "out_off", json_integer((json_int_t)align_up(off)));
+  json_t *reply = NULL;
+  if (err == NULL) {
+    err = exchange(st, msg, st->model->backend->stub_timeout_ms, &reply);
+  }
+  json_decref(msg);
+  if (err == NULL) {
+    err = reply_error(reply);
+  }
+  if (err != NULL) {
+    json_decref(reply);
+    nrd_bu_requests_fail(st->instance, requests, count, err);
+    return;
+  }
+  const json_t *responses = json_object_get(reply, "responses");
+  uint64_t end = nrd_bu_now_ns();
+  for (uint32_t i = 0; i < count; i++) {
+    TRITONSERVER_Error *rerr = respond(st, requests[i], json_array_get(responses, i));
+    if (rerr != NULL) {
+      nrd_bu_request_respond_error(requests[i], rerr);
+      TRITONSERVER_ErrorDelete(rerr);
+    }
+    TRITONSERVER_Error *serr = TRITONBACKEND_ModelInstanceReportStatistics(
+        st->instance, requests[i], rerr == NULL, start, start, end, nrd_bu_now_ns());
+    if (serr != NULL) {
+      TRITONSERVER_ErrorDelete(serr);
+    }
+    nrd_bu_request_release(requests[i]);
+  }
+  json_decref(reply);
+}

@@ -1,0 +1,32 @@
+/*
+ * The shared memory between libtriton_python.so and one stub process
+ * (triton_python_backend_stub): a memfd the stub finds as descriptor 3.
+ *
+ *   [0, 4096)                 nrd_py_shm_header: the two futex words
+ *   [4096, 4096 + META)       one JSON message (request or reply)
+ *   [4096 + META, size)       tensor bytes
+ *
+ * Strictly one exchange at a time: the server writes a message (and input
+ * tensors) then bumps 'to_stub'; the stub answers in the same areas (outputs
+ * after the inputs, from the offset the message names) and bumps
+ * 'to_server'. Each side sleeps on its word with futex(2).
+ */
+#ifndef NRD_PY_IPC_H
+#define NRD_PY_IPC_H
+
+#include <stdint.h>
+
+#define NRD_PY_SHM_FD 3
+#define NRD_PY_META_OFFSET 4096u
+#define NRD_PY_META_SIZE (1u << 20)
+#define NRD_PY_DATA_OFFSET (NRD_PY_META_OFFSET + NRD_PY_META_SIZE)
+
+typedef struct nrd_py_shm_header {
+  uint32_t to_stub;   /* futex: bumped by the server per message */
+  uint32_t to_server; /* futex: bumped by the stub per reply */
+  uint32_t msg_len;   /* bytes of JSON at NRD_PY_META_OFFSET */
+  uint32_t pad;
+  uint64_t size;      /* bytes of the whole region */
+} nrd_py_shm_header;
+
+#endif

@@ -1,0 +1,206 @@
+/*
+ * The stub process and its shared memory: start, one exchange at a time
+ * with futex wake-ups, death detection, stop.
+ */
+#include "py_stub.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "py_ipc.h"
+
+extern char **environ;
+
+static char *msgf(const char *fmt, const char *a, int err) {
+  char *out = NULL;
+  if (asprintf(&out, fmt, a, strerror(err)) < 0) {
+    return NULL;
+  }
+  return out;
+}
+
+static void futex_wake(uint32_t *word) {
+  syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static void futex_wait(uint32_t *word, uint32_t expected, long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  syscall(SYS_futex, word, FUTEX_WAIT, expected, &ts, NULL, 0);
+}
+
+static nrd_py_shm_header *header(nrd_py_stub *stub) {
+  return (nrd_py_shm_header *)stub->base;
+}
+
+char *nrd_py_stub_start(nrd_py_stub *stub, const char *stub_path,
+                        const char *python_path, uint64_t shm_size) {
+  memset(stub, 0, sizeof *stub);
+  stub->fd = -1;
+  if (shm_size < NRD_PY_DATA_OFFSET + (1u << 20)) {
+    shm_size = NRD_PY_DATA_OFFSET + (1u << 20);
+  }
+  stub->fd = memfd_create("nereid-python", MFD_CLOEXEC);
+  if (stub->fd < 0) {
+    return msgf("python: memfd_create%s: %s", "", errno);
+  }
+  if (ftruncate(stub->fd, (off_t)shm_size) != 0) {
+    char *m = msgf("python: sizing shared memory%s: %s", "", errno);
+    close(stub->fd);
+    return m;
+  }
+  stub->base = mmap(NULL, shm_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                    stub->fd, 0);
+  if (stub->base == MAP_FAILED) {
+    char *m = msgf("python: mapping shared memory%s: %s", "", errno);
+    close(stub->fd);
+    stub->base = NULL;
+    return m;
+  }
+  stub->size = shm_size;
+  header(stub)->size = shm_size;
+
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, stub->fd, NRD_PY_SHM_FD);
+  /* The model's print() goes to the log (stderr), never the server's
+   * stdout. */
+  posix_spawn_file_actions_adddup2(&fa, 2, 1);
+  char *argv[] = {(char *)stub_path, (char *)python_path, NULL};
+  int rc = posix_spawn(&stub->pid, stub_path, &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    char *m = msgf("python: cannot start the stub %s: %s", stub_path, rc);
+    munmap(stub->base, stub->size);
+    close(stub->fd);
+    stub->base = NULL;
+    stub->pid = 0;
+    return m;
+  }
+  return NULL;
+}
+
+char *nrd_py_stub_meta(nrd_py_stub *stub) {
+  return (char *)stub->base + NRD_PY_META_OFFSET;
+}
+
+/* Reaps the process if it exited; true when it is gone. */
+static bool reap(nrd_py_stub *stub, int options) {
+  if (stub->pid == 0) {
+    return true;
+  }
+  int status = 0;
+  pid_t r = waitpid(stub->pid, &status, options);
+  if (r == stub->pid || (r < 0 && errno == ECHILD)) {
+    stub->exit_status = status;
+    stub->pid = 0;
+    return true;
+  }
+  return false;
+}
+
+bool nrd_py_stub_alive(nrd_py_stub *stub) { return !reap(stub, WNOHANG); }
+
+static char *died(nrd_py_stub *stub) {
+  char *out = NULL;
+  int st = stub->exit_status;
+  int n = WIFSIGNALED(st)
+              ? asprintf(&out, "python: the stub process died (signal %d)",
+                         WTERMSIG(st))
+              : asprintf(&out, "python: the stub process exited (status %d)",
+                         WEXITSTATUS(st));
+  return n < 0 ? NULL : out;
+}
+
+char *nrd_py_stub_exchange(nrd_py_stub *stub, uint32_t len,
+                           uint64_t timeout_ms, const char **reply,
+                           uint32_t *reply_len) {
+  if (!nrd_py_stub_alive(stub)) {
+    return died(stub);
+  }
+  nrd_py_shm_header *h = header(stub);
+  h->msg_len = len;
+  stub->seen = __atomic_load_n(&h->to_server, __ATOMIC_ACQUIRE);
+  __atomic_add_fetch(&h->to_stub, 1, __ATOMIC_RELEASE);
+  futex_wake(&h->to_stub);
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  /* Spin briefly (a fast model answers within microseconds), then sleep
+   * in slices that let a dead process be noticed. */
+  for (int spin = 0; spin < 2000; spin++) {
+    if (__atomic_load_n(&h->to_server, __ATOMIC_ACQUIRE) != stub->seen) {
+      goto done;
+    }
+    __builtin_ia32_pause();
+  }
+  for (;;) {
+    uint32_t now = __atomic_load_n(&h->to_server, __ATOMIC_ACQUIRE);
+    if (now != stub->seen) {
+      break;
+    }
+    futex_wait(&h->to_server, now, 100);
+    if (__atomic_load_n(&h->to_server, __ATOMIC_ACQUIRE) != stub->seen) {
+      break;
+    }
+    if (!nrd_py_stub_alive(stub)) {
+      return died(stub);
+    }
+    if (timeout_ms != 0) {
+      struct timespec t1;
+      clock_gettime(CLOCK_MONOTONIC, &t1);
+      int64_t ms = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000 +
+                   (int64_t)(t1.tv_nsec - t0.tv_nsec) / 1000000;
+      if (ms > (int64_t)timeout_ms) {
+        kill(stub->pid, SIGKILL);
+        reap(stub, 0);
+        char *out = NULL;
+        return asprintf(&out, "python: the stub did not answer within %llu ms",
+                        (unsigned long long)timeout_ms) < 0
+                   ? NULL
+                   : out;
+      }
+    }
+  }
+done:
+  stub->seen = __atomic_load_n(&h->to_server, __ATOMIC_ACQUIRE);
+  *reply = nrd_py_stub_meta(stub);
+  *reply_len = h->msg_len;
+  if (*reply_len > NRD_PY_META_SIZE) {
+    *reply_len = 0;
+  }
+  return NULL;
+}
+
+void nrd_py_stub_stop(nrd_py_stub *stub, uint64_t grace_ms) {
+  if (stub->pid != 0) {
+    for (uint64_t waited = 0; waited < grace_ms; waited += 5) {
+      if (reap(stub, WNOHANG)) {
+        break;
+      }
+      usleep(5000);
+    }
+    if (stub->pid != 0) {
+      kill(stub->pid, SIGKILL);
+      reap(stub, 0);
+    }
+  }
+  if (stub->base != NULL) {
+    munmap(stub->base, stub->size);
+    stub->base = NULL;
+  }
+  if (stub->fd >= 0) {
+    close(stub->fd);
+    stub->fd = -1;
+  }
+}

@@ -1,0 +1,57 @@
+/*
+ * One stub process (triton_python_backend_stub) and the shared memory the
+ * backend exchanges messages with it through (py_ipc.h).
+ */
+#ifndef NRD_PY_STUB_H
+#define NRD_PY_STUB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct nrd_py_stub {
+  int fd;          /* the memfd */
+  uint8_t *base;   /* its mapping */
+  uint64_t size;
+  pid_t pid;       /* 0 once reaped */
+  uint32_t seen;   /* last value of to_server read */
+  int exit_status; /* valid once pid is 0 */
+} nrd_py_stub;
+
+/*
+ * Creates the shared memory ('shm_size' bytes) and starts 'stub_path' with
+ * it as descriptor 3, 'python_path' (a ':'-list for sys.path) as argv[1].
+ * On failure returns a malloc'ed message the caller frees, and nothing is
+ * left open. Any thread; the stub then belongs to the caller.
+ */
+char *nrd_py_stub_start(nrd_py_stub *stub, const char *stub_path,
+                        const char *python_path, uint64_t shm_size);
+
+/*
+ * Sends the 'len' bytes of JSON already written at the message area
+ * (nrd_py_stub_meta) and waits for the reply; on success returns NULL and
+ * '*reply' points at the reply's JSON (in the shared memory, '*reply_len'
+ * bytes, valid until the next exchange). When the process died or
+ * 'timeout_ms' (0: none) passed returns a malloc'ed message the caller
+ * frees; the process is then gone (killed and reaped). One exchange at a
+ * time per stub (the instance thread).
+ */
+char *nrd_py_stub_exchange(nrd_py_stub *stub, uint32_t len,
+                           uint64_t timeout_ms, const char **reply,
+                           uint32_t *reply_len);
+
+/* The message area (NRD_PY_META_SIZE bytes). */
+char *nrd_py_stub_meta(nrd_py_stub *stub);
+
+/* True while the process runs (not yet seen dead). Owner's thread. */
+bool nrd_py_stub_alive(nrd_py_stub *stub);
+
+/*
+ * Stops the process: waits up to 'grace_ms' for it to exit by itself (after
+ * a finalize message), then kills it; unmaps and closes the memory. Safe on
+ * a stub that never started or already died. Owner's thread.
+ */
+void nrd_py_stub_stop(nrd_py_stub *stub, uint64_t grace_ms);
+
+#endif

@@ -1,0 +1,159 @@
+/*
+ * triton_python_backend_stub: one model instance's Python. Embeds CPython,
+ * maps the shared memory the backend passed as descriptor 3 (py_ipc.h),
+ * offers it to Python as the module _nrd_ipc, and runs
+ * nrd_python_stub.main() (beside the backend, argv[1] holds sys.path
+ * entries) which serves the backend's messages until told to finalize.
+ *
+ * Built without sanitizers: it runs CPython, none of the server's code.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <limits.h>
+#include <signal.h>
+#include <linux/futex.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../py_ipc.h"
+
+static uint8_t *g_base;
+static uint64_t g_size;
+static uint32_t g_seen;
+static pid_t g_parent;
+
+static nrd_py_shm_header *hdr(void) { return (nrd_py_shm_header *)g_base; }
+
+/* _nrd_ipc.buffer() -> writable memoryview of the whole region. */
+static PyObject *ipc_buffer(PyObject *self, PyObject *args) {
+  (void)self;
+  (void)args;
+  return PyMemoryView_FromMemory((char *)g_base, (Py_ssize_t)g_size,
+                                 PyBUF_WRITE);
+}
+
+/* _nrd_ipc.wait() -> length of the next message; sleeps without the GIL.
+ * Exits the process when the server is gone. */
+static PyObject *ipc_wait(PyObject *self, PyObject *args) {
+  (void)self;
+  (void)args;
+  uint32_t len = 0;
+  Py_BEGIN_ALLOW_THREADS;
+  for (int spin = 0;; spin++) {
+    uint32_t now = __atomic_load_n(&hdr()->to_stub, __ATOMIC_ACQUIRE);
+    if (now != g_seen) {
+      g_seen = now;
+      break;
+    }
+    if (spin < 2000) {
+      __builtin_ia32_pause();
+      continue;
+    }
+    struct timespec ts = {0, 200 * 1000000L};
+    syscall(SYS_futex, &hdr()->to_stub, FUTEX_WAIT, now, &ts, NULL, 0);
+    if (getppid() != g_parent) {
+      _exit(0);
+    }
+  }
+  len = hdr()->msg_len;
+  Py_END_ALLOW_THREADS;
+  return PyLong_FromUnsignedLong(len);
+}
+
+/* _nrd_ipc.post(len): the reply of 'len' bytes is in place. */
+static PyObject *ipc_post(PyObject *self, PyObject *args) {
+  (void)self;
+  unsigned long len = 0;
+  if (!PyArg_ParseTuple(args, "k", &len)) {
+    return NULL;
+  }
+  hdr()->msg_len = (uint32_t)len;
+  __atomic_add_fetch(&hdr()->to_server, 1, __ATOMIC_RELEASE);
+  syscall(SYS_futex, &hdr()->to_server, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef ipc_methods[] = {
+    {"buffer", ipc_buffer, METH_NOARGS, "the shared memory"},
+    {"wait", ipc_wait, METH_NOARGS, "waits for a message; its length"},
+    {"post", ipc_post, METH_VARARGS, "posts a reply of the given length"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef ipc_module = {
+    PyModuleDef_HEAD_INIT, "_nrd_ipc", NULL, -1, ipc_methods,
+    NULL, NULL, NULL, NULL};
+
+static PyObject *ipc_init(void) {
+  PyObject *m = PyModule_Create(&ipc_module);
+  if (m != NULL) {
+    PyModule_AddIntConstant(m, "META_OFFSET", NRD_PY_META_OFFSET);
+    PyModule_AddIntConstant(m, "META_SIZE", NRD_PY_META_SIZE);
+    PyModule_AddIntConstant(m, "DATA_OFFSET", NRD_PY_DATA_OFFSET);
+  }
+  return m;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s <python path>\n", argv[0]);
+    return 2;
+  }
+  g_parent = getppid();
+  /* Ctrl-C at a terminal reaches the whole process group: the server
+   * drains and finalizes its stubs itself, so the stub ignores it (and
+   * exits by itself once the server is gone). */
+  signal(SIGINT, SIG_IGN);
+  struct stat st;
+  if (fstat(NRD_PY_SHM_FD, &st) != 0) {
+    perror("triton_python_backend_stub: shared memory");
+    return 2;
+  }
+  g_size = (uint64_t)st.st_size;
+  g_base = mmap(NULL, g_size, PROT_READ | PROT_WRITE, MAP_SHARED,
+                NRD_PY_SHM_FD, 0);
+  if (g_base == MAP_FAILED) {
+    perror("triton_python_backend_stub: mmap");
+    return 2;
+  }
+  g_seen = 0;
+  PyImport_AppendInittab("_nrd_ipc", ipc_init);
+  PyConfig config;
+  PyConfig_InitPythonConfig(&config);
+  config.install_signal_handlers = 0;
+  config.parse_argv = 0;
+  PyStatus status = PyConfig_SetBytesString(&config, &config.program_name,
+                                            "/usr/bin/python3");
+  if (!PyStatus_Exception(status)) {
+    status = Py_InitializeFromConfig(&config);
+  }
+  PyConfig_Clear(&config);
+  if (PyStatus_Exception(status)) {
+    Py_ExitStatusException(status);
+  }
+  PyObject *sys_path = PySys_GetObject("path");
+  char *paths = strdup(argv[1]);
+  for (char *save = NULL, *p = strtok_r(paths, ":", &save); p != NULL;
+       p = strtok_r(NULL, ":", &save)) {
+    PyObject *s = PyUnicode_DecodeFSDefault(p);
+    PyList_Insert(sys_path, 0, s);
+    Py_XDECREF(s);
+  }
+  free(paths);
+  int rc = 0;
+  PyObject *mod = PyImport_ImportModule("nrd_python_stub");
+  PyObject *res = mod ? PyObject_CallMethod(mod, "main", NULL) : NULL;
+  if (res == NULL) {
+    PyErr_Print();
+    rc = 1;
+  }
+  Py_XDECREF(res);
+  Py_XDECREF(mod);
+  fflush(stderr);
+  /* No Py_Finalize: model threads may still run; the process just ends. */
+  _exit(rc);
+}

@@ -1,0 +1,377 @@
+"""The python backend (backends/python) through nereid's HTTP endpoint:
+Triton Python-backend model files (model.py, class TritonPythonModel,
+triton_python_backend_utils) served unchanged, each instance in a stub
+process of its own.
+
+Covers add_sub over several datatypes, BYTES, the initialize() arguments,
+request accessors, errors (a raising execute, a syntax error, a failing
+initialize, a wrong output datatype, a missing requested output), a
+crashing model.py (its requests fail, the server lives on), two instances
+running at once, dynamic batching and an ensemble with a Python step.
+
+Run by ctest with NEREID_BIN and NEREID_BACKEND_DIR set (tests/CMakeLists.txt).
+"""
+import concurrent.futures
+import contextlib
+import json
+import os
+import tempfile
+import pytest
+
+from test_nereid_cli import BACKENDS, Server, assert_stopped_clean, listening_ports
+from test_vertex_ai import call
+
+ADD_SUB = '''
+import json
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.args = args
+        config = json.loads(args["model_config"])
+        out0 = pb_utils.get_output_config_by_name(config, "OUTPUT0")
+        self.dtype = pb_utils.triton_string_to_numpy(out0["data_type"])
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            a = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
+            b = pb_utils.get_input_tensor_by_name(request, "INPUT1").as_numpy()
+            out0 = pb_utils.Tensor("OUTPUT0", (a + b).astype(self.dtype))
+            out1 = pb_utils.Tensor("OUTPUT1", (a - b).astype(self.dtype))
+            responses.append(pb_utils.InferenceResponse(output_tensors=[out0, out1]))
+        return responses
+
+    def finalize(self):
+        pb_utils.Logger.log_info("add_sub finalized")
+'''
+
+
+def add_sub_config(dtype, backend='backend: "python"'):
+    return f'''
+{backend}
+input [ {{ name: "INPUT0" data_type: TYPE_{dtype} dims: [ 4 ] }},
+        {{ name: "INPUT1" data_type: TYPE_{dtype} dims: [ 4 ] }} ]
+output [ {{ name: "OUTPUT0" data_type: TYPE_{dtype} dims: [ 4 ] }},
+         {{ name: "OUTPUT1" data_type: TYPE_{dtype} dims: [ 4 ] }} ]
+instance_group [ {{ count: 1 kind: KIND_CPU }} ]
+'''
+
+
+# Echoes what the request and initialize() said, as BYTES of JSON.
+INSPECT = '''
+import json
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.args = dict(args)
+
+    async def execute(self, requests):
+        responses = []
+        for r in requests:
+            t = pb_utils.get_input_tensor_by_name(r, "INPUT")
+            info = {"args": self.args, "id": r.request_id(), "flags": r.flags(),
+                    "correlation_id": r.correlation_id(), "parameters": json.loads(r.parameters()),
+                    "requested": r.requested_output_names(), "timeout": r.timeout(),
+                    "name": t.name(), "shape": t.shape(), "is_cpu": t.is_cpu(),
+                    "items": [x.decode() for x in t.as_numpy().reshape(-1)]}
+            out = np.array([json.dumps(info).encode()], dtype=np.object_)
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT", out)]))
+        return responses
+'''
+BYTES_CONFIG = '''
+backend: "python"
+input [ { name: "INPUT" data_type: TYPE_STRING dims: [ -1 ] } ]
+output [ { name: "OUTPUT" data_type: TYPE_STRING dims: [ 1 ] } ]
+'''
+
+RAISING = '''
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        x = pb_utils.get_input_tensor_by_name(requests[0], "INPUT0").as_numpy()
+        if x[0] < 0:
+            raise ValueError("negative input")
+        if x[0] == 1:
+            return [pb_utils.InferenceResponse(error=pb_utils.TritonError("one is refused",
+                                                                         pb_utils.TritonError.INVALID_ARG))]
+        if x[0] == 2:
+            return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", x.astype("float64"))])]
+        if x[0] == 3:
+            return [pb_utils.InferenceResponse([])]
+        if x[0] == 4:
+            import os
+            os._exit(3)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", x)])]
+'''
+ONE_FP32 = '''
+backend: "python"
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
+'''
+
+SYNTAX = '''
+class TritonPythonModel:
+    def execute(self, requests)
+        return []
+'''
+FAILING_INIT = '''
+class TritonPythonModel:
+    def initialize(self, args):
+        raise RuntimeError("no weights here")
+'''
+
+# Busy for 0.1 s of CPU in Python; answers when it started and ended.
+BUSY = '''
+import time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            start = time.time()
+            end = time.process_time() + 0.1
+            while time.process_time() < end:
+                pass
+            times = np.array([start, time.time()], dtype=np.float64)
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("TIMES", times)]))
+        return out
+'''
+
+# Counts the requests of each execute() call into its output.
+BATCHED = '''
+import time
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        time.sleep(0.05)
+        n = len(requests)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor(
+            "OUTPUT0", np.full(pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy().shape, n,
+                               dtype=np.float32))]) for r in requests]
+'''
+
+
+# No config.pbtxt: auto_complete_config says everything.
+AUTO = '''
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    @staticmethod
+    def auto_complete_config(auto_complete_model_config):
+        auto_complete_model_config.add_input({"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [2]})
+        auto_complete_model_config.add_output({"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [2]})
+        auto_complete_model_config.set_max_batch_size(4)
+        auto_complete_model_config.set_dynamic_batching()
+        return auto_complete_model_config
+
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor(
+            "OUTPUT0", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy() * 2)]) for r in requests]
+'''
+
+
+def model_file(root, name, text, config, version="1"):
+    os.makedirs(os.path.join(root, name, version), exist_ok=True)
+    if config is not None:
+        with open(os.path.join(root, name, "config.pbtxt"), "w") as f:
+            f.write(config)
+    if text is not None:
+        with open(os.path.join(root, name, version, "model.py"), "w") as f:
+            f.write(text)
+
+
+@contextlib.contextmanager
+def running(s):
+    """Waits until s is ready, yields its start-up lines, stops it clean;
+    s.log keeps stdout and the log for checks after the stop."""
+    try:
+        yield s.wait_ready()
+        assert_stopped_clean(s)
+    finally:
+        s.log = s.text()
+        s.close()
+
+
+@contextlib.contextmanager
+def serve(models, *flags):
+    """models: {name: (model.py text, config.pbtxt text)}."""
+    with tempfile.TemporaryDirectory() as root:
+        for name, (text, config) in models.items():
+            model_file(root, name, text, config)
+        s = Server([f"--model-repository={root}", f"--backend-directory={BACKENDS}", "--http-port=0",
+                    "--allow-grpc=false", "--allow-metrics=false", *flags])
+        with running(s) as lines:
+            s.port = listening_ports(lines)["http"]
+            s.root = root
+            yield s
+
+
+def infer(s, model, inputs, outputs=None, parameters=None):
+    body = {"inputs": inputs}
+    if outputs is not None:
+        body["outputs"] = [{"name": n} for n in outputs]
+    if parameters is not None:
+        body["parameters"] = parameters
+    code, _, reply = call(s, f"/v2/models/{model}/infer", body)
+    return code, json.loads(reply)
+
+
+def outputs_of(reply):
+    return {o["name"]: o["data"] for o in reply["outputs"]}
+
+
+def fp32(name, data, shape=None):
+    return {"name": name, "datatype": "FP32", "shape": shape or [len(data)], "data": data}
+
+
+def test_add_sub_several_datatypes():
+    models = {f"add_sub_{d.lower()}": (ADD_SUB, add_sub_config(d)) for d in ("FP32", "INT32", "INT64", "FP64", "UINT8")}
+    with serve(models) as s:
+        for name in models:
+            d = name.split("_")[-1].upper()
+            code, reply = infer(s, name, [{"name": "INPUT0", "datatype": d, "shape": [4], "data": [5, 6, 7, 8]},
+                                          {"name": "INPUT1", "datatype": d, "shape": [4], "data": [1, 2, 3, 4]}])
+            assert code == 200, reply
+            out = outputs_of(reply)
+            assert out["OUTPUT0"] == [6, 8, 10, 12] and out["OUTPUT1"] == [4, 4, 4, 4], reply
+            assert {o["datatype"] for o in reply["outputs"]} == {d}
+        # Only the requested output comes back.
+        code, reply = infer(s, "add_sub_fp32", [fp32("INPUT0", [1, 2, 3, 4]), fp32("INPUT1", [1, 1, 1, 1])],
+                            outputs=["OUTPUT1"])
+        assert code == 200 and outputs_of(reply) == {"OUTPUT1": [0, 1, 2, 3]}, reply
+    assert "add_sub finalized" in s.log
+
+
+def test_bytes_and_request_accessors():
+    with serve({"inspect": (INSPECT, BYTES_CONFIG)}) as s:
+        body = {"id": "req-7", "parameters": {"p": "v", "n": 3},
+                "inputs": [{"name": "INPUT", "datatype": "BYTES", "shape": [3], "data": ["a", "", "héllo"]}]}
+        code, _, reply = call(s, "/v2/models/inspect/infer", body)
+        assert code == 200, reply
+        reply = json.loads(reply)
+        info = json.loads(reply["outputs"][0]["data"][0])
+        assert info["items"] == ["a", "", "héllo"] and info["shape"] == [3] and info["is_cpu"]
+        assert info["id"] == "req-7" and info["parameters"] == {"p": "v", "n": 3}
+        assert info["requested"] == ["OUTPUT"] and info["name"] == "INPUT"
+        args = info["args"]
+        assert args["model_name"] == "inspect" and args["model_version"] == "1"
+        assert args["model_instance_kind"] == "CPU" and args["model_instance_device_id"] == "0"
+        assert args["model_instance_name"].startswith("inspect") and args["model_repository"].endswith("inspect")
+        assert json.loads(args["model_config"])["name"] == "inspect"
+
+
+def test_errors_are_responses_and_a_crash_spares_the_server():
+    with serve({"raising": (RAISING, ONE_FP32), "add_sub": (ADD_SUB, add_sub_config("FP32"))}) as s:
+        code, reply = infer(s, "raising", [fp32("INPUT0", [-1])])
+        assert code != 200 and "ValueError: negative input" in reply["error"], reply
+        assert "model.py line 9" in reply["error"], reply
+        assert "Traceback" in s.text()
+        code, reply = infer(s, "raising", [fp32("INPUT0", [1])])
+        assert code == 400 and reply["error"] == "one is refused", reply
+        code, reply = infer(s, "raising", [fp32("INPUT0", [2])])
+        assert code != 200 and "FP64" in reply["error"] and "FP32" in reply["error"], reply
+        code, reply = infer(s, "raising", [fp32("INPUT0", [3])])
+        assert code != 200 and "OUTPUT0" in reply["error"], reply
+        code, reply = infer(s, "raising", [fp32("INPUT0", [7])])
+        assert code == 200 and outputs_of(reply) == {"OUTPUT0": [7]}, reply
+        # os._exit in model.py: an error, later requests too; others serve on.
+        code, reply = infer(s, "raising", [fp32("INPUT0", [4])])
+        assert code != 200 and "stub process" in reply["error"], reply
+        code, reply = infer(s, "raising", [fp32("INPUT0", [7])])
+        assert code != 200 and "stub process" in reply["error"], reply
+        code, reply = infer(s, "add_sub", [fp32("INPUT0", [1, 2, 3, 4]), fp32("INPUT1", [1, 1, 1, 1])])
+        assert code == 200, reply
+
+
+def test_load_failures_name_file_and_line():
+    with tempfile.TemporaryDirectory() as root:
+        model_file(root, "syntax", SYNTAX, ONE_FP32)
+        model_file(root, "failing_init", FAILING_INIT, ONE_FP32)
+        model_file(root, "no_file", None, ONE_FP32)
+        s = Server([f"--model-repository={root}", f"--backend-directory={BACKENDS}", "--http-port=0",
+                    "--allow-grpc=false", "--allow-metrics=false", "--exit-on-error=false"])
+        with running(s):
+            pass
+        text = s.log
+        assert "line 3: SyntaxError" in text, text
+        assert "RuntimeError: no weights here (model.py line 4)" in text, text
+        assert "has no" in text and "model.py" in text, text
+
+
+def test_two_instances_run_at_once():
+    config = '''
+backend: "python"
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "TIMES" data_type: TYPE_FP64 dims: [ 2 ] } ]
+instance_group [ { count: 2 kind: KIND_CPU } ]
+'''
+    with serve({"busy": (BUSY, config)}) as s:
+        # Executions of the two processes overlap in time (wall-time ratios
+        # are left to bench/: this machine's cores are shared).
+        for _ in range(5):
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                replies = [f.result() for f in [pool.submit(infer, s, "busy", [fp32("INPUT0", [i])])
+                                                for i in range(2)]]
+            assert all(code == 200 for code, _ in replies), replies
+            (a0, a1), (b0, b1) = [outputs_of(r)["TIMES"] for _, r in replies]
+            if a0 < b1 and b0 < a1:
+                break
+        else:
+            pytest.fail("the two instances never ran at once")
+
+
+def test_dynamic_batching():
+    config = '''
+backend: "python"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]
+dynamic_batching { max_queue_delay_microseconds: 200000 }
+'''
+    with serve({"batched": (BATCHED, config)}) as s:
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            replies = [f.result() for f in [pool.submit(infer, s, "batched", [fp32("INPUT0", [i], [1, 1])])
+                                            for i in range(4)]]
+        assert all(code == 200 for code, _ in replies), replies
+        sizes = [outputs_of(r)["OUTPUT0"][0] for _, r in replies]
+        assert max(sizes) > 1, sizes
+
+
+def test_ensemble_with_python_step():
+    ensemble = '''
+platform: "ensemble"
+input [ { name: "A" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "B" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "SUM" data_type: TYPE_FP32 dims: [ 4 ] }, { name: "DIFF" data_type: TYPE_FP32 dims: [ 4 ] } ]
+ensemble_scheduling { step [ { model_name: "add_sub" model_version: -1
+  input_map { key: "INPUT0" value: "A" } input_map { key: "INPUT1" value: "B" }
+  output_map { key: "OUTPUT0" value: "SUM" } output_map { key: "OUTPUT1" value: "DIFF" } } ] }
+'''
+    with serve({"add_sub": (ADD_SUB, add_sub_config("FP32")), "pipeline": (None, ensemble)}) as s:
+        code, reply = infer(s, "pipeline", [fp32("A", [1, 2, 3, 4]), fp32("B", [10, 20, 30, 40])])
+        assert code == 200 and outputs_of(reply) == {"SUM": [11, 22, 33, 44], "DIFF": [-9, -18, -27, -36]}, reply
+
+
+def test_auto_complete_without_config():
+    with serve({"auto": (AUTO, None)}) as s:
+        code, _, body = call(s, "/v2/models/auto/config")
+        config = json.loads(body)
+        assert code == 200 and config["backend"] == "python" and config["max_batch_size"] == 4, config
+        assert [i["name"] for i in config["input"]] == ["INPUT0"], config
+        assert "dynamic_batching" in config, config
+        code, reply = infer(s, "auto", [fp32("INPUT0", [1, 2], [1, 2])])
+        assert code == 200 and outputs_of(reply) == {"OUTPUT0": [2, 4]}, reply
