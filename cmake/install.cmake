@@ -57,6 +57,12 @@ function(nrd_install_rules)
   if(TARGET triton_onnxruntime AND EXISTS "${NRD_ONNXRUNTIME_LIBRARY}")
     install(FILES ${NRD_ONNXRUNTIME_LIBRARY} DESTINATION backends/onnxruntime)
   endif()
+  if(TARGET triton_python_backend_stub)
+    install(TARGETS triton_python_backend_stub RUNTIME DESTINATION backends/python)
+    install(FILES ${PROJECT_SOURCE_DIR}/backends/python/triton_python_backend_utils.py
+                  ${PROJECT_SOURCE_DIR}/backends/python/nrd_python_stub.py
+            DESTINATION backends/python)
+  endif()
 
   # For backend authors: find_package(Nereid) and pkg-config, both
   # relocatable (paths computed from where the files are).
