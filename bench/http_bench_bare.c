@@ -1,5 +1,5 @@
 /* The practical limit of the HTTP front end for one request shape: Nereid's
- * own HTTP/1.1 layer (src/server/http_server.c and http_conn.c: the same
+ * own HTTP/1.1 layer (src/server/http/http_server.c and http_conn.c: the same
  * loops, parsing, keep-alive and sendmsg) answering every POST with the
  * bytes a small binary identity_fp32 inference returns (the same
  * Inference-Header-Content-Length, JSON header and 64-byte tail), with no

@@ -7,7 +7,7 @@ packages=(
   build-essential cmake pkg-config
   libasan8 libubsan1 libtsan2   # sanitizer runtimes for scripts/test.sh (normally pulled in by gcc)
   libjansson-dev          # JSON messages, model-config rendering
-  libjsmn-dev             # tokenizing inference request headers (src/server/json_arena.c)
+  libjsmn-dev             # tokenizing inference request headers (src/server/http/json_arena.c)
   libcriterion-dev        # C unit tests
   python3-pytest python3-numpy   # integration tests (run with /usr/bin/python3); numpy also for the python backend
   python3-dev             # the python backend embeds libpython3.11 (backends/python)

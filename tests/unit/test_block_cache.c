@@ -1,4 +1,4 @@
-/* Unit tests for the gRPC loops' block cache (src/server/block_cache.c):
+/* Unit tests for the gRPC loops' block cache (src/server/net/block_cache.c):
  * reuse within a size class, the depth limit, alignment, calloc and
  * realloc across classes and past the largest one. Leaks show under ASan. */
 #include <criterion/criterion.h>

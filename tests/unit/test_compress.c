@@ -1,4 +1,4 @@
-/* Unit tests for the front ends' shared zlib code (src/server/compress.c). */
+/* Unit tests for the front ends' shared zlib code (src/server/common/compress.c). */
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* Unit tests for the hand-written ModelInferResponse packer
- * (src/server/grpc_pack.c): its bytes must be protobuf-c's, for every kind
+ * (src/server/grpc/grpc_pack.c): its bytes must be protobuf-c's, for every kind
  * of field it writes, on random messages and on the edge cases. */
 #include <criterion/criterion.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* Unit tests for the hand-written ModelInferRequest decoder
- * (src/server/grpc_unpack.c): whatever it decodes must equal protobuf-c's
+ * (src/server/grpc/grpc_unpack.c): whatever it decodes must equal protobuf-c's
  * unpack of the same bytes, on random messages and on random damage to
  * them; what it does not handle it must hand back (fallback), never
  * decode differently. */

@@ -1,4 +1,4 @@
-/* Unit tests for the loops' inbox (src/server/inbox.c): order, and that
+/* Unit tests for the loops' inbox (src/server/net/inbox.c): order, and that
  * the eventfd is written for a sleeping loop only. */
 #include <criterion/criterion.h>
 #include <pthread.h>

@@ -1,4 +1,4 @@
-/* Unit tests for the server's arena JSON documents (src/server/json_arena.c). */
+/* Unit tests for the server's arena JSON documents (src/server/http/json_arena.c). */
 #include <criterion/criterion.h>
 #include <stdint.h>
 #include <stdio.h>

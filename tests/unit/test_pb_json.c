@@ -1,4 +1,4 @@
-/* Unit tests for JSON -> protobuf-c messages (src/server/pb_json.c), on
+/* Unit tests for JSON -> protobuf-c messages (src/server/grpc/pb_json.c), on
  * the model configuration schema the ModelConfig RPC answers with. */
 #include <criterion/criterion.h>
 #include <jansson.h>
