@@ -70,7 +70,7 @@ typedef struct nrd_srv_cli {
   bool reuse_http_port, reuse_grpc_port; /* SO_REUSEPORT; default false */
   unsigned model_load_retries;       /* --model-load-retry-count; default 0 */
   bool model_namespacing;            /* --model-namespacing; default false */
-  /* --trace-config (and the deprecated --trace-* flags): tracer.h. */
+  /* --trace-config (and the deprecated --trace-* flags): trace/tracer.h. */
   unsigned trace_level;              /* TRITONSERVER_InferenceTraceLevel mask; default 0 (off) */
   int64_t trace_rate;                /* default 1000 */
   int64_t trace_count;               /* default -1 */

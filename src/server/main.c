@@ -26,6 +26,7 @@
 #include "http_endpoints.h"
 #include "malloc_tuning.h"
 #include "model_table.h"
+#include "tracer.h"
 #include "triton/core/tritonserver.h"
 
 /* Prints "<what>: <code> - <message>" to stderr and frees err. */

@@ -17,7 +17,7 @@
 #include "log_settings.h"
 #include "restrict.h"
 #include "shm_registry.h"
-#include "tracer.h"
+#include "trace_hook.h"
 #include "triton/core/tritonserver.h"
 
 /* gRPC status codes. */

@@ -12,7 +12,7 @@
 
 #include "grpc_tls.h"
 #include "restrict.h"
-#include "tracer.h"
+#include "trace_hook.h"
 #include "compress.h"
 #include "log_settings.h"
 #include "shm_registry.h"

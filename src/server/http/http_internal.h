@@ -24,7 +24,7 @@
 #include "json_arena.h"
 #include "log_settings.h"
 #include "shm_registry.h"
-#include "tracer.h"
+#include "trace_hook.h"
 #include "triton/core/tritonserver.h"
 
 typedef struct nrd_srv_http_loop nrd_srv_http_loop;
@@ -370,7 +370,7 @@ TRITONSERVER_Error *nrd_srv_http_forward_headers(const nrd_srv_http *h, const nr
 void nrd_srv_http_logging(nrd_srv_http *h, nrd_srv_http_req *req);
 
 /* GET/POST /v2/trace/setting (model NULL) and
- * /v2/models/{model}/trace/setting: the trace extension (tracer.h). */
+ * /v2/models/{model}/trace/setting: the trace extension (trace_hook.h). */
 void nrd_srv_http_trace(nrd_srv_http *h, nrd_srv_http_req *req, const char *model);
 
 /* /v2/systemsharedmemory/... and /v2/cudasharedmemory/... with `rest` the

@@ -13,7 +13,7 @@
 #include "log_settings.h"
 #include "shm_registry.h"
 #include "restrict.h"
-#include "tracer.h"
+#include "trace_hook.h"
 #include <stdbool.h>
 
 #include "triton/core/tritonserver.h"

@@ -34,6 +34,9 @@
 #include "float16.h"
 #include "otel_exporter.h"
 
+typedef struct tracer tracer;
+typedef struct handle handle;
+
 typedef struct setting {
   bool has_level, has_rate, has_count, has_logf; /* set here (a model's); the global has all */
   unsigned level;
@@ -46,10 +49,10 @@ typedef struct model_setting {
   setting s;
 } model_setting;
 
-struct nrd_srv_tracer {
+struct tracer {
+  nrd_srv_tracer pub; /* first: what the front ends see */
   TRITONSERVER_Server *server;
   pthread_mutex_t mu;
-  atomic_bool active;    /* some setting might trace */
   setting defaults;      /* the command line's */
   setting global;
   model_setting *models;
@@ -88,8 +91,9 @@ typedef struct trace_stream {
   otel_events evs;
 } trace_stream;
 
-struct nrd_srv_trace {
-  nrd_srv_tracer *tracer;
+struct handle {
+  nrd_srv_trace pub; /* first: what the front ends see */
+  tracer *tracer;
   pthread_mutex_t mu;
   int refs; /* the front end's, the request's trace, each step trace seen */
   TRITONSERVER_InferenceTrace *core;
@@ -105,12 +109,6 @@ struct nrd_srv_trace {
   char trace_id[33];     /* the client's (traceparent) or a new one */
   char parent_span[17];  /* the client's span, or "" */
 };
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* ------------------------------------------------------------ text */
 
@@ -162,7 +160,7 @@ static char *json_quoted(const char *s) {
 
 /* ------------------------------------------------------------ files */
 
-static void write_indexed(nrd_srv_tracer *t) {
+static void write_indexed(tracer *t) {
   char path[4200];
   snprintf(path, sizeof path, "%s.%u", t->file, t->index++);
   FILE *f = fopen(path, "w");
@@ -176,7 +174,7 @@ static void write_indexed(nrd_srv_tracer *t) {
   if (t->pending) t->pending[0] = '\0';
 }
 
-static void write_main(nrd_srv_tracer *t) {
+static void write_main(tracer *t) {
   if (!t->main) {
     t->main = fopen(t->file, "w");
     if (!t->main) {
@@ -195,7 +193,7 @@ static void write_main(nrd_srv_tracer *t) {
 
 /* Writes what is pending, as Triton does when a setting goes away: to an
  * indexed file with a log frequency, else on into the main file. Locked. */
-static void flush_pending(nrd_srv_tracer *t) {
+static void flush_pending(tracer *t) {
   if (t->pending_n == 0) return;
   if (t->global.logf > 0) write_indexed(t);
   else write_main(t);
@@ -203,14 +201,14 @@ static void flush_pending(nrd_srv_tracer *t) {
 
 /* ------------------------------------------------------------ settings */
 
-static model_setting *find_model(nrd_srv_tracer *t, const char *model) {
+static model_setting *find_model(tracer *t, const char *model) {
   for (size_t i = 0; model && i < t->n_models; i++)
     if (!strcmp(t->models[i].model, model)) return &t->models[i];
   return NULL;
 }
 
 /* The setting a model's requests follow, fields resolved. Locked. */
-static setting effective(const nrd_srv_tracer *t, const model_setting *m) {
+static setting effective(const tracer *t, const model_setting *m) {
   if (!m) return t->global;
   setting s = t->global;
   if (m->s.has_level) s.level = m->s.level;
@@ -221,33 +219,35 @@ static setting effective(const nrd_srv_tracer *t, const model_setting *m) {
 }
 
 /* The levels a mode traces: opentelemetry spans carry timestamps only. */
-static unsigned traced_levels(const nrd_srv_tracer *t) {
+static unsigned traced_levels(const tracer *t) {
   return t->otel ? TRITONSERVER_TRACE_LEVEL_TIMESTAMPS
                  : TRITONSERVER_TRACE_LEVEL_TIMESTAMPS | TRITONSERVER_TRACE_LEVEL_TENSORS;
 }
 
-static bool can_trace(const nrd_srv_tracer *t, const setting *s) {
+static bool can_trace(const tracer *t, const setting *s) {
   return (s->level & traced_levels(t)) && s->rate > 0 && s->count != 0 && (t->otel || t->file[0]);
 }
 
 /* opentelemetry mode: a request that brings its client's context is
  * traced whenever the level allows, rate and count aside (as Triton). */
-static bool can_trace_propagated(const nrd_srv_tracer *t, const setting *s) {
+static bool can_trace_propagated(const tracer *t, const setting *s) {
   return t->otel && (s->level & TRITONSERVER_TRACE_LEVEL_TIMESTAMPS);
 }
 
-static void update_active(nrd_srv_tracer *t) {
+static void update_active(tracer *t) {
   bool any = can_trace(t, &t->global) || can_trace_propagated(t, &t->global);
   for (size_t i = 0; !any && i < t->n_models; i++) {
     setting s = effective(t, &t->models[i]);
     any = can_trace(t, &s) || can_trace_propagated(t, &s);
   }
-  atomic_store(&t->active, any);
+  atomic_store(&t->pub.active, any);
 }
+
+static const nrd_srv_tracer_ops tracer_ops;
 
 nrd_srv_tracer *nrd_srv_tracer_new(TRITONSERVER_Server *server, const nrd_srv_trace_config *cfg, char *err,
                                    size_t errlen) {
-  nrd_srv_tracer *t = calloc(1, sizeof(*t));
+  tracer *t = calloc(1, sizeof(*t));
   if (t) t->file = strdup(cfg->file ? cfg->file : "");
   if (!t || !t->file) {
     free(t);
@@ -267,12 +267,14 @@ nrd_srv_tracer *nrd_srv_tracer_new(TRITONSERVER_Server *server, const nrd_srv_tr
   pthread_mutex_init(&t->mu, NULL);
   t->defaults = (setting){true, true, true, true, cfg->level, cfg->rate, cfg->count, cfg->log_frequency, 0};
   t->global = t->defaults;
+  t->pub.ops = &tracer_ops;
   update_active(t);
-  return t;
+  return &t->pub;
 }
 
-void nrd_srv_tracer_free(nrd_srv_tracer *t) {
-  if (!t) return;
+void nrd_srv_tracer_free(nrd_srv_tracer *pub) {
+  if (!pub) return;
+  tracer *t = (tracer *)pub;
   flush_pending(t);
   if (t->main) {
     fputc(']', t->main);
@@ -289,7 +291,7 @@ void nrd_srv_tracer_free(nrd_srv_tracer *t) {
 
 /* ------------------------------------------------------------ handles */
 
-static trace_stream *stream_of(nrd_srv_trace *h, uint64_t id, bool *added) {
+static trace_stream *stream_of(handle *h, uint64_t id, bool *added) {
   *added = false;
   for (size_t i = 0; i < h->n_streams; i++)
     if (h->streams[i].id == id) return &h->streams[i];
@@ -328,7 +330,7 @@ static json_t *kv_int(const char *key, int64_t value) {
   return json_pack("{s:s,s:{s:s}}", "key", key, "value", "intValue", num);
 }
 
-static json_t *unix_ns(const nrd_srv_tracer *t, uint64_t mono_ns) {
+static json_t *unix_ns(const tracer *t, uint64_t mono_ns) {
   char num[24];
   snprintf(num, sizeof num, "%" PRIu64, (uint64_t)((int64_t)mono_ns + t->unix_offset_ns));
   return json_string(num);
@@ -345,7 +347,7 @@ static void cover(const otel_events *e, uint64_t *lo, uint64_t *hi) {
  * pick is NULL). Its times span them and [lo, hi] (its children's: a
  * backend may report its compute end after releasing the request; lo >
  * hi: nothing more). kind: 1 internal, 2 server. */
-static json_t *make_span(const nrd_srv_tracer *t, const char *trace_id, const char *span_id, const char *parent,
+static json_t *make_span(const tracer *t, const char *trace_id, const char *span_id, const char *parent,
                          const char *name, int kind, const otel_events *e, bool (*pick)(const char *), uint64_t lo,
                          uint64_t hi) {
   json_t *events = json_array();
@@ -356,7 +358,7 @@ static json_t *make_span(const nrd_srv_tracer *t, const char *trace_id, const ch
     if (e->v[i].ns < lo) lo = e->v[i].ns;
     if (e->v[i].ns > hi) hi = e->v[i].ns;
   }
-  if (lo > hi) lo = hi = now_ns();
+  if (lo > hi) lo = hi = nrd_srv_trace_now_ns();
   json_t *span = json_pack("{s:s,s:s,s:s,s:i,s:o,s:o,s:o,s:[]}", "traceId", trace_id, "spanId", span_id, "name",
                            name, "kind", kind, "startTimeUnixNano", unix_ns(t, lo), "endTimeUnixNano",
                            unix_ns(t, hi), "events", events, "attributes");
@@ -368,8 +370,8 @@ static bool is_compute(const char *name) { return !strncmp(name, "COMPUTE_", 8);
 static bool not_compute(const char *name) { return !is_compute(name); }
 
 /* opentelemetry mode: the handle's spans to the exporter. */
-static void export_spans(nrd_srv_trace *h) {
-  nrd_srv_tracer *t = h->tracer;
+static void export_spans(handle *h) {
+  tracer *t = h->tracer;
   char root[17];
   nrd_srv_otel_random_id(root, 8);
   /* The root covers everything below it. */
@@ -414,8 +416,8 @@ static void export_spans(nrd_srv_trace *h) {
 /* Joins the streams (the request's first, then its steps' by id) and hands
  * the result to the tracer's pending traces, or its spans to the exporter;
  * frees the handle. */
-static void finish(nrd_srv_trace *h) {
-  nrd_srv_tracer *t = h->tracer;
+static void finish(handle *h) {
+  tracer *t = h->tracer;
   if (h->otel) {
     export_spans(h);
     pthread_mutex_lock(&t->mu);
@@ -455,7 +457,7 @@ static void finish(nrd_srv_trace *h) {
   free(h);
 }
 
-static void unref(nrd_srv_trace *h, int n) {
+static void unref(handle *h, int n) {
   pthread_mutex_lock(&h->mu);
   h->refs -= n;
   bool last = h->refs == 0;
@@ -478,7 +480,7 @@ static char *custom_name(TRITONSERVER_InferenceTrace *trace, uint64_t ns) {
 }
 
 /* opentelemetry mode: keeps the timestamp as an event of its trace. */
-static void otel_activity(nrd_srv_trace *h, TRITONSERVER_InferenceTrace *trace,
+static void otel_activity(handle *h, TRITONSERVER_InferenceTrace *trace,
                           TRITONSERVER_InferenceTraceActivity activity, uint64_t id, uint64_t ns) {
   const char *model = "", *rid = "";
   int64_t version = 0;
@@ -515,7 +517,7 @@ static void otel_activity(nrd_srv_trace *h, TRITONSERVER_InferenceTrace *trace,
 
 static void on_activity(TRITONSERVER_InferenceTrace *trace, TRITONSERVER_InferenceTraceActivity activity,
                         uint64_t ns, void *userp) {
-  nrd_srv_trace *h = userp;
+  handle *h = userp;
   uint64_t id = 0, parent = 0;
   TRITONSERVER_Error *e = TRITONSERVER_InferenceTraceId(trace, &id);
   if (e) TRITONSERVER_ErrorDelete(e);
@@ -634,7 +636,7 @@ static void on_tensor(TRITONSERVER_InferenceTrace *trace, TRITONSERVER_Inference
                       const int64_t *shape, uint64_t dims, TRITONSERVER_MemoryType mtype, int64_t mtype_id,
                       void *userp) {
   (void)mtype_id;
-  nrd_srv_trace *h = userp;
+  handle *h = userp;
   uint64_t id = 0;
   TRITONSERVER_Error *e = TRITONSERVER_InferenceTraceId(trace, &id);
   if (e) TRITONSERVER_ErrorDelete(e);
@@ -671,7 +673,7 @@ static void on_tensor(TRITONSERVER_InferenceTrace *trace, TRITONSERVER_Inference
 }
 
 static void on_release(TRITONSERVER_InferenceTrace *trace, void *userp) {
-  nrd_srv_trace *h = userp;
+  handle *h = userp;
   uint64_t id = 0;
   TRITONSERVER_Error *e = TRITONSERVER_InferenceTraceId(trace, &id);
   if (e) TRITONSERVER_ErrorDelete(e);
@@ -689,12 +691,6 @@ static void on_release(TRITONSERVER_InferenceTrace *trace, void *userp) {
   pthread_mutex_unlock(&h->mu);
   if ((e = TRITONSERVER_InferenceTraceDelete(trace))) TRITONSERVER_ErrorDelete(e);
   if (drop) unref(h, drop);
-}
-
-uint64_t nrd_srv_trace_now_ns(void) { return now_ns(); }
-
-bool nrd_srv_tracer_active(const nrd_srv_tracer *t) {
-  return t && atomic_load_explicit(&t->active, memory_order_relaxed);
 }
 
 /* A W3C traceparent: "00-<32 hex trace id>-<16 hex span id>-<2 hex flags>",
@@ -723,8 +719,11 @@ static bool parse_traceparent(const char *v, char trace_id[33], char span_id[17]
   return !tz && !sz;
 }
 
-nrd_srv_trace *nrd_srv_tracer_sample(nrd_srv_tracer *t, const char *model, const char *traceparent) {
-  if (!t || !atomic_load_explicit(&t->active, memory_order_relaxed)) return NULL;
+static const nrd_srv_trace_ops handle_ops;
+
+static nrd_srv_trace *tracer_sample(nrd_srv_tracer *pub, const char *model, const char *traceparent) {
+  tracer *t = (tracer *)pub;
+  if (!atomic_load_explicit(&t->pub.active, memory_order_relaxed)) return NULL;
   char trace_id[33] = "", parent_span[17] = "";
   bool propagated = t->otel && parse_traceparent(traceparent, trace_id, parent_span);
   pthread_mutex_lock(&t->mu);
@@ -742,7 +741,7 @@ nrd_srv_trace *nrd_srv_tracer_sample(nrd_srv_tracer *t, const char *model, const
   if (take) t->outstanding++;
   pthread_mutex_unlock(&t->mu);
   if (!take) return NULL;
-  nrd_srv_trace *h = calloc(1, sizeof(*h));
+  handle *h = calloc(1, sizeof(*h));
   TRITONSERVER_InferenceTrace *core = NULL;
   unsigned level = s.level & traced_levels(t);
   TRITONSERVER_Error *e = h ? TRITONSERVER_InferenceTraceTensorNew(&core, (TRITONSERVER_InferenceTraceLevel)level,
@@ -757,6 +756,7 @@ nrd_srv_trace *nrd_srv_tracer_sample(nrd_srv_tracer *t, const char *model, const
     return NULL;
   }
   pthread_mutex_init(&h->mu, NULL);
+  h->pub.ops = &handle_ops;
   h->tracer = t;
   h->refs = 2; /* the front end and the request's trace */
   h->core = core;
@@ -775,19 +775,20 @@ nrd_srv_trace *nrd_srv_tracer_sample(nrd_srv_tracer *t, const char *model, const
   }
   bool added;
   stream_of(h, h->root_id, &added);
-  return h;
+  return &h->pub;
 }
 
-TRITONSERVER_InferenceTrace *nrd_srv_trace_core(nrd_srv_trace *h) {
-  if (!h) return NULL;
+static TRITONSERVER_InferenceTrace *handle_core(nrd_srv_trace *pub) {
+  handle *h = (handle *)pub;
   TRITONSERVER_InferenceTrace *c = h->core;
   h->core = NULL;
   return c;
 }
 
-void nrd_srv_trace_mark(nrd_srv_trace *h, const char *name, uint64_t ns) {
-  if (!h || !(h->level & TRITONSERVER_TRACE_LEVEL_TIMESTAMPS)) return;
-  if (!ns) ns = now_ns();
+static void handle_mark(nrd_srv_trace *pub, const char *name, uint64_t ns) {
+  handle *h = (handle *)pub;
+  if (!(h->level & TRITONSERVER_TRACE_LEVEL_TIMESTAMPS)) return;
+  if (!ns) ns = nrd_srv_trace_now_ns();
   pthread_mutex_lock(&h->mu);
   if (h->otel) {
     events_add(&h->marks, ns, name);
@@ -801,8 +802,8 @@ void nrd_srv_trace_mark(nrd_srv_trace *h, const char *name, uint64_t ns) {
   pthread_mutex_unlock(&h->mu);
 }
 
-void nrd_srv_trace_done(nrd_srv_trace *h) {
-  if (!h) return;
+static void handle_done(nrd_srv_trace *pub) {
+  handle *h = (handle *)pub;
   if (h->core) {
     /* Never handed to the core: it will not come back; drop it here. */
     TRITONSERVER_Error *e = TRITONSERVER_InferenceTraceDelete(h->core);
@@ -816,7 +817,7 @@ void nrd_srv_trace_done(nrd_srv_trace *h) {
 
 /* ------------------------------------------------------------ the extension */
 
-static json_t *setting_json(const nrd_srv_tracer *t, const setting *s) {
+static json_t *setting_json(const tracer *t, const setting *s) {
   json_t *levels = json_array();
   if (s->level & TRITONSERVER_TRACE_LEVEL_TIMESTAMPS) json_array_append_new(levels, json_string("TIMESTAMPS"));
   if (s->level & TRITONSERVER_TRACE_LEVEL_TENSORS) json_array_append_new(levels, json_string("TENSORS"));
@@ -829,7 +830,7 @@ static json_t *setting_json(const nrd_srv_tracer *t, const setting *s) {
                    "log_frequency", logf, "trace_file", t->file, "trace_mode", t->otel ? "opentelemetry" : "triton");
 }
 
-static TRITONSERVER_Error *check_model(nrd_srv_tracer *t, const char *model) {
+static TRITONSERVER_Error *check_model(tracer *t, const char *model) {
   bool ready = false;
   TRITONSERVER_Error *e = TRITONSERVER_ServerModelIsReady(t->server, model, -1, &ready);
   if (e) TRITONSERVER_ErrorDelete(e);
@@ -839,13 +840,8 @@ static TRITONSERVER_Error *check_model(nrd_srv_tracer *t, const char *model) {
   return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
 }
 
-static TRITONSERVER_Error *no_tracer(void) {
-  return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, "the server does not support trace");
-}
-
-TRITONSERVER_Error *nrd_srv_tracer_get(nrd_srv_tracer *t, const char *model, json_t **out) {
-  *out = NULL;
-  if (!t) return no_tracer();
+static TRITONSERVER_Error *tracer_get(nrd_srv_tracer *pub, const char *model, json_t **out) {
+  tracer *t = (tracer *)pub;
   bool global = !model || !model[0];
   if (!global) {
     TRITONSERVER_Error *e = check_model(t, model);
@@ -887,9 +883,9 @@ static TRITONSERVER_Error *parse_number(const json_t *body, const char *key, int
   return NULL;
 }
 
-TRITONSERVER_Error *nrd_srv_tracer_update(nrd_srv_tracer *t, const char *model, const json_t *body, json_t **out) {
-  *out = NULL;
-  if (!t) return no_tracer();
+static TRITONSERVER_Error *tracer_update(nrd_srv_tracer *pub, const char *model, const json_t *body,
+                                         json_t **out) {
+  tracer *t = (tracer *)pub;
   bool global = !model || !model[0];
   if (!global) {
     TRITONSERVER_Error *e = check_model(t, model);
@@ -1001,3 +997,15 @@ TRITONSERVER_Error *nrd_srv_tracer_update(nrd_srv_tracer *t, const char *model, 
   pthread_mutex_unlock(&t->mu);
   return *out ? NULL : TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
 }
+
+static const nrd_srv_tracer_ops tracer_ops = {
+    .sample = tracer_sample,
+    .get = tracer_get,
+    .update = tracer_update,
+};
+
+static const nrd_srv_trace_ops handle_ops = {
+    .core = handle_core,
+    .mark = handle_mark,
+    .done = handle_done,
+};
