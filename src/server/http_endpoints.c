@@ -1,7 +1,7 @@
 /* The HTTP endpoints of the nereid binary, from its command line. */
 #include "http_endpoints.h"
 
-#include "sagemaker_mme.h"
+#include "cloud_endpoints.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,11 +13,12 @@ static int start_one(TRITONSERVER_Server *server, const char *what, const char *
                      bool reuse_port, int threads, size_t max_input, int metrics_only, int timeout_secs,
                      nrd_srv_shm *shm, nrd_srv_log_settings *log, nrd_srv_tracer *tracer,
                      const nrd_srv_restrictions *restricted, const char *header_forward,
-                     const nrd_srv_vertex_routes *vertex, nrd_srv_http **out) {
+                     const nrd_srv_http_endpoint_ops *endpoint, void *endpoint_ctx, nrd_srv_http **out) {
   nrd_srv_http_options o = {.address = address, .port = port, .reuse_port = reuse_port, .threads = threads,
                             .max_input_size = max_input, .metrics_only = metrics_only,
                             .client_timeout_secs = timeout_secs, .shm = shm, .log = log, .tracer = tracer,
-                            .restricted = restricted, .header_forward = header_forward, .vertex = vertex};
+                            .restricted = restricted, .header_forward = header_forward, .endpoint = endpoint,
+                            .endpoint_ctx = endpoint_ctx};
   TRITONSERVER_Error *err = nrd_srv_http_start(server, &o, out);
   if (err) {
     fprintf(stderr, "nereid: error: starting the %s endpoint: %s\n", what, TRITONSERVER_ErrorMessage(err));
@@ -74,9 +75,15 @@ static int start_vertex(TRITONSERVER_Server *server, const nrd_srv_cli *cli, nrd
   char *model = vertex_default_model(server, cli->vertex_ai_default_model);
   if (!model) return -1;
   nrd_srv_vertex_routes routes = {.predict_route = predict, .health_route = health, .default_model = model};
+  void *ctx = nrd_srv_vertex_ctx_new(&routes);
+  if (!ctx) {
+    fprintf(stderr, "nereid: error: starting the Vertex AI endpoint: out of memory\n");
+    free(model);
+    return -1;
+  }
   int rc = start_one(server, "Vertex AI", "0.0.0.0", cli->vertex_ai_port, false, cli->vertex_ai_thread_count,
                      (size_t)cli->http_max_input_size, 0, cli->http_client_timeout_secs, shm, log, tracer, NULL, NULL,
-                     &routes, &ep->vertex);
+                     &nrd_srv_vertex_endpoint, ctx, &ep->vertex);
   if (rc == 0) printf("nereid: Vertex AI routes: health %s, predict %s (default model '%s')\n", health, predict, model);
   free(model);
   return rc;
@@ -107,9 +114,8 @@ static int start_sagemaker(TRITONSERVER_Server *server, const nrd_srv_cli *cli, 
                     "(SAGEMAKER_TRITON_INFERENCE_TYPE). Must be one of: infer, generate, generate_stream.\n", type);
     return -1;
   }
-  o.mme = nrd_srv_sagemaker_mme_new();
-  o.mme_free = nrd_srv_sagemaker_mme_free;
-  if (!o.mme) {
+  void *ctx = nrd_srv_sagemaker_ctx_new(&o);
+  if (!ctx) {
     fprintf(stderr, "nereid: error: starting the SageMaker endpoint: out of memory\n");
     return -1;
   }
@@ -117,7 +123,8 @@ static int start_sagemaker(TRITONSERVER_Server *server, const nrd_srv_cli *cli, 
                                .restricted = &cli->http_restricted,
                                .max_input_size = (size_t)cli->http_max_input_size,
                                .client_timeout_secs = cli->http_client_timeout_secs, .shm = shm, .log = log,
-                               .tracer = tracer, .sagemaker = &o};
+                               .tracer = tracer, .endpoint = &nrd_srv_sagemaker_endpoint,
+                               .endpoint_ctx = ctx};
   TRITONSERVER_Error *err = nrd_srv_http_start(server, &opts, &ep->sagemaker);
   if (err) {
     fprintf(stderr, "nereid: error: starting the SageMaker endpoint: %s\n", TRITONSERVER_ErrorMessage(err));
@@ -136,12 +143,12 @@ int nrd_srv_http_endpoints_start(TRITONSERVER_Server *server, const nrd_srv_cli 
   if (cli->allow_http &&
       start_one(server, "HTTP/REST", cli->http_address, cli->http_port, cli->reuse_http_port, cli->http_thread_count,
                 (size_t)cli->http_max_input_size, 0, cli->http_client_timeout_secs, shm, log, tracer,
-                &cli->http_restricted, cli->http_header_forward, NULL, &ep->api) != 0)
+                &cli->http_restricted, cli->http_header_forward, NULL, NULL, &ep->api) != 0)
     return -1;
   if (cli->allow_metrics &&
       start_one(server, "metrics", cli->metrics_address ? cli->metrics_address : cli->http_address,
                 cli->metrics_port, false, 1, 64 * 1024, 1, cli->http_client_timeout_secs, NULL, NULL, NULL, NULL,
-                NULL, NULL, &ep->metrics) != 0) {
+                NULL, NULL, NULL, &ep->metrics) != 0) {
     nrd_srv_http_endpoints_stop(ep, 0);
     return -1;
   }

@@ -21,6 +21,16 @@
 #include "fmt.h"
 #include "response_output.h"
 
+const char *nrd_srv_http_framed_header_size(const nrd_srv_http *h, const nrd_srv_http_req *req, bool *bad) {
+  *bad = false;
+  if (!h->binary_mime) return NULL;
+  const char *type = nrd_srv_http_header_get(req, "Content-Type");
+  const char *at = type ? strstr(type, h->binary_mime) : NULL;
+  if (!at) return NULL;
+  *bad = at != type;
+  return at + strlen(h->binary_mime);
+}
+
 #define BLOCK_HEADER 64 /* output blocks: header, then the data (16-byte aligned, 64 from BLOCK_ALIGN_MIN) */
 #define BLOCK_ALIGN_MIN ((size_t)4096) /* from this size on, data is 64-byte aligned */
 
@@ -415,8 +425,8 @@ static bool build_reply(infer_ctx *c, nrd_srv_http_req *req) {
   size_t json_len = t.len;
   int fail = nrd_srv_http_add_body_ref(req, t.buf, t.len, free, t.buf);
   const nrd_srv_http *h = c->loop->http;
-  if (n_tails > 0 && h->sagemaker_model) {
-    /* SageMaker names the JSON header's size in the content type. */
+  if (n_tails > 0 && h->endpoint && h->endpoint->reply_framed) {
+    /* The JSON header's size in the content type (SageMaker). */
     char type[128];
     snprintf(type, sizeof type, "%s%zu", h->binary_mime, json_len);
     fail |= nrd_srv_http_add_header(req, "Content-Type", type);

@@ -150,18 +150,11 @@ struct nrd_srv_http {
   size_t max_input;
   int client_timeout_secs; /* see nrd_srv_http_options */
   bool metrics_only;
-  /* A Vertex AI endpoint (http_vertex.c): its routes, owned; NULL when it
-   * serves KServe's routes. */
-  char *vertex_predict, *vertex_health, *vertex_model;
-  /* A SageMaker endpoint (http_sagemaker.c): the model /invocations
-   * serves, owned; NULL when it is not one. */
-  char *sagemaker_model;
-  struct nrd_srv_sagemaker_mme *sagemaker_mme; /* multi-model: sagemaker_mme.c */
-  void (*sagemaker_mme_free)(struct nrd_srv_sagemaker_mme *); /* frees it with the endpoint */
-  bool sagemaker_ping_live;
-  nrd_srv_sagemaker_kind sagemaker_kind;
-  /* Vertex AI and SageMaker frame binary data with a Content-Type of
-   * "<binary_mime>N" (N: the JSON header's size); NULL on KServe's. */
+  /* Another kind of endpoint's routes (nrd_srv_http_options); NULL:
+   * KServe's. The context is owned. */
+  const nrd_srv_http_endpoint_ops *endpoint;
+  void *endpoint_ctx;
+  /* endpoint->binary_mime, or NULL. */
   const char *binary_mime;
   int port;
   int fd;
@@ -336,23 +329,10 @@ void nrd_srv_http_route_api(nrd_srv_http_loop *loop, nrd_srv_http_req *req);
 /* GET /metrics (http_routes.c). */
 void nrd_srv_http_metrics(nrd_srv_http *h, nrd_srv_http_req *req);
 
-/* A Vertex AI endpoint's request (http_vertex.c): the health and predict
- * routes, the predict route's redirects. Loop thread. */
-void nrd_srv_http_vertex_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req);
-
-/* The binary framing types of Vertex AI and SageMaker (a prefix; the JSON
- * header's size follows). */
-#define NRD_SRV_VERTEX_BINARY_MIME "application/vnd.vertex-ai-triton.binary+json;json-header-size="
-#define NRD_SRV_SAGEMAKER_BINARY_MIME "application/vnd.sagemaker-triton.binary+json;json-header-size="
-
-/* A SageMaker endpoint's request (http_sagemaker.c): /ping and
- * /invocations. Loop thread. */
-void nrd_srv_http_sagemaker_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req);
-
 /* On an endpoint with a binary_mime (Vertex AI, SageMaker), the inference
  * header's length from a Content-Type of "<binary_mime>N": N as text, or
  * NULL when the type is another one. *bad is set when the type names the
- * binary type anywhere but at its start. */
+ * binary type anywhere but at its start (http_infer.c). */
 const char *nrd_srv_http_framed_header_size(const nrd_srv_http *h, const nrd_srv_http_req *req, bool *bad);
 
 /* Handles POST .../infer for model/version (-1: policy) (http_infer.c).

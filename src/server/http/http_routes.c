@@ -413,8 +413,7 @@ void nrd_srv_http_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req) {
     if (strcmp(req->path, "/metrics") == 0) return nrd_srv_http_metrics(h, req);
     return nrd_srv_http_reply_error(req, 404, "Not Found");
   }
-  if (h->vertex_predict) return nrd_srv_http_vertex_route(loop, req);
-  if (h->sagemaker_model) return nrd_srv_http_sagemaker_route(loop, req);
+  if (h->endpoint) return h->endpoint->route(loop, req, h->endpoint_ctx);
   nrd_srv_http_route_api(loop, req);
 }
 

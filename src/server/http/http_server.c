@@ -164,14 +164,9 @@ static void *loop_main(void *arg) {
   return NULL;
 }
 
-/* Frees the endpoint's copies of its options and the SageMaker model table
- * it was given. */
+/* Frees the context of another kind of endpoint. */
 static void free_option_copies(nrd_srv_http *h) {
-  free(h->vertex_predict);
-  free(h->vertex_health);
-  free(h->vertex_model);
-  free(h->sagemaker_model);
-  if (h->sagemaker_mme_free) h->sagemaker_mme_free(h->sagemaker_mme);
+  if (h->endpoint && h->endpoint->free) h->endpoint->free(h->endpoint_ctx);
 }
 
 static void free_http(nrd_srv_http *h) {
@@ -211,13 +206,11 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
   *out = NULL;
   nrd_srv_http *h = calloc(1, sizeof *h);
   if (h == NULL) {
-    if (opts->sagemaker && opts->sagemaker->mme_free) opts->sagemaker->mme_free(opts->sagemaker->mme);
+    if (opts->endpoint && opts->endpoint->free) opts->endpoint->free(opts->endpoint_ctx);
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   }
-  if (opts->sagemaker) {
-    h->sagemaker_mme = opts->sagemaker->mme;
-    h->sagemaker_mme_free = opts->sagemaker->mme_free;
-  }
+  h->endpoint = opts->endpoint;
+  h->endpoint_ctx = opts->endpoint_ctx;
   if (opts->threads < 1 || opts->threads > 256) {
     free_option_copies(h);
     free(h);
@@ -229,23 +222,7 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
   h->client_timeout_secs = opts->client_timeout_secs > 0 ? opts->client_timeout_secs
                                                           : NRD_SRV_HTTP_CLIENT_TIMEOUT_DEFAULT;
   h->metrics_only = opts->metrics_only != 0;
-  if (opts->vertex) {
-    h->binary_mime = NRD_SRV_VERTEX_BINARY_MIME;
-    h->vertex_predict = strdup(opts->vertex->predict_route);
-    h->vertex_health = strdup(opts->vertex->health_route);
-    h->vertex_model = strdup(opts->vertex->default_model);
-  } else if (opts->sagemaker) {
-    h->binary_mime = NRD_SRV_SAGEMAKER_BINARY_MIME;
-    h->sagemaker_model = strdup(opts->sagemaker->model);
-    h->sagemaker_ping_live = opts->sagemaker->ping_live;
-    h->sagemaker_kind = opts->sagemaker->kind;
-  }
-  if ((opts->vertex && (!h->vertex_predict || !h->vertex_health || !h->vertex_model)) ||
-      (opts->sagemaker && !h->sagemaker_model)) {
-    free_option_copies(h);
-    free(h);
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-  }
+  h->binary_mime = h->endpoint ? h->endpoint->binary_mime : NULL;
   atomic_init(&h->in_flight, 0);
   atomic_init(&h->open_conns, 0);
   atomic_init(&h->draining, false);
@@ -281,10 +258,9 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
       l->has_inbox = true;
     if (!l->has_inbox ||
         nrd_srv_acceptor_init(&l->acceptor, h->fd, l->epfd, &l->tag_listener,
-                              h->metrics_only     ? "metrics"
-                              : h->vertex_predict ? "Vertex AI"
-                              : h->sagemaker_model ? "SageMaker"
-                                                   : "HTTP/REST") != 0) {
+                              h->metrics_only ? "metrics"
+                              : h->endpoint   ? h->endpoint->name
+                                              : "HTTP/REST") != 0) {
       err = errorf(TRITONSERVER_ERROR_INTERNAL, "cannot create an HTTP event loop: %s", strerror(errno));
       goto fail;
     }

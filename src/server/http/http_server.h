@@ -24,28 +24,23 @@ typedef struct nrd_srv_http nrd_srv_http;
 /* Seconds a client may be slow (see client_timeout_secs). */
 #define NRD_SRV_HTTP_CLIENT_TIMEOUT_DEFAULT 120
 
-/* The routes of a Vertex AI prediction endpoint (--allow-vertex-ai; see
- * http_vertex.c). */
-typedef struct nrd_srv_vertex_routes {
-  const char *predict_route; /* AIP_PREDICT_ROUTE: inference on default_model, or a redirect */
-  const char *health_route;  /* AIP_HEALTH_ROUTE: the server's readiness */
-  const char *default_model; /* the model the predict route serves */
-} nrd_srv_vertex_routes;
+typedef struct nrd_srv_http_loop nrd_srv_http_loop;
+typedef struct nrd_srv_http_req nrd_srv_http_req;
 
-/* A SageMaker endpoint (--allow-sagemaker; see http_sagemaker.c): what
- * /ping and /invocations serve, and the multi-model table of /models
- * (sagemaker_mme.h). */
-typedef enum { NRD_SRV_SAGEMAKER_INFER, NRD_SRV_SAGEMAKER_GENERATE, NRD_SRV_SAGEMAKER_GENERATE_STREAM } nrd_srv_sagemaker_kind;
-
-typedef struct nrd_srv_sagemaker_options {
-  const char *model;           /* SAGEMAKER_TRITON_DEFAULT_MODEL_NAME */
-  bool ping_live;              /* SAGEMAKER_TRITON_PING_MODE=live: /ping is liveness, else readiness */
-  nrd_srv_sagemaker_kind kind; /* SAGEMAKER_TRITON_INFERENCE_TYPE */
-  /* Given to nrd_srv_http_start, which frees it with mme_free when the
-   * endpoint is freed, or at once when it cannot start. */
-  struct nrd_srv_sagemaker_mme *mme;
-  void (*mme_free)(struct nrd_srv_sagemaker_mme *);
-} nrd_srv_sagemaker_options;
+/* An endpoint that serves other routes than KServe's (http/cloud/: Vertex
+ * AI, SageMaker), as a table the front end calls through: the front end
+ * never names the clouds, and a new kind of endpoint is one more table. */
+typedef struct nrd_srv_http_endpoint_ops {
+  const char *name; /* in logs, e.g. "Vertex AI" */
+  /* Binary tensor data framed by a Content-Type of "<binary_mime>N" (N:
+   * the JSON header's size) on requests; NULL: KServe's framing. */
+  const char *binary_mime;
+  bool reply_framed; /* replies are framed the same way (else KServe's headers) */
+  /* Answers one request (now or later); ctx is the endpoint's. Loop thread. */
+  void (*route)(nrd_srv_http_loop *loop, nrd_srv_http_req *req, void *ctx);
+  /* Frees ctx once the loops have stopped; NULL: nothing to free. */
+  void (*free)(void *ctx);
+} nrd_srv_http_endpoint_ops;
 
 typedef struct nrd_srv_http_options {
   const char *address;       /* e.g. "0.0.0.0" */
@@ -62,10 +57,11 @@ typedef struct nrd_srv_http_options {
   nrd_srv_tracer *tracer;    /* tracing (may be NULL) */
   const nrd_srv_restrictions *restricted; /* --http-restricted-api (may be NULL: all open) */
   const char *header_forward; /* --http-header-forward-pattern (NULL: none); compiled at start */
-  /* Non-NULL: serve Vertex AI's routes instead of KServe's (copied at start). */
-  const nrd_srv_vertex_routes *vertex;
-  /* Non-NULL: serve SageMaker's routes instead (copied at start). */
-  const nrd_srv_sagemaker_options *sagemaker;
+  /* Non-NULL: serve this endpoint's routes instead of KServe's. The front
+   * end owns endpoint_ctx from the call on: endpoint->free frees it with
+   * the front end, or at once when it cannot start. */
+  const nrd_srv_http_endpoint_ops *endpoint;
+  void *endpoint_ctx;
 } nrd_srv_http_options;
 
 /* Binds and starts serving `server` (borrowed: it must outlive the front

@@ -9,21 +9,13 @@
  * by a Content-Type that carries the JSON header's size. */
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <strings.h>
 
+#include "cloud_endpoints.h"
 #include "http_internal.h"
 
 #define REDIRECT_HEADER "X-Vertex-Ai-Triton-Redirect"
-
-const char *nrd_srv_http_framed_header_size(const nrd_srv_http *h, const nrd_srv_http_req *req, bool *bad) {
-  *bad = false;
-  if (!h->binary_mime) return NULL;
-  const char *type = nrd_srv_http_header_get(req, "Content-Type");
-  const char *at = type ? strstr(type, h->binary_mime) : NULL;
-  if (!at) return NULL;
-  *bad = at != type;
-  return at + strlen(h->binary_mime);
-}
 
 /* How a redirect target is served: not at all, as it came (POST), or as
  * a GET. */
@@ -59,22 +51,49 @@ static redirect_kind redirect_kind_of(const char *path) {
   return REDIRECT_NO;
 }
 
-void nrd_srv_http_vertex_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req) {
+typedef struct vertex_ctx {
+  char *predict, *health, *model;
+} vertex_ctx;
+
+static void vertex_free(void *ctx) {
+  vertex_ctx *v = ctx;
+  if (!v) return;
+  free(v->predict);
+  free(v->health);
+  free(v->model);
+  free(v);
+}
+
+void *nrd_srv_vertex_ctx_new(const nrd_srv_vertex_routes *routes) {
+  vertex_ctx *v = calloc(1, sizeof *v);
+  if (!v) return NULL;
+  v->predict = strdup(routes->predict_route);
+  v->health = strdup(routes->health_route);
+  v->model = strdup(routes->default_model);
+  if (!v->predict || !v->health || !v->model) {
+    vertex_free(v);
+    return NULL;
+  }
+  return v;
+}
+
+static void vertex_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req, void *ctx) {
   nrd_srv_http *h = loop->http;
-  if (!strcmp(req->path, h->vertex_health)) {
+  const vertex_ctx *v = ctx;
+  if (!strcmp(req->path, v->health)) {
     const char *path = req->path;
     req->path = "/v2/health/ready";
     nrd_srv_http_route_api(loop, req);
     req->path = path;
     return;
   }
-  if (strcmp(req->path, h->vertex_predict) != 0)
+  if (strcmp(req->path, v->predict) != 0)
     return nrd_srv_http_reply_error(req, 400, "Vertex AI endpoint: unknown route (expected the health or the "
                                               "prediction route)");
   const char *redirect = nrd_srv_http_header_get(req, REDIRECT_HEADER);
   if (!redirect) {
     if (req->method != NRD_SRV_HTTP_POST) return nrd_srv_http_reply_error(req, 405, "Method Not Allowed");
-    return nrd_srv_http_infer(loop, req, h->vertex_model, -1);
+    return nrd_srv_http_infer(loop, req, v->model, -1);
   }
   if (req->method != NRD_SRV_HTTP_POST) return nrd_srv_http_reply_error(req, 405, "Method Not Allowed");
   char target[1024];
@@ -95,3 +114,11 @@ void nrd_srv_http_vertex_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req) {
   req->path = path;
   req->method = method;
 }
+
+const nrd_srv_http_endpoint_ops nrd_srv_vertex_endpoint = {
+    .name = "Vertex AI",
+    .binary_mime = "application/vnd.vertex-ai-triton.binary+json;json-header-size=",
+    .reply_framed = false,
+    .route = vertex_route,
+    .free = vertex_free,
+};

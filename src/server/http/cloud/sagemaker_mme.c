@@ -241,6 +241,7 @@ static int load_status(const char *msg) {
 typedef struct mme_job {
   nrd_srv_http_pending pending; /* first: the pending record */
   nrd_srv_http_loop *loop;
+  nrd_srv_sagemaker_mme *mme; /* the endpoint's, which outlives its jobs */
   bool unload;
   char *name;   /* SageMaker's */
   char *target; /* the server's */
@@ -304,7 +305,7 @@ static void do_load(mme_job *j) {
     return job_fail(j, status, err, NULL);
   }
   err = TRITONSERVER_ServerLoadModel(h->server, j->target);
-  if (!err && add(h->sagemaker_mme, j->name, j->target, repo) != 0)
+  if (!err && add(j->mme, j->name, j->target, repo) != 0)
     err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory recording the model");
   if (err) {
     int status = TRITONSERVER_ErrorCode(err) == TRITONSERVER_ERROR_ALREADY_EXISTS
@@ -349,7 +350,7 @@ static bool unloaded(TRITONSERVER_Server *server, const char *model) {
 
 static void do_unload(mme_job *j) {
   nrd_srv_http *h = j->loop->http;
-  char *repo = repo_of(h->sagemaker_mme, j->name);
+  char *repo = repo_of(j->mme, j->name);
   if (!repo) {
     j->status = 404;
     return;
@@ -376,7 +377,7 @@ static void do_unload(mme_job *j) {
   }
   err = TRITONSERVER_ServerUnregisterModelRepository(h->server, repo);
   free(repo);
-  drop(h->sagemaker_mme, j->name);
+  drop(j->mme, j->name);
   if (err) return job_fail(j, 400, err, NULL);
   j->status = 200;
 }
@@ -413,7 +414,7 @@ static const char *target_of(const nrd_srv_http_req *req, const char *name) {
   return t && t[0] ? t : name;
 }
 
-static void load(nrd_srv_http_loop *loop, nrd_srv_http_req *req) {
+static void load(nrd_srv_http_loop *loop, nrd_srv_http_req *req, nrd_srv_sagemaker_mme *mme) {
   json_t *body = NULL;
   if (nrd_srv_http_body_json(req, &body) != 0) return;
   const json_t *name = json_object_get(body, "model_name");
@@ -427,6 +428,7 @@ static void load(nrd_srv_http_loop *loop, nrd_srv_http_req *req) {
   }
   mme_job *j = calloc(1, sizeof *j);
   if (j) {
+    j->mme = mme;
     j->name = strdup(json_string_value(name));
     j->target = strdup(target_of(req, json_string_value(name)));
     j->url = strdup(json_string_value(url));
@@ -439,9 +441,10 @@ static void load(nrd_srv_http_loop *loop, nrd_srv_http_req *req) {
   start_job(loop, req, j);
 }
 
-static void unload(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const char *name) {
+static void unload(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const char *name, nrd_srv_sagemaker_mme *mme) {
   mme_job *j = calloc(1, sizeof *j);
   if (j) {
+    j->mme = mme;
     j->unload = true;
     j->name = strdup(name);
     j->target = strdup(target_of(req, name));
@@ -453,8 +456,7 @@ static void unload(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const char *n
   start_job(loop, req, j);
 }
 
-static void list(nrd_srv_http *h, nrd_srv_http_req *req, const char *only) {
-  nrd_srv_sagemaker_mme *m = h->sagemaker_mme;
+static void list(nrd_srv_http *h, nrd_srv_http_req *req, const char *only, nrd_srv_sagemaker_mme *m) {
   json_t *models = json_array();
   json_t *one = NULL;
   pthread_mutex_lock(&m->mu);
@@ -481,7 +483,7 @@ static void list(nrd_srv_http *h, nrd_srv_http_req *req, const char *only) {
   free(text);
 }
 
-void nrd_srv_sagemaker_mme_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req) {
+void nrd_srv_sagemaker_mme_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req, nrd_srv_sagemaker_mme *mme) {
   nrd_srv_http *h = loop->http;
   /* /models, /models/, /models/<name>, /models/<name>/invoke */
   const char *rest = req->path + strlen("/models");
@@ -499,10 +501,10 @@ void nrd_srv_sagemaker_mme_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req)
   } else if (*rest) {
     return nrd_srv_http_reply_error(req, 400, "SageMaker endpoint: unknown route");
   }
-  if (!h->sagemaker_mme) return nrd_srv_http_reply_error(req, 500, "SageMaker model table missing");
+  if (!mme) return nrd_srv_http_reply_error(req, 500, "SageMaker model table missing");
   if (invoke) {
     if (req->method != NRD_SRV_HTTP_POST) return nrd_srv_http_reply_error(req, 405, "Method Not Allowed");
-    char *repo = name[0] ? repo_of(h->sagemaker_mme, name) : NULL;
+    char *repo = name[0] ? repo_of(mme, name) : NULL;
     if (!repo) return nrd_srv_http_reply_empty(req, 404);
     free(repo);
     return nrd_srv_http_infer(loop, req, target_of(req, name), -1);
@@ -510,14 +512,14 @@ void nrd_srv_sagemaker_mme_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req)
   switch (req->method) {
     case NRD_SRV_HTTP_GET:
       if (nrd_srv_http_refused(h, req, NRD_SRV_API_MODEL_REPOSITORY)) return;
-      return list(h, req, name[0] ? name : NULL);
+      return list(h, req, name[0] ? name : NULL, mme);
     case NRD_SRV_HTTP_POST:
       if (nrd_srv_http_refused(h, req, NRD_SRV_API_MODEL_REPOSITORY)) return;
-      return load(loop, req);
+      return load(loop, req, mme);
     case NRD_SRV_HTTP_DELETE:
       if (nrd_srv_http_refused(h, req, NRD_SRV_API_MODEL_REPOSITORY)) return;
       if (!name[0]) return nrd_srv_http_reply_error(req, 400, "DELETE needs /models/<name>");
-      return unload(loop, req, name);
+      return unload(loop, req, name, mme);
     default:
       return nrd_srv_http_reply_error(req, 400, "SageMaker endpoint: unsupported method for /models");
   }

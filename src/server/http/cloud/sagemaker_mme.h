@@ -9,6 +9,7 @@
 #ifndef NEREID_SAGEMAKER_MME_H
 #define NEREID_SAGEMAKER_MME_H
 
+#include "cloud_endpoints.h"
 #include "http_internal.h"
 
 /* The loaded models of one endpoint. Created with the endpoint, freed
@@ -19,9 +20,10 @@ typedef struct nrd_srv_sagemaker_mme nrd_srv_sagemaker_mme;
 nrd_srv_sagemaker_mme *nrd_srv_sagemaker_mme_new(void);
 void nrd_srv_sagemaker_mme_free(nrd_srv_sagemaker_mme *mme);
 
-/* Answers a request whose path is /models or starts with /models/. Loads
- * and unloads run on a thread of their own and answer through the loop.
- * Loop thread; req is answered (now or later). */
-void nrd_srv_sagemaker_mme_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req);
+/* Answers a request whose path is /models or starts with /models/, with
+ * the endpoint's table `mme`. Loads and unloads run on a thread of their
+ * own and answer through the loop. Loop thread; req is answered (now or
+ * later). */
+void nrd_srv_sagemaker_mme_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req, nrd_srv_sagemaker_mme *mme);
 
 #endif /* NEREID_SAGEMAKER_MME_H */
