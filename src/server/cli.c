@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,196 +112,336 @@ typedef enum flag_id {
   F_GRPC_MAX_CONNECTION_AGE_GRACE,
 } flag_id;
 
+/* How a flag's value is taken. The plain kinds are applied by the table
+ * alone (apply_plain); K_CUSTOM flags by apply_flag. */
+typedef enum flag_kind {
+  K_CUSTOM, /* apply_flag's switch */
+  K_TRUE,   /* no value: sets a bool */
+  K_BOOL,   /* true/false, 1/0, yes/no, on/off */
+  K_NUM,    /* a whole number in [lo, hi] */
+  K_TEXT,   /* kept as given (borrowed from argv); `expected` set: not empty */
+  K_ENUM,   /* one of `names`, any case */
+} flag_kind;
+
+typedef struct flag_name {
+  const char *name;
+  int value;
+} flag_name;
+
 typedef struct flag_spec {
   const char *name;
   flag_id id;
   const char *arg;  /* NULL: the flag takes no value */
   const char *help;
+  flag_kind kind;
+  /* Where the value goes in nrd_srv_cli; size 0: checked, not kept. */
+  size_t offset, size;
+  long lo, hi;            /* K_NUM */
+  const char *expected;   /* the error's words for a good value */
+  const flag_name *names; /* K_ENUM: ends with {NULL, 0} */
 } flag_spec;
 
+#define FIELD(f) .offset = offsetof(nrd_srv_cli, f), .size = sizeof(((nrd_srv_cli *)0)->f)
+#define CUSTOM .kind = K_CUSTOM
+#define AS_TRUE(f) .kind = K_TRUE, FIELD(f)
+#define AS_BOOL(f) .kind = K_BOOL, FIELD(f)
+#define CHECK_BOOL .kind = K_BOOL
+#define AS_NUM(f, l, h, what) .kind = K_NUM, FIELD(f), .lo = (l), .hi = (h), .expected = (what)
+#define CHECK_NUM(l, h, what) .kind = K_NUM, .lo = (l), .hi = (h), .expected = (what)
+#define AS_TEXT(f, what) .kind = K_TEXT, FIELD(f), .expected = (what)
+#define AS_ENUM(f, table, what) .kind = K_ENUM, FIELD(f), .names = (table), .expected = (what)
+
+static const flag_name kControlModes[] = {{"none", TRITONSERVER_MODEL_CONTROL_NONE},
+                                          {"poll", TRITONSERVER_MODEL_CONTROL_POLL},
+                                          {"explicit", TRITONSERVER_MODEL_CONTROL_EXPLICIT},
+                                          {NULL, 0}};
+static const flag_name kLogFormats[] = {
+    {"default", TRITONSERVER_LOG_DEFAULT}, {"ISO8601", TRITONSERVER_LOG_ISO8601}, {NULL, 0}};
+static const flag_name kRateLimitModes[] = {
+    {"off", TRITONSERVER_RATE_LIMIT_OFF}, {"execution_count", TRITONSERVER_RATE_LIMIT_EXEC_COUNT}, {NULL, 0}};
+static const flag_name kCompressionLevels[] = {{"none", NRD_SRV_COMPRESS_NONE},
+                                               {"low", NRD_SRV_COMPRESS_LOW},
+                                               {"medium", NRD_SRV_COMPRESS_MEDIUM},
+                                               {"high", NRD_SRV_COMPRESS_HIGH},
+                                               {NULL, 0}};
+
 static const flag_spec kFlags[] = {
-    {"help", F_HELP, NULL, "Print this help and exit."},
-    {"version", F_VERSION, NULL, "Print nereid's version and exit."},
+    {"help", F_HELP, NULL, "Print this help and exit.",
+     AS_TRUE(help)},
+    {"version", F_VERSION, NULL, "Print nereid's version and exit.",
+     AS_TRUE(version)},
     {"model-repository", F_MODEL_REPOSITORY, "DIR",
      "Model repository directory. Repeat to serve several; a model name found "
-     "in two repositories is unavailable."},
-    {"model-store", F_MODEL_REPOSITORY, "DIR", "Same as --model-repository."},
+     "in two repositories is unavailable.",
+     CUSTOM},
+    {"model-store", F_MODEL_REPOSITORY, "DIR", "Same as --model-repository.",
+     CUSTOM},
     {"backend-directory", F_BACKEND_DIRECTORY, "DIR",
      "Where backends are found, as DIR/<name>/libtriton_<name>.so "
      "(default: the backends folder beside the one nereid is in, as in an "
-     "installed tree, when it exists; else /opt/tritonserver/backends)."},
+     "installed tree, when it exists; else /opt/tritonserver/backends).",
+     AS_TEXT(backend_dir, "a directory")},
     {"backend-config", F_BACKEND_CONFIG, "<backend>,<key>=<value>",
      "Setting passed to one backend; '<key>=<value>' alone applies to every "
-     "backend. Repeatable."},
+     "backend. Repeatable.",
+     CUSTOM},
     {"model-control-mode", F_MODEL_CONTROL_MODE, "none|poll|explicit",
      "none (default): load every model at startup, never change them; poll: "
      "also rescan the repositories every --repository-poll-secs; explicit: load "
-     "only the --load-model models at startup."},
+     "only the --load-model models at startup.",
+     AS_ENUM(control_mode, kControlModes, "none, poll or explicit")},
     {"load-model", F_LOAD_MODEL, "NAME",
      "Model to load at startup in explicit mode; '*' (alone) loads all. "
-     "Repeatable."},
+     "Repeatable.",
+     CUSTOM},
     {"repository-poll-secs", F_REPOSITORY_POLL_SECS, "N",
      "Seconds between repository rescans in poll mode (default 15; 0 turns "
-     "the periodic rescan off)."},
-    {"log-verbose", F_LOG_VERBOSE, "N", "Verbose log level; 0 (default) is off."},
-    {"log-info", F_LOG_INFO, "BOOL", "Write info log lines (default true)."},
-    {"log-warning", F_LOG_WARNING, "BOOL", "Write warning log lines (default true)."},
-    {"log-error", F_LOG_ERROR, "BOOL", "Write error log lines (default true)."},
-    {"log-format", F_LOG_FORMAT, "default|ISO8601", "Prefix format of log lines."},
-    {"log-file", F_LOG_FILE, "PATH", "Append the log to PATH instead of standard error."},
+     "the periodic rescan off).",
+     AS_NUM(repository_poll_secs, 0, INT_MAX, "a whole number of seconds >= 0")},
+    {"log-verbose", F_LOG_VERBOSE, "N", "Verbose log level; 0 (default) is off.",
+     CUSTOM},
+    {"log-info", F_LOG_INFO, "BOOL", "Write info log lines (default true).",
+     AS_BOOL(log_info)},
+    {"log-warning", F_LOG_WARNING, "BOOL", "Write warning log lines (default true).",
+     AS_BOOL(log_warn)},
+    {"log-error", F_LOG_ERROR, "BOOL", "Write error log lines (default true).",
+     AS_BOOL(log_error)},
+    {"log-format", F_LOG_FORMAT, "default|ISO8601", "Prefix format of log lines.",
+     AS_ENUM(log_format, kLogFormats, "default or ISO8601")},
+    {"log-file", F_LOG_FILE, "PATH", "Append the log to PATH instead of standard error.",
+     AS_TEXT(log_file, NULL)},
     {"exit-timeout-secs", F_EXIT_TIMEOUT_SECS, "N",
-     "On shutdown, seconds to wait for in-flight inferences (default 30)."},
+     "On shutdown, seconds to wait for in-flight inferences (default 30).",
+     AS_NUM(exit_timeout_secs, 0, INT_MAX, "a whole number of seconds >= 0")},
     {"exit-on-error", F_EXIT_ON_ERROR, "BOOL",
      "Exit with status 1 when a startup model fails to load (default true); "
-     "false keeps serving the models that did load."},
+     "false keeps serving the models that did load.",
+     AS_BOOL(exit_on_error)},
     {"strict-readiness", F_STRICT_READINESS, "BOOL",
-     "Report the server ready only when every model is ready (default true)."},
+     "Report the server ready only when every model is ready (default true).",
+     AS_BOOL(strict_readiness)},
     {"disable-auto-complete-config", F_DISABLE_AUTO_COMPLETE_CONFIG, NULL,
      "Do not let the server and backends fill in missing model configuration; "
-     "every config.pbtxt must be complete."},
+     "every config.pbtxt must be complete.",
+     CUSTOM},
     {"strict-model-config", F_STRICT_MODEL_CONFIG, "BOOL",
-     "Deprecated: true means --disable-auto-complete-config."},
-    {"id", F_ID, "NAME", "Server identifier reported in metadata (default 'triton')."},
+     "Deprecated: true means --disable-auto-complete-config.",
+     CUSTOM},
+    {"id", F_ID, "NAME", "Server identifier reported in metadata (default 'triton').",
+     AS_TEXT(server_id, "a non-empty name")},
     {"model-config-name", F_MODEL_CONFIG_NAME, "NAME",
-     "Use configs/NAME.pbtxt of each model when present, else config.pbtxt."},
+     "Use configs/NAME.pbtxt of each model when present, else config.pbtxt.",
+     AS_TEXT(model_config_name, NULL)},
     {"rate-limit", F_RATE_LIMIT, "off|execution_count",
      "off (default): model instances run as soon as they are free; execution_count: an instance "
      "runs only while it holds the resources its instance group's rate_limiter asks for, taking "
-     "turns by priority (docs/rate-limiter.md)."},
+     "turns by priority (docs/rate-limiter.md).",
+     AS_ENUM(rate_limit, kRateLimitModes, "off or execution_count")},
     {"rate-limit-resource", F_RATE_LIMIT_RESOURCE, "<name>:<count>[:<device>]",
      "How many of a rate-limiter resource there are (on <device>, or on every device). Once one "
-     "is given, resources not given count 0. Repeatable."},
+     "is given, resources not given count 0. Repeatable.",
+     CUSTOM},
     {"cache-config", F_CACHE_CONFIG, "<cache>,<key>=<value>",
      "Response cache setting (repeatable); Nereid's one cache is 'local', "
-     "e.g. local,size=1048576 (bytes). Models opt in with response_cache { enable: true }."},
+     "e.g. local,size=1048576 (bytes). Models opt in with response_cache { enable: true }.",
+     CUSTOM},
     {"response-cache-byte-size", F_RESPONSE_CACHE_BYTE_SIZE, "BYTES",
-     "Deprecated: same as --cache-config=local,size=BYTES (0: no cache)."},
-    {"allow-http", F_ALLOW_HTTP, "BOOL", "Serve the HTTP/REST API (default true)."},
-    {"http-port", F_HTTP_PORT, "N", "HTTP/REST port (default 8000; 0 picks a free port)."},
-    {"http-address", F_HTTP_ADDRESS, "ADDR", "Address the HTTP/REST API binds (default 0.0.0.0)."},
-    {"http-thread-count", F_HTTP_THREAD_COUNT, "N", "HTTP event-loop threads (default 8)."},
+     "Deprecated: same as --cache-config=local,size=BYTES (0: no cache).",
+     CUSTOM},
+    {"allow-http", F_ALLOW_HTTP, "BOOL", "Serve the HTTP/REST API (default true).",
+     AS_BOOL(allow_http)},
+    {"http-port", F_HTTP_PORT, "N", "HTTP/REST port (default 8000; 0 picks a free port).",
+     AS_NUM(http_port, 0, 65535, "a port 0..65535")},
+    {"http-address", F_HTTP_ADDRESS, "ADDR", "Address the HTTP/REST API binds (default 0.0.0.0).",
+     AS_TEXT(http_address, "an address")},
+    {"http-thread-count", F_HTTP_THREAD_COUNT, "N", "HTTP event-loop threads (default 8).",
+     AS_NUM(http_thread_count, 1, 256, "a thread count 1..256")},
     {"http-max-input-size", F_HTTP_MAX_INPUT_SIZE, "BYTES",
-     "Largest HTTP request body accepted (default 67108864); larger ones get 413."},
+     "Largest HTTP request body accepted (default 67108864); larger ones get 413.",
+     AS_NUM(http_max_input_size, 1, LONG_MAX, "a size in bytes > 0")},
     {"http-client-timeout-secs", F_HTTP_CLIENT_TIMEOUT, "N",
      "Nereid only. Close an HTTP connection that is idle this long between requests, takes "
      "longer to send a request head, stalls this long in a body (those two get 408), or leaves "
-     "a reply unread this long (default 120)."},
-    {"allow-metrics", F_ALLOW_METRICS, "BOOL", "Serve Prometheus metrics at /metrics (default true)."},
-    {"metrics-port", F_METRICS_PORT, "N", "Metrics port (default 8002; 0 picks a free port)."},
-    {"metrics-address", F_METRICS_ADDRESS, "ADDR", "Address the metrics endpoint binds (default: --http-address)."},
-    {"allow-grpc", F_ALLOW_GRPC, "BOOL", "Serve the gRPC API (default true)."},
-    {"grpc-port", F_GRPC_PORT, "N", "gRPC port (default 8001; 0 picks a free port)."},
-    {"grpc-address", F_GRPC_ADDRESS, "ADDR", "Address the gRPC API binds (default 0.0.0.0)."},
-    {"grpc-thread-count", F_GRPC_THREAD_COUNT, "N", "gRPC event-loop threads (default 2)."},
+     "a reply unread this long (default 120).",
+     AS_NUM(http_client_timeout_secs, 1, 86400, "seconds 1..86400")},
+    {"allow-metrics", F_ALLOW_METRICS, "BOOL", "Serve Prometheus metrics at /metrics (default true).",
+     AS_BOOL(allow_metrics)},
+    {"metrics-port", F_METRICS_PORT, "N", "Metrics port (default 8002; 0 picks a free port).",
+     AS_NUM(metrics_port, 0, 65535, "a port 0..65535")},
+    {"metrics-address", F_METRICS_ADDRESS, "ADDR", "Address the metrics endpoint binds (default: --http-address).",
+     AS_TEXT(metrics_address, "an address")},
+    {"allow-grpc", F_ALLOW_GRPC, "BOOL", "Serve the gRPC API (default true).",
+     AS_BOOL(allow_grpc)},
+    {"grpc-port", F_GRPC_PORT, "N", "gRPC port (default 8001; 0 picks a free port).",
+     AS_NUM(grpc_port, 0, 65535, "a port 0..65535")},
+    {"grpc-address", F_GRPC_ADDRESS, "ADDR", "Address the gRPC API binds (default 0.0.0.0).",
+     AS_TEXT(grpc_address, "an address")},
+    {"grpc-thread-count", F_GRPC_THREAD_COUNT, "N", "gRPC event-loop threads (default 2).",
+     AS_NUM(grpc_thread_count, 1, 256, "a thread count 1..256")},
     {"grpc-max-message-size", F_GRPC_MAX_MESSAGE_SIZE, "BYTES",
-     "Largest gRPC message accepted (default 2147483647); larger ones get RESOURCE_EXHAUSTED."},
+     "Largest gRPC message accepted (default 2147483647); larger ones get RESOURCE_EXHAUSTED.",
+     AS_NUM(grpc_max_message_size, 1, 2147483647L, "a size in bytes 1..2147483647")},
     {"grpc-keepalive-time", F_GRPC_KEEPALIVE_TIME, "MS",
-     "Interval of server keepalive pings on idle gRPC connections (default 7200000)."},
+     "Interval of server keepalive pings on idle gRPC connections (default 7200000).",
+     AS_NUM(grpc_keepalive_time_ms, 1, 2147483647L, "milliseconds 1..2147483647")},
     {"grpc-keepalive-timeout", F_GRPC_KEEPALIVE_TIMEOUT, "MS",
-     "Close a gRPC connection whose keepalive ping is unanswered this long (default 20000)."},
+     "Close a gRPC connection whose keepalive ping is unanswered this long (default 20000).",
+     AS_NUM(grpc_keepalive_timeout_ms, 1, 2147483647L, "milliseconds 1..2147483647")},
     {"grpc-keepalive-permit-without-calls", F_GRPC_KEEPALIVE_PERMIT_WITHOUT_CALLS, "BOOL",
-     "Keepalive pings also on gRPC connections without calls, from either side (default false)."},
+     "Keepalive pings also on gRPC connections without calls, from either side (default false).",
+     AS_BOOL(grpc_keepalive_permit_without_calls)},
     {"grpc-http2-max-pings-without-data", F_GRPC_HTTP2_MAX_PINGS_WITHOUT_DATA, "N",
-     "Keepalive pings the server sends with no data in between; 0: no limit (default 2)."},
+     "Keepalive pings the server sends with no data in between; 0: no limit (default 2).",
+     AS_NUM(grpc_http2_max_pings_without_data, 0, 2147483647L, "a count 0..2147483647")},
     {"grpc-http2-min-recv-ping-interval-without-data", F_GRPC_HTTP2_MIN_RECV_PING_INTERVAL, "MS",
      "A client ping sooner than this after the previous one, with no data sent between, is a "
-     "ping strike (default 300000)."},
+     "ping strike (default 300000).",
+     AS_NUM(grpc_http2_min_recv_ping_interval_ms, 0, 2147483647L, "milliseconds 0..2147483647")},
     {"grpc-http2-max-ping-strikes", F_GRPC_HTTP2_MAX_PING_STRIKES, "N",
-     "Ping strikes tolerated before GOAWAY (ENHANCE_YOUR_CALM); 0: no limit (default 2)."},
+     "Ping strikes tolerated before GOAWAY (ENHANCE_YOUR_CALM); 0: no limit (default 2).",
+     AS_NUM(grpc_http2_max_ping_strikes, 0, 2147483647L, "a count 0..2147483647")},
     {"grpc-infer-response-compression-level", F_GRPC_INFER_RESPONSE_COMPRESSION_LEVEL,
      "none|low|medium|high",
      "Compress ModelInfer/ModelStreamInfer responses (gzip or deflate, as the client accepts) "
-     "(default none)."},
+     "(default none).",
+     AS_ENUM(grpc_infer_response_compression, kCompressionLevels, "none, low, medium or high")},
     {"grpc-handshake-timeout-secs", F_GRPC_HANDSHAKE_TIMEOUT, "N",
      "Nereid only. Close a gRPC connection whose HTTP/2 preface and SETTINGS have not arrived "
-     "this long after it was accepted (default 120, as gRPC's server handshake timeout)."},
+     "this long after it was accepted (default 120, as gRPC's server handshake timeout).",
+     AS_NUM(grpc_handshake_timeout_secs, 1, 86400, "seconds 1..86400")},
     {"reuse-http-port", F_REUSE_HTTP_PORT, "BOOL",
-     "Bind the HTTP/REST port with SO_REUSEPORT, so several servers can share it (default false)."},
+     "Bind the HTTP/REST port with SO_REUSEPORT, so several servers can share it (default false).",
+     AS_BOOL(reuse_http_port)},
     {"reuse-grpc-port", F_REUSE_GRPC_PORT, "BOOL",
-     "Bind the gRPC port with SO_REUSEPORT, so several servers can share it (default false)."},
+     "Bind the gRPC port with SO_REUSEPORT, so several servers can share it (default false).",
+     AS_BOOL(reuse_grpc_port)},
     {"metrics-config", F_METRICS_CONFIG, "[<group>,]<key>=<value>",
      "counter_latencies=false leaves out the nv_inference_*_duration_us counters; summary_latencies=true "
      "adds the nv_inference_*_summary_us summaries, with summary_quantiles=<q>:<error>,... (default "
-     "0.5:0.05,0.9:0.01,0.95:0.001,0.99:0.001). Repeatable."},
+     "0.5:0.05,0.9:0.01,0.95:0.001,0.99:0.001). Repeatable.",
+     CUSTOM},
     {"metrics-interval-ms", F_METRICS_INTERVAL_MS, "MS",
-     "Least time between two samples of the CPU metrics (default 2000); sampled when /metrics is read."},
-    {"allow-gpu-metrics", F_ALLOW_GPU_METRICS, "BOOL", "Accepted; no effect (no GPU metrics)."},
+     "Least time between two samples of the CPU metrics (default 2000); sampled when /metrics is read.",
+     AS_NUM(metrics_interval_ms, 1, INT_MAX, "a count >= 1")},
+    {"allow-gpu-metrics", F_ALLOW_GPU_METRICS, "BOOL", "Accepted; no effect (no GPU metrics).",
+     CHECK_BOOL},
     {"allow-cpu-metrics", F_ALLOW_CPU_METRICS, "BOOL",
-     "CPU utilization and memory gauges (nv_cpu_*) on /metrics (default true)."},
-    {"host-policy", F_HOST_POLICY, "<name>,<key>=<value>", "A host policy setting, given to backends. Repeatable."},
+     "CPU utilization and memory gauges (nv_cpu_*) on /metrics (default true).",
+     AS_BOOL(allow_cpu_metrics)},
+    {"host-policy", F_HOST_POLICY, "<name>,<key>=<value>", "A host policy setting, given to backends. Repeatable.",
+     CUSTOM},
     {"pinned-memory-pool-byte-size", F_PINNED_MEMORY_POOL_BYTE_SIZE, "BYTES",
-     "Accepted; no effect (no pinned memory without a GPU)."},
+     "Accepted; no effect (no pinned memory without a GPU).",
+     CHECK_NUM(0, LONG_MAX, "a size in bytes")},
     {"cuda-memory-pool-byte-size", F_CUDA_MEMORY_POOL_BYTE_SIZE, "<gpu>:<bytes>",
-     "Accepted; no effect (no GPU support). Repeatable."},
+     "Accepted; no effect (no GPU support). Repeatable.",
+     CUSTOM},
     {"cuda-virtual-address-size", F_CUDA_VIRTUAL_ADDRESS_SIZE, "<gpu>:<bytes>",
-     "Accepted; no effect (no GPU support). Repeatable."},
+     "Accepted; no effect (no GPU support). Repeatable.",
+     CUSTOM},
     {"model-load-gpu-limit", F_MODEL_LOAD_GPU_LIMIT, "<gpu>:<fraction>",
-     "Accepted; no effect (no GPU support). Repeatable."},
+     "Accepted; no effect (no GPU support). Repeatable.",
+     CUSTOM},
     {"min-supported-compute-capability", F_MIN_SUPPORTED_COMPUTE_CAPABILITY, "X.Y",
-     "Accepted; no effect (no GPU support)."},
-    {"enable-peer-access", F_ENABLE_PEER_ACCESS, "BOOL", "Accepted; no effect (no GPU support)."},
-    {"buffer-manager-thread-count", F_BUFFER_MANAGER_THREAD_COUNT, "N", "Accepted; no effect."},
+     "Accepted; no effect (no GPU support).",
+     CUSTOM},
+    {"enable-peer-access", F_ENABLE_PEER_ACCESS, "BOOL", "Accepted; no effect (no GPU support).",
+     CHECK_BOOL},
+    {"buffer-manager-thread-count", F_BUFFER_MANAGER_THREAD_COUNT, "N", "Accepted; no effect.",
+     CHECK_NUM(0, INT_MAX, "a count >= 0")},
     {"model-load-thread-count", F_MODEL_LOAD_THREAD_COUNT, "N",
-     "Accepted; no effect (each model loads on a thread of its own)."},
+     "Accepted; no effect (each model loads on a thread of its own).",
+     CHECK_NUM(1, INT_MAX, "a count >= 1")},
     {"model-load-retry-count", F_MODEL_LOAD_RETRY_COUNT, "N",
-     "Try a model version that fails to load this many more times (default 0)."},
+     "Try a model version that fails to load this many more times (default 0).",
+     AS_NUM(model_load_retries, 0, INT_MAX, "a count >= 0")},
     {"repoagent-directory", F_REPOAGENT_DIRECTORY, "DIR",
-     "Where repository agents are: DIR/<name>/libtritonrepoagent_<name>.so (default /opt/tritonserver/repoagents)."},
+     "Where repository agents are: DIR/<name>/libtritonrepoagent_<name>.so (default /opt/tritonserver/repoagents).",
+     AS_TEXT(repoagent_directory, "a directory")},
     {"cache-directory", F_CACHE_DIRECTORY, "DIR",
-     "Where cache plugins are: DIR/<name>/libtritoncache_<name>.so (default /opt/tritonserver/caches)."},
-    {"grpc-infer-allocation-pool-size", F_GRPC_INFER_ALLOCATION_POOL_SIZE, "N", "Accepted; no effect."},
-    {"grpc-max-response-pool-size", F_GRPC_MAX_RESPONSE_POOL_SIZE, "N", "Accepted; no effect."},
+     "Where cache plugins are: DIR/<name>/libtritoncache_<name>.so (default /opt/tritonserver/caches).",
+     AS_TEXT(cache_directory, "a directory")},
+    {"grpc-infer-allocation-pool-size", F_GRPC_INFER_ALLOCATION_POOL_SIZE, "N", "Accepted; no effect.",
+     CHECK_NUM(0, INT_MAX, "a count >= 0")},
+    {"grpc-max-response-pool-size", F_GRPC_MAX_RESPONSE_POOL_SIZE, "N", "Accepted; no effect.",
+     CHECK_NUM(0, INT_MAX, "a count >= 0")},
     {"trace-config", F_TRACE_CONFIG, "[<mode>,]<key>=<value>",
      "Request tracing (docs/tracing.md): level=TIMESTAMPS|TENSORS|OFF (repeat for both), rate=N, count=N, "
      "mode=triton|opentelemetry; in triton mode triton,file=PATH and triton,log-frequency=N; in "
      "opentelemetry mode opentelemetry,url=URL, opentelemetry,resource=KEY=VALUE and "
-     "opentelemetry,bsp_max_queue_size|bsp_schedule_delay|bsp_max_export_batch_size=N. Repeatable."},
-    {"trace-file", F_TRACE_DEPRECATED, "PATH", "Deprecated: --trace-config=triton,file=PATH."},
-    {"trace-level", F_TRACE_DEPRECATED, "LEVEL", "Deprecated: --trace-config=level=LEVEL."},
-    {"trace-rate", F_TRACE_DEPRECATED, "N", "Deprecated: --trace-config=rate=N."},
-    {"trace-count", F_TRACE_DEPRECATED, "N", "Deprecated: --trace-config=count=N."},
-    {"trace-log-frequency", F_TRACE_DEPRECATED, "N", "Deprecated: --trace-config=triton,log-frequency=N."},
+     "opentelemetry,bsp_max_queue_size|bsp_schedule_delay|bsp_max_export_batch_size=N. Repeatable.",
+     CUSTOM},
+    {"trace-file", F_TRACE_DEPRECATED, "PATH", "Deprecated: --trace-config=triton,file=PATH.",
+     CUSTOM},
+    {"trace-level", F_TRACE_DEPRECATED, "LEVEL", "Deprecated: --trace-config=level=LEVEL.",
+     CUSTOM},
+    {"trace-rate", F_TRACE_DEPRECATED, "N", "Deprecated: --trace-config=rate=N.",
+     CUSTOM},
+    {"trace-count", F_TRACE_DEPRECATED, "N", "Deprecated: --trace-config=count=N.",
+     CUSTOM},
+    {"trace-log-frequency", F_TRACE_DEPRECATED, "N", "Deprecated: --trace-config=triton,log-frequency=N.",
+     CUSTOM},
     {"model-namespacing", F_MODEL_NAMESPACING, "BOOL",
-     "Allow models of one name in different repositories, each repository its own namespace (default false)."},
+     "Allow models of one name in different repositories, each repository its own namespace (default false).",
+     AS_BOOL(model_namespacing)},
     {"grpc-use-ssl", F_GRPC_USE_SSL, "BOOL",
-     "Serve gRPC over TLS (default false); needs --grpc-server-cert and --grpc-server-key."},
+     "Serve gRPC over TLS (default false); needs --grpc-server-cert and --grpc-server-key.",
+     CUSTOM},
     {"grpc-use-ssl-mutual", F_GRPC_USE_SSL_MUTUAL, "BOOL",
      "TLS with client certificates (default false); true also turns on --grpc-use-ssl and needs "
-     "--grpc-root-cert."},
-    {"grpc-server-cert", F_GRPC_SERVER_CERT, "PATH", "PEM certificate (or chain, ours first) for gRPC TLS."},
-    {"grpc-server-key", F_GRPC_SERVER_KEY, "PATH", "PEM private key of --grpc-server-cert."},
+     "--grpc-root-cert.",
+     CUSTOM},
+    {"grpc-server-cert", F_GRPC_SERVER_CERT, "PATH", "PEM certificate (or chain, ours first) for gRPC TLS.",
+     AS_TEXT(grpc_server_cert, NULL)},
+    {"grpc-server-key", F_GRPC_SERVER_KEY, "PATH", "PEM private key of --grpc-server-cert.",
+     AS_TEXT(grpc_server_key, NULL)},
     {"grpc-root-cert", F_GRPC_ROOT_CERT, "PATH",
-     "PEM CA certificates that client certificates must chain to (--grpc-use-ssl-mutual)."},
+     "PEM CA certificates that client certificates must chain to (--grpc-use-ssl-mutual).",
+     AS_TEXT(grpc_root_cert, NULL)},
     {"allow-sagemaker", F_ALLOW_SAGEMAKER, "BOOL",
-     "Serve SageMaker's /ping and /invocations for one model (docs/sagemaker.md); default false."},
-    {"sagemaker-port", F_SAGEMAKER_PORT, "N", "SageMaker port (default 8080)."},
+     "Serve SageMaker's /ping and /invocations for one model (docs/sagemaker.md); default false.",
+     AS_BOOL(allow_sagemaker)},
+    {"sagemaker-port", F_SAGEMAKER_PORT, "N", "SageMaker port (default 8080).",
+     AS_NUM(sagemaker_port, 0, 65535, "a port 0..65535")},
     {"sagemaker-safe-port-range", F_SAGEMAKER_SAFE_PORT_RANGE, "MIN-MAX",
-     "Ports the other endpoints must use when SageMaker is on."},
-    {"sagemaker-thread-count", F_SAGEMAKER_THREAD_COUNT, "N", "SageMaker event-loop threads (default 8)."},
+     "Ports the other endpoints must use when SageMaker is on.",
+     CUSTOM},
+    {"sagemaker-thread-count", F_SAGEMAKER_THREAD_COUNT, "N", "SageMaker event-loop threads (default 8).",
+     AS_NUM(sagemaker_thread_count, 1, 256, "a thread count 1..256")},
     {"allow-vertex-ai", F_ALLOW_VERTEX_AI, "BOOL",
      "Serve Vertex AI's prediction endpoint (docs/vertex-ai.md); default false, true when AIP_MODE=PREDICTION "
-     "(which also turns HTTP/REST and gRPC off unless given)."},
-    {"vertex-ai-port", F_VERTEX_AI_PORT, "N", "Vertex AI port (default AIP_HTTP_PORT, else 8080)."},
-    {"vertex-ai-thread-count", F_VERTEX_AI_THREAD_COUNT, "N", "Vertex AI event-loop threads (default 8)."},
+     "(which also turns HTTP/REST and gRPC off unless given).",
+     AS_BOOL(allow_vertex_ai)},
+    {"vertex-ai-port", F_VERTEX_AI_PORT, "N", "Vertex AI port (default AIP_HTTP_PORT, else 8080).",
+     AS_NUM(vertex_ai_port, 0, 65535, "a port 0..65535")},
+    {"vertex-ai-thread-count", F_VERTEX_AI_THREAD_COUNT, "N", "Vertex AI event-loop threads (default 8).",
+     AS_NUM(vertex_ai_thread_count, 1, 256, "a thread count 1..256")},
     {"vertex-ai-default-model", F_VERTEX_AI_DEFAULT_MODEL, "NAME",
-     "The model the prediction route infers (default: the only model loaded)."},
+     "The model the prediction route infers (default: the only model loaded).",
+     AS_TEXT(vertex_ai_default_model, NULL)},
     {"http-restricted-api", F_HTTP_RESTRICTED_API, "<apis>:<key>=<value>",
      "HTTP requests to these APIs (health, metadata, inference, shared-memory, model-config, model-repository, "
      "statistics, trace, logging; comma separated) need header <key> with <value>, else 403. Repeatable, one "
-     "group per API."},
+     "group per API.",
+     CUSTOM},
     {"grpc-restricted-protocol", F_GRPC_RESTRICTED_PROTOCOL, "<protocols>:<key>=<value>",
      "gRPC calls of these groups (as --http-restricted-api) need metadata triton-grpc-protocol-<key> with "
-     "<value>, else UNAVAILABLE. Repeatable."},
+     "<value>, else UNAVAILABLE. Repeatable.",
+     CUSTOM},
     {"http-header-forward-pattern", F_HTTP_HEADER_FORWARD, "REGEX",
      "HTTP headers whose names match REGEX (POSIX extended, any case, a match anywhere) reach the model as "
-     "string parameters of each inference request."},
+     "string parameters of each inference request.",
+     CUSTOM},
     {"grpc-header-forward-pattern", F_GRPC_HEADER_FORWARD, "REGEX",
-     "The same for gRPC metadata keys (lower case) on ModelInfer and ModelStreamInfer."},
+     "The same for gRPC metadata keys (lower case) on ModelInfer and ModelStreamInfer.",
+     CUSTOM},
     {"grpc-max-connection-age", F_GRPC_MAX_CONNECTION_AGE, "MS",
      "A gRPC connection older than this gets GOAWAY (its open calls go on) and closes once they end "
-     "(default: no limit)."},
+     "(default: no limit).",
+     AS_NUM(grpc_max_connection_age_ms, 1, 2147483647L, "milliseconds 1..2147483647")},
     {"grpc-max-connection-age-grace", F_GRPC_MAX_CONNECTION_AGE_GRACE, "MS",
-     "How long the calls of such a connection may still run before it is closed (default: no limit)."},
+     "How long the calls of such a connection may still run before it is closed (default: no limit).",
+     AS_NUM(grpc_max_connection_age_grace_ms, 1, 2147483647L, "milliseconds 1..2147483647")},
 };
 
 #define N_FLAGS (sizeof kFlags / sizeof kFlags[0])
@@ -413,6 +554,8 @@ static int add_backend_config(nrd_srv_cli *cli, const char *arg, char *err, size
   nrd_srv_fmt_err(err, errlen, "out of memory storing --backend-config '%s'", arg);
   return -1;
 }
+
+static const char kBoolWords[] = "a boolean (true/false, 1/0, yes/no, on/off)";
 
 static int bad_value(const flag_spec *f, const char *v, const char *expected, char *err, size_t errlen) {
   nrd_srv_fmt_err(err, errlen, "invalid value '%s' for --%s: expected %s", v, f->name, expected);
@@ -607,41 +750,60 @@ static int apply_trace_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v,
   return trace_setting(cli, f, v, key, strlen(key), v, err, errlen);
 }
 
+/* Applies a flag of a plain kind from its table entry alone. */
+static int apply_plain(nrd_srv_cli *cli, const flag_spec *f, const char *v, char *err, size_t errlen) {
+  unsigned char *field = (unsigned char *)cli + f->offset;
+  bool b = true;
+  long n = 0;
+  switch (f->kind) {
+    case K_TRUE:
+    case K_BOOL:
+      if (f->kind == K_BOOL && parse_bool(v, &b) != 0) return bad_value(f, v, kBoolWords, err, errlen);
+      if (f->size) memcpy(field, &b, sizeof b);
+      return 0;
+    case K_NUM:
+      if (parse_long(v, f->lo, f->hi, &n) != 0) return bad_value(f, v, f->expected, err, errlen);
+      break;
+    case K_TEXT:
+      if (f->expected && *v == '\0') return bad_value(f, v, f->expected, err, errlen);
+      memcpy(field, &v, sizeof v);
+      return 0;
+    case K_ENUM: {
+      const flag_name *e = f->names;
+      while (e->name && strcasecmp(v, e->name) != 0) e++;
+      if (!e->name) return bad_value(f, v, f->expected, err, errlen);
+      n = e->value;
+      break;
+    }
+    case K_CUSTOM:
+      break;
+  }
+  /* A whole number into an int-sized or a long-sized field (the table's
+   * ranges keep int-sized ones within INT_MAX). */
+  if (f->size == sizeof(int) && f->hi <= INT_MAX) {
+    int i = (int)n;
+    memcpy(field, &i, sizeof i);
+  } else if (f->size == sizeof(long long)) {
+    long long l = n;
+    memcpy(field, &l, sizeof l);
+  }
+  return 0;
+}
+
 static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool *strict_given,
                       bool *disable_auto_complete, char *err, size_t errlen) {
   long n = 0;
   bool b = false;
   switch (f->id) {
-    case F_HELP:
-      cli->help = true;
-      return 0;
-    case F_VERSION:
-      cli->version = true;
-      return 0;
     case F_MODEL_REPOSITORY:
       if (*v == '\0') return bad_value(f, v, "a directory", err, errlen);
       if (push_ptr(&cli->repos, &cli->n_repos, v) != 0) goto oom;
       return 0;
-    case F_BACKEND_DIRECTORY:
-      if (*v == '\0') return bad_value(f, v, "a directory", err, errlen);
-      cli->backend_dir = v;
-      return 0;
     case F_BACKEND_CONFIG:
       return add_backend_config(cli, v, err, errlen);
-    case F_MODEL_CONTROL_MODE:
-      if (strcasecmp(v, "none") == 0) cli->control_mode = TRITONSERVER_MODEL_CONTROL_NONE;
-      else if (strcasecmp(v, "poll") == 0) cli->control_mode = TRITONSERVER_MODEL_CONTROL_POLL;
-      else if (strcasecmp(v, "explicit") == 0) cli->control_mode = TRITONSERVER_MODEL_CONTROL_EXPLICIT;
-      else return bad_value(f, v, "none, poll or explicit", err, errlen);
-      return 0;
     case F_LOAD_MODEL:
       if (*v == '\0') return bad_value(f, v, "a model name", err, errlen);
       if (push_ptr(&cli->startup_models, &cli->n_startup_models, v) != 0) goto oom;
-      return 0;
-    case F_REPOSITORY_POLL_SECS:
-      if (parse_long(v, 0, INT_MAX, &n) != 0)
-        return bad_value(f, v, "a whole number of seconds >= 0", err, errlen);
-      cli->repository_poll_secs = (unsigned)n;
       return 0;
     case F_LOG_VERBOSE:
       /* tritonserver also takes true/false here, meaning 1/0. */
@@ -649,53 +811,15 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
       else if (parse_bool(v, &b) == 0) cli->log_verbose = b ? 1 : 0;
       else return bad_value(f, v, "a verbose level >= 0", err, errlen);
       return 0;
-    case F_LOG_INFO:
-    case F_LOG_WARNING:
-    case F_LOG_ERROR:
-    case F_EXIT_ON_ERROR:
-    case F_STRICT_READINESS:
     case F_STRICT_MODEL_CONFIG:
-      if (parse_bool(v, &b) != 0)
-        return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
-      if (f->id == F_LOG_INFO) cli->log_info = b;
-      else if (f->id == F_LOG_WARNING) cli->log_warn = b;
-      else if (f->id == F_LOG_ERROR) cli->log_error = b;
-      else if (f->id == F_EXIT_ON_ERROR) cli->exit_on_error = b;
-      else if (f->id == F_STRICT_READINESS) cli->strict_readiness = b;
-      else {
-        fprintf(stderr, "nereid: warning: --strict-model-config is deprecated; use "
-                        "--disable-auto-complete-config instead\n");
-        *strict_given = true;
-        cli->strict_model_config = b;
-      }
-      return 0;
-    case F_LOG_FORMAT:
-      if (strcasecmp(v, "default") == 0) cli->log_format = TRITONSERVER_LOG_DEFAULT;
-      else if (strcasecmp(v, "ISO8601") == 0) cli->log_format = TRITONSERVER_LOG_ISO8601;
-      else return bad_value(f, v, "default or ISO8601", err, errlen);
-      return 0;
-    case F_LOG_FILE:
-      cli->log_file = v;
-      return 0;
-    case F_EXIT_TIMEOUT_SECS:
-      if (parse_long(v, 0, INT_MAX, &n) != 0)
-        return bad_value(f, v, "a whole number of seconds >= 0", err, errlen);
-      cli->exit_timeout_secs = (unsigned)n;
+      if (parse_bool(v, &b) != 0) return bad_value(f, v, kBoolWords, err, errlen);
+      fprintf(stderr, "nereid: warning: --strict-model-config is deprecated; use "
+                      "--disable-auto-complete-config instead\n");
+      *strict_given = true;
+      cli->strict_model_config = b;
       return 0;
     case F_DISABLE_AUTO_COMPLETE_CONFIG:
       *disable_auto_complete = true;
-      return 0;
-    case F_ID:
-      if (*v == '\0') return bad_value(f, v, "a non-empty name", err, errlen);
-      cli->server_id = v;
-      return 0;
-    case F_MODEL_CONFIG_NAME:
-      cli->model_config_name = v;
-      return 0;
-    case F_RATE_LIMIT:
-      if (strcasecmp(v, "off") == 0) cli->rate_limit = TRITONSERVER_RATE_LIMIT_OFF;
-      else if (strcasecmp(v, "execution_count") == 0) cli->rate_limit = TRITONSERVER_RATE_LIMIT_EXEC_COUNT;
-      else return bad_value(f, v, "off or execution_count", err, errlen);
       return 0;
     case F_RATE_LIMIT_RESOURCE:
       return add_rate_resource(cli, f, v, err, errlen);
@@ -713,39 +837,6 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
       cli->response_cache_byte_size_given = true;
       return 0;
     }
-    case F_ALLOW_HTTP:
-    case F_ALLOW_METRICS:
-      if (parse_bool(v, &b) != 0)
-        return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
-      if (f->id == F_ALLOW_HTTP) cli->allow_http = b;
-      else cli->allow_metrics = b;
-      return 0;
-    case F_HTTP_PORT:
-    case F_METRICS_PORT:
-      if (parse_long(v, 0, 65535, &n) != 0) return bad_value(f, v, "a port 0..65535", err, errlen);
-      if (f->id == F_HTTP_PORT) cli->http_port = (int)n;
-      else cli->metrics_port = (int)n;
-      return 0;
-    case F_HTTP_ADDRESS:
-    case F_METRICS_ADDRESS:
-      if (*v == '\0') return bad_value(f, v, "an address", err, errlen);
-      if (f->id == F_HTTP_ADDRESS) cli->http_address = v;
-      else cli->metrics_address = v;
-      return 0;
-    case F_HTTP_THREAD_COUNT:
-    case F_VERTEX_AI_THREAD_COUNT:
-    case F_SAGEMAKER_THREAD_COUNT:
-      if (parse_long(v, 1, 256, &n) != 0) return bad_value(f, v, "a thread count 1..256", err, errlen);
-      if (f->id == F_HTTP_THREAD_COUNT) cli->http_thread_count = (int)n;
-      else if (f->id == F_VERTEX_AI_THREAD_COUNT) cli->vertex_ai_thread_count = (int)n;
-      else cli->sagemaker_thread_count = (int)n;
-      return 0;
-    case F_VERTEX_AI_PORT:
-    case F_SAGEMAKER_PORT:
-      if (parse_long(v, 0, 65535, &n) != 0) return bad_value(f, v, "a port 0..65535", err, errlen);
-      if (f->id == F_VERTEX_AI_PORT) cli->vertex_ai_port = (int)n;
-      else cli->sagemaker_port = (int)n;
-      return 0;
     case F_SAGEMAKER_SAFE_PORT_RANGE: {
       long lo = 0, hi = 0;
       const char *dash = strchr(v, '-');
@@ -758,119 +849,16 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
       cli->sagemaker_safe_range = true;
       return 0;
     }
-    case F_ALLOW_SAGEMAKER:
-      if (parse_bool(v, &b) != 0)
-        return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
-      cli->allow_sagemaker = b;
-      return 0;
-    case F_VERTEX_AI_DEFAULT_MODEL:
-      cli->vertex_ai_default_model = v;
-      return 0;
-    case F_ALLOW_VERTEX_AI:
-      if (parse_bool(v, &b) != 0)
-        return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
-      cli->allow_vertex_ai = b;
-      return 0;
-    case F_HTTP_MAX_INPUT_SIZE:
-      if (parse_long(v, 1, LONG_MAX, &n) != 0) return bad_value(f, v, "a size in bytes > 0", err, errlen);
-      cli->http_max_input_size = n;
-      return 0;
-    case F_HTTP_CLIENT_TIMEOUT:
-    case F_GRPC_HANDSHAKE_TIMEOUT:
-      if (parse_long(v, 1, 86400, &n) != 0) return bad_value(f, v, "seconds 1..86400", err, errlen);
-      if (f->id == F_HTTP_CLIENT_TIMEOUT) cli->http_client_timeout_secs = (int)n;
-      else cli->grpc_handshake_timeout_secs = (int)n;
-      return 0;
-    case F_ALLOW_GRPC:
-      if (parse_bool(v, &b) != 0)
-        return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
-      cli->allow_grpc = b;
-      return 0;
-    case F_GRPC_PORT:
-      if (parse_long(v, 0, 65535, &n) != 0) return bad_value(f, v, "a port 0..65535", err, errlen);
-      cli->grpc_port = (int)n;
-      return 0;
-    case F_GRPC_ADDRESS:
-      if (*v == '\0') return bad_value(f, v, "an address", err, errlen);
-      cli->grpc_address = v;
-      return 0;
-    case F_GRPC_THREAD_COUNT:
-      if (parse_long(v, 1, 256, &n) != 0) return bad_value(f, v, "a thread count 1..256", err, errlen);
-      cli->grpc_thread_count = (int)n;
-      return 0;
-    case F_GRPC_MAX_MESSAGE_SIZE:
-      if (parse_long(v, 1, 2147483647L, &n) != 0)
-        return bad_value(f, v, "a size in bytes 1..2147483647", err, errlen);
-      cli->grpc_max_message_size = n;
-      return 0;
-    case F_GRPC_KEEPALIVE_TIME:
-    case F_GRPC_KEEPALIVE_TIMEOUT:
-    case F_GRPC_MAX_CONNECTION_AGE:
-    case F_GRPC_MAX_CONNECTION_AGE_GRACE: {
-      long long *ms = f->id == F_GRPC_KEEPALIVE_TIME      ? &cli->grpc_keepalive_time_ms
-                      : f->id == F_GRPC_KEEPALIVE_TIMEOUT ? &cli->grpc_keepalive_timeout_ms
-                      : f->id == F_GRPC_MAX_CONNECTION_AGE ? &cli->grpc_max_connection_age_ms
-                                                           : &cli->grpc_max_connection_age_grace_ms;
-      if (parse_long(v, 1, 2147483647L, &n) != 0)
-        return bad_value(f, v, "milliseconds 1..2147483647", err, errlen);
-      *ms = n;
-      return 0;
-    }
-    case F_GRPC_KEEPALIVE_PERMIT_WITHOUT_CALLS:
-      if (parse_bool(v, &b) != 0)
-        return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
-      cli->grpc_keepalive_permit_without_calls = b;
-      return 0;
-    case F_GRPC_HTTP2_MAX_PINGS_WITHOUT_DATA:
-    case F_GRPC_HTTP2_MAX_PING_STRIKES:
-      if (parse_long(v, 0, 2147483647L, &n) != 0)
-        return bad_value(f, v, "a count 0..2147483647", err, errlen);
-      if (f->id == F_GRPC_HTTP2_MAX_PINGS_WITHOUT_DATA) cli->grpc_http2_max_pings_without_data = n;
-      else cli->grpc_http2_max_ping_strikes = n;
-      return 0;
-    case F_GRPC_HTTP2_MIN_RECV_PING_INTERVAL:
-      if (parse_long(v, 0, 2147483647L, &n) != 0)
-        return bad_value(f, v, "milliseconds 0..2147483647", err, errlen);
-      cli->grpc_http2_min_recv_ping_interval_ms = n;
-      return 0;
-    case F_REUSE_HTTP_PORT:
-    case F_REUSE_GRPC_PORT:
-      if (parse_bool(v, &b) != 0)
-        return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
-      if (f->id == F_REUSE_HTTP_PORT) cli->reuse_http_port = b;
-      else cli->reuse_grpc_port = b;
-      return 0;
-    case F_ALLOW_GPU_METRICS:
-    case F_ALLOW_CPU_METRICS:
-    case F_ENABLE_PEER_ACCESS:
-      if (parse_bool(v, &b) != 0)
-        return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
-      if (f->id == F_ALLOW_CPU_METRICS) cli->allow_cpu_metrics = b;
-      return 0;
     case F_GRPC_USE_SSL:
     case F_GRPC_USE_SSL_MUTUAL:
       if (parse_bool(v, &b) != 0)
-        return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
+        return bad_value(f, v, kBoolWords, err, errlen);
       if (f->id == F_GRPC_USE_SSL) {
         cli->grpc_use_ssl = b;
       } else {
         cli->grpc_use_ssl_mutual = b;
         if (b) cli->grpc_use_ssl = true;
       }
-      return 0;
-    case F_GRPC_SERVER_CERT:
-      cli->grpc_server_cert = v;
-      return 0;
-    case F_GRPC_SERVER_KEY:
-      cli->grpc_server_key = v;
-      return 0;
-    case F_GRPC_ROOT_CERT:
-      cli->grpc_root_cert = v;
-      return 0;
-    case F_MODEL_NAMESPACING:
-      if (parse_bool(v, &b) != 0)
-        return bad_value(f, v, "a boolean (true/false, 1/0, yes/no, on/off)", err, errlen);
-      cli->model_namespacing = b;
       return 0;
     case F_HTTP_RESTRICTED_API:
       return nrd_srv_restrictions_add(&cli->http_restricted, f->name, v, "", err, errlen);
@@ -905,9 +893,6 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
         goto oom;
       return 0;
     }
-    case F_PINNED_MEMORY_POOL_BYTE_SIZE:
-      if (parse_long(v, 0, LONG_MAX, &n) != 0) return bad_value(f, v, "a size in bytes", err, errlen);
-      return 0;
     case F_CUDA_MEMORY_POOL_BYTE_SIZE:
     case F_CUDA_VIRTUAL_ADDRESS_SIZE:
       return check_device_value(f, v, false, err, errlen);
@@ -919,33 +904,8 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
       if (*v < '0' || *v > '9' || *end != '\0' || x < 0) return bad_value(f, v, "a version like 6.0", err, errlen);
       return 0;
     }
-    case F_METRICS_INTERVAL_MS:
-    case F_MODEL_LOAD_THREAD_COUNT:
-      if (parse_long(v, 1, INT_MAX, &n) != 0) return bad_value(f, v, "a count >= 1", err, errlen);
-      if (f->id == F_METRICS_INTERVAL_MS) cli->metrics_interval_ms = (unsigned)n;
-      return 0;
-    case F_MODEL_LOAD_RETRY_COUNT:
-      if (parse_long(v, 0, INT_MAX, &n) != 0) return bad_value(f, v, "a count >= 0", err, errlen);
-      cli->model_load_retries = (unsigned)n;
-      return 0;
-    case F_BUFFER_MANAGER_THREAD_COUNT:
-    case F_GRPC_INFER_ALLOCATION_POOL_SIZE:
-    case F_GRPC_MAX_RESPONSE_POOL_SIZE:
-      if (parse_long(v, 0, INT_MAX, &n) != 0) return bad_value(f, v, "a count >= 0", err, errlen);
-      return 0;
-    case F_REPOAGENT_DIRECTORY:
-    case F_CACHE_DIRECTORY:
-      if (*v == '\0') return bad_value(f, v, "a directory", err, errlen);
-      if (f->id == F_CACHE_DIRECTORY) cli->cache_directory = v;
-      else cli->repoagent_directory = v;
-      return 0;
-    case F_GRPC_INFER_RESPONSE_COMPRESSION_LEVEL:
-      if (strcasecmp(v, "none") == 0) cli->grpc_infer_response_compression = NRD_SRV_COMPRESS_NONE;
-      else if (strcasecmp(v, "low") == 0) cli->grpc_infer_response_compression = NRD_SRV_COMPRESS_LOW;
-      else if (strcasecmp(v, "medium") == 0) cli->grpc_infer_response_compression = NRD_SRV_COMPRESS_MEDIUM;
-      else if (strcasecmp(v, "high") == 0) cli->grpc_infer_response_compression = NRD_SRV_COMPRESS_HIGH;
-      else return bad_value(f, v, "none, low, medium or high", err, errlen);
-      return 0;
+    default:
+      break;
   }
   nrd_srv_fmt_err(err, errlen, "internal error: unhandled flag --%s", f->name);
   return -1;
@@ -1111,7 +1071,9 @@ int nrd_srv_cli_parse(int argc, char **argv, nrd_srv_cli *cli, char *err, size_t
       nrd_srv_fmt_err(err, errlen, "flag --%s needs a value (%s)", f->name, f->arg);
       return -1;
     }
-    if (apply_flag(cli, f, value, &strict_given, &disable_auto_complete, err, errlen) != 0) return -1;
+    int rc = f->kind == K_CUSTOM ? apply_flag(cli, f, value, &strict_given, &disable_auto_complete, err, errlen)
+                                 : apply_plain(cli, f, value, err, errlen);
+    if (rc != 0) return -1;
   }
   return check_combination(cli, strict_given, disable_auto_complete, err, errlen);
 }
