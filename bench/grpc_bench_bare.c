@@ -31,8 +31,11 @@ static void bare_infer(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) 
   nrd_srv_grpc_call_finish(call, NRD_GRPC_OK, NULL);
 }
 
-static const nrd_srv_grpc_method bare_method = {"/inference.GRPCInferenceService/ModelInfer", false,
-                                                bare_infer, NULL, NULL, false, NRD_SRV_API_INFERENCE};
+static const nrd_srv_grpc_method bare_method = {
+    .path = "/inference.GRPCInferenceService/ModelInfer",
+    .on_message = bare_infer,
+    .api = NRD_SRV_API_INFERENCE,
+};
 
 /* Replaces grpc_rpc.c's table: only ModelInfer exists here. */
 const nrd_srv_grpc_method *nrd_srv_grpc_method_find(const char *path, size_t len) {

@@ -1186,8 +1186,19 @@ static void stream_end(nrd_srv_grpc_call *call) {
 }
 
 const nrd_srv_grpc_method nrd_srv_grpc_model_infer_method = {
-    "/inference.GRPCInferenceService/ModelInfer", false, infer_message, NULL, on_cancel, true, NRD_SRV_API_INFERENCE};
+    .path = "/inference.GRPCInferenceService/ModelInfer",
+    .on_message = infer_message,
+    .on_cancel = on_cancel,
+    .compress_responses = true,
+    .api = NRD_SRV_API_INFERENCE,
+};
 
 const nrd_srv_grpc_method nrd_srv_grpc_model_stream_infer_method = {
-    "/inference.GRPCInferenceService/ModelStreamInfer", true, stream_message, stream_end,
-    on_cancel, true, NRD_SRV_API_INFERENCE};
+    .path = "/inference.GRPCInferenceService/ModelStreamInfer",
+    .streaming = true,
+    .on_message = stream_message,
+    .on_end = stream_end,
+    .on_cancel = on_cancel,
+    .compress_responses = true,
+    .api = NRD_SRV_API_INFERENCE,
+};

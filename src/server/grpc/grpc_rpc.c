@@ -684,26 +684,27 @@ static void health_check(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len
 /* ---- table ---------------------------------------------------------------------------------- */
 
 #define SVC "/inference.GRPCInferenceService/"
+/* Unary calls answered in one handler, uncompressed. */
 static const nrd_srv_grpc_method methods[] = {
-    {SVC "ServerLive", false, server_live, NULL, NULL, false, NRD_SRV_API_HEALTH},
-    {SVC "ServerReady", false, server_ready, NULL, NULL, false, NRD_SRV_API_HEALTH},
-    {SVC "ModelReady", false, model_ready, NULL, NULL, false, NRD_SRV_API_HEALTH},
-    {SVC "ServerMetadata", false, server_metadata, NULL, NULL, false, NRD_SRV_API_METADATA},
-    {SVC "ModelMetadata", false, model_metadata, NULL, NULL, false, NRD_SRV_API_METADATA},
-    {SVC "ModelConfig", false, model_config, NULL, NULL, false, NRD_SRV_API_MODEL_CONFIG},
-    {SVC "ModelStatistics", false, model_statistics, NULL, NULL, false, NRD_SRV_API_STATISTICS},
-    {SVC "RepositoryIndex", false, repository_index, NULL, NULL, false, NRD_SRV_API_MODEL_REPOSITORY},
-    {SVC "RepositoryModelLoad", false, repository_model_load, NULL, NULL, false, NRD_SRV_API_MODEL_REPOSITORY},
-    {SVC "RepositoryModelUnload", false, repository_model_unload, NULL, NULL, false, NRD_SRV_API_MODEL_REPOSITORY},
-    {SVC "SystemSharedMemoryStatus", false, shm_status, NULL, NULL, false, NRD_SRV_API_SHARED_MEMORY},
-    {SVC "SystemSharedMemoryRegister", false, shm_register, NULL, NULL, false, NRD_SRV_API_SHARED_MEMORY},
-    {SVC "SystemSharedMemoryUnregister", false, shm_unregister, NULL, NULL, false, NRD_SRV_API_SHARED_MEMORY},
-    {SVC "CudaSharedMemoryStatus", false, cuda_unsupported, NULL, NULL, false, NRD_SRV_API_SHARED_MEMORY},
-    {SVC "CudaSharedMemoryRegister", false, cuda_unsupported, NULL, NULL, false, NRD_SRV_API_SHARED_MEMORY},
-    {SVC "CudaSharedMemoryUnregister", false, cuda_unsupported, NULL, NULL, false, NRD_SRV_API_SHARED_MEMORY},
-    {SVC "TraceSetting", false, trace_setting, NULL, NULL, false, NRD_SRV_API_TRACE},
-    {SVC "LogSettings", false, log_settings, NULL, NULL, false, NRD_SRV_API_LOGGING},
-    {"/grpc.health.v1.Health/Check", false, health_check, NULL, NULL, false, NRD_SRV_API_HEALTH},
+    {.path = SVC "ServerLive", .on_message = server_live, .api = NRD_SRV_API_HEALTH},
+    {.path = SVC "ServerReady", .on_message = server_ready, .api = NRD_SRV_API_HEALTH},
+    {.path = SVC "ModelReady", .on_message = model_ready, .api = NRD_SRV_API_HEALTH},
+    {.path = SVC "ServerMetadata", .on_message = server_metadata, .api = NRD_SRV_API_METADATA},
+    {.path = SVC "ModelMetadata", .on_message = model_metadata, .api = NRD_SRV_API_METADATA},
+    {.path = SVC "ModelConfig", .on_message = model_config, .api = NRD_SRV_API_MODEL_CONFIG},
+    {.path = SVC "ModelStatistics", .on_message = model_statistics, .api = NRD_SRV_API_STATISTICS},
+    {.path = SVC "RepositoryIndex", .on_message = repository_index, .api = NRD_SRV_API_MODEL_REPOSITORY},
+    {.path = SVC "RepositoryModelLoad", .on_message = repository_model_load, .api = NRD_SRV_API_MODEL_REPOSITORY},
+    {.path = SVC "RepositoryModelUnload", .on_message = repository_model_unload, .api = NRD_SRV_API_MODEL_REPOSITORY},
+    {.path = SVC "SystemSharedMemoryStatus", .on_message = shm_status, .api = NRD_SRV_API_SHARED_MEMORY},
+    {.path = SVC "SystemSharedMemoryRegister", .on_message = shm_register, .api = NRD_SRV_API_SHARED_MEMORY},
+    {.path = SVC "SystemSharedMemoryUnregister", .on_message = shm_unregister, .api = NRD_SRV_API_SHARED_MEMORY},
+    {.path = SVC "CudaSharedMemoryStatus", .on_message = cuda_unsupported, .api = NRD_SRV_API_SHARED_MEMORY},
+    {.path = SVC "CudaSharedMemoryRegister", .on_message = cuda_unsupported, .api = NRD_SRV_API_SHARED_MEMORY},
+    {.path = SVC "CudaSharedMemoryUnregister", .on_message = cuda_unsupported, .api = NRD_SRV_API_SHARED_MEMORY},
+    {.path = SVC "TraceSetting", .on_message = trace_setting, .api = NRD_SRV_API_TRACE},
+    {.path = SVC "LogSettings", .on_message = log_settings, .api = NRD_SRV_API_LOGGING},
+    {.path = "/grpc.health.v1.Health/Check", .on_message = health_check, .api = NRD_SRV_API_HEALTH},
 };
 
 const nrd_srv_grpc_method *nrd_srv_grpc_method_find(const char *path, size_t len) {
