@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "error_ignore.h"
 #include "grpc_endpoint.h"
 #include "http_endpoints.h"
 #include "malloc_tuning.h"
@@ -217,8 +218,7 @@ int main(int argc, char **argv) {
 
   if (err) {
     if (cli.exit_on_error) {
-      TRITONSERVER_Error *ferr = nrd_srv_model_table_print_failures(server, stderr);
-      if (ferr) TRITONSERVER_ErrorDelete(ferr);
+      NRD_SRV_IGNORE(nrd_srv_model_table_print_failures(server, stderr), "listing the models that failed to load");
       report_error("creating server", err);
       fprintf(stderr, "nereid: exiting because a model failed to load (--exit-on-error=true; "
                       "see the table above)\n");
@@ -262,8 +262,7 @@ int main(int argc, char **argv) {
   }
 
   bool ready = false;
-  TRITONSERVER_Error *rerr = TRITONSERVER_ServerIsReady(server, &ready);
-  if (rerr) TRITONSERVER_ErrorDelete(rerr);
+  NRD_SRV_IGNORE(TRITONSERVER_ServerIsReady(server, &ready), "server readiness unknown: counted as not ready");
   printf("nereid: server %s: %zu of %zu models READY, model control mode %s; "
          "stop with SIGINT or SIGTERM\n",
          ready ? "ready" : "running but not ready", counts.ready, counts.listed,

@@ -14,9 +14,11 @@
  * the loop cancels each of them in the core. A context leaves the list
  * before its request is deleted, so cancel never sees a freed request. */
 #include "grpc_infer.h"
+#include "error_ignore.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -201,8 +203,7 @@ TRITONSERVER_Error *nrd_srv_grpc_infer_init(void) {
 
 void nrd_srv_grpc_infer_fini(void) {
   if (g_allocator) {
-    TRITONSERVER_Error *e = TRITONSERVER_ResponseAllocatorDelete(g_allocator);
-    if (e) TRITONSERVER_ErrorDelete(e);
+    NRD_SRV_IGNORE(TRITONSERVER_ResponseAllocatorDelete(g_allocator), "deleting the response allocator");
     g_allocator = NULL;
   }
 }
@@ -231,8 +232,7 @@ static void on_cancel(nrd_srv_grpc_call *call) {
   if (cs == NULL) return;
   pthread_mutex_lock(&cs->mu);
   for (infer_ctx *c = cs->inflight; c; c = c->next) {
-    TRITONSERVER_Error *e = TRITONSERVER_InferenceRequestCancel(c->irq);
-    if (e) TRITONSERVER_ErrorDelete(e);
+    NRD_SRV_IGNORE(TRITONSERVER_InferenceRequestCancel(c->irq), "cancelling a request the core may have finished");
   }
   pthread_mutex_unlock(&cs->mu);
 }
@@ -248,8 +248,7 @@ static void ctx_free(infer_ctx *ctx) {
     pthread_mutex_unlock(&ctx->cs->mu);
   }
   if (ctx->irq) {
-    TRITONSERVER_Error *e = TRITONSERVER_InferenceRequestDelete(ctx->irq);
-    if (e) TRITONSERVER_ErrorDelete(e);
+    NRD_SRV_IGNORE(TRITONSERVER_InferenceRequestDelete(ctx->irq), "deleting a request");
   }
   for (size_t i = 0; i < ctx->n_bufs; i++) free(ctx->bufs[i]);
   free(ctx->bufs);
@@ -290,8 +289,7 @@ static void resp_event_run(nrd_srv_grpc_event *base, bool open) {
     if (open) {
       event_fill(ev->ctx, ev, ev->resp);
     } else {
-      TRITONSERVER_Error *de = TRITONSERVER_InferenceResponseDelete(ev->resp);
-      if (de) TRITONSERVER_ErrorDelete(de);
+      NRD_SRV_IGNORE(TRITONSERVER_InferenceResponseDelete(ev->resp), "deleting a response");
     }
     ev->resp = NULL;
   }
@@ -354,9 +352,9 @@ static uint8_t *build_response(infer_ctx *ctx, TRITONSERVER_InferenceResponse *r
   int64_t model_version = -1;
   uint32_t n_out = 0, n_par = 0;
   if (resp) {
-    TRITONSERVER_Error *e = TRITONSERVER_InferenceResponseModel(resp, &model_name, &model_version);
-    if (e) TRITONSERVER_ErrorDelete(e);
-    e = TRITONSERVER_InferenceResponseOutputCount(resp, &n_out);
+    NRD_SRV_IGNORE(TRITONSERVER_InferenceResponseModel(resp, &model_name, &model_version),
+                   "a response without its model name");
+    TRITONSERVER_Error *e = TRITONSERVER_InferenceResponseOutputCount(resp, &n_out);
     if (e) {
       TRITONSERVER_ErrorDelete(e);
       n_out = 0;
@@ -567,12 +565,11 @@ static void event_fill(infer_ctx *ctx, resp_event *ev, TRITONSERVER_InferenceRes
       }
       if (berr) TRITONSERVER_ErrorDelete(berr);
     }
-    TRITONSERVER_Error *de = TRITONSERVER_InferenceResponseDelete(resp);
-    if (de) TRITONSERVER_ErrorDelete(de);
+    NRD_SRV_IGNORE(TRITONSERVER_InferenceResponseDelete(resp), "deleting a response");
   } else if (ev->final && ctx->streaming && ctx->empty_final) {
     TRITONSERVER_Error *berr = NULL;
     ev->buf = build_response(ctx, NULL, true, &ev->len, &berr);
-    if (berr) TRITONSERVER_ErrorDelete(berr); /* none without outputs */
+    NRD_SRV_IGNORE(berr, "building an empty final response"); /* none without outputs */
   }
   if (ev->buf) ev->buf = nrd_srv_grpc_call_compress(ctx->call, ev->buf, &ev->len);
 }
@@ -612,10 +609,16 @@ static void on_release(TRITONSERVER_InferenceRequest *irq, const uint32_t flags,
 
 /* ---- building the request (loop) --------------------------------------------- */
 
-static TRITONSERVER_Error *errf(TRITONSERVER_Error_Code code, const char *fmt, const char *a,
-                               const char *b) {
+/* A new error with a printf-style message (cut at 511 bytes); the caller
+ * owns it. */
+static TRITONSERVER_Error *errf(TRITONSERVER_Error_Code code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static TRITONSERVER_Error *errf(TRITONSERVER_Error_Code code, const char *fmt, ...) {
   char msg[512];
-  snprintf(msg, sizeof msg, fmt, a, b);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
   return TRITONSERVER_ErrorNew(code, msg);
 }
 
@@ -626,7 +629,7 @@ static TRITONSERVER_Error *parse_version(const char *s, int64_t *v) {
   errno = 0;
   long long x = strtoll(s, &end, 10);
   if (errno || *end != '\0' || x < 0)
-    return errf(TRITONSERVER_ERROR_INVALID_ARG, "failed to parse model version '%s'%s", s, "");
+    return errf(TRITONSERVER_ERROR_INVALID_ARG, "failed to parse model version '%s'", s);
   *v = x;
   return NULL;
 }
@@ -855,8 +858,8 @@ static TRITONSERVER_Error *add_inputs(infer_ctx *ctx, nrd_srv_shm *shm) {
     if (refs[i].used) {
       if (req->inputs[i]->contents)
         return errf(TRITONSERVER_ERROR_INVALID_ARG,
-                    "input '%s': unexpected 'contents' provided when using shared memory%s",
-                    req->inputs[i]->name, "");
+                    "input '%s': unexpected 'contents' provided when using shared memory",
+                    req->inputs[i]->name);
       if (first_shm == NULL) first_shm = req->inputs[i]->name;
       n_shm++;
     }
@@ -866,15 +869,12 @@ static TRITONSERVER_Error *add_inputs(infer_ctx *ctx, nrd_srv_shm *shm) {
   if (raw && req->n_raw_input_contents != n_plain) {
     if (n_shm > 0 && req->n_raw_input_contents == req->n_inputs)
       return errf(TRITONSERVER_ERROR_INVALID_ARG,
-                  "input '%s' uses shared memory and must not also have raw_input_contents%s",
-                  first_shm, "");
-    char a[32], b[32];
-    snprintf(a, sizeof a, "%zu", req->n_raw_input_contents);
-    snprintf(b, sizeof b, "%zu", n_plain);
+                  "input '%s' uses shared memory and must not also have raw_input_contents",
+                  first_shm);
     return errf(TRITONSERVER_ERROR_INVALID_ARG,
-                "expected one raw_input_contents entry per input not in shared memory, got %s "
-                "for %s inputs",
-                a, b);
+                "expected one raw_input_contents entry per input not in shared memory, got %zu "
+                "for %zu inputs",
+                req->n_raw_input_contents, n_plain);
   }
   if (n_shm > 0) {
     ctx->in_regions = arena_alloc(ctx, n_shm * sizeof *ctx->in_regions);
@@ -904,8 +904,8 @@ static TRITONSERVER_Error *add_inputs(infer_ctx *ctx, nrd_srv_shm *shm) {
     } else if (raw) {
       if (in->contents)
         return errf(TRITONSERVER_ERROR_INVALID_ARG,
-                    "input '%s': contents must not be given when raw_input_contents is used%s",
-                    in->name, "");
+                    "input '%s': contents must not be given when raw_input_contents is used",
+                    in->name);
       data = req->raw_input_contents[raw_index].data;
       size = req->raw_input_contents[raw_index].len;
       raw_index++;
@@ -913,7 +913,7 @@ static TRITONSERVER_Error *add_inputs(infer_ctx *ctx, nrd_srv_shm *shm) {
       err = typed_input(ctx, in, dt, &data, &size);
       if (err) return err;
     } else {
-      return errf(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' has no data%s", in->name, "");
+      return errf(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' has no data", in->name);
     }
     err = TRITONSERVER_InferenceRequestAppendInputData(ctx->irq, in->name, data ? data : "", size,
                                                        TRITONSERVER_MEMORY_CPU, 0);
@@ -926,8 +926,8 @@ static TRITONSERVER_Error *add_inputs(infer_ctx *ctx, nrd_srv_shm *shm) {
     if (err == NULL) err = output_shm(req->outputs[i], &ref);
     if (err == NULL && k > 0 && ref.used)
       err = errf(TRITONSERVER_ERROR_INVALID_ARG,
-                 "output '%s' can't set both 'shared_memory_region' and 'classification'%s",
-                 req->outputs[i]->name, "");
+                 "output '%s' can't set both 'shared_memory_region' and 'classification'",
+                 req->outputs[i]->name);
     if (err == NULL && k > 0) {
       if (ctx->cls == NULL) {
         ctx->cls = arena_alloc(ctx, req->n_outputs * sizeof *ctx->cls);
@@ -977,11 +977,11 @@ static TRITONSERVER_Error *apply_parameters(infer_ctx *ctx) {
       else if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM)
         err = TRITONSERVER_InferenceRequestSetCorrelationIdString(ctx->irq, p->string_param);
       else
-        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be an integer or a string%s",
-                   key, "");
+        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be an integer or a string",
+                   key);
     } else if (strcmp(key, "sequence_start") == 0 || strcmp(key, "sequence_end") == 0) {
       if (c != INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM)
-        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be a bool%s", key, "");
+        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be a bool", key);
       else if (p->bool_param)
         flags |= key[9] == 's' ? TRITONSERVER_REQUEST_FLAG_SEQUENCE_START
                                : TRITONSERVER_REQUEST_FLAG_SEQUENCE_END;
@@ -991,18 +991,18 @@ static TRITONSERVER_Error *apply_parameters(infer_ctx *ctx) {
       else if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM)
         err = TRITONSERVER_InferenceRequestSetPriorityUInt64(ctx->irq, p->uint64_param);
       else
-        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be a non-negative integer%s",
-                   key, "");
+        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be a non-negative integer",
+                   key);
     } else if (strcmp(key, "timeout") == 0) {
       if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM && p->int64_param >= 0)
         err = TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(ctx->irq,
                                                                   (uint64_t)p->int64_param);
       else
-        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be a non-negative integer%s",
-                   key, "");
+        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be a non-negative integer",
+                   key);
     } else if (strcmp(key, "triton_enable_empty_final_response") == 0) {
       if (c != INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM)
-        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be a bool%s", key, "");
+        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be a bool", key);
       else
         ctx->empty_final = p->bool_param;
     } else if (strncmp(key, "triton_", 7) == 0) {
@@ -1027,8 +1027,8 @@ static TRITONSERVER_Error *apply_parameters(infer_ctx *ctx) {
           break;
         case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM:
           err = errf(TRITONSERVER_ERROR_INVALID_ARG,
-                     "parameter '%s': uint64 values are not supported for custom parameters%s",
-                     key, "");
+                     "parameter '%s': uint64 values are not supported for custom parameters",
+                     key);
           break;
         default:
           break;

@@ -6,6 +6,7 @@
  *
  * Threads: handlers run on the call's loop thread. */
 #include "grpc_rpc.h"
+#include "error_ignore.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -673,8 +674,7 @@ static void health_check(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len
   if (req == NULL) return;
   done_with(req);
   bool ready = false;
-  TRITONSERVER_Error *err = TRITONSERVER_ServerIsReady(nrd_srv_grpc_call_server(call), &ready);
-  if (err) TRITONSERVER_ErrorDelete(err);
+  NRD_SRV_IGNORE(TRITONSERVER_ServerIsReady(nrd_srv_grpc_call_server(call), &ready), "server readiness unknown: counted as not ready");
   Grpc__Health__V1__HealthCheckResponse r = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
   r.status = ready ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
                    : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;

@@ -24,6 +24,7 @@
 #include <jansson.h>
 
 #include "http_internal.h"
+#include "error_ignore.h"
 #include "http_json.h"
 #include "response_output.h"
 
@@ -134,8 +135,7 @@ static void start_stream(gen_ctx *c, nrd_srv_http_req *req) {
 #define GEN_UNSENT_MAX (64u << 20)
 
 static void cancel_request(gen_ctx *c) {
-  TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestCancel(c->ireq);
-  if (err) TRITONSERVER_ErrorDelete(err);
+  NRD_SRV_IGNORE(TRITONSERVER_InferenceRequestCancel(c->ireq), "cancelling a request the core may have finished");
 }
 
 /* The client is not taking the stream: cancels the request once (its

@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "classify.h"
+#include "error_ignore.h"
 #include "http_internal.h"
 #include "http_json.h"
 #include "fmt.h"
@@ -220,8 +221,7 @@ static void on_disconnect(nrd_srv_http_pending *p) {
   infer_ctx *c = (infer_ctx *)p;
   pthread_mutex_lock(&c->mu);
   if (c->ireq && !c->released) {
-    TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestCancel(c->ireq);
-    if (err) TRITONSERVER_ErrorDelete(err);
+    NRD_SRV_IGNORE(TRITONSERVER_InferenceRequestCancel(c->ireq), "cancelling a request the core may have finished");
   }
   pthread_mutex_unlock(&c->mu);
 }

@@ -259,7 +259,7 @@ size_t nrd_srv_http_unsent(const nrd_srv_http_req *req);
 /* Ends a streamed reply; req is answered. Loop thread. */
 void nrd_srv_http_send_end(nrd_srv_http_req *req);
 
-/* ---- pending requests and posting (http_server.c) ------------------------- */
+/* ---- pending requests (http_conn.c) and posting (http_server.c) ---------- */
 
 /* Registers p for req (received on `loop`). From then on req is answered
  * only through nrd_srv_http_pending_finish. Loop thread. */

@@ -1,6 +1,7 @@
 /* The logging extension (GET/POST /v2/logging, on the shared settings of
- * log_settings.h) and the trace setting routes, which answer that tracing
- * is unsupported. */
+ * log_settings.h) and the trace extension's routes
+ * (/v2/trace/setting, /v2/models/{model}/trace/setting), answered by the
+ * tracer the front end was given (trace_hook.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

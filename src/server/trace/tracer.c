@@ -20,6 +20,7 @@
  * ensemble's), and "compute" under it (the COMPUTE_* marks). Only
  * TIMESTAMPS are traced in this mode. */
 #include "tracer.h"
+#include "error_ignore.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -468,8 +469,7 @@ static void unref(handle *h, int n) {
 /* The name of a CUSTOM_ACTIVITY: the context maps its timestamp to it. */
 static char *custom_name(TRITONSERVER_InferenceTrace *trace, uint64_t ns) {
   const char *ctx = NULL;
-  TRITONSERVER_Error *e = TRITONSERVER_InferenceTraceContext(trace, &ctx);
-  if (e) TRITONSERVER_ErrorDelete(e);
+  NRD_SRV_IGNORE(TRITONSERVER_InferenceTraceContext(trace, &ctx), "a trace without a context");
   json_t *j = ctx ? json_loads(ctx, 0, NULL) : NULL;
   char key[24];
   snprintf(key, sizeof key, "%" PRIu64, ns);
@@ -485,12 +485,11 @@ static void otel_activity(handle *h, TRITONSERVER_InferenceTrace *trace,
   const char *model = "", *rid = "";
   int64_t version = 0;
   uint64_t parent = 0;
-  TRITONSERVER_Error *e;
   if (activity == TRITONSERVER_TRACE_REQUEST_START) {
-    if ((e = TRITONSERVER_InferenceTraceModelName(trace, &model))) TRITONSERVER_ErrorDelete(e);
-    if ((e = TRITONSERVER_InferenceTraceModelVersion(trace, &version))) TRITONSERVER_ErrorDelete(e);
-    if ((e = TRITONSERVER_InferenceTraceRequestId(trace, &rid))) TRITONSERVER_ErrorDelete(e);
-    if ((e = TRITONSERVER_InferenceTraceParentId(trace, &parent))) TRITONSERVER_ErrorDelete(e);
+    NRD_SRV_IGNORE(TRITONSERVER_InferenceTraceModelName(trace, &model), "a trace without its model name");
+    NRD_SRV_IGNORE(TRITONSERVER_InferenceTraceModelVersion(trace, &version), "a trace without its model version");
+    NRD_SRV_IGNORE(TRITONSERVER_InferenceTraceRequestId(trace, &rid), "a trace without its request id");
+    NRD_SRV_IGNORE(TRITONSERVER_InferenceTraceParentId(trace, &parent), "a trace without its parent id");
   }
   char *custom = NULL;
   if (activity == TRITONSERVER_TRACE_CUSTOM_ACTIVITY) {
@@ -519,8 +518,7 @@ static void on_activity(TRITONSERVER_InferenceTrace *trace, TRITONSERVER_Inferen
                         uint64_t ns, void *userp) {
   handle *h = userp;
   uint64_t id = 0, parent = 0;
-  TRITONSERVER_Error *e = TRITONSERVER_InferenceTraceId(trace, &id);
-  if (e) TRITONSERVER_ErrorDelete(e);
+  NRD_SRV_IGNORE(TRITONSERVER_InferenceTraceId(trace, &id), "a trace without its id");
   if (h->otel) {
     otel_activity(h, trace, activity, id, ns);
     return;
@@ -529,10 +527,10 @@ static void on_activity(TRITONSERVER_InferenceTrace *trace, TRITONSERVER_Inferen
   if (activity == TRITONSERVER_TRACE_REQUEST_START) {
     const char *model = "", *rid = "";
     int64_t version = 0;
-    if ((e = TRITONSERVER_InferenceTraceModelName(trace, &model))) TRITONSERVER_ErrorDelete(e);
-    if ((e = TRITONSERVER_InferenceTraceModelVersion(trace, &version))) TRITONSERVER_ErrorDelete(e);
-    if ((e = TRITONSERVER_InferenceTraceRequestId(trace, &rid))) TRITONSERVER_ErrorDelete(e);
-    if ((e = TRITONSERVER_InferenceTraceParentId(trace, &parent))) TRITONSERVER_ErrorDelete(e);
+    NRD_SRV_IGNORE(TRITONSERVER_InferenceTraceModelName(trace, &model), "a trace without its model name");
+    NRD_SRV_IGNORE(TRITONSERVER_InferenceTraceModelVersion(trace, &version), "a trace without its model version");
+    NRD_SRV_IGNORE(TRITONSERVER_InferenceTraceRequestId(trace, &rid), "a trace without its request id");
+    NRD_SRV_IGNORE(TRITONSERVER_InferenceTraceParentId(trace, &parent), "a trace without its parent id");
     char *qm = json_quoted(model), *qr = rid && rid[0] ? json_quoted(rid) : NULL;
     size_t n = (qm ? strlen(qm) : 2) + (qr ? strlen(qr) : 0) + 160; /* the fixed text and three numbers fit */
     info = malloc(n);
@@ -638,8 +636,7 @@ static void on_tensor(TRITONSERVER_InferenceTrace *trace, TRITONSERVER_Inference
   (void)mtype_id;
   handle *h = userp;
   uint64_t id = 0;
-  TRITONSERVER_Error *e = TRITONSERVER_InferenceTraceId(trace, &id);
-  if (e) TRITONSERVER_ErrorDelete(e);
+  NRD_SRV_IGNORE(TRITONSERVER_InferenceTraceId(trace, &id), "a trace without its id");
   uint64_t count = 1;
   char *sh = NULL;
   size_t sh_len = 0, sh_cap = 0;
@@ -675,8 +672,7 @@ static void on_tensor(TRITONSERVER_InferenceTrace *trace, TRITONSERVER_Inference
 static void on_release(TRITONSERVER_InferenceTrace *trace, void *userp) {
   handle *h = userp;
   uint64_t id = 0;
-  TRITONSERVER_Error *e = TRITONSERVER_InferenceTraceId(trace, &id);
-  if (e) TRITONSERVER_ErrorDelete(e);
+  NRD_SRV_IGNORE(TRITONSERVER_InferenceTraceId(trace, &id), "a trace without its id");
   pthread_mutex_lock(&h->mu);
   int drop = 0;
   if (id == h->root_id) {
@@ -689,7 +685,7 @@ static void on_release(TRITONSERVER_InferenceTrace *trace, void *userp) {
       }
   }
   pthread_mutex_unlock(&h->mu);
-  if ((e = TRITONSERVER_InferenceTraceDelete(trace))) TRITONSERVER_ErrorDelete(e);
+  NRD_SRV_IGNORE(TRITONSERVER_InferenceTraceDelete(trace), "deleting a trace");
   if (drop) unref(h, drop);
 }
 
@@ -748,7 +744,7 @@ static nrd_srv_trace *tracer_sample(nrd_srv_tracer *pub, const char *model, cons
                                                                    0, on_activity, on_tensor, on_release, h)
                             : NULL;
   if (!h || e) {
-    if (e) TRITONSERVER_ErrorDelete(e);
+    NRD_SRV_IGNORE(e, "the core cannot trace the request: it goes untraced");
     free(h);
     pthread_mutex_lock(&t->mu);
     t->outstanding--;
@@ -760,7 +756,7 @@ static nrd_srv_trace *tracer_sample(nrd_srv_tracer *pub, const char *model, cons
   h->tracer = t;
   h->refs = 2; /* the front end and the request's trace */
   h->core = core;
-  if ((e = TRITONSERVER_InferenceTraceId(core, &h->root_id))) TRITONSERVER_ErrorDelete(e);
+  NRD_SRV_IGNORE(TRITONSERVER_InferenceTraceId(core, &h->root_id), "a trace without its id");
   h->log_frequency = s.logf;
   h->level = level;
   h->count_exhausted = exhausted;
@@ -806,8 +802,7 @@ static void handle_done(nrd_srv_trace *pub) {
   handle *h = (handle *)pub;
   if (h->core) {
     /* Never handed to the core: it will not come back; drop it here. */
-    TRITONSERVER_Error *e = TRITONSERVER_InferenceTraceDelete(h->core);
-    if (e) TRITONSERVER_ErrorDelete(e);
+    NRD_SRV_IGNORE(TRITONSERVER_InferenceTraceDelete(h->core), "deleting a trace");
     h->core = NULL;
     unref(h, 2);
     return;
@@ -832,8 +827,7 @@ static json_t *setting_json(const tracer *t, const setting *s) {
 
 static TRITONSERVER_Error *check_model(tracer *t, const char *model) {
   bool ready = false;
-  TRITONSERVER_Error *e = TRITONSERVER_ServerModelIsReady(t->server, model, -1, &ready);
-  if (e) TRITONSERVER_ErrorDelete(e);
+  NRD_SRV_IGNORE(TRITONSERVER_ServerModelIsReady(t->server, model, -1, &ready), "model readiness unknown: counted as not ready");
   if (ready) return NULL;
   char msg[512];
   snprintf(msg, sizeof msg, "Request for unknown model : %s", model);

@@ -19,6 +19,7 @@
  * says memory ran out answer 507, as SageMaker expects.
  */
 #include "sagemaker_mme.h"
+#include "error_ignore.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -311,8 +312,7 @@ static void do_load(mme_job *j) {
     int status = TRITONSERVER_ErrorCode(err) == TRITONSERVER_ERROR_ALREADY_EXISTS
                      ? 409
                      : load_status(TRITONSERVER_ErrorMessage(err));
-    TRITONSERVER_Error *u = TRITONSERVER_ServerUnregisterModelRepository(h->server, repo);
-    if (u) TRITONSERVER_ErrorDelete(u);
+    NRD_SRV_IGNORE(TRITONSERVER_ServerUnregisterModelRepository(h->server, repo), "unregistering the repository of a model that did not load");
     return job_fail(j, status, err, NULL);
   }
   nrd_srv_logf(TRITONSERVER_LOG_INFO, __FILE__, __LINE__, "SageMaker: loaded '%s' (model '%s') from %s", j->name, j->target,
@@ -468,8 +468,7 @@ static void list(nrd_srv_http *h, nrd_srv_http_req *req, const char *only, nrd_s
     }
     /* The list shows models ready to serve. */
     bool ready = false;
-    TRITONSERVER_Error *err = TRITONSERVER_ServerModelIsReady(h->server, e->target, -1, &ready);
-    if (err) TRITONSERVER_ErrorDelete(err);
+    NRD_SRV_IGNORE(TRITONSERVER_ServerModelIsReady(h->server, e->target, -1, &ready), "model readiness unknown: counted as not ready");
     if (ready && models) json_array_append_new(models, json_pack("{s:s, s:s}", "modelName", e->name, "modelUrl", e->repo));
   }
   pthread_mutex_unlock(&m->mu);
