@@ -4,7 +4,7 @@
 #   tests/fuzz/run.sh http|grpc|pbtxt [SECONDS] [libFuzzer flags...]
 #
 # The run starts from the committed corpus (tests/fuzz/corpus/<name>, for
-# pbtxt tests/unit/data/configs) and keeps what it finds in
+# pbtxt tests/unit/core/data/configs) and keeps what it finds in
 # build-fuzz/corpus/<name>. With MERGE=1 the new inputs that add coverage
 # are merged back into tests/fuzz/corpus/<name> afterwards. A crash leaves a
 # crash-* file in build-fuzz/; replay it with the same program and the
@@ -24,7 +24,7 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DNRD_FUZ
   -DCMAKE_MODULE_LINKER_FLAGS="$SAN" >/dev/null
 case "$NAME" in
   http|grpc) PROG=fuzz_${NAME}_wire; SEEDS=tests/fuzz/corpus/$NAME ;;
-  pbtxt) PROG=fuzz_pbtxt; SEEDS=tests/unit/data/configs ;;
+  pbtxt) PROG=fuzz_pbtxt; SEEDS=tests/unit/core/data/configs ;;
   *) echo "unknown fuzzer '$NAME' (http, grpc or pbtxt)" >&2; exit 2 ;;
 esac
 cmake --build build-fuzz -j2 --target "$PROG" >/dev/null
