@@ -750,10 +750,15 @@ def test_parameters_reach_the_backend_and_come_back(stub):
 
 
 def test_infer_parameters_passed(stub):
+    """Custom parameters reach the backend (echo_params returns what it
+    saw); priority and timeout are taken by the server as the request's
+    settings and are not passed on as parameters, as in Triton."""
     x = np.ones((1, 2), dtype=np.float32)
-    r = infer_request("identity_fp32", [("INPUT0", "FP32", [1, 2], x)],
+    r = infer_request("echo_params", [("INPUT0", "FP32", [1, 2], x)],
                       params={"priority": 0, "timeout": 10_000_000, "custom_s": "v", "custom_b": True})
-    stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+    resp = stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+    got = {k: getattr(v, v.WhichOneof("parameter_choice")) for k, v in resp.parameters.items()}
+    assert got == {"custom_s": "v", "custom_b": True}
 
 
 def test_infer_errors(stub):

@@ -425,10 +425,22 @@ Test(infer, correlation_ids) {
   fixture_down(&f);
 }
 
+/* Request parameters reach the backend with their names, types and
+ * values: echo_params gives each response its request's parameters. */
 Test(infer, request_parameters_accepted) {
-  fixture f = ident_fixture("", TRITONSERVER_MODEL_CONTROL_NONE);
+  fixture f = {h_tmpdir(), NULL};
+  const char *cfg =
+      "name: \"echo\"\nbackend: \"echo_params\"\nmax_batch_size: 0\n"
+      "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+      "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n";
+  h_model(f.repo, "echo", cfg, "1");
+  f.s = h_server_new(h_options(f.repo, TRITONSERVER_MODEL_CONTROL_NONE));
   float in[4] = {1, 2, 3, 4};
-  TRITONSERVER_InferenceRequest *r = ident4_request(f.s, in);
+  TRITONSERVER_InferenceRequest *r = NULL;
+  H_OK(TRITONSERVER_InferenceRequestNew(&r, f.s, "echo", -1));
+  const int64_t shape[1] = {4};
+  H_OK(TRITONSERVER_InferenceRequestAddInput(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 1));
+  H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT0", in, sizeof in, TRITONSERVER_MEMORY_CPU, 0));
   H_OK(TRITONSERVER_InferenceRequestSetStringParameter(r, "s", "text"));
   H_OK(TRITONSERVER_InferenceRequestSetIntParameter(r, "i", -12345678901LL));
   H_OK(TRITONSERVER_InferenceRequestSetBoolParameter(r, "b", true));
@@ -437,12 +449,39 @@ Test(infer, request_parameters_accepted) {
   TRITONSERVER_InferenceResponse *resp = one_ok(c);
   uint32_t n = 99;
   H_OK(TRITONSERVER_InferenceResponseParameterCount(resp, &n));
-  cr_assert_eq(n, 0);
+  cr_assert_eq(n, 4, "the backend saw %u parameters, want 4", n);
+  bool seen[4] = {false, false, false, false};
+  for (uint32_t k = 0; k < n; k++) {
+    const char *name = NULL;
+    TRITONSERVER_ParameterType t;
+    const void *val = NULL;
+    H_OK(TRITONSERVER_InferenceResponseParameter(resp, k, &name, &t, &val));
+    if (!strcmp(name, "s")) {
+      cr_assert_eq(t, TRITONSERVER_PARAMETER_STRING);
+      cr_assert_str_eq((const char *)val, "text");
+      seen[0] = true;
+    } else if (!strcmp(name, "i")) {
+      cr_assert_eq(t, TRITONSERVER_PARAMETER_INT);
+      cr_assert_eq(*(const int64_t *)val, -12345678901LL);
+      seen[1] = true;
+    } else if (!strcmp(name, "b")) {
+      cr_assert_eq(t, TRITONSERVER_PARAMETER_BOOL);
+      cr_assert(*(const bool *)val);
+      seen[2] = true;
+    } else if (!strcmp(name, "d")) {
+      cr_assert_eq(t, TRITONSERVER_PARAMETER_DOUBLE);
+      cr_assert_eq(*(const double *)val, 2.5);
+      seen[3] = true;
+    } else {
+      cr_assert_fail("unexpected parameter '%s'", name);
+    }
+  }
+  cr_assert(seen[0] && seen[1] && seen[2] && seen[3]);
   const char *name;
   TRITONSERVER_ParameterType t;
   const void *val;
-  TRITONSERVER_Error *e = TRITONSERVER_InferenceResponseParameter(resp, 0, &name, &t, &val);
-  cr_assert_not_null(e, "parameter 0 of a response without parameters must fail");
+  TRITONSERVER_Error *e = TRITONSERVER_InferenceResponseParameter(resp, n, &name, &t, &val);
+  cr_assert_not_null(e, "parameter %u of a response with %u must fail", n, n);
   TRITONSERVER_ErrorDelete(e);
   h_call_free(c);
   H_OK(TRITONSERVER_InferenceRequestDelete(r));
