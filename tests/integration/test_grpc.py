@@ -484,11 +484,25 @@ def test_load_with_config_and_file_overrides(stub):
 def test_shared_memory_trace_log(stub):
     assert len(stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(),
                                              timeout=RPC_TIMEOUT).regions) == 0
-    with pytest.raises(grpc.RpcError) as e:
-        stub.CudaSharedMemoryRegister(pb.CudaSharedMemoryRegisterRequest(name="x"), timeout=RPC_TIMEOUT)
-    assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
     ls = stub.LogSettings(pb.LogSettingsRequest(), timeout=RPC_TIMEOUT)
     assert ls.settings["log_info"].bool_param is True
+
+
+def test_cuda_shared_memory_without_gpus(stub):
+    """As Triton built without GPUs: no CUDA region exists, unregistering
+    one or all has nothing to do (OK), registering fails with its message,
+    and the status of one region is NOT_FOUND (the HTTP routes agree)."""
+    assert len(stub.CudaSharedMemoryStatus(pb.CudaSharedMemoryStatusRequest(), timeout=RPC_TIMEOUT).regions) == 0
+    stub.CudaSharedMemoryUnregister(pb.CudaSharedMemoryUnregisterRequest(), timeout=RPC_TIMEOUT)
+    stub.CudaSharedMemoryUnregister(pb.CudaSharedMemoryUnregisterRequest(name="x"), timeout=RPC_TIMEOUT)
+    with pytest.raises(grpc.RpcError) as e:
+        stub.CudaSharedMemoryRegister(pb.CudaSharedMemoryRegisterRequest(name="x"), timeout=RPC_TIMEOUT)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert e.value.details().startswith("failed to register CUDA shared memory region: 'x', GPUs not supported")
+    with pytest.raises(grpc.RpcError) as e:
+        stub.CudaSharedMemoryStatus(pb.CudaSharedMemoryStatusRequest(name="x"), timeout=RPC_TIMEOUT)
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    assert e.value.details() == "Unable to find cuda shared memory region: 'x'"
 
 
 def test_trace_setting_without_a_trace_file(stub):

@@ -495,11 +495,42 @@ static void shm_unregister(nrd_srv_grpc_call *call, const uint8_t *msg, size_t l
   nrd_srv_grpc_call_reply(call, &r.base);
 }
 
-static void cuda_unsupported(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
-  (void)msg;
-  (void)len;
-  nrd_srv_grpc_call_finish(call, NRD_GRPC_UNIMPLEMENTED,
-                           "CUDA shared memory is not supported: this server has no GPU support");
+/* CUDA shared memory on a server without GPU support, as Triton built
+ * without GPUs answers: no region exists, so the status of all is empty,
+ * unregistering (one or all) has nothing to do, and registering fails. */
+static void cuda_status(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
+  Inference__CudaSharedMemoryStatusRequest *req =
+      unpack(call, &inference__cuda_shared_memory_status_request__descriptor, msg, len);
+  if (req == NULL) return;
+  if (req->name && req->name[0]) {
+    char text[400];
+    snprintf(text, sizeof text, "Unable to find cuda shared memory region: '%.300s'", req->name);
+    done_with(req);
+    return nrd_srv_grpc_call_finish(call, NRD_GRPC_NOT_FOUND, text);
+  }
+  done_with(req);
+  Inference__CudaSharedMemoryStatusResponse r = INFERENCE__CUDA_SHARED_MEMORY_STATUS_RESPONSE__INIT;
+  nrd_srv_grpc_call_reply(call, &r.base);
+}
+
+static void cuda_register(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
+  Inference__CudaSharedMemoryRegisterRequest *req =
+      unpack(call, &inference__cuda_shared_memory_register_request__descriptor, msg, len);
+  if (req == NULL) return;
+  char text[400];
+  snprintf(text, sizeof text, "failed to register CUDA shared memory region: '%.300s', GPUs not supported",
+           req->name ? req->name : "");
+  done_with(req);
+  nrd_srv_grpc_call_finish(call, NRD_GRPC_INVALID_ARGUMENT, text);
+}
+
+static void cuda_unregister(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
+  Inference__CudaSharedMemoryUnregisterRequest *req =
+      unpack(call, &inference__cuda_shared_memory_unregister_request__descriptor, msg, len);
+  if (req == NULL) return;
+  done_with(req);
+  Inference__CudaSharedMemoryUnregisterResponse r = INFERENCE__CUDA_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
+  nrd_srv_grpc_call_reply(call, &r.base);
 }
 
 /* The trace extension: an empty settings map reads, others update; a
@@ -699,9 +730,9 @@ static const nrd_srv_grpc_method methods[] = {
     {.path = SVC "SystemSharedMemoryStatus", .on_message = shm_status, .api = NRD_SRV_API_SHARED_MEMORY},
     {.path = SVC "SystemSharedMemoryRegister", .on_message = shm_register, .api = NRD_SRV_API_SHARED_MEMORY},
     {.path = SVC "SystemSharedMemoryUnregister", .on_message = shm_unregister, .api = NRD_SRV_API_SHARED_MEMORY},
-    {.path = SVC "CudaSharedMemoryStatus", .on_message = cuda_unsupported, .api = NRD_SRV_API_SHARED_MEMORY},
-    {.path = SVC "CudaSharedMemoryRegister", .on_message = cuda_unsupported, .api = NRD_SRV_API_SHARED_MEMORY},
-    {.path = SVC "CudaSharedMemoryUnregister", .on_message = cuda_unsupported, .api = NRD_SRV_API_SHARED_MEMORY},
+    {.path = SVC "CudaSharedMemoryStatus", .on_message = cuda_status, .api = NRD_SRV_API_SHARED_MEMORY},
+    {.path = SVC "CudaSharedMemoryRegister", .on_message = cuda_register, .api = NRD_SRV_API_SHARED_MEMORY},
+    {.path = SVC "CudaSharedMemoryUnregister", .on_message = cuda_unregister, .api = NRD_SRV_API_SHARED_MEMORY},
     {.path = SVC "TraceSetting", .on_message = trace_setting, .api = NRD_SRV_API_TRACE},
     {.path = SVC "LogSettings", .on_message = log_settings, .api = NRD_SRV_API_LOGGING},
     {.path = "/grpc.health.v1.Health/Check", .on_message = health_check, .api = NRD_SRV_API_HEALTH},
