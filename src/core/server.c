@@ -195,26 +195,32 @@ static bool config_bool(const char *v, bool dflt) {
 }
 
 /* summary_quantiles "<quantile>:<error>,...", as Triton takes it: each
- * quantile in [0, 1] (the error is read and checked, not used: our
- * quantiles are exact over the window). At most 8. */
+ * pair split at ',' then ':', each part read as std::stod reads it (a
+ * number at its start; what follows it is ignored, so Triton's own
+ * example "0.1:0.0.1" is 0.1 with error 0). Each quantile in [0, 1] (the
+ * error is read and checked, not used: our quantiles are exact over the
+ * window). At most 8. */
 static TRITONSERVER_Error *parse_quantiles(const char *text, TRITONSERVER_Server *s) {
   s->n_quantiles = 0;
   for (const char *p = text; *p;) {
+    const char *comma = strchr(p, ',');
+    const char *stop = comma ? comma : p + strlen(p);
+    const char *colon = memchr(p, ':', (size_t)(stop - p));
     char *end = NULL;
     double q = strtod(p, &end);
+    bool ok = colon && end != p && end <= colon;
     double e = -1;
-    if (end != p && *end == ':') {
-      const char *ep = end + 1;
-      e = strtod(ep, &end);
-      if (end == ep) e = -1;
+    if (ok) {
+      e = strtod(colon + 1, &end);
+      ok = end != colon + 1 && end <= stop;
     }
-    if (e < 0 || e > 1 || !(q >= 0 && q <= 1) || (*end && *end != ',') || s->n_quantiles == 8)
+    if (!ok || e < 0 || e > 1 || !(q >= 0 && q <= 1) || s->n_quantiles == 8)
       return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                            "invalid summary_quantiles '%s': expected up to 8 <quantile>:<error> pairs, each in [0, 1], "
                            "separated by commas",
                            text);
     s->quantiles[s->n_quantiles++] = q;
-    p = *end ? end + 1 : end;
+    p = comma ? comma + 1 : stop;
   }
   return NULL;
 }

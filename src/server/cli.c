@@ -251,9 +251,9 @@ static const flag_spec kFlags[] = {
     {"allow-http", F_ALLOW_HTTP, "BOOL", "Serve the HTTP/REST API (default true).",
      AS_BOOL(allow_http)},
     {"http-port", F_HTTP_PORT, "N", "HTTP/REST port (default 8000; 0 picks a free port).",
-     AS_NUM(http_port, 0, 65535, "a port 0..65535")},
+     AS_NUM(http_port, INT_MIN, INT_MAX, "a port 0..65535")},
     {"http-address", F_HTTP_ADDRESS, "ADDR", "Address the HTTP/REST API binds (default 0.0.0.0).",
-     AS_TEXT(http_address, "an address")},
+     AS_TEXT(http_address, NULL)},
     {"http-thread-count", F_HTTP_THREAD_COUNT, "N", "HTTP event-loop threads (default 8).",
      AS_NUM(http_thread_count, 1, 256, "a thread count 1..256")},
     {"http-max-input-size", F_HTTP_MAX_INPUT_SIZE, "BYTES",
@@ -267,15 +267,15 @@ static const flag_spec kFlags[] = {
     {"allow-metrics", F_ALLOW_METRICS, "BOOL", "Serve Prometheus metrics at /metrics (default true).",
      AS_BOOL(allow_metrics)},
     {"metrics-port", F_METRICS_PORT, "N", "Metrics port (default 8002; 0 picks a free port).",
-     AS_NUM(metrics_port, 0, 65535, "a port 0..65535")},
+     AS_NUM(metrics_port, INT_MIN, INT_MAX, "a port 0..65535")},
     {"metrics-address", F_METRICS_ADDRESS, "ADDR", "Address the metrics endpoint binds (default: --http-address).",
-     AS_TEXT(metrics_address, "an address")},
+     AS_TEXT(metrics_address, NULL)},
     {"allow-grpc", F_ALLOW_GRPC, "BOOL", "Serve the gRPC API (default true).",
      AS_BOOL(allow_grpc)},
     {"grpc-port", F_GRPC_PORT, "N", "gRPC port (default 8001; 0 picks a free port).",
-     AS_NUM(grpc_port, 0, 65535, "a port 0..65535")},
+     AS_NUM(grpc_port, INT_MIN, INT_MAX, "a port 0..65535")},
     {"grpc-address", F_GRPC_ADDRESS, "ADDR", "Address the gRPC API binds (default 0.0.0.0).",
-     AS_TEXT(grpc_address, "an address")},
+     AS_TEXT(grpc_address, NULL)},
     {"grpc-thread-count", F_GRPC_THREAD_COUNT, "N", "gRPC event-loop threads (default 2).",
      AS_NUM(grpc_thread_count, 1, 256, "a thread count 1..256")},
     {"grpc-max-message-size", F_GRPC_MAX_MESSAGE_SIZE, "BYTES",
@@ -402,7 +402,7 @@ static const flag_spec kFlags[] = {
      "Serve SageMaker's /ping and /invocations for one model (docs/sagemaker.md); default false.",
      AS_BOOL(allow_sagemaker)},
     {"sagemaker-port", F_SAGEMAKER_PORT, "N", "SageMaker port (default 8080).",
-     AS_NUM(sagemaker_port, 0, 65535, "a port 0..65535")},
+     AS_NUM(sagemaker_port, INT_MIN, INT_MAX, "a port 0..65535")},
     {"sagemaker-safe-port-range", F_SAGEMAKER_SAFE_PORT_RANGE, "MIN-MAX",
      "Ports the other endpoints must use when SageMaker is on.",
      CUSTOM},
@@ -413,7 +413,7 @@ static const flag_spec kFlags[] = {
      "(which also turns HTTP/REST and gRPC off unless given).",
      AS_BOOL(allow_vertex_ai)},
     {"vertex-ai-port", F_VERTEX_AI_PORT, "N", "Vertex AI port (default AIP_HTTP_PORT, else 8080).",
-     AS_NUM(vertex_ai_port, 0, 65535, "a port 0..65535")},
+     AS_NUM(vertex_ai_port, INT_MIN, INT_MAX, "a port 0..65535")},
     {"vertex-ai-thread-count", F_VERTEX_AI_THREAD_COUNT, "N", "Vertex AI event-loop threads (default 8).",
      AS_NUM(vertex_ai_thread_count, 1, 256, "a thread count 1..256")},
     {"vertex-ai-default-model", F_VERTEX_AI_DEFAULT_MODEL, "NAME",
@@ -928,6 +928,32 @@ static int check_combination(nrd_srv_cli *cli, bool strict_given, bool disable_a
     fprintf(stderr, "nereid: warning: tracing is on but no trace file was given "
                     "(--trace-config=triton,file=PATH): nothing will be traced\n");
   if (cli->help || cli->version) return 0;
+  /* Ports and addresses count only for the endpoints that are on: Triton
+   * starts with --grpc-port=-47 when --allow-grpc=false. */
+  const struct {
+    bool on;
+    const char *port_flag;
+    int port;
+    const char *address_flag, *address;
+  } eps[] = {
+      {cli->allow_http, "http-port", cli->http_port, "http-address", cli->http_address},
+      {cli->allow_grpc, "grpc-port", cli->grpc_port, "grpc-address", cli->grpc_address},
+      {cli->allow_metrics, "metrics-port", cli->metrics_port, "metrics-address", cli->metrics_address},
+      {cli->allow_vertex_ai, "vertex-ai-port", cli->vertex_ai_port, NULL, NULL},
+      {cli->allow_sagemaker, "sagemaker-port", cli->sagemaker_port, NULL, NULL},
+  };
+  for (size_t i = 0; i < sizeof eps / sizeof eps[0]; i++) {
+    if (!eps[i].on) continue;
+    if (eps[i].port < 0 || eps[i].port > 65535) {
+      nrd_srv_fmt_err(err, errlen, "invalid value '%d' for --%s: expected a port 0..65535", eps[i].port,
+                      eps[i].port_flag);
+      return -1;
+    }
+    if (eps[i].address_flag && eps[i].address && !eps[i].address[0]) {
+      nrd_srv_fmt_err(err, errlen, "invalid value '' for --%s: expected an address", eps[i].address_flag);
+      return -1;
+    }
+  }
   if (cli->response_cache_byte_size_given && cli->n_cache_configs > 0) {
     nrd_srv_fmt_err(err, errlen, "Incompatible flags --response-cache-byte-size and --cache-config both "
                     "provided. Please provide one or the other.");

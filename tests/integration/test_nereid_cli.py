@@ -299,6 +299,22 @@ def test_bad_value_exits_2_naming_flag(flag, value):
     assert "Usage:" in err
 
 
+def test_ports_and_addresses_of_disabled_endpoints_are_not_checked(server_factory):
+    """As Triton: --grpc-port=-47 with --allow-grpc=false starts; the same
+    port, or an empty address, on an endpoint that is on stops it."""
+    s = server_factory(*common(), "--grpc-port=-47", "--grpc-address=", "--sagemaker-port=70000",
+                       "--metrics-port=-1")
+    s.wait_ready()
+    assert s.stop() == 0, s.text()
+    for args, flag, value in ((["--allow-grpc=true", "--grpc-port=-47"], "--grpc-port", "-47"),
+                              (["--allow-http=true", "--http-port=65536"], "--http-port", "65536"),
+                              (["--allow-grpc=true", "--grpc-address="], "--grpc-address", "''")):
+        code, _, err = run([*common(), *args])
+        assert code == 2, err
+        first = err.splitlines()[0]
+        assert flag in first and value in first, first
+
+
 def test_missing_value_and_missing_repository_exit_2():
     code, _, err = run(["--model-repository"])
     assert code == 2 and "--model-repository needs a value" in err
@@ -500,7 +516,9 @@ def test_summary_latencies_add_summaries(server_factory):
     with Triton's default quantiles, or those of summary_quantiles; their
     _count counts successful requests; bad quantiles stop the server."""
     for extra, quantiles in (([], ["0.5", "0.9", "0.95", "0.99"]),
-                             (["--metrics-config=summary_quantiles=0.25:0.01,0.75:0.01"], ["0.25", "0.75"])):
+                             (["--metrics-config=summary_quantiles=0.25:0.01,0.75:0.01"], ["0.25", "0.75"]),
+                             # Triton's own documented value: "0.0.1" reads as 0.0, as std::stod reads it.
+                             (["--metrics-config=summary_quantiles=0.1:0.0.1,0.5:0.05"], ["0.1", "0.5"])):
         s = server_factory(f"--model-repository={EXAMPLES}", f"--backend-directory={BACKENDS}", "--allow-grpc=false",
                            "--http-port=0", "--http-address=127.0.0.1", "--metrics-port=0",
                            "--metrics-address=127.0.0.1", "--metrics-config=summary_latencies=true", *extra)
@@ -526,6 +544,10 @@ def test_summary_latencies_add_summaries(server_factory):
         assert s.stop() == 0, s.text()
     code, _, err = run([*common(), "--metrics-config=summary_latencies=true", "--metrics-config=summary_quantiles=2:1"])
     assert code != 0 and "invalid summary_quantiles '2:1'" in err, err
+    for bad in ("0.5", "x:0.1", "0.5:", "0.5:y"):
+        code, _, err = run([*common(), "--metrics-config=summary_latencies=true",
+                            f"--metrics-config=summary_quantiles={bad}"])
+        assert code != 0 and f"invalid summary_quantiles '{bad}'" in err, (bad, err)
 
 
 def test_bad_cache_settings_stop_the_server():
