@@ -69,6 +69,8 @@ typedef struct nrd_input {
   uint32_t nbufs, capbufs;
   uint64_t byte_size;      /* sum of bufs[i].size */
   bool is_raw;             /* added with AddRawInput: shape from the config */
+  bool raw_prefixed;       /* a raw BYTES input: bufs[0] is raw_len */
+  uint32_t raw_len;        /* that element's length (little-endian on the hosts we build for) */
   uint8_t inl;             /* NRD_INL_* */
   struct TRITONSERVER_BufferAttributes *attrs; /* lazily made by InputBufferAttributes */
   uint32_t n_attrs;
@@ -217,6 +219,14 @@ static inline bool nrd_request_is_cancelled(const TRITONSERVER_InferenceRequest 
 /* The input of `r` named `name`, or NULL. Inline: validation looks up
  * every input. Valid until the request's inputs change; the thread that
  * owns the request. */
+/* Gives `in` a copy of `name`; on failure (out of memory) the old name
+ * stays. The request must not be in flight. */
+TRITONSERVER_Error *nrd_input_rename(nrd_input *in, const char *name);
+
+/* Puts `b` (borrowed, like appended data) before the input's other
+ * buffers and counts its size. The request must not be in flight. */
+TRITONSERVER_Error *nrd_input_prepend(nrd_input *in, nrd_buffer b);
+
 static inline nrd_input *nrd_request_find_input(TRITONSERVER_InferenceRequest *r, const char *name) {
   for (uint32_t i = 0; i < r->n_inputs; i++)
     if (!strcmp(r->inputs[i].name, name)) return &r->inputs[i];

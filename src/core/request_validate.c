@@ -77,33 +77,76 @@ static TRITONSERVER_Error *check_bytes(const TRITONBACKEND_Model *m, const nrd_i
   return NULL;
 }
 
-/* Fills in a raw input's datatype and shape from the configuration. */
+/* A raw input (TRITONSERVER_InferenceRequestAddRawInput: an HTTP body
+ * with no JSON header) stands for the model's only input, as in Triton:
+ * the request has no other input and the configuration has one, whose
+ * name it takes. One named after an input of the configuration is that
+ * input, beside any others (ours: Triton refuses the request; see
+ * docs/differences.md). */
+static TRITONSERVER_Error *claim_raw(TRITONSERVER_InferenceRequest *r) {
+  const TRITONBACKEND_Model *m = r->model;
+  nrd_input *raw = NULL;
+  for (uint32_t i = 0; i < r->n_inputs && !raw; i++)
+    if (r->inputs[i].is_raw) raw = &r->inputs[i];
+  if (!raw || nrd_model_find_input(m, raw->name)) return NULL;
+  if (r->n_inputs != 1 || m->n_inputs != 1)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "Raw request must only have 1 input (found %" PRIu32
+                         ") to be deduced but got %" PRIu32 " inputs in '%s' model configuration",
+                         r->n_inputs, m->n_inputs, m->name);
+  if (strcmp(raw->name, m->inputs[0].name) != 0) return nrd_input_rename(raw, m->inputs[0].name);
+  return NULL;
+}
+
+/* Fills in a raw input's datatype and shape from the configuration, as
+ * Triton deduces them: at most one variable-size dimension, taken from the
+ * byte size; a BYTES input must have shape [1] and the whole body is its
+ * one element (its 4-byte length is put before the data, once). */
 static TRITONSERVER_Error *resolve_raw(const TRITONBACKEND_Model *m, const nrd_io *io, nrd_input *in) {
-  in->dtype = io->dtype;
+  int wild = -1;
+  int64_t known = 1;
+  for (uint32_t i = 0; i < io->ndims; i++) {
+    if (io->dims[i] >= 0) {
+      known *= io->dims[i];
+    } else if (wild >= 0) {
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                           "The shape of the raw input '%s' can not be deduced because there are more than one "
+                           "variable-sized dimension",
+                           io->name);
+    } else {
+      wild = (int)i;
+    }
+  }
   size_t esz = nrd_datatype_byte_size(io->dtype);
+  if (io->dtype == TRITONSERVER_TYPE_BYTES) {
+    if (wild >= 0 || known != 1)
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                           "For BYTE datatype raw input '%s', the model must have input shape [1]", io->name);
+    if (!in->raw_prefixed) {
+      if (in->byte_size > UINT32_MAX)
+        return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                             "raw input '%s' of model '%s': a BYTES element holds at most 4294967295 bytes, got %" PRIu64,
+                             io->name, m->name, in->byte_size);
+      in->raw_len = (uint32_t)in->byte_size;
+      NRD_RETURN_IF_ERROR(nrd_input_prepend(in, (nrd_buffer){&in->raw_len, sizeof in->raw_len,
+                                                             TRITONSERVER_MEMORY_CPU, 0}));
+      in->raw_prefixed = true;
+    }
+  } else if (wild >= 0 && (!esz || !known || in->byte_size % (esz * (uint64_t)known))) {
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "raw input '%s' of model '%s': cannot deduce its shape from %" PRIu64
+                         " bytes (not a whole number of %" PRIu64 "-byte rows)",
+                         io->name, m->name, in->byte_size, (uint64_t)esz * (uint64_t)known);
+  }
+  in->dtype = io->dtype;
   uint32_t nd = io->ndims + (m->max_batch_size > 0 ? 1 : 0);
   int64_t small[NRD_DIMS_INLINE];
   int64_t *s = nd <= NRD_DIMS_INLINE ? small : malloc(nd * sizeof(int64_t));
   if (!s) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   uint32_t o = 0;
   if (m->max_batch_size > 0) s[o++] = 1;
-  int64_t known = 1;
-  int wild = -1;
-  for (uint32_t i = 0; i < io->ndims; i++) {
-    s[o] = io->dims[i];
-    if (s[o] < 0) wild = (int)o;
-    else known *= s[o];
-    o++;
-  }
-  if (wild >= 0) {
-    if (!esz || !known || in->byte_size % (esz * (uint64_t)known)) {
-      if (s != small) free(s);
-      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                           "raw input '%s' of model '%s': cannot infer its shape from %" PRIu64 " bytes",
-                           in->name, m->name, in->byte_size);
-    }
-    s[wild] = (int64_t)(in->byte_size / (esz * (uint64_t)known));
-  }
+  for (uint32_t i = 0; i < io->ndims; i++) s[o++] = io->dims[i];
+  if (wild >= 0) s[wild + (m->max_batch_size > 0 ? 1 : 0)] = (int64_t)(in->byte_size / (esz * (uint64_t)known));
   /* A reshape from an earlier send of this request has its own copy. */
   free(in->backend_shape);
   in->backend_shape = NULL;
@@ -148,6 +191,7 @@ TRITONSERVER_Error *nrd_request_validate(TRITONSERVER_InferenceRequest *r) {
   int64_t batch = -1;
   char got[256], want[256];
 
+  NRD_RETURN_IF_ERROR(claim_raw(r));
   for (uint32_t i = 0; i < r->n_inputs; i++) {
     nrd_input *in = &r->inputs[i];
     const nrd_io *io = nrd_model_find_input(m, in->name);

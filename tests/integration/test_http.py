@@ -155,6 +155,14 @@ def repo():
                        'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
                        'output [ { name: "PROBE" data_type: TYPE_STRING dims: [ 1 ] } ]\n')
     model_with_library(d, "echo_params", "echo_params", 8, io)
+    # Raw binary requests: a BYTES input of one element, and an input with
+    # two variable-size dimensions (whose shape a raw body cannot give).
+    for name, dt, dims in (("identity_bytes_one", "TYPE_STRING", "[ 1 ]"), ("identity_fp16_2d", "TYPE_FP16", "[ -1, -1 ]")):
+        os.makedirs(os.path.join(d, name, "1"))
+        with open(os.path.join(d, name, "config.pbtxt"), "w") as f:
+            f.write(f'name: "{name}"\nbackend: "identity"\nmax_batch_size: 8\n'
+                    f'input [ {{ name: "INPUT0" data_type: {dt} dims: {dims} }} ]\n'
+                    f'output [ {{ name: "OUTPUT0" data_type: {dt} dims: {dims} }} ]\n')
     # An ensemble of the decoupled square_int32: decoupled itself.
     os.makedirs(os.path.join(d, "square_ens", "1"))
     with open(os.path.join(d, "square_ens", "config.pbtxt"), "w") as f:
@@ -762,20 +770,42 @@ def raw_exchange(port, data):
         s.close()
 
 
+def test_json_errors_in_tritons_words(srv):
+    """A body that is not JSON gets Triton's words (RapidJSON's text and
+    offset) on the infer route and the other JSON routes; nesting past 100
+    gets Triton's limit sentence."""
+    p = "/v2/models/identity_fp32/infer"
+    for route in (p, "/v2/repository/index"):
+        for body, want in ((b"abc", "failed to parse the request JSON buffer: Invalid value. at 0"),
+                           (b'{"inputs": [1,]}', "failed to parse the request JSON buffer: Invalid value. at 14"),
+                           (b'{"a" 1}', "failed to parse the request JSON buffer: Missing a colon after a name of "
+                                        "object member. at 5"),
+                           (b"[" * 101 + b"]" * 101, "JSON nesting depth exceeds maximum allowed limit (100)")):
+            st, _, out = srv.request("POST", route, body, {"Content-Type": "application/json"})
+            assert st == 400, (route, body[:20], out)
+            assert json.loads(out)["error"].startswith(want), (route, body[:20], out)
+    st, _, out = srv.request("POST", p, b"", {"Content-Type": "application/json"})
+    assert st == 400 and json.loads(out)["error"].startswith(
+        "failed to parse the request JSON buffer: The document is empty. at 0"), out
+
+
 def test_oversized_body_rejected(srv):
     # The limit is 1 MB here: a 2 MB body is refused from its header alone,
     # before the body is read (and without allocating the claimed size).
     for length in (2 * 1024 * 1024, 99999999999):
         resp = raw_exchange(srv.port, b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\n"
                             b"Content-Length: %d\r\n\r\n" % length)
-        assert resp.startswith(b"HTTP/1.1 413"), resp
+        # Triton answers 400 with its sentence.
+        assert resp.startswith(b"HTTP/1.1 400"), resp
+        assert b"Request JSON size of %d bytes exceeds the maximum allowed value of " % length in resp, resp
+        assert b"Use --http-max-input-size to increase the limit." in resp, resp
     # Chunked bodies are held to the same limit.
     chunk = b"x" * 65536
     data = b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
     data += (b"%x\r\n" % len(chunk) + chunk + b"\r\n") * 20
     try:
         resp = raw_exchange(srv.port, data)
-        assert resp == b"" or resp.startswith(b"HTTP/1.1 413"), resp[:200]
+        assert resp == b"" or resp.startswith(b"HTTP/1.1 400"), resp[:200]
     except (BrokenPipeError, ConnectionResetError):
         pass
     assert srv.request("GET", "/v2/health/live")[0] == 200
@@ -1210,10 +1240,30 @@ def test_raw_binary_request(srv):
     out = r["outputs"][0]
     assert out["name"] == "OUTPUT0" and out["shape"] == [1, 4] and out["parameters"]["binary_data_size"] == 16
     assert np.array_equal(np.frombuffer(tail, dtype=np.float32), arr)
-    # A model with two inputs cannot take a raw request.
+    # A model with two inputs cannot take a raw request (Triton's words).
     st, hdrs, data = srv.request("POST", "/v2/models/simple/infer", b"\0" * 128,
                                  {"Inference-Header-Content-Length": "0"})
-    assert st == 400 and "exactly one input" in json.loads(data)["error"]
+    assert st == 400, data
+    assert json.loads(data)["error"].startswith(
+        "Raw request must only have 1 input (found 1) to be deduced but got 2 inputs in 'simple' model "
+        "configuration"), data
+    # A BYTES input of shape [1]: the whole body is its one element, and the
+    # output comes back with its 4-byte length before it.
+    st, hdrs, data = srv.request("POST", "/v2/models/identity_bytes_one/infer", b"427 and more",
+                                 {"Inference-Header-Content-Length": "0"})
+    assert st == 200, data
+    r, tail = split_binary(hdrs, data)
+    assert r["outputs"][0]["shape"] == [1, 1] and r["outputs"][0]["datatype"] == "BYTES", r
+    assert tail == struct.pack("<I", 12) + b"427 and more"
+    # Any other BYTES shape cannot take one, nor two variable-size dimensions.
+    for model, body, want in (
+            ("identity_bytes", b"427", "For BYTE datatype raw input 'INPUT0', the model must have input shape [1]"),
+            ("identity_fp16_2d", b"\0" * 8,
+             "The shape of the raw input 'INPUT0' can not be deduced because there are more than one "
+             "variable-sized dimension")):
+        st, hdrs, data = srv.request("POST", f"/v2/models/{model}/infer", body,
+                                     {"Inference-Header-Content-Length": "0"})
+        assert st == 400 and json.loads(data)["error"].startswith(want), data
     # A size that does not fit the input's type.
     st, hdrs, data = srv.request("POST", "/v2/models/identity_fp32/infer", b"\0" * 7,
                                  {"Inference-Header-Content-Length": "0"})
@@ -1328,7 +1378,7 @@ def test_request_and_response_compression(srv):
     assert st == 400
     bomb = gzip.compress(b" " * (4 * 1024 * 1024))
     st, hdrs, out = srv.request("POST", p, bomb, {"Content-Encoding": "gzip"})
-    assert st == 413 and "limit" in json.loads(out)["error"]
+    assert st == 400 and "exceeds the maximum allowed value" in json.loads(out)["error"], out
     assert srv.request("GET", "/v2/health/live")[0] == 200
 
 
@@ -1656,7 +1706,7 @@ def test_expect_100_continue(srv):
     s.sendall(b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
               b"Content-Length: 99999999\r\n\r\n")
     st, _, _ = read_response(f)
-    assert st == 413
+    assert st == 400
     s.close()
 
 

@@ -19,6 +19,7 @@
 #include "error_ignore.h"
 #include "http_internal.h"
 #include "http_json.h"
+#include "json_error.h"
 #include "fmt.h"
 #include "response_output.h"
 
@@ -596,34 +597,16 @@ static int append_shm(parse *ps, const char *name, const nrd_srv_http_shm_ref *r
 }
 
 /* Inference-Header-Content-Length: 0: the whole body is the data of the
- * model's only input; every output is returned in binary. */
+ * model's only input, whose name, datatype and shape the core deduces from
+ * the configuration (a BYTES input: the body is its one element); every
+ * output is returned in binary. */
 static int parse_raw(parse *ps) {
-  TRITONSERVER_Message *msg = NULL;
-  TRITONSERVER_Error *err =
-      TRITONSERVER_ServerModelMetadata(ps->c->loop->http->server, ps->model, ps->version, &msg);
+  static const char kRawName[] = "raw_input";
+  TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestAddRawInput(ps->ireq, kRawName);
   if (err) return core_fail(ps, err);
-  const char *base = NULL;
-  size_t size = 0;
-  json_t *md = NULL;
-  if ((err = TRITONSERVER_MessageSerializeToJson(msg, &base, &size)) == NULL)
-    md = json_loadb(base, size, 0, NULL);
-  TRITONSERVER_MessageDelete(msg);
-  if (err) return core_fail(ps, err);
-  json_t *inputs = md ? json_object_get(md, "inputs") : NULL;
-  json_t *jname = json_object_get(json_array_get(inputs, 0), "name");
-  if (json_array_size(inputs) != 1 || !json_is_string(jname)) {
-    json_decref(md);
-    FAIL("a raw binary request (Inference-Header-Content-Length: 0) needs a model with exactly one "
-         "input; model '%s' has %zu", ps->model, json_array_size(inputs));
-  }
-  char name[256];
-  snprintf(name, sizeof name, "%s", json_string_value(jname));
-  json_decref(md);
-  if ((err = TRITONSERVER_InferenceRequestAddRawInput(ps->ireq, name))) return core_fail(ps, err);
   ps->header_len = 0;
   ps->c->binary_default = true;
-  if (append_binary(ps, name, ps->body_len) != 0) return -1;
-  return 0;
+  return append_binary(ps, kRawName, ps->body_len);
 }
 
 static const nrd_srv_http_span *find_span(const parse *ps, size_t index) {
@@ -833,7 +816,10 @@ static int parse_request(parse *ps) {
     if (v == 0) return parse_raw(ps);
     ps->header_len = (size_t)v;
   }
-  if (ps->header_len == 0) FAIL("the request body is empty: expected a JSON inference request");
+  if (ps->header_len == 0) {
+    nrd_srv_json_error("", 0, ps->msg, sizeof ps->msg); /* Triton's "The document is empty." */
+    return -1;
+  }
   ps->header = ps->body;
   char *stripped = NULL;
   size_t stripped_len = 0;
@@ -852,8 +838,15 @@ static int parse_request(parse *ps) {
       nrd_srv_json_memo_parse(&ps->c->loop->headers, has_data ? stripped : ps->header,
                               has_data ? stripped_len : ps->header_len, jerr, sizeof jerr);
   free(stripped);
-  if (root == NULL) FAIL("failed to parse the request JSON buffer: %s", jerr);
-  if (!nrd_srv_json_is_object(root)) FAIL("the inference request must be a JSON object");
+  if (root == NULL) {
+    /* Triton's words where RapidJSON would refuse the text too; ours otherwise. */
+    if (nrd_srv_json_error(ps->header, ps->header_len, ps->msg, sizeof ps->msg) == 0) return -1;
+    FAIL("failed to parse the request JSON buffer: %s", jerr);
+  }
+  if (!nrd_srv_json_is_object(root)) {
+    if (nrd_srv_json_error(ps->header, ps->header_len, ps->msg, sizeof ps->msg) == 0) return -1; /* too deep */
+    FAIL("the inference request must be a JSON object");
+  }
   const nrd_srv_json *id = nrd_srv_json_get(root, "id");
   if (id) {
     if (!nrd_srv_json_is_string(id)) FAIL("Unable to parse 'id': expected a string");
