@@ -31,8 +31,11 @@ int nrd_srv_http_decode_body(nrd_srv_http_req *req, size_t limit, char *msg, siz
     case NRD_SRV_INFLATE_OK:
       break; /* bytes after the end of the stream are ignored */
     case NRD_SRV_INFLATE_TOO_LARGE:
-      snprintf(msg, msglen, "decompressed request body is larger than the limit of %zu bytes", limit);
-      return 413;
+      snprintf(msg, msglen,
+               "Request JSON size of %zu bytes exceeds the maximum allowed value of %zu bytes. Use "
+               "--http-max-input-size to increase the limit.",
+               total, limit);
+      return 400;
     case NRD_SRV_INFLATE_NO_MEMORY:
       snprintf(msg, msglen, "out of memory decompressing the request body");
       return 500;

@@ -22,6 +22,7 @@
  * collected never sees freed memory. */
 #include <assert.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,7 +53,7 @@ typedef enum conn_state {
   ST_BODY,    /* Content-Length body arriving */
   ST_CHUNKED, /* chunked body arriving, decoded in place */
   ST_BUSY,    /* a request is with the routes or the core */
-  ST_SKIP     /* answered early (413): reading is over, close after writing */
+  ST_SKIP     /* answered early (too large): reading is over, close after writing */
 } conn_state;
 
 typedef enum chunk_state { CH_SIZE, CH_DATA, CH_DATA_END, CH_TRAILER } chunk_state;
@@ -264,6 +265,18 @@ static int wq_text(nrd_srv_http_conn *c, const char *s, size_t len) {
 }
 
 /* Answers a request we could not parse (or too large) and closes. */
+/* Triton's sentence for a body over --http-max-input-size (`size`: its
+ * length as far as it is known), answered with 400 as Triton answers it.
+ * The text lives in the loop thread's buffer until the next call. */
+static const char *too_large(uint64_t size, size_t limit) {
+  static _Thread_local char text[200];
+  snprintf(text, sizeof text,
+           "Request JSON size of %" PRIu64 " bytes exceeds the maximum allowed value of %zu bytes. Use "
+           "--http-max-input-size to increase the limit.",
+           size, limit);
+  return text;
+}
+
 static void reject(nrd_srv_http_conn *c, int status, const char *msg) {
   char buf[512];
   char body[300];
@@ -511,8 +524,8 @@ static int parse_head(nrd_srv_http_conn *c, const char **msg) {
     }
   }
   if (len > limit) {
-    *msg = "request body is larger than --http-max-input-size";
-    return 413;
+    *msg = too_large(len, limit);
+    return 400;
   }
   c->body_need = (size_t)len;
   c->state = ST_BODY;
@@ -600,13 +613,16 @@ static int dechunk(nrd_srv_http_conn *c, const char **msg) {
                   : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
                   : -1;
           if (v < 0) break;
-          if (n > (UINT64_MAX >> 4)) return 413;
+          if (n > (UINT64_MAX >> 4)) {
+            *msg = too_large(UINT64_MAX, limit);
+            return 400;
+          }
           n = (n << 4) | (uint64_t)v;
         }
         if (i == 0 || (i < ll && line[i] != ';' && line[i] != ' ' && line[i] != '\t')) return 400;
         if (n > limit || (c->cw - c->head_end) + n > limit) {
-          *msg = "request body is larger than --http-max-input-size";
-          return 413;
+          *msg = too_large((c->cw - c->head_end) + n, limit);
+          return 400;
         }
         c->chunk_left = n;
         c->cstate = n == 0 ? CH_TRAILER : CH_DATA;
@@ -767,7 +783,7 @@ static void do_read(nrd_srv_http_conn *c) {
       if (want > most) want = most;
       if (want <= c->rcap) {
         if (c->state == ST_HEAD) reject(c, 431, "request head is too large");
-        else reject(c, 413, "request body is larger than --http-max-input-size");
+        else reject(c, 400, too_large(c->rlen, c->loop->http->max_input));
         return;
       }
       if (reserve(c, want) != 0) {

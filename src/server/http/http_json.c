@@ -16,8 +16,9 @@
 #include "float16.h"
 #include "fmt.h"
 #include "json_arena.h"
+#include "json_error.h"
 
-#define MAX_DEPTH 64
+#define MAX_DEPTH NRD_SRV_JSON_MAX_DEPTH
 
 /* ---- scanner ------------------------------------------------------------ */
 
@@ -186,7 +187,7 @@ int nrd_srv_http_json_cut_data(const char *json, size_t len, nrd_srv_http_span *
     if (s.too_many)
       nrd_srv_fmt_err(err, errlen, "too many inputs with JSON 'data' (at most %d)",
               NRD_SRV_HTTP_MAX_DATA_SPANS);
-    else
+    else if (nrd_srv_json_error(json, len, err, errlen) != 0)
       nrd_srv_fmt_err(err, errlen, "failed to parse the request JSON buffer: invalid JSON near byte %zu",
               s.pos);
     return -1;

@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "http_internal.h"
+#include "json_error.h"
 #include "error_ignore.h"
 
 /* ---- small helpers -------------------------------------------------------- */
@@ -50,11 +51,14 @@ int nrd_srv_http_body_json(nrd_srv_http_req *req, json_t **out) {
   json_t *j = json_loadb(b, len, JSON_REJECT_DUPLICATES, &jerr);
   if (j == NULL || !json_is_object(j)) {
     char msg[300];
-    if (j == NULL)
-      snprintf(msg, sizeof msg, "failed to parse the request JSON buffer: %s at line %d, column %d",
-               jerr.text, jerr.line, jerr.column);
-    else
-      snprintf(msg, sizeof msg, "the request body must be a JSON object");
+    /* Triton's words where RapidJSON refuses the text too; ours otherwise. */
+    if (nrd_srv_json_error(b, len, msg, sizeof msg) != 0) {
+      if (j == NULL)
+        snprintf(msg, sizeof msg, "failed to parse the request JSON buffer: %s at line %d, column %d",
+                 jerr.text, jerr.line, jerr.column);
+      else
+        snprintf(msg, sizeof msg, "the request body must be a JSON object");
+    }
     json_decref(j);
     nrd_srv_http_reply_error(req, 400, msg);
     return -1;
