@@ -725,7 +725,7 @@ def test_infer_errors(srv):
     expect_error(srv, p, infer_body("INPUT0", "FP32", [1, 1], [1, 2]), contains="elements")
     expect_error(srv, p, infer_body("INPUT0", "FP32", [1, 1000000000000], [1]), contains="elements")
     expect_error(srv, p, infer_body("INPUT0", "FP32", [1, 2], [1, "x"]))
-    expect_error(srv, p, infer_body("INPUT0", "FP32", [1, -2], [1, 2]), contains="shape")
+    expect_error(srv, p, infer_body("INPUT0", "FP32", [1, -2], [1, 2]), status=500, contains="shape")
     expect_error(srv, p, infer_body("INPUT0", "FP32", [9, 1], [1] * 9))  # over max_batch_size
     expect_error(srv, "/v2/models/identity_int8_t/infer", infer_body("INPUT0", "INT8", [1, 1], [300]),
                  contains="range")
@@ -787,6 +787,23 @@ def test_json_errors_in_tritons_words(srv):
     st, _, out = srv.request("POST", p, b"", {"Content-Type": "application/json"})
     assert st == 400 and json.loads(out)["error"].startswith(
         "failed to parse the request JSON buffer: The document is empty. at 0"), out
+    # A negative dimension: Triton reads dimensions as unsigned and says 500.
+    st, _, out = srv.request("POST", p, json.dumps({"inputs": [{"name": "INPUT0", "shape": [2, -5], "datatype": "FP32",
+                                                               "data": [1.0]}]}).encode())
+    assert st == 500 and json.loads(out)["error"].startswith(
+        "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer"), out
+    # "data" nested 50 deep is flattened; 120 deep passes Triton's limit.
+    for depth, ok in ((50, True), (120, False)):
+        data = "1.5"
+        for _ in range(depth):
+            data = f"[{data}]"
+        body = ('{"inputs": [{"name": "INPUT0", "shape": [1, 1], "datatype": "FP32", "data": %s}]}' % data).encode()
+        st, _, out = srv.request("POST", p, body, {"Content-Type": "application/json"})
+        if ok:
+            assert st == 200 and json.loads(out)["outputs"][0]["data"] == [1.5], out
+        else:
+            assert st == 400 and json.loads(out)["error"].startswith(
+                "JSON nesting depth exceeds maximum allowed limit (100)"), out
 
 
 def test_oversized_body_rejected(srv):

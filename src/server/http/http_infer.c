@@ -507,6 +507,7 @@ typedef struct parse {
   nrd_srv_http_span spans[NRD_SRV_HTTP_MAX_DATA_SPANS];
   size_t n_spans;
   char msg[512];
+  int status; /* the reply's status when parsing fails: 400 unless set */
 } parse;
 
 #define FAIL(...)                                      \
@@ -634,7 +635,14 @@ static int parse_input(parse *ps, const nrd_srv_json *in, size_t index) {
   bool overflow = false;
   for (size_t d = 0; d < dims; d++) {
     const nrd_srv_json *v = nrd_srv_json_at(jshape, d);
-    if (!nrd_srv_json_is_int(v) || nrd_srv_json_int(v) < 0) FAIL("Unable to parse 'shape' of input '%s'", name);
+    if (nrd_srv_json_is_int(v) && nrd_srv_json_int(v) < 0) {
+      /* Triton reads dimensions as unsigned integers and answers 500. */
+      ps->status = 500;
+      FAIL("Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer "
+           "(input '%s', got %lld)",
+           name, (long long)nrd_srv_json_int(v));
+    }
+    if (!nrd_srv_json_is_int(v)) FAIL("Unable to parse 'shape' of input '%s'", name);
     shape[d] = nrd_srv_json_int(v);
     if (shape[d] != 0 && count > UINT64_MAX / (uint64_t)shape[d]) overflow = true;
     else count *= (uint64_t)shape[d];
@@ -908,7 +916,7 @@ void nrd_srv_http_infer(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const ch
   ps.msg[0] = '\0';
   if (parse_request(&ps) != 0) {
     ctx_free(c);
-    return nrd_srv_http_reply_error(req, 400, ps.msg);
+    return nrd_srv_http_reply_error(req, ps.status ? ps.status : 400, ps.msg);
   }
   if ((err = nrd_srv_http_forward_headers(h, req, c->ireq))) {
     ctx_free(c);
