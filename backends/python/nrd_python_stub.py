@@ -7,6 +7,7 @@ import inspect
 import json
 import os
 import sys
+import threading
 import traceback
 
 import numpy as np
@@ -24,6 +25,15 @@ class Stub:
         self.model = None
         self.model_file = None
         self.loop = None
+        self.decoupled = False
+        # One message at a time on the shared memory: the main loop's
+        # replies and the response senders' messages (from any thread).
+        self.ipc_lock = threading.Lock()
+        self.out_off = 0
+        self.used = []
+        self.closed = []
+        self.active = False  # a batch is executing: the server answers messages
+        self.senders_done = threading.Condition()
 
     # -- helpers --
     def where(self, tb):
@@ -84,6 +94,11 @@ class Stub:
     def init(self, msg):
         args = msg["args"]
         self.model_file = args.pop("model_file")
+        try:
+            policy = json.loads(args.get("model_config", "{}")).get("model_transaction_policy", {})
+            self.decoupled = bool(policy.get("decoupled", False))
+        except ValueError:
+            self.decoupled = False
         cls, err = self.load()
         if err is not None:
             return err
@@ -155,13 +170,77 @@ class Stub:
             off += n
         return {"outputs": outs}, off
 
+    # -- messages to the server while a batch executes --
+    def converse(self, msg):
+        """Sends msg to the server and returns its acknowledgement."""
+        data = json.dumps(msg).encode()
+        if len(data) > _nrd_ipc.META_SIZE:
+            raise pb_utils.TritonModelException("python: message too large for the shared memory")
+        with self.ipc_lock:
+            if not self.active:
+                raise pb_utils.TritonModelException(
+                    "python: the request's batch has ended; its response sender is closed")
+            self.buf[META:META + len(data)] = data
+            _nrd_ipc.post(len(data))
+            n = _nrd_ipc.wait()
+            return json.loads(bytes(self.buf[META:META + n]))
+
+    def sender_for(self, index):
+        def send(response, flags):
+            final = bool(flags & pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            entry = None
+            if response is not None:
+                entry, _ = self.response_out(response, self.out_off)
+            with self.senders_done:
+                self.used[index] = True
+            ack = self.converse({"type": "response", "request": index, "final": final, "response": entry})
+            if final:
+                with self.senders_done:
+                    self.closed[index] = True
+                    self.senders_done.notify_all()
+            if "error" in ack:
+                raise pb_utils.TritonModelException(ack["error"])
+
+        def cancelled():
+            if self.closed[index]:
+                return False
+            try:
+                return self.converse({"type": "is_cancelled", "request": index}).get("cancelled", False)
+            except pb_utils.TritonModelException:
+                return False
+
+        return pb_utils.InferenceResponseSender(send, cancelled), cancelled
+
+    def wait_for_senders(self, indices):
+        """Until the senders of these requests have sent their final flag."""
+        with self.senders_done:
+            self.senders_done.wait_for(lambda: all(self.closed[i] for i in indices))
+
     def execute(self, msg):
         requests = [self.request(d) for d in msg["requests"]]
+        self.out_off = msg["out_off"]
+        with self.senders_done:
+            self.used = [False] * len(requests)
+            self.closed = [False] * len(requests)
+        for i, r in enumerate(requests):
+            r._sender, r._cancelled = self.sender_for(i)
+        self.active = True
         try:
             responses = self.run(self.model.execute, requests)
         except BaseException as e:  # noqa: BLE001 - the model's failure answers its requests
             traceback.print_exc()
             return {"error": f"python: execute failed: {self.describe(e)}"}
+        if self.decoupled or responses is None:
+            if responses is not None:
+                return {"error": "python: a decoupled model's execute must return None; it answers through "
+                                 "each request's response sender"}
+            # Answered through the senders: a decoupled model's every request
+            # (its threads may still be sending), else those it used; the
+            # server fails any other.
+            with self.senders_done:
+                wait = [i for i in range(len(requests)) if self.decoupled or self.used[i]]
+            self.wait_for_senders(wait)
+            return {"senders": True}
         if not isinstance(responses, (list, tuple)) or len(responses) != len(requests):
             n = "None" if responses is None else (
                 len(responses) if isinstance(responses, (list, tuple)) else type(responses).__name__)
@@ -197,8 +276,10 @@ class Stub:
             data = json.dumps(reply).encode()
             if len(data) > _nrd_ipc.META_SIZE:
                 data = json.dumps({"error": "python: reply too large"}).encode()
-            self.buf[META:META + len(data)] = data
-            _nrd_ipc.post(len(data))
+            with self.ipc_lock:
+                self.active = False
+                self.buf[META:META + len(data)] = data
+                _nrd_ipc.post(len(data))
             if kind in ("finalize", "auto_complete"):
                 return
 

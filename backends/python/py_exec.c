@@ -480,9 +480,13 @@ static TRITONSERVER_Error *check_output(nrd_py_instance *st, const char *name,
   return NULL;
 }
 
-/* Builds and sends the response to request 'r' from reply entry 'rj'. */
+/* Builds and sends the response to request 'r' from reply entry 'rj',
+ * with 'flags'; from 'factory' when one is given (a response sender's),
+ * else as the request's one response. An error the stub reported, or a
+ * missing requested output, is returned unsent: the caller answers it. */
 static TRITONSERVER_Error *respond(nrd_py_instance *st, TRITONBACKEND_Request *r,
-                                   const json_t *rj) {
+                                   TRITONBACKEND_ResponseFactory *factory,
+                                   const json_t *rj, uint32_t flags) {
   TRITONSERVER_Error *err = reply_error(rj);
   if (err != NULL) {
     return err;
@@ -523,7 +527,8 @@ static TRITONSERVER_Error *respond(nrd_py_instance *st, TRITONBACKEND_Request *r
     }
   }
   TRITONBACKEND_Response *resp = NULL;
-  if ((err = TRITONBACKEND_ResponseNew(&resp, r)) != NULL) {
+  err = factory ? TRITONBACKEND_ResponseNewFromFactory(&resp, factory) : TRITONBACKEND_ResponseNew(&resp, r);
+  if (err != NULL) {
     return err;
   }
   json_array_foreach(outs, k, o) {
@@ -568,8 +573,7 @@ static TRITONSERVER_Error *respond(nrd_py_instance *st, TRITONBACKEND_Request *r
       }
     }
     if (err != NULL) {
-      TRITONSERVER_Error *e2 = TRITONBACKEND_ResponseSend(
-          resp, TRITONSERVER_RESPONSE_COMPLETE_FINAL, err);
+      TRITONSERVER_Error *e2 = TRITONBACKEND_ResponseSend(resp, flags, err);
       TRITONSERVER_ErrorDelete(err);
       if (e2 != NULL) {
         nrd_bu_error_log_and_delete(e2, "python: sending a response");
@@ -577,11 +581,84 @@ static TRITONSERVER_Error *respond(nrd_py_instance *st, TRITONBACKEND_Request *r
       return NULL;
     }
   }
-  err = TRITONBACKEND_ResponseSend(resp, TRITONSERVER_RESPONSE_COMPLETE_FINAL, NULL);
+  err = TRITONBACKEND_ResponseSend(resp, flags, NULL);
   if (err != NULL) {
     nrd_bu_error_log_and_delete(err, "python: sending a response");
   }
   return NULL;
+}
+
+/* One batch's conversation with the stub: the response senders' factories
+ * (made at a sender's first use) and which requests have had their final
+ * response. */
+typedef struct batch {
+  TRITONBACKEND_Request **requests;
+  uint32_t count;
+  TRITONBACKEND_ResponseFactory **factories;
+  bool *finished;
+} batch;
+
+/* The stub's "response" message: a response sender's send(response,
+ * flags). Returns the acknowledgement (its "error" when refused). */
+static json_t *sender_send(nrd_py_instance *st, batch *b, const json_t *msg) {
+  json_int_t i = json_integer_value(json_object_get(msg, "request"));
+  if (i < 0 || (uint64_t)i >= b->count) return json_pack("{s:s}", "error", "python: no such request");
+  if (b->finished[i])
+    return json_pack("{s:s}", "error", "python: the response sender of this request is closed (its final flag was sent)");
+  TRITONSERVER_Error *err = NULL;
+  if (b->factories[i] == NULL) err = TRITONBACKEND_ResponseFactoryNew(&b->factories[i], b->requests[i]);
+  bool final = json_is_true(json_object_get(msg, "final"));
+  uint32_t flags = final ? TRITONSERVER_RESPONSE_COMPLETE_FINAL : 0;
+  const json_t *rj = json_object_get(msg, "response");
+  if (err == NULL && json_is_object(rj)) {
+    err = respond(st, b->requests[i], b->factories[i], rj, flags);
+    if (err != NULL) {
+      /* The model's error (or a bad output) answers this response. */
+      TRITONBACKEND_Response *resp = NULL;
+      TRITONSERVER_Error *e2 = TRITONBACKEND_ResponseNewFromFactory(&resp, b->factories[i]);
+      if (e2 == NULL) e2 = TRITONBACKEND_ResponseSend(resp, flags, err);
+      if (e2 != NULL) nrd_bu_error_log_and_delete(e2, "python: sending an error response");
+      TRITONSERVER_ErrorDelete(err);
+      err = NULL;
+    }
+  } else if (err == NULL && final) {
+    err = TRITONBACKEND_ResponseFactorySendFlags(b->factories[i], TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+  }
+  if (err != NULL) {
+    json_t *ack = json_pack("{s:s}", "error", TRITONSERVER_ErrorMessage(err));
+    TRITONSERVER_ErrorDelete(err);
+    return ack;
+  }
+  if (final) b->finished[i] = true;
+  return json_object();
+}
+
+/* Answers the stub's messages sent while it executes (a response sender's
+ * send, is_cancelled) until its reply to "execute" comes: '*reply' is
+ * then that reply. */
+static TRITONSERVER_Error *converse(nrd_py_instance *st, batch *b, json_t **reply) {
+  for (;;) {
+    const char *type = json_string_value(json_object_get(*reply, "type"));
+    json_t *ack = NULL;
+    if (type != NULL && strcmp(type, "response") == 0) {
+      ack = sender_send(st, b, *reply);
+    } else if (type != NULL && strcmp(type, "is_cancelled") == 0) {
+      json_int_t i = json_integer_value(json_object_get(*reply, "request"));
+      bool cancelled = false;
+      if (i >= 0 && (uint64_t)i < b->count) {
+        TRITONSERVER_Error *err = TRITONBACKEND_RequestIsCancelled(b->requests[i], &cancelled);
+        if (err != NULL) nrd_bu_error_log_and_delete(err, "python: is_cancelled");
+      }
+      ack = json_pack("{s:b}", "cancelled", cancelled);
+    } else {
+      return NULL; /* the reply to "execute" */
+    }
+    json_decref(*reply);
+    *reply = NULL;
+    TRITONSERVER_Error *err = exchange(st, ack, st->model->backend->stub_timeout_ms, reply);
+    json_decref(ack);
+    if (err != NULL) return err;
+  }
 }
 
 void nrd_py_execute(nrd_py_instance *st, TRITONBACKEND_Request **requests,
@@ -591,7 +668,10 @@ void nrd_py_execute(nrd_py_instance *st, TRITONBACKEND_Request **requests,
   json_t *msg = json_pack("{s:s, s:o}", "type", "execute", "requests", list);
   uint64_t off = NRD_PY_DATA_OFFSET;
   TRITONSERVER_Error *err = NULL;
-  if (!nrd_py_stub_alive(&st->stub)) {
+  batch b = {requests, count, calloc(count ? count : 1, sizeof *b.factories),
+             calloc(count ? count : 1, sizeof *b.finished)};
+  if (b.factories == NULL || b.finished == NULL) err = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  if (err == NULL && !nrd_py_stub_alive(&st->stub)) {
     err = nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE,
                             "python: the stub process of model '%s' instance "
                             "'%s' is gone; reload the model",
@@ -608,28 +688,51 @@ void nrd_py_execute(nrd_py_instance *st, TRITONBACKEND_Request **requests,
     err = exchange(st, msg, st->model->backend->stub_timeout_ms, &reply);
   }
   json_decref(msg);
+  if (err == NULL) err = converse(st, &b, &reply);
   if (err == NULL) {
     err = reply_error(reply);
   }
-  if (err != NULL) {
-    json_decref(reply);
-    nrd_bu_requests_fail(st->instance, requests, count, err);
-    return;
-  }
-  const json_t *responses = json_object_get(reply, "responses");
+  const json_t *responses = err == NULL ? json_object_get(reply, "responses") : NULL;
   uint64_t end = nrd_bu_now_ns();
   for (uint32_t i = 0; i < count; i++) {
-    TRITONSERVER_Error *rerr = respond(st, requests[i], json_array_get(responses, i));
+    TRITONSERVER_Error *rerr = NULL;
+    if (b.finished != NULL && b.finished[i]) {
+      /* answered through its response sender */
+    } else if (err != NULL) {
+      rerr = nrd_bu_error_newf(TRITONSERVER_ErrorCode(err), "%s", TRITONSERVER_ErrorMessage(err));
+    } else if (responses == NULL) {
+      rerr = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
+                               "python: model '%s' returned no response for a request and did not close its "
+                               "response sender",
+                               st->model->name);
+    } else {
+      rerr = respond(st, requests[i], NULL, json_array_get(responses, i), TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+    }
+    bool ok = rerr == NULL;
     if (rerr != NULL) {
-      nrd_bu_request_respond_error(requests[i], rerr);
+      if (b.factories != NULL && b.factories[i] != NULL) {
+        TRITONBACKEND_Response *resp = NULL;
+        TRITONSERVER_Error *e2 = TRITONBACKEND_ResponseNewFromFactory(&resp, b.factories[i]);
+        if (e2 == NULL) e2 = TRITONBACKEND_ResponseSend(resp, TRITONSERVER_RESPONSE_COMPLETE_FINAL, rerr);
+        if (e2 != NULL) nrd_bu_error_log_and_delete(e2, "python: sending an error response");
+      } else {
+        nrd_bu_request_respond_error(requests[i], rerr);
+      }
       TRITONSERVER_ErrorDelete(rerr);
     }
+    if (b.factories != NULL && b.factories[i] != NULL) {
+      TRITONSERVER_Error *ferr = TRITONBACKEND_ResponseFactoryDelete(b.factories[i]);
+      if (ferr != NULL) nrd_bu_error_log_and_delete(ferr, "python: deleting a response factory");
+    }
     TRITONSERVER_Error *serr = TRITONBACKEND_ModelInstanceReportStatistics(
-        st->instance, requests[i], rerr == NULL, start, start, end, nrd_bu_now_ns());
+        st->instance, requests[i], ok, start, start, end, nrd_bu_now_ns());
     if (serr != NULL) {
       TRITONSERVER_ErrorDelete(serr);
     }
     nrd_bu_request_release(requests[i]);
   }
+  if (err != NULL) TRITONSERVER_ErrorDelete(err);
+  free(b.factories);
+  free(b.finished);
   json_decref(reply);
 }

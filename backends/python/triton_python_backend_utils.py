@@ -224,6 +224,38 @@ class InferenceResponse:
         return self._parameters
 
 
+class InferenceResponseSender:
+    """Sends a request's responses to the server (built by the stub):
+    send(response, flags) any number of times, the last with
+    TRITONSERVER_RESPONSE_COMPLETE_FINAL (with or without a response).
+    Safe to use from the model's own threads."""
+
+    def __init__(self, send_fn, cancelled_fn):
+        self._send_fn = send_fn
+        self._cancelled_fn = cancelled_fn
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def send(self, response=None, flags=0):
+        with self._lock:
+            if self._closed:
+                raise TritonModelException("Unable to send response. Response sender has been closed.")
+            if response is not None and not isinstance(response, InferenceResponse):
+                raise TritonModelException(
+                    f"send() takes an InferenceResponse, got {type(response).__name__}")
+            if response is None and not flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
+                raise TritonModelException("Inference Response object is needed when the flag is not final")
+            self._send_fn(response, flags)
+            if flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
+                self._closed = True
+
+    def is_cancelled(self):
+        return bool(self._cancelled_fn())
+
+    def _is_closed(self):
+        return self._closed
+
+
 class InferenceRequest:
     """A request the model executes (built by the stub)."""
 
@@ -243,6 +275,7 @@ class InferenceRequest:
         self._model_version = model_version
         self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
         self._cancelled = None
+        self._sender = None
 
     def inputs(self):
         return self._inputs
@@ -270,6 +303,13 @@ class InferenceRequest:
 
     def is_cancelled(self):
         return bool(self._cancelled and self._cancelled())
+
+    def get_response_sender(self):
+        """The sender of this request's responses (decoupled models send any
+        number of them, then the final flag)."""
+        if self._sender is None:
+            raise TritonModelException("this request has no response sender (it is not being executed)")
+        return self._sender
 
     def set_release_flags(self, flags):
         self._release_flags = flags

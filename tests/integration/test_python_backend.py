@@ -216,7 +216,8 @@ def serve(models, *flags):
         s = Server([f"--model-repository={root}", f"--backend-directory={BACKENDS}", "--http-port=0",
                     "--allow-grpc=false", "--allow-metrics=false", *flags])
         with running(s) as lines:
-            s.port = listening_ports(lines)["http"]
+            s.ports = listening_ports(lines)
+            s.port = s.ports["http"]
             s.root = root
             yield s
 
@@ -375,3 +376,128 @@ def test_auto_complete_without_config():
         assert "dynamic_batching" in config, config
         code, reply = infer(s, "auto", [fp32("INPUT0", [1, 2], [1, 2])])
         assert code == 200 and outputs_of(reply) == {"OUTPUT0": [2, 4]}, reply
+
+
+DECOUPLED = '''
+import threading
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+def response(value):
+    return pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([value], np.int32))])
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        for request in requests:
+            n = int(pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()[0])
+            sender = request.get_response_sender()
+            if n < 0:
+                # From a thread of the model's own, after execute returned.
+                def late(sender=sender, n=-n):
+                    for i in range(n):
+                        sender.send(response(100 + i))
+                    sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                threading.Thread(target=late).start()
+                continue
+            for i in range(n):
+                sender.send(response(i * i))
+            if n == 2:
+                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError("the third one failed")))
+            sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+            try:
+                sender.send(response(-1))
+            except pb_utils.TritonModelException as e:
+                pb_utils.Logger.log_info(f"after final: {e}")
+        return None
+'''
+
+DECOUPLED_CONFIG = '''
+backend: "python"
+max_batch_size: 0
+input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+model_transaction_policy { decoupled: true }
+instance_group [ { count: 1 kind: KIND_CPU } ]
+'''
+
+CANCELLABLE = '''
+import time
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        request = requests[0]
+        pb_utils.Logger.log_info("executing")
+        deadline = time.monotonic() + 30
+        while not request.is_cancelled() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        pb_utils.Logger.log_info(f"is_cancelled={request.is_cancelled()}")
+        return [pb_utils.InferenceResponse(error=pb_utils.TritonError("stopped"))]
+'''
+
+
+def test_decoupled_model_streams_through_its_response_sender():
+    """A decoupled model.py answers through request.get_response_sender():
+    any number of responses then the final flag, from execute or from a
+    thread of its own after execute returned; an error response in the
+    middle; a send after the final flag raises in the model. Over the gRPC
+    stream, as Triton's clients read decoupled models."""
+    from test_grpc import RPC_TIMEOUT, infer_request, output_array, pb, pbg
+    import grpc
+    import numpy as np
+
+    models = {"repeat_py": (DECOUPLED, DECOUPLED_CONFIG),
+              "returns_list": ("import triton_python_backend_utils as pb_utils\n\n\n"
+                               "class TritonPythonModel:\n"
+                               "    def execute(self, requests):\n"
+                               "        return [pb_utils.InferenceResponse([]) for _ in requests]\n",
+                               DECOUPLED_CONFIG)}
+    with serve(models, "--allow-grpc=true", "--grpc-port=0", "--grpc-address=127.0.0.1") as s:
+        with grpc.insecure_channel(f"127.0.0.1:{s.ports['grpc']}") as channel:
+            stub = pbg.GRPCInferenceServiceStub(channel)
+
+            def stream(model, n):
+                req = infer_request(model, [("IN", "INT32", [1], np.array([n], np.int32))])
+                return list(stub.ModelStreamInfer(iter([req]), timeout=RPC_TIMEOUT))
+
+            got = stream("repeat_py", 3)
+            assert [int(output_array(r.infer_response, "OUT", np.int32)[0]) for r in got] == [0, 1, 4], got
+            assert all(not r.error_message for r in got)
+            got = stream("repeat_py", 2)
+            assert [int(output_array(r.infer_response, "OUT", np.int32)[0]) for r in got[:2]] == [0, 1]
+            assert len(got) == 3 and "the third one failed" in got[2].error_message, got
+            assert stream("repeat_py", 0) == []
+            got = stream("repeat_py", -2)
+            assert [int(output_array(r.infer_response, "OUT", np.int32)[0]) for r in got] == [100, 101], got
+            got = stream("returns_list", 1)
+            assert got and "must return None" in got[-1].error_message, got
+    assert "after final: Unable to send response. Response sender has been closed." in s.log
+
+
+def test_is_cancelled_sees_a_client_that_went_away():
+    """request.is_cancelled() turns true when the core cancels the request
+    (here: the HTTP client closed its connection)."""
+    import socket
+    import time
+
+    config = '''
+backend: "python"
+max_batch_size: 0
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
+'''
+    with serve({"cancellable": (CANCELLABLE, config)}) as s:
+        body = json.dumps({"inputs": [{"name": "IN", "datatype": "FP32", "shape": [1], "data": [1]}]}).encode()
+        with socket.create_connection(("127.0.0.1", s.port)) as c:
+            c.sendall(b"POST /v2/models/cancellable/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+                      % len(body) + body)
+            deadline = time.monotonic() + 30  # the model runs the request before the client leaves
+            while "executing" not in s.text() and time.monotonic() < deadline:
+                time.sleep(0.02)
+        deadline = time.monotonic() + 30
+        while "is_cancelled=" not in s.text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert "is_cancelled=True" in s.log, s.log[-2000:]
