@@ -53,7 +53,6 @@
 #include "parameter.h"
 #include "request.h"
 #include "response.h"
-#include "server.h"
 #include "stats.h"
 
 typedef struct ens_map {
@@ -73,6 +72,7 @@ typedef struct ens_step {
 typedef struct ens_sched {
   nrd_scheduler base;
   TRITONBACKEND_Model *model; /* not counted: the model owns the scheduler */
+  nrd_step_resolver resolve;  /* the steps' models, requests and submission */
   char **tensors;
   uint32_t n_tensors;
   int32_t *origin; /* per tensor: -1 one value, else the decoupled step it iterates with */
@@ -770,7 +770,8 @@ static TRITONSERVER_Error *send_run(ens_ctx *c, uint32_t s, uint32_t iter, ens_c
   const ens_step *st = &c->es->steps[s];
   const TRITONSERVER_InferenceRequest *req = c->req;
   TRITONSERVER_InferenceRequest *r = NULL;
-  NRD_RETURN_IF_ERROR(nrd_server_request_new_in(&r, req->server, c->es->model->ns, st->model, st->version));
+  const nrd_step_resolver *rs = &c->es->resolve;
+  NRD_RETURN_IF_ERROR(rs->request_new(rs->ctx, &r, c->es->model->ns, st->model, st->version));
   TRITONSERVER_Error *err = NULL;
   if (r->model->decoupled != st->decoupled)
     err = nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "step model '%s' was reloaded with another transaction "
@@ -806,7 +807,7 @@ static TRITONSERVER_Error *send_run(ens_ctx *c, uint32_t s, uint32_t iter, ens_c
   /* A traced ensemble request gives each step a child trace. */
   TRITONSERVER_InferenceTrace *child = NULL;
   if (req->trace) err = TRITONSERVER_InferenceTraceSpawnChildTrace(req->trace, &child);
-  if (!err) err = TRITONSERVER_ServerInferAsync(req->server, r, child); /* takes `child` either way */
+  if (!err) err = rs->infer(rs->ctx, r, child); /* takes `child` either way */
   if (err) {
     pthread_mutex_lock(&c->mu);
     running_remove(c, k);
@@ -1081,12 +1082,15 @@ static TRITONSERVER_Error *plan_iterations(const TRITONBACKEND_Model *e, ens_sch
   return NULL;
 }
 
-TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, nrd_scheduler **out,
-                                               bool *decoupled) {
+TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, const nrd_step_resolver *steps,
+                                               nrd_scheduler **out, bool *decoupled) {
+  if (!steps || !steps->get_model || !steps->request_new || !steps->infer)
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "ensemble '%s' has no step resolver", model->name);
   ens_sched *es = calloc(1, sizeof(*es));
   if (!es) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating ensemble '%s'", model->name);
   es->base.ops = &ens_ops;
   es->model = model;
+  es->resolve = *steps;
   atomic_init(&es->stopped, false);
   pthread_mutex_init(&es->slots_mu, NULL);
   pthread_cond_init(&es->slots_freed, NULL);
@@ -1118,7 +1122,7 @@ TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, nrd_s
   for (uint32_t s = 0; s < es->n_steps && !err; s++) {
     TRITONBACKEND_Model *cm = NULL;
     TRITONSERVER_Error *e =
-        nrd_server_get_model_in(model->server, model->ns, es->steps[s].model, es->steps[s].version, &cm);
+        steps->get_model(steps->ctx, model->ns, es->steps[s].model, es->steps[s].version, &cm);
     if (e) {
       TRITONSERVER_ErrorDelete(e);
       if (used < sizeof missing)

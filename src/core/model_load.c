@@ -316,7 +316,8 @@ static void teardown(TRITONBACKEND_Model *m) {
 
 /* An ensemble: no backend and no instance; its scheduler runs the steps
  * (ensemble.c). `cfg` is consumed. */
-static TRITONSERVER_Error *load_ensemble(TRITONBACKEND_Model *m, json_t *cfg, TRITONBACKEND_Model **out) {
+static TRITONSERVER_Error *load_ensemble(TRITONBACKEND_Model *m, json_t *cfg, const nrd_step_resolver *steps,
+                                         TRITONBACKEND_Model **out) {
   TRITONSERVER_Error *err = install_config(m, cfg);
   if (!err) {
     char *msg = NULL;
@@ -328,7 +329,7 @@ static TRITONSERVER_Error *load_ensemble(TRITONBACKEND_Model *m, json_t *cfg, TR
   if (!err) err = apply_config(m);
   if (!err) err = nrd_model_metrics_create(m);
   bool decoupled = false;
-  if (!err) err = nrd_ensemble_scheduler_new(m, &m->sched, &decoupled);
+  if (!err) err = nrd_ensemble_scheduler_new(m, steps, &m->sched, &decoupled);
   if (!err && decoupled) {
     /* As Triton's check does: an ensemble fed by a decoupled step's
      * responses is decoupled itself, and its configuration says so. */
@@ -428,7 +429,7 @@ TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *a, TRITONBACKEND_M
   const char *bname = jstr(cfg, "backend");
   if (!*bname) {
     const char *platform = jstr(cfg, "platform");
-    if (!strcmp(platform, NRD_ENSEMBLE_PLATFORM)) return load_ensemble(m, cfg, out);
+    if (!strcmp(platform, NRD_ENSEMBLE_PLATFORM)) return load_ensemble(m, cfg, a->steps, out);
     const char *derived = backend_for_platform(platform);
     if (!derived) {
       json_decref(cfg);

@@ -5,6 +5,7 @@
 #ifndef NRD_MODEL_LOAD_H
 #define NRD_MODEL_LOAD_H
 
+#include "ensemble.h"
 #include "model.h"
 
 /* Everything a load needs besides the model's own folder. */
@@ -19,6 +20,7 @@ typedef struct nrd_model_load_args {
   const char *backend_dir;
   const json_t *backend_cmdline; /* {"<backend>":{"key":"value"}}; "" holds the
                                     settings every backend gets */
+  const nrd_step_resolver *steps; /* an ensemble's way to its steps (borrowed) */
 } nrd_model_load_args;
 
 /* Runs the whole load lifecycle for one version: backend, ModelInitialize,

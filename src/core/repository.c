@@ -90,8 +90,8 @@ static void bg_unref(struct nrd_bg_tracker *t) {
   free(t);
 }
 
-nrd_repository *nrd_repo_new(TRITONSERVER_Server *server, char *const *paths, size_t n_paths,
-                             const char *backend_dir, const char *agent_dir, json_t *backend_cmdline, bool auto_complete,
+nrd_repository *nrd_repo_new(TRITONSERVER_Server *server, const nrd_step_resolver *steps, char *const *paths,
+                             size_t n_paths, const char *backend_dir, const char *agent_dir, json_t *backend_cmdline, bool auto_complete,
                              const char *config_name, unsigned exit_timeout_s) {
   nrd_repository *r = calloc(1, sizeof(*r));
   if (!r) {
@@ -99,6 +99,7 @@ nrd_repository *nrd_repo_new(TRITONSERVER_Server *server, char *const *paths, si
     return NULL;
   }
   r->server = server;
+  if (steps) r->steps = *steps;
   r->backend_cmdline = backend_cmdline;
   r->auto_complete = auto_complete;
   atomic_init(&r->exit_timeout_s, exit_timeout_s);
@@ -797,7 +798,7 @@ static TRITONSERVER_Error *load_at(nrd_repository *r, const char *ns, const char
   TRITONSERVER_Error *first_fail = NULL;
   for (size_t i = 0; !err && i < n_versions; i++) {
     nrd_model_load_args a = {r->server, name, ns, versions[i], load_dir, cfg, r->auto_complete, r->backend_dir,
-                             r->backend_cmdline};
+                             r->backend_cmdline, &r->steps};
     slots[i].version = versions[i];
     TRITONSERVER_Error *e = nrd_model_load(&a, &slots[i].model);
     for (unsigned t = 1; e && t <= r->load_retries; t++) {

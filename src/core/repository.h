@@ -15,6 +15,7 @@
 #include <jansson.h>
 
 #include "triton/core/tritonbackend.h"
+#include "ensemble.h"
 #include "model.h"
 
 typedef struct nrd_version_slot {
@@ -57,6 +58,7 @@ typedef struct nrd_repository {
   char *backend_dir;
   char *agent_dir;            /* --repoagent-directory */
   json_t *backend_cmdline;    /* see nrd_model_load_args */
+  nrd_step_resolver steps;    /* the server's, handed to every load */
   bool auto_complete;
   char *config_name;          /* "" or a name under configs/ */
   atomic_uint exit_timeout_s;  /* set again by ServerStop while unloads may run */
@@ -78,9 +80,11 @@ typedef struct nrd_repository {
   struct nrd_bg_tracker *bg;
 } nrd_repository;
 
-/* Sets up an empty repository; copies what it keeps from the arguments.
+/* Sets up an empty repository; copies what it keeps from the arguments
+ * (`steps` too: the server's calls an ensemble runs its steps with).
  * Returns NULL on out-of-memory. */
-nrd_repository *nrd_repo_new(TRITONSERVER_Server *server, char *const *paths, size_t n_paths,
+nrd_repository *nrd_repo_new(TRITONSERVER_Server *server, const nrd_step_resolver *steps, char *const *paths,
+                             size_t n_paths,
                              const char *backend_dir, const char *agent_dir, json_t *backend_cmdline /* stolen */,
                              bool auto_complete, const char *config_name, unsigned exit_timeout_s);
 

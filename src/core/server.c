@@ -225,6 +225,23 @@ static TRITONSERVER_Error *parse_quantiles(const char *text, TRITONSERVER_Server
   return NULL;
 }
 
+/* The step resolver the server gives ensembles (ensemble.h): its own calls,
+ * with the server as context. */
+static TRITONSERVER_Error *step_get_model(void *ctx, const char *ns, const char *name, int64_t version,
+                                          TRITONBACKEND_Model **out) {
+  return nrd_server_get_model_in(ctx, ns, name, version, out);
+}
+
+static TRITONSERVER_Error *step_request_new(void *ctx, TRITONSERVER_InferenceRequest **out, const char *ns,
+                                            const char *name, int64_t version) {
+  return nrd_server_request_new_in(out, ctx, ns, name, version);
+}
+
+static TRITONSERVER_Error *step_infer(void *ctx, TRITONSERVER_InferenceRequest *request,
+                                      TRITONSERVER_InferenceTrace *trace) {
+  return TRITONSERVER_ServerInferAsync(ctx, request, trace);
+}
+
 TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONSERVER_ServerOptions *options) {
   NRD_ARG_CHECK(server && options, "server and options must not be NULL");
   *server = NULL;
@@ -237,7 +254,8 @@ TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONS
   s->mode = options->control_mode;
   s->strict_readiness = options->strict_readiness;
   atomic_init(&s->exit_timeout_s, options->exit_timeout_secs);
-  s->repo = nrd_repo_new(s, options->repo_paths, options->n_repo_paths, options->backend_dir,
+  const nrd_step_resolver steps = {s, step_get_model, step_request_new, step_infer};
+  s->repo = nrd_repo_new(s, &steps, options->repo_paths, options->n_repo_paths, options->backend_dir,
                          options->repoagent_dir, backend_cmdline(options), !options->strict_model_config, options->model_config_name,
                          options->exit_timeout_secs);
   TRITONSERVER_Error *lerr =
