@@ -16,6 +16,12 @@ The models:
                 implicit state by the sequence batcher)
   scalar        X FP32 [] (a scalar) -> Y = X * 2
   doubler       X FP32 [batch] -> Y = X * 2 (one value per batch row)
+  stateful_accumulate_fp32, stateful_accumulate_int32
+                for the stateful backend (docs/stateful.md): Input [4, batch, 5],
+                ResetSequence BOOL [batch, 1], Accumulate_In [batch, 5] ->
+                Accumulate_Out = (ResetSequence ? 0 : Accumulate_In) + the
+                Input summed over its segment dimension (the first),
+                Output = Input + Accumulate_Out (broadcast over the segments)
 """
 import os
 import sys
@@ -105,7 +111,33 @@ def doubler():
                  [tensor("X", f, ["batch"])], [tensor("Y", f, ["batch"])])
 
 
-MODELS = {f.__name__: f for f in (add_sub, fixed_add_sub, strings, identities, accumulate, scalar, doubler)}
+def stateful_accumulate(elem, name):
+    zero = helper.make_tensor("zero", elem, [1, 5], [0] * 5)
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [0])
+    return model(name,
+                 [helper.make_node("Constant", [], ["Zero"], value=zero),
+                  helper.make_node("Constant", [], ["Axes"], value=axes),
+                  helper.make_node("ReduceSum", ["Input", "Axes"], ["Segment"], keepdims=0),
+                  helper.make_node("Where", ["ResetSequence", "Zero", "Accumulate_In"], ["Previous"]),
+                  helper.make_node("Add", ["Previous", "Segment"], ["Accumulate_Out"]),
+                  helper.make_node("Add", ["Input", "Accumulate_Out"], ["Output"])],
+                 [tensor("Input", elem, [4, "batch", 5]),
+                  tensor("ResetSequence", TensorProto.BOOL, ["batch", 1]),
+                  tensor("Accumulate_In", elem, ["batch", 5])],
+                 [tensor("Output", elem, [4, "batch", 5]),
+                  tensor("Accumulate_Out", elem, ["batch", 5])])
+
+
+def stateful_accumulate_fp32():
+    return stateful_accumulate(TensorProto.FLOAT, "stateful_accumulate_fp32")
+
+
+def stateful_accumulate_int32():
+    return stateful_accumulate(TensorProto.INT32, "stateful_accumulate_int32")
+
+
+MODELS = {f.__name__: f for f in (add_sub, fixed_add_sub, strings, identities, accumulate, scalar, doubler,
+                                  stateful_accumulate_fp32, stateful_accumulate_int32)}
 
 
 def write(directory, name):
