@@ -367,3 +367,57 @@ def test_readme_parameters_are_accepted_and_gpu_only_ones_logged():
         interleaved_over_stream(s, "acc", np.float32, [1, 2, 3], 3, seed=4)
         wait_log(s, "rows)")
         assert "(16 rows)" in s.text()
+
+
+MIXED = """name: "mixed"
+backend: "stateful"
+max_batch_size: 8
+sequence_batching {
+  max_sequence_idle_microseconds: 60000000
+  oldest { max_candidate_sequences: 16 max_queue_delay_microseconds: 20000 }
+  control_input [
+    { name: "ResetSequence" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] }
+  ]
+}
+input [ { name: "Input_I8" data_type: TYPE_INT8 dims: [ -1, 4 ] },
+        { name: "Input_Bool" data_type: TYPE_BOOL dims: [ -1, 4 ] } ]
+output [ { name: "Output_I32" data_type: TYPE_INT32 dims: [ -1, 4 ] },
+         { name: "Output_F16" data_type: TYPE_FP16 dims: [ -1, 4 ] } ]
+parameters [
+  { key: "state_pairs" value: { string_value: "<<<State_I32_In, State_I32_Out>>>,<<<State_F16_In, State_F16_Out>>>" } },
+  { key: "onnx_file_name" value: { string_value: "stateful_mixed.onnx" } },
+  { key: "store_states_as_fp16" value: { string_value: "1" } }
+]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+"""
+
+
+def test_two_state_pairs_of_different_types_with_bool_and_int8_inputs():
+    """The batch dimension first this time; int32 and fp16 states (fp16
+    storage leaves non-fp32 states as they are); 8 sequences interleaved
+    on one stream."""
+    with serve({"mixed": ("stateful_mixed", MIXED)}, grpc_on=True) as s:
+        wait_log(s, "24 bytes of state per sequence")  # 4 int32 + 4 fp16
+        rng = np.random.default_rng(5)
+        reqs, want = [], {}
+        si, sf = {}, {}
+        for k in range(5):
+            for seq in range(1, 9):
+                a = rng.integers(-100, 100, size=(1, 1, 4)).astype(np.int8)
+                b = rng.integers(0, 2, size=(1, 1, 4)).astype(bool)
+                si[seq] = (0 if k == 0 else si[seq]) + a.astype(np.int32)
+                sf[seq] = (0 if k == 0 else sf[seq]) + b.astype(np.float16)
+                rid = f"{seq}/{k}"
+                want[rid] = (si[seq].copy(), sf[seq].copy())
+                reqs.append(infer_request("mixed", [("Input_I8", "INT8", [1, 1, 4], a),
+                                                    ("Input_Bool", "BOOL", [1, 1, 4], b)],
+                                          outputs=["Output_I32", "Output_F16"], rid=rid,
+                                          params={"sequence_id": seq, "sequence_start": k == 0,
+                                                  "sequence_end": k == 4}))
+        replies = grpc_stream(s, reqs)
+        assert len(replies) == len(reqs)
+        for r in replies:
+            assert r.error_message == "", r.error_message
+            wi, wf = want[r.infer_response.id]
+            np.testing.assert_array_equal(output_array(r.infer_response, "Output_I32", np.int32), wi)
+            np.testing.assert_array_equal(output_array(r.infer_response, "Output_F16", np.float16), wf)
