@@ -95,8 +95,4 @@ void sf_instance_execute(sf_instance *inst,
                          TRITONBACKEND_ModelInstance *instance,
                          TRITONBACKEND_Request **requests, uint32_t count);
 
-/* IEEE half precision conversions (round to nearest even). Any thread. */
-uint16_t sf_half_from_float(float f);
-float sf_half_to_float(uint16_t h);
-
 #endif /* NEREID_STATEFUL_H */
