@@ -33,6 +33,7 @@ typedef struct sf_model {
   bool corrid_string;   /* CONTROL_SEQUENCE_CORRID is TYPE_STRING */
   long max_slots;       /* oldest.max_candidate_sequences */
   long use_limit;       /* sequences admitted: ratio * max_slots */
+  uint64_t idle_ns;     /* max_sequence_idle_microseconds */
   bool fp16_states, infer_end, pad_to_max;
   sf_lazy lazy;
   int64_t metric_seconds, error_inject_rate;
@@ -53,7 +54,8 @@ typedef struct sf_io {
 typedef struct sf_seq {
   bool used;
   uint64_t id;
-  char *sid; /* owned; string correlation id, or NULL */
+  char *sid;        /* owned; string correlation id, or NULL */
+  uint64_t last_ns; /* when its last request ran */
 } sf_seq;
 
 typedef struct sf_instance {

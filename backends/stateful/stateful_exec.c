@@ -20,6 +20,7 @@ typedef struct item {
   long slot; /* -1: none */
   uint64_t id;
   const char *sid; /* borrowed from the request; NULL for integer ids */
+  bool known;      /* its sequence was read */
 } item;
 
 static TRITONSERVER_Error *oom(void) {
@@ -142,12 +143,36 @@ static void free_slot(sf_instance *inst, long s) {
   inst->active--;
 }
 
+/* Releases the slots of sequences idle for longer than
+ * max_sequence_idle_microseconds: the sequence batcher has dropped them
+ * too, and a later request of theirs gets the no-slot error. */
+static void reclaim_idle(sf_instance *inst, uint64_t now) {
+  for (long s = 0; s < inst->total_slots; s++) {
+    sf_seq *q = &inst->seqs[s];
+    if (!q->used || now - q->last_ns <= inst->m->idle_ns) continue;
+    if (q->sid != NULL) {
+      sf_log(inst->m, SF_LOG_INFO,
+             "sequence '%s' idle for longer than "
+             "max_sequence_idle_microseconds; its slot %ld is released",
+             q->sid, s);
+    } else {
+      sf_log(inst->m, SF_LOG_INFO,
+             "sequence %llu idle for longer than "
+             "max_sequence_idle_microseconds; its slot %ld is released",
+             (unsigned long long)q->id, s);
+    }
+    free_slot(inst, s);
+  }
+}
+
 /* Finds the request's slot, or gives a START request a new one. */
 static TRITONSERVER_Error *assign_slot(sf_instance *inst, item *it) {
   const sf_model *m = inst->m;
   char idt[160];
+  uint64_t now = nrd_bu_now_ns();
   it->slot = find_slot(inst, it);
   if (it->slot >= 0) {
+    inst->seqs[it->slot].last_ns = now;
     if (it->start) {
       sf_log(m, SF_LOG_VERBOSE, "sequence %s restarts in slot %ld",
              id_text(it, idt, sizeof idt), it->slot);
@@ -162,6 +187,7 @@ static TRITONSERVER_Error *assign_slot(sf_instance *inst, item *it) {
         "or its slot was released; start it again",
         m->name, id_text(it, idt, sizeof idt));
   }
+  if (inst->active >= m->use_limit) reclaim_idle(inst, now);
   if (inst->active >= m->use_limit) {
     return nrd_bu_error_newf(
         TRITONSERVER_ERROR_UNAVAILABLE,
@@ -181,6 +207,7 @@ static TRITONSERVER_Error *assign_slot(sf_instance *inst, item *it) {
     }
     q->id = it->id;
     q->used = true;
+    q->last_ns = now;
     inst->active++;
     it->slot = s;
     sf_log(m, SF_LOG_VERBOSE, "sequence %s starts in slot %ld",
@@ -703,6 +730,7 @@ void sf_instance_execute(sf_instance *inst,
       continue;
     }
     err = read_sequence(inst, it);
+    it->known = err == NULL;
     if (err == NULL) err = check_request(inst, it);
     if (err == NULL) err = assign_slot(inst, it);
     if (err != NULL) {
@@ -732,6 +760,8 @@ void sf_instance_execute(sf_instance *inst,
     item *it = &items[i];
     ok[i] = it->response != NULL;
     answer(it, NULL);
+    /* END frees the slot, even when the request itself failed. */
+    if (it->end && it->slot < 0 && it->known) it->slot = find_slot(inst, it);
     if (it->end) free_slot(inst, it->slot);
   }
   if (inst->m->lazy.enabled && inst->buffer_count > 1) shrink(inst);

@@ -127,6 +127,15 @@ static TRITONSERVER_Error *read_sequence(const json_t *config, sf_model *m) {
                         "too large");
   }
   m->max_slots = (long)slots;
+  int64_t idle_us = 0;
+  v = json_object_get(sb, "max_sequence_idle_microseconds");
+  if (v != NULL) {
+    TRITONSERVER_Error *err = nrd_bu_json_int(
+        v, "sequence_batching.max_sequence_idle_microseconds", &idle_us);
+    if (err != NULL) return err;
+  }
+  /* Triton's default idle time is one second. */
+  m->idle_ns = (uint64_t)(idle_us > 0 ? idle_us : 1000000) * 1000u;
   const json_t *list = json_object_get(sb, "control_input");
   size_t i;
   const json_t *ci;

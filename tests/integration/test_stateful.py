@@ -36,7 +36,7 @@ TIMEOUT = 60
 
 def config(name, onnx="stateful_accumulate_fp32", dtype="TYPE_FP32", corrid="TYPE_UINT64",
            slots=64, max_batch=16, params=None, reset="ResetSequence", dims="4, -1, 5",
-           control_extra=""):
+           control_extra="", idle_us=60000000):
     p = {"onnx_file_name": f"{onnx}.onnx", "state_pairs": "<<<Accumulate_In, Accumulate_Out>>>",
          "intra_op_thread_count": "1", "inter_op_thread_count": "1"}
     p.update(params or {})
@@ -47,7 +47,7 @@ def config(name, onnx="stateful_accumulate_fp32", dtype="TYPE_FP32", corrid="TYP
 backend: "stateful"
 max_batch_size: {max_batch}
 sequence_batching {{
-  max_sequence_idle_microseconds: 60000000
+  max_sequence_idle_microseconds: {idle_us}
   oldest {{ max_candidate_sequences: {slots} max_queue_delay_microseconds: 20000 }}
   control_input [
     {start}
@@ -242,6 +242,36 @@ def test_end_frees_the_slot_and_the_use_ratio_rejects_at_once():
         # Sequence 2 kept its state through all of it.
         assert http_step(s, "acc", 2, x, end=True)[0, 0, 0, 0] == 9
         http_step(s, "acc", 3, x, end=True)
+
+
+def test_idle_sequences_release_their_slots():
+    """Two sequences admitted; both go idle past max_sequence_idle_microseconds
+    (0.3 s); a new sequence then gets a slot, and the idle ones' next steps
+    are clean errors."""
+    text = config("acc", onnx="stateful_accumulate_int32", dtype="TYPE_INT32", slots=4, idle_us=300000,
+                  params={"max_candidate_sequence_use_ratio": "0.5"})
+    with serve({"acc": ("stateful_accumulate_int32", text)}) as s:
+        x = np.ones((1, SEGMENTS, 1, WIDTH), np.int32)
+        http_step(s, "acc", 1, x, start=True)
+        http_step(s, "acc", 2, x, start=True)
+        t0 = time.monotonic()
+        deadline = t0 + TIMEOUT
+        while True:  # refused at once until the two are idle long enough
+            body = {"parameters": {"sequence_id": 3, "sequence_start": True},
+                    "inputs": [{"name": "Input", "datatype": "INT32", "shape": list(x.shape),
+                                "data": x.ravel().tolist()}]}
+            code, _, reply = call(s, "/v2/models/acc/infer", body)
+            if code == 200:
+                break
+            assert code == 503 and b"cannot start" in reply, reply
+            assert time.monotonic() < deadline, s.text()
+            time.sleep(0.05)
+        assert time.monotonic() - t0 >= 0.25
+        wait_log(s, "idle for longer than max_sequence_idle_microseconds")
+        code, _, reply = call(s, "/v2/models/acc/infer", {
+            "parameters": {"sequence_id": 1}, "inputs": [{"name": "Input", "datatype": "INT32",
+                                                            "shape": list(x.shape), "data": x.ravel().tolist()}]})
+        assert code == 400, reply
 
 
 @pytest.mark.parametrize("infer_end", ["0", "1"])
