@@ -451,3 +451,74 @@ def test_two_state_pairs_of_different_types_with_bool_and_int8_inputs():
             wi, wf = want[r.infer_response.id]
             np.testing.assert_array_equal(output_array(r.infer_response, "Output_I32", np.int32), wi)
             np.testing.assert_array_equal(output_array(r.infer_response, "Output_F16", np.float16), wf)
+
+
+CLEAN_ERRORS = ("must specify the start flag", "has no state slot", "unknown model", "not found", "not ready",
+                "unavailable", "unloading", "is not loaded", "being unloaded")
+
+
+def test_reload_under_traffic_answers_every_request():
+    """Four HTTP clients step sequences while the model is loaded again
+    three times. Every answer is right or a clean error (after which the
+    client starts a new sequence); the server stops without a sanitizer
+    report (ASan's leak check covers the state buffers)."""
+    import threading
+    text = config("acc", onnx="stateful_accumulate_int32", dtype="TYPE_INT32", slots=16)
+    with tempfile.TemporaryDirectory() as root:
+        make_repo(root, {"acc": ("stateful_accumulate_int32", text)})
+        s = Server([f"--model-repository={root}", f"--backend-directory={BACKENDS}", "--http-port=0",
+                    "--allow-grpc=false", "--allow-metrics=false", "--model-control-mode=explicit",
+                    "--load-model=acc"])
+        with running(s) as lines:
+            s.port = listening_ports(lines)["http"]
+            stop = threading.Event()
+            tally = {"ok": 0, "clean": 0, "bad": []}
+            mu = threading.Lock()
+
+            def client(n):
+                rng = np.random.default_rng(n)
+                seq, k, total = 100000 * n, 0, None
+                while not stop.is_set():
+                    if k == 0:
+                        seq += 1
+                        total = np.zeros(WIDTH, np.int32)
+                    x = step_input(rng, np.int32)
+                    body = {"parameters": {"sequence_id": seq, "sequence_start": k == 0, "sequence_end": k == 5},
+                            "inputs": [{"name": "Input", "datatype": "INT32", "shape": list(x.shape),
+                                        "data": x.ravel().tolist()}]}
+                    code, _, reply = call(s, "/v2/models/acc/infer", body)
+                    reply = json.loads(reply)
+                    with mu:
+                        if code == 200:
+                            total = total + x.reshape(SEGMENTS, WIDTH).sum(axis=0)
+                            got = np.array(reply["outputs"][0]["data"], np.int32).reshape(SEGMENTS, WIDTH)
+                            if not np.array_equal(got, x.reshape(SEGMENTS, WIDTH) + total):
+                                tally["bad"].append(("wrong", seq, k))
+                            tally["ok"] += 1
+                            k = (k + 1) % 6
+                        elif any(w in reply.get("error", "").lower() for w in CLEAN_ERRORS):
+                            tally["clean"] += 1
+                            k = 0
+                        else:
+                            tally["bad"].append((code, reply))
+                            k = 0
+
+            threads = [threading.Thread(target=client, args=(n,)) for n in range(1, 5)]
+            for t in threads:
+                t.start()
+            try:
+                for _ in range(3):
+                    deadline = time.monotonic() + TIMEOUT
+                    start = tally["ok"]
+                    while tally["ok"] < start + 20 and time.monotonic() < deadline:
+                        time.sleep(0.02)
+                    code, _, body = call(s, "/v2/repository/models/acc/load", b"{}")
+                    assert code == 200, body
+            finally:
+                stop.set()
+                for t in threads:
+                    t.join(timeout=TIMEOUT)
+            assert not tally["bad"], tally["bad"][:5]
+            assert tally["ok"] >= 60, tally
+            # Each load made a new instance with its own state buffers.
+            assert s.text().count("slots allocated of") == 4, s.text()
