@@ -16,6 +16,20 @@ The models:
                 implicit state by the sequence batcher)
   scalar        X FP32 [] (a scalar) -> Y = X * 2
   doubler       X FP32 [batch] -> Y = X * 2 (one value per batch row)
+  stateful_accumulate_fp32, stateful_accumulate_int32
+                for the stateful backend (docs/stateful.md): Input [4, batch, 5],
+                ResetSequence BOOL [batch, 1], Accumulate_In [batch, 5] ->
+                Accumulate_Out = (ResetSequence ? 0 : Accumulate_In) + the
+                Input summed over its segment dimension (the first),
+                Output = Input + Accumulate_Out (broadcast over the segments)
+  stateful_mixed
+                two state pairs of different types, batch dimension first:
+                Input_I8 INT8 [batch, 4], Input_Bool BOOL [batch, 4],
+                ResetSequence BOOL [batch, 1], State_I32_In INT32 [batch, 4],
+                State_F16_In FP16 [batch, 4] -> State_I32_Out = (reset ? 0 :
+                State_I32_In) + Input_I8, State_F16_Out = (reset ? 0 :
+                State_F16_In) + Input_Bool; Output_I32 and Output_F16 are
+                copies of the new states
 """
 import os
 import sys
@@ -105,7 +119,57 @@ def doubler():
                  [tensor("X", f, ["batch"])], [tensor("Y", f, ["batch"])])
 
 
-MODELS = {f.__name__: f for f in (add_sub, fixed_add_sub, strings, identities, accumulate, scalar, doubler)}
+def stateful_accumulate(elem, name):
+    zero = helper.make_tensor("zero", elem, [1, 5], [0] * 5)
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [0])
+    return model(name,
+                 [helper.make_node("Constant", [], ["Zero"], value=zero),
+                  helper.make_node("Constant", [], ["Axes"], value=axes),
+                  helper.make_node("ReduceSum", ["Input", "Axes"], ["Segment"], keepdims=0),
+                  helper.make_node("Where", ["ResetSequence", "Zero", "Accumulate_In"], ["Previous"]),
+                  helper.make_node("Add", ["Previous", "Segment"], ["Accumulate_Out"]),
+                  helper.make_node("Add", ["Input", "Accumulate_Out"], ["Output"])],
+                 [tensor("Input", elem, [4, "batch", 5]),
+                  tensor("ResetSequence", TensorProto.BOOL, ["batch", 1]),
+                  tensor("Accumulate_In", elem, ["batch", 5])],
+                 [tensor("Output", elem, [4, "batch", 5]),
+                  tensor("Accumulate_Out", elem, ["batch", 5])])
+
+
+def stateful_accumulate_fp32():
+    return stateful_accumulate(TensorProto.FLOAT, "stateful_accumulate_fp32")
+
+
+def stateful_accumulate_int32():
+    return stateful_accumulate(TensorProto.INT32, "stateful_accumulate_int32")
+
+
+def stateful_mixed():
+    i32, f16 = TensorProto.INT32, TensorProto.FLOAT16
+    zi = helper.make_tensor("zi", i32, [1, 4], [0] * 4)
+    zf = helper.make_tensor("zf", f16, [1, 4], [0] * 4)
+    return model("stateful_mixed",
+                 [helper.make_node("Constant", [], ["ZeroI"], value=zi),
+                  helper.make_node("Constant", [], ["ZeroF"], value=zf),
+                  helper.make_node("Cast", ["Input_I8"], ["I8AsI32"], to=i32),
+                  helper.make_node("Cast", ["Input_Bool"], ["BoolAsF16"], to=f16),
+                  helper.make_node("Where", ["ResetSequence", "ZeroI", "State_I32_In"], ["PrevI"]),
+                  helper.make_node("Where", ["ResetSequence", "ZeroF", "State_F16_In"], ["PrevF"]),
+                  helper.make_node("Add", ["PrevI", "I8AsI32"], ["State_I32_Out"]),
+                  helper.make_node("Add", ["PrevF", "BoolAsF16"], ["State_F16_Out"]),
+                  helper.make_node("Identity", ["State_I32_Out"], ["Output_I32"]),
+                  helper.make_node("Identity", ["State_F16_Out"], ["Output_F16"])],
+                 [tensor("Input_I8", TensorProto.INT8, ["batch", 4]),
+                  tensor("Input_Bool", TensorProto.BOOL, ["batch", 4]),
+                  tensor("ResetSequence", TensorProto.BOOL, ["batch", 1]),
+                  tensor("State_I32_In", i32, ["batch", 4]),
+                  tensor("State_F16_In", f16, ["batch", 4])],
+                 [tensor("Output_I32", i32, ["batch", 4]), tensor("Output_F16", f16, ["batch", 4]),
+                  tensor("State_I32_Out", i32, ["batch", 4]), tensor("State_F16_Out", f16, ["batch", 4])])
+
+
+MODELS = {f.__name__: f for f in (add_sub, fixed_add_sub, strings, identities, accumulate, scalar, doubler,
+                                  stateful_accumulate_fp32, stateful_accumulate_int32, stateful_mixed)}
 
 
 def write(directory, name):

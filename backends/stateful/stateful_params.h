@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct sf_state_pair {
   char *input;  /* owned: the model input fed with the state */
@@ -56,5 +57,13 @@ bool sf_lazy_should_grow(const sf_lazy *l, long free_slots, long total_slots,
                          long max_slots);
 bool sf_lazy_should_shrink(const sf_lazy *l, long free_slots, size_t buffers,
                            bool last_buffer_idle);
+
+/*
+ * IEEE 754 half precision, for store_states_as_fp16: float to half rounds
+ * to nearest even (overflow gives infinity, NaN stays NaN); half to float
+ * is exact. Pure; any thread.
+ */
+uint16_t sf_half_from_float(float f);
+float sf_half_to_float(uint16_t h);
 
 #endif /* NEREID_STATEFUL_PARAMS_H */

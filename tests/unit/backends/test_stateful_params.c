@@ -99,3 +99,37 @@ Test(lazy, grows_below_the_alloc_threshold_and_shrinks_only_an_idle_last_buffer)
   cr_assert(!sf_lazy_should_grow(&off, 0, 8, 16));
   cr_assert(!sf_lazy_should_shrink(&off, 16, 2, true));
 }
+
+Test(half, exact_values_round_trip)
+{
+  const float exact[] = {0.0f, 1.0f, -2.5f, 65504.0f, 0.000061035156f,
+                         5.9604645e-8f /* smallest subnormal */, 1023.5f};
+  for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++) {
+    cr_assert_eq(sf_half_to_float(sf_half_from_float(exact[i])), exact[i],
+                 "%g", (double)exact[i]);
+  }
+  cr_assert_eq(sf_half_from_float(1.0f), 0x3c00);
+  cr_assert_eq(sf_half_from_float(-2.0f), 0xc000);
+}
+
+Test(half, rounds_to_nearest_even_and_saturates_to_infinity)
+{
+  /* 2049 lies between 2048 and 2050: ties to the even 2048. */
+  cr_assert_eq(sf_half_to_float(sf_half_from_float(2049.0f)), 2048.0f);
+  cr_assert_eq(sf_half_to_float(sf_half_from_float(2051.0f)), 2052.0f);
+  cr_assert_eq(sf_half_from_float(1e6f), 0x7c00);
+  cr_assert_eq(sf_half_from_float(-1e6f), 0xfc00);
+  cr_assert_eq(sf_half_from_float(1e-9f), 0);
+  uint16_t nan = sf_half_from_float(__builtin_nanf(""));
+  cr_assert((nan & 0x7c00) == 0x7c00 && (nan & 0x3ff) != 0);
+}
+
+Test(half, relative_error_is_within_half_an_ulp)
+{
+  for (float f = -3000.0f; f < 3000.0f; f += 0.737f) {
+    float back = sf_half_to_float(sf_half_from_float(f));
+    float tol = (f < 0 ? -f : f) / 2048.0f + 1e-7f;
+    cr_assert(back - f <= tol && f - back <= tol, "%g -> %g", (double)f,
+              (double)back);
+  }
+}

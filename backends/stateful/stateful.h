@@ -1,0 +1,100 @@
+/*
+ * The stateful backend's model and instance states (docs/stateful.md).
+ *
+ * Threads: an sf_model is written in ModelInitialize and only read after;
+ * an sf_instance (its session, state buffers and slot table) belongs to
+ * its instance thread.
+ */
+#ifndef NEREID_STATEFUL_H
+#define NEREID_STATEFUL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ort_runtime.h"
+#include "ort_session.h"
+#include "stateful_params.h"
+#include "triton/core/tritonbackend.h"
+
+#define SF_MAX_RANK 16
+
+/* Log streams of the README's logging parameters. */
+enum { SF_LOG_NONE = 0, SF_LOG_INFO = 1, SF_LOG_VERBOSE = 2 };
+
+typedef struct sf_model {
+  const ort_runtime *rt; /* borrowed from the backend state */
+  char *name;            /* owned */
+  char *path;            /* owned: the .onnx file */
+  int64_t max_batch_size;
+  ort_session_options options;
+  sf_state_pair *pairs; /* owned (sf_state_pairs_free) */
+  size_t pair_count;
+  char *start_name;     /* owned: control input of CONTROL_SEQUENCE_START */
+  bool corrid_string;   /* CONTROL_SEQUENCE_CORRID is TYPE_STRING */
+  long max_slots;       /* oldest.max_candidate_sequences */
+  long use_limit;       /* sequences admitted: ratio * max_slots */
+  uint64_t idle_ns;     /* max_sequence_idle_microseconds */
+  bool fp16_states, infer_end, pad_to_max;
+  sf_lazy lazy;
+  int64_t metric_seconds, error_inject_rate;
+  int log_level, batch_info_level, detailed_level;
+} sf_model;
+
+/* A tensor of the session with its one batch (-1) dimension. */
+typedef struct sf_io {
+  const char *name;            /* borrowed from the session */
+  TRITONSERVER_DataType dt;
+  ONNXTensorElementDataType et;
+  int64_t dims[SF_MAX_RANK];   /* the model's dims; -1 at 'axis' */
+  size_t rank, axis;
+  int64_t outer, inner;        /* elements before / after the axis */
+  size_t elem;                 /* bytes per element */
+} sf_io;
+
+typedef struct sf_seq {
+  bool used;
+  uint64_t id;
+  char *sid;        /* owned; string correlation id, or NULL */
+  uint64_t last_ns; /* when its last request ran */
+} sf_seq;
+
+typedef struct sf_instance {
+  const sf_model *m; /* borrowed */
+  char *name;        /* owned */
+  ort_session session;
+  sf_io *inputs;     /* owned; configured inputs, fed by requests */
+  size_t input_count;
+  sf_io *outputs;    /* owned; configured outputs */
+  size_t output_count;
+  sf_io *state_in, *state_out; /* owned; one per pair */
+  size_t *state_off;           /* owned; offset of each state in a slot */
+  size_t slot_bytes;           /* bytes of one sequence's states */
+  sf_io reset;                 /* the START control input of the model */
+  uint8_t **buffers;           /* owned; buffer k holds buf_slots[k] slots */
+  long *buf_slots;
+  size_t buffer_count;
+  long total_slots, active;
+  sf_seq *seqs;                /* owned; max_slots entries */
+  /* metrics (metric_logging_frequency_seconds) */
+  uint64_t metric_start_ns, metric_runs, metric_rows, metric_max;
+} sf_instance;
+
+/* Reads and checks the configuration; errors name the parameter. The caller
+ * owns '*out' (sf_model_free). Thread: ModelInitialize. */
+TRITONSERVER_Error *sf_model_new(TRITONBACKEND_Model *model,
+                                 const ort_runtime *rt, sf_model **out);
+void sf_model_free(sf_model *m);
+
+/* Opens the session, checks it against the configuration (errors name the
+ * tensor) and allocates the state buffers. Thread: instance init. */
+TRITONSERVER_Error *sf_instance_new(TRITONBACKEND_ModelInstance *instance,
+                                    const sf_model *m, sf_instance **out);
+void sf_instance_free(sf_instance *inst);
+
+/* Runs a batch and answers and releases every request. Thread: the
+ * instance thread. */
+void sf_instance_execute(sf_instance *inst,
+                         TRITONBACKEND_ModelInstance *instance,
+                         TRITONBACKEND_Request **requests, uint32_t count);
+
+#endif /* NEREID_STATEFUL_H */

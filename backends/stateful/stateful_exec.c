@@ -1,0 +1,788 @@
+/*
+ * Execute for the stateful backend: every request of a batch is one step
+ * of one sequence. Each sequence owns a slot of the instance's state
+ * buffers; a batch stacks its requests' inputs and their sequences' states
+ * along the batch (-1) dimension, runs the model once, stores each state
+ * output back into its slot and splits the outputs into the responses.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nereid/backend_utils.h"
+#include "stateful.h"
+
+typedef struct item {
+  TRITONBACKEND_Request *request;
+  TRITONBACKEND_Response *response; /* NULL once answered */
+  bool start, end;
+  long slot; /* -1: none */
+  uint64_t id;
+  const char *sid; /* borrowed from the request; NULL for integer ids */
+  bool known;      /* its sequence was read */
+} item;
+
+static TRITONSERVER_Error *oom(void) {
+  return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE,
+                               "stateful: out of memory");
+}
+
+/* Logs on one of the README's streams when logging_level lets it through. */
+static void sf_log(const sf_model *m, int stream, const char *fmt, ...)
+    NRD_BU_PRINTF(3, 4);
+static void sf_log(const sf_model *m, int stream, const char *fmt, ...) {
+  if (m->log_level < stream || stream == SF_LOG_NONE) return;
+  char text[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  nrd_bu_logf(stream == SF_LOG_INFO ? TRITONSERVER_LOG_INFO
+                                    : TRITONSERVER_LOG_VERBOSE,
+              __FILE__, __LINE__, "stateful: model '%s': %s", m->name, text);
+}
+
+static void answer(item *it, TRITONSERVER_Error *err) {
+  if (it->response == NULL) return;
+  nrd_bu_error_log_and_delete(
+      TRITONBACKEND_ResponseSend(it->response,
+                                 TRITONSERVER_RESPONSE_COMPLETE_FINAL, err),
+      "stateful: cannot send a response");
+  it->response = NULL;
+}
+
+static const char *id_text(const item *it, char *buf, size_t cap) {
+  if (it->sid != NULL) {
+    snprintf(buf, cap, "'%s'", it->sid);
+  } else {
+    snprintf(buf, cap, "%llu", (unsigned long long)it->id);
+  }
+  return buf;
+}
+
+/* ---- slots ----------------------------------------------------------------- */
+
+static uint8_t *slot_data(const sf_instance *inst, long slot) {
+  long first = 0;
+  for (size_t b = 0; b < inst->buffer_count; b++) {
+    if (slot < first + inst->buf_slots[b]) {
+      return inst->buffers[b] + (size_t)(slot - first) * inst->slot_bytes;
+    }
+    first += inst->buf_slots[b];
+  }
+  return NULL;
+}
+
+static long find_slot(const sf_instance *inst, const item *it) {
+  for (long s = 0; s < inst->total_slots; s++) {
+    const sf_seq *q = &inst->seqs[s];
+    if (!q->used) continue;
+    if (it->sid != NULL ? q->sid != NULL && strcmp(q->sid, it->sid) == 0
+                        : q->sid == NULL && q->id == it->id) {
+      return s;
+    }
+  }
+  return -1;
+}
+
+/* Adds a buffer of subsequent_buffer_size slots (fewer at the maximum). */
+static void grow(sf_instance *inst) {
+  const sf_model *m = inst->m;
+  long add = m->lazy.subsequent;
+  if (add > m->max_slots - inst->total_slots) add = m->max_slots - inst->total_slots;
+  if (add <= 0) return;
+  uint8_t **b = realloc(inst->buffers, (inst->buffer_count + 1) * sizeof *b);
+  if (b != NULL) inst->buffers = b;
+  long *n = realloc(inst->buf_slots, (inst->buffer_count + 1) * sizeof *n);
+  if (n != NULL) inst->buf_slots = n;
+  uint8_t *data = b != NULL && n != NULL
+                      ? calloc((size_t)add, inst->slot_bytes > 0 ? inst->slot_bytes : 1)
+                      : NULL;
+  if (data == NULL) {
+    NRD_BU_LOG(TRITONSERVER_LOG_ERROR,
+               "stateful: instance '%s': out of memory adding a state buffer "
+               "of %ld slots",
+               inst->name, add);
+    return;
+  }
+  inst->buffers[inst->buffer_count] = data;
+  inst->buf_slots[inst->buffer_count] = add;
+  inst->buffer_count++;
+  inst->total_slots += add;
+  sf_log(m, SF_LOG_INFO,
+         "instance '%s': state buffer %zu of %ld slots added, %ld slots now",
+         inst->name, inst->buffer_count, add, inst->total_slots);
+}
+
+static void shrink(sf_instance *inst) {
+  for (;;) {
+    long last = inst->buf_slots[inst->buffer_count - 1];
+    bool idle = true;
+    for (long s = inst->total_slots - last; idle && s < inst->total_slots; s++) {
+      idle = !inst->seqs[s].used;
+    }
+    if (!sf_lazy_should_shrink(&inst->m->lazy, inst->total_slots - inst->active,
+                               inst->buffer_count, idle)) {
+      return;
+    }
+    inst->buffer_count--;
+    free(inst->buffers[inst->buffer_count]);
+    inst->total_slots -= last;
+    sf_log(inst->m, SF_LOG_INFO,
+           "instance '%s': last state buffer (%ld slots) released, %ld slots "
+           "now",
+           inst->name, last, inst->total_slots);
+  }
+}
+
+static void free_slot(sf_instance *inst, long s) {
+  if (s < 0 || !inst->seqs[s].used) return;
+  free(inst->seqs[s].sid);
+  memset(&inst->seqs[s], 0, sizeof inst->seqs[s]);
+  inst->active--;
+}
+
+/* Releases the slots of sequences idle for longer than
+ * max_sequence_idle_microseconds: the sequence batcher has dropped them
+ * too, and a later request of theirs gets the no-slot error. */
+static void reclaim_idle(sf_instance *inst, uint64_t now) {
+  for (long s = 0; s < inst->total_slots; s++) {
+    sf_seq *q = &inst->seqs[s];
+    if (!q->used || now - q->last_ns <= inst->m->idle_ns) continue;
+    if (q->sid != NULL) {
+      sf_log(inst->m, SF_LOG_INFO,
+             "sequence '%s' idle for longer than "
+             "max_sequence_idle_microseconds; its slot %ld is released",
+             q->sid, s);
+    } else {
+      sf_log(inst->m, SF_LOG_INFO,
+             "sequence %llu idle for longer than "
+             "max_sequence_idle_microseconds; its slot %ld is released",
+             (unsigned long long)q->id, s);
+    }
+    free_slot(inst, s);
+  }
+}
+
+/* Finds the request's slot, or gives a START request a new one. */
+static TRITONSERVER_Error *assign_slot(sf_instance *inst, item *it) {
+  const sf_model *m = inst->m;
+  char idt[160];
+  uint64_t now = nrd_bu_now_ns();
+  it->slot = find_slot(inst, it);
+  if (it->slot >= 0) {
+    inst->seqs[it->slot].last_ns = now;
+    if (it->start) {
+      sf_log(m, SF_LOG_VERBOSE, "sequence %s restarts in slot %ld",
+             id_text(it, idt, sizeof idt), it->slot);
+    }
+    return NULL;
+  }
+  if (!it->start) {
+    return nrd_bu_error_newf(
+        TRITONSERVER_ERROR_INVALID_ARG,
+        "stateful: model '%s': sequence %s has no state slot: it never "
+        "started (no CONTROL_SEQUENCE_START request reached this instance) "
+        "or its slot was released; start it again",
+        m->name, id_text(it, idt, sizeof idt));
+  }
+  if (inst->active >= m->use_limit) reclaim_idle(inst, now);
+  if (inst->active >= m->use_limit) {
+    return nrd_bu_error_newf(
+        TRITONSERVER_ERROR_UNAVAILABLE,
+        "stateful: model '%s': sequence %s cannot start: %ld sequences are "
+        "active on instance '%s', the most max_candidate_sequence_use_ratio "
+        "allows of max_candidate_sequences %ld",
+        m->name, id_text(it, idt, sizeof idt), inst->active, inst->name,
+        m->max_slots);
+  }
+  if (inst->active >= inst->total_slots) grow(inst);
+  for (long s = 0; s < inst->total_slots; s++) {
+    if (inst->seqs[s].used) continue;
+    sf_seq *q = &inst->seqs[s];
+    if (it->sid != NULL) {
+      q->sid = strdup(it->sid);
+      if (q->sid == NULL) return oom();
+    }
+    q->id = it->id;
+    q->used = true;
+    q->last_ns = now;
+    inst->active++;
+    it->slot = s;
+    sf_log(m, SF_LOG_VERBOSE, "sequence %s starts in slot %ld",
+           id_text(it, idt, sizeof idt), s);
+    if (sf_lazy_should_grow(&m->lazy, inst->total_slots - inst->active,
+                            inst->total_slots, m->max_slots)) {
+      grow(inst);
+    }
+    return NULL;
+  }
+  return nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE,
+                           "stateful: model '%s': no free state slot for "
+                           "sequence %s on instance '%s'",
+                           m->name, id_text(it, idt, sizeof idt), inst->name);
+}
+
+/* ---- requests ------------------------------------------------------------- */
+
+/* Checks input shapes: [1] (Triton's batch) + dims with 1 at the -1. */
+static TRITONSERVER_Error *check_request(const sf_instance *inst, item *it) {
+  const sf_model *m = inst->m;
+  for (size_t k = 0; k < inst->input_count; k++) {
+    const sf_io *io = &inst->inputs[k];
+    TRITONBACKEND_Input *input = NULL;
+    TRITONSERVER_Error *err =
+        TRITONBACKEND_RequestInput(it->request, io->name, &input);
+    if (err != NULL) {
+      TRITONSERVER_ErrorDelete(err);
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "stateful: model '%s': input '%s' is missing",
+                               m->name, io->name);
+    }
+    TRITONSERVER_DataType dt;
+    const int64_t *shape = NULL;
+    uint32_t dims = 0;
+    err = TRITONBACKEND_InputProperties(input, NULL, &dt, &shape, &dims, NULL,
+                                        NULL);
+    if (err != NULL) return err;
+    bool ok = dt == io->dt && dims == io->rank + 1 && shape[0] == 1;
+    for (size_t d = 0; ok && d < io->rank; d++) {
+      ok = shape[d + 1] == (d == io->axis ? 1 : io->dims[d]);
+    }
+    if (!ok) {
+      char a[128], b[128];
+      int64_t want[SF_MAX_RANK + 1];
+      want[0] = 1;
+      for (size_t d = 0; d < io->rank; d++) {
+        want[d + 1] = d == io->axis ? 1 : io->dims[d];
+      }
+      return nrd_bu_error_newf(
+          TRITONSERVER_ERROR_INVALID_ARG,
+          "stateful: model '%s': input '%s' is %s %s; each request is one "
+          "step of one sequence: %s %s",
+          m->name, io->name, TRITONSERVER_DataTypeString(dt),
+          nrd_bu_shape_string(shape, dims, a, sizeof a),
+          TRITONSERVER_DataTypeString(io->dt),
+          nrd_bu_shape_string(want, (uint32_t)io->rank + 1, b, sizeof b));
+    }
+  }
+  return NULL;
+}
+
+static TRITONSERVER_Error *read_sequence(const sf_instance *inst, item *it) {
+  uint32_t flags = 0;
+  TRITONSERVER_Error *err = TRITONBACKEND_RequestFlags(it->request, &flags);
+  if (err != NULL) return err;
+  it->start = (flags & TRITONSERVER_REQUEST_FLAG_SEQUENCE_START) != 0;
+  it->end = (flags & TRITONSERVER_REQUEST_FLAG_SEQUENCE_END) != 0;
+  if (inst->m->corrid_string) {
+    err = TRITONBACKEND_RequestCorrelationIdString(it->request, &it->sid);
+    if (err == NULL) return NULL;
+    TRITONSERVER_ErrorDelete(err);
+    it->sid = NULL;
+  }
+  err = TRITONBACKEND_RequestCorrelationId(it->request, &it->id);
+  if (err != NULL && !inst->m->corrid_string) {
+    TRITONSERVER_ErrorDelete(err);
+    err = TRITONBACKEND_RequestCorrelationIdString(it->request, &it->sid);
+  }
+  return err;
+}
+
+/* ---- one run ----------------------------------------------------------------- */
+
+/* Copies row 'row' of a batch of 'rows' along io's axis from/to 'one'. */
+static void put_row(const sf_io *io, uint8_t *batch, int64_t rows, int64_t row,
+                    const uint8_t *one, size_t elem) {
+  size_t inner = (size_t)io->inner * elem;
+  for (int64_t o = 0; o < io->outer; o++) {
+    memcpy(batch + ((size_t)o * (size_t)rows + (size_t)row) * inner,
+           one + (size_t)o * inner, inner);
+  }
+}
+
+static void get_row(const sf_io *io, const uint8_t *batch, int64_t rows,
+                    int64_t row, uint8_t *one, size_t elem) {
+  size_t inner = (size_t)io->inner * elem;
+  for (int64_t o = 0; o < io->outer; o++) {
+    memcpy(one + (size_t)o * inner,
+           batch + ((size_t)o * (size_t)rows + (size_t)row) * inner, inner);
+  }
+}
+
+static bool half_stored(const sf_instance *inst, const sf_io *io) {
+  return inst->m->fp16_states && io->dt == TRITONSERVER_TYPE_FP32;
+}
+
+/* Writes 'on' as one element of the reset input's type. */
+static void put_flag(ONNXTensorElementDataType et, uint8_t *dst, size_t i,
+                     bool on) {
+  switch (et) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: {
+      float v = on ? 1.0f : 0.0f;
+      memcpy(dst + i * 4, &v, 4);
+      break;
+    }
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: {
+      double v = on ? 1.0 : 0.0;
+      memcpy(dst + i * 8, &v, 8);
+      break;
+    }
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16: {
+      uint16_t v = on ? 0x3c00u : 0;
+      memcpy(dst + i * 2, &v, 2);
+      break;
+    }
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16:
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16: {
+      uint16_t v = on;
+      memcpy(dst + i * 2, &v, 2);
+      break;
+    }
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32:
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32: {
+      uint32_t v = on;
+      memcpy(dst + i * 4, &v, 4);
+      break;
+    }
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64:
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64: {
+      uint64_t v = on;
+      memcpy(dst + i * 8, &v, 8);
+      break;
+    }
+    default:
+      dst[i] = on;
+      break;
+  }
+}
+
+static bool requested(TRITONBACKEND_Request *request, const char *name) {
+  uint32_t count = 0;
+  TRITONSERVER_Error *err = TRITONBACKEND_RequestOutputCount(request, &count);
+  if (err != NULL) {
+    TRITONSERVER_ErrorDelete(err);
+    return false;
+  }
+  for (uint32_t i = 0; i < count; i++) {
+    const char *n = NULL;
+    err = TRITONBACKEND_RequestOutputName(request, i, &n);
+    if (err != NULL) {
+      TRITONSERVER_ErrorDelete(err);
+      continue;
+    }
+    if (strcmp(n, name) == 0) return true;
+  }
+  return false;
+}
+
+/* Sends output 'io' of one request: 'rows' (1, or 0 for an empty one). */
+static TRITONSERVER_Error *respond_output(item *it, const sf_io *io,
+                                          const uint8_t *batch, int64_t total,
+                                          int64_t row, int64_t rows) {
+  int64_t shape[SF_MAX_RANK + 1];
+  shape[0] = 1;
+  for (size_t d = 0; d < io->rank; d++) {
+    shape[d + 1] = d == io->axis ? rows : io->dims[d];
+  }
+  uint64_t bytes = (uint64_t)(io->outer * io->inner * rows) * io->elem;
+  TRITONBACKEND_Output *out = NULL;
+  void *buf = NULL;
+  TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
+  int64_t mt_id = 0;
+  TRITONSERVER_Error *err = TRITONBACKEND_ResponseOutput(
+      it->response, &out, io->name, io->dt, shape, (uint32_t)io->rank + 1);
+  if (err == NULL) err = TRITONBACKEND_OutputBuffer(out, &buf, bytes, &mt,
+                                                    &mt_id);
+  if (err == NULL && bytes > 0 && mt == TRITONSERVER_MEMORY_GPU) {
+    err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNSUPPORTED,
+                                "stateful: GPU output buffers are not "
+                                "supported");
+  }
+  if (err == NULL && rows > 0) get_row(io, batch, total, row, buf, io->elem);
+  return err;
+}
+
+/* What one Run holds. */
+typedef struct run {
+  size_t count;
+  const char **names;
+  OrtValue **values;
+  uint8_t **data;
+} run;
+
+static TRITONSERVER_Error *add_input(const ort_runtime *rt, run *r,
+                                     const sf_io *io, int64_t rows,
+                                     uint8_t **data) {
+  size_t k = r->count++;
+  size_t bytes = (size_t)(io->outer * io->inner * rows) * io->elem;
+  r->names[k] = io->name;
+  r->data[k] = calloc(bytes > 0 ? bytes : 1, 1);
+  if (r->data[k] == NULL) return oom();
+  *data = r->data[k];
+  int64_t shape[SF_MAX_RANK];
+  memcpy(shape, io->dims, io->rank * sizeof *shape);
+  shape[io->axis] = rows;
+  return ort_runtime_error(
+      rt,
+      rt->api->CreateTensorWithDataAsOrtValue(rt->cpu, r->data[k], bytes,
+                                              shape, io->rank, io->et,
+                                              &r->values[k]),
+      "cannot create an input tensor");
+}
+
+/* Stacks inputs, states and the reset flags of 'n' items ('rows' with
+ * padding). */
+static TRITONSERVER_Error *make_inputs(sf_instance *inst, item **items,
+                                       size_t n, int64_t rows, run *r) {
+  const ort_runtime *rt = inst->m->rt;
+  TRITONSERVER_Error *err = NULL;
+  uint8_t *dst = NULL;
+  for (size_t k = 0; err == NULL && k < inst->input_count; k++) {
+    const sf_io *io = &inst->inputs[k];
+    err = add_input(rt, r, io, rows, &dst);
+    uint64_t want = (uint64_t)(io->outer * io->inner) * io->elem;
+    for (size_t i = 0; err == NULL && i < n; i++) {
+      nrd_bu_tensor t;
+      err = nrd_bu_request_input(items[i]->request, io->name, &t);
+      if (err != NULL) break;
+      if (t.byte_size != want) {
+        err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                                "stateful: model '%s': input '%s' holds %llu "
+                                "bytes, its shape needs %llu",
+                                inst->m->name, io->name,
+                                (unsigned long long)t.byte_size,
+                                (unsigned long long)want);
+      } else {
+        put_row(io, dst, rows, (int64_t)i, t.data, io->elem);
+      }
+      nrd_bu_tensor_release(&t);
+    }
+  }
+  uint8_t *row = NULL;
+  for (size_t p = 0; err == NULL && p < inst->m->pair_count; p++) {
+    const sf_io *io = &inst->state_in[p];
+    err = add_input(rt, r, io, rows, &dst);
+    size_t count = (size_t)(io->outer * io->inner);
+    if (err == NULL && row == NULL) {
+      size_t most = 0;
+      for (size_t q = 0; q < inst->m->pair_count; q++) {
+        size_t b = (size_t)(inst->state_in[q].outer * inst->state_in[q].inner) *
+                   inst->state_in[q].elem;
+        if (b > most) most = b;
+      }
+      row = malloc(most > 0 ? most : 1);
+      if (row == NULL) err = oom();
+    }
+    for (size_t i = 0; err == NULL && i < n; i++) {
+      if (items[i]->start) continue; /* zeros; the model resets anyway */
+      const uint8_t *stored =
+          slot_data(inst, items[i]->slot) + inst->state_off[p];
+      if (half_stored(inst, io)) {
+        for (size_t e = 0; e < count; e++) {
+          uint16_t h;
+          memcpy(&h, stored + e * 2, 2);
+          float f = sf_half_to_float(h);
+          memcpy(row + e * 4, &f, 4);
+        }
+        put_row(io, dst, rows, (int64_t)i, row, io->elem);
+      } else {
+        put_row(io, dst, rows, (int64_t)i, stored, io->elem);
+      }
+    }
+  }
+  free(row);
+  if (err == NULL) {
+    const sf_io *io = &inst->reset;
+    err = add_input(rt, r, io, rows, &dst);
+    for (int64_t o = 0; err == NULL && o < io->outer; o++) {
+      for (int64_t i = 0; i < rows; i++) {
+        bool on = (size_t)i >= n || items[i]->start; /* padding resets */
+        for (int64_t e = 0; e < io->inner; e++) {
+          put_flag(io->et, dst,
+                   (size_t)((o * rows + i) * io->inner + e), on);
+        }
+      }
+    }
+  }
+  return err;
+}
+
+static void run_free(const ort_runtime *rt, run *r) {
+  for (size_t i = 0; i < r->count; i++) {
+    if (r->values[i] != NULL) rt->api->ReleaseValue(r->values[i]);
+    free(r->data[i]);
+  }
+  free(r->names);
+  free(r->values);
+  free(r->data);
+}
+
+/* Reads an output of the run, checking its shape. */
+static TRITONSERVER_Error *output_data(const sf_instance *inst,
+                                       const sf_io *io, OrtValue *value,
+                                       int64_t rows, uint8_t **out) {
+  const ort_runtime *rt = inst->m->rt;
+  OrtTensorTypeAndShapeInfo *ts = NULL;
+  size_t rank = 0;
+  int64_t dims[SF_MAX_RANK];
+  TRITONSERVER_Error *err = ort_runtime_error(
+      rt, rt->api->GetTensorTypeAndShape(value, &ts), "cannot read an output");
+  if (err != NULL) return err;
+  err = ort_runtime_error(rt, rt->api->GetDimensionsCount(ts, &rank),
+                          "cannot read an output rank");
+  bool ok = err == NULL && rank == io->rank;
+  if (ok) {
+    err = ort_runtime_error(rt, rt->api->GetDimensions(ts, dims, rank),
+                            "cannot read output dimensions");
+    ok = err == NULL;
+  }
+  rt->api->ReleaseTensorTypeAndShapeInfo(ts);
+  for (size_t d = 0; ok && d < rank; d++) {
+    ok = dims[d] == (d == io->axis ? rows : io->dims[d]);
+  }
+  if (err != NULL) return err;
+  if (!ok) {
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
+                             "stateful: model '%s': output '%s' does not have "
+                             "the configured shape with %lld batch rows",
+                             inst->m->name, io->name, (long long)rows);
+  }
+  void *p = NULL;
+  err = ort_runtime_error(rt, rt->api->GetTensorMutableData(value, &p),
+                          "cannot read output data");
+  *out = p;
+  return err;
+}
+
+#ifdef NRD_STATEFUL_ERROR_INJECT
+static bool inject(sf_instance *inst) {
+  static unsigned seed = 12345u;
+  return inst->m->error_inject_rate > 0 &&
+         (long)(rand_r(&seed) % 100) < inst->m->error_inject_rate;
+}
+#else
+static bool inject(sf_instance *inst) {
+  (void)inst;
+  return false;
+}
+#endif
+
+/* Runs 'n' items together; on success their states and outputs are
+ * stored and written; on failure every item is answered with the error
+ * and no state changes. */
+static void run_items(sf_instance *inst, item **items, size_t n) {
+  const sf_model *m = inst->m;
+  const ort_runtime *rt = m->rt;
+  int64_t rows = (int64_t)n;
+  if (m->pad_to_max && rows < m->max_batch_size) rows = m->max_batch_size;
+  size_t cap = inst->input_count + m->pair_count + 1;
+  size_t outs = inst->output_count + m->pair_count;
+  run r = {0};
+  r.names = calloc(cap, sizeof *r.names);
+  r.values = calloc(cap, sizeof *r.values);
+  r.data = calloc(cap, sizeof *r.data);
+  const char **out_names = calloc(outs, sizeof *out_names);
+  OrtValue **out_values = calloc(outs, sizeof *out_values);
+  TRITONSERVER_Error *err = NULL;
+  if (r.names == NULL || r.values == NULL || r.data == NULL ||
+      out_names == NULL || out_values == NULL) {
+    err = oom();
+  }
+  if (err == NULL) err = make_inputs(inst, items, n, rows, &r);
+  for (size_t k = 0; err == NULL && k < inst->output_count; k++) {
+    out_names[k] = inst->outputs[k].name;
+  }
+  for (size_t p = 0; err == NULL && p < m->pair_count; p++) {
+    out_names[inst->output_count + p] = inst->state_out[p].name;
+  }
+  if (err == NULL && inject(inst)) {
+    err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
+                                "stateful: injected error (error_inject_rate)");
+  }
+  if (err == NULL) {
+    err = ort_runtime_error(
+        rt,
+        rt->api->Run(inst->session.session, NULL, r.names,
+                     (const OrtValue *const *)r.values, r.count, out_names,
+                     outs, out_values),
+        "Run failed");
+  }
+  uint8_t **data = err == NULL ? calloc(outs, sizeof *data) : NULL;
+  if (err == NULL && data == NULL) err = oom();
+  for (size_t k = 0; err == NULL && k < outs; k++) {
+    const sf_io *io = k < inst->output_count
+                          ? &inst->outputs[k]
+                          : &inst->state_out[k - inst->output_count];
+    err = output_data(inst, io, out_values[k], rows, &data[k]);
+  }
+  if (err == NULL) {
+    for (size_t p = 0; p < m->pair_count; p++) {
+      const sf_io *io = &inst->state_out[p];
+      const uint8_t *batch = data[inst->output_count + p];
+      size_t count = (size_t)(io->outer * io->inner);
+      for (size_t i = 0; i < n; i++) {
+        uint8_t *stored = slot_data(inst, items[i]->slot) + inst->state_off[p];
+        if (half_stored(inst, io)) {
+          for (int64_t o = 0; o < io->outer; o++) {
+            for (int64_t e = 0; e < io->inner; e++) {
+              float f;
+              memcpy(&f,
+                     batch + (((size_t)o * (size_t)rows + i) * (size_t)io->inner +
+                              (size_t)e) * 4,
+                     4);
+              uint16_t h = sf_half_from_float(f);
+              memcpy(stored + ((size_t)o * (size_t)io->inner + (size_t)e) * 2,
+                     &h, 2);
+            }
+          }
+          (void)count;
+        } else {
+          get_row(io, batch, rows, (int64_t)i, stored, io->elem);
+        }
+      }
+    }
+    for (size_t i = 0; i < n; i++) {
+      for (size_t k = 0; k < inst->output_count; k++) {
+        if (items[i]->response == NULL ||
+            !requested(items[i]->request, inst->outputs[k].name)) {
+          continue;
+        }
+        TRITONSERVER_Error *oerr = respond_output(
+            items[i], &inst->outputs[k], data[k], rows, (int64_t)i, 1);
+        if (oerr != NULL) {
+          answer(items[i], oerr);
+          TRITONSERVER_ErrorDelete(oerr);
+        }
+      }
+    }
+  }
+  free(data);
+  for (size_t k = 0; out_values != NULL && k < outs; k++) {
+    if (out_values[k] != NULL) rt->api->ReleaseValue(out_values[k]);
+  }
+  free(out_values);
+  free(out_names);
+  run_free(rt, &r);
+  for (size_t i = 0; i < n; i++) {
+    if (err != NULL) {
+      answer(items[i], err);
+      /* A sequence whose first step failed has no valid state. */
+      if (items[i]->start) free_slot(inst, items[i]->slot);
+    }
+  }
+  TRITONSERVER_ErrorDelete(err);
+  inst->metric_runs++;
+  inst->metric_rows += (uint64_t)n;
+  if ((uint64_t)n > inst->metric_max) inst->metric_max = (uint64_t)n;
+  sf_log(m, m->batch_info_level,
+         "instance '%s': ran %zu sequences (%lld rows), %ld active", inst->name,
+         n, (long long)rows, inst->active);
+}
+
+static void metrics(sf_instance *inst) {
+  const sf_model *m = inst->m;
+  if (m->metric_seconds <= 0) return;
+  uint64_t now = nrd_bu_now_ns();
+  if (now - inst->metric_start_ns < (uint64_t)m->metric_seconds * 1000000000u) {
+    return;
+  }
+  if (inst->metric_runs > 0) {
+    sf_log(m, SF_LOG_INFO,
+           "instance '%s': average batch size %.2f, max %llu over %llu "
+           "executions",
+           inst->name, (double)inst->metric_rows / (double)inst->metric_runs,
+           (unsigned long long)inst->metric_max,
+           (unsigned long long)inst->metric_runs);
+    sf_log(m, m->detailed_level,
+           "instance '%s': %ld active sequences, %ld slots in %zu buffers",
+           inst->name, inst->active, inst->total_slots, inst->buffer_count);
+  }
+  inst->metric_start_ns = now;
+  inst->metric_runs = inst->metric_rows = inst->metric_max = 0;
+}
+
+void sf_instance_execute(sf_instance *inst,
+                         TRITONBACKEND_ModelInstance *instance,
+                         TRITONBACKEND_Request **requests, uint32_t count) {
+  uint64_t exec_start = nrd_bu_now_ns();
+  item *items = calloc(count > 0 ? count : 1, sizeof *items);
+  item **group = calloc(count > 0 ? count : 1, sizeof *group);
+  bool *ok = calloc(count > 0 ? count : 1, sizeof *ok);
+  if (items == NULL || group == NULL || ok == NULL) {
+    free(items);
+    free(group);
+    free(ok);
+    nrd_bu_requests_fail(instance, requests, count, oom());
+    return;
+  }
+  size_t n = 0;
+  for (uint32_t i = 0; i < count; i++) {
+    item *it = &items[i];
+    it->request = requests[i];
+    it->slot = -1;
+    TRITONSERVER_Error *err = TRITONBACKEND_ResponseNew(&it->response,
+                                                        it->request);
+    if (err != NULL) {
+      nrd_bu_error_log_and_delete(err, "stateful: cannot create a response");
+      it->response = NULL;
+      continue;
+    }
+    err = read_sequence(inst, it);
+    it->known = err == NULL;
+    if (err == NULL) err = check_request(inst, it);
+    if (err == NULL) err = assign_slot(inst, it);
+    if (err != NULL) {
+      answer(it, err);
+      TRITONSERVER_ErrorDelete(err);
+      continue;
+    }
+    if (it->end && !inst->m->infer_end) {
+      /* infer_end_requests 0: no inference, empty outputs, slot freed. */
+      for (size_t k = 0; k < inst->output_count && it->response != NULL; k++) {
+        if (!requested(it->request, inst->outputs[k].name)) continue;
+        TRITONSERVER_Error *oerr =
+            respond_output(it, &inst->outputs[k], NULL, 0, 0, 0);
+        if (oerr != NULL) {
+          answer(it, oerr);
+          TRITONSERVER_ErrorDelete(oerr);
+        }
+      }
+      continue;
+    }
+    group[n++] = it;
+  }
+  uint64_t compute_start = nrd_bu_now_ns();
+  if (n > 0) run_items(inst, group, n);
+  uint64_t compute_end = nrd_bu_now_ns();
+  for (uint32_t i = 0; i < count; i++) {
+    item *it = &items[i];
+    ok[i] = it->response != NULL;
+    answer(it, NULL);
+    /* END frees the slot, even when the request itself failed. */
+    if (it->end && it->slot < 0 && it->known) it->slot = find_slot(inst, it);
+    if (it->end) free_slot(inst, it->slot);
+  }
+  if (inst->m->lazy.enabled && inst->buffer_count > 1) shrink(inst);
+  metrics(inst);
+  uint64_t exec_end = nrd_bu_now_ns();
+  for (uint32_t i = 0; i < count; i++) {
+    nrd_bu_error_log_and_delete(
+        TRITONBACKEND_ModelInstanceReportStatistics(
+            instance, requests[i], ok[i], exec_start, compute_start,
+            compute_end, exec_end),
+        "stateful: cannot report statistics");
+  }
+  if (n > 0) {
+    nrd_bu_error_log_and_delete(
+        TRITONBACKEND_ModelInstanceReportBatchStatistics(
+            instance, (uint64_t)n, exec_start, compute_start, compute_end,
+            exec_end),
+        "stateful: cannot report batch statistics");
+  }
+  for (uint32_t i = 0; i < count; i++) nrd_bu_request_release(requests[i]);
+  free(items);
+  free(group);
+  free(ok);
+}

@@ -1,0 +1,524 @@
+"""The stateful backend (backend: "stateful", docs/stateful.md) end to end:
+the accumulate models of tools/onnx_models.py served by nereid, checked
+against a Python simulation of the model, over the gRPC stream and HTTP.
+
+Covers interleaved sequences batched together, START resets, END frees
+the slot, infer_end_requests 0 and 1, integer and string correlation ids,
+states stored as fp16, lazy buffers growing and shrinking, the use-ratio
+rejection, a request for a sequence without a slot, and configurations
+that fail to load with a message naming the parameter or tensor.
+
+Run by ctest with NEREID_BIN and NEREID_BACKEND_DIR set (tests/CMakeLists.txt).
+"""
+import concurrent.futures
+import contextlib
+import json
+import os
+import queue
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pytest
+
+from test_grpc import grpc, infer_request, output_array, pbg
+from test_nereid_cli import BACKENDS, Server, listening_ports, running
+from test_vertex_ai import call
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
+import onnx_models  # noqa: E402
+
+SEGMENTS, WIDTH = 4, 5
+TIMEOUT = 60
+
+
+def config(name, onnx="stateful_accumulate_fp32", dtype="TYPE_FP32", corrid="TYPE_UINT64",
+           slots=64, max_batch=16, params=None, reset="ResetSequence", dims="4, -1, 5",
+           control_extra="", idle_us=60000000):
+    p = {"onnx_file_name": f"{onnx}.onnx", "state_pairs": "<<<Accumulate_In, Accumulate_Out>>>",
+         "intra_op_thread_count": "1", "inter_op_thread_count": "1"}
+    p.update(params or {})
+    ps = ",\n".join(f'  {{ key: "{k}" value: {{ string_value: "{v}" }} }}' for k, v in p.items() if v is not None)
+    start = (f'{{ name: "{reset}" control [ {{ kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] }} ] }},'
+             if reset else "")
+    return f"""name: "{name}"
+backend: "stateful"
+max_batch_size: {max_batch}
+sequence_batching {{
+  max_sequence_idle_microseconds: {idle_us}
+  oldest {{ max_candidate_sequences: {slots} max_queue_delay_microseconds: 20000 }}
+  control_input [
+    {start}
+    {{ name: "EndSequence" control [ {{ kind: CONTROL_SEQUENCE_END int32_false_true: [ 0, 1 ] }} ] }},
+    {{ name: "CORRID" control [ {{ kind: CONTROL_SEQUENCE_CORRID data_type: {corrid} }} ] }}
+    {control_extra}
+  ]
+}}
+input [ {{ name: "Input" data_type: {dtype} dims: [ {dims} ] }} ]
+output [ {{ name: "Output" data_type: {dtype} dims: [ {dims} ] }} ]
+parameters [
+{ps}
+]
+instance_group [ {{ count: 1 kind: KIND_CPU }} ]
+"""
+
+
+def make_repo(root, models):
+    """models: {name: (onnx model name, config text)}."""
+    for name, (source, text) in models.items():
+        os.makedirs(os.path.join(root, name, "1"), exist_ok=True)
+        onnx_models.write(os.path.join(root, name, "1"), source)
+        with open(os.path.join(root, name, "config.pbtxt"), "w") as f:
+            f.write(text)
+
+
+@contextlib.contextmanager
+def serve(models, *flags, grpc_on=False):
+    with tempfile.TemporaryDirectory() as root:
+        make_repo(root, models)
+        s = Server([f"--model-repository={root}", f"--backend-directory={BACKENDS}", "--http-port=0",
+                    "--allow-metrics=false", *(["--grpc-port=0"] if grpc_on else ["--allow-grpc=false"]),
+                    *flags])
+        with running(s) as lines:
+            ports = listening_ports(lines)
+            s.port = ports["http"]
+            s.grpc_port = ports.get("grpc")
+            yield s
+
+
+class Simulation:
+    """The accumulate model in numpy: per sequence a running sum of width 5."""
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+        self.state = {}
+
+    def step(self, seq, x, start):
+        prev = np.zeros(WIDTH, self.dtype) if start else self.state[seq]
+        self.state[seq] = (prev + x.reshape(SEGMENTS, WIDTH).sum(axis=0)).astype(self.dtype)
+        return (x.reshape(SEGMENTS, WIDTH) + self.state[seq]).astype(self.dtype).reshape(1, SEGMENTS, 1, WIDTH)
+
+
+def step_input(rng, dtype):
+    if dtype == np.int32:
+        return rng.integers(-50, 50, size=(1, SEGMENTS, 1, WIDTH)).astype(np.int32)
+    return rng.random((1, SEGMENTS, 1, WIDTH)).astype(np.float32)
+
+
+def http_step(s, model, seq, x, start=False, end=False, expect=200):
+    dt = "INT32" if x.dtype == np.int32 else "FP32"
+    body = {"parameters": {"sequence_id": seq, "sequence_start": start, "sequence_end": end},
+            "inputs": [{"name": "Input", "datatype": dt, "shape": list(x.shape), "data": x.ravel().tolist()}]}
+    code, _, reply = call(s, f"/v2/models/{model}/infer", body)
+    reply = json.loads(reply)
+    assert code == expect, reply
+    if code != 200:
+        return reply["error"]
+    out = reply["outputs"][0]
+    return np.array(out["data"], dtype=x.dtype).reshape(out["shape"])
+
+
+def stats(s, model, ready=lambda st: True):
+    """The model's statistics once ready(stats) holds (TIMEOUT at most): a
+    backend reports them after it sent the responses."""
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        code, _, body = call(s, f"/v2/models/{model}/stats")
+        assert code == 200, body
+        st = json.loads(body)["model_stats"][0]
+        if ready(st) or time.monotonic() > deadline:
+            return st
+        time.sleep(0.02)
+
+
+def wait_log(s, text, timeout=TIMEOUT):
+    """Polls the server's log (stderr) for text."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in s.text():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{text!r} not logged:\n{s.text()}")
+
+
+def grpc_stream(s, requests):
+    """Sends requests on one ModelStreamInfer stream; returns the stream
+    responses in arrival order."""
+    ch = grpc.insecure_channel(f"127.0.0.1:{s.grpc_port}")
+    grpc.channel_ready_future(ch).result(timeout=TIMEOUT)
+    try:
+        stub = pbg.GRPCInferenceServiceStub(ch)
+        return list(stub.ModelStreamInfer(iter(requests), timeout=TIMEOUT))
+    finally:
+        ch.close()
+
+
+def grpc_step(model, seq, x, start, end, rid):
+    dt = "INT32" if x.dtype == np.int32 else "FP32"
+    return infer_request(model, [("Input", dt, list(x.shape), x)], outputs=["Output"], rid=rid,
+                         params={"sequence_id": seq, "sequence_start": start, "sequence_end": end})
+
+
+def interleaved_over_stream(s, model, dtype, ids, steps, seed):
+    rng = np.random.default_rng(seed)
+    sim = Simulation(dtype)
+    reqs, expected = [], {}
+    for k in range(steps):
+        for seq in ids:
+            x = step_input(rng, dtype)
+            rid = f"{seq}/{k}"
+            expected[rid] = sim.step(seq, x, k == 0)
+            reqs.append(grpc_step(model, seq, x, k == 0, k == steps - 1, rid))
+    replies = grpc_stream(s, reqs)
+    assert len(replies) == len(reqs)
+    for r in replies:
+        assert r.error_message == "", r.error_message
+        got = output_array(r.infer_response, "Output", dtype)
+        np.testing.assert_allclose(got, expected[r.infer_response.id], rtol=1e-5, atol=1e-5)
+
+
+def test_interleaved_sequences_over_the_grpc_stream_run_batched():
+    with serve({"acc": ("stateful_accumulate_fp32", config("acc"))}, grpc_on=True) as s:
+        interleaved_over_stream(s, "acc", np.float32, list(range(1, 25)), 6, seed=1)
+        st = stats(s, "acc", lambda st: st["inference_count"] == 24 * 6)
+        assert st["inference_count"] == 24 * 6
+        # Several sequences went through one model execution.
+        assert st["execution_count"] < st["inference_count"], st
+
+
+def test_string_correlation_ids_over_the_grpc_stream():
+    with serve({"acc_s": ("stateful_accumulate_fp32", config("acc_s", corrid="TYPE_STRING"))},
+               grpc_on=True) as s:
+        interleaved_over_stream(s, "acc_s", np.float32, [f"user-{i}" for i in range(10)], 4, seed=2)
+
+
+def test_interleaved_int32_sequences_over_http():
+    """Eight clients, one sequence each, stepping concurrently; each step's
+    output is compared exactly with the simulation."""
+    with serve({"acc_i": ("stateful_accumulate_int32",
+                          config("acc_i", onnx="stateful_accumulate_int32", dtype="TYPE_INT32"))}) as s:
+        def client(seq):
+            rng = np.random.default_rng(seq)
+            sim = Simulation(np.int32)
+            for k in range(8):
+                x = step_input(rng, np.int32)
+                want = sim.step(seq, x, k == 0)
+                got = http_step(s, "acc_i", seq, x, start=k == 0, end=k == 7)
+                np.testing.assert_array_equal(got, want)
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            for f in [pool.submit(client, 1000 + i) for i in range(8)]:
+                f.result(timeout=TIMEOUT)
+
+
+def test_start_resets_the_state():
+    with serve({"acc": ("stateful_accumulate_int32",
+                        config("acc", onnx="stateful_accumulate_int32", dtype="TYPE_INT32"))}) as s:
+        x = np.ones((1, SEGMENTS, 1, WIDTH), np.int32)
+        assert http_step(s, "acc", 5, x, start=True)[0, 0, 0, 0] == 1 + 4
+        assert http_step(s, "acc", 5, x)[0, 0, 0, 0] == 1 + 8
+        # START again on the live sequence: back to the initial state.
+        assert http_step(s, "acc", 5, x, start=True)[0, 0, 0, 0] == 1 + 4
+        assert http_step(s, "acc", 5, x, end=True)[0, 0, 0, 0] == 1 + 8
+
+
+def test_end_frees_the_slot_and_the_use_ratio_rejects_at_once():
+    """max_candidate_sequences 4 at ratio 0.5: two sequences at most; a
+    third START is refused at once, and admitted once one has ended."""
+    text = config("acc", onnx="stateful_accumulate_int32", dtype="TYPE_INT32", slots=4,
+                  params={"max_candidate_sequence_use_ratio": "0.5"})
+    with serve({"acc": ("stateful_accumulate_int32", text)}) as s:
+        x = np.ones((1, SEGMENTS, 1, WIDTH), np.int32)
+        http_step(s, "acc", 1, x, start=True)
+        http_step(s, "acc", 2, x, start=True)
+        msg = http_step(s, "acc", 3, x, start=True, expect=503)
+        assert "sequence 3 cannot start" in msg and "max_candidate_sequence_use_ratio" in msg, msg
+        # The refused sequence has no slot: its next step is an error too.
+        msg = http_step(s, "acc", 3, x, expect=400)
+        assert "sequence 3 has no state slot" in msg, msg
+        http_step(s, "acc", 1, x, end=True)
+        assert http_step(s, "acc", 3, x, start=True)[0, 0, 0, 0] == 5
+        # Sequence 2 kept its state through all of it.
+        assert http_step(s, "acc", 2, x, end=True)[0, 0, 0, 0] == 9
+        http_step(s, "acc", 3, x, end=True)
+
+
+def test_idle_sequences_release_their_slots():
+    """Two sequences admitted; both go idle past max_sequence_idle_microseconds
+    (0.3 s); a new sequence then gets a slot, and the idle ones' next steps
+    are clean errors."""
+    text = config("acc", onnx="stateful_accumulate_int32", dtype="TYPE_INT32", slots=4, idle_us=300000,
+                  params={"max_candidate_sequence_use_ratio": "0.5"})
+    with serve({"acc": ("stateful_accumulate_int32", text)}) as s:
+        x = np.ones((1, SEGMENTS, 1, WIDTH), np.int32)
+        http_step(s, "acc", 1, x, start=True)
+        http_step(s, "acc", 2, x, start=True)
+        t0 = time.monotonic()
+        deadline = t0 + TIMEOUT
+        while True:  # refused at once until the two are idle long enough
+            body = {"parameters": {"sequence_id": 3, "sequence_start": True},
+                    "inputs": [{"name": "Input", "datatype": "INT32", "shape": list(x.shape),
+                                "data": x.ravel().tolist()}]}
+            code, _, reply = call(s, "/v2/models/acc/infer", body)
+            if code == 200:
+                break
+            assert code == 503 and b"cannot start" in reply, reply
+            assert time.monotonic() < deadline, s.text()
+            time.sleep(0.05)
+        assert time.monotonic() - t0 >= 0.25
+        wait_log(s, "idle for longer than max_sequence_idle_microseconds")
+        code, _, reply = call(s, "/v2/models/acc/infer", {
+            "parameters": {"sequence_id": 1}, "inputs": [{"name": "Input", "datatype": "INT32",
+                                                            "shape": list(x.shape), "data": x.ravel().tolist()}]})
+        assert code == 400, reply
+
+
+@pytest.mark.parametrize("infer_end", ["0", "1"])
+def test_infer_end_requests(infer_end):
+    text = config("acc", onnx="stateful_accumulate_int32", dtype="TYPE_INT32", slots=2,
+                  params={"infer_end_requests": infer_end, "max_candidate_sequence_use_ratio": "0.5"})
+    with serve({"acc": ("stateful_accumulate_int32", text)}) as s:
+        x = np.ones((1, SEGMENTS, 1, WIDTH), np.int32)
+        http_step(s, "acc", 1, x, start=True)
+        out = http_step(s, "acc", 1, x, end=True)
+        if infer_end == "0":
+            assert out.shape == (1, SEGMENTS, 0, WIDTH)  # no inference: empty output
+        else:
+            assert out[0, 0, 0, 0] == 9
+        # Either way the slot is free: the only admitted sequence may start.
+        assert http_step(s, "acc", 2, x, start=True)[0, 0, 0, 0] == 5
+        # With infer_end_requests 0 the END request ran no inference.
+        runs = 2 if infer_end == "0" else 3
+        st = stats(s, "acc", lambda st: st["inference_count"] == runs)
+        assert st["inference_count"] == runs, st
+
+
+def test_states_stored_as_fp16_halve_the_slot_and_stay_close():
+    text = config("acc16", params={"store_states_as_fp16": "1"})
+    with serve({"acc16": ("stateful_accumulate_fp32", text)}, grpc_on=True) as s:
+        wait_log(s, "10 bytes of state per sequence")
+        rng = np.random.default_rng(3)
+        sim = Simulation(np.float32)
+        for k in range(10):
+            x = step_input(rng, np.float32)
+            want = sim.step(7, x, k == 0)
+            got = http_step(s, "acc16", 7, x, start=k == 0, end=k == 9)
+            # fp16 keeps about 3 significant digits of the running sum.
+            np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2)
+            sim.state[7] = sim.state[7].astype(np.float16).astype(np.float32)
+
+
+def test_fp32_slot_size_without_fp16():
+    with serve({"acc": ("stateful_accumulate_fp32", config("acc"))}) as s:
+        wait_log(s, "20 bytes of state per sequence")
+
+
+def test_lazy_buffers_grow_past_the_initial_size_and_shrink_back():
+    text = config("lazy", onnx="stateful_accumulate_int32", dtype="TYPE_INT32", slots=8,
+                  params={"max_candidate_sequence_use_ratio": "1.0", "initial_buffer_size": "2",
+                          "subsequent_buffer_size": "2", "buffer_alloc_threshold": "1",
+                          "buffer_dealloc_threshold": "2"})
+    with serve({"lazy": ("stateful_accumulate_int32", text)}) as s:
+        wait_log(s, "2 slots allocated of 8")
+        x = np.ones((1, SEGMENTS, 1, WIDTH), np.int32)
+        for seq in range(1, 6):
+            assert http_step(s, "lazy", seq, x, start=True)[0, 0, 0, 0] == 5
+        wait_log(s, "6 slots now")
+        for seq in range(1, 6):
+            assert http_step(s, "lazy", seq, x)[0, 0, 0, 0] == 9
+        for seq in range(5, 0, -1):
+            http_step(s, "lazy", seq, x, end=True)
+        wait_log(s, "released, 2 slots now")
+
+
+def load_error(s, name):
+    code, _, body = call(s, f"/v2/repository/models/{name}/load", b"{}")
+    assert code == 400, body
+    return json.loads(body)["error"]
+
+
+def test_bad_configurations_fail_to_load_naming_the_parameter_or_tensor():
+    good = config("x")
+    bad = {
+        "pairs_syntax": good.replace("<<<Accumulate_In, Accumulate_Out>>>", "<<Accumulate_In Accumulate_Out>>"),
+        "pairs_missing": good.replace('{ key: "state_pairs" value: { string_value: '
+                                      '"<<<Accumulate_In, Accumulate_Out>>>" } },', ""),
+        "state_unknown": good.replace("Accumulate_Out>>>", "Nope_Out>>>"),
+        "state_mismatch": good.replace("Accumulate_Out>>>", "Output>>>").replace(
+            'output [ { name: "Output" data_type: TYPE_FP32 dims: [ 4, -1, 5 ] } ]', "output [ ]"),
+        "no_start": config("no_start", reset=None),
+        "start_not_in_model": config("start_not_in_model", reset="Reset2"),
+        "two_dynamic": config("two_dynamic", dims="-1, -1, 5"),
+        "lazy_partial": config("lazy_partial", params={"initial_buffer_size": "4"}),
+        "bad_ratio": config("bad_ratio", params={"max_candidate_sequence_use_ratio": "1.5"}),
+        "bad_flag": config("bad_flag", params={"store_states_as_fp16": "yes"}),
+        "bad_inject": config("bad_inject", params={"error_inject_rate": "101"}),
+        "bad_level": config("bad_level", params={"logging_level": "LOUD"}),
+        "wrong_type": config("wrong_type", dtype="TYPE_INT32"),
+    }
+    models = {name: ("stateful_accumulate_fp32", text.replace('name: "x"', f'name: "{name}"'))
+              for name, text in bad.items()}
+    with tempfile.TemporaryDirectory() as root:
+        make_repo(root, models)
+        s = Server([f"--model-repository={root}", f"--backend-directory={BACKENDS}", "--http-port=0",
+                    "--allow-grpc=false", "--allow-metrics=false", "--model-control-mode=explicit"])
+        with running(s) as lines:
+            s.port = listening_ports(lines)["http"]
+            assert "state_pairs: expected '<<<Input, Output>>>'" in load_error(s, "pairs_syntax")
+            assert "parameter state_pairs is missing" in load_error(s, "pairs_missing")
+            assert "state output 'Nope_Out' is not an output" in load_error(s, "state_unknown")
+            msg = load_error(s, "state_mismatch")
+            assert "state input 'Accumulate_In'" in msg and "differ in type or shape" in msg, msg
+            assert "CONTROL_SEQUENCE_START" in load_error(s, "no_start")
+            msg = load_error(s, "start_not_in_model")
+            assert "control input 'Reset2' (CONTROL_SEQUENCE_START) is not an input" in msg, msg
+            msg = load_error(s, "two_dynamic")
+            assert "input 'Input' has 2 -1 dimensions" in msg, msg
+            assert "buffer_alloc_threshold: missing" in load_error(s, "lazy_partial") or \
+                "subsequent_buffer_size: missing" in load_error(s, "lazy_partial")
+            assert "max_candidate_sequence_use_ratio" in load_error(s, "bad_ratio")
+            assert "store_states_as_fp16" in load_error(s, "bad_flag")
+            assert "error_inject_rate" in load_error(s, "bad_inject")
+            assert "logging_level" in load_error(s, "bad_level")
+            assert "input 'Input' is TYPE_INT32 in the configuration, FP32" in load_error(s, "wrong_type")
+
+
+def test_readme_parameters_are_accepted_and_gpu_only_ones_logged():
+    params = {"ort_ep": "trt", "compute_precision": "fp16", "always_pad_to_max_batch": "1",
+              "metric_logging_frequency_seconds": "1", "enable_trt_caching": "1", "trt_cache_dir": "/tmp/x",
+              "enable_cuda_graph": "0", "logging_level": "VERBOSE", "batch_info_logging_level": "INFO",
+              "detailed_metrics_logging_level": "INFO", "error_inject_rate": "15",
+              "infer_end_requests": "1", "store_states_as_fp16": "0"}
+    with serve({"acc": ("stateful_accumulate_fp32", config("acc", params=params))}, grpc_on=True) as s:
+        wait_log(s, "only apply to GPU instances")
+        wait_log(s, "error_inject_rate 15 accepted")
+        # Padded to max_batch_size 16 and still right.
+        interleaved_over_stream(s, "acc", np.float32, [1, 2, 3], 3, seed=4)
+        wait_log(s, "rows)")
+        assert "(16 rows)" in s.text()
+
+
+MIXED = """name: "mixed"
+backend: "stateful"
+max_batch_size: 8
+sequence_batching {
+  max_sequence_idle_microseconds: 60000000
+  oldest { max_candidate_sequences: 16 max_queue_delay_microseconds: 20000 }
+  control_input [
+    { name: "ResetSequence" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] }
+  ]
+}
+input [ { name: "Input_I8" data_type: TYPE_INT8 dims: [ -1, 4 ] },
+        { name: "Input_Bool" data_type: TYPE_BOOL dims: [ -1, 4 ] } ]
+output [ { name: "Output_I32" data_type: TYPE_INT32 dims: [ -1, 4 ] },
+         { name: "Output_F16" data_type: TYPE_FP16 dims: [ -1, 4 ] } ]
+parameters [
+  { key: "state_pairs" value: { string_value: "<<<State_I32_In, State_I32_Out>>>,<<<State_F16_In, State_F16_Out>>>" } },
+  { key: "onnx_file_name" value: { string_value: "stateful_mixed.onnx" } },
+  { key: "store_states_as_fp16" value: { string_value: "1" } }
+]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+"""
+
+
+def test_two_state_pairs_of_different_types_with_bool_and_int8_inputs():
+    """The batch dimension first this time; int32 and fp16 states (fp16
+    storage leaves non-fp32 states as they are); 8 sequences interleaved
+    on one stream."""
+    with serve({"mixed": ("stateful_mixed", MIXED)}, grpc_on=True) as s:
+        wait_log(s, "24 bytes of state per sequence")  # 4 int32 + 4 fp16
+        rng = np.random.default_rng(5)
+        reqs, want = [], {}
+        si, sf = {}, {}
+        for k in range(5):
+            for seq in range(1, 9):
+                a = rng.integers(-100, 100, size=(1, 1, 4)).astype(np.int8)
+                b = rng.integers(0, 2, size=(1, 1, 4)).astype(bool)
+                si[seq] = (0 if k == 0 else si[seq]) + a.astype(np.int32)
+                sf[seq] = (0 if k == 0 else sf[seq]) + b.astype(np.float16)
+                rid = f"{seq}/{k}"
+                want[rid] = (si[seq].copy(), sf[seq].copy())
+                reqs.append(infer_request("mixed", [("Input_I8", "INT8", [1, 1, 4], a),
+                                                    ("Input_Bool", "BOOL", [1, 1, 4], b)],
+                                          outputs=["Output_I32", "Output_F16"], rid=rid,
+                                          params={"sequence_id": seq, "sequence_start": k == 0,
+                                                  "sequence_end": k == 4}))
+        replies = grpc_stream(s, reqs)
+        assert len(replies) == len(reqs)
+        for r in replies:
+            assert r.error_message == "", r.error_message
+            wi, wf = want[r.infer_response.id]
+            np.testing.assert_array_equal(output_array(r.infer_response, "Output_I32", np.int32), wi)
+            np.testing.assert_array_equal(output_array(r.infer_response, "Output_F16", np.float16), wf)
+
+
+CLEAN_ERRORS = ("must specify the start flag", "has no state slot", "unknown model", "not found", "not ready",
+                "unavailable", "unloading", "is not loaded", "being unloaded")
+
+
+def test_reload_under_traffic_answers_every_request():
+    """Four HTTP clients step sequences while the model is loaded again
+    three times. Every answer is right or a clean error (after which the
+    client starts a new sequence); the server stops without a sanitizer
+    report (ASan's leak check covers the state buffers)."""
+    import threading
+    text = config("acc", onnx="stateful_accumulate_int32", dtype="TYPE_INT32", slots=16)
+    with tempfile.TemporaryDirectory() as root:
+        make_repo(root, {"acc": ("stateful_accumulate_int32", text)})
+        s = Server([f"--model-repository={root}", f"--backend-directory={BACKENDS}", "--http-port=0",
+                    "--allow-grpc=false", "--allow-metrics=false", "--model-control-mode=explicit",
+                    "--load-model=acc"])
+        with running(s) as lines:
+            s.port = listening_ports(lines)["http"]
+            stop = threading.Event()
+            tally = {"ok": 0, "clean": 0, "bad": []}
+            mu = threading.Lock()
+
+            def client(n):
+                rng = np.random.default_rng(n)
+                seq, k, total = 100000 * n, 0, None
+                while not stop.is_set():
+                    if k == 0:
+                        seq += 1
+                        total = np.zeros(WIDTH, np.int32)
+                    x = step_input(rng, np.int32)
+                    body = {"parameters": {"sequence_id": seq, "sequence_start": k == 0, "sequence_end": k == 5},
+                            "inputs": [{"name": "Input", "datatype": "INT32", "shape": list(x.shape),
+                                        "data": x.ravel().tolist()}]}
+                    code, _, reply = call(s, "/v2/models/acc/infer", body)
+                    reply = json.loads(reply)
+                    with mu:
+                        if code == 200:
+                            total = total + x.reshape(SEGMENTS, WIDTH).sum(axis=0)
+                            got = np.array(reply["outputs"][0]["data"], np.int32).reshape(SEGMENTS, WIDTH)
+                            if not np.array_equal(got, x.reshape(SEGMENTS, WIDTH) + total):
+                                tally["bad"].append(("wrong", seq, k))
+                            tally["ok"] += 1
+                            k = (k + 1) % 6
+                        elif any(w in reply.get("error", "").lower() for w in CLEAN_ERRORS):
+                            tally["clean"] += 1
+                            k = 0
+                        else:
+                            tally["bad"].append((code, reply))
+                            k = 0
+
+            threads = [threading.Thread(target=client, args=(n,)) for n in range(1, 5)]
+            for t in threads:
+                t.start()
+            try:
+                for _ in range(3):
+                    deadline = time.monotonic() + TIMEOUT
+                    start = tally["ok"]
+                    while tally["ok"] < start + 20 and time.monotonic() < deadline:
+                        time.sleep(0.02)
+                    code, _, body = call(s, "/v2/repository/models/acc/load", b"{}")
+                    assert code == 200, body
+            finally:
+                stop.set()
+                for t in threads:
+                    t.join(timeout=TIMEOUT)
+            assert not tally["bad"], tally["bad"][:5]
+            assert tally["ok"] >= 60, tally
+            # Each load made a new instance with its own state buffers.
+            assert s.text().count("slots allocated of") == 4, s.text()
