@@ -338,52 +338,6 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveAllInputs(TRITONSERVER_In
   return NULL;
 }
 
-/* Room for one more buffer in `in`; false when out of memory. */
-static bool bufs_reserve(nrd_input *in) {
-  if (in->nbufs < in->capbufs) return true;
-  uint32_t cap = in->capbufs * 2;
-  nrd_buffer *nb;
-  if (in->inl & NRD_INL_BUFS) {
-    nb = malloc(cap * sizeof(*nb));
-    if (nb) memcpy(nb, in->bufs, in->nbufs * sizeof(*nb));
-  } else {
-    nb = realloc(in->bufs, cap * sizeof(*nb));
-  }
-  if (!nb) return false;
-  in->bufs = nb;
-  in->capbufs = cap;
-  in->inl &= (uint8_t)~NRD_INL_BUFS;
-  return true;
-}
-
-TRITONSERVER_Error *nrd_input_prepend(nrd_input *in, nrd_buffer b) {
-  if (!bufs_reserve(in)) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory adding input data");
-  memmove(in->bufs + 1, in->bufs, in->nbufs * sizeof(*in->bufs));
-  in->bufs[0] = b;
-  in->nbufs++;
-  in->byte_size += b.size;
-  free(in->attrs);
-  in->attrs = NULL;
-  in->n_attrs = 0;
-  return NULL;
-}
-
-TRITONSERVER_Error *nrd_input_rename(nrd_input *in, const char *name) {
-  size_t nlen = strlen(name) + 1;
-  char *heap = NULL;
-  if (nlen > sizeof in->name_inline && !(heap = strdup(name)))
-    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory renaming input '%s'", in->name);
-  if (!(in->inl & NRD_INL_NAME)) free(in->name);
-  if (heap) {
-    in->name = heap;
-    in->inl &= (uint8_t)~NRD_INL_NAME;
-  } else {
-    in->name = memcpy(in->name_inline, name, nlen);
-    in->inl |= NRD_INL_NAME;
-  }
-  return NULL;
-}
-
 static TRITONSERVER_Error *append_data(TRITONSERVER_InferenceRequest *r, const char *name, const void *base,
                                        size_t size, TRITONSERVER_MemoryType mt, int64_t mt_id) {
   NRD_ARG_CHECK(r && name, "request and input name must not be NULL");
@@ -395,7 +349,7 @@ static TRITONSERVER_Error *append_data(TRITONSERVER_InferenceRequest *r, const c
   if (mt == TRITONSERVER_MEMORY_GPU)
     return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
                          "input '%s': GPU memory is not supported by this server (no GPU)", name);
-  if (!bufs_reserve(in)) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory appending input data");
+  if (!nrd_input_bufs_reserve(in)) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory appending input data");
   in->bufs[in->nbufs++] = (nrd_buffer){base, size, mt, mt_id};
   free(in->attrs);
   in->attrs = NULL;

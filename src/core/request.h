@@ -219,6 +219,10 @@ static inline bool nrd_request_is_cancelled(const TRITONSERVER_InferenceRequest 
 /* The input of `r` named `name`, or NULL. Inline: validation looks up
  * every input. Valid until the request's inputs change; the thread that
  * owns the request. */
+/* Room for one more buffer in `in` (request_validate.c, where the raw
+ * input's prefix needs it too); false when out of memory. */
+bool nrd_input_bufs_reserve(nrd_input *in);
+
 /* Gives `in` a copy of `name`; on failure (out of memory) the old name
  * stays. The request must not be in flight. */
 TRITONSERVER_Error *nrd_input_rename(nrd_input *in, const char *name);

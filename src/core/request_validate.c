@@ -77,6 +77,54 @@ static TRITONSERVER_Error *check_bytes(const TRITONBACKEND_Model *m, const nrd_i
   return NULL;
 }
 
+/* ---- input storage the request builder (request.c) shares ---- */
+
+/* Room for one more buffer in `in`; false when out of memory. */
+bool nrd_input_bufs_reserve(nrd_input *in) {
+  if (in->nbufs < in->capbufs) return true;
+  uint32_t cap = in->capbufs * 2;
+  nrd_buffer *nb;
+  if (in->inl & NRD_INL_BUFS) {
+    nb = malloc(cap * sizeof(*nb));
+    if (nb) memcpy(nb, in->bufs, in->nbufs * sizeof(*nb));
+  } else {
+    nb = realloc(in->bufs, cap * sizeof(*nb));
+  }
+  if (!nb) return false;
+  in->bufs = nb;
+  in->capbufs = cap;
+  in->inl &= (uint8_t)~NRD_INL_BUFS;
+  return true;
+}
+
+TRITONSERVER_Error *nrd_input_prepend(nrd_input *in, nrd_buffer b) {
+  if (!nrd_input_bufs_reserve(in)) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory adding input data");
+  memmove(in->bufs + 1, in->bufs, in->nbufs * sizeof(*in->bufs));
+  in->bufs[0] = b;
+  in->nbufs++;
+  in->byte_size += b.size;
+  free(in->attrs);
+  in->attrs = NULL;
+  in->n_attrs = 0;
+  return NULL;
+}
+
+TRITONSERVER_Error *nrd_input_rename(nrd_input *in, const char *name) {
+  size_t nlen = strlen(name) + 1;
+  char *heap = NULL;
+  if (nlen > sizeof in->name_inline && !(heap = strdup(name)))
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory renaming input '%s'", in->name);
+  if (!(in->inl & NRD_INL_NAME)) free(in->name);
+  if (heap) {
+    in->name = heap;
+    in->inl &= (uint8_t)~NRD_INL_NAME;
+  } else {
+    in->name = memcpy(in->name_inline, name, nlen);
+    in->inl |= NRD_INL_NAME;
+  }
+  return NULL;
+}
+
 /* A raw input (TRITONSERVER_InferenceRequestAddRawInput: an HTTP body
  * with no JSON header) stands for the model's only input, as in Triton:
  * the request has no other input and the configuration has one, whose
