@@ -171,29 +171,36 @@ class Stub:
         return {"outputs": outs}, off
 
     # -- messages to the server while a batch executes --
-    def converse(self, msg):
-        """Sends msg to the server and returns its acknowledgement."""
-        data = json.dumps(msg).encode()
-        if len(data) > _nrd_ipc.META_SIZE:
-            raise pb_utils.TritonModelException("python: message too large for the shared memory")
+    def converse(self, make, read=None):
+        """One message to the server and its answer, holding the shared
+        memory: make() writes any tensors from self.out_off on and returns
+        the message; read(answer) runs before the memory is let go (to copy
+        tensors out). Returns read's result, or the answer."""
         with self.ipc_lock:
             if not self.active:
                 raise pb_utils.TritonModelException(
                     "python: the request's batch has ended; its response sender is closed")
+            data = json.dumps(make()).encode()
+            if len(data) > _nrd_ipc.META_SIZE:
+                raise pb_utils.TritonModelException("python: message too large for the shared memory")
             self.buf[META:META + len(data)] = data
             _nrd_ipc.post(len(data))
             n = _nrd_ipc.wait()
-            return json.loads(bytes(self.buf[META:META + n]))
+            answer = json.loads(bytes(self.buf[META:META + n]))
+            return read(answer) if read is not None else answer
 
     def sender_for(self, index):
         def send(response, flags):
             final = bool(flags & pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
-            entry = None
-            if response is not None:
-                entry, _ = self.response_out(response, self.out_off)
+
+            def make():
+                entry = None
+                if response is not None:
+                    entry, _ = self.response_out(response, self.out_off)
+                return {"type": "response", "request": index, "final": final, "response": entry}
             with self.senders_done:
                 self.used[index] = True
-            ack = self.converse({"type": "response", "request": index, "final": final, "response": entry})
+            ack = self.converse(make)
             if final:
                 with self.senders_done:
                     self.closed[index] = True
@@ -205,11 +212,58 @@ class Stub:
             if self.closed[index]:
                 return False
             try:
-                return self.converse({"type": "is_cancelled", "request": index}).get("cancelled", False)
+                return self.converse(lambda: {"type": "is_cancelled", "request": index}).get("cancelled", False)
             except pb_utils.TritonModelException:
                 return False
 
         return pb_utils.InferenceResponseSender(send, cancelled), cancelled
+
+    def tensor_out(self, d):
+        """A copy of a tensor the server placed in the shared memory."""
+        t = self.tensor_in(d)
+        arr = t.as_numpy()
+        return pb_utils.Tensor(d["name"], arr.copy(), d["dtype"])
+
+    def bls(self, request, decoupled):
+        """InferenceRequest.exec: runs `request` on the server (any model),
+        waits for its responses."""
+        def make():
+            off = self.out_off
+            inputs = []
+            for t in request.inputs():
+                arr = t.as_numpy()
+                off = (off + ALIGN - 1) // ALIGN * ALIGN
+                if arr.dtype.kind in "OSU":
+                    data = pb_utils.serialize_byte_tensor(arr)
+                    dname = "BYTES"
+                else:
+                    data = np.ascontiguousarray(arr).tobytes()
+                    dname = pb_utils._dtype_name(arr)
+                if off + len(data) > len(self.buf):
+                    raise pb_utils.TritonModelException("python: the BLS inputs exceed the shared memory")
+                self.buf[off:off + len(data)] = data
+                inputs.append({"name": t.name(), "dtype": dname, "shape": list(arr.shape), "off": off,
+                               "size": len(data)})
+                off += len(data)
+            corr = request.correlation_id()
+            return {"type": "bls", "model": request.model_name(), "version": request.model_version(),
+                    "inputs": inputs, "outputs": request.requested_output_names(), "id": request.request_id(),
+                    "correlation_id": corr, "flags": request.flags(), "timeout": request.timeout(),
+                    "parameters": request.parameters(), "decoupled": bool(decoupled),
+                    "out_off": (off + ALIGN - 1) // ALIGN * ALIGN}
+
+        def read(answer):
+            if "error" in answer:
+                return [pb_utils.InferenceResponse(error=pb_utils.TritonError(answer["error"]))]
+            out = []
+            for r in answer["responses"]:
+                if "error" in r:
+                    out.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(r["error"])))
+                else:
+                    out.append(pb_utils.InferenceResponse([self.tensor_out(d) for d in r["outputs"]]))
+            return out
+
+        return self.converse(make, read)
 
     def wait_for_senders(self, indices):
         """Until the senders of these requests have sent their final flag."""
@@ -285,4 +339,6 @@ class Stub:
 
 
 def main():
-    Stub().serve()
+    stub = Stub()
+    pb_utils._bls_hook = stub.bls
+    stub.serve()

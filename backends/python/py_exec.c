@@ -2,6 +2,7 @@
  * Model and instance states and Execute for the python backend.
  */
 #include "py_exec.h"
+#include "py_bls.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -642,6 +643,8 @@ static TRITONSERVER_Error *converse(nrd_py_instance *st, batch *b, json_t **repl
     json_t *ack = NULL;
     if (type != NULL && strcmp(type, "response") == 0) {
       ack = sender_send(st, b, *reply);
+    } else if (type != NULL && strcmp(type, "bls") == 0) {
+      ack = nrd_py_bls_run(st, *reply);
     } else if (type != NULL && strcmp(type, "is_cancelled") == 0) {
       json_int_t i = json_integer_value(json_object_get(*reply, "request"));
       bool cancelled = false;

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "nereid/backend_utils.h"
+#include "py_bls.h"
 #include "py_exec.h"
 #include "py_stub.h"
 
@@ -59,6 +60,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Finalize(
   void *state = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_BackendState(backend, &state);
   free(state);
+  nrd_py_bls_fini();
   return err;
 }
 

@@ -38,6 +38,9 @@ TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
 TRITONSERVER_REQUEST_RELEASE_ALL = 1
 TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
 
+# Set by the stub: runs an InferenceRequest on the server (InferenceRequest.exec).
+_bls_hook = None
+
 
 def triton_to_numpy_type(data_type):
     """numpy type of a TRITONSERVER_TYPE_* value (None when it has none)."""
@@ -314,11 +317,22 @@ class InferenceRequest:
     def set_release_flags(self, flags):
         self._release_flags = flags
 
+    def model_version(self):
+        return self._model_version
+
     def exec(self, decoupled=False):
-        raise TritonModelException("BLS (InferenceRequest.exec) is not supported yet")
+        """Runs this request on the server (business logic scripting): its
+        InferenceResponse, or with decoupled=True an iterator over every
+        response the model sends. Errors come back as responses with
+        error() set. Only while the calling model executes."""
+        if _bls_hook is None:
+            raise TritonModelException("BLS is only available in the stub, while the model executes")
+        responses = _bls_hook(self, decoupled)
+        return iter(responses) if decoupled else responses[0]
 
     async def async_exec(self, decoupled=False):
-        raise TritonModelException("BLS (InferenceRequest.async_exec) is not supported yet")
+        import asyncio
+        return await asyncio.get_running_loop().run_in_executor(None, self.exec, decoupled)
 
 
 # ---- logging --------------------------------------------------------------

@@ -501,3 +501,57 @@ output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
         while "is_cancelled=" not in s.text() and time.monotonic() < deadline:
             time.sleep(0.05)
     assert "is_cancelled=True" in s.log, s.log[-2000:]
+
+
+BLS = '''
+import asyncio
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+def out(response, name):
+    return pb_utils.get_output_tensor_by_name(response, name).as_numpy()
+
+
+class TritonPythonModel:
+    async def execute(self, requests):
+        responses = []
+        for request in requests:
+            a = pb_utils.get_input_tensor_by_name(request, "INPUT0")
+            b = pb_utils.get_input_tensor_by_name(request, "INPUT1")
+            r = pb_utils.InferenceRequest(model_name="add_sub_fp32", inputs=[a, b],
+                                          requested_output_names=["OUTPUT0"])
+            first = r.exec()
+            if first.has_error():
+                raise pb_utils.TritonModelException(first.error().message())
+            more = await asyncio.gather(r.async_exec(), r.async_exec())
+            total = out(first, "OUTPUT0") + sum(out(x, "OUTPUT0") for x in more)
+            missing = pb_utils.InferenceRequest(model_name="no_such_model", inputs=[a],
+                                                requested_output_names=["X"]).exec()
+            pb_utils.Logger.log_info(f"missing model: {missing.error().message()}")
+            stream = pb_utils.InferenceRequest(model_name="repeat_py",
+                                               inputs=[pb_utils.Tensor("IN", np.array([3], np.int32))],
+                                               requested_output_names=["OUT"]).exec(decoupled=True)
+            values = [int(out(x, "OUT")[0]) for x in stream]
+            responses.append(pb_utils.InferenceResponse([
+                pb_utils.Tensor("OUTPUT0", total.astype(np.float32)),
+                pb_utils.Tensor("OUTPUT1", np.array(values + [0], np.float32))]))
+        return responses
+'''
+
+
+def test_bls_runs_other_models_sync_async_and_decoupled():
+    """InferenceRequest.exec() and async_exec() run another model on the
+    server from a model.py; exec(decoupled=True) iterates a decoupled
+    model's responses; an unknown model comes back as a response with an
+    error."""
+    models = {"add_sub_fp32": (ADD_SUB, add_sub_config("FP32")),
+              "repeat_py": (DECOUPLED, DECOUPLED_CONFIG),
+              "bls": (BLS, add_sub_config("FP32"))}
+    with serve(models) as s:
+        code, reply = infer(s, "bls", [fp32("INPUT0", [5, 6, 7, 8]), fp32("INPUT1", [1, 2, 3, 4])])
+        assert code == 200, reply
+        out = outputs_of(reply)
+        assert out["OUTPUT0"] == [18, 24, 30, 36], reply  # three times INPUT0 + INPUT1
+        assert out["OUTPUT1"] == [0, 1, 4, 0], reply
+    assert "missing model: " in s.log and "no_such_model" in s.log.split("missing model: ")[1].splitlines()[0]

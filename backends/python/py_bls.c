@@ -1,0 +1,263 @@
+/*
+ * InferenceRequest.exec() on the server (py_bls.h). The request's inputs are
+ * read in place from the shared memory (the stub waits, so they stay put);
+ * the responses come back on core threads, whose outputs are copied into the
+ * shared memory at once and described for the stub.
+ */
+#include "py_bls.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "py_ipc.h"
+
+#define ALIGN 64u
+
+typedef struct bls_call {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  json_t *responses; /* the answers so far */
+  bool final;        /* the last response came */
+  bool released;     /* the core let go of the request */
+  uint8_t *base;     /* the shared memory */
+  uint64_t size;
+  uint64_t off; /* where the next output goes */
+} bls_call;
+
+static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *a, const char *name, size_t size,
+                                    TRITONSERVER_MemoryType mt, int64_t mtid, void *userp, void **buffer,
+                                    void **buffer_userp, TRITONSERVER_MemoryType *actual_mt,
+                                    int64_t *actual_mtid) {
+  (void)a, (void)name, (void)mt, (void)mtid, (void)userp;
+  *buffer = malloc(size ? size : 1);
+  *buffer_userp = NULL;
+  *actual_mt = TRITONSERVER_MEMORY_CPU;
+  *actual_mtid = 0;
+  return *buffer ? NULL : TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "python: out of memory for a BLS output");
+}
+
+static TRITONSERVER_Error *release_fn(TRITONSERVER_ResponseAllocator *a, void *buffer, void *buffer_userp,
+                                      size_t size, TRITONSERVER_MemoryType mt, int64_t mtid) {
+  (void)a, (void)buffer_userp, (void)size, (void)mt, (void)mtid;
+  free(buffer);
+  return NULL;
+}
+
+/* One allocator for every BLS call of the backend: made at first use,
+ * deleted by nrd_py_bls_fini. */
+static TRITONSERVER_ResponseAllocator *g_allocator;
+static pthread_mutex_t g_allocator_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static TRITONSERVER_ResponseAllocator *allocator(void) {
+  pthread_mutex_lock(&g_allocator_mu);
+  if (g_allocator == NULL) {
+    TRITONSERVER_Error *err = TRITONSERVER_ResponseAllocatorNew(&g_allocator, alloc_fn, release_fn, NULL);
+    if (err != NULL) {
+      nrd_bu_error_log_and_delete(err, "python: making the BLS response allocator");
+      g_allocator = NULL;
+    }
+  }
+  TRITONSERVER_ResponseAllocator *a = g_allocator;
+  pthread_mutex_unlock(&g_allocator_mu);
+  return a;
+}
+
+void nrd_py_bls_fini(void) {
+  pthread_mutex_lock(&g_allocator_mu);
+  if (g_allocator != NULL) {
+    TRITONSERVER_Error *err = TRITONSERVER_ResponseAllocatorDelete(g_allocator);
+    if (err != NULL) nrd_bu_error_log_and_delete(err, "python: deleting the BLS response allocator");
+    g_allocator = NULL;
+  }
+  pthread_mutex_unlock(&g_allocator_mu);
+}
+
+/* One response as the stub reads it; its outputs copied into the shared
+ * memory. Caller holds c->mu. */
+static json_t *describe_response(bls_call *c, TRITONSERVER_InferenceResponse *resp) {
+  TRITONSERVER_Error *err = TRITONSERVER_InferenceResponseError(resp);
+  if (err != NULL) {
+    json_t *e = json_pack("{s:s}", "error", TRITONSERVER_ErrorMessage(err));
+    TRITONSERVER_ErrorDelete(err);
+    return e;
+  }
+  uint32_t n = 0;
+  if ((err = TRITONSERVER_InferenceResponseOutputCount(resp, &n)) != NULL) {
+    json_t *e = json_pack("{s:s}", "error", TRITONSERVER_ErrorMessage(err));
+    TRITONSERVER_ErrorDelete(err);
+    return e;
+  }
+  json_t *outs = json_array();
+  for (uint32_t i = 0; i < n; i++) {
+    const char *name = NULL;
+    TRITONSERVER_DataType dt;
+    const int64_t *shape = NULL;
+    uint64_t dims = 0;
+    const void *base = NULL;
+    size_t size = 0;
+    TRITONSERVER_MemoryType mt;
+    int64_t mtid;
+    void *userp;
+    err = TRITONSERVER_InferenceResponseOutput(resp, i, &name, &dt, &shape, &dims, &base, &size, &mt, &mtid,
+                                               &userp);
+    uint64_t at = (c->off + ALIGN - 1) & ~(uint64_t)(ALIGN - 1);
+    if (err == NULL && at + size > c->size)
+      err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG,
+                                  "python: the BLS outputs exceed the shared memory "
+                                  "(--backend-config=python,shm-default-byte-size=N)");
+    if (err != NULL) {
+      json_decref(outs);
+      json_t *e = json_pack("{s:s}", "error", TRITONSERVER_ErrorMessage(err));
+      TRITONSERVER_ErrorDelete(err);
+      return e;
+    }
+    if (size) memcpy(c->base + at, base, size);
+    c->off = at + size;
+    json_t *shp = json_array();
+    for (uint64_t d = 0; d < dims; d++) json_array_append_new(shp, json_integer(shape[d]));
+    json_array_append_new(outs, json_pack("{s:s, s:s, s:o, s:I, s:I}", "name", name, "dtype",
+                                          TRITONSERVER_DataTypeString(dt), "shape", shp, "off", (json_int_t)at,
+                                          "size", (json_int_t)size));
+  }
+  return json_pack("{s:o}", "outputs", outs);
+}
+
+static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t flags, void *userp) {
+  bls_call *c = userp;
+  pthread_mutex_lock(&c->mu);
+  if (resp != NULL) {
+    json_array_append_new(c->responses, describe_response(c, resp));
+    TRITONSERVER_Error *err = TRITONSERVER_InferenceResponseDelete(resp);
+    if (err != NULL) nrd_bu_error_log_and_delete(err, "python: deleting a BLS response");
+  }
+  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) c->final = true;
+  pthread_cond_broadcast(&c->cv);
+  pthread_mutex_unlock(&c->mu);
+}
+
+static void on_release(TRITONSERVER_InferenceRequest *req, const uint32_t flags, void *userp) {
+  bls_call *c = userp;
+  if (!(flags & TRITONSERVER_REQUEST_RELEASE_ALL)) return;
+  TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestDelete(req);
+  if (err != NULL) nrd_bu_error_log_and_delete(err, "python: deleting a BLS request");
+  pthread_mutex_lock(&c->mu);
+  c->released = true;
+  pthread_cond_broadcast(&c->cv);
+  pthread_mutex_unlock(&c->mu);
+}
+
+/* The request's parameters ("parameters": a JSON object as text). */
+static TRITONSERVER_Error *set_parameters(TRITONSERVER_InferenceRequest *r, const char *text) {
+  json_t *params = text ? json_loads(text, 0, NULL) : NULL;
+  TRITONSERVER_Error *err = NULL;
+  const char *key;
+  json_t *v;
+  json_object_foreach(params, key, v) {
+    if (json_is_string(v)) err = TRITONSERVER_InferenceRequestSetStringParameter(r, key, json_string_value(v));
+    else if (json_is_integer(v)) err = TRITONSERVER_InferenceRequestSetIntParameter(r, key, json_integer_value(v));
+    else if (json_is_boolean(v)) err = TRITONSERVER_InferenceRequestSetBoolParameter(r, key, json_is_true(v));
+    else if (json_is_real(v)) err = TRITONSERVER_InferenceRequestSetDoubleParameter(r, key, json_real_value(v));
+    if (err != NULL) break;
+  }
+  json_decref(params);
+  return err;
+}
+
+/* Builds the request from the message; inputs point into the shared memory. */
+static TRITONSERVER_Error *build(nrd_py_instance *st, const json_t *msg, bls_call *c,
+                                 TRITONSERVER_ResponseAllocator *alloc, TRITONSERVER_InferenceRequest **out) {
+  *out = NULL;
+  TRITONSERVER_Server *server = NULL;
+  TRITONSERVER_Error *err = TRITONBACKEND_ModelServer(st->model->model, &server);
+  if (err != NULL) return err;
+  const char *model = json_string_value(json_object_get(msg, "model"));
+  if (model == NULL || !model[0])
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "python: a BLS request needs a model_name");
+  TRITONSERVER_InferenceRequest *r = NULL;
+  if ((err = TRITONSERVER_InferenceRequestNew(&r, server, model, json_integer_value(json_object_get(msg, "version")))))
+    return err;
+  const json_t *corr = json_object_get(msg, "correlation_id");
+  const char *id = json_string_value(json_object_get(msg, "id"));
+  if (id != NULL && id[0]) err = TRITONSERVER_InferenceRequestSetId(r, id);
+  if (err == NULL && json_is_string(corr))
+    err = TRITONSERVER_InferenceRequestSetCorrelationIdString(r, json_string_value(corr));
+  else if (err == NULL && json_integer_value(corr) != 0)
+    err = TRITONSERVER_InferenceRequestSetCorrelationId(r, (uint64_t)json_integer_value(corr));
+  if (err == NULL) err = TRITONSERVER_InferenceRequestSetFlags(r, (uint32_t)json_integer_value(json_object_get(msg, "flags")));
+  if (err == NULL && json_integer_value(json_object_get(msg, "timeout")) > 0)
+    err = TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(
+        r, (uint64_t)json_integer_value(json_object_get(msg, "timeout")));
+  if (err == NULL) err = set_parameters(r, json_string_value(json_object_get(msg, "parameters")));
+  size_t k;
+  const json_t *in;
+  json_array_foreach(json_object_get(msg, "inputs"), k, in) {
+    if (err != NULL) break;
+    const char *name = json_string_value(json_object_get(in, "name"));
+    const json_t *shp = json_object_get(in, "shape");
+    int64_t shape[64];
+    size_t dims = json_array_size(shp);
+    uint64_t off = (uint64_t)json_integer_value(json_object_get(in, "off"));
+    uint64_t size = (uint64_t)json_integer_value(json_object_get(in, "size"));
+    if (name == NULL || dims > 64 || off < NRD_PY_DATA_OFFSET || off + size > c->size) {
+      err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "python: bad BLS input from the stub");
+      break;
+    }
+    for (size_t d = 0; d < dims; d++) shape[d] = json_integer_value(json_array_get(shp, d));
+    TRITONSERVER_DataType dt = TRITONSERVER_StringToDataType(json_string_value(json_object_get(in, "dtype")));
+    err = TRITONSERVER_InferenceRequestAddInput(r, name, dt, shape, dims);
+    if (err == NULL)
+      err = TRITONSERVER_InferenceRequestAppendInputData(r, name, c->base + off, size, TRITONSERVER_MEMORY_CPU, 0);
+  }
+  const json_t *o;
+  json_array_foreach(json_object_get(msg, "outputs"), k, o) {
+    if (err != NULL) break;
+    if (json_is_string(o)) err = TRITONSERVER_InferenceRequestAddRequestedOutput(r, json_string_value(o));
+  }
+  if (err == NULL) err = TRITONSERVER_InferenceRequestSetReleaseCallback(r, on_release, c);
+  if (err == NULL) err = TRITONSERVER_InferenceRequestSetResponseCallback(r, alloc, NULL, on_response, c);
+  if (err != NULL) {
+    TRITONSERVER_Error *e2 = TRITONSERVER_InferenceRequestDelete(r);
+    if (e2 != NULL) TRITONSERVER_ErrorDelete(e2);
+    return err;
+  }
+  *out = r;
+  return NULL;
+}
+
+json_t *nrd_py_bls_run(nrd_py_instance *st, const json_t *msg) {
+  TRITONSERVER_ResponseAllocator *alloc = allocator();
+  if (alloc == NULL) return json_pack("{s:s}", "error", "python: no BLS response allocator");
+  bls_call c = {.responses = json_array(), .base = st->stub.base, .size = st->stub.size,
+                .off = (uint64_t)json_integer_value(json_object_get(msg, "out_off"))};
+  if (c.off < NRD_PY_DATA_OFFSET || c.off > c.size) c.off = c.size; /* nothing fits: outputs are refused */
+  pthread_mutex_init(&c.mu, NULL);
+  pthread_cond_init(&c.cv, NULL);
+  TRITONSERVER_InferenceRequest *r = NULL;
+  TRITONSERVER_Error *err = build(st, msg, &c, alloc, &r);
+  if (err == NULL) {
+    TRITONSERVER_Server *server = NULL;
+    err = TRITONBACKEND_ModelServer(st->model->model, &server);
+    if (err == NULL) err = TRITONSERVER_ServerInferAsync(server, r, NULL);
+    if (err != NULL) {
+      /* Not in flight: the core calls neither callback. */
+      TRITONSERVER_Error *e2 = TRITONSERVER_InferenceRequestDelete(r);
+      if (e2 != NULL) TRITONSERVER_ErrorDelete(e2);
+    } else {
+      pthread_mutex_lock(&c.mu);
+      while (!c.final || !c.released) pthread_cond_wait(&c.cv, &c.mu);
+      pthread_mutex_unlock(&c.mu);
+    }
+  }
+  json_t *answer;
+  if (err != NULL) {
+    answer = json_pack("{s:s}", "error", TRITONSERVER_ErrorMessage(err));
+    TRITONSERVER_ErrorDelete(err);
+    json_decref(c.responses);
+  } else {
+    answer = json_pack("{s:o}", "responses", c.responses);
+  }
+  pthread_cond_destroy(&c.cv);
+  pthread_mutex_destroy(&c.mu);
+  return answer;
+}
