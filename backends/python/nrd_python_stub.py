@@ -32,7 +32,8 @@ class Stub:
         self.out_off = 0
         self.used = []
         self.closed = []
-        self.active = False  # a batch is executing: the server answers messages
+        self.active = False  # handling a server message: the server answers ours
+        self.generation = 0  # of the message being handled: senders belong to one
         self.senders_done = threading.Condition()
 
     # -- helpers --
@@ -190,10 +191,15 @@ class Stub:
             return read(answer) if read is not None else answer
 
     def sender_for(self, index):
+        generation = self.generation
+
         def send(response, flags):
             final = bool(flags & pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
             def make():
+                if generation != self.generation:
+                    raise pb_utils.TritonModelException(
+                        "python: the request's batch has ended; its response sender is closed")
                 entry = None
                 if response is not None:
                     entry, _ = self.response_out(response, self.out_off)
@@ -209,7 +215,7 @@ class Stub:
                 raise pb_utils.TritonModelException(ack["error"])
 
         def cancelled():
-            if self.closed[index]:
+            if self.closed[index] or generation != self.generation:
                 return False
             try:
                 return self.converse(lambda: {"type": "is_cancelled", "request": index}).get("cancelled", False)
@@ -265,6 +271,13 @@ class Stub:
 
         return self.converse(make, read)
 
+    def service(self, msg):
+        """A request to the server (model control, metrics): its answer."""
+        answer = self.converse(lambda: msg)
+        if "error" in answer:
+            raise pb_utils.TritonModelException(answer["error"])
+        return answer
+
     def wait_for_senders(self, indices):
         """Until the senders of these requests have sent their final flag."""
         with self.senders_done:
@@ -278,7 +291,6 @@ class Stub:
             self.closed = [False] * len(requests)
         for i, r in enumerate(requests):
             r._sender, r._cancelled = self.sender_for(i)
-        self.active = True
         try:
             responses = self.run(self.model.execute, requests)
         except BaseException as e:  # noqa: BLE001 - the model's failure answers its requests
@@ -322,6 +334,9 @@ class Stub:
             n = _nrd_ipc.wait()
             msg = json.loads(bytes(self.buf[META:META + n]))
             kind = msg.get("type")
+            with self.ipc_lock:
+                self.active = True  # the server answers our messages until our reply
+                self.generation += 1
             try:
                 reply = handlers[kind](msg)
             except BaseException as e:  # noqa: BLE001 - never leave the server waiting
@@ -341,4 +356,5 @@ class Stub:
 def main():
     stub = Stub()
     pb_utils._bls_hook = stub.bls
+    pb_utils._service_hook = stub.service
     stub.serve()

@@ -3,6 +3,7 @@
  */
 #include "py_exec.h"
 #include "py_bls.h"
+#include "py_services.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,8 @@ static TRITONSERVER_Error *oom(void) {
 }
 
 static TRITONSERVER_Error *auto_complete(nrd_py_model *m);
+typedef struct batch batch;
+static TRITONSERVER_Error *converse(nrd_py_instance *st, batch *b, json_t **reply);
 
 TRITONSERVER_Error *nrd_py_model_new(TRITONBACKEND_Model *model,
                                      nrd_py_model **out) {
@@ -273,11 +276,15 @@ TRITONSERVER_Error *nrd_py_instance_new(TRITONBACKEND_ModelInstance *instance,
   err = exchange(s, msg, b->stub_timeout_ms ? b->stub_timeout_ms : 300000u, &reply);
   json_decref(msg);
   if (err == NULL) {
+    err = converse(s, NULL, &reply);
+  }
+  if (err == NULL) {
     err = reply_error(reply);
   }
   json_decref(reply);
   if (err != NULL) {
     nrd_py_stub_stop(&s->stub, 0);
+    nrd_py_services_free(s);
     free(s->name);
     free(s);
     return err;
@@ -296,6 +303,9 @@ void nrd_py_instance_free(nrd_py_instance *s) {
     TRITONSERVER_Error *err = exchange(s, msg, 30000, &reply);
     json_decref(msg);
     if (err == NULL) {
+      err = converse(s, NULL, &reply);
+    }
+    if (err == NULL) {
       err = reply_error(reply);
     }
     if (err != NULL) {
@@ -304,6 +314,7 @@ void nrd_py_instance_free(nrd_py_instance *s) {
     json_decref(reply);
   }
   nrd_py_stub_stop(&s->stub, 2000);
+  nrd_py_services_free(s);
   free(s->name);
   free(s);
 }
@@ -592,12 +603,12 @@ static TRITONSERVER_Error *respond(nrd_py_instance *st, TRITONBACKEND_Request *r
 /* One batch's conversation with the stub: the response senders' factories
  * (made at a sender's first use) and which requests have had their final
  * response. */
-typedef struct batch {
+struct batch {
   TRITONBACKEND_Request **requests;
   uint32_t count;
   TRITONBACKEND_ResponseFactory **factories;
   bool *finished;
-} batch;
+};
 
 /* The stub's "response" message: a response sender's send(response,
  * flags). Returns the acknowledgement (its "error" when refused). */
@@ -634,17 +645,22 @@ static json_t *sender_send(nrd_py_instance *st, batch *b, const json_t *msg) {
   return json_object();
 }
 
-/* Answers the stub's messages sent while it executes (a response sender's
- * send, is_cancelled) until its reply to "execute" comes: '*reply' is
- * then that reply. */
+/* Answers the stub's messages sent while it handles one of ours (a
+ * response sender's send, is_cancelled, BLS, model control, metrics) until
+ * its reply comes: '*reply' is then that reply. 'b' is the executing batch,
+ * NULL outside execute. */
 static TRITONSERVER_Error *converse(nrd_py_instance *st, batch *b, json_t **reply) {
   for (;;) {
     const char *type = json_string_value(json_object_get(*reply, "type"));
     json_t *ack = NULL;
-    if (type != NULL && strcmp(type, "response") == 0) {
+    if (type != NULL && b == NULL && (strcmp(type, "response") == 0 || strcmp(type, "is_cancelled") == 0)) {
+      ack = json_pack("{s:s}", "error", "python: no request is executing");
+    } else if (type != NULL && strcmp(type, "response") == 0) {
       ack = sender_send(st, b, *reply);
     } else if (type != NULL && strcmp(type, "bls") == 0) {
       ack = nrd_py_bls_run(st, *reply);
+    } else if (nrd_py_service(st, *reply, &ack)) {
+      /* model control or a custom metric */
     } else if (type != NULL && strcmp(type, "is_cancelled") == 0) {
       json_int_t i = json_integer_value(json_object_get(*reply, "request"));
       bool cancelled = false;

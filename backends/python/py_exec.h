@@ -32,6 +32,11 @@ typedef struct nrd_py_instance {
   TRITONBACKEND_ModelInstance *instance;
   nrd_py_stub stub;
   char *name;
+  /* Custom metrics the model made (py_services.c); ids are index + 1. */
+  TRITONSERVER_MetricFamily **families;
+  size_t n_families;
+  TRITONSERVER_Metric **metrics;
+  size_t n_metrics;
 } nrd_py_instance;
 
 /*

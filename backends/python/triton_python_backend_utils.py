@@ -38,8 +38,16 @@ TRITONSERVER_RESPONSE_COMPLETE_FINAL = 1
 TRITONSERVER_REQUEST_RELEASE_ALL = 1
 TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
 
-# Set by the stub: runs an InferenceRequest on the server (InferenceRequest.exec).
+# Set by the stub: runs an InferenceRequest on the server (InferenceRequest.exec),
+# and sends other requests to the server (model control, metrics).
 _bls_hook = None
+_service_hook = None
+
+
+def _service(msg):
+    if _service_hook is None:
+        raise TritonModelException("only available in the stub, while the server waits for the model")
+    return _service_hook(msg)
 
 
 def triton_to_numpy_type(data_type):
@@ -443,3 +451,74 @@ class ModelConfig:
 
     def add_output(self, output):
         self._add("output", output)
+
+
+# ---- model control ---------------------------------------------------------
+
+
+def load_model(model_name, config="", files=None):
+    """Loads (or reloads) a model of the server's repository; with `config`
+    (JSON text) and `files` ({"file:<path>": bytes}) as the repository
+    load extension takes them. Raises TritonModelException on failure."""
+    out = {}
+    for key, data in (files or {}).items():
+        if not isinstance(data, (bytes, bytearray)):
+            raise TritonModelException(f"load_model: the contents of {key!r} must be bytes")
+        out[key] = bytes(data).decode("latin-1")
+    _service({"type": "load_model", "name": model_name, "config": config or "", "files": out})
+
+
+def unload_model(model_name, unload_dependents=False):
+    _service({"type": "unload_model", "name": model_name, "unload_dependents": bool(unload_dependents)})
+
+
+def is_model_ready(model_name, model_version=""):
+    return bool(_service({"type": "is_model_ready", "name": model_name, "version": str(model_version)})["ready"])
+
+
+# ---- custom metrics ----------------------------------------------------------
+
+
+class MetricFamily:
+    """A family of custom metrics in the server's Prometheus endpoint."""
+    COUNTER = 0
+    GAUGE = 1
+    HISTOGRAM = 2
+
+    def __init__(self, name, description, kind):
+        if kind not in (self.COUNTER, self.GAUGE, self.HISTOGRAM):
+            raise TritonModelException("MetricFamily kind must be COUNTER, GAUGE or HISTOGRAM")
+        self._kind = kind
+        self._id = _service({"type": "metric_family", "name": name, "description": description,
+                             "kind": kind})["id"]
+
+    def Metric(self, labels=None, buckets=None):
+        return Metric(self, labels, buckets)
+
+
+class Metric:
+    """One labelled metric of a family."""
+
+    def __init__(self, family, labels=None, buckets=None):
+        if buckets is not None and family._kind != MetricFamily.HISTOGRAM:
+            raise TritonModelException("buckets are only for a HISTOGRAM metric family")
+        msg = {"type": "metric", "family": family._id,
+               "labels": {str(k): str(v) for k, v in (labels or {}).items()}}
+        if buckets is not None:
+            msg["buckets"] = [float(b) for b in buckets]
+        self._id = _service(msg)["id"]
+
+    def _op(self, op, value=0.0):
+        return _service({"type": "metric_op", "metric": self._id, "op": op, "value": float(value)})["value"]
+
+    def increment(self, value):
+        self._op("increment", value)
+
+    def set(self, value):
+        self._op("set", value)
+
+    def observe(self, value):
+        self._op("observe", value)
+
+    def value(self):
+        return self._op("value")

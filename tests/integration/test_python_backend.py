@@ -555,3 +555,82 @@ def test_bls_runs_other_models_sync_async_and_decoupled():
         assert out["OUTPUT0"] == [18, 24, 30, 36], reply  # three times INPUT0 + INPUT1
         assert out["OUTPUT1"] == [0, 1, 4, 0], reply
     assert "missing model: " in s.log and "no_such_model" in s.log.split("missing model: ")[1].splitlines()[0]
+
+
+SERVICES = '''
+import json
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.family = pb_utils.MetricFamily("py_requests_total", "requests seen by model.py",
+                                            pb_utils.MetricFamily.COUNTER)
+        self.counter = self.family.Metric(labels={"model": args["model_name"]})
+        self.gauge = pb_utils.MetricFamily("py_last_value", "last input", pb_utils.MetricFamily.GAUGE).Metric()
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            x = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()
+            self.counter.increment(1)
+            self.gauge.set(float(x[0]))
+            steps = [pb_utils.is_model_ready("add_sub_fp32"), pb_utils.is_model_ready("no_such_model")]
+            pb_utils.unload_model("add_sub_fp32")
+            steps.append(pb_utils.is_model_ready("add_sub_fp32"))
+            pb_utils.load_model("add_sub_fp32")
+            steps.append(pb_utils.is_model_ready("add_sub_fp32"))
+            config = json.dumps({"backend": "python", "max_batch_size": 0,
+                                 "input": [{"name": "IN", "data_type": "TYPE_FP32", "dims": [1]}],
+                                 "output": [{"name": "OUT", "data_type": "TYPE_FP32", "dims": [1]}]})
+            pb_utils.load_model("made_by_py", config=config, files={"file:1/model.py": ECHO.encode()})
+            steps.append(pb_utils.is_model_ready("made_by_py"))
+            try:
+                pb_utils.load_model("no_such_model")
+            except pb_utils.TritonModelException as e:
+                pb_utils.Logger.log_info(f"load failed: {e}")
+            steps.append(self.counter.value())
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array(steps, np.float32))]))
+        return responses
+
+
+ECHO = \'\'\'
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", pb_utils.get_input_tensor_by_name(r, "IN").as_numpy())])
+                for r in requests]
+\'\'\'
+'''
+
+SERVICES_CONFIG = '''
+backend: "python"
+max_batch_size: 0
+input [ { name: "IN" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 6 ] } ]
+'''
+
+
+def test_model_control_and_custom_metrics_from_model_py():
+    """pb_utils.is_model_ready, unload_model and load_model (also with a
+    config and files) act on the server; MetricFamily / Metric counters and
+    gauges appear in /metrics with their labels."""
+    import urllib.request
+
+    models = {"add_sub_fp32": (ADD_SUB, add_sub_config("FP32")), "services": (SERVICES, SERVICES_CONFIG)}
+    with serve(models, "--model-control-mode=explicit", "--load-model=*", "--allow-metrics=true",
+               "--metrics-port=0", "--metrics-address=127.0.0.1") as s:
+        for round_ in (1, 2):
+            code, reply = infer(s, "services", [fp32("IN", [7.5])])
+            assert code == 200, reply
+            assert outputs_of(reply)["OUT"] == [1, 0, 0, 1, 1, round_], reply
+        code, reply = infer(s, "made_by_py", [fp32("IN", [3])])
+        assert code == 200 and outputs_of(reply)["OUT"] == [3], reply
+        with urllib.request.urlopen(f"http://127.0.0.1:{s.ports['metrics']}/metrics", timeout=30) as r:
+            text = r.read().decode()
+        assert 'py_requests_total{model="services"} 2' in text, text
+        assert "py_last_value 7.5" in text, text
+    assert "load failed: " in s.log and "no_such_model" in s.log
