@@ -223,6 +223,42 @@ static TRITONSERVER_Error *auto_complete(nrd_py_model *m) {
   return err;
 }
 
+/* Starts the instance's stub and runs initialize() in it; on failure the
+ * stub is stopped again. The instance's init thread, or its execute thread
+ * when a stub that died is started again. */
+static TRITONSERVER_Error *boot(nrd_py_instance *s) {
+  const nrd_py_backend *b = s->model->backend;
+  TRITONSERVER_Error *err = start_stub(s->model, &s->stub);
+  if (err != NULL) {
+    return err;
+  }
+  json_error_t jerr;
+  json_t *args = json_loads(s->model->init_args, 0, &jerr);
+  char dbuf[16];
+  snprintf(dbuf, sizeof dbuf, "%d", s->device);
+  json_object_set_new(args, "model_instance_name", json_string(s->name));
+  json_object_set_new(args, "model_instance_kind",
+                      json_string(TRITONSERVER_InstanceGroupKindString(s->kind)));
+  json_object_set_new(args, "model_instance_device_id", json_string(dbuf));
+  json_t *msg = json_pack("{s:s, s:o}", "type", "init", "args", args);
+  json_t *reply = NULL;
+  /* Importing numpy and the model takes a while on a loaded machine. */
+  err = exchange(s, msg, b->stub_timeout_ms ? b->stub_timeout_ms : 300000u, &reply);
+  json_decref(msg);
+  if (err == NULL) {
+    err = converse(s, NULL, &reply);
+  }
+  if (err == NULL) {
+    err = reply_error(reply);
+  }
+  json_decref(reply);
+  if (err != NULL) {
+    nrd_py_stub_stop(&s->stub, 0);
+    nrd_py_services_free(s);
+  }
+  return err;
+}
+
 TRITONSERVER_Error *nrd_py_instance_new(TRITONBACKEND_ModelInstance *instance,
                                         nrd_py_instance **out) {
   *out = NULL;
@@ -255,36 +291,10 @@ TRITONSERVER_Error *nrd_py_instance_new(TRITONBACKEND_ModelInstance *instance,
   s->instance = instance;
   s->stub.fd = -1;
   s->name = strdup(name);
-  const nrd_py_backend *b = s->model->backend;
-  err = start_stub(s->model, &s->stub);
+  s->kind = kind;
+  s->device = device;
+  err = boot(s);
   if (err != NULL) {
-    free(s->name);
-    free(s);
-    return err;
-  }
-  json_error_t jerr;
-  json_t *args = json_loads(s->model->init_args, 0, &jerr);
-  char dbuf[16];
-  snprintf(dbuf, sizeof dbuf, "%d", device);
-  json_object_set_new(args, "model_instance_name", json_string(name));
-  json_object_set_new(args, "model_instance_kind",
-                      json_string(TRITONSERVER_InstanceGroupKindString(kind)));
-  json_object_set_new(args, "model_instance_device_id", json_string(dbuf));
-  json_t *msg = json_pack("{s:s, s:o}", "type", "init", "args", args);
-  json_t *reply = NULL;
-  /* Importing numpy and the model takes a while on a loaded machine. */
-  err = exchange(s, msg, b->stub_timeout_ms ? b->stub_timeout_ms : 300000u, &reply);
-  json_decref(msg);
-  if (err == NULL) {
-    err = converse(s, NULL, &reply);
-  }
-  if (err == NULL) {
-    err = reply_error(reply);
-  }
-  json_decref(reply);
-  if (err != NULL) {
-    nrd_py_stub_stop(&s->stub, 0);
-    nrd_py_services_free(s);
     free(s->name);
     free(s);
     return err;
@@ -691,10 +701,21 @@ void nrd_py_execute(nrd_py_instance *st, TRITONBACKEND_Request **requests,
              calloc(count ? count : 1, sizeof *b.finished)};
   if (b.factories == NULL || b.finished == NULL) err = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   if (err == NULL && !nrd_py_stub_alive(&st->stub)) {
-    err = nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE,
-                            "python: the stub process of model '%s' instance "
-                            "'%s' is gone; reload the model",
-                            st->model->name, st->name);
+    /* As Triton's Python backend does: a stub that died (its batch has
+     * failed already) is started again, and initialize() run again, for
+     * the next batch. */
+    NRD_BU_LOG(TRITONSERVER_LOG_WARN, "python: the stub process of model '%s' instance '%s' is gone; starting it again",
+               st->model->name, st->name);
+    nrd_py_stub_stop(&st->stub, 0);
+    nrd_py_services_free(st);
+    TRITONSERVER_Error *berr = boot(st);
+    if (berr != NULL) {
+      err = nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE,
+                              "python: the stub process of model '%s' instance '%s' is gone and could not be "
+                              "started again: %s",
+                              st->model->name, st->name, TRITONSERVER_ErrorMessage(berr));
+      TRITONSERVER_ErrorDelete(berr);
+    }
   }
   for (uint32_t i = 0; i < count && err == NULL; i++) {
     json_t *rj = NULL;

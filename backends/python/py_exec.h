@@ -32,6 +32,8 @@ typedef struct nrd_py_instance {
   TRITONBACKEND_ModelInstance *instance;
   nrd_py_stub stub;
   char *name;
+  TRITONSERVER_InstanceGroupKind kind;
+  int32_t device;
   /* Custom metrics the model made (py_services.c); ids are index + 1. */
   TRITONSERVER_MetricFamily **families;
   size_t n_families;
