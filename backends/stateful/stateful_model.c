@@ -250,8 +250,16 @@ static TRITONSERVER_Error *read_parameters(const json_t *config, sf_model *m,
     return bad(m->name, err_text);
   }
   /* What only a GPU build of the README's backend does: accepted, said. */
-  if (!gpu_kind && (ep != 2 || precision != 0 || trt_cache || cuda_graph ||
-                    nrd_bu_config_parameter(config, "trt_cache_dir") != NULL)) {
+  static const char *const gpu_only[] = {"ort_ep", "compute_precision",
+                                         "enable_trt_caching", "trt_cache_dir",
+                                         "enable_cuda_graph", NULL};
+  bool any_gpu = false;
+  for (int i = 0; gpu_only[i] != NULL; i++) {
+    any_gpu = any_gpu || nrd_bu_config_parameter(config, gpu_only[i]) != NULL;
+  }
+  (void)trt_cache;
+  (void)cuda_graph;
+  if (!gpu_kind && any_gpu) {
     NRD_BU_LOG(TRITONSERVER_LOG_INFO,
                "stateful: model '%s': ort_ep '%s', compute_precision '%s', "
                "enable_trt_caching, trt_cache_dir and enable_cuda_graph only "

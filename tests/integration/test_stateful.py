@@ -312,6 +312,8 @@ def test_states_stored_as_fp16_halve_the_slot_and_stay_close():
 def test_fp32_slot_size_without_fp16():
     with serve({"acc": ("stateful_accumulate_fp32", config("acc"))}) as s:
         wait_log(s, "20 bytes of state per sequence")
+        # No GPU-only parameter in the configuration: no line about them.
+        assert "only apply to GPU instances" not in s.text()
 
 
 def test_lazy_buffers_grow_past_the_initial_size_and_shrink_back():
