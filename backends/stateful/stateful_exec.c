@@ -558,9 +558,8 @@ static TRITONSERVER_Error *output_data(const sf_instance *inst,
 
 #ifdef NRD_STATEFUL_ERROR_INJECT
 static bool inject(sf_instance *inst) {
-  static unsigned seed = 12345u;
   return inst->m->error_inject_rate > 0 &&
-         (long)(rand_r(&seed) % 100) < inst->m->error_inject_rate;
+         (long)(rand_r(&inst->inject_seed) % 100) < inst->m->error_inject_rate;
 }
 #else
 static bool inject(sf_instance *inst) {

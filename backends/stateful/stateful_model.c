@@ -658,6 +658,7 @@ TRITONSERVER_Error *sf_instance_new(TRITONBACKEND_ModelInstance *instance,
     return err;
   }
   inst->metric_start_ns = nrd_bu_now_ns();
+  inst->inject_seed = 12345u;
   *out = inst;
   return NULL;
 }

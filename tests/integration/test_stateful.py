@@ -524,3 +524,36 @@ def test_reload_under_traffic_answers_every_request():
             assert tally["ok"] >= 60, tally
             # Each load made a new instance with its own state buffers.
             assert s.text().count("slots allocated of") == 4, s.text()
+
+
+TEST_BACKENDS = os.environ.get("NEREID_TEST_BACKEND_DIR", os.path.join(os.path.dirname(BACKENDS), "test_backends"))
+
+
+def test_error_injection_in_the_test_build_fails_that_share_of_executions():
+    """stateful_inject is this backend built with NRD_STATEFUL_ERROR_INJECT:
+    at error_inject_rate 50 about half the executions fail, each request of
+    them answered with the injected error; the others are right."""
+    text = config("inj", onnx="stateful_accumulate_int32", dtype="TYPE_INT32",
+                  params={"error_inject_rate": "50"}).replace('backend: "stateful"', 'backend: "stateful_inject"')
+    with tempfile.TemporaryDirectory() as root:
+        make_repo(root, {"inj": ("stateful_accumulate_int32", text)})
+        s = Server([f"--model-repository={root}", f"--backend-directory={TEST_BACKENDS}", "--http-port=0",
+                    "--allow-grpc=false", "--allow-metrics=false"])
+        with running(s) as lines:
+            s.port = listening_ports(lines)["http"]
+            wait_log(s, "this test build fails that percentage of executions")
+            x = np.ones((1, SEGMENTS, 1, WIDTH), np.int32)
+            ok = failed = 0
+            for seq in range(1, 41):
+                body = {"parameters": {"sequence_id": seq, "sequence_start": True, "sequence_end": True},
+                        "inputs": [{"name": "Input", "datatype": "INT32", "shape": list(x.shape),
+                                    "data": x.ravel().tolist()}]}
+                code, _, reply = call(s, "/v2/models/inj/infer", body)
+                reply = json.loads(reply)
+                if code == 200:
+                    ok += 1
+                    assert reply["outputs"][0]["data"][0] == 5
+                else:
+                    failed += 1
+                    assert "injected error (error_inject_rate)" in reply["error"], reply
+            assert ok >= 5 and failed >= 5, (ok, failed)
