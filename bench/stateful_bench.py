@@ -22,7 +22,10 @@ one ONNX Runtime thread.
 T client threads, each with one gRPC stream, own sequences/T sequences;
 every step each thread sends one request per sequence and waits for all
 their responses. Prints steps/s and p50/p99 of the per-request latency
-(send to response), and the server's average batch per execution.
+(send to response), the server's average batch per execution and the
+backend's compute time per step (statistics' compute_infer per request:
+the cost of the execution that request was part of). On a small machine
+the Python client sets steps/s; compute per step is the backend's part.
 Prints figures only.
 """
 import argparse
@@ -202,8 +205,11 @@ def main():
                 with urllib.request.urlopen(f"http://127.0.0.1:{http}/v2/models/{model}/stats") as r:
                     st = json.loads(r.read())["model_stats"][0]
                 batch = st["inference_count"] / max(1, st["execution_count"])
+                ci = st["inference_stats"]["compute_infer"]
+                per_step_us = int(ci["ns"]) / max(1, int(ci["count"])) / 1000.0
                 print(f"  {model:9s} {rate:8.0f} steps/s  p50 {np.percentile(lat, 50):7.2f} ms  "
-                      f"p99 {np.percentile(lat, 99):7.2f} ms  (cumulative avg batch {batch:.1f})")
+                      f"p99 {np.percentile(lat, 99):7.2f} ms  (cumulative: avg batch {batch:.1f}, "
+                      f"backend compute {per_step_us:.1f} us per step)")
             ch.close()
         finally:
             s.stop()
