@@ -557,3 +557,26 @@ def test_error_injection_in_the_test_build_fails_that_share_of_executions():
                     failed += 1
                     assert "injected error (error_inject_rate)" in reply["error"], reply
             assert ok >= 5 and failed >= 5, (ok, failed)
+
+
+def test_logging_levels_and_metric_lines():
+    """logging_level NONE silences the backend's per-execution line, which
+    the default (INFO) writes; metric_logging_frequency_seconds 1 writes
+    the average batch line once a second has passed."""
+    quiet = config("quiet", onnx="stateful_accumulate_int32", dtype="TYPE_INT32",
+                   params={"logging_level": "NONE"})
+    loud = config("loud", onnx="stateful_accumulate_int32", dtype="TYPE_INT32",
+                  params={"metric_logging_frequency_seconds": "1"})
+    with serve({"quiet": ("stateful_accumulate_int32", quiet),
+                "loud": ("stateful_accumulate_int32", loud)}) as s:
+        x = np.ones((1, SEGMENTS, 1, WIDTH), np.int32)
+        http_step(s, "quiet", 1, x, start=True, end=True)
+        deadline = time.monotonic() + TIMEOUT
+        seq = 1
+        while "model 'loud': instance 'loud_0': average batch size" not in s.text():
+            assert time.monotonic() < deadline, s.text()
+            seq += 1
+            http_step(s, "loud", seq, x, start=True, end=True)
+            time.sleep(0.1)
+        assert "model 'loud': instance 'loud_0': ran 1 sequences" in s.text()
+        assert "model 'quiet': instance" not in s.text()
