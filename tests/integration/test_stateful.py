@@ -580,3 +580,19 @@ def test_logging_levels_and_metric_lines():
             time.sleep(0.1)
         assert "model 'loud': instance 'loud_0': ran 1 sequences" in s.text()
         assert "model 'quiet': instance" not in s.text()
+
+
+def test_ort_logging_level_backend_setting():
+    ok = {"acc": ("stateful_accumulate_fp32", config("acc"))}
+    with serve(ok, "--backend-config=stateful,ort-logging-level=3") as s:
+        wait_log(s, "ort-logging-level 3")
+        x = np.ones((1, SEGMENTS, 1, WIDTH), np.float32)
+        assert http_step(s, "acc", 1, x, start=True, end=True)[0, 0, 0, 0] == 5
+    with tempfile.TemporaryDirectory() as root:
+        make_repo(root, ok)
+        s = Server([f"--model-repository={root}", f"--backend-directory={BACKENDS}", "--http-port=0",
+                    "--allow-grpc=false", "--allow-metrics=false", "--model-control-mode=explicit",
+                    "--backend-config=stateful,ort-logging-level=9"])
+        with running(s) as lines:
+            s.port = listening_ports(lines)["http"]
+            assert "ort-logging-level: '9' is not a level" in load_error(s, "acc")
