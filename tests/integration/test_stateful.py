@@ -36,7 +36,7 @@ TIMEOUT = 60
 
 def config(name, onnx="stateful_accumulate_fp32", dtype="TYPE_FP32", corrid="TYPE_UINT64",
            slots=64, max_batch=16, params=None, reset="ResetSequence", dims="4, -1, 5",
-           control_extra="", idle_us=60000000):
+           control_extra="", idle_us=60000000, instances=1):
     p = {"onnx_file_name": f"{onnx}.onnx", "state_pairs": "<<<Accumulate_In, Accumulate_Out>>>",
          "intra_op_thread_count": "1", "inter_op_thread_count": "1"}
     p.update(params or {})
@@ -61,7 +61,7 @@ output [ {{ name: "Output" data_type: {dtype} dims: [ {dims} ] }} ]
 parameters [
 {ps}
 ]
-instance_group [ {{ count: 1 kind: KIND_CPU }} ]
+instance_group [ {{ count: {instances} kind: KIND_CPU }} ]
 """
 
 
@@ -186,6 +186,13 @@ def test_interleaved_sequences_over_the_grpc_stream_run_batched():
         assert st["inference_count"] == 24 * 6
         # Several sequences went through one model execution.
         assert st["execution_count"] < st["inference_count"], st
+
+
+def test_two_instances_keep_their_own_sequences():
+    """Each sequence stays on one instance, whose slots hold its state."""
+    with serve({"acc2": ("stateful_accumulate_fp32", config("acc2", instances=2))}, grpc_on=True) as s:
+        interleaved_over_stream(s, "acc2", np.float32, list(range(50, 66)), 5, seed=6)
+        assert "instance 'acc2_0_0': ran" in s.text() and "instance 'acc2_0_1': ran" in s.text(), s.text()
 
 
 def test_string_correlation_ids_over_the_grpc_stream():
