@@ -365,6 +365,11 @@ def test_bad_configurations_fail_to_load_naming_the_parameter_or_tensor():
         "bad_inject": config("bad_inject", params={"error_inject_rate": "101"}),
         "bad_level": config("bad_level", params={"logging_level": "LOUD"}),
         "wrong_type": config("wrong_type", dtype="TYPE_INT32"),
+        "direct": config("direct").replace("oldest { max_candidate_sequences: 64", "direct {"),
+        "no_batching": config("no_batching", max_batch=0),
+        "state_listed": config("state_listed").replace(
+            'output [ { name: "Output"', 'output [ { name: "Accumulate_Out" data_type: TYPE_FP32 dims: [ -1, 5 ] },'
+            ' { name: "Output"'),
     }
     models = {name: ("stateful_accumulate_fp32", text.replace('name: "x"', f'name: "{name}"'))
               for name, text in bad.items()}
@@ -391,6 +396,9 @@ def test_bad_configurations_fail_to_load_naming_the_parameter_or_tensor():
             assert "error_inject_rate" in load_error(s, "bad_inject")
             assert "logging_level" in load_error(s, "bad_level")
             assert "input 'Input' is TYPE_INT32 in the configuration, FP32" in load_error(s, "wrong_type")
+            assert "sequence_batching with the oldest strategy is required" in load_error(s, "direct")
+            assert "max_batch_size must be at least 1" in load_error(s, "no_batching")
+            assert "state output 'Accumulate_Out' must not be listed" in load_error(s, "state_listed")
 
 
 def test_readme_parameters_are_accepted_and_gpu_only_ones_logged():
