@@ -373,12 +373,23 @@ def test_bad_configurations_fail_to_load_naming_the_parameter_or_tensor():
     }
     models = {name: ("stateful_accumulate_fp32", text.replace('name: "x"', f'name: "{name}"'))
               for name, text in bad.items()}
+    models["state_two_dynamic"] = ("stateful_accumulate_fp32", config("state_two_dynamic"))
     with tempfile.TemporaryDirectory() as root:
         make_repo(root, models)
+        # The same model whose state input has a second dynamic dimension.
+        import onnx
+        path = os.path.join(root, "state_two_dynamic", "1", "stateful_accumulate_fp32.onnx")
+        m = onnx.load(path)
+        for t in m.graph.input:
+            if t.name == "Accumulate_In":
+                t.type.tensor_type.shape.dim[1].dim_param = "width"
+        onnx.save(m, path)
         s = Server([f"--model-repository={root}", f"--backend-directory={BACKENDS}", "--http-port=0",
                     "--allow-grpc=false", "--allow-metrics=false", "--model-control-mode=explicit"])
         with running(s) as lines:
             s.port = listening_ports(lines)["http"]
+            msg = load_error(s, "state_two_dynamic")
+            assert "state input 'Accumulate_In'" in msg and "has 2 dynamic dimensions" in msg, msg
             assert "state_pairs: expected '<<<Input, Output>>>'" in load_error(s, "pairs_syntax")
             assert "parameter state_pairs is missing" in load_error(s, "pairs_missing")
             assert "state output 'Nope_Out' is not an output" in load_error(s, "state_unknown")
