@@ -75,6 +75,9 @@ typedef struct sf_instance {
   size_t buffer_count;
   long total_slots, active;
   sf_seq *seqs;                /* owned; max_slots entries */
+  int32_t *index;              /* owned; open addressing: slot, -1 empty,
+                                * -2 removed; index_cap entries */
+  size_t index_cap, index_removed;
   unsigned inject_seed; /* error_inject_rate's generator (test builds) */
   /* metrics (metric_logging_frequency_seconds) */
   uint64_t metric_start_ns, metric_runs, metric_rows, metric_max;

@@ -611,7 +611,15 @@ TRITONSERVER_Error *sf_instance_new(TRITONBACKEND_ModelInstance *instance,
   inst->m = m;
   inst->name = strdup(name);
   inst->seqs = calloc((size_t)m->max_slots, sizeof *inst->seqs);
-  if (inst->name == NULL || inst->seqs == NULL) err = oom();
+  inst->index_cap = 16;
+  while (inst->index_cap < 2 * (size_t)m->max_slots) inst->index_cap *= 2;
+  inst->index = malloc(inst->index_cap * sizeof *inst->index);
+  if (inst->index != NULL) {
+    memset(inst->index, 0xff, inst->index_cap * sizeof *inst->index); /* -1 */
+  }
+  if (inst->name == NULL || inst->seqs == NULL || inst->index == NULL) {
+    err = oom();
+  }
   if (err == NULL) {
     err = ort_session_open(m->rt, m->path, &m->options, &inst->session);
   }
@@ -673,6 +681,7 @@ void sf_instance_free(sf_instance *inst) {
     free(inst->seqs[i].sid);
   }
   free(inst->seqs);
+  free(inst->index);
   free(inst->inputs);
   free(inst->outputs);
   free(inst->state_in);
