@@ -63,6 +63,12 @@ static TRITONSERVER_Error *open_library(const char *backend_dir,
 
 TRITONSERVER_Error *ort_runtime_open(const char *backend_dir,
                                      ort_runtime *out) {
+  return ort_runtime_open_logging(backend_dir, ORT_LOGGING_LEVEL_WARNING, out);
+}
+
+TRITONSERVER_Error *ort_runtime_open_logging(const char *backend_dir,
+                                             OrtLoggingLevel level,
+                                             ort_runtime *out) {
   ort_runtime rt;
   memset(&rt, 0, sizeof rt);
   TRITONSERVER_Error *err = open_library(backend_dir, &rt);
@@ -86,7 +92,7 @@ TRITONSERVER_Error *ort_runtime_open(const char *backend_dir,
         "onnxruntime: %s (version %s) does not offer API version %d",
         rt.path, rt.version, NRD_ORT_API_VERSION);
   }
-  OrtStatus *st = rt.api->CreateEnv(ORT_LOGGING_LEVEL_WARNING, "nereid", &rt.env);
+  OrtStatus *st = rt.api->CreateEnv(level, "nereid", &rt.env);
   err = ort_runtime_error(&rt, st, "cannot create the environment");
   if (err == NULL) {
     err = ort_runtime_error(

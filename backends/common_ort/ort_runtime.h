@@ -35,6 +35,12 @@ typedef struct ort_runtime {
  */
 TRITONSERVER_Error *ort_runtime_open(const char *backend_dir, ort_runtime *out);
 
+/* ort_runtime_open with the environment logging at 'level' (the
+ * stateful backend's ort-logging-level); ort_runtime_open uses WARNING. */
+TRITONSERVER_Error *ort_runtime_open_logging(const char *backend_dir,
+                                             OrtLoggingLevel level,
+                                             ort_runtime *out);
+
 /* Releases what ort_runtime_open made; safe on a zeroed struct. */
 void ort_runtime_close(ort_runtime *rt);
 

@@ -13,6 +13,7 @@
  * state (session, state buffers, sequence slots) belongs to the instance
  * thread.
  */
+#include <jansson.h>
 #include <stdlib.h>
 
 #include "nereid/backend_utils.h"
@@ -33,15 +34,39 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE,
                                  "stateful: out of memory");
   }
-  err = ort_runtime_open(dir, rt);
+  /* --backend-config=stateful,ort-logging-level=N (0 verbose .. 4 fatal),
+   * default 2 (warning), as the original backend reads it. */
+  long level = ORT_LOGGING_LEVEL_WARNING;
+  json_t *bconfig = NULL;
+  err = nrd_bu_backend_config(backend, &bconfig);
+  const char *text =
+      err == NULL ? nrd_bu_backend_setting(bconfig, "ort-logging-level") : NULL;
+  if (err == NULL && text != NULL) {
+    char *end = NULL;
+    level = strtol(text, &end, 10);
+    if (end == text || *end != '\0' || level < 0 || level > 4) {
+      err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                              "stateful: backend setting ort-logging-level: "
+                              "'%s' is not a level from 0 (verbose) to 4 "
+                              "(fatal)",
+                              text);
+    }
+  }
+  json_decref(bconfig);
+  if (err != NULL) {
+    free(rt);
+    return err;
+  }
+  err = ort_runtime_open_logging(dir, (OrtLoggingLevel)level, rt);
   if (err == NULL) err = TRITONBACKEND_BackendSetState(backend, rt);
   if (err != NULL) {
     ort_runtime_close(rt);
     free(rt);
     return err;
   }
-  NRD_BU_LOG(TRITONSERVER_LOG_INFO, "stateful: ONNX Runtime %s from %s",
-             rt->version, rt->path);
+  NRD_BU_LOG(TRITONSERVER_LOG_INFO,
+             "stateful: ONNX Runtime %s from %s, ort-logging-level %ld",
+             rt->version, rt->path, level);
   return NULL;
 }
 

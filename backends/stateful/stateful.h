@@ -75,6 +75,10 @@ typedef struct sf_instance {
   size_t buffer_count;
   long total_slots, active;
   sf_seq *seqs;                /* owned; max_slots entries */
+  int32_t *index;              /* owned; open addressing: slot, -1 empty,
+                                * -2 removed; index_cap entries */
+  size_t index_cap, index_removed;
+  unsigned inject_seed; /* error_inject_rate's generator (test builds) */
   /* metrics (metric_logging_frequency_seconds) */
   uint64_t metric_start_ns, metric_runs, metric_rows, metric_max;
 } sf_instance;
@@ -83,12 +87,15 @@ typedef struct sf_instance {
  * owns '*out' (sf_model_free). Thread: ModelInitialize. */
 TRITONSERVER_Error *sf_model_new(TRITONBACKEND_Model *model,
                                  const ort_runtime *rt, sf_model **out);
+/* Frees a model state and what it owns; NULL is fine. Thread: ModelFinalize. */
 void sf_model_free(sf_model *m);
 
 /* Opens the session, checks it against the configuration (errors name the
  * tensor) and allocates the state buffers. Thread: instance init. */
 TRITONSERVER_Error *sf_instance_new(TRITONBACKEND_ModelInstance *instance,
                                     const sf_model *m, sf_instance **out);
+/* Closes the session and frees the buffers and slots (every sequence's
+ * state goes with them); NULL is fine. Thread: instance finalization. */
 void sf_instance_free(sf_instance *inst);
 
 /* Runs a batch and answers and releases every request. Thread: the

@@ -74,16 +74,63 @@ static uint8_t *slot_data(const sf_instance *inst, long slot) {
   return NULL;
 }
 
-static long find_slot(const sf_instance *inst, const item *it) {
-  for (long s = 0; s < inst->total_slots; s++) {
-    const sf_seq *q = &inst->seqs[s];
-    if (!q->used) continue;
-    if (it->sid != NULL ? q->sid != NULL && strcmp(q->sid, it->sid) == 0
-                        : q->sid == NULL && q->id == it->id) {
-      return s;
+/* ---- the correlation id index (open addressing, linear probing) -------- */
+
+static size_t key_hash(uint64_t id, const char *sid) {
+  uint64_t h;
+  if (sid != NULL) {
+    h = 1469598103934665603ull; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)sid; *p; p++) {
+      h = (h ^ *p) * 1099511628211ull;
     }
+  } else {
+    h = id + 0x9e3779b97f4a7c15ull; /* splitmix64's finalizer */
+    h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
+    h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+    h ^= h >> 31;
+  }
+  return (size_t)h;
+}
+
+static bool same_key(const sf_seq *q, uint64_t id, const char *sid) {
+  return sid != NULL ? q->sid != NULL && strcmp(q->sid, sid) == 0
+                     : q->sid == NULL && q->id == id;
+}
+
+/* The index position holding the sequence, or -1. */
+static long index_find(const sf_instance *inst, uint64_t id, const char *sid) {
+  size_t mask = inst->index_cap - 1;
+  for (size_t i = key_hash(id, sid) & mask, n = 0; n < inst->index_cap;
+       i = (i + 1) & mask, n++) {
+    int32_t e = inst->index[i];
+    if (e == -1) return -1;
+    if (e >= 0 && same_key(&inst->seqs[e], id, sid)) return (long)i;
   }
   return -1;
+}
+
+static void index_put(sf_instance *inst, long slot) {
+  const sf_seq *q = &inst->seqs[slot];
+  size_t mask = inst->index_cap - 1;
+  size_t i = key_hash(q->id, q->sid) & mask;
+  while (inst->index[i] >= 0) i = (i + 1) & mask;
+  if (inst->index[i] == -2) inst->index_removed--;
+  inst->index[i] = (int32_t)slot;
+}
+
+/* Rebuilds the index when removals have made probes long. */
+static void index_compact(sf_instance *inst) {
+  if (inst->index_removed < inst->index_cap / 4) return;
+  memset(inst->index, 0xff, inst->index_cap * sizeof *inst->index);
+  inst->index_removed = 0;
+  for (long s = 0; s < inst->total_slots; s++) {
+    if (inst->seqs[s].used) index_put(inst, s);
+  }
+}
+
+static long find_slot(const sf_instance *inst, const item *it) {
+  long at = index_find(inst, it->id, it->sid);
+  return at < 0 ? -1 : (long)inst->index[at];
 }
 
 /* Adds a buffer of subsequent_buffer_size slots (fewer at the maximum). */
@@ -138,9 +185,15 @@ static void shrink(sf_instance *inst) {
 
 static void free_slot(sf_instance *inst, long s) {
   if (s < 0 || !inst->seqs[s].used) return;
+  long at = index_find(inst, inst->seqs[s].id, inst->seqs[s].sid);
+  if (at >= 0) {
+    inst->index[at] = -2;
+    inst->index_removed++;
+  }
   free(inst->seqs[s].sid);
   memset(&inst->seqs[s], 0, sizeof inst->seqs[s]);
   inst->active--;
+  index_compact(inst);
 }
 
 /* Releases the slots of sequences idle for longer than
@@ -208,6 +261,7 @@ static TRITONSERVER_Error *assign_slot(sf_instance *inst, item *it) {
     q->id = it->id;
     q->used = true;
     q->last_ns = now;
+    index_put(inst, s);
     inst->active++;
     it->slot = s;
     sf_log(m, SF_LOG_VERBOSE, "sequence %s starts in slot %ld",
@@ -558,9 +612,8 @@ static TRITONSERVER_Error *output_data(const sf_instance *inst,
 
 #ifdef NRD_STATEFUL_ERROR_INJECT
 static bool inject(sf_instance *inst) {
-  static unsigned seed = 12345u;
   return inst->m->error_inject_rate > 0 &&
-         (long)(rand_r(&seed) % 100) < inst->m->error_inject_rate;
+         (long)(rand_r(&inst->inject_seed) % 100) < inst->m->error_inject_rate;
 }
 #else
 static bool inject(sf_instance *inst) {

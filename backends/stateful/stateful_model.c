@@ -250,8 +250,16 @@ static TRITONSERVER_Error *read_parameters(const json_t *config, sf_model *m,
     return bad(m->name, err_text);
   }
   /* What only a GPU build of the README's backend does: accepted, said. */
-  if (!gpu_kind && (ep != 2 || precision != 0 || trt_cache || cuda_graph ||
-                    nrd_bu_config_parameter(config, "trt_cache_dir") != NULL)) {
+  static const char *const gpu_only[] = {"ort_ep", "compute_precision",
+                                         "enable_trt_caching", "trt_cache_dir",
+                                         "enable_cuda_graph", NULL};
+  bool any_gpu = false;
+  for (int i = 0; gpu_only[i] != NULL; i++) {
+    any_gpu = any_gpu || nrd_bu_config_parameter(config, gpu_only[i]) != NULL;
+  }
+  (void)trt_cache;
+  (void)cuda_graph;
+  if (!gpu_kind && any_gpu) {
     NRD_BU_LOG(TRITONSERVER_LOG_INFO,
                "stateful: model '%s': ort_ep '%s', compute_precision '%s', "
                "enable_trt_caching, trt_cache_dir and enable_cuda_graph only "
@@ -603,7 +611,15 @@ TRITONSERVER_Error *sf_instance_new(TRITONBACKEND_ModelInstance *instance,
   inst->m = m;
   inst->name = strdup(name);
   inst->seqs = calloc((size_t)m->max_slots, sizeof *inst->seqs);
-  if (inst->name == NULL || inst->seqs == NULL) err = oom();
+  inst->index_cap = 16;
+  while (inst->index_cap < 2 * (size_t)m->max_slots) inst->index_cap *= 2;
+  inst->index = malloc(inst->index_cap * sizeof *inst->index);
+  if (inst->index != NULL) {
+    memset(inst->index, 0xff, inst->index_cap * sizeof *inst->index); /* -1 */
+  }
+  if (inst->name == NULL || inst->seqs == NULL || inst->index == NULL) {
+    err = oom();
+  }
   if (err == NULL) {
     err = ort_session_open(m->rt, m->path, &m->options, &inst->session);
   }
@@ -650,6 +666,7 @@ TRITONSERVER_Error *sf_instance_new(TRITONBACKEND_ModelInstance *instance,
     return err;
   }
   inst->metric_start_ns = nrd_bu_now_ns();
+  inst->inject_seed = 12345u;
   *out = inst;
   return NULL;
 }
@@ -664,6 +681,7 @@ void sf_instance_free(sf_instance *inst) {
     free(inst->seqs[i].sid);
   }
   free(inst->seqs);
+  free(inst->index);
   free(inst->inputs);
   free(inst->outputs);
   free(inst->state_in);

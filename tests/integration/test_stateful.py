@@ -36,7 +36,7 @@ TIMEOUT = 60
 
 def config(name, onnx="stateful_accumulate_fp32", dtype="TYPE_FP32", corrid="TYPE_UINT64",
            slots=64, max_batch=16, params=None, reset="ResetSequence", dims="4, -1, 5",
-           control_extra="", idle_us=60000000):
+           control_extra="", idle_us=60000000, instances=1):
     p = {"onnx_file_name": f"{onnx}.onnx", "state_pairs": "<<<Accumulate_In, Accumulate_Out>>>",
          "intra_op_thread_count": "1", "inter_op_thread_count": "1"}
     p.update(params or {})
@@ -61,7 +61,7 @@ output [ {{ name: "Output" data_type: {dtype} dims: [ {dims} ] }} ]
 parameters [
 {ps}
 ]
-instance_group [ {{ count: 1 kind: KIND_CPU }} ]
+instance_group [ {{ count: {instances} kind: KIND_CPU }} ]
 """
 
 
@@ -188,6 +188,13 @@ def test_interleaved_sequences_over_the_grpc_stream_run_batched():
         assert st["execution_count"] < st["inference_count"], st
 
 
+def test_two_instances_keep_their_own_sequences():
+    """Each sequence stays on one instance, whose slots hold its state."""
+    with serve({"acc2": ("stateful_accumulate_fp32", config("acc2", instances=2))}, grpc_on=True) as s:
+        interleaved_over_stream(s, "acc2", np.float32, list(range(50, 66)), 5, seed=6)
+        assert "instance 'acc2_0_0': ran" in s.text() and "instance 'acc2_0_1': ran" in s.text(), s.text()
+
+
 def test_string_correlation_ids_over_the_grpc_stream():
     with serve({"acc_s": ("stateful_accumulate_fp32", config("acc_s", corrid="TYPE_STRING"))},
                grpc_on=True) as s:
@@ -312,6 +319,8 @@ def test_states_stored_as_fp16_halve_the_slot_and_stay_close():
 def test_fp32_slot_size_without_fp16():
     with serve({"acc": ("stateful_accumulate_fp32", config("acc"))}) as s:
         wait_log(s, "20 bytes of state per sequence")
+        # No GPU-only parameter in the configuration: no line about them.
+        assert "only apply to GPU instances" not in s.text()
 
 
 def test_lazy_buffers_grow_past_the_initial_size_and_shrink_back():
@@ -356,15 +365,31 @@ def test_bad_configurations_fail_to_load_naming_the_parameter_or_tensor():
         "bad_inject": config("bad_inject", params={"error_inject_rate": "101"}),
         "bad_level": config("bad_level", params={"logging_level": "LOUD"}),
         "wrong_type": config("wrong_type", dtype="TYPE_INT32"),
+        "direct": config("direct").replace("oldest { max_candidate_sequences: 64", "direct {"),
+        "no_batching": config("no_batching", max_batch=0),
+        "state_listed": config("state_listed").replace(
+            'output [ { name: "Output"', 'output [ { name: "Accumulate_Out" data_type: TYPE_FP32 dims: [ -1, 5 ] },'
+            ' { name: "Output"'),
     }
     models = {name: ("stateful_accumulate_fp32", text.replace('name: "x"', f'name: "{name}"'))
               for name, text in bad.items()}
+    models["state_two_dynamic"] = ("stateful_accumulate_fp32", config("state_two_dynamic"))
     with tempfile.TemporaryDirectory() as root:
         make_repo(root, models)
+        # The same model whose state input has a second dynamic dimension.
+        import onnx
+        path = os.path.join(root, "state_two_dynamic", "1", "stateful_accumulate_fp32.onnx")
+        m = onnx.load(path)
+        for t in m.graph.input:
+            if t.name == "Accumulate_In":
+                t.type.tensor_type.shape.dim[1].dim_param = "width"
+        onnx.save(m, path)
         s = Server([f"--model-repository={root}", f"--backend-directory={BACKENDS}", "--http-port=0",
                     "--allow-grpc=false", "--allow-metrics=false", "--model-control-mode=explicit"])
         with running(s) as lines:
             s.port = listening_ports(lines)["http"]
+            msg = load_error(s, "state_two_dynamic")
+            assert "state input 'Accumulate_In'" in msg and "has 2 dynamic dimensions" in msg, msg
             assert "state_pairs: expected '<<<Input, Output>>>'" in load_error(s, "pairs_syntax")
             assert "parameter state_pairs is missing" in load_error(s, "pairs_missing")
             assert "state output 'Nope_Out' is not an output" in load_error(s, "state_unknown")
@@ -382,6 +407,9 @@ def test_bad_configurations_fail_to_load_naming_the_parameter_or_tensor():
             assert "error_inject_rate" in load_error(s, "bad_inject")
             assert "logging_level" in load_error(s, "bad_level")
             assert "input 'Input' is TYPE_INT32 in the configuration, FP32" in load_error(s, "wrong_type")
+            assert "sequence_batching with the oldest strategy is required" in load_error(s, "direct")
+            assert "max_batch_size must be at least 1" in load_error(s, "no_batching")
+            assert "state output 'Accumulate_Out' must not be listed" in load_error(s, "state_listed")
 
 
 def test_readme_parameters_are_accepted_and_gpu_only_ones_logged():
@@ -522,3 +550,75 @@ def test_reload_under_traffic_answers_every_request():
             assert tally["ok"] >= 60, tally
             # Each load made a new instance with its own state buffers.
             assert s.text().count("slots allocated of") == 4, s.text()
+
+
+TEST_BACKENDS = os.environ.get("NEREID_TEST_BACKEND_DIR", os.path.join(os.path.dirname(BACKENDS), "test_backends"))
+
+
+def test_error_injection_in_the_test_build_fails_that_share_of_executions():
+    """stateful_inject is this backend built with NRD_STATEFUL_ERROR_INJECT:
+    at error_inject_rate 50 about half the executions fail, each request of
+    them answered with the injected error; the others are right."""
+    text = config("inj", onnx="stateful_accumulate_int32", dtype="TYPE_INT32",
+                  params={"error_inject_rate": "50"}).replace('backend: "stateful"', 'backend: "stateful_inject"')
+    with tempfile.TemporaryDirectory() as root:
+        make_repo(root, {"inj": ("stateful_accumulate_int32", text)})
+        s = Server([f"--model-repository={root}", f"--backend-directory={TEST_BACKENDS}", "--http-port=0",
+                    "--allow-grpc=false", "--allow-metrics=false"])
+        with running(s) as lines:
+            s.port = listening_ports(lines)["http"]
+            wait_log(s, "this test build fails that percentage of executions")
+            x = np.ones((1, SEGMENTS, 1, WIDTH), np.int32)
+            ok = failed = 0
+            for seq in range(1, 41):
+                body = {"parameters": {"sequence_id": seq, "sequence_start": True, "sequence_end": True},
+                        "inputs": [{"name": "Input", "datatype": "INT32", "shape": list(x.shape),
+                                    "data": x.ravel().tolist()}]}
+                code, _, reply = call(s, "/v2/models/inj/infer", body)
+                reply = json.loads(reply)
+                if code == 200:
+                    ok += 1
+                    assert reply["outputs"][0]["data"][0] == 5
+                else:
+                    failed += 1
+                    assert "injected error (error_inject_rate)" in reply["error"], reply
+            assert ok >= 5 and failed >= 5, (ok, failed)
+
+
+def test_logging_levels_and_metric_lines():
+    """logging_level NONE silences the backend's per-execution line, which
+    the default (INFO) writes; metric_logging_frequency_seconds 1 writes
+    the average batch line once a second has passed."""
+    quiet = config("quiet", onnx="stateful_accumulate_int32", dtype="TYPE_INT32",
+                   params={"logging_level": "NONE"})
+    loud = config("loud", onnx="stateful_accumulate_int32", dtype="TYPE_INT32",
+                  params={"metric_logging_frequency_seconds": "1"})
+    with serve({"quiet": ("stateful_accumulate_int32", quiet),
+                "loud": ("stateful_accumulate_int32", loud)}) as s:
+        x = np.ones((1, SEGMENTS, 1, WIDTH), np.int32)
+        http_step(s, "quiet", 1, x, start=True, end=True)
+        deadline = time.monotonic() + TIMEOUT
+        seq = 1
+        while "model 'loud': instance 'loud_0': average batch size" not in s.text():
+            assert time.monotonic() < deadline, s.text()
+            seq += 1
+            http_step(s, "loud", seq, x, start=True, end=True)
+            time.sleep(0.1)
+        assert "model 'loud': instance 'loud_0': ran 1 sequences" in s.text()
+        assert "model 'quiet': instance" not in s.text()
+
+
+def test_ort_logging_level_backend_setting():
+    ok = {"acc": ("stateful_accumulate_fp32", config("acc"))}
+    with serve(ok, "--backend-config=stateful,ort-logging-level=3") as s:
+        wait_log(s, "ort-logging-level 3")
+        x = np.ones((1, SEGMENTS, 1, WIDTH), np.float32)
+        assert http_step(s, "acc", 1, x, start=True, end=True)[0, 0, 0, 0] == 5
+    with tempfile.TemporaryDirectory() as root:
+        make_repo(root, ok)
+        s = Server([f"--model-repository={root}", f"--backend-directory={BACKENDS}", "--http-port=0",
+                    "--allow-grpc=false", "--allow-metrics=false", "--model-control-mode=explicit",
+                    "--backend-config=stateful,ort-logging-level=9"])
+        with running(s) as lines:
+            s.port = listening_ports(lines)["http"]
+            assert "ort-logging-level: '9' is not a level" in load_error(s, "acc")
