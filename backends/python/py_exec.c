@@ -64,7 +64,10 @@ TRITONSERVER_Error *nrd_py_model_new(TRITONBACKEND_Model *model,
   if (file == NULL || file[0] == '\0') {
     file = "model.py";
   }
-  if (asprintf(&s->model_file, "%s/%llu/%s", repo, (unsigned long long)version, file) < 0) {
+  int n = s->backend->backend_model_file[0] ? asprintf(&s->model_file, "%s", s->backend->backend_model_file)
+                                         : asprintf(&s->model_file, "%s/%llu/%s", repo, (unsigned long long)version,
+                                                    file);
+  if (n < 0) {
     s->model_file = NULL;
     nrd_py_model_free(s);
     return oom();

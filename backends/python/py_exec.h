@@ -14,6 +14,9 @@
 /* The backend's settings (--backend-config=python,...). */
 typedef struct nrd_py_backend {
   char dir[PATH_MAX];       /* where the stub and the .py files are */
+  /* A Python-based backend's model.py (backends/<name>/model.py), which
+   * every model of that backend runs; "" for the python backend itself. */
+  char backend_model_file[PATH_MAX];
   uint64_t shm_size;        /* shm-default-byte-size */
   uint64_t stub_timeout_ms; /* stub-timeout-seconds; 0: none */
 } nrd_py_backend;

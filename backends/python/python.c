@@ -9,6 +9,7 @@
  * Threads: the model state is written in ModelInitialize and only read
  * afterwards; each instance's stub is used only by that instance's thread.
  */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,22 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(
     json_decref(config);
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "python: out of memory");
   }
-  snprintf(state->dir, sizeof state->dir, "%s", dir);
+  /* The stub and its .py files sit beside this library; a Python-based
+   * backend (backends/<name>/model.py, served by this library) has its own
+   * folder as artifacts, with the model.py every model of it runs. */
+  Dl_info self;
+  if (dladdr((void *)TRITONBACKEND_Initialize, &self) != 0 && self.dli_fname != NULL) {
+    snprintf(state->dir, sizeof state->dir, "%s", self.dli_fname);
+    char *slash = strrchr(state->dir, '/');
+    if (slash != NULL) {
+      *slash = '\0';
+    }
+  } else {
+    snprintf(state->dir, sizeof state->dir, "%s", dir);
+  }
+  if (strcmp(state->dir, dir) != 0) {
+    snprintf(state->backend_model_file, sizeof state->backend_model_file, "%s/model.py", dir);
+  }
   state->shm_size = 64u << 20;
   state->stub_timeout_ms = 0;
   const char *v = nrd_bu_backend_setting(config, "shm-default-byte-size");

@@ -41,9 +41,38 @@ static void backend_free(TRITONBACKEND_Backend *b) {
   free(b);
 }
 
-/* Looks the library up in the documented order; returns a malloc'd real path. */
+/* A Python-based backend, as Triton finds one: no library of its own, but
+ * <backend_dir>/<name>/model.py and the python backend's library, which
+ * serves it. Returns that library's real path and, in *folder, the
+ * backend's own folder (its artifacts); NULL when it is not one. */
+static char *python_based(const char *backend_name, const char *backend_dir, char **folder) {
+  *folder = NULL;
+  if (!backend_dir || !strcmp(backend_name, "python")) return NULL;
+  char *model_py = path_join3(backend_dir, backend_name, "model.py");
+  char *lib = path_join3(backend_dir, "python", "libtriton_python.so");
+  char *found = NULL;
+  if (model_py && lib && access(model_py, R_OK) == 0 && access(lib, R_OK) == 0) {
+    found = realpath(lib, NULL);
+    char *dir = path_join3(backend_dir, backend_name, NULL);
+    *folder = dir ? realpath(dir, NULL) : NULL;
+    free(dir);
+    if (!*folder) {
+      free(found);
+      found = NULL;
+    }
+  }
+  free(model_py);
+  free(lib);
+  return found;
+}
+
+/* Looks the library up in the documented order; returns a malloc'd real
+ * path, and in *folder the backend's own folder when it is not the
+ * library's (a Python-based backend), else NULL. */
 static TRITONSERVER_Error *find_library(const char *backend_name, const char *runtime, const char *model_dir,
-                                        const char *version_dir, const char *backend_dir, char **out) {
+                                        const char *version_dir, const char *backend_dir, char **out,
+                                        char **folder) {
+  *folder = NULL;
   char libname[PATH_MAX];
   if (runtime && *runtime) {
     if (strchr(runtime, '/'))
@@ -69,6 +98,7 @@ static TRITONSERVER_Error *find_library(const char *backend_name, const char *ru
   for (int i = 0; i < 3 && !found; i++) {
     if (cand[i] && access(cand[i], R_OK) == 0) found = realpath(cand[i], NULL);
   }
+  if (!found && !(runtime && *runtime)) found = python_based(backend_name, backend_dir, folder);
   if (!found)
     err = nrd_error_new(TRITONSERVER_ERROR_NOT_FOUND,
                         "unable to find backend library '%s' for backend '%s' (looked in '%s', '%s', '%s'); "
@@ -121,16 +151,19 @@ static TRITONSERVER_Error *open_library(TRITONBACKEND_Backend *b) {
 TRITONSERVER_Error *nrd_backend_acquire(const char *backend_name, const char *runtime, const char *model_dir,
                                         const char *version_dir, const char *backend_dir, const json_t *cmdline,
                                         TRITONBACKEND_Backend **out) {
-  char *path = NULL;
-  NRD_RETURN_IF_ERROR(find_library(backend_name, runtime, model_dir, version_dir, backend_dir, &path));
+  char *path = NULL, *folder = NULL;
+  NRD_RETURN_IF_ERROR(find_library(backend_name, runtime, model_dir, version_dir, backend_dir, &path, &folder));
 
+  /* One backend per library, and per folder for Python-based backends
+   * (each is a backend of its own on the python backend's library). */
   pthread_mutex_lock(&registry_lock);
   for (size_t i = 0; i < registry_len; i++) {
-    if (!strcmp(registry[i]->lib_path, path)) {
+    if (!strcmp(registry[i]->lib_path, path) && (folder ? !strcmp(registry[i]->dir, folder) : !registry[i]->python_based)) {
       registry[i]->refs++;
       *out = registry[i];
       pthread_mutex_unlock(&registry_lock);
       free(path);
+      free(folder);
       return NULL;
     }
   }
@@ -144,12 +177,14 @@ TRITONSERVER_Error *nrd_backend_acquire(const char *backend_name, const char *ru
   b->lib_path = path;
   path = NULL;
   b->name = strdup(backend_name);
-  b->dir = strdup(b->lib_path);
+  b->python_based = folder != NULL;
+  b->dir = folder ? folder : strdup(b->lib_path);
+  folder = NULL;
   if (!b->name || !b->dir) {
     err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory loading backend '%s'", backend_name);
     goto fail;
   }
-  char *slash = strrchr(b->dir, '/');
+  char *slash = b->python_based ? NULL : strrchr(b->dir, '/');
   if (slash) *slash = '\0';
   b->policy = TRITONBACKEND_EXECUTION_BLOCKING;
   json_t *cfg = json_pack("{s:o}", "cmdline", cmdline ? json_deep_copy(cmdline) : json_object());
@@ -206,6 +241,7 @@ fail:
   if (b && b->dl) dlclose(b->dl);
   backend_free(b);
   free(path);
+  free(folder);
   return err;
 }
 

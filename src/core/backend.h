@@ -35,7 +35,9 @@ struct TRITONBACKEND_BackendAttribute {
 struct TRITONBACKEND_Backend {
   char *name;
   char *lib_path;
-  char *dir;                   /* folder of the library: the artifact location */
+  char *dir;                   /* the artifact location: the library's folder, or a
+                                  Python-based backend's own (its model.py) */
+  bool python_based;           /* backends/<name>/model.py on libtriton_python.so */
   TRITONSERVER_Message *config_msg; /* {"cmdline":{...}}, owned by the backend object */
   void *dl;
   int refs;                    /* models using it; guarded by the registry lock */

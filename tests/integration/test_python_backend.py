@@ -636,3 +636,43 @@ def test_model_control_and_custom_metrics_from_model_py():
         assert 'py_requests_total{model="services"} 2' in text, text
         assert "py_last_value 7.5" in text, text
     assert "load failed: " in s.log and "no_such_model" in s.log
+
+
+def test_python_based_backend_serves_models_without_model_py():
+    """A Python-based backend: <backend dir>/<name>/model.py and the python
+    backend's library serve every model with backend: "<name>"; the models
+    carry no model.py of their own."""
+    config = '''
+backend: "twice_py"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 2 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 2 ] } ]
+'''
+    twice = '''
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.name = args["model_name"]
+
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor(
+            "OUTPUT0", 2 * pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())]) for r in requests]
+'''
+    with tempfile.TemporaryDirectory() as backends, tempfile.TemporaryDirectory() as root:
+        for entry in os.listdir(BACKENDS):
+            os.symlink(os.path.join(BACKENDS, entry), os.path.join(backends, entry))
+        os.makedirs(os.path.join(backends, "twice_py"))
+        with open(os.path.join(backends, "twice_py", "model.py"), "w") as f:
+            f.write(twice)
+        for name in ("first", "second"):
+            model_file(root, name, None, config)
+        s = Server([f"--model-repository={root}", f"--backend-directory={backends}", "--http-port=0",
+                    "--allow-grpc=false", "--allow-metrics=false"])
+        with running(s) as lines:
+            s.port = listening_ports(lines)["http"]
+            for name in ("first", "second"):
+                code, reply = infer(s, name, [fp32("INPUT0", [1.5, -2])])
+                assert code == 200 and outputs_of(reply) == {"OUTPUT0": [3, -4]}, reply
+    assert "loaded backend 'twice_py'" in s.log, s.log
