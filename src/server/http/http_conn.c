@@ -874,6 +874,11 @@ static void conn_close(nrd_srv_http_conn *c) {
   if (c->dead) return;
   c->dead = true;
   nrd_srv_http_loop *loop = c->loop;
+  /* Out of epoll before the close: a process forked meanwhile (a Python
+   * stub, before its exec) may still hold the socket, and epoll forgets a
+   * socket only when its last holder closes it; it would then report
+   * events for this freed connection. */
+  epoll_ctl(loop->epfd, EPOLL_CTL_DEL, c->fd, NULL);
   close(c->fd);
   c->fd = -1;
   atomic_fetch_sub_explicit(&loop->http->open_conns, 1, memory_order_release);
