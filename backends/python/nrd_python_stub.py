@@ -278,6 +278,16 @@ class Stub:
             raise pb_utils.TritonModelException(answer["error"])
         return answer
 
+    @staticmethod
+    def release_flags(request):
+        flags = getattr(request, "_release_flags", pb_utils.TRITONSERVER_REQUEST_RELEASE_ALL)
+        return flags if flags in (pb_utils.TRITONSERVER_REQUEST_RELEASE_ALL,
+                                  pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE) else \
+            pb_utils.TRITONSERVER_REQUEST_RELEASE_ALL
+
+    def rescheduled(self, request):
+        return self.release_flags(request) == pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE
+
     def wait_for_senders(self, indices):
         """Until the senders of these requests have sent their final flag."""
         with self.senders_done:
@@ -303,20 +313,25 @@ class Stub:
             # Answered through the senders: a decoupled model's every request
             # (its threads may still be sending), else those it used; the
             # server fails any other.
+            # A rescheduled request keeps its sender open for its next batch.
             with self.senders_done:
-                wait = [i for i in range(len(requests)) if self.decoupled or self.used[i]]
+                wait = [i for i in range(len(requests))
+                        if (self.decoupled or self.used[i]) and not self.rescheduled(requests[i])]
             self.wait_for_senders(wait)
-            return {"senders": True}
+            return {"senders": True, "release": [self.release_flags(r) for r in requests]}
         if not isinstance(responses, (list, tuple)) or len(responses) != len(requests):
             n = "None" if responses is None else (
                 len(responses) if isinstance(responses, (list, tuple)) else type(responses).__name__)
             return {"error": f"python: execute must return a list of {len(requests)} responses, got {n}"}
         off = msg["out_off"]
         out = []
-        for resp in responses:
+        for req, resp in zip(requests, responses):
+            if resp is None and self.rescheduled(req):
+                out.append({"rescheduled": True})  # it comes back in a later batch
+                continue
             entry, off = self.response_out(resp, off)
             out.append(entry)
-        return {"responses": out}
+        return {"responses": out, "release": [self.release_flags(r) for r in requests]}
 
     def finalize(self, msg):
         if self.model is not None and hasattr(self.model, "finalize"):

@@ -736,10 +736,26 @@ void nrd_py_execute(nrd_py_instance *st, TRITONBACKEND_Request **requests,
     err = reply_error(reply);
   }
   const json_t *responses = err == NULL ? json_object_get(reply, "responses") : NULL;
+  const json_t *release = err == NULL ? json_object_get(reply, "release") : NULL;
   uint64_t end = nrd_bu_now_ns();
   for (uint32_t i = 0; i < count; i++) {
     TRITONSERVER_Error *rerr = NULL;
-    if (b.finished != NULL && b.finished[i]) {
+    if (json_integer_value(json_array_get(release, i)) == TRITONSERVER_REQUEST_RELEASE_RESCHEDULE &&
+        !(b.finished != NULL && b.finished[i])) {
+      /* set_release_flags(RESCHEDULE): back to the scheduler for another
+       * batch, unanswered (an iterative sequence). */
+      if (b.factories != NULL && b.factories[i] != NULL) {
+        TRITONSERVER_Error *ferr = TRITONBACKEND_ResponseFactoryDelete(b.factories[i]);
+        if (ferr != NULL) nrd_bu_error_log_and_delete(ferr, "python: deleting a response factory");
+        b.factories[i] = NULL;
+      }
+      TRITONSERVER_Error *rel = TRITONBACKEND_RequestRelease(requests[i], TRITONSERVER_REQUEST_RELEASE_RESCHEDULE);
+      if (rel == NULL) continue;
+      rerr = rel; /* could not be rescheduled: answered with the reason */
+    }
+    if (rerr != NULL) {
+      /* answered below */
+    } else if (b.finished != NULL && b.finished[i]) {
       /* answered through its response sender */
     } else if (err != NULL) {
       rerr = nrd_bu_error_newf(TRITONSERVER_ErrorCode(err), "%s", TRITONSERVER_ErrorMessage(err));

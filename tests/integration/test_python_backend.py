@@ -676,3 +676,56 @@ class TritonPythonModel:
                 code, reply = infer(s, name, [fp32("INPUT0", [1.5, -2])])
                 assert code == 200 and outputs_of(reply) == {"OUTPUT0": [3, -4]}, reply
     assert "loaded backend 'twice_py'" in s.log, s.log
+
+
+ITERATIVE = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.passes = {}
+
+    def execute(self, requests):
+        for request in requests:
+            key = request.request_id()
+            n = self.passes.get(key, 0) + 1
+            self.passes[key] = n
+            sender = request.get_response_sender()
+            sender.send(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([n], np.int32))]))
+            if n < 3:
+                request.set_release_flags(pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE)
+            else:
+                del self.passes[key]
+                sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        return None
+'''
+
+
+def test_rescheduled_requests_run_again_in_an_iterative_sequence():
+    """set_release_flags(TRITONSERVER_REQUEST_RELEASE_RESCHEDULE) sends a
+    request back to the scheduler (sequence_batching.iterative_sequence);
+    a decoupled model answers it once per pass, then closes it."""
+    from test_grpc import RPC_TIMEOUT, infer_request, output_array, pb, pbg
+    import grpc
+    import numpy as np
+
+    config = '''
+backend: "python"
+max_batch_size: 1
+input [ { name: "IN" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "OUT" data_type: TYPE_INT32 dims: [ 1 ] } ]
+model_transaction_policy { decoupled: true }
+sequence_batching { iterative_sequence: true }
+instance_group [ { count: 1 kind: KIND_CPU } ]
+'''
+    with serve({"iterative": (ITERATIVE, config)}, "--allow-grpc=true", "--grpc-port=0",
+               "--grpc-address=127.0.0.1") as s:
+        with grpc.insecure_channel(f"127.0.0.1:{s.ports['grpc']}") as channel:
+            stub = pbg.GRPCInferenceServiceStub(channel)
+            for rid in ("one", "two"):
+                req = infer_request("iterative", [("IN", "INT32", [1, 1], np.array([[0]], np.int32))], rid=rid)
+                got = list(stub.ModelStreamInfer(iter([req]), timeout=RPC_TIMEOUT))
+                assert not any(r.error_message for r in got), got
+                assert [int(output_array(r.infer_response, "OUT", np.int32).ravel()[0]) for r in got] == [1, 2, 3]
