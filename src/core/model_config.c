@@ -849,6 +849,7 @@ typedef struct vctx {
   const char *name; /* model name */
   char *err;
   char detail[256]; /* det()'s buffer */
+  int early;        /* before the backend's auto-complete: see validate_early */
 } vctx;
 
 /* Formats our detail (field, value) into v->detail and returns it. */
@@ -933,10 +934,10 @@ static int validate_io(vctx *v, const json_t *io, int is_input, long long mbs,
   const char *ioname = get_str(io, "name");
   if (*ioname == '\0') return verr(v, NULL, "model %s must specify 'name' for %s", kind, v->name);
   const char *dt = get_str(io, "data_type");
-  if (*dt == '\0' || strcmp(dt, "TYPE_INVALID") == 0)
+  if (!v->early && (*dt == '\0' || strcmp(dt, "TYPE_INVALID") == 0))
     return verr(v, NULL, "model %s '%s' must specify 'data_type' for %s", kind, ioname, v->name);
   const json_t *dims = json_object_get(io, "dims");
-  if (json_array_size(dims) == 0)
+  if (!v->early && json_array_size(dims) == 0)
     return verr(v, NULL, "model %s '%s' must specify 'dims' for %s", kind, ioname, v->name);
   const json_t *reshape = get_obj(io, "reshape");
   const json_t *shape = reshape != NULL ? json_object_get(reshape, "shape") : NULL;
@@ -1131,7 +1132,7 @@ static int validate_sequence(vctx *v, const json_t *cfg, const json_t *sb) {
     if (s <= 0)
       return verr(v, det(v, "field 'sequence_batching.oldest.preferred_batch_size', got %lld", s),
                   "sequence batching preferred batch size must be positive for %s", v->name);
-    if (s > mbs)
+    if (s > mbs && !(v->early && mbs == 0))
       return verr(v, det(v, "field 'sequence_batching.oldest.preferred_batch_size', got %lld, max_batch_size %lld", s, mbs),
                   "sequence batching preferred batch size must be <= max batch size for %s", v->name);
   }
@@ -1152,7 +1153,7 @@ static int validate_dynamic(vctx *v, const json_t *cfg, const json_t *db) {
     if (s <= 0)
       return verr(v, det(v, "field 'dynamic_batching.preferred_batch_size', got %lld", s),
                   "dynamic batching preferred size must be positive for %s", v->name);
-    if (s > mbs)
+    if (s > mbs && !(v->early && mbs == 0))
       return verr(v, det(v, "field 'dynamic_batching.preferred_batch_size', got %lld, max_batch_size %lld", s, mbs),
                   "dynamic batching preferred size must be <= max batch size for %s", v->name);
   }
@@ -1435,8 +1436,8 @@ static int validate_all(vctx *v, const json_t *cfg, int has_gpu) {
   return validate_ios(v, cfg);
 }
 
-int nrd_model_config_validate(const json_t *cfg, const char *filename, int has_gpu, char **err) {
-  vctx v = {.file = filename, .name = ""};
+static int validate(const json_t *cfg, const char *filename, int has_gpu, int early, char **err) {
+  vctx v = {.file = filename, .name = "", .early = early};
   if (!json_is_object(cfg)) {
     verr(&v, NULL, "model configuration must be a JSON object");
   } else {
@@ -1450,4 +1451,12 @@ int nrd_model_config_validate(const json_t *cfg, const char *filename, int has_g
     free(v.err);
   }
   return -1;
+}
+
+int nrd_model_config_validate(const json_t *cfg, const char *filename, int has_gpu, char **err) {
+  return validate(cfg, filename, has_gpu, 0, err);
+}
+
+int nrd_model_config_validate_early(const json_t *cfg, const char *filename, int has_gpu, char **err) {
+  return validate(cfg, filename, has_gpu, 1, err);
 }

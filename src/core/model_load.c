@@ -136,6 +136,22 @@ static TRITONSERVER_Error *config_error(TRITONSERVER_Error_Code code, char *msg)
   return e;
 }
 
+/* Validates a normalized copy of `cfg` (borrowed) with
+ * nrd_model_config_validate_early. */
+static TRITONSERVER_Error *validate_early(const TRITONBACKEND_Model *m, const json_t *cfg) {
+  char *msg = NULL;
+  json_t *copy = json_deep_copy(cfg);
+  if (!copy) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory loading model '%s'", m->name);
+  int bad = nrd_model_config_normalize(copy, m->name, 0, &msg);
+  if (!bad) {
+    char *cfg_file = nrd_path_join(m->model_dir, "config.pbtxt");
+    bad = nrd_model_config_validate_early(copy, cfg_file, 0, &msg);
+    free(cfg_file);
+  }
+  json_decref(copy);
+  return bad ? config_error(TRITONSERVER_ERROR_INVALID_ARG, msg) : NULL;
+}
+
 /* Normalizes `cfg` (consumed) and installs it with its rendering. */
 static TRITONSERVER_Error *install_config(TRITONBACKEND_Model *m, json_t *cfg) {
   char *msg = NULL;
@@ -439,6 +455,14 @@ TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *a, TRITONBACKEND_M
     }
     json_object_set_new(cfg, "backend", json_string(derived));
     bname = jstr(cfg, "backend");
+  }
+  /* As Triton: the configuration is validated before any backend call, so
+   * a bad one gets the core's message, never the backend's. Only what the
+   * backend's auto-complete may still fill in waits for the full check
+   * after its ModelInitialize. */
+  if ((err = validate_early(m, cfg))) {
+    json_decref(cfg);
+    goto fail;
   }
   /* Server-wide settings first, then the ones given for this backend. */
   json_t *cmdline = json_object();
