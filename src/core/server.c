@@ -502,10 +502,12 @@ static TRITONSERVER_Error *message_out(json_t *j, TRITONSERVER_Message **out) {
 
 TRITONSERVER_Error *TRITONSERVER_ServerMetadata(TRITONSERVER_Server *server, TRITONSERVER_Message **server_metadata) {
   NRD_ARG_CHECK(server && server_metadata, "server and result must not be NULL");
-  json_t *ext = json_pack("[s,s,s,s,s,s,s,s,s,s,s,s]", "classification", "sequence", "model_repository",
+  /* Triton's list and order; trace before logging, as Triton's build with
+   * tracing lists it. */
+  json_t *ext = json_pack("[s,s,s,s,s,s,s,s,s,s,s,s,s]", "classification", "sequence", "model_repository",
                           "model_repository(unload_dependents)", "schedule_policy", "model_configuration",
                           "system_shared_memory", "cuda_shared_memory", "binary_tensor_data", "parameters",
-                          "statistics", "logging");
+                          "statistics", "trace", "logging");
   return message_out(json_pack("{s:s,s:s,s:o}", "name", server->id, "version", NRD_VERSION, "extensions", ext),
                      server_metadata);
 }
