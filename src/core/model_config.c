@@ -1203,12 +1203,51 @@ typedef struct tensor_node {
   int is_output; /* produced by some step */
   int ready;
   int consumed;  /* feeds some step */
+  int seen;      /* visited by not_connected */
 } tensor_node;
 
 static tensor_node *tensor_find(tensor_node *t, size_t n, const char *name) {
   for (size_t i = 0; i < n; i++)
     if (strcmp(t[i].name, name) == 0) return &t[i];
   return NULL;
+}
+
+/* The step of `es` whose output_map writes tensor `name`, or NULL. */
+static const json_t *producer_of(const json_t *es, const char *name) {
+  for (size_t s = 0; s < arr_size(es, "step"); s++) {
+    const char *k;
+    json_t *val;
+    json_object_foreach(json_object_get(arr_get(es, "step", s), "output_map"), k, val) {
+      if (json_string_value(val) && strcmp(json_string_value(val), name) == 0) return arr_get(es, "step", s);
+    }
+  }
+  return NULL;
+}
+
+/* For an output that is not written: follows, from it, the first input not
+ * ready of the step that writes each tensor (each tensor once, as cycles
+ * may exist) and returns the last one reached, or NULL when that is the
+ * output itself (Triton's "depending tensor ... is not connected"). */
+static const char *not_connected(const json_t *es, tensor_node *t, size_t n, const char *output) {
+  const char *cur = output, *last = NULL;
+  for (;;) {
+    const json_t *st = producer_of(es, cur);
+    const char *next = NULL;
+    const char *k;
+    json_t *val;
+    json_object_foreach(json_object_get(st, "input_map"), k, val) {
+      tensor_node *node = tensor_find(t, n, json_string_value(val) ? json_string_value(val) : "");
+      if (node != NULL && !node->ready && !node->seen) {
+        node->seen = 1;
+        next = node->name;
+        break;
+      }
+    }
+    if (next == NULL) break;
+    last = next;
+    cur = next;
+  }
+  return last != NULL && strcmp(last, output) != 0 ? last : NULL;
 }
 
 static int validate_ensemble(vctx *v, const json_t *cfg) {
@@ -1312,7 +1351,12 @@ static int validate_ensemble(vctx *v, const json_t *cfg) {
       goto out;
     }
     if (!node->ready) {
-      verr(v, NULL, "output '%s' for ensemble '%s' is not written", on, v->name);
+      const char *dep = not_connected(es, t, n, on);
+      if (dep != NULL)
+        verr(v, det(v, "field 'ensemble_scheduling.step'"), "output '%s' for ensemble '%s' is not written: at least one "
+             "of its depending tensors, '%s', is not connected", on, v->name, dep);
+      else
+        verr(v, det(v, "field 'ensemble_scheduling.step'"), "output '%s' for ensemble '%s' is not written", on, v->name);
       goto out;
     }
   }

@@ -93,8 +93,11 @@ static TRITONSERVER_Error *load_with_steps(TRITONSERVER_Server *s, const char *n
     size_t used = 0;
     for (size_t k = i; k < depth && used < sizeof path; k++)
       used += (size_t)snprintf(path + used, sizeof path - used, "%s -> ", chain[k]);
+    /* Triton's sentence (the ensemble met again, the last one before it),
+     * then the whole path as ours. */
     TRITONSERVER_Error *e =
-        nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "circular dependency between ensembles: %s%s", path, name);
+        nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "circular dependency between ensembles: %s -> ... -> %s -> %s "
+                      "(path: %s%s)", name, chain[depth - 1], name, path, name);
     NRD_LOG_ERROR("failed to load '%s': %s", chain[0], TRITONSERVER_ErrorMessage(e));
     return e;
   }

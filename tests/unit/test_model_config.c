@@ -490,7 +490,7 @@ static const vcase vcases[] = {
     {"platform: \"ensemble\" " IO_OK "ensemble_scheduling { step { model_name: \"a\" input_map { key: \"x\" value: \"i\" } output_map { key: \"y\" value: \"t\" } } step { model_name: \"b\" input_map { key: \"x\" value: \"i\" } output_map { key: \"y\" value: \"t\" } } }", 0, "ensemble tensor 't' can appear in an output map only once"},
     {"platform: \"ensemble\" " IO_OK "ensemble_scheduling { step { model_name: \"a\" input_map { key: \"x\" value: \"zz\" } output_map { key: \"y\" value: \"o\" } } }", 0, "ensemble input 'i' for ensemble m' is not used"},
     {"platform: \"ensemble\" " IO_OK "ensemble_scheduling { step { model_name: \"a\" input_map { key: \"x\" value: \"i\" } output_map { key: \"y\" value: \"t\" } } }", 0, "ensemble output 'o' for ensemble m' is not used"},
-    {"platform: \"ensemble\" " IO_OK "ensemble_scheduling { step { model_name: \"a\" input_map [ { key: \"x\" value: \"i\" }, { key: \"x2\" value: \"loose\" } ] output_map { key: \"y\" value: \"o\" } } }", 0, "output 'o' for ensemble 'm' is not written"},
+    {"platform: \"ensemble\" " IO_OK "ensemble_scheduling { step { model_name: \"a\" input_map [ { key: \"x\" value: \"i\" }, { key: \"x2\" value: \"loose\" } ] output_map { key: \"y\" value: \"o\" } } }", 0, "output 'o' for ensemble 'm' is not written: at least one of its depending tensors, 'loose', is not connected (m/config.pbtxt: field 'ensemble_scheduling.step')"},
     {"platform: \"ensemble\" " IO_OK "ensemble_scheduling { step { model_name: \"a\" input_map { key: \"x\" value: \"i\" } output_map [ { key: \"y\" value: \"o\" }, { key: \"z\" value: \"extra\" } ] } }", 0, "ensemble tensor 'extra' is unused in ensemble 'm'"},
 };
 
