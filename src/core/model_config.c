@@ -793,6 +793,14 @@ int nrd_model_config_normalize(json_t *cfg, const char *model_name, int has_gpu,
     goto fail;
   }
   const char *name = get_str(cfg, "name");
+  /* Triton reports an ensemble without its scheduling before a directory
+   * that does not match the name. */
+  if (strcmp(get_str(cfg, "platform"), NRD_ENSEMBLE_PLATFORM) == 0 && *get_str(cfg, "backend") == '\0' &&
+      get_obj(cfg, "ensemble_scheduling") == NULL) {
+    *err = fmt_alloc("ensemble scheduling must be set for ensemble %s whose platform is ensemble",
+                     *name ? name : model_name ? model_name : "");
+    goto fail;
+  }
   if (*name == '\0') {
     if (model_name != NULL && set_str(cfg, "name", model_name) != 0) goto oom;
   } else if (model_name != NULL && strcmp(name, model_name) != 0) {

@@ -466,3 +466,31 @@ Test(lifecycle, invalid_config_never_reaches_the_backend) {
     }
   }
 }
+
+/* Issue 33: with no backend and no platform, the backend comes from a model
+ * name of the form 'model.<backend_name>'; any other name is refused with
+ * Triton's message, before any backend call. */
+Test(lifecycle, backend_from_the_model_name) {
+  h_model(g_repo, "m.recorder", "name: \"m.recorder\"\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n", "1");
+  h_model(g_repo, "nobackend", "name: \"nobackend\"\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n", "1");
+  TRITONSERVER_Server *s = explicit_server();
+  H_OK(TRITONSERVER_ServerLoadModel(s, "m.recorder"));
+  cr_assert_null(infer_once(s, "m.recorder"));
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "nobackend");
+  cr_assert_not_null(e);
+  char *msg = strdup(TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  cr_assert(strstr(msg, "Invalid model name: Could not determine backend for model 'nobackend' with no backend in "
+                        "model configuration. Expected model name of the form 'model.<backend_name>'.") != NULL,
+            "%s", msg);
+  free(msg);
+  H_OK(TRITONSERVER_ServerDelete(s));
+  char *rec = record();
+  cr_assert(strstr(rec, "ModelInitialize m.recorder") != NULL, "%s", rec);
+  cr_assert(strstr(rec, "nobackend") == NULL, "%s", rec);
+  free(rec);
+}

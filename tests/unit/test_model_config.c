@@ -478,7 +478,6 @@ static const vcase vcases[] = {
     {"backend: \"b\" " IO_OK "batch_output { source_input: \"q\" }", 0, "unknown source input name 'q'"},
     {"backend: \"b\" " IO_OK "batch_output { source_input: \"i\" target_name: \"x\" }", 0, "unknown target output name 'x'"},
     {"backend: \"b\" " IO_OK "batch_output { source_input: \"i\" target_name: [\"o\", \"o\"] }", 0, "target output name 'o' can only be specified once"},
-    {"platform: \"ensemble\"", 0, "ensemble scheduling must be set for ensemble m"},
     {"backend: \"b\" ensemble_scheduling { step {} }", 0, "ensemble scheduling cannot be set for model 'm' whose platform is not ensemble"},
     {"platform: \"ensemble\" ensemble_scheduling { }", 0, "must specify 'step' for ensemble 'm'"},
     {"platform: \"ensemble\" ensemble_scheduling { step { } }", 0, "must specify 'model_name' in step 0"},
@@ -561,5 +560,26 @@ Test(model_config, gpu_server_accepts_kind_gpu) {
   json_t *cfg = nrd_model_config_parse(t, strlen(t), "g", &err);
   cr_assert_eq(nrd_model_config_normalize(cfg, "g", 1, &err), 0);
   cr_assert_eq(nrd_model_config_validate(cfg, "g", 1, &err), 0, "%s", err);
+  json_decref(cfg);
+}
+
+/* Triton reports an ensemble without ensemble_scheduling before a
+ * directory that does not match the model's name. */
+Test(model_config, ensemble_without_scheduling_before_directory_name) {
+  const char *text = "name: \"ens\" platform: \"ensemble\"";
+  char *err = NULL;
+  json_t *cfg = nrd_model_config_parse(text, strlen(text), "other/config.pbtxt", &err);
+  cr_assert_not_null(cfg, "%s", err ? err : "");
+  cr_assert_eq(nrd_model_config_normalize(cfg, "other", 0, &err), -1);
+  cr_assert_str_eq(err, "ensemble scheduling must be set for ensemble ens whose platform is ensemble");
+  free(err);
+  json_decref(cfg);
+  /* Without the ensemble, the directory name is what is wrong. */
+  text = "name: \"m\" backend: \"b\"";
+  cfg = nrd_model_config_parse(text, strlen(text), "other/config.pbtxt", &err);
+  cr_assert_not_null(cfg);
+  cr_assert_eq(nrd_model_config_normalize(cfg, "other", 0, &err), -1);
+  cr_assert(strncmp(err, "unexpected directory name 'other' for model 'm'", 47) == 0, "%s", err);
+  free(err);
   json_decref(cfg);
 }
