@@ -1125,6 +1125,19 @@ TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, const
         steps->get_model(steps->ctx, model->ns, es->steps[s].model, es->steps[s].version, &cm);
     if (e) {
       TRITONSERVER_ErrorDelete(e);
+      e = NULL;
+      /* Loaded, but not in the version the step asks for: Triton says so. */
+      TRITONBACKEND_Model *any = NULL;
+      if (es->steps[s].version > 0 &&
+          (e = steps->get_model(steps->ctx, model->ns, es->steps[s].model, -1, &any)) == NULL) {
+        nrd_model_unref(any);
+        err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                            "ensemble '%s' depends on '%s' whose required version %" PRId64 " is not loaded "
+                            "(step %u, field 'model_version')", model->name, es->steps[s].model, es->steps[s].version,
+                            s);
+        continue;
+      }
+      if (e) TRITONSERVER_ErrorDelete(e);
       if (used < sizeof missing)
         used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%s", used ? ", " : "", es->steps[s].model);
       continue;

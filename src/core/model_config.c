@@ -793,6 +793,14 @@ int nrd_model_config_normalize(json_t *cfg, const char *model_name, int has_gpu,
     goto fail;
   }
   const char *name = get_str(cfg, "name");
+  /* Triton reports an ensemble without its scheduling before a directory
+   * that does not match the name. */
+  if (strcmp(get_str(cfg, "platform"), NRD_ENSEMBLE_PLATFORM) == 0 && *get_str(cfg, "backend") == '\0' &&
+      get_obj(cfg, "ensemble_scheduling") == NULL) {
+    *err = fmt_alloc("ensemble scheduling must be set for ensemble %s whose platform is ensemble",
+                     *name ? name : model_name ? model_name : "");
+    goto fail;
+  }
   if (*name == '\0') {
     if (model_name != NULL && set_str(cfg, "name", model_name) != 0) goto oom;
   } else if (model_name != NULL && strcmp(name, model_name) != 0) {
@@ -848,17 +856,36 @@ typedef struct vctx {
   const char *file;
   const char *name; /* model name */
   char *err;
+  char detail[256]; /* det()'s buffer */
+  int early;        /* before the backend's auto-complete: see validate_early */
 } vctx;
 
-static int verr(vctx *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Formats our detail (field, value) into v->detail and returns it. */
+static const char *det(vctx *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-static int verr(vctx *v, const char *fmt, ...) {
+static const char *det(vctx *v, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(v->detail, sizeof v->detail, fmt, ap);
+  va_end(ap);
+  return v->detail;
+}
+
+static int verr(vctx *v, const char *detail, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Records the error: Triton's sentence (`fmt`) whole, then ours in
+ * parentheses: the file and `detail` (NULL: none). Returns -1. */
+static int verr(vctx *v, const char *detail, const char *fmt, ...) {
   char msg[768];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  v->err = v->file != NULL ? fmt_alloc("%s: %s", v->file, msg) : fmt_alloc("%s", msg);
+  int has_detail = detail != NULL && *detail != '\0';
+  if (v->file != NULL && has_detail) v->err = fmt_alloc("%s (%s: %s)", msg, v->file, detail);
+  else if (v->file != NULL) v->err = fmt_alloc("%s (%s)", msg, v->file);
+  else if (has_detail) v->err = fmt_alloc("%s (%s)", msg, detail);
+  else v->err = fmt_alloc("%s", msg);
   return -1;
 }
 
@@ -913,47 +940,47 @@ static int validate_io(vctx *v, const json_t *io, int is_input, long long mbs,
                        const char *platform) {
   const char *kind = is_input ? "input" : "output";
   const char *ioname = get_str(io, "name");
-  if (*ioname == '\0') return verr(v, "model %s must specify 'name' for %s", kind, v->name);
+  if (*ioname == '\0') return verr(v, NULL, "model %s must specify 'name' for %s", kind, v->name);
   const char *dt = get_str(io, "data_type");
-  if (*dt == '\0' || strcmp(dt, "TYPE_INVALID") == 0)
-    return verr(v, "model %s '%s' must specify 'data_type' for %s", kind, ioname, v->name);
+  if (!v->early && (*dt == '\0' || strcmp(dt, "TYPE_INVALID") == 0))
+    return verr(v, NULL, "model %s '%s' must specify 'data_type' for %s", kind, ioname, v->name);
   const json_t *dims = json_object_get(io, "dims");
-  if (json_array_size(dims) == 0)
-    return verr(v, "model %s '%s' must specify 'dims' for %s", kind, ioname, v->name);
+  if (!v->early && json_array_size(dims) == 0)
+    return verr(v, NULL, "model %s '%s' must specify 'dims' for %s", kind, ioname, v->name);
   const json_t *reshape = get_obj(io, "reshape");
   const json_t *shape = reshape != NULL ? json_object_get(reshape, "shape") : NULL;
   if (reshape != NULL && json_array_size(shape) == 0 && mbs == 0)
-    return verr(v, "model %s '%s' cannot have empty reshape for non-batching model as "
+    return verr(v, NULL, "model %s '%s' cannot have empty reshape for non-batching model as "
                 "scalar tensors are not supported for %s", kind, ioname, v->name);
   for (size_t i = 0; i < json_array_size(dims); i++) {
     long long d = (long long)json_integer_value(json_array_get(dims, i));
     if (d < 1 && d != -1)
-      return verr(v, "model %s '%s' dimension must be integer >= 1, or -1 to indicate a "
-                  "variable-size dimension (field 'dims', got %lld) for %s",
-                  kind, ioname, d, v->name);
+      return verr(v, det(v, "field '%s.dims', got %lld", kind, d),
+                  "model %s '%s' dimension must be integer >= 1, or -1 to indicate a "
+                  "variable-size dimension for %s", kind, ioname, v->name);
   }
   if (reshape != NULL) {
     for (size_t i = 0; i < json_array_size(shape); i++) {
       long long d = (long long)json_integer_value(json_array_get(shape, i));
       if (d < 1 && d != -1)
-        return verr(v, "model %s '%s' reshape dimensions must be integer >= 1, or -1 to "
-                    "indicate a variable-size dimension (field 'reshape.shape') for %s",
-                    kind, ioname, v->name);
+        return verr(v, det(v, "field '%s.reshape.shape', got %lld", kind, d),
+                    "model %s '%s' reshape dimensions must be integer >= 1, or -1 to "
+                    "indicate a variable-size dimension for %s", kind, ioname, v->name);
     }
     long long dn = element_count(dims);
     long long rn = json_array_size(shape) == 0 ? 0 : element_count(shape);
     if (dn != rn && (rn != 0 || dn != 1))
-      return verr(v, "model %s '%s' has different size for dims and reshape for %s", kind,
+      return verr(v, NULL, "model %s '%s' has different size for dims and reshape for %s", kind,
                   ioname, v->name);
     if (dn == -1) {
       long long a[64], b[64];
       size_t na = segment_counts(dims, a, 64), nb = segment_counts(shape, b, 64);
       if (na != nb)
-        return verr(v, "model %s '%s' has different number of variable-size dimensions for "
+        return verr(v, NULL, "model %s '%s' has different number of variable-size dimensions for "
                     "dims and reshape for %s", kind, ioname, v->name);
       for (size_t i = 0; i < na && i < 64; i++)
         if (a[i] != b[i])
-          return verr(v, "model %s '%s' has different size for dims and reshape for %s",
+          return verr(v, NULL, "model %s '%s' has different size for dims and reshape for %s",
                       kind, ioname, v->name);
     }
   }
@@ -961,20 +988,20 @@ static int validate_io(vctx *v, const json_t *io, int is_input, long long mbs,
     const char *fmt = get_str(io, "format");
     if ((strcmp(fmt, "FORMAT_NHWC") == 0 || strcmp(fmt, "FORMAT_NCHW") == 0) &&
         json_array_size(dims) != 3)
-      return verr(v, "model input NHWC/NCHW require 3 dims (input '%s', field 'format') for %s",
-                  ioname, v->name);
+      return verr(v, det(v, "input '%s', field 'format', %zu dims", ioname, json_array_size(dims)),
+                  "model input NHWC/NCHW require 3 dims for %s", v->name);
   }
   int trt = strcmp(platform, "tensorrt_plan") == 0;
   if (!trt && get_bool(io, "is_shape_tensor"))
-    return verr(v, "shape tensors are only supported for TensorRT platform (%s '%s', field "
-                "'is_shape_tensor') for %s", kind, ioname, v->name);
+    return verr(v, det(v, "%s '%s', field 'is_shape_tensor'", kind, ioname),
+                "shape tensors are only supported for TensorRT platform for %s", v->name);
   if (get_bool(io, "is_non_linear_format_io")) {
     if (!trt)
-      return verr(v, "Non-linear IO format is only supported for the TensorRT platform (%s "
-                  "'%s') for %s", kind, ioname, v->name);
+      return verr(v, det(v, "%s '%s', field 'is_non_linear_format_io'", kind, ioname),
+                  "Non-linear IO format is only supported for the TensorRT platform for %s", v->name);
     if (json_array_size(dims) != 3)
-      return verr(v, "Non-linear IO format %s requires 3 dims (%s '%s') for %s", kind, kind,
-                  ioname, v->name);
+      return verr(v, det(v, "%s '%s', field 'dims'", kind, ioname),
+                  "Non-linear IO format %s requires 3 dims for %s", kind, v->name);
   }
   return 0;
 }
@@ -995,8 +1022,8 @@ static int validate_ios(vctx *v, const json_t *cfg) {
       if (validate_io(v, io, k == 0, mbs, platform) != 0) return -1;
       for (size_t j = 0; j < i; j++) {
         if (strcmp(get_str(arr_get(cfg, arrs[k], j), "name"), get_str(io, "name")) == 0)
-          return verr(v, "%s name '%s' is specified more than once (field '%s[%zu]') for %s",
-                      arrs[k], get_str(io, "name"), arrs[k], i, v->name);
+          return verr(v, det(v, "field '%s[%zu].name'", arrs[k], i),
+                      "%s name '%s' is specified more than once for %s", arrs[k], get_str(io, "name"), v->name);
       }
     }
   }
@@ -1006,37 +1033,37 @@ static int validate_ios(vctx *v, const json_t *cfg) {
     const char *kind = get_str(bi, "kind");
     if (*kind == '\0') kind = "BATCH_ELEMENT_COUNT";
     if (ns != 1)
-      return verr(v, "batch input kind '%s' expects 1 source input, got %zu (field "
-                  "'batch_input[%zu].source_input') for %s", kind, ns, i, v->name);
+      return verr(v, det(v, "field 'batch_input[%zu].source_input'", i),
+                  "batch input kind '%s' expects 1 source input, got %zu for %s", kind, ns, v->name);
     const char *dt = get_str(bi, "data_type");
     if (strcmp(dt, "TYPE_INT32") != 0 && strcmp(dt, "TYPE_FP32") != 0)
-      return verr(v, "batch input data type must be TYPE_INT32 or TYPE_FP32 (field "
-                  "'batch_input[%zu].data_type') for %s", i, v->name);
+      return verr(v, det(v, "field 'batch_input[%zu].data_type', got '%s'", i, dt),
+                  "batch input data type must be TYPE_INT32 or TYPE_FP32 for %s", v->name);
     const char *src = json_string_value(arr_get(bi, "source_input", 0));
     if (src == NULL || !has_name(cfg, "input", src))
-      return verr(v, "unknown source input name '%s' (field 'batch_input[%zu].source_input') "
-                  "for %s", src ? src : "", i, v->name);
+      return verr(v, det(v, "field 'batch_input[%zu].source_input'", i),
+                  "unknown source input name '%s' for %s", src ? src : "", v->name);
   }
   for (size_t i = 0; i < arr_size(cfg, "batch_output"); i++) {
     const json_t *bo = arr_get(cfg, "batch_output", i);
     size_t ns = arr_size(bo, "source_input");
     if (ns != 1)
-      return verr(v, "batch output kind 'BATCH_SCATTER_WITH_INPUT_SHAPE' expects 1 source "
-                  "input, got %zu (field 'batch_output[%zu].source_input') for %s", ns, i,
-                  v->name);
+      return verr(v, det(v, "field 'batch_output[%zu].source_input'", i),
+                  "batch output kind 'BATCH_SCATTER_WITH_INPUT_SHAPE' expects 1 source "
+                  "input, got %zu for %s", ns, v->name);
     const char *src = json_string_value(arr_get(bo, "source_input", 0));
     if (src == NULL || !has_name(cfg, "input", src))
-      return verr(v, "unknown source input name '%s' (field 'batch_output[%zu].source_input') "
-                  "for %s", src ? src : "", i, v->name);
+      return verr(v, det(v, "field 'batch_output[%zu].source_input'", i),
+                  "unknown source input name '%s' for %s", src ? src : "", v->name);
     for (size_t t = 0; t < arr_size(bo, "target_name"); t++) {
       const char *tn = json_string_value(arr_get(bo, "target_name", t));
       if (tn == NULL || !has_name(cfg, "output", tn))
-        return verr(v, "unknown target output name '%s' (field 'batch_output[%zu].target_name') "
-                    "for %s", tn ? tn : "", i, v->name);
+        return verr(v, det(v, "field 'batch_output[%zu].target_name'", i),
+                    "unknown target output name '%s' for %s", tn ? tn : "", v->name);
       for (size_t u = 0; u < t; u++)
         if (strcmp(tn, json_string_value(arr_get(bo, "target_name", u))) == 0)
-          return verr(v, "target output name '%s' can only be specified once (field "
-                      "'batch_output[%zu].target_name') for %s", tn, i, v->name);
+          return verr(v, det(v, "field 'batch_output[%zu].target_name'", i),
+                      "target output name '%s' can only be specified once for %s", tn, v->name);
     }
   }
   return 0;
@@ -1051,11 +1078,11 @@ static int validate_control(vctx *v, const json_t *sb, const char *kind, int typ
     const json_t *ci = arr_get(sb, "control_input", i);
     const char *cname = get_str(ci, "name");
     if (*cname == '\0')
-      return verr(v, "sequence batching control tensor must have a name for %s "
-                  "(field 'sequence_batching.control_input[%zu].name')", v->name, i);
+      return verr(v, det(v, "field 'sequence_batching.control_input[%zu].name'", i),
+                  "sequence batching control tensor must have a name for %s", v->name);
     for (size_t j = 0; j < i; j++)
       if (strcmp(get_str(arr_get(sb, "control_input", j), "name"), cname) == 0)
-        return verr(v, "sequence batching control tensor '%s' is specified for multiple "
+        return verr(v, NULL, "sequence batching control tensor '%s' is specified for multiple "
                     "control kinds for %s", cname, v->name);
     for (size_t c = 0; c < arr_size(ci, "control"); c++) {
       const json_t *ctl = arr_get(ci, "control", c);
@@ -1063,33 +1090,33 @@ static int validate_control(vctx *v, const json_t *sb, const char *kind, int typ
       if (*ck == '\0') ck = "CONTROL_SEQUENCE_START";
       if (strcmp(ck, kind) != 0) continue;
       if (seen)
-        return verr(v, "sequence batching specifies multiple %s tensors for %s", kind, v->name);
+        return verr(v, NULL, "sequence batching specifies multiple %s tensors for %s", kind, v->name);
       seen = 1;
       size_t ni = arr_size(ctl, "int32_false_true"), nf = arr_size(ctl, "fp32_false_true"),
              nb = arr_size(ctl, "bool_false_true");
       if (typed) {
         if (ni || nf || nb)
-          return verr(v, "sequence batching must not specify either 'int32_false_true', "
+          return verr(v, NULL, "sequence batching must not specify either 'int32_false_true', "
                       "'fp32_false_true' or 'bool_false_true' for %s for %s", kind, v->name);
         const char *dt = get_str(ctl, "data_type");
         if (strcmp(dt, "TYPE_UINT64") != 0 && strcmp(dt, "TYPE_INT64") != 0 &&
             strcmp(dt, "TYPE_UINT32") != 0 && strcmp(dt, "TYPE_INT32") != 0 &&
             strcmp(dt, "TYPE_STRING") != 0)
-          return verr(v, "unexpected data type for control %s for %s. Allowed data types are "
+          return verr(v, NULL, "unexpected data type for control %s for %s. Allowed data types are "
                       "TYPE_UINT64, TYPE_INT64, TYPE_UINT32, TYPE_INT32 and TYPE_STRING",
                       kind, v->name);
         continue;
       }
       int lists = (ni != 0) + (nf != 0) + (nb != 0);
       if (lists == 0)
-        return verr(v, "sequence batching must specify either 'int32_false_true', "
+        return verr(v, NULL, "sequence batching must specify either 'int32_false_true', "
                     "'fp32_false_true' or 'bool_false_true' for %s for %s", kind, v->name);
       if (lists > 1)
-        return verr(v, "sequence batching specifies more than one from 'int32_false_true', "
+        return verr(v, NULL, "sequence batching specifies more than one from 'int32_false_true', "
                     "'fp32_false_true' and 'bool_false_true' for %s for %s", kind, v->name);
       const char *which = ni ? "int32_false_true" : nf ? "fp32_false_true" : "bool_false_true";
       if ((ni ? ni : nf ? nf : nb) != 2)
-        return verr(v, "sequence batching control '%s' must have exactly 2 entries for %s "
+        return verr(v, NULL, "sequence batching control '%s' must have exactly 2 entries for %s "
                     "for %s", which, kind, v->name);
     }
   }
@@ -1099,7 +1126,7 @@ static int validate_control(vctx *v, const json_t *sb, const char *kind, int typ
 static int validate_sequence(vctx *v, const json_t *cfg, const json_t *sb) {
   const json_t *rc = get_obj(cfg, "response_cache");
   if (rc != NULL && get_bool(rc, "enable"))
-    return verr(v, "Response Cache does not currently support model %s with sequence "
+    return verr(v, NULL, "Response Cache does not currently support model %s with sequence "
                 "batching scheduler. Please disable the response cache.", v->name);
   if (validate_control(v, sb, "CONTROL_SEQUENCE_START", 0) != 0 ||
       validate_control(v, sb, "CONTROL_SEQUENCE_END", 0) != 0 ||
@@ -1111,19 +1138,18 @@ static int validate_sequence(vctx *v, const json_t *cfg, const json_t *sb) {
   for (size_t i = 0; oldest != NULL && i < arr_size(oldest, "preferred_batch_size"); i++) {
     long long s = (long long)json_integer_value(arr_get(oldest, "preferred_batch_size", i));
     if (s <= 0)
-      return verr(v, "sequence batching preferred batch size must be positive for %s "
-                  "(field 'sequence_batching.oldest.preferred_batch_size')", v->name);
-    if (s > mbs)
-      return verr(v, "sequence batching preferred batch size must be <= max batch size for "
-                  "%s (field 'sequence_batching.oldest.preferred_batch_size')", v->name);
+      return verr(v, det(v, "field 'sequence_batching.oldest.preferred_batch_size', got %lld", s),
+                  "sequence batching preferred batch size must be positive for %s", v->name);
+    if (s > mbs && !(v->early && mbs == 0))
+      return verr(v, det(v, "field 'sequence_batching.oldest.preferred_batch_size', got %lld, max_batch_size %lld", s, mbs),
+                  "sequence batching preferred batch size must be <= max batch size for %s", v->name);
   }
   const json_t *direct = get_obj(sb, "direct");
   if (direct != NULL) {
     double u = get_real(direct, "minimum_slot_utilization");
     if (u < 0.0 || u > 1.0)
-      return verr(v, "sequence batching minimum slot utilization must be in range (0.0, 1.0] "
-                  "for %s (field 'sequence_batching.direct.minimum_slot_utilization')",
-                  v->name);
+      return verr(v, det(v, "field 'sequence_batching.direct.minimum_slot_utilization', got %g", u),
+                  "sequence batching minimum slot utilization must be in range (0.0, 1.0] for %s", v->name);
   }
   return 0;
 }
@@ -1133,45 +1159,45 @@ static int validate_dynamic(vctx *v, const json_t *cfg, const json_t *db) {
   for (size_t i = 0; i < arr_size(db, "preferred_batch_size"); i++) {
     long long s = (long long)json_integer_value(arr_get(db, "preferred_batch_size", i));
     if (s <= 0)
-      return verr(v, "dynamic batching preferred size must be positive for %s (field "
-                  "'dynamic_batching.preferred_batch_size')", v->name);
-    if (s > mbs)
-      return verr(v, "dynamic batching preferred size must be <= max batch size for %s "
-                  "(field 'dynamic_batching.preferred_batch_size')", v->name);
+      return verr(v, det(v, "field 'dynamic_batching.preferred_batch_size', got %lld", s),
+                  "dynamic batching preferred size must be positive for %s", v->name);
+    if (s > mbs && !(v->early && mbs == 0))
+      return verr(v, det(v, "field 'dynamic_batching.preferred_batch_size', got %lld, max_batch_size %lld", s, mbs),
+                  "dynamic batching preferred size must be <= max batch size for %s", v->name);
   }
   uint64_t levels = get_uint(db, "priority_levels");
   const json_t *pqp = get_obj(db, "priority_queue_policy");
   if (levels != 0) {
     uint64_t def = get_uint(db, "default_priority_level");
     if (def == 0 || def > levels)
-      return verr(v, "default priority level must be in range [1, %llu] for %s (field "
-                  "'dynamic_batching.default_priority_level')", (unsigned long long)levels,
+      return verr(v, det(v, "field 'dynamic_batching.default_priority_level', got %llu", (unsigned long long)def),
+                  "default priority level must be in range [1, %llu] for %s", (unsigned long long)levels,
                   v->name);
     const char *k;
     json_t *pol;
     json_object_foreach((json_t *)pqp, k, pol) {
       uint64_t lvl = strtoull(k, NULL, 10);
       if (lvl == 0 || lvl > levels)
-        return verr(v, "priority queue policy must have priority level in range [1, %llu] for "
-                    "%s (field 'dynamic_batching.priority_queue_policy', key %s)",
-                    (unsigned long long)levels, v->name, k);
+        return verr(v, det(v, "field 'dynamic_batching.priority_queue_policy', key %s", k),
+                    "priority queue policy must have priority level in range [1, %llu] for %s",
+                    (unsigned long long)levels, v->name);
     }
   }
   if (get_bool(db, "preserve_ordering")) {
     if (levels > 1)
-      return verr(v, "Only one priority level is allowed when 'preserve_ordering' is true "
+      return verr(v, NULL, "Only one priority level is allowed when 'preserve_ordering' is true "
                   "for %s", v->name);
     const json_t *dq = get_obj(db, "default_queue_policy");
     if (dq != NULL && get_uint(dq, "default_timeout_microseconds") != 0 &&
         strcmp(get_str(dq, "timeout_action"), "DELAY") == 0)
-      return verr(v, "Queue policy can not have DELAY as timeout action when "
+      return verr(v, NULL, "Queue policy can not have DELAY as timeout action when "
                   "'preserve_ordering' is true for %s", v->name);
     const char *k;
     json_t *pol;
     json_object_foreach((json_t *)pqp, k, pol) {
       if (get_uint(pol, "default_timeout_microseconds") != 0 &&
           strcmp(get_str(pol, "timeout_action"), "DELAY") == 0)
-        return verr(v, "Queue policy can not have DELAY as timeout action when "
+        return verr(v, NULL, "Queue policy can not have DELAY as timeout action when "
                     "'preserve_ordering' is true for %s", v->name);
     }
   }
@@ -1185,6 +1211,7 @@ typedef struct tensor_node {
   int is_output; /* produced by some step */
   int ready;
   int consumed;  /* feeds some step */
+  int seen;      /* visited by not_connected */
 } tensor_node;
 
 static tensor_node *tensor_find(tensor_node *t, size_t n, const char *name) {
@@ -1193,19 +1220,57 @@ static tensor_node *tensor_find(tensor_node *t, size_t n, const char *name) {
   return NULL;
 }
 
+/* The step of `es` whose output_map writes tensor `name`, or NULL. */
+static const json_t *producer_of(const json_t *es, const char *name) {
+  for (size_t s = 0; s < arr_size(es, "step"); s++) {
+    const char *k;
+    json_t *val;
+    json_object_foreach(json_object_get(arr_get(es, "step", s), "output_map"), k, val) {
+      if (json_string_value(val) && strcmp(json_string_value(val), name) == 0) return arr_get(es, "step", s);
+    }
+  }
+  return NULL;
+}
+
+/* For an output that is not written: follows, from it, the first input not
+ * ready of the step that writes each tensor (each tensor once, as cycles
+ * may exist) and returns the last one reached, or NULL when that is the
+ * output itself (Triton's "depending tensor ... is not connected"). */
+static const char *not_connected(const json_t *es, tensor_node *t, size_t n, const char *output) {
+  const char *cur = output, *last = NULL;
+  for (;;) {
+    const json_t *st = producer_of(es, cur);
+    const char *next = NULL;
+    const char *k;
+    json_t *val;
+    json_object_foreach(json_object_get(st, "input_map"), k, val) {
+      tensor_node *node = tensor_find(t, n, json_string_value(val) ? json_string_value(val) : "");
+      if (node != NULL && !node->ready && !node->seen) {
+        node->seen = 1;
+        next = node->name;
+        break;
+      }
+    }
+    if (next == NULL) break;
+    last = next;
+    cur = next;
+  }
+  return last != NULL && strcmp(last, output) != 0 ? last : NULL;
+}
+
 static int validate_ensemble(vctx *v, const json_t *cfg) {
   const json_t *es = get_obj(cfg, "ensemble_scheduling");
   if (strcmp(get_str(cfg, "platform"), NRD_ENSEMBLE_PLATFORM) != 0)
-    return verr(v, "ensemble scheduling cannot be set for model '%s' whose platform is not "
+    return verr(v, NULL, "ensemble scheduling cannot be set for model '%s' whose platform is not "
                 "ensemble", v->name);
   if (arr_size(cfg, "instance_group") != 0)
-    return verr(v, "instance group should not be specified for ensemble '%s'", v->name);
+    return verr(v, NULL, "instance group should not be specified for ensemble '%s'", v->name);
   if (get_obj(cfg, "optimization") != NULL)
-    return verr(v, "optimization should not be specified for ensemble '%s'", v->name);
+    return verr(v, NULL, "optimization should not be specified for ensemble '%s'", v->name);
   if (arr_size(cfg, "model_warmup") != 0)
-    return verr(v, "model_warmup can not be specified for ensemble '%s'", v->name);
+    return verr(v, NULL, "model_warmup can not be specified for ensemble '%s'", v->name);
   size_t nsteps = arr_size(es, "step");
-  if (nsteps == 0) return verr(v, "must specify 'step' for ensemble '%s'", v->name);
+  if (nsteps == 0) return verr(v, NULL, "must specify 'step' for ensemble '%s'", v->name);
 
   size_t cap = 0;
   for (size_t s = 0; s < nsteps; s++) {
@@ -1214,7 +1279,7 @@ static int validate_ensemble(vctx *v, const json_t *cfg) {
   }
   cap += arr_size(cfg, "input") + arr_size(cfg, "output");
   tensor_node *t = calloc(cap ? cap : 1, sizeof *t);
-  if (t == NULL) return verr(v, "out of memory");
+  if (t == NULL) return verr(v, NULL, "out of memory");
   size_t n = 0;
   int rc = -1;
   const char *k;
@@ -1222,22 +1287,22 @@ static int validate_ensemble(vctx *v, const json_t *cfg) {
   for (size_t s = 0; s < nsteps; s++) {
     const json_t *st = arr_get(es, "step", s);
     if (*get_str(st, "model_name") == '\0') {
-      verr(v, "must specify 'model_name' in step %zu of ensemble '%s'", s, v->name);
+      verr(v, NULL, "must specify 'model_name' in step %zu of ensemble '%s'", s, v->name);
       goto out;
     }
     if (map_size(st, "input_map") == 0) {
-      verr(v, "must specify 'input_map' in step %zu of ensemble '%s'", s, v->name);
+      verr(v, NULL, "must specify 'input_map' in step %zu of ensemble '%s'", s, v->name);
       goto out;
     }
     if (map_size(st, "output_map") == 0) {
-      verr(v, "must specify 'output_map' in step %zu of ensemble '%s'", s, v->name);
+      verr(v, NULL, "must specify 'output_map' in step %zu of ensemble '%s'", s, v->name);
       goto out;
     }
     json_object_foreach(json_object_get(st, "output_map"), k, val) {
       const char *tn = json_string_value(val) ? json_string_value(val) : "";
       tensor_node *node = tensor_find(t, n, tn);
       if (node != NULL && node->is_output) {
-        verr(v, "ensemble tensor '%s' can appear in an output map only once for ensemble "
+        verr(v, NULL, "ensemble tensor '%s' can appear in an output map only once for ensemble "
              "'%s' step %zu", tn, v->name, s);
         goto out;
       }
@@ -1261,7 +1326,7 @@ static int validate_ensemble(vctx *v, const json_t *cfg) {
     const char *in = get_str(arr_get(cfg, "input", i), "name");
     tensor_node *node = tensor_find(t, n, in);
     if (node == NULL) {
-      verr(v, "ensemble input '%s' for ensemble %s' is not used", in, v->name);
+      verr(v, NULL, "ensemble input '%s' for ensemble %s' is not used", in, v->name);
       goto out;
     }
     node->ready = 1;
@@ -1290,18 +1355,23 @@ static int validate_ensemble(vctx *v, const json_t *cfg) {
     const char *on = get_str(arr_get(cfg, "output", i), "name");
     tensor_node *node = tensor_find(t, n, on);
     if (node == NULL) {
-      verr(v, "ensemble output '%s' for ensemble %s' is not used", on, v->name);
+      verr(v, NULL, "ensemble output '%s' for ensemble %s' is not used", on, v->name);
       goto out;
     }
     if (!node->ready) {
-      verr(v, "output '%s' for ensemble '%s' is not written", on, v->name);
+      const char *dep = not_connected(es, t, n, on);
+      if (dep != NULL)
+        verr(v, det(v, "field 'ensemble_scheduling.step'"), "output '%s' for ensemble '%s' is not written: at least one "
+             "of its depending tensors, '%s', is not connected", on, v->name, dep);
+      else
+        verr(v, det(v, "field 'ensemble_scheduling.step'"), "output '%s' for ensemble '%s' is not written", on, v->name);
       goto out;
     }
   }
   for (size_t i = 0; i < n; i++) {
     if (has_name(cfg, "output", t[i].name)) continue;
     if (!t[i].ready || !t[i].consumed) {
-      verr(v, "ensemble tensor '%s' is unused in ensemble '%s'", t[i].name, v->name);
+      verr(v, NULL, "ensemble tensor '%s' is unused in ensemble '%s'", t[i].name, v->name);
       goto out;
     }
   }
@@ -1313,7 +1383,7 @@ out:
 
 static int validate_instance_groups(vctx *v, const json_t *cfg, int has_gpu) {
   size_t ng = arr_size(cfg, "instance_group");
-  if (ng == 0) return verr(v, "must specify one or more 'instance group's for %s", v->name);
+  if (ng == 0) return verr(v, NULL, "must specify one or more 'instance group's for %s", v->name);
   const char *platform = get_str(cfg, "platform");
   for (size_t i = 0; i < ng; i++) {
     const json_t *g = arr_get(cfg, "instance_group", i);
@@ -1323,34 +1393,36 @@ static int validate_instance_groups(vctx *v, const json_t *cfg, int has_gpu) {
     size_t ngpus = arr_size(g, "gpus");
     if (strcmp(kind, "KIND_MODEL") == 0) {
       if (ngpus > 0)
-        return verr(v, "instance group %s of model %s has kind KIND_MODEL but specifies one "
-                    "or more GPUs (field 'instance_group[%zu].gpus')", gname, v->name, i);
+        return verr(v, det(v, "field 'instance_group[%zu].gpus'", i),
+                    "instance group %s of model %s has kind KIND_MODEL but specifies one "
+                    "or more GPUs", gname, v->name);
     } else if (strcmp(kind, "KIND_GPU") == 0) {
       if (!has_gpu)
-        return verr(v, "instance group %s of model %s has kind KIND_GPU but server does not "
-                    "support GPUs (field 'instance_group[%zu].kind')", gname, v->name, i);
+        return verr(v, det(v, "field 'instance_group[%zu].kind'", i),
+                    "instance group %s of model %s has kind KIND_GPU but server does not "
+                    "support GPUs", gname, v->name);
     } else if (strcmp(kind, "KIND_CPU") == 0) {
       if (ngpus > 0)
-        return verr(v, "instance group %s of model %s has kind KIND_CPU but specifies one or "
-                    "more GPUs (field 'instance_group[%zu].gpus')", gname, v->name, i);
+        return verr(v, det(v, "field 'instance_group[%zu].gpus'", i),
+                    "instance group %s of model %s has kind KIND_CPU but specifies one or "
+                    "more GPUs", gname, v->name);
     } else {
-      return verr(v, "instance group %s of model %s has unexpected kind KIND_AUTO (field "
-                  "'instance_group[%zu].kind'; normalize the configuration first)", gname,
-                  v->name, i);
+      return verr(v, det(v, "field 'instance_group[%zu].kind'; normalize the configuration first", i),
+                  "instance group %s of model %s has unexpected kind KIND_AUTO", gname, v->name);
     }
     if (get_int(g, "count") < 1)
-      return verr(v, "instance group %s of model %s must have 'count' >= 1 (field "
-                  "'instance_group[%zu].count')", gname, v->name, i);
+      return verr(v, det(v, "field 'instance_group[%zu].count', got %lld", i, (long long)get_int(g, "count")),
+                  "instance group %s of model %s must have 'count' >= 1", gname, v->name);
     size_t np = arr_size(g, "profile");
     if (np > 0 && strcmp(platform, "tensorrt_plan") != 0)
-      return verr(v, "instance group %s of model %s and platform %s specifies profile field "
+      return verr(v, NULL, "instance group %s of model %s and platform %s specifies profile field "
                   "which is only supported for TensorRT models", gname, v->name, platform);
     for (size_t p = 0; p < np; p++) {
       const char *prof = json_string_value(arr_get(g, "profile", p));
       char *end = NULL;
       long pv = prof != NULL ? strtol(prof, &end, 10) : -1;
       if (prof == NULL || *prof == '\0' || end == prof || pv < 0)
-        return verr(v, "instance group %s of model %s and platform %s specifies invalid "
+        return verr(v, NULL, "instance group %s of model %s and platform %s specifies invalid "
                     "profile %s. The field should contain the string representation of a "
                     "non-negative integer.", gname, v->name, platform, prof ? prof : "");
     }
@@ -1362,37 +1434,37 @@ static int validate_metrics(vctx *v, const json_t *mm) {
   for (size_t i = 0; i < arr_size(mm, "metric_control"); i++) {
     const json_t *mc = arr_get(mm, "metric_control", i);
     const json_t *id = get_obj(mc, "metric_identifier");
-    if (id == NULL) return verr(v, "metric control must specify 'metric_identifier'");
+    if (id == NULL) return verr(v, NULL, "metric control must specify 'metric_identifier'");
     if (*get_str(id, "family") == '\0')
-      return verr(v, "metric identifier must specify non-empty 'family'");
+      return verr(v, NULL, "metric identifier must specify non-empty 'family'");
     const json_t *h = get_obj(mc, "histogram_options");
-    if (h == NULL) return verr(v, "metric control must specify 'histogram_options'");
+    if (h == NULL) return verr(v, NULL, "metric control must specify 'histogram_options'");
     if (arr_size(h, "buckets") == 0)
-      return verr(v, "histogram options must specify non-empty 'buckets'");
+      return verr(v, NULL, "histogram options must specify non-empty 'buckets'");
   }
   return 0;
 }
 
 static int validate_all(vctx *v, const json_t *cfg, int has_gpu) {
-  if (*v->name == '\0') return verr(v, "model configuration must specify 'name'");
+  if (*v->name == '\0') return verr(v, NULL, "model configuration must specify 'name'");
   const char *platform = get_str(cfg, "platform");
   const char *backend = get_str(cfg, "backend");
   int is_ensemble_platform = strcmp(platform, NRD_ENSEMBLE_PLATFORM) == 0;
   if (*backend == '\0') {
     if (!is_ensemble_platform)
-      return verr(v, "unexpected platform type '%s' for %s (field 'backend' is empty)",
-                  platform, v->name);
+      return verr(v, "field 'backend' is empty", "unexpected platform type '%s' for %s", platform, v->name);
   } else if (is_ensemble_platform) {
-    return verr(v, "Ensemble model '%s' must have platform type '%s' and empty backend type",
+    return verr(v, NULL, "Ensemble model '%s' must have platform type '%s' and empty backend type",
                 v->name, platform);
   }
   int bt = backend_type(backend);
   if (bt != 0 && bt != platform_type(platform))
-    return verr(v, "unexpected 'platform' and 'backend' pair, got:%s, %s", platform, backend);
+    return verr(v, NULL, "unexpected 'platform' and 'backend' pair, got:%s, %s", platform, backend);
   if (get_int(cfg, "max_batch_size") < 0)
-    return verr(v, "'max_batch_size' must be non-negative value for %s", v->name);
+    return verr(v, det(v, "field 'max_batch_size', got %lld", (long long)get_int(cfg, "max_batch_size")),
+                "'max_batch_size' must be non-negative value for %s", v->name);
   if (get_obj(cfg, "version_policy") == NULL)
-    return verr(v, "must specify 'version policy' for %s", v->name);
+    return verr(v, NULL, "must specify 'version policy' for %s", v->name);
   const json_t *db = get_obj(cfg, "dynamic_batching");
   if (db != NULL && validate_dynamic(v, cfg, db) != 0) return -1;
   const json_t *sb = get_obj(cfg, "sequence_batching");
@@ -1400,13 +1472,13 @@ static int validate_all(vctx *v, const json_t *cfg, int has_gpu) {
   if (get_obj(cfg, "ensemble_scheduling") != NULL) {
     if (validate_ensemble(v, cfg) != 0) return -1;
   } else if (is_ensemble_platform) {
-    return verr(v, "ensemble scheduling must be set for ensemble %s whose platform is ensemble",
+    return verr(v, NULL, "ensemble scheduling must be set for ensemble %s whose platform is ensemble",
                 v->name);
   }
   const json_t *tp = get_obj(cfg, "model_transaction_policy");
   const json_t *rc = get_obj(cfg, "response_cache");
   if (tp != NULL && get_bool(tp, "decoupled") && rc != NULL && get_bool(rc, "enable"))
-    return verr(v, "Response Cache does not currently support model %s with 'decoupled' "
+    return verr(v, NULL, "Response Cache does not currently support model %s with 'decoupled' "
                 "transaction policy. Please disable the response cache.", v->name);
   const json_t *mm = get_obj(cfg, "model_metrics");
   if (mm != NULL && validate_metrics(v, mm) != 0) return -1;
@@ -1416,10 +1488,10 @@ static int validate_all(vctx *v, const json_t *cfg, int has_gpu) {
   return validate_ios(v, cfg);
 }
 
-int nrd_model_config_validate(const json_t *cfg, const char *filename, int has_gpu, char **err) {
-  vctx v = {filename, "", NULL};
+static int validate(const json_t *cfg, const char *filename, int has_gpu, int early, char **err) {
+  vctx v = {.file = filename, .name = "", .early = early};
   if (!json_is_object(cfg)) {
-    verr(&v, "model configuration must be a JSON object");
+    verr(&v, NULL, "model configuration must be a JSON object");
   } else {
     v.name = get_str(cfg, "name");
     if (validate_all(&v, cfg, has_gpu) == 0) return 0;
@@ -1431,4 +1503,12 @@ int nrd_model_config_validate(const json_t *cfg, const char *filename, int has_g
     free(v.err);
   }
   return -1;
+}
+
+int nrd_model_config_validate(const json_t *cfg, const char *filename, int has_gpu, char **err) {
+  return validate(cfg, filename, has_gpu, 0, err);
+}
+
+int nrd_model_config_validate_early(const json_t *cfg, const char *filename, int has_gpu, char **err) {
+  return validate(cfg, filename, has_gpu, 1, err);
 }

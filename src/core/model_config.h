@@ -68,11 +68,19 @@ int nrd_model_config_normalize(json_t *cfg, const char *model_name,
 /* Checks a normalized config the way Triton does before loading a model
  * (ValidateModelConfig, ValidateInstanceGroup, ValidateModelIOConfig, ensemble
  * data-flow checks) plus unique input/output names. Error messages start with
- * "FILE: " (when filename != NULL) and name the model and the field.
+ * Triton's sentence, followed by ours in parentheses: "(FILE: field, value)"
+ * (FILE when filename != NULL).
  * Returns 0, or -1 with *err malloc'd (caller frees). cfg is not modified.
  * Any thread. */
 int nrd_model_config_validate(const json_t *cfg, const char *filename,
                               int has_gpu, char **err);
+
+/* As nrd_model_config_validate, before any backend call: what the backend's
+ * auto-complete may still fill in (an input's or output's missing data_type
+ * or dims, a max_batch_size of 0 below a preferred batch size) is not an
+ * error yet; everything else is. Same ownership; any thread. */
+int nrd_model_config_validate_early(const json_t *cfg, const char *filename,
+                                    int has_gpu, char **err);
 
 /* Renders cfg as compact JSON the way Triton's ModelConfigToJson (version 1)
  * does: declaration order, proto field names, every primitive printed with

@@ -136,6 +136,27 @@ static TRITONSERVER_Error *config_error(TRITONSERVER_Error_Code code, char *msg)
   return e;
 }
 
+/* Validates a normalized copy of `cfg` with nrd_model_config_validate_early.
+ * When `cfg` names no backend, gives it the one normalization found (from
+ * the platform, the default model file name or a model name of the form
+ * 'model.<backend_name>'). */
+static TRITONSERVER_Error *validate_early(const TRITONBACKEND_Model *m, json_t *cfg) {
+  char *msg = NULL;
+  json_t *copy = json_deep_copy(cfg);
+  if (!copy) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory loading model '%s'", m->name);
+  int bad = nrd_model_config_normalize(copy, m->name, 0, &msg);
+  if (!bad) {
+    char *cfg_file = nrd_path_join(m->model_dir, "config.pbtxt");
+    bad = nrd_model_config_validate_early(copy, cfg_file, 0, &msg);
+    free(cfg_file);
+  }
+  const char *derived = json_string_value(json_object_get(copy, "backend"));
+  if (!bad && !*jstr(cfg, "backend") && derived && *derived)
+    json_object_set_new(cfg, "backend", json_string(derived));
+  json_decref(copy);
+  return bad ? config_error(TRITONSERVER_ERROR_INVALID_ARG, msg) : NULL;
+}
+
 /* Normalizes `cfg` (consumed) and installs it with its rendering. */
 static TRITONSERVER_Error *install_config(TRITONBACKEND_Model *m, json_t *cfg) {
   char *msg = NULL;
@@ -425,6 +446,14 @@ TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *a, TRITONBACKEND_M
     goto fail;
   }
 
+  /* As Triton: the configuration is validated before any backend call, so
+   * a bad one gets the core's message, never the backend's. Only what the
+   * backend's auto-complete may still fill in waits for the full check
+   * after its ModelInitialize. */
+  if ((err = validate_early(m, cfg))) {
+    json_decref(cfg);
+    goto fail;
+  }
   /* Which backend serves it: 'backend', else derived from 'platform'. */
   const char *bname = jstr(cfg, "backend");
   if (!*bname) {

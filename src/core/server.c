@@ -93,8 +93,11 @@ static TRITONSERVER_Error *load_with_steps(TRITONSERVER_Server *s, const char *n
     size_t used = 0;
     for (size_t k = i; k < depth && used < sizeof path; k++)
       used += (size_t)snprintf(path + used, sizeof path - used, "%s -> ", chain[k]);
+    /* Triton's sentence (the ensemble met again, the last one before it),
+     * then the whole path as ours. */
     TRITONSERVER_Error *e =
-        nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "circular dependency between ensembles: %s%s", path, name);
+        nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "circular dependency between ensembles: %s -> ... -> %s -> %s "
+                      "(path: %s%s)", name, chain[depth - 1], name, path, name);
     NRD_LOG_ERROR("failed to load '%s': %s", chain[0], TRITONSERVER_ErrorMessage(e));
     return e;
   }
@@ -508,10 +511,12 @@ static TRITONSERVER_Error *message_out(json_t *j, TRITONSERVER_Message **out) {
 
 TRITONSERVER_Error *TRITONSERVER_ServerMetadata(TRITONSERVER_Server *server, TRITONSERVER_Message **server_metadata) {
   NRD_ARG_CHECK(server && server_metadata, "server and result must not be NULL");
-  json_t *ext = json_pack("[s,s,s,s,s,s,s,s,s,s,s,s]", "classification", "sequence", "model_repository",
+  /* Triton's list and order; trace before logging, as Triton's build with
+   * tracing lists it. */
+  json_t *ext = json_pack("[s,s,s,s,s,s,s,s,s,s,s,s,s]", "classification", "sequence", "model_repository",
                           "model_repository(unload_dependents)", "schedule_policy", "model_configuration",
                           "system_shared_memory", "cuda_shared_memory", "binary_tensor_data", "parameters",
-                          "statistics", "logging");
+                          "statistics", "trace", "logging");
   return message_out(json_pack("{s:s,s:s,s:o}", "name", server->id, "version", NRD_VERSION, "extensions", ext),
                      server_metadata);
 }

@@ -75,7 +75,8 @@ static TRITONSERVER_Error *sample_error(const TRITONBACKEND_Model *m, const warm
   va_start(ap, fmt);
   vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
-  return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model '%s', warmup sample '%s': %s", m->name, s->name, what);
+  /* Triton's sentence first (`fmt`), then which model and sample. */
+  return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "%s (model '%s', warmup sample '%s')", what, m->name, s->name);
 }
 
 /* True when `rel` is a relative path with no ".." component. */
@@ -111,8 +112,8 @@ static TRITONSERVER_Error *read_sample_file(const TRITONBACKEND_Model *m, warm_s
                         input, TRITONSERVER_ErrorMessage(e));
     TRITONSERVER_ErrorDelete(e);
   } else if (!bytes && n < want) {
-    err = sample_error(m, s, "input '%s': warmup setting expects %zu bytes, but the data provided from %s only has %zu "
-                       "bytes", input, want, path, n);
+    err = sample_error(m, s, "warmup setting expects %zu bytes, but the data provided from %s only has %zu bytes "
+                       "(input '%s')", want, path, n, input);
   }
   free(path);
   if (err) {

@@ -228,10 +228,11 @@ Test(ensemble, loads_that_fail_say_why, .timeout = 60) {
   cr_expect(strstr(m, "ensemble needs_nope contains models that are not available or ambiguous: nope"), "%s", m);
   free(m);
   m = load_error(s, "loop_a");
-  cr_expect(strstr(m, "circular dependency between ensembles: loop_a -> loop_b -> loop_a"), "%s", m);
+  cr_expect(strstr(m, "circular dependency between ensembles: loop_a -> ... -> loop_b -> loop_a "
+                       "(path: loop_a -> loop_b -> loop_a)"), "%s", m);
   free(m);
   m = load_error(s, "self");
-  cr_expect(strstr(m, "circular dependency between ensembles: self -> self"), "%s", m);
+  cr_expect(strstr(m, "circular dependency between ensembles: self -> ... -> self -> self (path: self -> self)"), "%s", m);
   free(m);
   done(s, repo);
 }
@@ -278,6 +279,13 @@ Test(ensemble, step_models_are_checked_against_the_ensemble, .timeout = 60) {
                   "input [ { name: \"A\" data_type: TYPE_INT32 dims: [ 4, 1 ] }, { name: \"B\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
                   "output [ { name: \"S\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n",
                   maps);
+  /* A step pinned to a version that is not loaded (addsub has only 1). */
+  char pinned[2048];
+  snprintf(pinned, sizeof pinned,
+           "name: \"pinned_v2\"\nplatform: \"ensemble\"\nmax_batch_size: 8\n%s"
+           "ensemble_scheduling { step [ { model_name: \"addsub\" model_version: 2\n%s } ] }\n",
+           io_int, maps);
+  h_model(repo, "pinned_v2", pinned, "1");
   addsub_ensemble(repo, "good", 4, io_int, maps); /* a smaller batch than the step model's is fine */
   /* Not batching, with the step's batch dimension spelled out; and a variable dimension. */
   addsub_ensemble(repo, "good_full_dims", 0,
@@ -299,6 +307,8 @@ Test(ensemble, step_models_are_checked_against_the_ensemble, .timeout = 60) {
                     "bad_shape while [-1,4] is inferred from model addsub"},
       {"bad_rank", "in ensemble bad_rank, ensemble tensor A: inconsistent shape: [4,1] is inferred from model "
                    "bad_rank while [-1,4] is inferred from model addsub"},
+      {"pinned_v2", "ensemble 'pinned_v2' depends on 'addsub' whose required version 2 is not loaded (step 0, field "
+                    "'model_version')"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char *m = load_error(s, cases[i].model);

@@ -403,3 +403,94 @@ Test(lifecycle, instance_threads_run_under_sched_batch_unless_told_otherwise) {
   cr_assert_null(err, "%s", err);
   H_OK(TRITONSERVER_ServerDelete(s));
 }
+
+/* Issue 33: a configuration that is invalid is refused with the core's
+ * message (Triton's sentence, then ours) before any backend call, so the
+ * backend's ModelInitialize never runs for it; with or without
+ * auto-complete. */
+static void expect_refused_before_backend(bool strict, const char *name, const char *body, const char *sentence,
+                                          const char *detail) {
+  char cfg[4096];
+  snprintf(cfg, sizeof cfg, "name: \"%s\"\nbackend: \"recorder\"\n%s", name, body);
+  h_model(g_repo, name, cfg, "1");
+  TRITONSERVER_ServerOptions *o = h_options(g_repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT);
+  H_OK(TRITONSERVER_ServerOptionsSetBackendConfig(o, "recorder", "record_file", g_record));
+  H_OK(TRITONSERVER_ServerOptionsSetStrictModelConfig(o, strict));
+  TRITONSERVER_Server *s = h_server_new(o);
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, name);
+  cr_assert_not_null(e, "%s loaded", name);
+  const char *msg = TRITONSERVER_ErrorMessage(e);
+  const char *at = strstr(msg, sentence);
+  cr_assert_not_null(at, "%s: want \"%s\" in \"%s\"", name, sentence, msg);
+  /* Our part (the file, the field, the value) comes after the sentence. */
+  char ours[512];
+  snprintf(ours, sizeof ours, "%s (%s/%s/config.pbtxt: %s)", sentence, g_repo, name, detail);
+  cr_assert(strstr(msg, ours) != NULL, "%s: want \"%s\" in \"%s\"", name, ours, msg);
+  TRITONSERVER_ErrorDelete(e);
+  H_OK(TRITONSERVER_ServerDelete(s));
+  char *rec = record();
+  cr_assert(strstr(rec, "ModelInitialize") == NULL, "%s: the backend saw the model: %s", name, rec);
+  free(rec);
+}
+
+Test(lifecycle, invalid_config_never_reaches_the_backend) {
+  static const char *IO = "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n";
+  static const struct {
+    const char *name, *body, *sentence, *detail;
+  } cases[] = {
+      {"zero_dims", "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 0 ] } ]\n",
+       "model input 'INPUT0' dimension must be integer >= 1, or -1 to indicate a variable-size dimension for "
+       "zero_dims",
+       "field 'input.dims', got 0"},
+      {"bad_reshape", "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] reshape { shape: [ 0 ] } } ]\n",
+       "model input 'INPUT0' reshape dimensions must be integer >= 1, or -1 to indicate a variable-size dimension "
+       "for bad_reshape",
+       "field 'input.reshape.shape', got 0"},
+      {"neg_batch", "max_batch_size: -1\ninput [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n",
+       "'max_batch_size' must be non-negative value for neg_batch", "field 'max_batch_size', got -1"},
+      {"bad_priority",
+       "max_batch_size: 4\ndynamic_batching { priority_levels: 2 default_priority_level: 3 }\n"
+       "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n",
+       "default priority level must be in range [1, 2] for bad_priority",
+       "field 'dynamic_batching.default_priority_level', got 3"},
+      {"dup_input",
+       "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] }, "
+       "{ name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n",
+       "input name 'INPUT0' is specified more than once for dup_input", "field 'input[1].name'"},
+  };
+  for (int strict = 0; strict < 2; strict++) {
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+      char body[1024];
+      snprintf(body, sizeof body, "%s%s", cases[i].body, IO);
+      expect_refused_before_backend(strict, cases[i].name, body, cases[i].sentence, cases[i].detail);
+    }
+  }
+}
+
+/* Issue 33: with no backend and no platform, the backend comes from a model
+ * name of the form 'model.<backend_name>'; any other name is refused with
+ * Triton's message, before any backend call. */
+Test(lifecycle, backend_from_the_model_name) {
+  h_model(g_repo, "m.recorder", "name: \"m.recorder\"\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n", "1");
+  h_model(g_repo, "nobackend", "name: \"nobackend\"\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n", "1");
+  TRITONSERVER_Server *s = explicit_server();
+  H_OK(TRITONSERVER_ServerLoadModel(s, "m.recorder"));
+  cr_assert_null(infer_once(s, "m.recorder"));
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "nobackend");
+  cr_assert_not_null(e);
+  char *msg = strdup(TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  cr_assert(strstr(msg, "Invalid model name: Could not determine backend for model 'nobackend' with no backend in "
+                        "model configuration. Expected model name of the form 'model.<backend_name>'.") != NULL,
+            "%s", msg);
+  free(msg);
+  H_OK(TRITONSERVER_ServerDelete(s));
+  char *rec = record();
+  cr_assert(strstr(rec, "ModelInitialize m.recorder") != NULL, "%s", rec);
+  cr_assert(strstr(rec, "nobackend") == NULL, "%s", rec);
+  free(rec);
+}

@@ -145,14 +145,16 @@ Test(server_api, server_metadata) {
   json_t *ext = json_object_get(j, "extensions");
   cr_assert(json_is_array(ext));
   cr_assert_gt(json_array_size(ext), 0);
-  bool has_stats = false;
+  bool has_stats = false, has_trace = false;
   size_t i;
   json_t *e;
   json_array_foreach(ext, i, e) {
     cr_assert(json_is_string(e));
     if (!strcmp(json_string_value(e), "statistics")) has_stats = true;
+    if (!strcmp(json_string_value(e), "trace")) has_trace = true;
   }
   cr_expect(has_stats, "extensions lack 'statistics'");
+  cr_expect(has_trace, "extensions lack 'trace' (Nereid implements the trace extension)");
   json_decref(j);
   fixture_down(&f);
 }

@@ -130,14 +130,15 @@ Test(warmup, bad_sample_settings_fail_the_load_with_the_field_named) {
               " data_type: TYPE_FP32 dims: [ 65536, 65536 ] zero_data: true } } } ]\n");
   TRITONSERVER_Server *s = explicit_server();
   expect_load_error(s, "vardim",
-                    "warmup sample 'v': warmup setting expects all variable-size dimensions are specified for input "
-                    "'INPUT0'");
-  expect_load_error(s, "nokind", "warmup sample 'k': warmup setting expects input 'INPUT0' to have input_data_type set");
+                    "warmup setting expects all variable-size dimensions are specified for input 'INPUT0' "
+                    "(model 'vardim', warmup sample 'v')");
+  expect_load_error(s, "nokind", "warmup setting expects input 'INPUT0' to have input_data_type set (model 'nokind', "
+                                 "warmup sample 'k')");
   expect_load_error(s, "toobig", "model_warmup[0].batch_size 5 is more than max_batch_size 4");
   expect_load_error(s, "nobatch", "model_warmup[0].batch_size must be 1 for a model that does not batch");
   expect_load_error(s, "wrongtype", "failed to run warmup sample 't':");
   expect_load_error(s, "missing_input", "failed to run warmup sample 'm':");
-  expect_load_error(s, "huge", "warmup sample 'h': input 'INPUT0' is larger than warmup data may be (1 GiB)");
+  expect_load_error(s, "huge", "input 'INPUT0' is larger than warmup data may be (1 GiB) (model 'huge', warmup sample 'h')");
   H_OK(TRITONSERVER_ServerDelete(s));
 }
 

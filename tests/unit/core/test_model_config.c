@@ -422,13 +422,13 @@ typedef struct vcase {
 #define IO_OK "input { name: \"i\" data_type: TYPE_FP32 dims: [4] } output { name: \"o\" data_type: TYPE_FP32 dims: [4] } "
 
 static const vcase vcases[] = {
-    {"backend: \"b\" max_batch_size: -1", 0, "'max_batch_size' must be non-negative value for m"},
+    {"backend: \"b\" max_batch_size: -1", 0, "'max_batch_size' must be non-negative value for m (m/config.pbtxt: field 'max_batch_size', got -1)"},
     {"platform: \"tensorrt_plan\" backend: \"onnxruntime\"", 0, "unexpected 'platform' and 'backend' pair"},
     {"platform: \"ensemble\" backend: \"b\"", 0, "must have platform type 'ensemble' and empty backend"},
-    {"backend: \"b\" max_batch_size: 4 dynamic_batching { preferred_batch_size: [0] }", 0, "preferred size must be positive"},
+    {"backend: \"b\" max_batch_size: 4 dynamic_batching { preferred_batch_size: [0] }", 0, "dynamic batching preferred size must be positive for m (m/config.pbtxt: field 'dynamic_batching.preferred_batch_size', got 0)"},
     {"backend: \"b\" max_batch_size: 4 dynamic_batching { preferred_batch_size: [8] }", 0, "preferred size must be <= max batch size"},
-    {"backend: \"b\" max_batch_size: 4 dynamic_batching { priority_levels: 2 }", 0, "default priority level must be in range [1, 2]"},
-    {"backend: \"b\" max_batch_size: 4 dynamic_batching { priority_levels: 2 default_priority_level: 1 priority_queue_policy { key: 3 value {} } }", 0, "priority queue policy must have priority level in range [1, 2]"},
+    {"backend: \"b\" max_batch_size: 4 dynamic_batching { priority_levels: 2 }", 0, "default priority level must be in range [1, 2] for m (m/config.pbtxt: field 'dynamic_batching.default_priority_level', got 0)"},
+    {"backend: \"b\" max_batch_size: 4 dynamic_batching { priority_levels: 2 default_priority_level: 1 priority_queue_policy { key: 3 value {} } }", 0, "priority queue policy must have priority level in range [1, 2] for m (m/config.pbtxt: field 'dynamic_batching.priority_queue_policy', key 3)"},
     {"backend: \"b\" max_batch_size: 4 dynamic_batching { preserve_ordering: true priority_levels: 2 default_priority_level: 1 }", 0, "Only one priority level"},
     {"backend: \"b\" max_batch_size: 4 dynamic_batching { preserve_ordering: true default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 5 } }", 0, "DELAY as timeout action"},
     {"backend: \"b\" max_batch_size: 4 dynamic_batching { preserve_ordering: true priority_queue_policy { key: 1 value { timeout_action: DELAY default_timeout_microseconds: 5 } } }", 0, "DELAY as timeout action"},
@@ -459,10 +459,10 @@ static const vcase vcases[] = {
     {"backend: \"b\" input { name: \"i\" dims: [1] }", 0, "model input 'i' must specify 'data_type' for m"},
     {"backend: \"b\" output { name: \"o\" data_type: TYPE_INVALID dims: [1] }", 0, "model output 'o' must specify 'data_type'"},
     {"backend: \"b\" input { name: \"i\" data_type: TYPE_FP32 }", 0, "model input 'i' must specify 'dims'"},
-    {"backend: \"b\" input { name: \"i\" data_type: TYPE_FP32 dims: [0] }", 0, "dimension must be integer >= 1, or -1"},
-    {"backend: \"b\" input { name: \"i\" data_type: TYPE_FP32 dims: [-2] }", 0, "got -2"},
+    {"backend: \"b\" input { name: \"i\" data_type: TYPE_FP32 dims: [0] }", 0, "model input 'i' dimension must be integer >= 1, or -1 to indicate a variable-size dimension for m (m/config.pbtxt: field 'input.dims', got 0)"},
+    {"backend: \"b\" input { name: \"i\" data_type: TYPE_FP32 dims: [-2] }", 0, "dimension must be integer >= 1, or -1 to indicate a variable-size dimension for m (m/config.pbtxt: field 'input.dims', got -2)"},
     {"backend: \"b\" input { name: \"i\" data_type: TYPE_FP32 dims: [4] reshape { } }", 0, "cannot have empty reshape for non-batching model"},
-    {"backend: \"b\" input { name: \"i\" data_type: TYPE_FP32 dims: [4] reshape { shape: [0] } }", 0, "reshape dimensions must be integer >= 1"},
+    {"backend: \"b\" input { name: \"i\" data_type: TYPE_FP32 dims: [4] reshape { shape: [0] } }", 0, "model input 'i' reshape dimensions must be integer >= 1, or -1 to indicate a variable-size dimension for m (m/config.pbtxt: field 'input.reshape.shape', got 0)"},
     {"backend: \"b\" input { name: \"i\" data_type: TYPE_FP32 dims: [4] reshape { shape: [5] } }", 0, "has different size for dims and reshape"},
     {"backend: \"b\" input { name: \"i\" data_type: TYPE_FP32 dims: [2, -1] reshape { shape: [-1, -1] } }", 0, "different number of variable-size dimensions"},
     {"backend: \"b\" input { name: \"i\" data_type: TYPE_FP32 dims: [2, -1, 3] reshape { shape: [2, -1, 4] } }", 0, "has different size for dims and reshape"},
@@ -470,7 +470,7 @@ static const vcase vcases[] = {
     {"backend: \"b\" input { name: \"i\" data_type: TYPE_FP32 dims: [4] is_shape_tensor: true }", 0, "shape tensors are only supported for TensorRT"},
     {"backend: \"b\" output { name: \"o\" data_type: TYPE_FP32 dims: [4] is_non_linear_format_io: true }", 0, "Non-linear IO format is only supported"},
     {"platform: \"tensorrt_plan\" instance_group { kind: KIND_GPU } input { name: \"i\" data_type: TYPE_FP32 dims: [4] is_non_linear_format_io: true }", 1, "Non-linear IO format input requires 3 dims"},
-    {"backend: \"b\" input { name: \"i\" data_type: TYPE_FP32 dims: [4] } input { name: \"i\" data_type: TYPE_FP32 dims: [4] }", 0, "input name 'i' is specified more than once"},
+    {"backend: \"b\" input { name: \"i\" data_type: TYPE_FP32 dims: [4] } input { name: \"i\" data_type: TYPE_FP32 dims: [4] }", 0, "input name 'i' is specified more than once for m (m/config.pbtxt: field 'input[1].name')"},
     {"backend: \"b\" " IO_OK "batch_input { kind: BATCH_ELEMENT_COUNT data_type: TYPE_INT32 }", 0, "expects 1 source input, got 0"},
     {"backend: \"b\" " IO_OK "batch_input { data_type: TYPE_FP16 source_input: \"i\" }", 0, "batch input data type must be TYPE_INT32 or TYPE_FP32"},
     {"backend: \"b\" " IO_OK "batch_input { data_type: TYPE_INT32 source_input: \"zz\" }", 0, "unknown source input name 'zz'"},
@@ -478,7 +478,6 @@ static const vcase vcases[] = {
     {"backend: \"b\" " IO_OK "batch_output { source_input: \"q\" }", 0, "unknown source input name 'q'"},
     {"backend: \"b\" " IO_OK "batch_output { source_input: \"i\" target_name: \"x\" }", 0, "unknown target output name 'x'"},
     {"backend: \"b\" " IO_OK "batch_output { source_input: \"i\" target_name: [\"o\", \"o\"] }", 0, "target output name 'o' can only be specified once"},
-    {"platform: \"ensemble\"", 0, "ensemble scheduling must be set for ensemble m"},
     {"backend: \"b\" ensemble_scheduling { step {} }", 0, "ensemble scheduling cannot be set for model 'm' whose platform is not ensemble"},
     {"platform: \"ensemble\" ensemble_scheduling { }", 0, "must specify 'step' for ensemble 'm'"},
     {"platform: \"ensemble\" ensemble_scheduling { step { } }", 0, "must specify 'model_name' in step 0"},
@@ -490,7 +489,7 @@ static const vcase vcases[] = {
     {"platform: \"ensemble\" " IO_OK "ensemble_scheduling { step { model_name: \"a\" input_map { key: \"x\" value: \"i\" } output_map { key: \"y\" value: \"t\" } } step { model_name: \"b\" input_map { key: \"x\" value: \"i\" } output_map { key: \"y\" value: \"t\" } } }", 0, "ensemble tensor 't' can appear in an output map only once"},
     {"platform: \"ensemble\" " IO_OK "ensemble_scheduling { step { model_name: \"a\" input_map { key: \"x\" value: \"zz\" } output_map { key: \"y\" value: \"o\" } } }", 0, "ensemble input 'i' for ensemble m' is not used"},
     {"platform: \"ensemble\" " IO_OK "ensemble_scheduling { step { model_name: \"a\" input_map { key: \"x\" value: \"i\" } output_map { key: \"y\" value: \"t\" } } }", 0, "ensemble output 'o' for ensemble m' is not used"},
-    {"platform: \"ensemble\" " IO_OK "ensemble_scheduling { step { model_name: \"a\" input_map [ { key: \"x\" value: \"i\" }, { key: \"x2\" value: \"loose\" } ] output_map { key: \"y\" value: \"o\" } } }", 0, "output 'o' for ensemble 'm' is not written"},
+    {"platform: \"ensemble\" " IO_OK "ensemble_scheduling { step { model_name: \"a\" input_map [ { key: \"x\" value: \"i\" }, { key: \"x2\" value: \"loose\" } ] output_map { key: \"y\" value: \"o\" } } }", 0, "output 'o' for ensemble 'm' is not written: at least one of its depending tensors, 'loose', is not connected (m/config.pbtxt: field 'ensemble_scheduling.step')"},
     {"platform: \"ensemble\" " IO_OK "ensemble_scheduling { step { model_name: \"a\" input_map { key: \"x\" value: \"i\" } output_map [ { key: \"y\" value: \"o\" }, { key: \"z\" value: \"extra\" } ] } }", 0, "ensemble tensor 'extra' is unused in ensemble 'm'"},
 };
 
@@ -507,9 +506,13 @@ Test(model_config, validation_errors) {
     int rc = nrd_model_config_validate(cfg, "m/config.pbtxt", vcases[i].has_gpu, &err);
     cr_expect_eq(rc, -1, "case %zu: expected validation error '%s'", i, vcases[i].substr);
     if (rc == -1) {
-      cr_expect(strncmp(err, "m/config.pbtxt: ", 16) == 0, "case %zu: prefix: %s", i, err);
-      cr_expect(strstr(err, vcases[i].substr) != NULL, "case %zu: want '%s' in '%s'", i,
-                vcases[i].substr, err);
+      /* Triton's sentence whole, then ours in parentheses after it. */
+      const char *ours = strstr(err, " (m/config.pbtxt");
+      const char *triton = strstr(err, vcases[i].substr);
+      cr_expect(ours != NULL, "case %zu: no position appended: %s", i, err);
+      cr_expect(triton != NULL, "case %zu: want '%s' in '%s'", i, vcases[i].substr, err);
+      cr_expect(triton == NULL || ours == NULL || triton < ours, "case %zu: detail inside the sentence: %s", i,
+                err);
       free(err);
     }
     json_decref(cfg);
@@ -557,5 +560,26 @@ Test(model_config, gpu_server_accepts_kind_gpu) {
   json_t *cfg = nrd_model_config_parse(t, strlen(t), "g", &err);
   cr_assert_eq(nrd_model_config_normalize(cfg, "g", 1, &err), 0);
   cr_assert_eq(nrd_model_config_validate(cfg, "g", 1, &err), 0, "%s", err);
+  json_decref(cfg);
+}
+
+/* Triton reports an ensemble without ensemble_scheduling before a
+ * directory that does not match the model's name. */
+Test(model_config, ensemble_without_scheduling_before_directory_name) {
+  const char *text = "name: \"ens\" platform: \"ensemble\"";
+  char *err = NULL;
+  json_t *cfg = nrd_model_config_parse(text, strlen(text), "other/config.pbtxt", &err);
+  cr_assert_not_null(cfg, "%s", err ? err : "");
+  cr_assert_eq(nrd_model_config_normalize(cfg, "other", 0, &err), -1);
+  cr_assert_str_eq(err, "ensemble scheduling must be set for ensemble ens whose platform is ensemble");
+  free(err);
+  json_decref(cfg);
+  /* Without the ensemble, the directory name is what is wrong. */
+  text = "name: \"m\" backend: \"b\"";
+  cfg = nrd_model_config_parse(text, strlen(text), "other/config.pbtxt", &err);
+  cr_assert_not_null(cfg);
+  cr_assert_eq(nrd_model_config_normalize(cfg, "other", 0, &err), -1);
+  cr_assert(strncmp(err, "unexpected directory name 'other' for model 'm'", 47) == 0, "%s", err);
+  free(err);
   json_decref(cfg);
 }
