@@ -894,7 +894,8 @@ static void *seq_client_main(void *arg) {
         err = h_response_error(c, 0);
       }
       if (err) {
-        if (!cl->refused++) snprintf(cl->first_error, sizeof cl->first_error, "sequence %" PRIu64 " request %d: %s", id, k, err);
+        if (!cl->refused++)
+          snprintf(cl->first_error, sizeof cl->first_error, "sequence %" PRIu64 " request %d: %s", id, k, err);
         free(err);
       } else {
         h_output o;
