@@ -477,29 +477,54 @@ Test(dynamic_batching, request_timeout_needs_override) {
 
 /* A full queue refuses at InferAsync with UNAVAILABLE naming the model;
  * the refused request stays the caller's and gets no callback. */
+/* r0 executes (300 ms) while r1 and r2 fill the queue of 2; r3 is
+ * refused at submission. That r0 had left the queue when the others came
+ * is proven afterwards, as in higher_priority_served_first; unproven
+ * rounds run again with a longer head start. */
 Test(dynamic_batching, max_queue_size_rejects_at_submit) {
+  const uint64_t exec_ns = 300u * 1000000u;
   char *repo;
   TRITONSERVER_Server *s = server_with("qfull", 1, 1, 300, "default_queue_policy { max_queue_size: 2 }", &repo);
-  h_call *c[4];
-  TRITONSERVER_InferenceRequest *r[4];
-  r[0] = submit(s, "qfull", 1, 0, 0, &c[0]);
-  usleep(50 * 1000); /* r0 runs; the queue is empty again */
-  r[1] = submit(s, "qfull", 1, 0, 0, &c[1]);
-  r[2] = submit(s, "qfull", 1, 0, 0, &c[2]);
-  r[3] = make_request(s, "qfull", 1, 4, 0, 0, &c[3]);
-  TRITONSERVER_Error *e = TRITONSERVER_ServerInferAsync(s, r[3], NULL);
-  cr_assert_not_null(e, "a third queued request was accepted with max_queue_size 2");
-  cr_assert_eq(TRITONSERVER_ErrorCode(e), TRITONSERVER_ERROR_UNAVAILABLE);
-  cr_assert(strstr(TRITONSERVER_ErrorMessage(e), "qfull"), "message lacks the model: %s",
-            TRITONSERVER_ErrorMessage(e));
-  cr_assert(strstr(TRITONSERVER_ErrorMessage(e), "maximum queue size"), "message: %s",
-            TRITONSERVER_ErrorMessage(e));
-  TRITONSERVER_ErrorDelete(e);
-  for (int i = 0; i < 3; i++) expect_success(c[i], "queued request");
-  usleep(20 * 1000);
-  cr_assert_eq(responses_so_far(c[3]), 0, "the refused request got a callback");
-  cr_assert_eq(c[3]->released, 0, "the refused request was released");
-  for (int i = 0; i < 4; i++) finish(r[i], c[i]);
+  bool proven = false;
+  for (int attempt = 0; attempt < 8 && !proven; attempt++) {
+    atomic_store(&g_norder, 0);
+    h_call *c[4];
+    TRITONSERVER_InferenceRequest *r[4];
+    TRITONSERVER_Error *e[4] = {NULL, NULL, NULL, NULL};
+    r[0] = submit(s, "qfull", 1, 0, 0, &c[0]);
+    usleep((useconds_t)(attempt < 2 ? 50 : 150) * 1000); /* head start for r0 */
+    uint64_t others_sent = now_ns();
+    for (int i = 1; i < 4; i++) {
+      r[i] = make_request(s, "qfull", 1, 4, 0, 0, &c[i]);
+      e[i] = TRITONSERVER_ServerInferAsync(s, r[i], NULL);
+    }
+    expect_success(c[0], "running request");
+    proven = final_ns_of(c[0]) < others_sent + exec_ns;
+    if (proven) {
+      cr_assert_null(e[1], "the first queued request was refused: %s",
+                     e[1] ? TRITONSERVER_ErrorMessage(e[1]) : "");
+      cr_assert_null(e[2], "the second queued request was refused: %s",
+                     e[2] ? TRITONSERVER_ErrorMessage(e[2]) : "");
+      cr_assert_not_null(e[3], "a third queued request was accepted with max_queue_size 2");
+      cr_assert_eq(TRITONSERVER_ErrorCode(e[3]), TRITONSERVER_ERROR_UNAVAILABLE);
+      cr_assert(strstr(TRITONSERVER_ErrorMessage(e[3]), "qfull"), "message lacks the model: %s",
+                TRITONSERVER_ErrorMessage(e[3]));
+      cr_assert(strstr(TRITONSERVER_ErrorMessage(e[3]), "maximum queue size"), "message: %s",
+                TRITONSERVER_ErrorMessage(e[3]));
+    }
+    for (int i = 1; i < 4; i++)
+      if (!e[i]) expect_success(c[i], "queued request");
+    if (proven) {
+      usleep(20 * 1000);
+      cr_assert_eq(responses_so_far(c[3]), 0, "the refused request got a callback");
+      cr_assert_eq(c[3]->released, 0, "the refused request was released");
+    }
+    for (int i = 0; i < 4; i++) {
+      if (e[i]) TRITONSERVER_ErrorDelete(e[i]);
+      finish(r[i], c[i]);
+    }
+  }
+  cr_assert(proven, "in 8 rounds the first request never began executing before the others were sent");
   server_done(s, repo);
 }
 
