@@ -207,8 +207,12 @@ static void seq_free(seq_batcher *b, sb_seq *s) {
   free(s);
 }
 
+/* Whether `s` has been idle for max_sequence_idle_microseconds at `now`.
+ * A last use stamped after `now` (another thread read the clock later) is
+ * no idle time: the unsigned difference must not wrap around. Lock held. */
 static bool idle_expired(const seq_batcher *b, const sb_seq *s, uint64_t now) {
-  return b->idle_ns && s->inst && !s->busy && !s->qhead && !s->ended && now - s->last_ns >= b->idle_ns;
+  return b->idle_ns && s->inst && !s->busy && !s->qhead && !s->ended && now > s->last_ns &&
+         now - s->last_ns >= b->idle_ns;
 }
 
 /* Frees every sequence idle for too long; returns the nearest time another
@@ -262,9 +266,11 @@ static TRITONSERVER_Error *sb_enqueue(nrd_scheduler *sched, sb_req *req) {
   bool start = req->flags & TRITONSERVER_REQUEST_FLAG_SEQUENCE_START;
   bool end = req->flags & TRITONSERVER_REQUEST_FLAG_SEQUENCE_END;
   uint32_t bucket = hash_id(req->corr_id, sid);
-  uint64_t now = nrd_now_ns();
 
   pthread_mutex_lock(&b->mu);
+  /* Read under the lock: an instance thread holding it may have stamped
+   * this sequence's last use after a time read before it. */
+  uint64_t now = nrd_now_ns();
   if (b->stopped) {
     pthread_mutex_unlock(&b->mu);
     return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "model '%s' is unloading and takes no new requests", mname);

@@ -50,7 +50,7 @@ static TRITONSERVER_InferenceRequest *submit(TRITONSERVER_Server *s, const char 
 }
 
 static void expect_success(h_call *c, const char *what) {
-  cr_assert(h_wait(c, 10000), "%s: no answer", what);
+  cr_assert(h_wait(c, 30000), "%s: no answer within 30 s", what);
   char *e = h_response_error(c, 0);
   cr_assert_null(e, "%s failed: %s", what, e ? e : "");
 }
@@ -82,10 +82,16 @@ static void read_batches(TRITONSERVER_Server *s, const char *model, batches *b) 
   free(text);
 }
 
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 /* Polls until `rows` rows were reported (the backend reports a batch after
- * answering it). */
+ * answering it), 30 s at most by the clock. */
 static void wait_batches(TRITONSERVER_Server *s, const char *model, uint64_t rows, batches *b) {
-  for (int i = 0; i < 300; i++) {
+  for (uint64_t until = now_ms() + 30000; now_ms() < until;) {
     read_batches(s, model, b);
     if (b->rows >= rows) return;
     usleep(10 * 1000);
@@ -106,24 +112,49 @@ static uint64_t largest(const batches *b) {
   return m;
 }
 
+/* `b` less what `base` had already counted, size by size. */
+static void batches_minus(batches *b, const batches *base) {
+  for (int i = 0; i < b->n; i++)
+    for (int k = 0; k < base->n; k++)
+      if (base->size[k] == b->size[i]) {
+        b->count[i] -= base->count[k];
+        b->rows -= base->size[k] * base->count[k];
+      }
+}
+
 /* One blocker, then `n` one-row requests queued behind it; waits for every
- * answer and the statistics of 1 + n rows. */
+ * answer and the statistics of 1 + n rows; `b` holds this round's batches.
+ * That the blocker was executing (not queued with the others) when they
+ * were sent is proven, not assumed after a sleep: Execute sleeps 300 ms,
+ * so an answer in hand less than 300 ms after they were sent means it
+ * began before. Unproven (a loaded machine ran the instance late), the
+ * round runs again with a longer head start, up to 8 times. */
 static void run_queue(TRITONSERVER_Server *s, const char *model, int n, batches *b) {
   TRITONSERVER_InferenceRequest *r[16];
   h_call *c[16];
-  r[0] = submit(s, model, 1, "blocker", &c[0]);
-  usleep(100 * 1000); /* the blocker is executing: the others queue */
-  for (int i = 1; i <= n; i++) {
-    char id[16];
-    snprintf(id, sizeof id, "r%d", i);
-    r[i] = submit(s, model, 1, id, &c[i]);
+  bool proven = false;
+  for (int attempt = 0; attempt < 8 && !proven; attempt++) {
+    batches base;
+    read_batches(s, model, &base);
+    r[0] = submit(s, model, 1, "blocker", &c[0]);
+    usleep((useconds_t)(attempt < 2 ? 100 : 200) * 1000); /* head start for the blocker */
+    uint64_t others_sent = now_ms();
+    for (int i = 1; i <= n; i++) {
+      char id[16];
+      snprintf(id, sizeof id, "r%d", i);
+      r[i] = submit(s, model, 1, id, &c[i]);
+    }
+    expect_success(c[0], "blocker");
+    proven = now_ms() < others_sent + 300;
+    for (int i = 1; i <= n; i++) expect_success(c[i], "request");
+    wait_batches(s, model, base.rows + (uint64_t)n + 1, b);
+    batches_minus(b, &base);
+    for (int i = 0; i <= n; i++) {
+      h_call_free(c[i]);
+      H_OK(TRITONSERVER_InferenceRequestDelete(r[i]));
+    }
   }
-  for (int i = 0; i <= n; i++) expect_success(c[i], "request");
-  wait_batches(s, model, (uint64_t)n + 1, b);
-  for (int i = 0; i <= n; i++) {
-    h_call_free(c[i]);
-    H_OK(TRITONSERVER_InferenceRequestDelete(r[i]));
-  }
+  cr_assert(proven, "in 8 rounds the blocker never began executing before the others were sent");
 }
 
 static int count_lines(const char *text, const char *line) {

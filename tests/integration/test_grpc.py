@@ -1322,9 +1322,13 @@ def test_stream_repeat_responses_in_order(stub):
     assert [output_array(r, "OUT", np.int32).tolist() for r in data] == [[10], [-20], [30]]
     assert [output_array(r, "IDX", np.uint32).tolist() for r in data] == [[0], [1], [2]]
     assert len(got[3][1].infer_response.outputs) == 0
-    # Streamed: the first response long before the last delay elapsed.
+    # Streamed: the first response long before the last delay elapsed. No
+    # bound on when the first came: counted from before the call was made,
+    # it is only latency, which a loaded machine (ctest -j2 beside a build)
+    # stretches without limit; the gap between the answers is what shows
+    # they were not held back to the end.
     first, last = got[0][0], got[2][0]
-    assert first < 0.2 and last >= 0.29 and last - first >= 0.25, (first, last)
+    assert last >= 0.29 and last - first >= 0.25, (first, last)
 
 
 def test_stream_repeat_zero_and_no_empty_final(stub):

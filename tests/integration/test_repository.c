@@ -312,14 +312,49 @@ Test(repo, poll_mode_adds_changes_and_removes) {
 }
 
 /* A client keeps sending while the model is reloaded: nothing is dropped. */
+
+/* Shared by the senders of a test and its main thread: `epoch` moves
+ * every time the main thread has loaded the models again, and a refused
+ * sender waits for it to move instead of spinning on refusals (four
+ * spinning senders took most of two loaded cores from the loads they
+ * were waiting for). */
+typedef struct send_gate {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  unsigned epoch;
+  bool stop;
+} send_gate;
+
 typedef struct load_loop {
   TRITONSERVER_Server *s;
   const char *model; /* "m" when NULL */
   bool batched;      /* the model batches: the input gets a batch dimension of 1 */
   bool refusals_ok;  /* the model may be unloaded: a refused request is no failure */
+  send_gate *gate;   /* NULL: retry a refused request at once */
   atomic_bool stop;
-  int ok, failed, refused;
+  atomic_int ok, failed, refused;
 } load_loop;
+
+/* Waits, refused, until the models are loaded again or the test stops. */
+static void gate_wait(send_gate *g, unsigned seen) {
+  pthread_mutex_lock(&g->mu);
+  while (g->epoch == seen && !g->stop) pthread_cond_wait(&g->cv, &g->mu);
+  pthread_mutex_unlock(&g->mu);
+}
+
+static void gate_move(send_gate *g, bool stop) {
+  pthread_mutex_lock(&g->mu);
+  g->epoch++;
+  g->stop = g->stop || stop;
+  pthread_cond_broadcast(&g->cv);
+  pthread_mutex_unlock(&g->mu);
+}
+
+static void refused_once(load_loop *l, unsigned epoch) {
+  if (l->refusals_ok) atomic_fetch_add(&l->refused, 1);
+  else atomic_fetch_add(&l->failed, 1);
+  if (l->gate) gate_wait(l->gate, epoch);
+}
 
 static void *sender(void *arg) {
   load_loop *l = arg;
@@ -327,12 +362,17 @@ static void *sender(void *arg) {
   int64_t shape[2] = {1, 4};
   const char *model = l->model ? l->model : "m";
   while (!atomic_load(&l->stop)) {
+    unsigned epoch = 0;
+    if (l->gate) {
+      pthread_mutex_lock(&l->gate->mu);
+      epoch = l->gate->epoch;
+      pthread_mutex_unlock(&l->gate->mu);
+    }
     TRITONSERVER_InferenceRequest *r = NULL;
     TRITONSERVER_Error *e = TRITONSERVER_InferenceRequestNew(&r, l->s, model, -1);
     if (e) {
       TRITONSERVER_ErrorDelete(e);
-      if (l->refusals_ok) l->refused++;
-      else l->failed++;
+      refused_once(l, epoch);
       continue;
     }
     if (l->batched) h_add_input(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 2, in, sizeof in);
@@ -343,18 +383,41 @@ static void *sender(void *arg) {
     if (e) {
       /* Raced with the swap or the unload: refused before entering. */
       TRITONSERVER_ErrorDelete(e);
-      if (l->refusals_ok) l->refused++;
-      else l->failed++;
-    } else {
-      cr_assert(h_wait(c, 10000));
-      char *err = h_response_error(c, 0);
-      if (err) l->failed++, free(err);
-      else l->ok++;
+      h_call_free(c);
+      TRITONSERVER_InferenceRequestDelete(r);
+      refused_once(l, epoch);
+      continue;
     }
+    cr_assert(h_wait(c, 60000), "an accepted request had no final response within 60 s");
+    char *err = h_response_error(c, 0);
+    if (err) atomic_fetch_add(&l->failed, 1), free(err);
+    else atomic_fetch_add(&l->ok, 1);
     h_call_free(c);
     TRITONSERVER_InferenceRequestDelete(r);
   }
   return NULL;
+}
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Polls until every one of the `n` senders' counter (`ok` or `refused`)
+ * is at least `at_least[i]`, for up to 60 s; false on the deadline. The
+ * deadline is generous: on two cores shared with a soak, one request
+ * round trip of this ASan build took over a second. */
+static bool senders_reach(load_loop *l, int n, bool refusals, const int *at_least) {
+  uint64_t until = now_ms() + 60000;
+  for (;;) {
+    int behind = 0;
+    for (int i = 0; i < n; i++)
+      if (atomic_load(refusals ? &l[i].refused : &l[i].ok) < at_least[i]) behind++;
+    if (!behind) return true;
+    if (now_ms() > until) return false;
+    usleep(500);
+  }
 }
 
 Test(repo, reload_keeps_serving) {
@@ -364,15 +427,18 @@ Test(repo, reload_keeps_serving) {
   load_loop l = {.s = s};
   pthread_t t;
   pthread_create(&t, NULL, sender, &l);
+  /* Each reload happens with requests going: a few answered before it. */
   for (int i = 0; i < 5; i++) {
-    usleep(20000);
+    int want = atomic_load(&l.ok) + 3;
+    cr_assert(senders_reach(&l, 1, false, &want), "no request answered within 60 s");
     H_OK(TRITONSERVER_ServerLoadModel(s, "m"));
   }
-  usleep(20000);
+  int want = atomic_load(&l.ok) + 3;
+  cr_assert(senders_reach(&l, 1, false, &want), "no request answered within 60 s after the last reload");
   atomic_store(&l.stop, true);
   pthread_join(t, NULL);
-  cr_assert_gt(l.ok, 10);
-  cr_assert_eq(l.failed, 0, "%d requests failed during reloads", l.failed);
+  cr_assert_gt(atomic_load(&l.ok), 10);
+  cr_assert_eq(atomic_load(&l.failed), 0, "%d requests failed during reloads", atomic_load(&l.failed));
   H_OK(TRITONSERVER_ServerDelete(s));
 }
 
@@ -384,7 +450,13 @@ Test(repo, reload_keeps_serving) {
  * dynamic batcher and the default scheduler while both models are unloaded
  * and loaded again. The TSan build reported the dynamic batcher's wake-up
  * racing with its destruction here before the fix; every accepted request
- * must succeed. */
+ * must succeed.
+ *
+ * Each round waits for events, not for time: every sender has been
+ * refused by the unloaded models (so each was sending across the unload),
+ * and every sender has had two requests answered by the models loaded
+ * again (so the next unload meets senders in full flow). A refused sender
+ * waits for the next load rather than spinning. */
 Test(repo, unload_waits_for_senders_inside_enqueue) {
   model("dyn", "identity",
         "max_batch_size: 8\ninstance_group [ { kind: KIND_CPU count: 2 } ]\n"
@@ -392,29 +464,37 @@ Test(repo, unload_waits_for_senders_inside_enqueue) {
   model("plain", "identity", "instance_group [ { kind: KIND_CPU count: 2 } ]\n", "1");
   TRITONSERVER_Server *s = h_server_new(h_options(g_repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
   const char *names[2] = {"dyn", "plain"};
+  send_gate gate = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
   load_loop l[4];
   pthread_t t[4];
   for (int i = 0; i < 4; i++) {
-    l[i] = (load_loop){.s = s, .model = names[i % 2], .batched = i % 2 == 0, .refusals_ok = true};
+    l[i] = (load_loop){.s = s, .model = names[i % 2], .batched = i % 2 == 0, .refusals_ok = true, .gate = &gate};
     H_OK(TRITONSERVER_ServerLoadModel(s, names[i % 2]));
   }
   for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, sender, &l[i]);
+  int want[4];
+  for (int i = 0; i < 4; i++) want[i] = 2;
+  cr_assert(senders_reach(l, 4, false, want), "the senders had no answers within 60 s");
   for (int round = 0; round < 40; round++) {
+    for (int i = 0; i < 4; i++) want[i] = atomic_load(&l[i].refused) + 1;
     for (int k = 0; k < 2; k++) H_OK(TRITONSERVER_ServerUnloadModel(s, names[k]));
-    for (int k = 0; k < 2; k++)
-      for (int w = 0; w < 2000 && ready(s, names[k], 1); w++) usleep(1000);
-    usleep(2000);
+    cr_assert(senders_reach(l, 4, true, want), "round %d: a sender was not refused within 60 s of the unload", round);
+    for (int i = 0; i < 4; i++) want[i] = atomic_load(&l[i].ok) + 2;
     for (int k = 0; k < 2; k++) H_OK(TRITONSERVER_ServerLoadModel(s, names[k]));
-    usleep(5000);
+    gate_move(&gate, false);
+    cr_assert(senders_reach(l, 4, false, want), "round %d: a sender had no answers within 60 s of the load", round);
   }
   for (int i = 0; i < 4; i++) atomic_store(&l[i].stop, true);
+  gate_move(&gate, true);
   int ok = 0, refused = 0;
   for (int i = 0; i < 4; i++) {
     pthread_join(t[i], NULL);
-    cr_expect_eq(l[i].failed, 0, "sender %d (%s): %d accepted requests failed", i, names[i % 2], l[i].failed);
-    ok += l[i].ok;
-    refused += l[i].refused;
+    int failed = atomic_load(&l[i].failed);
+    cr_expect_eq(failed, 0, "sender %d (%s): %d accepted requests failed", i, names[i % 2], failed);
+    ok += atomic_load(&l[i].ok);
+    refused += atomic_load(&l[i].refused);
   }
+  cr_expect_geq(refused, 4 * 40, "only %d refusals in 40 unloads of 4 senders", refused);
   cr_expect_gt(ok, 100, "only %d requests succeeded (%d refused)", ok, refused);
   H_OK(TRITONSERVER_ServerDelete(s));
 }
