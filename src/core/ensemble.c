@@ -853,6 +853,9 @@ static TRITONSERVER_Error *ens_enqueue(nrd_scheduler *sched, TRITONSERVER_Infere
   if (atomic_load(&es->stopped))
     return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "model '%s' is unloading and takes no new requests",
                          es->model->name);
+  /* The ensemble itself never waits in a queue: Triton's gauge shows 0
+   * for it (its composing models count their own requests). */
+  nrd_request_pending_done(req);
   ens_ctx *c = calloc(1, sizeof(*c));
   uint32_t ns = es->n_steps ? es->n_steps : 1;
   if (c) {

@@ -312,7 +312,7 @@ const char *const nrd_stats_families[][3] = {
     {"nv_inference_compute_input_duration_us", "Total time spent preparing inputs, microseconds", "counter"},
     {"nv_inference_compute_infer_duration_us", "Total time spent computing, microseconds", "counter"},
     {"nv_inference_compute_output_duration_us", "Total time spent producing outputs, microseconds", "counter"},
-    {"nv_inference_pending_request_count", "Requests queued or executing right now", "gauge"},
+    {"nv_inference_pending_request_count", "Instantaneous number of pending requests awaiting execution per-model.", "gauge"},
     {"nv_model_load_duration_secs", "How long the model took to load, seconds", "gauge"},
     /* Only for models whose config enables the response cache. */
     {"nv_cache_num_hits_per_model", "Requests answered from the response cache", "counter"},

@@ -723,7 +723,7 @@ static void backpressure_models(const char *repo) {
   h_model(repo, "sq_slow_open", cfg, "1");
 }
 
-/* Samples id_slow's pending-request gauge (queued or executing) until
+/* Samples id_slow's pending-request gauge (queued, not executing) until
  * told to stop, keeping the largest value seen. */
 typedef struct gauge_watch {
   TRITONSERVER_Server *s;

@@ -300,3 +300,68 @@ Test(metrics_families, cpu_gauges) {
   h_rmtree(repo);
   free(repo);
 }
+
+/* The pending-request gauge of `model` (-1 when absent). */
+static long pending_of(TRITONSERVER_Server *s, const char *model) {
+  char *text = h_metrics_text(s);
+  char key[256];
+  snprintf(key, sizeof key, "nv_inference_pending_request_count{model=\"%s\",version=\"1\"} ", model);
+  const char *at = strstr(text, key);
+  long v = at ? strtol(at + strlen(key), NULL, 10) : -1;
+  free(text);
+  return v;
+}
+
+/* Polls until the gauge of `model` reads `want`; false after 5 s. */
+static bool pending_reaches(TRITONSERVER_Server *s, const char *model, long want) {
+  for (int i = 0; i < 500; i++) {
+    if (pending_of(s, model) == want) return true;
+    usleep(10 * 1000);
+  }
+  return false;
+}
+
+/* nv_inference_pending_request_count counts requests queued and not yet
+ * executing, as Triton does, and is 0 for an ensemble itself. cw holds
+ * its one instance until cancelled, so the states are stable. */
+Test(metrics_families, pending_counts_queued_requests_only, .timeout = 60) {
+  char *repo = h_tmpdir();
+  h_model(repo, "cw", kCancelWait, "1");
+  h_model(repo, "ens_cw",
+          "name: \"ens_cw\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
+          "input [ { name: \"IN\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+          "output [ { name: \"OUT\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+          "ensemble_scheduling { step [ { model_name: \"cw\" model_version: -1\n"
+          "  input_map { key: \"INPUT0\" value: \"IN\" } output_map { key: \"OUTPUT0\" value: \"OUT\" } } ] }\n",
+          "1");
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  h_call *c1, *c2;
+  TRITONSERVER_InferenceRequest *r1 = cw_request(s, &c1), *r2 = cw_request(s, &c2);
+  H_OK(TRITONSERVER_ServerInferAsync(s, r1, NULL));
+  H_OK(TRITONSERVER_ServerInferAsync(s, r2, NULL));
+  /* r1 executes (held), r2 waits: one pending, never both. */
+  cr_assert(pending_reaches(s, "cw", 1), "cw shows %ld pending with one executing and one queued",
+            pending_of(s, "cw"));
+  /* An ensemble request that waits for cw: cw counts it, the ensemble 0. */
+  int64_t shape[1] = {4};
+  TRITONSERVER_InferenceRequest *re = h_request(s, "ens_cw");
+  h_add_input(re, "IN", TRITONSERVER_TYPE_FP32, shape, 1, g_in4, sizeof g_in4);
+  h_call *ce = h_submit(s, re);
+  cr_assert(pending_reaches(s, "cw", 2), "cw shows %ld pending", pending_of(s, "cw"));
+  cr_expect_eq(pending_of(s, "ens_cw"), 0, "an ensemble itself never has pending requests");
+  H_OK(TRITONSERVER_InferenceRequestCancel(r1));
+  H_OK(TRITONSERVER_InferenceRequestCancel(r2));
+  H_OK(TRITONSERVER_InferenceRequestCancel(re));
+  cr_assert(h_wait(c1, 10000) && h_wait(c2, 10000) && h_wait(ce, 10000), "a request was never answered");
+  cr_expect(pending_reaches(s, "cw", 0));
+  cr_expect_eq(pending_of(s, "ens_cw"), 0);
+  h_call_free(c1);
+  h_call_free(c2);
+  h_call_free(ce);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r1));
+  H_OK(TRITONSERVER_InferenceRequestDelete(r2));
+  H_OK(TRITONSERVER_InferenceRequestDelete(re));
+  H_OK(TRITONSERVER_ServerDelete(s));
+  h_rmtree(repo);
+  free(repo);
+}
