@@ -468,10 +468,12 @@ def test_counter_latencies_false_leaves_out_durations(server_factory):
 def test_cpu_metrics_and_histograms_follow_the_flags(server_factory):
     """The nv_cpu_* gauges are on by default and go with
     --allow-cpu-metrics=false; histogram_latencies=true adds the
-    first-response histogram; every model shows its load time."""
+    first-response histogram to decoupled models (only, as in Triton);
+    every model shows its load time."""
     def scrape(*flags):
         s = server_factory(f"--model-repository={EXAMPLES}", f"--backend-directory={BACKENDS}",
-                           "--model-control-mode=explicit", "--load-model=identity_fp32", "--allow-grpc=false",
+                           "--model-control-mode=explicit", "--load-model=identity_fp32",
+                           "--load-model=square_int32", "--allow-grpc=false",
                            "--allow-http=false", "--metrics-port=0", "--metrics-address=127.0.0.1", *flags)
         lines = s.wait_ready()
         port = listening_ports(lines)["metrics"]
@@ -492,7 +494,8 @@ def test_cpu_metrics_and_histograms_follow_the_flags(server_factory):
 
     text = scrape("--allow-cpu-metrics=false", "--metrics-config=histogram_latencies=true")
     assert "nv_cpu_" not in text, text
-    assert 'nv_inference_first_response_histogram_ms_bucket{model="identity_fp32",version="1",le="5000"} 0' in text
+    assert 'nv_inference_first_response_histogram_ms_bucket{model="square_int32",version="1",le="5000"} 0' in text
+    assert 'nv_inference_first_response_histogram_ms_bucket{model="identity_fp32"' not in text, text
 
 
 def test_summary_latencies_add_summaries(server_factory):
