@@ -530,8 +530,10 @@ static void finish(ens_ctx *c) {
   if (c->err) {
     TRITONSERVER_Error *e = nrd_error_new(TRITONSERVER_ErrorCode(c->err), "in ensemble '%s', %s", m->name,
                                           TRITONSERVER_ErrorMessage(c->err));
-    nrd_fail_reason why =
-        TRITONSERVER_ErrorCode(c->err) == TRITONSERVER_ERROR_CANCELLED ? NRD_FAIL_CANCELED : NRD_FAIL_OTHER;
+    /* Triton counts a failed ensemble request twice, both OTHER: once as
+     * it answers the error, once as its request tracker ends. */
+    nrd_fail_reason why = NRD_FAIL_OTHER;
+    nrd_stats_request_fail(&m->stats, req->queue_start_ns, req->queue_start_ns, c->start_ns, end, why);
     free(vals);
     if (c->factory) {
       /* A decoupled request may have had answers already: the error ends it. */
@@ -870,7 +872,10 @@ static TRITONSERVER_Error *ens_enqueue(nrd_scheduler *sched, TRITONSERVER_Infere
     err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory starting ensemble '%s'", es->model->name);
   else if (es->decoupled)
     err = TRITONBACKEND_ResponseFactoryNew(&c->factory, (TRITONBACKEND_Request *)req);
-  if (c) c->req = req;
+  if (c) {
+    c->req = req;
+    c->start_ns = nrd_now_ns(); /* its execution starts now (0 made the durations the machine's uptime) */
+  }
   if (!err && es->decoupled) {
     /* Each answer of an iteration is one use of its values. */
     if (!(c->answer_uses = calloc(es->n_tensors ? es->n_tensors : 1, sizeof(*c->answer_uses))))

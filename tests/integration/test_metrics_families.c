@@ -115,7 +115,8 @@ Test(metrics_families, failures_are_counted_by_reason) {
   H_OK(TRITONSERVER_InferenceRequestDelete(r2));
   H_OK(TRITONSERVER_InferenceRequestDelete(r3));
 
-  /* The step fails in its backend; the ensemble counts it as OTHER. */
+  /* The step fails in its backend; the ensemble counts it as OTHER, twice
+   * as Triton does (once answering, once as its request tracker ends). */
   infer_fp32x2(s, "ens", "IN");
 
   t = h_metrics_text(s);
@@ -124,7 +125,7 @@ Test(metrics_families, failures_are_counted_by_reason) {
   assert_has(t, "nv_inference_request_failure{model=\"cw\",reason=\"BACKEND\",version=\"1\"} 1\n");
   assert_has(t, "nv_inference_request_failure{model=\"cw\",reason=\"OTHER\",version=\"1\"} 0\n");
   assert_has(t, "nv_inference_request_failure{model=\"opt\",reason=\"BACKEND\",version=\"1\"} 1\n");
-  assert_has(t, "nv_inference_request_failure{model=\"ens\",reason=\"OTHER\",version=\"1\"} 1\n");
+  assert_has(t, "nv_inference_request_failure{model=\"ens\",reason=\"OTHER\",version=\"1\"} 2\n");
   assert_has(t, "nv_inference_request_failure{model=\"ens\",reason=\"BACKEND\",version=\"1\"} 0\n");
   free(t);
   /* The statistics API still gives the total. */
@@ -364,6 +365,40 @@ Test(metrics_families, pending_counts_queued_requests_only, .timeout = 60) {
   H_OK(TRITONSERVER_InferenceRequestDelete(r1));
   H_OK(TRITONSERVER_InferenceRequestDelete(r2));
   H_OK(TRITONSERVER_InferenceRequestDelete(re));
+  H_OK(TRITONSERVER_ServerDelete(s));
+  h_rmtree(repo);
+  free(repo);
+}
+
+/* An ensemble's durations are spans of its own execution: never more
+ * than the time the test ran (they were the machine's uptime). */
+Test(metrics_families, ensemble_durations_are_spans_of_its_execution, .timeout = 60) {
+  char *repo = h_tmpdir();
+  h_model(repo, "ident", kIdent, "1");
+  h_model(repo, "ens_ok",
+          "name: \"ens_ok\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
+          "input [ { name: \"IN\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n"
+          "output [ { name: \"OUT\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n"
+          "ensemble_scheduling { step [ { model_name: \"ident\" model_version: -1\n"
+          "  input_map { key: \"INPUT0\" value: \"IN\" } output_map { key: \"OUTPUT0\" value: \"OUT\" } } ] }\n",
+          "1");
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int i = 0; i < 3; i++) infer_fp32x2(s, "ens_ok", "IN");
+  double elapsed_us = h_seconds_since(&t0) * 1e6;
+  char *t = h_metrics_text(s);
+  static const char *const fams[] = {"nv_inference_request_duration_us", "nv_inference_queue_duration_us",
+                                     "nv_inference_compute_input_duration_us",
+                                     "nv_inference_compute_infer_duration_us",
+                                     "nv_inference_compute_output_duration_us"};
+  for (size_t i = 0; i < sizeof fams / sizeof fams[0]; i++) {
+    char key[256];
+    snprintf(key, sizeof key, "%s{model=\"ens_ok\",version=\"1\"}", fams[i]);
+    double v = sample_value(t, key);
+    cr_expect(v >= 0 && v <= elapsed_us, "%s is %g us after %g us of requests", fams[i], v, elapsed_us);
+  }
+  free(t);
   H_OK(TRITONSERVER_ServerDelete(s));
   h_rmtree(repo);
   free(repo);
