@@ -403,3 +403,69 @@ Test(metrics_families, ensemble_durations_are_spans_of_its_execution, .timeout =
   h_rmtree(repo);
   free(repo);
 }
+
+/* The count of `what` ("compute_infer", "fail", ...) in response index
+ * `idx` of `model`'s response_stats. */
+static json_int_t response_stat(TRITONSERVER_Server *s, const char *model, const char *idx, const char *what) {
+  TRITONSERVER_Message *msg = NULL;
+  H_OK(TRITONSERVER_ServerModelStatistics(s, model, -1, &msg));
+  char *text = h_msg_text(msg);
+  json_t *j = json_loads(text, 0, NULL);
+  cr_assert_not_null(j, "%s", text);
+  json_t *ms = json_array_get(json_object_get(j, "model_stats"), 0);
+  json_t *r = json_object_get(json_object_get(ms, "response_stats"), idx);
+  json_int_t v = json_integer_value(json_object_get(json_object_get(r, what), "count"));
+  json_decref(j);
+  free(text);
+  return v;
+}
+
+static TRITONSERVER_Error *refuse_alloc(TRITONSERVER_ResponseAllocator *a, const char *name, size_t size,
+                                        TRITONSERVER_MemoryType mt, int64_t mid, void *userp, void **buf,
+                                        void **buf_userp, TRITONSERVER_MemoryType *amt, int64_t *amid) {
+  (void)a, (void)name, (void)size, (void)mt, (void)mid, (void)userp, (void)buf, (void)buf_userp, (void)amt,
+      (void)amid;
+  return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, "test: no memory for outputs");
+}
+
+static TRITONSERVER_Error *refuse_release(TRITONSERVER_ResponseAllocator *a, void *buf, void *buf_userp, size_t size,
+                                          TRITONSERVER_MemoryType mt, int64_t mid) {
+  (void)a, (void)buf, (void)buf_userp, (void)size, (void)mt, (void)mid;
+  return NULL;
+}
+
+/* response_stats count empty and failed responses with their compute
+ * infer (and compute output when outputs were being made), as Triton's
+ * statistics do. square sends n responses then an empty final one; with
+ * an allocator that refuses memory its first response fails. */
+Test(metrics_families, response_stats_count_empty_and_failed_responses, .timeout = 60) {
+  char *repo = h_tmpdir();
+  h_model(repo, "sq", kSquare, "1");
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  infer_square(s, 2); /* indexes 0, 1 succeed; 2 is the empty final */
+  cr_expect_eq(response_stat(s, "sq", "0", "success"), 1);
+  cr_expect_eq(response_stat(s, "sq", "0", "compute_infer"), 1);
+  cr_expect_eq(response_stat(s, "sq", "2", "empty_response"), 1);
+  cr_expect_eq(response_stat(s, "sq", "2", "compute_infer"), 1, "an empty response counts its compute infer");
+  cr_expect_eq(response_stat(s, "sq", "2", "compute_output"), 0);
+
+  TRITONSERVER_ResponseAllocator *refuse = NULL;
+  H_OK(TRITONSERVER_ResponseAllocatorNew(&refuse, refuse_alloc, refuse_release, NULL));
+  int32_t n = 1;
+  int64_t shape[1] = {1};
+  TRITONSERVER_InferenceRequest *r = h_request(s, "sq");
+  h_add_input(r, "IN", TRITONSERVER_TYPE_INT32, shape, 1, &n, sizeof n);
+  h_call *c = h_call_new();
+  H_OK(TRITONSERVER_InferenceRequestSetReleaseCallback(r, h_on_release, c));
+  H_OK(TRITONSERVER_InferenceRequestSetResponseCallback(r, refuse, c, h_on_response, c));
+  H_OK(TRITONSERVER_ServerInferAsync(s, r, NULL));
+  cr_assert(h_wait(c, 10000), "no answer");
+  cr_expect_eq(response_stat(s, "sq", "0", "fail"), 1);
+  cr_expect_eq(response_stat(s, "sq", "0", "compute_infer"), 2, "a failed response counts its compute infer");
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  H_OK(TRITONSERVER_ResponseAllocatorDelete(refuse));
+  H_OK(TRITONSERVER_ServerDelete(s));
+  h_rmtree(repo);
+  free(repo);
+}
