@@ -246,6 +246,22 @@ def test_broken_config_exits_1_naming_file_and_line(broken_repo):
     assert table_status(out.splitlines()).get("broken", "").startswith("UNAVAILABLE"), out
 
 
+def test_log_messages_are_json_strings_unless_turned_off(broken_repo):
+    """As Triton writes them: each log message is a JSON-quoted string;
+    TRITON_SERVER_ESCAPE_LOG_MESSAGES=0 writes it as it is."""
+    code, out, err = run(common(broken_repo))
+    assert code == 1, out + err
+    lines = [l for l in err.splitlines() if re.match(r"^E\d{4} ", l) and "failed to load 'broken'" in l]
+    assert lines, err
+    assert re.search(r"\] \"failed to load 'broken'.*\"$", lines[0]), lines[0]
+    env = dict(os.environ, TRITON_SERVER_ESCAPE_LOG_MESSAGES="0")
+    p = subprocess.run([NEREID, *common(broken_repo)], capture_output=True, text=True, timeout=START_TIMEOUT,
+                       env=env)
+    lines = [l for l in p.stderr.splitlines() if re.match(r"^E\d{4} ", l) and "failed to load 'broken'" in l]
+    assert lines, p.stderr
+    assert "] failed to load 'broken'" in lines[0], lines[0]
+
+
 def test_broken_config_keeps_serving_without_exit_on_error(server_factory, broken_repo):
     s = server_factory(*common(broken_repo), "--exit-on-error=false")
     lines = s.wait_ready()
