@@ -118,6 +118,7 @@ typedef struct dyn_batcher {
                              so a spinning instance can notice them (read
                              without mu) */
   bool stopped;
+  uint32_t delay_cnt;     /* TRITONSERVER_DELAY_SCHEDULER: hold requests until this many queue; 0: off */
   nrd_response_order *order; /* NULL unless preserve_ordering */
   db_hooks hooks;
 } dyn_batcher;
@@ -448,6 +449,15 @@ static uint32_t db_next_batch(nrd_scheduler *s, TRITONBACKEND_ModelInstance *ins
   if (!max) return 0;
   pthread_mutex_lock(&b->mu);
   for (;;) {
+    if (b->delay_cnt) {
+      /* The test hook: no batch until delay_cnt requests are queued. */
+      if (b->queued < b->delay_cnt && !b->stopped) {
+        wait_until(b, 0);
+        continue;
+      }
+      b->delay_cnt = 0;
+      pthread_cond_broadcast(&b->cv);
+    }
     uint64_t now = nrd_now_ns();
     db_scan sc;
     db_dead dead = {{NULL, NULL}, {NULL, NULL}};
@@ -692,6 +702,7 @@ TRITONSERVER_Error *nrd_dynamic_batcher_new(TRITONBACKEND_Model *model, nrd_sche
   b->default_prio = (b->by_priority && def_level >= 1 && def_level <= levels) ? def_level : (b->by_priority ? 1 : 0);
 
   atomic_init(&b->changes, 0u);
+  b->delay_cnt = nrd_scheduler_delay_count(model->name);
   b->max_rows = model->max_batch_size > 0 ? (uint64_t)model->max_batch_size : 1;
   for (size_t i = 0; i < b->n_preferred; i++) {
     b->preferred[i] = json_integer_value(json_array_get(pref, i));

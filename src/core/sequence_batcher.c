@@ -105,6 +105,7 @@ typedef struct seq_batcher {
   nrd_state_config *states;    /* counted; NULL without implicit state */
   bool batched;                /* max_batch_size > 0 */
   bool stopped;
+  uint32_t delay_cnt;          /* TRITONSERVER_DELAY_SCHEDULER: hold requests until this many queue; 0: off */
   /* iterative_sequence: a request the backend releases with RESCHEDULE
    * runs again in its sequence (without START); released for good, it
    * ends the sequence. A request without a correlation ID gets the next
@@ -575,6 +576,20 @@ static uint32_t sb_next_batch(nrd_scheduler *sched, TRITONBACKEND_ModelInstance 
   for (;;) {
     uint64_t now = nrd_now_ns();
     retire_last(b, in, now);
+    if (b->delay_cnt && !b->stopped) {
+      /* The test hook: nothing runs until delay_cnt requests are queued
+       * in the slots of all instances together (as Triton counts). */
+      uint32_t queued = 0;
+      for (uint32_t i = 0; i < b->n_insts; i++)
+        for (uint32_t j = 0; j < b->n_slots; j++)
+          for (sb_req *r = b->insts[i].slots[j] ? b->insts[i].slots[j]->qhead : NULL; r; r = r->next) queued++;
+      if (queued < b->delay_cnt) {
+        wait_until(in, &b->mu, 0);
+        continue;
+      }
+      b->delay_cnt = 0;
+      for (uint32_t i = 0; i < b->n_insts; i++) pthread_cond_broadcast(&b->insts[i].cv);
+    }
     uint64_t wake_ns = reap_idle(b, now);
     /* Requests cancelled or timed out at the head of a slot's queue are
      * answered instead of run. */
@@ -812,6 +827,7 @@ TRITONSERVER_Error *nrd_sequence_batcher_new(TRITONBACKEND_Model *model, const n
   if (!b) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating the sequence batcher");
   b->base.ops = &seq_ops;
   b->model = model;
+  b->delay_cnt = nrd_scheduler_delay_count(model->name);
   b->batched = model->max_batch_size > 0;
   b->max_batch = b->batched ? (uint32_t)model->max_batch_size : 1;
   b->n_slots = b->max_batch;

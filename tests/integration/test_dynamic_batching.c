@@ -672,3 +672,41 @@ Test(dynamic_batching, unload_drains_queue) {
   finish(late, late_call);
   server_done(s, repo);
 }
+
+/* Triton's test hook TRITONSERVER_DELAY_SCHEDULER=N: the scheduler holds
+ * requests until N are queued, then runs them (here the dynamic batcher
+ * sends the three in one execution, the default scheduler one by one). */
+static void delay_scheduler_holds_until(const char *dynamic, uint32_t want_executions) {
+  setenv("TRITONSERVER_DELAY_SCHEDULER", "3", 1);
+  char *repo = h_tmpdir();
+  char cfg[1024];
+  snprintf(cfg, sizeof cfg,
+           "name: \"m\"\nbackend: \"identity\"\nmax_batch_size: 4\n"
+           "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+           "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n%s",
+           dynamic);
+  h_model(repo, "m", cfg, "1");
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  unsetenv("TRITONSERVER_DELAY_SCHEDULER");
+  h_call *c[3];
+  TRITONSERVER_InferenceRequest *r[3];
+  for (int i = 0; i < 2; i++) r[i] = submit(s, "m", 1, 0, 0, &c[i]);
+  usleep(100 * 1000);
+  cr_expect_eq(responses_so_far(c[0]) + responses_so_far(c[1]), 0, "answered before 3 requests were queued");
+  r[2] = submit(s, "m", 1, 0, 0, &c[2]);
+  for (int i = 0; i < 3; i++) expect_success(c[i], "held request");
+  cr_expect_eq(h_stat_count(s, "m", "execution_count"), (json_int_t)want_executions);
+  /* The hook is over: a lone request runs at once. */
+  h_call *c4;
+  TRITONSERVER_InferenceRequest *r4 = submit(s, "m", 1, 0, 0, &c4);
+  expect_success(c4, "later request");
+  finish(r4, c4);
+  for (int i = 0; i < 3; i++) finish(r[i], c[i]);
+  server_done(s, repo);
+}
+
+Test(dynamic_batching, delay_scheduler_hook_dynamic, .timeout = 60) {
+  delay_scheduler_holds_until("dynamic_batching { }\n", 1);
+}
+
+Test(dynamic_batching, delay_scheduler_hook_default, .timeout = 60) { delay_scheduler_holds_until("", 3); }

@@ -951,3 +951,31 @@ Test(sequence, cancel_in_backlog_cancels_the_whole_sequence, .timeout = 60) {
   }
   server_done(s, repo);
 }
+
+/* TRITONSERVER_DELAY_SCHEDULER=2: the first request waits until a second
+ * is queued (in any slot), as in Triton's sequence batcher. */
+Test(sequence, delay_scheduler_hook_holds_requests, .timeout = 60) {
+  setenv("TRITONSERVER_DELAY_SCHEDULER", "2", 1);
+  char *repo = h_tmpdir();
+  state_model(repo, "acc", 4, NULL);
+  TRITONSERVER_Server *s = server_on(repo);
+  unsetenv("TRITONSERVER_DELAY_SCHEDULER");
+  int32_t v1 = 1, v2 = 10;
+  TRITONSERVER_InferenceRequest *r1 = seq_request(s, "acc", 1, NULL, START | END, &v1);
+  h_call *c1 = h_submit(s, r1);
+  usleep(100 * 1000);
+  pthread_mutex_lock(&c1->mu);
+  size_t early = c1->n;
+  pthread_mutex_unlock(&c1->mu);
+  cr_expect_eq(early, 0u, "answered before two requests were queued");
+  TRITONSERVER_InferenceRequest *r2 = seq_request(s, "acc", 2, NULL, START | END, &v2);
+  h_call *c2 = h_submit(s, r2);
+  cr_expect_str_eq(call_code(c1), "OK");
+  cr_expect_str_eq(call_code(c2), "OK");
+  cr_expect_eq(step(s, "acc", 3, NULL, START | END, 5, NULL), 5); /* the hook is over */
+  h_call_free(c1);
+  h_call_free(c2);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r1));
+  H_OK(TRITONSERVER_InferenceRequestDelete(r2));
+  server_done(s, repo);
+}
