@@ -1,10 +1,71 @@
 /* Model and backend configuration access (JSON via jansson). */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nereid/backend_utils.h"
+
+/* jansson holds integers as int64: a model configuration's uint64 field
+ * above INT64_MAX (priority_levels: 18446744073709551615) would not
+ * parse. Returns a copy of the JSON text (caller frees) where each such
+ * unsigned literal is written as the int64 with the same bits, which is
+ * how the core holds uint64 fields (read them back with a cast to
+ * uint64_t); NULL when there is none or out of memory. */
+static char *big_uints_as_int64(const char *base, size_t size) {
+  char *out = malloc(size * 2 + 1);
+  if (out == NULL) return NULL;
+  size_t o = 0;
+  bool changed = false, in_string = false;
+  for (size_t i = 0; i < size;) {
+    char c = base[i];
+    if (in_string) {
+      out[o++] = c;
+      i++;
+      if (c == '\\' && i < size) out[o++] = base[i++];
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    bool starts_number = c >= '0' && c <= '9' && (i == 0 || !((base[i - 1] >= '0' && base[i - 1] <= '9') ||
+                                                             base[i - 1] == '-' || base[i - 1] == '.'));
+    if (!starts_number) {
+      out[o++] = c;
+      i++;
+      continue;
+    }
+    size_t j = i;
+    while (j < size && base[j] >= '0' && base[j] <= '9') j++;
+    bool plain = j == size || (base[j] != '.' && base[j] != 'e' && base[j] != 'E');
+    char digits[32];
+    uint64_t v = 0;
+    if (plain && j - i < sizeof digits) {
+      memcpy(digits, base + i, j - i);
+      digits[j - i] = '\0';
+      errno = 0;
+      v = strtoull(digits, NULL, 10);
+      plain = errno == 0 && v > (uint64_t)INT64_MAX;
+    } else {
+      plain = false;
+    }
+    if (plain) {
+      o += (size_t)snprintf(out + o, 24, "%" PRId64, (int64_t)v);
+      changed = true;
+    } else {
+      memcpy(out + o, base + i, j - i);
+      o += j - i;
+    }
+    i = j;
+  }
+  out[o] = '\0';
+  if (!changed) {
+    free(out);
+    return NULL;
+  }
+  return out;
+}
 
 TRITONSERVER_Error *nrd_bu_message_parse(TRITONSERVER_Message *message,
                                          const char *what, json_t **json) {
@@ -17,6 +78,11 @@ TRITONSERVER_Error *nrd_bu_message_parse(TRITONSERVER_Message *message,
   }
   json_error_t jerr;
   json_t *root = json_loadb(base, size, JSON_REJECT_DUPLICATES, &jerr);
+  if (root == NULL) {
+    char *fixed = big_uints_as_int64(base, size);
+    if (fixed != NULL) root = json_loads(fixed, JSON_REJECT_DUPLICATES, &jerr);
+    free(fixed);
+  }
   if (root == NULL) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
                              "%s is not valid JSON: line %d column %d: %s",

@@ -7,8 +7,10 @@
  * once; whichever wakes first takes the batch and wakes another one when
  * requests remain, so every instance is fed.
  *
- * Queue layout: one level per priority (one level when priority_levels is
- * 0). Each level has a "live" FIFO and a "delayed" FIFO for requests whose
+ * Queue layout: one level per priority that has queued requests (one level
+ * when priority_levels is 0), kept sorted by priority; priority_levels may
+ * be as large as UINT64_MAX, so a level exists only while it holds a
+ * request (levels that empty are dropped after each look). Each level has a "live" FIFO and a "delayed" FIFO for requests whose
  * timeout expired under timeout_action DELAY; the delayed ones are served
  * after the live ones of the same level. A batch is always a prefix of the
  * order level 1 live, level 1 delayed, level 2 live, ...: the scan that
@@ -36,9 +38,6 @@
 #include "response_order.h"
 #include "stats.h"
 
-/* More levels than this cannot be meant; refusing keeps the array small. */
-#define DB_MAX_PRIORITY_LEVELS 65536u
-
 typedef TRITONSERVER_InferenceRequest db_req;
 
 typedef struct db_list {
@@ -53,10 +52,17 @@ typedef struct db_policy {
 } db_policy;
 
 typedef struct db_level {
+  uint64_t prio; /* 1..priority_levels; 0 without priority levels */
   db_policy pol;
   db_list live, delayed;
   uint64_t size; /* live + delayed, what max_queue_size bounds */
 } db_level;
+
+/* A priority_queue_policy entry. */
+typedef struct db_level_policy {
+  uint64_t prio;
+  db_policy pol;
+} db_level_policy;
 
 /* --------------------------------------------------- custom batching */
 
@@ -88,9 +94,13 @@ typedef struct dyn_batcher {
   pthread_mutex_t mu;
   pthread_cond_t cv; /* CLOCK_MONOTONIC, like nrd_now_ns */
 
-  db_level *levels;
-  uint32_t n_levels;
-  uint32_t default_level; /* index */
+  db_level *levels;       /* levels holding requests, by priority */
+  uint32_t n_levels, cap_levels;
+  db_level_policy *policies; /* priority_queue_policy, by priority */
+  uint32_t n_policies;
+  db_policy def_policy;   /* default_queue_policy */
+  uint64_t max_level;     /* priority_levels */
+  uint64_t default_prio;  /* default_priority_level (0 without levels) */
   bool by_priority;       /* priority_levels > 0 */
 
   uint64_t max_rows;      /* max_batch_size */
@@ -108,6 +118,7 @@ typedef struct dyn_batcher {
                              so a spinning instance can notice them (read
                              without mu) */
   bool stopped;
+  uint32_t delay_cnt;     /* TRITONSERVER_DELAY_SCHEDULER: hold requests until this many queue; 0: off */
   nrd_response_order *order; /* NULL unless preserve_ordering */
   db_hooks hooks;
 } dyn_batcher;
@@ -233,6 +244,55 @@ static void hook_end(dyn_batcher *b, db_scan *sc) {
   sc->hook_started = false;
   if (sc->userp) hook_error(b, "TRITONBACKEND_ModelBatchFinalize", b->hooks.batch_fini(sc->userp));
   sc->userp = NULL;
+}
+
+/* The policy of priority `prio`: its priority_queue_policy entry, else
+ * the default one. */
+static const db_policy *policy_of(const dyn_batcher *b, uint64_t prio) {
+  uint32_t lo = 0, hi = b->n_policies;
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (b->policies[mid].prio < prio) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo < b->n_policies && b->policies[lo].prio == prio) return &b->policies[lo].pol;
+  return &b->def_policy;
+}
+
+/* The level of priority `prio`, made (in priority order) when absent;
+ * NULL when out of memory. The pointer holds until the levels change.
+ * Batcher lock held. */
+static db_level *level_get(dyn_batcher *b, uint64_t prio) {
+  uint32_t lo = 0, hi = b->n_levels;
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (b->levels[mid].prio < prio) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo < b->n_levels && b->levels[lo].prio == prio) return &b->levels[lo];
+  if (b->n_levels == b->cap_levels) {
+    if (b->cap_levels == UINT32_MAX) return NULL;
+    uint32_t cap = b->cap_levels ? (b->cap_levels > UINT32_MAX / 2 ? UINT32_MAX : b->cap_levels * 2) : 4;
+    db_level *grown = realloc(b->levels, (size_t)cap * sizeof(*grown));
+    if (!grown) return NULL;
+    b->levels = grown;
+    b->cap_levels = cap;
+  }
+  memmove(&b->levels[lo + 1], &b->levels[lo], (size_t)(b->n_levels - lo) * sizeof(*b->levels));
+  b->n_levels++;
+  db_level *lv = &b->levels[lo];
+  memset(lv, 0, sizeof(*lv));
+  lv->prio = prio;
+  lv->pol = *policy_of(b, prio);
+  return lv;
+}
+
+/* Drops the levels that hold no request. Batcher lock held. */
+static void levels_prune(dyn_batcher *b) {
+  uint32_t kept = 0;
+  for (uint32_t l = 0; l < b->n_levels; l++)
+    if (b->levels[l].size) b->levels[kept++] = b->levels[l];
+  b->n_levels = kept;
 }
 
 /* Walks the queues in batch order building the candidate batch (at most
@@ -389,6 +449,15 @@ static uint32_t db_next_batch(nrd_scheduler *s, TRITONBACKEND_ModelInstance *ins
   if (!max) return 0;
   pthread_mutex_lock(&b->mu);
   for (;;) {
+    if (b->delay_cnt) {
+      /* The test hook: no batch until delay_cnt requests are queued. */
+      if (b->queued < b->delay_cnt && !b->stopped) {
+        wait_until(b, 0);
+        continue;
+      }
+      b->delay_cnt = 0;
+      pthread_cond_broadcast(&b->cv);
+    }
     uint64_t now = nrd_now_ns();
     db_scan sc;
     db_dead dead = {{NULL, NULL}, {NULL, NULL}};
@@ -401,6 +470,7 @@ static uint32_t db_next_batch(nrd_scheduler *s, TRITONBACKEND_ModelInstance *ins
     if (dead.cancelled.head || dead.rejected.head) {
       /* Answer outside the lock (client callbacks run), then look again:
        * the queue may have changed meanwhile. */
+      levels_prune(b);
       pthread_mutex_unlock(&b->mu);
       answer_dead(&dead);
       pthread_mutex_lock(&b->mu);
@@ -414,6 +484,7 @@ static uint32_t db_next_batch(nrd_scheduler *s, TRITONBACKEND_ModelInstance *ins
         while (n < take && (out[n] = list_pop(&lv->delayed))) n++, lv->size--;
       }
       b->queued -= n;
+      levels_prune(b);
       if (b->order)
         for (uint32_t i = 0; i < n; i++) nrd_response_order_add(b->order, out[i]);
       bool more = b->queued > 0 && b->sleepers > 0;
@@ -431,26 +502,34 @@ static uint32_t db_next_batch(nrd_scheduler *s, TRITONBACKEND_ModelInstance *ins
 
 static TRITONSERVER_Error *db_enqueue(nrd_scheduler *s, db_req *req) {
   dyn_batcher *b = (dyn_batcher *)s;
-  uint32_t l = b->default_level;
-  if (b->by_priority && req->priority >= 1 && req->priority <= b->n_levels) l = (uint32_t)(req->priority - 1);
-  db_level *lv = &b->levels[l];
-  /* Triton's rule: the level's default timeout applies; a request's own
-   * timeout counts only with allow_timeout_override, and only to shorten
-   * a non-zero default. */
-  uint64_t timeout_us = lv->pol.default_timeout_us;
-  if (lv->pol.allow_override && req->timeout_us && req->timeout_us < timeout_us) timeout_us = req->timeout_us;
+  /* As in Triton: 0, or a priority past priority_levels, means the
+   * default level. All 64 bits count. */
+  uint64_t prio = b->default_prio;
+  if (b->by_priority && req->priority >= 1 && req->priority <= b->max_level) prio = req->priority;
   pthread_mutex_lock(&b->mu);
   if (b->stopped) {
     pthread_mutex_unlock(&b->mu);
     return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "model '%s' is unloading and takes no new requests",
                          b->model->name);
   }
-  if (lv->pol.max_queue_size && lv->size >= lv->pol.max_queue_size) {
+  db_level *lv = level_get(b, prio);
+  if (!lv) {
+    pthread_mutex_unlock(&b->mu);
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory queueing a request of model '%s'",
+                         b->model->name);
+  }
+  /* Triton's rule: the level's default timeout applies; a request's own
+   * timeout counts only with allow_timeout_override, and only to shorten
+   * a non-zero default. */
+  uint64_t timeout_us = lv->pol.default_timeout_us;
+  if (lv->pol.allow_override && req->timeout_us && req->timeout_us < timeout_us) timeout_us = req->timeout_us;
+  uint32_t max_queue = lv->pol.max_queue_size;
+  if (max_queue && lv->size >= max_queue) {
     pthread_mutex_unlock(&b->mu);
     return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE,
                          "Exceeds maximum queue size: model '%s' already queues %" PRIu32
-                         " requests at priority level %" PRIu32 " (max_queue_size)",
-                         b->model->name, lv->pol.max_queue_size, b->by_priority ? l + 1 : 0);
+                         " requests at priority level %" PRIu64 " (max_queue_size)",
+                         b->model->name, max_queue, prio);
   }
   req->deadline_ns = timeout_us ? nrd_now_ns() + timeout_us * 1000u : 0;
   list_push(&lv->live, req);
@@ -490,6 +569,7 @@ static void db_destroy(nrd_scheduler *s) {
   pthread_mutex_destroy(&b->mu);
   pthread_cond_destroy(&b->cv);
   free(b->levels);
+  free(b->policies);
   free(b->preferred);
   free(b);
 }
@@ -583,39 +663,46 @@ static TRITONSERVER_Error *hooks_find(const TRITONBACKEND_Model *m, db_hooks *h)
   return NULL;
 }
 
+static int policy_cmp(const void *a, const void *b) {
+  uint64_t x = ((const db_level_policy *)a)->prio, y = ((const db_level_policy *)b)->prio;
+  return x < y ? -1 : x > y;
+}
+
 TRITONSERVER_Error *nrd_dynamic_batcher_new(TRITONBACKEND_Model *model, nrd_scheduler **out) {
   const json_t *db = json_object_get(model->config, "dynamic_batching");
-  uint64_t levels = juint(db, "priority_levels");
-  if (levels > DB_MAX_PRIORITY_LEVELS)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model '%s': priority_levels %" PRIu64
-                         " is more than the %u supported", model->name, levels, DB_MAX_PRIORITY_LEVELS);
+  /* uint64 fields hold their bits in a json integer (see model_config.c). */
+  uint64_t levels = (uint64_t)json_integer_value(json_object_get(db, "priority_levels"));
   dyn_batcher *b = calloc(1, sizeof(*b));
   TRITONSERVER_Error *err = NULL;
   if (!b) goto oom;
   b->base.ops = &dyn_ops;
   b->model = model;
   b->by_priority = levels > 0;
-  b->n_levels = levels ? (uint32_t)levels : 1;
-  b->levels = calloc(b->n_levels, sizeof(*b->levels));
+  b->max_level = levels;
   const json_t *pref = json_object_get(db, "preferred_batch_size");
   b->n_preferred = json_array_size(pref);
   b->preferred = calloc(b->n_preferred ? b->n_preferred : 1, sizeof(*b->preferred));
-  if (!b->levels || !b->preferred) goto oom;
+  if (!b->preferred) goto oom;
 
-  db_policy def;
-  read_policy(json_object_get(db, "default_queue_policy"), &def);
-  const json_t *per_level = json_object_get(db, "priority_queue_policy");
-  for (uint32_t l = 0; l < b->n_levels; l++) {
-    char key[24];
-    snprintf(key, sizeof key, "%" PRIu32, l + 1);
-    const json_t *pj = b->by_priority ? json_object_get(per_level, key) : NULL;
-    if (pj) read_policy(pj, &b->levels[l].pol);
-    else b->levels[l].pol = def;
+  read_policy(json_object_get(db, "default_queue_policy"), &b->def_policy);
+  const json_t *per_level = b->by_priority ? json_object_get(db, "priority_queue_policy") : NULL;
+  if (json_object_size(per_level)) {
+    b->policies = calloc(json_object_size(per_level), sizeof(*b->policies));
+    if (!b->policies) goto oom;
+    const char *key;
+    const json_t *pj;
+    json_object_foreach((json_t *)per_level, key, pj) {
+      db_level_policy *lp = &b->policies[b->n_policies++];
+      lp->prio = strtoull(key, NULL, 10);
+      read_policy(pj, &lp->pol);
+    }
+    qsort(b->policies, b->n_policies, sizeof(*b->policies), policy_cmp);
   }
-  uint64_t def_level = juint(db, "default_priority_level");
-  b->default_level = (b->by_priority && def_level >= 1 && def_level <= levels) ? (uint32_t)(def_level - 1) : 0;
+  uint64_t def_level = (uint64_t)json_integer_value(json_object_get(db, "default_priority_level"));
+  b->default_prio = (b->by_priority && def_level >= 1 && def_level <= levels) ? def_level : (b->by_priority ? 1 : 0);
 
   atomic_init(&b->changes, 0u);
+  b->delay_cnt = nrd_scheduler_delay_count(model->name);
   b->max_rows = model->max_batch_size > 0 ? (uint64_t)model->max_batch_size : 1;
   for (size_t i = 0; i < b->n_preferred; i++) {
     b->preferred[i] = json_integer_value(json_array_get(pref, i));
@@ -677,6 +764,7 @@ fail:
   if (b) {
     nrd_response_order_unref(b->order);
     free(b->levels);
+    free(b->policies);
     free(b->preferred);
     free(b);
   }

@@ -109,6 +109,10 @@ typedef struct ens_value {
   nrd_buffer one;  /* a step output's only buffer */
   ens_hold *hold;  /* a step output's response; NULL for the request's inputs */
   uint32_t uses;   /* an iteration's value: readers and answers still to come */
+  /* No tensor: an optional ensemble input the request left out, or an
+   * output the step did not produce. Steps run without it and the answer
+   * leaves it out, as in Triton. */
+  bool absent;
 } ens_value;
 
 /* A tensor's values: v[0] only, or one per iteration (NULL: not yet). */
@@ -319,6 +323,17 @@ static int store(ens_ctx *c, uint32_t tensor, uint32_t k, ens_value *v) {
   return 1;
 }
 
+/* Stores "no tensor" as iteration k of `tensor`: 0 or 1 stored, -1 out of
+ * memory. Lock held (or the context not yet shared). */
+static int store_absent(ens_ctx *c, uint32_t tensor, uint32_t k) {
+  ens_value *v = calloc(1, sizeof(*v));
+  if (!v) return -1;
+  v->absent = true;
+  int kept = store(c, tensor, k, v);
+  if (kept < 0) free(v);
+  return kept;
+}
+
 /* One use of iteration k's value of `tensor` is over (see ens_value). A
  * response left with no value goes on *dead, to be deleted without the
  * lock. Lock held. */
@@ -451,7 +466,8 @@ static bool answer(ens_ctx *c, const ens_value **vals, uint32_t flags) {
     TRITONSERVER_ErrorDelete(err);
     return false;
   }
-  for (uint32_t i = 0; !err && i < n_outputs(c); i++) err = add_output(resp, ensemble_output_name(c, i), vals[i]);
+  for (uint32_t i = 0; !err && i < n_outputs(c); i++)
+    if (!vals[i]->absent) err = add_output(resp, ensemble_output_name(c, i), vals[i]);
   bool ok = err == NULL;
   TRITONSERVER_Error *sent = TRITONBACKEND_ResponseSend(resp, flags, err);
   if (sent) {
@@ -530,8 +546,10 @@ static void finish(ens_ctx *c) {
   if (c->err) {
     TRITONSERVER_Error *e = nrd_error_new(TRITONSERVER_ErrorCode(c->err), "in ensemble '%s', %s", m->name,
                                           TRITONSERVER_ErrorMessage(c->err));
-    nrd_fail_reason why =
-        TRITONSERVER_ErrorCode(c->err) == TRITONSERVER_ERROR_CANCELLED ? NRD_FAIL_CANCELED : NRD_FAIL_OTHER;
+    /* Triton counts a failed ensemble request twice, both OTHER: once as
+     * it answers the error, once as its request tracker ends. */
+    nrd_fail_reason why = NRD_FAIL_OTHER;
+    nrd_stats_request_fail(&m->stats, req->queue_start_ns, req->queue_start_ns, c->start_ns, end, why);
     free(vals);
     if (c->factory) {
       /* A decoupled request may have had answers already: the error ends it. */
@@ -654,6 +672,11 @@ static bool take_outputs(ens_ctx *c, const ens_step *st, uint32_t iter, TRITONSE
       }
     }
   }
+  /* A step that answers once and left out an output it maps (its optional
+   * input was absent): that tensor has no value for this run. */
+  for (uint32_t o = 0; !e && !st->decoupled && o < st->n_out; o++)
+    if (!value_at(c, st->out[o].tensor, iter) && store_absent(c, st->out[o].tensor, iter) < 0)
+      e = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   if (e) fail_with(c, e);
   if (!h->alive) {
     free(h);
@@ -723,7 +746,7 @@ static void on_step_response(TRITONSERVER_InferenceResponse *resp, const uint32_
     NRD_ERROR_IGNORE(ce, "ensemble: a step's response without outputs");
     bool kept = false;
     if (rerr) fail_with(c, rerr);
-    else if (count && !c->err) /* a decoupled step's response is its next iteration */
+    else if ((count || !st->decoupled) && !c->err) /* a decoupled step's response is its next iteration */
       kept = take_outputs(c, st, st->decoupled ? c->iters[k->step]++ : k->iter, resp);
     if (!kept) TRITONSERVER_InferenceResponseDelete(resp);
   }
@@ -787,6 +810,7 @@ static TRITONSERVER_Error *send_run(ens_ctx *c, uint32_t s, uint32_t iter, ens_c
     pthread_mutex_lock(&c->mu);
     const ens_value *v = value_at(c, st->in[i].tensor, iter);
     pthread_mutex_unlock(&c->mu);
+    if (v->absent) continue; /* sent without it, as Triton does */
     err = TRITONSERVER_InferenceRequestAddInput(r, st->in[i].name, v->dtype, v->shape, v->dims);
     for (uint32_t b = 0; !err && b < v->nbufs; b++)
       err = TRITONSERVER_InferenceRequestAppendInputData(r, st->in[i].name, v->bufs[b].base, v->bufs[b].size,
@@ -854,6 +878,9 @@ static TRITONSERVER_Error *ens_enqueue(nrd_scheduler *sched, TRITONSERVER_Infere
   if (atomic_load(&es->stopped))
     return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "model '%s' is unloading and takes no new requests",
                          es->model->name);
+  /* The ensemble itself never waits in a queue: Triton's gauge shows 0
+   * for it (its composing models count their own requests). */
+  nrd_request_pending_done(req);
   ens_ctx *c = calloc(1, sizeof(*c));
   uint32_t ns = es->n_steps ? es->n_steps : 1;
   if (c) {
@@ -868,7 +895,10 @@ static TRITONSERVER_Error *ens_enqueue(nrd_scheduler *sched, TRITONSERVER_Infere
     err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory starting ensemble '%s'", es->model->name);
   else if (es->decoupled)
     err = TRITONBACKEND_ResponseFactoryNew(&c->factory, (TRITONBACKEND_Request *)req);
-  if (c) c->req = req;
+  if (c) {
+    c->req = req;
+    c->start_ns = nrd_now_ns(); /* its execution starts now (0 made the durations the machine's uptime) */
+  }
   if (!err && es->decoupled) {
     /* Each answer of an iteration is one use of its values. */
     if (!(c->answer_uses = calloc(es->n_tensors ? es->n_tensors : 1, sizeof(*c->answer_uses))))
@@ -891,6 +921,15 @@ static TRITONSERVER_Error *ens_enqueue(nrd_scheduler *sched, TRITONSERVER_Infere
       free(v);
       err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory starting ensemble '%s'", es->model->name);
     }
+  }
+  /* Optional ensemble inputs the request left out: steps run without them. */
+  for (uint32_t i = 0; !err && i < es->model->n_inputs; i++) {
+    const nrd_io *io = &es->model->inputs[i];
+    if (!io->optional) continue;
+    uint32_t t = tensor_of(es, io->name);
+    if (t == UINT32_MAX || value_at(c, t, 0)) continue;
+    if (store_absent(c, t, 0) < 0)
+      err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory starting ensemble '%s'", es->model->name);
   }
   if (err) {
     if (c) {

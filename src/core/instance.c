@@ -58,8 +58,10 @@ TRITONSERVER_Error *nrd_instance_init(TRITONBACKEND_ModelInstance *inst) {
 
 void nrd_instance_execute(TRITONBACKEND_ModelInstance *inst, TRITONSERVER_InferenceRequest **reqs, uint32_t n) {
   TRITONBACKEND_Model *m = inst->model;
-  for (uint32_t i = 0; i < n; i++)
+  for (uint32_t i = 0; i < n; i++) {
+    nrd_request_pending_done(reqs[i]); /* executing now, as Triton counts */
     if (reqs[i]->trace) nrd_request_trace_inputs(reqs[i], TRITONSERVER_TRACE_TENSOR_BACKEND_INPUT);
+  }
   TRITONSERVER_Error *err = m->backend->execute(inst, (TRITONBACKEND_Request **)reqs, n);
   if (!err) return;
   /* The requests are ours again: answer each with the backend's error. */

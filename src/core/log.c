@@ -74,6 +74,52 @@ static int format_prefix(char *buf, size_t size, TRITONSERVER_LogLevel level, co
                   (long)(ts.tv_nsec / 1000), pid, base_name(file), line);
 }
 
+/* As Triton's logger: a message is written as a JSON string (quoted,
+ * with JSON's escapes) unless TRITON_SERVER_ESCAPE_LOG_MESSAGES is "0".
+ * Read at the first message (again after nrd_log_reset); -1: not yet. */
+static atomic_int escape_state = -1;
+
+static bool escape_messages(void)
+{
+  int v = atomic_load_explicit(&escape_state, memory_order_relaxed);
+  if (v < 0) {
+    const char *env = getenv("TRITON_SERVER_ESCAPE_LOG_MESSAGES");
+    v = !(env != NULL && strcmp(env, "0") == 0);
+    atomic_store_explicit(&escape_state, v, memory_order_relaxed);
+  }
+  return v != 0;
+}
+
+/* Writes msg[0..len) to fp as a JSON string. fp locked by the caller. */
+static void write_escaped(FILE *fp, const char *msg, size_t len)
+{
+  static const char hex[] = "0123456789ABCDEF";
+  putc_unlocked('"', fp);
+  for (size_t i = 0; i < len; i++) {
+    unsigned char ch = (unsigned char)msg[i];
+    const char *esc = NULL;
+    switch (ch) {
+      case '"': esc = "\\\""; break;
+      case '\\': esc = "\\\\"; break;
+      case '\b': esc = "\\b"; break;
+      case '\f': esc = "\\f"; break;
+      case '\n': esc = "\\n"; break;
+      case '\r': esc = "\\r"; break;
+      case '\t': esc = "\\t"; break;
+      default: break;
+    }
+    if (esc != NULL) {
+      fputs_unlocked(esc, fp);
+    } else if (ch < 0x20) {
+      char u[7] = {'\\', 'u', '0', '0', hex[ch >> 4], hex[ch & 15], '\0'};
+      fputs_unlocked(u, fp);
+    } else {
+      putc_unlocked((int)ch, fp);
+    }
+  }
+  putc_unlocked('"', fp);
+}
+
 static void write_line(TRITONSERVER_LogLevel level, const char *file, int line, const char *fmt,
                        va_list ap)
 {
@@ -106,7 +152,8 @@ static void write_line(TRITONSERVER_LogLevel level, const char *file, int line, 
   FILE *fp = log_fp != NULL ? log_fp : stderr;
   flockfile(fp);
   fwrite(prefix, 1, (size_t)plen, fp);
-  fwrite(msg, 1, (size_t)mlen, fp);
+  if (escape_messages()) write_escaped(fp, msg, (size_t)mlen);
+  else fwrite(msg, 1, (size_t)mlen, fp);
   fputc('\n', fp);
   fflush(fp);
   funlockfile(fp);
@@ -212,6 +259,7 @@ void nrd_log_reset(void)
   nrd_log_set_verbose(0);
   nrd_log_set_format(TRITONSERVER_LOG_DEFAULT);
   (void)nrd_log_set_file(NULL);
+  atomic_store(&escape_state, -1);
 }
 
 bool TRITONSERVER_LogIsEnabled(TRITONSERVER_LogLevel level) { return nrd_log_enabled(level); }

@@ -367,6 +367,7 @@ static TRITONSERVER_Error *load_ensemble(TRITONBACKEND_Model *m, json_t *cfg, co
       err = install_config(m, copy);
     }
     if (!err) m->decoupled = true;
+    if (!err) err = nrd_model_metrics_create(m); /* decoupled now: its first-response histogram */
     if (!err && m->response_cache)
       err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                           "Response Cache does not currently support model %s with 'decoupled' transaction "

@@ -64,11 +64,17 @@ static TRITONSERVER_Error *bounds_for(const TRITONBACKEND_Model *m, const double
 }
 
 TRITONSERVER_Error *nrd_model_metrics_create(TRITONBACKEND_Model *m) {
-  if (!m->server->histogram_latencies) return NULL;
+  if (!m->server->histogram_latencies || m->first_response_metric) return NULL;
   const double *bounds = NULL;
   double *owned = NULL;
   size_t n = 0;
-  NRD_RETURN_IF_ERROR(bounds_for(m, &bounds, &owned, &n));
+  NRD_RETURN_IF_ERROR(bounds_for(m, &bounds, &owned, &n)); /* checked for every model */
+  if (!m->decoupled) {
+    /* As in Triton, only a decoupled model has a first-response histogram
+     * (for the others it would repeat the request duration). */
+    free(owned);
+    return NULL;
+  }
   char version[32];
   snprintf(version, sizeof version, "%" PRId64, m->version);
   TRITONSERVER_Parameter *labels[2] = {
@@ -82,7 +88,7 @@ TRITONSERVER_Error *nrd_model_metrics_create(TRITONBACKEND_Model *m) {
   if (!err)
     err = TRITONSERVER_MetricFamilyNew(&m->first_response_family, TRITONSERVER_METRIC_KIND_HISTOGRAM,
                                        NRD_FIRST_RESPONSE_FAMILY,
-                                       "Time from a request's arrival to its first response, milliseconds");
+                                       "Duration from request to first response in milliseconds");
   if (!err)
     err = TRITONSERVER_MetricNewWithArgs(&m->first_response_metric, m->first_response_family,
                                          (const TRITONSERVER_Parameter **)labels, 2, args);

@@ -675,6 +675,12 @@ TRITONSERVER_InferenceRequest *nrd_request_new_null(const TRITONSERVER_Inference
   return r;
 }
 
+void nrd_request_pending_done(TRITONSERVER_InferenceRequest *r) {
+  if (!r->pending) return;
+  r->pending = false;
+  nrd_stats_pending_add(&r->model->stats, -1);
+}
+
 void nrd_request_release(TRITONSERVER_InferenceRequest *r, uint32_t flags) {
   TRITONBACKEND_Model *m = r->model;
   /* First, while the model (and its sequence batcher) surely still lives.
@@ -684,7 +690,7 @@ void nrd_request_release(TRITONSERVER_InferenceRequest *r, uint32_t flags) {
   nrd_delivery *d = r->delivery;
   r->delivery = NULL;
   r->in_flight = false;
-  if (!r->no_stats) nrd_stats_pending_add(&m->stats, -1);
+  nrd_request_pending_done(r);
   if (r->trace) {
     TRITONSERVER_InferenceTrace *t = r->trace;
     r->trace = NULL;

@@ -114,6 +114,9 @@ struct TRITONSERVER_InferenceRequest {
   uint64_t queue_start_ns;
   uint64_t deadline_ns;        /* 0 = none */
   bool in_flight;
+  /* Counted in the model's pending gauge: queued and not yet executing
+   * (set at enqueue, cleared by nrd_request_pending_done). */
+  bool pending;
   /* The client's trace while in flight (InferAsync .. release); NULL when
    * untraced. The core reports into it and hands it back at release. */
   TRITONSERVER_InferenceTrace *trace;
@@ -208,6 +211,11 @@ void nrd_request_trace_inputs(TRITONSERVER_InferenceRequest *req, TRITONSERVER_I
  * backend's Execute fails, the request timed out or was cancelled, or the
  * model is going away. Any thread. */
 void nrd_request_fail(TRITONSERVER_InferenceRequest *req, TRITONSERVER_Error *err, nrd_fail_reason reason);
+
+/* Takes `r` out of its model's pending-request gauge if it is still
+ * counted there (it starts executing, or leaves without running). The
+ * thread that owns the request. */
+void nrd_request_pending_done(TRITONSERVER_InferenceRequest *r);
 
 /* True when the submission `r` is part of was cancelled
  * (TRITONSERVER_InferenceRequestCancel); false when it is not in flight.

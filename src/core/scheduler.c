@@ -74,6 +74,7 @@ typedef struct default_sched {
   uint32_t n_idle;
   uint64_t inline_max_ns; /* 0: never inline */
   uint32_t fast_runs;     /* executions in a row within inline_max_ns, at most INLINE_WARM */
+  uint32_t delay_cnt;     /* TRITONSERVER_DELAY_SCHEDULER: hold requests until this many queue; 0: off */
 } default_sched;
 
 static void futex_wake(atomic_uint *word, int n) {
@@ -150,7 +151,7 @@ static void run_inline(default_sched *d, slot *s, TRITONSERVER_InferenceRequest 
 /* The idle slot a request may run inline with, taken off the stack and
  * marked lent; NULL when it must queue. Under mu. */
 static slot *lend(default_sched *d) {
-  if (!d->inline_max_ns || d->fast_runs < INLINE_WARM || d->head || !d->n_idle) return NULL;
+  if (!d->inline_max_ns || d->fast_runs < INLINE_WARM || d->head || !d->n_idle || d->delay_cnt) return NULL;
   slot *s = d->idle[d->n_idle - 1];
   if (s->rate_limited || nrd_exec_on_execution_thread()) return NULL;
   d->n_idle--;
@@ -176,6 +177,20 @@ static TRITONSERVER_Error *ds_enqueue(nrd_scheduler *sched, TRITONSERVER_Inferen
   if (d->tail) d->tail->next = req;
   else d->head = req;
   d->tail = req;
+  if (d->delay_cnt) {
+    /* The test hook: nothing runs until delay_cnt requests are queued. */
+    uint32_t queued = 0;
+    for (TRITONSERVER_InferenceRequest *q = d->head; q && queued < d->delay_cnt; q = q->next) queued++;
+    if (queued < d->delay_cnt) {
+      pthread_mutex_unlock(&d->mu);
+      return NULL;
+    }
+    d->delay_cnt = 0;
+    while (d->n_idle) slot_signal(d->idle[--d->n_idle], SLOT_WOKEN);
+    pthread_mutex_unlock(&d->mu);
+    for (uint32_t i = 0; i < d->n_slots; i++) futex_wake(&d->slots[i].word, 1);
+    return NULL;
+  }
   slot *s = d->n_idle ? d->idle[--d->n_idle] : NULL;
   if (s) slot_signal(s, SLOT_WOKEN);
   pthread_mutex_unlock(&d->mu);
@@ -201,7 +216,7 @@ static uint32_t ds_next_batch(nrd_scheduler *sched, TRITONBACKEND_ModelInstance 
   if (timed) note_run(d, took);
   for (;;) {
     if (s->state != SLOT_LENT) {
-      TRITONSERVER_InferenceRequest *r = d->head;
+      TRITONSERVER_InferenceRequest *r = d->delay_cnt ? NULL : d->head;
       if (r || d->stopped) {
         if (s->state == SLOT_IDLE) idle_remove(d, s);
         s->state = SLOT_BUSY;
@@ -241,6 +256,7 @@ static void ds_stop(nrd_scheduler *sched) {
   default_sched *d = (default_sched *)sched;
   pthread_mutex_lock(&d->mu);
   d->stopped = true;
+  d->delay_cnt = 0; /* what is queued drains */
   for (uint32_t i = 0; i < d->n_slots; i++) atomic_fetch_add_explicit(&d->slots[i].word, 1, memory_order_release);
   pthread_mutex_unlock(&d->mu);
   /* A lent slot's thread sleeps on until its inline execution gives it
@@ -257,6 +273,20 @@ static void ds_destroy(nrd_scheduler *sched) {
 }
 
 static const nrd_scheduler_ops default_ops = {ds_enqueue, ds_next_batch, ds_stop, ds_destroy, NULL};
+
+uint32_t nrd_scheduler_delay_count(const char *model_name) {
+  const char *v = getenv("TRITONSERVER_DELAY_SCHEDULER");
+  if (v == NULL || *v == '\0') return 0;
+  char *end;
+  errno = 0;
+  unsigned long n = strtoul(v, &end, 10);
+  if (errno || *end != '\0' || *v == '-' || n > UINT32_MAX) {
+    NRD_LOG_WARN("TRITONSERVER_DELAY_SCHEDULER='%s' is not a count of requests: not delaying", v);
+    return 0;
+  }
+  if (n) NRD_LOG_VERBOSE(1, "Delaying scheduler of '%s' until %lu queued requests...", model_name, n);
+  return (uint32_t)n;
+}
 
 static uint64_t inline_limit_ns(void) {
   const char *v = getenv("NEREID_INLINE_EXECUTION_MAX_US");
@@ -295,6 +325,7 @@ nrd_scheduler *nrd_default_scheduler_new(TRITONBACKEND_Model *model, const nrd_e
     atomic_init(&d->slots[i].word, 0);
   }
   d->inline_max_ns = inline_limit_ns();
+  d->delay_cnt = nrd_scheduler_delay_count(model->name);
   pthread_mutex_init(&d->mu, NULL);
   return &d->base;
 }

@@ -64,4 +64,10 @@ typedef struct nrd_executor {
  * the model in errors. Returns NULL on out-of-memory. Loader thread. */
 nrd_scheduler *nrd_default_scheduler_new(TRITONBACKEND_Model *model, const nrd_executor *ex);
 
+/* Triton's test hook TRITONSERVER_DELAY_SCHEDULER=N: a model's scheduler
+ * holds every request until N are queued, then runs as usual (once per
+ * scheduler). Returns N, 0 when unset or not a positive count (warned).
+ * Read when a scheduler is made; any thread. */
+uint32_t nrd_scheduler_delay_count(const char *model_name);
+
 #endif

@@ -67,6 +67,7 @@ typedef struct sb_seq {
   bool in_table;
   bool ended;                  /* its END request was accepted */
   bool busy;                   /* a request of it is executing */
+  bool from_backlog;           /* got its slot from the backlog; not yet looked at */
   struct sb_inst *inst;        /* slot owner, NULL while in the backlog */
   uint32_t slot;
   sb_req *qhead, *qtail;
@@ -104,6 +105,7 @@ typedef struct seq_batcher {
   nrd_state_config *states;    /* counted; NULL without implicit state */
   bool batched;                /* max_batch_size > 0 */
   bool stopped;
+  uint32_t delay_cnt;          /* TRITONSERVER_DELAY_SCHEDULER: hold requests until this many queue; 0: off */
   /* iterative_sequence: a request the backend releases with RESCHEDULE
    * runs again in its sequence (without START); released for good, it
    * ends the sequence. A request without a correlation ID gets the next
@@ -199,6 +201,7 @@ static void seq_free(seq_batcher *b, sb_seq *s) {
       b->bl_head = next->bl_next;
       if (!b->bl_head) b->bl_tail = NULL;
       next->bl_next = NULL;
+      next->from_backlog = true;
       bind_slot(in, slot, next);
     }
   }
@@ -547,6 +550,30 @@ static void answer_dead(sb_dead *d, TRITONSERVER_Error_Code code, const char *wh
   d->tail = NULL;
 }
 
+/* Answers every request of `d` CANCELLED (a cancelled sequence). */
+static void answer_cancelled(sb_dead *d) {
+  sb_req *r;
+  while ((r = d->head)) {
+    d->head = r->next;
+    r->next = NULL;
+    nrd_request_fail(r, nrd_error_new(TRITONSERVER_ERROR_CANCELLED, "Request was cancelled"), NRD_FAIL_CANCELED);
+  }
+  d->tail = NULL;
+}
+
+/* True when the sequence in a slot is cancelled: its head request is, or
+ * (first look after leaving the backlog) any of its queued requests is.
+ * Clears from_backlog. Lock held. */
+static bool seq_cancelled(sb_seq *s) {
+  if (!s->qhead) return false;
+  if (nrd_request_is_cancelled(s->qhead)) return true;
+  if (!s->from_backlog) return false;
+  s->from_backlog = false;
+  for (sb_req *r = s->qhead->next; r; r = r->next)
+    if (nrd_request_is_cancelled(r)) return true;
+  return false;
+}
+
 static uint32_t sb_next_batch(nrd_scheduler *sched, TRITONBACKEND_ModelInstance *inst, sb_req **out, uint32_t max) {
   seq_batcher *b = (seq_batcher *)sched;
   sb_inst *in = inst_of(b, inst);
@@ -555,20 +582,46 @@ static uint32_t sb_next_batch(nrd_scheduler *sched, TRITONBACKEND_ModelInstance 
   for (;;) {
     uint64_t now = nrd_now_ns();
     retire_last(b, in, now);
+    if (b->delay_cnt && !b->stopped) {
+      /* The test hook: nothing runs until delay_cnt requests are queued
+       * in the slots of all instances together (as Triton counts). */
+      uint32_t queued = 0;
+      for (uint32_t i = 0; i < b->n_insts; i++)
+        for (uint32_t j = 0; j < b->n_slots; j++)
+          for (sb_req *r = b->insts[i].slots[j] ? b->insts[i].slots[j]->qhead : NULL; r; r = r->next) queued++;
+      if (queued < b->delay_cnt) {
+        wait_until(in, &b->mu, 0);
+        continue;
+      }
+      b->delay_cnt = 0;
+      for (uint32_t i = 0; i < b->n_insts; i++) pthread_cond_broadcast(&b->insts[i].cv);
+    }
     uint64_t wake_ns = reap_idle(b, now);
     /* Requests cancelled or timed out at the head of a slot's queue are
      * answered instead of run. */
-    sb_dead dead = {NULL, NULL};
+    sb_dead dead = {NULL, NULL}, dead_cancel = {NULL, NULL};
     uint32_t ready = 0, occupied = 0;
     uint64_t oldest = 0;
     for (uint32_t j = 0; j < b->n_slots; j++) {
       sb_seq *s = in->slots[j];
       if (!s) continue;
       occupied++;
+      if (seq_cancelled(s)) {
+        /* As in Triton: a cancelled request at the head of a sequence (or
+         * anywhere in a sequence that waited in the backlog) cancels the
+         * whole sequence: every queued request of it is answered CANCELLED
+         * and its correlation ID is forgotten. */
+        NRD_LOG_VERBOSE(1, "model '%s': sequence %s%" PRIu64 " cancelled; releasing its slot", b->model->name,
+                        s->sid ? s->sid : "", s->sid ? 0 : s->id);
+        while (s->qhead) dead_push(&dead_cancel, seq_pop(s));
+        seq_free(b, s);
+        occupied--;
+        j--;
+        continue;
+      }
       while (s->qhead) {
         sb_req *r = s->qhead;
-        bool cancelled = nrd_request_is_cancelled(r);
-        if (!cancelled && !(r->deadline_ns && now > r->deadline_ns)) break;
+        if (!(r->deadline_ns && now > r->deadline_ns)) break;
         dead_push(&dead, seq_pop(s));
       }
       if (s->qhead) {
@@ -582,9 +635,10 @@ static uint32_t sb_next_batch(nrd_scheduler *sched, TRITONBACKEND_ModelInstance 
         j--;
       }
     }
-    if (dead.head) {
+    if (dead.head || dead_cancel.head) {
       pthread_mutex_unlock(&b->mu);
       answer_dead(&dead, TRITONSERVER_ERROR_UNAVAILABLE, "Request timeout expired");
+      answer_cancelled(&dead_cancel);
       pthread_mutex_lock(&b->mu);
       continue;
     }
@@ -779,6 +833,7 @@ TRITONSERVER_Error *nrd_sequence_batcher_new(TRITONBACKEND_Model *model, const n
   if (!b) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating the sequence batcher");
   b->base.ops = &seq_ops;
   b->model = model;
+  b->delay_cnt = nrd_scheduler_delay_count(model->name);
   b->batched = model->max_batch_size > 0;
   b->max_batch = b->batched ? (uint32_t)model->max_batch_size : 1;
   b->n_slots = b->max_batch;

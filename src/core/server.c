@@ -838,6 +838,7 @@ static TRITONSERVER_Error *enqueue(TRITONBACKEND_Model *m, TRITONSERVER_Inferenc
   req->in_flight = true;
   nrd_model_inflight_add(m);
   nrd_stats_pending_add(&m->stats, 1);
+  req->pending = true;
   if (trace) {
     req->trace = trace;
     d->trace = trace;
@@ -858,7 +859,7 @@ static TRITONSERVER_Error *enqueue(TRITONBACKEND_Model *m, TRITONSERVER_Inferenc
   req->delivery = NULL;
   atomic_store(&d->final_sent, true);
   nrd_delivery_unref(d);
-  nrd_stats_pending_add(&m->stats, -1);
+  nrd_request_pending_done(req);
   nrd_model_inflight_done(m);
   return err;
 }

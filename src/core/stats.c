@@ -196,9 +196,20 @@ void nrd_stats_response(nrd_model_stats *s, uint64_t index, uint64_t response_st
   if (index >= s->n_resp) s->n_resp = (uint32_t)index + 1;
   nrd_response_stat *r = &s->resp[index];
   r->seen = true;
+  /* As Triton counts them: an empty or failed response's time is compute
+   * infer up to its compute-output start (the whole of it without one),
+   * and compute output after that start when it has one. */
   if (empty) {
+    add(&r->compute_infer, span(response_start_ns, response_end_ns));
     add(&r->empty_response, span(response_start_ns, response_end_ns));
   } else if (error) {
+    if (compute_output_start_ns) {
+      add(&r->compute_infer, span(response_start_ns, compute_output_start_ns));
+      uint64_t out_ns = span(compute_output_start_ns, response_end_ns);
+      if (out_ns) add(&r->compute_output, out_ns);
+    } else {
+      add(&r->compute_infer, span(response_start_ns, response_end_ns));
+    }
     add(&r->fail, span(response_start_ns, response_end_ns));
   } else {
     add(&r->compute_infer, span(response_start_ns, compute_output_start_ns));
@@ -312,7 +323,7 @@ const char *const nrd_stats_families[][3] = {
     {"nv_inference_compute_input_duration_us", "Total time spent preparing inputs, microseconds", "counter"},
     {"nv_inference_compute_infer_duration_us", "Total time spent computing, microseconds", "counter"},
     {"nv_inference_compute_output_duration_us", "Total time spent producing outputs, microseconds", "counter"},
-    {"nv_inference_pending_request_count", "Requests queued or executing right now", "gauge"},
+    {"nv_inference_pending_request_count", "Instantaneous number of pending requests awaiting execution per-model.", "gauge"},
     {"nv_model_load_duration_secs", "How long the model took to load, seconds", "gauge"},
     /* Only for models whose config enables the response cache. */
     {"nv_cache_num_hits_per_model", "Requests answered from the response cache", "counter"},

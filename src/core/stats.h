@@ -64,7 +64,7 @@ typedef struct nrd_model_stats {
   uint32_t n_batch, cap_batch;
   nrd_response_stat *resp;     /* resp[i]: response index i */
   uint32_t n_resp, cap_resp;   /* n_resp: highest index seen + 1 */
-  atomic_int_fast64_t pending;  /* requests queued or executing (no lock) */
+  atomic_int_fast64_t pending;  /* requests queued, not yet executing (no lock) */
   nrd_mem_usage *mem;
   uint32_t n_mem;
   /* summary_latencies: one per nrd_stats_summary_families entry; NULL when off. */

@@ -528,6 +528,36 @@ Test(dynamic_batching, max_queue_size_rejects_at_submit) {
   server_done(s, repo);
 }
 
+/* priority_levels may be as large as UINT64_MAX and every bit of a
+ * request's priority counts: 2^32 ranks after 2 (truncated to 32 bits it
+ * would be 0, the default level 1, and go first), 2^32 + 1 after 2^32, and
+ * the default level keeps FIFO order at its rank. */
+Test(dynamic_batching, priorities_beyond_32_bits) {
+  char *repo;
+  TRITONSERVER_Server *s = server_with("db", 1, 1, 200,
+                                       "priority_levels: 18446744073709551615 default_priority_level: 3", &repo);
+  atomic_store(&g_norder, 0);
+  const uint64_t prios[] = {0, (1ull << 32) + 1, 1ull << 32, 0, 2, UINT64_MAX};
+  enum { N = sizeof prios / sizeof prios[0] };
+  h_call *c[N];
+  TRITONSERVER_InferenceRequest *r[N];
+  for (int i = 0; i < N; i++) {
+    r[i] = make_request(s, "db", 1, 4, 0, 0, &c[i]);
+    if (prios[i]) H_OK(TRITONSERVER_InferenceRequestSetPriorityUInt64(r[i], prios[i]));
+    H_OK(TRITONSERVER_ServerInferAsync(s, r[i], NULL));
+    if (i == 0) usleep(50 * 1000); /* r[0] now holds the only instance */
+  }
+  for (int i = 0; i < N; i++) expect_success(c[i], "request");
+  /* The running one; then 2, the default level 3 (priority 0), 2^32,
+   * 2^32 + 1, UINT64_MAX. */
+  const int want[N] = {0, 4, 3, 2, 1, 5};
+  for (int i = 0; i < N; i++)
+    cr_expect_eq(order_of(c[i]), want[i], "priority %" PRIu64 " served %d-th, expected %d-th", prios[i],
+                 order_of(c[i]), want[i]);
+  for (int i = 0; i < N; i++) finish(r[i], c[i]);
+  server_done(s, repo);
+}
+
 /* priority_queue_policy overrides the default policy for its level only. */
 Test(dynamic_batching, per_level_queue_policy) {
   char *repo;
@@ -703,3 +733,41 @@ Test(dynamic_batching, unload_drains_queue) {
   finish(late, late_call);
   server_done(s, repo);
 }
+
+/* Triton's test hook TRITONSERVER_DELAY_SCHEDULER=N: the scheduler holds
+ * requests until N are queued, then runs them (here the dynamic batcher
+ * sends the three in one execution, the default scheduler one by one). */
+static void delay_scheduler_holds_until(const char *dynamic, uint32_t want_executions) {
+  setenv("TRITONSERVER_DELAY_SCHEDULER", "3", 1);
+  char *repo = h_tmpdir();
+  char cfg[1024];
+  snprintf(cfg, sizeof cfg,
+           "name: \"m\"\nbackend: \"identity\"\nmax_batch_size: 4\n"
+           "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+           "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n%s",
+           dynamic);
+  h_model(repo, "m", cfg, "1");
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  unsetenv("TRITONSERVER_DELAY_SCHEDULER");
+  h_call *c[3];
+  TRITONSERVER_InferenceRequest *r[3];
+  for (int i = 0; i < 2; i++) r[i] = submit(s, "m", 1, 0, 0, &c[i]);
+  usleep(100 * 1000);
+  cr_expect_eq(responses_so_far(c[0]) + responses_so_far(c[1]), 0, "answered before 3 requests were queued");
+  r[2] = submit(s, "m", 1, 0, 0, &c[2]);
+  for (int i = 0; i < 3; i++) expect_success(c[i], "held request");
+  cr_expect_eq(h_stat_count(s, "m", "execution_count"), (json_int_t)want_executions);
+  /* The hook is over: a lone request runs at once. */
+  h_call *c4;
+  TRITONSERVER_InferenceRequest *r4 = submit(s, "m", 1, 0, 0, &c4);
+  expect_success(c4, "later request");
+  finish(r4, c4);
+  for (int i = 0; i < 3; i++) finish(r[i], c[i]);
+  server_done(s, repo);
+}
+
+Test(dynamic_batching, delay_scheduler_hook_dynamic, .timeout = 60) {
+  delay_scheduler_holds_until("dynamic_batching { }\n", 1);
+}
+
+Test(dynamic_batching, delay_scheduler_hook_default, .timeout = 60) { delay_scheduler_holds_until("", 3); }

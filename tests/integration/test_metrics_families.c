@@ -70,9 +70,9 @@ static void infer_fp32x2(TRITONSERVER_Server *s, const char *model, const char *
   H_OK(TRITONSERVER_InferenceRequestDelete(r));
 }
 
-static void infer_square(TRITONSERVER_Server *s, int32_t n) {
+static void infer_square_on(TRITONSERVER_Server *s, const char *model, int32_t n) {
   int64_t shape[1] = {1};
-  TRITONSERVER_InferenceRequest *r = h_request(s, "sq");
+  TRITONSERVER_InferenceRequest *r = h_request(s, model);
   h_add_input(r, "IN", TRITONSERVER_TYPE_INT32, shape, 1, &n, sizeof n);
   h_call *c = h_infer(s, r);
   h_call_free(c);
@@ -115,7 +115,8 @@ Test(metrics_families, failures_are_counted_by_reason) {
   H_OK(TRITONSERVER_InferenceRequestDelete(r2));
   H_OK(TRITONSERVER_InferenceRequestDelete(r3));
 
-  /* The step fails in its backend; the ensemble counts it as OTHER. */
+  /* The step fails in its backend; the ensemble counts it as OTHER, twice
+   * as Triton does (once answering, once as its request tracker ends). */
   infer_fp32x2(s, "ens", "IN");
 
   t = h_metrics_text(s);
@@ -124,7 +125,7 @@ Test(metrics_families, failures_are_counted_by_reason) {
   assert_has(t, "nv_inference_request_failure{model=\"cw\",reason=\"BACKEND\",version=\"1\"} 1\n");
   assert_has(t, "nv_inference_request_failure{model=\"cw\",reason=\"OTHER\",version=\"1\"} 0\n");
   assert_has(t, "nv_inference_request_failure{model=\"opt\",reason=\"BACKEND\",version=\"1\"} 1\n");
-  assert_has(t, "nv_inference_request_failure{model=\"ens\",reason=\"OTHER\",version=\"1\"} 1\n");
+  assert_has(t, "nv_inference_request_failure{model=\"ens\",reason=\"OTHER\",version=\"1\"} 2\n");
   assert_has(t, "nv_inference_request_failure{model=\"ens\",reason=\"BACKEND\",version=\"1\"} 0\n");
   free(t);
   /* The statistics API still gives the total. */
@@ -133,6 +134,8 @@ Test(metrics_families, failures_are_counted_by_reason) {
   h_rmtree(repo);
   free(repo);
 }
+
+static void infer_square(TRITONSERVER_Server *s, int32_t n) { infer_square_on(s, "sq", n); }
 
 /* nv_model_load_duration_secs: one gauge per loaded version, a plausible
  * number of seconds, kept when counter_latencies=false drops the duration
@@ -154,10 +157,10 @@ Test(metrics_families, load_duration_gauge) {
   free(repo);
 }
 
-/* histogram_latencies=true: each model gets a first-response histogram
- * with Triton's default bounds, or the ones its model_metrics gives; a
- * decoupled request counts once, at its first response, and a request
- * with no response (square n = 0) not at all. */
+/* histogram_latencies=true: each decoupled model (only those, as in
+ * Triton) gets a first-response histogram with Triton's default bounds, or
+ * the ones its model_metrics gives; a request counts once, at its first
+ * response, and a request with no response (square n = 0) not at all. */
 Test(metrics_families, first_response_histogram) {
   char *repo = h_tmpdir();
   h_model(repo, "ident", kIdent, "1");
@@ -169,29 +172,32 @@ Test(metrics_families, first_response_histogram) {
            "  { metric_identifier { family: \"nv_some_other_family\" } histogram_options { buckets: [ 1 ] } },\n"
            "  { metric_identifier { family: \"nv_inference_first_response_histogram_ms\" }\n"
            "    histogram_options { buckets: [ -1, 0, 1e6 ] } } ] }\n",
-           "name: \"custom\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
-           "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n"
-           "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n");
+           "name: \"custom\"\nbackend: \"square\"\nmax_batch_size: 0\n"
+           "model_transaction_policy { decoupled: true }\n"
+           "input [ { name: \"IN\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+           "output [ { name: \"OUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n");
   h_model(repo, "custom", custom, "1");
   TRITONSERVER_ServerOptions *o = h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE);
   H_OK(TRITONSERVER_ServerOptionsSetMetricsConfig(o, "", "histogram_latencies", "true"));
   TRITONSERVER_Server *s = h_server_new(o);
   for (int i = 0; i < 3; i++) infer_fp32x2(s, "ident", "INPUT0");
-  infer_fp32x2(s, "custom", "INPUT0");
-  infer_square(s, 4);
+  for (int i = 0; i < 3; i++) infer_square(s, 2);
+  infer_square_on(s, "custom", 1);
   infer_square(s, 0);
   char *t = h_metrics_text(s);
   const char *f = "nv_inference_first_response_histogram_ms";
   assert_has(t, "# TYPE nv_inference_first_response_histogram_ms histogram\n");
   char line[256];
-  snprintf(line, sizeof line, "%s_count{model=\"ident\",version=\"1\"} 3\n", f);
+  snprintf(line, sizeof line, "%s_count{model=\"sq\",version=\"1\"} 3\n", f);
   assert_has(t, line);
+  snprintf(line, sizeof line, "%s_count{model=\"ident\"", f);
+  cr_assert_null(strstr(t, line), "a model that is not decoupled has no first-response histogram:\n%s", t);
   static const char *const defaults[] = {"100", "500", "2000", "5000", "+Inf"};
   for (int i = 0; i < 5; i++) {
-    snprintf(line, sizeof line, "%s_bucket{model=\"ident\",version=\"1\",le=\"%s\"} ", f, defaults[i]);
+    snprintf(line, sizeof line, "%s_bucket{model=\"sq\",version=\"1\",le=\"%s\"} ", f, defaults[i]);
     assert_has(t, line);
   }
-  snprintf(line, sizeof line, "%s_bucket{model=\"ident\",version=\"1\",le=\"+Inf\"} 3\n", f);
+  snprintf(line, sizeof line, "%s_bucket{model=\"sq\",version=\"1\",le=\"+Inf\"} 3\n", f);
   assert_has(t, line);
   snprintf(line, sizeof line, "%s_bucket{model=\"custom\",version=\"1\",le=\"0\"} 0\n", f);
   assert_has(t, line);
@@ -199,9 +205,7 @@ Test(metrics_families, first_response_histogram) {
   assert_has(t, line);
   snprintf(line, sizeof line, "%s_bucket{model=\"custom\",version=\"1\",le=\"100\"}", f);
   cr_assert_null(strstr(t, line), "model_metrics buckets replace the defaults:\n%s", t);
-  snprintf(line, sizeof line, "%s_count{model=\"sq\",version=\"1\"} 1\n", f);
-  assert_has(t, line);
-  snprintf(line, sizeof line, "%s_sum{model=\"ident\",version=\"1\"}", f);
+  snprintf(line, sizeof line, "%s_sum{model=\"sq\",version=\"1\"}", f);
   double sum = sample_value(t, line);
   cr_assert(sum > 0 && sum < 30000, "three first responses took %g ms?", sum);
   free(t);
@@ -296,6 +300,180 @@ Test(metrics_families, cpu_gauges) {
   t = h_metrics_text(s);
   cr_assert_null(strstr(t, "nv_cpu_"), "%s", t);
   free(t);
+  H_OK(TRITONSERVER_ServerDelete(s));
+  h_rmtree(repo);
+  free(repo);
+}
+
+/* The pending-request gauge of `model` (-1 when absent). */
+static long pending_of(TRITONSERVER_Server *s, const char *model) {
+  char *text = h_metrics_text(s);
+  char key[256];
+  snprintf(key, sizeof key, "nv_inference_pending_request_count{model=\"%s\",version=\"1\"} ", model);
+  const char *at = strstr(text, key);
+  long v = at ? strtol(at + strlen(key), NULL, 10) : -1;
+  free(text);
+  return v;
+}
+
+/* Polls until the gauge of `model` reads `want`; false after 5 s. */
+static bool pending_reaches(TRITONSERVER_Server *s, const char *model, long want) {
+  for (int i = 0; i < 500; i++) {
+    if (pending_of(s, model) == want) return true;
+    usleep(10 * 1000);
+  }
+  return false;
+}
+
+/* nv_inference_pending_request_count counts requests queued and not yet
+ * executing, as Triton does, and is 0 for an ensemble itself. cw holds
+ * its one instance until cancelled, so the states are stable. */
+Test(metrics_families, pending_counts_queued_requests_only, .timeout = 60) {
+  char *repo = h_tmpdir();
+  h_model(repo, "cw", kCancelWait, "1");
+  h_model(repo, "ens_cw",
+          "name: \"ens_cw\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
+          "input [ { name: \"IN\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+          "output [ { name: \"OUT\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+          "ensemble_scheduling { step [ { model_name: \"cw\" model_version: -1\n"
+          "  input_map { key: \"INPUT0\" value: \"IN\" } output_map { key: \"OUTPUT0\" value: \"OUT\" } } ] }\n",
+          "1");
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  h_call *c1, *c2;
+  TRITONSERVER_InferenceRequest *r1 = cw_request(s, &c1), *r2 = cw_request(s, &c2);
+  H_OK(TRITONSERVER_ServerInferAsync(s, r1, NULL));
+  H_OK(TRITONSERVER_ServerInferAsync(s, r2, NULL));
+  /* r1 executes (held), r2 waits: one pending, never both. */
+  cr_assert(pending_reaches(s, "cw", 1), "cw shows %ld pending with one executing and one queued",
+            pending_of(s, "cw"));
+  /* An ensemble request that waits for cw: cw counts it, the ensemble 0. */
+  int64_t shape[1] = {4};
+  TRITONSERVER_InferenceRequest *re = h_request(s, "ens_cw");
+  h_add_input(re, "IN", TRITONSERVER_TYPE_FP32, shape, 1, g_in4, sizeof g_in4);
+  h_call *ce = h_submit(s, re);
+  cr_assert(pending_reaches(s, "cw", 2), "cw shows %ld pending", pending_of(s, "cw"));
+  cr_expect_eq(pending_of(s, "ens_cw"), 0, "an ensemble itself never has pending requests");
+  H_OK(TRITONSERVER_InferenceRequestCancel(r1));
+  H_OK(TRITONSERVER_InferenceRequestCancel(r2));
+  H_OK(TRITONSERVER_InferenceRequestCancel(re));
+  cr_assert(h_wait(c1, 10000) && h_wait(c2, 10000) && h_wait(ce, 10000), "a request was never answered");
+  cr_expect(pending_reaches(s, "cw", 0));
+  cr_expect_eq(pending_of(s, "ens_cw"), 0);
+  h_call_free(c1);
+  h_call_free(c2);
+  h_call_free(ce);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r1));
+  H_OK(TRITONSERVER_InferenceRequestDelete(r2));
+  H_OK(TRITONSERVER_InferenceRequestDelete(re));
+  H_OK(TRITONSERVER_ServerDelete(s));
+  h_rmtree(repo);
+  free(repo);
+}
+
+/* An ensemble's durations are spans of its own execution: never more
+ * than the time the test ran (they were the machine's uptime). */
+Test(metrics_families, ensemble_durations_are_spans_of_its_execution, .timeout = 60) {
+  char *repo = h_tmpdir();
+  h_model(repo, "ident", kIdent, "1");
+  h_model(repo, "ens_ok",
+          "name: \"ens_ok\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
+          "input [ { name: \"IN\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n"
+          "output [ { name: \"OUT\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n"
+          "ensemble_scheduling { step [ { model_name: \"ident\" model_version: -1\n"
+          "  input_map { key: \"INPUT0\" value: \"IN\" } output_map { key: \"OUTPUT0\" value: \"OUT\" } } ] }\n",
+          "1");
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int i = 0; i < 3; i++) infer_fp32x2(s, "ens_ok", "IN");
+  double elapsed_us = h_seconds_since(&t0) * 1e6;
+  char *t = h_metrics_text(s);
+  static const char *const fams[] = {"nv_inference_request_duration_us", "nv_inference_queue_duration_us",
+                                     "nv_inference_compute_input_duration_us",
+                                     "nv_inference_compute_infer_duration_us",
+                                     "nv_inference_compute_output_duration_us"};
+  for (size_t i = 0; i < sizeof fams / sizeof fams[0]; i++) {
+    char key[256];
+    snprintf(key, sizeof key, "%s{model=\"ens_ok\",version=\"1\"}", fams[i]);
+    double v = sample_value(t, key);
+    cr_expect(v >= 0 && v <= elapsed_us, "%s is %g us after %g us of requests", fams[i], v, elapsed_us);
+  }
+  free(t);
+  H_OK(TRITONSERVER_ServerDelete(s));
+  h_rmtree(repo);
+  free(repo);
+}
+
+/* The count of `what` ("compute_infer", "fail", ...) in response index
+ * `idx` of `model`'s response_stats. */
+static json_int_t response_stat(TRITONSERVER_Server *s, const char *model, const char *idx, const char *what) {
+  TRITONSERVER_Message *msg = NULL;
+  H_OK(TRITONSERVER_ServerModelStatistics(s, model, -1, &msg));
+  char *text = h_msg_text(msg);
+  json_t *j = json_loads(text, 0, NULL);
+  cr_assert_not_null(j, "%s", text);
+  json_t *ms = json_array_get(json_object_get(j, "model_stats"), 0);
+  json_t *r = json_object_get(json_object_get(ms, "response_stats"), idx);
+  json_int_t v = json_integer_value(json_object_get(json_object_get(r, what), "count"));
+  json_decref(j);
+  free(text);
+  return v;
+}
+
+/* square reports a response's statistics just after sending it: polls
+ * until the count reaches `want` (5 s at most) and returns the last one. */
+static json_int_t response_stat_reaches(TRITONSERVER_Server *s, const char *model, const char *idx,
+                                        const char *what, json_int_t want) {
+  json_int_t v = 0;
+  for (int i = 0; i < 500 && (v = response_stat(s, model, idx, what)) < want; i++) usleep(10 * 1000);
+  return v;
+}
+
+static TRITONSERVER_Error *refuse_alloc(TRITONSERVER_ResponseAllocator *a, const char *name, size_t size,
+                                        TRITONSERVER_MemoryType mt, int64_t mid, void *userp, void **buf,
+                                        void **buf_userp, TRITONSERVER_MemoryType *amt, int64_t *amid) {
+  (void)a, (void)name, (void)size, (void)mt, (void)mid, (void)userp, (void)buf, (void)buf_userp, (void)amt,
+      (void)amid;
+  return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, "test: no memory for outputs");
+}
+
+static TRITONSERVER_Error *refuse_release(TRITONSERVER_ResponseAllocator *a, void *buf, void *buf_userp, size_t size,
+                                          TRITONSERVER_MemoryType mt, int64_t mid) {
+  (void)a, (void)buf, (void)buf_userp, (void)size, (void)mt, (void)mid;
+  return NULL;
+}
+
+/* response_stats count empty and failed responses with their compute
+ * infer (and compute output when outputs were being made), as Triton's
+ * statistics do. square sends n responses then an empty final one; with
+ * an allocator that refuses memory its first response fails. */
+Test(metrics_families, response_stats_count_empty_and_failed_responses, .timeout = 60) {
+  char *repo = h_tmpdir();
+  h_model(repo, "sq", kSquare, "1");
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  infer_square(s, 2); /* indexes 0, 1 succeed; 2 is the empty final */
+  cr_expect_eq(response_stat(s, "sq", "0", "success"), 1);
+  cr_expect_eq(response_stat(s, "sq", "0", "compute_infer"), 1);
+  cr_expect_eq(response_stat_reaches(s, "sq", "2", "empty_response", 1), 1);
+  cr_expect_eq(response_stat(s, "sq", "2", "compute_infer"), 1, "an empty response counts its compute infer");
+  cr_expect_eq(response_stat(s, "sq", "2", "compute_output"), 0);
+
+  TRITONSERVER_ResponseAllocator *refuse = NULL;
+  H_OK(TRITONSERVER_ResponseAllocatorNew(&refuse, refuse_alloc, refuse_release, NULL));
+  int32_t n = 1;
+  int64_t shape[1] = {1};
+  TRITONSERVER_InferenceRequest *r = h_request(s, "sq");
+  h_add_input(r, "IN", TRITONSERVER_TYPE_INT32, shape, 1, &n, sizeof n);
+  h_call *c = h_call_new();
+  H_OK(TRITONSERVER_InferenceRequestSetReleaseCallback(r, h_on_release, c));
+  H_OK(TRITONSERVER_InferenceRequestSetResponseCallback(r, refuse, c, h_on_response, c));
+  H_OK(TRITONSERVER_ServerInferAsync(s, r, NULL));
+  cr_assert(h_wait(c, 10000), "no answer");
+  cr_expect_eq(response_stat_reaches(s, "sq", "0", "fail", 1), 1);
+  cr_expect_eq(response_stat(s, "sq", "0", "compute_infer"), 2, "a failed response counts its compute infer");
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  H_OK(TRITONSERVER_ResponseAllocatorDelete(refuse));
   H_OK(TRITONSERVER_ServerDelete(s));
   h_rmtree(repo);
   free(repo);

@@ -246,6 +246,22 @@ def test_broken_config_exits_1_naming_file_and_line(broken_repo):
     assert table_status(out.splitlines()).get("broken", "").startswith("UNAVAILABLE"), out
 
 
+def test_log_messages_are_json_strings_unless_turned_off(broken_repo):
+    """As Triton writes them: each log message is a JSON-quoted string;
+    TRITON_SERVER_ESCAPE_LOG_MESSAGES=0 writes it as it is."""
+    code, out, err = run(common(broken_repo))
+    assert code == 1, out + err
+    lines = [l for l in err.splitlines() if re.match(r"^E\d{4} ", l) and "failed to load 'broken'" in l]
+    assert lines, err
+    assert re.search(r"\] \"failed to load 'broken'.*\"$", lines[0]), lines[0]
+    env = dict(os.environ, TRITON_SERVER_ESCAPE_LOG_MESSAGES="0")
+    p = subprocess.run([NEREID, *common(broken_repo)], capture_output=True, text=True, timeout=START_TIMEOUT,
+                       env=env)
+    lines = [l for l in p.stderr.splitlines() if re.match(r"^E\d{4} ", l) and "failed to load 'broken'" in l]
+    assert lines, p.stderr
+    assert "] failed to load 'broken'" in lines[0], lines[0]
+
+
 def test_broken_config_keeps_serving_without_exit_on_error(server_factory, broken_repo):
     s = server_factory(*common(broken_repo), "--exit-on-error=false")
     lines = s.wait_ready()
@@ -484,10 +500,12 @@ def test_counter_latencies_false_leaves_out_durations(server_factory):
 def test_cpu_metrics_and_histograms_follow_the_flags(server_factory):
     """The nv_cpu_* gauges are on by default and go with
     --allow-cpu-metrics=false; histogram_latencies=true adds the
-    first-response histogram; every model shows its load time."""
+    first-response histogram to decoupled models (only, as in Triton);
+    every model shows its load time."""
     def scrape(*flags):
         s = server_factory(f"--model-repository={EXAMPLES}", f"--backend-directory={BACKENDS}",
-                           "--model-control-mode=explicit", "--load-model=identity_fp32", "--allow-grpc=false",
+                           "--model-control-mode=explicit", "--load-model=identity_fp32",
+                           "--load-model=square_int32", "--allow-grpc=false",
                            "--allow-http=false", "--metrics-port=0", "--metrics-address=127.0.0.1", *flags)
         lines = s.wait_ready()
         port = listening_ports(lines)["metrics"]
@@ -508,7 +526,8 @@ def test_cpu_metrics_and_histograms_follow_the_flags(server_factory):
 
     text = scrape("--allow-cpu-metrics=false", "--metrics-config=histogram_latencies=true")
     assert "nv_cpu_" not in text, text
-    assert 'nv_inference_first_response_histogram_ms_bucket{model="identity_fp32",version="1",le="5000"} 0' in text
+    assert 'nv_inference_first_response_histogram_ms_bucket{model="square_int32",version="1",le="5000"} 0' in text
+    assert 'nv_inference_first_response_histogram_ms_bucket{model="identity_fp32"' not in text, text
 
 
 def test_summary_latencies_add_summaries(server_factory):

@@ -929,3 +929,128 @@ Test(sequence, back_to_back_requests_keep_their_sequence, .timeout = 60) {
   }
   server_done(s, repo);
 }
+/* ------------------------------------------------ cancelling a sequence */
+
+/* An accumulate model with one instance and one sequence slot whose
+ * Execute takes `delay_ms`; `strategy` is "direct { }" or "oldest { }". */
+static void one_slot_model(const char *repo, const char *name, int delay_ms, const char *strategy) {
+  char cfg[2048];
+  snprintf(cfg, sizeof cfg,
+           "name: \"%s\"\nbackend: \"accumulate\"\nmax_batch_size: 1\n"
+           "input [ { name: \"INPUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+           "output [ { name: \"OUTPUT\" data_type: TYPE_INT32 dims: [ 1 ] },\n"
+           "         { name: \"CONTROLS\" data_type: TYPE_FP32 dims: [ 5 ] } ]\n"
+           "instance_group [ { kind: KIND_CPU count: 1 } ]\n"
+           "parameters { key: \"execute_delay_ms\" value: { string_value: \"%d\" } }\n"
+           "sequence_batching {\n  max_sequence_idle_microseconds: 60000000\n  %s\n"
+           "  state [ { input_name: \"INPUT_STATE\" output_name: \"OUTPUT_STATE\"\n"
+           "            data_type: TYPE_INT32 dims: [ 1 ] } ]\n}\n",
+           name, delay_ms, strategy);
+  h_model(repo, name, cfg, "1");
+}
+
+/* The error code of the final response of a finished call, or SUCCESS. */
+static const char *call_code(h_call *c) {
+  cr_assert(h_wait(c, 10000), "no answer within 10 s");
+  TRITONSERVER_Error *e = TRITONSERVER_InferenceResponseError(c->responses[c->n - 1]);
+  if (!e) return "OK";
+  const char *code = TRITONSERVER_ErrorCodeString(e);
+  TRITONSERVER_ErrorDelete(e);
+  return code;
+}
+
+/* Sequence 1's first request executes (slowly); its second and third wait
+ * in the slot. Cancelling the second cancels the third too, and the
+ * sequence is forgotten: a request without START is refused. */
+static void cancel_cancels_the_rest(const char *strategy) {
+  char *repo = h_tmpdir();
+  one_slot_model(repo, "acc", 1500, strategy);
+  TRITONSERVER_Server *s = server_on(repo);
+  int32_t v[3] = {1, 2, 3};
+  const uint32_t flags[3] = {START, 0, 0};
+  TRITONSERVER_InferenceRequest *r[3];
+  h_call *c[3];
+  for (int i = 0; i < 3; i++) {
+    r[i] = seq_request(s, "acc", 1, NULL, flags[i], &v[i]);
+    c[i] = h_submit(s, r[i]);
+    if (i == 0) usleep(100 * 1000); /* the first one is executing now */
+  }
+  H_OK(TRITONSERVER_InferenceRequestCancel(r[1]));
+  cr_expect_str_eq(call_code(c[0]), "OK");
+  cr_expect_str_eq(call_code(c[1]), "Cancelled");
+  cr_expect_str_eq(call_code(c[2]), "Cancelled", "the later request of the cancelled sequence must be cancelled");
+  char *msg = refused(s, "acc", 1, NULL, 0, TRITONSERVER_ERROR_INVALID_ARG);
+  cr_expect(strstr(msg, "must specify the START flag"), "%s", msg);
+  free(msg);
+  /* The slot is free again: a new sequence runs. */
+  cr_expect_eq(step(s, "acc", 2, NULL, START | END, 5, NULL), 5);
+  for (int i = 0; i < 3; i++) {
+    h_call_free(c[i]);
+    H_OK(TRITONSERVER_InferenceRequestDelete(r[i]));
+  }
+  server_done(s, repo);
+}
+
+Test(sequence, cancel_direct_cancels_the_whole_sequence, .timeout = 60) { cancel_cancels_the_rest("direct { }"); }
+
+Test(sequence, cancel_oldest_cancels_the_whole_sequence, .timeout = 60) { cancel_cancels_the_rest("oldest { }"); }
+
+/* Sequence 2 waits in the backlog behind sequence 1; a cancelled request
+ * anywhere in it cancels all of it when it would get the slot. */
+Test(sequence, cancel_in_backlog_cancels_the_whole_sequence, .timeout = 60) {
+  char *repo = h_tmpdir();
+  one_slot_model(repo, "acc", 1000, "direct { }");
+  TRITONSERVER_Server *s = server_on(repo);
+  int32_t v = 1;
+  TRITONSERVER_InferenceRequest *a1 = seq_request(s, "acc", 1, NULL, START, &v);
+  h_call *ca1 = h_submit(s, a1);
+  usleep(100 * 1000); /* a1 executes; sequence 1 holds the only slot */
+  TRITONSERVER_InferenceRequest *b1 = seq_request(s, "acc", 2, NULL, START, &v);
+  TRITONSERVER_InferenceRequest *b2 = seq_request(s, "acc", 2, NULL, 0, &v);
+  h_call *cb1 = h_submit(s, b1);
+  h_call *cb2 = h_submit(s, b2);
+  H_OK(TRITONSERVER_InferenceRequestCancel(b2));
+  TRITONSERVER_InferenceRequest *a2 = seq_request(s, "acc", 1, NULL, END, &v);
+  h_call *ca2 = h_submit(s, a2);
+  cr_expect_str_eq(call_code(ca1), "OK");
+  cr_expect_str_eq(call_code(ca2), "OK");
+  cr_expect_str_eq(call_code(cb1), "Cancelled", "the backlog sequence's first request must be cancelled");
+  cr_expect_str_eq(call_code(cb2), "Cancelled");
+  char *msg = refused(s, "acc", 2, NULL, 0, TRITONSERVER_ERROR_INVALID_ARG);
+  free(msg);
+  h_call *cs[4] = {ca1, ca2, cb1, cb2};
+  TRITONSERVER_InferenceRequest *rs[4] = {a1, a2, b1, b2};
+  for (int i = 0; i < 4; i++) {
+    h_call_free(cs[i]);
+    H_OK(TRITONSERVER_InferenceRequestDelete(rs[i]));
+  }
+  server_done(s, repo);
+}
+
+/* TRITONSERVER_DELAY_SCHEDULER=2: the first request waits until a second
+ * is queued (in any slot), as in Triton's sequence batcher. */
+Test(sequence, delay_scheduler_hook_holds_requests, .timeout = 60) {
+  setenv("TRITONSERVER_DELAY_SCHEDULER", "2", 1);
+  char *repo = h_tmpdir();
+  state_model(repo, "acc", 4, NULL);
+  TRITONSERVER_Server *s = server_on(repo);
+  unsetenv("TRITONSERVER_DELAY_SCHEDULER");
+  int32_t v1 = 1, v2 = 10;
+  TRITONSERVER_InferenceRequest *r1 = seq_request(s, "acc", 1, NULL, START | END, &v1);
+  h_call *c1 = h_submit(s, r1);
+  usleep(100 * 1000);
+  pthread_mutex_lock(&c1->mu);
+  size_t early = c1->n;
+  pthread_mutex_unlock(&c1->mu);
+  cr_expect_eq(early, 0u, "answered before two requests were queued");
+  TRITONSERVER_InferenceRequest *r2 = seq_request(s, "acc", 2, NULL, START | END, &v2);
+  h_call *c2 = h_submit(s, r2);
+  cr_expect_str_eq(call_code(c1), "OK");
+  cr_expect_str_eq(call_code(c2), "OK");
+  cr_expect_eq(step(s, "acc", 3, NULL, START | END, 5, NULL), 5); /* the hook is over */
+  h_call_free(c1);
+  h_call_free(c2);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r1));
+  H_OK(TRITONSERVER_InferenceRequestDelete(r2));
+  server_done(s, repo);
+}

@@ -53,7 +53,7 @@ Test(log, default_format_line)
 {
   nrd_log(TRITONSERVER_LOG_INFO, "/some/dir/server.c", 42, "hello %d", 7);
   char *text = slurp();
-  /* I1122 04:16:12.123456 1234 server.c:42] hello 7 */
+  /* I1122 04:16:12.123456 1234 server.c:42] "hello 7" */
   char letter;
   unsigned mm, dd, hh, mi, ss, us, pid;
   char rest[256];
@@ -63,7 +63,7 @@ Test(log, default_format_line)
   cr_assert_eq(letter, 'I');
   cr_assert(mm >= 1 && mm <= 12 && dd >= 1 && dd <= 31 && hh < 24 && mi < 60 && ss < 61);
   cr_assert_eq(pid, (unsigned)getpid());
-  cr_assert_str_eq(rest, "server.c:42] hello 7");
+  cr_assert_str_eq(rest, "server.c:42] \"hello 7\"");
   /* fixed widths: "I" + MMDD + space + hh:mm:ss.uuuuuu */
   cr_assert_eq(text[5], ' ');
   cr_assert_eq(text[14], '.');
@@ -85,7 +85,7 @@ Test(log, iso8601_format_line)
   cr_assert_eq(n, 9, "unexpected line: %s", text);
   cr_assert(y >= 2024);
   cr_assert_eq(letter, 'W');
-  cr_assert_str_eq(rest, "x.c:3] careful");
+  cr_assert_str_eq(rest, "x.c:3] \"careful\"");
   free(text);
 }
 
@@ -101,7 +101,7 @@ Test(log, severity_letters_and_disabled_levels)
   char *text = slurp();
   cr_assert_eq(text[0], 'E');
   cr_assert_null(strstr(text, "hidden"));
-  cr_assert_not_null(strstr(text, "] shown yes\n"));
+  cr_assert_not_null(strstr(text, "] \"shown yes\"\n"));
   free(text);
   cr_assert_not(TRITONSERVER_LogIsEnabled(TRITONSERVER_LOG_INFO));
   cr_assert(TRITONSERVER_LogIsEnabled(TRITONSERVER_LOG_ERROR));
@@ -146,9 +146,9 @@ Test(log, public_log_message)
   cr_assert_eq(TRITONSERVER_ErrorCode(err), TRITONSERVER_ERROR_INVALID_ARG);
   TRITONSERVER_ErrorDelete(err);
   char *text = slurp();
-  cr_assert_not_null(strstr(text, " backend.cc:10] from backend\n"));
+  cr_assert_not_null(strstr(text, " backend.cc:10] \"from backend\"\n"));
   cr_assert_null(strstr(text, "no verbose"));
-  cr_assert_not_null(strstr(text, " ?:0] no file\n"));
+  cr_assert_not_null(strstr(text, " ?:0] \"no file\"\n"));
   free(text);
 }
 
@@ -159,8 +159,8 @@ Test(log, long_message_written_whole)
   big[sizeof(big) - 1] = '\0';
   nrd_log(TRITONSERVER_LOG_INFO, "a.c", 1, "%s|end", big);
   char *text = slurp();
-  cr_assert_not_null(strstr(text, "z|end\n"));
-  cr_assert_eq(strlen(strstr(text, "] ") + 2), sizeof(big) - 1 + 5);
+  cr_assert_not_null(strstr(text, "z|end\"\n"));
+  cr_assert_eq(strlen(strstr(text, "] ") + 2), sizeof(big) - 1 + 7); /* quotes */
   free(text);
 }
 
@@ -214,12 +214,35 @@ Test(log, concurrent_lines_do_not_interleave)
   while (fgets(line, sizeof(line), fp) != NULL) {
     long t;
     int l;
-    char *p = strstr(line, "] thread ");
+    char *p = strstr(line, "] \"thread ");
     cr_assert_not_null(p, "bad line: %s", line);
-    cr_assert_eq(sscanf(p, "] thread %ld line %d\n", &t, &l), 2);
+    cr_assert_eq(sscanf(p, "] \"thread %ld line %d\"\n", &t, &l), 2);
     cr_assert_eq(line[0], 'I');
     lines++;
   }
   fclose(fp);
   cr_assert_eq(lines, 800);
+}
+
+/* Messages are JSON strings, as Triton writes them: quotes, backslashes
+ * and control characters escaped, other bytes (UTF-8 included) kept. */
+Test(log, messages_are_json_escaped)
+{
+  nrd_log(TRITONSERVER_LOG_INFO, "a.c", 1, "say \"hi\"\\ now\nnext\tend\x01 caf\xc3\xa9");
+  char *text = slurp();
+  cr_assert_not_null(strstr(text, "a.c:1] \"say \\\"hi\\\"\\\\ now\\nnext\\tend\\u0001 caf\xc3\xa9\"\n"), "%s", text);
+  free(text);
+}
+
+/* TRITON_SERVER_ESCAPE_LOG_MESSAGES=0 writes messages as they are. */
+Test(log, escaping_off_by_environment)
+{
+  setenv("TRITON_SERVER_ESCAPE_LOG_MESSAGES", "0", 1);
+  nrd_log_reset();
+  cr_assert_eq(nrd_log_set_file(path), 0);
+  nrd_log(TRITONSERVER_LOG_INFO, "a.c", 1, "say \"hi\"");
+  unsetenv("TRITON_SERVER_ESCAPE_LOG_MESSAGES");
+  char *text = slurp();
+  cr_assert_not_null(strstr(text, "a.c:1] say \"hi\"\n"), "%s", text);
+  free(text);
 }
