@@ -30,8 +30,7 @@ static inline int nrd_bench_bare_start(int argc, char **argv, sigset_t *stop) {
 /* After the front end's start: on err prints it (and frees it) and
  * returns 1; otherwise prints "NAME: ready on 127.0.0.1:PORT" and returns
  * 0 once a stop signal arrives. */
-static inline int nrd_bench_bare_serve(const char *name, TRITONSERVER_Error *err, int port,
-                                       const sigset_t *stop) {
+static inline int nrd_bench_bare_serve(const char *name, TRITONSERVER_Error *err, int port, const sigset_t *stop) {
   if (err) {
     fprintf(stderr, "%s: %s\n", name, TRITONSERVER_ErrorMessage(err));
     TRITONSERVER_ErrorDelete(err);

@@ -51,8 +51,7 @@ int main(int argc, char **argv) {
   float data[16];
   for (int i = 0; i < 16; i++) data[i] = (float)i;
   int64_t shape[2] = {1, 16};
-  Inference__ModelInferResponse__InferOutputTensor out =
-      INFERENCE__MODEL_INFER_RESPONSE__INFER_OUTPUT_TENSOR__INIT;
+  Inference__ModelInferResponse__InferOutputTensor out = INFERENCE__MODEL_INFER_RESPONSE__INFER_OUTPUT_TENSOR__INIT;
   out.name = "OUTPUT0";
   out.datatype = "FP32";
   out.n_shape = 2;
@@ -71,8 +70,10 @@ int main(int argc, char **argv) {
 
   nrd_srv_tls_options tls = {0};
   for (int i = 3; i < argc; i++) {
-    if (!strncmp(argv[i], "--grpc-server-cert=", 19)) tls.cert = argv[i] + 19;
-    else if (!strncmp(argv[i], "--grpc-server-key=", 18)) tls.key = argv[i] + 18;
+    if (!strncmp(argv[i], "--grpc-server-cert=", 19))
+      tls.cert = argv[i] + 19;
+    else if (!strncmp(argv[i], "--grpc-server-key=", 18))
+      tls.key = argv[i] + 18;
   }
   nrd_srv_grpc_options o = {.address = "127.0.0.1",
                             .port = atoi(argv[1]),

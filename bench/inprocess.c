@@ -29,21 +29,21 @@
 #define NRD_BACKEND_DIR "backends"
 #endif
 
-#define NELEM 16        /* FP32 values per tensor */
-#define MAX_SLOTS 32    /* outstanding requests at most */
+#define NELEM 16 /* FP32 values per tensor */
+#define MAX_SLOTS 32 /* outstanding requests at most */
 #define MODEL_ONE "bench_ident_1"
 #define MODEL_MANY "bench_ident_n"
 
 /* ------------------------------------------------------------ options */
 
 typedef struct opts {
-  int iterations;     /* timed round trips */
-  int warmup;         /* untimed round trips first */
-  double duration_s;  /* per throughput point */
-  int instances;      /* instance count of the throughput model */
-  int start_runs;     /* start/stop repetitions */
+  int iterations; /* timed round trips */
+  int warmup; /* untimed round trips first */
+  double duration_s; /* per throughput point */
+  int instances; /* instance count of the throughput model */
+  int start_runs; /* start/stop repetitions */
   const char *backend_dir;
-  const char *only;   /* NULL, "start", "roundtrip" or "throughput" */
+  const char *only; /* NULL, "start", "roundtrip" or "throughput" */
 } opts;
 
 static void usage(const char *argv0) {
@@ -70,20 +70,26 @@ static bool parse_opts(int argc, char **argv, opts *o) {
       usage(argv[0]);
       return false;
     }
-    if (!strcmp(a, "--iterations")) o->iterations = atoi(v);
-    else if (!strcmp(a, "--duration")) o->duration_s = atof(v);
-    else if (!strcmp(a, "--instances")) o->instances = atoi(v);
-    else if (!strcmp(a, "--start-runs")) o->start_runs = atoi(v);
-    else if (!strcmp(a, "--backend-dir")) o->backend_dir = v;
-    else if (!strcmp(a, "--only")) o->only = v;
+    if (!strcmp(a, "--iterations"))
+      o->iterations = atoi(v);
+    else if (!strcmp(a, "--duration"))
+      o->duration_s = atof(v);
+    else if (!strcmp(a, "--instances"))
+      o->instances = atoi(v);
+    else if (!strcmp(a, "--start-runs"))
+      o->start_runs = atoi(v);
+    else if (!strcmp(a, "--backend-dir"))
+      o->backend_dir = v;
+    else if (!strcmp(a, "--only"))
+      o->only = v;
     else {
       usage(argv[0]);
       return false;
     }
     i++;
   }
-  bool only_ok = !o->only || !strcmp(o->only, "start") || !strcmp(o->only, "roundtrip") ||
-                 !strcmp(o->only, "throughput");
+  bool only_ok =
+      !o->only || !strcmp(o->only, "start") || !strcmp(o->only, "roundtrip") || !strcmp(o->only, "throughput");
   if (o->iterations < 1 || o->duration_s <= 0 || o->instances < 1 || o->start_runs < 1 || !only_ok) {
     usage(argv[0]);
     return false;
@@ -230,21 +236,21 @@ typedef struct bench bench;
 typedef struct slot {
   bench *b;
   TRITONSERVER_InferenceRequest *req;
-  atomic_uint done;    /* +1 final response, +1 release: 2 = reusable */
-  uint64_t t_send;     /* ns, set before each send */
+  atomic_uint done; /* +1 final response, +1 release: 2 = reusable */
+  uint64_t t_send; /* ns, set before each send */
   uint64_t t_response; /* ns, set in the final response callback */
   float in[NELEM];
   _Alignas(64) unsigned char out[NELEM * sizeof(float)];
-  bool out_busy;       /* `out` handed to a response not yet deleted */
+  bool out_busy; /* `out` handed to a response not yet deleted */
 } slot;
 
 struct bench {
   TRITONSERVER_Server *server;
   TRITONSERVER_ResponseAllocator *alloc;
-  bool timed;               /* round trip: stamp send and response times */
-  atomic_bool resend;       /* throughput: completions re-send */
+  bool timed; /* round trip: stamp send and response times */
+  atomic_bool resend; /* throughput: completions re-send */
   atomic_uint_fast64_t completed;
-  atomic_uint active;       /* slots with a request in flight */
+  atomic_uint active; /* slots with a request in flight */
   atomic_uint errors;
   slot slots[MAX_SLOTS];
 };
@@ -270,12 +276,14 @@ static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *a, const cha
   return NULL;
 }
 
-static TRITONSERVER_Error *release_fn(TRITONSERVER_ResponseAllocator *a, void *buffer, void *buffer_userp,
-                                      size_t size, TRITONSERVER_MemoryType mt, int64_t mt_id) {
+static TRITONSERVER_Error *release_fn(TRITONSERVER_ResponseAllocator *a, void *buffer, void *buffer_userp, size_t size,
+                                      TRITONSERVER_MemoryType mt, int64_t mt_id) {
   (void)a, (void)size, (void)mt, (void)mt_id;
   slot *sl = buffer_userp;
-  if (sl) sl->out_busy = false;
-  else free(buffer);
+  if (sl)
+    sl->out_busy = false;
+  else
+    free(buffer);
   return NULL;
 }
 
@@ -296,8 +304,10 @@ static void slot_send(slot *sl) {
  * re-initialize an idle slot (sl is only touched again when re-sending). */
 static void slot_complete(bench *b, slot *sl) {
   atomic_fetch_add_explicit(&b->completed, 1, memory_order_relaxed);
-  if (atomic_load_explicit(&b->resend, memory_order_relaxed)) slot_send(sl);
-  else atomic_fetch_sub(&b->active, 1);
+  if (atomic_load_explicit(&b->resend, memory_order_relaxed))
+    slot_send(sl);
+  else
+    atomic_fetch_sub(&b->active, 1);
 }
 
 /* Any thread. Deletes the response here, as the bench needs nothing of it. */
@@ -507,8 +517,8 @@ int main(int argc, char **argv) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   printf("nrd_bench_inprocess: identity model, FP32 [%d] in/out, max_batch_size 0\n", NELEM);
   printf("  machine: %ld online cores; backend dir %s\n", cores, o.backend_dir);
-  printf("  iterations %d (+%d warm-up), duration %.2f s per point, %d instances for throughput\n\n",
-         o.iterations, o.warmup, o.duration_s, o.instances);
+  printf("  iterations %d (+%d warm-up), duration %.2f s per point, %d instances for throughput\n\n", o.iterations,
+         o.warmup, o.duration_s, o.instances);
 
   start_fig sf = {0};
   if (want(&o, "start")) {
@@ -544,8 +554,8 @@ int main(int argc, char **argv) {
     printf("round trip, 1 client thread, 1 instance (ServerInferAsync -> final response callback), "
            "%d iterations:\n",
            o.iterations);
-    printf("  median %.2f us   p90 %.2f us   p99 %.2f us   mean %.2f us   (min %.2f, max %.2f)\n", rt.med,
-           rt.p90, rt.p99, rt.mean, rt.min, rt.max);
+    printf("  median %.2f us   p90 %.2f us   p99 %.2f us   mean %.2f us   (min %.2f, max %.2f)\n", rt.med, rt.p90,
+           rt.p99, rt.mean, rt.min, rt.max);
     printf("  median until the request is reusable (response + release callbacks seen by the client): %.2f us\n",
            rt.med_release);
     print_model_stats(b->server, MODEL_ONE);
@@ -571,8 +581,8 @@ int main(int argc, char **argv) {
   if (!o.only) {
     printf("targets: median round trip %.2f us (target <= 10 us: %s); start %.2f ms (target < 10 ms: %s); "
            "stop %.2f ms (target < 50 ms: %s)\n",
-           rt.med, rt.med <= 10 ? "met" : "MISSED", sf.start_ms, sf.start_ms < 10 ? "met" : "MISSED",
-           sf.stop_ms, sf.stop_ms < 50 ? "met" : "MISSED");
+           rt.med, rt.med <= 10 ? "met" : "MISSED", sf.start_ms, sf.start_ms < 10 ? "met" : "MISSED", sf.stop_ms,
+           sf.stop_ms < 50 ? "met" : "MISSED");
   }
   rc = 0;
 

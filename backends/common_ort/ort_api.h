@@ -120,9 +120,12 @@ typedef struct OrtApi {
   /*   4 */ ort_unused_fn CreateEnvWithCustomLogger;
   /*   5 */ ort_unused_fn EnableTelemetryEvents;
   /*   6 */ ort_unused_fn DisableTelemetryEvents;
-  /*   7 */ OrtStatus *(*CreateSession)(const OrtEnv *env, const char *model_path, const OrtSessionOptions *options, OrtSession **out);
+  /*   7 */ OrtStatus *(*CreateSession)(const OrtEnv *env, const char *model_path, const OrtSessionOptions *options,
+                                        OrtSession **out);
   /*   8 */ ort_unused_fn CreateSessionFromArray;
-  /*   9 */ OrtStatus *(*Run)(OrtSession *session, const OrtRunOptions *run_options, const char *const *input_names, const OrtValue *const *inputs, size_t input_len, const char *const *output_names, size_t output_names_len, OrtValue **outputs);
+  /*   9 */ OrtStatus *(*Run)(OrtSession *session, const OrtRunOptions *run_options, const char *const *input_names,
+                              const OrtValue *const *inputs, size_t input_len, const char *const *output_names,
+                              size_t output_names_len, OrtValue **outputs);
   /*  10 */ OrtStatus *(*CreateSessionOptions)(OrtSessionOptions **options);
   /*  11 */ ort_unused_fn SetOptimizedModelFilePath;
   /*  12 */ ort_unused_fn CloneSessionOptions;
@@ -136,7 +139,8 @@ typedef struct OrtApi {
   /*  20 */ ort_unused_fn SetSessionLogId;
   /*  21 */ ort_unused_fn SetSessionLogVerbosityLevel;
   /*  22 */ ort_unused_fn SetSessionLogSeverityLevel;
-  /*  23 */ OrtStatus *(*SetSessionGraphOptimizationLevel)(OrtSessionOptions *options, GraphOptimizationLevel graph_optimization_level);
+  /*  23 */ OrtStatus *(*SetSessionGraphOptimizationLevel)(OrtSessionOptions *options,
+                                                           GraphOptimizationLevel graph_optimization_level);
   /*  24 */ OrtStatus *(*SetIntraOpNumThreads)(OrtSessionOptions *options, int intra_op_num_threads);
   /*  25 */ OrtStatus *(*SetInterOpNumThreads)(OrtSessionOptions *options, int inter_op_num_threads);
   /*  26 */ ort_unused_fn CreateCustomOpDomain;
@@ -149,8 +153,10 @@ typedef struct OrtApi {
   /*  33 */ OrtStatus *(*SessionGetInputTypeInfo)(const OrtSession *session, size_t index, OrtTypeInfo **type_info);
   /*  34 */ OrtStatus *(*SessionGetOutputTypeInfo)(const OrtSession *session, size_t index, OrtTypeInfo **type_info);
   /*  35 */ ort_unused_fn SessionGetOverridableInitializerTypeInfo;
-  /*  36 */ OrtStatus *(*SessionGetInputName)(const OrtSession *session, size_t index, OrtAllocator *allocator, char **value);
-  /*  37 */ OrtStatus *(*SessionGetOutputName)(const OrtSession *session, size_t index, OrtAllocator *allocator, char **value);
+  /*  36 */ OrtStatus *(*SessionGetInputName)(const OrtSession *session, size_t index, OrtAllocator *allocator,
+                                              char **value);
+  /*  37 */ OrtStatus *(*SessionGetOutputName)(const OrtSession *session, size_t index, OrtAllocator *allocator,
+                                               char **value);
   /*  38 */ ort_unused_fn SessionGetOverridableInitializerName;
   /*  39 */ ort_unused_fn CreateRunOptions;
   /*  40 */ ort_unused_fn RunOptionsSetRunLogVerbosityLevel;
@@ -161,13 +167,17 @@ typedef struct OrtApi {
   /*  45 */ ort_unused_fn RunOptionsGetRunTag;
   /*  46 */ ort_unused_fn RunOptionsSetTerminate;
   /*  47 */ ort_unused_fn RunOptionsUnsetTerminate;
-  /*  48 */ OrtStatus *(*CreateTensorAsOrtValue)(OrtAllocator *allocator, const int64_t *shape, size_t shape_len, ONNXTensorElementDataType type, OrtValue **out);
-  /*  49 */ OrtStatus *(*CreateTensorWithDataAsOrtValue)(const OrtMemoryInfo *info, void *p_data, size_t p_data_len, const int64_t *shape, size_t shape_len, ONNXTensorElementDataType type, OrtValue **out);
+  /*  48 */ OrtStatus *(*CreateTensorAsOrtValue)(OrtAllocator *allocator, const int64_t *shape, size_t shape_len,
+                                                 ONNXTensorElementDataType type, OrtValue **out);
+  /*  49 */ OrtStatus *(*CreateTensorWithDataAsOrtValue)(const OrtMemoryInfo *info, void *p_data, size_t p_data_len,
+                                                         const int64_t *shape, size_t shape_len,
+                                                         ONNXTensorElementDataType type, OrtValue **out);
   /*  50 */ ort_unused_fn IsTensor;
   /*  51 */ OrtStatus *(*GetTensorMutableData)(OrtValue *value, void **out);
   /*  52 */ OrtStatus *(*FillStringTensor)(OrtValue *value, const char *const *s, size_t s_len);
   /*  53 */ OrtStatus *(*GetStringTensorDataLength)(const OrtValue *value, size_t *len);
-  /*  54 */ OrtStatus *(*GetStringTensorContent)(const OrtValue *value, void *s, size_t s_len, size_t *offsets, size_t offsets_len);
+  /*  54 */ OrtStatus *(*GetStringTensorContent)(const OrtValue *value, void *s, size_t s_len, size_t *offsets,
+                                                 size_t offsets_len);
   /*  55 */ OrtStatus *(*CastTypeInfoToTensorInfo)(const OrtTypeInfo *type_info, const OrtTensorTypeAndShapeInfo **out);
   /*  56 */ OrtStatus *(*GetOnnxTypeFromTypeInfo)(const OrtTypeInfo *type_info, enum ONNXType *out);
   /*  57 */ ort_unused_fn CreateTensorTypeAndShapeInfo;
@@ -175,7 +185,8 @@ typedef struct OrtApi {
   /*  59 */ ort_unused_fn SetDimensions;
   /*  60 */ OrtStatus *(*GetTensorElementType)(const OrtTensorTypeAndShapeInfo *info, ONNXTensorElementDataType *out);
   /*  61 */ OrtStatus *(*GetDimensionsCount)(const OrtTensorTypeAndShapeInfo *info, size_t *out);
-  /*  62 */ OrtStatus *(*GetDimensions)(const OrtTensorTypeAndShapeInfo *info, int64_t *dim_values, size_t dim_values_length);
+  /*  62 */ OrtStatus *(*GetDimensions)(const OrtTensorTypeAndShapeInfo *info, int64_t *dim_values,
+                                        size_t dim_values_length);
   /*  63 */ ort_unused_fn GetSymbolicDimensions;
   /*  64 */ OrtStatus *(*GetTensorShapeElementCount)(const OrtTensorTypeAndShapeInfo *info, size_t *out);
   /*  65 */ OrtStatus *(*GetTensorTypeAndShape)(const OrtValue *value, OrtTensorTypeAndShapeInfo **out);

@@ -11,14 +11,12 @@
 
 static const char kLibrary[] = "libonnxruntime.so.1";
 
-TRITONSERVER_Error *ort_runtime_error(const ort_runtime *rt, OrtStatus *status,
-                                      const char *what) {
+TRITONSERVER_Error *ort_runtime_error(const ort_runtime *rt, OrtStatus *status, const char *what) {
   if (status == NULL) {
     return NULL;
   }
   TRITONSERVER_Error *err =
-      nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "onnxruntime: %s: %s",
-                        what, rt->api->GetErrorMessage(status));
+      nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "onnxruntime: %s: %s", what, rt->api->GetErrorMessage(status));
   rt->api->ReleaseStatus(status);
   return err;
 }
@@ -30,16 +28,15 @@ static void *open_one(const char *name, char *tried, size_t cap) {
     size_t used = strlen(tried);
     const char *why = dlerror();
     /* Cut to fit: the list is only for the error message. */
-    if (snprintf(tried + used, cap - used, "%s%s (%s)", used > 0 ? "; " : "",
-                 name, why != NULL ? why : "unknown error") < 0) {
+    if (snprintf(tried + used, cap - used, "%s%s (%s)", used > 0 ? "; " : "", name,
+                 why != NULL ? why : "unknown error") < 0) {
       tried[used] = '\0';
     }
   }
   return h;
 }
 
-static TRITONSERVER_Error *open_library(const char *backend_dir,
-                                        ort_runtime *rt) {
+static TRITONSERVER_Error *open_library(const char *backend_dir, ort_runtime *rt) {
   char tried[2048] = "";
   if (backend_dir != NULL && backend_dir[0] != '\0') {
     int n = snprintf(rt->path, sizeof rt->path, "%s/%s", backend_dir, kLibrary);
@@ -52,23 +49,19 @@ static TRITONSERVER_Error *open_library(const char *backend_dir,
     rt->library = open_one(kLibrary, tried, sizeof tried);
   }
   if (rt->library == NULL) {
-    return nrd_bu_error_newf(
-        TRITONSERVER_ERROR_UNAVAILABLE,
-        "onnxruntime: cannot load ONNX Runtime (scripts/fetch_onnxruntime.sh "
-        "installs it); tried %s",
-        tried);
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE,
+                             "onnxruntime: cannot load ONNX Runtime (scripts/fetch_onnxruntime.sh "
+                             "installs it); tried %s",
+                             tried);
   }
   return NULL;
 }
 
-TRITONSERVER_Error *ort_runtime_open(const char *backend_dir,
-                                     ort_runtime *out) {
+TRITONSERVER_Error *ort_runtime_open(const char *backend_dir, ort_runtime *out) {
   return ort_runtime_open_logging(backend_dir, ORT_LOGGING_LEVEL_WARNING, out);
 }
 
-TRITONSERVER_Error *ort_runtime_open_logging(const char *backend_dir,
-                                             OrtLoggingLevel level,
-                                             ort_runtime *out) {
+TRITONSERVER_Error *ort_runtime_open_logging(const char *backend_dir, OrtLoggingLevel level, ort_runtime *out) {
   ort_runtime rt;
   memset(&rt, 0, sizeof rt);
   TRITONSERVER_Error *err = open_library(backend_dir, &rt);
@@ -80,30 +73,25 @@ TRITONSERVER_Error *ort_runtime_open_logging(const char *backend_dir,
   const OrtApiBase *base = get_base != NULL ? get_base() : NULL;
   if (base == NULL) {
     dlclose(rt.library);
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE,
-                             "onnxruntime: %s has no OrtGetApiBase", rt.path);
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE, "onnxruntime: %s has no OrtGetApiBase", rt.path);
   }
   snprintf(rt.version, sizeof rt.version, "%s", base->GetVersionString());
   rt.api = base->GetApi(NRD_ORT_API_VERSION);
   if (rt.api == NULL) {
     dlclose(rt.library);
-    return nrd_bu_error_newf(
-        TRITONSERVER_ERROR_UNAVAILABLE,
-        "onnxruntime: %s (version %s) does not offer API version %d",
-        rt.path, rt.version, NRD_ORT_API_VERSION);
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE,
+                             "onnxruntime: %s (version %s) does not offer API version %d", rt.path, rt.version,
+                             NRD_ORT_API_VERSION);
   }
   OrtStatus *st = rt.api->CreateEnv(level, "nereid", &rt.env);
   err = ort_runtime_error(&rt, st, "cannot create the environment");
   if (err == NULL) {
-    err = ort_runtime_error(
-        &rt, rt.api->CreateCpuMemoryInfo(OrtArenaAllocator, OrtMemTypeDefault,
-                                         &rt.cpu),
-        "cannot describe CPU memory");
+    err = ort_runtime_error(&rt, rt.api->CreateCpuMemoryInfo(OrtArenaAllocator, OrtMemTypeDefault, &rt.cpu),
+                            "cannot describe CPU memory");
   }
   if (err == NULL) {
-    err = ort_runtime_error(
-        &rt, rt.api->GetAllocatorWithDefaultOptions(&rt.allocator),
-        "cannot get the default allocator");
+    err = ort_runtime_error(&rt, rt.api->GetAllocatorWithDefaultOptions(&rt.allocator),
+                            "cannot get the default allocator");
   }
   if (err != NULL) {
     ort_runtime_close(&rt);

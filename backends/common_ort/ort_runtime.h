@@ -17,13 +17,13 @@
 #include "triton/core/tritonserver.h"
 
 typedef struct ort_runtime {
-  void *library;              /* dlopen handle */
-  const OrtApi *api;          /* owned by the library */
-  OrtEnv *env;                /* ReleaseEnv */
-  OrtMemoryInfo *cpu;         /* ReleaseMemoryInfo */
-  OrtAllocator *allocator;    /* the library's default; never released */
-  char path[4096];            /* where the library was found */
-  char version[64];           /* ONNX Runtime's version string */
+  void *library; /* dlopen handle */
+  const OrtApi *api; /* owned by the library */
+  OrtEnv *env; /* ReleaseEnv */
+  OrtMemoryInfo *cpu; /* ReleaseMemoryInfo */
+  OrtAllocator *allocator; /* the library's default; never released */
+  char path[4096]; /* where the library was found */
+  char version[64]; /* ONNX Runtime's version string */
 } ort_runtime;
 
 /*
@@ -37,9 +37,7 @@ TRITONSERVER_Error *ort_runtime_open(const char *backend_dir, ort_runtime *out);
 
 /* ort_runtime_open with the environment logging at 'level' (the
  * stateful backend's ort-logging-level); ort_runtime_open uses WARNING. */
-TRITONSERVER_Error *ort_runtime_open_logging(const char *backend_dir,
-                                             OrtLoggingLevel level,
-                                             ort_runtime *out);
+TRITONSERVER_Error *ort_runtime_open_logging(const char *backend_dir, OrtLoggingLevel level, ort_runtime *out);
 
 /* Releases what ort_runtime_open made; safe on a zeroed struct. */
 void ort_runtime_close(ort_runtime *rt);
@@ -48,8 +46,7 @@ void ort_runtime_close(ort_runtime *rt);
  * Turns an OrtStatus into a server error "onnxruntime: <what>: <message>"
  * and releases the status. NULL status gives NULL. Any thread.
  */
-TRITONSERVER_Error *ort_runtime_error(const ort_runtime *rt, OrtStatus *status,
-                                      const char *what);
+TRITONSERVER_Error *ort_runtime_error(const ort_runtime *rt, OrtStatus *status, const char *what);
 
 /*
  * The element type of a Triton datatype, or ONNX_TENSOR_ELEMENT_DATA_TYPE_

@@ -14,9 +14,9 @@
 #include "ort_runtime.h"
 
 typedef struct ort_tensor_info {
-  char *name;                     /* owned copy */
+  char *name; /* owned copy */
   ONNXTensorElementDataType type; /* UNDEFINED when not a tensor */
-  int64_t *dims;                  /* owned; -1 for a dynamic dimension */
+  int64_t *dims; /* owned; -1 for a dynamic dimension */
   size_t rank;
 } ort_tensor_info;
 
@@ -28,10 +28,10 @@ typedef struct ort_session {
 
 /* Session settings, taken from the model configuration's parameters. */
 typedef struct ort_session_options {
-  int intra_op_threads;  /* 0: ONNX Runtime's default */
-  int inter_op_threads;  /* 0: ONNX Runtime's default */
-  int parallel;          /* execution_mode 1: ORT_PARALLEL */
-  int optimization;      /* a GraphOptimizationLevel value */
+  int intra_op_threads; /* 0: ONNX Runtime's default */
+  int inter_op_threads; /* 0: ONNX Runtime's default */
+  int parallel; /* execution_mode 1: ORT_PARALLEL */
+  int optimization; /* a GraphOptimizationLevel value */
 } ort_session_options;
 
 /*
@@ -39,15 +39,13 @@ typedef struct ort_session_options {
  * the file and ONNX Runtime's reason; on failure nothing stays allocated.
  * The caller owns '*out' (ort_session_close).
  */
-TRITONSERVER_Error *ort_session_open(const ort_runtime *rt, const char *path,
-                                     const ort_session_options *options,
+TRITONSERVER_Error *ort_session_open(const ort_runtime *rt, const char *path, const ort_session_options *options,
                                      ort_session *out);
 
 /* Releases the session and its descriptions; safe on a zeroed struct. */
 void ort_session_close(const ort_runtime *rt, ort_session *s);
 
 /* The input or output named 'name' of a session, or NULL. */
-const ort_tensor_info *ort_session_find(const ort_tensor_info *list,
-                                        size_t count, const char *name);
+const ort_tensor_info *ort_session_find(const ort_tensor_info *list, size_t count, const char *name);
 
 #endif /* NEREID_ORT_SESSION_H */

@@ -13,20 +13,15 @@
 #define INPUT_PREFIX "INPUT"
 #define NAME_MAX_LEN 256
 
-TRITONSERVER_Error *nrd_identity_model_read(const json_t *config,
-                                            const char *backend,
-                                            nrd_identity_model *out) {
+TRITONSERVER_Error *nrd_identity_model_read(const json_t *config, const char *backend, nrd_identity_model *out) {
   nrd_identity_model m = {0, 0};
-  TRITONSERVER_Error *err = nrd_bu_config_max_batch_size(config,
-                                                         &m.max_batch_size);
+  TRITONSERVER_Error *err = nrd_bu_config_max_batch_size(config, &m.max_batch_size);
   if (err == NULL) {
-    err = nrd_bu_config_parameter_int(config, "execute_delay_ms", 0, 0,
-                                      600000, &m.execute_delay_ms);
+    err = nrd_bu_config_parameter_int(config, "execute_delay_ms", 0, 0, 600000, &m.execute_delay_ms);
   }
   if (err != NULL) {
     TRITONSERVER_Error *named =
-        nrd_bu_error_newf(TRITONSERVER_ErrorCode(err), "%s: %s", backend,
-                          TRITONSERVER_ErrorMessage(err));
+        nrd_bu_error_newf(TRITONSERVER_ErrorCode(err), "%s: %s", backend, TRITONSERVER_ErrorMessage(err));
     TRITONSERVER_ErrorDelete(err);
     return named;
   }
@@ -35,27 +30,24 @@ TRITONSERVER_Error *nrd_identity_model_read(const json_t *config,
 }
 
 static bool memory_is_host(TRITONSERVER_MemoryType type) {
-  return type == TRITONSERVER_MEMORY_CPU ||
-         type == TRITONSERVER_MEMORY_CPU_PINNED;
+  return type == TRITONSERVER_MEMORY_CPU || type == TRITONSERVER_MEMORY_CPU_PINNED;
 }
 
 /* Adds output 'out_name' to 'response' as a copy of 'input'. */
-static TRITONSERVER_Error *copy_tensor(TRITONBACKEND_Response *response,
-                                       const char *out_name,
+static TRITONSERVER_Error *copy_tensor(TRITONBACKEND_Response *response, const char *out_name,
                                        TRITONBACKEND_Input *input) {
   const char *in_name = NULL;
   TRITONSERVER_DataType datatype = TRITONSERVER_TYPE_INVALID;
   const int64_t *shape = NULL;
   uint32_t dims = 0, buffer_count = 0;
   uint64_t byte_size = 0;
-  TRITONSERVER_Error *err = TRITONBACKEND_InputProperties(
-      input, &in_name, &datatype, &shape, &dims, &byte_size, &buffer_count);
+  TRITONSERVER_Error *err =
+      TRITONBACKEND_InputProperties(input, &in_name, &datatype, &shape, &dims, &byte_size, &buffer_count);
   if (err != NULL) {
     return err;
   }
   TRITONBACKEND_Output *output = NULL;
-  err = TRITONBACKEND_ResponseOutput(response, &output, out_name, datatype,
-                                     shape, dims);
+  err = TRITONBACKEND_ResponseOutput(response, &output, out_name, datatype, shape, dims);
   if (err != NULL) {
     return err;
   }
@@ -102,8 +94,7 @@ static TRITONSERVER_Error *copy_tensor(TRITONBACKEND_Response *response,
   }
   if (offset != byte_size) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
-                             "identity: input '%s': buffers hold %" PRIu64
-                             " bytes, the input announces %" PRIu64,
+                             "identity: input '%s': buffers hold %" PRIu64 " bytes, the input announces %" PRIu64,
                              in_name, offset, byte_size);
   }
   return NULL;
@@ -120,8 +111,7 @@ static int join_name(char *dst, size_t cap, const char *prefix, size_t plen, con
 }
 
 /* No output was named: answer every INPUT<s> with OUTPUT<s>. */
-static TRITONSERVER_Error *fill_all(TRITONBACKEND_Response *response,
-                                    TRITONBACKEND_Request *request) {
+static TRITONSERVER_Error *fill_all(TRITONBACKEND_Response *response, TRITONBACKEND_Request *request) {
   uint32_t count = 0;
   TRITONSERVER_Error *err = TRITONBACKEND_RequestInputCount(request, &count);
   for (uint32_t i = 0; err == NULL && i < count; ++i) {
@@ -129,33 +119,27 @@ static TRITONSERVER_Error *fill_all(TRITONBACKEND_Response *response,
     const char *name = NULL;
     err = TRITONBACKEND_RequestInputByIndex(request, i, &input);
     if (err == NULL) {
-      err = TRITONBACKEND_InputProperties(input, &name, NULL, NULL, NULL, NULL,
-                                          NULL);
+      err = TRITONBACKEND_InputProperties(input, &name, NULL, NULL, NULL, NULL, NULL);
     }
-    if (err != NULL || name == NULL ||
-        strncmp(name, INPUT_PREFIX, sizeof INPUT_PREFIX - 1) != 0) {
+    if (err != NULL || name == NULL || strncmp(name, INPUT_PREFIX, sizeof INPUT_PREFIX - 1) != 0) {
       continue;
     }
     char out_name[NAME_MAX_LEN];
-    int n = join_name(out_name, sizeof out_name, OUTPUT_PREFIX, sizeof OUTPUT_PREFIX - 1,
-                      name + sizeof INPUT_PREFIX - 1);
+    int n =
+        join_name(out_name, sizeof out_name, OUTPUT_PREFIX, sizeof OUTPUT_PREFIX - 1, name + sizeof INPUT_PREFIX - 1);
     if (n < 0) {
-      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                               "identity: input name '%.64s...' is too long",
-                               name);
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "identity: input name '%.64s...' is too long", name);
     }
     err = copy_tensor(response, out_name, input);
   }
   return err;
 }
 
-static TRITONSERVER_Error *fill_requested(TRITONBACKEND_Response *response,
-                                          TRITONBACKEND_Request *request,
+static TRITONSERVER_Error *fill_requested(TRITONBACKEND_Response *response, TRITONBACKEND_Request *request,
                                           uint32_t out_count) {
   for (uint32_t i = 0; i < out_count; ++i) {
     const char *out_name = NULL;
-    TRITONSERVER_Error *err =
-        TRITONBACKEND_RequestOutputName(request, i, &out_name);
+    TRITONSERVER_Error *err = TRITONBACKEND_RequestOutputName(request, i, &out_name);
     if (err != NULL) {
       return err;
     }
@@ -166,11 +150,10 @@ static TRITONSERVER_Error *fill_requested(TRITONBACKEND_Response *response,
                                out_name);
     }
     char in_name[NAME_MAX_LEN];
-    int n = join_name(in_name, sizeof in_name, INPUT_PREFIX, sizeof INPUT_PREFIX - 1,
-                      out_name + sizeof OUTPUT_PREFIX - 1);
+    int n =
+        join_name(in_name, sizeof in_name, INPUT_PREFIX, sizeof INPUT_PREFIX - 1, out_name + sizeof OUTPUT_PREFIX - 1);
     if (n < 0) {
-      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                               "identity: output name '%.64s...' is too long",
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "identity: output name '%.64s...' is too long",
                                out_name);
     }
     TRITONBACKEND_Input *input = NULL;
@@ -192,13 +175,11 @@ static TRITONSERVER_Error *fill_requested(TRITONBACKEND_Response *response,
   return NULL;
 }
 
-TRITONSERVER_Error *nrd_identity_fill(TRITONBACKEND_Response *response,
-                                      TRITONBACKEND_Request *request) {
+TRITONSERVER_Error *nrd_identity_fill(TRITONBACKEND_Response *response, TRITONBACKEND_Request *request) {
   uint32_t out_count = 0;
   TRITONSERVER_Error *err = TRITONBACKEND_RequestOutputCount(request, &out_count);
   if (err == NULL) {
-    err = (out_count == 0) ? fill_all(response, request)
-                           : fill_requested(response, request, out_count);
+    err = (out_count == 0) ? fill_all(response, request) : fill_requested(response, request, out_count);
   }
   return err;
 }
@@ -212,8 +193,7 @@ bool nrd_identity_respond(TRITONBACKEND_Request *request, uint32_t send_flags) {
   }
   err = nrd_identity_fill(response, request);
   /* The error is sent as the response's outcome; the caller keeps it. */
-  TRITONSERVER_Error *send_err =
-      TRITONBACKEND_ResponseSend(response, send_flags, err);
+  TRITONSERVER_Error *send_err = TRITONBACKEND_ResponseSend(response, send_flags, err);
   bool ok = (err == NULL && send_err == NULL);
   if (err != NULL) {
     TRITONSERVER_ErrorDelete(err);
@@ -240,14 +220,12 @@ typedef struct batch_plan {
 } batch_plan;
 
 /* Input 'name' of 'request': datatype and shape, false when missing. */
-static bool input_shape(TRITONBACKEND_Request *request, const char *name,
-                        TRITONSERVER_DataType *dtype, const int64_t **shape,
-                        uint32_t *dims) {
+static bool input_shape(TRITONBACKEND_Request *request, const char *name, TRITONSERVER_DataType *dtype,
+                        const int64_t **shape, uint32_t *dims) {
   TRITONBACKEND_Input *input = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_RequestInput(request, name, &input);
   if (err == NULL) {
-    err = TRITONBACKEND_InputProperties(input, NULL, dtype, shape, dims, NULL,
-                                        NULL);
+    err = TRITONBACKEND_InputProperties(input, NULL, dtype, shape, dims, NULL, NULL);
   }
   if (err != NULL) {
     TRITONSERVER_ErrorDelete(err);
@@ -276,8 +254,7 @@ static bool plan_first(TRITONBACKEND_Request *request, batch_plan *p) {
       TRITONBACKEND_Input *input = NULL;
       err = TRITONBACKEND_RequestInputByIndex(request, i, &input);
       if (err == NULL) {
-        err = TRITONBACKEND_InputProperties(input, &name, NULL, NULL, NULL,
-                                            NULL, NULL);
+        err = TRITONBACKEND_InputProperties(input, &name, NULL, NULL, NULL, NULL, NULL);
       }
     }
     if (err != NULL) {
@@ -288,20 +265,17 @@ static bool plan_first(TRITONBACKEND_Request *request, batch_plan *p) {
     size_t plen = strlen(prefix);
     if (strncmp(name, prefix, plen) != 0) {
       if (outs > 0) return false; /* the per-request path explains why */
-      continue;                   /* not an INPUT<s>: not echoed */
+      continue; /* not an INPUT<s>: not echoed */
     }
     if (p->n == BATCH_MAX_TENSORS) return false;
     uint32_t k = p->n;
     char *in = p->in[k], *out = p->out[k];
-    if (join_name(in, NAME_MAX_LEN, INPUT_PREFIX, sizeof INPUT_PREFIX - 1,
-                  name + plen) < 0 ||
-        join_name(out, NAME_MAX_LEN, OUTPUT_PREFIX, sizeof OUTPUT_PREFIX - 1,
-                  name + plen) < 0) {
+    if (join_name(in, NAME_MAX_LEN, INPUT_PREFIX, sizeof INPUT_PREFIX - 1, name + plen) < 0 ||
+        join_name(out, NAME_MAX_LEN, OUTPUT_PREFIX, sizeof OUTPUT_PREFIX - 1, name + plen) < 0) {
       return false;
     }
-    if (!input_shape(request, in, &p->dtype[k], &p->shape[k], &p->dims[k]) ||
-        p->dtype[k] == TRITONSERVER_TYPE_BYTES || p->dims[k] == 0 ||
-        p->shape[k][0] < 0) {
+    if (!input_shape(request, in, &p->dtype[k], &p->shape[k], &p->dims[k]) || p->dtype[k] == TRITONSERVER_TYPE_BYTES ||
+        p->dims[k] == 0 || p->shape[k][0] < 0) {
       return false;
     }
     p->n++;
@@ -310,8 +284,7 @@ static bool plan_first(TRITONBACKEND_Request *request, batch_plan *p) {
 }
 
 /* Whether 'request' fits the plan; stores its rows. */
-static bool plan_fits(TRITONBACKEND_Request *request, const batch_plan *p,
-                      uint64_t *rows) {
+static bool plan_fits(TRITONBACKEND_Request *request, const batch_plan *p, uint64_t *rows) {
   uint32_t outs = 0;
   TRITONSERVER_Error *err = TRITONBACKEND_RequestOutputCount(request, &outs);
   if (err != NULL) {
@@ -334,10 +307,8 @@ static bool plan_fits(TRITONBACKEND_Request *request, const batch_plan *p,
     TRITONSERVER_DataType dtype;
     const int64_t *shape = NULL;
     uint32_t dims = 0;
-    if (!input_shape(request, p->in[k], &dtype, &shape, &dims) ||
-        dtype != p->dtype[k] || dims != p->dims[k] || shape[0] < 0 ||
-        (dims > 1 &&
-         memcmp(shape + 1, p->shape[k] + 1, (dims - 1) * sizeof *shape) != 0)) {
+    if (!input_shape(request, p->in[k], &dtype, &shape, &dims) || dtype != p->dtype[k] || dims != p->dims[k] ||
+        shape[0] < 0 || (dims > 1 && memcmp(shape + 1, p->shape[k] + 1, (dims - 1) * sizeof *shape) != 0)) {
       return false;
     }
     if (k == 0) {
@@ -354,20 +325,17 @@ static bool plan_fits(TRITONBACKEND_Request *request, const batch_plan *p,
  * Sets ok[i] per request. Returns false, having sent nothing, when the
  * batch does not fit (mixed inputs or outputs, BYTES, ...): the caller then
  * answers request by request. Every request must be non-NULL. */
-static bool execute_batched(TRITONBACKEND_Request **requests, uint32_t count,
-                            bool *ok) {
+static bool execute_batched(TRITONBACKEND_Request **requests, uint32_t count, bool *ok) {
   batch_plan *plan = malloc(sizeof *plan);
   uint64_t *rows = calloc(count, sizeof *rows);
   TRITONBACKEND_Response **responses = calloc(count, sizeof *responses);
-  bool fits = plan != NULL && rows != NULL && responses != NULL &&
-              plan_first(requests[0], plan);
+  bool fits = plan != NULL && rows != NULL && responses != NULL && plan_first(requests[0], plan);
   for (uint32_t i = 0; fits && i < count; ++i) {
     fits = plan_fits(requests[i], plan, &rows[i]);
   }
   uint32_t made = 0;
   for (; fits && made < count; ++made) {
-    TRITONSERVER_Error *err = TRITONBACKEND_ResponseNew(&responses[made],
-                                                        requests[made]);
+    TRITONSERVER_Error *err = TRITONBACKEND_ResponseNew(&responses[made], requests[made]);
     if (err != NULL) {
       TRITONSERVER_ErrorDelete(err);
       fits = false;
@@ -376,8 +344,7 @@ static bool execute_batched(TRITONBACKEND_Request **requests, uint32_t count,
   }
   if (!fits) {
     for (uint32_t i = 0; i < made; ++i) {
-      nrd_bu_error_log_and_delete(TRITONBACKEND_ResponseDelete(responses[i]),
-                                  "identity: cannot delete a response");
+      nrd_bu_error_log_and_delete(TRITONBACKEND_ResponseDelete(responses[i]), "identity: cannot delete a response");
     }
     free(plan);
     free(rows);
@@ -386,24 +353,18 @@ static bool execute_batched(TRITONBACKEND_Request **requests, uint32_t count,
   }
   for (uint32_t k = 0; k < plan->n; ++k) {
     nrd_bu_batch_input in;
-    TRITONSERVER_Error *err =
-        nrd_bu_batch_input_gather(requests, count, plan->in[k], NULL, 0, &in);
+    TRITONSERVER_Error *err = nrd_bu_batch_input_gather(requests, count, plan->in[k], NULL, 0, &in);
     if (err == NULL) {
-      err = nrd_bu_batch_output_scatter(responses, count, plan->out[k],
-                                        plan->dtype[k], plan->shape[k],
-                                        plan->dims[k], rows, in.data,
-                                        in.byte_size);
+      err = nrd_bu_batch_output_scatter(responses, count, plan->out[k], plan->dtype[k], plan->shape[k], plan->dims[k],
+                                        rows, in.data, in.byte_size);
       nrd_bu_batch_input_release(&in);
     }
     if (err != NULL) {
       /* The batch itself failed: every response still open gets it. */
       for (uint32_t i = 0; i < count; ++i) {
         if (responses[i] == NULL) continue;
-        nrd_bu_error_log_and_delete(
-            TRITONBACKEND_ResponseSend(responses[i],
-                                       TRITONSERVER_RESPONSE_COMPLETE_FINAL,
-                                       err),
-            "identity: cannot send response");
+        nrd_bu_error_log_and_delete(TRITONBACKEND_ResponseSend(responses[i], TRITONSERVER_RESPONSE_COMPLETE_FINAL, err),
+                                    "identity: cannot send response");
         responses[i] = NULL;
       }
       TRITONSERVER_ErrorDelete(err);
@@ -413,8 +374,7 @@ static bool execute_batched(TRITONBACKEND_Request **requests, uint32_t count,
   for (uint32_t i = 0; i < count; ++i) {
     ok[i] = false;
     if (responses[i] == NULL) continue;
-    TRITONSERVER_Error *err = TRITONBACKEND_ResponseSend(
-        responses[i], TRITONSERVER_RESPONSE_COMPLETE_FINAL, NULL);
+    TRITONSERVER_Error *err = TRITONBACKEND_ResponseSend(responses[i], TRITONSERVER_RESPONSE_COMPLETE_FINAL, NULL);
     ok[i] = (err == NULL);
     nrd_bu_error_log_and_delete(err, "identity: cannot send response");
   }
@@ -424,8 +384,7 @@ static bool execute_batched(TRITONBACKEND_Request **requests, uint32_t count,
   return true;
 }
 
-void nrd_identity_execute(TRITONBACKEND_ModelInstance *instance,
-                          const nrd_identity_model *model,
+void nrd_identity_execute(TRITONBACKEND_ModelInstance *instance, const nrd_identity_model *model,
                           TRITONBACKEND_Request **requests, uint32_t count) {
   uint64_t exec_start = nrd_bu_now_ns();
   uint64_t compute_start = exec_start;
@@ -450,8 +409,7 @@ void nrd_identity_execute(TRITONBACKEND_ModelInstance *instance,
   for (uint32_t i = 0; i < count; ++i) {
     all_present = all_present && requests[i] != NULL;
   }
-  bool batched = batching && ok != NULL && all_present &&
-                 execute_batched(requests, count, ok);
+  bool batched = batching && ok != NULL && all_present && execute_batched(requests, count, ok);
   for (uint32_t i = 0; i < count; ++i) {
     TRITONBACKEND_Request *request = requests[i];
     if (request == NULL) {
@@ -461,18 +419,15 @@ void nrd_identity_execute(TRITONBACKEND_ModelInstance *instance,
     if (batched) {
       continue;
     }
-    bool success = nrd_identity_respond(request,
-                                        TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+    bool success = nrd_identity_respond(request, TRITONSERVER_RESPONSE_COMPLETE_FINAL);
     if (ok != NULL) {
       ok[i] = success;
     } else {
       /* No memory for the flags: report now with what we have. */
       uint64_t now = nrd_bu_now_ns();
-      nrd_bu_error_log_and_delete(
-          TRITONBACKEND_ModelInstanceReportStatistics(
-              instance, request, success, exec_start, compute_start,
-              compute_end, now),
-          "identity: cannot report statistics");
+      nrd_bu_error_log_and_delete(TRITONBACKEND_ModelInstanceReportStatistics(instance, request, success, exec_start,
+                                                                              compute_start, compute_end, now),
+                                  "identity: cannot report statistics");
       nrd_bu_request_release(request);
     }
   }
@@ -482,22 +437,18 @@ void nrd_identity_execute(TRITONBACKEND_ModelInstance *instance,
    * may read the model's statistics and must find this batch counted. */
   bool flags_kept = ok != NULL;
   if (flags_kept && total_batch > 0) {
-    nrd_bu_error_log_and_delete(
-        TRITONBACKEND_ModelInstanceReportBatchStatistics(
-            instance, total_batch, exec_start, compute_start, compute_end,
-            exec_end),
-        "identity: cannot report batch statistics");
+    nrd_bu_error_log_and_delete(TRITONBACKEND_ModelInstanceReportBatchStatistics(instance, total_batch, exec_start,
+                                                                                 compute_start, compute_end, exec_end),
+                                "identity: cannot report batch statistics");
   }
   if (ok != NULL) {
     for (uint32_t i = 0; i < count; ++i) {
       if (requests[i] == NULL) {
         continue;
       }
-      nrd_bu_error_log_and_delete(
-          TRITONBACKEND_ModelInstanceReportStatistics(
-              instance, requests[i], ok[i], exec_start, compute_start,
-              compute_end, exec_end),
-          "identity: cannot report statistics");
+      nrd_bu_error_log_and_delete(TRITONBACKEND_ModelInstanceReportStatistics(instance, requests[i], ok[i], exec_start,
+                                                                              compute_start, compute_end, exec_end),
+                                  "identity: cannot report statistics");
       nrd_bu_request_release(requests[i]);
     }
     if (ok != small) {
@@ -505,10 +456,8 @@ void nrd_identity_execute(TRITONBACKEND_ModelInstance *instance,
     }
   }
   if (!flags_kept && total_batch > 0) {
-    nrd_bu_error_log_and_delete(
-        TRITONBACKEND_ModelInstanceReportBatchStatistics(
-            instance, total_batch, exec_start, compute_start, compute_end,
-            exec_end),
-        "identity: cannot report batch statistics");
+    nrd_bu_error_log_and_delete(TRITONBACKEND_ModelInstanceReportBatchStatistics(instance, total_batch, exec_start,
+                                                                                 compute_start, compute_end, exec_end),
+                                "identity: cannot report batch statistics");
   }
 }

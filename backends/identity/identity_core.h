@@ -17,7 +17,7 @@
 
 /* Per-model settings read once at ModelInitialize. */
 typedef struct nrd_identity_model {
-  int64_t max_batch_size;   /* > 0: first dimension of each input is batch */
+  int64_t max_batch_size; /* > 0: first dimension of each input is batch */
   int64_t execute_delay_ms; /* sleep per Execute call (tests only) */
 } nrd_identity_model;
 
@@ -27,9 +27,7 @@ typedef struct nrd_identity_model {
  * The caller keeps ownership of 'config'; on failure 'out' is untouched.
  * Any thread.
  */
-TRITONSERVER_Error *nrd_identity_model_read(const json_t *config,
-                                            const char *backend,
-                                            nrd_identity_model *out);
+TRITONSERVER_Error *nrd_identity_model_read(const json_t *config, const char *backend, nrd_identity_model *out);
 
 /*
  * Creates one response for 'request' holding a copy of INPUT<s> for every
@@ -48,8 +46,7 @@ bool nrd_identity_respond(TRITONBACKEND_Request *request, uint32_t send_flags);
  * nrd_identity_respond would send as the error response, or NULL; the
  * caller owns it. Same thread rule as nrd_identity_respond.
  */
-TRITONSERVER_Error *nrd_identity_fill(TRITONBACKEND_Response *response,
-                                      TRITONBACKEND_Request *request);
+TRITONSERVER_Error *nrd_identity_fill(TRITONBACKEND_Response *response, TRITONBACKEND_Request *request);
 
 /*
  * Runs a whole Execute batch the identity way: optional delay, one FINAL
@@ -57,8 +54,7 @@ TRITONSERVER_Error *nrd_identity_fill(TRITONBACKEND_Response *response,
  * releases every request. Never fails: after the call the backend owns no
  * request, so Execute returns NULL. Instance thread only.
  */
-void nrd_identity_execute(TRITONBACKEND_ModelInstance *instance,
-                          const nrd_identity_model *model,
+void nrd_identity_execute(TRITONBACKEND_ModelInstance *instance, const nrd_identity_model *model,
                           TRITONBACKEND_Request **requests, uint32_t count);
 
 #endif /* NRD_IDENTITY_CORE_H */

@@ -19,8 +19,7 @@
 
 static const char kName[] = "onnxruntime";
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(
-    TRITONBACKEND_Backend *backend) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Backend *backend) {
   TRITONSERVER_Error *err = nrd_bu_api_version_check(kName);
   if (err != NULL) return err;
   TRITONBACKEND_ArtifactType type;
@@ -29,8 +28,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(
   if (err != NULL) return err;
   ort_runtime *rt = calloc(1, sizeof *rt);
   if (rt == NULL) {
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE,
-                                 "onnxruntime: out of memory");
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, "onnxruntime: out of memory");
   }
   err = ort_runtime_open(dir, rt);
   if (err == NULL) err = TRITONBACKEND_BackendSetState(backend, rt);
@@ -39,13 +37,11 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(
     free(rt);
     return err;
   }
-  NRD_BU_LOG(TRITONSERVER_LOG_INFO, "onnxruntime: ONNX Runtime %s from %s",
-             rt->version, rt->path);
+  NRD_BU_LOG(TRITONSERVER_LOG_INFO, "onnxruntime: ONNX Runtime %s from %s", rt->version, rt->path);
   return NULL;
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Finalize(
-    TRITONBACKEND_Backend *backend) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Finalize(TRITONBACKEND_Backend *backend) {
   void *state = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_BackendState(backend, &state);
   if (err != NULL) return err;
@@ -56,8 +52,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Finalize(
   return NULL;
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
-    TRITONBACKEND_Model *model) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model *model) {
   TRITONBACKEND_Backend *backend = NULL;
   void *rt = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_ModelBackend(model, &backend);
@@ -70,8 +65,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
   return err;
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(
-    TRITONBACKEND_Model *model) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model *model) {
   void *state = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_ModelState(model, &state);
   if (err != NULL) return err;
@@ -79,8 +73,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(
   return TRITONBACKEND_ModelSetState(model, NULL);
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(
-    TRITONBACKEND_ModelInstance *instance) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelInstance *instance) {
   void *m = NULL;
   TRITONSERVER_Error *err = nrd_bu_instance_model_state(instance, kName, &m);
   if (err != NULL) return err;
@@ -91,19 +84,17 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(
   return err;
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceFinalize(
-    TRITONBACKEND_ModelInstance *instance) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceFinalize(TRITONBACKEND_ModelInstance *instance) {
   void *state = NULL;
-  TRITONSERVER_Error *err =
-      TRITONBACKEND_ModelInstanceState(instance, &state);
+  TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceState(instance, &state);
   if (err != NULL) return err;
   ort_instance_free(state);
   return TRITONBACKEND_ModelInstanceSetState(instance, NULL);
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
-    TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
-    const uint32_t request_count) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance *instance,
+                                                                          TRITONBACKEND_Request **requests,
+                                                                          const uint32_t request_count) {
   void *state = NULL;
   TRITONSERVER_Error *err = nrd_bu_instance_state(instance, kName, &state);
   if (err != NULL) return err;

@@ -19,33 +19,30 @@
 typedef struct slot {
   TRITONBACKEND_Request *request;
   TRITONBACKEND_Response *response; /* NULL once answered with an error */
-  int64_t rows;                     /* batch rows; 1 without batching */
-  bool grouped;                     /* already ran (or failed) */
-  bool ok;                          /* ran successfully */
+  int64_t rows; /* batch rows; 1 without batching */
+  bool grouped; /* already ran (or failed) */
+  bool ok; /* ran successfully */
 } slot;
 
 /* What one Run holds and frees. */
 typedef struct run {
-  size_t count;             /* inputs fed */
-  const char **names;       /* borrowed from the session */
-  OrtValue **values;        /* ReleaseValue */
+  size_t count; /* inputs fed */
+  const char **names; /* borrowed from the session */
+  OrtValue **values; /* ReleaseValue */
   nrd_bu_batch_input *data; /* gathered bytes, released after Run */
-  char **strings;           /* per input: NUL-terminated copies (BYTES) */
-  const char ***pointers;   /* per input: pointers into 'strings' */
+  char **strings; /* per input: NUL-terminated copies (BYTES) */
+  const char ***pointers; /* per input: pointers into 'strings' */
 } run;
 
 static TRITONSERVER_Error *oom(void) {
-  return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE,
-                               "onnxruntime: out of memory");
+  return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, "onnxruntime: out of memory");
 }
 
 /* Answers one request with 'err' (kept by the caller). */
 static void fail_slot(slot *s, TRITONSERVER_Error *err) {
   if (s->response == NULL) return;
-  nrd_bu_error_log_and_delete(
-      TRITONBACKEND_ResponseSend(s->response,
-                                 TRITONSERVER_RESPONSE_COMPLETE_FINAL, err),
-      "onnxruntime: cannot send an error response");
+  nrd_bu_error_log_and_delete(TRITONBACKEND_ResponseSend(s->response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, err),
+                              "onnxruntime: cannot send an error response");
   s->response = NULL;
 }
 
@@ -57,11 +54,8 @@ static void fail_group(slot **group, size_t n, TRITONSERVER_Error *err) {
 /* ---- checking requests ---------------------------------------------------- */
 
 /* Reads input 'name' of a request; *found false when the request lacks it. */
-static TRITONSERVER_Error *input_props(TRITONBACKEND_Request *request,
-                                       const char *name, bool *found,
-                                       TRITONSERVER_DataType *dt,
-                                       const int64_t **shape,
-                                       uint32_t *dims) {
+static TRITONSERVER_Error *input_props(TRITONBACKEND_Request *request, const char *name, bool *found,
+                                       TRITONSERVER_DataType *dt, const int64_t **shape, uint32_t *dims) {
   TRITONBACKEND_Input *input = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_RequestInput(request, name, &input);
   if (err != NULL) {
@@ -70,8 +64,7 @@ static TRITONSERVER_Error *input_props(TRITONBACKEND_Request *request,
     return NULL;
   }
   *found = true;
-  return TRITONBACKEND_InputProperties(input, NULL, dt, shape, dims, NULL,
-                                       NULL);
+  return TRITONBACKEND_InputProperties(input, NULL, dt, shape, dims, NULL, NULL);
 }
 
 /* Checks a request's inputs against the session and finds its rows. */
@@ -85,17 +78,15 @@ static TRITONSERVER_Error *check_request(const ort_instance *inst, slot *s) {
     TRITONSERVER_DataType dt;
     const int64_t *shape = NULL;
     uint32_t dims = 0;
-    TRITONSERVER_Error *err =
-        input_props(s->request, info->name, &found, &dt, &shape, &dims);
+    TRITONSERVER_Error *err = input_props(s->request, info->name, &found, &dt, &shape, &dims);
     if (err != NULL) return err;
     if (!found) continue;
     if (ort_element_type(dt) != info->type) {
-      return nrd_bu_error_newf(
-          TRITONSERVER_ERROR_INVALID_ARG,
-          "onnxruntime: model '%s': input '%s' has datatype %s, the model "
-          "takes %s",
-          inst->model->name, info->name, TRITONSERVER_DataTypeString(dt),
-          TRITONSERVER_DataTypeString(ort_triton_type(info->type)));
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "onnxruntime: model '%s': input '%s' has datatype %s, the model "
+                               "takes %s",
+                               inst->model->name, info->name, TRITONSERVER_DataTypeString(dt),
+                               TRITONSERVER_DataTypeString(ort_triton_type(info->type)));
     }
     if (!batched) continue;
     if (dims == 0 || shape[0] < 1) {
@@ -105,12 +96,10 @@ static TRITONSERVER_Error *check_request(const ort_instance *inst, slot *s) {
                                inst->model->name, info->name);
     }
     if (s->rows >= 0 && shape[0] != s->rows) {
-      return nrd_bu_error_newf(
-          TRITONSERVER_ERROR_INVALID_ARG,
-          "onnxruntime: model '%s': input '%s' has batch size %lld, other "
-          "inputs of the request %lld",
-          inst->model->name, info->name, (long long)shape[0],
-          (long long)s->rows);
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "onnxruntime: model '%s': input '%s' has batch size %lld, other "
+                               "inputs of the request %lld",
+                               inst->model->name, info->name, (long long)shape[0], (long long)s->rows);
     }
     s->rows = shape[0];
   }
@@ -120,18 +109,15 @@ static TRITONSERVER_Error *check_request(const ort_instance *inst, slot *s) {
 
 /* Whether two requests can run together: the same inputs present, with the
  * same shapes apart from the batch dimension. */
-static bool same_shapes(const ort_instance *inst, TRITONBACKEND_Request *a,
-                        TRITONBACKEND_Request *b) {
+static bool same_shapes(const ort_instance *inst, TRITONBACKEND_Request *a, TRITONBACKEND_Request *b) {
   const ort_session *ss = &inst->session;
   for (size_t i = 0; i < ss->input_count; i++) {
     bool fa = false, fb = false;
     TRITONSERVER_DataType da, db;
     const int64_t *sa = NULL, *sb = NULL;
     uint32_t na = 0, nb = 0;
-    TRITONSERVER_Error *ea =
-        input_props(a, ss->inputs[i].name, &fa, &da, &sa, &na);
-    TRITONSERVER_Error *eb =
-        input_props(b, ss->inputs[i].name, &fb, &db, &sb, &nb);
+    TRITONSERVER_Error *ea = input_props(a, ss->inputs[i].name, &fa, &da, &sa, &na);
+    TRITONSERVER_Error *eb = input_props(b, ss->inputs[i].name, &fb, &db, &sb, &nb);
     bool same = ea == NULL && eb == NULL && fa == fb && na == nb;
     TRITONSERVER_ErrorDelete(ea);
     TRITONSERVER_ErrorDelete(eb);
@@ -151,10 +137,8 @@ static bool same_shapes(const ort_instance *inst, TRITONBACKEND_Request *a,
 
 /* Splits Triton's BYTES encoding (4-byte little-endian length, then the
  * bytes, per element) into NUL-terminated strings for FillStringTensor. */
-static TRITONSERVER_Error *split_strings(const char *model, const char *name,
-                                         const uint8_t *data, uint64_t size,
-                                         int64_t elements, char **block,
-                                         const char ***pointers) {
+static TRITONSERVER_Error *split_strings(const char *model, const char *name, const uint8_t *data, uint64_t size,
+                                         int64_t elements, char **block, const char ***pointers) {
   char *b = malloc(size + (size_t)elements + 1);
   const char **p = calloc(elements > 0 ? (size_t)elements : 1, sizeof *p);
   if (b == NULL || p == NULL) {
@@ -182,11 +166,10 @@ static TRITONSERVER_Error *split_strings(const char *model, const char *name,
   if (at != size || n != elements) {
     free(b);
     free(p);
-    return nrd_bu_error_newf(
-        TRITONSERVER_ERROR_INVALID_ARG,
-        "onnxruntime: model '%s': input '%s': BYTES data does not hold "
-        "exactly %lld length-prefixed elements",
-        model, name, (long long)elements);
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                             "onnxruntime: model '%s': input '%s': BYTES data does not hold "
+                             "exactly %lld length-prefixed elements",
+                             model, name, (long long)elements);
   }
   *block = b;
   *pointers = p;
@@ -211,8 +194,7 @@ static void run_free(const ort_runtime *rt, run *r, size_t inputs) {
 }
 
 /* Builds the input tensors of a group (rows 'total'). */
-static TRITONSERVER_Error *make_inputs(const ort_instance *inst, slot **group,
-                                       size_t n, int64_t total, run *r) {
+static TRITONSERVER_Error *make_inputs(const ort_instance *inst, slot **group, size_t n, int64_t total, run *r) {
   const ort_runtime *rt = inst->model->rt;
   const ort_session *ss = &inst->session;
   size_t cap = ss->input_count > 0 ? ss->input_count : 1;
@@ -221,8 +203,7 @@ static TRITONSERVER_Error *make_inputs(const ort_instance *inst, slot **group,
   r->data = calloc(cap, sizeof *r->data);
   r->strings = calloc(cap, sizeof *r->strings);
   r->pointers = calloc(cap, sizeof *r->pointers);
-  if (r->names == NULL || r->values == NULL || r->data == NULL ||
-      r->strings == NULL || r->pointers == NULL) {
+  if (r->names == NULL || r->values == NULL || r->data == NULL || r->strings == NULL || r->pointers == NULL) {
     return oom();
   }
   TRITONBACKEND_Request **requests = calloc(n, sizeof *requests);
@@ -252,46 +233,35 @@ static TRITONSERVER_Error *make_inputs(const ort_instance *inst, slot **group,
     int64_t elements = nrd_bu_shape_elements(shape, dims);
     size_t k = r->count++;
     r->names[k] = info->name;
-    err = nrd_bu_batch_input_gather(requests, (uint32_t)n, info->name, NULL,
-                                    0, &r->data[k]);
+    err = nrd_bu_batch_input_gather(requests, (uint32_t)n, info->name, NULL, 0, &r->data[k]);
     if (err != NULL) break;
     if (info->type == ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING) {
-      err = split_strings(inst->model->name, info->name, r->data[k].data,
-                          r->data[k].byte_size, elements, &r->strings[k],
-                          &r->pointers[k]);
+      err = split_strings(inst->model->name, info->name, r->data[k].data, r->data[k].byte_size, elements,
+                          &r->strings[k], &r->pointers[k]);
       if (err == NULL) {
-        err = ort_runtime_error(
-            rt,
-            rt->api->CreateTensorAsOrtValue(rt->allocator, shape, rank,
-                                            info->type, &r->values[k]),
-            "cannot create a string tensor");
+        err = ort_runtime_error(rt,
+                                rt->api->CreateTensorAsOrtValue(rt->allocator, shape, rank, info->type, &r->values[k]),
+                                "cannot create a string tensor");
       }
       if (err == NULL) {
-        err = ort_runtime_error(
-            rt,
-            rt->api->FillStringTensor(r->values[k], r->pointers[k],
-                                      (size_t)elements),
-            "cannot fill a string tensor");
+        err = ort_runtime_error(rt, rt->api->FillStringTensor(r->values[k], r->pointers[k], (size_t)elements),
+                                "cannot fill a string tensor");
       }
       continue;
     }
     uint64_t want = (uint64_t)elements * TRITONSERVER_DataTypeByteSize(dt);
     if (elements < 0 || r->data[k].byte_size != want) {
-      err = nrd_bu_error_newf(
-          TRITONSERVER_ERROR_INVALID_ARG,
-          "onnxruntime: model '%s': input '%s' holds %llu bytes, its shape "
-          "needs %llu",
-          inst->model->name, info->name,
-          (unsigned long long)r->data[k].byte_size, (unsigned long long)want);
+      err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                              "onnxruntime: model '%s': input '%s' holds %llu bytes, its shape "
+                              "needs %llu",
+                              inst->model->name, info->name, (unsigned long long)r->data[k].byte_size,
+                              (unsigned long long)want);
       break;
     }
     static char empty;
     void *p = r->data[k].data != NULL ? (void *)r->data[k].data : &empty;
     err = ort_runtime_error(
-        rt,
-        rt->api->CreateTensorWithDataAsOrtValue(rt->cpu, p, (size_t)want,
-                                                shape, rank, info->type,
-                                                &r->values[k]),
+        rt, rt->api->CreateTensorWithDataAsOrtValue(rt->cpu, p, (size_t)want, shape, rank, info->type, &r->values[k]),
         "cannot create an input tensor");
   }
   free(requests);
@@ -322,28 +292,24 @@ typedef struct result {
   int64_t dims[64];
   size_t rank;
   int64_t elements;
-  const uint8_t *data;   /* fixed-size types */
-  char *content;         /* strings: all bytes, malloc'ed */
-  size_t *offsets;       /* strings: start of each element, malloc'ed */
+  const uint8_t *data; /* fixed-size types */
+  char *content; /* strings: all bytes, malloc'ed */
+  size_t *offsets; /* strings: start of each element, malloc'ed */
   size_t content_size;
 } result;
 
-static TRITONSERVER_Error *read_result(const ort_runtime *rt,
-                                       const char *model, const char *name,
-                                       OrtValue *value, result *out) {
+static TRITONSERVER_Error *read_result(const ort_runtime *rt, const char *model, const char *name, OrtValue *value,
+                                       result *out) {
   const OrtApi *api = rt->api;
   OrtTensorTypeAndShapeInfo *ts = NULL;
   ONNXTensorElementDataType et = ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
   size_t count = 0;
   out->name = name;
-  TRITONSERVER_Error *err = ort_runtime_error(
-      rt, api->GetTensorTypeAndShape(value, &ts), "cannot read an output");
+  TRITONSERVER_Error *err = ort_runtime_error(rt, api->GetTensorTypeAndShape(value, &ts), "cannot read an output");
   if (err != NULL) return err;
-  err = ort_runtime_error(rt, api->GetTensorElementType(ts, &et),
-                          "cannot read an output type");
+  err = ort_runtime_error(rt, api->GetTensorElementType(ts, &et), "cannot read an output type");
   if (err == NULL) {
-    err = ort_runtime_error(rt, api->GetDimensionsCount(ts, &out->rank),
-                            "cannot read an output rank");
+    err = ort_runtime_error(rt, api->GetDimensionsCount(ts, &out->rank), "cannot read an output rank");
   }
   if (err == NULL && out->rank > 64) {
     err = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
@@ -352,12 +318,10 @@ static TRITONSERVER_Error *read_result(const ort_runtime *rt,
                             model, name);
   }
   if (err == NULL) {
-    err = ort_runtime_error(rt, api->GetDimensions(ts, out->dims, out->rank),
-                            "cannot read output dimensions");
+    err = ort_runtime_error(rt, api->GetDimensions(ts, out->dims, out->rank), "cannot read output dimensions");
   }
   if (err == NULL) {
-    err = ort_runtime_error(rt, api->GetTensorShapeElementCount(ts, &count),
-                            "cannot count output elements");
+    err = ort_runtime_error(rt, api->GetTensorShapeElementCount(ts, &count), "cannot count output elements");
   }
   api->ReleaseTensorTypeAndShapeInfo(ts);
   if (err != NULL) return err;
@@ -371,23 +335,18 @@ static TRITONSERVER_Error *read_result(const ort_runtime *rt,
   }
   if (out->dt != TRITONSERVER_TYPE_BYTES) {
     void *p = NULL;
-    err = ort_runtime_error(rt, api->GetTensorMutableData(value, &p),
-                            "cannot read output data");
+    err = ort_runtime_error(rt, api->GetTensorMutableData(value, &p), "cannot read output data");
     out->data = p;
     return err;
   }
-  err = ort_runtime_error(
-      rt, api->GetStringTensorDataLength(value, &out->content_size),
-      "cannot read string output length");
+  err = ort_runtime_error(rt, api->GetStringTensorDataLength(value, &out->content_size),
+                          "cannot read string output length");
   if (err != NULL) return err;
   out->content = malloc(out->content_size + 1);
   out->offsets = calloc(count + 1, sizeof(size_t));
   if (out->content == NULL || out->offsets == NULL) return oom();
-  err = ort_runtime_error(
-      rt,
-      api->GetStringTensorContent(value, out->content, out->content_size,
-                                  out->offsets, count),
-      "cannot read string output");
+  err = ort_runtime_error(rt, api->GetStringTensorContent(value, out->content, out->content_size, out->offsets, count),
+                          "cannot read string output");
   out->offsets[count] = out->content_size;
   return err;
 }
@@ -404,8 +363,7 @@ static uint64_t slice_bytes(const result *res, int64_t from, int64_t to) {
   return n;
 }
 
-static void slice_copy(const result *res, int64_t from, int64_t to,
-                       uint8_t *dst) {
+static void slice_copy(const result *res, int64_t from, int64_t to, uint8_t *dst) {
   if (res->dt != TRITONSERVER_TYPE_BYTES) {
     size_t es = TRITONSERVER_DataTypeByteSize(res->dt);
     memcpy(dst, res->data + (size_t)from * es, (size_t)(to - from) * es);
@@ -421,8 +379,7 @@ static void slice_copy(const result *res, int64_t from, int64_t to,
 
 /* Gives one request its rows [from, to) of 'res' as an output, a state or
  * both. */
-static TRITONSERVER_Error *deliver(slot *s, const result *res, bool output,
-                                   bool state, const int64_t *shape,
+static TRITONSERVER_Error *deliver(slot *s, const result *res, bool output, bool state, const int64_t *shape,
                                    size_t rank, int64_t from, int64_t to) {
   uint64_t bytes = slice_bytes(res, from, to);
   TRITONSERVER_Error *err = NULL;
@@ -431,15 +388,13 @@ static TRITONSERVER_Error *deliver(slot *s, const result *res, bool output,
     void *buf = NULL;
     TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
     int64_t id = 0;
-    err = TRITONBACKEND_ResponseOutput(s->response, &out, res->name, res->dt,
-                                       shape, (uint32_t)rank);
+    err = TRITONBACKEND_ResponseOutput(s->response, &out, res->name, res->dt, shape, (uint32_t)rank);
     if (err == NULL) {
       err = TRITONBACKEND_OutputBuffer(out, &buf, bytes, &mt, &id);
     }
     if (err == NULL && bytes > 0 && mt == TRITONSERVER_MEMORY_GPU) {
-      err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNSUPPORTED,
-                                  "onnxruntime: GPU output buffers are not "
-                                  "supported");
+      err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNSUPPORTED, "onnxruntime: GPU output buffers are not "
+                                                                  "supported");
     }
     if (err != NULL) return err;
     if (bytes > 0) slice_copy(res, from, to, buf);
@@ -449,8 +404,7 @@ static TRITONSERVER_Error *deliver(slot *s, const result *res, bool output,
     void *buf = NULL;
     TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
     int64_t id = 0;
-    err = TRITONBACKEND_StateNew(&st, s->request, res->name, res->dt, shape,
-                                 (uint32_t)rank);
+    err = TRITONBACKEND_StateNew(&st, s->request, res->name, res->dt, shape, (uint32_t)rank);
     if (err == NULL) {
       err = TRITONBACKEND_StateBuffer(st, &buf, bytes, &mt, &id);
     }
@@ -461,21 +415,18 @@ static TRITONSERVER_Error *deliver(slot *s, const result *res, bool output,
 }
 
 /* Hands every request of a group its part of output 'o'. */
-static void scatter(const ort_instance *inst, slot **group, size_t n,
-                    int64_t total, const result *res, bool is_state) {
+static void scatter(const ort_instance *inst, slot **group, size_t n, int64_t total, const result *res, bool is_state) {
   bool batched = inst->model->max_batch_size > 0;
   if (batched && (res->rank == 0 || res->dims[0] != total)) {
-    TRITONSERVER_Error *err = nrd_bu_error_newf(
-        TRITONSERVER_ERROR_INTERNAL,
-        "onnxruntime: model '%s': output '%s' has %lld rows for a batch of "
-        "%lld",
-        inst->model->name, res->name,
-        res->rank == 0 ? 0LL : (long long)res->dims[0], (long long)total);
+    TRITONSERVER_Error *err = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
+                                                "onnxruntime: model '%s': output '%s' has %lld rows for a batch of "
+                                                "%lld",
+                                                inst->model->name, res->name,
+                                                res->rank == 0 ? 0LL : (long long)res->dims[0], (long long)total);
     fail_group(group, n, err);
     return;
   }
-  int64_t per_row = total > 0 && batched ? res->elements / total
-                                         : res->elements;
+  int64_t per_row = total > 0 && batched ? res->elements / total : res->elements;
   int64_t row = 0;
   for (size_t i = 0; i < n; i++) {
     slot *s = group[i];
@@ -503,8 +454,8 @@ static void scatter(const ort_instance *inst, slot **group, size_t n,
 
 /* ---- one Run -------------------------------------------------------------- */
 
-static void run_group(ort_instance *inst, TRITONBACKEND_ModelInstance *instance,
-                      slot **group, size_t n, uint64_t exec_start) {
+static void run_group(ort_instance *inst, TRITONBACKEND_ModelInstance *instance, slot **group, size_t n,
+                      uint64_t exec_start) {
   const ort_runtime *rt = inst->model->rt;
   const ort_session *ss = &inst->session;
   int64_t total = 0;
@@ -516,9 +467,7 @@ static void run_group(ort_instance *inst, TRITONBACKEND_ModelInstance *instance,
   size_t *out_index = calloc(ss->output_count + 1, sizeof *out_index);
   OrtValue **out_values = calloc(ss->output_count + 1, sizeof *out_values);
   TRITONSERVER_Error *err =
-      out_names == NULL || out_index == NULL || out_values == NULL
-          ? oom()
-          : make_inputs(inst, group, n, total, &r);
+      out_names == NULL || out_index == NULL || out_values == NULL ? oom() : make_inputs(inst, group, n, total, &r);
   for (size_t o = 0; err == NULL && o < ss->output_count; o++) {
     bool wanted = inst->output_is_state[o];
     for (size_t i = 0; !wanted && i < n; i++) {
@@ -531,12 +480,10 @@ static void run_group(ort_instance *inst, TRITONBACKEND_ModelInstance *instance,
   }
   uint64_t compute_start = nrd_bu_now_ns();
   if (err == NULL && outs > 0) {
-    err = ort_runtime_error(
-        rt,
-        rt->api->Run(ss->session, NULL, r.names,
-                     (const OrtValue *const *)r.values, r.count, out_names,
-                     outs, out_values),
-        "Run failed");
+    err = ort_runtime_error(rt,
+                            rt->api->Run(ss->session, NULL, r.names, (const OrtValue *const *)r.values, r.count,
+                                         out_names, outs, out_values),
+                            "Run failed");
   }
   uint64_t compute_end = nrd_bu_now_ns();
   run_free(rt, &r, ss->input_count);
@@ -548,14 +495,11 @@ static void run_group(ort_instance *inst, TRITONBACKEND_ModelInstance *instance,
     if (err == NULL) {
       result res;
       memset(&res, 0, sizeof res);
-      TRITONSERVER_Error *rerr = read_result(rt, inst->model->name,
-                                             out_names[k], out_values[k],
-                                             &res);
+      TRITONSERVER_Error *rerr = read_result(rt, inst->model->name, out_names[k], out_values[k], &res);
       if (rerr != NULL) {
         fail_group(group, n, rerr);
       } else {
-        scatter(inst, group, n, total, &res,
-                inst->output_is_state[out_index[k]]);
+        scatter(inst, group, n, total, &res, inst->output_is_state[out_index[k]]);
       }
       free(res.content);
       free(res.offsets);
@@ -570,29 +514,21 @@ static void run_group(ort_instance *inst, TRITONBACKEND_ModelInstance *instance,
     slot *s = group[i];
     s->ok = s->response != NULL;
     if (s->response != NULL) {
-      nrd_bu_error_log_and_delete(
-          TRITONBACKEND_ResponseSend(s->response,
-                                     TRITONSERVER_RESPONSE_COMPLETE_FINAL,
-                                     NULL),
-          "onnxruntime: cannot send a response");
+      nrd_bu_error_log_and_delete(TRITONBACKEND_ResponseSend(s->response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, NULL),
+                                  "onnxruntime: cannot send a response");
       s->response = NULL;
     }
-    nrd_bu_error_log_and_delete(
-        TRITONBACKEND_ModelInstanceReportStatistics(instance, s->request, s->ok,
-                                                    exec_start, compute_start,
-                                                    compute_end, exec_end),
-        "onnxruntime: cannot report statistics");
+    nrd_bu_error_log_and_delete(TRITONBACKEND_ModelInstanceReportStatistics(instance, s->request, s->ok, exec_start,
+                                                                            compute_start, compute_end, exec_end),
+                                "onnxruntime: cannot report statistics");
   }
-  nrd_bu_error_log_and_delete(
-      TRITONBACKEND_ModelInstanceReportBatchStatistics(
-          instance, (uint64_t)total, exec_start, compute_start, compute_end,
-          exec_end),
-      "onnxruntime: cannot report batch statistics");
+  nrd_bu_error_log_and_delete(TRITONBACKEND_ModelInstanceReportBatchStatistics(instance, (uint64_t)total, exec_start,
+                                                                               compute_start, compute_end, exec_end),
+                              "onnxruntime: cannot report batch statistics");
 }
 
-void ort_instance_execute(ort_instance *inst,
-                          TRITONBACKEND_ModelInstance *instance,
-                          TRITONBACKEND_Request **requests, uint32_t count) {
+void ort_instance_execute(ort_instance *inst, TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
+                          uint32_t count) {
   uint64_t exec_start = nrd_bu_now_ns();
   slot *slots = calloc(count > 0 ? count : 1, sizeof *slots);
   slot **group = calloc(count > 0 ? count : 1, sizeof *group);
@@ -605,8 +541,7 @@ void ort_instance_execute(ort_instance *inst,
   for (uint32_t i = 0; i < count; i++) {
     slot *s = &slots[i];
     s->request = requests[i];
-    TRITONSERVER_Error *err = TRITONBACKEND_ResponseNew(&s->response,
-                                                        s->request);
+    TRITONSERVER_Error *err = TRITONBACKEND_ResponseNew(&s->response, s->request);
     if (err != NULL) {
       nrd_bu_error_log_and_delete(err, "onnxruntime: cannot create a response");
       s->response = NULL;
@@ -620,9 +555,7 @@ void ort_instance_execute(ort_instance *inst,
       s->grouped = true;
       uint64_t now = nrd_bu_now_ns();
       nrd_bu_error_log_and_delete(
-          TRITONBACKEND_ModelInstanceReportStatistics(instance, s->request,
-                                                      false, exec_start, now,
-                                                      now, now),
+          TRITONBACKEND_ModelInstanceReportStatistics(instance, s->request, false, exec_start, now, now, now),
           "onnxruntime: cannot report statistics");
     }
   }
@@ -635,8 +568,7 @@ void ort_instance_execute(ort_instance *inst,
     group[n++] = &slots[i];
     slots[i].grouped = true;
     for (uint32_t j = i + 1; batched && j < count; j++) {
-      if (!slots[j].grouped &&
-          same_shapes(inst, slots[i].request, slots[j].request)) {
+      if (!slots[j].grouped && same_shapes(inst, slots[i].request, slots[j].request)) {
         group[n++] = &slots[j];
         slots[j].grouped = true;
       }

@@ -13,8 +13,7 @@
 #include "nereid/backend_utils.h"
 
 static TRITONSERVER_Error *oom(void) {
-  return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE,
-                               "onnxruntime: out of memory");
+  return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, "onnxruntime: out of memory");
 }
 
 /* "TYPE_FP32" -> TRITONSERVER_TYPE_FP32 (TYPE_STRING is BYTES); INVALID
@@ -39,34 +38,28 @@ static void config_type_name(TRITONSERVER_DataType dt, char *buf, size_t cap) {
 
 static const char *onnx_type_name(ONNXTensorElementDataType et) {
   TRITONSERVER_DataType dt = ort_triton_type(et);
-  return dt == TRITONSERVER_TYPE_INVALID ? "a type Triton has no name for"
-                                         : TRITONSERVER_DataTypeString(dt);
+  return dt == TRITONSERVER_TYPE_INVALID ? "a type Triton has no name for" : TRITONSERVER_DataTypeString(dt);
 }
 
 /* ---- model ------------------------------------------------------------- */
 
-static TRITONSERVER_Error *model_path(TRITONBACKEND_Model *model,
-                                      const json_t *config, char **out) {
+static TRITONSERVER_Error *model_path(TRITONBACKEND_Model *model, const json_t *config, char **out) {
   TRITONBACKEND_ArtifactType type;
   const char *location = NULL;
   uint64_t version = 0;
-  TRITONSERVER_Error *err =
-      TRITONBACKEND_ModelRepository(model, &type, &location);
+  TRITONSERVER_Error *err = TRITONBACKEND_ModelRepository(model, &type, &location);
   if (err == NULL) err = TRITONBACKEND_ModelVersion(model, &version);
   if (err != NULL) return err;
   if (type != TRITONBACKEND_ARTIFACT_FILESYSTEM) {
-    return TRITONSERVER_ErrorNew(
-        TRITONSERVER_ERROR_UNSUPPORTED,
-        "onnxruntime: only models on the file system can be loaded");
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNSUPPORTED,
+                                 "onnxruntime: only models on the file system can be loaded");
   }
-  const char *file =
-      json_string_value(json_object_get(config, "default_model_filename"));
+  const char *file = json_string_value(json_object_get(config, "default_model_filename"));
   if (file == NULL || file[0] == '\0') file = "model.onnx";
   size_t cap = strlen(location) + strlen(file) + 64;
   char *path = malloc(cap + strlen("/model.onnx"));
   if (path == NULL) return oom();
-  snprintf(path, cap, "%s/%llu/%s", location, (unsigned long long)version,
-           file);
+  snprintf(path, cap, "%s/%llu/%s", location, (unsigned long long)version, file);
   /* Triton also takes a directory named like the file, holding model.onnx
    * (for models whose weights live in files beside it). */
   struct stat st;
@@ -74,9 +67,7 @@ static TRITONSERVER_Error *model_path(TRITONBACKEND_Model *model,
     strcat(path, "/model.onnx");
   }
   if (stat(path, &st) != 0) {
-    err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                            "onnxruntime: model file '%s' does not exist",
-                            path);
+    err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "onnxruntime: model file '%s' does not exist", path);
     free(path);
     return err;
   }
@@ -84,22 +75,16 @@ static TRITONSERVER_Error *model_path(TRITONBACKEND_Model *model,
   return NULL;
 }
 
-static TRITONSERVER_Error *read_options(const json_t *config,
-                                        ort_session_options *o) {
+static TRITONSERVER_Error *read_options(const json_t *config, ort_session_options *o) {
   int64_t intra = 0, inter = 0, mode = 0, level = 0;
-  TRITONSERVER_Error *err = nrd_bu_config_parameter_int(
-      config, "intra_op_thread_count", 0, 0, 1024, &intra);
+  TRITONSERVER_Error *err = nrd_bu_config_parameter_int(config, "intra_op_thread_count", 0, 0, 1024, &intra);
   if (err == NULL) {
-    err = nrd_bu_config_parameter_int(config, "inter_op_thread_count", 0, 0,
-                                      1024, &inter);
+    err = nrd_bu_config_parameter_int(config, "inter_op_thread_count", 0, 0, 1024, &inter);
   }
   if (err == NULL) {
-    err = nrd_bu_config_parameter_int(config, "execution_mode", 0, 0, 1,
-                                      &mode);
+    err = nrd_bu_config_parameter_int(config, "execution_mode", 0, 0, 1, &mode);
   }
-  const json_t *graph = json_object_get(
-      json_object_get(json_object_get(config, "optimization"), "graph"),
-      "level");
+  const json_t *graph = json_object_get(json_object_get(json_object_get(config, "optimization"), "graph"), "level");
   if (err == NULL && graph != NULL) {
     err = nrd_bu_json_int(graph, "optimization.graph.level", &level);
   }
@@ -117,8 +102,7 @@ static TRITONSERVER_Error *read_options(const json_t *config,
 }
 
 static TRITONSERVER_Error *read_states(const json_t *config, ort_model *m) {
-  const json_t *list =
-      json_object_get(json_object_get(config, "sequence_batching"), "state");
+  const json_t *list = json_object_get(json_object_get(config, "sequence_batching"), "state");
   size_t n = json_array_size(list);
   if (n == 0) return NULL;
   m->states = calloc(n, sizeof *m->states);
@@ -129,11 +113,10 @@ static TRITONSERVER_Error *read_states(const json_t *config, ort_model *m) {
     const char *in = json_string_value(json_object_get(s, "input_name"));
     const char *out = json_string_value(json_object_get(s, "output_name"));
     if (in == NULL || out == NULL) {
-      return nrd_bu_error_newf(
-          TRITONSERVER_ERROR_INVALID_ARG,
-          "onnxruntime: model '%s': sequence_batching.state[%zu] needs "
-          "input_name and output_name",
-          m->name, i);
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "onnxruntime: model '%s': sequence_batching.state[%zu] needs "
+                               "input_name and output_name",
+                               m->name, i);
     }
     m->states[i].input = strdup(in);
     m->states[i].output = strdup(out);
@@ -145,15 +128,11 @@ static TRITONSERVER_Error *read_states(const json_t *config, ort_model *m) {
 }
 
 static bool is_state_input(const json_t *config, const char *name) {
-  const json_t *list =
-      json_object_get(json_object_get(config, "sequence_batching"), "state");
+  const json_t *list = json_object_get(json_object_get(config, "sequence_batching"), "state");
   for (size_t i = 0; i < json_array_size(list); i++) {
-    const char *in = json_string_value(
-        json_object_get(json_array_get(list, i), "input_name"));
-    const char *out = json_string_value(
-        json_object_get(json_array_get(list, i), "output_name"));
-    if ((in != NULL && strcmp(in, name) == 0) ||
-        (out != NULL && strcmp(out, name) == 0)) {
+    const char *in = json_string_value(json_object_get(json_array_get(list, i), "input_name"));
+    const char *out = json_string_value(json_object_get(json_array_get(list, i), "output_name"));
+    if ((in != NULL && strcmp(in, name) == 0) || (out != NULL && strcmp(out, name) == 0)) {
       return true;
     }
   }
@@ -172,19 +151,17 @@ static bool batchable(const ort_tensor_info *list, size_t n) {
 
 /* [{name, data_type, dims}] for the tensors of a list that are not state
  * tensors, without the batch dimension when 'batched'. */
-static json_t *tensor_list(const json_t *config, const ort_tensor_info *list,
-                           size_t n, bool batched, const char *model_name,
-                           TRITONSERVER_Error **err) {
+static json_t *tensor_list(const json_t *config, const ort_tensor_info *list, size_t n, bool batched,
+                           const char *model_name, TRITONSERVER_Error **err) {
   json_t *arr = json_array();
   for (size_t i = 0; arr != NULL && i < n; i++) {
     if (is_state_input(config, list[i].name)) continue;
     TRITONSERVER_DataType dt = ort_triton_type(list[i].type);
     if (dt == TRITONSERVER_TYPE_INVALID) {
-      *err = nrd_bu_error_newf(
-          TRITONSERVER_ERROR_UNSUPPORTED,
-          "onnxruntime: model '%s': tensor '%s' of the model is not a tensor "
-          "of a type Triton supports",
-          model_name, list[i].name);
+      *err = nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED,
+                               "onnxruntime: model '%s': tensor '%s' of the model is not a tensor "
+                               "of a type Triton supports",
+                               model_name, list[i].name);
       json_decref(arr);
       return NULL;
     }
@@ -199,13 +176,9 @@ static json_t *tensor_list(const json_t *config, const ort_tensor_info *list,
      * it, so the model still sees [batch]. */
     bool scalar = dims != NULL && json_array_size(dims) == 0;
     if (scalar) json_array_append_new(dims, json_integer(1));
-    json_t *t = dims == NULL ? NULL
-                             : json_pack("{s:s, s:s, s:o}", "name",
-                                         list[i].name, "data_type", type,
-                                         "dims", dims);
-    if (t != NULL && scalar && batched &&
-        json_object_set_new(t, "reshape",
-                            json_pack("{s:[]}", "shape")) != 0) {
+    json_t *t =
+        dims == NULL ? NULL : json_pack("{s:s, s:s, s:o}", "name", list[i].name, "data_type", type, "dims", dims);
+    if (t != NULL && scalar && batched && json_object_set_new(t, "reshape", json_pack("{s:[]}", "shape")) != 0) {
       json_decref(t);
       t = NULL;
     }
@@ -223,8 +196,7 @@ static int64_t default_max_batch_size(TRITONBACKEND_Model *model) {
   TRITONBACKEND_Backend *backend = NULL;
   json_t *bc = NULL;
   int64_t v = 4;
-  if (TRITONBACKEND_ModelBackend(model, &backend) == NULL &&
-      nrd_bu_backend_config(backend, &bc) == NULL) {
+  if (TRITONBACKEND_ModelBackend(model, &backend) == NULL && nrd_bu_backend_config(backend, &bc) == NULL) {
     const char *s = nrd_bu_backend_setting(bc, "default-max-batch-size");
     char *end = NULL;
     long long parsed = s != NULL ? strtoll(s, &end, 10) : -1;
@@ -241,25 +213,19 @@ static int64_t default_max_batch_size(TRITONBACKEND_Model *model) {
  * is set) when the configuration names no tensors, sets no batch size and
  * every tensor of the model has a dynamic first dimension.
  */
-static TRITONSERVER_Error *auto_complete(TRITONBACKEND_Model *model,
-                                         const ort_runtime *rt,
-                                         const char *name, const char *path,
-                                         json_t *config) {
+static TRITONSERVER_Error *auto_complete(TRITONBACKEND_Model *model, const ort_runtime *rt, const char *name,
+                                         const char *path, json_t *config) {
   bool has_in = json_array_size(json_object_get(config, "input")) > 0;
   bool has_out = json_array_size(json_object_get(config, "output")) > 0;
   int64_t mbs = 0;
   TRITONSERVER_Error *err = nrd_bu_config_max_batch_size(config, &mbs);
   if (err != NULL || (has_in && has_out)) return err;
-  ort_session_options o = {.intra_op_threads = 1,
-                           .inter_op_threads = 1,
-                           .optimization = ORT_DISABLE_ALL};
+  ort_session_options o = {.intra_op_threads = 1, .inter_op_threads = 1, .optimization = ORT_DISABLE_ALL};
   ort_session s;
   err = ort_session_open(rt, path, &o, &s);
   if (err != NULL) return err;
   bool batched = mbs > 0;
-  if (!batched && !has_in && !has_out &&
-      batchable(s.inputs, s.input_count) &&
-      batchable(s.outputs, s.output_count)) {
+  if (!batched && !has_in && !has_out && batchable(s.inputs, s.input_count) && batchable(s.outputs, s.output_count)) {
     int64_t dflt = default_max_batch_size(model);
     if (dflt > 0) {
       batched = true;
@@ -272,13 +238,11 @@ static TRITONSERVER_Error *auto_complete(TRITONBACKEND_Model *model,
     }
   }
   if (!has_in) {
-    json_t *l = tensor_list(config, s.inputs, s.input_count, batched, name,
-                            &err);
+    json_t *l = tensor_list(config, s.inputs, s.input_count, batched, name, &err);
     if (l != NULL) json_object_set_new(config, "input", l);
   }
   if (err == NULL && !has_out) {
-    json_t *l = tensor_list(config, s.outputs, s.output_count, batched,
-                            name, &err);
+    json_t *l = tensor_list(config, s.outputs, s.output_count, batched, name, &err);
     if (l != NULL) json_object_set_new(config, "output", l);
   }
   ort_session_close(rt, &s);
@@ -286,18 +250,15 @@ static TRITONSERVER_Error *auto_complete(TRITONBACKEND_Model *model,
   char *text = json_dumps(config, JSON_COMPACT);
   if (text == NULL) return oom();
   TRITONSERVER_Message *message = NULL;
-  err = TRITONSERVER_MessageNewFromSerializedJson(&message, text,
-                                                  strlen(text));
+  err = TRITONSERVER_MessageNewFromSerializedJson(&message, text, strlen(text));
   free(text);
   if (err != NULL) return err;
   err = TRITONBACKEND_ModelSetConfig(model, 1, message);
-  nrd_bu_error_log_and_delete(TRITONSERVER_MessageDelete(message),
-                              "onnxruntime: cannot delete a message");
+  nrd_bu_error_log_and_delete(TRITONSERVER_MessageDelete(message), "onnxruntime: cannot delete a message");
   return err;
 }
 
-TRITONSERVER_Error *ort_model_new(TRITONBACKEND_Model *model,
-                                  const ort_runtime *rt, ort_model **out) {
+TRITONSERVER_Error *ort_model_new(TRITONBACKEND_Model *model, const ort_runtime *rt, ort_model **out) {
   ort_model *m = calloc(1, sizeof *m);
   if (m == NULL) return oom();
   m->rt = rt;
@@ -351,10 +312,8 @@ static const char *file_of(const char *path) {
 
 /* Checks one configured tensor (input, output or state) against the
  * model's tensor of that name. 'batched' adds the batch dimension. */
-static TRITONSERVER_Error *check_tensor(const ort_model *m, const char *what,
-                                        const char *name,
-                                        TRITONSERVER_DataType dt,
-                                        const json_t *dims, bool batched,
+static TRITONSERVER_Error *check_tensor(const ort_model *m, const char *what, const char *name,
+                                        TRITONSERVER_DataType dt, const json_t *dims, bool batched,
                                         const ort_tensor_info *info) {
   if (info->type == ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED,
@@ -366,12 +325,10 @@ static TRITONSERVER_Error *check_tensor(const ort_model *m, const char *what,
   if (ort_triton_type(info->type) != dt) {
     char type[32];
     config_type_name(dt, type, sizeof type);
-    return nrd_bu_error_newf(
-        TRITONSERVER_ERROR_INVALID_ARG,
-        "onnxruntime: model '%s': %s '%s' has data_type %s in the "
-        "configuration but %s in %s",
-        m->name, what, name, type, onnx_type_name(info->type),
-        file_of(m->path));
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                             "onnxruntime: model '%s': %s '%s' has data_type %s in the "
+                             "configuration but %s in %s",
+                             m->name, what, name, type, onnx_type_name(info->type), file_of(m->path));
   }
   size_t n = json_array_size(dims);
   size_t rank = n + (batched ? 1 : 0);
@@ -379,54 +336,44 @@ static TRITONSERVER_Error *check_tensor(const ort_model *m, const char *what,
    * server refuses the empty reshape that would say so). */
   bool scalar = !batched && info->rank == 0 && n == 1;
   if (batched && n == info->rank) {
-    return nrd_bu_error_newf(
-        TRITONSERVER_ERROR_INVALID_ARG,
-        "onnxruntime: model '%s': max_batch_size is %lld but %s '%s' of %s "
-        "has no batch dimension (its %zu dimensions are the configuration's "
-        "dims); use max_batch_size 0 for a model that does not batch",
-        m->name, (long long)m->max_batch_size, what, name, file_of(m->path),
-        n);
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                             "onnxruntime: model '%s': max_batch_size is %lld but %s '%s' of %s "
+                             "has no batch dimension (its %zu dimensions are the configuration's "
+                             "dims); use max_batch_size 0 for a model that does not batch",
+                             m->name, (long long)m->max_batch_size, what, name, file_of(m->path), n);
   }
   if (!scalar && rank != info->rank) {
-    return nrd_bu_error_newf(
-        TRITONSERVER_ERROR_INVALID_ARG,
-        "onnxruntime: model '%s': %s '%s' has %zu dimensions in the "
-        "configuration%s but %zu in %s",
-        m->name, what, name, rank, batched ? " (with the batch dimension)" : "",
-        info->rank, file_of(m->path));
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                             "onnxruntime: model '%s': %s '%s' has %zu dimensions in the "
+                             "configuration%s but %zu in %s",
+                             m->name, what, name, rank, batched ? " (with the batch dimension)" : "", info->rank,
+                             file_of(m->path));
   }
   if (batched && info->dims[0] != -1) {
-    return nrd_bu_error_newf(
-        TRITONSERVER_ERROR_INVALID_ARG,
-        "onnxruntime: model '%s': max_batch_size is %lld but the first "
-        "dimension of %s '%s' is %lld in %s, not dynamic; use max_batch_size "
-        "0 for a model that does not batch",
-        m->name, (long long)m->max_batch_size, what, name,
-        (long long)info->dims[0], file_of(m->path));
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                             "onnxruntime: model '%s': max_batch_size is %lld but the first "
+                             "dimension of %s '%s' is %lld in %s, not dynamic; use max_batch_size "
+                             "0 for a model that does not batch",
+                             m->name, (long long)m->max_batch_size, what, name, (long long)info->dims[0],
+                             file_of(m->path));
   }
   for (size_t i = 0; !scalar && i < n; i++) {
     int64_t c = 0;
-    TRITONSERVER_Error *err =
-        nrd_bu_json_int(json_array_get(dims, i), "dims", &c);
+    TRITONSERVER_Error *err = nrd_bu_json_int(json_array_get(dims, i), "dims", &c);
     if (err != NULL) return err;
     int64_t model_dim = info->dims[i + (batched ? 1 : 0)];
     if (c >= 0 && model_dim >= 0 && c != model_dim) {
-      return nrd_bu_error_newf(
-          TRITONSERVER_ERROR_INVALID_ARG,
-          "onnxruntime: model '%s': %s '%s' dimension %zu is %lld in the "
-          "configuration but %lld in %s",
-          m->name, what, name, i, (long long)c, (long long)model_dim,
-          file_of(m->path));
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "onnxruntime: model '%s': %s '%s' dimension %zu is %lld in the "
+                               "configuration but %lld in %s",
+                               m->name, what, name, i, (long long)c, (long long)model_dim, file_of(m->path));
     }
   }
   return NULL;
 }
 
-static TRITONSERVER_Error *check_section(const ort_model *m,
-                                         const json_t *config,
-                                         const char *section,
-                                         const ort_tensor_info *list,
-                                         size_t count) {
+static TRITONSERVER_Error *check_section(const ort_model *m, const json_t *config, const char *section,
+                                         const ort_tensor_info *list, size_t count) {
   const json_t *arr = json_object_get(config, section);
   for (size_t i = 0; i < json_array_size(arr); i++) {
     const json_t *t = json_array_get(arr, i);
@@ -434,52 +381,40 @@ static TRITONSERVER_Error *check_section(const ort_model *m,
     if (name == NULL) continue;
     /* With a reshape the server hands the backend (and takes back) the
      * tensor in reshape.shape: that is what the model must take. */
-    const json_t *reshape =
-        json_object_get(json_object_get(t, "reshape"), "shape");
+    const json_t *reshape = json_object_get(json_object_get(t, "reshape"), "shape");
     const ort_tensor_info *info = ort_session_find(list, count, name);
     if (info == NULL) {
-      return nrd_bu_error_newf(
-          TRITONSERVER_ERROR_INVALID_ARG,
-          "onnxruntime: model '%s': %s '%s' of the configuration is not an "
-          "%s of %s",
-          m->name, section, name, section, file_of(m->path));
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "onnxruntime: model '%s': %s '%s' of the configuration is not an "
+                               "%s of %s",
+                               m->name, section, name, section, file_of(m->path));
     }
-    TRITONSERVER_Error *err = check_tensor(
-        m, section, name, config_type(t),
-        reshape != NULL ? reshape : json_object_get(t, "dims"),
-        m->max_batch_size > 0, info);
+    TRITONSERVER_Error *err =
+        check_tensor(m, section, name, config_type(t), reshape != NULL ? reshape : json_object_get(t, "dims"),
+                     m->max_batch_size > 0, info);
     if (err != NULL) return err;
   }
   return NULL;
 }
 
-static TRITONSERVER_Error *check_states(const ort_model *m,
-                                        const json_t *config,
-                                        const ort_session *s) {
-  const json_t *list =
-      json_object_get(json_object_get(config, "sequence_batching"), "state");
+static TRITONSERVER_Error *check_states(const ort_model *m, const json_t *config, const ort_session *s) {
+  const json_t *list = json_object_get(json_object_get(config, "sequence_batching"), "state");
   for (size_t i = 0; i < json_array_size(list); i++) {
     const json_t *st = json_array_get(list, i);
-    const char *names[2] = {
-        json_string_value(json_object_get(st, "input_name")),
-        json_string_value(json_object_get(st, "output_name"))};
-    const ort_tensor_info *found[2] = {
-        ort_session_find(s->inputs, s->input_count, names[0]),
-        ort_session_find(s->outputs, s->output_count, names[1])};
+    const char *names[2] = {json_string_value(json_object_get(st, "input_name")),
+                            json_string_value(json_object_get(st, "output_name"))};
+    const ort_tensor_info *found[2] = {ort_session_find(s->inputs, s->input_count, names[0]),
+                                       ort_session_find(s->outputs, s->output_count, names[1])};
     static const char *const what[2] = {"state input", "state output"};
     for (int k = 0; k < 2; k++) {
       if (found[k] == NULL) {
-        return nrd_bu_error_newf(
-            TRITONSERVER_ERROR_INVALID_ARG,
-            "onnxruntime: model '%s': %s '%s' (sequence_batching.state[%zu]) "
-            "is not an %s of %s",
-            m->name, what[k], names[k], i, k == 0 ? "input" : "output",
-            file_of(m->path));
+        return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                                 "onnxruntime: model '%s': %s '%s' (sequence_batching.state[%zu]) "
+                                 "is not an %s of %s",
+                                 m->name, what[k], names[k], i, k == 0 ? "input" : "output", file_of(m->path));
       }
-      TRITONSERVER_Error *err =
-          check_tensor(m, what[k], names[k], config_type(st),
-                       json_object_get(st, "dims"), m->max_batch_size > 0,
-                       found[k]);
+      TRITONSERVER_Error *err = check_tensor(m, what[k], names[k], config_type(st), json_object_get(st, "dims"),
+                                             m->max_batch_size > 0, found[k]);
       if (err != NULL) return err;
     }
   }
@@ -487,8 +422,7 @@ static TRITONSERVER_Error *check_states(const ort_model *m,
 }
 
 /* Every input of the model must be fed: configured or a state input. */
-static TRITONSERVER_Error *check_fed(const ort_model *m, const json_t *config,
-                                     const ort_session *s) {
+static TRITONSERVER_Error *check_fed(const ort_model *m, const json_t *config, const ort_session *s) {
   for (size_t i = 0; i < s->input_count; i++) {
     const char *name = s->inputs[i].name;
     if (nrd_bu_config_tensor(config, "input", name) != NULL) continue;
@@ -497,25 +431,22 @@ static TRITONSERVER_Error *check_fed(const ort_model *m, const json_t *config,
       state |= strcmp(m->states[k].input, name) == 0;
     }
     if (!state) {
-      return nrd_bu_error_newf(
-          TRITONSERVER_ERROR_INVALID_ARG,
-          "onnxruntime: model '%s': input '%s' of %s is missing from the "
-          "configuration",
-          m->name, name, file_of(m->path));
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "onnxruntime: model '%s': input '%s' of %s is missing from the "
+                               "configuration",
+                               m->name, name, file_of(m->path));
     }
   }
   return NULL;
 }
 
-TRITONSERVER_Error *ort_instance_new(TRITONBACKEND_ModelInstance *instance,
-                                     const ort_model *m, ort_instance **out) {
+TRITONSERVER_Error *ort_instance_new(TRITONBACKEND_ModelInstance *instance, const ort_model *m, ort_instance **out) {
   const char *name = NULL;
   TRITONSERVER_InstanceGroupKind kind;
   TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceName(instance, &name);
   if (err == NULL) err = TRITONBACKEND_ModelInstanceKind(instance, &kind);
   if (err != NULL) return err;
-  if (kind != TRITONSERVER_INSTANCEGROUPKIND_CPU &&
-      kind != TRITONSERVER_INSTANCEGROUPKIND_MODEL) {
+  if (kind != TRITONSERVER_INSTANCEGROUPKIND_CPU && kind != TRITONSERVER_INSTANCEGROUPKIND_MODEL) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED,
                              "onnxruntime: instance '%s' is %s; this backend "
                              "runs models on the CPU only (KIND_CPU)",
@@ -534,12 +465,10 @@ TRITONSERVER_Error *ort_instance_new(TRITONBACKEND_ModelInstance *instance,
   if (err == NULL) err = TRITONBACKEND_ModelInstanceModel(instance, &model);
   if (err == NULL) err = nrd_bu_model_config(model, &config);
   if (err == NULL) {
-    err = check_section(m, config, "input", inst->session.inputs,
-                        inst->session.input_count);
+    err = check_section(m, config, "input", inst->session.inputs, inst->session.input_count);
   }
   if (err == NULL) {
-    err = check_section(m, config, "output", inst->session.outputs,
-                        inst->session.output_count);
+    err = check_section(m, config, "output", inst->session.outputs, inst->session.output_count);
   }
   if (err == NULL) err = check_states(m, config, &inst->session);
   if (err == NULL) err = check_fed(m, config, &inst->session);

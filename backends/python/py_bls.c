@@ -18,17 +18,16 @@ typedef struct bls_call {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   json_t *responses; /* the answers so far */
-  bool final;        /* the last response came */
-  bool released;     /* the core let go of the request */
-  uint8_t *base;     /* the shared memory */
+  bool final; /* the last response came */
+  bool released; /* the core let go of the request */
+  uint8_t *base; /* the shared memory */
   uint64_t size;
   uint64_t off; /* where the next output goes */
 } bls_call;
 
 static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *a, const char *name, size_t size,
                                     TRITONSERVER_MemoryType mt, int64_t mtid, void *userp, void **buffer,
-                                    void **buffer_userp, TRITONSERVER_MemoryType *actual_mt,
-                                    int64_t *actual_mtid) {
+                                    void **buffer_userp, TRITONSERVER_MemoryType *actual_mt, int64_t *actual_mtid) {
   (void)a, (void)name, (void)mt, (void)mtid, (void)userp;
   *buffer = malloc(size ? size : 1);
   *buffer_userp = NULL;
@@ -37,8 +36,8 @@ static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *a, const cha
   return *buffer ? NULL : TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "python: out of memory for a BLS output");
 }
 
-static TRITONSERVER_Error *release_fn(TRITONSERVER_ResponseAllocator *a, void *buffer, void *buffer_userp,
-                                      size_t size, TRITONSERVER_MemoryType mt, int64_t mtid) {
+static TRITONSERVER_Error *release_fn(TRITONSERVER_ResponseAllocator *a, void *buffer, void *buffer_userp, size_t size,
+                                      TRITONSERVER_MemoryType mt, int64_t mtid) {
   (void)a, (void)buffer_userp, (void)size, (void)mt, (void)mtid;
   free(buffer);
   return NULL;
@@ -99,13 +98,11 @@ static json_t *describe_response(bls_call *c, TRITONSERVER_InferenceResponse *re
     TRITONSERVER_MemoryType mt;
     int64_t mtid;
     void *userp;
-    err = TRITONSERVER_InferenceResponseOutput(resp, i, &name, &dt, &shape, &dims, &base, &size, &mt, &mtid,
-                                               &userp);
+    err = TRITONSERVER_InferenceResponseOutput(resp, i, &name, &dt, &shape, &dims, &base, &size, &mt, &mtid, &userp);
     uint64_t at = (c->off + ALIGN - 1) & ~(uint64_t)(ALIGN - 1);
     if (err == NULL && at + size > c->size)
-      err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG,
-                                  "python: the BLS outputs exceed the shared memory "
-                                  "(--backend-config=python,shm-default-byte-size=N)");
+      err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "python: the BLS outputs exceed the shared memory "
+                                                                  "(--backend-config=python,shm-default-byte-size=N)");
     if (err != NULL) {
       json_decref(outs);
       json_t *e = json_pack("{s:s}", "error", TRITONSERVER_ErrorMessage(err));
@@ -116,9 +113,9 @@ static json_t *describe_response(bls_call *c, TRITONSERVER_InferenceResponse *re
     c->off = at + size;
     json_t *shp = json_array();
     for (uint64_t d = 0; d < dims; d++) json_array_append_new(shp, json_integer(shape[d]));
-    json_array_append_new(outs, json_pack("{s:s, s:s, s:o, s:I, s:I}", "name", name, "dtype",
-                                          TRITONSERVER_DataTypeString(dt), "shape", shp, "off", (json_int_t)at,
-                                          "size", (json_int_t)size));
+    json_array_append_new(outs,
+                          json_pack("{s:s, s:s, s:o, s:I, s:I}", "name", name, "dtype", TRITONSERVER_DataTypeString(dt),
+                                    "shape", shp, "off", (json_int_t)at, "size", (json_int_t)size));
   }
   return json_pack("{s:o}", "outputs", outs);
 }
@@ -154,10 +151,14 @@ static TRITONSERVER_Error *set_parameters(TRITONSERVER_InferenceRequest *r, cons
   const char *key;
   json_t *v;
   json_object_foreach(params, key, v) {
-    if (json_is_string(v)) err = TRITONSERVER_InferenceRequestSetStringParameter(r, key, json_string_value(v));
-    else if (json_is_integer(v)) err = TRITONSERVER_InferenceRequestSetIntParameter(r, key, json_integer_value(v));
-    else if (json_is_boolean(v)) err = TRITONSERVER_InferenceRequestSetBoolParameter(r, key, json_is_true(v));
-    else if (json_is_real(v)) err = TRITONSERVER_InferenceRequestSetDoubleParameter(r, key, json_real_value(v));
+    if (json_is_string(v))
+      err = TRITONSERVER_InferenceRequestSetStringParameter(r, key, json_string_value(v));
+    else if (json_is_integer(v))
+      err = TRITONSERVER_InferenceRequestSetIntParameter(r, key, json_integer_value(v));
+    else if (json_is_boolean(v))
+      err = TRITONSERVER_InferenceRequestSetBoolParameter(r, key, json_is_true(v));
+    else if (json_is_real(v))
+      err = TRITONSERVER_InferenceRequestSetDoubleParameter(r, key, json_real_value(v));
     if (err != NULL) break;
   }
   json_decref(params);
@@ -184,7 +185,8 @@ static TRITONSERVER_Error *build(nrd_py_instance *st, const json_t *msg, bls_cal
     err = TRITONSERVER_InferenceRequestSetCorrelationIdString(r, json_string_value(corr));
   else if (err == NULL && json_integer_value(corr) != 0)
     err = TRITONSERVER_InferenceRequestSetCorrelationId(r, (uint64_t)json_integer_value(corr));
-  if (err == NULL) err = TRITONSERVER_InferenceRequestSetFlags(r, (uint32_t)json_integer_value(json_object_get(msg, "flags")));
+  if (err == NULL)
+    err = TRITONSERVER_InferenceRequestSetFlags(r, (uint32_t)json_integer_value(json_object_get(msg, "flags")));
   if (err == NULL && json_integer_value(json_object_get(msg, "timeout")) > 0)
     err = TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(
         r, (uint64_t)json_integer_value(json_object_get(msg, "timeout")));
@@ -228,7 +230,9 @@ static TRITONSERVER_Error *build(nrd_py_instance *st, const json_t *msg, bls_cal
 json_t *nrd_py_bls_run(nrd_py_instance *st, const json_t *msg) {
   TRITONSERVER_ResponseAllocator *alloc = allocator();
   if (alloc == NULL) return json_pack("{s:s}", "error", "python: no BLS response allocator");
-  bls_call c = {.responses = json_array(), .base = st->stub.base, .size = st->stub.size,
+  bls_call c = {.responses = json_array(),
+                .base = st->stub.base,
+                .size = st->stub.size,
                 .off = (uint64_t)json_integer_value(json_object_get(msg, "out_off"))};
   if (c.off < NRD_PY_DATA_OFFSET || c.off > c.size) c.off = c.size; /* nothing fits: outputs are refused */
   pthread_mutex_init(&c.mu, NULL);

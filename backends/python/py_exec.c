@@ -16,16 +16,13 @@
 
 static uint64_t align_up(uint64_t v) { return (v + ALIGN - 1) & ~(uint64_t)(ALIGN - 1); }
 
-static TRITONSERVER_Error *oom(void) {
-  return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "python: out of memory");
-}
+static TRITONSERVER_Error *oom(void) { return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "python: out of memory"); }
 
 static TRITONSERVER_Error *auto_complete(nrd_py_model *m);
 typedef struct batch batch;
 static TRITONSERVER_Error *converse(nrd_py_instance *st, batch *b, json_t **reply);
 
-TRITONSERVER_Error *nrd_py_model_new(TRITONBACKEND_Model *model,
-                                     nrd_py_model **out) {
+TRITONSERVER_Error *nrd_py_model_new(TRITONBACKEND_Model *model, nrd_py_model **out) {
   *out = NULL;
   TRITONBACKEND_Backend *backend = NULL;
   void *bstate = NULL;
@@ -64,17 +61,16 @@ TRITONSERVER_Error *nrd_py_model_new(TRITONBACKEND_Model *model,
   if (file == NULL || file[0] == '\0') {
     file = "model.py";
   }
-  int n = s->backend->backend_model_file[0] ? asprintf(&s->model_file, "%s", s->backend->backend_model_file)
-                                         : asprintf(&s->model_file, "%s/%llu/%s", repo, (unsigned long long)version,
-                                                    file);
+  int n = s->backend->backend_model_file[0]
+              ? asprintf(&s->model_file, "%s", s->backend->backend_model_file)
+              : asprintf(&s->model_file, "%s/%llu/%s", repo, (unsigned long long)version, file);
   if (n < 0) {
     s->model_file = NULL;
     nrd_py_model_free(s);
     return oom();
   }
   if (access(s->model_file, R_OK) != 0) {
-    err = nrd_bu_error_newf(TRITONSERVER_ERROR_NOT_FOUND,
-                            "python: model '%s' has no %s", name, s->model_file);
+    err = nrd_bu_error_newf(TRITONSERVER_ERROR_NOT_FOUND, "python: model '%s' has no %s", name, s->model_file);
     nrd_py_model_free(s);
     return err;
   }
@@ -85,10 +81,9 @@ TRITONSERVER_Error *nrd_py_model_new(TRITONBACKEND_Model *model,
   char *config_text = json_dumps(s->config, JSON_COMPACT);
   char vbuf[32];
   snprintf(vbuf, sizeof vbuf, "%llu", (unsigned long long)version);
-  json_t *args = json_pack("{s:s, s:s, s:s, s:s, s:s}", "model_config",
-                           config_text ? config_text : "{}", "model_repository", repo,
-                           "model_version", vbuf, "model_name", name,
-                           "model_file", s->model_file);
+  json_t *args =
+      json_pack("{s:s, s:s, s:s, s:s, s:s}", "model_config", config_text ? config_text : "{}", "model_repository", repo,
+                "model_version", vbuf, "model_name", name, "model_file", s->model_file);
   free(config_text);
   s->init_args = args ? json_dumps(args, JSON_COMPACT) : NULL;
   json_decref(args);
@@ -112,31 +107,26 @@ void nrd_py_model_free(nrd_py_model *s) {
 
 /* Writes 'msg' into the message area and exchanges it; on success '*reply'
  * is a new JSON reference. Errors come back as TRITONSERVER errors. */
-static TRITONSERVER_Error *exchange(nrd_py_instance *st, json_t *msg,
-                                    uint64_t timeout_ms, json_t **reply) {
+static TRITONSERVER_Error *exchange(nrd_py_instance *st, json_t *msg, uint64_t timeout_ms, json_t **reply) {
   *reply = NULL;
-  size_t n = json_dumpb(msg, nrd_py_stub_meta(&st->stub), NRD_PY_META_SIZE,
-                        JSON_COMPACT);
+  size_t n = json_dumpb(msg, nrd_py_stub_meta(&st->stub), NRD_PY_META_SIZE, JSON_COMPACT);
   if (n == 0 || n > NRD_PY_META_SIZE) {
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                             "python: message for model '%s' too large",
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "python: message for model '%s' too large",
                              st->model->name);
   }
   const char *text = NULL;
   uint32_t len = 0;
   char *why = nrd_py_stub_exchange(&st->stub, (uint32_t)n, timeout_ms, &text, &len);
   if (why != NULL) {
-    TRITONSERVER_Error *err = nrd_bu_error_newf(
-        TRITONSERVER_ERROR_UNAVAILABLE, "%s (model '%s', instance '%s')", why,
-        st->model->name, st->name);
+    TRITONSERVER_Error *err = nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE, "%s (model '%s', instance '%s')", why,
+                                                st->model->name, st->name);
     free(why);
     return err;
   }
   json_error_t jerr;
   *reply = json_loadb(text, len, 0, &jerr);
   if (*reply == NULL) {
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
-                             "python: unreadable reply from the stub: %s", jerr.text);
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "python: unreadable reply from the stub: %s", jerr.text);
   }
   return NULL;
 }
@@ -148,8 +138,7 @@ static TRITONSERVER_Error *reply_error(const json_t *reply) {
     return NULL;
   }
   json_int_t code = json_integer_value(json_object_get(reply, "code"));
-  return TRITONSERVER_ErrorNew(code > 0 ? (TRITONSERVER_Error_Code)code
-                                        : TRITONSERVER_ERROR_INTERNAL, e);
+  return TRITONSERVER_ErrorNew(code > 0 ? (TRITONSERVER_Error_Code)code : TRITONSERVER_ERROR_INTERNAL, e);
 }
 
 /* Starts a stub for 'm' with sys.path holding the model's directory and
@@ -191,11 +180,9 @@ static TRITONSERVER_Error *auto_complete(nrd_py_model *m) {
   if ((err = start_stub(m, &tmp.stub)) != NULL) {
     return err;
   }
-  json_t *msg = json_pack("{s:s, s:O, s:s}", "type", "auto_complete", "config",
-                          m->config, "model_file", m->model_file);
+  json_t *msg = json_pack("{s:s, s:O, s:s}", "type", "auto_complete", "config", m->config, "model_file", m->model_file);
   json_t *reply = NULL;
-  err = exchange(&tmp, msg, m->backend->stub_timeout_ms ? m->backend->stub_timeout_ms : 300000u,
-                 &reply);
+  err = exchange(&tmp, msg, m->backend->stub_timeout_ms ? m->backend->stub_timeout_ms : 300000u, &reply);
   json_decref(msg);
   nrd_py_stub_stop(&tmp.stub, 2000);
   if (err == NULL) {
@@ -208,8 +195,7 @@ static TRITONSERVER_Error *auto_complete(nrd_py_model *m) {
   }
   if (text == NULL) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
-                             "python: auto_complete_config of '%s' returned no configuration",
-                             m->name);
+                             "python: auto_complete_config of '%s' returned no configuration", m->name);
   }
   TRITONSERVER_Message *message = NULL;
   err = TRITONSERVER_MessageNewFromSerializedJson(&message, text, strlen(text));
@@ -240,8 +226,7 @@ static TRITONSERVER_Error *boot(nrd_py_instance *s) {
   char dbuf[16];
   snprintf(dbuf, sizeof dbuf, "%d", s->device);
   json_object_set_new(args, "model_instance_name", json_string(s->name));
-  json_object_set_new(args, "model_instance_kind",
-                      json_string(TRITONSERVER_InstanceGroupKindString(s->kind)));
+  json_object_set_new(args, "model_instance_kind", json_string(TRITONSERVER_InstanceGroupKindString(s->kind)));
   json_object_set_new(args, "model_instance_device_id", json_string(dbuf));
   json_t *msg = json_pack("{s:s, s:o}", "type", "init", "args", args);
   json_t *reply = NULL;
@@ -262,8 +247,7 @@ static TRITONSERVER_Error *boot(nrd_py_instance *s) {
   return err;
 }
 
-TRITONSERVER_Error *nrd_py_instance_new(TRITONBACKEND_ModelInstance *instance,
-                                        nrd_py_instance **out) {
+TRITONSERVER_Error *nrd_py_instance_new(TRITONBACKEND_ModelInstance *instance, nrd_py_instance **out) {
   *out = NULL;
   TRITONBACKEND_Model *model = NULL;
   void *mstate = NULL;
@@ -350,20 +334,11 @@ static json_t *request_parameters(TRITONBACKEND_Request *r) {
       continue;
     }
     switch (type) {
-      case TRITONSERVER_PARAMETER_STRING:
-        json_object_set_new(p, key, json_string((const char *)v));
-        break;
-      case TRITONSERVER_PARAMETER_INT:
-        json_object_set_new(p, key, json_integer(*(const int64_t *)v));
-        break;
-      case TRITONSERVER_PARAMETER_BOOL:
-        json_object_set_new(p, key, json_boolean(*(const bool *)v));
-        break;
-      case TRITONSERVER_PARAMETER_DOUBLE:
-        json_object_set_new(p, key, json_real(*(const double *)v));
-        break;
-      default:
-        break;
+      case TRITONSERVER_PARAMETER_STRING: json_object_set_new(p, key, json_string((const char *)v)); break;
+      case TRITONSERVER_PARAMETER_INT: json_object_set_new(p, key, json_integer(*(const int64_t *)v)); break;
+      case TRITONSERVER_PARAMETER_BOOL: json_object_set_new(p, key, json_boolean(*(const bool *)v)); break;
+      case TRITONSERVER_PARAMETER_DOUBLE: json_object_set_new(p, key, json_real(*(const double *)v)); break;
+      default: break;
     }
   }
   return p;
@@ -371,9 +346,8 @@ static json_t *request_parameters(TRITONBACKEND_Request *r) {
 
 /* Describes request 'r' and copies its inputs to the data area from
  * '*off' on. */
-static TRITONSERVER_Error *describe_request(nrd_py_instance *st,
-                                            TRITONBACKEND_Request *r,
-                                            uint64_t *off, json_t **out) {
+static TRITONSERVER_Error *describe_request(nrd_py_instance *st, TRITONBACKEND_Request *r, uint64_t *off,
+                                            json_t **out) {
   json_t *j = json_object();
   *out = j;
   const char *id = "";
@@ -441,26 +415,23 @@ static TRITONSERVER_Error *describe_request(nrd_py_instance *st,
     uint32_t dims = 0, buffers = 0;
     uint64_t size = 0;
     if ((err = TRITONBACKEND_RequestInputByIndex(r, i, &in)) != NULL ||
-        (err = TRITONBACKEND_InputProperties(in, &name, &dtype, &shape, &dims,
-                                             &size, &buffers)) != NULL) {
+        (err = TRITONBACKEND_InputProperties(in, &name, &dtype, &shape, &dims, &size, &buffers)) != NULL) {
       return err;
     }
     *off = align_up(*off);
     if (*off + size > st->stub.size) {
-      return nrd_bu_error_newf(
-          TRITONSERVER_ERROR_INVALID_ARG,
-          "python: the inputs of model '%s' exceed its shared memory (%llu "
-          "bytes; --backend-config=python,shm-default-byte-size=N)",
-          st->model->name, (unsigned long long)st->stub.size);
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "python: the inputs of model '%s' exceed its shared memory (%llu "
+                               "bytes; --backend-config=python,shm-default-byte-size=N)",
+                               st->model->name, (unsigned long long)st->stub.size);
     }
     json_t *shp = json_array();
     for (uint32_t d = 0; d < dims; d++) {
       json_array_append_new(shp, json_integer(shape[d]));
     }
-    json_array_append_new(
-        inputs, json_pack("{s:s, s:s, s:o, s:I, s:I}", "name", name, "dtype",
-                          TRITONSERVER_DataTypeString(dtype), "shape", shp,
-                          "off", (json_int_t)*off, "size", (json_int_t)size));
+    json_array_append_new(inputs, json_pack("{s:s, s:s, s:o, s:I, s:I}", "name", name, "dtype",
+                                            TRITONSERVER_DataTypeString(dtype), "shape", shp, "off", (json_int_t)*off,
+                                            "size", (json_int_t)size));
     uint64_t at = *off;
     for (uint32_t b = 0; b < buffers; b++) {
       const void *p = NULL;
@@ -482,8 +453,7 @@ static TRITONSERVER_Error *describe_request(nrd_py_instance *st,
 }
 
 /* Checks one produced output against the configuration. */
-static TRITONSERVER_Error *check_output(nrd_py_instance *st, const char *name,
-                                        TRITONSERVER_DataType dtype) {
+static TRITONSERVER_Error *check_output(nrd_py_instance *st, const char *name, TRITONSERVER_DataType dtype) {
   const json_t *cfg = nrd_bu_config_tensor(st->model->config, "output", name);
   if (cfg == NULL) {
     return NULL;
@@ -495,11 +465,10 @@ static TRITONSERVER_Error *check_output(nrd_py_instance *st, const char *name,
       w = "BYTES";
     }
     if (strcmp(w, TRITONSERVER_DataTypeString(dtype)) != 0) {
-      return nrd_bu_error_newf(
-          TRITONSERVER_ERROR_INVALID_ARG,
-          "python: model '%s' returned output '%s' as %s, its configuration "
-          "says %s",
-          st->model->name, name, TRITONSERVER_DataTypeString(dtype), w);
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "python: model '%s' returned output '%s' as %s, its configuration "
+                               "says %s",
+                               st->model->name, name, TRITONSERVER_DataTypeString(dtype), w);
     }
   }
   return NULL;
@@ -510,8 +479,7 @@ static TRITONSERVER_Error *check_output(nrd_py_instance *st, const char *name,
  * else as the request's one response. An error the stub reported, or a
  * missing requested output, is returned unsent: the caller answers it. */
 static TRITONSERVER_Error *respond(nrd_py_instance *st, TRITONBACKEND_Request *r,
-                                   TRITONBACKEND_ResponseFactory *factory,
-                                   const json_t *rj, uint32_t flags) {
+                                   TRITONBACKEND_ResponseFactory *factory, const json_t *rj, uint32_t flags) {
   TRITONSERVER_Error *err = reply_error(rj);
   if (err != NULL) {
     return err;
@@ -545,8 +513,7 @@ static TRITONSERVER_Error *respond(nrd_py_instance *st, TRITONBACKEND_Request *r
   size_t k;
   const json_t *o;
   json_array_foreach(outs, k, o) {
-    TRITONSERVER_DataType dt = TRITONSERVER_StringToDataType(
-        json_string_value(json_object_get(o, "dtype")));
+    TRITONSERVER_DataType dt = TRITONSERVER_StringToDataType(json_string_value(json_object_get(o, "dtype")));
     if ((err = check_output(st, json_string_value(json_object_get(o, "name")), dt)) != NULL) {
       return err;
     }
@@ -561,8 +528,7 @@ static TRITONSERVER_Error *respond(nrd_py_instance *st, TRITONBACKEND_Request *r
     bool requested = n == 0;
     for (uint32_t i = 0; i < n && !requested; i++) {
       const char *want = NULL;
-      if (TRITONBACKEND_RequestOutputName(r, i, &want) == NULL &&
-          strcmp(want, name) == 0) {
+      if (TRITONBACKEND_RequestOutputName(r, i, &want) == NULL && strcmp(want, name) == 0) {
         requested = true;
       }
     }
@@ -584,10 +550,9 @@ static TRITONSERVER_Error *respond(nrd_py_instance *st, TRITONBACKEND_Request *r
     void *buf = NULL;
     TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
     int64_t mid = 0;
-    err = TRITONBACKEND_ResponseOutput(
-        resp, &out, name,
-        TRITONSERVER_StringToDataType(json_string_value(json_object_get(o, "dtype"))),
-        shape, (uint32_t)dims);
+    err = TRITONBACKEND_ResponseOutput(resp, &out, name,
+                                       TRITONSERVER_StringToDataType(json_string_value(json_object_get(o, "dtype"))),
+                                       shape, (uint32_t)dims);
     if (err == NULL && off + size > st->stub.size) {
       err = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "python: bad output offset");
     }
@@ -629,7 +594,8 @@ static json_t *sender_send(nrd_py_instance *st, batch *b, const json_t *msg) {
   json_int_t i = json_integer_value(json_object_get(msg, "request"));
   if (i < 0 || (uint64_t)i >= b->count) return json_pack("{s:s}", "error", "python: no such request");
   if (b->finished[i])
-    return json_pack("{s:s}", "error", "python: the response sender of this request is closed (its final flag was sent)");
+    return json_pack("{s:s}", "error",
+                     "python: the response sender of this request is closed (its final flag was sent)");
   TRITONSERVER_Error *err = NULL;
   if (b->factories[i] == NULL) err = TRITONBACKEND_ResponseFactoryNew(&b->factories[i], b->requests[i]);
   bool final = json_is_true(json_object_get(msg, "final"));
@@ -693,8 +659,7 @@ static TRITONSERVER_Error *converse(nrd_py_instance *st, batch *b, json_t **repl
   }
 }
 
-void nrd_py_execute(nrd_py_instance *st, TRITONBACKEND_Request **requests,
-                    uint32_t count) {
+void nrd_py_execute(nrd_py_instance *st, TRITONBACKEND_Request **requests, uint32_t count) {
   uint64_t start = nrd_bu_now_ns();
   json_t *list = json_array();
   json_t *msg = json_pack("{s:s, s:o}", "type", "execute", "requests", list);
@@ -783,8 +748,8 @@ void nrd_py_execute(nrd_py_instance *st, TRITONBACKEND_Request **requests,
       TRITONSERVER_Error *ferr = TRITONBACKEND_ResponseFactoryDelete(b.factories[i]);
       if (ferr != NULL) nrd_bu_error_log_and_delete(ferr, "python: deleting a response factory");
     }
-    TRITONSERVER_Error *serr = TRITONBACKEND_ModelInstanceReportStatistics(
-        st->instance, requests[i], ok, start, start, end, nrd_bu_now_ns());
+    TRITONSERVER_Error *serr =
+        TRITONBACKEND_ModelInstanceReportStatistics(st->instance, requests[i], ok, start, start, end, nrd_bu_now_ns());
     if (serr != NULL) {
       TRITONSERVER_ErrorDelete(serr);
     }

@@ -13,20 +13,20 @@
 
 /* The backend's settings (--backend-config=python,...). */
 typedef struct nrd_py_backend {
-  char dir[PATH_MAX];       /* where the stub and the .py files are */
+  char dir[PATH_MAX]; /* where the stub and the .py files are */
   /* A Python-based backend's model.py (backends/<name>/model.py), which
    * every model of that backend runs; "" for the python backend itself. */
   char backend_model_file[PATH_MAX];
-  uint64_t shm_size;        /* shm-default-byte-size */
+  uint64_t shm_size; /* shm-default-byte-size */
   uint64_t stub_timeout_ms; /* stub-timeout-seconds; 0: none */
 } nrd_py_backend;
 
 typedef struct nrd_py_model {
   TRITONBACKEND_Model *model;
   const nrd_py_backend *backend;
-  json_t *config;          /* the model configuration */
-  char *model_file;        /* <repository>/<version>/<default_model_filename> */
-  char *init_args;         /* JSON of initialize()'s args less instance keys */
+  json_t *config; /* the model configuration */
+  char *model_file; /* <repository>/<version>/<default_model_filename> */
+  char *init_args; /* JSON of initialize()'s args less instance keys */
   const char *name;
 } nrd_py_model;
 
@@ -48,8 +48,7 @@ typedef struct nrd_py_instance {
  * Reads the configuration and locates model.py. On success '*out' is a new
  * state freed with nrd_py_model_free. ModelInitialize's thread.
  */
-TRITONSERVER_Error *nrd_py_model_new(TRITONBACKEND_Model *model,
-                                     nrd_py_model **out);
+TRITONSERVER_Error *nrd_py_model_new(TRITONBACKEND_Model *model, nrd_py_model **out);
 
 /* Frees a model state (NULL is fine). ModelFinalize's thread. */
 void nrd_py_model_free(nrd_py_model *state);
@@ -59,8 +58,7 @@ void nrd_py_model_free(nrd_py_model *state);
  * stopped and the error names what failed (file and line for Python).
  * '*out' is freed with nrd_py_instance_free. The instance's init thread.
  */
-TRITONSERVER_Error *nrd_py_instance_new(TRITONBACKEND_ModelInstance *instance,
-                                        nrd_py_instance **out);
+TRITONSERVER_Error *nrd_py_instance_new(TRITONBACKEND_ModelInstance *instance, nrd_py_instance **out);
 
 /* Runs finalize() and stops the stub; frees the state (NULL is fine). */
 void nrd_py_instance_free(nrd_py_instance *state);
@@ -69,7 +67,6 @@ void nrd_py_instance_free(nrd_py_instance *state);
  * Runs one batch of requests in the stub; answers and releases every
  * request whatever happens. The instance thread.
  */
-void nrd_py_execute(nrd_py_instance *state, TRITONBACKEND_Request **requests,
-                    uint32_t count);
+void nrd_py_execute(nrd_py_instance *state, TRITONBACKEND_Request **requests, uint32_t count);
 
 #endif

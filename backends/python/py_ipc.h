@@ -22,11 +22,11 @@
 #define NRD_PY_DATA_OFFSET (NRD_PY_META_OFFSET + NRD_PY_META_SIZE)
 
 typedef struct nrd_py_shm_header {
-  uint32_t to_stub;   /* futex: bumped by the server per message */
+  uint32_t to_stub; /* futex: bumped by the server per message */
   uint32_t to_server; /* futex: bumped by the stub per reply */
-  uint32_t msg_len;   /* bytes of JSON at NRD_PY_META_OFFSET */
+  uint32_t msg_len; /* bytes of JSON at NRD_PY_META_OFFSET */
   uint32_t pad;
-  uint64_t size;      /* bytes of the whole region */
+  uint64_t size; /* bytes of the whole region */
 } nrd_py_shm_header;
 
 #endif

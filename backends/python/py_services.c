@@ -72,8 +72,10 @@ static json_t *load_model(TRITONSERVER_Server *server, const json_t *msg) {
       break;
     }
     params[count] = TRITONSERVER_ParameterBytesNew(key, bytes, m);
-    if (params[count] != NULL) contents[count++] = bytes;
-    else free(bytes);
+    if (params[count] != NULL)
+      contents[count++] = bytes;
+    else
+      free(bytes);
   }
   if (ack == NULL) {
     TRITONSERVER_Error *err =
@@ -95,8 +97,9 @@ static json_t *model_control(TRITONSERVER_Server *server, const char *type, cons
   TRITONSERVER_Error *err = NULL;
   if (strcmp(type, "load_model") == 0) return load_model(server, msg);
   if (strcmp(type, "unload_model") == 0) {
-    err = json_is_true(json_object_get(msg, "unload_dependents")) ? TRITONSERVER_ServerUnloadModelAndDependents(server, name)
-                                                                   : TRITONSERVER_ServerUnloadModel(server, name);
+    err = json_is_true(json_object_get(msg, "unload_dependents"))
+              ? TRITONSERVER_ServerUnloadModelAndDependents(server, name)
+              : TRITONSERVER_ServerUnloadModel(server, name);
     return err ? fail(err) : json_object();
   }
   /* is_model_ready: an unknown model is simply not ready. */
@@ -181,10 +184,14 @@ static json_t *metric_op(nrd_py_instance *st, const json_t *msg) {
   TRITONSERVER_Metric *m = st->metrics[id - 1];
   double x = json_number_value(json_object_get(msg, "value"));
   TRITONSERVER_Error *err = NULL;
-  if (strcmp(op, "increment") == 0) err = TRITONSERVER_MetricIncrement(m, x);
-  else if (strcmp(op, "set") == 0) err = TRITONSERVER_MetricSet(m, x);
-  else if (strcmp(op, "observe") == 0) err = TRITONSERVER_MetricObserve(m, x);
-  else if (strcmp(op, "value") != 0) return fail_text("python: unknown metric operation");
+  if (strcmp(op, "increment") == 0)
+    err = TRITONSERVER_MetricIncrement(m, x);
+  else if (strcmp(op, "set") == 0)
+    err = TRITONSERVER_MetricSet(m, x);
+  else if (strcmp(op, "observe") == 0)
+    err = TRITONSERVER_MetricObserve(m, x);
+  else if (strcmp(op, "value") != 0)
+    return fail_text("python: unknown metric operation");
   if (err != NULL) return fail(err);
   double value = 0;
   if ((err = TRITONSERVER_MetricValue(m, &value)) != NULL) {
@@ -203,10 +210,14 @@ bool nrd_py_service(nrd_py_instance *st, const json_t *msg, json_t **ack) {
     *ack = err ? fail(err) : model_control(server, type, msg);
     return true;
   }
-  if (strcmp(type, "metric_family") == 0) *ack = metric_family(st, msg);
-  else if (strcmp(type, "metric") == 0) *ack = metric_new(st, msg);
-  else if (strcmp(type, "metric_op") == 0) *ack = metric_op(st, msg);
-  else return false;
+  if (strcmp(type, "metric_family") == 0)
+    *ack = metric_family(st, msg);
+  else if (strcmp(type, "metric") == 0)
+    *ack = metric_new(st, msg);
+  else if (strcmp(type, "metric_op") == 0)
+    *ack = metric_op(st, msg);
+  else
+    return false;
   return true;
 }
 

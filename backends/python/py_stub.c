@@ -31,21 +31,16 @@ static char *msgf(const char *fmt, const char *a, int err) {
   return out;
 }
 
-static void futex_wake(uint32_t *word) {
-  syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
+static void futex_wake(uint32_t *word) { syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0); }
 
 static void futex_wait(uint32_t *word, uint32_t expected, long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
   syscall(SYS_futex, word, FUTEX_WAIT, expected, &ts, NULL, 0);
 }
 
-static nrd_py_shm_header *header(nrd_py_stub *stub) {
-  return (nrd_py_shm_header *)stub->base;
-}
+static nrd_py_shm_header *header(nrd_py_stub *stub) { return (nrd_py_shm_header *)stub->base; }
 
-char *nrd_py_stub_start(nrd_py_stub *stub, const char *stub_path,
-                        const char *python_path, uint64_t shm_size) {
+char *nrd_py_stub_start(nrd_py_stub *stub, const char *stub_path, const char *python_path, uint64_t shm_size) {
   memset(stub, 0, sizeof *stub);
   stub->fd = -1;
   if (shm_size < NRD_PY_DATA_OFFSET + (1u << 20)) {
@@ -60,8 +55,7 @@ char *nrd_py_stub_start(nrd_py_stub *stub, const char *stub_path,
     close(stub->fd);
     return m;
   }
-  stub->base = mmap(NULL, shm_size, PROT_READ | PROT_WRITE, MAP_SHARED,
-                    stub->fd, 0);
+  stub->base = mmap(NULL, shm_size, PROT_READ | PROT_WRITE, MAP_SHARED, stub->fd, 0);
   if (stub->base == MAP_FAILED) {
     char *m = msgf("python: mapping shared memory%s: %s", "", errno);
     close(stub->fd);
@@ -91,9 +85,7 @@ char *nrd_py_stub_start(nrd_py_stub *stub, const char *stub_path,
   return NULL;
 }
 
-char *nrd_py_stub_meta(nrd_py_stub *stub) {
-  return (char *)stub->base + NRD_PY_META_OFFSET;
-}
+char *nrd_py_stub_meta(nrd_py_stub *stub) { return (char *)stub->base + NRD_PY_META_OFFSET; }
 
 /* Reaps the process if it exited; true when it is gone. */
 static bool reap(nrd_py_stub *stub, int options) {
@@ -115,16 +107,12 @@ bool nrd_py_stub_alive(nrd_py_stub *stub) { return !reap(stub, WNOHANG); }
 static char *died(nrd_py_stub *stub) {
   char *out = NULL;
   int st = stub->exit_status;
-  int n = WIFSIGNALED(st)
-              ? asprintf(&out, "python: the stub process died (signal %d)",
-                         WTERMSIG(st))
-              : asprintf(&out, "python: the stub process exited (status %d)",
-                         WEXITSTATUS(st));
+  int n = WIFSIGNALED(st) ? asprintf(&out, "python: the stub process died (signal %d)", WTERMSIG(st))
+                          : asprintf(&out, "python: the stub process exited (status %d)", WEXITSTATUS(st));
   return n < 0 ? NULL : out;
 }
 
-char *nrd_py_stub_exchange(nrd_py_stub *stub, uint32_t len,
-                           uint64_t timeout_ms, const char **reply,
+char *nrd_py_stub_exchange(nrd_py_stub *stub, uint32_t len, uint64_t timeout_ms, const char **reply,
                            uint32_t *reply_len) {
   if (!nrd_py_stub_alive(stub)) {
     return died(stub);
@@ -159,14 +147,12 @@ char *nrd_py_stub_exchange(nrd_py_stub *stub, uint32_t len,
     if (timeout_ms != 0) {
       struct timespec t1;
       clock_gettime(CLOCK_MONOTONIC, &t1);
-      int64_t ms = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000 +
-                   (int64_t)(t1.tv_nsec - t0.tv_nsec) / 1000000;
+      int64_t ms = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000 + (int64_t)(t1.tv_nsec - t0.tv_nsec) / 1000000;
       if (ms > (int64_t)timeout_ms) {
         kill(stub->pid, SIGKILL);
         reap(stub, 0);
         char *out = NULL;
-        return asprintf(&out, "python: the stub did not answer within %llu ms",
-                        (unsigned long long)timeout_ms) < 0
+        return asprintf(&out, "python: the stub did not answer within %llu ms", (unsigned long long)timeout_ms) < 0
                    ? NULL
                    : out;
       }

@@ -11,11 +11,11 @@
 #include <sys/types.h>
 
 typedef struct nrd_py_stub {
-  int fd;          /* the memfd */
-  uint8_t *base;   /* its mapping */
+  int fd; /* the memfd */
+  uint8_t *base; /* its mapping */
   uint64_t size;
-  pid_t pid;       /* 0 once reaped */
-  uint32_t seen;   /* last value of to_server read */
+  pid_t pid; /* 0 once reaped */
+  uint32_t seen; /* last value of to_server read */
   int exit_status; /* valid once pid is 0 */
 } nrd_py_stub;
 
@@ -25,8 +25,7 @@ typedef struct nrd_py_stub {
  * On failure returns a malloc'ed message the caller frees, and nothing is
  * left open. Any thread; the stub then belongs to the caller.
  */
-char *nrd_py_stub_start(nrd_py_stub *stub, const char *stub_path,
-                        const char *python_path, uint64_t shm_size);
+char *nrd_py_stub_start(nrd_py_stub *stub, const char *stub_path, const char *python_path, uint64_t shm_size);
 
 /*
  * Sends the 'len' bytes of JSON already written at the message area
@@ -37,8 +36,7 @@ char *nrd_py_stub_start(nrd_py_stub *stub, const char *stub_path,
  * frees; the process is then gone (killed and reaped). One exchange at a
  * time per stub (the instance thread).
  */
-char *nrd_py_stub_exchange(nrd_py_stub *stub, uint32_t len,
-                           uint64_t timeout_ms, const char **reply,
+char *nrd_py_stub_exchange(nrd_py_stub *stub, uint32_t len, uint64_t timeout_ms, const char **reply,
                            uint32_t *reply_len);
 
 /* The message area (NRD_PY_META_SIZE bytes). */

@@ -19,8 +19,7 @@
 #include "py_exec.h"
 #include "py_stub.h"
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(
-    TRITONBACKEND_Backend *backend) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Backend *backend) {
   TRITONSERVER_Error *err = nrd_bu_api_version_check("python");
   if (err != NULL) {
     return err;
@@ -71,8 +70,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(
   return TRITONBACKEND_BackendSetState(backend, state);
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Finalize(
-    TRITONBACKEND_Backend *backend) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Finalize(TRITONBACKEND_Backend *backend) {
   void *state = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_BackendState(backend, &state);
   free(state);
@@ -80,8 +78,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Finalize(
   return err;
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
-    TRITONBACKEND_Model *model) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model *model) {
   nrd_py_model *state = NULL;
   TRITONSERVER_Error *err = nrd_py_model_new(model, &state);
   if (err != NULL) {
@@ -94,16 +91,14 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
   return err;
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(
-    TRITONBACKEND_Model *model) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model *model) {
   void *state = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_ModelState(model, &state);
   nrd_py_model_free(state);
   return err;
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(
-    TRITONBACKEND_ModelInstance *instance) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelInstance *instance) {
   nrd_py_instance *state = NULL;
   TRITONSERVER_Error *err = nrd_py_instance_new(instance, &state);
   if (err != NULL) {
@@ -116,17 +111,16 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(
   return err;
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceFinalize(
-    TRITONBACKEND_ModelInstance *instance) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceFinalize(TRITONBACKEND_ModelInstance *instance) {
   void *state = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceState(instance, &state);
   nrd_py_instance_free(state);
   return err;
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
-    TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
-    const uint32_t request_count) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance *instance,
+                                                                          TRITONBACKEND_Request **requests,
+                                                                          const uint32_t request_count) {
   void *state = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceState(instance, &state);
   if (err != NULL) {

@@ -40,19 +40,19 @@
 typedef struct repeat_job {
   struct repeat_job *next;
   TRITONBACKEND_ResponseFactory *factory;
-  int32_t *in;        /* IN values, 'count' of them (NULL when 0) */
-  uint32_t *delay;    /* DELAY values in ms, 'count' of them */
-  uint32_t count;     /* N */
-  uint32_t wait_ms;   /* WAIT: pause between the last response and FINAL */
-  uint32_t next_idx;  /* next element to send; == count: the FINAL is next */
-  uint64_t due_ns;    /* monotonic time the next step is due */
+  int32_t *in; /* IN values, 'count' of them (NULL when 0) */
+  uint32_t *delay; /* DELAY values in ms, 'count' of them */
+  uint32_t count; /* N */
+  uint32_t wait_ms; /* WAIT: pause between the last response and FINAL */
+  uint32_t next_idx; /* next element to send; == count: the FINAL is next */
+  uint64_t due_ns; /* monotonic time the next step is due */
 } repeat_job;
 
 typedef struct repeat_instance {
   pthread_mutex_t mu;
-  pthread_cond_t cv;       /* signalled when jobs arrive or at stop */
-  repeat_job *jobs;        /* guarded by mu; unordered */
-  bool stopping;           /* guarded by mu */
+  pthread_cond_t cv; /* signalled when jobs arrive or at stop */
+  repeat_job *jobs; /* guarded by mu; unordered */
+  bool stopping; /* guarded by mu */
   pthread_t worker;
 } repeat_instance;
 
@@ -60,9 +60,7 @@ typedef struct repeat_instance {
 
 /* Checks that the model configuration has tensor 'name' of data type
  * 'type' (a config name such as "TYPE_UINT32"). */
-static TRITONSERVER_Error *check_tensor(const json_t *config,
-                                        const char *section, const char *name,
-                                        const char *type) {
+static TRITONSERVER_Error *check_tensor(const json_t *config, const char *section, const char *name, const char *type) {
   const json_t *t = nrd_bu_config_tensor(config, section, name);
   if (t == NULL) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
@@ -72,21 +70,18 @@ static TRITONSERVER_Error *check_tensor(const json_t *config,
   }
   const char *got = json_string_value(json_object_get(t, "data_type"));
   if (got == NULL || strcmp(got, type) != 0) {
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                             "repeat: %s '%s' must be %s, got %s", section,
-                             name, type, got != NULL ? got : "(none)");
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "repeat: %s '%s' must be %s, got %s", section, name, type,
+                             got != NULL ? got : "(none)");
   }
   return NULL;
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(
-    TRITONBACKEND_Backend *backend) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Backend *backend) {
   (void)backend;
   return nrd_bu_api_version_check("repeat");
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
-    TRITONBACKEND_Model *model) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model *model) {
   json_t *config = NULL;
   TRITONSERVER_Error *err = nrd_bu_model_config(model, &config);
   if (err != NULL) {
@@ -142,14 +137,11 @@ static void job_free(repeat_job *job) {
 
 /* Creates output 'name' (one element of 'size' bytes) on 'response' and
  * copies 'value' into it. */
-static TRITONSERVER_Error *set_scalar_output(TRITONBACKEND_Response *response,
-                                             const char *name,
-                                             TRITONSERVER_DataType datatype,
-                                             const void *value, size_t size) {
+static TRITONSERVER_Error *set_scalar_output(TRITONBACKEND_Response *response, const char *name,
+                                             TRITONSERVER_DataType datatype, const void *value, size_t size) {
   TRITONBACKEND_Output *output = NULL;
   const int64_t shape[1] = {1};
-  TRITONSERVER_Error *err =
-      TRITONBACKEND_ResponseOutput(response, &output, name, datatype, shape, 1);
+  TRITONSERVER_Error *err = TRITONBACKEND_ResponseOutput(response, &output, name, datatype, shape, 1);
   if (err != NULL) {
     return err;
   }
@@ -160,11 +152,8 @@ static TRITONSERVER_Error *set_scalar_output(TRITONBACKEND_Response *response,
   if (err != NULL) {
     return err;
   }
-  if (dst == NULL ||
-      (mem != TRITONSERVER_MEMORY_CPU && mem != TRITONSERVER_MEMORY_CPU_PINNED)) {
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED,
-                             "repeat: output '%s': buffer is not in CPU memory",
-                             name);
+  if (dst == NULL || (mem != TRITONSERVER_MEMORY_CPU && mem != TRITONSERVER_MEMORY_CPU_PINNED)) {
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED, "repeat: output '%s': buffer is not in CPU memory", name);
   }
   memcpy(dst, value, size);
   return NULL;
@@ -175,18 +164,15 @@ static TRITONSERVER_Error *set_scalar_output(TRITONBACKEND_Response *response,
  * nothing more can be sent). */
 static bool job_send_element(repeat_job *job) {
   TRITONBACKEND_Response *response = NULL;
-  TRITONSERVER_Error *err =
-      TRITONBACKEND_ResponseNewFromFactory(&response, job->factory);
+  TRITONSERVER_Error *err = TRITONBACKEND_ResponseNewFromFactory(&response, job->factory);
   if (err != NULL) {
     nrd_bu_error_log_and_delete(err, "repeat: cannot create response");
     return false;
   }
   uint32_t idx = job->next_idx;
-  err = set_scalar_output(response, "OUT", TRITONSERVER_TYPE_INT32,
-                          &job->in[idx], sizeof job->in[idx]);
+  err = set_scalar_output(response, "OUT", TRITONSERVER_TYPE_INT32, &job->in[idx], sizeof job->in[idx]);
   if (err == NULL) {
-    err = set_scalar_output(response, "IDX", TRITONSERVER_TYPE_UINT32, &idx,
-                            sizeof idx);
+    err = set_scalar_output(response, "IDX", TRITONSERVER_TYPE_UINT32, &idx, sizeof idx);
   }
   /* A failed element ends the request with that error. */
   uint32_t flags = (err != NULL) ? TRITONSERVER_RESPONSE_COMPLETE_FINAL : 0;
@@ -202,27 +188,22 @@ static bool job_send_element(repeat_job *job) {
 /* Ends a cancelled request with a CANCELLED error response carrying FINAL. */
 static void job_send_cancelled(repeat_job *job) {
   TRITONBACKEND_Response *response = NULL;
-  TRITONSERVER_Error *err =
-      TRITONBACKEND_ResponseNewFromFactory(&response, job->factory);
+  TRITONSERVER_Error *err = TRITONBACKEND_ResponseNewFromFactory(&response, job->factory);
   if (err != NULL) {
     nrd_bu_error_log_and_delete(err, "repeat: cannot create response");
     return;
   }
-  TRITONSERVER_Error *cancel = nrd_bu_error_newf(
-      TRITONSERVER_ERROR_CANCELLED,
-      "repeat: request cancelled after %" PRIu32 " of %" PRIu32 " responses",
-      job->next_idx, job->count);
-  nrd_bu_error_log_and_delete(
-      TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL,
-                                 cancel),
-      "repeat: cannot send response");
+  TRITONSERVER_Error *cancel = nrd_bu_error_newf(TRITONSERVER_ERROR_CANCELLED,
+                                                 "repeat: request cancelled after %" PRIu32 " of %" PRIu32 " responses",
+                                                 job->next_idx, job->count);
+  nrd_bu_error_log_and_delete(TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, cancel),
+                              "repeat: cannot send response");
   TRITONSERVER_ErrorDelete(cancel);
 }
 
 static bool job_cancelled(const repeat_job *job) {
   bool cancelled = false;
-  TRITONSERVER_Error *err =
-      TRITONBACKEND_ResponseFactoryIsCancelled(job->factory, &cancelled);
+  TRITONSERVER_Error *err = TRITONBACKEND_ResponseFactoryIsCancelled(job->factory, &cancelled);
   if (err != NULL) {
     TRITONSERVER_ErrorDelete(err);
     return false;
@@ -241,17 +222,14 @@ static bool job_step(repeat_job *job, bool cancelled) {
   } else if (job->next_idx < job->count) {
     if (job_send_element(job)) {
       job->next_idx++;
-      uint64_t pause_ms = (job->next_idx < job->count)
-                              ? job->delay[job->next_idx]
-                              : job->wait_ms;
+      uint64_t pause_ms = (job->next_idx < job->count) ? job->delay[job->next_idx] : job->wait_ms;
       job->due_ns = nrd_bu_now_ns() + pause_ms * 1000000u;
       return true;
     }
     more = false; /* already ended with an error, or cannot send */
   } else {
     nrd_bu_error_log_and_delete(
-        TRITONBACKEND_ResponseFactorySendFlags(
-            job->factory, TRITONSERVER_RESPONSE_COMPLETE_FINAL),
+        TRITONBACKEND_ResponseFactorySendFlags(job->factory, TRITONSERVER_RESPONSE_COMPLETE_FINAL),
         "repeat: cannot send final flag");
     more = false;
   }
@@ -346,12 +324,10 @@ static void instance_stop(repeat_instance *s) {
   free(s);
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(
-    TRITONBACKEND_ModelInstance *instance) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelInstance *instance) {
   repeat_instance *s = calloc(1, sizeof *s);
   if (s == NULL) {
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE,
-                                 "repeat: out of memory");
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, "repeat: out of memory");
   }
   pthread_condattr_t attr;
   pthread_condattr_init(&attr);
@@ -364,9 +340,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     free(s);
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE,
-                             "repeat: cannot start worker thread (error %d)",
-                             rc);
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE, "repeat: cannot start worker thread (error %d)", rc);
   }
   TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceSetState(instance, s);
   if (err != NULL) {
@@ -375,8 +349,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(
   return err;
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceFinalize(
-    TRITONBACKEND_ModelInstance *instance) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceFinalize(TRITONBACKEND_ModelInstance *instance) {
   void *state = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceState(instance, &state);
   if (err != NULL) {
@@ -394,23 +367,18 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceFinalize(
 
 /* Reads input 'name' of 'request' into 'out', checking its datatype; the
  * error names the input. On failure 'out' holds nothing to release. */
-static TRITONSERVER_Error *read_input(TRITONBACKEND_Request *request,
-                                      const char *name,
-                                      TRITONSERVER_DataType datatype,
+static TRITONSERVER_Error *read_input(TRITONBACKEND_Request *request, const char *name, TRITONSERVER_DataType datatype,
                                       nrd_bu_tensor *out) {
   TRITONSERVER_Error *err = nrd_bu_request_input(request, name, out);
   if (err != NULL) {
     TRITONSERVER_Error *named =
-        nrd_bu_error_newf(TRITONSERVER_ErrorCode(err), "repeat: %s",
-                          TRITONSERVER_ErrorMessage(err));
+        nrd_bu_error_newf(TRITONSERVER_ErrorCode(err), "repeat: %s", TRITONSERVER_ErrorMessage(err));
     TRITONSERVER_ErrorDelete(err);
     return named;
   }
   if (out->datatype != datatype) {
-    err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                            "repeat: input '%s' must be %s, got %s", name,
-                            TRITONSERVER_DataTypeString(datatype),
-                            TRITONSERVER_DataTypeString(out->datatype));
+    err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "repeat: input '%s' must be %s, got %s", name,
+                            TRITONSERVER_DataTypeString(datatype), TRITONSERVER_DataTypeString(out->datatype));
     nrd_bu_tensor_release(out);
   }
   return err;
@@ -418,13 +386,11 @@ static TRITONSERVER_Error *read_input(TRITONBACKEND_Request *request,
 
 /* Builds a job from IN, DELAY and WAIT of 'request' (without its factory).
  * On failure '*job_out' is NULL. */
-static TRITONSERVER_Error *job_from_request(TRITONBACKEND_Request *request,
-                                            repeat_job **job_out) {
+static TRITONSERVER_Error *job_from_request(TRITONBACKEND_Request *request, repeat_job **job_out) {
   *job_out = NULL;
   nrd_bu_tensor in = {0}, delay = {0}, wait = {0};
   repeat_job *job = NULL;
-  TRITONSERVER_Error *err =
-      read_input(request, "IN", TRITONSERVER_TYPE_INT32, &in);
+  TRITONSERVER_Error *err = read_input(request, "IN", TRITONSERVER_TYPE_INT32, &in);
   if (err == NULL) {
     err = read_input(request, "DELAY", TRITONSERVER_TYPE_UINT32, &delay);
   }
@@ -435,8 +401,7 @@ static TRITONSERVER_Error *job_from_request(TRITONBACKEND_Request *request,
   if (err == NULL && delay.byte_size / sizeof(uint32_t) != n) {
     err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
                             "repeat: inputs 'IN' and 'DELAY' must have the "
-                            "same number of elements, got %" PRIu64
-                            " and %" PRIu64,
+                            "same number of elements, got %" PRIu64 " and %" PRIu64,
                             n, delay.byte_size / sizeof(uint32_t));
   }
   if (err == NULL && wait.byte_size != sizeof(uint32_t)) {
@@ -458,8 +423,7 @@ static TRITONSERVER_Error *job_from_request(TRITONBACKEND_Request *request,
       job->delay = malloc(n * sizeof(uint32_t));
     }
     if (job == NULL || (n > 0 && (job->in == NULL || job->delay == NULL))) {
-      err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE,
-                                  "repeat: out of memory");
+      err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, "repeat: out of memory");
     }
   }
   if (err == NULL) {
@@ -479,9 +443,9 @@ static TRITONSERVER_Error *job_from_request(TRITONBACKEND_Request *request,
   return err;
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
-    TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
-    const uint32_t request_count) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance *instance,
+                                                                          TRITONBACKEND_Request **requests,
+                                                                          const uint32_t request_count) {
   void *state = NULL;
   TRITONSERVER_Error *err = nrd_bu_instance_state(instance, "repeat", &state);
   if (err != NULL) {
@@ -505,8 +469,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
     uint64_t end = nrd_bu_now_ns();
     /* Statistics need the request, and come before any response. */
     nrd_bu_error_log_and_delete(
-        TRITONBACKEND_ModelInstanceReportStatistics(
-            instance, request, err == NULL, start, start, end, end),
+        TRITONBACKEND_ModelInstanceReportStatistics(instance, request, err == NULL, start, start, end, end),
         "repeat: cannot report statistics");
     if (err != NULL) {
       if (job != NULL) {
@@ -524,10 +487,9 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
   }
   uint64_t exec_end = nrd_bu_now_ns();
   if (accepted > 0) {
-    nrd_bu_error_log_and_delete(
-        TRITONBACKEND_ModelInstanceReportBatchStatistics(
-            instance, accepted, exec_start, exec_start, exec_end, exec_end),
-        "repeat: cannot report batch statistics");
+    nrd_bu_error_log_and_delete(TRITONBACKEND_ModelInstanceReportBatchStatistics(instance, accepted, exec_start,
+                                                                                 exec_start, exec_end, exec_end),
+                                "repeat: cannot report batch statistics");
     /* Hand the jobs to the worker only now, so every statistic of this
      * execution is recorded before any response can reach a client. The
      * first delay of each request counts from here. */

@@ -33,13 +33,12 @@ typedef struct square_instance {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   square_job *head, *tail; /* guarded by mu */
-  bool stopping;           /* guarded by mu */
+  bool stopping; /* guarded by mu */
   pthread_t worker;
 } square_instance;
 
 /* Checks that the model configuration has tensor 'name' of TYPE_INT32. */
-static TRITONSERVER_Error *check_tensor(const json_t *config,
-                                        const char *section, const char *name) {
+static TRITONSERVER_Error *check_tensor(const json_t *config, const char *section, const char *name) {
   const json_t *t = nrd_bu_config_tensor(config, section, name);
   if (t == NULL) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
@@ -49,21 +48,18 @@ static TRITONSERVER_Error *check_tensor(const json_t *config,
   }
   const char *type = json_string_value(json_object_get(t, "data_type"));
   if (type == NULL || strcmp(type, "TYPE_INT32") != 0) {
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                             "square: %s '%s' must be TYPE_INT32, got %s",
-                             section, name, type != NULL ? type : "(none)");
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "square: %s '%s' must be TYPE_INT32, got %s", section,
+                             name, type != NULL ? type : "(none)");
   }
   return NULL;
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(
-    TRITONBACKEND_Backend *backend) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Backend *backend) {
   (void)backend;
   return nrd_bu_api_version_check("square");
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
-    TRITONBACKEND_Model *model) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model *model) {
   json_t *config = NULL;
   TRITONSERVER_Error *err = nrd_bu_model_config(model, &config);
   if (err != NULL) {
@@ -93,29 +89,23 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
 /* One response's timings for the core's per-response statistics; an
  * output_start of 0 marks a response without outputs (the flags-only
  * FINAL). `error` stays the caller's. */
-static void report_response(const square_job *job, uint64_t start,
-                            uint64_t output_start, TRITONSERVER_Error *error) {
+static void report_response(const square_job *job, uint64_t start, uint64_t output_start, TRITONSERVER_Error *error) {
   TRITONBACKEND_ModelInstanceResponseStatistics *rs = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceResponseStatisticsNew(&rs);
   if (err == NULL) {
-    err = TRITONBACKEND_ModelInstanceResponseStatisticsSetModelInstance(
-        rs, job->instance);
+    err = TRITONBACKEND_ModelInstanceResponseStatisticsSetModelInstance(rs, job->instance);
   }
   if (err == NULL) {
-    err = TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseFactory(
-        rs, job->factory);
+    err = TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseFactory(rs, job->factory);
   }
   if (err == NULL) {
-    err = TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseStart(rs,
-                                                                        start);
+    err = TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseStart(rs, start);
   }
   if (err == NULL) {
-    err = TRITONBACKEND_ModelInstanceResponseStatisticsSetComputeOutputStart(
-        rs, output_start);
+    err = TRITONBACKEND_ModelInstanceResponseStatisticsSetComputeOutputStart(rs, output_start);
   }
   if (err == NULL) {
-    err = TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseEnd(
-        rs, nrd_bu_now_ns());
+    err = TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseEnd(rs, nrd_bu_now_ns());
   }
   if (err == NULL) {
     err = TRITONBACKEND_ModelInstanceResponseStatisticsSetError(rs, error);
@@ -124,9 +114,8 @@ static void report_response(const square_job *job, uint64_t start,
     err = TRITONBACKEND_ModelInstanceReportResponseStatistics(rs);
   }
   if (rs != NULL) {
-    nrd_bu_error_log_and_delete(
-        TRITONBACKEND_ModelInstanceResponseStatisticsDelete(rs),
-        "square: cannot delete response statistics");
+    nrd_bu_error_log_and_delete(TRITONBACKEND_ModelInstanceResponseStatisticsDelete(rs),
+                                "square: cannot delete response statistics");
   }
   nrd_bu_error_log_and_delete(err, "square: cannot report response statistics");
 }
@@ -137,8 +126,7 @@ static void job_run(square_job *job) {
   for (int32_t i = 0; i < job->n; ++i) {
     uint64_t start = nrd_bu_now_ns();
     bool cancelled = false;
-    TRITONSERVER_Error *err =
-        TRITONBACKEND_ResponseFactoryIsCancelled(factory, &cancelled);
+    TRITONSERVER_Error *err = TRITONBACKEND_ResponseFactoryIsCancelled(factory, &cancelled);
     if (err != NULL) {
       TRITONSERVER_ErrorDelete(err);
       cancelled = false;
@@ -151,14 +139,9 @@ static void job_run(square_job *job) {
     }
     if (cancelled) {
       /* Stop early; the error response ends the request. */
-      TRITONSERVER_Error *cancel =
-          TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_CANCELLED,
-                                "square: request cancelled");
-      nrd_bu_error_log_and_delete(
-          TRITONBACKEND_ResponseSend(response,
-                                     TRITONSERVER_RESPONSE_COMPLETE_FINAL,
-                                     cancel),
-          "square: cannot send response");
+      TRITONSERVER_Error *cancel = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_CANCELLED, "square: request cancelled");
+      nrd_bu_error_log_and_delete(TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, cancel),
+                                  "square: cannot send response");
       TRITONSERVER_ErrorDelete(cancel);
       nrd_bu_error_log_and_delete(TRITONBACKEND_ResponseFactoryDelete(factory),
                                   "square: cannot delete response factory");
@@ -167,20 +150,16 @@ static void job_run(square_job *job) {
     uint64_t output_start = nrd_bu_now_ns();
     TRITONBACKEND_Output *output = NULL;
     const int64_t shape[1] = {1};
-    err = TRITONBACKEND_ResponseOutput(response, &output, "OUT",
-                                       TRITONSERVER_TYPE_INT32, shape, 1);
+    err = TRITONBACKEND_ResponseOutput(response, &output, "OUT", TRITONSERVER_TYPE_INT32, shape, 1);
     void *dst = NULL;
     TRITONSERVER_MemoryType mem = TRITONSERVER_MEMORY_CPU;
     int64_t mem_id = 0;
     if (err == NULL) {
-      err = TRITONBACKEND_OutputBuffer(output, &dst, sizeof(int32_t), &mem,
-                                       &mem_id);
+      err = TRITONBACKEND_OutputBuffer(output, &dst, sizeof(int32_t), &mem, &mem_id);
     }
-    if (err == NULL && (dst == NULL || (mem != TRITONSERVER_MEMORY_CPU &&
-                                        mem != TRITONSERVER_MEMORY_CPU_PINNED))) {
-      err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNSUPPORTED,
-                                  "square: output 'OUT': buffer is not in CPU "
-                                  "memory");
+    if (err == NULL && (dst == NULL || (mem != TRITONSERVER_MEMORY_CPU && mem != TRITONSERVER_MEMORY_CPU_PINNED))) {
+      err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNSUPPORTED, "square: output 'OUT': buffer is not in CPU "
+                                                                  "memory");
     }
     if (err == NULL) {
       memcpy(dst, &job->n, sizeof job->n);
@@ -197,13 +176,10 @@ static void job_run(square_job *job) {
     }
   }
   uint64_t final_start = nrd_bu_now_ns();
-  nrd_bu_error_log_and_delete(
-      TRITONBACKEND_ResponseFactorySendFlags(
-          factory, TRITONSERVER_RESPONSE_COMPLETE_FINAL),
-      "square: cannot send final flag");
+  nrd_bu_error_log_and_delete(TRITONBACKEND_ResponseFactorySendFlags(factory, TRITONSERVER_RESPONSE_COMPLETE_FINAL),
+                              "square: cannot send final flag");
   report_response(job, final_start, 0, NULL);
-  nrd_bu_error_log_and_delete(TRITONBACKEND_ResponseFactoryDelete(factory),
-                              "square: cannot delete response factory");
+  nrd_bu_error_log_and_delete(TRITONBACKEND_ResponseFactoryDelete(factory), "square: cannot delete response factory");
 }
 
 static void *worker_main(void *arg) {
@@ -242,12 +218,10 @@ static void instance_stop(square_instance *s) {
   free(s);
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(
-    TRITONBACKEND_ModelInstance *instance) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelInstance *instance) {
   square_instance *s = calloc(1, sizeof *s);
   if (s == NULL) {
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE,
-                                 "square: out of memory");
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, "square: out of memory");
   }
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
@@ -256,9 +230,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     free(s);
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE,
-                             "square: cannot start worker thread (error %d)",
-                             rc);
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE, "square: cannot start worker thread (error %d)", rc);
   }
   TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceSetState(instance, s);
   if (err != NULL) {
@@ -267,8 +239,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(
   return err;
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceFinalize(
-    TRITONBACKEND_ModelInstance *instance) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceFinalize(TRITONBACKEND_ModelInstance *instance) {
   void *state = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceState(instance, &state);
   if (err != NULL) {
@@ -288,14 +259,12 @@ static TRITONSERVER_Error *read_n(TRITONBACKEND_Request *request, int32_t *n) {
   TRITONSERVER_Error *err = nrd_bu_request_input(request, "IN", &in);
   if (err != NULL) {
     TRITONSERVER_Error *named =
-        nrd_bu_error_newf(TRITONSERVER_ErrorCode(err), "square: %s",
-                          TRITONSERVER_ErrorMessage(err));
+        nrd_bu_error_newf(TRITONSERVER_ErrorCode(err), "square: %s", TRITONSERVER_ErrorMessage(err));
     TRITONSERVER_ErrorDelete(err);
     return named;
   }
   if (in.datatype != TRITONSERVER_TYPE_INT32) {
-    err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                            "square: input 'IN' must be INT32, got %s",
+    err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "square: input 'IN' must be INT32, got %s",
                             TRITONSERVER_DataTypeString(in.datatype));
   } else if (in.byte_size != sizeof(int32_t)) {
     err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
@@ -305,18 +274,16 @@ static TRITONSERVER_Error *read_n(TRITONBACKEND_Request *request, int32_t *n) {
   } else {
     memcpy(n, in.data, sizeof *n);
     if (*n < 0) {
-      err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                              "square: input 'IN' must be >= 0, got %" PRId32,
-                              *n);
+      err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "square: input 'IN' must be >= 0, got %" PRId32, *n);
     }
   }
   nrd_bu_tensor_release(&in);
   return err;
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
-    TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
-    const uint32_t request_count) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance *instance,
+                                                                          TRITONBACKEND_Request **requests,
+                                                                          const uint32_t request_count) {
   void *state = NULL;
   TRITONSERVER_Error *err = nrd_bu_instance_state(instance, "square", &state);
   if (err != NULL) {
@@ -338,8 +305,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
     if (err == NULL) {
       job = calloc(1, sizeof *job);
       if (job == NULL) {
-        err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE,
-                                    "square: out of memory");
+        err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, "square: out of memory");
       }
     }
     if (err == NULL) {
@@ -353,16 +319,14 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
       nrd_bu_request_respond_error(request, err);
       TRITONSERVER_ErrorDelete(err);
       nrd_bu_error_log_and_delete(
-          TRITONBACKEND_ModelInstanceReportStatistics(instance, request, false,
-                                                      start, start, end, end),
+          TRITONBACKEND_ModelInstanceReportStatistics(instance, request, false, start, start, end, end),
           "square: cannot report statistics");
       nrd_bu_request_release(request);
       continue;
     }
     /* Statistics need the request, so report before releasing it. */
     nrd_bu_error_log_and_delete(
-        TRITONBACKEND_ModelInstanceReportStatistics(instance, request, true,
-                                                    start, start, end, end),
+        TRITONBACKEND_ModelInstanceReportStatistics(instance, request, true, start, start, end, end),
         "square: cannot report statistics");
     nrd_bu_request_release(request);
     ++accepted;
@@ -375,10 +339,9 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
   }
   uint64_t exec_end = nrd_bu_now_ns();
   if (accepted > 0) {
-    nrd_bu_error_log_and_delete(
-        TRITONBACKEND_ModelInstanceReportBatchStatistics(
-            instance, accepted, exec_start, exec_start, exec_end, exec_end),
-        "square: cannot report batch statistics");
+    nrd_bu_error_log_and_delete(TRITONBACKEND_ModelInstanceReportBatchStatistics(instance, accepted, exec_start,
+                                                                                 exec_start, exec_end, exec_end),
+                                "square: cannot report batch statistics");
     /* Hand the jobs to the worker only now, so every statistic of this
      * execution is recorded before any response can reach a client. */
     pthread_mutex_lock(&s->mu);

@@ -21,8 +21,7 @@
 
 static const char kName[] = "stateful";
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(
-    TRITONBACKEND_Backend *backend) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Backend *backend) {
   TRITONSERVER_Error *err = nrd_bu_api_version_check(kName);
   if (err != NULL) return err;
   TRITONBACKEND_ArtifactType type;
@@ -31,16 +30,14 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(
   if (err != NULL) return err;
   ort_runtime *rt = calloc(1, sizeof *rt);
   if (rt == NULL) {
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE,
-                                 "stateful: out of memory");
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, "stateful: out of memory");
   }
   /* --backend-config=stateful,ort-logging-level=N (0 verbose .. 4 fatal),
    * default 2 (warning), as the original backend reads it. */
   long level = ORT_LOGGING_LEVEL_WARNING;
   json_t *bconfig = NULL;
   err = nrd_bu_backend_config(backend, &bconfig);
-  const char *text =
-      err == NULL ? nrd_bu_backend_setting(bconfig, "ort-logging-level") : NULL;
+  const char *text = err == NULL ? nrd_bu_backend_setting(bconfig, "ort-logging-level") : NULL;
   if (err == NULL && text != NULL) {
     char *end = NULL;
     level = strtol(text, &end, 10);
@@ -64,14 +61,12 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(
     free(rt);
     return err;
   }
-  NRD_BU_LOG(TRITONSERVER_LOG_INFO,
-             "stateful: ONNX Runtime %s from %s, ort-logging-level %ld",
-             rt->version, rt->path, level);
+  NRD_BU_LOG(TRITONSERVER_LOG_INFO, "stateful: ONNX Runtime %s from %s, ort-logging-level %ld", rt->version, rt->path,
+             level);
   return NULL;
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Finalize(
-    TRITONBACKEND_Backend *backend) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Finalize(TRITONBACKEND_Backend *backend) {
   void *state = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_BackendState(backend, &state);
   if (err != NULL) return err;
@@ -82,8 +77,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Finalize(
   return NULL;
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
-    TRITONBACKEND_Model *model) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model *model) {
   TRITONBACKEND_Backend *backend = NULL;
   void *rt = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_ModelBackend(model, &backend);
@@ -96,8 +90,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
   return err;
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(
-    TRITONBACKEND_Model *model) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model *model) {
   void *state = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_ModelState(model, &state);
   if (err != NULL) return err;
@@ -105,8 +98,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(
   return TRITONBACKEND_ModelSetState(model, NULL);
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(
-    TRITONBACKEND_ModelInstance *instance) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelInstance *instance) {
   void *m = NULL;
   TRITONSERVER_Error *err = nrd_bu_instance_model_state(instance, kName, &m);
   if (err != NULL) return err;
@@ -117,19 +109,17 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(
   return err;
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceFinalize(
-    TRITONBACKEND_ModelInstance *instance) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceFinalize(TRITONBACKEND_ModelInstance *instance) {
   void *state = NULL;
-  TRITONSERVER_Error *err =
-      TRITONBACKEND_ModelInstanceState(instance, &state);
+  TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceState(instance, &state);
   if (err != NULL) return err;
   sf_instance_free(state);
   return TRITONBACKEND_ModelInstanceSetState(instance, NULL);
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
-    TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
-    const uint32_t request_count) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance *instance,
+                                                                          TRITONBACKEND_Request **requests,
+                                                                          const uint32_t request_count) {
   void *state = NULL;
   TRITONSERVER_Error *err = nrd_bu_instance_state(instance, kName, &state);
   if (err != NULL) return err;

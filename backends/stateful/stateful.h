@@ -23,17 +23,17 @@ enum { SF_LOG_NONE = 0, SF_LOG_INFO = 1, SF_LOG_VERBOSE = 2 };
 
 typedef struct sf_model {
   const ort_runtime *rt; /* borrowed from the backend state */
-  char *name;            /* owned */
-  char *path;            /* owned: the .onnx file */
+  char *name; /* owned */
+  char *path; /* owned: the .onnx file */
   int64_t max_batch_size;
   ort_session_options options;
   sf_state_pair *pairs; /* owned (sf_state_pairs_free) */
   size_t pair_count;
-  char *start_name;     /* owned: control input of CONTROL_SEQUENCE_START */
-  bool corrid_string;   /* CONTROL_SEQUENCE_CORRID is TYPE_STRING */
-  long max_slots;       /* oldest.max_candidate_sequences */
-  long use_limit;       /* sequences admitted: ratio * max_slots */
-  uint64_t idle_ns;     /* max_sequence_idle_microseconds */
+  char *start_name; /* owned: control input of CONTROL_SEQUENCE_START */
+  bool corrid_string; /* CONTROL_SEQUENCE_CORRID is TYPE_STRING */
+  long max_slots; /* oldest.max_candidate_sequences */
+  long use_limit; /* sequences admitted: ratio * max_slots */
+  uint64_t idle_ns; /* max_sequence_idle_microseconds */
   bool fp16_states, infer_end, pad_to_max;
   sf_lazy lazy;
   int64_t metric_seconds, error_inject_rate;
@@ -42,40 +42,40 @@ typedef struct sf_model {
 
 /* A tensor of the session with its one batch (-1) dimension. */
 typedef struct sf_io {
-  const char *name;            /* borrowed from the session */
+  const char *name; /* borrowed from the session */
   TRITONSERVER_DataType dt;
   ONNXTensorElementDataType et;
-  int64_t dims[SF_MAX_RANK];   /* the model's dims; -1 at 'axis' */
+  int64_t dims[SF_MAX_RANK]; /* the model's dims; -1 at 'axis' */
   size_t rank, axis;
-  int64_t outer, inner;        /* elements before / after the axis */
-  size_t elem;                 /* bytes per element */
+  int64_t outer, inner; /* elements before / after the axis */
+  size_t elem; /* bytes per element */
 } sf_io;
 
 typedef struct sf_seq {
   bool used;
   uint64_t id;
-  char *sid;        /* owned; string correlation id, or NULL */
+  char *sid; /* owned; string correlation id, or NULL */
   uint64_t last_ns; /* when its last request ran */
 } sf_seq;
 
 typedef struct sf_instance {
   const sf_model *m; /* borrowed */
-  char *name;        /* owned */
+  char *name; /* owned */
   ort_session session;
-  sf_io *inputs;     /* owned; configured inputs, fed by requests */
+  sf_io *inputs; /* owned; configured inputs, fed by requests */
   size_t input_count;
-  sf_io *outputs;    /* owned; configured outputs */
+  sf_io *outputs; /* owned; configured outputs */
   size_t output_count;
   sf_io *state_in, *state_out; /* owned; one per pair */
-  size_t *state_off;           /* owned; offset of each state in a slot */
-  size_t slot_bytes;           /* bytes of one sequence's states */
-  sf_io reset;                 /* the START control input of the model */
-  uint8_t **buffers;           /* owned; buffer k holds buf_slots[k] slots */
+  size_t *state_off; /* owned; offset of each state in a slot */
+  size_t slot_bytes; /* bytes of one sequence's states */
+  sf_io reset; /* the START control input of the model */
+  uint8_t **buffers; /* owned; buffer k holds buf_slots[k] slots */
   long *buf_slots;
   size_t buffer_count;
   long total_slots, active;
-  sf_seq *seqs;                /* owned; max_slots entries */
-  int32_t *index;              /* owned; open addressing: slot, -1 empty,
+  sf_seq *seqs; /* owned; max_slots entries */
+  int32_t *index; /* owned; open addressing: slot, -1 empty,
                                 * -2 removed; index_cap entries */
   size_t index_cap, index_removed;
   unsigned inject_seed; /* error_inject_rate's generator (test builds) */
@@ -85,23 +85,20 @@ typedef struct sf_instance {
 
 /* Reads and checks the configuration; errors name the parameter. The caller
  * owns '*out' (sf_model_free). Thread: ModelInitialize. */
-TRITONSERVER_Error *sf_model_new(TRITONBACKEND_Model *model,
-                                 const ort_runtime *rt, sf_model **out);
+TRITONSERVER_Error *sf_model_new(TRITONBACKEND_Model *model, const ort_runtime *rt, sf_model **out);
 /* Frees a model state and what it owns; NULL is fine. Thread: ModelFinalize. */
 void sf_model_free(sf_model *m);
 
 /* Opens the session, checks it against the configuration (errors name the
  * tensor) and allocates the state buffers. Thread: instance init. */
-TRITONSERVER_Error *sf_instance_new(TRITONBACKEND_ModelInstance *instance,
-                                    const sf_model *m, sf_instance **out);
+TRITONSERVER_Error *sf_instance_new(TRITONBACKEND_ModelInstance *instance, const sf_model *m, sf_instance **out);
 /* Closes the session and frees the buffers and slots (every sequence's
  * state goes with them); NULL is fine. Thread: instance finalization. */
 void sf_instance_free(sf_instance *inst);
 
 /* Runs a batch and answers and releases every request. Thread: the
  * instance thread. */
-void sf_instance_execute(sf_instance *inst,
-                         TRITONBACKEND_ModelInstance *instance,
-                         TRITONBACKEND_Request **requests, uint32_t count);
+void sf_instance_execute(sf_instance *inst, TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
+                         uint32_t count);
 
 #endif /* NEREID_STATEFUL_H */

@@ -20,17 +20,15 @@ typedef struct item {
   long slot; /* -1: none */
   uint64_t id;
   const char *sid; /* borrowed from the request; NULL for integer ids */
-  bool known;      /* its sequence was read */
+  bool known; /* its sequence was read */
 } item;
 
 static TRITONSERVER_Error *oom(void) {
-  return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE,
-                               "stateful: out of memory");
+  return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, "stateful: out of memory");
 }
 
 /* Logs on one of the README's streams when logging_level lets it through. */
-static void sf_log(const sf_model *m, int stream, const char *fmt, ...)
-    NRD_BU_PRINTF(3, 4);
+static void sf_log(const sf_model *m, int stream, const char *fmt, ...) NRD_BU_PRINTF(3, 4);
 static void sf_log(const sf_model *m, int stream, const char *fmt, ...) {
   if (m->log_level < stream || stream == SF_LOG_NONE) return;
   char text[512];
@@ -38,17 +36,14 @@ static void sf_log(const sf_model *m, int stream, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(text, sizeof text, fmt, ap);
   va_end(ap);
-  nrd_bu_logf(stream == SF_LOG_INFO ? TRITONSERVER_LOG_INFO
-                                    : TRITONSERVER_LOG_VERBOSE,
-              __FILE__, __LINE__, "stateful: model '%s': %s", m->name, text);
+  nrd_bu_logf(stream == SF_LOG_INFO ? TRITONSERVER_LOG_INFO : TRITONSERVER_LOG_VERBOSE, __FILE__, __LINE__,
+              "stateful: model '%s': %s", m->name, text);
 }
 
 static void answer(item *it, TRITONSERVER_Error *err) {
   if (it->response == NULL) return;
-  nrd_bu_error_log_and_delete(
-      TRITONBACKEND_ResponseSend(it->response,
-                                 TRITONSERVER_RESPONSE_COMPLETE_FINAL, err),
-      "stateful: cannot send a response");
+  nrd_bu_error_log_and_delete(TRITONBACKEND_ResponseSend(it->response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, err),
+                              "stateful: cannot send a response");
   it->response = NULL;
 }
 
@@ -93,15 +88,13 @@ static size_t key_hash(uint64_t id, const char *sid) {
 }
 
 static bool same_key(const sf_seq *q, uint64_t id, const char *sid) {
-  return sid != NULL ? q->sid != NULL && strcmp(q->sid, sid) == 0
-                     : q->sid == NULL && q->id == id;
+  return sid != NULL ? q->sid != NULL && strcmp(q->sid, sid) == 0 : q->sid == NULL && q->id == id;
 }
 
 /* The index position holding the sequence, or -1. */
 static long index_find(const sf_instance *inst, uint64_t id, const char *sid) {
   size_t mask = inst->index_cap - 1;
-  for (size_t i = key_hash(id, sid) & mask, n = 0; n < inst->index_cap;
-       i = (i + 1) & mask, n++) {
+  for (size_t i = key_hash(id, sid) & mask, n = 0; n < inst->index_cap; i = (i + 1) & mask, n++) {
     int32_t e = inst->index[i];
     if (e == -1) return -1;
     if (e >= 0 && same_key(&inst->seqs[e], id, sid)) return (long)i;
@@ -143,9 +136,7 @@ static void grow(sf_instance *inst) {
   if (b != NULL) inst->buffers = b;
   long *n = realloc(inst->buf_slots, (inst->buffer_count + 1) * sizeof *n);
   if (n != NULL) inst->buf_slots = n;
-  uint8_t *data = b != NULL && n != NULL
-                      ? calloc((size_t)add, inst->slot_bytes > 0 ? inst->slot_bytes : 1)
-                      : NULL;
+  uint8_t *data = b != NULL && n != NULL ? calloc((size_t)add, inst->slot_bytes > 0 ? inst->slot_bytes : 1) : NULL;
   if (data == NULL) {
     NRD_BU_LOG(TRITONSERVER_LOG_ERROR,
                "stateful: instance '%s': out of memory adding a state buffer "
@@ -157,9 +148,8 @@ static void grow(sf_instance *inst) {
   inst->buf_slots[inst->buffer_count] = add;
   inst->buffer_count++;
   inst->total_slots += add;
-  sf_log(m, SF_LOG_INFO,
-         "instance '%s': state buffer %zu of %ld slots added, %ld slots now",
-         inst->name, inst->buffer_count, add, inst->total_slots);
+  sf_log(m, SF_LOG_INFO, "instance '%s': state buffer %zu of %ld slots added, %ld slots now", inst->name,
+         inst->buffer_count, add, inst->total_slots);
 }
 
 static void shrink(sf_instance *inst) {
@@ -169,8 +159,7 @@ static void shrink(sf_instance *inst) {
     for (long s = inst->total_slots - last; idle && s < inst->total_slots; s++) {
       idle = !inst->seqs[s].used;
     }
-    if (!sf_lazy_should_shrink(&inst->m->lazy, inst->total_slots - inst->active,
-                               inst->buffer_count, idle)) {
+    if (!sf_lazy_should_shrink(&inst->m->lazy, inst->total_slots - inst->active, inst->buffer_count, idle)) {
       return;
     }
     inst->buffer_count--;
@@ -227,28 +216,24 @@ static TRITONSERVER_Error *assign_slot(sf_instance *inst, item *it) {
   if (it->slot >= 0) {
     inst->seqs[it->slot].last_ns = now;
     if (it->start) {
-      sf_log(m, SF_LOG_VERBOSE, "sequence %s restarts in slot %ld",
-             id_text(it, idt, sizeof idt), it->slot);
+      sf_log(m, SF_LOG_VERBOSE, "sequence %s restarts in slot %ld", id_text(it, idt, sizeof idt), it->slot);
     }
     return NULL;
   }
   if (!it->start) {
-    return nrd_bu_error_newf(
-        TRITONSERVER_ERROR_INVALID_ARG,
-        "stateful: model '%s': sequence %s has no state slot: it never "
-        "started (no CONTROL_SEQUENCE_START request reached this instance) "
-        "or its slot was released; start it again",
-        m->name, id_text(it, idt, sizeof idt));
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                             "stateful: model '%s': sequence %s has no state slot: it never "
+                             "started (no CONTROL_SEQUENCE_START request reached this instance) "
+                             "or its slot was released; start it again",
+                             m->name, id_text(it, idt, sizeof idt));
   }
   if (inst->active >= m->use_limit) reclaim_idle(inst, now);
   if (inst->active >= m->use_limit) {
-    return nrd_bu_error_newf(
-        TRITONSERVER_ERROR_UNAVAILABLE,
-        "stateful: model '%s': sequence %s cannot start: %ld sequences are "
-        "active on instance '%s', the most max_candidate_sequence_use_ratio "
-        "allows of max_candidate_sequences %ld",
-        m->name, id_text(it, idt, sizeof idt), inst->active, inst->name,
-        m->max_slots);
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE,
+                             "stateful: model '%s': sequence %s cannot start: %ld sequences are "
+                             "active on instance '%s', the most max_candidate_sequence_use_ratio "
+                             "allows of max_candidate_sequences %ld",
+                             m->name, id_text(it, idt, sizeof idt), inst->active, inst->name, m->max_slots);
   }
   if (inst->active >= inst->total_slots) grow(inst);
   for (long s = 0; s < inst->total_slots; s++) {
@@ -264,10 +249,8 @@ static TRITONSERVER_Error *assign_slot(sf_instance *inst, item *it) {
     index_put(inst, s);
     inst->active++;
     it->slot = s;
-    sf_log(m, SF_LOG_VERBOSE, "sequence %s starts in slot %ld",
-           id_text(it, idt, sizeof idt), s);
-    if (sf_lazy_should_grow(&m->lazy, inst->total_slots - inst->active,
-                            inst->total_slots, m->max_slots)) {
+    sf_log(m, SF_LOG_VERBOSE, "sequence %s starts in slot %ld", id_text(it, idt, sizeof idt), s);
+    if (sf_lazy_should_grow(&m->lazy, inst->total_slots - inst->active, inst->total_slots, m->max_slots)) {
       grow(inst);
     }
     return NULL;
@@ -286,19 +269,16 @@ static TRITONSERVER_Error *check_request(const sf_instance *inst, item *it) {
   for (size_t k = 0; k < inst->input_count; k++) {
     const sf_io *io = &inst->inputs[k];
     TRITONBACKEND_Input *input = NULL;
-    TRITONSERVER_Error *err =
-        TRITONBACKEND_RequestInput(it->request, io->name, &input);
+    TRITONSERVER_Error *err = TRITONBACKEND_RequestInput(it->request, io->name, &input);
     if (err != NULL) {
       TRITONSERVER_ErrorDelete(err);
-      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                               "stateful: model '%s': input '%s' is missing",
-                               m->name, io->name);
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "stateful: model '%s': input '%s' is missing", m->name,
+                               io->name);
     }
     TRITONSERVER_DataType dt;
     const int64_t *shape = NULL;
     uint32_t dims = 0;
-    err = TRITONBACKEND_InputProperties(input, NULL, &dt, &shape, &dims, NULL,
-                                        NULL);
+    err = TRITONBACKEND_InputProperties(input, NULL, &dt, &shape, &dims, NULL, NULL);
     if (err != NULL) return err;
     bool ok = dt == io->dt && dims == io->rank + 1 && shape[0] == 1;
     for (size_t d = 0; ok && d < io->rank; d++) {
@@ -311,14 +291,12 @@ static TRITONSERVER_Error *check_request(const sf_instance *inst, item *it) {
       for (size_t d = 0; d < io->rank; d++) {
         want[d + 1] = d == io->axis ? 1 : io->dims[d];
       }
-      return nrd_bu_error_newf(
-          TRITONSERVER_ERROR_INVALID_ARG,
-          "stateful: model '%s': input '%s' is %s %s; each request is one "
-          "step of one sequence: %s %s",
-          m->name, io->name, TRITONSERVER_DataTypeString(dt),
-          nrd_bu_shape_string(shape, dims, a, sizeof a),
-          TRITONSERVER_DataTypeString(io->dt),
-          nrd_bu_shape_string(want, (uint32_t)io->rank + 1, b, sizeof b));
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "stateful: model '%s': input '%s' is %s %s; each request is one "
+                               "step of one sequence: %s %s",
+                               m->name, io->name, TRITONSERVER_DataTypeString(dt),
+                               nrd_bu_shape_string(shape, dims, a, sizeof a), TRITONSERVER_DataTypeString(io->dt),
+                               nrd_bu_shape_string(want, (uint32_t)io->rank + 1, b, sizeof b));
     }
   }
   return NULL;
@@ -347,21 +325,17 @@ static TRITONSERVER_Error *read_sequence(const sf_instance *inst, item *it) {
 /* ---- one run ----------------------------------------------------------------- */
 
 /* Copies row 'row' of a batch of 'rows' along io's axis from/to 'one'. */
-static void put_row(const sf_io *io, uint8_t *batch, int64_t rows, int64_t row,
-                    const uint8_t *one, size_t elem) {
+static void put_row(const sf_io *io, uint8_t *batch, int64_t rows, int64_t row, const uint8_t *one, size_t elem) {
   size_t inner = (size_t)io->inner * elem;
   for (int64_t o = 0; o < io->outer; o++) {
-    memcpy(batch + ((size_t)o * (size_t)rows + (size_t)row) * inner,
-           one + (size_t)o * inner, inner);
+    memcpy(batch + ((size_t)o * (size_t)rows + (size_t)row) * inner, one + (size_t)o * inner, inner);
   }
 }
 
-static void get_row(const sf_io *io, const uint8_t *batch, int64_t rows,
-                    int64_t row, uint8_t *one, size_t elem) {
+static void get_row(const sf_io *io, const uint8_t *batch, int64_t rows, int64_t row, uint8_t *one, size_t elem) {
   size_t inner = (size_t)io->inner * elem;
   for (int64_t o = 0; o < io->outer; o++) {
-    memcpy(one + (size_t)o * inner,
-           batch + ((size_t)o * (size_t)rows + (size_t)row) * inner, inner);
+    memcpy(one + (size_t)o * inner, batch + ((size_t)o * (size_t)rows + (size_t)row) * inner, inner);
   }
 }
 
@@ -370,8 +344,7 @@ static bool half_stored(const sf_instance *inst, const sf_io *io) {
 }
 
 /* Writes 'on' as one element of the reset input's type. */
-static void put_flag(ONNXTensorElementDataType et, uint8_t *dst, size_t i,
-                     bool on) {
+static void put_flag(ONNXTensorElementDataType et, uint8_t *dst, size_t i, bool on) {
   switch (et) {
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: {
       float v = on ? 1.0f : 0.0f;
@@ -406,9 +379,7 @@ static void put_flag(ONNXTensorElementDataType et, uint8_t *dst, size_t i,
       memcpy(dst + i * 8, &v, 8);
       break;
     }
-    default:
-      dst[i] = on;
-      break;
+    default: dst[i] = on; break;
   }
 }
 
@@ -432,9 +403,8 @@ static bool requested(TRITONBACKEND_Request *request, const char *name) {
 }
 
 /* Sends output 'io' of one request: 'rows' (1, or 0 for an empty one). */
-static TRITONSERVER_Error *respond_output(item *it, const sf_io *io,
-                                          const uint8_t *batch, int64_t total,
-                                          int64_t row, int64_t rows) {
+static TRITONSERVER_Error *respond_output(item *it, const sf_io *io, const uint8_t *batch, int64_t total, int64_t row,
+                                          int64_t rows) {
   int64_t shape[SF_MAX_RANK + 1];
   shape[0] = 1;
   for (size_t d = 0; d < io->rank; d++) {
@@ -445,14 +415,12 @@ static TRITONSERVER_Error *respond_output(item *it, const sf_io *io,
   void *buf = NULL;
   TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
   int64_t mt_id = 0;
-  TRITONSERVER_Error *err = TRITONBACKEND_ResponseOutput(
-      it->response, &out, io->name, io->dt, shape, (uint32_t)io->rank + 1);
-  if (err == NULL) err = TRITONBACKEND_OutputBuffer(out, &buf, bytes, &mt,
-                                                    &mt_id);
+  TRITONSERVER_Error *err =
+      TRITONBACKEND_ResponseOutput(it->response, &out, io->name, io->dt, shape, (uint32_t)io->rank + 1);
+  if (err == NULL) err = TRITONBACKEND_OutputBuffer(out, &buf, bytes, &mt, &mt_id);
   if (err == NULL && bytes > 0 && mt == TRITONSERVER_MEMORY_GPU) {
-    err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNSUPPORTED,
-                                "stateful: GPU output buffers are not "
-                                "supported");
+    err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNSUPPORTED, "stateful: GPU output buffers are not "
+                                                                "supported");
   }
   if (err == NULL && rows > 0) get_row(io, batch, total, row, buf, io->elem);
   return err;
@@ -466,9 +434,7 @@ typedef struct run {
   uint8_t **data;
 } run;
 
-static TRITONSERVER_Error *add_input(const ort_runtime *rt, run *r,
-                                     const sf_io *io, int64_t rows,
-                                     uint8_t **data) {
+static TRITONSERVER_Error *add_input(const ort_runtime *rt, run *r, const sf_io *io, int64_t rows, uint8_t **data) {
   size_t k = r->count++;
   size_t bytes = (size_t)(io->outer * io->inner * rows) * io->elem;
   r->names[k] = io->name;
@@ -479,17 +445,13 @@ static TRITONSERVER_Error *add_input(const ort_runtime *rt, run *r,
   memcpy(shape, io->dims, io->rank * sizeof *shape);
   shape[io->axis] = rows;
   return ort_runtime_error(
-      rt,
-      rt->api->CreateTensorWithDataAsOrtValue(rt->cpu, r->data[k], bytes,
-                                              shape, io->rank, io->et,
-                                              &r->values[k]),
+      rt, rt->api->CreateTensorWithDataAsOrtValue(rt->cpu, r->data[k], bytes, shape, io->rank, io->et, &r->values[k]),
       "cannot create an input tensor");
 }
 
 /* Stacks inputs, states and the reset flags of 'n' items ('rows' with
  * padding). */
-static TRITONSERVER_Error *make_inputs(sf_instance *inst, item **items,
-                                       size_t n, int64_t rows, run *r) {
+static TRITONSERVER_Error *make_inputs(sf_instance *inst, item **items, size_t n, int64_t rows, run *r) {
   const ort_runtime *rt = inst->m->rt;
   TRITONSERVER_Error *err = NULL;
   uint8_t *dst = NULL;
@@ -505,9 +467,7 @@ static TRITONSERVER_Error *make_inputs(sf_instance *inst, item **items,
         err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
                                 "stateful: model '%s': input '%s' holds %llu "
                                 "bytes, its shape needs %llu",
-                                inst->m->name, io->name,
-                                (unsigned long long)t.byte_size,
-                                (unsigned long long)want);
+                                inst->m->name, io->name, (unsigned long long)t.byte_size, (unsigned long long)want);
       } else {
         put_row(io, dst, rows, (int64_t)i, t.data, io->elem);
       }
@@ -522,8 +482,7 @@ static TRITONSERVER_Error *make_inputs(sf_instance *inst, item **items,
     if (err == NULL && row == NULL) {
       size_t most = 0;
       for (size_t q = 0; q < inst->m->pair_count; q++) {
-        size_t b = (size_t)(inst->state_in[q].outer * inst->state_in[q].inner) *
-                   inst->state_in[q].elem;
+        size_t b = (size_t)(inst->state_in[q].outer * inst->state_in[q].inner) * inst->state_in[q].elem;
         if (b > most) most = b;
       }
       row = malloc(most > 0 ? most : 1);
@@ -531,8 +490,7 @@ static TRITONSERVER_Error *make_inputs(sf_instance *inst, item **items,
     }
     for (size_t i = 0; err == NULL && i < n; i++) {
       if (items[i]->start) continue; /* zeros; the model resets anyway */
-      const uint8_t *stored =
-          slot_data(inst, items[i]->slot) + inst->state_off[p];
+      const uint8_t *stored = slot_data(inst, items[i]->slot) + inst->state_off[p];
       if (half_stored(inst, io)) {
         for (size_t e = 0; e < count; e++) {
           uint16_t h;
@@ -554,8 +512,7 @@ static TRITONSERVER_Error *make_inputs(sf_instance *inst, item **items,
       for (int64_t i = 0; i < rows; i++) {
         bool on = (size_t)i >= n || items[i]->start; /* padding resets */
         for (int64_t e = 0; e < io->inner; e++) {
-          put_flag(io->et, dst,
-                   (size_t)((o * rows + i) * io->inner + e), on);
+          put_flag(io->et, dst, (size_t)((o * rows + i) * io->inner + e), on);
         }
       }
     }
@@ -574,22 +531,18 @@ static void run_free(const ort_runtime *rt, run *r) {
 }
 
 /* Reads an output of the run, checking its shape. */
-static TRITONSERVER_Error *output_data(const sf_instance *inst,
-                                       const sf_io *io, OrtValue *value,
-                                       int64_t rows, uint8_t **out) {
+static TRITONSERVER_Error *output_data(const sf_instance *inst, const sf_io *io, OrtValue *value, int64_t rows,
+                                       uint8_t **out) {
   const ort_runtime *rt = inst->m->rt;
   OrtTensorTypeAndShapeInfo *ts = NULL;
   size_t rank = 0;
   int64_t dims[SF_MAX_RANK];
-  TRITONSERVER_Error *err = ort_runtime_error(
-      rt, rt->api->GetTensorTypeAndShape(value, &ts), "cannot read an output");
+  TRITONSERVER_Error *err = ort_runtime_error(rt, rt->api->GetTensorTypeAndShape(value, &ts), "cannot read an output");
   if (err != NULL) return err;
-  err = ort_runtime_error(rt, rt->api->GetDimensionsCount(ts, &rank),
-                          "cannot read an output rank");
+  err = ort_runtime_error(rt, rt->api->GetDimensionsCount(ts, &rank), "cannot read an output rank");
   bool ok = err == NULL && rank == io->rank;
   if (ok) {
-    err = ort_runtime_error(rt, rt->api->GetDimensions(ts, dims, rank),
-                            "cannot read output dimensions");
+    err = ort_runtime_error(rt, rt->api->GetDimensions(ts, dims, rank), "cannot read output dimensions");
     ok = err == NULL;
   }
   rt->api->ReleaseTensorTypeAndShapeInfo(ts);
@@ -604,16 +557,14 @@ static TRITONSERVER_Error *output_data(const sf_instance *inst,
                              inst->m->name, io->name, (long long)rows);
   }
   void *p = NULL;
-  err = ort_runtime_error(rt, rt->api->GetTensorMutableData(value, &p),
-                          "cannot read output data");
+  err = ort_runtime_error(rt, rt->api->GetTensorMutableData(value, &p), "cannot read output data");
   *out = p;
   return err;
 }
 
 #ifdef NRD_STATEFUL_ERROR_INJECT
 static bool inject(sf_instance *inst) {
-  return inst->m->error_inject_rate > 0 &&
-         (long)(rand_r(&inst->inject_seed) % 100) < inst->m->error_inject_rate;
+  return inst->m->error_inject_rate > 0 && (long)(rand_r(&inst->inject_seed) % 100) < inst->m->error_inject_rate;
 }
 #else
 static bool inject(sf_instance *inst) {
@@ -639,8 +590,7 @@ static void run_items(sf_instance *inst, item **items, size_t n) {
   const char **out_names = calloc(outs, sizeof *out_names);
   OrtValue **out_values = calloc(outs, sizeof *out_values);
   TRITONSERVER_Error *err = NULL;
-  if (r.names == NULL || r.values == NULL || r.data == NULL ||
-      out_names == NULL || out_values == NULL) {
+  if (r.names == NULL || r.values == NULL || r.data == NULL || out_names == NULL || out_values == NULL) {
     err = oom();
   }
   if (err == NULL) err = make_inputs(inst, items, n, rows, &r);
@@ -651,23 +601,18 @@ static void run_items(sf_instance *inst, item **items, size_t n) {
     out_names[inst->output_count + p] = inst->state_out[p].name;
   }
   if (err == NULL && inject(inst)) {
-    err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
-                                "stateful: injected error (error_inject_rate)");
+    err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "stateful: injected error (error_inject_rate)");
   }
   if (err == NULL) {
-    err = ort_runtime_error(
-        rt,
-        rt->api->Run(inst->session.session, NULL, r.names,
-                     (const OrtValue *const *)r.values, r.count, out_names,
-                     outs, out_values),
-        "Run failed");
+    err = ort_runtime_error(rt,
+                            rt->api->Run(inst->session.session, NULL, r.names, (const OrtValue *const *)r.values,
+                                         r.count, out_names, outs, out_values),
+                            "Run failed");
   }
   uint8_t **data = err == NULL ? calloc(outs, sizeof *data) : NULL;
   if (err == NULL && data == NULL) err = oom();
   for (size_t k = 0; err == NULL && k < outs; k++) {
-    const sf_io *io = k < inst->output_count
-                          ? &inst->outputs[k]
-                          : &inst->state_out[k - inst->output_count];
+    const sf_io *io = k < inst->output_count ? &inst->outputs[k] : &inst->state_out[k - inst->output_count];
     err = output_data(inst, io, out_values[k], rows, &data[k]);
   }
   if (err == NULL) {
@@ -681,13 +626,9 @@ static void run_items(sf_instance *inst, item **items, size_t n) {
           for (int64_t o = 0; o < io->outer; o++) {
             for (int64_t e = 0; e < io->inner; e++) {
               float f;
-              memcpy(&f,
-                     batch + (((size_t)o * (size_t)rows + i) * (size_t)io->inner +
-                              (size_t)e) * 4,
-                     4);
+              memcpy(&f, batch + (((size_t)o * (size_t)rows + i) * (size_t)io->inner + (size_t)e) * 4, 4);
               uint16_t h = sf_half_from_float(f);
-              memcpy(stored + ((size_t)o * (size_t)io->inner + (size_t)e) * 2,
-                     &h, 2);
+              memcpy(stored + ((size_t)o * (size_t)io->inner + (size_t)e) * 2, &h, 2);
             }
           }
           (void)count;
@@ -698,12 +639,10 @@ static void run_items(sf_instance *inst, item **items, size_t n) {
     }
     for (size_t i = 0; i < n; i++) {
       for (size_t k = 0; k < inst->output_count; k++) {
-        if (items[i]->response == NULL ||
-            !requested(items[i]->request, inst->outputs[k].name)) {
+        if (items[i]->response == NULL || !requested(items[i]->request, inst->outputs[k].name)) {
           continue;
         }
-        TRITONSERVER_Error *oerr = respond_output(
-            items[i], &inst->outputs[k], data[k], rows, (int64_t)i, 1);
+        TRITONSERVER_Error *oerr = respond_output(items[i], &inst->outputs[k], data[k], rows, (int64_t)i, 1);
         if (oerr != NULL) {
           answer(items[i], oerr);
           TRITONSERVER_ErrorDelete(oerr);
@@ -729,9 +668,8 @@ static void run_items(sf_instance *inst, item **items, size_t n) {
   inst->metric_runs++;
   inst->metric_rows += (uint64_t)n;
   if ((uint64_t)n > inst->metric_max) inst->metric_max = (uint64_t)n;
-  sf_log(m, m->batch_info_level,
-         "instance '%s': ran %zu sequences (%lld rows), %ld active", inst->name,
-         n, (long long)rows, inst->active);
+  sf_log(m, m->batch_info_level, "instance '%s': ran %zu sequences (%lld rows), %ld active", inst->name, n,
+         (long long)rows, inst->active);
 }
 
 static void metrics(sf_instance *inst) {
@@ -745,20 +683,17 @@ static void metrics(sf_instance *inst) {
     sf_log(m, SF_LOG_INFO,
            "instance '%s': average batch size %.2f, max %llu over %llu "
            "executions",
-           inst->name, (double)inst->metric_rows / (double)inst->metric_runs,
-           (unsigned long long)inst->metric_max,
+           inst->name, (double)inst->metric_rows / (double)inst->metric_runs, (unsigned long long)inst->metric_max,
            (unsigned long long)inst->metric_runs);
-    sf_log(m, m->detailed_level,
-           "instance '%s': %ld active sequences, %ld slots in %zu buffers",
-           inst->name, inst->active, inst->total_slots, inst->buffer_count);
+    sf_log(m, m->detailed_level, "instance '%s': %ld active sequences, %ld slots in %zu buffers", inst->name,
+           inst->active, inst->total_slots, inst->buffer_count);
   }
   inst->metric_start_ns = now;
   inst->metric_runs = inst->metric_rows = inst->metric_max = 0;
 }
 
-void sf_instance_execute(sf_instance *inst,
-                         TRITONBACKEND_ModelInstance *instance,
-                         TRITONBACKEND_Request **requests, uint32_t count) {
+void sf_instance_execute(sf_instance *inst, TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
+                         uint32_t count) {
   uint64_t exec_start = nrd_bu_now_ns();
   item *items = calloc(count > 0 ? count : 1, sizeof *items);
   item **group = calloc(count > 0 ? count : 1, sizeof *group);
@@ -775,8 +710,7 @@ void sf_instance_execute(sf_instance *inst,
     item *it = &items[i];
     it->request = requests[i];
     it->slot = -1;
-    TRITONSERVER_Error *err = TRITONBACKEND_ResponseNew(&it->response,
-                                                        it->request);
+    TRITONSERVER_Error *err = TRITONBACKEND_ResponseNew(&it->response, it->request);
     if (err != NULL) {
       nrd_bu_error_log_and_delete(err, "stateful: cannot create a response");
       it->response = NULL;
@@ -795,8 +729,7 @@ void sf_instance_execute(sf_instance *inst,
       /* infer_end_requests 0: no inference, empty outputs, slot freed. */
       for (size_t k = 0; k < inst->output_count && it->response != NULL; k++) {
         if (!requested(it->request, inst->outputs[k].name)) continue;
-        TRITONSERVER_Error *oerr =
-            respond_output(it, &inst->outputs[k], NULL, 0, 0, 0);
+        TRITONSERVER_Error *oerr = respond_output(it, &inst->outputs[k], NULL, 0, 0, 0);
         if (oerr != NULL) {
           answer(it, oerr);
           TRITONSERVER_ErrorDelete(oerr);
@@ -821,18 +754,14 @@ void sf_instance_execute(sf_instance *inst,
   metrics(inst);
   uint64_t exec_end = nrd_bu_now_ns();
   for (uint32_t i = 0; i < count; i++) {
-    nrd_bu_error_log_and_delete(
-        TRITONBACKEND_ModelInstanceReportStatistics(
-            instance, requests[i], ok[i], exec_start, compute_start,
-            compute_end, exec_end),
-        "stateful: cannot report statistics");
+    nrd_bu_error_log_and_delete(TRITONBACKEND_ModelInstanceReportStatistics(instance, requests[i], ok[i], exec_start,
+                                                                            compute_start, compute_end, exec_end),
+                                "stateful: cannot report statistics");
   }
   if (n > 0) {
-    nrd_bu_error_log_and_delete(
-        TRITONBACKEND_ModelInstanceReportBatchStatistics(
-            instance, (uint64_t)n, exec_start, compute_start, compute_end,
-            exec_end),
-        "stateful: cannot report batch statistics");
+    nrd_bu_error_log_and_delete(TRITONBACKEND_ModelInstanceReportBatchStatistics(instance, (uint64_t)n, exec_start,
+                                                                                 compute_start, compute_end, exec_end),
+                                "stateful: cannot report batch statistics");
   }
   for (uint32_t i = 0; i < count; i++) nrd_bu_request_release(requests[i]);
   free(items);

@@ -13,31 +13,25 @@
 #include "stateful.h"
 
 static TRITONSERVER_Error *oom(void) {
-  return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE,
-                               "stateful: out of memory");
+  return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, "stateful: out of memory");
 }
 
 static TRITONSERVER_Error *bad(const char *model, const char *what) {
-  return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                           "stateful: model '%s': %s", model, what);
+  return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "stateful: model '%s': %s", model, what);
 }
 
 static const char *type_name(ONNXTensorElementDataType et) {
   TRITONSERVER_DataType dt = ort_triton_type(et);
-  return dt == TRITONSERVER_TYPE_INVALID ? "(no Triton type)"
-                                         : TRITONSERVER_DataTypeString(dt);
+  return dt == TRITONSERVER_TYPE_INVALID ? "(no Triton type)" : TRITONSERVER_DataTypeString(dt);
 }
 
 /* ---- model ------------------------------------------------------------- */
 
-static TRITONSERVER_Error *model_path(TRITONBACKEND_Model *model,
-                                      const json_t *config, const char *name,
-                                      char **out) {
+static TRITONSERVER_Error *model_path(TRITONBACKEND_Model *model, const json_t *config, const char *name, char **out) {
   TRITONBACKEND_ArtifactType type;
   const char *location = NULL;
   uint64_t version = 0;
-  TRITONSERVER_Error *err =
-      TRITONBACKEND_ModelRepository(model, &type, &location);
+  TRITONSERVER_Error *err = TRITONBACKEND_ModelRepository(model, &type, &location);
   if (err == NULL) err = TRITONBACKEND_ModelVersion(model, &version);
   if (err != NULL) return err;
   if (type != TRITONBACKEND_ARTIFACT_FILESYSTEM) {
@@ -57,8 +51,7 @@ static TRITONSERVER_Error *model_path(TRITONBACKEND_Model *model,
   size_t cap = strlen(location) + strlen(file) + 64;
   char *path = malloc(cap);
   if (path == NULL) return oom();
-  snprintf(path, cap, "%s/%llu/%s", location, (unsigned long long)version,
-           file);
+  snprintf(path, cap, "%s/%llu/%s", location, (unsigned long long)version, file);
   struct stat st;
   if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
     err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
@@ -74,8 +67,7 @@ static TRITONSERVER_Error *model_path(TRITONBACKEND_Model *model,
 
 /* One of 'choices' (NULL-terminated) for parameter 'key', as an index;
  * 'dflt' when absent. */
-static TRITONSERVER_Error *choice(const json_t *config, const char *model,
-                                  const char *key, const char *const *choices,
+static TRITONSERVER_Error *choice(const json_t *config, const char *model, const char *key, const char *const *choices,
                                   int dflt, int *out) {
   const char *v = nrd_bu_config_parameter(config, key);
   *out = dflt;
@@ -97,11 +89,9 @@ static TRITONSERVER_Error *choice(const json_t *config, const char *model,
                            model, key, v, list);
 }
 
-static TRITONSERVER_Error *flag(const json_t *config, const char *key,
-                                bool dflt, bool *out) {
+static TRITONSERVER_Error *flag(const json_t *config, const char *key, bool dflt, bool *out) {
   int64_t v = 0;
-  TRITONSERVER_Error *err =
-      nrd_bu_config_parameter_int(config, key, dflt ? 1 : 0, 0, 1, &v);
+  TRITONSERVER_Error *err = nrd_bu_config_parameter_int(config, key, dflt ? 1 : 0, 0, 1, &v);
   *out = v != 0;
   return err;
 }
@@ -110,15 +100,13 @@ static TRITONSERVER_Error *read_sequence(const json_t *config, sf_model *m) {
   const json_t *sb = json_object_get(config, "sequence_batching");
   const json_t *oldest = json_object_get(sb, "oldest");
   if (!json_is_object(sb) || !json_is_object(oldest)) {
-    return bad(m->name,
-               "sequence_batching with the oldest strategy is required (the "
-               "only strategy the stateful backend supports)");
+    return bad(m->name, "sequence_batching with the oldest strategy is required (the "
+                        "only strategy the stateful backend supports)");
   }
   int64_t slots = 0;
   const json_t *v = json_object_get(oldest, "max_candidate_sequences");
   if (v != NULL) {
-    TRITONSERVER_Error *err = nrd_bu_json_int(
-        v, "sequence_batching.oldest.max_candidate_sequences", &slots);
+    TRITONSERVER_Error *err = nrd_bu_json_int(v, "sequence_batching.oldest.max_candidate_sequences", &slots);
     if (err != NULL) return err;
   }
   if (slots <= 0) slots = m->max_batch_size;
@@ -130,8 +118,7 @@ static TRITONSERVER_Error *read_sequence(const json_t *config, sf_model *m) {
   int64_t idle_us = 0;
   v = json_object_get(sb, "max_sequence_idle_microseconds");
   if (v != NULL) {
-    TRITONSERVER_Error *err = nrd_bu_json_int(
-        v, "sequence_batching.max_sequence_idle_microseconds", &idle_us);
+    TRITONSERVER_Error *err = nrd_bu_json_int(v, "sequence_batching.max_sequence_idle_microseconds", &idle_us);
     if (err != NULL) return err;
   }
   /* Triton's default idle time is one second. */
@@ -157,25 +144,22 @@ static TRITONSERVER_Error *read_sequence(const json_t *config, sf_model *m) {
     }
   }
   if (m->start_name == NULL) {
-    return bad(m->name,
-               "sequence_batching.control_input: a CONTROL_SEQUENCE_START "
-               "control input (e.g. ResetSequence) is required to reset the "
-               "states");
+    return bad(m->name, "sequence_batching.control_input: a CONTROL_SEQUENCE_START "
+                        "control input (e.g. ResetSequence) is required to reset the "
+                        "states");
   }
   return NULL;
 }
 
 /* The README's parameters. */
-static TRITONSERVER_Error *read_parameters(const json_t *config, sf_model *m,
-                                           bool gpu_kind) {
+static TRITONSERVER_Error *read_parameters(const json_t *config, sf_model *m, bool gpu_kind) {
   char err_text[512];
   const char *pairs = nrd_bu_config_parameter(config, "state_pairs");
   if (pairs == NULL) {
     return bad(m->name, "parameter state_pairs is missing "
                         "(\"<<<State_In, State_Out>>> ...\")");
   }
-  if (!sf_state_pairs_parse(pairs, &m->pairs, &m->pair_count, err_text,
-                            sizeof err_text)) {
+  if (!sf_state_pairs_parse(pairs, &m->pairs, &m->pair_count, err_text, sizeof err_text)) {
     return bad(m->name, err_text);
   }
   static const char *const eps[] = {"trt", "cuda", "cpu", NULL};
@@ -185,49 +169,38 @@ static TRITONSERVER_Error *read_parameters(const json_t *config, sf_model *m,
   int ep = 0, precision = 0;
   TRITONSERVER_Error *err = choice(config, m->name, "ort_ep", eps, 0, &ep);
   if (err == NULL) {
-    err = choice(config, m->name, "compute_precision", precisions, 0,
-                 &precision);
+    err = choice(config, m->name, "compute_precision", precisions, 0, &precision);
   }
   if (err == NULL) {
-    err = choice(config, m->name, "logging_level", levels, SF_LOG_INFO,
-                 &m->log_level);
+    err = choice(config, m->name, "logging_level", levels, SF_LOG_INFO, &m->log_level);
   }
   if (err == NULL) {
-    err = choice(config, m->name, "batch_info_logging_level", streams,
-                 SF_LOG_INFO, &m->batch_info_level);
+    err = choice(config, m->name, "batch_info_logging_level", streams, SF_LOG_INFO, &m->batch_info_level);
   }
   if (err == NULL) {
-    err = choice(config, m->name, "detailed_metrics_logging_level", streams,
-                 SF_LOG_VERBOSE, &m->detailed_level);
+    err = choice(config, m->name, "detailed_metrics_logging_level", streams, SF_LOG_VERBOSE, &m->detailed_level);
   }
-  if (err == NULL && (m->batch_info_level == SF_LOG_NONE ||
-                      m->detailed_level == SF_LOG_NONE)) {
+  if (err == NULL && (m->batch_info_level == SF_LOG_NONE || m->detailed_level == SF_LOG_NONE)) {
     err = bad(m->name, "parameters batch_info_logging_level and "
                        "detailed_metrics_logging_level take INFO or VERBOSE");
   }
-  if (err == NULL) err = flag(config, "store_states_as_fp16", false,
-                              &m->fp16_states);
-  if (err == NULL) err = flag(config, "infer_end_requests", true,
-                              &m->infer_end);
-  if (err == NULL) err = flag(config, "always_pad_to_max_batch", false,
-                              &m->pad_to_max);
+  if (err == NULL) err = flag(config, "store_states_as_fp16", false, &m->fp16_states);
+  if (err == NULL) err = flag(config, "infer_end_requests", true, &m->infer_end);
+  if (err == NULL) err = flag(config, "always_pad_to_max_batch", false, &m->pad_to_max);
   bool trt_cache = false;
   if (err == NULL) err = flag(config, "enable_trt_caching", false, &trt_cache);
   bool cuda_graph = false;
   if (err == NULL) err = flag(config, "enable_cuda_graph", false, &cuda_graph);
   if (err == NULL) {
-    err = nrd_bu_config_parameter_int(config,
-                                      "metric_logging_frequency_seconds", 0, 0,
-                                      86400 * 365, &m->metric_seconds);
+    err =
+        nrd_bu_config_parameter_int(config, "metric_logging_frequency_seconds", 0, 0, 86400 * 365, &m->metric_seconds);
   }
   if (err == NULL) {
-    err = nrd_bu_config_parameter_int(config, "error_inject_rate", 0, 0, 100,
-                                      &m->error_inject_rate);
+    err = nrd_bu_config_parameter_int(config, "error_inject_rate", 0, 0, 100, &m->error_inject_rate);
   }
   if (err != NULL) return err;
   double ratio = 0.9;
-  const char *r = nrd_bu_config_parameter(config,
-                                          "max_candidate_sequence_use_ratio");
+  const char *r = nrd_bu_config_parameter(config, "max_candidate_sequence_use_ratio");
   if (r != NULL) {
     char *end = NULL;
     ratio = strtod(r, &end);
@@ -244,15 +217,13 @@ static TRITONSERVER_Error *read_parameters(const json_t *config, sf_model *m,
   if (!sf_lazy_parse(nrd_bu_config_parameter(config, "initial_buffer_size"),
                      nrd_bu_config_parameter(config, "subsequent_buffer_size"),
                      nrd_bu_config_parameter(config, "buffer_alloc_threshold"),
-                     nrd_bu_config_parameter(config,
-                                             "buffer_dealloc_threshold"),
-                     m->max_slots, &m->lazy, err_text, sizeof err_text)) {
+                     nrd_bu_config_parameter(config, "buffer_dealloc_threshold"), m->max_slots, &m->lazy, err_text,
+                     sizeof err_text)) {
     return bad(m->name, err_text);
   }
   /* What only a GPU build of the README's backend does: accepted, said. */
-  static const char *const gpu_only[] = {"ort_ep", "compute_precision",
-                                         "enable_trt_caching", "trt_cache_dir",
-                                         "enable_cuda_graph", NULL};
+  static const char *const gpu_only[] = {"ort_ep",        "compute_precision", "enable_trt_caching",
+                                         "trt_cache_dir", "enable_cuda_graph", NULL};
   bool any_gpu = false;
   for (int i = 0; gpu_only[i] != NULL; i++) {
     any_gpu = any_gpu || nrd_bu_config_parameter(config, gpu_only[i]) != NULL;
@@ -291,8 +262,7 @@ static bool wants_gpu(const json_t *config) {
   return false;
 }
 
-TRITONSERVER_Error *sf_model_new(TRITONBACKEND_Model *model,
-                                 const ort_runtime *rt, sf_model **out) {
+TRITONSERVER_Error *sf_model_new(TRITONBACKEND_Model *model, const ort_runtime *rt, sf_model **out) {
   *out = NULL;
   const char *name = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_ModelName(model, &name);
@@ -308,8 +278,7 @@ TRITONSERVER_Error *sf_model_new(TRITONBACKEND_Model *model,
   m->rt = rt;
   m->name = strdup(name);
   if (m->name == NULL) err = oom();
-  if (err == NULL) err = nrd_bu_config_max_batch_size(config,
-                                                      &m->max_batch_size);
+  if (err == NULL) err = nrd_bu_config_max_batch_size(config, &m->max_batch_size);
   if (err == NULL && m->max_batch_size < 1) {
     err = bad(m->name, "max_batch_size must be at least 1: sequences are "
                        "batched along the -1 dimension");
@@ -319,11 +288,9 @@ TRITONSERVER_Error *sf_model_new(TRITONBACKEND_Model *model,
   if (err == NULL) err = read_parameters(config, m, wants_gpu(config));
   if (err == NULL) {
     int64_t intra = 0, inter = 0;
-    err = nrd_bu_config_parameter_int(config, "intra_op_thread_count", 0, 0,
-                                      1024, &intra);
+    err = nrd_bu_config_parameter_int(config, "intra_op_thread_count", 0, 0, 1024, &intra);
     if (err == NULL) {
-      err = nrd_bu_config_parameter_int(config, "inter_op_thread_count", 0, 0,
-                                        1024, &inter);
+      err = nrd_bu_config_parameter_int(config, "inter_op_thread_count", 0, 0, 1024, &inter);
     }
     m->options.intra_op_threads = (int)intra;
     m->options.inter_op_threads = (int)inter;
@@ -355,8 +322,7 @@ static const char *file_of(const char *path) {
 }
 
 /* Fills 'io' from a session tensor; exactly one dynamic dimension. */
-static TRITONSERVER_Error *describe(const sf_model *m, const char *what,
-                                    const ort_tensor_info *t, sf_io *io) {
+static TRITONSERVER_Error *describe(const sf_model *m, const char *what, const ort_tensor_info *t, sf_io *io) {
   memset(io, 0, sizeof *io);
   io->name = t->name;
   io->et = t->type;
@@ -388,8 +354,7 @@ static TRITONSERVER_Error *describe(const sf_model *m, const char *what,
                              "stateful: model '%s': %s '%s' of %s has %zu "
                              "dynamic dimensions; it needs exactly one, the "
                              "batch dimension",
-                             m->name, what, t->name, file_of(m->path),
-                             dynamic);
+                             m->name, what, t->name, file_of(m->path), dynamic);
   }
   io->outer = 1;
   io->inner = 1;
@@ -401,11 +366,8 @@ static TRITONSERVER_Error *describe(const sf_model *m, const char *what,
 }
 
 /* Checks one configured input or output against the session. */
-static TRITONSERVER_Error *check_config_tensor(const sf_model *m,
-                                               const char *section,
-                                               const json_t *entry,
-                                               const ort_tensor_info *list,
-                                               size_t n, sf_io *io) {
+static TRITONSERVER_Error *check_config_tensor(const sf_model *m, const char *section, const json_t *entry,
+                                               const ort_tensor_info *list, size_t n, sf_io *io) {
   const char *name = json_string_value(json_object_get(entry, "name"));
   if (name == NULL) return bad(m->name, "a configured tensor has no name");
   const ort_tensor_info *t = ort_session_find(list, n, name);
@@ -413,16 +375,14 @@ static TRITONSERVER_Error *check_config_tensor(const sf_model *m,
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
                              "stateful: model '%s': %s '%s' is not an %s of "
                              "%s",
-                             m->name, section, name, section,
-                             file_of(m->path));
+                             m->name, section, name, section, file_of(m->path));
   }
   const json_t *dims = json_object_get(entry, "dims");
   size_t cfg_rank = json_array_size(dims);
   int64_t cfg[SF_MAX_RANK];
   size_t dynamic = 0;
   for (size_t d = 0; d < cfg_rank && d < SF_MAX_RANK; d++) {
-    TRITONSERVER_Error *err = nrd_bu_json_int(json_array_get(dims, d), "dims",
-                                              &cfg[d]);
+    TRITONSERVER_Error *err = nrd_bu_json_int(json_array_get(dims, d), "dims", &cfg[d]);
     if (err != NULL) return err;
     dynamic += cfg[d] < 0;
   }
@@ -436,51 +396,40 @@ static TRITONSERVER_Error *check_config_tensor(const sf_model *m,
   TRITONSERVER_Error *err = describe(m, section, t, io);
   if (err != NULL) return err;
   const char *dt_text = json_string_value(json_object_get(entry, "data_type"));
-  TRITONSERVER_DataType cdt =
-      dt_text != NULL && strncmp(dt_text, "TYPE_", 5) == 0
-          ? TRITONSERVER_StringToDataType(dt_text + 5)
-          : TRITONSERVER_TYPE_INVALID;
+  TRITONSERVER_DataType cdt = dt_text != NULL && strncmp(dt_text, "TYPE_", 5) == 0
+                                  ? TRITONSERVER_StringToDataType(dt_text + 5)
+                                  : TRITONSERVER_TYPE_INVALID;
   if (cdt != io->dt) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
                              "stateful: model '%s': %s '%s' is %s in the "
                              "configuration, %s in %s",
-                             m->name, section, name,
-                             dt_text != NULL ? dt_text : "(none)",
-                             type_name(io->et), file_of(m->path));
+                             m->name, section, name, dt_text != NULL ? dt_text : "(none)", type_name(io->et),
+                             file_of(m->path));
   }
   bool same = cfg_rank == io->rank;
   for (size_t d = 0; same && d < cfg_rank; d++) {
-    same = (cfg[d] < 0) == (io->dims[d] < 0) &&
-           (cfg[d] < 0 || cfg[d] == io->dims[d]);
+    same = (cfg[d] < 0) == (io->dims[d] < 0) && (cfg[d] < 0 || cfg[d] == io->dims[d]);
   }
   if (!same) {
     char a[128], b[128];
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
                              "stateful: model '%s': %s '%s' has dims %s in "
                              "the configuration, %s in %s",
-                             m->name, section, name,
-                             nrd_bu_shape_string(cfg, (uint32_t)cfg_rank, a,
-                                                 sizeof a),
-                             nrd_bu_shape_string(io->dims, (uint32_t)io->rank,
-                                                 b, sizeof b),
-                             file_of(m->path));
+                             m->name, section, name, nrd_bu_shape_string(cfg, (uint32_t)cfg_rank, a, sizeof a),
+                             nrd_bu_shape_string(io->dims, (uint32_t)io->rank, b, sizeof b), file_of(m->path));
   }
   return NULL;
 }
 
-static TRITONSERVER_Error *check_section(const sf_model *m,
-                                         const json_t *config,
-                                         const char *section,
-                                         const ort_tensor_info *list, size_t n,
-                                         sf_io **out, size_t *count) {
+static TRITONSERVER_Error *check_section(const sf_model *m, const json_t *config, const char *section,
+                                         const ort_tensor_info *list, size_t n, sf_io **out, size_t *count) {
   const json_t *entries = json_object_get(config, section);
   size_t k = json_array_size(entries);
   *out = calloc(k > 0 ? k : 1, sizeof **out);
   if (*out == NULL) return oom();
   *count = k;
   for (size_t i = 0; i < k; i++) {
-    TRITONSERVER_Error *err = check_config_tensor(
-        m, section, json_array_get(entries, i), list, n, &(*out)[i]);
+    TRITONSERVER_Error *err = check_config_tensor(m, section, json_array_get(entries, i), list, n, &(*out)[i]);
     if (err != NULL) return err;
   }
   return NULL;
@@ -493,23 +442,19 @@ static TRITONSERVER_Error *check_states(sf_instance *inst) {
   inst->state_in = calloc(n, sizeof *inst->state_in);
   inst->state_out = calloc(n, sizeof *inst->state_out);
   inst->state_off = calloc(n, sizeof *inst->state_off);
-  if (inst->state_in == NULL || inst->state_out == NULL ||
-      inst->state_off == NULL) {
+  if (inst->state_in == NULL || inst->state_out == NULL || inst->state_off == NULL) {
     return oom();
   }
   for (size_t i = 0; i < n; i++) {
-    const ort_tensor_info *ti =
-        ort_session_find(s->inputs, s->input_count, m->pairs[i].input);
-    const ort_tensor_info *to =
-        ort_session_find(s->outputs, s->output_count, m->pairs[i].output);
+    const ort_tensor_info *ti = ort_session_find(s->inputs, s->input_count, m->pairs[i].input);
+    const ort_tensor_info *to = ort_session_find(s->outputs, s->output_count, m->pairs[i].output);
     if (ti == NULL || to == NULL) {
-      return nrd_bu_error_newf(
-          TRITONSERVER_ERROR_INVALID_ARG,
-          "stateful: model '%s': state_pairs: state %s '%s' is not an %s of "
-          "%s",
-          m->name, ti == NULL ? "input" : "output",
-          ti == NULL ? m->pairs[i].input : m->pairs[i].output,
-          ti == NULL ? "input" : "output", file_of(m->path));
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "stateful: model '%s': state_pairs: state %s '%s' is not an %s of "
+                               "%s",
+                               m->name, ti == NULL ? "input" : "output",
+                               ti == NULL ? m->pairs[i].input : m->pairs[i].output, ti == NULL ? "input" : "output",
+                               file_of(m->path));
     }
     TRITONSERVER_Error *err = describe(m, "state input", ti, &inst->state_in[i]);
     if (err == NULL) err = describe(m, "state output", to, &inst->state_out[i]);
@@ -519,14 +464,12 @@ static TRITONSERVER_Error *check_states(sf_instance *inst) {
     for (size_t d = 0; same && d < a->rank; d++) same = a->dims[d] == b->dims[d];
     if (!same) {
       char x[128], y[128];
-      return nrd_bu_error_newf(
-          TRITONSERVER_ERROR_INVALID_ARG,
-          "stateful: model '%s': state_pairs: state input '%s' (%s %s) and "
-          "state output '%s' (%s %s) differ in type or shape",
-          m->name, a->name, type_name(a->et),
-          nrd_bu_shape_string(a->dims, (uint32_t)a->rank, x, sizeof x),
-          b->name, type_name(b->et),
-          nrd_bu_shape_string(b->dims, (uint32_t)b->rank, y, sizeof y));
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "stateful: model '%s': state_pairs: state input '%s' (%s %s) and "
+                               "state output '%s' (%s %s) differ in type or shape",
+                               m->name, a->name, type_name(a->et),
+                               nrd_bu_shape_string(a->dims, (uint32_t)a->rank, x, sizeof x), b->name, type_name(b->et),
+                               nrd_bu_shape_string(b->dims, (uint32_t)b->rank, y, sizeof y));
     }
     inst->state_off[i] = inst->slot_bytes;
     size_t elem = m->fp16_states && a->dt == TRITONSERVER_TYPE_FP32 ? 2 : a->elem;
@@ -539,14 +482,12 @@ static TRITONSERVER_Error *check_states(sf_instance *inst) {
 static TRITONSERVER_Error *check_fed(sf_instance *inst) {
   const sf_model *m = inst->m;
   const ort_session *s = &inst->session;
-  const ort_tensor_info *reset =
-      ort_session_find(s->inputs, s->input_count, m->start_name);
+  const ort_tensor_info *reset = ort_session_find(s->inputs, s->input_count, m->start_name);
   if (reset == NULL) {
-    return nrd_bu_error_newf(
-        TRITONSERVER_ERROR_INVALID_ARG,
-        "stateful: model '%s': control input '%s' (CONTROL_SEQUENCE_START) "
-        "is not an input of %s",
-        m->name, m->start_name, file_of(m->path));
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                             "stateful: model '%s': control input '%s' (CONTROL_SEQUENCE_START) "
+                             "is not an input of %s",
+                             m->name, m->start_name, file_of(m->path));
   }
   TRITONSERVER_Error *err = describe(m, "control input", reset, &inst->reset);
   if (err != NULL) return err;
@@ -560,47 +501,42 @@ static TRITONSERVER_Error *check_fed(sf_instance *inst) {
       known = strcmp(m->pairs[k].input, name) == 0;
     }
     if (!known) {
-      return nrd_bu_error_newf(
-          TRITONSERVER_ERROR_INVALID_ARG,
-          "stateful: model '%s': input '%s' of %s is neither a configured "
-          "input, a state input of state_pairs nor the "
-          "CONTROL_SEQUENCE_START control input",
-          m->name, name, file_of(m->path));
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "stateful: model '%s': input '%s' of %s is neither a configured "
+                               "input, a state input of state_pairs nor the "
+                               "CONTROL_SEQUENCE_START control input",
+                               m->name, name, file_of(m->path));
     }
   }
   for (size_t k = 0; k < m->pair_count; k++) {
     for (size_t i = 0; i < inst->input_count; i++) {
       if (strcmp(inst->inputs[i].name, m->pairs[k].input) == 0) {
-        return nrd_bu_error_newf(
-            TRITONSERVER_ERROR_INVALID_ARG,
-            "stateful: model '%s': state_pairs: state input '%s' must not be "
-            "listed among the configuration's inputs",
-            m->name, m->pairs[k].input);
+        return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                                 "stateful: model '%s': state_pairs: state input '%s' must not be "
+                                 "listed among the configuration's inputs",
+                                 m->name, m->pairs[k].input);
       }
     }
     for (size_t i = 0; i < inst->output_count; i++) {
       if (strcmp(inst->outputs[i].name, m->pairs[k].output) == 0) {
-        return nrd_bu_error_newf(
-            TRITONSERVER_ERROR_INVALID_ARG,
-            "stateful: model '%s': state_pairs: state output '%s' must not "
-            "be listed among the configuration's outputs",
-            m->name, m->pairs[k].output);
+        return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                                 "stateful: model '%s': state_pairs: state output '%s' must not "
+                                 "be listed among the configuration's outputs",
+                                 m->name, m->pairs[k].output);
       }
     }
   }
   return NULL;
 }
 
-TRITONSERVER_Error *sf_instance_new(TRITONBACKEND_ModelInstance *instance,
-                                    const sf_model *m, sf_instance **out) {
+TRITONSERVER_Error *sf_instance_new(TRITONBACKEND_ModelInstance *instance, const sf_model *m, sf_instance **out) {
   *out = NULL;
   const char *name = NULL;
   TRITONSERVER_InstanceGroupKind kind;
   TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceName(instance, &name);
   if (err == NULL) err = TRITONBACKEND_ModelInstanceKind(instance, &kind);
   if (err != NULL) return err;
-  if (kind != TRITONSERVER_INSTANCEGROUPKIND_CPU &&
-      kind != TRITONSERVER_INSTANCEGROUPKIND_MODEL) {
+  if (kind != TRITONSERVER_INSTANCEGROUPKIND_CPU && kind != TRITONSERVER_INSTANCEGROUPKIND_MODEL) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED,
                              "stateful: instance '%s' is %s; this build runs "
                              "the stateful backend on the CPU only (KIND_CPU)",
@@ -628,13 +564,11 @@ TRITONSERVER_Error *sf_instance_new(TRITONBACKEND_ModelInstance *instance,
   if (err == NULL) err = TRITONBACKEND_ModelInstanceModel(instance, &model);
   if (err == NULL) err = nrd_bu_model_config(model, &config);
   if (err == NULL) {
-    err = check_section(m, config, "input", inst->session.inputs,
-                        inst->session.input_count, &inst->inputs,
+    err = check_section(m, config, "input", inst->session.inputs, inst->session.input_count, &inst->inputs,
                         &inst->input_count);
   }
   if (err == NULL) {
-    err = check_section(m, config, "output", inst->session.outputs,
-                        inst->session.output_count, &inst->outputs,
+    err = check_section(m, config, "output", inst->session.outputs, inst->session.output_count, &inst->outputs,
                         &inst->output_count);
   }
   json_decref(config);
@@ -657,8 +591,7 @@ TRITONSERVER_Error *sf_instance_new(TRITONBACKEND_ModelInstance *instance,
                  "stateful: instance '%s': %zu bytes of state per sequence, "
                  "%ld slots allocated of %ld (max_candidate_sequences), %ld "
                  "sequences admitted (max_candidate_sequence_use_ratio)",
-                 inst->name, inst->slot_bytes, first, m->max_slots,
-                 m->use_limit);
+                 inst->name, inst->slot_bytes, first, m->max_slots, m->use_limit);
     }
   }
   if (err != NULL) {

@@ -35,8 +35,7 @@ void sf_state_pairs_free(sf_state_pair *pairs, size_t count) {
   free(pairs);
 }
 
-bool sf_state_pairs_parse(const char *text, sf_state_pair **out,
-                          size_t *count, char *err, size_t err_size) {
+bool sf_state_pairs_parse(const char *text, sf_state_pair **out, size_t *count, char *err, size_t err_size) {
   *out = NULL;
   *count = 0;
   sf_state_pair *pairs = NULL;
@@ -46,16 +45,12 @@ bool sf_state_pairs_parse(const char *text, sf_state_pair **out,
     while (is_sep(*p)) p++;
     if (*p == '\0') break;
     const char *close = strncmp(p, "<<<", 3) == 0 ? strstr(p + 3, ">>>") : NULL;
-    const char *comma = close != NULL ? memchr(p + 3, ',', (size_t)(close - p - 3))
-                                      : NULL;
+    const char *comma = close != NULL ? memchr(p + 3, ',', (size_t)(close - p - 3)) : NULL;
     char *in = comma != NULL ? trimmed(p + 3, comma) : NULL;
     char *o = comma != NULL ? trimmed(comma + 1, close) : NULL;
-    sf_state_pair *grown =
-        in != NULL && o != NULL ? realloc(pairs, (n + 1) * sizeof *pairs) : NULL;
+    sf_state_pair *grown = in != NULL && o != NULL ? realloc(pairs, (n + 1) * sizeof *pairs) : NULL;
     if (grown == NULL) {
-      snprintf(err, err_size,
-               "state_pairs: expected '<<<Input, Output>>>' at '%.40s' in '%s'",
-               p, text);
+      snprintf(err, err_size, "state_pairs: expected '<<<Input, Output>>>' at '%.40s' in '%s'", p, text);
       free(in);
       free(o);
       sf_state_pairs_free(pairs, n);
@@ -69,14 +64,14 @@ bool sf_state_pairs_parse(const char *text, sf_state_pair **out,
     if (*p != '\0' && !is_sep(*p)) {
       snprintf(err, err_size,
                "state_pairs: entries must be separated by spaces or commas "
-               "at '%.40s' in '%s'", p, text);
+               "at '%.40s' in '%s'",
+               p, text);
       sf_state_pairs_free(pairs, n);
       return false;
     }
   }
   if (n == 0) {
-    snprintf(err, err_size, "state_pairs: no '<<<Input, Output>>>' entry in '%s'",
-             text == NULL ? "" : text);
+    snprintf(err, err_size, "state_pairs: no '<<<Input, Output>>>' entry in '%s'", text == NULL ? "" : text);
     return false;
   }
   for (size_t i = 0; i < n; i++) {
@@ -86,8 +81,7 @@ bool sf_state_pairs_parse(const char *text, sf_state_pair **out,
       for (int x = 0; x < 2; x++) {
         for (int y = 0; y < 2; y++) {
           if ((i != j || x != y) && strcmp(a[x], b[y]) == 0) {
-            snprintf(err, err_size, "state_pairs: tensor '%s' named twice",
-                     a[x]);
+            snprintf(err, err_size, "state_pairs: tensor '%s' named twice", a[x]);
             sf_state_pairs_free(pairs, n);
             return false;
           }
@@ -101,26 +95,23 @@ bool sf_state_pairs_parse(const char *text, sf_state_pair **out,
 }
 
 /* Reads a whole number parameter; false with a message naming 'key'. */
-static bool whole(const char *key, const char *text, long min, long *out,
-                  char *err, size_t err_size) {
+static bool whole(const char *key, const char *text, long min, long *out, char *err, size_t err_size) {
   char *end = NULL;
   errno = 0;
   long v = strtol(text, &end, 10);
   if (errno != 0 || end == text || *end != '\0' || v < min) {
-    snprintf(err, err_size, "%s: expected a whole number of at least %ld, got '%s'",
-             key, min, text);
+    snprintf(err, err_size, "%s: expected a whole number of at least %ld, got '%s'", key, min, text);
     return false;
   }
   *out = v;
   return true;
 }
 
-bool sf_lazy_parse(const char *initial, const char *subsequent,
-                   const char *alloc_threshold, const char *dealloc_threshold,
-                   long max_slots, sf_lazy *out, char *err, size_t err_size) {
+bool sf_lazy_parse(const char *initial, const char *subsequent, const char *alloc_threshold,
+                   const char *dealloc_threshold, long max_slots, sf_lazy *out, char *err, size_t err_size) {
   memset(out, 0, sizeof *out);
-  const char *keys[4] = {"initial_buffer_size", "subsequent_buffer_size",
-                         "buffer_alloc_threshold", "buffer_dealloc_threshold"};
+  const char *keys[4] = {"initial_buffer_size", "subsequent_buffer_size", "buffer_alloc_threshold",
+                         "buffer_dealloc_threshold"};
   const char *vals[4] = {initial, subsequent, alloc_threshold, dealloc_threshold};
   int present = 0;
   for (int i = 0; i < 4; i++) present += vals[i] != NULL;
@@ -131,27 +122,25 @@ bool sf_lazy_parse(const char *initial, const char *subsequent,
         snprintf(err, err_size,
                  "%s: missing; lazy buffers need all four of initial_buffer_size, "
                  "subsequent_buffer_size, buffer_alloc_threshold and "
-                 "buffer_dealloc_threshold, or none", keys[i]);
+                 "buffer_dealloc_threshold, or none",
+                 keys[i]);
         return false;
       }
     }
   }
-  long *dst[4] = {&out->initial, &out->subsequent, &out->alloc_threshold,
-                  &out->dealloc_threshold};
+  long *dst[4] = {&out->initial, &out->subsequent, &out->alloc_threshold, &out->dealloc_threshold};
   for (int i = 0; i < 4; i++) {
     if (!whole(keys[i], vals[i], i < 2 ? 1 : 0, dst[i], err, err_size)) {
       return false;
     }
   }
   if (out->initial > max_slots) {
-    snprintf(err, err_size,
-             "initial_buffer_size: %ld is more than max_candidate_sequences (%ld)",
-             out->initial, max_slots);
+    snprintf(err, err_size, "initial_buffer_size: %ld is more than max_candidate_sequences (%ld)", out->initial,
+             max_slots);
     return false;
   }
   if (out->alloc_threshold >= out->dealloc_threshold) {
-    snprintf(err, err_size,
-             "buffer_alloc_threshold: %ld must be below buffer_dealloc_threshold (%ld)",
+    snprintf(err, err_size, "buffer_alloc_threshold: %ld must be below buffer_dealloc_threshold (%ld)",
              out->alloc_threshold, out->dealloc_threshold);
     return false;
   }
@@ -159,16 +148,12 @@ bool sf_lazy_parse(const char *initial, const char *subsequent,
   return true;
 }
 
-bool sf_lazy_should_grow(const sf_lazy *l, long free_slots, long total_slots,
-                         long max_slots) {
-  return l->enabled && free_slots < l->alloc_threshold &&
-         total_slots < max_slots;
+bool sf_lazy_should_grow(const sf_lazy *l, long free_slots, long total_slots, long max_slots) {
+  return l->enabled && free_slots < l->alloc_threshold && total_slots < max_slots;
 }
 
-bool sf_lazy_should_shrink(const sf_lazy *l, long free_slots, size_t buffers,
-                           bool last_buffer_idle) {
-  return l->enabled && buffers > 1 && free_slots > l->dealloc_threshold &&
-         last_buffer_idle;
+bool sf_lazy_should_shrink(const sf_lazy *l, long free_slots, size_t buffers, bool last_buffer_idle) {
+  return l->enabled && buffers > 1 && free_slots > l->dealloc_threshold && last_buffer_idle;
 }
 
 /* ---- half precision ------------------------------------------------------ */

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 typedef struct sf_state_pair {
-  char *input;  /* owned: the model input fed with the state */
+  char *input; /* owned: the model input fed with the state */
   char *output; /* owned: the model output holding the next state */
 } sf_state_pair;
 
@@ -23,8 +23,7 @@ typedef struct sf_state_pair {
  * failure returns false, writes a message naming state_pairs and the
  * offending text into 'err' (size 'err_size') and allocates nothing.
  */
-bool sf_state_pairs_parse(const char *text, sf_state_pair **out,
-                          size_t *count, char *err, size_t err_size);
+bool sf_state_pairs_parse(const char *text, sf_state_pair **out, size_t *count, char *err, size_t err_size);
 
 /* Frees what sf_state_pairs_parse returned; NULL is fine. */
 void sf_state_pairs_free(sf_state_pair *pairs, size_t count);
@@ -42,9 +41,8 @@ typedef struct sf_lazy {
  * the alloc threshold below the dealloc threshold. False with a message
  * naming the parameter in 'err'.
  */
-bool sf_lazy_parse(const char *initial, const char *subsequent,
-                   const char *alloc_threshold, const char *dealloc_threshold,
-                   long max_slots, sf_lazy *out, char *err, size_t err_size);
+bool sf_lazy_parse(const char *initial, const char *subsequent, const char *alloc_threshold,
+                   const char *dealloc_threshold, long max_slots, sf_lazy *out, char *err, size_t err_size);
 
 /*
  * The lazy buffer rules of the seed README, given the free slots and the
@@ -53,10 +51,8 @@ bool sf_lazy_parse(const char *initial, const char *subsequent,
  * whether the last buffer may go (more than one buffer, free slots above
  * the dealloc threshold, and every slot of the last buffer free).
  */
-bool sf_lazy_should_grow(const sf_lazy *l, long free_slots, long total_slots,
-                         long max_slots);
-bool sf_lazy_should_shrink(const sf_lazy *l, long free_slots, size_t buffers,
-                           bool last_buffer_idle);
+bool sf_lazy_should_grow(const sf_lazy *l, long free_slots, long total_slots, long max_slots);
+bool sf_lazy_should_shrink(const sf_lazy *l, long free_slots, size_t buffers, bool last_buffer_idle);
 
 /*
  * IEEE 754 half precision, for store_states_as_fp16: float to half rounds

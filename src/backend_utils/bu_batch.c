@@ -12,8 +12,7 @@
 #define BU_MAX_DIMS 64
 
 static bool memory_is_host(TRITONSERVER_MemoryType type) {
-  return type == TRITONSERVER_MEMORY_CPU ||
-         type == TRITONSERVER_MEMORY_CPU_PINNED;
+  return type == TRITONSERVER_MEMORY_CPU || type == TRITONSERVER_MEMORY_CPU_PINNED;
 }
 
 void nrd_bu_batch_input_release(nrd_bu_batch_input *input) {
@@ -25,37 +24,28 @@ void nrd_bu_batch_input_release(nrd_bu_batch_input *input) {
 }
 
 /* Reads input 'name' of 'request'; errors name the request's index. */
-static TRITONSERVER_Error *batch_input_props(TRITONBACKEND_Request *request,
-                                             uint32_t index, const char *name,
-                                             TRITONBACKEND_Input **input,
-                                             uint64_t *byte_size,
-                                             uint32_t *buffer_count) {
+static TRITONSERVER_Error *batch_input_props(TRITONBACKEND_Request *request, uint32_t index, const char *name,
+                                             TRITONBACKEND_Input **input, uint64_t *byte_size, uint32_t *buffer_count) {
   TRITONSERVER_Error *err = TRITONBACKEND_RequestInput(request, name, input);
   if (err != NULL || *input == NULL) {
     if (err != NULL) {
       TRITONSERVER_ErrorDelete(err);
     }
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                             "request %u of the batch has no input '%s'",
-                             index, name);
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "request %u of the batch has no input '%s'", index, name);
   }
-  return TRITONBACKEND_InputProperties(*input, NULL, NULL, NULL, NULL,
-                                       byte_size, buffer_count);
+  return TRITONBACKEND_InputProperties(*input, NULL, NULL, NULL, NULL, byte_size, buffer_count);
 }
 
 /* Copies every buffer of 'input' to 'dst' (room for exactly 'size'). */
-static TRITONSERVER_Error *copy_input(TRITONBACKEND_Input *input,
-                                      uint32_t index, const char *name,
-                                      uint32_t buffer_count, char *dst,
-                                      uint64_t size) {
+static TRITONSERVER_Error *copy_input(TRITONBACKEND_Input *input, uint32_t index, const char *name,
+                                      uint32_t buffer_count, char *dst, uint64_t size) {
   uint64_t offset = 0;
   for (uint32_t b = 0; b < buffer_count; ++b) {
     const void *base = NULL;
     uint64_t len = 0;
     TRITONSERVER_MemoryType type = TRITONSERVER_MEMORY_CPU;
     int64_t type_id = 0;
-    TRITONSERVER_Error *err =
-        TRITONBACKEND_InputBuffer(input, b, &base, &len, &type, &type_id);
+    TRITONSERVER_Error *err = TRITONBACKEND_InputBuffer(input, b, &base, &len, &type, &type_id);
     if (err != NULL) {
       return err;
     }
@@ -79,18 +69,14 @@ static TRITONSERVER_Error *copy_input(TRITONBACKEND_Input *input,
   }
   if (offset != size) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
-                             "input '%s' of request %u: buffers hold %" PRIu64
-                             " bytes, the input announces %" PRIu64,
+                             "input '%s' of request %u: buffers hold %" PRIu64 " bytes, the input announces %" PRIu64,
                              name, index, offset, size);
   }
   return NULL;
 }
 
-TRITONSERVER_Error *nrd_bu_batch_input_gather(TRITONBACKEND_Request **requests,
-                                              uint32_t count, const char *name,
-                                              void *buffer,
-                                              uint64_t buffer_size,
-                                              nrd_bu_batch_input *out) {
+TRITONSERVER_Error *nrd_bu_batch_input_gather(TRITONBACKEND_Request **requests, uint32_t count, const char *name,
+                                              void *buffer, uint64_t buffer_size, nrd_bu_batch_input *out) {
   static const char empty[1] = {0};
   memset(out, 0, sizeof *out);
   if (count == 0) {
@@ -105,14 +91,12 @@ TRITONSERVER_Error *nrd_bu_batch_input_gather(TRITONBACKEND_Request **requests,
     TRITONBACKEND_Input *input = NULL;
     uint64_t size = 0;
     uint32_t buffers = 0;
-    TRITONSERVER_Error *err =
-        batch_input_props(requests[i], i, name, &input, &size, &buffers);
+    TRITONSERVER_Error *err = batch_input_props(requests[i], i, name, &input, &size, &buffers);
     if (err != NULL) {
       return err;
     }
     if (size > UINT64_MAX - total) {
-      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                               "input '%s': the batch is too large", name);
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "input '%s': the batch is too large", name);
     }
     total += size;
     if (i == 0) {
@@ -126,9 +110,7 @@ TRITONSERVER_Error *nrd_bu_batch_input_gather(TRITONBACKEND_Request **requests,
     if (first_buffers == 0) {
       if (total != 0) {
         return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                                 "input '%s': %" PRIu64
-                                 " bytes announced but no data buffer",
-                                 name, total);
+                                 "input '%s': %" PRIu64 " bytes announced but no data buffer", name, total);
       }
       out->data = empty;
       return NULL;
@@ -137,20 +119,17 @@ TRITONSERVER_Error *nrd_bu_batch_input_gather(TRITONBACKEND_Request **requests,
     uint64_t len = 0;
     TRITONSERVER_MemoryType type = TRITONSERVER_MEMORY_CPU;
     int64_t type_id = 0;
-    TRITONSERVER_Error *err =
-        TRITONBACKEND_InputBuffer(first, 0, &base, &len, &type, &type_id);
+    TRITONSERVER_Error *err = TRITONBACKEND_InputBuffer(first, 0, &base, &len, &type, &type_id);
     if (err != NULL) {
       return err;
     }
     if (!memory_is_host(type)) {
-      return nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED,
-                               "input '%s': data is not in CPU memory", name);
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED, "input '%s': data is not in CPU memory", name);
     }
     if (len != total) {
       return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
-                               "input '%s': buffer holds %" PRIu64
-                               " bytes, the input announces %" PRIu64,
-                               name, len, total);
+                               "input '%s': buffer holds %" PRIu64 " bytes, the input announces %" PRIu64, name, len,
+                               total);
     }
     out->data = base != NULL ? base : empty;
     out->byte_size = total;
@@ -160,22 +139,18 @@ TRITONSERVER_Error *nrd_bu_batch_input_gather(TRITONBACKEND_Request **requests,
   char *dst = buffer;
   if (dst != NULL && buffer_size < total) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                             "input '%s': the batch holds %" PRIu64
-                             " bytes, the buffer given has room for %" PRIu64,
+                             "input '%s': the batch holds %" PRIu64 " bytes, the buffer given has room for %" PRIu64,
                              name, total, buffer_size);
   }
   if (dst == NULL) {
     if (total > SIZE_MAX - 1) {
-      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                               "input '%s': %" PRIu64 " bytes is too large",
-                               name, total);
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "input '%s': %" PRIu64 " bytes is too large", name,
+                               total);
     }
     out->owned = malloc(total > 0 ? (size_t)total : 1);
     if (out->owned == NULL) {
       return nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE,
-                               "input '%s': cannot allocate %" PRIu64
-                               " bytes for the batch",
-                               name, total);
+                               "input '%s': cannot allocate %" PRIu64 " bytes for the batch", name, total);
     }
     dst = out->owned;
   }
@@ -184,12 +159,9 @@ TRITONSERVER_Error *nrd_bu_batch_input_gather(TRITONBACKEND_Request **requests,
     TRITONBACKEND_Input *input = NULL;
     uint64_t size = 0;
     uint32_t buffers = 0;
-    TRITONSERVER_Error *err =
-        batch_input_props(requests[i], i, name, &input, &size, &buffers);
+    TRITONSERVER_Error *err = batch_input_props(requests[i], i, name, &input, &size, &buffers);
     if (err == NULL && size > total - offset) {
-      err = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
-                              "input '%s' changed size during the gather",
-                              name);
+      err = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "input '%s' changed size during the gather", name);
     }
     if (err == NULL) {
       err = copy_input(input, i, name, buffers, dst + offset, size);
@@ -206,20 +178,17 @@ TRITONSERVER_Error *nrd_bu_batch_input_gather(TRITONBACKEND_Request **requests,
 }
 
 /* Sends 'response' with 'err' as its outcome and forgets it. */
-static void fail_response(TRITONBACKEND_Response **response,
-                          TRITONSERVER_Error *err) {
-  nrd_bu_error_log_and_delete(
-      TRITONBACKEND_ResponseSend(*response,
-                                 TRITONSERVER_RESPONSE_COMPLETE_FINAL, err),
-      "backend_utils: cannot send an error response");
+static void fail_response(TRITONBACKEND_Response **response, TRITONSERVER_Error *err) {
+  nrd_bu_error_log_and_delete(TRITONBACKEND_ResponseSend(*response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, err),
+                              "backend_utils: cannot send an error response");
   TRITONSERVER_ErrorDelete(err);
   *response = NULL;
 }
 
-TRITONSERVER_Error *nrd_bu_batch_output_scatter(
-    TRITONBACKEND_Response **responses, uint32_t count, const char *name,
-    TRITONSERVER_DataType datatype, const int64_t *shape, uint32_t dims_count,
-    const uint64_t *rows, const void *data, uint64_t byte_size) {
+TRITONSERVER_Error *nrd_bu_batch_output_scatter(TRITONBACKEND_Response **responses, uint32_t count, const char *name,
+                                                TRITONSERVER_DataType datatype, const int64_t *shape,
+                                                uint32_t dims_count, const uint64_t *rows, const void *data,
+                                                uint64_t byte_size) {
   if (datatype == TRITONSERVER_TYPE_BYTES) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED,
                              "output '%s': BYTES rows have no fixed size, so "
@@ -235,17 +204,14 @@ TRITONSERVER_Error *nrd_bu_batch_output_scatter(
   uint64_t total_rows = 0;
   for (uint32_t i = 0; i < count; ++i) {
     if (rows[i] > UINT64_MAX - total_rows || rows[i] > INT64_MAX) {
-      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                               "output '%s': too many rows", name);
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "output '%s': too many rows", name);
     }
     total_rows += rows[i];
   }
   if (total_rows == 0 ? byte_size != 0 : byte_size % total_rows != 0) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                             "output '%s': %" PRIu64
-                             " bytes cannot be split into %" PRIu64
-                             " equal rows",
-                             name, byte_size, total_rows);
+                             "output '%s': %" PRIu64 " bytes cannot be split into %" PRIu64 " equal rows", name,
+                             byte_size, total_rows);
   }
   uint64_t row_bytes = total_rows == 0 ? 0 : byte_size / total_rows;
   int64_t dims[BU_MAX_DIMS];
@@ -261,8 +227,7 @@ TRITONSERVER_Error *nrd_bu_batch_output_scatter(
     }
     dims[0] = (int64_t)rows[i];
     TRITONBACKEND_Output *output = NULL;
-    TRITONSERVER_Error *err = TRITONBACKEND_ResponseOutput(
-        responses[i], &output, name, datatype, dims, dims_count);
+    TRITONSERVER_Error *err = TRITONBACKEND_ResponseOutput(responses[i], &output, name, datatype, dims, dims_count);
     void *dst = NULL;
     TRITONSERVER_MemoryType mem = TRITONSERVER_MEMORY_CPU;
     int64_t mem_id = 0;
@@ -270,9 +235,7 @@ TRITONSERVER_Error *nrd_bu_batch_output_scatter(
       err = TRITONBACKEND_OutputBuffer(output, &dst, size, &mem, &mem_id);
     }
     if (err == NULL && size > 0 && (dst == NULL || !memory_is_host(mem))) {
-      err = nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED,
-                              "output '%s': buffer is not in CPU memory",
-                              name);
+      err = nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED, "output '%s': buffer is not in CPU memory", name);
     }
     if (err != NULL) {
       fail_response(&responses[i], err);

@@ -6,8 +6,7 @@
 
 #include "nereid/backend_utils.h"
 
-TRITONSERVER_Error *nrd_bu_error_newf(TRITONSERVER_Error_Code code,
-                                      const char *fmt, ...) {
+TRITONSERVER_Error *nrd_bu_error_newf(TRITONSERVER_Error_Code code, const char *fmt, ...) {
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);
@@ -19,8 +18,7 @@ TRITONSERVER_Error *nrd_bu_error_newf(TRITONSERVER_Error_Code code,
   return TRITONSERVER_ErrorNew(code, msg);
 }
 
-void nrd_bu_logf(TRITONSERVER_LogLevel level, const char *file, int line,
-                 const char *fmt, ...) {
+void nrd_bu_logf(TRITONSERVER_LogLevel level, const char *file, int line, const char *fmt, ...) {
   if (!TRITONSERVER_LogIsEnabled(level)) {
     return;
   }
@@ -42,8 +40,7 @@ void nrd_bu_error_log_and_delete(TRITONSERVER_Error *err, const char *what) {
   if (err == NULL) {
     return;
   }
-  nrd_bu_logf(TRITONSERVER_LOG_ERROR, __FILE__, __LINE__, "%s: %s", what,
-              TRITONSERVER_ErrorMessage(err));
+  nrd_bu_logf(TRITONSERVER_LOG_ERROR, __FILE__, __LINE__, "%s: %s", what, TRITONSERVER_ErrorMessage(err));
   TRITONSERVER_ErrorDelete(err);
 }
 
@@ -54,8 +51,7 @@ uint64_t nrd_bu_now_ns(void) {
 }
 
 void nrd_bu_sleep_ms(uint64_t ms) {
-  struct timespec req = {.tv_sec = (time_t)(ms / 1000),
-                         .tv_nsec = (long)(ms % 1000) * 1000000L};
+  struct timespec req = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
   struct timespec rem;
   while (nanosleep(&req, &rem) != 0 && errno == EINTR) {
     req = rem;
@@ -68,28 +64,24 @@ TRITONSERVER_Error *nrd_bu_api_version_check(const char *backend_name) {
   if (err != NULL) {
     return err;
   }
-  if (major != TRITONBACKEND_API_VERSION_MAJOR ||
-      minor < TRITONBACKEND_API_VERSION_MINOR) {
-    return nrd_bu_error_newf(
-        TRITONSERVER_ERROR_UNSUPPORTED,
-        "backend '%s' needs backend API %d.%d or a later minor version; the "
-        "server provides %u.%u",
-        backend_name, TRITONBACKEND_API_VERSION_MAJOR,
-        TRITONBACKEND_API_VERSION_MINOR, major, minor);
+  if (major != TRITONBACKEND_API_VERSION_MAJOR || minor < TRITONBACKEND_API_VERSION_MINOR) {
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED,
+                             "backend '%s' needs backend API %d.%d or a later minor version; the "
+                             "server provides %u.%u",
+                             backend_name, TRITONBACKEND_API_VERSION_MAJOR, TRITONBACKEND_API_VERSION_MINOR, major,
+                             minor);
   }
   return NULL;
 }
 
-bool nrd_bu_request_respond_error(TRITONBACKEND_Request *request,
-                                  TRITONSERVER_Error *err) {
+bool nrd_bu_request_respond_error(TRITONBACKEND_Request *request, TRITONSERVER_Error *err) {
   TRITONBACKEND_Response *response = NULL;
   TRITONSERVER_Error *e = TRITONBACKEND_ResponseNew(&response, request);
   if (e != NULL) {
     nrd_bu_error_log_and_delete(e, "cannot create error response");
     return false;
   }
-  e = TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL,
-                                 err);
+  e = TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, err);
   if (e != NULL) {
     nrd_bu_error_log_and_delete(e, "cannot send error response");
     return false;
@@ -98,13 +90,11 @@ bool nrd_bu_request_respond_error(TRITONBACKEND_Request *request,
 }
 
 void nrd_bu_request_release(TRITONBACKEND_Request *request) {
-  nrd_bu_error_log_and_delete(
-      TRITONBACKEND_RequestRelease(request, TRITONSERVER_REQUEST_RELEASE_ALL),
-      "cannot release request");
+  nrd_bu_error_log_and_delete(TRITONBACKEND_RequestRelease(request, TRITONSERVER_REQUEST_RELEASE_ALL),
+                              "cannot release request");
 }
 
-void nrd_bu_requests_fail(TRITONBACKEND_ModelInstance *instance,
-                          TRITONBACKEND_Request **requests, uint32_t count,
+void nrd_bu_requests_fail(TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests, uint32_t count,
                           TRITONSERVER_Error *err) {
   for (uint32_t i = 0; i < count; ++i) {
     if (requests[i] == NULL) {
@@ -112,10 +102,8 @@ void nrd_bu_requests_fail(TRITONBACKEND_ModelInstance *instance,
     }
     nrd_bu_request_respond_error(requests[i], err);
     if (instance != NULL) {
-      nrd_bu_error_log_and_delete(
-          TRITONBACKEND_ModelInstanceReportStatistics(instance, requests[i],
-                                                      false, 0, 0, 0, 0),
-          "cannot report statistics");
+      nrd_bu_error_log_and_delete(TRITONBACKEND_ModelInstanceReportStatistics(instance, requests[i], false, 0, 0, 0, 0),
+                                  "cannot report statistics");
     }
     nrd_bu_request_release(requests[i]);
   }

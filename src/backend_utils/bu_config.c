@@ -24,13 +24,16 @@ static char *big_uints_as_int64(const char *base, size_t size) {
     if (in_string) {
       out[o++] = c;
       i++;
-      if (c == '\\' && i < size) out[o++] = base[i++];
-      else if (c == '"') in_string = false;
+      if (c == '\\' && i < size)
+        out[o++] = base[i++];
+      else if (c == '"')
+        in_string = false;
       continue;
     }
     if (c == '"') in_string = true;
-    bool starts_number = c >= '0' && c <= '9' && (i == 0 || !((base[i - 1] >= '0' && base[i - 1] <= '9') ||
-                                                             base[i - 1] == '-' || base[i - 1] == '.'));
+    bool starts_number =
+        c >= '0' && c <= '9' &&
+        (i == 0 || !((base[i - 1] >= '0' && base[i - 1] <= '9') || base[i - 1] == '-' || base[i - 1] == '.'));
     if (!starts_number) {
       out[o++] = c;
       i++;
@@ -67,12 +70,10 @@ static char *big_uints_as_int64(const char *base, size_t size) {
   return out;
 }
 
-TRITONSERVER_Error *nrd_bu_message_parse(TRITONSERVER_Message *message,
-                                         const char *what, json_t **json) {
+TRITONSERVER_Error *nrd_bu_message_parse(TRITONSERVER_Message *message, const char *what, json_t **json) {
   const char *base = NULL;
   size_t size = 0;
-  TRITONSERVER_Error *err =
-      TRITONSERVER_MessageSerializeToJson(message, &base, &size);
+  TRITONSERVER_Error *err = TRITONSERVER_MessageSerializeToJson(message, &base, &size);
   if (err != NULL) {
     return err;
   }
@@ -84,21 +85,18 @@ TRITONSERVER_Error *nrd_bu_message_parse(TRITONSERVER_Message *message,
     free(fixed);
   }
   if (root == NULL) {
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                             "%s is not valid JSON: line %d column %d: %s",
-                             what, jerr.line, jerr.column, jerr.text);
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "%s is not valid JSON: line %d column %d: %s", what,
+                             jerr.line, jerr.column, jerr.text);
   }
   if (!json_is_object(root)) {
     json_decref(root);
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                             "%s is not a JSON object", what);
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "%s is not a JSON object", what);
   }
   *json = root;
   return NULL;
 }
 
-TRITONSERVER_Error *nrd_bu_model_config(TRITONBACKEND_Model *model,
-                                        json_t **config) {
+TRITONSERVER_Error *nrd_bu_model_config(TRITONBACKEND_Model *model, json_t **config) {
   TRITONSERVER_Message *message = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_ModelConfig(model, 1, &message);
   if (err != NULL) {
@@ -112,8 +110,7 @@ TRITONSERVER_Error *nrd_bu_model_config(TRITONBACKEND_Model *model,
   return err;
 }
 
-TRITONSERVER_Error *nrd_bu_backend_config(TRITONBACKEND_Backend *backend,
-                                          json_t **config) {
+TRITONSERVER_Error *nrd_bu_backend_config(TRITONBACKEND_Backend *backend, json_t **config) {
   /* The backend configuration message is owned by the server. */
   TRITONSERVER_Message *message = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_BackendConfig(backend, &message);
@@ -123,8 +120,7 @@ TRITONSERVER_Error *nrd_bu_backend_config(TRITONBACKEND_Backend *backend,
   return nrd_bu_message_parse(message, "backend configuration", config);
 }
 
-const char *nrd_bu_backend_setting(const json_t *backend_config,
-                                   const char *key) {
+const char *nrd_bu_backend_setting(const json_t *backend_config, const char *key) {
   const json_t *cmdline = json_object_get(backend_config, "cmdline");
   return json_string_value(json_object_get(cmdline, key));
 }
@@ -161,8 +157,7 @@ static bool parse_decimal(const char *s, int64_t *out) {
   return true;
 }
 
-TRITONSERVER_Error *nrd_bu_json_int(const json_t *value, const char *what,
-                                    int64_t *out) {
+TRITONSERVER_Error *nrd_bu_json_int(const json_t *value, const char *what, int64_t *out) {
   if (json_is_integer(value)) {
     *out = (int64_t)json_integer_value(value);
     return NULL;
@@ -173,26 +168,20 @@ TRITONSERVER_Error *nrd_bu_json_int(const json_t *value, const char *what,
       *out = (int64_t)d;
       return NULL;
     }
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                             "%s: expected an integer, got %g", what, d);
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "%s: expected an integer, got %g", what, d);
   }
   if (json_is_string(value)) {
     const char *s = json_string_value(value);
     if (parse_decimal(s, out)) {
       return NULL;
     }
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                             "%s: expected a decimal integer, got \"%s\"",
-                             what, s);
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "%s: expected a decimal integer, got \"%s\"", what, s);
   }
-  return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                           "%s: expected an integer", what);
+  return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "%s: expected an integer", what);
 }
 
-TRITONSERVER_Error *nrd_bu_config_parameter_int(const json_t *config,
-                                                const char *key, int64_t dflt,
-                                                int64_t min, int64_t max,
-                                                int64_t *out) {
+TRITONSERVER_Error *nrd_bu_config_parameter_int(const json_t *config, const char *key, int64_t dflt, int64_t min,
+                                                int64_t max, int64_t *out) {
   const char *text = nrd_bu_config_parameter(config, key);
   if (text == NULL) {
     *out = dflt;
@@ -200,23 +189,19 @@ TRITONSERVER_Error *nrd_bu_config_parameter_int(const json_t *config,
   }
   int64_t v = 0;
   if (!parse_decimal(text, &v)) {
-    return nrd_bu_error_newf(
-        TRITONSERVER_ERROR_INVALID_ARG,
-        "model parameter '%s': expected a decimal integer, got \"%s\"", key,
-        text);
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                             "model parameter '%s': expected a decimal integer, got \"%s\"", key, text);
   }
   if (v < min || v > max) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                             "model parameter '%s': %" PRId64
-                             " is outside [%" PRId64 ", %" PRId64 "]",
-                             key, v, min, max);
+                             "model parameter '%s': %" PRId64 " is outside [%" PRId64 ", %" PRId64 "]", key, v, min,
+                             max);
   }
   *out = v;
   return NULL;
 }
 
-TRITONSERVER_Error *nrd_bu_config_max_batch_size(const json_t *config,
-                                                 int64_t *out) {
+TRITONSERVER_Error *nrd_bu_config_max_batch_size(const json_t *config, int64_t *out) {
   const json_t *v = json_object_get(config, "max_batch_size");
   if (v == NULL) {
     *out = 0;
@@ -228,9 +213,7 @@ TRITONSERVER_Error *nrd_bu_config_max_batch_size(const json_t *config,
     return err;
   }
   if (mbs < 0) {
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                             "max_batch_size: must be >= 0, got %" PRId64,
-                             mbs);
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "max_batch_size: must be >= 0, got %" PRId64, mbs);
   }
   *out = mbs;
   return NULL;
@@ -241,8 +224,7 @@ bool nrd_bu_config_decoupled(const json_t *config) {
   return json_is_true(json_object_get(policy, "decoupled"));
 }
 
-const json_t *nrd_bu_config_tensor(const json_t *config, const char *section,
-                                   const char *name) {
+const json_t *nrd_bu_config_tensor(const json_t *config, const char *section, const char *name) {
   const json_t *list = json_object_get(config, section);
   size_t i;
   const json_t *entry;

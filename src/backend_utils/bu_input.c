@@ -7,8 +7,7 @@
 #include "nereid/backend_utils.h"
 
 static bool memory_is_host(TRITONSERVER_MemoryType type) {
-  return type == TRITONSERVER_MEMORY_CPU ||
-         type == TRITONSERVER_MEMORY_CPU_PINNED;
+  return type == TRITONSERVER_MEMORY_CPU || type == TRITONSERVER_MEMORY_CPU_PINNED;
 }
 
 void nrd_bu_tensor_release(nrd_bu_tensor *tensor) {
@@ -19,13 +18,11 @@ void nrd_bu_tensor_release(nrd_bu_tensor *tensor) {
   memset(tensor, 0, sizeof *tensor);
 }
 
-TRITONSERVER_Error *nrd_bu_input_read(TRITONBACKEND_Input *input,
-                                      nrd_bu_tensor *out) {
+TRITONSERVER_Error *nrd_bu_input_read(TRITONBACKEND_Input *input, nrd_bu_tensor *out) {
   memset(out, 0, sizeof *out);
   uint32_t buffer_count = 0;
-  TRITONSERVER_Error *err = TRITONBACKEND_InputProperties(
-      input, &out->name, &out->datatype, &out->shape, &out->dims_count,
-      &out->byte_size, &buffer_count);
+  TRITONSERVER_Error *err = TRITONBACKEND_InputProperties(input, &out->name, &out->datatype, &out->shape,
+                                                          &out->dims_count, &out->byte_size, &buffer_count);
   if (err != NULL) {
     memset(out, 0, sizeof *out);
     return err;
@@ -36,9 +33,7 @@ TRITONSERVER_Error *nrd_bu_input_read(TRITONBACKEND_Input *input,
   if (buffer_count == 0) {
     if (out->byte_size != 0) {
       err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                              "input '%s': %" PRIu64
-                              " bytes announced but no data buffer",
-                              name, out->byte_size);
+                              "input '%s': %" PRIu64 " bytes announced but no data buffer", name, out->byte_size);
       goto fail;
     }
     out->data = empty;
@@ -55,15 +50,13 @@ TRITONSERVER_Error *nrd_bu_input_read(TRITONBACKEND_Input *input,
       goto fail;
     }
     if (!memory_is_host(type)) {
-      err = nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED,
-                              "input '%s': data is not in CPU memory", name);
+      err = nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED, "input '%s': data is not in CPU memory", name);
       goto fail;
     }
     if (size != out->byte_size) {
       err = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
-                              "input '%s': buffer holds %" PRIu64
-                              " bytes, the input announces %" PRIu64,
-                              name, size, out->byte_size);
+                              "input '%s': buffer holds %" PRIu64 " bytes, the input announces %" PRIu64, name, size,
+                              out->byte_size);
       goto fail;
     }
     out->data = (base != NULL) ? base : empty;
@@ -72,16 +65,14 @@ TRITONSERVER_Error *nrd_bu_input_read(TRITONBACKEND_Input *input,
 
   /* Several buffers: gather them into one block owned by 'out'. */
   if (out->byte_size > SIZE_MAX - 1) {
-    err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                            "input '%s': %" PRIu64 " bytes is too large", name,
+    err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "input '%s': %" PRIu64 " bytes is too large", name,
                             out->byte_size);
     goto fail;
   }
   out->owned = malloc(out->byte_size > 0 ? (size_t)out->byte_size : 1);
   if (out->owned == NULL) {
-    err = nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE,
-                            "input '%s': cannot allocate %" PRIu64 " bytes",
-                            name, out->byte_size);
+    err = nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE, "input '%s': cannot allocate %" PRIu64 " bytes", name,
+                            out->byte_size);
     goto fail;
   }
   uint64_t offset = 0;
@@ -95,16 +86,13 @@ TRITONSERVER_Error *nrd_bu_input_read(TRITONBACKEND_Input *input,
       goto fail;
     }
     if (!memory_is_host(type)) {
-      err = nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED,
-                              "input '%s': buffer %u is not in CPU memory",
-                              name, i);
+      err = nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED, "input '%s': buffer %u is not in CPU memory", name, i);
       goto fail;
     }
     if (size > out->byte_size - offset) {
-      err = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
-                              "input '%s': buffers hold more than the %" PRIu64
-                              " bytes announced",
-                              name, out->byte_size);
+      err =
+          nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
+                            "input '%s': buffers hold more than the %" PRIu64 " bytes announced", name, out->byte_size);
       goto fail;
     }
     if (size > 0) {
@@ -114,9 +102,8 @@ TRITONSERVER_Error *nrd_bu_input_read(TRITONBACKEND_Input *input,
   }
   if (offset != out->byte_size) {
     err = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
-                            "input '%s': buffers hold %" PRIu64
-                            " bytes, the input announces %" PRIu64,
-                            name, offset, out->byte_size);
+                            "input '%s': buffers hold %" PRIu64 " bytes, the input announces %" PRIu64, name, offset,
+                            out->byte_size);
     goto fail;
   }
   out->data = out->owned;
@@ -127,8 +114,7 @@ fail:
   return err;
 }
 
-TRITONSERVER_Error *nrd_bu_request_input(TRITONBACKEND_Request *request,
-                                         const char *name, nrd_bu_tensor *out) {
+TRITONSERVER_Error *nrd_bu_request_input(TRITONBACKEND_Request *request, const char *name, nrd_bu_tensor *out) {
   memset(out, 0, sizeof *out);
   TRITONBACKEND_Input *input = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_RequestInput(request, name, &input);
@@ -136,8 +122,7 @@ TRITONSERVER_Error *nrd_bu_request_input(TRITONBACKEND_Request *request,
     if (err != NULL) {
       TRITONSERVER_ErrorDelete(err);
     }
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                             "request has no input '%s'", name);
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "request has no input '%s'", name);
   }
   return nrd_bu_input_read(input, out);
 }
@@ -156,8 +141,7 @@ int64_t nrd_bu_shape_elements(const int64_t *shape, uint32_t dims_count) {
   return n;
 }
 
-const char *nrd_bu_shape_string(const int64_t *shape, uint32_t dims_count,
-                                char *buf, size_t cap) {
+const char *nrd_bu_shape_string(const int64_t *shape, uint32_t dims_count, char *buf, size_t cap) {
   if (cap == 0) {
     return buf;
   }
@@ -189,18 +173,14 @@ const char *nrd_bu_shape_string(const int64_t *shape, uint32_t dims_count,
   return buf;
 }
 
-uint64_t nrd_bu_request_batch_size(TRITONBACKEND_Request *request,
-                                   const char *input_name) {
+uint64_t nrd_bu_request_batch_size(TRITONBACKEND_Request *request, const char *input_name) {
   TRITONBACKEND_Input *input = NULL;
   const int64_t *shape = NULL;
   uint32_t dims = 0;
-  TRITONSERVER_Error *err =
-      input_name != NULL
-          ? TRITONBACKEND_RequestInput(request, input_name, &input)
-          : TRITONBACKEND_RequestInputByIndex(request, 0, &input);
+  TRITONSERVER_Error *err = input_name != NULL ? TRITONBACKEND_RequestInput(request, input_name, &input)
+                                               : TRITONBACKEND_RequestInputByIndex(request, 0, &input);
   if (err == NULL) {
-    err = TRITONBACKEND_InputProperties(input, NULL, NULL, &shape, &dims, NULL,
-                                        NULL);
+    err = TRITONBACKEND_InputProperties(input, NULL, NULL, &shape, &dims, NULL, NULL);
   }
   if (err != NULL) {
     /* Only statistics depend on it: count the request as one. */

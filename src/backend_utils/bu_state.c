@@ -8,13 +8,11 @@
 
 #include "nereid/backend_utils.h"
 
-TRITONSERVER_Error *nrd_bu_model_state_set(TRITONBACKEND_Model *model,
-                                           const void *settings, size_t size,
+TRITONSERVER_Error *nrd_bu_model_state_set(TRITONBACKEND_Model *model, const void *settings, size_t size,
                                            const char *backend) {
   void *state = malloc(size > 0 ? size : 1);
   if (state == NULL) {
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE,
-                             "%s: out of memory", backend);
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE, "%s: out of memory", backend);
   }
   memcpy(state, settings, size);
   TRITONSERVER_Error *err = TRITONBACKEND_ModelSetState(model, state);
@@ -34,9 +32,8 @@ TRITONSERVER_Error *nrd_bu_model_state_free(TRITONBACKEND_Model *model) {
   return TRITONBACKEND_ModelSetState(model, NULL);
 }
 
-TRITONSERVER_Error *nrd_bu_instance_model_state(
-    TRITONBACKEND_ModelInstance *instance, const char *backend,
-    void **state) {
+TRITONSERVER_Error *nrd_bu_instance_model_state(TRITONBACKEND_ModelInstance *instance, const char *backend,
+                                                void **state) {
   TRITONBACKEND_Model *model = NULL;
   void *s = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceModel(instance, &model);
@@ -44,8 +41,7 @@ TRITONSERVER_Error *nrd_bu_instance_model_state(
     err = TRITONBACKEND_ModelState(model, &s);
   }
   if (err == NULL && s == NULL) {
-    err = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
-                            "%s: model state missing", backend);
+    err = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "%s: model state missing", backend);
   }
   if (err == NULL) {
     *state = s;
@@ -53,27 +49,23 @@ TRITONSERVER_Error *nrd_bu_instance_model_state(
   return err;
 }
 
-TRITONSERVER_Error *nrd_bu_instance_share_model_state(
-    TRITONBACKEND_ModelInstance *instance, const char *backend) {
+TRITONSERVER_Error *nrd_bu_instance_share_model_state(TRITONBACKEND_ModelInstance *instance, const char *backend) {
   void *state = NULL;
-  TRITONSERVER_Error *err =
-      nrd_bu_instance_model_state(instance, backend, &state);
+  TRITONSERVER_Error *err = nrd_bu_instance_model_state(instance, backend, &state);
   if (err != NULL) {
     return err;
   }
   return TRITONBACKEND_ModelInstanceSetState(instance, state);
 }
 
-TRITONSERVER_Error *nrd_bu_instance_state(TRITONBACKEND_ModelInstance *instance,
-                                          const char *backend, void **state) {
+TRITONSERVER_Error *nrd_bu_instance_state(TRITONBACKEND_ModelInstance *instance, const char *backend, void **state) {
   void *s = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceState(instance, &s);
   if (err != NULL) {
     return err;
   }
   if (s == NULL) {
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
-                             "%s: instance state missing", backend);
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "%s: instance state missing", backend);
   }
   *state = s;
   return NULL;

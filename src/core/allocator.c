@@ -5,13 +5,11 @@
 
 #include "error.h"
 
-TRITONSERVER_Error *TRITONSERVER_ResponseAllocatorNew(
-    TRITONSERVER_ResponseAllocator **allocator, TRITONSERVER_ResponseAllocatorAllocFn_t alloc_fn,
-    TRITONSERVER_ResponseAllocatorReleaseFn_t release_fn,
-    TRITONSERVER_ResponseAllocatorStartFn_t start_fn)
-{
-  if (allocator == NULL)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "allocator must not be NULL");
+TRITONSERVER_Error *TRITONSERVER_ResponseAllocatorNew(TRITONSERVER_ResponseAllocator **allocator,
+                                                      TRITONSERVER_ResponseAllocatorAllocFn_t alloc_fn,
+                                                      TRITONSERVER_ResponseAllocatorReleaseFn_t release_fn,
+                                                      TRITONSERVER_ResponseAllocatorStartFn_t start_fn) {
+  if (allocator == NULL) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "allocator must not be NULL");
   TRITONSERVER_ResponseAllocator *a = calloc(1, sizeof(*a));
   if (a == NULL) {
     *allocator = NULL;
@@ -26,25 +24,20 @@ TRITONSERVER_Error *TRITONSERVER_ResponseAllocatorNew(
 
 TRITONSERVER_Error *TRITONSERVER_ResponseAllocatorSetBufferAttributesFunction(
     TRITONSERVER_ResponseAllocator *allocator,
-    TRITONSERVER_ResponseAllocatorBufferAttributesFn_t buffer_attributes_fn)
-{
-  if (allocator == NULL)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "allocator must not be NULL");
+    TRITONSERVER_ResponseAllocatorBufferAttributesFn_t buffer_attributes_fn) {
+  if (allocator == NULL) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "allocator must not be NULL");
   allocator->buffer_attributes_fn = buffer_attributes_fn;
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_ResponseAllocatorSetQueryFunction(
-    TRITONSERVER_ResponseAllocator *allocator, TRITONSERVER_ResponseAllocatorQueryFn_t query_fn)
-{
-  if (allocator == NULL)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "allocator must not be NULL");
+TRITONSERVER_Error *TRITONSERVER_ResponseAllocatorSetQueryFunction(TRITONSERVER_ResponseAllocator *allocator,
+                                                                   TRITONSERVER_ResponseAllocatorQueryFn_t query_fn) {
+  if (allocator == NULL) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "allocator must not be NULL");
   allocator->query_fn = query_fn;
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_ResponseAllocatorDelete(TRITONSERVER_ResponseAllocator *allocator)
-{
+TRITONSERVER_Error *TRITONSERVER_ResponseAllocatorDelete(TRITONSERVER_ResponseAllocator *allocator) {
   free(allocator);
   return NULL;
 }

@@ -8,10 +8,10 @@
 #include "triton/core/tritonserver.h"
 
 struct TRITONSERVER_ResponseAllocator {
-  TRITONSERVER_ResponseAllocatorAllocFn_t alloc_fn;     /* may be NULL: allocation then fails */
+  TRITONSERVER_ResponseAllocatorAllocFn_t alloc_fn; /* may be NULL: allocation then fails */
   TRITONSERVER_ResponseAllocatorReleaseFn_t release_fn; /* may be NULL: nothing to call */
-  TRITONSERVER_ResponseAllocatorStartFn_t start_fn;     /* optional */
-  TRITONSERVER_ResponseAllocatorQueryFn_t query_fn;     /* optional */
+  TRITONSERVER_ResponseAllocatorStartFn_t start_fn; /* optional */
+  TRITONSERVER_ResponseAllocatorQueryFn_t query_fn; /* optional */
   TRITONSERVER_ResponseAllocatorBufferAttributesFn_t buffer_attributes_fn; /* optional */
 };
 

@@ -25,8 +25,10 @@ static char *path_join3(const char *a, const char *b, const char *c) {
   size_t n = strlen(a) + strlen(b) + (c ? strlen(c) : 0) + 3;
   char *p = malloc(n);
   if (!p) return NULL;
-  if (c) snprintf(p, n, "%s/%s/%s", a, b, c);
-  else snprintf(p, n, "%s/%s", a, b);
+  if (c)
+    snprintf(p, n, "%s/%s/%s", a, b, c);
+  else
+    snprintf(p, n, "%s/%s", a, b);
   return p;
 }
 
@@ -70,14 +72,13 @@ static char *python_based(const char *backend_name, const char *backend_dir, cha
  * path, and in *folder the backend's own folder when it is not the
  * library's (a Python-based backend), else NULL. */
 static TRITONSERVER_Error *find_library(const char *backend_name, const char *runtime, const char *model_dir,
-                                        const char *version_dir, const char *backend_dir, char **out,
-                                        char **folder) {
+                                        const char *version_dir, const char *backend_dir, char **out, char **folder) {
   *folder = NULL;
   char libname[PATH_MAX];
   if (runtime && *runtime) {
     if (strchr(runtime, '/'))
-      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                           "runtime '%s' must be a library file name, not a path", runtime);
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "runtime '%s' must be a library file name, not a path",
+                           runtime);
     size_t rl = strlen(runtime);
     if (rl < 4 || strcmp(runtime + rl - 3, ".so"))
       return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
@@ -100,11 +101,11 @@ static TRITONSERVER_Error *find_library(const char *backend_name, const char *ru
   }
   if (!found && !(runtime && *runtime)) found = python_based(backend_name, backend_dir, folder);
   if (!found)
-    err = nrd_error_new(TRITONSERVER_ERROR_NOT_FOUND,
-                        "unable to find backend library '%s' for backend '%s' (looked in '%s', '%s', '%s'); "
-                        "set 'runtime' in the model configuration or --backend-directory",
-                        libname, backend_name, cand[0] ? cand[0] : "-", cand[1] ? cand[1] : "-",
-                        cand[2] ? cand[2] : "-");
+    err =
+        nrd_error_new(TRITONSERVER_ERROR_NOT_FOUND,
+                      "unable to find backend library '%s' for backend '%s' (looked in '%s', '%s', '%s'); "
+                      "set 'runtime' in the model configuration or --backend-directory",
+                      libname, backend_name, cand[0] ? cand[0] : "-", cand[1] ? cand[1] : "-", cand[2] ? cand[2] : "-");
   for (int i = 0; i < 3; i++) free(cand[i]);
   *out = found;
   return err;
@@ -158,7 +159,8 @@ TRITONSERVER_Error *nrd_backend_acquire(const char *backend_name, const char *ru
    * (each is a backend of its own on the python backend's library). */
   pthread_mutex_lock(&registry_lock);
   for (size_t i = 0; i < registry_len; i++) {
-    if (!strcmp(registry[i]->lib_path, path) && (folder ? !strcmp(registry[i]->dir, folder) : !registry[i]->python_based)) {
+    if (!strcmp(registry[i]->lib_path, path) &&
+        (folder ? !strcmp(registry[i]->dir, folder) : !registry[i]->python_based)) {
       registry[i]->refs++;
       *out = registry[i];
       pthread_mutex_unlock(&registry_lock);
@@ -198,8 +200,8 @@ TRITONSERVER_Error *nrd_backend_acquire(const char *backend_name, const char *ru
   if (b->init) {
     TRITONSERVER_Error *e = b->init(b);
     if (e) {
-      err = nrd_error_new(TRITONSERVER_ErrorCode(e), "backend '%s' (%s) failed to initialize: %s", b->name,
-                          b->lib_path, TRITONSERVER_ErrorMessage(e));
+      err = nrd_error_new(TRITONSERVER_ErrorCode(e), "backend '%s' (%s) failed to initialize: %s", b->name, b->lib_path,
+                          TRITONSERVER_ErrorMessage(e));
       TRITONSERVER_ErrorDelete(e);
       goto fail;
     }
@@ -207,8 +209,8 @@ TRITONSERVER_Error *nrd_backend_acquire(const char *backend_name, const char *ru
   if (b->get_attr) {
     TRITONSERVER_Error *e = b->get_attr(b, &b->attrs);
     if (e) {
-      err = nrd_error_new(TRITONSERVER_ErrorCode(e), "backend '%s' (%s) failed to report its attributes: %s",
-                          b->name, b->lib_path, TRITONSERVER_ErrorMessage(e));
+      err = nrd_error_new(TRITONSERVER_ErrorCode(e), "backend '%s' (%s) failed to report its attributes: %s", b->name,
+                          b->lib_path, TRITONSERVER_ErrorMessage(e));
       TRITONSERVER_ErrorDelete(e);
       if (b->fini) {
         NRD_ERROR_IGNORE(b->fini(b), "finalizing a backend whose load failed");
@@ -282,8 +284,7 @@ TRITONSERVER_Error *TRITONBACKEND_BackendName(TRITONBACKEND_Backend *backend, co
 }
 
 /* The message belongs to the backend object; callers must not delete it. */
-TRITONSERVER_Error *TRITONBACKEND_BackendConfig(TRITONBACKEND_Backend *backend,
-                                                TRITONSERVER_Message **backend_config) {
+TRITONSERVER_Error *TRITONBACKEND_BackendConfig(TRITONBACKEND_Backend *backend, TRITONSERVER_Message **backend_config) {
   NRD_ARG_CHECK(backend && backend_config, "backend and config must not be NULL");
   *backend_config = backend->config_msg;
   return NULL;
@@ -306,8 +307,7 @@ TRITONSERVER_Error *TRITONBACKEND_BackendSetExecutionPolicy(TRITONBACKEND_Backen
 }
 
 TRITONSERVER_Error *TRITONBACKEND_BackendArtifacts(TRITONBACKEND_Backend *backend,
-                                                   TRITONBACKEND_ArtifactType *artifact_type,
-                                                   const char **location) {
+                                                   TRITONBACKEND_ArtifactType *artifact_type, const char **location) {
   NRD_ARG_CHECK(backend && artifact_type && location, "arguments must not be NULL");
   *artifact_type = TRITONBACKEND_ARTIFACT_FILESYSTEM;
   *location = backend->dir;
@@ -333,9 +333,10 @@ TRITONSERVER_Error *TRITONBACKEND_BackendSetState(TRITONBACKEND_Backend *backend
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONBACKEND_BackendAttributeAddPreferredInstanceGroup(
-    TRITONBACKEND_BackendAttribute *backend_attributes, const TRITONSERVER_InstanceGroupKind kind,
-    const uint64_t count, const uint64_t *device_ids, const uint64_t id_count) {
+TRITONSERVER_Error *
+TRITONBACKEND_BackendAttributeAddPreferredInstanceGroup(TRITONBACKEND_BackendAttribute *backend_attributes,
+                                                        const TRITONSERVER_InstanceGroupKind kind, const uint64_t count,
+                                                        const uint64_t *device_ids, const uint64_t id_count) {
   NRD_ARG_CHECK(backend_attributes, "backend attributes must not be NULL");
   NRD_ARG_CHECK(device_ids || !id_count, "device ids must not be NULL when id_count > 0");
   TRITONBACKEND_BackendAttribute *a = backend_attributes;
@@ -356,8 +357,9 @@ TRITONSERVER_Error *TRITONBACKEND_BackendAttributeAddPreferredInstanceGroup(
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONBACKEND_BackendAttributeSetParallelModelInstanceLoading(
-    TRITONBACKEND_BackendAttribute *backend_attributes, bool enabled) {
+TRITONSERVER_Error *
+TRITONBACKEND_BackendAttributeSetParallelModelInstanceLoading(TRITONBACKEND_BackendAttribute *backend_attributes,
+                                                              bool enabled) {
   NRD_ARG_CHECK(backend_attributes, "backend attributes must not be NULL");
   backend_attributes->parallel_instance_loading = enabled;
   return NULL;

@@ -14,8 +14,7 @@
 typedef TRITONSERVER_Error *(*nrd_backend_fn)(TRITONBACKEND_Backend *);
 typedef TRITONSERVER_Error *(*nrd_model_fn)(TRITONBACKEND_Model *);
 typedef TRITONSERVER_Error *(*nrd_instance_fn)(TRITONBACKEND_ModelInstance *);
-typedef TRITONSERVER_Error *(*nrd_execute_fn)(TRITONBACKEND_ModelInstance *,
-                                              TRITONBACKEND_Request **, const uint32_t);
+typedef TRITONSERVER_Error *(*nrd_execute_fn)(TRITONBACKEND_ModelInstance *, TRITONBACKEND_Request **, const uint32_t);
 typedef TRITONSERVER_Error *(*nrd_attr_fn)(TRITONBACKEND_Backend *, TRITONBACKEND_BackendAttribute *);
 
 /* One preferred instance group from TRITONBACKEND_GetBackendAttribute. */
@@ -35,12 +34,12 @@ struct TRITONBACKEND_BackendAttribute {
 struct TRITONBACKEND_Backend {
   char *name;
   char *lib_path;
-  char *dir;                   /* the artifact location: the library's folder, or a
+  char *dir; /* the artifact location: the library's folder, or a
                                   Python-based backend's own (its model.py) */
-  bool python_based;           /* backends/<name>/model.py on libtriton_python.so */
+  bool python_based; /* backends/<name>/model.py on libtriton_python.so */
   TRITONSERVER_Message *config_msg; /* {"cmdline":{...}}, owned by the backend object */
   void *dl;
-  int refs;                    /* models using it; guarded by the registry lock */
+  int refs; /* models using it; guarded by the registry lock */
   TRITONBACKEND_ExecutionPolicy policy;
   void *state;
   struct TRITONBACKEND_BackendAttribute attrs;
@@ -58,9 +57,8 @@ struct TRITONBACKEND_Backend {
  * initializes it unless already loaded, and returns it with a reference
  * added. `cmdline` is the backend's --backend-config pairs (may be NULL).
  * On error nothing is kept. Any thread (serialized internally). */
-TRITONSERVER_Error *nrd_backend_acquire(const char *backend_name, const char *runtime,
-                                        const char *model_dir, const char *version_dir,
-                                        const char *backend_dir, const json_t *cmdline,
+TRITONSERVER_Error *nrd_backend_acquire(const char *backend_name, const char *runtime, const char *model_dir,
+                                        const char *version_dir, const char *backend_dir, const json_t *cmdline,
                                         TRITONBACKEND_Backend **out);
 
 /* Drops a model's reference. The library stays loaded until

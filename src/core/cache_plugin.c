@@ -31,7 +31,7 @@ struct nrd_cache_plugin {
 };
 
 typedef struct entry_buffer {
-  void *base;   /* insert: the server's bytes; lookup: the plugin's */
+  void *base; /* insert: the server's bytes; lookup: the plugin's */
   void *target; /* insert: where the plugin wants them (SetBuffer) */
   size_t size;
   TRITONSERVER_MemoryType mtype;
@@ -79,8 +79,8 @@ TRITONSERVER_Error *TRITONCACHE_CacheEntryAddBuffer(TRITONCACHE_CacheEntry *entr
                          TRITONSERVER_MemoryTypeString(attrs->memory_type));
   if (entry->n == ENTRY_MAX_BUFFERS)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "a cache entry holds at most %d buffers", ENTRY_MAX_BUFFERS);
-  entry->buf[entry->n++] = (entry_buffer){.base = base, .size = attrs->byte_size, .mtype = attrs->memory_type,
-                                          .mtype_id = attrs->memory_type_id};
+  entry->buf[entry->n++] = (entry_buffer){
+      .base = base, .size = attrs->byte_size, .mtype = attrs->memory_type, .mtype_id = attrs->memory_type_id};
   return NULL;
 }
 
@@ -107,8 +107,8 @@ TRITONSERVER_Error *TRITONCACHE_CacheEntrySetBuffer(TRITONCACHE_CacheEntry *entr
   entry_buffer *b = &entry->buf[index];
   NRD_ARG_CHECK(new_base || b->size == 0, "buffer base must not be NULL");
   if (attrs && attrs->byte_size < b->size)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "buffer %zu holds %zu bytes; %zu is too small", index,
-                         b->size, attrs->byte_size);
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "buffer %zu holds %zu bytes; %zu is too small", index, b->size,
+                         attrs->byte_size);
   b->target = new_base;
   return NULL;
 }
@@ -152,8 +152,7 @@ static void *required(nrd_cache_plugin *p, const char *path, const char *symbol,
 TRITONSERVER_Error *nrd_cache_plugin_open(const char *cache_dir, const char *name, const char *config,
                                           nrd_cache_plugin **out) {
   *out = NULL;
-  if (!nrd_plain_name(name))
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "invalid cache name '%s'", name);
+  if (!nrd_plain_name(name)) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "invalid cache name '%s'", name);
   size_t n = strlen(cache_dir) + 2 * strlen(name) + 32;
   char *path = malloc(n);
   nrd_cache_plugin *p = calloc(1, sizeof(*p));

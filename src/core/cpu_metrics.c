@@ -31,8 +31,7 @@ int nrd_cpu_parse_stat(const char *text, nrd_cpu_times *out) {
   if (strncmp(text, "cpu ", 4) != 0) return -1;
   /* A line without the eight numbers makes sscanf read on into the next
    * line; a "cpu0" there starts with a letter, so it stops short. */
-  if (sscanf(text + 4, " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
-                       " %" SCNu64,
+  if (sscanf(text + 4, " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64,
              &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) != 8)
     return -1;
   /* user nice system idle iowait irq softirq steal */

@@ -27,7 +27,7 @@ typedef struct nrd_cpu_metrics {
   uint64_t interval_ns;
   uint64_t sampled_ns; /* when `last` was read; 0: never */
   nrd_cpu_times last;
-  double utilization;  /* [0, 1] */
+  double utilization; /* [0, 1] */
   uint64_t mem_total, mem_used;
 } nrd_cpu_metrics;
 

@@ -45,10 +45,10 @@ typedef struct db_list {
 } db_list;
 
 typedef struct db_policy {
-  bool delay_on_timeout;       /* timeout_action DELAY (else REJECT) */
+  bool delay_on_timeout; /* timeout_action DELAY (else REJECT) */
   uint64_t default_timeout_us; /* 0 = no timeout */
   bool allow_override;
-  uint32_t max_queue_size;     /* 0 = unbounded */
+  uint32_t max_queue_size; /* 0 = unbounded */
 } db_policy;
 
 typedef struct db_level {
@@ -77,7 +77,7 @@ typedef TRITONSERVER_Error *(*db_batch_fini_fn)(void *);
  * them up) or else from the backend library itself. `include` is NULL when
  * the model has none. */
 typedef struct db_hooks {
-  void *dl;  /* the strategy library we opened, NULL for the backend's own */
+  void *dl; /* the strategy library we opened, NULL for the backend's own */
   db_batcher_init_fn batcher_init;
   db_batcher_fini_fn batcher_fini;
   db_include_fn include;
@@ -94,39 +94,41 @@ typedef struct dyn_batcher {
   pthread_mutex_t mu;
   pthread_cond_t cv; /* CLOCK_MONOTONIC, like nrd_now_ns */
 
-  db_level *levels;       /* levels holding requests, by priority */
+  db_level *levels; /* levels holding requests, by priority */
   uint32_t n_levels, cap_levels;
   db_level_policy *policies; /* priority_queue_policy, by priority */
   uint32_t n_policies;
-  db_policy def_policy;   /* default_queue_policy */
-  uint64_t max_level;     /* priority_levels */
-  uint64_t default_prio;  /* default_priority_level (0 without levels) */
-  bool by_priority;       /* priority_levels > 0 */
+  db_policy def_policy; /* default_queue_policy */
+  uint64_t max_level; /* priority_levels */
+  uint64_t default_prio; /* default_priority_level (0 without levels) */
+  bool by_priority; /* priority_levels > 0 */
 
-  uint64_t max_rows;      /* max_batch_size */
+  uint64_t max_rows; /* max_batch_size */
   int64_t *preferred;
   size_t n_preferred;
   uint64_t max_preferred;
-  uint64_t delay_ns;      /* max_queue_delay_microseconds */
-  uint64_t hold_ns;       /* how long a short batch is held: see DB_EARLY_MAX_NS */
-  bool check_inputs;      /* some input's shape or presence can differ */
+  uint64_t delay_ns; /* max_queue_delay_microseconds */
+  uint64_t hold_ns; /* how long a short batch is held: see DB_EARLY_MAX_NS */
+  bool check_inputs; /* some input's shape or presence can differ */
   bool has_optional;
 
-  uint64_t queued;        /* requests in all levels */
-  unsigned sleepers;      /* instance threads waiting on cv */
-  atomic_uint changes;    /* bumped (under mu) by each enqueue and by stop,
+  uint64_t queued; /* requests in all levels */
+  unsigned sleepers; /* instance threads waiting on cv */
+  atomic_uint changes; /* bumped (under mu) by each enqueue and by stop,
                              so a spinning instance can notice them (read
                              without mu) */
   bool stopped;
-  uint32_t delay_cnt;     /* TRITONSERVER_DELAY_SCHEDULER: hold requests until this many queue; 0: off */
+  uint32_t delay_cnt; /* TRITONSERVER_DELAY_SCHEDULER: hold requests until this many queue; 0: off */
   nrd_response_order *order; /* NULL unless preserve_ordering */
   db_hooks hooks;
 } dyn_batcher;
 
 static void list_push(db_list *l, db_req *r) {
   r->next = NULL;
-  if (l->tail) l->tail->next = r;
-  else l->head = r;
+  if (l->tail)
+    l->tail->next = r;
+  else
+    l->head = r;
   l->tail = r;
 }
 
@@ -194,16 +196,16 @@ static bool compatible(const dyn_batcher *b, const db_req *first, const db_req *
 
 /* What one look at the queues found. */
 typedef struct db_scan {
-  uint32_t count;       /* requests in the candidate batch */
+  uint32_t count; /* requests in the candidate batch */
   uint64_t rows;
-  uint32_t best_count;  /* a prefix whose rows hit a preferred size, or
+  uint32_t best_count; /* a prefix whose rows hit a preferred size, or
                            the largest prefix within the largest preferred
                            size once the batch would pass it; 0: none */
-  bool full;            /* the next request cannot join: send now */
-  uint64_t oldest_ns;   /* earliest arrival in the candidate batch */
+  bool full; /* the next request cannot join: send now */
+  uint64_t oldest_ns; /* earliest arrival in the candidate batch */
   uint64_t closest_deadline_ns; /* earliest timeout in it, 0: none */
-  bool hook_started;    /* ModelBatchInitialize was called for this scan */
-  void *userp;          /* what it returned */
+  bool hook_started; /* ModelBatchInitialize was called for this scan */
+  void *userp; /* what it returned */
 } db_scan;
 
 /* Requests leaving the queue without running, answered after unlock. */
@@ -252,8 +254,10 @@ static const db_policy *policy_of(const dyn_batcher *b, uint64_t prio) {
   uint32_t lo = 0, hi = b->n_policies;
   while (lo < hi) {
     uint32_t mid = lo + (hi - lo) / 2;
-    if (b->policies[mid].prio < prio) lo = mid + 1;
-    else hi = mid;
+    if (b->policies[mid].prio < prio)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   if (lo < b->n_policies && b->policies[lo].prio == prio) return &b->policies[lo].pol;
   return &b->def_policy;
@@ -266,8 +270,10 @@ static db_level *level_get(dyn_batcher *b, uint64_t prio) {
   uint32_t lo = 0, hi = b->n_levels;
   while (lo < hi) {
     uint32_t mid = lo + (hi - lo) / 2;
-    if (b->levels[mid].prio < prio) lo = mid + 1;
-    else hi = mid;
+    if (b->levels[mid].prio < prio)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   if (lo < b->n_levels && b->levels[lo].prio == prio) return &b->levels[lo];
   if (b->n_levels == b->cap_levels) {
@@ -380,8 +386,7 @@ static uint32_t decide(const dyn_batcher *b, const db_scan *sc, uint64_t now, ui
   *wake_ns = sc->oldest_ns + b->hold_ns;
   /* Wake just after the nearest timeout too, so an expired request is
    * answered (or delayed) when it expires rather than at the batch. */
-  if (sc->closest_deadline_ns && sc->closest_deadline_ns + 1000 < *wake_ns)
-    *wake_ns = sc->closest_deadline_ns + 1000;
+  if (sc->closest_deadline_ns && sc->closest_deadline_ns + 1000 < *wake_ns) *wake_ns = sc->closest_deadline_ns + 1000;
   return 0;
 }
 
@@ -515,8 +520,7 @@ static TRITONSERVER_Error *db_enqueue(nrd_scheduler *s, db_req *req) {
   db_level *lv = level_get(b, prio);
   if (!lv) {
     pthread_mutex_unlock(&b->mu);
-    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory queueing a request of model '%s'",
-                         b->model->name);
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory queueing a request of model '%s'", b->model->name);
   }
   /* Triton's rule: the level's default timeout applies; a request's own
    * timeout counts only with allow_timeout_override, and only to shorten
@@ -556,8 +560,7 @@ static void db_stop(nrd_scheduler *s) {
  * library. Loader or unload thread, no batch being formed. */
 static void hooks_close(dyn_batcher *b) {
   db_hooks *h = &b->hooks;
-  if (h->batcher_fini)
-    hook_error(b, "TRITONBACKEND_ModelBatcherFinalize", h->batcher_fini(h->batcher));
+  if (h->batcher_fini) hook_error(b, "TRITONBACKEND_ModelBatcherFinalize", h->batcher_fini(h->batcher));
   if (h->dl) dlclose(h->dl);
   memset(h, 0, sizeof(*h));
 }

@@ -56,7 +56,7 @@
 #include "stats.h"
 
 typedef struct ens_map {
-  char *name;      /* the composing model's input or output */
+  char *name; /* the composing model's input or output */
   uint32_t tensor; /* the ensemble tensor it reads or writes */
 } ens_map;
 
@@ -66,20 +66,20 @@ typedef struct ens_step {
   ens_map *in, *out;
   uint32_t n_in, n_out;
   bool decoupled; /* its model sends any number of responses */
-  int32_t src;    /* -1: runs once; else the decoupled step whose iterations it runs for */
+  int32_t src; /* -1: runs once; else the decoupled step whose iterations it runs for */
 } ens_step;
 
 typedef struct ens_sched {
   nrd_scheduler base;
   TRITONBACKEND_Model *model; /* not counted: the model owns the scheduler */
-  nrd_step_resolver resolve;  /* the steps' models, requests and submission */
+  nrd_step_resolver resolve; /* the steps' models, requests and submission */
   char **tensors;
   uint32_t n_tensors;
   int32_t *origin; /* per tensor: -1 one value, else the decoupled step it iterates with */
   uint32_t *readers; /* per tensor: the input maps that read it */
   ens_step *steps;
   uint32_t n_steps;
-  bool decoupled;  /* some output has one value per iteration */
+  bool decoupled; /* some output has one value per iteration */
   atomic_bool stopped;
   /* max_inflight_requests (0: no limit, and the rest is unused). */
   uint32_t max_inflight;
@@ -106,9 +106,9 @@ typedef struct ens_value {
   const nrd_buffer *bufs;
   uint32_t nbufs;
   uint64_t byte_size;
-  nrd_buffer one;  /* a step output's only buffer */
-  ens_hold *hold;  /* a step output's response; NULL for the request's inputs */
-  uint32_t uses;   /* an iteration's value: readers and answers still to come */
+  nrd_buffer one; /* a step output's only buffer */
+  ens_hold *hold; /* a step output's response; NULL for the request's inputs */
+  uint32_t uses; /* an iteration's value: readers and answers still to come */
   /* No tensor: an optional ensemble input the request left out, or an
    * output the step did not produce. Steps run without it and the answer
    * leaves it out, as in Triton. */
@@ -126,17 +126,17 @@ typedef struct ens_ctx {
   ens_sched *es;
   TRITONSERVER_InferenceRequest *req;
   TRITONBACKEND_ResponseFactory *factory; /* a decoupled ensemble's */
-  ens_values *t;                          /* per tensor */
-  uint32_t *sent;                         /* per step: runs sent */
-  uint32_t *iters;                        /* per decoupled step: responses with outputs so far */
-  bool *answered;                         /* decoupled ensemble: per iteration */
-  uint32_t n_answered;                    /* room in answered */
-  uint32_t first_open;                    /* every iteration below it is answered */
-  struct ens_call *running;                /* runs submitted and not yet done */
-  ens_hold *holds;                        /* step responses whose outputs are values */
-  uint32_t *answer_uses;                  /* decoupled ensemble: per tensor, the outputs it answers */
-  uint32_t pending;                       /* callbacks still to come, +1 while starting */
-  TRITONSERVER_Error *err;                /* the first failure */
+  ens_values *t; /* per tensor */
+  uint32_t *sent; /* per step: runs sent */
+  uint32_t *iters; /* per decoupled step: responses with outputs so far */
+  bool *answered; /* decoupled ensemble: per iteration */
+  uint32_t n_answered; /* room in answered */
+  uint32_t first_open; /* every iteration below it is answered */
+  struct ens_call *running; /* runs submitted and not yet done */
+  ens_hold *holds; /* step responses whose outputs are values */
+  uint32_t *answer_uses; /* decoupled ensemble: per tensor, the outputs it answers */
+  uint32_t pending; /* callbacks still to come, +1 while starting */
+  TRITONSERVER_Error *err; /* the first failure */
   uint64_t start_ns;
 } ens_ctx;
 
@@ -192,8 +192,7 @@ static int read_maps(ens_sched *es, const json_t *map, ens_map **out, uint32_t *
     ens_map *m = &(*out)[*n];
     if (!(m->name = strdup(key))) return -1;
     (*n)++;
-    if ((m->tensor = tensor_index(es, json_string_value(val) ? json_string_value(val) : "")) == UINT32_MAX)
-      return -1;
+    if ((m->tensor = tensor_index(es, json_string_value(val) ? json_string_value(val) : "")) == UINT32_MAX) return -1;
   }
   return 0;
 }
@@ -281,8 +280,10 @@ static void ctx_free(ens_ctx *c) {
 
 /* Keeps the first failure (consumed). Lock held. */
 static void fail_with(ens_ctx *c, TRITONSERVER_Error *err) {
-  if (!c->err) c->err = err;
-  else TRITONSERVER_ErrorDelete(err);
+  if (!c->err)
+    c->err = err;
+  else
+    TRITONSERVER_ErrorDelete(err);
 }
 
 static const ens_value *value_at(const ens_ctx *c, uint32_t tensor, uint32_t k) {
@@ -346,8 +347,10 @@ static void value_used(ens_ctx *c, uint32_t tensor, uint32_t k, ens_hold **dead)
   ens_hold *h = v->hold;
   free(v);
   if (!h || --h->alive) return;
-  if (h->prev) h->prev->next = h->next;
-  else c->holds = h->next;
+  if (h->prev)
+    h->prev->next = h->next;
+  else
+    c->holds = h->next;
   if (h->next) h->next->prev = h->prev;
   h->next = *dead;
   *dead = h;
@@ -417,9 +420,7 @@ static const char *ensemble_output_name(const ens_ctx *c, uint32_t i) {
   return r->n_outputs ? r->outputs[i] : c->es->model->outputs[i].name;
 }
 
-static uint32_t n_outputs(const ens_ctx *c) {
-  return c->req->n_outputs ? c->req->n_outputs : c->es->model->n_outputs;
-}
+static uint32_t n_outputs(const ens_ctx *c) { return c->req->n_outputs ? c->req->n_outputs : c->es->model->n_outputs; }
 
 static uint32_t tensor_of(const ens_sched *es, const char *name) {
   for (uint32_t k = 0; k < es->n_tensors; k++)
@@ -604,8 +605,10 @@ static void running_add(ens_ctx *c, ens_call *k) {
 /* Lock held; `k` may not be on the list. */
 static void running_remove(ens_ctx *c, ens_call *k) {
   if (!k->req) return;
-  if (k->prev) k->prev->next = k->next;
-  else c->running = k->next;
+  if (k->prev)
+    k->prev->next = k->next;
+  else
+    c->running = k->next;
   if (k->next) k->next->prev = k->prev;
   k->prev = k->next = NULL;
   k->req = NULL;
@@ -659,8 +662,13 @@ static bool take_outputs(ens_ctx *c, const ens_step *st, uint32_t iter, TRITONSE
       if (strcmp(st->out[o].name, name)) continue;
       ens_value *v = malloc(sizeof(*v));
       if (v) {
-        *v = (ens_value){.dtype = dt, .shape = shape, .dims = (uint32_t)dims, .nbufs = 1, .byte_size = size,
-                         .one = {.base = base, .size = size, .mtype = mt, .mtype_id = mid}, .hold = h};
+        *v = (ens_value){.dtype = dt,
+                         .shape = shape,
+                         .dims = (uint32_t)dims,
+                         .nbufs = 1,
+                         .byte_size = size,
+                         .one = {.base = base, .size = size, .mtype = mt, .mtype_id = mid},
+                         .hold = h};
         v->bufs = &v->one;
       }
       int kept = v ? store(c, st->out[o].tensor, iter, v) : -1;
@@ -745,7 +753,8 @@ static void on_step_response(TRITONSERVER_InferenceResponse *resp, const uint32_
     TRITONSERVER_Error *ce = rerr ? NULL : TRITONSERVER_InferenceResponseOutputCount(resp, &count);
     NRD_ERROR_IGNORE(ce, "ensemble: a step's response without outputs");
     bool kept = false;
-    if (rerr) fail_with(c, rerr);
+    if (rerr)
+      fail_with(c, rerr);
     else if ((count || !st->decoupled) && !c->err) /* a decoupled step's response is its next iteration */
       kept = take_outputs(c, st, st->decoupled ? c->iters[k->step]++ : k->iter, resp);
     if (!kept) TRITONSERVER_InferenceResponseDelete(resp);
@@ -774,9 +783,13 @@ static TRITONSERVER_Error *copy_params(TRITONSERVER_InferenceRequest *to, const 
   for (size_t i = 0; i < from->params.count; i++) {
     const nrd_param *p = &from->params.items[i];
     switch (p->type) {
-      case TRITONSERVER_PARAMETER_STRING: NRD_RETURN_IF_ERROR(nrd_param_list_add_string(&to->params, p->name, p->v.s)); break;
+      case TRITONSERVER_PARAMETER_STRING:
+        NRD_RETURN_IF_ERROR(nrd_param_list_add_string(&to->params, p->name, p->v.s));
+        break;
       case TRITONSERVER_PARAMETER_INT: NRD_RETURN_IF_ERROR(nrd_param_list_add_int(&to->params, p->name, p->v.i)); break;
-      case TRITONSERVER_PARAMETER_BOOL: NRD_RETURN_IF_ERROR(nrd_param_list_add_bool(&to->params, p->name, p->v.b)); break;
+      case TRITONSERVER_PARAMETER_BOOL:
+        NRD_RETURN_IF_ERROR(nrd_param_list_add_bool(&to->params, p->name, p->v.b));
+        break;
       case TRITONSERVER_PARAMETER_DOUBLE:
         NRD_RETURN_IF_ERROR(nrd_param_list_add_double(&to->params, p->name, p->v.d));
         break;
@@ -797,11 +810,15 @@ static TRITONSERVER_Error *send_run(ens_ctx *c, uint32_t s, uint32_t iter, ens_c
   NRD_RETURN_IF_ERROR(rs->request_new(rs->ctx, &r, c->es->model->ns, st->model, st->version));
   TRITONSERVER_Error *err = NULL;
   if (r->model->decoupled != st->decoupled)
-    err = nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "step model '%s' was reloaded with another transaction "
-                        "policy", st->model);
+    err = nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE,
+                        "step model '%s' was reloaded with another transaction "
+                        "policy",
+                        st->model);
   if (!err && req->id) err = TRITONSERVER_InferenceRequestSetId(r, req->id);
-  if (!err && req->corr_id_str) err = TRITONSERVER_InferenceRequestSetCorrelationIdString(r, req->corr_id_str);
-  else if (!err) err = TRITONSERVER_InferenceRequestSetCorrelationId(r, req->corr_id);
+  if (!err && req->corr_id_str)
+    err = TRITONSERVER_InferenceRequestSetCorrelationIdString(r, req->corr_id_str);
+  else if (!err)
+    err = TRITONSERVER_InferenceRequestSetCorrelationId(r, req->corr_id);
   if (!err) err = TRITONSERVER_InferenceRequestSetFlags(r, req->flags);
   if (!err) err = TRITONSERVER_InferenceRequestSetPriorityUInt64(r, req->priority);
   if (!err) err = TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(r, req->timeout_us);
@@ -816,7 +833,8 @@ static TRITONSERVER_Error *send_run(ens_ctx *c, uint32_t s, uint32_t iter, ens_c
       err = TRITONSERVER_InferenceRequestAppendInputData(r, st->in[i].name, v->bufs[b].base, v->bufs[b].size,
                                                          v->bufs[b].mtype, v->bufs[b].mtype_id);
   }
-  for (uint32_t o = 0; !err && o < st->n_out; o++) err = TRITONSERVER_InferenceRequestAddRequestedOutput(r, st->out[o].name);
+  for (uint32_t o = 0; !err && o < st->n_out; o++)
+    err = TRITONSERVER_InferenceRequestAddRequestedOutput(r, st->out[o].name);
   if (!err) err = TRITONSERVER_InferenceRequestSetReleaseCallback(r, on_step_release, k);
   if (!err) err = TRITONSERVER_InferenceRequestSetResponseCallback(r, &ens_allocator, NULL, on_step_response, k);
   if (err) {
@@ -915,8 +933,13 @@ static TRITONSERVER_Error *ens_enqueue(nrd_scheduler *sched, TRITONSERVER_Infere
     uint32_t t = tensor_of(es, in->name);
     if (t == UINT32_MAX) continue;
     ens_value *v = malloc(sizeof(*v));
-    if (v) *v = (ens_value){.dtype = in->dtype, .shape = in->shape, .dims = in->dims_count, .bufs = in->bufs,
-                            .nbufs = in->nbufs, .byte_size = in->byte_size};
+    if (v)
+      *v = (ens_value){.dtype = in->dtype,
+                       .shape = in->shape,
+                       .dims = in->dims_count,
+                       .bufs = in->bufs,
+                       .nbufs = in->nbufs,
+                       .byte_size = in->byte_size};
     if (!v || store(c, t, 0, v) < 0) {
       free(v);
       err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory starting ensemble '%s'", es->model->name);
@@ -1160,8 +1183,7 @@ TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, const
   }
   for (uint32_t s = 0; s < es->n_steps && !err; s++) {
     TRITONBACKEND_Model *cm = NULL;
-    TRITONSERVER_Error *e =
-        steps->get_model(steps->ctx, model->ns, es->steps[s].model, es->steps[s].version, &cm);
+    TRITONSERVER_Error *e = steps->get_model(steps->ctx, model->ns, es->steps[s].model, es->steps[s].version, &cm);
     if (e) {
       TRITONSERVER_ErrorDelete(e);
       e = NULL;
@@ -1172,8 +1194,8 @@ TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, const
         nrd_model_unref(any);
         err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                             "ensemble '%s' depends on '%s' whose required version %" PRId64 " is not loaded "
-                            "(step %u, field 'model_version')", model->name, es->steps[s].model, es->steps[s].version,
-                            s);
+                            "(step %u, field 'model_version')",
+                            model->name, es->steps[s].model, es->steps[s].version, s);
         continue;
       }
       if (e) TRITONSERVER_ErrorDelete(e);

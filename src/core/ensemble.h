@@ -20,10 +20,9 @@ typedef struct nrd_step_resolver {
   void *ctx;
   TRITONSERVER_Error *(*get_model)(void *ctx, const char *ns, const char *name, int64_t version,
                                    TRITONBACKEND_Model **out);
-  TRITONSERVER_Error *(*request_new)(void *ctx, TRITONSERVER_InferenceRequest **out, const char *ns,
-                                     const char *name, int64_t version);
-  TRITONSERVER_Error *(*infer)(void *ctx, TRITONSERVER_InferenceRequest *request,
-                               TRITONSERVER_InferenceTrace *trace);
+  TRITONSERVER_Error *(*request_new)(void *ctx, TRITONSERVER_InferenceRequest **out, const char *ns, const char *name,
+                                     int64_t version);
+  TRITONSERVER_Error *(*infer)(void *ctx, TRITONSERVER_InferenceRequest *request, TRITONSERVER_InferenceTrace *trace);
 } nrd_step_resolver;
 
 /* Creates the ensemble scheduler of `model` (its configuration already

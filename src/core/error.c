@@ -12,8 +12,7 @@ static struct TRITONSERVER_Error oom_error = {TRITONSERVER_ERROR_INTERNAL, oom_t
 
 bool nrd_error_is_oom(const TRITONSERVER_Error *err) { return err == &oom_error; }
 
-static TRITONSERVER_Error *error_alloc(TRITONSERVER_Error_Code code, char *msg)
-{
+static TRITONSERVER_Error *error_alloc(TRITONSERVER_Error_Code code, char *msg) {
   if (msg == NULL) return &oom_error;
   TRITONSERVER_Error *err = malloc(sizeof(*err));
   if (err == NULL) {
@@ -25,8 +24,7 @@ static TRITONSERVER_Error *error_alloc(TRITONSERVER_Error_Code code, char *msg)
   return err;
 }
 
-TRITONSERVER_Error *nrd_error_new(TRITONSERVER_Error_Code code, const char *fmt, ...)
-{
+TRITONSERVER_Error *nrd_error_new(TRITONSERVER_Error_Code code, const char *fmt, ...) {
   va_list ap, ap2;
   va_start(ap, fmt);
   va_copy(ap2, ap);
@@ -41,25 +39,21 @@ TRITONSERVER_Error *nrd_error_new(TRITONSERVER_Error_Code code, const char *fmt,
   return error_alloc(code, msg);
 }
 
-TRITONSERVER_Error *TRITONSERVER_ErrorNew(TRITONSERVER_Error_Code code, const char *msg)
-{
+TRITONSERVER_Error *TRITONSERVER_ErrorNew(TRITONSERVER_Error_Code code, const char *msg) {
   return error_alloc(code, strdup(msg != NULL ? msg : ""));
 }
 
-void TRITONSERVER_ErrorDelete(TRITONSERVER_Error *error)
-{
+void TRITONSERVER_ErrorDelete(TRITONSERVER_Error *error) {
   if (error == NULL || error == &oom_error) return;
   free(error->msg);
   free(error);
 }
 
-TRITONSERVER_Error_Code TRITONSERVER_ErrorCode(TRITONSERVER_Error *error)
-{
+TRITONSERVER_Error_Code TRITONSERVER_ErrorCode(TRITONSERVER_Error *error) {
   return error != NULL ? error->code : TRITONSERVER_ERROR_UNKNOWN;
 }
 
-const char *TRITONSERVER_ErrorCodeString(TRITONSERVER_Error *error)
-{
+const char *TRITONSERVER_ErrorCodeString(TRITONSERVER_Error *error) {
   if (error == NULL) return "OK";
   switch (error->code) {
     case TRITONSERVER_ERROR_UNKNOWN: return "Unknown";
@@ -74,7 +68,4 @@ const char *TRITONSERVER_ErrorCodeString(TRITONSERVER_Error *error)
   return "<invalid code>";
 }
 
-const char *TRITONSERVER_ErrorMessage(TRITONSERVER_Error *error)
-{
-  return error != NULL ? error->msg : "";
-}
+const char *TRITONSERVER_ErrorMessage(TRITONSERVER_Error *error) { return error != NULL ? error->msg : ""; }

@@ -29,18 +29,18 @@ bool nrd_error_is_oom(const TRITONSERVER_Error *err);
  * error from the enclosing function when it is non-NULL. One of the
  * project's two control-flow macros; use it only where no cleanup is
  * pending. */
-#define NRD_RETURN_IF_ERROR(expr)                 \
-  do {                                            \
-    TRITONSERVER_Error *nrd_err__ = (expr);       \
-    if (nrd_err__ != NULL) return nrd_err__;      \
+#define NRD_RETURN_IF_ERROR(expr)                                                                                      \
+  do {                                                                                                                 \
+    TRITONSERVER_Error *nrd_err__ = (expr);                                                                            \
+    if (nrd_err__ != NULL) return nrd_err__;                                                                           \
   } while (0)
 
 /* Returns INVALID_ARG with the message `what` from the enclosing function
  * when `cond` is false: the argument checks at the public entry points,
  * before anything needs cleaning up. */
-#define NRD_ARG_CHECK(cond, what)                                                  \
-  do {                                                                             \
-    if (!(cond)) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "%s", what); \
+#define NRD_ARG_CHECK(cond, what)                                                                                      \
+  do {                                                                                                                 \
+    if (!(cond)) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "%s", what);                                     \
   } while (0)
 
 #endif

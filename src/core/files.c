@@ -27,8 +27,10 @@ void nrd_remove_tree(const char *path) {
       char *sub = nrd_path_join(path, e->d_name);
       if (!sub) continue;
       struct stat st;
-      if (!lstat(sub, &st) && S_ISDIR(st.st_mode)) nrd_remove_tree(sub);
-      else unlink(sub);
+      if (!lstat(sub, &st) && S_ISDIR(st.st_mode))
+        nrd_remove_tree(sub);
+      else
+        unlink(sub);
       free(sub);
     }
     closedir(d);
@@ -38,8 +40,9 @@ void nrd_remove_tree(const char *path) {
 
 TRITONSERVER_Error *nrd_read_file(const char *path, char **text, size_t *len) {
   FILE *f = fopen(path, "rb");
-  if (!f) return nrd_error_new(errno == ENOENT ? TRITONSERVER_ERROR_NOT_FOUND : TRITONSERVER_ERROR_INVALID_ARG,
-                               "cannot read '%s': %s", path, strerror(errno));
+  if (!f)
+    return nrd_error_new(errno == ENOENT ? TRITONSERVER_ERROR_NOT_FOUND : TRITONSERVER_ERROR_INVALID_ARG,
+                         "cannot read '%s': %s", path, strerror(errno));
   char *buf = NULL;
   size_t n = 0, cap = 0;
   for (;;) {

@@ -26,9 +26,8 @@
 /* Most executions carry few requests; bigger batches use the heap. */
 #define NRD_BATCH_MAX 1024
 
-TRITONBACKEND_ModelInstance *nrd_instance_new(TRITONBACKEND_Model *model, const char *name,
-                                              const char *group_name, TRITONSERVER_InstanceGroupKind kind,
-                                              int32_t device_id, bool passive) {
+TRITONBACKEND_ModelInstance *nrd_instance_new(TRITONBACKEND_Model *model, const char *name, const char *group_name,
+                                              TRITONSERVER_InstanceGroupKind kind, int32_t device_id, bool passive) {
   TRITONBACKEND_ModelInstance *i = calloc(1, sizeof(*i));
   if (!i) return NULL;
   i->model = model;
@@ -111,8 +110,10 @@ static void *instance_main(void *arg) {
     atomic_store(&inst->warming, false);
     nrd_warmup_wait *w = inst->warmup_wait;
     pthread_mutex_lock(&w->lock);
-    if (e && !w->first_err) w->first_err = e;
-    else NRD_ERROR_IGNORE(e, "warmup: another instance's error is reported already");
+    if (e && !w->first_err)
+      w->first_err = e;
+    else
+      NRD_ERROR_IGNORE(e, "warmup: another instance's error is reported already");
     w->pending--;
     pthread_cond_broadcast(&w->done);
     pthread_mutex_unlock(&w->lock);
@@ -220,8 +221,8 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceProfileCount(TRITONBACKEND_ModelI
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONBACKEND_ModelInstanceProfileName(TRITONBACKEND_ModelInstance *instance,
-                                                           const uint32_t index, const char **profile_name) {
+TRITONSERVER_Error *TRITONBACKEND_ModelInstanceProfileName(TRITONBACKEND_ModelInstance *instance, const uint32_t index,
+                                                           const char **profile_name) {
   NRD_ARG_CHECK(instance && profile_name, "instance and name must not be NULL");
   if (index >= instance->n_profiles)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "profile index %u is out of range (%u profiles)", index,
@@ -244,8 +245,7 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceSecondaryDeviceProperties(TRITONB
   (void)id;
   NRD_ARG_CHECK(instance, "instance must not be NULL");
   return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                       "secondary device index %u is out of range (instance '%s' has none)", index,
-                       instance->name);
+                       "secondary device index %u is out of range (instance '%s' has none)", index, instance->name);
 }
 
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceModel(TRITONBACKEND_ModelInstance *instance,
@@ -292,23 +292,20 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceReportStatistics(TRITONBACKEND_Mo
   }
   nrd_model_stats *s = &instance->model->stats;
   if (success)
-    nrd_stats_request_success(s, r->queue_start_ns, r->queue_start_ns, exec_start_ns, compute_start_ns,
-                              compute_end_ns, exec_end_ns);
+    nrd_stats_request_success(s, r->queue_start_ns, r->queue_start_ns, exec_start_ns, compute_start_ns, compute_end_ns,
+                              exec_end_ns);
   else
     nrd_stats_request_fail(s, r->queue_start_ns, r->queue_start_ns, exec_start_ns, exec_end_ns, NRD_FAIL_BACKEND);
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONBACKEND_ModelInstanceReportBatchStatistics(TRITONBACKEND_ModelInstance *instance,
-                                                                     const uint64_t batch_size,
-                                                                     const uint64_t exec_start_ns,
-                                                                     const uint64_t compute_start_ns,
-                                                                     const uint64_t compute_end_ns,
-                                                                     const uint64_t exec_end_ns) {
+TRITONSERVER_Error *
+TRITONBACKEND_ModelInstanceReportBatchStatistics(TRITONBACKEND_ModelInstance *instance, const uint64_t batch_size,
+                                                 const uint64_t exec_start_ns, const uint64_t compute_start_ns,
+                                                 const uint64_t compute_end_ns, const uint64_t exec_end_ns) {
   NRD_ARG_CHECK(instance, "instance must not be NULL");
   if (atomic_load(&instance->warming)) return NULL; /* warmup runs are not counted */
-  nrd_stats_batch(&instance->model->stats, batch_size, exec_start_ns, compute_start_ns, compute_end_ns,
-                  exec_end_ns);
+  nrd_stats_batch(&instance->model->stats, batch_size, exec_start_ns, compute_start_ns, compute_end_ns, exec_end_ns);
   return NULL;
 }
 
@@ -321,8 +318,8 @@ struct TRITONBACKEND_ModelInstanceResponseStatistics {
   TRITONSERVER_Error *error; /* borrowed from the backend */
 };
 
-TRITONSERVER_Error *TRITONBACKEND_ModelInstanceResponseStatisticsNew(
-    TRITONBACKEND_ModelInstanceResponseStatistics **response_statistics) {
+TRITONSERVER_Error *
+TRITONBACKEND_ModelInstanceResponseStatisticsNew(TRITONBACKEND_ModelInstanceResponseStatistics **response_statistics) {
   NRD_ARG_CHECK(response_statistics, "argument must not be NULL");
   *response_statistics = calloc(1, sizeof(**response_statistics));
   if (!*response_statistics) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
@@ -335,57 +332,62 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceResponseStatisticsDelete(
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONBACKEND_ModelInstanceResponseStatisticsSetModelInstance(
-    TRITONBACKEND_ModelInstanceResponseStatistics *rs, TRITONBACKEND_ModelInstance *model_instance) {
+TRITONSERVER_Error *
+TRITONBACKEND_ModelInstanceResponseStatisticsSetModelInstance(TRITONBACKEND_ModelInstanceResponseStatistics *rs,
+                                                              TRITONBACKEND_ModelInstance *model_instance) {
   NRD_ARG_CHECK(rs, "response statistics must not be NULL");
   rs->instance = model_instance;
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseFactory(
-    TRITONBACKEND_ModelInstanceResponseStatistics *rs, TRITONBACKEND_ResponseFactory *response_factory) {
+TRITONSERVER_Error *
+TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseFactory(TRITONBACKEND_ModelInstanceResponseStatistics *rs,
+                                                                TRITONBACKEND_ResponseFactory *response_factory) {
   NRD_ARG_CHECK(rs, "response statistics must not be NULL");
   rs->factory = response_factory;
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseStart(
-    TRITONBACKEND_ModelInstanceResponseStatistics *rs, uint64_t response_start) {
+TRITONSERVER_Error *
+TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseStart(TRITONBACKEND_ModelInstanceResponseStatistics *rs,
+                                                              uint64_t response_start) {
   NRD_ARG_CHECK(rs, "response statistics must not be NULL");
   rs->response_start = response_start;
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONBACKEND_ModelInstanceResponseStatisticsSetComputeOutputStart(
-    TRITONBACKEND_ModelInstanceResponseStatistics *rs, uint64_t compute_output_start) {
+TRITONSERVER_Error *
+TRITONBACKEND_ModelInstanceResponseStatisticsSetComputeOutputStart(TRITONBACKEND_ModelInstanceResponseStatistics *rs,
+                                                                   uint64_t compute_output_start) {
   NRD_ARG_CHECK(rs, "response statistics must not be NULL");
   rs->compute_output_start = compute_output_start;
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseEnd(
-    TRITONBACKEND_ModelInstanceResponseStatistics *rs, uint64_t response_end) {
+TRITONSERVER_Error *
+TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseEnd(TRITONBACKEND_ModelInstanceResponseStatistics *rs,
+                                                            uint64_t response_end) {
   NRD_ARG_CHECK(rs, "response statistics must not be NULL");
   rs->response_end = response_end;
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONBACKEND_ModelInstanceResponseStatisticsSetError(
-    TRITONBACKEND_ModelInstanceResponseStatistics *rs, TRITONSERVER_Error *error) {
+TRITONSERVER_Error *
+TRITONBACKEND_ModelInstanceResponseStatisticsSetError(TRITONBACKEND_ModelInstanceResponseStatistics *rs,
+                                                      TRITONSERVER_Error *error) {
   NRD_ARG_CHECK(rs, "response statistics must not be NULL");
   rs->error = error;
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONBACKEND_ModelInstanceReportResponseStatistics(
-    const TRITONBACKEND_ModelInstanceResponseStatistics *rs) {
-  NRD_ARG_CHECK(rs && rs->instance && rs->factory,
-            "response statistics need a model instance and a response factory");
+TRITONSERVER_Error *
+TRITONBACKEND_ModelInstanceReportResponseStatistics(const TRITONBACKEND_ModelInstanceResponseStatistics *rs) {
+  NRD_ARG_CHECK(rs && rs->instance && rs->factory, "response statistics need a model instance and a response factory");
   nrd_delivery *d = rs->factory->delivery;
   if (d->no_stats) return NULL;
   unsigned idx = atomic_fetch_add(&d->responses_reported, 1);
   bool empty = rs->compute_output_start == 0 && !rs->error;
-  nrd_stats_response(&rs->instance->model->stats, idx, rs->response_start, rs->compute_output_start,
-                     rs->response_end, rs->error != NULL, empty);
+  nrd_stats_response(&rs->instance->model->stats, idx, rs->response_start, rs->compute_output_start, rs->response_end,
+                     rs->error != NULL, empty);
   return NULL;
 }

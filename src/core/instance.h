@@ -20,7 +20,7 @@ typedef struct nrd_warmup_wait {
 struct nrd_warmup;
 
 struct TRITONBACKEND_ModelInstance {
-  TRITONBACKEND_Model *model;  /* not counted: the model outlives its instances */
+  TRITONBACKEND_Model *model; /* not counted: the model outlives its instances */
   char *name;
   char *group_name;
   TRITONSERVER_InstanceGroupKind kind;
@@ -28,11 +28,11 @@ struct TRITONBACKEND_ModelInstance {
   bool passive;
   char **profiles;
   uint32_t n_profiles;
-  void *state;                 /* the backend's */
-  bool initialized;            /* InstanceInitialize succeeded */
-  char *host_policy_name;             /* its group's host_policy, else "cpu" or "model" */
+  void *state; /* the backend's */
+  bool initialized; /* InstanceInitialize succeeded */
+  char *host_policy_name; /* its group's host_policy, else "cpu" or "model" */
   TRITONSERVER_Message *host_policy; /* made on first HostPolicy call */
-  struct nrd_rl_client *rl;          /* its rate limiter handle; NULL when not limited */
+  struct nrd_rl_client *rl; /* its rate limiter handle; NULL when not limited */
   pthread_t thread;
   bool thread_started;
   bool sched_batch; /* run the thread under SCHED_BATCH (instance.c) */
@@ -40,15 +40,13 @@ struct TRITONBACKEND_ModelInstance {
    * and where it reports; NULL when there is no warmup. */
   const struct nrd_warmup *warmup;
   nrd_warmup_wait *warmup_wait;
-  atomic_bool warming;  /* its batch statistics are not counted meanwhile */
+  atomic_bool warming; /* its batch statistics are not counted meanwhile */
 };
 
 /* Allocates an instance description (no backend call). Returns NULL on
  * out-of-memory. The model owns the result. */
-TRITONBACKEND_ModelInstance *nrd_instance_new(TRITONBACKEND_Model *model, const char *name,
-                                              const char *group_name,
-                                              TRITONSERVER_InstanceGroupKind kind,
-                                              int32_t device_id, bool passive);
+TRITONBACKEND_ModelInstance *nrd_instance_new(TRITONBACKEND_Model *model, const char *name, const char *group_name,
+                                              TRITONSERVER_InstanceGroupKind kind, int32_t device_id, bool passive);
 
 /* Calls the backend's ModelInstanceInitialize (when it has one). Loader
  * thread; never concurrently for one instance. */
@@ -70,7 +68,6 @@ void nrd_instance_finalize_and_free(TRITONBACKEND_ModelInstance *inst);
  * thread, or a caller's thread the default scheduler lent the idle
  * instance to (inline execution, through its nrd_executor); never two at
  * once for one instance. */
-void nrd_instance_execute(TRITONBACKEND_ModelInstance *inst,
-                          TRITONSERVER_InferenceRequest **reqs, uint32_t n);
+void nrd_instance_execute(TRITONBACKEND_ModelInstance *inst, TRITONSERVER_InferenceRequest **reqs, uint32_t n);
 
 #endif

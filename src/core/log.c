@@ -22,11 +22,10 @@ static atomic_int log_verbose = 0;
 static atomic_int log_fmt = TRITONSERVER_LOG_DEFAULT;
 
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
-static FILE *log_fp;      /* NULL means stderr; guarded by log_mu */
-static char *log_path;    /* NULL means stderr; guarded by log_mu */
+static FILE *log_fp; /* NULL means stderr; guarded by log_mu */
+static char *log_path; /* NULL means stderr; guarded by log_mu */
 
-bool nrd_log_enabled(TRITONSERVER_LogLevel level)
-{
+bool nrd_log_enabled(TRITONSERVER_LogLevel level) {
   switch (level) {
     case TRITONSERVER_LOG_INFO: return atomic_load(&log_info);
     case TRITONSERVER_LOG_WARN: return atomic_load(&log_warn);
@@ -38,8 +37,7 @@ bool nrd_log_enabled(TRITONSERVER_LogLevel level)
 
 bool nrd_log_verbose_enabled(int level) { return level >= 1 && atomic_load(&log_verbose) >= level; }
 
-static char level_letter(TRITONSERVER_LogLevel level)
-{
+static char level_letter(TRITONSERVER_LogLevel level) {
   switch (level) {
     case TRITONSERVER_LOG_ERROR: return 'E';
     case TRITONSERVER_LOG_WARN: return 'W';
@@ -47,8 +45,7 @@ static char level_letter(TRITONSERVER_LogLevel level)
   }
 }
 
-static const char *base_name(const char *file)
-{
+static const char *base_name(const char *file) {
   if (file == NULL || file[0] == '\0') return "?";
   const char *slash = strrchr(file, '/');
   return slash != NULL ? slash + 1 : file;
@@ -56,22 +53,18 @@ static const char *base_name(const char *file)
 
 /* Formats the line prefix into buf (which is large enough for any prefix
  * given a bounded file name; longer names are truncated by snprintf). */
-static int format_prefix(char *buf, size_t size, TRITONSERVER_LogLevel level, const char *file,
-                         int line)
-{
+static int format_prefix(char *buf, size_t size, TRITONSERVER_LogLevel level, const char *file, int line) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   struct tm tm;
   gmtime_r(&ts.tv_sec, &tm);
   unsigned pid = (unsigned)getpid();
   if (atomic_load(&log_fmt) == TRITONSERVER_LOG_ISO8601) {
-    return snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02dZ %c %u %s:%d] ", tm.tm_year + 1900,
-                    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                    level_letter(level), pid, base_name(file), line);
+    return snprintf(buf, size, "%04d-%02d-%02dT%02d:%02d:%02dZ %c %u %s:%d] ", tm.tm_year + 1900, tm.tm_mon + 1,
+                    tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, level_letter(level), pid, base_name(file), line);
   }
-  return snprintf(buf, size, "%c%02d%02d %02d:%02d:%02d.%06ld %u %s:%d] ", level_letter(level),
-                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                  (long)(ts.tv_nsec / 1000), pid, base_name(file), line);
+  return snprintf(buf, size, "%c%02d%02d %02d:%02d:%02d.%06ld %u %s:%d] ", level_letter(level), tm.tm_mon + 1,
+                  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (long)(ts.tv_nsec / 1000), pid, base_name(file), line);
 }
 
 /* As Triton's logger: a message is written as a JSON string (quoted,
@@ -79,8 +72,7 @@ static int format_prefix(char *buf, size_t size, TRITONSERVER_LogLevel level, co
  * Read at the first message (again after nrd_log_reset); -1: not yet. */
 static atomic_int escape_state = -1;
 
-static bool escape_messages(void)
-{
+static bool escape_messages(void) {
   int v = atomic_load_explicit(&escape_state, memory_order_relaxed);
   if (v < 0) {
     const char *env = getenv("TRITON_SERVER_ESCAPE_LOG_MESSAGES");
@@ -91,8 +83,7 @@ static bool escape_messages(void)
 }
 
 /* Writes msg[0..len) to fp as a JSON string. fp locked by the caller. */
-static void write_escaped(FILE *fp, const char *msg, size_t len)
-{
+static void write_escaped(FILE *fp, const char *msg, size_t len) {
   static const char hex[] = "0123456789ABCDEF";
   putc_unlocked('"', fp);
   for (size_t i = 0; i < len; i++) {
@@ -120,9 +111,7 @@ static void write_escaped(FILE *fp, const char *msg, size_t len)
   putc_unlocked('"', fp);
 }
 
-static void write_line(TRITONSERVER_LogLevel level, const char *file, int line, const char *fmt,
-                       va_list ap)
-{
+static void write_line(TRITONSERVER_LogLevel level, const char *file, int line, const char *fmt, va_list ap) {
   char prefix[512];
   int plen = format_prefix(prefix, sizeof(prefix), level, file, line);
   if (plen < 0) return;
@@ -152,8 +141,10 @@ static void write_line(TRITONSERVER_LogLevel level, const char *file, int line, 
   FILE *fp = log_fp != NULL ? log_fp : stderr;
   flockfile(fp);
   fwrite(prefix, 1, (size_t)plen, fp);
-  if (escape_messages()) write_escaped(fp, msg, (size_t)mlen);
-  else fwrite(msg, 1, (size_t)mlen, fp);
+  if (escape_messages())
+    write_escaped(fp, msg, (size_t)mlen);
+  else
+    fwrite(msg, 1, (size_t)mlen, fp);
   fputc('\n', fp);
   fflush(fp);
   funlockfile(fp);
@@ -161,8 +152,7 @@ static void write_line(TRITONSERVER_LogLevel level, const char *file, int line, 
   if (msg != small) free(msg);
 }
 
-void nrd_log(TRITONSERVER_LogLevel level, const char *file, int line, const char *fmt, ...)
-{
+void nrd_log(TRITONSERVER_LogLevel level, const char *file, int line, const char *fmt, ...) {
   if (!nrd_log_enabled(level)) return;
   va_list ap;
   va_start(ap, fmt);
@@ -170,8 +160,7 @@ void nrd_log(TRITONSERVER_LogLevel level, const char *file, int line, const char
   va_end(ap);
 }
 
-void nrd_log_verbose(int level, const char *file, int line, const char *fmt, ...)
-{
+void nrd_log_verbose(int level, const char *file, int line, const char *fmt, ...) {
   if (!nrd_log_verbose_enabled(level)) return;
   va_list ap;
   va_start(ap, fmt);
@@ -184,14 +173,11 @@ void nrd_log_set_warn(bool on) { atomic_store(&log_warn, on); }
 void nrd_log_set_error(bool on) { atomic_store(&log_error, on); }
 void nrd_log_set_verbose(int level) { atomic_store(&log_verbose, level < 0 ? 0 : level); }
 
-void nrd_log_set_format(TRITONSERVER_LogFormat format)
-{
-  if (format == TRITONSERVER_LOG_DEFAULT || format == TRITONSERVER_LOG_ISO8601)
-    atomic_store(&log_fmt, (int)format);
+void nrd_log_set_format(TRITONSERVER_LogFormat format) {
+  if (format == TRITONSERVER_LOG_DEFAULT || format == TRITONSERVER_LOG_ISO8601) atomic_store(&log_fmt, (int)format);
 }
 
-int nrd_log_set_file(const char *path)
-{
+int nrd_log_set_file(const char *path) {
   FILE *fp = NULL;
   char *copy = NULL;
   if (path != NULL && path[0] != '\0') {
@@ -221,16 +207,14 @@ bool nrd_log_error_on(void) { return atomic_load(&log_error); }
 int nrd_log_verbose_level(void) { return atomic_load(&log_verbose); }
 TRITONSERVER_LogFormat nrd_log_format(void) { return (TRITONSERVER_LogFormat)atomic_load(&log_fmt); }
 
-void nrd_log_file(char *buf, size_t size)
-{
+void nrd_log_file(char *buf, size_t size) {
   if (buf == NULL || size == 0) return;
   pthread_mutex_lock(&log_mu);
   snprintf(buf, size, "%s", log_path != NULL ? log_path : "");
   pthread_mutex_unlock(&log_mu);
 }
 
-json_t *nrd_log_settings_json(void)
-{
+json_t *nrd_log_settings_json(void) {
   json_t *obj = json_object();
   if (obj == NULL) return NULL;
   pthread_mutex_lock(&log_mu);
@@ -241,9 +225,8 @@ json_t *nrd_log_settings_json(void)
   rc |= json_object_set_new(obj, "log_warning", json_boolean(nrd_log_warn_on()));
   rc |= json_object_set_new(obj, "log_error", json_boolean(nrd_log_error_on()));
   rc |= json_object_set_new(obj, "log_verbose_level", json_integer(nrd_log_verbose_level()));
-  rc |= json_object_set_new(
-      obj, "log_format",
-      json_string(nrd_log_format() == TRITONSERVER_LOG_ISO8601 ? "ISO8601" : "default"));
+  rc |= json_object_set_new(obj, "log_format",
+                            json_string(nrd_log_format() == TRITONSERVER_LOG_ISO8601 ? "ISO8601" : "default"));
   if (rc != 0) {
     json_decref(obj);
     return NULL;
@@ -251,8 +234,7 @@ json_t *nrd_log_settings_json(void)
   return obj;
 }
 
-void nrd_log_reset(void)
-{
+void nrd_log_reset(void) {
   nrd_log_set_info(true);
   nrd_log_set_warn(true);
   nrd_log_set_error(true);
@@ -264,11 +246,10 @@ void nrd_log_reset(void)
 
 bool TRITONSERVER_LogIsEnabled(TRITONSERVER_LogLevel level) { return nrd_log_enabled(level); }
 
-TRITONSERVER_Error *TRITONSERVER_LogMessage(TRITONSERVER_LogLevel level, const char *filename,
-                                            const int line, const char *msg)
-{
-  if (level != TRITONSERVER_LOG_INFO && level != TRITONSERVER_LOG_WARN &&
-      level != TRITONSERVER_LOG_ERROR && level != TRITONSERVER_LOG_VERBOSE)
+TRITONSERVER_Error *TRITONSERVER_LogMessage(TRITONSERVER_LogLevel level, const char *filename, const int line,
+                                            const char *msg) {
+  if (level != TRITONSERVER_LOG_INFO && level != TRITONSERVER_LOG_WARN && level != TRITONSERVER_LOG_ERROR &&
+      level != TRITONSERVER_LOG_VERBOSE)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "unknown log level %d", (int)level);
   if (msg == NULL) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "log message must not be NULL");
   nrd_log(level, filename, line, "%s", msg);

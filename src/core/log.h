@@ -32,30 +32,25 @@ void nrd_log(TRITONSERVER_LogLevel level, const char *file, int line, const char
     __attribute__((format(printf, 4, 5)));
 
 /* Writes one verbose line when the verbose level is >= `level`. Any thread. */
-void nrd_log_verbose(int level, const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+void nrd_log_verbose(int level, const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* The logging macros: check the level first, so arguments are not evaluated
  * when the level is off. */
-#define NRD_LOG_INFO(...)                                                  \
-  do {                                                                     \
-    if (nrd_log_enabled(TRITONSERVER_LOG_INFO))                            \
-      nrd_log(TRITONSERVER_LOG_INFO, __FILE__, __LINE__, __VA_ARGS__);     \
+#define NRD_LOG_INFO(...)                                                                                              \
+  do {                                                                                                                 \
+    if (nrd_log_enabled(TRITONSERVER_LOG_INFO)) nrd_log(TRITONSERVER_LOG_INFO, __FILE__, __LINE__, __VA_ARGS__);       \
   } while (0)
-#define NRD_LOG_WARN(...)                                                  \
-  do {                                                                     \
-    if (nrd_log_enabled(TRITONSERVER_LOG_WARN))                            \
-      nrd_log(TRITONSERVER_LOG_WARN, __FILE__, __LINE__, __VA_ARGS__);     \
+#define NRD_LOG_WARN(...)                                                                                              \
+  do {                                                                                                                 \
+    if (nrd_log_enabled(TRITONSERVER_LOG_WARN)) nrd_log(TRITONSERVER_LOG_WARN, __FILE__, __LINE__, __VA_ARGS__);       \
   } while (0)
-#define NRD_LOG_ERROR(...)                                                 \
-  do {                                                                     \
-    if (nrd_log_enabled(TRITONSERVER_LOG_ERROR))                           \
-      nrd_log(TRITONSERVER_LOG_ERROR, __FILE__, __LINE__, __VA_ARGS__);    \
+#define NRD_LOG_ERROR(...)                                                                                             \
+  do {                                                                                                                 \
+    if (nrd_log_enabled(TRITONSERVER_LOG_ERROR)) nrd_log(TRITONSERVER_LOG_ERROR, __FILE__, __LINE__, __VA_ARGS__);     \
   } while (0)
-#define NRD_LOG_VERBOSE(lvl, ...)                                          \
-  do {                                                                     \
-    if (nrd_log_verbose_enabled(lvl))                                      \
-      nrd_log_verbose((lvl), __FILE__, __LINE__, __VA_ARGS__);             \
+#define NRD_LOG_VERBOSE(lvl, ...)                                                                                      \
+  do {                                                                                                                 \
+    if (nrd_log_verbose_enabled(lvl)) nrd_log_verbose((lvl), __FILE__, __LINE__, __VA_ARGS__);                         \
   } while (0)
 
 /* An error the core drops on purpose: logs `why` and the error's message

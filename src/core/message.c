@@ -6,8 +6,7 @@
 
 #include "error.h"
 
-TRITONSERVER_Message *nrd_message_from_string(char *json, size_t len)
-{
+TRITONSERVER_Message *nrd_message_from_string(char *json, size_t len) {
   if (json == NULL) return NULL;
   TRITONSERVER_Message *msg = malloc(sizeof(*msg));
   if (msg == NULL) {
@@ -19,8 +18,7 @@ TRITONSERVER_Message *nrd_message_from_string(char *json, size_t len)
   return msg;
 }
 
-TRITONSERVER_Message *nrd_message_from_json(json_t *obj)
-{
+TRITONSERVER_Message *nrd_message_from_json(json_t *obj) {
   if (obj == NULL) return NULL;
   char *text = json_dumps(obj, JSON_COMPACT | JSON_ENCODE_ANY);
   json_decref(obj);
@@ -28,11 +26,9 @@ TRITONSERVER_Message *nrd_message_from_json(json_t *obj)
   return nrd_message_from_string(text, strlen(text));
 }
 
-TRITONSERVER_Error *TRITONSERVER_MessageNewFromSerializedJson(TRITONSERVER_Message **message,
-                                                              const char *base, size_t byte_size)
-{
-  if (message == NULL)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "message must not be NULL");
+TRITONSERVER_Error *TRITONSERVER_MessageNewFromSerializedJson(TRITONSERVER_Message **message, const char *base,
+                                                              size_t byte_size) {
+  if (message == NULL) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "message must not be NULL");
   *message = NULL;
   if (base == NULL && byte_size != 0)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "serialized JSON base must not be NULL");
@@ -40,8 +36,8 @@ TRITONSERVER_Error *TRITONSERVER_MessageNewFromSerializedJson(TRITONSERVER_Messa
   json_t *doc = json_loadb(base != NULL ? base : "", byte_size, JSON_DECODE_ANY, &jerr);
   if (doc == NULL)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "failed to parse the message as JSON: %s at line %d, column %d", jerr.text,
-                         jerr.line, jerr.column);
+                         "failed to parse the message as JSON: %s at line %d, column %d", jerr.text, jerr.line,
+                         jerr.column);
   json_decref(doc);
   /* Keep the caller's exact bytes: they are valid JSON and may carry
    * formatting or number spellings the caller relies on. */
@@ -54,20 +50,17 @@ TRITONSERVER_Error *TRITONSERVER_MessageNewFromSerializedJson(TRITONSERVER_Messa
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_MessageDelete(TRITONSERVER_Message *message)
-{
+TRITONSERVER_Error *TRITONSERVER_MessageDelete(TRITONSERVER_Message *message) {
   if (message == NULL) return NULL;
   free(message->json);
   free(message);
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_MessageSerializeToJson(TRITONSERVER_Message *message,
-                                                        const char **base, size_t *byte_size)
-{
+TRITONSERVER_Error *TRITONSERVER_MessageSerializeToJson(TRITONSERVER_Message *message, const char **base,
+                                                        size_t *byte_size) {
   if (message == NULL || base == NULL || byte_size == NULL)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "message, base and byte_size must not be NULL");
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "message, base and byte_size must not be NULL");
   *base = message->json;
   *byte_size = message->len;
   return NULL;

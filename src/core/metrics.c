@@ -16,10 +16,10 @@
 typedef struct series {
   char **keys, **vals; /* sorted by key, owned */
   size_t n_labels;
-  size_t refs;         /* TRITONSERVER_Metric objects pointing here */
-  double value;        /* counter and gauge */
-  double *bounds;      /* histogram upper bounds, strictly increasing */
-  uint64_t *counts;    /* per bucket (not cumulative), n_bounds entries */
+  size_t refs; /* TRITONSERVER_Metric objects pointing here */
+  double value; /* counter and gauge */
+  double *bounds; /* histogram upper bounds, strictly increasing */
+  uint64_t *counts; /* per bucket (not cumulative), n_bounds entries */
   size_t n_bounds;
   double sum;
   uint64_t count;
@@ -56,8 +56,7 @@ static size_t n_reg, cap_reg;
 
 static TRITONSERVER_Error *oom(void) { return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory"); }
 
-static const char *kind_name(TRITONSERVER_MetricKind kind)
-{
+static const char *kind_name(TRITONSERVER_MetricKind kind) {
   switch (kind) {
     case TRITONSERVER_METRIC_KIND_COUNTER: return "counter";
     case TRITONSERVER_METRIC_KIND_GAUGE: return "gauge";
@@ -66,8 +65,7 @@ static const char *kind_name(TRITONSERVER_MetricKind kind)
   return NULL;
 }
 
-static const char *kind_api_name(TRITONSERVER_MetricKind kind)
-{
+static const char *kind_api_name(TRITONSERVER_MetricKind kind) {
   switch (kind) {
     case TRITONSERVER_METRIC_KIND_COUNTER: return "TRITONSERVER_METRIC_KIND_COUNTER";
     case TRITONSERVER_METRIC_KIND_GAUGE: return "TRITONSERVER_METRIC_KIND_GAUGE";
@@ -77,33 +75,29 @@ static const char *kind_api_name(TRITONSERVER_MetricKind kind)
 }
 
 /* Prometheus metric names: [a-zA-Z_:][a-zA-Z0-9_:]* */
-static bool valid_metric_name(const char *s)
-{
+static bool valid_metric_name(const char *s) {
   if (s == NULL || s[0] == '\0') return false;
   for (size_t i = 0; s[i] != '\0'; i++) {
     char c = s[i];
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' ||
-              (i > 0 && c >= '0' && c <= '9');
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == ':' || (i > 0 && c >= '0' && c <= '9');
     if (!ok) return false;
   }
   return true;
 }
 
 /* Prometheus label names: [a-zA-Z_][a-zA-Z0-9_]*, "__" prefix reserved. */
-static bool valid_label_name(const char *s)
-{
+static bool valid_label_name(const char *s) {
   if (s == NULL || s[0] == '\0' || strncmp(s, "__", 2) == 0) return false;
   for (size_t i = 0; s[i] != '\0'; i++) {
     char c = s[i];
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
-              (i > 0 && c >= '0' && c <= '9');
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || (i > 0 && c >= '0' && c <= '9');
     if (!ok) return false;
   }
   return true;
 }
 
-static void series_free(series *s)
-{
+static void series_free(series *s) {
   if (s == NULL) return;
   for (size_t i = 0; i < s->n_labels; i++) {
     free(s->keys[i]);
@@ -116,8 +110,7 @@ static void series_free(series *s)
   free(s);
 }
 
-static void store_free(family_store *f)
-{
+static void store_free(family_store *f) {
   for (size_t i = 0; i < f->n_series; i++) series_free(f->series[i]);
   free(f->series);
   free(f->name);
@@ -126,8 +119,7 @@ static void store_free(family_store *f)
 }
 
 /* Index of `f` in the registry; caller holds reg_mu. */
-static void registry_remove(family_store *f)
-{
+static void registry_remove(family_store *f) {
   for (size_t i = 0; i < n_reg; i++) {
     if (reg[i] == f) {
       memmove(&reg[i], &reg[i + 1], (n_reg - i - 1) * sizeof(*reg));
@@ -137,12 +129,9 @@ static void registry_remove(family_store *f)
   }
 }
 
-TRITONSERVER_Error *TRITONSERVER_MetricFamilyNew(TRITONSERVER_MetricFamily **family,
-                                                 const TRITONSERVER_MetricKind kind,
-                                                 const char *name, const char *description)
-{
-  if (family == NULL)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "metric family must not be NULL");
+TRITONSERVER_Error *TRITONSERVER_MetricFamilyNew(TRITONSERVER_MetricFamily **family, const TRITONSERVER_MetricKind kind,
+                                                 const char *name, const char *description) {
+  if (family == NULL) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "metric family must not be NULL");
   *family = NULL;
   if (kind_name(kind) == NULL)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "unsupported metric kind %d", (int)kind);
@@ -151,8 +140,7 @@ TRITONSERVER_Error *TRITONSERVER_MetricFamilyNew(TRITONSERVER_MetricFamily **fam
                          "invalid metric family name '%s': it must match [a-zA-Z_:][a-zA-Z0-9_:]*",
                          name != NULL ? name : "(null)");
   if (description == NULL)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "description of metric family '%s' must not be NULL", name);
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "description of metric family '%s' must not be NULL", name);
 
   TRITONSERVER_MetricFamily *handle = calloc(1, sizeof(*handle));
   if (handle == NULL) return oom();
@@ -165,8 +153,8 @@ TRITONSERVER_Error *TRITONSERVER_MetricFamilyNew(TRITONSERVER_MetricFamily **fam
   if (f != NULL) {
     if (f->kind != kind || strcmp(f->help, description) != 0) {
       err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                          "metric family '%s' already exists as a %s with a %s description", name,
-                          kind_name(f->kind), strcmp(f->help, description) != 0 ? "different" : "same");
+                          "metric family '%s' already exists as a %s with a %s description", name, kind_name(f->kind),
+                          strcmp(f->help, description) != 0 ? "different" : "same");
       goto out;
     }
   } else {
@@ -207,10 +195,8 @@ out:
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_MetricFamilyDelete(TRITONSERVER_MetricFamily *family)
-{
-  if (family == NULL)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "metric family must not be NULL");
+TRITONSERVER_Error *TRITONSERVER_MetricFamilyDelete(TRITONSERVER_MetricFamily *family) {
+  if (family == NULL) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "metric family must not be NULL");
   pthread_mutex_lock(&reg_mu);
   if (family->live_metrics > 0) {
     size_t live = family->live_metrics;
@@ -230,26 +216,21 @@ TRITONSERVER_Error *TRITONSERVER_MetricFamilyDelete(TRITONSERVER_MetricFamily *f
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_GetMetricFamilyKind(TRITONSERVER_MetricFamily *family,
-                                                     TRITONSERVER_MetricKind *kind)
-{
+TRITONSERVER_Error *TRITONSERVER_GetMetricFamilyKind(TRITONSERVER_MetricFamily *family, TRITONSERVER_MetricKind *kind) {
   if (family == NULL || kind == NULL)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "metric family and kind must not be NULL");
   *kind = family->store->kind; /* immutable after creation */
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_MetricArgsNew(TRITONSERVER_MetricArgs **args)
-{
+TRITONSERVER_Error *TRITONSERVER_MetricArgsNew(TRITONSERVER_MetricArgs **args) {
   if (args == NULL) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "metric args must not be NULL");
   *args = calloc(1, sizeof(**args));
   return *args != NULL ? NULL : oom();
 }
 
-TRITONSERVER_Error *TRITONSERVER_MetricArgsSetHistogram(TRITONSERVER_MetricArgs *args,
-                                                        const double *buckets,
-                                                        const uint64_t buckets_count)
-{
+TRITONSERVER_Error *TRITONSERVER_MetricArgsSetHistogram(TRITONSERVER_MetricArgs *args, const double *buckets,
+                                                        const uint64_t buckets_count) {
   if (args == NULL) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "metric args must not be NULL");
   if (buckets == NULL && buckets_count != 0)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "histogram buckets must not be NULL");
@@ -268,8 +249,7 @@ TRITONSERVER_Error *TRITONSERVER_MetricArgsSetHistogram(TRITONSERVER_MetricArgs 
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_MetricArgsDelete(TRITONSERVER_MetricArgs *args)
-{
+TRITONSERVER_Error *TRITONSERVER_MetricArgsDelete(TRITONSERVER_MetricArgs *args) {
   if (args == NULL) return NULL;
   free(args->buckets);
   free(args);
@@ -278,8 +258,7 @@ TRITONSERVER_Error *TRITONSERVER_MetricArgsDelete(TRITONSERVER_MetricArgs *args)
 
 /* Builds an unshared series from labels and args (already validated). */
 static TRITONSERVER_Error *series_build(const TRITONSERVER_Parameter **labels, size_t n,
-                                        const TRITONSERVER_MetricArgs *args, series **out)
-{
+                                        const TRITONSERVER_MetricArgs *args, series **out) {
   series *s = calloc(1, sizeof(*s));
   if (s == NULL) return oom();
   if (n != 0) {
@@ -328,8 +307,7 @@ fail:
   return oom();
 }
 
-static bool same_labels(const series *a, const series *b)
-{
+static bool same_labels(const series *a, const series *b) {
   if (a->n_labels != b->n_labels) return false;
   for (size_t i = 0; i < a->n_labels; i++)
     if (strcmp(a->keys[i], b->keys[i]) != 0 || strcmp(a->vals[i], b->vals[i]) != 0) return false;
@@ -337,10 +315,8 @@ static bool same_labels(const series *a, const series *b)
 }
 
 /* Checks the labels and kind-specific args of a new metric. */
-static TRITONSERVER_Error *check_new_metric(TRITONSERVER_MetricKind kind,
-                                            const TRITONSERVER_Parameter **labels, uint64_t n,
-                                            const TRITONSERVER_MetricArgs *args)
-{
+static TRITONSERVER_Error *check_new_metric(TRITONSERVER_MetricKind kind, const TRITONSERVER_Parameter **labels,
+                                            uint64_t n, const TRITONSERVER_MetricArgs *args) {
   if (labels == NULL && n != 0)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "labels must not be NULL when label_count is %llu",
                          (unsigned long long)n);
@@ -350,8 +326,8 @@ static TRITONSERVER_Error *check_new_metric(TRITONSERVER_MetricKind kind,
     const nrd_param *p = &labels[i]->p;
     if (p->type != TRITONSERVER_PARAMETER_STRING)
       return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                           "label '%s' must have type TRITONSERVER_PARAMETER_STRING, not %s",
-                           p->name, TRITONSERVER_ParameterTypeString(p->type));
+                           "label '%s' must have type TRITONSERVER_PARAMETER_STRING, not %s", p->name,
+                           TRITONSERVER_ParameterTypeString(p->type));
     if (!valid_label_name(p->name))
       return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                            "invalid label name '%s': it must match [a-zA-Z_][a-zA-Z0-9_]* and not "
@@ -360,8 +336,8 @@ static TRITONSERVER_Error *check_new_metric(TRITONSERVER_MetricKind kind,
   }
   if (kind != TRITONSERVER_METRIC_KIND_HISTOGRAM) {
     if (args != NULL && args->is_histogram)
-      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                           "histogram args are not allowed for a %s metric", kind_name(kind));
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "histogram args are not allowed for a %s metric",
+                           kind_name(kind));
     return NULL;
   }
   if (args == NULL || !args->is_histogram)
@@ -373,27 +349,22 @@ static TRITONSERVER_Error *check_new_metric(TRITONSERVER_MetricKind kind,
   if (!isfinite(args->buckets[i]))
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "histogram bucket %zu is not finite", i);
   return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                       "histogram buckets must be strictly increasing (bucket %zu: %g after %g)", i,
-                       args->buckets[i], args->buckets[i - 1]);
+                       "histogram buckets must be strictly increasing (bucket %zu: %g after %g)", i, args->buckets[i],
+                       args->buckets[i - 1]);
 }
 
-size_t nrd_metrics_bad_bound(const double *bounds, size_t n)
-{
+size_t nrd_metrics_bad_bound(const double *bounds, size_t n) {
   for (size_t i = 0; i < n; i++)
     if (!isfinite(bounds[i]) || (i > 0 && !(bounds[i] > bounds[i - 1]))) return i;
   return n;
 }
 
-TRITONSERVER_Error *TRITONSERVER_MetricNewWithArgs(TRITONSERVER_Metric **metric,
-                                                   TRITONSERVER_MetricFamily *family,
-                                                   const TRITONSERVER_Parameter **labels,
-                                                   const uint64_t label_count,
-                                                   const TRITONSERVER_MetricArgs *args)
-{
+TRITONSERVER_Error *TRITONSERVER_MetricNewWithArgs(TRITONSERVER_Metric **metric, TRITONSERVER_MetricFamily *family,
+                                                   const TRITONSERVER_Parameter **labels, const uint64_t label_count,
+                                                   const TRITONSERVER_MetricArgs *args) {
   if (metric == NULL) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "metric must not be NULL");
   *metric = NULL;
-  if (family == NULL)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "metric family must not be NULL");
+  if (family == NULL) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "metric family must not be NULL");
   family_store *f = family->store;
   NRD_RETURN_IF_ERROR(check_new_metric(f->kind, labels, label_count, args));
 
@@ -438,16 +409,12 @@ TRITONSERVER_Error *TRITONSERVER_MetricNewWithArgs(TRITONSERVER_Metric **metric,
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_MetricNew(TRITONSERVER_Metric **metric,
-                                           TRITONSERVER_MetricFamily *family,
-                                           const TRITONSERVER_Parameter **labels,
-                                           const uint64_t label_count)
-{
+TRITONSERVER_Error *TRITONSERVER_MetricNew(TRITONSERVER_Metric **metric, TRITONSERVER_MetricFamily *family,
+                                           const TRITONSERVER_Parameter **labels, const uint64_t label_count) {
   return TRITONSERVER_MetricNewWithArgs(metric, family, labels, label_count, NULL);
 }
 
-TRITONSERVER_Error *TRITONSERVER_MetricDelete(TRITONSERVER_Metric *metric)
-{
+TRITONSERVER_Error *TRITONSERVER_MetricDelete(TRITONSERVER_Metric *metric) {
   if (metric == NULL) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "metric must not be NULL");
   pthread_mutex_lock(&reg_mu);
   family_store *f = metric->family->store;
@@ -467,18 +434,15 @@ TRITONSERVER_Error *TRITONSERVER_MetricDelete(TRITONSERVER_Metric *metric)
   return NULL;
 }
 
-static TRITONSERVER_Error *not_supported(TRITONSERVER_MetricKind kind, const char *op)
-{
+static TRITONSERVER_Error *not_supported(TRITONSERVER_MetricKind kind, const char *op) {
   return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED, "%s does not support %s", kind_api_name(kind), op);
 }
 
-static TRITONSERVER_Error *null_metric(void)
-{
+static TRITONSERVER_Error *null_metric(void) {
   return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "metric must not be NULL");
 }
 
-TRITONSERVER_Error *TRITONSERVER_MetricValue(TRITONSERVER_Metric *metric, double *value)
-{
+TRITONSERVER_Error *TRITONSERVER_MetricValue(TRITONSERVER_Metric *metric, double *value) {
   if (metric == NULL || value == NULL) return null_metric();
   TRITONSERVER_MetricKind kind = metric->family->store->kind;
   if (kind == TRITONSERVER_METRIC_KIND_HISTOGRAM) return not_supported(kind, "Value");
@@ -488,8 +452,7 @@ TRITONSERVER_Error *TRITONSERVER_MetricValue(TRITONSERVER_Metric *metric, double
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_MetricIncrement(TRITONSERVER_Metric *metric, double value)
-{
+TRITONSERVER_Error *TRITONSERVER_MetricIncrement(TRITONSERVER_Metric *metric, double value) {
   if (metric == NULL) return null_metric();
   TRITONSERVER_MetricKind kind = metric->family->store->kind;
   if (kind == TRITONSERVER_METRIC_KIND_HISTOGRAM) return not_supported(kind, "Increment");
@@ -504,8 +467,7 @@ TRITONSERVER_Error *TRITONSERVER_MetricIncrement(TRITONSERVER_Metric *metric, do
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_MetricSet(TRITONSERVER_Metric *metric, double value)
-{
+TRITONSERVER_Error *TRITONSERVER_MetricSet(TRITONSERVER_Metric *metric, double value) {
   if (metric == NULL) return null_metric();
   TRITONSERVER_MetricKind kind = metric->family->store->kind;
   if (kind != TRITONSERVER_METRIC_KIND_GAUGE) return not_supported(kind, "Set");
@@ -515,8 +477,7 @@ TRITONSERVER_Error *TRITONSERVER_MetricSet(TRITONSERVER_Metric *metric, double v
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_MetricObserve(TRITONSERVER_Metric *metric, double value)
-{
+TRITONSERVER_Error *TRITONSERVER_MetricObserve(TRITONSERVER_Metric *metric, double value) {
   if (metric == NULL) return null_metric();
   TRITONSERVER_MetricKind kind = metric->family->store->kind;
   if (kind != TRITONSERVER_METRIC_KIND_HISTOGRAM) return not_supported(kind, "Observe");
@@ -536,9 +497,7 @@ TRITONSERVER_Error *TRITONSERVER_MetricObserve(TRITONSERVER_Metric *metric, doub
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_GetMetricKind(TRITONSERVER_Metric *metric,
-                                               TRITONSERVER_MetricKind *kind)
-{
+TRITONSERVER_Error *TRITONSERVER_GetMetricKind(TRITONSERVER_Metric *metric, TRITONSERVER_MetricKind *kind) {
   if (metric == NULL || kind == NULL)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "metric and kind must not be NULL");
   *kind = metric->family->store->kind;
@@ -553,8 +512,7 @@ typedef struct strbuf {
   bool failed;
 } strbuf;
 
-static void sb_put(strbuf *b, const char *s, size_t n)
-{
+static void sb_put(strbuf *b, const char *s, size_t n) {
   if (b->failed) return;
   if (b->len + n + 1 > b->cap) {
     size_t cap = b->cap != 0 ? b->cap : 1024;
@@ -575,8 +533,7 @@ static void sb_put(strbuf *b, const char *s, size_t n)
 static void sb_str(strbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
 
 static void sb_printf(strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(strbuf *b, const char *fmt, ...)
-{
+static void sb_printf(strbuf *b, const char *fmt, ...) {
   char tmp[64];
   va_list ap;
   va_start(ap, fmt);
@@ -589,8 +546,7 @@ static void sb_printf(strbuf *b, const char *fmt, ...)
   sb_put(b, tmp, (size_t)n);
 }
 
-static void sb_double(strbuf *b, double v)
-{
+static void sb_double(strbuf *b, double v) {
   if (isnan(v))
     sb_str(b, "NaN");
   else if (isinf(v))
@@ -600,8 +556,7 @@ static void sb_double(strbuf *b, double v)
 }
 
 /* Escapes backslash and newline, plus the double quote inside label values. */
-static void sb_escaped(strbuf *b, const char *s, bool quote)
-{
+static void sb_escaped(strbuf *b, const char *s, bool quote) {
   for (; *s != '\0'; s++) {
     if (*s == '\\')
       sb_str(b, "\\\\");
@@ -615,9 +570,7 @@ static void sb_escaped(strbuf *b, const char *s, bool quote)
 }
 
 /* Writes `<name><suffix>{labels[,le="..."]} ` (the value follows). */
-static void sb_head(strbuf *b, const char *name, const char *suffix, const series *s,
-                    const double *le, bool le_inf)
-{
+static void sb_head(strbuf *b, const char *name, const char *suffix, const series *s, const double *le, bool le_inf) {
   sb_str(b, name);
   sb_str(b, suffix);
   bool has_le = le != NULL || le_inf;
@@ -644,8 +597,7 @@ static void sb_head(strbuf *b, const char *name, const char *suffix, const serie
   sb_str(b, " ");
 }
 
-static void render_family(strbuf *b, const family_store *f)
-{
+static void render_family(strbuf *b, const family_store *f) {
   if (f->help[0] != '\0') {
     sb_str(b, "# HELP ");
     sb_str(b, f->name);
@@ -682,10 +634,8 @@ static void render_family(strbuf *b, const family_store *f)
   }
 }
 
-TRITONSERVER_Error *nrd_metrics_render(char **out, size_t *len)
-{
-  if (out == NULL || len == NULL)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "out and len must not be NULL");
+TRITONSERVER_Error *nrd_metrics_render(char **out, size_t *len) {
+  if (out == NULL || len == NULL) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "out and len must not be NULL");
   *out = NULL;
   *len = 0;
   strbuf b = {0};

@@ -25,14 +25,14 @@
 typedef struct nrd_io {
   char *name;
   TRITONSERVER_DataType dtype;
-  int64_t *dims;       /* without the batch dimension */
+  int64_t *dims; /* without the batch dimension */
   uint32_t ndims;
-  int64_t *reshape;    /* NULL when the config has no reshape */
+  int64_t *reshape; /* NULL when the config has no reshape */
   uint32_t nreshape;
   bool optional;
   bool is_shape_tensor;
   bool allow_ragged_batch;
-  char **labels;       /* classification labels from label_filename, or NULL */
+  char **labels; /* classification labels from label_filename, or NULL */
   size_t n_labels;
 } nrd_io;
 
@@ -47,28 +47,28 @@ struct TRITONBACKEND_Model {
   atomic_int refs;
   TRITONSERVER_Server *server;
   char *name;
-  char *ns;                     /* namespace: its repository with --model-namespacing, else "" */
+  char *ns; /* namespace: its repository with --model-namespacing, else "" */
   int64_t version;
-  char *model_dir;              /* <repository>/<name> */
-  char *version_dir;            /* <repository>/<name>/<version> */
+  char *model_dir; /* <repository>/<name> */
+  char *version_dir; /* <repository>/<name>/<version> */
 
-  pthread_mutex_t config_lock;  /* guards config/config_json during init */
-  json_t *config;               /* normalized */
-  char *config_json;            /* rendered, what ModelConfig returns */
-  bool auto_complete;           /* backend may complete the config */
+  pthread_mutex_t config_lock; /* guards config/config_json during init */
+  json_t *config; /* normalized */
+  char *config_json; /* rendered, what ModelConfig returns */
+  bool auto_complete; /* backend may complete the config */
 
   TRITONBACKEND_Backend *backend; /* counted reference on the backend */
-  void *user_state;               /* the backend's */
-  bool backend_initialized;       /* ModelInitialize succeeded */
+  void *user_state; /* the backend's */
+  bool backend_initialized; /* ModelInitialize succeeded */
 
   int32_t max_batch_size;
   bool decoupled;
-  bool response_cache;          /* response_cache.enable in its config */
+  bool response_cache; /* response_cache.enable in its config */
   nrd_io *inputs;
   uint32_t n_inputs;
   nrd_io *outputs;
   uint32_t n_outputs;
-  bool output_reshape;          /* some output has a reshape */
+  bool output_reshape; /* some output has a reshape */
 
   TRITONBACKEND_ModelInstance **instances;
   uint32_t n_instances;

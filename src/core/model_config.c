@@ -30,8 +30,7 @@ static char *fmt_alloc(const char *fmt, ...) {
   return s;
 }
 
-json_t *nrd_model_config_parse(const char *text, size_t len,
-                               const char *filename, char **err) {
+json_t *nrd_model_config_parse(const char *text, size_t len, const char *filename, char **err) {
   return nrd_pbtxt_parse(nrd_schema_model_config(), text, len, filename, err);
 }
 
@@ -46,8 +45,7 @@ typedef struct jpath {
 
 static size_t jpath_push_key(jpath *p, const char *key) {
   size_t old = p->len;
-  int n = snprintf(p->buf + p->len, sizeof p->buf - p->len, "%s%s",
-                   p->len ? "." : "", key);
+  int n = snprintf(p->buf + p->len, sizeof p->buf - p->len, "%s%s", p->len ? "." : "", key);
   if (n > 0) p->len = p->len + (size_t)n < sizeof p->buf ? p->len + (size_t)n : sizeof p->buf - 1;
   return old;
 }
@@ -97,17 +95,14 @@ static int parse_dec(const char *s, int *neg, uint64_t *out) {
 
 /* Range-checks (neg, mag) for integer type t and builds the JSON integer. */
 static json_t *int_in_range(nrd_field_type t, int neg, uint64_t mag) {
-  uint64_t lim_pos = t == NRD_FT_INT32 ? (uint64_t)INT32_MAX
+  uint64_t lim_pos = t == NRD_FT_INT32    ? (uint64_t)INT32_MAX
                      : t == NRD_FT_UINT32 ? (uint64_t)UINT32_MAX
-                     : t == NRD_FT_INT64 ? (uint64_t)INT64_MAX
-                                         : UINT64_MAX;
-  uint64_t lim_neg = t == NRD_FT_INT32 ? (uint64_t)INT32_MAX + 1
-                     : t == NRD_FT_INT64 ? (uint64_t)INT64_MAX + 1
-                                         : 0;
+                     : t == NRD_FT_INT64  ? (uint64_t)INT64_MAX
+                                          : UINT64_MAX;
+  uint64_t lim_neg = t == NRD_FT_INT32 ? (uint64_t)INT32_MAX + 1 : t == NRD_FT_INT64 ? (uint64_t)INT64_MAX + 1 : 0;
   if (neg ? mag > lim_neg : mag > lim_pos) return NULL;
   if (neg && mag == 0) return json_integer(0);
-  json_int_t v = neg ? (mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(json_int_t)mag)
-                     : (json_int_t)mag;
+  json_int_t v = neg ? (mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(json_int_t)mag) : (json_int_t)mag;
   return json_integer(v);
 }
 
@@ -121,8 +116,7 @@ static json_t *real_value(nrd_field_type t, double v) {
 static json_t *convert_message(const nrd_msg_desc *msg, json_t *in, jpath *p, char **err);
 
 /* Converts one scalar JSON value of type t. */
-static json_t *convert_scalar(const nrd_field_desc *fd, nrd_field_type t, json_t *in,
-                              jpath *p, char **err) {
+static json_t *convert_scalar(const nrd_field_desc *fd, nrd_field_type t, json_t *in, jpath *p, char **err) {
   switch (t) {
     case NRD_FT_STRING: {
       if (!json_is_string(in)) goto wrong;
@@ -136,7 +130,10 @@ static json_t *convert_scalar(const nrd_field_desc *fd, nrd_field_type t, json_t
     case NRD_FT_BOOL:
       if (!json_is_boolean(in)) goto wrong;
       return json_boolean(json_is_true(in));
-    case NRD_FT_INT32: case NRD_FT_UINT32: case NRD_FT_INT64: case NRD_FT_UINT64: {
+    case NRD_FT_INT32:
+    case NRD_FT_UINT32:
+    case NRD_FT_INT64:
+    case NRD_FT_UINT64: {
       int neg;
       uint64_t mag;
       if (json_is_integer(in)) {
@@ -154,8 +151,8 @@ static json_t *convert_scalar(const nrd_field_desc *fd, nrd_field_type t, json_t
       } else if (json_is_string(in)) {
         int r = parse_dec(json_string_value(in), &neg, &mag);
         if (r == -1) {
-          *err = jerr(p, "invalid integer string '%.40s' for %s field '%s'",
-                      json_string_value(in), nrd_schema_type_name(t), fd->name);
+          *err = jerr(p, "invalid integer string '%.40s' for %s field '%s'", json_string_value(in),
+                      nrd_schema_type_name(t), fd->name);
           return NULL;
         }
         if (r == -2) goto range;
@@ -169,7 +166,8 @@ static json_t *convert_scalar(const nrd_field_desc *fd, nrd_field_type t, json_t
       *err = jerr(p, "integer out of range for %s field '%s'", nrd_schema_type_name(t), fd->name);
       return NULL;
     }
-    case NRD_FT_FLOAT: case NRD_FT_DOUBLE: {
+    case NRD_FT_FLOAT:
+    case NRD_FT_DOUBLE: {
       if (json_is_number(in)) return real_value(t, json_number_value(in));
       if (json_is_string(in)) {
         const char *s = json_string_value(in);
@@ -180,8 +178,7 @@ static json_t *convert_scalar(const nrd_field_desc *fd, nrd_field_type t, json_t
         errno = 0;
         double d = strtod(s, &end);
         if (*s != '\0' && end != NULL && *end == '\0' && isfinite(d)) return real_value(t, d);
-        *err = jerr(p, "invalid number string '%.40s' for %s field '%s'", s,
-                    nrd_schema_type_name(t), fd->name);
+        *err = jerr(p, "invalid number string '%.40s' for %s field '%s'", s, nrd_schema_type_name(t), fd->name);
         return NULL;
       }
       goto wrong;
@@ -200,8 +197,8 @@ static json_t *convert_scalar(const nrd_field_desc *fd, nrd_field_type t, json_t
       if (json_is_integer(in)) {
         const char *name = nrd_schema_enum_name(e, json_integer_value(in));
         if (name == NULL) {
-          *err = jerr(p, "unknown number %lld for enum %s of field '%s'",
-                      (long long)json_integer_value(in), e->name, fd->name);
+          *err = jerr(p, "unknown number %lld for enum %s of field '%s'", (long long)json_integer_value(in), e->name,
+                      fd->name);
           return NULL;
         }
         return json_string(name);
@@ -213,14 +210,12 @@ static json_t *convert_scalar(const nrd_field_desc *fd, nrd_field_type t, json_t
       return convert_message(fd->msg, in, p, err);
   }
 wrong:
-  *err = jerr(p, "expected %s for field '%s'",
-              t == NRD_FT_MESSAGE ? "an object" : nrd_schema_type_name(t), fd->name);
+  *err = jerr(p, "expected %s for field '%s'", t == NRD_FT_MESSAGE ? "an object" : nrd_schema_type_name(t), fd->name);
   return NULL;
 }
 
 /* Normalizes a JSON map key for key type t into *out (malloc'd). */
-static int convert_map_key(const nrd_field_desc *fd, const char *key, jpath *p,
-                           char **out, char **err) {
+static int convert_map_key(const nrd_field_desc *fd, const char *key, jpath *p, char **out, char **err) {
   if (fd->key_type == NRD_FT_STRING) {
     *out = strdup(key);
   } else if (fd->key_type == NRD_FT_BOOL) {
@@ -235,13 +230,11 @@ static int convert_map_key(const nrd_field_desc *fd, const char *key, jpath *p,
     json_t *j = NULL;
     if (parse_dec(key, &neg, &mag) == 0) j = int_in_range(fd->key_type, neg, mag);
     if (j == NULL) {
-      *err = jerr(p, "invalid %s map key '%.40s' for field '%s'",
-                  nrd_schema_type_name(fd->key_type), key, fd->name);
+      *err = jerr(p, "invalid %s map key '%.40s' for field '%s'", nrd_schema_type_name(fd->key_type), key, fd->name);
       return -1;
     }
     json_decref(j);
-    *out = neg ? fmt_alloc("-%llu", (unsigned long long)mag)
-               : fmt_alloc("%llu", (unsigned long long)mag);
+    *out = neg ? fmt_alloc("-%llu", (unsigned long long)mag) : fmt_alloc("%llu", (unsigned long long)mag);
   }
   if (*out == NULL) {
     *err = jerr(p, "out of memory");
@@ -328,10 +321,9 @@ static json_t *convert_message(const nrd_msg_desc *msg, json_t *in, jpath *p, ch
     if (fd->oneof != NULL) {
       for (size_t i = 0; i < msg->nfields; i++) {
         const nrd_field_desc *o = &msg->fields[i];
-        if (o != fd && o->oneof != NULL && strcmp(o->oneof, fd->oneof) == 0 &&
-            json_object_get(out, o->name) != NULL) {
-          *err = jerr(p, "field '%s' conflicts with '%s': both belong to oneof '%s' of %s",
-                      fd->name, o->name, fd->oneof, msg->name);
+        if (o != fd && o->oneof != NULL && strcmp(o->oneof, fd->oneof) == 0 && json_object_get(out, o->name) != NULL) {
+          *err = jerr(p, "field '%s' conflicts with '%s': both belong to oneof '%s' of %s", fd->name, o->name,
+                      fd->oneof, msg->name);
           goto fail;
         }
       }
@@ -358,8 +350,7 @@ json_t *nrd_model_config_from_json(const char *json, size_t len, char **err) {
   if (err == NULL) err = &dummy;
   *err = NULL;
   json_error_t jerror;
-  json_t *in = json_loadb(json != NULL ? json : "", json != NULL ? len : 0,
-                          JSON_REJECT_DUPLICATES, &jerror);
+  json_t *in = json_loadb(json != NULL ? json : "", json != NULL ? len : 0, JSON_REJECT_DUPLICATES, &jerror);
   if (in == NULL) {
     *err = fmt_alloc("JSON:%d:%d: %s", jerror.line, jerror.column, jerror.text);
     free(dummy);
@@ -428,13 +419,20 @@ static void sb_json_string(sbuf *b, const char *s, size_t n) {
     unsigned char c = (unsigned char)s[i];
     const char *esc = NULL;
     char u[8];
-    if (c == '"') esc = "\\\"";
-    else if (c == '\\') esc = "\\\\";
-    else if (c == '\n') esc = "\\n";
-    else if (c == '\t') esc = "\\t";
-    else if (c == '\r') esc = "\\r";
-    else if (c == '\b') esc = "\\b";
-    else if (c == '\f') esc = "\\f";
+    if (c == '"')
+      esc = "\\\"";
+    else if (c == '\\')
+      esc = "\\\\";
+    else if (c == '\n')
+      esc = "\\n";
+    else if (c == '\t')
+      esc = "\\t";
+    else if (c == '\r')
+      esc = "\\r";
+    else if (c == '\b')
+      esc = "\\b";
+    else if (c == '\f')
+      esc = "\\f";
     else if (c < 0x20) {
       snprintf(u, sizeof u, "\\u%04X", c);
       esc = u;
@@ -484,13 +482,13 @@ static void render_value(sbuf *b, const nrd_field_desc *fd, nrd_field_type t, co
         sb_puts(b, "\"\"");
       }
       return;
-    case NRD_FT_BOOL:
-      sb_puts(b, json_is_true(v) ? "true" : "false");
-      return;
-    case NRD_FT_INT32: case NRD_FT_INT64: case NRD_FT_UINT32: case NRD_FT_UINT64: {
+    case NRD_FT_BOOL: sb_puts(b, json_is_true(v) ? "true" : "false"); return;
+    case NRD_FT_INT32:
+    case NRD_FT_INT64:
+    case NRD_FT_UINT32:
+    case NRD_FT_UINT64: {
       json_int_t i = json_is_integer(v) ? json_integer_value(v) : 0;
-      int quote = (t == NRD_FT_INT64 || t == NRD_FT_UINT64) &&
-                  !(fd->flags & NRD_FIELD_JSON_NUMBER);
+      int quote = (t == NRD_FT_INT64 || t == NRD_FT_UINT64) && !(fd->flags & NRD_FIELD_JSON_NUMBER);
       if (quote) sb_putn(b, "\"", 1);
       if (t == NRD_FT_UINT64 || t == NRD_FT_UINT32) {
         sb_printf(b, "%llu", (unsigned long long)(t == NRD_FT_UINT32 ? (uint32_t)i : (uint64_t)i));
@@ -500,7 +498,8 @@ static void render_value(sbuf *b, const nrd_field_desc *fd, nrd_field_type t, co
       if (quote) sb_putn(b, "\"", 1);
       return;
     }
-    case NRD_FT_FLOAT: case NRD_FT_DOUBLE:
+    case NRD_FT_FLOAT:
+    case NRD_FT_DOUBLE:
       if (json_is_string(v)) {
         const char *s = json_string_value(v);
         if (strcmp(s, "NaN") == 0 || strcmp(s, "Infinity") == 0 || strcmp(s, "-Infinity") == 0) {
@@ -521,9 +520,7 @@ static void render_value(sbuf *b, const nrd_field_desc *fd, nrd_field_type t, co
       sb_json_string(b, name, strlen(name));
       return;
     }
-    case NRD_FT_MESSAGE:
-      render_message(b, fd->msg, json_is_object(v) ? v : NULL);
-      return;
+    case NRD_FT_MESSAGE: render_message(b, fd->msg, json_is_object(v) ? v : NULL); return;
   }
 }
 
@@ -594,9 +591,7 @@ static long long get_int(const json_t *o, const char *k) {
   return json_is_integer(v) ? (long long)json_integer_value(v) : 0;
 }
 
-static uint64_t get_uint(const json_t *o, const char *k) {
-  return (uint64_t)get_int(o, k);
-}
+static uint64_t get_uint(const json_t *o, const char *k) { return (uint64_t)get_int(o, k); }
 
 static double get_real(const json_t *o, const char *k) {
   const json_t *v = json_object_get(o, k);
@@ -610,9 +605,7 @@ static double get_real(const json_t *o, const char *k) {
   return 0.0;
 }
 
-static int get_bool(const json_t *o, const char *k) {
-  return json_is_true(json_object_get(o, k));
-}
+static int get_bool(const json_t *o, const char *k) { return json_is_true(json_object_get(o, k)); }
 
 static const json_t *get_obj(const json_t *o, const char *k) {
   const json_t *v = json_object_get(o, k);
@@ -651,9 +644,7 @@ static json_t *need_arr(json_t *o, const char *k) {
   return v;
 }
 
-static int set_str(json_t *o, const char *k, const char *s) {
-  return json_object_set_new(o, k, json_string(s));
-}
+static int set_str(json_t *o, const char *k, const char *s) { return json_object_set_new(o, k, json_string(s)); }
 
 /* ======================================================================
  * Normalization
@@ -667,12 +658,10 @@ static int autofill_backend(json_t *cfg, const char *model_name, char **err) {
   const char *dmf = get_str(cfg, "default_model_filename");
   int rc = 0;
 
-  if (strcmp(platform, "tensorflow_savedmodel") == 0 ||
-      strcmp(platform, "tensorflow_graphdef") == 0) {
+  if (strcmp(platform, "tensorflow_savedmodel") == 0 || strcmp(platform, "tensorflow_graphdef") == 0) {
     int saved = strcmp(platform, "tensorflow_savedmodel") == 0;
     if (*backend == '\0') rc |= set_str(cfg, "backend", "tensorflow");
-    if (*dmf == '\0')
-      rc |= set_str(cfg, "default_model_filename", saved ? "model.savedmodel" : "model.graphdef");
+    if (*dmf == '\0') rc |= set_str(cfg, "default_model_filename", saved ? "model.savedmodel" : "model.graphdef");
     goto done;
   }
   if (*backend == '\0' && *platform == '\0' && strcmp(backend, "tensorflow") != 0) {
@@ -741,8 +730,7 @@ oom:
 }
 
 static int default_preferred(json_t *sched, long long max_batch_size) {
-  if (sched == NULL || arr_size(sched, "preferred_batch_size") != 0 || max_batch_size <= 0)
-    return 0;
+  if (sched == NULL || arr_size(sched, "preferred_batch_size") != 0 || max_batch_size <= 0) return 0;
   json_t *a = need_arr(sched, "preferred_batch_size");
   if (a == NULL) return -1;
   return json_array_append_new(a, json_integer(max_batch_size));
@@ -754,8 +742,7 @@ static int normalize_instance_groups(json_t *cfg, int has_gpu) {
   if (groups == NULL) return -1;
   if (json_array_size(groups) == 0) {
     json_t *g = json_object();
-    if (g == NULL || json_array_append_new(groups, g) != 0 || set_str(g, "name", name) != 0)
-      return -1;
+    if (g == NULL || json_array_append_new(groups, g) != 0 || set_str(g, "name", name) != 0) return -1;
   }
   const char *backend = get_str(cfg, "backend");
   int two_cpu = strcmp(backend, "tensorflow") == 0 || strcmp(backend, "onnxruntime") == 0;
@@ -777,8 +764,7 @@ static int normalize_instance_groups(json_t *cfg, int has_gpu) {
     }
     if (get_int(g, "count") < 1) {
       int cpu = strcmp(get_str(g, "kind"), "KIND_CPU") == 0;
-      if (json_object_set_new(g, "count", json_integer(cpu && two_cpu ? 2 : 1)) != 0)
-        return -1;
+      if (json_object_set_new(g, "count", json_integer(cpu && two_cpu ? 2 : 1)) != 0) return -1;
     }
   }
   return 0;
@@ -797,15 +783,18 @@ int nrd_model_config_normalize(json_t *cfg, const char *model_name, int has_gpu,
    * that does not match the name. */
   if (strcmp(get_str(cfg, "platform"), NRD_ENSEMBLE_PLATFORM) == 0 && *get_str(cfg, "backend") == '\0' &&
       get_obj(cfg, "ensemble_scheduling") == NULL) {
-    *err = fmt_alloc("ensemble scheduling must be set for ensemble %s whose platform is ensemble",
-                     *name ? name : model_name ? model_name : "");
+    *err = fmt_alloc("ensemble scheduling must be set for ensemble %s whose platform is ensemble", *name ? name
+                                                                                                   : model_name
+                                                                                                       ? model_name
+                                                                                                       : "");
     goto fail;
   }
   if (*name == '\0') {
     if (model_name != NULL && set_str(cfg, "name", model_name) != 0) goto oom;
   } else if (model_name != NULL && strcmp(name, model_name) != 0) {
     *err = fmt_alloc("unexpected directory name '%s' for model '%s', directory name must "
-                     "equal model name", model_name, name);
+                     "equal model name",
+                     model_name, name);
     goto fail;
   }
   if (autofill_backend(cfg, model_name, err) != 0) goto fail;
@@ -813,8 +802,7 @@ int nrd_model_config_normalize(json_t *cfg, const char *model_name, int has_gpu,
   if (get_obj(cfg, "version_policy") == NULL) {
     json_t *vp = need_obj(cfg, "version_policy");
     json_t *latest = vp != NULL ? need_obj(vp, "latest") : NULL;
-    if (latest == NULL || json_object_set_new(latest, "num_versions", json_integer(1)) != 0)
-      goto oom;
+    if (latest == NULL || json_object_set_new(latest, "num_versions", json_integer(1)) != 0) goto oom;
   }
   long long mbs = get_int(cfg, "max_batch_size");
   json_t *db = (json_t *)get_obj(cfg, "dynamic_batching");
@@ -822,8 +810,7 @@ int nrd_model_config_normalize(json_t *cfg, const char *model_name, int has_gpu,
   json_t *sb = (json_t *)get_obj(cfg, "sequence_batching");
   if (sb != NULL) {
     if (get_uint(sb, "max_sequence_idle_microseconds") == 0 &&
-        json_object_set_new(sb, "max_sequence_idle_microseconds",
-                            json_integer(NRD_SEQUENCE_IDLE_DEFAULT_US)) != 0)
+        json_object_set_new(sb, "max_sequence_idle_microseconds", json_integer(NRD_SEQUENCE_IDLE_DEFAULT_US)) != 0)
       goto oom;
     if (default_preferred((json_t *)get_obj(sb, "oldest"), mbs) != 0) goto oom;
   }
@@ -857,7 +844,7 @@ typedef struct vctx {
   const char *name; /* model name */
   char *err;
   char detail[256]; /* det()'s buffer */
-  int early;        /* before the backend's auto-complete: see validate_early */
+  int early; /* before the backend's auto-complete: see validate_early */
 } vctx;
 
 /* Formats our detail (field, value) into v->detail and returns it. */
@@ -882,10 +869,14 @@ static int verr(vctx *v, const char *detail, const char *fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   int has_detail = detail != NULL && *detail != '\0';
-  if (v->file != NULL && has_detail) v->err = fmt_alloc("%s (%s: %s)", msg, v->file, detail);
-  else if (v->file != NULL) v->err = fmt_alloc("%s (%s)", msg, v->file);
-  else if (has_detail) v->err = fmt_alloc("%s (%s)", msg, detail);
-  else v->err = fmt_alloc("%s", msg);
+  if (v->file != NULL && has_detail)
+    v->err = fmt_alloc("%s (%s: %s)", msg, v->file, detail);
+  else if (v->file != NULL)
+    v->err = fmt_alloc("%s (%s)", msg, v->file);
+  else if (has_detail)
+    v->err = fmt_alloc("%s (%s)", msg, detail);
+  else
+    v->err = fmt_alloc("%s", msg);
   return -1;
 }
 
@@ -897,9 +888,7 @@ static int backend_type(const char *backend) {
 }
 
 static int platform_type(const char *platform) {
-  if (strcmp(platform, "tensorflow_graphdef") == 0 ||
-      strcmp(platform, "tensorflow_savedmodel") == 0)
-    return 1;
+  if (strcmp(platform, "tensorflow_graphdef") == 0 || strcmp(platform, "tensorflow_savedmodel") == 0) return 1;
   if (strcmp(platform, "tensorrt_plan") == 0) return 2;
   if (strcmp(platform, "onnxruntime_onnx") == 0) return 3;
   if (strcmp(platform, "pytorch_libtorch") == 0) return 4;
@@ -936,8 +925,7 @@ static size_t segment_counts(const json_t *dims, long long *counts, size_t max) 
   return n + 1;
 }
 
-static int validate_io(vctx *v, const json_t *io, int is_input, long long mbs,
-                       const char *platform) {
+static int validate_io(vctx *v, const json_t *io, int is_input, long long mbs, const char *platform) {
   const char *kind = is_input ? "input" : "output";
   const char *ioname = get_str(io, "name");
   if (*ioname == '\0') return verr(v, NULL, "model %s must specify 'name' for %s", kind, v->name);
@@ -950,14 +938,17 @@ static int validate_io(vctx *v, const json_t *io, int is_input, long long mbs,
   const json_t *reshape = get_obj(io, "reshape");
   const json_t *shape = reshape != NULL ? json_object_get(reshape, "shape") : NULL;
   if (reshape != NULL && json_array_size(shape) == 0 && mbs == 0)
-    return verr(v, NULL, "model %s '%s' cannot have empty reshape for non-batching model as "
-                "scalar tensors are not supported for %s", kind, ioname, v->name);
+    return verr(v, NULL,
+                "model %s '%s' cannot have empty reshape for non-batching model as "
+                "scalar tensors are not supported for %s",
+                kind, ioname, v->name);
   for (size_t i = 0; i < json_array_size(dims); i++) {
     long long d = (long long)json_integer_value(json_array_get(dims, i));
     if (d < 1 && d != -1)
       return verr(v, det(v, "field '%s.dims', got %lld", kind, d),
                   "model %s '%s' dimension must be integer >= 1, or -1 to indicate a "
-                  "variable-size dimension for %s", kind, ioname, v->name);
+                  "variable-size dimension for %s",
+                  kind, ioname, v->name);
   }
   if (reshape != NULL) {
     for (size_t i = 0; i < json_array_size(shape); i++) {
@@ -965,29 +956,29 @@ static int validate_io(vctx *v, const json_t *io, int is_input, long long mbs,
       if (d < 1 && d != -1)
         return verr(v, det(v, "field '%s.reshape.shape', got %lld", kind, d),
                     "model %s '%s' reshape dimensions must be integer >= 1, or -1 to "
-                    "indicate a variable-size dimension for %s", kind, ioname, v->name);
+                    "indicate a variable-size dimension for %s",
+                    kind, ioname, v->name);
     }
     long long dn = element_count(dims);
     long long rn = json_array_size(shape) == 0 ? 0 : element_count(shape);
     if (dn != rn && (rn != 0 || dn != 1))
-      return verr(v, NULL, "model %s '%s' has different size for dims and reshape for %s", kind,
-                  ioname, v->name);
+      return verr(v, NULL, "model %s '%s' has different size for dims and reshape for %s", kind, ioname, v->name);
     if (dn == -1) {
       long long a[64], b[64];
       size_t na = segment_counts(dims, a, 64), nb = segment_counts(shape, b, 64);
       if (na != nb)
-        return verr(v, NULL, "model %s '%s' has different number of variable-size dimensions for "
-                    "dims and reshape for %s", kind, ioname, v->name);
+        return verr(v, NULL,
+                    "model %s '%s' has different number of variable-size dimensions for "
+                    "dims and reshape for %s",
+                    kind, ioname, v->name);
       for (size_t i = 0; i < na && i < 64; i++)
         if (a[i] != b[i])
-          return verr(v, NULL, "model %s '%s' has different size for dims and reshape for %s",
-                      kind, ioname, v->name);
+          return verr(v, NULL, "model %s '%s' has different size for dims and reshape for %s", kind, ioname, v->name);
     }
   }
   if (is_input) {
     const char *fmt = get_str(io, "format");
-    if ((strcmp(fmt, "FORMAT_NHWC") == 0 || strcmp(fmt, "FORMAT_NCHW") == 0) &&
-        json_array_size(dims) != 3)
+    if ((strcmp(fmt, "FORMAT_NHWC") == 0 || strcmp(fmt, "FORMAT_NCHW") == 0) && json_array_size(dims) != 3)
       return verr(v, det(v, "input '%s', field 'format', %zu dims", ioname, json_array_size(dims)),
                   "model input NHWC/NCHW require 3 dims for %s", v->name);
   }
@@ -1000,8 +991,8 @@ static int validate_io(vctx *v, const json_t *io, int is_input, long long mbs,
       return verr(v, det(v, "%s '%s', field 'is_non_linear_format_io'", kind, ioname),
                   "Non-linear IO format is only supported for the TensorRT platform for %s", v->name);
     if (json_array_size(dims) != 3)
-      return verr(v, det(v, "%s '%s', field 'dims'", kind, ioname),
-                  "Non-linear IO format %s requires 3 dims for %s", kind, v->name);
+      return verr(v, det(v, "%s '%s', field 'dims'", kind, ioname), "Non-linear IO format %s requires 3 dims for %s",
+                  kind, v->name);
   }
   return 0;
 }
@@ -1022,8 +1013,8 @@ static int validate_ios(vctx *v, const json_t *cfg) {
       if (validate_io(v, io, k == 0, mbs, platform) != 0) return -1;
       for (size_t j = 0; j < i; j++) {
         if (strcmp(get_str(arr_get(cfg, arrs[k], j), "name"), get_str(io, "name")) == 0)
-          return verr(v, det(v, "field '%s[%zu].name'", arrs[k], i),
-                      "%s name '%s' is specified more than once for %s", arrs[k], get_str(io, "name"), v->name);
+          return verr(v, det(v, "field '%s[%zu].name'", arrs[k], i), "%s name '%s' is specified more than once for %s",
+                      arrs[k], get_str(io, "name"), v->name);
       }
     }
   }
@@ -1041,8 +1032,8 @@ static int validate_ios(vctx *v, const json_t *cfg) {
                   "batch input data type must be TYPE_INT32 or TYPE_FP32 for %s", v->name);
     const char *src = json_string_value(arr_get(bi, "source_input", 0));
     if (src == NULL || !has_name(cfg, "input", src))
-      return verr(v, det(v, "field 'batch_input[%zu].source_input'", i),
-                  "unknown source input name '%s' for %s", src ? src : "", v->name);
+      return verr(v, det(v, "field 'batch_input[%zu].source_input'", i), "unknown source input name '%s' for %s",
+                  src ? src : "", v->name);
   }
   for (size_t i = 0; i < arr_size(cfg, "batch_output"); i++) {
     const json_t *bo = arr_get(cfg, "batch_output", i);
@@ -1050,16 +1041,17 @@ static int validate_ios(vctx *v, const json_t *cfg) {
     if (ns != 1)
       return verr(v, det(v, "field 'batch_output[%zu].source_input'", i),
                   "batch output kind 'BATCH_SCATTER_WITH_INPUT_SHAPE' expects 1 source "
-                  "input, got %zu for %s", ns, v->name);
+                  "input, got %zu for %s",
+                  ns, v->name);
     const char *src = json_string_value(arr_get(bo, "source_input", 0));
     if (src == NULL || !has_name(cfg, "input", src))
-      return verr(v, det(v, "field 'batch_output[%zu].source_input'", i),
-                  "unknown source input name '%s' for %s", src ? src : "", v->name);
+      return verr(v, det(v, "field 'batch_output[%zu].source_input'", i), "unknown source input name '%s' for %s",
+                  src ? src : "", v->name);
     for (size_t t = 0; t < arr_size(bo, "target_name"); t++) {
       const char *tn = json_string_value(arr_get(bo, "target_name", t));
       if (tn == NULL || !has_name(cfg, "output", tn))
-        return verr(v, det(v, "field 'batch_output[%zu].target_name'", i),
-                    "unknown target output name '%s' for %s", tn ? tn : "", v->name);
+        return verr(v, det(v, "field 'batch_output[%zu].target_name'", i), "unknown target output name '%s' for %s",
+                    tn ? tn : "", v->name);
       for (size_t u = 0; u < t; u++)
         if (strcmp(tn, json_string_value(arr_get(bo, "target_name", u))) == 0)
           return verr(v, det(v, "field 'batch_output[%zu].target_name'", i),
@@ -1082,42 +1074,51 @@ static int validate_control(vctx *v, const json_t *sb, const char *kind, int typ
                   "sequence batching control tensor must have a name for %s", v->name);
     for (size_t j = 0; j < i; j++)
       if (strcmp(get_str(arr_get(sb, "control_input", j), "name"), cname) == 0)
-        return verr(v, NULL, "sequence batching control tensor '%s' is specified for multiple "
-                    "control kinds for %s", cname, v->name);
+        return verr(v, NULL,
+                    "sequence batching control tensor '%s' is specified for multiple "
+                    "control kinds for %s",
+                    cname, v->name);
     for (size_t c = 0; c < arr_size(ci, "control"); c++) {
       const json_t *ctl = arr_get(ci, "control", c);
       const char *ck = get_str(ctl, "kind");
       if (*ck == '\0') ck = "CONTROL_SEQUENCE_START";
       if (strcmp(ck, kind) != 0) continue;
-      if (seen)
-        return verr(v, NULL, "sequence batching specifies multiple %s tensors for %s", kind, v->name);
+      if (seen) return verr(v, NULL, "sequence batching specifies multiple %s tensors for %s", kind, v->name);
       seen = 1;
       size_t ni = arr_size(ctl, "int32_false_true"), nf = arr_size(ctl, "fp32_false_true"),
              nb = arr_size(ctl, "bool_false_true");
       if (typed) {
         if (ni || nf || nb)
-          return verr(v, NULL, "sequence batching must not specify either 'int32_false_true', "
-                      "'fp32_false_true' or 'bool_false_true' for %s for %s", kind, v->name);
+          return verr(v, NULL,
+                      "sequence batching must not specify either 'int32_false_true', "
+                      "'fp32_false_true' or 'bool_false_true' for %s for %s",
+                      kind, v->name);
         const char *dt = get_str(ctl, "data_type");
-        if (strcmp(dt, "TYPE_UINT64") != 0 && strcmp(dt, "TYPE_INT64") != 0 &&
-            strcmp(dt, "TYPE_UINT32") != 0 && strcmp(dt, "TYPE_INT32") != 0 &&
-            strcmp(dt, "TYPE_STRING") != 0)
-          return verr(v, NULL, "unexpected data type for control %s for %s. Allowed data types are "
+        if (strcmp(dt, "TYPE_UINT64") != 0 && strcmp(dt, "TYPE_INT64") != 0 && strcmp(dt, "TYPE_UINT32") != 0 &&
+            strcmp(dt, "TYPE_INT32") != 0 && strcmp(dt, "TYPE_STRING") != 0)
+          return verr(v, NULL,
+                      "unexpected data type for control %s for %s. Allowed data types are "
                       "TYPE_UINT64, TYPE_INT64, TYPE_UINT32, TYPE_INT32 and TYPE_STRING",
                       kind, v->name);
         continue;
       }
       int lists = (ni != 0) + (nf != 0) + (nb != 0);
       if (lists == 0)
-        return verr(v, NULL, "sequence batching must specify either 'int32_false_true', "
-                    "'fp32_false_true' or 'bool_false_true' for %s for %s", kind, v->name);
+        return verr(v, NULL,
+                    "sequence batching must specify either 'int32_false_true', "
+                    "'fp32_false_true' or 'bool_false_true' for %s for %s",
+                    kind, v->name);
       if (lists > 1)
-        return verr(v, NULL, "sequence batching specifies more than one from 'int32_false_true', "
-                    "'fp32_false_true' and 'bool_false_true' for %s for %s", kind, v->name);
+        return verr(v, NULL,
+                    "sequence batching specifies more than one from 'int32_false_true', "
+                    "'fp32_false_true' and 'bool_false_true' for %s for %s",
+                    kind, v->name);
       const char *which = ni ? "int32_false_true" : nf ? "fp32_false_true" : "bool_false_true";
       if ((ni ? ni : nf ? nf : nb) != 2)
-        return verr(v, NULL, "sequence batching control '%s' must have exactly 2 entries for %s "
-                    "for %s", which, kind, v->name);
+        return verr(v, NULL,
+                    "sequence batching control '%s' must have exactly 2 entries for %s "
+                    "for %s",
+                    which, kind, v->name);
     }
   }
   return 0;
@@ -1126,8 +1127,10 @@ static int validate_control(vctx *v, const json_t *sb, const char *kind, int typ
 static int validate_sequence(vctx *v, const json_t *cfg, const json_t *sb) {
   const json_t *rc = get_obj(cfg, "response_cache");
   if (rc != NULL && get_bool(rc, "enable"))
-    return verr(v, NULL, "Response Cache does not currently support model %s with sequence "
-                "batching scheduler. Please disable the response cache.", v->name);
+    return verr(v, NULL,
+                "Response Cache does not currently support model %s with sequence "
+                "batching scheduler. Please disable the response cache.",
+                v->name);
   if (validate_control(v, sb, "CONTROL_SEQUENCE_START", 0) != 0 ||
       validate_control(v, sb, "CONTROL_SEQUENCE_END", 0) != 0 ||
       validate_control(v, sb, "CONTROL_SEQUENCE_READY", 0) != 0 ||
@@ -1141,8 +1144,9 @@ static int validate_sequence(vctx *v, const json_t *cfg, const json_t *sb) {
       return verr(v, det(v, "field 'sequence_batching.oldest.preferred_batch_size', got %lld", s),
                   "sequence batching preferred batch size must be positive for %s", v->name);
     if (s > mbs && !(v->early && mbs == 0))
-      return verr(v, det(v, "field 'sequence_batching.oldest.preferred_batch_size', got %lld, max_batch_size %lld", s, mbs),
-                  "sequence batching preferred batch size must be <= max batch size for %s", v->name);
+      return verr(
+          v, det(v, "field 'sequence_batching.oldest.preferred_batch_size', got %lld, max_batch_size %lld", s, mbs),
+          "sequence batching preferred batch size must be <= max batch size for %s", v->name);
   }
   const json_t *direct = get_obj(sb, "direct");
   if (direct != NULL) {
@@ -1171,8 +1175,7 @@ static int validate_dynamic(vctx *v, const json_t *cfg, const json_t *db) {
     uint64_t def = get_uint(db, "default_priority_level");
     if (def == 0 || def > levels)
       return verr(v, det(v, "field 'dynamic_batching.default_priority_level', got %llu", (unsigned long long)def),
-                  "default priority level must be in range [1, %llu] for %s", (unsigned long long)levels,
-                  v->name);
+                  "default priority level must be in range [1, %llu] for %s", (unsigned long long)levels, v->name);
     const char *k;
     json_t *pol;
     json_object_foreach((json_t *)pqp, k, pol) {
@@ -1185,20 +1188,25 @@ static int validate_dynamic(vctx *v, const json_t *cfg, const json_t *db) {
   }
   if (get_bool(db, "preserve_ordering")) {
     if (levels > 1)
-      return verr(v, NULL, "Only one priority level is allowed when 'preserve_ordering' is true "
-                  "for %s", v->name);
+      return verr(v, NULL,
+                  "Only one priority level is allowed when 'preserve_ordering' is true "
+                  "for %s",
+                  v->name);
     const json_t *dq = get_obj(db, "default_queue_policy");
     if (dq != NULL && get_uint(dq, "default_timeout_microseconds") != 0 &&
         strcmp(get_str(dq, "timeout_action"), "DELAY") == 0)
-      return verr(v, NULL, "Queue policy can not have DELAY as timeout action when "
-                  "'preserve_ordering' is true for %s", v->name);
+      return verr(v, NULL,
+                  "Queue policy can not have DELAY as timeout action when "
+                  "'preserve_ordering' is true for %s",
+                  v->name);
     const char *k;
     json_t *pol;
     json_object_foreach((json_t *)pqp, k, pol) {
-      if (get_uint(pol, "default_timeout_microseconds") != 0 &&
-          strcmp(get_str(pol, "timeout_action"), "DELAY") == 0)
-        return verr(v, NULL, "Queue policy can not have DELAY as timeout action when "
-                    "'preserve_ordering' is true for %s", v->name);
+      if (get_uint(pol, "default_timeout_microseconds") != 0 && strcmp(get_str(pol, "timeout_action"), "DELAY") == 0)
+        return verr(v, NULL,
+                    "Queue policy can not have DELAY as timeout action when "
+                    "'preserve_ordering' is true for %s",
+                    v->name);
     }
   }
   return 0;
@@ -1210,8 +1218,8 @@ typedef struct tensor_node {
   const char *name;
   int is_output; /* produced by some step */
   int ready;
-  int consumed;  /* feeds some step */
-  int seen;      /* visited by not_connected */
+  int consumed; /* feeds some step */
+  int seen; /* visited by not_connected */
 } tensor_node;
 
 static tensor_node *tensor_find(tensor_node *t, size_t n, const char *name) {
@@ -1261,8 +1269,10 @@ static const char *not_connected(const json_t *es, tensor_node *t, size_t n, con
 static int validate_ensemble(vctx *v, const json_t *cfg) {
   const json_t *es = get_obj(cfg, "ensemble_scheduling");
   if (strcmp(get_str(cfg, "platform"), NRD_ENSEMBLE_PLATFORM) != 0)
-    return verr(v, NULL, "ensemble scheduling cannot be set for model '%s' whose platform is not "
-                "ensemble", v->name);
+    return verr(v, NULL,
+                "ensemble scheduling cannot be set for model '%s' whose platform is not "
+                "ensemble",
+                v->name);
   if (arr_size(cfg, "instance_group") != 0)
     return verr(v, NULL, "instance group should not be specified for ensemble '%s'", v->name);
   if (get_obj(cfg, "optimization") != NULL)
@@ -1302,8 +1312,10 @@ static int validate_ensemble(vctx *v, const json_t *cfg) {
       const char *tn = json_string_value(val) ? json_string_value(val) : "";
       tensor_node *node = tensor_find(t, n, tn);
       if (node != NULL && node->is_output) {
-        verr(v, NULL, "ensemble tensor '%s' can appear in an output map only once for ensemble "
-             "'%s' step %zu", tn, v->name, s);
+        verr(v, NULL,
+             "ensemble tensor '%s' can appear in an output map only once for ensemble "
+             "'%s' step %zu",
+             tn, v->name, s);
         goto out;
       }
       if (node == NULL) {
@@ -1361,10 +1373,13 @@ static int validate_ensemble(vctx *v, const json_t *cfg) {
     if (!node->ready) {
       const char *dep = not_connected(es, t, n, on);
       if (dep != NULL)
-        verr(v, det(v, "field 'ensemble_scheduling.step'"), "output '%s' for ensemble '%s' is not written: at least one "
-             "of its depending tensors, '%s', is not connected", on, v->name, dep);
+        verr(v, det(v, "field 'ensemble_scheduling.step'"),
+             "output '%s' for ensemble '%s' is not written: at least one "
+             "of its depending tensors, '%s', is not connected",
+             on, v->name, dep);
       else
-        verr(v, det(v, "field 'ensemble_scheduling.step'"), "output '%s' for ensemble '%s' is not written", on, v->name);
+        verr(v, det(v, "field 'ensemble_scheduling.step'"), "output '%s' for ensemble '%s' is not written", on,
+             v->name);
       goto out;
     }
   }
@@ -1395,17 +1410,20 @@ static int validate_instance_groups(vctx *v, const json_t *cfg, int has_gpu) {
       if (ngpus > 0)
         return verr(v, det(v, "field 'instance_group[%zu].gpus'", i),
                     "instance group %s of model %s has kind KIND_MODEL but specifies one "
-                    "or more GPUs", gname, v->name);
+                    "or more GPUs",
+                    gname, v->name);
     } else if (strcmp(kind, "KIND_GPU") == 0) {
       if (!has_gpu)
         return verr(v, det(v, "field 'instance_group[%zu].kind'", i),
                     "instance group %s of model %s has kind KIND_GPU but server does not "
-                    "support GPUs", gname, v->name);
+                    "support GPUs",
+                    gname, v->name);
     } else if (strcmp(kind, "KIND_CPU") == 0) {
       if (ngpus > 0)
         return verr(v, det(v, "field 'instance_group[%zu].gpus'", i),
                     "instance group %s of model %s has kind KIND_CPU but specifies one or "
-                    "more GPUs", gname, v->name);
+                    "more GPUs",
+                    gname, v->name);
     } else {
       return verr(v, det(v, "field 'instance_group[%zu].kind'; normalize the configuration first", i),
                   "instance group %s of model %s has unexpected kind KIND_AUTO", gname, v->name);
@@ -1415,16 +1433,20 @@ static int validate_instance_groups(vctx *v, const json_t *cfg, int has_gpu) {
                   "instance group %s of model %s must have 'count' >= 1", gname, v->name);
     size_t np = arr_size(g, "profile");
     if (np > 0 && strcmp(platform, "tensorrt_plan") != 0)
-      return verr(v, NULL, "instance group %s of model %s and platform %s specifies profile field "
-                  "which is only supported for TensorRT models", gname, v->name, platform);
+      return verr(v, NULL,
+                  "instance group %s of model %s and platform %s specifies profile field "
+                  "which is only supported for TensorRT models",
+                  gname, v->name, platform);
     for (size_t p = 0; p < np; p++) {
       const char *prof = json_string_value(arr_get(g, "profile", p));
       char *end = NULL;
       long pv = prof != NULL ? strtol(prof, &end, 10) : -1;
       if (prof == NULL || *prof == '\0' || end == prof || pv < 0)
-        return verr(v, NULL, "instance group %s of model %s and platform %s specifies invalid "
+        return verr(v, NULL,
+                    "instance group %s of model %s and platform %s specifies invalid "
                     "profile %s. The field should contain the string representation of a "
-                    "non-negative integer.", gname, v->name, platform, prof ? prof : "");
+                    "non-negative integer.",
+                    gname, v->name, platform, prof ? prof : "");
     }
   }
   return 0;
@@ -1435,12 +1457,10 @@ static int validate_metrics(vctx *v, const json_t *mm) {
     const json_t *mc = arr_get(mm, "metric_control", i);
     const json_t *id = get_obj(mc, "metric_identifier");
     if (id == NULL) return verr(v, NULL, "metric control must specify 'metric_identifier'");
-    if (*get_str(id, "family") == '\0')
-      return verr(v, NULL, "metric identifier must specify non-empty 'family'");
+    if (*get_str(id, "family") == '\0') return verr(v, NULL, "metric identifier must specify non-empty 'family'");
     const json_t *h = get_obj(mc, "histogram_options");
     if (h == NULL) return verr(v, NULL, "metric control must specify 'histogram_options'");
-    if (arr_size(h, "buckets") == 0)
-      return verr(v, NULL, "histogram options must specify non-empty 'buckets'");
+    if (arr_size(h, "buckets") == 0) return verr(v, NULL, "histogram options must specify non-empty 'buckets'");
   }
   return 0;
 }
@@ -1454,8 +1474,7 @@ static int validate_all(vctx *v, const json_t *cfg, int has_gpu) {
     if (!is_ensemble_platform)
       return verr(v, "field 'backend' is empty", "unexpected platform type '%s' for %s", platform, v->name);
   } else if (is_ensemble_platform) {
-    return verr(v, NULL, "Ensemble model '%s' must have platform type '%s' and empty backend type",
-                v->name, platform);
+    return verr(v, NULL, "Ensemble model '%s' must have platform type '%s' and empty backend type", v->name, platform);
   }
   int bt = backend_type(backend);
   if (bt != 0 && bt != platform_type(platform))
@@ -1463,8 +1482,7 @@ static int validate_all(vctx *v, const json_t *cfg, int has_gpu) {
   if (get_int(cfg, "max_batch_size") < 0)
     return verr(v, det(v, "field 'max_batch_size', got %lld", (long long)get_int(cfg, "max_batch_size")),
                 "'max_batch_size' must be non-negative value for %s", v->name);
-  if (get_obj(cfg, "version_policy") == NULL)
-    return verr(v, NULL, "must specify 'version policy' for %s", v->name);
+  if (get_obj(cfg, "version_policy") == NULL) return verr(v, NULL, "must specify 'version policy' for %s", v->name);
   const json_t *db = get_obj(cfg, "dynamic_batching");
   if (db != NULL && validate_dynamic(v, cfg, db) != 0) return -1;
   const json_t *sb = get_obj(cfg, "sequence_batching");
@@ -1472,19 +1490,18 @@ static int validate_all(vctx *v, const json_t *cfg, int has_gpu) {
   if (get_obj(cfg, "ensemble_scheduling") != NULL) {
     if (validate_ensemble(v, cfg) != 0) return -1;
   } else if (is_ensemble_platform) {
-    return verr(v, NULL, "ensemble scheduling must be set for ensemble %s whose platform is ensemble",
-                v->name);
+    return verr(v, NULL, "ensemble scheduling must be set for ensemble %s whose platform is ensemble", v->name);
   }
   const json_t *tp = get_obj(cfg, "model_transaction_policy");
   const json_t *rc = get_obj(cfg, "response_cache");
   if (tp != NULL && get_bool(tp, "decoupled") && rc != NULL && get_bool(rc, "enable"))
-    return verr(v, NULL, "Response Cache does not currently support model %s with 'decoupled' "
-                "transaction policy. Please disable the response cache.", v->name);
+    return verr(v, NULL,
+                "Response Cache does not currently support model %s with 'decoupled' "
+                "transaction policy. Please disable the response cache.",
+                v->name);
   const json_t *mm = get_obj(cfg, "model_metrics");
   if (mm != NULL && validate_metrics(v, mm) != 0) return -1;
-  if (get_obj(cfg, "ensemble_scheduling") == NULL &&
-      validate_instance_groups(v, cfg, has_gpu) != 0)
-    return -1;
+  if (get_obj(cfg, "ensemble_scheduling") == NULL && validate_instance_groups(v, cfg, has_gpu) != 0) return -1;
   return validate_ios(v, cfg);
 }
 

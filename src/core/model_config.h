@@ -33,8 +33,7 @@
  * Returns a new reference (caller json_decref()s it), or NULL with *err set
  * to a malloc'd "FILE:LINE:COL: message" the caller frees (err may be NULL).
  * Never crashes or leaks on any input. Any thread. */
-json_t *nrd_model_config_parse(const char *text, size_t len,
-                               const char *filename, char **err);
+json_t *nrd_model_config_parse(const char *text, size_t len, const char *filename, char **err);
 
 /* Reads a ModelConfig from protobuf-style JSON (backend auto-complete via
  * TRITONBACKEND_ModelSetConfig, or a client's config override). Field names
@@ -62,8 +61,7 @@ json_t *nrd_model_config_from_json(const char *json, size_t len, char **err);
  *    optimization or instance group defaults.
  * Returns 0, or -1 with *err malloc'd (caller frees); on failure cfg may be
  * partially normalized. Any thread. */
-int nrd_model_config_normalize(json_t *cfg, const char *model_name,
-                               int has_gpu, char **err);
+int nrd_model_config_normalize(json_t *cfg, const char *model_name, int has_gpu, char **err);
 
 /* Checks a normalized config the way Triton does before loading a model
  * (ValidateModelConfig, ValidateInstanceGroup, ValidateModelIOConfig, ensemble
@@ -72,15 +70,13 @@ int nrd_model_config_normalize(json_t *cfg, const char *model_name,
  * (FILE when filename != NULL).
  * Returns 0, or -1 with *err malloc'd (caller frees). cfg is not modified.
  * Any thread. */
-int nrd_model_config_validate(const json_t *cfg, const char *filename,
-                              int has_gpu, char **err);
+int nrd_model_config_validate(const json_t *cfg, const char *filename, int has_gpu, char **err);
 
 /* As nrd_model_config_validate, before any backend call: what the backend's
  * auto-complete may still fill in (an input's or output's missing data_type
  * or dims, a max_batch_size of 0 below a preferred batch size) is not an
  * error yet; everything else is. Same ownership; any thread. */
-int nrd_model_config_validate_early(const json_t *cfg, const char *filename,
-                                    int has_gpu, char **err);
+int nrd_model_config_validate_early(const json_t *cfg, const char *filename, int has_gpu, char **err);
 
 /* Renders cfg as compact JSON the way Triton's ModelConfigToJson (version 1)
  * does: declaration order, proto field names, every primitive printed with

@@ -7,7 +7,7 @@
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Table-building shorthands (data only, no control flow). */
-#define FIELD(n, t, l, m, e, o, f) \
+#define FIELD(n, t, l, m, e, o, f)                                                                                     \
   { (n), (t), (l), NRD_FT_STRING, (m), (e), (o), (f) }
 #define SCALAR(n, t) FIELD(n, t, NRD_LABEL_SINGULAR, NULL, NULL, NULL, 0)
 #define SCALAR_F(n, t, f) FIELD(n, t, NRD_LABEL_SINGULAR, NULL, NULL, NULL, f)
@@ -15,48 +15,41 @@
 #define REP_F(n, t, f) FIELD(n, t, NRD_LABEL_REPEATED, NULL, NULL, NULL, f)
 #define ENUMF(n, e) FIELD(n, NRD_FT_ENUM, NRD_LABEL_SINGULAR, NULL, &(e), NULL, 0)
 #define MSG(n, m) FIELD(n, NRD_FT_MESSAGE, NRD_LABEL_SINGULAR, &(m), NULL, NULL, 0)
-#define MSG_ONEOF(n, m, o) \
-  FIELD(n, NRD_FT_MESSAGE, NRD_LABEL_SINGULAR, &(m), NULL, o, 0)
+#define MSG_ONEOF(n, m, o) FIELD(n, NRD_FT_MESSAGE, NRD_LABEL_SINGULAR, &(m), NULL, o, 0)
 #define REP_MSG(n, m) FIELD(n, NRD_FT_MESSAGE, NRD_LABEL_REPEATED, &(m), NULL, NULL, 0)
-#define MAP_STR(n, k) \
+#define MAP_STR(n, k)                                                                                                  \
   { (n), NRD_FT_STRING, NRD_LABEL_MAP, (k), NULL, NULL, NULL, 0 }
-#define MAP_MSG(n, k, m) \
+#define MAP_MSG(n, k, m)                                                                                               \
   { (n), NRD_FT_MESSAGE, NRD_LABEL_MAP, (k), &(m), NULL, NULL, 0 }
-#define MESSAGE(var, nm, fields) \
-  static const nrd_msg_desc var = { nm, fields, NELEM(fields) }
-#define ENUM(var, nm, names, nums) \
-  static const nrd_enum_desc var = { nm, names, nums, NELEM(names) }
+#define MESSAGE(var, nm, fields) static const nrd_msg_desc var = {nm, fields, NELEM(fields)}
+#define ENUM(var, nm, names, nums) static const nrd_enum_desc var = {nm, names, nums, NELEM(names)}
 
 /* ---- enums ---- */
 
-static const char *const data_type_names[] = {
-    "TYPE_INVALID", "TYPE_BOOL",  "TYPE_UINT8", "TYPE_UINT16", "TYPE_UINT32",
-    "TYPE_UINT64",  "TYPE_INT8",  "TYPE_INT16", "TYPE_INT32",  "TYPE_INT64",
-    "TYPE_FP16",    "TYPE_FP32",  "TYPE_FP64",  "TYPE_STRING", "TYPE_BF16"};
-static const int data_type_nums[] = {0, 1, 2, 3, 4, 5, 6, 7,
-                                     8, 9, 10, 11, 12, 13, 14};
+static const char *const data_type_names[] = {"TYPE_INVALID", "TYPE_BOOL", "TYPE_UINT8", "TYPE_UINT16", "TYPE_UINT32",
+                                              "TYPE_UINT64",  "TYPE_INT8", "TYPE_INT16", "TYPE_INT32",  "TYPE_INT64",
+                                              "TYPE_FP16",    "TYPE_FP32", "TYPE_FP64",  "TYPE_STRING", "TYPE_BF16"};
+static const int data_type_nums[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
 ENUM(e_data_type, "DataType", data_type_names, data_type_nums);
 
-static const char *const ig_kind_names[] = {"KIND_AUTO", "KIND_GPU", "KIND_CPU",
-                                            "KIND_MODEL"};
+static const char *const ig_kind_names[] = {"KIND_AUTO", "KIND_GPU", "KIND_CPU", "KIND_MODEL"};
 static const int ig_kind_nums[] = {0, 1, 2, 3};
 ENUM(e_ig_kind, "ModelInstanceGroup.Kind", ig_kind_names, ig_kind_nums);
 
 static const char *const sd_kind_names[] = {"KIND_NVDLA"};
 static const int sd_kind_nums[] = {0};
-ENUM(e_sd_kind, "ModelInstanceGroup.SecondaryDevice.SecondaryDeviceKind",
-     sd_kind_names, sd_kind_nums);
+ENUM(e_sd_kind, "ModelInstanceGroup.SecondaryDevice.SecondaryDeviceKind", sd_kind_names, sd_kind_nums);
 
-static const char *const format_names[] = {"FORMAT_NONE", "FORMAT_NHWC",
-                                           "FORMAT_NCHW"};
+static const char *const format_names[] = {"FORMAT_NONE", "FORMAT_NHWC", "FORMAT_NCHW"};
 static const int format_nums[] = {0, 1, 2};
 ENUM(e_format, "ModelInput.Format", format_names, format_nums);
 
-static const char *const bi_kind_names[] = {
-    "BATCH_ELEMENT_COUNT", "BATCH_ACCUMULATED_ELEMENT_COUNT",
-    "BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO",
-    "BATCH_MAX_ELEMENT_COUNT_AS_SHAPE", "BATCH_ITEM_SHAPE",
-    "BATCH_ITEM_SHAPE_FLATTEN"};
+static const char *const bi_kind_names[] = {"BATCH_ELEMENT_COUNT",
+                                            "BATCH_ACCUMULATED_ELEMENT_COUNT",
+                                            "BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO",
+                                            "BATCH_MAX_ELEMENT_COUNT_AS_SHAPE",
+                                            "BATCH_ITEM_SHAPE",
+                                            "BATCH_ITEM_SHAPE_FLATTEN"};
 static const int bi_kind_nums[] = {0, 1, 2, 3, 4, 5};
 ENUM(e_bi_kind, "BatchInput.Kind", bi_kind_names, bi_kind_nums);
 
@@ -64,22 +57,18 @@ static const char *const bo_kind_names[] = {"BATCH_SCATTER_WITH_INPUT_SHAPE"};
 static const int bo_kind_nums[] = {0};
 ENUM(e_bo_kind, "BatchOutput.Kind", bo_kind_names, bo_kind_nums);
 
-static const char *const priority_names[] = {"PRIORITY_DEFAULT", "PRIORITY_MAX",
-                                             "PRIORITY_MIN"};
+static const char *const priority_names[] = {"PRIORITY_DEFAULT", "PRIORITY_MAX", "PRIORITY_MIN"};
 static const int priority_nums[] = {0, 1, 2};
-ENUM(e_priority, "ModelOptimizationPolicy.ModelPriority", priority_names,
-     priority_nums);
+ENUM(e_priority, "ModelOptimizationPolicy.ModelPriority", priority_names, priority_nums);
 
 static const char *const timeout_names[] = {"REJECT", "DELAY"};
 static const int timeout_nums[] = {0, 1};
 ENUM(e_timeout, "ModelQueuePolicy.TimeoutAction", timeout_names, timeout_nums);
 
-static const char *const control_kind_names[] = {
-    "CONTROL_SEQUENCE_START", "CONTROL_SEQUENCE_READY", "CONTROL_SEQUENCE_END",
-    "CONTROL_SEQUENCE_CORRID"};
+static const char *const control_kind_names[] = {"CONTROL_SEQUENCE_START", "CONTROL_SEQUENCE_READY",
+                                                 "CONTROL_SEQUENCE_END", "CONTROL_SEQUENCE_CORRID"};
 static const int control_kind_nums[] = {0, 1, 2, 3};
-ENUM(e_control_kind, "ModelSequenceBatching.Control.Kind", control_kind_names,
-     control_kind_nums);
+ENUM(e_control_kind, "ModelSequenceBatching.Control.Kind", control_kind_names, control_kind_nums);
 
 /* ---- ModelInstanceGroup ---- */
 
@@ -100,8 +89,7 @@ static const nrd_field_desc f_secondary_device[] = {
     ENUMF("kind", e_sd_kind),
     SCALAR("device_id", NRD_FT_INT64),
 };
-MESSAGE(m_secondary_device, "ModelInstanceGroup.SecondaryDevice",
-        f_secondary_device);
+MESSAGE(m_secondary_device, "ModelInstanceGroup.SecondaryDevice", f_secondary_device);
 
 static const nrd_field_desc f_instance_group[] = {
     SCALAR("name", NRD_FT_STRING),
@@ -199,8 +187,7 @@ static const nrd_field_desc f_lower_bound[] = {
     SCALAR("batch_size", NRD_FT_INT32),
     MAP_MSG("input", NRD_FT_STRING, m_shape),
 };
-MESSAGE(m_lower_bound, "ModelOptimizationPolicy.Cuda.GraphSpec.LowerBound",
-        f_lower_bound);
+MESSAGE(m_lower_bound, "ModelOptimizationPolicy.Cuda.GraphSpec.LowerBound", f_lower_bound);
 
 static const nrd_field_desc f_graph_spec[] = {
     SCALAR("batch_size", NRD_FT_INT32),
@@ -221,16 +208,13 @@ static const nrd_field_desc f_accelerator[] = {
     SCALAR("name", NRD_FT_STRING),
     MAP_STR("parameters", NRD_FT_STRING),
 };
-MESSAGE(m_accelerator,
-        "ModelOptimizationPolicy.ExecutionAccelerators.Accelerator",
-        f_accelerator);
+MESSAGE(m_accelerator, "ModelOptimizationPolicy.ExecutionAccelerators.Accelerator", f_accelerator);
 
 static const nrd_field_desc f_exec_acc[] = {
     REP_MSG("gpu_execution_accelerator", m_accelerator),
     REP_MSG("cpu_execution_accelerator", m_accelerator),
 };
-MESSAGE(m_exec_acc, "ModelOptimizationPolicy.ExecutionAccelerators",
-        f_exec_acc);
+MESSAGE(m_exec_acc, "ModelOptimizationPolicy.ExecutionAccelerators", f_exec_acc);
 
 static const nrd_field_desc f_pinned[] = {
     SCALAR("enable", NRD_FT_BOOL),
@@ -253,8 +237,7 @@ MESSAGE(m_optimization, "ModelOptimizationPolicy", f_optimization);
 
 static const nrd_field_desc f_queue_policy[] = {
     ENUMF("timeout_action", e_timeout),
-    SCALAR_F("default_timeout_microseconds", NRD_FT_UINT64,
-             NRD_FIELD_JSON_NUMBER),
+    SCALAR_F("default_timeout_microseconds", NRD_FT_UINT64, NRD_FIELD_JSON_NUMBER),
     SCALAR("allow_timeout_override", NRD_FT_BOOL),
     SCALAR("max_queue_size", NRD_FT_UINT32),
 };
@@ -262,8 +245,7 @@ MESSAGE(m_queue_policy, "ModelQueuePolicy", f_queue_policy);
 
 static const nrd_field_desc f_dynamic_batching[] = {
     REP("preferred_batch_size", NRD_FT_INT32),
-    SCALAR_F("max_queue_delay_microseconds", NRD_FT_UINT64,
-             NRD_FIELD_JSON_NUMBER),
+    SCALAR_F("max_queue_delay_microseconds", NRD_FT_UINT64, NRD_FIELD_JSON_NUMBER),
     SCALAR("preserve_ordering", NRD_FT_BOOL),
     SCALAR_F("priority_levels", NRD_FT_UINT64, NRD_FIELD_JSON_NUMBER),
     SCALAR_F("default_priority_level", NRD_FT_UINT64, NRD_FIELD_JSON_NUMBER),
@@ -275,11 +257,8 @@ MESSAGE(m_dynamic_batching, "ModelDynamicBatching", f_dynamic_batching);
 /* ---- sequence batching ---- */
 
 static const nrd_field_desc f_control[] = {
-    ENUMF("kind", e_control_kind),
-    REP("int32_false_true", NRD_FT_INT32),
-    REP("fp32_false_true", NRD_FT_FLOAT),
-    REP("bool_false_true", NRD_FT_BOOL),
-    ENUMF("data_type", e_data_type),
+    ENUMF("kind", e_control_kind),       REP("int32_false_true", NRD_FT_INT32), REP("fp32_false_true", NRD_FT_FLOAT),
+    REP("bool_false_true", NRD_FT_BOOL), ENUMF("data_type", e_data_type),
 };
 MESSAGE(m_control, "ModelSequenceBatching.Control", f_control);
 
@@ -287,20 +266,16 @@ static const nrd_field_desc f_control_input[] = {
     SCALAR("name", NRD_FT_STRING),
     REP_MSG("control", m_control),
 };
-MESSAGE(m_control_input, "ModelSequenceBatching.ControlInput",
-        f_control_input);
+MESSAGE(m_control_input, "ModelSequenceBatching.ControlInput", f_control_input);
 
 static const nrd_field_desc f_initial_state[] = {
     ENUMF("data_type", e_data_type),
     REP("dims", NRD_FT_INT64),
-    FIELD("zero_data", NRD_FT_BOOL, NRD_LABEL_SINGULAR, NULL, NULL,
-          "state_data", 0),
-    FIELD("data_file", NRD_FT_STRING, NRD_LABEL_SINGULAR, NULL, NULL,
-          "state_data", 0),
+    FIELD("zero_data", NRD_FT_BOOL, NRD_LABEL_SINGULAR, NULL, NULL, "state_data", 0),
+    FIELD("data_file", NRD_FT_STRING, NRD_LABEL_SINGULAR, NULL, NULL, "state_data", 0),
     SCALAR("name", NRD_FT_STRING),
 };
-MESSAGE(m_initial_state, "ModelSequenceBatching.InitialState",
-        f_initial_state);
+MESSAGE(m_initial_state, "ModelSequenceBatching.InitialState", f_initial_state);
 
 static const nrd_field_desc f_state[] = {
     SCALAR("input_name", NRD_FT_STRING),
@@ -314,8 +289,7 @@ static const nrd_field_desc f_state[] = {
 MESSAGE(m_state, "ModelSequenceBatching.State", f_state);
 
 static const nrd_field_desc f_direct[] = {
-    SCALAR_F("max_queue_delay_microseconds", NRD_FT_UINT64,
-             NRD_FIELD_JSON_NUMBER),
+    SCALAR_F("max_queue_delay_microseconds", NRD_FT_UINT64, NRD_FIELD_JSON_NUMBER),
     SCALAR("minimum_slot_utilization", NRD_FT_FLOAT),
 };
 MESSAGE(m_direct, "ModelSequenceBatching.StrategyDirect", f_direct);
@@ -323,8 +297,7 @@ MESSAGE(m_direct, "ModelSequenceBatching.StrategyDirect", f_direct);
 static const nrd_field_desc f_oldest[] = {
     SCALAR("max_candidate_sequences", NRD_FT_INT32),
     REP("preferred_batch_size", NRD_FT_INT32),
-    SCALAR_F("max_queue_delay_microseconds", NRD_FT_UINT64,
-             NRD_FIELD_JSON_NUMBER),
+    SCALAR_F("max_queue_delay_microseconds", NRD_FT_UINT64, NRD_FIELD_JSON_NUMBER),
     SCALAR("preserve_ordering", NRD_FT_BOOL),
 };
 MESSAGE(m_oldest, "ModelSequenceBatching.StrategyOldest", f_oldest);
@@ -332,8 +305,7 @@ MESSAGE(m_oldest, "ModelSequenceBatching.StrategyOldest", f_oldest);
 static const nrd_field_desc f_sequence_batching[] = {
     MSG_ONEOF("direct", m_direct, "strategy_choice"),
     MSG_ONEOF("oldest", m_oldest, "strategy_choice"),
-    SCALAR_F("max_sequence_idle_microseconds", NRD_FT_UINT64,
-             NRD_FIELD_JSON_NUMBER),
+    SCALAR_F("max_sequence_idle_microseconds", NRD_FT_UINT64, NRD_FIELD_JSON_NUMBER),
     REP_MSG("control_input", m_control_input),
     REP_MSG("state", m_state),
     SCALAR("iterative_sequence", NRD_FT_BOOL),
@@ -343,10 +315,8 @@ MESSAGE(m_sequence_batching, "ModelSequenceBatching", f_sequence_batching);
 /* ---- ensemble ---- */
 
 static const nrd_field_desc f_step[] = {
-    SCALAR("model_name", NRD_FT_STRING),
-    SCALAR_F("model_version", NRD_FT_INT64, NRD_FIELD_JSON_NUMBER),
-    MAP_STR("input_map", NRD_FT_STRING),
-    MAP_STR("output_map", NRD_FT_STRING),
+    SCALAR("model_name", NRD_FT_STRING),      SCALAR_F("model_version", NRD_FT_INT64, NRD_FIELD_JSON_NUMBER),
+    MAP_STR("input_map", NRD_FT_STRING),      MAP_STR("output_map", NRD_FT_STRING),
     SCALAR("model_namespace", NRD_FT_STRING),
 };
 MESSAGE(m_step, "ModelEnsembling.Step", f_step);
@@ -367,12 +337,9 @@ MESSAGE(m_parameter, "ModelParameter", f_parameter);
 static const nrd_field_desc f_warmup_input[] = {
     ENUMF("data_type", e_data_type),
     REP_F("dims", NRD_FT_INT64, NRD_FIELD_JSON_NUMBER),
-    FIELD("zero_data", NRD_FT_BOOL, NRD_LABEL_SINGULAR, NULL, NULL,
-          "input_data_type", 0),
-    FIELD("random_data", NRD_FT_BOOL, NRD_LABEL_SINGULAR, NULL, NULL,
-          "input_data_type", 0),
-    FIELD("input_data_file", NRD_FT_STRING, NRD_LABEL_SINGULAR, NULL, NULL,
-          "input_data_type", 0),
+    FIELD("zero_data", NRD_FT_BOOL, NRD_LABEL_SINGULAR, NULL, NULL, "input_data_type", 0),
+    FIELD("random_data", NRD_FT_BOOL, NRD_LABEL_SINGULAR, NULL, NULL, "input_data_type", 0),
+    FIELD("input_data_file", NRD_FT_STRING, NRD_LABEL_SINGULAR, NULL, NULL, "input_data_type", 0),
 };
 MESSAGE(m_warmup_input, "ModelWarmup.Input", f_warmup_input);
 
@@ -413,14 +380,12 @@ MESSAGE(m_response_cache, "ModelResponseCache", f_response_cache);
 static const nrd_field_desc f_metric_id[] = {
     SCALAR("family", NRD_FT_STRING),
 };
-MESSAGE(m_metric_id, "ModelMetrics.MetricControl.MetricIdentifier",
-        f_metric_id);
+MESSAGE(m_metric_id, "ModelMetrics.MetricControl.MetricIdentifier", f_metric_id);
 
 static const nrd_field_desc f_histogram[] = {
     REP("buckets", NRD_FT_DOUBLE),
 };
-MESSAGE(m_histogram, "ModelMetrics.MetricControl.HistogramOptions",
-        f_histogram);
+MESSAGE(m_histogram, "ModelMetrics.MetricControl.HistogramOptions", f_histogram);
 
 static const nrd_field_desc f_metric_control[] = {
     MSG("metric_identifier", m_metric_id),
@@ -483,9 +448,7 @@ static int camel_equals(const char *proto, const char *name, size_t len) {
   return j == len;
 }
 
-const nrd_field_desc *nrd_schema_find_field(const nrd_msg_desc *msg,
-                                            const char *name, size_t len,
-                                            int camel) {
+const nrd_field_desc *nrd_schema_find_field(const nrd_msg_desc *msg, const char *name, size_t len, int camel) {
   for (size_t i = 0; i < msg->nfields; i++) {
     const char *fn = msg->fields[i].name;
     if (strlen(fn) == len && memcmp(fn, name, len) == 0) return &msg->fields[i];
@@ -498,12 +461,9 @@ const nrd_field_desc *nrd_schema_find_field(const nrd_msg_desc *msg,
   return NULL;
 }
 
-static int ascii_lower(int c) {
-  return (c >= 'A' && c <= 'Z') ? c - 'A' + 'a' : c;
-}
+static int ascii_lower(int c) { return (c >= 'A' && c <= 'Z') ? c - 'A' + 'a' : c; }
 
-int nrd_schema_enum_index(const nrd_enum_desc *e, const char *name, size_t len,
-                          int nocase) {
+int nrd_schema_enum_index(const nrd_enum_desc *e, const char *name, size_t len, int nocase) {
   for (size_t i = 0; i < e->count; i++) {
     const char *n = e->names[i];
     if (strlen(n) != len) continue;

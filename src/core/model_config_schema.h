@@ -41,8 +41,8 @@ enum {
 };
 
 typedef struct nrd_enum_desc {
-  const char *name;            /* e.g. "DataType" */
-  const char *const *names;    /* value names, index-aligned with numbers */
+  const char *name; /* e.g. "DataType" */
+  const char *const *names; /* value names, index-aligned with numbers */
   const int *numbers;
   size_t count;
 } nrd_enum_desc;
@@ -50,14 +50,14 @@ typedef struct nrd_enum_desc {
 struct nrd_msg_desc;
 
 typedef struct nrd_field_desc {
-  const char *name;                /* proto field name (snake_case) */
-  nrd_field_type type;             /* value type (map: the value type) */
+  const char *name; /* proto field name (snake_case) */
+  nrd_field_type type; /* value type (map: the value type) */
   nrd_field_label label;
-  nrd_field_type key_type;         /* maps only: STRING, INT*, UINT*, BOOL */
-  const struct nrd_msg_desc *msg;  /* type == NRD_FT_MESSAGE */
-  const nrd_enum_desc *enm;        /* type == NRD_FT_ENUM */
-  const char *oneof;               /* name of the containing oneof or NULL */
-  unsigned flags;                  /* NRD_FIELD_* */
+  nrd_field_type key_type; /* maps only: STRING, INT*, UINT*, BOOL */
+  const struct nrd_msg_desc *msg; /* type == NRD_FT_MESSAGE */
+  const nrd_enum_desc *enm; /* type == NRD_FT_ENUM */
+  const char *oneof; /* name of the containing oneof or NULL */
+  unsigned flags; /* NRD_FIELD_* */
 } nrd_field_desc;
 
 typedef struct nrd_msg_desc {
@@ -77,14 +77,11 @@ const nrd_enum_desc *nrd_schema_data_type_enum(void);
  * lowerCamelCase JSON name. len is the length of name (need not be
  * NUL-terminated). Returns a pointer into static tables or NULL.
  * Any thread. */
-const nrd_field_desc *nrd_schema_find_field(const nrd_msg_desc *msg,
-                                            const char *name, size_t len,
-                                            int camel);
+const nrd_field_desc *nrd_schema_find_field(const nrd_msg_desc *msg, const char *name, size_t len, int camel);
 
 /* Looks up an enum value by name (exact match, or ASCII case-insensitive
  * when nocase != 0). Returns the index into e->names or -1. Any thread. */
-int nrd_schema_enum_index(const nrd_enum_desc *e, const char *name, size_t len,
-                          int nocase);
+int nrd_schema_enum_index(const nrd_enum_desc *e, const char *name, size_t len, int nocase);
 
 /* Looks up an enum value by number; returns the static name or NULL.
  * Any thread. */

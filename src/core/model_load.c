@@ -33,9 +33,7 @@ static const char *jstr(const json_t *o, const char *key) {
   return s ? s : "";
 }
 
-static int64_t jint(const json_t *o, const char *key) {
-  return (int64_t)json_integer_value(json_object_get(o, key));
-}
+static int64_t jint(const json_t *o, const char *key) { return (int64_t)json_integer_value(json_object_get(o, key)); }
 
 static bool jbool(const json_t *o, const char *key) { return json_is_true(json_object_get(o, key)); }
 
@@ -56,9 +54,9 @@ static TRITONSERVER_Error *load_labels(const TRITONBACKEND_Model *m, nrd_io *io,
   snprintf(path, n, "%s/%s", m->model_dir, file);
   FILE *f = fopen(path, "r");
   if (!f) {
-    TRITONSERVER_Error *e = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                                          "model '%s': cannot open label_filename '%s' of output '%s': %s",
-                                          m->name, path, io->name, strerror(errno));
+    TRITONSERVER_Error *e =
+        nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model '%s': cannot open label_filename '%s' of output '%s': %s",
+                      m->name, path, io->name, strerror(errno));
     free(path);
     return e;
   }
@@ -151,8 +149,7 @@ static TRITONSERVER_Error *validate_early(const TRITONBACKEND_Model *m, json_t *
     free(cfg_file);
   }
   const char *derived = json_string_value(json_object_get(copy, "backend"));
-  if (!bad && !*jstr(cfg, "backend") && derived && *derived)
-    json_object_set_new(cfg, "backend", json_string(derived));
+  if (!bad && !*jstr(cfg, "backend") && derived && *derived) json_object_set_new(cfg, "backend", json_string(derived));
   json_decref(copy);
   return bad ? config_error(TRITONSERVER_ERROR_INVALID_ARG, msg) : NULL;
 }
@@ -203,7 +200,8 @@ static void apply_preferred_groups(json_t *cfg, const TRITONBACKEND_Backend *b) 
     json_object_set_new(o, "count", json_integer((json_int_t)(g->count ? g->count : 1)));
     if (g->n_device_ids) {
       json_t *gpus = json_array();
-      for (uint64_t d = 0; d < g->n_device_ids; d++) json_array_append_new(gpus, json_integer((json_int_t)g->device_ids[d]));
+      for (uint64_t d = 0; d < g->n_device_ids; d++)
+        json_array_append_new(gpus, json_integer((json_int_t)g->device_ids[d]));
       json_object_set_new(o, "gpus", gpus);
     }
     json_array_append_new(groups, o);
@@ -245,8 +243,10 @@ static TRITONSERVER_Error *init_instances(TRITONBACKEND_Model *m) {
   TRITONSERVER_Error *first = NULL;
   for (uint32_t i = 0; i < m->n_instances; i++) {
     if (jobs[i].thread) pthread_join(jobs[i].thread, NULL);
-    if (jobs[i].err && !first) first = jobs[i].err;
-    else if (jobs[i].err) TRITONSERVER_ErrorDelete(jobs[i].err);
+    if (jobs[i].err && !first)
+      first = jobs[i].err;
+    else if (jobs[i].err)
+      TRITONSERVER_ErrorDelete(jobs[i].err);
   }
   free(jobs);
   return first;
@@ -258,8 +258,8 @@ static TRITONSERVER_Error *create_instances(TRITONBACKEND_Model *m) {
   for (size_t g = 0; g < json_array_size(groups); g++) {
     int64_t c = jint(json_array_get(groups, g), "count");
     if (c < 0 || c > 4096)
-      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model '%s': instance_group[%zu].count %" PRId64
-                           " is out of range", m->name, g, c);
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                           "model '%s': instance_group[%zu].count %" PRId64 " is out of range", m->name, g, c);
     total += (uint32_t)c;
   }
   m->instances = calloc(total ? total : 1, sizeof(*m->instances));
@@ -268,8 +268,10 @@ static TRITONSERVER_Error *create_instances(TRITONBACKEND_Model *m) {
     const json_t *grp = json_array_get(groups, g);
     const char *kind = jstr(grp, "kind");
     TRITONSERVER_InstanceGroupKind k;
-    if (!strcmp(kind, "KIND_CPU") || !strcmp(kind, "KIND_AUTO")) k = TRITONSERVER_INSTANCEGROUPKIND_CPU;
-    else if (!strcmp(kind, "KIND_MODEL")) k = TRITONSERVER_INSTANCEGROUPKIND_MODEL;
+    if (!strcmp(kind, "KIND_CPU") || !strcmp(kind, "KIND_AUTO"))
+      k = TRITONSERVER_INSTANCEGROUPKIND_CPU;
+    else if (!strcmp(kind, "KIND_MODEL"))
+      k = TRITONSERVER_INSTANCEGROUPKIND_MODEL;
     else
       return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                            "model '%s': instance_group '%s' asks for %s, but this server has no GPU", m->name,
@@ -279,8 +281,10 @@ static TRITONSERVER_Error *create_instances(TRITONBACKEND_Model *m) {
     bool passive = jbool(grp, "passive");
     for (int64_t c = 0; c < count; c++) {
       char iname[512];
-      if (count > 1) snprintf(iname, sizeof iname, "%s_%" PRId64, gname, c);
-      else snprintf(iname, sizeof iname, "%s", gname);
+      if (count > 1)
+        snprintf(iname, sizeof iname, "%s_%" PRId64, gname, c);
+      else
+        snprintf(iname, sizeof iname, "%s", gname);
       TRITONBACKEND_ModelInstance *inst = nrd_instance_new(m, iname, gname, k, 0, passive);
       if (!inst) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
       const char *policy = jstr(grp, "host_policy");
@@ -301,8 +305,8 @@ static TRITONSERVER_Error *create_instances(TRITONBACKEND_Model *m) {
       m->instances[m->n_instances++] = inst;
       nrd_rate_limiter *rl = m->server->limiter;
       if (rl && !passive) {
-        TRITONSERVER_Error *e = nrd_rate_limiter_register(rl, m->name, json_object_get(grp, "rate_limiter"),
-                                                          inst->device_id, &inst->rl);
+        TRITONSERVER_Error *e =
+            nrd_rate_limiter_register(rl, m->name, json_object_get(grp, "rate_limiter"), inst->device_id, &inst->rl);
         if (e) return e;
       }
     }
@@ -371,7 +375,8 @@ static TRITONSERVER_Error *load_ensemble(TRITONBACKEND_Model *m, json_t *cfg, co
     if (!err && m->response_cache)
       err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                           "Response Cache does not currently support model %s with 'decoupled' transaction "
-                          "policy. Please disable the response cache.", m->name);
+                          "policy. Please disable the response cache.",
+                          m->name);
   }
   if (err) {
     teardown(m);
@@ -394,7 +399,8 @@ static TRITONSERVER_Error *load_ensemble(TRITONBACKEND_Model *m, json_t *cfg, co
  * and how (nrd_executor). */
 static TRITONSERVER_Error *create_scheduler(TRITONBACKEND_Model *m) {
   nrd_exec_instance *insts = calloc(m->n_instances ? m->n_instances : 1, sizeof(*insts));
-  if (!insts) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating the scheduler of '%s'", m->name);
+  if (!insts)
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating the scheduler of '%s'", m->name);
   for (uint32_t i = 0; i < m->n_instances; i++)
     insts[i] = (nrd_exec_instance){m->instances[i], m->instances[i]->passive, m->instances[i]->rl != NULL};
   nrd_executor ex = {.execute = nrd_instance_execute, .instances = insts, .n_instances = m->n_instances};
@@ -463,8 +469,8 @@ TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *a, TRITONBACKEND_M
     const char *derived = backend_for_platform(platform);
     if (!derived) {
       json_decref(cfg);
-      err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                          "model '%s' names no backend (set 'backend' in config.pbtxt)", a->name);
+      err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model '%s' names no backend (set 'backend' in config.pbtxt)",
+                          a->name);
       goto fail;
     }
     json_object_set_new(cfg, "backend", json_string(derived));

@@ -12,10 +12,10 @@
 typedef struct nrd_model_load_args {
   TRITONSERVER_Server *server;
   const char *name;
-  const char *ns;                /* the model's namespace ("" without namespacing) */
+  const char *ns; /* the model's namespace ("" without namespacing) */
   int64_t version;
   const char *model_dir;
-  const json_t *config;          /* parsed, before the full normalization */
+  const json_t *config; /* parsed, before the full normalization */
   bool auto_complete;
   const char *backend_dir;
   const json_t *backend_cmdline; /* {"<backend>":{"key":"value"}}; "" holds the

@@ -77,9 +77,8 @@ TRITONSERVER_Error *nrd_model_metrics_create(TRITONBACKEND_Model *m) {
   }
   char version[32];
   snprintf(version, sizeof version, "%" PRId64, m->version);
-  TRITONSERVER_Parameter *labels[2] = {
-      TRITONSERVER_ParameterNew("model", TRITONSERVER_PARAMETER_STRING, m->name),
-      TRITONSERVER_ParameterNew("version", TRITONSERVER_PARAMETER_STRING, version)};
+  TRITONSERVER_Parameter *labels[2] = {TRITONSERVER_ParameterNew("model", TRITONSERVER_PARAMETER_STRING, m->name),
+                                       TRITONSERVER_ParameterNew("version", TRITONSERVER_PARAMETER_STRING, version)};
   TRITONSERVER_MetricArgs *args = NULL;
   TRITONSERVER_Error *err = NULL;
   if (!labels[0] || !labels[1]) err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
@@ -102,8 +101,7 @@ TRITONSERVER_Error *nrd_model_metrics_create(TRITONBACKEND_Model *m) {
 
 void nrd_model_metrics_delete(TRITONBACKEND_Model *m) {
   if (m->first_response_metric) TRITONSERVER_ErrorDelete(TRITONSERVER_MetricDelete(m->first_response_metric));
-  if (m->first_response_family)
-    TRITONSERVER_ErrorDelete(TRITONSERVER_MetricFamilyDelete(m->first_response_family));
+  if (m->first_response_family) TRITONSERVER_ErrorDelete(TRITONSERVER_MetricFamilyDelete(m->first_response_family));
   m->first_response_metric = NULL;
   m->first_response_family = NULL;
 }

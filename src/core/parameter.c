@@ -6,8 +6,7 @@
 
 #include "error.h"
 
-void nrd_param_clear(nrd_param *param)
-{
+void nrd_param_clear(nrd_param *param) {
   if (param == NULL) return;
   free(param->name);
   if (param->type == TRITONSERVER_PARAMETER_STRING) free(param->v.s);
@@ -17,11 +16,9 @@ void nrd_param_clear(nrd_param *param)
 
 /* Reserves a slot and copies the name; the caller fills type and value. On
  * failure nothing changes. */
-static TRITONSERVER_Error *list_reserve(nrd_param_list *list, const char *name, nrd_param **out)
-{
+static TRITONSERVER_Error *list_reserve(nrd_param_list *list, const char *name, nrd_param **out) {
   if (list == NULL) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "parameter list is NULL");
-  if (name == NULL)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "parameter name must not be NULL");
+  if (name == NULL) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "parameter name must not be NULL");
   if (list->count == list->cap) {
     size_t cap = list->cap != 0 ? list->cap * 2 : 4;
     nrd_param *items = realloc(list->items, cap * sizeof(*items));
@@ -39,15 +36,12 @@ static TRITONSERVER_Error *list_reserve(nrd_param_list *list, const char *name, 
 }
 
 /* Drops a slot obtained from list_reserve that could not be completed. */
-static void list_unreserve(nrd_param *p)
-{
+static void list_unreserve(nrd_param *p) {
   free(p->name);
   p->name = NULL;
 }
 
-TRITONSERVER_Error *nrd_param_list_add_string(nrd_param_list *list, const char *name,
-                                              const char *value)
-{
+TRITONSERVER_Error *nrd_param_list_add_string(nrd_param_list *list, const char *name, const char *value) {
   if (value == NULL)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "value of string parameter '%s' is NULL",
                          name != NULL ? name : "");
@@ -63,8 +57,7 @@ TRITONSERVER_Error *nrd_param_list_add_string(nrd_param_list *list, const char *
   return NULL;
 }
 
-TRITONSERVER_Error *nrd_param_list_add_int(nrd_param_list *list, const char *name, int64_t value)
-{
+TRITONSERVER_Error *nrd_param_list_add_int(nrd_param_list *list, const char *name, int64_t value) {
   nrd_param *p = NULL;
   NRD_RETURN_IF_ERROR(list_reserve(list, name, &p));
   p->type = TRITONSERVER_PARAMETER_INT;
@@ -73,8 +66,7 @@ TRITONSERVER_Error *nrd_param_list_add_int(nrd_param_list *list, const char *nam
   return NULL;
 }
 
-TRITONSERVER_Error *nrd_param_list_add_bool(nrd_param_list *list, const char *name, bool value)
-{
+TRITONSERVER_Error *nrd_param_list_add_bool(nrd_param_list *list, const char *name, bool value) {
   nrd_param *p = NULL;
   NRD_RETURN_IF_ERROR(list_reserve(list, name, &p));
   p->type = TRITONSERVER_PARAMETER_BOOL;
@@ -83,8 +75,7 @@ TRITONSERVER_Error *nrd_param_list_add_bool(nrd_param_list *list, const char *na
   return NULL;
 }
 
-TRITONSERVER_Error *nrd_param_list_add_double(nrd_param_list *list, const char *name, double value)
-{
+TRITONSERVER_Error *nrd_param_list_add_double(nrd_param_list *list, const char *name, double value) {
   nrd_param *p = NULL;
   NRD_RETURN_IF_ERROR(list_reserve(list, name, &p));
   p->type = TRITONSERVER_PARAMETER_DOUBLE;
@@ -93,9 +84,7 @@ TRITONSERVER_Error *nrd_param_list_add_double(nrd_param_list *list, const char *
   return NULL;
 }
 
-TRITONSERVER_Error *nrd_param_list_add_bytes(nrd_param_list *list, const char *name,
-                                             const void *data, size_t n)
-{
+TRITONSERVER_Error *nrd_param_list_add_bytes(nrd_param_list *list, const char *name, const void *data, size_t n) {
   if (data == NULL && n != 0)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "data of bytes parameter '%s' is NULL",
                          name != NULL ? name : "");
@@ -114,9 +103,7 @@ TRITONSERVER_Error *nrd_param_list_add_bytes(nrd_param_list *list, const char *n
   return NULL;
 }
 
-TRITONSERVER_Error *nrd_param_list_add_param(nrd_param_list *list,
-                                             const TRITONSERVER_Parameter *param)
-{
+TRITONSERVER_Error *nrd_param_list_add_param(nrd_param_list *list, const TRITONSERVER_Parameter *param) {
   if (param == NULL) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "parameter is NULL");
   const nrd_param *p = &param->p;
   switch (p->type) {
@@ -124,15 +111,13 @@ TRITONSERVER_Error *nrd_param_list_add_param(nrd_param_list *list,
     case TRITONSERVER_PARAMETER_INT: return nrd_param_list_add_int(list, p->name, p->v.i);
     case TRITONSERVER_PARAMETER_BOOL: return nrd_param_list_add_bool(list, p->name, p->v.b);
     case TRITONSERVER_PARAMETER_DOUBLE: return nrd_param_list_add_double(list, p->name, p->v.d);
-    case TRITONSERVER_PARAMETER_BYTES:
-      return nrd_param_list_add_bytes(list, p->name, p->v.bytes.p, p->v.bytes.n);
+    case TRITONSERVER_PARAMETER_BYTES: return nrd_param_list_add_bytes(list, p->name, p->v.bytes.p, p->v.bytes.n);
   }
   return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' has unknown type %d",
                        p->name != NULL ? p->name : "", (int)p->type);
 }
 
-void nrd_param_list_free(nrd_param_list *list)
-{
+void nrd_param_list_free(nrd_param_list *list) {
   if (list == NULL) return;
   for (size_t i = 0; i < list->count; i++) nrd_param_clear(&list->items[i]);
   free(list->items);
@@ -140,18 +125,15 @@ void nrd_param_list_free(nrd_param_list *list)
   list->count = list->cap = 0;
 }
 
-const nrd_param *nrd_param_list_find(const nrd_param_list *list, const char *name)
-{
+const nrd_param *nrd_param_list_find(const nrd_param_list *list, const char *name) {
   if (list == NULL || name == NULL) return NULL;
   for (size_t i = 0; i < list->count; i++)
     if (strcmp(list->items[i].name, name) == 0) return &list->items[i];
   return NULL;
 }
 
-TRITONSERVER_Parameter *TRITONSERVER_ParameterNew(const char *name,
-                                                  const TRITONSERVER_ParameterType type,
-                                                  const void *value)
-{
+TRITONSERVER_Parameter *TRITONSERVER_ParameterNew(const char *name, const TRITONSERVER_ParameterType type,
+                                                  const void *value) {
   if (name == NULL || value == NULL) return NULL;
   TRITONSERVER_Parameter *param = calloc(1, sizeof(*param));
   if (param == NULL) return NULL;
@@ -174,9 +156,7 @@ fail:
   return NULL;
 }
 
-TRITONSERVER_Parameter *TRITONSERVER_ParameterBytesNew(const char *name, const void *byte_ptr,
-                                                       const uint64_t size)
-{
+TRITONSERVER_Parameter *TRITONSERVER_ParameterBytesNew(const char *name, const void *byte_ptr, const uint64_t size) {
   if (name == NULL || (byte_ptr == NULL && size != 0)) return NULL;
   TRITONSERVER_Parameter *param = calloc(1, sizeof(*param));
   if (param == NULL) return NULL;
@@ -192,8 +172,7 @@ TRITONSERVER_Parameter *TRITONSERVER_ParameterBytesNew(const char *name, const v
   return param;
 }
 
-void TRITONSERVER_ParameterDelete(TRITONSERVER_Parameter *parameter)
-{
+void TRITONSERVER_ParameterDelete(TRITONSERVER_Parameter *parameter) {
   if (parameter == NULL) return;
   if (parameter->bytes_borrowed) parameter->p.v.bytes.p = NULL;
   nrd_param_clear(&parameter->p);

@@ -45,17 +45,14 @@ struct TRITONSERVER_Parameter {
  * the end of the list. Duplicates are kept; find returns the first. NULL list
  * or name -> INVALID_ARG; out of memory -> error. On failure the list is
  * unchanged. The caller owns the returned error. */
-TRITONSERVER_Error *nrd_param_list_add_string(nrd_param_list *list, const char *name,
-                                              const char *value);
+TRITONSERVER_Error *nrd_param_list_add_string(nrd_param_list *list, const char *name, const char *value);
 TRITONSERVER_Error *nrd_param_list_add_int(nrd_param_list *list, const char *name, int64_t value);
 TRITONSERVER_Error *nrd_param_list_add_bool(nrd_param_list *list, const char *name, bool value);
 TRITONSERVER_Error *nrd_param_list_add_double(nrd_param_list *list, const char *name, double value);
 /* Copies `n` bytes from `data` (`data` may be NULL only when n == 0). */
-TRITONSERVER_Error *nrd_param_list_add_bytes(nrd_param_list *list, const char *name,
-                                             const void *data, size_t n);
+TRITONSERVER_Error *nrd_param_list_add_bytes(nrd_param_list *list, const char *name, const void *data, size_t n);
 /* Deep-copies a public parameter (BYTES data included) into the list. */
-TRITONSERVER_Error *nrd_param_list_add_param(nrd_param_list *list,
-                                             const TRITONSERVER_Parameter *param);
+TRITONSERVER_Error *nrd_param_list_add_param(nrd_param_list *list, const TRITONSERVER_Parameter *param);
 
 /* Frees every item and the array; leaves an empty, reusable list. NULL is a
  * no-op. */

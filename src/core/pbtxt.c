@@ -24,13 +24,12 @@ typedef struct parser {
   const char *p, *end;
   int line, col;
   const char *file;
-  token tok;      /* current lookahead */
+  token tok; /* current lookahead */
   int have_tok;
-  char *err;      /* first error wins */
+  char *err; /* first error wins */
 } parser;
 
-static void fail_at(parser *P, int line, int col, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+static void fail_at(parser *P, int line, int col, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 static void fail_at(parser *P, int line, int col, const char *fmt, ...) {
   if (P->err != NULL) return;
@@ -56,17 +55,14 @@ static void advance_char(parser *P) {
   P->p++;
 }
 
-static int is_ident_start(int c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-}
+static int is_ident_start(int c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 static int is_digit(int c) { return c >= '0' && c <= '9'; }
 static int is_ident_char(int c) { return is_ident_start(c) || is_digit(c); }
 
 static void skip_space(parser *P) {
   while (P->p < P->end) {
     char c = *P->p;
-    if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' ||
-        c == '\f') {
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f') {
       advance_char(P);
     } else if (c == '#') {
       while (P->p < P->end && *P->p != '\n') advance_char(P);
@@ -92,15 +88,13 @@ static int lex(parser *P) {
   if (is_ident_start(c)) {
     t->kind = T_IDENT;
     while (P->p < P->end && is_ident_char((unsigned char)*P->p)) advance_char(P);
-  } else if (is_digit(c) ||
-             (c == '.' && P->p + 1 < P->end && is_digit((unsigned char)P->p[1]))) {
+  } else if (is_digit(c) || (c == '.' && P->p + 1 < P->end && is_digit((unsigned char)P->p[1]))) {
     t->kind = T_NUMBER;
     char prev = 0;
     while (P->p < P->end) {
       char d = *P->p;
       int exp_sign = (d == '+' || d == '-') && (prev == 'e' || prev == 'E') &&
-                     !(t->start[0] == '0' && P->p - t->start > 1 &&
-                       (t->start[1] == 'x' || t->start[1] == 'X'));
+                     !(t->start[0] == '0' && P->p - t->start > 1 && (t->start[1] == 'x' || t->start[1] == 'X'));
       if (!is_ident_char((unsigned char)d) && d != '.' && !exp_sign) break;
       prev = d;
       advance_char(P);
@@ -128,9 +122,8 @@ static int lex(parser *P) {
       }
       advance_char(P);
     }
-  } else if (c == '{' || c == '}' || c == '<' || c == '>' || c == '[' ||
-             c == ']' || c == ':' || c == ',' || c == ';' || c == '-' ||
-             c == '/' || c == '.' || c == '(' || c == ')' || c == '=') {
+  } else if (c == '{' || c == '}' || c == '<' || c == '>' || c == '[' || c == ']' || c == ':' || c == ',' || c == ';' ||
+             c == '-' || c == '/' || c == '.' || c == '(' || c == ')' || c == '=') {
     t->kind = T_SYMBOL;
     advance_char(P);
   } else {
@@ -155,13 +148,9 @@ static token *peek(parser *P) {
 
 static void consume(parser *P) { P->have_tok = 0; }
 
-static int tok_is_sym(const token *t, char c) {
-  return t->kind == T_SYMBOL && t->start[0] == c;
-}
+static int tok_is_sym(const token *t, char c) { return t->kind == T_SYMBOL && t->start[0] == c; }
 
-static int tok_equals(const token *t, const char *s) {
-  return t->len == strlen(s) && memcmp(t->start, s, t->len) == 0;
-}
+static int tok_equals(const token *t, const char *s) { return t->len == strlen(s) && memcmp(t->start, s, t->len) == 0; }
 
 static const char *describe(const token *t, char *buf, size_t n) {
   if (t->kind == T_EOF) return "end of input";
@@ -176,8 +165,7 @@ static int expect_sym(parser *P, char c, const char *what) {
   if (t == NULL) return -1;
   if (!tok_is_sym(t, c)) {
     char b[64];
-    fail_at(P, t->line, t->col, "expected '%c' %s, got %s", c, what,
-            describe(t, b, sizeof b));
+    fail_at(P, t->line, t->col, "expected '%c' %s, got %s", c, what, describe(t, b, sizeof b));
     return -1;
   }
   consume(P);
@@ -212,9 +200,7 @@ int nrd_pbtxt_utf8_valid(const char *s, size_t len) {
       if (i + k >= len || (u[i + k] & 0xc0) != 0x80) return 0;
       cp = (cp << 6) | (u[i + k] & 0x3f);
     }
-    if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10ffff ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-      return 0;
+    if ((n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
     i += n + 1;
   }
   return 1;
@@ -297,8 +283,12 @@ static int decode_string(parser *P, const token *t, buf *b) {
       case 'b': c = '\b'; break;
       case 'f': c = '\f'; break;
       case 'v': c = '\v'; break;
-      case '\\': case '\'': case '"': case '?': break;
-      case 'x': case 'X': {
+      case '\\':
+      case '\'':
+      case '"':
+      case '?': break;
+      case 'x':
+      case 'X': {
         int v = 0, n = 0;
         while (n < 2 && s < e && hex_val((unsigned char)*s) >= 0) {
           v = v * 16 + hex_val((unsigned char)*s);
@@ -313,13 +303,13 @@ static int decode_string(parser *P, const token *t, buf *b) {
         c = (char)v;
         break;
       }
-      case 'u': case 'U': {
+      case 'u':
+      case 'U': {
         int want = c == 'u' ? 4 : 8;
         uint32_t cp = 0;
         for (int k = 0; k < want; k++) {
           if (s >= e || hex_val((unsigned char)*s) < 0) {
-            fail_at(P, t->line, esc_col, "invalid \\%c escape: expected %d hex digits",
-                    c, want);
+            fail_at(P, t->line, esc_col, "invalid \\%c escape: expected %d hex digits", c, want);
             return -1;
           }
           cp = cp * 16 + (uint32_t)hex_val((unsigned char)*s);
@@ -327,8 +317,7 @@ static int decode_string(parser *P, const token *t, buf *b) {
           col++;
         }
         if (cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
-          fail_at(P, t->line, esc_col, "invalid unicode escape (code point 0x%x)",
-                  (unsigned)cp);
+          fail_at(P, t->line, esc_col, "invalid unicode escape (code point 0x%x)", (unsigned)cp);
           return -1;
         }
         if (buf_put_utf8(b, cp) != 0) goto oom;
@@ -371,8 +360,7 @@ static json_t *parse_string_value(parser *P, const char *field) {
   if (t == NULL) return NULL;
   if (t->kind != T_STRING) {
     char b[64];
-    fail_at(P, t->line, t->col, "expected a string for field '%s', got %s",
-            field, describe(t, b, sizeof b));
+    fail_at(P, t->line, t->col, "expected a string for field '%s', got %s", field, describe(t, b, sizeof b));
     return NULL;
   }
   int line = t->line, col = t->col;
@@ -525,8 +513,8 @@ static json_t *parse_scalar(parser *P, const nrd_field_desc *fd, nrd_field_type 
           return json_boolean(v);
         }
       }
-      fail_at(P, line, col, "invalid value %s for bool field '%s' (expected true or false)",
-              describe(t, b, sizeof b), fd->name);
+      fail_at(P, line, col, "invalid value %s for bool field '%s' (expected true or false)", describe(t, b, sizeof b),
+              fd->name);
       return NULL;
     }
     case NRD_FT_ENUM: {
@@ -534,8 +522,8 @@ static json_t *parse_scalar(parser *P, const nrd_field_desc *fd, nrd_field_type 
       if (!neg && t->kind == T_IDENT) {
         int i = nrd_schema_enum_index(e, t->start, t->len, 0);
         if (i < 0) {
-          fail_at(P, line, col, "unknown value %s for enum %s of field '%s'",
-                  describe(t, b, sizeof b), e->name, fd->name);
+          fail_at(P, line, col, "unknown value %s for enum %s of field '%s'", describe(t, b, sizeof b), e->name,
+                  fd->name);
           return NULL;
         }
         consume(P);
@@ -550,39 +538,39 @@ static json_t *parse_scalar(parser *P, const nrd_field_desc *fd, nrd_field_type 
             return json_string(name);
           }
         }
-        fail_at(P, line, col, "unknown number %s%.*s for enum %s of field '%s'",
-                neg ? "-" : "", (int)(t->len > 40 ? 40 : t->len), t->start,
-                e->name, fd->name);
+        fail_at(P, line, col, "unknown number %s%.*s for enum %s of field '%s'", neg ? "-" : "",
+                (int)(t->len > 40 ? 40 : t->len), t->start, e->name, fd->name);
         return NULL;
       }
-      fail_at(P, line, col, "expected an enum value name for field '%s', got %s",
-              fd->name, describe(t, b, sizeof b));
+      fail_at(P, line, col, "expected an enum value name for field '%s', got %s", fd->name, describe(t, b, sizeof b));
       return NULL;
     }
-    case NRD_FT_INT32: case NRD_FT_UINT32: case NRD_FT_INT64: case NRD_FT_UINT64: {
+    case NRD_FT_INT32:
+    case NRD_FT_UINT32:
+    case NRD_FT_INT64:
+    case NRD_FT_UINT64: {
       if (t->kind != T_NUMBER) {
-        fail_at(P, line, col, "expected an integer for %s field '%s', got %s",
-                nrd_schema_type_name(ft), fd->name, describe(t, b, sizeof b));
+        fail_at(P, line, col, "expected an integer for %s field '%s', got %s", nrd_schema_type_name(ft), fd->name,
+                describe(t, b, sizeof b));
         return NULL;
       }
       uint64_t v;
       int r = parse_uint_text(t->start, t->len, &v);
       if (r == -1) {
-        fail_at(P, line, col, "invalid integer %s for %s field '%s'",
-                describe(t, b, sizeof b), nrd_schema_type_name(ft), fd->name);
+        fail_at(P, line, col, "invalid integer %s for %s field '%s'", describe(t, b, sizeof b),
+                nrd_schema_type_name(ft), fd->name);
         return NULL;
       }
-      uint64_t lim_pos = ft == NRD_FT_INT32 ? (uint64_t)INT32_MAX
+      uint64_t lim_pos = ft == NRD_FT_INT32    ? (uint64_t)INT32_MAX
                          : ft == NRD_FT_UINT32 ? (uint64_t)UINT32_MAX
-                         : ft == NRD_FT_INT64 ? (uint64_t)INT64_MAX
-                                              : UINT64_MAX;
-      uint64_t lim_neg = ft == NRD_FT_INT32 ? (uint64_t)INT32_MAX + 1
+                         : ft == NRD_FT_INT64  ? (uint64_t)INT64_MAX
+                                               : UINT64_MAX;
+      uint64_t lim_neg = ft == NRD_FT_INT32   ? (uint64_t)INT32_MAX + 1
                          : ft == NRD_FT_INT64 ? (uint64_t)INT64_MAX + 1
                                               : 0;
       if (r == -2 || (!neg && v > lim_pos) || (neg && v > lim_neg)) {
-        fail_at(P, line, col, "integer %s%.*s out of range for %s field '%s'",
-                neg ? "-" : "", (int)(t->len > 40 ? 40 : t->len), t->start,
-                nrd_schema_type_name(ft), fd->name);
+        fail_at(P, line, col, "integer %s%.*s out of range for %s field '%s'", neg ? "-" : "",
+                (int)(t->len > 40 ? 40 : t->len), t->start, nrd_schema_type_name(ft), fd->name);
         return NULL;
       }
       consume(P);
@@ -596,7 +584,8 @@ static json_t *parse_scalar(parser *P, const nrd_field_desc *fd, nrd_field_type 
       if (j == NULL) fail_at(P, line, col, "out of memory");
       return j;
     }
-    case NRD_FT_FLOAT: case NRD_FT_DOUBLE: {
+    case NRD_FT_FLOAT:
+    case NRD_FT_DOUBLE: {
       double v;
       if (t->kind == T_IDENT) {
         if (ident_nocase(t, "inf") || ident_nocase(t, "infinity")) {
@@ -604,26 +593,25 @@ static json_t *parse_scalar(parser *P, const nrd_field_desc *fd, nrd_field_type 
         } else if (ident_nocase(t, "nan")) {
           v = NAN;
         } else {
-          fail_at(P, line, col, "expected a number for %s field '%s', got %s",
-                  nrd_schema_type_name(ft), fd->name, describe(t, b, sizeof b));
+          fail_at(P, line, col, "expected a number for %s field '%s', got %s", nrd_schema_type_name(ft), fd->name,
+                  describe(t, b, sizeof b));
           return NULL;
         }
       } else if (t->kind == T_NUMBER) {
         if (parse_float_text(t->start, t->len, &v) != 0) {
-          fail_at(P, line, col, "invalid number %s for %s field '%s'",
-                  describe(t, b, sizeof b), nrd_schema_type_name(ft), fd->name);
+          fail_at(P, line, col, "invalid number %s for %s field '%s'", describe(t, b, sizeof b),
+                  nrd_schema_type_name(ft), fd->name);
           return NULL;
         }
       } else {
-        fail_at(P, line, col, "expected a number for %s field '%s', got %s",
-                nrd_schema_type_name(ft), fd->name, describe(t, b, sizeof b));
+        fail_at(P, line, col, "expected a number for %s field '%s', got %s", nrd_schema_type_name(ft), fd->name,
+                describe(t, b, sizeof b));
         return NULL;
       }
       consume(P);
       return make_real(P, t, ft, neg ? -v : v);
     }
-    default:
-      break;
+    default: break;
   }
   fail_at(P, line, col, "internal error: unsupported field type");
   return NULL;
@@ -631,8 +619,7 @@ static json_t *parse_scalar(parser *P, const nrd_field_desc *fd, nrd_field_type 
 
 /* ---- messages ---- */
 
-static int parse_message_body(parser *P, const nrd_msg_desc *msg, json_t *obj,
-                              char close, int open_line, int open_col);
+static int parse_message_body(parser *P, const nrd_msg_desc *msg, json_t *obj, char close, int open_line, int open_col);
 
 /* Reads '{' or '<', the body and the matching close into a new object. */
 static json_t *parse_message_value(parser *P, const nrd_field_desc *fd) {
@@ -645,8 +632,7 @@ static json_t *parse_message_value(parser *P, const nrd_field_desc *fd) {
     close = '>';
   } else {
     char b[64];
-    fail_at(P, t->line, t->col, "expected '{' to start message field '%s', got %s",
-            fd->name, describe(t, b, sizeof b));
+    fail_at(P, t->line, t->col, "expected '{' to start message field '%s', got %s", fd->name, describe(t, b, sizeof b));
     return NULL;
   }
   int line = t->line, col = t->col;
@@ -696,8 +682,8 @@ static int parse_map_entry(parser *P, const nrd_field_desc *fd, json_t *map) {
     close = '>';
   } else {
     char b[64];
-    fail_at(P, t->line, t->col, "expected '{' to start an entry of map field '%s', got %s",
-            fd->name, describe(t, b, sizeof b));
+    fail_at(P, t->line, t->col, "expected '{' to start an entry of map field '%s', got %s", fd->name,
+            describe(t, b, sizeof b));
     return -1;
   }
   int open_line = t->line, open_col = t->col;
@@ -717,15 +703,14 @@ static int parse_map_entry(parser *P, const nrd_field_desc *fd, json_t *map) {
     }
     if (t->kind != T_IDENT || !(tok_equals(t, "key") || tok_equals(t, "value"))) {
       char b[64];
-      fail_at(P, t->line, t->col, "expected 'key' or 'value' in entry of map field '%s', got %s",
-              fd->name, describe(t, b, sizeof b));
+      fail_at(P, t->line, t->col, "expected 'key' or 'value' in entry of map field '%s', got %s", fd->name,
+              describe(t, b, sizeof b));
       goto fail;
     }
     int is_key = tok_equals(t, "key");
     int fl = t->line, fc = t->col;
     if ((is_key && key != NULL) || (!is_key && val != NULL)) {
-      fail_at(P, fl, fc, "duplicate '%s' in entry of map field '%s'",
-              is_key ? "key" : "value", fd->name);
+      fail_at(P, fl, fc, "duplicate '%s' in entry of map field '%s'", is_key ? "key" : "value", fd->name);
       goto fail;
     }
     consume(P);
@@ -739,7 +724,10 @@ static int parse_map_entry(parser *P, const nrd_field_desc *fd, json_t *map) {
       if (expect_sym(P, ':', "after field name") != 0) goto fail;
       json_t *v = parse_scalar(P, fd, is_key ? fd->key_type : fd->type);
       if (v == NULL) goto fail;
-      if (is_key) key = v; else val = v;
+      if (is_key)
+        key = v;
+      else
+        val = v;
     }
     t = peek(P);
     if (t == NULL) goto fail;
@@ -747,7 +735,8 @@ static int parse_map_entry(parser *P, const nrd_field_desc *fd, json_t *map) {
   }
   if (key == NULL) {
     key = fd->key_type == NRD_FT_STRING ? json_string("")
-          : fd->key_type == NRD_FT_BOOL ? json_false() : json_integer(0);
+          : fd->key_type == NRD_FT_BOOL ? json_false()
+                                        : json_integer(0);
   }
   if (val == NULL) val = fd->type == NRD_FT_MESSAGE ? json_object() : json_string("");
   if (key == NULL || val == NULL) {
@@ -775,8 +764,7 @@ fail:
  * adds it to container (array for repeated, object for maps). */
 static int parse_element(parser *P, const nrd_field_desc *fd, json_t *container) {
   if (fd->label == NRD_LABEL_MAP) return parse_map_entry(P, fd, container);
-  json_t *v = fd->type == NRD_FT_MESSAGE ? parse_message_value(P, fd)
-                                         : parse_scalar(P, fd, fd->type);
+  json_t *v = fd->type == NRD_FT_MESSAGE ? parse_message_value(P, fd) : parse_scalar(P, fd, fd->type);
   if (v == NULL) return -1;
   if (json_array_append_new(container, v) != 0) {
     fail_at(P, P->line, P->col, "out of memory");
@@ -810,11 +798,11 @@ static int parse_list(parser *P, const nrd_field_desc *fd, json_t *container) {
     }
     char b[64];
     if (t->kind == T_EOF) {
-      fail_at(P, t->line, t->col, "unexpected end of input: list of field '%s' opened at %d:%d is not closed",
-              fd->name, open_line, open_col);
+      fail_at(P, t->line, t->col, "unexpected end of input: list of field '%s' opened at %d:%d is not closed", fd->name,
+              open_line, open_col);
     } else {
-      fail_at(P, t->line, t->col, "expected ',' or ']' in list of field '%s', got %s",
-              fd->name, describe(t, b, sizeof b));
+      fail_at(P, t->line, t->col, "expected ',' or ']' in list of field '%s', got %s", fd->name,
+              describe(t, b, sizeof b));
     }
     return -1;
   }
@@ -828,16 +816,14 @@ static int parse_field(parser *P, const nrd_msg_desc *msg, json_t *obj) {
     if (tok_is_sym(t, '[')) {
       fail_at(P, t->line, t->col, "extension and Any fields are not supported in %s", msg->name);
     } else {
-      fail_at(P, t->line, t->col, "expected a field name in %s, got %s", msg->name,
-              describe(t, b, sizeof b));
+      fail_at(P, t->line, t->col, "expected a field name in %s, got %s", msg->name, describe(t, b, sizeof b));
     }
     return -1;
   }
   int fl = t->line, fc = t->col;
   const nrd_field_desc *fd = nrd_schema_find_field(msg, t->start, t->len, 0);
   if (fd == NULL) {
-    fail_at(P, fl, fc, "unknown field '%.*s' in %s", (int)(t->len > 64 ? 64 : t->len),
-            t->start, msg->name);
+    fail_at(P, fl, fc, "unknown field '%.*s' in %s", (int)(t->len > 64 ? 64 : t->len), t->start, msg->name);
     return -1;
   }
   consume(P);
@@ -850,10 +836,9 @@ static int parse_field(parser *P, const nrd_msg_desc *msg, json_t *obj) {
   if (fd->oneof != NULL && existing == NULL) {
     for (size_t i = 0; i < msg->nfields; i++) {
       const nrd_field_desc *o = &msg->fields[i];
-      if (o != fd && o->oneof != NULL && strcmp(o->oneof, fd->oneof) == 0 &&
-          json_object_get(obj, o->name) != NULL) {
-        fail_at(P, fl, fc, "field '%s' conflicts with '%s': both belong to oneof '%s' of %s",
-                fd->name, o->name, fd->oneof, msg->name);
+      if (o != fd && o->oneof != NULL && strcmp(o->oneof, fd->oneof) == 0 && json_object_get(obj, o->name) != NULL) {
+        fail_at(P, fl, fc, "field '%s' conflicts with '%s': both belong to oneof '%s' of %s", fd->name, o->name,
+                fd->oneof, msg->name);
         return -1;
       }
     }
@@ -870,19 +855,16 @@ static int parse_field(parser *P, const nrd_msg_desc *msg, json_t *obj) {
   }
   int is_msg_like = fd->type == NRD_FT_MESSAGE || fd->label == NRD_LABEL_MAP;
   if (!had_colon && !is_msg_like) {
-    fail_at(P, t->line, t->col, "expected ':' after field name '%s', got %s", fd->name,
-            describe(t, b, sizeof b));
+    fail_at(P, t->line, t->col, "expected ':' after field name '%s', got %s", fd->name, describe(t, b, sizeof b));
     return -1;
   }
 
   if (fd->label == NRD_LABEL_SINGULAR) {
     if (tok_is_sym(t, '[')) {
-      fail_at(P, t->line, t->col, "field '%s' of %s is not repeated; a list is not allowed",
-              fd->name, msg->name);
+      fail_at(P, t->line, t->col, "field '%s' of %s is not repeated; a list is not allowed", fd->name, msg->name);
       return -1;
     }
-    json_t *v = fd->type == NRD_FT_MESSAGE ? parse_message_value(P, fd)
-                                           : parse_scalar(P, fd, fd->type);
+    json_t *v = fd->type == NRD_FT_MESSAGE ? parse_message_value(P, fd) : parse_scalar(P, fd, fd->type);
     if (v == NULL) return -1;
     if (json_object_set_new(obj, fd->name, v) != 0) {
       fail_at(P, fl, fc, "out of memory");
@@ -903,8 +885,8 @@ static int parse_field(parser *P, const nrd_msg_desc *msg, json_t *obj) {
   return parse_element(P, fd, container);
 }
 
-static int parse_message_body(parser *P, const nrd_msg_desc *msg, json_t *obj,
-                              char close, int open_line, int open_col) {
+static int parse_message_body(parser *P, const nrd_msg_desc *msg, json_t *obj, char close, int open_line,
+                              int open_col) {
   for (;;) {
     token *t = peek(P);
     if (t == NULL) return -1;
@@ -914,9 +896,8 @@ static int parse_message_body(parser *P, const nrd_msg_desc *msg, json_t *obj,
     }
     if (t->kind == T_EOF) {
       if (close == 0) return 0;
-      fail_at(P, t->line, t->col,
-              "unexpected end of input: %s opened at %d:%d is not closed (missing '%c')",
-              msg->name, open_line, open_col, close);
+      fail_at(P, t->line, t->col, "unexpected end of input: %s opened at %d:%d is not closed (missing '%c')", msg->name,
+              open_line, open_col, close);
       return -1;
     }
     if (parse_field(P, msg, obj) != 0) return -1;
@@ -926,8 +907,7 @@ static int parse_message_body(parser *P, const nrd_msg_desc *msg, json_t *obj,
   }
 }
 
-json_t *nrd_pbtxt_parse(const nrd_msg_desc *root, const char *text, size_t len,
-                        const char *filename, char **err) {
+json_t *nrd_pbtxt_parse(const nrd_msg_desc *root, const char *text, size_t len, const char *filename, char **err) {
   parser P;
   memset(&P, 0, sizeof P);
   P.p = text != NULL ? text : "";

@@ -26,8 +26,7 @@
  * NULL and sets *err to a malloc'd message the caller must free() (err may
  * be NULL if the caller does not want it). Nothing leaks on any path.
  * Any thread; no shared state. */
-json_t *nrd_pbtxt_parse(const nrd_msg_desc *root, const char *text,
-                        size_t len, const char *filename, char **err);
+json_t *nrd_pbtxt_parse(const nrd_msg_desc *root, const char *text, size_t len, const char *filename, char **err);
 
 /* Returns 1 when s[0..len) is well-formed UTF-8 (no overlongs, no
  * surrogates, at most U+10FFFF), else 0. Any thread. */

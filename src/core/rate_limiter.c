@@ -65,8 +65,8 @@ static char *lower_dup(const char *s) {
   return d;
 }
 
-TRITONSERVER_Error *nrd_rate_limiter_new(TRITONSERVER_RateLimitMode mode, const nrd_rate_limit_resource *res,
-                                         size_t n, nrd_rate_limiter **out) {
+TRITONSERVER_Error *nrd_rate_limiter_new(TRITONSERVER_RateLimitMode mode, const nrd_rate_limit_resource *res, size_t n,
+                                         nrd_rate_limiter **out) {
   *out = NULL;
   if (mode == TRITONSERVER_RATE_LIMIT_OFF) return NULL;
   nrd_rate_limiter *rl = calloc(1, sizeof(*rl));
@@ -176,8 +176,8 @@ static bool rebuild_pools(nrd_rate_limiter *rl) {
   return true;
 }
 
-TRITONSERVER_Error *nrd_rate_limiter_register(nrd_rate_limiter *rl, const char *model, const json_t *cfg,
-                                              int device, nrd_rl_client **out) {
+TRITONSERVER_Error *nrd_rate_limiter_register(nrd_rate_limiter *rl, const char *model, const json_t *cfg, int device,
+                                              nrd_rl_client **out) {
   *out = NULL;
   const json_t *res = json_object_get(cfg, "resources");
   size_t n = json_array_size(res);

@@ -18,8 +18,8 @@ typedef struct nrd_rl_client nrd_rl_client;
 /* A limiter for `mode` with the resources given on the command line
  * (copied). *out is NULL in mode OFF: nothing is limited. The caller frees
  * it with nrd_rate_limiter_free once no client is left. Any thread. */
-TRITONSERVER_Error *nrd_rate_limiter_new(TRITONSERVER_RateLimitMode mode, const nrd_rate_limit_resource *res,
-                                         size_t n, nrd_rate_limiter **out);
+TRITONSERVER_Error *nrd_rate_limiter_new(TRITONSERVER_RateLimitMode mode, const nrd_rate_limit_resource *res, size_t n,
+                                         nrd_rate_limiter **out);
 void nrd_rate_limiter_free(nrd_rate_limiter *rl);
 
 /* Registers an instance of `model` on `device` that needs what `cfg` (its
@@ -27,8 +27,8 @@ void nrd_rate_limiter_free(nrd_rate_limiter *rl);
  * messages, a resource both global and per device, and needs larger than
  * the counts given on the command line. *out is the instance's handle,
  * freed by nrd_rate_limiter_unregister. Loader thread. */
-TRITONSERVER_Error *nrd_rate_limiter_register(nrd_rate_limiter *rl, const char *model, const json_t *cfg,
-                                              int device, nrd_rl_client **out);
+TRITONSERVER_Error *nrd_rate_limiter_register(nrd_rate_limiter *rl, const char *model, const json_t *cfg, int device,
+                                              nrd_rl_client **out);
 void nrd_rate_limiter_unregister(nrd_rate_limiter *rl, nrd_rl_client *c);
 
 /* Blocks until `c` may run a batch (its turn and its resources), takes the

@@ -40,17 +40,17 @@ struct TRITONREPOAGENT_Agent {
 
 struct TRITONREPOAGENT_AgentModel {
   TRITONREPOAGENT_Agent *agent;
-  char *model_name;            /* for messages */
+  char *model_name; /* for messages */
   TRITONREPOAGENT_ArtifactType type;
   char *location;
-  char *config;                /* the configuration it was given, JSON */
-  char **keys, **values;       /* its parameters, in the configuration's order */
+  char *config; /* the configuration it was given, JSON */
+  char **keys, **values; /* its parameters, in the configuration's order */
   uint32_t n_params;
-  char *acquired;              /* ModelRepositoryLocationAcquire's folder */
+  char *acquired; /* ModelRepositoryLocationAcquire's folder */
   void *state;
   TRITONREPOAGENT_ActionType action;
-  bool told;                   /* `action` has been told at least once */
-  bool initialized;            /* ModelInitialize was called (or is absent) */
+  bool told; /* `action` has been told at least once */
+  bool initialized; /* ModelInitialize was called (or is absent) */
 };
 
 struct nrd_agent_chain {
@@ -63,11 +63,11 @@ static TRITONREPOAGENT_Agent *agents;
 
 static const char *action_name(TRITONREPOAGENT_ActionType a) {
   switch (a) {
-  case TRITONREPOAGENT_ACTION_LOAD: return "TRITONREPOAGENT_ACTION_LOAD";
-  case TRITONREPOAGENT_ACTION_LOAD_COMPLETE: return "TRITONREPOAGENT_ACTION_LOAD_COMPLETE";
-  case TRITONREPOAGENT_ACTION_LOAD_FAIL: return "TRITONREPOAGENT_ACTION_LOAD_FAIL";
-  case TRITONREPOAGENT_ACTION_UNLOAD: return "TRITONREPOAGENT_ACTION_UNLOAD";
-  case TRITONREPOAGENT_ACTION_UNLOAD_COMPLETE: return "TRITONREPOAGENT_ACTION_UNLOAD_COMPLETE";
+    case TRITONREPOAGENT_ACTION_LOAD: return "TRITONREPOAGENT_ACTION_LOAD";
+    case TRITONREPOAGENT_ACTION_LOAD_COMPLETE: return "TRITONREPOAGENT_ACTION_LOAD_COMPLETE";
+    case TRITONREPOAGENT_ACTION_LOAD_FAIL: return "TRITONREPOAGENT_ACTION_LOAD_FAIL";
+    case TRITONREPOAGENT_ACTION_UNLOAD: return "TRITONREPOAGENT_ACTION_UNLOAD";
+    case TRITONREPOAGENT_ACTION_UNLOAD_COMPLETE: return "TRITONREPOAGENT_ACTION_UNLOAD_COMPLETE";
   }
   return "an unknown action";
 }
@@ -171,11 +171,11 @@ static void agent_release(TRITONREPOAGENT_Agent *a) {
 static bool may_follow(const TRITONREPOAGENT_AgentModel *m, TRITONREPOAGENT_ActionType next) {
   if (!m->told) return next == TRITONREPOAGENT_ACTION_LOAD;
   switch (next) {
-  case TRITONREPOAGENT_ACTION_LOAD: return false;
-  case TRITONREPOAGENT_ACTION_LOAD_COMPLETE:
-  case TRITONREPOAGENT_ACTION_LOAD_FAIL: return m->action == TRITONREPOAGENT_ACTION_LOAD;
-  case TRITONREPOAGENT_ACTION_UNLOAD: return m->action == TRITONREPOAGENT_ACTION_LOAD_COMPLETE;
-  case TRITONREPOAGENT_ACTION_UNLOAD_COMPLETE: return m->action == TRITONREPOAGENT_ACTION_UNLOAD;
+    case TRITONREPOAGENT_ACTION_LOAD: return false;
+    case TRITONREPOAGENT_ACTION_LOAD_COMPLETE:
+    case TRITONREPOAGENT_ACTION_LOAD_FAIL: return m->action == TRITONREPOAGENT_ACTION_LOAD;
+    case TRITONREPOAGENT_ACTION_UNLOAD: return m->action == TRITONREPOAGENT_ACTION_LOAD_COMPLETE;
+    case TRITONREPOAGENT_ACTION_UNLOAD_COMPLETE: return m->action == TRITONREPOAGENT_ACTION_UNLOAD;
   }
   return false;
 }
@@ -203,14 +203,14 @@ static void tell_logged(TRITONREPOAGENT_AgentModel *m, TRITONREPOAGENT_ActionTyp
 static void agent_model_complete(TRITONREPOAGENT_AgentModel *m) {
   if (!m->told) return;
   switch (m->action) {
-  case TRITONREPOAGENT_ACTION_LOAD: tell_logged(m, TRITONREPOAGENT_ACTION_LOAD_FAIL); break;
-  case TRITONREPOAGENT_ACTION_LOAD_COMPLETE:
-    tell_logged(m, TRITONREPOAGENT_ACTION_UNLOAD);
-    tell_logged(m, TRITONREPOAGENT_ACTION_UNLOAD_COMPLETE);
-    break;
-  case TRITONREPOAGENT_ACTION_UNLOAD: tell_logged(m, TRITONREPOAGENT_ACTION_UNLOAD_COMPLETE); break;
-  case TRITONREPOAGENT_ACTION_LOAD_FAIL:
-  case TRITONREPOAGENT_ACTION_UNLOAD_COMPLETE: break;
+    case TRITONREPOAGENT_ACTION_LOAD: tell_logged(m, TRITONREPOAGENT_ACTION_LOAD_FAIL); break;
+    case TRITONREPOAGENT_ACTION_LOAD_COMPLETE:
+      tell_logged(m, TRITONREPOAGENT_ACTION_UNLOAD);
+      tell_logged(m, TRITONREPOAGENT_ACTION_UNLOAD_COMPLETE);
+      break;
+    case TRITONREPOAGENT_ACTION_UNLOAD: tell_logged(m, TRITONREPOAGENT_ACTION_UNLOAD_COMPLETE); break;
+    case TRITONREPOAGENT_ACTION_LOAD_FAIL:
+    case TRITONREPOAGENT_ACTION_UNLOAD_COMPLETE: break;
   }
 }
 
@@ -243,9 +243,8 @@ static void agent_model_free(TRITONREPOAGENT_AgentModel *m) {
 
 /* A new agent model of `agent` (whose reference it takes over) for one
  * load, with the parameters its entry in the configuration gives. */
-static TRITONSERVER_Error *agent_model_new(TRITONREPOAGENT_Agent *agent, const char *model_name,
-                                           const json_t *entry, const char *location, const json_t *cfg,
-                                           TRITONREPOAGENT_AgentModel **out) {
+static TRITONSERVER_Error *agent_model_new(TRITONREPOAGENT_Agent *agent, const char *model_name, const json_t *entry,
+                                           const char *location, const json_t *cfg, TRITONREPOAGENT_AgentModel **out) {
   TRITONREPOAGENT_AgentModel *m = calloc(1, sizeof(*m));
   if (!m) {
     agent_release(agent);
@@ -338,8 +337,8 @@ TRITONSERVER_Error *nrd_agent_chain_load(const char *agent_dir, const char *mode
     c->m[c->n++] = m;
     TRITONSERVER_Error *e = tell(m, TRITONREPOAGENT_ACTION_LOAD);
     if (e) {
-      err = nrd_error_new(TRITONSERVER_ErrorCode(e), "repo agent '%s' failed to load model '%s': %s", name,
-                          model_name, TRITONSERVER_ErrorMessage(e));
+      err = nrd_error_new(TRITONSERVER_ErrorCode(e), "repo agent '%s' failed to load model '%s': %s", name, model_name,
+                          TRITONSERVER_ErrorMessage(e));
       TRITONSERVER_ErrorDelete(e);
     }
   }
@@ -433,8 +432,8 @@ TRITONSERVER_Error *TRITONREPOAGENT_ModelRepositoryUpdate(TRITONREPOAGENT_Agent 
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONREPOAGENT_ModelParameterCount(TRITONREPOAGENT_Agent *agent,
-                                                        TRITONREPOAGENT_AgentModel *model, uint32_t *count) {
+TRITONSERVER_Error *TRITONREPOAGENT_ModelParameterCount(TRITONREPOAGENT_Agent *agent, TRITONREPOAGENT_AgentModel *model,
+                                                        uint32_t *count) {
   (void)agent;
   NRD_ARG_CHECK(model && count, "model and count must not be NULL");
   *count = model->n_params;
@@ -445,7 +444,8 @@ TRITONSERVER_Error *TRITONREPOAGENT_ModelParameter(TRITONREPOAGENT_Agent *agent,
                                                    const uint32_t index, const char **parameter_name,
                                                    const char **parameter_value) {
   (void)agent;
-  NRD_ARG_CHECK(model && parameter_name && parameter_value, "model, parameter_name and parameter_value must not be NULL");
+  NRD_ARG_CHECK(model && parameter_name && parameter_value,
+                "model, parameter_name and parameter_value must not be NULL");
   if (index >= model->n_params)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                          "index out of range for model parameters (%u; the model gives this agent %u)", index,

@@ -91,8 +91,8 @@ static void bg_unref(struct nrd_bg_tracker *t) {
 }
 
 nrd_repository *nrd_repo_new(TRITONSERVER_Server *server, const nrd_step_resolver *steps, char *const *paths,
-                             size_t n_paths, const char *backend_dir, const char *agent_dir, json_t *backend_cmdline, bool auto_complete,
-                             const char *config_name, unsigned exit_timeout_s) {
+                             size_t n_paths, const char *backend_dir, const char *agent_dir, json_t *backend_cmdline,
+                             bool auto_complete, const char *config_name, unsigned exit_timeout_s) {
   nrd_repository *r = calloc(1, sizeof(*r));
   if (!r) {
     json_decref(backend_cmdline);
@@ -119,8 +119,10 @@ nrd_repository *nrd_repo_new(TRITONSERVER_Server *server, const nrd_step_resolve
   bool ok = r->bg && r->backend_dir && r->agent_dir && r->config_name && r->paths;
   for (size_t i = 0; ok && i < n_paths; i++) {
     r->paths[i] = strdup(paths[i]);
-    if (!r->paths[i]) ok = false;
-    else r->n_paths++;
+    if (!r->paths[i])
+      ok = false;
+    else
+      r->n_paths++;
   }
   if (!ok) {
     nrd_repo_free(r);
@@ -261,8 +263,8 @@ static TRITONSERVER_Error *locate_locked(nrd_repository *r, const char *name, ch
   *mapped = m != NULL;
   if (m) {
     if (!is_dir(m->dir))
-      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "failed to load '%s': mapped path '%s' does not exist",
-                           name, m->dir);
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "failed to load '%s': mapped path '%s' does not exist", name,
+                           m->dir);
     *dir_out = strdup(m->dir);
     return *dir_out ? NULL : nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   }
@@ -278,9 +280,9 @@ static TRITONSERVER_Error *locate_locked(nrd_repository *r, const char *name, ch
       continue;
     }
     if (found) {
-      TRITONSERVER_Error *e = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                                            "model '%s' exists in more than one repository ('%s' and '%s')", name,
-                                            found, d);
+      TRITONSERVER_Error *e =
+          nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model '%s' exists in more than one repository ('%s' and '%s')",
+                        name, found, d);
       free(d);
       free(found);
       return e;
@@ -338,8 +340,8 @@ static TRITONSERVER_Error *locate_all(nrd_repository *r, const char *name, repo_
       }
     }
     if (!err && !n)
-      err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                          "failed to load '%s', failed to poll from model repository", name);
+      err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "failed to load '%s', failed to poll from model repository",
+                          name);
   }
   pthread_rwlock_unlock(&r->paths_lock);
   for (size_t i = 0; !err && i < n; i++)
@@ -378,8 +380,8 @@ TRITONSERVER_Error *nrd_repo_register(nrd_repository *r, const char *path, const
     pthread_rwlock_wrlock(&r->paths_lock);
     for (size_t p = 0; p < r->n_paths && !err; p++)
       if (!strcmp(r->paths[p], path))
-        err = nrd_error_new(TRITONSERVER_ERROR_ALREADY_EXISTS, "model repository '%s' has already been registered",
-                            path);
+        err =
+            nrd_error_new(TRITONSERVER_ERROR_ALREADY_EXISTS, "model repository '%s' has already been registered", path);
     for (size_t i = 0; i < n && !err; i++)
       if (mapping_named(r, names[i]))
         err = nrd_error_new(TRITONSERVER_ERROR_ALREADY_EXISTS,
@@ -423,8 +425,10 @@ TRITONSERVER_Error *nrd_repo_unregister(nrd_repository *r, const char *path) {
     r->n_paths--;
     size_t kept = 0;
     for (size_t i = 0; i < r->n_maps; i++) {
-      if (!strcmp(r->maps[i].repo, path)) mappings_free(&r->maps[i], 1);
-      else r->maps[kept++] = r->maps[i];
+      if (!strcmp(r->maps[i].repo, path))
+        mappings_free(&r->maps[i], 1);
+      else
+        r->maps[kept++] = r->maps[i];
     }
     r->n_maps = kept;
   }
@@ -437,8 +441,12 @@ TRITONSERVER_Error *nrd_repo_unregister(nrd_repository *r, const char *path) {
 /* Guesses a backend from the files of a model without config.pbtxt. */
 static const char *guess_backend(const char *dir) {
   static const char *const by_file[][2] = {
-      {"model.onnx", "onnxruntime"}, {"model.py", "python"},          {"model.pt", "pytorch"},
-      {"model.plan", "tensorrt"},    {"model.savedmodel", "tensorflow"}, {"model.graphdef", "tensorflow"},
+      {"model.onnx", "onnxruntime"},
+      {"model.py", "python"},
+      {"model.pt", "pytorch"},
+      {"model.plan", "tensorrt"},
+      {"model.savedmodel", "tensorflow"},
+      {"model.graphdef", "tensorflow"},
   };
   DIR *d = opendir(dir);
   if (!d) return NULL;
@@ -530,7 +538,8 @@ static TRITONSERVER_Error *select_versions(const char *name, const char *dir, co
   int64_t *all = NULL;
   size_t n = 0, cap = 0;
   DIR *d = opendir(dir);
-  if (!d) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "cannot open model folder '%s': %s", dir, strerror(errno));
+  if (!d)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "cannot open model folder '%s': %s", dir, strerror(errno));
   struct dirent *e;
   while ((e = readdir(d))) {
     const char *s = e->d_name;
@@ -797,8 +806,9 @@ static TRITONSERVER_Error *load_at(nrd_repository *r, const char *ns, const char
   /* Load every selected version while the old ones keep serving. */
   TRITONSERVER_Error *first_fail = NULL;
   for (size_t i = 0; !err && i < n_versions; i++) {
-    nrd_model_load_args a = {r->server, name, ns, versions[i], load_dir, cfg, r->auto_complete, r->backend_dir,
-                             r->backend_cmdline, &r->steps};
+    nrd_model_load_args a = {
+        r->server,          name,     ns, versions[i], load_dir, cfg, r->auto_complete, r->backend_dir,
+        r->backend_cmdline, &r->steps};
     slots[i].version = versions[i];
     TRITONSERVER_Error *e = nrd_model_load(&a, &slots[i].model);
     for (unsigned t = 1; e && t <= r->load_retries; t++) {
@@ -812,8 +822,10 @@ static TRITONSERVER_Error *load_at(nrd_repository *r, const char *ns, const char
       NRD_LOG_ERROR("failed to load '%s' version %" PRId64 ": %s", name, versions[i], TRITONSERVER_ErrorMessage(e));
       slots[i].state = NRD_MODEL_UNAVAILABLE;
       set_reason(&slots[i].reason, TRITONSERVER_ErrorMessage(e));
-      if (!first_fail) first_fail = e;
-      else TRITONSERVER_ErrorDelete(e);
+      if (!first_fail)
+        first_fail = e;
+      else
+        TRITONSERVER_ErrorDelete(e);
     } else {
       slots[i].state = NRD_MODEL_READY;
       set_reason(&slots[i].reason, "");
@@ -932,10 +944,13 @@ TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const cha
       err = load_at(r, "", name, NULL, false, NULL, config_override, err);
     }
     for (size_t i = 0; i < n; i++) {
-      TRITONSERVER_Error *e = load_at(r, places[i].ns, name, places[i].dir, places[i].mapped, NULL, config_override, NULL);
+      TRITONSERVER_Error *e =
+          load_at(r, places[i].ns, name, places[i].dir, places[i].mapped, NULL, config_override, NULL);
       places[i].dir = NULL; /* taken */
-      if (e && !err) err = e;
-      else NRD_ERROR_IGNORE(e, "a later failure; the first one is returned");
+      if (e && !err)
+        err = e;
+      else
+        NRD_ERROR_IGNORE(e, "a later failure; the first one is returned");
     }
     places_free(places, n);
   }
@@ -1057,8 +1072,10 @@ TRITONSERVER_Error *nrd_repo_unload(nrd_repository *r, const char *name, bool wa
   TRITONSERVER_Error *err = NULL;
   for (size_t i = 0; i < n; i++) {
     TRITONSERVER_Error *e = unload_entry(r, spaces[i], name, wait);
-    if (e && !err) err = e;
-    else NRD_ERROR_IGNORE(e, "a later failure; the first one is returned");
+    if (e && !err)
+      err = e;
+    else
+      NRD_ERROR_IGNORE(e, "a later failure; the first one is returned");
     free(spaces[i]);
   }
   free(spaces);
@@ -1108,8 +1125,10 @@ TRITONSERVER_Error *nrd_repo_poll(nrd_repository *r) {
     for (size_t i = 0; i < n; i++) {
       if (what[i] != (pass ? ENSEMBLE : PLAIN)) continue;
       TRITONSERVER_Error *err = nrd_repo_load(r, names[i], NULL, NULL, 0);
-      if (err && !first) first = err;
-      else NRD_ERROR_IGNORE(err, "a later failure; the first one is returned (each was logged by its load)");
+      if (err && !first)
+        first = err;
+      else
+        NRD_ERROR_IGNORE(err, "a later failure; the first one is returned (each was logged by its load)");
     }
   }
   if (!what) first = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory polling the repository");
@@ -1210,7 +1229,8 @@ static const char *state_name(nrd_model_state s) {
 
 static int cmp_index_entry(const void *a, const void *b) {
   const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
-  int c = strcmp(json_string_value(json_object_get(x, "name")) ?: "", json_string_value(json_object_get(y, "name")) ?: "");
+  int c =
+      strcmp(json_string_value(json_object_get(x, "name")) ?: "", json_string_value(json_object_get(y, "name")) ?: "");
   if (c) return c;
   long long vx = atoll(json_string_value(json_object_get(x, "version")) ?: "0");
   long long vy = atoll(json_string_value(json_object_get(y, "version")) ?: "0");
@@ -1244,8 +1264,8 @@ json_t *nrd_repo_index(nrd_repository *r, bool ready_only) {
       if (ready_only && st != NRD_MODEL_READY) continue;
       char v[32];
       snprintf(v, sizeof v, "%" PRId64, s->version);
-      json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:s}", "name", e->name, "version", v, "state",
-                                           state_name(st), "reason", s->reason ? s->reason : ""));
+      json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:s}", "name", e->name, "version", v, "state", state_name(st),
+                                           "reason", s->reason ? s->reason : ""));
     }
     if (!e->n_slots && !ready_only && e->attempted)
       json_array_append_new(arr, json_pack("{s:s,s:s,s:s}", "name", e->name, "state", "UNAVAILABLE", "reason",
@@ -1310,8 +1330,7 @@ TRITONSERVER_Error *nrd_repo_stats(nrd_repository *r, const char *name, int64_t 
   return NULL;
 }
 
-int nrd_repo_prometheus(nrd_repository *r, bool latencies, const double *quantiles, size_t n_quantiles,
-                        nrd_text *out) {
+int nrd_repo_prometheus(nrd_repository *r, bool latencies, const double *quantiles, size_t n_quantiles, nrd_text *out) {
   int rc = 0;
   pthread_rwlock_rdlock(&r->table_lock);
   bool any_cache = false;
@@ -1330,8 +1349,8 @@ int nrd_repo_prometheus(nrd_repository *r, bool latencies, const double *quantil
       nrd_model_entry *e = &r->models[i];
       for (size_t k = 0; k < e->n_slots && !rc; k++)
         if (e->slots[k].model && (!cache_family || e->slots[k].model->response_cache))
-          rc |= nrd_stats_prometheus(&e->slots[k].model->stats, e->name, e->slots[k].version,
-                                     nrd_stats_families[f][0], out);
+          rc |= nrd_stats_prometheus(&e->slots[k].model->stats, e->name, e->slots[k].version, nrd_stats_families[f][0],
+                                     out);
     }
   }
   /* summary_latencies (n_quantiles 0: off). */

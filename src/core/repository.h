@@ -22,19 +22,19 @@ typedef struct nrd_version_slot {
   int64_t version;
   TRITONBACKEND_Model *model; /* counted reference while loaded, else NULL */
   nrd_model_state state;
-  char *reason;               /* why it is not READY, "" otherwise */
+  char *reason; /* why it is not READY, "" otherwise */
 } nrd_version_slot;
 
 typedef struct nrd_model_entry {
   char *name;
-  char *ns;                   /* namespace: the repository path with namespacing, else "" */
-  char *dir;                  /* where it was last loaded from */
+  char *ns; /* namespace: the repository path with namespacing, else "" */
+  char *dir; /* where it was last loaded from */
   nrd_version_slot *slots;
   size_t n_slots;
-  char *reason;               /* model-level failure (no version loaded) */
-  bool attempted;             /* a load was tried since the last unload */
-  uint64_t stamp;             /* newest mtime under dir at the last load (poll) */
-  char *override_dir;         /* temporary folder of a load with file overrides */
+  char *reason; /* model-level failure (no version loaded) */
+  bool attempted; /* a load was tried since the last unload */
+  uint64_t stamp; /* newest mtime under dir at the last load (poll) */
+  char *override_dir; /* temporary folder of a load with file overrides */
   struct nrd_agent_chain *agents; /* the repository agents of the loaded versions */
 } nrd_model_entry;
 
@@ -43,7 +43,7 @@ typedef struct nrd_model_entry {
 typedef struct nrd_repo_mapping {
   char *name; /* the model's name */
   char *repo; /* the repository it was registered with */
-  char *dir;  /* repo/<folder> */
+  char *dir; /* repo/<folder> */
 } nrd_repo_mapping;
 
 typedef struct nrd_repository {
@@ -56,13 +56,13 @@ typedef struct nrd_repository {
   nrd_repo_mapping *maps;
   size_t n_maps;
   char *backend_dir;
-  char *agent_dir;            /* --repoagent-directory */
-  json_t *backend_cmdline;    /* see nrd_model_load_args */
-  nrd_step_resolver steps;    /* the server's, handed to every load */
+  char *agent_dir; /* --repoagent-directory */
+  json_t *backend_cmdline; /* see nrd_model_load_args */
+  nrd_step_resolver steps; /* the server's, handed to every load */
   bool auto_complete;
-  char *config_name;          /* "" or a name under configs/ */
-  atomic_uint exit_timeout_s;  /* set again by ServerStop while unloads may run */
-  unsigned load_retries;      /* a failed version load is tried again this many times */
+  char *config_name; /* "" or a name under configs/ */
+  atomic_uint exit_timeout_s; /* set again by ServerStop while unloads may run */
+  unsigned load_retries; /* a failed version load is tried again this many times */
   /* --model-namespacing: each repository path is a namespace, so one name
    * may be loaded from several repositories (one entry each). A name
    * alone then finds its model only when one entry has it. */
@@ -84,9 +84,9 @@ typedef struct nrd_repository {
  * (`steps` too: the server's calls an ensemble runs its steps with).
  * Returns NULL on out-of-memory. */
 nrd_repository *nrd_repo_new(TRITONSERVER_Server *server, const nrd_step_resolver *steps, char *const *paths,
-                             size_t n_paths,
-                             const char *backend_dir, const char *agent_dir, json_t *backend_cmdline /* stolen */,
-                             bool auto_complete, const char *config_name, unsigned exit_timeout_s);
+                             size_t n_paths, const char *backend_dir, const char *agent_dir,
+                             json_t *backend_cmdline /* stolen */, bool auto_complete, const char *config_name,
+                             unsigned exit_timeout_s);
 
 /* Unloads every model (waiting for in-flight requests up to the exit
  * timeout) and frees the repository. Unloads still stuck after the exit
@@ -171,7 +171,6 @@ TRITONSERVER_Error *nrd_repo_stats(nrd_repository *r, const char *name, int64_t 
 
 /* Appends the nv_inference_* families of every loaded model, without the
  * *_duration_* ones when `latencies` is false. 0 or -1. */
-int nrd_repo_prometheus(nrd_repository *r, bool latencies, const double *quantiles, size_t n_quantiles,
-                        nrd_text *out);
+int nrd_repo_prometheus(nrd_repository *r, bool latencies, const double *quantiles, size_t n_quantiles, nrd_text *out);
 
 #endif

@@ -64,18 +64,15 @@ static bool inputs_grow(TRITONSERVER_InferenceRequest *r) {
   return true;
 }
 
-static TRITONSERVER_Error *input_add(TRITONSERVER_InferenceRequest *r, const char *name,
-                                     TRITONSERVER_DataType dt, const int64_t *shape,
-                                     uint64_t dims, bool raw, nrd_input **out) {
+static TRITONSERVER_Error *input_add(TRITONSERVER_InferenceRequest *r, const char *name, TRITONSERVER_DataType dt,
+                                     const int64_t *shape, uint64_t dims, bool raw, nrd_input **out) {
   NRD_ARG_CHECK(r && name, "inference request and input name must not be NULL");
   if (nrd_request_find_input(r, name))
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' already exists in request", name);
+  if (dims > 64)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "input '%s' already exists in request", name);
-  if (dims > 64) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                                      "input '%s' has %" PRIu64 " dimensions; at most 64 are supported",
-                                      name, dims);
-  if (dims && !shape)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' shape must not be NULL", name);
+                         "input '%s' has %" PRIu64 " dimensions; at most 64 are supported", name, dims);
+  if (dims && !shape) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' shape must not be NULL", name);
   if (r->n_inputs == r->cap_inputs && !inputs_grow(r))
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory adding input");
   nrd_input *in = &r->inputs[r->n_inputs];
@@ -109,8 +106,7 @@ static TRITONSERVER_Error *input_add(TRITONSERVER_InferenceRequest *r, const cha
 
 static TRITONSERVER_Error *not_in_flight(const TRITONSERVER_InferenceRequest *r) {
   if (r->in_flight)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "inference request cannot be modified while it is in flight");
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "inference request cannot be modified while it is in flight");
   return NULL;
 }
 
@@ -132,7 +128,7 @@ static char *output_name_new(TRITONSERVER_InferenceRequest *r, const char *name)
 static void output_name_free(TRITONSERVER_InferenceRequest *r, char *name) {
   for (unsigned k = 0; k < NRD_REQUEST_OUTPUTS_INLINE; k++)
     if (name == r->output_names_inline[k]) {
-      r->output_names_used &= (uint8_t)~(1u << k);
+      r->output_names_used &= (uint8_t) ~(1u << k);
       return;
     }
   free(name);
@@ -164,8 +160,7 @@ TRITONSERVER_Error *nrd_request_new_for(TRITONSERVER_InferenceRequest **inferenc
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestDelete(TRITONSERVER_InferenceRequest *r) {
   if (!r) return NULL;
   if (r->in_flight)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "cannot delete an inference request that is still in flight");
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "cannot delete an inference request that is still in flight");
   for (uint32_t i = 0; i < r->n_inputs; i++) input_free(&r->inputs[i]);
   if (r->inputs != r->inputs_inline) free(r->inputs);
   for (uint32_t i = 0; i < r->n_outputs; i++) output_name_free(r, r->outputs[i]);
@@ -250,8 +245,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetCorrelationIdString(TRITONSE
   NRD_ARG_CHECK(r && id, "request and correlation id must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   if (strlen(id) > 128)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "string correlation id is longer than 128 characters");
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "string correlation id is longer than 128 characters");
   char *c = strdup(id);
   if (!c) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   free(r->corr_id_str);
@@ -286,15 +280,13 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetPriorityUInt64(TRITONSERVER_
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_InferenceRequestTimeoutMicroseconds(TRITONSERVER_InferenceRequest *r,
-                                                                    uint64_t *t) {
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestTimeoutMicroseconds(TRITONSERVER_InferenceRequest *r, uint64_t *t) {
   NRD_ARG_CHECK(r && t, "request and timeout must not be NULL");
   *t = r->timeout_us;
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(TRITONSERVER_InferenceRequest *r,
-                                                                       uint64_t t) {
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(TRITONSERVER_InferenceRequest *r, uint64_t t) {
   NRD_ARG_CHECK(r, "request must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   r->timeout_us = t;
@@ -304,8 +296,8 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(TRITONSE
 /* ------------------------------------------------------- request: inputs */
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestAddInput(TRITONSERVER_InferenceRequest *r, const char *name,
-                                                          const TRITONSERVER_DataType datatype,
-                                                          const int64_t *shape, uint64_t dim_count) {
+                                                          const TRITONSERVER_DataType datatype, const int64_t *shape,
+                                                          uint64_t dim_count) {
   NRD_ARG_CHECK(r, "request must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   return input_add(r, name, datatype, shape, dim_count, false, NULL);
@@ -344,12 +336,12 @@ static TRITONSERVER_Error *append_data(TRITONSERVER_InferenceRequest *r, const c
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   nrd_input *in = nrd_request_find_input(r, name);
   if (!in) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' does not exist in request", name);
-  if (!base && size) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                                          "input '%s' data pointer is NULL", name);
+  if (!base && size) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' data pointer is NULL", name);
   if (mt == TRITONSERVER_MEMORY_GPU)
     return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
                          "input '%s': GPU memory is not supported by this server (no GPU)", name);
-  if (!nrd_input_bufs_reserve(in)) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory appending input data");
+  if (!nrd_input_bufs_reserve(in))
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory appending input data");
   in->bufs[in->nbufs++] = (nrd_buffer){base, size, mt, mt_id};
   free(in->attrs);
   in->attrs = NULL;
@@ -358,9 +350,8 @@ static TRITONSERVER_Error *append_data(TRITONSERVER_InferenceRequest *r, const c
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_InferenceRequestAppendInputData(TRITONSERVER_InferenceRequest *r,
-                                                                 const char *name, const void *base,
-                                                                 size_t byte_size,
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestAppendInputData(TRITONSERVER_InferenceRequest *r, const char *name,
+                                                                 const void *base, size_t byte_size,
                                                                  TRITONSERVER_MemoryType memory_type,
                                                                  int64_t memory_type_id) {
   return append_data(r, name, base, byte_size, memory_type, memory_type_id);
@@ -373,8 +364,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestAppendInputDataWithHostPolicy(
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   nrd_input *in = nrd_request_find_input(r, name);
   if (!in) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' does not exist in request", name);
-  if (!base && byte_size)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' data pointer is NULL", name);
+  if (!base && byte_size) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' data pointer is NULL", name);
   if (memory_type == TRITONSERVER_MEMORY_GPU)
     return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
                          "input '%s': GPU memory is not supported by this server (no GPU)", name);
@@ -401,8 +391,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestAppendInputDataWithHostPolicy(
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestAppendInputDataWithBufferAttributes(
-    TRITONSERVER_InferenceRequest *r, const char *name, const void *base,
-    TRITONSERVER_BufferAttributes *attrs) {
+    TRITONSERVER_InferenceRequest *r, const char *name, const void *base, TRITONSERVER_BufferAttributes *attrs) {
   NRD_ARG_CHECK(attrs, "buffer attributes must not be NULL");
   size_t size = 0;
   TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
@@ -436,8 +425,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestAddRequestedOutput(TRITONSERVER
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   for (uint32_t i = 0; i < r->n_outputs; i++)
     if (!strcmp(r->outputs[i], name))
-      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                           "output '%s' is already requested", name);
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "output '%s' is already requested", name);
   if (r->n_outputs == r->cap_outputs) {
     uint32_t cap = r->cap_outputs * 2;
     char **no = nrd_grow(r->outputs, r->outputs_inline, r->n_outputs, cap, sizeof(*no));
@@ -476,8 +464,9 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveAllRequestedOutputs(TRITO
 
 /* --------------------------------------------- request: callbacks, cancel */
 
-TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetReleaseCallback(
-    TRITONSERVER_InferenceRequest *r, TRITONSERVER_InferenceRequestReleaseFn_t fn, void *userp) {
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetReleaseCallback(TRITONSERVER_InferenceRequest *r,
+                                                                    TRITONSERVER_InferenceRequestReleaseFn_t fn,
+                                                                    void *userp) {
   NRD_ARG_CHECK(r, "request must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   r->release_fn = fn;
@@ -485,9 +474,11 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetReleaseCallback(
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetResponseCallback(
-    TRITONSERVER_InferenceRequest *r, TRITONSERVER_ResponseAllocator *allocator, void *alloc_userp,
-    TRITONSERVER_InferenceResponseCompleteFn_t fn, void *userp) {
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetResponseCallback(TRITONSERVER_InferenceRequest *r,
+                                                                     TRITONSERVER_ResponseAllocator *allocator,
+                                                                     void *alloc_userp,
+                                                                     TRITONSERVER_InferenceResponseCompleteFn_t fn,
+                                                                     void *userp) {
   NRD_ARG_CHECK(r, "request must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   r->allocator = allocator;
@@ -511,29 +502,29 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestIsCancelled(TRITONSERVER_Infere
 
 /* ------------------------------------------------- request: parameters */
 
-TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetStringParameter(TRITONSERVER_InferenceRequest *r,
-                                                                    const char *key, const char *value) {
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetStringParameter(TRITONSERVER_InferenceRequest *r, const char *key,
+                                                                    const char *value) {
   NRD_ARG_CHECK(r && key && value, "request, key and value must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   return nrd_param_list_add_string(&r->params, key, value);
 }
 
-TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetIntParameter(TRITONSERVER_InferenceRequest *r,
-                                                                 const char *key, const int64_t value) {
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetIntParameter(TRITONSERVER_InferenceRequest *r, const char *key,
+                                                                 const int64_t value) {
   NRD_ARG_CHECK(r && key, "request and key must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   return nrd_param_list_add_int(&r->params, key, value);
 }
 
-TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetBoolParameter(TRITONSERVER_InferenceRequest *r,
-                                                                  const char *key, const bool value) {
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetBoolParameter(TRITONSERVER_InferenceRequest *r, const char *key,
+                                                                  const bool value) {
   NRD_ARG_CHECK(r && key, "request and key must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   return nrd_param_list_add_bool(&r->params, key, value);
 }
 
-TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetDoubleParameter(TRITONSERVER_InferenceRequest *r,
-                                                                    const char *key, const double value) {
+TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetDoubleParameter(TRITONSERVER_InferenceRequest *r, const char *key,
+                                                                    const double value) {
   NRD_ARG_CHECK(r && key, "request and key must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   return nrd_param_list_add_double(&r->params, key, value);
@@ -736,7 +727,9 @@ void nrd_request_trace_inputs(TRITONSERVER_InferenceRequest *r, TRITONSERVER_Inf
 void nrd_request_fail(TRITONSERVER_InferenceRequest *r, TRITONSERVER_Error *err, nrd_fail_reason reason) {
   uint64_t now = nrd_now_ns();
   if (!r->no_stats) nrd_stats_request_fail(&r->model->stats, r->queue_start_ns, r->queue_start_ns, 0, now, reason);
-  if (r->delivery) nrd_delivery_send_error(r->delivery, err);
-  else TRITONSERVER_ErrorDelete(err);
+  if (r->delivery)
+    nrd_delivery_send_error(r->delivery, err);
+  else
+    TRITONSERVER_ErrorDelete(err);
   nrd_request_release(r, TRITONSERVER_REQUEST_RELEASE_ALL);
 }

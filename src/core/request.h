@@ -33,7 +33,7 @@ typedef struct nrd_buffer {
  * miss; a short name, a few dimensions and one buffer therefore live inside
  * the input (and the first inputs and requested outputs inside the request)
  * instead of in their own allocations. Anything larger goes to the heap. */
-#define NRD_NAME_INLINE 32     /* bytes, with the terminating NUL */
+#define NRD_NAME_INLINE 32 /* bytes, with the terminating NUL */
 #define NRD_DIMS_INLINE 4
 #define NRD_REQUEST_INPUTS_INLINE 2
 #define NRD_REQUEST_OUTPUTS_INLINE 2
@@ -61,17 +61,17 @@ typedef struct nrd_policy_data {
 typedef struct nrd_input {
   char *name;
   TRITONSERVER_DataType dtype;
-  int64_t *shape;          /* as the client gave it */
+  int64_t *shape; /* as the client gave it */
   uint32_t dims_count;
-  int64_t *backend_shape;  /* after reshape (heap); NULL when none applies */
+  int64_t *backend_shape; /* after reshape (heap); NULL when none applies */
   uint32_t backend_dims_count;
   nrd_buffer *bufs;
   uint32_t nbufs, capbufs;
-  uint64_t byte_size;      /* sum of bufs[i].size */
-  bool is_raw;             /* added with AddRawInput: shape from the config */
-  bool raw_prefixed;       /* a raw BYTES input: bufs[0] is raw_len */
-  uint32_t raw_len;        /* that element's length (little-endian on the hosts we build for) */
-  uint8_t inl;             /* NRD_INL_* */
+  uint64_t byte_size; /* sum of bufs[i].size */
+  bool is_raw; /* added with AddRawInput: shape from the config */
+  bool raw_prefixed; /* a raw BYTES input: bufs[0] is raw_len */
+  uint32_t raw_len; /* that element's length (little-endian on the hosts we build for) */
+  uint8_t inl; /* NRD_INL_* */
   struct TRITONSERVER_BufferAttributes *attrs; /* lazily made by InputBufferAttributes */
   uint32_t n_attrs;
   nrd_policy_data *policies; /* heap; NULL when no data was given per host policy */
@@ -83,18 +83,18 @@ typedef struct nrd_input {
 
 struct TRITONSERVER_InferenceRequest {
   TRITONSERVER_Server *server;
-  TRITONBACKEND_Model *model;     /* counted reference, taken at New */
-  int64_t requested_version;      /* as given to New (-1: latest) */
-  char *id;                    /* NULL, id_inline or the heap */
+  TRITONBACKEND_Model *model; /* counted reference, taken at New */
+  int64_t requested_version; /* as given to New (-1: latest) */
+  char *id; /* NULL, id_inline or the heap */
   uint32_t flags;
   uint64_t corr_id;
-  char *corr_id_str;           /* non-NULL when the correlation id is a string */
+  char *corr_id_str; /* non-NULL when the correlation id is a string */
   uint64_t priority;
   uint64_t timeout_us;
 
-  nrd_input *inputs;           /* inputs_inline until it outgrows it */
+  nrd_input *inputs; /* inputs_inline until it outgrows it */
   uint32_t n_inputs, cap_inputs;
-  char **outputs;              /* requested output names; outputs_inline at first */
+  char **outputs; /* requested output names; outputs_inline at first */
   uint32_t n_outputs, cap_outputs;
   nrd_param_list params;
 
@@ -110,9 +110,9 @@ struct TRITONSERVER_InferenceRequest {
   /* Cancellation flag of the latest submission (counted); kept after the
    * release so Cancel still reaches a decoupled backend's factories. */
   struct nrd_cancel_flag *cancel;
-  uint64_t batch_size;         /* rows in the batch dimension, 0 without one */
+  uint64_t batch_size; /* rows in the batch dimension, 0 without one */
   uint64_t queue_start_ns;
-  uint64_t deadline_ns;        /* 0 = none */
+  uint64_t deadline_ns; /* 0 = none */
   bool in_flight;
   /* Counted in the model's pending gauge: queued and not yet executing
    * (set at enqueue, cleared by nrd_request_pending_done). */

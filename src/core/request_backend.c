@@ -78,8 +78,8 @@ TRITONSERVER_Error *TRITONBACKEND_RequestInputName(TRITONBACKEND_Request *reques
   NRD_ARG_CHECK(request && input_name, "request and name must not be NULL");
   TRITONSERVER_InferenceRequest *r = REQ(request);
   if (index >= r->n_inputs)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "input index %u is out of range (request has %u inputs)", index, r->n_inputs);
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input index %u is out of range (request has %u inputs)",
+                         index, r->n_inputs);
   *input_name = r->inputs[index].name;
   return NULL;
 }
@@ -98,8 +98,8 @@ TRITONSERVER_Error *TRITONBACKEND_RequestInputByIndex(TRITONBACKEND_Request *req
   NRD_ARG_CHECK(request && input, "request and input must not be NULL");
   TRITONSERVER_InferenceRequest *r = REQ(request);
   if (index >= r->n_inputs)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "input index %u is out of range (request has %u inputs)", index, r->n_inputs);
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input index %u is out of range (request has %u inputs)",
+                         index, r->n_inputs);
   *input = (TRITONBACKEND_Input *)&r->inputs[index];
   return NULL;
 }
@@ -118,15 +118,14 @@ TRITONSERVER_Error *TRITONBACKEND_RequestOutputName(TRITONBACKEND_Request *reque
   TRITONSERVER_InferenceRequest *r = REQ(request);
   uint32_t n = r->n_outputs || r->is_null ? r->n_outputs : r->model->n_outputs;
   if (index >= n)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "requested output index %u is out of range (%u outputs)", index, n);
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "requested output index %u is out of range (%u outputs)",
+                         index, n);
   *output_name = r->n_outputs ? r->outputs[index] : r->model->outputs[index].name;
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONBACKEND_RequestOutputBufferProperties(TRITONBACKEND_Request *request,
-                                                                const char *name, size_t *byte_size,
-                                                                TRITONSERVER_MemoryType *memory_type,
+TRITONSERVER_Error *TRITONBACKEND_RequestOutputBufferProperties(TRITONBACKEND_Request *request, const char *name,
+                                                                size_t *byte_size, TRITONSERVER_MemoryType *memory_type,
                                                                 int64_t *memory_type_id) {
   NRD_ARG_CHECK(request && name, "request and name must not be NULL");
   TRITONSERVER_InferenceRequest *r = REQ(request);
@@ -139,8 +138,8 @@ TRITONSERVER_Error *TRITONBACKEND_RequestOutputBufferProperties(TRITONBACKEND_Re
   TRITONSERVER_MemoryType mt = memory_type ? *memory_type : TRITONSERVER_MEMORY_CPU;
   int64_t id = memory_type_id ? *memory_type_id : 0;
   size_t bs = byte_size ? *byte_size : 0;
-  NRD_RETURN_IF_ERROR(r->allocator->query_fn((TRITONSERVER_ResponseAllocator *)r->allocator,
-                                             r->alloc_userp, name, byte_size ? &bs : NULL, &mt, &id));
+  NRD_RETURN_IF_ERROR(r->allocator->query_fn((TRITONSERVER_ResponseAllocator *)r->allocator, r->alloc_userp, name,
+                                             byte_size ? &bs : NULL, &mt, &id));
   if (byte_size) *byte_size = bs;
   if (memory_type) *memory_type = mt;
   if (memory_type_id) *memory_type_id = id;
@@ -150,8 +149,7 @@ TRITONSERVER_Error *TRITONBACKEND_RequestOutputBufferProperties(TRITONBACKEND_Re
 TRITONSERVER_Error *TRITONBACKEND_RequestRelease(TRITONBACKEND_Request *request, uint32_t release_flags) {
   NRD_ARG_CHECK(request, "request must not be NULL");
   TRITONSERVER_InferenceRequest *r = REQ(request);
-  if (!r->in_flight)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "request was already released");
+  if (!r->in_flight) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "request was already released");
   if (release_flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE) {
     /* The backend wants this request executed again (iterative scheduling). */
     TRITONSERVER_Error *err = nrd_model_reschedule(r->model, r);
@@ -173,8 +171,7 @@ TRITONSERVER_Error *TRITONBACKEND_RequestTrace(TRITONBACKEND_Request *request, T
 
 TRITONSERVER_Error *TRITONBACKEND_InputProperties(TRITONBACKEND_Input *input, const char **name,
                                                   TRITONSERVER_DataType *datatype, const int64_t **shape,
-                                                  uint32_t *dims_count, uint64_t *byte_size,
-                                                  uint32_t *buffer_count) {
+                                                  uint32_t *dims_count, uint64_t *byte_size, uint32_t *buffer_count) {
   NRD_ARG_CHECK(input, "input must not be NULL");
   const nrd_input *in = (const nrd_input *)input;
   if (name) *name = in->name;
@@ -193,10 +190,8 @@ static const nrd_policy_data *policy_data(const nrd_input *in, const char *polic
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONBACKEND_InputPropertiesForHostPolicy(TRITONBACKEND_Input *input,
-                                                               const char *host_policy_name,
-                                                               const char **name,
-                                                               TRITONSERVER_DataType *datatype,
+TRITONSERVER_Error *TRITONBACKEND_InputPropertiesForHostPolicy(TRITONBACKEND_Input *input, const char *host_policy_name,
+                                                               const char **name, TRITONSERVER_DataType *datatype,
                                                                const int64_t **shape, uint32_t *dims_count,
                                                                uint64_t *byte_size, uint32_t *buffer_count) {
   NRD_RETURN_IF_ERROR(TRITONBACKEND_InputProperties(input, name, datatype, shape, dims_count, byte_size, buffer_count));
@@ -208,15 +203,14 @@ TRITONSERVER_Error *TRITONBACKEND_InputPropertiesForHostPolicy(TRITONBACKEND_Inp
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONBACKEND_InputBuffer(TRITONBACKEND_Input *input, const uint32_t index,
-                                              const void **buffer, uint64_t *buffer_byte_size,
-                                              TRITONSERVER_MemoryType *memory_type, int64_t *memory_type_id) {
+TRITONSERVER_Error *TRITONBACKEND_InputBuffer(TRITONBACKEND_Input *input, const uint32_t index, const void **buffer,
+                                              uint64_t *buffer_byte_size, TRITONSERVER_MemoryType *memory_type,
+                                              int64_t *memory_type_id) {
   NRD_ARG_CHECK(input && buffer && buffer_byte_size, "input, buffer and size must not be NULL");
   const nrd_input *in = (const nrd_input *)input;
   if (index >= in->nbufs)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "buffer index %u is out of range for input '%s' (%u buffers)", index, in->name,
-                         in->nbufs);
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "buffer index %u is out of range for input '%s' (%u buffers)",
+                         index, in->name, in->nbufs);
   const nrd_buffer *b = &in->bufs[index];
   *buffer = b->base;
   *buffer_byte_size = b->size;
@@ -225,9 +219,9 @@ TRITONSERVER_Error *TRITONBACKEND_InputBuffer(TRITONBACKEND_Input *input, const 
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONBACKEND_InputBufferForHostPolicy(TRITONBACKEND_Input *input,
-                                                           const char *host_policy_name, const uint32_t index,
-                                                           const void **buffer, uint64_t *buffer_byte_size,
+TRITONSERVER_Error *TRITONBACKEND_InputBufferForHostPolicy(TRITONBACKEND_Input *input, const char *host_policy_name,
+                                                           const uint32_t index, const void **buffer,
+                                                           uint64_t *buffer_byte_size,
                                                            TRITONSERVER_MemoryType *memory_type,
                                                            int64_t *memory_type_id) {
   NRD_ARG_CHECK(input && buffer && buffer_byte_size, "input, buffer and size must not be NULL");
@@ -252,9 +246,8 @@ TRITONSERVER_Error *TRITONBACKEND_InputBufferAttributes(TRITONBACKEND_Input *inp
   NRD_ARG_CHECK(input && buffer && buffer_attributes, "arguments must not be NULL");
   nrd_input *in = (nrd_input *)input;
   if (index >= in->nbufs)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "buffer index %u is out of range for input '%s' (%u buffers)", index, in->name,
-                         in->nbufs);
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "buffer index %u is out of range for input '%s' (%u buffers)",
+                         index, in->name, in->nbufs);
   if (!in->attrs) {
     /* Made on first use; they live as long as the input. */
     in->attrs = calloc(in->nbufs, sizeof(*in->attrs));

@@ -42,7 +42,7 @@ static TRITONSERVER_Error *check_bytes(const TRITONBACKEND_Model *m, const nrd_i
   int64_t count = 0;
   uint8_t len_bytes[4];
   uint32_t have_len = 0; /* bytes of the current length prefix seen */
-  uint64_t skip = 0;     /* element bytes still to skip */
+  uint64_t skip = 0; /* element bytes still to skip */
   for (uint32_t b = 0; b < in->nbufs; b++) {
     const uint8_t *p = in->bufs[b].base;
     size_t n = in->bufs[b].size;
@@ -71,8 +71,7 @@ static TRITONSERVER_Error *check_bytes(const TRITONBACKEND_Model *m, const nrd_i
                          in->name, m->name, count);
   if (count != expect)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "input '%s' of model '%s': expected %" PRId64
-                         " BYTES elements for its shape, got %" PRId64,
+                         "input '%s' of model '%s': expected %" PRId64 " BYTES elements for its shape, got %" PRId64,
                          in->name, m->name, expect, count);
   return NULL;
 }
@@ -139,8 +138,8 @@ static TRITONSERVER_Error *claim_raw(TRITONSERVER_InferenceRequest *r) {
   if (!raw || nrd_model_find_input(m, raw->name)) return NULL;
   if (r->n_inputs != 1 || m->n_inputs != 1)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "Raw request must only have 1 input (found %" PRIu32
-                         ") to be deduced but got %" PRIu32 " inputs in '%s' model configuration",
+                         "Raw request must only have 1 input (found %" PRIu32 ") to be deduced but got %" PRIu32
+                         " inputs in '%s' model configuration",
                          r->n_inputs, m->n_inputs, m->name);
   if (strcmp(raw->name, m->inputs[0].name) != 0) return nrd_input_rename(raw, m->inputs[0].name);
   return NULL;
@@ -172,12 +171,13 @@ static TRITONSERVER_Error *resolve_raw(const TRITONBACKEND_Model *m, const nrd_i
                            "For BYTE datatype raw input '%s', the model must have input shape [1]", io->name);
     if (!in->raw_prefixed) {
       if (in->byte_size > UINT32_MAX)
-        return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                             "raw input '%s' of model '%s': a BYTES element holds at most 4294967295 bytes, got %" PRIu64,
-                             io->name, m->name, in->byte_size);
+        return nrd_error_new(
+            TRITONSERVER_ERROR_INVALID_ARG,
+            "raw input '%s' of model '%s': a BYTES element holds at most 4294967295 bytes, got %" PRIu64, io->name,
+            m->name, in->byte_size);
       in->raw_len = (uint32_t)in->byte_size;
-      NRD_RETURN_IF_ERROR(nrd_input_prepend(in, (nrd_buffer){&in->raw_len, sizeof in->raw_len,
-                                                             TRITONSERVER_MEMORY_CPU, 0}));
+      NRD_RETURN_IF_ERROR(
+          nrd_input_prepend(in, (nrd_buffer){&in->raw_len, sizeof in->raw_len, TRITONSERVER_MEMORY_CPU, 0}));
       in->raw_prefixed = true;
     }
   } else if (wild >= 0 && (!esz || !known || in->byte_size % (esz * (uint64_t)known))) {
@@ -222,8 +222,10 @@ static TRITONSERVER_Error *apply_reshape(const TRITONBACKEND_Model *m, const nrd
   int wild = -1;
   for (uint32_t i = 0; i < io->nreshape; i++) {
     s[o] = io->reshape[i];
-    if (s[o] < 0) wild = (int)o;
-    else known *= s[o];
+    if (s[o] < 0)
+      wild = (int)o;
+    else
+      known *= s[o];
     o++;
   }
   if (wild >= 0) s[wild] = known ? total / known : 0;
@@ -244,14 +246,13 @@ TRITONSERVER_Error *nrd_request_validate(TRITONSERVER_InferenceRequest *r) {
     nrd_input *in = &r->inputs[i];
     const nrd_io *io = nrd_model_find_input(m, in->name);
     if (!io)
-      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                           "unexpected inference input '%s' for model '%s'", in->name, m->name);
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "unexpected inference input '%s' for model '%s'", in->name,
+                           m->name);
     if (in->is_raw) NRD_RETURN_IF_ERROR(resolve_raw(m, io, in));
     if (in->dtype != io->dtype)
       return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                           "inference input '%s' data-type is '%s', but model '%s' expects '%s'",
-                           in->name, TRITONSERVER_DataTypeString(in->dtype), m->name,
-                           TRITONSERVER_DataTypeString(io->dtype));
+                           "inference input '%s' data-type is '%s', but model '%s' expects '%s'", in->name,
+                           TRITONSERVER_DataTypeString(in->dtype), m->name, TRITONSERVER_DataTypeString(io->dtype));
     const int64_t *dims = in->shape;
     uint32_t nd = in->dims_count;
     if (batched) {
@@ -260,11 +261,11 @@ TRITONSERVER_Error *nrd_request_validate(TRITONSERVER_InferenceRequest *r) {
                              "input '%s' of model '%s' has no batch dimension; the model supports "
                              "batching (max_batch_size %d), so the first dimension is the batch size",
                              in->name, m->name, m->max_batch_size);
-      if (batch < 0) batch = dims[0];
+      if (batch < 0)
+        batch = dims[0];
       else if (dims[0] != batch && !io->allow_ragged_batch)
         return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                             "input '%s' of model '%s' has batch size %" PRId64
-                             " but other inputs have %" PRId64,
+                             "input '%s' of model '%s' has batch size %" PRId64 " but other inputs have %" PRId64,
                              in->name, m->name, dims[0], batch);
       dims++;
       nd--;
@@ -280,8 +281,8 @@ TRITONSERVER_Error *nrd_request_validate(TRITONSERVER_InferenceRequest *r) {
       for (uint32_t d = 0; d < io->ndims && fn < 65; d++) full[fn++] = io->dims[d];
       shape_str(full, fn, want, sizeof want);
       return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                           "unexpected shape for input '%s' for model '%s'. Expected %s, got %s",
-                           in->name, m->name, want, got);
+                           "unexpected shape for input '%s' for model '%s'. Expected %s, got %s", in->name, m->name,
+                           want, got);
     }
     int64_t count = elem_count(in->shape, in->dims_count);
     if (count < 0) {
@@ -314,15 +315,15 @@ TRITONSERVER_Error *nrd_request_validate(TRITONSERVER_InferenceRequest *r) {
   }
   for (uint32_t i = 0; i < r->n_outputs; i++)
     if (!nrd_model_find_output(m, r->outputs[i]))
-      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                           "unexpected inference output '%s' for model '%s'", r->outputs[i], m->name);
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "unexpected inference output '%s' for model '%s'",
+                           r->outputs[i], m->name);
 
   if (batched) {
     if (batch < 0) batch = 1; /* no inputs at all: one row */
     if (batch < 1 || batch > m->max_batch_size)
       return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                           "inference request batch-size must be <= %d for '%s', got %" PRId64,
-                           m->max_batch_size, m->name, batch);
+                           "inference request batch-size must be <= %d for '%s', got %" PRId64, m->max_batch_size,
+                           m->name, batch);
     r->batch_size = (uint64_t)batch;
   } else {
     r->batch_size = 0;

@@ -52,8 +52,7 @@ void nrd_delivery_ref(nrd_delivery *d) { atomic_fetch_add_explicit(&d->refs, 1, 
 
 static TRITONSERVER_InferenceResponse *response_alloc(nrd_delivery *d) {
   TRITONSERVER_InferenceResponse *r = &d->response_inline;
-  if (atomic_exchange_explicit(&d->response_inline_taken, true, memory_order_relaxed) &&
-      !(r = malloc(sizeof(*r))))
+  if (atomic_exchange_explicit(&d->response_inline_taken, true, memory_order_relaxed) && !(r = malloc(sizeof(*r))))
     return NULL;
   memset(r, 0, sizeof(*r));
   nrd_delivery_ref(d);
@@ -77,10 +76,9 @@ void nrd_delivery_unref(nrd_delivery *d) {
      * over: tell it now rather than let it wait forever. The error response
      * briefly brings the count back to one. */
     atomic_store(&d->refs, 1);
-    nrd_delivery_send_error(
-        d, nrd_error_new(TRITONSERVER_ERROR_INTERNAL,
-                         "model '%s' released request '%s' without sending a final response",
-                         d->model->name, d->request_id ? d->request_id : ""));
+    nrd_delivery_send_error(d, nrd_error_new(TRITONSERVER_ERROR_INTERNAL,
+                                             "model '%s' released request '%s' without sending a final response",
+                                             d->model->name, d->request_id ? d->request_id : ""));
     if (atomic_fetch_sub_explicit(&d->refs, 1, memory_order_acq_rel) != 1) return;
   }
   nrd_trace_release(d->trace);
@@ -124,13 +122,15 @@ static TRITONSERVER_Error *deliver(TRITONSERVER_InferenceResponse *r, uint32_t f
   if (!r->error && nrd_trace_wants_tensors(d->trace))
     for (uint32_t i = 0; i < r->n_outputs; i++) {
       const nrd_output *o = r->outputs[i];
-      nrd_trace_tensor(d->trace, TRITONSERVER_TRACE_TENSOR_BACKEND_OUTPUT, o->name, o->dtype, o->buffer,
-                       o->byte_size, o->shape, o->dims_count, o->mtype, o->mtype_id);
+      nrd_trace_tensor(d->trace, TRITONSERVER_TRACE_TENSOR_BACKEND_OUTPUT, o->name, o->dtype, o->buffer, o->byte_size,
+                       o->shape, o->dims_count, o->mtype, o->mtype_id);
     }
   nrd_delivery_ref(d); /* keep `d` alive across the callback, which may delete r */
   uint64_t mark = nrd_exec_callback_enter();
-  if (d->response_fn) d->response_fn(r, flags, d->response_userp);
-  else TRITONSERVER_InferenceResponseDelete(r);
+  if (d->response_fn)
+    d->response_fn(r, flags, d->response_userp);
+  else
+    TRITONSERVER_InferenceResponseDelete(r);
   nrd_exec_callback_leave(mark);
   nrd_delivery_unref(d);
   return NULL;
@@ -203,8 +203,7 @@ TRITONSERVER_Error *TRITONBACKEND_ResponseFactoryIsCancelled(TRITONBACKEND_Respo
 
 /* -------------------------------------------------------- backend: response */
 
-TRITONSERVER_Error *TRITONBACKEND_ResponseNew(TRITONBACKEND_Response **response,
-                                              TRITONBACKEND_Request *request) {
+TRITONSERVER_Error *TRITONBACKEND_ResponseNew(TRITONBACKEND_Response **response, TRITONBACKEND_Request *request) {
   NRD_ARG_CHECK(response && request, "response and request must not be NULL");
   TRITONSERVER_InferenceRequest *req = (TRITONSERVER_InferenceRequest *)request;
   if (!req->delivery)
@@ -231,26 +230,26 @@ TRITONSERVER_Error *TRITONBACKEND_ResponseDelete(TRITONBACKEND_Response *respons
 
 #define RESP(x) ((TRITONSERVER_InferenceResponse *)(x))
 
-TRITONSERVER_Error *TRITONBACKEND_ResponseSetStringParameter(TRITONBACKEND_Response *response,
-                                                             const char *name, const char *value) {
+TRITONSERVER_Error *TRITONBACKEND_ResponseSetStringParameter(TRITONBACKEND_Response *response, const char *name,
+                                                             const char *value) {
   NRD_ARG_CHECK(response && name && value, "response, name and value must not be NULL");
   return nrd_param_list_add_string(&RESP(response)->params, name, value);
 }
 
-TRITONSERVER_Error *TRITONBACKEND_ResponseSetIntParameter(TRITONBACKEND_Response *response,
-                                                          const char *name, const int64_t value) {
+TRITONSERVER_Error *TRITONBACKEND_ResponseSetIntParameter(TRITONBACKEND_Response *response, const char *name,
+                                                          const int64_t value) {
   NRD_ARG_CHECK(response && name, "response and name must not be NULL");
   return nrd_param_list_add_int(&RESP(response)->params, name, value);
 }
 
-TRITONSERVER_Error *TRITONBACKEND_ResponseSetBoolParameter(TRITONBACKEND_Response *response,
-                                                           const char *name, const bool value) {
+TRITONSERVER_Error *TRITONBACKEND_ResponseSetBoolParameter(TRITONBACKEND_Response *response, const char *name,
+                                                           const bool value) {
   NRD_ARG_CHECK(response && name, "response and name must not be NULL");
   return nrd_param_list_add_bool(&RESP(response)->params, name, value);
 }
 
-TRITONSERVER_Error *TRITONBACKEND_ResponseSetDoubleParameter(TRITONBACKEND_Response *response,
-                                                             const char *name, const double value) {
+TRITONSERVER_Error *TRITONBACKEND_ResponseSetDoubleParameter(TRITONBACKEND_Response *response, const char *name,
+                                                             const double value) {
   NRD_ARG_CHECK(response && name, "response and name must not be NULL");
   return nrd_param_list_add_double(&RESP(response)->params, name, value);
 }
@@ -268,8 +267,7 @@ static const int64_t *reshape_output(const TRITONBACKEND_Model *m, const char *n
                                      uint32_t *dims_count, int64_t *buf) {
   const nrd_io *io = nrd_model_find_output(m, name);
   uint32_t batch = m->max_batch_size > 0 ? 1 : 0;
-  if (!io || !io->reshape || *dims_count != io->nreshape + batch || io->ndims + batch > NRD_MAX_DIMS)
-    return shape;
+  if (!io || !io->reshape || *dims_count != io->nreshape + batch || io->ndims + batch > NRD_MAX_DIMS) return shape;
   uint32_t o = 0, from = batch;
   if (batch) buf[o++] = shape[0];
   for (uint32_t i = 0; i < io->ndims; i++) {
@@ -350,13 +348,12 @@ TRITONSERVER_Error *TRITONBACKEND_ResponseSend(TRITONBACKEND_Response *response,
 /* ------------------------------------------------------- backend: outputs */
 
 TRITONSERVER_Error *TRITONBACKEND_OutputBuffer(TRITONBACKEND_Output *output, void **buffer,
-                                               const uint64_t buffer_byte_size,
-                                               TRITONSERVER_MemoryType *memory_type, int64_t *memory_type_id) {
+                                               const uint64_t buffer_byte_size, TRITONSERVER_MemoryType *memory_type,
+                                               int64_t *memory_type_id) {
   NRD_ARG_CHECK(output && buffer && memory_type && memory_type_id, "arguments must not be NULL");
   nrd_output *o = (nrd_output *)output;
   if (o->allocated)
-    return nrd_error_new(TRITONSERVER_ERROR_ALREADY_EXISTS,
-                         "a buffer was already allocated for output '%s'", o->name);
+    return nrd_error_new(TRITONSERVER_ERROR_ALREADY_EXISTS, "a buffer was already allocated for output '%s'", o->name);
   nrd_delivery *d = o->delivery;
   if (!d->allocator || !d->allocator->alloc_fn)
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL,
@@ -364,14 +361,13 @@ TRITONSERVER_Error *TRITONBACKEND_OutputBuffer(TRITONBACKEND_Output *output, voi
   void *buf = NULL, *userp = NULL;
   TRITONSERVER_MemoryType mt = *memory_type;
   int64_t id = *memory_type_id;
-  TRITONSERVER_Error *e = d->allocator->alloc_fn((TRITONSERVER_ResponseAllocator *)d->allocator, o->name,
-                                                 (size_t)buffer_byte_size, *memory_type, *memory_type_id,
-                                                 d->alloc_userp, &buf, &userp, &mt, &id);
+  TRITONSERVER_Error *e =
+      d->allocator->alloc_fn((TRITONSERVER_ResponseAllocator *)d->allocator, o->name, (size_t)buffer_byte_size,
+                             *memory_type, *memory_type_id, d->alloc_userp, &buf, &userp, &mt, &id);
   if (e) return e;
   if (!buf && buffer_byte_size)
-    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL,
-                         "response allocator gave no buffer for output '%s' (%llu bytes)", o->name,
-                         (unsigned long long)buffer_byte_size);
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "response allocator gave no buffer for output '%s' (%llu bytes)",
+                         o->name, (unsigned long long)buffer_byte_size);
   o->buffer = buf;
   o->buffer_userp = userp;
   o->byte_size = (size_t)buffer_byte_size;
@@ -400,8 +396,8 @@ TRITONSERVER_Error *TRITONBACKEND_OutputBufferAttributes(TRITONBACKEND_Output *o
     o->attrs->memory_type_id = o->mtype_id;
     nrd_delivery *d = o->delivery;
     if (d->allocator && d->allocator->buffer_attributes_fn) {
-      TRITONSERVER_Error *e = d->allocator->buffer_attributes_fn(
-          (TRITONSERVER_ResponseAllocator *)d->allocator, o->name, o->attrs, d->alloc_userp, o->buffer_userp);
+      TRITONSERVER_Error *e = d->allocator->buffer_attributes_fn((TRITONSERVER_ResponseAllocator *)d->allocator,
+                                                                 o->name, o->attrs, d->alloc_userp, o->buffer_userp);
       if (e) return e;
     }
   }
@@ -417,12 +413,10 @@ TRITONSERVER_Error *TRITONSERVER_InferenceResponseDelete(TRITONSERVER_InferenceR
   for (uint32_t i = 0; i < r->n_outputs; i++) {
     nrd_output *o = r->outputs[i];
     if (o->allocated && d->allocator && d->allocator->release_fn) {
-      TRITONSERVER_Error *e = d->allocator->release_fn((TRITONSERVER_ResponseAllocator *)d->allocator,
-                                                       o->buffer, o->buffer_userp, o->byte_size, o->mtype,
-                                                       o->mtype_id);
+      TRITONSERVER_Error *e = d->allocator->release_fn((TRITONSERVER_ResponseAllocator *)d->allocator, o->buffer,
+                                                       o->buffer_userp, o->byte_size, o->mtype, o->mtype_id);
       if (e) {
-        NRD_LOG_ERROR("response allocator failed to release output '%s': %s", o->name,
-                      TRITONSERVER_ErrorMessage(e));
+        NRD_LOG_ERROR("response allocator failed to release output '%s': %s", o->name, TRITONSERVER_ErrorMessage(e));
         TRITONSERVER_ErrorDelete(e);
       }
     }
@@ -444,8 +438,8 @@ TRITONSERVER_Error *TRITONSERVER_InferenceResponseError(TRITONSERVER_InferenceRe
   return nrd_error_new(TRITONSERVER_ErrorCode(r->error), "%s", TRITONSERVER_ErrorMessage(r->error));
 }
 
-TRITONSERVER_Error *TRITONSERVER_InferenceResponseModel(TRITONSERVER_InferenceResponse *r,
-                                                        const char **model_name, int64_t *model_version) {
+TRITONSERVER_Error *TRITONSERVER_InferenceResponseModel(TRITONSERVER_InferenceResponse *r, const char **model_name,
+                                                        int64_t *model_version) {
   NRD_ARG_CHECK(r && model_name && model_version, "arguments must not be NULL");
   *model_name = r->delivery->model->name;
   *model_version = r->delivery->model->version;
@@ -458,22 +452,19 @@ TRITONSERVER_Error *TRITONSERVER_InferenceResponseId(TRITONSERVER_InferenceRespo
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_InferenceResponseParameterCount(TRITONSERVER_InferenceResponse *r,
-                                                                 uint32_t *count) {
+TRITONSERVER_Error *TRITONSERVER_InferenceResponseParameterCount(TRITONSERVER_InferenceResponse *r, uint32_t *count) {
   NRD_ARG_CHECK(r && count, "arguments must not be NULL");
   *count = (uint32_t)r->params.count;
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_InferenceResponseParameter(TRITONSERVER_InferenceResponse *r,
-                                                            const uint32_t index, const char **name,
-                                                            TRITONSERVER_ParameterType *type,
+TRITONSERVER_Error *TRITONSERVER_InferenceResponseParameter(TRITONSERVER_InferenceResponse *r, const uint32_t index,
+                                                            const char **name, TRITONSERVER_ParameterType *type,
                                                             const void **vvalue) {
   NRD_ARG_CHECK(r && name && type && vvalue, "arguments must not be NULL");
   if (index >= r->params.count)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "parameter index %u is out of range (response has %zu parameters)", index,
-                         r->params.count);
+                         "parameter index %u is out of range (response has %zu parameters)", index, r->params.count);
   nrd_param *p = &r->params.items[index];
   *name = p->name;
   *type = p->type;
@@ -487,8 +478,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceResponseParameter(TRITONSERVER_Inferen
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_InferenceResponseOutputCount(TRITONSERVER_InferenceResponse *r,
-                                                              uint32_t *count) {
+TRITONSERVER_Error *TRITONSERVER_InferenceResponseOutputCount(TRITONSERVER_InferenceResponse *r, uint32_t *count) {
   NRD_ARG_CHECK(r && count, "arguments must not be NULL");
   *count = r->n_outputs;
   return NULL;
@@ -496,14 +486,13 @@ TRITONSERVER_Error *TRITONSERVER_InferenceResponseOutputCount(TRITONSERVER_Infer
 
 TRITONSERVER_Error *TRITONSERVER_InferenceResponseOutput(TRITONSERVER_InferenceResponse *r, const uint32_t index,
                                                          const char **name, TRITONSERVER_DataType *datatype,
-                                                         const int64_t **shape, uint64_t *dim_count,
-                                                         const void **base, size_t *byte_size,
-                                                         TRITONSERVER_MemoryType *memory_type,
+                                                         const int64_t **shape, uint64_t *dim_count, const void **base,
+                                                         size_t *byte_size, TRITONSERVER_MemoryType *memory_type,
                                                          int64_t *memory_type_id, void **userp) {
   NRD_ARG_CHECK(r, "response must not be NULL");
   if (index >= r->n_outputs)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "output index %u is out of range (response has %u outputs)", index, r->n_outputs);
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "output index %u is out of range (response has %u outputs)",
+                         index, r->n_outputs);
   const nrd_output *o = r->outputs[index];
   if (name) *name = o->name;
   if (datatype) *datatype = o->dtype;
@@ -523,8 +512,8 @@ TRITONSERVER_Error *TRITONSERVER_InferenceResponseOutputClassificationLabel(TRIT
                                                                             const char **label) {
   NRD_ARG_CHECK(r && label, "arguments must not be NULL");
   if (index >= r->n_outputs)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "output index %u is out of range (response has %u outputs)", index, r->n_outputs);
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "output index %u is out of range (response has %u outputs)",
+                         index, r->n_outputs);
   *label = nrd_model_output_label(r->delivery->model, r->outputs[index]->name, class_index);
   return NULL;
 }
@@ -532,13 +521,13 @@ TRITONSERVER_Error *TRITONSERVER_InferenceResponseOutputClassificationLabel(TRIT
 TRITONSERVER_Error *TRITONBACKEND_InferenceResponseOutput(TRITONBACKEND_Response *response, const uint32_t index,
                                                           const char **name, TRITONSERVER_DataType *datatype,
                                                           const int64_t **shape, uint64_t *dim_count) {
-  return TRITONSERVER_InferenceResponseOutput(RESP(response), index, name, datatype, shape, dim_count, NULL, NULL,
-                                              NULL, NULL, NULL);
+  return TRITONSERVER_InferenceResponseOutput(RESP(response), index, name, datatype, shape, dim_count, NULL, NULL, NULL,
+                                              NULL, NULL);
 }
 
 TRITONSERVER_Error *TRITONBACKEND_InferenceResponseOutputByName(TRITONBACKEND_Response *response, const char *name,
-                                                                TRITONSERVER_DataType *datatype,
-                                                                const int64_t **shape, uint64_t *dim_count) {
+                                                                TRITONSERVER_DataType *datatype, const int64_t **shape,
+                                                                uint64_t *dim_count) {
   NRD_ARG_CHECK(response && name, "response and name must not be NULL");
   TRITONSERVER_InferenceResponse *r = RESP(response);
   for (uint32_t i = 0; i < r->n_outputs; i++) {

@@ -18,7 +18,6 @@
 #include "parameter.h"
 #include "response_cache.h"
 
-
 /* The cancellation flag of one submission. The delivery and the client's
  * request handle share it: a decoupled backend may release the request long
  * before its last response, and the client may cancel until then. It lives
@@ -61,11 +60,11 @@ typedef struct nrd_output {
 struct TRITONSERVER_InferenceResponse {
   struct nrd_delivery *delivery; /* counted reference */
   TRITONSERVER_Error *error; /* owned; NULL on success */
-  nrd_output **outputs;      /* outputs_inline until it outgrows it */
+  nrd_output **outputs; /* outputs_inline until it outgrows it */
   uint32_t n_outputs, cap_outputs;
   nrd_param_list params;
   nrd_output *outputs_inline[NRD_RESPONSE_OUTPUTS_INLINE];
-  bool output_inline_used;   /* output_inline is taken */
+  bool output_inline_used; /* output_inline is taken */
   nrd_output output_inline;
   int64_t output_inline_shape[NRD_OUTPUT_DIMS_INLINE];
   char output_inline_name[NRD_OUTPUT_NAME_INLINE];
@@ -73,19 +72,19 @@ struct TRITONSERVER_InferenceResponse {
 
 typedef struct nrd_delivery {
   atomic_int refs;
-  TRITONBACKEND_Model *model;  /* counted reference */
+  TRITONBACKEND_Model *model; /* counted reference */
   const TRITONSERVER_ResponseAllocator *allocator;
   void *alloc_userp;
   TRITONSERVER_InferenceResponseCompleteFn_t response_fn;
   void *response_userp;
-  char *request_id;        /* NULL or request_id_buf */
+  char *request_id; /* NULL or request_id_buf */
   nrd_cancel_flag *cancel; /* counted reference, never NULL: &cancel_flag */
   atomic_bool final_sent;
   atomic_uint responses_sent;
   atomic_uint responses_reported; /* index for response statistics */
   bool decoupled;
-  bool no_stats;           /* a null request's (sequence batch padding) */
-  uint64_t start_ns;       /* when the core took the request */
+  bool no_stats; /* a null request's (sequence batch padding) */
+  uint64_t start_ns; /* when the core took the request */
   /* Called with the final response of a non-decoupled model before it is
    * handed to the client (NULL: none). Installed by the server when the
    * response cache missed (nrd_cache_store_final), so that this file does

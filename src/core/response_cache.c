@@ -78,18 +78,15 @@ static TRITONSERVER_Error *parse_size(const char *config, size_t *size) {
     const char *t = json_string_value(s);
     char *end = NULL;
     v = strtoull(t, &end, 10);
-    if (t[0] < '0' || t[0] > '9' || *end != '\0')
-      err = INIT_ERROR("'size' must be a number of bytes, got '%s'", t);
+    if (t[0] < '0' || t[0] > '9' || *end != '\0') err = INIT_ERROR("'size' must be a number of bytes, got '%s'", t);
   } else if (json_is_integer(s) && json_integer_value(s) >= 0) {
     v = (unsigned long long)json_integer_value(s);
   } else {
     err = INIT_ERROR("'size' config must be a string or uint type");
   }
   json_decref(j);
-  if (!err && v == 0)
-    err = INIT_ERROR("'size' must be at least 1 byte");
-  if (!err && v > SIZE_MAX / 2)
-    err = INIT_ERROR("'size' is too large for this machine");
+  if (!err && v == 0) err = INIT_ERROR("'size' must be at least 1 byte");
+  if (!err && v > SIZE_MAX / 2) err = INIT_ERROR("'size' is too large for this machine");
   *size = (size_t)v;
   return err;
 }
@@ -278,10 +275,14 @@ static nrd_cache_entry **bucket(nrd_response_cache *c, const nrd_cache_key *key)
 }
 
 static void lru_unlink(nrd_response_cache *c, nrd_cache_entry *e) {
-  if (e->newer) e->newer->older = e->older;
-  else c->newest = e->older;
-  if (e->older) e->older->newer = e->newer;
-  else c->oldest = e->newer;
+  if (e->newer)
+    e->newer->older = e->older;
+  else
+    c->newest = e->older;
+  if (e->older)
+    e->older->newer = e->newer;
+  else
+    c->oldest = e->newer;
   e->newer = e->older = NULL;
 }
 
@@ -401,8 +402,7 @@ static TRITONSERVER_Error *views_of(const TRITONSERVER_InferenceResponse *r, cac
 }
 
 /* A copy of the outputs of `r` as one entry, or an error. */
-static TRITONSERVER_Error *entry_from(const TRITONSERVER_InferenceResponse *r, size_t capacity,
-                                      nrd_cache_entry **out) {
+static TRITONSERVER_Error *entry_from(const TRITONSERVER_InferenceResponse *r, size_t capacity, nrd_cache_entry **out) {
   cached_output *v = NULL;
   NRD_RETURN_IF_ERROR(views_of(r, &v));
   TRITONSERVER_Error *err = entry_build(v, r->n_outputs, capacity, out);
@@ -477,9 +477,12 @@ static TRITONSERVER_Error *deserialize(const unsigned char *b, size_t len, nrd_c
     memcpy(f, b + at, 16);
     memcpy(&size, b + at + 16, 8);
     at += 24;
-    if (f[2] > NRD_CACHE_MAX_DIMS) err = BAD("too many dimensions");
-    else if (f[1] == TRITONSERVER_TYPE_INVALID || f[1] > TRITONSERVER_TYPE_BF16) err = BAD("an unknown datatype");
-    else if (f[0] == 0 || f[0] > len - at || memchr(b + at, 0, f[0])) err = BAD("a bad output name");
+    if (f[2] > NRD_CACHE_MAX_DIMS)
+      err = BAD("too many dimensions");
+    else if (f[1] == TRITONSERVER_TYPE_INVALID || f[1] > TRITONSERVER_TYPE_BF16)
+      err = BAD("an unknown datatype");
+    else if (f[0] == 0 || f[0] > len - at || memchr(b + at, 0, f[0]))
+      err = BAD("a bad output name");
     else if ((size_t)f[2] * 8 > len - at - f[0] || size > len - at - f[0] - (size_t)f[2] * 8)
       err = BAD("an output runs past the end");
     if (err) break;
@@ -528,8 +531,10 @@ static nrd_cache_entry *plugin_lookup(nrd_response_cache *c, const nrd_cache_key
   }
   pthread_mutex_lock(&c->lock);
   c->lookups++;
-  if (e) c->hits++;
-  else c->misses++;
+  if (e)
+    c->hits++;
+  else
+    c->misses++;
   pthread_mutex_unlock(&c->lock);
   return e;
 }
@@ -597,7 +602,8 @@ static TRITONSERVER_Error *fill_response(TRITONBACKEND_Response *resp, const nrd
     if (c->size && !host_memory(mt))
       return nrd_error_new(TRITONSERVER_ERROR_INTERNAL,
                            "the response allocator gave %s memory for output '%s'; cached responses are copied "
-                           "to CPU memory only", TRITONSERVER_MemoryTypeString(mt), c->name);
+                           "to CPU memory only",
+                           TRITONSERVER_MemoryTypeString(mt), c->name);
     if (c->size) memcpy(buf, c->data, c->size);
   }
   return NULL;
@@ -624,8 +630,7 @@ int nrd_response_cache_prometheus(nrd_response_cache *c, nrd_text *out) {
   /* A plugin's own gauges, if any, are its custom metrics (as in Triton). */
   if (c->plugin) return 0;
   pthread_mutex_lock(&c->lock);
-  uint64_t entries = c->n_entries, lookups = c->lookups, hits = c->hits, misses = c->misses,
-           evictions = c->evictions;
+  uint64_t entries = c->n_entries, lookups = c->lookups, hits = c->hits, misses = c->misses, evictions = c->evictions;
   double util = c->capacity ? (double)c->used / (double)c->capacity : 0.0;
   pthread_mutex_unlock(&c->lock);
   static const char *const fam[][2] = {
@@ -640,8 +645,10 @@ int nrd_response_cache_prometheus(nrd_response_cache *c, nrd_text *out) {
   for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
     rc |= nrd_text_appendf(out, "# HELP %s %s\n# TYPE %s gauge\n%s %" PRIu64 "\n", fam[i][0], fam[i][1], fam[i][0],
                            fam[i][0], v[i]);
-  rc |= nrd_text_appendf(out, "# HELP nv_cache_util Share of the response cache's bytes in use (0 to 1)\n"
-                              "# TYPE nv_cache_util gauge\nnv_cache_util %.6f\n", util);
+  rc |= nrd_text_appendf(out,
+                         "# HELP nv_cache_util Share of the response cache's bytes in use (0 to 1)\n"
+                         "# TYPE nv_cache_util gauge\nnv_cache_util %.6f\n",
+                         util);
   return rc;
 }
 

@@ -64,8 +64,10 @@ static void ordered_response(TRITONSERVER_InferenceResponse *resp, const uint32_
     h->next = NULL;
     h->resp = resp;
     h->flags = flags;
-    if (slot->held_tail) slot->held_tail->next = h;
-    else slot->held = h;
+    if (slot->held_tail)
+      slot->held_tail->next = h;
+    else
+      slot->held = h;
     slot->held_tail = h;
   }
   if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) slot->final_seen = true;
@@ -115,8 +117,10 @@ void nrd_response_order_add(nrd_response_order *o, TRITONSERVER_InferenceRequest
   s->fn = d->response_fn;
   s->userp = d->response_userp;
   pthread_mutex_lock(&o->mu);
-  if (o->tail) o->tail->next = s;
-  else o->head = s;
+  if (o->tail)
+    o->tail->next = s;
+  else
+    o->head = s;
   o->tail = s;
   pthread_mutex_unlock(&o->mu);
   d->response_userp = s;

@@ -42,23 +42,23 @@
 #include "response.h"
 #include "stats.h"
 
-#define INLINE_WARM 8                /* fast executions in a row before inlining */
-#define INLINE_DEFAULT_MAX_US 20     /* about what a hand-off costs */
+#define INLINE_WARM 8 /* fast executions in a row before inlining */
+#define INLINE_DEFAULT_MAX_US 20 /* about what a hand-off costs */
 #define INLINE_LIMIT_MAX_US 1000000u /* one second: past that the flag is a mistake */
 
 typedef enum slot_state {
-  SLOT_BUSY,  /* its thread is executing, or about to look at the queue */
-  SLOT_IDLE,  /* on the idle stack, its thread asleep or about to be */
+  SLOT_BUSY, /* its thread is executing, or about to look at the queue */
+  SLOT_IDLE, /* on the idle stack, its thread asleep or about to be */
   SLOT_WOKEN, /* taken off the stack by a request; its thread is being woken */
-  SLOT_LENT   /* taken off the stack by an inline execution; its thread sleeps */
+  SLOT_LENT /* taken off the stack by an inline execution; its thread sleeps */
 } slot_state;
 
 typedef struct slot {
   TRITONBACKEND_ModelInstance *inst;
-  bool rate_limited;   /* never lent to a caller */
-  atomic_uint word;    /* the futex word its thread sleeps on; bumped to wake it */
-  slot_state state;    /* under the scheduler's mu */
-  bool timed;          /* its thread's timer runs for the execution it is doing */
+  bool rate_limited; /* never lent to a caller */
+  atomic_uint word; /* the futex word its thread sleeps on; bumped to wake it */
+  slot_state state; /* under the scheduler's mu */
+  bool timed; /* its thread's timer runs for the execution it is doing */
 } slot;
 
 typedef struct default_sched {
@@ -73,13 +73,11 @@ typedef struct default_sched {
   slot **idle; /* stack of idle slots, the most recently idle on top */
   uint32_t n_idle;
   uint64_t inline_max_ns; /* 0: never inline */
-  uint32_t fast_runs;     /* executions in a row within inline_max_ns, at most INLINE_WARM */
-  uint32_t delay_cnt;     /* TRITONSERVER_DELAY_SCHEDULER: hold requests until this many queue; 0: off */
+  uint32_t fast_runs; /* executions in a row within inline_max_ns, at most INLINE_WARM */
+  uint32_t delay_cnt; /* TRITONSERVER_DELAY_SCHEDULER: hold requests until this many queue; 0: off */
 } default_sched;
 
-static void futex_wake(atomic_uint *word, int n) {
-  syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
-}
+static void futex_wake(atomic_uint *word, int n) { syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0); }
 
 static void futex_wait(atomic_uint *word, unsigned seen) {
   /* Returns at once when the word no longer holds `seen`; a spurious or
@@ -108,8 +106,10 @@ static void idle_remove(default_sched *d, slot *s) {
 
 /* Counts one execution of `ns` towards (or against) inlining. Under mu. */
 static void note_run(default_sched *d, uint64_t ns) {
-  if (ns > d->inline_max_ns) d->fast_runs = 0;
-  else if (d->fast_runs < INLINE_WARM) d->fast_runs++;
+  if (ns > d->inline_max_ns)
+    d->fast_runs = 0;
+  else if (d->fast_runs < INLINE_WARM)
+    d->fast_runs++;
 }
 
 /* A request that was cancelled or outlived its timeout while queued is
@@ -142,8 +142,10 @@ static void run_inline(default_sched *d, slot *s, TRITONSERVER_InferenceRequest 
   pthread_mutex_lock(&d->mu);
   if (ran) note_run(d, took);
   bool wake = d->head || d->stopped;
-  if (wake) slot_signal(s, SLOT_WOKEN);
-  else idle_push(d, s);
+  if (wake)
+    slot_signal(s, SLOT_WOKEN);
+  else
+    idle_push(d, s);
   pthread_mutex_unlock(&d->mu);
   if (wake) futex_wake(&s->word, 1);
 }
@@ -174,8 +176,10 @@ static TRITONSERVER_Error *ds_enqueue(nrd_scheduler *sched, TRITONSERVER_Inferen
     return NULL;
   }
   req->next = NULL;
-  if (d->tail) d->tail->next = req;
-  else d->head = req;
+  if (d->tail)
+    d->tail->next = req;
+  else
+    d->head = req;
   d->tail = req;
   if (d->delay_cnt) {
     /* The test hook: nothing runs until delay_cnt requests are queued. */

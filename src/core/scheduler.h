@@ -21,8 +21,8 @@ typedef struct nrd_scheduler_ops {
   /* Blocks until requests are available for `inst`, stores at most `max` of
    * them in `out` and returns how many; returns 0 once the scheduler is
    * stopped and drained. Instance thread only. */
-  uint32_t (*next_batch)(nrd_scheduler *s, TRITONBACKEND_ModelInstance *inst,
-                         TRITONSERVER_InferenceRequest **out, uint32_t max);
+  uint32_t (*next_batch)(nrd_scheduler *s, TRITONBACKEND_ModelInstance *inst, TRITONSERVER_InferenceRequest **out,
+                         uint32_t max);
   /* Stops accepting work; queued requests are still handed out, then
    * next_batch returns 0. Any thread, once. */
   void (*stop)(nrd_scheduler *s);
@@ -41,7 +41,7 @@ struct nrd_scheduler {
 /* One instance a scheduler may hand requests to, as the model describes it. */
 typedef struct nrd_exec_instance {
   TRITONBACKEND_ModelInstance *inst;
-  bool passive;      /* has no thread and never runs: gets no work */
+  bool passive; /* has no thread and never runs: gets no work */
   bool rate_limited; /* under the rate limiter: never lent to a caller */
 } nrd_exec_instance;
 

@@ -52,37 +52,37 @@ enum { CTL_START, CTL_END, CTL_READY, CTL_CORRID, CTL_KINDS };
 
 /* One configured control input. */
 typedef struct sb_control {
-  char *name;                  /* NULL: this kind is not configured */
+  char *name; /* NULL: this kind is not configured */
   TRITONSERVER_DataType dtype;
-  unsigned char value[2][4];   /* false, true (booleans only) */
-  size_t size;                 /* bytes of one value */
+  unsigned char value[2][4]; /* false, true (booleans only) */
+  size_t size; /* bytes of one value */
 } sb_control;
 
 typedef struct sb_seq {
-  struct sb_seq *hnext;        /* table chain */
-  struct sb_seq *bl_next;      /* backlog link */
+  struct sb_seq *hnext; /* table chain */
+  struct sb_seq *bl_next; /* backlog link */
   uint64_t id;
-  char *sid;                   /* string correlation id, else NULL */
+  char *sid; /* string correlation id, else NULL */
   uint32_t bucket;
   bool in_table;
-  bool ended;                  /* its END request was accepted */
-  bool busy;                   /* a request of it is executing */
-  bool from_backlog;           /* got its slot from the backlog; not yet looked at */
-  struct sb_inst *inst;        /* slot owner, NULL while in the backlog */
+  bool ended; /* its END request was accepted */
+  bool busy; /* a request of it is executing */
+  bool from_backlog; /* got its slot from the backlog; not yet looked at */
+  struct sb_inst *inst; /* slot owner, NULL while in the backlog */
   uint32_t slot;
   sb_req *qhead, *qtail;
-  uint64_t last_ns;            /* last request accepted or executed */
-  nrd_state_set *states;       /* counted; NULL without implicit state */
+  uint64_t last_ns; /* last request accepted or executed */
+  nrd_state_set *states; /* counted; NULL without implicit state */
 } sb_seq;
 
 typedef struct sb_inst {
   TRITONBACKEND_ModelInstance *inst;
-  pthread_cond_t cv;           /* CLOCK_MONOTONIC, like nrd_now_ns */
+  pthread_cond_t cv; /* CLOCK_MONOTONIC, like nrd_now_ns */
   unsigned sleepers;
-  sb_seq **slots;              /* n_slots entries, NULL = free */
-  sb_seq **last;               /* sequences of the batch executed last */
+  sb_seq **slots; /* n_slots entries, NULL = free */
+  sb_seq **last; /* sequences of the batch executed last */
   uint32_t n_last;
-  nrd_response_order *order;   /* Oldest with preserve_ordering, else NULL */
+  nrd_response_order *order; /* Oldest with preserve_ordering, else NULL */
 } sb_inst;
 
 typedef struct seq_batcher {
@@ -91,21 +91,21 @@ typedef struct seq_batcher {
   pthread_mutex_t mu;
   sb_inst *insts;
   uint32_t n_insts;
-  uint32_t n_slots;            /* per instance */
+  uint32_t n_slots; /* per instance */
   sb_seq *table[SB_BUCKETS];
   sb_seq *bl_head, *bl_tail;
-  uint64_t idle_ns;            /* max_sequence_idle_microseconds */
-  uint64_t delay_ns;           /* the strategy's max_queue_delay_microseconds */
-  uint32_t min_ready;          /* Direct: ready slots that end the delay early (minimum_slot_utilization); 0: none */
-  bool oldest;                 /* Oldest strategy (else Direct) */
-  uint32_t max_batch;          /* requests in one execution: max(1, max_batch_size) */
-  uint32_t *preferred;         /* Oldest: preferred batch sizes, largest first */
+  uint64_t idle_ns; /* max_sequence_idle_microseconds */
+  uint64_t delay_ns; /* the strategy's max_queue_delay_microseconds */
+  uint32_t min_ready; /* Direct: ready slots that end the delay early (minimum_slot_utilization); 0: none */
+  bool oldest; /* Oldest strategy (else Direct) */
+  uint32_t max_batch; /* requests in one execution: max(1, max_batch_size) */
+  uint32_t *preferred; /* Oldest: preferred batch sizes, largest first */
   uint32_t n_preferred;
   sb_control ctl[CTL_KINDS];
-  nrd_state_config *states;    /* counted; NULL without implicit state */
-  bool batched;                /* max_batch_size > 0 */
+  nrd_state_config *states; /* counted; NULL without implicit state */
+  bool batched; /* max_batch_size > 0 */
   bool stopped;
-  uint32_t delay_cnt;          /* TRITONSERVER_DELAY_SCHEDULER: hold requests until this many queue; 0: off */
+  uint32_t delay_cnt; /* TRITONSERVER_DELAY_SCHEDULER: hold requests until this many queue; 0: off */
   /* iterative_sequence: a request the backend releases with RESCHEDULE
    * runs again in its sequence (without START); released for good, it
    * ends the sequence. A request without a correlation ID gets the next
@@ -121,8 +121,10 @@ typedef struct sb_dead {
 
 static void dead_push(sb_dead *d, sb_req *r) {
   r->next = NULL;
-  if (d->tail) d->tail->next = r;
-  else d->head = r;
+  if (d->tail)
+    d->tail->next = r;
+  else
+    d->head = r;
   d->tail = r;
 }
 
@@ -320,8 +322,10 @@ static TRITONSERVER_Error *sb_enqueue(nrd_scheduler *sched, sb_req *req) {
     if (find_free_slot(b, &in, &slot)) {
       bind_slot(in, slot, s);
     } else {
-      if (b->bl_tail) b->bl_tail->bl_next = s;
-      else b->bl_head = s;
+      if (b->bl_tail)
+        b->bl_tail->bl_next = s;
+      else
+        b->bl_head = s;
       b->bl_tail = s;
     }
   } else if (start) {
@@ -332,8 +336,10 @@ static TRITONSERVER_Error *sb_enqueue(nrd_scheduler *sched, sb_req *req) {
                  sid ? sid : "", sid ? 0 : req->corr_id, mname);
   }
   req->next = NULL;
-  if (s->qtail) s->qtail->next = req;
-  else s->qhead = req;
+  if (s->qtail)
+    s->qtail->next = req;
+  else
+    s->qhead = req;
   s->qtail = req;
   s->last_ns = now;
   if (end) {
@@ -441,8 +447,10 @@ static sb_req *make_null(seq_batcher *b, const sb_req *from) {
     if (b->ctl[k].name) err = add_control(b, r, k, false, a);
   if (!err && b->states) {
     nrd_state_set *own = nrd_state_set_new(b->states);
-    if (!own) err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-    else err = nrd_state_attach_inputs(own, r, a);
+    if (!own)
+      err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    else
+      err = nrd_state_attach_inputs(own, r, a);
     nrd_state_set_unref(own);
   }
   if (!err) return r;
@@ -481,8 +489,10 @@ static uint32_t finish_batch(seq_batcher *b, sb_inst *in, sb_req **out, uint32_t
   uint32_t kept = 0;
   for (uint32_t j = 0; j < n; j++) {
     if (!out[j]) continue;
-    if (!real) nrd_request_release(out[j], TRITONSERVER_REQUEST_RELEASE_ALL); /* only nulls left */
-    else out[kept++] = out[j];
+    if (!real)
+      nrd_request_release(out[j], TRITONSERVER_REQUEST_RELEASE_ALL); /* only nulls left */
+    else
+      out[kept++] = out[j];
   }
   return real ? kept : 0;
 }
@@ -544,8 +554,10 @@ static void answer_dead(sb_dead *d, TRITONSERVER_Error_Code code, const char *wh
     d->head = r->next;
     r->next = NULL;
     bool cancelled = nrd_request_is_cancelled(r);
-    if (cancelled) nrd_request_fail(r, nrd_error_new(TRITONSERVER_ERROR_CANCELLED, "Request was cancelled"), NRD_FAIL_CANCELED);
-    else nrd_request_fail(r, nrd_error_new(code, "%s", why), NRD_FAIL_REJECTED);
+    if (cancelled)
+      nrd_request_fail(r, nrd_error_new(TRITONSERVER_ERROR_CANCELLED, "Request was cancelled"), NRD_FAIL_CANCELED);
+    else
+      nrd_request_fail(r, nrd_error_new(code, "%s", why), NRD_FAIL_REJECTED);
   }
   d->tail = NULL;
 }
@@ -653,8 +665,10 @@ static uint32_t sb_next_batch(nrd_scheduler *sched, TRITONBACKEND_ModelInstance 
       uint32_t kept = 0;
       for (uint32_t k = 0; k < n; k++) {
         TRITONSERVER_Error *err = prepare(b, in->last[k], out[k]);
-        if (err) nrd_request_fail(out[k], err, NRD_FAIL_OTHER);
-        else out[kept++] = out[k];
+        if (err)
+          nrd_request_fail(out[k], err, NRD_FAIL_OTHER);
+        else
+          out[kept++] = out[k];
       }
       if (kept) return kept;
       pthread_mutex_lock(&b->mu);

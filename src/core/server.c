@@ -85,8 +85,7 @@ static bool deps_has(TRITONSERVER_Server *s, const char *name) {
  * it. `chain` lists the ensembles being loaded around this one (a name
  * seen again is a cycle). A step model that fails to load is logged; the
  * ensemble's own load then says it is missing. */
-static TRITONSERVER_Error *load_with_steps(TRITONSERVER_Server *s, const char *name, const char **chain,
-                                           size_t depth) {
+static TRITONSERVER_Error *load_with_steps(TRITONSERVER_Server *s, const char *name, const char **chain, size_t depth) {
   for (size_t i = 0; i < depth; i++) {
     if (strcmp(chain[i], name)) continue;
     char path[1024];
@@ -95,9 +94,10 @@ static TRITONSERVER_Error *load_with_steps(TRITONSERVER_Server *s, const char *n
       used += (size_t)snprintf(path + used, sizeof path - used, "%s -> ", chain[k]);
     /* Triton's sentence (the ensemble met again, the last one before it),
      * then the whole path as ours. */
-    TRITONSERVER_Error *e =
-        nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "circular dependency between ensembles: %s -> ... -> %s -> %s "
-                      "(path: %s%s)", name, chain[depth - 1], name, path, name);
+    TRITONSERVER_Error *e = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                                          "circular dependency between ensembles: %s -> ... -> %s -> %s "
+                                          "(path: %s%s)",
+                                          name, chain[depth - 1], name, path, name);
     NRD_LOG_ERROR("failed to load '%s': %s", chain[0], TRITONSERVER_ErrorMessage(e));
     return e;
   }
@@ -122,8 +122,10 @@ static TRITONSERVER_Error *load_with_steps(TRITONSERVER_Server *s, const char *n
       if (depth) memcpy(next, chain, depth * sizeof(*chain));
       next[depth] = name;
       TRITONSERVER_Error *e = load_with_steps(s, steps[i], next, depth + 1);
-      if (e && strstr(TRITONSERVER_ErrorMessage(e), "circular dependency")) err = e;
-      else if (e) TRITONSERVER_ErrorDelete(e); /* logged by the load */
+      if (e && strstr(TRITONSERVER_ErrorMessage(e), "circular dependency"))
+        err = e;
+      else if (e)
+        TRITONSERVER_ErrorDelete(e); /* logged by the load */
     }
     free(steps[i]);
   }
@@ -155,7 +157,7 @@ static TRITONSERVER_Error *load_startup_models(TRITONSERVER_Server *s, const TRI
     for (size_t i = 0; i < n; i++) {
       bool ensemble = ens && ens[i];
       if (ensemble != (pass == 1)) continue;
-      TRITONSERVER_Error *e = !names[i] ? nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory")
+      TRITONSERVER_Error *e = !names[i]  ? nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory")
                               : ensemble ? load_with_steps(s, names[i], NULL, 0)
                                          : nrd_repo_load(s->repo, names[i], NULL, NULL, 0);
       if (e) {
@@ -259,15 +261,13 @@ TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONS
   atomic_init(&s->exit_timeout_s, options->exit_timeout_secs);
   const nrd_step_resolver steps = {s, step_get_model, step_request_new, step_infer};
   s->repo = nrd_repo_new(s, &steps, options->repo_paths, options->n_repo_paths, options->backend_dir,
-                         options->repoagent_dir, backend_cmdline(options), !options->strict_model_config, options->model_config_name,
-                         options->exit_timeout_secs);
-  TRITONSERVER_Error *lerr =
-      nrd_rate_limiter_new(options->rate_limit_mode, options->rate_limit_resources, options->n_rate_limit_resources,
-                           &s->limiter);
+                         options->repoagent_dir, backend_cmdline(options), !options->strict_model_config,
+                         options->model_config_name, options->exit_timeout_secs);
+  TRITONSERVER_Error *lerr = nrd_rate_limiter_new(options->rate_limit_mode, options->rate_limit_resources,
+                                                  options->n_rate_limit_resources, &s->limiter);
   if (!lerr) lerr = nrd_response_cache_new(&options->cache_configs, options->cache_dir, &s->cache);
   if (!lerr) lerr = host_policies(options, &s->host_policies);
-  s->counter_latencies =
-      config_bool(nrd_option_triples_find(&options->metrics_configs, "", "counter_latencies"), true);
+  s->counter_latencies = config_bool(nrd_option_triples_find(&options->metrics_configs, "", "counter_latencies"), true);
   s->summary_latencies =
       config_bool(nrd_option_triples_find(&options->metrics_configs, "", "summary_latencies"), false);
   s->histogram_latencies =
@@ -276,8 +276,10 @@ TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONS
   if (!lerr) lerr = parse_quantiles(quantiles ? quantiles : "0.5:0.05,0.9:0.01,0.95:0.001,0.99:0.001", s);
   if (!lerr && options->metrics && options->cpu_metrics) {
     s->cpu = malloc(sizeof(*s->cpu));
-    if (s->cpu) nrd_cpu_metrics_init(s->cpu, options->metrics_interval_ms);
-    else lerr = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating server");
+    if (s->cpu)
+      nrd_cpu_metrics_init(s->cpu, options->metrics_interval_ms);
+    else
+      lerr = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating server");
   }
   if (!s->id || !s->repo || lerr) {
     if (s->cpu) nrd_cpu_metrics_destroy(s->cpu);
@@ -353,7 +355,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerDelete(TRITONSERVER_Server *server) {
   NRD_ERROR_IGNORE(TRITONSERVER_ServerStop(server), "delete: stopping a server that stopped already");
   nrd_repo_free(server->repo);
   nrd_rate_limiter_free(server->limiter); /* after the models: their instances unregister */
-  nrd_response_cache_free(server->cache);  /* after the models: no request can reach it */
+  nrd_response_cache_free(server->cache); /* after the models: no request can reach it */
   json_decref(server->host_policies);
   if (server->cpu) nrd_cpu_metrics_destroy(server->cpu);
   free(server->cpu);
@@ -365,8 +367,10 @@ TRITONSERVER_Error *TRITONSERVER_ServerDelete(TRITONSERVER_Server *server) {
   /* Backends go with the last server, unless an abandoned unload may still
    * be running their code: then they stay loaded until the process exits. */
   if (atomic_fetch_sub(&live_servers, 1) == 1) {
-    if (nrd_repo_any_abandoned()) NRD_LOG_ERROR("backends left loaded: a model unload is still running their code");
-    else nrd_backend_finalize_all();
+    if (nrd_repo_any_abandoned())
+      NRD_LOG_ERROR("backends left loaded: a model unload is still running their code");
+    else
+      nrd_backend_finalize_all();
   }
   return NULL;
 }
@@ -377,8 +381,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerSetExitTimeout(TRITONSERVER_Server *serve
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_ServerRegisterModelRepository(TRITONSERVER_Server *server,
-                                                               const char *repository_path,
+TRITONSERVER_Error *TRITONSERVER_ServerRegisterModelRepository(TRITONSERVER_Server *server, const char *repository_path,
                                                                const TRITONSERVER_Parameter **name_mapping,
                                                                const uint32_t mapping_count) {
   NRD_ARG_CHECK(server && repository_path, "server and repository path must not be NULL");
@@ -397,8 +400,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerRegisterModelRepository(TRITONSERVER_Serv
                           p && p->name ? p->name : "");
     else if (strchr(p->name, '/') || !strcmp(p->name, ".") || !strcmp(p->name, ".."))
       err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                          "failed to register '%s': '%s' is not a folder of the repository", repository_path,
-                          p->name);
+                          "failed to register '%s': '%s' is not a folder of the repository", repository_path, p->name);
     else {
       folders[i] = p->name;
       names[i] = p->v.s;
@@ -473,8 +475,10 @@ TRITONSERVER_Error *TRITONSERVER_ServerModelIsReady(TRITONSERVER_Server *server,
   TRITONBACKEND_Model *m = NULL;
   TRITONSERVER_Error *e = nrd_server_get_model(server, model_name, model_version, &m);
   *ready = e == NULL;
-  if (e) TRITONSERVER_ErrorDelete(e);
-  else nrd_model_unref(m);
+  if (e)
+    TRITONSERVER_ErrorDelete(e);
+  else
+    nrd_model_unref(m);
   return NULL;
 }
 
@@ -490,9 +494,9 @@ TRITONSERVER_Error *TRITONSERVER_ServerModelBatchProperties(TRITONSERVER_Server 
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_ServerModelTransactionProperties(TRITONSERVER_Server *server,
-                                                                  const char *model_name, const int64_t model_version,
-                                                                  uint32_t *txn_flags, void **voidp) {
+TRITONSERVER_Error *TRITONSERVER_ServerModelTransactionProperties(TRITONSERVER_Server *server, const char *model_name,
+                                                                  const int64_t model_version, uint32_t *txn_flags,
+                                                                  void **voidp) {
   NRD_ARG_CHECK(server && model_name && txn_flags, "server, model name and flags must not be NULL");
   TRITONBACKEND_Model *m = NULL;
   NRD_RETURN_IF_ERROR(nrd_server_get_model(server, model_name, model_version, &m));
@@ -513,10 +517,10 @@ TRITONSERVER_Error *TRITONSERVER_ServerMetadata(TRITONSERVER_Server *server, TRI
   NRD_ARG_CHECK(server && server_metadata, "server and result must not be NULL");
   /* Triton's list and order; trace before logging, as Triton's build with
    * tracing lists it. */
-  json_t *ext = json_pack("[s,s,s,s,s,s,s,s,s,s,s,s,s]", "classification", "sequence", "model_repository",
-                          "model_repository(unload_dependents)", "schedule_policy", "model_configuration",
-                          "system_shared_memory", "cuda_shared_memory", "binary_tensor_data", "parameters",
-                          "statistics", "trace", "logging");
+  json_t *ext =
+      json_pack("[s,s,s,s,s,s,s,s,s,s,s,s,s]", "classification", "sequence", "model_repository",
+                "model_repository(unload_dependents)", "schedule_policy", "model_configuration", "system_shared_memory",
+                "cuda_shared_memory", "binary_tensor_data", "parameters", "statistics", "trace", "logging");
   return message_out(json_pack("{s:s,s:s,s:o}", "name", server->id, "version", NRD_VERSION, "extensions", ext),
                      server_metadata);
 }
@@ -543,14 +547,17 @@ TRITONSERVER_Error *TRITONSERVER_ServerModelMetadata(TRITONSERVER_Server *server
     }
   }
   pthread_rwlock_unlock(&r->table_lock);
-  if (j) json_object_set_new(j, "versions", versions);
-  else json_decref(versions);
+  if (j)
+    json_object_set_new(j, "versions", versions);
+  else
+    json_decref(versions);
   nrd_model_unref(m);
   return message_out(j, model_metadata);
 }
 
 TRITONSERVER_Error *TRITONSERVER_ServerModelStatistics(TRITONSERVER_Server *server, const char *model_name,
-                                                       const int64_t model_version, TRITONSERVER_Message **model_stats) {
+                                                       const int64_t model_version,
+                                                       TRITONSERVER_Message **model_stats) {
   NRD_ARG_CHECK(server && model_stats, "server and result must not be NULL");
   json_t *j = NULL;
   NRD_RETURN_IF_ERROR(nrd_repo_stats(server->repo, model_name, model_version, &j));
@@ -604,11 +611,13 @@ TRITONSERVER_Error *TRITONSERVER_ServerLoadModelWithParameters(TRITONSERVER_Serv
     if (!strcmp(p->name, "config")) {
       if (p->type != TRITONSERVER_PARAMETER_STRING)
         err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "load parameter 'config' must be a string of JSON");
-      else config = p->v.s;
+      else
+        config = p->v.s;
     } else if (!strncmp(p->name, "file:", 5)) {
       if (p->type != TRITONSERVER_PARAMETER_BYTES)
         err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "load parameter '%s' must hold bytes", p->name);
-      else files[n_files++] = parameters[i];
+      else
+        files[n_files++] = parameters[i];
     } else {
       err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "unrecognized load parameter '%s'", p->name);
     }
@@ -868,11 +877,10 @@ static TRITONSERVER_Error *infer_async(TRITONSERVER_Server *server, TRITONSERVER
                                        TRITONSERVER_InferenceTrace *trace) {
   NRD_ARG_CHECK(server && req, "server and request must not be NULL");
   uint64_t start_ns = trace ? nrd_now_ns() : 0;
-  if (req->in_flight)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "inference request is already in flight");
+  if (req->in_flight) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "inference request is already in flight");
   if (!req->response_fn)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "inference request for model '%s' has no response callback", req->model->name);
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "inference request for model '%s' has no response callback",
+                         req->model->name);
   /* A reload can retire the model between the check and the enqueue; then
    * the request moves to the new version and tries again. */
   bool reported = false; /* the trace's start, once across attempts */

@@ -21,12 +21,12 @@ struct TRITONSERVER_Server {
   atomic_bool stopped;
   struct nrd_rate_limiter *limiter; /* NULL: --rate-limit=off */
   struct nrd_response_cache *cache; /* NULL: no --cache-config */
-  json_t *host_policies;            /* {policy: {setting: value}} from --host-policy */
-  bool counter_latencies;           /* --metrics-config counter_latencies (default true) */
-  bool summary_latencies;           /* --metrics-config summary_latencies (default false) */
-  bool histogram_latencies;         /* --metrics-config histogram_latencies (default false) */
-  struct nrd_cpu_metrics *cpu;      /* NULL: metrics or CPU metrics off */
-  double quantiles[8];              /* summary_quantiles, as given */
+  json_t *host_policies; /* {policy: {setting: value}} from --host-policy */
+  bool counter_latencies; /* --metrics-config counter_latencies (default true) */
+  bool summary_latencies; /* --metrics-config summary_latencies (default false) */
+  bool histogram_latencies; /* --metrics-config histogram_latencies (default false) */
+  struct nrd_cpu_metrics *cpu; /* NULL: metrics or CPU metrics off */
+  double quantiles[8]; /* summary_quantiles, as given */
   unsigned n_quantiles;
   /* Models loaded only because an ensemble needed them (not by name):
    * unload_dependents takes them away with the ensemble. */

@@ -48,44 +48,44 @@ typedef struct nrd_device_limit {
 } nrd_device_limit;
 
 struct TRITONSERVER_ServerOptions {
-  char *server_id;                        /* default "triton" */
-  char **repo_paths;                      /* in the order given; duplicates dropped */
+  char *server_id; /* default "triton" */
+  char **repo_paths; /* in the order given; duplicates dropped */
   size_t n_repo_paths;
   TRITONSERVER_ModelControlMode control_mode; /* default POLL, as Triton's core */
-  char **startup_models;                  /* duplicates dropped */
+  char **startup_models; /* duplicates dropped */
   size_t n_startup_models;
-  bool strict_model_config;               /* default true */
-  char *model_config_name;                /* default "" (use config.pbtxt) */
+  bool strict_model_config; /* default true */
+  char *model_config_name; /* default "" (use config.pbtxt) */
   TRITONSERVER_RateLimitMode rate_limit_mode; /* default OFF */
   nrd_rate_limit_resource *rate_limit_resources;
   size_t n_rate_limit_resources;
-  uint64_t pinned_memory_pool_byte_size;  /* default 256 MiB */
-  nrd_cuda_pool *cuda_pools;              /* stored only */
+  uint64_t pinned_memory_pool_byte_size; /* default 256 MiB */
+  nrd_cuda_pool *cuda_pools; /* stored only */
   size_t n_cuda_pools;
   nrd_cuda_pool *cuda_virtual_address_sizes; /* stored only */
   size_t n_cuda_virtual_address_sizes;
-  char *cache_dir;                        /* default "/opt/tritonserver/caches" */
-  nrd_option_triples cache_configs;       /* group = cache name, key "config", value JSON */
-  double min_compute_capability;          /* default 0 on a CPU build */
-  bool exit_on_error;                     /* default true */
-  bool strict_readiness;                  /* default true */
-  unsigned exit_timeout_secs;             /* default 30 */
-  unsigned buffer_manager_threads;        /* default 0 */
-  unsigned model_load_threads;            /* default 4 */
-  unsigned model_load_retries;            /* default 0 */
-  bool model_namespacing;                 /* default false */
-  bool peer_access;                       /* default true; stored only */
-  char *log_file;                         /* default "" (standard error) */
-  bool log_info, log_warn, log_error;     /* default true */
-  TRITONSERVER_LogFormat log_format;      /* default DEFAULT */
-  int log_verbose;                        /* default 0 */
-  bool metrics;                           /* default true */
-  bool gpu_metrics;                       /* default false on a CPU build */
-  bool cpu_metrics;                       /* default true */
-  uint64_t metrics_interval_ms;           /* default 2000 */
+  char *cache_dir; /* default "/opt/tritonserver/caches" */
+  nrd_option_triples cache_configs; /* group = cache name, key "config", value JSON */
+  double min_compute_capability; /* default 0 on a CPU build */
+  bool exit_on_error; /* default true */
+  bool strict_readiness; /* default true */
+  unsigned exit_timeout_secs; /* default 30 */
+  unsigned buffer_manager_threads; /* default 0 */
+  unsigned model_load_threads; /* default 4 */
+  unsigned model_load_retries; /* default 0 */
+  bool model_namespacing; /* default false */
+  bool peer_access; /* default true; stored only */
+  char *log_file; /* default "" (standard error) */
+  bool log_info, log_warn, log_error; /* default true */
+  TRITONSERVER_LogFormat log_format; /* default DEFAULT */
+  int log_verbose; /* default 0 */
+  bool metrics; /* default true */
+  bool gpu_metrics; /* default false on a CPU build */
+  bool cpu_metrics; /* default true */
+  uint64_t metrics_interval_ms; /* default 2000 */
   nrd_option_triples metrics_configs;
-  char *backend_dir;                      /* default "/opt/tritonserver/backends" */
-  char *repoagent_dir;                    /* default "/opt/tritonserver/repoagents" */
+  char *backend_dir; /* default "/opt/tritonserver/backends" */
+  char *repoagent_dir; /* default "/opt/tritonserver/repoagents" */
   nrd_device_limit *device_limits;
   size_t n_device_limits;
   nrd_option_triples backend_configs;
@@ -94,7 +94,6 @@ struct TRITONSERVER_ServerOptions {
 
 /* Value of `key` in `group` of a triple list, or NULL. The pointer lives as
  * long as the options object. */
-const char *nrd_option_triples_find(const nrd_option_triples *list, const char *group,
-                                    const char *key);
+const char *nrd_option_triples_find(const nrd_option_triples *list, const char *group, const char *key);
 
 #endif

@@ -48,8 +48,8 @@ struct nrd_state_config {
 
 struct nrd_state_set {
   atomic_int refs;
-  nrd_state_config *cfg;  /* counted */
-  pthread_mutex_t mu;     /* guards cur[] */
+  nrd_state_config *cfg; /* counted */
+  pthread_mutex_t mu; /* guards cur[] */
   nrd_state_tensor **cur; /* counted, one per declared state */
 };
 
@@ -58,7 +58,7 @@ struct nrd_state_set {
 struct TRITONBACKEND_State {
   struct TRITONBACKEND_State *next;
   nrd_seq_attach *attach;
-  uint32_t idx;          /* which declared state */
+  uint32_t idx; /* which declared state */
   nrd_state_tensor *value; /* made by StateBuffer; NULL before */
   TRITONSERVER_DataType dtype;
   uint32_t dims;
@@ -152,9 +152,9 @@ static TRITONSERVER_Error *read_initial_bytes(const TRITONBACKEND_Model *m, cons
   size_t size = 0;
   TRITONSERVER_Error *err = nrd_read_file(path, &data, &size);
   if (err) {
-    TRITONSERVER_Error *e = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                                          "failed to read initial_state file '%s' for state '%s': %s", path, input,
-                                          TRITONSERVER_ErrorMessage(err));
+    TRITONSERVER_Error *e =
+        nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "failed to read initial_state file '%s' for state '%s': %s", path,
+                      input, TRITONSERVER_ErrorMessage(err));
     TRITONSERVER_ErrorDelete(err);
     return e;
   }
@@ -368,8 +368,7 @@ void nrd_state_set_unref(nrd_state_set *s) {
   free(s);
 }
 
-TRITONSERVER_Error *nrd_state_attach_inputs(nrd_state_set *s, TRITONSERVER_InferenceRequest *req,
-                                            nrd_seq_attach *a) {
+TRITONSERVER_Error *nrd_state_attach_inputs(nrd_state_set *s, TRITONSERVER_InferenceRequest *req, nrd_seq_attach *a) {
   uint32_t n = s->cfg->n;
   a->held = calloc(n, sizeof(*a->held));
   if (!a->held) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory attaching sequence state");
@@ -421,8 +420,8 @@ static uint32_t find_state(const nrd_state_config *c, const char *name) {
 }
 
 TRITONSERVER_Error *TRITONBACKEND_StateNew(TRITONBACKEND_State **state, TRITONBACKEND_Request *request,
-                                           const char *name, const TRITONSERVER_DataType datatype,
-                                           const int64_t *shape, const uint32_t dims_count) {
+                                           const char *name, const TRITONSERVER_DataType datatype, const int64_t *shape,
+                                           const uint32_t dims_count) {
   if (!state || !request || !name || (dims_count && !shape))
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "state, request, name and shape must not be NULL");
   TRITONSERVER_InferenceRequest *r = (TRITONSERVER_InferenceRequest *)request;
@@ -443,8 +442,7 @@ TRITONSERVER_Error *TRITONBACKEND_StateNew(TRITONBACKEND_State **state, TRITONBA
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "state '%s' has more than %d dimensions", name,
                          STATE_MAX_DIMS);
   for (uint32_t i = 0; i < dims_count; i++)
-    if (shape[i] < 0)
-      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "state '%s' has a negative dimension", name);
+    if (shape[i] < 0) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "state '%s' has a negative dimension", name);
   struct TRITONBACKEND_State *st = calloc(1, sizeof(*st));
   if (!st) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating state '%s'", name);
   st->attach = a;
@@ -458,8 +456,9 @@ TRITONSERVER_Error *TRITONBACKEND_StateNew(TRITONBACKEND_State **state, TRITONBA
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONBACKEND_StateBuffer(TRITONBACKEND_State *state, void **buffer, const uint64_t buffer_byte_size,
-                                              TRITONSERVER_MemoryType *memory_type, int64_t *memory_type_id) {
+TRITONSERVER_Error *TRITONBACKEND_StateBuffer(TRITONBACKEND_State *state, void **buffer,
+                                              const uint64_t buffer_byte_size, TRITONSERVER_MemoryType *memory_type,
+                                              int64_t *memory_type_id) {
   if (!state || !buffer || !memory_type || !memory_type_id)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "state, buffer and memory type must not be NULL");
   if (state->committed)

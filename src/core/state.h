@@ -31,11 +31,11 @@ typedef struct nrd_state_tensor nrd_state_tensor;
  * this file. */
 typedef struct nrd_seq_attach {
   void (*free)(struct nrd_seq_attach *a);
-  nrd_state_set *states;        /* counted; NULL without implicit state */
-  nrd_state_tensor **held;      /* counted; the state inputs' values */
+  nrd_state_set *states; /* counted; NULL without implicit state */
+  nrd_state_tensor **held; /* counted; the state inputs' values */
   uint32_t n_held;
   struct TRITONBACKEND_State *made; /* states made by the backend (list) */
-  unsigned char ctrl[4][8];     /* START, END, READY, CORRID values */
+  unsigned char ctrl[4][8]; /* START, END, READY, CORRID values */
   unsigned char corrid_bytes[4 + 160]; /* a BYTES CORRID element */
 } nrd_seq_attach;
 
@@ -65,8 +65,7 @@ void nrd_state_set_unref(nrd_state_set *s);
  * and a reference on `s` in a->states. On error the inputs added so far
  * stay counted in req->n_core_inputs and `a` holds what was taken: the
  * request's release frees both. Instance thread, before Execute. */
-TRITONSERVER_Error *nrd_state_attach_inputs(nrd_state_set *s, TRITONSERVER_InferenceRequest *req,
-                                            nrd_seq_attach *a);
+TRITONSERVER_Error *nrd_state_attach_inputs(nrd_state_set *s, TRITONSERVER_InferenceRequest *req, nrd_seq_attach *a);
 
 /* Frees an attachment: its state values, the states the backend made and
  * never committed, the set reference, then `a` itself. Any thread, once,

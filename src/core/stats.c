@@ -80,8 +80,7 @@ void nrd_stats_init(nrd_model_stats *s) {
 }
 
 void nrd_stats_destroy(nrd_model_stats *s) {
-  for (unsigned i = 0; s->summaries && i < nrd_stats_summary_family_count; i++)
-    nrd_summary_destroy(&s->summaries[i]);
+  for (unsigned i = 0; s->summaries && i < nrd_stats_summary_family_count; i++) nrd_summary_destroy(&s->summaries[i]);
   free(s->summaries);
   free(s->mem);
   free(s->batch);
@@ -89,9 +88,8 @@ void nrd_stats_destroy(nrd_model_stats *s) {
   pthread_mutex_destroy(&s->lock);
 }
 
-void nrd_stats_request_success(nrd_model_stats *s, uint64_t request_start_ns,
-                               uint64_t queue_start_ns, uint64_t exec_start_ns,
-                               uint64_t compute_start_ns, uint64_t compute_end_ns,
+void nrd_stats_request_success(nrd_model_stats *s, uint64_t request_start_ns, uint64_t queue_start_ns,
+                               uint64_t exec_start_ns, uint64_t compute_start_ns, uint64_t compute_end_ns,
                                uint64_t exec_end_ns) {
   pthread_mutex_lock(&s->lock);
   s->last_inference_ms = wall_ms();
@@ -111,9 +109,8 @@ void nrd_stats_request_success(nrd_model_stats *s, uint64_t request_start_ns,
   pthread_mutex_unlock(&s->lock);
 }
 
-void nrd_stats_request_fail(nrd_model_stats *s, uint64_t request_start_ns,
-                            uint64_t queue_start_ns, uint64_t exec_start_ns,
-                            uint64_t end_ns, nrd_fail_reason reason) {
+void nrd_stats_request_fail(nrd_model_stats *s, uint64_t request_start_ns, uint64_t queue_start_ns,
+                            uint64_t exec_start_ns, uint64_t end_ns, nrd_fail_reason reason) {
   pthread_mutex_lock(&s->lock);
   s->last_inference_ms = wall_ms();
   add(&s->fail, span(request_start_ns, end_ns));
@@ -145,8 +142,8 @@ void nrd_stats_cache_miss(nrd_model_stats *s, uint64_t ns) {
   pthread_mutex_unlock(&s->lock);
 }
 
-void nrd_stats_batch(nrd_model_stats *s, uint64_t batch_size, uint64_t exec_start_ns,
-                     uint64_t compute_start_ns, uint64_t compute_end_ns, uint64_t exec_end_ns) {
+void nrd_stats_batch(nrd_model_stats *s, uint64_t batch_size, uint64_t exec_start_ns, uint64_t compute_start_ns,
+                     uint64_t compute_end_ns, uint64_t exec_end_ns) {
   pthread_mutex_lock(&s->lock);
   s->inference_count += batch_size;
   s->execution_count++;
@@ -179,8 +176,7 @@ out:
 }
 
 void nrd_stats_response(nrd_model_stats *s, uint64_t index, uint64_t response_start_ns,
-                        uint64_t compute_output_start_ns, uint64_t response_end_ns,
-                        bool error, bool empty) {
+                        uint64_t compute_output_start_ns, uint64_t response_end_ns, bool error, bool empty) {
   pthread_mutex_lock(&s->lock);
   if (index >= NRD_STATS_MAX_RESPONSE_INDEX) goto out;
   if (index >= s->cap_resp) {
@@ -254,14 +250,13 @@ static json_t *memory_json(const nrd_model_stats *s) {
   json_t *arr = json_array();
   for (uint32_t i = 0; i < s->n_mem; i++) {
     bool seen = false;
-    for (uint32_t k = 0; k < i && !seen; k++)
-      seen = s->mem[k].type == s->mem[i].type && s->mem[k].id == s->mem[i].id;
+    for (uint32_t k = 0; k < i && !seen; k++) seen = s->mem[k].type == s->mem[i].type && s->mem[k].id == s->mem[i].id;
     if (seen) continue;
     uint64_t total = 0;
     for (uint32_t k = i; k < s->n_mem; k++)
       if (s->mem[k].type == s->mem[i].type && s->mem[k].id == s->mem[i].id) total += s->mem[k].byte_size;
-    json_array_append_new(arr, json_pack("{s:s,s:I,s:I}", "type", TRITONSERVER_MemoryTypeString(s->mem[i].type), "id", (json_int_t)s->mem[i].id,
-                                         "byte_size", (json_int_t)total));
+    json_array_append_new(arr, json_pack("{s:s,s:I,s:I}", "type", TRITONSERVER_MemoryTypeString(s->mem[i].type), "id",
+                                         (json_int_t)s->mem[i].id, "byte_size", (json_int_t)total));
   }
   return arr;
 }
@@ -274,20 +269,18 @@ json_t *nrd_stats_json(nrd_model_stats *s, const char *model, int64_t version) {
   char vbuf[32];
   snprintf(vbuf, sizeof vbuf, "%" PRId64, version);
   pthread_mutex_lock(&s->lock);
-  json_t *inf = json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "success", dur_json(&s->success),
-                          "fail", dur_json(&s->fail), "queue", dur_json(&s->queue),
-                          "compute_input", dur_json(&s->compute_input), "compute_infer",
-                          dur_json(&s->compute_infer), "compute_output",
-                          dur_json(&s->compute_output), "cache_hit", dur_json(&s->cache_hit),
-                          "cache_miss", dur_json(&s->cache_miss));
+  json_t *inf =
+      json_pack("{s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "success", dur_json(&s->success), "fail", dur_json(&s->fail),
+                "queue", dur_json(&s->queue), "compute_input", dur_json(&s->compute_input), "compute_infer",
+                dur_json(&s->compute_infer), "compute_output", dur_json(&s->compute_output), "cache_hit",
+                dur_json(&s->cache_hit), "cache_miss", dur_json(&s->cache_miss));
   json_t *batch = json_array();
   for (uint32_t i = 0; i < s->n_batch; i++) {
     const nrd_batch_stat *b = &s->batch[i];
-    json_array_append_new(batch, json_pack("{s:I,s:o,s:o,s:o}", "batch_size",
-                                           (json_int_t)b->batch_size, "compute_input",
-                                           dur_json(&b->compute_input), "compute_infer",
-                                           dur_json(&b->compute_infer), "compute_output",
-                                           dur_json(&b->compute_output)));
+    json_array_append_new(batch,
+                          json_pack("{s:I,s:o,s:o,s:o}", "batch_size", (json_int_t)b->batch_size, "compute_input",
+                                    dur_json(&b->compute_input), "compute_infer", dur_json(&b->compute_infer),
+                                    "compute_output", dur_json(&b->compute_output)));
   }
   json_t *resp = json_object();
   for (uint32_t i = 0; i < s->n_resp; i++) {
@@ -296,18 +289,15 @@ json_t *nrd_stats_json(nrd_model_stats *s, const char *model, int64_t version) {
     char key[32];
     snprintf(key, sizeof key, "%" PRIu32, i);
     json_object_set_new(resp, key,
-                        json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "compute_infer",
-                                  dur_json(&r->compute_infer), "compute_output",
-                                  dur_json(&r->compute_output), "success", dur_json(&r->success),
-                                  "fail", dur_json(&r->fail), "empty_response",
-                                  dur_json(&r->empty_response), "cancel", dur_json(&r->cancel)));
+                        json_pack("{s:o,s:o,s:o,s:o,s:o,s:o}", "compute_infer", dur_json(&r->compute_infer),
+                                  "compute_output", dur_json(&r->compute_output), "success", dur_json(&r->success),
+                                  "fail", dur_json(&r->fail), "empty_response", dur_json(&r->empty_response), "cancel",
+                                  dur_json(&r->cancel)));
   }
-  json_t *out = json_pack("{s:s,s:s,s:I,s:I,s:I,s:o,s:o,s:o,s:o}", "name", model, "version",
-                          vbuf, "last_inference", (json_int_t)s->last_inference_ms,
-                          "inference_count", (json_int_t)s->inference_count, "execution_count",
-                          (json_int_t)s->execution_count, "inference_stats", inf,
-                          "response_stats", resp, "batch_stats", batch, "memory_usage",
-                          memory_json(s));
+  json_t *out = json_pack("{s:s,s:s,s:I,s:I,s:I,s:o,s:o,s:o,s:o}", "name", model, "version", vbuf, "last_inference",
+                          (json_int_t)s->last_inference_ms, "inference_count", (json_int_t)s->inference_count,
+                          "execution_count", (json_int_t)s->execution_count, "inference_stats", inf, "response_stats",
+                          resp, "batch_stats", batch, "memory_usage", memory_json(s));
   pthread_mutex_unlock(&s->lock);
   return out;
 }
@@ -323,20 +313,22 @@ const char *const nrd_stats_families[][3] = {
     {"nv_inference_compute_input_duration_us", "Total time spent preparing inputs, microseconds", "counter"},
     {"nv_inference_compute_infer_duration_us", "Total time spent computing, microseconds", "counter"},
     {"nv_inference_compute_output_duration_us", "Total time spent producing outputs, microseconds", "counter"},
-    {"nv_inference_pending_request_count", "Instantaneous number of pending requests awaiting execution per-model.", "gauge"},
+    {"nv_inference_pending_request_count", "Instantaneous number of pending requests awaiting execution per-model.",
+     "gauge"},
     {"nv_model_load_duration_secs", "How long the model took to load, seconds", "gauge"},
     /* Only for models whose config enables the response cache. */
     {"nv_cache_num_hits_per_model", "Requests answered from the response cache", "counter"},
     {"nv_cache_num_misses_per_model", "Response cache lookups that found nothing", "counter"},
-    {"nv_cache_hit_duration_per_model", "Total time of cache lookups that hit and copying their answers, microseconds", "counter"},
-    {"nv_cache_miss_duration_per_model", "Total time of cache lookups that missed and inserting the responses, microseconds", "counter"},
+    {"nv_cache_hit_duration_per_model", "Total time of cache lookups that hit and copying their answers, microseconds",
+     "counter"},
+    {"nv_cache_miss_duration_per_model",
+     "Total time of cache lookups that missed and inserting the responses, microseconds", "counter"},
 };
 const unsigned nrd_stats_family_count = sizeof nrd_stats_families / sizeof nrd_stats_families[0];
 
 static const char *const fail_reason_names[NRD_FAIL_REASONS] = {"REJECTED", "CANCELED", "BACKEND", "OTHER"};
 
-int nrd_stats_prometheus(nrd_model_stats *s, const char *model, int64_t version,
-                         const char *family, nrd_text *out) {
+int nrd_stats_prometheus(nrd_model_stats *s, const char *model, int64_t version, const char *family, nrd_text *out) {
   uint64_t v = 0;
   pthread_mutex_lock(&s->lock);
   if (!strcmp(family, "nv_inference_request_failure")) {
@@ -346,8 +338,8 @@ int nrd_stats_prometheus(nrd_model_stats *s, const char *model, int64_t version,
     pthread_mutex_unlock(&s->lock);
     int rc = 0;
     for (unsigned r = 0; r < NRD_FAIL_REASONS; r++)
-      rc |= nrd_text_appendf(out, "%s{model=\"%s\",reason=\"%s\",version=\"%" PRId64 "\"} %" PRIu64 "\n", family,
-                             model, fail_reason_names[r], version, by[r]);
+      rc |= nrd_text_appendf(out, "%s{model=\"%s\",reason=\"%s\",version=\"%" PRId64 "\"} %" PRIu64 "\n", family, model,
+                             fail_reason_names[r], version, by[r]);
     return rc;
   }
   if (!strcmp(family, "nv_model_load_duration_secs")) {
@@ -356,20 +348,32 @@ int nrd_stats_prometheus(nrd_model_stats *s, const char *model, int64_t version,
     return nrd_text_appendf(out, "%s{model=\"%s\",version=\"%" PRId64 "\"} %.16g\n", family, model, version,
                             (double)ns / 1e9);
   }
-  if (!strcmp(family, "nv_inference_request_success")) v = s->success.count;
-  else if (!strcmp(family, "nv_inference_count")) v = s->inference_count;
-  else if (!strcmp(family, "nv_inference_exec_count")) v = s->execution_count;
-  else if (!strcmp(family, "nv_inference_request_duration_us")) v = (s->success.ns + s->fail.ns) / 1000;
-  else if (!strcmp(family, "nv_inference_queue_duration_us")) v = s->queue.ns / 1000;
-  else if (!strcmp(family, "nv_inference_compute_input_duration_us")) v = s->compute_input.ns / 1000;
-  else if (!strcmp(family, "nv_inference_compute_infer_duration_us")) v = s->compute_infer.ns / 1000;
-  else if (!strcmp(family, "nv_inference_compute_output_duration_us")) v = s->compute_output.ns / 1000;
-  else if (!strcmp(family, "nv_inference_pending_request_count")) v = (uint64_t)atomic_load(&s->pending);
-  else if (!strcmp(family, "nv_cache_num_hits_per_model")) v = s->cache_hit.count;
-  else if (!strcmp(family, "nv_cache_num_misses_per_model")) v = s->cache_miss.count;
-  else if (!strcmp(family, "nv_cache_hit_duration_per_model")) v = s->cache_hit.ns / 1000;
-  else if (!strcmp(family, "nv_cache_miss_duration_per_model")) v = s->cache_miss.ns / 1000;
+  if (!strcmp(family, "nv_inference_request_success"))
+    v = s->success.count;
+  else if (!strcmp(family, "nv_inference_count"))
+    v = s->inference_count;
+  else if (!strcmp(family, "nv_inference_exec_count"))
+    v = s->execution_count;
+  else if (!strcmp(family, "nv_inference_request_duration_us"))
+    v = (s->success.ns + s->fail.ns) / 1000;
+  else if (!strcmp(family, "nv_inference_queue_duration_us"))
+    v = s->queue.ns / 1000;
+  else if (!strcmp(family, "nv_inference_compute_input_duration_us"))
+    v = s->compute_input.ns / 1000;
+  else if (!strcmp(family, "nv_inference_compute_infer_duration_us"))
+    v = s->compute_infer.ns / 1000;
+  else if (!strcmp(family, "nv_inference_compute_output_duration_us"))
+    v = s->compute_output.ns / 1000;
+  else if (!strcmp(family, "nv_inference_pending_request_count"))
+    v = (uint64_t)atomic_load(&s->pending);
+  else if (!strcmp(family, "nv_cache_num_hits_per_model"))
+    v = s->cache_hit.count;
+  else if (!strcmp(family, "nv_cache_num_misses_per_model"))
+    v = s->cache_miss.count;
+  else if (!strcmp(family, "nv_cache_hit_duration_per_model"))
+    v = s->cache_hit.ns / 1000;
+  else if (!strcmp(family, "nv_cache_miss_duration_per_model"))
+    v = s->cache_miss.ns / 1000;
   pthread_mutex_unlock(&s->lock);
-  return nrd_text_appendf(out, "%s{model=\"%s\",version=\"%" PRId64 "\"} %" PRIu64 "\n", family,
-                          model, version, v);
+  return nrd_text_appendf(out, "%s{model=\"%s\",version=\"%" PRId64 "\"} %" PRIu64 "\n", family, model, version, v);
 }

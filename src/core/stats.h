@@ -58,20 +58,18 @@ typedef struct nrd_model_stats {
   uint64_t execution_count;
   nrd_duration success, fail, queue, compute_input, compute_infer, compute_output;
   uint64_t fail_by_reason[NRD_FAIL_REASONS]; /* sums to fail.count */
-  uint64_t load_ns;                           /* how long the load took */
+  uint64_t load_ns; /* how long the load took */
   nrd_duration cache_hit, cache_miss;
   nrd_batch_stat *batch;
   uint32_t n_batch, cap_batch;
-  nrd_response_stat *resp;     /* resp[i]: response index i */
-  uint32_t n_resp, cap_resp;   /* n_resp: highest index seen + 1 */
-  atomic_int_fast64_t pending;  /* requests queued, not yet executing (no lock) */
+  nrd_response_stat *resp; /* resp[i]: response index i */
+  uint32_t n_resp, cap_resp; /* n_resp: highest index seen + 1 */
+  atomic_int_fast64_t pending; /* requests queued, not yet executing (no lock) */
   nrd_mem_usage *mem;
   uint32_t n_mem;
   /* summary_latencies: one per nrd_stats_summary_families entry; NULL when off. */
   struct nrd_summary *summaries;
 } nrd_model_stats;
-
-
 
 /* Monotonic clock in nanoseconds (what backends pass us too). */
 uint64_t nrd_now_ns(void);
@@ -81,15 +79,13 @@ void nrd_stats_destroy(nrd_model_stats *s);
 
 /* One successful request: the durations as TRITONBACKEND_ModelInstanceReportStatistics
  * defines them, relative to the request's own start and queue start. */
-void nrd_stats_request_success(nrd_model_stats *s, uint64_t request_start_ns,
-                               uint64_t queue_start_ns, uint64_t exec_start_ns,
-                               uint64_t compute_start_ns, uint64_t compute_end_ns,
+void nrd_stats_request_success(nrd_model_stats *s, uint64_t request_start_ns, uint64_t queue_start_ns,
+                               uint64_t exec_start_ns, uint64_t compute_start_ns, uint64_t compute_end_ns,
                                uint64_t exec_end_ns);
 
 /* One failed request (fail count and duration; queue time when known, 0 if not). */
-void nrd_stats_request_fail(nrd_model_stats *s, uint64_t request_start_ns,
-                            uint64_t queue_start_ns, uint64_t exec_start_ns,
-                            uint64_t end_ns, nrd_fail_reason reason);
+void nrd_stats_request_fail(nrd_model_stats *s, uint64_t request_start_ns, uint64_t queue_start_ns,
+                            uint64_t exec_start_ns, uint64_t end_ns, nrd_fail_reason reason);
 
 /* A request answered from the response cache: success (request start to
  * lookup end), queue (to lookup start) and cache_hit (the lookup and the
@@ -103,8 +99,8 @@ void nrd_stats_cache_hit(nrd_model_stats *s, uint64_t request_start_ns, uint64_t
 void nrd_stats_cache_miss(nrd_model_stats *s, uint64_t ns);
 
 /* One execution of `batch_size` rows. */
-void nrd_stats_batch(nrd_model_stats *s, uint64_t batch_size, uint64_t exec_start_ns,
-                     uint64_t compute_start_ns, uint64_t compute_end_ns, uint64_t exec_end_ns);
+void nrd_stats_batch(nrd_model_stats *s, uint64_t batch_size, uint64_t exec_start_ns, uint64_t compute_start_ns,
+                     uint64_t compute_end_ns, uint64_t exec_end_ns);
 
 /* Response indexes at or past this are not given statistics of their
  * own: each index costs about 100 bytes for the model's lifetime, and a
@@ -115,8 +111,7 @@ void nrd_stats_batch(nrd_model_stats *s, uint64_t batch_size, uint64_t exec_star
 /* One decoupled response (TRITONBACKEND_ModelInstanceReportResponseStatistics);
  * indexes past NRD_STATS_MAX_RESPONSE_INDEX are not recorded. */
 void nrd_stats_response(nrd_model_stats *s, uint64_t index, uint64_t response_start_ns,
-                        uint64_t compute_output_start_ns, uint64_t response_end_ns,
-                        bool error, bool empty);
+                        uint64_t compute_output_start_ns, uint64_t response_end_ns, bool error, bool empty);
 
 void nrd_stats_pending_add(nrd_model_stats *s, int64_t delta);
 
@@ -133,8 +128,7 @@ json_t *nrd_stats_json(nrd_model_stats *s, const char *model, int64_t version);
 /* Appends this model's nv_inference_* sample lines (no HELP/TYPE lines; see
  * nrd_stats_prometheus_header) to a growing text buffer. Returns 0 or -1 on
  * out-of-memory. */
-int nrd_stats_prometheus(nrd_model_stats *s, const char *model, int64_t version,
-                         const char *family, nrd_text *out);
+int nrd_stats_prometheus(nrd_model_stats *s, const char *model, int64_t version, const char *family, nrd_text *out);
 /* Names, HELP and TYPE of the per-model families, in rendering order; the
  * nv_cache_* ones are for models with the response cache enabled only. */
 extern const char *const nrd_stats_families[][3];

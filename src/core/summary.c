@@ -54,7 +54,7 @@ int nrd_summary_prometheus(const nrd_summary *s, uint64_t now_ns, const double *
     rc |= nrd_text_appendf(out, "%s{%s,quantile=\"%g\"} %g\n", family, labels, quantiles[q],
                            (double)window[rank] / 1000.0);
   }
-  rc |= nrd_text_appendf(out, "%s_sum{%s} %g\n%s_count{%s} %" PRIu64 "\n", family, labels,
-                         (double)s->sum_ns / 1000.0, family, labels, s->count);
+  rc |= nrd_text_appendf(out, "%s_sum{%s} %g\n%s_count{%s} %" PRIu64 "\n", family, labels, (double)s->sum_ns / 1000.0,
+                         family, labels, s->count);
   return rc;
 }

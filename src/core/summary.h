@@ -20,9 +20,9 @@ typedef struct nrd_summary_sample {
 } nrd_summary_sample;
 
 typedef struct nrd_summary {
-  uint64_t count, sum_ns;    /* every observation */
-  nrd_summary_sample *ring;  /* NRD_SUMMARY_WINDOW entries, owned */
-  uint32_t head, n;          /* next slot; samples held */
+  uint64_t count, sum_ns; /* every observation */
+  nrd_summary_sample *ring; /* NRD_SUMMARY_WINDOW entries, owned */
+  uint32_t head, n; /* next slot; samples held */
 } nrd_summary;
 
 /* 0, or -1 when memory runs out (then nothing to destroy). */

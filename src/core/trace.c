@@ -19,7 +19,7 @@ struct TRITONSERVER_InferenceTrace {
   TRITONSERVER_InferenceTraceTensorActivityFn_t tensor_fn;
   TRITONSERVER_InferenceTraceReleaseFn_t release_fn;
   void *userp;
-  char *model_name;  /* set when the trace enters the core */
+  char *model_name; /* set when the trace enters the core */
   int64_t model_version;
   char *request_id;
   char *context;
@@ -28,8 +28,7 @@ struct TRITONSERVER_InferenceTrace {
 /* Ids are unique in the process and start at 1 (0 means "no parent"). */
 static atomic_uint_fast64_t next_trace_id = 1;
 
-const char *TRITONSERVER_InferenceTraceLevelString(TRITONSERVER_InferenceTraceLevel level)
-{
+const char *TRITONSERVER_InferenceTraceLevelString(TRITONSERVER_InferenceTraceLevel level) {
   switch (level) {
     case TRITONSERVER_TRACE_LEVEL_DISABLED: return "DISABLED";
     case TRITONSERVER_TRACE_LEVEL_MIN: return "MIN";
@@ -40,8 +39,7 @@ const char *TRITONSERVER_InferenceTraceLevelString(TRITONSERVER_InferenceTraceLe
   return "<unknown>";
 }
 
-const char *TRITONSERVER_InferenceTraceActivityString(TRITONSERVER_InferenceTraceActivity activity)
-{
+const char *TRITONSERVER_InferenceTraceActivityString(TRITONSERVER_InferenceTraceActivity activity) {
   switch (activity) {
     case TRITONSERVER_TRACE_REQUEST_START: return "REQUEST_START";
     case TRITONSERVER_TRACE_QUEUE_START: return "QUEUE_START";
@@ -77,31 +75,27 @@ static TRITONSERVER_Error *trace_new(TRITONSERVER_InferenceTrace **trace, TRITON
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_InferenceTraceNew(
-    TRITONSERVER_InferenceTrace **trace, TRITONSERVER_InferenceTraceLevel level, uint64_t parent_id,
-    TRITONSERVER_InferenceTraceActivityFn_t activity_fn,
-    TRITONSERVER_InferenceTraceReleaseFn_t release_fn, void *trace_userp)
-{
+TRITONSERVER_Error *TRITONSERVER_InferenceTraceNew(TRITONSERVER_InferenceTrace **trace,
+                                                   TRITONSERVER_InferenceTraceLevel level, uint64_t parent_id,
+                                                   TRITONSERVER_InferenceTraceActivityFn_t activity_fn,
+                                                   TRITONSERVER_InferenceTraceReleaseFn_t release_fn,
+                                                   void *trace_userp) {
   return trace_new(trace, level, parent_id, activity_fn, NULL, release_fn, trace_userp);
 }
 
-TRITONSERVER_Error *TRITONSERVER_InferenceTraceTensorNew(
-    TRITONSERVER_InferenceTrace **trace, TRITONSERVER_InferenceTraceLevel level, uint64_t parent_id,
-    TRITONSERVER_InferenceTraceActivityFn_t activity_fn,
-    TRITONSERVER_InferenceTraceTensorActivityFn_t tensor_activity_fn,
-    TRITONSERVER_InferenceTraceReleaseFn_t release_fn, void *trace_userp)
-{
+TRITONSERVER_Error *
+TRITONSERVER_InferenceTraceTensorNew(TRITONSERVER_InferenceTrace **trace, TRITONSERVER_InferenceTraceLevel level,
+                                     uint64_t parent_id, TRITONSERVER_InferenceTraceActivityFn_t activity_fn,
+                                     TRITONSERVER_InferenceTraceTensorActivityFn_t tensor_activity_fn,
+                                     TRITONSERVER_InferenceTraceReleaseFn_t release_fn, void *trace_userp) {
   return trace_new(trace, level, parent_id, activity_fn, tensor_activity_fn, release_fn, trace_userp);
 }
 
-TRITONSERVER_Error *TRITONSERVER_InferenceTraceReportActivity(TRITONSERVER_InferenceTrace *trace,
-                                                              uint64_t timestamp,
-                                                              const char *activity_name)
-{
+TRITONSERVER_Error *TRITONSERVER_InferenceTraceReportActivity(TRITONSERVER_InferenceTrace *trace, uint64_t timestamp,
+                                                              const char *activity_name) {
   /* Untraced requests carry a NULL trace; reporting on one is a no-op. */
   if (trace == NULL) return NULL;
-  if (activity_name == NULL)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "activity name must not be NULL");
+  if (activity_name == NULL) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "activity name must not be NULL");
   /* As Triton: the name goes into the context, a JSON object keyed by the
    * timestamp, where the activity callback can look it up. */
   json_t *ctx = trace->context ? json_loads(trace->context, 0, NULL) : NULL;
@@ -121,8 +115,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceTraceReportActivity(TRITONSERVER_Infer
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_InferenceTraceDelete(TRITONSERVER_InferenceTrace *trace)
-{
+TRITONSERVER_Error *TRITONSERVER_InferenceTraceDelete(TRITONSERVER_InferenceTrace *trace) {
   if (trace == NULL) return NULL;
   free(trace->model_name);
   free(trace->request_id);
@@ -131,59 +124,50 @@ TRITONSERVER_Error *TRITONSERVER_InferenceTraceDelete(TRITONSERVER_InferenceTrac
   return NULL;
 }
 
-#define TRACE_ARGS(t, out) \
-  if ((t) == NULL || (out) == NULL) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "trace and result must not be NULL")
+#define TRACE_ARGS(t, out)                                                                                             \
+  if ((t) == NULL || (out) == NULL)                                                                                    \
+  return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "trace and result must not be NULL")
 
-TRITONSERVER_Error *TRITONSERVER_InferenceTraceId(TRITONSERVER_InferenceTrace *trace, uint64_t *id)
-{
+TRITONSERVER_Error *TRITONSERVER_InferenceTraceId(TRITONSERVER_InferenceTrace *trace, uint64_t *id) {
   TRACE_ARGS(trace, id);
   *id = trace->id;
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_InferenceTraceParentId(TRITONSERVER_InferenceTrace *trace,
-                                                        uint64_t *parent_id)
-{
+TRITONSERVER_Error *TRITONSERVER_InferenceTraceParentId(TRITONSERVER_InferenceTrace *trace, uint64_t *parent_id) {
   TRACE_ARGS(trace, parent_id);
   *parent_id = trace->parent_id;
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_InferenceTraceModelName(TRITONSERVER_InferenceTrace *trace,
-                                                         const char **model_name)
-{
+TRITONSERVER_Error *TRITONSERVER_InferenceTraceModelName(TRITONSERVER_InferenceTrace *trace, const char **model_name) {
   TRACE_ARGS(trace, model_name);
   *model_name = trace->model_name ? trace->model_name : "";
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceTraceModelVersion(TRITONSERVER_InferenceTrace *trace,
-                                                            int64_t *model_version)
-{
+                                                            int64_t *model_version) {
   TRACE_ARGS(trace, model_version);
   *model_version = trace->model_version;
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_InferenceTraceRequestId(TRITONSERVER_InferenceTrace *trace,
-                                                         const char **request_id)
-{
+TRITONSERVER_Error *TRITONSERVER_InferenceTraceRequestId(TRITONSERVER_InferenceTrace *trace, const char **request_id) {
   TRACE_ARGS(trace, request_id);
   *request_id = trace->request_id ? trace->request_id : "";
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceTraceSpawnChildTrace(TRITONSERVER_InferenceTrace *trace,
-                                                               TRITONSERVER_InferenceTrace **child_trace)
-{
+                                                               TRITONSERVER_InferenceTrace **child_trace) {
   TRACE_ARGS(trace, child_trace);
   return trace_new(child_trace, trace->level, trace->id, trace->activity_fn, trace->tensor_fn, trace->release_fn,
                    trace->userp);
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceTraceSetContext(TRITONSERVER_InferenceTrace *trace,
-                                                          const char *trace_context)
-{
+                                                          const char *trace_context) {
   TRACE_ARGS(trace, trace_context);
   char *c = strdup(trace_context);
   if (c == NULL) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
@@ -192,9 +176,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceTraceSetContext(TRITONSERVER_Inference
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONSERVER_InferenceTraceContext(TRITONSERVER_InferenceTrace *trace,
-                                                       const char **trace_context)
-{
+TRITONSERVER_Error *TRITONSERVER_InferenceTraceContext(TRITONSERVER_InferenceTrace *trace, const char **trace_context) {
   TRACE_ARGS(trace, trace_context);
   *trace_context = trace->context;
   return NULL;
@@ -219,8 +201,8 @@ TRITONSERVER_Error *nrd_trace_attach(TRITONSERVER_InferenceTrace *t, const char 
 }
 
 void nrd_trace_report(TRITONSERVER_InferenceTrace *t, TRITONSERVER_InferenceTraceActivity activity, uint64_t ns) {
-  if (t && t->activity_fn && (t->level & (TRITONSERVER_TRACE_LEVEL_TIMESTAMPS | TRITONSERVER_TRACE_LEVEL_MIN |
-                                          TRITONSERVER_TRACE_LEVEL_MAX)))
+  if (t && t->activity_fn &&
+      (t->level & (TRITONSERVER_TRACE_LEVEL_TIMESTAMPS | TRITONSERVER_TRACE_LEVEL_MIN | TRITONSERVER_TRACE_LEVEL_MAX)))
     t->activity_fn(t, activity, ns, t->userp);
 }
 

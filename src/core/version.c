@@ -12,8 +12,7 @@
 #define NRD_BACKEND_API_MAJOR TRITONBACKEND_API_VERSION_MAJOR
 #define NRD_BACKEND_API_MINOR TRITONBACKEND_API_VERSION_MINOR
 
-TRITONSERVER_Error *TRITONSERVER_ApiVersion(uint32_t *major, uint32_t *minor)
-{
+TRITONSERVER_Error *TRITONSERVER_ApiVersion(uint32_t *major, uint32_t *minor) {
   if (major == NULL || minor == NULL)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "major and minor must not be NULL");
   *major = NRD_SERVER_API_MAJOR;
@@ -21,8 +20,7 @@ TRITONSERVER_Error *TRITONSERVER_ApiVersion(uint32_t *major, uint32_t *minor)
   return NULL;
 }
 
-TRITONSERVER_Error *TRITONBACKEND_ApiVersion(uint32_t *major, uint32_t *minor)
-{
+TRITONSERVER_Error *TRITONBACKEND_ApiVersion(uint32_t *major, uint32_t *minor) {
   if (major == NULL || minor == NULL)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "major and minor must not be NULL");
   *major = NRD_BACKEND_API_MAJOR;

@@ -34,14 +34,14 @@
 #define WARMUP_MAX_BYTES ((uint64_t)1 << 30)
 
 typedef struct warm_input {
-  const char *name;       /* the configuration's (it outlives the samples) */
+  const char *name; /* the configuration's (it outlives the samples) */
   TRITONSERVER_DataType dtype;
-  int64_t shape[1 + 64];  /* with the batch dimension when the model batches */
+  int64_t shape[1 + 64]; /* with the batch dimension when the model batches */
   uint32_t dims;
-  const void *data;       /* into the sample's zeros, random bytes or file */
+  const void *data; /* into the sample's zeros, random bytes or file */
   size_t size;
-  bool declared;          /* a model input (else added like a control input) */
-  bool random;            /* random bytes (else zeros, unless read from a file) */
+  bool declared; /* a model input (else added like a control input) */
+  bool random; /* random bytes (else zeros, unless read from a file) */
 } warm_input;
 
 typedef struct warm_sample {
@@ -50,7 +50,7 @@ typedef struct warm_sample {
   warm_input *in;
   size_t n_in;
   void *zeros, *random; /* shared by the sample's inputs of that kind */
-  void **files;         /* one per input read from a file */
+  void **files; /* one per input read from a file */
   size_t n_files;
 } warm_sample;
 
@@ -112,8 +112,10 @@ static TRITONSERVER_Error *read_sample_file(const TRITONBACKEND_Model *m, warm_s
                         input, TRITONSERVER_ErrorMessage(e));
     TRITONSERVER_ErrorDelete(e);
   } else if (!bytes && n < want) {
-    err = sample_error(m, s, "warmup setting expects %zu bytes, but the data provided from %s only has %zu bytes "
-                       "(input '%s')", want, path, n, input);
+    err = sample_error(m, s,
+                       "warmup setting expects %zu bytes, but the data provided from %s only has %zu bytes "
+                       "(input '%s')",
+                       want, path, n, input);
   }
   free(path);
   if (err) {
@@ -146,8 +148,8 @@ static TRITONSERVER_Error *prepare_sample(TRITONBACKEND_Model *m, const json_t *
   if (s->batch == 0) return NULL; /* Triton skips it */
   if (m->max_batch_size > 0 && s->batch > (uint32_t)m->max_batch_size)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "model '%s': model_warmup[%zu].batch_size %" PRIu32 " is more than max_batch_size %d",
-                         m->name, index, s->batch, (int)m->max_batch_size);
+                         "model '%s': model_warmup[%zu].batch_size %" PRIu32 " is more than max_batch_size %d", m->name,
+                         index, s->batch, (int)m->max_batch_size);
   if (m->max_batch_size <= 0 && s->batch != 1)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                          "model '%s': model_warmup[%zu].batch_size must be 1 for a model that does not batch "
@@ -166,8 +168,7 @@ static TRITONSERVER_Error *prepare_sample(TRITONBACKEND_Model *m, const json_t *
     in->name = key;
     const char *dt = json_string_value(json_object_get(v, "data_type"));
     in->dtype = nrd_datatype_from_config(dt ? dt : "");
-    if (in->dtype == TRITONSERVER_TYPE_INVALID)
-      return sample_error(m, s, "input '%s' has no valid data_type", key);
+    if (in->dtype == TRITONSERVER_TYPE_INVALID) return sample_error(m, s, "input '%s' has no valid data_type", key);
     in->declared = nrd_model_find_input(m, key) != NULL;
     const json_t *dims = json_object_get(v, "dims");
     if (json_array_size(dims) > 64) return sample_error(m, s, "input '%s' has too many dims", key);
@@ -279,8 +280,7 @@ static TRITONSERVER_Error *warm_alloc(TRITONSERVER_ResponseAllocator *allocator,
 }
 
 static TRITONSERVER_Error *warm_release(TRITONSERVER_ResponseAllocator *allocator, void *buffer, void *buffer_userp,
-                                        size_t byte_size, TRITONSERVER_MemoryType memory_type,
-                                        int64_t memory_type_id) {
+                                        size_t byte_size, TRITONSERVER_MemoryType memory_type, int64_t memory_type_id) {
   (void)allocator, (void)buffer_userp, (void)byte_size, (void)memory_type, (void)memory_type_id;
   free(buffer);
   return NULL;
@@ -326,7 +326,8 @@ static TRITONSERVER_InferenceRequest *warm_request(const warm_sample *s, TRITONB
     const warm_input *in = &s->in[i];
     if (!in->declared) continue;
     e = TRITONSERVER_InferenceRequestAddInput(r, in->name, in->dtype, in->shape, in->dims);
-    if (!e) e = TRITONSERVER_InferenceRequestAppendInputData(r, in->name, in->data, in->size, TRITONSERVER_MEMORY_CPU, 0);
+    if (!e)
+      e = TRITONSERVER_InferenceRequestAppendInputData(r, in->name, in->data, in->size, TRITONSERVER_MEMORY_CPU, 0);
   }
   if (!e) e = TRITONSERVER_InferenceRequestSetReleaseCallback(r, warm_released, run);
   if (!e)
@@ -351,7 +352,7 @@ static TRITONSERVER_InferenceRequest *warm_request(const warm_sample *s, TRITONB
 }
 
 static TRITONSERVER_Error *run_sample(const warm_sample *s, TRITONBACKEND_ModelInstance *inst,
-                                     nrd_warmup_execute_fn *execute) {
+                                      nrd_warmup_execute_fn *execute) {
   TRITONBACKEND_Model *m = inst->model;
   TRITONSERVER_InferenceRequest **reqs = calloc(s->batch, sizeof(*reqs));
   warm_run run = {.released = 0};

@@ -29,8 +29,7 @@ TRITONSERVER_Error *nrd_warmup_prepare(TRITONBACKEND_Model *m, nrd_warmup **out)
  * on the calling thread (nrd_instance_execute, given by the instance so
  * that this file does not call back into instance.c). The instance's
  * thread, before it serves. */
-typedef void nrd_warmup_execute_fn(TRITONBACKEND_ModelInstance *inst, TRITONSERVER_InferenceRequest **reqs,
-                                   uint32_t n);
+typedef void nrd_warmup_execute_fn(TRITONBACKEND_ModelInstance *inst, TRITONSERVER_InferenceRequest **reqs, uint32_t n);
 TRITONSERVER_Error *nrd_warmup_run(const nrd_warmup *w, TRITONBACKEND_ModelInstance *inst,
                                    nrd_warmup_execute_fn *execute);
 

@@ -116,11 +116,11 @@ typedef enum flag_id {
  * alone (apply_plain); K_CUSTOM flags by apply_flag. */
 typedef enum flag_kind {
   K_CUSTOM, /* apply_flag's switch */
-  K_TRUE,   /* no value: sets a bool */
-  K_BOOL,   /* true/false, 1/0, yes/no, on/off */
-  K_NUM,    /* a whole number in [lo, hi] */
-  K_TEXT,   /* kept as given (borrowed from argv); `expected` set: not empty */
-  K_ENUM,   /* one of `names`, any case */
+  K_TRUE, /* no value: sets a bool */
+  K_BOOL, /* true/false, 1/0, yes/no, on/off */
+  K_NUM, /* a whole number in [lo, hi] */
+  K_TEXT, /* kept as given (borrowed from argv); `expected` set: not empty */
+  K_ENUM, /* one of `names`, any case */
 } flag_kind;
 
 typedef struct flag_name {
@@ -131,13 +131,13 @@ typedef struct flag_name {
 typedef struct flag_spec {
   const char *name;
   flag_id id;
-  const char *arg;  /* NULL: the flag takes no value */
+  const char *arg; /* NULL: the flag takes no value */
   const char *help;
   flag_kind kind;
   /* Where the value goes in nrd_srv_cli; size 0: checked, not kept. */
   size_t offset, size;
-  long lo, hi;            /* K_NUM */
-  const char *expected;   /* the error's words for a good value */
+  long lo, hi; /* K_NUM */
+  const char *expected; /* the error's words for a good value */
   const flag_name *names; /* K_ENUM: ends with {NULL, 0} */
 } flag_spec;
 
@@ -166,16 +166,13 @@ static const flag_name kCompressionLevels[] = {{"none", NRD_SRV_COMPRESS_NONE},
                                                {NULL, 0}};
 
 static const flag_spec kFlags[] = {
-    {"help", F_HELP, NULL, "Print this help and exit.",
-     AS_TRUE(help)},
-    {"version", F_VERSION, NULL, "Print nereid's version and exit.",
-     AS_TRUE(version)},
+    {"help", F_HELP, NULL, "Print this help and exit.", AS_TRUE(help)},
+    {"version", F_VERSION, NULL, "Print nereid's version and exit.", AS_TRUE(version)},
     {"model-repository", F_MODEL_REPOSITORY, "DIR",
      "Model repository directory. Repeat to serve several; a model name found "
      "in two repositories is unavailable.",
      CUSTOM},
-    {"model-store", F_MODEL_REPOSITORY, "DIR", "Same as --model-repository.",
-     CUSTOM},
+    {"model-store", F_MODEL_REPOSITORY, "DIR", "Same as --model-repository.", CUSTOM},
     {"backend-directory", F_BACKEND_DIRECTORY, "DIR",
      "Where backends are found, as DIR/<name>/libtriton_<name>.so "
      "(default: the backends folder beside the one nereid is in, as in an "
@@ -198,18 +195,13 @@ static const flag_spec kFlags[] = {
      "Seconds between repository rescans in poll mode (default 15; 0 turns "
      "the periodic rescan off).",
      AS_NUM(repository_poll_secs, 0, INT_MAX, "a whole number of seconds >= 0")},
-    {"log-verbose", F_LOG_VERBOSE, "N", "Verbose log level; 0 (default) is off.",
-     CUSTOM},
-    {"log-info", F_LOG_INFO, "BOOL", "Write info log lines (default true).",
-     AS_BOOL(log_info)},
-    {"log-warning", F_LOG_WARNING, "BOOL", "Write warning log lines (default true).",
-     AS_BOOL(log_warn)},
-    {"log-error", F_LOG_ERROR, "BOOL", "Write error log lines (default true).",
-     AS_BOOL(log_error)},
+    {"log-verbose", F_LOG_VERBOSE, "N", "Verbose log level; 0 (default) is off.", CUSTOM},
+    {"log-info", F_LOG_INFO, "BOOL", "Write info log lines (default true).", AS_BOOL(log_info)},
+    {"log-warning", F_LOG_WARNING, "BOOL", "Write warning log lines (default true).", AS_BOOL(log_warn)},
+    {"log-error", F_LOG_ERROR, "BOOL", "Write error log lines (default true).", AS_BOOL(log_error)},
     {"log-format", F_LOG_FORMAT, "default|ISO8601", "Prefix format of log lines.",
      AS_ENUM(log_format, kLogFormats, "default or ISO8601")},
-    {"log-file", F_LOG_FILE, "PATH", "Append the log to PATH instead of standard error.",
-     AS_TEXT(log_file, NULL)},
+    {"log-file", F_LOG_FILE, "PATH", "Append the log to PATH instead of standard error.", AS_TEXT(log_file, NULL)},
     {"exit-timeout-secs", F_EXIT_TIMEOUT_SECS, "N",
      "On shutdown, seconds to wait for in-flight inferences (default 30).",
      AS_NUM(exit_timeout_secs, 0, INT_MAX, "a whole number of seconds >= 0")},
@@ -218,20 +210,17 @@ static const flag_spec kFlags[] = {
      "false keeps serving the models that did load.",
      AS_BOOL(exit_on_error)},
     {"strict-readiness", F_STRICT_READINESS, "BOOL",
-     "Report the server ready only when every model is ready (default true).",
-     AS_BOOL(strict_readiness)},
+     "Report the server ready only when every model is ready (default true).", AS_BOOL(strict_readiness)},
     {"disable-auto-complete-config", F_DISABLE_AUTO_COMPLETE_CONFIG, NULL,
      "Do not let the server and backends fill in missing model configuration; "
      "every config.pbtxt must be complete.",
      CUSTOM},
-    {"strict-model-config", F_STRICT_MODEL_CONFIG, "BOOL",
-     "Deprecated: true means --disable-auto-complete-config.",
+    {"strict-model-config", F_STRICT_MODEL_CONFIG, "BOOL", "Deprecated: true means --disable-auto-complete-config.",
      CUSTOM},
     {"id", F_ID, "NAME", "Server identifier reported in metadata (default 'triton').",
      AS_TEXT(server_id, "a non-empty name")},
     {"model-config-name", F_MODEL_CONFIG_NAME, "NAME",
-     "Use configs/NAME.pbtxt of each model when present, else config.pbtxt.",
-     AS_TEXT(model_config_name, NULL)},
+     "Use configs/NAME.pbtxt of each model when present, else config.pbtxt.", AS_TEXT(model_config_name, NULL)},
     {"rate-limit", F_RATE_LIMIT, "off|execution_count",
      "off (default): model instances run as soon as they are free; execution_count: an instance "
      "runs only while it holds the resources its instance group's rate_limiter asks for, taking "
@@ -246,10 +235,8 @@ static const flag_spec kFlags[] = {
      "e.g. local,size=1048576 (bytes). Models opt in with response_cache { enable: true }.",
      CUSTOM},
     {"response-cache-byte-size", F_RESPONSE_CACHE_BYTE_SIZE, "BYTES",
-     "Deprecated: same as --cache-config=local,size=BYTES (0: no cache).",
-     CUSTOM},
-    {"allow-http", F_ALLOW_HTTP, "BOOL", "Serve the HTTP/REST API (default true).",
-     AS_BOOL(allow_http)},
+     "Deprecated: same as --cache-config=local,size=BYTES (0: no cache).", CUSTOM},
+    {"allow-http", F_ALLOW_HTTP, "BOOL", "Serve the HTTP/REST API (default true).", AS_BOOL(allow_http)},
     {"http-port", F_HTTP_PORT, "N", "HTTP/REST port (default 8000; 0 picks a free port).",
      AS_NUM(http_port, INT_MIN, INT_MAX, "a port 0..65535")},
     {"http-address", F_HTTP_ADDRESS, "ADDR", "Address the HTTP/REST API binds (default 0.0.0.0).",
@@ -270,8 +257,7 @@ static const flag_spec kFlags[] = {
      AS_NUM(metrics_port, INT_MIN, INT_MAX, "a port 0..65535")},
     {"metrics-address", F_METRICS_ADDRESS, "ADDR", "Address the metrics endpoint binds (default: --http-address).",
      AS_TEXT(metrics_address, NULL)},
-    {"allow-grpc", F_ALLOW_GRPC, "BOOL", "Serve the gRPC API (default true).",
-     AS_BOOL(allow_grpc)},
+    {"allow-grpc", F_ALLOW_GRPC, "BOOL", "Serve the gRPC API (default true).", AS_BOOL(allow_grpc)},
     {"grpc-port", F_GRPC_PORT, "N", "gRPC port (default 8001; 0 picks a free port).",
      AS_NUM(grpc_port, INT_MIN, INT_MAX, "a port 0..65535")},
     {"grpc-address", F_GRPC_ADDRESS, "ADDR", "Address the gRPC API binds (default 0.0.0.0).",
@@ -300,8 +286,7 @@ static const flag_spec kFlags[] = {
     {"grpc-http2-max-ping-strikes", F_GRPC_HTTP2_MAX_PING_STRIKES, "N",
      "Ping strikes tolerated before GOAWAY (ENHANCE_YOUR_CALM); 0: no limit (default 2).",
      AS_NUM(grpc_http2_max_ping_strikes, 0, 2147483647L, "a count 0..2147483647")},
-    {"grpc-infer-response-compression-level", F_GRPC_INFER_RESPONSE_COMPRESSION_LEVEL,
-     "none|low|medium|high",
+    {"grpc-infer-response-compression-level", F_GRPC_INFER_RESPONSE_COMPRESSION_LEVEL, "none|low|medium|high",
      "Compress ModelInfer/ModelStreamInfer responses (gzip or deflate, as the client accepts) "
      "(default none).",
      AS_ENUM(grpc_infer_response_compression, kCompressionLevels, "none, low, medium or high")},
@@ -323,35 +308,26 @@ static const flag_spec kFlags[] = {
     {"metrics-interval-ms", F_METRICS_INTERVAL_MS, "MS",
      "Least time between two samples of the CPU metrics (default 2000); sampled when /metrics is read.",
      AS_NUM(metrics_interval_ms, 1, INT_MAX, "a count >= 1")},
-    {"allow-gpu-metrics", F_ALLOW_GPU_METRICS, "BOOL", "Accepted; no effect (no GPU metrics).",
-     CHECK_BOOL},
+    {"allow-gpu-metrics", F_ALLOW_GPU_METRICS, "BOOL", "Accepted; no effect (no GPU metrics).", CHECK_BOOL},
     {"allow-cpu-metrics", F_ALLOW_CPU_METRICS, "BOOL",
-     "CPU utilization and memory gauges (nv_cpu_*) on /metrics (default true).",
-     AS_BOOL(allow_cpu_metrics)},
+     "CPU utilization and memory gauges (nv_cpu_*) on /metrics (default true).", AS_BOOL(allow_cpu_metrics)},
     {"host-policy", F_HOST_POLICY, "<name>,<key>=<value>", "A host policy setting, given to backends. Repeatable.",
      CUSTOM},
     {"pinned-memory-pool-byte-size", F_PINNED_MEMORY_POOL_BYTE_SIZE, "BYTES",
-     "Accepted; no effect (no pinned memory without a GPU).",
-     CHECK_NUM(0, LONG_MAX, "a size in bytes")},
+     "Accepted; no effect (no pinned memory without a GPU).", CHECK_NUM(0, LONG_MAX, "a size in bytes")},
     {"cuda-memory-pool-byte-size", F_CUDA_MEMORY_POOL_BYTE_SIZE, "<gpu>:<bytes>",
-     "Accepted; no effect (no GPU support). Repeatable.",
-     CUSTOM},
+     "Accepted; no effect (no GPU support). Repeatable.", CUSTOM},
     {"cuda-virtual-address-size", F_CUDA_VIRTUAL_ADDRESS_SIZE, "<gpu>:<bytes>",
-     "Accepted; no effect (no GPU support). Repeatable.",
-     CUSTOM},
+     "Accepted; no effect (no GPU support). Repeatable.", CUSTOM},
     {"model-load-gpu-limit", F_MODEL_LOAD_GPU_LIMIT, "<gpu>:<fraction>",
-     "Accepted; no effect (no GPU support). Repeatable.",
-     CUSTOM},
+     "Accepted; no effect (no GPU support). Repeatable.", CUSTOM},
     {"min-supported-compute-capability", F_MIN_SUPPORTED_COMPUTE_CAPABILITY, "X.Y",
-     "Accepted; no effect (no GPU support).",
-     CUSTOM},
-    {"enable-peer-access", F_ENABLE_PEER_ACCESS, "BOOL", "Accepted; no effect (no GPU support).",
-     CHECK_BOOL},
+     "Accepted; no effect (no GPU support).", CUSTOM},
+    {"enable-peer-access", F_ENABLE_PEER_ACCESS, "BOOL", "Accepted; no effect (no GPU support).", CHECK_BOOL},
     {"buffer-manager-thread-count", F_BUFFER_MANAGER_THREAD_COUNT, "N", "Accepted; no effect.",
      CHECK_NUM(0, INT_MAX, "a count >= 0")},
     {"model-load-thread-count", F_MODEL_LOAD_THREAD_COUNT, "N",
-     "Accepted; no effect (each model loads on a thread of its own).",
-     CHECK_NUM(1, INT_MAX, "a count >= 1")},
+     "Accepted; no effect (each model loads on a thread of its own).", CHECK_NUM(1, INT_MAX, "a count >= 1")},
     {"model-load-retry-count", F_MODEL_LOAD_RETRY_COUNT, "N",
      "Try a model version that fails to load this many more times (default 0).",
      AS_NUM(model_load_retries, 0, INT_MAX, "a count >= 0")},
@@ -371,22 +347,16 @@ static const flag_spec kFlags[] = {
      "opentelemetry mode opentelemetry,url=URL, opentelemetry,resource=KEY=VALUE and "
      "opentelemetry,bsp_max_queue_size|bsp_schedule_delay|bsp_max_export_batch_size=N. Repeatable.",
      CUSTOM},
-    {"trace-file", F_TRACE_DEPRECATED, "PATH", "Deprecated: --trace-config=triton,file=PATH.",
-     CUSTOM},
-    {"trace-level", F_TRACE_DEPRECATED, "LEVEL", "Deprecated: --trace-config=level=LEVEL.",
-     CUSTOM},
-    {"trace-rate", F_TRACE_DEPRECATED, "N", "Deprecated: --trace-config=rate=N.",
-     CUSTOM},
-    {"trace-count", F_TRACE_DEPRECATED, "N", "Deprecated: --trace-config=count=N.",
-     CUSTOM},
-    {"trace-log-frequency", F_TRACE_DEPRECATED, "N", "Deprecated: --trace-config=triton,log-frequency=N.",
-     CUSTOM},
+    {"trace-file", F_TRACE_DEPRECATED, "PATH", "Deprecated: --trace-config=triton,file=PATH.", CUSTOM},
+    {"trace-level", F_TRACE_DEPRECATED, "LEVEL", "Deprecated: --trace-config=level=LEVEL.", CUSTOM},
+    {"trace-rate", F_TRACE_DEPRECATED, "N", "Deprecated: --trace-config=rate=N.", CUSTOM},
+    {"trace-count", F_TRACE_DEPRECATED, "N", "Deprecated: --trace-config=count=N.", CUSTOM},
+    {"trace-log-frequency", F_TRACE_DEPRECATED, "N", "Deprecated: --trace-config=triton,log-frequency=N.", CUSTOM},
     {"model-namespacing", F_MODEL_NAMESPACING, "BOOL",
      "Allow models of one name in different repositories, each repository its own namespace (default false).",
      AS_BOOL(model_namespacing)},
     {"grpc-use-ssl", F_GRPC_USE_SSL, "BOOL",
-     "Serve gRPC over TLS (default false); needs --grpc-server-cert and --grpc-server-key.",
-     CUSTOM},
+     "Serve gRPC over TLS (default false); needs --grpc-server-cert and --grpc-server-key.", CUSTOM},
     {"grpc-use-ssl-mutual", F_GRPC_USE_SSL_MUTUAL, "BOOL",
      "TLS with client certificates (default false); true also turns on --grpc-use-ssl and needs "
      "--grpc-root-cert.",
@@ -404,8 +374,7 @@ static const flag_spec kFlags[] = {
     {"sagemaker-port", F_SAGEMAKER_PORT, "N", "SageMaker port (default 8080).",
      AS_NUM(sagemaker_port, INT_MIN, INT_MAX, "a port 0..65535")},
     {"sagemaker-safe-port-range", F_SAGEMAKER_SAFE_PORT_RANGE, "MIN-MAX",
-     "Ports the other endpoints must use when SageMaker is on.",
-     CUSTOM},
+     "Ports the other endpoints must use when SageMaker is on.", CUSTOM},
     {"sagemaker-thread-count", F_SAGEMAKER_THREAD_COUNT, "N", "SageMaker event-loop threads (default 8).",
      AS_NUM(sagemaker_thread_count, 1, 256, "a thread count 1..256")},
     {"allow-vertex-ai", F_ALLOW_VERTEX_AI, "BOOL",
@@ -417,8 +386,7 @@ static const flag_spec kFlags[] = {
     {"vertex-ai-thread-count", F_VERTEX_AI_THREAD_COUNT, "N", "Vertex AI event-loop threads (default 8).",
      AS_NUM(vertex_ai_thread_count, 1, 256, "a thread count 1..256")},
     {"vertex-ai-default-model", F_VERTEX_AI_DEFAULT_MODEL, "NAME",
-     "The model the prediction route infers (default: the only model loaded).",
-     AS_TEXT(vertex_ai_default_model, NULL)},
+     "The model the prediction route infers (default: the only model loaded).", AS_TEXT(vertex_ai_default_model, NULL)},
     {"http-restricted-api", F_HTTP_RESTRICTED_API, "<apis>:<key>=<value>",
      "HTTP requests to these APIs (health, metadata, inference, shared-memory, model-config, model-repository, "
      "statistics, trace, logging; comma separated) need header <key> with <value>, else 403. Repeatable, one "
@@ -433,8 +401,7 @@ static const flag_spec kFlags[] = {
      "string parameters of each inference request.",
      CUSTOM},
     {"grpc-header-forward-pattern", F_GRPC_HEADER_FORWARD, "REGEX",
-     "The same for gRPC metadata keys (lower case) on ModelInfer and ModelStreamInfer.",
-     CUSTOM},
+     "The same for gRPC metadata keys (lower case) on ModelInfer and ModelStreamInfer.", CUSTOM},
     {"grpc-max-connection-age", F_GRPC_MAX_CONNECTION_AGE, "MS",
      "A gRPC connection older than this gets GOAWAY (its open calls go on) and closes once they end "
      "(default: no limit).",
@@ -512,14 +479,18 @@ static int push_setting(nrd_srv_backend_setting **arr, size_t *n, const char *gr
 static int add_cache_config(nrd_srv_cli *cli, const char *arg, char *err, size_t errlen) {
   const char *comma = strchr(arg, ',');
   if (comma == NULL || comma == arg) {
-    nrd_srv_fmt_err(err, errlen, "No cache specified. --cache-config option format is "
-                    "<cache name>,<setting>=<value>. Got '%s'", arg);
+    nrd_srv_fmt_err(err, errlen,
+                    "No cache specified. --cache-config option format is "
+                    "<cache name>,<setting>=<value>. Got '%s'",
+                    arg);
     return -1;
   }
   const char *eq = strchr(comma + 1, '=');
   if (eq == NULL || eq == comma + 1 || eq[1] == '\0') {
-    nrd_srv_fmt_err(err, errlen, "--cache-config option format is '<cache name>,<setting>=<value>'. "
-                    "Got '%s'", arg);
+    nrd_srv_fmt_err(err, errlen,
+                    "--cache-config option format is '<cache name>,<setting>=<value>'. "
+                    "Got '%s'",
+                    arg);
     return -1;
   }
   if (push_setting(&cli->cache_configs, &cli->n_cache_configs, arg, (size_t)(comma - arg), comma + 1,
@@ -535,8 +506,9 @@ static int add_backend_config(nrd_srv_cli *cli, const char *arg, char *err, size
   const char *eq = strchr(arg, '=');
   if (eq == NULL) {
     nrd_srv_fmt_err(err, errlen,
-            "invalid value '%s' for --backend-config: expected <backend>,<key>=<value> or "
-            "<key>=<value>", arg);
+                    "invalid value '%s' for --backend-config: expected <backend>,<key>=<value> or "
+                    "<key>=<value>",
+                    arg);
     return -1;
   }
   const char *comma = memchr(arg, ',', (size_t)(eq - arg));
@@ -545,8 +517,9 @@ static int add_backend_config(nrd_srv_cli *cli, const char *arg, char *err, size
   size_t key_len = (size_t)(eq - key);
   if ((comma && backend_len == 0) || key_len == 0 || eq[1] == '\0') {
     nrd_srv_fmt_err(err, errlen,
-            "invalid value '%s' for --backend-config: backend name, key and value must not be "
-            "empty (expected <backend>,<key>=<value> or <key>=<value>)", arg);
+                    "invalid value '%s' for --backend-config: backend name, key and value must not be "
+                    "empty (expected <backend>,<key>=<value> or <key>=<value>)",
+                    arg);
     return -1;
   }
   if (push_setting(&cli->backend_configs, &cli->n_backend_configs, arg, backend_len, key, key_len, eq + 1) == 0)
@@ -676,9 +649,12 @@ static int trace_setting(nrd_srv_cli *cli, const flag_spec *f, const char *arg, 
   } else if (KEY("file")) {
     cli->trace_file = v;
   } else if (KEY("mode")) {
-    if (!strcasecmp(v, "opentelemetry")) cli->trace_otel = true;
-    else if (!strcasecmp(v, "triton")) cli->trace_otel = false;
-    else return bad_value(f, arg, "mode=triton or mode=opentelemetry", err, errlen);
+    if (!strcasecmp(v, "opentelemetry"))
+      cli->trace_otel = true;
+    else if (!strcasecmp(v, "triton"))
+      cli->trace_otel = false;
+    else
+      return bad_value(f, arg, "mode=triton or mode=opentelemetry", err, errlen);
   }
   /* Other keys, as tritonserver does, are ignored. */
 #undef KEY
@@ -694,8 +670,7 @@ static int otel_setting(nrd_srv_cli *cli, const flag_spec *f, const char *arg, c
   if (KEY("url")) {
     cli->trace_otel_url = v;
   } else if (KEY("resource")) {
-    if (!strchr(v, '=') || v[0] == '=')
-      return bad_value(f, arg, "opentelemetry,resource=<key>=<value>", err, errlen);
+    if (!strchr(v, '=') || v[0] == '=') return bad_value(f, arg, "opentelemetry,resource=<key>=<value>", err, errlen);
     const char **grown = realloc(cli->trace_otel_resource, (cli->n_trace_otel_resource + 1) * sizeof(*grown));
     if (!grown) {
       nrd_srv_fmt_err(err, errlen, "out of memory storing --trace-config '%s'", arg);
@@ -705,9 +680,12 @@ static int otel_setting(nrd_srv_cli *cli, const flag_spec *f, const char *arg, c
     grown[cli->n_trace_otel_resource++] = v;
   } else if (KEY("bsp_max_queue_size") || KEY("bsp_schedule_delay") || KEY("bsp_max_export_batch_size")) {
     if (parse_long(v, 1, 1000000000, &n) != 0) return bad_value(f, arg, "a number 1..1000000000", err, errlen);
-    if (KEY("bsp_max_queue_size")) cli->trace_otel_max_queue_size = n;
-    else if (KEY("bsp_schedule_delay")) cli->trace_otel_schedule_delay_ms = n;
-    else cli->trace_otel_max_export_batch_size = n;
+    if (KEY("bsp_max_queue_size"))
+      cli->trace_otel_max_queue_size = n;
+    else if (KEY("bsp_schedule_delay"))
+      cli->trace_otel_schedule_delay_ms = n;
+    else
+      cli->trace_otel_max_export_batch_size = n;
   }
 #undef KEY
   return 0;
@@ -717,8 +695,10 @@ static int otel_setting(nrd_srv_cli *cli, const flag_spec *f, const char *arg, c
 static int apply_trace_config(nrd_srv_cli *cli, const flag_spec *f, const char *v, char *err, size_t errlen) {
   const char *eq = strchr(v, '=');
   if (v[0] == ',') {
-    nrd_srv_fmt_err(err, errlen, "No trace mode specified. --trace-config option format is <trace mode>,"
-                    "<setting>=<value> or <setting>=<value>. Got %s", v);
+    nrd_srv_fmt_err(err, errlen,
+                    "No trace mode specified. --trace-config option format is <trace mode>,"
+                    "<setting>=<value> or <setting>=<value>. Got %s",
+                    v);
     return -1;
   }
   const char *comma = eq ? memchr(v, ',', (size_t)(eq - v)) : NULL;
@@ -732,8 +712,10 @@ static int apply_trace_config(nrd_srv_cli *cli, const flag_spec *f, const char *
     if (mlen == 13 && !strncasecmp(v, "opentelemetry", 13))
       return otel_setting(cli, f, v, key, (size_t)(eq - key), eq + 1, err, errlen);
     if (mlen != 6 || strncasecmp(v, "triton", 6)) {
-      nrd_srv_fmt_err(err, errlen, "invalid value for trace mode option: %s. Available options are \"triton\" "
-                      "and \"opentelemetry\"", v);
+      nrd_srv_fmt_err(err, errlen,
+                      "invalid value for trace mode option: %s. Available options are \"triton\" "
+                      "and \"opentelemetry\"",
+                      v);
       return -1;
     }
   }
@@ -775,8 +757,7 @@ static int apply_plain(nrd_srv_cli *cli, const flag_spec *f, const char *v, char
       n = e->value;
       break;
     }
-    case K_CUSTOM:
-      break;
+    case K_CUSTOM: break;
   }
   /* A whole number into an int-sized or a long-sized field (the table's
    * ranges keep int-sized ones within INT_MAX). */
@@ -799,17 +780,19 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
       if (*v == '\0') return bad_value(f, v, "a directory", err, errlen);
       if (push_ptr(&cli->repos, &cli->n_repos, v) != 0) goto oom;
       return 0;
-    case F_BACKEND_CONFIG:
-      return add_backend_config(cli, v, err, errlen);
+    case F_BACKEND_CONFIG: return add_backend_config(cli, v, err, errlen);
     case F_LOAD_MODEL:
       if (*v == '\0') return bad_value(f, v, "a model name", err, errlen);
       if (push_ptr(&cli->startup_models, &cli->n_startup_models, v) != 0) goto oom;
       return 0;
     case F_LOG_VERBOSE:
       /* tritonserver also takes true/false here, meaning 1/0. */
-      if (parse_long(v, 0, INT_MAX, &n) == 0) cli->log_verbose = (int)n;
-      else if (parse_bool(v, &b) == 0) cli->log_verbose = b ? 1 : 0;
-      else return bad_value(f, v, "a verbose level >= 0", err, errlen);
+      if (parse_long(v, 0, INT_MAX, &n) == 0)
+        cli->log_verbose = (int)n;
+      else if (parse_bool(v, &b) == 0)
+        cli->log_verbose = b ? 1 : 0;
+      else
+        return bad_value(f, v, "a verbose level >= 0", err, errlen);
       return 0;
     case F_STRICT_MODEL_CONFIG:
       if (parse_bool(v, &b) != 0) return bad_value(f, v, kBoolWords, err, errlen);
@@ -818,21 +801,19 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
       *strict_given = true;
       cli->strict_model_config = b;
       return 0;
-    case F_DISABLE_AUTO_COMPLETE_CONFIG:
-      *disable_auto_complete = true;
-      return 0;
-    case F_RATE_LIMIT_RESOURCE:
-      return add_rate_resource(cli, f, v, err, errlen);
-    case F_CACHE_CONFIG:
-      return add_cache_config(cli, v, err, errlen);
+    case F_DISABLE_AUTO_COMPLETE_CONFIG: *disable_auto_complete = true; return 0;
+    case F_RATE_LIMIT_RESOURCE: return add_rate_resource(cli, f, v, err, errlen);
+    case F_CACHE_CONFIG: return add_cache_config(cli, v, err, errlen);
     case F_RESPONSE_CACHE_BYTE_SIZE: {
       char *end = NULL;
       errno = 0;
       unsigned long long size = strtoull(v, &end, 10);
       if (*v < '0' || *v > '9' || *end != '\0' || errno == ERANGE)
         return bad_value(f, v, "a size in bytes", err, errlen);
-      fprintf(stderr, "nereid: warning: --response-cache-byte-size is deprecated; use "
-                      "--cache-config=local,size=%llu\n", size);
+      fprintf(stderr,
+              "nereid: warning: --response-cache-byte-size is deprecated; use "
+              "--cache-config=local,size=%llu\n",
+              size);
       cli->response_cache_byte_size = size;
       cli->response_cache_byte_size_given = true;
       return 0;
@@ -851,8 +832,7 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
     }
     case F_GRPC_USE_SSL:
     case F_GRPC_USE_SSL_MUTUAL:
-      if (parse_bool(v, &b) != 0)
-        return bad_value(f, v, kBoolWords, err, errlen);
+      if (parse_bool(v, &b) != 0) return bad_value(f, v, kBoolWords, err, errlen);
       if (f->id == F_GRPC_USE_SSL) {
         cli->grpc_use_ssl = b;
       } else {
@@ -860,8 +840,7 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
         if (b) cli->grpc_use_ssl = true;
       }
       return 0;
-    case F_HTTP_RESTRICTED_API:
-      return nrd_srv_restrictions_add(&cli->http_restricted, f->name, v, "", err, errlen);
+    case F_HTTP_RESTRICTED_API: return nrd_srv_restrictions_add(&cli->http_restricted, f->name, v, "", err, errlen);
     case F_GRPC_RESTRICTED_PROTOCOL:
       return nrd_srv_restrictions_add(&cli->grpc_restricted, f->name, v, "triton-grpc-protocol-", err, errlen);
     case F_HTTP_HEADER_FORWARD:
@@ -873,16 +852,15 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
         return -1;
       }
       nrd_srv_header_forward_free(check);
-      if (f->id == F_HTTP_HEADER_FORWARD) cli->http_header_forward = v;
-      else cli->grpc_header_forward = v;
+      if (f->id == F_HTTP_HEADER_FORWARD)
+        cli->http_header_forward = v;
+      else
+        cli->grpc_header_forward = v;
       return 0;
     }
-    case F_METRICS_CONFIG:
-      return apply_metrics_config(cli, f, v, err, errlen);
-    case F_TRACE_CONFIG:
-      return apply_trace_config(cli, f, v, err, errlen);
-    case F_TRACE_DEPRECATED:
-      return apply_trace_flag(cli, f, v, err, errlen);
+    case F_METRICS_CONFIG: return apply_metrics_config(cli, f, v, err, errlen);
+    case F_TRACE_CONFIG: return apply_trace_config(cli, f, v, err, errlen);
+    case F_TRACE_DEPRECATED: return apply_trace_flag(cli, f, v, err, errlen);
     case F_HOST_POLICY: {
       const char *comma = strchr(v, ',');
       const char *eq = comma ? strchr(comma + 1, '=') : NULL;
@@ -894,18 +872,15 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
       return 0;
     }
     case F_CUDA_MEMORY_POOL_BYTE_SIZE:
-    case F_CUDA_VIRTUAL_ADDRESS_SIZE:
-      return check_device_value(f, v, false, err, errlen);
-    case F_MODEL_LOAD_GPU_LIMIT:
-      return check_device_value(f, v, true, err, errlen);
+    case F_CUDA_VIRTUAL_ADDRESS_SIZE: return check_device_value(f, v, false, err, errlen);
+    case F_MODEL_LOAD_GPU_LIMIT: return check_device_value(f, v, true, err, errlen);
     case F_MIN_SUPPORTED_COMPUTE_CAPABILITY: {
       char *end = NULL;
       double x = strtod(v, &end);
       if (*v < '0' || *v > '9' || *end != '\0' || x < 0) return bad_value(f, v, "a version like 6.0", err, errlen);
       return 0;
     }
-    default:
-      break;
+    default: break;
   }
   nrd_srv_fmt_err(err, errlen, "internal error: unhandled flag --%s", f->name);
   return -1;
@@ -915,8 +890,8 @@ oom:
 }
 
 /* Rules that involve several flags, checked once everything is read. */
-static int check_combination(nrd_srv_cli *cli, bool strict_given, bool disable_auto_complete,
-                             char *err, size_t errlen) {
+static int check_combination(nrd_srv_cli *cli, bool strict_given, bool disable_auto_complete, char *err,
+                             size_t errlen) {
   if (disable_auto_complete) {
     if (strict_given && !cli->strict_model_config)
       fprintf(stderr, "nereid: warning: --disable-auto-complete-config overrides "
@@ -955,7 +930,8 @@ static int check_combination(nrd_srv_cli *cli, bool strict_given, bool disable_a
     }
   }
   if (cli->response_cache_byte_size_given && cli->n_cache_configs > 0) {
-    nrd_srv_fmt_err(err, errlen, "Incompatible flags --response-cache-byte-size and --cache-config both "
+    nrd_srv_fmt_err(err, errlen,
+                    "Incompatible flags --response-cache-byte-size and --cache-config both "
                     "provided. Please provide one or the other.");
     return -1;
   }
@@ -976,14 +952,16 @@ static int check_combination(nrd_srv_cli *cli, bool strict_given, bool disable_a
     for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
       if (!others[i].on || (others[i].port >= cli->sagemaker_safe_lo && others[i].port <= cli->sagemaker_safe_hi))
         continue;
-      nrd_srv_fmt_err(err, errlen, "The server cannot listen to %s requests at port %d, allowed port range is "
-                      "[%d, %d]", others[i].what, others[i].port, cli->sagemaker_safe_lo, cli->sagemaker_safe_hi);
+      nrd_srv_fmt_err(err, errlen,
+                      "The server cannot listen to %s requests at port %d, allowed port range is "
+                      "[%d, %d]",
+                      others[i].what, others[i].port, cli->sagemaker_safe_lo, cli->sagemaker_safe_hi);
       return -1;
     }
   }
   if (cli->allow_grpc && cli->grpc_use_ssl) {
-    const char *missing = !cli->grpc_server_cert ? "--grpc-server-cert"
-                          : !cli->grpc_server_key ? "--grpc-server-key"
+    const char *missing = !cli->grpc_server_cert                             ? "--grpc-server-cert"
+                          : !cli->grpc_server_key                            ? "--grpc-server-key"
                           : cli->grpc_use_ssl_mutual && !cli->grpc_root_cert ? "--grpc-root-cert"
                                                                              : NULL;
     if (missing) {
@@ -1157,8 +1135,10 @@ void nrd_srv_cli_usage(FILE *out, const char *prog) {
           "\n",
           prog ? prog : "nereid");
   for (size_t i = 0; i < N_FLAGS; i++) {
-    if (kFlags[i].arg) fprintf(out, "  --%s=%s\n", kFlags[i].name, kFlags[i].arg);
-    else fprintf(out, "  --%s\n", kFlags[i].name);
+    if (kFlags[i].arg)
+      fprintf(out, "  --%s=%s\n", kFlags[i].name, kFlags[i].arg);
+    else
+      fprintf(out, "  --%s\n", kFlags[i].name);
     print_wrapped(out, kFlags[i].help);
   }
 }
@@ -1210,8 +1190,7 @@ TRITONSERVER_Error *nrd_srv_cli_make_options(const nrd_srv_cli *cli, TRITONSERVE
   if ((err = TRITONSERVER_ServerOptionsSetLogVerbose(o, cli->log_verbose))) goto fail;
   if ((err = TRITONSERVER_ServerOptionsSetLogFormat(o, cli->log_format))) goto fail;
 
-  if ((err = TRITONSERVER_ServerOptionsSetServerId(o, cli->server_id ? cli->server_id : "triton")))
-    goto fail;
+  if ((err = TRITONSERVER_ServerOptionsSetServerId(o, cli->server_id ? cli->server_id : "triton"))) goto fail;
   for (size_t i = 0; i < cli->n_repos; i++) {
     char *dir = absolute_dir(cli->repos[i]);
     if (dir == NULL) {
@@ -1240,8 +1219,7 @@ TRITONSERVER_Error *nrd_srv_cli_make_options(const nrd_srv_cli *cli, TRITONSERVE
   for (size_t i = 0; i < cli->n_startup_models; i++)
     if ((err = TRITONSERVER_ServerOptionsSetStartupModel(o, cli->startup_models[i]))) goto fail;
   if ((err = TRITONSERVER_ServerOptionsSetStrictModelConfig(o, cli->strict_model_config))) goto fail;
-  if (cli->model_config_name &&
-      (err = TRITONSERVER_ServerOptionsSetModelConfigName(o, cli->model_config_name)))
+  if (cli->model_config_name && (err = TRITONSERVER_ServerOptionsSetModelConfigName(o, cli->model_config_name)))
     goto fail;
   if ((err = TRITONSERVER_ServerOptionsSetExitOnError(o, cli->exit_on_error))) goto fail;
   if ((err = TRITONSERVER_ServerOptionsSetStrictReadiness(o, cli->strict_readiness))) goto fail;
@@ -1255,8 +1233,7 @@ TRITONSERVER_Error *nrd_srv_cli_make_options(const nrd_srv_cli *cli, TRITONSERVE
       (err = TRITONSERVER_ServerOptionsSetResponseCacheByteSize(o, cli->response_cache_byte_size)))
     goto fail;
   if (cli->cache_directory && (err = TRITONSERVER_ServerOptionsSetCacheDirectory(o, cli->cache_directory))) goto fail;
-  if (cli->repoagent_directory &&
-      (err = TRITONSERVER_ServerOptionsSetRepoAgentDirectory(o, cli->repoagent_directory)))
+  if (cli->repoagent_directory && (err = TRITONSERVER_ServerOptionsSetRepoAgentDirectory(o, cli->repoagent_directory)))
     goto fail;
   if ((err = set_cache_configs(cli, o))) goto fail;
   if ((err = TRITONSERVER_ServerOptionsSetModelLoadRetryCount(o, cli->model_load_retries))) goto fail;

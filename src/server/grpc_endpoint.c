@@ -6,9 +6,8 @@
 
 #include "grpc_infer.h"
 
-int nrd_srv_grpc_endpoint_start(TRITONSERVER_Server *server, const nrd_srv_cli *cli,
-                                nrd_srv_shm *shm, nrd_srv_log_settings *log, nrd_srv_tracer *tracer,
-                                nrd_srv_grpc **out) {
+int nrd_srv_grpc_endpoint_start(TRITONSERVER_Server *server, const nrd_srv_cli *cli, nrd_srv_shm *shm,
+                                nrd_srv_log_settings *log, nrd_srv_tracer *tracer, nrd_srv_grpc **out) {
   *out = NULL;
   if (!cli->allow_grpc) return 0;
   TRITONSERVER_Error *err = nrd_srv_grpc_infer_init();
@@ -45,15 +44,17 @@ int nrd_srv_grpc_endpoint_start(TRITONSERVER_Server *server, const nrd_srv_cli *
     err = nrd_srv_grpc_start(server, &o, out);
   }
   if (err) {
-    fprintf(stderr, "nereid: error: starting the gRPC endpoint: %s - %s\n",
-            TRITONSERVER_ErrorCodeString(err), TRITONSERVER_ErrorMessage(err));
+    fprintf(stderr, "nereid: error: starting the gRPC endpoint: %s - %s\n", TRITONSERVER_ErrorCodeString(err),
+            TRITONSERVER_ErrorMessage(err));
     TRITONSERVER_ErrorDelete(err);
     nrd_srv_grpc_infer_fini();
     return -1;
   }
-  printf("nereid: gRPC endpoint listening on %s:%d (%d threads%s)\n", cli->grpc_address,
-         nrd_srv_grpc_port(*out), cli->grpc_thread_count,
-         !cli->grpc_use_ssl ? "" : cli->grpc_use_ssl_mutual ? ", TLS with client certificates" : ", TLS");
+  printf("nereid: gRPC endpoint listening on %s:%d (%d threads%s)\n", cli->grpc_address, nrd_srv_grpc_port(*out),
+         cli->grpc_thread_count,
+         !cli->grpc_use_ssl         ? ""
+         : cli->grpc_use_ssl_mutual ? ", TLS with client certificates"
+                                    : ", TLS");
   return 0;
 }
 

@@ -11,9 +11,8 @@
  * *out is NULL) and prints where it listens on stdout. server, shm, log and
  * tracer (may be NULL) are borrowed and must outlive the endpoint. Returns 0, or -1 after
  * printing why to stderr, with nothing left running. */
-int nrd_srv_grpc_endpoint_start(TRITONSERVER_Server *server, const nrd_srv_cli *cli,
-                                nrd_srv_shm *shm, nrd_srv_log_settings *log, nrd_srv_tracer *tracer,
-                                nrd_srv_grpc **out);
+int nrd_srv_grpc_endpoint_start(TRITONSERVER_Server *server, const nrd_srv_cli *cli, nrd_srv_shm *shm,
+                                nrd_srv_log_settings *log, nrd_srv_tracer *tracer, nrd_srv_grpc **out);
 
 /* Stops what nrd_srv_grpc_endpoint_start started, waiting up to wait_secs
  * for requests in flight; NULL is a no-op. */

@@ -9,15 +9,24 @@
 
 #include <jansson.h>
 
-static int start_one(TRITONSERVER_Server *server, const char *what, const char *address, int port,
-                     bool reuse_port, int threads, size_t max_input, int metrics_only, int timeout_secs,
-                     nrd_srv_shm *shm, nrd_srv_log_settings *log, nrd_srv_tracer *tracer,
-                     const nrd_srv_restrictions *restricted, const char *header_forward,
-                     const nrd_srv_http_endpoint_ops *endpoint, void *endpoint_ctx, nrd_srv_http **out) {
-  nrd_srv_http_options o = {.address = address, .port = port, .reuse_port = reuse_port, .threads = threads,
-                            .max_input_size = max_input, .metrics_only = metrics_only,
-                            .client_timeout_secs = timeout_secs, .shm = shm, .log = log, .tracer = tracer,
-                            .restricted = restricted, .header_forward = header_forward, .endpoint = endpoint,
+static int start_one(TRITONSERVER_Server *server, const char *what, const char *address, int port, bool reuse_port,
+                     int threads, size_t max_input, int metrics_only, int timeout_secs, nrd_srv_shm *shm,
+                     nrd_srv_log_settings *log, nrd_srv_tracer *tracer, const nrd_srv_restrictions *restricted,
+                     const char *header_forward, const nrd_srv_http_endpoint_ops *endpoint, void *endpoint_ctx,
+                     nrd_srv_http **out) {
+  nrd_srv_http_options o = {.address = address,
+                            .port = port,
+                            .reuse_port = reuse_port,
+                            .threads = threads,
+                            .max_input_size = max_input,
+                            .metrics_only = metrics_only,
+                            .client_timeout_secs = timeout_secs,
+                            .shm = shm,
+                            .log = log,
+                            .tracer = tracer,
+                            .restricted = restricted,
+                            .header_forward = header_forward,
+                            .endpoint = endpoint,
                             .endpoint_ctx = endpoint_ctx};
   TRITONSERVER_Error *err = nrd_srv_http_start(server, &o, out);
   if (err) {
@@ -41,8 +50,10 @@ static char *vertex_default_model(TRITONSERVER_Server *server, const char *asked
   json_t *index = err ? NULL : json_loadb(base, size, 0, NULL);
   char *out = NULL;
   const char *why = NULL;
-  if (err) why = TRITONSERVER_ErrorMessage(err);
-  else if (!json_is_array(index)) why = "cannot read the model index";
+  if (err)
+    why = TRITONSERVER_ErrorMessage(err);
+  else if (!json_is_array(index))
+    why = "cannot read the model index";
   else if (!asked && json_array_size(index) != 1)
     why = "Expect the model repository contains only a single model if default model is not specified";
   else if (!asked)
@@ -52,8 +63,7 @@ static char *vertex_default_model(TRITONSERVER_Server *server, const char *asked
     if (name && !strcmp(name, asked)) out = strdup(asked);
   }
   if (!why && !out && asked) {
-    fprintf(stderr, "nereid: error: starting the Vertex AI endpoint: Expect the default model '%s' is loaded\n",
-            asked);
+    fprintf(stderr, "nereid: error: starting the Vertex AI endpoint: Expect the default model '%s' is loaded\n", asked);
   } else if (why) {
     fprintf(stderr, "nereid: error: starting the Vertex AI endpoint: %s\n", why);
   }
@@ -96,10 +106,13 @@ static int start_sagemaker(TRITONSERVER_Server *server, const nrd_srv_cli *cli, 
   const char *model = getenv("SAGEMAKER_TRITON_DEFAULT_MODEL_NAME");
   const char *ping = getenv("SAGEMAKER_TRITON_PING_MODE");
   const char *type = getenv("SAGEMAKER_TRITON_INFERENCE_TYPE");
-  nrd_srv_sagemaker_options o = {.model = model && model[0] ? model : "unspecified_SAGEMAKER_TRITON_DEFAULT_MODEL_NAME"};
+  nrd_srv_sagemaker_options o = {.model =
+                                     model && model[0] ? model : "unspecified_SAGEMAKER_TRITON_DEFAULT_MODEL_NAME"};
   if (ping && ping[0] && strcmp(ping, "ready") && strcmp(ping, "live")) {
-    fprintf(stderr, "nereid: error: starting the SageMaker endpoint: SAGEMAKER_TRITON_PING_MODE must be ready or "
-                    "live, got '%s'\n", ping);
+    fprintf(stderr,
+            "nereid: error: starting the SageMaker endpoint: SAGEMAKER_TRITON_PING_MODE must be ready or "
+            "live, got '%s'\n",
+            ping);
     return -1;
   }
   o.ping_live = ping && !strcmp(ping, "live");
@@ -110,8 +123,10 @@ static int start_sagemaker(TRITONSERVER_Server *server, const nrd_srv_cli *cli, 
   } else if (!strcmp(type, "generate_stream")) {
     o.kind = NRD_SRV_SAGEMAKER_GENERATE_STREAM;
   } else {
-    fprintf(stderr, "nereid: error: starting the SageMaker endpoint: invalid inference type '%s' "
-                    "(SAGEMAKER_TRITON_INFERENCE_TYPE). Must be one of: infer, generate, generate_stream.\n", type);
+    fprintf(stderr,
+            "nereid: error: starting the SageMaker endpoint: invalid inference type '%s' "
+            "(SAGEMAKER_TRITON_INFERENCE_TYPE). Must be one of: infer, generate, generate_stream.\n",
+            type);
     return -1;
   }
   void *ctx = nrd_srv_sagemaker_ctx_new(&o);
@@ -119,11 +134,16 @@ static int start_sagemaker(TRITONSERVER_Server *server, const nrd_srv_cli *cli, 
     fprintf(stderr, "nereid: error: starting the SageMaker endpoint: out of memory\n");
     return -1;
   }
-  nrd_srv_http_options opts = {.address = "0.0.0.0", .port = cli->sagemaker_port, .threads = cli->sagemaker_thread_count,
+  nrd_srv_http_options opts = {.address = "0.0.0.0",
+                               .port = cli->sagemaker_port,
+                               .threads = cli->sagemaker_thread_count,
                                .restricted = &cli->http_restricted,
                                .max_input_size = (size_t)cli->http_max_input_size,
-                               .client_timeout_secs = cli->http_client_timeout_secs, .shm = shm, .log = log,
-                               .tracer = tracer, .endpoint = &nrd_srv_sagemaker_endpoint,
+                               .client_timeout_secs = cli->http_client_timeout_secs,
+                               .shm = shm,
+                               .log = log,
+                               .tracer = tracer,
+                               .endpoint = &nrd_srv_sagemaker_endpoint,
                                .endpoint_ctx = ctx};
   TRITONSERVER_Error *err = nrd_srv_http_start(server, &opts, &ep->sagemaker);
   if (err) {
@@ -136,9 +156,8 @@ static int start_sagemaker(TRITONSERVER_Server *server, const nrd_srv_cli *cli, 
   return 0;
 }
 
-int nrd_srv_http_endpoints_start(TRITONSERVER_Server *server, const nrd_srv_cli *cli,
-                                 nrd_srv_shm *shm, nrd_srv_log_settings *log, nrd_srv_tracer *tracer,
-                                 nrd_srv_http_endpoints *ep) {
+int nrd_srv_http_endpoints_start(TRITONSERVER_Server *server, const nrd_srv_cli *cli, nrd_srv_shm *shm,
+                                 nrd_srv_log_settings *log, nrd_srv_tracer *tracer, nrd_srv_http_endpoints *ep) {
   memset(ep, 0, sizeof *ep);
   if (cli->allow_http &&
       start_one(server, "HTTP/REST", cli->http_address, cli->http_port, cli->reuse_http_port, cli->http_thread_count,
@@ -146,9 +165,9 @@ int nrd_srv_http_endpoints_start(TRITONSERVER_Server *server, const nrd_srv_cli 
                 &cli->http_restricted, cli->http_header_forward, NULL, NULL, &ep->api) != 0)
     return -1;
   if (cli->allow_metrics &&
-      start_one(server, "metrics", cli->metrics_address ? cli->metrics_address : cli->http_address,
-                cli->metrics_port, false, 1, 64 * 1024, 1, cli->http_client_timeout_secs, NULL, NULL, NULL, NULL,
-                NULL, NULL, NULL, &ep->metrics) != 0) {
+      start_one(server, "metrics", cli->metrics_address ? cli->metrics_address : cli->http_address, cli->metrics_port,
+                false, 1, 64 * 1024, 1, cli->http_client_timeout_secs, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                &ep->metrics) != 0) {
     nrd_srv_http_endpoints_stop(ep, 0);
     return -1;
   }

@@ -9,9 +9,9 @@
 #include "http_server.h"
 
 typedef struct nrd_srv_http_endpoints {
-  nrd_srv_http *api;     /* NULL with --allow-http=false */
+  nrd_srv_http *api; /* NULL with --allow-http=false */
   nrd_srv_http *metrics; /* NULL with --allow-metrics=false */
-  nrd_srv_http *vertex;  /* NULL unless --allow-vertex-ai */
+  nrd_srv_http *vertex; /* NULL unless --allow-vertex-ai */
   nrd_srv_http *sagemaker; /* NULL unless --allow-sagemaker */
 } nrd_srv_http_endpoints;
 
@@ -19,9 +19,8 @@ typedef struct nrd_srv_http_endpoints {
  * listens on stdout. server, shm, log and tracer (may be NULL) are
  * borrowed and must outlive the endpoints. Returns 0, or -1 after printing why to stderr, with nothing
  * left running. Main thread. */
-int nrd_srv_http_endpoints_start(TRITONSERVER_Server *server, const nrd_srv_cli *cli,
-                                 nrd_srv_shm *shm, nrd_srv_log_settings *log, nrd_srv_tracer *tracer,
-                                 nrd_srv_http_endpoints *ep);
+int nrd_srv_http_endpoints_start(TRITONSERVER_Server *server, const nrd_srv_cli *cli, nrd_srv_shm *shm,
+                                 nrd_srv_log_settings *log, nrd_srv_tracer *tracer, nrd_srv_http_endpoints *ep);
 
 /* Stops what nrd_srv_http_endpoints_start started, waiting up to
  * wait_secs for requests in flight; safe on a zeroed struct. Main thread. */

@@ -36,8 +36,8 @@
 static TRITONSERVER_Server *left_running;
 
 static void report_error(const char *what, TRITONSERVER_Error *err) {
-  fprintf(stderr, "nereid: error: %s: %s - %s\n", what,
-          TRITONSERVER_ErrorCodeString(err), TRITONSERVER_ErrorMessage(err));
+  fprintf(stderr, "nereid: error: %s: %s - %s\n", what, TRITONSERVER_ErrorCodeString(err),
+          TRITONSERVER_ErrorMessage(err));
   TRITONSERVER_ErrorDelete(err);
 }
 
@@ -67,7 +67,7 @@ static void *poller_main(void *arg) {
     TRITONSERVER_Error *err = TRITONSERVER_ServerPollModelRepository(p->server);
     if (err) {
       nrd_srv_logf(TRITONSERVER_LOG_ERROR, __FILE__, __LINE__, "failed to poll model repository: %s",
-              TRITONSERVER_ErrorMessage(err));
+                   TRITONSERVER_ErrorMessage(err));
       TRITONSERVER_ErrorDelete(err);
     }
     pthread_mutex_lock(&p->mu);
@@ -91,7 +91,7 @@ static void poller_start(poller *p, TRITONSERVER_Server *server, unsigned secs) 
   int rc = pthread_create(&p->thread, NULL, poller_main, p);
   if (rc != 0) {
     nrd_srv_logf(TRITONSERVER_LOG_ERROR, __FILE__, __LINE__, "cannot start the repository poll thread: %s",
-            strerror(rc));
+                 strerror(rc));
     return;
   }
   p->started = true;
@@ -227,21 +227,22 @@ int main(int argc, char **argv) {
       return 1;
     }
     nrd_srv_logf(TRITONSERVER_LOG_WARN, __FILE__, __LINE__,
-                 "%s; serving the models that loaded (--exit-on-error=false)",
-                 TRITONSERVER_ErrorMessage(err));
+                 "%s; serving the models that loaded (--exit-on-error=false)", TRITONSERVER_ErrorMessage(err));
     TRITONSERVER_ErrorDelete(err);
   }
 
   /* State both front ends share, as in Triton: registered shared memory
    * regions and the log settings clients read and change. */
   nrd_srv_shm *shm = nrd_srv_shm_new();
-  nrd_srv_log_settings *log_settings =
-      nrd_srv_log_settings_new(cli.log_file, cli.log_verbose, cli.log_format);
-  nrd_srv_otel_config oc = {cli.trace_otel_url, cli.trace_otel_resource, cli.n_trace_otel_resource,
-                            cli.trace_otel_max_queue_size, cli.trace_otel_schedule_delay_ms,
+  nrd_srv_log_settings *log_settings = nrd_srv_log_settings_new(cli.log_file, cli.log_verbose, cli.log_format);
+  nrd_srv_otel_config oc = {cli.trace_otel_url,
+                            cli.trace_otel_resource,
+                            cli.n_trace_otel_resource,
+                            cli.trace_otel_max_queue_size,
+                            cli.trace_otel_schedule_delay_ms,
                             cli.trace_otel_max_export_batch_size};
-  nrd_srv_trace_config tc = {cli.trace_level, cli.trace_rate, cli.trace_count, cli.trace_log_frequency,
-                             cli.trace_file, cli.trace_otel ? &oc : NULL};
+  nrd_srv_trace_config tc = {cli.trace_level,         cli.trace_rate, cli.trace_count,
+                             cli.trace_log_frequency, cli.trace_file, cli.trace_otel ? &oc : NULL};
   char tracer_err[512] = "";
   nrd_srv_tracer *tracer = nrd_srv_tracer_new(server, &tc, tracer_err, sizeof tracer_err);
   nrd_srv_http_endpoints http_ep = {0};
@@ -254,8 +255,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "nereid: error: out of memory\n");
     goto fail_endpoints;
   }
-  if (nrd_srv_http_endpoints_start(server, &cli, shm, log_settings, tracer, &http_ep) != 0)
-    goto fail_endpoints;
+  if (nrd_srv_http_endpoints_start(server, &cli, shm, log_settings, tracer, &http_ep) != 0) goto fail_endpoints;
   if (nrd_srv_grpc_endpoint_start(server, &cli, shm, log_settings, tracer, &grpc_ep) != 0) {
     nrd_srv_http_endpoints_stop(&http_ep, cli.exit_timeout_secs);
     goto fail_endpoints;
@@ -265,8 +265,7 @@ int main(int argc, char **argv) {
   NRD_SRV_IGNORE(TRITONSERVER_ServerIsReady(server, &ready), "server readiness unknown: counted as not ready");
   printf("nereid: server %s: %zu of %zu models READY, model control mode %s; "
          "stop with SIGINT or SIGTERM\n",
-         ready ? "ready" : "running but not ready", counts.ready, counts.listed,
-         mode_name(cli.control_mode));
+         ready ? "ready" : "running but not ready", counts.ready, counts.listed, mode_name(cli.control_mode));
 
   poller poll = {0};
   if (cli.control_mode == TRITONSERVER_MODEL_CONTROL_POLL && cli.repository_poll_secs > 0)
@@ -275,8 +274,7 @@ int main(int argc, char **argv) {
   int sig = 0;
   while (sigwait(&stop_signals, &sig) != 0) {
   }
-  printf("nereid: received %s, shutting down (a second signal exits at once)\n",
-         sig == SIGINT ? "SIGINT" : "SIGTERM");
+  printf("nereid: received %s, shutting down (a second signal exits at once)\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   watch_for_second_signal(&stop_signals);
 
   poller_stop(&poll);

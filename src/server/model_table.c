@@ -24,8 +24,10 @@ static char *status_text(const char *state, const char *reason) {
   size_t n = strlen(state) + 2 + strlen(reason) + 1;
   char *s = malloc(n);
   if (s == NULL) return NULL;
-  if (reason[0]) snprintf(s, n, "%s: %s", state, reason);
-  else snprintf(s, n, "%s", state);
+  if (reason[0])
+    snprintf(s, n, "%s: %s", state, reason);
+  else
+    snprintf(s, n, "%s", state);
   for (char *p = s; *p; p++)
     if (*p == '\n' || *p == '\r' || *p == '\t') *p = ' ';
   return s;
@@ -65,8 +67,7 @@ static TRITONSERVER_Error *load_index(TRITONSERVER_Server *server, json_t **inde
   return err;
 }
 
-TRITONSERVER_Error *nrd_srv_model_table_print(TRITONSERVER_Server *server, FILE *out,
-                                              nrd_srv_model_counts *counts) {
+TRITONSERVER_Error *nrd_srv_model_table_print(TRITONSERVER_Server *server, FILE *out, nrd_srv_model_counts *counts) {
   json_t *index = NULL;
   row *rows = NULL;
   size_t n_rows = 0;
@@ -140,8 +141,7 @@ TRITONSERVER_Error *nrd_srv_model_table_print_failures(TRITONSERVER_Server *serv
     if (state[0] == '\0' || strcmp(state, "READY") == 0) continue;
     char *status = status_text(state, str_field(entry, "reason"));
     fprintf(out, "nereid: model '%s' version %s: %s\n", str_field(entry, "name"),
-            str_field(entry, "version")[0] ? str_field(entry, "version") : "-",
-            status ? status : state);
+            str_field(entry, "version")[0] ? str_field(entry, "version") : "-", status ? status : state);
     free(status);
   }
   fflush(out);

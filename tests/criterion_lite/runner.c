@@ -37,8 +37,7 @@ void nrd_crl_register_suite(nrd_crl_suite *s) {
 
 bool nrd_crl_str_eq(const char *a, const char *b) { return a && b && strcmp(a, b) == 0; }
 
-bool nrd_crl_check(bool ok, bool fatal, const char *file, int line, const char *expr, const char *fmt,
-                   ...) {
+bool nrd_crl_check(bool ok, bool fatal, const char *file, int line, const char *expr, const char *fmt, ...) {
   if (ok) return true;
   any_failed = 1;
   fprintf(stderr, "%s:%d: %s failed: %s", file, line, fatal ? "assertion" : "expectation", expr);
@@ -110,8 +109,10 @@ int main(int argc, char **argv) {
   (void)argc, (void)argv;
   int passed = 0, failed = 0;
   for (nrd_crl_test *t = tests_head; t; t = t->next) {
-    if (run_one(t)) passed++;
-    else failed++;
+    if (run_one(t))
+      passed++;
+    else
+      failed++;
   }
   printf("Synthesis: Tested: %d | Passing: %d | Failing: %d\n", passed + failed, passed, failed);
   return failed ? 1 : 0;

@@ -29,14 +29,28 @@
 #include "wire.h"
 
 #define SVC "/inference.GRPCInferenceService/"
-static const char *const paths[] = {
-    SVC "ModelInfer", SVC "ModelStreamInfer", SVC "ServerLive", SVC "ServerReady",
-    SVC "ModelReady", SVC "ServerMetadata", SVC "ModelMetadata", SVC "ModelConfig",
-    SVC "ModelStatistics", SVC "RepositoryIndex", SVC "RepositoryModelLoad",
-    SVC "RepositoryModelUnload", SVC "SystemSharedMemoryStatus", SVC "SystemSharedMemoryRegister",
-    SVC "SystemSharedMemoryUnregister", SVC "CudaSharedMemoryStatus", SVC "CudaSharedMemoryRegister",
-    SVC "CudaSharedMemoryUnregister", SVC "TraceSetting", SVC "LogSettings",
-    "/grpc.health.v1.Health/Check", SVC "NoSuchMethod"};
+static const char *const paths[] = {SVC "ModelInfer",
+                                    SVC "ModelStreamInfer",
+                                    SVC "ServerLive",
+                                    SVC "ServerReady",
+                                    SVC "ModelReady",
+                                    SVC "ServerMetadata",
+                                    SVC "ModelMetadata",
+                                    SVC "ModelConfig",
+                                    SVC "ModelStatistics",
+                                    SVC "RepositoryIndex",
+                                    SVC "RepositoryModelLoad",
+                                    SVC "RepositoryModelUnload",
+                                    SVC "SystemSharedMemoryStatus",
+                                    SVC "SystemSharedMemoryRegister",
+                                    SVC "SystemSharedMemoryUnregister",
+                                    SVC "CudaSharedMemoryStatus",
+                                    SVC "CudaSharedMemoryRegister",
+                                    SVC "CudaSharedMemoryUnregister",
+                                    SVC "TraceSetting",
+                                    SVC "LogSettings",
+                                    "/grpc.health.v1.Health/Check",
+                                    SVC "NoSuchMethod"};
 static const char *const encodings[] = {"gzip", "deflate", "identity", "snappy"};
 
 /* A growable output buffer; allocation failure aborts (a harness bug). */
@@ -58,11 +72,9 @@ static void put(out *o, const void *data, size_t n) {
 
 static void put_byte(out *o, uint8_t b) { put(o, &b, 1); }
 
-static void frame(out *o, uint8_t type, uint8_t flags, uint32_t stream, const void *payload,
-                  size_t n) {
-  uint8_t h[9] = {(uint8_t)(n >> 16), (uint8_t)(n >> 8), (uint8_t)n, type, flags,
-                  (uint8_t)(stream >> 24), (uint8_t)(stream >> 16), (uint8_t)(stream >> 8),
-                  (uint8_t)stream};
+static void frame(out *o, uint8_t type, uint8_t flags, uint32_t stream, const void *payload, size_t n) {
+  uint8_t h[9] = {(uint8_t)(n >> 16),      (uint8_t)(n >> 8),      (uint8_t)n,     type, flags, (uint8_t)(stream >> 24),
+                  (uint8_t)(stream >> 16), (uint8_t)(stream >> 8), (uint8_t)stream};
   put(o, h, 9);
   put(o, payload, n);
 }
@@ -100,10 +112,12 @@ static void squeeze(out *o, const uint8_t *msg, size_t n, int wbits) {
 /* Appends one gRPC message (5-byte prefix + body) to body. */
 static void message(out *body, const uint8_t *msg, size_t n, int compress_wbits) {
   out m = {0};
-  if (compress_wbits) squeeze(&m, msg, n, compress_wbits);
-  else put(&m, msg, n);
-  uint8_t prefix[5] = {compress_wbits ? 1 : 0, (uint8_t)(m.len >> 24), (uint8_t)(m.len >> 16),
-                       (uint8_t)(m.len >> 8), (uint8_t)m.len};
+  if (compress_wbits)
+    squeeze(&m, msg, n, compress_wbits);
+  else
+    put(&m, msg, n);
+  uint8_t prefix[5] = {compress_wbits ? 1 : 0, (uint8_t)(m.len >> 24), (uint8_t)(m.len >> 16), (uint8_t)(m.len >> 8),
+                       (uint8_t)m.len};
   put(body, prefix, 5);
   if (m.len) put(body, m.p, m.len);
   free(m.p);
@@ -132,12 +146,11 @@ static void read_until_done(int fd, bool client_ended) {
       size_t len = (size_t)in.p[at] << 16 | (size_t)in.p[at + 1] << 8 | in.p[at + 2];
       if (in.len - at - 9 < len) break;
       uint8_t type = in.p[at + 3], flags = in.p[at + 4];
-      uint32_t stream = ((uint32_t)in.p[at + 5] << 24 | (uint32_t)in.p[at + 6] << 16 |
-                         (uint32_t)in.p[at + 7] << 8 | in.p[at + 8]) & 0x7fffffffu;
-      if (show) fprintf(stderr, "frame type %u flags %u stream %u length %zu\n", type, flags,
-                        (unsigned)stream, len);
-      if (type == 7 || (stream == 1 && (type == 3 || ((type == 0 || type == 1) && (flags & 1)))))
-        done = true;
+      uint32_t stream =
+          ((uint32_t)in.p[at + 5] << 24 | (uint32_t)in.p[at + 6] << 16 | (uint32_t)in.p[at + 7] << 8 | in.p[at + 8]) &
+          0x7fffffffu;
+      if (show) fprintf(stderr, "frame type %u flags %u stream %u length %zu\n", type, flags, (unsigned)stream, len);
+      if (type == 7 || (stream == 1 && (type == 3 || ((type == 0 || type == 1) && (flags & 1))))) done = true;
       at += 9 + len;
     }
     if (done) break;

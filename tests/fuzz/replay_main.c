@@ -57,9 +57,7 @@ static int run_file(const char *path) {
   return 0;
 }
 
-static int by_name(const struct dirent **a, const struct dirent **b) {
-  return strcmp((*a)->d_name, (*b)->d_name);
-}
+static int by_name(const struct dirent **a, const struct dirent **b) { return strcmp((*a)->d_name, (*b)->d_name); }
 
 /* Runs one file, or every regular file of a directory. Returns the count
  * run, or -1. */
@@ -82,8 +80,10 @@ static long run_path(const char *path) {
     snprintf(full, sizeof full, "%s/%s", path, names[i]->d_name);
     struct stat fs;
     if (names[i]->d_name[0] != '.' && stat(full, &fs) == 0 && S_ISREG(fs.st_mode)) {
-      if (run_file(full) != 0) count = -1;
-      else if (count >= 0) count++;
+      if (run_file(full) != 0)
+        count = -1;
+      else if (count >= 0)
+        count++;
     }
     free(names[i]);
   }
@@ -101,8 +101,10 @@ int main(int argc, char **argv) {
   int failed = 0;
   for (int i = 1; i < argc; i++) {
     long n = run_path(argv[i]);
-    if (n < 0) failed = 1;
-    else total += n;
+    if (n < 0)
+      failed = 1;
+    else
+      total += n;
   }
   int status = nrd_fuzz_server_stop();
   printf("replayed %ld inputs; server exit status %d\n", total, status);

@@ -26,13 +26,13 @@
 #define H_API static __attribute__((unused))
 
 /* Fails the current test when `expr` returns an error, printing it. */
-#define H_OK(expr)                                                                                    \
-  do {                                                                                                \
-    TRITONSERVER_Error *h_err__ = (expr);                                                             \
-    if (h_err__) {                                                                                    \
-      cr_assert_fail("%s failed: %s (%s)", #expr, TRITONSERVER_ErrorMessage(h_err__),                       \
-               TRITONSERVER_ErrorCodeString(h_err__));                                                \
-    }                                                                                                 \
+#define H_OK(expr)                                                                                                     \
+  do {                                                                                                                 \
+    TRITONSERVER_Error *h_err__ = (expr);                                                                              \
+    if (h_err__) {                                                                                                     \
+      cr_assert_fail("%s failed: %s (%s)", #expr, TRITONSERVER_ErrorMessage(h_err__),                                  \
+                     TRITONSERVER_ErrorCodeString(h_err__));                                                           \
+    }                                                                                                                  \
   } while (0)
 
 /* ------------------------------------------------------------ files */
@@ -96,8 +96,10 @@ H_API void h_rmtree(const char *path) {
       char sub[4096];
       snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
       struct stat st;
-      if (!lstat(sub, &st) && S_ISDIR(st.st_mode)) h_rmtree(sub);
-      else unlink(sub);
+      if (!lstat(sub, &st) && S_ISDIR(st.st_mode))
+        h_rmtree(sub);
+      else
+        unlink(sub);
     }
     closedir(d);
   }
@@ -214,14 +216,14 @@ typedef struct h_call {
   TRITONSERVER_InferenceResponse *responses[H_MAX_RESPONSES]; /* NULL for flags-only */
   uint32_t flags[H_MAX_RESPONSES];
   size_t n;
-  int finals;      /* responses carrying the FINAL flag */
-  int released;    /* release callbacks seen */
+  int finals; /* responses carrying the FINAL flag */
+  int released; /* release callbacks seen */
   atomic_int live_buffers;
 } h_call;
 
 H_API TRITONSERVER_Error *h_alloc(TRITONSERVER_ResponseAllocator *a, const char *name, size_t size,
-                                   TRITONSERVER_MemoryType mt, int64_t mt_id, void *userp, void **buffer,
-                                   void **buffer_userp, TRITONSERVER_MemoryType *actual_mt, int64_t *actual_id) {
+                                  TRITONSERVER_MemoryType mt, int64_t mt_id, void *userp, void **buffer,
+                                  void **buffer_userp, TRITONSERVER_MemoryType *actual_mt, int64_t *actual_id) {
   (void)a, (void)name, (void)mt, (void)mt_id;
   h_call *c = userp;
   *buffer = malloc(size ? size : 1);
@@ -233,7 +235,7 @@ H_API TRITONSERVER_Error *h_alloc(TRITONSERVER_ResponseAllocator *a, const char 
 }
 
 H_API TRITONSERVER_Error *h_release_buf(TRITONSERVER_ResponseAllocator *a, void *buffer, void *buffer_userp,
-                                         size_t size, TRITONSERVER_MemoryType mt, int64_t mt_id) {
+                                        size_t size, TRITONSERVER_MemoryType mt, int64_t mt_id) {
   (void)a, (void)size, (void)mt, (void)mt_id;
   h_call *c = buffer_userp;
   free(buffer);
@@ -268,7 +270,9 @@ H_API void h_on_release(TRITONSERVER_InferenceRequest *req, const uint32_t flags
 }
 
 static TRITONSERVER_ResponseAllocator *h_allocator_;
-H_API void h_allocator_make(void) { H_OK(TRITONSERVER_ResponseAllocatorNew(&h_allocator_, h_alloc, h_release_buf, NULL)); }
+H_API void h_allocator_make(void) {
+  H_OK(TRITONSERVER_ResponseAllocatorNew(&h_allocator_, h_alloc, h_release_buf, NULL));
+}
 
 /* The shared response allocator, made on first use. Any thread. */
 H_API TRITONSERVER_ResponseAllocator *h_allocator(void) {
@@ -323,7 +327,7 @@ H_API TRITONSERVER_InferenceRequest *h_request(TRITONSERVER_Server *s, const cha
 }
 
 H_API void h_add_input(TRITONSERVER_InferenceRequest *r, const char *name, TRITONSERVER_DataType dt,
-                        const int64_t *shape, uint64_t dims, const void *data, size_t size) {
+                       const int64_t *shape, uint64_t dims, const void *data, size_t size) {
   H_OK(TRITONSERVER_InferenceRequestAddInput(r, name, dt, shape, dims));
   H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, name, data, size, TRITONSERVER_MEMORY_CPU, 0));
 }
@@ -387,10 +391,10 @@ H_API json_int_t h_stat_count(TRITONSERVER_Server *s, const char *model, const c
   json_t *j = json_loads(text, 0, NULL);
   cr_assert_not_null(j, "%s", text);
   json_t *ms = json_array_get(json_object_get(j, "model_stats"), 0);
-  json_int_t v = !strcmp(what, "inference_count") || !strcmp(what, "execution_count")
-                     ? json_integer_value(json_object_get(ms, what))
-                     : json_integer_value(json_object_get(json_object_get(json_object_get(ms, "inference_stats"), what),
-                                                          "count"));
+  json_int_t v =
+      !strcmp(what, "inference_count") || !strcmp(what, "execution_count")
+          ? json_integer_value(json_object_get(ms, what))
+          : json_integer_value(json_object_get(json_object_get(json_object_get(ms, "inference_stats"), what), "count"));
   json_decref(j);
   free(text);
   return v;

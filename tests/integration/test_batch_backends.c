@@ -88,8 +88,7 @@ static void expect_output(h_call *c, const char *name, int64_t rows, const int32
     TRITONSERVER_MemoryType mt;
     int64_t mtid;
     void *userp;
-    H_OK(TRITONSERVER_InferenceResponseOutput(resp, i, &oname, &dt, &shape, &dims, &base, &size, &mt, &mtid,
-                                              &userp));
+    H_OK(TRITONSERVER_InferenceResponseOutput(resp, i, &oname, &dt, &shape, &dims, &base, &size, &mt, &mtid, &userp));
     if (strcmp(oname, name)) continue;
     cr_assert_eq(dt, TRITONSERVER_TYPE_INT32, "%s %s: datatype", what, name);
     cr_assert_eq(dims, 2, "%s %s: %" PRIu64 " dims", what, name, dims);
@@ -119,8 +118,8 @@ static bool has_output(h_call *c, const char *name) {
     TRITONSERVER_MemoryType mt;
     int64_t mtid;
     void *userp;
-    H_OK(TRITONSERVER_InferenceResponseOutput(c->responses[0], i, &oname, &dt, &shape, &dims, &base, &size, &mt,
-                                              &mtid, &userp));
+    H_OK(TRITONSERVER_InferenceResponseOutput(c->responses[0], i, &oname, &dt, &shape, &dims, &base, &size, &mt, &mtid,
+                                              &userp));
     if (!strcmp(oname, name)) return true;
   }
   return false;
@@ -203,8 +202,10 @@ Test(batch_backends, identity_mixed_outputs_fall_back) {
   }
   for (int i = 0; i < 3; i++) {
     expect_output(x.c[i], "OUTPUT1", x.d[i].rows, x.d[i].in1, "identity");
-    if (i == 1) cr_assert(!has_output(x.c[i], "OUTPUT0"), "OUTPUT0 was not asked for");
-    else expect_output(x.c[i], "OUTPUT0", x.d[i].rows, x.d[i].in0, "identity");
+    if (i == 1)
+      cr_assert(!has_output(x.c[i], "OUTPUT0"), "OUTPUT0 was not asked for");
+    else
+      expect_output(x.c[i], "OUTPUT0", x.d[i].rows, x.d[i].in0, "identity");
   }
   cr_assert_eq(full_batches(s, "id"), 1);
   run_free(&x);
@@ -259,8 +260,10 @@ Test(batch_backends, add_sub_mixed_outputs_fall_back) {
       diff[j] = x.d[i].in0[j] - x.d[i].in1[j];
     }
     expect_output(x.c[i], "OUTPUT1", x.d[i].rows, diff, "add_sub");
-    if (i == 0) cr_assert(!has_output(x.c[i], "OUTPUT0"), "OUTPUT0 was not asked for");
-    else expect_output(x.c[i], "OUTPUT0", x.d[i].rows, sum, "add_sub");
+    if (i == 0)
+      cr_assert(!has_output(x.c[i], "OUTPUT0"), "OUTPUT0 was not asked for");
+    else
+      expect_output(x.c[i], "OUTPUT0", x.d[i].rows, sum, "add_sub");
   }
   cr_assert_eq(full_batches(s, "as"), 1);
   run_free(&x);

@@ -5,12 +5,12 @@
  * a response, or never calls TRITONCACHE_Copy is handled cleanly. */
 #include "harness.h"
 
-#define ADDSUB_CACHED                                                                        \
-  "name: \"addsub\"\nbackend: \"add_sub\"\nmax_batch_size: 0\n"                             \
-  "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ 4 ] },\n"                       \
-  "        { name: \"INPUT1\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"                      \
-  "output [ { name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ 4 ] },\n"                     \
-  "         { name: \"OUTPUT1\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"                    \
+#define ADDSUB_CACHED                                                                                                  \
+  "name: \"addsub\"\nbackend: \"add_sub\"\nmax_batch_size: 0\n"                                                        \
+  "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ 4 ] },\n"                                                  \
+  "        { name: \"INPUT1\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"                                                 \
+  "output [ { name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ 4 ] },\n"                                                \
+  "         { name: \"OUTPUT1\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"                                               \
   "response_cache { enable: true }\n"
 
 static const int32_t A[4] = {1, 2, 3, 4}, B[4] = {10, 20, 30, 40};
@@ -47,8 +47,8 @@ static void addsub_checked(TRITONSERVER_Server *s) {
   TRITONSERVER_MemoryType mt;
   int64_t mt_id;
   void *userp;
-  H_OK(TRITONSERVER_InferenceResponseOutput(c->responses[0], 0, &name, &dt, &dims, &n_dims, &base, &size, &mt,
-                                            &mt_id, &userp));
+  H_OK(TRITONSERVER_InferenceResponseOutput(c->responses[0], 0, &name, &dt, &dims, &n_dims, &base, &size, &mt, &mt_id,
+                                            &userp));
   cr_expect_eq(dt, TRITONSERVER_TYPE_INT32);
   cr_expect_eq(n_dims, 1);
   cr_expect_eq(dims[0], 4);

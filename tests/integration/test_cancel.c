@@ -13,18 +13,18 @@ static void expect_no_leaks(void) {
 static void expect_no_leaks(void) {}
 #endif
 
-#define CW_CONFIG(max_wait_ms)                                                  \
-  "name: \"cw\"\nbackend: \"cancel_wait\"\nmax_batch_size: 0\n"                 \
-  "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"           \
-  "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"         \
-  "instance_group [ { kind: KIND_CPU count: 1 } ]\n"                           \
+#define CW_CONFIG(max_wait_ms)                                                                                         \
+  "name: \"cw\"\nbackend: \"cancel_wait\"\nmax_batch_size: 0\n"                                                        \
+  "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"                                                  \
+  "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"                                                \
+  "instance_group [ { kind: KIND_CPU count: 1 } ]\n"                                                                   \
   "parameters { key: \"max_wait_ms\" value: { string_value: \"" #max_wait_ms "\" } }\n"
 
-#define SQ_CONFIG                                                               \
-  "name: \"sq\"\nbackend: \"square\"\nmax_batch_size: 0\n"                      \
-  "model_transaction_policy { decoupled: true }\n"                              \
-  "input [ { name: \"IN\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"              \
-  "output [ { name: \"OUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"            \
+#define SQ_CONFIG                                                                                                      \
+  "name: \"sq\"\nbackend: \"square\"\nmax_batch_size: 0\n"                                                             \
+  "model_transaction_policy { decoupled: true }\n"                                                                     \
+  "input [ { name: \"IN\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"                                                     \
+  "output [ { name: \"OUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"                                                   \
   "instance_group [ { kind: KIND_CPU count: 1 } ]\n"
 
 static const float g_in[4] = {1, 2, 3, 4};
@@ -78,8 +78,7 @@ static void expect_one_error(h_call *c, TRITONSERVER_Error_Code code, const char
   cr_assert_not_null(e, "expected an error response");
   cr_assert_eq(TRITONSERVER_ErrorCode(e), code, "got %s: %s", TRITONSERVER_ErrorCodeString(e),
                TRITONSERVER_ErrorMessage(e));
-  cr_assert(strstr(TRITONSERVER_ErrorMessage(e), text), "message '%s' lacks '%s'", TRITONSERVER_ErrorMessage(e),
-            text);
+  cr_assert(strstr(TRITONSERVER_ErrorMessage(e), text), "message '%s' lacks '%s'", TRITONSERVER_ErrorMessage(e), text);
   TRITONSERVER_ErrorDelete(e);
 }
 

@@ -37,8 +37,8 @@ static TRITONSERVER_Server *start(const char *repo) {
 }
 
 /* Submits a request of `rows` rows with id `id`. */
-static TRITONSERVER_InferenceRequest *submit(TRITONSERVER_Server *s, const char *model, int64_t rows,
-                                             const char *id, h_call **call) {
+static TRITONSERVER_InferenceRequest *submit(TRITONSERVER_Server *s, const char *model, int64_t rows, const char *id,
+                                             h_call **call) {
   int64_t shape[2] = {rows, 4};
   TRITONSERVER_InferenceRequest *r = h_request(s, model);
   H_OK(TRITONSERVER_InferenceRequestSetId(r, id));
@@ -252,8 +252,7 @@ Test(custom_batching, oversized_request_runs_alone) {
  * rule): every request still succeeds, each in a batch of its own. */
 Test(custom_batching, include_error_ends_batch) {
   char *repo = h_tmpdir();
-  limit_model(repo, "limited", "batch_limit",
-              "parameters { key: \"fail_at\" value: { string_value: \"include\" } }");
+  limit_model(repo, "limited", "batch_limit", "parameters { key: \"fail_at\" value: { string_value: \"include\" } }");
   TRITONSERVER_Server *s = start(repo);
   batches b;
   run_queue(s, "limited", 4, &b);
@@ -317,8 +316,7 @@ Test(custom_batching, batcher_init_error_fails_load) {
  * here batch_limit's library under an identity model. */
 Test(custom_batching, strategy_library_in_model_folder) {
   char *repo = h_tmpdir();
-  limit_model(repo, "plain", "identity",
-              "parameters { key: \"max_batch_volume\" value: { string_value: \"32\" } }");
+  limit_model(repo, "plain", "identity", "parameters { key: \"max_batch_volume\" value: { string_value: \"32\" } }");
   char lib[4200];
   snprintf(lib, sizeof lib, "%s/plain/batchstrategy.so", repo);
   cr_assert_eq(symlink(NRD_TEST_BACKEND_DIR "/batch_limit/libtriton_batch_limit.so", lib), 0);

@@ -16,15 +16,15 @@ static void expect_no_leaks(void) {
 static void expect_no_leaks(void) {}
 #endif
 
-#define SQ_CONFIG(count)                                                        \
-  "name: \"sq\"\nbackend: \"square\"\nmax_batch_size: 0\n"                      \
-  "model_transaction_policy { decoupled: true }\n"                              \
-  "input [ { name: \"IN\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"              \
-  "output [ { name: \"OUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"            \
+#define SQ_CONFIG(count)                                                                                               \
+  "name: \"sq\"\nbackend: \"square\"\nmax_batch_size: 0\n"                                                             \
+  "model_transaction_policy { decoupled: true }\n"                                                                     \
+  "input [ { name: \"IN\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"                                                     \
+  "output [ { name: \"OUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"                                                   \
   "instance_group [ { kind: KIND_CPU count: " #count " } ]\n"
 
-#define IDENT_IO                                                                \
-  "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"           \
+#define IDENT_IO                                                                                                       \
+  "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"                                                  \
   "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
 
 /* A server on a fresh repository holding one model; *repo_out is freed by
@@ -77,8 +77,8 @@ static void expect_square_sequence(h_call *c, int32_t n) {
     TRITONSERVER_MemoryType mt;
     int64_t mtid;
     void *userp;
-    H_OK(TRITONSERVER_InferenceResponseOutput(c->responses[i], 0, &name, &dt, &shape, &dims, &base, &size, &mt,
-                                              &mtid, &userp));
+    H_OK(TRITONSERVER_InferenceResponseOutput(c->responses[i], 0, &name, &dt, &shape, &dims, &base, &size, &mt, &mtid,
+                                              &userp));
     cr_assert_str_eq(name, "OUT");
     cr_assert_eq(dt, TRITONSERVER_TYPE_INT32);
     cr_assert_eq(dims, 1u);
@@ -193,8 +193,8 @@ Test(decoupled, transaction_properties) {
 
 /* ------------------------------------ non-decoupled rule breakers */
 
-#define RC_CONFIG(responses)                                                    \
-  "name: \"rc\"\nbackend: \"response_count\"\nmax_batch_size: 0\n" IDENT_IO     \
+#define RC_CONFIG(responses)                                                                                           \
+  "name: \"rc\"\nbackend: \"response_count\"\nmax_batch_size: 0\n" IDENT_IO                                            \
   "parameters { key: \"responses\" value: { string_value: \"" #responses "\" } }\n"
 
 static h_call *ident_infer(TRITONSERVER_Server *s, const char *model, TRITONSERVER_InferenceRequest **out) {
@@ -220,8 +220,7 @@ Test(decoupled, non_decoupled_zero_responses_gets_core_error) {
   TRITONSERVER_Error *e = TRITONSERVER_InferenceResponseError(c->responses[0]);
   cr_assert_not_null(e, "the response must carry an error");
   cr_assert_eq(TRITONSERVER_ErrorCode(e), TRITONSERVER_ERROR_INTERNAL);
-  cr_assert(strstr(TRITONSERVER_ErrorMessage(e), "without sending"), "message: %s",
-            TRITONSERVER_ErrorMessage(e));
+  cr_assert(strstr(TRITONSERVER_ErrorMessage(e), "without sending"), "message: %s", TRITONSERVER_ErrorMessage(e));
   TRITONSERVER_ErrorDelete(e);
   h_call_free(c);
   H_OK(TRITONSERVER_InferenceRequestDelete(r));
@@ -255,9 +254,9 @@ Test(decoupled, non_decoupled_two_responses_client_sees_one) {
 
 /* ------------------------------------------------------ failing backend */
 
-#define FAIL_CONFIG(stage)                                                      \
-  "name: \"fail\"\nbackend: \"failing\"\nmax_batch_size: 0\n" IDENT_IO          \
-  "instance_group [ { kind: KIND_CPU count: 2 } ]\n"                           \
+#define FAIL_CONFIG(stage)                                                                                             \
+  "name: \"fail\"\nbackend: \"failing\"\nmax_batch_size: 0\n" IDENT_IO                                                 \
+  "instance_group [ { kind: KIND_CPU count: 2 } ]\n"                                                                   \
   "parameters { key: \"fail_at\" value: { string_value: \"" stage "\" } }\n"
 
 static void expect_failures(const char *config, const char *message) {

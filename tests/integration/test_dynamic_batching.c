@@ -17,8 +17,8 @@ static const float g_zeros[256];
 
 /* An identity model with INPUT0/OUTPUT0 of dims `dims`, `count` instances,
  * an Execute delay and the given dynamic_batching body. */
-static void identity_model(const char *repo, const char *name, int max_batch, const char *dims, bool ragged,
-                           int count, int delay_ms, const char *dynamic) {
+static void identity_model(const char *repo, const char *name, int max_batch, const char *dims, bool ragged, int count,
+                           int delay_ms, const char *dynamic) {
   char cfg[2048];
   snprintf(cfg, sizeof cfg,
            "name: \"%s\"\nbackend: \"identity\"\nmax_batch_size: %d\n"
@@ -31,8 +31,8 @@ static void identity_model(const char *repo, const char *name, int max_batch, co
   h_model(repo, name, cfg, "1");
 }
 
-static TRITONSERVER_Server *server_with(const char *name, int max_batch, int count, int delay_ms,
-                                        const char *dynamic, char **repo) {
+static TRITONSERVER_Server *server_with(const char *name, int max_batch, int count, int delay_ms, const char *dynamic,
+                                        char **repo) {
   *repo = h_tmpdir();
   identity_model(*repo, name, max_batch, "4", false, count, delay_ms, dynamic);
   return h_server_new(h_options(*repo, TRITONSERVER_MODEL_CONTROL_NONE));
@@ -93,8 +93,8 @@ static TRITONSERVER_InferenceRequest *make_request(TRITONSERVER_Server *s, const
 }
 
 /* Submits a request; the caller waits on and frees the call and request. */
-static TRITONSERVER_InferenceRequest *submit(TRITONSERVER_Server *s, const char *model, int64_t rows,
-                                             uint32_t priority, uint64_t timeout_us, h_call **call) {
+static TRITONSERVER_InferenceRequest *submit(TRITONSERVER_Server *s, const char *model, int64_t rows, uint32_t priority,
+                                             uint64_t timeout_us, h_call **call) {
   TRITONSERVER_InferenceRequest *r = make_request(s, model, rows, 4, priority, timeout_us, call);
   H_OK(TRITONSERVER_ServerInferAsync(s, r, NULL));
   return r;
@@ -351,8 +351,7 @@ Test(dynamic_batching, short_batch_is_held_until_just_before_the_delay) {
                   "round %d: a lone request was answered %" PRIu64 " us after it was sent, before %" PRIu64
                   " us of its %" PRIu64 " us queue delay (second request %" PRIu64 " us before that)",
                   round, waited1 / 1000u, hold_ns / 1000u, delay_ns / 1000u, ahead_ns / 1000u);
-    cr_assert_geq(waited2, hold_ns, "round %d: the second request was answered before the first one's hold",
-                  round);
+    cr_assert_geq(waited2, hold_ns, "round %d: the second request was answered before the first one's hold", round);
     /* Answered sooner than the hold after its own sending, the second
      * request must have joined the first one's batch, so it was sent
      * before that batch was answered; otherwise it waited its own delay. */
@@ -364,7 +363,8 @@ Test(dynamic_batching, short_batch_is_held_until_just_before_the_delay) {
   }
   cr_assert_lt(quickest, delay_ns,
                "in %d rounds no lone request was answered within its %" PRIu64 " us queue delay (quickest: %" PRIu64
-               " us)", rounds, delay_ns / 1000u, quickest / 1000u);
+               " us)",
+               rounds, delay_ns / 1000u, quickest / 1000u);
   server_done(s, repo);
 }
 
@@ -413,11 +413,11 @@ Test(dynamic_batching, higher_priority_served_first) {
  * the queue is answered UNAVAILABLE and never executed. */
 Test(dynamic_batching, timeout_reject) {
   char *repo;
-  TRITONSERVER_Server *s = server_with(
-      "db", 1, 1, 400,
-      "default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 10000000 "
-      "allow_timeout_override: true }",
-      &repo);
+  TRITONSERVER_Server *s =
+      server_with("db", 1, 1, 400,
+                  "default_queue_policy { timeout_action: REJECT default_timeout_microseconds: 10000000 "
+                  "allow_timeout_override: true }",
+                  &repo);
   h_call *c0, *c1, *c2;
   TRITONSERVER_InferenceRequest *r0 = submit(s, "db", 1, 0, 0, &c0);
   usleep(50 * 1000);
@@ -439,11 +439,11 @@ Test(dynamic_batching, timeout_reject) {
  * request queued behind it that did not expire. */
 Test(dynamic_batching, timeout_delay) {
   char *repo;
-  TRITONSERVER_Server *s = server_with(
-      "db", 1, 1, 400,
-      "default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 10000000 "
-      "allow_timeout_override: true }",
-      &repo);
+  TRITONSERVER_Server *s =
+      server_with("db", 1, 1, 400,
+                  "default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 10000000 "
+                  "allow_timeout_override: true }",
+                  &repo);
   atomic_store(&g_norder, 0);
   h_call *c0, *c1, *c2;
   TRITONSERVER_InferenceRequest *r0 = submit(s, "db", 1, 0, 0, &c0);
@@ -501,10 +501,8 @@ Test(dynamic_batching, max_queue_size_rejects_at_submit) {
     expect_success(c[0], "running request");
     proven = final_ns_of(c[0]) < others_sent + exec_ns;
     if (proven) {
-      cr_assert_null(e[1], "the first queued request was refused: %s",
-                     e[1] ? TRITONSERVER_ErrorMessage(e[1]) : "");
-      cr_assert_null(e[2], "the second queued request was refused: %s",
-                     e[2] ? TRITONSERVER_ErrorMessage(e[2]) : "");
+      cr_assert_null(e[1], "the first queued request was refused: %s", e[1] ? TRITONSERVER_ErrorMessage(e[1]) : "");
+      cr_assert_null(e[2], "the second queued request was refused: %s", e[2] ? TRITONSERVER_ErrorMessage(e[2]) : "");
       cr_assert_not_null(e[3], "a third queued request was accepted with max_queue_size 2");
       cr_assert_eq(TRITONSERVER_ErrorCode(e[3]), TRITONSERVER_ERROR_UNAVAILABLE);
       cr_assert(strstr(TRITONSERVER_ErrorMessage(e[3]), "qfull"), "message lacks the model: %s",
@@ -534,8 +532,8 @@ Test(dynamic_batching, max_queue_size_rejects_at_submit) {
  * the default level keeps FIFO order at its rank. */
 Test(dynamic_batching, priorities_beyond_32_bits) {
   char *repo;
-  TRITONSERVER_Server *s = server_with("db", 1, 1, 200,
-                                       "priority_levels: 18446744073709551615 default_priority_level: 3", &repo);
+  TRITONSERVER_Server *s =
+      server_with("db", 1, 1, 200, "priority_levels: 18446744073709551615 default_priority_level: 3", &repo);
   atomic_store(&g_norder, 0);
   const uint64_t prios[] = {0, (1ull << 32) + 1, 1ull << 32, 0, 2, UINT64_MAX};
   enum { N = sizeof prios / sizeof prios[0] };
@@ -552,8 +550,8 @@ Test(dynamic_batching, priorities_beyond_32_bits) {
    * 2^32 + 1, UINT64_MAX. */
   const int want[N] = {0, 4, 3, 2, 1, 5};
   for (int i = 0; i < N; i++)
-    cr_expect_eq(order_of(c[i]), want[i], "priority %" PRIu64 " served %d-th, expected %d-th", prios[i],
-                 order_of(c[i]), want[i]);
+    cr_expect_eq(order_of(c[i]), want[i], "priority %" PRIu64 " served %d-th, expected %d-th", prios[i], order_of(c[i]),
+                 want[i]);
   for (int i = 0; i < N; i++) finish(r[i], c[i]);
   server_done(s, repo);
 }
@@ -637,12 +635,12 @@ Test(dynamic_batching, ragged_inputs_batched) {
   cr_assert_eq(b.size[0], 4, "ragged requests were not batched together");
 }
 
-#define CW_MODEL(name, extra)                                                              \
-  "name: \"" name "\"\nbackend: \"cancel_wait\"\nmax_batch_size: 1\n"                      \
-  "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"                       \
-  "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"                     \
-  "instance_group [ { kind: KIND_CPU count: 2 } ]\n"                                       \
-  "parameters { key: \"max_wait_ms\" value: { string_value: \"5000\" } }\n"                 \
+#define CW_MODEL(name, extra)                                                                                          \
+  "name: \"" name "\"\nbackend: \"cancel_wait\"\nmax_batch_size: 1\n"                                                  \
+  "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"                                                  \
+  "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"                                                \
+  "instance_group [ { kind: KIND_CPU count: 2 } ]\n"                                                                   \
+  "parameters { key: \"max_wait_ms\" value: { string_value: \"5000\" } }\n"                                            \
   "dynamic_batching { " extra " }\n"
 
 /* cancel_wait holds each request until it is cancelled, so a second

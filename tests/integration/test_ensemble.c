@@ -187,8 +187,7 @@ Test(ensemble, a_failing_step_fails_the_request, .timeout = 60) {
   h_call *c = h_infer(s, r);
   char *err = h_response_error(c, 0);
   cr_assert_not_null(err);
-  cr_expect(strstr(err, "Invalid argument: in ensemble 'bad_shape', ") && strstr(err, "INPUT0"), "%s",
-            err);
+  cr_expect(strstr(err, "Invalid argument: in ensemble 'bad_shape', ") && strstr(err, "INPUT0"), "%s", err);
   free(err);
   h_call_free(c);
   H_OK(TRITONSERVER_InferenceRequestDelete(r));
@@ -229,10 +228,12 @@ Test(ensemble, loads_that_fail_say_why, .timeout = 60) {
   free(m);
   m = load_error(s, "loop_a");
   cr_expect(strstr(m, "circular dependency between ensembles: loop_a -> ... -> loop_b -> loop_a "
-                       "(path: loop_a -> loop_b -> loop_a)"), "%s", m);
+                      "(path: loop_a -> loop_b -> loop_a)"),
+            "%s", m);
   free(m);
   m = load_error(s, "self");
-  cr_expect(strstr(m, "circular dependency between ensembles: self -> ... -> self -> self (path: self -> self)"), "%s", m);
+  cr_expect(strstr(m, "circular dependency between ensembles: self -> ... -> self -> self (path: self -> self)"), "%s",
+            m);
   free(m);
   done(s, repo);
 }
@@ -271,12 +272,14 @@ Test(ensemble, step_models_are_checked_against_the_ensemble, .timeout = 60) {
   addsub_ensemble(repo, "bad_output", 8, io_int,
                   "input_map { key: \"INPUT0\" value: \"A\" } input_map { key: \"INPUT1\" value: \"B\" }\n"
                   "output_map { key: \"OUT9\" value: \"S\" }\n");
-  addsub_ensemble(repo, "bad_shape", 8,
-                  "input [ { name: \"A\" data_type: TYPE_INT32 dims: [ 3 ] }, { name: \"B\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
-                  "output [ { name: \"S\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n",
-                  maps);
+  addsub_ensemble(
+      repo, "bad_shape", 8,
+      "input [ { name: \"A\" data_type: TYPE_INT32 dims: [ 3 ] }, { name: \"B\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
+      "output [ { name: \"S\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n",
+      maps);
   addsub_ensemble(repo, "bad_rank", 0,
-                  "input [ { name: \"A\" data_type: TYPE_INT32 dims: [ 4, 1 ] }, { name: \"B\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
+                  "input [ { name: \"A\" data_type: TYPE_INT32 dims: [ 4, 1 ] }, { name: \"B\" data_type: TYPE_INT32 "
+                  "dims: [ 4 ] } ]\n"
                   "output [ { name: \"S\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n",
                   maps);
   /* A step pinned to a version that is not loaded (addsub has only 1). */
@@ -289,7 +292,8 @@ Test(ensemble, step_models_are_checked_against_the_ensemble, .timeout = 60) {
   addsub_ensemble(repo, "good", 4, io_int, maps); /* a smaller batch than the step model's is fine */
   /* Not batching, with the step's batch dimension spelled out; and a variable dimension. */
   addsub_ensemble(repo, "good_full_dims", 0,
-                  "input [ { name: \"A\" data_type: TYPE_INT32 dims: [ -1, 4 ] }, { name: \"B\" data_type: TYPE_INT32 dims: [ 2, 4 ] } ]\n"
+                  "input [ { name: \"A\" data_type: TYPE_INT32 dims: [ -1, 4 ] }, { name: \"B\" data_type: TYPE_INT32 "
+                  "dims: [ 2, 4 ] } ]\n"
                   "output [ { name: \"S\" data_type: TYPE_INT32 dims: [ -1, -1 ] } ]\n",
                   maps);
   TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
@@ -302,7 +306,8 @@ Test(ensemble, step_models_are_checked_against_the_ensemble, .timeout = 60) {
                     "maximum batch size to be 8"},
       {"bad_input", "in ensemble bad_input, ensemble tensor B is mapping to non-existing input NOPE in model addsub"},
       {"unmapped", "in ensemble unmapped, input INPUT1 in model addsub is not mapped to any ensemble tensors"},
-      {"bad_output", "in ensemble bad_output, ensemble tensor S is mapped from non-existing output OUT9 in model addsub"},
+      {"bad_output",
+       "in ensemble bad_output, ensemble tensor S is mapped from non-existing output OUT9 in model addsub"},
       {"bad_shape", "in ensemble bad_shape, ensemble tensor A: inconsistent shape: [-1,3] is inferred from model "
                     "bad_shape while [-1,4] is inferred from model addsub"},
       {"bad_rank", "in ensemble bad_rank, ensemble tensor A: inconsistent shape: [4,1] is inferred from model "
@@ -502,20 +507,26 @@ Test(ensemble, two_decoupled_sources_into_one_step_are_refused, .timeout = 60) {
   char *repo = h_tmpdir();
   square_model(repo);
   addsub1_model(repo);
-  h_model(repo, "two_sq",
-          "name: \"two_sq\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
-          "input [ { name: \"A\" data_type: TYPE_INT32 dims: [ 1 ] }, { name: \"B\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
-          "output [ { name: \"S\" data_type: TYPE_INT32 dims: [ 1 ] }, { name: \"D\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
-          "ensemble_scheduling { step [\n"
-          "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"A\" } output_map { key: \"OUT\" value: \"TA\" } },\n"
-          "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"B\" } output_map { key: \"OUT\" value: \"TB\" } },\n"
-          "  { model_name: \"addsub1\" input_map { key: \"INPUT0\" value: \"TA\" } input_map { key: \"INPUT1\" value: \"TB\" }\n"
-          "    output_map { key: \"OUTPUT0\" value: \"S\" } output_map { key: \"OUTPUT1\" value: \"D\" } } ] }\n",
-          "1");
+  h_model(
+      repo, "two_sq",
+      "name: \"two_sq\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
+      "input [ { name: \"A\" data_type: TYPE_INT32 dims: [ 1 ] }, { name: \"B\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+      "output [ { name: \"S\" data_type: TYPE_INT32 dims: [ 1 ] }, { name: \"D\" data_type: TYPE_INT32 dims: [ 1 ] } "
+      "]\n"
+      "ensemble_scheduling { step [\n"
+      "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"A\" } output_map { key: \"OUT\" value: \"TA\" "
+      "} },\n"
+      "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"B\" } output_map { key: \"OUT\" value: \"TB\" "
+      "} },\n"
+      "  { model_name: \"addsub1\" input_map { key: \"INPUT0\" value: \"TA\" } input_map { key: \"INPUT1\" value: "
+      "\"TB\" }\n"
+      "    output_map { key: \"OUTPUT0\" value: \"S\" } output_map { key: \"OUTPUT1\" value: \"D\" } } ] }\n",
+      "1");
   TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
   char *m = load_error(s, "two_sq");
   cr_expect(strstr(m, "in ensemble two_sq, step of model 'addsub1' receives inputs originated from different "
-                      "decoupled models"), "%s", m);
+                      "decoupled models"),
+            "%s", m);
   free(m);
   done(s, repo);
 }
@@ -525,13 +536,17 @@ Test(ensemble, two_decoupled_sources_into_one_step_are_refused, .timeout = 60) {
 static void nested_ensemble(const char *repo) {
   h_model(repo, "sq_nest",
           "name: \"sq_nest\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
-          "input [ { name: \"N\" data_type: TYPE_INT32 dims: [ 1 ] }, { name: \"BIG\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+          "input [ { name: \"N\" data_type: TYPE_INT32 dims: [ 1 ] }, { name: \"BIG\" data_type: TYPE_INT32 dims: [ 1 "
+          "] } ]\n"
           "output [ { name: \"Y\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
           "ensemble_scheduling { step [\n"
-          "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"S\" } output_map { key: \"OUT\" value: \"Y\" } },\n"
-          "  { model_name: \"addsub1\" input_map { key: \"INPUT0\" value: \"T\" } input_map { key: \"INPUT1\" value: \"BIG\" }\n"
+          "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"S\" } output_map { key: \"OUT\" value: "
+          "\"Y\" } },\n"
+          "  { model_name: \"addsub1\" input_map { key: \"INPUT0\" value: \"T\" } input_map { key: \"INPUT1\" value: "
+          "\"BIG\" }\n"
           "    output_map { key: \"OUTPUT0\" value: \"S\" } },\n"
-          "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"N\" } output_map { key: \"OUT\" value: \"T\" } } ] }\n",
+          "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"N\" } output_map { key: \"OUT\" value: "
+          "\"T\" } } ] }\n",
           "1");
 }
 
@@ -588,7 +603,8 @@ Test(ensemble, cancelling_reaches_the_runs_of_a_nested_decoupled_step, .timeout 
   pthread_mutex_unlock(&c->mu);
   H_OK(TRITONSERVER_InferenceRequestCancel(r));
   bool ended = h_wait(c, 20000);
-  cr_assert(ended, "the ensemble did not end after cancelling: %zu responses, %d finals, %d released", c->n, c->finals, c->released);
+  cr_assert(ended, "the ensemble did not end after cancelling: %zu responses, %d finals, %d released", c->n, c->finals,
+            c->released);
   pthread_mutex_lock(&c->mu);
   size_t last = c->n - 1;
   pthread_mutex_unlock(&c->mu);
@@ -609,14 +625,18 @@ Test(ensemble, cancelling_reaches_the_runs_of_a_nested_decoupled_step, .timeout 
 Test(ensemble, outputs_of_two_decoupled_steps_pair_up_by_number, .timeout = 60) {
   char *repo = h_tmpdir();
   square_int32_model(repo);
-  h_model(repo, "two_out",
-          "name: \"two_out\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
-          "input [ { name: \"A\" data_type: TYPE_INT32 dims: [ 1 ] }, { name: \"B\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
-          "output [ { name: \"X\" data_type: TYPE_INT32 dims: [ 1 ] }, { name: \"Y\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
-          "ensemble_scheduling { step [\n"
-          "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"A\" } output_map { key: \"OUT\" value: \"X\" } },\n"
-          "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"B\" } output_map { key: \"OUT\" value: \"Y\" } } ] }\n",
-          "1");
+  h_model(
+      repo, "two_out",
+      "name: \"two_out\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
+      "input [ { name: \"A\" data_type: TYPE_INT32 dims: [ 1 ] }, { name: \"B\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+      "output [ { name: \"X\" data_type: TYPE_INT32 dims: [ 1 ] }, { name: \"Y\" data_type: TYPE_INT32 dims: [ 1 ] } "
+      "]\n"
+      "ensemble_scheduling { step [\n"
+      "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"A\" } output_map { key: \"OUT\" value: \"X\" "
+      "} },\n"
+      "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"B\" } output_map { key: \"OUT\" value: \"Y\" "
+      "} } ] }\n",
+      "1");
   TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
   const int32_t cases[3][2] = {{2, 4}, {3, 0}, {5, 5}};
   for (int i = 0; i < 3; i++) {
@@ -852,8 +872,10 @@ Test(ensemble, cancelling_frees_a_producer_waiting_for_room, .timeout = 120) {
   bool cancelled = false;
   for (size_t i = 0; i < c->n; i++) {
     char *err = h_response_error(c, i);
-    if (err && strstr(err, "cancelled")) cancelled = true;
-    else if (c->responses[i] && !err) answers++;
+    if (err && strstr(err, "cancelled"))
+      cancelled = true;
+    else if (c->responses[i] && !err)
+      answers++;
     free(err);
   }
   cr_expect(cancelled, "no CANCELLED answer");

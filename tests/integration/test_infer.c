@@ -25,8 +25,8 @@ static void expect_shape(const h_output *v, const int64_t *shape, uint64_t dims)
   cr_assert_eq(v->dims, dims, "output %s: %lu dims, expected %lu", v->name, (unsigned long)v->dims,
                (unsigned long)dims);
   for (uint64_t d = 0; d < dims; d++)
-    cr_assert_eq(v->shape[d], shape[d], "output %s dim %lu: %ld != %ld", v->name, (unsigned long)d,
-                 (long)v->shape[d], (long)shape[d]);
+    cr_assert_eq(v->shape[d], shape[d], "output %s dim %lu: %ld != %ld", v->name, (unsigned long)d, (long)v->shape[d],
+                 (long)shape[d]);
 }
 
 typedef struct fixture {
@@ -40,9 +40,9 @@ static void fixture_down(fixture *f) {
   free(f->repo);
 }
 
-#define IDENT_1(name, type, dims, extra)                                                                 \
-  "name: \"" name "\"\nbackend: \"identity\"\nmax_batch_size: 0\n"                                  \
-  "input [ { name: \"INPUT0\" data_type: " type " dims: " dims " } ]\n"                              \
+#define IDENT_1(name, type, dims, extra)                                                                               \
+  "name: \"" name "\"\nbackend: \"identity\"\nmax_batch_size: 0\n"                                                     \
+  "input [ { name: \"INPUT0\" data_type: " type " dims: " dims " } ]\n"                                                \
   "output [ { name: \"OUTPUT0\" data_type: " type " dims: " dims " } ]\n" extra
 
 /* Appends a BYTES element (4-byte little-endian length + bytes) to buf. */
@@ -219,12 +219,11 @@ Test(infer, batched_shapes) {
 
 /* ---------------------------------------------------- requested outputs */
 
-static const char *kTwoIo =
-    "name: \"two\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
-    "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ 2 ] },"
-    " { name: \"INPUT1\" data_type: TYPE_INT32 dims: [ 2 ] } ]\n"
-    "output [ { name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ 2 ] },"
-    " { name: \"OUTPUT1\" data_type: TYPE_INT32 dims: [ 2 ] } ]\n";
+static const char *kTwoIo = "name: \"two\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
+                            "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ 2 ] },"
+                            " { name: \"INPUT1\" data_type: TYPE_INT32 dims: [ 2 ] } ]\n"
+                            "output [ { name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ 2 ] },"
+                            " { name: \"OUTPUT1\" data_type: TYPE_INT32 dims: [ 2 ] } ]\n";
 
 Test(infer, requested_outputs_only) {
   fixture f = {h_tmpdir(), NULL};
@@ -280,11 +279,11 @@ Test(infer, unknown_requested_output_rejected) {
 
 /* -------------------------------------------------------------- add_sub */
 
-#define SIMPLE_CFG(name, type)                                                                 \
-  "name: \"" name "\"\nbackend: \"add_sub\"\nmax_batch_size: 8\n"                            \
-  "input [ { name: \"INPUT0\" data_type: " type " dims: [ 16 ] },"                           \
-  " { name: \"INPUT1\" data_type: " type " dims: [ 16 ] } ]\n"                               \
-  "output [ { name: \"OUTPUT0\" data_type: " type " dims: [ 16 ] },"                         \
+#define SIMPLE_CFG(name, type)                                                                                         \
+  "name: \"" name "\"\nbackend: \"add_sub\"\nmax_batch_size: 8\n"                                                      \
+  "input [ { name: \"INPUT0\" data_type: " type " dims: [ 16 ] },"                                                     \
+  " { name: \"INPUT1\" data_type: " type " dims: [ 16 ] } ]\n"                                                         \
+  "output [ { name: \"OUTPUT0\" data_type: " type " dims: [ 16 ] },"                                                   \
   " { name: \"OUTPUT1\" data_type: " type " dims: [ 16 ] } ]\n"
 
 Test(infer, add_sub_int32_simple) {
@@ -429,10 +428,9 @@ Test(infer, correlation_ids) {
  * values: echo_params gives each response its request's parameters. */
 Test(infer, request_parameters_accepted) {
   fixture f = {h_tmpdir(), NULL};
-  const char *cfg =
-      "name: \"echo\"\nbackend: \"echo_params\"\nmax_batch_size: 0\n"
-      "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
-      "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n";
+  const char *cfg = "name: \"echo\"\nbackend: \"echo_params\"\nmax_batch_size: 0\n"
+                    "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+                    "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n";
   h_model(f.repo, "echo", cfg, "1");
   f.s = h_server_new(h_options(f.repo, TRITONSERVER_MODEL_CONTROL_NONE));
   float in[4] = {1, 2, 3, 4};
@@ -513,15 +511,30 @@ Test(infer, reuse_request_after_release) {
  * again with the same request, so moved inputs must still be whole. */
 #define WIDE_LONG "_name_longer_than_the_inline_room_of_32_bytes"
 #define WIDE_IO(dir, s, dims) " { name: \"" dir s "\" data_type: TYPE_INT32 dims: " dims " optional: true }"
-#define WIDE_CONFIG                                                                                      \
-  "name: \"wide\"\nbackend: \"identity\"\nmax_batch_size: 0\ninput [" WIDE_IO("INPUT", "0", "[ 4 ]") "," \
-  WIDE_IO("INPUT", "1", "[ 4 ]") "," WIDE_IO("INPUT", "2", "[ 4 ]") "," WIDE_IO("INPUT", "3", "[ 4 ]") "," \
-  WIDE_IO("INPUT", WIDE_LONG, "[ 1, 1, 1, 1, 1, 4 ]") " ]\noutput ["                                       \
-  " { name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ 4 ] },"                                             \
-  " { name: \"OUTPUT1\" data_type: TYPE_INT32 dims: [ 4 ] },"                                             \
-  " { name: \"OUTPUT2\" data_type: TYPE_INT32 dims: [ 4 ] },"                                             \
-  " { name: \"OUTPUT3\" data_type: TYPE_INT32 dims: [ 4 ] },"                                             \
-  " { name: \"OUTPUT" WIDE_LONG "\" data_type: TYPE_INT32 dims: [ 1, 1, 1, 1, 1, 4 ] } ]\n"
+#define WIDE_CONFIG                                                                                                    \
+  "name: \"wide\"\nbackend: \"identity\"\nmax_batch_size: 0\ninput [" WIDE_IO("INPUT", "0", "[ 4 ]") "," WIDE_IO(      \
+      "INPUT", "1",                                                                                                    \
+      "[ 4 ]") "," WIDE_IO("INPUT", "2",                                                                               \
+                           "[ 4 ]") "," WIDE_IO("INPUT", "3",                                                          \
+                                                "[ 4 ]") "," WIDE_IO("INPUT", WIDE_LONG,                               \
+                                                                     "[ 1, 1, 1, 1, 1, 4 ]") " ]\noutput ["            \
+                                                                                             " { name: \"OUTPUT0\" "   \
+                                                                                             "data_type: TYPE_INT32 "  \
+                                                                                             "dims: [ 4 ] },"          \
+                                                                                             " { name: \"OUTPUT1\" "   \
+                                                                                             "data_type: TYPE_INT32 "  \
+                                                                                             "dims: [ 4 ] },"          \
+                                                                                             " { name: \"OUTPUT2\" "   \
+                                                                                             "data_type: TYPE_INT32 "  \
+                                                                                             "dims: [ 4 ] },"          \
+                                                                                             " { name: \"OUTPUT3\" "   \
+                                                                                             "data_type: TYPE_INT32 "  \
+                                                                                             "dims: [ 4 ] },"          \
+                                                                                             " { name: "               \
+                                                                                             "\"OUTPUT" WIDE_LONG      \
+                                                                                             "\" data_type: "          \
+                                                                                             "TYPE_INT32 dims: [ 1, "  \
+                                                                                             "1, 1, 1, 1, 4 ] } ]\n"
 
 static const char *const wide_suffix[5] = {"0", "1", "2", "3", WIDE_LONG};
 
@@ -541,8 +554,10 @@ static void wide_expect(h_call *c, int32_t data[5][4], const bool want[5]) {
     cr_assert_eq(v.size, sizeof data[i], "%s", name);
     cr_assert_eq(memcmp(v.base, data[i], sizeof data[i]), 0, "%s", name);
     const int64_t shape6[6] = {1, 1, 1, 1, 1, 4}, shape1[1] = {4};
-    if (i == 4) expect_shape(&v, shape6, 6);
-    else expect_shape(&v, shape1, 1);
+    if (i == 4)
+      expect_shape(&v, shape6, 6);
+    else
+      expect_shape(&v, shape1, 1);
   }
   cr_assert_eq(output_count(resp), n);
   const char *id = NULL;
@@ -672,8 +687,8 @@ Test(infer, unloaded_model_unavailable) {
   h_bind(r, c);
   TRITONSERVER_Error *e = TRITONSERVER_ServerInferAsync(f.s, r, NULL);
   cr_assert_not_null(e, "InferAsync on an unloaded model must fail");
-  cr_assert_eq(TRITONSERVER_ErrorCode(e), TRITONSERVER_ERROR_UNAVAILABLE, "%s: %s",
-               TRITONSERVER_ErrorCodeString(e), TRITONSERVER_ErrorMessage(e));
+  cr_assert_eq(TRITONSERVER_ErrorCode(e), TRITONSERVER_ERROR_UNAVAILABLE, "%s: %s", TRITONSERVER_ErrorCodeString(e),
+               TRITONSERVER_ErrorMessage(e));
   TRITONSERVER_ErrorDelete(e);
   usleep(20000);
   cr_assert_eq(c->n, 0, "no response callback may fire");
@@ -743,8 +758,10 @@ typedef struct del_ctx {
 static void release_and_delete(TRITONSERVER_InferenceRequest *req, const uint32_t flags, void *userp) {
   del_ctx *d = userp;
   TRITONSERVER_Error *e = TRITONSERVER_InferenceRequestDelete(req);
-  if (e) TRITONSERVER_ErrorDelete(e);
-  else atomic_store(&d->deleted, 1);
+  if (e)
+    TRITONSERVER_ErrorDelete(e);
+  else
+    atomic_store(&d->deleted, 1);
   h_on_release(req, flags, d->c);
 }
 

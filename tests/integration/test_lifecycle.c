@@ -20,9 +20,8 @@ static TRITONSERVER_Server *explicit_server(void) {
   return h_server_new(o);
 }
 
-static const char *IO_FP32_4 =
-    "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
-    "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n";
+static const char *IO_FP32_4 = "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+                               "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n";
 
 static void write_model(const char *name, const char *backend, const char *extra) {
   char cfg[4096];
@@ -183,8 +182,7 @@ Test(lifecycle, a_failed_load_is_retried_when_asked) {
     H_OK(TRITONSERVER_ServerModelIsReady(s, "flaky", -1, &ready));
     if (retries == 0) {
       cr_assert_not_null(e);
-      cr_expect(strstr(TRITONSERVER_ErrorMessage(e), "failed in ModelInitialize"), "%s",
-                TRITONSERVER_ErrorMessage(e));
+      cr_expect(strstr(TRITONSERVER_ErrorMessage(e), "failed in ModelInitialize"), "%s", TRITONSERVER_ErrorMessage(e));
       TRITONSERVER_ErrorDelete(e);
       cr_expect_not(ready);
     } else {
@@ -376,8 +374,10 @@ static void thread_policies(const char *prefix, int *batch, int *other) {
     fclose(f);
     if (strncmp(comm, prefix, strlen(prefix)) != 0) continue;
     int policy = sched_getscheduler((pid_t)atoi(e->d_name));
-    if (policy == SCHED_BATCH) (*batch)++;
-    else (*other)++;
+    if (policy == SCHED_BATCH)
+      (*batch)++;
+    else
+      (*other)++;
   }
   closedir(d);
 }
@@ -471,12 +471,16 @@ Test(lifecycle, invalid_config_never_reaches_the_backend) {
  * name of the form 'model.<backend_name>'; any other name is refused with
  * Triton's message, before any backend call. */
 Test(lifecycle, backend_from_the_model_name) {
-  h_model(g_repo, "m.recorder", "name: \"m.recorder\"\n"
+  h_model(g_repo, "m.recorder",
+          "name: \"m.recorder\"\n"
           "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
-          "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n", "1");
-  h_model(g_repo, "nobackend", "name: \"nobackend\"\n"
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n",
+          "1");
+  h_model(g_repo, "nobackend",
+          "name: \"nobackend\"\n"
           "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
-          "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n", "1");
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n",
+          "1");
   TRITONSERVER_Server *s = explicit_server();
   H_OK(TRITONSERVER_ServerLoadModel(s, "m.recorder"));
   cr_assert_null(infer_once(s, "m.recorder"));

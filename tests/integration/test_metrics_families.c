@@ -3,20 +3,18 @@
  * model_metrics buckets) and the CPU gauges. */
 #include "harness.h"
 
-static const char *kCancelWait =
-    "name: \"cw\"\nbackend: \"cancel_wait\"\nmax_batch_size: 0\n"
-    "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
-    "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
-    "instance_group [ { kind: KIND_CPU count: 1 } ]\n"
-    "parameters { key: \"max_wait_ms\" value: { string_value: \"5000\" } }\n";
+static const char *kCancelWait = "name: \"cw\"\nbackend: \"cancel_wait\"\nmax_batch_size: 0\n"
+                                 "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+                                 "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+                                 "instance_group [ { kind: KIND_CPU count: 1 } ]\n"
+                                 "parameters { key: \"max_wait_ms\" value: { string_value: \"5000\" } }\n";
 
 /* identity fails OUTPUT1 when the optional INPUT1 is absent. */
-static const char *kOpt =
-    "name: \"opt\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
-    "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 2 ] },"
-    " { name: \"INPUT1\" data_type: TYPE_FP32 dims: [ 2 ] optional: true } ]\n"
-    "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 2 ] },"
-    " { name: \"OUTPUT1\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n";
+static const char *kOpt = "name: \"opt\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
+                          "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 2 ] },"
+                          " { name: \"INPUT1\" data_type: TYPE_FP32 dims: [ 2 ] optional: true } ]\n"
+                          "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 2 ] },"
+                          " { name: \"OUTPUT1\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n";
 
 static const char *kEnsOverOpt =
     "name: \"ens\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
@@ -25,16 +23,14 @@ static const char *kEnsOverOpt =
     "ensemble_scheduling { step [ { model_name: \"opt\" model_version: -1\n"
     "  input_map { key: \"INPUT0\" value: \"IN\" } output_map { key: \"OUTPUT1\" value: \"OUT\" } } ] }\n";
 
-static const char *kIdent =
-    "name: \"ident\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
-    "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n"
-    "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n";
+static const char *kIdent = "name: \"ident\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
+                            "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n"
+                            "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n";
 
-static const char *kSquare =
-    "name: \"sq\"\nbackend: \"square\"\nmax_batch_size: 0\n"
-    "model_transaction_policy { decoupled: true }\n"
-    "input [ { name: \"IN\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
-    "output [ { name: \"OUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n";
+static const char *kSquare = "name: \"sq\"\nbackend: \"square\"\nmax_batch_size: 0\n"
+                             "model_transaction_policy { decoupled: true }\n"
+                             "input [ { name: \"IN\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+                             "output [ { name: \"OUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n";
 
 static const float g_in4[4] = {1, 2, 3, 4};
 static const float g_in2[2] = {1, 2};
@@ -344,8 +340,7 @@ Test(metrics_families, pending_counts_queued_requests_only, .timeout = 60) {
   H_OK(TRITONSERVER_ServerInferAsync(s, r1, NULL));
   H_OK(TRITONSERVER_ServerInferAsync(s, r2, NULL));
   /* r1 executes (held), r2 waits: one pending, never both. */
-  cr_assert(pending_reaches(s, "cw", 1), "cw shows %ld pending with one executing and one queued",
-            pending_of(s, "cw"));
+  cr_assert(pending_reaches(s, "cw", 1), "cw shows %ld pending with one executing and one queued", pending_of(s, "cw"));
   /* An ensemble request that waits for cw: cw counts it, the ensemble 0. */
   int64_t shape[1] = {4};
   TRITONSERVER_InferenceRequest *re = h_request(s, "ens_cw");
@@ -389,8 +384,7 @@ Test(metrics_families, ensemble_durations_are_spans_of_its_execution, .timeout =
   double elapsed_us = h_seconds_since(&t0) * 1e6;
   char *t = h_metrics_text(s);
   static const char *const fams[] = {"nv_inference_request_duration_us", "nv_inference_queue_duration_us",
-                                     "nv_inference_compute_input_duration_us",
-                                     "nv_inference_compute_infer_duration_us",
+                                     "nv_inference_compute_input_duration_us", "nv_inference_compute_infer_duration_us",
                                      "nv_inference_compute_output_duration_us"};
   for (size_t i = 0; i < sizeof fams / sizeof fams[0]; i++) {
     char key[256];
@@ -422,8 +416,8 @@ static json_int_t response_stat(TRITONSERVER_Server *s, const char *model, const
 
 /* square reports a response's statistics just after sending it: polls
  * until the count reaches `want` (5 s at most) and returns the last one. */
-static json_int_t response_stat_reaches(TRITONSERVER_Server *s, const char *model, const char *idx,
-                                        const char *what, json_int_t want) {
+static json_int_t response_stat_reaches(TRITONSERVER_Server *s, const char *model, const char *idx, const char *what,
+                                        json_int_t want) {
   json_int_t v = 0;
   for (int i = 0; i < 500 && (v = response_stat(s, model, idx, what)) < want; i++) usleep(10 * 1000);
   return v;
@@ -432,8 +426,7 @@ static json_int_t response_stat_reaches(TRITONSERVER_Server *s, const char *mode
 static TRITONSERVER_Error *refuse_alloc(TRITONSERVER_ResponseAllocator *a, const char *name, size_t size,
                                         TRITONSERVER_MemoryType mt, int64_t mid, void *userp, void **buf,
                                         void **buf_userp, TRITONSERVER_MemoryType *amt, int64_t *amid) {
-  (void)a, (void)name, (void)size, (void)mt, (void)mid, (void)userp, (void)buf, (void)buf_userp, (void)amt,
-      (void)amid;
+  (void)a, (void)name, (void)size, (void)mt, (void)mid, (void)userp, (void)buf, (void)buf_userp, (void)amt, (void)amid;
   return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, "test: no memory for outputs");
 }
 

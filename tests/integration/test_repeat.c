@@ -17,17 +17,16 @@ static void expect_no_leaks(void) {
 static void expect_no_leaks(void) {}
 #endif
 
-#define REPEAT_IO                                                               \
-  "input [ { name: \"IN\" data_type: TYPE_INT32 dims: [ -1 ] },\n"              \
-  "        { name: \"DELAY\" data_type: TYPE_UINT32 dims: [ -1 ] },\n"          \
-  "        { name: \"WAIT\" data_type: TYPE_UINT32 dims: [ 1 ] } ]\n"           \
-  "output [ { name: \"OUT\" data_type: TYPE_INT32 dims: [ 1 ] },\n"             \
+#define REPEAT_IO                                                                                                      \
+  "input [ { name: \"IN\" data_type: TYPE_INT32 dims: [ -1 ] },\n"                                                     \
+  "        { name: \"DELAY\" data_type: TYPE_UINT32 dims: [ -1 ] },\n"                                                 \
+  "        { name: \"WAIT\" data_type: TYPE_UINT32 dims: [ 1 ] } ]\n"                                                  \
+  "output [ { name: \"OUT\" data_type: TYPE_INT32 dims: [ 1 ] },\n"                                                    \
   "         { name: \"IDX\" data_type: TYPE_UINT32 dims: [ 1 ] } ]\n"
 
-#define REPEAT_CONFIG                                                           \
-  "name: \"rep\"\nbackend: \"repeat\"\nmax_batch_size: 0\n"                     \
-  "model_transaction_policy { decoupled: true }\n" REPEAT_IO                    \
-  "instance_group [ { kind: KIND_CPU count: 1 } ]\n"
+#define REPEAT_CONFIG                                                                                                  \
+  "name: \"rep\"\nbackend: \"repeat\"\nmax_batch_size: 0\n"                                                            \
+  "model_transaction_policy { decoupled: true }\n" REPEAT_IO "instance_group [ { kind: KIND_CPU count: 1 } ]\n"
 
 static uint64_t now_ms(void) {
   struct timespec ts;
@@ -57,7 +56,7 @@ typedef struct timed_call {
   h_call *c;
   uint64_t t0_ms;
   uint64_t at_ms[MAX_TIMED]; /* arrival of callback i, ms after t0 */
-  int seq[MAX_TIMED];        /* position of callback i among all calls */
+  int seq[MAX_TIMED]; /* position of callback i among all calls */
 } timed_call;
 
 static atomic_int g_seq;
@@ -78,9 +77,8 @@ static void on_timed_response(TRITONSERVER_InferenceResponse *r, const uint32_t 
 }
 
 /* A repeat request; the arrays must outlive the call. */
-static TRITONSERVER_InferenceRequest *repeat_request(TRITONSERVER_Server *s, const int32_t *in,
-                                                     const uint32_t *delay, int64_t n_in, int64_t n_delay,
-                                                     const uint32_t *wait) {
+static TRITONSERVER_InferenceRequest *repeat_request(TRITONSERVER_Server *s, const int32_t *in, const uint32_t *delay,
+                                                     int64_t n_in, int64_t n_delay, const uint32_t *wait) {
   TRITONSERVER_InferenceRequest *r = h_request(s, "rep");
   int64_t shape_in[1] = {n_in}, shape_delay[1] = {n_delay}, shape_wait[1] = {1};
   h_add_input(r, "IN", TRITONSERVER_TYPE_INT32, shape_in, 1, in, (size_t)n_in * sizeof(int32_t));
@@ -118,8 +116,8 @@ static uint32_t scalar_output(h_call *c, size_t i, const char *want, TRITONSERVE
     TRITONSERVER_MemoryType mt;
     int64_t mtid;
     void *userp;
-    H_OK(TRITONSERVER_InferenceResponseOutput(c->responses[i], k, &name, &dt, &shape, &dims, &base, &size, &mt,
-                                              &mtid, &userp));
+    H_OK(TRITONSERVER_InferenceResponseOutput(c->responses[i], k, &name, &dt, &shape, &dims, &base, &size, &mt, &mtid,
+                                              &userp));
     if (strcmp(name, want) != 0) continue;
     cr_assert_eq(dt, want_dt, "output %s of response %zu has type %d", want, i, (int)dt);
     cr_assert_eq(dims, 1u);
@@ -182,8 +180,8 @@ Test(repeat, three_responses_in_order_spread_in_time) {
   cr_assert_geq(at[1], 95u, "second response after %lu ms, before its delay", (unsigned long)at[1]);
   cr_assert_geq(at[2], 295u, "third response after %lu ms, before its delays", (unsigned long)at[2]);
   cr_assert_geq(at[3], 395u, "final after %lu ms, before WAIT elapsed", (unsigned long)at[3]);
-  cr_assert_geq(at[2] - at[0], 250u, "responses not spread in time: first %lu ms, last %lu ms",
-                (unsigned long)at[0], (unsigned long)at[2]);
+  cr_assert_geq(at[2] - at[0], 250u, "responses not spread in time: first %lu ms, last %lu ms", (unsigned long)at[0],
+                (unsigned long)at[2]);
   timed_free(tc);
   H_OK(TRITONSERVER_InferenceRequestDelete(r));
   server_done(s, repo);
@@ -223,8 +221,7 @@ static void expect_one_error(h_call *c, const char *what) {
   cr_assert_not_null(e, "the response must carry an error");
   cr_assert_eq(TRITONSERVER_ErrorCode(e), TRITONSERVER_ERROR_INVALID_ARG, "code %s: %s",
                TRITONSERVER_ErrorCodeString(e), TRITONSERVER_ErrorMessage(e));
-  cr_assert(strstr(TRITONSERVER_ErrorMessage(e), what), "message '%s' lacks '%s'", TRITONSERVER_ErrorMessage(e),
-            what);
+  cr_assert(strstr(TRITONSERVER_ErrorMessage(e), what), "message '%s' lacks '%s'", TRITONSERVER_ErrorMessage(e), what);
   TRITONSERVER_ErrorDelete(e);
 }
 
@@ -304,8 +301,7 @@ Test(repeat, concurrent_requests_on_one_instance_interleave) {
       cr_assert_lt(b->seq[i], a->seq[i + 1], "B[%d] (#%d) after A[%d] (#%d)", i, b->seq[i], i + 1, a->seq[i + 1]);
     }
   }
-  cr_assert_lt(b->at_ms[0], 350u, "B's first response after %lu ms: it waited for A",
-               (unsigned long)b->at_ms[0]);
+  cr_assert_lt(b->at_ms[0], 350u, "B's first response after %lu ms: it waited for A", (unsigned long)b->at_ms[0]);
   timed_free(a);
   timed_free(b);
   H_OK(TRITONSERVER_InferenceRequestDelete(ra));

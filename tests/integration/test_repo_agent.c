@@ -65,8 +65,10 @@ static bool log_in_order(const char *const *lines) {
     snprintf(want, sizeof want, "%s\n", lines[i]);
     const char *hit = strstr(at, want);
     while (hit && hit != l && hit[-1] != '\n') hit = strstr(hit + 1, want);
-    if (!hit) ok = false;
-    else at = hit + strlen(want);
+    if (!hit)
+      ok = false;
+    else
+      at = hit + strlen(want);
   }
   if (!ok) fprintf(stderr, "agent log:\n%s", l);
   free(l);
@@ -139,18 +141,17 @@ Test(repo_agent, a_model_that_loads_and_unloads_tells_the_agent_each_step) {
   infer_identity(s, "ident");
   char where[4096];
   snprintf(where, sizeof where, "location a %s/ident", g_repo);
-  const char *const loaded[] = {"Initialize", "ModelInitialize ident a", "LOAD ident a", where, "params a 1",
-                                "LOAD_COMPLETE ident a", NULL};
+  const char *const loaded[] = {
+      "Initialize", "ModelInitialize ident a", "LOAD ident a", where, "params a 1", "LOAD_COMPLETE ident a", NULL};
   cr_expect(log_in_order(loaded));
   /* What the server must refuse once the load is over. */
   const char *const refused[] = {"refused a update Invalid argument", "refused a parameter Invalid argument",
-                                 "refused a config_v2 Unsupported", "refused a acquire_remote Invalid argument",
-                                 NULL};
+                                 "refused a config_v2 Unsupported", "refused a acquire_remote Invalid argument", NULL};
   cr_expect(log_in_order(refused));
   H_OK(TRITONSERVER_ServerUnloadModel(s, "ident"));
   cr_assert(log_has("Finalize"), "the agent is finalized once no model uses it");
   const char *const unloaded[] = {"LOAD_COMPLETE ident a", "UNLOAD ident a", "UNLOAD_COMPLETE ident a",
-                                  "ModelFinalize a", "Finalize", NULL};
+                                  "ModelFinalize a",       "Finalize",       NULL};
   cr_expect(log_in_order(unloaded));
   cr_expect_eq(log_count("LOAD_FAIL ident a"), 0);
   H_OK(TRITONSERVER_ServerDelete(s));
@@ -193,10 +194,17 @@ Test(repo_agent, chained_agents_see_where_the_previous_one_left_the_model) {
   /* LOAD and UNLOAD go first to last, the completions last to first. */
   H_OK(TRITONSERVER_ServerUnloadModel(s, "ident"));
   cr_assert(log_has("Finalize"));
-  const char *const order[] = {"Initialize",           "LOAD ident a",           "LOAD ident b",
-                               "LOAD_COMPLETE ident b", "LOAD_COMPLETE ident a", "UNLOAD ident a",
-                               "UNLOAD ident b",       "UNLOAD_COMPLETE ident b", "UNLOAD_COMPLETE ident a",
-                               "Finalize",             NULL};
+  const char *const order[] = {"Initialize",
+                               "LOAD ident a",
+                               "LOAD ident b",
+                               "LOAD_COMPLETE ident b",
+                               "LOAD_COMPLETE ident a",
+                               "UNLOAD ident a",
+                               "UNLOAD ident b",
+                               "UNLOAD_COMPLETE ident b",
+                               "UNLOAD_COMPLETE ident a",
+                               "Finalize",
+                               NULL};
   cr_expect(log_in_order(order));
   cr_expect_eq(log_count("Initialize"), 1, "one library, initialized once for both entries");
   H_OK(TRITONSERVER_ServerDelete(s));
@@ -225,8 +233,7 @@ Test(repo_agent, an_agent_that_fails_load_fails_the_model) {
 }
 
 Test(repo_agent, a_failing_model_initialize_fails_the_load_and_is_still_finalized) {
-  agent_model("ident", "agents [ { name: \"recorder\" parameters [ { key: \"fail\" value: \"MODEL_INIT\" } ] } ]",
-              "1");
+  agent_model("ident", "agents [ { name: \"recorder\" parameters [ { key: \"fail\" value: \"MODEL_INIT\" } ] } ]", "1");
   TRITONSERVER_Server *s = server(TRITONSERVER_MODEL_CONTROL_EXPLICIT, NRD_TEST_AGENT_DIR);
   expect_load_error(s, "ident", "repo agent 'recorder' failed to initialize model 'ident'");
   cr_expect_eq(log_count("LOAD ident -"), 0, "no action after a failed ModelInitialize");
@@ -236,8 +243,8 @@ Test(repo_agent, a_failing_model_initialize_fails_the_load_and_is_still_finalize
 }
 
 Test(repo_agent, a_location_without_the_model_fails_the_load) {
-  agent_model("ident", "agents [ { name: \"recorder\" parameters [ { key: \"update_to\" value: \"/nonexistent/x\" } ] } ]",
-              "1");
+  agent_model("ident",
+              "agents [ { name: \"recorder\" parameters [ { key: \"update_to\" value: \"/nonexistent/x\" } ] } ]", "1");
   TRITONSERVER_Server *s = server(TRITONSERVER_MODEL_CONTROL_EXPLICIT, NRD_TEST_AGENT_DIR);
   expect_load_error(s, "ident", "/nonexistent/x");
   const char *const order[] = {"LOAD ident -", "LOAD_FAIL ident -", "ModelFinalize -", NULL};
@@ -269,8 +276,12 @@ Test(repo_agent, a_reload_completes_the_new_chain_before_the_old_one_unloads) {
   agent_model("ident", "agents [ { name: \"recorder\" parameters { key: \"tag\" value: \"second\" } } ]", "1");
   H_OK(TRITONSERVER_ServerLoadModel(s, "ident"));
   cr_expect(ready(s, "ident", 1));
-  const char *const order[] = {"LOAD_COMPLETE ident first", "LOAD ident second",         "LOAD_COMPLETE ident second",
-                               "UNLOAD ident first",        "UNLOAD_COMPLETE ident first", "ModelFinalize first",
+  const char *const order[] = {"LOAD_COMPLETE ident first",
+                               "LOAD ident second",
+                               "LOAD_COMPLETE ident second",
+                               "UNLOAD ident first",
+                               "UNLOAD_COMPLETE ident first",
+                               "ModelFinalize first",
                                NULL};
   cr_expect(log_in_order(order));
   cr_expect_eq(log_count("Finalize"), 0, "the agent stays while the new load uses it");

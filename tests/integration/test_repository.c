@@ -23,9 +23,8 @@ static void teardown(void) {
 
 TestSuite(repo, .init = setup, .fini = teardown, .timeout = 60);
 
-static const char *IO =
-    "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
-    "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n";
+static const char *IO = "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+                        "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n";
 
 static void model(const char *name, const char *backend, const char *extra, const char *versions) {
   char cfg[4096];
@@ -161,8 +160,8 @@ Test(repo, latest_n_all_and_specific) {
   TRITONSERVER_Message *m = NULL;
   H_OK(TRITONSERVER_ServerModelMetadata(s, "all", -1, &m));
   char *meta = h_msg_text(m);
-  cr_assert(strstr(meta, "\"versions\":[\"3\",\"2\",\"1\"]") || strstr(meta, "\"versions\":[\"1\",\"2\",\"3\"]"),
-            "%s", meta);
+  cr_assert(strstr(meta, "\"versions\":[\"3\",\"2\",\"1\"]") || strstr(meta, "\"versions\":[\"1\",\"2\",\"3\"]"), "%s",
+            meta);
   free(meta);
   H_OK(TRITONSERVER_ServerDelete(s));
 }
@@ -328,9 +327,9 @@ typedef struct send_gate {
 typedef struct load_loop {
   TRITONSERVER_Server *s;
   const char *model; /* "m" when NULL */
-  bool batched;      /* the model batches: the input gets a batch dimension of 1 */
-  bool refusals_ok;  /* the model may be unloaded: a refused request is no failure */
-  send_gate *gate;   /* NULL: retry a refused request at once */
+  bool batched; /* the model batches: the input gets a batch dimension of 1 */
+  bool refusals_ok; /* the model may be unloaded: a refused request is no failure */
+  send_gate *gate; /* NULL: retry a refused request at once */
   atomic_bool stop;
   atomic_int ok, failed, refused;
 } load_loop;
@@ -351,8 +350,10 @@ static void gate_move(send_gate *g, bool stop) {
 }
 
 static void refused_once(load_loop *l, unsigned epoch) {
-  if (l->refusals_ok) atomic_fetch_add(&l->refused, 1);
-  else atomic_fetch_add(&l->failed, 1);
+  if (l->refusals_ok)
+    atomic_fetch_add(&l->refused, 1);
+  else
+    atomic_fetch_add(&l->failed, 1);
   if (l->gate) gate_wait(l->gate, epoch);
 }
 
@@ -375,8 +376,10 @@ static void *sender(void *arg) {
       refused_once(l, epoch);
       continue;
     }
-    if (l->batched) h_add_input(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 2, in, sizeof in);
-    else h_add_input(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape + 1, 1, in, sizeof in);
+    if (l->batched)
+      h_add_input(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 2, in, sizeof in);
+    else
+      h_add_input(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape + 1, 1, in, sizeof in);
     h_call *c = h_call_new();
     h_bind(r, c);
     e = TRITONSERVER_ServerInferAsync(l->s, r, NULL);
@@ -390,8 +393,10 @@ static void *sender(void *arg) {
     }
     cr_assert(h_wait(c, 60000), "an accepted request had no final response within 60 s");
     char *err = h_response_error(c, 0);
-    if (err) atomic_fetch_add(&l->failed, 1), free(err);
-    else atomic_fetch_add(&l->ok, 1);
+    if (err)
+      atomic_fetch_add(&l->failed, 1), free(err);
+    else
+      atomic_fetch_add(&l->ok, 1);
     h_call_free(c);
     TRITONSERVER_InferenceRequestDelete(r);
   }
@@ -460,7 +465,8 @@ Test(repo, reload_keeps_serving) {
 Test(repo, unload_waits_for_senders_inside_enqueue) {
   model("dyn", "identity",
         "max_batch_size: 8\ninstance_group [ { kind: KIND_CPU count: 2 } ]\n"
-        "dynamic_batching { max_queue_delay_microseconds: 100 }\n", "1");
+        "dynamic_batching { max_queue_delay_microseconds: 100 }\n",
+        "1");
   model("plain", "identity", "instance_group [ { kind: KIND_CPU count: 2 } ]\n", "1");
   TRITONSERVER_Server *s = h_server_new(h_options(g_repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
   const char *names[2] = {"dyn", "plain"};
@@ -546,10 +552,9 @@ Test(repo, missing_config_needs_auto_complete) {
 Test(repo, config_override_replaces_the_file) {
   model("m", "identity", NULL, "1");
   TRITONSERVER_Server *s = h_server_new(h_options(g_repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
-  const char *json =
-      "{\"backend\":\"identity\",\"max_batch_size\":4,"
-      "\"input\":[{\"name\":\"INPUT0\",\"data_type\":\"TYPE_INT32\",\"dims\":[2]}],"
-      "\"output\":[{\"name\":\"OUTPUT0\",\"data_type\":\"TYPE_INT32\",\"dims\":[2]}]}";
+  const char *json = "{\"backend\":\"identity\",\"max_batch_size\":4,"
+                     "\"input\":[{\"name\":\"INPUT0\",\"data_type\":\"TYPE_INT32\",\"dims\":[2]}],"
+                     "\"output\":[{\"name\":\"OUTPUT0\",\"data_type\":\"TYPE_INT32\",\"dims\":[2]}]}";
   TRITONSERVER_Parameter *p = TRITONSERVER_ParameterNew("config", TRITONSERVER_PARAMETER_STRING, json);
   const TRITONSERVER_Parameter *params[1] = {p};
   H_OK(TRITONSERVER_ServerLoadModelWithParameters(s, "m", params, 1));
@@ -578,10 +583,9 @@ Test(repo, config_override_replaces_the_file) {
 
 Test(repo, file_overrides_make_a_model) {
   TRITONSERVER_Server *s = h_server_new(h_options(g_repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
-  const char *json =
-      "{\"backend\":\"identity\","
-      "\"input\":[{\"name\":\"INPUT0\",\"data_type\":\"TYPE_FP32\",\"dims\":[4]}],"
-      "\"output\":[{\"name\":\"OUTPUT0\",\"data_type\":\"TYPE_FP32\",\"dims\":[4]}]}";
+  const char *json = "{\"backend\":\"identity\","
+                     "\"input\":[{\"name\":\"INPUT0\",\"data_type\":\"TYPE_FP32\",\"dims\":[4]}],"
+                     "\"output\":[{\"name\":\"OUTPUT0\",\"data_type\":\"TYPE_FP32\",\"dims\":[4]}]}";
   const char blob[] = "weights";
   TRITONSERVER_Parameter *pc = TRITONSERVER_ParameterNew("config", TRITONSERVER_PARAMETER_STRING, json);
   TRITONSERVER_Parameter *pf = TRITONSERVER_ParameterBytesNew("file:1/model.bin", blob, sizeof blob);
@@ -805,7 +809,7 @@ static TRITONSERVER_Server *two_repo_server(const char *second, TRITONSERVER_Mod
 Test(repo, namespacing_keeps_one_name_per_repository) {
   char *second = h_tmpdir();
   ns_identity(g_repo, "m", 4);
-  ns_ensemble(g_repo, "ens", "m", 4);      /* needs A's m: B's has 2 elements */
+  ns_ensemble(g_repo, "ens", "m", 4); /* needs A's m: B's has 2 elements */
   ns_ensemble(g_repo, "ens_solo", "solo", 4); /* solo is only in B */
   ns_identity(second, "m", 2);
   ns_ensemble(second, "ens_b", "m", 2);

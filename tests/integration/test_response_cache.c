@@ -6,18 +6,18 @@
  * messages. */
 #include "harness.h"
 
-#define ADDSUB_CFG(name, cache)                                                              \
-  "name: \"" name "\"\nbackend: \"add_sub\"\nmax_batch_size: 0\n"                          \
-  "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ 4 ] },\n"                       \
-  "        { name: \"INPUT1\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"                      \
-  "output [ { name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ 4 ] },\n"                     \
-  "         { name: \"OUTPUT1\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"                    \
+#define ADDSUB_CFG(name, cache)                                                                                        \
+  "name: \"" name "\"\nbackend: \"add_sub\"\nmax_batch_size: 0\n"                                                      \
+  "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ 4 ] },\n"                                                  \
+  "        { name: \"INPUT1\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"                                                 \
+  "output [ { name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ 4 ] },\n"                                                \
+  "         { name: \"OUTPUT1\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"                                               \
   "response_cache { enable: " cache " }\n"
 
-#define IDENTITY_CFG(name, cache)                                                            \
-  "name: \"" name "\"\nbackend: \"identity\"\nmax_batch_size: 0\n"                         \
-  "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ -1, -1 ] } ]\n"                  \
-  "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ -1, -1 ] } ]\n"                \
+#define IDENTITY_CFG(name, cache)                                                                                      \
+  "name: \"" name "\"\nbackend: \"identity\"\nmax_batch_size: 0\n"                                                     \
+  "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ -1, -1 ] } ]\n"                                             \
+  "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ -1, -1 ] } ]\n"                                           \
   "response_cache { enable: " cache " }\n"
 
 static const int32_t A[4] = {1, 2, 3, 4}, B[4] = {10, 20, 30, 40};
@@ -60,13 +60,13 @@ static void done(h_call *c, TRITONSERVER_InferenceRequest *r) {
 
 /* identity on `data` (n floats) shaped `shape` (2 dims), split into
  * `pieces` buffers; returns the call (caller frees) and the request. */
-static h_call *identity(TRITONSERVER_Server *s, const char *model, const float *data, size_t n,
-                        const int64_t *shape, int pieces, TRITONSERVER_InferenceRequest **req) {
+static h_call *identity(TRITONSERVER_Server *s, const char *model, const float *data, size_t n, const int64_t *shape,
+                        int pieces, TRITONSERVER_InferenceRequest **req) {
   TRITONSERVER_InferenceRequest *r = h_request(s, model);
   H_OK(TRITONSERVER_InferenceRequestAddInput(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 2));
   size_t first = pieces > 1 ? n / 2 - 1 : n;
-  H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT0", data, first * sizeof(float),
-                                                    TRITONSERVER_MEMORY_CPU, 0));
+  H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT0", data, first * sizeof(float), TRITONSERVER_MEMORY_CPU,
+                                                    0));
   if (first < n)
     H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT0", data + first, (n - first) * sizeof(float),
                                                       TRITONSERVER_MEMORY_CPU, 0));
@@ -249,7 +249,8 @@ Test(response_cache, bad_cache_configurations_are_refused) {
   static const struct {
     const char *name, *json, *want;
   } cases[] = {
-      {"redis", "{\"size\": 100}", "unable to load cache 'redis' from '/opt/tritonserver/caches/redis/libtritoncache_redis.so'"},
+      {"redis", "{\"size\": 100}",
+       "unable to load cache 'redis' from '/opt/tritonserver/caches/redis/libtritoncache_redis.so'"},
       {"local", "{}", "Failed to initialize LocalCache: config didn't contain a valid 'size' field."},
       {"local", "{\"size\": \"12x\"}", "'size' must be a number of bytes, got '12x'"},
       {"local", "{\"size\": -5}", "'size' config must be a string or uint type"},
@@ -262,8 +263,7 @@ Test(response_cache, bad_cache_configurations_are_refused) {
     TRITONSERVER_Server *s = NULL;
     TRITONSERVER_Error *err = TRITONSERVER_ServerNew(&s, o);
     cr_assert_not_null(err, "case %zu was accepted", i);
-    cr_expect(strstr(TRITONSERVER_ErrorMessage(err), cases[i].want), "case %zu: %s", i,
-              TRITONSERVER_ErrorMessage(err));
+    cr_expect(strstr(TRITONSERVER_ErrorMessage(err), cases[i].want), "case %zu: %s", i, TRITONSERVER_ErrorMessage(err));
     cr_expect_null(s);
     TRITONSERVER_ErrorDelete(err);
     TRITONSERVER_ServerOptionsDelete(o);
@@ -285,15 +285,16 @@ Test(response_cache, bad_cache_configurations_are_refused) {
 Test(response_cache, an_ensemble_is_cached_as_a_whole) {
   char *repo = h_tmpdir();
   h_model(repo, "addsub", ADDSUB_CFG("addsub", "false"), "1");
-  h_model(repo, "ens",
-          "name: \"ens\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
-          "input [ { name: \"X\" data_type: TYPE_INT32 dims: [ 4 ] }, { name: \"Y\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
-          "output [ { name: \"S\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
-          "response_cache { enable: true }\n"
-          "ensemble_scheduling { step [ { model_name: \"addsub\" model_version: -1\n"
-          "  input_map { key: \"INPUT0\" value: \"X\" } input_map { key: \"INPUT1\" value: \"Y\" }\n"
-          "  output_map { key: \"OUTPUT0\" value: \"S\" } } ] }\n",
-          "1");
+  h_model(
+      repo, "ens",
+      "name: \"ens\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
+      "input [ { name: \"X\" data_type: TYPE_INT32 dims: [ 4 ] }, { name: \"Y\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
+      "output [ { name: \"S\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
+      "response_cache { enable: true }\n"
+      "ensemble_scheduling { step [ { model_name: \"addsub\" model_version: -1\n"
+      "  input_map { key: \"INPUT0\" value: \"X\" } input_map { key: \"INPUT1\" value: \"Y\" }\n"
+      "  output_map { key: \"OUTPUT0\" value: \"S\" } } ] }\n",
+      "1");
   TRITONSERVER_Server *s = cached_server(repo, "{\"size\": 65536}");
   int64_t shape[1] = {4};
   for (int i = 0; i < 2; i++) {

@@ -48,7 +48,9 @@ static void control_model(const char *repo, const char *name, const char *corrid
   h_model(repo, name, cfg, "1");
 }
 
-static TRITONSERVER_Server *server_on(char *repo) { return h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE)); }
+static TRITONSERVER_Server *server_on(char *repo) {
+  return h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+}
 
 static void server_done(TRITONSERVER_Server *s, char *repo) {
   H_OK(TRITONSERVER_ServerDelete(s));
@@ -62,8 +64,10 @@ static TRITONSERVER_InferenceRequest *seq_request(TRITONSERVER_Server *s, const 
   TRITONSERVER_InferenceRequest *r = h_request(s, model);
   int64_t shape[2] = {1, 1};
   h_add_input(r, "INPUT", TRITONSERVER_TYPE_INT32, shape, 2, value, sizeof *value);
-  if (sid) H_OK(TRITONSERVER_InferenceRequestSetCorrelationIdString(r, sid));
-  else if (id) H_OK(TRITONSERVER_InferenceRequestSetCorrelationId(r, id));
+  if (sid)
+    H_OK(TRITONSERVER_InferenceRequestSetCorrelationIdString(r, sid));
+  else if (id)
+    H_OK(TRITONSERVER_InferenceRequestSetCorrelationId(r, id));
   H_OK(TRITONSERVER_InferenceRequestSetFlags(r, flags));
   return r;
 }
@@ -334,16 +338,16 @@ static void write_bytes(const char *dir, const char *rel, const void *data, size
  * the load. */
 Test(sequence, bytes_state_carries_strings, .timeout = 60) {
   char *repo = h_tmpdir();
-  const char *cfg =
-      "name: \"%s\"\nbackend: \"accumulate\"\nmax_batch_size: 2\n"
-      "input [ { name: \"INPUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
-      "output [ { name: \"OUTPUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
-      "sequence_batching { state [ { input_name: \"INPUT_STATE\" output_name: \"OUTPUT_STATE\"\n"
-      "  data_type: TYPE_STRING dims: [ 1 ] %s } ] }\n";
+  const char *cfg = "name: \"%s\"\nbackend: \"accumulate\"\nmax_batch_size: 2\n"
+                    "input [ { name: \"INPUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+                    "output [ { name: \"OUTPUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+                    "sequence_batching { state [ { input_name: \"INPUT_STATE\" output_name: \"OUTPUT_STATE\"\n"
+                    "  data_type: TYPE_STRING dims: [ 1 ] %s } ] }\n";
   char text[2048];
   snprintf(text, sizeof text, cfg, "acc_str", "");
   h_model(repo, "acc_str", text, "1");
-  const char *from_file = "initial_state [ { name: \"init\" data_type: TYPE_STRING dims: [ 1 ] data_file: \"s.bin\" } ]";
+  const char *from_file =
+      "initial_state [ { name: \"init\" data_type: TYPE_STRING dims: [ 1 ] data_file: \"s.bin\" } ]";
   snprintf(text, sizeof text, cfg, "acc_str_file", from_file);
   h_model(repo, "acc_str_file", text, "1");
   snprintf(text, sizeof text, cfg, "acc_str_bad", from_file);
@@ -574,8 +578,8 @@ static void check_slots(TRITONSERVER_Server *s, const char *model) {
     uint32_t flags;
     int32_t value, sum, index;
   } steps[] = {
-      {1, START, 1, 1, 0},    {2, START, 10, 10, 1}, {3, START, 100, 100, 2}, {2, 0, 5, 15, 1},
-      {1, 0, 2, 3, 0},        {3, END, 1, 101, 2},   {2, END, 1, 16, 1},      {1, 0, 3, 6, 0},
+      {1, START, 1, 1, 0}, {2, START, 10, 10, 1}, {3, START, 100, 100, 2}, {2, 0, 5, 15, 1},
+      {1, 0, 2, 3, 0},     {3, END, 1, 101, 2},   {2, END, 1, 16, 1},      {1, 0, 3, 6, 0},
   };
   const size_t n = sizeof steps / sizeof steps[0];
   for (size_t i = 0; i < n; i++) {
@@ -745,8 +749,8 @@ static void on_response_noting_order(TRITONSERVER_InferenceResponse *r, const ui
  * to first; returns which of the two reached its client first (1 or 2). */
 static int first_answered(bool preserve) {
   char *repo = h_tmpdir();
-  oldest_model_ex(repo, "ord", 2, 300, preserve ? "max_candidate_sequences: 4 preserve_ordering: true"
-                                                 : "max_candidate_sequences: 4", true);
+  oldest_model_ex(repo, "ord", 2, 300,
+                  preserve ? "max_candidate_sequences: 4 preserve_ordering: true" : "max_candidate_sequences: 4", true);
   TRITONSERVER_Server *s = server_on(repo);
   int32_t one = 1;
   TRITONSERVER_InferenceRequest *busy_r, *r[2];
@@ -792,8 +796,9 @@ Test(sequence, oldest_strategy_sends_a_preferred_batch_before_the_delay, .timeou
   char *repo = h_tmpdir();
   /* A 4 s queue delay: only reaching the preferred size sends a batch
    * that is neither full nor made of every candidate sequence sooner. */
-  oldest_model(repo, "pref", 4, 100, "max_candidate_sequences: 4 preferred_batch_size: [ 2 ] "
-                                     "max_queue_delay_microseconds: 4000000");
+  oldest_model(repo, "pref", 4, 100,
+               "max_candidate_sequences: 4 preferred_batch_size: [ 2 ] "
+               "max_queue_delay_microseconds: 4000000");
   TRITONSERVER_Server *s = server_on(repo);
   int32_t v[6] = {1, 10, 100, 2, 20, 0};
   TRITONSERVER_InferenceRequest *r[6];

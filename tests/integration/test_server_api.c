@@ -19,32 +19,28 @@ static void fixture_down(fixture *f) {
 }
 
 /* "ident": unbatched FP32 [4]; execute_delay_ms 1 so compute time shows. */
-static const char *kIdent =
-    "name: \"ident\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
-    "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
-    "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
-    "parameters { key: \"execute_delay_ms\" value { string_value: \"1\" } }\n";
+static const char *kIdent = "name: \"ident\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
+                            "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+                            "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+                            "parameters { key: \"execute_delay_ms\" value { string_value: \"1\" } }\n";
 
 /* "bat": batched (max 8) INT32 [-1, 2]. */
-static const char *kBat =
-    "name: \"bat\"\nbackend: \"identity\"\nmax_batch_size: 8\n"
-    "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ -1, 2 ] } ]\n"
-    "output [ { name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ -1, 2 ] } ]\n";
+static const char *kBat = "name: \"bat\"\nbackend: \"identity\"\nmax_batch_size: 8\n"
+                          "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ -1, 2 ] } ]\n"
+                          "output [ { name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ -1, 2 ] } ]\n";
 
 /* "sq": the decoupled square model. */
-static const char *kSquare =
-    "name: \"sq\"\nbackend: \"square\"\nmax_batch_size: 0\n"
-    "model_transaction_policy { decoupled: true }\n"
-    "input [ { name: \"IN\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
-    "output [ { name: \"OUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n";
+static const char *kSquare = "name: \"sq\"\nbackend: \"square\"\nmax_batch_size: 0\n"
+                             "model_transaction_policy { decoupled: true }\n"
+                             "input [ { name: \"IN\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+                             "output [ { name: \"OUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n";
 
 /* "opt": INPUT1 optional, both outputs configured. */
-static const char *kOpt =
-    "name: \"opt\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
-    "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 2 ] },"
-    " { name: \"INPUT1\" data_type: TYPE_FP32 dims: [ 2 ] optional: true } ]\n"
-    "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 2 ] },"
-    " { name: \"OUTPUT1\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n";
+static const char *kOpt = "name: \"opt\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
+                          "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 2 ] },"
+                          " { name: \"INPUT1\" data_type: TYPE_FP32 dims: [ 2 ] optional: true } ]\n"
+                          "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 2 ] },"
+                          " { name: \"OUTPUT1\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n";
 
 static fixture setup(TRITONSERVER_ModelControlMode mode) {
   fixture f = {h_tmpdir(), NULL};
@@ -514,8 +510,8 @@ static const void *first_output(h_call *c, uint64_t *size) {
   TRITONSERVER_MemoryType mt;
   int64_t id;
   void *userp;
-  H_OK(TRITONSERVER_InferenceResponseOutput(c->responses[0], 0, &name, &dt, &shape, &dims, &base, size, &mt,
-                                            &id, &userp));
+  H_OK(TRITONSERVER_InferenceResponseOutput(c->responses[0], 0, &name, &dt, &shape, &dims, &base, size, &mt, &id,
+                                            &userp));
   return base;
 }
 
@@ -590,8 +586,9 @@ Test(server_api, output_buffer_properties_come_from_the_allocator) {
   j = probe_once(s, with_query, mine, 3);
   cpu = json_object_get(j, "cpu_policy_input");
   cr_assert(json_integer_value(json_object_get(cpu, "byte_size")) == 12 &&
-            json_integer_value(json_object_get(cpu, "buffer_count")) == 1 &&
-            json_real_value(json_object_get(cpu, "first")) == 7.0, "%s", json_dumps(j, 0));
+                json_integer_value(json_object_get(cpu, "buffer_count")) == 1 &&
+                json_real_value(json_object_get(cpu, "first")) == 7.0,
+            "%s", json_dumps(j, 0));
   cr_assert_eq(json_integer_value(json_object_get(json_object_get(j, "input"), "byte_size")), 8);
   json_decref(j);
   H_OK(TRITONSERVER_ServerDelete(s));
@@ -748,9 +745,9 @@ Test(server_api, a_trace_follows_its_request) {
   h_call_free(c);
   wait_released(&l.mu, &l.released);
   static const TRITONSERVER_InferenceTraceActivity want[] = {
-      TRITONSERVER_TRACE_REQUEST_START, TRITONSERVER_TRACE_QUEUE_START, TRITONSERVER_TRACE_CUSTOM_ACTIVITY,
-      TRITONSERVER_TRACE_COMPUTE_START, TRITONSERVER_TRACE_COMPUTE_INPUT_END,
-      TRITONSERVER_TRACE_COMPUTE_OUTPUT_START, TRITONSERVER_TRACE_COMPUTE_END, TRITONSERVER_TRACE_REQUEST_END};
+      TRITONSERVER_TRACE_REQUEST_START, TRITONSERVER_TRACE_QUEUE_START,       TRITONSERVER_TRACE_CUSTOM_ACTIVITY,
+      TRITONSERVER_TRACE_COMPUTE_START, TRITONSERVER_TRACE_COMPUTE_INPUT_END, TRITONSERVER_TRACE_COMPUTE_OUTPUT_START,
+      TRITONSERVER_TRACE_COMPUTE_END,   TRITONSERVER_TRACE_REQUEST_END};
   cr_assert_eq(l.n, 8, "%d activities", l.n);
   for (int i = 0; i < 8; i++) cr_expect_eq(l.acts[i], want[i], "activity %d: %d", i, (int)l.acts[i]);
   cr_expect_eq(l.ns[2], 4242);

@@ -14,13 +14,13 @@ static void expect_no_leaks(void) {
 static void expect_no_leaks(void) {}
 #endif
 
-#define IDENT_IO                                                                \
-  "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"           \
+#define IDENT_IO                                                                                                       \
+  "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"                                                  \
   "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
 
-#define SLOW_IDENT_CONFIG                                                       \
-  "name: \"slow\"\nbackend: \"identity\"\nmax_batch_size: 0\n" IDENT_IO         \
-  "instance_group [ { kind: KIND_CPU count: 1 } ]\n"                           \
+#define SLOW_IDENT_CONFIG                                                                                              \
+  "name: \"slow\"\nbackend: \"identity\"\nmax_batch_size: 0\n" IDENT_IO                                                \
+  "instance_group [ { kind: KIND_CPU count: 1 } ]\n"                                                                   \
   "parameters { key: \"execute_delay_ms\" value: { string_value: \"50\" } }\n"
 
 static const float g_in[4] = {1, 2, 3, 4};
@@ -61,8 +61,8 @@ static void expect_identity_ok(h_call *c, int i) {
   cr_assert_null(err, "request %d failed: %s", i, err);
   const void *base;
   size_t size;
-  H_OK(TRITONSERVER_InferenceResponseOutput(c->responses[0], 0, NULL, NULL, NULL, NULL, &base, &size, NULL, NULL,
-                                            NULL));
+  H_OK(
+      TRITONSERVER_InferenceResponseOutput(c->responses[0], 0, NULL, NULL, NULL, NULL, &base, &size, NULL, NULL, NULL));
   cr_assert_eq(size, sizeof g_in);
   cr_assert_eq(memcmp(base, g_in, sizeof g_in), 0);
 }

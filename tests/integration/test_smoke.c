@@ -25,8 +25,8 @@ Test(smoke, identity_round_trip) {
   TRITONSERVER_MemoryType mt;
   int64_t mtid;
   void *userp;
-  H_OK(TRITONSERVER_InferenceResponseOutput(c->responses[0], 0, &name, &dt, &oshape, &dims, &base, &size, &mt,
-                                            &mtid, &userp));
+  H_OK(TRITONSERVER_InferenceResponseOutput(c->responses[0], 0, &name, &dt, &oshape, &dims, &base, &size, &mt, &mtid,
+                                            &userp));
   cr_assert_str_eq(name, "OUTPUT0");
   cr_assert_eq(size, sizeof in);
   cr_assert_eq(memcmp(base, in, sizeof in), 0);

@@ -22,30 +22,27 @@ static void fixture_down(fixture *f) {
 
 /* "v": unbatched; INPUT0 FP32 [2,3], INPUT1 INT32 [-1,2], INPUT2 BYTES [3],
  * INPUT3 INT16 [1] optional. */
-static const char *kV =
-    "name: \"v\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
-    "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 2, 3 ] },"
-    " { name: \"INPUT1\" data_type: TYPE_INT32 dims: [ -1, 2 ] },"
-    " { name: \"INPUT2\" data_type: TYPE_STRING dims: [ 3 ] },"
-    " { name: \"INPUT3\" data_type: TYPE_INT16 dims: [ 1 ] optional: true } ]\n"
-    "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 2, 3 ] },"
-    " { name: \"OUTPUT1\" data_type: TYPE_INT32 dims: [ -1, 2 ] },"
-    " { name: \"OUTPUT2\" data_type: TYPE_STRING dims: [ 3 ] },"
-    " { name: \"OUTPUT3\" data_type: TYPE_INT16 dims: [ 1 ] } ]\n";
+static const char *kV = "name: \"v\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
+                        "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 2, 3 ] },"
+                        " { name: \"INPUT1\" data_type: TYPE_INT32 dims: [ -1, 2 ] },"
+                        " { name: \"INPUT2\" data_type: TYPE_STRING dims: [ 3 ] },"
+                        " { name: \"INPUT3\" data_type: TYPE_INT16 dims: [ 1 ] optional: true } ]\n"
+                        "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 2, 3 ] },"
+                        " { name: \"OUTPUT1\" data_type: TYPE_INT32 dims: [ -1, 2 ] },"
+                        " { name: \"OUTPUT2\" data_type: TYPE_STRING dims: [ 3 ] },"
+                        " { name: \"OUTPUT3\" data_type: TYPE_INT16 dims: [ 1 ] } ]\n";
 
 /* "b": batched (max 4); INPUT0/INPUT1 FP32 [3]. */
-static const char *kB =
-    "name: \"b\"\nbackend: \"identity\"\nmax_batch_size: 4\n"
-    "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 3 ] },"
-    " { name: \"INPUT1\" data_type: TYPE_FP32 dims: [ 3 ] } ]\n"
-    "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 3 ] },"
-    " { name: \"OUTPUT1\" data_type: TYPE_FP32 dims: [ 3 ] } ]\n";
+static const char *kB = "name: \"b\"\nbackend: \"identity\"\nmax_batch_size: 4\n"
+                        "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 3 ] },"
+                        " { name: \"INPUT1\" data_type: TYPE_FP32 dims: [ 3 ] } ]\n"
+                        "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 3 ] },"
+                        " { name: \"OUTPUT1\" data_type: TYPE_FP32 dims: [ 3 ] } ]\n";
 
 /* "rs": reshape [6] -> [2,3], unbatched. "rsb": batched, [4] -> [2,-1]. */
-static const char *kRs =
-    "name: \"rs\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
-    "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 6 ] reshape { shape: [ 2, 3 ] } } ]\n"
-    "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 2, 3 ] } ]\n";
+static const char *kRs = "name: \"rs\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
+                         "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 6 ] reshape { shape: [ 2, 3 ] } } ]\n"
+                         "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 2, 3 ] } ]\n";
 static const char *kRsb =
     "name: \"rsb\"\nbackend: \"identity\"\nmax_batch_size: 4\n"
     "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] reshape { shape: [ 2, 2 ] } } ]\n"
@@ -137,8 +134,8 @@ static h_call *expect_ok(TRITONSERVER_Server *s, TRITONSERVER_InferenceRequest *
 static void expect_ok_free(TRITONSERVER_Server *s, TRITONSERVER_InferenceRequest *r) { h_call_free(expect_ok(s, r)); }
 
 /* Shape of output `name` in the single response of `c`. */
-static void output_shape(h_call *c, const char *name, const int64_t **shape, uint64_t *dims,
-                         TRITONSERVER_DataType *dt, size_t *size) {
+static void output_shape(h_call *c, const char *name, const int64_t **shape, uint64_t *dims, TRITONSERVER_DataType *dt,
+                         size_t *size) {
   uint32_t n = 0;
   H_OK(TRITONSERVER_InferenceResponseOutputCount(c->responses[0], &n));
   for (uint32_t i = 0; i < n; i++) {
@@ -329,8 +326,8 @@ Test(validation, byte_size_mismatch) {
   /* Right total across two buffers is fine. */
   H_OK(TRITONSERVER_InferenceRequestRemoveAllInputData(r, "INPUT0"));
   H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT0", kF, 10, TRITONSERVER_MEMORY_CPU, 0));
-  H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT0", (const char *)kF + 10, 14,
-                                                    TRITONSERVER_MEMORY_CPU, 0));
+  H_OK(
+      TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT0", (const char *)kF + 10, 14, TRITONSERVER_MEMORY_CPU, 0));
   expect_ok_free(f.s, r);
   H_OK(TRITONSERVER_InferenceRequestDelete(r));
   fixture_down(&f);
@@ -453,8 +450,7 @@ Test(validation, raw_input_takes_config_shape) {
   fixture f = setup();
   TRITONSERVER_InferenceRequest *r = h_request(f.s, "rs");
   H_OK(TRITONSERVER_InferenceRequestAddRawInput(r, "INPUT0"));
-  H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT0", kF, 6 * sizeof(float), TRITONSERVER_MEMORY_CPU,
-                                                    0));
+  H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT0", kF, 6 * sizeof(float), TRITONSERVER_MEMORY_CPU, 0));
   h_call *c = expect_ok(f.s, r);
   const int64_t *shape;
   uint64_t dims;
@@ -476,8 +472,7 @@ Test(validation, raw_input_takes_config_shape) {
   /* Variable dims: the size fills the -1 dim. */
   r = h_request(f.s, "v");
   H_OK(TRITONSERVER_InferenceRequestAddRawInput(r, "INPUT1"));
-  H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT1", kI, 6 * sizeof(int32_t), TRITONSERVER_MEMORY_CPU,
-                                                    0));
+  H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT1", kI, 6 * sizeof(int32_t), TRITONSERVER_MEMORY_CPU, 0));
   int64_t s0[2] = {2, 3}, s2[1] = {3};
   h_add_input(r, "INPUT0", TRITONSERVER_TYPE_FP32, s0, 2, kF, 6 * sizeof(float));
   h_add_input(r, "INPUT2", TRITONSERVER_TYPE_BYTES, s2, 1, kStr, sizeof kStr);
@@ -496,8 +491,7 @@ Test(validation, raw_input_takes_config_shape) {
 Test(validation, append_to_unknown_input_name) {
   fixture f = setup();
   TRITONSERVER_InferenceRequest *r = v_request(f.s);
-  TRITONSERVER_Error *e =
-      TRITONSERVER_InferenceRequestAppendInputData(r, "NOPE", kF, 4, TRITONSERVER_MEMORY_CPU, 0);
+  TRITONSERVER_Error *e = TRITONSERVER_InferenceRequestAppendInputData(r, "NOPE", kF, 4, TRITONSERVER_MEMORY_CPU, 0);
   cr_assert_not_null(e);
   cr_expect_eq(TRITONSERVER_ErrorCode(e), TRITONSERVER_ERROR_INVALID_ARG);
   cr_expect(strstr(TRITONSERVER_ErrorMessage(e), "NOPE"), "%s", TRITONSERVER_ErrorMessage(e));
@@ -524,8 +518,7 @@ Test(validation, gpu_input_unsupported) {
   fixture f = setup();
   TRITONSERVER_InferenceRequest *r = v_request(f.s);
   H_OK(TRITONSERVER_InferenceRequestRemoveAllInputData(r, "INPUT0"));
-  TRITONSERVER_Error *e =
-      TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT0", kF, 24, TRITONSERVER_MEMORY_GPU, 0);
+  TRITONSERVER_Error *e = TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT0", kF, 24, TRITONSERVER_MEMORY_GPU, 0);
   cr_assert_not_null(e);
   cr_expect_eq(TRITONSERVER_ErrorCode(e), TRITONSERVER_ERROR_UNSUPPORTED, "%s", TRITONSERVER_ErrorCodeString(e));
   TRITONSERVER_ErrorDelete(e);
@@ -575,11 +568,10 @@ static bool names_position(const char *s) {
   return sscanf(p, "config.pbtxt:%d:%d", &line, &col) == 2 && line > 0 && col > 0;
 }
 
-static const char *kBadCfg =
-    "name: \"bad\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
-    "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
-    "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
-    "no_such_field: 3\n";
+static const char *kBadCfg = "name: \"bad\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
+                             "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+                             "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+                             "no_such_field: 3\n";
 
 Test(validation, config_error_explicit_load) {
   fixture f = {h_tmpdir(), NULL};
@@ -607,8 +599,7 @@ Test(validation, config_error_explicit_load) {
 
 Test(validation, config_error_at_startup_leaves_others_serving) {
   fixture f = {h_tmpdir(), NULL};
-  h_model(f.repo, "bad",
-          "name: \"bad\"\nbackend: \"identity\"\nmax_batch_size: \"eight\"\n", "1");
+  h_model(f.repo, "bad", "name: \"bad\"\nbackend: \"identity\"\nmax_batch_size: \"eight\"\n", "1");
   h_model(f.repo, "b", kB, "1");
   TRITONSERVER_ServerOptions *o = h_options(f.repo, TRITONSERVER_MODEL_CONTROL_NONE);
   TRITONSERVER_Error *e = TRITONSERVER_ServerNew(&f.s, o);

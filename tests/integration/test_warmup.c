@@ -21,9 +21,8 @@ static TRITONSERVER_Server *explicit_server(void) {
   return h_server_new(o);
 }
 
-static const char *IO_FP32_4 =
-    "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
-    "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n";
+static const char *IO_FP32_4 = "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+                               "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n";
 
 static void write_model(const char *name, const char *backend, const char *extra) {
   char cfg[8192];
@@ -52,8 +51,8 @@ static void expect_load_error(TRITONSERVER_Server *s, const char *model, const c
   cr_expect(!ready(s, model));
 }
 
-#define ZERO_SAMPLE(batch, count)                                                            \
-  "model_warmup [ { name: \"zeros\" batch_size: " #batch " count: " #count                   \
+#define ZERO_SAMPLE(batch, count)                                                                                      \
+  "model_warmup [ { name: \"zeros\" batch_size: " #batch " count: " #count                                             \
   " inputs { key: \"INPUT0\" value { data_type: TYPE_FP32 dims: [ 4 ] zero_data: true } } } ]\n"
 
 Test(warmup, every_instance_runs_every_sample_before_the_model_is_ready) {
@@ -100,12 +99,13 @@ Test(warmup, passive_instances_are_not_warmed_up) {
 }
 
 Test(warmup, a_backend_error_fails_the_load_naming_the_sample) {
-  write_model("bad_response", "failing",
-              "max_batch_size: 4\nparameters { key: \"fail_at\" value { string_value: \"execute_response\" } }\n"
-                  ZERO_SAMPLE(2, 1));
-  write_model("bad_execute", "failing",
-              "max_batch_size: 4\nparameters { key: \"fail_at\" value { string_value: \"execute\" } }\n"
-                  ZERO_SAMPLE(1, 1));
+  write_model(
+      "bad_response", "failing",
+      "max_batch_size: 4\nparameters { key: \"fail_at\" value { string_value: \"execute_response\" } }\n" ZERO_SAMPLE(
+          2, 1));
+  write_model(
+      "bad_execute", "failing",
+      "max_batch_size: 4\nparameters { key: \"fail_at\" value { string_value: \"execute\" } }\n" ZERO_SAMPLE(1, 1));
   TRITONSERVER_Server *s = explicit_server();
   expect_load_error(s, "bad_response", "failed to run warmup sample 'zeros': failing backend: failed in");
   expect_load_error(s, "bad_execute", "failed to run warmup sample 'zeros': failing backend: failed in");
@@ -132,19 +132,21 @@ Test(warmup, bad_sample_settings_fail_the_load_with_the_field_named) {
   expect_load_error(s, "vardim",
                     "warmup setting expects all variable-size dimensions are specified for input 'INPUT0' "
                     "(model 'vardim', warmup sample 'v')");
-  expect_load_error(s, "nokind", "warmup setting expects input 'INPUT0' to have input_data_type set (model 'nokind', "
-                                 "warmup sample 'k')");
+  expect_load_error(s, "nokind",
+                    "warmup setting expects input 'INPUT0' to have input_data_type set (model 'nokind', "
+                    "warmup sample 'k')");
   expect_load_error(s, "toobig", "model_warmup[0].batch_size 5 is more than max_batch_size 4");
   expect_load_error(s, "nobatch", "model_warmup[0].batch_size must be 1 for a model that does not batch");
   expect_load_error(s, "wrongtype", "failed to run warmup sample 't':");
   expect_load_error(s, "missing_input", "failed to run warmup sample 'm':");
-  expect_load_error(s, "huge", "input 'INPUT0' is larger than warmup data may be (1 GiB) (model 'huge', warmup sample 'h')");
+  expect_load_error(s, "huge",
+                    "input 'INPUT0' is larger than warmup data may be (1 GiB) (model 'huge', warmup sample 'h')");
   H_OK(TRITONSERVER_ServerDelete(s));
 }
 
-#define FILE_SAMPLE(type, dims, file)                                                                  \
-  "model_warmup [ { name: \"f\" batch_size: 1 inputs { key: \"INPUT0\" value { data_type: " type \
-  " dims: [ " dims " ] input_data_file: \"" file "\" } } } ]\n"
+#define FILE_SAMPLE(type, dims, file)                                                                                  \
+  "model_warmup [ { name: \"f\" batch_size: 1 inputs { key: \"INPUT0\" value { data_type: " type " dims: [ " dims      \
+  " ] input_data_file: \"" file "\" } } } ]\n"
 
 Test(warmup, files_come_from_the_warmup_folder_and_are_checked) {
   write_model("ok", "identity", "max_batch_size: 4\n" FILE_SAMPLE("TYPE_FP32", "4", "in.bin"));

@@ -26,8 +26,8 @@ typedef struct http_driver http_driver;
 
 typedef struct http_slot {
   pthread_mutex_t mu; /* guards fd against send vs. the loop closing it */
-  int fd;             /* -1: not connected */
-  bool awaiting;      /* a request was written, its response not yet read */
+  int fd; /* -1: not connected */
+  bool awaiting; /* a request was written, its response not yet read */
   char *rx;
   size_t rx_len, rx_cap;
 } http_slot;
@@ -37,7 +37,7 @@ struct http_driver {
   const nrd_perf_opts *o;
   char host[256], port[16];
   char path[512]; /* /v2/models/{m}[/versions/{v}] */
-  char *request;  /* the whole rendered request, shared by every slot */
+  char *request; /* the whole rendered request, shared by every slot */
   size_t request_len;
   http_slot *slots;
   int nslots;

@@ -20,7 +20,7 @@ typedef struct ip_slot {
   int index;
   TRITONSERVER_InferenceRequest *req;
   atomic_int done; /* final response + release: 2 = complete */
-  bool failed;     /* set by the response callback before `done` counts */
+  bool failed; /* set by the response callback before `done` counts */
   char error[256];
 } ip_slot;
 

@@ -18,7 +18,7 @@
 
 #include "http_wire.h"
 
-#define WINDOW (16 << 20)      /* our receive window, stream and connection */
+#define WINDOW (16 << 20) /* our receive window, stream and connection */
 #define UNARY_TIMEOUT_MS 30000 /* one-shot RPCs */
 #define HANDSHAKE_TIMEOUT_S 30 /* each read or write of the TLS handshake */
 static const unsigned char ALPN_H2[] = {2, 'h', '2'};
@@ -125,10 +125,10 @@ static void tls_describe(const nrd_perf_grpc_conn *c, int e, char *buf, size_t l
   int saved = errno;
   const char *fallback = "TLS error";
   switch (e) {
-  case SSL_ERROR_ZERO_RETURN: fallback = "the server closed the TLS session"; break;
-  case SSL_ERROR_SYSCALL: fallback = saved ? strerror(saved) : "the server closed the connection"; break;
-  case SSL_ERROR_WANT_READ:
-  case SSL_ERROR_WANT_WRITE: fallback = "no answer in time"; break; /* the handshake's socket timeouts */
+    case SSL_ERROR_ZERO_RETURN: fallback = "the server closed the TLS session"; break;
+    case SSL_ERROR_SYSCALL: fallback = saved ? strerror(saved) : "the server closed the connection"; break;
+    case SSL_ERROR_WANT_READ:
+    case SSL_ERROR_WANT_WRITE: fallback = "no answer in time"; break; /* the handshake's socket timeouts */
   }
   int n = snprintf(buf, len, "%s", take_reason(fallback));
   long v = SSL_get_verify_result(c->ssl);
@@ -167,8 +167,7 @@ static bool tls_wait(nrd_perf_grpc_conn *c, int e) {
  * address check for an IP literal), a blocking handshake with each step
  * bounded by HANDSHAKE_TIMEOUT_S, ALPN h2 required; then the socket turns
  * non-blocking (its timeouts no longer matter). */
-static bool tls_start(nrd_perf_grpc_conn *c, const nrd_perf_grpc_tls *tls, const char *host, char *err,
-                      size_t errlen) {
+static bool tls_start(nrd_perf_grpc_conn *c, const nrd_perf_grpc_tls *tls, const char *host, char *err, size_t errlen) {
   ERR_clear_error();
   c->ssl = SSL_new(tls->ctx);
   if (!c->ssl || !SSL_set_fd(c->ssl, c->fd)) {
@@ -180,8 +179,7 @@ static bool tls_start(nrd_perf_grpc_conn *c, const nrd_perf_grpc_tls *tls, const
   bool named = literal ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(c->ssl), host) == 1
                        : SSL_set_tlsext_host_name(c->ssl, host) == 1 && SSL_set1_host(c->ssl, host) == 1;
   if (!named) {
-    snprintf(err, errlen, "TLS: cannot check the server's certificate against '%s': %s", host,
-             take_reason("bad name"));
+    snprintf(err, errlen, "TLS: cannot check the server's certificate against '%s': %s", host, take_reason("bad name"));
     return false;
   }
   struct timeval tv = {.tv_sec = HANDSHAKE_TIMEOUT_S};
@@ -273,8 +271,10 @@ static ssize_t body_read(nghttp2_session *sess, int32_t id, uint8_t *buf, size_t
   size_t n = left < length ? left : length;
   if (n) memcpy(buf, c->tx + c->tx_off, n);
   c->tx_off += n;
-  if (c->tx_off == c->tx_len && c->tx_eof) *flags |= NGHTTP2_DATA_FLAG_EOF;
-  else if (n == 0) return NGHTTP2_ERR_DEFERRED;
+  if (c->tx_off == c->tx_len && c->tx_eof)
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+  else if (n == 0)
+    return NGHTTP2_ERR_DEFERRED;
   return (ssize_t)n;
 }
 
@@ -399,17 +399,14 @@ void nrd_perf_grpc_conn_reset_call(nrd_perf_grpc_conn *c) {
   c->closed = false, c->rst_code = 0;
 }
 
-#define NV(n, v) {(uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v), NGHTTP2_NV_FLAG_NONE}
+#define NV(n, v)                                                                                                       \
+  { (uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v), NGHTTP2_NV_FLAG_NONE }
 
 bool nrd_perf_grpc_conn_start(nrd_perf_grpc_conn *c, const char *path, const uint8_t *body, size_t len, bool end) {
   nrd_perf_grpc_conn_reset_call(c);
   c->tx = body, c->tx_len = len, c->tx_eof = end;
-  nghttp2_nv hdrs[] = {NV(":method", "POST"),
-                       NV(":scheme", c->ssl ? "https" : "http"),
-                       NV(":path", path),
-                       NV(":authority", c->authority),
-                       NV("content-type", "application/grpc"),
-                       NV("te", "trailers")};
+  nghttp2_nv hdrs[] = {NV(":method", "POST"),          NV(":scheme", c->ssl ? "https" : "http"), NV(":path", path),
+                       NV(":authority", c->authority), NV("content-type", "application/grpc"),   NV("te", "trailers")};
   nghttp2_data_provider prd = {.read_callback = body_read};
   int32_t id = nghttp2_submit_request(c->sess, NULL, hdrs, sizeof hdrs / sizeof hdrs[0], &prd, NULL);
   if (id < 0) {

@@ -38,15 +38,15 @@ typedef struct nrd_perf_grpc_conn {
   int32_t stream_id;
   const uint8_t *tx; /* body bytes to send (not owned) */
   size_t tx_len, tx_off;
-  bool tx_eof;    /* end the body after tx */
-  uint8_t *rx;    /* DATA received on the call, framing included (owned) */
+  bool tx_eof; /* end the body after tx */
+  uint8_t *rx; /* DATA received on the call, framing included (owned) */
   size_t rx_off, rx_len, rx_cap;
-  int http_status;   /* :status, 0 until the headers arrive */
-  int grpc_status;   /* -1 until trailers arrive */
+  int http_status; /* :status, 0 until the headers arrive */
+  int grpc_status; /* -1 until trailers arrive */
   char grpc_message[256];
-  bool closed;       /* the call's stream has closed */
+  bool closed; /* the call's stream has closed */
   uint32_t rst_code; /* HTTP/2 error code of the close */
-  bool failed;       /* the connection is unusable (nghttp2, socket or TLS error) */
+  bool failed; /* the connection is unusable (nghttp2, socket or TLS error) */
   char tls_error[160]; /* OpenSSL's reason when TLS failed the connection, else "" */
 } nrd_perf_grpc_conn;
 

@@ -12,8 +12,8 @@
 typedef struct nrd_perf_http_resp {
   int status;
   size_t header_len; /* through the blank line */
-  size_t body_len;   /* raw body length (chunk framing included when chunked) */
-  size_t total_len;  /* header_len + body_len */
+  size_t body_len; /* raw body length (chunk framing included when chunked) */
+  size_t total_len; /* header_len + body_len */
   bool chunked;
   bool close; /* the server said Connection: close */
 } nrd_perf_http_resp;

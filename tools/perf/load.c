@@ -25,7 +25,7 @@ struct nrd_perf_load {
   atomic_int in_flight;
 
   pthread_mutex_t mu; /* guards everything below */
-  pthread_cond_t cv;  /* a slot became free, or the pacer must stop */
+  pthread_cond_t cv; /* a slot became free, or the pacer must stop */
   uint64_t *lat;
   size_t nlat, cap;
   uint64_t errors, delayed, t_take;

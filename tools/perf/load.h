@@ -22,7 +22,7 @@ typedef struct nrd_perf_samples {
   uint64_t *lat_ns;
   size_t n;
   uint64_t errors;
-  uint64_t delayed;        /* rate mode: sends that found no free slot on time */
+  uint64_t delayed; /* rate mode: sends that found no free slot on time */
   uint64_t t_start, t_end; /* CLOCK_MONOTONIC ns of the interval */
 } nrd_perf_samples;
 

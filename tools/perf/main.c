@@ -111,9 +111,9 @@ static bool measure_level(nrd_perf_driver *d, nrd_perf_load *l, const nrd_perf_o
 
 static nrd_perf_driver *open_driver(const nrd_perf_opts *o, char *err, size_t errlen) {
   switch (o->service) {
-  case NRD_PERF_SERVICE_INPROCESS: return nrd_perf_driver_inprocess_new(o, err, errlen);
-  case NRD_PERF_SERVICE_HTTP: return nrd_perf_driver_http_new(o, err, errlen);
-  case NRD_PERF_SERVICE_GRPC: return nrd_perf_driver_grpc_new(o, err, errlen);
+    case NRD_PERF_SERVICE_INPROCESS: return nrd_perf_driver_inprocess_new(o, err, errlen);
+    case NRD_PERF_SERVICE_HTTP: return nrd_perf_driver_http_new(o, err, errlen);
+    case NRD_PERF_SERVICE_GRPC: return nrd_perf_driver_grpc_new(o, err, errlen);
   }
   return NULL;
 }
@@ -129,9 +129,9 @@ static int levels(const nrd_perf_opts *o, double *out, int max) {
 int main(int argc, char **argv) {
   nrd_perf_opts o;
   switch (nrd_perf_opts_parse(argc, argv, &o, stderr)) {
-  case NRD_PERF_PARSE_OK: break;
-  case NRD_PERF_PARSE_HELP: nrd_perf_opts_usage(stdout, argv[0]); return 0;
-  case NRD_PERF_PARSE_ERROR: nrd_perf_opts_usage(stderr, argv[0]); return 2;
+    case NRD_PERF_PARSE_OK: break;
+    case NRD_PERF_PARSE_HELP: nrd_perf_opts_usage(stdout, argv[0]); return 0;
+    case NRD_PERF_PARSE_ERROR: nrd_perf_opts_usage(stderr, argv[0]); return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
   signal(SIGPIPE, SIG_IGN);

@@ -26,10 +26,10 @@ nrd_perf_server_snap nrd_perf_server_snap_parse(json_t *stats);
 /* One load level's result (the stable windows merged). */
 typedef struct nrd_perf_row {
   int concurrency; /* concurrency mode; 0 in rate mode */
-  double rate;     /* rate mode: requested req/s; 0 otherwise */
+  double rate; /* rate mode: requested req/s; 0 otherwise */
   uint64_t requests, errors, delayed;
-  double seconds;                                                        /* measured time */
-  double throughput;                                                     /* inferences/s = requests * batch / seconds */
+  double seconds; /* measured time */
+  double throughput; /* inferences/s = requests * batch / seconds */
   double avg_us, min_us, max_us, p50_us, p90_us, p95_us, p99_us, pct_us; /* pct: --percentile */
   bool stable;
   int trials;

@@ -113,9 +113,9 @@ void nrd_perf_opts_usage(FILE *f, const char *argv0) {
 
 const char *nrd_perf_service_name(nrd_perf_service s) {
   switch (s) {
-  case NRD_PERF_SERVICE_INPROCESS: return "inprocess";
-  case NRD_PERF_SERVICE_HTTP: return "http";
-  case NRD_PERF_SERVICE_GRPC: return "grpc";
+    case NRD_PERF_SERVICE_INPROCESS: return "inprocess";
+    case NRD_PERF_SERVICE_HTTP: return "http";
+    case NRD_PERF_SERVICE_GRPC: return "grpc";
   }
   return "?";
 }
@@ -205,109 +205,109 @@ static bool apply(nrd_perf_opts *o, const opt_def *d, const char *flag, const ch
   long long iv;
   double dv;
   switch (d->id) {
-  case OPT_MODEL:
-    if (!*v) goto bad;
-    o->model = v;
-    return true;
-  case OPT_VERSION:
-    if (!parse_int(v, 0, INT64_MAX, &iv)) goto bad;
-    o->version = iv;
-    return true;
-  case OPT_SERVICE:
-    if (!strcmp(v, "inprocess") || !strcmp(v, "triton_c_api"))
-      o->service = NRD_PERF_SERVICE_INPROCESS;
-    else if (!strcmp(v, "http") || !strcmp(v, "triton"))
-      o->service = NRD_PERF_SERVICE_HTTP;
-    else if (!strcmp(v, "grpc"))
-      o->service = NRD_PERF_SERVICE_GRPC;
-    else
-      goto bad;
-    return true;
-  case OPT_URL:
-    if (!*v) goto bad;
-    o->url = v;
-    return true;
-  case OPT_REPO:
-    if (!*v) goto bad;
-    o->repository = v;
-    return true;
-  case OPT_BACKENDS:
-    if (!*v) goto bad;
-    o->backend_dir = v;
-    return true;
-  case OPT_CONC:
-    if (!parse_range(v, false, &o->concurrency)) goto bad;
-    return true;
-  case OPT_RATE:
-    if (!parse_range(v, true, &o->rate)) goto bad;
-    o->rate_mode = true;
-    return true;
-  case OPT_WINDOW:
-    if (!parse_int(v, 10, 3600 * 1000, &iv)) goto bad;
-    o->window_ms = (int)iv;
-    return true;
-  case OPT_STABILITY:
-    if (!parse_double(v, &dv) || dv <= 0 || dv > 1000) goto bad;
-    o->stability_pct = dv;
-    return true;
-  case OPT_TRIALS:
-    if (!parse_int(v, 1, 1000000, &iv)) goto bad;
-    o->max_trials = (int)iv;
-    return true;
-  case OPT_SHAPE:
-    if (o->nshapes == NRD_PERF_MAX_SHAPES || !parse_shape(v, &o->shapes[o->nshapes])) goto bad;
-    o->nshapes++;
-    return true;
-  case OPT_DATA:
-    if (!strcmp(v, "zero"))
-      o->data = NRD_PERF_DATA_ZERO;
-    else if (!strcmp(v, "random"))
-      o->data = NRD_PERF_DATA_RANDOM;
-    else
-      goto bad;
-    return true;
-  case OPT_BATCH:
-    if (!parse_int(v, 1, 1 << 20, &iv)) goto bad;
-    o->batch = iv;
-    return true;
-  case OPT_CSV:
-    if (!*v) goto bad;
-    o->csv_path = v;
-    return true;
-  case OPT_JSON:
-    if (!*v) goto bad;
-    o->json_path = v;
-    return true;
-  case OPT_PERCENTILE:
-    if (!parse_int(v, 1, 99, &iv)) goto bad;
-    o->percentile = (int)iv;
-    return true;
-  case OPT_HTTP_BINARY: o->http_binary = true; return true;
-  case OPT_MAX_OUT:
-    if (!parse_int(v, 1, 65536, &iv)) goto bad;
-    o->max_outstanding = (int)iv;
-    return true;
-  case OPT_SEED:
-    if (!parse_int(v, 0, UINT32_MAX, &iv)) goto bad;
-    o->seed = (unsigned)iv;
-    return true;
-  case OPT_STREAMING: o->streaming = true; return true;
-  case OPT_VERBOSE: o->verbose = true; return true;
-  case OPT_SSL: /* "" (the flag alone), "true" or "false" */
-    if (*v && strcmp(v, "true") && strcmp(v, "false")) goto bad;
-    o->ssl_grpc = strcmp(v, "false") != 0;
-    return true;
-  case OPT_SSL_ROOT:
-  case OPT_SSL_KEY:
-  case OPT_SSL_CHAIN: {
-    if (!*v) goto bad;
-    const char **slot = d->id == OPT_SSL_ROOT  ? &o->ssl_root_file
-                        : d->id == OPT_SSL_KEY ? &o->ssl_key_file
-                                               : &o->ssl_chain_file;
-    *slot = v;
-    return true;
-  }
-  case OPT_HELP: return true;
+    case OPT_MODEL:
+      if (!*v) goto bad;
+      o->model = v;
+      return true;
+    case OPT_VERSION:
+      if (!parse_int(v, 0, INT64_MAX, &iv)) goto bad;
+      o->version = iv;
+      return true;
+    case OPT_SERVICE:
+      if (!strcmp(v, "inprocess") || !strcmp(v, "triton_c_api"))
+        o->service = NRD_PERF_SERVICE_INPROCESS;
+      else if (!strcmp(v, "http") || !strcmp(v, "triton"))
+        o->service = NRD_PERF_SERVICE_HTTP;
+      else if (!strcmp(v, "grpc"))
+        o->service = NRD_PERF_SERVICE_GRPC;
+      else
+        goto bad;
+      return true;
+    case OPT_URL:
+      if (!*v) goto bad;
+      o->url = v;
+      return true;
+    case OPT_REPO:
+      if (!*v) goto bad;
+      o->repository = v;
+      return true;
+    case OPT_BACKENDS:
+      if (!*v) goto bad;
+      o->backend_dir = v;
+      return true;
+    case OPT_CONC:
+      if (!parse_range(v, false, &o->concurrency)) goto bad;
+      return true;
+    case OPT_RATE:
+      if (!parse_range(v, true, &o->rate)) goto bad;
+      o->rate_mode = true;
+      return true;
+    case OPT_WINDOW:
+      if (!parse_int(v, 10, 3600 * 1000, &iv)) goto bad;
+      o->window_ms = (int)iv;
+      return true;
+    case OPT_STABILITY:
+      if (!parse_double(v, &dv) || dv <= 0 || dv > 1000) goto bad;
+      o->stability_pct = dv;
+      return true;
+    case OPT_TRIALS:
+      if (!parse_int(v, 1, 1000000, &iv)) goto bad;
+      o->max_trials = (int)iv;
+      return true;
+    case OPT_SHAPE:
+      if (o->nshapes == NRD_PERF_MAX_SHAPES || !parse_shape(v, &o->shapes[o->nshapes])) goto bad;
+      o->nshapes++;
+      return true;
+    case OPT_DATA:
+      if (!strcmp(v, "zero"))
+        o->data = NRD_PERF_DATA_ZERO;
+      else if (!strcmp(v, "random"))
+        o->data = NRD_PERF_DATA_RANDOM;
+      else
+        goto bad;
+      return true;
+    case OPT_BATCH:
+      if (!parse_int(v, 1, 1 << 20, &iv)) goto bad;
+      o->batch = iv;
+      return true;
+    case OPT_CSV:
+      if (!*v) goto bad;
+      o->csv_path = v;
+      return true;
+    case OPT_JSON:
+      if (!*v) goto bad;
+      o->json_path = v;
+      return true;
+    case OPT_PERCENTILE:
+      if (!parse_int(v, 1, 99, &iv)) goto bad;
+      o->percentile = (int)iv;
+      return true;
+    case OPT_HTTP_BINARY: o->http_binary = true; return true;
+    case OPT_MAX_OUT:
+      if (!parse_int(v, 1, 65536, &iv)) goto bad;
+      o->max_outstanding = (int)iv;
+      return true;
+    case OPT_SEED:
+      if (!parse_int(v, 0, UINT32_MAX, &iv)) goto bad;
+      o->seed = (unsigned)iv;
+      return true;
+    case OPT_STREAMING: o->streaming = true; return true;
+    case OPT_VERBOSE: o->verbose = true; return true;
+    case OPT_SSL: /* "" (the flag alone), "true" or "false" */
+      if (*v && strcmp(v, "true") && strcmp(v, "false")) goto bad;
+      o->ssl_grpc = strcmp(v, "false") != 0;
+      return true;
+    case OPT_SSL_ROOT:
+    case OPT_SSL_KEY:
+    case OPT_SSL_CHAIN: {
+      if (!*v) goto bad;
+      const char **slot = d->id == OPT_SSL_ROOT  ? &o->ssl_root_file
+                          : d->id == OPT_SSL_KEY ? &o->ssl_key_file
+                                                 : &o->ssl_chain_file;
+      *slot = v;
+      return true;
+    }
+    case OPT_HELP: return true;
   }
 bad:
   fprintf(err, "error: invalid value '%s' for %s\n", v, flag);

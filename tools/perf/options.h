@@ -32,34 +32,34 @@ typedef struct nrd_perf_range {
 } nrd_perf_range;
 
 typedef struct nrd_perf_opts {
-  const char *model;          /* -m, required */
-  int64_t version;            /* -x, -1 = the version policy chooses */
-  nrd_perf_service service;   /* --service-kind */
-  const char *url;            /* -u host:port */
-  const char *repository;     /* --model-repository (inprocess) */
-  const char *backend_dir;    /* --backend-directory (inprocess) */
-  bool rate_mode;             /* --request-rate-range given */
+  const char *model; /* -m, required */
+  int64_t version; /* -x, -1 = the version policy chooses */
+  nrd_perf_service service; /* --service-kind */
+  const char *url; /* -u host:port */
+  const char *repository; /* --model-repository (inprocess) */
+  const char *backend_dir; /* --backend-directory (inprocess) */
+  bool rate_mode; /* --request-rate-range given */
   nrd_perf_range concurrency; /* --concurrency-range, default 1:1:1 */
-  nrd_perf_range rate;        /* --request-rate-range */
-  int window_ms;              /* --measurement-interval, default 5000 */
-  double stability_pct;       /* --stability-percentage, default 10 */
-  int max_trials;             /* --max-trials, default 10 */
+  nrd_perf_range rate; /* --request-rate-range */
+  int window_ms; /* --measurement-interval, default 5000 */
+  double stability_pct; /* --stability-percentage, default 10 */
+  int max_trials; /* --max-trials, default 10 */
   nrd_perf_shape shapes[NRD_PERF_MAX_SHAPES];
   int nshapes;
-  nrd_perf_data data;    /* --input-data, default random */
-  int64_t batch;         /* -b, default 1 */
-  const char *csv_path;  /* -f */
+  nrd_perf_data data; /* --input-data, default random */
+  int64_t batch; /* -b, default 1 */
+  const char *csv_path; /* -f */
   const char *json_path; /* --json */
-  int percentile;        /* --percentile, 0 = p50 (the default) */
-  bool http_binary;      /* --http-binary */
-  bool streaming;        /* --streaming: grpc ModelStreamInfer */
-  int max_outstanding;   /* --max-outstanding: request slots in rate mode */
-  unsigned seed;         /* --seed for random data */
-  bool verbose;          /* -v: server log in inprocess mode */
+  int percentile; /* --percentile, 0 = p50 (the default) */
+  bool http_binary; /* --http-binary */
+  bool streaming; /* --streaming: grpc ModelStreamInfer */
+  int max_outstanding; /* --max-outstanding: request slots in rate mode */
+  unsigned seed; /* --seed for random data */
+  bool verbose; /* -v: server log in inprocess mode */
   /* gRPC over TLS (grpc only; the files need ssl_grpc) */
-  bool ssl_grpc;              /* --ssl-grpc-use-ssl[=true|false] */
-  const char *ssl_root_file;  /* --ssl-grpc-root-certifications-file: CA PEM; NULL = default paths */
-  const char *ssl_key_file;   /* --ssl-grpc-private-key-file: client key PEM (with the chain) */
+  bool ssl_grpc; /* --ssl-grpc-use-ssl[=true|false] */
+  const char *ssl_root_file; /* --ssl-grpc-root-certifications-file: CA PEM; NULL = default paths */
+  const char *ssl_key_file; /* --ssl-grpc-private-key-file: client key PEM (with the chain) */
   const char *ssl_chain_file; /* --ssl-grpc-certificate-chain-file: client certificate PEM (with the key) */
 } nrd_perf_opts;
 

@@ -19,7 +19,9 @@ void nrd_perf_report_banner(FILE *f, const nrd_perf_opts *o) {
   if (o->service != NRD_PERF_SERVICE_INPROCESS)
     fprintf(f, " at %s%s%s", o->url,
             o->service == NRD_PERF_SERVICE_HTTP ? (o->http_binary ? " (binary tensors)" : " (JSON tensors)") : "",
-            !o->ssl_grpc ? "" : o->ssl_key_file ? " (TLS, client certificate)" : " (TLS)");
+            !o->ssl_grpc      ? ""
+            : o->ssl_key_file ? " (TLS, client certificate)"
+                              : " (TLS)");
   fprintf(f, " ***\n");
   fprintf(f, "  batch size %lld, %s input data, measurement window %d ms\n", (long long)o->batch,
           o->data == NRD_PERF_DATA_RANDOM ? "random" : "zero", o->window_ms);

@@ -33,8 +33,7 @@ static nrd_py_shm_header *hdr(void) { return (nrd_py_shm_header *)g_base; }
 static PyObject *ipc_buffer(PyObject *self, PyObject *args) {
   (void)self;
   (void)args;
-  return PyMemoryView_FromMemory((char *)g_base, (Py_ssize_t)g_size,
-                                 PyBUF_WRITE);
+  return PyMemoryView_FromMemory((char *)g_base, (Py_ssize_t)g_size, PyBUF_WRITE);
 }
 
 /* _nrd_ipc.wait() -> length of the next message; sleeps without the GIL.
@@ -78,15 +77,13 @@ static PyObject *ipc_post(PyObject *self, PyObject *args) {
   Py_RETURN_NONE;
 }
 
-static PyMethodDef ipc_methods[] = {
-    {"buffer", ipc_buffer, METH_NOARGS, "the shared memory"},
-    {"wait", ipc_wait, METH_NOARGS, "waits for a message; its length"},
-    {"post", ipc_post, METH_VARARGS, "posts a reply of the given length"},
-    {NULL, NULL, 0, NULL}};
+static PyMethodDef ipc_methods[] = {{"buffer", ipc_buffer, METH_NOARGS, "the shared memory"},
+                                    {"wait", ipc_wait, METH_NOARGS, "waits for a message; its length"},
+                                    {"post", ipc_post, METH_VARARGS, "posts a reply of the given length"},
+                                    {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef ipc_module = {
-    PyModuleDef_HEAD_INIT, "_nrd_ipc", NULL, -1, ipc_methods,
-    NULL, NULL, NULL, NULL};
+    PyModuleDef_HEAD_INIT, "_nrd_ipc", NULL, -1, ipc_methods, NULL, NULL, NULL, NULL};
 
 static PyObject *ipc_init(void) {
   PyObject *m = PyModule_Create(&ipc_module);
@@ -114,8 +111,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   g_size = (uint64_t)st.st_size;
-  g_base = mmap(NULL, g_size, PROT_READ | PROT_WRITE, MAP_SHARED,
-                NRD_PY_SHM_FD, 0);
+  g_base = mmap(NULL, g_size, PROT_READ | PROT_WRITE, MAP_SHARED, NRD_PY_SHM_FD, 0);
   if (g_base == MAP_FAILED) {
     perror("triton_python_backend_stub: mmap");
     return 2;
@@ -126,8 +122,7 @@ int main(int argc, char **argv) {
   PyConfig_InitPythonConfig(&config);
   config.install_signal_handlers = 0;
   config.parse_argv = 0;
-  PyStatus status = PyConfig_SetBytesString(&config, &config.program_name,
-                                            "/usr/bin/python3");
+  PyStatus status = PyConfig_SetBytesString(&config, &config.program_name, "/usr/bin/python3");
   if (!PyStatus_Exception(status)) {
     status = Py_InitializeFromConfig(&config);
   }
@@ -137,8 +132,7 @@ int main(int argc, char **argv) {
   }
   PyObject *sys_path = PySys_GetObject("path");
   char *paths = strdup(argv[1]);
-  for (char *save = NULL, *p = strtok_r(paths, ":", &save); p != NULL;
-       p = strtok_r(NULL, ":", &save)) {
+  for (char *save = NULL, *p = strtok_r(paths, ":", &save); p != NULL; p = strtok_r(NULL, ":", &save)) {
     PyObject *s = PyUnicode_DecodeFSDefault(p);
     PyList_Insert(sys_path, 0, s);
     Py_XDECREF(s);

@@ -164,9 +164,8 @@ static TRITONSERVER_Error *update_state(TRITONBACKEND_Request *request, const in
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "accumulate: a BYTES state holds sums 0 to 65536");
   uint64_t size = bytes ? 4u + (uint64_t)sum : sizeof sum;
   TRITONBACKEND_State *state = NULL;
-  TRITONSERVER_Error *err = TRITONBACKEND_StateNew(&state, request, "OUTPUT_STATE",
-                                                   bytes ? TRITONSERVER_TYPE_BYTES : TRITONSERVER_TYPE_INT32, shape,
-                                                   dims);
+  TRITONSERVER_Error *err = TRITONBACKEND_StateNew(
+      &state, request, "OUTPUT_STATE", bytes ? TRITONSERVER_TYPE_BYTES : TRITONSERVER_TYPE_INT32, shape, dims);
   if (err != NULL) return err;
   /* The state's buffer attributes exist only once it has a buffer. */
   TRITONSERVER_BufferAttributes *attrs = NULL;
@@ -319,9 +318,9 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITON
       if (run != NULL) TRITONSERVER_ErrorDelete(run);
     }
     uint64_t t1 = nrd_bu_now_ns();
-    nrd_bu_error_log_and_delete(TRITONBACKEND_ModelInstanceReportStatistics(instance, requests[i], success, t0, t0,
-                                                                            t1, t1),
-                                "accumulate: cannot report statistics");
+    nrd_bu_error_log_and_delete(
+        TRITONBACKEND_ModelInstanceReportStatistics(instance, requests[i], success, t0, t0, t1, t1),
+        "accumulate: cannot report statistics");
     nrd_bu_request_release(requests[i]);
   }
   return NULL;

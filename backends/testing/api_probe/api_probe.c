@@ -29,8 +29,7 @@ static const char *artifact_name(TRITONBACKEND_ArtifactType t) {
   return t == TRITONBACKEND_ARTIFACT_FILESYSTEM ? "FILESYSTEM" : "OTHER";
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *
-TRITONBACKEND_Initialize(TRITONBACKEND_Backend *backend) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Backend *backend) {
   TRITONSERVER_Error *err = nrd_bu_api_version_check("api_probe");
   if (err != NULL) {
     return err;
@@ -42,28 +41,22 @@ TRITONBACKEND_Initialize(TRITONBACKEND_Backend *backend) {
   }
   TRITONBACKEND_ArtifactType type;
   const char *location = NULL;
-  if (err == NULL && (err = TRITONBACKEND_BackendArtifacts(
-                          backend, &type, &location)) == NULL) {
-    json_object_set_new(o, "backend_artifact_type",
-                        json_string(artifact_name(type)));
+  if (err == NULL && (err = TRITONBACKEND_BackendArtifacts(backend, &type, &location)) == NULL) {
+    json_object_set_new(o, "backend_artifact_type", json_string(artifact_name(type)));
     json_object_set_new(o, "backend_location", json_string(location));
   }
   TRITONBACKEND_MemoryManager *manager = NULL;
-  if (err == NULL &&
-      (err = TRITONBACKEND_BackendMemoryManager(backend, &manager)) == NULL) {
+  if (err == NULL && (err = TRITONBACKEND_BackendMemoryManager(backend, &manager)) == NULL) {
     json_object_set_new(o, "memory_manager", json_boolean(manager != NULL));
   }
   TRITONBACKEND_ExecutionPolicy before, after;
-  if (err == NULL &&
-      (err = TRITONBACKEND_BackendExecutionPolicy(backend, &before)) == NULL &&
-      (err = TRITONBACKEND_BackendSetExecutionPolicy(
-           backend, TRITONBACKEND_EXECUTION_DEVICE_BLOCKING)) == NULL &&
+  if (err == NULL && (err = TRITONBACKEND_BackendExecutionPolicy(backend, &before)) == NULL &&
+      (err = TRITONBACKEND_BackendSetExecutionPolicy(backend, TRITONBACKEND_EXECUTION_DEVICE_BLOCKING)) == NULL &&
       (err = TRITONBACKEND_BackendExecutionPolicy(backend, &after)) == NULL) {
     json_object_set_new(o, "policy_before", json_integer(before));
     json_object_set_new(o, "policy_after", json_integer(after));
   }
-  TRITONSERVER_Error *bad = TRITONBACKEND_BackendSetExecutionPolicy(
-      backend, (TRITONBACKEND_ExecutionPolicy)42);
+  TRITONSERVER_Error *bad = TRITONBACKEND_BackendSetExecutionPolicy(backend, (TRITONBACKEND_ExecutionPolicy)42);
   json_object_set_new(o, "bad_policy_refused", json_boolean(bad != NULL));
   if (bad != NULL) {
     TRITONSERVER_ErrorDelete(bad);
@@ -77,24 +70,20 @@ TRITONBACKEND_Initialize(TRITONBACKEND_Backend *backend) {
   return err;
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *
-TRITONBACKEND_Finalize(TRITONBACKEND_Backend *backend) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Finalize(TRITONBACKEND_Backend *backend) {
   void *state = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_BackendState(backend, &state);
   json_decref(state);
   return err;
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *
-TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model *model) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model *model) {
   json_t *o = json_object();
   TRITONBACKEND_ArtifactType type;
   const char *location = NULL;
-  TRITONSERVER_Error *err =
-      TRITONBACKEND_ModelRepository(model, &type, &location);
+  TRITONSERVER_Error *err = TRITONBACKEND_ModelRepository(model, &type, &location);
   if (err == NULL) {
-    json_object_set_new(o, "model_artifact_type",
-                        json_string(artifact_name(type)));
+    json_object_set_new(o, "model_artifact_type", json_string(artifact_name(type)));
     json_object_set_new(o, "model_location", json_string(location));
     err = TRITONBACKEND_ModelSetState(model, o);
   }
@@ -104,16 +93,14 @@ TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model *model) {
   return err;
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *
-TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model *model) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model *model) {
   void *state = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_ModelState(model, &state);
   json_decref(state);
   return err;
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *
-TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelInstance *instance) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelInstance *instance) {
   json_t *o = json_object();
   TRITONSERVER_InstanceGroupKind kind;
   int32_t device = -1;
@@ -121,53 +108,41 @@ TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelInstance *instance) {
   uint32_t profiles = 99, secondary = 99;
   TRITONSERVER_Message *policy = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceKind(instance, &kind);
-  if (err == NULL)
-    err = TRITONBACKEND_ModelInstanceDeviceId(instance, &device);
-  if (err == NULL)
-    err = TRITONBACKEND_ModelInstanceIsPassive(instance, &passive);
+  if (err == NULL) err = TRITONBACKEND_ModelInstanceDeviceId(instance, &device);
+  if (err == NULL) err = TRITONBACKEND_ModelInstanceIsPassive(instance, &passive);
   if (err == NULL) {
     err = TRITONBACKEND_ModelInstanceProfileCount(instance, &profiles);
   }
   if (err == NULL) {
     err = TRITONBACKEND_ModelInstanceSecondaryDeviceCount(instance, &secondary);
   }
-  if (err == NULL)
-    err = TRITONBACKEND_ModelInstanceHostPolicy(instance, &policy);
+  if (err == NULL) err = TRITONBACKEND_ModelInstanceHostPolicy(instance, &policy);
   if (err == NULL) {
-    json_object_set_new(
-        o, "kind", json_string(TRITONSERVER_InstanceGroupKindString(kind)));
+    json_object_set_new(o, "kind", json_string(TRITONSERVER_InstanceGroupKindString(kind)));
     json_object_set_new(o, "device_id", json_integer(device));
     json_object_set_new(o, "passive", json_boolean(passive));
     json_object_set_new(o, "profile_count", json_integer(profiles));
     json_object_set_new(o, "secondary_device_count", json_integer(secondary));
     json_t *p = NULL;
     err = nrd_bu_message_parse(policy, "host policy", &p);
-    if (err == NULL)
-      json_object_set_new(o, "host_policy", p);
+    if (err == NULL) json_object_set_new(o, "host_policy", p);
   }
   /* Past the end: each must refuse. */
   const char *profile = NULL;
-  TRITONSERVER_Error *e =
-      TRITONBACKEND_ModelInstanceProfileName(instance, 0, &profile);
+  TRITONSERVER_Error *e = TRITONBACKEND_ModelInstanceProfileName(instance, 0, &profile);
   json_object_set_new(o, "profile_0_refused", json_boolean(e != NULL));
-  if (e != NULL)
-    TRITONSERVER_ErrorDelete(e);
+  if (e != NULL) TRITONSERVER_ErrorDelete(e);
   const char *sd_kind = NULL;
   int64_t sd_id = 0;
-  e = TRITONBACKEND_ModelInstanceSecondaryDeviceProperties(instance, 0,
-                                                           &sd_kind, &sd_id);
+  e = TRITONBACKEND_ModelInstanceSecondaryDeviceProperties(instance, 0, &sd_kind, &sd_id);
   json_object_set_new(o, "secondary_0_refused", json_boolean(e != NULL));
-  if (e != NULL)
-    TRITONSERVER_ErrorDelete(e);
-  if (err == NULL)
-    err = TRITONBACKEND_ModelInstanceSetState(instance, o);
-  if (err != NULL)
-    json_decref(o);
+  if (e != NULL) TRITONSERVER_ErrorDelete(e);
+  if (err == NULL) err = TRITONBACKEND_ModelInstanceSetState(instance, o);
+  if (err != NULL) json_decref(o);
   return err;
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *
-TRITONBACKEND_ModelInstanceFinalize(TRITONBACKEND_ModelInstance *instance) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceFinalize(TRITONBACKEND_ModelInstance *instance) {
   void *state = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceState(instance, &state);
   json_decref(state);
@@ -214,16 +189,13 @@ static void probe_request(TRITONBACKEND_Request *request, json_t *o) {
     note_error(o, "input_name_error", err);
   err = TRITONBACKEND_RequestInputName(request, 7, &input_name);
   json_object_set_new(o, "input_name_7_refused", json_boolean(err != NULL));
-  if (err != NULL)
-    TRITONSERVER_ErrorDelete(err);
+  if (err != NULL) TRITONSERVER_ErrorDelete(err);
   uint64_t out_size = 0;
   TRITONSERVER_MemoryType out_type = TRITONSERVER_MEMORY_GPU;
   int64_t out_id = -1;
-  err = TRITONBACKEND_RequestOutputBufferProperties(request, "PROBE", &out_size,
-                                                    &out_type, &out_id);
+  err = TRITONBACKEND_RequestOutputBufferProperties(request, "PROBE", &out_size, &out_type, &out_id);
   if (err == NULL) {
-    json_object_set_new(o, "output_buffer_memory_type",
-                        json_string(TRITONSERVER_MemoryTypeString(out_type)));
+    json_object_set_new(o, "output_buffer_memory_type", json_string(TRITONSERVER_MemoryTypeString(out_type)));
   } else {
     note_error(o, "output_buffer_properties_error", err);
   }
@@ -239,17 +211,13 @@ static void probe_request(TRITONBACKEND_Request *request, json_t *o) {
   const int64_t *shape = NULL;
   uint32_t dims = 0, buffers = 0;
   uint64_t byte_size = 0;
-  err = TRITONBACKEND_InputPropertiesForHostPolicy(
-      input, NULL, &name, &dt, &shape, &dims, &byte_size, &buffers);
+  err = TRITONBACKEND_InputPropertiesForHostPolicy(input, NULL, &name, &dt, &shape, &dims, &byte_size, &buffers);
   if (err == NULL) {
     json_t *s = json_array();
-    for (uint32_t i = 0; i < dims; i++)
-      json_array_append_new(s, json_integer(shape[i]));
-    json_object_set_new(
-        o, "input",
-        json_pack("{s:s,s:s,s:o,s:I,s:i}", "name", name, "datatype",
-                  TRITONSERVER_DataTypeString(dt), "shape", s, "byte_size",
-                  (json_int_t)byte_size, "buffer_count", (int)buffers));
+    for (uint32_t i = 0; i < dims; i++) json_array_append_new(s, json_integer(shape[i]));
+    json_object_set_new(o, "input",
+                        json_pack("{s:s,s:s,s:o,s:I,s:i}", "name", name, "datatype", TRITONSERVER_DataTypeString(dt),
+                                  "shape", s, "byte_size", (json_int_t)byte_size, "buffer_count", (int)buffers));
   } else {
     note_error(o, "input_properties_error", err);
   }
@@ -257,8 +225,7 @@ static void probe_request(TRITONBACKEND_Request *request, json_t *o) {
   uint64_t size = 0, size2 = 0;
   TRITONSERVER_MemoryType mt;
   int64_t mid;
-  err = TRITONBACKEND_InputBufferForHostPolicy(input, NULL, 0, &buf, &size, &mt,
-                                               &mid);
+  err = TRITONBACKEND_InputBufferForHostPolicy(input, NULL, 0, &buf, &size, &mt, &mid);
   if (err == NULL) {
     TRITONSERVER_BufferAttributes *attrs = NULL;
     err = TRITONBACKEND_InputBufferAttributes(input, 0, &buf2, &attrs);
@@ -266,37 +233,29 @@ static void probe_request(TRITONBACKEND_Request *request, json_t *o) {
       size_t asize = 0;
       TRITONSERVER_MemoryType atype;
       err = TRITONSERVER_BufferAttributesByteSize(attrs, &asize);
-      if (err == NULL)
-        err = TRITONSERVER_BufferAttributesMemoryType(attrs, &atype);
+      if (err == NULL) err = TRITONSERVER_BufferAttributesMemoryType(attrs, &atype);
       if (err == NULL) {
         size2 = asize;
-        json_object_set_new(
-            o, "input_buffer",
-            json_pack("{s:I,s:b,s:I,s:s}", "byte_size", (json_int_t)size,
-                      "same_buffer", buf == buf2, "attributes_byte_size",
-                      (json_int_t)size2, "attributes_memory_type",
-                      TRITONSERVER_MemoryTypeString(atype)));
+        json_object_set_new(o, "input_buffer",
+                            json_pack("{s:I,s:b,s:I,s:s}", "byte_size", (json_int_t)size, "same_buffer", buf == buf2,
+                                      "attributes_byte_size", (json_int_t)size2, "attributes_memory_type",
+                                      TRITONSERVER_MemoryTypeString(atype)));
       }
     }
   }
-  if (err != NULL)
-    note_error(o, "input_buffer_error", err);
+  if (err != NULL) note_error(o, "input_buffer_error", err);
   /* The same input as the host policy "cpu" (the one a CPU instance has)
    * sees it: its own data when the client gave some for that policy. */
   uint64_t pbytes = 0;
   uint32_t pbufs = 0;
-  err = TRITONBACKEND_InputPropertiesForHostPolicy(input, "cpu", NULL, NULL, NULL,
-                                                   NULL, &pbytes, &pbufs);
-  if (err == NULL && pbufs > 0)
-    err = TRITONBACKEND_InputBufferForHostPolicy(input, "cpu", 0, &buf, &size,
-                                                 &mt, &mid);
+  err = TRITONBACKEND_InputPropertiesForHostPolicy(input, "cpu", NULL, NULL, NULL, NULL, &pbytes, &pbufs);
+  if (err == NULL && pbufs > 0) err = TRITONBACKEND_InputBufferForHostPolicy(input, "cpu", 0, &buf, &size, &mt, &mid);
   if (err == NULL) {
     float first = 0;
     if (pbufs > 0 && size >= sizeof first) memcpy(&first, buf, sizeof first);
     json_object_set_new(o, "cpu_policy_input",
-                        json_pack("{s:I,s:i,s:f}", "byte_size",
-                                  (json_int_t)pbytes, "buffer_count",
-                                  (int)pbufs, "first", (double)first));
+                        json_pack("{s:I,s:i,s:f}", "byte_size", (json_int_t)pbytes, "buffer_count", (int)pbufs, "first",
+                                  (double)first));
   } else {
     note_error(o, "cpu_policy_input_error", err);
   }
@@ -313,30 +272,25 @@ static void respond(TRITONBACKEND_Request *request, json_t *o) {
   }
   TRITONBACKEND_Output *output = NULL;
   const int64_t shape[1] = {1};
-  err = TRITONBACKEND_ResponseOutput(response, &output, "PROBE",
-                                     TRITONSERVER_TYPE_BYTES, shape, 1);
+  err = TRITONBACKEND_ResponseOutput(response, &output, "PROBE", TRITONSERVER_TYPE_BYTES, shape, 1);
   const char *got_name = NULL;
   TRITONSERVER_DataType got_dt;
   const int64_t *got_shape = NULL;
   uint64_t got_dims = 0;
   if (err == NULL) {
-    err = TRITONBACKEND_InferenceResponseOutput(response, 0, &got_name, &got_dt,
-                                                &got_shape, &got_dims);
+    err = TRITONBACKEND_InferenceResponseOutput(response, 0, &got_name, &got_dt, &got_shape, &got_dims);
   }
   if (err == NULL) {
     TRITONSERVER_DataType by_name_dt;
     const int64_t *by_name_shape = NULL;
     uint64_t by_name_dims = 0;
-    err = TRITONBACKEND_InferenceResponseOutputByName(
-        response, "PROBE", &by_name_dt, &by_name_shape, &by_name_dims);
+    err = TRITONBACKEND_InferenceResponseOutputByName(response, "PROBE", &by_name_dt, &by_name_shape, &by_name_dims);
     if (err == NULL) {
-      json_object_set_new(
-          o, "response_output",
-          json_pack("{s:s,s:s,s:I,s:I,s:b}", "name", got_name, "datatype",
-                    TRITONSERVER_DataTypeString(got_dt), "dims",
-                    (json_int_t)got_dims, "dim0", (json_int_t)got_shape[0],
-                    "by_name_agrees",
-                    by_name_dt == got_dt && by_name_dims == got_dims));
+      json_object_set_new(o, "response_output",
+                          json_pack("{s:s,s:s,s:I,s:I,s:b}", "name", got_name, "datatype",
+                                    TRITONSERVER_DataTypeString(got_dt), "dims", (json_int_t)got_dims, "dim0",
+                                    (json_int_t)got_shape[0], "by_name_agrees",
+                                    by_name_dt == got_dt && by_name_dims == got_dims));
     }
   }
   /* The text is final before its buffer exists, so the buffer's
@@ -345,25 +299,21 @@ static void respond(TRITONBACKEND_Request *request, json_t *o) {
   char *text = NULL;
   if (err == NULL) {
     text = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
-    if (text == NULL)
-      err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    if (text == NULL) err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   }
   void *dst = NULL;
   TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
   int64_t mid = 0;
   uint32_t len = text ? (uint32_t)strlen(text) : 0;
-  if (err == NULL)
-    err = TRITONBACKEND_OutputBuffer(output, &dst, 4 + len, &mt, &mid);
+  if (err == NULL) err = TRITONBACKEND_OutputBuffer(output, &dst, 4 + len, &mt, &mid);
   if (err == NULL) {
     TRITONSERVER_BufferAttributes *attrs = NULL;
     size_t asize = 0;
     err = TRITONBACKEND_OutputBufferAttributes(output, &attrs);
-    if (err == NULL)
-      err = TRITONSERVER_BufferAttributesByteSize(attrs, &asize);
+    if (err == NULL) err = TRITONSERVER_BufferAttributesByteSize(attrs, &asize);
     if (err == NULL && asize != 4 + (size_t)len) {
-      err = TRITONSERVER_ErrorNew(
-          TRITONSERVER_ERROR_INTERNAL,
-          "api_probe: output buffer attributes give the wrong size");
+      err =
+          TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "api_probe: output buffer attributes give the wrong size");
     }
   }
   if (err == NULL) {
@@ -371,32 +321,23 @@ static void respond(TRITONBACKEND_Request *request, json_t *o) {
     memcpy((char *)dst + 4, text, len);
   }
   free(text);
-  nrd_bu_error_log_and_delete(
-      TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL,
-                                 err),
-      "api_probe: cannot send response");
-  if (err != NULL)
-    TRITONSERVER_ErrorDelete(err);
+  nrd_bu_error_log_and_delete(TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, err),
+                              "api_probe: cannot send response");
+  if (err != NULL) TRITONSERVER_ErrorDelete(err);
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *
-TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance *instance,
-                                   TRITONBACKEND_Request **requests,
-                                   const uint32_t request_count) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance *instance,
+                                                                          TRITONBACKEND_Request **requests,
+                                                                          const uint32_t request_count) {
   TRITONBACKEND_Model *model = NULL;
   TRITONBACKEND_Backend *backend = NULL;
   void *bstate = NULL, *mstate = NULL, *istate = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceModel(instance, &model);
-  if (err == NULL)
-    err = TRITONBACKEND_ModelBackend(model, &backend);
-  if (err == NULL)
-    err = TRITONBACKEND_BackendState(backend, &bstate);
-  if (err == NULL)
-    err = TRITONBACKEND_ModelState(model, &mstate);
-  if (err == NULL)
-    err = TRITONBACKEND_ModelInstanceState(instance, &istate);
-  if (err != NULL)
-    return err;
+  if (err == NULL) err = TRITONBACKEND_ModelBackend(model, &backend);
+  if (err == NULL) err = TRITONBACKEND_BackendState(backend, &bstate);
+  if (err == NULL) err = TRITONBACKEND_ModelState(model, &mstate);
+  if (err == NULL) err = TRITONBACKEND_ModelInstanceState(instance, &istate);
+  if (err != NULL) return err;
   for (uint32_t r = 0; r < request_count; ++r) {
     json_t *o = json_object();
     json_object_update(o, bstate);
@@ -407,8 +348,7 @@ TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance *instance,
     json_decref(o);
     uint64_t now = nrd_bu_now_ns();
     nrd_bu_error_log_and_delete(
-        TRITONBACKEND_ModelInstanceReportStatistics(instance, requests[r], true,
-                                                    now, now, now, now),
+        TRITONBACKEND_ModelInstanceReportStatistics(instance, requests[r], true, now, now, now, now),
         "api_probe: cannot report statistics");
     nrd_bu_request_release(requests[r]);
   }

@@ -18,8 +18,7 @@
 
 /* Builds [{name, data_type: TYPE_FP32, dims: [4]}]; NULL if out of memory. */
 static json_t *tensor_list(const char *name) {
-  return json_pack("[{s:s, s:s, s:[i]}]", "name", name, "data_type",
-                   "TYPE_FP32", "dims", 4);
+  return json_pack("[{s:s, s:s, s:[i]}]", "name", name, "data_type", "TYPE_FP32", "dims", 4);
 }
 
 /* Fills 'key' with 'value' when missing or an empty array. Steals 'value'.
@@ -52,14 +51,11 @@ static TRITONSERVER_Error *complete(TRITONBACKEND_Model *model) {
   }
   int batch = 0;
   if (mbs == 0) {
-    batch = json_object_set_new(config, "max_batch_size", json_integer(8)) == 0
-                ? 1
-                : -1;
+    batch = json_object_set_new(config, "max_batch_size", json_integer(8)) == 0 ? 1 : -1;
   }
   if (in < 0 || out < 0 || batch < 0) {
     json_decref(config);
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE,
-                                 "autocomplete: out of memory");
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, "autocomplete: out of memory");
   }
   if (in + out + batch == 0) {
     json_decref(config);
@@ -68,34 +64,28 @@ static TRITONSERVER_Error *complete(TRITONBACKEND_Model *model) {
   char *text = json_dumps(config, JSON_COMPACT);
   json_decref(config);
   if (text == NULL) {
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE,
-                                 "autocomplete: out of memory");
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, "autocomplete: out of memory");
   }
   TRITONSERVER_Message *message = NULL;
-  err = TRITONSERVER_MessageNewFromSerializedJson(&message, text,
-                                                  strlen(text));
+  err = TRITONSERVER_MessageNewFromSerializedJson(&message, text, strlen(text));
   free(text);
   if (err != NULL) {
     return err;
   }
   /* The server does not take the message: delete it either way. */
   err = TRITONBACKEND_ModelSetConfig(model, 1, message);
-  nrd_bu_error_log_and_delete(TRITONSERVER_MessageDelete(message),
-                              "autocomplete: cannot delete message");
+  nrd_bu_error_log_and_delete(TRITONSERVER_MessageDelete(message), "autocomplete: cannot delete message");
   return err;
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(
-    TRITONBACKEND_Backend *backend) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Backend *backend) {
   (void)backend;
   return nrd_bu_api_version_check("autocomplete");
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
-    TRITONBACKEND_Model *model) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model *model) {
   bool auto_complete = false;
-  TRITONSERVER_Error *err =
-      TRITONBACKEND_ModelAutoCompleteConfig(model, &auto_complete);
+  TRITONSERVER_Error *err = TRITONBACKEND_ModelAutoCompleteConfig(model, &auto_complete);
   if (err == NULL && auto_complete) {
     err = complete(model);
   }
@@ -113,21 +103,18 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
   if (err != NULL) {
     return err;
   }
-  return nrd_bu_model_state_set(model, &settings, sizeof settings,
-                                "autocomplete");
+  return nrd_bu_model_state_set(model, &settings, sizeof settings, "autocomplete");
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(
-    TRITONBACKEND_Model *model) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model *model) {
   return nrd_bu_model_state_free(model);
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
-    TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
-    const uint32_t request_count) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance *instance,
+                                                                          TRITONBACKEND_Request **requests,
+                                                                          const uint32_t request_count) {
   void *state = NULL;
-  TRITONSERVER_Error *err =
-      nrd_bu_instance_model_state(instance, "autocomplete", &state);
+  TRITONSERVER_Error *err = nrd_bu_instance_model_state(instance, "autocomplete", &state);
   if (err != NULL) {
     return err;
   }

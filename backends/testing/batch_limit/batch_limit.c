@@ -151,8 +151,7 @@ EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model *mode
 }
 
 EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance *instance,
-                                                              TRITONBACKEND_Request **requests,
-                                                              const uint32_t count) {
+                                                              TRITONBACKEND_Request **requests, const uint32_t count) {
   void *state = NULL;
   TRITONSERVER_Error *err = nrd_bu_instance_model_state(instance, "batch_limit", &state);
   if (err) return err;

@@ -37,8 +37,8 @@ static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *a, const cha
   return *buffer ? NULL : TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "bls: out of memory");
 }
 
-static TRITONSERVER_Error *release_fn(TRITONSERVER_ResponseAllocator *a, void *buffer, void *buffer_userp,
-                                      size_t size, TRITONSERVER_MemoryType mt, int64_t mt_id) {
+static TRITONSERVER_Error *release_fn(TRITONSERVER_ResponseAllocator *a, void *buffer, void *buffer_userp, size_t size,
+                                      TRITONSERVER_MemoryType mt, int64_t mt_id) {
   (void)a, (void)buffer_userp, (void)size, (void)mt, (void)mt_id;
   free(buffer);
   return NULL;
@@ -112,8 +112,8 @@ static TRITONSERVER_Error *run_nested(TRITONSERVER_Server *server, bls_model *m,
   TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestNew(&req, server, m->target, -1);
   if (!err) err = TRITONSERVER_InferenceRequestAddInput(req, "INPUT0", in->datatype, in->shape, in->dims_count);
   if (!err)
-    err = TRITONSERVER_InferenceRequestAppendInputData(req, "INPUT0", in->data, in->byte_size,
-                                                       TRITONSERVER_MEMORY_CPU, 0);
+    err = TRITONSERVER_InferenceRequestAppendInputData(req, "INPUT0", in->data, in->byte_size, TRITONSERVER_MEMORY_CPU,
+                                                       0);
   if (!err) err = TRITONSERVER_InferenceRequestSetReleaseCallback(req, on_release, &n);
   if (!err) err = TRITONSERVER_InferenceRequestSetResponseCallback(req, m->allocator, NULL, on_response, &n);
   if (!err) err = TRITONSERVER_ServerInferAsync(server, req, NULL);

@@ -17,54 +17,46 @@ typedef struct cancel_wait_model {
   int64_t max_wait_ms;
 } cancel_wait_model;
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(
-    TRITONBACKEND_Backend *backend) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Backend *backend) {
   (void)backend;
   return nrd_bu_api_version_check("cancel_wait");
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
-    TRITONBACKEND_Model *model) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model *model) {
   json_t *config = NULL;
   TRITONSERVER_Error *err = nrd_bu_model_config(model, &config);
   if (err != NULL) {
     return err;
   }
   cancel_wait_model settings;
-  err = nrd_bu_config_parameter_int(config, "max_wait_ms", 10000, 0, 3600000,
-                                    &settings.max_wait_ms);
+  err = nrd_bu_config_parameter_int(config, "max_wait_ms", 10000, 0, 3600000, &settings.max_wait_ms);
   json_decref(config);
   if (err != NULL) {
     return err;
   }
-  return nrd_bu_model_state_set(model, &settings, sizeof settings,
-                                "cancel_wait");
+  return nrd_bu_model_state_set(model, &settings, sizeof settings, "cancel_wait");
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(
-    TRITONBACKEND_Model *model) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model *model) {
   return nrd_bu_model_state_free(model);
 }
 
 /* Answers one request with 'code'/'msg', reports failure, releases it. */
-static void finish(TRITONBACKEND_ModelInstance *instance,
-                   TRITONBACKEND_Request *request, TRITONSERVER_Error_Code code,
+static void finish(TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request *request, TRITONSERVER_Error_Code code,
                    const char *msg) {
   TRITONSERVER_Error *err = TRITONSERVER_ErrorNew(code, msg);
   nrd_bu_request_respond_error(request, err);
   TRITONSERVER_ErrorDelete(err);
-  nrd_bu_error_log_and_delete(TRITONBACKEND_ModelInstanceReportStatistics(
-                                  instance, request, false, 0, 0, 0, 0),
+  nrd_bu_error_log_and_delete(TRITONBACKEND_ModelInstanceReportStatistics(instance, request, false, 0, 0, 0, 0),
                               "cancel_wait: cannot report statistics");
   nrd_bu_request_release(request);
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
-    TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
-    const uint32_t request_count) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance *instance,
+                                                                          TRITONBACKEND_Request **requests,
+                                                                          const uint32_t request_count) {
   void *state = NULL;
-  TRITONSERVER_Error *err =
-      nrd_bu_instance_model_state(instance, "cancel_wait", &state);
+  TRITONSERVER_Error *err = nrd_bu_instance_model_state(instance, "cancel_wait", &state);
   if (err != NULL) {
     return err;
   }
@@ -75,8 +67,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
   /* Our own copy of the pending set: the server keeps the array. */
   TRITONBACKEND_Request **pending = malloc(request_count * sizeof *pending);
   if (pending == NULL) {
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE,
-                                 "cancel_wait: out of memory");
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, "cancel_wait: out of memory");
   }
   memcpy(pending, requests, request_count * sizeof *pending);
   uint32_t left = 0;
@@ -84,8 +75,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
     left += pending[i] != NULL;
   }
 
-  uint64_t deadline =
-      nrd_bu_now_ns() + (uint64_t)m->max_wait_ms * UINT64_C(1000000);
+  uint64_t deadline = nrd_bu_now_ns() + (uint64_t)m->max_wait_ms * UINT64_C(1000000);
   while (left > 0) {
     for (uint32_t i = 0; i < request_count; ++i) {
       if (pending[i] == NULL) {
@@ -98,8 +88,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
         cancelled = false;
       }
       if (cancelled) {
-        finish(instance, pending[i], TRITONSERVER_ERROR_CANCELLED,
-               "request cancelled");
+        finish(instance, pending[i], TRITONSERVER_ERROR_CANCELLED, "request cancelled");
         pending[i] = NULL;
         --left;
       }

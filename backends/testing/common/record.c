@@ -25,20 +25,18 @@ void nrd_record_line(const char *path, const char *fmt, ...) {
   line[len++] = '\n';
   int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) {
-    NRD_BU_LOG(TRITONSERVER_LOG_ERROR, "cannot open record file '%s': %s",
-               path, strerror(errno));
+    NRD_BU_LOG(TRITONSERVER_LOG_ERROR, "cannot open record file '%s': %s", path, strerror(errno));
     return;
   }
   ssize_t w = write(fd, line, len);
   if (w < 0 || (size_t)w != len) {
-    NRD_BU_LOG(TRITONSERVER_LOG_ERROR, "cannot write record file '%s': %s",
-               path, w < 0 ? strerror(errno) : "short write");
+    NRD_BU_LOG(TRITONSERVER_LOG_ERROR, "cannot write record file '%s': %s", path,
+               w < 0 ? strerror(errno) : "short write");
   }
   close(fd);
 }
 
-TRITONSERVER_Error *nrd_record_backend_init(TRITONBACKEND_Backend *backend,
-                                            const char *line) {
+TRITONSERVER_Error *nrd_record_backend_init(TRITONBACKEND_Backend *backend, const char *line) {
   json_t *config = NULL;
   TRITONSERVER_Error *err = nrd_bu_backend_config(backend, &config);
   if (err != NULL) {
@@ -50,8 +48,7 @@ TRITONSERVER_Error *nrd_record_backend_init(TRITONBACKEND_Backend *backend,
     path = strdup(setting);
     if (path == NULL) {
       json_decref(config);
-      return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE,
-                                   "out of memory");
+      return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, "out of memory");
     }
   }
   json_decref(config);
@@ -74,8 +71,7 @@ const char *nrd_record_backend_file(TRITONBACKEND_Backend *backend) {
   return state;
 }
 
-TRITONSERVER_Error *nrd_record_backend_fini(TRITONBACKEND_Backend *backend,
-                                            const char *line) {
+TRITONSERVER_Error *nrd_record_backend_fini(TRITONBACKEND_Backend *backend, const char *line) {
   void *state = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_BackendState(backend, &state);
   if (err != NULL) {

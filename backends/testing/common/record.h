@@ -20,8 +20,7 @@
  * A NULL 'path' records nothing. Failures are logged, never returned.
  * Any thread.
  */
-void nrd_record_line(const char *path, const char *fmt, ...)
-    NRD_BU_PRINTF(2, 3);
+void nrd_record_line(const char *path, const char *fmt, ...) NRD_BU_PRINTF(2, 3);
 
 /*
  * For TRITONBACKEND_Initialize: reads record_file from the backend
@@ -29,15 +28,13 @@ void nrd_record_line(const char *path, const char *fmt, ...)
  * records 'line'. On failure no state is set and nothing is left allocated.
  * Thread: the server's backend-initialize caller.
  */
-TRITONSERVER_Error *nrd_record_backend_init(TRITONBACKEND_Backend *backend,
-                                            const char *line);
+TRITONSERVER_Error *nrd_record_backend_init(TRITONBACKEND_Backend *backend, const char *line);
 
 /*
  * For TRITONBACKEND_Finalize: records 'line' and frees the state stored by
  * nrd_record_backend_init. Thread: the backend-finalize caller.
  */
-TRITONSERVER_Error *nrd_record_backend_fini(TRITONBACKEND_Backend *backend,
-                                            const char *line);
+TRITONSERVER_Error *nrd_record_backend_fini(TRITONBACKEND_Backend *backend, const char *line);
 
 /*
  * Returns the backend-level record file (borrowed from the backend state,

@@ -29,9 +29,7 @@ typedef struct nrd_record_model {
  * failure nothing stays allocated. 'config' stays the caller's.
  * Thread: the ModelInitialize caller.
  */
-TRITONSERVER_Error *nrd_record_model_init(TRITONBACKEND_Model *model,
-                                          const json_t *config,
-                                          const char *backend,
+TRITONSERVER_Error *nrd_record_model_init(TRITONBACKEND_Model *model, const json_t *config, const char *backend,
                                           nrd_record_model *out);
 
 /*
@@ -48,24 +46,21 @@ TRITONSERVER_Error *nrd_record_model_finalize(TRITONBACKEND_Model *model);
  * the caller does once it accepts the instance.
  * Thread: the ModelInstanceInitialize caller.
  */
-TRITONSERVER_Error *nrd_record_instance_init(
-    TRITONBACKEND_ModelInstance *instance, const char *backend, void **state);
+TRITONSERVER_Error *nrd_record_instance_init(TRITONBACKEND_ModelInstance *instance, const char *backend, void **state);
 
 /*
  * For ModelInstanceFinalize: records "ModelInstanceFinalize <instance>" when
  * the instance has a state, then clears it (borrowed, so not freed).
  * Thread: the ModelInstanceFinalize caller.
  */
-TRITONSERVER_Error *nrd_record_instance_finalize(
-    TRITONBACKEND_ModelInstance *instance);
+TRITONSERVER_Error *nrd_record_instance_finalize(TRITONBACKEND_ModelInstance *instance);
 
 /*
  * For Execute: sets '*state' to the instance state (errors of
  * nrd_bu_instance_state, which touch no request) and records
  * "ModelInstanceExecute <instance> <request_count>". Instance thread only.
  */
-TRITONSERVER_Error *nrd_record_execute(TRITONBACKEND_ModelInstance *instance,
-                                       const char *backend,
+TRITONSERVER_Error *nrd_record_execute(TRITONBACKEND_ModelInstance *instance, const char *backend,
                                        uint32_t request_count, void **state);
 
 #endif /* NRD_TESTING_RECORD_MODEL_H */

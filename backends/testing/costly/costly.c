@@ -51,18 +51,14 @@ typedef struct costly_model {
   bool spin; /* cost_mode spin */
 } costly_model;
 
-static TRITONSERVER_Error *read_settings(const json_t *config,
-                                         costly_model *out) {
+static TRITONSERVER_Error *read_settings(const json_t *config, costly_model *out) {
   costly_model m = {0, 0, 0, false};
-  TRITONSERVER_Error *err = nrd_bu_config_max_batch_size(config,
-                                                         &m.max_batch_size);
+  TRITONSERVER_Error *err = nrd_bu_config_max_batch_size(config, &m.max_batch_size);
   if (err == NULL) {
-    err = nrd_bu_config_parameter_int(config, "exec_us", 0, 0, MAX_US,
-                                      &m.exec_us);
+    err = nrd_bu_config_parameter_int(config, "exec_us", 0, 0, MAX_US, &m.exec_us);
   }
   if (err == NULL) {
-    err = nrd_bu_config_parameter_int(config, "row_us", 0, 0, MAX_US,
-                                      &m.row_us);
+    err = nrd_bu_config_parameter_int(config, "row_us", 0, 0, MAX_US, &m.row_us);
   }
   if (err == NULL) {
     const char *mode = nrd_bu_config_parameter(config, "cost_mode");
@@ -79,8 +75,7 @@ static TRITONSERVER_Error *read_settings(const json_t *config,
   }
   if (err != NULL) {
     TRITONSERVER_Error *named =
-        nrd_bu_error_newf(TRITONSERVER_ErrorCode(err), BACKEND ": %s",
-                          TRITONSERVER_ErrorMessage(err));
+        nrd_bu_error_newf(TRITONSERVER_ErrorCode(err), BACKEND ": %s", TRITONSERVER_ErrorMessage(err));
     TRITONSERVER_ErrorDelete(err);
     return named;
   }
@@ -91,8 +86,7 @@ static TRITONSERVER_Error *read_settings(const json_t *config,
 /* Sleeps until the monotonic time 'deadline_ns' (absolute, so signals and
  * early wake-ups never lengthen the total). */
 static void sleep_until(uint64_t deadline_ns) {
-  struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000u),
-                        .tv_nsec = (long)(deadline_ns % 1000000000u)};
+  struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000u), .tv_nsec = (long)(deadline_ns % 1000000000u)};
   while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
   }
 }
@@ -107,14 +101,12 @@ static void spend(uint64_t start_ns, uint64_t cost_ns, bool spin) {
   }
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(
-    TRITONBACKEND_Backend *backend) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Backend *backend) {
   (void)backend;
   return nrd_bu_api_version_check(BACKEND);
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
-    TRITONBACKEND_Model *model) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model *model) {
   json_t *config = NULL;
   TRITONSERVER_Error *err = nrd_bu_model_config(model, &config);
   if (err != NULL) {
@@ -129,25 +121,22 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
   return nrd_bu_model_state_set(model, &settings, sizeof settings, BACKEND);
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(
-    TRITONBACKEND_Model *model) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model *model) {
   return nrd_bu_model_state_free(model);
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(
-    TRITONBACKEND_ModelInstance *instance) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelInstance *instance) {
   return nrd_bu_instance_share_model_state(instance, BACKEND);
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceFinalize(
-    TRITONBACKEND_ModelInstance *instance) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceFinalize(TRITONBACKEND_ModelInstance *instance) {
   /* The state is the model's (borrowed): only forget it. */
   return TRITONBACKEND_ModelInstanceSetState(instance, NULL);
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
-    TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
-    const uint32_t request_count) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance *instance,
+                                                                          TRITONBACKEND_Request **requests,
+                                                                          const uint32_t request_count) {
   void *state = NULL;
   TRITONSERVER_Error *err = nrd_bu_instance_state(instance, BACKEND, &state);
   if (err != NULL) {
@@ -160,13 +149,10 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
   uint64_t rows = 0;
   for (uint32_t i = 0; i < request_count; ++i) {
     if (requests[i] != NULL) {
-      rows += m->max_batch_size > 0
-                  ? nrd_bu_request_batch_size(requests[i], NULL)
-                  : 1;
+      rows += m->max_batch_size > 0 ? nrd_bu_request_batch_size(requests[i], NULL) : 1;
     }
   }
-  uint64_t cost_ns =
-      ((uint64_t)m->exec_us + (uint64_t)m->row_us * rows) * 1000u;
+  uint64_t cost_ns = ((uint64_t)m->exec_us + (uint64_t)m->row_us * rows) * 1000u;
   uint64_t compute_start = nrd_bu_now_ns();
   spend(compute_start, cost_ns, m->spin);
   uint64_t compute_end = nrd_bu_now_ns();
@@ -178,17 +164,15 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
     if (requests[i] == NULL) {
       continue;
     }
-    bool success = nrd_identity_respond(requests[i],
-                                        TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+    bool success = nrd_identity_respond(requests[i], TRITONSERVER_RESPONSE_COMPLETE_FINAL);
     if (ok != NULL) {
       ok[i] = success;
     } else {
       /* No memory for the flags: report and release this one now. */
-      nrd_bu_error_log_and_delete(
-          TRITONBACKEND_ModelInstanceReportStatistics(
-              instance, requests[i], success, exec_start, compute_start,
-              compute_end, nrd_bu_now_ns()),
-          BACKEND ": cannot report statistics");
+      nrd_bu_error_log_and_delete(TRITONBACKEND_ModelInstanceReportStatistics(instance, requests[i], success,
+                                                                              exec_start, compute_start, compute_end,
+                                                                              nrd_bu_now_ns()),
+                                  BACKEND ": cannot report statistics");
       nrd_bu_request_release(requests[i]);
     }
   }
@@ -198,21 +182,18 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
    * may read the model's statistics and must find this batch counted. (When
    * the flags could not be allocated, the requests are already released.) */
   if (rows > 0) {
-    nrd_bu_error_log_and_delete(
-        TRITONBACKEND_ModelInstanceReportBatchStatistics(
-            instance, rows, exec_start, compute_start, compute_end, exec_end),
-        BACKEND ": cannot report batch statistics");
+    nrd_bu_error_log_and_delete(TRITONBACKEND_ModelInstanceReportBatchStatistics(instance, rows, exec_start,
+                                                                                 compute_start, compute_end, exec_end),
+                                BACKEND ": cannot report batch statistics");
   }
   if (ok != NULL) {
     for (uint32_t i = 0; i < request_count; ++i) {
       if (requests[i] == NULL) {
         continue;
       }
-      nrd_bu_error_log_and_delete(
-          TRITONBACKEND_ModelInstanceReportStatistics(
-              instance, requests[i], ok[i], exec_start, compute_start,
-              compute_end, exec_end),
-          BACKEND ": cannot report statistics");
+      nrd_bu_error_log_and_delete(TRITONBACKEND_ModelInstanceReportStatistics(instance, requests[i], ok[i], exec_start,
+                                                                              compute_start, compute_end, exec_end),
+                                  BACKEND ": cannot report statistics");
       nrd_bu_request_release(requests[i]);
     }
     if (ok != small) {

@@ -6,19 +6,15 @@
  */
 #include "nereid/backend_utils.h"
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(
-    TRITONBACKEND_Backend *backend) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Backend *backend) {
   (void)backend;
-  return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
-                               "fail_backend_init: refusing to initialize");
+  return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "fail_backend_init: refusing to initialize");
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
-    TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
-    const uint32_t request_count) {
-  nrd_bu_requests_fail(
-      instance, requests, request_count,
-      TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
-                            "fail_backend_init: must never execute"));
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance *instance,
+                                                                          TRITONBACKEND_Request **requests,
+                                                                          const uint32_t request_count) {
+  nrd_bu_requests_fail(instance, requests, request_count,
+                       TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "fail_backend_init: must never execute"));
   return NULL;
 }

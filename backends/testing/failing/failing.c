@@ -70,8 +70,7 @@ static TRITONSERVER_Error *stage_parse(const char *text, fail_stage *out) {
                            text);
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(
-    TRITONBACKEND_Backend *backend) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Backend *backend) {
   TRITONSERVER_Error *err = nrd_bu_api_version_check("failing");
   if (err != NULL) {
     return err;
@@ -79,13 +78,11 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(
   return nrd_record_backend_init(backend, "Initialize");
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Finalize(
-    TRITONBACKEND_Backend *backend) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Finalize(TRITONBACKEND_Backend *backend) {
   return nrd_record_backend_fini(backend, "Finalize");
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
-    TRITONBACKEND_Model *model) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model *model) {
   json_t *config = NULL;
   TRITONSERVER_Error *err = nrd_bu_model_config(model, &config);
   if (err != NULL) {
@@ -95,8 +92,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
   failing_model *m = calloc(1, sizeof *m);
   if (m == NULL) {
     json_decref(config);
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE,
-                                 "failing backend: out of memory");
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, "failing backend: out of memory");
   }
   atomic_init(&m->instances_seen, 0);
   err = nrd_record_model_init(model, config, "failing backend", &m->base);
@@ -104,8 +100,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
     err = stage_parse(nrd_bu_config_parameter(config, "fail_at"), &m->stage);
   }
   if (err == NULL) {
-    err = nrd_bu_config_parameter_int(config, "fail_instance", -1, -1,
-                                      INT64_MAX, &m->fail_instance);
+    err = nrd_bu_config_parameter_int(config, "fail_instance", -1, -1, INT64_MAX, &m->fail_instance);
   }
   const char *marker = nrd_bu_config_parameter(config, "fail_once_marker");
   bool spare = false;
@@ -117,9 +112,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
   }
   json_decref(config);
   if (err == NULL && m->stage == FAIL_MODEL_INIT && !spare) {
-    err = TRITONSERVER_ErrorNew(
-        TRITONSERVER_ERROR_INTERNAL,
-        "failing backend: failed in ModelInitialize as asked");
+    err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "failing backend: failed in ModelInitialize as asked");
   }
   if (err == NULL) {
     err = TRITONBACKEND_ModelSetState(model, m);
@@ -132,64 +125,52 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
   return err;
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(
-    TRITONBACKEND_Model *model) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model *model) {
   return nrd_record_model_finalize(model);
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(
-    TRITONBACKEND_ModelInstance *instance) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelInstance *instance) {
   void *state = NULL;
-  TRITONSERVER_Error *err =
-      nrd_record_instance_init(instance, "failing backend", &state);
+  TRITONSERVER_Error *err = nrd_record_instance_init(instance, "failing backend", &state);
   if (err != NULL) {
     return err;
   }
   failing_model *m = state;
   int64_t index = atomic_fetch_add(&m->instances_seen, 1);
-  if (m->stage == FAIL_INSTANCE_INIT &&
-      (m->fail_instance < 0 || m->fail_instance == index)) {
+  if (m->stage == FAIL_INSTANCE_INIT && (m->fail_instance < 0 || m->fail_instance == index)) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
                              "failing backend: failed in "
                              "ModelInstanceInitialize as asked (instance %s, "
                              "number %lld)",
-                             nrd_record_instance_name(instance),
-                             (long long)index);
+                             nrd_record_instance_name(instance), (long long)index);
   }
   return TRITONBACKEND_ModelInstanceSetState(instance, m);
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceFinalize(
-    TRITONBACKEND_ModelInstance *instance) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceFinalize(TRITONBACKEND_ModelInstance *instance) {
   return nrd_record_instance_finalize(instance);
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
-    TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
-    const uint32_t request_count) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance *instance,
+                                                                          TRITONBACKEND_Request **requests,
+                                                                          const uint32_t request_count) {
   void *state = NULL;
-  TRITONSERVER_Error *err =
-      nrd_record_execute(instance, "failing backend", request_count, &state);
+  TRITONSERVER_Error *err = nrd_record_execute(instance, "failing backend", request_count, &state);
   if (err != NULL) {
     return err;
   }
   const failing_model *m = state;
   switch (m->stage) {
-  case FAIL_EXECUTE:
-    /* Requests stay owned by the server, which must answer them. */
-    return TRITONSERVER_ErrorNew(
-        TRITONSERVER_ERROR_INTERNAL,
-        "failing backend: failed in ModelInstanceExecute as asked");
-  case FAIL_EXECUTE_RESPONSE:
-    nrd_bu_requests_fail(
-        instance, requests, request_count,
-        TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
-                              "failing backend: failed in "
-                              "ModelInstanceExecute response as asked"));
-    return NULL;
-  default:
-    nrd_identity_execute(instance, &m->base.identity, requests,
-                         request_count);
-    return NULL;
+    case FAIL_EXECUTE:
+      /* Requests stay owned by the server, which must answer them. */
+      return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
+                                   "failing backend: failed in ModelInstanceExecute as asked");
+    case FAIL_EXECUTE_RESPONSE:
+      nrd_bu_requests_fail(instance, requests, request_count,
+                           TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
+                                                 "failing backend: failed in "
+                                                 "ModelInstanceExecute response as asked"));
+      return NULL;
+    default: nrd_identity_execute(instance, &m->base.identity, requests, request_count); return NULL;
   }
 }

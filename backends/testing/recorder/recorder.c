@@ -20,8 +20,7 @@
 #include "../common/record_model.h"
 #include "nereid/backend_utils.h"
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(
-    TRITONBACKEND_Backend *backend) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Backend *backend) {
   TRITONSERVER_Error *err = nrd_bu_api_version_check("recorder");
   if (err != NULL) {
     return err;
@@ -29,14 +28,12 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(
   return nrd_record_backend_init(backend, "Initialize");
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Finalize(
-    TRITONBACKEND_Backend *backend) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Finalize(TRITONBACKEND_Backend *backend) {
   return nrd_record_backend_fini(backend, "Finalize");
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_GetBackendAttribute(
-    TRITONBACKEND_Backend *backend,
-    TRITONBACKEND_BackendAttribute *backend_attributes) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *
+TRITONBACKEND_GetBackendAttribute(TRITONBACKEND_Backend *backend, TRITONBACKEND_BackendAttribute *backend_attributes) {
   const char *path = nrd_record_backend_file(backend);
   if (path != NULL) {
     nrd_record_line(path, "GetBackendAttribute");
@@ -47,16 +44,14 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_GetBackendAttribute(
     if (err != NULL) {
       return err;
     }
-    nrd_record_line(nrd_bu_backend_setting(config, "record_file"),
-                    "GetBackendAttribute");
+    nrd_record_line(nrd_bu_backend_setting(config, "record_file"), "GetBackendAttribute");
     json_decref(config);
   }
-  return TRITONBACKEND_BackendAttributeAddPreferredInstanceGroup(
-      backend_attributes, TRITONSERVER_INSTANCEGROUPKIND_CPU, 2, NULL, 0);
+  return TRITONBACKEND_BackendAttributeAddPreferredInstanceGroup(backend_attributes, TRITONSERVER_INSTANCEGROUPKIND_CPU,
+                                                                 2, NULL, 0);
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
-    TRITONBACKEND_Model *model) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model *model) {
   json_t *config = NULL;
   TRITONSERVER_Error *err = nrd_bu_model_config(model, &config);
   if (err != NULL) {
@@ -75,33 +70,28 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(
   return err;
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(
-    TRITONBACKEND_Model *model) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model *model) {
   return nrd_record_model_finalize(model);
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(
-    TRITONBACKEND_ModelInstance *instance) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(TRITONBACKEND_ModelInstance *instance) {
   void *state = NULL;
-  TRITONSERVER_Error *err = nrd_record_instance_init(instance, "recorder",
-                                                     &state);
+  TRITONSERVER_Error *err = nrd_record_instance_init(instance, "recorder", &state);
   if (err != NULL) {
     return err;
   }
   return TRITONBACKEND_ModelInstanceSetState(instance, state);
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceFinalize(
-    TRITONBACKEND_ModelInstance *instance) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceFinalize(TRITONBACKEND_ModelInstance *instance) {
   return nrd_record_instance_finalize(instance);
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(
-    TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
-    const uint32_t request_count) {
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance *instance,
+                                                                          TRITONBACKEND_Request **requests,
+                                                                          const uint32_t request_count) {
   void *state = NULL;
-  TRITONSERVER_Error *err =
-      nrd_record_execute(instance, "recorder", request_count, &state);
+  TRITONSERVER_Error *err = nrd_record_execute(instance, "recorder", request_count, &state);
   if (err != NULL) {
     return err;
   }

@@ -21,8 +21,8 @@ static TRITONSERVER_Error *report_memory(TRITONBACKEND_Model *model, TRITONBACKE
   for (uint32_t i = 0; i < n && !err; i++) {
     err = TRITONSERVER_BufferAttributesNew(&attrs[i]);
     if (!err)
-      err = TRITONSERVER_BufferAttributesSetMemoryType(attrs[i], i ? TRITONSERVER_MEMORY_CPU_PINNED
-                                                                   : TRITONSERVER_MEMORY_CPU);
+      err = TRITONSERVER_BufferAttributesSetMemoryType(attrs[i],
+                                                       i ? TRITONSERVER_MEMORY_CPU_PINNED : TRITONSERVER_MEMORY_CPU);
     if (!err) err = TRITONSERVER_BufferAttributesSetByteSize(attrs[i], i ? pinned : cpu);
   }
   if (!err)

@@ -82,94 +82,92 @@ typedef enum TRITONREPOAGENT_actiontype_enum {
 /* ------------------------------------------------ implemented by the server */
 
 /* The API version the server implements. Thread: any. */
-TRITONREPOAGENT_DECLSPEC TRITONSERVER_Error* TRITONREPOAGENT_ApiVersion(uint32_t* major, uint32_t* minor);
+TRITONREPOAGENT_DECLSPEC TRITONSERVER_Error *TRITONREPOAGENT_ApiVersion(uint32_t *major, uint32_t *minor);
 
 /* Where the model's files are now: the model's folder in the repository,
  * or what an earlier agent in the model's list gave. The server owns
  * *location (valid until the agent model is finalized); the agent must
  * not change the files there. */
-TRITONREPOAGENT_DECLSPEC TRITONSERVER_Error* TRITONREPOAGENT_ModelRepositoryLocation(
-    TRITONREPOAGENT_Agent* agent, TRITONREPOAGENT_AgentModel* model, TRITONREPOAGENT_ArtifactType* artifact_type,
-    const char** location);
+TRITONREPOAGENT_DECLSPEC TRITONSERVER_Error *
+TRITONREPOAGENT_ModelRepositoryLocation(TRITONREPOAGENT_Agent *agent, TRITONREPOAGENT_AgentModel *model,
+                                        TRITONREPOAGENT_ArtifactType *artifact_type, const char **location);
 
 /* An empty folder of the agent's own (made once per agent model; later
  * calls return the same one). FILESYSTEM only. The server owns the string
  * and deletes the folder with its contents at
  * TRITONREPOAGENT_ModelRepositoryLocationRelease, or after
  * TRITONREPOAGENT_ModelFinalize at the latest. */
-TRITONREPOAGENT_DECLSPEC TRITONSERVER_Error* TRITONREPOAGENT_ModelRepositoryLocationAcquire(
-    TRITONREPOAGENT_Agent* agent, TRITONREPOAGENT_AgentModel* model, const TRITONREPOAGENT_ArtifactType artifact_type,
-    const char** location);
+TRITONREPOAGENT_DECLSPEC TRITONSERVER_Error *
+TRITONREPOAGENT_ModelRepositoryLocationAcquire(TRITONREPOAGENT_Agent *agent, TRITONREPOAGENT_AgentModel *model,
+                                               const TRITONREPOAGENT_ArtifactType artifact_type, const char **location);
 
 /* Deletes the acquired folder and its contents. UNAVAILABLE when none was
  * acquired. */
-TRITONREPOAGENT_DECLSPEC TRITONSERVER_Error* TRITONREPOAGENT_ModelRepositoryLocationRelease(
-    TRITONREPOAGENT_Agent* agent, TRITONREPOAGENT_AgentModel* model, const char* location);
+TRITONREPOAGENT_DECLSPEC TRITONSERVER_Error *
+TRITONREPOAGENT_ModelRepositoryLocationRelease(TRITONREPOAGENT_Agent *agent, TRITONREPOAGENT_AgentModel *model,
+                                               const char *location);
 
 /* Load the model from `location` instead (copied). Only while handling
  * TRITONREPOAGENT_ACTION_LOAD; INVALID_ARG otherwise. The files must stay
  * until the agent model is finalized. */
-TRITONREPOAGENT_DECLSPEC TRITONSERVER_Error* TRITONREPOAGENT_ModelRepositoryUpdate(
-    TRITONREPOAGENT_Agent* agent, TRITONREPOAGENT_AgentModel* model, const TRITONREPOAGENT_ArtifactType artifact_type,
-    const char* location);
+TRITONREPOAGENT_DECLSPEC TRITONSERVER_Error *
+TRITONREPOAGENT_ModelRepositoryUpdate(TRITONREPOAGENT_Agent *agent, TRITONREPOAGENT_AgentModel *model,
+                                      const TRITONREPOAGENT_ArtifactType artifact_type, const char *location);
 
 /* How many parameters the model's configuration gives this agent. */
-TRITONREPOAGENT_DECLSPEC TRITONSERVER_Error* TRITONREPOAGENT_ModelParameterCount(TRITONREPOAGENT_Agent* agent,
-                                                                                 TRITONREPOAGENT_AgentModel* model,
-                                                                                 uint32_t* count);
+TRITONREPOAGENT_DECLSPEC TRITONSERVER_Error *
+TRITONREPOAGENT_ModelParameterCount(TRITONREPOAGENT_Agent *agent, TRITONREPOAGENT_AgentModel *model, uint32_t *count);
 
 /* Parameter `index` (0 <= index < count). The strings are the server's,
  * valid until the agent model is finalized. */
-TRITONREPOAGENT_DECLSPEC TRITONSERVER_Error* TRITONREPOAGENT_ModelParameter(TRITONREPOAGENT_Agent* agent,
-                                                                            TRITONREPOAGENT_AgentModel* model,
-                                                                            const uint32_t index,
-                                                                            const char** parameter_name,
-                                                                            const char** parameter_value);
+TRITONREPOAGENT_DECLSPEC TRITONSERVER_Error *
+TRITONREPOAGENT_ModelParameter(TRITONREPOAGENT_Agent *agent, TRITONREPOAGENT_AgentModel *model, const uint32_t index,
+                               const char **parameter_name, const char **parameter_value);
 
 /* The model's configuration as read before this agent ran, as a JSON
  * message (config_version must be 1). The caller owns *model_config and
  * frees it with TRITONSERVER_MessageDelete. */
-TRITONREPOAGENT_DECLSPEC TRITONSERVER_Error* TRITONREPOAGENT_ModelConfig(TRITONREPOAGENT_Agent* agent,
-                                                                         TRITONREPOAGENT_AgentModel* model,
+TRITONREPOAGENT_DECLSPEC TRITONSERVER_Error *TRITONREPOAGENT_ModelConfig(TRITONREPOAGENT_Agent *agent,
+                                                                         TRITONREPOAGENT_AgentModel *model,
                                                                          const uint32_t config_version,
-                                                                         TRITONSERVER_Message** model_config);
+                                                                         TRITONSERVER_Message **model_config);
 
 /* The agent model's opaque state pointer (NULL until set). */
-TRITONREPOAGENT_DECLSPEC TRITONSERVER_Error* TRITONREPOAGENT_ModelState(TRITONREPOAGENT_AgentModel* model,
-                                                                        void** state);
-TRITONREPOAGENT_DECLSPEC TRITONSERVER_Error* TRITONREPOAGENT_ModelSetState(TRITONREPOAGENT_AgentModel* model,
-                                                                           void* state);
+TRITONREPOAGENT_DECLSPEC TRITONSERVER_Error *TRITONREPOAGENT_ModelState(TRITONREPOAGENT_AgentModel *model,
+                                                                        void **state);
+TRITONREPOAGENT_DECLSPEC TRITONSERVER_Error *TRITONREPOAGENT_ModelSetState(TRITONREPOAGENT_AgentModel *model,
+                                                                           void *state);
 
 /* The agent's opaque state pointer, shared by every model using it. */
-TRITONREPOAGENT_DECLSPEC TRITONSERVER_Error* TRITONREPOAGENT_State(TRITONREPOAGENT_Agent* agent, void** state);
-TRITONREPOAGENT_DECLSPEC TRITONSERVER_Error* TRITONREPOAGENT_SetState(TRITONREPOAGENT_Agent* agent, void* state);
+TRITONREPOAGENT_DECLSPEC TRITONSERVER_Error *TRITONREPOAGENT_State(TRITONREPOAGENT_Agent *agent, void **state);
+TRITONREPOAGENT_DECLSPEC TRITONSERVER_Error *TRITONREPOAGENT_SetState(TRITONREPOAGENT_Agent *agent, void *state);
 
 /* ------------------------------------------------- implemented by the agent */
 
 /* Optional. Called once when the library is loaded, before any model uses
  * it. An error fails the load of the model that needed the agent. */
-TRITONREPOAGENT_ISPEC TRITONSERVER_Error* TRITONREPOAGENT_Initialize(TRITONREPOAGENT_Agent* agent);
+TRITONREPOAGENT_ISPEC TRITONSERVER_Error *TRITONREPOAGENT_Initialize(TRITONREPOAGENT_Agent *agent);
 
 /* Optional. Called once when no model uses the agent any more, before the
  * library is unloaded; the agent stops its threads and frees its state. */
-TRITONREPOAGENT_ISPEC TRITONSERVER_Error* TRITONREPOAGENT_Finalize(TRITONREPOAGENT_Agent* agent);
+TRITONREPOAGENT_ISPEC TRITONSERVER_Error *TRITONREPOAGENT_Finalize(TRITONREPOAGENT_Agent *agent);
 
 /* Optional. Called when a load of a model naming this agent begins. */
-TRITONREPOAGENT_ISPEC TRITONSERVER_Error* TRITONREPOAGENT_ModelInitialize(TRITONREPOAGENT_Agent* agent,
-                                                                          TRITONREPOAGENT_AgentModel* model);
+TRITONREPOAGENT_ISPEC TRITONSERVER_Error *TRITONREPOAGENT_ModelInitialize(TRITONREPOAGENT_Agent *agent,
+                                                                          TRITONREPOAGENT_AgentModel *model);
 
 /* Optional. Called once that model's life (as in the action sequences
  * above) is over; the agent frees the model's state. */
-TRITONREPOAGENT_ISPEC TRITONSERVER_Error* TRITONREPOAGENT_ModelFinalize(TRITONREPOAGENT_Agent* agent,
-                                                                        TRITONREPOAGENT_AgentModel* model);
+TRITONREPOAGENT_ISPEC TRITONSERVER_Error *TRITONREPOAGENT_ModelFinalize(TRITONREPOAGENT_Agent *agent,
+                                                                        TRITONREPOAGENT_AgentModel *model);
 
 /* Required. Tells the agent where the model is in its life. An action the
  * agent has nothing to do for returns success. On LOAD, the agent may give
  * the server another location (TRITONREPOAGENT_ModelRepositoryUpdate);
  * an error from LOAD fails the model's load with that error. Calls for
  * one model never overlap; calls for different models may. */
-TRITONREPOAGENT_ISPEC TRITONSERVER_Error* TRITONREPOAGENT_ModelAction(TRITONREPOAGENT_Agent* agent,
-                                                                      TRITONREPOAGENT_AgentModel* model,
+TRITONREPOAGENT_ISPEC TRITONSERVER_Error *TRITONREPOAGENT_ModelAction(TRITONREPOAGENT_Agent *agent,
+                                                                      TRITONREPOAGENT_AgentModel *model,
                                                                       const TRITONREPOAGENT_ActionType action_type);
 
 #ifdef __cplusplus

@@ -38,8 +38,7 @@ extern "C" {
 #define NRD_BACKEND_EXPORT __attribute__((visibility("default")))
 
 #if defined(__GNUC__)
-#define NRD_BU_PRINTF(fmt_index, first_arg) \
-  __attribute__((format(printf, fmt_index, first_arg)))
+#define NRD_BU_PRINTF(fmt_index, first_arg) __attribute__((format(printf, fmt_index, first_arg)))
 #else
 #define NRD_BU_PRINTF(fmt_index, first_arg)
 #endif
@@ -51,20 +50,16 @@ extern "C" {
  * than 1 KiB are truncated). The caller owns the result. Never returns NULL
  * unless the server itself cannot allocate. Any thread.
  */
-TRITONSERVER_Error *nrd_bu_error_newf(TRITONSERVER_Error_Code code,
-                                      const char *fmt, ...)
-    NRD_BU_PRINTF(2, 3);
+TRITONSERVER_Error *nrd_bu_error_newf(TRITONSERVER_Error_Code code, const char *fmt, ...) NRD_BU_PRINTF(2, 3);
 
 /*
  * Writes a printf-formatted line to the server log at 'level' if that level
  * is enabled; failures to log are ignored. Any thread.
  */
-void nrd_bu_logf(TRITONSERVER_LogLevel level, const char *file, int line,
-                 const char *fmt, ...) NRD_BU_PRINTF(4, 5);
+void nrd_bu_logf(TRITONSERVER_LogLevel level, const char *file, int line, const char *fmt, ...) NRD_BU_PRINTF(4, 5);
 
 /* Logs at 'level' naming the calling source location. */
-#define NRD_BU_LOG(level, ...) \
-  nrd_bu_logf((level), __FILE__, __LINE__, __VA_ARGS__)
+#define NRD_BU_LOG(level, ...) nrd_bu_logf((level), __FILE__, __LINE__, __VA_ARGS__)
 
 /*
  * Logs the message of 'err' (prefixed by 'what') at error level and deletes
@@ -98,8 +93,7 @@ TRITONSERVER_Error *nrd_bu_api_version_check(const char *backend_name);
  * errors ("model configuration"). The message stays owned by the caller.
  * Any thread.
  */
-TRITONSERVER_Error *nrd_bu_message_parse(TRITONSERVER_Message *message,
-                                         const char *what, json_t **json);
+TRITONSERVER_Error *nrd_bu_message_parse(TRITONSERVER_Message *message, const char *what, json_t **json);
 
 /*
  * Fetches the model configuration (format version 1) as JSON. On success
@@ -107,15 +101,13 @@ TRITONSERVER_Error *nrd_bu_message_parse(TRITONSERVER_Message *message,
  * failure nothing is allocated. Meant for TRITONBACKEND_ModelInitialize and
  * other non-hot paths (it parses the whole configuration). Any thread.
  */
-TRITONSERVER_Error *nrd_bu_model_config(TRITONBACKEND_Model *model,
-                                        json_t **config);
+TRITONSERVER_Error *nrd_bu_model_config(TRITONBACKEND_Model *model, json_t **config);
 
 /*
  * Fetches the backend configuration ({"cmdline": {...}}) as JSON. Same
  * ownership as nrd_bu_model_config. Any thread.
  */
-TRITONSERVER_Error *nrd_bu_backend_config(TRITONBACKEND_Backend *backend,
-                                          json_t **config);
+TRITONSERVER_Error *nrd_bu_backend_config(TRITONBACKEND_Backend *backend, json_t **config);
 
 /*
  * Returns the value of a "cmdline" setting of a backend configuration
@@ -123,8 +115,7 @@ TRITONSERVER_Error *nrd_bu_backend_config(TRITONBACKEND_Backend *backend,
  * string. The string is borrowed from 'backend_config' and lives as long as
  * it does. Any thread.
  */
-const char *nrd_bu_backend_setting(const json_t *backend_config,
-                                   const char *key);
+const char *nrd_bu_backend_setting(const json_t *backend_config, const char *key);
 
 /*
  * Returns the string_value of model configuration parameter 'key'
@@ -140,25 +131,21 @@ const char *nrd_bu_config_parameter(const json_t *config, const char *key);
  * 'what' names the field in the INVALID_ARG error returned for anything
  * else, including out-of-range values and NULL 'value'. Any thread.
  */
-TRITONSERVER_Error *nrd_bu_json_int(const json_t *value, const char *what,
-                                    int64_t *out);
+TRITONSERVER_Error *nrd_bu_json_int(const json_t *value, const char *what, int64_t *out);
 
 /*
  * Reads model parameter 'key' as a decimal integer within [min, max]. When
  * the parameter is absent '*out' is set to 'dflt'. Errors name the parameter
  * and the offending text. Any thread.
  */
-TRITONSERVER_Error *nrd_bu_config_parameter_int(const json_t *config,
-                                                const char *key, int64_t dflt,
-                                                int64_t min, int64_t max,
-                                                int64_t *out);
+TRITONSERVER_Error *nrd_bu_config_parameter_int(const json_t *config, const char *key, int64_t dflt, int64_t min,
+                                                int64_t max, int64_t *out);
 
 /*
  * Reads "max_batch_size" from a model configuration; absent means 0 (no
  * batching). Errors for negative or non-integer values. Any thread.
  */
-TRITONSERVER_Error *nrd_bu_config_max_batch_size(const json_t *config,
-                                                 int64_t *out);
+TRITONSERVER_Error *nrd_bu_config_max_batch_size(const json_t *config, int64_t *out);
 
 /*
  * Reports whether model_transaction_policy.decoupled is true in a model
@@ -170,8 +157,7 @@ bool nrd_bu_config_decoupled(const json_t *config);
  * Finds the entry named 'name' in the "input" or "output" array ('section')
  * of a model configuration. Returns a borrowed object or NULL. Any thread.
  */
-const json_t *nrd_bu_config_tensor(const json_t *config, const char *section,
-                                   const char *name);
+const json_t *nrd_bu_config_tensor(const json_t *config, const char *section, const char *name);
 
 /* ---- model and instance state -------------------------------------------
  *
@@ -191,8 +177,7 @@ const json_t *nrd_bu_config_tensor(const json_t *config, const char *section,
  * "<backend>: out of memory", or the server's error) no state is set and
  * nothing stays allocated. Thread: the ModelInitialize caller.
  */
-TRITONSERVER_Error *nrd_bu_model_state_set(TRITONBACKEND_Model *model,
-                                           const void *settings, size_t size,
+TRITONSERVER_Error *nrd_bu_model_state_set(TRITONBACKEND_Model *model, const void *settings, size_t size,
                                            const char *backend);
 
 /*
@@ -209,16 +194,15 @@ TRITONSERVER_Error *nrd_bu_model_state_free(TRITONBACKEND_Model *model);
  * error "<backend>: model state missing". Any thread (the model state is
  * set before instances exist and cleared after they are gone).
  */
-TRITONSERVER_Error *nrd_bu_instance_model_state(
-    TRITONBACKEND_ModelInstance *instance, const char *backend, void **state);
+TRITONSERVER_Error *nrd_bu_instance_model_state(TRITONBACKEND_ModelInstance *instance, const char *backend,
+                                                void **state);
 
 /*
  * Makes the instance state point at the model state (borrowed: the
  * instance never frees it), with the errors of nrd_bu_instance_model_state.
  * Thread: the ModelInstanceInitialize caller.
  */
-TRITONSERVER_Error *nrd_bu_instance_share_model_state(
-    TRITONBACKEND_ModelInstance *instance, const char *backend);
+TRITONSERVER_Error *nrd_bu_instance_share_model_state(TRITONBACKEND_ModelInstance *instance, const char *backend);
 
 /*
  * Sets '*state' to the instance state, still owned by whoever set it. A
@@ -226,8 +210,7 @@ TRITONSERVER_Error *nrd_bu_instance_share_model_state(
  * error touches no request, so Execute can return it as is. Thread: the
  * instance thread.
  */
-TRITONSERVER_Error *nrd_bu_instance_state(TRITONBACKEND_ModelInstance *instance,
-                                          const char *backend, void **state);
+TRITONSERVER_Error *nrd_bu_instance_state(TRITONBACKEND_ModelInstance *instance, const char *backend, void **state);
 
 /* ---- request inputs ---------------------------------------------------- */
 
@@ -255,15 +238,13 @@ typedef struct nrd_bu_tensor {
  * holds nothing to release (it is reset). Thread: the thread that owns the
  * request (normally the instance thread inside Execute).
  */
-TRITONSERVER_Error *nrd_bu_input_read(TRITONBACKEND_Input *input,
-                                      nrd_bu_tensor *out);
+TRITONSERVER_Error *nrd_bu_input_read(TRITONBACKEND_Input *input, nrd_bu_tensor *out);
 
 /*
  * Like nrd_bu_input_read for the input named 'name' of 'request'; a missing
  * input gives an INVALID_ARG error naming it.
  */
-TRITONSERVER_Error *nrd_bu_request_input(TRITONBACKEND_Request *request,
-                                         const char *name, nrd_bu_tensor *out);
+TRITONSERVER_Error *nrd_bu_request_input(TRITONBACKEND_Request *request, const char *name, nrd_bu_tensor *out);
 
 /*
  * Frees the copy a tensor may own and resets it. Safe on a reset or zeroed
@@ -281,8 +262,7 @@ int64_t nrd_bu_shape_elements(const int64_t *shape, uint32_t dims_count);
  * Writes a shape as "[d0,d1,...]" into 'buf' (always NUL-terminated, cut
  * with "..." when 'cap' is too small) and returns 'buf'. Any thread.
  */
-const char *nrd_bu_shape_string(const int64_t *shape, uint32_t dims_count,
-                                char *buf, size_t cap);
+const char *nrd_bu_shape_string(const int64_t *shape, uint32_t dims_count, char *buf, size_t cap);
 
 /*
  * The batch size a request adds to TRITONBACKEND_ModelInstanceReportBatch-
@@ -291,8 +271,7 @@ const char *nrd_bu_shape_string(const int64_t *shape, uint32_t dims_count,
  * when that input is missing, unreadable or has no positive first dimension.
  * Thread: the request's owner.
  */
-uint64_t nrd_bu_request_batch_size(TRITONBACKEND_Request *request,
-                                   const char *input_name);
+uint64_t nrd_bu_request_batch_size(TRITONBACKEND_Request *request, const char *input_name);
 
 /* ---- responses ----------------------------------------------------------- */
 
@@ -301,8 +280,7 @@ uint64_t nrd_bu_request_batch_size(TRITONBACKEND_Request *request,
  * released). 'err' stays owned by the caller. Returns false (after logging)
  * when no response could be sent. Thread: the request's owner.
  */
-bool nrd_bu_request_respond_error(TRITONBACKEND_Request *request,
-                                  TRITONSERVER_Error *err);
+bool nrd_bu_request_respond_error(TRITONBACKEND_Request *request, TRITONSERVER_Error *err);
 
 /*
  * Answers every request of a batch with an error response carrying the code
@@ -312,8 +290,7 @@ bool nrd_bu_request_respond_error(TRITONBACKEND_Request *request,
  * after this call the backend owns none of them, so Execute must return NULL.
  * Thread: the Execute caller (instance thread).
  */
-void nrd_bu_requests_fail(TRITONBACKEND_ModelInstance *instance,
-                          TRITONBACKEND_Request **requests, uint32_t count,
+void nrd_bu_requests_fail(TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests, uint32_t count,
                           TRITONSERVER_Error *err);
 
 /*
@@ -353,11 +330,8 @@ typedef struct nrd_bu_batch_input {
  * holds nothing to release. Thread: the Execute caller (owner of the
  * requests).
  */
-TRITONSERVER_Error *nrd_bu_batch_input_gather(TRITONBACKEND_Request **requests,
-                                              uint32_t count, const char *name,
-                                              void *buffer,
-                                              uint64_t buffer_size,
-                                              nrd_bu_batch_input *out);
+TRITONSERVER_Error *nrd_bu_batch_input_gather(TRITONBACKEND_Request **requests, uint32_t count, const char *name,
+                                              void *buffer, uint64_t buffer_size, nrd_bu_batch_input *out);
 
 /*
  * Frees the block a batch input may own and resets it; safe on a zeroed or
@@ -377,10 +351,10 @@ void nrd_bu_batch_input_release(nrd_bu_batch_input *input);
  * size), a 'byte_size' not divisible into the total rows, bad dims.
  * 'data' and 'rows' stay the caller's. Thread: the owner of the responses.
  */
-TRITONSERVER_Error *nrd_bu_batch_output_scatter(
-    TRITONBACKEND_Response **responses, uint32_t count, const char *name,
-    TRITONSERVER_DataType datatype, const int64_t *shape, uint32_t dims_count,
-    const uint64_t *rows, const void *data, uint64_t byte_size);
+TRITONSERVER_Error *nrd_bu_batch_output_scatter(TRITONBACKEND_Response **responses, uint32_t count, const char *name,
+                                                TRITONSERVER_DataType datatype, const int64_t *shape,
+                                                uint32_t dims_count, const uint64_t *rows, const void *data,
+                                                uint64_t byte_size);
 
 #ifdef __cplusplus
 }

@@ -28,12 +28,12 @@ static scored element(TRITONSERVER_DataType dt, const unsigned char *p, size_t i
   scored s;
   s.idx = 0;
   switch (dt) {
-#define CASE(T, ctype, field)                 \
-  case T: {                                   \
-    ctype x;                                  \
-    memcpy(&x, p + i * sizeof x, sizeof x);   \
-    s.v.field = x;                            \
-    return s;                                 \
+#define CASE(T, ctype, field)                                                                                          \
+  case T: {                                                                                                            \
+    ctype x;                                                                                                           \
+    memcpy(&x, p + i * sizeof x, sizeof x);                                                                            \
+    s.v.field = x;                                                                                                     \
+    return s;                                                                                                          \
   }
     CASE(TRITONSERVER_TYPE_UINT8, uint8_t, u)
     CASE(TRITONSERVER_TYPE_UINT16, uint16_t, u)
@@ -58,9 +58,7 @@ static scored element(TRITONSERVER_DataType dt, const unsigned char *p, size_t i
       s.v.f = nrd_srv_bf16_to_float(h);
       return s;
     }
-    default:
-      s.v.u = 0;
-      return s;
+    default: s.v.u = 0; return s;
   }
 }
 
@@ -133,8 +131,8 @@ static bool append_element(strbuf *s, const char *a, const char *b) {
   return true;
 }
 
-TRITONSERVER_Error *nrd_srv_classify(TRITONSERVER_Server *server, TRITONSERVER_InferenceResponse *resp,
-                                     uint32_t index, uint32_t k, nrd_srv_classes *out) {
+TRITONSERVER_Error *nrd_srv_classify(TRITONSERVER_Server *server, TRITONSERVER_InferenceResponse *resp, uint32_t index,
+                                     uint32_t k, nrd_srv_classes *out) {
   memset(out, 0, sizeof *out);
   nrd_srv_output o;
   TRITONSERVER_Error *err = nrd_srv_output_get(resp, index, &o);
@@ -158,20 +156,21 @@ TRITONSERVER_Error *nrd_srv_classify(TRITONSERVER_Server *server, TRITONSERVER_I
   size_t rows = 1, per = 1, limit = o.byte_size / esz;
   for (uint64_t d = 0; d < o.dims; d++) {
     size_t n = o.shape[d] > 0 ? (size_t)o.shape[d] : 0;
-    if (batched && d == 0) rows = n;
-    else if (n != 0 && per > limit / n) per = limit + 1; /* more than the data holds */
-    else per *= n;
+    if (batched && d == 0)
+      rows = n;
+    else if (n != 0 && per > limit / n)
+      per = limit + 1; /* more than the data holds */
+    else
+      per *= n;
   }
   if ((rows != 0 && per > limit / rows) || rows * per * esz != o.byte_size) {
-    snprintf(msg, sizeof msg, "output '%.200s' has %zu bytes, which does not match its shape", o.name,
-             o.byte_size);
+    snprintf(msg, sizeof msg, "output '%.200s' has %zu bytes, which does not match its shape", o.name, o.byte_size);
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, msg);
   }
   size_t kk = k < per ? k : per;
 
   kind kd = kind_of(o.datatype);
-  int (*cmp)(const void *, const void *) =
-      kd == KIND_FLOAT ? by_float : kd == KIND_SIGNED ? by_signed : by_unsigned;
+  int (*cmp)(const void *, const void *) = kd == KIND_FLOAT ? by_float : kd == KIND_SIGNED ? by_signed : by_unsigned;
   scored *s = malloc((per ? per : 1) * sizeof *s);
   size_t cap = rows * kk < 65536 ? rows * kk * 24 + 16 : (size_t)1 << 20; /* grows as needed */
   strbuf sb = {malloc(cap), 0, cap};
@@ -192,9 +191,12 @@ TRITONSERVER_Error *nrd_srv_classify(TRITONSERVER_Server *server, TRITONSERVER_I
       }
       char num[400]; /* "%f" of the largest double is 317 characters */
       int n;
-      if (kd == KIND_FLOAT) n = snprintf(num, sizeof num, "%f", s[j].v.f);
-      else if (kd == KIND_SIGNED) n = snprintf(num, sizeof num, "%lld", (long long)s[j].v.i);
-      else n = snprintf(num, sizeof num, "%llu", (unsigned long long)s[j].v.u);
+      if (kd == KIND_FLOAT)
+        n = snprintf(num, sizeof num, "%f", s[j].v.f);
+      else if (kd == KIND_SIGNED)
+        n = snprintf(num, sizeof num, "%lld", (long long)s[j].v.i);
+      else
+        n = snprintf(num, sizeof num, "%llu", (unsigned long long)s[j].v.u);
       snprintf(num + n, sizeof num - (size_t)n, ":%zu", s[j].idx);
       if (!append_element(&sb, num, label)) goto oom;
     }

@@ -15,10 +15,10 @@
 
 /* A classification result: a BYTES tensor in Triton's binary layout. */
 typedef struct nrd_srv_classes {
-  char *data;       /* per element a 4-byte little-endian length, then the string */
-  size_t size;      /* bytes in data */
+  char *data; /* per element a 4-byte little-endian length, then the string */
+  size_t size; /* bytes in data */
   int64_t shape[2]; /* [batch, k'] or [k'] (k' = min(k, classes)) */
-  uint64_t dims;    /* 1 or 2 */
+  uint64_t dims; /* 1 or 2 */
 } nrd_srv_classes;
 
 /* The top `k` (>= 1) classes of output `index` of `resp`. When the model
@@ -33,7 +33,7 @@ typedef struct nrd_srv_classes {
  * classified (BYTES, BOOL), INTERNAL when memory runs out or the output's
  * size does not match its shape; *out then holds nothing to free. Any
  * thread, while resp is alive. */
-TRITONSERVER_Error *nrd_srv_classify(TRITONSERVER_Server *server, TRITONSERVER_InferenceResponse *resp,
-                                     uint32_t index, uint32_t k, nrd_srv_classes *out);
+TRITONSERVER_Error *nrd_srv_classify(TRITONSERVER_Server *server, TRITONSERVER_InferenceResponse *resp, uint32_t index,
+                                     uint32_t k, nrd_srv_classes *out);
 
 #endif

@@ -44,8 +44,8 @@ static bool out_room(z_stream *z, uint8_t **buf, size_t *cap) {
   return true;
 }
 
-int nrd_srv_compress(int window_bits, int level, const nrd_srv_compress_piece *in, size_t n,
-                     size_t headroom, uint8_t **out, size_t *out_len) {
+int nrd_srv_compress(int window_bits, int level, const nrd_srv_compress_piece *in, size_t n, size_t headroom,
+                     uint8_t **out, size_t *out_len) {
   *out = NULL;
   *out_len = 0;
   z_stream z;
@@ -95,9 +95,8 @@ int nrd_srv_compress(int window_bits, int level, const nrd_srv_compress_piece *i
   return 0;
 }
 
-nrd_srv_inflate_result nrd_srv_decompress(int window_bits, const void *in, size_t len, size_t max,
-                                          uint8_t **out, size_t *out_len, size_t *rest,
-                                          const char **why) {
+nrd_srv_inflate_result nrd_srv_decompress(int window_bits, const void *in, size_t len, size_t max, uint8_t **out,
+                                          size_t *out_len, size_t *rest, const char **why) {
   *out = NULL;
   *out_len = 0;
   *rest = 0;

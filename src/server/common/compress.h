@@ -40,16 +40,16 @@ typedef struct nrd_srv_compress_piece {
  * frees it) and *out_len (compressed bytes, headroom not included), or -1
  * (out of memory or a zlib error) with nothing allocated. The pieces are
  * only read. Any thread. */
-int nrd_srv_compress(int window_bits, int level, const nrd_srv_compress_piece *in, size_t n,
-                     size_t headroom, uint8_t **out, size_t *out_len);
+int nrd_srv_compress(int window_bits, int level, const nrd_srv_compress_piece *in, size_t n, size_t headroom,
+                     uint8_t **out, size_t *out_len);
 
 /* How a decompression ended. */
 typedef enum nrd_srv_inflate_result {
   NRD_SRV_INFLATE_OK,
   NRD_SRV_INFLATE_TOO_LARGE, /* more than `max` bytes would come out */
   NRD_SRV_INFLATE_NO_MEMORY,
-  NRD_SRV_INFLATE_CORRUPT,   /* zlib refused the data (*why may say how) */
-  NRD_SRV_INFLATE_TRUNCATED  /* the input ended inside the stream */
+  NRD_SRV_INFLATE_CORRUPT, /* zlib refused the data (*why may say how) */
+  NRD_SRV_INFLATE_TRUNCATED /* the input ended inside the stream */
 } nrd_srv_inflate_result;
 
 /* Decompresses in[0..len) (gzip or zlib format, `window_bits` as above)
@@ -59,8 +59,7 @@ typedef enum nrd_srv_inflate_result {
  * the input bytes left after the end of the stream (callers decide whether
  * that is an error). Otherwise nothing is allocated and *why is zlib's
  * static message or NULL. Any thread. */
-nrd_srv_inflate_result nrd_srv_decompress(int window_bits, const void *in, size_t len, size_t max,
-                                          uint8_t **out, size_t *out_len, size_t *rest,
-                                          const char **why);
+nrd_srv_inflate_result nrd_srv_decompress(int window_bits, const void *in, size_t len, size_t max, uint8_t **out,
+                                          size_t *out_len, size_t *rest, const char **why);
 
 #endif

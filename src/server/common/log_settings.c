@@ -14,8 +14,7 @@ struct nrd_srv_log_settings {
   TRITONSERVER_LogFormat format;
 };
 
-nrd_srv_log_settings *nrd_srv_log_settings_new(const char *file, int verbose,
-                                               TRITONSERVER_LogFormat format) {
+nrd_srv_log_settings *nrd_srv_log_settings_new(const char *file, int verbose, TRITONSERVER_LogFormat format) {
   nrd_srv_log_settings *ls = calloc(1, sizeof *ls);
   if (ls == NULL) return NULL;
   ls->file = strdup(file ? file : "");
@@ -48,8 +47,7 @@ int nrd_srv_log_settings_get(nrd_srv_log_settings *ls, nrd_srv_log_snapshot *out
   return out->file ? 0 : -1;
 }
 
-TRITONSERVER_Error *nrd_srv_log_settings_update(nrd_srv_log_settings *ls,
-                                                const nrd_srv_log_update *u) {
+TRITONSERVER_Error *nrd_srv_log_settings_update(nrd_srv_log_settings *ls, const nrd_srv_log_update *u) {
   if (u->has_file)
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNSUPPORTED,
                                  "log file location can not be updated through network protocol");

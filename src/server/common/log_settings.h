@@ -48,8 +48,7 @@ typedef struct nrd_srv_log_update {
 
 /* Creates the settings as nereid started (file may be NULL). Returns NULL
  * when memory runs out; the caller frees it with nrd_srv_log_settings_free. */
-nrd_srv_log_settings *nrd_srv_log_settings_new(const char *file, int verbose,
-                                               TRITONSERVER_LogFormat format);
+nrd_srv_log_settings *nrd_srv_log_settings_new(const char *file, int verbose, TRITONSERVER_LogFormat format);
 
 /* Frees ls; NULL is a no-op. No other thread may be using it. */
 void nrd_srv_log_settings_free(nrd_srv_log_settings *ls);
@@ -61,7 +60,6 @@ int nrd_srv_log_settings_get(nrd_srv_log_settings *ls, nrd_srv_log_snapshot *out
 /* Validates every part of u, then applies them all; on error nothing is
  * changed and the caller owns the returned error (UNSUPPORTED for a file,
  * UNAVAILABLE for an unknown format, as Triton answers). */
-TRITONSERVER_Error *nrd_srv_log_settings_update(nrd_srv_log_settings *ls,
-                                                const nrd_srv_log_update *u);
+TRITONSERVER_Error *nrd_srv_log_settings_update(nrd_srv_log_settings *ls, const nrd_srv_log_update *u);
 
 #endif

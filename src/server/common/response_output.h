@@ -25,11 +25,10 @@ typedef struct nrd_srv_output {
 
 /* Fills *out with output index of resp; the error (caller deletes) as
  * TRITONSERVER_InferenceResponseOutput gives it. Thread-safe as that is. */
-static inline TRITONSERVER_Error *nrd_srv_output_get(TRITONSERVER_InferenceResponse *resp,
-                                                     uint32_t index, nrd_srv_output *out) {
-  return TRITONSERVER_InferenceResponseOutput(resp, index, &out->name, &out->datatype, &out->shape,
-                                              &out->dims, &out->base, &out->byte_size,
-                                              &out->memory_type, &out->memory_type_id,
+static inline TRITONSERVER_Error *nrd_srv_output_get(TRITONSERVER_InferenceResponse *resp, uint32_t index,
+                                                     nrd_srv_output *out) {
+  return TRITONSERVER_InferenceResponseOutput(resp, index, &out->name, &out->datatype, &out->shape, &out->dims,
+                                              &out->base, &out->byte_size, &out->memory_type, &out->memory_type_id,
                                               &out->userp);
 }
 
@@ -37,9 +36,8 @@ static inline TRITONSERVER_Error *nrd_srv_output_get(TRITONSERVER_InferenceRespo
  * to CPU memory (system shared memory is CPU memory too), which is what
  * Triton's front ends answer a backend asking through
  * TRITONBACKEND_RequestOutputBufferProperties. Any thread. */
-static inline TRITONSERVER_Error *nrd_srv_output_query_cpu(TRITONSERVER_ResponseAllocator *allocator,
-                                                           void *userp, const char *tensor_name,
-                                                           size_t *byte_size,
+static inline TRITONSERVER_Error *nrd_srv_output_query_cpu(TRITONSERVER_ResponseAllocator *allocator, void *userp,
+                                                           const char *tensor_name, size_t *byte_size,
                                                            TRITONSERVER_MemoryType *memory_type,
                                                            int64_t *memory_type_id) {
   (void)allocator;

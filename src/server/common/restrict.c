@@ -8,9 +8,9 @@
 #include "fmt.h"
 
 /* The names the flags use, indexed by nrd_srv_api. */
-static const char *const api_names[NRD_SRV_API_COUNT] = {
-    "health", "metadata", "inference", "shared-memory", "model-config", "model-repository", "statistics", "trace",
-    "logging"};
+static const char *const api_names[NRD_SRV_API_COUNT] = {"health",        "metadata",     "inference",
+                                                         "shared-memory", "model-config", "model-repository",
+                                                         "statistics",    "trace",        "logging"};
 
 static int api_by_name(const char *s, size_t n) {
   for (int i = 0; i < NRD_SRV_API_COUNT; i++)
@@ -18,8 +18,8 @@ static int api_by_name(const char *s, size_t n) {
   return -1;
 }
 
-int nrd_srv_restrictions_add(nrd_srv_restrictions *r, const char *flag, const char *arg, const char *prefix,
-                             char *err, size_t errlen) {
+int nrd_srv_restrictions_add(nrd_srv_restrictions *r, const char *flag, const char *arg, const char *prefix, char *err,
+                             size_t errlen) {
   const char *colon = strrchr(arg, ':');
   const char *eq = colon ? strchr(colon, '=') : NULL;
   if (!colon || !eq || colon == arg) {
@@ -44,8 +44,7 @@ int nrd_srv_restrictions_add(nrd_srv_restrictions *r, const char *flag, const ch
       return -1;
     }
     if (r->by_api[api].header) {
-      nrd_srv_fmt_err(err, errlen, "--%s=%s: '%s' is already in another restricted group", flag, arg,
-                      api_names[api]);
+      nrd_srv_fmt_err(err, errlen, "--%s=%s: '%s' is already in another restricted group", flag, arg, api_names[api]);
       return -1;
     }
     pick[api] = true;

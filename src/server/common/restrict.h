@@ -38,8 +38,8 @@ typedef struct nrd_srv_restrictions {
  * "triton-grpc-protocol-"). Returns 0, or -1 with err filled (an unknown
  * API, one already in another group, an empty key, a malformed value);
  * nothing is added then. Not thread-safe (start-up). */
-int nrd_srv_restrictions_add(nrd_srv_restrictions *r, const char *flag, const char *arg, const char *prefix,
-                             char *err, size_t errlen);
+int nrd_srv_restrictions_add(nrd_srv_restrictions *r, const char *flag, const char *arg, const char *prefix, char *err,
+                             size_t errlen);
 
 /* Frees what the groups own; the struct can be reused. NULL is a no-op. */
 void nrd_srv_restrictions_free(nrd_srv_restrictions *r);

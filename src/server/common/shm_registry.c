@@ -16,12 +16,12 @@
 
 struct nrd_srv_shm_region {
   nrd_srv_shm_region *next; /* in the registry's list (registry mutex) */
-  atomic_int refs;          /* the registry's + one per acquire */
+  atomic_int refs; /* the registry's + one per acquire */
   char *name, *key;
   uint64_t offset, byte_size;
-  void *map;      /* start of the mapping (page aligned) */
+  void *map; /* start of the mapping (page aligned) */
   size_t map_len;
-  char *base;     /* the region's first byte, inside the mapping */
+  char *base; /* the region's first byte, inside the mapping */
 };
 
 struct nrd_srv_shm {
@@ -29,8 +29,7 @@ struct nrd_srv_shm {
   nrd_srv_shm_region *regions;
 };
 
-static TRITONSERVER_Error *shm_error(TRITONSERVER_Error_Code code, const char *fmt, const char *a,
-                                     const char *b) {
+static TRITONSERVER_Error *shm_error(TRITONSERVER_Error_Code code, const char *fmt, const char *a, const char *b) {
   char msg[600];
   snprintf(msg, sizeof msg, fmt, a, b ? b : "");
   return TRITONSERVER_ErrorNew(code, msg);
@@ -63,21 +62,19 @@ static nrd_srv_shm_region *find(nrd_srv_shm *s, const char *name) {
   return NULL;
 }
 
-TRITONSERVER_Error *nrd_srv_shm_register(nrd_srv_shm *s, const char *name, const char *key,
-                                         uint64_t offset, uint64_t byte_size) {
+TRITONSERVER_Error *nrd_srv_shm_register(nrd_srv_shm *s, const char *name, const char *key, uint64_t offset,
+                                         uint64_t byte_size) {
   pthread_mutex_lock(&s->mu);
   TRITONSERVER_Error *err = NULL;
   int fd = -1;
   nrd_srv_shm_region *r = NULL;
   if (find(s, name)) {
-    err = shm_error(TRITONSERVER_ERROR_ALREADY_EXISTS, "shared memory region '%s' already in manager",
-                    name, NULL);
+    err = shm_error(TRITONSERVER_ERROR_ALREADY_EXISTS, "shared memory region '%s' already in manager", name, NULL);
     goto done;
   }
   fd = shm_open(key, O_RDWR, 0);
   if (fd < 0) {
-    err = shm_error(TRITONSERVER_ERROR_INTERNAL, "Unable to open shared memory region: '%s': %s", key,
-                    strerror(errno));
+    err = shm_error(TRITONSERVER_ERROR_INTERNAL, "Unable to open shared memory region: '%s': %s", key, strerror(errno));
     goto done;
   }
   struct stat st = {0};
@@ -86,8 +83,7 @@ TRITONSERVER_Error *nrd_srv_shm_register(nrd_srv_shm *s, const char *name, const
     char range[200];
     snprintf(range, sizeof range, "offset %llu + byte_size %llu does not fit in the object of %lld bytes",
              (unsigned long long)offset, (unsigned long long)byte_size, (long long)st.st_size);
-    err = shm_error(TRITONSERVER_ERROR_INVALID_ARG, "failed to register shared memory region '%s': %s",
-                    name, range);
+    err = shm_error(TRITONSERVER_ERROR_INVALID_ARG, "failed to register shared memory region '%s': %s", name, range);
     goto done;
   }
   long page = sysconf(_SC_PAGESIZE);
@@ -101,8 +97,8 @@ TRITONSERVER_Error *nrd_srv_shm_register(nrd_srv_shm *s, const char *name, const
   r->map = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)map_off);
   if (r->map == MAP_FAILED) {
     r->map = NULL;
-    err = shm_error(TRITONSERVER_ERROR_INVALID_ARG, "failed to register shared memory region '%s': %s",
-                    name, strerror(errno));
+    err = shm_error(TRITONSERVER_ERROR_INVALID_ARG, "failed to register shared memory region '%s': %s", name,
+                    strerror(errno));
     goto done;
   }
   r->base = (char *)r->map + (offset - map_off);
@@ -139,16 +135,14 @@ TRITONSERVER_Error *nrd_srv_shm_unregister(nrd_srv_shm *s, const char *name) {
   return NULL;
 }
 
-TRITONSERVER_Error *nrd_srv_shm_status(nrd_srv_shm *s, const char *name, nrd_srv_shm_visit_fn fn,
-                                       void *arg) {
+TRITONSERVER_Error *nrd_srv_shm_status(nrd_srv_shm *s, const char *name, nrd_srv_shm_visit_fn fn, void *arg) {
   pthread_mutex_lock(&s->mu);
   TRITONSERVER_Error *err = NULL;
   int bad = 0;
   if (name) {
     nrd_srv_shm_region *r = find(s, name);
     if (r == NULL)
-      err = shm_error(TRITONSERVER_ERROR_NOT_FOUND, "Unable to find system shared memory region: '%s'",
-                      name, NULL);
+      err = shm_error(TRITONSERVER_ERROR_NOT_FOUND, "Unable to find system shared memory region: '%s'", name, NULL);
     else
       bad = fn(r->name, r->key, r->offset, r->byte_size, arg);
   } else {
@@ -160,20 +154,18 @@ TRITONSERVER_Error *nrd_srv_shm_status(nrd_srv_shm *s, const char *name, nrd_srv
   return err;
 }
 
-TRITONSERVER_Error *nrd_srv_shm_acquire(nrd_srv_shm *s, const char *name, uint64_t offset,
-                                        uint64_t byte_size, nrd_srv_shm_region **region,
-                                        void **addr) {
+TRITONSERVER_Error *nrd_srv_shm_acquire(nrd_srv_shm *s, const char *name, uint64_t offset, uint64_t byte_size,
+                                        nrd_srv_shm_region **region, void **addr) {
   *region = NULL;
   *addr = NULL;
   pthread_mutex_lock(&s->mu);
   nrd_srv_shm_region *r = find(s, name);
   TRITONSERVER_Error *err = NULL;
   if (r == NULL) {
-    err = shm_error(TRITONSERVER_ERROR_NOT_FOUND, "Unable to find shared memory region: '%s'", name,
-                    NULL);
+    err = shm_error(TRITONSERVER_ERROR_NOT_FOUND, "Unable to find shared memory region: '%s'", name, NULL);
   } else if (offset > r->byte_size || byte_size > r->byte_size - offset) {
-    err = shm_error(TRITONSERVER_ERROR_INVALID_ARG,
-                    "Invalid offset + byte size for shared memory region: '%s'", name, NULL);
+    err = shm_error(TRITONSERVER_ERROR_INVALID_ARG, "Invalid offset + byte size for shared memory region: '%s'", name,
+                    NULL);
   } else {
     atomic_fetch_add(&r->refs, 1);
     *region = r;

@@ -29,8 +29,8 @@ void nrd_srv_shm_free(nrd_srv_shm *shm);
  * `key` (shm_open name) under `name` (copied). Errors: ALREADY_EXISTS for
  * a name in use, INTERNAL when the object cannot be opened, INVALID_ARG
  * when the range does not fit in the object. Caller owns the error. */
-TRITONSERVER_Error *nrd_srv_shm_register(nrd_srv_shm *shm, const char *name, const char *key,
-                                         uint64_t offset, uint64_t byte_size);
+TRITONSERVER_Error *nrd_srv_shm_register(nrd_srv_shm *shm, const char *name, const char *key, uint64_t offset,
+                                         uint64_t byte_size);
 
 /* Forgets region `name`, or every region when name is NULL. An unknown
  * name is not an error (as Triton). Returns NULL. */
@@ -39,22 +39,19 @@ TRITONSERVER_Error *nrd_srv_shm_unregister(nrd_srv_shm *shm, const char *name);
 /* Called once per region by nrd_srv_shm_status, under the registry's lock
  * (it must not call back into the registry). The strings are valid only
  * during the call. Returns 0, or non-zero to stop (out of memory). */
-typedef int (*nrd_srv_shm_visit_fn)(const char *name, const char *key, uint64_t offset,
-                                    uint64_t byte_size, void *arg);
+typedef int (*nrd_srv_shm_visit_fn)(const char *name, const char *key, uint64_t offset, uint64_t byte_size, void *arg);
 
 /* Calls fn for region `name`, or for every region when name is NULL.
  * NOT_FOUND for an unknown name; INTERNAL when fn returned non-zero.
  * Caller owns the error. */
-TRITONSERVER_Error *nrd_srv_shm_status(nrd_srv_shm *shm, const char *name, nrd_srv_shm_visit_fn fn,
-                                       void *arg);
+TRITONSERVER_Error *nrd_srv_shm_status(nrd_srv_shm *shm, const char *name, nrd_srv_shm_visit_fn fn, void *arg);
 
 /* Looks up [offset, offset+byte_size) of region `name`: on success *region
  * holds a reference (release it with nrd_srv_shm_release) and *addr points
  * at the bytes, valid until then. NOT_FOUND for an unknown region,
  * INVALID_ARG for a range outside it; nothing is held on error. */
-TRITONSERVER_Error *nrd_srv_shm_acquire(nrd_srv_shm *shm, const char *name, uint64_t offset,
-                                        uint64_t byte_size, nrd_srv_shm_region **region,
-                                        void **addr);
+TRITONSERVER_Error *nrd_srv_shm_acquire(nrd_srv_shm *shm, const char *name, uint64_t offset, uint64_t byte_size,
+                                        nrd_srv_shm_region **region, void **addr);
 
 /* Checks that an output of `need` bytes fits the `have` bytes a request set
  * aside for output `name` in a region: NULL, or INVALID_ARG saying so

@@ -72,9 +72,7 @@ static inline uint64_t nrd_srv_trace_now_ns(void) {
 /* The core trace to pass to TRITONSERVER_ServerInferAsync, once; the core
  * gives it back through its release callback whatever InferAsync returns.
  * NULL for a NULL handle. */
-static inline TRITONSERVER_InferenceTrace *nrd_srv_trace_core(nrd_srv_trace *h) {
-  return h ? h->ops->core(h) : NULL;
-}
+static inline TRITONSERVER_InferenceTrace *nrd_srv_trace_core(nrd_srv_trace *h) { return h ? h->ops->core(h) : NULL; }
 
 /* Adds a front-end mark (`name` is a static string) at `ns` (monotonic
  * clock); the current time when ns is 0. No-op for a NULL handle and at

@@ -35,7 +35,7 @@ typedef struct infer_ctx infer_ctx;
 
 /* A requested output the client wants written into a shared memory region. */
 typedef struct shm_out {
-  const char *name;   /* output name, in the unpacked request */
+  const char *name; /* output name, in the unpacked request */
   const char *region; /* region name, in the unpacked request */
   uint64_t offset, byte_size;
   nrd_srv_shm_region *ref;
@@ -45,15 +45,15 @@ typedef struct shm_out {
 /* A requested output to be replaced by its top k classes. */
 typedef struct cls_out {
   const char *name; /* output name, in the unpacked request */
-  uint32_t k;       /* >= 1 */
+  uint32_t k; /* >= 1 */
 } cls_out;
 
 /* Per-call state (both methods). */
 typedef struct call_state {
   pthread_mutex_t mu;
-  infer_ctx *inflight;  /* guarded by mu */
-  unsigned active;      /* loop only: requests whose final event has not run */
-  bool client_done;     /* loop only: the client half-closed (stream) */
+  infer_ctx *inflight; /* guarded by mu */
+  unsigned active; /* loop only: requests whose final event has not run */
+  bool client_done; /* loop only: the client half-closed (stream) */
 } call_state;
 
 /* A response posted to the loop. */
@@ -61,7 +61,7 @@ typedef struct resp_event {
   nrd_srv_grpc_event base;
   uint8_t *buf; /* framed message or NULL */
   size_t len;
-  int status;   /* unary errors */
+  int status; /* unary errors */
   char *msg;
   bool final;
   bool streaming;
@@ -145,7 +145,6 @@ static void *arena_carve(infer_ctx *ctx, size_t size) {
   return ctx->arena + top - need;
 }
 
-
 static TRITONSERVER_ResponseAllocator *g_allocator; /* set once by init */
 
 /* ---- allocator ---------------------------------------------------------- */
@@ -154,10 +153,9 @@ static TRITONSERVER_ResponseAllocator *g_allocator; /* set once by init */
  * memory is handed the region's bytes, and a unary call's output that fits
  * in its arena a piece of it (buffer_userp NULL: nothing to free); any
  * other output gets a malloc'ed buffer (buffer_userp = it). */
-static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *a, const char *name,
-                                    size_t byte_size, TRITONSERVER_MemoryType mt, int64_t mt_id,
-                                    void *userp, void **buffer, void **buffer_userp,
-                                    TRITONSERVER_MemoryType *amt, int64_t *amt_id) {
+static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *a, const char *name, size_t byte_size,
+                                    TRITONSERVER_MemoryType mt, int64_t mt_id, void *userp, void **buffer,
+                                    void **buffer_userp, TRITONSERVER_MemoryType *amt, int64_t *amt_id) {
   (void)a;
   (void)mt;
   (void)mt_id;
@@ -177,14 +175,12 @@ static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *a, const cha
   if (ctx && !ctx->streaming && (*buffer = arena_carve(ctx, byte_size)) != NULL) return NULL;
   *buffer = malloc(byte_size ? byte_size : 1);
   *buffer_userp = *buffer;
-  if (*buffer == NULL)
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory for an output");
+  if (*buffer == NULL) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory for an output");
   return NULL;
 }
 
-static TRITONSERVER_Error *release_fn(TRITONSERVER_ResponseAllocator *a, void *buffer,
-                                      void *buffer_userp, size_t byte_size,
-                                      TRITONSERVER_MemoryType mt, int64_t mt_id) {
+static TRITONSERVER_Error *release_fn(TRITONSERVER_ResponseAllocator *a, void *buffer, void *buffer_userp,
+                                      size_t byte_size, TRITONSERVER_MemoryType mt, int64_t mt_id) {
   (void)a;
   (void)buffer;
   (void)byte_size;
@@ -242,8 +238,10 @@ static void on_cancel(nrd_srv_grpc_call *call) {
 static void ctx_free(infer_ctx *ctx) {
   if (ctx->cs) {
     pthread_mutex_lock(&ctx->cs->mu);
-    if (ctx->prev) ctx->prev->next = ctx->next;
-    else ctx->cs->inflight = ctx->next;
+    if (ctx->prev)
+      ctx->prev->next = ctx->next;
+    else
+      ctx->cs->inflight = ctx->next;
     if (ctx->next) ctx->next->prev = ctx->prev;
     pthread_mutex_unlock(&ctx->cs->mu);
   }
@@ -343,8 +341,8 @@ static uint32_t class_count(const infer_ctx *ctx, const char *name) {
 /* Serializes a successful response (resp may be NULL: empty final).
  * Returns the framed message, or NULL: then *errp is the reason (caller
  * owns it) or NULL when memory ran out. */
-static uint8_t *build_response(infer_ctx *ctx, TRITONSERVER_InferenceResponse *resp, bool final,
-                               size_t *len, TRITONSERVER_Error **errp) {
+static uint8_t *build_response(infer_ctx *ctx, TRITONSERVER_InferenceResponse *resp, bool final, size_t *len,
+                               TRITONSERVER_Error **errp) {
   *errp = NULL;
   Inference__ModelInferResponse r = INFERENCE__MODEL_INFER_RESPONSE__INIT;
   char version[24] = "";
@@ -365,8 +363,10 @@ static uint8_t *build_response(infer_ctx *ctx, TRITONSERVER_InferenceResponse *r
       n_par = 0;
     }
   }
-  if (model_version >= 0) version[nrd_srv_fmt_i64(version, model_version)] = '\0';
-  else if (ctx->req->model_version) snprintf(version, sizeof version, "%s", ctx->req->model_version);
+  if (model_version >= 0)
+    version[nrd_srv_fmt_i64(version, model_version)] = '\0';
+  else if (ctx->req->model_version)
+    snprintf(version, sizeof version, "%s", ctx->req->model_version);
   r.model_name = (char *)(model_name ? model_name : "");
   r.model_version = version;
   r.id = ctx->req->id;
@@ -436,8 +436,7 @@ static uint8_t *build_response(infer_ctx *ctx, TRITONSERVER_InferenceResponse *r
       raw[i].len = 0;
       raw[i].data = NULL;
       size_t b = (size_t)i * 3, np = 0;
-      static const char *keys[] = {"shared_memory_region", "shared_memory_byte_size",
-                                   "shared_memory_offset"};
+      static const char *keys[] = {"shared_memory_region", "shared_memory_byte_size", "shared_memory_offset"};
       for (size_t k = 0; k < (so->offset ? 3u : 2u); k++) {
         inference__model_infer_response__infer_output_tensor__parameters_entry__init(&spe[b + k]);
         inference__infer_parameter__init(&spv[b + k]);
@@ -490,8 +489,7 @@ static uint8_t *build_response(infer_ctx *ctx, TRITONSERVER_InferenceResponse *r
         pv[np].parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_DOUBLE_PARAM;
         pv[np].double_param = *(const double *)v;
         break;
-      default:
-        continue;
+      default: continue;
     }
     pep[np] = &pe[np];
     np++;
@@ -558,8 +556,7 @@ static void event_fill(infer_ctx *ctx, resp_event *ev, TRITONSERVER_InferenceRes
         if (ctx->streaming) {
           ev->buf = build_stream_error(ctx, m, &ev->len);
         } else {
-          ev->status = berr ? nrd_srv_grpc_status_from_code(TRITONSERVER_ErrorCode(berr))
-                            : NRD_GRPC_INTERNAL;
+          ev->status = berr ? nrd_srv_grpc_status_from_code(TRITONSERVER_ErrorCode(berr)) : NRD_GRPC_INTERNAL;
           ev->msg = strdup(m);
         }
       }
@@ -593,8 +590,10 @@ static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t fla
   /* Streamed responses are serialized (and compressed) here, on the core
    * thread, so one stream's many responses do not queue work on the loop;
    * a unary call's final response is serialized on the loop (see resp). */
-  if (ev->embedded) ev->resp = resp;
-  else event_fill(ctx, ev, resp);
+  if (ev->embedded)
+    ev->resp = resp;
+  else
+    event_fill(ctx, ev, resp);
   nrd_srv_grpc_call_ref(ctx->call);
   ev->base.call = ctx->call;
   ev->base.run = resp_event_run;
@@ -653,8 +652,10 @@ static TRITONSERVER_Error *typed_input(infer_ctx *ctx, const Inference__ModelInf
       uint8_t *b = ctx_buf(ctx, c->n_int_contents * w);
       if (b == NULL) goto oom;
       for (size_t i = 0; i < c->n_int_contents; i++) {
-        if (w == 1) ((int8_t *)b)[i] = (int8_t)c->int_contents[i];
-        else ((int16_t *)b)[i] = (int16_t)c->int_contents[i];
+        if (w == 1)
+          ((int8_t *)b)[i] = (int8_t)c->int_contents[i];
+        else
+          ((int16_t *)b)[i] = (int16_t)c->int_contents[i];
       }
       *data = b;
       *size = c->n_int_contents * w;
@@ -666,8 +667,10 @@ static TRITONSERVER_Error *typed_input(infer_ctx *ctx, const Inference__ModelInf
       uint8_t *b = ctx_buf(ctx, c->n_uint_contents * w);
       if (b == NULL) goto oom;
       for (size_t i = 0; i < c->n_uint_contents; i++) {
-        if (w == 1) b[i] = (uint8_t)c->uint_contents[i];
-        else ((uint16_t *)b)[i] = (uint16_t)c->uint_contents[i];
+        if (w == 1)
+          b[i] = (uint8_t)c->uint_contents[i];
+        else
+          ((uint16_t *)b)[i] = (uint16_t)c->uint_contents[i];
       }
       *data = b;
       *size = c->n_uint_contents * w;
@@ -717,9 +720,8 @@ static TRITONSERVER_Error *typed_input(infer_ctx *ctx, const Inference__ModelInf
       return NULL;
     }
     default:
-      return errf(TRITONSERVER_ERROR_INVALID_ARG,
-                  "input '%s': datatype %s must be sent in raw_input_contents", in->name,
-                  in->datatype);
+      return errf(TRITONSERVER_ERROR_INVALID_ARG, "input '%s': datatype %s must be sent in raw_input_contents",
+                  in->name, in->datatype);
   }
 oom:
   return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
@@ -732,8 +734,8 @@ typedef struct shm_ref {
   uint64_t offset, byte_size;
 } shm_ref;
 
-static TRITONSERVER_Error *param_u64(const Inference__InferParameter *p, const char *what,
-                                     const char *tensor, const char *key, uint64_t *out) {
+static TRITONSERVER_Error *param_u64(const Inference__InferParameter *p, const char *what, const char *tensor,
+                                     const char *key, uint64_t *out) {
   int c = p ? (int)p->parameter_choice_case : 0;
   if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM && p->int64_param >= 0) {
     *out = (uint64_t)p->int64_param;
@@ -744,40 +746,34 @@ static TRITONSERVER_Error *param_u64(const Inference__InferParameter *p, const c
     return NULL;
   }
   char msg[400];
-  snprintf(msg, sizeof msg, "%s '%.100s': '%s' must be a non-negative int64_param", what, tensor,
-           key);
+  snprintf(msg, sizeof msg, "%s '%.100s': '%s' must be a non-negative int64_param", what, tensor, key);
   return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
 }
 
 /* Reads shared_memory_region / _byte_size / _offset (any of them may be
  * NULL when absent) of input or output `tensor`. */
-static TRITONSERVER_Error *parse_shm(const char *what, const char *tensor,
-                                     const Inference__InferParameter *region,
-                                     const Inference__InferParameter *size,
-                                     const Inference__InferParameter *offset, shm_ref *out) {
+static TRITONSERVER_Error *parse_shm(const char *what, const char *tensor, const Inference__InferParameter *region,
+                                     const Inference__InferParameter *size, const Inference__InferParameter *offset,
+                                     shm_ref *out) {
   memset(out, 0, sizeof *out);
   char msg[400];
   if (region == NULL && size == NULL && offset == NULL) return NULL;
   if (region == NULL) {
-    snprintf(msg, sizeof msg, "%s '%.100s': '%s' given without 'shared_memory_region'", what,
-             tensor, size ? "shared_memory_byte_size" : "shared_memory_offset");
+    snprintf(msg, sizeof msg, "%s '%.100s': '%s' given without 'shared_memory_region'", what, tensor,
+             size ? "shared_memory_byte_size" : "shared_memory_offset");
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
   }
   if (region->parameter_choice_case != INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM) {
-    snprintf(msg, sizeof msg, "%s '%.100s': 'shared_memory_region' must be a string_param", what,
-             tensor);
+    snprintf(msg, sizeof msg, "%s '%.100s': 'shared_memory_region' must be a string_param", what, tensor);
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
   }
   if (size == NULL) {
-    snprintf(msg, sizeof msg,
-             "%s '%.100s': 'shared_memory_byte_size' must be given with 'shared_memory_region'",
-             what, tensor);
+    snprintf(msg, sizeof msg, "%s '%.100s': 'shared_memory_byte_size' must be given with 'shared_memory_region'", what,
+             tensor);
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
   }
-  TRITONSERVER_Error *err =
-      param_u64(size, what, tensor, "shared_memory_byte_size", &out->byte_size);
-  if (err == NULL && offset)
-    err = param_u64(offset, what, tensor, "shared_memory_offset", &out->offset);
+  TRITONSERVER_Error *err = param_u64(size, what, tensor, "shared_memory_byte_size", &out->byte_size);
+  if (err == NULL && offset) err = param_u64(offset, what, tensor, "shared_memory_offset", &out->offset);
   if (err) return err;
   out->used = true;
   out->region = region->string_param;
@@ -792,24 +788,23 @@ typedef struct shm_params {
 /* Files parameter key = v into p if it is one of the shared-memory three
  * (inputs and outputs carry them in different entry types). */
 static void shm_param(shm_params *p, const char *key, const Inference__InferParameter *v) {
-  if (strcmp(key, "shared_memory_region") == 0) p->region = v;
-  else if (strcmp(key, "shared_memory_byte_size") == 0) p->byte_size = v;
-  else if (strcmp(key, "shared_memory_offset") == 0) p->offset = v;
+  if (strcmp(key, "shared_memory_region") == 0)
+    p->region = v;
+  else if (strcmp(key, "shared_memory_byte_size") == 0)
+    p->byte_size = v;
+  else if (strcmp(key, "shared_memory_offset") == 0)
+    p->offset = v;
 }
 
-static TRITONSERVER_Error *input_shm(const Inference__ModelInferRequest__InferInputTensor *in,
-                                     shm_ref *out) {
+static TRITONSERVER_Error *input_shm(const Inference__ModelInferRequest__InferInputTensor *in, shm_ref *out) {
   shm_params p = {NULL, NULL, NULL};
-  for (size_t i = 0; i < in->n_parameters; i++)
-    shm_param(&p, in->parameters[i]->key, in->parameters[i]->value);
+  for (size_t i = 0; i < in->n_parameters; i++) shm_param(&p, in->parameters[i]->key, in->parameters[i]->value);
   return parse_shm("input", in->name, p.region, p.byte_size, p.offset, out);
 }
 
-static TRITONSERVER_Error *output_shm(const Inference__ModelInferRequest__InferRequestedOutputTensor *t,
-                                      shm_ref *out) {
+static TRITONSERVER_Error *output_shm(const Inference__ModelInferRequest__InferRequestedOutputTensor *t, shm_ref *out) {
   shm_params p = {NULL, NULL, NULL};
-  for (size_t i = 0; i < t->n_parameters; i++)
-    shm_param(&p, t->parameters[i]->key, t->parameters[i]->value);
+  for (size_t i = 0; i < t->n_parameters; i++) shm_param(&p, t->parameters[i]->key, t->parameters[i]->value);
   return parse_shm("output", t->name, p.region, p.byte_size, p.offset, out);
 }
 
@@ -858,8 +853,7 @@ static TRITONSERVER_Error *add_inputs(infer_ctx *ctx, nrd_srv_shm *shm) {
     if (refs[i].used) {
       if (req->inputs[i]->contents)
         return errf(TRITONSERVER_ERROR_INVALID_ARG,
-                    "input '%s': unexpected 'contents' provided when using shared memory",
-                    req->inputs[i]->name);
+                    "input '%s': unexpected 'contents' provided when using shared memory", req->inputs[i]->name);
       if (first_shm == NULL) first_shm = req->inputs[i]->name;
       n_shm++;
     }
@@ -869,8 +863,7 @@ static TRITONSERVER_Error *add_inputs(infer_ctx *ctx, nrd_srv_shm *shm) {
   if (raw && req->n_raw_input_contents != n_plain) {
     if (n_shm > 0 && req->n_raw_input_contents == req->n_inputs)
       return errf(TRITONSERVER_ERROR_INVALID_ARG,
-                  "input '%s' uses shared memory and must not also have raw_input_contents",
-                  first_shm);
+                  "input '%s' uses shared memory and must not also have raw_input_contents", first_shm);
     return errf(TRITONSERVER_ERROR_INVALID_ARG,
                 "expected one raw_input_contents entry per input not in shared memory, got %zu "
                 "for %zu inputs",
@@ -878,18 +871,15 @@ static TRITONSERVER_Error *add_inputs(infer_ctx *ctx, nrd_srv_shm *shm) {
   }
   if (n_shm > 0) {
     ctx->in_regions = arena_alloc(ctx, n_shm * sizeof *ctx->in_regions);
-    if (ctx->in_regions == NULL)
-      return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    if (ctx->in_regions == NULL) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   }
   size_t raw_index = 0;
   for (size_t i = 0; i < req->n_inputs; i++) {
     const Inference__ModelInferRequest__InferInputTensor *in = req->inputs[i];
     TRITONSERVER_DataType dt = TRITONSERVER_StringToDataType(in->datatype);
     if (dt == TRITONSERVER_TYPE_INVALID)
-      return errf(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' has an invalid datatype '%s'",
-                  in->name, in->datatype);
-    TRITONSERVER_Error *err =
-        TRITONSERVER_InferenceRequestAddInput(ctx->irq, in->name, dt, in->shape, in->n_shape);
+      return errf(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' has an invalid datatype '%s'", in->name, in->datatype);
+    TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestAddInput(ctx->irq, in->name, dt, in->shape, in->n_shape);
     if (err) return err;
     const void *data = NULL;
     size_t size = 0;
@@ -904,8 +894,7 @@ static TRITONSERVER_Error *add_inputs(infer_ctx *ctx, nrd_srv_shm *shm) {
     } else if (raw) {
       if (in->contents)
         return errf(TRITONSERVER_ERROR_INVALID_ARG,
-                    "input '%s': contents must not be given when raw_input_contents is used",
-                    in->name);
+                    "input '%s': contents must not be given when raw_input_contents is used", in->name);
       data = req->raw_input_contents[raw_index].data;
       size = req->raw_input_contents[raw_index].len;
       raw_index++;
@@ -926,21 +915,18 @@ static TRITONSERVER_Error *add_inputs(infer_ctx *ctx, nrd_srv_shm *shm) {
     if (err == NULL) err = output_shm(req->outputs[i], &ref);
     if (err == NULL && k > 0 && ref.used)
       err = errf(TRITONSERVER_ERROR_INVALID_ARG,
-                 "output '%s' can't set both 'shared_memory_region' and 'classification'",
-                 req->outputs[i]->name);
+                 "output '%s' can't set both 'shared_memory_region' and 'classification'", req->outputs[i]->name);
     if (err == NULL && k > 0) {
       if (ctx->cls == NULL) {
         ctx->cls = arena_alloc(ctx, req->n_outputs * sizeof *ctx->cls);
-        if (ctx->cls == NULL)
-          return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+        if (ctx->cls == NULL) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
       }
       ctx->cls[ctx->n_cls++] = (cls_out){req->outputs[i]->name, k};
     }
     if (err == NULL && ref.used) {
       if (ctx->souts == NULL) {
         ctx->souts = arena_alloc(ctx, req->n_outputs * sizeof *ctx->souts);
-        if (ctx->souts == NULL)
-          return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+        if (ctx->souts == NULL) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
       }
       shm_out *so = &ctx->souts[ctx->n_souts];
       memset(so, 0, sizeof *so);
@@ -953,8 +939,7 @@ static TRITONSERVER_Error *add_inputs(infer_ctx *ctx, nrd_srv_shm *shm) {
         ctx->n_souts++;
       }
     }
-    if (err == NULL)
-      err = TRITONSERVER_InferenceRequestAddRequestedOutput(ctx->irq, req->outputs[i]->name);
+    if (err == NULL) err = TRITONSERVER_InferenceRequestAddRequestedOutput(ctx->irq, req->outputs[i]->name);
     if (err) return err;
   }
   return NULL;
@@ -977,29 +962,24 @@ static TRITONSERVER_Error *apply_parameters(infer_ctx *ctx) {
       else if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM)
         err = TRITONSERVER_InferenceRequestSetCorrelationIdString(ctx->irq, p->string_param);
       else
-        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be an integer or a string",
-                   key);
+        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be an integer or a string", key);
     } else if (strcmp(key, "sequence_start") == 0 || strcmp(key, "sequence_end") == 0) {
       if (c != INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM)
         err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be a bool", key);
       else if (p->bool_param)
-        flags |= key[9] == 's' ? TRITONSERVER_REQUEST_FLAG_SEQUENCE_START
-                               : TRITONSERVER_REQUEST_FLAG_SEQUENCE_END;
+        flags |= key[9] == 's' ? TRITONSERVER_REQUEST_FLAG_SEQUENCE_START : TRITONSERVER_REQUEST_FLAG_SEQUENCE_END;
     } else if (strcmp(key, "priority") == 0) {
       if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM && p->int64_param >= 0)
         err = TRITONSERVER_InferenceRequestSetPriorityUInt64(ctx->irq, (uint64_t)p->int64_param);
       else if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM)
         err = TRITONSERVER_InferenceRequestSetPriorityUInt64(ctx->irq, p->uint64_param);
       else
-        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be a non-negative integer",
-                   key);
+        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be a non-negative integer", key);
     } else if (strcmp(key, "timeout") == 0) {
       if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM && p->int64_param >= 0)
-        err = TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(ctx->irq,
-                                                                  (uint64_t)p->int64_param);
+        err = TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(ctx->irq, (uint64_t)p->int64_param);
       else
-        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be a non-negative integer",
-                   key);
+        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be a non-negative integer", key);
     } else if (strcmp(key, "triton_enable_empty_final_response") == 0) {
       if (c != INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM)
         err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be a bool", key);
@@ -1027,11 +1007,9 @@ static TRITONSERVER_Error *apply_parameters(infer_ctx *ctx) {
           break;
         case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM:
           err = errf(TRITONSERVER_ERROR_INVALID_ARG,
-                     "parameter '%s': uint64 values are not supported for custom parameters",
-                     key);
+                     "parameter '%s': uint64 values are not supported for custom parameters", key);
           break;
-        default:
-          break;
+        default: break;
       }
     }
   }
@@ -1041,8 +1019,8 @@ static TRITONSERVER_Error *apply_parameters(infer_ctx *ctx) {
 
 /* Reports a request that never reached the core: unary calls finish with
  * the error; streams carry it as error_message and stay open. */
-static void reject(nrd_srv_grpc_call *call, infer_ctx *ctx, bool streaming,
-                   const Inference__ModelInferRequest *req, TRITONSERVER_Error *err) {
+static void reject(nrd_srv_grpc_call *call, infer_ctx *ctx, bool streaming, const Inference__ModelInferRequest *req,
+                   TRITONSERVER_Error *err) {
   if (!streaming) {
     nrd_srv_grpc_call_fail(call, err);
     return;
@@ -1103,8 +1081,7 @@ static void start_infer(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len,
    * which also tells malformed bytes apart. */
   if (req == NULL) req = inference__model_infer_request__unpack(&ctx->pa, len, msg);
   if (req == NULL) {
-    fail_call(call, NRD_GRPC_INVALID_ARGUMENT,
-              "failed to parse the ModelInferRequest message (malformed protobuf)");
+    fail_call(call, NRD_GRPC_INVALID_ARGUMENT, "failed to parse the ModelInferRequest message (malformed protobuf)");
     ctx_free(ctx);
     return;
   }
@@ -1121,14 +1098,11 @@ static void start_infer(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len,
     void *vp = NULL;
     err = TRITONSERVER_ServerModelTransactionProperties(server, req->model_name, version, &txn, &vp);
     if (err == NULL && (txn & TRITONSERVER_TXN_DECOUPLED))
-      err = TRITONSERVER_ErrorNew(
-          TRITONSERVER_ERROR_UNSUPPORTED,
-          "ModelInfer RPC doesn't support models with decoupled transaction policy");
+      err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNSUPPORTED,
+                                  "ModelInfer RPC doesn't support models with decoupled transaction policy");
   }
-  if (err == NULL)
-    err = TRITONSERVER_InferenceRequestNew(&ctx->irq, server, req->model_name, version);
-  if (err == NULL && req->id && req->id[0])
-    err = TRITONSERVER_InferenceRequestSetId(ctx->irq, req->id);
+  if (err == NULL) err = TRITONSERVER_InferenceRequestNew(&ctx->irq, server, req->model_name, version);
+  if (err == NULL && req->id && req->id[0]) err = TRITONSERVER_InferenceRequestSetId(ctx->irq, req->id);
   if (err == NULL) err = apply_parameters(ctx);
   char *const *fwd = NULL;
   size_t n_fwd = nrd_srv_grpc_call_forwarded(call, &fwd);
@@ -1136,9 +1110,7 @@ static void start_infer(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len,
     err = TRITONSERVER_InferenceRequestSetStringParameter(ctx->irq, fwd[2 * i], fwd[2 * i + 1]);
   if (err == NULL) err = add_inputs(ctx, nrd_srv_grpc_call_shm(call));
   if (err == NULL) err = TRITONSERVER_InferenceRequestSetReleaseCallback(ctx->irq, on_release, ctx);
-  if (err == NULL)
-    err = TRITONSERVER_InferenceRequestSetResponseCallback(ctx->irq, g_allocator, ctx,
-                                                           on_response, ctx);
+  if (err == NULL) err = TRITONSERVER_InferenceRequestSetResponseCallback(ctx->irq, g_allocator, ctx, on_response, ctx);
   if (err == NULL) {
     /* Listed before it is sent so a cancel can never miss it. */
     pthread_mutex_lock(&cs->mu);
@@ -1148,8 +1120,8 @@ static void start_infer(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len,
     cs->inflight = ctx;
     pthread_mutex_unlock(&cs->mu);
     cs->active++;
-    ctx->trace = nrd_srv_tracer_sample(nrd_srv_grpc_call_tracer(call), req->model_name,
-                                       nrd_srv_grpc_call_traceparent(call));
+    ctx->trace =
+        nrd_srv_tracer_sample(nrd_srv_grpc_call_tracer(call), req->model_name, nrd_srv_grpc_call_traceparent(call));
     uint64_t read_start, read_end;
     nrd_srv_grpc_call_read_times(call, &read_start, &read_end);
     if (ctx->trace && read_start) {

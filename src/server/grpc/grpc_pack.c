@@ -54,8 +54,7 @@ static uint8_t *put_string(uint8_t *p, unsigned field, const char *s) {
 static size_t param_size(const Inference__InferParameter *v) {
   switch (v->parameter_choice_case) {
     case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM: return 2;
-    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM:
-      return 1 + varint_size((uint64_t)v->int64_param);
+    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM: return 1 + varint_size((uint64_t)v->int64_param);
     case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM:
       return len_field_size(v->string_param ? strlen(v->string_param) : 0);
     case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_DOUBLE_PARAM: return 9;
@@ -128,8 +127,7 @@ static uint8_t *put_tensor(uint8_t *p, const Inference__ModelInferResponse__Infe
     p = put_varint(p, shape_payload(t));
     for (size_t i = 0; i < t->n_shape; i++) p = put_varint(p, (uint64_t)t->shape[i]);
   }
-  for (size_t i = 0; i < t->n_parameters; i++)
-    p = put_entry(p, 4, t->parameters[i]->key, t->parameters[i]->value);
+  for (size_t i = 0; i < t->n_parameters; i++) p = put_entry(p, 4, t->parameters[i]->key, t->parameters[i]->value);
   return p;
 }
 
@@ -146,8 +144,7 @@ static uint8_t *put_response(uint8_t *p, const Inference__ModelInferResponse *r)
   p = put_string(p, 1, r->model_name);
   p = put_string(p, 2, r->model_version);
   p = put_string(p, 3, r->id);
-  for (size_t i = 0; i < r->n_parameters; i++)
-    p = put_entry(p, 4, r->parameters[i]->key, r->parameters[i]->value);
+  for (size_t i = 0; i < r->n_parameters; i++) p = put_entry(p, 4, r->parameters[i]->key, r->parameters[i]->value);
   for (size_t i = 0; i < r->n_outputs; i++) p = put_tensor(p, r->outputs[i]);
   for (size_t i = 0; i < r->n_raw_output_contents; i++)
     p = put_bytes(p, 6, r->raw_output_contents[i].data, r->raw_output_contents[i].len);
@@ -173,8 +170,8 @@ uint8_t *nrd_srv_grpc_frame(const ProtobufCMessage *msg, size_t *len) {
   return buf;
 }
 
-uint8_t *nrd_srv_grpc_pack_infer_response(const Inference__ModelInferResponse *r, int stream,
-                                          const char *error_message, size_t *len) {
+uint8_t *nrd_srv_grpc_pack_infer_response(const Inference__ModelInferResponse *r, int stream, const char *error_message,
+                                          size_t *len) {
   for (size_t i = 0; i < r->n_outputs; i++) {
     if (r->outputs[i]->contents) { /* not written here */
       if (!stream) return nrd_srv_grpc_frame(&r->base, len);

@@ -19,7 +19,7 @@
  * or empty, `error_message`. An output with typed `contents` (which Nereid
  * never sends) goes through protobuf-c instead. NULL when memory runs out.
  * `r` is borrowed. */
-uint8_t *nrd_srv_grpc_pack_infer_response(const Inference__ModelInferResponse *r, int stream,
-                                          const char *error_message, size_t *len);
+uint8_t *nrd_srv_grpc_pack_infer_response(const Inference__ModelInferResponse *r, int stream, const char *error_message,
+                                          size_t *len);
 
 #endif

@@ -55,8 +55,7 @@ static void ar_free(arena *a) {
   free(a->p);
 }
 
-static void *unpack(nrd_srv_grpc_call *call, const ProtobufCMessageDescriptor *d,
-                    const uint8_t *msg, size_t len) {
+static void *unpack(nrd_srv_grpc_call *call, const ProtobufCMessageDescriptor *d, const uint8_t *msg, size_t len) {
   ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, len, msg);
   if (m == NULL) {
     char text[160];
@@ -102,8 +101,7 @@ static TRITONSERVER_Error *message_json(TRITONSERVER_Message *msg, json_t **out)
   if (err == NULL) {
     json_error_t jerr;
     *out = json_loadb(base, size, 0, &jerr);
-    if (*out == NULL)
-      err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "the core returned invalid JSON");
+    if (*out == NULL) err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "the core returned invalid JSON");
   }
   TRITONSERVER_MessageDelete(msg);
   return err;
@@ -115,12 +113,12 @@ static void *arena_alloc(void *a, size_t size) { return ar_alloc(a, size); }
 /* Answers `call` with `resp` after filling `into` (resp itself, or the
  * message resp points to) from `j` (released here). The core's JSON uses
  * the protocol's field names, so the descriptor does the rest (pb_json.h). */
-static void reply_from_json(nrd_srv_grpc_call *call, json_t *j, ProtobufCMessage *into,
-                            const ProtobufCMessage *resp) {
+static void reply_from_json(nrd_srv_grpc_call *call, json_t *j, ProtobufCMessage *into, const ProtobufCMessage *resp) {
   arena a = {0};
   if (j == NULL || nrd_srv_pb_from_json(into, j, arena_alloc, &a) != 0 || a.failed)
     nrd_srv_grpc_call_finish(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
-  else nrd_srv_grpc_call_reply(call, resp);
+  else
+    nrd_srv_grpc_call_reply(call, resp);
   ar_free(&a);
   json_decref(j);
 }
@@ -167,8 +165,7 @@ static void model_ready(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len)
   int64_t v;
   bool ready = false;
   TRITONSERVER_Error *err = parse_version(req->version, &v);
-  if (err == NULL)
-    err = TRITONSERVER_ServerModelIsReady(nrd_srv_grpc_call_server(call), req->name, v, &ready);
+  if (err == NULL) err = TRITONSERVER_ServerModelIsReady(nrd_srv_grpc_call_server(call), req->name, v, &ready);
   done_with(req);
   if (ended_by(call, err)) return;
   Inference__ModelReadyResponse r = INFERENCE__MODEL_READY_RESPONSE__INIT;
@@ -222,8 +219,7 @@ static void model_statistics(nrd_srv_grpc_call *call, const uint8_t *msg, size_t
   int64_t v;
   TRITONSERVER_Message *m = NULL;
   TRITONSERVER_Error *err = parse_version(req->version, &v);
-  if (err == NULL)
-    err = TRITONSERVER_ServerModelStatistics(nrd_srv_grpc_call_server(call), req->name, v, &m);
+  if (err == NULL) err = TRITONSERVER_ServerModelStatistics(nrd_srv_grpc_call_server(call), req->name, v, &m);
   done_with(req);
   Inference__ModelStatisticsResponse r = INFERENCE__MODEL_STATISTICS_RESPONSE__INIT;
   reply_from_message(call, err, m, &r.base, &r.base);
@@ -348,17 +344,13 @@ static void repository_model_load(nrd_srv_grpc_call *call, const uint8_t *msg, s
     const char *key = req->parameters[i]->key;
     const Inference__ModelRepositoryParameter *p = req->parameters[i]->value;
     TRITONSERVER_Parameter *tp = NULL;
-    if (p && p->parameter_choice_case ==
-                 INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_STRING_PARAM)
+    if (p && p->parameter_choice_case == INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_STRING_PARAM)
       tp = TRITONSERVER_ParameterNew(key, TRITONSERVER_PARAMETER_STRING, p->string_param);
-    else if (p && p->parameter_choice_case ==
-                      INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_BYTES_PARAM)
+    else if (p && p->parameter_choice_case == INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_BYTES_PARAM)
       tp = TRITONSERVER_ParameterBytesNew(key, p->bytes_param.data, p->bytes_param.len);
-    else if (p && p->parameter_choice_case ==
-                      INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_INT64_PARAM)
+    else if (p && p->parameter_choice_case == INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_INT64_PARAM)
       tp = TRITONSERVER_ParameterNew(key, TRITONSERVER_PARAMETER_INT, &p->int64_param);
-    else if (p && p->parameter_choice_case ==
-                      INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM) {
+    else if (p && p->parameter_choice_case == INFERENCE__MODEL_REPOSITORY_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM) {
       bool b = p->bool_param;
       tp = TRITONSERVER_ParameterNew(key, TRITONSERVER_PARAMETER_BOOL, &b);
     }
@@ -411,8 +403,7 @@ static char *ar_strdup(arena *a, const char *s) {
   return d;
 }
 
-static int shm_status_visit(const char *name, const char *key, uint64_t offset, uint64_t byte_size,
-                            void *arg) {
+static int shm_status_visit(const char *name, const char *key, uint64_t offset, uint64_t byte_size, void *arg) {
   shm_status_acc *acc = arg;
   if (acc->n == acc->cap) {
     size_t cap = acc->cap ? acc->cap * 2 : 8;
@@ -444,15 +435,13 @@ static void shm_status(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) 
   if (req == NULL) return;
   arena a = {0};
   shm_status_acc acc = {.a = &a};
-  TRITONSERVER_Error *err =
-      nrd_srv_shm_status(nrd_srv_grpc_call_shm(call), req->name && req->name[0] ? req->name : NULL,
-                         shm_status_visit, &acc);
+  TRITONSERVER_Error *err = nrd_srv_shm_status(nrd_srv_grpc_call_shm(call),
+                                               req->name && req->name[0] ? req->name : NULL, shm_status_visit, &acc);
   done_with(req);
   if (err) {
     nrd_srv_grpc_call_fail(call, err);
   } else {
-    Inference__SystemSharedMemoryStatusResponse r =
-        INFERENCE__SYSTEM_SHARED_MEMORY_STATUS_RESPONSE__INIT;
+    Inference__SystemSharedMemoryStatusResponse r = INFERENCE__SYSTEM_SHARED_MEMORY_STATUS_RESPONSE__INIT;
     r.n_regions = acc.n;
     r.regions = acc.entries;
     nrd_srv_grpc_call_reply(call, &r.base);
@@ -472,12 +461,10 @@ static void shm_register(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len
     err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG,
                                 "'key' is necessary to register system shared memory region");
   else
-    err = nrd_srv_shm_register(nrd_srv_grpc_call_shm(call), req->name, req->key, req->offset,
-                               req->byte_size);
+    err = nrd_srv_shm_register(nrd_srv_grpc_call_shm(call), req->name, req->key, req->offset, req->byte_size);
   done_with(req);
   if (ended_by(call, err)) return;
-  Inference__SystemSharedMemoryRegisterResponse r =
-      INFERENCE__SYSTEM_SHARED_MEMORY_REGISTER_RESPONSE__INIT;
+  Inference__SystemSharedMemoryRegisterResponse r = INFERENCE__SYSTEM_SHARED_MEMORY_REGISTER_RESPONSE__INIT;
   nrd_srv_grpc_call_reply(call, &r.base);
 }
 
@@ -486,12 +473,11 @@ static void shm_unregister(nrd_srv_grpc_call *call, const uint8_t *msg, size_t l
       unpack(call, &inference__system_shared_memory_unregister_request__descriptor, msg, len);
   if (req == NULL) return;
   /* An empty name unregisters every region; an unknown name is not an error. */
-  TRITONSERVER_Error *err = nrd_srv_shm_unregister(
-      nrd_srv_grpc_call_shm(call), req->name && req->name[0] ? req->name : NULL);
+  TRITONSERVER_Error *err =
+      nrd_srv_shm_unregister(nrd_srv_grpc_call_shm(call), req->name && req->name[0] ? req->name : NULL);
   done_with(req);
   if (ended_by(call, err)) return;
-  Inference__SystemSharedMemoryUnregisterResponse r =
-      INFERENCE__SYSTEM_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
+  Inference__SystemSharedMemoryUnregisterResponse r = INFERENCE__SYSTEM_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
   nrd_srv_grpc_call_reply(call, &r.base);
 }
 
@@ -560,7 +546,8 @@ static void trace_setting(nrd_srv_grpc_call *call, const uint8_t *msg, size_t le
       err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   }
   nrd_srv_tracer *t = nrd_srv_grpc_call_tracer(call);
-  if (!err) err = body ? nrd_srv_tracer_update(t, req->model_name, body, &out) : nrd_srv_tracer_get(t, req->model_name, &out);
+  if (!err)
+    err = body ? nrd_srv_tracer_update(t, req->model_name, body, &out) : nrd_srv_tracer_get(t, req->model_name, &out);
   json_decref(body);
   done_with(req);
   if (ended_by(call, err)) return;
@@ -577,8 +564,7 @@ static void trace_setting(nrd_srv_grpc_call *call, const uint8_t *msg, size_t le
     if (!ep || !e || !sv || !vals) break;
     inference__trace_setting_response__settings_entry__init(e);
     inference__trace_setting_response__setting_value__init(sv);
-    for (size_t i = 0; i < nv; i++)
-      vals[i] = (char *)json_string_value(json_is_array(v) ? json_array_get(v, i) : v);
+    for (size_t i = 0; i < nv; i++) vals[i] = (char *)json_string_value(json_is_array(v) ? json_array_get(v, i) : v);
     sv->n_value = nv;
     sv->value = vals;
     e->key = (char *)key;
@@ -599,8 +585,7 @@ static void trace_setting(nrd_srv_grpc_call *call, const uint8_t *msg, size_t le
 
 /* Turns a LogSettingsRequest into an update, checking each setting's type
  * as Triton's gRPC front end does (INVALID_ARG naming the setting). */
-static TRITONSERVER_Error *log_update_from(const Inference__LogSettingsRequest *req,
-                                           nrd_srv_log_update *u) {
+static TRITONSERVER_Error *log_update_from(const Inference__LogSettingsRequest *req, nrd_srv_log_update *u) {
   static const char *bools[] = {"log_info", "log_warning", "log_error"};
   bool *has[] = {&u->has_info, &u->has_warning, &u->has_error};
   bool *val[] = {&u->info, &u->warning, &u->error};
@@ -625,17 +610,14 @@ static TRITONSERVER_Error *log_update_from(const Inference__LogSettingsRequest *
     }
     if (strcmp(key, "log_verbose_level") == 0) {
       if (c != INFERENCE__LOG_SETTINGS_REQUEST__SETTING_VALUE__PARAMETER_CHOICE_UINT32_PARAM)
-        return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG,
-                                     "expect int32 for 'log_verbose_level'");
+        return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "expect int32 for 'log_verbose_level'");
       if (v->uint32_param > INT32_MAX)
-        return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG,
-                                     "'log_verbose_level' must be at most 2147483647");
+        return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "'log_verbose_level' must be at most 2147483647");
       u->has_verbose_level = true;
       u->verbose_level = v->uint32_param;
     } else if (strcmp(key, "log_format") == 0) {
       if (c != INFERENCE__LOG_SETTINGS_REQUEST__SETTING_VALUE__PARAMETER_CHOICE_STRING_PARAM)
-        return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG,
-                                     "expect string for 'log_format'");
+        return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "expect string for 'log_format'");
       const char *f = v->string_param ? v->string_param : "";
       if (strcmp(f, "default") != 0 && strcmp(f, "ISO8601") != 0) {
         snprintf(text, sizeof text, "invalid argument for log_format, got: %.100s", f);
@@ -666,8 +648,7 @@ static void log_settings(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len
     return;
   }
   enum { N = 6 };
-  static const char *keys[N] = {"log_file",  "log_info",          "log_warning",
-                                "log_error", "log_verbose_level", "log_format"};
+  static const char *keys[N] = {"log_file", "log_info", "log_warning", "log_error", "log_verbose_level", "log_format"};
   Inference__LogSettingsResponse__SettingsEntry e[N];
   Inference__LogSettingsResponse__SettingsEntry *ep[N];
   Inference__LogSettingsResponse__SettingValue v[N];
@@ -705,7 +686,8 @@ static void health_check(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len
   if (req == NULL) return;
   done_with(req);
   bool ready = false;
-  NRD_SRV_IGNORE(TRITONSERVER_ServerIsReady(nrd_srv_grpc_call_server(call), &ready), "server readiness unknown: counted as not ready");
+  NRD_SRV_IGNORE(TRITONSERVER_ServerIsReady(nrd_srv_grpc_call_server(call), &ready),
+                 "server readiness unknown: counted as not ready");
   Grpc__Health__V1__HealthCheckResponse r = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
   r.status = ready ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
                    : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
@@ -746,7 +728,6 @@ const nrd_srv_grpc_method *nrd_srv_grpc_method_find(const char *path, size_t len
       memcmp(path, nrd_srv_grpc_model_stream_infer_method.path, len) == 0)
     return &nrd_srv_grpc_model_stream_infer_method;
   for (size_t i = 0; i < sizeof methods / sizeof methods[0]; i++)
-    if (strlen(methods[i].path) == len && memcmp(methods[i].path, path, len) == 0)
-      return &methods[i];
+    if (strlen(methods[i].path) == len && memcmp(methods[i].path, path, len) == 0) return &methods[i];
   return NULL;
 }

@@ -90,14 +90,14 @@ struct loop {
   bool started;
   nrd_srv_inbox inbox; /* events from core threads */
   bool has_inbox;
-  nrd_srv_acceptor acceptor;              /* loop only: the shared listener */
-  conn *conns;                            /* loop only */
-  conn *dirty;                            /* loop only */
+  nrd_srv_acceptor acceptor; /* loop only: the shared listener */
+  conn *conns; /* loop only */
+  conn *dirty; /* loop only */
   conn *graveyard; /* loop only: closed, freed after the event batch */
   conn *lingering; /* loop only: ended, reading what the client still sends */
-  bool closing;                           /* loop only: saw stopping */
-  bool aborted;                           /* loop only: saw aborting */
-  nrd_srv_block_cache blocks;             /* nghttp2's allocator; loop only */
+  bool closing; /* loop only: saw stopping */
+  bool aborted; /* loop only: saw aborting */
+  nrd_srv_block_cache blocks; /* nghttp2's allocator; loop only */
 };
 
 struct conn {
@@ -113,20 +113,20 @@ struct conn {
   conn *prev, *next;
   conn *dirty_next;
   bool is_dirty;
-  bool closed;     /* socket and session gone; on the graveyard */
+  bool closed; /* socket and session gone; on the graveyard */
   conn *grave_next;
   bool want_out; /* EPOLLOUT registered */
   bool throttled;
   uint64_t last_activity_us; /* last bytes read */
-  uint64_t accepted_us;      /* handshake deadline and connection age count from here */
-  uint64_t aged_us;          /* when GOAWAY went for max_connection_age; 0: not yet */
-  bool greeted;              /* the client's preface and first SETTINGS arrived */
-  uint64_t ping_sent_us;     /* keepalive ping outstanding since, or 0 */
+  uint64_t accepted_us; /* handshake deadline and connection age count from here */
+  uint64_t aged_us; /* when GOAWAY went for max_connection_age; 0: not yet */
+  bool greeted; /* the client's preface and first SETTINGS arrived */
+  uint64_t ping_sent_us; /* keepalive ping outstanding since, or 0 */
   /* Ping policy (see nrd_srv_grpc_options). Reset when we send data. */
   uint64_t last_ping_recv_us; /* when the client's last PING came, or 0: none since data */
   unsigned ping_strikes;
   unsigned pings_without_data; /* keepalive pings we sent since data */
-  bool close_after_flush;      /* GOAWAY queued: close once it is written */
+  bool close_after_flush; /* GOAWAY queued: close once it is written */
   /* Ended gracefully: our side is shut (FIN sent after the last frame), the
    * session and calls are gone, and what the client still sends is read
    * and dropped until it closes or this time passes; then the socket is
@@ -157,9 +157,9 @@ struct nrd_srv_grpc_call {
   const nrd_srv_grpc_method *m;
   bool unknown_method, bad_content_type;
   unsigned hdrs; /* HDR_* seen among the request headers */
-  int encoding;       /* ENC_* from grpc-encoding */
-  char enc_name[48];  /* grpc-encoding as sent (truncated), for errors */
-  unsigned accept;    /* ACCEPT_* from grpc-accept-encoding */
+  int encoding; /* ENC_* from grpc-encoding */
+  char enc_name[48]; /* grpc-encoding as sent (truncated), for errors */
+  unsigned accept; /* ACCEPT_* from grpc-accept-encoding */
   /* Response encoding (ENC_IDENTITY, ENC_GZIP or ENC_DEFLATE): chosen on
    * the loop when the request headers are complete, before any message is
    * delivered; read-only afterwards, so core threads may read it. */
@@ -168,7 +168,7 @@ struct nrd_srv_grpc_call {
   size_t in_len, in_cap;
   chunk *out_head, *out_tail;
   size_t out_pending; /* bytes in out_head..out_tail not yet handed to nghttp2 */
-  size_t unconsumed;  /* received bytes not yet acknowledged (throttled) */
+  size_t unconsumed; /* received bytes not yet acknowledged (throttled) */
   bool headers_sent, deferred, done, closed, ignoring_input, had_message;
   bool ended; /* the frame that ends the stream is with nghttp2 */
   int status;
@@ -179,8 +179,8 @@ struct nrd_srv_grpc_call {
   uint64_t read_start_ns, read_end_ns;
   unsigned restrict_ok; /* bit per nrd_srv_api: its restriction header came with the right value */
   char traceparent[64]; /* W3C trace context, kept while tracing is active ("" when none) */
-  char **forwarded;     /* --grpc-header-forward-pattern: name, value, name, value, ... (owned) */
-  size_t n_forwarded;   /* pairs */
+  char **forwarded; /* --grpc-header-forward-pattern: name, value, name, value, ... (owned) */
+  size_t n_forwarded; /* pairs */
   void *state;
   void (*state_free)(void *);
 };
@@ -200,9 +200,7 @@ static void srv_log(TRITONSERVER_LogLevel level, const char *msg) {
 
 /* ---- calls --------------------------------------------------------------- */
 
-TRITONSERVER_Server *nrd_srv_grpc_call_server(const nrd_srv_grpc_call *call) {
-  return call->g->server;
-}
+TRITONSERVER_Server *nrd_srv_grpc_call_server(const nrd_srv_grpc_call *call) { return call->g->server; }
 
 nrd_srv_shm *nrd_srv_grpc_call_shm(const nrd_srv_grpc_call *call) { return call->g->opts.shm; }
 
@@ -235,9 +233,7 @@ void nrd_srv_grpc_call_set_state(nrd_srv_grpc_call *call, void *state, void (*fr
 
 void *nrd_srv_grpc_call_state(const nrd_srv_grpc_call *call) { return call->state; }
 
-void nrd_srv_grpc_call_ref(nrd_srv_grpc_call *call) {
-  atomic_fetch_add_explicit(&call->refs, 1, memory_order_relaxed);
-}
+void nrd_srv_grpc_call_ref(nrd_srv_grpc_call *call) { atomic_fetch_add_explicit(&call->refs, 1, memory_order_relaxed); }
 
 static void free_chunks(chunk *c) {
   while (c) {
@@ -261,9 +257,7 @@ void nrd_srv_grpc_call_unref(nrd_srv_grpc_call *call) {
   atomic_fetch_sub_explicit(&g->live_calls, 1, memory_order_release);
 }
 
-void nrd_srv_grpc_call_post(nrd_srv_grpc_event *ev) {
-  nrd_srv_inbox_post(&ev->call->lp->inbox, &ev->link);
-}
+void nrd_srv_grpc_call_post(nrd_srv_grpc_event *ev) { nrd_srv_inbox_post(&ev->call->lp->inbox, &ev->link); }
 
 static void conn_mark_dirty(conn *c) {
   if (c->is_dirty || c->closed || c->linger_until_us) return;
@@ -272,8 +266,8 @@ static void conn_mark_dirty(conn *c) {
   c->lp->dirty = c;
 }
 
-static ssize_t data_read_cb(nghttp2_session *sess, int32_t id, uint8_t *buf, size_t length,
-                            uint32_t *flags, nghttp2_data_source *src, void *user) {
+static ssize_t data_read_cb(nghttp2_session *sess, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
+                            nghttp2_data_source *src, void *user) {
   (void)sess;
   (void)id;
   (void)user;
@@ -300,11 +294,10 @@ static ssize_t data_read_cb(nghttp2_session *sess, int32_t id, uint8_t *buf, siz
     char code[24];
     size_t code_len = nrd_srv_fmt_i64(code, call->status);
     bool ok = call->status == 0; /* the usual trailer: a literal, not copied */
-    nghttp2_nv tr[2] = {
-        {(uint8_t *)"grpc-status", (uint8_t *)(ok ? "0" : code), 11, code_len,
-         ok ? NV_LITERAL : NGHTTP2_NV_FLAG_NO_COPY_NAME},
-        {(uint8_t *)"grpc-message", (uint8_t *)(call->status_msg ? call->status_msg : ""), 12,
-         call->status_msg ? strlen(call->status_msg) : 0, NGHTTP2_NV_FLAG_NO_COPY_NAME}};
+    nghttp2_nv tr[2] = {{(uint8_t *)"grpc-status", (uint8_t *)(ok ? "0" : code), 11, code_len,
+                         ok ? NV_LITERAL : NGHTTP2_NV_FLAG_NO_COPY_NAME},
+                        {(uint8_t *)"grpc-message", (uint8_t *)(call->status_msg ? call->status_msg : ""), 12,
+                         call->status_msg ? strlen(call->status_msg) : 0, NGHTTP2_NV_FLAG_NO_COPY_NAME}};
     int rv = nghttp2_submit_trailer(sess, call->id, tr, call->status_msg ? 2 : 1);
     if (rv != 0) return NGHTTP2_ERR_CALLBACK_FAILURE;
     call->ended = true;
@@ -387,16 +380,17 @@ void nrd_srv_grpc_call_send_framed(nrd_srv_grpc_call *call, uint8_t *buf, size_t
   ch->data = buf;
   ch->len = len;
   ch->off = 0;
-  if (call->out_tail) call->out_tail->next = ch;
-  else call->out_head = ch;
+  if (call->out_tail)
+    call->out_tail->next = ch;
+  else
+    call->out_head = ch;
   call->out_tail = ch;
   call->c->out_bytes += len;
   call->out_pending += len;
   if (call->out_pending > CALL_OUT_MAX) {
     call_drop_unsent(call);
     char msg[160];
-    snprintf(msg, sizeof msg,
-             "the client is not reading responses (more than %u bytes waiting); call cancelled",
+    snprintf(msg, sizeof msg, "the client is not reading responses (more than %u bytes waiting); call cancelled",
              CALL_OUT_MAX);
     call_abort(call, NRD_GRPC_RESOURCE_EXHAUSTED, msg);
     return;
@@ -405,8 +399,7 @@ void nrd_srv_grpc_call_send_framed(nrd_srv_grpc_call *call, uint8_t *buf, size_t
 }
 
 uint8_t *nrd_srv_grpc_call_compress(const nrd_srv_grpc_call *call, uint8_t *framed, size_t *len) {
-  if (call->resp_encoding == ENC_IDENTITY || framed == NULL || *len < 5 || framed[0] != 0)
-    return framed;
+  if (call->resp_encoding == ENC_IDENTITY || framed == NULL || *len < 5 || framed[0] != 0) return framed;
   nrd_srv_compress_piece body = {framed + 5, *len - 5};
   uint8_t *out = NULL;
   size_t n = 0;
@@ -447,14 +440,13 @@ void nrd_srv_grpc_call_finish(nrd_srv_grpc_call *call, int status, const char *m
     /* Trailers-Only response: one HEADERS frame ending the stream. */
     char code[24];
     size_t code_len = nrd_srv_fmt_i64(code, status);
-    nghttp2_nv hdrs[5] = {
-        {(uint8_t *)":status", (uint8_t *)"200", 7, 3, NGHTTP2_NV_FLAG_NONE},
-        {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16, NGHTTP2_NV_FLAG_NONE},
-        {(uint8_t *)"grpc-accept-encoding", (uint8_t *)ACCEPT_ENCODING, 20,
-         sizeof ACCEPT_ENCODING - 1, NGHTTP2_NV_FLAG_NONE},
-        {(uint8_t *)"grpc-status", (uint8_t *)code, 11, code_len, NGHTTP2_NV_FLAG_NONE},
-        {(uint8_t *)"grpc-message", (uint8_t *)(call->status_msg ? call->status_msg : ""), 12,
-         call->status_msg ? strlen(call->status_msg) : 0, NGHTTP2_NV_FLAG_NONE}};
+    nghttp2_nv hdrs[5] = {{(uint8_t *)":status", (uint8_t *)"200", 7, 3, NGHTTP2_NV_FLAG_NONE},
+                          {(uint8_t *)"content-type", (uint8_t *)"application/grpc", 12, 16, NGHTTP2_NV_FLAG_NONE},
+                          {(uint8_t *)"grpc-accept-encoding", (uint8_t *)ACCEPT_ENCODING, 20,
+                           sizeof ACCEPT_ENCODING - 1, NGHTTP2_NV_FLAG_NONE},
+                          {(uint8_t *)"grpc-status", (uint8_t *)code, 11, code_len, NGHTTP2_NV_FLAG_NONE},
+                          {(uint8_t *)"grpc-message", (uint8_t *)(call->status_msg ? call->status_msg : ""), 12,
+                           call->status_msg ? strlen(call->status_msg) : 0, NGHTTP2_NV_FLAG_NONE}};
     call->headers_sent = true;
     call->ended = true;
     nghttp2_submit_response(call->c->sess, call->id, hdrs, call->status_msg ? 5 : 4, NULL);
@@ -484,8 +476,10 @@ static void call_detach(nrd_srv_grpc_call *call) {
     c->last_call = NULL;
     c->last_id = 0;
   }
-  if (call->prev) call->prev->next = call->next;
-  else c->calls = call->next;
+  if (call->prev)
+    call->prev->next = call->next;
+  else
+    c->calls = call->next;
   if (call->next) call->next->prev = call->prev;
   c->out_bytes -= call->out_pending < c->out_bytes ? call->out_pending : c->out_bytes;
   if (call->unconsumed) nghttp2_session_consume_connection(c->sess, call->unconsumed);
@@ -502,13 +496,13 @@ static void call_detach(nrd_srv_grpc_call *call) {
 /* Inflates a gzip or zlib ("deflate") message into a malloc'ed buffer of at
  * most `max` bytes. Returns 0 with *out (caller frees) and *out_len, or a
  * gRPC status with msg filled (nothing to free). */
-static int inflate_message(int enc, const uint8_t *in, size_t len, uint32_t max, uint8_t **out,
-                           size_t *out_len, char *msg, size_t msglen) {
+static int inflate_message(int enc, const uint8_t *in, size_t len, uint32_t max, uint8_t **out, size_t *out_len,
+                           char *msg, size_t msglen) {
   const char *algo = enc == ENC_GZIP ? "gzip" : "deflate";
   size_t rest = 0;
   const char *why = NULL;
-  nrd_srv_inflate_result r = nrd_srv_decompress(nrd_srv_compress_window_bits(algo), in, len, max,
-                                                out, out_len, &rest, &why);
+  nrd_srv_inflate_result r =
+      nrd_srv_decompress(nrd_srv_compress_window_bits(algo), in, len, max, out, out_len, &rest, &why);
   if (r == NRD_SRV_INFLATE_OK && rest == 0) return NRD_GRPC_OK;
   if (r == NRD_SRV_INFLATE_OK) { /* bytes after the stream: not one message */
     free(*out);
@@ -547,8 +541,8 @@ static void call_deliver_messages(nrd_srv_grpc_call *call, bool at_end) {
       if (p[0] > 1)
         snprintf(msg, sizeof msg, "invalid gRPC message flags 0x%02x", p[0]);
       else if (call->encoding == ENC_UNKNOWN) {
-        snprintf(msg, sizeof msg, "grpc-encoding '%s' is not supported (supported: %s)",
-                 call->enc_name, ACCEPT_ENCODING);
+        snprintf(msg, sizeof msg, "grpc-encoding '%s' is not supported (supported: %s)", call->enc_name,
+                 ACCEPT_ENCODING);
         st = NRD_GRPC_UNIMPLEMENTED;
       } else
         snprintf(msg, sizeof msg, "compressed message flag set without a grpc-encoding");
@@ -586,8 +580,7 @@ static void call_deliver_messages(nrd_srv_grpc_call *call, bool at_end) {
     }
     /* The next message's bytes, if any, are already here. */
     call->read_start_ns = 0;
-    if (call->in_len > off && nrd_srv_tracer_active(call->g->opts.tracer))
-      call->read_start_ns = nrd_srv_trace_now_ns();
+    if (call->in_len > off && nrd_srv_tracer_active(call->g->opts.tracer)) call->read_start_ns = nrd_srv_trace_now_ns();
   }
   if (off > 0 && call->in) {
     memmove(call->in, call->in + off, call->in_len - off);
@@ -644,8 +637,7 @@ static int on_begin_headers(nghttp2_session *sess, const nghttp2_frame *frame, v
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
   nrd_srv_grpc_call *call = calloc(1, sizeof *call);
   if (call == NULL) {
-    nghttp2_submit_rst_stream(sess, NGHTTP2_FLAG_NONE, frame->hd.stream_id,
-                              NGHTTP2_INTERNAL_ERROR);
+    nghttp2_submit_rst_stream(sess, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_INTERNAL_ERROR);
     return 0;
   }
   atomic_init(&call->refs, 1);
@@ -666,7 +658,7 @@ static int on_begin_headers(nghttp2_session *sess, const nghttp2_frame *frame, v
 /* What on_header saw of the headers gRPC requires of a request. */
 enum {
   HDR_METHOD = 1u << 0, /* :method, any value */
-  HDR_POST = 1u << 1,   /* :method POST */
+  HDR_POST = 1u << 1, /* :method POST */
   HDR_TE = 1u << 2,
   HDR_TRAILERS = 1u << 3, /* te: trailers */
   HDR_SCHEME = 1u << 4,
@@ -715,8 +707,8 @@ static void keep_forwarded(nrd_srv_grpc_call *call, const uint8_t *name, size_t 
 
 /* --grpc-restricted-protocol: notes the groups whose header this is, when
  * it carries their value. */
-static void note_restriction_header(nrd_srv_grpc_call *call, const uint8_t *name, size_t namelen,
-                                    const uint8_t *value, size_t valuelen) {
+static void note_restriction_header(nrd_srv_grpc_call *call, const uint8_t *name, size_t namelen, const uint8_t *value,
+                                    size_t valuelen) {
   const nrd_srv_restrictions *r = call->g->opts.restricted;
   for (int api = 0; r && api < NRD_SRV_API_COUNT; api++) {
     const nrd_srv_restriction *x = &r->by_api[api];
@@ -733,9 +725,8 @@ static const char *call_missing_restriction(const nrd_srv_grpc_call *call) {
   return header && !(call->restrict_ok & (1u << call->m->api)) ? header : NULL;
 }
 
-static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const uint8_t *name,
-                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
-                     void *user) {
+static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
+                     const uint8_t *value, size_t valuelen, uint8_t flags, void *user) {
   (void)flags;
   (void)sess;
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
@@ -748,24 +739,25 @@ static int on_header(nghttp2_session *sess, const nghttp2_frame *frame, const ui
   } else if (namelen == 7 && memcmp(name, ":method", 7) == 0) {
     call->hdrs = (call->hdrs & ~HDR_POST) | HDR_METHOD | (header_is(value, valuelen, "POST") ? HDR_POST : 0);
   } else if (namelen == 2 && memcmp(name, "te", 2) == 0) {
-    call->hdrs = (call->hdrs & ~HDR_TRAILERS) | HDR_TE |
-                 (header_is(value, valuelen, "trailers") ? HDR_TRAILERS : 0);
+    call->hdrs = (call->hdrs & ~HDR_TRAILERS) | HDR_TE | (header_is(value, valuelen, "trailers") ? HDR_TRAILERS : 0);
   } else if (namelen == 7 && memcmp(name, ":scheme", 7) == 0) {
     bool ok = header_is(value, valuelen, "http") || header_is(value, valuelen, "https");
     call->hdrs = (call->hdrs & ~HDR_SCHEME_OK) | HDR_SCHEME | (ok ? HDR_SCHEME_OK : 0);
-  } else if ((namelen == 10 && memcmp(name, ":authority", 10) == 0) ||
-             (namelen == 4 && memcmp(name, "host", 4) == 0)) {
+  } else if ((namelen == 10 && memcmp(name, ":authority", 10) == 0) || (namelen == 4 && memcmp(name, "host", 4) == 0)) {
     call->hdrs |= HDR_AUTHORITY;
   } else if (namelen == 12 && memcmp(name, "content-type", 12) == 0) {
     call->bad_content_type = !(valuelen >= 16 && memcmp(value, "application/grpc", 16) == 0);
   } else if (namelen == 13 && memcmp(name, "grpc-encoding", 13) == 0) {
-    if (valuelen == 8 && memcmp(value, "identity", 8) == 0) call->encoding = ENC_IDENTITY;
-    else if (valuelen == 4 && memcmp(value, "gzip", 4) == 0) call->encoding = ENC_GZIP;
-    else if (valuelen == 7 && memcmp(value, "deflate", 7) == 0) call->encoding = ENC_DEFLATE;
-    else call->encoding = ENC_UNKNOWN;
+    if (valuelen == 8 && memcmp(value, "identity", 8) == 0)
+      call->encoding = ENC_IDENTITY;
+    else if (valuelen == 4 && memcmp(value, "gzip", 4) == 0)
+      call->encoding = ENC_GZIP;
+    else if (valuelen == 7 && memcmp(value, "deflate", 7) == 0)
+      call->encoding = ENC_DEFLATE;
+    else
+      call->encoding = ENC_UNKNOWN;
     size_t n = valuelen < sizeof call->enc_name - 1 ? valuelen : sizeof call->enc_name - 1;
-    for (size_t i = 0; i < n; i++)
-      call->enc_name[i] = value[i] >= 0x20 && value[i] < 0x7f ? (char)value[i] : '?';
+    for (size_t i = 0; i < n; i++) call->enc_name[i] = value[i] >= 0x20 && value[i] < 0x7f ? (char)value[i] : '?';
     call->enc_name[n] = '\0';
   } else if (namelen == 20 && memcmp(name, "grpc-accept-encoding", 20) == 0) {
     call->accept |= nrd_srv_grpc_accept_mask(value, valuelen);
@@ -795,8 +787,7 @@ static void conn_police_ping(conn *c) {
   const nrd_srv_grpc_options *o = &c->lp->g->opts;
   uint64_t now = now_us();
   uint64_t interval_us = (uint64_t)o->min_recv_ping_interval_ms * 1000u;
-  if (c->calls == NULL && !o->keepalive_permit_without_calls && interval_us < 7200000000u)
-    interval_us = 7200000000u;
+  if (c->calls == NULL && !o->keepalive_permit_without_calls && interval_us < 7200000000u) interval_us = 7200000000u;
   bool strike = c->last_ping_recv_us != 0 && now - c->last_ping_recv_us < interval_us;
   c->last_ping_recv_us = now;
   if (!strike || c->close_after_flush) return;
@@ -852,8 +843,8 @@ static int on_frame_recv(nghttp2_session *sess, const nghttp2_frame *frame, void
   return 0;
 }
 
-static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t id, const uint8_t *data,
-                         size_t len, void *user) {
+static int on_data_chunk(nghttp2_session *sess, uint8_t flags, int32_t id, const uint8_t *data, size_t len,
+                         void *user) {
   (void)flags;
   conn *c = user;
   nrd_srv_grpc_call *call = stream_call(c, id);
@@ -912,8 +903,10 @@ static void conn_close(conn *c) {
   c->closed = true;
   c->grave_next = lp->graveyard;
   lp->graveyard = c;
-  if (c->prev) c->prev->next = c->next;
-  else lp->conns = c->next;
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    lp->conns = c->next;
   if (c->next) c->next->prev = c->prev;
   epoll_ctl(lp->epfd, EPOLL_CTL_DEL, c->fd, NULL);
   nrd_srv_tls_conn_free(c->tls);
@@ -942,8 +935,10 @@ static void conn_linger(conn *c) {
   }
   loop *lp = c->lp;
   while (c->calls) call_detach(c->calls);
-  if (c->prev) c->prev->next = c->next;
-  else lp->conns = c->next;
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    lp->conns = c->next;
   if (c->next) c->next->prev = c->prev;
   c->prev = c->next = NULL;
   nghttp2_session_del(c->sess);
@@ -1020,8 +1015,7 @@ static bool conn_update_throttle(conn *c) {
       nghttp2_session_consume(c->sess, call->id, call->unconsumed);
       call->unconsumed = 0;
     }
-    if (call->m && call->m->streaming && !call->done && call->in_len >= 5)
-      call_deliver_messages(call, false);
+    if (call->m && call->m->streaming && !call->done && call->in_len >= 5) call_deliver_messages(call, false);
     call = next;
   }
   return true;
@@ -1085,8 +1079,7 @@ static bool conn_flush(conn *c) {
     }
   }
   conn_update_events(c, c->tls_read_wants_out);
-  if (c->close_after_flush ||
-      (!nghttp2_session_want_read(c->sess) && !nghttp2_session_want_write(c->sess))) {
+  if (c->close_after_flush || (!nghttp2_session_want_read(c->sess) && !nghttp2_session_want_write(c->sess))) {
     conn_linger(c); /* everything is written */
     return false;
   }
@@ -1177,8 +1170,8 @@ static void conn_new(loop *lp, int fd) {
      * call_check_headers), not by nghttp2's HTTP rules: gRPC's own
      * statuses, and 9% fewer instructions per small call. */
     nghttp2_option_set_no_http_messaging(opt, 1);
-    nghttp2_mem mem = {&lp->blocks, nrd_srv_block_malloc, nrd_srv_block_free,
-                       nrd_srv_block_calloc, nrd_srv_block_realloc};
+    nghttp2_mem mem = {&lp->blocks, nrd_srv_block_malloc, nrd_srv_block_free, nrd_srv_block_calloc,
+                       nrd_srv_block_realloc};
     rv = nghttp2_session_server_new3(&c->sess, cbs, c, opt, &mem);
     nghttp2_option_del(opt);
   }
@@ -1260,8 +1253,7 @@ static void loop_check_keepalive(loop *lp, uint64_t now) {
     conn *next = c->next;
     if (c->ping_sent_us && now - c->ping_sent_us > (uint64_t)o->keepalive_timeout_ms * 1000u) {
       conn_close(c);
-    } else if (!c->ping_sent_us &&
-               now - c->last_activity_us > (uint64_t)o->keepalive_time_ms * 1000u &&
+    } else if (!c->ping_sent_us && now - c->last_activity_us > (uint64_t)o->keepalive_time_ms * 1000u &&
                (c->calls || o->keepalive_permit_without_calls) &&
                (o->max_pings_without_data == 0 || c->pings_without_data < o->max_pings_without_data)) {
       if (nghttp2_submit_ping(c->sess, NGHTTP2_FLAG_NONE, NULL) == 0) {
@@ -1368,8 +1360,7 @@ static void loop_drain(loop *lp) {
   for (conn *c = lp->conns; c; c = c->next) {
     bool open = false;
     for (nrd_srv_grpc_call *call = c->calls; call; call = call->next) {
-      if (!call->done && call->m && call->m->streaming && call->in_len == 0 &&
-          atomic_load(&call->refs) == 1)
+      if (!call->done && call->m && call->m->streaming && call->in_len == 0 && atomic_load(&call->refs) == 1)
         nrd_srv_grpc_call_finish(call, NRD_GRPC_UNAVAILABLE, "Server is stopping");
       if (!call->ended) open = true;
     }
@@ -1425,8 +1416,10 @@ static void *loop_main(void *arg) {
         for (int k = 0; k < 64; k++) {
           int fd = nrd_srv_acceptor_next(&lp->acceptor);
           if (fd < 0) break;
-          if (lp->closing) close(fd); /* shutting down: refused at once, not left waiting */
-          else conn_new(lp, fd);
+          if (lp->closing)
+            close(fd); /* shutting down: refused at once, not left waiting */
+          else
+            conn_new(lp, fd);
         }
       } else if (tag == &lp->kind_wake) {
         /* the inbox: loop_run_events below */
@@ -1486,18 +1479,16 @@ static void loops_free(nrd_srv_grpc *g) {
   free(g->loops);
 }
 
-TRITONSERVER_Error *nrd_srv_grpc_start(TRITONSERVER_Server *server,
-                                       const nrd_srv_grpc_options *opts, nrd_srv_grpc **out) {
+TRITONSERVER_Error *nrd_srv_grpc_start(TRITONSERVER_Server *server, const nrd_srv_grpc_options *opts,
+                                       nrd_srv_grpc **out) {
   *out = NULL;
   if (opts->threads < 1 || opts->threads > 256)
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG,
-                                 "gRPC thread count must be between 1 and 256");
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "gRPC thread count must be between 1 and 256");
   nrd_srv_grpc *g = calloc(1, sizeof *g);
   if (g == NULL) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   g->server = server;
   g->opts = *opts;
-  if (g->opts.handshake_timeout_secs == 0)
-    g->opts.handshake_timeout_secs = NRD_SRV_GRPC_HANDSHAKE_TIMEOUT_DEFAULT;
+  if (g->opts.handshake_timeout_secs == 0) g->opts.handshake_timeout_secs = NRD_SRV_GRPC_HANDSHAKE_TIMEOUT_DEFAULT;
   atomic_init(&g->live_calls, 0);
   atomic_init(&g->stopping, false);
   atomic_init(&g->aborting, false);
@@ -1516,8 +1507,7 @@ TRITONSERVER_Error *nrd_srv_grpc_start(TRITONSERVER_Server *server,
   int rc = nrd_srv_listen(opts->address, opts->port, opts->reuse_port, &g->listen_fd, &g->port, msg, sizeof msg);
   if (rc != 0) {
     grpc_free(g);
-    return TRITONSERVER_ErrorNew(rc == -1 ? TRITONSERVER_ERROR_INVALID_ARG : TRITONSERVER_ERROR_UNAVAILABLE,
-                                 msg);
+    return TRITONSERVER_ErrorNew(rc == -1 ? TRITONSERVER_ERROR_INVALID_ARG : TRITONSERVER_ERROR_UNAVAILABLE, msg);
   }
   TRITONSERVER_Error *err = NULL;
   g->loops = calloc(opts->threads, sizeof *g->loops);
@@ -1534,11 +1524,10 @@ TRITONSERVER_Error *nrd_srv_grpc_start(TRITONSERVER_Server *server,
     lp->kind_listener = KIND_LISTENER;
     lp->kind_wake = KIND_WAKE;
     lp->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (lp->epfd >= 0 && nrd_srv_inbox_init(&lp->inbox, lp->epfd, &lp->kind_wake) == 0)
-      lp->has_inbox = true;
-    if (!lp->has_inbox || nrd_srv_acceptor_init(&lp->acceptor, g->listen_fd, lp->epfd, &lp->kind_listener, "gRPC") != 0) {
-      err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL,
-                                  "cannot create the gRPC event loop (epoll/eventfd)");
+    if (lp->epfd >= 0 && nrd_srv_inbox_init(&lp->inbox, lp->epfd, &lp->kind_wake) == 0) lp->has_inbox = true;
+    if (!lp->has_inbox ||
+        nrd_srv_acceptor_init(&lp->acceptor, g->listen_fd, lp->epfd, &lp->kind_listener, "gRPC") != 0) {
+      err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "cannot create the gRPC event loop (epoll/eventfd)");
       break;
     }
   }
@@ -1588,8 +1577,7 @@ bool nrd_srv_grpc_stop(nrd_srv_grpc *g, unsigned wait_secs) {
   if (atomic_load(&g->live_calls) > 0) {
     /* The core still holds requests: leave the loops running (they own the
      * calls) rather than free memory a core thread may still post to. */
-    srv_log(TRITONSERVER_LOG_WARN,
-            "gRPC front end: requests still in the core at shutdown; not waiting longer");
+    srv_log(TRITONSERVER_LOG_WARN, "gRPC front end: requests still in the core at shutdown; not waiting longer");
     /* Nobody will join them now: they end on their own, or with the process. */
     for (unsigned i = 0; i < g->n_loops; i++) pthread_detach(g->loops[i].thread);
     return false;

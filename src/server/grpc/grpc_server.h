@@ -22,19 +22,19 @@
 #define NRD_SRV_GRPC_HANDSHAKE_TIMEOUT_DEFAULT 120
 
 typedef struct nrd_srv_grpc_options {
-  const char *address;      /* listen address, e.g. "0.0.0.0" */
-  int port;                 /* 0 picks a free port (see nrd_srv_grpc_port) */
-  bool reuse_port;          /* bind with SO_REUSEPORT (--reuse-grpc-port) */
-  unsigned threads;         /* event-loop threads, >= 1 */
+  const char *address; /* listen address, e.g. "0.0.0.0" */
+  int port; /* 0 picks a free port (see nrd_srv_grpc_port) */
+  bool reuse_port; /* bind with SO_REUSEPORT (--reuse-grpc-port) */
+  unsigned threads; /* event-loop threads, >= 1 */
   uint32_t max_message_size; /* bytes; larger messages get RESOURCE_EXHAUSTED */
-  unsigned keepalive_time_ms;    /* 0: no server pings */
+  unsigned keepalive_time_ms; /* 0: no server pings */
   unsigned keepalive_timeout_ms; /* close when a ping is unanswered this long */
   /* Ping policy (gRPC's keepalive arguments). A connection "without calls"
    * has no open stream; "data" is a DATA or HEADERS frame the server sent. */
   bool keepalive_permit_without_calls; /* our pings and the client's allowed with no calls */
-  unsigned max_pings_without_data;     /* our keepalive pings between data; 0: no limit */
-  unsigned min_recv_ping_interval_ms;  /* client pings closer than this are strikes */
-  unsigned max_ping_strikes;           /* GOAWAY ENHANCE_YOUR_CALM beyond; 0: no limit */
+  unsigned max_pings_without_data; /* our keepalive pings between data; 0: no limit */
+  unsigned min_recv_ping_interval_ms; /* client pings closer than this are strikes */
+  unsigned max_ping_strikes; /* GOAWAY ENHANCE_YOUR_CALM beyond; 0: no limit */
   /* gRPC's MAX_CONNECTION_AGE(_GRACE): a connection this old gets GOAWAY
    * and closes once its calls end, or when the grace runs out (cancelling
    * what is left). 0: no limit. No jitter, unlike gRPC's +-10%. */
@@ -48,9 +48,9 @@ typedef struct nrd_srv_grpc_options {
    * long after it was accepted is closed; 0: NRD_SRV_GRPC_HANDSHAKE_TIMEOUT_DEFAULT. */
   unsigned handshake_timeout_secs;
   /* Shared with the HTTP front end; borrowed, they must outlive the front end. */
-  nrd_srv_shm *shm;          /* system shared memory regions */
+  nrd_srv_shm *shm; /* system shared memory regions */
   nrd_srv_log_settings *log; /* LogSettings */
-  nrd_srv_tracer *tracer;    /* TraceSetting and tracing (may be NULL) */
+  nrd_srv_tracer *tracer; /* TraceSetting and tracing (may be NULL) */
   const nrd_srv_restrictions *restricted; /* --grpc-restricted-protocol (may be NULL: all open) */
   const char *header_forward; /* --grpc-header-forward-pattern (NULL: none); compiled at start */
   /* TLS (--grpc-use-ssl); NULL: cleartext HTTP/2 with prior knowledge.
@@ -64,8 +64,8 @@ typedef struct nrd_srv_grpc nrd_srv_grpc;
  * outlive nrd_srv_grpc_stop. On success the caller owns *out; on failure
  * returns the error (caller owns it), *out is NULL and nothing leaks.
  * Main thread only. */
-TRITONSERVER_Error *nrd_srv_grpc_start(TRITONSERVER_Server *server,
-                                       const nrd_srv_grpc_options *opts, nrd_srv_grpc **out);
+TRITONSERVER_Error *nrd_srv_grpc_start(TRITONSERVER_Server *server, const nrd_srv_grpc_options *opts,
+                                       nrd_srv_grpc **out);
 
 /* The port actually bound. Any thread while g is alive. */
 int nrd_srv_grpc_port(const nrd_srv_grpc *g);

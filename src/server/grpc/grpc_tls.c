@@ -23,19 +23,18 @@
 
 /* The OpenSSL functions used here (macros such as
  * SSL_CTX_set_min_proto_version are spelled out as SSL_CTX_ctrl). */
-#define OSSL_FUNCS(X)                                                                                            \
-  X(TLS_server_method) X(SSL_CTX_new) X(SSL_CTX_free) X(SSL_CTX_ctrl) X(SSL_CTX_set_options)                   \
-  X(SSL_CTX_set_cipher_list) X(SSL_CTX_set_alpn_select_cb) X(SSL_CTX_set_session_id_context)                   \
-  X(SSL_CTX_use_certificate_chain_file) X(SSL_CTX_use_PrivateKey_file) X(SSL_CTX_check_private_key)            \
-  X(SSL_CTX_load_verify_locations) X(SSL_load_client_CA_file) X(SSL_CTX_set_client_CA_list)                    \
-  X(SSL_CTX_set_verify) X(SSL_new) X(SSL_free) X(SSL_set_fd) X(SSL_set_accept_state) X(SSL_get_error)          \
-  X(SSL_do_handshake) X(SSL_read) X(SSL_write) X(SSL_has_pending) X(ERR_get_error) X(ERR_peek_last_error)      \
-  X(ERR_error_string_n) X(ERR_clear_error)
+#define OSSL_FUNCS(X)                                                                                                  \
+  X(TLS_server_method)                                                                                                 \
+  X(SSL_CTX_new) X(SSL_CTX_free) X(SSL_CTX_ctrl) X(SSL_CTX_set_options) X(SSL_CTX_set_cipher_list)                     \
+      X(SSL_CTX_set_alpn_select_cb) X(SSL_CTX_set_session_id_context) X(SSL_CTX_use_certificate_chain_file)            \
+          X(SSL_CTX_use_PrivateKey_file) X(SSL_CTX_check_private_key) X(SSL_CTX_load_verify_locations)                 \
+              X(SSL_load_client_CA_file) X(SSL_CTX_set_client_CA_list) X(SSL_CTX_set_verify) X(SSL_new) X(SSL_free)    \
+                  X(SSL_set_fd) X(SSL_set_accept_state) X(SSL_get_error) X(SSL_do_handshake) X(SSL_read) X(SSL_write)  \
+                      X(SSL_has_pending) X(ERR_get_error) X(ERR_peek_last_error) X(ERR_error_string_n)                 \
+                          X(ERR_clear_error)
 
 #define OSSL_FIELD(f) __typeof__(f) *f;
-static struct {
-  OSSL_FUNCS(OSSL_FIELD)
-} ossl;
+static struct { OSSL_FUNCS(OSSL_FIELD) } ossl;
 #undef OSSL_FIELD
 
 static pthread_once_t ossl_once = PTHREAD_ONCE_INIT;
@@ -52,10 +51,10 @@ static void ossl_load(void) {
     return;
   }
   /* Stored through a void * (POSIX's way to take a function from dlsym). */
-#define OSSL_LOAD(f)                                                                                             \
-  if (!(*(void **)&ossl.f = dlsym(lib, #f))) {                                                                 \
-    snprintf(ossl_error, sizeof ossl_error, "OpenSSL (%s) has no %s", OSSL_LIBRARY, #f);                       \
-    return;                                                                                                    \
+#define OSSL_LOAD(f)                                                                                                   \
+  if (!(*(void **)&ossl.f = dlsym(lib, #f))) {                                                                         \
+    snprintf(ossl_error, sizeof ossl_error, "OpenSSL (%s) has no %s", OSSL_LIBRARY, #f);                               \
+    return;                                                                                                            \
   }
   OSSL_FUNCS(OSSL_LOAD)
 #undef OSSL_LOAD
@@ -74,8 +73,10 @@ static const SSL *const_ssl_of(const nrd_srv_tls_conn *s) { return (const SSL *)
 static void take_reason(char *buf, size_t len, const char *fallback) {
   unsigned long e = ossl.ERR_get_error();
   if (len == 0) return;
-  if (e != 0) ossl.ERR_error_string_n(e, buf, len);
-  else snprintf(buf, len, "%s", fallback);
+  if (e != 0)
+    ossl.ERR_error_string_n(e, buf, len);
+  else
+    snprintf(buf, len, "%s", fallback);
   ossl.ERR_clear_error();
 }
 
@@ -125,8 +126,9 @@ nrd_srv_tls *nrd_srv_tls_new(const nrd_srv_tls_options *o, char *err, size_t err
       check_file("grpc-server-key", o->key, err, errlen) != 0)
     return NULL;
   if (o->mutual && (o->root == NULL || o->root[0] == '\0')) {
-    nrd_srv_fmt_err(err, errlen, "--grpc-use-ssl-mutual needs --grpc-root-cert (the CA that client "
-                                 "certificates must chain to)");
+    nrd_srv_fmt_err(err, errlen,
+                    "--grpc-use-ssl-mutual needs --grpc-root-cert (the CA that client "
+                    "certificates must chain to)");
     return NULL;
   }
   if (o->root && o->root[0] && check_file("grpc-root-cert", o->root, err, errlen) != 0) return NULL;
@@ -167,8 +169,7 @@ nrd_srv_tls *nrd_srv_tls_new(const nrd_srv_tls_options *o, char *err, size_t err
   }
   if (!key_ok || ossl.SSL_CTX_check_private_key(ctx) != 1) {
     ossl.ERR_clear_error();
-    nrd_srv_fmt_err(err, errlen, "--grpc-server-key '%s' is not the key of --grpc-server-cert '%s'", o->key,
-                    o->cert);
+    nrd_srv_fmt_err(err, errlen, "--grpc-server-key '%s' is not the key of --grpc-server-cert '%s'", o->key, o->cert);
     goto fail;
   }
   if (o->root && o->root[0]) {

@@ -12,9 +12,9 @@
 
 typedef struct nrd_srv_tls_options {
   const char *cert; /* PEM certificate, or the chain with ours first (--grpc-server-cert) */
-  const char *key;  /* PEM private key of cert (--grpc-server-key) */
+  const char *key; /* PEM private key of cert (--grpc-server-key) */
   const char *root; /* PEM CA certificates client certificates must chain to; NULL: none */
-  bool mutual;      /* require a client certificate that chains to root */
+  bool mutual; /* require a client certificate that chains to root */
 } nrd_srv_tls_options;
 
 typedef struct nrd_srv_tls nrd_srv_tls;

@@ -81,8 +81,7 @@ static bool scan_param(rd m) {
         if (wt != WT_I64 || m.end - m.p < 8) return false;
         m.p += 8;
         break;
-      default:
-        return false;
+      default: return false;
     }
   }
   return true;
@@ -96,9 +95,12 @@ static bool scan_entry(rd m) {
     unsigned wt;
     rd sub;
     if (!get_tag(&m, &num, &wt) || wt != WT_LEN || !get_sub(&m, &sub)) return false;
-    if (num == 1 && !key) key = true;
-    else if (num == 2 && !value && scan_param(sub)) value = true;
-    else return false;
+    if (num == 1 && !key)
+      key = true;
+    else if (num == 2 && !value && scan_param(sub))
+      value = true;
+    else
+      return false;
   }
   return true;
 }
@@ -146,8 +148,7 @@ static bool scan_input(rd m, size_t *n_shape, size_t *n_params) {
         if (!scan_entry(sub)) return false;
         (*n_params)++;
         break;
-      default:
-        return false;
+      default: return false;
     }
   }
   return true;
@@ -162,9 +163,12 @@ static bool scan_output(rd m, size_t *n_params) {
     unsigned wt;
     rd sub;
     if (!get_tag(&m, &num, &wt) || wt != WT_LEN || !get_sub(&m, &sub)) return false;
-    if (num == 1 && !name) name = true;
-    else if (num == 2 && scan_entry(sub)) (*n_params)++;
-    else return false;
+    if (num == 1 && !name)
+      name = true;
+    else if (num == 2 && scan_entry(sub))
+      (*n_params)++;
+    else
+      return false;
   }
   return true;
 }
@@ -202,11 +206,8 @@ static bool scan_request(rd m, counts *c) {
         if (!scan_output(sub, &a)) return false;
         c->outputs++;
         break;
-      case 7:
-        c->raw++;
-        break;
-      default:
-        return false;
+      case 7: c->raw++; break;
+      default: return false;
     }
   }
   return true;
@@ -311,8 +312,7 @@ static Inference__ModelInferRequest__ParametersEntry *fill_request_entry(Protobu
   return fill_kv(a, m, &e->key, &e->value) ? e : NULL;
 }
 
-static Inference__ModelInferRequest__InferInputTensor__ParametersEntry *fill_input_entry(ProtobufCAllocator *a,
-                                                                                       rd m) {
+static Inference__ModelInferRequest__InferInputTensor__ParametersEntry *fill_input_entry(ProtobufCAllocator *a, rd m) {
   Inference__ModelInferRequest__InferInputTensor__ParametersEntry *e = take(a, sizeof *e);
   if (e == NULL) return NULL;
   Inference__ModelInferRequest__InferInputTensor__ParametersEntry init =
@@ -321,8 +321,8 @@ static Inference__ModelInferRequest__InferInputTensor__ParametersEntry *fill_inp
   return fill_kv(a, m, &e->key, &e->value) ? e : NULL;
 }
 
-static Inference__ModelInferRequest__InferRequestedOutputTensor__ParametersEntry *fill_output_entry(
-    ProtobufCAllocator *a, rd m) {
+static Inference__ModelInferRequest__InferRequestedOutputTensor__ParametersEntry *
+fill_output_entry(ProtobufCAllocator *a, rd m) {
   Inference__ModelInferRequest__InferRequestedOutputTensor__ParametersEntry *e = take(a, sizeof *e);
   if (e == NULL) return NULL;
   Inference__ModelInferRequest__InferRequestedOutputTensor__ParametersEntry init =
@@ -403,8 +403,8 @@ static Inference__ModelInferRequest__InferRequestedOutputTensor *fill_output(Pro
   return t;
 }
 
-Inference__ModelInferRequest *nrd_srv_grpc_unpack_infer_request(ProtobufCAllocator *a, const uint8_t *data,
-                                                               size_t len, bool *fallback) {
+Inference__ModelInferRequest *nrd_srv_grpc_unpack_infer_request(ProtobufCAllocator *a, const uint8_t *data, size_t len,
+                                                                bool *fallback) {
   rd m = {data, data + len};
   counts c = {0, 0, 0, 0};
   *fallback = !scan_request(m, &c);

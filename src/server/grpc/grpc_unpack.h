@@ -20,7 +20,7 @@
  * true: decode it with protobuf-c instead (nothing was allocated); NULL
  * with *fallback false: `a` ran out of memory. The result is freed with
  * whatever frees `a`'s blocks. Thread-safe (no shared state). */
-Inference__ModelInferRequest *nrd_srv_grpc_unpack_infer_request(ProtobufCAllocator *a, const uint8_t *data,
-                                                               size_t len, bool *fallback);
+Inference__ModelInferRequest *nrd_srv_grpc_unpack_infer_request(ProtobufCAllocator *a, const uint8_t *data, size_t len,
+                                                                bool *fallback);
 
 #endif

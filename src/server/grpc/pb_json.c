@@ -89,17 +89,20 @@ static bool as_f64(const json_t *v, double *out) {
   }
   const char *s = json_string_value(v);
   if (s == NULL) return false;
-  if (strcmp(s, "NaN") == 0) *out = NAN;
-  else if (strcmp(s, "Infinity") == 0) *out = INFINITY;
-  else if (strcmp(s, "-Infinity") == 0) *out = -INFINITY;
-  else return false;
+  if (strcmp(s, "NaN") == 0)
+    *out = NAN;
+  else if (strcmp(s, "Infinity") == 0)
+    *out = INFINITY;
+  else if (strcmp(s, "-Infinity") == 0)
+    *out = -INFINITY;
+  else
+    return false;
   return true;
 }
 
 /* One value of `f`'s type from `v` into `dst`: 1 when set, 0 when `v` does
  * not fit the type (skipped), -1 when memory ran out. */
-static int fill_value(const filler *fl, const ProtobufCFieldDescriptor *f, const json_t *v, void *dst,
-                      int depth) {
+static int fill_value(const filler *fl, const ProtobufCFieldDescriptor *f, const json_t *v, void *dst, int depth) {
   int64_t i;
   uint64_t u;
   double d;
@@ -173,13 +176,12 @@ static int fill_value(const filler *fl, const ProtobufCFieldDescriptor *f, const
 static bool is_map_entry(const ProtobufCFieldDescriptor *f) {
   if (f->type != PROTOBUF_C_TYPE_MESSAGE) return false;
   const ProtobufCMessageDescriptor *md = f->descriptor;
-  return md->n_fields == 2 && strcmp(md->fields[0].name, "key") == 0 &&
-         strcmp(md->fields[1].name, "value") == 0;
+  return md->n_fields == 2 && strcmp(md->fields[0].name, "key") == 0 && strcmp(md->fields[1].name, "value") == 0;
 }
 
 /* A JSON object as map entries: one entry message per member. */
-static int fill_map(const filler *fl, const ProtobufCFieldDescriptor *f, const json_t *obj, void **array,
-                    size_t *count, int depth) {
+static int fill_map(const filler *fl, const ProtobufCFieldDescriptor *f, const json_t *obj, void **array, size_t *count,
+                    int depth) {
   const ProtobufCMessageDescriptor *md = f->descriptor;
   size_t n = json_object_size(obj);
   if (n == 0 || depth >= DEPTH_MAX) return 0;
@@ -199,9 +201,7 @@ static int fill_map(const filler *fl, const ProtobufCFieldDescriptor *f, const j
       rc = 1;
     } else {
       /* Integer and bool keys are written as strings in JSON. */
-      json_t *kv = strcmp(key, "true") == 0    ? json_true()
-                   : strcmp(key, "false") == 0 ? json_false()
-                                               : json_string(key);
+      json_t *kv = strcmp(key, "true") == 0 ? json_true() : strcmp(key, "false") == 0 ? json_false() : json_string(key);
       if (kv == NULL) return -1;
       rc = fill_value(fl, kf, kv, (char *)e + kf->offset, depth + 1);
       json_decref(kv);
@@ -215,8 +215,8 @@ static int fill_map(const filler *fl, const ProtobufCFieldDescriptor *f, const j
   return 0;
 }
 
-static int fill_field(const filler *fl, ProtobufCMessage *msg, const ProtobufCFieldDescriptor *f,
-                      const json_t *v, int depth) {
+static int fill_field(const filler *fl, ProtobufCMessage *msg, const ProtobufCFieldDescriptor *f, const json_t *v,
+                      int depth) {
   char *base = (char *)msg;
   if (f->label == PROTOBUF_C_LABEL_REPEATED) {
     void **array = (void **)(base + f->offset);

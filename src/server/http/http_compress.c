@@ -12,7 +12,6 @@
 #include "compress.h"
 #include "http_internal.h"
 
-
 int nrd_srv_http_decode_body(nrd_srv_http_req *req, size_t limit, char *msg, size_t msglen) {
   const char *enc = nrd_srv_http_header_known(req, NRD_SRV_H_CONTENT_ENCODING);
   if (enc == NULL || *enc == '\0' || strcasecmp(enc, "identity") == 0) return 0;
@@ -28,23 +27,17 @@ int nrd_srv_http_decode_body(nrd_srv_http_req *req, size_t limit, char *msg, siz
   size_t total = 0, rest = 0;
   const char *why = NULL;
   switch (nrd_srv_decompress(wb, src, in_len, limit, &out, &total, &rest, &why)) {
-    case NRD_SRV_INFLATE_OK:
-      break; /* bytes after the end of the stream are ignored */
+    case NRD_SRV_INFLATE_OK: break; /* bytes after the end of the stream are ignored */
     case NRD_SRV_INFLATE_TOO_LARGE:
       snprintf(msg, msglen,
                "Request JSON size of %zu bytes exceeds the maximum allowed value of %zu bytes. Use "
                "--http-max-input-size to increase the limit.",
                total, limit);
       return 400;
-    case NRD_SRV_INFLATE_NO_MEMORY:
-      snprintf(msg, msglen, "out of memory decompressing the request body");
-      return 500;
-    case NRD_SRV_INFLATE_TRUNCATED:
-      snprintf(msg, msglen, "the request body is truncated %s data", enc);
-      return 400;
+    case NRD_SRV_INFLATE_NO_MEMORY: snprintf(msg, msglen, "out of memory decompressing the request body"); return 500;
+    case NRD_SRV_INFLATE_TRUNCATED: snprintf(msg, msglen, "the request body is truncated %s data", enc); return 400;
     case NRD_SRV_INFLATE_CORRUPT:
-      snprintf(msg, msglen, "the request body is not valid %s data%s%s", enc, why ? ": " : "",
-               why ? why : "");
+      snprintf(msg, msglen, "the request body is not valid %s data%s%s", enc, why ? ": " : "", why ? why : "");
       return 400;
   }
   nrd_srv_http_set_body(req, (char *)out, total);
@@ -80,8 +73,7 @@ void nrd_srv_http_encode_reply(nrd_srv_http_req *req) {
   nrd_srv_compress_piece in_s[INLINE];
   nrd_srv_compress_piece *in = req->n_segs > INLINE ? malloc(req->n_segs * sizeof *in) : in_s;
   if (in == NULL) return;
-  for (size_t i = 0; i < req->n_segs; i++)
-    in[i] = (nrd_srv_compress_piece){req->segs[i].data, req->segs[i].len};
+  for (size_t i = 0; i < req->n_segs; i++) in[i] = (nrd_srv_compress_piece){req->segs[i].data, req->segs[i].len};
   uint8_t *out = NULL;
   size_t produced = 0;
   int rc = nrd_srv_compress(wb, Z_DEFAULT_COMPRESSION, in, req->n_segs, 0, &out, &produced);

@@ -40,20 +40,20 @@
 #include "http_json.h"
 #include "fmt.h"
 
-#define HEAD_MAX (64 * 1024)     /* request line + headers */
-#define RBUF_MIN (16 * 1024)     /* first receive buffer */
-#define RBUF_KEEP (256 * 1024)   /* larger buffers are dropped once idle */
+#define HEAD_MAX (64 * 1024) /* request line + headers */
+#define RBUF_MIN (16 * 1024) /* first receive buffer */
+#define RBUF_KEEP (256 * 1024) /* larger buffers are dropped once idle */
 #define WQ_MAX (4 * 1024 * 1024) /* queued reply bytes before we stop parsing */
 #define IOV_MAX_BATCH 64
 #define LINGER_MAX (16 * 1024 * 1024) /* input dropped after an early answer */
 #define LINGER_SECS 2
 
 typedef enum conn_state {
-  ST_HEAD,    /* waiting for a complete request head */
-  ST_BODY,    /* Content-Length body arriving */
+  ST_HEAD, /* waiting for a complete request head */
+  ST_BODY, /* Content-Length body arriving */
   ST_CHUNKED, /* chunked body arriving, decoded in place */
-  ST_BUSY,    /* a request is with the routes or the core */
-  ST_SKIP     /* answered early (too large): reading is over, close after writing */
+  ST_BUSY, /* a request is with the routes or the core */
+  ST_SKIP /* answered early (too large): reading is over, close after writing */
 } conn_state;
 
 typedef enum chunk_state { CH_SIZE, CH_DATA, CH_DATA_END, CH_TRAILER } chunk_state;
@@ -68,10 +68,10 @@ struct nrd_srv_http_conn {
   conn_state state;
   char *rbuf;
   size_t rcap, rlen; /* bytes [0, rlen) received */
-  size_t scan;       /* where the search for the end of the head resumes */
-  size_t head_end;   /* the body starts here */
-  size_t body_need;  /* Content-Length */
-  size_t next_pos;   /* the next pipelined request starts here */
+  size_t scan; /* where the search for the end of the head resumes */
+  size_t head_end; /* the body starts here */
+  size_t body_need; /* Content-Length */
+  size_t next_pos; /* the next pipelined request starts here */
   /* chunked decoding: decoded body is [head_end, cw), raw input from cr */
   size_t cw, cr;
   uint64_t chunk_left;
@@ -84,15 +84,15 @@ struct nrd_srv_http_conn {
   bool close_after_write;
   bool in_process; /* process() is on the stack: it will pick up what comes */
   char head_buf[384]; /* the reply head, when nothing else is queued */
-  bool dead;       /* socket closed */
-  bool claimed;    /* held by a claimer (the lock is taken) */
+  bool dead; /* socket closed */
+  bool claimed; /* held by a claimer (the lock is taken) */
   pthread_mutex_t mu; /* the loop holds it around its work on the connection; a claimer, throughout */
-  bool wr_shut;    /* lingering close: writes shut down, input dropped */
-  size_t skipped;  /* bytes dropped after an early answer */
-  time_t last;     /* last progress, loop->now */
+  bool wr_shut; /* lingering close: writes shut down, input dropped */
+  size_t skipped; /* bytes dropped after an early answer */
+  time_t last; /* last progress, loop->now */
   time_t head_since; /* the current request head's first byte (or the connection's start) */
   uint64_t recv_start_ns; /* the same on the trace clock, kept only while tracing is active */
-  time_t wr_last;  /* queued output: when it last moved (or was queued) */
+  time_t wr_last; /* queued output: when it last moved (or was queued) */
   time_t linger_since; /* wr_shut: when; the close follows LINGER_SECS later, input or not */
 };
 
@@ -303,8 +303,8 @@ static void reject(nrd_srv_http_conn *c, int status, const char *msg) {
  * ("/" for an absolute-form target without a path, "" for no query). */
 static void rebase(nrd_srv_http_conn *c, uintptr_t old, size_t old_cap, char *now) {
   nrd_srv_http_req *r = &c->req;
-#define REBASE(p) \
-  if ((uintptr_t)(p) - old < old_cap) (p) = now + ((uintptr_t)(p) - old)
+#define REBASE(p)                                                                                                      \
+  if ((uintptr_t)(p)-old < old_cap) (p) = now + ((uintptr_t)(p)-old)
   if (r->path) REBASE(r->path);
   if (r->query) REBASE(r->query);
   for (size_t i = 0; i < r->n_headers; i++) {
@@ -608,10 +608,10 @@ static int dechunk(nrd_srv_http_conn *c, const char **msg) {
         size_t i = 0;
         for (; i < ll; i++) {
           char ch = line[i];
-          int v = ch >= '0' && ch <= '9' ? ch - '0'
+          int v = ch >= '0' && ch <= '9'   ? ch - '0'
                   : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
                   : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
-                  : -1;
+                                           : -1;
           if (v < 0) break;
           if (n > (UINT64_MAX >> 4)) {
             *msg = too_large(UINT64_MAX, limit);
@@ -751,8 +751,10 @@ static void request_done(nrd_srv_http_conn *c) {
     c->close_after_write = true;
     set_events(c, c->events & ~(uint32_t)EPOLLIN);
     if (c->wq_n == 0) {
-      if (c->claimed) hand_back(c);
-      else conn_close(c);
+      if (c->claimed)
+        hand_back(c);
+      else
+        conn_close(c);
     }
     return;
   }
@@ -782,8 +784,10 @@ static void do_read(nrd_srv_http_conn *c) {
       size_t most = c->loop->http->max_input + HEAD_MAX + 2 * RBUF_MIN;
       if (want > most) want = most;
       if (want <= c->rcap) {
-        if (c->state == ST_HEAD) reject(c, 431, "request head is too large");
-        else reject(c, 400, too_large(c->rlen, c->loop->http->max_input));
+        if (c->state == ST_HEAD)
+          reject(c, 431, "request head is too large");
+        else
+          reject(c, 400, too_large(c->rlen, c->loop->http->max_input));
         return;
       }
       if (reserve(c, want) != 0) {
@@ -883,8 +887,10 @@ static void conn_close(nrd_srv_http_conn *c) {
   c->fd = -1;
   atomic_fetch_sub_explicit(&loop->http->open_conns, 1, memory_order_release);
   wq_drop(c);
-  if (c->prev) c->prev->next = c->next;
-  else if (loop->conns == c) loop->conns = c->next;
+  if (c->prev)
+    c->prev->next = c->next;
+  else if (loop->conns == c)
+    loop->conns = c->next;
   if (c->next) c->next->prev = c->prev;
   c->prev = c->next = NULL;
   nrd_srv_http_pending *p = c->req.pending;
@@ -974,8 +980,10 @@ void nrd_srv_http_conn_close_idle(nrd_srv_http_loop *loop) {
      * socket: a request that arrived is read and answered (its reply is
      * the connection's last), not dropped with the connection. */
     if (c->state == ST_HEAD && c->rlen == 0 && !conn_has_unread(c)) {
-      if (c->wq_n == 0) conn_close(c);
-      else c->close_after_write = true; /* its last reply is still being written */
+      if (c->wq_n == 0)
+        conn_close(c);
+      else
+        c->close_after_write = true; /* its last reply is still being written */
     }
     pthread_mutex_unlock(&c->mu);
   }
@@ -994,8 +1002,7 @@ void nrd_srv_http_conn_close_all(nrd_srv_http_loop *loop) {
 
 /* ---- pending requests ------------------------------------------------------------ */
 
-void nrd_srv_http_pending_add(nrd_srv_http_loop *loop, nrd_srv_http_pending *p,
-                              nrd_srv_http_req *req) {
+void nrd_srv_http_pending_add(nrd_srv_http_loop *loop, nrd_srv_http_pending *p, nrd_srv_http_req *req) {
   p->req = req;
   p->gone = false;
   req->pending = p;
@@ -1046,9 +1053,7 @@ void nrd_srv_http_conn_unclaim(nrd_srv_http_conn *c) {
   pthread_mutex_unlock(&c->mu);
 }
 
-void nrd_srv_http_pending_done(nrd_srv_http *h) {
-  atomic_fetch_sub_explicit(&h->in_flight, 1, memory_order_release);
-}
+void nrd_srv_http_pending_done(nrd_srv_http *h) { atomic_fetch_sub_explicit(&h->in_flight, 1, memory_order_release); }
 
 /* ---- request and reply API ---------------------------------------------------------- */
 
@@ -1119,8 +1124,8 @@ int nrd_srv_http_add_body(nrd_srv_http_req *req, const void *data, size_t len) {
   return push_seg(req, (nrd_srv_http_seg){copy, len, free, copy});
 }
 
-int nrd_srv_http_add_body_ref(nrd_srv_http_req *req, const void *data, size_t len,
-                              void (*release)(void *arg), void *arg) {
+int nrd_srv_http_add_body_ref(nrd_srv_http_req *req, const void *data, size_t len, void (*release)(void *arg),
+                              void *arg) {
   return push_seg(req, (nrd_srv_http_seg){data, len, release, arg});
 }
 
@@ -1142,8 +1147,7 @@ static bool put(char **o, const char *end, const char *s, size_t n) {
 
 /* Writes the status line and headers into buf (cap bytes). Returns the
  * length, or 0 when it does not fit. (No snprintf: this runs per reply.) */
-static size_t format_head(const nrd_srv_http_req *req, int status, bool chunked, char *buf,
-                          size_t cap) {
+static size_t format_head(const nrd_srv_http_req *req, int status, bool chunked, char *buf, size_t cap) {
   char *o = buf;
   const char *end = buf + cap;
   const char *why = reason(status);
@@ -1158,8 +1162,10 @@ static size_t format_head(const nrd_srv_http_req *req, int status, bool chunked,
   } else {
     ok = ok && PUT_LIT(&o, end, "Transfer-Encoding: chunked\r\n");
   }
-  if (!req->keep_alive) ok = ok && PUT_LIT(&o, end, "Connection: close\r\n");
-  else if (req->http10) ok = ok && PUT_LIT(&o, end, "Connection: keep-alive\r\n");
+  if (!req->keep_alive)
+    ok = ok && PUT_LIT(&o, end, "Connection: close\r\n");
+  else if (req->http10)
+    ok = ok && PUT_LIT(&o, end, "Connection: keep-alive\r\n");
   ok = ok && PUT_LIT(&o, end, "\r\n");
   return ok ? (size_t)(o - buf) : 0;
 }
@@ -1216,8 +1222,10 @@ void nrd_srv_http_send_start(nrd_srv_http_req *req, int status) {
   if (c->dead) return;
   /* HTTP/1.0 has no chunked encoding: stream raw and close at the end. */
   if (req->http10) req->keep_alive = false;
-  if (queue_head(req, status, !req->http10) != 0) conn_close(c);
-  else flush(c);
+  if (queue_head(req, status, !req->http10) != 0)
+    conn_close(c);
+  else
+    flush(c);
 }
 
 size_t nrd_srv_http_unsent(const nrd_srv_http_req *req) { return req->conn->dead ? 0 : req->conn->wq_bytes; }
@@ -1239,8 +1247,10 @@ void nrd_srv_http_send_chunk(nrd_srv_http_req *req, const void *data, size_t len
     buf[n++] = '\r';
     buf[n++] = '\n';
   }
-  if (wq_push(c, (nrd_srv_http_seg){buf, n, free, buf}) != 0) conn_close(c);
-  else flush(c);
+  if (wq_push(c, (nrd_srv_http_seg){buf, n, free, buf}) != 0)
+    conn_close(c);
+  else
+    flush(c);
 }
 
 void nrd_srv_http_send_end(nrd_srv_http_req *req) {

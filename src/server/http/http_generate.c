@@ -39,17 +39,17 @@ typedef struct gen_ctx {
   nrd_srv_http_pending pending; /* first member */
   nrd_srv_http_loop *loop;
   bool stream;
-  bool started;                 /* streaming reply headers sent (loop thread) */
-  bool overflowed;              /* the client stopped reading: cancelled, events dropped (under mu) */
-  pthread_mutex_t mu;           /* guards the event queue, queued and overflowed */
-  size_t queued;                /* text bytes in the event queue */
+  bool started; /* streaming reply headers sent (loop thread) */
+  bool overflowed; /* the client stopped reading: cancelled, events dropped (under mu) */
+  pthread_mutex_t mu; /* guards the event queue, queued and overflowed */
+  size_t queued; /* text bytes in the event queue */
   /* Kept until the context is freed (not just until its release) so a
    * client that leaves or stops reading can still cancel a decoupled
    * model's responses. */
   TRITONSERVER_InferenceRequest *ireq;
-  gen_event *head, *tail;       /* queued by core threads, sent by the loop */
-  size_t n_events;              /* responses seen (non-streaming check) */
-  atomic_int remaining;         /* release + final response */
+  gen_event *head, *tail; /* queued by core threads, sent by the loop */
+  size_t n_events; /* responses seen (non-streaming check) */
+  atomic_int remaining; /* release + final response */
   void **bufs;
   size_t n_bufs;
   nrd_srv_trace *trace; /* NULL unless this request is traced */
@@ -148,8 +148,10 @@ static bool overflow(gen_ctx *c) {
   pthread_mutex_unlock(&c->mu);
   if (first) {
     cancel_request(c);
-    fprintf(stderr, "nereid: a generate_stream client is not reading (more than %u bytes waiting): request "
-                    "cancelled\n", GEN_UNSENT_MAX);
+    fprintf(stderr,
+            "nereid: a generate_stream client is not reading (more than %u bytes waiting): request "
+            "cancelled\n",
+            GEN_UNSENT_MAX);
   }
   return first;
 }
@@ -188,9 +190,7 @@ static void send_events(gen_ctx *c, nrd_srv_http_req *req) {
 }
 
 /* The request as long as it can still be answered, else NULL. */
-static nrd_srv_http_req *live_req(gen_ctx *c) {
-  return nrd_srv_http_pending_req(&c->pending);
-}
+static nrd_srv_http_req *live_req(gen_ctx *c) { return nrd_srv_http_pending_req(&c->pending); }
 
 static void drain(void *arg) {
   gen_ctx *c = arg;
@@ -261,8 +261,10 @@ static void on_response(TRITONSERVER_InferenceResponse *response, const uint32_t
       bool keep = c->stream ? !c->overflowed && c->queued + t.len <= GEN_UNSENT_MAX : c->n_events == 1;
       bool was_empty = c->head == NULL;
       if (keep) {
-        if (c->tail) c->tail->next = e;
-        else c->head = e;
+        if (c->tail)
+          c->tail->next = e;
+        else
+          c->head = e;
         c->tail = e;
         c->queued += t.len;
       }
@@ -307,8 +309,8 @@ static uint64_t count_elements(json_t *v) {
 }
 
 /* Adds model input `io` (from the configuration) with the JSON value v. */
-static int add_input(gen_ctx *c, TRITONSERVER_InferenceRequest *ireq, json_t *io, json_t *v,
-                     bool batched, char *msg, size_t msglen) {
+static int add_input(gen_ctx *c, TRITONSERVER_InferenceRequest *ireq, json_t *io, json_t *v, bool batched, char *msg,
+                     size_t msglen) {
   const char *name = json_string_value(json_object_get(io, "name"));
   const char *ctype = json_string_value(json_object_get(io, "data_type"));
   if (name == NULL || ctype == NULL) {
@@ -377,8 +379,8 @@ static int add_input(gen_ctx *c, TRITONSERVER_InferenceRequest *ireq, json_t *io
   } else {
     free(text);
   }
-  if (err == NULL) err = TRITONSERVER_InferenceRequestAppendInputData(ireq, name, buf, size,
-                                                                     TRITONSERVER_MEMORY_CPU, 0);
+  if (err == NULL)
+    err = TRITONSERVER_InferenceRequestAppendInputData(ireq, name, buf, size, TRITONSERVER_MEMORY_CPU, 0);
   if (err) {
     snprintf(msg, msglen, "%s", TRITONSERVER_ErrorMessage(err));
     TRITONSERVER_ErrorDelete(err);
@@ -406,8 +408,7 @@ static int build(gen_ctx *c, json_t *j, const char *model, int64_t version, char
   const char *base = NULL;
   size_t size = 0;
   json_t *cfg = NULL;
-  if (!err && !(err = TRITONSERVER_MessageSerializeToJson(m, &base, &size)))
-    cfg = json_loadb(base, size, 0, NULL);
+  if (!err && !(err = TRITONSERVER_MessageSerializeToJson(m, &base, &size))) cfg = json_loadb(base, size, 0, NULL);
   if (m) TRITONSERVER_MessageDelete(m);
   if (!err) err = TRITONSERVER_InferenceRequestNew(&c->ireq, h->server, model, version);
   if (err) {
@@ -457,8 +458,8 @@ done:
   return status;
 }
 
-void nrd_srv_http_generate(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const char *model,
-                           int64_t version, bool stream) {
+void nrd_srv_http_generate(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const char *model, int64_t version,
+                           bool stream) {
   nrd_srv_http *h = loop->http;
   char msg[512];
   int status = nrd_srv_http_decode_body(req, h->max_input, msg, sizeof msg);
@@ -502,7 +503,9 @@ void nrd_srv_http_generate(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const
   if (err) {
     nrd_srv_http_req *r = nrd_srv_http_pending_finish(loop, &c->pending);
     ctx_free(c);
-    if (r) nrd_srv_http_reply_tserr(r, err);
-    else TRITONSERVER_ErrorDelete(err);
+    if (r)
+      nrd_srv_http_reply_tserr(r, err);
+    else
+      TRITONSERVER_ErrorDelete(err);
   }
 }

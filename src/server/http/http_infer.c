@@ -41,7 +41,7 @@ const char *nrd_srv_http_framed_header_size(const nrd_srv_http *h, const nrd_srv
  * they are written): the last of the two frees it. */
 typedef struct out_block {
   atomic_int refs;
-  size_t size;        /* bytes after the header */
+  size_t size; /* bytes after the header */
   nrd_srv_http *home; /* cache to return a large block to; NULL: free it */
 } out_block;
 
@@ -75,8 +75,10 @@ static out_block *block_get(nrd_srv_http *h, size_t size) {
    * from Triton's front ends too): posix_memalign skips malloc's
    * per-thread cache, about 800 instructions a call. Larger ones start
    * on a cache line. */
-  if (size < BLOCK_ALIGN_MIN) p = malloc(BLOCK_HEADER + size);
-  else if (posix_memalign(&p, 64, BLOCK_HEADER + size) != 0) p = NULL;
+  if (size < BLOCK_ALIGN_MIN)
+    p = malloc(BLOCK_HEADER + size);
+  else if (posix_memalign(&p, 64, BLOCK_HEADER + size) != 0)
+    p = NULL;
   if (p == NULL) return NULL;
   out_block *b = p;
   atomic_init(&b->refs, 1);
@@ -115,7 +117,7 @@ void nrd_srv_http_blocks_free(nrd_srv_http *h) {
 
 typedef struct req_output {
   char *name;
-  int binary;           /* -1: the request's default */
+  int binary; /* -1: the request's default */
   uint32_t class_count; /* > 0: classification extension */
   /* Shared memory output (shm != NULL): written in place at shm_addr. */
   nrd_srv_shm_region *shm;
@@ -127,30 +129,28 @@ typedef struct req_output {
 typedef struct infer_ctx {
   nrd_srv_http_pending pending; /* first member */
   nrd_srv_http_loop *loop;
-  nrd_srv_http_task task;       /* posts encode_and_send back to the loop */
-  pthread_mutex_t mu;           /* guards ireq against cancel vs release */
+  nrd_srv_http_task task; /* posts encode_and_send back to the loop */
+  pthread_mutex_t mu; /* guards ireq against cancel vs release */
   TRITONSERVER_InferenceRequest *ireq;
   TRITONSERVER_InferenceResponse *resp;
-  atomic_int remaining;         /* release + final response */
-  bool released;                /* under mu: the core handed ireq back */
-  void **bufs;                  /* input data parsed from JSON */
+  atomic_int remaining; /* release + final response */
+  bool released; /* under mu: the core handed ireq back */
+  void **bufs; /* input data parsed from JSON */
   size_t n_bufs;
   req_output *outs;
   size_t n_outs;
   bool binary_default;
   nrd_srv_shm_region **regions; /* shared memory inputs held */
   size_t n_regions;
-  nrd_srv_trace *trace;         /* NULL: not traced */
+  nrd_srv_trace *trace; /* NULL: not traced */
 } infer_ctx;
 
 /* ---- allocator ------------------------------------------------------------ */
 
-static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *allocator,
-                                    const char *tensor_name, size_t byte_size,
-                                    TRITONSERVER_MemoryType memory_type, int64_t memory_type_id,
+static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *allocator, const char *tensor_name,
+                                    size_t byte_size, TRITONSERVER_MemoryType memory_type, int64_t memory_type_id,
                                     void *userp, void **buffer, void **buffer_userp,
-                                    TRITONSERVER_MemoryType *actual_memory_type,
-                                    int64_t *actual_memory_type_id) {
+                                    TRITONSERVER_MemoryType *actual_memory_type, int64_t *actual_memory_type_id) {
   (void)allocator;
   (void)memory_type;
   (void)memory_type_id;
@@ -178,9 +178,8 @@ static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *allocator,
   return NULL;
 }
 
-static TRITONSERVER_Error *release_fn(TRITONSERVER_ResponseAllocator *allocator, void *buffer,
-                                      void *buffer_userp, size_t byte_size,
-                                      TRITONSERVER_MemoryType memory_type, int64_t memory_type_id) {
+static TRITONSERVER_Error *release_fn(TRITONSERVER_ResponseAllocator *allocator, void *buffer, void *buffer_userp,
+                                      size_t byte_size, TRITONSERVER_MemoryType memory_type, int64_t memory_type_id) {
   (void)allocator;
   (void)buffer;
   (void)byte_size;
@@ -271,9 +270,7 @@ static int add_param_value(nrd_srv_http_text *t, TRITONSERVER_ParameterType type
       snprintf(num, sizeof num, "%lld", (long long)*(const int64_t *)v);
       return add_str(t, num);
     case TRITONSERVER_PARAMETER_BOOL: return add_str(t, *(const bool *)v ? "true" : "false");
-    case TRITONSERVER_PARAMETER_DOUBLE:
-      snprintf(num, sizeof num, "%.17g", *(const double *)v);
-      return add_str(t, num);
+    case TRITONSERVER_PARAMETER_DOUBLE: snprintf(num, sizeof num, "%.17g", *(const double *)v); return add_str(t, num);
     default: return add_str(t, "null");
   }
 }
@@ -418,8 +415,10 @@ static bool build_reply(infer_ctx *c, nrd_srv_http_req *req) {
     if (extra != extra_small) free(extra);
     if (tails != tails_small) free(tails);
     free(t.buf);
-    if (err) nrd_srv_http_reply_tserr(req, err);
-    else nrd_srv_http_reply_error(req, 500, "out of memory encoding the response");
+    if (err)
+      nrd_srv_http_reply_tserr(req, err);
+    else
+      nrd_srv_http_reply_error(req, 500, "out of memory encoding the response");
     return false;
   }
   bool may_compress = nrd_srv_http_header_known(req, NRD_SRV_H_ACCEPT_ENCODING) != NULL;
@@ -510,10 +509,10 @@ typedef struct parse {
   int status; /* the reply's status when parsing fails: 400 unless set */
 } parse;
 
-#define FAIL(...)                                      \
-  do {                                                 \
-    snprintf(ps->msg, sizeof ps->msg, __VA_ARGS__);    \
-    return -1;                                         \
+#define FAIL(...)                                                                                                      \
+  do {                                                                                                                 \
+    snprintf(ps->msg, sizeof ps->msg, __VA_ARGS__);                                                                    \
+    return -1;                                                                                                         \
   } while (0)
 
 /* Adds a core error's message to ps->msg and deletes it; returns -1. */
@@ -535,8 +534,8 @@ static int push_buf(infer_ctx *c, void *b) {
 static int append_binary(parse *ps, const char *name, size_t size) {
   size_t avail = ps->body_len - ps->header_len - ps->cursor;
   if (size > avail)
-    FAIL("unexpected size for input '%s', expecting %zu additional bytes for model '%s'", name,
-         size - avail, ps->model);
+    FAIL("unexpected size for input '%s', expecting %zu additional bytes for model '%s'", name, size - avail,
+         ps->model);
   if (size == 0) {
     TRITONSERVER_Error *err =
         TRITONSERVER_InferenceRequestAppendInputData(ps->ireq, name, NULL, 0, TRITONSERVER_MEMORY_CPU, 0);
@@ -568,8 +567,7 @@ static int parse_shm_params(parse *ps, const nrd_srv_json *params, const char *w
     return 0;
   }
   if (region == NULL || size == NULL)
-    FAIL("%s '%s': 'shared_memory_region' and 'shared_memory_byte_size' must be given together",
-         what, name);
+    FAIL("%s '%s': 'shared_memory_region' and 'shared_memory_byte_size' must be given together", what, name);
   if (!nrd_srv_json_is_string(region)) FAIL("Unable to parse 'shared_memory_region' of %s '%s'", what, name);
   if (!nrd_srv_json_is_int(size) || nrd_srv_json_int(size) < 0)
     FAIL("Unable to parse 'shared_memory_byte_size' of %s '%s'", what, name);
@@ -624,8 +622,7 @@ static int parse_input(parse *ps, const nrd_srv_json *in, size_t index) {
   const nrd_srv_json *jdt = nrd_srv_json_get(in, "datatype");
   if (!nrd_srv_json_is_string(jdt)) FAIL("Unable to parse 'datatype' of input '%s'", name);
   TRITONSERVER_DataType dt = TRITONSERVER_StringToDataType(nrd_srv_json_str(jdt));
-  if (dt == TRITONSERVER_TYPE_INVALID)
-    FAIL("invalid datatype '%.40s' for input '%s'", nrd_srv_json_str(jdt), name);
+  if (dt == TRITONSERVER_TYPE_INVALID) FAIL("invalid datatype '%.40s' for input '%s'", nrd_srv_json_str(jdt), name);
   const nrd_srv_json *jshape = nrd_srv_json_get(in, "shape");
   if (!nrd_srv_json_is_array(jshape)) FAIL("Unable to parse 'shape' of input '%s'", name);
   size_t dims = nrd_srv_json_size(jshape);
@@ -644,8 +641,10 @@ static int parse_input(parse *ps, const nrd_srv_json *in, size_t index) {
     }
     if (!nrd_srv_json_is_int(v)) FAIL("Unable to parse 'shape' of input '%s'", name);
     shape[d] = nrd_srv_json_int(v);
-    if (shape[d] != 0 && count > UINT64_MAX / (uint64_t)shape[d]) overflow = true;
-    else count *= (uint64_t)shape[d];
+    if (shape[d] != 0 && count > UINT64_MAX / (uint64_t)shape[d])
+      overflow = true;
+    else
+      count *= (uint64_t)shape[d];
   }
   if (overflow) FAIL("shape of input '%s' is too large", name);
   TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestAddInput(ps->ireq, name, dt, shape, dims);
@@ -681,8 +680,8 @@ static int parse_input(parse *ps, const nrd_srv_json *in, size_t index) {
   }
   void *buf = NULL;
   size_t size = 0;
-  if (nrd_srv_http_json_parse_data(ps->header + span->start, span->len, dt, count, name, &buf, &size,
-                                   ps->msg, sizeof ps->msg) != 0)
+  if (nrd_srv_http_json_parse_data(ps->header + span->start, span->len, dt, count, name, &buf, &size, ps->msg,
+                                   sizeof ps->msg) != 0)
     return -1;
   if (push_buf(ps->c, buf) != 0) {
     free(buf);
@@ -730,8 +729,8 @@ static int parse_outputs(parse *ps, const nrd_srv_json *outs) {
     if (use_shm && ro->class_count > 0)
       FAIL("output '%s' can't set both 'shared_memory_region' and 'classification'", name);
     if (use_shm) {
-      TRITONSERVER_Error *serr = nrd_srv_shm_acquire(ps->c->loop->http->shm, shm.region, shm.offset,
-                                                     shm.byte_size, &ro->shm, &ro->shm_addr);
+      TRITONSERVER_Error *serr =
+          nrd_srv_shm_acquire(ps->c->loop->http->shm, shm.region, shm.offset, shm.byte_size, &ro->shm, &ro->shm_addr);
       if (serr) return core_fail(ps, serr);
       if ((ro->shm_name = strdup(shm.region)) == NULL) FAIL("out of memory");
       ro->shm_offset = shm.offset;
@@ -834,17 +833,16 @@ static int parse_request(parse *ps) {
   /* Without the key "data" anywhere (binary requests) there is nothing to
    * cut out, so the text goes to the parser as it is. */
   bool has_data = contains(ps->header, ps->header_len, "\"data\"", 6, 1);
-  if (has_data && nrd_srv_http_json_cut_data(ps->header, ps->header_len, ps->spans, &ps->n_spans,
-                                             &stripped, &stripped_len, ps->msg, sizeof ps->msg) != 0)
+  if (has_data && nrd_srv_http_json_cut_data(ps->header, ps->header_len, ps->spans, &ps->n_spans, &stripped,
+                                             &stripped_len, ps->msg, sizeof ps->msg) != 0)
     return -1;
   char jerr[200];
   /* A header is usually the same bytes as this client's last one (with
    * "data" arrays cut out, whatever their values): its document is kept
    * per loop and reused. Nothing may keep a pointer into the document
    * past this function. */
-  const nrd_srv_json *root =
-      nrd_srv_json_memo_parse(&ps->c->loop->headers, has_data ? stripped : ps->header,
-                              has_data ? stripped_len : ps->header_len, jerr, sizeof jerr);
+  const nrd_srv_json *root = nrd_srv_json_memo_parse(&ps->c->loop->headers, has_data ? stripped : ps->header,
+                                                     has_data ? stripped_len : ps->header_len, jerr, sizeof jerr);
   free(stripped);
   if (root == NULL) {
     /* Triton's words where RapidJSON would refuse the text too; ours otherwise. */
@@ -885,15 +883,14 @@ TRITONSERVER_Error *nrd_srv_http_forward_headers(const nrd_srv_http *h, const nr
   return NULL;
 }
 
-void nrd_srv_http_infer(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const char *model,
-                        int64_t version) {
+void nrd_srv_http_infer(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const char *model, int64_t version) {
   nrd_srv_http *h = loop->http;
   uint32_t txn = 0;
   TRITONSERVER_Error *err = TRITONSERVER_ServerModelTransactionProperties(h->server, model, version, &txn, NULL);
   if (err) return nrd_srv_http_reply_tserr(req, err);
   if (txn & TRITONSERVER_TXN_DECOUPLED)
-    return nrd_srv_http_reply_error(
-        req, 501, "HTTP end point doesn't support models with decoupled transaction policy");
+    return nrd_srv_http_reply_error(req, 501,
+                                    "HTTP end point doesn't support models with decoupled transaction policy");
   char dmsg[200];
   int dstatus = nrd_srv_http_decode_body(req, h->max_input, dmsg, sizeof dmsg);
   if (dstatus) return nrd_srv_http_reply_error(req, dstatus, dmsg);
@@ -910,8 +907,7 @@ void nrd_srv_http_infer(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const ch
     ctx_free(c);
     return nrd_srv_http_reply_tserr(req, err);
   }
-  parse ps = {.c = c, .ireq = c->ireq, .model = model, .version = version,
-              .req = req};
+  parse ps = {.c = c, .ireq = c->ireq, .model = model, .version = version, .req = req};
   ps.body = nrd_srv_http_body(req, &ps.body_len);
   ps.msg[0] = '\0';
   if (parse_request(&ps) != 0) {
@@ -940,7 +936,9 @@ void nrd_srv_http_infer(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const ch
     /* No callback will fire: the request is still ours. */
     nrd_srv_http_req *r = nrd_srv_http_pending_finish(loop, &c->pending);
     ctx_free(c);
-    if (r) nrd_srv_http_reply_tserr(r, err);
-    else TRITONSERVER_ErrorDelete(err);
+    if (r)
+      nrd_srv_http_reply_tserr(r, err);
+    else
+      TRITONSERVER_ErrorDelete(err);
   }
 }

@@ -82,12 +82,12 @@ typedef struct nrd_srv_http_seg {
 typedef struct nrd_srv_http_req {
   nrd_srv_http_conn *conn;
   nrd_srv_http_method method;
-  const char *path;  /* raw path, query cut off */
+  const char *path; /* raw path, query cut off */
   const char *query; /* "" when none */
-  bool http10;       /* HTTP/1.0: no chunked replies */
+  bool http10; /* HTTP/1.0: no chunked replies */
   bool keep_alive;
-  uint8_t known[NRD_SRV_H_KNOWN];     /* index in headers + 1; 0: absent (indexes survive a rebase) */
-  unsigned n_content_length;          /* Content-Length headers seen */
+  uint8_t known[NRD_SRV_H_KNOWN]; /* index in headers + 1; 0: absent (indexes survive a rebase) */
+  unsigned n_content_length; /* Content-Length headers seen */
   nrd_srv_http_header headers[NRD_SRV_HTTP_MAX_HEADERS];
   size_t n_headers;
   char *body; /* the body (chunked encoding already removed) */
@@ -114,7 +114,7 @@ typedef struct nrd_srv_http_req {
  * NULL; the connection's memory stays until then. */
 struct nrd_srv_http_pending {
   nrd_srv_http_req *req;
-  bool gone;                                          /* the client went away */
+  bool gone; /* the client went away */
   void (*on_disconnect)(struct nrd_srv_http_pending *); /* may be NULL */
 };
 
@@ -135,13 +135,13 @@ struct nrd_srv_http_loop {
   bool started;
   atomic_bool stop;
   nrd_srv_inbox inbox; /* tasks from other threads */
-  bool has_inbox;      /* inbox initialised */
+  bool has_inbox; /* inbox initialised */
   nrd_srv_acceptor acceptor; /* loop thread only: the shared listener */
-  nrd_srv_http_conn *conns;  /* loop thread only: open connections */
+  nrd_srv_http_conn *conns; /* loop thread only: open connections */
   nrd_srv_http_conn *resume; /* loop thread only: answered, more input to parse */
-  _Atomic time_t now;        /* monotonic seconds: set by the loop thread, read by claimers too */
+  _Atomic time_t now; /* monotonic seconds: set by the loop thread, read by claimers too */
   nrd_srv_json_memo headers; /* loop thread only: the last inference header's document */
-  atomic_bool draining;      /* saw http->draining: set by the loop thread, read by claimers too */
+  atomic_bool draining; /* saw http->draining: set by the loop thread, read by claimers too */
 };
 
 struct nrd_srv_http {
@@ -160,12 +160,12 @@ struct nrd_srv_http {
   int fd;
   nrd_srv_http_loop *loops;
   int n_loops;
-  atomic_long in_flight;     /* pending requests, all loops */
-  atomic_long open_conns;    /* connections, all loops */
-  atomic_bool draining;      /* shutting down: no new connections, no keep-alive */
-  nrd_srv_shm *shm;          /* borrowed from nereid: system shared memory */
+  atomic_long in_flight; /* pending requests, all loops */
+  atomic_long open_conns; /* connections, all loops */
+  atomic_bool draining; /* shutting down: no new connections, no keep-alive */
+  nrd_srv_shm *shm; /* borrowed from nereid: system shared memory */
   nrd_srv_log_settings *log; /* borrowed from nereid: /v2/logging */
-  nrd_srv_tracer *tracer;    /* borrowed from nereid: tracing; NULL: none */
+  nrd_srv_tracer *tracer; /* borrowed from nereid: tracing; NULL: none */
   const nrd_srv_restrictions *restricted; /* borrowed: --http-restricted-api; NULL: all open */
   nrd_srv_header_forward *header_forward; /* owned: --http-header-forward-pattern; NULL: none */
   /* Large output blocks kept for reuse (http_infer.c); any thread. */
@@ -235,8 +235,8 @@ int nrd_srv_http_add_body(nrd_srv_http_req *req, const void *data, size_t len);
 
 /* Appends data to the reply body by reference: release(arg) runs once it
  * has been written or dropped; on failure (-1) it has already run. */
-int nrd_srv_http_add_body_ref(nrd_srv_http_req *req, const void *data, size_t len,
-                              void (*release)(void *arg), void *arg);
+int nrd_srv_http_add_body_ref(nrd_srv_http_req *req, const void *data, size_t len, void (*release)(void *arg),
+                              void *arg);
 
 /* Drops the reply body and headers built so far (releasing references). */
 void nrd_srv_http_clear_body(nrd_srv_http_req *req);
@@ -263,8 +263,7 @@ void nrd_srv_http_send_end(nrd_srv_http_req *req);
 
 /* Registers p for req (received on `loop`). From then on req is answered
  * only through nrd_srv_http_pending_finish. Loop thread. */
-void nrd_srv_http_pending_add(nrd_srv_http_loop *loop, nrd_srv_http_pending *p,
-                              nrd_srv_http_req *req);
+void nrd_srv_http_pending_add(nrd_srv_http_loop *loop, nrd_srv_http_pending *p, nrd_srv_http_req *req);
 
 /* The request p waits for, or NULL when its client has gone. Loop thread. */
 nrd_srv_http_req *nrd_srv_http_pending_req(nrd_srv_http_pending *p);
@@ -337,8 +336,7 @@ const char *nrd_srv_http_framed_header_size(const nrd_srv_http *h, const nrd_srv
 
 /* Handles POST .../infer for model/version (-1: policy) (http_infer.c).
  * Loop thread; req is answered now or later. */
-void nrd_srv_http_infer(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const char *model,
-                        int64_t version);
+void nrd_srv_http_infer(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const char *model, int64_t version);
 
 /* --http-header-forward-pattern: sets each header of `req` whose name
  * matches as a string parameter of `ireq` (http_infer.c). NULL or the
@@ -359,8 +357,8 @@ void nrd_srv_http_shm_route(nrd_srv_http *h, nrd_srv_http_req *req, const char *
 
 /* POST .../generate and .../generate_stream (http_generate.c). Loop
  * thread; req is answered now or later. */
-void nrd_srv_http_generate(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const char *model,
-                           int64_t version, bool stream);
+void nrd_srv_http_generate(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const char *model, int64_t version,
+                           bool stream);
 
 /* Content-Encoding of a request (http_compress.c). If req's body is
  * gzip/deflate encoded, replaces it with the decoded bytes (at most

@@ -38,9 +38,7 @@ static void skip_ws(scan *s) {
   }
 }
 
-static bool is_hex(char c) {
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
+static bool is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
 /* At '"': skips the string; start and n get the raw contents. */
 static int scan_string(scan *s, size_t *start, size_t *n) {
@@ -106,8 +104,7 @@ static int scan_object(scan *s, int depth, int role, size_t index) {
     skip_ws(s);
     int child = 0;
     if (role == 1 && kn == 6 && memcmp(s->p + ks, "inputs", 6) == 0) child = 2;
-    if (role == 3 && kn == 4 && memcmp(s->p + ks, "data", 4) == 0 && s->pos < s->len &&
-        s->p[s->pos] == '[') {
+    if (role == 3 && kn == 4 && memcmp(s->p + ks, "data", 4) == 0 && s->pos < s->len && s->p[s->pos] == '[') {
       size_t start = s->pos;
       if (scan_value(s, depth + 1, 0, 0) != 0) return -1;
       if (s->n_spans >= NRD_SRV_HTTP_MAX_DATA_SPANS) {
@@ -171,9 +168,8 @@ static int scan_value(scan *s, int depth, int role, size_t index) {
   }
 }
 
-int nrd_srv_http_json_cut_data(const char *json, size_t len, nrd_srv_http_span *spans,
-                               size_t *n_spans, char **stripped, size_t *stripped_len,
-                               char *err, size_t errlen) {
+int nrd_srv_http_json_cut_data(const char *json, size_t len, nrd_srv_http_span *spans, size_t *n_spans, char **stripped,
+                               size_t *stripped_len, char *err, size_t errlen) {
   *stripped = NULL;
   *n_spans = 0;
   scan s = {json, len, 0, spans, 0, false};
@@ -185,11 +181,9 @@ int nrd_srv_http_json_cut_data(const char *json, size_t len, nrd_srv_http_span *
   }
   if (rc != 0) {
     if (s.too_many)
-      nrd_srv_fmt_err(err, errlen, "too many inputs with JSON 'data' (at most %d)",
-              NRD_SRV_HTTP_MAX_DATA_SPANS);
+      nrd_srv_fmt_err(err, errlen, "too many inputs with JSON 'data' (at most %d)", NRD_SRV_HTTP_MAX_DATA_SPANS);
     else if (nrd_srv_json_error(json, len, err, errlen) != 0)
-      nrd_srv_fmt_err(err, errlen, "failed to parse the request JSON buffer: invalid JSON near byte %zu",
-              s.pos);
+      nrd_srv_fmt_err(err, errlen, "failed to parse the request JSON buffer: invalid JSON near byte %zu", s.pos);
     return -1;
   }
   size_t cut = 0;
@@ -232,8 +226,8 @@ typedef struct dparse {
 } dparse;
 
 static int dp_fail(dparse *d, const char *what) {
-  nrd_srv_fmt_err(d->err, d->errlen, "unable to parse 'data' of input '%s': %s (datatype %s, near byte %zu)",
-          d->name, what, TRITONSERVER_DataTypeString(d->dt), d->pos);
+  nrd_srv_fmt_err(d->err, d->errlen, "unable to parse 'data' of input '%s': %s (datatype %s, near byte %zu)", d->name,
+                  what, TRITONSERVER_DataTypeString(d->dt), d->pos);
   return -1;
 }
 
@@ -357,10 +351,17 @@ static int dp_store_int(dparse *d, bool neg, uint64_t mag) {
       if (neg && mag != 0) return dp_fail(d, "negative value for an unsigned type");
       uint64_t max = d->elem == 8 ? UINT64_MAX : ((uint64_t)1 << (8 * d->elem)) - 1;
       if (mag > max) return dp_fail(d, "integer out of range");
-      if (d->elem == 1) { uint8_t v = (uint8_t)mag; memcpy(o, &v, 1); }
-      else if (d->elem == 2) { uint16_t v = (uint16_t)mag; memcpy(o, &v, 2); }
-      else if (d->elem == 4) { uint32_t v = (uint32_t)mag; memcpy(o, &v, 4); }
-      else memcpy(o, &mag, 8);
+      if (d->elem == 1) {
+        uint8_t v = (uint8_t)mag;
+        memcpy(o, &v, 1);
+      } else if (d->elem == 2) {
+        uint16_t v = (uint16_t)mag;
+        memcpy(o, &v, 2);
+      } else if (d->elem == 4) {
+        uint32_t v = (uint32_t)mag;
+        memcpy(o, &v, 4);
+      } else
+        memcpy(o, &mag, 8);
       return 0;
     }
     case TRITONSERVER_TYPE_INT8:
@@ -372,10 +373,17 @@ static int dp_store_int(dparse *d, bool neg, uint64_t mag) {
         int64_t lim = (int64_t)1 << (8 * d->elem - 1);
         if (sv < -lim || sv >= lim) return dp_fail(d, "integer out of range");
       }
-      if (d->elem == 1) { int8_t v = (int8_t)sv; memcpy(o, &v, 1); }
-      else if (d->elem == 2) { int16_t v = (int16_t)sv; memcpy(o, &v, 2); }
-      else if (d->elem == 4) { int32_t v = (int32_t)sv; memcpy(o, &v, 4); }
-      else memcpy(o, &sv, 8);
+      if (d->elem == 1) {
+        int8_t v = (int8_t)sv;
+        memcpy(o, &v, 1);
+      } else if (d->elem == 2) {
+        int16_t v = (int16_t)sv;
+        memcpy(o, &v, 2);
+      } else if (d->elem == 4) {
+        int32_t v = (int32_t)sv;
+        memcpy(o, &v, 4);
+      } else
+        memcpy(o, &sv, 8);
       return 0;
     }
     default: return dp_fail(d, "internal: not an integer type");
@@ -396,8 +404,8 @@ static int dp_number(dparse *d) {
   if (d->dt == TRITONSERVER_TYPE_BYTES) return dp_fail(d, "expected a string, got a number");
   if (d->dt == TRITONSERVER_TYPE_BOOL) return dp_fail(d, "expected true or false, got a number");
   unsigned char *o = d->out + d->out_size;
-  if (d->dt == TRITONSERVER_TYPE_FP32 || d->dt == TRITONSERVER_TYPE_FP64 ||
-      d->dt == TRITONSERVER_TYPE_FP16 || d->dt == TRITONSERVER_TYPE_BF16) {
+  if (d->dt == TRITONSERVER_TYPE_FP32 || d->dt == TRITONSERVER_TYPE_FP64 || d->dt == TRITONSERVER_TYPE_FP16 ||
+      d->dt == TRITONSERVER_TYPE_BF16) {
     char tmp[80];
     if (n >= sizeof tmp) return dp_fail(d, "number too long");
     memcpy(tmp, d->p + b, n);
@@ -454,9 +462,9 @@ static int dp_value(dparse *d, int depth) {
   }
   if (d->seen >= d->count) {
     nrd_srv_fmt_err(d->err, d->errlen,
-            "unexpected number of elements in 'data' of input '%s': more than the %llu its "
-            "shape holds",
-            d->name, (unsigned long long)d->count);
+                    "unexpected number of elements in 'data' of input '%s': more than the %llu its "
+                    "shape holds",
+                    d->name, (unsigned long long)d->count);
     return -1;
   }
   d->seen++;
@@ -466,8 +474,7 @@ static int dp_value(dparse *d, int depth) {
     bool v = c == 't';
     const char *lit = v ? "true" : "false";
     size_t n = strlen(lit);
-    if (d->len - d->pos < n || memcmp(d->p + d->pos, lit, n) != 0)
-      return dp_fail(d, "not a valid JSON value");
+    if (d->len - d->pos < n || memcmp(d->p + d->pos, lit, n) != 0) return dp_fail(d, "not a valid JSON value");
     d->pos += n;
     d->out[d->out_size] = v ? 1 : 0;
     d->out_size += 1;
@@ -482,9 +489,8 @@ static int dp_value(dparse *d, int depth) {
   return dp_number(d);
 }
 
-int nrd_srv_http_json_parse_data(const char *p, size_t len, TRITONSERVER_DataType dt,
-                                 uint64_t count, const char *name, void **out,
-                                 size_t *out_size, char *err, size_t errlen) {
+int nrd_srv_http_json_parse_data(const char *p, size_t len, TRITONSERVER_DataType dt, uint64_t count, const char *name,
+                                 void **out, size_t *out_size, char *err, size_t errlen) {
   *out = NULL;
   *out_size = 0;
   dparse d = {.p = p, .len = len, .dt = dt, .count = count, .name = name, .err = err, .errlen = errlen};
@@ -498,9 +504,9 @@ int nrd_srv_http_json_parse_data(const char *p, size_t len, TRITONSERVER_DataTyp
    * allocating anything. */
   if (count > len) {
     nrd_srv_fmt_err(err, errlen,
-            "unexpected number of elements in 'data' of input '%s': its shape holds %llu, the "
-            "array cannot hold that many",
-            name, (unsigned long long)count);
+                    "unexpected number of elements in 'data' of input '%s': its shape holds %llu, the "
+                    "array cannot hold that many",
+                    name, (unsigned long long)count);
     return -1;
   }
   if (d.elem) {
@@ -522,8 +528,8 @@ int nrd_srv_http_json_parse_data(const char *p, size_t len, TRITONSERVER_DataTyp
   }
   if (d.seen != count) {
     nrd_srv_fmt_err(err, errlen,
-            "unexpected number of elements in 'data' of input '%s': got %llu, its shape holds %llu",
-            name, (unsigned long long)d.seen, (unsigned long long)count);
+                    "unexpected number of elements in 'data' of input '%s': got %llu, its shape holds %llu", name,
+                    (unsigned long long)d.seen, (unsigned long long)count);
     goto fail;
   }
   *out = d.out;
@@ -562,9 +568,12 @@ int nrd_srv_http_text_quoted(nrd_srv_http_text *t, const char *s, size_t n) {
     } else if (c < 0x20) {
       static const char hex[] = "0123456789abcdef";
       *o++ = '\\';
-      if (c == '\n') *o++ = 'n';
-      else if (c == '\t') *o++ = 't';
-      else if (c == '\r') *o++ = 'r';
+      if (c == '\n')
+        *o++ = 'n';
+      else if (c == '\t')
+        *o++ = 't';
+      else if (c == '\r')
+        *o++ = 'r';
       else {
         *o++ = 'u';
         *o++ = '0';
@@ -610,8 +619,7 @@ static size_t fmt_double(char *o, double v, int digits) {
   return n > 0 ? (size_t)n : 0;
 }
 
-int nrd_srv_http_json_write_data(nrd_srv_http_text *t, TRITONSERVER_DataType dt,
-                                 const void *base, size_t size) {
+int nrd_srv_http_json_write_data(nrd_srv_http_text *t, TRITONSERVER_DataType dt, const void *base, size_t size) {
   const unsigned char *b = base;
   if (nrd_srv_http_text_add(t, "[", 1) != 0) return -1;
   if (dt == TRITONSERVER_TYPE_BYTES) {
@@ -619,8 +627,8 @@ int nrd_srv_http_json_write_data(nrd_srv_http_text *t, TRITONSERVER_DataType dt,
     bool first = true;
     while (pos < size) {
       if (size - pos < 4) return -1;
-      uint32_t l = (uint32_t)b[pos] | ((uint32_t)b[pos + 1] << 8) | ((uint32_t)b[pos + 2] << 16) |
-                   ((uint32_t)b[pos + 3] << 24);
+      uint32_t l =
+          (uint32_t)b[pos] | ((uint32_t)b[pos + 1] << 8) | ((uint32_t)b[pos + 2] << 16) | ((uint32_t)b[pos + 3] << 24);
       pos += 4;
       if (l > size - pos) return -1;
       if (!first && nrd_srv_http_text_add(t, ",", 1) != 0) return -1;
@@ -640,18 +648,58 @@ int nrd_srv_http_json_write_data(nrd_srv_http_text *t, TRITONSERVER_DataType dt,
     const unsigned char *e = b + i * elem;
     switch (dt) {
       case TRITONSERVER_TYPE_BOOL: {
-        if (*e) { memcpy(o, "true", 4); o += 4; }
-        else { memcpy(o, "false", 5); o += 5; }
+        if (*e) {
+          memcpy(o, "true", 4);
+          o += 4;
+        } else {
+          memcpy(o, "false", 5);
+          o += 5;
+        }
         break;
       }
       case TRITONSERVER_TYPE_UINT8: o += nrd_srv_fmt_u64(o, *e); break;
-      case TRITONSERVER_TYPE_UINT16: { uint16_t v; memcpy(&v, e, 2); o += nrd_srv_fmt_u64(o, v); break; }
-      case TRITONSERVER_TYPE_UINT32: { uint32_t v; memcpy(&v, e, 4); o += nrd_srv_fmt_u64(o, v); break; }
-      case TRITONSERVER_TYPE_UINT64: { uint64_t v; memcpy(&v, e, 8); o += nrd_srv_fmt_u64(o, v); break; }
-      case TRITONSERVER_TYPE_INT8: { int8_t v; memcpy(&v, e, 1); o += nrd_srv_fmt_i64(o, v); break; }
-      case TRITONSERVER_TYPE_INT16: { int16_t v; memcpy(&v, e, 2); o += nrd_srv_fmt_i64(o, v); break; }
-      case TRITONSERVER_TYPE_INT32: { int32_t v; memcpy(&v, e, 4); o += nrd_srv_fmt_i64(o, v); break; }
-      case TRITONSERVER_TYPE_INT64: { int64_t v; memcpy(&v, e, 8); o += nrd_srv_fmt_i64(o, v); break; }
+      case TRITONSERVER_TYPE_UINT16: {
+        uint16_t v;
+        memcpy(&v, e, 2);
+        o += nrd_srv_fmt_u64(o, v);
+        break;
+      }
+      case TRITONSERVER_TYPE_UINT32: {
+        uint32_t v;
+        memcpy(&v, e, 4);
+        o += nrd_srv_fmt_u64(o, v);
+        break;
+      }
+      case TRITONSERVER_TYPE_UINT64: {
+        uint64_t v;
+        memcpy(&v, e, 8);
+        o += nrd_srv_fmt_u64(o, v);
+        break;
+      }
+      case TRITONSERVER_TYPE_INT8: {
+        int8_t v;
+        memcpy(&v, e, 1);
+        o += nrd_srv_fmt_i64(o, v);
+        break;
+      }
+      case TRITONSERVER_TYPE_INT16: {
+        int16_t v;
+        memcpy(&v, e, 2);
+        o += nrd_srv_fmt_i64(o, v);
+        break;
+      }
+      case TRITONSERVER_TYPE_INT32: {
+        int32_t v;
+        memcpy(&v, e, 4);
+        o += nrd_srv_fmt_i64(o, v);
+        break;
+      }
+      case TRITONSERVER_TYPE_INT64: {
+        int64_t v;
+        memcpy(&v, e, 8);
+        o += nrd_srv_fmt_i64(o, v);
+        break;
+      }
       case TRITONSERVER_TYPE_FP16: {
         uint16_t h;
         memcpy(&h, e, 2);
@@ -664,8 +712,18 @@ int nrd_srv_http_json_write_data(nrd_srv_http_text *t, TRITONSERVER_DataType dt,
         o += fmt_double(o, nrd_srv_bf16_to_float(h), 9);
         break;
       }
-      case TRITONSERVER_TYPE_FP32: { float v; memcpy(&v, e, 4); o += fmt_double(o, v, 9); break; }
-      case TRITONSERVER_TYPE_FP64: { double v; memcpy(&v, e, 8); o += fmt_double(o, v, 17); break; }
+      case TRITONSERVER_TYPE_FP32: {
+        float v;
+        memcpy(&v, e, 4);
+        o += fmt_double(o, v, 9);
+        break;
+      }
+      case TRITONSERVER_TYPE_FP64: {
+        double v;
+        memcpy(&v, e, 8);
+        o += fmt_double(o, v, 17);
+        break;
+      }
       default: return -1;
     }
     t->len = (size_t)(o - t->buf);

@@ -20,7 +20,7 @@
 typedef struct nrd_srv_http_span {
   size_t index; /* position of the input in "inputs" */
   size_t start; /* offset of '[' */
-  size_t len;   /* through the matching ']' */
+  size_t len; /* through the matching ']' */
 } nrd_srv_http_span;
 
 /* Growable output text; owned by its user, freed with free(buf). */
@@ -35,23 +35,20 @@ typedef struct nrd_srv_http_text {
  * text with those arrays replaced by `0` (caller frees), ready for a DOM
  * parser. Returns 0, or -1 with a message in err for text that is not
  * well-formed JSON or has too many inputs (*stripped NULL). */
-int nrd_srv_http_json_cut_data(const char *json, size_t len, nrd_srv_http_span *spans,
-                               size_t *n_spans, char **stripped, size_t *stripped_len,
-                               char *err, size_t errlen);
+int nrd_srv_http_json_cut_data(const char *json, size_t len, nrd_srv_http_span *spans, size_t *n_spans, char **stripped,
+                               size_t *stripped_len, char *err, size_t errlen);
 
 /* Parses a `data` array [p, p+len) (nested arrays are flattened) holding
  * `count` elements of `dt` into a malloc'ed buffer *out of *out_size bytes
  * (caller frees; BYTES elements are 4-byte little-endian length + bytes).
  * Never allocates more than the text can justify. Returns 0, or -1 with a
  * message naming `name` in err and *out NULL. */
-int nrd_srv_http_json_parse_data(const char *p, size_t len, TRITONSERVER_DataType dt,
-                                 uint64_t count, const char *name, void **out,
-                                 size_t *out_size, char *err, size_t errlen);
+int nrd_srv_http_json_parse_data(const char *p, size_t len, TRITONSERVER_DataType dt, uint64_t count, const char *name,
+                                 void **out, size_t *out_size, char *err, size_t errlen);
 
 /* Appends `[v0,v1,...]` for a tensor of dt held in [base, base+size) to t.
  * Returns 0, -1 when memory runs out or BYTES framing is malformed. */
-int nrd_srv_http_json_write_data(nrd_srv_http_text *t, TRITONSERVER_DataType dt,
-                                 const void *base, size_t size);
+int nrd_srv_http_json_write_data(nrd_srv_http_text *t, TRITONSERVER_DataType dt, const void *base, size_t size);
 
 /* Appends s[0..n) as a quoted, escaped JSON string. Returns 0 or -1 (OOM). */
 int nrd_srv_http_text_quoted(nrd_srv_http_text *t, const char *s, size_t n);
@@ -73,6 +70,5 @@ static inline int nrd_srv_http_text_add(nrd_srv_http_text *t, const char *s, siz
 
 /* Appends v in decimal. Returns 0 or -1 (OOM). */
 int nrd_srv_http_text_i64(nrd_srv_http_text *t, int64_t v);
-
 
 #endif

@@ -33,12 +33,11 @@ void nrd_srv_http_trace(nrd_srv_http *h, nrd_srv_http_req *req, const char *mode
 
 static void reply_settings(nrd_srv_http *h, nrd_srv_http_req *req) {
   nrd_srv_log_snapshot snap;
-  if (nrd_srv_log_settings_get(h->log, &snap) != 0)
-    return nrd_srv_http_reply_error(req, 500, "out of memory");
-  json_t *o = json_pack("{s:s,s:b,s:b,s:b,s:I,s:s}", "log_file", snap.file, "log_info", (int)snap.info,
-                        "log_warning", (int)snap.warning, "log_error", (int)snap.error,
-                        "log_verbose_level", (json_int_t)snap.verbose_level, "log_format",
-                        snap.format == TRITONSERVER_LOG_ISO8601 ? "ISO8601" : "default");
+  if (nrd_srv_log_settings_get(h->log, &snap) != 0) return nrd_srv_http_reply_error(req, 500, "out of memory");
+  json_t *o =
+      json_pack("{s:s,s:b,s:b,s:b,s:I,s:s}", "log_file", snap.file, "log_info", (int)snap.info, "log_warning",
+                (int)snap.warning, "log_error", (int)snap.error, "log_verbose_level", (json_int_t)snap.verbose_level,
+                "log_format", snap.format == TRITONSERVER_LOG_ISO8601 ? "ISO8601" : "default");
   free(snap.file);
   char *text = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
   json_decref(o);

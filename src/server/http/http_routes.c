@@ -21,17 +21,12 @@ static bool is_get(nrd_srv_http_req *req) {
   return c == NRD_SRV_HTTP_GET || c == NRD_SRV_HTTP_HEAD;
 }
 
-static bool is_post(nrd_srv_http_req *req) {
-  return req->method == NRD_SRV_HTTP_POST;
-}
+static bool is_post(nrd_srv_http_req *req) { return req->method == NRD_SRV_HTTP_POST; }
 
-static void method_not_allowed(nrd_srv_http_req *req) {
-  nrd_srv_http_reply_error(req, 405, "Method Not Allowed");
-}
+static void method_not_allowed(nrd_srv_http_req *req) { nrd_srv_http_reply_error(req, 405, "Method Not Allowed"); }
 
 /* Sends a core message's JSON (200), or err; deletes both. */
-static void reply_message(nrd_srv_http_req *req, TRITONSERVER_Error *err,
-                          TRITONSERVER_Message *msg) {
+static void reply_message(nrd_srv_http_req *req, TRITONSERVER_Error *err, TRITONSERVER_Message *msg) {
   if (err == NULL) {
     const char *base = NULL;
     size_t size = 0;
@@ -54,8 +49,8 @@ int nrd_srv_http_body_json(nrd_srv_http_req *req, json_t **out) {
     /* Triton's words where RapidJSON refuses the text too; ours otherwise. */
     if (nrd_srv_json_error(b, len, msg, sizeof msg) != 0) {
       if (j == NULL)
-        snprintf(msg, sizeof msg, "failed to parse the request JSON buffer: %s at line %d, column %d",
-                 jerr.text, jerr.line, jerr.column);
+        snprintf(msg, sizeof msg, "failed to parse the request JSON buffer: %s at line %d, column %d", jerr.text,
+                 jerr.line, jerr.column);
       else
         snprintf(msg, sizeof msg, "the request body must be a JSON object");
     }
@@ -94,8 +89,8 @@ static void server_metadata(nrd_srv_http *h, nrd_srv_http_req *req) {
 static void health(nrd_srv_http *h, nrd_srv_http_req *req, bool live) {
   if (!is_get(req)) return method_not_allowed(req);
   bool ok = false;
-  TRITONSERVER_Error *err = live ? TRITONSERVER_ServerIsLive(h->server, &ok)
-                                 : TRITONSERVER_ServerIsReady(h->server, &ok);
+  TRITONSERVER_Error *err =
+      live ? TRITONSERVER_ServerIsLive(h->server, &ok) : TRITONSERVER_ServerIsReady(h->server, &ok);
   nrd_srv_http_reply_empty(req, ok && err == NULL ? 200 : 400);
   NRD_SRV_IGNORE(err, "server health unknown: answered as unhealthy");
 }
@@ -143,15 +138,14 @@ static nrd_srv_api model_action_api(const char *action) {
 
 /* ---- model routes -------------------------------------------------------- */
 
-static void model_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const char *model,
-                        const char *version_str, const char *action) {
+static void model_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const char *model, const char *version_str,
+                        const char *action) {
   nrd_srv_http *h = loop->http;
   if (nrd_srv_http_refused(h, req, model_action_api(action))) return;
   int64_t version = -1;
   if (parse_version(version_str, &version) != 0) {
     char msg[200];
-    snprintf(msg, sizeof msg, "failed to get model version from specified version string '%.100s'",
-             version_str);
+    snprintf(msg, sizeof msg, "failed to get model version from specified version string '%.100s'", version_str);
     return nrd_srv_http_reply_error(req, 400, msg);
   }
   if (*model == '\0') return nrd_srv_http_reply_error(req, 400, "Missing model name in request");
@@ -273,8 +267,8 @@ static void load_job_done(void *arg) {
 
 static void *load_job_main(void *arg) {
   load_job *j = arg;
-  j->result = TRITONSERVER_ServerLoadModelWithParameters(
-      j->loop->http->server, j->model, (const TRITONSERVER_Parameter **)j->params, j->n_params);
+  j->result = TRITONSERVER_ServerLoadModelWithParameters(j->loop->http->server, j->model,
+                                                         (const TRITONSERVER_Parameter **)j->params, j->n_params);
   if (nrd_srv_http_post(j->loop, load_job_done, j) != 0) {
     /* The loop cannot be reached: the request stays unanswered until its
      * connection times out; the job is leaked rather than raced. */
@@ -326,8 +320,7 @@ static void repo_load(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const char
       job->files[job->n_files++] = bytes;
       p = TRITONSERVER_ParameterBytesNew(key, bytes, n);
     } else {
-      snprintf(msg, sizeof msg,
-               "unknown load parameter '%.100s' (expected 'config' or 'file:<path>')", key);
+      snprintf(msg, sizeof msg, "unknown load parameter '%.100s' (expected 'config' or 'file:<path>')", key);
       goto fail;
     }
     if (p == NULL) {
@@ -366,8 +359,7 @@ static void repo_unload(nrd_srv_http *h, nrd_srv_http_req *req, const char *mode
   if (ud) {
     if (!json_is_boolean(ud)) {
       json_decref(j);
-      return nrd_srv_http_reply_error(req, 400,
-                                      "Unable to parse 'unload_dependents': expected a boolean");
+      return nrd_srv_http_reply_error(req, 400, "Unable to parse 'unload_dependents': expected a boolean");
     }
     dependents = json_is_true(ud);
   }
@@ -442,8 +434,7 @@ void nrd_srv_http_route_api(nrd_srv_http_loop *loop, nrd_srv_http_req *req) {
     const char *action = NULL;
     if (next_segment(&p, seg, sizeof seg)) {
       if (strcmp(seg, "versions") == 0) {
-        if (!next_segment(&p, version, sizeof version))
-          return nrd_srv_http_reply_error(req, 404, "Not Found");
+        if (!next_segment(&p, version, sizeof version)) return nrd_srv_http_reply_error(req, 404, "Not Found");
         if (next_segment(&p, seg, sizeof seg)) action = seg;
       } else {
         action = seg;

@@ -56,8 +56,8 @@ void nrd_srv_http_reply_json(nrd_srv_http_req *req, int status, const char *body
 
 void nrd_srv_http_reply_error(nrd_srv_http_req *req, int status, const char *msg) {
   nrd_srv_http_text t = {0};
-  if (nrd_srv_http_text_add(&t, "{\"error\":", 9) != 0 ||
-      nrd_srv_http_text_quoted(&t, msg, strlen(msg)) != 0 || nrd_srv_http_text_add(&t, "}", 1) != 0) {
+  if (nrd_srv_http_text_add(&t, "{\"error\":", 9) != 0 || nrd_srv_http_text_quoted(&t, msg, strlen(msg)) != 0 ||
+      nrd_srv_http_text_add(&t, "}", 1) != 0) {
     free(t.buf);
     nrd_srv_http_send(req, 500);
     return;
@@ -121,8 +121,10 @@ static void accept_all(nrd_srv_http_loop *loop) {
   for (int i = 0; i < 64; i++) {
     int fd = nrd_srv_acceptor_next(&loop->acceptor);
     if (fd < 0) return;
-    if (loop->draining) close(fd); /* shutting down: refused at once, not left waiting */
-    else nrd_srv_http_conn_open(loop, fd);
+    if (loop->draining)
+      close(fd); /* shutting down: refused at once, not left waiting */
+    else
+      nrd_srv_http_conn_open(loop, fd);
   }
 }
 
@@ -146,8 +148,10 @@ static void *loop_main(void *arg) {
     }
     for (int i = 0; i < n; i++) {
       void *tag = evs[i].data.ptr;
-      if (tag == &loop->tag_listener) accept_all(loop);
-      else if (tag != &loop->tag_wake) nrd_srv_http_conn_io(tag, evs[i].events);
+      if (tag == &loop->tag_listener)
+        accept_all(loop);
+      else if (tag != &loop->tag_wake)
+        nrd_srv_http_conn_io(tag, evs[i].events);
     }
     nrd_srv_http_conn_resume_all(loop);
     /* Replies posted while these events were handled (a model run inline
@@ -201,8 +205,8 @@ static void stop_loops(nrd_srv_http *h) {
   }
 }
 
-TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
-                                       const nrd_srv_http_options *opts, nrd_srv_http **out) {
+TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server, const nrd_srv_http_options *opts,
+                                       nrd_srv_http **out) {
   *out = NULL;
   nrd_srv_http *h = calloc(1, sizeof *h);
   if (h == NULL) {
@@ -219,8 +223,8 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
   h->server = server;
   h->fd = -1;
   h->max_input = opts->max_input_size;
-  h->client_timeout_secs = opts->client_timeout_secs > 0 ? opts->client_timeout_secs
-                                                          : NRD_SRV_HTTP_CLIENT_TIMEOUT_DEFAULT;
+  h->client_timeout_secs =
+      opts->client_timeout_secs > 0 ? opts->client_timeout_secs : NRD_SRV_HTTP_CLIENT_TIMEOUT_DEFAULT;
   h->metrics_only = opts->metrics_only != 0;
   h->binary_mime = h->endpoint ? h->endpoint->binary_mime : NULL;
   atomic_init(&h->in_flight, 0);
@@ -233,8 +237,8 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
   h->restricted = opts->restricted;
   TRITONSERVER_Error *err = NULL;
   char msg[512];
-  if (opts->header_forward && !(h->header_forward = nrd_srv_header_forward_new(opts->header_forward, true, msg,
-                                                                                 sizeof msg))) {
+  if (opts->header_forward &&
+      !(h->header_forward = nrd_srv_header_forward_new(opts->header_forward, true, msg, sizeof msg))) {
     err = errorf(TRITONSERVER_ERROR_INVALID_ARG, "--http-header-forward-pattern: %s", msg);
     goto fail;
   }
@@ -254,13 +258,11 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
     l->http = h;
     atomic_init(&l->stop, false);
     l->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (l->epfd >= 0 && nrd_srv_inbox_init(&l->inbox, l->epfd, &l->tag_wake) == 0)
-      l->has_inbox = true;
-    if (!l->has_inbox ||
-        nrd_srv_acceptor_init(&l->acceptor, h->fd, l->epfd, &l->tag_listener,
-                              h->metrics_only ? "metrics"
-                              : h->endpoint   ? h->endpoint->name
-                                              : "HTTP/REST") != 0) {
+    if (l->epfd >= 0 && nrd_srv_inbox_init(&l->inbox, l->epfd, &l->tag_wake) == 0) l->has_inbox = true;
+    if (!l->has_inbox || nrd_srv_acceptor_init(&l->acceptor, h->fd, l->epfd, &l->tag_listener,
+                                               h->metrics_only ? "metrics"
+                                               : h->endpoint   ? h->endpoint->name
+                                                               : "HTTP/REST") != 0) {
       err = errorf(TRITONSERVER_ERROR_INTERNAL, "cannot create an HTTP event loop: %s", strerror(errno));
       goto fail;
     }
@@ -309,8 +311,7 @@ bool nrd_srv_http_stop(nrd_srv_http *h, unsigned wait_secs) {
   if (atomic_load(&h->in_flight) > 0) {
     /* Work still holds pointers into the loops: leak them rather than let
      * a late completion touch freed memory. */
-    fprintf(stderr, "nereid: %ld HTTP requests still in flight at shutdown\n",
-            (long)atomic_load(&h->in_flight));
+    fprintf(stderr, "nereid: %ld HTTP requests still in flight at shutdown\n", (long)atomic_load(&h->in_flight));
     return false;
   }
   free_http(h);

@@ -43,18 +43,18 @@ typedef struct nrd_srv_http_endpoint_ops {
 } nrd_srv_http_endpoint_ops;
 
 typedef struct nrd_srv_http_options {
-  const char *address;       /* e.g. "0.0.0.0" */
-  int port;                  /* 0: pick a free port */
-  bool reuse_port;           /* bind with SO_REUSEPORT (--reuse-http-port) */
-  int threads;               /* event-loop threads, >= 1 */
-  size_t max_input_size;     /* largest request body accepted, bytes */
-  int metrics_only;          /* 1: serve only GET /metrics (the metrics port) */
-  int client_timeout_secs;   /* idle, slow head, stalled body or unread reply: closed; 0: the default */
+  const char *address; /* e.g. "0.0.0.0" */
+  int port; /* 0: pick a free port */
+  bool reuse_port; /* bind with SO_REUSEPORT (--reuse-http-port) */
+  int threads; /* event-loop threads, >= 1 */
+  size_t max_input_size; /* largest request body accepted, bytes */
+  int metrics_only; /* 1: serve only GET /metrics (the metrics port) */
+  int client_timeout_secs; /* idle, slow head, stalled body or unread reply: closed; 0: the default */
   /* Shared with the gRPC front end; borrowed, they must outlive the front
    * end. NULL only with metrics_only. */
-  nrd_srv_shm *shm;          /* system shared memory regions */
+  nrd_srv_shm *shm; /* system shared memory regions */
   nrd_srv_log_settings *log; /* /v2/logging */
-  nrd_srv_tracer *tracer;    /* tracing (may be NULL) */
+  nrd_srv_tracer *tracer; /* tracing (may be NULL) */
   const nrd_srv_restrictions *restricted; /* --http-restricted-api (may be NULL: all open) */
   const char *header_forward; /* --http-header-forward-pattern (NULL: none); compiled at start */
   /* Non-NULL: serve this endpoint's routes instead of KServe's. The front
@@ -67,8 +67,8 @@ typedef struct nrd_srv_http_options {
 /* Binds and starts serving `server` (borrowed: it must outlive the front
  * end). On success *out is the caller's to stop with nrd_srv_http_stop. On
  * failure returns the error (caller owns it) and *out is NULL. Main thread. */
-TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server,
-                                       const nrd_srv_http_options *opts, nrd_srv_http **out);
+TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server, const nrd_srv_http_options *opts,
+                                       nrd_srv_http **out);
 
 /* The port actually bound (useful when 0 was asked). Any thread. */
 int nrd_srv_http_port(const nrd_srv_http *http);

@@ -11,8 +11,7 @@
 #include "http_internal.h"
 #include "http_json.h"
 
-static int add_region_json(const char *name, const char *key, uint64_t offset, uint64_t byte_size,
-                           void *arg) {
+static int add_region_json(const char *name, const char *key, uint64_t offset, uint64_t byte_size, void *arg) {
   nrd_srv_http_text *t = arg;
   char num[120];
   bool first = t->len == 1; /* only the opening '[' so far */
@@ -33,11 +32,14 @@ static void shm_register_route(nrd_srv_http *h, nrd_srv_http_req *req, const cha
   json_t *off = j ? json_object_get(j, "offset") : NULL;
   json_t *size = j ? json_object_get(j, "byte_size") : NULL;
   const char *msg = NULL;
-  if (key == NULL) msg = "Shared memory register request has no 'key' field";
-  else if (!json_is_string(key)) msg = "Unable to parse 'key': expected a string";
+  if (key == NULL)
+    msg = "Shared memory register request has no 'key' field";
+  else if (!json_is_string(key))
+    msg = "Unable to parse 'key': expected a string";
   else if (off && (!json_is_integer(off) || json_integer_value(off) < 0))
     msg = "Unable to parse 'offset': expected an unsigned integer";
-  else if (size == NULL) msg = "Shared memory register request has no 'byte_size' field";
+  else if (size == NULL)
+    msg = "Shared memory register request has no 'byte_size' field";
   else if (!json_is_integer(size) || json_integer_value(size) < 0)
     msg = "Unable to parse 'byte_size': expected an unsigned integer";
   if (msg) {
@@ -45,8 +47,8 @@ static void shm_register_route(nrd_srv_http *h, nrd_srv_http_req *req, const cha
     return nrd_srv_http_reply_error(req, 400, msg);
   }
   TRITONSERVER_Error *err =
-      nrd_srv_shm_register(h->shm, region, json_string_value(key),
-                           off ? (uint64_t)json_integer_value(off) : 0, (uint64_t)json_integer_value(size));
+      nrd_srv_shm_register(h->shm, region, json_string_value(key), off ? (uint64_t)json_integer_value(off) : 0,
+                           (uint64_t)json_integer_value(size));
   json_decref(j);
   if (err) return nrd_srv_http_reply_tserr(req, err);
   nrd_srv_http_reply_json(req, 200, "", 0);
@@ -91,8 +93,7 @@ void nrd_srv_http_shm_route(nrd_srv_http *h, nrd_srv_http_req *req, const char *
       return nrd_srv_http_reply_error(req, 404, msg);
     }
     if (reg) {
-      snprintf(msg, sizeof msg,
-               "failed to register CUDA shared memory region: '%s', GPUs not supported", name);
+      snprintf(msg, sizeof msg, "failed to register CUDA shared memory region: '%s', GPUs not supported", name);
       return nrd_srv_http_reply_error(req, 400, msg);
     }
     return nrd_srv_http_reply_json(req, 200, "", 0);
@@ -105,8 +106,7 @@ void nrd_srv_http_shm_route(nrd_srv_http *h, nrd_srv_http_req *req, const char *
   }
   nrd_srv_http_text t = {0};
   TRITONSERVER_Error *err = NULL;
-  if (nrd_srv_http_text_add(&t, "[", 1) != 0)
-    err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  if (nrd_srv_http_text_add(&t, "[", 1) != 0) err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   if (err == NULL) err = nrd_srv_shm_status(h->shm, name, add_region_json, &t);
   if (err == NULL && nrd_srv_http_text_add(&t, "]", 1) != 0)
     err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");

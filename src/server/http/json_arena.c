@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define JSMN_STATIC       /* jsmn's functions are private to this file */
+#define JSMN_STATIC /* jsmn's functions are private to this file */
 #define JSMN_PARENT_LINKS /* closing a container is O(1), not a scan back */
 #include <jsmn.h>
 
@@ -39,8 +39,8 @@ typedef struct chunk {
 
 struct nrd_srv_json_arena {
   chunk *first; /* made at the first parse */
-  chunk *cur;   /* the block allocations come from */
-  size_t used;  /* bytes handed out since the reset */
+  chunk *cur; /* the block allocations come from */
+  size_t used; /* bytes handed out since the reset */
 };
 
 nrd_srv_json_arena *nrd_srv_json_arena_new(void) { return calloc(1, sizeof(nrd_srv_json_arena)); }
@@ -83,8 +83,10 @@ static void *take(nrd_srv_json_arena *a, size_t n) {
     fresh->cap = cap;
     fresh->used = 0;
     POISON(fresh->data, cap);
-    if (c == NULL) a->first = fresh;
-    else c->next = fresh;
+    if (c == NULL)
+      a->first = fresh;
+    else
+      c->next = fresh;
     a->cur = c = fresh;
   }
   void *p = c->data + c->used;
@@ -142,9 +144,9 @@ typedef struct walker {
   size_t len;
   const jsmntok_t *tok;
   size_t ntok, next; /* tokens, and the next one to read */
-  size_t pos;        /* the text is checked up to here */
-  const char *why;   /* why the walk stopped */
-  size_t at;         /* and at which byte */
+  size_t pos; /* the text is checked up to here */
+  const char *why; /* why the walk stopped */
+  size_t at; /* and at which byte */
 } walker;
 
 static bool fail_at(walker *w, const char *why, size_t at) {
@@ -202,9 +204,10 @@ static bool closing(walker *w, size_t close, const char *expected, const char *a
 static int hex4(const unsigned char *p) {
   int v = 0;
   for (int i = 0; i < 4; i++) {
-    int c = p[i], d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                                         : c >= 'A' && c <= 'F'             ? c - 'A' + 10
-                                                                            : -1;
+    int c = p[i], d = c >= '0' && c <= '9'   ? c - '0'
+                      : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                      : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                             : -1;
     if (d < 0) return -1;
     v = v << 4 | d;
   }
@@ -218,17 +221,20 @@ static size_t utf8_seq(const unsigned char *p, size_t avail) {
   size_t k;
   uint32_t v;
   if (c < 0xC2) return 0;
-  if (c < 0xE0) k = 2, v = c & 0x1F;
-  else if (c < 0xF0) k = 3, v = c & 0x0F;
-  else if (c < 0xF5) k = 4, v = c & 0x07;
-  else return 0;
+  if (c < 0xE0)
+    k = 2, v = c & 0x1F;
+  else if (c < 0xF0)
+    k = 3, v = c & 0x0F;
+  else if (c < 0xF5)
+    k = 4, v = c & 0x07;
+  else
+    return 0;
   if (avail < k) return 0;
   for (size_t i = 1; i < k; i++) {
     if ((p[i] & 0xC0) != 0x80) return 0;
     v = v << 6 | (p[i] & 0x3F);
   }
-  if ((k == 3 && v < 0x800) || (k == 4 && v < 0x10000) || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
-    return 0;
+  if ((k == 3 && v < 0x800) || (k == 4 && v < 0x10000) || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 0;
   return k;
 }
 
@@ -297,14 +303,16 @@ static bool decode_string(walker *w, const jsmntok_t *t, const char **out, size_
     } else { /* a backslash: jsmn saw a known escape letter follow it */
       char e = i + 1 < len ? (char)p[i + 1] : 0, plain;
       switch (e) {
-      case '"': case '\\': case '/': plain = e; break;
-      case 'b': plain = '\b'; break;
-      case 'f': plain = '\f'; break;
-      case 'n': plain = '\n'; break;
-      case 'r': plain = '\r'; break;
-      case 't': plain = '\t'; break;
-      case 'u': plain = 0; break;
-      default: return fail_at(w, "invalid escape in a string", at);
+        case '"':
+        case '\\':
+        case '/': plain = e; break;
+        case 'b': plain = '\b'; break;
+        case 'f': plain = '\f'; break;
+        case 'n': plain = '\n'; break;
+        case 'r': plain = '\r'; break;
+        case 't': plain = '\t'; break;
+        case 'u': plain = 0; break;
+        default: return fail_at(w, "invalid escape in a string", at);
       }
       if (plain) {
         d[o++] = plain;
@@ -337,17 +345,20 @@ static bool decode_string(walker *w, const jsmntok_t *t, const char **out, size_
 size_t nrd_srv_json_number_len(const char *p, size_t n, bool *real) {
   size_t i = n > 0 && p[0] == '-', d;
   bool frac_or_exp = false;
-  for (d = i; i < n && p[i] >= '0' && p[i] <= '9'; i++) {}
+  for (d = i; i < n && p[i] >= '0' && p[i] <= '9'; i++) {
+  }
   if (i == d || (p[d] == '0' && i - d > 1)) return 0;
   if (i < n && p[i] == '.') {
     frac_or_exp = true;
-    for (d = ++i; i < n && p[i] >= '0' && p[i] <= '9'; i++) {}
+    for (d = ++i; i < n && p[i] >= '0' && p[i] <= '9'; i++) {
+    }
     if (i == d) return 0;
   }
   if (i < n && (p[i] == 'e' || p[i] == 'E')) {
     frac_or_exp = true;
     if (++i < n && (p[i] == '+' || p[i] == '-')) i++;
-    for (d = i; i < n && p[i] >= '0' && p[i] <= '9'; i++) {}
+    for (d = i; i < n && p[i] >= '0' && p[i] <= '9'; i++) {
+    }
     if (i == d) return 0;
   }
   if (real) *real = frac_or_exp;
@@ -361,8 +372,10 @@ static bool number(walker *w, const char *p, size_t n, size_t at, nrd_srv_json *
   uint64_t m = 0;
   for (size_t i = neg; !real && i < n; i++) { /* an integer: digits only */
     unsigned digit = (unsigned)(p[i] - '0');
-    if (m > (UINT64_MAX - digit) / 10) big = true;
-    else m = m * 10 + digit;
+    if (m > (UINT64_MAX - digit) / 10)
+      big = true;
+    else
+      m = m * 10 + digit;
   }
   if (!real) {
     uint64_t limit = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
@@ -386,10 +399,14 @@ static bool number(walker *w, const char *p, size_t n, size_t at, nrd_srv_json *
 static bool literal(walker *w, const jsmntok_t *t, nrd_srv_json *out) {
   const char *p = w->s + t->start;
   size_t n = (size_t)(t->end - t->start);
-  if (n == 4 && memcmp(p, "true", 4) == 0) out->type = NRD_SRV_JSON_TRUE;
-  else if (n == 5 && memcmp(p, "false", 5) == 0) out->type = NRD_SRV_JSON_FALSE;
-  else if (n == 4 && memcmp(p, "null", 4) == 0) out->type = NRD_SRV_JSON_NULL;
-  else return number(w, p, n, (size_t)t->start, out);
+  if (n == 4 && memcmp(p, "true", 4) == 0)
+    out->type = NRD_SRV_JSON_TRUE;
+  else if (n == 5 && memcmp(p, "false", 5) == 0)
+    out->type = NRD_SRV_JSON_FALSE;
+  else if (n == 4 && memcmp(p, "null", 4) == 0)
+    out->type = NRD_SRV_JSON_NULL;
+  else
+    return number(w, p, n, (size_t)t->start, out);
   return true;
 }
 
@@ -467,21 +484,20 @@ static bool walk_object(walker *w, const jsmntok_t *t, nrd_srv_json *out, int de
 static bool walk(walker *w, nrd_srv_json *out, int depth) {
   const jsmntok_t *t = &w->tok[w->next++];
   switch (t->type) {
-  case JSMN_ARRAY:
-  case JSMN_OBJECT:
-    if (depth == MAX_DEPTH) return fail_at(w, "nested too deeply", (size_t)t->start);
-    return t->type == JSMN_ARRAY ? walk_array(w, t, out, depth) : walk_object(w, t, out, depth);
-  case JSMN_STRING:
-    out->type = NRD_SRV_JSON_STRING;
-    if (!decode_string(w, t, &out->u.s, &out->n, "\\u0000 is not allowed in a string")) return false;
-    w->pos = tok_finish(t);
-    return true;
-  case JSMN_PRIMITIVE:
-    if (!literal(w, t, out)) return false;
-    w->pos = (size_t)t->end;
-    return true;
-  default:
-    return fail_at(w, "invalid JSON", (size_t)t->start);
+    case JSMN_ARRAY:
+    case JSMN_OBJECT:
+      if (depth == MAX_DEPTH) return fail_at(w, "nested too deeply", (size_t)t->start);
+      return t->type == JSMN_ARRAY ? walk_array(w, t, out, depth) : walk_object(w, t, out, depth);
+    case JSMN_STRING:
+      out->type = NRD_SRV_JSON_STRING;
+      if (!decode_string(w, t, &out->u.s, &out->n, "\\u0000 is not allowed in a string")) return false;
+      w->pos = tok_finish(t);
+      return true;
+    case JSMN_PRIMITIVE:
+      if (!literal(w, t, out)) return false;
+      w->pos = (size_t)t->end;
+      return true;
+    default: return fail_at(w, "invalid JSON", (size_t)t->start);
   }
 }
 
@@ -528,8 +544,7 @@ static void set_error(char *err, size_t errlen, const char *why, size_t at) {
   if (errlen) snprintf(err, errlen, "%s at byte %zu", why, at);
 }
 
-const nrd_srv_json *nrd_srv_json_parse(nrd_srv_json_arena *a, const char *buf, size_t len, char *err,
-                                       size_t errlen) {
+const nrd_srv_json *nrd_srv_json_parse(nrd_srv_json_arena *a, const char *buf, size_t len, char *err, size_t errlen) {
   nrd_srv_json_arena_reset(a);
   if (len >= INT_MAX) { /* jsmn keeps offsets in int */
     set_error(err, errlen, "JSON text too long", 0);

@@ -68,8 +68,7 @@ void nrd_srv_json_arena_free(nrd_srv_json_arena *a);
  * dropping what `a` held. Returns the document, valid until the next
  * parse, reset or free of `a`; or NULL with a NUL-terminated reason ending
  * in "at byte N" in err (errlen > 0). One thread at a time per arena. */
-const nrd_srv_json *nrd_srv_json_parse(nrd_srv_json_arena *a, const char *buf, size_t len, char *err,
-                                       size_t errlen);
+const nrd_srv_json *nrd_srv_json_parse(nrd_srv_json_arena *a, const char *buf, size_t len, char *err, size_t errlen);
 
 /* Bytes of the JSON number at p (n bytes there), or 0 when what stands
  * there is not one by JSON's grammar ("01", "1.", "1e", "-", ".5", "+1").
@@ -87,7 +86,7 @@ void nrd_srv_json_arena_reset(nrd_srv_json_arena *a);
  * nrd_srv_json_memo_free. One thread at a time. */
 typedef struct nrd_srv_json_memo {
   nrd_srv_json_arena *arena; /* the document (made at the first parse) */
-  char *text;                /* a copy of the text it was parsed from */
+  char *text; /* a copy of the text it was parsed from */
   size_t len, cap;
   const nrd_srv_json *root; /* NULL: nothing kept */
 } nrd_srv_json_memo;

@@ -92,7 +92,10 @@ static int hex4(reader *r) {
   unsigned v = 0;
   for (int i = 0; i < 4; i++) {
     char c = peek(r);
-    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    int d = c >= '0' && c <= '9'   ? c - '0'
+            : c >= 'a' && c <= 'f' ? c - 'a' + 10
+            : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                   : -1;
     if (d < 0) return -1;
     v = v << 4 | (unsigned)d;
     r->pos++;

@@ -35,9 +35,8 @@ int nrd_srv_acceptor_init(nrd_srv_acceptor *a, int listen_fd, int epfd, void *ta
 static void warn(const nrd_srv_acceptor *a, int err, uint64_t now) {
   static _Atomic uint64_t next_log_ms;
   uint64_t due = atomic_load_explicit(&next_log_ms, memory_order_relaxed);
-  if (now < due ||
-      !atomic_compare_exchange_strong_explicit(&next_log_ms, &due, now + LOG_EVERY_MS,
-                                               memory_order_relaxed, memory_order_relaxed))
+  if (now < due || !atomic_compare_exchange_strong_explicit(&next_log_ms, &due, now + LOG_EVERY_MS,
+                                                            memory_order_relaxed, memory_order_relaxed))
     return;
   char msg[256];
   snprintf(msg, sizeof msg,
@@ -55,8 +54,7 @@ int nrd_srv_acceptor_next(nrd_srv_acceptor *a) {
     if (fd >= 0) return fd;
     switch (errno) {
       case EINTR:
-      case ECONNABORTED: /* that client gave up: try the next one */
-        continue;
+      case ECONNABORTED: /* that client gave up: try the next one */ continue;
       case EMFILE:
       case ENFILE:
       case ENOBUFS:
@@ -71,8 +69,7 @@ int nrd_srv_acceptor_next(nrd_srv_acceptor *a) {
         warn(a, err, now);
         return -1;
       }
-      default: /* EAGAIN: nobody waiting; anything else the next accept sees again */
-        return -1;
+      default: /* EAGAIN: nobody waiting; anything else the next accept sees again */ return -1;
     }
   }
 }
@@ -86,6 +83,8 @@ int nrd_srv_acceptor_timeout(const nrd_srv_acceptor *a, int timeout_ms) {
 
 void nrd_srv_acceptor_tick(nrd_srv_acceptor *a) {
   if (!a->paused || now_ms() < a->resume_ms) return;
-  if (watch(a) == 0) a->paused = false;
-  else a->resume_ms = now_ms() + PAUSE_MS; /* out of memory for the epoll entry: later */
+  if (watch(a) == 0)
+    a->paused = false;
+  else
+    a->resume_ms = now_ms() + PAUSE_MS; /* out of memory for the epoll entry: later */
 }

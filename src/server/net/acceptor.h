@@ -15,9 +15,9 @@
 #include <stdint.h>
 
 typedef struct nrd_srv_acceptor {
-  int listen_fd;   /* borrowed: the front end closes it */
-  int epfd;        /* borrowed: the loop's epoll set */
-  void *tag;       /* the listener's epoll data.ptr */
+  int listen_fd; /* borrowed: the front end closes it */
+  int epfd; /* borrowed: the loop's epoll set */
+  void *tag; /* the listener's epoll data.ptr */
   const char *who; /* "HTTP/REST", "gRPC": for the log line */
   bool paused;
   uint64_t resume_ms; /* monotonic ms at which a pause ends */

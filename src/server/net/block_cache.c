@@ -20,8 +20,7 @@
 #define LARGE 0xff
 #define SMALLEST 64 /* class k holds SMALLEST << k bytes, header included */
 
-_Static_assert((SMALLEST << (NRD_SRV_BLOCK_CACHE_CLASSES - 1)) - HEADER ==
-                   NRD_SRV_BLOCK_CACHE_MAX_SIZE,
+_Static_assert((SMALLEST << (NRD_SRV_BLOCK_CACHE_CLASSES - 1)) - HEADER == NRD_SRV_BLOCK_CACHE_MAX_SIZE,
                "NRD_SRV_BLOCK_CACHE_MAX_SIZE names the largest class");
 
 static size_t class_bytes(unsigned k) { return (size_t)SMALLEST << k; }

@@ -49,8 +49,10 @@ void nrd_srv_inbox_wake(nrd_srv_inbox *in) {
 void nrd_srv_inbox_post(nrd_srv_inbox *in, nrd_srv_inbox_item *it) {
   it->next = NULL;
   pthread_mutex_lock(&in->mu);
-  if (in->tail) in->tail->next = it;
-  else in->head = it;
+  if (in->tail)
+    in->tail->next = it;
+  else
+    in->head = it;
   in->tail = it;
   /* The eventfd is written after the lock is let go, so a loop woken onto
    * this CPU never finds the lock held by a preempted poster. The loop may

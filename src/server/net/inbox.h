@@ -20,7 +20,7 @@ typedef struct nrd_srv_inbox {
   pthread_mutex_t mu; /* guards head, tail and asleep */
   nrd_srv_inbox_item *head, *tail;
   bool asleep; /* the loop found no items and is (about to be) in epoll_wait */
-  int fd;      /* eventfd, edge-triggered in the loop's epoll set; never read */
+  int fd; /* eventfd, edge-triggered in the loop's epoll set; never read */
   atomic_int wakers; /* posters between their unlock and the end of their eventfd write */
 } nrd_srv_inbox;
 

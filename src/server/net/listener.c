@@ -51,8 +51,10 @@ int nrd_srv_listen(const char *address, int port, bool reuse_port, int *out_fd, 
   socklen_t sl = sizeof ss;
   *bound_port = port;
   if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
-    if (ss.ss_family == AF_INET) *bound_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    else if (ss.ss_family == AF_INET6) *bound_port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    if (ss.ss_family == AF_INET)
+      *bound_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    else if (ss.ss_family == AF_INET6)
+      *bound_port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
   }
   *out_fd = fd;
   return 0;

@@ -12,7 +12,6 @@
  * caller closes it) and the bound port in *bound_port; -1 when the
  * address does not resolve, -2 when no address can be bound, each with a
  * message in err. Any thread. */
-int nrd_srv_listen(const char *address, int port, bool reuse_port, int *fd, int *bound_port, char *err,
-                   size_t errlen);
+int nrd_srv_listen(const char *address, int port, bool reuse_port, int *fd, int *bound_port, char *err, size_t errlen);
 
 #endif

@@ -28,8 +28,8 @@
 #include "fmt.h"
 
 #define DEFAULT_URL "http://localhost:4318/v1/traces"
-#define EXPORT_TIMEOUT_MS 10000   /* the SDK's OTLP exporter default */
-#define SHUTDOWN_TIMEOUT_MS 2000  /* each last batch's one try */
+#define EXPORT_TIMEOUT_MS 10000 /* the SDK's OTLP exporter default */
+#define SHUTDOWN_TIMEOUT_MS 2000 /* each last batch's one try */
 
 struct nrd_srv_otel {
   char host[256];
@@ -84,11 +84,14 @@ void nrd_srv_otel_random_id(char *out, size_t n) {
 static int parse_url(nrd_srv_otel *o, const char *url, char *err, size_t errlen) {
   const char *p = url;
   if (!strncasecmp(p, "https://", 8)) {
-    nrd_srv_fmt_err(err, errlen, "--trace-config opentelemetry,url=%s: https is not supported (the exporter "
-                                 "speaks plain HTTP; use http:// or a local collector)", url);
+    nrd_srv_fmt_err(err, errlen,
+                    "--trace-config opentelemetry,url=%s: https is not supported (the exporter "
+                    "speaks plain HTTP; use http:// or a local collector)",
+                    url);
     return -1;
   }
-  if (!strncasecmp(p, "http://", 7)) p += 7;
+  if (!strncasecmp(p, "http://", 7))
+    p += 7;
   else if (strstr(p, "://")) {
     nrd_srv_fmt_err(err, errlen, "--trace-config opentelemetry,url=%s: only http:// URLs are supported", url);
     return -1;
@@ -224,8 +227,7 @@ static int dial(const nrd_srv_otel *o, int timeout_ms, char *why, size_t whylen)
     int soerr = 0;
     socklen_t sl = sizeof soerr;
     if (poll(&pf, 1, timeout_ms) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 || soerr) {
-      snprintf(why, whylen, "cannot connect to %s:%s: %s", o->host, o->port,
-               soerr ? strerror(soerr) : "timed out");
+      snprintf(why, whylen, "cannot connect to %s:%s: %s", o->host, o->port, soerr ? strerror(soerr) : "timed out");
       close(fd);
       fd = -1;
     }
@@ -309,15 +311,17 @@ static void complain(nrd_srv_otel *o, const char *why, size_t n) {
   uint64_t now = mono_ns();
   if (o->last_complaint_ns && now - o->last_complaint_ns < 60000000000ull) return;
   o->last_complaint_ns = now;
-  fprintf(stderr, "nereid: warning: OpenTelemetry export of %zu spans failed: %s (further failures are "
-                  "reported once a minute)\n", n, why);
+  fprintf(stderr,
+          "nereid: warning: OpenTelemetry export of %zu spans failed: %s (further failures are "
+          "reported once a minute)\n",
+          n, why);
 }
 
 static void export_batch(nrd_srv_otel *o, json_t **spans, size_t n, int timeout_ms) {
   json_t *list = json_array();
   for (size_t i = 0; i < n; i++) json_array_append_new(list, spans[i]);
-  json_t *req = json_pack("{s:[{s:O,s:[{s:{s:s},s:o}]}]}", "resourceSpans", "resource", o->resource,
-                          "scopeSpans", "scope", "name", "nereid", "spans", list);
+  json_t *req = json_pack("{s:[{s:O,s:[{s:{s:s},s:o}]}]}", "resourceSpans", "resource", o->resource, "scopeSpans",
+                          "scope", "name", "nereid", "spans", list);
   char *body = req ? json_dumps(req, JSON_COMPACT) : NULL;
   json_decref(req);
   char why[300] = "out of memory";
@@ -347,8 +351,10 @@ static void *export_main(void *arg) {
     size_t n = o->count < o->batch ? o->count : o->batch;
     for (size_t i = 0; i < n; i++) {
       json_t *s = o->ring[(o->head + i) % o->max_queue];
-      if (batch) batch[i] = s;
-      else json_decref(s);
+      if (batch)
+        batch[i] = s;
+      else
+        json_decref(s);
     }
     o->head = (o->head + n) % o->max_queue;
     o->count -= n;
@@ -387,12 +393,14 @@ nrd_srv_otel *nrd_srv_otel_new(const nrd_srv_otel_config *cfg, char *err, size_t
       build_resource(o, cfg, err, errlen) != 0 ||
       bsp_value(cfg->max_queue_size, "OTEL_BSP_MAX_QUEUE_SIZE", 2048, &q, "bsp_max_queue_size", err, errlen) != 0 ||
       bsp_value(cfg->schedule_delay_ms, "OTEL_BSP_SCHEDULE_DELAY", 5000, &d, "bsp_schedule_delay", err, errlen) != 0 ||
-      bsp_value(cfg->max_export_batch_size, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512, &b, "bsp_max_export_batch_size",
-                err, errlen) != 0)
+      bsp_value(cfg->max_export_batch_size, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512, &b, "bsp_max_export_batch_size", err,
+                errlen) != 0)
     goto fail;
   if (b > q) {
-    nrd_srv_fmt_err(err, errlen, "--trace-config opentelemetry,bsp_max_export_batch_size (%" PRId64 ") must not "
-                    "exceed bsp_max_queue_size (%" PRId64 ")", b, q);
+    nrd_srv_fmt_err(err, errlen,
+                    "--trace-config opentelemetry,bsp_max_export_batch_size (%" PRId64 ") must not "
+                    "exceed bsp_max_queue_size (%" PRId64 ")",
+                    b, q);
     goto fail;
   }
   o->max_queue = (size_t)q;

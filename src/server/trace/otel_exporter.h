@@ -14,11 +14,11 @@
 /* Where and how to export. Values < 0 take the OTEL_BSP_* environment
  * variable, else the SDK's default. */
 typedef struct nrd_srv_otel_config {
-  const char *url;               /* [http://]host[:port][/path]; NULL: http://localhost:4318/v1/traces */
-  const char *const *resource;   /* "key=value" resource attributes (borrowed), after OTEL_RESOURCE_ATTRIBUTES */
+  const char *url; /* [http://]host[:port][/path]; NULL: http://localhost:4318/v1/traces */
+  const char *const *resource; /* "key=value" resource attributes (borrowed), after OTEL_RESOURCE_ATTRIBUTES */
   size_t n_resource;
-  int64_t max_queue_size;        /* spans held at most; more are dropped (default 2048) */
-  int64_t schedule_delay_ms;     /* between exports (default 5000) */
+  int64_t max_queue_size; /* spans held at most; more are dropped (default 2048) */
+  int64_t schedule_delay_ms; /* between exports (default 5000) */
   int64_t max_export_batch_size; /* spans per export, <= max_queue_size (default 512) */
 } nrd_srv_otel_config;
 

@@ -54,18 +54,18 @@ struct tracer {
   nrd_srv_tracer pub; /* first: what the front ends see */
   TRITONSERVER_Server *server;
   pthread_mutex_t mu;
-  setting defaults;      /* the command line's */
+  setting defaults; /* the command line's */
   setting global;
   model_setting *models;
   size_t n_models;
-  char *file;            /* "" when none */
+  char *file; /* "" when none */
   /* Finished traces not yet written: JSON objects joined by commas. */
   char *pending;
   size_t pending_len, pending_cap, pending_n;
-  unsigned index;        /* next indexed file */
-  FILE *main;            /* <file>, opened at its first write */
-  unsigned outstanding;  /* handles not yet finished */
-  nrd_srv_otel *otel;    /* opentelemetry mode; NULL: triton mode */
+  unsigned index; /* next indexed file */
+  FILE *main; /* <file>, opened at its first write */
+  unsigned outstanding; /* handles not yet finished */
+  nrd_srv_otel *otel; /* opentelemetry mode; NULL: triton mode */
   int64_t unix_offset_ns; /* wall clock minus the monotonic clock, for span times */
 };
 
@@ -100,15 +100,15 @@ struct handle {
   TRITONSERVER_InferenceTrace *core;
   uint64_t root_id;
   int64_t log_frequency;
-  unsigned level;       /* front-end marks only with TIMESTAMPS, as Triton */
+  unsigned level; /* front-end marks only with TIMESTAMPS, as Triton */
   bool count_exhausted; /* its sample took the last of the count */
   trace_stream *streams;
   size_t n_streams;
   /* opentelemetry mode */
   bool otel;
-  otel_events marks;     /* the front end's */
-  char trace_id[33];     /* the client's (traceparent) or a new one */
-  char parent_span[17];  /* the client's span, or "" */
+  otel_events marks; /* the front end's */
+  char trace_id[33]; /* the client's (traceparent) or a new one */
+  char parent_span[17]; /* the client's span, or "" */
 };
 
 /* ------------------------------------------------------------ text */
@@ -196,8 +196,10 @@ static void write_main(tracer *t) {
  * indexed file with a log frequency, else on into the main file. Locked. */
 static void flush_pending(tracer *t) {
   if (t->pending_n == 0) return;
-  if (t->global.logf > 0) write_indexed(t);
-  else write_main(t);
+  if (t->global.logf > 0)
+    write_indexed(t);
+  else
+    write_main(t);
 }
 
 /* ------------------------------------------------------------ settings */
@@ -354,15 +356,14 @@ static json_t *make_span(const tracer *t, const char *trace_id, const char *span
   json_t *events = json_array();
   for (size_t i = 0; e && i < e->n; i++) {
     if (pick && !pick(e->v[i].name)) continue;
-    json_array_append_new(events, json_pack("{s:o,s:s}", "timeUnixNano", unix_ns(t, e->v[i].ns), "name",
-                                            e->v[i].name));
+    json_array_append_new(events, json_pack("{s:o,s:s}", "timeUnixNano", unix_ns(t, e->v[i].ns), "name", e->v[i].name));
     if (e->v[i].ns < lo) lo = e->v[i].ns;
     if (e->v[i].ns > hi) hi = e->v[i].ns;
   }
   if (lo > hi) lo = hi = nrd_srv_trace_now_ns();
-  json_t *span = json_pack("{s:s,s:s,s:s,s:i,s:o,s:o,s:o,s:[]}", "traceId", trace_id, "spanId", span_id, "name",
-                           name, "kind", kind, "startTimeUnixNano", unix_ns(t, lo), "endTimeUnixNano",
-                           unix_ns(t, hi), "events", events, "attributes");
+  json_t *span = json_pack("{s:s,s:s,s:s,s:i,s:o,s:o,s:o,s:[]}", "traceId", trace_id, "spanId", span_id, "name", name,
+                           "kind", kind, "startTimeUnixNano", unix_ns(t, lo), "endTimeUnixNano", unix_ns(t, hi),
+                           "events", events, "attributes");
   if (span && parent && parent[0]) json_object_set_new(span, "parentSpanId", json_string(parent));
   return span;
 }
@@ -381,7 +382,7 @@ static void export_spans(handle *h) {
   nrd_srv_otel_add(t->otel,
                    make_span(t, h->trace_id, root, h->parent_span, "InferRequest", 2, &h->marks, NULL, lo, hi));
   json_t *span;
-  char (*ids)[17] = calloc(h->n_streams ? h->n_streams : 1, sizeof *ids);
+  char(*ids)[17] = calloc(h->n_streams ? h->n_streams : 1, sizeof *ids);
   if (!ids) return;
   for (size_t k = 0; k < h->n_streams; k++) nrd_srv_otel_random_id(ids[k], 8);
   for (size_t k = 0; k < h->n_streams; k++) {
@@ -449,8 +450,10 @@ static void finish(handle *h) {
   }
   t->pending_n++;
   t->outstanding--;
-  if (h->log_frequency > 0 && t->pending_n >= (uint64_t)h->log_frequency) write_indexed(t);
-  else if (h->count_exhausted && t->outstanding == 0) write_indexed(t); /* the last of the count */
+  if (h->log_frequency > 0 && t->pending_n >= (uint64_t)h->log_frequency)
+    write_indexed(t);
+  else if (h->count_exhausted && t->outstanding == 0)
+    write_indexed(t); /* the last of the count */
   pthread_mutex_unlock(&t->mu);
   for (size_t i = 0; i < h->n_streams; i++) free(h->streams[i].text);
   free(h->streams);
@@ -480,8 +483,8 @@ static char *custom_name(TRITONSERVER_InferenceTrace *trace, uint64_t ns) {
 }
 
 /* opentelemetry mode: keeps the timestamp as an event of its trace. */
-static void otel_activity(handle *h, TRITONSERVER_InferenceTrace *trace,
-                          TRITONSERVER_InferenceTraceActivity activity, uint64_t id, uint64_t ns) {
+static void otel_activity(handle *h, TRITONSERVER_InferenceTrace *trace, TRITONSERVER_InferenceTraceActivity activity,
+                          uint64_t id, uint64_t ns) {
   const char *model = "", *rid = "";
   int64_t version = 0;
   uint64_t parent = 0;
@@ -514,8 +517,8 @@ static void otel_activity(handle *h, TRITONSERVER_InferenceTrace *trace,
   free(custom);
 }
 
-static void on_activity(TRITONSERVER_InferenceTrace *trace, TRITONSERVER_InferenceTraceActivity activity,
-                        uint64_t ns, void *userp) {
+static void on_activity(TRITONSERVER_InferenceTrace *trace, TRITONSERVER_InferenceTraceActivity activity, uint64_t ns,
+                        void *userp) {
   handle *h = userp;
   uint64_t id = 0, parent = 0;
   NRD_SRV_IGNORE(TRITONSERVER_InferenceTraceId(trace, &id), "a trace without its id");
@@ -603,9 +606,16 @@ static void element_text(char **p, size_t *len, size_t *cap, TRITONSERVER_DataTy
     const unsigned char *x = b + at;
     at += w;
     union {
-      int8_t i8; int16_t i16; int32_t i32; int64_t i64;
-      uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64;
-      float f; double d;
+      int8_t i8;
+      int16_t i16;
+      int32_t i32;
+      int64_t i64;
+      uint8_t u8;
+      uint16_t u16;
+      uint32_t u32;
+      uint64_t u64;
+      float f;
+      double d;
     } v;
     memcpy(&v, x, w);
     switch (dt) {
@@ -658,10 +668,10 @@ static void on_tensor(TRITONSERVER_InferenceTrace *trace, TRITONSERVER_Inference
   trace_stream *st = stream_of(h, id, &added);
   if (added && id != h->root_id) h->refs++; /* a step's trace: wait for its release too */
   if (st && qname && qdata && sh)
-    appendf(st, "{\"id\":%" PRIu64 ",\"activity\":\"%s\",\"tensor\":{\"name\":%s,\"data\":%s,\"shape\":\"%s\","
+    appendf(st,
+            "{\"id\":%" PRIu64 ",\"activity\":\"%s\",\"tensor\":{\"name\":%s,\"data\":%s,\"shape\":\"%s\","
             "\"dtype\":\"%s\"}}",
-            id, TRITONSERVER_InferenceTraceActivityString(activity), qname, qdata, sh,
-            TRITONSERVER_DataTypeString(dt));
+            id, TRITONSERVER_InferenceTraceActivityString(activity), qname, qdata, sh, TRITONSERVER_DataTypeString(dt));
   pthread_mutex_unlock(&h->mu);
   free(qname);
   free(qdata);
@@ -726,8 +736,7 @@ static nrd_srv_trace *tracer_sample(nrd_srv_tracer *pub, const char *model, cons
   model_setting *m = find_model(t, model);
   setting s = effective(t, m);
   setting *own = m ? &m->s : &t->global;
-  bool take = propagated ? can_trace_propagated(t, &s)
-                         : can_trace(t, &s) && ++own->sampled % (uint64_t)s.rate == 0;
+  bool take = propagated ? can_trace_propagated(t, &s) : can_trace(t, &s) && ++own->sampled % (uint64_t)s.rate == 0;
   bool exhausted = false;
   if (take && !propagated && s.count > 0) {
     own->count = s.count - 1;
@@ -740,8 +749,8 @@ static nrd_srv_trace *tracer_sample(nrd_srv_tracer *pub, const char *model, cons
   handle *h = calloc(1, sizeof(*h));
   TRITONSERVER_InferenceTrace *core = NULL;
   unsigned level = s.level & traced_levels(t);
-  TRITONSERVER_Error *e = h ? TRITONSERVER_InferenceTraceTensorNew(&core, (TRITONSERVER_InferenceTraceLevel)level,
-                                                                   0, on_activity, on_tensor, on_release, h)
+  TRITONSERVER_Error *e = h ? TRITONSERVER_InferenceTraceTensorNew(&core, (TRITONSERVER_InferenceTraceLevel)level, 0,
+                                                                   on_activity, on_tensor, on_release, h)
                             : NULL;
   if (!h || e) {
     NRD_SRV_IGNORE(e, "the core cannot trace the request: it goes untraced");
@@ -793,8 +802,8 @@ static void handle_mark(nrd_srv_trace *pub, const char *name, uint64_t ns) {
   }
   bool added;
   trace_stream *st = stream_of(h, h->root_id, &added);
-  if (st) appendf(st, "{\"id\":%" PRIu64 ",\"timestamps\":[{\"name\":\"%s\",\"ns\":%" PRIu64 "}]}", h->root_id,
-                  name, ns);
+  if (st)
+    appendf(st, "{\"id\":%" PRIu64 ",\"timestamps\":[{\"name\":\"%s\",\"ns\":%" PRIu64 "}]}", h->root_id, name, ns);
   pthread_mutex_unlock(&h->mu);
 }
 
@@ -827,7 +836,8 @@ static json_t *setting_json(const tracer *t, const setting *s) {
 
 static TRITONSERVER_Error *check_model(tracer *t, const char *model) {
   bool ready = false;
-  NRD_SRV_IGNORE(TRITONSERVER_ServerModelIsReady(t->server, model, -1, &ready), "model readiness unknown: counted as not ready");
+  NRD_SRV_IGNORE(TRITONSERVER_ServerModelIsReady(t->server, model, -1, &ready),
+                 "model readiness unknown: counted as not ready");
   if (ready) return NULL;
   char msg[512];
   snprintf(msg, sizeof msg, "Request for unknown model : %s", model);
@@ -866,19 +876,19 @@ static TRITONSERVER_Error *parse_number(const json_t *body, const char *key, int
   char *end = NULL;
   long long x = strtoll(s, &end, 10);
   if (!s[0] || *end) return parse_err("Unable to parse '%s', got: %s", key, s);
-  if (!strcmp(key, "trace_count") && x < -1) return parse_err("Unable to parse '%s'. Expecting value >= -1, got:%s", key, s);
+  if (!strcmp(key, "trace_count") && x < -1)
+    return parse_err("Unable to parse '%s'. Expecting value >= -1, got:%s", key, s);
   if (x < lo || x > hi) {
     char msg[512];
-    snprintf(msg, sizeof msg, "Unable to parse '%s', value is out of range [ %" PRId64 ", %" PRId64 " ], got: %s",
-             key, lo, hi, s);
+    snprintf(msg, sizeof msg, "Unable to parse '%s', value is out of range [ %" PRId64 ", %" PRId64 " ], got: %s", key,
+             lo, hi, s);
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
   }
   *v = x;
   return NULL;
 }
 
-static TRITONSERVER_Error *tracer_update(nrd_srv_tracer *pub, const char *model, const json_t *body,
-                                         json_t **out) {
+static TRITONSERVER_Error *tracer_update(nrd_srv_tracer *pub, const char *model, const json_t *body, json_t **out) {
   tracer *t = (tracer *)pub;
   bool global = !model || !model[0];
   if (!global) {
@@ -903,9 +913,12 @@ static TRITONSERVER_Error *tracer_update(nrd_srv_tracer *pub, const char *model,
     json_array_foreach(lv, i, v) {
       const char *s = json_string_value(v);
       if (!s) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "trace_level must be an array of strings");
-      if (!strcmp(s, "OFF")) off = true;
-      else if (!strcmp(s, "TIMESTAMPS")) level |= TRITONSERVER_TRACE_LEVEL_TIMESTAMPS;
-      else if (!strcmp(s, "TENSORS")) level |= TRITONSERVER_TRACE_LEVEL_TENSORS;
+      if (!strcmp(s, "OFF"))
+        off = true;
+      else if (!strcmp(s, "TIMESTAMPS"))
+        level |= TRITONSERVER_TRACE_LEVEL_TIMESTAMPS;
+      else if (!strcmp(s, "TENSORS"))
+        level |= TRITONSERVER_TRACE_LEVEL_TENSORS;
       else {
         char msg[300];
         snprintf(msg, sizeof msg, "Unsupported trace level '%.200s' (expected OFF, TIMESTAMPS or TENSORS)", s);
@@ -957,9 +970,12 @@ static TRITONSERVER_Error *tracer_update(nrd_srv_tracer *pub, const char *model,
   const char *why = NULL;
   if (eff.level & (TRITONSERVER_TRACE_LEVEL_TIMESTAMPS | TRITONSERVER_TRACE_LEVEL_TENSORS)) {
     /* opentelemetry mode: rate 0 traces only requests that bring a context */
-    if (eff.rate == 0 && !t->otel) why = "sample rate must be non-zero";
-    else if (!t->file[0] && !t->otel) why = "trace file name is not given";
-    else if (eff.count == 0) why = "trace count must not be 0";
+    if (eff.rate == 0 && !t->otel)
+      why = "sample rate must be non-zero";
+    else if (!t->file[0] && !t->otel)
+      why = "trace file name is not given";
+    else if (eff.count == 0)
+      why = "trace count must not be 0";
   }
   if (why) {
     pthread_mutex_unlock(&t->mu);
@@ -982,8 +998,10 @@ static TRITONSERVER_Error *tracer_update(nrd_srv_tracer *pub, const char *model,
     model_setting *grown = realloc(t->models, (t->n_models + 1) * sizeof(*grown));
     char *name = grown ? strdup(model) : NULL;
     if (grown) t->models = grown;
-    if (name) t->models[t->n_models++] = (model_setting){name, next};
-    else oom = true;
+    if (name)
+      t->models[t->n_models++] = (model_setting){name, next};
+    else
+      oom = true;
   }
   update_active(t);
   setting now = effective(t, global ? NULL : find_model(t, model));

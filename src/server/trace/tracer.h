@@ -30,10 +30,10 @@
  * mask (0: off). */
 typedef struct nrd_srv_trace_config {
   unsigned level;
-  int64_t rate;          /* trace one request in `rate`; default 1000 */
-  int64_t count;         /* traces left to take; -1: no limit */
+  int64_t rate; /* trace one request in `rate`; default 1000 */
+  int64_t count; /* traces left to take; -1: no limit */
   int64_t log_frequency; /* write an indexed file every N traces; 0: at the end */
-  const char *file;      /* NULL or "": none (triton mode cannot trace) */
+  const char *file; /* NULL or "": none (triton mode cannot trace) */
   /* mode=opentelemetry: where spans go (read by nrd_srv_tracer_new); NULL:
    * triton mode, traces go to `file`. */
   const nrd_srv_otel_config *otel;

@@ -47,8 +47,8 @@ void nrd_crl_register_suite(nrd_crl_suite *s);
  * optional printf-style message. A failed fatal check ends the test: on
  * the test's own thread it jumps to the runner, which still runs fini; on
  * any other thread the child exits at once. Returns ok. Any thread. */
-bool nrd_crl_check(bool ok, bool fatal, const char *file, int line, const char *expr,
-                   const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+bool nrd_crl_check(bool ok, bool fatal, const char *file, int line, const char *expr, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
 
 /* strcmp that treats NULL as unequal to everything. */
 bool nrd_crl_str_eq(const char *a, const char *b);
@@ -56,23 +56,21 @@ bool nrd_crl_str_eq(const char *a, const char *b);
 #define NRD_CRL_CAT_(a, b) a##b
 #define NRD_CRL_CAT(a, b) NRD_CRL_CAT_(a, b)
 
-#define Test(suite, name, ...)                                                              \
-  static void nrd_crl_fn_##suite##_##name(void);                                            \
-  static nrd_crl_test nrd_crl_t_##suite##_##name = {                                        \
-      #suite, #name, nrd_crl_fn_##suite##_##name, {.unused_ = 0, __VA_ARGS__}, NULL};         \
-  __attribute__((constructor)) static void nrd_crl_reg_##suite##_##name(void) {             \
-    nrd_crl_register_test(&nrd_crl_t_##suite##_##name);                                     \
-  }                                                                                         \
+#define Test(suite, name, ...)                                                                                         \
+  static void nrd_crl_fn_##suite##_##name(void);                                                                       \
+  static nrd_crl_test nrd_crl_t_##suite##_##name = {                                                                   \
+      #suite, #name, nrd_crl_fn_##suite##_##name, {.unused_ = 0, __VA_ARGS__}, NULL};                                  \
+  __attribute__((constructor)) static void nrd_crl_reg_##suite##_##name(void) {                                        \
+    nrd_crl_register_test(&nrd_crl_t_##suite##_##name);                                                                \
+  }                                                                                                                    \
   static void nrd_crl_fn_##suite##_##name(void)
 
-#define TestSuite(suite, ...)                                                               \
-  static nrd_crl_suite nrd_crl_s_##suite = {#suite, {.unused_ = 0, __VA_ARGS__}, NULL};      \
-  __attribute__((constructor)) static void nrd_crl_sreg_##suite(void) {                     \
-    nrd_crl_register_suite(&nrd_crl_s_##suite);                                             \
-  }                                                                                         \
+#define TestSuite(suite, ...)                                                                                          \
+  static nrd_crl_suite nrd_crl_s_##suite = {#suite, {.unused_ = 0, __VA_ARGS__}, NULL};                                \
+  __attribute__((constructor)) static void nrd_crl_sreg_##suite(void) { nrd_crl_register_suite(&nrd_crl_s_##suite); }  \
   struct nrd_crl_swallow_semicolon_##suite
 
-#define NRD_CRL_CHECK(fatal, cond, text, ...) \
+#define NRD_CRL_CHECK(fatal, cond, text, ...)                                                                          \
   nrd_crl_check((cond), (fatal), __FILE__, __LINE__, (text), " " __VA_ARGS__)
 
 #define cr_assert(c, ...) NRD_CRL_CHECK(true, !!(c), #c, __VA_ARGS__)
@@ -103,9 +101,9 @@ bool nrd_crl_str_eq(const char *a, const char *b);
 #define cr_assert_str_eq(a, b, ...) NRD_CRL_CHECK(true, nrd_crl_str_eq((a), (b)), #a " == " #b, __VA_ARGS__)
 #define cr_expect_str_eq(a, b, ...) NRD_CRL_CHECK(false, nrd_crl_str_eq((a), (b)), #a " == " #b, __VA_ARGS__)
 
-#define cr_assert_float_eq(a, b, eps, ...) \
+#define cr_assert_float_eq(a, b, eps, ...)                                                                             \
   NRD_CRL_CHECK(true, fabs((double)(a) - (double)(b)) <= (double)(eps), #a " ~= " #b, __VA_ARGS__)
-#define cr_expect_float_eq(a, b, eps, ...) \
+#define cr_expect_float_eq(a, b, eps, ...)                                                                             \
   NRD_CRL_CHECK(false, fabs((double)(a) - (double)(b)) <= (double)(eps), #a " ~= " #b, __VA_ARGS__)
 
 #endif

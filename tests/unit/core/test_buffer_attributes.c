@@ -5,8 +5,7 @@
 #include "allocator.h"
 #include "buffer_attributes.h"
 
-Test(buffer_attributes, defaults_and_setters)
-{
+Test(buffer_attributes, defaults_and_setters) {
   TRITONSERVER_BufferAttributes *a = NULL;
   cr_assert_null(TRITONSERVER_BufferAttributesNew(&a));
   int64_t id = -1;
@@ -45,8 +44,7 @@ Test(buffer_attributes, defaults_and_setters)
   cr_assert_null(TRITONSERVER_BufferAttributesDelete(a));
 }
 
-Test(buffer_attributes, bad_arguments)
-{
+Test(buffer_attributes, bad_arguments) {
   TRITONSERVER_Error *e = TRITONSERVER_BufferAttributesNew(NULL);
   cr_assert_eq(TRITONSERVER_ErrorCode(e), TRITONSERVER_ERROR_INVALID_ARG);
   TRITONSERVER_ErrorDelete(e);
@@ -65,8 +63,7 @@ Test(buffer_attributes, bad_arguments)
   cr_assert_null(TRITONSERVER_BufferAttributesDelete(NULL));
 }
 
-Test(buffer_attributes, init_on_stack)
-{
+Test(buffer_attributes, init_on_stack) {
   TRITONSERVER_BufferAttributes a;
   memset(&a, 0x5a, sizeof(a));
   nrd_buffer_attributes_init(&a);
@@ -77,43 +74,33 @@ Test(buffer_attributes, init_on_stack)
 }
 
 static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *a, const char *name, size_t size,
-                                    TRITONSERVER_MemoryType mt, int64_t id, void *userp,
-                                    void **buffer, void **buffer_userp,
-                                    TRITONSERVER_MemoryType *amt, int64_t *aid)
-{
-  (void)a, (void)name, (void)size, (void)mt, (void)id, (void)userp, (void)buffer,
-      (void)buffer_userp, (void)amt, (void)aid;
+                                    TRITONSERVER_MemoryType mt, int64_t id, void *userp, void **buffer,
+                                    void **buffer_userp, TRITONSERVER_MemoryType *amt, int64_t *aid) {
+  (void)a, (void)name, (void)size, (void)mt, (void)id, (void)userp, (void)buffer, (void)buffer_userp, (void)amt,
+      (void)aid;
   return NULL;
 }
-static TRITONSERVER_Error *release_fn(TRITONSERVER_ResponseAllocator *a, void *buffer,
-                                      void *buffer_userp, size_t size, TRITONSERVER_MemoryType mt,
-                                      int64_t id)
-{
+static TRITONSERVER_Error *release_fn(TRITONSERVER_ResponseAllocator *a, void *buffer, void *buffer_userp, size_t size,
+                                      TRITONSERVER_MemoryType mt, int64_t id) {
   (void)a, (void)buffer, (void)buffer_userp, (void)size, (void)mt, (void)id;
   return NULL;
 }
-static TRITONSERVER_Error *start_fn(TRITONSERVER_ResponseAllocator *a, void *userp)
-{
+static TRITONSERVER_Error *start_fn(TRITONSERVER_ResponseAllocator *a, void *userp) {
   (void)a, (void)userp;
   return NULL;
 }
-static TRITONSERVER_Error *query_fn(TRITONSERVER_ResponseAllocator *a, void *userp,
-                                    const char *name, size_t *size, TRITONSERVER_MemoryType *mt,
-                                    int64_t *id)
-{
+static TRITONSERVER_Error *query_fn(TRITONSERVER_ResponseAllocator *a, void *userp, const char *name, size_t *size,
+                                    TRITONSERVER_MemoryType *mt, int64_t *id) {
   (void)a, (void)userp, (void)name, (void)size, (void)mt, (void)id;
   return NULL;
 }
 static TRITONSERVER_Error *attr_fn(TRITONSERVER_ResponseAllocator *a, const char *name,
-                                   TRITONSERVER_BufferAttributes *attr, void *userp,
-                                   void *buffer_userp)
-{
+                                   TRITONSERVER_BufferAttributes *attr, void *userp, void *buffer_userp) {
   (void)a, (void)name, (void)attr, (void)userp, (void)buffer_userp;
   return NULL;
 }
 
-Test(allocator, new_and_setters)
-{
+Test(allocator, new_and_setters) {
   TRITONSERVER_ResponseAllocator *a = NULL;
   cr_assert_null(TRITONSERVER_ResponseAllocatorNew(&a, alloc_fn, release_fn, start_fn));
   cr_assert_eq(a->alloc_fn, alloc_fn);
@@ -128,8 +115,7 @@ Test(allocator, new_and_setters)
   cr_assert_null(TRITONSERVER_ResponseAllocatorDelete(a));
 }
 
-Test(allocator, optional_start_and_bad_arguments)
-{
+Test(allocator, optional_start_and_bad_arguments) {
   TRITONSERVER_ResponseAllocator *a = NULL;
   cr_assert_null(TRITONSERVER_ResponseAllocatorNew(&a, alloc_fn, release_fn, NULL));
   cr_assert_null(a->start_fn);

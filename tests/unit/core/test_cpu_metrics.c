@@ -4,8 +4,7 @@
 
 #include "cpu_metrics.h"
 
-Test(cpu_metrics, stat_sums_busy_and_idle_columns)
-{
+Test(cpu_metrics, stat_sums_busy_and_idle_columns) {
   /* user nice system idle iowait irq softirq steal guest guest_nice */
   const char *text = "cpu  10 2 30 400 5 6 7 8 90 100\ncpu0 5 1 15 200 2 3 3 4 45 50\nintr 1 2 3\n";
   nrd_cpu_times t;
@@ -14,8 +13,7 @@ Test(cpu_metrics, stat_sums_busy_and_idle_columns)
   cr_assert_eq(t.idle, 400u + 5);
 }
 
-Test(cpu_metrics, stat_refuses_what_linux_does_not_write)
-{
+Test(cpu_metrics, stat_refuses_what_linux_does_not_write) {
   nrd_cpu_times t;
   cr_assert_eq(nrd_cpu_parse_stat("", &t), -1);
   cr_assert_eq(nrd_cpu_parse_stat("cpu0 1 2 3 4 5 6 7 8\n", &t), -1, "a per-core line first");
@@ -24,8 +22,7 @@ Test(cpu_metrics, stat_refuses_what_linux_does_not_write)
   cr_assert_eq(nrd_cpu_parse_stat("intr 1 2 3\n", &t), -1);
 }
 
-Test(cpu_metrics, meminfo_used_is_total_less_available)
-{
+Test(cpu_metrics, meminfo_used_is_total_less_available) {
   const char *text = "MemTotal:       1000 kB\nMemFree:         100 kB\nMemAvailable:    250 kB\nBuffers: 1 kB\n";
   uint64_t total = 0, used = 0;
   cr_assert_eq(nrd_cpu_parse_meminfo(text, &total, &used), 0);
@@ -33,8 +30,7 @@ Test(cpu_metrics, meminfo_used_is_total_less_available)
   cr_assert_eq(used, 750u * 1024);
 }
 
-Test(cpu_metrics, meminfo_refuses_missing_or_inconsistent_values)
-{
+Test(cpu_metrics, meminfo_refuses_missing_or_inconsistent_values) {
   uint64_t total = 7, used = 7;
   cr_assert_eq(nrd_cpu_parse_meminfo("MemTotal: 1000 kB\nMemFree: 10 kB\n", &total, &used), -1, "no MemAvailable");
   cr_assert_eq(nrd_cpu_parse_meminfo("MemAvailable: 10 kB\n", &total, &used), -1, "no MemTotal");
@@ -48,8 +44,7 @@ Test(cpu_metrics, meminfo_refuses_missing_or_inconsistent_values)
   cr_assert_eq(used, 7u);
 }
 
-Test(cpu_metrics, utilization_is_the_busy_share_of_the_interval)
-{
+Test(cpu_metrics, utilization_is_the_busy_share_of_the_interval) {
   nrd_cpu_times a = {.busy = 100, .idle = 300}, b = {.busy = 130, .idle = 370};
   cr_assert_float_eq(nrd_cpu_utilization(&a, &b), 0.3, 1e-12);
   cr_assert_float_eq(nrd_cpu_utilization(&a, &a), 0.0, 0, "no time passed");
@@ -58,8 +53,7 @@ Test(cpu_metrics, utilization_is_the_busy_share_of_the_interval)
   cr_assert_float_eq(nrd_cpu_utilization(&a, &c), 1.0, 1e-12, "all busy");
 }
 
-Test(cpu_metrics, renders_three_gauges_from_this_machine)
-{
+Test(cpu_metrics, renders_three_gauges_from_this_machine) {
   nrd_cpu_metrics c;
   nrd_cpu_metrics_init(&c, 3600 * 1000);
   nrd_text t = {0};

@@ -9,24 +9,16 @@ static const struct {
   const char *wire, *config;
   size_t size;
 } all[] = {
-    {TRITONSERVER_TYPE_BOOL, "BOOL", "TYPE_BOOL", 1},
-    {TRITONSERVER_TYPE_UINT8, "UINT8", "TYPE_UINT8", 1},
-    {TRITONSERVER_TYPE_UINT16, "UINT16", "TYPE_UINT16", 2},
-    {TRITONSERVER_TYPE_UINT32, "UINT32", "TYPE_UINT32", 4},
-    {TRITONSERVER_TYPE_UINT64, "UINT64", "TYPE_UINT64", 8},
-    {TRITONSERVER_TYPE_INT8, "INT8", "TYPE_INT8", 1},
-    {TRITONSERVER_TYPE_INT16, "INT16", "TYPE_INT16", 2},
-    {TRITONSERVER_TYPE_INT32, "INT32", "TYPE_INT32", 4},
-    {TRITONSERVER_TYPE_INT64, "INT64", "TYPE_INT64", 8},
-    {TRITONSERVER_TYPE_FP16, "FP16", "TYPE_FP16", 2},
-    {TRITONSERVER_TYPE_FP32, "FP32", "TYPE_FP32", 4},
-    {TRITONSERVER_TYPE_FP64, "FP64", "TYPE_FP64", 8},
-    {TRITONSERVER_TYPE_BYTES, "BYTES", "TYPE_STRING", 0},
-    {TRITONSERVER_TYPE_BF16, "BF16", "TYPE_BF16", 2},
+    {TRITONSERVER_TYPE_BOOL, "BOOL", "TYPE_BOOL", 1},       {TRITONSERVER_TYPE_UINT8, "UINT8", "TYPE_UINT8", 1},
+    {TRITONSERVER_TYPE_UINT16, "UINT16", "TYPE_UINT16", 2}, {TRITONSERVER_TYPE_UINT32, "UINT32", "TYPE_UINT32", 4},
+    {TRITONSERVER_TYPE_UINT64, "UINT64", "TYPE_UINT64", 8}, {TRITONSERVER_TYPE_INT8, "INT8", "TYPE_INT8", 1},
+    {TRITONSERVER_TYPE_INT16, "INT16", "TYPE_INT16", 2},    {TRITONSERVER_TYPE_INT32, "INT32", "TYPE_INT32", 4},
+    {TRITONSERVER_TYPE_INT64, "INT64", "TYPE_INT64", 8},    {TRITONSERVER_TYPE_FP16, "FP16", "TYPE_FP16", 2},
+    {TRITONSERVER_TYPE_FP32, "FP32", "TYPE_FP32", 4},       {TRITONSERVER_TYPE_FP64, "FP64", "TYPE_FP64", 8},
+    {TRITONSERVER_TYPE_BYTES, "BYTES", "TYPE_STRING", 0},   {TRITONSERVER_TYPE_BF16, "BF16", "TYPE_BF16", 2},
 };
 
-Test(datatype, enum_values_match_triton)
-{
+Test(datatype, enum_values_match_triton) {
   cr_assert_eq(TRITONSERVER_TYPE_INVALID, 0);
   cr_assert_eq(TRITONSERVER_TYPE_BOOL, 1);
   cr_assert_eq(TRITONSERVER_TYPE_FP32, 11);
@@ -34,8 +26,7 @@ Test(datatype, enum_values_match_triton)
   cr_assert_eq(TRITONSERVER_TYPE_BF16, 14);
 }
 
-Test(datatype, every_type_round_trips)
-{
+Test(datatype, every_type_round_trips) {
   for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
     cr_assert_str_eq(TRITONSERVER_DataTypeString(all[i].dtype), all[i].wire);
     cr_assert_eq(TRITONSERVER_StringToDataType(all[i].wire), all[i].dtype);
@@ -47,8 +38,7 @@ Test(datatype, every_type_round_trips)
   }
 }
 
-Test(datatype, invalid_and_unknown)
-{
+Test(datatype, invalid_and_unknown) {
   cr_assert_str_eq(TRITONSERVER_DataTypeString(TRITONSERVER_TYPE_INVALID), "<invalid>");
   cr_assert_str_eq(TRITONSERVER_DataTypeString((TRITONSERVER_DataType)99), "<invalid>");
   cr_assert_eq(TRITONSERVER_StringToDataType(NULL), TRITONSERVER_TYPE_INVALID);
@@ -63,8 +53,7 @@ Test(datatype, invalid_and_unknown)
   cr_assert_eq(nrd_datatype_byte_size((TRITONSERVER_DataType)-1), 0);
 }
 
-Test(datatype, other_enum_names)
-{
+Test(datatype, other_enum_names) {
   cr_assert_str_eq(TRITONSERVER_MemoryTypeString(TRITONSERVER_MEMORY_CPU), "CPU");
   cr_assert_str_eq(TRITONSERVER_MemoryTypeString(TRITONSERVER_MEMORY_CPU_PINNED), "CPU_PINNED");
   cr_assert_str_eq(TRITONSERVER_MemoryTypeString(TRITONSERVER_MEMORY_GPU), "GPU");

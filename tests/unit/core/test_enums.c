@@ -14,12 +14,13 @@
 #include "triton/core/tritonserver.h"
 
 struct enum_pin {
-  const char* name;
+  const char *name;
   long long actual;
   long long expected;
 };
 
-#define PIN(constant, value) {#constant, (long long)(constant), (value)}
+#define PIN(constant, value)                                                                                           \
+  { #constant, (long long)(constant), (value) }
 
 static const struct enum_pin server_pins[] = {
     /* TRITONSERVER_DataType */
@@ -127,27 +128,22 @@ static const struct enum_pin backend_pins[] = {
     PIN(TRITONBACKEND_EXECUTION_DEVICE_BLOCKING, 1),
 };
 
-static void check_pins(const struct enum_pin* pins, size_t count)
-{
+static void check_pins(const struct enum_pin *pins, size_t count) {
   for (size_t i = 0; i < count; i++) {
-    cr_expect_eq(
-        pins[i].actual, pins[i].expected, "%s is %lld, Triton uses %lld",
-        pins[i].name, pins[i].actual, pins[i].expected);
+    cr_expect_eq(pins[i].actual, pins[i].expected, "%s is %lld, Triton uses %lld", pins[i].name, pins[i].actual,
+                 pins[i].expected);
   }
 }
 
-Test(enums, tritonserver_constants_match_triton)
-{
+Test(enums, tritonserver_constants_match_triton) {
   check_pins(server_pins, sizeof(server_pins) / sizeof(server_pins[0]));
 }
 
-Test(enums, tritonbackend_constants_match_triton)
-{
+Test(enums, tritonbackend_constants_match_triton) {
   check_pins(backend_pins, sizeof(backend_pins) / sizeof(backend_pins[0]));
 }
 
-Test(enums, api_versions_match_triton)
-{
+Test(enums, api_versions_match_triton) {
   cr_expect_eq(TRITONSERVER_API_VERSION_MAJOR, 1);
   cr_expect_eq(TRITONSERVER_API_VERSION_MINOR, 34);
   cr_expect_eq(TRITONBACKEND_API_VERSION_MAJOR, 1);
@@ -155,8 +151,7 @@ Test(enums, api_versions_match_triton)
 }
 
 /* Enums cross the ABI by value, so they must stay int-sized. */
-Test(enums, enum_types_are_int_sized)
-{
+Test(enums, enum_types_are_int_sized) {
   cr_expect_eq(sizeof(TRITONSERVER_DataType), sizeof(int));
   cr_expect_eq(sizeof(TRITONSERVER_MemoryType), sizeof(int));
   cr_expect_eq(sizeof(TRITONSERVER_ParameterType), sizeof(int));
@@ -186,55 +181,30 @@ Test(enums, enum_types_are_int_sized)
  */
 #define HAS_TYPE(expr, type) _Generic((expr), type : 1, default : 0)
 
-_Static_assert(
-    HAS_TYPE(
-        &TRITONSERVER_ErrorNew,
-        TRITONSERVER_Error * (*)(TRITONSERVER_Error_Code, const char*)),
-    "TRITONSERVER_ErrorNew signature");
-_Static_assert(
-    HAS_TYPE(
-        &TRITONSERVER_ServerInferAsync,
-        TRITONSERVER_Error *
-            (*)(TRITONSERVER_Server*, TRITONSERVER_InferenceRequest*,
-                TRITONSERVER_InferenceTrace*)),
-    "TRITONSERVER_ServerInferAsync signature");
-_Static_assert(
-    HAS_TYPE(
-        &TRITONSERVER_InferenceResponseOutput,
-        TRITONSERVER_Error *
-            (*)(TRITONSERVER_InferenceResponse*, uint32_t, const char**,
-                TRITONSERVER_DataType*, const int64_t**, uint64_t*,
-                const void**, size_t*, TRITONSERVER_MemoryType*, int64_t*,
-                void**)),
-    "TRITONSERVER_InferenceResponseOutput signature");
-_Static_assert(
-    HAS_TYPE(
-        &TRITONBACKEND_ModelInstanceExecute,
-        TRITONSERVER_Error *
-            (*)(TRITONBACKEND_ModelInstance*, TRITONBACKEND_Request**,
-                uint32_t)),
-    "TRITONBACKEND_ModelInstanceExecute signature");
-_Static_assert(
-    HAS_TYPE(
-        &TRITONBACKEND_ResponseSend,
-        TRITONSERVER_Error *
-            (*)(TRITONBACKEND_Response*, uint32_t, TRITONSERVER_Error*)),
-    "TRITONBACKEND_ResponseSend signature");
-_Static_assert(
-    HAS_TYPE(
-        &TRITONBACKEND_InputBuffer,
-        TRITONSERVER_Error *
-            (*)(TRITONBACKEND_Input*, uint32_t, const void**, uint64_t*,
-                TRITONSERVER_MemoryType*, int64_t*)),
-    "TRITONBACKEND_InputBuffer signature");
-_Static_assert(
-    HAS_TYPE(
-        &TRITONBACKEND_ModelBatchInitialize,
-        TRITONSERVER_Error * (*)(const TRITONBACKEND_Batcher*, void**)),
-    "TRITONBACKEND_ModelBatchInitialize signature");
-_Static_assert(
-    HAS_TYPE(
-        &TRITONBACKEND_ModelInstanceReportResponseStatistics,
-        TRITONSERVER_Error *
-            (*)(const TRITONBACKEND_ModelInstanceResponseStatistics*)),
-    "TRITONBACKEND_ModelInstanceReportResponseStatistics signature");
+_Static_assert(HAS_TYPE(&TRITONSERVER_ErrorNew, TRITONSERVER_Error *(*)(TRITONSERVER_Error_Code, const char *)),
+               "TRITONSERVER_ErrorNew signature");
+_Static_assert(HAS_TYPE(&TRITONSERVER_ServerInferAsync,
+                        TRITONSERVER_Error *(*)(TRITONSERVER_Server *, TRITONSERVER_InferenceRequest *,
+                                                TRITONSERVER_InferenceTrace *)),
+               "TRITONSERVER_ServerInferAsync signature");
+_Static_assert(HAS_TYPE(&TRITONSERVER_InferenceResponseOutput,
+                        TRITONSERVER_Error *(*)(TRITONSERVER_InferenceResponse *, uint32_t, const char **,
+                                                TRITONSERVER_DataType *, const int64_t **, uint64_t *, const void **,
+                                                size_t *, TRITONSERVER_MemoryType *, int64_t *, void **)),
+               "TRITONSERVER_InferenceResponseOutput signature");
+_Static_assert(HAS_TYPE(&TRITONBACKEND_ModelInstanceExecute,
+                        TRITONSERVER_Error *(*)(TRITONBACKEND_ModelInstance *, TRITONBACKEND_Request **, uint32_t)),
+               "TRITONBACKEND_ModelInstanceExecute signature");
+_Static_assert(HAS_TYPE(&TRITONBACKEND_ResponseSend,
+                        TRITONSERVER_Error *(*)(TRITONBACKEND_Response *, uint32_t, TRITONSERVER_Error *)),
+               "TRITONBACKEND_ResponseSend signature");
+_Static_assert(HAS_TYPE(&TRITONBACKEND_InputBuffer,
+                        TRITONSERVER_Error *(*)(TRITONBACKEND_Input *, uint32_t, const void **, uint64_t *,
+                                                TRITONSERVER_MemoryType *, int64_t *)),
+               "TRITONBACKEND_InputBuffer signature");
+_Static_assert(HAS_TYPE(&TRITONBACKEND_ModelBatchInitialize,
+                        TRITONSERVER_Error *(*)(const TRITONBACKEND_Batcher *, void **)),
+               "TRITONBACKEND_ModelBatchInitialize signature");
+_Static_assert(HAS_TYPE(&TRITONBACKEND_ModelInstanceReportResponseStatistics,
+                        TRITONSERVER_Error *(*)(const TRITONBACKEND_ModelInstanceResponseStatistics *)),
+               "TRITONBACKEND_ModelInstanceReportResponseStatistics signature");

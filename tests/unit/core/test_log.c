@@ -11,23 +11,20 @@
 
 static char path[64];
 
-static void setup(void)
-{
+static void setup(void) {
   snprintf(path, sizeof(path), "/tmp/nrd_test_log_%d.txt", (int)getpid());
   unlink(path);
   nrd_log_reset();
   cr_assert_eq(nrd_log_set_file(path), 0);
 }
 
-static void teardown(void)
-{
+static void teardown(void) {
   nrd_log_reset();
   unlink(path);
 }
 
 /* Reads the whole log file (caller frees). */
-static char *slurp(void)
-{
+static char *slurp(void) {
   FILE *fp = fopen(path, "r");
   cr_assert_not_null(fp);
   static char buf[8192];
@@ -39,8 +36,7 @@ static char *slurp(void)
 
 TestSuite(log, .init = setup, .fini = teardown);
 
-Test(log, defaults)
-{
+Test(log, defaults) {
   cr_assert(nrd_log_enabled(TRITONSERVER_LOG_INFO));
   cr_assert(nrd_log_enabled(TRITONSERVER_LOG_WARN));
   cr_assert(nrd_log_enabled(TRITONSERVER_LOG_ERROR));
@@ -49,16 +45,14 @@ Test(log, defaults)
   cr_assert_eq(nrd_log_format(), TRITONSERVER_LOG_DEFAULT);
 }
 
-Test(log, default_format_line)
-{
+Test(log, default_format_line) {
   nrd_log(TRITONSERVER_LOG_INFO, "/some/dir/server.c", 42, "hello %d", 7);
   char *text = slurp();
   /* I1122 04:16:12.123456 1234 server.c:42] "hello 7" */
   char letter;
   unsigned mm, dd, hh, mi, ss, us, pid;
   char rest[256];
-  int n = sscanf(text, "%c%2u%2u %2u:%2u:%2u.%6u %u %255[^\n]", &letter, &mm, &dd, &hh, &mi, &ss,
-                 &us, &pid, rest);
+  int n = sscanf(text, "%c%2u%2u %2u:%2u:%2u.%6u %u %255[^\n]", &letter, &mm, &dd, &hh, &mi, &ss, &us, &pid, rest);
   cr_assert_eq(n, 9, "unexpected line: %s", text);
   cr_assert_eq(letter, 'I');
   cr_assert(mm >= 1 && mm <= 12 && dd >= 1 && dd <= 31 && hh < 24 && mi < 60 && ss < 61);
@@ -72,16 +66,14 @@ Test(log, default_format_line)
   free(text);
 }
 
-Test(log, iso8601_format_line)
-{
+Test(log, iso8601_format_line) {
   nrd_log_set_format(TRITONSERVER_LOG_ISO8601);
   nrd_log(TRITONSERVER_LOG_WARN, "x.c", 3, "careful");
   char *text = slurp();
   unsigned y, mo, d, h, mi, s, pid;
   char letter;
   char rest[128];
-  int n = sscanf(text, "%4u-%2u-%2uT%2u:%2u:%2uZ %c %u %127[^\n]", &y, &mo, &d, &h, &mi, &s,
-                 &letter, &pid, rest);
+  int n = sscanf(text, "%4u-%2u-%2uT%2u:%2u:%2uZ %c %u %127[^\n]", &y, &mo, &d, &h, &mi, &s, &letter, &pid, rest);
   cr_assert_eq(n, 9, "unexpected line: %s", text);
   cr_assert(y >= 2024);
   cr_assert_eq(letter, 'W');
@@ -89,8 +81,7 @@ Test(log, iso8601_format_line)
   free(text);
 }
 
-Test(log, severity_letters_and_disabled_levels)
-{
+Test(log, severity_letters_and_disabled_levels) {
   nrd_log(TRITONSERVER_LOG_ERROR, "a.c", 1, "e");
   nrd_log_set_warn(false);
   nrd_log(TRITONSERVER_LOG_WARN, "a.c", 2, "hidden");
@@ -107,8 +98,7 @@ Test(log, severity_letters_and_disabled_levels)
   cr_assert(TRITONSERVER_LogIsEnabled(TRITONSERVER_LOG_ERROR));
 }
 
-Test(log, verbose_levels)
-{
+Test(log, verbose_levels) {
   NRD_LOG_VERBOSE(1, "v1 off");
   nrd_log_set_verbose(2);
   cr_assert(nrd_log_enabled(TRITONSERVER_LOG_VERBOSE));
@@ -125,8 +115,7 @@ Test(log, verbose_levels)
   free(text);
 }
 
-Test(log, macros_do_not_evaluate_arguments_when_off)
-{
+Test(log, macros_do_not_evaluate_arguments_when_off) {
   int calls = 0;
   nrd_log_set_info(false);
   NRD_LOG_INFO("%d", ++calls);
@@ -134,8 +123,7 @@ Test(log, macros_do_not_evaluate_arguments_when_off)
   cr_assert_eq(calls, 0);
 }
 
-Test(log, public_log_message)
-{
+Test(log, public_log_message) {
   cr_assert_null(TRITONSERVER_LogMessage(TRITONSERVER_LOG_INFO, "backend.cc", 10, "from backend"));
   cr_assert_null(TRITONSERVER_LogMessage(TRITONSERVER_LOG_VERBOSE, "backend.cc", 11, "no verbose"));
   cr_assert_null(TRITONSERVER_LogMessage(TRITONSERVER_LOG_ERROR, NULL, 0, "no file"));
@@ -152,8 +140,7 @@ Test(log, public_log_message)
   free(text);
 }
 
-Test(log, long_message_written_whole)
-{
+Test(log, long_message_written_whole) {
   char big[3000];
   memset(big, 'z', sizeof(big) - 1);
   big[sizeof(big) - 1] = '\0';
@@ -164,8 +151,7 @@ Test(log, long_message_written_whole)
   free(text);
 }
 
-Test(log, bad_file_keeps_previous_destination)
-{
+Test(log, bad_file_keeps_previous_destination) {
   cr_assert_neq(nrd_log_set_file("/nonexistent-dir/x/y.log"), 0);
   nrd_log(TRITONSERVER_LOG_INFO, "a.c", 1, "still here");
   char *text = slurp();
@@ -176,8 +162,7 @@ Test(log, bad_file_keeps_previous_destination)
   cr_assert_str_eq(cur, path);
 }
 
-Test(log, settings_json)
-{
+Test(log, settings_json) {
   nrd_log_set_verbose(3);
   nrd_log_set_warn(false);
   nrd_log_set_format(TRITONSERVER_LOG_ISO8601);
@@ -197,14 +182,12 @@ Test(log, settings_json)
   json_decref(j);
 }
 
-static void *spam(void *arg)
-{
+static void *spam(void *arg) {
   for (int i = 0; i < 200; i++) nrd_log(TRITONSERVER_LOG_INFO, "t.c", i, "thread %ld line %d", (long)(intptr_t)arg, i);
   return NULL;
 }
 
-Test(log, concurrent_lines_do_not_interleave)
-{
+Test(log, concurrent_lines_do_not_interleave) {
   pthread_t th[4];
   for (long i = 0; i < 4; i++) pthread_create(&th[i], NULL, spam, (void *)(intptr_t)i);
   for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
@@ -226,8 +209,7 @@ Test(log, concurrent_lines_do_not_interleave)
 
 /* Messages are JSON strings, as Triton writes them: quotes, backslashes
  * and control characters escaped, other bytes (UTF-8 included) kept. */
-Test(log, messages_are_json_escaped)
-{
+Test(log, messages_are_json_escaped) {
   nrd_log(TRITONSERVER_LOG_INFO, "a.c", 1, "say \"hi\"\\ now\nnext\tend\x01 caf\xc3\xa9");
   char *text = slurp();
   cr_assert_not_null(strstr(text, "a.c:1] \"say \\\"hi\\\"\\\\ now\\nnext\\tend\\u0001 caf\xc3\xa9\"\n"), "%s", text);
@@ -235,8 +217,7 @@ Test(log, messages_are_json_escaped)
 }
 
 /* TRITON_SERVER_ESCAPE_LOG_MESSAGES=0 writes messages as they are. */
-Test(log, escaping_off_by_environment)
-{
+Test(log, escaping_off_by_environment) {
   setenv("TRITON_SERVER_ESCAPE_LOG_MESSAGES", "0", 1);
   nrd_log_reset();
   cr_assert_eq(nrd_log_set_file(path), 0);

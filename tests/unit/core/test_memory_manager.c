@@ -4,8 +4,7 @@
 
 #include "memory_manager.h"
 
-Test(memory_manager, cpu_and_pinned_allocate_and_free)
-{
+Test(memory_manager, cpu_and_pinned_allocate_and_free) {
   TRITONBACKEND_MemoryManager *mm = nrd_memory_manager();
   cr_assert_not_null(mm);
   cr_assert_eq(mm, nrd_memory_manager());
@@ -25,8 +24,7 @@ Test(memory_manager, cpu_and_pinned_allocate_and_free)
   cr_assert_null(TRITONBACKEND_MemoryManagerFree(mm, NULL, TRITONSERVER_MEMORY_CPU, 0));
 }
 
-Test(memory_manager, gpu_is_unsupported)
-{
+Test(memory_manager, gpu_is_unsupported) {
   void *buf = (void *)0x1;
   TRITONSERVER_Error *e =
       TRITONBACKEND_MemoryManagerAllocate(nrd_memory_manager(), &buf, TRITONSERVER_MEMORY_GPU, 0, 16);
@@ -39,8 +37,7 @@ Test(memory_manager, gpu_is_unsupported)
   TRITONSERVER_ErrorDelete(e);
 }
 
-Test(memory_manager, bad_arguments)
-{
+Test(memory_manager, bad_arguments) {
   void *buf;
   TRITONSERVER_Error *e = TRITONBACKEND_MemoryManagerAllocate(NULL, &buf, TRITONSERVER_MEMORY_CPU, 0, 1);
   cr_assert_eq(TRITONSERVER_ErrorCode(e), TRITONSERVER_ERROR_INVALID_ARG);
@@ -56,8 +53,7 @@ Test(memory_manager, bad_arguments)
   TRITONSERVER_ErrorDelete(e);
 }
 
-Test(version, api_versions)
-{
+Test(version, api_versions) {
   uint32_t major = 0, minor = 0;
   cr_assert_null(TRITONSERVER_ApiVersion(&major, &minor));
   cr_assert_eq(major, 1);

@@ -5,8 +5,7 @@
 
 #include "message.h"
 
-Test(message, serialized_round_trip_keeps_bytes)
-{
+Test(message, serialized_round_trip_keeps_bytes) {
   const char *doc = "{\"name\": \"simple\", \"versions\": [\"1\"]}";
   TRITONSERVER_Message *m = NULL;
   cr_assert_null(TRITONSERVER_MessageNewFromSerializedJson(&m, doc, strlen(doc)));
@@ -19,8 +18,7 @@ Test(message, serialized_round_trip_keeps_bytes)
   cr_assert_null(TRITONSERVER_MessageDelete(m));
 }
 
-Test(message, unterminated_input_uses_byte_size)
-{
+Test(message, unterminated_input_uses_byte_size) {
   const char doc[] = "[1,2]garbage";
   TRITONSERVER_Message *m = NULL;
   cr_assert_null(TRITONSERVER_MessageNewFromSerializedJson(&m, doc, 5));
@@ -31,8 +29,7 @@ Test(message, unterminated_input_uses_byte_size)
   TRITONSERVER_MessageDelete(m);
 }
 
-Test(message, invalid_json_is_invalid_arg)
-{
+Test(message, invalid_json_is_invalid_arg) {
   const char *bad[] = {"{", "{\"a\":}", "", "nul", "{\"a\":1}}"};
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     TRITONSERVER_Message *m = (TRITONSERVER_Message *)0x1;
@@ -44,8 +41,7 @@ Test(message, invalid_json_is_invalid_arg)
   }
 }
 
-Test(message, null_arguments)
-{
+Test(message, null_arguments) {
   TRITONSERVER_Message *m;
   TRITONSERVER_Error *e = TRITONSERVER_MessageNewFromSerializedJson(NULL, "{}", 2);
   cr_assert_eq(TRITONSERVER_ErrorCode(e), TRITONSERVER_ERROR_INVALID_ARG);
@@ -61,8 +57,7 @@ Test(message, null_arguments)
   cr_assert_null(TRITONSERVER_MessageDelete(NULL));
 }
 
-Test(message, from_json_is_compact_and_ordered)
-{
+Test(message, from_json_is_compact_and_ordered) {
   json_t *o = json_object();
   json_object_set_new(o, "name", json_string("m"));
   json_object_set_new(o, "a", json_integer(1));
@@ -78,8 +73,7 @@ Test(message, from_json_is_compact_and_ordered)
   cr_assert_null(nrd_message_from_json(NULL));
 }
 
-Test(message, from_string_takes_ownership)
-{
+Test(message, from_string_takes_ownership) {
   char *s = strdup("{\"k\":true}");
   TRITONSERVER_Message *m = nrd_message_from_string(s, strlen(s));
   cr_assert_not_null(m);

@@ -6,16 +6,14 @@
 
 #include "metrics.h"
 
-static void expect_code(TRITONSERVER_Error *e, TRITONSERVER_Error_Code code)
-{
+static void expect_code(TRITONSERVER_Error *e, TRITONSERVER_Error_Code code) {
   cr_assert_not_null(e);
   cr_assert_eq(TRITONSERVER_ErrorCode(e), code, "got %s: %s", TRITONSERVER_ErrorCodeString(e),
                TRITONSERVER_ErrorMessage(e));
   TRITONSERVER_ErrorDelete(e);
 }
 
-static char *render(void)
-{
+static char *render(void) {
   char *out;
   size_t len;
   cr_assert_null(nrd_metrics_render(&out, &len));
@@ -23,9 +21,8 @@ static char *render(void)
   return out;
 }
 
-static TRITONSERVER_Metric *metric_with(TRITONSERVER_MetricFamily *f, const char *k1,
-                                        const char *v1, const char *k2, const char *v2)
-{
+static TRITONSERVER_Metric *metric_with(TRITONSERVER_MetricFamily *f, const char *k1, const char *v1, const char *k2,
+                                        const char *v2) {
   const TRITONSERVER_Parameter *labels[2];
   uint64_t n = 0;
   if (k1) labels[n++] = TRITONSERVER_ParameterNew(k1, TRITONSERVER_PARAMETER_STRING, v1);
@@ -36,13 +33,12 @@ static TRITONSERVER_Metric *metric_with(TRITONSERVER_MetricFamily *f, const char
   return m;
 }
 
-Test(metrics, counter_and_gauge_values_and_text)
-{
+Test(metrics, counter_and_gauge_values_and_text) {
   TRITONSERVER_MetricFamily *cf, *gf;
-  cr_assert_null(TRITONSERVER_MetricFamilyNew(&cf, TRITONSERVER_METRIC_KIND_COUNTER, "app_requests_total",
-                                              "Requests seen"));
-  cr_assert_null(TRITONSERVER_MetricFamilyNew(&gf, TRITONSERVER_METRIC_KIND_GAUGE, "app_temperature",
-                                              "Temp \"C\"\nline2 \\ end"));
+  cr_assert_null(
+      TRITONSERVER_MetricFamilyNew(&cf, TRITONSERVER_METRIC_KIND_COUNTER, "app_requests_total", "Requests seen"));
+  cr_assert_null(
+      TRITONSERVER_MetricFamilyNew(&gf, TRITONSERVER_METRIC_KIND_GAUGE, "app_temperature", "Temp \"C\"\nline2 \\ end"));
   TRITONSERVER_Metric *c = metric_with(cf, "model", "m1", "version", "1");
   TRITONSERVER_Metric *g = metric_with(gf, NULL, NULL, NULL, NULL);
   double v = -1;
@@ -67,13 +63,12 @@ Test(metrics, counter_and_gauge_values_and_text)
   cr_assert_eq(kind, TRITONSERVER_METRIC_KIND_COUNTER);
 
   char *text = render();
-  cr_assert_str_eq(text,
-                   "# HELP app_requests_total Requests seen\n"
-                   "# TYPE app_requests_total counter\n"
-                   "app_requests_total{model=\"m1\",version=\"1\"} 2.5\n"
-                   "# HELP app_temperature Temp \"C\"\\nline2 \\\\ end\n"
-                   "# TYPE app_temperature gauge\n"
-                   "app_temperature 7.25\n");
+  cr_assert_str_eq(text, "# HELP app_requests_total Requests seen\n"
+                         "# TYPE app_requests_total counter\n"
+                         "app_requests_total{model=\"m1\",version=\"1\"} 2.5\n"
+                         "# HELP app_temperature Temp \"C\"\\nline2 \\\\ end\n"
+                         "# TYPE app_temperature gauge\n"
+                         "app_temperature 7.25\n");
   free(text);
   cr_assert_null(TRITONSERVER_MetricDelete(c));
   cr_assert_null(TRITONSERVER_MetricDelete(g));
@@ -84,8 +79,7 @@ Test(metrics, counter_and_gauge_values_and_text)
   free(text);
 }
 
-Test(metrics, labels_sorted_and_escaped_and_shared)
-{
+Test(metrics, labels_sorted_and_escaped_and_shared) {
   TRITONSERVER_MetricFamily *f;
   cr_assert_null(TRITONSERVER_MetricFamilyNew(&f, TRITONSERVER_METRIC_KIND_GAUGE, "g", ""));
   TRITONSERVER_Metric *a = metric_with(f, "zeta", "q\"uo\\te\nnl", "alpha", "1");
@@ -96,10 +90,9 @@ Test(metrics, labels_sorted_and_escaped_and_shared)
   TRITONSERVER_MetricValue(b, &v);
   cr_assert_eq(v, 3.0);
   char *text = render();
-  cr_assert_str_eq(text,
-                   "# TYPE g gauge\n"
-                   "g{alpha=\"1\",zeta=\"q\\\"uo\\\\te\\nnl\"} 3\n"
-                   "g{alpha=\"2\"} 0\n");
+  cr_assert_str_eq(text, "# TYPE g gauge\n"
+                         "g{alpha=\"1\",zeta=\"q\\\"uo\\\\te\\nnl\"} 3\n"
+                         "g{alpha=\"2\"} 0\n");
   free(text);
   cr_assert_null(TRITONSERVER_MetricDelete(a));
   TRITONSERVER_MetricValue(b, &v); /* series survives while b lives */
@@ -109,11 +102,9 @@ Test(metrics, labels_sorted_and_escaped_and_shared)
   cr_assert_null(TRITONSERVER_MetricFamilyDelete(f));
 }
 
-Test(metrics, histogram_text_and_errors)
-{
+Test(metrics, histogram_text_and_errors) {
   TRITONSERVER_MetricFamily *f;
-  cr_assert_null(TRITONSERVER_MetricFamilyNew(&f, TRITONSERVER_METRIC_KIND_HISTOGRAM, "lat_us",
-                                              "Latency"));
+  cr_assert_null(TRITONSERVER_MetricFamilyNew(&f, TRITONSERVER_METRIC_KIND_HISTOGRAM, "lat_us", "Latency"));
   TRITONSERVER_Metric *m = NULL;
   expect_code(TRITONSERVER_MetricNew(&m, f, NULL, 0), TRITONSERVER_ERROR_INVALID_ARG);
   TRITONSERVER_MetricArgs *args;
@@ -124,8 +115,7 @@ Test(metrics, histogram_text_and_errors)
   expect_code(TRITONSERVER_MetricNewWithArgs(&m, f, NULL, 0, args), TRITONSERVER_ERROR_INVALID_ARG);
   const double buckets[] = {0.5, 10, 100};
   cr_assert_null(TRITONSERVER_MetricArgsSetHistogram(args, buckets, 3));
-  const TRITONSERVER_Parameter *lbl[1] = {
-      TRITONSERVER_ParameterNew("model", TRITONSERVER_PARAMETER_STRING, "m")};
+  const TRITONSERVER_Parameter *lbl[1] = {TRITONSERVER_ParameterNew("model", TRITONSERVER_PARAMETER_STRING, "m")};
   cr_assert_null(TRITONSERVER_MetricNewWithArgs(&m, f, lbl, 1, args));
   TRITONSERVER_ParameterDelete((TRITONSERVER_Parameter *)lbl[0]);
   cr_assert_null(TRITONSERVER_MetricArgsDelete(args));
@@ -138,22 +128,20 @@ Test(metrics, histogram_text_and_errors)
   expect_code(TRITONSERVER_MetricIncrement(m, 1), TRITONSERVER_ERROR_UNSUPPORTED);
   expect_code(TRITONSERVER_MetricSet(m, 1), TRITONSERVER_ERROR_UNSUPPORTED);
   char *text = render();
-  cr_assert_str_eq(text,
-                   "# HELP lat_us Latency\n"
-                   "# TYPE lat_us histogram\n"
-                   "lat_us_count{model=\"m\"} 4\n"
-                   "lat_us_sum{model=\"m\"} 1060.25\n"
-                   "lat_us_bucket{model=\"m\",le=\"0.5\"} 1\n"
-                   "lat_us_bucket{model=\"m\",le=\"10\"} 2\n"
-                   "lat_us_bucket{model=\"m\",le=\"100\"} 3\n"
-                   "lat_us_bucket{model=\"m\",le=\"+Inf\"} 4\n");
+  cr_assert_str_eq(text, "# HELP lat_us Latency\n"
+                         "# TYPE lat_us histogram\n"
+                         "lat_us_count{model=\"m\"} 4\n"
+                         "lat_us_sum{model=\"m\"} 1060.25\n"
+                         "lat_us_bucket{model=\"m\",le=\"0.5\"} 1\n"
+                         "lat_us_bucket{model=\"m\",le=\"10\"} 2\n"
+                         "lat_us_bucket{model=\"m\",le=\"100\"} 3\n"
+                         "lat_us_bucket{model=\"m\",le=\"+Inf\"} 4\n");
   free(text);
   cr_assert_null(TRITONSERVER_MetricDelete(m));
   cr_assert_null(TRITONSERVER_MetricFamilyDelete(f));
 }
 
-Test(metrics, args_not_allowed_for_counter)
-{
+Test(metrics, args_not_allowed_for_counter) {
   TRITONSERVER_MetricFamily *f;
   cr_assert_null(TRITONSERVER_MetricFamilyNew(&f, TRITONSERVER_METRIC_KIND_COUNTER, "c", "d"));
   TRITONSERVER_MetricArgs *args;
@@ -166,8 +154,7 @@ Test(metrics, args_not_allowed_for_counter)
   TRITONSERVER_MetricFamilyDelete(f);
 }
 
-Test(metrics, delete_family_with_live_metrics_fails)
-{
+Test(metrics, delete_family_with_live_metrics_fails) {
   TRITONSERVER_MetricFamily *f;
   cr_assert_null(TRITONSERVER_MetricFamilyNew(&f, TRITONSERVER_METRIC_KIND_COUNTER, "c_total", "d"));
   TRITONSERVER_Metric *m = metric_with(f, NULL, NULL, NULL, NULL);
@@ -177,11 +164,9 @@ Test(metrics, delete_family_with_live_metrics_fails)
   cr_assert_null(TRITONSERVER_MetricFamilyDelete(f));
 }
 
-Test(metrics, invalid_family_arguments)
-{
+Test(metrics, invalid_family_arguments) {
   TRITONSERVER_MetricFamily *f = NULL;
-  expect_code(TRITONSERVER_MetricFamilyNew(&f, (TRITONSERVER_MetricKind)7, "x", "d"),
-              TRITONSERVER_ERROR_INVALID_ARG);
+  expect_code(TRITONSERVER_MetricFamilyNew(&f, (TRITONSERVER_MetricKind)7, "x", "d"), TRITONSERVER_ERROR_INVALID_ARG);
   expect_code(TRITONSERVER_MetricFamilyNew(&f, TRITONSERVER_METRIC_KIND_GAUGE, "9bad", "d"),
               TRITONSERVER_ERROR_INVALID_ARG);
   expect_code(TRITONSERVER_MetricFamilyNew(&f, TRITONSERVER_METRIC_KIND_GAUGE, "has space", "d"),
@@ -195,8 +180,7 @@ Test(metrics, invalid_family_arguments)
   cr_assert_null(f);
 }
 
-Test(metrics, same_name_shares_or_conflicts)
-{
+Test(metrics, same_name_shares_or_conflicts) {
   TRITONSERVER_MetricFamily *f1, *f2, *f3;
   cr_assert_null(TRITONSERVER_MetricFamilyNew(&f1, TRITONSERVER_METRIC_KIND_COUNTER, "shared", "d"));
   cr_assert_null(TRITONSERVER_MetricFamilyNew(&f2, TRITONSERVER_METRIC_KIND_COUNTER, "shared", "d"));
@@ -220,8 +204,7 @@ Test(metrics, same_name_shares_or_conflicts)
   cr_assert_null(TRITONSERVER_MetricFamilyDelete(f1));
 }
 
-Test(metrics, bad_labels)
-{
+Test(metrics, bad_labels) {
   TRITONSERVER_MetricFamily *f;
   cr_assert_null(TRITONSERVER_MetricFamilyNew(&f, TRITONSERVER_METRIC_KIND_GAUGE, "g2", "d"));
   TRITONSERVER_Metric *m = NULL;
@@ -240,8 +223,7 @@ Test(metrics, bad_labels)
   cr_assert_null(TRITONSERVER_MetricFamilyDelete(f));
 }
 
-Test(metrics, special_values_render)
-{
+Test(metrics, special_values_render) {
   TRITONSERVER_MetricFamily *f;
   cr_assert_null(TRITONSERVER_MetricFamilyNew(&f, TRITONSERVER_METRIC_KIND_GAUGE, "sv", "d"));
   TRITONSERVER_Metric *a = metric_with(f, "k", "a", NULL, NULL);
@@ -251,9 +233,8 @@ Test(metrics, special_values_render)
   TRITONSERVER_MetricSet(b, 0.1);
   TRITONSERVER_MetricSet(c, 1e20);
   char *text = render();
-  cr_assert_str_eq(text,
-                   "# HELP sv d\n# TYPE sv gauge\n"
-                   "sv{k=\"a\"} +Inf\nsv{k=\"b\"} 0.1\nsv{k=\"c\"} 1e+20\n");
+  cr_assert_str_eq(text, "# HELP sv d\n# TYPE sv gauge\n"
+                         "sv{k=\"a\"} +Inf\nsv{k=\"b\"} 0.1\nsv{k=\"c\"} 1e+20\n");
   free(text);
   TRITONSERVER_MetricDelete(a);
   TRITONSERVER_MetricDelete(b);
@@ -261,14 +242,12 @@ Test(metrics, special_values_render)
   TRITONSERVER_MetricFamilyDelete(f);
 }
 
-static void *bump(void *arg)
-{
+static void *bump(void *arg) {
   for (int i = 0; i < 10000; i++) TRITONSERVER_MetricIncrement(arg, 1);
   return NULL;
 }
 
-Test(metrics, concurrent_increments)
-{
+Test(metrics, concurrent_increments) {
   TRITONSERVER_MetricFamily *f;
   cr_assert_null(TRITONSERVER_MetricFamilyNew(&f, TRITONSERVER_METRIC_KIND_COUNTER, "conc", "d"));
   TRITONSERVER_Metric *m = metric_with(f, NULL, NULL, NULL, NULL);

@@ -6,8 +6,7 @@
 #include "error.h"
 #include "parameter.h"
 
-Test(parameter, new_of_every_scalar_type)
-{
+Test(parameter, new_of_every_scalar_type) {
   int64_t i = -42;
   bool b = true;
   double d = 2.5;
@@ -28,8 +27,7 @@ Test(parameter, new_of_every_scalar_type)
   TRITONSERVER_ParameterDelete(pd);
 }
 
-Test(parameter, new_rejects_bytes_and_nulls)
-{
+Test(parameter, new_rejects_bytes_and_nulls) {
   int64_t i = 1;
   cr_assert_null(TRITONSERVER_ParameterNew("x", TRITONSERVER_PARAMETER_BYTES, &i));
   cr_assert_null(TRITONSERVER_ParameterNew(NULL, TRITONSERVER_PARAMETER_INT, &i));
@@ -38,8 +36,7 @@ Test(parameter, new_rejects_bytes_and_nulls)
   TRITONSERVER_ParameterDelete(NULL);
 }
 
-Test(parameter, bytes_new_borrows_data)
-{
+Test(parameter, bytes_new_borrows_data) {
   char data[4] = {1, 2, 3, 4};
   TRITONSERVER_Parameter *p = TRITONSERVER_ParameterBytesNew("blob", data, sizeof(data));
   cr_assert_not_null(p);
@@ -53,8 +50,7 @@ Test(parameter, bytes_new_borrows_data)
   TRITONSERVER_ParameterDelete(p);
 }
 
-Test(parameter, list_add_find_free)
-{
+Test(parameter, list_add_find_free) {
   nrd_param_list l = {0};
   const char raw[3] = {'a', '\0', 'b'};
   cr_assert_null(nrd_param_list_add_string(&l, "s", "v"));
@@ -86,8 +82,7 @@ Test(parameter, list_add_find_free)
   nrd_param_list_free(NULL);
 }
 
-Test(parameter, list_copies_strings)
-{
+Test(parameter, list_copies_strings) {
   nrd_param_list l = {0};
   char name[] = "key", value[] = "val";
   cr_assert_null(nrd_param_list_add_string(&l, name, value));
@@ -97,8 +92,7 @@ Test(parameter, list_copies_strings)
   nrd_param_list_free(&l);
 }
 
-Test(parameter, list_bad_arguments)
-{
+Test(parameter, list_bad_arguments) {
   nrd_param_list l = {0};
   TRITONSERVER_Error *e = nrd_param_list_add_int(NULL, "x", 1);
   cr_assert_eq(TRITONSERVER_ErrorCode(e), TRITONSERVER_ERROR_INVALID_ARG);
@@ -120,8 +114,7 @@ Test(parameter, list_bad_arguments)
   nrd_param_list_free(&l);
 }
 
-Test(parameter, add_param_deep_copies_every_type)
-{
+Test(parameter, add_param_deep_copies_every_type) {
   int64_t i = 9;
   bool b = true;
   double d = 1e300;
@@ -149,8 +142,7 @@ Test(parameter, add_param_deep_copies_every_type)
   nrd_param_list_free(&l);
 }
 
-Test(parameter, many_items_grow)
-{
+Test(parameter, many_items_grow) {
   nrd_param_list l = {0};
   char name[16];
   for (int k = 0; k < 1000; k++) {

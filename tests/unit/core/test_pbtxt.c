@@ -49,11 +49,9 @@ Test(pbtxt, empty_and_comments) {
 }
 
 Test(pbtxt, message_forms) {
-  check("version_policy { latest { num_versions: 2 } }",
-        "{\"version_policy\":{\"latest\":{\"num_versions\":2}}}");
+  check("version_policy { latest { num_versions: 2 } }", "{\"version_policy\":{\"latest\":{\"num_versions\":2}}}");
   check("version_policy: { all: {} }", "{\"version_policy\":{\"all\":{}}}");
-  check("version_policy < specific < versions: 3 > >",
-        "{\"version_policy\":{\"specific\":{\"versions\":[3]}}}");
+  check("version_policy < specific < versions: 3 > >", "{\"version_policy\":{\"specific\":{\"versions\":[3]}}}");
   check("dynamic_batching {}", "{\"dynamic_batching\":{}}");
 }
 
@@ -102,21 +100,28 @@ Test(pbtxt, integers) {
 
 Test(pbtxt, floats) {
   json_t *j = parse_ok("sequence_batching { direct { minimum_slot_utilization: 0.25 } }");
-  json_t *v = json_object_get(json_object_get(json_object_get(j, "sequence_batching"), "direct"),
-                              "minimum_slot_utilization");
+  json_t *v =
+      json_object_get(json_object_get(json_object_get(j, "sequence_batching"), "direct"), "minimum_slot_utilization");
   cr_assert(json_is_real(v));
   cr_assert_float_eq(json_real_value(v), 0.25, 1e-12);
   json_decref(j);
   check("model_metrics { metric_control { histogram_options { buckets: [1e3, -2.5E-1, .5, 5., 3, 2f, 1.5F] } } }",
-        "{\"model_metrics\":{\"metric_control\":[{\"histogram_options\":{\"buckets\":[1000.0,-0.25,0.5,5.0,3.0,2.0,1.5]}}]}}");
+        "{\"model_metrics\":{\"metric_control\":[{\"histogram_options\":{\"buckets\":[1000.0,-0.25,0.5,5.0,3.0,2.0,1.5]"
+        "}}]}}");
   check("model_metrics { metric_control { histogram_options { buckets: [inf, -inf, nan, Infinity, -NaN] } } }",
         "{\"model_metrics\":{\"metric_control\":[{\"histogram_options\":{\"buckets\":"
         "[\"Infinity\",\"-Infinity\",\"NaN\",\"Infinity\",\"NaN\"]}}]}}");
   /* float fields are rounded to single precision */
   j = parse_ok("sequence_batching { control_input { control { fp32_false_true: [0.1] } } }");
-  double d = json_real_value(json_array_get(json_object_get(json_array_get(json_object_get(
-      json_array_get(json_object_get(json_object_get(j, "sequence_batching"), "control_input"), 0),
-      "control"), 0), "fp32_false_true"), 0));
+  double d = json_real_value(json_array_get(
+      json_object_get(
+          json_array_get(
+              json_object_get(
+                  json_array_get(json_object_get(json_object_get(j, "sequence_batching"), "control_input"), 0),
+                  "control"),
+              0),
+          "fp32_false_true"),
+      0));
   cr_assert_eq(d, (double)0.1f);
   json_decref(j);
 }
@@ -147,8 +152,7 @@ Test(pbtxt, maps) {
 }
 
 Test(pbtxt, separators) {
-  check("name: \"a\", platform: \"b\"; backend: \"c\";",
-        "{\"name\":\"a\",\"platform\":\"b\",\"backend\":\"c\"}");
+  check("name: \"a\", platform: \"b\"; backend: \"c\";", "{\"name\":\"a\",\"platform\":\"b\",\"backend\":\"c\"}");
   check("input { name: \"a\"; dims: 1, }", "{\"input\":[{\"name\":\"a\",\"dims\":[1]}]}");
 }
 
@@ -173,8 +177,8 @@ Test(pbtxt, not_nul_terminated) {
 
 typedef struct bad_case {
   const char *text;
-  const char *where;   /* "t.pbtxt:L:C: " prefix expected */
-  const char *substr;  /* must appear in the message */
+  const char *where; /* "t.pbtxt:L:C: " prefix expected */
+  const char *substr; /* must appear in the message */
 } bad_case;
 
 static const bad_case bad_cases[] = {
@@ -263,7 +267,8 @@ static const bad_case bad_cases[] = {
     {"sequence_batching { direct { minimum_slot_utilization: \"0.5\" } }", "t.pbtxt:1:56: ", "expected a number"},
     {"- 5", "t.pbtxt:1:1: ", "expected a field name"},
     {"input { name: \"a\" dims: [1] reshape { shape: [x] } }", "t.pbtxt:1:47: ", "expected an integer"},
-    {"input { reshape { shape: 1 } reshape {} }", "t.pbtxt:1:30: ", "'reshape' of ModelInput is specified more than once"},
+    {"input { reshape { shape: 1 } reshape {} }",
+     "t.pbtxt:1:30: ", "'reshape' of ModelInput is specified more than once"},
     {"# only a comment\n\n   foo { }", "t.pbtxt:3:4: ", "unknown field 'foo'"},
     {"instance_group [ { count: 1 }, { cnt: 2 } ]", "t.pbtxt:1:34: ", "unknown field 'cnt' in ModelInstanceGroup"},
     {"ensemble_scheduling { step { model_version: \"1\" } }", "t.pbtxt:1:45: ", "expected an integer"},
@@ -282,10 +287,9 @@ Test(pbtxt, bad_inputs_have_positions) {
   for (size_t i = 0; i < n; i++) {
     char *err = parse_err(bad_cases[i].text);
     cr_expect(strncmp(err, bad_cases[i].where, strlen(bad_cases[i].where)) == 0,
-              "case %zu <<%s>>: want prefix %s got %s", i, bad_cases[i].text,
-              bad_cases[i].where, err);
-    cr_expect(strstr(err, bad_cases[i].substr) != NULL, "case %zu <<%s>>: want '%s' in %s", i,
-              bad_cases[i].text, bad_cases[i].substr, err);
+              "case %zu <<%s>>: want prefix %s got %s", i, bad_cases[i].text, bad_cases[i].where, err);
+    cr_expect(strstr(err, bad_cases[i].substr) != NULL, "case %zu <<%s>>: want '%s' in %s", i, bad_cases[i].text,
+              bad_cases[i].substr, err);
     free(err);
   }
 }

@@ -27,10 +27,10 @@
 typedef struct fake_req {
   TRITONSERVER_InferenceRequest req; /* first: the scheduler sees only this */
   int index;
-  unsigned delay_us;  /* how long Execute takes */
+  unsigned delay_us; /* how long Execute takes */
   unsigned callback_us; /* of which in a (pretend) application callback */
-  bool nest;          /* Execute enqueues the next request itself */
-  bool hold;          /* Execute waits until the test lets it go */
+  bool nest; /* Execute enqueues the next request itself */
+  bool hold; /* Execute waits until the test lets it go */
   pthread_t ran_on;
   atomic_bool done;
 } fake_req;

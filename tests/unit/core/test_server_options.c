@@ -9,30 +9,26 @@
 
 static TRITONSERVER_ServerOptions *o;
 
-static void setup(void)
-{
+static void setup(void) {
   nrd_log_reset();
   cr_assert_null(TRITONSERVER_ServerOptionsNew(&o));
 }
 
-static void teardown(void)
-{
+static void teardown(void) {
   TRITONSERVER_ServerOptionsDelete(o);
   nrd_log_reset();
 }
 
 TestSuite(server_options, .init = setup, .fini = teardown);
 
-static void expect_code(TRITONSERVER_Error *e, TRITONSERVER_Error_Code code)
-{
+static void expect_code(TRITONSERVER_Error *e, TRITONSERVER_Error_Code code) {
   cr_assert_not_null(e);
   cr_assert_eq(TRITONSERVER_ErrorCode(e), code, "got %s: %s", TRITONSERVER_ErrorCodeString(e),
                TRITONSERVER_ErrorMessage(e));
   TRITONSERVER_ErrorDelete(e);
 }
 
-Test(server_options, defaults)
-{
+Test(server_options, defaults) {
   cr_assert_str_eq(o->server_id, "triton");
   cr_assert_eq(o->n_repo_paths, 0);
   cr_assert_eq(o->control_mode, TRITONSERVER_MODEL_CONTROL_POLL);
@@ -64,8 +60,7 @@ Test(server_options, defaults)
   cr_assert_eq(o->backend_configs.count, 0);
 }
 
-Test(server_options, strings_and_repeatables)
-{
+Test(server_options, strings_and_repeatables) {
   cr_assert_null(TRITONSERVER_ServerOptionsSetServerId(o, "nereid"));
   cr_assert_str_eq(o->server_id, "nereid");
   cr_assert_null(TRITONSERVER_ServerOptionsSetModelRepositoryPath(o, "/models/a"));
@@ -89,8 +84,7 @@ Test(server_options, strings_and_repeatables)
   cr_assert_str_eq(o->cache_dir, "/c");
 }
 
-Test(server_options, enums_and_scalars)
-{
+Test(server_options, enums_and_scalars) {
   cr_assert_null(TRITONSERVER_ServerOptionsSetModelControlMode(o, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
   cr_assert_eq(o->control_mode, TRITONSERVER_MODEL_CONTROL_EXPLICIT);
   cr_assert_null(TRITONSERVER_ServerOptionsSetModelControlMode(o, TRITONSERVER_MODEL_CONTROL_NONE));
@@ -133,8 +127,7 @@ Test(server_options, enums_and_scalars)
   cr_assert_eq(o->metrics_interval_ms, 500);
 }
 
-Test(server_options, gpu_settings_are_stored)
-{
+Test(server_options, gpu_settings_are_stored) {
   cr_assert_null(TRITONSERVER_ServerOptionsSetCudaMemoryPoolByteSize(o, 0, 1024));
   cr_assert_null(TRITONSERVER_ServerOptionsSetCudaMemoryPoolByteSize(o, 1, 2048));
   cr_assert_null(TRITONSERVER_ServerOptionsSetCudaMemoryPoolByteSize(o, 0, 4096));
@@ -142,41 +135,31 @@ Test(server_options, gpu_settings_are_stored)
   cr_assert_eq(o->cuda_pools[0].size, 4096);
   cr_assert_null(TRITONSERVER_ServerOptionsSetCudaVirtualAddressSize(o, 0, 1 << 20));
   cr_assert_eq(o->n_cuda_virtual_address_sizes, 1);
-  cr_assert_null(TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit(
-      o, TRITONSERVER_INSTANCEGROUPKIND_GPU, 0, 0.5));
-  cr_assert_null(TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit(
-      o, TRITONSERVER_INSTANCEGROUPKIND_GPU, 0, 0.75));
+  cr_assert_null(TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit(o, TRITONSERVER_INSTANCEGROUPKIND_GPU, 0, 0.5));
+  cr_assert_null(TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit(o, TRITONSERVER_INSTANCEGROUPKIND_GPU, 0, 0.75));
   cr_assert_eq(o->n_device_limits, 1);
   cr_assert_eq(o->device_limits[0].fraction, 0.75);
-  expect_code(TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit(
-                  o, TRITONSERVER_INSTANCEGROUPKIND_CPU, 0, 0.5),
+  expect_code(TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit(o, TRITONSERVER_INSTANCEGROUPKIND_CPU, 0, 0.5),
               TRITONSERVER_ERROR_UNSUPPORTED);
-  expect_code(TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit(
-                  o, TRITONSERVER_INSTANCEGROUPKIND_GPU, 0, 1.5),
+  expect_code(TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit(o, TRITONSERVER_INSTANCEGROUPKIND_GPU, 0, 1.5),
               TRITONSERVER_ERROR_INVALID_ARG);
-  expect_code(TRITONSERVER_ServerOptionsSetCudaMemoryPoolByteSize(o, -1, 1),
-              TRITONSERVER_ERROR_INVALID_ARG);
+  expect_code(TRITONSERVER_ServerOptionsSetCudaMemoryPoolByteSize(o, -1, 1), TRITONSERVER_ERROR_INVALID_ARG);
 }
 
-Test(server_options, rate_limiter_resources)
-{
+Test(server_options, rate_limiter_resources) {
   cr_assert_null(TRITONSERVER_ServerOptionsAddRateLimiterResource(o, "R1", 4, -1));
   cr_assert_null(TRITONSERVER_ServerOptionsAddRateLimiterResource(o, "R1", 2, 0));
   cr_assert_eq(o->n_rate_limit_resources, 2);
   cr_assert_str_eq(o->rate_limit_resources[0].name, "R1");
   cr_assert_eq(o->rate_limit_resources[0].count, 4);
   cr_assert_eq(o->rate_limit_resources[1].device, 0);
-  expect_code(TRITONSERVER_ServerOptionsAddRateLimiterResource(o, "R1", 1, 0),
-              TRITONSERVER_ERROR_ALREADY_EXISTS);
-  expect_code(TRITONSERVER_ServerOptionsAddRateLimiterResource(o, "R2", 1, -2),
-              TRITONSERVER_ERROR_INVALID_ARG);
-  expect_code(TRITONSERVER_ServerOptionsAddRateLimiterResource(o, NULL, 1, 0),
-              TRITONSERVER_ERROR_INVALID_ARG);
+  expect_code(TRITONSERVER_ServerOptionsAddRateLimiterResource(o, "R1", 1, 0), TRITONSERVER_ERROR_ALREADY_EXISTS);
+  expect_code(TRITONSERVER_ServerOptionsAddRateLimiterResource(o, "R2", 1, -2), TRITONSERVER_ERROR_INVALID_ARG);
+  expect_code(TRITONSERVER_ServerOptionsAddRateLimiterResource(o, NULL, 1, 0), TRITONSERVER_ERROR_INVALID_ARG);
   cr_assert_eq(o->n_rate_limit_resources, 2);
 }
 
-Test(server_options, triples_replace_and_find)
-{
+Test(server_options, triples_replace_and_find) {
   cr_assert_null(TRITONSERVER_ServerOptionsSetBackendConfig(o, "python", "shm-default-byte-size", "1"));
   cr_assert_null(TRITONSERVER_ServerOptionsSetBackendConfig(o, "python", "shm-default-byte-size", "2"));
   cr_assert_null(TRITONSERVER_ServerOptionsSetBackendConfig(o, "", "default-max-batch-size", "8"));
@@ -200,8 +183,7 @@ Test(server_options, triples_replace_and_find)
   expect_code(TRITONSERVER_ServerOptionsSetCacheConfig(o, "local", NULL), TRITONSERVER_ERROR_INVALID_ARG);
 }
 
-Test(server_options, log_setters_apply_immediately)
-{
+Test(server_options, log_setters_apply_immediately) {
   cr_assert_null(TRITONSERVER_ServerOptionsSetLogInfo(o, false));
   cr_assert_not(nrd_log_info_on());
   cr_assert_null(TRITONSERVER_ServerOptionsSetLogWarn(o, false));
@@ -220,8 +202,7 @@ Test(server_options, log_setters_apply_immediately)
   char cur[64];
   nrd_log_file(cur, sizeof(cur));
   cr_assert_str_eq(cur, path);
-  expect_code(TRITONSERVER_ServerOptionsSetLogFile(o, "/no/such/dir/log.txt"),
-              TRITONSERVER_ERROR_INVALID_ARG);
+  expect_code(TRITONSERVER_ServerOptionsSetLogFile(o, "/no/such/dir/log.txt"), TRITONSERVER_ERROR_INVALID_ARG);
   cr_assert_str_eq(o->log_file, path);
   cr_assert_null(TRITONSERVER_ServerOptionsSetLogFile(o, ""));
   nrd_log_file(cur, sizeof(cur));
@@ -229,8 +210,7 @@ Test(server_options, log_setters_apply_immediately)
   unlink(path);
 }
 
-Test(server_options, bad_arguments)
-{
+Test(server_options, bad_arguments) {
   expect_code(TRITONSERVER_ServerOptionsNew(NULL), TRITONSERVER_ERROR_INVALID_ARG);
   expect_code(TRITONSERVER_ServerOptionsSetServerId(NULL, "x"), TRITONSERVER_ERROR_INVALID_ARG);
   expect_code(TRITONSERVER_ServerOptionsSetServerId(o, NULL), TRITONSERVER_ERROR_INVALID_ARG);
@@ -241,12 +221,10 @@ Test(server_options, bad_arguments)
               TRITONSERVER_ERROR_INVALID_ARG);
   expect_code(TRITONSERVER_ServerOptionsSetRateLimiterMode(o, (TRITONSERVER_RateLimitMode)9),
               TRITONSERVER_ERROR_INVALID_ARG);
-  expect_code(TRITONSERVER_ServerOptionsSetLogFormat(o, (TRITONSERVER_LogFormat)9),
-              TRITONSERVER_ERROR_INVALID_ARG);
+  expect_code(TRITONSERVER_ServerOptionsSetLogFormat(o, (TRITONSERVER_LogFormat)9), TRITONSERVER_ERROR_INVALID_ARG);
   expect_code(TRITONSERVER_ServerOptionsSetLogVerbose(o, -1), TRITONSERVER_ERROR_INVALID_ARG);
   expect_code(TRITONSERVER_ServerOptionsSetMetricsInterval(o, 0), TRITONSERVER_ERROR_INVALID_ARG);
-  expect_code(TRITONSERVER_ServerOptionsSetMinSupportedComputeCapability(o, -1.0),
-              TRITONSERVER_ERROR_INVALID_ARG);
+  expect_code(TRITONSERVER_ServerOptionsSetMinSupportedComputeCapability(o, -1.0), TRITONSERVER_ERROR_INVALID_ARG);
   expect_code(TRITONSERVER_ServerOptionsSetBackendDirectory(o, NULL), TRITONSERVER_ERROR_INVALID_ARG);
   expect_code(TRITONSERVER_ServerOptionsSetExitTimeout(NULL, 1), TRITONSERVER_ERROR_INVALID_ARG);
   expect_code(TRITONSERVER_ServerOptionsSetMetrics(NULL, true), TRITONSERVER_ERROR_INVALID_ARG);

@@ -13,8 +13,7 @@ static json_int_t count_of(json_t *stats, int index, const char *kind) {
   return json_integer_value(json_object_get(d, "count"));
 }
 
-Test(stats, responses_are_counted_per_index_in_any_order)
-{
+Test(stats, responses_are_counted_per_index_in_any_order) {
   nrd_model_stats s;
   nrd_stats_init(&s);
   /* Two requests of 3 responses and a flags-only final each, interleaved,
@@ -40,8 +39,7 @@ Test(stats, responses_are_counted_per_index_in_any_order)
   nrd_stats_destroy(&s);
 }
 
-Test(stats, many_responses_per_request)
-{
+Test(stats, many_responses_per_request) {
   nrd_model_stats s;
   nrd_stats_init(&s);
   for (int req = 0; req < 3; req++)
@@ -55,8 +53,7 @@ Test(stats, many_responses_per_request)
 
 /* A request of millions of responses: indexes past the limit are not kept
  * (memory stays bounded); those below it still are. */
-Test(stats, response_indexes_past_the_limit_are_not_kept)
-{
+Test(stats, response_indexes_past_the_limit_are_not_kept) {
   nrd_model_stats s;
   nrd_stats_init(&s);
   nrd_stats_response(&s, NRD_STATS_MAX_RESPONSE_INDEX - 1, 0, 1, 2, false, false);

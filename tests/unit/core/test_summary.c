@@ -15,8 +15,7 @@ static char *render(const nrd_summary *s, uint64_t now) {
   return t.p;
 }
 
-Test(summary, quantiles_count_and_sum)
-{
+Test(summary, quantiles_count_and_sum) {
   nrd_summary s;
   cr_assert_eq(nrd_summary_init(&s), 0);
   for (uint64_t v = 100; v >= 1; v--) nrd_summary_observe(&s, 1000, v * 1000); /* 1..100 us, any order */
@@ -30,8 +29,7 @@ Test(summary, quantiles_count_and_sum)
   nrd_summary_destroy(&s);
 }
 
-Test(summary, old_observations_leave_the_window_but_not_the_count)
-{
+Test(summary, old_observations_leave_the_window_but_not_the_count) {
   nrd_summary s;
   cr_assert_eq(nrd_summary_init(&s), 0);
   nrd_summary_observe(&s, 0, 7000);

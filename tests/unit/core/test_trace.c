@@ -6,8 +6,7 @@
 
 #include "trace.h"
 
-static void expect_invalid(TRITONSERVER_Error *e)
-{
+static void expect_invalid(TRITONSERVER_Error *e) {
   cr_assert_not_null(e);
   cr_assert_eq(TRITONSERVER_ErrorCode(e), TRITONSERVER_ERROR_INVALID_ARG);
   TRITONSERVER_ErrorDelete(e);
@@ -21,8 +20,7 @@ typedef struct seen {
 } seen;
 
 static void on_activity(TRITONSERVER_InferenceTrace *t, TRITONSERVER_InferenceTraceActivity a, uint64_t ns,
-                        void *userp)
-{
+                        void *userp) {
   (void)t;
   seen *s = userp;
   if (s->n < 16) {
@@ -32,14 +30,12 @@ static void on_activity(TRITONSERVER_InferenceTrace *t, TRITONSERVER_InferenceTr
   s->n++;
 }
 
-static void on_release(TRITONSERVER_InferenceTrace *t, void *userp)
-{
+static void on_release(TRITONSERVER_InferenceTrace *t, void *userp) {
   ((seen *)userp)->released++;
   TRITONSERVER_InferenceTraceDelete(t);
 }
 
-Test(trace, names)
-{
+Test(trace, names) {
   cr_assert_str_eq(TRITONSERVER_InferenceTraceLevelString(TRITONSERVER_TRACE_LEVEL_DISABLED), "DISABLED");
   cr_assert_str_eq(TRITONSERVER_InferenceTraceLevelString(TRITONSERVER_TRACE_LEVEL_TIMESTAMPS), "TIMESTAMPS");
   cr_assert_str_eq(TRITONSERVER_InferenceTraceLevelString(TRITONSERVER_TRACE_LEVEL_TENSORS), "TENSORS");
@@ -48,18 +44,17 @@ Test(trace, names)
   cr_assert_str_eq(TRITONSERVER_InferenceTraceActivityString(TRITONSERVER_TRACE_COMPUTE_END), "COMPUTE_END");
   cr_assert_str_eq(TRITONSERVER_InferenceTraceActivityString(TRITONSERVER_TRACE_TENSOR_BACKEND_OUTPUT),
                    "TENSOR_BACKEND_OUTPUT");
-  cr_assert_str_eq(TRITONSERVER_InferenceTraceActivityString(TRITONSERVER_TRACE_CUSTOM_ACTIVITY),
-                   "CUSTOM_ACTIVITY");
-  cr_assert_str_eq(TRITONSERVER_InferenceTraceActivityString((TRITONSERVER_InferenceTraceActivity)99),
-                   "<unknown>");
+  cr_assert_str_eq(TRITONSERVER_InferenceTraceActivityString(TRITONSERVER_TRACE_CUSTOM_ACTIVITY), "CUSTOM_ACTIVITY");
+  cr_assert_str_eq(TRITONSERVER_InferenceTraceActivityString((TRITONSERVER_InferenceTraceActivity)99), "<unknown>");
 }
 
-Test(trace, accessors_ids_and_children)
-{
+Test(trace, accessors_ids_and_children) {
   seen s = {0};
   TRITONSERVER_InferenceTrace *a = NULL, *b = NULL, *child = NULL;
-  cr_assert_null(TRITONSERVER_InferenceTraceNew(&a, TRITONSERVER_TRACE_LEVEL_TIMESTAMPS, 0, on_activity, on_release, &s));
-  cr_assert_null(TRITONSERVER_InferenceTraceNew(&b, TRITONSERVER_TRACE_LEVEL_TIMESTAMPS, 7, on_activity, on_release, &s));
+  cr_assert_null(
+      TRITONSERVER_InferenceTraceNew(&a, TRITONSERVER_TRACE_LEVEL_TIMESTAMPS, 0, on_activity, on_release, &s));
+  cr_assert_null(
+      TRITONSERVER_InferenceTraceNew(&b, TRITONSERVER_TRACE_LEVEL_TIMESTAMPS, 7, on_activity, on_release, &s));
   uint64_t ida = 0, idb = 0, parent = 99;
   cr_assert_null(TRITONSERVER_InferenceTraceId(a, &ida));
   cr_assert_null(TRITONSERVER_InferenceTraceId(b, &idb));
@@ -104,8 +99,7 @@ Test(trace, accessors_ids_and_children)
   cr_assert_null(TRITONSERVER_InferenceTraceDelete(b));
 }
 
-Test(trace, reports_follow_the_level)
-{
+Test(trace, reports_follow_the_level) {
   seen s = {0};
   TRITONSERVER_InferenceTrace *t = NULL;
   /* TENSORS alone: no timestamps. */
@@ -125,8 +119,7 @@ Test(trace, reports_follow_the_level)
   cr_assert_null(TRITONSERVER_InferenceTraceDelete(t));
 }
 
-Test(trace, bad_arguments)
-{
+Test(trace, bad_arguments) {
   uint64_t id;
   const char *str;
   expect_invalid(TRITONSERVER_InferenceTraceNew(NULL, TRITONSERVER_TRACE_LEVEL_TIMESTAMPS, 0, NULL, NULL, NULL));

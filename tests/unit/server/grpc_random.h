@@ -34,16 +34,26 @@ static Inference__InferParameter *param(void) {
   Inference__InferParameter *p = calloc(1, sizeof *p);
   inference__infer_parameter__init(p);
   switch (next() % 6) {
-    case 0: p->parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM;
-      p->bool_param = next() % 2; break;
-    case 1: p->parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
-      p->int64_param = wide(); break;
-    case 2: p->parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM;
-      p->string_param = text(); break;
-    case 3: p->parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_DOUBLE_PARAM;
-      p->double_param = (double)wide() / 7.0; break;
-    case 4: p->parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM;
-      p->uint64_param = next(); break;
+    case 0:
+      p->parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM;
+      p->bool_param = next() % 2;
+      break;
+    case 1:
+      p->parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
+      p->int64_param = wide();
+      break;
+    case 2:
+      p->parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM;
+      p->string_param = text();
+      break;
+    case 3:
+      p->parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_DOUBLE_PARAM;
+      p->double_param = (double)wide() / 7.0;
+      break;
+    case 4:
+      p->parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM;
+      p->uint64_param = next();
+      break;
     default: break; /* nothing set */
   }
   return p;

@@ -7,8 +7,7 @@
 
 #include "block_cache.h"
 
-Test(block_cache, reuses_a_freed_block_of_the_same_class)
-{
+Test(block_cache, reuses_a_freed_block_of_the_same_class) {
   nrd_srv_block_cache bc;
   nrd_srv_block_cache_init(&bc);
   void *a = nrd_srv_block_malloc(40, &bc);
@@ -24,8 +23,7 @@ Test(block_cache, reuses_a_freed_block_of_the_same_class)
   nrd_srv_block_cache_destroy(&bc);
 }
 
-Test(block_cache, keeps_at_most_depth_blocks_per_class)
-{
+Test(block_cache, keeps_at_most_depth_blocks_per_class) {
   nrd_srv_block_cache bc;
   nrd_srv_block_cache_init(&bc);
   enum { N = NRD_SRV_BLOCK_CACHE_DEPTH + 10 };
@@ -43,8 +41,7 @@ Test(block_cache, keeps_at_most_depth_blocks_per_class)
   for (int k = 0; k < NRD_SRV_BLOCK_CACHE_CLASSES; k++) cr_assert_eq(bc.n_free[k], 0);
 }
 
-Test(block_cache, calloc_zeroes_a_reused_block)
-{
+Test(block_cache, calloc_zeroes_a_reused_block) {
   nrd_srv_block_cache bc;
   nrd_srv_block_cache_init(&bc);
   unsigned char *a = nrd_srv_block_malloc(64, &bc);
@@ -58,16 +55,14 @@ Test(block_cache, calloc_zeroes_a_reused_block)
   nrd_srv_block_cache_destroy(&bc);
 }
 
-Test(block_cache, realloc_keeps_the_bytes_across_classes_and_past_the_largest)
-{
+Test(block_cache, realloc_keeps_the_bytes_across_classes_and_past_the_largest) {
   nrd_srv_block_cache bc;
   nrd_srv_block_cache_init(&bc);
   unsigned char *p = nrd_srv_block_realloc(NULL, 10, &bc);
   for (int i = 0; i < 10; i++) p[i] = (unsigned char)i;
   unsigned char *same = nrd_srv_block_realloc(p, 30, &bc);
   cr_assert_eq(same, p, "growing within the class stays in place");
-  size_t sizes[] = {100, 300, NRD_SRV_BLOCK_CACHE_MAX_SIZE, NRD_SRV_BLOCK_CACHE_MAX_SIZE + 1, 5000,
-                    70000, 20};
+  size_t sizes[] = {100, 300, NRD_SRV_BLOCK_CACHE_MAX_SIZE, NRD_SRV_BLOCK_CACHE_MAX_SIZE + 1, 5000, 70000, 20};
   for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
     p = nrd_srv_block_realloc(p, sizes[s], &bc);
     cr_assert_not_null(p);
@@ -86,8 +81,7 @@ Test(block_cache, realloc_keeps_the_bytes_across_classes_and_past_the_largest)
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
 
-Test(block_cache, a_kept_block_is_poisoned_until_handed_out_again)
-{
+Test(block_cache, a_kept_block_is_poisoned_until_handed_out_again) {
   nrd_srv_block_cache bc;
   nrd_srv_block_cache_init(&bc);
   char *a = nrd_srv_block_malloc(32, &bc);

@@ -15,8 +15,7 @@ static size_t pack(int wb, const void *in, size_t len, uint8_t **out) {
   return n;
 }
 
-Test(compress, round_trip_in_both_formats_reports_trailing_bytes)
-{
+Test(compress, round_trip_in_both_formats_reports_trailing_bytes) {
   char text[5000];
   for (size_t i = 0; i < sizeof text; i++) text[i] = (char)('a' + i % 7);
   for (int f = 0; f < 2; f++) {
@@ -40,8 +39,7 @@ Test(compress, round_trip_in_both_formats_reports_trailing_bytes)
   }
 }
 
-Test(compress, bombs_truncation_and_garbage_are_refused)
-{
+Test(compress, bombs_truncation_and_garbage_are_refused) {
   size_t big = 4 * 1024 * 1024;
   char *zeros = calloc(1, big);
   uint8_t *z;

@@ -83,8 +83,7 @@ static void same_bytes(const Inference__ModelInferResponse *r, int stream, const
   free(want);
 }
 
-Test(grpc_pack, random_responses_match_protobuf_c)
-{
+Test(grpc_pack, random_responses_match_protobuf_c) {
   for (int i = 0; i < 400; i++) {
     Inference__ModelInferResponse *r = response();
     char *error = i % 3 == 0 ? text() : NULL;
@@ -95,8 +94,7 @@ Test(grpc_pack, random_responses_match_protobuf_c)
   }
 }
 
-Test(grpc_pack, empty_and_typed_contents_fall_back)
-{
+Test(grpc_pack, empty_and_typed_contents_fall_back) {
   Inference__ModelInferResponse r = INFERENCE__MODEL_INFER_RESPONSE__INIT;
   same_bytes(&r, 0, NULL);
   same_bytes(&r, 1, NULL);

@@ -49,17 +49,17 @@ static char *text(void) {
 
 /* The three entry types share one layout; each is made through its own
  * init so it packs with its own descriptor. */
-#define MAKE_PARAMS(TYPE, INIT_FN, out, n)            \
-  do {                                                \
-    *(n) = next() % 4;                                \
-    *(out) = calloc(*(n) + 1, sizeof **(out));        \
-    for (size_t i_ = 0; i_ < *(n); i_++) {            \
-      TYPE *e_ = calloc(1, sizeof *e_);               \
-      INIT_FN(e_);                                    \
-      e_->key = text();                               \
-      e_->value = next() % 8 ? param() : NULL;        \
-      (*(out))[i_] = e_;                              \
-    }                                                 \
+#define MAKE_PARAMS(TYPE, INIT_FN, out, n)                                                                             \
+  do {                                                                                                                 \
+    *(n) = next() % 4;                                                                                                 \
+    *(out) = calloc(*(n) + 1, sizeof **(out));                                                                         \
+    for (size_t i_ = 0; i_ < *(n); i_++) {                                                                             \
+      TYPE *e_ = calloc(1, sizeof *e_);                                                                                \
+      INIT_FN(e_);                                                                                                     \
+      e_->key = text();                                                                                                \
+      e_->value = next() % 8 ? param() : NULL;                                                                         \
+      (*(out))[i_] = e_;                                                                                               \
+    }                                                                                                                  \
   } while (0)
 
 static Inference__ModelInferRequest *request(void) {
@@ -92,8 +92,8 @@ static Inference__ModelInferRequest *request(void) {
     inference__model_infer_request__infer_requested_output_tensor__init(t);
     t->name = text();
     MAKE_PARAMS(Inference__ModelInferRequest__InferRequestedOutputTensor__ParametersEntry,
-                inference__model_infer_request__infer_requested_output_tensor__parameters_entry__init,
-                &t->parameters, &t->n_parameters);
+                inference__model_infer_request__infer_requested_output_tensor__parameters_entry__init, &t->parameters,
+                &t->n_parameters);
     r->outputs[i] = t;
   }
   r->n_raw_input_contents = next() % 4;
@@ -116,9 +116,7 @@ static uint8_t *pack(const Inference__ModelInferRequest *r, size_t *len) {
 
 /* ---- deep comparison ----------------------------------------------------- */
 
-static void same_str(const char *a, const char *b, const char *what) {
-  cr_assert_str_eq(a, b, "%s differs", what);
-}
+static void same_str(const char *a, const char *b, const char *what) { cr_assert_str_eq(a, b, "%s differs", what); }
 
 static void same_param(const Inference__InferParameter *a, const Inference__InferParameter *b) {
   if (a == NULL || b == NULL) {
@@ -129,10 +127,15 @@ static void same_param(const Inference__InferParameter *a, const Inference__Infe
   switch (a->parameter_choice_case) {
     case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM: cr_assert_eq(a->bool_param, b->bool_param); break;
     case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM: cr_assert_eq(a->int64_param, b->int64_param); break;
-    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM: same_str(a->string_param, b->string_param, "string_param"); break;
+    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM:
+      same_str(a->string_param, b->string_param, "string_param");
+      break;
     case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_DOUBLE_PARAM:
-      cr_assert_eq(memcmp(&a->double_param, &b->double_param, 8), 0); break;
-    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM: cr_assert_eq(a->uint64_param, b->uint64_param); break;
+      cr_assert_eq(memcmp(&a->double_param, &b->double_param, 8), 0);
+      break;
+    case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM:
+      cr_assert_eq(a->uint64_param, b->uint64_param);
+      break;
     default: break;
   }
 }
@@ -165,15 +168,15 @@ static void same_request(const Inference__ModelInferRequest *a, const Inference_
   cr_assert_eq(a->n_outputs, b->n_outputs);
   for (size_t i = 0; i < a->n_outputs; i++) {
     same_str(a->outputs[i]->name, b->outputs[i]->name, "output name");
-    same_entries(a->outputs[i]->n_parameters, (void *const *)a->outputs[i]->parameters,
-                 b->outputs[i]->n_parameters, (void *const *)b->outputs[i]->parameters);
+    same_entries(a->outputs[i]->n_parameters, (void *const *)a->outputs[i]->parameters, b->outputs[i]->n_parameters,
+                 (void *const *)b->outputs[i]->parameters);
   }
   cr_assert_eq(a->n_raw_input_contents, b->n_raw_input_contents);
   for (size_t i = 0; i < a->n_raw_input_contents; i++) {
     cr_assert_eq(a->raw_input_contents[i].len, b->raw_input_contents[i].len);
     if (a->raw_input_contents[i].len)
-      cr_assert_eq(memcmp(a->raw_input_contents[i].data, b->raw_input_contents[i].data,
-                          a->raw_input_contents[i].len), 0);
+      cr_assert_eq(memcmp(a->raw_input_contents[i].data, b->raw_input_contents[i].data, a->raw_input_contents[i].len),
+                   0);
   }
   cr_assert_eq(a->base.n_unknown_fields, 0u);
   cr_assert_eq(a->base.descriptor, b->base.descriptor);
@@ -196,8 +199,7 @@ static bool check(const uint8_t *b, size_t len) {
   return mine != NULL;
 }
 
-Test(grpc_unpack, random_requests_match_protobuf_c)
-{
+Test(grpc_unpack, random_requests_match_protobuf_c) {
   for (int i = 0; i < 300; i++) {
     Inference__ModelInferRequest *r = request();
     size_t len;
@@ -208,8 +210,7 @@ Test(grpc_unpack, random_requests_match_protobuf_c)
   }
 }
 
-Test(grpc_unpack, damaged_requests_never_decode_differently)
-{
+Test(grpc_unpack, damaged_requests_never_decode_differently) {
   size_t taken = 0, total = 0;
   for (int i = 0; i < 300; i++) {
     Inference__ModelInferRequest *r = request();
@@ -221,8 +222,8 @@ Test(grpc_unpack, damaged_requests_never_decode_differently)
       size_t dlen = len;
       switch (next() % 4) {
         case 0: d[next() % dlen] ^= (uint8_t)(1u << (next() % 8)); break; /* one bit */
-        case 1: d[next() % dlen] = (uint8_t)next(); break;                 /* one byte */
-        case 2: dlen = next() % dlen; break;                                /* cut short */
+        case 1: d[next() % dlen] = (uint8_t)next(); break; /* one byte */
+        case 2: dlen = next() % dlen; break; /* cut short */
         default: /* a few random bytes at the end: a new field, perhaps a bad one */
           for (int j = 0; j < 8; j++) d[dlen++] = (uint8_t)next();
           break;
@@ -259,16 +260,14 @@ static uint8_t *tritonclient_request(size_t *len) {
   return pack(&r, len);
 }
 
-Test(grpc_unpack, tritonclient_request_is_decoded)
-{
+Test(grpc_unpack, tritonclient_request_is_decoded) {
   size_t len;
   uint8_t *b = tritonclient_request(&len);
   cr_assert(check(b, len));
   free(b);
 }
 
-Test(grpc_unpack, empty_message_is_all_defaults)
-{
+Test(grpc_unpack, empty_message_is_all_defaults) {
   bool fallback = true;
   Inference__ModelInferRequest *m = nrd_srv_grpc_unpack_infer_request(&alloc, (const uint8_t *)"", 0, &fallback);
   cr_assert_not_null(m);
@@ -290,8 +289,7 @@ static void expect(const uint8_t *b, size_t len, bool decoded) {
   check(b, len); /* and whatever was decoded equals protobuf-c */
 }
 
-Test(grpc_unpack, what_it_leaves_to_protobuf_c)
-{
+Test(grpc_unpack, what_it_leaves_to_protobuf_c) {
   /* Typed contents on an input: inputs { contents { int_contents: 1 } } */
   static const uint8_t typed[] = {0x2a, 0x04, 0x2a, 0x02, 0x10, 0x01};
   expect(typed, sizeof typed, false);
@@ -311,12 +309,12 @@ Test(grpc_unpack, what_it_leaves_to_protobuf_c)
   static const uint8_t too_long[] = {0x0a, 0x05, 'a'};
   expect(too_long, sizeof too_long, false);
   /* An eleven-byte varint. */
-  static const uint8_t long_varint[] = {0x2a, 0x0c, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
+  static const uint8_t long_varint[] = {0x2a, 0x0c, 0x18, 0xff, 0xff, 0xff, 0xff,
+                                        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
   expect(long_varint, sizeof long_varint, false);
 }
 
-Test(grpc_unpack, unpacked_shape_and_missing_entry_parts_are_decoded)
-{
+Test(grpc_unpack, unpacked_shape_and_missing_entry_parts_are_decoded) {
   /* inputs { shape: 2 (unpacked) shape: [3, -1] (packed) }, then a
    * parameters entry with neither key nor value, then one with a value
    * holding nothing. */
@@ -336,8 +334,7 @@ Test(grpc_unpack, unpacked_shape_and_missing_entry_parts_are_decoded)
   release_all();
 }
 
-Test(grpc_unpack, out_of_memory_is_not_a_fallback)
-{
+Test(grpc_unpack, out_of_memory_is_not_a_fallback) {
   size_t len;
   uint8_t *b = tritonclient_request(&len);
   /* It takes nine blocks: each one in turn is refused. */

@@ -24,8 +24,7 @@ static int wake_events(int epfd, int timeout_ms) {
   return n;
 }
 
-Test(inbox, takes_items_in_posting_order)
-{
+Test(inbox, takes_items_in_posting_order) {
   int epfd = epoll_create1(0);
   nrd_srv_inbox in;
   cr_assert_eq(nrd_srv_inbox_init(&in, epfd, &tag), 0);
@@ -36,16 +35,14 @@ Test(inbox, takes_items_in_posting_order)
     nrd_srv_inbox_post(&in, &items[i].link);
   }
   int expect = 0;
-  for (nrd_srv_inbox_item *it = nrd_srv_inbox_take(&in); it; it = it->next)
-    cr_assert_eq(((item *)it)->value, expect++);
+  for (nrd_srv_inbox_item *it = nrd_srv_inbox_take(&in); it; it = it->next) cr_assert_eq(((item *)it)->value, expect++);
   cr_assert_eq(expect, 5);
   cr_assert_null(nrd_srv_inbox_take(&in), "taking empties the inbox");
   nrd_srv_inbox_destroy(&in);
   close(epfd);
 }
 
-Test(inbox, wakes_a_sleeping_loop_once_and_an_awake_one_never)
-{
+Test(inbox, wakes_a_sleeping_loop_once_and_an_awake_one_never) {
   int epfd = epoll_create1(0);
   nrd_srv_inbox in;
   cr_assert_eq(nrd_srv_inbox_init(&in, epfd, &tag), 0);
@@ -74,8 +71,7 @@ Test(inbox, wakes_a_sleeping_loop_once_and_an_awake_one_never)
   close(epfd);
 }
 
-Test(inbox, a_loop_back_from_epoll_wait_is_awake)
-{
+Test(inbox, a_loop_back_from_epoll_wait_is_awake) {
   int epfd = epoll_create1(0);
   nrd_srv_inbox in;
   cr_assert_eq(nrd_srv_inbox_init(&in, epfd, &tag), 0);
@@ -107,8 +103,7 @@ static void *post_all(void *arg) {
 
 /* A loop that sleeps only when idle() says so, with no timeout, must see
  * every item another thread posts: a lost wake-up would hang here. */
-Test(inbox, a_loop_sleeping_without_timeout_sees_every_post, .timeout = 20)
-{
+Test(inbox, a_loop_sleeping_without_timeout_sees_every_post, .timeout = 20) {
   enum { N = 20000 };
   int epfd = epoll_create1(0);
   nrd_srv_inbox in;
@@ -136,8 +131,7 @@ Test(inbox, a_loop_sleeping_without_timeout_sees_every_post, .timeout = 20)
  * not yet joined. Without the wait, ASan can see the poster read freed
  * memory, and the TSan build (NRD_TSAN) reports its write racing with the
  * close every run. */
-Test(inbox, destroy_waits_for_a_poster_still_writing, .timeout = 20)
-{
+Test(inbox, destroy_waits_for_a_poster_still_writing, .timeout = 20) {
   for (int round = 0; round < 200; round++) {
     int epfd = epoll_create1(0);
     nrd_srv_inbox *in = malloc(sizeof *in);
@@ -157,8 +151,7 @@ Test(inbox, destroy_waits_for_a_poster_still_writing, .timeout = 20)
   }
 }
 
-Test(inbox, says_asleep_only_between_idle_and_the_next_post_or_take)
-{
+Test(inbox, says_asleep_only_between_idle_and_the_next_post_or_take) {
   int epfd = epoll_create1(0);
   nrd_srv_inbox in;
   cr_assert_eq(nrd_srv_inbox_init(&in, epfd, &tag), 0);

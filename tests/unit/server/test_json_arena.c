@@ -14,8 +14,7 @@ static const nrd_srv_json *parse(nrd_srv_json_arena *a, const char *text, size_t
   return nrd_srv_json_parse(a, text, len, err, 200);
 }
 
-Test(json_arena, parses_into_the_arena_and_resets)
-{
+Test(json_arena, parses_into_the_arena_and_resets) {
   nrd_srv_json_arena *a = nrd_srv_json_arena_new();
   cr_assert_not_null(a);
   const char *text = "{\"inputs\":[{\"name\":\"INPUT0\",\"shape\":[1,16]}],\"id\":\"r1\"}";
@@ -36,8 +35,7 @@ Test(json_arena, parses_into_the_arena_and_resets)
   nrd_srv_json_arena_free(a);
 }
 
-Test(json_arena, a_document_larger_than_the_first_block_grows_the_arena)
-{
+Test(json_arena, a_document_larger_than_the_first_block_grows_the_arena) {
   nrd_srv_json_arena *a = nrd_srv_json_arena_new();
   /* About 300 KB of JSON in one array, and 5000 keys in one object: far
    * more than the first block, and past the stack's inline room. */
@@ -47,7 +45,8 @@ Test(json_arena, a_document_larger_than_the_first_block_grows_the_arena)
   len += (size_t)snprintf(text + len, cap - len, "{\"big\":[");
   for (size_t i = 0; i < n; i++) len += (size_t)snprintf(text + len, cap - len, "%s\"s%zu\"", i ? "," : "", i);
   len += (size_t)snprintf(text + len, cap - len, "],\"keys\":{");
-  for (size_t i = 0; i < 5000; i++) len += (size_t)snprintf(text + len, cap - len, "%s\"k%zu\":%zu", i ? "," : "", i % 4000, i);
+  for (size_t i = 0; i < 5000; i++)
+    len += (size_t)snprintf(text + len, cap - len, "%s\"k%zu\":%zu", i ? "," : "", i % 4000, i);
   len += (size_t)snprintf(text + len, cap - len, "}}");
   char err[200];
   const nrd_srv_json *doc = parse(a, text, len, err);
@@ -65,8 +64,7 @@ Test(json_arena, a_document_larger_than_the_first_block_grows_the_arena)
   nrd_srv_json_arena_free(a);
 }
 
-Test(json_arena, a_failed_parse_leaves_the_arena_empty)
-{
+Test(json_arena, a_failed_parse_leaves_the_arena_empty) {
   nrd_srv_json_arena *a = nrd_srv_json_arena_new();
   const char *bad = "{\"inputs\":[{\"name\":\"INPUT0\",\"shape\":[1,16]}";
   char err[200] = "";
@@ -77,8 +75,7 @@ Test(json_arena, a_failed_parse_leaves_the_arena_empty)
 }
 
 /* What jansson's parser did, this one must do too. */
-Test(json_arena, values_and_escapes_follow_janssons_rules)
-{
+Test(json_arena, values_and_escapes_follow_janssons_rules) {
   nrd_srv_json_arena *a = nrd_srv_json_arena_new();
   const char *text = "{\"s\":\"a\\\"b\\u00e9\\n\",\"i\":-9223372036854775808,\"d\":2.5e-3,\"w\":2.0,"
                      "\"t\":true,\"f\":false,\"n\":null,\"e\":{},\"arr\":[[],[1]],\"k\":1,\"k\":2,"
@@ -112,8 +109,7 @@ Test(json_arena, values_and_escapes_follow_janssons_rules)
   nrd_srv_json_arena_free(a);
 }
 
-Test(json_arena, bad_documents_are_refused_with_a_reason)
-{
+Test(json_arena, bad_documents_are_refused_with_a_reason) {
   nrd_srv_json_arena *a = nrd_srv_json_arena_new();
   char deep[600];
   memset(deep, '[', 300);
@@ -185,8 +181,7 @@ Test(json_arena, bad_documents_are_refused_with_a_reason)
   nrd_srv_json_arena_free(a);
 }
 
-Test(json_arena, nested_containers_keep_their_own_keys)
-{
+Test(json_arena, nested_containers_keep_their_own_keys) {
   nrd_srv_json_arena *a = nrd_srv_json_arena_new();
   const char *text = "{\"a\":{\"b\":{\"c\":[1,{\"d\":\"x\"}],\"e\":2},\"f\":[]},\"g\":3}";
   char err[200];
@@ -203,8 +198,7 @@ Test(json_arena, nested_containers_keep_their_own_keys)
   nrd_srv_json_arena_free(a);
 }
 
-Test(json_arena, deep_nesting_is_refused_before_the_token_vector_grows)
-{
+Test(json_arena, deep_nesting_is_refused_before_the_token_vector_grows) {
   nrd_srv_json_arena *a = nrd_srv_json_arena_new();
   size_t n = 8u << 20; /* 8 MB of '[': one token per byte if nothing stopped it */
   char *text = malloc(n);
@@ -225,26 +219,26 @@ Test(json_arena, deep_nesting_is_refused_before_the_token_vector_grows)
 
 static json_t *to_jansson(const nrd_srv_json *v) {
   switch (v->type) {
-  case NRD_SRV_JSON_NULL: return json_null();
-  case NRD_SRV_JSON_TRUE: return json_true();
-  case NRD_SRV_JSON_FALSE: return json_false();
-  case NRD_SRV_JSON_INT: return json_integer(v->u.i);
-  case NRD_SRV_JSON_REAL: return json_real(v->u.d);
-  case NRD_SRV_JSON_STRING: return json_stringn(v->u.s, v->n);
-  case NRD_SRV_JSON_ARRAY: {
-    json_t *arr = json_array();
-    for (size_t i = 0; i < v->n; i++) json_array_append_new(arr, to_jansson(&v->u.items[i]));
-    return arr;
-  }
-  case NRD_SRV_JSON_OBJECT: {
-    json_t *obj = json_object();
-    for (size_t i = 0; i < v->n; i++) {
-      cr_assert(json_object_getn(obj, v->u.members[i].key, v->u.members[i].key_len) == NULL,
-                "a repeated key was kept");
-      json_object_setn_new(obj, v->u.members[i].key, v->u.members[i].key_len, to_jansson(&v->u.members[i].value));
+    case NRD_SRV_JSON_NULL: return json_null();
+    case NRD_SRV_JSON_TRUE: return json_true();
+    case NRD_SRV_JSON_FALSE: return json_false();
+    case NRD_SRV_JSON_INT: return json_integer(v->u.i);
+    case NRD_SRV_JSON_REAL: return json_real(v->u.d);
+    case NRD_SRV_JSON_STRING: return json_stringn(v->u.s, v->n);
+    case NRD_SRV_JSON_ARRAY: {
+      json_t *arr = json_array();
+      for (size_t i = 0; i < v->n; i++) json_array_append_new(arr, to_jansson(&v->u.items[i]));
+      return arr;
     }
-    return obj;
-  }
+    case NRD_SRV_JSON_OBJECT: {
+      json_t *obj = json_object();
+      for (size_t i = 0; i < v->n; i++) {
+        cr_assert(json_object_getn(obj, v->u.members[i].key, v->u.members[i].key_len) == NULL,
+                  "a repeated key was kept");
+        json_object_setn_new(obj, v->u.members[i].key, v->u.members[i].key_len, to_jansson(&v->u.members[i].value));
+      }
+      return obj;
+    }
   }
   return NULL;
 }
@@ -261,8 +255,7 @@ static uint32_t rng(uint32_t below) {
  * and reads the same values, on realistic headers and on 60,000 random
  * mutations of them (bytes replaced, inserted, dropped, spans repeated,
  * the text cut short). */
-Test(json_arena, agrees_with_jansson_on_mutated_headers)
-{
+Test(json_arena, agrees_with_jansson_on_mutated_headers) {
   static const char *seeds[] = {
       "{\"id\":\"r-1\",\"inputs\":[{\"name\":\"INPUT0\",\"shape\":[1,16],\"datatype\":\"FP32\","
       "\"parameters\":{\"binary_data_size\":64}}],\"outputs\":[{\"name\":\"OUTPUT0\","
@@ -289,27 +282,27 @@ Test(json_arena, agrees_with_jansson_on_mutated_headers)
       size_t at = rng((uint32_t)len);
       char c = specials[rng(sizeof specials - 1)];
       switch (rng(5)) {
-      case 0: text[at] = c; break;
-      case 1:
-        if (len + 1 < sizeof text) {
-          memmove(text + at + 1, text + at, len - at);
-          text[at] = c;
-          len++;
+        case 0: text[at] = c; break;
+        case 1:
+          if (len + 1 < sizeof text) {
+            memmove(text + at + 1, text + at, len - at);
+            text[at] = c;
+            len++;
+          }
+          break;
+        case 2:
+          memmove(text + at, text + at + 1, len - at - 1);
+          len--;
+          break;
+        case 3: {
+          size_t n = 1 + rng(8);
+          if (at + n <= len && len + n < sizeof text) {
+            memmove(text + at + n, text + at, len - at);
+            len += n;
+          }
+          break;
         }
-        break;
-      case 2:
-        memmove(text + at, text + at + 1, len - at - 1);
-        len--;
-        break;
-      case 3: {
-        size_t n = 1 + rng(8);
-        if (at + n <= len && len + n < sizeof text) {
-          memmove(text + at + n, text + at, len - at);
-          len += n;
-        }
-        break;
-      }
-      default: len = at; break;
+        default: len = at; break;
       }
     }
     char err[200] = "";

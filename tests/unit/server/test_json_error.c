@@ -45,7 +45,8 @@ Test(json_error, each_kind_of_mistake_in_rapidjson_words) {
       {"01", P "The document root must not be followed by other values. at 1"},
       {"NaN", P "Invalid value. at 0"},
   };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) expect(cases[i].body, strlen(cases[i].body), cases[i].want);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    expect(cases[i].body, strlen(cases[i].body), cases[i].want);
 }
 
 Test(json_error, a_nul_byte_ends_the_text) {
@@ -72,8 +73,8 @@ Test(json_error, nesting_beyond_100_is_refused_with_tritons_sentence) {
 }
 
 Test(json_error, valid_bodies_are_left_to_the_caller) {
-  const char *ok[] = {"{}", " [ ] ", "{\"a\":[1,-0.5e-3,true,false,null,\"\\u00e9\\ud83d\\ude00\"]}", "0", "\"\"",
-                      "{\"a\":1,\"a\":2}"};
+  const char *ok[] = {"{}", " [ ] ", "{\"a\":[1,-0.5e-3,true,false,null,\"\\u00e9\\ud83d\\ude00\"]}",
+                      "0",  "\"\"",  "{\"a\":1,\"a\":2}"};
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
     char out[64] = "untouched";
     cr_assert_eq(nrd_srv_json_error(ok[i], strlen(ok[i]), out, sizeof out), -1, "%s", ok[i]);

@@ -37,16 +37,14 @@ static json_t *load(const char *text) {
   return j;
 }
 
-Test(pb_json, fills_scalars_enums_repeated_maps_and_oneofs)
-{
-  json_t *j = load(
-      "{\"name\":\"m\",\"max_batch_size\":8,\"version_policy\":{\"specific\":{\"versions\":[\"1\",3]}},"
-      "\"input\":[{\"name\":\"I\",\"data_type\":\"TYPE_FP16\",\"dims\":[-1,\"4\"],\"optional\":true}],"
-      "\"dynamic_batching\":{\"max_queue_delay_microseconds\":\"18446744073709551615\","
-      "\"priority_queue_policy\":{\"2\":{\"timeout_action\":\"DELAY\",\"max_queue_size\":5}}},"
-      "\"parameters\":{\"k\":{\"string_value\":\"v\"}},\"metric_tags\":{\"a\":\"b\"},"
-      "\"sequence_batching\":null,"
-      "\"model_warmup\":[{\"inputs\":{\"I\":{\"random_data\":true,\"dims\":[2]}}}]}");
+Test(pb_json, fills_scalars_enums_repeated_maps_and_oneofs) {
+  json_t *j = load("{\"name\":\"m\",\"max_batch_size\":8,\"version_policy\":{\"specific\":{\"versions\":[\"1\",3]}},"
+                   "\"input\":[{\"name\":\"I\",\"data_type\":\"TYPE_FP16\",\"dims\":[-1,\"4\"],\"optional\":true}],"
+                   "\"dynamic_batching\":{\"max_queue_delay_microseconds\":\"18446744073709551615\","
+                   "\"priority_queue_policy\":{\"2\":{\"timeout_action\":\"DELAY\",\"max_queue_size\":5}}},"
+                   "\"parameters\":{\"k\":{\"string_value\":\"v\"}},\"metric_tags\":{\"a\":\"b\"},"
+                   "\"sequence_batching\":null,"
+                   "\"model_warmup\":[{\"inputs\":{\"I\":{\"random_data\":true,\"dims\":[2]}}}]}");
   blocks b = {0};
   Inference__ModelConfig c = INFERENCE__MODEL_CONFIG__INIT;
   cr_assert_eq(nrd_srv_pb_from_json(&c.base, j, take, &b), 0);
@@ -86,14 +84,13 @@ Test(pb_json, fills_scalars_enums_repeated_maps_and_oneofs)
   json_decref(j);
 }
 
-Test(pb_json, values_of_the_wrong_type_or_range_are_skipped)
-{
-  json_t *j = load(
-      "{\"name\":7,\"max_batch_size\":4294967296,\"platform\":\"p\","
-      "\"input\":[{\"data_type\":\"TYPE_NOPE\",\"dims\":[1,\"x\",2.5,true,3],\"format\":2},5,\"s\"],"
-      "\"dynamic_batching\":{\"max_queue_delay_microseconds\":-1,\"preserve_ordering\":1},"
-      "\"instance_group\":{\"not\":\"a list\"},\"parameters\":[1,2],\"unknown_field\":{\"a\":1},"
-      "\"sequence_batching\":{\"control_input\":[{\"control\":[{\"fp32_false_true\":[\"NaN\",\"-Infinity\",\"x\"]}]}]}}");
+Test(pb_json, values_of_the_wrong_type_or_range_are_skipped) {
+  json_t *j = load("{\"name\":7,\"max_batch_size\":4294967296,\"platform\":\"p\","
+                   "\"input\":[{\"data_type\":\"TYPE_NOPE\",\"dims\":[1,\"x\",2.5,true,3],\"format\":2},5,\"s\"],"
+                   "\"dynamic_batching\":{\"max_queue_delay_microseconds\":-1,\"preserve_ordering\":1},"
+                   "\"instance_group\":{\"not\":\"a list\"},\"parameters\":[1,2],\"unknown_field\":{\"a\":1},"
+                   "\"sequence_batching\":{\"control_input\":[{\"control\":[{\"fp32_false_true\":[\"NaN\",\"-"
+                   "Infinity\",\"x\"]}]}]}}");
   blocks b = {0};
   Inference__ModelConfig c = INFERENCE__MODEL_CONFIG__INIT;
   cr_assert_eq(nrd_srv_pb_from_json(&c.base, j, take, &b), 0);
@@ -123,8 +120,7 @@ Test(pb_json, values_of_the_wrong_type_or_range_are_skipped)
   json_decref(j);
 }
 
-Test(pb_json, an_allocation_failure_is_reported)
-{
+Test(pb_json, an_allocation_failure_is_reported) {
   json_t *j = load("{\"input\":[{\"name\":\"a\",\"dims\":[1]},{\"name\":\"b\",\"dims\":[2]}],"
                    "\"metric_tags\":{\"x\":\"y\"}}");
   for (size_t fail = 1; fail < 8; fail++) {

@@ -16,7 +16,7 @@
  * environment names. */
 typedef struct nrd_srv_vertex_routes {
   const char *predict_route; /* AIP_PREDICT_ROUTE: inference on default_model, or a redirect */
-  const char *health_route;  /* AIP_HEALTH_ROUTE: the server's readiness */
+  const char *health_route; /* AIP_HEALTH_ROUTE: the server's readiness */
   const char *default_model; /* the model the predict route serves */
 } nrd_srv_vertex_routes;
 
@@ -35,8 +35,8 @@ typedef enum {
 } nrd_srv_sagemaker_kind;
 
 typedef struct nrd_srv_sagemaker_options {
-  const char *model;           /* SAGEMAKER_TRITON_DEFAULT_MODEL_NAME */
-  bool ping_live;              /* SAGEMAKER_TRITON_PING_MODE=live: /ping is liveness, else readiness */
+  const char *model; /* SAGEMAKER_TRITON_DEFAULT_MODEL_NAME */
+  bool ping_live; /* SAGEMAKER_TRITON_PING_MODE=live: /ping is liveness, else readiness */
   nrd_srv_sagemaker_kind kind; /* SAGEMAKER_TRITON_INFERENCE_TYPE */
 } nrd_srv_sagemaker_options;
 

@@ -54,8 +54,7 @@ static void sagemaker_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req, void
     switch (c->o.kind) {
       case NRD_SRV_SAGEMAKER_INFER: return nrd_srv_http_infer(loop, req, c->o.model, -1);
       case NRD_SRV_SAGEMAKER_GENERATE: return nrd_srv_http_generate(loop, req, c->o.model, -1, false);
-      case NRD_SRV_SAGEMAKER_GENERATE_STREAM:
-        return nrd_srv_http_generate(loop, req, c->o.model, -1, true);
+      case NRD_SRV_SAGEMAKER_GENERATE_STREAM: return nrd_srv_http_generate(loop, req, c->o.model, -1, true);
     }
   }
   if (!strcmp(req->path, "/models") || !strncmp(req->path, "/models/", 8))

@@ -88,8 +88,9 @@ static void vertex_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req, void *c
     return;
   }
   if (strcmp(req->path, v->predict) != 0)
-    return nrd_srv_http_reply_error(req, 400, "Vertex AI endpoint: unknown route (expected the health or the "
-                                              "prediction route)");
+    return nrd_srv_http_reply_error(req, 400,
+                                    "Vertex AI endpoint: unknown route (expected the health or the "
+                                    "prediction route)");
   const char *redirect = nrd_srv_http_header_get(req, REDIRECT_HEADER);
   if (!redirect) {
     if (req->method != NRD_SRV_HTTP_POST) return nrd_srv_http_reply_error(req, 405, "Method Not Allowed");
@@ -109,8 +110,10 @@ static void vertex_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req, void *c
   nrd_srv_http_method method = req->method;
   req->path = target;
   if (kind == REDIRECT_GET) req->method = NRD_SRV_HTTP_GET;
-  if (!strcmp(target, "/metrics")) nrd_srv_http_metrics(h, req);
-  else nrd_srv_http_route_api(loop, req);
+  if (!strcmp(target, "/metrics"))
+    nrd_srv_http_metrics(h, req);
+  else
+    nrd_srv_http_route_api(loop, req);
   req->path = path;
   req->method = method;
 }

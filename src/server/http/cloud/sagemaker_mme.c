@@ -35,9 +35,9 @@
 #include "log_settings.h"
 
 typedef struct mme_model {
-  char *name;   /* SageMaker's name */
+  char *name; /* SageMaker's name */
   char *target; /* the server's name for it */
-  char *repo;   /* the registered repository */
+  char *repo; /* the registered repository */
 } mme_model;
 
 struct nrd_srv_sagemaker_mme {
@@ -227,12 +227,23 @@ static void model_folder(const char *dir, char *out, size_t cap) {
 /* SageMaker's out-of-memory status: messages of the kinds its clients
  * retry elsewhere get 507, others 400. */
 static int load_status(const char *msg) {
-  static const char *const oom[] = {
-      "CUDA out of memory", "CUDA_OUT_OF_MEMORY", "Out of memory", "Out Of Memory", "out of memory",
-      "MemoryError", "OutOfMemory", "OOM", "Dst tensor is not initialized", "Src tensor is not initialized",
-      "CNMEM_STATUS_OUT_OF_MEMORY", "CUDNN_STATUS_NOT_INITIALIZED", "CUBLAS_STATUS_ALLOC_FAILED",
-      "CUBLAS_STATUS_NOT_INITIALIZED", "Failed to allocate memory", "failed to allocate memory",
-      "No space left on device"};
+  static const char *const oom[] = {"CUDA out of memory",
+                                    "CUDA_OUT_OF_MEMORY",
+                                    "Out of memory",
+                                    "Out Of Memory",
+                                    "out of memory",
+                                    "MemoryError",
+                                    "OutOfMemory",
+                                    "OOM",
+                                    "Dst tensor is not initialized",
+                                    "Src tensor is not initialized",
+                                    "CNMEM_STATUS_OUT_OF_MEMORY",
+                                    "CUDNN_STATUS_NOT_INITIALIZED",
+                                    "CUBLAS_STATUS_ALLOC_FAILED",
+                                    "CUBLAS_STATUS_NOT_INITIALIZED",
+                                    "Failed to allocate memory",
+                                    "failed to allocate memory",
+                                    "No space left on device"};
   for (size_t i = 0; i < sizeof oom / sizeof oom[0]; i++)
     if (strstr(msg, oom[i])) return 507;
   return 400;
@@ -244,10 +255,10 @@ typedef struct mme_job {
   nrd_srv_http_loop *loop;
   nrd_srv_sagemaker_mme *mme; /* the endpoint's, which outlives its jobs */
   bool unload;
-  char *name;   /* SageMaker's */
+  char *name; /* SageMaker's */
   char *target; /* the server's */
-  char *url;    /* load */
-  int status;   /* the answer: status, and an error message or NULL */
+  char *url; /* load */
+  int status; /* the answer: status, and an error message or NULL */
   char *error;
 } mme_job;
 
@@ -269,8 +280,10 @@ static void job_done(void *arg) {
   mme_job *j = arg;
   nrd_srv_http_req *req = nrd_srv_http_pending_finish(j->loop, &j->pending);
   if (req) {
-    if (j->error) nrd_srv_http_reply_error(req, j->status, j->error);
-    else nrd_srv_http_reply_empty(req, j->status);
+    if (j->error)
+      nrd_srv_http_reply_error(req, j->status, j->error);
+    else
+      nrd_srv_http_reply_empty(req, j->status);
   }
   job_free(j);
 }
@@ -312,11 +325,12 @@ static void do_load(mme_job *j) {
     int status = TRITONSERVER_ErrorCode(err) == TRITONSERVER_ERROR_ALREADY_EXISTS
                      ? 409
                      : load_status(TRITONSERVER_ErrorMessage(err));
-    NRD_SRV_IGNORE(TRITONSERVER_ServerUnregisterModelRepository(h->server, repo), "unregistering the repository of a model that did not load");
+    NRD_SRV_IGNORE(TRITONSERVER_ServerUnregisterModelRepository(h->server, repo),
+                   "unregistering the repository of a model that did not load");
     return job_fail(j, status, err, NULL);
   }
-  nrd_srv_logf(TRITONSERVER_LOG_INFO, __FILE__, __LINE__, "SageMaker: loaded '%s' (model '%s') from %s", j->name, j->target,
-           repo);
+  nrd_srv_logf(TRITONSERVER_LOG_INFO, __FILE__, __LINE__, "SageMaker: loaded '%s' (model '%s') from %s", j->name,
+               j->target, repo);
   j->status = 200;
 }
 
@@ -339,8 +353,7 @@ static bool unloaded(TRITONSERVER_Server *server, const char *model) {
     const char *name = json_string_value(json_object_get(e, "name"));
     const char *state = json_string_value(json_object_get(e, "state"));
     const char *reason = json_string_value(json_object_get(e, "reason"));
-    if (name && !strcmp(name, model) && state && !strcmp(state, "UNAVAILABLE") && reason &&
-        !strcmp(reason, "unloaded"))
+    if (name && !strcmp(name, model) && state && !strcmp(state, "UNAVAILABLE") && reason && !strcmp(reason, "unloaded"))
       done = true;
   }
   json_decref(index);
@@ -368,7 +381,7 @@ static void do_unload(mme_job *j) {
     clock_gettime(CLOCK_MONOTONIC, &now);
     if (now.tv_sec - start.tv_sec >= kUnloadTimeoutSecs) {
       nrd_srv_logf(TRITONSERVER_LOG_ERROR, __FILE__, __LINE__, "SageMaker: unloading '%s' did not finish within %d s",
-               j->target, kUnloadTimeoutSecs);
+                   j->target, kUnloadTimeoutSecs);
       break;
     }
     struct timespec pause = {0, kUnloadPollMs * 1000000L};
@@ -384,8 +397,10 @@ static void do_unload(mme_job *j) {
 
 static void *job_main(void *arg) {
   mme_job *j = arg;
-  if (j->unload) do_unload(j);
-  else do_load(j);
+  if (j->unload)
+    do_unload(j);
+  else
+    do_load(j);
   if (nrd_srv_http_post(j->loop, job_done, j) != 0)
     fprintf(stderr, "nereid: cannot post a SageMaker model %s result to the HTTP loop\n",
             j->unload ? "unload" : "load");
@@ -468,8 +483,10 @@ static void list(nrd_srv_http *h, nrd_srv_http_req *req, const char *only, nrd_s
     }
     /* The list shows models ready to serve. */
     bool ready = false;
-    NRD_SRV_IGNORE(TRITONSERVER_ServerModelIsReady(h->server, e->target, -1, &ready), "model readiness unknown: counted as not ready");
-    if (ready && models) json_array_append_new(models, json_pack("{s:s, s:s}", "modelName", e->name, "modelUrl", e->repo));
+    NRD_SRV_IGNORE(TRITONSERVER_ServerModelIsReady(h->server, e->target, -1, &ready),
+                   "model readiness unknown: counted as not ready");
+    if (ready && models)
+      json_array_append_new(models, json_pack("{s:s, s:s}", "modelName", e->name, "modelUrl", e->repo));
   }
   pthread_mutex_unlock(&m->mu);
   json_t *reply = only ? one : json_pack("{s:o}", "models", models);
@@ -519,7 +536,6 @@ void nrd_srv_sagemaker_mme_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req,
       if (nrd_srv_http_refused(h, req, NRD_SRV_API_MODEL_REPOSITORY)) return;
       if (!name[0]) return nrd_srv_http_reply_error(req, 400, "DELETE needs /models/<name>");
       return unload(loop, req, name, mme);
-    default:
-      return nrd_srv_http_reply_error(req, 400, "SageMaker endpoint: unsupported method for /models");
+    default: return nrd_srv_http_reply_error(req, 400, "SageMaker endpoint: unsupported method for /models");
   }
 }

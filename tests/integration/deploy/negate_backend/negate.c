@@ -28,8 +28,7 @@ static TRITONSERVER_Error *negate_one(TRITONBACKEND_Request *request) {
     goto done;
   }
   if ((err = TRITONBACKEND_ResponseNew(&response, request)) != NULL) goto done;
-  err = TRITONBACKEND_ResponseOutput(response, &output, "OUTPUT0", TRITONSERVER_TYPE_INT32, in.shape,
-                                     in.dims_count);
+  err = TRITONBACKEND_ResponseOutput(response, &output, "OUTPUT0", TRITONSERVER_TYPE_INT32, in.shape, in.dims_count);
   if (err == NULL) err = TRITONBACKEND_OutputBuffer(output, &dst, in.byte_size, &mem, &mem_id);
   if (err == NULL) {
     const int32_t *src = in.data;
@@ -46,8 +45,8 @@ done:
 }
 
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance *instance,
-                                                                        TRITONBACKEND_Request **requests,
-                                                                        const uint32_t request_count) {
+                                                                          TRITONBACKEND_Request **requests,
+                                                                          const uint32_t request_count) {
   for (uint32_t r = 0; r < request_count; r++) {
     uint64_t start = nrd_bu_now_ns();
     TRITONSERVER_Error *err = negate_one(requests[r]);
