@@ -24,7 +24,7 @@ static const char *IO_FP32_4 = "input [ { name: \"INPUT0\" data_type: TYPE_FP32 
                                "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n";
 
 static void write_model(const char *name, const char *backend, const char *extra) {
-  char cfg[4096];
+  char cfg[8192]; /* above any caller's `extra` buffer */
   snprintf(cfg, sizeof cfg, "name: \"%s\"\nbackend: \"%s\"\n%s%s", name, backend, IO_FP32_4, extra ? extra : "");
   h_model(g_repo, name, cfg, "1");
 }
