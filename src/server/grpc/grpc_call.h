@@ -1,6 +1,6 @@
 /* One gRPC call (one HTTP/2 stream) as the RPC handlers see it: the
- * contract between the transport (grpc_server.c) and the handlers
- * (grpc_rpc.c, grpc_infer.c).
+ * contract between the transport (grpc_server.c, grpc_call.c,
+ * grpc_stream.c) and the handlers (grpc_rpc.c, grpc_infer.c).
  *
  * Threads: functions marked "loop" run only on the event-loop thread that
  * owns the call's connection; "any" functions may run on core and backend
