@@ -72,7 +72,48 @@ void nrd_srv_grpc_call_unref(nrd_srv_grpc_call *call) {
   atomic_fetch_sub_explicit(&g->live_calls, 1, memory_order_release);
 }
 
-void nrd_srv_grpc_call_post(nrd_srv_grpc_event *ev) { nrd_srv_inbox_post(&ev->call->lp->inbox, &ev->link); }
+void nrd_srv_grpc_call_post(nrd_srv_grpc_event *ev) {
+  ev->due_us = 0;
+  nrd_srv_inbox_post(&ev->call->lp->inbox, &ev->link);
+}
+
+void nrd_srv_grpc_call_post_at(nrd_srv_grpc_event *ev, uint64_t due_us) {
+  ev->due_us = due_us;
+  nrd_srv_inbox_post(&ev->call->lp->inbox, &ev->link);
+}
+
+uint64_t nrd_srv_grpc_now_us(void) { return now_us(); }
+
+bool nrd_srv_grpc_call_cancelled(const nrd_srv_grpc_call *call) {
+  return atomic_load_explicit(&call->cancelled, memory_order_acquire);
+}
+
+const nrd_srv_grpc_delays *nrd_srv_grpc_call_delays(const nrd_srv_grpc_call *call) { return &call->g->opts.delays; }
+
+static void cancel_event_run(nrd_srv_grpc_event *ev, bool call_open) {
+  (void)call_open;
+  ev->call->m->on_cancel(ev->call);
+  free(ev);
+}
+
+/* The call ended before it finished: marks it cancelled and tells its
+ * handler, at once or, under Triton's test hook
+ * TRITONSERVER_DELAY_GRPC_NOTIFICATION, that much later (if no memory is
+ * left for the wait, at once). Loop thread. */
+static void call_notify_cancel(nrd_srv_grpc_call *call) {
+  atomic_store_explicit(&call->cancelled, true, memory_order_release);
+  if (call->m == NULL || call->m->on_cancel == NULL) return;
+  uint64_t delay = call->g->opts.delays.notification_us;
+  nrd_srv_grpc_event *ev = delay ? malloc(sizeof *ev) : NULL;
+  if (ev == NULL) {
+    call->m->on_cancel(call);
+    return;
+  }
+  nrd_srv_grpc_call_ref(call);
+  ev->call = call;
+  ev->run = cancel_event_run;
+  nrd_srv_grpc_call_post_at(ev, now_us() + delay);
+}
 
 static ssize_t data_read_cb(nghttp2_session *sess, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
                             nghttp2_data_source *src, void *user) {
@@ -154,7 +195,7 @@ void nrd_srv_grpc_call_abort(nrd_srv_grpc_call *call, int status, const char *me
   bool was_done = call->done;
   nrd_srv_grpc_call_finish(call, status, message);
   call->ignoring_input = true;
-  if (!was_done && call->m && call->m->on_cancel) call->m->on_cancel(call);
+  if (!was_done) call_notify_cancel(call);
 }
 
 /* Frees queued output nghttp2 has not started on (a partly sent first chunk
@@ -295,6 +336,6 @@ void nrd_srv_grpc_call_detach(nrd_srv_grpc_call *call) {
   bool was_done = call->done;
   call->c = NULL;
   call->closed = true;
-  if (!was_done && call->m && call->m->on_cancel) call->m->on_cancel(call);
+  if (!was_done) call_notify_cancel(call);
   nrd_srv_grpc_call_unref(call);
 }

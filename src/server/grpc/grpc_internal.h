@@ -88,6 +88,9 @@ struct loop {
   bool closing; /* loop only: saw stopping */
   bool aborted; /* loop only: saw aborting */
   nrd_srv_block_cache blocks; /* nghttp2's allocator; loop only */
+  /* Events posted with a due time (nrd_srv_grpc_call_post_at) until it
+   * comes, by due time: their links, chained; loop only. */
+  nrd_srv_inbox_item *timers;
 };
 
 struct conn {
@@ -139,6 +142,7 @@ struct conn {
 
 struct nrd_srv_grpc_call {
   atomic_int refs;
+  atomic_bool cancelled; /* ended before it finished (nrd_srv_grpc_call_cancelled) */
   nrd_srv_grpc *g;
   loop *lp;
   conn *c; /* NULL once the stream closed (loop only) */

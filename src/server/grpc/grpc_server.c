@@ -380,15 +380,53 @@ static void conn_tls_handshake(conn *c) {
 
 /* ---- loops ----------------------------------------------------------------- */
 
+static void loop_run_event(nrd_srv_grpc_event *ev) {
+  nrd_srv_grpc_call *call = ev->call;
+  ev->run(ev, call->c != NULL);
+  nrd_srv_grpc_call_unref(call);
+}
+
+/* Keeps an event until its due time: after those due no later, so events
+ * due together run in the order they came. */
+static void loop_add_timer(loop *lp, nrd_srv_grpc_event *ev) {
+  nrd_srv_inbox_item **pp = &lp->timers;
+  while (*pp && ((nrd_srv_grpc_event *)*pp)->due_us <= ev->due_us) pp = &(*pp)->next;
+  ev->link.next = *pp;
+  *pp = &ev->link;
+}
+
+/* Runs the waiting events that are due (all of them once the stop gave up
+ * waiting: their calls are closed by then). */
+static void loop_run_timers(loop *lp, uint64_t now) {
+  while (lp->timers && (lp->aborted || ((nrd_srv_grpc_event *)lp->timers)->due_us <= now)) {
+    nrd_srv_grpc_event *ev = (nrd_srv_grpc_event *)lp->timers;
+    lp->timers = ev->link.next;
+    loop_run_event(ev);
+  }
+}
+
+/* How long the loop may wait for I/O (ms) when it would wait `wait_ms`:
+ * less when an event falls due sooner. */
+static int loop_wait_ms(const loop *lp, int wait_ms) {
+  if (lp->timers == NULL || wait_ms == 0) return wait_ms;
+  uint64_t now = now_us(), due = ((const nrd_srv_grpc_event *)lp->timers)->due_us;
+  if (due <= now) return 0;
+  uint64_t ms = (due - now + 999) / 1000;
+  return ms < (uint64_t)wait_ms ? (int)ms : wait_ms;
+}
+
 static void loop_run_events(loop *lp) {
   nrd_srv_inbox_item *it = nrd_srv_inbox_take(&lp->inbox);
   while (it) {
     nrd_srv_grpc_event *ev = (nrd_srv_grpc_event *)it;
     it = it->next;
-    nrd_srv_grpc_call *call = ev->call;
-    ev->run(ev, call->c != NULL);
-    nrd_srv_grpc_call_unref(call);
+    if (ev->due_us && !lp->aborted) {
+      loop_add_timer(lp, ev); /* even when due: after those due before it */
+      continue;
+    }
+    loop_run_event(ev);
   }
+  if (lp->timers) loop_run_timers(lp, now_us());
 }
 
 /* Keepalive: after keepalive_time of silence from the client send a PING
@@ -556,7 +594,7 @@ static void *loop_main(void *arg) {
       loop_drain(lp);
     }
     bool idle = nrd_srv_inbox_idle(&lp->inbox);
-    int n = epoll_wait(lp->epfd, evs, 64, nrd_srv_acceptor_timeout(&lp->acceptor, idle ? 100 : 0));
+    int n = epoll_wait(lp->epfd, evs, 64, nrd_srv_acceptor_timeout(&lp->acceptor, loop_wait_ms(lp, idle ? 100 : 0)));
     nrd_srv_inbox_awake(&lp->inbox); /* events run below; posts meanwhile need no wake-up */
     nrd_srv_acceptor_tick(&lp->acceptor);
     for (int i = 0; i < n; i++) {

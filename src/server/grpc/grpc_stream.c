@@ -52,6 +52,53 @@ static int inflate_message(int enc, const uint8_t *in, size_t len, uint32_t max,
   return NRD_GRPC_INTERNAL;
 }
 
+/* A unary request held by one of Triton's test delay hooks (grpc_delay.h):
+ * its handler gets it when the time comes, unless the call ended first. */
+typedef struct late_message {
+  nrd_srv_grpc_event base;
+  uint64_t read_start_ns, read_end_ns; /* the message's, for its trace */
+  size_t len;
+  uint8_t data[];
+} late_message;
+
+static void late_message_run(nrd_srv_grpc_event *ev, bool call_open) {
+  late_message *lm = (late_message *)ev;
+  nrd_srv_grpc_call *call = ev->call;
+  if (call_open && !call->done) {
+    call->read_start_ns = lm->read_start_ns;
+    call->read_end_ns = lm->read_end_ns;
+    call->m->on_message(call, lm->data, lm->len);
+    call->read_start_ns = 0;
+  }
+  free(lm);
+}
+
+/* Hands a complete request message to the call's handler: at once, or
+ * when Triton's test hooks hold it (TRITONSERVER_DELAY_GRPC_PROCESS for
+ * ModelInfer, TRITONSERVER_SERVER_DELAY_GRPC_RESPONSE_SEC for the other
+ * unary methods) that much later. msg is borrowed. */
+static void call_hand_over(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
+  const nrd_srv_grpc_delays *d = &call->g->opts.delays;
+  uint64_t hold = call->m->streaming ? 0 : call->m->api == NRD_SRV_API_INFERENCE ? d->process_us : d->common_us;
+  if (hold == 0) {
+    call->m->on_message(call, msg, len);
+    return;
+  }
+  late_message *lm = malloc(sizeof *lm + len);
+  if (lm == NULL) {
+    nrd_srv_grpc_call_abort(call, NRD_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+    return;
+  }
+  if (len) memcpy(lm->data, msg, len);
+  lm->len = len;
+  lm->read_start_ns = call->read_start_ns;
+  lm->read_end_ns = call->read_end_ns;
+  nrd_srv_grpc_call_ref(call);
+  lm->base.call = call;
+  lm->base.run = late_message_run;
+  nrd_srv_grpc_call_post_at(&lm->base, now_us() + hold);
+}
+
 void nrd_srv_grpc_call_deliver(nrd_srv_grpc_call *call, bool at_end) {
   size_t off = 0;
   uint32_t max = call->g->opts.max_message_size;
@@ -103,10 +150,10 @@ void nrd_srv_grpc_call_deliver(nrd_srv_grpc_call *call, bool at_end) {
         off = call->in_len;
         break;
       }
-      call->m->on_message(call, plain, plain_len);
+      call_hand_over(call, plain, plain_len);
       free(plain);
     } else {
-      call->m->on_message(call, p + 5, len);
+      call_hand_over(call, p + 5, len);
     }
     /* The next message's bytes, if any, are already here. */
     call->read_start_ns = 0;
@@ -171,6 +218,7 @@ static int on_begin_headers(nghttp2_session *sess, const nghttp2_frame *frame, v
     return 0;
   }
   atomic_init(&call->refs, 1);
+  atomic_init(&call->cancelled, false);
   call->g = c->lp->g;
   call->lp = c->lp;
   call->c = c;
