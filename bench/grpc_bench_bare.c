@@ -1,5 +1,6 @@
 /* The practical limit of the gRPC front end: Nereid's own gRPC transport
- * (src/server/grpc/grpc_server.c, same loops, framing and nghttp2 sessions)
+ * (src/server/grpc/grpc_server.c, grpc_call.c, grpc_stream.c: same loops,
+ * framing and nghttp2 sessions)
  * answering every ModelInfer with the same canned response bytes an
  * identity_fp32 16 x FP32 inference returns, with no core and no inference.
  * bench/grpc_bench.py compares nereid against it.

@@ -3,9 +3,12 @@
  * accessors (TRITONSERVER_InferenceResponse*). */
 #include "response.h"
 
+#include <errno.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "allocator.h"
 #include "buffer_attributes.h"
@@ -19,6 +22,38 @@
 #include "trace.h"
 
 /* ------------------------------------------------------------ deliveries */
+
+/* TRITONSERVER_DELAY_RESPONSE_COMPLETION in µs; 0: off (one relaxed load
+ * per response). */
+static _Atomic uint64_t completion_delay_us;
+
+void nrd_response_delay_init(void) {
+  const char *v = getenv("TRITONSERVER_DELAY_RESPONSE_COMPLETION");
+  uint64_t us = 0;
+  if (v && *v) {
+    char *end;
+    errno = 0;
+    unsigned long ms = strtoul(v, &end, 10);
+    if (errno || *end != '\0' || *v == '-' || *v == '+' || ms > 3600000ul)
+      NRD_LOG_WARN("TRITONSERVER_DELAY_RESPONSE_COMPLETION='%.32s' is not a whole number of ms from 0 to 3600000: "
+                   "not delaying",
+                   v);
+    else
+      us = (uint64_t)ms * 1000u;
+    if (us)
+      NRD_LOG_INFO("TRITONSERVER_DELAY_RESPONSE_COMPLETION=%lu: delaying each response completion by %lu ms", ms, ms);
+  }
+  atomic_store_explicit(&completion_delay_us, us, memory_order_relaxed);
+}
+
+/* The test hook's sleep, on the thread completing the response. */
+static void completion_delay(void) {
+  uint64_t us = atomic_load_explicit(&completion_delay_us, memory_order_relaxed);
+  if (us == 0) return;
+  struct timespec ts = {(time_t)(us / 1000000u), (long)(us % 1000000u) * 1000};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
 
 /* The flag is always a delivery's cancel_flag: its last holder frees the
  * delivery's block. */
@@ -126,6 +161,7 @@ static TRITONSERVER_Error *deliver(TRITONSERVER_InferenceResponse *r, uint32_t f
                        o->shape, o->dims_count, o->mtype, o->mtype_id);
     }
   nrd_delivery_ref(d); /* keep `d` alive across the callback, which may delete r */
+  completion_delay();
   uint64_t mark = nrd_exec_callback_enter();
   if (d->response_fn)
     d->response_fn(r, flags, d->response_userp);
@@ -187,6 +223,7 @@ TRITONSERVER_Error *TRITONBACKEND_ResponseFactorySendFlags(TRITONBACKEND_Respons
                            d->request_id ? d->request_id : "", d->model->name);
   }
   if (d->response_fn) {
+    completion_delay();
     uint64_t mark = nrd_exec_callback_enter();
     d->response_fn(NULL, send_flags, d->response_userp);
     nrd_exec_callback_leave(mark);

@@ -127,6 +127,14 @@ nrd_delivery *nrd_delivery_new(TRITONSERVER_InferenceRequest *req);
 void nrd_delivery_ref(nrd_delivery *d);
 void nrd_delivery_unref(nrd_delivery *d);
 
+/* Triton's test hook TRITONSERVER_DELAY_RESPONSE_COMPLETION=N (ms): the
+ * thread that completes a response (or sends response flags) sleeps N ms
+ * before the client's response callback runs. Reads the environment (0,
+ * with a warning, when it is not a whole number of ms up to an hour) and
+ * sets the delay for the process. Called by TRITONSERVER_ServerNew; any
+ * thread. */
+void nrd_response_delay_init(void);
+
 /* Sends an error-only final response through `d`, consuming `err`.
  * Does nothing (but free `err`) if a final response was already sent.
  * Any thread. */

@@ -254,6 +254,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONS
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "at least one model repository path must be given");
   TRITONSERVER_Server *s = calloc(1, sizeof(*s));
   if (!s) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating server");
+  nrd_response_delay_init(); /* Triton's test hook TRITONSERVER_DELAY_RESPONSE_COMPLETION */
   s->id = strdup(options->server_id ? options->server_id : "triton");
   pthread_mutex_init(&s->deps_lock, NULL);
   s->mode = options->control_mode;

@@ -41,6 +41,7 @@ int nrd_srv_grpc_endpoint_start(TRITONSERVER_Server *server, const nrd_srv_cli *
         .header_forward = cli->grpc_header_forward,
         .tls = cli->grpc_use_ssl ? &tls : NULL,
     };
+    nrd_srv_grpc_delays_from_env(&o.delays); /* Triton's test hooks */
     err = nrd_srv_grpc_start(server, &o, out);
   }
   if (err) {

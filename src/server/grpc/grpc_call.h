@@ -1,6 +1,6 @@
 /* One gRPC call (one HTTP/2 stream) as the RPC handlers see it: the
- * contract between the transport (grpc_server.c) and the handlers
- * (grpc_rpc.c, grpc_infer.c).
+ * contract between the transport (grpc_server.c, grpc_call.c,
+ * grpc_stream.c) and the handlers (grpc_rpc.c, grpc_infer.c).
  *
  * Threads: functions marked "loop" run only on the event-loop thread that
  * owns the call's connection; "any" functions may run on core and backend
@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "grpc_delay.h"
 #include "inbox.h"
 #include "log_settings.h"
 #include "restrict.h"
@@ -44,6 +45,7 @@ typedef struct nrd_srv_grpc_event {
   nrd_srv_inbox_item link; /* first: the loop's inbox hands back this address */
   nrd_srv_grpc_call *call; /* a reference the event holds; released after run */
   void (*run)(struct nrd_srv_grpc_event *ev, bool call_open);
+  uint64_t due_us; /* set by the post functions: run no earlier (nrd_srv_grpc_now_us); 0: at once */
 } nrd_srv_grpc_event;
 
 /* A handler for one method. Unary methods: on_message runs once with the
@@ -112,6 +114,26 @@ void nrd_srv_grpc_call_unref(nrd_srv_grpc_call *call);
  * hands over. Never fails; run() gets call_open false if the stream is
  * already gone (then it only frees). Any thread. */
 void nrd_srv_grpc_call_post(nrd_srv_grpc_event *ev);
+
+/* As nrd_srv_grpc_call_post, but ev runs no earlier than due_us (a time
+ * of nrd_srv_grpc_now_us). Events of one call due at the same time run in
+ * the order they were posted; when the front end's stop gives up waiting,
+ * what is still waiting runs at once (with call_open false). Any thread. */
+void nrd_srv_grpc_call_post_at(nrd_srv_grpc_event *ev, uint64_t due_us);
+
+/* CLOCK_MONOTONIC in microseconds, the clock of due times and deadlines.
+ * Any thread. */
+uint64_t nrd_srv_grpc_now_us(void);
+
+/* True once the call ended before it finished (client cancel or reset,
+ * connection lost, deadline, a transport error): what gRPC calls a
+ * cancelled call. Set before on_cancel runs, whether or not a delay hook
+ * holds on_cancel back. Any thread. */
+bool nrd_srv_grpc_call_cancelled(const nrd_srv_grpc_call *call);
+
+/* Triton's test delay hooks the front end was started with (grpc_delay.h;
+ * borrowed, read-only while the front end runs). Any thread. */
+const nrd_srv_grpc_delays *nrd_srv_grpc_call_delays(const nrd_srv_grpc_call *call);
 
 /* Packs msg and sends it as one gRPC message (response headers first if not
  * sent yet). No-op once the call finished or closed. Loop. */

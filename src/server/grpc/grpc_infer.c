@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "classify.h"
 #include "fmt.h"
@@ -52,6 +53,7 @@ typedef struct cls_out {
 typedef struct call_state {
   pthread_mutex_t mu;
   infer_ctx *inflight; /* guarded by mu */
+  uint64_t paced_until_us; /* guarded by mu: TRITONSERVER_DELAY_GRPC_RESPONSE's last due time */
   unsigned active; /* loop only: requests whose final event has not run */
   bool client_done; /* loop only: the client half-closed (stream) */
 } call_state;
@@ -571,9 +573,33 @@ static void event_fill(infer_ctx *ctx, resp_event *ev, TRITONSERVER_InferenceRes
   if (ev->buf) ev->buf = nrd_srv_grpc_call_compress(ctx->call, ev->buf, &ev->len);
 }
 
+/* Triton's test hook TRITONSERVER_DELAY_GRPC_ENQUEUE: the thread that
+ * delivered a response for a cancelled call sleeps before handing the call
+ * back, as Triton's does before it re-queues the call's state. */
+static void hold_thread(uint64_t us) {
+  struct timespec ts = {(time_t)(us / 1000000u), (long)(us % 1000000u) * 1000};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+/* Triton's test hook TRITONSERVER_DELAY_GRPC_RESPONSE: when a stream's
+ * next event may run, `us` after the later of now and the one before it
+ * (Triton sleeps that long before each write to a stream). Any thread. */
+static uint64_t stream_pace(infer_ctx *ctx, uint64_t us) {
+  uint64_t now = nrd_srv_grpc_now_us();
+  pthread_mutex_lock(&ctx->cs->mu);
+  uint64_t due = (ctx->cs->paced_until_us > now ? ctx->cs->paced_until_us : now) + us;
+  ctx->cs->paced_until_us = due;
+  pthread_mutex_unlock(&ctx->cs->mu);
+  return due;
+}
+
 static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t flags, void *userp) {
   infer_ctx *ctx = userp;
   bool final = (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) != 0;
+  const nrd_srv_grpc_delays *delays = nrd_srv_grpc_call_delays(ctx->call);
+  if (delays->enqueue_us && final && !ctx->streaming && nrd_srv_grpc_call_cancelled(ctx->call))
+    hold_thread(delays->enqueue_us);
   /* A unary call has one final response: its event lives in the context. */
   resp_event *ev = final && !ctx->streaming ? &ctx->final_ev : calloc(1, sizeof *ev);
   if (ev == NULL) {
@@ -598,7 +624,10 @@ static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t fla
   ev->base.call = ctx->call;
   ev->base.run = resp_event_run;
   if (final) ev->ctx = ctx;
-  nrd_srv_grpc_call_post(&ev->base);
+  if (ctx->streaming && delays->response_us)
+    nrd_srv_grpc_call_post_at(&ev->base, stream_pace(ctx, delays->response_us));
+  else
+    nrd_srv_grpc_call_post(&ev->base);
 }
 
 static void on_release(TRITONSERVER_InferenceRequest *irq, const uint32_t flags, void *userp) {

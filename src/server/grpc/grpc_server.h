@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "grpc_delay.h"
 #include "grpc_tls.h"
 #include "restrict.h"
 #include "trace_hook.h"
@@ -56,6 +57,8 @@ typedef struct nrd_srv_grpc_options {
   /* TLS (--grpc-use-ssl); NULL: cleartext HTTP/2 with prior knowledge.
    * Borrowed; read only during nrd_srv_grpc_start. */
   const nrd_srv_tls_options *tls;
+  /* Triton's test delay hooks (all zero: none; see grpc_delay.h). */
+  nrd_srv_grpc_delays delays;
 } nrd_srv_grpc_options;
 
 typedef struct nrd_srv_grpc nrd_srv_grpc;

@@ -1,5 +1,5 @@
 /* The values of gRPC's own headers, read and written by the transport
- * (grpc_server.c): grpc-message, grpc-timeout and grpc-accept-encoding;
+ * (grpc_call.c, grpc_stream.c): grpc-message, grpc-timeout and grpc-accept-encoding;
  * grpc-status from a Triton error code is here too (declared in
  * grpc_call.h). Pure functions, any thread. */
 #ifndef NRD_SRV_GRPC_VALUES_H
