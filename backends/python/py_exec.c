@@ -74,6 +74,16 @@ TRITONSERVER_Error *nrd_py_model_new(TRITONBACKEND_Model *model, nrd_py_model **
     nrd_py_model_free(s);
     return err;
   }
+  /* EXECUTION_ENV_PATH: the Python environment every stub of the model
+   * runs in (the auto-complete one too). */
+  const char *env = nrd_bu_config_parameter(s->config, "EXECUTION_ENV_PATH");
+  if (env != NULL && env[0] != '\0') {
+    if ((err = nrd_py_env_resolve(&s->backend->envs, name, repo, env, &s->env_dir)) != NULL) {
+      nrd_py_model_free(s);
+      return err;
+    }
+    NRD_BU_LOG(TRITONSERVER_LOG_INFO, "python: model '%s' uses the Python execution environment %s", name, s->env_dir);
+  }
   if ((err = auto_complete(s)) != NULL) {
     nrd_py_model_free(s);
     return err;
@@ -102,6 +112,7 @@ void nrd_py_model_free(nrd_py_model *s) {
   json_decref(s->config);
   free(s->model_file);
   free(s->init_args);
+  free(s->env_dir);
   free(s);
 }
 
@@ -158,7 +169,10 @@ static TRITONSERVER_Error *start_stub(nrd_py_model *m, nrd_py_stub *stub) {
     return oom();
   }
   free(mdir);
-  char *why = nrd_py_stub_start(stub, stub_path, pypath, b->shm_size);
+  char shm_name[192];
+  snprintf(shm_name, sizeof shm_name, "%s%u", b->shm_prefix,
+           __atomic_add_fetch(&m->backend->regions, 1u, __ATOMIC_RELAXED));
+  char *why = nrd_py_stub_start(stub, stub_path, pypath, m->env_dir, shm_name, b->shm_size);
   free(pypath);
   if (why != NULL) {
     TRITONSERVER_Error *err = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "%s", why);

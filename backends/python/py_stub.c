@@ -40,13 +40,21 @@ static void futex_wait(uint32_t *word, uint32_t expected, long ms) {
 
 static nrd_py_shm_header *header(nrd_py_stub *stub) { return (nrd_py_shm_header *)stub->base; }
 
-char *nrd_py_stub_start(nrd_py_stub *stub, const char *stub_path, const char *python_path, uint64_t shm_size) {
+/* Sources the environment's activate script ($1), puts its lib/ ($2)
+ * first for the dynamic linker, then becomes the stub ($3, $4 its
+ * sys.path entries, $2 the environment). */
+static const char ENV_SCRIPT[] =
+    "source \"$1\" && export LD_LIBRARY_PATH=\"$2/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\" "
+    "&& exec \"$3\" \"$4\" \"$2\"";
+
+char *nrd_py_stub_start(nrd_py_stub *stub, const char *stub_path, const char *python_path, const char *env_dir,
+                        const char *shm_name, uint64_t shm_size) {
   memset(stub, 0, sizeof *stub);
   stub->fd = -1;
   if (shm_size < NRD_PY_DATA_OFFSET + (1u << 20)) {
     shm_size = NRD_PY_DATA_OFFSET + (1u << 20);
   }
-  stub->fd = memfd_create("nereid-python", MFD_CLOEXEC);
+  stub->fd = memfd_create(shm_name != NULL && shm_name[0] ? shm_name : "nereid-python", MFD_CLOEXEC);
   if (stub->fd < 0) {
     return msgf("python: memfd_create%s: %s", "", errno);
   }
@@ -71,8 +79,24 @@ char *nrd_py_stub_start(nrd_py_stub *stub, const char *stub_path, const char *py
   /* The model's print() goes to the log (stderr), never the server's
    * stdout. */
   posix_spawn_file_actions_adddup2(&fa, 2, 1);
-  char *argv[] = {(char *)stub_path, (char *)python_path, NULL};
-  int rc = posix_spawn(&stub->pid, stub_path, &fa, NULL, argv, environ);
+  int rc = 0;
+  if (env_dir == NULL) {
+    char *argv[] = {(char *)stub_path, (char *)python_path, NULL};
+    rc = posix_spawn(&stub->pid, stub_path, &fa, NULL, argv, environ);
+  } else {
+    char activate[PATH_MAX + 16];
+    snprintf(activate, sizeof activate, "%s/bin/activate", env_dir);
+    char *argv[] = {"bash",
+                    "-c",
+                    (char *)ENV_SCRIPT,
+                    "nereid-python-env",
+                    activate,
+                    (char *)env_dir,
+                    (char *)stub_path,
+                    (char *)python_path,
+                    NULL};
+    rc = posix_spawnp(&stub->pid, "bash", &fa, NULL, argv, environ);
+  }
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) {
     char *m = msgf("python: cannot start the stub %s: %s", stub_path, rc);

@@ -20,12 +20,17 @@ typedef struct nrd_py_stub {
 } nrd_py_stub;
 
 /*
- * Creates the shared memory ('shm_size' bytes) and starts 'stub_path' with
- * it as descriptor 3, 'python_path' (a ':'-list for sys.path) as argv[1].
+ * Creates the shared memory ('shm_size' bytes, a memfd named 'shm_name')
+ * and starts 'stub_path' with it as descriptor 3, 'python_path' (a
+ * ':'-list for sys.path) as argv[1]. With 'env_dir' (an execution
+ * environment, py_env.h; NULL: none) the stub starts through bash after
+ * sourcing the environment's bin/activate, with its lib/ first in
+ * LD_LIBRARY_PATH, and gets 'env_dir' as argv[2], as Triton's stub does.
  * On failure returns a malloc'ed message the caller frees, and nothing is
  * left open. Any thread; the stub then belongs to the caller.
  */
-char *nrd_py_stub_start(nrd_py_stub *stub, const char *stub_path, const char *python_path, uint64_t shm_size);
+char *nrd_py_stub_start(nrd_py_stub *stub, const char *stub_path, const char *python_path, const char *env_dir,
+                        const char *shm_name, uint64_t shm_size);
 
 /*
  * Sends the 'len' bytes of JSON already written at the message area

@@ -4,6 +4,9 @@
  * offers it to Python as the module _nrd_ipc, and runs
  * nrd_python_stub.main() (beside the backend, argv[1] holds sys.path
  * entries) which serves the backend's messages until told to finalize.
+ * argv[2], when given, is an execution environment (EXECUTION_ENV_PATH,
+ * already activated by the backend): its Python is the one run, so its
+ * prefix and site-packages are the interpreter's.
  *
  * Built without sanitizers: it runs CPython, none of the server's code.
  */
@@ -11,6 +14,7 @@
 #include <Python.h>
 
 #include <limits.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <linux/futex.h>
 #include <stdint.h>
@@ -122,7 +126,20 @@ int main(int argc, char **argv) {
   PyConfig_InitPythonConfig(&config);
   config.install_signal_handlers = 0;
   config.parse_argv = 0;
-  PyStatus status = PyConfig_SetBytesString(&config, &config.program_name, "/usr/bin/python3");
+  /* The environment's python3 as the program: CPython then takes the
+   * environment's prefix (a venv's pyvenv.cfg, or a conda-pack tree's own
+   * lib/pythonX.Y) and its site-packages. */
+  const char *env = argc > 2 && argv[2][0] ? argv[2] : NULL;
+  char program[PATH_MAX] = "/usr/bin/python3";
+  bool env_python = false;
+  if (env != NULL) {
+    snprintf(program, sizeof program, "%s/bin/python3", env);
+    env_python = access(program, X_OK) == 0;
+    if (!env_python) {
+      snprintf(program, sizeof program, "/usr/bin/python3");
+    }
+  }
+  PyStatus status = PyConfig_SetBytesString(&config, &config.program_name, program);
   if (!PyStatus_Exception(status)) {
     status = Py_InitializeFromConfig(&config);
   }
@@ -138,6 +155,19 @@ int main(int argc, char **argv) {
     Py_XDECREF(s);
   }
   free(paths);
+  if (env != NULL && !env_python) {
+    /* An environment without an interpreter of its own: its
+     * site-packages on the path (and its .pth files read). */
+    char site[PATH_MAX];
+    snprintf(site, sizeof site, "%s/lib/python%d.%d/site-packages", env, PY_MAJOR_VERSION, PY_MINOR_VERSION);
+    PyObject *mod_site = PyImport_ImportModule("site");
+    PyObject *r = mod_site ? PyObject_CallMethod(mod_site, "addsitedir", "s", site) : NULL;
+    if (r == NULL) {
+      PyErr_Print();
+    }
+    Py_XDECREF(r);
+    Py_XDECREF(mod_site);
+  }
   int rc = 0;
   PyObject *mod = PyImport_ImportModule("nrd_python_stub");
   PyObject *res = mod ? PyObject_CallMethod(mod, "main", NULL) : NULL;

@@ -1,0 +1,181 @@
+"""The python backend's environments and settings: the EXECUTION_ENV_PATH
+model parameter (a directory, or an archive unpacked once into a cache
+shared by the models that name it, "$$TRITON_MODEL_DIRECTORY" in the
+path), its load errors, and --backend-config=python,... (shared memory
+sizes and name prefix, stub timeout, unknown keys, bad values).
+
+Run by ctest with NEREID_BIN and NEREID_BACKEND_DIR set (tests/CMakeLists.txt).
+"""
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+from test_nereid_cli import BACKENDS, Server, listening_ports
+from test_python_backend import ONE_FP32, fp32, infer, model_file, outputs_of, running
+
+PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+# Answers where its Python runs (sys.prefix) and the value of a module
+# that only the environment holds.
+PROBE = '''
+import sys
+import numpy as np
+import triton_python_backend_utils as pb_utils
+import nrd_env_probe
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = np.array([nrd_env_probe.VALUE], dtype=np.float32)
+        pb_utils.Logger.log_info("probe prefix=" + sys.prefix)
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", out)]) for _ in requests]
+'''
+
+
+def env_config(path):
+    return ONE_FP32 + f'''
+parameters: {{ key: "EXECUTION_ENV_PATH" value: {{ string_value: "{path}" }} }}
+'''
+
+
+def make_env(where, value):
+    """A venv of this Python (with the system's numpy) holding the module
+    nrd_env_probe (VALUE = value)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", where], check=True)
+    site = os.path.join(where, "lib", f"python{PY}", "site-packages")
+    with open(os.path.join(site, "nrd_env_probe.py"), "w") as f:
+        f.write(f"VALUE = {value}\n")
+    return where
+
+
+def make_archive(env, path):
+    with tarfile.open(path, "w:gz") as tar:
+        tar.add(env, arcname=".")
+    return path
+
+
+def start(root, *flags, env=None):
+    return Server([f"--model-repository={root}", f"--backend-directory={BACKENDS}", "--http-port=0",
+                   "--allow-grpc=false", "--allow-metrics=false", *flags], env=env)
+
+
+def prefixes(log):
+    return [line.split("probe prefix=")[1].strip() for line in log.splitlines() if "probe prefix=" in line]
+
+
+def test_execution_env_directory_and_shared_archive():
+    with tempfile.TemporaryDirectory() as root, tempfile.TemporaryDirectory() as work:
+        envdir = make_env(os.path.join(work, "envdir"), 42)
+        archive = make_archive(make_env(os.path.join(work, "packed"), 7), os.path.join(work, "packed.tar.gz"))
+        shutil.rmtree(os.path.join(work, "packed"))  # only the archive remains
+        cache_parent = os.path.join(work, "tmp")
+        os.mkdir(cache_parent)
+        model_file(root, "from_dir", PROBE, env_config(envdir))
+        # The same archive twice: once beside the model through
+        # $$TRITON_MODEL_DIRECTORY, once by the same path spelt otherwise.
+        model_file(root, "from_archive", PROBE, env_config("$$TRITON_MODEL_DIRECTORY/env.tar.gz"))
+        shutil.copy(archive, os.path.join(root, "from_archive", "env.tar.gz"))
+        model_file(root, "same_archive", PROBE,
+                   env_config(os.path.join(root, "from_archive", ".", "env.tar.gz")))
+        model_file(root, "plain", PROBE.replace("import nrd_env_probe\n", ""), ONE_FP32)
+        s = start(root, env={**os.environ, "TMPDIR": cache_parent})
+        with running(s) as lines:
+            s.port = listening_ports(lines)["http"]
+            code, reply = infer(s, "from_dir", [fp32("INPUT0", [0])])
+            assert code == 200 and outputs_of(reply) == {"OUTPUT0": [42]}, reply
+            for name in ("from_archive", "same_archive"):
+                code, reply = infer(s, name, [fp32("INPUT0", [0])])
+                assert code == 200 and outputs_of(reply) == {"OUTPUT0": [7]}, (name, reply)
+            # A model without the parameter has no such module.
+            code, reply = infer(s, "plain", [fp32("INPUT0", [0])])
+            assert code != 200 and "nrd_env_probe" in reply["error"], reply
+            seen = prefixes(s.text())
+            caches = glob.glob(os.path.join(cache_parent, "nereid_python_env_*"))
+            assert len(caches) == 1, caches
+            unpacked = [d for d in os.listdir(caches[0])]
+            assert len(unpacked) == 1, unpacked  # one archive, unpacked once
+            assert seen[0] == os.path.realpath(envdir), seen
+            assert seen[1] == seen[2] == os.path.join(caches[0], unpacked[0]), seen
+        assert s.log.count("unpacked the Python execution environment") == 1, s.log
+        # The cache goes with the server.
+        assert os.listdir(cache_parent) == [], os.listdir(cache_parent)
+
+
+def test_execution_env_errors_name_the_parameter_and_path():
+    with tempfile.TemporaryDirectory() as root, tempfile.TemporaryDirectory() as work:
+        not_archive = os.path.join(work, "broken.tar.gz")
+        with open(not_archive, "wb") as f:
+            f.write(b"this is not a tar archive\n" * 10)
+        no_activate = os.path.join(work, "no_activate")
+        os.makedirs(os.path.join(no_activate, "lib", f"python{PY}"))
+        other_python = make_env(os.path.join(work, "other"), 1)
+        os.rename(os.path.join(other_python, "lib", f"python{PY}"), os.path.join(other_python, "lib", "python2.7"))
+        model_file(root, "missing", PROBE, env_config(os.path.join(work, "nowhere.tar.gz")))
+        model_file(root, "not_archive", PROBE, env_config(not_archive))
+        model_file(root, "no_activate", PROBE, env_config(no_activate))
+        model_file(root, "other_python", PROBE, env_config(other_python))
+        s = start(root, "--exit-on-error=false", env={**os.environ, "TMPDIR": work})
+        with running(s):
+            pass
+        log = s.log
+        assert (f"Failed to get the canonical path for {work}/nowhere.tar.gz. (python: model 'missing' "
+                f"parameter EXECUTION_ENV_PATH") in log, log
+        assert f"model 'not_archive' parameter EXECUTION_ENV_PATH '{not_archive}': cannot unpack" in log, log
+        assert (f"Path {no_activate}/bin/activate does not exist. The Python environment should contain an "
+                "'activate' script.") in log, log
+        assert f"model 'other_python' parameter EXECUTION_ENV_PATH '{other_python}': the environment has no " \
+               f"lib/python{PY}" in log, log
+        # A failed unpacking leaves nothing behind.
+        assert glob.glob(os.path.join(work, "nereid_python_env_*", "*")) == []
+
+
+def stub_memfds(server_pid):
+    """The memfd names the server's stub processes hold as descriptor 3."""
+    names = []
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(stat) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if int(fields[1]) == server_pid:
+                names.append(os.readlink(os.path.join(os.path.dirname(stat), "fd", "3")))
+        except (OSError, ValueError, IndexError):
+            continue
+    return names
+
+
+def test_backend_config_settings():
+    with tempfile.TemporaryDirectory() as root:
+        model_file(root, "plain", PROBE.replace("import nrd_env_probe\n", "").replace("nrd_env_probe.VALUE", "5"),
+                   ONE_FP32)
+        s = start(root, "--backend-config=python,shm-region-prefix-name=nrdtest_region_",
+                  "--backend-config=python,shm-default-byte-size=8388608",
+                  "--backend-config=python,shm-growth-byte-size=1048576",
+                  "--backend-config=python,stub-timeout-seconds=60",
+                  "--backend-config=python,no-such-setting=1")
+        with running(s) as lines:
+            s.port = listening_ports(lines)["http"]
+            code, reply = infer(s, "plain", [fp32("INPUT0", [0])])
+            assert code == 200 and outputs_of(reply) == {"OUTPUT0": [5]}, reply
+            names = stub_memfds(s.proc.pid)
+            assert any("memfd:nrdtest_region_" in n for n in names), names
+        assert "python: --backend-config=python,no-such-setting has no meaning here; ignored" in s.log, s.log
+
+
+def test_bad_backend_config_values_fail_the_load():
+    cases = [("shm-default-byte-size=abc", "python: --backend-config=python,shm-default-byte-size='abc': not a whole"),
+             ("shm-default-byte-size=1000", "shm-default-byte-size can't be smaller than 4 MiBs"),
+             ("stub-timeout-seconds=0", "stub-timeout-seconds can't be smaller than or equal to zero."),
+             ("shm-growth-byte-size=-5", "shm-growth-byte-size can't be smaller than or equal to zero.")]
+    # (An empty shm-region-prefix-name is refused by the command line
+    # already.)
+    with tempfile.TemporaryDirectory() as root:
+        model_file(root, "plain", PROBE.replace("import nrd_env_probe\n", ""), ONE_FP32)
+        for flag, said in cases:
+            s = start(root, "--exit-on-error=false", f"--backend-config=python,{flag}")
+            with running(s):
+                pass
+            assert said in s.log, (flag, s.log)
