@@ -36,6 +36,18 @@ class TritonPythonModel:
 '''
 
 
+# Its configuration comes from auto_complete_config, which needs the
+# environment's module too: the auto-complete stub runs in it.
+AUTO_PROBE = PROBE + '''
+    @staticmethod
+    def auto_complete_config(config):
+        dims = [nrd_env_probe.VALUE // 7]
+        config.add_input({"name": "INPUT0", "data_type": "TYPE_FP32", "dims": dims})
+        config.add_output({"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": dims})
+        return config
+'''
+
+
 def env_config(path):
     return ONE_FP32 + f'''
 parameters: {{ key: "EXECUTION_ENV_PATH" value: {{ string_value: "{path}" }} }}
@@ -82,6 +94,10 @@ def test_execution_env_directory_and_shared_archive():
         model_file(root, "same_archive", PROBE,
                    env_config(os.path.join(root, "from_archive", ".", "env.tar.gz")))
         model_file(root, "plain", PROBE.replace("import nrd_env_probe\n", ""), ONE_FP32)
+        model_file(root, "auto", AUTO_PROBE, f'''
+backend: "python"
+parameters: {{ key: "EXECUTION_ENV_PATH" value: {{ string_value: "{archive}" }} }}
+''')
         s = start(root, env={**os.environ, "TMPDIR": cache_parent})
         with running(s) as lines:
             s.port = listening_ports(lines)["http"]
@@ -93,14 +109,17 @@ def test_execution_env_directory_and_shared_archive():
             # A model without the parameter has no such module.
             code, reply = infer(s, "plain", [fp32("INPUT0", [0])])
             assert code != 200 and "nrd_env_probe" in reply["error"], reply
+            code, reply = infer(s, "auto", [fp32("INPUT0", [0])])
+            assert code == 200 and outputs_of(reply) == {"OUTPUT0": [7]}, reply
             seen = prefixes(s.text())
             caches = glob.glob(os.path.join(cache_parent, "nereid_python_env_*"))
             assert len(caches) == 1, caches
             unpacked = [d for d in os.listdir(caches[0])]
-            assert len(unpacked) == 1, unpacked  # one archive, unpacked once
+            assert len(unpacked) == 2, unpacked  # two archives, each unpacked once
             assert seen[0] == os.path.realpath(envdir), seen
-            assert seen[1] == seen[2] == os.path.join(caches[0], unpacked[0]), seen
-        assert s.log.count("unpacked the Python execution environment") == 1, s.log
+            assert seen[1] == seen[2] and os.path.dirname(seen[1]) == caches[0], seen
+            assert seen[3] != seen[1] and os.path.dirname(seen[3]) == caches[0], seen
+        assert s.log.count("unpacked the Python execution environment") == 2, s.log
         # The cache goes with the server.
         assert os.listdir(cache_parent) == [], os.listdir(cache_parent)
 
