@@ -2,6 +2,7 @@
 model.py, answers the backend's init / execute / finalize messages through
 the shared memory (_nrd_ipc, py_ipc.h)."""
 import asyncio
+import functools
 import importlib.util
 import inspect
 import json
@@ -190,8 +191,7 @@ class Stub:
             answer = json.loads(bytes(self.buf[META:META + n]))
             return read(answer) if read is not None else answer
 
-    def sender_for(self, index):
-        generation = self.generation
+    def sender_for(self, index, generation):
 
         def send(response, flags):
             final = bool(flags & pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
@@ -299,8 +299,9 @@ class Stub:
         with self.senders_done:
             self.used = [False] * len(requests)
             self.closed = [False] * len(requests)
+        generation = self.generation
         for i, r in enumerate(requests):
-            r._sender, r._cancelled = self.sender_for(i)
+            r._sender_factory = functools.partial(self.sender_for, i, generation)
         try:
             responses = self.run(self.model.execute, requests)
         except BaseException as e:  # noqa: BLE001 - the model's failure answers its requests
