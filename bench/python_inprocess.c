@@ -16,6 +16,7 @@
  *
  * Threads: each client thread owns its request; the callbacks run on the
  * server's threads and only count and wake. */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -64,6 +65,37 @@ static double q_us(uint64_t *v, size_t n, double q) {
   qsort(v, n, sizeof *v, cmp_u64);
   size_t k = (size_t)(q * (double)(n - 1) + 0.5);
   return (double)v[k < n ? k : n - 1] / 1e3;
+}
+
+/* CPU time (user + system, ns) of this process and of its children that
+ * still run (the stubs), from /proc: the CPU a request costs whatever
+ * the machine's other load does to the wall clock. */
+static uint64_t cpu_ns_all(void) {
+  uint64_t total = 0;
+  long tick = sysconf(_SC_CLK_TCK);
+  pid_t self = getpid();
+  DIR *d = opendir("/proc");
+  struct dirent *e;
+  while (d && (e = readdir(d)) != NULL) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    char path[300], buf[1024];
+    snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *rp = strrchr(buf, ')');
+    if (!rp) continue;
+    /* after ")": state ppid pgrp session tty tpgid flags minflt cminflt
+     * majflt cmajflt utime stime */
+    int ppid = 0;
+    unsigned long long ut = 0, st = 0;
+    if (sscanf(rp + 2, "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ppid, &ut, &st) != 3) continue;
+    if (atoi(e->d_name) == self || ppid == self) total += (ut + st) * (1000000000ull / (uint64_t)tick);
+  }
+  if (d) closedir(d);
+  return total;
 }
 
 /* ------------------------------------------------------ repository */
@@ -239,17 +271,20 @@ static uint64_t round_trip(client *c) {
 
 /* p50 and p99 in µs of `iters` round trips of `n` values to `model`. */
 static bool latency(TRITONSERVER_Server *s, TRITONSERVER_ResponseAllocator *alloc, const char *model, size_t n,
-                    int warmup, int iters, double *p50, double *p99) {
+                    int warmup, int iters, double *p50, double *p99, double *cpu_us) {
   client c;
   memset(&c, 0, sizeof c);
   uint64_t *v = calloc((size_t)iters, sizeof *v);
   bool ok = v && client_init(&c, s, alloc, model, n);
+  uint64_t cpu0 = 0;
   for (int i = 0; ok && i < warmup + iters; i++) {
+    if (i == warmup) cpu0 = cpu_ns_all();
     uint64_t t = round_trip(&c);
     ok = t != 0;
     if (i >= warmup) v[i - warmup] = t;
   }
   if (ok) {
+    *cpu_us = (double)(cpu_ns_all() - cpu0) / 1e3 / iters;
     *p50 = q_us(v, (size_t)iters, 0.5);
     *p99 = q_us(v, (size_t)iters, 0.99);
   }
@@ -276,7 +311,7 @@ static void *load_thread(void *arg) {
 
 /* Requests/s of CLIENTS threads sending to `model` for `seconds`. */
 static bool throughput(TRITONSERVER_Server *s, TRITONSERVER_ResponseAllocator *alloc, const char *model, double seconds,
-                       double *rps) {
+                       double *rps, double *cores) {
   loader l[CLIENTS];
   pthread_t th[CLIENTS];
   bool ok = true;
@@ -286,6 +321,7 @@ static bool throughput(TRITONSERVER_Server *s, TRITONSERVER_ResponseAllocator *a
     ok = ok && l[i].ok;
   }
   for (int i = 0; ok && i < 2; i++) ok = round_trip(&l[0].c) != 0; /* warm */
+  uint64_t cpu0 = cpu_ns_all();
   uint64_t t0 = now_ns();
   for (int i = 0; i < CLIENTS; i++) {
     l[i].until = t0 + (uint64_t)(seconds * 1e9);
@@ -298,7 +334,9 @@ static bool throughput(TRITONSERVER_Server *s, TRITONSERVER_ResponseAllocator *a
     total += l[i].count;
     client_fini(&l[i].c);
   }
-  *rps = (double)total / ((double)(now_ns() - t0) / 1e9);
+  double wall = (double)(now_ns() - t0);
+  *rps = (double)total / (wall / 1e9);
+  *cores = (double)(cpu_ns_all() - cpu0) / wall;
   return ok;
 }
 
@@ -359,28 +397,29 @@ int main(int argc, char **argv) {
   ok = ok && !failed(TRITONSERVER_ResponseAllocatorNew(&alloc, alloc_fn, release_fn, NULL), "allocator");
 
   double c50 = 0, c99 = 0, p50 = 0, p99 = 0, b50 = 0, b99 = 0, bc50 = 0, bc99 = 0, bp50 = 0, bp99 = 0;
-  double r1 = 0, r2 = 0;
-  ok = ok && latency(s, alloc, "ident_c", SMALL, iters / 10, iters, &c50, &c99);
-  ok = ok && latency(s, alloc, "ident_py", SMALL, iters / 10, iters, &p50, &p99);
-  ok = ok && latency(s, alloc, "bls_py", SMALL, iters / 10, iters, &b50, &b99);
+  double r1 = 0, r2 = 0, k1 = 0, k2 = 0, ccpu = 0, pcpu = 0, bcpu = 0, bccpu = 0, bpcpu = 0;
+  ok = ok && latency(s, alloc, "ident_c", SMALL, iters / 10, iters, &c50, &c99, &ccpu);
+  ok = ok && latency(s, alloc, "ident_py", SMALL, iters / 10, iters, &p50, &p99, &pcpu);
+  ok = ok && latency(s, alloc, "bls_py", SMALL, iters / 10, iters, &b50, &b99, &bcpu);
   int big_iters = iters / 100 < 20 ? 20 : iters / 100;
-  ok = ok && latency(s, alloc, "ident_c", BIG, 3, big_iters, &bc50, &bc99);
-  ok = ok && latency(s, alloc, "ident_py", BIG, 3, big_iters, &bp50, &bp99);
-  ok = ok && throughput(s, alloc, "busy_py_1", seconds, &r1);
-  ok = ok && throughput(s, alloc, "busy_py_2", seconds, &r2);
+  ok = ok && latency(s, alloc, "ident_c", BIG, 3, big_iters, &bc50, &bc99, &bccpu);
+  ok = ok && latency(s, alloc, "ident_py", BIG, 3, big_iters, &bp50, &bp99, &bpcpu);
+  ok = ok && throughput(s, alloc, "busy_py_1", seconds, &r1, &k1);
+  ok = ok && throughput(s, alloc, "busy_py_2", seconds, &r2, &k2);
   if (ok) {
     double mb = (double)BIG * sizeof(float) / 1e6;
     printf("round trip, 16 x FP32, one client (%d requests):\n", iters);
-    printf("  C identity backend   p50 %8.1f us  p99 %8.1f us\n", c50, c99);
-    printf("  model.py identity    p50 %8.1f us  p99 %8.1f us\n", p50, p99);
+    printf("  C identity backend   p50 %8.1f us  p99 %8.1f us  CPU %7.1f us/req\n", c50, c99, ccpu);
+    printf("  model.py identity    p50 %8.1f us  p99 %8.1f us  CPU %7.1f us/req (server + stub)\n", p50, p99, pcpu);
     printf("BLS, model.py calling the C identity model:\n");
-    printf("  model.py + BLS       p50 %8.1f us  p99 %8.1f us  (added p50 %.1f us)\n", b50, b99, b50 - p50);
+    printf("  model.py + BLS       p50 %8.1f us  p99 %8.1f us  CPU %7.1f us/req  (added p50 %.1f us, CPU %.1f us)\n",
+           b50, b99, bcpu, b50 - p50, bcpu - pcpu);
     printf("%.1f MB FP32 tensor in and out (%d requests):\n", mb, big_iters);
-    printf("  C identity backend   p50 %8.1f us  %6.2f GB/s\n", bc50, mb / 1e3 / (bc50 / 1e6));
-    printf("  model.py identity    p50 %8.1f us  %6.2f GB/s\n", bp50, mb / 1e3 / (bp50 / 1e6));
+    printf("  C identity backend   p50 %8.1f us  %6.2f GB/s  CPU %7.1f us/req\n", bc50, mb / 1e3 / (bc50 / 1e6), bccpu);
+    printf("  model.py identity    p50 %8.1f us  %6.2f GB/s  CPU %7.1f us/req\n", bp50, mb / 1e3 / (bp50 / 1e6), bpcpu);
     printf("CPU-bound model.py (pure-Python loop), %d clients, %.1f s each:\n", CLIENTS, seconds);
-    printf("  one instance         %8.1f req/s\n", r1);
-    printf("  two instances        %8.1f req/s  (%.2fx)\n", r2, r1 > 0 ? r2 / r1 : 0.0);
+    printf("  one instance         %8.1f req/s  %.2f cores busy\n", r1, k1);
+    printf("  two instances        %8.1f req/s  %.2f cores busy  (%.2fx)\n", r2, k2, r1 > 0 ? r2 / r1 : 0.0);
     printf("  online CPUs          %ld\n", sysconf(_SC_NPROCESSORS_ONLN));
   }
   if (alloc) TRITONSERVER_ResponseAllocatorDelete(alloc);

@@ -17,6 +17,9 @@
 #include <stdint.h>
 
 #define NRD_PY_SHM_FD 3
+/* Pauses either side spins for the other's word before its futex sleep
+ * (py_stub.c says why so few). */
+#define NRD_PY_SPINS 200
 #define NRD_PY_META_OFFSET 4096u
 #define NRD_PY_META_SIZE (1u << 20)
 #define NRD_PY_DATA_OFFSET (NRD_PY_META_OFFSET + NRD_PY_META_SIZE)

@@ -148,9 +148,13 @@ char *nrd_py_stub_exchange(nrd_py_stub *stub, uint32_t len, uint64_t timeout_ms,
   futex_wake(&h->to_stub);
   struct timespec t0;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  /* Spin briefly (a fast model answers within microseconds), then sleep
-   * in slices that let a dead process be noticed. */
-  for (int spin = 0; spin < 2000; spin++) {
+  /* Spin briefly (about 8 us: a pause is 36-43 ns on this EPYC), then
+   * sleep in slices that let a dead process be noticed. Even a blank
+   * model.py takes some 35 us of Python, so a longer spin mostly burns a
+   * core the stub needs: 2000 pauses (80 us) cost 225 us p50 and 245 us
+   * of CPU per request on the loaded 2-core VM, 200 cost 140 and 155-200
+   * (nrd_bench_python). */
+  for (int spin = 0; spin < NRD_PY_SPINS; spin++) {
     if (__atomic_load_n(&h->to_server, __ATOMIC_ACQUIRE) != stub->seen) {
       goto done;
     }

@@ -53,7 +53,7 @@ static PyObject *ipc_wait(PyObject *self, PyObject *args) {
       g_seen = now;
       break;
     }
-    if (spin < 2000) {
+    if (spin < NRD_PY_SPINS) {
       __builtin_ia32_pause();
       continue;
     }
