@@ -48,7 +48,7 @@ static const char ENV_SCRIPT[] =
     "&& exec \"$3\" \"$4\" \"$2\"";
 
 char *nrd_py_stub_start(nrd_py_stub *stub, const char *stub_path, const char *python_path, const char *env_dir,
-                        const char *shm_name, uint64_t shm_size) {
+                        const char *shm_name, uint64_t shm_size, uint64_t shm_growth) {
   memset(stub, 0, sizeof *stub);
   stub->fd = -1;
   if (shm_size < NRD_PY_DATA_OFFSET + (1u << 20)) {
@@ -72,6 +72,7 @@ char *nrd_py_stub_start(nrd_py_stub *stub, const char *stub_path, const char *py
   }
   stub->size = shm_size;
   header(stub)->size = shm_size;
+  header(stub)->growth = shm_growth;
 
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
@@ -110,6 +111,43 @@ char *nrd_py_stub_start(nrd_py_stub *stub, const char *stub_path, const char *py
 }
 
 char *nrd_py_stub_meta(nrd_py_stub *stub) { return (char *)stub->base + NRD_PY_META_OFFSET; }
+
+/* Maps the region (already 'size' bytes) anew, keeping the old mapping. */
+static char *remap(nrd_py_stub *stub, uint64_t size) {
+  struct nrd_py_old_map *old = realloc(stub->old, (stub->n_old + 1) * sizeof *old);
+  if (old == NULL) {
+    return msgf("python: growing the shared memory%s: %s", "", ENOMEM);
+  }
+  stub->old = old;
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, stub->fd, 0);
+  if (p == MAP_FAILED) {
+    return msgf("python: mapping the grown shared memory%s: %s", "", errno);
+  }
+  stub->old[stub->n_old++] = (struct nrd_py_old_map){stub->base, stub->size};
+  stub->base = p;
+  stub->size = size;
+  return NULL;
+}
+
+char *nrd_py_stub_grow(nrd_py_stub *stub, uint64_t need) {
+  if (need <= stub->size) {
+    return NULL;
+  }
+  uint64_t growth = header(stub)->growth ? header(stub)->growth : (64u << 20);
+  uint64_t steps = (need - stub->size + growth - 1) / growth;
+  if (steps > (UINT64_MAX - stub->size) / growth || stub->size + steps * growth > (uint64_t)INT64_MAX) {
+    return msgf("python: cannot grow the shared memory%s: %s", "", EOVERFLOW);
+  }
+  uint64_t size = stub->size + steps * growth;
+  if (ftruncate(stub->fd, (off_t)size) != 0) {
+    return msgf("python: growing the shared memory%s: %s", "", errno);
+  }
+  char *why = remap(stub, size);
+  if (why == NULL) {
+    __atomic_store_n(&header(stub)->size, size, __ATOMIC_RELEASE);
+  }
+  return why;
+}
 
 /* Reaps the process if it exited; true when it is gone. */
 static bool reap(nrd_py_stub *stub, int options) {
@@ -188,6 +226,14 @@ char *nrd_py_stub_exchange(nrd_py_stub *stub, uint32_t len, uint64_t timeout_ms,
   }
 done:
   stub->seen = __atomic_load_n(&h->to_server, __ATOMIC_ACQUIRE);
+  uint64_t grown = __atomic_load_n(&h->size, __ATOMIC_ACQUIRE);
+  if (grown > stub->size) {
+    /* The stub grew the region for its outputs. */
+    char *why = remap(stub, grown);
+    if (why != NULL) {
+      return why;
+    }
+  }
   *reply = nrd_py_stub_meta(stub);
   *reply_len = h->msg_len;
   if (*reply_len > NRD_PY_META_SIZE) {
@@ -213,6 +259,12 @@ void nrd_py_stub_stop(nrd_py_stub *stub, uint64_t grace_ms) {
     munmap(stub->base, stub->size);
     stub->base = NULL;
   }
+  for (size_t i = 0; i < stub->n_old; i++) {
+    munmap(stub->old[i].base, stub->old[i].size);
+  }
+  free(stub->old);
+  stub->old = NULL;
+  stub->n_old = 0;
   if (stub->fd >= 0) {
     close(stub->fd);
     stub->fd = -1;

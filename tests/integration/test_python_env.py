@@ -2,7 +2,8 @@
 model parameter (a directory, or an archive unpacked once into a cache
 shared by the models that name it, "$$TRITON_MODEL_DIRECTORY" in the
 path), its load errors, and --backend-config=python,... (shared memory
-sizes and name prefix, stub timeout, unknown keys, bad values).
+sizes and name prefix, stub timeout, unknown keys, bad values), and the
+shared memory growing by shm-growth-byte-size steps.
 
 Run by ctest with NEREID_BIN and NEREID_BACKEND_DIR set (tests/CMakeLists.txt).
 """
@@ -152,16 +153,27 @@ def test_execution_env_errors_name_the_parameter_and_path():
         assert glob.glob(os.path.join(work, "nereid_python_env_*", "*")) == []
 
 
-def stub_memfds(server_pid):
-    """The memfd names the server's stub processes hold as descriptor 3."""
-    names = []
+def stub_pids(server_pid):
+    """(index, pid) of the server's child processes (its stubs)."""
+    pids = []
     for stat in glob.glob("/proc/[0-9]*/stat"):
         try:
             with open(stat) as f:
                 fields = f.read().rsplit(")", 1)[1].split()
             if int(fields[1]) == server_pid:
-                names.append(os.readlink(os.path.join(os.path.dirname(stat), "fd", "3")))
+                pids.append(int(os.path.basename(os.path.dirname(stat))))
         except (OSError, ValueError, IndexError):
+            continue
+    return list(enumerate(sorted(pids)))
+
+
+def stub_memfds(server_pid):
+    """The memfd names the server's stub processes hold as descriptor 3."""
+    names = []
+    for _, pid in stub_pids(server_pid):
+        try:
+            names.append(os.readlink(f"/proc/{pid}/fd/3"))
+        except OSError:
             continue
     return names
 
@@ -198,3 +210,72 @@ def test_bad_backend_config_values_fail_the_load():
             with running(s):
                 pass
             assert said in s.log, (flag, s.log)
+
+
+# Outputs its input (in place), the input doubled (a new array) and the
+# input through BLS to "ident"; all of them larger than the region.
+GROW = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            t = pb_utils.get_input_tensor_by_name(r, "INPUT0")
+            x = t.as_numpy()
+            reply = pb_utils.InferenceRequest(model_name="ident", inputs=[t],
+                                              requested_output_names=["SAME"]).exec()
+            if reply.has_error():
+                raise pb_utils.TritonModelException(reply.error().message())
+            via = pb_utils.get_output_tensor_by_name(reply, "SAME").as_numpy()
+            out.append(pb_utils.InferenceResponse([
+                pb_utils.Tensor("SAME", x), pb_utils.Tensor("DOUBLED", x * 2),
+                pb_utils.Tensor("VIA_BLS", via)]))
+        return out
+'''
+IDENT = '''
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor(
+            "SAME", pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy())]) for r in requests]
+'''
+
+
+def grow_config(outputs):
+    outs = ", ".join(f'{{ name: "{o}" data_type: TYPE_INT32 dims: [ -1 ] }}' for o in outputs)
+    return f'''
+backend: "python"
+input [ {{ name: "INPUT0" data_type: TYPE_INT32 dims: [ -1 ] }} ]
+output [ {{ outs }} ]
+'''.replace("{ outs }", outs)
+
+
+def test_shared_memory_grows_by_the_growth_size():
+    """A 1 MiB region (shm-default-byte-size) grows by 1 MiB steps
+    (shm-growth-byte-size) for inputs (the server), outputs (the stub)
+    and BLS outputs (the server, while the stub waits)."""
+    with tempfile.TemporaryDirectory() as root:
+        model_file(root, "grow", GROW, grow_config(["SAME", "DOUBLED", "VIA_BLS"]))
+        model_file(root, "ident", IDENT, grow_config(["SAME"]))
+        s = start(root, "--backend-config=python,shm-default-byte-size=1048576",
+                  "--backend-config=python,shm-growth-byte-size=1048576")
+        with running(s) as lines:
+            s.port = listening_ports(lines)["http"]
+            before = {p: os.stat(f"/proc/{p}/fd/3").st_size for _, p in stub_pids(s.proc.pid)}
+            assert len(before) == 2 and max(before.values()) < 3 << 20, before
+            for n in (300000, 100, 700000):
+                x = [i % 1000 for i in range(n)]
+                code, reply = infer(s, "grow", [{"name": "INPUT0", "datatype": "INT32", "shape": [n], "data": x}])
+                assert code == 200, reply
+                out = outputs_of(reply)
+                assert out["SAME"] == x and out["VIA_BLS"] == x and out["DOUBLED"] == [2 * v for v in x], n
+            after = {p: os.stat(f"/proc/{p}/fd/3").st_size for p in before}
+            # 700000 INT32 in and three outputs out: more than 10 MiB, in
+            # whole 1 MiB steps.
+            assert max(after.values()) > 10 << 20, after
+            assert all((after[p] - before[p]) % (1 << 20) == 0 for p in before), (before, after)
