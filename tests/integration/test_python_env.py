@@ -82,7 +82,7 @@ def prefixes(log):
 
 def test_execution_env_directory_and_shared_archive():
     with tempfile.TemporaryDirectory() as root, tempfile.TemporaryDirectory() as work:
-        envdir = make_env(os.path.join(work, "envdir"), 42)
+        envdir = make_env(os.path.join(work, "env dir"), 42)  # a space, quoted through bash
         archive = make_archive(make_env(os.path.join(work, "packed"), 7), os.path.join(work, "packed.tar.gz"))
         shutil.rmtree(os.path.join(work, "packed"))  # only the archive remains
         cache_parent = os.path.join(work, "tmp")
