@@ -2,6 +2,7 @@
 model.py, answers the backend's init / execute / finalize messages through
 the shared memory (_nrd_ipc, py_ipc.h)."""
 import asyncio
+import functools
 import importlib.util
 import inspect
 import json
@@ -17,11 +18,20 @@ import triton_python_backend_utils as pb_utils
 
 META = _nrd_ipc.META_OFFSET
 ALIGN = 64
+# Outputs at least this large that are views of the batch's inputs are
+# not copied again (smaller ones: a copy costs less than the check).
+ZERO_COPY_MIN = 1 << 16
 
 
 class Stub:
     def __init__(self):
-        self.buf = _nrd_ipc.buffer()
+        self.buf = None
+        self.maps = []  # (address, size) of each mapping of the region, newest last
+        self.grow_lock = threading.Lock()
+        self.adopt(_nrd_ipc.buffer())
+        # The executing batch's inputs lie in [DATA_OFFSET, in_end): an
+        # output that is one of them (an identity) is sent from there.
+        self.in_end = 0
         self.model = None
         self.model_file = None
         self.loop = None
@@ -37,6 +47,38 @@ class Stub:
         self.senders_done = threading.Condition()
 
     # -- helpers --
+    def adopt(self, buf):
+        """Uses `buf`, the region's newest mapping (older ones stay valid)."""
+        self.buf = buf
+        self.maps.append((np.frombuffer(buf, np.uint8).__array_interface__["data"][0], len(buf)))
+
+    def refresh(self):
+        """After the server's message: maps the region anew if it grew."""
+        buf = _nrd_ipc.remap()
+        if buf is not None:
+            self.adopt(buf)
+
+    def ensure(self, need, what):
+        """Grows the region to `need` bytes when smaller (the server waits
+        for us meanwhile)."""
+        if need <= len(self.buf):
+            return
+        with self.grow_lock:
+            if need > len(self.buf):
+                try:
+                    self.adopt(_nrd_ipc.grow(need))
+                except OSError as e:
+                    raise pb_utils.TritonModelException(
+                        f"python: {what} need {need} bytes of shared memory: {e}") from None
+
+    def offset_of(self, arr):
+        """Where `arr`'s data lies in the region, or None."""
+        addr = arr.__array_interface__["data"][0]
+        for base, size in self.maps:
+            if base <= addr < base + size:
+                return addr - base
+        return None
+
     def where(self, tb):
         """'file line N' of the deepest frame in the model file (or the last)."""
         frames = traceback.extract_tb(tb)
@@ -146,7 +188,6 @@ class Stub:
             msg = err.message() if hasattr(err, "message") else str(err)
             return {"error": msg, "code": code or 1}, off
         outs = []
-        size = len(self.buf)
         for t in resp.output_tensors():
             arr = t.as_numpy()
             if not isinstance(arr, np.ndarray):
@@ -155,16 +196,19 @@ class Stub:
             if arr.dtype.kind in "OSU":
                 data = pb_utils.serialize_byte_tensor(arr)
                 n = len(data)
-                if off + n > size:
-                    return {"error": "python: the outputs exceed the shared memory"}, off
+                self.ensure(off + n, "the outputs")
                 self.buf[off:off + n] = data
                 dname = "BYTES"
             else:
                 dname = pb_utils._dtype_name(arr)
                 n = arr.nbytes
-                if off + n > size:
-                    return {"error": "python: the outputs exceed the shared memory "
-                                     "(--backend-config=python,shm-default-byte-size=N)"}, off
+                if n >= ZERO_COPY_MIN and arr.flags.c_contiguous:
+                    at = self.offset_of(arr)
+                    if at is not None and _nrd_ipc.DATA_OFFSET <= at and at + n <= self.in_end:
+                        outs.append({"name": t.name(), "dtype": dname, "shape": list(arr.shape), "off": at,
+                                     "size": n})
+                        continue
+                self.ensure(off + n, "the outputs")
                 dst = np.ndarray(arr.shape, dtype=arr.dtype, buffer=self.buf, offset=off)
                 dst[...] = arr
             outs.append({"name": t.name(), "dtype": dname, "shape": list(arr.shape), "off": off, "size": n})
@@ -187,11 +231,11 @@ class Stub:
             self.buf[META:META + len(data)] = data
             _nrd_ipc.post(len(data))
             n = _nrd_ipc.wait()
+            self.refresh()
             answer = json.loads(bytes(self.buf[META:META + n]))
             return read(answer) if read is not None else answer
 
-    def sender_for(self, index):
-        generation = self.generation
+    def sender_for(self, index, generation):
 
         def send(response, flags):
             final = bool(flags & pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
@@ -245,8 +289,7 @@ class Stub:
                 else:
                     data = np.ascontiguousarray(arr).tobytes()
                     dname = pb_utils._dtype_name(arr)
-                if off + len(data) > len(self.buf):
-                    raise pb_utils.TritonModelException("python: the BLS inputs exceed the shared memory")
+                self.ensure(off + len(data), "the BLS inputs")
                 self.buf[off:off + len(data)] = data
                 inputs.append({"name": t.name(), "dtype": dname, "shape": list(arr.shape), "off": off,
                                "size": len(data)})
@@ -296,11 +339,13 @@ class Stub:
     def execute(self, msg):
         requests = [self.request(d) for d in msg["requests"]]
         self.out_off = msg["out_off"]
+        self.in_end = msg["out_off"]
         with self.senders_done:
             self.used = [False] * len(requests)
             self.closed = [False] * len(requests)
+        generation = self.generation
         for i, r in enumerate(requests):
-            r._sender, r._cancelled = self.sender_for(i)
+            r._sender_factory = functools.partial(self.sender_for, i, generation)
         try:
             responses = self.run(self.model.execute, requests)
         except BaseException as e:  # noqa: BLE001 - the model's failure answers its requests
@@ -347,6 +392,7 @@ class Stub:
                     "auto_complete": self.auto_complete}
         while True:
             n = _nrd_ipc.wait()
+            self.refresh()
             msg = json.loads(bytes(self.buf[META:META + n]))
             kind = msg.get("type")
             with self.ipc_lock:

@@ -2,7 +2,8 @@
  * InferenceRequest.exec() on the server (py_bls.h). The request's inputs are
  * read in place from the shared memory (the stub waits, so they stay put);
  * the responses come back on core threads, whose outputs are copied into the
- * shared memory at once and described for the stub.
+ * shared memory at once (growing it when they do not fit) and described for
+ * the stub.
  */
 #include "py_bls.h"
 
@@ -20,7 +21,8 @@ typedef struct bls_call {
   json_t *responses; /* the answers so far */
   bool final; /* the last response came */
   bool released; /* the core let go of the request */
-  uint8_t *base; /* the shared memory */
+  nrd_py_stub *stub; /* grown here when the outputs need it */
+  uint8_t *base; /* the shared memory (its mapping now) */
   uint64_t size;
   uint64_t off; /* where the next output goes */
 } bls_call;
@@ -100,9 +102,18 @@ static json_t *describe_response(bls_call *c, TRITONSERVER_InferenceResponse *re
     void *userp;
     err = TRITONSERVER_InferenceResponseOutput(resp, i, &name, &dt, &shape, &dims, &base, &size, &mt, &mtid, &userp);
     uint64_t at = (c->off + ALIGN - 1) & ~(uint64_t)(ALIGN - 1);
-    if (err == NULL && at + size > c->size)
-      err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "python: the BLS outputs exceed the shared memory "
-                                                                  "(--backend-config=python,shm-default-byte-size=N)");
+    if (err == NULL && at + size > c->size) {
+      /* The stub and the instance thread both wait for this call: the
+       * region may grow (the BLS inputs keep their old mapping). */
+      char *why = nrd_py_stub_grow(c->stub, at + size);
+      if (why != NULL) {
+        err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, why);
+        free(why);
+      } else {
+        c->base = c->stub->base;
+        c->size = c->stub->size;
+      }
+    }
     if (err != NULL) {
       json_decref(outs);
       json_t *e = json_pack("{s:s}", "error", TRITONSERVER_ErrorMessage(err));
@@ -231,6 +242,7 @@ json_t *nrd_py_bls_run(nrd_py_instance *st, const json_t *msg) {
   TRITONSERVER_ResponseAllocator *alloc = allocator();
   if (alloc == NULL) return json_pack("{s:s}", "error", "python: no BLS response allocator");
   bls_call c = {.responses = json_array(),
+                .stub = &st->stub,
                 .base = st->stub.base,
                 .size = st->stub.size,
                 .off = (uint64_t)json_integer_value(json_object_get(msg, "out_off"))};

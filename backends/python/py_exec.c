@@ -74,6 +74,16 @@ TRITONSERVER_Error *nrd_py_model_new(TRITONBACKEND_Model *model, nrd_py_model **
     nrd_py_model_free(s);
     return err;
   }
+  /* EXECUTION_ENV_PATH: the Python environment every stub of the model
+   * runs in (the auto-complete one too). */
+  const char *env = nrd_bu_config_parameter(s->config, "EXECUTION_ENV_PATH");
+  if (env != NULL && env[0] != '\0') {
+    if ((err = nrd_py_env_resolve(&s->backend->envs, name, repo, env, &s->env_dir)) != NULL) {
+      nrd_py_model_free(s);
+      return err;
+    }
+    NRD_BU_LOG(TRITONSERVER_LOG_INFO, "python: model '%s' uses the Python execution environment %s", name, s->env_dir);
+  }
   if ((err = auto_complete(s)) != NULL) {
     nrd_py_model_free(s);
     return err;
@@ -102,6 +112,7 @@ void nrd_py_model_free(nrd_py_model *s) {
   json_decref(s->config);
   free(s->model_file);
   free(s->init_args);
+  free(s->env_dir);
   free(s);
 }
 
@@ -158,7 +169,10 @@ static TRITONSERVER_Error *start_stub(nrd_py_model *m, nrd_py_stub *stub) {
     return oom();
   }
   free(mdir);
-  char *why = nrd_py_stub_start(stub, stub_path, pypath, b->shm_size);
+  char shm_name[192];
+  snprintf(shm_name, sizeof shm_name, "%s%u", b->shm_prefix,
+           __atomic_add_fetch(&m->backend->regions, 1u, __ATOMIC_RELAXED));
+  char *why = nrd_py_stub_start(stub, stub_path, pypath, m->env_dir, shm_name, b->shm_size, b->shm_growth);
   free(pypath);
   if (why != NULL) {
     TRITONSERVER_Error *err = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "%s", why);
@@ -406,7 +420,6 @@ static TRITONSERVER_Error *describe_request(nrd_py_instance *st, TRITONBACKEND_R
   if ((err = TRITONBACKEND_RequestInputCount(r, &n)) != NULL) {
     return err;
   }
-  uint8_t *base = st->stub.base;
   for (uint32_t i = 0; i < n; i++) {
     TRITONBACKEND_Input *in = NULL;
     const char *name = NULL;
@@ -420,11 +433,18 @@ static TRITONSERVER_Error *describe_request(nrd_py_instance *st, TRITONBACKEND_R
     }
     *off = align_up(*off);
     if (*off + size > st->stub.size) {
-      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                               "python: the inputs of model '%s' exceed its shared memory (%llu "
-                               "bytes; --backend-config=python,shm-default-byte-size=N)",
-                               st->model->name, (unsigned long long)st->stub.size);
+      /* The stub waits for this message: grow the region now (by
+       * shm-growth-byte-size steps), as Triton grows its pool. */
+      char *why = nrd_py_stub_grow(&st->stub, *off + size);
+      if (why != NULL) {
+        err = nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE,
+                                "python: the inputs of model '%s' need %llu bytes of shared memory: %s",
+                                st->model->name, (unsigned long long)(*off + size), why);
+        free(why);
+        return err;
+      }
     }
+    uint8_t *base = st->stub.base;
     json_t *shp = json_array();
     for (uint32_t d = 0; d < dims; d++) {
       json_array_append_new(shp, json_integer(shape[d]));

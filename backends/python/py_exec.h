@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "nereid/backend_utils.h"
+#include "py_env.h"
 #include "py_stub.h"
 
 /* The backend's settings (--backend-config=python,...). */
@@ -18,15 +19,20 @@ typedef struct nrd_py_backend {
    * every model of that backend runs; "" for the python backend itself. */
   char backend_model_file[PATH_MAX];
   uint64_t shm_size; /* shm-default-byte-size */
+  uint64_t shm_growth; /* shm-growth-byte-size (accepted; the region is fixed) */
   uint64_t stub_timeout_ms; /* stub-timeout-seconds; 0: none */
+  char shm_prefix[128]; /* shm-region-prefix-name: the memfds' names */
+  unsigned regions; /* memfds made so far (atomic), for their names */
+  nrd_py_env_cache envs; /* unpacked EXECUTION_ENV_PATH archives */
 } nrd_py_backend;
 
 typedef struct nrd_py_model {
   TRITONBACKEND_Model *model;
-  const nrd_py_backend *backend;
+  nrd_py_backend *backend;
   json_t *config; /* the model configuration */
   char *model_file; /* <repository>/<version>/<default_model_filename> */
   char *init_args; /* JSON of initialize()'s args less instance keys */
+  char *env_dir; /* EXECUTION_ENV_PATH resolved (py_env.h), or NULL */
   const char *name;
 } nrd_py_model;
 

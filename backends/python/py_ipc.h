@@ -6,6 +6,9 @@
  *   [4096, 4096 + META)       one JSON message (request or reply)
  *   [4096 + META, size)       tensor bytes
  *
+ * The region grows (ftruncate) when a batch's tensors do not fit; old
+ * mappings stay until the stub stops, so no pointer into them dangles.
+ *
  * Strictly one exchange at a time: the server writes a message (and input
  * tensors) then bumps 'to_stub'; the stub answers in the same areas (outputs
  * after the inputs, from the offset the message names) and bumps
@@ -17,6 +20,9 @@
 #include <stdint.h>
 
 #define NRD_PY_SHM_FD 3
+/* Pauses either side spins for the other's word before its futex sleep
+ * (py_stub.c says why so few). */
+#define NRD_PY_SPINS 200
 #define NRD_PY_META_OFFSET 4096u
 #define NRD_PY_META_SIZE (1u << 20)
 #define NRD_PY_DATA_OFFSET (NRD_PY_META_OFFSET + NRD_PY_META_SIZE)
@@ -26,7 +32,10 @@ typedef struct nrd_py_shm_header {
   uint32_t to_server; /* futex: bumped by the stub per reply */
   uint32_t msg_len; /* bytes of JSON at NRD_PY_META_OFFSET */
   uint32_t pad;
-  uint64_t size; /* bytes of the whole region */
+  uint64_t size; /* bytes of the whole region; whoever grows it (the
+                   * server while the stub waits, the stub while the
+                   * server waits) sets it, the other maps it anew */
+  uint64_t growth; /* grow by multiples of this (shm-growth-byte-size) */
 } nrd_py_shm_header;
 
 #endif

@@ -14,24 +14,46 @@ typedef struct nrd_py_stub {
   int fd; /* the memfd */
   uint8_t *base; /* its mapping */
   uint64_t size;
+  /* Mappings of the region before it grew: kept until stop. */
+  struct nrd_py_old_map {
+    void *base;
+    uint64_t size;
+  } * old;
+  size_t n_old;
   pid_t pid; /* 0 once reaped */
   uint32_t seen; /* last value of to_server read */
   int exit_status; /* valid once pid is 0 */
 } nrd_py_stub;
 
 /*
- * Creates the shared memory ('shm_size' bytes) and starts 'stub_path' with
- * it as descriptor 3, 'python_path' (a ':'-list for sys.path) as argv[1].
+ * Creates the shared memory ('shm_size' bytes, a memfd named 'shm_name')
+ * and starts 'stub_path' with it as descriptor 3, 'python_path' (a
+ * ':'-list for sys.path) as argv[1]. With 'env_dir' (an execution
+ * environment, py_env.h; NULL: none) the stub starts through bash after
+ * sourcing the environment's bin/activate, with its lib/ first in
+ * LD_LIBRARY_PATH, and gets 'env_dir' as argv[2], as Triton's stub does.
  * On failure returns a malloc'ed message the caller frees, and nothing is
  * left open. Any thread; the stub then belongs to the caller.
  */
-char *nrd_py_stub_start(nrd_py_stub *stub, const char *stub_path, const char *python_path, uint64_t shm_size);
+char *nrd_py_stub_start(nrd_py_stub *stub, const char *stub_path, const char *python_path, const char *env_dir,
+                        const char *shm_name, uint64_t shm_size, uint64_t shm_growth);
+
+/*
+ * Grows the region to hold at least 'need' bytes (by multiples of its
+ * growth size) and maps it anew; 'stub->base' may change, the old mapping
+ * stays valid. NULL on success (nothing to do included), else a malloc'ed
+ * message. Only while the stub waits (before a message, or while it waits
+ * for a BLS answer). Owner's thread, or the BLS callback the owner waits
+ * for.
+ */
+char *nrd_py_stub_grow(nrd_py_stub *stub, uint64_t need);
 
 /*
  * Sends the 'len' bytes of JSON already written at the message area
  * (nrd_py_stub_meta) and waits for the reply; on success returns NULL and
  * '*reply' points at the reply's JSON (in the shared memory, '*reply_len'
- * bytes, valid until the next exchange). When the process died or
+ * bytes, valid until the next exchange; a region the stub grew is mapped
+ * anew first). When the process died or
  * 'timeout_ms' (0: none) passed returns a malloc'ed message the caller
  * frees; the process is then gone (killed and reaped). One exchange at a
  * time per stub (the instance thread).

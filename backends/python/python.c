@@ -10,6 +10,9 @@
  * afterwards; each instance's stub is used only by that instance's thread.
  */
 #include <dlfcn.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +21,89 @@
 #include "py_bls.h"
 #include "py_exec.h"
 #include "py_stub.h"
+
+/* A --backend-config=python,<key>=<value> count: a whole decimal number
+ * of at least 'least'; else an error that starts with Triton's sentence
+ * 'triton' (when it has one) and names the setting and the value. */
+static TRITONSERVER_Error *count_setting(const json_t *config, const char *key, uint64_t least, const char *triton,
+                                         uint64_t *out) {
+  const char *v = nrd_bu_backend_setting(config, key);
+  if (v == NULL) {
+    return NULL;
+  }
+  char *end = NULL;
+  errno = 0;
+  unsigned long long n = strtoull(v, &end, 10);
+  bool number = v[0] >= '0' && v[0] <= '9' && *end == '\0' && errno == 0;
+  if (!number || n < least) {
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "%s%s(python: --backend-config=python,%s='%s': %s%llu)",
+                             triton ? triton : "", triton ? " " : "", key, v,
+                             number ? "the least accepted is " : "not a whole number; at least ",
+                             (unsigned long long)least);
+  }
+  *out = n;
+  return NULL;
+}
+
+/* The settings the core gives every backend, and ours; any other
+ * --backend-config=python,... key is ignored (as Triton does) with a
+ * warning. */
+static const char *const known_settings[] = {
+    "auto-complete-config",  "backend-directory",    "min-compute-capability", "default-max-batch-size",
+    "shm-default-byte-size", "shm-growth-byte-size", "stub-timeout-seconds",   "shm-region-prefix-name"};
+
+/* Reads --backend-config=python,... into 'state'. */
+static TRITONSERVER_Error *read_settings(nrd_py_backend *state, const json_t *config) {
+  state->shm_size = 64u << 20;
+  state->shm_growth = 64u << 20;
+  state->stub_timeout_ms = 0;
+  snprintf(state->shm_prefix, sizeof state->shm_prefix, "triton_python_backend_shm_region_");
+  TRITONSERVER_Error *err = count_setting(config, "shm-default-byte-size", 1u << 20,
+                                          "shm-default-byte-size can't be smaller than 4 MiBs", &state->shm_size);
+  if (err == NULL) {
+    err = count_setting(config, "shm-growth-byte-size", 1,
+                        "shm-growth-byte-size can't be smaller than or equal to zero.", &state->shm_growth);
+  }
+  uint64_t seconds = 0;
+  if (err == NULL) {
+    err = count_setting(config, "stub-timeout-seconds", 1,
+                        "stub-timeout-seconds can't be smaller than or equal to zero.", &seconds);
+  }
+  if (err != NULL) {
+    return err;
+  }
+  if (seconds > UINT64_MAX / 1000u) {
+    seconds = UINT64_MAX / 1000u;
+  }
+  state->stub_timeout_ms = seconds * 1000u;
+  const char *prefix = nrd_bu_backend_setting(config, "shm-region-prefix-name");
+  if (prefix != NULL) {
+    if (prefix[0] == '\0') {
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "shm-region-prefix-name must at least contain one character. (python: "
+                               "--backend-config=python,shm-region-prefix-name)");
+    }
+    if (strlen(prefix) >= sizeof state->shm_prefix || strchr(prefix, '/') != NULL) {
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "python: --backend-config=python,shm-region-prefix-name='%s': at most %zu "
+                               "characters, no '/'",
+                               prefix, sizeof state->shm_prefix - 1);
+    }
+    snprintf(state->shm_prefix, sizeof state->shm_prefix, "%s", prefix);
+  }
+  const char *key;
+  const json_t *value;
+  json_object_foreach((json_t *)json_object_get(config, "cmdline"), key, value) {
+    bool known = false;
+    for (size_t i = 0; i < sizeof known_settings / sizeof known_settings[0] && !known; i++) {
+      known = strcmp(key, known_settings[i]) == 0;
+    }
+    if (!known) {
+      NRD_BU_LOG(TRITONSERVER_LOG_WARN, "python: --backend-config=python,%s has no meaning here; ignored", key);
+    }
+  }
+  return NULL;
+}
 
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Backend *backend) {
   TRITONSERVER_Error *err = nrd_bu_api_version_check("python");
@@ -56,23 +142,28 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Ba
   if (strcmp(state->dir, dir) != 0) {
     snprintf(state->backend_model_file, sizeof state->backend_model_file, "%s/model.py", dir);
   }
-  state->shm_size = 64u << 20;
-  state->stub_timeout_ms = 0;
-  const char *v = nrd_bu_backend_setting(config, "shm-default-byte-size");
-  if (v != NULL && strtoull(v, NULL, 10) > 0) {
-    state->shm_size = strtoull(v, NULL, 10);
+  err = read_settings(state, config);
+  if (err != NULL) {
+    json_decref(config);
+    free(state);
+    return err;
   }
-  v = nrd_bu_backend_setting(config, "stub-timeout-seconds");
-  if (v != NULL) {
-    state->stub_timeout_ms = strtoull(v, NULL, 10) * 1000u;
-  }
+  nrd_py_env_cache_init(&state->envs);
   json_decref(config);
-  return TRITONBACKEND_BackendSetState(backend, state);
+  err = TRITONBACKEND_BackendSetState(backend, state);
+  if (err != NULL) {
+    nrd_py_env_cache_fini(&state->envs);
+    free(state);
+  }
+  return err;
 }
 
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Finalize(TRITONBACKEND_Backend *backend) {
   void *state = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_BackendState(backend, &state);
+  if (state != NULL) {
+    nrd_py_env_cache_fini(&((nrd_py_backend *)state)->envs);
+  }
   free(state);
   nrd_py_bls_fini();
   return err;

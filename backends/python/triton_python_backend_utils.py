@@ -55,12 +55,19 @@ def triton_to_numpy_type(data_type):
     return _NUMPY.get(data_type)
 
 
+# numpy dtype -> TRITONSERVER_TYPE_*, for the types with one numpy type.
+_FROM_NUMPY = {np.dtype(v): k for k, v in _NUMPY.items() if k != TRITONSERVER_TYPE_BYTES}
+
+
 def numpy_to_triton_type(data_type):
     """TRITONSERVER_TYPE_* of a numpy type (None when it has none)."""
-    dt = np.dtype(data_type)
+    dt = data_type if isinstance(data_type, np.dtype) else np.dtype(data_type)
+    found = _FROM_NUMPY.get(dt)
+    if found is not None:
+        return found
     if dt.kind in "OSU":
         return TRITONSERVER_TYPE_BYTES
-    for k, v in _NUMPY.items():
+    for k, v in _NUMPY.items():  # another byte order
         if k != TRITONSERVER_TYPE_BYTES and np.dtype(v) == dt:
             return k
     return None
@@ -287,6 +294,12 @@ class InferenceRequest:
         self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
         self._cancelled = None
         self._sender = None
+        # Set by the stub: makes (sender, cancelled) at first use.
+        self._sender_factory = None
+
+    def _bind_sender(self):
+        if self._sender is None and self._sender_factory is not None:
+            self._sender, self._cancelled = self._sender_factory()
 
     def inputs(self):
         return self._inputs
@@ -313,11 +326,13 @@ class InferenceRequest:
         return self._model_name
 
     def is_cancelled(self):
+        self._bind_sender()
         return bool(self._cancelled and self._cancelled())
 
     def get_response_sender(self):
         """The sender of this request's responses (decoupled models send any
         number of them, then the final flag)."""
+        self._bind_sender()
         if self._sender is None:
             raise TritonModelException("this request has no response sender (it is not being executed)")
         return self._sender

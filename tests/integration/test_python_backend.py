@@ -729,3 +729,48 @@ instance_group [ { count: 1 kind: KIND_CPU } ]
                 got = list(stub.ModelStreamInfer(iter([req]), timeout=RPC_TIMEOUT))
                 assert not any(r.error_message for r in got), got
                 assert [int(output_array(r.infer_response, "OUT", np.int32).ravel()[0]) for r in got] == [1, 2, 3]
+
+
+# Returns its input itself (sent from where it lies), a view of it that
+# starts one element in (also in place), reversed (a copy) and doubled.
+VIEWS = '''
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            x = pb_utils.get_input_tensor_by_name(r, "INPUT0").as_numpy()
+            out.append(pb_utils.InferenceResponse([
+                pb_utils.Tensor("SAME", x), pb_utils.Tensor("TAIL", x[:, 1:]),
+                pb_utils.Tensor("REVERSED", x[:, ::-1]), pb_utils.Tensor("DOUBLED", x * 2)]))
+        return out
+'''
+VIEWS_CONFIG = '''
+backend: "python"
+max_batch_size: 4
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "SAME" data_type: TYPE_FP32 dims: [ -1 ] },
+         { name: "TAIL" data_type: TYPE_FP32 dims: [ -1 ] },
+         { name: "REVERSED" data_type: TYPE_FP32 dims: [ -1 ] },
+         { name: "DOUBLED" data_type: TYPE_FP32 dims: [ -1 ] } ]
+dynamic_batching { max_queue_delay_microseconds: 100000 }
+'''
+
+
+def test_large_outputs_that_are_inputs_come_back_whole():
+    """Outputs of 64 KiB and more that are views of the batch's inputs are
+    sent from the inputs' place in the shared memory; each request of a
+    batch still gets its own values."""
+    n = 40000
+    with serve({"views": (VIEWS, VIEWS_CONFIG)}) as s, concurrent.futures.ThreadPoolExecutor(3) as pool:
+        jobs = [pool.submit(infer, s, "views", [fp32("INPUT0", [float(k * 3 + i) for i in range(n)], [1, n])])
+                for k in range(3)]
+        for k, job in enumerate(jobs):
+            code, reply = job.result(timeout=120)
+            assert code == 200, reply
+            out = outputs_of(reply)
+            x = [float(k * 3 + i) for i in range(n)]
+            assert out["SAME"] == x and out["TAIL"] == x[1:], k
+            assert out["REVERSED"] == x[::-1] and out["DOUBLED"] == [2 * v for v in x], k

@@ -4,13 +4,18 @@
  * offers it to Python as the module _nrd_ipc, and runs
  * nrd_python_stub.main() (beside the backend, argv[1] holds sys.path
  * entries) which serves the backend's messages until told to finalize.
+ * argv[2], when given, is an execution environment (EXECUTION_ENV_PATH,
+ * already activated by the backend): its Python is the one run, so its
+ * prefix and site-packages are the interpreter's.
  *
  * Built without sanitizers: it runs CPython, none of the server's code.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <errno.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <linux/futex.h>
 #include <stdint.h>
@@ -27,13 +32,69 @@ static uint64_t g_size;
 static uint32_t g_seen;
 static pid_t g_parent;
 
-static nrd_py_shm_header *hdr(void) { return (nrd_py_shm_header *)g_base; }
+/* g_base changes (under the GIL) when the region grows; ipc_wait reads
+ * it without the GIL: any mapping serves, all show the same memory. */
+static nrd_py_shm_header *hdr(void) { return (nrd_py_shm_header *)__atomic_load_n(&g_base, __ATOMIC_ACQUIRE); }
+
+static PyObject *view(void) { return PyMemoryView_FromMemory((char *)g_base, (Py_ssize_t)g_size, PyBUF_WRITE); }
 
 /* _nrd_ipc.buffer() -> writable memoryview of the whole region. */
 static PyObject *ipc_buffer(PyObject *self, PyObject *args) {
   (void)self;
   (void)args;
-  return PyMemoryView_FromMemory((char *)g_base, (Py_ssize_t)g_size, PyBUF_WRITE);
+  return view();
+}
+
+/* Maps the region anew at 'size' bytes; the old mapping stays, as Python
+ * objects may still view it. 0, or -1 with errno. */
+static int map_size(uint64_t size) {
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, NRD_PY_SHM_FD, 0);
+  if (p == MAP_FAILED) {
+    return -1;
+  }
+  g_size = size;
+  __atomic_store_n(&g_base, (uint8_t *)p, __ATOMIC_RELEASE);
+  return 0;
+}
+
+/* _nrd_ipc.remap() -> the region's new memoryview when the server grew
+ * it, else None. */
+static PyObject *ipc_remap(PyObject *self, PyObject *args) {
+  (void)self;
+  (void)args;
+  uint64_t size = __atomic_load_n(&hdr()->size, __ATOMIC_ACQUIRE);
+  if (size <= g_size) {
+    Py_RETURN_NONE;
+  }
+  if (map_size(size) != 0) {
+    return PyErr_SetFromErrno(PyExc_OSError);
+  }
+  return view();
+}
+
+/* _nrd_ipc.grow(need) -> the region's memoryview, grown (by multiples of
+ * the header's growth size) to at least 'need' bytes. Only while the
+ * server waits for this stub. */
+static PyObject *ipc_grow(PyObject *self, PyObject *args) {
+  (void)self;
+  unsigned long long need = 0;
+  if (!PyArg_ParseTuple(args, "K", &need)) {
+    return NULL;
+  }
+  if (need > g_size) {
+    uint64_t growth = hdr()->growth ? hdr()->growth : (64u << 20);
+    uint64_t steps = (need - g_size + growth - 1) / growth;
+    if (steps > (UINT64_MAX - g_size) / growth || g_size + steps * growth > (uint64_t)INT64_MAX) {
+      errno = EOVERFLOW;
+      return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    uint64_t size = g_size + steps * growth;
+    if (ftruncate(NRD_PY_SHM_FD, (off_t)size) != 0 || map_size(size) != 0) {
+      return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    __atomic_store_n(&hdr()->size, size, __ATOMIC_RELEASE);
+  }
+  return view();
 }
 
 /* _nrd_ipc.wait() -> length of the next message; sleeps without the GIL.
@@ -49,7 +110,7 @@ static PyObject *ipc_wait(PyObject *self, PyObject *args) {
       g_seen = now;
       break;
     }
-    if (spin < 2000) {
+    if (spin < NRD_PY_SPINS) {
       __builtin_ia32_pause();
       continue;
     }
@@ -78,6 +139,8 @@ static PyObject *ipc_post(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef ipc_methods[] = {{"buffer", ipc_buffer, METH_NOARGS, "the shared memory"},
+                                    {"remap", ipc_remap, METH_NOARGS, "the grown shared memory, or None"},
+                                    {"grow", ipc_grow, METH_VARARGS, "grows the shared memory"},
                                     {"wait", ipc_wait, METH_NOARGS, "waits for a message; its length"},
                                     {"post", ipc_post, METH_VARARGS, "posts a reply of the given length"},
                                     {NULL, NULL, 0, NULL}};
@@ -122,7 +185,20 @@ int main(int argc, char **argv) {
   PyConfig_InitPythonConfig(&config);
   config.install_signal_handlers = 0;
   config.parse_argv = 0;
-  PyStatus status = PyConfig_SetBytesString(&config, &config.program_name, "/usr/bin/python3");
+  /* The environment's python3 as the program: CPython then takes the
+   * environment's prefix (a venv's pyvenv.cfg, or a conda-pack tree's own
+   * lib/pythonX.Y) and its site-packages. */
+  const char *env = argc > 2 && argv[2][0] ? argv[2] : NULL;
+  char program[PATH_MAX] = "/usr/bin/python3";
+  bool env_python = false;
+  if (env != NULL) {
+    snprintf(program, sizeof program, "%s/bin/python3", env);
+    env_python = access(program, X_OK) == 0;
+    if (!env_python) {
+      snprintf(program, sizeof program, "/usr/bin/python3");
+    }
+  }
+  PyStatus status = PyConfig_SetBytesString(&config, &config.program_name, program);
   if (!PyStatus_Exception(status)) {
     status = Py_InitializeFromConfig(&config);
   }
@@ -138,6 +214,19 @@ int main(int argc, char **argv) {
     Py_XDECREF(s);
   }
   free(paths);
+  if (env != NULL && !env_python) {
+    /* An environment without an interpreter of its own: its
+     * site-packages on the path (and its .pth files read). */
+    char site[PATH_MAX];
+    snprintf(site, sizeof site, "%s/lib/python%d.%d/site-packages", env, PY_MAJOR_VERSION, PY_MINOR_VERSION);
+    PyObject *mod_site = PyImport_ImportModule("site");
+    PyObject *r = mod_site ? PyObject_CallMethod(mod_site, "addsitedir", "s", site) : NULL;
+    if (r == NULL) {
+      PyErr_Print();
+    }
+    Py_XDECREF(r);
+    Py_XDECREF(mod_site);
+  }
   int rc = 0;
   PyObject *mod = PyImport_ImportModule("nrd_python_stub");
   PyObject *res = mod ? PyObject_CallMethod(mod, "main", NULL) : NULL;
