@@ -128,6 +128,7 @@ static TRITONSERVER_Error *open_library(TRITONBACKEND_Backend *b) {
   b->model_fini = (nrd_model_fn)sym(b->dl, "TRITONBACKEND_ModelFinalize");
   b->inst_init = (nrd_instance_fn)sym(b->dl, "TRITONBACKEND_ModelInstanceInitialize");
   b->inst_fini = (nrd_instance_fn)sym(b->dl, "TRITONBACKEND_ModelInstanceFinalize");
+  b->inst_ready = (nrd_instance_fn)sym(b->dl, "TRITONBACKEND_ModelInstanceReady");
   b->execute = (nrd_execute_fn)sym(b->dl, "TRITONBACKEND_ModelInstanceExecute");
   b->get_attr = (nrd_attr_fn)sym(b->dl, "TRITONBACKEND_GetBackendAttribute");
   b->batcher_init = sym(b->dl, "TRITONBACKEND_ModelBatcherInitialize");

@@ -47,6 +47,7 @@ struct TRITONBACKEND_Backend {
   nrd_attr_fn get_attr;
   nrd_model_fn model_init, model_fini;
   nrd_instance_fn inst_init, inst_fini;
+  nrd_instance_fn inst_ready; /* optional TRITONBACKEND_ModelInstanceReady */
   nrd_execute_fn execute;
   /* Custom batching hooks: all present or all NULL. */
   void *batcher_init, *batcher_fini, *batch_include, *batch_init, *batch_fini;

@@ -470,16 +470,38 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestNew(TRITONSERVER_InferenceReque
   return nrd_server_request_new_in(inference_request, server, NULL, model_name, model_version);
 }
 
+/* Asks each instance's TRITONBACKEND_ModelInstanceReady (a Python stub
+ * that died, for one). The in-flight count keeps an unload from finalizing
+ * the instances meanwhile: it goes up before the state is read, as in
+ * infer_async. */
+static bool instances_ready(TRITONBACKEND_Model *m) {
+  nrd_model_inflight_add(m);
+  bool ready = atomic_load(&m->state) == NRD_MODEL_READY;
+  for (uint32_t i = 0; ready && i < m->n_instances; i++) {
+    TRITONSERVER_Error *e = m->backend->inst_ready(m->instances[i]);
+    if (e) {
+      NRD_LOG_VERBOSE(1, "model '%s' version %" PRId64 " is not ready: %s", m->name, m->version,
+                      TRITONSERVER_ErrorMessage(e));
+      TRITONSERVER_ErrorDelete(e);
+      ready = false;
+    }
+  }
+  nrd_model_inflight_done(m);
+  return ready;
+}
+
 TRITONSERVER_Error *TRITONSERVER_ServerModelIsReady(TRITONSERVER_Server *server, const char *model_name,
                                                     const int64_t model_version, bool *ready) {
   NRD_ARG_CHECK(server && model_name && ready, "server, model name and result must not be NULL");
   TRITONBACKEND_Model *m = NULL;
   TRITONSERVER_Error *e = nrd_server_get_model(server, model_name, model_version, &m);
   *ready = e == NULL;
-  if (e)
+  if (e) {
     TRITONSERVER_ErrorDelete(e);
-  else
-    nrd_model_unref(m);
+    return NULL;
+  }
+  if (m->backend && m->backend->inst_ready) *ready = instances_ready(m);
+  nrd_model_unref(m);
   return NULL;
 }
 

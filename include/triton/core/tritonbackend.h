@@ -682,6 +682,13 @@ TRITONBACKEND_ISPEC TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITO
                                                                            TRITONBACKEND_Request **requests,
                                                                            const uint32_t request_count);
 
+/* Optional. Asked whenever a client checks the model's readiness
+ * (TRITONSERVER_ServerModelIsReady, /v2/models/<name>/ready): NULL when
+ * this instance can serve, an error (owned and deleted by the server) when
+ * it cannot; one failing instance makes the model not ready. Any thread,
+ * also while the instance executes; keep it cheap and non-blocking. */
+TRITONBACKEND_ISPEC TRITONSERVER_Error *TRITONBACKEND_ModelInstanceReady(TRITONBACKEND_ModelInstance *instance);
+
 /* Lets the backend fill `backend_attributes` (borrowed) with preferences
  * such as default instance groups. On error all settings made during the
  * call are discarded. May be called several times between Initialize and
