@@ -304,6 +304,14 @@ TRITONSERVER_Error *nrd_py_instance_new(TRITONBACKEND_ModelInstance *instance, n
   return NULL;
 }
 
+TRITONSERVER_Error *nrd_py_instance_ready(const nrd_py_instance *s) {
+  if (s != NULL && nrd_py_stub_running(&s->stub)) {
+    return NULL;
+  }
+  return nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE, "Stub process '%s' is not healthy.",
+                           s != NULL && s->name != NULL ? s->name : "");
+}
+
 void nrd_py_instance_free(nrd_py_instance *s) {
   if (s == NULL) {
     return;

@@ -66,6 +66,13 @@ void nrd_py_model_free(nrd_py_model *state);
  */
 TRITONSERVER_Error *nrd_py_instance_new(TRITONBACKEND_ModelInstance *instance, nrd_py_instance **out);
 
+/*
+ * NULL while the instance's stub process runs, else an UNAVAILABLE error
+ * the caller owns (TRITONBACKEND_ModelInstanceReady). The next batch
+ * starts a dead stub again. Any thread.
+ */
+TRITONSERVER_Error *nrd_py_instance_ready(const nrd_py_instance *state);
+
 /* Runs finalize() and stops the stub; frees the state (NULL is fine). */
 void nrd_py_instance_free(nrd_py_instance *state);
 

@@ -81,9 +81,10 @@ char *nrd_py_stub_start(nrd_py_stub *stub, const char *stub_path, const char *py
    * stdout. */
   posix_spawn_file_actions_adddup2(&fa, 2, 1);
   int rc = 0;
+  pid_t pid = 0;
   if (env_dir == NULL) {
     char *argv[] = {(char *)stub_path, (char *)python_path, NULL};
-    rc = posix_spawn(&stub->pid, stub_path, &fa, NULL, argv, environ);
+    rc = posix_spawn(&pid, stub_path, &fa, NULL, argv, environ);
   } else {
     char activate[PATH_MAX + 16];
     snprintf(activate, sizeof activate, "%s/bin/activate", env_dir);
@@ -96,7 +97,7 @@ char *nrd_py_stub_start(nrd_py_stub *stub, const char *stub_path, const char *py
                     (char *)stub_path,
                     (char *)python_path,
                     NULL};
-    rc = posix_spawnp(&stub->pid, "bash", &fa, NULL, argv, environ);
+    rc = posix_spawnp(&pid, "bash", &fa, NULL, argv, environ);
   }
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) {
@@ -104,9 +105,10 @@ char *nrd_py_stub_start(nrd_py_stub *stub, const char *stub_path, const char *py
     munmap(stub->base, stub->size);
     close(stub->fd);
     stub->base = NULL;
-    stub->pid = 0;
+    __atomic_store_n(&stub->pid, 0, __ATOMIC_RELEASE);
     return m;
   }
+  __atomic_store_n(&stub->pid, pid, __ATOMIC_RELEASE);
   return NULL;
 }
 
@@ -158,13 +160,28 @@ static bool reap(nrd_py_stub *stub, int options) {
   pid_t r = waitpid(stub->pid, &status, options);
   if (r == stub->pid || (r < 0 && errno == ECHILD)) {
     stub->exit_status = status;
-    stub->pid = 0;
+    __atomic_store_n(&stub->pid, 0, __ATOMIC_RELEASE);
     return true;
   }
   return false;
 }
 
 bool nrd_py_stub_alive(nrd_py_stub *stub) { return !reap(stub, WNOHANG); }
+
+bool nrd_py_stub_running(const nrd_py_stub *stub) {
+  pid_t pid = __atomic_load_n(&stub->pid, __ATOMIC_ACQUIRE);
+  if (pid == 0) {
+    return false;
+  }
+  /* WNOWAIT leaves a dead process to the owner's reap. A pid the owner
+   * reaped meanwhile is no child any more (ECHILD): not running either. */
+  siginfo_t info;
+  memset(&info, 0, sizeof info);
+  if (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+    return false;
+  }
+  return info.si_pid == 0;
+}
 
 static char *died(nrd_py_stub *stub) {
   char *out = NULL;

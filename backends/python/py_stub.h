@@ -20,7 +20,7 @@ typedef struct nrd_py_stub {
     uint64_t size;
   } * old;
   size_t n_old;
-  pid_t pid; /* 0 once reaped */
+  pid_t pid; /* 0 once reaped; written with atomic stores (nrd_py_stub_running) */
   uint32_t seen; /* last value of to_server read */
   int exit_status; /* valid once pid is 0 */
 } nrd_py_stub;
@@ -63,6 +63,12 @@ char *nrd_py_stub_exchange(nrd_py_stub *stub, uint32_t len, uint64_t timeout_ms,
 
 /* The message area (NRD_PY_META_SIZE bytes). */
 char *nrd_py_stub_meta(nrd_py_stub *stub);
+
+/*
+ * Whether the process is running, without reaping it: a readiness probe.
+ * Any thread, also while the owner exchanges messages with the stub.
+ */
+bool nrd_py_stub_running(const nrd_py_stub *stub);
 
 /* True while the process runs (not yet seen dead). Owner's thread. */
 bool nrd_py_stub_alive(nrd_py_stub *stub);

@@ -209,6 +209,15 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceFinalize(TRITO
   return err;
 }
 
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceReady(TRITONBACKEND_ModelInstance *instance) {
+  void *state = NULL;
+  TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceState(instance, &state);
+  if (err != NULL) {
+    return err;
+  }
+  return nrd_py_instance_ready(state);
+}
+
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance *instance,
                                                                           TRITONBACKEND_Request **requests,
                                                                           const uint32_t request_count) {

@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import tempfile
+import time
 import pytest
 
 from test_nereid_cli import BACKENDS, Server, assert_stopped_clean, listening_ports
@@ -109,6 +110,9 @@ class TritonPythonModel:
         if x[0] == 4:
             import os
             os._exit(3)
+        if x[0] == 5:
+            import os
+            return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", x * 0 + os.getpid())])]
         return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT0", x)])]
 '''
 ONE_FP32 = '''
@@ -292,11 +296,27 @@ def test_errors_are_responses_and_a_crash_spares_the_server():
         assert code == 200 and outputs_of(reply) == {"OUTPUT0": [7]}, reply
         # os._exit in model.py: its request fails; the stub is started again
         # (and initialized again) for the next one, as Triton does.
+        assert call(s, "/v2/models/raising/ready")[0] == 200
         code, reply = infer(s, "raising", [fp32("INPUT0", [4])])
         assert code != 200 and "stub process" in reply["error"], reply
+        # Between the crash and the next batch the model says it is not
+        # ready (TRITONBACKEND_ModelInstanceReady), as Triton's does.
+        assert call(s, "/v2/models/raising/ready")[0] == 400
         code, reply = infer(s, "raising", [fp32("INPUT0", [7])])
         assert code == 200 and outputs_of(reply) == {"OUTPUT0": [7]}, reply
         assert "is gone; starting it again" in s.text()
+        assert call(s, "/v2/models/raising/ready")[0] == 200
+        # A stub killed while idle is seen at the next readiness check.
+        code, reply = infer(s, "raising", [fp32("INPUT0", [5])])
+        assert code == 200, reply
+        os.kill(int(outputs_of(reply)["OUTPUT0"][0]), 9)
+        deadline = time.monotonic() + 30
+        while call(s, "/v2/models/raising/ready")[0] == 200:
+            assert time.monotonic() < deadline, "model still ready after its stub was killed"
+            time.sleep(0.02)
+        code, reply = infer(s, "raising", [fp32("INPUT0", [7])])
+        assert code == 200 and outputs_of(reply) == {"OUTPUT0": [7]}, reply
+        assert call(s, "/v2/models/raising/ready")[0] == 200
         code, reply = infer(s, "add_sub", [fp32("INPUT0", [1, 2, 3, 4]), fp32("INPUT1", [1, 1, 1, 1])])
         assert code == 200, reply
 
