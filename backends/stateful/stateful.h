@@ -84,21 +84,21 @@ typedef struct sf_instance {
 } sf_instance;
 
 /* Reads and checks the configuration; errors name the parameter. The caller
- * owns '*out' (sf_model_free). Thread: ModelInitialize. */
-TRITONSERVER_Error *sf_model_new(TRITONBACKEND_Model *model, const ort_runtime *rt, sf_model **out);
+ * owns '*out', an sf_model (sf_model_free). Thread: ModelInitialize. */
+TRITONSERVER_Error *sf_model_new(TRITONBACKEND_Model *model, const ort_runtime *rt, void **out);
 /* Frees a model state and what it owns; NULL is fine. Thread: ModelFinalize. */
-void sf_model_free(sf_model *m);
+void sf_model_free(void *model_state);
 
 /* Opens the session, checks it against the configuration (errors name the
  * tensor) and allocates the state buffers. Thread: instance init. */
-TRITONSERVER_Error *sf_instance_new(TRITONBACKEND_ModelInstance *instance, const sf_model *m, sf_instance **out);
+TRITONSERVER_Error *sf_instance_new(TRITONBACKEND_ModelInstance *instance, const void *model_state, void **out);
 /* Closes the session and frees the buffers and slots (every sequence's
  * state goes with them); NULL is fine. Thread: instance finalization. */
-void sf_instance_free(sf_instance *inst);
+void sf_instance_free(void *instance_state);
 
 /* Runs a batch and answers and releases every request. Thread: the
  * instance thread. */
-void sf_instance_execute(sf_instance *inst, TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
+void sf_instance_execute(void *instance_state, TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
                          uint32_t count);
 
 #endif /* NEREID_STATEFUL_H */

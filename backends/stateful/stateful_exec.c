@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "nereid/backend_utils.h"
+#include "ort_backend.h"
 #include "stateful.h"
 
 typedef struct item {
@@ -383,25 +384,6 @@ static void put_flag(ONNXTensorElementDataType et, uint8_t *dst, size_t i, bool 
   }
 }
 
-static bool requested(TRITONBACKEND_Request *request, const char *name) {
-  uint32_t count = 0;
-  TRITONSERVER_Error *err = TRITONBACKEND_RequestOutputCount(request, &count);
-  if (err != NULL) {
-    TRITONSERVER_ErrorDelete(err);
-    return false;
-  }
-  for (uint32_t i = 0; i < count; i++) {
-    const char *n = NULL;
-    err = TRITONBACKEND_RequestOutputName(request, i, &n);
-    if (err != NULL) {
-      TRITONSERVER_ErrorDelete(err);
-      continue;
-    }
-    if (strcmp(n, name) == 0) return true;
-  }
-  return false;
-}
-
 /* Sends output 'io' of one request: 'rows' (1, or 0 for an empty one). */
 static TRITONSERVER_Error *respond_output(item *it, const sf_io *io, const uint8_t *batch, int64_t total, int64_t row,
                                           int64_t rows) {
@@ -639,7 +621,7 @@ static void run_items(sf_instance *inst, item **items, size_t n) {
     }
     for (size_t i = 0; i < n; i++) {
       for (size_t k = 0; k < inst->output_count; k++) {
-        if (items[i]->response == NULL || !requested(items[i]->request, inst->outputs[k].name)) {
+        if (items[i]->response == NULL || !ort_output_requested(items[i]->request, inst->outputs[k].name)) {
           continue;
         }
         TRITONSERVER_Error *oerr = respond_output(items[i], &inst->outputs[k], data[k], rows, (int64_t)i, 1);
@@ -692,8 +674,9 @@ static void metrics(sf_instance *inst) {
   inst->metric_runs = inst->metric_rows = inst->metric_max = 0;
 }
 
-void sf_instance_execute(sf_instance *inst, TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
+void sf_instance_execute(void *instance_state, TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
                          uint32_t count) {
+  sf_instance *inst = instance_state;
   uint64_t exec_start = nrd_bu_now_ns();
   item *items = calloc(count > 0 ? count : 1, sizeof *items);
   item **group = calloc(count > 0 ? count : 1, sizeof *group);
@@ -728,7 +711,7 @@ void sf_instance_execute(sf_instance *inst, TRITONBACKEND_ModelInstance *instanc
     if (it->end && !inst->m->infer_end) {
       /* infer_end_requests 0: no inference, empty outputs, slot freed. */
       for (size_t k = 0; k < inst->output_count && it->response != NULL; k++) {
-        if (!requested(it->request, inst->outputs[k].name)) continue;
+        if (!ort_output_requested(it->request, inst->outputs[k].name)) continue;
         TRITONSERVER_Error *oerr = respond_output(it, &inst->outputs[k], NULL, 0, 0, 0);
         if (oerr != NULL) {
           answer(it, oerr);
