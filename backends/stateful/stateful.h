@@ -51,6 +51,24 @@ typedef struct sf_io {
   size_t elem; /* bytes per element */
 } sf_io;
 
+/* One tensor of the Run: a buffer for max_rows rows, kept across
+ * executions, and the ONNX Runtime tensors over it, one per row count. */
+typedef struct sf_tensor {
+  const sf_io *io; /* borrowed from the instance */
+  uint8_t *data; /* owned */
+  OrtValue **values; /* owned (ReleaseValue); [rows - 1], NULL until used */
+} sf_tensor;
+
+/* What every Run feeds and fetches: inputs (configured, states, the reset
+ * control) and outputs (configured, states). */
+typedef struct sf_run {
+  int64_t max_rows; /* max_batch_size */
+  size_t in_count, out_count;
+  const char **in_names, **out_names; /* owned arrays of borrowed names */
+  sf_tensor *in, *out; /* owned */
+  OrtValue **in_values, **out_values; /* owned arrays; borrowed values */
+} sf_run;
+
 typedef struct sf_seq {
   bool used;
   uint64_t id;
@@ -78,6 +96,7 @@ typedef struct sf_instance {
   int32_t *index; /* owned; open addressing: slot, -1 empty,
                                 * -2 removed; index_cap entries */
   size_t index_cap, index_removed;
+  sf_run run; /* the Run's tensors (sf_run_prepare) */
   unsigned inject_seed; /* error_inject_rate's generator (test builds) */
   /* metrics (metric_logging_frequency_seconds) */
   uint64_t metric_start_ns, metric_runs, metric_rows, metric_max;
@@ -95,6 +114,12 @@ TRITONSERVER_Error *sf_instance_new(TRITONBACKEND_ModelInstance *instance, const
 /* Closes the session and frees the buffers and slots (every sequence's
  * state goes with them); NULL is fine. Thread: instance finalization. */
 void sf_instance_free(void *instance_state);
+
+/* Allocates the Run's buffers for max_batch_size rows once the instance's
+ * tensors are known; sf_run_release frees them (also after a failure).
+ * Thread: instance init and finalization. */
+TRITONSERVER_Error *sf_run_prepare(sf_instance *inst);
+void sf_run_release(sf_instance *inst);
 
 /* Runs a batch and answers and releases every request. Thread: the
  * instance thread. */

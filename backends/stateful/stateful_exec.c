@@ -408,38 +408,147 @@ static TRITONSERVER_Error *respond_output(item *it, const sf_io *io, const uint8
   return err;
 }
 
-/* What one Run holds. */
-typedef struct run {
-  size_t count;
-  const char **names;
-  OrtValue **values;
-  uint8_t **data;
-} run;
+/* ---- the Run's tensors, kept across executions ---------------------------- */
 
-static TRITONSERVER_Error *add_input(const ort_runtime *rt, run *r, const sf_io *io, int64_t rows, uint8_t **data) {
-  size_t k = r->count++;
-  size_t bytes = (size_t)(io->outer * io->inner * rows) * io->elem;
-  r->names[k] = io->name;
-  r->data[k] = calloc(bytes > 0 ? bytes : 1, 1);
-  if (r->data[k] == NULL) return oom();
-  *data = r->data[k];
-  int64_t shape[SF_MAX_RANK];
-  memcpy(shape, io->dims, io->rank * sizeof *shape);
-  shape[io->axis] = rows;
-  return ort_runtime_error(
-      rt, rt->api->CreateTensorWithDataAsOrtValue(rt->cpu, r->data[k], bytes, shape, io->rank, io->et, &r->values[k]),
-      "cannot create an input tensor");
+/* Bytes of 'rows' rows of a tensor. */
+static size_t rows_bytes(const sf_io *io, int64_t rows) { return (size_t)(io->outer * io->inner * rows) * io->elem; }
+
+static TRITONSERVER_Error *tensor_init(sf_tensor *t, const sf_io *io, int64_t max_rows) {
+  t->io = io;
+  size_t bytes = rows_bytes(io, max_rows);
+  t->data = calloc(bytes > 0 ? bytes : 1, 1);
+  t->values = calloc((size_t)max_rows, sizeof *t->values);
+  return t->data == NULL || t->values == NULL ? oom() : NULL;
+}
+
+static void tensor_free(const ort_runtime *rt, sf_tensor *t, int64_t max_rows) {
+  for (int64_t r = 0; t->values != NULL && r < max_rows; r++) {
+    if (t->values[r] != NULL) rt->api->ReleaseValue(t->values[r]);
+  }
+  free(t->values);
+  free(t->data);
+}
+
+/* The tensor of 'rows' rows over t's buffer, made on first use. */
+static TRITONSERVER_Error *tensor_value(const ort_runtime *rt, sf_tensor *t, int64_t rows, OrtValue **out) {
+  OrtValue **v = &t->values[rows - 1];
+  if (*v == NULL) {
+    const sf_io *io = t->io;
+    int64_t shape[SF_MAX_RANK];
+    memcpy(shape, io->dims, io->rank * sizeof *shape);
+    shape[io->axis] = rows;
+    TRITONSERVER_Error *err = ort_runtime_error(
+        rt, rt->api->CreateTensorWithDataAsOrtValue(rt->cpu, t->data, rows_bytes(io, rows), shape, io->rank, io->et, v),
+        "cannot create a tensor");
+    if (err != NULL) return err;
+  }
+  *out = *v;
+  return NULL;
+}
+
+TRITONSERVER_Error *sf_run_prepare(sf_instance *inst) {
+  const sf_model *m = inst->m;
+  sf_run *r = &inst->run;
+  r->max_rows = m->max_batch_size;
+  r->in_count = inst->input_count + m->pair_count + 1;
+  r->out_count = inst->output_count + m->pair_count;
+  r->in_names = calloc(r->in_count, sizeof *r->in_names);
+  r->out_names = calloc(r->out_count, sizeof *r->out_names);
+  r->in = calloc(r->in_count, sizeof *r->in);
+  r->out = calloc(r->out_count, sizeof *r->out);
+  r->in_values = calloc(r->in_count, sizeof *r->in_values);
+  r->out_values = calloc(r->out_count, sizeof *r->out_values);
+  if (r->in_names == NULL || r->out_names == NULL || r->in == NULL || r->out == NULL || r->in_values == NULL ||
+      r->out_values == NULL) {
+    return oom();
+  }
+  TRITONSERVER_Error *err = NULL;
+  for (size_t k = 0; err == NULL && k < r->in_count; k++) {
+    const sf_io *io = k < inst->input_count                   ? &inst->inputs[k]
+                      : k < inst->input_count + m->pair_count ? &inst->state_in[k - inst->input_count]
+                                                              : &inst->reset;
+    r->in_names[k] = io->name;
+    err = tensor_init(&r->in[k], io, r->max_rows);
+  }
+  for (size_t k = 0; err == NULL && k < r->out_count; k++) {
+    const sf_io *io = k < inst->output_count ? &inst->outputs[k] : &inst->state_out[k - inst->output_count];
+    r->out_names[k] = io->name;
+    err = tensor_init(&r->out[k], io, r->max_rows);
+  }
+  return err;
+}
+
+void sf_run_release(sf_instance *inst) {
+  sf_run *r = &inst->run;
+  const ort_runtime *rt = inst->m->rt;
+  for (size_t k = 0; r->in != NULL && k < r->in_count; k++) tensor_free(rt, &r->in[k], r->max_rows);
+  for (size_t k = 0; r->out != NULL && k < r->out_count; k++) tensor_free(rt, &r->out[k], r->max_rows);
+  free(r->in);
+  free(r->out);
+  free(r->in_names);
+  free(r->out_names);
+  free(r->in_values);
+  free(r->out_values);
+  memset(r, 0, sizeof *r);
+}
+
+/* Zeroes row 'row' of a batch of 'rows' along io's axis. */
+static void zero_row(const sf_io *io, uint8_t *batch, int64_t rows, int64_t row) {
+  size_t inner = (size_t)io->inner * io->elem;
+  for (int64_t o = 0; o < io->outer; o++) {
+    memset(batch + ((size_t)o * (size_t)rows + (size_t)row) * inner, 0, inner);
+  }
+}
+
+/* Copies a stored state into row 'row', widening half-precision storage. */
+static void put_state(const sf_instance *inst, const sf_io *io, uint8_t *batch, int64_t rows, int64_t row,
+                      const uint8_t *stored) {
+  if (!half_stored(inst, io)) {
+    put_row(io, batch, rows, row, stored, io->elem);
+    return;
+  }
+  size_t inner = (size_t)io->inner;
+  for (int64_t o = 0; o < io->outer; o++) {
+    float *dst = (float *)(void *)(batch + ((size_t)o * (size_t)rows + (size_t)row) * inner * 4);
+    const uint8_t *src = stored + (size_t)o * inner * 2;
+    for (size_t e = 0; e < inner; e++) {
+      uint16_t h;
+      memcpy(&h, src + e * 2, 2);
+      dst[e] = sf_half_to_float(h);
+    }
+  }
+}
+
+/* Stores row 'row' of a state output, narrowing to half precision. */
+static void get_state(const sf_instance *inst, const sf_io *io, const uint8_t *batch, int64_t rows, int64_t row,
+                      uint8_t *stored) {
+  if (!half_stored(inst, io)) {
+    get_row(io, batch, rows, row, stored, io->elem);
+    return;
+  }
+  size_t inner = (size_t)io->inner;
+  for (int64_t o = 0; o < io->outer; o++) {
+    const uint8_t *src = batch + ((size_t)o * (size_t)rows + (size_t)row) * inner * 4;
+    uint8_t *dst = stored + (size_t)o * inner * 2;
+    for (size_t e = 0; e < inner; e++) {
+      float f;
+      memcpy(&f, src + e * 4, 4);
+      uint16_t h = sf_half_from_float(f);
+      memcpy(dst + e * 2, &h, 2);
+    }
+  }
 }
 
 /* Stacks inputs, states and the reset flags of 'n' items ('rows' with
- * padding). */
-static TRITONSERVER_Error *make_inputs(sf_instance *inst, item **items, size_t n, int64_t rows, run *r) {
-  const ort_runtime *rt = inst->m->rt;
+ * padding) into the Run's input buffers. */
+static TRITONSERVER_Error *make_inputs(sf_instance *inst, item **items, size_t n, int64_t rows) {
+  sf_run *r = &inst->run;
+  const sf_model *m = inst->m;
   TRITONSERVER_Error *err = NULL;
-  uint8_t *dst = NULL;
-  for (size_t k = 0; err == NULL && k < inst->input_count; k++) {
+  size_t k = 0;
+  for (; err == NULL && k < inst->input_count; k++) {
     const sf_io *io = &inst->inputs[k];
-    err = add_input(rt, r, io, rows, &dst);
+    uint8_t *dst = r->in[k].data;
     uint64_t want = (uint64_t)(io->outer * io->inner) * io->elem;
     for (size_t i = 0; err == NULL && i < n; i++) {
       nrd_bu_tensor t;
@@ -449,48 +558,31 @@ static TRITONSERVER_Error *make_inputs(sf_instance *inst, item **items, size_t n
         err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
                                 "stateful: model '%s': input '%s' holds %llu "
                                 "bytes, its shape needs %llu",
-                                inst->m->name, io->name, (unsigned long long)t.byte_size, (unsigned long long)want);
+                                m->name, io->name, (unsigned long long)t.byte_size, (unsigned long long)want);
       } else {
         put_row(io, dst, rows, (int64_t)i, t.data, io->elem);
       }
       nrd_bu_tensor_release(&t);
     }
+    for (int64_t i = (int64_t)n; i < rows; i++) zero_row(io, dst, rows, i);
   }
-  uint8_t *row = NULL;
-  for (size_t p = 0; err == NULL && p < inst->m->pair_count; p++) {
+  for (size_t p = 0; err == NULL && p < m->pair_count; p++, k++) {
     const sf_io *io = &inst->state_in[p];
-    err = add_input(rt, r, io, rows, &dst);
-    size_t count = (size_t)(io->outer * io->inner);
-    if (err == NULL && row == NULL) {
-      size_t most = 0;
-      for (size_t q = 0; q < inst->m->pair_count; q++) {
-        size_t b = (size_t)(inst->state_in[q].outer * inst->state_in[q].inner) * inst->state_in[q].elem;
-        if (b > most) most = b;
-      }
-      row = malloc(most > 0 ? most : 1);
-      if (row == NULL) err = oom();
-    }
-    for (size_t i = 0; err == NULL && i < n; i++) {
-      if (items[i]->start) continue; /* zeros; the model resets anyway */
-      const uint8_t *stored = slot_data(inst, items[i]->slot) + inst->state_off[p];
-      if (half_stored(inst, io)) {
-        for (size_t e = 0; e < count; e++) {
-          uint16_t h;
-          memcpy(&h, stored + e * 2, 2);
-          float f = sf_half_to_float(h);
-          memcpy(row + e * 4, &f, 4);
-        }
-        put_row(io, dst, rows, (int64_t)i, row, io->elem);
+    uint8_t *dst = r->in[k].data;
+    for (size_t i = 0; i < n; i++) {
+      /* A START row gets zeros: the model resets it anyway. */
+      if (items[i]->start) {
+        zero_row(io, dst, rows, (int64_t)i);
       } else {
-        put_row(io, dst, rows, (int64_t)i, stored, io->elem);
+        put_state(inst, io, dst, rows, (int64_t)i, slot_data(inst, items[i]->slot) + inst->state_off[p]);
       }
     }
+    for (int64_t i = (int64_t)n; i < rows; i++) zero_row(io, dst, rows, i);
   }
-  free(row);
   if (err == NULL) {
     const sf_io *io = &inst->reset;
-    err = add_input(rt, r, io, rows, &dst);
-    for (int64_t o = 0; err == NULL && o < io->outer; o++) {
+    uint8_t *dst = r->in[k].data;
+    for (int64_t o = 0; o < io->outer; o++) {
       for (int64_t i = 0; i < rows; i++) {
         bool on = (size_t)i >= n || items[i]->start; /* padding resets */
         for (int64_t e = 0; e < io->inner; e++) {
@@ -499,48 +591,6 @@ static TRITONSERVER_Error *make_inputs(sf_instance *inst, item **items, size_t n
       }
     }
   }
-  return err;
-}
-
-static void run_free(const ort_runtime *rt, run *r) {
-  for (size_t i = 0; i < r->count; i++) {
-    if (r->values[i] != NULL) rt->api->ReleaseValue(r->values[i]);
-    free(r->data[i]);
-  }
-  free(r->names);
-  free(r->values);
-  free(r->data);
-}
-
-/* Reads an output of the run, checking its shape. */
-static TRITONSERVER_Error *output_data(const sf_instance *inst, const sf_io *io, OrtValue *value, int64_t rows,
-                                       uint8_t **out) {
-  const ort_runtime *rt = inst->m->rt;
-  OrtTensorTypeAndShapeInfo *ts = NULL;
-  size_t rank = 0;
-  int64_t dims[SF_MAX_RANK];
-  TRITONSERVER_Error *err = ort_runtime_error(rt, rt->api->GetTensorTypeAndShape(value, &ts), "cannot read an output");
-  if (err != NULL) return err;
-  err = ort_runtime_error(rt, rt->api->GetDimensionsCount(ts, &rank), "cannot read an output rank");
-  bool ok = err == NULL && rank == io->rank;
-  if (ok) {
-    err = ort_runtime_error(rt, rt->api->GetDimensions(ts, dims, rank), "cannot read output dimensions");
-    ok = err == NULL;
-  }
-  rt->api->ReleaseTensorTypeAndShapeInfo(ts);
-  for (size_t d = 0; ok && d < rank; d++) {
-    ok = dims[d] == (d == io->axis ? rows : io->dims[d]);
-  }
-  if (err != NULL) return err;
-  if (!ok) {
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
-                             "stateful: model '%s': output '%s' does not have "
-                             "the configured shape with %lld batch rows",
-                             inst->m->name, io->name, (long long)rows);
-  }
-  void *p = NULL;
-  err = ort_runtime_error(rt, rt->api->GetTensorMutableData(value, &p), "cannot read output data");
-  *out = p;
   return err;
 }
 
@@ -557,66 +607,46 @@ static bool inject(sf_instance *inst) {
 
 /* Runs 'n' items together; on success their states and outputs are
  * stored and written; on failure every item is answered with the error
- * and no state changes. */
+ * and no state changes. The tensors are the instance's own (sf_run): no
+ * allocation here once every row count has been seen. */
 static void run_items(sf_instance *inst, item **items, size_t n) {
   const sf_model *m = inst->m;
   const ort_runtime *rt = m->rt;
+  sf_run *r = &inst->run;
   int64_t rows = (int64_t)n;
   if (m->pad_to_max && rows < m->max_batch_size) rows = m->max_batch_size;
-  size_t cap = inst->input_count + m->pair_count + 1;
-  size_t outs = inst->output_count + m->pair_count;
-  run r = {0};
-  r.names = calloc(cap, sizeof *r.names);
-  r.values = calloc(cap, sizeof *r.values);
-  r.data = calloc(cap, sizeof *r.data);
-  const char **out_names = calloc(outs, sizeof *out_names);
-  OrtValue **out_values = calloc(outs, sizeof *out_values);
   TRITONSERVER_Error *err = NULL;
-  if (r.names == NULL || r.values == NULL || r.data == NULL || out_names == NULL || out_values == NULL) {
-    err = oom();
+  if (rows > r->max_rows) {
+    err = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
+                            "stateful: model '%s': %zu requests in one execution, more than "
+                            "max_batch_size %lld",
+                            m->name, n, (long long)r->max_rows);
   }
-  if (err == NULL) err = make_inputs(inst, items, n, rows, &r);
-  for (size_t k = 0; err == NULL && k < inst->output_count; k++) {
-    out_names[k] = inst->outputs[k].name;
+  if (err == NULL) err = make_inputs(inst, items, n, rows);
+  for (size_t k = 0; err == NULL && k < r->in_count; k++) {
+    err = tensor_value(rt, &r->in[k], rows, &r->in_values[k]);
   }
-  for (size_t p = 0; err == NULL && p < m->pair_count; p++) {
-    out_names[inst->output_count + p] = inst->state_out[p].name;
+  for (size_t k = 0; err == NULL && k < r->out_count; k++) {
+    err = tensor_value(rt, &r->out[k], rows, &r->out_values[k]);
   }
   if (err == NULL && inject(inst)) {
     err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "stateful: injected error (error_inject_rate)");
   }
+  /* The outputs are written into the instance's buffers: ONNX Runtime
+   * fails the Run if an output's shape is not the one they give. */
   if (err == NULL) {
-    err = ort_runtime_error(rt,
-                            rt->api->Run(inst->session.session, NULL, r.names, (const OrtValue *const *)r.values,
-                                         r.count, out_names, outs, out_values),
-                            "Run failed");
-  }
-  uint8_t **data = err == NULL ? calloc(outs, sizeof *data) : NULL;
-  if (err == NULL && data == NULL) err = oom();
-  for (size_t k = 0; err == NULL && k < outs; k++) {
-    const sf_io *io = k < inst->output_count ? &inst->outputs[k] : &inst->state_out[k - inst->output_count];
-    err = output_data(inst, io, out_values[k], rows, &data[k]);
+    err =
+        ort_runtime_error(rt,
+                          rt->api->Run(inst->session.session, NULL, r->in_names, (const OrtValue *const *)r->in_values,
+                                       r->in_count, r->out_names, r->out_count, r->out_values),
+                          "Run failed");
   }
   if (err == NULL) {
     for (size_t p = 0; p < m->pair_count; p++) {
       const sf_io *io = &inst->state_out[p];
-      const uint8_t *batch = data[inst->output_count + p];
-      size_t count = (size_t)(io->outer * io->inner);
+      const uint8_t *batch = r->out[inst->output_count + p].data;
       for (size_t i = 0; i < n; i++) {
-        uint8_t *stored = slot_data(inst, items[i]->slot) + inst->state_off[p];
-        if (half_stored(inst, io)) {
-          for (int64_t o = 0; o < io->outer; o++) {
-            for (int64_t e = 0; e < io->inner; e++) {
-              float f;
-              memcpy(&f, batch + (((size_t)o * (size_t)rows + i) * (size_t)io->inner + (size_t)e) * 4, 4);
-              uint16_t h = sf_half_from_float(f);
-              memcpy(stored + ((size_t)o * (size_t)io->inner + (size_t)e) * 2, &h, 2);
-            }
-          }
-          (void)count;
-        } else {
-          get_row(io, batch, rows, (int64_t)i, stored, io->elem);
-        }
+        get_state(inst, io, batch, rows, (int64_t)i, slot_data(inst, items[i]->slot) + inst->state_off[p]);
       }
     }
     for (size_t i = 0; i < n; i++) {
@@ -624,7 +654,7 @@ static void run_items(sf_instance *inst, item **items, size_t n) {
         if (items[i]->response == NULL || !ort_output_requested(items[i]->request, inst->outputs[k].name)) {
           continue;
         }
-        TRITONSERVER_Error *oerr = respond_output(items[i], &inst->outputs[k], data[k], rows, (int64_t)i, 1);
+        TRITONSERVER_Error *oerr = respond_output(items[i], &inst->outputs[k], r->out[k].data, rows, (int64_t)i, 1);
         if (oerr != NULL) {
           answer(items[i], oerr);
           TRITONSERVER_ErrorDelete(oerr);
@@ -632,13 +662,6 @@ static void run_items(sf_instance *inst, item **items, size_t n) {
       }
     }
   }
-  free(data);
-  for (size_t k = 0; out_values != NULL && k < outs; k++) {
-    if (out_values[k] != NULL) rt->api->ReleaseValue(out_values[k]);
-  }
-  free(out_values);
-  free(out_names);
-  run_free(rt, &r);
   for (size_t i = 0; i < n; i++) {
     if (err != NULL) {
       answer(items[i], err);

@@ -521,6 +521,7 @@ TRITONSERVER_Error *sf_instance_new(TRITONBACKEND_ModelInstance *instance, const
   json_decref(config);
   if (err == NULL) err = check_states(inst);
   if (err == NULL) err = check_fed(inst);
+  if (err == NULL) err = sf_run_prepare(inst);
   if (err == NULL) {
     long first = m->lazy.enabled ? m->lazy.initial : m->max_slots;
     inst->buffers = calloc(1, sizeof *inst->buffers);
@@ -554,6 +555,7 @@ TRITONSERVER_Error *sf_instance_new(TRITONBACKEND_ModelInstance *instance, const
 void sf_instance_free(void *instance_state) {
   sf_instance *inst = instance_state;
   if (inst == NULL) return;
+  sf_run_release(inst);
   ort_session_close(inst->m->rt, &inst->session);
   for (size_t i = 0; i < inst->buffer_count; i++) free(inst->buffers[i]);
   free(inst->buffers);
