@@ -25,8 +25,12 @@ their responses. Prints steps/s and p50/p99 of the per-request latency
 (send to response), the server's average batch per execution and the
 cost of one Execute call of the backend (the statistics' batch_stats:
 compute_input + compute_infer + compute_output), on average and by batch
-size. On a small machine the Python client sets steps/s; the execution
-cost is the backend's part.
+size, and the CPU time of the model's instance thread per step (from
+/proc: batch forming in the sequence batcher, the implicit state's copies
+around Execute, and Execute itself; CPU time, so other load on the
+machine does not inflate it). On a small machine the Python client sets
+steps/s; the execution cost and the instance thread's CPU are the
+server's part.
 Prints figures only.
 """
 import argparse
@@ -118,6 +122,23 @@ def execution_costs(st):
         ns = sum(int(b[k]["ns"]) for k in ("compute_input", "compute_infer", "compute_output"))
         out[int(b["batch_size"])] = (ns, int(b["compute_infer"]["count"]))
     return out
+
+
+def thread_cpu_ns(pid, prefix):
+    """CPU time (ns, /proc schedstat) of the server's threads whose name
+    starts with 'prefix': a model's instance threads run its batcher's
+    batch forming, the state handling around Execute and Execute itself."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if not f.read().startswith(prefix):
+                    continue
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            continue
+    return total
 
 
 def make_repo(root, seqs, mbs):
@@ -219,8 +240,10 @@ def main():
                   f"max_batch_size {args.max_batch}")
             order = args.models.split(",") * 2
             for n, model in enumerate(order):
+                cpu0 = thread_cpu_ns(s.proc.pid, f"nrd-{model}")
                 rate, lat = run_model(stub, pb, model, args.sequences, args.steps, args.streams,
                                       1 + n * 10 * args.sequences)
+                cpu_us = (thread_cpu_ns(s.proc.pid, f"nrd-{model}") - cpu0) / 1000.0 / (args.sequences * args.steps)
                 with urllib.request.urlopen(f"http://127.0.0.1:{http}/v2/models/{model}/stats") as r:
                     st = json.loads(r.read())["model_stats"][0]
                 batch = st["inference_count"] / max(1, st["execution_count"])
@@ -230,7 +253,8 @@ def main():
                 sizes = "  ".join(f"b{b}: {execs[b][0] / execs[b][1] / 1000.0:.1f}" for b in SIZES
                                   if b in execs and execs[b][1] >= 20)
                 print(f"  {model:9s} {rate:8.0f} steps/s  p50 {np.percentile(lat, 50):7.2f} ms  "
-                      f"p99 {np.percentile(lat, 99):7.2f} ms  (cumulative: avg batch {batch:.1f}, "
+                      f"p99 {np.percentile(lat, 99):7.2f} ms  instance thread CPU {cpu_us:.1f} us per step  "
+                      f"(cumulative: avg batch {batch:.1f}, "
                       f"execute {total_ns / max(1, total_n) / 1000.0:.1f} us per execution; "
                       f"by batch size, us: {sizes})")
             ch.close()
