@@ -69,11 +69,18 @@ typedef struct sf_run {
   OrtValue **in_values, **out_values; /* owned arrays; borrowed values */
 } sf_run;
 
+/* A sequence's slot. A correlation id names at most two sequences at
+ * once: one that received its END request but still has requests to run
+ * ('superseded', out of the index) and a newer one started with the same
+ * id (in the index, 'older' naming the first). */
 typedef struct sf_seq {
   bool used;
+  bool superseded;
   uint64_t id;
   char *sid; /* owned; string correlation id, or NULL */
   uint64_t last_ns; /* when its last request ran */
+  uint64_t claim; /* the execution that last ran one of its requests */
+  long older; /* 1 + the superseded slot of the same id; 0: none */
 } sf_seq;
 
 typedef struct sf_instance {
@@ -96,6 +103,7 @@ typedef struct sf_instance {
   int32_t *index; /* owned; open addressing: slot, -1 empty,
                                 * -2 removed; index_cap entries */
   size_t index_cap, index_removed;
+  uint64_t exec_no; /* executions so far (sf_seq.claim) */
   sf_run run; /* the Run's tensors (sf_run_prepare) */
   unsigned inject_seed; /* error_inject_rate's generator (test builds) */
   /* metrics (metric_logging_frequency_seconds) */

@@ -118,13 +118,21 @@ static void index_compact(sf_instance *inst) {
   memset(inst->index, 0xff, inst->index_cap * sizeof *inst->index);
   inst->index_removed = 0;
   for (long s = 0; s < inst->total_slots; s++) {
-    if (inst->seqs[s].used) index_put(inst, s);
+    if (inst->seqs[s].used && !inst->seqs[s].superseded) index_put(inst, s);
   }
 }
 
+/* The slot of a request's sequence, or -1. While its id names two
+ * sequences, the superseded one's requests are the older, which the
+ * sequence batcher hands out first: the first request of an execution
+ * goes to the superseded slot, a second one (or a START) to the newer. */
 static long find_slot(const sf_instance *inst, const item *it) {
   long at = index_find(inst, it->id, it->sid);
-  return at < 0 ? -1 : (long)inst->index[at];
+  if (at < 0) return -1;
+  long s = inst->index[at];
+  long old = inst->seqs[s].older - 1;
+  if (!it->start && old >= 0 && inst->seqs[old].claim != inst->exec_no) return old;
+  return s;
 }
 
 /* Adds a buffer of subsequent_buffer_size slots (fewer at the maximum). */
@@ -175,8 +183,17 @@ static void shrink(sf_instance *inst) {
 
 static void free_slot(sf_instance *inst, long s) {
   if (s < 0 || !inst->seqs[s].used) return;
-  long at = index_find(inst, inst->seqs[s].id, inst->seqs[s].sid);
-  if (at >= 0) {
+  const sf_seq *q = &inst->seqs[s];
+  long at = index_find(inst, q->id, q->sid);
+  if (q->superseded) {
+    /* The newer sequence of its id no longer has an older one. */
+    if (at >= 0 && inst->seqs[inst->index[at]].older == s + 1) inst->seqs[inst->index[at]].older = 0;
+  } else if (at >= 0 && q->older > 0) {
+    /* A newer sequence ends first (its START failed): the superseded one
+     * is its id's sequence again. */
+    inst->index[at] = (int32_t)(q->older - 1);
+    inst->seqs[q->older - 1].superseded = false;
+  } else if (at >= 0) {
     inst->index[at] = -2;
     inst->index_removed++;
   }
@@ -214,8 +231,17 @@ static TRITONSERVER_Error *assign_slot(sf_instance *inst, item *it) {
   char idt[160];
   uint64_t now = nrd_bu_now_ns();
   it->slot = find_slot(inst, it);
+  long old = -1;
+  if (it->slot >= 0 && it->start && inst->seqs[it->slot].claim == inst->exec_no && inst->seqs[it->slot].older == 0) {
+    /* Its id's sequence runs a request in this execution: that one has
+     * received its END (the batcher starts a new sequence for a START only
+     * then), and this START begins a new sequence in a slot of its own. */
+    old = it->slot;
+    it->slot = -1;
+  }
   if (it->slot >= 0) {
     inst->seqs[it->slot].last_ns = now;
+    inst->seqs[it->slot].claim = inst->exec_no;
     if (it->start) {
       sf_log(m, SF_LOG_VERBOSE, "sequence %s restarts in slot %ld", id_text(it, idt, sizeof idt), it->slot);
     }
@@ -247,7 +273,14 @@ static TRITONSERVER_Error *assign_slot(sf_instance *inst, item *it) {
     q->id = it->id;
     q->used = true;
     q->last_ns = now;
-    index_put(inst, s);
+    q->claim = inst->exec_no;
+    if (old >= 0) {
+      inst->index[index_find(inst, it->id, it->sid)] = (int32_t)s;
+      inst->seqs[old].superseded = true;
+      q->older = old + 1;
+    } else {
+      index_put(inst, s);
+    }
     inst->active++;
     it->slot = s;
     sf_log(m, SF_LOG_VERBOSE, "sequence %s starts in slot %ld", id_text(it, idt, sizeof idt), s);
@@ -700,6 +733,7 @@ static void metrics(sf_instance *inst) {
 void sf_instance_execute(void *instance_state, TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
                          uint32_t count) {
   sf_instance *inst = instance_state;
+  inst->exec_no++;
   uint64_t exec_start = nrd_bu_now_ns();
   item *items = calloc(count > 0 ? count : 1, sizeof *items);
   item **group = calloc(count > 0 ? count : 1, sizeof *group);
