@@ -785,14 +785,16 @@ void sf_instance_execute(void *instance_state, TRITONBACKEND_ModelInstance *inst
   for (uint32_t i = 0; i < count; i++) {
     item *it = &items[i];
     ok[i] = it->response != NULL;
-    answer(it, NULL);
     /* END frees the slot, even when the request itself failed. */
     if (it->end && it->slot < 0 && it->known) it->slot = find_slot(inst, it);
     if (it->end) free_slot(inst, it->slot);
   }
   if (inst->m->lazy.enabled && inst->buffer_count > 1) shrink(inst);
   metrics(inst);
+  /* As Triton's backends do, the execution ends when the outputs are
+   * written; sending the responses comes after. */
   uint64_t exec_end = nrd_bu_now_ns();
+  for (uint32_t i = 0; i < count; i++) answer(&items[i], NULL);
   for (uint32_t i = 0; i < count; i++) {
     nrd_bu_error_log_and_delete(TRITONBACKEND_ModelInstanceReportStatistics(instance, requests[i], ok[i], exec_start,
                                                                             compute_start, compute_end, exec_end),
