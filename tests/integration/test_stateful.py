@@ -364,6 +364,8 @@ def test_bad_configurations_fail_to_load_naming_the_parameter_or_tensor():
         "bad_flag": config("bad_flag", params={"store_states_as_fp16": "yes"}),
         "bad_inject": config("bad_inject", params={"error_inject_rate": "101"}),
         "bad_level": config("bad_level", params={"logging_level": "LOUD"}),
+        "bad_mode": config("bad_mode", params={"execution_mode": "2"}),
+        "no_file": config("no_file", onnx="missing"),
         "wrong_type": config("wrong_type", dtype="TYPE_INT32"),
         "direct": config("direct").replace("oldest { max_candidate_sequences: 64", "direct {"),
         "no_batching": config("no_batching", max_batch=0),
@@ -406,6 +408,9 @@ def test_bad_configurations_fail_to_load_naming_the_parameter_or_tensor():
             assert "store_states_as_fp16" in load_error(s, "bad_flag")
             assert "error_inject_rate" in load_error(s, "bad_inject")
             assert "logging_level" in load_error(s, "bad_level")
+            assert "execution_mode" in load_error(s, "bad_mode")
+            msg = load_error(s, "no_file")
+            assert "missing.onnx' (onnx_file_name) does not exist" in msg, msg
             assert "input 'Input' is TYPE_INT32 in the configuration, FP32" in load_error(s, "wrong_type")
             assert "sequence_batching with the oldest strategy is required" in load_error(s, "direct")
             assert "max_batch_size must be at least 1" in load_error(s, "no_batching")
