@@ -105,6 +105,8 @@ typedef struct sf_instance {
   size_t index_cap, index_removed;
   uint64_t exec_no; /* executions so far (sf_seq.claim) */
   sf_run run; /* the Run's tensors (sf_run_prepare) */
+  void *scratch; /* owned; Execute's per-request records */
+  size_t scratch_bytes;
   unsigned inject_seed; /* error_inject_rate's generator (test builds) */
   /* metrics (metric_logging_frequency_seconds) */
   uint64_t metric_start_ns, metric_runs, metric_rows, metric_max;

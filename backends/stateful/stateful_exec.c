@@ -735,16 +735,23 @@ void sf_instance_execute(void *instance_state, TRITONBACKEND_ModelInstance *inst
   sf_instance *inst = instance_state;
   inst->exec_no++;
   uint64_t exec_start = nrd_bu_now_ns();
-  item *items = calloc(count > 0 ? count : 1, sizeof *items);
-  item **group = calloc(count > 0 ? count : 1, sizeof *group);
-  bool *ok = calloc(count > 0 ? count : 1, sizeof *ok);
-  if (items == NULL || group == NULL || ok == NULL) {
-    free(items);
-    free(group);
-    free(ok);
-    nrd_bu_requests_fail(instance, requests, count, oom());
-    return;
+  /* The per-request records live in the instance's scratch, grown to the
+   * largest execution seen: items, then group, then the ok flags. */
+  size_t cap = count > 0 ? count : 1;
+  size_t need = cap * (sizeof(item) + sizeof(item *) + sizeof(bool));
+  if (need > inst->scratch_bytes) {
+    void *grown = realloc(inst->scratch, need);
+    if (grown == NULL) {
+      nrd_bu_requests_fail(instance, requests, count, oom());
+      return;
+    }
+    inst->scratch = grown;
+    inst->scratch_bytes = need;
   }
+  memset(inst->scratch, 0, need);
+  item *items = inst->scratch;
+  item **group = (item **)(void *)(items + cap);
+  bool *ok = (bool *)(void *)(group + cap);
   size_t n = 0;
   for (uint32_t i = 0; i < count; i++) {
     item *it = &items[i];
@@ -806,7 +813,4 @@ void sf_instance_execute(void *instance_state, TRITONBACKEND_ModelInstance *inst
                                 "stateful: cannot report batch statistics");
   }
   for (uint32_t i = 0; i < count; i++) nrd_bu_request_release(requests[i]);
-  free(items);
-  free(group);
-  free(ok);
 }

@@ -556,6 +556,7 @@ void sf_instance_free(void *instance_state) {
   sf_instance *inst = instance_state;
   if (inst == NULL) return;
   sf_run_release(inst);
+  free(inst->scratch);
   ort_session_close(inst->m->rt, &inst->session);
   for (size_t i = 0; i < inst->buffer_count; i++) free(inst->buffers[i]);
   free(inst->buffers);
