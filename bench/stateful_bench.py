@@ -23,9 +23,14 @@ T client threads, each with one gRPC stream, own sequences/T sequences;
 every step each thread sends one request per sequence and waits for all
 their responses. Prints steps/s and p50/p99 of the per-request latency
 (send to response), the server's average batch per execution and the
-backend's compute time per step (statistics' compute_infer per request:
-the cost of the execution that request was part of). On a small machine
-the Python client sets steps/s; compute per step is the backend's part.
+cost of one Execute call of the backend (the statistics' batch_stats:
+compute_input + compute_infer + compute_output), on average and by batch
+size, and the CPU time of the model's instance thread per step (from
+/proc: batch forming in the sequence batcher, the implicit state's copies
+around Execute, and Execute itself; CPU time, so other load on the
+machine does not inflate it). On a small machine the Python client sets
+steps/s; the execution cost and the instance thread's CPU are the
+server's part.
 Prints figures only.
 """
 import argparse
@@ -102,6 +107,38 @@ def implicit_model():
                               onnx_models.tensor("STATE_IN", f, ["batch", 5])],
                              [onnx_models.tensor("Output", f, ["batch", 4, 5]),
                               onnx_models.tensor("STATE_OUT", f, ["batch", 5])])
+
+
+SIZES = (1, 2, 4, 8, 16, 32, 64)
+
+
+def execution_costs(st):
+    """{batch size: (ns, executions)} of whole Execute calls (the
+    statistics' compute_input + compute_infer + compute_output: from the
+    backend's execution start to its end, whatever each backend counts as
+    its compute window)."""
+    out = {}
+    for b in st.get("batch_stats", []):
+        ns = sum(int(b[k]["ns"]) for k in ("compute_input", "compute_infer", "compute_output"))
+        out[int(b["batch_size"])] = (ns, int(b["compute_infer"]["count"]))
+    return out
+
+
+def thread_cpu_ns(pid, prefix):
+    """CPU time (ns, /proc schedstat) of the server's threads whose name
+    starts with 'prefix': a model's instance threads run its batcher's
+    batch forming, the state handling around Execute and Execute itself."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if not f.read().startswith(prefix):
+                    continue
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            continue
+    return total
 
 
 def make_repo(root, seqs, mbs):
@@ -183,6 +220,8 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--streams", type=int, default=8)
     ap.add_argument("--max-batch", type=int, default=64)
+    ap.add_argument("--models", default="stateful,implicit",
+                    help="which models to run, in order, each twice (comma-separated)")
     args = ap.parse_args()
     os.environ.setdefault("NEREID_BIN", os.path.join(args.build, "src", "server", "nereid"))
     os.environ.setdefault("NEREID_BACKEND_DIR", os.path.join(args.build, "backends"))
@@ -199,17 +238,25 @@ def main():
             stub = pbg.GRPCInferenceServiceStub(ch)
             print(f"{args.sequences} sequences x {args.steps} steps, {args.streams} gRPC streams, "
                   f"max_batch_size {args.max_batch}")
-            for n, model in enumerate(("stateful", "implicit", "stateful", "implicit")):
+            order = args.models.split(",") * 2
+            for n, model in enumerate(order):
+                cpu0 = thread_cpu_ns(s.proc.pid, f"nrd-{model}")
                 rate, lat = run_model(stub, pb, model, args.sequences, args.steps, args.streams,
                                       1 + n * 10 * args.sequences)
+                cpu_us = (thread_cpu_ns(s.proc.pid, f"nrd-{model}") - cpu0) / 1000.0 / (args.sequences * args.steps)
                 with urllib.request.urlopen(f"http://127.0.0.1:{http}/v2/models/{model}/stats") as r:
                     st = json.loads(r.read())["model_stats"][0]
                 batch = st["inference_count"] / max(1, st["execution_count"])
-                ci = st["inference_stats"]["compute_infer"]
-                per_step_us = int(ci["ns"]) / max(1, int(ci["count"])) / 1000.0
+                execs = execution_costs(st)
+                total_ns = sum(ns for ns, _ in execs.values())
+                total_n = sum(n for _, n in execs.values())
+                sizes = "  ".join(f"b{b}: {execs[b][0] / execs[b][1] / 1000.0:.1f}" for b in SIZES
+                                  if b in execs and execs[b][1] >= 20)
                 print(f"  {model:9s} {rate:8.0f} steps/s  p50 {np.percentile(lat, 50):7.2f} ms  "
-                      f"p99 {np.percentile(lat, 99):7.2f} ms  (cumulative: avg batch {batch:.1f}, "
-                      f"backend compute {per_step_us:.1f} us per step)")
+                      f"p99 {np.percentile(lat, 99):7.2f} ms  instance thread CPU {cpu_us:.1f} us per step  "
+                      f"(cumulative: avg batch {batch:.1f}, "
+                      f"execute {total_ns / max(1, total_n) / 1000.0:.1f} us per execution; "
+                      f"by batch size, us: {sizes})")
             ch.close()
         finally:
             s.stop()

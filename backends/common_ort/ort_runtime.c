@@ -57,11 +57,7 @@ static TRITONSERVER_Error *open_library(const char *backend_dir, ort_runtime *rt
   return NULL;
 }
 
-TRITONSERVER_Error *ort_runtime_open(const char *backend_dir, ort_runtime *out) {
-  return ort_runtime_open_logging(backend_dir, ORT_LOGGING_LEVEL_WARNING, out);
-}
-
-TRITONSERVER_Error *ort_runtime_open_logging(const char *backend_dir, OrtLoggingLevel level, ort_runtime *out) {
+TRITONSERVER_Error *ort_runtime_open(const char *backend_dir, OrtLoggingLevel level, ort_runtime *out) {
   ort_runtime rt;
   memset(&rt, 0, sizeof rt);
   TRITONSERVER_Error *err = open_library(backend_dir, &rt);

@@ -29,15 +29,12 @@ typedef struct ort_runtime {
 /*
  * Opens libonnxruntime.so.1, first from 'backend_dir' (where a backend's own
  * libraries live, as in Triton's layout; may be NULL), then through the
- * dynamic loader's search path. On failure the error names every place
- * tried and nothing stays open. The caller owns '*out' and closes it with
- * ort_runtime_close. Thread: TRITONBACKEND_Initialize.
+ * dynamic loader's search path, with its environment logging at 'level'.
+ * On failure the error names every place tried and nothing stays open. The
+ * caller owns '*out' and closes it with ort_runtime_close. Thread:
+ * TRITONBACKEND_Initialize.
  */
-TRITONSERVER_Error *ort_runtime_open(const char *backend_dir, ort_runtime *out);
-
-/* ort_runtime_open with the environment logging at 'level' (the
- * stateful backend's ort-logging-level); ort_runtime_open uses WARNING. */
-TRITONSERVER_Error *ort_runtime_open_logging(const char *backend_dir, OrtLoggingLevel level, ort_runtime *out);
+TRITONSERVER_Error *ort_runtime_open(const char *backend_dir, OrtLoggingLevel level, ort_runtime *out);
 
 /* Releases what ort_runtime_open made; safe on a zeroed struct. */
 void ort_runtime_close(ort_runtime *rt);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "nereid/backend_utils.h"
+#include "ort_backend.h"
 #include "ort_model.h"
 
 /* One request of an Execute call. */
@@ -270,21 +271,6 @@ static TRITONSERVER_Error *make_inputs(const ort_instance *inst, slot **group, s
 
 /* ---- outputs -------------------------------------------------------------- */
 
-static bool requested(TRITONBACKEND_Request *request, const char *name) {
-  uint32_t count = 0;
-  if (TRITONBACKEND_RequestOutputCount(request, &count) != NULL) return false;
-  for (uint32_t i = 0; i < count; i++) {
-    const char *n = NULL;
-    TRITONSERVER_Error *err = TRITONBACKEND_RequestOutputName(request, i, &n);
-    if (err != NULL) {
-      TRITONSERVER_ErrorDelete(err);
-      continue;
-    }
-    if (strcmp(n, name) == 0) return true;
-  }
-  return false;
-}
-
 /* An output tensor of a Run, readable row by row. */
 typedef struct result {
   const char *name;
@@ -437,7 +423,7 @@ static void scatter(const ort_instance *inst, slot **group, size_t n, int64_t to
     if (batched) shape[0] = rows;
     /* A scalar of the model is configured as dims [1]. */
     if (rank == 0) shape[rank++] = 1;
-    bool out = s->response != NULL && requested(s->request, res->name);
+    bool out = s->response != NULL && ort_output_requested(s->request, res->name);
     int64_t from = batched ? row * per_row : 0;
     int64_t to = batched ? (row + rows) * per_row : res->elements;
     TRITONSERVER_Error *err = NULL;
@@ -471,7 +457,7 @@ static void run_group(ort_instance *inst, TRITONBACKEND_ModelInstance *instance,
   for (size_t o = 0; err == NULL && o < ss->output_count; o++) {
     bool wanted = inst->output_is_state[o];
     for (size_t i = 0; !wanted && i < n; i++) {
-      wanted = requested(group[i]->request, ss->outputs[o].name);
+      wanted = ort_output_requested(group[i]->request, ss->outputs[o].name);
     }
     if (wanted) {
       out_index[outs] = o;
@@ -527,8 +513,9 @@ static void run_group(ort_instance *inst, TRITONBACKEND_ModelInstance *instance,
                               "onnxruntime: cannot report batch statistics");
 }
 
-void ort_instance_execute(ort_instance *inst, TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
+void ort_instance_execute(void *instance_state, TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
                           uint32_t count) {
+  ort_instance *inst = instance_state;
   uint64_t exec_start = nrd_bu_now_ns();
   slot *slots = calloc(count > 0 ? count : 1, sizeof *slots);
   slot **group = calloc(count > 0 ? count : 1, sizeof *group);

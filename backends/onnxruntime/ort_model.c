@@ -8,9 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "nereid/backend_utils.h"
+#include "ort_backend.h"
 
 static TRITONSERVER_Error *oom(void) {
   return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, "onnxruntime: out of memory");
@@ -42,64 +42,6 @@ static const char *onnx_type_name(ONNXTensorElementDataType et) {
 }
 
 /* ---- model ------------------------------------------------------------- */
-
-static TRITONSERVER_Error *model_path(TRITONBACKEND_Model *model, const json_t *config, char **out) {
-  TRITONBACKEND_ArtifactType type;
-  const char *location = NULL;
-  uint64_t version = 0;
-  TRITONSERVER_Error *err = TRITONBACKEND_ModelRepository(model, &type, &location);
-  if (err == NULL) err = TRITONBACKEND_ModelVersion(model, &version);
-  if (err != NULL) return err;
-  if (type != TRITONBACKEND_ARTIFACT_FILESYSTEM) {
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNSUPPORTED,
-                                 "onnxruntime: only models on the file system can be loaded");
-  }
-  const char *file = json_string_value(json_object_get(config, "default_model_filename"));
-  if (file == NULL || file[0] == '\0') file = "model.onnx";
-  size_t cap = strlen(location) + strlen(file) + 64;
-  char *path = malloc(cap + strlen("/model.onnx"));
-  if (path == NULL) return oom();
-  snprintf(path, cap, "%s/%llu/%s", location, (unsigned long long)version, file);
-  /* Triton also takes a directory named like the file, holding model.onnx
-   * (for models whose weights live in files beside it). */
-  struct stat st;
-  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-    strcat(path, "/model.onnx");
-  }
-  if (stat(path, &st) != 0) {
-    err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "onnxruntime: model file '%s' does not exist", path);
-    free(path);
-    return err;
-  }
-  *out = path;
-  return NULL;
-}
-
-static TRITONSERVER_Error *read_options(const json_t *config, ort_session_options *o) {
-  int64_t intra = 0, inter = 0, mode = 0, level = 0;
-  TRITONSERVER_Error *err = nrd_bu_config_parameter_int(config, "intra_op_thread_count", 0, 0, 1024, &intra);
-  if (err == NULL) {
-    err = nrd_bu_config_parameter_int(config, "inter_op_thread_count", 0, 0, 1024, &inter);
-  }
-  if (err == NULL) {
-    err = nrd_bu_config_parameter_int(config, "execution_mode", 0, 0, 1, &mode);
-  }
-  const json_t *graph = json_object_get(json_object_get(json_object_get(config, "optimization"), "graph"), "level");
-  if (err == NULL && graph != NULL) {
-    err = nrd_bu_json_int(graph, "optimization.graph.level", &level);
-  }
-  if (err != NULL) return err;
-  o->intra_op_threads = (int)intra;
-  o->inter_op_threads = (int)inter;
-  o->parallel = (int)mode;
-  /* As Triton's backend maps optimization.graph.level: -1 basic, 1
-   * extended, 2 none, anything else everything ONNX Runtime has. */
-  o->optimization = level == -1  ? ORT_ENABLE_BASIC
-                    : level == 1 ? ORT_ENABLE_EXTENDED
-                    : level == 2 ? ORT_DISABLE_ALL
-                                 : ORT_ENABLE_ALL;
-  return NULL;
-}
 
 static TRITONSERVER_Error *read_states(const json_t *config, ort_model *m) {
   const json_t *list = json_object_get(json_object_get(config, "sequence_batching"), "state");
@@ -258,7 +200,7 @@ static TRITONSERVER_Error *auto_complete(TRITONBACKEND_Model *model, const ort_r
   return err;
 }
 
-TRITONSERVER_Error *ort_model_new(TRITONBACKEND_Model *model, const ort_runtime *rt, ort_model **out) {
+TRITONSERVER_Error *ort_model_new(TRITONBACKEND_Model *model, const ort_runtime *rt, void **out) {
   ort_model *m = calloc(1, sizeof *m);
   if (m == NULL) return oom();
   m->rt = rt;
@@ -271,7 +213,7 @@ TRITONSERVER_Error *ort_model_new(TRITONBACKEND_Model *model, const ort_runtime 
     if (m->name == NULL) err = oom();
   }
   if (err == NULL) err = nrd_bu_model_config(model, &config);
-  if (err == NULL) err = model_path(model, config, &m->path);
+  if (err == NULL) err = ort_model_file(model, config, m->name, NULL, "default_model_filename", &m->path);
   if (err == NULL) err = TRITONBACKEND_ModelAutoCompleteConfig(model, &complete);
   if (err == NULL && complete) {
     err = auto_complete(model, rt, m->name, m->path, config);
@@ -280,7 +222,7 @@ TRITONSERVER_Error *ort_model_new(TRITONBACKEND_Model *model, const ort_runtime 
     if (err == NULL) err = nrd_bu_model_config(model, &config);
   }
   if (err == NULL) err = nrd_bu_config_max_batch_size(config, &m->max_batch_size);
-  if (err == NULL) err = read_options(config, &m->options);
+  if (err == NULL) err = ort_session_options_read(config, &m->options);
   if (err == NULL) err = read_states(config, m);
   json_decref(config);
   if (err != NULL) {
@@ -291,7 +233,8 @@ TRITONSERVER_Error *ort_model_new(TRITONBACKEND_Model *model, const ort_runtime 
   return NULL;
 }
 
-void ort_model_free(ort_model *m) {
+void ort_model_free(void *model_state) {
+  ort_model *m = model_state;
   if (m == NULL) return;
   for (size_t i = 0; i < m->state_count; i++) {
     free(m->states[i].input);
@@ -305,11 +248,6 @@ void ort_model_free(ort_model *m) {
 
 /* ---- checking the configuration against the model ---------------------- */
 
-static const char *file_of(const char *path) {
-  const char *slash = strrchr(path, '/');
-  return slash != NULL ? slash + 1 : path;
-}
-
 /* Checks one configured tensor (input, output or state) against the
  * model's tensor of that name. 'batched' adds the batch dimension. */
 static TRITONSERVER_Error *check_tensor(const ort_model *m, const char *what, const char *name,
@@ -320,7 +258,7 @@ static TRITONSERVER_Error *check_tensor(const ort_model *m, const char *what, co
                              "onnxruntime: model '%s': %s '%s' is not a "
                              "tensor in %s (sequences and maps are not "
                              "supported)",
-                             m->name, what, name, file_of(m->path));
+                             m->name, what, name, ort_file_of(m->path));
   }
   if (ort_triton_type(info->type) != dt) {
     char type[32];
@@ -328,7 +266,7 @@ static TRITONSERVER_Error *check_tensor(const ort_model *m, const char *what, co
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
                              "onnxruntime: model '%s': %s '%s' has data_type %s in the "
                              "configuration but %s in %s",
-                             m->name, what, name, type, onnx_type_name(info->type), file_of(m->path));
+                             m->name, what, name, type, onnx_type_name(info->type), ort_file_of(m->path));
   }
   size_t n = json_array_size(dims);
   size_t rank = n + (batched ? 1 : 0);
@@ -340,14 +278,14 @@ static TRITONSERVER_Error *check_tensor(const ort_model *m, const char *what, co
                              "onnxruntime: model '%s': max_batch_size is %lld but %s '%s' of %s "
                              "has no batch dimension (its %zu dimensions are the configuration's "
                              "dims); use max_batch_size 0 for a model that does not batch",
-                             m->name, (long long)m->max_batch_size, what, name, file_of(m->path), n);
+                             m->name, (long long)m->max_batch_size, what, name, ort_file_of(m->path), n);
   }
   if (!scalar && rank != info->rank) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
                              "onnxruntime: model '%s': %s '%s' has %zu dimensions in the "
                              "configuration%s but %zu in %s",
                              m->name, what, name, rank, batched ? " (with the batch dimension)" : "", info->rank,
-                             file_of(m->path));
+                             ort_file_of(m->path));
   }
   if (batched && info->dims[0] != -1) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
@@ -355,7 +293,7 @@ static TRITONSERVER_Error *check_tensor(const ort_model *m, const char *what, co
                              "dimension of %s '%s' is %lld in %s, not dynamic; use max_batch_size "
                              "0 for a model that does not batch",
                              m->name, (long long)m->max_batch_size, what, name, (long long)info->dims[0],
-                             file_of(m->path));
+                             ort_file_of(m->path));
   }
   for (size_t i = 0; !scalar && i < n; i++) {
     int64_t c = 0;
@@ -366,7 +304,7 @@ static TRITONSERVER_Error *check_tensor(const ort_model *m, const char *what, co
       return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
                                "onnxruntime: model '%s': %s '%s' dimension %zu is %lld in the "
                                "configuration but %lld in %s",
-                               m->name, what, name, i, (long long)c, (long long)model_dim, file_of(m->path));
+                               m->name, what, name, i, (long long)c, (long long)model_dim, ort_file_of(m->path));
     }
   }
   return NULL;
@@ -387,7 +325,7 @@ static TRITONSERVER_Error *check_section(const ort_model *m, const json_t *confi
       return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
                                "onnxruntime: model '%s': %s '%s' of the configuration is not an "
                                "%s of %s",
-                               m->name, section, name, section, file_of(m->path));
+                               m->name, section, name, section, ort_file_of(m->path));
     }
     TRITONSERVER_Error *err =
         check_tensor(m, section, name, config_type(t), reshape != NULL ? reshape : json_object_get(t, "dims"),
@@ -411,7 +349,7 @@ static TRITONSERVER_Error *check_states(const ort_model *m, const json_t *config
         return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
                                  "onnxruntime: model '%s': %s '%s' (sequence_batching.state[%zu]) "
                                  "is not an %s of %s",
-                                 m->name, what[k], names[k], i, k == 0 ? "input" : "output", file_of(m->path));
+                                 m->name, what[k], names[k], i, k == 0 ? "input" : "output", ort_file_of(m->path));
       }
       TRITONSERVER_Error *err = check_tensor(m, what[k], names[k], config_type(st), json_object_get(st, "dims"),
                                              m->max_batch_size > 0, found[k]);
@@ -434,36 +372,20 @@ static TRITONSERVER_Error *check_fed(const ort_model *m, const json_t *config, c
       return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
                                "onnxruntime: model '%s': input '%s' of %s is missing from the "
                                "configuration",
-                               m->name, name, file_of(m->path));
+                               m->name, name, ort_file_of(m->path));
     }
   }
   return NULL;
 }
 
-TRITONSERVER_Error *ort_instance_new(TRITONBACKEND_ModelInstance *instance, const ort_model *m, ort_instance **out) {
-  const char *name = NULL;
-  TRITONSERVER_InstanceGroupKind kind;
-  TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceName(instance, &name);
-  if (err == NULL) err = TRITONBACKEND_ModelInstanceKind(instance, &kind);
-  if (err != NULL) return err;
-  if (kind != TRITONSERVER_INSTANCEGROUPKIND_CPU && kind != TRITONSERVER_INSTANCEGROUPKIND_MODEL) {
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED,
-                             "onnxruntime: instance '%s' is %s; this backend "
-                             "runs models on the CPU only (KIND_CPU)",
-                             name, TRITONSERVER_InstanceGroupKindString(kind));
-  }
+TRITONSERVER_Error *ort_instance_new(TRITONBACKEND_ModelInstance *instance, const void *model_state, void **out) {
+  const ort_model *m = model_state;
   ort_instance *inst = calloc(1, sizeof *inst);
   if (inst == NULL) return oom();
   inst->model = m;
-  inst->name = strdup(name);
-  if (inst->name == NULL) err = oom();
-  if (err == NULL) {
-    err = ort_session_open(m->rt, m->path, &m->options, &inst->session);
-  }
-  TRITONBACKEND_Model *model = NULL;
   json_t *config = NULL;
-  if (err == NULL) err = TRITONBACKEND_ModelInstanceModel(instance, &model);
-  if (err == NULL) err = nrd_bu_model_config(model, &config);
+  TRITONSERVER_Error *err =
+      ort_instance_open(instance, m->rt, m->path, &m->options, &inst->name, &inst->session, &config);
   if (err == NULL) {
     err = check_section(m, config, "input", inst->session.inputs, inst->session.input_count);
   }
@@ -493,7 +415,8 @@ TRITONSERVER_Error *ort_instance_new(TRITONBACKEND_ModelInstance *instance, cons
   return NULL;
 }
 
-void ort_instance_free(ort_instance *inst) {
+void ort_instance_free(void *instance_state) {
+  ort_instance *inst = instance_state;
   if (inst == NULL) return;
   ort_session_close(inst->model->rt, &inst->session);
   free(inst->output_is_state);

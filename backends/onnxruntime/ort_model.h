@@ -43,26 +43,30 @@ typedef struct ort_instance {
  * Reads the configuration into '*out' (owned by the caller, freed with
  * ort_model_free): model file, batching, session parameters, states. The
  * configuration is completed from the model first when the server allows
- * it. Errors name the model, the field and the file.
+ * it. Errors name the model, the field and the file. '*out' is an
+ * ort_model. Thread: ModelInitialize.
  */
-TRITONSERVER_Error *ort_model_new(TRITONBACKEND_Model *model, const ort_runtime *rt, ort_model **out);
+TRITONSERVER_Error *ort_model_new(TRITONBACKEND_Model *model, const ort_runtime *rt, void **out);
 
-void ort_model_free(ort_model *m);
+/* Frees an ort_model; NULL is fine. Thread: ModelFinalize. */
+void ort_model_free(void *model_state);
 
 /*
  * Opens the instance's session and checks the configuration against the
  * model it loaded: every configured input, output and state must exist
- * with the configured datatype and compatible dimensions.
+ * with the configured datatype and compatible dimensions. 'model_state'
+ * is the ort_model; '*out' an ort_instance. Thread: instance init.
  */
-TRITONSERVER_Error *ort_instance_new(TRITONBACKEND_ModelInstance *instance, const ort_model *m, ort_instance **out);
+TRITONSERVER_Error *ort_instance_new(TRITONBACKEND_ModelInstance *instance, const void *model_state, void **out);
 
-void ort_instance_free(ort_instance *inst);
+/* Closes an ort_instance's session and frees it; NULL is fine. */
+void ort_instance_free(void *instance_state);
 
 /*
  * Runs a batch of requests and answers every one of them; the requests are
  * released before it returns. Thread: the instance thread.
  */
-void ort_instance_execute(ort_instance *inst, TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
+void ort_instance_execute(void *instance_state, TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
                           uint32_t count);
 
 #endif /* NEREID_ORT_MODEL_H */

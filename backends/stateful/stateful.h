@@ -51,11 +51,36 @@ typedef struct sf_io {
   size_t elem; /* bytes per element */
 } sf_io;
 
+/* One tensor of the Run: a buffer for max_rows rows, kept across
+ * executions, and the ONNX Runtime tensors over it, one per row count. */
+typedef struct sf_tensor {
+  const sf_io *io; /* borrowed from the instance */
+  uint8_t *data; /* owned */
+  OrtValue **values; /* owned (ReleaseValue); [rows - 1], NULL until used */
+} sf_tensor;
+
+/* What every Run feeds and fetches: inputs (configured, states, the reset
+ * control) and outputs (configured, states). */
+typedef struct sf_run {
+  int64_t max_rows; /* max_batch_size */
+  size_t in_count, out_count;
+  const char **in_names, **out_names; /* owned arrays of borrowed names */
+  sf_tensor *in, *out; /* owned */
+  OrtValue **in_values, **out_values; /* owned arrays; borrowed values */
+} sf_run;
+
+/* A sequence's slot. A correlation id names at most two sequences at
+ * once: one that received its END request but still has requests to run
+ * ('superseded', out of the index) and a newer one started with the same
+ * id (in the index, 'older' naming the first). */
 typedef struct sf_seq {
   bool used;
+  bool superseded;
   uint64_t id;
   char *sid; /* owned; string correlation id, or NULL */
   uint64_t last_ns; /* when its last request ran */
+  uint64_t claim; /* the execution that last ran one of its requests */
+  long older; /* 1 + the superseded slot of the same id; 0: none */
 } sf_seq;
 
 typedef struct sf_instance {
@@ -78,27 +103,37 @@ typedef struct sf_instance {
   int32_t *index; /* owned; open addressing: slot, -1 empty,
                                 * -2 removed; index_cap entries */
   size_t index_cap, index_removed;
+  uint64_t exec_no; /* executions so far (sf_seq.claim) */
+  sf_run run; /* the Run's tensors (sf_run_prepare) */
+  void *scratch; /* owned; Execute's per-request records */
+  size_t scratch_bytes;
   unsigned inject_seed; /* error_inject_rate's generator (test builds) */
   /* metrics (metric_logging_frequency_seconds) */
   uint64_t metric_start_ns, metric_runs, metric_rows, metric_max;
 } sf_instance;
 
 /* Reads and checks the configuration; errors name the parameter. The caller
- * owns '*out' (sf_model_free). Thread: ModelInitialize. */
-TRITONSERVER_Error *sf_model_new(TRITONBACKEND_Model *model, const ort_runtime *rt, sf_model **out);
+ * owns '*out', an sf_model (sf_model_free). Thread: ModelInitialize. */
+TRITONSERVER_Error *sf_model_new(TRITONBACKEND_Model *model, const ort_runtime *rt, void **out);
 /* Frees a model state and what it owns; NULL is fine. Thread: ModelFinalize. */
-void sf_model_free(sf_model *m);
+void sf_model_free(void *model_state);
 
 /* Opens the session, checks it against the configuration (errors name the
  * tensor) and allocates the state buffers. Thread: instance init. */
-TRITONSERVER_Error *sf_instance_new(TRITONBACKEND_ModelInstance *instance, const sf_model *m, sf_instance **out);
+TRITONSERVER_Error *sf_instance_new(TRITONBACKEND_ModelInstance *instance, const void *model_state, void **out);
 /* Closes the session and frees the buffers and slots (every sequence's
  * state goes with them); NULL is fine. Thread: instance finalization. */
-void sf_instance_free(sf_instance *inst);
+void sf_instance_free(void *instance_state);
+
+/* Allocates the Run's buffers for max_batch_size rows once the instance's
+ * tensors are known; sf_run_release frees them (also after a failure).
+ * Thread: instance init and finalization. */
+TRITONSERVER_Error *sf_run_prepare(sf_instance *inst);
+void sf_run_release(sf_instance *inst);
 
 /* Runs a batch and answers and releases every request. Thread: the
  * instance thread. */
-void sf_instance_execute(sf_instance *inst, TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
+void sf_instance_execute(void *instance_state, TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
                          uint32_t count);
 
 #endif /* NEREID_STATEFUL_H */

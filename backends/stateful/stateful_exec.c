@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "nereid/backend_utils.h"
+#include "ort_backend.h"
 #include "stateful.h"
 
 typedef struct item {
@@ -117,13 +118,21 @@ static void index_compact(sf_instance *inst) {
   memset(inst->index, 0xff, inst->index_cap * sizeof *inst->index);
   inst->index_removed = 0;
   for (long s = 0; s < inst->total_slots; s++) {
-    if (inst->seqs[s].used) index_put(inst, s);
+    if (inst->seqs[s].used && !inst->seqs[s].superseded) index_put(inst, s);
   }
 }
 
+/* The slot of a request's sequence, or -1. While its id names two
+ * sequences, the superseded one's requests are the older, which the
+ * sequence batcher hands out first: the first request of an execution
+ * goes to the superseded slot, a second one (or a START) to the newer. */
 static long find_slot(const sf_instance *inst, const item *it) {
   long at = index_find(inst, it->id, it->sid);
-  return at < 0 ? -1 : (long)inst->index[at];
+  if (at < 0) return -1;
+  long s = inst->index[at];
+  long old = inst->seqs[s].older - 1;
+  if (!it->start && old >= 0 && inst->seqs[old].claim != inst->exec_no) return old;
+  return s;
 }
 
 /* Adds a buffer of subsequent_buffer_size slots (fewer at the maximum). */
@@ -174,8 +183,17 @@ static void shrink(sf_instance *inst) {
 
 static void free_slot(sf_instance *inst, long s) {
   if (s < 0 || !inst->seqs[s].used) return;
-  long at = index_find(inst, inst->seqs[s].id, inst->seqs[s].sid);
-  if (at >= 0) {
+  const sf_seq *q = &inst->seqs[s];
+  long at = index_find(inst, q->id, q->sid);
+  if (q->superseded) {
+    /* The newer sequence of its id no longer has an older one. */
+    if (at >= 0 && inst->seqs[inst->index[at]].older == s + 1) inst->seqs[inst->index[at]].older = 0;
+  } else if (at >= 0 && q->older > 0) {
+    /* A newer sequence ends first (its START failed): the superseded one
+     * is its id's sequence again. */
+    inst->index[at] = (int32_t)(q->older - 1);
+    inst->seqs[q->older - 1].superseded = false;
+  } else if (at >= 0) {
     inst->index[at] = -2;
     inst->index_removed++;
   }
@@ -213,8 +231,17 @@ static TRITONSERVER_Error *assign_slot(sf_instance *inst, item *it) {
   char idt[160];
   uint64_t now = nrd_bu_now_ns();
   it->slot = find_slot(inst, it);
+  long old = -1;
+  if (it->slot >= 0 && it->start && inst->seqs[it->slot].claim == inst->exec_no && inst->seqs[it->slot].older == 0) {
+    /* Its id's sequence runs a request in this execution: that one has
+     * received its END (the batcher starts a new sequence for a START only
+     * then), and this START begins a new sequence in a slot of its own. */
+    old = it->slot;
+    it->slot = -1;
+  }
   if (it->slot >= 0) {
     inst->seqs[it->slot].last_ns = now;
+    inst->seqs[it->slot].claim = inst->exec_no;
     if (it->start) {
       sf_log(m, SF_LOG_VERBOSE, "sequence %s restarts in slot %ld", id_text(it, idt, sizeof idt), it->slot);
     }
@@ -246,7 +273,14 @@ static TRITONSERVER_Error *assign_slot(sf_instance *inst, item *it) {
     q->id = it->id;
     q->used = true;
     q->last_ns = now;
-    index_put(inst, s);
+    q->claim = inst->exec_no;
+    if (old >= 0) {
+      inst->index[index_find(inst, it->id, it->sid)] = (int32_t)s;
+      inst->seqs[old].superseded = true;
+      q->older = old + 1;
+    } else {
+      index_put(inst, s);
+    }
     inst->active++;
     it->slot = s;
     sf_log(m, SF_LOG_VERBOSE, "sequence %s starts in slot %ld", id_text(it, idt, sizeof idt), s);
@@ -383,25 +417,6 @@ static void put_flag(ONNXTensorElementDataType et, uint8_t *dst, size_t i, bool 
   }
 }
 
-static bool requested(TRITONBACKEND_Request *request, const char *name) {
-  uint32_t count = 0;
-  TRITONSERVER_Error *err = TRITONBACKEND_RequestOutputCount(request, &count);
-  if (err != NULL) {
-    TRITONSERVER_ErrorDelete(err);
-    return false;
-  }
-  for (uint32_t i = 0; i < count; i++) {
-    const char *n = NULL;
-    err = TRITONBACKEND_RequestOutputName(request, i, &n);
-    if (err != NULL) {
-      TRITONSERVER_ErrorDelete(err);
-      continue;
-    }
-    if (strcmp(n, name) == 0) return true;
-  }
-  return false;
-}
-
 /* Sends output 'io' of one request: 'rows' (1, or 0 for an empty one). */
 static TRITONSERVER_Error *respond_output(item *it, const sf_io *io, const uint8_t *batch, int64_t total, int64_t row,
                                           int64_t rows) {
@@ -426,38 +441,147 @@ static TRITONSERVER_Error *respond_output(item *it, const sf_io *io, const uint8
   return err;
 }
 
-/* What one Run holds. */
-typedef struct run {
-  size_t count;
-  const char **names;
-  OrtValue **values;
-  uint8_t **data;
-} run;
+/* ---- the Run's tensors, kept across executions ---------------------------- */
 
-static TRITONSERVER_Error *add_input(const ort_runtime *rt, run *r, const sf_io *io, int64_t rows, uint8_t **data) {
-  size_t k = r->count++;
-  size_t bytes = (size_t)(io->outer * io->inner * rows) * io->elem;
-  r->names[k] = io->name;
-  r->data[k] = calloc(bytes > 0 ? bytes : 1, 1);
-  if (r->data[k] == NULL) return oom();
-  *data = r->data[k];
-  int64_t shape[SF_MAX_RANK];
-  memcpy(shape, io->dims, io->rank * sizeof *shape);
-  shape[io->axis] = rows;
-  return ort_runtime_error(
-      rt, rt->api->CreateTensorWithDataAsOrtValue(rt->cpu, r->data[k], bytes, shape, io->rank, io->et, &r->values[k]),
-      "cannot create an input tensor");
+/* Bytes of 'rows' rows of a tensor. */
+static size_t rows_bytes(const sf_io *io, int64_t rows) { return (size_t)(io->outer * io->inner * rows) * io->elem; }
+
+static TRITONSERVER_Error *tensor_init(sf_tensor *t, const sf_io *io, int64_t max_rows) {
+  t->io = io;
+  size_t bytes = rows_bytes(io, max_rows);
+  t->data = calloc(bytes > 0 ? bytes : 1, 1);
+  t->values = calloc((size_t)max_rows, sizeof *t->values);
+  return t->data == NULL || t->values == NULL ? oom() : NULL;
+}
+
+static void tensor_free(const ort_runtime *rt, sf_tensor *t, int64_t max_rows) {
+  for (int64_t r = 0; t->values != NULL && r < max_rows; r++) {
+    if (t->values[r] != NULL) rt->api->ReleaseValue(t->values[r]);
+  }
+  free(t->values);
+  free(t->data);
+}
+
+/* The tensor of 'rows' rows over t's buffer, made on first use. */
+static TRITONSERVER_Error *tensor_value(const ort_runtime *rt, sf_tensor *t, int64_t rows, OrtValue **out) {
+  OrtValue **v = &t->values[rows - 1];
+  if (*v == NULL) {
+    const sf_io *io = t->io;
+    int64_t shape[SF_MAX_RANK];
+    memcpy(shape, io->dims, io->rank * sizeof *shape);
+    shape[io->axis] = rows;
+    TRITONSERVER_Error *err = ort_runtime_error(
+        rt, rt->api->CreateTensorWithDataAsOrtValue(rt->cpu, t->data, rows_bytes(io, rows), shape, io->rank, io->et, v),
+        "cannot create a tensor");
+    if (err != NULL) return err;
+  }
+  *out = *v;
+  return NULL;
+}
+
+TRITONSERVER_Error *sf_run_prepare(sf_instance *inst) {
+  const sf_model *m = inst->m;
+  sf_run *r = &inst->run;
+  r->max_rows = m->max_batch_size;
+  r->in_count = inst->input_count + m->pair_count + 1;
+  r->out_count = inst->output_count + m->pair_count;
+  r->in_names = calloc(r->in_count, sizeof *r->in_names);
+  r->out_names = calloc(r->out_count, sizeof *r->out_names);
+  r->in = calloc(r->in_count, sizeof *r->in);
+  r->out = calloc(r->out_count, sizeof *r->out);
+  r->in_values = calloc(r->in_count, sizeof *r->in_values);
+  r->out_values = calloc(r->out_count, sizeof *r->out_values);
+  if (r->in_names == NULL || r->out_names == NULL || r->in == NULL || r->out == NULL || r->in_values == NULL ||
+      r->out_values == NULL) {
+    return oom();
+  }
+  TRITONSERVER_Error *err = NULL;
+  for (size_t k = 0; err == NULL && k < r->in_count; k++) {
+    const sf_io *io = k < inst->input_count                   ? &inst->inputs[k]
+                      : k < inst->input_count + m->pair_count ? &inst->state_in[k - inst->input_count]
+                                                              : &inst->reset;
+    r->in_names[k] = io->name;
+    err = tensor_init(&r->in[k], io, r->max_rows);
+  }
+  for (size_t k = 0; err == NULL && k < r->out_count; k++) {
+    const sf_io *io = k < inst->output_count ? &inst->outputs[k] : &inst->state_out[k - inst->output_count];
+    r->out_names[k] = io->name;
+    err = tensor_init(&r->out[k], io, r->max_rows);
+  }
+  return err;
+}
+
+void sf_run_release(sf_instance *inst) {
+  sf_run *r = &inst->run;
+  const ort_runtime *rt = inst->m->rt;
+  for (size_t k = 0; r->in != NULL && k < r->in_count; k++) tensor_free(rt, &r->in[k], r->max_rows);
+  for (size_t k = 0; r->out != NULL && k < r->out_count; k++) tensor_free(rt, &r->out[k], r->max_rows);
+  free(r->in);
+  free(r->out);
+  free(r->in_names);
+  free(r->out_names);
+  free(r->in_values);
+  free(r->out_values);
+  memset(r, 0, sizeof *r);
+}
+
+/* Zeroes row 'row' of a batch of 'rows' along io's axis. */
+static void zero_row(const sf_io *io, uint8_t *batch, int64_t rows, int64_t row) {
+  size_t inner = (size_t)io->inner * io->elem;
+  for (int64_t o = 0; o < io->outer; o++) {
+    memset(batch + ((size_t)o * (size_t)rows + (size_t)row) * inner, 0, inner);
+  }
+}
+
+/* Copies a stored state into row 'row', widening half-precision storage. */
+static void put_state(const sf_instance *inst, const sf_io *io, uint8_t *batch, int64_t rows, int64_t row,
+                      const uint8_t *stored) {
+  if (!half_stored(inst, io)) {
+    put_row(io, batch, rows, row, stored, io->elem);
+    return;
+  }
+  size_t inner = (size_t)io->inner;
+  for (int64_t o = 0; o < io->outer; o++) {
+    float *dst = (float *)(void *)(batch + ((size_t)o * (size_t)rows + (size_t)row) * inner * 4);
+    const uint8_t *src = stored + (size_t)o * inner * 2;
+    for (size_t e = 0; e < inner; e++) {
+      uint16_t h;
+      memcpy(&h, src + e * 2, 2);
+      dst[e] = sf_half_to_float(h);
+    }
+  }
+}
+
+/* Stores row 'row' of a state output, narrowing to half precision. */
+static void get_state(const sf_instance *inst, const sf_io *io, const uint8_t *batch, int64_t rows, int64_t row,
+                      uint8_t *stored) {
+  if (!half_stored(inst, io)) {
+    get_row(io, batch, rows, row, stored, io->elem);
+    return;
+  }
+  size_t inner = (size_t)io->inner;
+  for (int64_t o = 0; o < io->outer; o++) {
+    const uint8_t *src = batch + ((size_t)o * (size_t)rows + (size_t)row) * inner * 4;
+    uint8_t *dst = stored + (size_t)o * inner * 2;
+    for (size_t e = 0; e < inner; e++) {
+      float f;
+      memcpy(&f, src + e * 4, 4);
+      uint16_t h = sf_half_from_float(f);
+      memcpy(dst + e * 2, &h, 2);
+    }
+  }
 }
 
 /* Stacks inputs, states and the reset flags of 'n' items ('rows' with
- * padding). */
-static TRITONSERVER_Error *make_inputs(sf_instance *inst, item **items, size_t n, int64_t rows, run *r) {
-  const ort_runtime *rt = inst->m->rt;
+ * padding) into the Run's input buffers. */
+static TRITONSERVER_Error *make_inputs(sf_instance *inst, item **items, size_t n, int64_t rows) {
+  sf_run *r = &inst->run;
+  const sf_model *m = inst->m;
   TRITONSERVER_Error *err = NULL;
-  uint8_t *dst = NULL;
-  for (size_t k = 0; err == NULL && k < inst->input_count; k++) {
+  size_t k = 0;
+  for (; err == NULL && k < inst->input_count; k++) {
     const sf_io *io = &inst->inputs[k];
-    err = add_input(rt, r, io, rows, &dst);
+    uint8_t *dst = r->in[k].data;
     uint64_t want = (uint64_t)(io->outer * io->inner) * io->elem;
     for (size_t i = 0; err == NULL && i < n; i++) {
       nrd_bu_tensor t;
@@ -467,48 +591,31 @@ static TRITONSERVER_Error *make_inputs(sf_instance *inst, item **items, size_t n
         err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
                                 "stateful: model '%s': input '%s' holds %llu "
                                 "bytes, its shape needs %llu",
-                                inst->m->name, io->name, (unsigned long long)t.byte_size, (unsigned long long)want);
+                                m->name, io->name, (unsigned long long)t.byte_size, (unsigned long long)want);
       } else {
         put_row(io, dst, rows, (int64_t)i, t.data, io->elem);
       }
       nrd_bu_tensor_release(&t);
     }
+    for (int64_t i = (int64_t)n; i < rows; i++) zero_row(io, dst, rows, i);
   }
-  uint8_t *row = NULL;
-  for (size_t p = 0; err == NULL && p < inst->m->pair_count; p++) {
+  for (size_t p = 0; err == NULL && p < m->pair_count; p++, k++) {
     const sf_io *io = &inst->state_in[p];
-    err = add_input(rt, r, io, rows, &dst);
-    size_t count = (size_t)(io->outer * io->inner);
-    if (err == NULL && row == NULL) {
-      size_t most = 0;
-      for (size_t q = 0; q < inst->m->pair_count; q++) {
-        size_t b = (size_t)(inst->state_in[q].outer * inst->state_in[q].inner) * inst->state_in[q].elem;
-        if (b > most) most = b;
-      }
-      row = malloc(most > 0 ? most : 1);
-      if (row == NULL) err = oom();
-    }
-    for (size_t i = 0; err == NULL && i < n; i++) {
-      if (items[i]->start) continue; /* zeros; the model resets anyway */
-      const uint8_t *stored = slot_data(inst, items[i]->slot) + inst->state_off[p];
-      if (half_stored(inst, io)) {
-        for (size_t e = 0; e < count; e++) {
-          uint16_t h;
-          memcpy(&h, stored + e * 2, 2);
-          float f = sf_half_to_float(h);
-          memcpy(row + e * 4, &f, 4);
-        }
-        put_row(io, dst, rows, (int64_t)i, row, io->elem);
+    uint8_t *dst = r->in[k].data;
+    for (size_t i = 0; i < n; i++) {
+      /* A START row gets zeros: the model resets it anyway. */
+      if (items[i]->start) {
+        zero_row(io, dst, rows, (int64_t)i);
       } else {
-        put_row(io, dst, rows, (int64_t)i, stored, io->elem);
+        put_state(inst, io, dst, rows, (int64_t)i, slot_data(inst, items[i]->slot) + inst->state_off[p]);
       }
     }
+    for (int64_t i = (int64_t)n; i < rows; i++) zero_row(io, dst, rows, i);
   }
-  free(row);
   if (err == NULL) {
     const sf_io *io = &inst->reset;
-    err = add_input(rt, r, io, rows, &dst);
-    for (int64_t o = 0; err == NULL && o < io->outer; o++) {
+    uint8_t *dst = r->in[k].data;
+    for (int64_t o = 0; o < io->outer; o++) {
       for (int64_t i = 0; i < rows; i++) {
         bool on = (size_t)i >= n || items[i]->start; /* padding resets */
         for (int64_t e = 0; e < io->inner; e++) {
@@ -517,48 +624,6 @@ static TRITONSERVER_Error *make_inputs(sf_instance *inst, item **items, size_t n
       }
     }
   }
-  return err;
-}
-
-static void run_free(const ort_runtime *rt, run *r) {
-  for (size_t i = 0; i < r->count; i++) {
-    if (r->values[i] != NULL) rt->api->ReleaseValue(r->values[i]);
-    free(r->data[i]);
-  }
-  free(r->names);
-  free(r->values);
-  free(r->data);
-}
-
-/* Reads an output of the run, checking its shape. */
-static TRITONSERVER_Error *output_data(const sf_instance *inst, const sf_io *io, OrtValue *value, int64_t rows,
-                                       uint8_t **out) {
-  const ort_runtime *rt = inst->m->rt;
-  OrtTensorTypeAndShapeInfo *ts = NULL;
-  size_t rank = 0;
-  int64_t dims[SF_MAX_RANK];
-  TRITONSERVER_Error *err = ort_runtime_error(rt, rt->api->GetTensorTypeAndShape(value, &ts), "cannot read an output");
-  if (err != NULL) return err;
-  err = ort_runtime_error(rt, rt->api->GetDimensionsCount(ts, &rank), "cannot read an output rank");
-  bool ok = err == NULL && rank == io->rank;
-  if (ok) {
-    err = ort_runtime_error(rt, rt->api->GetDimensions(ts, dims, rank), "cannot read output dimensions");
-    ok = err == NULL;
-  }
-  rt->api->ReleaseTensorTypeAndShapeInfo(ts);
-  for (size_t d = 0; ok && d < rank; d++) {
-    ok = dims[d] == (d == io->axis ? rows : io->dims[d]);
-  }
-  if (err != NULL) return err;
-  if (!ok) {
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
-                             "stateful: model '%s': output '%s' does not have "
-                             "the configured shape with %lld batch rows",
-                             inst->m->name, io->name, (long long)rows);
-  }
-  void *p = NULL;
-  err = ort_runtime_error(rt, rt->api->GetTensorMutableData(value, &p), "cannot read output data");
-  *out = p;
   return err;
 }
 
@@ -575,74 +640,54 @@ static bool inject(sf_instance *inst) {
 
 /* Runs 'n' items together; on success their states and outputs are
  * stored and written; on failure every item is answered with the error
- * and no state changes. */
+ * and no state changes. The tensors are the instance's own (sf_run): no
+ * allocation here once every row count has been seen. */
 static void run_items(sf_instance *inst, item **items, size_t n) {
   const sf_model *m = inst->m;
   const ort_runtime *rt = m->rt;
+  sf_run *r = &inst->run;
   int64_t rows = (int64_t)n;
   if (m->pad_to_max && rows < m->max_batch_size) rows = m->max_batch_size;
-  size_t cap = inst->input_count + m->pair_count + 1;
-  size_t outs = inst->output_count + m->pair_count;
-  run r = {0};
-  r.names = calloc(cap, sizeof *r.names);
-  r.values = calloc(cap, sizeof *r.values);
-  r.data = calloc(cap, sizeof *r.data);
-  const char **out_names = calloc(outs, sizeof *out_names);
-  OrtValue **out_values = calloc(outs, sizeof *out_values);
   TRITONSERVER_Error *err = NULL;
-  if (r.names == NULL || r.values == NULL || r.data == NULL || out_names == NULL || out_values == NULL) {
-    err = oom();
+  if (rows > r->max_rows) {
+    err = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
+                            "stateful: model '%s': %zu requests in one execution, more than "
+                            "max_batch_size %lld",
+                            m->name, n, (long long)r->max_rows);
   }
-  if (err == NULL) err = make_inputs(inst, items, n, rows, &r);
-  for (size_t k = 0; err == NULL && k < inst->output_count; k++) {
-    out_names[k] = inst->outputs[k].name;
+  if (err == NULL) err = make_inputs(inst, items, n, rows);
+  for (size_t k = 0; err == NULL && k < r->in_count; k++) {
+    err = tensor_value(rt, &r->in[k], rows, &r->in_values[k]);
   }
-  for (size_t p = 0; err == NULL && p < m->pair_count; p++) {
-    out_names[inst->output_count + p] = inst->state_out[p].name;
+  for (size_t k = 0; err == NULL && k < r->out_count; k++) {
+    err = tensor_value(rt, &r->out[k], rows, &r->out_values[k]);
   }
   if (err == NULL && inject(inst)) {
     err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "stateful: injected error (error_inject_rate)");
   }
+  /* The outputs are written into the instance's buffers: ONNX Runtime
+   * fails the Run if an output's shape is not the one they give. */
   if (err == NULL) {
-    err = ort_runtime_error(rt,
-                            rt->api->Run(inst->session.session, NULL, r.names, (const OrtValue *const *)r.values,
-                                         r.count, out_names, outs, out_values),
-                            "Run failed");
-  }
-  uint8_t **data = err == NULL ? calloc(outs, sizeof *data) : NULL;
-  if (err == NULL && data == NULL) err = oom();
-  for (size_t k = 0; err == NULL && k < outs; k++) {
-    const sf_io *io = k < inst->output_count ? &inst->outputs[k] : &inst->state_out[k - inst->output_count];
-    err = output_data(inst, io, out_values[k], rows, &data[k]);
+    err =
+        ort_runtime_error(rt,
+                          rt->api->Run(inst->session.session, NULL, r->in_names, (const OrtValue *const *)r->in_values,
+                                       r->in_count, r->out_names, r->out_count, r->out_values),
+                          "Run failed");
   }
   if (err == NULL) {
     for (size_t p = 0; p < m->pair_count; p++) {
       const sf_io *io = &inst->state_out[p];
-      const uint8_t *batch = data[inst->output_count + p];
-      size_t count = (size_t)(io->outer * io->inner);
+      const uint8_t *batch = r->out[inst->output_count + p].data;
       for (size_t i = 0; i < n; i++) {
-        uint8_t *stored = slot_data(inst, items[i]->slot) + inst->state_off[p];
-        if (half_stored(inst, io)) {
-          for (int64_t o = 0; o < io->outer; o++) {
-            for (int64_t e = 0; e < io->inner; e++) {
-              float f;
-              memcpy(&f, batch + (((size_t)o * (size_t)rows + i) * (size_t)io->inner + (size_t)e) * 4, 4);
-              uint16_t h = sf_half_from_float(f);
-              memcpy(stored + ((size_t)o * (size_t)io->inner + (size_t)e) * 2, &h, 2);
-            }
-          }
-          (void)count;
-        } else {
-          get_row(io, batch, rows, (int64_t)i, stored, io->elem);
-        }
+        get_state(inst, io, batch, rows, (int64_t)i, slot_data(inst, items[i]->slot) + inst->state_off[p]);
       }
     }
     for (size_t i = 0; i < n; i++) {
       for (size_t k = 0; k < inst->output_count; k++) {
-        if (items[i]->response == NULL || !requested(items[i]->request, inst->outputs[k].name)) {
+        if (items[i]->response == NULL || !ort_output_requested(items[i]->request, inst->outputs[k].name)) {
           continue;
         }
-        TRITONSERVER_Error *oerr = respond_output(items[i], &inst->outputs[k], data[k], rows, (int64_t)i, 1);
+        TRITONSERVER_Error *oerr = respond_output(items[i], &inst->outputs[k], r->out[k].data, rows, (int64_t)i, 1);
         if (oerr != NULL) {
           answer(items[i], oerr);
           TRITONSERVER_ErrorDelete(oerr);
@@ -650,13 +695,6 @@ static void run_items(sf_instance *inst, item **items, size_t n) {
       }
     }
   }
-  free(data);
-  for (size_t k = 0; out_values != NULL && k < outs; k++) {
-    if (out_values[k] != NULL) rt->api->ReleaseValue(out_values[k]);
-  }
-  free(out_values);
-  free(out_names);
-  run_free(rt, &r);
   for (size_t i = 0; i < n; i++) {
     if (err != NULL) {
       answer(items[i], err);
@@ -692,19 +730,28 @@ static void metrics(sf_instance *inst) {
   inst->metric_runs = inst->metric_rows = inst->metric_max = 0;
 }
 
-void sf_instance_execute(sf_instance *inst, TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
+void sf_instance_execute(void *instance_state, TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
                          uint32_t count) {
+  sf_instance *inst = instance_state;
+  inst->exec_no++;
   uint64_t exec_start = nrd_bu_now_ns();
-  item *items = calloc(count > 0 ? count : 1, sizeof *items);
-  item **group = calloc(count > 0 ? count : 1, sizeof *group);
-  bool *ok = calloc(count > 0 ? count : 1, sizeof *ok);
-  if (items == NULL || group == NULL || ok == NULL) {
-    free(items);
-    free(group);
-    free(ok);
-    nrd_bu_requests_fail(instance, requests, count, oom());
-    return;
+  /* The per-request records live in the instance's scratch, grown to the
+   * largest execution seen: items, then group, then the ok flags. */
+  size_t cap = count > 0 ? count : 1;
+  size_t need = cap * (sizeof(item) + sizeof(item *) + sizeof(bool));
+  if (need > inst->scratch_bytes) {
+    void *grown = realloc(inst->scratch, need);
+    if (grown == NULL) {
+      nrd_bu_requests_fail(instance, requests, count, oom());
+      return;
+    }
+    inst->scratch = grown;
+    inst->scratch_bytes = need;
   }
+  memset(inst->scratch, 0, need);
+  item *items = inst->scratch;
+  item **group = (item **)(void *)(items + cap);
+  bool *ok = (bool *)(void *)(group + cap);
   size_t n = 0;
   for (uint32_t i = 0; i < count; i++) {
     item *it = &items[i];
@@ -728,7 +775,7 @@ void sf_instance_execute(sf_instance *inst, TRITONBACKEND_ModelInstance *instanc
     if (it->end && !inst->m->infer_end) {
       /* infer_end_requests 0: no inference, empty outputs, slot freed. */
       for (size_t k = 0; k < inst->output_count && it->response != NULL; k++) {
-        if (!requested(it->request, inst->outputs[k].name)) continue;
+        if (!ort_output_requested(it->request, inst->outputs[k].name)) continue;
         TRITONSERVER_Error *oerr = respond_output(it, &inst->outputs[k], NULL, 0, 0, 0);
         if (oerr != NULL) {
           answer(it, oerr);
@@ -745,14 +792,16 @@ void sf_instance_execute(sf_instance *inst, TRITONBACKEND_ModelInstance *instanc
   for (uint32_t i = 0; i < count; i++) {
     item *it = &items[i];
     ok[i] = it->response != NULL;
-    answer(it, NULL);
     /* END frees the slot, even when the request itself failed. */
     if (it->end && it->slot < 0 && it->known) it->slot = find_slot(inst, it);
     if (it->end) free_slot(inst, it->slot);
   }
   if (inst->m->lazy.enabled && inst->buffer_count > 1) shrink(inst);
   metrics(inst);
+  /* As Triton's backends do, the execution ends when the outputs are
+   * written; sending the responses comes after. */
   uint64_t exec_end = nrd_bu_now_ns();
+  for (uint32_t i = 0; i < count; i++) answer(&items[i], NULL);
   for (uint32_t i = 0; i < count; i++) {
     nrd_bu_error_log_and_delete(TRITONBACKEND_ModelInstanceReportStatistics(instance, requests[i], ok[i], exec_start,
                                                                             compute_start, compute_end, exec_end),
@@ -764,7 +813,4 @@ void sf_instance_execute(sf_instance *inst, TRITONBACKEND_ModelInstance *instanc
                                 "stateful: cannot report batch statistics");
   }
   for (uint32_t i = 0; i < count; i++) nrd_bu_request_release(requests[i]);
-  free(items);
-  free(group);
-  free(ok);
 }

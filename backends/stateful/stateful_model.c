@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "nereid/backend_utils.h"
+#include "ort_backend.h"
 #include "stateful.h"
 
 static TRITONSERVER_Error *oom(void) {
@@ -27,42 +27,17 @@ static const char *type_name(ONNXTensorElementDataType et) {
 
 /* ---- model ------------------------------------------------------------- */
 
+/* The ONNX file: onnx_file_name (a file name in the version folder), or
+ * default_model_filename, or model.onnx. */
 static TRITONSERVER_Error *model_path(TRITONBACKEND_Model *model, const json_t *config, const char *name, char **out) {
-  TRITONBACKEND_ArtifactType type;
-  const char *location = NULL;
-  uint64_t version = 0;
-  TRITONSERVER_Error *err = TRITONBACKEND_ModelRepository(model, &type, &location);
-  if (err == NULL) err = TRITONBACKEND_ModelVersion(model, &version);
-  if (err != NULL) return err;
-  if (type != TRITONBACKEND_ARTIFACT_FILESYSTEM) {
-    return bad(name, "only models on the file system can be loaded");
-  }
   const char *file = nrd_bu_config_parameter(config, "onnx_file_name");
-  if (file == NULL || file[0] == '\0') {
-    file = json_string_value(json_object_get(config, "default_model_filename"));
-  }
-  if (file == NULL || file[0] == '\0') file = "model.onnx";
-  if (strchr(file, '/') != NULL) {
+  if (file != NULL && strchr(file, '/') != NULL) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
                              "stateful: model '%s': onnx_file_name '%s' must "
                              "be a file name in the version folder",
                              name, file);
   }
-  size_t cap = strlen(location) + strlen(file) + 64;
-  char *path = malloc(cap);
-  if (path == NULL) return oom();
-  snprintf(path, cap, "%s/%llu/%s", location, (unsigned long long)version, file);
-  struct stat st;
-  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
-    err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                            "stateful: model '%s': model file '%s' "
-                            "(onnx_file_name) does not exist",
-                            name, path);
-    free(path);
-    return err;
-  }
-  *out = path;
-  return NULL;
+  return ort_model_file(model, config, name, file, "onnx_file_name", out);
 }
 
 /* One of 'choices' (NULL-terminated) for parameter 'key', as an index;
@@ -262,7 +237,7 @@ static bool wants_gpu(const json_t *config) {
   return false;
 }
 
-TRITONSERVER_Error *sf_model_new(TRITONBACKEND_Model *model, const ort_runtime *rt, sf_model **out) {
+TRITONSERVER_Error *sf_model_new(TRITONBACKEND_Model *model, const ort_runtime *rt, void **out) {
   *out = NULL;
   const char *name = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_ModelName(model, &name);
@@ -286,16 +261,7 @@ TRITONSERVER_Error *sf_model_new(TRITONBACKEND_Model *model, const ort_runtime *
   if (err == NULL) err = model_path(model, config, m->name, &m->path);
   if (err == NULL) err = read_sequence(config, m);
   if (err == NULL) err = read_parameters(config, m, wants_gpu(config));
-  if (err == NULL) {
-    int64_t intra = 0, inter = 0;
-    err = nrd_bu_config_parameter_int(config, "intra_op_thread_count", 0, 0, 1024, &intra);
-    if (err == NULL) {
-      err = nrd_bu_config_parameter_int(config, "inter_op_thread_count", 0, 0, 1024, &inter);
-    }
-    m->options.intra_op_threads = (int)intra;
-    m->options.inter_op_threads = (int)inter;
-    m->options.optimization = ORT_ENABLE_ALL;
-  }
+  if (err == NULL) err = ort_session_options_read(config, &m->options);
   json_decref(config);
   if (err != NULL) {
     sf_model_free(m);
@@ -305,7 +271,8 @@ TRITONSERVER_Error *sf_model_new(TRITONBACKEND_Model *model, const ort_runtime *
   return NULL;
 }
 
-void sf_model_free(sf_model *m) {
+void sf_model_free(void *model_state) {
+  sf_model *m = model_state;
   if (m == NULL) return;
   sf_state_pairs_free(m->pairs, m->pair_count);
   free(m->start_name);
@@ -315,11 +282,6 @@ void sf_model_free(sf_model *m) {
 }
 
 /* ---- instance: the session against the configuration -------------------- */
-
-static const char *file_of(const char *path) {
-  const char *s = strrchr(path, '/');
-  return s != NULL ? s + 1 : path;
-}
 
 /* Fills 'io' from a session tensor; exactly one dynamic dimension. */
 static TRITONSERVER_Error *describe(const sf_model *m, const char *what, const ort_tensor_info *t, sf_io *io) {
@@ -331,7 +293,7 @@ static TRITONSERVER_Error *describe(const sf_model *m, const char *what, const o
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
                              "stateful: model '%s': %s '%s' of %s has a type "
                              "the stateful backend cannot batch",
-                             m->name, what, t->name, file_of(m->path));
+                             m->name, what, t->name, ort_file_of(m->path));
   }
   if (t->rank > SF_MAX_RANK) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
@@ -354,7 +316,7 @@ static TRITONSERVER_Error *describe(const sf_model *m, const char *what, const o
                              "stateful: model '%s': %s '%s' of %s has %zu "
                              "dynamic dimensions; it needs exactly one, the "
                              "batch dimension",
-                             m->name, what, t->name, file_of(m->path), dynamic);
+                             m->name, what, t->name, ort_file_of(m->path), dynamic);
   }
   io->outer = 1;
   io->inner = 1;
@@ -375,7 +337,7 @@ static TRITONSERVER_Error *check_config_tensor(const sf_model *m, const char *se
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
                              "stateful: model '%s': %s '%s' is not an %s of "
                              "%s",
-                             m->name, section, name, section, file_of(m->path));
+                             m->name, section, name, section, ort_file_of(m->path));
   }
   const json_t *dims = json_object_get(entry, "dims");
   size_t cfg_rank = json_array_size(dims);
@@ -404,7 +366,7 @@ static TRITONSERVER_Error *check_config_tensor(const sf_model *m, const char *se
                              "stateful: model '%s': %s '%s' is %s in the "
                              "configuration, %s in %s",
                              m->name, section, name, dt_text != NULL ? dt_text : "(none)", type_name(io->et),
-                             file_of(m->path));
+                             ort_file_of(m->path));
   }
   bool same = cfg_rank == io->rank;
   for (size_t d = 0; same && d < cfg_rank; d++) {
@@ -416,7 +378,7 @@ static TRITONSERVER_Error *check_config_tensor(const sf_model *m, const char *se
                              "stateful: model '%s': %s '%s' has dims %s in "
                              "the configuration, %s in %s",
                              m->name, section, name, nrd_bu_shape_string(cfg, (uint32_t)cfg_rank, a, sizeof a),
-                             nrd_bu_shape_string(io->dims, (uint32_t)io->rank, b, sizeof b), file_of(m->path));
+                             nrd_bu_shape_string(io->dims, (uint32_t)io->rank, b, sizeof b), ort_file_of(m->path));
   }
   return NULL;
 }
@@ -454,7 +416,7 @@ static TRITONSERVER_Error *check_states(sf_instance *inst) {
                                "%s",
                                m->name, ti == NULL ? "input" : "output",
                                ti == NULL ? m->pairs[i].input : m->pairs[i].output, ti == NULL ? "input" : "output",
-                               file_of(m->path));
+                               ort_file_of(m->path));
     }
     TRITONSERVER_Error *err = describe(m, "state input", ti, &inst->state_in[i]);
     if (err == NULL) err = describe(m, "state output", to, &inst->state_out[i]);
@@ -487,7 +449,7 @@ static TRITONSERVER_Error *check_fed(sf_instance *inst) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
                              "stateful: model '%s': control input '%s' (CONTROL_SEQUENCE_START) "
                              "is not an input of %s",
-                             m->name, m->start_name, file_of(m->path));
+                             m->name, m->start_name, ort_file_of(m->path));
   }
   TRITONSERVER_Error *err = describe(m, "control input", reset, &inst->reset);
   if (err != NULL) return err;
@@ -505,7 +467,7 @@ static TRITONSERVER_Error *check_fed(sf_instance *inst) {
                                "stateful: model '%s': input '%s' of %s is neither a configured "
                                "input, a state input of state_pairs nor the "
                                "CONTROL_SEQUENCE_START control input",
-                               m->name, name, file_of(m->path));
+                               m->name, name, ort_file_of(m->path));
     }
   }
   for (size_t k = 0; k < m->pair_count; k++) {
@@ -529,40 +491,25 @@ static TRITONSERVER_Error *check_fed(sf_instance *inst) {
   return NULL;
 }
 
-TRITONSERVER_Error *sf_instance_new(TRITONBACKEND_ModelInstance *instance, const sf_model *m, sf_instance **out) {
+TRITONSERVER_Error *sf_instance_new(TRITONBACKEND_ModelInstance *instance, const void *model_state, void **out) {
+  const sf_model *m = model_state;
   *out = NULL;
-  const char *name = NULL;
-  TRITONSERVER_InstanceGroupKind kind;
-  TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceName(instance, &name);
-  if (err == NULL) err = TRITONBACKEND_ModelInstanceKind(instance, &kind);
-  if (err != NULL) return err;
-  if (kind != TRITONSERVER_INSTANCEGROUPKIND_CPU && kind != TRITONSERVER_INSTANCEGROUPKIND_MODEL) {
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED,
-                             "stateful: instance '%s' is %s; this build runs "
-                             "the stateful backend on the CPU only (KIND_CPU)",
-                             name, TRITONSERVER_InstanceGroupKindString(kind));
-  }
   sf_instance *inst = calloc(1, sizeof *inst);
   if (inst == NULL) return oom();
   inst->m = m;
-  inst->name = strdup(name);
-  inst->seqs = calloc((size_t)m->max_slots, sizeof *inst->seqs);
-  inst->index_cap = 16;
-  while (inst->index_cap < 2 * (size_t)m->max_slots) inst->index_cap *= 2;
-  inst->index = malloc(inst->index_cap * sizeof *inst->index);
-  if (inst->index != NULL) {
-    memset(inst->index, 0xff, inst->index_cap * sizeof *inst->index); /* -1 */
-  }
-  if (inst->name == NULL || inst->seqs == NULL || inst->index == NULL) {
-    err = oom();
-  }
-  if (err == NULL) {
-    err = ort_session_open(m->rt, m->path, &m->options, &inst->session);
-  }
-  TRITONBACKEND_Model *model = NULL;
   json_t *config = NULL;
-  if (err == NULL) err = TRITONBACKEND_ModelInstanceModel(instance, &model);
-  if (err == NULL) err = nrd_bu_model_config(model, &config);
+  TRITONSERVER_Error *err =
+      ort_instance_open(instance, m->rt, m->path, &m->options, &inst->name, &inst->session, &config);
+  if (err == NULL) {
+    inst->seqs = calloc((size_t)m->max_slots, sizeof *inst->seqs);
+    inst->index_cap = 16;
+    while (inst->index_cap < 2 * (size_t)m->max_slots) inst->index_cap *= 2;
+    inst->index = malloc(inst->index_cap * sizeof *inst->index);
+    if (inst->index != NULL) {
+      memset(inst->index, 0xff, inst->index_cap * sizeof *inst->index); /* -1 */
+    }
+    if (inst->seqs == NULL || inst->index == NULL) err = oom();
+  }
   if (err == NULL) {
     err = check_section(m, config, "input", inst->session.inputs, inst->session.input_count, &inst->inputs,
                         &inst->input_count);
@@ -574,6 +521,7 @@ TRITONSERVER_Error *sf_instance_new(TRITONBACKEND_ModelInstance *instance, const
   json_decref(config);
   if (err == NULL) err = check_states(inst);
   if (err == NULL) err = check_fed(inst);
+  if (err == NULL) err = sf_run_prepare(inst);
   if (err == NULL) {
     long first = m->lazy.enabled ? m->lazy.initial : m->max_slots;
     inst->buffers = calloc(1, sizeof *inst->buffers);
@@ -604,8 +552,11 @@ TRITONSERVER_Error *sf_instance_new(TRITONBACKEND_ModelInstance *instance, const
   return NULL;
 }
 
-void sf_instance_free(sf_instance *inst) {
+void sf_instance_free(void *instance_state) {
+  sf_instance *inst = instance_state;
   if (inst == NULL) return;
+  sf_run_release(inst);
+  free(inst->scratch);
   ort_session_close(inst->m->rt, &inst->session);
   for (size_t i = 0; i < inst->buffer_count; i++) free(inst->buffers[i]);
   free(inst->buffers);

@@ -364,6 +364,8 @@ def test_bad_configurations_fail_to_load_naming_the_parameter_or_tensor():
         "bad_flag": config("bad_flag", params={"store_states_as_fp16": "yes"}),
         "bad_inject": config("bad_inject", params={"error_inject_rate": "101"}),
         "bad_level": config("bad_level", params={"logging_level": "LOUD"}),
+        "bad_mode": config("bad_mode", params={"execution_mode": "2"}),
+        "no_file": config("no_file", onnx="missing"),
         "wrong_type": config("wrong_type", dtype="TYPE_INT32"),
         "direct": config("direct").replace("oldest { max_candidate_sequences: 64", "direct {"),
         "no_batching": config("no_batching", max_batch=0),
@@ -406,6 +408,9 @@ def test_bad_configurations_fail_to_load_naming_the_parameter_or_tensor():
             assert "store_states_as_fp16" in load_error(s, "bad_flag")
             assert "error_inject_rate" in load_error(s, "bad_inject")
             assert "logging_level" in load_error(s, "bad_level")
+            assert "execution_mode" in load_error(s, "bad_mode")
+            msg = load_error(s, "no_file")
+            assert "missing.onnx' (onnx_file_name) does not exist" in msg, msg
             assert "input 'Input' is TYPE_INT32 in the configuration, FP32" in load_error(s, "wrong_type")
             assert "sequence_batching with the oldest strategy is required" in load_error(s, "direct")
             assert "max_batch_size must be at least 1" in load_error(s, "no_batching")
@@ -622,3 +627,27 @@ def test_ort_logging_level_backend_setting():
         with running(s) as lines:
             s.port = listening_ports(lines)["http"]
             assert "ort-logging-level: '9' is not a level" in load_error(s, "acc")
+
+
+def test_a_new_sequence_reusing_an_ended_id_gets_its_own_slot():
+    """A START right behind its id's END request begins a new sequence in
+    the sequence batcher while the old one still runs; both run in the same
+    executions (all requests queued at once on one stream). Each keeps its
+    own state, and the old one's END does not free the new one's slot."""
+    with serve({"acc_r": ("stateful_accumulate_fp32", config("acc_r"))}, grpc_on=True) as s:
+        rng = np.random.default_rng(12)
+        sim = Simulation(np.float32)
+        reqs, expected = [], {}
+        for seq in (9, 10, 11):
+            for gen in ("a", "b"):
+                for k in range(3):
+                    x = step_input(rng, np.float32)
+                    rid = f"{seq}{gen}/{k}"
+                    expected[rid] = sim.step((seq, gen), x, k == 0)
+                    reqs.append(grpc_step("acc_r", seq, x, k == 0, k == 2, rid))
+        replies = grpc_stream(s, reqs)
+        assert len(replies) == len(reqs)
+        for r in replies:
+            assert r.error_message == "", r.error_message
+            got = output_array(r.infer_response, "Output", np.float32)
+            np.testing.assert_allclose(got, expected[r.infer_response.id], rtol=1e-5, atol=1e-5)
