@@ -18,7 +18,23 @@
 #include "pbtxt.h"
 
 json_t *nrd_model_config_parse(const char *text, size_t len, const char *filename, char **err) {
-  return nrd_pbtxt_parse(nrd_schema_model_config(), text, len, filename, err);
+  json_t *at = NULL;
+  json_t *cfg = nrd_pbtxt_parse_pos(nrd_schema_model_config(), text, len, filename, &at, err);
+  if (cfg != NULL && at != NULL) {
+    /* Positions are a help for messages: without memory for them the
+     * configuration is still good. */
+    json_t *pos = json_pack("{s:s,s:o}", "file", filename != NULL ? filename : "<input>", "at", at);
+    if (pos != NULL) json_object_set_new(cfg, NRD_MODEL_CONFIG_POSITIONS, pos);
+  } else {
+    json_decref(at);
+  }
+  return cfg;
+}
+
+json_t *nrd_model_config_without_positions(const json_t *cfg) {
+  json_t *c = json_is_object(cfg) ? json_copy((json_t *)cfg) : NULL;
+  if (c != NULL) json_object_del(c, NRD_MODEL_CONFIG_POSITIONS);
+  return c;
 }
 
 /* ======================================================================

@@ -73,16 +73,32 @@ typedef struct nrd_mcv_ctx {
   const char *file;
   const char *name; /* model name */
   char *err;
-  char detail[256]; /* nrd_mcv_detail()'s buffer */
+  const json_t *cfg; /* the configuration checked (its positions) */
+  char path[256]; /* nrd_mcv_path's buffer */
+  char detail[256]; /* nrd_mcv_detail's buffer */
   int early; /* before the backend's auto-complete: see validate_early */
 } nrd_mcv_ctx;
 
-/* Formats our detail (field, value) into v->detail and returns it. */
+/* Sets the path of the offending field (as nrd_pbtxt_parse_pos writes
+ * it: "input[0].dims[1]") into v->path and returns it. */
+const char *nrd_mcv_path(nrd_mcv_ctx *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Formats the offending value into v->detail and returns it. */
 const char *nrd_mcv_detail(nrd_mcv_ctx *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Records the error: Triton's sentence (`fmt`) whole, then ours in
- * parentheses: the file and `detail` (NULL: none). Returns -1. */
-int nrd_mcv_error(nrd_mcv_ctx *v, const char *detail, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Records the error in v->err: Triton's sentence (`fmt`) whole, then ours
+ * as nrd_mc_where writes it for `path` (NULL: none) and `value` (NULL:
+ * none). Returns -1. */
+int nrd_mcv_error(nrd_mcv_ctx *v, const char *path, const char *value, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Our detail after Triton's sentence: " (FILE:LINE:COL: field 'PATH',
+ * value VALUE)", with the position of `path` (or of the nearest enclosing
+ * field that has one) from cfg's NRD_MODEL_CONFIG_POSITIONS and the file
+ * they came from; without them, `filename` (NULL: none) and no position.
+ * Parts that do not apply are left out; "" when none does. Returns a
+ * malloc'd string the caller frees, NULL when out of memory. Any thread. */
+char *nrd_mc_where(const json_t *cfg, const char *filename, const char *path, const char *value);
 
 /* Scheduler checks (model_config_validate_sched.c); each returns 0, or -1
  * with v->err set. */

@@ -63,10 +63,12 @@ static int autofill_backend(json_t *cfg, const char *model_name, char **err) {
       /* Custom backend named by the model: "<anything>.<backend>". */
       const char *dot = model_name != NULL ? strchr(model_name, '.') : NULL;
       if (dot == NULL) {
+        char *where = nrd_mc_where(cfg, NULL, NULL, NULL);
         *err = nrd_mc_strdupf("Invalid model name: Could not determine backend for model '%s' "
                               "with no backend in model configuration. Expected model name of "
-                              "the form 'model.<backend_name>'.",
-                              model_name != NULL ? model_name : get_str(cfg, "name"));
+                              "the form 'model.<backend_name>'.%s",
+                              model_name != NULL ? model_name : get_str(cfg, "name"), where ? where : "");
+        free(where);
         return -1;
       }
       char *fname = nrd_mc_strdupf("model.%s", dot + 1);
@@ -159,18 +161,23 @@ int nrd_model_config_normalize(json_t *cfg, const char *model_name, int has_gpu,
    * that does not match the name. */
   if (strcmp(get_str(cfg, "platform"), NRD_ENSEMBLE_PLATFORM) == 0 && *get_str(cfg, "backend") == '\0' &&
       get_obj(cfg, "ensemble_scheduling") == NULL) {
-    *err = nrd_mc_strdupf("ensemble scheduling must be set for ensemble %s whose platform is ensemble", *name ? name
-                                                                                                        : model_name
-                                                                                                            ? model_name
-                                                                                                            : "");
+    char *where = nrd_mc_where(cfg, NULL, "platform", "'ensemble'");
+    *err = nrd_mc_strdupf("ensemble scheduling must be set for ensemble %s whose platform is ensemble%s",
+                          *name        ? name
+                          : model_name ? model_name
+                                       : "",
+                          where ? where : "");
+    free(where);
     goto fail;
   }
   if (*name == '\0') {
     if (model_name != NULL && set_str(cfg, "name", model_name) != 0) goto oom;
   } else if (model_name != NULL && strcmp(name, model_name) != 0) {
+    char *where = nrd_mc_where(cfg, NULL, "name", NULL);
     *err = nrd_mc_strdupf("unexpected directory name '%s' for model '%s', directory name must "
-                          "equal model name",
-                          model_name, name);
+                          "equal model name%s",
+                          model_name, name, where ? where : "");
+    free(where);
     goto fail;
   }
   if (autofill_backend(cfg, model_name, err) != 0) goto fail;

@@ -422,9 +422,10 @@ static void expect_refused_before_backend(bool strict, const char *name, const c
   const char *msg = TRITONSERVER_ErrorMessage(e);
   const char *at = strstr(msg, sentence);
   cr_assert_not_null(at, "%s: want \"%s\" in \"%s\"", name, sentence, msg);
-  /* Our part (the file, the field, the value) comes after the sentence. */
+  /* Our part (the file, line and column, the field, the value) comes
+   * after the sentence. */
   char ours[512];
-  snprintf(ours, sizeof ours, "%s (%s/%s/config.pbtxt: %s)", sentence, g_repo, name, detail);
+  snprintf(ours, sizeof ours, "%s (%s/%s/config.pbtxt:%s)", sentence, g_repo, name, detail);
   cr_assert(strstr(msg, ours) != NULL, "%s: want \"%s\" in \"%s\"", name, ours, msg);
   TRITONSERVER_ErrorDelete(e);
   H_OK(TRITONSERVER_ServerDelete(s));
@@ -441,22 +442,23 @@ Test(lifecycle, invalid_config_never_reaches_the_backend) {
       {"zero_dims", "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 0 ] } ]\n",
        "model input 'INPUT0' dimension must be integer >= 1, or -1 to indicate a variable-size dimension for "
        "zero_dims",
-       "field 'input.dims', got 0"},
+       "3:55: field 'input[0].dims[0]', value 0"},
       {"bad_reshape", "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] reshape { shape: [ 0 ] } } ]\n",
        "model input 'INPUT0' reshape dimensions must be integer >= 1, or -1 to indicate a variable-size dimension "
        "for bad_reshape",
-       "field 'input.reshape.shape', got 0"},
+       "3:78: field 'input[0].reshape.shape[0]', value 0"},
       {"neg_batch", "max_batch_size: -1\ninput [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n",
-       "'max_batch_size' must be non-negative value for neg_batch", "field 'max_batch_size', got -1"},
+       "'max_batch_size' must be non-negative value for neg_batch", "3:1: field 'max_batch_size', value -1"},
       {"bad_priority",
        "max_batch_size: 4\ndynamic_batching { priority_levels: 2 default_priority_level: 3 }\n"
        "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n",
        "default priority level must be in range [1, 2] for bad_priority",
-       "field 'dynamic_batching.default_priority_level', got 3"},
+       "4:39: field 'dynamic_batching.default_priority_level', value 3"},
       {"dup_input",
        "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] }, "
        "{ name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n",
-       "input name 'INPUT0' is specified more than once for dup_input", "field 'input[1].name'"},
+       "input name 'INPUT0' is specified more than once for dup_input",
+       "3:64: field 'input[1].name', value 'INPUT0' (also input[0])"},
   };
   for (int strict = 0; strict < 2; strict++) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
