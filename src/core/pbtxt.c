@@ -80,7 +80,8 @@ static void pos_note(parser *P, int line, int col) {
 }
 
 /* Moves the positions recorded under `from` (a prefix) to `to`, replacing
- * any there (a later map entry with the same key wins). */
+ * any there (a later map entry with the same key wins); to == NULL drops
+ * them. */
 static void pos_rename(parser *P, const char *from, const char *to) {
   json_t *moved = json_object();
   if (moved == NULL) {
@@ -93,10 +94,12 @@ static void pos_rename(parser *P, const char *from, const char *to) {
   json_t *v;
   json_object_foreach_safe(P->pos, tmp, k, v) {
     if (strncmp(k, from, nfrom) != 0) continue;
-    size_t n = strlen(to) + strlen(k + nfrom) + 1;
-    char *nk = malloc(n);
-    if (nk == NULL || (snprintf(nk, n, "%s%s", to, k + nfrom), json_object_set(moved, nk, v)) != 0) P->pos_failed = 1;
-    free(nk);
+    if (to != NULL) {
+      size_t n = strlen(to) + strlen(k + nfrom) + 1;
+      char *nk = malloc(n);
+      if (nk == NULL || (snprintf(nk, n, "%s%s", to, k + nfrom), json_object_set(moved, nk, v)) != 0) P->pos_failed = 1;
+      free(nk);
+    }
     json_object_del(P->pos, k);
   }
   if (json_object_update(P->pos, moved) != 0) P->pos_failed = 1;
@@ -829,6 +832,8 @@ static int parse_map_entry(parser *P, const nrd_field_desc *fd, json_t *map) {
       pos_rename(P, from, P->path);
       json_object_del(P->pos, P->path);
       pos_note(P, key_line, key_col);
+    } else {
+      pos_rename(P, from, NULL); /* the key does not fit in a path */
     }
     path_pop(P, base);
   }
