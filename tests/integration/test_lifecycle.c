@@ -500,3 +500,55 @@ Test(lifecycle, backend_from_the_model_name) {
   cr_assert(strstr(rec, "nobackend") == NULL, "%s", rec);
   free(rec);
 }
+
+/* Issue 33: a configuration a backend completed (TRITONBACKEND_ModelSetConfig)
+ * still names its file, but no line and column, which may have moved; one
+ * given as JSON names no file at all. */
+static char *load_error(TRITONSERVER_Server *s, const char *name, const char *override_json) {
+  TRITONSERVER_Error *e;
+  if (override_json) {
+    TRITONSERVER_Parameter *p = TRITONSERVER_ParameterNew("config", TRITONSERVER_PARAMETER_STRING, override_json);
+    const TRITONSERVER_Parameter *params[1] = {p};
+    e = TRITONSERVER_ServerLoadModelWithParameters(s, name, params, 1);
+    TRITONSERVER_ParameterDelete(p);
+  } else {
+    e = TRITONSERVER_ServerLoadModel(s, name);
+  }
+  cr_assert_not_null(e, "%s loaded", name);
+  char *msg = strdup(TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  return msg;
+}
+
+Test(lifecycle, config_errors_without_a_position) {
+  /* max_batch_size 0 lets the preferred size wait for auto-complete, which
+   * sets max_batch_size 8. */
+  h_model(g_repo, "completed",
+          "name: \"completed\"\nbackend: \"autocomplete\"\n"
+          "dynamic_batching { preferred_batch_size: [ 16 ] }\n",
+          "1");
+  write_model("overridden", "recorder", "");
+  TRITONSERVER_ServerOptions *o = h_options(g_repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT);
+  H_OK(TRITONSERVER_ServerOptionsSetStrictModelConfig(o, false));
+  TRITONSERVER_Server *s = h_server_new(o);
+  char *msg = load_error(s, "completed", NULL);
+  char want[1024];
+  snprintf(want, sizeof want,
+           "dynamic batching preferred size must be <= max batch size for completed (%s/completed/config.pbtxt: "
+           "field 'dynamic_batching.preferred_batch_size[0]', value 16, max_batch_size 8)",
+           g_repo);
+  cr_assert(strstr(msg, want) != NULL, "want \"%s\" in \"%s\"", want, msg);
+  free(msg);
+  msg = load_error(s, "overridden",
+                   "{\"backend\":\"recorder\",\"input\":[{\"name\":\"INPUT0\",\"data_type\":\"TYPE_FP32\","
+                   "\"dims\":[4,0]}],\"output\":[{\"name\":\"OUTPUT0\",\"data_type\":\"TYPE_FP32\",\"dims\":[4]}]}");
+  cr_assert(strstr(msg, "model input 'INPUT0' dimension must be integer >= 1, or -1 to indicate a variable-size "
+                        "dimension for overridden (field 'input[0].dims[1]', value 0)") != NULL,
+            "%s", msg);
+  cr_assert(strstr(msg, "config.pbtxt") == NULL, "a JSON configuration has no file: %s", msg);
+  free(msg);
+  H_OK(TRITONSERVER_ServerDelete(s));
+  char *rec = record();
+  cr_assert(strstr(rec, "ModelInitialize overridden") == NULL, "%s", rec);
+  free(rec);
+}
