@@ -23,8 +23,15 @@ json_t *nrd_model_config_parse(const char *text, size_t len, const char *filenam
   if (cfg != NULL && at != NULL) {
     /* Positions are a help for messages: without memory for them the
      * configuration is still good. */
-    json_t *pos = json_pack("{s:s,s:o}", "file", filename != NULL ? filename : "<input>", "at", at);
-    if (pos != NULL) json_object_set_new(cfg, NRD_MODEL_CONFIG_POSITIONS, pos);
+    json_t *pos = json_object();
+    if (pos == NULL || json_object_set_new(pos, "file", json_string(filename != NULL ? filename : "<input>")) != 0) {
+      json_decref(pos);
+      json_decref(at);
+    } else if (json_object_set_new(pos, "at", at) == 0) { /* takes `at`, even when it fails */
+      json_object_set_new(cfg, NRD_MODEL_CONFIG_POSITIONS, pos);
+    } else {
+      json_decref(pos);
+    }
   } else {
     json_decref(at);
   }

@@ -647,7 +647,11 @@ TRITONSERVER_Error *TRITONBACKEND_ModelSetConfig(TRITONBACKEND_Model *model, con
    * moved. */
   const json_t *pos = json_object_get(model->config, NRD_MODEL_CONFIG_POSITIONS);
   const json_t *file = json_object_get(pos, "file");
-  if (json_is_string(file)) json_object_set_new(cfg, NRD_MODEL_CONFIG_POSITIONS, json_pack("{s:O}", "file", file));
+  json_t *keep = json_is_string(file) ? json_object() : NULL;
+  if (keep && json_object_set(keep, "file", (json_t *)file) == 0)
+    json_object_set_new(cfg, NRD_MODEL_CONFIG_POSITIONS, keep);
+  else
+    json_decref(keep);
   return install_config(model, cfg);
 }
 

@@ -459,6 +459,15 @@ Test(lifecycle, invalid_config_never_reaches_the_backend) {
        "{ name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n",
        "input name 'INPUT0' is specified more than once for dup_input",
        "3:64: field 'input[1].name', value 'INPUT0' (also input[0])"},
+      {"no_control_name",
+       "sequence_batching { control_input [ { control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } "
+       "] } ] }\ninput [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n",
+       "sequence batching control tensor must have a name for no_control_name",
+       "3:37: field 'sequence_batching.control_input[0].name'"},
+      {"bad_batch_input",
+       "max_batch_size: 2\ninput [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\nbatch_input [ { kind: "
+       "BATCH_ELEMENT_COUNT target_name: \"B\" data_type: TYPE_INT32 source_input: \"NOPE\" } ]\n",
+       "unknown source input name 'NOPE' for bad_batch_input", "5:96: field 'batch_input[0].source_input[0]'"},
   };
   for (int strict = 0; strict < 2; strict++) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
