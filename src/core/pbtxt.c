@@ -79,31 +79,49 @@ static void pos_note(parser *P, int line, int col) {
   if (json_object_set_new(P->pos, P->path, v) != 0) P->pos_failed = 1;
 }
 
-/* Moves the positions recorded under `from` (a prefix) to `to`, replacing
- * any there (a later map entry with the same key wins); to == NULL drops
- * them. */
-static void pos_rename(parser *P, const char *from, const char *to) {
-  json_t *moved = json_object();
-  if (moved == NULL) {
-    P->pos_failed = 1;
+/* Map entries: the key is known only at the end, so the value's fields
+ * are recorded in a table of their own under a stand-in name, then moved
+ * to `outer` under the key (one entry's records each time, so many
+ * entries cost linear time). */
+static json_t *pos_entry_begin(parser *P) {
+  json_t *outer = P->pos;
+  if (outer != NULL) {
+    P->pos = json_object();
+    if (P->pos == NULL) {
+      P->pos_failed = 1;
+      P->pos = outer;
+      return NULL; /* record in place: the stand-in entries are dropped below */
+    }
+  }
+  return outer;
+}
+
+/* Moves what was recorded under the stand-in prefix `from` to `to` in
+ * `outer` (replacing what is there: a later entry with the same key wins),
+ * or drops it when to == NULL, and makes `outer` current again. */
+static void pos_entry_end(parser *P, json_t *outer, const char *from, const char *to) {
+  if (outer == NULL) {
+    if (P->pos == NULL) return;
+    /* No table of its own (out of memory): drop what the entry left. */
+    const char *k;
+    void *tmp;
+    json_t *v;
+    json_object_foreach_safe(P->pos, tmp, k, v) if (strchr(k, '\x01') != NULL) json_object_del(P->pos, k);
     return;
   }
-  size_t nfrom = strlen(from);
+  json_t *inner = P->pos;
+  P->pos = outer;
+  size_t nfrom = from != NULL ? strlen(from) : 0;
   const char *k;
-  void *tmp;
   json_t *v;
-  json_object_foreach_safe(P->pos, tmp, k, v) {
-    if (strncmp(k, from, nfrom) != 0) continue;
-    if (to != NULL) {
-      size_t n = strlen(to) + strlen(k + nfrom) + 1;
-      char *nk = malloc(n);
-      if (nk == NULL || (snprintf(nk, n, "%s%s", to, k + nfrom), json_object_set(moved, nk, v)) != 0) P->pos_failed = 1;
-      free(nk);
-    }
-    json_object_del(P->pos, k);
+  json_object_foreach(inner, k, v) {
+    if (to == NULL || from == NULL || strncmp(k, from, nfrom) != 0) continue;
+    size_t n = strlen(to) + strlen(k + nfrom) + 1;
+    char *nk = malloc(n);
+    if (nk == NULL || (snprintf(nk, n, "%s%s", to, k + nfrom), json_object_set(outer, nk, v)) != 0) P->pos_failed = 1;
+    free(nk);
   }
-  if (json_object_update(P->pos, moved) != 0) P->pos_failed = 1;
-  json_decref(moved);
+  json_decref(inner);
 }
 
 int nrd_pbtxt_position(const json_t *pos, const char *path, int *line, int *col) {
@@ -762,6 +780,7 @@ static int parse_map_entry(parser *P, const nrd_field_desc *fd, json_t *map) {
   consume(P);
   json_t *key = NULL, *val = NULL;
   /* The key is known at the end: the value's fields go under a stand-in. */
+  json_t *outer = pos_entry_begin(P);
   size_t old = path_push(P, "[\x01]");
   for (;;) {
     t = peek(P);
@@ -829,13 +848,15 @@ static int parse_map_entry(parser *P, const nrd_field_desc *fd, json_t *map) {
     path_pop(P, old);
     size_t base = path_push(P, "[%s]", ks);
     if (P->plen != NO_PATH) {
-      pos_rename(P, from, P->path);
+      pos_entry_end(P, outer, from, P->path);
       json_object_del(P->pos, P->path);
       pos_note(P, key_line, key_col);
     } else {
-      pos_rename(P, from, NULL); /* the key does not fit in a path */
+      pos_entry_end(P, outer, NULL, NULL); /* the key does not fit in a path */
     }
     path_pop(P, base);
+  } else {
+    pos_entry_end(P, outer, NULL, NULL);
   }
   path_pop(P, old);
   int rc = json_object_set_new(map, ks, val);
@@ -848,6 +869,7 @@ static int parse_map_entry(parser *P, const nrd_field_desc *fd, json_t *map) {
   }
   return 0;
 fail:
+  pos_entry_end(P, outer, NULL, NULL);
   path_pop(P, old);
   json_decref(key);
   json_decref(val);
