@@ -146,8 +146,7 @@ int nrd_mcv_dynamic(nrd_mcv_ctx *v, const json_t *cfg, const json_t *db) {
     json_object_foreach((json_t *)pqp, k, pol) {
       uint64_t lvl = strtoull(k, NULL, 10);
       if (lvl == 0 || lvl > levels)
-        return nrd_mcv_error(v, nrd_mcv_path(v, "dynamic_batching.priority_queue_policy[%s]", k),
-                             NULL,
+        return nrd_mcv_error(v, nrd_mcv_path(v, "dynamic_batching.priority_queue_policy[%s]", k), NULL,
                              "priority queue policy must have priority level in range [1, %llu] for %s",
                              (unsigned long long)levels, v->name);
     }
