@@ -38,6 +38,80 @@ json_t *nrd_model_config_parse(const char *text, size_t len, const char *filenam
   return cfg;
 }
 
+/* Steps *a and *b along one component of a position path ("name",
+ * "[2]" or "[key]") starting at *p; advances *p. Returns 0, or -1 when the
+ * path does not lead the same way in both. */
+static int path_step(const char **p, const json_t **a, const json_t **b) {
+  const char *s = *p;
+  char comp[256];
+  size_t n;
+  int bracket = *s == '[';
+  if (bracket) {
+    const char *e = strchr(s, ']');
+    if (e == NULL) return -1;
+    n = (size_t)(e - s - 1);
+    if (n >= sizeof comp) return -1;
+    memcpy(comp, s + 1, n);
+    *p = e + 1;
+  } else {
+    n = strcspn(s, ".[");
+    if (n == 0 || n >= sizeof comp) return -1;
+    memcpy(comp, s, n);
+    *p = s + n;
+  }
+  comp[n] = '\0';
+  if (**p == '.') (*p)++;
+  if (bracket && json_is_array(*a) && json_is_array(*b)) {
+    char *end = NULL;
+    unsigned long i = strtoul(comp, &end, 10);
+    if (end == comp || *end != '\0') return -1;
+    *a = json_array_get(*a, i);
+    *b = json_array_get(*b, i);
+  } else if (json_is_object(*a) && json_is_object(*b)) {
+    *a = json_object_get(*a, comp);
+    *b = json_object_get(*b, comp);
+  } else {
+    return -1;
+  }
+  if (*a == NULL || *b == NULL) return -1;
+  if (json_is_object(*a) && json_is_object(*b)) {
+    const json_t *na = json_object_get(*a, "name"), *nb = json_object_get(*b, "name");
+    if ((na != NULL || nb != NULL) && (na == NULL || nb == NULL || !json_equal((json_t *)na, (json_t *)nb))) return -1;
+  }
+  return 0;
+}
+
+/* Whether `path` leads to the same thing in a and b (see
+ * nrd_model_config_carry_positions). */
+static int same_place(const json_t *a, const json_t *b, const char *path) {
+  while (*path != '\0')
+    if (path_step(&path, &a, &b) != 0) return 0;
+  if (json_is_object(a) || json_is_array(a)) return json_typeof(a) == json_typeof(b);
+  return json_equal((json_t *)a, (json_t *)b);
+}
+
+void nrd_model_config_carry_positions(json_t *to, const json_t *from) {
+  const json_t *pos = json_object_get(from, NRD_MODEL_CONFIG_POSITIONS);
+  const json_t *file = json_object_get(pos, "file");
+  if (!json_is_object(to) || !json_is_string(file)) return;
+  json_t *keep = json_object(), *at = json_object();
+  if (keep == NULL || at == NULL || json_object_set(keep, "file", (json_t *)file) != 0) {
+    json_decref(keep);
+    json_decref(at);
+    return;
+  }
+  if (json_object_set_new(keep, "at", at) != 0) { /* takes `at`, even when it fails */
+    json_decref(keep);
+    return;
+  }
+  const char *k;
+  json_t *v;
+  json_object_foreach(json_object_get(pos, "at"), k, v) {
+    if (same_place(from, to, k)) json_object_set(at, k, v);
+  }
+  json_object_set_new(to, NRD_MODEL_CONFIG_POSITIONS, keep);
+}
+
 json_t *nrd_model_config_without_positions(const json_t *cfg) {
   json_t *c = json_is_object(cfg) ? json_copy((json_t *)cfg) : NULL;
   if (c != NULL) json_object_del(c, NRD_MODEL_CONFIG_POSITIONS);

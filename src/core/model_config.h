@@ -60,6 +60,16 @@ json_t *nrd_model_config_from_json(const char *json, size_t len, char **err);
  * object). Any thread, cfg not being mutated at the same time. */
 json_t *nrd_model_config_without_positions(const json_t *cfg);
 
+/* For a configuration `to` that replaces `from` (a backend's
+ * auto-complete): gives `to` the file of `from`'s positions and those of
+ * its positions still true, that is whose path leads in both to the same
+ * value (a number, string or bool), or to an array, or to an object with
+ * the same "name" as every object on the way (an input moved to another
+ * index loses its positions). Nothing happens when `from` has none; on
+ * out of memory `to` may get fewer. Any thread, neither being mutated
+ * at the same time. */
+void nrd_model_config_carry_positions(json_t *to, const json_t *from);
+
 /* Applies Triton's defaults in place, as Triton does for a server with
  * (has_gpu != 0) or without GPUs:
  *  - name from model_name when empty; a different non-empty name is an error

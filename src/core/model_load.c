@@ -643,15 +643,8 @@ TRITONSERVER_Error *TRITONBACKEND_ModelSetConfig(TRITONBACKEND_Model *model, con
     return e;
   }
   /* The backend's configuration still comes from the model's file, if it
-   * had one: keep its name for messages, not positions that may have
-   * moved. */
-  const json_t *pos = json_object_get(model->config, NRD_MODEL_CONFIG_POSITIONS);
-  const json_t *file = json_object_get(pos, "file");
-  json_t *keep = json_is_string(file) ? json_object() : NULL;
-  if (keep && json_object_set(keep, "file", (json_t *)file) == 0)
-    json_object_set_new(cfg, NRD_MODEL_CONFIG_POSITIONS, keep);
-  else
-    json_decref(keep);
+   * had one: keep its name, and the positions that are still true. */
+  nrd_model_config_carry_positions(cfg, model->config);
   return install_config(model, cfg);
 }
 

@@ -511,8 +511,8 @@ Test(lifecycle, backend_from_the_model_name) {
 }
 
 /* Issue 33: a configuration a backend completed (TRITONBACKEND_ModelSetConfig)
- * still names its file, but no line and column, which may have moved; one
- * given as JSON names no file at all. */
+ * keeps its file and the positions still true; one given as JSON names no
+ * file at all. */
 static char *load_error(TRITONSERVER_Server *s, const char *name, const char *override_json) {
   TRITONSERVER_Error *e;
   if (override_json) {
@@ -529,7 +529,7 @@ static char *load_error(TRITONSERVER_Server *s, const char *name, const char *ov
   return msg;
 }
 
-Test(lifecycle, config_errors_without_a_position) {
+Test(lifecycle, config_errors_after_auto_complete_and_from_json) {
   /* max_batch_size 0 lets the preferred size wait for auto-complete, which
    * sets max_batch_size 8. */
   h_model(g_repo, "completed",
@@ -543,7 +543,7 @@ Test(lifecycle, config_errors_without_a_position) {
   char *msg = load_error(s, "completed", NULL);
   char want[1024];
   snprintf(want, sizeof want,
-           "dynamic batching preferred size must be <= max batch size for completed (%s/completed/config.pbtxt: "
+           "dynamic batching preferred size must be <= max batch size for completed (%s/completed/config.pbtxt:3:44: "
            "field 'dynamic_batching.preferred_batch_size[0]', value 16, max_batch_size 8)",
            g_repo);
   cr_assert(strstr(msg, want) != NULL, "want \"%s\" in \"%s\"", want, msg);

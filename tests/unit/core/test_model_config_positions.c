@@ -540,3 +540,57 @@ Test(model_config_positions, positions_stay_inside) {
   cr_assert_null(nrd_model_config_from_json(j, strlen(j), &err));
   free(err);
 }
+
+/* A backend's auto-complete replaces the configuration: the positions
+ * still true come along, the others are dropped. */
+Test(model_config_positions, carried_to_a_completed_config_when_still_true) {
+  const char *t = "name: \"m\"\n"
+                  "backend: \"b\"\n"
+                  "max_batch_size: 0\n"
+                  "input [ { name: \"a\" data_type: TYPE_FP32 dims: [ 4 ] }, { name: \"b\" dims: [ 0 ] } ]\n"
+                  "dynamic_batching { preferred_batch_size: [ 16 ] }\n";
+  char *err = NULL;
+  json_t *old = nrd_model_config_parse(t, strlen(t), FILE_NAME, &err);
+  cr_assert_not_null(old, "%s", err ? err : "");
+  cr_assert_eq(nrd_model_config_normalize(old, "m", 0, &err), 0, "%s", err ? err : "");
+  /* The backend set max_batch_size, a data type, and put b first. */
+  const char *j = "{\"name\":\"m\",\"backend\":\"b\",\"max_batch_size\":8,\"input\":["
+                  "{\"name\":\"b\",\"data_type\":\"TYPE_FP32\",\"dims\":[0]},"
+                  "{\"name\":\"a\",\"data_type\":\"TYPE_FP32\",\"dims\":[4]}],"
+                  "\"dynamic_batching\":{\"preferred_batch_size\":[16]}}";
+  json_t *cfg = nrd_model_config_from_json(j, strlen(j), &err);
+  cr_assert_not_null(cfg, "%s", err ? err : "");
+  nrd_model_config_carry_positions(cfg, old);
+  const json_t *pos = json_object_get(cfg, NRD_MODEL_CONFIG_POSITIONS);
+  cr_assert_str_eq(json_string_value(json_object_get(pos, "file")), FILE_NAME);
+  const json_t *at = json_object_get(pos, "at");
+  expect_position(at, "name", 1, 1);
+  expect_position(at, "input", 4, 1);
+  expect_position(at, "dynamic_batching.preferred_batch_size[0]", 5, 44);
+  int l, c;
+  cr_assert_not(nrd_pbtxt_position(at, "max_batch_size", &l, &c), "its value changed");
+  cr_assert_not(nrd_pbtxt_position(at, "input[0]", &l, &c), "another input now");
+  cr_assert_not(nrd_pbtxt_position(at, "input[0].name", &l, &c));
+  cr_assert_not(nrd_pbtxt_position(at, "input[1].dims[0]", &l, &c));
+  cr_assert_eq(nrd_model_config_normalize(cfg, "m", 0, &err), 0, "%s", err ? err : "");
+  cr_assert_eq(nrd_model_config_validate(cfg, NULL, 0, &err), -1);
+  cr_assert_str_eq(err, "dynamic batching preferred size must be <= max batch size for m (" FILE_NAME
+                        ":5:44: field 'dynamic_batching.preferred_batch_size[0]', value 16, max_batch_size 8)");
+  free(err);
+  /* Fixed that, the moved input's error points at the input list only. */
+  json_array_set_new(json_object_get(json_object_get(cfg, "dynamic_batching"), "preferred_batch_size"), 0,
+                     json_integer(8));
+  cr_assert_eq(nrd_model_config_validate(cfg, NULL, 0, &err), -1);
+  cr_assert_str_eq(err, "model input 'b' dimension must be integer >= 1, or -1 to indicate a variable-size dimension "
+                        "for m (" FILE_NAME ":4:1: field 'input[0].dims[0]', value 0)");
+  free(err);
+  json_decref(cfg);
+  /* Nothing to carry from a configuration without positions. */
+  cfg = nrd_model_config_from_json(j, strlen(j), &err);
+  json_t *plain = nrd_model_config_without_positions(old);
+  nrd_model_config_carry_positions(cfg, plain);
+  cr_assert_null(json_object_get(cfg, NRD_MODEL_CONFIG_POSITIONS));
+  json_decref(plain);
+  json_decref(cfg);
+  json_decref(old);
+}
