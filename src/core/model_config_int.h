@@ -79,6 +79,9 @@ typedef struct nrd_mcv_ctx {
   int early; /* before the backend's auto-complete: see validate_early */
 } nrd_mcv_ctx;
 
+/* The helpers below live in model_config_errors.c; they touch only the
+ * context they are given: any thread, one context per thread. */
+
 /* Sets the path of the offending field (as nrd_pbtxt_parse_pos writes
  * it: "input[0].dims[1]") into v->path and returns it. */
 const char *nrd_mcv_path(nrd_mcv_ctx *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
