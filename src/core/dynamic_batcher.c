@@ -673,7 +673,7 @@ static int policy_cmp(const void *a, const void *b) {
 
 TRITONSERVER_Error *nrd_dynamic_batcher_new(TRITONBACKEND_Model *model, nrd_scheduler **out) {
   const json_t *db = json_object_get(model->config, "dynamic_batching");
-  /* uint64 fields hold their bits in a json integer (see model_config.c). */
+  /* uint64 fields hold their bits in a json integer (see model_config.h). */
   uint64_t levels = (uint64_t)json_integer_value(json_object_get(db, "priority_levels"));
   dyn_batcher *b = calloc(1, sizeof(*b));
   TRITONSERVER_Error *err = NULL;

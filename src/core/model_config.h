@@ -28,11 +28,21 @@
 /* Default for sequence_batching.max_sequence_idle_microseconds (1 s). */
 #define NRD_SEQUENCE_IDLE_DEFAULT_US 1000000
 
-/* Parses text[0..len) as a text-format ModelConfig. filename only appears in
- * error messages (NULL: "<input>").
- * Returns a new reference (caller json_decref()s it), or NULL with *err set
- * to a malloc'd "FILE:LINE:COL: message" the caller frees (err may be NULL).
- * Never crashes or leaks on any input. Any thread. */
+/* Member of a parsed config that records where each field was read, for
+ * the validation messages: {"file": FILE, "at": {PATH: position}} (see
+ * nrd_pbtxt_parse_pos for PATH). It is not a ModelConfig field (no field
+ * name has a ':'), so JSON input cannot set it and rendering skips it;
+ * normalization keeps it. Code that hands the raw object out must drop it
+ * (nrd_model_config_without_positions). */
+#define NRD_MODEL_CONFIG_POSITIONS ":positions"
+
+/* Parses text[0..len) as a text-format ModelConfig. filename appears in
+ * error messages and the positions member (NULL: "<input>").
+ * Returns a new reference (caller json_decref()s it) that carries
+ * NRD_MODEL_CONFIG_POSITIONS (unless memory ran out recording them), or
+ * NULL with *err set to a malloc'd "FILE:LINE:COL: message" the caller
+ * frees (err may be NULL). Never crashes or leaks on any input. Any
+ * thread. */
 json_t *nrd_model_config_parse(const char *text, size_t len, const char *filename, char **err);
 
 /* Reads a ModelConfig from protobuf-style JSON (backend auto-complete via
@@ -44,6 +54,21 @@ json_t *nrd_model_config_parse(const char *text, size_t len, const char *filenam
  * Returns a new reference in the in-memory form above, or NULL with *err
  * malloc'd (caller frees; err may be NULL). Any thread. */
 json_t *nrd_model_config_from_json(const char *json, size_t len, char **err);
+
+/* A shallow copy of cfg without NRD_MODEL_CONFIG_POSITIONS (a new reference
+ * the caller json_decref()s; NULL when out of memory or cfg is not an
+ * object). Any thread, cfg not being mutated at the same time. */
+json_t *nrd_model_config_without_positions(const json_t *cfg);
+
+/* For a configuration `to` that replaces `from` (a backend's
+ * auto-complete): gives `to` the file of `from`'s positions and those of
+ * its positions still true, that is whose path leads in both to the same
+ * value (a number, string or bool), or to an array, or to an object with
+ * the same "name" as every object on the way (an input moved to another
+ * index loses its positions). Nothing happens when `from` has none; on
+ * out of memory `to` may get fewer. Any thread, neither being mutated
+ * at the same time. */
+void nrd_model_config_carry_positions(json_t *to, const json_t *from);
 
 /* Applies Triton's defaults in place, as Triton does for a server with
  * (has_gpu != 0) or without GPUs:
@@ -66,8 +91,11 @@ int nrd_model_config_normalize(json_t *cfg, const char *model_name, int has_gpu,
 /* Checks a normalized config the way Triton does before loading a model
  * (ValidateModelConfig, ValidateInstanceGroup, ValidateModelIOConfig, ensemble
  * data-flow checks) plus unique input/output names. Error messages start with
- * Triton's sentence, followed by ours in parentheses: "(FILE: field, value)"
- * (FILE when filename != NULL).
+ * Triton's sentence, followed by ours in parentheses:
+ * "(FILE:LINE:COL: field 'PATH', value V)" where cfg carries the position of
+ * the field (NRD_MODEL_CONFIG_POSITIONS; FILE is the one it was read from),
+ * else "(FILE: field 'PATH', value V)" with FILE = filename, or without
+ * "FILE: " when filename is NULL; parts that do not apply are left out.
  * Returns 0, or -1 with *err malloc'd (caller frees). cfg is not modified.
  * Any thread. */
 int nrd_model_config_validate(const json_t *cfg, const char *filename, int has_gpu, char **err);

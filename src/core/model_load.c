@@ -144,9 +144,9 @@ static TRITONSERVER_Error *validate_early(const TRITONBACKEND_Model *m, json_t *
   if (!copy) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory loading model '%s'", m->name);
   int bad = nrd_model_config_normalize(copy, m->name, 0, &msg);
   if (!bad) {
-    char *cfg_file = nrd_path_join(m->model_dir, "config.pbtxt");
-    bad = nrd_model_config_validate_early(copy, cfg_file, 0, &msg);
-    free(cfg_file);
+    /* The file, line and column come with a configuration read from a
+     * file (NRD_MODEL_CONFIG_POSITIONS); others have none to name. */
+    bad = nrd_model_config_validate_early(copy, NULL, 0, &msg);
   }
   const char *derived = json_string_value(json_object_get(copy, "backend"));
   if (!bad && !*jstr(cfg, "backend") && derived && *derived) json_object_set_new(cfg, "backend", json_string(derived));
@@ -346,9 +346,7 @@ static TRITONSERVER_Error *load_ensemble(TRITONBACKEND_Model *m, json_t *cfg, co
   TRITONSERVER_Error *err = install_config(m, cfg);
   if (!err) {
     char *msg = NULL;
-    char *cfg_file = nrd_path_join(m->model_dir, "config.pbtxt");
-    int bad = nrd_model_config_validate(m->config, cfg_file, 0, &msg);
-    free(cfg_file);
+    int bad = nrd_model_config_validate(m->config, NULL, 0, &msg);
     if (bad) err = config_error(TRITONSERVER_ERROR_INVALID_ARG, msg);
   }
   if (!err) err = apply_config(m);
@@ -500,9 +498,7 @@ TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *a, TRITONBACKEND_M
   m->backend_initialized = true;
 
   char *msg = NULL;
-  char *cfg_file = nrd_path_join(m->model_dir, "config.pbtxt");
-  int bad = nrd_model_config_validate(m->config, cfg_file, 0, &msg);
-  free(cfg_file);
+  int bad = nrd_model_config_validate(m->config, NULL, 0, &msg);
   if (bad) {
     err = config_error(TRITONSERVER_ERROR_INVALID_ARG, msg);
     goto fail;
@@ -646,6 +642,9 @@ TRITONSERVER_Error *TRITONBACKEND_ModelSetConfig(TRITONBACKEND_Model *model, con
     free(msg);
     return e;
   }
+  /* The backend's configuration still comes from the model's file, if it
+   * had one: keep its name, and the positions that are still true. */
+  nrd_model_config_carry_positions(cfg, model->config);
   return install_config(model, cfg);
 }
 

@@ -27,7 +27,15 @@ typedef struct parser {
   token tok; /* current lookahead */
   int have_tok;
   char *err; /* first error wins */
+  /* Positions (nrd_pbtxt_parse_pos): path of the field being read, and
+   * the table path -> position; pos is NULL when not wanted. */
+  json_t *pos;
+  int pos_failed; /* out of memory while recording: the table is dropped */
+  char path[512];
+  size_t plen; /* NO_PATH: too long to record */
 } parser;
+
+#define NO_PATH ((size_t)-1)
 
 static void fail_at(parser *P, int line, int col, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
@@ -41,6 +49,88 @@ static void fail_at(parser *P, int line, int col, const char *fmt, ...) {
   size_t n = strlen(P->file) + strlen(msg) + 48;
   P->err = malloc(n);
   if (P->err != NULL) snprintf(P->err, n, "%s:%d:%d: %s", P->file, line, col, msg);
+}
+
+/* ---- positions ---- */
+
+/* Appends a component to the current path; returns what path_pop needs. */
+static size_t path_push(parser *P, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static size_t path_push(parser *P, const char *fmt, ...) {
+  size_t old = P->plen;
+  if (P->pos == NULL || old == NO_PATH) return old;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(P->path + old, sizeof P->path - old, fmt, ap);
+  va_end(ap);
+  P->plen = n < 0 || (size_t)n >= sizeof P->path - old ? NO_PATH : old + (size_t)n;
+  return old;
+}
+
+static void path_pop(parser *P, size_t old) {
+  P->plen = old;
+  if (old != NO_PATH) P->path[old] = '\0';
+}
+
+/* Records (line, col) for the current path unless it has one already. */
+static void pos_note(parser *P, int line, int col) {
+  if (P->pos == NULL || P->plen == NO_PATH || json_object_get(P->pos, P->path) != NULL) return;
+  json_t *v = json_integer(((json_int_t)line << 32) | (json_int_t)(uint32_t)col);
+  if (json_object_set_new(P->pos, P->path, v) != 0) P->pos_failed = 1;
+}
+
+/* Map entries: the key is known only at the end, so the value's fields
+ * are recorded in a table of their own under a stand-in name, then moved
+ * to `outer` under the key (one entry's records each time, so many
+ * entries cost linear time). */
+static json_t *pos_entry_begin(parser *P) {
+  json_t *outer = P->pos;
+  if (outer != NULL) {
+    P->pos = json_object();
+    if (P->pos == NULL) {
+      P->pos_failed = 1;
+      P->pos = outer;
+      return NULL; /* record in place: the stand-in entries are dropped below */
+    }
+  }
+  return outer;
+}
+
+/* Moves what was recorded under the stand-in prefix `from` to `to` in
+ * `outer` (replacing what is there: a later entry with the same key wins),
+ * or drops it when to == NULL, and makes `outer` current again. */
+static void pos_entry_end(parser *P, json_t *outer, const char *from, const char *to) {
+  if (outer == NULL) {
+    if (P->pos == NULL) return;
+    /* No table of its own (out of memory): drop what the entry left. */
+    const char *k;
+    void *tmp;
+    json_t *v;
+    json_object_foreach_safe(P->pos, tmp, k, v) if (strchr(k, '\x01') != NULL) json_object_del(P->pos, k);
+    return;
+  }
+  json_t *inner = P->pos;
+  P->pos = outer;
+  size_t nfrom = from != NULL ? strlen(from) : 0;
+  const char *k;
+  json_t *v;
+  json_object_foreach(inner, k, v) {
+    if (to == NULL || from == NULL || strncmp(k, from, nfrom) != 0) continue;
+    size_t n = strlen(to) + strlen(k + nfrom) + 1;
+    char *nk = malloc(n);
+    if (nk == NULL || (snprintf(nk, n, "%s%s", to, k + nfrom), json_object_set(outer, nk, v)) != 0) P->pos_failed = 1;
+    free(nk);
+  }
+  json_decref(inner);
+}
+
+int nrd_pbtxt_position(const json_t *pos, const char *path, int *line, int *col) {
+  const json_t *v = json_object_get(pos, path);
+  if (!json_is_integer(v)) return 0;
+  json_int_t x = json_integer_value(v);
+  *line = (int)(x >> 32);
+  *col = (int)(uint32_t)(x & 0xffffffff);
+  return 1;
 }
 
 /* ---- lexer ---- */
@@ -686,9 +776,12 @@ static int parse_map_entry(parser *P, const nrd_field_desc *fd, json_t *map) {
             describe(t, b, sizeof b));
     return -1;
   }
-  int open_line = t->line, open_col = t->col;
+  int open_line = t->line, open_col = t->col, key_line = t->line, key_col = t->col;
   consume(P);
   json_t *key = NULL, *val = NULL;
+  /* The key is known at the end: the value's fields go under a stand-in. */
+  json_t *outer = pos_entry_begin(P);
+  size_t old = path_push(P, "[\x01]");
   for (;;) {
     t = peek(P);
     if (t == NULL) goto fail;
@@ -709,6 +802,10 @@ static int parse_map_entry(parser *P, const nrd_field_desc *fd, json_t *map) {
     }
     int is_key = tok_equals(t, "key");
     int fl = t->line, fc = t->col;
+    if (is_key) {
+      key_line = fl;
+      key_col = fc;
+    }
     if ((is_key && key != NULL) || (!is_key && val != NULL)) {
       fail_at(P, fl, fc, "duplicate '%s' in entry of map field '%s'", is_key ? "key" : "value", fd->name);
       goto fail;
@@ -745,6 +842,23 @@ static int parse_map_entry(parser *P, const nrd_field_desc *fd, json_t *map) {
   }
   char *ks = map_key_text(P, fd, key);
   if (ks == NULL) goto fail;
+  if (P->pos != NULL && P->plen != NO_PATH) {
+    char from[sizeof P->path];
+    snprintf(from, sizeof from, "%s", P->path);
+    path_pop(P, old);
+    size_t base = path_push(P, "[%s]", ks);
+    if (P->plen != NO_PATH) {
+      pos_entry_end(P, outer, from, P->path);
+      json_object_del(P->pos, P->path);
+      pos_note(P, key_line, key_col);
+    } else {
+      pos_entry_end(P, outer, NULL, NULL); /* the key does not fit in a path */
+    }
+    path_pop(P, base);
+  } else {
+    pos_entry_end(P, outer, NULL, NULL);
+  }
+  path_pop(P, old);
   int rc = json_object_set_new(map, ks, val);
   val = NULL;
   free(ks);
@@ -755,16 +869,28 @@ static int parse_map_entry(parser *P, const nrd_field_desc *fd, json_t *map) {
   }
   return 0;
 fail:
+  pos_entry_end(P, outer, NULL, NULL);
+  path_pop(P, old);
   json_decref(key);
   json_decref(val);
   return -1;
 }
 
 /* Parses one element of field fd (a scalar, a message or a map entry) and
- * adds it to container (array for repeated, object for maps). */
-static int parse_element(parser *P, const nrd_field_desc *fd, json_t *container) {
+ * adds it to container (array for repeated, object for maps). Its position
+ * is its first token, or (fl, fc) (the field's name) for a message outside
+ * a list. */
+static int parse_element(parser *P, const nrd_field_desc *fd, json_t *container, int in_list, int fl, int fc) {
   if (fd->label == NRD_LABEL_MAP) return parse_map_entry(P, fd, container);
+  token *t = peek(P);
+  if (t == NULL) return -1;
+  size_t old = path_push(P, "[%zu]", json_array_size(container));
+  if (in_list || fd->type != NRD_FT_MESSAGE)
+    pos_note(P, t->line, t->col);
+  else
+    pos_note(P, fl, fc);
   json_t *v = fd->type == NRD_FT_MESSAGE ? parse_message_value(P, fd) : parse_scalar(P, fd, fd->type);
+  path_pop(P, old);
   if (v == NULL) return -1;
   if (json_array_append_new(container, v) != 0) {
     fail_at(P, P->line, P->col, "out of memory");
@@ -785,7 +911,7 @@ static int parse_list(parser *P, const nrd_field_desc *fd, json_t *container) {
     return 0;
   }
   for (;;) {
-    if (parse_element(P, fd, container) != 0) return -1;
+    if (parse_element(P, fd, container, 1, 0, 0) != 0) return -1;
     t = peek(P);
     if (t == NULL) return -1;
     if (tok_is_sym(t, ',')) {
@@ -808,6 +934,8 @@ static int parse_list(parser *P, const nrd_field_desc *fd, json_t *container) {
   }
 }
 
+static int parse_field_value(parser *P, const nrd_msg_desc *msg, json_t *obj, const nrd_field_desc *fd, int fl, int fc);
+
 /* Parses one `name: value` / `name { ... }` / `name: [ ... ]` item. */
 static int parse_field(parser *P, const nrd_msg_desc *msg, json_t *obj) {
   token *t = peek(P);
@@ -827,6 +955,18 @@ static int parse_field(parser *P, const nrd_msg_desc *msg, json_t *obj) {
     return -1;
   }
   consume(P);
+  size_t old = path_push(P, "%s%s", P->plen > 0 && P->plen != NO_PATH ? "." : "", fd->name);
+  pos_note(P, fl, fc);
+  int rc = parse_field_value(P, msg, obj, fd, fl, fc);
+  path_pop(P, old);
+  return rc;
+}
+
+/* The rest of parse_field, after the name `fd` read at (fl, fc). */
+static int parse_field_value(parser *P, const nrd_msg_desc *msg, json_t *obj, const nrd_field_desc *fd, int fl,
+                             int fc) {
+  token *t;
+  char b[64];
 
   json_t *existing = json_object_get(obj, fd->name);
   if (fd->label == NRD_LABEL_SINGULAR && existing != NULL) {
@@ -882,7 +1022,7 @@ static int parse_field(parser *P, const nrd_msg_desc *msg, json_t *obj) {
     }
   }
   if (tok_is_sym(t, '[')) return parse_list(P, fd, container);
-  return parse_element(P, fd, container);
+  return parse_element(P, fd, container, 0, fl, fc);
 }
 
 static int parse_message_body(parser *P, const nrd_msg_desc *msg, json_t *obj, char close, int open_line,
@@ -908,8 +1048,21 @@ static int parse_message_body(parser *P, const nrd_msg_desc *msg, json_t *obj, c
 }
 
 json_t *nrd_pbtxt_parse(const nrd_msg_desc *root, const char *text, size_t len, const char *filename, char **err) {
+  return nrd_pbtxt_parse_pos(root, text, len, filename, NULL, err);
+}
+
+json_t *nrd_pbtxt_parse_pos(const nrd_msg_desc *root, const char *text, size_t len, const char *filename,
+                            json_t **positions, char **err) {
   parser P;
   memset(&P, 0, sizeof P);
+  if (positions != NULL) {
+    *positions = NULL;
+    P.pos = json_object();
+    if (P.pos == NULL) {
+      fail_at(&P, 1, 1, "out of memory");
+      goto fail;
+    }
+  }
   P.p = text != NULL ? text : "";
   P.end = P.p + (text != NULL ? len : 0);
   P.line = 1;
@@ -934,8 +1087,13 @@ json_t *nrd_pbtxt_parse(const nrd_msg_desc *root, const char *text, size_t len, 
     json_decref(obj);
     goto fail;
   }
+  if (positions != NULL && !P.pos_failed)
+    *positions = P.pos;
+  else
+    json_decref(P.pos);
   return obj;
 fail:
+  json_decref(P.pos);
   if (P.err == NULL) fail_at(&P, P.line, P.col, "parse error");
   if (err != NULL) {
     *err = P.err;

@@ -28,6 +28,23 @@
  * Any thread; no shared state. */
 json_t *nrd_pbtxt_parse(const nrd_msg_desc *root, const char *text, size_t len, const char *filename, char **err);
 
+/* As nrd_pbtxt_parse, and when positions != NULL also sets *positions to a
+ * new object (caller json_decref()s it; NULL on failure, or when out of
+ * memory while recording) mapping the path of every field and element
+ * read to where it starts, for nrd_pbtxt_position. Paths: "a.b" for a
+ * field (its name's position, first occurrence), "a.b[2]" for element 2
+ * of a repeated field (its first token; for a message written as `b {`
+ * outside a list, the name), "a.m[key]" for a map entry (its key, or the
+ * entry's '{' when the key is omitted), keys as map_key_text renders them.
+ * Any thread. */
+json_t *nrd_pbtxt_parse_pos(const nrd_msg_desc *root, const char *text, size_t len, const char *filename,
+                            json_t **positions, char **err);
+
+/* Looks `path` up in a table from nrd_pbtxt_parse_pos: returns 1 and sets
+ * *line and *col (1-based), or 0 when the path has no position. Any
+ * thread (read-only). */
+int nrd_pbtxt_position(const json_t *positions, const char *path, int *line, int *col);
+
 /* Returns 1 when s[0..len) is well-formed UTF-8 (no overlongs, no
  * surrogates, at most U+10FFFF), else 0. Any thread. */
 int nrd_pbtxt_utf8_valid(const char *s, size_t len);

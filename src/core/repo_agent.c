@@ -20,6 +20,7 @@
 #include "files.h"
 #include "log.h"
 #include "message.h"
+#include "model_config.h"
 
 typedef TRITONSERVER_Error *(*agent_fn)(TRITONREPOAGENT_Agent *);
 typedef TRITONSERVER_Error *(*model_fn)(TRITONREPOAGENT_Agent *, TRITONREPOAGENT_AgentModel *);
@@ -254,8 +255,9 @@ static TRITONSERVER_Error *agent_model_new(TRITONREPOAGENT_Agent *agent, const c
   m->type = TRITONREPOAGENT_ARTIFACT_FILESYSTEM;
   const json_t *params = json_object_get(entry, "parameters");
   size_t np = json_object_size(params);
-  bool ok = (m->model_name = strdup(model_name)) && (m->location = strdup(location)) &&
-            (m->config = json_dumps(cfg, JSON_COMPACT | JSON_PRESERVE_ORDER)) &&
+  json_t *plain = nrd_model_config_without_positions(cfg); /* the agent sees the ModelConfig only */
+  bool ok = (m->model_name = strdup(model_name)) && (m->location = strdup(location)) && plain &&
+            (m->config = json_dumps(plain, JSON_COMPACT | JSON_PRESERVE_ORDER)) &&
             (m->keys = calloc(np ? np : 1, sizeof(char *))) && (m->values = calloc(np ? np : 1, sizeof(char *)));
   const char *k;
   const json_t *v;
@@ -265,6 +267,7 @@ static TRITONSERVER_Error *agent_model_new(TRITONREPOAGENT_Agent *agent, const c
     ok = (m->keys[m->n_params] = strdup(k)) && (m->values[m->n_params] = strdup(s ? s : ""));
     m->n_params++;
   }
+  json_decref(plain);
   if (!ok) {
     agent_model_free(m);
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");

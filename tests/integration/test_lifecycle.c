@@ -422,9 +422,10 @@ static void expect_refused_before_backend(bool strict, const char *name, const c
   const char *msg = TRITONSERVER_ErrorMessage(e);
   const char *at = strstr(msg, sentence);
   cr_assert_not_null(at, "%s: want \"%s\" in \"%s\"", name, sentence, msg);
-  /* Our part (the file, the field, the value) comes after the sentence. */
+  /* Our part (the file, line and column, the field, the value) comes
+   * after the sentence. */
   char ours[512];
-  snprintf(ours, sizeof ours, "%s (%s/%s/config.pbtxt: %s)", sentence, g_repo, name, detail);
+  snprintf(ours, sizeof ours, "%s (%s/%s/config.pbtxt:%s)", sentence, g_repo, name, detail);
   cr_assert(strstr(msg, ours) != NULL, "%s: want \"%s\" in \"%s\"", name, ours, msg);
   TRITONSERVER_ErrorDelete(e);
   H_OK(TRITONSERVER_ServerDelete(s));
@@ -441,22 +442,32 @@ Test(lifecycle, invalid_config_never_reaches_the_backend) {
       {"zero_dims", "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 0 ] } ]\n",
        "model input 'INPUT0' dimension must be integer >= 1, or -1 to indicate a variable-size dimension for "
        "zero_dims",
-       "field 'input.dims', got 0"},
+       "3:55: field 'input[0].dims[0]', value 0"},
       {"bad_reshape", "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] reshape { shape: [ 0 ] } } ]\n",
        "model input 'INPUT0' reshape dimensions must be integer >= 1, or -1 to indicate a variable-size dimension "
        "for bad_reshape",
-       "field 'input.reshape.shape', got 0"},
+       "3:78: field 'input[0].reshape.shape[0]', value 0"},
       {"neg_batch", "max_batch_size: -1\ninput [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n",
-       "'max_batch_size' must be non-negative value for neg_batch", "field 'max_batch_size', got -1"},
+       "'max_batch_size' must be non-negative value for neg_batch", "3:1: field 'max_batch_size', value -1"},
       {"bad_priority",
        "max_batch_size: 4\ndynamic_batching { priority_levels: 2 default_priority_level: 3 }\n"
        "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n",
        "default priority level must be in range [1, 2] for bad_priority",
-       "field 'dynamic_batching.default_priority_level', got 3"},
+       "4:39: field 'dynamic_batching.default_priority_level', value 3"},
       {"dup_input",
        "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] }, "
        "{ name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n",
-       "input name 'INPUT0' is specified more than once for dup_input", "field 'input[1].name'"},
+       "input name 'INPUT0' is specified more than once for dup_input",
+       "3:64: field 'input[1].name', value 'INPUT0' (also input[0])"},
+      {"no_control_name",
+       "sequence_batching { control_input [ { control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } "
+       "] } ] }\ninput [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n",
+       "sequence batching control tensor must have a name for no_control_name",
+       "3:37: field 'sequence_batching.control_input[0].name'"},
+      {"bad_batch_input",
+       "max_batch_size: 2\ninput [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\nbatch_input [ { kind: "
+       "BATCH_ELEMENT_COUNT target_name: \"B\" data_type: TYPE_INT32 source_input: \"NOPE\" } ]\n",
+       "unknown source input name 'NOPE' for bad_batch_input", "5:96: field 'batch_input[0].source_input[0]'"},
   };
   for (int strict = 0; strict < 2; strict++) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -496,5 +507,57 @@ Test(lifecycle, backend_from_the_model_name) {
   char *rec = record();
   cr_assert(strstr(rec, "ModelInitialize m.recorder") != NULL, "%s", rec);
   cr_assert(strstr(rec, "nobackend") == NULL, "%s", rec);
+  free(rec);
+}
+
+/* Issue 33: a configuration a backend completed (TRITONBACKEND_ModelSetConfig)
+ * keeps its file and the positions still true; one given as JSON names no
+ * file at all. */
+static char *load_error(TRITONSERVER_Server *s, const char *name, const char *override_json) {
+  TRITONSERVER_Error *e;
+  if (override_json) {
+    TRITONSERVER_Parameter *p = TRITONSERVER_ParameterNew("config", TRITONSERVER_PARAMETER_STRING, override_json);
+    const TRITONSERVER_Parameter *params[1] = {p};
+    e = TRITONSERVER_ServerLoadModelWithParameters(s, name, params, 1);
+    TRITONSERVER_ParameterDelete(p);
+  } else {
+    e = TRITONSERVER_ServerLoadModel(s, name);
+  }
+  cr_assert_not_null(e, "%s loaded", name);
+  char *msg = strdup(TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  return msg;
+}
+
+Test(lifecycle, config_errors_after_auto_complete_and_from_json) {
+  /* max_batch_size 0 lets the preferred size wait for auto-complete, which
+   * sets max_batch_size 8. */
+  h_model(g_repo, "completed",
+          "name: \"completed\"\nbackend: \"autocomplete\"\n"
+          "dynamic_batching { preferred_batch_size: [ 16 ] }\n",
+          "1");
+  write_model("overridden", "recorder", "");
+  TRITONSERVER_ServerOptions *o = h_options(g_repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT);
+  H_OK(TRITONSERVER_ServerOptionsSetStrictModelConfig(o, false));
+  TRITONSERVER_Server *s = h_server_new(o);
+  char *msg = load_error(s, "completed", NULL);
+  char want[1024];
+  snprintf(want, sizeof want,
+           "dynamic batching preferred size must be <= max batch size for completed (%s/completed/config.pbtxt:3:44: "
+           "field 'dynamic_batching.preferred_batch_size[0]', value 16, max_batch_size 8)",
+           g_repo);
+  cr_assert(strstr(msg, want) != NULL, "want \"%s\" in \"%s\"", want, msg);
+  free(msg);
+  msg = load_error(s, "overridden",
+                   "{\"backend\":\"recorder\",\"input\":[{\"name\":\"INPUT0\",\"data_type\":\"TYPE_FP32\","
+                   "\"dims\":[4,0]}],\"output\":[{\"name\":\"OUTPUT0\",\"data_type\":\"TYPE_FP32\",\"dims\":[4]}]}");
+  cr_assert(strstr(msg, "model input 'INPUT0' dimension must be integer >= 1, or -1 to indicate a variable-size "
+                        "dimension for overridden (field 'input[0].dims[1]', value 0)") != NULL,
+            "%s", msg);
+  cr_assert(strstr(msg, "config.pbtxt") == NULL, "a JSON configuration has no file: %s", msg);
+  free(msg);
+  H_OK(TRITONSERVER_ServerDelete(s));
+  char *rec = record();
+  cr_assert(strstr(rec, "ModelInitialize overridden") == NULL, "%s", rec);
   free(rec);
 }

@@ -343,7 +343,7 @@ Test(model_config, normalize_name_rules) {
   cfg = json_pack("{s:s, s:s}", "name", "other", "backend", "identity");
   cr_assert_eq(nrd_model_config_normalize(cfg, "mymodel", 0, &err), -1);
   cr_assert_str_eq(err, "unexpected directory name 'mymodel' for model 'other', directory name "
-                        "must equal model name");
+                        "must equal model name (field 'name')");
   free(err);
   json_decref(cfg);
 }
@@ -416,22 +416,22 @@ typedef struct vcase {
 
 static const vcase vcases[] = {
     {"backend: \"b\" max_batch_size: -1", 0,
-     "'max_batch_size' must be non-negative value for m (m/config.pbtxt: field 'max_batch_size', got -1)"},
+     "'max_batch_size' must be non-negative value for m (m/config.pbtxt:1:24: field 'max_batch_size', value -1)"},
     {"platform: \"tensorrt_plan\" backend: \"onnxruntime\"", 0, "unexpected 'platform' and 'backend' pair"},
     {"platform: \"ensemble\" backend: \"b\"", 0, "must have platform type 'ensemble' and empty backend"},
     {"backend: \"b\" max_batch_size: 4 dynamic_batching { preferred_batch_size: [0] }", 0,
-     "dynamic batching preferred size must be positive for m (m/config.pbtxt: field "
-     "'dynamic_batching.preferred_batch_size', got 0)"},
+     "dynamic batching preferred size must be positive for m (m/config.pbtxt:1:84: field "
+     "'dynamic_batching.preferred_batch_size[0]', value 0)"},
     {"backend: \"b\" max_batch_size: 4 dynamic_batching { preferred_batch_size: [8] }", 0,
      "preferred size must be <= max batch size"},
     {"backend: \"b\" max_batch_size: 4 dynamic_batching { priority_levels: 2 }", 0,
-     "default priority level must be in range [1, 2] for m (m/config.pbtxt: field "
-     "'dynamic_batching.default_priority_level', got 0)"},
+     "default priority level must be in range [1, 2] for m (m/config.pbtxt:1:42: field "
+     "'dynamic_batching.default_priority_level', value 0)"},
     {"backend: \"b\" max_batch_size: 4 dynamic_batching { priority_levels: 2 default_priority_level: 1 "
      "priority_queue_policy { key: 3 value {} } }",
      0,
-     "priority queue policy must have priority level in range [1, 2] for m (m/config.pbtxt: field "
-     "'dynamic_batching.priority_queue_policy', key 3)"},
+     "priority queue policy must have priority level in range [1, 2] for m (m/config.pbtxt:1:130: field "
+     "'dynamic_batching.priority_queue_policy[3]')"},
     {"backend: \"b\" max_batch_size: 4 dynamic_batching { preserve_ordering: true priority_levels: 2 "
      "default_priority_level: 1 }",
      0, "Only one priority level"},
@@ -491,7 +491,13 @@ static const vcase vcases[] = {
      "has kind KIND_MODEL but specifies one or more GPUs"},
     {"backend: \"b\" instance_group { kind: KIND_CPU profile: \"0\" }", 0,
      "profile field which is only supported for TensorRT"},
-    {"platform: \"tensorrt_plan\" instance_group { kind: KIND_GPU profile: \"x\" }", 1, "specifies invalid profile x"},
+    {"platform: \"tensorrt_plan\" instance_group { kind: KIND_GPU profile: \"x\" }", 1, "unable to parse 'x': stoi (m/config.pbtxt:1:78: field 'instance_group[0].profile[0]')"},
+    {"platform: \"tensorrt_plan\" instance_group { kind: KIND_GPU profile: \"-1\" }", 1,
+     "instance group m_0 of model m and platform tensorrt_plan specifies invalid profile -1. The field should "
+     "contain the string representation of a non-negative integer. (m/config.pbtxt:1:78: field "
+     "'instance_group[0].profile[0]')"},
+    {"platform: \"tensorrt_plan\" instance_group { kind: KIND_GPU profile: \"\" }", 1,
+     "profile name must not be empty (m/config.pbtxt:1:78: field 'instance_group[0].profile[0]')"},
     {"backend: \"b\" input { data_type: TYPE_FP32 dims: [1] }", 0, "model input must specify 'name' for m"},
     {"backend: \"b\" input { name: \"i\" dims: [1] }", 0, "model input 'i' must specify 'data_type' for m"},
     {"backend: \"b\" output { name: \"o\" data_type: TYPE_INVALID dims: [1] }", 0,
@@ -499,15 +505,15 @@ static const vcase vcases[] = {
     {"backend: \"b\" input { name: \"i\" data_type: TYPE_FP32 }", 0, "model input 'i' must specify 'dims'"},
     {"backend: \"b\" input { name: \"i\" data_type: TYPE_FP32 dims: [0] }", 0,
      "model input 'i' dimension must be integer >= 1, or -1 to indicate a variable-size dimension for m "
-     "(m/config.pbtxt: field 'input.dims', got 0)"},
+     "(m/config.pbtxt:1:70: field 'input[0].dims[0]', value 0)"},
     {"backend: \"b\" input { name: \"i\" data_type: TYPE_FP32 dims: [-2] }", 0,
-     "dimension must be integer >= 1, or -1 to indicate a variable-size dimension for m (m/config.pbtxt: field "
-     "'input.dims', got -2)"},
+     "dimension must be integer >= 1, or -1 to indicate a variable-size dimension for m (m/config.pbtxt:1:70: field "
+     "'input[0].dims[0]', value -2)"},
     {"backend: \"b\" input { name: \"i\" data_type: TYPE_FP32 dims: [4] reshape { } }", 0,
      "cannot have empty reshape for non-batching model"},
     {"backend: \"b\" input { name: \"i\" data_type: TYPE_FP32 dims: [4] reshape { shape: [0] } }", 0,
      "model input 'i' reshape dimensions must be integer >= 1, or -1 to indicate a variable-size dimension for m "
-     "(m/config.pbtxt: field 'input.reshape.shape', got 0)"},
+     "(m/config.pbtxt:1:91: field 'input[0].reshape.shape[0]', value 0)"},
     {"backend: \"b\" input { name: \"i\" data_type: TYPE_FP32 dims: [4] reshape { shape: [5] } }", 0,
      "has different size for dims and reshape"},
     {"backend: \"b\" input { name: \"i\" data_type: TYPE_FP32 dims: [2, -1] reshape { shape: [-1, -1] } }", 0,
@@ -525,7 +531,8 @@ static const vcase vcases[] = {
      1, "Non-linear IO format input requires 3 dims"},
     {"backend: \"b\" input { name: \"i\" data_type: TYPE_FP32 dims: [4] } input { name: \"i\" data_type: TYPE_FP32 "
      "dims: [4] }",
-     0, "input name 'i' is specified more than once for m (m/config.pbtxt: field 'input[1].name')"},
+     0, "input name 'i' is specified more than once for m (m/config.pbtxt:1:83: field 'input[1].name', value 'i' (also "
+     "input[0]))"},
     {"backend: \"b\" " IO_OK "batch_input { kind: BATCH_ELEMENT_COUNT data_type: TYPE_INT32 }", 0,
      "expects 1 source input, got 0"},
     {"backend: \"b\" " IO_OK "batch_input { data_type: TYPE_FP16 source_input: \"i\" }", 0,
@@ -567,7 +574,7 @@ static const vcase vcases[] = {
      "\"loose\" } ] output_map { key: \"y\" value: \"o\" } } }",
      0,
      "output 'o' for ensemble 'm' is not written: at least one of its depending tensors, 'loose', is not connected "
-     "(m/config.pbtxt: field 'ensemble_scheduling.step')"},
+     "(m/config.pbtxt:1:92: field 'output[0].name', value 'o')"},
     {"platform: \"ensemble\" " IO_OK
      "ensemble_scheduling { step { model_name: \"a\" input_map { key: \"x\" value: \"i\" } output_map [ { key: \"y\" "
      "value: \"o\" }, { key: \"z\" value: \"extra\" } ] } }",
@@ -604,19 +611,19 @@ Test(model_config, validation_raw_configs) {
   /* Not normalized: no name, no version policy, AUTO kind, missing groups. */
   json_t *cfg = json_object();
   cr_assert_eq(nrd_model_config_validate(cfg, NULL, 0, &err), -1);
-  cr_assert_str_eq(err, "model configuration must specify 'name'");
+  cr_assert_str_eq(err, "model configuration must specify 'name' (field 'name')");
   free(err);
   json_object_set_new(cfg, "name", json_string("m"));
   cr_assert_eq(nrd_model_config_validate(cfg, NULL, 0, &err), -1);
-  cr_assert_str_eq(err, "unexpected platform type '' for m (field 'backend' is empty)");
+  cr_assert_str_eq(err, "unexpected platform type '' for m (field 'platform', value '', backend empty)");
   free(err);
   json_object_set_new(cfg, "backend", json_string("b"));
   cr_assert_eq(nrd_model_config_validate(cfg, NULL, 0, &err), -1);
-  cr_assert_str_eq(err, "must specify 'version policy' for m");
+  cr_assert_str_eq(err, "must specify 'version policy' for m (field 'version_policy')");
   free(err);
   json_object_set_new(cfg, "version_policy", json_pack("{s:{}}", "all"));
   cr_assert_eq(nrd_model_config_validate(cfg, NULL, 0, &err), -1);
-  cr_assert_str_eq(err, "must specify one or more 'instance group's for m");
+  cr_assert_str_eq(err, "must specify one or more 'instance group's for m (field 'instance_group')");
   free(err);
   json_object_set_new(cfg, "instance_group", json_pack("[{s:s}]", "name", "g"));
   cr_assert_eq(nrd_model_config_validate(cfg, NULL, 0, &err), -1);
@@ -651,7 +658,8 @@ Test(model_config, ensemble_without_scheduling_before_directory_name) {
   json_t *cfg = nrd_model_config_parse(text, strlen(text), "other/config.pbtxt", &err);
   cr_assert_not_null(cfg, "%s", err ? err : "");
   cr_assert_eq(nrd_model_config_normalize(cfg, "other", 0, &err), -1);
-  cr_assert_str_eq(err, "ensemble scheduling must be set for ensemble ens whose platform is ensemble");
+  cr_assert_str_eq(err, "ensemble scheduling must be set for ensemble ens whose platform is ensemble "
+                        "(other/config.pbtxt:1:13: field 'platform', value 'ensemble')");
   free(err);
   json_decref(cfg);
   /* Without the ensemble, the directory name is what is wrong. */
