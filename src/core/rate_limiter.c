@@ -221,6 +221,18 @@ TRITONSERVER_Error *nrd_rate_limiter_register(nrd_rate_limiter *rl, const char *
     }
   }
   pthread_mutex_lock(&rl->mu);
+  /* Global in one model and per device in another is refused too: Triton
+   * checks its pools, which every loaded model's instances feed. */
+  for (size_t i = 0; i < c->n_needs && !err; i++)
+    for (const nrd_rl_client *o = rl->clients; o && !err; o = o->next)
+      for (size_t k = 0; k < o->n_needs && !err; k++)
+        if (!strcmp(o->needs[k].name, c->needs[i].name) &&
+            (o->needs[k].device == RL_GLOBAL) != (c->needs[i].device == RL_GLOBAL))
+          err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                              "Resource \"%s\" is present as both global and device-specific resource in the model "
+                              "configuration. (model '%s'; model '%s' declares it %s)",
+                              c->needs[i].name, model, o->model,
+                              o->needs[k].device == RL_GLOBAL ? "global" : "per device");
   for (size_t i = 0; i < c->n_needs && !err; i++) {
     int64_t g = given_limit(rl, c->needs[i].name, c->needs[i].device);
     if (g >= 0 && (uint64_t)g < c->needs[i].count)
