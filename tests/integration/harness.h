@@ -412,6 +412,28 @@ H_API char *h_metrics_text(TRITONSERVER_Server *s) {
   return text;
 }
 
+/* The nv_inference_pending_request_count gauge of `model` version 1 (-1
+ * when absent): requests queued and not yet handed to an instance. */
+H_API long h_pending_count(TRITONSERVER_Server *s, const char *model) {
+  char *text = h_metrics_text(s);
+  char key[256];
+  snprintf(key, sizeof key, "nv_inference_pending_request_count{model=\"%s\",version=\"1\"} ", model);
+  const char *at = strstr(text, key);
+  long v = at ? strtol(at + strlen(key), NULL, 10) : -1;
+  free(text);
+  return v;
+}
+
+/* Polls until the pending gauge of `model` reads `want`; false after
+ * `timeout_ms`. */
+H_API bool h_pending_reaches(TRITONSERVER_Server *s, const char *model, long want, int timeout_ms) {
+  for (int waited = 0; waited < timeout_ms; waited += 10) {
+    if (h_pending_count(s, model) == want) return true;
+    usleep(10 * 1000);
+  }
+  return h_pending_count(s, model) == want;
+}
+
 /* Error of response i as "CODE: message" (malloc'd), or NULL on success. */
 H_API char *h_response_error(h_call *c, size_t i) {
   if (!c->responses[i]) return NULL;

@@ -653,7 +653,7 @@ Test(dynamic_batching, instances_run_concurrently) {
   h_call *c1, *c2;
   TRITONSERVER_InferenceRequest *r1 = submit(s, "cw", 1, 0, 0, &c1);
   TRITONSERVER_InferenceRequest *r2 = submit(s, "cw", 1, 0, 0, &c2);
-  usleep(100 * 1000);
+  cr_assert(h_pending_reaches(s, "cw", 0, 30000), "the two requests did not both reach an instance");
   H_OK(TRITONSERVER_InferenceRequestCancel(r2));
   /* "request cancelled" is the backend's answer; a queued request would
    * get the batcher's "Request was cancelled" only after r1. */
@@ -676,9 +676,12 @@ static void run_ordering(bool preserve, int *first, int *second, int *early) {
   h_call *c1, *c2;
   TRITONSERVER_InferenceRequest *r1 = submit(s, "cw", 1, 0, 0, &c1);
   TRITONSERVER_InferenceRequest *r2 = submit(s, "cw", 1, 0, 0, &c2);
-  usleep(100 * 1000); /* both are inside Execute */
+  cr_assert(h_pending_reaches(s, "cw", 0, 30000), "the two requests did not both reach an instance");
   H_OK(TRITONSERVER_InferenceRequestCancel(r2));
-  usleep(200 * 1000);
+  if (preserve)
+    usleep(200 * 1000); /* a response let out early would show by now */
+  else
+    cr_assert(h_wait(c2, 30000), "the cancelled second request was not answered");
   *early = responses_so_far(c2);
   H_OK(TRITONSERVER_InferenceRequestCancel(r1));
   expect_error(c1, TRITONSERVER_ERROR_CANCELLED, "request cancelled", "first request");

@@ -301,24 +301,9 @@ Test(metrics_families, cpu_gauges) {
   free(repo);
 }
 
-/* The pending-request gauge of `model` (-1 when absent). */
-static long pending_of(TRITONSERVER_Server *s, const char *model) {
-  char *text = h_metrics_text(s);
-  char key[256];
-  snprintf(key, sizeof key, "nv_inference_pending_request_count{model=\"%s\",version=\"1\"} ", model);
-  const char *at = strstr(text, key);
-  long v = at ? strtol(at + strlen(key), NULL, 10) : -1;
-  free(text);
-  return v;
-}
-
 /* Polls until the gauge of `model` reads `want`; false after 5 s. */
 static bool pending_reaches(TRITONSERVER_Server *s, const char *model, long want) {
-  for (int i = 0; i < 500; i++) {
-    if (pending_of(s, model) == want) return true;
-    usleep(10 * 1000);
-  }
-  return false;
+  return h_pending_reaches(s, model, want, 5000);
 }
 
 /* nv_inference_pending_request_count counts requests queued and not yet
@@ -340,20 +325,21 @@ Test(metrics_families, pending_counts_queued_requests_only, .timeout = 60) {
   H_OK(TRITONSERVER_ServerInferAsync(s, r1, NULL));
   H_OK(TRITONSERVER_ServerInferAsync(s, r2, NULL));
   /* r1 executes (held), r2 waits: one pending, never both. */
-  cr_assert(pending_reaches(s, "cw", 1), "cw shows %ld pending with one executing and one queued", pending_of(s, "cw"));
+  cr_assert(pending_reaches(s, "cw", 1), "cw shows %ld pending with one executing and one queued",
+            h_pending_count(s, "cw"));
   /* An ensemble request that waits for cw: cw counts it, the ensemble 0. */
   int64_t shape[1] = {4};
   TRITONSERVER_InferenceRequest *re = h_request(s, "ens_cw");
   h_add_input(re, "IN", TRITONSERVER_TYPE_FP32, shape, 1, g_in4, sizeof g_in4);
   h_call *ce = h_submit(s, re);
-  cr_assert(pending_reaches(s, "cw", 2), "cw shows %ld pending", pending_of(s, "cw"));
-  cr_expect_eq(pending_of(s, "ens_cw"), 0, "an ensemble itself never has pending requests");
+  cr_assert(pending_reaches(s, "cw", 2), "cw shows %ld pending", h_pending_count(s, "cw"));
+  cr_expect_eq(h_pending_count(s, "ens_cw"), 0, "an ensemble itself never has pending requests");
   H_OK(TRITONSERVER_InferenceRequestCancel(r1));
   H_OK(TRITONSERVER_InferenceRequestCancel(r2));
   H_OK(TRITONSERVER_InferenceRequestCancel(re));
   cr_assert(h_wait(c1, 10000) && h_wait(c2, 10000) && h_wait(ce, 10000), "a request was never answered");
   cr_expect(pending_reaches(s, "cw", 0));
-  cr_expect_eq(pending_of(s, "ens_cw"), 0);
+  cr_expect_eq(h_pending_count(s, "ens_cw"), 0);
   h_call_free(c1);
   h_call_free(c2);
   h_call_free(ce);
