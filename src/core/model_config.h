@@ -55,6 +55,13 @@ json_t *nrd_model_config_parse(const char *text, size_t len, const char *filenam
  * malloc'd (caller frees; err may be NULL). Any thread. */
 json_t *nrd_model_config_from_json(const char *json, size_t len, char **err);
 
+/* Our detail for field `path` of cfg, after a sentence of Triton's:
+ * " (FILE:LINE:COL: field 'PATH')", with the position of the field (or of
+ * the nearest enclosing one) when cfg has positions, " (field 'PATH')"
+ * without. A malloc'd string the caller frees; NULL when out of memory.
+ * Any thread, cfg not being mutated at the same time. */
+char *nrd_model_config_where(const json_t *cfg, const char *path);
+
 /* A shallow copy of cfg without NRD_MODEL_CONFIG_POSITIONS (a new reference
  * the caller json_decref()s; NULL when out of memory or cfg is not an
  * object). Any thread, cfg not being mutated at the same time. */

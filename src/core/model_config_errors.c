@@ -77,6 +77,8 @@ char *nrd_mc_where(const json_t *cfg, const char *filename, const char *path, co
   return nrd_mc_strdupf("%s", "");
 }
 
+char *nrd_model_config_where(const json_t *cfg, const char *path) { return nrd_mc_where(cfg, NULL, path, NULL); }
+
 int nrd_mcv_error(nrd_mcv_ctx *v, const char *path, const char *value, const char *fmt, ...) {
   char msg[768];
   va_list ap;

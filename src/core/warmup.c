@@ -26,6 +26,7 @@
 #include "instance.h"
 #include "log.h"
 #include "model.h"
+#include "model_config.h"
 #include "request.h"
 #include "response.h"
 
@@ -46,6 +47,7 @@ typedef struct warm_input {
 
 typedef struct warm_sample {
   const char *name;
+  size_t index; /* in model_warmup */
   uint32_t batch, count;
   warm_input *in;
   size_t n_in;
@@ -67,6 +69,24 @@ static int64_t json_i64(const json_t *v) {
   return 0;
 }
 
+/* An INVALID_ARG error: the formatted text, then the position of
+ * model_warmup[index] in the model's config.pbtxt. */
+static TRITONSERVER_Error *located_error(const TRITONBACKEND_Model *m, size_t index, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static TRITONSERVER_Error *located_error(const TRITONBACKEND_Model *m, size_t index, const char *fmt, ...) {
+  char what[4096 + 1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  char path[64];
+  snprintf(path, sizeof path, "model_warmup[%zu]", index);
+  char *where = nrd_model_config_where(m->config, path);
+  TRITONSERVER_Error *e = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "%s%s", what, where ? where : "");
+  free(where);
+  return e;
+}
+
 static TRITONSERVER_Error *sample_error(const TRITONBACKEND_Model *m, const warm_sample *s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static TRITONSERVER_Error *sample_error(const TRITONBACKEND_Model *m, const warm_sample *s, const char *fmt, ...) {
@@ -75,8 +95,9 @@ static TRITONSERVER_Error *sample_error(const TRITONBACKEND_Model *m, const warm
   va_start(ap, fmt);
   vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
-  /* Triton's sentence first (`fmt`), then which model and sample. */
-  return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "%s (model '%s', warmup sample '%s')", what, m->name, s->name);
+  /* Triton's sentence first (`fmt`), then which model and sample, then
+   * where the sample is in config.pbtxt. */
+  return located_error(m, s->index, "%s (model '%s', warmup sample '%s')", what, m->name, s->name);
 }
 
 /* True when `rel` is a relative path with no ".." component. */
@@ -142,16 +163,17 @@ static void fill_random(uint8_t *p, size_t n) {
 static TRITONSERVER_Error *prepare_sample(TRITONBACKEND_Model *m, const json_t *cfg, size_t index, warm_sample *s) {
   s->name = json_string_value(json_object_get(cfg, "name"));
   if (!s->name) s->name = "";
+  s->index = index;
   s->batch = (uint32_t)json_i64(json_object_get(cfg, "batch_size"));
   int64_t count = json_i64(json_object_get(cfg, "count"));
   s->count = count < 1 ? 1 : (uint32_t)count;
   if (s->batch == 0) return NULL; /* Triton skips it */
   if (m->max_batch_size > 0 && s->batch > (uint32_t)m->max_batch_size)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+    return located_error(m, index,
                          "model '%s': model_warmup[%zu].batch_size %" PRIu32 " is more than max_batch_size %d", m->name,
                          index, s->batch, (int)m->max_batch_size);
   if (m->max_batch_size <= 0 && s->batch != 1)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+    return located_error(m, index,
                          "model '%s': model_warmup[%zu].batch_size must be 1 for a model that does not batch "
                          "(max_batch_size 0), not %" PRIu32,
                          m->name, index, s->batch);

@@ -135,7 +135,12 @@ Test(warmup, bad_sample_settings_fail_the_load_with_the_field_named) {
   expect_load_error(s, "nokind",
                     "warmup setting expects input 'INPUT0' to have input_data_type set (model 'nokind', "
                     "warmup sample 'k')");
+  /* Where the sample is in config.pbtxt follows (line 6: after name,
+   * backend, input, output and max_batch_size). */
+  expect_load_error(s, "vardim", "vardim/config.pbtxt:6:");
+  expect_load_error(s, "vardim", ": field 'model_warmup[0]')");
   expect_load_error(s, "toobig", "model_warmup[0].batch_size 5 is more than max_batch_size 4");
+  expect_load_error(s, "toobig", "toobig/config.pbtxt:6:");
   expect_load_error(s, "nobatch", "model_warmup[0].batch_size must be 1 for a model that does not batch");
   expect_load_error(s, "wrongtype", "failed to run warmup sample 't':");
   expect_load_error(s, "missing_input", "failed to run warmup sample 'm':");
