@@ -362,9 +362,12 @@ int main(int argc, char **argv) {
   const char *backend_dir = NRD_BACKEND_DIR;
   int iters = 5000;
   double seconds = 4.0;
+  bool small_only = false; /* --small: the round trip and BLS figures only (for profiling) */
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) {
       iters = 300, seconds = 0.5;
+    } else if (!strcmp(argv[i], "--small")) {
+      small_only = true;
     } else if (!strcmp(argv[i], "--backend-dir") && i + 1 < argc) {
       backend_dir = argv[++i];
     } else if (!strcmp(argv[i], "--iterations") && i + 1 < argc) {
@@ -372,7 +375,7 @@ int main(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--duration") && i + 1 < argc) {
       seconds = atof(argv[++i]);
     } else {
-      fprintf(stderr, "usage: %s [--quick] [--iterations N] [--duration S] [--backend-dir DIR]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--quick] [--small] [--iterations N] [--duration S] [--backend-dir DIR]\n", argv[0]);
       return 2;
     }
   }
@@ -402,11 +405,20 @@ int main(int argc, char **argv) {
   ok = ok && latency(s, alloc, "ident_py", SMALL, iters / 10, iters, &p50, &p99, &pcpu);
   ok = ok && latency(s, alloc, "bls_py", SMALL, iters / 10, iters, &b50, &b99, &bcpu);
   int big_iters = iters / 100 < 20 ? 20 : iters / 100;
-  ok = ok && latency(s, alloc, "ident_c", BIG, 3, big_iters, &bc50, &bc99, &bccpu);
-  ok = ok && latency(s, alloc, "ident_py", BIG, 3, big_iters, &bp50, &bp99, &bpcpu);
-  ok = ok && throughput(s, alloc, "busy_py_1", seconds, &r1, &k1);
-  ok = ok && throughput(s, alloc, "busy_py_2", seconds, &r2, &k2);
-  if (ok) {
+  if (ok && small_only) {
+    printf("round trip, 16 x FP32, one client (%d requests):\n", iters);
+    printf("  C identity backend   p50 %8.1f us  p99 %8.1f us  CPU %7.1f us/req\n", c50, c99, ccpu);
+    printf("  model.py identity    p50 %8.1f us  p99 %8.1f us  CPU %7.1f us/req (server + stub)\n", p50, p99, pcpu);
+    printf("  model.py + BLS       p50 %8.1f us  p99 %8.1f us  CPU %7.1f us/req  (added p50 %.1f us, CPU %.1f us)\n",
+           b50, b99, bcpu, b50 - p50, bcpu - pcpu);
+  }
+  bool more = ok && !small_only;
+  more = more && latency(s, alloc, "ident_c", BIG, 3, big_iters, &bc50, &bc99, &bccpu);
+  more = more && latency(s, alloc, "ident_py", BIG, 3, big_iters, &bp50, &bp99, &bpcpu);
+  more = more && throughput(s, alloc, "busy_py_1", seconds, &r1, &k1);
+  more = more && throughput(s, alloc, "busy_py_2", seconds, &r2, &k2);
+  if (!small_only) ok = more;
+  if (ok && !small_only) {
     double mb = (double)BIG * sizeof(float) / 1e6;
     printf("round trip, 16 x FP32, one client (%d requests):\n", iters);
     printf("  C identity backend   p50 %8.1f us  p99 %8.1f us  CPU %7.1f us/req\n", c50, c99, ccpu);

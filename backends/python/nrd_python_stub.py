@@ -21,6 +21,14 @@ ALIGN = 64
 # Outputs at least this large that are views of the batch's inputs are
 # not copied again (smaller ones: a copy costs less than the check).
 ZERO_COPY_MIN = 1 << 16
+# numpy dtype of each datatype name (BYTES aside), and back: the hot path
+# looks types up here instead of through pb_utils' conversions.
+_NP_DTYPE = {name: np.dtype(t) for i, name in enumerate(pb_utils._NAMES)
+             if (t := pb_utils.triton_to_numpy_type(i)) is not None and name != "BYTES"}
+_DTYPE_NAME = {dt: name for name, dt in _NP_DTYPE.items()}
+# Message codecs: compact, no cycle check, no encoding sniffing (UTF-8).
+_encode = json.JSONEncoder(check_circular=False, separators=(",", ":")).encode
+_decode = json.JSONDecoder().decode
 
 
 class Stub:
@@ -159,22 +167,26 @@ class Stub:
         dtype = d["dtype"]
         shape = d["shape"]
         off, size = d["off"], d["size"]
-        if dtype == "BYTES":
+        dt = _NP_DTYPE.get(dtype)
+        if dt is not None:
+            arr = np.frombuffer(self.buf, dtype=dt, count=size // dt.itemsize, offset=off)
+            if len(shape) != 1:
+                arr = arr.reshape(shape)
+        elif dtype == "BYTES":
             count = int(np.prod(shape)) if shape else 1
             arr = pb_utils.deserialize_bytes_tensor(self.buf[off:off + size], count).reshape(shape)
         else:
-            nptype = pb_utils.triton_to_numpy_type(pb_utils._NAMES.index(dtype))
-            if nptype is None:
-                raise pb_utils.TritonModelException(f"unsupported input datatype {dtype}")
-            count = size // np.dtype(nptype).itemsize
-            arr = np.frombuffer(self.buf, dtype=nptype, count=count, offset=off).reshape(shape)
-        return pb_utils.Tensor(d["name"], arr, dtype)
+            raise pb_utils.TritonModelException(f"unsupported input datatype {dtype}")
+        return pb_utils.Tensor._wrap(d["name"], arr, dtype)
 
-    def request(self, d):
+    def request(self, d, factory):
+        """The InferenceRequest of message entry `d`; `factory` makes its
+        response sender at first use."""
         r = pb_utils.InferenceRequest(inputs=[self.tensor_in(i) for i in d["inputs"]],
                                       requested_output_names=d["requested"], request_id=d["id"],
                                       correlation_id=d.get("correlation_id", 0), flags=d["flags"],
                                       timeout=d["timeout"], parameters=d["parameters"])
+        r._sender_factory = factory
         return r
 
     def response_out(self, resp, off):
@@ -200,9 +212,18 @@ class Stub:
                 self.buf[off:off + n] = data
                 dname = "BYTES"
             else:
-                dname = pb_utils._dtype_name(arr)
+                dname = _DTYPE_NAME.get(arr.dtype) or pb_utils._dtype_name(arr)
                 n = arr.nbytes
-                if n >= ZERO_COPY_MIN and arr.flags.c_contiguous:
+                if n < ZERO_COPY_MIN:
+                    # Small: tobytes (C order) and a slice store cost less
+                    # than a numpy view of the region and a copy into it.
+                    self.ensure(off + n, "the outputs")
+                    self.buf[off:off + n] = arr.tobytes()
+                    outs.append({"name": t.name(), "dtype": dname, "shape": list(arr.shape), "off": off,
+                                 "size": n})
+                    off += n
+                    continue
+                if arr.flags.c_contiguous:
                     at = self.offset_of(arr)
                     if at is not None and _nrd_ipc.DATA_OFFSET <= at and at + n <= self.in_end:
                         outs.append({"name": t.name(), "dtype": dname, "shape": list(arr.shape), "off": at,
@@ -225,14 +246,14 @@ class Stub:
             if not self.active:
                 raise pb_utils.TritonModelException(
                     "python: the request's batch has ended; its response sender is closed")
-            data = json.dumps(make()).encode()
+            data = _encode(make()).encode()
             if len(data) > _nrd_ipc.META_SIZE:
                 raise pb_utils.TritonModelException("python: message too large for the shared memory")
             self.buf[META:META + len(data)] = data
             _nrd_ipc.post(len(data))
             n = _nrd_ipc.wait()
             self.refresh()
-            answer = json.loads(bytes(self.buf[META:META + n]))
+            answer = _decode(str(self.buf[META:META + n], "utf-8"))
             return read(answer) if read is not None else answer
 
     def sender_for(self, index, generation):
@@ -337,15 +358,15 @@ class Stub:
             self.senders_done.wait_for(lambda: all(self.closed[i] for i in indices))
 
     def execute(self, msg):
-        requests = [self.request(d) for d in msg["requests"]]
+        generation = self.generation
+        sender_for = self.sender_for
+        requests = [self.request(d, functools.partial(sender_for, i, generation))
+                    for i, d in enumerate(msg["requests"])]
         self.out_off = msg["out_off"]
         self.in_end = msg["out_off"]
         with self.senders_done:
             self.used = [False] * len(requests)
             self.closed = [False] * len(requests)
-        generation = self.generation
-        for i, r in enumerate(requests):
-            r._sender_factory = functools.partial(self.sender_for, i, generation)
         try:
             responses = self.run(self.model.execute, requests)
         except BaseException as e:  # noqa: BLE001 - the model's failure answers its requests
@@ -370,13 +391,14 @@ class Stub:
             return {"error": f"python: execute must return a list of {len(requests)} responses, got {n}"}
         off = msg["out_off"]
         out = []
-        for req, resp in zip(requests, responses):
-            if resp is None and self.rescheduled(req):
+        release = [self.release_flags(r) for r in requests]
+        for flags, resp in zip(release, responses):
+            if resp is None and flags == pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
                 out.append({"rescheduled": True})  # it comes back in a later batch
                 continue
             entry, off = self.response_out(resp, off)
             out.append(entry)
-        return {"responses": out, "release": [self.release_flags(r) for r in requests]}
+        return {"responses": out, "release": release}
 
     def finalize(self, msg):
         if self.model is not None and hasattr(self.model, "finalize"):
@@ -393,7 +415,7 @@ class Stub:
         while True:
             n = _nrd_ipc.wait()
             self.refresh()
-            msg = json.loads(bytes(self.buf[META:META + n]))
+            msg = _decode(str(self.buf[META:META + n], "utf-8"))
             kind = msg.get("type")
             with self.ipc_lock:
                 self.active = True  # the server answers our messages until our reply
@@ -403,7 +425,7 @@ class Stub:
             except BaseException as e:  # noqa: BLE001 - never leave the server waiting
                 traceback.print_exc()
                 reply = {"error": f"python: {kind}: {type(e).__name__}: {e}"}
-            data = json.dumps(reply).encode()
+            data = _encode(reply).encode()
             if len(data) > _nrd_ipc.META_SIZE:
                 data = json.dumps({"error": "python: reply too large"}).encode()
             with self.ipc_lock:

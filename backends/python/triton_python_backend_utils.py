@@ -161,6 +161,16 @@ class Tensor:
         self._array = array
         self._dtype = dtype_name
 
+    @classmethod
+    def _wrap(cls, name, array, dtype_name):
+        """The stub's constructor: `array` is already an ndarray of a
+        Triton type (skips __init__'s checks)."""
+        t = cls.__new__(cls)
+        t._name = name
+        t._array = array
+        t._dtype = dtype_name
+        return t
+
     def name(self):
         return self._name
 
