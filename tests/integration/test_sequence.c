@@ -733,6 +733,39 @@ Test(sequence, oldest_strategy_batches_the_oldest_requests, .timeout = 60) {
   server_done(s, repo);
 }
 
+/* The Oldest strategy picks the oldest heads however the slots hold them:
+ * with the scheduler held until all 16 requests are queued, 8 sequences
+ * (slots 0-7) queue START in slot order, then their second steps in
+ * reverse slot order. Batches of 4 then run the STARTs of 1-4 and of 5-8,
+ * then the second steps of 8, 7, 6, 5 and of 4, 3, 2, 1, each in that
+ * order (INDEX), whatever order the slots are in. */
+Test(sequence, oldest_strategy_orders_heads_across_slots, .timeout = 60) {
+  setenv("TRITONSERVER_DELAY_SCHEDULER", "16", 1);
+  char *repo = h_tmpdir();
+  oldest_model(repo, "heap", 4, 0, "max_candidate_sequences: 8");
+  TRITONSERVER_Server *s = server_on(repo);
+  unsetenv("TRITONSERVER_DELAY_SCHEDULER");
+  int32_t one = 1, ten = 10;
+  TRITONSERVER_InferenceRequest *r[16];
+  h_call *c[16];
+  for (int i = 0; i < 8; i++) c[i] = send_async(s, "heap", (uint64_t)i + 1, START, &one, &r[i]);
+  for (int i = 0; i < 8; i++) c[8 + i] = send_async(s, "heap", (uint64_t)(8 - i), END, &ten, &r[8 + i]);
+  for (int i = 0; i < 16; i++) {
+    int32_t index = -1;
+    float batch = 0;
+    int32_t sum = call_result(c[i], &index, &batch);
+    uint64_t seq = i < 8 ? (uint64_t)i + 1 : (uint64_t)(16 - i);
+    cr_expect_eq(sum, i < 8 ? 1 : 11, "sequence %" PRIu64 " step %d", seq, i < 8 ? 1 : 2);
+    cr_expect(index == i % 4 && batch == 4, "sequence %" PRIu64 " step %d ran at %d of %g, expected %d of 4", seq,
+              i < 8 ? 1 : 2, index, batch, i % 4);
+  }
+  for (int i = 0; i < 16; i++) {
+    h_call_free(c[i]);
+    H_OK(TRITONSERVER_InferenceRequestDelete(r[i]));
+  }
+  server_done(s, repo);
+}
+
 /* The order final responses reached their clients in (any thread). */
 static atomic_int g_nfinal;
 static h_call *g_finals[8];
