@@ -474,7 +474,8 @@ Test(sequence, ready_sequences_share_an_execution, .timeout = 60) {
     c[i] = h_call_new();
     h_bind(r[i], c[i]);
     H_OK(TRITONSERVER_ServerInferAsync(s, r[i], NULL));
-    if (i == 0) usleep(100 * 1000); /* the first one is executing now */
+    if (i == 0) /* the first one is executing now */
+      cr_assert(h_pending_reaches(s, "acc", 0, 30000), "the first request never reached the instance");
   }
   const int32_t want[N] = {1, 10, 100, 3};
   float batch[N];
@@ -712,7 +713,7 @@ Test(sequence, oldest_strategy_batches_the_oldest_requests, .timeout = 60) {
   int32_t four = 4000;
   TRITONSERVER_InferenceRequest *busy_r;
   h_call *busy = send_async(s, "old", 4, 0, &four, &busy_r);
-  usleep(100 * 1000);
+  cr_assert(h_pending_reaches(s, "old", 0, 30000), "sequence 4's request never reached the instance");
   for (int i = 0; i < 3; i++) {
     c[4 + i] = send_async(s, "old", (uint64_t)(3 - i), 0, &v[6 - i], &r[4 + i]);
     usleep(20 * 1000);
@@ -788,7 +789,8 @@ static int first_answered(bool preserve) {
   int32_t one = 1;
   TRITONSERVER_InferenceRequest *busy_r, *r[2];
   h_call *busy = send_async(s, "ord", 3, START, &one, &busy_r), *c[2];
-  usleep(100 * 1000); /* sequence 3 holds the instance */
+  /* Sequence 3 holds the instance once it left the queue. */
+  cr_assert(h_pending_reaches(s, "ord", 0, 30000), "sequence 3's request never reached the instance");
   atomic_store(&g_nfinal, 0);
   for (int i = 0; i < 2; i++) {
     r[i] = seq_request(s, "ord", (uint64_t)i + 1, NULL, START, &one);
@@ -1011,7 +1013,8 @@ static void cancel_cancels_the_rest(const char *strategy) {
   for (int i = 0; i < 3; i++) {
     r[i] = seq_request(s, "acc", 1, NULL, flags[i], &v[i]);
     c[i] = h_submit(s, r[i]);
-    if (i == 0) usleep(100 * 1000); /* the first one is executing now */
+    if (i == 0) /* the first one is executing now */
+      cr_assert(h_pending_reaches(s, "acc", 0, 30000), "the first request never reached the instance");
   }
   H_OK(TRITONSERVER_InferenceRequestCancel(r[1]));
   cr_expect_str_eq(call_code(c[0]), "OK");
@@ -1042,7 +1045,8 @@ Test(sequence, cancel_in_backlog_cancels_the_whole_sequence, .timeout = 60) {
   int32_t v = 1;
   TRITONSERVER_InferenceRequest *a1 = seq_request(s, "acc", 1, NULL, START, &v);
   h_call *ca1 = h_submit(s, a1);
-  usleep(100 * 1000); /* a1 executes; sequence 1 holds the only slot */
+  /* a1 executes; sequence 1 holds the only slot. */
+  cr_assert(h_pending_reaches(s, "acc", 0, 30000), "a1 never reached the instance");
   TRITONSERVER_InferenceRequest *b1 = seq_request(s, "acc", 2, NULL, START, &v);
   TRITONSERVER_InferenceRequest *b2 = seq_request(s, "acc", 2, NULL, 0, &v);
   h_call *cb1 = h_submit(s, b1);
