@@ -160,7 +160,7 @@ Test(cancel, cancel_while_queued) {
   TRITONSERVER_InferenceRequest *r1 = cw_request(s, &c1);
   TRITONSERVER_InferenceRequest *r2 = cw_request(s, &c2);
   H_OK(TRITONSERVER_ServerInferAsync(s, r1, NULL));
-  usleep(20 * 1000); /* r1 is now inside Execute */
+  cr_assert(h_pending_reaches(s, "cw", 0, 30000), "r1 never reached Execute"); /* r1 is now inside Execute */
   H_OK(TRITONSERVER_ServerInferAsync(s, r2, NULL));
   usleep(10 * 1000);
   H_OK(TRITONSERVER_InferenceRequestCancel(r2));

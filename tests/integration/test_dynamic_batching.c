@@ -420,7 +420,7 @@ Test(dynamic_batching, timeout_reject) {
                   &repo);
   h_call *c0, *c1, *c2;
   TRITONSERVER_InferenceRequest *r0 = submit(s, "db", 1, 0, 0, &c0);
-  usleep(50 * 1000);
+  cr_assert(h_pending_reaches(s, "db", 0, 30000), "the first request never left the queue");
   TRITONSERVER_InferenceRequest *r1 = submit(s, "db", 1, 0, 50 * 1000, &c1);
   TRITONSERVER_InferenceRequest *r2 = submit(s, "db", 1, 0, 0, &c2);
   expect_success(c0, "running request");
@@ -447,7 +447,7 @@ Test(dynamic_batching, timeout_delay) {
   atomic_store(&g_norder, 0);
   h_call *c0, *c1, *c2;
   TRITONSERVER_InferenceRequest *r0 = submit(s, "db", 1, 0, 0, &c0);
-  usleep(50 * 1000);
+  cr_assert(h_pending_reaches(s, "db", 0, 30000), "the first request never left the queue");
   TRITONSERVER_InferenceRequest *r1 = submit(s, "db", 1, 0, 50 * 1000, &c1);
   TRITONSERVER_InferenceRequest *r2 = submit(s, "db", 1, 0, 0, &c2);
   expect_success(c0, "running request");
@@ -466,7 +466,7 @@ Test(dynamic_batching, request_timeout_needs_override) {
   TRITONSERVER_Server *s = server_with("db", 1, 1, 300, "", &repo);
   h_call *c0, *c1;
   TRITONSERVER_InferenceRequest *r0 = submit(s, "db", 1, 0, 0, &c0);
-  usleep(50 * 1000);
+  cr_assert(h_pending_reaches(s, "db", 0, 30000), "the first request never left the queue");
   TRITONSERVER_InferenceRequest *r1 = submit(s, "db", 1, 0, 20 * 1000, &c1);
   expect_success(c0, "running request");
   expect_success(c1, "request with its own timeout but no override allowed");
@@ -543,7 +543,8 @@ Test(dynamic_batching, priorities_beyond_32_bits) {
     r[i] = make_request(s, "db", 1, 4, 0, 0, &c[i]);
     if (prios[i]) H_OK(TRITONSERVER_InferenceRequestSetPriorityUInt64(r[i], prios[i]));
     H_OK(TRITONSERVER_ServerInferAsync(s, r[i], NULL));
-    if (i == 0) usleep(50 * 1000); /* r[0] now holds the only instance */
+    if (i == 0) /* r[0] now holds the only instance */
+      cr_assert(h_pending_reaches(s, "db", 0, 30000), "the first request never left the queue");
   }
   for (int i = 0; i < N; i++) expect_success(c[i], "request");
   /* The running one; then 2, the default level 3 (priority 0), 2^32,
@@ -566,7 +567,7 @@ Test(dynamic_batching, per_level_queue_policy) {
   h_call *c[5];
   TRITONSERVER_InferenceRequest *r[5];
   r[0] = submit(s, "lvl", 1, 0, 0, &c[0]);
-  usleep(50 * 1000); /* r0 runs */
+  cr_assert(h_pending_reaches(s, "lvl", 0, 30000), "the first request never left the queue"); /* r0 runs */
   r[1] = submit(s, "lvl", 1, 1, 0, &c[1]);
   r[2] = make_request(s, "lvl", 1, 4, 1, 0, &c[2]);
   TRITONSERVER_Error *e = TRITONSERVER_ServerInferAsync(s, r[2], NULL);
@@ -587,7 +588,7 @@ Test(dynamic_batching, cancel_while_queued) {
   TRITONSERVER_Server *s = server_with("db", 4, 1, 300, "", &repo);
   h_call *c0, *c1;
   TRITONSERVER_InferenceRequest *r0 = submit(s, "db", 1, 0, 0, &c0);
-  usleep(50 * 1000);
+  cr_assert(h_pending_reaches(s, "db", 0, 30000), "the first request never left the queue");
   TRITONSERVER_InferenceRequest *r1 = submit(s, "db", 1, 0, 0, &c1);
   H_OK(TRITONSERVER_InferenceRequestCancel(r1));
   expect_success(c0, "running request");
