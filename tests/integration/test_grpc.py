@@ -389,7 +389,16 @@ def test_metadata_statistics_and_index_match_http(server, stub):
     from google.protobuf import json_format
 
     list(stub.ModelStreamInfer(iter([square_request(2, "stats")]), timeout=RPC_TIMEOUT))
-    time.sleep(0.2)  # statistics are reported after the responses
+    # Statistics are reported after the responses: poll until the request
+    # shows (before, a 0.2 s sleep, and the two reads below could differ).
+    deadline = time.monotonic() + RPC_TIMEOUT
+    while True:
+        code, j = http_json(server, "GET", "/v2/models/square_int32/stats")
+        m = j["model_stats"][0]
+        if m["inference_stats"]["success"]["count"] >= 1 and m.get("response_stats"):
+            break
+        assert time.monotonic() < deadline, j
+        time.sleep(0.02)
     cases = [
         ("GET", "/v2", None, pb.ServerMetadataResponse(),
          lambda: stub.ServerMetadata(pb.ServerMetadataRequest(), timeout=RPC_TIMEOUT)),
