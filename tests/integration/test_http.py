@@ -63,12 +63,12 @@ def identity_config(name, ctype):
 
 
 class Server:
-    def __init__(self, repo, extra=()):
+    def __init__(self, repo, extra=(), env=None):
         self.errfile = tempfile.TemporaryFile(mode="w+")
         args = [NEREID, f"--model-repository={repo}", f"--backend-directory={BACKENDS}",
                 "--http-port=0", "--metrics-port=0", "--http-address=127.0.0.1",
                 "--http-thread-count=2", "--allow-grpc=false", *extra]
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.errfile, text=True)
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.errfile, text=True, env=env)
         self.port = self.metrics_port = None
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
@@ -186,10 +186,17 @@ def repo():
     shutil.rmtree(d, ignore_errors=True)
 
 
+UNSENT_MAX = 4 << 20
+
+
 @pytest.fixture(scope="module")
 def srv(repo):
+    # A generate_stream client that stops reading is cut off at 4 MB
+    # waiting instead of 64: a sanitizer build on a loaded machine took
+    # more than 60 s to produce 64 MB of events.
     s = Server(repo, ["--model-control-mode=explicit", "--load-model=*",
-                      "--http-max-input-size=1048576"])
+                      "--http-max-input-size=1048576"],
+               env={**os.environ, "NEREID_GENERATE_UNSENT_MAX": str(UNSENT_MAX)})
     yield s
     assert s.alive(), s.log()
     assert s.stop() == 0
@@ -1517,7 +1524,8 @@ def test_generate_with_endless_responses_is_stopped(srv):
     response, which makes its answer an error) all stop the backend, so the
     single square instance is free for the next request at once (otherwise
     it would be busy for hours, and the server's memory would grow with
-    every response). Found by the gRPC fuzzer's twin on HTTP."""
+    every response). Found by the gRPC fuzzer's twin on HTTP. The srv
+    fixture lowers the 64 MB to UNSENT_MAX (NEREID_GENERATE_UNSENT_MAX)."""
     body = json.dumps({"IN": 2**31 - 1}).encode()
     head = b"POST /v2/models/square_int32/generate_stream HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
 
@@ -1539,6 +1547,7 @@ def test_generate_with_endless_responses_is_stopped(srv):
     while "generate_stream client is not reading" not in srv.log():
         assert time.monotonic() < deadline, "the server never gave up on the client"
         time.sleep(0.2)
+    assert f"more than {UNSENT_MAX} bytes waiting" in srv.log()
     next_is_quick()
     s.close()
     st, r = jreq(srv, "POST", "/v2/models/square_int32/generate", {"IN": 2**31 - 1})
