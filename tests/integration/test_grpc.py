@@ -102,8 +102,12 @@ class Server:
             sel.close()
 
     def text(self):
-        self.errfile.seek(0)
-        return self.out.decode(errors="replace") + "\n--- stderr ---\n" + self.errfile.read()
+        # A new open file description: seeking the one nereid writes through
+        # would move its offset, and a line written meanwhile would land
+        # over earlier ones (seen: two log lines spliced into one).
+        with open(f"/proc/self/fd/{self.errfile.fileno()}", errors="replace") as f:
+            err = f.read()
+        return self.out.decode(errors="replace") + "\n--- stderr ---\n" + err
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)

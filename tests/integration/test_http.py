@@ -86,8 +86,11 @@ class Server:
         assert self.port, self.log()
 
     def log(self):
-        self.errfile.seek(0)
-        return self.errfile.read()
+        # A new open file description: seeking the one nereid writes through
+        # would move its offset, and a line written meanwhile would land
+        # over earlier ones (seen: two log lines spliced into one).
+        with open(f"/proc/self/fd/{self.errfile.fileno()}", errors="replace") as f:
+            return f.read()
 
     def alive(self):
         return self.proc.poll() is None
