@@ -39,7 +39,7 @@ EXAMPLES = os.environ.get("NEREID_EXAMPLES", os.path.join(SOURCE, "examples", "m
 EXAMPLE_MODELS = ["accumulate_onnx", "accumulate_stateful", "add_sub_python", "identity_bytes", "identity_fp32", "repeat_int32", "simple", "simple_ensemble",
                   "square_int32"]
 READY_MARK = "nereid: server "  # start of the line printed once startup is done
-START_TIMEOUT = 60  # generous: sanitizer builds start slowly on 2 cores
+START_TIMEOUT = 120  # generous: sanitizer builds start slowly on 2 cores
 # Generous too: a stop unloads every model and, under ASan, runs the leak
 # check; on a 2-core machine running other tests beside it that is slow.
 STOP_TIMEOUT = 60
