@@ -182,8 +182,10 @@ def reader_that_stops(port):
         pass
     # The server must end it on its own; nothing is read until then. The
     # socket's TCP state tells: CLOSE after a reset, CLOSE_WAIT after a FIN.
+    # LIMIT + 60: the server first answers what it read (several MB) under
+    # a sanitizer; a TSan build at a load of 20 needed more than LIMIT + 12.
     closed = False
-    while time.monotonic() - t0 < LIMIT + 12 and not closed:
+    while time.monotonic() - t0 < LIMIT + 60 and not closed:
         state = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]
         closed = state in (7, 8)
         time.sleep(0.2)
@@ -228,7 +230,7 @@ def test_http_slow_and_stalled_clients():
 
             closed, took, sent = stops.result()
             assert closed, f"a client that reads nothing kept its connection ({sent} requests sent)"
-            assert took < LIMIT + 12, took
+            assert took < LIMIT + 60, took
         assert health(port) == b"HTTP/1.1 200 OK"
         deadline = time.monotonic() + SETTLE
         while open_fds(srv) > fds and time.monotonic() < deadline:
