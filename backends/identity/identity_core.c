@@ -389,6 +389,10 @@ void nrd_identity_execute(TRITONBACKEND_ModelInstance *instance, const nrd_ident
   uint64_t exec_start = nrd_bu_now_ns();
   uint64_t compute_start = exec_start;
   if (model->execute_delay_ms > 0) {
+    /* Tests wait for this line (--log-verbose=1) to know their request is
+     * in Execute, instead of sleeping a guess. */
+    NRD_BU_LOG(TRITONSERVER_LOG_VERBOSE, "identity: Execute of %" PRIu32 " requests sleeps %" PRId64 " ms", count,
+               model->execute_delay_ms);
     nrd_bu_sleep_ms((uint64_t)model->execute_delay_ms);
   }
   uint64_t compute_end = nrd_bu_now_ns();

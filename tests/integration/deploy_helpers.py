@@ -84,8 +84,12 @@ class Server:
             assert bad not in text, text
 
     def text(self):
-        self.errfile.seek(0)
-        return "".join(self.out) + self.partial.decode(errors="replace") + "\n--- stderr ---\n" + self.errfile.read()
+        # A new open file description: seeking the one nereid writes through
+        # would move its offset, and a line written meanwhile would land
+        # over earlier ones (seen: two log lines spliced into one).
+        with open(f"/proc/self/fd/{self.errfile.fileno()}", errors="replace") as f:
+            err = f.read()
+        return "".join(self.out) + self.partial.decode(errors="replace") + "\n--- stderr ---\n" + err
 
     def close(self):
         if self.proc.poll() is None:

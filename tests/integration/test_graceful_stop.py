@@ -21,10 +21,16 @@ import time
 
 import numpy as np
 
-from test_grpc import (BACKENDS, EXAMPLES, Server, final_flag, free_port, grpc, infer_request, output_array, pbg,
+from test_grpc import (BACKENDS, EXAMPLES, Server, final_flag, grpc, infer_request, output_array, pbg,
                        repeat_request, square_request, write_identity_model)
+from test_nereid_cli import listening_ports
 
 SLOW_MS = 2000
+# What the identity backend logs (--log-verbose=1) as an Execute with
+# execute_delay_ms begins: the tests wait for it instead of sleeping.
+IN_EXECUTE = "identity: Execute of "
+# Generous: a loaded 2-core machine running sanitizer builds is slow.
+TIMEOUT = 60
 
 
 def slow_repository():
@@ -41,14 +47,13 @@ def server(extra=()):
     gRPC port). Afterwards: killed if the test left it running, and its
     output must hold no sanitizer report."""
     repo = slow_repository()
-    http_port, grpc_port = free_port(), free_port()
     srv = Server(["--model-repository", EXAMPLES, "--model-repository", repo, "--backend-directory", BACKENDS,
-                  f"--http-port={http_port}", "--http-address=127.0.0.1",
-                  f"--grpc-port={grpc_port}", "--grpc-address=127.0.0.1",
-                  "--allow-metrics=false", "--log-info=false", *extra])
+                  "--http-port=0", "--http-address=127.0.0.1", "--grpc-port=0", "--grpc-address=127.0.0.1",
+                  "--allow-metrics=false", "--log-info=false", "--log-verbose=1", *extra])
     try:
         srv.wait_ready()
-        yield srv, http_port, grpc_port
+        ports = ports_of(srv)
+        yield srv, ports["http"], ports["grpc"]
     finally:
         if srv.proc.poll() is None:
             srv.proc.kill()
@@ -57,9 +62,26 @@ def server(extra=()):
     assert "Sanitizer" not in srv.text()
 
 
+def ports_of(srv):
+    """The ports the kernel gave the server's --*-port=0 endpoints, from its
+    start-up lines (ports picked by the test and passed in could be taken
+    by another test's socket in between)."""
+    return listening_ports(srv.out.decode(errors="replace").splitlines())
+
+
+def wait_log(srv, text, count=1):
+    """Polls the server's log until text appears count times."""
+    deadline = time.monotonic() + TIMEOUT
+    while srv.text().count(text) < count:
+        assert srv.proc.poll() is None, srv.text()
+        assert time.monotonic() < deadline, f"{text!r} not logged {count} times:\n{srv.text()}"
+        time.sleep(0.02)
+
+
 def assert_exits_soon(srv, t0):
-    """Exit code 0 within 10 s of the signal sent at t0 (the exit timeout is 30 s)."""
-    while srv.proc.poll() is None and time.monotonic() - t0 < 10:
+    """Exit code 0 within 20 s of the signal sent at t0: well before the
+    30 s exit timeout, with room for a slow sanitizer build's exit."""
+    while srv.proc.poll() is None and time.monotonic() - t0 < 20:
         time.sleep(0.05)
     assert srv.proc.poll() == 0, srv.text()
 
@@ -85,7 +107,7 @@ def test_http_answers_what_it_received_then_closes_every_connection():
 
         t = threading.Thread(target=slow_call)
         t.start()
-        time.sleep(0.8)  # the slow request is with the core (it takes SLOW_MS)
+        wait_log(srv, IN_EXECUTE)  # the slow request is with the core (it takes SLOW_MS)
         t0 = time.monotonic()
         srv.proc.send_signal(signal.SIGTERM)
         # The idle keep-alive connection is closed at once.
@@ -100,7 +122,7 @@ def test_http_answers_what_it_received_then_closes_every_connection():
             except ConnectionResetError:
                 pass
         # The request received before the signal is answered, and is the last.
-        t.join(30)
+        t.join(TIMEOUT)
         assert got["status"] == 200, got
         assert got["connection"] == "close", got
         assert json.loads(got["body"])["outputs"][0]["data"] == [1.5, 2.5]
@@ -175,7 +197,8 @@ def test_grpc_lets_open_calls_finish_and_ends_streams():
         idle_stream = stub.ModelStreamInfer(idle_requests(), timeout=30)
         assert next(busy_stream).infer_response.id == "warm"
         warm.set()
-        time.sleep(0.8)  # the slow requests are with the core (they take SLOW_MS)
+        # Both slow requests are with the core (each takes SLOW_MS, one per instance).
+        wait_log(srv, IN_EXECUTE, 2)
         t0 = time.monotonic()
         srv.proc.send_signal(signal.SIGTERM)
         # The idle stream ends with UNAVAILABLE "Server is stopping": the
@@ -239,18 +262,25 @@ def test_both_front_ends_drain_at_once():
         ch = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
         stub = pbg.GRPCInferenceServiceStub(ch)
         x = np.array([[4.0]], dtype=np.float32)
-        unary = stub.ModelInfer.future(infer_request("slow", [("INPUT0", "FP32", [1, 1], x)]), timeout=30)
-        time.sleep(0.8)  # the slow call is with the core (it takes SLOW_MS)
+        unary = stub.ModelInfer.future(infer_request("slow", [("INPUT0", "FP32", [1, 1], x)]), timeout=TIMEOUT)
+        wait_log(srv, IN_EXECUTE)  # the slow call is with the core (it takes SLOW_MS)
         t0 = time.monotonic()
         srv.proc.send_signal(signal.SIGTERM)
-        time.sleep(0.3)
+        # The HTTP side refuses new connections while the slow call still
+        # keeps the gRPC side draining: polled, as the signal takes a moment
+        # to reach the drain on a loaded machine.
+        while True:
+            assert not unary.done(), "HTTP served new connections until the gRPC side was done"
+            with socket.create_connection(("127.0.0.1", http_port), timeout=TIMEOUT) as s:
+                try:
+                    s.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
+                    got = s.recv(100)
+                except ConnectionResetError:
+                    got = b""
+            if got == b"":
+                break
+            time.sleep(0.05)
         assert srv.proc.poll() is None  # still draining the slow call
-        with socket.create_connection(("127.0.0.1", http_port), timeout=5) as s:
-            try:
-                s.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
-                assert s.recv(100) == b"", "HTTP served a new connection while shutting down"
-            except ConnectionResetError:
-                pass
         assert np.array_equal(output_array(unary.result(timeout=30), "OUTPUT0", np.float32), x)
         ch.close()
         assert_exits_soon(srv, t0)
@@ -265,10 +295,21 @@ def test_http_reply_still_being_written_at_the_signal_closes_after_it():
         header = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, n],
                                          "parameters": {"binary_data_size": x.nbytes}}],
                              "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]}).encode()
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
         conn.request("POST", "/v2/models/identity_fp32/infer", body=header + x.tobytes(),
                      headers={"Inference-Header-Content-Length": str(len(header))})
-        time.sleep(0.5)  # answered; the reply fills the socket buffers and waits
+        # Answered (statistics are published after the response is handed
+        # over); the reply fills the socket buffers and waits.
+        stats = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            stats.request("GET", "/v2/models/identity_fp32/stats")
+            st = json.loads(stats.getresponse().read())["model_stats"][0]
+            if st["inference_stats"]["success"]["count"] >= 1:
+                break
+            assert time.monotonic() < deadline, st
+            time.sleep(0.02)
+        stats.close()
         t0 = time.monotonic()
         srv.proc.send_signal(signal.SIGTERM)
         time.sleep(0.3)
@@ -421,7 +462,12 @@ def test_requests_in_flight_under_mixed_load_are_all_answered():
         streams = [_Stream(grpc_port, "repeat", i) for i in range(4)] + [_Stream(grpc_port, "square", i)
                                                                          for i in range(2)]
         try:
-            time.sleep(1.5)
+            # Every stream and HTTP client is flowing (before, a fixed 1.5 s
+            # that a loaded sanitizer build could spend starting them).
+            deadline = time.monotonic() + TIMEOUT
+            while not (all(st.got for st in streams) and len(http_sent) > 10 + len(clients)):
+                assert time.monotonic() < deadline, ([len(st.got) for st in streams], len(http_sent))
+                time.sleep(0.02)
             srv.proc.send_signal(signal.SIGSTOP)
             time.sleep(0.3)  # the clients send what they have to send
             t0 = time.monotonic()
@@ -460,17 +506,16 @@ def test_a_backend_holding_requests_past_the_exit_timeout_does_not_hold_the_exit
     report)."""
     d = tempfile.mkdtemp(prefix="nereid_stuck_")
     write_identity_model(d, "stuck", extra='parameters { key: "execute_delay_ms" value: { string_value: "20000" } }\n')
-    port = free_port()
     srv = Server(["--model-repository", d, "--backend-directory", BACKENDS, "--model-control-mode=explicit",
                   "--load-model=*", "--allow-http=false", "--allow-metrics=false", "--log-info=false",
-                  f"--grpc-port={port}", "--grpc-address=127.0.0.1", "--exit-timeout-secs=1"])
+                  "--log-verbose=1", "--grpc-port=0", "--grpc-address=127.0.0.1", "--exit-timeout-secs=1"])
     try:
         srv.wait_ready()
-        ch = grpc.insecure_channel(f"127.0.0.1:{port}")
+        ch = grpc.insecure_channel(f"127.0.0.1:{ports_of(srv)['grpc']}")
         stub = pbg.GRPCInferenceServiceStub(ch)
         x = np.array([[1.0]], dtype=np.float32)
         call = stub.ModelInfer.future(infer_request("stuck", [("INPUT0", "FP32", [1, 1], x)]), timeout=30)
-        time.sleep(0.5)  # in Execute now
+        wait_log(srv, IN_EXECUTE)  # in Execute now
         unload = stub.RepositoryModelUnload.future(pb_unload("stuck"), timeout=30)
         time.sleep(0.3)  # the unload waits for the request
         t0 = time.monotonic()

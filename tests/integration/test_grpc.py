@@ -102,8 +102,12 @@ class Server:
             sel.close()
 
     def text(self):
-        self.errfile.seek(0)
-        return self.out.decode(errors="replace") + "\n--- stderr ---\n" + self.errfile.read()
+        # A new open file description: seeking the one nereid writes through
+        # would move its offset, and a line written meanwhile would land
+        # over earlier ones (seen: two log lines spliced into one).
+        with open(f"/proc/self/fd/{self.errfile.fileno()}", errors="replace") as f:
+            err = f.read()
+        return self.out.decode(errors="replace") + "\n--- stderr ---\n" + err
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
@@ -389,7 +393,16 @@ def test_metadata_statistics_and_index_match_http(server, stub):
     from google.protobuf import json_format
 
     list(stub.ModelStreamInfer(iter([square_request(2, "stats")]), timeout=RPC_TIMEOUT))
-    time.sleep(0.2)  # statistics are reported after the responses
+    # Statistics are reported after the responses: poll until the request
+    # shows (before, a 0.2 s sleep, and the two reads below could differ).
+    deadline = time.monotonic() + RPC_TIMEOUT
+    while True:
+        code, j = http_json(server, "GET", "/v2/models/square_int32/stats")
+        m = j["model_stats"][0]
+        if m["inference_stats"]["success"]["count"] >= 1 and m.get("response_stats"):
+            break
+        assert time.monotonic() < deadline, j
+        time.sleep(0.02)
     cases = [
         ("GET", "/v2", None, pb.ServerMetadataResponse(),
          lambda: stub.ServerMetadata(pb.ServerMetadataRequest(), timeout=RPC_TIMEOUT)),

@@ -63,12 +63,12 @@ def identity_config(name, ctype):
 
 
 class Server:
-    def __init__(self, repo, extra=()):
+    def __init__(self, repo, extra=(), env=None):
         self.errfile = tempfile.TemporaryFile(mode="w+")
         args = [NEREID, f"--model-repository={repo}", f"--backend-directory={BACKENDS}",
                 "--http-port=0", "--metrics-port=0", "--http-address=127.0.0.1",
                 "--http-thread-count=2", "--allow-grpc=false", *extra]
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.errfile, text=True)
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.errfile, text=True, env=env)
         self.port = self.metrics_port = None
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
@@ -86,8 +86,11 @@ class Server:
         assert self.port, self.log()
 
     def log(self):
-        self.errfile.seek(0)
-        return self.errfile.read()
+        # A new open file description: seeking the one nereid writes through
+        # would move its offset, and a line written meanwhile would land
+        # over earlier ones (seen: two log lines spliced into one).
+        with open(f"/proc/self/fd/{self.errfile.fileno()}", errors="replace") as f:
+            return f.read()
 
     def alive(self):
         return self.proc.poll() is None
@@ -186,10 +189,17 @@ def repo():
     shutil.rmtree(d, ignore_errors=True)
 
 
+UNSENT_MAX = 4 << 20
+
+
 @pytest.fixture(scope="module")
 def srv(repo):
+    # A generate_stream client that stops reading is cut off at 4 MB
+    # waiting instead of 64: a sanitizer build on a loaded machine took
+    # more than 60 s to produce 64 MB of events.
     s = Server(repo, ["--model-control-mode=explicit", "--load-model=*",
-                      "--http-max-input-size=1048576"])
+                      "--http-max-input-size=1048576"],
+               env={**os.environ, "NEREID_GENERATE_UNSENT_MAX": str(UNSENT_MAX)})
     yield s
     assert s.alive(), s.log()
     assert s.stop() == 0
@@ -899,24 +909,41 @@ def test_client_disconnect_cancels_request_in_core(srv):
         assert st == 200, r
         return r["model_stats"][0]["inference_stats"]["fail"]["count"]
 
+    def held():
+        return srv.log().count("cancel_wait: holding ")
+
     before = failures()
     infer = json.dumps(infer_body("INPUT0", "FP32", [2], [1, 2])).encode()
     generate = json.dumps({"INPUT0": [1, 2]}).encode()
-    for how, route, body in (("fin", "infer", infer), ("rst", "infer", infer),
-                             ("fin", "generate", generate), ("rst", "generate_stream", generate)):
-        s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
-        s.sendall(b"POST /v2/models/%s/%s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
-                  % (model.encode(), route.encode(), len(body)) + body)
-        time.sleep(0.3)  # the backend now holds the request
-        assert failures() == before, f"cancel_wait answered before the client left ({route})"
-        if how == "rst":
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        s.close()
-        deadline = time.monotonic() + 5
-        while failures() == before and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert failures() == before + 1, f"{route}: request not cancelled after the client went away ({how})"
-        before += 1
+    # cancel_wait logs at verbose level when it holds a request: the test
+    # waits for that line (a fixed 0.3 s could be too short on a loaded
+    # machine, and a request still on its way is not cancelled but dropped).
+    st, settings = jreq(srv, "GET", "/v2/logging")
+    assert st == 200, settings
+    assert jreq(srv, "POST", "/v2/logging", {"log_verbose_level": 1})[0] == 200
+    try:
+        for how, route, body in (("fin", "infer", infer), ("rst", "infer", infer),
+                                 ("fin", "generate", generate), ("rst", "generate_stream", generate)):
+            n = held()
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+            s.sendall(b"POST /v2/models/%s/%s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+                      % (model.encode(), route.encode(), len(body)) + body)
+            deadline = time.monotonic() + 30
+            while held() == n:  # the backend now holds the request
+                assert time.monotonic() < deadline, srv.log()
+                time.sleep(0.02)
+            assert failures() == before, f"cancel_wait answered before the client left ({route})"
+            if how == "rst":
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            s.close()
+            # Under max_wait_ms (20 s), after which cancel_wait fails it anyway.
+            deadline = time.monotonic() + 15
+            while failures() == before and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert failures() == before + 1, f"{route}: request not cancelled after the client went away ({how})"
+            before += 1
+    finally:
+        jreq(srv, "POST", "/v2/logging", {"log_verbose_level": settings["log_verbose_level"]})
     assert srv.request("GET", "/v2/health/live")[0] == 200
 
 
@@ -1500,7 +1527,8 @@ def test_generate_with_endless_responses_is_stopped(srv):
     response, which makes its answer an error) all stop the backend, so the
     single square instance is free for the next request at once (otherwise
     it would be busy for hours, and the server's memory would grow with
-    every response). Found by the gRPC fuzzer's twin on HTTP."""
+    every response). Found by the gRPC fuzzer's twin on HTTP. The srv
+    fixture lowers the 64 MB to UNSENT_MAX (NEREID_GENERATE_UNSENT_MAX)."""
     body = json.dumps({"IN": 2**31 - 1}).encode()
     head = b"POST /v2/models/square_int32/generate_stream HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
 
@@ -1522,6 +1550,7 @@ def test_generate_with_endless_responses_is_stopped(srv):
     while "generate_stream client is not reading" not in srv.log():
         assert time.monotonic() < deadline, "the server never gave up on the client"
         time.sleep(0.2)
+    assert f"more than {UNSENT_MAX} bytes waiting" in srv.log()
     next_is_quick()
     s.close()
     st, r = jreq(srv, "POST", "/v2/models/square_int32/generate", {"IN": 2**31 - 1})

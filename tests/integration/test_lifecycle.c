@@ -52,9 +52,13 @@ static char *record(void) {
   return t;
 }
 
+/* Polls of 10 ms for 30 s: generous, as sanitizer builds on a loaded
+ * 2-core machine are slow; a poll ends as soon as its condition holds. */
+#define POLLS 3000
+
 /* Waits until the index says `model` is no longer READY (background unload). */
 static void wait_unloaded(TRITONSERVER_Server *s, const char *model) {
-  for (int i = 0; i < 500; i++) {
+  for (int i = 0; i < POLLS; i++) {
     bool ready = true;
     H_OK(TRITONSERVER_ServerModelIsReady(s, model, -1, &ready));
     char *rec = record();
@@ -306,12 +310,15 @@ static uint64_t load_ms(TRITONSERVER_Server *s, const char *model) {
 }
 
 Test(lifecycle, parallel_instance_loading_when_backend_allows) {
-  /* Four instances sleeping 300 ms each: sequential loading takes >= 1.2 s,
-   * parallel loading about 0.3 s. The bound leaves room for slow machines. */
-  write_model("slow", "slow_init", "instance_group [ { count: 4 kind: KIND_CPU } ]\n");
+  /* Four instances sleeping 1.5 s each: sequential loading takes >= 6 s,
+   * parallel loading about 1.5 s. The bound leaves 3 s for a loaded
+   * machine (300 ms each with a 1 s bound left 0.7 s, too little there). */
+  write_model("slow", "slow_init",
+              "instance_group [ { count: 4 kind: KIND_CPU } ]\n"
+              "parameters { key: \"init_ms\" value: { string_value: \"1500\" } }\n");
   TRITONSERVER_Server *s = explicit_server();
   uint64_t ms = load_ms(s, "slow");
-  cr_assert_lt(ms, 1000, "4 x 300 ms instance init took %llu ms: not parallel", (unsigned long long)ms);
+  cr_assert_lt(ms, 4500, "4 x 1500 ms instance init took %llu ms: not parallel", (unsigned long long)ms);
   cr_assert_null(infer_once(s, "slow"));
   H_OK(TRITONSERVER_ServerDelete(s));
 }
@@ -389,14 +396,14 @@ Test(lifecycle, instance_threads_run_under_sched_batch_unless_told_otherwise) {
   H_OK(TRITONSERVER_ServerLoadModel(s, "batchy"));
   /* Each thread names itself and sets its policy as it starts. */
   int batch = 0, other = 0;
-  for (int i = 0; i < 200 && batch + other < 2; i++, usleep(10000)) thread_policies("nrd-batchy", &batch, &other);
+  for (int i = 0; i < POLLS && batch + other < 2; i++, usleep(10000)) thread_policies("nrd-batchy", &batch, &other);
   cr_assert_eq(batch, 2, "instance threads under SCHED_BATCH: %d (others: %d)", batch, other);
   cr_assert_eq(other, 0);
   setenv("NEREID_INSTANCE_THREAD_POLICY", "normal", 1);
   H_OK(TRITONSERVER_ServerLoadModel(s, "plain"));
   unsetenv("NEREID_INSTANCE_THREAD_POLICY");
   batch = other = 0;
-  for (int i = 0; i < 200 && batch + other < 1; i++, usleep(10000)) thread_policies("nrd-plain", &batch, &other);
+  for (int i = 0; i < POLLS && batch + other < 1; i++, usleep(10000)) thread_policies("nrd-plain", &batch, &other);
   cr_assert_eq(other, 1, "NEREID_INSTANCE_THREAD_POLICY=normal: %d normal, %d batch", other, batch);
   cr_assert_eq(batch, 0);
   char *err = infer_once(s, "plain");

@@ -39,8 +39,10 @@ EXAMPLES = os.environ.get("NEREID_EXAMPLES", os.path.join(SOURCE, "examples", "m
 EXAMPLE_MODELS = ["accumulate_onnx", "accumulate_stateful", "add_sub_python", "identity_bytes", "identity_fp32", "repeat_int32", "simple", "simple_ensemble",
                   "square_int32"]
 READY_MARK = "nereid: server "  # start of the line printed once startup is done
-START_TIMEOUT = 60  # generous: sanitizer builds start slowly on 2 cores
-STOP_TIMEOUT = 15
+START_TIMEOUT = 120  # generous: sanitizer builds start slowly on 2 cores
+# Generous too: a stop unloads every model and, under ASan, runs the leak
+# check; on a 2-core machine running other tests beside it that is slow.
+STOP_TIMEOUT = 60
 
 if not os.access(NEREID, os.X_OK):  # a missing binary fails the run, never skips it
     raise RuntimeError(f"no nereid binary at {NEREID!r} (ctest sets NEREID_BIN)")
@@ -96,9 +98,12 @@ class Server:
         return self.proc.returncode
 
     def text(self):
-        self.errfile.seek(0)
-        return ("".join(self.out) + self.partial.decode(errors="replace") + "\n--- stderr ---\n"
-                + self.errfile.read())
+        # A new open file description: seeking the one nereid writes through
+        # would move its offset, and a line written meanwhile would land
+        # over earlier ones (seen: two log lines spliced into one).
+        with open(f"/proc/self/fd/{self.errfile.fileno()}", errors="replace") as f:
+            err = f.read()
+        return "".join(self.out) + self.partial.decode(errors="replace") + "\n--- stderr ---\n" + err
 
     def close(self):
         if self.proc.poll() is None:
@@ -461,19 +466,14 @@ def test_tritonserver_command_line_for_cpu_is_taken(server_factory, tmp_path):
     assert s.stop() == 0, s.text()
 
 
-def free_tcp_port():
-    import socket
-    with socket.socket() as so:
-        so.bind(("127.0.0.1", 0))
-        return so.getsockname()[1]
-
-
 def test_reuse_http_port_lets_two_servers_share_it(server_factory, tmp_path):
-    port = free_tcp_port()
-    args = [f"--model-repository={EXAMPLES}", f"--backend-directory={BACKENDS}", "--allow-grpc=false",
-            "--allow-metrics=false", "--http-address=127.0.0.1", f"--http-port={port}"]
-    first = server_factory(*args, "--reuse-http-port=true")
-    first.wait_ready()
+    # The first server takes a port the kernel picks (one picked here and
+    # passed in could be taken by another test's socket meanwhile).
+    common_args = [f"--model-repository={EXAMPLES}", f"--backend-directory={BACKENDS}", "--allow-grpc=false",
+                   "--allow-metrics=false", "--http-address=127.0.0.1"]
+    first = server_factory(*common_args, "--http-port=0", "--reuse-http-port=true")
+    port = listening_ports(first.wait_ready())["http"]
+    args = [*common_args, f"--http-port={port}"]
     second = server_factory(*args, "--reuse-http-port=true")
     second.wait_ready()
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/health/ready", timeout=30) as r:
@@ -670,19 +670,24 @@ def test_poll_mode_picks_up_new_model(server_factory):
         s = server_factory(*common(d), "--model-control-mode=poll", "--repository-poll-secs=1",
                            f"--log-file={logfile}")
         s.wait_ready()
-        shutil.copytree(os.path.join(EXAMPLES, "simple"), os.path.join(d, "simple"))
-        deadline = time.monotonic() + 30
+        # Copied beside the repository, then renamed into it: a poll never
+        # sees half a model.
+        staged = d + ".simple"
+        shutil.copytree(os.path.join(EXAMPLES, "simple"), staged)
+        os.rename(staged, os.path.join(d, "simple"))
+        deadline = time.monotonic() + 60
         seen = ""
         while time.monotonic() < deadline:
             with open(logfile) as f:
                 seen = f.read()
-            if "'simple'" in seen and "loaded" in seen:
+            if "successfully loaded 'simple'" in seen:
                 break
             time.sleep(0.2)
-        assert "'simple'" in seen, seen
+        assert "successfully loaded 'simple'" in seen, seen
         assert s.stop() == 0, s.text()
     finally:
         shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(d + ".simple", ignore_errors=True)
         try:
             os.unlink(os.path.join(os.path.dirname(d), os.path.basename(d) + ".log"))
         except OSError:

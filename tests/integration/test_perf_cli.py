@@ -40,7 +40,7 @@ CSV_COLUMNS = [
 QUICK = ["--measurement-interval", "150", "--max-trials", "4", "--stability-percentage", "50"]
 
 
-def run(args, timeout=60):
+def run(args, timeout=120):
     return subprocess.run([PERF] + args, capture_output=True, text=True, timeout=timeout)
 
 
@@ -129,15 +129,18 @@ def check_json(path, mode, key, levels):
 
 def test_inprocess_concurrency(tmp_path):
     c, j = tmp_path / "r.csv", tmp_path / "r.json"
-    t0 = time.monotonic()
     r = run(inprocess() + QUICK + ["--concurrency-range", "1:3:2", "-f", str(c), "--json", str(j)])
     assert r.returncode == 0, r.stderr
-    assert time.monotonic() - t0 < 20
     assert "Concurrency: 1" in r.stdout and "Concurrency: 3" in r.stdout
     assert "Summary" in r.stdout and "Server:" in r.stdout
     assert r.stderr == ""  # no progress line when stderr is not a terminal
     check_csv(c, "Concurrency", [1, 3])
-    check_json(j, "concurrency", "concurrency", [1, 3])
+    doc = check_json(j, "concurrency", "concurrency", [1, 3])
+    # The 150 ms windows were used: each row is measured over at most three
+    # of them (the default 5 s windows would give 15 s). Not the wall time
+    # of the run, which a loaded machine stretches.
+    for res in doc["results"]:
+        assert 0 < res["seconds"] < 3, res
 
 
 def test_inprocess_batch_shape_zero(tmp_path):
@@ -159,8 +162,12 @@ def test_inprocess_request_rate(tmp_path):
     assert r.returncode == 0, r.stderr
     rows = check_csv(c, "Request Rate", [200, 400])
     for row in rows:
+        # Paced: never well above the rate asked for. Below it only as far
+        # as the machine falls behind: an ASan build beside other tests on
+        # 2 cores reached 270 of 400 a second, so the lower bound only
+        # shows the rate's order.
         rate = float(row["Request Rate"])
-        assert 0.8 * rate < float(row["Inferences/Second"]) < 1.2 * rate, row
+        assert 0.3 * rate < float(row["Inferences/Second"]) < 1.25 * rate, row
     check_json(j, "request_rate", "request_rate", [200, 400])
 
 
@@ -313,32 +320,35 @@ def free_port():
     return p
 
 
-@pytest.fixture
-def nereid():
+@contextlib.contextmanager
+def nereid_server(flags):
+    """nereid on three of the examples with `flags`, started up (the models
+    loaded: the ready line, within test_nereid_cli's generous START_TIMEOUT).
+    Yields {"http": port, "grpc": port} for the endpoints on; listening on
+    port 0, as a port picked here could be taken by another test's socket
+    before nereid binds it. Stopped (killed if need be) on the way out."""
     if not NEREID or not os.path.exists(NEREID):
         pytest.fail("NEREID_BIN not set (ctest sets it)")
-    port = free_port()
-    p = subprocess.Popen([NEREID, "--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
-                          "--http-port", str(port), "--allow-grpc=false", "--allow-metrics=false"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2) as c:
-                c.sendall(b"GET /v2/health/ready HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-                if c.recv(64).startswith(b"HTTP/1.1 200"):
-                    break
-        except OSError:
-            pass
-        if p.poll() is not None:
-            pytest.fail("nereid exited: " + p.stderr.read()[-500:])
-        time.sleep(0.1)
-    else:
-        p.kill()
-        pytest.fail("nereid did not become ready")
-    yield "127.0.0.1:%d" % port
-    p.terminate()
-    p.wait(timeout=30)
+    from test_nereid_cli import Server, listening_ports  # needs NEREID_BIN
+
+    # Only the models the tests use: the python and ORT ones would make
+    # each start several seconds slower on a sanitizer build.
+    models = [f"--load-model={m}" for m in ("identity_fp32", "simple", "repeat_int32")]
+    s = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS, "--allow-metrics=false",
+                "--model-control-mode=explicit", *models, *flags])
+    try:
+        yield listening_ports(s.wait_ready())
+    finally:
+        if s.proc.poll() is None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                s.stop(timeout=30)
+        s.close()
+
+
+@pytest.fixture
+def nereid():
+    with nereid_server(["--http-port=0", "--http-address=127.0.0.1", "--allow-grpc=false"]) as ports:
+        yield "127.0.0.1:%d" % ports["http"]
 
 
 @pytest.mark.parametrize("binary", [False, True])
@@ -360,58 +370,25 @@ def test_http_nereid_rate(nereid):
 
 @contextlib.contextmanager
 def grpc_server(flags=(), client=()):
-    """nereid serving gRPC only on a free port, with more `flags`; ready
+    """nereid serving gRPC only (nereid_server), with more `flags`; ready
     when a one-window nrd_perf run (with the `client` flags) gets through.
     Yields "127.0.0.1:PORT"; the server is stopped (killed if need be) on
     the way out."""
-    if not NEREID or not os.path.exists(NEREID):
-        pytest.fail("NEREID_BIN not set (ctest sets it)")
-    port = free_port()
-    log = tempfile.TemporaryFile(mode="w+")
-    p = subprocess.Popen([NEREID, "--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
-                          "--grpc-port", str(port), "--allow-http=false", "--allow-metrics=false", *flags],
-                         stdout=subprocess.DEVNULL, stderr=log, text=True)
-
-    def exited():
-        log.seek(0)
-        return "nereid exited: " + log.read()[-500:]
-
-    try:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                    break
-            except OSError:
-                pass
-            if p.poll() is not None:
-                pytest.fail(exited())
-            time.sleep(0.1)
-        else:
-            pytest.fail("nereid did not listen")
+    with nereid_server(["--grpc-port=0", "--grpc-address=127.0.0.1", "--allow-http=false", *flags]) as ports:
+        port = ports["grpc"]
         # Ready when a one-window run on identity_fp32 gets through.
         why = "no time left"
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             probe = run(["--service-kind=grpc", "-m", "identity_fp32", "-u", "127.0.0.1:%d" % port,
-                         "--measurement-interval", "10", "--max-trials", "1", *client], timeout=30)
+                         "--measurement-interval", "10", "--max-trials", "1", *client], timeout=60)
             if probe.returncode == 0:
                 break
-            if p.poll() is not None:
-                pytest.fail(exited())
             why = probe.stderr[-500:]
             time.sleep(0.2)
         else:
             pytest.fail("nereid did not become ready: " + why)
         yield "127.0.0.1:%d" % port
-    finally:
-        p.terminate()
-        try:
-            p.wait(timeout=30)
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-            log.close()
 
 
 @pytest.fixture

@@ -111,10 +111,12 @@ def test_an_unknown_default_model_fails_each_invocation():
     (["--sagemaker-thread-count=0"], {}, 2, "--sagemaker-thread-count"),
 ])
 def test_bad_sagemaker_settings_stop_the_server(flags, env, code, message):
+    # 300 s: it loads and unloads every example; a TSan build beside
+    # other tests on 2 cores took more than 60 s.
     p = subprocess.run([NEREID, f"--model-repository={EXAMPLES}", f"--backend-directory={BACKENDS}",
                         "--allow-http=false", "--allow-grpc=false", "--allow-metrics=false", "--allow-sagemaker=true",
                         f"--sagemaker-port={free_port()}", *flags], env=sm_env(**env), capture_output=True,
-                       text=True, timeout=60)
+                       text=True, timeout=300)
     assert p.returncode == code and message in p.stderr, (p.returncode, p.stderr)
 
 

@@ -162,7 +162,9 @@ def test_flag_without_the_container_environment_keeps_the_other_endpoints():
     (["--vertex-ai-thread-count=0"], {}, 2, "--vertex-ai-thread-count"),
 ])
 def test_bad_vertex_settings_stop_the_server(flags, env, code, message):
+    # 300 s: it loads and unloads every example; a TSan build beside
+    # other tests on 2 cores took more than 60 s.
     e = vertex_env(free_port(), **env)
     p = subprocess.run([NEREID, f"--model-repository={EXAMPLES}", f"--backend-directory={BACKENDS}",
-                        "--allow-metrics=false", *flags], env=e, capture_output=True, text=True, timeout=60)
+                        "--allow-metrics=false", *flags], env=e, capture_output=True, text=True, timeout=300)
     assert p.returncode == code and message in p.stderr, (p.returncode, p.stderr)

@@ -74,6 +74,8 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITON
   for (uint32_t i = 0; i < request_count; ++i) {
     left += pending[i] != NULL;
   }
+  /* Tests wait for this line to know the requests are held here. */
+  NRD_BU_LOG(TRITONSERVER_LOG_VERBOSE, "cancel_wait: holding %u requests until cancelled", left);
 
   uint64_t deadline = nrd_bu_now_ns() + (uint64_t)m->max_wait_ms * UINT64_C(1000000);
   while (left > 0) {

@@ -134,6 +134,25 @@ static void start_stream(gen_ctx *c, nrd_srv_http_req *req) {
  * make the server buffer a decoupled model's every response. */
 #define GEN_UNSENT_MAX (64u << 20)
 
+/* GEN_UNSENT_MAX, or less where the environment says
+ * NEREID_GENERATE_UNSENT_MAX=BYTES (4096 and up; other values are
+ * ignored): tests reach the limit without a sanitizer build producing
+ * 64 MB of events first. Any thread. */
+static size_t unsent_max(void) {
+  static atomic_size_t cached;
+  size_t v = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (v) return v;
+  v = GEN_UNSENT_MAX;
+  const char *text = getenv("NEREID_GENERATE_UNSENT_MAX");
+  if (text && *text) {
+    char *end = NULL;
+    unsigned long long n = strtoull(text, &end, 10);
+    if (*end == '\0' && n >= 4096 && n < GEN_UNSENT_MAX) v = (size_t)n;
+  }
+  atomic_store_explicit(&cached, v, memory_order_relaxed);
+  return v;
+}
+
 static void cancel_request(gen_ctx *c) {
   NRD_SRV_IGNORE(TRITONSERVER_InferenceRequestCancel(c->ireq), "cancelling a request the core may have finished");
 }
@@ -149,9 +168,9 @@ static bool overflow(gen_ctx *c) {
   if (first) {
     cancel_request(c);
     fprintf(stderr,
-            "nereid: a generate_stream client is not reading (more than %u bytes waiting): request "
+            "nereid: a generate_stream client is not reading (more than %zu bytes waiting): request "
             "cancelled\n",
-            GEN_UNSENT_MAX);
+            unsent_max());
   }
   return first;
 }
@@ -164,7 +183,7 @@ static void send_events(gen_ctx *c, nrd_srv_http_req *req) {
   c->queued = 0;
   bool dropping = c->overflowed;
   pthread_mutex_unlock(&c->mu);
-  if (req && !dropping && nrd_srv_http_unsent(req) > GEN_UNSENT_MAX) dropping = true, overflow(c);
+  if (req && !dropping && nrd_srv_http_unsent(req) > unsent_max()) dropping = true, overflow(c);
   if (dropping) req = NULL; /* drop what comes until the final */
   size_t n_events = 0;
   for (gen_event *e = list; e; e = e->next) n_events++;
@@ -258,7 +277,7 @@ static void on_response(TRITONSERVER_InferenceResponse *response, const uint32_t
       c->n_events++;
       /* Kept: every event of a stream the client takes; of a plain
        * generate only the first (more than one is an error anyway). */
-      bool keep = c->stream ? !c->overflowed && c->queued + t.len <= GEN_UNSENT_MAX : c->n_events == 1;
+      bool keep = c->stream ? !c->overflowed && c->queued + t.len <= unsent_max() : c->n_events == 1;
       bool was_empty = c->head == NULL;
       if (keep) {
         if (c->tail)
