@@ -348,6 +348,7 @@ class _Stream:
         self.sent = {}  # id -> monotonic time grpcio took it
         self.got = {}   # id -> [responses]
         self.status = None
+        self.details = None  # the status message, or the transport's error (tells the two apart)
         self.halt = threading.Event()  # send nothing more
         self.ch = grpc.insecure_channel(f"127.0.0.1:{port}")
         self.seq = 0
@@ -379,6 +380,7 @@ class _Stream:
             self.status = grpc.StatusCode.OK
         except grpc.RpcError as e:
             self.status = e.code()
+            self.details = (e.details(), e.debug_error_string())
         self.q.put(None)
 
     def check(self, t_signal):
@@ -395,9 +397,11 @@ class _Stream:
             if errors:
                 assert errors == ["Server is stopping"] and len(got) == 1, (self.name, rid, got)
                 continue
-            assert got and final_flag(got[-1]), f"{self.name}: {rid} sent before the signal: {len(got)} responses"
+            assert got and final_flag(got[-1]), (f"{self.name}: {rid} sent before the signal: {len(got)} responses; "
+                                                 f"the call ended {self.status} {self.details}")
             data = got[:-1]
-            assert len(data) == want and len(got[-1].infer_response.outputs) == 0, (self.name, rid, len(got))
+            assert len(data) == want and len(got[-1].infer_response.outputs) == 0, (self.name, rid, len(got),
+                                                                                    self.details)
             outs = [output_array(g.infer_response, "OUT", np.int32).tolist() for g in data]
             assert outs == ([[0], [1], [2], [3]] if self.kind == "repeat" else [[5]] * 5), (self.name, rid, outs)
         return sum(1 for t in self.sent.values() if t < t_signal)
