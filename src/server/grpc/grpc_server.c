@@ -120,11 +120,18 @@ static void linger_end(conn *c) {
   c->grave_next = lp->graveyard;
   lp->graveyard = c;
   epoll_ctl(lp->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+  /* A close with unread bytes in the receive queue sends a reset, and a
+   * reset can make the client's kernel drop responses it has not read
+   * yet: empty the queue first (bounded; the socket is non-blocking). */
+  uint8_t buf[16384];
+  for (int i = 0; i < 64 && read(c->fd, buf, sizeof buf) > 0; i++) {
+  }
   close(c->fd);
 }
 
 /* Drops what the client of a lingering connection sent; closes it at the
- * client's end of stream or on an error. */
+ * client's end of stream or on an error. More than 16 buffers at once:
+ * the (level-triggered) epoll reports the rest. */
 static void linger_read(conn *c) {
   uint8_t buf[16384];
   for (int i = 0; i < 16; i++) {
@@ -132,9 +139,9 @@ static void linger_read(conn *c) {
     if (n > 0) continue;
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    break;
+    linger_end(c);
+    return;
   }
-  linger_end(c);
 }
 
 /* Closes the lingering connections whose time is over (all with `all`). */
