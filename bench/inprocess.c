@@ -25,6 +25,8 @@
 
 #include "triton/core/tritonserver.h"
 
+#include "bench_util.h"
+
 #ifndef NRD_BACKEND_DIR
 #define NRD_BACKEND_DIR "backends"
 #endif
@@ -100,30 +102,11 @@ static bool parse_opts(int argc, char **argv, opts *o) {
 
 /* -------------------------------------------------------------- utils */
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t cpu_ns(void) {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   return ((uint64_t)ru.ru_utime.tv_sec + (uint64_t)ru.ru_stime.tv_sec) * 1000000000u +
          ((uint64_t)ru.ru_utime.tv_usec + (uint64_t)ru.ru_stime.tv_usec) * 1000u;
-}
-
-/* Prints and deletes `err`; returns true when there was one. */
-static bool failed(TRITONSERVER_Error *err, const char *what) {
-  if (!err) return false;
-  fprintf(stderr, "error: %s: %s: %s\n", what, TRITONSERVER_ErrorCodeString(err), TRITONSERVER_ErrorMessage(err));
-  TRITONSERVER_ErrorDelete(err);
-  return true;
-}
-
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
 }
 
 /* Sorts `v` in place; returns the value at quantile q (nearest rank). */
@@ -147,16 +130,6 @@ static void wait_for(atomic_uint *flag, unsigned want) {
 }
 
 /* --------------------------------------------------------- repository */
-
-static bool write_file(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    fprintf(stderr, "error: cannot write %s: %s\n", path, strerror(errno));
-    return false;
-  }
-  fputs(text, f);
-  return fclose(f) == 0;
-}
 
 /* Adds model `name` (identity, FP32 [16] in/out, `count` CPU instances) to
  * `repo`. */

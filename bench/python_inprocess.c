@@ -34,6 +34,8 @@
 
 #include "triton/core/tritonserver.h"
 
+#include "bench_util.h"
+
 #ifndef NRD_BACKEND_DIR
 #define NRD_BACKEND_DIR "backends"
 #endif
@@ -41,25 +43,6 @@
 #define SMALL 16 /* FP32 values of the small tensor */
 #define BIG (4u << 20) /* FP32 values of the 16 MB tensor */
 #define CLIENTS 4 /* threads of the instances figure */
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* Prints and deletes `err`; true when there was one. */
-static bool failed(TRITONSERVER_Error *err, const char *what) {
-  if (!err) return false;
-  fprintf(stderr, "error: %s: %s\n", what, TRITONSERVER_ErrorMessage(err));
-  TRITONSERVER_ErrorDelete(err);
-  return true;
-}
-
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
-}
 
 static double q_us(uint64_t *v, size_t n, double q) {
   qsort(v, n, sizeof *v, cmp_u64);
@@ -133,16 +116,6 @@ static const char BUSY_PY[] = "import triton_python_backend_utils as pb_utils\n\
                               "            x = pb_utils.get_input_tensor_by_name(r, \"INPUT0\").as_numpy()\n"
                               "            out.append(pb_utils.InferenceResponse([pb_utils.Tensor(\"OUTPUT0\", x)]))\n"
                               "        return out\n";
-
-static bool write_file(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    fprintf(stderr, "error: cannot write %s: %s\n", path, strerror(errno));
-    return false;
-  }
-  fputs(text, f);
-  return fclose(f) == 0;
-}
 
 /* Model `name` in `repo`: FP32 [-1] in and out, `count` CPU instances,
  * served by `backend`, with `model_py` as its model.py when given. */

@@ -44,6 +44,8 @@
 
 #include "triton/core/tritonserver.h"
 
+#include "bench_util.h"
+
 #ifndef NRD_BACKEND_DIR
 #define NRD_BACKEND_DIR "backends"
 #endif
@@ -55,30 +57,11 @@
 #define WIDTH 5
 #define VALUES (SEGS * WIDTH)
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static uint64_t cpu_ns(void) {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000u +
          (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000u;
-}
-
-/* Prints and deletes `err`; true when there was one. */
-static bool failed(TRITONSERVER_Error *err, const char *what) {
-  if (!err) return false;
-  fprintf(stderr, "error: %s: %s\n", what, TRITONSERVER_ErrorMessage(err));
-  TRITONSERVER_ErrorDelete(err);
-  return true;
-}
-
-static int cmp_u64(const void *a, const void *b) {
-  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-  return x < y ? -1 : x > y;
 }
 
 /* ------------------------------------------------------------ lanes */
