@@ -49,6 +49,10 @@ struct TRITONBACKEND_Backend {
   nrd_instance_fn inst_init, inst_fini;
   nrd_instance_fn inst_ready; /* optional TRITONBACKEND_ModelInstanceReady */
   nrd_execute_fn execute;
+  /* From the optional NRDBACKEND_InlineExecutionMaxUs(), a Nereid
+   * extension: how long an execution of this backend's models may take
+   * and still run inline (scheduler.c); 0 when not exported. */
+  uint32_t inline_max_us;
   /* Custom batching hooks: all present or all NULL. */
   void *batcher_init, *batcher_fini, *batch_include, *batch_init, *batch_fini;
 };

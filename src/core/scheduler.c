@@ -13,7 +13,8 @@
  * cross-CPU wake-up, on the virtual machines we measure 15-20 us of CPU,
  * more than a small model's whole execution; for a model whose last
  * INLINE_WARM executions each took at most the limit (environment variable
- * NEREID_INLINE_EXECUTION_MAX_US, default 20; 0 turns this off) running it
+ * NEREID_INLINE_EXECUTION_MAX_US, default 20 or the backend's
+ * NRDBACKEND_InlineExecutionMaxUs when larger; 0 turns this off) running it
  * in place is cheaper and no slower. The caller is blocked for that long;
  * one slower inline execution sends the next INLINE_WARM back to the
  * instance threads, which time theirs until the model is fast again. Time
@@ -35,6 +36,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "backend.h"
 #include "exec_clock.h"
 #include "log.h"
 #include "model.h"
@@ -292,9 +294,15 @@ uint32_t nrd_scheduler_delay_count(const char *model_name) {
   return (uint32_t)n;
 }
 
-static uint64_t inline_limit_ns(void) {
+/* The environment's limit when set; else the default, or the model's
+ * backend's own (NRDBACKEND_InlineExecutionMaxUs) when larger. */
+static uint64_t inline_limit_ns(const TRITONBACKEND_Model *model) {
   const char *v = getenv("NEREID_INLINE_EXECUTION_MAX_US");
-  if (v == NULL || *v == '\0') return INLINE_DEFAULT_MAX_US * 1000ull;
+  if (v == NULL || *v == '\0') {
+    uint32_t us = model->backend ? model->backend->inline_max_us : 0;
+    if (us > INLINE_LIMIT_MAX_US) us = INLINE_LIMIT_MAX_US;
+    return (us > INLINE_DEFAULT_MAX_US ? us : INLINE_DEFAULT_MAX_US) * 1000ull;
+  }
   char *end;
   errno = 0;
   unsigned long us = strtoul(v, &end, 10);
@@ -328,7 +336,7 @@ nrd_scheduler *nrd_default_scheduler_new(TRITONBACKEND_Model *model, const nrd_e
     d->slots[i].state = SLOT_BUSY; /* until its thread first asks for work */
     atomic_init(&d->slots[i].word, 0);
   }
-  d->inline_max_ns = inline_limit_ns();
+  d->inline_max_ns = inline_limit_ns(model);
   d->delay_cnt = nrd_scheduler_delay_count(model->name);
   pthread_mutex_init(&d->mu, NULL);
   return &d->base;

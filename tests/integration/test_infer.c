@@ -882,6 +882,35 @@ Test(infer, model_slower_than_the_limit_runs_on_its_thread) {
   fixture_down(&f);
 }
 
+/* A backend's NRDBACKEND_InlineExecutionMaxUs raises the default limit
+ * for its models: 3 ms executions run inline on costly_relay (100 ms),
+ * not on costly (the default 20 us). The environment still wins. */
+Test(infer, backend_hint_raises_the_inline_limit_for_its_models) {
+  unsetenv("NEREID_INLINE_EXECUTION_MAX_US");
+  fixture f = {h_tmpdir(), NULL};
+  const char *cfg = "name: \"%s\"\nbackend: \"%s\"\nmax_batch_size: 0\n"
+                    "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+                    "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+                    "parameters { key: \"exec_us\" value { string_value: \"3000\" } }\n";
+  char relay[512], plain[512];
+  snprintf(relay, sizeof relay, cfg, "relay", "costly_relay");
+  snprintf(plain, sizeof plain, cfg, "plain", "costly");
+  h_model(f.repo, "relay", relay, "1");
+  h_model(f.repo, "plain", plain, "1");
+  f.s = h_server_new(h_options(f.repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  int first = first_inline(f.s, "relay", 16);
+  cr_expect(first >= 8 && first < 16, "first request of costly_relay run inline: %d of 16", first);
+  cr_expect_eq(first_inline(f.s, "plain", 12), 12);
+  fixture_down(&f);
+
+  setenv("NEREID_INLINE_EXECUTION_MAX_US", "0", 1);
+  f = (fixture){h_tmpdir(), NULL};
+  h_model(f.repo, "relay", relay, "1");
+  f.s = h_server_new(h_options(f.repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  cr_expect_eq(first_inline(f.s, "relay", 16), 16);
+  fixture_down(&f);
+}
+
 Test(infer, inline_execution_can_be_turned_off) {
   setenv("NEREID_INLINE_EXECUTION_MAX_US", "0", 1);
   fixture f = {h_tmpdir(), NULL};

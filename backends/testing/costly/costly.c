@@ -25,6 +25,9 @@
  * Per-request and batch statistics are reported before the requests are
  * released, with the cost as the compute-infer phase.
  *
+ * Built a second time as costly_relay, which also exports Nereid's
+ * NRDBACKEND_InlineExecutionMaxUs (100 ms), for the scheduler's tests.
+ *
  * Threads: the model state is written once in ModelInitialize and only read
  * afterwards, so instances share it without locking.
  */
@@ -202,3 +205,8 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITON
   }
   return NULL;
 }
+
+#ifdef NRD_COSTLY_INLINE_MAX_US
+/* costly_relay: Nereid's inline-execution hint (docs/core.md). Any thread. */
+NRD_BACKEND_EXPORT uint32_t NRDBACKEND_InlineExecutionMaxUs(void) { return NRD_COSTLY_INLINE_MAX_US; }
+#endif
