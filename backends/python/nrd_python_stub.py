@@ -251,7 +251,7 @@ class Stub:
                 raise pb_utils.TritonModelException("python: message too large for the shared memory")
             self.buf[META:META + len(data)] = data
             _nrd_ipc.post(len(data))
-            n = _nrd_ipc.wait()
+            n = _nrd_ipc.wait(True)
             self.refresh()
             answer = _decode(str(self.buf[META:META + n], "utf-8"))
             return read(answer) if read is not None else answer

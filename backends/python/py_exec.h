@@ -40,6 +40,7 @@ typedef struct nrd_py_instance {
   nrd_py_model *model;
   TRITONBACKEND_ModelInstance *instance;
   nrd_py_stub stub;
+  nrd_py_waiter bls_waiter; /* how long BLS calls took: the spin before a sleep */
   char *name;
   TRITONSERVER_InstanceGroupKind kind;
   int32_t device;

@@ -12,7 +12,9 @@
  * Strictly one exchange at a time: the server writes a message (and input
  * tensors) then bumps 'to_stub'; the stub answers in the same areas (outputs
  * after the inputs, from the offset the message names) and bumps
- * 'to_server'. Each side sleeps on its word with futex(2).
+ * 'to_server'. Each side waits for its word as py_wait.h says: a spin
+ * when recent waits were short, then futex(2) sleeps counted in its
+ * '*_sleepers' word, which tells the poster whether to wake it.
  */
 #ifndef NRD_PY_IPC_H
 #define NRD_PY_IPC_H
@@ -20,9 +22,6 @@
 #include <stdint.h>
 
 #define NRD_PY_SHM_FD 3
-/* Pauses either side spins for the other's word before its futex sleep
- * (py_stub.c says why so few). */
-#define NRD_PY_SPINS 200
 #define NRD_PY_META_OFFSET 4096u
 #define NRD_PY_META_SIZE (1u << 20)
 #define NRD_PY_DATA_OFFSET (NRD_PY_META_OFFSET + NRD_PY_META_SIZE)
@@ -36,6 +35,8 @@ typedef struct nrd_py_shm_header {
                    * server while the stub waits, the stub while the
                    * server waits) sets it, the other maps it anew */
   uint64_t growth; /* grow by multiples of this (shm-growth-byte-size) */
+  uint32_t stub_sleepers; /* stub threads in a futex sleep on to_stub */
+  uint32_t server_sleepers; /* server threads in a futex sleep on to_server */
 } nrd_py_shm_header;
 
 #endif

@@ -1,6 +1,6 @@
 /*
  * The stub process and its shared memory: start, one exchange at a time
- * with futex wake-ups, death detection, stop.
+ * (py_wait.h), death detection, stop.
  */
 #include "py_stub.h"
 
@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "py_ipc.h"
+#include "py_wait.h"
 
 extern char **environ;
 
@@ -29,13 +30,6 @@ static char *msgf(const char *fmt, const char *a, int err) {
     return NULL;
   }
   return out;
-}
-
-static void futex_wake(uint32_t *word) { syscall(SYS_futex, word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0); }
-
-static void futex_wait(uint32_t *word, uint32_t expected, long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  syscall(SYS_futex, word, FUTEX_WAIT, expected, &ts, NULL, 0);
 }
 
 static nrd_py_shm_header *header(nrd_py_stub *stub) { return (nrd_py_shm_header *)stub->base; }
@@ -199,39 +193,21 @@ char *nrd_py_stub_exchange(nrd_py_stub *stub, uint32_t len, uint64_t timeout_ms,
   nrd_py_shm_header *h = header(stub);
   h->msg_len = len;
   stub->seen = __atomic_load_n(&h->to_server, __ATOMIC_ACQUIRE);
-  __atomic_add_fetch(&h->to_stub, 1, __ATOMIC_RELEASE);
-  futex_wake(&h->to_stub);
-  struct timespec t0;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  /* Spin briefly (about 8 us: a pause is 36-43 ns on this EPYC), then
-   * sleep in slices that let a dead process be noticed. Even a blank
-   * model.py takes some 35 us of Python, so a longer spin mostly burns a
-   * core the stub needs: 2000 pauses (80 us) cost 225 us p50 and 245 us
-   * of CPU per request on the loaded 2-core VM, 200 cost 140 and 155-200
-   * (nrd_bench_python). */
-  for (int spin = 0; spin < NRD_PY_SPINS; spin++) {
-    if (__atomic_load_n(&h->to_server, __ATOMIC_ACQUIRE) != stub->seen) {
-      goto done;
-    }
-    __builtin_ia32_pause();
-  }
-  for (;;) {
-    uint32_t now = __atomic_load_n(&h->to_server, __ATOMIC_ACQUIRE);
-    if (now != stub->seen) {
-      break;
-    }
-    futex_wait(&h->to_server, now, 100);
-    if (__atomic_load_n(&h->to_server, __ATOMIC_ACQUIRE) != stub->seen) {
-      break;
-    }
-    if (!nrd_py_stub_alive(stub)) {
-      return died(stub);
-    }
-    if (timeout_ms != 0) {
-      struct timespec t1;
-      clock_gettime(CLOCK_MONOTONIC, &t1);
-      int64_t ms = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000 + (int64_t)(t1.tv_nsec - t0.tv_nsec) / 1000000;
-      if (ms > (int64_t)timeout_ms) {
+  nrd_py_post(&h->to_stub, &h->stub_sleepers);
+  uint64_t t0 = nrd_py_now_ns();
+  /* Spin as long as recent replies took (py_wait.h), then sleep in
+   * slices that let a dead process or the timeout be noticed. */
+  if (!nrd_py_spin(&stub->waiter, &h->to_server, stub->seen, t0)) {
+    for (;;) {
+      nrd_py_sleep(&h->to_server, &h->server_sleepers, stub->seen, 100);
+      if (__atomic_load_n(&h->to_server, __ATOMIC_ACQUIRE) != stub->seen) {
+        break;
+      }
+      if (!nrd_py_stub_alive(stub)) {
+        return died(stub);
+      }
+      uint64_t ms = (nrd_py_now_ns() - t0) / 1000000u;
+      if (timeout_ms != 0 && ms > timeout_ms) {
         kill(stub->pid, SIGKILL);
         reap(stub, 0);
         char *out = NULL;
@@ -241,7 +217,7 @@ char *nrd_py_stub_exchange(nrd_py_stub *stub, uint32_t len, uint64_t timeout_ms,
       }
     }
   }
-done:
+  nrd_py_waited(&stub->waiter, nrd_py_now_ns() - t0);
   stub->seen = __atomic_load_n(&h->to_server, __ATOMIC_ACQUIRE);
   uint64_t grown = __atomic_load_n(&h->size, __ATOMIC_ACQUIRE);
   if (grown > stub->size) {

@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "py_wait.h"
+
 typedef struct nrd_py_stub {
   int fd; /* the memfd */
   uint8_t *base; /* its mapping */
@@ -22,6 +24,7 @@ typedef struct nrd_py_stub {
   size_t n_old;
   pid_t pid; /* 0 once reaped; written with atomic stores (nrd_py_stub_running) */
   uint32_t seen; /* last value of to_server read */
+  nrd_py_waiter waiter; /* how long replies took: the spin before a sleep */
   int exit_status; /* valid once pid is 0 */
 } nrd_py_stub;
 

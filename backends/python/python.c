@@ -20,6 +20,9 @@
 #include "nereid/backend_utils.h"
 #include "py_bls.h"
 #include "py_exec.h"
+
+/* 100 us: about five hand-offs, twice a blank model.py round trip. */
+#define NRD_PY_INLINE_MAX_US 100u
 #include "py_stub.h"
 
 /* A --backend-config=python,<key>=<value> count: a whole decimal number
@@ -229,3 +232,13 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITON
   nrd_py_execute(state, requests, request_count);
   return NULL;
 }
+
+/*
+ * Nereid's extension (docs/core.md, "Inline execution"): an execution of a
+ * model.py is a relay to its stub process, which does the work; run on the
+ * caller's thread it saves the two hand-offs to and from an instance
+ * thread (15-20 us each on our VMs), more than a blank model.py's Python
+ * costs. So a model whose executions take at most this long may run on its
+ * caller's thread. Any thread; no state.
+ */
+NRD_BACKEND_EXPORT uint32_t NRDBACKEND_InlineExecutionMaxUs(void) { return NRD_PY_INLINE_MAX_US; }

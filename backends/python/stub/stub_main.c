@@ -17,15 +17,14 @@
 #include <limits.h>
 #include <stdbool.h>
 #include <signal.h>
-#include <linux/futex.h>
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "../py_ipc.h"
+#include "../py_wait.h"
 
 static uint8_t *g_base;
 static uint64_t g_size;
@@ -97,29 +96,34 @@ static PyObject *ipc_grow(PyObject *self, PyObject *args) {
   return view();
 }
 
-/* _nrd_ipc.wait() -> length of the next message; sleeps without the GIL.
+/* How long the server took to send its next message after our reply
+ * (idle) and to answer a message of ours (a BLS call, a sender's
+ * response): each sizes the spin of its kind of wait (py_wait.h). */
+static nrd_py_waiter g_idle, g_answer;
+
+/* _nrd_ipc.wait(answer=False) -> length of the next message; sleeps
+ * without the GIL. 'answer': the server is answering a message of ours.
  * Exits the process when the server is gone. */
 static PyObject *ipc_wait(PyObject *self, PyObject *args) {
   (void)self;
-  (void)args;
+  int answer = 0;
+  if (!PyArg_ParseTuple(args, "|p", &answer)) {
+    return NULL;
+  }
+  nrd_py_waiter *w = answer ? &g_answer : &g_idle;
   uint32_t len = 0;
   Py_BEGIN_ALLOW_THREADS;
-  for (int spin = 0;; spin++) {
-    uint32_t now = __atomic_load_n(&hdr()->to_stub, __ATOMIC_ACQUIRE);
-    if (now != g_seen) {
-      g_seen = now;
-      break;
-    }
-    if (spin < NRD_PY_SPINS) {
-      __builtin_ia32_pause();
-      continue;
-    }
-    struct timespec ts = {0, 200 * 1000000L};
-    syscall(SYS_futex, &hdr()->to_stub, FUTEX_WAIT, now, &ts, NULL, 0);
-    if (getppid() != g_parent) {
-      _exit(0);
+  uint64_t t0 = nrd_py_now_ns();
+  if (!nrd_py_spin(w, &hdr()->to_stub, g_seen, t0)) {
+    while (__atomic_load_n(&hdr()->to_stub, __ATOMIC_ACQUIRE) == g_seen) {
+      nrd_py_sleep(&hdr()->to_stub, &hdr()->stub_sleepers, g_seen, 200);
+      if (getppid() != g_parent) {
+        _exit(0);
+      }
     }
   }
+  nrd_py_waited(w, nrd_py_now_ns() - t0);
+  g_seen = __atomic_load_n(&hdr()->to_stub, __ATOMIC_ACQUIRE);
   len = hdr()->msg_len;
   Py_END_ALLOW_THREADS;
   return PyLong_FromUnsignedLong(len);
@@ -133,15 +137,14 @@ static PyObject *ipc_post(PyObject *self, PyObject *args) {
     return NULL;
   }
   hdr()->msg_len = (uint32_t)len;
-  __atomic_add_fetch(&hdr()->to_server, 1, __ATOMIC_RELEASE);
-  syscall(SYS_futex, &hdr()->to_server, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+  nrd_py_post(&hdr()->to_server, &hdr()->server_sleepers);
   Py_RETURN_NONE;
 }
 
 static PyMethodDef ipc_methods[] = {{"buffer", ipc_buffer, METH_NOARGS, "the shared memory"},
                                     {"remap", ipc_remap, METH_NOARGS, "the grown shared memory, or None"},
                                     {"grow", ipc_grow, METH_VARARGS, "grows the shared memory"},
-                                    {"wait", ipc_wait, METH_NOARGS, "waits for a message; its length"},
+                                    {"wait", ipc_wait, METH_VARARGS, "waits for a message; its length"},
                                     {"post", ipc_post, METH_VARARGS, "posts a reply of the given length"},
                                     {NULL, NULL, 0, NULL}};
 
