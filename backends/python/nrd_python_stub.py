@@ -234,6 +234,8 @@ class Stub:
                 dst[...] = arr
             outs.append({"name": t.name(), "dtype": dname, "shape": list(arr.shape), "off": off, "size": n})
             off += n
+        if resp._params:
+            return {"outputs": outs, "parameters": resp._params}, off
         return {"outputs": outs}, off
 
     # -- messages to the server while a batch executes --
@@ -330,7 +332,8 @@ class Stub:
                 if "error" in r:
                     out.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(r["error"])))
                 else:
-                    out.append(pb_utils.InferenceResponse([self.tensor_out(d) for d in r["outputs"]]))
+                    out.append(pb_utils.InferenceResponse([self.tensor_out(d) for d in r["outputs"]],
+                                                          parameters=r.get("parameters")))
             return out
 
         return self.converse(make, read)

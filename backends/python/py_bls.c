@@ -8,6 +8,7 @@
 #include "py_bls.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,6 +77,43 @@ void nrd_py_bls_fini(void) {
   pthread_mutex_unlock(&g_allocator_mu);
 }
 
+/* The response's parameters as a JSON object (a double as a string: the
+ * stub's InferenceResponse holds bool, int and str, as Triton's does), or
+ * NULL when it has none. */
+static json_t *response_parameters(TRITONSERVER_InferenceResponse *resp) {
+  uint32_t n = 0;
+  TRITONSERVER_Error *err = TRITONSERVER_InferenceResponseParameterCount(resp, &n);
+  if (err != NULL) {
+    TRITONSERVER_ErrorDelete(err);
+    return NULL;
+  }
+  if (n == 0) return NULL;
+  json_t *p = json_object();
+  for (uint32_t i = 0; i < n; i++) {
+    const char *name = NULL;
+    TRITONSERVER_ParameterType type;
+    const void *v = NULL;
+    if ((err = TRITONSERVER_InferenceResponseParameter(resp, i, &name, &type, &v)) != NULL) {
+      TRITONSERVER_ErrorDelete(err);
+      continue;
+    }
+    json_t *jv = NULL;
+    char text[64];
+    switch (type) {
+      case TRITONSERVER_PARAMETER_STRING: jv = json_string((const char *)v); break;
+      case TRITONSERVER_PARAMETER_INT: jv = json_integer(*(const int64_t *)v); break;
+      case TRITONSERVER_PARAMETER_BOOL: jv = json_boolean(*(const bool *)v); break;
+      case TRITONSERVER_PARAMETER_DOUBLE:
+        snprintf(text, sizeof text, "%.17g", *(const double *)v);
+        jv = json_string(text);
+        break;
+      default: break;
+    }
+    if (jv != NULL) json_object_set_new(p, name, jv);
+  }
+  return p;
+}
+
 /* One response as the stub reads it; its outputs copied into the shared
  * memory. Caller holds c->mu. */
 static json_t *describe_response(bls_call *c, TRITONSERVER_InferenceResponse *resp) {
@@ -130,7 +168,10 @@ static json_t *describe_response(bls_call *c, TRITONSERVER_InferenceResponse *re
                           json_pack("{s:s, s:s, s:o, s:I, s:I}", "name", name, "dtype", TRITONSERVER_DataTypeString(dt),
                                     "shape", shp, "off", (json_int_t)at, "size", (json_int_t)size));
   }
-  return json_pack("{s:o}", "outputs", outs);
+  json_t *out = json_pack("{s:o}", "outputs", outs);
+  json_t *params = response_parameters(resp);
+  if (params != NULL) json_object_set_new(out, "parameters", params);
+  return out;
 }
 
 static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t flags, void *userp) {

@@ -502,6 +502,16 @@ static TRITONSERVER_Error *check_output(nrd_py_instance *st, const char *name, T
   return NULL;
 }
 
+/* Sends 'resp' as failed with 'err' (taken); NULL: nothing left to answer. */
+static TRITONSERVER_Error *send_failed(TRITONBACKEND_Response *resp, uint32_t flags, TRITONSERVER_Error *err) {
+  TRITONSERVER_Error *e2 = TRITONBACKEND_ResponseSend(resp, flags, err);
+  TRITONSERVER_ErrorDelete(err);
+  if (e2 != NULL) {
+    nrd_bu_error_log_and_delete(e2, "python: sending a response");
+  }
+  return NULL;
+}
+
 /* Builds and sends the response to request 'r' from reply entry 'rj',
  * with 'flags'; from 'factory' when one is given (a response sender's),
  * else as the request's one response. An error the stub reported, or a
@@ -551,6 +561,22 @@ static TRITONSERVER_Error *respond(nrd_py_instance *st, TRITONBACKEND_Request *r
   if (err != NULL) {
     return err;
   }
+  /* InferenceResponse(parameters=...): bool, int and str (the stub
+   * checked them). */
+  const char *key;
+  json_t *v;
+  json_object_foreach(json_object_get(rj, "parameters"), key, v) {
+    if (json_is_string(v)) {
+      err = TRITONBACKEND_ResponseSetStringParameter(resp, key, json_string_value(v));
+    } else if (json_is_boolean(v)) {
+      err = TRITONBACKEND_ResponseSetBoolParameter(resp, key, json_is_true(v));
+    } else if (json_is_integer(v)) {
+      err = TRITONBACKEND_ResponseSetIntParameter(resp, key, json_integer_value(v));
+    }
+    if (err != NULL) {
+      return send_failed(resp, flags, err);
+    }
+  }
   json_array_foreach(outs, k, o) {
     const char *name = json_string_value(json_object_get(o, "name"));
     bool requested = n == 0;
@@ -591,12 +617,7 @@ static TRITONSERVER_Error *respond(nrd_py_instance *st, TRITONBACKEND_Request *r
       }
     }
     if (err != NULL) {
-      TRITONSERVER_Error *e2 = TRITONBACKEND_ResponseSend(resp, flags, err);
-      TRITONSERVER_ErrorDelete(err);
-      if (e2 != NULL) {
-        nrd_bu_error_log_and_delete(e2, "python: sending a response");
-      }
-      return NULL;
+      return send_failed(resp, flags, err);
     }
   }
   err = TRITONBACKEND_ResponseSend(resp, flags, NULL);

@@ -235,9 +235,7 @@ class InferenceResponse:
         if isinstance(error, str):
             error = TritonError(error)
         self._error = error
-        if parameters is None:
-            parameters = {}
-        self._parameters = parameters if isinstance(parameters, str) else json.dumps(parameters)
+        self._params = _response_parameters(parameters)
 
     def output_tensors(self):
         return self._tensors
@@ -249,7 +247,31 @@ class InferenceResponse:
         return self._error
 
     def parameters(self):
-        return self._parameters
+        """The response's parameters as a JSON object text."""
+        return json.dumps(self._params) if self._params else "{}"
+
+
+def _response_parameters(parameters):
+    """A response's parameters as a dict of str to bool, int or str, as
+    Triton accepts them (a JSON object text is read first)."""
+    if parameters is None:
+        return {}
+    if isinstance(parameters, str):
+        try:
+            parameters = json.loads(parameters)
+        except ValueError as e:
+            raise TritonModelException(f"Expect parameters to be a JSON object text: {e}") from None
+    if not isinstance(parameters, dict):
+        raise TritonModelException(f"Expect parameters to be a dictionary, got {type(parameters)}")
+    for key, value in parameters.items():
+        if not isinstance(key, str):
+            raise TritonModelException(f"Expect parameters keys to have type str, found type {type(key)}")
+        if not isinstance(value, (bool, int, str)):
+            raise TritonModelException(
+                f"Expect parameters values to have type bool/int/str, found type {type(value)}")
+        if isinstance(value, int) and not -(1 << 63) <= value < (1 << 63):
+            raise TritonModelException(f"Expect parameter '{key}' to fit in 64 bits, got {value}")
+    return parameters
 
 
 class InferenceResponseSender:

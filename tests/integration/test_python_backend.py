@@ -794,3 +794,98 @@ def test_large_outputs_that_are_inputs_come_back_whole():
             x = [float(k * 3 + i) for i in range(n)]
             assert out["SAME"] == x and out["TAIL"] == x[1:], k
             assert out["REVERSED"] == x[::-1] and out["DOUBLED"] == [2 * v for v in x], k
+
+
+# Answers with the parameters its input names (a JSON text): "params" as
+# its response, "params_sender" through the request's response sender (a
+# model that is not decoupled may use it too); "params_bls" asks "params"
+# and returns the parameters of its response.
+PARAMS = '''
+import json
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            text = pb_utils.get_input_tensor_by_name(r, "INPUT").as_numpy()[0].decode()
+            try:
+                ok = pb_utils.Tensor("OUTPUT", np.array([text.encode()], dtype=np.object_))
+                out.append(pb_utils.InferenceResponse([ok], parameters=json.loads(text)))
+            except pb_utils.TritonModelException as e:
+                out.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(str(e))))
+        return out
+'''
+
+PARAMS_SENDER = '''
+import json
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        for r in requests:
+            text = pb_utils.get_input_tensor_by_name(r, "INPUT").as_numpy()[0].decode()
+            sender = r.get_response_sender()
+            ok = pb_utils.Tensor("OUTPUT", np.array([text.encode()], dtype=np.object_))
+            sender.send(pb_utils.InferenceResponse([ok], parameters=json.loads(text)),
+                        flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+        return None
+'''
+
+PARAMS_BLS = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for r in requests:
+            x = pb_utils.get_input_tensor_by_name(r, "INPUT")
+            reply = pb_utils.InferenceRequest(model_name="params", inputs=[x],
+                                              requested_output_names=["OUTPUT"]).exec()
+            text = reply.error().message() if reply.has_error() else reply.parameters()
+            out.append(pb_utils.InferenceResponse(
+                [pb_utils.Tensor("OUTPUT", np.array([text.encode()], dtype=np.object_))]))
+        return out
+'''
+
+
+def test_response_parameters_reach_the_client_and_bls_callers():
+    """InferenceResponse(parameters=...) of bool, int and str values reach
+    the client (plain and through a response sender) and a BLS caller's
+    response.parameters(); other types are refused with Triton's message."""
+    models = {"params": (PARAMS, BYTES_CONFIG), "params_sender": (PARAMS_SENDER, BYTES_CONFIG),
+              "params_bls": (PARAMS_BLS, BYTES_CONFIG)}
+    want = {"bool": True, "str": "Hello World!", "int": 1024, "neg": -(1 << 63)}
+
+    def text_in(value):
+        return [{"name": "INPUT", "datatype": "BYTES", "shape": [1], "data": [json.dumps(value)]}]
+
+    with serve(models) as s:
+        code, reply = infer(s, "params", text_in(want))
+        assert code == 200 and reply.get("parameters") == want, reply
+        code, reply = infer(s, "params", text_in({}))
+        assert code == 200 and not reply.get("parameters"), reply
+        code, _, raw = call(s, "/v2/models/params_sender/infer", {"inputs": text_in({"a": "1", "d": False})})
+        assert code == 200, raw
+        assert json.loads(raw)["parameters"] == {"a": "1", "d": False}, raw
+        code, reply = infer(s, "params_bls", text_in(want))
+        assert code == 200 and json.loads(reply["outputs"][0]["data"][0]) == want, reply
+        for bad, message in (({"f": 0.5}, "Expect parameters values to have type bool/int/str, found type "
+                                          "<class 'float'>"),
+                             ({"n": None}, "Expect parameters values to have type bool/int/str, found type "
+                                           "<class 'NoneType'>"),
+                             ({"l": ["x"]}, "Expect parameters values to have type bool/int/str, found type "
+                                            "<class 'list'>"),
+                             ([1], "Expect parameters to be a dictionary, got <class 'list'>"),
+                             ({"big": 1 << 64}, "to fit in 64 bits")):
+            code, reply = infer(s, "params", text_in(bad))
+            assert code != 200 and message in reply["error"], (bad, reply)
+        # The server is fine afterwards.
+        code, reply = infer(s, "params", text_in({"k": 1}))
+        assert code == 200 and reply["parameters"] == {"k": 1}, reply
