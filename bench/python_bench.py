@@ -246,6 +246,7 @@ def with_wrk(args, nereid):
         print("wrk is missing: run scripts/setup.sh", file=sys.stderr)
         return 1
     hz = os.sysconf("SC_CLK_TCK")
+    load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as work:
         repo = os.path.join(work, "models")
         for _, name, backend, count in WRK_MODELS:
@@ -297,7 +298,8 @@ def with_wrk(args, nereid):
     print(f"nereid {os.path.basename(os.path.normpath(args.build))}, wrk {args.connections} connections, "
           f"--http-thread-count={args.http_threads}, binary tensor data request (16 x FP32), "
           f"{args.duration}s per run, {args.rounds} rounds, {os.cpu_count()} cores, "
-          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+          f"load average {' '.join(f'{x:.2f}' for x in load0)} before, "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} after")
     med = lambda rows, k: statistics.median(r[k] for r in rows)
     for label, name, _, _ in WRK_MODELS:
         rows = runs[name]
