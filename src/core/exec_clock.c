@@ -10,9 +10,10 @@
  * dlopen. */
 #define NRD_TLS static _Thread_local __attribute__((tls_model("initial-exec")))
 
-/* Set for the life of an instance thread, and on any thread while it runs
- * an inline execution. */
+/* Set for the life of an instance thread. */
 NRD_TLS bool on_execution_thread;
+/* Inline executions the thread is running, nested ones included. */
+NRD_TLS unsigned inline_depth;
 
 /* The execution timer of this thread: when it started (0: not running)
  * and the time spent in the application's callbacks since. */
@@ -20,7 +21,22 @@ NRD_TLS uint64_t timer_start_ns, timer_callback_ns;
 
 void nrd_exec_thread_set(bool executing) { on_execution_thread = executing; }
 
-bool nrd_exec_on_execution_thread(void) { return on_execution_thread; }
+unsigned nrd_exec_nesting(void) { return (on_execution_thread ? 1u : 0u) + inline_depth; }
+
+void nrd_exec_inline_enter(nrd_exec_saved *saved) {
+  saved->start_ns = timer_start_ns;
+  saved->callback_ns = timer_callback_ns;
+  inline_depth++;
+  nrd_exec_timer_start();
+}
+
+uint64_t nrd_exec_inline_leave(const nrd_exec_saved *saved) {
+  uint64_t took = nrd_exec_timer_stop();
+  inline_depth--;
+  timer_start_ns = saved->start_ns;
+  timer_callback_ns = saved->callback_ns;
+  return took;
+}
 
 void nrd_exec_timer_start(void) {
   timer_callback_ns = 0;

@@ -10,14 +10,27 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Marks (or unmarks) the calling thread as one that executes models: an
- * instance thread for its whole life, any thread for the length of an
- * inline execution. Such a thread is never lent an instance. Calling
- * thread only. */
+/* Marks (or unmarks) the calling thread as an instance thread, for its
+ * whole life. Calling thread only. */
 void nrd_exec_thread_set(bool executing);
 
-/* True on a thread marked by nrd_exec_thread_set. Calling thread only. */
-bool nrd_exec_on_execution_thread(void);
+/* How deep in executions the calling thread is: 1 for an instance
+ * thread, plus 1 per inline execution it runs (nested ones included);
+ * 0 on a thread that executes nothing. Calling thread only. */
+unsigned nrd_exec_nesting(void);
+
+/* The timer of an execution an inline one runs inside (its caller's). */
+typedef struct nrd_exec_saved {
+  uint64_t start_ns, callback_ns;
+} nrd_exec_saved;
+
+/* Around an inline execution: enter saves the thread's timer into
+ * '*saved', counts the nesting and starts the timer; leave returns the
+ * execution's time (less callbacks) and restores the saved timer, so an
+ * execution inside another (a BLS call run inline) leaves the outer
+ * one's timer running. Calling thread only. */
+void nrd_exec_inline_enter(nrd_exec_saved *saved);
+uint64_t nrd_exec_inline_leave(const nrd_exec_saved *saved);
 
 /* The calling thread's execution timer: stop returns the ns since start,
  * less the time spent in the application's callbacks meanwhile (those are

@@ -125,6 +125,10 @@ struct TRITONSERVER_InferenceRequest {
   bool is_null;
   /* Made by the core (null requests, model warmup): no statistics. */
   bool no_stats;
+  /* An ensemble step or a rescheduled request: never run inline inside
+   * another execution (scheduler.c), where only a call the executing
+   * model waits for (BLS) may. */
+  bool no_nested_inline;
   /* Sequence batcher only (NULL and 0 for every other model): what it
    * attached for this execution, and how many inputs at the end of
    * `inputs` it added (control and state inputs). Both go away before the

@@ -152,6 +152,7 @@ TRITONSERVER_Error *TRITONBACKEND_RequestRelease(TRITONBACKEND_Request *request,
   if (!r->in_flight) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "request was already released");
   if (release_flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE) {
     /* The backend wants this request executed again (iterative scheduling). */
+    r->no_nested_inline = true; /* not inside the Execute releasing it */
     TRITONSERVER_Error *err = nrd_model_reschedule(r->model, r);
     if (!err) return NULL;
     nrd_request_fail(r, err, NRD_FAIL_REJECTED); /* the scheduler refused it */

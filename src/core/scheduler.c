@@ -18,9 +18,11 @@
  * in place is cheaper and no slower. The caller is blocked for that long;
  * one slower inline execution sends the next INLINE_WARM back to the
  * instance threads, which time theirs until the model is fast again. Time
- * in the application's callbacks is not counted. Never on an instance
- * thread or inside another inline execution, never for a rate-limited
- * instance. The response and release callbacks then fire before
+ * in the application's callbacks is not counted. Inside an execution (on
+ * an instance thread, or in an inline execution) only once more, and
+ * only for a call the executing model waits for (BLS): never for an
+ * ensemble step or a rescheduled request, which would hold the executing
+ * instance. Never for a rate-limited instance. The response and release callbacks then fire before
  * InferAsync returns, as Triton's do on a response-cache hit.
  * docs/core.md, "Inline execution". */
 #include "scheduler.h"
@@ -135,11 +137,10 @@ static void run_inline(default_sched *d, slot *s, TRITONSERVER_InferenceRequest 
   uint64_t took = 0;
   bool ran = !reject_stale(req);
   if (ran) {
-    nrd_exec_timer_start();
-    nrd_exec_thread_set(true);
+    nrd_exec_saved outer;
+    nrd_exec_inline_enter(&outer);
     d->execute(s->inst, &req, 1);
-    nrd_exec_thread_set(false);
-    took = nrd_exec_timer_stop();
+    took = nrd_exec_inline_leave(&outer);
   }
   pthread_mutex_lock(&d->mu);
   if (ran) note_run(d, took);
@@ -154,10 +155,13 @@ static void run_inline(default_sched *d, slot *s, TRITONSERVER_InferenceRequest 
 
 /* The idle slot a request may run inline with, taken off the stack and
  * marked lent; NULL when it must queue. Under mu. */
-static slot *lend(default_sched *d) {
+static slot *lend(default_sched *d, const TRITONSERVER_InferenceRequest *req) {
   if (!d->inline_max_ns || d->fast_runs < INLINE_WARM || d->head || !d->n_idle || d->delay_cnt) return NULL;
   slot *s = d->idle[d->n_idle - 1];
-  if (s->rate_limited || nrd_exec_on_execution_thread()) return NULL;
+  if (s->rate_limited) return NULL;
+  /* Inside an execution only a call its Execute waits for (BLS), once. */
+  unsigned nesting = nrd_exec_nesting();
+  if (nesting > 1 || (nesting == 1 && req->no_nested_inline)) return NULL;
   d->n_idle--;
   s->state = SLOT_LENT;
   return s;
@@ -171,7 +175,7 @@ static TRITONSERVER_Error *ds_enqueue(nrd_scheduler *sched, TRITONSERVER_Inferen
     return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "model '%s' is unloading and takes no new requests",
                          d->model->name);
   }
-  slot *lent = lend(d);
+  slot *lent = lend(d, req);
   if (lent) {
     pthread_mutex_unlock(&d->mu);
     run_inline(d, lent, req);

@@ -244,6 +244,9 @@ static TRITONSERVER_Error *step_request_new(void *ctx, TRITONSERVER_InferenceReq
 
 static TRITONSERVER_Error *step_infer(void *ctx, TRITONSERVER_InferenceRequest *request,
                                       TRITONSERVER_InferenceTrace *trace) {
+  /* A step launched from the previous step's response callback must not
+   * hold that step's instance: the pipeline would run one step at a time. */
+  request->no_nested_inline = true;
   return TRITONSERVER_ServerInferAsync(ctx, request, trace);
 }
 

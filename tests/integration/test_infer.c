@@ -911,6 +911,73 @@ Test(infer, backend_hint_raises_the_inline_limit_for_its_models) {
   fixture_down(&f);
 }
 
+/* Whether the i-th response of 'c' has the BOOL parameter 'name' true. */
+static bool bool_parameter(h_call *c, size_t i, const char *name) {
+  uint32_t n = 0;
+  H_OK(TRITONSERVER_InferenceResponseParameterCount(c->responses[i], &n));
+  for (uint32_t k = 0; k < n; k++) {
+    const char *key = NULL;
+    TRITONSERVER_ParameterType type;
+    const void *v = NULL;
+    H_OK(TRITONSERVER_InferenceResponseParameter(c->responses[i], k, &key, &type, &v));
+    if (strcmp(key, name) == 0 && type == TRITONSERVER_PARAMETER_BOOL) return *(const bool *)v;
+  }
+  return false;
+}
+
+/* How many of 'n' requests to the bls model 'outer' had their target run
+ * on the thread executing 'outer'. */
+static int bls_ran_here(TRITONSERVER_Server *s, int n) {
+  float in[4] = {1, 2, 3, 4};
+  int64_t shape[1] = {4};
+  int here = 0;
+  for (int i = 0; i < n; i++) {
+    TRITONSERVER_InferenceRequest *r = h_request(s, "outer");
+    h_add_input(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 1, in, sizeof in);
+    h_call *c = h_infer(s, r);
+    cr_assert_null(h_response_error(c, 0), "request %d failed", i);
+    here += bool_parameter(c, 0, "target_ran_here");
+    h_call_free(c);
+    H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  }
+  return here;
+}
+
+/* A call an executing model waits for (BLS) runs inline on the executing
+ * thread, once its target is proven fast; with inline execution off it
+ * goes to the target's instance thread. */
+Test(infer, bls_call_runs_inline_on_the_executing_thread) {
+  setenv("NEREID_INLINE_EXECUTION_MAX_US", "100000", 1);
+  fixture f = {h_tmpdir(), NULL};
+  h_model(f.repo, "fast", IDENT_1("fast", "TYPE_FP32", "[ 4 ]", ""), "1");
+  h_model(f.repo, "outer",
+          "name: \"outer\"\nbackend: \"bls\"\nmax_batch_size: 0\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+          "parameters { key: \"target\" value { string_value: \"fast\" } }\n",
+          "1");
+  f.s = h_server_new(h_options(f.repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  int warm = bls_ran_here(f.s, 8); /* 'fast' proves itself on its thread */
+  cr_expect_eq(warm, 0, "%d of the first 8 BLS calls ran inline", warm);
+  /* The 9th may still race the 8th's timing being noted. */
+  int here = bls_ran_here(f.s, 16);
+  cr_expect(here >= 15, "%d of 16 BLS calls ran on the executing thread", here);
+  fixture_down(&f);
+
+  setenv("NEREID_INLINE_EXECUTION_MAX_US", "0", 1);
+  f = (fixture){h_tmpdir(), NULL};
+  h_model(f.repo, "fast", IDENT_1("fast", "TYPE_FP32", "[ 4 ]", ""), "1");
+  h_model(f.repo, "outer",
+          "name: \"outer\"\nbackend: \"bls\"\nmax_batch_size: 0\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
+          "parameters { key: \"target\" value { string_value: \"fast\" } }\n",
+          "1");
+  f.s = h_server_new(h_options(f.repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  cr_expect_eq(bls_ran_here(f.s, 16), 0);
+  fixture_down(&f);
+}
+
 Test(infer, inline_execution_can_be_turned_off) {
   setenv("NEREID_INLINE_EXECUTION_MAX_US", "0", 1);
   fixture f = {h_tmpdir(), NULL};

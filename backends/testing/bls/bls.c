@@ -2,7 +2,9 @@
  * in-process API (TRITONSERVER_ServerInferAsync), waits for its answer and
  * returns that model's OUTPUT0 as its own OUTPUT0. The target model is the
  * model parameter `target`. It proves a backend may call back into the
- * server from an instance thread without deadlock. */
+ * server from an instance thread without deadlock. Each response carries
+ * the BOOL parameter `target_ran_here`: whether the target's response
+ * came on the thread running this Execute (the core ran it inline). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +26,8 @@ typedef struct nested {
   pthread_cond_t cv;
   TRITONSERVER_InferenceResponse *response;
   bool final, released;
+  pthread_t caller; /* the thread running Execute */
+  bool here; /* the final response came on it */
 } nested;
 
 static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *a, const char *name, size_t size,
@@ -51,7 +55,10 @@ static void on_response(TRITONSERVER_InferenceResponse *r, const uint32_t flags,
     if (n->response) TRITONSERVER_InferenceResponseDelete(n->response);
     n->response = r;
   }
-  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) n->final = true;
+  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) {
+    n->final = true;
+    n->here = pthread_equal(pthread_self(), n->caller);
+  }
   pthread_cond_broadcast(&n->cv);
   pthread_mutex_unlock(&n->mu);
 }
@@ -105,7 +112,7 @@ EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model *mode
 /* Runs the target on `in` and copies its OUTPUT0 into `out_resp`. */
 static TRITONSERVER_Error *run_nested(TRITONSERVER_Server *server, bls_model *m, const nrd_bu_tensor *in,
                                       TRITONBACKEND_Response *out_resp) {
-  nested n = {.response = NULL};
+  nested n = {.response = NULL, .caller = pthread_self()};
   pthread_mutex_init(&n.mu, NULL);
   pthread_cond_init(&n.cv, NULL);
   TRITONSERVER_InferenceRequest *req = NULL;
@@ -143,6 +150,7 @@ static TRITONSERVER_Error *run_nested(TRITONSERVER_Server *server, bls_model *m,
     int64_t did = 0;
     if (!err) err = TRITONBACKEND_OutputBuffer(out, &dst, size, &dmt, &did);
     if (!err && size) memcpy(dst, base, size);
+    if (!err) err = TRITONBACKEND_ResponseSetBoolParameter(out_resp, "target_ran_here", n.here);
   }
   if (n.response) TRITONSERVER_InferenceResponseDelete(n.response);
   if (req) TRITONSERVER_InferenceRequestDelete(req);

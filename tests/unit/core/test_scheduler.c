@@ -191,17 +191,32 @@ Test(scheduler, limit_zero_turns_inlining_off) {
   stop();
 }
 
-Test(scheduler, an_inline_execution_never_lends_another_instance) {
+Test(scheduler, an_inline_execution_lends_another_instance_once) {
   start(2, LIMIT_US);
   int outer = send_until_inline(0, 8);
   /* `outer` runs inline and, from inside its Execute, queues the next
-   * request while the second instance is idle: that one must go to an
-   * instance thread. */
+   * request while the second instance is idle (a BLS call): that one runs
+   * inline too, on the same thread; the one it queues in turn goes to an
+   * instance thread: never two levels. */
   reqs[outer].nest = true;
+  reqs[outer + 1].nest = true;
+  send(outer);
+  wait_done(outer + 2);
+  cr_expect(inline_ran(outer), "the outer request did not run inline");
+  cr_expect(inline_ran(outer + 1), "the request made inside an inline execution did not run inline");
+  cr_expect(!inline_ran(outer + 2), "a request ran inline two levels deep");
+  stop();
+}
+
+Test(scheduler, ensemble_steps_and_rescheduled_requests_never_run_inline_inside_an_execution) {
+  start(2, LIMIT_US);
+  int outer = send_until_inline(0, 8);
+  reqs[outer].nest = true;
+  reqs[outer + 1].req.no_nested_inline = true;
   send(outer);
   wait_done(outer + 1);
   cr_expect(inline_ran(outer), "the outer request did not run inline");
-  cr_expect(!inline_ran(outer + 1), "the nested request ran inline inside another execution");
+  cr_expect(!inline_ran(outer + 1), "a request marked no_nested_inline ran inside another execution");
   cr_expect(!pthread_equal(reqs[outer + 1].ran_on, reqs[outer].ran_on));
   stop();
 }
