@@ -21,8 +21,12 @@
 #include "py_bls.h"
 #include "py_exec.h"
 
-/* 100 us: about five hand-offs, twice a blank model.py round trip. */
-#define NRD_PY_INLINE_MAX_US 100u
+/* 200 us: the two hand-offs inline execution saves (30-40 us) are then
+ * at least a sixth of the execution; a blank model.py takes 30-40 us, one
+ * making a BLS call 70-80, with a tail past 100 on a loaded machine (at
+ * 100 us, one slow execution in eight sent BLS models back to their
+ * instance threads: 64 us added p50 against 37). */
+#define NRD_PY_INLINE_MAX_US 200u
 #include "py_stub.h"
 
 /* A --backend-config=python,<key>=<value> count: a whole decimal number
