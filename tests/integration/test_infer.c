@@ -943,11 +943,8 @@ static int bls_ran_here(TRITONSERVER_Server *s, int n) {
   return here;
 }
 
-/* A call an executing model waits for (BLS) runs inline on the executing
- * thread, once its target is proven fast; with inline execution off it
- * goes to the target's instance thread. */
-Test(infer, bls_call_runs_inline_on_the_executing_thread) {
-  setenv("NEREID_INLINE_EXECUTION_MAX_US", "100000", 1);
+/* A server with "fast" (identity) and "outer" (bls, calling "fast"). */
+static fixture bls_fixture(void) {
   fixture f = {h_tmpdir(), NULL};
   h_model(f.repo, "fast", IDENT_1("fast", "TYPE_FP32", "[ 4 ]", ""), "1");
   h_model(f.repo, "outer",
@@ -957,6 +954,15 @@ Test(infer, bls_call_runs_inline_on_the_executing_thread) {
           "parameters { key: \"target\" value { string_value: \"fast\" } }\n",
           "1");
   f.s = h_server_new(h_options(f.repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  return f;
+}
+
+/* A call an executing model waits for (BLS) runs inline on the executing
+ * thread, once its target is proven fast; with inline execution off it
+ * goes to the target's instance thread. */
+Test(infer, bls_call_runs_inline_on_the_executing_thread) {
+  setenv("NEREID_INLINE_EXECUTION_MAX_US", "100000", 1);
+  fixture f = bls_fixture();
   int warm = bls_ran_here(f.s, 8); /* 'fast' proves itself on its thread */
   cr_expect_eq(warm, 0, "%d of the first 8 BLS calls ran inline", warm);
   /* The 9th may still race the 8th's timing being noted. */
@@ -965,15 +971,7 @@ Test(infer, bls_call_runs_inline_on_the_executing_thread) {
   fixture_down(&f);
 
   setenv("NEREID_INLINE_EXECUTION_MAX_US", "0", 1);
-  f = (fixture){h_tmpdir(), NULL};
-  h_model(f.repo, "fast", IDENT_1("fast", "TYPE_FP32", "[ 4 ]", ""), "1");
-  h_model(f.repo, "outer",
-          "name: \"outer\"\nbackend: \"bls\"\nmax_batch_size: 0\n"
-          "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
-          "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n"
-          "parameters { key: \"target\" value { string_value: \"fast\" } }\n",
-          "1");
-  f.s = h_server_new(h_options(f.repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  f = bls_fixture();
   cr_expect_eq(bls_ran_here(f.s, 16), 0);
   fixture_down(&f);
 }
