@@ -404,7 +404,7 @@ static TRITONSERVER_Error *describe_request(nrd_py_instance *st, TRITONBACKEND_R
   }
   json_object_set_new(j, "timeout", json_integer((json_int_t)timeout));
   json_t *params = request_parameters(r);
-  char *ptext = json_dumps(params, JSON_COMPACT);
+  char *ptext = json_object_size(params) ? json_dumps(params, JSON_COMPACT) : NULL;
   json_decref(params);
   json_object_set_new(j, "parameters", json_string(ptext ? ptext : "{}"));
   free(ptext);
