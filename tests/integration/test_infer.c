@@ -1,6 +1,8 @@
 /* Inference through the public API: identity with every datatype, batching,
  * requested outputs, add_sub, request ids, correlation ids, parameters,
  * request reuse, in-flight and unloaded-model errors, large inputs. */
+#include <dlfcn.h>
+
 #include "harness.h"
 
 /* ------------------------------------------------------------ helpers */
@@ -909,6 +911,17 @@ Test(infer, backend_hint_raises_the_inline_limit_for_its_models) {
   f.s = h_server_new(h_options(f.repo, TRITONSERVER_MODEL_CONTROL_NONE));
   cr_expect_eq(first_inline(f.s, "relay", 16), 16);
   fixture_down(&f);
+}
+
+/* The Python backend asks for executions of up to 200 us inline (its
+ * Execute relays to the stub process; docs/python.md). */
+Test(infer, python_backend_exports_its_inline_limit) {
+  void *lib = dlopen(NRD_BACKEND_DIR "/python/libtriton_python.so", RTLD_NOW | RTLD_LOCAL);
+  cr_assert_not_null(lib, "%s", dlerror());
+  uint32_t (*limit)(void) = (uint32_t(*)(void))dlsym(lib, "NRDBACKEND_InlineExecutionMaxUs");
+  cr_assert_not_null(limit, "libtriton_python.so does not export NRDBACKEND_InlineExecutionMaxUs");
+  cr_expect_eq(limit(), 200u);
+  dlclose(lib);
 }
 
 /* Whether the i-th response of 'c' has the BOOL parameter 'name' true. */
