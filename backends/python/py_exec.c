@@ -304,7 +304,7 @@ TRITONSERVER_Error *nrd_py_instance_new(TRITONBACKEND_ModelInstance *instance, n
   return NULL;
 }
 
-TRITONSERVER_Error *nrd_py_instance_ready(const nrd_py_instance *s) {
+TRITONSERVER_Error *nrd_py_instance_ready(nrd_py_instance *s) {
   if (s != NULL && nrd_py_stub_running(&s->stub)) {
     return NULL;
   }
@@ -717,7 +717,7 @@ void nrd_py_execute(nrd_py_instance *st, TRITONBACKEND_Request **requests, uint3
   batch b = {requests, count, calloc(count ? count : 1, sizeof *b.factories),
              calloc(count ? count : 1, sizeof *b.finished)};
   if (b.factories == NULL || b.finished == NULL) err = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-  if (err == NULL && !nrd_py_stub_alive(&st->stub)) {
+  if (err == NULL && !nrd_py_stub_alive_lately(&st->stub)) {
     /* As Triton's Python backend does: a stub that died (its batch has
      * failed already) is started again, and initialize() run again, for
      * the next batch. */

@@ -72,7 +72,7 @@ TRITONSERVER_Error *nrd_py_instance_new(TRITONBACKEND_ModelInstance *instance, n
  * the caller owns (TRITONBACKEND_ModelInstanceReady). The next batch
  * starts a dead stub again. Any thread.
  */
-TRITONSERVER_Error *nrd_py_instance_ready(const nrd_py_instance *state);
+TRITONSERVER_Error *nrd_py_instance_ready(nrd_py_instance *state);
 
 /* Runs finalize() and stops the stub; frees the state (NULL is fine). */
 void nrd_py_instance_free(nrd_py_instance *state);

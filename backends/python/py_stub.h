@@ -25,6 +25,9 @@ typedef struct nrd_py_stub {
   pid_t pid; /* 0 once reaped; written with atomic stores (nrd_py_stub_running) */
   uint32_t seen; /* last value of to_server read */
   nrd_py_waiter waiter; /* how long replies took: the spin before a sleep */
+  /* When nrd_py_stub_alive_lately last asked the kernel; 0 (set by the
+   * readiness probe's thread too, atomically) makes it ask. */
+  uint64_t alive_checked_ns;
   int exit_status; /* valid once pid is 0 */
 } nrd_py_stub;
 
@@ -71,10 +74,14 @@ char *nrd_py_stub_meta(nrd_py_stub *stub);
  * Whether the process is running, without reaping it: a readiness probe.
  * Any thread, also while the owner exchanges messages with the stub.
  */
-bool nrd_py_stub_running(const nrd_py_stub *stub);
+bool nrd_py_stub_running(nrd_py_stub *stub);
 
 /* True while the process runs (not yet seen dead). Owner's thread. */
 bool nrd_py_stub_alive(nrd_py_stub *stub);
+
+/* nrd_py_stub_alive, asking the kernel at most every 10 ms (true in
+ * between unless the process was already seen dead). Owner's thread. */
+bool nrd_py_stub_alive_lately(nrd_py_stub *stub);
 
 /*
  * Stops the process: waits up to 'grace_ms' for it to exit by itself (after
