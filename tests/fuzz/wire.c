@@ -3,11 +3,13 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,20 +26,20 @@ int nrd_fuzz_grpc_port;
 static pthread_t server_thread;
 static int server_status = -1;
 
-/* A port nothing listens on right now (the kernel's pick for port 0). */
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t len = sizeof a;
-  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-    perror("fuzz: free port");
-    exit(1);
-  }
-  close(fd);
-  return ntohs(a.sin_port);
-}
+/* nereid listens on ports the kernel picks (a port chosen here and passed
+ * in could be taken by another test's socket first) and prints them. Its
+ * stdout is a pipe until its ready line: a relay thread copies the pipe to
+ * the real stdout and takes the ports from the start-up lines; it goes on
+ * relaying for the processes nereid started meanwhile (python backend
+ * stubs), which keep the pipe as their stdout. */
+static pthread_mutex_t start_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t start_cv = PTHREAD_COND_INITIALIZER;
+static bool start_seen; /* guarded by start_mu: the ready line, or the pipe's end */
+static int start_http, start_grpc; /* guarded by start_mu */
 
-static char arg_http[32], arg_grpc[32], arg_metrics[32];
+typedef struct relay {
+  int in, out;
+} relay;
 
 static void *server_main(void *unused) {
   (void)unused;
@@ -46,9 +48,9 @@ static void *server_main(void *unused) {
                     "--backend-directory=" NRD_FUZZ_BACKENDS,
                     "--http-address=127.0.0.1",
                     "--grpc-address=127.0.0.1",
-                    arg_http,
-                    arg_grpc,
-                    arg_metrics,
+                    "--http-port=0",
+                    "--grpc-port=0",
+                    "--metrics-port=0",
                     "--allow-metrics=false",
                     "--log-info=false",
                     "--log-warning=false",
@@ -66,6 +68,86 @@ static void *server_main(void *unused) {
   argv[argc] = NULL;
   server_status = nrd_nereid_main(argc, argv);
   return NULL;
+}
+
+/* The port of a "nereid: <what> listening on <address>:<port> ..." line,
+ * or 0. */
+static int listening_port(const char *line, const char *what) {
+  char head[64];
+  int n = snprintf(head, sizeof head, "nereid: %s listening on ", what);
+  if (strncmp(line, head, (size_t)n) != 0) return 0;
+  const char *p = line + n;
+  p += strcspn(p, " ");
+  while (p > line + n && p[-1] >= '0' && p[-1] <= '9') p--;
+  return atoi(p);
+}
+
+static void start_seen_now(void) {
+  pthread_mutex_lock(&start_mu);
+  start_seen = true;
+  pthread_cond_broadcast(&start_cv);
+  pthread_mutex_unlock(&start_mu);
+}
+
+/* The relay thread: copies r->in to r->out until the pipe's end; reads
+ * the ports from the lines before the ready line. Owns r. */
+static void *relay_main(void *arg) {
+  relay *r = arg;
+  char buf[8192];
+  size_t used = 0;
+  bool ready = false;
+  for (;;) {
+    ssize_t n = read(r->in, buf + used, sizeof buf - 1 - used);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    for (ssize_t off = 0; off < n;) {
+      ssize_t w = write(r->out, buf + used + off, (size_t)(n - off));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) break;
+      off += w;
+    }
+    if (ready) continue;
+    used += (size_t)n;
+    buf[used] = '\0';
+    char *line = buf, *nl;
+    while (!ready && (nl = strchr(line, '\n')) != NULL) {
+      *nl = '\0';
+      int http = listening_port(line, "HTTP/REST"), grpc = listening_port(line, "gRPC endpoint");
+      pthread_mutex_lock(&start_mu);
+      if (http) start_http = http;
+      if (grpc) start_grpc = grpc;
+      pthread_mutex_unlock(&start_mu);
+      ready = strncmp(line, "nereid: server ", 15) == 0;
+      line = nl + 1;
+    }
+    used = ready ? 0 : used - (size_t)(line - buf);
+    memmove(buf, line, used);
+    if (used == sizeof buf - 1) used = 0; /* a line this long is none of ours */
+    if (ready) start_seen_now();
+  }
+  if (!ready) start_seen_now();
+  close(r->in);
+  close(r->out);
+  free(r);
+  return NULL;
+}
+
+/* Waits until the ready line came (or the pipe ended, or 60 s went by);
+ * then makes fd 1 the real stdout again. Returns 0 once both ports are
+ * known. */
+static int wait_start_up(int saved_stdout) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_sec += 60;
+  pthread_mutex_lock(&start_mu);
+  while (!start_seen && pthread_cond_timedwait(&start_cv, &start_mu, &until) == 0) {
+  }
+  nrd_fuzz_http_port = start_http;
+  nrd_fuzz_grpc_port = start_grpc;
+  pthread_mutex_unlock(&start_mu);
+  fflush(stdout);
+  dup2(saved_stdout, STDOUT_FILENO);
+  return nrd_fuzz_http_port && nrd_fuzz_grpc_port ? 0 : -1;
 }
 
 /* One connection attempt; errno tells why it failed. */
@@ -133,13 +215,32 @@ void nrd_fuzz_server_start(void) {
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, NULL);
   signal(SIGPIPE, SIG_IGN);
-  nrd_fuzz_http_port = free_port();
-  nrd_fuzz_grpc_port = free_port();
-  snprintf(arg_http, sizeof arg_http, "--http-port=%d", nrd_fuzz_http_port);
-  snprintf(arg_grpc, sizeof arg_grpc, "--grpc-port=%d", nrd_fuzz_grpc_port);
-  snprintf(arg_metrics, sizeof arg_metrics, "--metrics-port=%d", free_port());
+  int pipefd[2];
+  relay *r = malloc(sizeof *r);
+  fflush(stdout);
+  if (r == NULL || pipe2(pipefd, O_CLOEXEC) != 0) {
+    perror("fuzz: a pipe for nereid's stdout");
+    exit(1);
+  }
+  r->in = pipefd[0];
+  int real_stdout = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+  r->out = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+  pthread_t relay_thread;
+  if (real_stdout < 0 || r->out < 0 || dup2(pipefd[1], STDOUT_FILENO) < 0 ||
+      pthread_create(&relay_thread, NULL, relay_main, r) != 0) {
+    perror("fuzz: relaying nereid's stdout");
+    exit(1);
+  }
+  pthread_detach(relay_thread); /* it ends when the last writer of the pipe does */
+  close(pipefd[1]);
   if (pthread_create(&server_thread, NULL, server_main, NULL) != 0) {
     fprintf(stderr, "fuzz: cannot start the server thread\n");
+    exit(1);
+  }
+  int started = wait_start_up(real_stdout);
+  close(real_stdout);
+  if (started != 0) {
+    fprintf(stderr, "fuzz: nereid printed no ready line with both ports within 60 s\n");
     exit(1);
   }
   if (wait_accepting(nrd_fuzz_http_port) != 0 || wait_accepting(nrd_fuzz_grpc_port) != 0) {

@@ -18,9 +18,9 @@ extern int nrd_fuzz_http_port;
 extern int nrd_fuzz_grpc_port;
 
 /* Starts nereid on the example repository (NRD_FUZZ_MODELS, backends from
- * NRD_FUZZ_BACKENDS: paths CMake compiles in) on free loopback ports and
- * waits until both front ends accept. Exits the process with a message if
- * the server does not come up. Blocks SIGINT and SIGTERM in the caller, as
+ * NRD_FUZZ_BACKENDS: paths CMake compiles in) on loopback ports the kernel
+ * picks (read from its start-up lines) and waits until both front ends
+ * accept. Exits the process with a message if the server does not come up. Blocks SIGINT and SIGTERM in the caller, as
  * nereid's main expects of every thread. */
 void nrd_fuzz_server_start(void);
 

@@ -21,8 +21,8 @@ import time
 
 import numpy as np
 
-from test_grpc import (BACKENDS, EXAMPLES, Server, final_flag, grpc, infer_request, output_array, pbg,
-                       repeat_request, square_request, write_identity_model)
+from test_grpc import (BACKENDS, EXAMPLES, STREAM_PATH, RawH2, Server, final_flag, grpc, grpc_frame, infer_request,
+                       output_array, pbg, repeat_request, square_request, write_identity_model)
 from test_nereid_cli import listening_ports
 
 SLOW_MS = 2000
@@ -229,6 +229,48 @@ def test_grpc_lets_open_calls_finish_and_ends_streams():
         gate.set()
         ch.close()
         assert_exits_soon(srv, t0)
+
+
+def test_a_stream_its_client_keeps_open_is_reset_after_its_trailers():
+    """At the stop, a stream whose client is still sending gets its
+    responses, its trailers (UNAVAILABLE "Server is stopping"), then
+    RST_STREAM with NO_ERROR before the connection closes, as gRPC's own
+    servers end such a stream. Without the reset the stream was still open
+    at the client when the connection closed, and grpc-core cancelled it
+    there ("Socket closed"), dropping responses not read yet: issue 34's
+    flake, a repeat_int32 request that lost its final response."""
+    with server() as (srv, _, port):
+        h = RawH2(port)
+        try:
+            headers = [(":path", STREAM_PATH), *RawH2.BASE_HEADERS]
+            h.send(1, 0x4, 1, b"".join(RawH2.literal(n, v) for n, v in headers))  # no END_STREAM
+            h.send(0, 0, 1, grpc_frame(square_request(3, "open", empty_final=True).SerializeToString()))
+            body, messages = b"", 0
+            while messages < 4:  # three responses and the empty final one
+                f = h.read_frame()
+                assert f is not None, "the connection closed before the responses"
+                if f[0] == 1:
+                    h.decode(f[3])  # keeps the HPACK table in step for the trailers
+                if f[0] == 0 and f[2] == 1:
+                    body += f[3]
+                    while len(body) >= 5 and len(body) >= 5 + int.from_bytes(body[1:5], "big"):
+                        body = body[5 + int.from_bytes(body[1:5], "big"):]
+                        messages += 1
+            t0 = time.monotonic()
+            srv.proc.send_signal(signal.SIGTERM)
+            frames = []
+            while (f := h.read_frame()) is not None:
+                frames.append(f)
+            kinds = [(f[0], f[2]) for f in frames if f[0] != 6]  # PINGs aside
+            trailers = [f for f in frames if f[0] == 1 and f[2] == 1]
+            assert len(trailers) == 1 and trailers[0][1] & 0x1, frames  # END_STREAM
+            assert dict(h.decode(trailers[0][3])).get("grpc-status") == "14", h.decode(trailers[0][3])
+            rst = [f for f in frames if f[0] == 3 and f[2] == 1]
+            assert len(rst) == 1 and int.from_bytes(rst[0][3], "big") == 0, frames  # NO_ERROR
+            assert kinds.index((3, 1)) == kinds.index((1, 1)) + 1, kinds  # right after the trailers
+            assert_exits_soon(srv, t0)
+        finally:
+            h.close()
 
 
 def test_http_event_stream_begun_before_the_signal_runs_to_its_end():

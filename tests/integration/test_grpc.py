@@ -72,6 +72,10 @@ import health_pb2_grpc  # noqa: E402
 
 
 def free_port():
+    """A port nothing listens on right now; kept for bench/stateful_bench.py,
+    which runs alone. No test uses it: a test's server listens on
+    --*-port=0 and reports its ports (Server.ports), as a port picked here
+    can be taken by another test's socket before the server binds it."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -100,6 +104,13 @@ class Server:
             raise AssertionError("nereid not ready:\n" + self.text())
         finally:
             sel.close()
+
+    def ports(self):
+        """{"http": port, "grpc": port, ...}: the ports of the endpoints that
+        are on, from the start-up lines (after wait_ready)."""
+        from test_nereid_cli import listening_ports
+
+        return listening_ports(self.out.decode(errors="replace").splitlines())
 
     def text(self):
         # A new open file description: seeking the one nereid writes through
@@ -214,19 +225,18 @@ def label_repo():
 
 @pytest.fixture(scope="module")
 def server(label_repo):
-    port = free_port()
-    http_port = free_port()
     s = Server(["--model-repository", EXAMPLES, "--model-repository", label_repo,
                 "--backend-directory", BACKENDS,
                 "--model-control-mode=explicit", "--load-model=*",
-                f"--http-port={http_port}", "--http-address=127.0.0.1", "--http-thread-count=1",
+                "--http-port=0", "--http-address=127.0.0.1", "--http-thread-count=1",
                 "--allow-metrics=false",
-                f"--grpc-port={port}", "--grpc-address=127.0.0.1",
+                "--grpc-port=0", "--grpc-address=127.0.0.1",
                 f"--grpc-max-message-size={MAX_MESSAGE}", "--cache-config=local,size=1048576"])
     try:
         s.wait_ready()
-        s.port = port
-        s.http_port = http_port
+        ports = s.ports()
+        s.port = ports["grpc"]
+        s.http_port = ports["http"]
         yield s
         rc = s.stop()
         log = s.text()
@@ -1177,14 +1187,14 @@ def test_keepalive_pings_answered():
     client answers the pings; unanswered ones would close it). It sends at
     most --grpc-http2-max-pings-without-data pings between data frames, and
     with --grpc-http2-max-ping-strikes=0 tolerates any client pings."""
-    port = free_port()
     s = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
-                "--allow-http=false", "--allow-metrics=false", f"--grpc-port={port}",
+                "--allow-http=false", "--allow-metrics=false", "--grpc-port=0",
                 "--grpc-address=127.0.0.1", "--grpc-keepalive-time=100", "--grpc-keepalive-timeout=2000",
                 "--grpc-keepalive-permit-without-calls=true", "--grpc-http2-max-pings-without-data=3",
                 "--grpc-http2-max-ping-strikes=0"])
     try:
         s.wait_ready()
+        port = s.ports()["grpc"]
         ch = grpc.insecure_channel(f"127.0.0.1:{port}")
         st = pbg.GRPCInferenceServiceStub(ch)
         assert st.ServerLive(pb.ServerLiveRequest(), timeout=RPC_TIMEOUT).live
@@ -1295,9 +1305,8 @@ def test_port_in_use_or_unknown_address_fails_cleanly():
 
 
 def test_keepalive_flags_accepted():
-    port = free_port()
     s = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
-                "--allow-http=false", "--allow-metrics=false", f"--grpc-port={port}",
+                "--allow-http=false", "--allow-metrics=false", "--grpc-port=0",
                 "--grpc-address=127.0.0.1", "--grpc-keepalive-permit-without-calls=false",
                 "--grpc-http2-max-pings-without-data=0",
                 "--grpc-http2-min-recv-ping-interval-without-data=10000",
@@ -2002,13 +2011,12 @@ STREAM_PATH = "/inference.GRPCInferenceService/ModelStreamInfer"
 
 
 def start_compressing(level):
-    port = free_port()
     s = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
                 "--model-control-mode=explicit", "--load-model=identity_fp32", "--load-model=square_int32",
-                "--allow-http=false", "--allow-metrics=false", f"--grpc-port={port}",
+                "--allow-http=false", "--allow-metrics=false", "--grpc-port=0",
                 "--grpc-address=127.0.0.1", f"--grpc-infer-response-compression-level={level}"])
     s.wait_ready()
-    s.port = port
+    s.port = s.ports()["grpc"]
     return s
 
 
@@ -2170,12 +2178,12 @@ def test_connections_older_than_the_max_age_get_goaway_then_close():
     runs out, then closes, and its request is cancelled in the core (the
     square instance is free for the next client). grpcio's channel simply
     reconnects."""
-    port = free_port()
     s = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
                 "--model-control-mode=explicit", "--load-model=square_int32", "--allow-http=false",
-                "--allow-metrics=false", f"--grpc-port={port}", "--grpc-address=127.0.0.1",
+                "--allow-metrics=false", "--grpc-port=0", "--grpc-address=127.0.0.1",
                 "--grpc-max-connection-age=300", "--grpc-max-connection-age-grace=1000"])
     s.wait_ready()
+    port = s.ports()["grpc"]
     try:
         def until_closed(h):
             kinds = []

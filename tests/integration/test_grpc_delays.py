@@ -25,7 +25,7 @@ import time
 import numpy as np
 import pytest
 
-from test_grpc import (BACKENDS, EXAMPLES, RPC_TIMEOUT, TEST_BACKENDS, Server, free_port, grpc, infer_request, pb,
+from test_grpc import (BACKENDS, EXAMPLES, RPC_TIMEOUT, TEST_BACKENDS, Server, grpc, infer_request, pb,
                        pbg, square_request, write_identity_model)
 
 
@@ -59,10 +59,9 @@ def nereid(repo, **env):
     yields its stub (with .server). It must stop cleanly."""
     saved = {k: os.environ.pop(k) for k in HOOKS if k in os.environ}
     os.environ.update(env)
-    port = free_port()
     try:
         srv = Server(["--model-repository", repo, "--backend-directory", BACKENDS, "--allow-http=false",
-                      "--allow-metrics=false", f"--grpc-port={port}", "--grpc-address=127.0.0.1"])
+                      "--allow-metrics=false", "--grpc-port=0", "--grpc-address=127.0.0.1"])
     finally:
         for k in env:
             del os.environ[k]
@@ -70,7 +69,7 @@ def nereid(repo, **env):
     ch = None
     try:
         srv.wait_ready()
-        ch = grpc.insecure_channel(f"127.0.0.1:{port}")
+        ch = grpc.insecure_channel(f"127.0.0.1:{srv.ports()['grpc']}")
         grpc.channel_ready_future(ch).result(timeout=RPC_TIMEOUT)
         stub = pbg.GRPCInferenceServiceStub(ch)
         stub.server = srv
@@ -135,8 +134,15 @@ def test_delay_grpc_process_holds_model_infer_and_a_cancel_in_the_window_wins(re
         assert stub.ModelInfer(ident_request("late"), timeout=RPC_TIMEOUT).id == "late"
         assert time.monotonic() - t0 >= 1.5
         # The first request's hold ended before the second's (held in due
-        # order), so by now it is known never to have run.
-        after = stats(stub, "ident")
+        # order), and ident has one instance: had the first run, its
+        # statistics would be in before the second's. Those come after the
+        # second's response (the backend reports once it has sent it), so
+        # they are polled for.
+        def counted():
+            now = stats(stub, "ident")
+            return now if now[0] > before[0] else None
+
+        after = wait_for(counted)
         assert after == (before[0] + 1, before[1]), (before, after)
         # ModelStreamInfer is not held by this hook.
         got = list(stub.ModelStreamInfer(iter([ident_request("s")]), timeout=1.2))

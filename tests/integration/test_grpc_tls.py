@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 from test_nereid_cli import SANITIZER_WORDS, assert_stopped_clean
-from test_grpc import (BACKENDS, EXAMPLES, RawH2, Server, fill_socket_then_read, free_port, grpc,
+from test_grpc import (BACKENDS, EXAMPLES, RawH2, Server, fill_socket_then_read, grpc,
                        infer_request, output_array, pb, pbg, square_request)
 
 BIG = 64 << 20  # channel message limit for the large call
@@ -72,17 +72,16 @@ def certs():
 
 @contextlib.contextmanager
 def server(certs, *extra, mutual=False):
-    port = free_port()
     flags = ["--grpc-use-ssl=true", f"--grpc-server-cert={certs('server.crt')}",
              f"--grpc-server-key={certs('server.key')}"]
     if mutual:
         flags += ["--grpc-use-ssl-mutual=true", f"--grpc-root-cert={certs('ca.crt')}"]
     srv = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS, "--allow-http=false",
-                  "--allow-metrics=false", f"--grpc-port={port}", "--grpc-address=127.0.0.1",
+                  "--allow-metrics=false", "--grpc-port=0", "--grpc-address=127.0.0.1",
                   "--log-verbose=1", *flags, *extra])
     try:
         srv.wait_ready()
-        srv.port = port
+        srv.port = srv.ports()["grpc"]
         yield srv
         assert_stopped_clean(srv)
     finally:
@@ -222,7 +221,7 @@ def run_nereid(*flags):
     repo = tempfile.mkdtemp(prefix="nereid_tls_repo_")
     try:
         p = subprocess.run([NEREID, f"--model-repository={repo}", f"--backend-directory={BACKENDS}",
-                            "--allow-http=false", "--allow-metrics=false", f"--grpc-port={free_port()}",
+                            "--allow-http=false", "--allow-metrics=false", "--grpc-port=0",
                             "--grpc-address=127.0.0.1", *flags], capture_output=True, text=True, timeout=60)
     finally:
         shutil.rmtree(repo, ignore_errors=True)
@@ -254,13 +253,12 @@ def test_tls_flags_and_files_are_checked(certs):
         for bad in SANITIZER_WORDS:
             assert bad not in err, err
     # The files are read only when TLS is on, as in tritonserver.
-    port = free_port()
     srv = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS, "--allow-http=false",
-                  "--allow-metrics=false", f"--grpc-port={port}", "--grpc-address=127.0.0.1",
+                  "--allow-metrics=false", "--grpc-port=0", "--grpc-address=127.0.0.1",
                   "--grpc-use-ssl=false", "--grpc-server-cert=/nonexistent", root])
     try:
         srv.wait_ready()
-        ch = grpc.insecure_channel(f"127.0.0.1:{port}")
+        ch = grpc.insecure_channel(f"127.0.0.1:{srv.ports()['grpc']}")
         assert pbg.GRPCInferenceServiceStub(ch).ServerLive(pb.ServerLiveRequest(), timeout=10).live
         ch.close()
         assert srv.stop() == 0, srv.text()

@@ -151,12 +151,14 @@ def running(s):
 
 
 def listening_ports(lines):
-    """{"http": port, "grpc": port, "metrics": port} from the start-up lines
-    (only the endpoints that are on)."""
-    names = {"HTTP/REST": "http", "gRPC endpoint": "grpc", "metrics": "metrics"}
+    """{"http": port, "grpc": port, "metrics": port, "sagemaker": port,
+    "vertex_ai": port} from the start-up lines (only the endpoints that are
+    on): the ports the kernel gave --*-port=0 endpoints."""
+    names = {"HTTP/REST": "http", "gRPC endpoint": "grpc", "metrics": "metrics", "SageMaker": "sagemaker",
+             "Vertex AI": "vertex_ai"}
     out = {}
     for line in lines:
-        m = re.match(r"nereid: (HTTP/REST|gRPC endpoint|metrics) listening on .*:(\d+)", line)
+        m = re.match(r"nereid: (HTTP/REST|gRPC endpoint|metrics|SageMaker|Vertex AI) listening on \S*:(\d+)", line)
         if m:
             out[names[m.group(1)]] = int(m.group(2))
     return out

@@ -301,24 +301,22 @@ def test_http_errors_fake(fake):
     assert r.returncode == 1 and "404" in r.stderr
 
 
+@contextlib.contextmanager
+def refusing_port():
+    """A local port that refuses connections for as long as the block runs:
+    bound but not listening, so no other test's server can take it."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]
+
+
 def test_http_connection_refused():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    r = run(["-m", "ident", "-u", "127.0.0.1:%d" % port] + QUICK)
+    with refusing_port() as port:
+        r = run(["-m", "ident", "-u", "127.0.0.1:%d" % port] + QUICK)
     assert r.returncode == 1 and "connect" in r.stderr
 
 
 # ------------------------------------------------------- HTTP against nereid
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
 
 @contextlib.contextmanager
 def nereid_server(flags):
@@ -442,7 +440,8 @@ def test_grpc_errors(nereid_grpc):
 
 
 def test_grpc_connection_refused():
-    r = run(grpc_args("127.0.0.1:%d" % free_port(), False) + ["-m", "x"] + QUICK)
+    with refusing_port() as port:
+        r = run(grpc_args("127.0.0.1:%d" % port, False) + ["-m", "x"] + QUICK)
     assert r.returncode == 1 and "connect" in r.stderr, r.stderr
 
 
@@ -548,7 +547,8 @@ def test_grpc_tls_missing_file(certs, flag, tmp_path):
              "--ssl-grpc-certificate-chain-file": certs("client.crt"),
              "--ssl-grpc-private-key-file": certs("client.key")}
     files[flag] = missing
-    r = run(grpc_args("127.0.0.1:%d" % free_port(), False) + ["-m", "x", "--ssl-grpc-use-ssl"] +
-            ["%s=%s" % kv for kv in files.items()] + QUICK)
+    with refusing_port() as port:  # it must fail on the file before it connects
+        r = run(grpc_args("127.0.0.1:%d" % port, False) + ["-m", "x", "--ssl-grpc-use-ssl"] +
+                ["%s=%s" % kv for kv in files.items()] + QUICK)
     assert r.returncode == 1, r.stderr
     assert "%s '%s'" % (flag, missing) in r.stderr and "No such file" in r.stderr, r.stderr

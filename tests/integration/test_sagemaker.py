@@ -20,8 +20,8 @@ import urllib.request
 
 import pytest
 
-from test_nereid_cli import BACKENDS, EXAMPLES, NEREID, Server, running
-from test_vertex_ai import call, free_port
+from test_nereid_cli import BACKENDS, EXAMPLES, NEREID, Server, listening_ports, running
+from test_vertex_ai import call
 
 BINARY = "application/vnd.sagemaker-triton.binary+json;json-header-size="
 X = list(range(16))
@@ -37,12 +37,13 @@ def sm_env(**extra):
 
 @contextlib.contextmanager
 def sagemaker(*flags, **env):
-    port = free_port()
+    """nereid with only the SageMaker endpoint on, on the port the kernel
+    picks (--sagemaker-port=0), read back from its start-up lines."""
     s = Server([f"--model-repository={EXAMPLES}", f"--backend-directory={BACKENDS}", "--allow-http=false",
-                "--allow-grpc=false", "--allow-metrics=false", "--allow-sagemaker=true", f"--sagemaker-port={port}",
+                "--allow-grpc=false", "--allow-metrics=false", "--allow-sagemaker=true", "--sagemaker-port=0",
                 "--sagemaker-thread-count=2", *flags], env=sm_env(**env))
     with running(s) as lines:
-        s.lines, s.port = lines, port
+        s.lines, s.port = lines, listening_ports(lines)["sagemaker"]
         yield s
 
 
@@ -115,15 +116,17 @@ def test_bad_sagemaker_settings_stop_the_server(flags, env, code, message):
     # other tests on 2 cores took more than 60 s.
     p = subprocess.run([NEREID, f"--model-repository={EXAMPLES}", f"--backend-directory={BACKENDS}",
                         "--allow-http=false", "--allow-grpc=false", "--allow-metrics=false", "--allow-sagemaker=true",
-                        f"--sagemaker-port={free_port()}", *flags], env=sm_env(**env), capture_output=True,
+                        "--sagemaker-port=0", *flags], env=sm_env(**env), capture_output=True,
                        text=True, timeout=300)
     assert p.returncode == code and message in p.stderr, (p.returncode, p.stderr)
 
 
 def test_safe_port_range_lets_ports_inside_it_through():
-    lo = free_port()
-    with sagemaker("--allow-grpc=true", f"--grpc-port={lo}", "--grpc-address=127.0.0.1",
-                   f"--sagemaker-safe-port-range={lo}-{lo}", SAGEMAKER_TRITON_DEFAULT_MODEL_NAME="simple") as s:
+    # Port 0 (the kernel's pick, so no other test can hold it) at both ends
+    # of a range: the bounds are inclusive.
+    with sagemaker("--allow-grpc=true", "--grpc-port=0", "--grpc-address=127.0.0.1",
+                   "--sagemaker-safe-port-range=0-0", SAGEMAKER_TRITON_DEFAULT_MODEL_NAME="simple") as s:
+        assert "grpc" in listening_ports(s.lines), s.text()
         assert call(s, "/ping")[0] == 200
 
 
@@ -137,12 +140,11 @@ def mme(tmp_path, *flags):
     """An MME server: explicit model control over an empty repository."""
     empty = tmp_path / "empty"
     empty.mkdir()
-    port = free_port()
     s = Server([f"--model-repository={empty}", f"--backend-directory={BACKENDS}", "--model-control-mode=explicit",
                 "--allow-http=false", "--allow-grpc=false", "--allow-metrics=false", "--allow-sagemaker=true",
-                f"--sagemaker-port={port}", *flags], env=sm_env())
+                "--sagemaker-port=0", *flags], env=sm_env())
     with running(s) as lines:
-        s.lines, s.port = lines, port
+        s.lines, s.port = lines, listening_ports(lines)["sagemaker"]
         yield s
 
 

@@ -269,14 +269,13 @@ def test_a_collector_that_is_down_costs_nothing_but_the_spans():
 
 @contextlib.contextmanager
 def socket_port():
-    """A local port nothing listens on."""
+    """A local port that refuses connections for as long as the block runs:
+    bound but not listening, so no other test's server can take it."""
     import socket
 
-    so = socket.socket()
-    so.bind(("127.0.0.1", 0))
-    port = so.getsockname()[1]
-    so.close()
-    yield port
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        yield so.getsockname()[1]
 
 
 @pytest.mark.parametrize("flags,code,message", [

@@ -26,14 +26,6 @@ BINARY = "application/vnd.vertex-ai-triton.binary+json;json-header-size="
 REDIRECT = "X-Vertex-Ai-Triton-Redirect"
 
 
-def free_port():
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def vertex_env(port, **extra):
     env = dict(os.environ, AIP_MODE="PREDICTION", AIP_HTTP_PORT=str(port), AIP_PREDICT_ROUTE="/v1/predict",
                AIP_HEALTH_ROUTE="/v1/health")
@@ -43,11 +35,12 @@ def vertex_env(port, **extra):
 
 @contextlib.contextmanager
 def vertex(*flags, **env):
-    port = free_port()
+    """A prediction container's nereid, on the port the kernel picks
+    (AIP_HTTP_PORT=0) and reads back from its start-up lines."""
     s = Server([f"--model-repository={EXAMPLES}", f"--backend-directory={BACKENDS}", "--allow-metrics=false",
-                *flags], env=vertex_env(port, **env))
+                *flags], env=vertex_env(0, **env))
     with running(s) as lines:
-        s.lines, s.port = lines, port
+        s.lines, s.port = lines, listening_ports(lines)["vertex_ai"]
         yield s
 
 
@@ -136,17 +129,18 @@ def test_redirects_reach_the_kserve_routes():
 
 
 def test_flag_without_the_container_environment_keeps_the_other_endpoints():
-    port, http_port = free_port(), free_port()
     env = dict(os.environ, AIP_PREDICT_ROUTE="/p", AIP_HEALTH_ROUTE="/h")
     env.pop("AIP_MODE", None)
     s = Server([f"--model-repository={EXAMPLES}", f"--backend-directory={BACKENDS}", "--allow-metrics=false",
-                "--allow-grpc=false", f"--http-port={http_port}", "--http-address=127.0.0.1",
-                "--allow-vertex-ai=true", f"--vertex-ai-port={port}", "--vertex-ai-default-model=simple",
+                "--allow-grpc=false", "--http-port=0", "--http-address=127.0.0.1",
+                "--allow-vertex-ai=true", "--vertex-ai-port=0", "--vertex-ai-default-model=simple",
                 "--vertex-ai-thread-count=1"], env=env)
     try:
         ports = listening_ports(s.wait_ready())
-        assert ports.get("http") == http_port, s.text()
-        s.port = port
+        assert "http" in ports and "vertex_ai" in ports and "grpc" not in ports, s.text()
+        s.port = ports["http"]
+        assert call(s, "/v2/health/live")[0] == 200
+        s.port = ports["vertex_ai"]
         assert call(s, "/h")[0] == 200
         assert s.stop() == 0, s.text()
     finally:
@@ -164,7 +158,7 @@ def test_flag_without_the_container_environment_keeps_the_other_endpoints():
 def test_bad_vertex_settings_stop_the_server(flags, env, code, message):
     # 300 s: it loads and unloads every example; a TSan build beside
     # other tests on 2 cores took more than 60 s.
-    e = vertex_env(free_port(), **env)
+    e = vertex_env(0, **env)
     p = subprocess.run([NEREID, f"--model-repository={EXAMPLES}", f"--backend-directory={BACKENDS}",
                         "--allow-metrics=false", *flags], env=e, capture_output=True, text=True, timeout=300)
     assert p.returncode == code and message in p.stderr, (p.returncode, p.stderr)

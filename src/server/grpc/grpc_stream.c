@@ -379,15 +379,25 @@ static void conn_police_ping(conn *c) {
                                  "ENHANCE_YOUR_CALM)");
 }
 
-/* Sending data or headers resets the ping accounting, as in gRPC. */
+/* Sending data or headers resets the ping accounting, as in gRPC.
+ *
+ * A response's last HEADERS (its trailers, or a trailers-only answer) on
+ * a stream whose client is still sending is followed by RST_STREAM with
+ * NO_ERROR (RFC 9113 section 8.1), as gRPC's own servers do: grpc-core
+ * then holds the stream as ended with the status it got. Left half open,
+ * a stream could still be open at the client when the connection closed
+ * (graceful stop), and grpc-core cancelled it there ("Socket closed"),
+ * dropping responses its application had not read yet (issue 34). */
 static int on_frame_send(nghttp2_session *sess, const nghttp2_frame *frame, void *user) {
-  (void)sess;
   conn *c = user;
   if (frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) {
     c->last_ping_recv_us = 0;
     c->ping_strikes = 0;
     c->pings_without_data = 0;
   }
+  if (frame->hd.type == NGHTTP2_HEADERS && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+      nghttp2_session_get_stream_remote_close(sess, frame->hd.stream_id) == 0)
+    nghttp2_submit_rst_stream(sess, NGHTTP2_FLAG_NONE, frame->hd.stream_id, NGHTTP2_NO_ERROR);
   return 0;
 }
 
