@@ -133,6 +133,7 @@ static TRITONSERVER_Error *open_library(TRITONBACKEND_Backend *b) {
   b->get_attr = (nrd_attr_fn)sym(b->dl, "TRITONBACKEND_GetBackendAttribute");
   uint32_t (*inline_max)(void) = (uint32_t(*)(void))sym(b->dl, "NRDBACKEND_InlineExecutionMaxUs");
   b->inline_max_us = inline_max ? inline_max() : 0;
+  b->execute_inline = (nrd_execute_fn)sym(b->dl, "NRDBACKEND_ModelInstanceExecuteInline");
   b->batcher_init = sym(b->dl, "TRITONBACKEND_ModelBatcherInitialize");
   b->batcher_fini = sym(b->dl, "TRITONBACKEND_ModelBatcherFinalize");
   b->batch_include = sym(b->dl, "TRITONBACKEND_ModelBatchIncludeRequest");

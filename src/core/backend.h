@@ -53,6 +53,9 @@ struct TRITONBACKEND_Backend {
    * extension: how long an execution of this backend's models may take
    * and still run inline (scheduler.c); 0 when not exported. */
   uint32_t inline_max_us;
+  /* Optional NRDBACKEND_ModelInstanceExecuteInline, a Nereid extension:
+   * called instead of Execute for an inline execution (instance.c). */
+  nrd_execute_fn execute_inline;
   /* Custom batching hooks: all present or all NULL. */
   void *batcher_init, *batcher_fini, *batch_include, *batch_init, *batch_fini;
 };

@@ -23,6 +23,8 @@ void nrd_exec_thread_set(bool executing) { on_execution_thread = executing; }
 
 unsigned nrd_exec_nesting(void) { return (on_execution_thread ? 1u : 0u) + inline_depth; }
 
+bool nrd_exec_running_inline(void) { return inline_depth > 0; }
+
 void nrd_exec_inline_enter(nrd_exec_saved *saved) {
   saved->start_ns = timer_start_ns;
   saved->callback_ns = timer_callback_ns;

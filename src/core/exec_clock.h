@@ -19,6 +19,10 @@ void nrd_exec_thread_set(bool executing);
  * 0 on a thread that executes nothing. Calling thread only. */
 unsigned nrd_exec_nesting(void);
 
+/* True while the calling thread runs an inline execution (its caller
+ * waits for it, no request is queued). Calling thread only. */
+bool nrd_exec_running_inline(void);
+
 /* The timer of an execution an inline one runs inside (its caller's). */
 typedef struct nrd_exec_saved {
   uint64_t start_ns, callback_ns;

@@ -61,7 +61,11 @@ void nrd_instance_execute(TRITONBACKEND_ModelInstance *inst, TRITONSERVER_Infere
     nrd_request_pending_done(reqs[i]); /* executing now, as Triton counts */
     if (reqs[i]->trace) nrd_request_trace_inputs(reqs[i], TRITONSERVER_TRACE_TENSOR_BACKEND_INPUT);
   }
-  TRITONSERVER_Error *err = m->backend->execute(inst, (TRITONBACKEND_Request **)reqs, n);
+  /* A backend that exports NRDBACKEND_ModelInstanceExecuteInline learns
+   * that its caller waits (it may spin rather than sleep, say). */
+  nrd_execute_fn execute =
+      m->backend->execute_inline && nrd_exec_running_inline() ? m->backend->execute_inline : m->backend->execute;
+  TRITONSERVER_Error *err = execute(inst, (TRITONBACKEND_Request **)reqs, n);
   if (!err) return;
   /* The requests are ours again: answer each with the backend's error. */
   for (uint32_t i = 0; i < n; i++)

@@ -939,8 +939,10 @@ static bool bool_parameter(h_call *c, size_t i, const char *name) {
 }
 
 /* How many of 'n' requests to the bls model 'outer' had their target run
- * on the thread executing 'outer'. */
-static int bls_ran_here(TRITONSERVER_Server *s, int n) {
+ * on the thread executing 'outer'; '*inline_calls' counts those the core
+ * executed through NRDBACKEND_ModelInstanceExecuteInline (NULL: not
+ * counted). */
+static int bls_ran_here_counting(TRITONSERVER_Server *s, int n, int *inline_calls) {
   float in[4] = {1, 2, 3, 4};
   int64_t shape[1] = {4};
   int here = 0;
@@ -950,11 +952,14 @@ static int bls_ran_here(TRITONSERVER_Server *s, int n) {
     h_call *c = h_infer(s, r);
     cr_assert_null(h_response_error(c, 0), "request %d failed", i);
     here += bool_parameter(c, 0, "target_ran_here");
+    if (inline_calls) *inline_calls += bool_parameter(c, 0, "executed_inline");
     h_call_free(c);
     H_OK(TRITONSERVER_InferenceRequestDelete(r));
   }
   return here;
 }
+
+static int bls_ran_here(TRITONSERVER_Server *s, int n) { return bls_ran_here_counting(s, n, NULL); }
 
 /* A server with "fast" (identity) and "outer" (bls, calling "fast"). */
 static fixture bls_fixture(void) {
@@ -986,6 +991,27 @@ Test(infer, bls_call_runs_inline_on_the_executing_thread) {
   setenv("NEREID_INLINE_EXECUTION_MAX_US", "0", 1);
   f = bls_fixture();
   cr_expect_eq(bls_ran_here(f.s, 16), 0);
+  fixture_down(&f);
+}
+
+/* A backend exporting NRDBACKEND_ModelInstanceExecuteInline gets its
+ * inline executions there, the others through Execute. */
+Test(infer, inline_executions_reach_the_backends_inline_entry_point) {
+  setenv("NEREID_INLINE_EXECUTION_MAX_US", "100000", 1);
+  fixture f = bls_fixture();
+  int inline_calls = 0;
+  bls_ran_here_counting(f.s, 8, &inline_calls); /* 'outer' proves itself on its thread */
+  cr_expect_eq(inline_calls, 0, "%d of the first 8 executions came through the inline entry point", inline_calls);
+  inline_calls = 0;
+  bls_ran_here_counting(f.s, 16, &inline_calls);
+  cr_expect(inline_calls >= 15, "%d of 16 executions came through the inline entry point", inline_calls);
+  fixture_down(&f);
+
+  setenv("NEREID_INLINE_EXECUTION_MAX_US", "0", 1);
+  f = bls_fixture();
+  inline_calls = 0;
+  bls_ran_here_counting(f.s, 16, &inline_calls);
+  cr_expect_eq(inline_calls, 0);
   fixture_down(&f);
 }
 

@@ -114,7 +114,12 @@ static PyObject *ipc_wait(PyObject *self, PyObject *args) {
   uint32_t len = 0;
   Py_BEGIN_ALLOW_THREADS;
   uint64_t t0 = nrd_py_now_ns();
-  if (!nrd_py_spin(w, &hdr()->to_stub, g_seen, t0)) {
+  /* Between batches only when the server spins too (its last message
+   * said so): behind a queue the next message comes anyway, and the spin
+   * would take the CPU the server's threads need. */
+  bool spin = answer || hdr()->caller_waits;
+  if (!(spin ? nrd_py_spin(w, &hdr()->to_stub, g_seen, t0)
+             : __atomic_load_n(&hdr()->to_stub, __ATOMIC_ACQUIRE) != g_seen)) {
     while (__atomic_load_n(&hdr()->to_stub, __ATOMIC_ACQUIRE) == g_seen) {
       nrd_py_sleep(&hdr()->to_stub, &hdr()->stub_sleepers, g_seen, 200);
       if (getppid() != g_parent) {

@@ -4,7 +4,10 @@
  * model parameter `target`. It proves a backend may call back into the
  * server from an instance thread without deadlock. Each response carries
  * the BOOL parameter `target_ran_here`: whether the target's response
- * came on the thread running this Execute (the core ran it inline). */
+ * came on the thread running this Execute (the core ran it inline), and
+ * `executed_inline`: whether the core called Nereid's
+ * NRDBACKEND_ModelInstanceExecuteInline (an inline execution of this
+ * model) rather than Execute. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,9 +162,9 @@ static TRITONSERVER_Error *run_nested(TRITONSERVER_Server *server, bls_model *m,
   return err;
 }
 
-EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance *instance,
-                                                              TRITONBACKEND_Request **requests,
-                                                              const uint32_t request_count) {
+/* Both entry points: 'inline_exec' says which one the core called. */
+static TRITONSERVER_Error *execute(TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
+                                   const uint32_t request_count, bool inline_exec) {
   TRITONBACKEND_Model *model = NULL;
   TRITONSERVER_Server *server = NULL;
   void *state = NULL;
@@ -180,6 +183,7 @@ EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_Mode
     nrd_bu_tensor in = {0};
     err = nrd_bu_request_input(requests[i], "INPUT0", &in);
     if (!err) err = run_nested(server, state, &in, resp);
+    if (!err) err = TRITONBACKEND_ResponseSetBoolParameter(resp, "executed_inline", inline_exec);
     nrd_bu_tensor_release(&in);
     TRITONSERVER_Error *send = TRITONBACKEND_ResponseSend(resp, TRITONSERVER_RESPONSE_COMPLETE_FINAL, err);
     if (err) TRITONSERVER_ErrorDelete(err);
@@ -187,4 +191,17 @@ EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_Mode
     nrd_bu_request_release(requests[i]);
   }
   return NULL;
+}
+
+EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance *instance,
+                                                              TRITONBACKEND_Request **requests,
+                                                              const uint32_t request_count) {
+  return execute(instance, requests, request_count, false);
+}
+
+/* Nereid's extension: the core calls this one for an inline execution. */
+EXPORT TRITONSERVER_Error *NRDBACKEND_ModelInstanceExecuteInline(TRITONBACKEND_ModelInstance *instance,
+                                                                 TRITONBACKEND_Request **requests,
+                                                                 const uint32_t request_count) {
+  return execute(instance, requests, request_count, true);
 }
