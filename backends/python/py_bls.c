@@ -311,7 +311,7 @@ json_t *nrd_py_bls_run(nrd_py_instance *st, const json_t *msg) {
        * last touch of 'c' is the mutex, so taking it after the spin also
        * waits for them to leave before 'c' goes. */
       uint64_t t0 = nrd_py_now_ns();
-      nrd_py_spin_all(&st->bls_waiter, &c.done, 3, t0);
+      if (st->caller_waits) nrd_py_spin_all(&st->bls_waiter, &c.done, 3, t0);
       pthread_mutex_lock(&c.mu);
       while (!c.final || !c.released) pthread_cond_wait(&c.cv, &c.mu);
       pthread_mutex_unlock(&c.mu);

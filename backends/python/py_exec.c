@@ -708,8 +708,9 @@ static TRITONSERVER_Error *converse(nrd_py_instance *st, batch *b, json_t **repl
   }
 }
 
-void nrd_py_execute(nrd_py_instance *st, TRITONBACKEND_Request **requests, uint32_t count) {
+void nrd_py_execute(nrd_py_instance *st, TRITONBACKEND_Request **requests, uint32_t count, bool caller_waits) {
   uint64_t start = nrd_bu_now_ns();
+  st->caller_waits = caller_waits;
   json_t *list = json_array();
   json_t *msg = json_pack("{s:s, s:o}", "type", "execute", "requests", list);
   uint64_t off = NRD_PY_DATA_OFFSET;
@@ -741,6 +742,7 @@ void nrd_py_execute(nrd_py_instance *st, TRITONBACKEND_Request **requests, uint3
   }
   json_object_set_new(msg, "out_off", json_integer((json_int_t)align_up(off)));
   json_t *reply = NULL;
+  st->stub.spin = caller_waits; /* after a restart, which clears it */
   if (err == NULL) {
     err = exchange(st, msg, st->model->backend->stub_timeout_ms, &reply);
   }

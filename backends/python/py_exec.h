@@ -6,6 +6,7 @@
 #define NRD_PY_EXEC_H
 
 #include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "nereid/backend_utils.h"
@@ -41,6 +42,7 @@ typedef struct nrd_py_instance {
   TRITONBACKEND_ModelInstance *instance;
   nrd_py_stub stub;
   nrd_py_waiter bls_waiter; /* how long BLS calls took: the spin before a sleep */
+  bool caller_waits; /* the executing batch runs inline (nrd_py_execute) */
   char *name;
   TRITONSERVER_InstanceGroupKind kind;
   int32_t device;
@@ -79,8 +81,12 @@ void nrd_py_instance_free(nrd_py_instance *state);
 
 /*
  * Runs one batch of requests in the stub; answers and releases every
- * request whatever happens. The instance thread.
+ * request whatever happens. 'caller_waits': an inline execution (no
+ * request queued, the caller's thread blocked on this one), where
+ * waiting for the stub spins (py_wait.h); else it sleeps at once, leaving
+ * the CPU to the work queued. The thread the core executes the instance
+ * on, one execution at a time.
  */
-void nrd_py_execute(nrd_py_instance *state, TRITONBACKEND_Request **requests, uint32_t count);
+void nrd_py_execute(nrd_py_instance *state, TRITONBACKEND_Request **requests, uint32_t count, bool caller_waits);
 
 #endif

@@ -25,6 +25,7 @@ typedef struct nrd_py_stub {
   pid_t pid; /* 0 once reaped; written with atomic stores (nrd_py_stub_running) */
   uint32_t seen; /* last value of to_server read */
   nrd_py_waiter waiter; /* how long replies took: the spin before a sleep */
+  bool spin; /* spin for replies before sleeping (set per batch) */
   /* When nrd_py_stub_alive_lately last asked the kernel; 0 (set by the
    * readiness probe's thread too, atomically) makes it ask. */
   uint64_t alive_checked_ns;

@@ -31,6 +31,9 @@
 /* The longest spin: past this a futex sleep (15-20 us to wake) costs
  * little beside the wait itself. */
 #define NRD_PY_SPIN_MAX_NS 100000u
+/* A sched_yield that took longer ran another thread: the CPUs are
+ * busy, and spinning on would take time from the work. */
+#define NRD_PY_YIELD_LOST_NS 5000u
 /* Waits counted in the average are cut to this, so one long wait (a
  * model's initialize, an idle minute) leaves it within a few waits. */
 #define NRD_PY_WAIT_CAP_NS (4u * NRD_PY_SPIN_MAX_NS)
@@ -77,10 +80,15 @@ static inline bool nrd_py_spin_on(const nrd_py_waiter *w, const uint32_t *word, 
       }
       __builtin_ia32_pause();
     }
-    if (budget == 0 || nrd_py_now_ns() - since > budget) {
+    uint64_t now = nrd_py_now_ns();
+    if (budget == 0 || now - since > budget) {
       return false;
     }
     sched_yield();
+    if (nrd_py_now_ns() - now > NRD_PY_YIELD_LOST_NS) {
+      /* Another thread had this CPU meanwhile: it is wanted, sleep. */
+      return false;
+    }
   }
 }
 

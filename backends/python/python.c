@@ -233,7 +233,27 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITON
   if (err != NULL) {
     return err;
   }
-  nrd_py_execute(state, requests, request_count);
+  nrd_py_execute(state, requests, request_count, false);
+  return NULL;
+}
+
+/*
+ * Nereid's extension (docs/backend-guide.md): Execute for an inline
+ * execution, whose caller waits and behind which nothing is queued: the
+ * exchanges with the stub spin before they sleep. On an instance thread
+ * requests queue, the stub is the bottleneck, and a spin would only take
+ * the CPU the queued work needs (at 8 HTTP connections it raised the CPU
+ * per request from 95 to 137-158 us with the same throughput).
+ */
+NRD_BACKEND_EXPORT TRITONSERVER_Error *NRDBACKEND_ModelInstanceExecuteInline(TRITONBACKEND_ModelInstance *instance,
+                                                                             TRITONBACKEND_Request **requests,
+                                                                             const uint32_t request_count) {
+  void *state = NULL;
+  TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceState(instance, &state);
+  if (err != NULL) {
+    return err;
+  }
+  nrd_py_execute(state, requests, request_count, true);
   return NULL;
 }
 
