@@ -15,6 +15,7 @@ import re
 import selectors
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -148,6 +149,15 @@ def running(s):
         assert_stopped_clean(s)
     finally:
         s.close()
+
+
+@contextlib.contextmanager
+def refusing_port():
+    """A local port that refuses connections for as long as the block runs:
+    bound but not listening, so no other test's server can take it."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]
 
 
 def listening_ports(lines):

@@ -25,6 +25,8 @@ import time
 
 import pytest
 
+from test_nereid_cli import refusing_port
+
 PERF = os.environ.get("NRD_PERF_BIN", "nrd_perf")
 BACKENDS = os.environ.get("NEREID_BACKEND_DIR", "")
 EXAMPLES = os.environ.get("NEREID_EXAMPLES", "")
@@ -299,15 +301,6 @@ def test_http_errors_fake(fake):
     assert r.returncode == 1 and "fake failure" in r.stderr
     r = run(["-m", "nope", "-u", fake] + QUICK)
     assert r.returncode == 1 and "404" in r.stderr
-
-
-@contextlib.contextmanager
-def refusing_port():
-    """A local port that refuses connections for as long as the block runs:
-    bound but not listening, so no other test's server can take it."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        yield s.getsockname()[1]
 
 
 def test_http_connection_refused():

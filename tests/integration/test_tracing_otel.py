@@ -19,7 +19,7 @@ import urllib.request
 
 import pytest
 
-from test_nereid_cli import BACKENDS, EXAMPLES, Server, listening_ports, run, running
+from test_nereid_cli import BACKENDS, EXAMPLES, Server, listening_ports, refusing_port, run, running
 from test_tracing import stubs
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c12666c-b7ad6b7169242424-01"
@@ -253,7 +253,7 @@ def test_spans_left_at_shutdown_are_exported(collector):
 
 
 def test_a_collector_that_is_down_costs_nothing_but_the_spans():
-    with socket_port() as dead:
+    with refusing_port() as dead:
         with nereid(dead, "--trace-config", "rate=1") as s:
             for _ in range(3):
                 infer_simple(s)
@@ -265,17 +265,6 @@ def test_a_collector_that_is_down_costs_nothing_but_the_spans():
             infer_simple(s)
             t0 = time.monotonic()
         assert time.monotonic() - t0 < 15  # the last export's one short try
-
-
-@contextlib.contextmanager
-def socket_port():
-    """A local port that refuses connections for as long as the block runs:
-    bound but not listening, so no other test's server can take it."""
-    import socket
-
-    with socket.socket() as so:
-        so.bind(("127.0.0.1", 0))
-        yield so.getsockname()[1]
 
 
 @pytest.mark.parametrize("flags,code,message", [
