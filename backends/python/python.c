@@ -225,16 +225,22 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceReady(TRITONBA
   return nrd_py_instance_ready(state);
 }
 
-NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance *instance,
-                                                                          TRITONBACKEND_Request **requests,
-                                                                          const uint32_t request_count) {
+/* Both Execute entry points; 'caller_waits' for the inline one. */
+static TRITONSERVER_Error *execute(TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request **requests,
+                                   uint32_t request_count, bool caller_waits) {
   void *state = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceState(instance, &state);
   if (err != NULL) {
     return err;
   }
-  nrd_py_execute(state, requests, request_count, false);
+  nrd_py_execute(state, requests, request_count, caller_waits);
   return NULL;
+}
+
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITONBACKEND_ModelInstance *instance,
+                                                                          TRITONBACKEND_Request **requests,
+                                                                          const uint32_t request_count) {
+  return execute(instance, requests, request_count, false);
 }
 
 /*
@@ -248,13 +254,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITON
 NRD_BACKEND_EXPORT TRITONSERVER_Error *NRDBACKEND_ModelInstanceExecuteInline(TRITONBACKEND_ModelInstance *instance,
                                                                              TRITONBACKEND_Request **requests,
                                                                              const uint32_t request_count) {
-  void *state = NULL;
-  TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceState(instance, &state);
-  if (err != NULL) {
-    return err;
-  }
-  nrd_py_execute(state, requests, request_count, true);
-  return NULL;
+  return execute(instance, requests, request_count, true);
 }
 
 /*
