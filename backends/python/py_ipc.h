@@ -37,9 +37,6 @@ typedef struct nrd_py_shm_header {
   uint64_t growth; /* grow by multiples of this (shm-growth-byte-size) */
   uint32_t stub_sleepers; /* stub threads in a futex sleep on to_stub */
   uint32_t server_sleepers; /* server threads in a futex sleep on to_server */
-  uint32_t caller_waits; /* set with each message: the server spins for the
-                          * reply (an inline execution), so the stub spins
-                          * for the next message too; else both sleep */
 } nrd_py_shm_header;
 
 #endif

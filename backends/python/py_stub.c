@@ -213,7 +213,6 @@ char *nrd_py_stub_exchange(nrd_py_stub *stub, uint32_t len, uint64_t timeout_ms,
   nrd_py_shm_header *h = header(stub);
   h->msg_len = len;
   stub->seen = __atomic_load_n(&h->to_server, __ATOMIC_ACQUIRE);
-  h->caller_waits = stub->spin;
   nrd_py_post(&h->to_stub, &h->stub_sleepers);
   uint64_t t0 = nrd_py_now_ns();
   /* Spin as long as recent replies took (py_wait.h) when the caller waits
