@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every Debian package Nereid needs to build, test and benchmark.
+# Installs every Debian package Nereid needs to build, test and benchmark,
+# then what comes from PyPI (scripts/fetch_pypi.sh).
 # Idempotent; run as root (or through sudo) on Debian 12.
 set -euo pipefail
 
@@ -21,11 +22,10 @@ packages=(
   libssl-dev openssl      # gRPC over TLS; the openssl tool makes the TLS tests' certificates
   libevent-dev            # bench/http_baseline only: the evhttp do-nothing server
   wrk                     # HTTP benchmark (bench/http_bench.sh)
+  python3-pip python3-venv  # scripts/fetch_pypi.sh: wheels from PyPI, the tests' venv
+  patchelf                # fetch_pypi.sh: perf_analyzer finds the CUDA runtime beside it
+  libb64-0d               # perf_analyzer (tritonclient 2.51.0's binary) links libb64
 )
-
-# npm fetches ONNX Runtime's library (scripts/fetch_onnxruntime.sh); Debian's
-# npm only when the machine has none of its own.
-command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -41,4 +41,5 @@ else
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
   echo "setup: installed ${missing[*]}"
 fi
-"$(dirname "$0")/fetch_onnxruntime.sh"
+# ONNX Runtime, perf_analyzer and tritonclient: pinned, hash-checked wheels.
+"$(dirname "$0")/fetch_pypi.sh"

@@ -50,7 +50,7 @@ static TRITONSERVER_Error *open_library(const char *backend_dir, ort_runtime *rt
   }
   if (rt->library == NULL) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE,
-                             "onnxruntime: cannot load ONNX Runtime (scripts/fetch_onnxruntime.sh "
+                             "onnxruntime: cannot load ONNX Runtime (scripts/fetch_pypi.sh "
                              "installs it); tried %s",
                              tried);
   }

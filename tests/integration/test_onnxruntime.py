@@ -1,6 +1,6 @@
 """The onnxruntime backend through nereid's HTTP endpoint: ONNX models built
 for each run by tools/onnx_models.py (python3-onnx), served by ONNX Runtime
-(fetched by scripts/fetch_onnxruntime.sh, copied beside the backend).
+(fetched by scripts/fetch_pypi.sh, copied beside the backend).
 
 Covers batching (dynamic batcher, several requests in one Run), a model
 without batching, every datatype (BYTES as ONNX strings), scalars, implicit

@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Puts what Nereid takes from PyPI where the build and the tests find it,
+# each from a wheel pinned by version and sha256 in scripts/pypi/*.txt:
+#   .deps/onnxruntime/libonnxruntime.so.1    (onnxruntime.txt; the backends)
+#   .deps/perf_analyzer/bin/perf_analyzer    (perf_analyzer.txt; the tests)
+#   .deps/venv/                              (clients.txt; tritonclient for the
+#                                             tests, over Debian's python)
+# Nothing is installed into Debian's python. Each part is laid out in a
+# ".partial" folder and moved into place only once complete, with a stamp
+# naming the requirements it came from: an interrupted run, a corrupt wheel
+# or a changed pin leaves nothing the build would take for finished.
+#
+# NRD_DEPS_DIR   where to put them (default: .deps in the checkout)
+# NRD_WHEELHOUSE a folder of wheels to use instead of PyPI (offline machines,
+#                and the tests of this script)
+# Idempotent: a part whose stamp matches its requirements file is skipped.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+src=$PWD
+deps=${NRD_DEPS_DIR:-$src/.deps}
+pyreq=$src/scripts/pypi
+python=/usr/bin/python3
+mkdir -p "$deps"
+
+fail() { echo "fetch_pypi: $*" >&2; exit 1; }
+
+# The stamp of a part: the sha256 of the requirements file it came from.
+req_stamp() { sha256sum "$1" | cut -d' ' -f1; }
+
+# True when a part is in place from these requirements. Otherwise what is
+# there (another pin, or no stamp) is removed first, so that a failure below
+# leaves nothing rather than something the build would take for current.
+part_current() { # part reqfile
+  if [ -f "$deps/$1/.stamp" ] && [ "$(cat "$deps/$1/.stamp")" = "$(req_stamp "$2")" ]; then
+    return 0
+  fi
+  rm -rf "${deps:?}/$1"
+  return 1
+}
+
+# Downloads every wheel of a requirements file into a folder, letting pip
+# check each against its --hash, then checks them again ourselves so that
+# the message names the file and the hash it should have had.
+download() { # reqfile dir
+  local req=$1 dir=$2 index=()
+  [ -n "${NRD_WHEELHOUSE:-}" ] && index=(--no-index --find-links "$NRD_WHEELHOUSE")
+  if ! "$python" -m pip download --quiet --disable-pip-version-check --no-deps \
+       --only-binary=:all: --require-hashes "${index[@]}" -r "$req" -d "$dir" >&2; then
+    fail "a wheel of ${req#"$src"/} could not be had or failed its sha256 check" \
+         "(pip's message above names it); nothing was installed"
+  fi
+  "$python" - "$req" "$dir" <<'EOF' || fail "nothing was installed"
+import hashlib, os, re, sys
+req, folder = sys.argv[1], sys.argv[2]
+text = open(req).read().replace("\\\n", " ")
+want = {}
+for line in text.splitlines():
+    line = line.split("#", 1)[0].strip()
+    if not line:
+        continue
+    name = re.split(r"[=<> \[]", line, 1)[0]
+    want[re.sub(r"[-_.]+", "_", name).lower()] = re.findall(r"--hash=sha256:([0-9a-f]{64})", line)
+bad = 0
+for wheel in sorted(os.listdir(folder)):
+    key = re.sub(r"[-_.]+", "_", wheel.split("-", 1)[0]).lower()
+    got = hashlib.sha256(open(os.path.join(folder, wheel), "rb").read()).hexdigest()
+    if got not in want.get(key, []):
+        print(f"fetch_pypi: {wheel}: sha256 {got}, expected {' or '.join(want.get(key, ['(not in ' + req + ')']))}",
+              file=sys.stderr)
+        bad = 1
+sys.exit(bad)
+EOF
+}
+
+# Copies members of a wheel (a zip) to paths under a folder.
+extract() { # wheel dest member=path...
+  "$python" - "$@" <<'EOF'
+import os, shutil, sys, zipfile
+wheel, dest = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as z:
+    for pair in sys.argv[3:]:
+        member, path = pair.split("=", 1)
+        out = os.path.join(dest, path)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with z.open(member) as f, open(out, "wb") as g:
+            shutil.copyfileobj(f, g)
+        os.chmod(out, 0o755 if "/bin/" in "/" + path else 0o644)
+EOF
+}
+
+# Moves a finished ".partial" folder into place with its stamp.
+publish() { # part reqfile
+  req_stamp "$2" >"$deps/$1.partial/.stamp"
+  rm -rf "$deps/$1"
+  mv "$deps/$1.partial" "$deps/$1"
+  echo "fetch_pypi: $1 ready in $deps/$1 (${2#"$src"/})"
+}
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"; rm -rf "$deps"/*.partial' EXIT
+
+fetch_onnxruntime() {
+  local req=$pyreq/onnxruntime.txt
+  part_current onnxruntime "$req" && { echo "fetch_pypi: onnxruntime up to date"; return; }
+  [ "$(uname -m)" = x86_64 ] || { echo "fetch_pypi: the pinned ONNX Runtime wheel is for x86_64 only; the onnxruntime backend will not load" >&2; return; }
+  mkdir -p "$work/ort"
+  download "$req" "$work/ort"
+  rm -rf "$deps/onnxruntime.partial"
+  extract "$work"/ort/onnxruntime-*.whl "$deps/onnxruntime.partial" \
+    onnxruntime/capi/libonnxruntime.so.1.24.3=libonnxruntime.so.1
+  publish onnxruntime "$req"
+}
+
+fetch_perf_analyzer() {
+  local req=$pyreq/perf_analyzer.txt
+  part_current perf_analyzer "$req" && { echo "fetch_pypi: perf_analyzer up to date"; return; }
+  [ "$(uname -m)" = x86_64 ] || { echo "fetch_pypi: no perf_analyzer for $(uname -m); its tests are skipped" >&2; return; }
+  mkdir -p "$work/pa"
+  download "$req" "$work/pa"
+  rm -rf "$deps/perf_analyzer.partial"
+  extract "$work"/pa/tritonclient-*.whl "$deps/perf_analyzer.partial" \
+    tritonclient-2.51.0.data/data/bin/perf_analyzer=bin/perf_analyzer
+  extract "$work"/pa/nvidia_cuda_runtime_cu12-*.whl "$deps/perf_analyzer.partial" \
+    nvidia/cuda_runtime/lib/libcudart.so.12=lib/libcudart.so.12
+  # The binary finds the CUDA runtime beside it, not through the environment.
+  patchelf --set-rpath '$ORIGIN/../lib' "$deps/perf_analyzer.partial/bin/perf_analyzer"
+  "$deps/perf_analyzer.partial/bin/perf_analyzer" --version >/dev/null 2>&1 ||
+    "$deps/perf_analyzer.partial/bin/perf_analyzer" -h 2>&1 | grep -q "perf_analyzer" ||
+    fail "perf_analyzer from ${req#"$src"/} does not start here (ldd it); nothing was installed"
+  publish perf_analyzer "$req"
+}
+
+fetch_venv() {
+  local req=$pyreq/clients.txt index=()
+  part_current venv "$req" && { echo "fetch_pypi: venv up to date"; return; }
+  mkdir -p "$work/venv"
+  download "$req" "$work/venv"
+  rm -rf "$deps/venv.partial"
+  # Moved after it is built: the venv's python finds pyvenv.cfg beside it
+  # wherever the folder lies (only bin/ scripts' shebangs keep the old
+  # path, and the tests run "python -m").
+  "$python" -m venv --system-site-packages "$deps/venv.partial"
+  "$deps/venv.partial/bin/python" -m pip install --quiet --disable-pip-version-check \
+    --no-deps --no-index --require-hashes -r "$req" --find-links "$work/venv" >&2 ||
+    fail "installing ${req#"$src"/} into the tests' venv failed; nothing was installed"
+  publish venv "$req"
+}
+
+fetch_onnxruntime
+fetch_perf_analyzer
+fetch_venv
