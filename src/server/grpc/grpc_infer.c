@@ -387,21 +387,10 @@ static uint8_t *build_response(infer_ctx *ctx, TRITONSERVER_InferenceResponse *r
   Inference__ModelInferResponse__ParametersEntry *pe = big_par ? calloc(n_params, sizeof *pe) : pe_s;
   Inference__ModelInferResponse__ParametersEntry **pep = big_par ? calloc(n_params, sizeof *pep) : pep_s;
   Inference__InferParameter *pv = big_par ? calloc(n_params, sizeof *pv) : pv_s;
-  /* Outputs written to shared memory carry their region as parameters
-   * (up to three each) and an empty raw_output_contents entry, so entries
-   * stay aligned with outputs (as Triton lays them out). */
-  Inference__ModelInferResponse__InferOutputTensor__ParametersEntry *spe = NULL, **spep = NULL;
-  Inference__InferParameter *spv = NULL;
   /* Classified outputs: their BYTES tensors, freed once packed. */
   nrd_srv_classes *classes = ctx->n_cls > 0 && n_out > 0 ? calloc(n_out, sizeof *classes) : NULL;
-  if (ctx->n_souts > 0 && n_out > 0) {
-    spe = calloc((size_t)n_out * 3, sizeof *spe);
-    spep = calloc((size_t)n_out * 3, sizeof *spep);
-    spv = calloc((size_t)n_out * 3, sizeof *spv);
-  }
   uint8_t *buf = NULL;
   if (!outs || !outp || !raw || !pe || !pep || !pv) goto done;
-  if (ctx->n_souts > 0 && n_out > 0 && (!spe || !spep || !spv)) goto done;
   if (ctx->n_cls > 0 && n_out > 0 && classes == NULL) goto done;
   for (uint32_t i = 0; i < n_out; i++) {
     nrd_srv_output o;
@@ -435,28 +424,11 @@ static uint8_t *build_response(infer_ctx *ctx, TRITONSERVER_InferenceResponse *r
     for (size_t k = 0; k < ctx->n_souts && so == NULL; k++)
       if (strcmp(ctx->souts[k].name, o.name) == 0) so = &ctx->souts[k];
     if (so) {
+      /* Written to shared memory: an empty raw_output_contents entry keeps
+       * entries aligned with outputs, and the output carries no parameters
+       * (Triton's layout; the client knows where it asked for it). */
       raw[i].len = 0;
       raw[i].data = NULL;
-      size_t b = (size_t)i * 3, np = 0;
-      static const char *keys[] = {"shared_memory_region", "shared_memory_byte_size", "shared_memory_offset"};
-      for (size_t k = 0; k < (so->offset ? 3u : 2u); k++) {
-        inference__model_infer_response__infer_output_tensor__parameters_entry__init(&spe[b + k]);
-        inference__infer_parameter__init(&spv[b + k]);
-        spe[b + k].key = (char *)keys[k];
-        spe[b + k].value = &spv[b + k];
-        spep[b + k] = &spe[b + k];
-        np++;
-      }
-      spv[b].parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM;
-      spv[b].string_param = (char *)so->region;
-      spv[b + 1].parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
-      spv[b + 1].int64_param = (int64_t)o.byte_size;
-      if (so->offset) {
-        spv[b + 2].parameter_choice_case = INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM;
-        spv[b + 2].int64_param = (int64_t)so->offset;
-      }
-      outs[i].n_parameters = np;
-      outs[i].parameters = &spep[b];
     }
   }
   r.n_outputs = n_out;
@@ -510,9 +482,6 @@ done:
   if (classes)
     for (uint32_t i = 0; i < n_out; i++) free(classes[i].data);
   free(classes);
-  free(spe);
-  free(spep);
-  free(spv);
   if (big_out) {
     free(outs);
     free(outp);

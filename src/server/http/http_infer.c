@@ -386,14 +386,10 @@ static bool build_reply(infer_ctx *c, nrd_srv_http_req *req) {
     }
     bad |= NRD_SRV_HTTP_TEXT_LIT(&t, "]");
     if (ro && ro->shm) {
-      bad |= NRD_SRV_HTTP_TEXT_LIT(&t, ",\"parameters\":{\"shared_memory_region\":");
-      bad |= nrd_srv_http_text_quoted(&t, ro->shm_name, strlen(ro->shm_name));
-      if (ro->shm_offset) {
-        snprintf(num, sizeof num, ",\"shared_memory_offset\":%llu", (unsigned long long)ro->shm_offset);
-        bad |= add_str(&t, num);
-      }
-      snprintf(num, sizeof num, ",\"shared_memory_byte_size\":%zu}}", o.byte_size);
-      bad |= add_str(&t, num);
+      /* Written to shared memory: name, datatype and shape only, as Triton
+       * answers (perf_analyzer's client reads any output "parameters" as
+       * binary data and fails without "binary_data_size"). */
+      bad |= NRD_SRV_HTTP_TEXT_LIT(&t, "}");
     } else if (output_binary(c, o.name)) {
       bad |= NRD_SRV_HTTP_TEXT_LIT(&t, ",\"parameters\":{\"binary_data_size\":");
       bad |= nrd_srv_http_text_i64(&t, (int64_t)o.byte_size);
