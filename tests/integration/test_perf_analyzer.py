@@ -137,8 +137,13 @@ def sanitizer_preload():
     for lib in ("libasan.so", "libtsan.so"):
         if lib in needed:
             path = subprocess.run(["gcc", f"-print-file-name={lib}"], capture_output=True, text=True).stdout.strip()
-            # perf_analyzer's own allocator callbacks pair new with free.
-            return {"LD_PRELOAD": path, "ASAN_OPTIONS": "detect_leaks=0:alloc_dealloc_mismatch=0"}
+            # perf_analyzer 2.51's own bugs, not ours: its allocator
+            # callbacks pair new with free, and it copies each output out of
+            # a buffer its release callback already freed (memcpy, which
+            # replace_intrin=0 leaves unchecked; our code's own loads and
+            # stores stay checked, and every other suite checks its memcpy).
+            return {"LD_PRELOAD": path,
+                    "ASAN_OPTIONS": "detect_leaks=0:alloc_dealloc_mismatch=0:replace_intrin=0"}
     return {}
 
 
@@ -159,3 +164,20 @@ def test_c_api_mode(tmp_path):
     rc, out = run_pa(["-m", "simple", "--service-kind=triton_c_api", f"--triton-server-directory={top}",
                       f"--model-repository={repo}"], env=env)
     assert_ran(rc, out)
+
+
+def test_bench_script_prints_a_row_per_mode():
+    """bench/perf_analyzer.sh, cut to one model and short windows: a row
+    with figures for HTTP, gRPC and the C API mode, none failed."""
+    if sanitizer_preload():
+        pytest.skip("a benchmark of release builds: a sanitizer build measures the sanitizer")
+    build = os.path.dirname(os.path.dirname(os.path.dirname(os.environ["NEREID_BIN"])))
+    script = os.path.join(os.path.dirname(os.path.dirname(EXAMPLES)), "bench", "perf_analyzer.sh")
+    env = dict(os.environ, MODELS="identity_fp32", CONC="1", WINDOW_MS="200")
+    p = subprocess.run(["bash", script, build], capture_output=True, text=True, timeout=TIMEOUT, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    rows = [line.split() for line in p.stdout.splitlines() if line.startswith("identity_fp32 ")]
+    assert [r[1] for r in rows] == ["http", "grpc", "capi"], p.stdout
+    assert all(float(r[3]) > 0 for r in rows), p.stdout
+    assert all(r[6] != "-" for r in rows[:2]) and rows[0][7] == "1.00x", p.stdout
+
