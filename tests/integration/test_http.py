@@ -2,10 +2,19 @@
 extensions, both tensor encodings for every datatype, error cases,
 oversized and malformed bodies, client disconnects, and /metrics.
 
+Requests go through Triton's own client, tritonclient.http (and
+tritonclient.http.aio in a few tests): health, metadata, configuration,
+statistics, repository control, trace and log settings, system shared
+memory, and inference with JSON and binary tensors, BYTES, parameters,
+classification and compression. Requests are built by hand only where the
+client cannot send them: malformed or oversized bodies, wrong lengths,
+chunked bodies, pipelining, disconnects, protocol violations, exact JSON
+text, raw binary bodies, /metrics and the generate extension (which
+tritonclient has no call for); each such place says why.
+
 Run by ctest (tests/CMakeLists.txt) with NEREID_BIN, NEREID_BACKEND_DIR and
 NEREID_EXAMPLES set. Each server listens on ports the kernel picks
-(--http-port=0); the port is read from nereid's stdout. Requests are shaped
-like the ones tritonclient.http builds.
+(--http-port=0); the port is read from nereid's stdout.
 """
 
 import base64
@@ -22,8 +31,13 @@ import subprocess
 import tempfile
 import time
 
+import ml_dtypes
 import numpy as np
 import pytest
+import tritonclient.http as httpclient
+import tritonclient.http.aio as aiohttpclient
+import tritonclient.utils.shared_memory as shm
+from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(os.path.dirname(HERE))
@@ -108,6 +122,7 @@ class Server:
             assert bad not in log, log
         return self.proc.returncode
 
+    # Hand-built requests, for what tritonclient cannot send (each caller says what).
     def request(self, method, path, body=None, headers=None, port=None):
         c = http.client.HTTPConnection("127.0.0.1", port or self.port, timeout=30)
         try:
@@ -205,141 +220,164 @@ def srv(repo):
     assert s.stop() == 0
 
 
+@pytest.fixture(scope="module")
+def client(srv):
+    c = httpclient.InferenceServerClient(f"127.0.0.1:{srv.port}")
+    yield c
+    c.close()
+
+
 def jreq(srv, method, path, body=None, headers=None):
+    # Hand-built, with its body decoded: for what tritonclient cannot send.
     status, hdrs, data = srv.request(method, path, body, headers)
     return status, (json.loads(data) if data else None)
+
+
+def refused(call, *args, status="400", contains=None, **kwargs):
+    """The InferenceServerException that call(*args, **kwargs) raises,
+    checked to have HTTP status `status` and `contains` in its message."""
+    with pytest.raises(InferenceServerException) as e:
+        call(*args, **kwargs)
+    err = e.value
+    assert err.status() == str(status), (err.status(), err.message())
+    if contains:
+        assert contains in err.message(), err.message()
+    return err
+
+
+def tensor(name, arr, binary=True, datatype=None):
+    """An InferInput holding arr (ml_dtypes.bfloat16 arrays are BF16)."""
+    x = httpclient.InferInput(name, list(arr.shape), datatype or np_to_triton_dtype(arr.dtype))
+    x.set_data_from_numpy(arr, binary_data=binary)
+    return x
+
+
+def out(name, binary=True, class_count=0):
+    return httpclient.InferRequestedOutput(name, binary_data=binary, class_count=class_count)
 
 
 # ---- routes ---------------------------------------------------------------
 
 
-def test_server_metadata_and_health(srv):
-    st, body = jreq(srv, "GET", "/v2")
-    assert st == 200 and body["name"] == "triton" and "binary_tensor_data" in body["extensions"]
-    assert srv.request("GET", "/v2/health/live")[0] == 200
-    assert srv.request("GET", "/v2/health/ready")[0] == 200
+def test_server_metadata_and_health(srv, client):
+    md = client.get_server_metadata()
+    assert md["name"] == "triton" and "binary_tensor_data" in md["extensions"]
+    assert client.is_server_live() and client.is_server_ready()
+    # By hand: tritonclient sends only GET to health routes.
     assert srv.request("POST", "/v2/health/ready")[0] == 405
 
 
-def test_model_metadata_ready_config_stats(srv):
-    st, md = jreq(srv, "GET", "/v2/models/simple")
-    assert st == 200 and md["name"] == "simple" and md["inputs"][0]["datatype"] == "INT32"
-    st, md1 = jreq(srv, "GET", "/v2/models/simple/versions/1")
-    assert st == 200 and md1 == md
-    assert srv.request("GET", "/v2/models/simple/ready")[0] == 200
-    assert srv.request("GET", "/v2/models/simple/versions/1/ready")[0] == 200
-    st, cfg = jreq(srv, "GET", "/v2/models/simple/config")
-    assert st == 200 and cfg["name"] == "simple" and cfg["max_batch_size"] == 8
-    st, stats = jreq(srv, "GET", "/v2/models/simple/stats")
-    assert st == 200 and stats["model_stats"][0]["name"] == "simple"
-    st, stats = jreq(srv, "GET", "/v2/models/simple/versions/1/stats")
-    assert st == 200
-    st, allst = jreq(srv, "GET", "/v2/models/stats")
-    assert st == 200 and {"simple", "identity_fp32"} <= {m["name"] for m in allst["model_stats"]}
+def test_model_metadata_ready_config_stats(client):
+    md = client.get_model_metadata("simple")
+    assert md["name"] == "simple" and md["inputs"][0]["datatype"] == "INT32"
+    assert client.get_model_metadata("simple", "1") == md
+    assert client.is_model_ready("simple") and client.is_model_ready("simple", "1")
+    cfg = client.get_model_config("simple")
+    assert cfg["name"] == "simple" and cfg["max_batch_size"] == 8
+    stats = client.get_inference_statistics("simple")
+    assert stats["model_stats"][0]["name"] == "simple"
+    assert client.get_inference_statistics("simple", "1")["model_stats"][0]["version"] == "1"
+    allst = client.get_inference_statistics()
+    assert {"simple", "identity_fp32"} <= {m["name"] for m in allst["model_stats"]}
 
 
-def test_unknown_model_and_version(srv):
-    st, body = jreq(srv, "GET", "/v2/models/nope")
-    assert st == 404 and "nope" in body["error"]
+def test_unknown_model_and_version(srv, client):
+    refused(client.get_model_metadata, "nope", status=404, contains="nope")
+    assert not client.is_model_ready("nope")
+    refused(client.get_model_metadata, "simple", "7", status=404)
+    refused(client.get_model_metadata, "simple", "abc", contains="version")
+    # By hand: is_model_ready answers a bool, and these check the status
+    # and error body behind it; tritonclient has no call for an unknown route.
     st, body = jreq(srv, "GET", "/v2/models/nope/ready")
     assert st in (400, 404) and "error" in body
-    st, body = jreq(srv, "GET", "/v2/models/simple/versions/7")
-    assert st in (400, 404) and "error" in body
-    st, body = jreq(srv, "GET", "/v2/models/simple/versions/abc")
-    assert st == 400 and "version" in body["error"]
     st, body = jreq(srv, "GET", "/v2/nothing/here")
     assert st == 404 and body["error"]
 
 
-def test_repository_index_load_unload(srv):
-    st, idx = jreq(srv, "POST", "/v2/repository/index")
-    assert st == 200 and {"name": "simple", "version": "1", "state": "READY"} in [
+def wait_not_ready(client, model):
+    deadline = time.monotonic() + 30
+    while client.is_model_ready(model) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def test_repository_index_load_unload(srv, client):
+    idx = client.get_model_repository_index()
+    assert {"name": "simple", "version": "1", "state": "READY"} in [
         {k: e.get(k) for k in ("name", "version", "state")} for e in idx]
+    # By hand: tritonclient's index request has no "ready" field, and it
+    # cannot send bad JSON or another method.
     st, idx = jreq(srv, "POST", "/v2/repository/index", {"ready": True})
     assert st == 200 and all(e["state"] == "READY" for e in idx)
     assert jreq(srv, "POST", "/v2/repository/index", "{bad")[0] == 400
     assert srv.request("GET", "/v2/repository/index")[0] == 405
 
-    st, _ = jreq(srv, "POST", "/v2/repository/models/identity_int8_t/unload")
-    assert st == 200
-    deadline = time.monotonic() + 30
-    while srv.request("GET", "/v2/models/identity_int8_t/ready")[0] == 200 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert srv.request("GET", "/v2/models/identity_int8_t/ready")[0] == 400
-    st, _ = jreq(srv, "POST", "/v2/repository/models/identity_int8_t/load")
-    assert st == 200
-    assert srv.request("GET", "/v2/models/identity_int8_t/ready")[0] == 200
+    client.unload_model("identity_int8_t")
+    wait_not_ready(client, "identity_int8_t")
+    assert srv.request("GET", "/v2/models/identity_int8_t/ready")[0] == 400  # the status behind False
+    client.load_model("identity_int8_t")
+    assert client.is_model_ready("identity_int8_t")
 
-    # Config override (a JSON string), as tritonclient's load_model(config=...) sends.
+    # A config override (a JSON string).
     cfg = {"name": "identity_int8_t", "backend": "identity", "max_batch_size": 4,
            "input": [{"name": "INPUT0", "data_type": "TYPE_INT8", "dims": [-1]}],
            "output": [{"name": "OUTPUT0", "data_type": "TYPE_INT8", "dims": [-1]}]}
-    st, _ = jreq(srv, "POST", "/v2/repository/models/identity_int8_t/load",
-                 {"parameters": {"config": json.dumps(cfg)}})
-    assert st == 200
-    st, got = jreq(srv, "GET", "/v2/models/identity_int8_t/config")
-    assert got["max_batch_size"] == 4
-    st, body = jreq(srv, "POST", "/v2/repository/models/identity_int8_t/load",
-                    {"parameters": {"config": "{not json"}})
-    assert st == 400 and body["error"]
+    client.load_model("identity_int8_t", config=json.dumps(cfg))
+    assert client.get_model_config("identity_int8_t")["max_batch_size"] == 4
+    assert refused(client.load_model, "identity_int8_t", config="{not json").message()
+    # By hand: tritonclient base64-encodes every file it sends.
     st, body = jreq(srv, "POST", "/v2/repository/models/identity_int8_t/load",
                     {"parameters": {"file:1/model.bin": "@@@"}})
     assert st == 400 and "base64" in body["error"]
-    st, body = jreq(srv, "POST", "/v2/repository/models/identity_int8_t/load",
-                    {"parameters": {"config": 5}})
-    assert st == 400
-    st, body = jreq(srv, "POST", "/v2/repository/models/no_such_model/load")
-    assert st >= 400 and body["error"]
+    refused(client.load_model, "identity_int8_t", config=5)
+    with pytest.raises(InferenceServerException) as e:
+        client.load_model("no_such_model")
+    assert int(e.value.status()) >= 400 and e.value.message()
     # A model the repository does not have, from a config and a file override.
     made = dict(cfg, name="http_made_up")
-    st, body = jreq(srv, "POST", "/v2/repository/models/http_made_up/load",
-                    {"parameters": {"config": json.dumps(made),
-                                    "file:1/weights.bin": base64.b64encode(bytes(range(256)) * 64).decode()}})
-    assert st == 200, body
-    assert srv.request("GET", "/v2/models/http_made_up/ready")[0] == 200
-    assert jreq(srv, "POST", "/v2/repository/models/http_made_up/unload")[0] == 200
+    client.load_model("http_made_up", config=json.dumps(made),
+                      files={"file:1/weights.bin": bytes(range(256)) * 64})
+    assert client.is_model_ready("http_made_up")
+    client.unload_model("http_made_up")
     # Put the original configuration back.
-    assert jreq(srv, "POST", "/v2/repository/models/identity_int8_t/load")[0] == 200
-    st, _ = jreq(srv, "POST", "/v2/repository/models/identity_int8_t/unload",
-                 {"parameters": {"unload_dependents": True}})
-    assert st == 200
-    assert jreq(srv, "POST", "/v2/repository/models/identity_int8_t/load")[0] == 200
+    client.load_model("identity_int8_t")
+    client.unload_model("identity_int8_t", unload_dependents=True)
+    client.load_model("identity_int8_t")
+    assert client.get_model_config("identity_int8_t")["max_batch_size"] == 8
 
 
-def test_metrics(srv):
-    srv.request("POST", "/v2/models/identity_fp32/infer", infer_body("INPUT0", "FP32", [1, 2], [1.0, 2.0]))
+def test_metrics(srv, client):
+    client.infer("identity_fp32", [tensor("INPUT0", np.array([[1.0, 2.0]], np.float32))])
+    # By hand: tritonclient has no call for /metrics.
     st, hdrs, body = srv.request("GET", "/metrics", port=srv.metrics_port)
     assert st == 200 and b"nv_inference_request_success" in body
     assert srv.request("GET", "/v2", port=srv.metrics_port)[0] == 404
 
 
-def test_unsupported_routes_answer_clearly(srv):
+def test_unsupported_routes_answer_clearly(srv, client):
     # Tracing without a trace file (test_tracing.py has the rest): the
     # settings read back, and turning it on is refused, as Triton does.
-    for path in ("/v2/trace/setting", "/v2/models/simple/trace/setting"):
-        st, got = jreq(srv, "GET", path, None)
-        assert st == 200 and got["trace_level"] == ["OFF"] and got["trace_file"] == "", (path, st, got)
-        st, got = jreq(srv, "POST", path, {"trace_level": ["TIMESTAMPS"]})
-        assert st == 400 and "trace file name is not given" in got["error"], (path, st, got)
+    for model in ("", "simple"):
+        got = client.get_trace_settings(model_name=model or None)
+        assert got["trace_level"] == ["OFF"] and got["trace_file"] == "", (model, got)
+        refused(client.update_trace_settings, model_name=model or None, settings={"trace_level": ["TIMESTAMPS"]},
+                contains="trace file name is not given")
+    # By hand: tritonclient sends no other method.
     assert srv.request("PUT", "/v2/trace/setting")[0] == 405
     # CUDA shared memory without GPUs, as Triton built without GPU support:
     # no regions, register fails, unregister is a no-op.
-    st, got = jreq(srv, "GET", "/v2/cudasharedmemory/status")
-    assert st == 200 and got == []
-    st, got = jreq(srv, "POST", "/v2/cudasharedmemory/region/c0/register",
-                   {"raw_handle": {"b64": "AAAA"}, "device_id": 0, "byte_size": 16})
-    assert st == 400 and "GPUs not supported" in got["error"]
-    st, got = jreq(srv, "GET", "/v2/cudasharedmemory/region/c0/status")
-    assert st == 404 and "c0" in got["error"]
-    assert srv.request("POST", "/v2/cudasharedmemory/unregister")[0] == 200
-    assert srv.request("POST", "/v2/cudasharedmemory/region/c0/unregister")[0] == 200
-    assert srv.request("POST", "/v2/cudasharedmemory/status")[0] == 405
+    assert client.get_cuda_shared_memory_status() == []
+    refused(client.register_cuda_shared_memory, "c0", b"\0\0\0", 0, 16, contains="GPUs not supported")
+    refused(client.get_cuda_shared_memory_status, "c0", status=404, contains="c0")
+    client.unregister_cuda_shared_memory()
+    client.unregister_cuda_shared_memory("c0")
+    assert srv.request("POST", "/v2/cudasharedmemory/status")[0] == 405  # by hand: another method
 
 
 # ---- inference ---------------------------------------------------------------
 
 
 def infer_body(name, datatype, shape, data, outputs=None, **extra):
+    # For hand-built requests: what tritonclient cannot send.
     body = {"inputs": [{"name": name, "shape": shape, "datatype": datatype, "data": data}]}
     if outputs is not None:
         body["outputs"] = outputs
@@ -363,6 +401,11 @@ def sample(dt, n=16):
 
 def bf16_to_float(bits):
     return (np.asarray(bits, dtype=np.uint32) << 16).view(np.float32)
+
+
+def as_sent(dt, arr):
+    """arr as tritonclient takes it: BF16 bits viewed as ml_dtypes.bfloat16."""
+    return arr.view(ml_dtypes.bfloat16) if dt == "BF16" else arr
 
 
 def to_json_list(dt, arr):
@@ -391,6 +434,7 @@ def deserialize(dt, raw):
 
 
 def binary_request(body, tails):
+    # For hand-built requests: what tritonclient cannot send.
     header = json.dumps(body).encode()
     return header + b"".join(tails), {"Inference-Header-Content-Length": str(len(header)),
                                       "Content-Type": "application/octet-stream"}
@@ -402,62 +446,60 @@ def split_binary(hdrs, data):
 
 
 @pytest.mark.parametrize("dt", list(DTYPES))
-def test_json_roundtrip_every_datatype(srv, dt):
+def test_json_roundtrip_every_datatype(srv, client, dt):
     arr = sample(dt)
     model = f"identity_{dt.lower()}_t"
-    body = infer_body("INPUT0", dt, [1, len(arr)], to_json_list(dt, arr),
-                      outputs=[{"name": "OUTPUT0", "parameters": {"binary_data": False}}], id="req-7")
-    st, hdrs, data = srv.request("POST", f"/v2/models/{model}/infer", body)
-    assert st == 200, data
-    r = json.loads(data)
-    assert r["model_name"] == model and r["model_version"] == "1" and r["id"] == "req-7"
-    out = r["outputs"][0]
-    assert out["name"] == "OUTPUT0" and out["datatype"] == dt and out["shape"] == [1, len(arr)]
-    if dt == "BYTES":
-        assert out["data"] == to_json_list(dt, arr)
-    elif dt == "BF16":
-        assert np.array_equal(np.array(out["data"], dtype=np.float32), bf16_to_float(arr))
-    elif dt == "FP16":
-        assert np.array_equal(np.array(out["data"], dtype=np.float16), arr)
-    elif dt == "FP32":
-        assert np.array_equal(np.array(out["data"], dtype=np.float32), arr)
+    if dt == "BF16":
+        # By hand: tritonclient refuses to send BF16 data as JSON.
+        body = infer_body("INPUT0", dt, [1, len(arr)], to_json_list(dt, arr),
+                          outputs=[{"name": "OUTPUT0", "parameters": {"binary_data": False}}], id="req-7")
+        st, hdrs, data = srv.request("POST", f"/v2/models/{model}/infer", body)
+        assert st == 200, data
+        r = json.loads(data)
     else:
-        assert np.array_equal(np.array(out["data"], dtype=DTYPES[dt][0]), arr)
+        r = client.infer(model, [tensor("INPUT0", arr[None], binary=False)], outputs=[out("OUTPUT0", False)],
+                         request_id="req-7").get_response()
+    assert r["model_name"] == model and r["model_version"] == "1" and r["id"] == "req-7"
+    out0 = r["outputs"][0]
+    assert out0["name"] == "OUTPUT0" and out0["datatype"] == dt and out0["shape"] == [1, len(arr)]
+    if dt == "BYTES":
+        assert out0["data"] == to_json_list(dt, arr)
+    elif dt == "BF16":
+        assert np.array_equal(np.array(out0["data"], dtype=np.float32), bf16_to_float(arr))
+    elif dt == "FP16":
+        assert np.array_equal(np.array(out0["data"], dtype=np.float16), arr)
+    elif dt == "FP32":
+        assert np.array_equal(np.array(out0["data"], dtype=np.float32), arr)
+    else:
+        assert np.array_equal(np.array(out0["data"], dtype=DTYPES[dt][0]), arr)
 
 
 @pytest.mark.parametrize("dt", list(DTYPES))
-def test_binary_roundtrip_every_datatype(srv, dt):
+def test_binary_roundtrip_every_datatype(client, dt):
     arr = sample(dt)
     raw = serialize(dt, arr)
     model = f"identity_{dt.lower()}_t"
-    body = {"inputs": [{"name": "INPUT0", "shape": [1, len(arr)], "datatype": dt,
-                        "parameters": {"binary_data_size": len(raw)}}],
-            "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]}
-    payload, headers = binary_request(body, [raw])
-    st, hdrs, data = srv.request("POST", f"/v2/models/{model}/infer", payload, headers)
-    assert st == 200, data
-    r, tail = split_binary(hdrs, data)
-    out = r["outputs"][0]
-    assert out["parameters"]["binary_data_size"] == len(raw) and "data" not in out
-    assert tail == raw
+    x = tensor("INPUT0", as_sent(dt, arr)[None])
+    assert x._get_tensor()["parameters"] == {"binary_data_size": len(raw)}
+    r = client.infer(model, [x], outputs=[out("OUTPUT0")])
+    o = r.get_output("OUTPUT0")
+    assert o["parameters"]["binary_data_size"] == len(raw) and "data" not in o
+    got = r.as_numpy("OUTPUT0")
+    assert got.shape == (1, len(arr))
+    assert serialize(dt, got.ravel()) == raw
 
 
-def test_json_output_of_floats_beyond_int64(srv):
+def test_json_output_of_floats_beyond_int64(client):
     # Whole-valued floats print as integers, but only inside int64's range:
     # converting -6.2e28 to an integer to ask was undefined behaviour (found
     # by the wire fuzzer under clang's UBSan).
     for dt, npdt in (("FP32", np.float32), ("FP64", np.float64)):
         arr = np.array([-6.2e28, 1e20, 3.0, -1e15, 2.5e18, np.inf, -np.inf], dtype=npdt)
-        raw = arr.tobytes()
-        body = {"inputs": [{"name": "INPUT0", "shape": [1, len(arr)], "datatype": dt,
-                            "parameters": {"binary_data_size": len(raw)}}],
-                "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": False}}]}
-        payload, headers = binary_request(body, [raw])
-        st, _, data = srv.request("POST", f"/v2/models/identity_{dt.lower()}_t/infer", payload, headers)
-        assert st == 200, data
-        out = json.loads(data)["outputs"][0]["data"]
-        assert np.array_equal(np.array(out, dtype=npdt), arr), out
-        assert out[2] == 3 and isinstance(out[2], int)
+        r = client.infer(f"identity_{dt.lower()}_t", [tensor("INPUT0", arr[None])], outputs=[out("OUTPUT0", False)])
+        data = r.get_output("OUTPUT0")["data"]
+        assert np.array_equal(np.array(data, dtype=npdt), arr), data
+        assert data[2] == 3 and isinstance(data[2], int)
+        assert np.array_equal(r.as_numpy("OUTPUT0")[0], arr)
 
 
 def bf16_bits(values):
@@ -468,7 +510,7 @@ def bf16_bits(values):
     return np.where(nan, (bits >> 16).astype(np.uint16) | 0x40, rounded)
 
 
-def test_half_precision_edges_through_json(srv):
+def test_half_precision_edges_through_json(srv, client):
     """FP16 and BF16 from JSON numbers round to nearest (ties to even),
     through subnormals, underflow to zero and overflow to infinity; back to
     JSON they print as their float32 values, infinities as Infinity and -0
@@ -480,6 +522,9 @@ def test_half_precision_edges_through_json(srv):
     for dt, want, exact in (("FP16", fp16.view(np.uint16), fp16.astype(np.float64)),
                             ("BF16", bf16_bits(vals), bf16_to_float(bf16_bits(vals)).astype(np.float64))):
         model = f"/v2/models/identity_{dt.lower()}_t/infer"
+        # By hand: these JSON numbers are not values of the type (the server
+        # rounds them); tritonclient sends only values already in the type,
+        # and refuses BF16 as JSON.
         payload = json.dumps(infer_body("INPUT0", dt, [1, len(vals)], vals,
                                         outputs=[{"name": "OUTPUT0", "parameters": {"binary_data": True}}]))
         st, hdrs, data = srv.request("POST", model, payload.encode(), {"Content-Type": "application/json"})
@@ -487,21 +532,19 @@ def test_half_precision_edges_through_json(srv):
         got = np.frombuffer(split_binary(hdrs, data)[1], dtype=np.uint16)
         assert got.tolist() == want.tolist(), (dt, [hex(x) for x in got], [hex(x) for x in want])
         # The same bits back as JSON numbers.
-        body = {"inputs": [{"name": "INPUT0", "shape": [1, len(vals)], "datatype": dt,
-                            "parameters": {"binary_data_size": want.nbytes}}],
-                "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": False}}]}
-        payload, headers = binary_request(body, [want.tobytes()])
-        st, _, data = srv.request("POST", model, payload, headers)
-        assert st == 200, data
-        out = json.loads(data)["outputs"][0]["data"]
-        assert len(out) == len(vals)
-        for o, e in zip(out, exact):  # printed as float32 values (9 digits), exactly
-            assert np.float32(o) == np.float32(e) and np.signbit(o) == np.signbit(e), (dt, out, exact.tolist())
+        bits = want.astype(np.uint16).view(np.float16 if dt == "FP16" else ml_dtypes.bfloat16)
+        r = client.infer(f"identity_{dt.lower()}_t", [tensor("INPUT0", bits[None])], outputs=[out("OUTPUT0", False)])
+        data = r.get_output("OUTPUT0")["data"]
+        assert len(data) == len(vals)
+        for o, e in zip(data, exact):  # printed as float32 values (9 digits), exactly
+            assert np.float32(o) == np.float32(e) and np.signbit(o) == np.signbit(e), (dt, data, exact.tolist())
 
 
 def test_json_string_escapes(srv):
     """Every JSON escape, in BYTES data and in the header (the request id
-    comes back), surrogate pairs included, as Python's json decodes them."""
+    comes back), surrogate pairs included, as Python's json decodes them.
+    By hand: the escapes are the JSON text under test, which tritonclient
+    writes its own way."""
     raw_strings = ['\\b\\f\\n\\r\\t\\/\\"\\\\', '\\ud83d\\ude00 \\u00e9\\u0041', 'plain']
     text = ('{"id": "%s", "inputs": [{"name": "INPUT0", "shape": [1, 3], "datatype": "BYTES", '
             '"data": [%s]}], "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": true}}]}'
@@ -521,106 +564,97 @@ def test_json_string_escapes(srv):
         assert st == 400 and "surrogate" in json.loads(data)["error"], data
 
 
-def test_ensemble_over_http(srv):
+def test_ensemble_over_http(client):
     """The bundled ensemble (two "simple" steps) answers like a model: JSON
     and binary outputs, request id, its metadata names the platform."""
-    a, b = list(range(16)), [10 * i for i in range(16)]
-    body = {"id": "ens-1", "inputs": [
-        {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": a},
-        {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": b}]}
-    st, r = jreq(srv, "POST", "/v2/models/simple_ensemble/infer", body)
-    assert st == 200 and r["id"] == "ens-1" and r["model_name"] == "simple_ensemble", r
-    out = {o["name"]: o["data"] for o in r["outputs"]}
-    assert out == {"OUTPUT0": [2 * x for x in a], "OUTPUT1": [2 * x for x in b]}
-    body["outputs"] = [{"name": "OUTPUT1", "parameters": {"binary_data": True}}]
-    st, hdrs, data = srv.request("POST", "/v2/models/simple_ensemble/infer", body)
-    head, tail = split_binary(hdrs, data)
-    assert st == 200 and [o["name"] for o in head["outputs"]] == ["OUTPUT1"], head
-    assert list(np.frombuffer(tail, dtype=np.int32)) == [2 * x for x in b]
-    st, md = jreq(srv, "GET", "/v2/models/simple_ensemble")
-    assert st == 200 and md["platform"] == "ensemble", md
+    a = np.arange(16, dtype=np.int32)[None]
+    b = 10 * a
+    ins = [tensor("INPUT0", a, binary=False), tensor("INPUT1", b, binary=False)]
+    r = client.infer("simple_ensemble", ins, request_id="ens-1", outputs=[out("OUTPUT0", False), out("OUTPUT1", False)])
+    resp = r.get_response()
+    assert resp["id"] == "ens-1" and resp["model_name"] == "simple_ensemble", resp
+    assert {o["name"]: o["data"] for o in resp["outputs"]} == {"OUTPUT0": (2 * a).ravel().tolist(),
+                                                                "OUTPUT1": (2 * b).ravel().tolist()}
+    # No outputs named: all of them, binary (binary_data_output).
+    r = client.infer("simple_ensemble", ins)
+    assert np.array_equal(r.as_numpy("OUTPUT0"), 2 * a) and np.array_equal(r.as_numpy("OUTPUT1"), 2 * b)
+    r = client.infer("simple_ensemble", ins, outputs=[out("OUTPUT1")])
+    assert [o["name"] for o in r.get_response()["outputs"]] == ["OUTPUT1"], r.get_response()
+    assert np.array_equal(r.as_numpy("OUTPUT1"), 2 * b)
+    assert client.get_model_metadata("simple_ensemble")["platform"] == "ensemble"
     # A bad input is refused against the ensemble's own configuration.
-    body["inputs"][1]["shape"] = [1, 15]
-    body["inputs"][1]["data"] = b[:15]
-    st, r = jreq(srv, "POST", "/v2/models/simple_ensemble/infer", body)
-    assert st == 400 and "INPUT1" in r["error"], r
+    bad = [ins[0], tensor("INPUT1", b[:, :15], binary=False)]
+    refused(client.infer, "simple_ensemble", bad, contains="INPUT1")
 
 
-def test_binary_data_output_default_and_mixed(srv):
-    a = np.arange(16, dtype=np.int32)
-    b = np.ones(16, dtype=np.int32)
-    body = {"inputs": [
-        {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "parameters": {"binary_data_size": 64}},
-        {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": b.tolist()}],
-        "parameters": {"binary_data_output": True}}
-    payload, headers = binary_request(body, [a.tobytes()])
-    st, hdrs, data = srv.request("POST", "/v2/models/simple/infer", payload, headers)
-    assert st == 200, data
-    r, tail = split_binary(hdrs, data)
-    names = [o["name"] for o in r["outputs"]]
-    assert names == ["OUTPUT0", "OUTPUT1"] and len(tail) == 128
-    o0 = np.frombuffer(tail[:64], dtype=np.int32)
-    o1 = np.frombuffer(tail[64:], dtype=np.int32)
-    assert np.array_equal(o0, a + b) and np.array_equal(o1, a - b)
+def test_binary_data_output_default_and_mixed(client):
+    a = np.arange(16, dtype=np.int32)[None]
+    b = np.ones((1, 16), dtype=np.int32)
+    # A binary and a JSON input; no outputs named: tritonclient asks for
+    # all of them binary ("binary_data_output").
+    r = client.infer("simple", [tensor("INPUT0", a), tensor("INPUT1", b, binary=False)])
+    outs = r.get_response()["outputs"]
+    assert [o["name"] for o in outs] == ["OUTPUT0", "OUTPUT1"]
+    assert [o["parameters"]["binary_data_size"] for o in outs] == [64, 64]
+    assert np.array_equal(r.as_numpy("OUTPUT0"), a + b) and np.array_equal(r.as_numpy("OUTPUT1"), a - b)
     # Only OUTPUT1 requested, as JSON.
-    body = infer_body("INPUT0", "INT32", [1, 16], a.tolist(),
-                      outputs=[{"name": "OUTPUT1", "parameters": {"binary_data": False}}])
-    body["inputs"].append({"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": [b.tolist()]})
-    st, r = jreq(srv, "POST", "/v2/models/simple/infer", body)
-    assert st == 200 and [o["name"] for o in r["outputs"]] == ["OUTPUT1"]
-    assert r["outputs"][0]["data"] == (a - b).tolist()
+    r = client.infer("simple", [tensor("INPUT0", a, binary=False), tensor("INPUT1", b, binary=False)],
+                     outputs=[out("OUTPUT1", False)])
+    outs = r.get_response()["outputs"]
+    assert [o["name"] for o in outs] == ["OUTPUT1"]
+    assert outs[0]["data"] == (a - b).ravel().tolist()
 
 
-def test_parameters_accepted(srv):
-    body = infer_body("INPUT0", "FP32", [1, 3], [1, 2, 3],
-                      parameters={"priority": 0, "timeout": 1000000, "custom_s": "x", "custom_i": 3,
-                                  "custom_b": True, "custom_d": 0.5})
-    st, r = jreq(srv, "POST", "/v2/models/identity_fp32/infer", body)
-    assert st == 200, r
-    for bad in ({"sequence_id": [1]}, {"sequence_start": 1}, {"priority": -1}, {"timeout": "x"},
-                {"binary_data_output": "yes"}, {"nested": {"a": 1}}):
-        st, r = jreq(srv, "POST", "/v2/models/identity_fp32/infer",
-                     infer_body("INPUT0", "FP32", [1, 1], [1], parameters=bad))
-        assert st == 400 and r["error"], bad
+def test_parameters_accepted(srv, client):
+    x = tensor("INPUT0", np.array([[1, 2, 3]], np.float32), binary=False)
+    r = client.infer("identity_fp32", [x], priority=1, timeout=1000000,
+                     parameters={"custom_s": "x", "custom_i": 3, "custom_b": True, "custom_d": 0.5})
+    assert r.as_numpy("OUTPUT0").tolist() == [[1, 2, 3]]
+    x = tensor("INPUT0", np.array([[1]], np.float32), binary=False)
+    for bad, name in (({"sequence_id": [1]}, "'sequence_id'"), ({"sequence_id": 1, "sequence_start": 1}, "'sequence_start'"),
+                      ({"priority": -1}, "'priority'"), ({"timeout": "x"}, "'timeout'"),
+                      ({"parameters": {"nested": {"a": 1}}}, "'nested'")):
+        refused(client.infer, "identity_fp32", [x], contains=name, **bad)
+    # By hand: tritonclient sends binary_data_output only as true.
+    st, r = jreq(srv, "POST", "/v2/models/identity_fp32/infer",
+                 infer_body("INPUT0", "FP32", [1, 1], [1], parameters={"binary_data_output": "yes"}))
+    assert st == 400 and r["error"]
 
 
-def test_parameters_reach_the_backend_and_come_back(srv):
+def test_parameters_reach_the_backend_and_come_back(client):
     """Request parameters other than the reserved ones reach the backend
     with their JSON types; the parameters a backend sets on its response
     come back in the response's "parameters" object."""
-    params = {"s": "text \u00e9\"", "i": -7, "big": 2 ** 62, "b": True, "f": False, "d": 0.1,
-              "sequence_id": 0, "priority": 0, "timeout": 0, "binary_data_output": False}
-    st, r = jreq(srv, "POST", "/v2/models/echo_params/infer",
-                 infer_body("INPUT0", "FP32", [1, 2], [1.5, 2.5], parameters=params))
-    assert st == 200, r
-    assert r["parameters"] == {"s": "text \u00e9\"", "i": -7, "big": 2 ** 62, "b": True, "f": False, "d": 0.1}
-    assert r["outputs"][0]["data"] == [1.5, 2.5]
-    # With binary outputs the parameters stay in the JSON header.
-    payload, headers = binary_request({"inputs": [{"name": "INPUT0", "shape": [1, 1], "datatype": "FP32",
-                                                   "parameters": {"binary_data_size": 4}}],
-                                       "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}],
-                                       "parameters": {"k": "v"}}, [np.float32(3).tobytes()])
-    st, hdrs, data = srv.request("POST", "/v2/models/echo_params/infer", payload, headers)
-    assert st == 200, data
-    r, tail = split_binary(hdrs, data)
-    assert r["parameters"] == {"k": "v"} and np.frombuffer(tail, np.float32).tolist() == [3.0]
+    params = {"s": "text \u00e9\"", "i": -7, "big": 2 ** 62, "b": True, "f": False, "d": 0.1}
+    x = tensor("INPUT0", np.array([[1.5, 2.5]], np.float32), binary=False)
+    # Every reserved parameter sent too: sequence_id, sequence_start,
+    # sequence_end, priority, timeout and (no outputs named)
+    # binary_data_output; none of them reaches the backend.
+    r = client.infer("echo_params", [x], sequence_id=5, sequence_start=True, sequence_end=True, priority=1,
+                     timeout=0, parameters=params)
+    assert r.get_response()["parameters"] == params
+    assert r.as_numpy("OUTPUT0").tolist() == [[1.5, 2.5]]
+    # With JSON outputs too.
+    r = client.infer("echo_params", [x], outputs=[out("OUTPUT0", False)], parameters=params)
+    assert r.get_response()["parameters"] == params and r.get_output("OUTPUT0")["data"] == [1.5, 2.5]
+    # With binary inputs and outputs the parameters stay in the JSON header.
+    r = client.infer("echo_params", [tensor("INPUT0", np.array([[3]], np.float32))], outputs=[out("OUTPUT0")],
+                     parameters={"k": "v"})
+    assert r.get_response()["parameters"] == {"k": "v"} and r.as_numpy("OUTPUT0").tolist() == [[3.0]]
     # No parameters: no "parameters" object.
-    st, r = jreq(srv, "POST", "/v2/models/echo_params/infer", infer_body("INPUT0", "FP32", [1, 1], [1]))
-    assert st == 200 and "parameters" not in r
+    r = client.infer("echo_params", [x], outputs=[out("OUTPUT0", False)])
+    assert "parameters" not in r.get_response()
 
 
-def test_backend_api_as_a_triton_backend_sees_it(srv, repo):
+def test_backend_api_as_a_triton_backend_sees_it(client, repo):
     """What the backend API calls that only Triton's own backends make
     (the Python backend, for one) return, through api_probe."""
-    def probe(params=None):
-        body = infer_body("INPUT0", "FP32", [2], [1.5, 2.5])
-        if params:
-            body["parameters"] = params
-        st, r = jreq(srv, "POST", "/v2/models/api_probe/infer", body)
-        assert st == 200, r
-        return json.loads(r["outputs"][0]["data"][0])
+    def probe(**kwargs):
+        x = tensor("INPUT0", np.array([1.5, 2.5], np.float32), binary=False)
+        r = client.infer("api_probe", [x], outputs=[out("PROBE", False)], **kwargs)
+        return json.loads(r.get_output("PROBE")["data"][0])
 
-    p = probe({"sequence_id": "corr-7", "sequence_start": True, "timeout": 123456})
+    p = probe(sequence_id="corr-7", sequence_start=True, timeout=123456)
     model_dir = os.path.join(repo, "api_probe")
     assert p["backend_name"] == "api_probe"
     assert p["backend_artifact_type"] == "FILESYSTEM"
@@ -647,19 +681,19 @@ def test_backend_api_as_a_triton_backend_sees_it(srv, repo):
                                     "by_name_agrees": True}
     assert p["output_buffer_memory_type"] == "CPU"  # the front end's allocator answers, as Triton's do
     # A numeric correlation id is no string; no flags and no timeout are 0.
-    p = probe({"sequence_id": 42})
+    p = probe(sequence_id=42)
     assert "correlation_id_string_error" in p and p["flags"] == 0 and p["timeout_us"] == 0
 
 
 def test_keep_alive_and_pipelining(srv):
-    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
-    body = json.dumps(infer_body("INPUT0", "FP32", [1, 2], [1.5, 2.5]))
-    for _ in range(20):
-        c.request("POST", "/v2/models/identity_fp32/infer", body=body)
-        r = c.getresponse()
-        assert r.status == 200 and json.loads(r.read())["outputs"][0]["data"] == [1.5, 2.5]
-    c.close()
-    # Three pipelined requests on one socket, answered in order.
+    # One connection (concurrency=1), kept alive over 20 requests.
+    with httpclient.InferenceServerClient(f"127.0.0.1:{srv.port}", concurrency=1) as c:
+        x = tensor("INPUT0", np.array([[1.5, 2.5]], np.float32), binary=False)
+        for _ in range(20):
+            r = c.infer("identity_fp32", [x], outputs=[out("OUTPUT0", False)])
+            assert r.get_output("OUTPUT0")["data"] == [1.5, 2.5]
+    # Three pipelined requests on one socket, answered in order. By hand:
+    # tritonclient waits for each reply before sending the next request.
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
     reqs = b""
     for i in range(3):
@@ -681,7 +715,8 @@ def test_replies_written_from_core_threads_hand_the_rest_back_to_the_loop(srv):
     """A reply to a slow model finds its loop asleep and is written from the
     core's thread. What follows it must still happen on the loop: the next
     pipelined request (already in the buffer) is parsed, and a request that
-    said Connection: close has its connection closed after the reply."""
+    said Connection: close has its connection closed after the reply. By
+    hand at first: tritonclient neither pipelines nor sends Connection: close."""
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
     reqs = b""
     for i in range(4):
@@ -698,13 +733,11 @@ def test_replies_written_from_core_threads_hand_the_rest_back_to_the_loop(srv):
     s.close()
     # One request at a time, keep-alive: each reply written from the core's
     # thread, the connection left open and served again.
-    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
-    for i in range(5):
-        c.request("POST", "/v2/models/identity_slow/infer",
-                  body=json.dumps(infer_body("INPUT0", "FP32", [1, 1], [float(i)])))
-        r = c.getresponse()
-        assert r.status == 200 and json.loads(r.read())["outputs"][0]["data"] == [float(i)]
-    c.close()
+    with httpclient.InferenceServerClient(f"127.0.0.1:{srv.port}", concurrency=1) as c:
+        for i in range(5):
+            x = tensor("INPUT0", np.array([[i]], np.float32), binary=False)
+            r = c.infer("identity_slow", [x], outputs=[out("OUTPUT0", False)])
+            assert r.get_output("OUTPUT0")["data"] == [float(i)]
 
 
 # ---- errors ----------------------------------------------------------------------
