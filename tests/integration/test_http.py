@@ -744,6 +744,7 @@ def test_replies_written_from_core_threads_hand_the_rest_back_to_the_loop(srv):
 
 
 def expect_error(srv, path, body, status=400, headers=None, contains=None):
+    # Hand-built: for requests tritonclient cannot send (each caller says which).
     st, hdrs, data = srv.request("POST", path, body, headers)
     assert st == status, (st, data)
     err = json.loads(data)["error"]
@@ -752,40 +753,59 @@ def expect_error(srv, path, body, status=400, headers=None, contains=None):
     return err
 
 
-def test_infer_errors(srv):
+def test_infer_errors(srv, client):
     p = "/v2/models/identity_fp32/infer"
-    expect_error(srv, "/v2/models/nope/infer", infer_body("INPUT0", "FP32", [1], [1]), 404, contains="nope")
-    expect_error(srv, "/v2/models/square_int32/infer", infer_body("IN", "INT32", [1], [1]), 501,
-                 contains="decoupled")
+
+    def f32(data, shape=None, binary=False):
+        x = tensor("INPUT0", np.array(data, np.float32), binary=binary)
+        if shape:
+            x.set_shape(shape)  # after the data: a shape the data does not fill
+        return x
+    refused(client.infer, "nope", [f32([1])], status=404, contains="nope")
+    refused(client.infer, "square_int32", [tensor("IN", np.ones(1, np.int32), binary=False)], status=501,
+            contains="decoupled")
+    # By hand: bodies that are not an inference request; tritonclient
+    # always writes a well-formed one.
     expect_error(srv, p, "{bad json", contains="JSON")
     expect_error(srv, p, "[]")
     expect_error(srv, p, "", contains="empty")
     expect_error(srv, p, {"inputs": 3}, contains="inputs")
     expect_error(srv, p, {"inputs": [{"name": "INPUT0", "shape": [1, 2], "datatype": "FP99", "data": [1, 2]}]},
                  contains="datatype")
-    expect_error(srv, p, infer_body("INPUT0", "INT32", [1, 2], [1, 2]), contains="FP32")
-    expect_error(srv, p, infer_body("INPUT0", "FP32", [1, 3], [1, 2]), contains="elements")
-    expect_error(srv, p, infer_body("INPUT0", "FP32", [1, 1], [1, 2]), contains="elements")
-    expect_error(srv, p, infer_body("INPUT0", "FP32", [1, 1000000000000], [1]), contains="elements")
+    refused(client.infer, "identity_fp32", [tensor("INPUT0", np.array([[1, 2]], np.int32), binary=False)],
+            contains="FP32")
+    refused(client.infer, "identity_fp32", [f32([[1, 2]], [1, 3])], contains="elements")
+    refused(client.infer, "identity_fp32", [f32([[1, 2]], [1, 1])], contains="elements")
+    refused(client.infer, "identity_fp32", [f32([[1]], [1, 1000000000000])], contains="elements")
+    refused(client.infer, "identity_fp32", [f32([[1, 2]], [1, -2])], status=500, contains="shape")
+    refused(client.infer, "identity_fp32", [f32([[1]] * 9)])  # over max_batch_size
+    # By hand: JSON values that do not fit the datatype; tritonclient takes
+    # the values from a numpy array of that type.
     expect_error(srv, p, infer_body("INPUT0", "FP32", [1, 2], [1, "x"]))
-    expect_error(srv, p, infer_body("INPUT0", "FP32", [1, -2], [1, 2]), status=500, contains="shape")
-    expect_error(srv, p, infer_body("INPUT0", "FP32", [9, 1], [1] * 9))  # over max_batch_size
     expect_error(srv, "/v2/models/identity_int8_t/infer", infer_body("INPUT0", "INT8", [1, 1], [300]),
                  contains="range")
     expect_error(srv, "/v2/models/identity_int32_t/infer", infer_body("INPUT0", "INT32", [1, 1], [1.5]))
     expect_error(srv, "/v2/models/identity_bool_t/infer", infer_body("INPUT0", "BOOL", [1, 1], [1]))
     expect_error(srv, "/v2/models/identity_bytes_t/infer", infer_body("INPUT0", "BYTES", [1, 1], [1]))
-    expect_error(srv, p, {"inputs": [{"name": "INPUT0", "shape": [1, 1], "datatype": "FP32"}]},
-                 contains="binary_data_size")
+    # An input given no data at all.
+    refused(client.infer, "identity_fp32", [httpclient.InferInput("INPUT0", [1, 1], "FP32")],
+            contains="binary_data_size")
+    # By hand: "data" that is no array.
     expect_error(srv, p, {"inputs": [{"name": "INPUT0", "shape": [1, 1], "datatype": "FP32", "data": 5}]},
                  contains="data")
-    expect_error(srv, p, infer_body("INPUT0", "FP32", [1, 1], [1], outputs=[{"name": "NOPE"}]))
+    refused(client.infer, "identity_fp32", [f32([[1]])], outputs=[out("NOPE", False)])
 
 
-def test_binary_size_errors(srv):
+def test_binary_size_errors(srv, client):
     p = "/v2/models/identity_fp32/infer"
     raw = np.arange(4, dtype=np.float32).tobytes()
+    # A binary tensor whose size does not match its shape.
+    x = tensor("INPUT0", np.arange(3, dtype=np.float32)[None])
+    x.set_shape([1, 4])
+    refused(client.infer, "identity_fp32", [x])
 
+    # By hand from here: tritonclient always sends binary_data_size and
+    # Inference-Header-Content-Length that match what it sends.
     def body(size):
         return {"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32",
                             "parameters": {"binary_data_size": size}}]}
@@ -805,6 +825,7 @@ def test_binary_size_errors(srv):
 
 
 def raw_exchange(port, data):
+    # Bytes on a socket: for requests no HTTP client would send.
     s = socket.create_connection(("127.0.0.1", port), timeout=30)
     try:
         s.sendall(data)
@@ -813,10 +834,11 @@ def raw_exchange(port, data):
         s.close()
 
 
-def test_json_errors_in_tritons_words(srv):
+def test_json_errors_in_tritons_words(srv, client):
     """A body that is not JSON gets Triton's words (RapidJSON's text and
     offset) on the infer route and the other JSON routes; nesting past 100
-    gets Triton's limit sentence."""
+    gets Triton's limit sentence. By hand: tritonclient writes only valid
+    JSON."""
     p = "/v2/models/identity_fp32/infer"
     for route in (p, "/v2/repository/index"):
         for body, want in ((b"abc", "failed to parse the request JSON buffer: Invalid value. at 0"),
@@ -831,10 +853,11 @@ def test_json_errors_in_tritons_words(srv):
     assert st == 400 and json.loads(out)["error"].startswith(
         "failed to parse the request JSON buffer: The document is empty. at 0"), out
     # A negative dimension: Triton reads dimensions as unsigned and says 500.
-    st, _, out = srv.request("POST", p, json.dumps({"inputs": [{"name": "INPUT0", "shape": [2, -5], "datatype": "FP32",
-                                                               "data": [1.0]}]}).encode())
-    assert st == 500 and json.loads(out)["error"].startswith(
-        "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer"), out
+    x = tensor("INPUT0", np.array([1.0], np.float32), binary=False)
+    x.set_shape([2, -5])
+    err = refused(client.infer, "identity_fp32", [x], status=500)
+    assert err.message().startswith(
+        "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer"), err
     # "data" nested 50 deep is flattened; 120 deep passes Triton's limit.
     for depth, ok in ((50, True), (120, False)):
         data = "1.5"
@@ -849,9 +872,11 @@ def test_json_errors_in_tritons_words(srv):
                 "JSON nesting depth exceeds maximum allowed limit (100)"), out
 
 
-def test_oversized_body_rejected(srv):
+def test_oversized_body_rejected(srv, client):
     # The limit is 1 MB here: a 2 MB body is refused from its header alone,
     # before the body is read (and without allocating the claimed size).
+    # By hand: a Content-Length with no body behind it, and a chunked body
+    # (tritonclient sends neither).
     for length in (2 * 1024 * 1024, 99999999999):
         resp = raw_exchange(srv.port, b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\n"
                             b"Content-Length: %d\r\n\r\n" % length)
@@ -868,7 +893,7 @@ def test_oversized_body_rejected(srv):
         assert resp == b"" or resp.startswith(b"HTTP/1.1 400"), resp[:200]
     except (BrokenPipeError, ConnectionResetError):
         pass
-    assert srv.request("GET", "/v2/health/live")[0] == 200
+    assert client.is_server_live()
 
 
 def test_absolute_target_without_path_and_large_body(srv):
@@ -887,7 +912,8 @@ def test_absolute_target_without_path_and_large_body(srv):
     assert srv.request("GET", "/v2/health/live")[0] == 200
 
 
-def test_random_bodies_never_crash(srv):
+def test_random_bodies_never_crash(srv, client):
+    # By hand: random and broken bodies, which tritonclient never sends.
     rng = random.Random(1234)
     good = json.dumps(infer_body("INPUT0", "FP32", [1, 4], [1, 2, 3, 4])).encode()
     for i in range(150):
@@ -908,10 +934,11 @@ def test_random_bodies_never_crash(srv):
         assert st in (200, 400), (st, body, data)
         if st == 400:
             assert json.loads(data)["error"]
-    assert srv.request("GET", "/v2/health/live")[0] == 200
+    assert client.is_server_live()
 
 
-def test_client_disconnects(srv):
+def test_client_disconnects(srv, client):
+    # By hand: requests cut short, closed or reset, as no client means to.
     body = json.dumps(infer_body("INPUT0", "FP32", [1, 4], [1, 2, 3, 4])).encode()
     for partial in (False, True):
         for _ in range(20):
@@ -926,21 +953,22 @@ def test_client_disconnects(srv):
         s.sendall(b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
         s.close()
     time.sleep(0.5)
-    assert srv.request("GET", "/v2/health/live")[0] == 200
-    st, r = jreq(srv, "POST", "/v2/models/identity_fp32/infer", infer_body("INPUT0", "FP32", [1, 1], [7]))
-    assert st == 200 and r["outputs"][0]["data"] == [7]
+    assert client.is_server_live()
+    r = client.infer("identity_fp32", [tensor("INPUT0", np.array([[7]], np.float32), binary=False)],
+                     outputs=[out("OUTPUT0", False)])
+    assert r.get_output("OUTPUT0")["data"] == [7]
 
 
-def test_client_disconnect_cancels_request_in_core(srv):
+def test_client_disconnect_cancels_request_in_core(srv, client):
     """A client that goes away while its request runs has it cancelled in
     the core: cancel_wait then answers at once (a failure in the model's
-    statistics) instead of holding the request for 20 s."""
+    statistics) instead of holding the request for 20 s. The requests that
+    go away are sent by hand: tritonclient cannot leave mid-request, nor
+    send generate."""
     model = "cancel_wait_http"
 
     def failures():
-        st, r = jreq(srv, "GET", f"/v2/models/{model}/stats")
-        assert st == 200, r
-        return r["model_stats"][0]["inference_stats"]["fail"]["count"]
+        return client.get_inference_statistics(model)["model_stats"][0]["inference_stats"]["fail"]["count"]
 
     def held():
         return srv.log().count("cancel_wait: holding ")
@@ -951,9 +979,8 @@ def test_client_disconnect_cancels_request_in_core(srv):
     # cancel_wait logs at verbose level when it holds a request: the test
     # waits for that line (a fixed 0.3 s could be too short on a loaded
     # machine, and a request still on its way is not cancelled but dropped).
-    st, settings = jreq(srv, "GET", "/v2/logging")
-    assert st == 200, settings
-    assert jreq(srv, "POST", "/v2/logging", {"log_verbose_level": 1})[0] == 200
+    settings = client.get_log_settings()
+    assert client.update_log_settings({"log_verbose_level": 1})["log_verbose_level"] == 1
     try:
         for how, route, body in (("fin", "infer", infer), ("rst", "infer", infer),
                                  ("fin", "generate", generate), ("rst", "generate_stream", generate)):
@@ -976,20 +1003,33 @@ def test_client_disconnect_cancels_request_in_core(srv):
             assert failures() == before + 1, f"{route}: request not cancelled after the client went away ({how})"
             before += 1
     finally:
-        jreq(srv, "POST", "/v2/logging", {"log_verbose_level": settings["log_verbose_level"]})
-    assert srv.request("GET", "/v2/health/live")[0] == 200
+        client.update_log_settings({"log_verbose_level": settings["log_verbose_level"]})
+    assert client.is_server_live()
 
 
-def test_large_binary_roundtrip(srv):
-    arr = np.arange(200000, dtype=np.float32)  # 800 KB, under the 1 MB limit
-    body = {"inputs": [{"name": "INPUT0", "shape": [1, arr.size], "datatype": "FP32",
-                        "parameters": {"binary_data_size": arr.nbytes}}],
-            "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]}
-    payload, headers = binary_request(body, [arr.tobytes()])
-    st, hdrs, data = srv.request("POST", "/v2/models/identity_fp32/infer", payload, headers)
-    assert st == 200
-    r, tail = split_binary(hdrs, data)
-    assert np.array_equal(np.frombuffer(tail, dtype=np.float32), arr)
+def test_large_binary_roundtrip(client):
+    arr = np.arange(200000, dtype=np.float32)[None]  # 800 KB, under the 1 MB limit
+    r = client.infer("identity_fp32", [tensor("INPUT0", arr)], outputs=[out("OUTPUT0")])
+    assert r.get_output("OUTPUT0")["parameters"]["binary_data_size"] == arr.nbytes
+    assert np.array_equal(r.as_numpy("OUTPUT0"), arr)
+
+
+def test_large_binary_roundtrip_aio(srv):
+    """The same through tritonclient.http.aio, several requests at once."""
+    import asyncio
+
+    async def main():
+        c = aiohttpclient.InferenceServerClient(f"127.0.0.1:{srv.port}")
+        try:
+            assert await c.is_server_live() and await c.is_model_ready("identity_fp32")
+            arrs = [np.arange(200000, dtype=np.float32)[None] + i for i in range(4)]
+            results = await asyncio.gather(*(c.infer("identity_fp32", [tensor("INPUT0", a)], outputs=[out("OUTPUT0")])
+                                             for a in arrs))
+            for a, r in zip(arrs, results):
+                assert np.array_equal(r.as_numpy("OUTPUT0"), a)
+        finally:
+            await c.close()
+    asyncio.run(main())
 
 
 def test_http_can_be_disabled(repo):
@@ -1029,32 +1069,26 @@ def test_port_in_use_fails_cleanly(repo):
 # ---- logging extension ----------------------------------------------------------
 
 
-def test_logging_get_and_update(srv):
-    st, got = jreq(srv, "GET", "/v2/logging")
-    assert st == 200
+def test_logging_get_and_update(srv, client):
+    got = client.get_log_settings()
     assert got == {"log_file": "", "log_info": True, "log_warning": True, "log_error": True,
                    "log_verbose_level": 0, "log_format": "default"}
-    # tritonclient's update_log_settings posts the settings to change.
-    st, upd = jreq(srv, "POST", "/v2/logging", {"log_verbose_level": 2, "log_format": "ISO8601",
-                                                "log_warning": False})
-    assert st == 200 and upd["log_verbose_level"] == 2 and upd["log_format"] == "ISO8601"
+    upd = client.update_log_settings({"log_verbose_level": 2, "log_format": "ISO8601", "log_warning": False})
+    assert upd["log_verbose_level"] == 2 and upd["log_format"] == "ISO8601"
     assert upd["log_warning"] is False and upd["log_info"] is True
-    assert jreq(srv, "GET", "/v2/logging")[1] == upd
-    st, got = jreq(srv, "POST", "/v2/logging", {"log_file": "/tmp/x.log"})
-    assert st == 501 and "log file" in got["error"]
-    st, got = jreq(srv, "POST", "/v2/logging", {"log_info": "yes"})
-    assert st == 400 and "log_info" in got["error"]
-    st, got = jreq(srv, "POST", "/v2/logging", {"log_verbose_level": -1})
-    assert st == 400 and "log_verbose_level" in got["error"]
-    st, got = jreq(srv, "POST", "/v2/logging", {"log_format": "xml"})
-    assert st == 503 and "log_format" in got["error"]
+    assert client.get_log_settings() == upd
+    refused(client.update_log_settings, {"log_file": "/tmp/x.log"}, status=501, contains="log file")
+    refused(client.update_log_settings, {"log_info": "yes"}, contains="log_info")
+    refused(client.update_log_settings, {"log_verbose_level": -1}, contains="log_verbose_level")
+    refused(client.update_log_settings, {"log_format": "xml"}, status=503, contains="log_format")
+    # By hand: tritonclient writes only valid JSON, and with POST.
     assert jreq(srv, "POST", "/v2/logging", "{bad")[0] == 400
     assert srv.request("PUT", "/v2/logging")[0] == 405
     # Nothing above changed the settings; put the defaults back.
-    assert jreq(srv, "GET", "/v2/logging")[1] == upd
-    st, got = jreq(srv, "POST", "/v2/logging", {"log_verbose_level": 0, "log_format": "default",
-                                                "log_warning": True, "log_file": None})
-    assert st == 200 and got["log_verbose_level"] == 0 and got["log_warning"] is True
+    assert client.get_log_settings() == upd
+    got = client.update_log_settings({"log_verbose_level": 0, "log_format": "default", "log_warning": True,
+                                      "log_file": None})
+    assert got["log_verbose_level"] == 0 and got["log_warning"] is True
 
 
 # ---- system shared memory ---------------------------------------------------------
