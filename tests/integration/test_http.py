@@ -1096,156 +1096,148 @@ def test_logging_get_and_update(srv, client):
 
 @pytest.fixture
 def shm_regions():
-    from multiprocessing import shared_memory
+    """make(size) -> (key, handle): a system shared memory region made by
+    tritonclient.utils.shared_memory, destroyed after the test."""
     made = []
 
     def make(size):
-        m = shared_memory.SharedMemory(create=True, size=size)
-        made.append(m)
-        return m
+        key = f"/nereid_http_{os.getpid()}_{len(made)}"
+        made.append(shm.create_shared_memory_region(key[1:], key, size))
+        return key, made[-1]
     yield make
-    for m in made:
-        m.close()
-        m.unlink()
+    for h in made:
+        shm.destroy_shared_memory_region(h)
 
 
-def test_system_shared_memory_routes(srv, shm_regions):
-    m = shm_regions(4096)
-    key = "/" + m.name
+def shm_read(handle, dtype, n, offset):
+    return shm.get_contents_as_numpy(handle, dtype, [n], offset=offset).copy()
+
+
+def test_system_shared_memory_routes(srv, client, shm_regions):
+    key, _ = shm_regions(4096)
     p = "/v2/systemsharedmemory"
     try:
-        st, _ = jreq(srv, "POST", f"{p}/region/r0/register", {"key": key, "offset": 0, "byte_size": 1024})
-        assert st == 200
-        st, _ = jreq(srv, "POST", f"{p}/region/r1/register", {"key": key, "offset": 1024, "byte_size": 3072})
-        assert st == 200
-        st, got = jreq(srv, "GET", f"{p}/status")
-        assert st == 200 and sorted(got, key=lambda r: r["name"]) == [
+        client.register_system_shared_memory("r0", key, 1024)
+        client.register_system_shared_memory("r1", key, 3072, offset=1024)
+        got = client.get_system_shared_memory_status()
+        assert sorted(got, key=lambda r: r["name"]) == [
             {"name": "r0", "key": key, "offset": 0, "byte_size": 1024},
             {"name": "r1", "key": key, "offset": 1024, "byte_size": 3072}]
-        st, got = jreq(srv, "GET", f"{p}/region/r1/status")
-        assert st == 200 and got == [{"name": "r1", "key": key, "offset": 1024, "byte_size": 3072}]
-        st, got = jreq(srv, "POST", f"{p}/region/r0/register", {"key": key, "offset": 0, "byte_size": 16})
-        assert st == 400 and "already in manager" in got["error"]
-        st, got = jreq(srv, "POST", f"{p}/region/r2/register", {"key": key, "offset": 4000, "byte_size": 200})
-        assert st == 400 and "r2" in got["error"]
-        st, got = jreq(srv, "POST", f"{p}/region/r2/register", {"key": "/no_such_nereid_key", "byte_size": 8})
-        assert st >= 400 and "no_such_nereid_key" in got["error"]
+        got = client.get_system_shared_memory_status("r1")
+        assert got == [{"name": "r1", "key": key, "offset": 1024, "byte_size": 3072}]
+        refused(client.register_system_shared_memory, "r0", key, 16, contains="already in manager")
+        refused(client.register_system_shared_memory, "r2", key, 200, offset=4000, contains="r2")
+        with pytest.raises(InferenceServerException) as e:
+            client.register_system_shared_memory("r2", "/no_such_nereid_key", 8)
+        assert int(e.value.status()) >= 400 and "no_such_nereid_key" in e.value.message()
+        # By hand: tritonclient always sends the key and the size, and names the region.
         st, got = jreq(srv, "POST", f"{p}/region/r2/register", {"offset": 0, "byte_size": 8})
         assert st == 400 and "'key'" in got["error"]
         st, got = jreq(srv, "POST", f"{p}/region/r2/register", {"key": key})
         assert st == 400 and "'byte_size'" in got["error"]
         st, got = jreq(srv, "POST", f"{p}/register", {"key": key, "byte_size": 8})
         assert st == 400 and "region name" in got["error"]
-        st, got = jreq(srv, "GET", f"{p}/region/nope/status")
-        assert st == 404 and "nope" in got["error"]
+        refused(client.get_system_shared_memory_status, "nope", status=404, contains="nope")
+        # By hand: other methods.
         assert srv.request("POST", f"{p}/status")[0] == 405
         assert srv.request("GET", f"{p}/region/r0/register")[0] == 405
-        assert srv.request("POST", f"{p}/region/r0/unregister")[0] == 200
-        assert [r["name"] for r in jreq(srv, "GET", f"{p}/status")[1]] == ["r1"]
-        assert srv.request("POST", f"{p}/region/r0/unregister")[0] == 200  # unknown: no-op
+        client.unregister_system_shared_memory("r0")
+        assert [r["name"] for r in client.get_system_shared_memory_status()] == ["r1"]
+        client.unregister_system_shared_memory("r0")  # unknown: no-op
     finally:
-        assert srv.request("POST", f"{p}/unregister")[0] == 200
-    assert jreq(srv, "GET", f"{p}/status")[1] == []
+        client.unregister_system_shared_memory()
+    assert client.get_system_shared_memory_status() == []
 
 
-def test_shared_memory_inputs_and_outputs(srv, shm_regions):
-    p = "/v2/systemsharedmemory"
+def test_shared_memory_inputs_and_outputs(srv, client, shm_regions):
     a = np.arange(16, dtype=np.int32)
     b = np.full(16, 3, dtype=np.int32)
-    min_ = shm_regions(128)
-    mout = shm_regions(4096 + 128)
-    min_.buf[:64] = a.tobytes()
-    min_.buf[64:128] = b.tobytes()
-    assert jreq(srv, "POST", f"{p}/region/in/register", {"key": "/" + min_.name, "offset": 0, "byte_size": 128})[0] == 200
+    kin, hin = shm_regions(128)
+    kout, hout = shm_regions(4096 + 128)
+    shm.set_shared_memory_region(hin, [a, b])
+    client.register_system_shared_memory("in", kin, 128)
     # The output region starts at a non page-aligned offset of the object.
-    assert jreq(srv, "POST", f"{p}/region/out/register",
-                {"key": "/" + mout.name, "offset": 100, "byte_size": 4096})[0] == 200
+    client.register_system_shared_memory("out", kout, 4096, offset=100)
+
+    def inputs(offset1=64, region0="in"):
+        x0 = httpclient.InferInput("INPUT0", [1, 16], "INT32")
+        x0.set_shared_memory(region0, 64)
+        x1 = httpclient.InferInput("INPUT1", [1, 16], "INT32")
+        x1.set_shared_memory("in", 64, offset=offset1)
+        return [x0, x1]
+
+    def outputs(size0=64):
+        o0, o1 = out("OUTPUT0"), out("OUTPUT1")
+        o0.set_shared_memory("out", size0)
+        o1.set_shared_memory("out", 64, offset=1000)
+        return [o0, o1]
     try:
-        # As tritonclient's set_shared_memory shapes inputs and outputs.
-        body = {"inputs": [
-            {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32",
-             "parameters": {"shared_memory_region": "in", "shared_memory_byte_size": 64}},
-            {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32",
-             "parameters": {"shared_memory_region": "in", "shared_memory_byte_size": 64,
-                            "shared_memory_offset": 64}}],
-            "outputs": [
-                {"name": "OUTPUT0", "parameters": {"shared_memory_region": "out",
-                                                   "shared_memory_byte_size": 64}},
-                {"name": "OUTPUT1", "parameters": {"shared_memory_region": "out",
-                                                   "shared_memory_byte_size": 64,
-                                                   "shared_memory_offset": 1000}}]}
-        st, r = jreq(srv, "POST", "/v2/models/simple/infer", body)
-        assert st == 200, r
-        outs = {o["name"]: o for o in r["outputs"]}
-        assert "data" not in outs["OUTPUT0"] and "data" not in outs["OUTPUT1"]
+        r = client.infer("simple", inputs(), outputs=outputs())
+        outs = {o["name"]: o for o in r.get_response()["outputs"]}
         # Name, datatype and shape only, as Triton answers: perf_analyzer's
         # client takes any output "parameters" for a binary output.
         assert outs["OUTPUT0"] == {"name": "OUTPUT0", "datatype": "INT32", "shape": [1, 16]}
         assert outs["OUTPUT1"] == {"name": "OUTPUT1", "datatype": "INT32", "shape": [1, 16]}
-        got0 = np.frombuffer(bytes(mout.buf[100:164]), dtype=np.int32)
-        got1 = np.frombuffer(bytes(mout.buf[1100:1164]), dtype=np.int32)
-        assert np.array_equal(got0, a + b) and np.array_equal(got1, a - b)
-        # Keys spelled with JSON escapes are the same keys (the server's
-        # quick text checks must not miss them).
-        mout.buf[100:164] = bytes(64)
-        escaped = json.dumps(body).replace("shared_memory_", "shared\\u005fmemory_")
-        assert "\\u005f" in escaped
-        st, r = jreq(srv, "POST", "/v2/models/simple/infer", escaped)
-        assert st == 200, r
-        got0 = np.frombuffer(bytes(mout.buf[100:164]), dtype=np.int32)
-        assert np.array_equal(got0, a + b)
+        assert np.array_equal(shm_read(hout, np.int32, 16, 100), a + b)
+        assert np.array_equal(shm_read(hout, np.int32, 16, 1100), a - b)
         # Mixed: shared memory input, JSON output.
-        body2 = {"inputs": body["inputs"], "outputs": [{"name": "OUTPUT0"}]}
-        st, r = jreq(srv, "POST", "/v2/models/simple/infer", body2)
-        assert st == 200 and r["outputs"][0]["data"] == (a + b).tolist()
+        r = client.infer("simple", inputs(), outputs=[out("OUTPUT0", False)])
+        assert r.get_output("OUTPUT0")["data"] == (a + b).tolist()
+
+        refused(client.infer, "simple", inputs(), outputs=outputs(size0=32), contains="at least 64 bytes")
+        refused(client.infer, "simple", inputs(offset1=100), outputs=outputs(), contains="Invalid offset + byte size")
+        with pytest.raises(InferenceServerException) as e:
+            client.infer("simple", inputs(region0="nope"), outputs=outputs())
+        assert e.value.status() in ("400", "404") and "nope" in e.value.message()
+
+        # By hand from here: tritonclient's own request, changed in ways
+        # tritonclient cannot: keys spelled with JSON escapes, a size left
+        # out, data beside a region, classification into a region.
+        text, _ = httpclient.InferenceServerClient.generate_request_body(inputs(), outputs=outputs())
+        body = json.loads(text)
 
         def bad(body, status=400, contains=None):
             st, r = jreq(srv, "POST", "/v2/models/simple/infer", body)
             assert st == status, (st, r)
             if contains:
                 assert contains in r["error"], r["error"]
-        small = json.loads(json.dumps(body))
-        small["outputs"][0]["parameters"]["shared_memory_byte_size"] = 32
-        bad(small, contains="at least 64 bytes")
-        outside = json.loads(json.dumps(body))
-        outside["inputs"][1]["parameters"]["shared_memory_offset"] = 100
-        bad(outside, contains="Invalid offset + byte size")
-        unknown = json.loads(json.dumps(body))
-        unknown["inputs"][0]["parameters"]["shared_memory_region"] = "nope"
-        st, r = jreq(srv, "POST", "/v2/models/simple/infer", unknown)
-        assert st in (400, 404) and "nope" in r["error"]
-        half = json.loads(json.dumps(body))
+        # Keys spelled with JSON escapes are the same keys (the server's
+        # quick text checks must not miss them).
+        shm.set_shared_memory_region(hout, [np.zeros(64, np.uint8)], offset=100)
+        escaped = json.dumps(body).replace("shared_memory_", "shared\\u005fmemory_")
+        assert "\\u005f" in escaped
+        st, r = jreq(srv, "POST", "/v2/models/simple/infer", escaped)
+        assert st == 200, r
+        assert np.array_equal(shm_read(hout, np.int32, 16, 100), a + b)
+        half = json.loads(text)
         del half["inputs"][0]["parameters"]["shared_memory_byte_size"]
         bad(half, contains="shared_memory_byte_size")
-        both = json.loads(json.dumps(body))
+        both = json.loads(text)
         both["inputs"][0]["data"] = a.tolist()
         bad(both, contains="INPUT0")
         # Classification needs the server to write strings; it can't go
         # into a shared-memory output (as over gRPC).
-        cls = json.loads(json.dumps(body))
+        cls = json.loads(text)
         cls["outputs"][0]["parameters"]["classification"] = 2
         bad(cls, contains="'classification'")
     finally:
-        assert srv.request("POST", f"{p}/unregister")[0] == 200
+        client.unregister_system_shared_memory()
 
 
-def test_unregister_while_in_use_keeps_mapping_valid(srv, shm_regions):
+def test_unregister_while_in_use_keeps_mapping_valid(client, shm_regions):
     # Registering, inferring and unregistering in a loop never touches an
     # unmapped region (the sanitizers would report it).
-    p = "/v2/systemsharedmemory"
-    m = shm_regions(64)
-    m.buf[:16] = np.arange(4, dtype=np.float32).tobytes()
+    key, h = shm_regions(64)
+    shm.set_shared_memory_region(h, [np.arange(4, dtype=np.float32)])
     for i in range(20):
-        assert jreq(srv, "POST", f"{p}/region/x/register", {"key": "/" + m.name, "byte_size": 64})[0] == 200
-        body = {"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32",
-                            "parameters": {"shared_memory_region": "x", "shared_memory_byte_size": 16}}],
-                "outputs": [{"name": "OUTPUT0", "parameters": {"shared_memory_region": "x",
-                                                               "shared_memory_byte_size": 16,
-                                                               "shared_memory_offset": 32}}]}
-        st, r = jreq(srv, "POST", "/v2/models/identity_fp32/infer", body)
-        assert st == 200, r
-        assert srv.request("POST", f"{p}/region/x/unregister")[0] == 200
-    assert np.array_equal(np.frombuffer(bytes(m.buf[32:48]), dtype=np.float32), np.arange(4, dtype=np.float32))
+        client.register_system_shared_memory("x", key, 64)
+        x = httpclient.InferInput("INPUT0", [1, 4], "FP32")
+        x.set_shared_memory("x", 16)
+        o = out("OUTPUT0")
+        o.set_shared_memory("x", 16, offset=32)
+        client.infer("identity_fp32", [x], outputs=[o])
+        client.unregister_system_shared_memory("x")
+    assert np.array_equal(shm_read(h, np.float32, 4, 32), np.arange(4, dtype=np.float32))
 
 
 # ---- raw binary requests and classification ------------------------------------------
