@@ -17,7 +17,6 @@ NEREID_EXAMPLES set. Each server listens on ports the kernel picks
 (--http-port=0); the port is read from nereid's stdout.
 """
 
-import base64
 import http.client
 import json
 import os
