@@ -8,10 +8,13 @@ Covers add_sub over several datatypes, BYTES, the initialize() arguments,
 request accessors, errors (a raising execute, a syntax error, a failing
 initialize, a wrong output datatype, a missing requested output), a
 crashing model.py (its requests fail, the server lives on), two instances
-running at once, dynamic batching and an ensemble with a Python step.
+running at once, dynamic batching and an ensemble with a Python step;
+from the client's side also system shared memory inputs and outputs,
+compressed bodies, and the asyncio clients (HTTP and the gRPC stream).
 
 Run by ctest with NEREID_BIN and NEREID_BACKEND_DIR set (tests/CMakeLists.txt).
 """
+import asyncio
 import concurrent.futures
 import contextlib
 import json
@@ -415,6 +418,67 @@ def test_errors_are_responses_and_a_crash_spares_the_server():
         infer(s, "add_sub", [fp32("INPUT0", [1, 2, 3, 4]), fp32("INPUT1", [1, 1, 1, 1])])
 
 
+def test_system_shared_memory_inputs_and_outputs():
+    """Inputs read from and outputs written to system shared memory regions
+    the client registered (tritonclient.utils.shared_memory), over HTTP and
+    gRPC; the regions' status, and unregistering them."""
+    import tritonclient.utils.shared_memory as shm
+
+    a, b = np.array([5, 6, 7, 8], np.float32), np.array([1, 2, 3, 4], np.float32)
+    with serve({"add_sub": (ADD_SUB, add_sub_config("FP32"))}) as s:
+        for protocol in PROTOCOLS:
+            module = grpcclient if protocol == "grpc" else httpclient
+            key = f"/nrd_test_py_{protocol}_{os.getpid()}"
+            ins = shm.create_shared_memory_region("py_in", key + "_in", 32)
+            outs = shm.create_shared_memory_region("py_out", key + "_out", 32)
+            try:
+                shm.set_shared_memory_region(ins, [a, b])
+                with client(s, protocol) as c:
+                    c.register_system_shared_memory("py_in", key + "_in", 32)
+                    c.register_system_shared_memory("py_out", key + "_out", 32)
+                    status = c.get_system_shared_memory_status()
+                    names = ({r["name"] for r in status} if protocol == "http" else set(status.regions))
+                    assert names == {"py_in", "py_out"}, status
+                    inputs = [module.InferInput("INPUT0", [4], "FP32"), module.InferInput("INPUT1", [4], "FP32")]
+                    inputs[0].set_shared_memory("py_in", 16)
+                    inputs[1].set_shared_memory("py_in", 16, offset=16)
+                    outputs = [module.InferRequestedOutput("OUTPUT0"), module.InferRequestedOutput("OUTPUT1")]
+                    outputs[0].set_shared_memory("py_out", 16)
+                    outputs[1].set_shared_memory("py_out", 16, offset=16)
+                    result = c.infer("add_sub", inputs, outputs=outputs)
+                    # Listed with its shape; its data is in the region.
+                    for name in ("OUTPUT0", "OUTPUT1"):
+                        o = result.get_output(name)
+                        assert list(o["shape"] if protocol == "http" else o.shape) == [4], (protocol, o)
+                        if protocol == "http":
+                            assert "data" not in o, o
+                    for name, offset, want in (("OUTPUT0", 0, a + b), ("OUTPUT1", 16, a - b)):
+                        got = shm.get_contents_as_numpy(outs, np.float32, [4], offset=offset)
+                        assert got.tolist() == want.tolist(), (protocol, name, got)
+                    c.unregister_system_shared_memory()
+                    status = c.get_system_shared_memory_status()
+                    assert not (status if protocol == "http" else status.regions), status
+            finally:
+                shm.destroy_shared_memory_region(ins)
+                shm.destroy_shared_memory_region(outs)
+
+
+def test_compressed_requests_and_responses():
+    """gzip and deflate bodies both ways over HTTP, and gRPC's compression,
+    as tritonclient sends them."""
+    a, b = np.array([5, 6, 7, 8], np.float32), np.array([1, 2, 3, 4], np.float32)
+    with serve({"add_sub": (ADD_SUB, add_sub_config("FP32"))}) as s:
+        for algorithm in ("gzip", "deflate"):
+            for binary in (True, False):
+                result = infer(s, "add_sub", [("INPUT0", a), ("INPUT1", b)], binary=binary,
+                               request_compression_algorithm=algorithm, response_compression_algorithm=algorithm)
+                out = outputs_of(result)
+                assert out == {"OUTPUT0": [6, 8, 10, 12], "OUTPUT1": [4, 4, 4, 4]}, (algorithm, binary, out)
+            result = infer(s, "add_sub", [("INPUT0", a), ("INPUT1", b)], protocol="grpc",
+                           compression_algorithm=algorithm)
+            assert outputs_of(result) == {"OUTPUT0": [6, 8, 10, 12], "OUTPUT1": [4, 4, 4, 4]}, algorithm
+
+
 def test_load_failures_name_file_and_line():
     with tempfile.TemporaryDirectory() as root:
         model_file(root, "syntax", SYNTAX, ONE_FP32)
@@ -587,6 +651,27 @@ def test_decoupled_model_streams_through_its_response_sender():
         assert [int(r.as_numpy("OUT")[0]) for r, _ in got] == [100, 101], got
         got = values("returns_list", 1)
         assert got and got[-1][1] is not None and "must return None" in got[-1][1].message(), got
+        # The asyncio gRPC client: two requests on one stream, their
+        # responses told apart by request id.
+        assert asyncio.run(aio_stream(s, [("a", 3), ("b", -2)])) == {"a": [0, 1, 4], "b": [100, 101]}
+
+
+async def aio_stream(s, requests):
+    """requests: (request id, IN value) on one stream of
+    tritonclient.grpc.aio; returns {request id: OUT values}."""
+    import tritonclient.grpc.aio as aiogrpcclient
+
+    async def asks():
+        for rid, n in requests:
+            yield {"model_name": "repeat_py", "inputs": infer_inputs([("IN", np.array([n], np.int32))], "grpc"),
+                   "request_id": rid}
+
+    got = {}
+    async with aiogrpcclient.InferenceServerClient(f"127.0.0.1:{s.ports['grpc']}") as c:
+        async for result, error in c.stream_infer(asks()):
+            assert error is None, error
+            got.setdefault(result.get_response().id, []).append(int(result.as_numpy("OUT")[0]))
+    return got
     assert "after final: Unable to send response. Response sender has been closed." in s.log
 
 
