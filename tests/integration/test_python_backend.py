@@ -374,10 +374,21 @@ def failure(s, model, inputs, protocol="http", **kwargs):
 
 
 def ready(s, model):
-    """Whether the model is ready, asked over HTTP (GET
-    /v2/models/<model>/ready answers 200 or 400) and gRPC alike."""
+    """Whether the model is ready, asked through tritonclient over HTTP and
+    gRPC; the HTTP status is checked too (200 ready, 400 not)."""
+    import urllib.error
+    import urllib.request
+
     with client(s, "http") as h, client(s, "grpc") as g:
-        return h.is_model_ready(model), g.is_model_ready(model)
+        answers = h.is_model_ready(model), g.is_model_ready(model)
+    # Hand-built as well: tritonclient's is_model_ready() hides the status.
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{s.port}/v2/models/{model}/ready", timeout=30) as r:
+            code = r.status
+    except urllib.error.HTTPError as e:
+        code = e.code
+    assert code == (200 if answers[0] else 400), (code, answers)
+    return answers
 
 
 def test_errors_are_responses_and_a_crash_spares_the_server():

@@ -131,7 +131,7 @@ STATUS = {"http": {400: "400", 503: "503"},
           "grpc": {400: "StatusCode.INVALID_ARGUMENT", 503: "StatusCode.UNAVAILABLE"}}
 
 
-def http_step(s, model, seq, x, start=False, end=False, expect=200, protocol="http", c=None):
+def step(s, model, seq, x, start=False, end=False, expect=200, protocol="http", c=None):
     """One step of sequence seq (tritonclient, HTTP unless protocol says
     gRPC): its output, or, where expect is an error status (400, 503), the
     error's message once its status is checked."""
@@ -240,7 +240,7 @@ def test_interleaved_int32_sequences_over_http():
                 for k in range(8):
                     x = step_input(rng, np.int32)
                     want = sim.step(seq, x, k == 0)
-                    got = http_step(s, "acc_i", seq, x, start=k == 0, end=k == 7, c=c)
+                    got = step(s, "acc_i", seq, x, start=k == 0, end=k == 7, c=c)
                     np.testing.assert_array_equal(got, want)
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             for f in [pool.submit(stepper, 1000 + i) for i in range(8)]:
@@ -251,11 +251,11 @@ def test_start_resets_the_state():
     with serve({"acc": ("stateful_accumulate_int32",
                         config("acc", onnx="stateful_accumulate_int32", dtype="TYPE_INT32"))}) as s:
         x = np.ones((1, SEGMENTS, 1, WIDTH), np.int32)
-        assert http_step(s, "acc", 5, x, start=True)[0, 0, 0, 0] == 1 + 4
-        assert http_step(s, "acc", 5, x)[0, 0, 0, 0] == 1 + 8
+        assert step(s, "acc", 5, x, start=True)[0, 0, 0, 0] == 1 + 4
+        assert step(s, "acc", 5, x)[0, 0, 0, 0] == 1 + 8
         # START again on the live sequence: back to the initial state.
-        assert http_step(s, "acc", 5, x, start=True)[0, 0, 0, 0] == 1 + 4
-        assert http_step(s, "acc", 5, x, end=True)[0, 0, 0, 0] == 1 + 8
+        assert step(s, "acc", 5, x, start=True)[0, 0, 0, 0] == 1 + 4
+        assert step(s, "acc", 5, x, end=True)[0, 0, 0, 0] == 1 + 8
 
 
 def test_end_frees_the_slot_and_the_use_ratio_rejects_at_once():
@@ -266,19 +266,19 @@ def test_end_frees_the_slot_and_the_use_ratio_rejects_at_once():
                   params={"max_candidate_sequence_use_ratio": "0.5"})
     with serve({"acc": ("stateful_accumulate_int32", text)}, grpc_on=True) as s:
         x = np.ones((1, SEGMENTS, 1, WIDTH), np.int32)
-        http_step(s, "acc", 1, x, start=True)
-        http_step(s, "acc", 2, x, start=True, protocol="grpc")
+        step(s, "acc", 1, x, start=True)
+        step(s, "acc", 2, x, start=True, protocol="grpc")
         for protocol in ("http", "grpc"):
-            msg = http_step(s, "acc", 3, x, start=True, expect=503, protocol=protocol)
+            msg = step(s, "acc", 3, x, start=True, expect=503, protocol=protocol)
             assert "sequence 3 cannot start" in msg and "max_candidate_sequence_use_ratio" in msg, msg
             # The refused sequence has no slot: its next step is an error too.
-            msg = http_step(s, "acc", 3, x, expect=400, protocol=protocol)
+            msg = step(s, "acc", 3, x, expect=400, protocol=protocol)
             assert "sequence 3 has no state slot" in msg, msg
-        http_step(s, "acc", 1, x, end=True)
-        assert http_step(s, "acc", 3, x, start=True)[0, 0, 0, 0] == 5
+        step(s, "acc", 1, x, end=True)
+        assert step(s, "acc", 3, x, start=True)[0, 0, 0, 0] == 5
         # Sequence 2 kept its state through all of it.
-        assert http_step(s, "acc", 2, x, end=True)[0, 0, 0, 0] == 9
-        http_step(s, "acc", 3, x, end=True)
+        assert step(s, "acc", 2, x, end=True)[0, 0, 0, 0] == 9
+        step(s, "acc", 3, x, end=True)
 
 
 def test_idle_sequences_release_their_slots():
@@ -294,8 +294,8 @@ def test_idle_sequences_release_their_slots():
         # the two requests take (after them, as before, the margin was the
         # 50 ms a loaded sanitizer build can spend on sequence 2's request).
         t0 = time.monotonic()
-        http_step(s, "acc", 1, x, start=True)
-        http_step(s, "acc", 2, x, start=True)
+        step(s, "acc", 1, x, start=True)
+        step(s, "acc", 2, x, start=True)
         deadline = time.monotonic() + TIMEOUT
         with client(s) as c:
             while True:  # refused at once until the two are idle long enough
@@ -308,7 +308,7 @@ def test_idle_sequences_release_their_slots():
                 time.sleep(0.05)
         assert time.monotonic() - t0 >= 0.3
         wait_log(s, "idle for longer than max_sequence_idle_microseconds")
-        http_step(s, "acc", 1, x, expect=400)
+        step(s, "acc", 1, x, expect=400)
 
 
 @pytest.mark.parametrize("infer_end", ["0", "1"])
@@ -317,14 +317,14 @@ def test_infer_end_requests(infer_end):
                   params={"infer_end_requests": infer_end, "max_candidate_sequence_use_ratio": "0.5"})
     with serve({"acc": ("stateful_accumulate_int32", text)}) as s:
         x = np.ones((1, SEGMENTS, 1, WIDTH), np.int32)
-        http_step(s, "acc", 1, x, start=True)
-        out = http_step(s, "acc", 1, x, end=True)
+        step(s, "acc", 1, x, start=True)
+        out = step(s, "acc", 1, x, end=True)
         if infer_end == "0":
             assert out.shape == (1, SEGMENTS, 0, WIDTH)  # no inference: empty output
         else:
             assert out[0, 0, 0, 0] == 9
         # Either way the slot is free: the only admitted sequence may start.
-        assert http_step(s, "acc", 2, x, start=True)[0, 0, 0, 0] == 5
+        assert step(s, "acc", 2, x, start=True)[0, 0, 0, 0] == 5
         # With infer_end_requests 0 the END request ran no inference.
         runs = 2 if infer_end == "0" else 3
         st = stats(s, "acc", lambda st: st["inference_count"] == runs)
@@ -340,7 +340,7 @@ def test_states_stored_as_fp16_halve_the_slot_and_stay_close():
         for k in range(10):
             x = step_input(rng, np.float32)
             want = sim.step(7, x, k == 0)
-            got = http_step(s, "acc16", 7, x, start=k == 0, end=k == 9)
+            got = step(s, "acc16", 7, x, start=k == 0, end=k == 9, protocol=("http", "grpc")[k % 2])
             # fp16 keeps about 3 significant digits of the running sum.
             np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2)
             sim.state[7] = sim.state[7].astype(np.float16).astype(np.float32)
@@ -362,12 +362,12 @@ def test_lazy_buffers_grow_past_the_initial_size_and_shrink_back():
         wait_log(s, "2 slots allocated of 8")
         x = np.ones((1, SEGMENTS, 1, WIDTH), np.int32)
         for seq in range(1, 6):
-            assert http_step(s, "lazy", seq, x, start=True)[0, 0, 0, 0] == 5
+            assert step(s, "lazy", seq, x, start=True)[0, 0, 0, 0] == 5
         wait_log(s, "6 slots now")
         for seq in range(1, 6):
-            assert http_step(s, "lazy", seq, x)[0, 0, 0, 0] == 9
+            assert step(s, "lazy", seq, x)[0, 0, 0, 0] == 9
         for seq in range(5, 0, -1):
-            http_step(s, "lazy", seq, x, end=True)
+            step(s, "lazy", seq, x, end=True)
         wait_log(s, "released, 2 slots now")
 
 
@@ -631,13 +631,13 @@ def test_logging_levels_and_metric_lines():
     with serve({"quiet": ("stateful_accumulate_int32", quiet),
                 "loud": ("stateful_accumulate_int32", loud)}) as s:
         x = np.ones((1, SEGMENTS, 1, WIDTH), np.int32)
-        http_step(s, "quiet", 1, x, start=True, end=True)
+        step(s, "quiet", 1, x, start=True, end=True)
         deadline = time.monotonic() + TIMEOUT
         seq = 1
         while "model 'loud': instance 'loud_0': average batch size" not in s.text():
             assert time.monotonic() < deadline, s.text()
             seq += 1
-            http_step(s, "loud", seq, x, start=True, end=True)
+            step(s, "loud", seq, x, start=True, end=True)
             time.sleep(0.1)
         assert "model 'loud': instance 'loud_0': ran 1 sequences" in s.text()
         assert "model 'quiet': instance" not in s.text()
@@ -648,7 +648,7 @@ def test_ort_logging_level_backend_setting():
     with serve(ok, "--backend-config=stateful,ort-logging-level=3") as s:
         wait_log(s, "ort-logging-level 3")
         x = np.ones((1, SEGMENTS, 1, WIDTH), np.float32)
-        assert http_step(s, "acc", 1, x, start=True, end=True)[0, 0, 0, 0] == 5
+        assert step(s, "acc", 1, x, start=True, end=True)[0, 0, 0, 0] == 5
     with tempfile.TemporaryDirectory() as root:
         make_repo(root, ok)
         s = Server([f"--model-repository={root}", f"--backend-directory={BACKENDS}", "--http-port=0",
