@@ -1,8 +1,7 @@
 """Shared by the deployment tests (test_install.py, test_deb.py,
 test_deploy_manifests.py): start a nereid binary and wait for its ready
-line, read the ports it listens on, send a request, stop it cleanly.
-Only the standard library."""
-import json
+line, read the ports it listens on, send a request (through tritonclient,
+Triton's own client), stop it cleanly."""
 import os
 import re
 import selectors
@@ -10,7 +9,12 @@ import signal
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
+
+import numpy as np
+import tritonclient.http as httpclient
+from tritonclient.utils import triton_to_np_dtype
 
 READY_MARK = "nereid: server "  # start of the line printed once startup is done
 START_TIMEOUT = 60  # sanitizer builds start slowly on a loaded machine
@@ -100,7 +104,9 @@ class Server:
 
 
 def http_get(port, path, timeout=30):
-    """(status, body bytes) of GET http://127.0.0.1:<port><path>."""
+    """(status, body bytes) of GET http://127.0.0.1:<port><path>: a plain
+    GET, as a kubelet probe or a Prometheus scrape sends it (not a
+    tritonclient call on purpose)."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=timeout) as r:
             return r.status, r.read()
@@ -109,13 +115,18 @@ def http_get(port, path, timeout=30):
 
 
 def infer(port, model, inputs, timeout=30):
-    """POSTs a v2 JSON inference request; returns {output name: data}."""
-    body = json.dumps({"inputs": inputs}).encode()
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/v2/models/{model}/infer", data=body,
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=timeout) as r:
-        answer = json.loads(r.read())
-    return {o["name"]: o["data"] for o in answer["outputs"]}
+    """Runs model over HTTP through tritonclient; inputs as v2 JSON tensors
+    ({"name", "datatype", "shape", "data"}), sent as JSON. Returns
+    {output name: flat list of its values}."""
+    tensors = []
+    for t in inputs:
+        i = httpclient.InferInput(t["name"], t["shape"], t["datatype"])
+        i.set_data_from_numpy(np.array(t["data"], triton_to_np_dtype(t["datatype"])).reshape(t["shape"]),
+                              binary_data=False)
+        tensors.append(i)
+    with httpclient.InferenceServerClient(f"127.0.0.1:{port}", network_timeout=timeout) as c:
+        result = c.infer(model, tensors)
+    return {o["name"]: result.as_numpy(o["name"]).reshape(-1).tolist() for o in result.get_response()["outputs"]}
 
 
 def infer_simple(port):

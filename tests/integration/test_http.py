@@ -2,13 +2,21 @@
 extensions, both tensor encodings for every datatype, error cases,
 oversized and malformed bodies, client disconnects, and /metrics.
 
+Requests go through Triton's own client, tritonclient.http (and
+tritonclient.http.aio in a few tests): health, metadata, configuration,
+statistics, repository control, trace and log settings, system shared
+memory, and inference with JSON and binary tensors, BYTES, parameters,
+classification and compression. Requests are built by hand only where the
+client cannot send them: malformed or oversized bodies, wrong lengths,
+chunked bodies, pipelining, disconnects, protocol violations, exact JSON
+text, raw binary bodies, /metrics and the generate extension (which
+tritonclient has no call for); each such place says why.
+
 Run by ctest (tests/CMakeLists.txt) with NEREID_BIN, NEREID_BACKEND_DIR and
 NEREID_EXAMPLES set. Each server listens on ports the kernel picks
-(--http-port=0); the port is read from nereid's stdout. Requests are shaped
-like the ones tritonclient.http builds.
+(--http-port=0); the port is read from nereid's stdout.
 """
 
-import base64
 import http.client
 import json
 import os
@@ -22,8 +30,13 @@ import subprocess
 import tempfile
 import time
 
+import ml_dtypes
 import numpy as np
 import pytest
+import tritonclient.http as httpclient
+import tritonclient.http.aio as aiohttpclient
+import tritonclient.utils.shared_memory as shm
+from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE = os.path.dirname(os.path.dirname(HERE))
@@ -108,6 +121,7 @@ class Server:
             assert bad not in log, log
         return self.proc.returncode
 
+    # Hand-built requests, for what tritonclient cannot send (each caller says what).
     def request(self, method, path, body=None, headers=None, port=None):
         c = http.client.HTTPConnection("127.0.0.1", port or self.port, timeout=30)
         try:
@@ -205,141 +219,184 @@ def srv(repo):
     assert s.stop() == 0
 
 
+@pytest.fixture(scope="module")
+def client(srv):
+    c = httpclient.InferenceServerClient(f"127.0.0.1:{srv.port}")
+    yield c
+    c.close()
+
+
 def jreq(srv, method, path, body=None, headers=None):
+    # Hand-built, with its body decoded: for what tritonclient cannot send.
     status, hdrs, data = srv.request(method, path, body, headers)
     return status, (json.loads(data) if data else None)
+
+
+def refused(call, *args, status="400", contains=None, **kwargs):
+    """The InferenceServerException that call(*args, **kwargs) raises,
+    checked to have HTTP status `status` and `contains` in its message."""
+    with pytest.raises(InferenceServerException) as e:
+        call(*args, **kwargs)
+    err = e.value
+    assert err.status() == str(status), (err.status(), err.message())
+    if contains:
+        assert contains in err.message(), err.message()
+    return err
+
+
+def tensor(name, arr, binary=True, datatype=None):
+    """An InferInput holding arr (ml_dtypes.bfloat16 arrays are BF16)."""
+    x = httpclient.InferInput(name, list(arr.shape), datatype or np_to_triton_dtype(arr.dtype))
+    x.set_data_from_numpy(arr, binary_data=binary)
+    return x
+
+
+def out(name, binary=True, class_count=0):
+    return httpclient.InferRequestedOutput(name, binary_data=binary, class_count=class_count)
 
 
 # ---- routes ---------------------------------------------------------------
 
 
-def test_server_metadata_and_health(srv):
-    st, body = jreq(srv, "GET", "/v2")
-    assert st == 200 and body["name"] == "triton" and "binary_tensor_data" in body["extensions"]
-    assert srv.request("GET", "/v2/health/live")[0] == 200
-    assert srv.request("GET", "/v2/health/ready")[0] == 200
+def test_server_metadata_and_health(srv, client):
+    md = client.get_server_metadata()
+    assert md["name"] == "triton" and "binary_tensor_data" in md["extensions"]
+    assert client.is_server_live() and client.is_server_ready()
+    # By hand: tritonclient sends only GET to health routes.
     assert srv.request("POST", "/v2/health/ready")[0] == 405
 
 
-def test_model_metadata_ready_config_stats(srv):
-    st, md = jreq(srv, "GET", "/v2/models/simple")
-    assert st == 200 and md["name"] == "simple" and md["inputs"][0]["datatype"] == "INT32"
-    st, md1 = jreq(srv, "GET", "/v2/models/simple/versions/1")
-    assert st == 200 and md1 == md
-    assert srv.request("GET", "/v2/models/simple/ready")[0] == 200
-    assert srv.request("GET", "/v2/models/simple/versions/1/ready")[0] == 200
-    st, cfg = jreq(srv, "GET", "/v2/models/simple/config")
-    assert st == 200 and cfg["name"] == "simple" and cfg["max_batch_size"] == 8
-    st, stats = jreq(srv, "GET", "/v2/models/simple/stats")
-    assert st == 200 and stats["model_stats"][0]["name"] == "simple"
-    st, stats = jreq(srv, "GET", "/v2/models/simple/versions/1/stats")
-    assert st == 200
-    st, allst = jreq(srv, "GET", "/v2/models/stats")
-    assert st == 200 and {"simple", "identity_fp32"} <= {m["name"] for m in allst["model_stats"]}
+def test_model_metadata_ready_config_stats(client):
+    md = client.get_model_metadata("simple")
+    assert md["name"] == "simple" and md["inputs"][0]["datatype"] == "INT32"
+    assert client.get_model_metadata("simple", "1") == md
+    assert client.is_model_ready("simple") and client.is_model_ready("simple", "1")
+    cfg = client.get_model_config("simple")
+    assert cfg["name"] == "simple" and cfg["max_batch_size"] == 8
+    stats = client.get_inference_statistics("simple")
+    assert stats["model_stats"][0]["name"] == "simple"
+    assert client.get_inference_statistics("simple", "1")["model_stats"][0]["version"] == "1"
+    allst = client.get_inference_statistics()
+    assert {"simple", "identity_fp32"} <= {m["name"] for m in allst["model_stats"]}
 
 
-def test_unknown_model_and_version(srv):
-    st, body = jreq(srv, "GET", "/v2/models/nope")
-    assert st == 404 and "nope" in body["error"]
+def test_unknown_model_and_version(srv, client):
+    refused(client.get_model_metadata, "nope", status=404, contains="nope")
+    assert not client.is_model_ready("nope")
+    refused(client.get_model_metadata, "simple", "7", status=404)
+    refused(client.get_model_metadata, "simple", "abc", contains="version")
+    # By hand: is_model_ready answers a bool, and these check the status
+    # and error body behind it; tritonclient has no call for an unknown route.
     st, body = jreq(srv, "GET", "/v2/models/nope/ready")
     assert st in (400, 404) and "error" in body
-    st, body = jreq(srv, "GET", "/v2/models/simple/versions/7")
-    assert st in (400, 404) and "error" in body
-    st, body = jreq(srv, "GET", "/v2/models/simple/versions/abc")
-    assert st == 400 and "version" in body["error"]
     st, body = jreq(srv, "GET", "/v2/nothing/here")
     assert st == 404 and body["error"]
 
 
-def test_repository_index_load_unload(srv):
-    st, idx = jreq(srv, "POST", "/v2/repository/index")
-    assert st == 200 and {"name": "simple", "version": "1", "state": "READY"} in [
+def wait_not_ready(client, model):
+    deadline = time.monotonic() + 30
+    while client.is_model_ready(model) and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def test_repository_index_load_unload(srv, client):
+    idx = client.get_model_repository_index()
+    assert {"name": "simple", "version": "1", "state": "READY"} in [
         {k: e.get(k) for k in ("name", "version", "state")} for e in idx]
+    # By hand: tritonclient's index request has no "ready" field, and it
+    # cannot send bad JSON or another method.
     st, idx = jreq(srv, "POST", "/v2/repository/index", {"ready": True})
     assert st == 200 and all(e["state"] == "READY" for e in idx)
     assert jreq(srv, "POST", "/v2/repository/index", "{bad")[0] == 400
     assert srv.request("GET", "/v2/repository/index")[0] == 405
 
-    st, _ = jreq(srv, "POST", "/v2/repository/models/identity_int8_t/unload")
-    assert st == 200
-    deadline = time.monotonic() + 30
-    while srv.request("GET", "/v2/models/identity_int8_t/ready")[0] == 200 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert srv.request("GET", "/v2/models/identity_int8_t/ready")[0] == 400
-    st, _ = jreq(srv, "POST", "/v2/repository/models/identity_int8_t/load")
-    assert st == 200
-    assert srv.request("GET", "/v2/models/identity_int8_t/ready")[0] == 200
+    client.unload_model("identity_int8_t")
+    wait_not_ready(client, "identity_int8_t")
+    assert srv.request("GET", "/v2/models/identity_int8_t/ready")[0] == 400  # the status behind False
+    client.load_model("identity_int8_t")
+    assert client.is_model_ready("identity_int8_t")
 
-    # Config override (a JSON string), as tritonclient's load_model(config=...) sends.
+    # A config override (a JSON string).
     cfg = {"name": "identity_int8_t", "backend": "identity", "max_batch_size": 4,
            "input": [{"name": "INPUT0", "data_type": "TYPE_INT8", "dims": [-1]}],
            "output": [{"name": "OUTPUT0", "data_type": "TYPE_INT8", "dims": [-1]}]}
-    st, _ = jreq(srv, "POST", "/v2/repository/models/identity_int8_t/load",
-                 {"parameters": {"config": json.dumps(cfg)}})
-    assert st == 200
-    st, got = jreq(srv, "GET", "/v2/models/identity_int8_t/config")
-    assert got["max_batch_size"] == 4
-    st, body = jreq(srv, "POST", "/v2/repository/models/identity_int8_t/load",
-                    {"parameters": {"config": "{not json"}})
-    assert st == 400 and body["error"]
+    client.load_model("identity_int8_t", config=json.dumps(cfg))
+    assert client.get_model_config("identity_int8_t")["max_batch_size"] == 4
+    assert refused(client.load_model, "identity_int8_t", config="{not json").message()
+    # By hand: tritonclient base64-encodes every file it sends.
     st, body = jreq(srv, "POST", "/v2/repository/models/identity_int8_t/load",
                     {"parameters": {"file:1/model.bin": "@@@"}})
     assert st == 400 and "base64" in body["error"]
-    st, body = jreq(srv, "POST", "/v2/repository/models/identity_int8_t/load",
-                    {"parameters": {"config": 5}})
-    assert st == 400
-    st, body = jreq(srv, "POST", "/v2/repository/models/no_such_model/load")
-    assert st >= 400 and body["error"]
+    refused(client.load_model, "identity_int8_t", config=5)
+    with pytest.raises(InferenceServerException) as e:
+        client.load_model("no_such_model")
+    assert int(e.value.status()) >= 400 and e.value.message()
     # A model the repository does not have, from a config and a file override.
     made = dict(cfg, name="http_made_up")
-    st, body = jreq(srv, "POST", "/v2/repository/models/http_made_up/load",
-                    {"parameters": {"config": json.dumps(made),
-                                    "file:1/weights.bin": base64.b64encode(bytes(range(256)) * 64).decode()}})
-    assert st == 200, body
-    assert srv.request("GET", "/v2/models/http_made_up/ready")[0] == 200
-    assert jreq(srv, "POST", "/v2/repository/models/http_made_up/unload")[0] == 200
+    client.load_model("http_made_up", config=json.dumps(made),
+                      files={"file:1/weights.bin": bytes(range(256)) * 64})
+    assert client.is_model_ready("http_made_up")
+    client.unload_model("http_made_up")
     # Put the original configuration back.
-    assert jreq(srv, "POST", "/v2/repository/models/identity_int8_t/load")[0] == 200
-    st, _ = jreq(srv, "POST", "/v2/repository/models/identity_int8_t/unload",
-                 {"parameters": {"unload_dependents": True}})
-    assert st == 200
-    assert jreq(srv, "POST", "/v2/repository/models/identity_int8_t/load")[0] == 200
+    client.load_model("identity_int8_t")
+    client.unload_model("identity_int8_t", unload_dependents=True)
+    client.load_model("identity_int8_t")
+    assert client.get_model_config("identity_int8_t")["max_batch_size"] == 8
 
 
-def test_metrics(srv):
-    srv.request("POST", "/v2/models/identity_fp32/infer", infer_body("INPUT0", "FP32", [1, 2], [1.0, 2.0]))
+@pytest.mark.xfail(strict=True, reason="server bug: loading a model no repository has answers 400 (Triton: 500, "
+                   "INTERNAL) and leaves the name in the index as UNAVAILABLE, so strict readiness turns "
+                   "the server not ready; Triton keeps no state for a name it could not poll")
+def test_failed_load_of_a_model_no_repository_has(repo):
+    """Triton's repository manager answers INTERNAL "failed to load 'X',
+    failed to poll from model repository" and, having polled nothing,
+    keeps no state for X: the index does not list it and the server stays
+    ready."""
+    s = Server(repo, ["--model-control-mode=explicit"])
+    try:
+        with httpclient.InferenceServerClient(f"127.0.0.1:{s.port}") as c:
+            assert c.is_server_ready()
+            err = refused(c.load_model, "no_such_model", status=500)
+            assert err.message() == "failed to load 'no_such_model', failed to poll from model repository", err
+            assert "no_such_model" not in [e["name"] for e in c.get_model_repository_index()]
+            assert c.is_server_ready()
+    finally:
+        assert s.stop() == 0
+
+
+def test_metrics(srv, client):
+    client.infer("identity_fp32", [tensor("INPUT0", np.array([[1.0, 2.0]], np.float32))])
+    # By hand: tritonclient has no call for /metrics.
     st, hdrs, body = srv.request("GET", "/metrics", port=srv.metrics_port)
     assert st == 200 and b"nv_inference_request_success" in body
     assert srv.request("GET", "/v2", port=srv.metrics_port)[0] == 404
 
 
-def test_unsupported_routes_answer_clearly(srv):
+def test_unsupported_routes_answer_clearly(srv, client):
     # Tracing without a trace file (test_tracing.py has the rest): the
     # settings read back, and turning it on is refused, as Triton does.
-    for path in ("/v2/trace/setting", "/v2/models/simple/trace/setting"):
-        st, got = jreq(srv, "GET", path, None)
-        assert st == 200 and got["trace_level"] == ["OFF"] and got["trace_file"] == "", (path, st, got)
-        st, got = jreq(srv, "POST", path, {"trace_level": ["TIMESTAMPS"]})
-        assert st == 400 and "trace file name is not given" in got["error"], (path, st, got)
+    for model in ("", "simple"):
+        got = client.get_trace_settings(model_name=model or None)
+        assert got["trace_level"] == ["OFF"] and got["trace_file"] == "", (model, got)
+        refused(client.update_trace_settings, model_name=model or None, settings={"trace_level": ["TIMESTAMPS"]},
+                contains="trace file name is not given")
+    # By hand: tritonclient sends no other method.
     assert srv.request("PUT", "/v2/trace/setting")[0] == 405
     # CUDA shared memory without GPUs, as Triton built without GPU support:
     # no regions, register fails, unregister is a no-op.
-    st, got = jreq(srv, "GET", "/v2/cudasharedmemory/status")
-    assert st == 200 and got == []
-    st, got = jreq(srv, "POST", "/v2/cudasharedmemory/region/c0/register",
-                   {"raw_handle": {"b64": "AAAA"}, "device_id": 0, "byte_size": 16})
-    assert st == 400 and "GPUs not supported" in got["error"]
-    st, got = jreq(srv, "GET", "/v2/cudasharedmemory/region/c0/status")
-    assert st == 404 and "c0" in got["error"]
-    assert srv.request("POST", "/v2/cudasharedmemory/unregister")[0] == 200
-    assert srv.request("POST", "/v2/cudasharedmemory/region/c0/unregister")[0] == 200
-    assert srv.request("POST", "/v2/cudasharedmemory/status")[0] == 405
+    assert client.get_cuda_shared_memory_status() == []
+    refused(client.register_cuda_shared_memory, "c0", b"\0\0\0", 0, 16, contains="GPUs not supported")
+    refused(client.get_cuda_shared_memory_status, "c0", status=404, contains="c0")
+    client.unregister_cuda_shared_memory()
+    client.unregister_cuda_shared_memory("c0")
+    assert srv.request("POST", "/v2/cudasharedmemory/status")[0] == 405  # by hand: another method
 
 
 # ---- inference ---------------------------------------------------------------
 
 
 def infer_body(name, datatype, shape, data, outputs=None, **extra):
+    # For hand-built requests: what tritonclient cannot send.
     body = {"inputs": [{"name": name, "shape": shape, "datatype": datatype, "data": data}]}
     if outputs is not None:
         body["outputs"] = outputs
@@ -363,6 +420,11 @@ def sample(dt, n=16):
 
 def bf16_to_float(bits):
     return (np.asarray(bits, dtype=np.uint32) << 16).view(np.float32)
+
+
+def as_sent(dt, arr):
+    """arr as tritonclient takes it: BF16 bits viewed as ml_dtypes.bfloat16."""
+    return arr.view(ml_dtypes.bfloat16) if dt == "BF16" else arr
 
 
 def to_json_list(dt, arr):
@@ -391,6 +453,7 @@ def deserialize(dt, raw):
 
 
 def binary_request(body, tails):
+    # For hand-built requests: what tritonclient cannot send.
     header = json.dumps(body).encode()
     return header + b"".join(tails), {"Inference-Header-Content-Length": str(len(header)),
                                       "Content-Type": "application/octet-stream"}
@@ -402,62 +465,59 @@ def split_binary(hdrs, data):
 
 
 @pytest.mark.parametrize("dt", list(DTYPES))
-def test_json_roundtrip_every_datatype(srv, dt):
+def test_json_roundtrip_every_datatype(srv, client, dt):
     arr = sample(dt)
     model = f"identity_{dt.lower()}_t"
-    body = infer_body("INPUT0", dt, [1, len(arr)], to_json_list(dt, arr),
-                      outputs=[{"name": "OUTPUT0", "parameters": {"binary_data": False}}], id="req-7")
-    st, hdrs, data = srv.request("POST", f"/v2/models/{model}/infer", body)
-    assert st == 200, data
-    r = json.loads(data)
-    assert r["model_name"] == model and r["model_version"] == "1" and r["id"] == "req-7"
-    out = r["outputs"][0]
-    assert out["name"] == "OUTPUT0" and out["datatype"] == dt and out["shape"] == [1, len(arr)]
-    if dt == "BYTES":
-        assert out["data"] == to_json_list(dt, arr)
-    elif dt == "BF16":
-        assert np.array_equal(np.array(out["data"], dtype=np.float32), bf16_to_float(arr))
-    elif dt == "FP16":
-        assert np.array_equal(np.array(out["data"], dtype=np.float16), arr)
-    elif dt == "FP32":
-        assert np.array_equal(np.array(out["data"], dtype=np.float32), arr)
+    if dt == "BF16":
+        # By hand: tritonclient refuses to send BF16 data as JSON.
+        body = infer_body("INPUT0", dt, [1, len(arr)], to_json_list(dt, arr),
+                          outputs=[{"name": "OUTPUT0", "parameters": {"binary_data": False}}], id="req-7")
+        st, hdrs, data = srv.request("POST", f"/v2/models/{model}/infer", body)
+        assert st == 200, data
+        r = json.loads(data)
     else:
-        assert np.array_equal(np.array(out["data"], dtype=DTYPES[dt][0]), arr)
+        r = client.infer(model, [tensor("INPUT0", arr[None], binary=False)], outputs=[out("OUTPUT0", False)],
+                         request_id="req-7").get_response()
+    assert r["model_name"] == model and r["model_version"] == "1" and r["id"] == "req-7"
+    out0 = r["outputs"][0]
+    assert out0["name"] == "OUTPUT0" and out0["datatype"] == dt and out0["shape"] == [1, len(arr)]
+    if dt == "BYTES":
+        assert out0["data"] == to_json_list(dt, arr)
+    elif dt == "BF16":
+        assert np.array_equal(np.array(out0["data"], dtype=np.float32), bf16_to_float(arr))
+    elif dt == "FP16":
+        assert np.array_equal(np.array(out0["data"], dtype=np.float16), arr)
+    elif dt == "FP32":
+        assert np.array_equal(np.array(out0["data"], dtype=np.float32), arr)
+    else:
+        assert np.array_equal(np.array(out0["data"], dtype=DTYPES[dt][0]), arr)
 
 
 @pytest.mark.parametrize("dt", list(DTYPES))
-def test_binary_roundtrip_every_datatype(srv, dt):
+def test_binary_roundtrip_every_datatype(client, dt):
     arr = sample(dt)
     raw = serialize(dt, arr)
     model = f"identity_{dt.lower()}_t"
-    body = {"inputs": [{"name": "INPUT0", "shape": [1, len(arr)], "datatype": dt,
-                        "parameters": {"binary_data_size": len(raw)}}],
-            "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]}
-    payload, headers = binary_request(body, [raw])
-    st, hdrs, data = srv.request("POST", f"/v2/models/{model}/infer", payload, headers)
-    assert st == 200, data
-    r, tail = split_binary(hdrs, data)
-    out = r["outputs"][0]
-    assert out["parameters"]["binary_data_size"] == len(raw) and "data" not in out
-    assert tail == raw
+    x = tensor("INPUT0", as_sent(dt, arr)[None])
+    r = client.infer(model, [x], outputs=[out("OUTPUT0")])
+    o = r.get_output("OUTPUT0")
+    assert o["parameters"]["binary_data_size"] == len(raw) and "data" not in o
+    got = r.as_numpy("OUTPUT0")
+    assert got.shape == (1, len(arr))
+    assert serialize(dt, got.ravel()) == raw
 
 
-def test_json_output_of_floats_beyond_int64(srv):
+def test_json_output_of_floats_beyond_int64(client):
     # Whole-valued floats print as integers, but only inside int64's range:
     # converting -6.2e28 to an integer to ask was undefined behaviour (found
     # by the wire fuzzer under clang's UBSan).
     for dt, npdt in (("FP32", np.float32), ("FP64", np.float64)):
         arr = np.array([-6.2e28, 1e20, 3.0, -1e15, 2.5e18, np.inf, -np.inf], dtype=npdt)
-        raw = arr.tobytes()
-        body = {"inputs": [{"name": "INPUT0", "shape": [1, len(arr)], "datatype": dt,
-                            "parameters": {"binary_data_size": len(raw)}}],
-                "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": False}}]}
-        payload, headers = binary_request(body, [raw])
-        st, _, data = srv.request("POST", f"/v2/models/identity_{dt.lower()}_t/infer", payload, headers)
-        assert st == 200, data
-        out = json.loads(data)["outputs"][0]["data"]
-        assert np.array_equal(np.array(out, dtype=npdt), arr), out
-        assert out[2] == 3 and isinstance(out[2], int)
+        r = client.infer(f"identity_{dt.lower()}_t", [tensor("INPUT0", arr[None])], outputs=[out("OUTPUT0", False)])
+        data = r.get_output("OUTPUT0")["data"]
+        assert np.array_equal(np.array(data, dtype=npdt), arr), data
+        assert data[2] == 3 and isinstance(data[2], int)
+        assert np.array_equal(r.as_numpy("OUTPUT0")[0], arr)
 
 
 def bf16_bits(values):
@@ -468,7 +528,7 @@ def bf16_bits(values):
     return np.where(nan, (bits >> 16).astype(np.uint16) | 0x40, rounded)
 
 
-def test_half_precision_edges_through_json(srv):
+def test_half_precision_edges_through_json(srv, client):
     """FP16 and BF16 from JSON numbers round to nearest (ties to even),
     through subnormals, underflow to zero and overflow to infinity; back to
     JSON they print as their float32 values, infinities as Infinity and -0
@@ -480,6 +540,9 @@ def test_half_precision_edges_through_json(srv):
     for dt, want, exact in (("FP16", fp16.view(np.uint16), fp16.astype(np.float64)),
                             ("BF16", bf16_bits(vals), bf16_to_float(bf16_bits(vals)).astype(np.float64))):
         model = f"/v2/models/identity_{dt.lower()}_t/infer"
+        # By hand: these JSON numbers are not values of the type (the server
+        # rounds them); tritonclient sends only values already in the type,
+        # and refuses BF16 as JSON.
         payload = json.dumps(infer_body("INPUT0", dt, [1, len(vals)], vals,
                                         outputs=[{"name": "OUTPUT0", "parameters": {"binary_data": True}}]))
         st, hdrs, data = srv.request("POST", model, payload.encode(), {"Content-Type": "application/json"})
@@ -487,21 +550,19 @@ def test_half_precision_edges_through_json(srv):
         got = np.frombuffer(split_binary(hdrs, data)[1], dtype=np.uint16)
         assert got.tolist() == want.tolist(), (dt, [hex(x) for x in got], [hex(x) for x in want])
         # The same bits back as JSON numbers.
-        body = {"inputs": [{"name": "INPUT0", "shape": [1, len(vals)], "datatype": dt,
-                            "parameters": {"binary_data_size": want.nbytes}}],
-                "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": False}}]}
-        payload, headers = binary_request(body, [want.tobytes()])
-        st, _, data = srv.request("POST", model, payload, headers)
-        assert st == 200, data
-        out = json.loads(data)["outputs"][0]["data"]
-        assert len(out) == len(vals)
-        for o, e in zip(out, exact):  # printed as float32 values (9 digits), exactly
-            assert np.float32(o) == np.float32(e) and np.signbit(o) == np.signbit(e), (dt, out, exact.tolist())
+        bits = want.astype(np.uint16).view(np.float16 if dt == "FP16" else ml_dtypes.bfloat16)
+        r = client.infer(f"identity_{dt.lower()}_t", [tensor("INPUT0", bits[None])], outputs=[out("OUTPUT0", False)])
+        data = r.get_output("OUTPUT0")["data"]
+        assert len(data) == len(vals)
+        for o, e in zip(data, exact):  # printed as float32 values (9 digits), exactly
+            assert np.float32(o) == np.float32(e) and np.signbit(o) == np.signbit(e), (dt, data, exact.tolist())
 
 
 def test_json_string_escapes(srv):
     """Every JSON escape, in BYTES data and in the header (the request id
-    comes back), surrogate pairs included, as Python's json decodes them."""
+    comes back), surrogate pairs included, as Python's json decodes them.
+    By hand: the escapes are the JSON text under test, which tritonclient
+    writes its own way."""
     raw_strings = ['\\b\\f\\n\\r\\t\\/\\"\\\\', '\\ud83d\\ude00 \\u00e9\\u0041', 'plain']
     text = ('{"id": "%s", "inputs": [{"name": "INPUT0", "shape": [1, 3], "datatype": "BYTES", '
             '"data": [%s]}], "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": true}}]}'
@@ -521,106 +582,97 @@ def test_json_string_escapes(srv):
         assert st == 400 and "surrogate" in json.loads(data)["error"], data
 
 
-def test_ensemble_over_http(srv):
+def test_ensemble_over_http(client):
     """The bundled ensemble (two "simple" steps) answers like a model: JSON
     and binary outputs, request id, its metadata names the platform."""
-    a, b = list(range(16)), [10 * i for i in range(16)]
-    body = {"id": "ens-1", "inputs": [
-        {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": a},
-        {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": b}]}
-    st, r = jreq(srv, "POST", "/v2/models/simple_ensemble/infer", body)
-    assert st == 200 and r["id"] == "ens-1" and r["model_name"] == "simple_ensemble", r
-    out = {o["name"]: o["data"] for o in r["outputs"]}
-    assert out == {"OUTPUT0": [2 * x for x in a], "OUTPUT1": [2 * x for x in b]}
-    body["outputs"] = [{"name": "OUTPUT1", "parameters": {"binary_data": True}}]
-    st, hdrs, data = srv.request("POST", "/v2/models/simple_ensemble/infer", body)
-    head, tail = split_binary(hdrs, data)
-    assert st == 200 and [o["name"] for o in head["outputs"]] == ["OUTPUT1"], head
-    assert list(np.frombuffer(tail, dtype=np.int32)) == [2 * x for x in b]
-    st, md = jreq(srv, "GET", "/v2/models/simple_ensemble")
-    assert st == 200 and md["platform"] == "ensemble", md
+    a = np.arange(16, dtype=np.int32)[None]
+    b = 10 * a
+    ins = [tensor("INPUT0", a, binary=False), tensor("INPUT1", b, binary=False)]
+    r = client.infer("simple_ensemble", ins, request_id="ens-1", outputs=[out("OUTPUT0", False), out("OUTPUT1", False)])
+    resp = r.get_response()
+    assert resp["id"] == "ens-1" and resp["model_name"] == "simple_ensemble", resp
+    assert {o["name"]: o["data"] for o in resp["outputs"]} == {"OUTPUT0": (2 * a).ravel().tolist(),
+                                                                "OUTPUT1": (2 * b).ravel().tolist()}
+    # No outputs named: all of them, binary (binary_data_output).
+    r = client.infer("simple_ensemble", ins)
+    assert np.array_equal(r.as_numpy("OUTPUT0"), 2 * a) and np.array_equal(r.as_numpy("OUTPUT1"), 2 * b)
+    r = client.infer("simple_ensemble", ins, outputs=[out("OUTPUT1")])
+    assert [o["name"] for o in r.get_response()["outputs"]] == ["OUTPUT1"], r.get_response()
+    assert np.array_equal(r.as_numpy("OUTPUT1"), 2 * b)
+    assert client.get_model_metadata("simple_ensemble")["platform"] == "ensemble"
     # A bad input is refused against the ensemble's own configuration.
-    body["inputs"][1]["shape"] = [1, 15]
-    body["inputs"][1]["data"] = b[:15]
-    st, r = jreq(srv, "POST", "/v2/models/simple_ensemble/infer", body)
-    assert st == 400 and "INPUT1" in r["error"], r
+    bad = [ins[0], tensor("INPUT1", b[:, :15], binary=False)]
+    refused(client.infer, "simple_ensemble", bad, contains="INPUT1")
 
 
-def test_binary_data_output_default_and_mixed(srv):
-    a = np.arange(16, dtype=np.int32)
-    b = np.ones(16, dtype=np.int32)
-    body = {"inputs": [
-        {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "parameters": {"binary_data_size": 64}},
-        {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": b.tolist()}],
-        "parameters": {"binary_data_output": True}}
-    payload, headers = binary_request(body, [a.tobytes()])
-    st, hdrs, data = srv.request("POST", "/v2/models/simple/infer", payload, headers)
-    assert st == 200, data
-    r, tail = split_binary(hdrs, data)
-    names = [o["name"] for o in r["outputs"]]
-    assert names == ["OUTPUT0", "OUTPUT1"] and len(tail) == 128
-    o0 = np.frombuffer(tail[:64], dtype=np.int32)
-    o1 = np.frombuffer(tail[64:], dtype=np.int32)
-    assert np.array_equal(o0, a + b) and np.array_equal(o1, a - b)
+def test_binary_data_output_default_and_mixed(client):
+    a = np.arange(16, dtype=np.int32)[None]
+    b = np.ones((1, 16), dtype=np.int32)
+    # A binary and a JSON input; no outputs named: tritonclient asks for
+    # all of them binary ("binary_data_output").
+    r = client.infer("simple", [tensor("INPUT0", a), tensor("INPUT1", b, binary=False)])
+    outs = r.get_response()["outputs"]
+    assert [o["name"] for o in outs] == ["OUTPUT0", "OUTPUT1"]
+    assert [o["parameters"]["binary_data_size"] for o in outs] == [64, 64]
+    assert np.array_equal(r.as_numpy("OUTPUT0"), a + b) and np.array_equal(r.as_numpy("OUTPUT1"), a - b)
     # Only OUTPUT1 requested, as JSON.
-    body = infer_body("INPUT0", "INT32", [1, 16], a.tolist(),
-                      outputs=[{"name": "OUTPUT1", "parameters": {"binary_data": False}}])
-    body["inputs"].append({"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": [b.tolist()]})
-    st, r = jreq(srv, "POST", "/v2/models/simple/infer", body)
-    assert st == 200 and [o["name"] for o in r["outputs"]] == ["OUTPUT1"]
-    assert r["outputs"][0]["data"] == (a - b).tolist()
+    r = client.infer("simple", [tensor("INPUT0", a, binary=False), tensor("INPUT1", b, binary=False)],
+                     outputs=[out("OUTPUT1", False)])
+    outs = r.get_response()["outputs"]
+    assert [o["name"] for o in outs] == ["OUTPUT1"]
+    assert outs[0]["data"] == (a - b).ravel().tolist()
 
 
-def test_parameters_accepted(srv):
-    body = infer_body("INPUT0", "FP32", [1, 3], [1, 2, 3],
-                      parameters={"priority": 0, "timeout": 1000000, "custom_s": "x", "custom_i": 3,
-                                  "custom_b": True, "custom_d": 0.5})
-    st, r = jreq(srv, "POST", "/v2/models/identity_fp32/infer", body)
-    assert st == 200, r
-    for bad in ({"sequence_id": [1]}, {"sequence_start": 1}, {"priority": -1}, {"timeout": "x"},
-                {"binary_data_output": "yes"}, {"nested": {"a": 1}}):
-        st, r = jreq(srv, "POST", "/v2/models/identity_fp32/infer",
-                     infer_body("INPUT0", "FP32", [1, 1], [1], parameters=bad))
-        assert st == 400 and r["error"], bad
+def test_parameters_accepted(srv, client):
+    x = tensor("INPUT0", np.array([[1, 2, 3]], np.float32), binary=False)
+    r = client.infer("identity_fp32", [x], priority=1, timeout=1000000,
+                     parameters={"custom_s": "x", "custom_i": 3, "custom_b": True, "custom_d": 0.5})
+    assert r.as_numpy("OUTPUT0").tolist() == [[1, 2, 3]]
+    x = tensor("INPUT0", np.array([[1]], np.float32), binary=False)
+    for bad, name in (({"sequence_id": [1]}, "'sequence_id'"), ({"sequence_id": 1, "sequence_start": 1}, "'sequence_start'"),
+                      ({"priority": -1}, "'priority'"), ({"timeout": "x"}, "'timeout'"),
+                      ({"parameters": {"nested": {"a": 1}}}, "'nested'")):
+        refused(client.infer, "identity_fp32", [x], contains=name, **bad)
+    # By hand: tritonclient sends binary_data_output only as true.
+    st, r = jreq(srv, "POST", "/v2/models/identity_fp32/infer",
+                 infer_body("INPUT0", "FP32", [1, 1], [1], parameters={"binary_data_output": "yes"}))
+    assert st == 400 and r["error"]
 
 
-def test_parameters_reach_the_backend_and_come_back(srv):
+def test_parameters_reach_the_backend_and_come_back(client):
     """Request parameters other than the reserved ones reach the backend
     with their JSON types; the parameters a backend sets on its response
     come back in the response's "parameters" object."""
-    params = {"s": "text \u00e9\"", "i": -7, "big": 2 ** 62, "b": True, "f": False, "d": 0.1,
-              "sequence_id": 0, "priority": 0, "timeout": 0, "binary_data_output": False}
-    st, r = jreq(srv, "POST", "/v2/models/echo_params/infer",
-                 infer_body("INPUT0", "FP32", [1, 2], [1.5, 2.5], parameters=params))
-    assert st == 200, r
-    assert r["parameters"] == {"s": "text \u00e9\"", "i": -7, "big": 2 ** 62, "b": True, "f": False, "d": 0.1}
-    assert r["outputs"][0]["data"] == [1.5, 2.5]
-    # With binary outputs the parameters stay in the JSON header.
-    payload, headers = binary_request({"inputs": [{"name": "INPUT0", "shape": [1, 1], "datatype": "FP32",
-                                                   "parameters": {"binary_data_size": 4}}],
-                                       "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}],
-                                       "parameters": {"k": "v"}}, [np.float32(3).tobytes()])
-    st, hdrs, data = srv.request("POST", "/v2/models/echo_params/infer", payload, headers)
-    assert st == 200, data
-    r, tail = split_binary(hdrs, data)
-    assert r["parameters"] == {"k": "v"} and np.frombuffer(tail, np.float32).tolist() == [3.0]
+    params = {"s": "text \u00e9\"", "i": -7, "big": 2 ** 62, "b": True, "f": False, "d": 0.1}
+    x = tensor("INPUT0", np.array([[1.5, 2.5]], np.float32), binary=False)
+    # Every reserved parameter sent too: sequence_id, sequence_start,
+    # sequence_end, priority, timeout and (no outputs named)
+    # binary_data_output; none of them reaches the backend.
+    r = client.infer("echo_params", [x], sequence_id=5, sequence_start=True, sequence_end=True, priority=1,
+                     timeout=0, parameters=params)
+    assert r.get_response()["parameters"] == params
+    assert r.as_numpy("OUTPUT0").tolist() == [[1.5, 2.5]]
+    # With JSON outputs too.
+    r = client.infer("echo_params", [x], outputs=[out("OUTPUT0", False)], parameters=params)
+    assert r.get_response()["parameters"] == params and r.get_output("OUTPUT0")["data"] == [1.5, 2.5]
+    # With binary inputs and outputs the parameters stay in the JSON header.
+    r = client.infer("echo_params", [tensor("INPUT0", np.array([[3]], np.float32))], outputs=[out("OUTPUT0")],
+                     parameters={"k": "v"})
+    assert r.get_response()["parameters"] == {"k": "v"} and r.as_numpy("OUTPUT0").tolist() == [[3.0]]
     # No parameters: no "parameters" object.
-    st, r = jreq(srv, "POST", "/v2/models/echo_params/infer", infer_body("INPUT0", "FP32", [1, 1], [1]))
-    assert st == 200 and "parameters" not in r
+    r = client.infer("echo_params", [x], outputs=[out("OUTPUT0", False)])
+    assert "parameters" not in r.get_response()
 
 
-def test_backend_api_as_a_triton_backend_sees_it(srv, repo):
+def test_backend_api_as_a_triton_backend_sees_it(client, repo):
     """What the backend API calls that only Triton's own backends make
     (the Python backend, for one) return, through api_probe."""
-    def probe(params=None):
-        body = infer_body("INPUT0", "FP32", [2], [1.5, 2.5])
-        if params:
-            body["parameters"] = params
-        st, r = jreq(srv, "POST", "/v2/models/api_probe/infer", body)
-        assert st == 200, r
-        return json.loads(r["outputs"][0]["data"][0])
+    def probe(**kwargs):
+        x = tensor("INPUT0", np.array([1.5, 2.5], np.float32), binary=False)
+        r = client.infer("api_probe", [x], outputs=[out("PROBE", False)], **kwargs)
+        return json.loads(r.get_output("PROBE")["data"][0])
 
-    p = probe({"sequence_id": "corr-7", "sequence_start": True, "timeout": 123456})
+    p = probe(sequence_id="corr-7", sequence_start=True, timeout=123456)
     model_dir = os.path.join(repo, "api_probe")
     assert p["backend_name"] == "api_probe"
     assert p["backend_artifact_type"] == "FILESYSTEM"
@@ -647,19 +699,19 @@ def test_backend_api_as_a_triton_backend_sees_it(srv, repo):
                                     "by_name_agrees": True}
     assert p["output_buffer_memory_type"] == "CPU"  # the front end's allocator answers, as Triton's do
     # A numeric correlation id is no string; no flags and no timeout are 0.
-    p = probe({"sequence_id": 42})
+    p = probe(sequence_id=42)
     assert "correlation_id_string_error" in p and p["flags"] == 0 and p["timeout_us"] == 0
 
 
 def test_keep_alive_and_pipelining(srv):
-    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
-    body = json.dumps(infer_body("INPUT0", "FP32", [1, 2], [1.5, 2.5]))
-    for _ in range(20):
-        c.request("POST", "/v2/models/identity_fp32/infer", body=body)
-        r = c.getresponse()
-        assert r.status == 200 and json.loads(r.read())["outputs"][0]["data"] == [1.5, 2.5]
-    c.close()
-    # Three pipelined requests on one socket, answered in order.
+    # One connection (concurrency=1), kept alive over 20 requests.
+    with httpclient.InferenceServerClient(f"127.0.0.1:{srv.port}", concurrency=1) as c:
+        x = tensor("INPUT0", np.array([[1.5, 2.5]], np.float32), binary=False)
+        for _ in range(20):
+            r = c.infer("identity_fp32", [x], outputs=[out("OUTPUT0", False)])
+            assert r.get_output("OUTPUT0")["data"] == [1.5, 2.5]
+    # Three pipelined requests on one socket, answered in order. By hand:
+    # tritonclient waits for each reply before sending the next request.
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
     reqs = b""
     for i in range(3):
@@ -681,7 +733,8 @@ def test_replies_written_from_core_threads_hand_the_rest_back_to_the_loop(srv):
     """A reply to a slow model finds its loop asleep and is written from the
     core's thread. What follows it must still happen on the loop: the next
     pipelined request (already in the buffer) is parsed, and a request that
-    said Connection: close has its connection closed after the reply."""
+    said Connection: close has its connection closed after the reply. By
+    hand at first: tritonclient neither pipelines nor sends Connection: close."""
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
     reqs = b""
     for i in range(4):
@@ -698,19 +751,18 @@ def test_replies_written_from_core_threads_hand_the_rest_back_to_the_loop(srv):
     s.close()
     # One request at a time, keep-alive: each reply written from the core's
     # thread, the connection left open and served again.
-    c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
-    for i in range(5):
-        c.request("POST", "/v2/models/identity_slow/infer",
-                  body=json.dumps(infer_body("INPUT0", "FP32", [1, 1], [float(i)])))
-        r = c.getresponse()
-        assert r.status == 200 and json.loads(r.read())["outputs"][0]["data"] == [float(i)]
-    c.close()
+    with httpclient.InferenceServerClient(f"127.0.0.1:{srv.port}", concurrency=1) as c:
+        for i in range(5):
+            x = tensor("INPUT0", np.array([[i]], np.float32), binary=False)
+            r = c.infer("identity_slow", [x], outputs=[out("OUTPUT0", False)])
+            assert r.get_output("OUTPUT0")["data"] == [float(i)]
 
 
 # ---- errors ----------------------------------------------------------------------
 
 
 def expect_error(srv, path, body, status=400, headers=None, contains=None):
+    # Hand-built: for requests tritonclient cannot send (each caller says which).
     st, hdrs, data = srv.request("POST", path, body, headers)
     assert st == status, (st, data)
     err = json.loads(data)["error"]
@@ -719,40 +771,59 @@ def expect_error(srv, path, body, status=400, headers=None, contains=None):
     return err
 
 
-def test_infer_errors(srv):
+def test_infer_errors(srv, client):
     p = "/v2/models/identity_fp32/infer"
-    expect_error(srv, "/v2/models/nope/infer", infer_body("INPUT0", "FP32", [1], [1]), 404, contains="nope")
-    expect_error(srv, "/v2/models/square_int32/infer", infer_body("IN", "INT32", [1], [1]), 501,
-                 contains="decoupled")
+
+    def f32(data, shape=None, binary=False):
+        x = tensor("INPUT0", np.array(data, np.float32), binary=binary)
+        if shape:
+            x.set_shape(shape)  # after the data: a shape the data does not fill
+        return x
+    refused(client.infer, "nope", [f32([1])], status=404, contains="nope")
+    refused(client.infer, "square_int32", [tensor("IN", np.ones(1, np.int32), binary=False)], status=501,
+            contains="decoupled")
+    # By hand: bodies that are not an inference request; tritonclient
+    # always writes a well-formed one.
     expect_error(srv, p, "{bad json", contains="JSON")
     expect_error(srv, p, "[]")
     expect_error(srv, p, "", contains="empty")
     expect_error(srv, p, {"inputs": 3}, contains="inputs")
     expect_error(srv, p, {"inputs": [{"name": "INPUT0", "shape": [1, 2], "datatype": "FP99", "data": [1, 2]}]},
                  contains="datatype")
-    expect_error(srv, p, infer_body("INPUT0", "INT32", [1, 2], [1, 2]), contains="FP32")
-    expect_error(srv, p, infer_body("INPUT0", "FP32", [1, 3], [1, 2]), contains="elements")
-    expect_error(srv, p, infer_body("INPUT0", "FP32", [1, 1], [1, 2]), contains="elements")
-    expect_error(srv, p, infer_body("INPUT0", "FP32", [1, 1000000000000], [1]), contains="elements")
+    refused(client.infer, "identity_fp32", [tensor("INPUT0", np.array([[1, 2]], np.int32), binary=False)],
+            contains="FP32")
+    refused(client.infer, "identity_fp32", [f32([[1, 2]], [1, 3])], contains="elements")
+    refused(client.infer, "identity_fp32", [f32([[1, 2]], [1, 1])], contains="elements")
+    refused(client.infer, "identity_fp32", [f32([[1]], [1, 1000000000000])], contains="elements")
+    refused(client.infer, "identity_fp32", [f32([[1, 2]], [1, -2])], status=500, contains="shape")
+    refused(client.infer, "identity_fp32", [f32([[1]] * 9)])  # over max_batch_size
+    # By hand: JSON values that do not fit the datatype; tritonclient takes
+    # the values from a numpy array of that type.
     expect_error(srv, p, infer_body("INPUT0", "FP32", [1, 2], [1, "x"]))
-    expect_error(srv, p, infer_body("INPUT0", "FP32", [1, -2], [1, 2]), status=500, contains="shape")
-    expect_error(srv, p, infer_body("INPUT0", "FP32", [9, 1], [1] * 9))  # over max_batch_size
     expect_error(srv, "/v2/models/identity_int8_t/infer", infer_body("INPUT0", "INT8", [1, 1], [300]),
                  contains="range")
     expect_error(srv, "/v2/models/identity_int32_t/infer", infer_body("INPUT0", "INT32", [1, 1], [1.5]))
     expect_error(srv, "/v2/models/identity_bool_t/infer", infer_body("INPUT0", "BOOL", [1, 1], [1]))
     expect_error(srv, "/v2/models/identity_bytes_t/infer", infer_body("INPUT0", "BYTES", [1, 1], [1]))
-    expect_error(srv, p, {"inputs": [{"name": "INPUT0", "shape": [1, 1], "datatype": "FP32"}]},
-                 contains="binary_data_size")
+    # An input given no data at all.
+    refused(client.infer, "identity_fp32", [httpclient.InferInput("INPUT0", [1, 1], "FP32")],
+            contains="binary_data_size")
+    # By hand: "data" that is no array.
     expect_error(srv, p, {"inputs": [{"name": "INPUT0", "shape": [1, 1], "datatype": "FP32", "data": 5}]},
                  contains="data")
-    expect_error(srv, p, infer_body("INPUT0", "FP32", [1, 1], [1], outputs=[{"name": "NOPE"}]))
+    refused(client.infer, "identity_fp32", [f32([[1]])], outputs=[out("NOPE", False)])
 
 
-def test_binary_size_errors(srv):
+def test_binary_size_errors(srv, client):
     p = "/v2/models/identity_fp32/infer"
     raw = np.arange(4, dtype=np.float32).tobytes()
+    # A binary tensor whose size does not match its shape.
+    x = tensor("INPUT0", np.arange(3, dtype=np.float32)[None])
+    x.set_shape([1, 4])
+    refused(client.infer, "identity_fp32", [x])
 
+    # By hand from here: tritonclient always sends binary_data_size and
+    # Inference-Header-Content-Length that match what it sends.
     def body(size):
         return {"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32",
                             "parameters": {"binary_data_size": size}}]}
@@ -772,6 +843,7 @@ def test_binary_size_errors(srv):
 
 
 def raw_exchange(port, data):
+    # Bytes on a socket: for requests no HTTP client would send.
     s = socket.create_connection(("127.0.0.1", port), timeout=30)
     try:
         s.sendall(data)
@@ -780,10 +852,11 @@ def raw_exchange(port, data):
         s.close()
 
 
-def test_json_errors_in_tritons_words(srv):
+def test_json_errors_in_tritons_words(srv, client):
     """A body that is not JSON gets Triton's words (RapidJSON's text and
     offset) on the infer route and the other JSON routes; nesting past 100
-    gets Triton's limit sentence."""
+    gets Triton's limit sentence. By hand: tritonclient writes only valid
+    JSON."""
     p = "/v2/models/identity_fp32/infer"
     for route in (p, "/v2/repository/index"):
         for body, want in ((b"abc", "failed to parse the request JSON buffer: Invalid value. at 0"),
@@ -798,10 +871,11 @@ def test_json_errors_in_tritons_words(srv):
     assert st == 400 and json.loads(out)["error"].startswith(
         "failed to parse the request JSON buffer: The document is empty. at 0"), out
     # A negative dimension: Triton reads dimensions as unsigned and says 500.
-    st, _, out = srv.request("POST", p, json.dumps({"inputs": [{"name": "INPUT0", "shape": [2, -5], "datatype": "FP32",
-                                                               "data": [1.0]}]}).encode())
-    assert st == 500 and json.loads(out)["error"].startswith(
-        "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer"), out
+    x = tensor("INPUT0", np.array([1.0], np.float32), binary=False)
+    x.set_shape([2, -5])
+    err = refused(client.infer, "identity_fp32", [x], status=500)
+    assert err.message().startswith(
+        "Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer"), err
     # "data" nested 50 deep is flattened; 120 deep passes Triton's limit.
     for depth, ok in ((50, True), (120, False)):
         data = "1.5"
@@ -816,9 +890,11 @@ def test_json_errors_in_tritons_words(srv):
                 "JSON nesting depth exceeds maximum allowed limit (100)"), out
 
 
-def test_oversized_body_rejected(srv):
+def test_oversized_body_rejected(srv, client):
     # The limit is 1 MB here: a 2 MB body is refused from its header alone,
     # before the body is read (and without allocating the claimed size).
+    # By hand: a Content-Length with no body behind it, and a chunked body
+    # (tritonclient sends neither).
     for length in (2 * 1024 * 1024, 99999999999):
         resp = raw_exchange(srv.port, b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\n"
                             b"Content-Length: %d\r\n\r\n" % length)
@@ -835,10 +911,11 @@ def test_oversized_body_rejected(srv):
         assert resp == b"" or resp.startswith(b"HTTP/1.1 400"), resp[:200]
     except (BrokenPipeError, ConnectionResetError):
         pass
-    assert srv.request("GET", "/v2/health/live")[0] == 200
+    assert client.is_server_live()
 
 
-def test_absolute_target_without_path_and_large_body(srv):
+def test_absolute_target_without_path_and_large_body(srv, client):
+    # By hand: absolute request targets, which tritonclient never sends.
     # "http://host" names the path "/", a constant string, not bytes in the
     # receive buffer; a body larger than the first buffer moves the buffer
     # while the head is kept. Found by the wire fuzzer: the path was moved
@@ -851,10 +928,11 @@ def test_absolute_target_without_path_and_large_body(srv):
         st, _, out = read_response(s.makefile("rb"))
         s.close()
         assert st in (404, 405), (target, st, out)
-    assert srv.request("GET", "/v2/health/live")[0] == 200
+    assert client.is_server_live()
 
 
-def test_random_bodies_never_crash(srv):
+def test_random_bodies_never_crash(srv, client):
+    # By hand: random and broken bodies, which tritonclient never sends.
     rng = random.Random(1234)
     good = json.dumps(infer_body("INPUT0", "FP32", [1, 4], [1, 2, 3, 4])).encode()
     for i in range(150):
@@ -875,10 +953,11 @@ def test_random_bodies_never_crash(srv):
         assert st in (200, 400), (st, body, data)
         if st == 400:
             assert json.loads(data)["error"]
-    assert srv.request("GET", "/v2/health/live")[0] == 200
+    assert client.is_server_live()
 
 
-def test_client_disconnects(srv):
+def test_client_disconnects(srv, client):
+    # By hand: requests cut short, closed or reset, as no client means to.
     body = json.dumps(infer_body("INPUT0", "FP32", [1, 4], [1, 2, 3, 4])).encode()
     for partial in (False, True):
         for _ in range(20):
@@ -893,21 +972,22 @@ def test_client_disconnects(srv):
         s.sendall(b"POST /v2/models/identity_fp32/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
         s.close()
     time.sleep(0.5)
-    assert srv.request("GET", "/v2/health/live")[0] == 200
-    st, r = jreq(srv, "POST", "/v2/models/identity_fp32/infer", infer_body("INPUT0", "FP32", [1, 1], [7]))
-    assert st == 200 and r["outputs"][0]["data"] == [7]
+    assert client.is_server_live()
+    r = client.infer("identity_fp32", [tensor("INPUT0", np.array([[7]], np.float32), binary=False)],
+                     outputs=[out("OUTPUT0", False)])
+    assert r.get_output("OUTPUT0")["data"] == [7]
 
 
-def test_client_disconnect_cancels_request_in_core(srv):
+def test_client_disconnect_cancels_request_in_core(srv, client):
     """A client that goes away while its request runs has it cancelled in
     the core: cancel_wait then answers at once (a failure in the model's
-    statistics) instead of holding the request for 20 s."""
+    statistics) instead of holding the request for 20 s. The requests that
+    go away are sent by hand: tritonclient cannot leave mid-request, nor
+    send generate."""
     model = "cancel_wait_http"
 
     def failures():
-        st, r = jreq(srv, "GET", f"/v2/models/{model}/stats")
-        assert st == 200, r
-        return r["model_stats"][0]["inference_stats"]["fail"]["count"]
+        return client.get_inference_statistics(model)["model_stats"][0]["inference_stats"]["fail"]["count"]
 
     def held():
         return srv.log().count("cancel_wait: holding ")
@@ -918,9 +998,8 @@ def test_client_disconnect_cancels_request_in_core(srv):
     # cancel_wait logs at verbose level when it holds a request: the test
     # waits for that line (a fixed 0.3 s could be too short on a loaded
     # machine, and a request still on its way is not cancelled but dropped).
-    st, settings = jreq(srv, "GET", "/v2/logging")
-    assert st == 200, settings
-    assert jreq(srv, "POST", "/v2/logging", {"log_verbose_level": 1})[0] == 200
+    settings = client.get_log_settings()
+    assert client.update_log_settings({"log_verbose_level": 1})["log_verbose_level"] == 1
     try:
         for how, route, body in (("fin", "infer", infer), ("rst", "infer", infer),
                                  ("fin", "generate", generate), ("rst", "generate_stream", generate)):
@@ -943,20 +1022,68 @@ def test_client_disconnect_cancels_request_in_core(srv):
             assert failures() == before + 1, f"{route}: request not cancelled after the client went away ({how})"
             before += 1
     finally:
-        jreq(srv, "POST", "/v2/logging", {"log_verbose_level": settings["log_verbose_level"]})
-    assert srv.request("GET", "/v2/health/live")[0] == 200
+        client.update_log_settings({"log_verbose_level": settings["log_verbose_level"]})
+    assert client.is_server_live()
 
 
-def test_large_binary_roundtrip(srv):
-    arr = np.arange(200000, dtype=np.float32)  # 800 KB, under the 1 MB limit
-    body = {"inputs": [{"name": "INPUT0", "shape": [1, arr.size], "datatype": "FP32",
-                        "parameters": {"binary_data_size": arr.nbytes}}],
-            "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]}
-    payload, headers = binary_request(body, [arr.tobytes()])
-    st, hdrs, data = srv.request("POST", "/v2/models/identity_fp32/infer", payload, headers)
-    assert st == 200
-    r, tail = split_binary(hdrs, data)
-    assert np.array_equal(np.frombuffer(tail, dtype=np.float32), arr)
+def test_large_binary_roundtrip(client):
+    arr = np.arange(200000, dtype=np.float32)[None]  # 800 KB, under the 1 MB limit
+    r = client.infer("identity_fp32", [tensor("INPUT0", arr)], outputs=[out("OUTPUT0")])
+    assert r.get_output("OUTPUT0")["parameters"]["binary_data_size"] == arr.nbytes
+    assert np.array_equal(r.as_numpy("OUTPUT0"), arr)
+
+
+def test_large_binary_roundtrip_aio(srv):
+    """The same through tritonclient.http.aio, several requests at once."""
+    import asyncio
+
+    async def main():
+        c = aiohttpclient.InferenceServerClient(f"127.0.0.1:{srv.port}")
+        try:
+            assert await c.is_server_live() and await c.is_model_ready("identity_fp32")
+            arrs = [np.arange(200000, dtype=np.float32)[None] + i for i in range(4)]
+            results = await asyncio.gather(*(c.infer("identity_fp32", [tensor("INPUT0", a)], outputs=[out("OUTPUT0")])
+                                             for a in arrs))
+            for a, r in zip(arrs, results):
+                assert np.array_equal(r.as_numpy("OUTPUT0"), a)
+        finally:
+            await c.close()
+    asyncio.run(main())
+
+
+def test_control_routes_and_errors_aio(srv):
+    """tritonclient.http.aio against the same routes: metadata, config,
+    statistics, the repository index, log and trace settings, system
+    shared memory, and refusals with their status and message."""
+    import asyncio
+
+    async def main():
+        async with aiohttpclient.InferenceServerClient(f"127.0.0.1:{srv.port}") as c:
+            assert await c.is_server_live()
+            assert (await c.get_server_metadata())["name"] == "triton"
+            assert (await c.get_model_metadata("simple", "1"))["inputs"][0]["datatype"] == "INT32"
+            assert (await c.get_model_config("simple"))["max_batch_size"] == 8
+            stats = await c.get_inference_statistics("simple")
+            assert stats["model_stats"][0]["name"] == "simple"
+            assert "simple" in {e["name"] for e in await c.get_model_repository_index()}
+            assert (await c.get_log_settings())["log_format"] == "default"
+            assert (await c.get_trace_settings())["trace_level"] == ["OFF"]
+            assert not await c.is_model_ready("nope")
+            with pytest.raises(InferenceServerException) as e:
+                await c.get_model_metadata("nope")
+            assert e.value.status() == "404" and "nope" in e.value.message()
+            with pytest.raises(InferenceServerException) as e:
+                await c.update_log_settings({"log_info": "yes"})
+            assert e.value.status() == "400" and "log_info" in e.value.message()
+            with pytest.raises(InferenceServerException) as e:
+                await c.infer("square_int32", [tensor("IN", np.array([1], np.int32))])
+            assert e.value.status() == "501" and "decoupled" in e.value.message()
+            assert await c.get_system_shared_memory_status() == []
+            r = await c.infer("identity_bytes_t", [tensor("INPUT0", np.array([[b"a", b"\xff\x00"]], dtype=object))],
+                              outputs=[out("OUTPUT0")], request_id="aio-1")
+            assert r.get_response()["id"] == "aio-1"
+            assert r.as_numpy("OUTPUT0").tolist() == [[b"a", b"\xff\x00"]]
+    asyncio.run(main())
 
 
 def test_http_can_be_disabled(repo):
@@ -996,32 +1123,26 @@ def test_port_in_use_fails_cleanly(repo):
 # ---- logging extension ----------------------------------------------------------
 
 
-def test_logging_get_and_update(srv):
-    st, got = jreq(srv, "GET", "/v2/logging")
-    assert st == 200
+def test_logging_get_and_update(srv, client):
+    got = client.get_log_settings()
     assert got == {"log_file": "", "log_info": True, "log_warning": True, "log_error": True,
                    "log_verbose_level": 0, "log_format": "default"}
-    # tritonclient's update_log_settings posts the settings to change.
-    st, upd = jreq(srv, "POST", "/v2/logging", {"log_verbose_level": 2, "log_format": "ISO8601",
-                                                "log_warning": False})
-    assert st == 200 and upd["log_verbose_level"] == 2 and upd["log_format"] == "ISO8601"
+    upd = client.update_log_settings({"log_verbose_level": 2, "log_format": "ISO8601", "log_warning": False})
+    assert upd["log_verbose_level"] == 2 and upd["log_format"] == "ISO8601"
     assert upd["log_warning"] is False and upd["log_info"] is True
-    assert jreq(srv, "GET", "/v2/logging")[1] == upd
-    st, got = jreq(srv, "POST", "/v2/logging", {"log_file": "/tmp/x.log"})
-    assert st == 501 and "log file" in got["error"]
-    st, got = jreq(srv, "POST", "/v2/logging", {"log_info": "yes"})
-    assert st == 400 and "log_info" in got["error"]
-    st, got = jreq(srv, "POST", "/v2/logging", {"log_verbose_level": -1})
-    assert st == 400 and "log_verbose_level" in got["error"]
-    st, got = jreq(srv, "POST", "/v2/logging", {"log_format": "xml"})
-    assert st == 503 and "log_format" in got["error"]
+    assert client.get_log_settings() == upd
+    refused(client.update_log_settings, {"log_file": "/tmp/x.log"}, status=501, contains="log file")
+    refused(client.update_log_settings, {"log_info": "yes"}, contains="log_info")
+    refused(client.update_log_settings, {"log_verbose_level": -1}, contains="log_verbose_level")
+    refused(client.update_log_settings, {"log_format": "xml"}, status=503, contains="log_format")
+    # By hand: tritonclient writes only valid JSON, and with POST.
     assert jreq(srv, "POST", "/v2/logging", "{bad")[0] == 400
     assert srv.request("PUT", "/v2/logging")[0] == 405
     # Nothing above changed the settings; put the defaults back.
-    assert jreq(srv, "GET", "/v2/logging")[1] == upd
-    st, got = jreq(srv, "POST", "/v2/logging", {"log_verbose_level": 0, "log_format": "default",
-                                                "log_warning": True, "log_file": None})
-    assert st == 200 and got["log_verbose_level"] == 0 and got["log_warning"] is True
+    assert client.get_log_settings() == upd
+    got = client.update_log_settings({"log_verbose_level": 0, "log_format": "default", "log_warning": True,
+                                      "log_file": None})
+    assert got["log_verbose_level"] == 0 and got["log_warning"] is True
 
 
 # ---- system shared memory ---------------------------------------------------------
@@ -1029,156 +1150,148 @@ def test_logging_get_and_update(srv):
 
 @pytest.fixture
 def shm_regions():
-    from multiprocessing import shared_memory
+    """make(size) -> (key, handle): a system shared memory region made by
+    tritonclient.utils.shared_memory, destroyed after the test."""
     made = []
 
     def make(size):
-        m = shared_memory.SharedMemory(create=True, size=size)
-        made.append(m)
-        return m
+        key = f"/nereid_http_{os.getpid()}_{len(made)}"
+        made.append(shm.create_shared_memory_region(key[1:], key, size))
+        return key, made[-1]
     yield make
-    for m in made:
-        m.close()
-        m.unlink()
+    for h in made:
+        shm.destroy_shared_memory_region(h)
 
 
-def test_system_shared_memory_routes(srv, shm_regions):
-    m = shm_regions(4096)
-    key = "/" + m.name
+def shm_read(handle, dtype, n, offset):
+    return shm.get_contents_as_numpy(handle, dtype, [n], offset=offset).copy()
+
+
+def test_system_shared_memory_routes(srv, client, shm_regions):
+    key, _ = shm_regions(4096)
     p = "/v2/systemsharedmemory"
     try:
-        st, _ = jreq(srv, "POST", f"{p}/region/r0/register", {"key": key, "offset": 0, "byte_size": 1024})
-        assert st == 200
-        st, _ = jreq(srv, "POST", f"{p}/region/r1/register", {"key": key, "offset": 1024, "byte_size": 3072})
-        assert st == 200
-        st, got = jreq(srv, "GET", f"{p}/status")
-        assert st == 200 and sorted(got, key=lambda r: r["name"]) == [
+        client.register_system_shared_memory("r0", key, 1024)
+        client.register_system_shared_memory("r1", key, 3072, offset=1024)
+        got = client.get_system_shared_memory_status()
+        assert sorted(got, key=lambda r: r["name"]) == [
             {"name": "r0", "key": key, "offset": 0, "byte_size": 1024},
             {"name": "r1", "key": key, "offset": 1024, "byte_size": 3072}]
-        st, got = jreq(srv, "GET", f"{p}/region/r1/status")
-        assert st == 200 and got == [{"name": "r1", "key": key, "offset": 1024, "byte_size": 3072}]
-        st, got = jreq(srv, "POST", f"{p}/region/r0/register", {"key": key, "offset": 0, "byte_size": 16})
-        assert st == 400 and "already in manager" in got["error"]
-        st, got = jreq(srv, "POST", f"{p}/region/r2/register", {"key": key, "offset": 4000, "byte_size": 200})
-        assert st == 400 and "r2" in got["error"]
-        st, got = jreq(srv, "POST", f"{p}/region/r2/register", {"key": "/no_such_nereid_key", "byte_size": 8})
-        assert st >= 400 and "no_such_nereid_key" in got["error"]
+        got = client.get_system_shared_memory_status("r1")
+        assert got == [{"name": "r1", "key": key, "offset": 1024, "byte_size": 3072}]
+        refused(client.register_system_shared_memory, "r0", key, 16, contains="already in manager")
+        refused(client.register_system_shared_memory, "r2", key, 200, offset=4000, contains="r2")
+        with pytest.raises(InferenceServerException) as e:
+            client.register_system_shared_memory("r2", "/no_such_nereid_key", 8)
+        assert int(e.value.status()) >= 400 and "no_such_nereid_key" in e.value.message()
+        # By hand: tritonclient always sends the key and the size, and names the region.
         st, got = jreq(srv, "POST", f"{p}/region/r2/register", {"offset": 0, "byte_size": 8})
         assert st == 400 and "'key'" in got["error"]
         st, got = jreq(srv, "POST", f"{p}/region/r2/register", {"key": key})
         assert st == 400 and "'byte_size'" in got["error"]
         st, got = jreq(srv, "POST", f"{p}/register", {"key": key, "byte_size": 8})
         assert st == 400 and "region name" in got["error"]
-        st, got = jreq(srv, "GET", f"{p}/region/nope/status")
-        assert st == 404 and "nope" in got["error"]
+        refused(client.get_system_shared_memory_status, "nope", status=404, contains="nope")
+        # By hand: other methods.
         assert srv.request("POST", f"{p}/status")[0] == 405
         assert srv.request("GET", f"{p}/region/r0/register")[0] == 405
-        assert srv.request("POST", f"{p}/region/r0/unregister")[0] == 200
-        assert [r["name"] for r in jreq(srv, "GET", f"{p}/status")[1]] == ["r1"]
-        assert srv.request("POST", f"{p}/region/r0/unregister")[0] == 200  # unknown: no-op
+        client.unregister_system_shared_memory("r0")
+        assert [r["name"] for r in client.get_system_shared_memory_status()] == ["r1"]
+        client.unregister_system_shared_memory("r0")  # unknown: no-op
     finally:
-        assert srv.request("POST", f"{p}/unregister")[0] == 200
-    assert jreq(srv, "GET", f"{p}/status")[1] == []
+        client.unregister_system_shared_memory()
+    assert client.get_system_shared_memory_status() == []
 
 
-def test_shared_memory_inputs_and_outputs(srv, shm_regions):
-    p = "/v2/systemsharedmemory"
+def test_shared_memory_inputs_and_outputs(srv, client, shm_regions):
     a = np.arange(16, dtype=np.int32)
     b = np.full(16, 3, dtype=np.int32)
-    min_ = shm_regions(128)
-    mout = shm_regions(4096 + 128)
-    min_.buf[:64] = a.tobytes()
-    min_.buf[64:128] = b.tobytes()
-    assert jreq(srv, "POST", f"{p}/region/in/register", {"key": "/" + min_.name, "offset": 0, "byte_size": 128})[0] == 200
+    kin, hin = shm_regions(128)
+    kout, hout = shm_regions(4096 + 128)
+    shm.set_shared_memory_region(hin, [a, b])
+    client.register_system_shared_memory("in", kin, 128)
     # The output region starts at a non page-aligned offset of the object.
-    assert jreq(srv, "POST", f"{p}/region/out/register",
-                {"key": "/" + mout.name, "offset": 100, "byte_size": 4096})[0] == 200
+    client.register_system_shared_memory("out", kout, 4096, offset=100)
+
+    def inputs(offset1=64, region0="in"):
+        x0 = httpclient.InferInput("INPUT0", [1, 16], "INT32")
+        x0.set_shared_memory(region0, 64)
+        x1 = httpclient.InferInput("INPUT1", [1, 16], "INT32")
+        x1.set_shared_memory("in", 64, offset=offset1)
+        return [x0, x1]
+
+    def outputs(size0=64):
+        o0, o1 = out("OUTPUT0"), out("OUTPUT1")
+        o0.set_shared_memory("out", size0)
+        o1.set_shared_memory("out", 64, offset=1000)
+        return [o0, o1]
     try:
-        # As tritonclient's set_shared_memory shapes inputs and outputs.
-        body = {"inputs": [
-            {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32",
-             "parameters": {"shared_memory_region": "in", "shared_memory_byte_size": 64}},
-            {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32",
-             "parameters": {"shared_memory_region": "in", "shared_memory_byte_size": 64,
-                            "shared_memory_offset": 64}}],
-            "outputs": [
-                {"name": "OUTPUT0", "parameters": {"shared_memory_region": "out",
-                                                   "shared_memory_byte_size": 64}},
-                {"name": "OUTPUT1", "parameters": {"shared_memory_region": "out",
-                                                   "shared_memory_byte_size": 64,
-                                                   "shared_memory_offset": 1000}}]}
-        st, r = jreq(srv, "POST", "/v2/models/simple/infer", body)
-        assert st == 200, r
-        outs = {o["name"]: o for o in r["outputs"]}
-        assert "data" not in outs["OUTPUT0"] and "data" not in outs["OUTPUT1"]
+        r = client.infer("simple", inputs(), outputs=outputs())
+        outs = {o["name"]: o for o in r.get_response()["outputs"]}
         # Name, datatype and shape only, as Triton answers: perf_analyzer's
         # client takes any output "parameters" for a binary output.
         assert outs["OUTPUT0"] == {"name": "OUTPUT0", "datatype": "INT32", "shape": [1, 16]}
         assert outs["OUTPUT1"] == {"name": "OUTPUT1", "datatype": "INT32", "shape": [1, 16]}
-        got0 = np.frombuffer(bytes(mout.buf[100:164]), dtype=np.int32)
-        got1 = np.frombuffer(bytes(mout.buf[1100:1164]), dtype=np.int32)
-        assert np.array_equal(got0, a + b) and np.array_equal(got1, a - b)
-        # Keys spelled with JSON escapes are the same keys (the server's
-        # quick text checks must not miss them).
-        mout.buf[100:164] = bytes(64)
-        escaped = json.dumps(body).replace("shared_memory_", "shared\\u005fmemory_")
-        assert "\\u005f" in escaped
-        st, r = jreq(srv, "POST", "/v2/models/simple/infer", escaped)
-        assert st == 200, r
-        got0 = np.frombuffer(bytes(mout.buf[100:164]), dtype=np.int32)
-        assert np.array_equal(got0, a + b)
+        assert np.array_equal(shm_read(hout, np.int32, 16, 100), a + b)
+        assert np.array_equal(shm_read(hout, np.int32, 16, 1100), a - b)
         # Mixed: shared memory input, JSON output.
-        body2 = {"inputs": body["inputs"], "outputs": [{"name": "OUTPUT0"}]}
-        st, r = jreq(srv, "POST", "/v2/models/simple/infer", body2)
-        assert st == 200 and r["outputs"][0]["data"] == (a + b).tolist()
+        r = client.infer("simple", inputs(), outputs=[out("OUTPUT0", False)])
+        assert r.get_output("OUTPUT0")["data"] == (a + b).tolist()
+
+        refused(client.infer, "simple", inputs(), outputs=outputs(size0=32), contains="at least 64 bytes")
+        refused(client.infer, "simple", inputs(offset1=100), outputs=outputs(), contains="Invalid offset + byte size")
+        with pytest.raises(InferenceServerException) as e:
+            client.infer("simple", inputs(region0="nope"), outputs=outputs())
+        assert e.value.status() in ("400", "404") and "nope" in e.value.message()
+
+        # By hand from here: tritonclient's own request, changed in ways
+        # tritonclient cannot: keys spelled with JSON escapes, a size left
+        # out, data beside a region, classification into a region.
+        text, _ = httpclient.InferenceServerClient.generate_request_body(inputs(), outputs=outputs())
+        body = json.loads(text)
 
         def bad(body, status=400, contains=None):
             st, r = jreq(srv, "POST", "/v2/models/simple/infer", body)
             assert st == status, (st, r)
             if contains:
                 assert contains in r["error"], r["error"]
-        small = json.loads(json.dumps(body))
-        small["outputs"][0]["parameters"]["shared_memory_byte_size"] = 32
-        bad(small, contains="at least 64 bytes")
-        outside = json.loads(json.dumps(body))
-        outside["inputs"][1]["parameters"]["shared_memory_offset"] = 100
-        bad(outside, contains="Invalid offset + byte size")
-        unknown = json.loads(json.dumps(body))
-        unknown["inputs"][0]["parameters"]["shared_memory_region"] = "nope"
-        st, r = jreq(srv, "POST", "/v2/models/simple/infer", unknown)
-        assert st in (400, 404) and "nope" in r["error"]
-        half = json.loads(json.dumps(body))
+        # Keys spelled with JSON escapes are the same keys (the server's
+        # quick text checks must not miss them).
+        shm.set_shared_memory_region(hout, [np.zeros(64, np.uint8)], offset=100)
+        escaped = json.dumps(body).replace("shared_memory_", "shared\\u005fmemory_")
+        assert "\\u005f" in escaped
+        st, r = jreq(srv, "POST", "/v2/models/simple/infer", escaped)
+        assert st == 200, r
+        assert np.array_equal(shm_read(hout, np.int32, 16, 100), a + b)
+        half = json.loads(text)
         del half["inputs"][0]["parameters"]["shared_memory_byte_size"]
         bad(half, contains="shared_memory_byte_size")
-        both = json.loads(json.dumps(body))
+        both = json.loads(text)
         both["inputs"][0]["data"] = a.tolist()
         bad(both, contains="INPUT0")
         # Classification needs the server to write strings; it can't go
         # into a shared-memory output (as over gRPC).
-        cls = json.loads(json.dumps(body))
+        cls = json.loads(text)
         cls["outputs"][0]["parameters"]["classification"] = 2
         bad(cls, contains="'classification'")
     finally:
-        assert srv.request("POST", f"{p}/unregister")[0] == 200
+        client.unregister_system_shared_memory()
 
 
-def test_unregister_while_in_use_keeps_mapping_valid(srv, shm_regions):
+def test_unregister_while_in_use_keeps_mapping_valid(client, shm_regions):
     # Registering, inferring and unregistering in a loop never touches an
     # unmapped region (the sanitizers would report it).
-    p = "/v2/systemsharedmemory"
-    m = shm_regions(64)
-    m.buf[:16] = np.arange(4, dtype=np.float32).tobytes()
+    key, h = shm_regions(64)
+    shm.set_shared_memory_region(h, [np.arange(4, dtype=np.float32)])
     for i in range(20):
-        assert jreq(srv, "POST", f"{p}/region/x/register", {"key": "/" + m.name, "byte_size": 64})[0] == 200
-        body = {"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32",
-                            "parameters": {"shared_memory_region": "x", "shared_memory_byte_size": 16}}],
-                "outputs": [{"name": "OUTPUT0", "parameters": {"shared_memory_region": "x",
-                                                               "shared_memory_byte_size": 16,
-                                                               "shared_memory_offset": 32}}]}
-        st, r = jreq(srv, "POST", "/v2/models/identity_fp32/infer", body)
-        assert st == 200, r
-        assert srv.request("POST", f"{p}/region/x/unregister")[0] == 200
-    assert np.array_equal(np.frombuffer(bytes(m.buf[32:48]), dtype=np.float32), np.arange(4, dtype=np.float32))
+        client.register_system_shared_memory("x", key, 64)
+        x = httpclient.InferInput("INPUT0", [1, 4], "FP32")
+        x.set_shared_memory("x", 16)
+        o = out("OUTPUT0")
+        o.set_shared_memory("x", 16, offset=32)
+        client.infer("identity_fp32", [x], outputs=[o])
+        client.unregister_system_shared_memory("x")
+    assert np.array_equal(shm_read(h, np.float32, 4, 32), np.arange(4, dtype=np.float32))
 
 
 # ---- raw binary requests and classification ------------------------------------------
@@ -1187,39 +1300,28 @@ def test_unregister_while_in_use_keeps_mapping_valid(srv, shm_regions):
 def test_repeated_and_alternating_headers(srv):
     """A loop keeps the last inference header it parsed (with "data"
     arrays cut out) and reuses it for the same bytes: two keep-alive
-    connections, each cycling through three headers (binary in and out,
-    binary in and JSON out, JSON in with fresh values every time), must
-    get their own data back every time."""
+    connections (two tritonclient clients of one connection each), each
+    cycling through three headers (binary in and out, binary in and JSON
+    out, JSON in with fresh values every time), must get their own data
+    back every time."""
     rng = random.Random(7)
-    conns = [http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30) for _ in range(2)]
+    clients = [httpclient.InferenceServerClient(f"127.0.0.1:{srv.port}", concurrency=1) for _ in range(2)]
     try:
         for i in range(90):
             kind = i % 3
             n = (16, 8, 12)[kind]
-            arr = np.array([rng.uniform(-1e3, 1e3) for _ in range(n)], dtype=np.float32)
-            raw = arr.tobytes()
-            if kind < 2:
-                body = {"inputs": [{"name": "INPUT0", "shape": [1, n], "datatype": "FP32",
-                                    "parameters": {"binary_data_size": len(raw)}}],
-                        "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": kind == 0}}]}
-                payload, headers = binary_request(body, [raw])
-            else:
-                payload = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, n], "datatype": "FP32",
-                                                  "data": [float(x) for x in arr]}]})
-                headers = {"Content-Type": "application/json"}
-            c = conns[(i // 3) % 2]
-            c.request("POST", "/v2/models/identity_fp32/infer", body=payload, headers=headers)
-            r = c.getresponse()
-            data = r.read()
-            assert r.status == 200, data
+            arr = np.array([[rng.uniform(-1e3, 1e3) for _ in range(n)]], dtype=np.float32)
+            c = clients[(i // 3) % 2]
+            r = c.infer("identity_fp32", [tensor("INPUT0", arr, binary=kind < 2)], outputs=[out("OUTPUT0", kind == 0)])
+            o = r.get_output("OUTPUT0")
+            assert o["shape"] == [1, n]
             if kind == 0:
-                out, tail = split_binary(dict(r.getheaders()), data)
-                assert out["outputs"][0]["shape"] == [1, 16] and tail == raw
+                assert o["parameters"]["binary_data_size"] == arr.nbytes
             else:
-                out = json.loads(data)["outputs"][0]
-                assert out["shape"] == [1, n]
-                assert np.array(out["data"], dtype=np.float32).tobytes() == raw
+                assert np.array(o["data"], dtype=np.float32).tobytes() == arr.tobytes()
+            assert r.as_numpy("OUTPUT0").tobytes() == arr.tobytes()
         # The same header with a body of the wrong size is still refused.
+        # By hand: tritonclient always sends the size it states.
         body = {"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "FP32",
                             "parameters": {"binary_data_size": 64}}],
                 "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]}
@@ -1227,13 +1329,14 @@ def test_repeated_and_alternating_headers(srv):
         st, _, data = srv.request("POST", "/v2/models/identity_fp32/infer", payload, headers)
         assert st == 400, data
     finally:
-        for c in conns:
+        for c in clients:
             c.close()
 
 
 def test_header_names_in_any_case(srv):
     """The headers the server reads are found whatever their case, the
-    first of a repeated one counts, and two Content-Lengths are refused."""
+    first of a repeated one counts, and two Content-Lengths are refused.
+    By hand: tritonclient spells headers one way and never repeats them."""
     raw = np.arange(16, dtype=np.float32).tobytes()
     body = {"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "FP32",
                         "parameters": {"binary_data_size": len(raw)}}],
@@ -1276,6 +1379,8 @@ def read_all(s):
 
 
 def test_raw_binary_request(srv):
+    # By hand: a raw body (Inference-Header-Content-Length: 0, no JSON),
+    # which tritonclient never sends.
     arr = np.array([1.5, -2, 3, 4.25], dtype=np.float32)
     st, hdrs, data = srv.request("POST", "/v2/models/identity_fp32/infer", arr.tobytes(),
                                  {"Inference-Header-Content-Length": "0",
@@ -1315,39 +1420,28 @@ def test_raw_binary_request(srv):
     assert st == 400 and json.loads(data)["error"]
 
 
-def test_classification(srv):
-    data = [0.1, 0.9, 0.5, 0.3]
-    # tritonclient's InferRequestedOutput(name, class_count=2).
-    st, r = jreq(srv, "POST", "/v2/models/identity_labels/infer",
-                 infer_body("INPUT0", "FP32", [1, 4], data,
-                            outputs=[{"name": "OUTPUT0", "parameters": {"classification": 2}}]))
-    assert st == 200, r
-    out = r["outputs"][0]
-    assert out["datatype"] == "BYTES" and out["shape"] == [1, 2]
-    assert out["data"] == ["0.900000:1:label1", "0.500000:2:label2"]
+def test_classification(client):
+    data = np.array([[0.1, 0.9, 0.5, 0.3]], np.float32)
+    r = client.infer("identity_labels", [tensor("INPUT0", data, binary=False)],
+                     outputs=[out("OUTPUT0", False, class_count=2)])
+    o = r.get_output("OUTPUT0")
+    assert o["datatype"] == "BYTES" and o["shape"] == [1, 2]
+    assert o["data"] == ["0.900000:1:label1", "0.500000:2:label2"]
     # Without a label file: value:index. Batch rows are classified separately;
     # class_count larger than the classes gives them all.
-    st, r = jreq(srv, "POST", "/v2/models/identity_fp32/infer",
-                 infer_body("INPUT0", "FP32", [2, 2], [1, 2, 4, 3],
-                            outputs=[{"name": "OUTPUT0", "parameters": {"classification": 5}}]))
-    assert st == 200 and r["outputs"][0]["shape"] == [2, 2]
-    assert r["outputs"][0]["data"] == ["2.000000:1", "1.000000:0", "4.000000:0", "3.000000:1"]
+    r = client.infer("identity_fp32", [tensor("INPUT0", np.array([[1, 2], [4, 3]], np.float32), binary=False)],
+                     outputs=[out("OUTPUT0", False, class_count=5)])
+    o = r.get_output("OUTPUT0")
+    assert o["shape"] == [2, 2]
+    assert o["data"] == ["2.000000:1", "1.000000:0", "4.000000:0", "3.000000:1"]
     # Binary output of the classification strings.
-    st, hdrs, raw = srv.request("POST", "/v2/models/identity_labels/infer",
-                                infer_body("INPUT0", "FP32", [1, 4], data,
-                                           outputs=[{"name": "OUTPUT0",
-                                                     "parameters": {"classification": 1, "binary_data": True}}]))
-    assert st == 200
-    r, tail = split_binary(hdrs, raw)
-    assert list(deserialize("BYTES", tail)) == [b"0.900000:1:label1"]
-    st, r = jreq(srv, "POST", "/v2/models/identity_bytes_t/infer",
-                 infer_body("INPUT0", "BYTES", [1, 1], ["x"],
-                            outputs=[{"name": "OUTPUT0", "parameters": {"classification": 1}}]))
-    assert st == 400 and "BYTES" in r["error"]
-    st, r = jreq(srv, "POST", "/v2/models/identity_fp32/infer",
-                 infer_body("INPUT0", "FP32", [1, 1], [1],
-                            outputs=[{"name": "OUTPUT0", "parameters": {"classification": "two"}}]))
-    assert st == 400 and "classification" in r["error"]
+    r = client.infer("identity_labels", [tensor("INPUT0", data, binary=False)],
+                     outputs=[out("OUTPUT0", True, class_count=1)])
+    assert r.as_numpy("OUTPUT0").tolist() == [[b"0.900000:1:label1"]]
+    refused(client.infer, "identity_bytes_t", [tensor("INPUT0", np.array([[b"x"]], dtype=object), binary=False)],
+            outputs=[out("OUTPUT0", False, class_count=1)], contains="BYTES")
+    refused(client.infer, "identity_fp32", [tensor("INPUT0", np.array([[1]], np.float32), binary=False)],
+            outputs=[out("OUTPUT0", False, class_count="two")], contains="classification")
 
 
 def class_values(dt):
@@ -1365,7 +1459,7 @@ def class_values(dt):
 
 
 @pytest.mark.parametrize("dt", [d for d in DTYPES if d not in ("BOOL", "BYTES")])
-def test_classification_of_every_numeric_datatype(srv, dt):
+def test_classification_of_every_numeric_datatype(client, dt):
     vals = class_values(dt)
     as_float = bf16_to_float(vals) if dt == "BF16" else vals
     # Descending by value; equal values keep their index order.
@@ -1374,63 +1468,68 @@ def test_classification_of_every_numeric_datatype(srv, dt):
         want = ["%f:%d" % (float(as_float[i]), i) for i in order]
     else:
         want = ["%d:%d" % (int(vals[i]), i) for i in order]
-    payload, headers = binary_request(
-        {"inputs": [{"name": "INPUT0", "shape": [1, len(vals)], "datatype": dt,
-                     "parameters": {"binary_data_size": vals.nbytes}}],
-         "outputs": [{"name": "OUTPUT0", "parameters": {"classification": len(vals)}}]}, [vals.tobytes()])
-    st, _, data = srv.request("POST", f"/v2/models/identity_{dt.lower()}_t/infer", payload, headers)
-    assert st == 200, data
-    out = json.loads(data)["outputs"][0]
-    assert out["datatype"] == "BYTES" and out["shape"] == [1, len(vals)]
-    assert out["data"] == want
+    r = client.infer(f"identity_{dt.lower()}_t", [tensor("INPUT0", as_sent(dt, vals)[None])],
+                     outputs=[out("OUTPUT0", False, class_count=len(vals))])
+    o = r.get_output("OUTPUT0")
+    assert o["datatype"] == "BYTES" and o["shape"] == [1, len(vals)]
+    assert o["data"] == want
 
 
 # ---- compression --------------------------------------------------------------------------
 
 
-def test_request_and_response_compression(srv):
+def test_request_and_response_compression(srv, client):
     import gzip
     import zlib
-    body = json.dumps(infer_body("INPUT0", "FP32", [1, 4], [1, 2, 3, 4])).encode()
-    p = "/v2/models/identity_fp32/infer"
-    for enc, data in (("gzip", gzip.compress(body)), ("deflate", zlib.compress(body))):
-        st, hdrs, out = srv.request("POST", p, data, {"Content-Encoding": enc})
-        assert st == 200, out
-        assert json.loads(out)["outputs"][0]["data"] == [1, 2, 3, 4]
+    m = "identity_fp32"
+    x = tensor("INPUT0", np.array([[1, 2, 3, 4]], np.float32), binary=False)
+    for enc in ("gzip", "deflate"):
+        r = client.infer(m, [x], outputs=[out("OUTPUT0", False)], request_compression_algorithm=enc)
+        assert r.get_output("OUTPUT0")["data"] == [1, 2, 3, 4]
     # Binary extension inside a compressed body; compressed binary response.
-    arr = np.arange(8, dtype=np.float32)
-    payload, headers = binary_request({"inputs": [{"name": "INPUT0", "shape": [1, 8], "datatype": "FP32",
-                                                   "parameters": {"binary_data_size": 32}}],
-                                       "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]},
-                                      [arr.tobytes()])
-    headers.update({"Content-Encoding": "gzip", "Accept-Encoding": "gzip"})
-    st, hdrs, out = srv.request("POST", p, gzip.compress(payload), headers)
+    arr = np.arange(8, dtype=np.float32)[None]
+    r = client.infer(m, [tensor("INPUT0", arr)], outputs=[out("OUTPUT0")], request_compression_algorithm="gzip",
+                     response_compression_algorithm="gzip")
+    assert np.array_equal(r.as_numpy("OUTPUT0"), arr)
+    r = client.infer(m, [x], outputs=[out("OUTPUT0", False)], response_compression_algorithm="deflate")
+    assert r.get_output("OUTPUT0")["data"] == [1, 2, 3, 4]
+    # By hand from here. tritonclient decodes a compressed response without
+    # showing its headers: these check the response really is compressed.
+    p = f"/v2/models/{m}/infer"
+    body, hl = httpclient.InferenceServerClient.generate_request_body([tensor("INPUT0", arr)], outputs=[out("OUTPUT0")])
+    st, hdrs, data = srv.request("POST", p, gzip.compress(body),
+                                 {"Inference-Header-Content-Length": str(hl), "Content-Encoding": "gzip",
+                                  "Accept-Encoding": "gzip"})
     assert st == 200 and hdrs.get("Content-Encoding") == "gzip"
-    r, tail = split_binary(hdrs, gzip.decompress(out))
-    assert np.array_equal(np.frombuffer(tail, dtype=np.float32), arr)
-    st, hdrs, out = srv.request("POST", p, body, {"Accept-Encoding": "deflate"})
+    r, tail = split_binary(hdrs, gzip.decompress(data))
+    assert np.array_equal(np.frombuffer(tail, dtype=np.float32), arr[0])
+    body = json.dumps(infer_body("INPUT0", "FP32", [1, 4], [1, 2, 3, 4])).encode()
+    st, hdrs, data = srv.request("POST", p, body, {"Accept-Encoding": "deflate"})
     assert st == 200 and hdrs.get("Content-Encoding") == "deflate"
-    assert json.loads(zlib.decompress(out))["outputs"][0]["data"] == [1, 2, 3, 4]
-    st, hdrs, out = srv.request("POST", p, body, {"Accept-Encoding": "br, gzip;q=0"})
-    assert st == 200 and "Content-Encoding" not in hdrs and json.loads(out)["outputs"]
-    # Errors: unknown encoding, corrupt data, a small body that inflates
-    # past --http-max-input-size.
-    st, hdrs, out = srv.request("POST", p, body, {"Content-Encoding": "br"})
-    assert st == 415 and "Content-Encoding" in json.loads(out)["error"]
-    st, hdrs, out = srv.request("POST", p, b"not gzip at all", {"Content-Encoding": "gzip"})
-    assert st == 400 and "gzip" in json.loads(out)["error"]
-    st, hdrs, out = srv.request("POST", p, gzip.compress(body)[:-12], {"Content-Encoding": "gzip"})
+    assert json.loads(zlib.decompress(data))["outputs"][0]["data"] == [1, 2, 3, 4]
+    # Headers tritonclient does not send: a weighted Accept-Encoding, an
+    # unknown Content-Encoding; and bodies it does not: corrupt data, a
+    # small body that inflates past --http-max-input-size.
+    st, hdrs, data = srv.request("POST", p, body, {"Accept-Encoding": "br, gzip;q=0"})
+    assert st == 200 and "Content-Encoding" not in hdrs and json.loads(data)["outputs"]
+    st, hdrs, data = srv.request("POST", p, body, {"Content-Encoding": "br"})
+    assert st == 415 and "Content-Encoding" in json.loads(data)["error"]
+    st, hdrs, data = srv.request("POST", p, b"not gzip at all", {"Content-Encoding": "gzip"})
+    assert st == 400 and "gzip" in json.loads(data)["error"]
+    st, hdrs, data = srv.request("POST", p, gzip.compress(body)[:-12], {"Content-Encoding": "gzip"})
     assert st == 400
     bomb = gzip.compress(b" " * (4 * 1024 * 1024))
-    st, hdrs, out = srv.request("POST", p, bomb, {"Content-Encoding": "gzip"})
-    assert st == 400 and "exceeds the maximum allowed value" in json.loads(out)["error"], out
-    assert srv.request("GET", "/v2/health/live")[0] == 200
+    st, hdrs, data = srv.request("POST", p, bomb, {"Content-Encoding": "gzip"})
+    assert st == 400 and "exceeds the maximum allowed value" in json.loads(data)["error"], data
+    assert client.is_server_live()
 
 
 # ---- generate extension ----------------------------------------------------------------------
+# By hand throughout: tritonclient has no call for generate or generate_stream.
 
 
 def sse_events(srv, path, body, timeout=30):
+    # By hand: tritonclient has no call for the generate extension.
     c = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=timeout)
     try:
         c.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
@@ -1467,16 +1566,15 @@ def test_generate(srv):
     assert srv.request("GET", "/v2/models/simple/generate")[0] == 405
 
 
-def test_decoupled_ensemble_over_http(srv):
+def test_decoupled_ensemble_over_http(srv, client):
     """An ensemble fed by a decoupled step is decoupled: /infer refuses it
     as Triton does, generate_stream sends an event per step response."""
     st, events = sse_events(srv, "/v2/models/square_ens/generate_stream", {"N": 3})
     assert st == 200 and events == [{"model_name": "square_ens", "model_version": "1", "SQ": 3}] * 3, events
-    st, r = jreq(srv, "POST", "/v2/models/square_ens/infer",
-                 infer_body("N", "INT32", [1], [3]))
-    assert st == 501 and "decoupled" in r["error"], r
-    st, cfg = jreq(srv, "GET", "/v2/models/square_ens/config")
-    assert st == 200 and cfg["model_transaction_policy"]["decoupled"] is True, cfg
+    refused(client.infer, "square_ens", [tensor("N", np.array([3], np.int32), binary=False)], status=501,
+            contains="decoupled")
+    cfg = client.get_model_config("square_ens")
+    assert cfg["model_transaction_policy"]["decoupled"] is True, cfg
 
 
 def test_generate_stream(srv):
@@ -1560,6 +1658,8 @@ def test_generate_with_endless_responses_is_stopped(srv):
 
 
 # ---- HTTP/1.1 framing (our own parser) ------------------------------------------
+# By hand throughout: split, pipelined, chunked, malformed and HTTP/1.0
+# requests, which tritonclient never sends.
 
 
 def read_response(f, head=False):
@@ -1724,7 +1824,7 @@ def test_one_byte_at_a_time(srv):
     (b"GET /v2/health/live HTTP/1.1\r\n" + b"".join(b"H%d: v\r\n" % i for i in range(70)) + b"\r\n", 431),
     (b"GET /v2/health/live HTTP/1.1\r\nBig: " + b"a" * 70000 + b"\r\n\r\n", 431),
 ])
-def test_malformed_requests_answered_and_closed(srv, raw, status):
+def test_malformed_requests_answered_and_closed(srv, client, raw, status):
     s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
     try:
         s.sendall(raw)
@@ -1736,7 +1836,7 @@ def test_malformed_requests_answered_and_closed(srv, raw, status):
     assert hdrs.get("connection") == "close" and json.loads(body)["error"]
     assert f.read() == b""  # the server closed the connection
     s.close()
-    assert srv.request("GET", "/v2/health/live")[0] == 200
+    assert client.is_server_live()
 
 
 def test_expect_100_continue(srv):

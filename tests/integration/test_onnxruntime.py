@@ -1,6 +1,7 @@
-"""The onnxruntime backend through nereid's HTTP endpoint: ONNX models built
-for each run by tools/onnx_models.py (python3-onnx), served by ONNX Runtime
-(fetched by scripts/fetch_pypi.sh, copied beside the backend).
+"""The onnxruntime backend through Triton's own client, tritonclient, over
+HTTP (binary and JSON tensors) and gRPC: ONNX models built for each run
+by tools/onnx_models.py (python3-onnx), served by ONNX Runtime (fetched by
+scripts/fetch_pypi.sh, copied beside the backend).
 
 Covers batching (dynamic batcher, several requests in one Run), a model
 without batching, every datatype (BYTES as ONNX strings), scalars, implicit
@@ -10,21 +11,24 @@ that disagrees with the model, a corrupt model file, bad BYTES data.
 
 Run by ctest with NEREID_BIN and NEREID_BACKEND_DIR set (tests/CMakeLists.txt).
 """
-import base64
 import concurrent.futures
 import contextlib
 import json
 import os
 import struct
-import subprocess
 import sys
 import tempfile
 import time
 
+import ml_dtypes
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
 from test_nereid_cli import BACKENDS, Server, listening_ports, running
+from test_python_backend import PROTOCOLS, client, datatypes_of, failure, infer, output_names, outputs_of
 from test_vertex_ai import call
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -101,79 +105,85 @@ def settled_stats(s, model, ready):
     batch in separate calls: a client that just got its answer may read
     them before they are all in."""
     deadline = time.monotonic() + 10
-    while True:
-        code, _, body = call(s, f"/v2/models/{model}/stats")
-        assert code == 200, body
-        stats = json.loads(body)["model_stats"][0]
-        if ready(stats) or time.monotonic() > deadline:
-            return stats
-        time.sleep(0.02)
+    with client(s) as c:
+        while True:
+            stats = c.get_inference_statistics(model)["model_stats"][0]
+            if ready(stats) or time.monotonic() > deadline:
+                return stats
+            time.sleep(0.02)
+
+
+def start(root, *flags, backends=BACKENDS, env=None):
+    return Server([f"--model-repository={root}", f"--backend-directory={backends}", "--http-port=0",
+                   "--http-address=127.0.0.1", "--grpc-port=0", "--grpc-address=127.0.0.1",
+                   "--allow-metrics=false", *flags], env=env)
+
+
+def take_ports(s, lines):
+    s.ports = listening_ports(lines)
+    s.port = s.ports["http"]
 
 
 @contextlib.contextmanager
 def serve(models, *flags):
     with tempfile.TemporaryDirectory() as root:
         make_repo(root, models)
-        s = Server([f"--model-repository={root}", f"--backend-directory={BACKENDS}", "--http-port=0",
-                    "--allow-grpc=false", "--allow-metrics=false", *flags])
+        s = start(root, *flags)
         with running(s) as lines:
-            s.port = listening_ports(lines)["http"]
+            take_ports(s, lines)
             s.root = root
             yield s
 
 
-def infer(s, model, inputs, outputs=None, parameters=None):
-    body = {"inputs": inputs}
-    if outputs is not None:
-        body["outputs"] = [{"name": n} for n in outputs]
-    if parameters is not None:
-        body["parameters"] = parameters
-    code, _, reply = call(s, f"/v2/models/{model}/infer", body)
-    return code, json.loads(reply)
+def config_of(s, model):
+    """The model's configuration as JSON (HTTP), checked against the gRPC
+    answer's name and max_batch_size."""
+    with client(s) as h, client(s, "grpc") as g:
+        config = h.get_model_config(model)
+        other = g.get_model_config(model).config
+    assert (other.name, other.max_batch_size) == (config["name"], config.get("max_batch_size", 0)), other
+    return config
 
 
-def outputs_of(reply):
-    return {o["name"]: o for o in reply["outputs"]}
+def shapes_of(result):
+    return {n: list(result.as_numpy(n).shape) for n in output_names(result)}
 
 
 ALL = {name: (name, CONFIGS[name]) for name in CONFIGS}
 
 
+WAYS = (("http", True), ("http", False), ("grpc", True))  # (protocol, binary tensors)
+
+
 def test_batched_unbatched_strings_and_scalar():
     with serve(ALL) as s:
-        a = [[1.5, 2, 3, 4], [5, 6, 7, 8]]
-        b = [[1, 1, 1, 1], [2, 2, 2, 2]]
-        code, r = infer(s, "add_sub", [{"name": "INPUT0", "shape": [2, 4], "datatype": "FP32", "data": a},
-                                       {"name": "INPUT1", "shape": [2, 4], "datatype": "FP32", "data": b}])
-        assert code == 200, r
-        out = outputs_of(r)
-        assert out["OUTPUT0"]["shape"] == [2, 4] and out["OUTPUT0"]["datatype"] == "FP32"
-        assert out["OUTPUT0"]["data"] == list((np.array(a) + np.array(b)).flat)
-        assert out["OUTPUT1"]["data"] == list((np.array(a) - np.array(b)).flat)
-        # Only the requested output comes back.
-        code, r = infer(s, "add_sub", [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32", "data": a[0]},
-                                       {"name": "INPUT1", "shape": [1, 4], "datatype": "FP32", "data": b[0]}],
-                        outputs=["OUTPUT1"])
-        assert code == 200 and [o["name"] for o in r["outputs"]] == ["OUTPUT1"]
+        a = np.array([[1.5, 2, 3, 4], [5, 6, 7, 8]], np.float32)
+        b = np.array([[1, 1, 1, 1], [2, 2, 2, 2]], np.float32)
+        for protocol, binary in WAYS:
+            how = dict(protocol=protocol, binary=binary)
+            r = infer(s, "add_sub", [("INPUT0", a), ("INPUT1", b)], **how)
+            assert shapes_of(r)["OUTPUT0"] == [2, 4] and datatypes_of(r)["OUTPUT0"] == "FP32", how
+            assert outputs_of(r)["OUTPUT0"] == list((a + b).flat), how
+            assert outputs_of(r)["OUTPUT1"] == list((a - b).flat), how
+            # Only the requested output comes back.
+            r = infer(s, "add_sub", [("INPUT0", a[:1]), ("INPUT1", b[:1])], outputs=["OUTPUT1"], **how)
+            assert output_names(r) == ["OUTPUT1"], how
 
-        code, r = infer(s, "fixed_add_sub", [{"name": "INPUT0", "shape": [4], "datatype": "INT32", "data": [1, 2, 3, 4]},
-                                             {"name": "INPUT1", "shape": [4], "datatype": "INT32", "data": [4, 3, 2, 1]}])
-        assert code == 200, r
-        assert outputs_of(r)["OUTPUT0"]["data"] == [5, 5, 5, 5]
-        assert outputs_of(r)["OUTPUT1"]["data"] == [-3, -1, 1, 3]
+            r = infer(s, "fixed_add_sub", [("INPUT0", np.array([1, 2, 3, 4], np.int32)),
+                                           ("INPUT1", np.array([4, 3, 2, 1], np.int32))], **how)
+            assert outputs_of(r)["OUTPUT0"] == [5, 5, 5, 5], how
+            assert outputs_of(r)["OUTPUT1"] == [-3, -1, 1, 3], how
 
-        words = ["", "héllo", "a longer string with spaces", "x" * 1000]
-        code, r = infer(s, "strings", [{"name": "INPUT", "shape": [1, 4], "datatype": "BYTES", "data": words}])
-        assert code == 200, r
-        assert outputs_of(r)["OUTPUT"]["data"] == words and outputs_of(r)["OUTPUT"]["shape"] == [1, 4]
+            words = ["", "héllo", "a longer string with spaces", "x" * 1000]
+            r = infer(s, "strings", [("INPUT", np.array([words], np.object_))], **how)
+            assert [w.decode() for w in outputs_of(r)["OUTPUT"]] == words and shapes_of(r)["OUTPUT"] == [1, 4], how
 
-        code, r = infer(s, "scalar", [{"name": "X", "shape": [1], "datatype": "FP32", "data": [2.5]}])
-        assert code == 200, r
-        assert outputs_of(r)["Y"]["data"] == [5.0] and outputs_of(r)["Y"]["shape"] == [1]
+            r = infer(s, "scalar", [("X", np.array([2.5], np.float32))], **how)
+            assert outputs_of(r)["Y"] == [5.0] and shapes_of(r)["Y"] == [1], how
 
         # Statistics count the executions.
-        stats = settled_stats(s, "add_sub", lambda st: st["inference_stats"]["success"]["count"] >= 2)
-        assert stats["inference_stats"]["success"]["count"] == 2
+        stats = settled_stats(s, "add_sub", lambda st: st["inference_stats"]["success"]["count"] >= 2 * len(WAYS))
+        assert stats["inference_stats"]["success"]["count"] == 2 * len(WAYS)
 
 
 def test_session_settings_load_and_serve():
@@ -186,22 +196,21 @@ def test_session_settings_load_and_serve():
                         ("parallel", 'parameters { key: "execution_mode" value { string_value: "1" } }')):
         models[name] = ("fixed_add_sub", CONFIGS["fixed_add_sub"] + THREADS + extra)
     with serve(models) as s:
-        for name in models:
-            code, r = infer(s, name, [{"name": "INPUT0", "shape": [4], "datatype": "INT32", "data": [1, 2, 3, 4]},
-                                      {"name": "INPUT1", "shape": [4], "datatype": "INT32", "data": [1, 1, 1, 1]}])
-            assert code == 200 and outputs_of(r)["OUTPUT0"]["data"] == [2, 3, 4, 5], (name, r)
+        for k, name in enumerate(models):
+            r = infer(s, name, [("INPUT0", np.array([1, 2, 3, 4], np.int32)), ("INPUT1", np.ones(4, np.int32))],
+                      protocol=PROTOCOLS[k % 2])
+            assert outputs_of(r)["OUTPUT0"] == [2, 3, 4, 5], name
 
 
 def test_dynamic_batcher_runs_requests_together():
     with serve({"add_sub": ALL["add_sub"]}) as s:
         def one(i):
-            return infer(s, "add_sub", [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32", "data": [i] * 4},
-                                        {"name": "INPUT1", "shape": [1, 4], "datatype": "FP32", "data": [1] * 4}])
+            return infer(s, "add_sub", [("INPUT0", np.full((1, 4), i, np.float32)),
+                                        ("INPUT1", np.ones((1, 4), np.float32))], protocol=PROTOCOLS[i % 2])
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             results = list(pool.map(one, range(8)))
-        for i, (code, r) in enumerate(results):
-            assert code == 200, r
-            assert outputs_of(r)["OUTPUT0"]["data"] == [i + 1.0] * 4
+        for i, r in enumerate(results):
+            assert outputs_of(r)["OUTPUT0"] == [i + 1.0] * 4
         stats = settled_stats(s, "add_sub", lambda st: st["inference_count"] >= 8)
         assert stats["inference_count"] == 8
         assert stats["execution_count"] < 8  # the 100 ms queue delay gathered some
@@ -221,38 +230,42 @@ def test_every_datatype():
               "INT32": [-2147483648, 2147483647], "INT64": [-9223372036854775808, 9223372036854775807],
               "FP16": [0.5, -2.0], "FP32": [1.25, -3.5], "FP64": [1e300, -2.5], "BF16": [1.5, -4.0],
               "BYTES": ["ab", ""]}
+    dtypes = {"BOOL": bool, "UINT8": np.uint8, "UINT16": np.uint16, "UINT32": np.uint32, "UINT64": np.uint64,
+              "INT8": np.int8, "INT16": np.int16, "INT32": np.int32, "INT64": np.int64, "FP16": np.float16,
+              "FP32": np.float32, "FP64": np.float64, "BF16": ml_dtypes.bfloat16, "BYTES": np.object_}
     with serve({"identities": ("identities", config)}) as s:
-        inputs = [{"name": f"IN_{t}", "shape": [1, 2], "datatype": t, "data": values[t]} for t in onnx_models.TYPES]
-        code, r = infer(s, "identities", inputs)
-        assert code == 200, r
-        out = outputs_of(r)
-        for t in onnx_models.TYPES:
-            assert out[f"OUT_{t}"]["datatype"] == t and out[f"OUT_{t}"]["shape"] == [1, 2]
-            assert out[f"OUT_{t}"]["data"] == values[t], t
-        # The binary extension: FP32 in and out as raw bytes.
-        raw = struct.pack("<2f", 7.0, 8.0)
-        header = {"inputs": [dict(i, parameters={"binary_data_size": len(raw)}) if i["name"] == "IN_FP32" else i
-                             for i in inputs],
-                  "outputs": [{"name": "OUT_FP32", "parameters": {"binary_data": True}}]}
-        for i in header["inputs"]:
-            if i["name"] == "IN_FP32":
-                del i["data"]
-        h = json.dumps(header).encode()
-        code, headers, body = call(s, "/v2/models/identities/infer", h + raw,
-                                   {"Inference-Header-Content-Length": str(len(h))})
-        assert code == 200, body
-        n = int(headers["Inference-Header-Content-Length"])
-        assert body[n:] == raw
+        # Binary tensors over HTTP (the binary extension), JSON over HTTP
+        # (BF16 stays binary: tritonclient sends it no other way), and gRPC.
+        for protocol, binary in WAYS:
+            module = grpcclient if protocol == "grpc" else httpclient
+            inputs, outputs = [], []
+            for t in onnx_models.TYPES:
+                i = module.InferInput(f"IN_{t}", [1, 2], t)
+                array = np.array([values[t]], dtypes[t])
+                if protocol == "grpc":
+                    i.set_data_from_numpy(array)
+                    outputs.append(module.InferRequestedOutput(f"OUT_{t}"))
+                else:
+                    i.set_data_from_numpy(array, binary_data=binary or t == "BF16")
+                    outputs.append(module.InferRequestedOutput(f"OUT_{t}", binary_data=binary or t == "BF16"))
+                inputs.append(i)
+            with client(s, protocol) as c:
+                r = c.infer("identities", inputs, outputs=outputs)
+            types, shapes = datatypes_of(r), shapes_of(r)
+            for t in onnx_models.TYPES:
+                assert types[f"OUT_{t}"] == t and shapes[f"OUT_{t}"] == [1, 2], (protocol, binary, t)
+                got = r.as_numpy(f"OUT_{t}").reshape(-1).tolist()
+                if t == "BYTES":  # bytes from binary tensors, str from JSON
+                    got = [v.decode() if isinstance(v, bytes) else v for v in got]
+                assert got == values[t], (protocol, binary, t, got)
 
 
 def test_implicit_state_keeps_a_running_sum_per_sequence():
     with serve({"accumulate": ALL["accumulate"]}) as s:
         def step(seq, value, start=False, end=False):
-            params = {"sequence_id": seq, "sequence_start": start, "sequence_end": end}
-            code, r = infer(s, "accumulate", [{"name": "INPUT", "shape": [1, 1], "datatype": "INT32",
-                                               "data": [value]}], parameters=params)
-            assert code == 200, r
-            return outputs_of(r)["OUTPUT"]["data"][0]
+            r = infer(s, "accumulate", [("INPUT", np.array([[value]], np.int32))], protocol=PROTOCOLS[seq % 2],
+                      sequence_id=seq, sequence_start=start, sequence_end=end)
+            return outputs_of(r)["OUTPUT"][0]
 
         assert step(1, 5, start=True) == 5
         assert step(2, 100, start=True) == 100
@@ -277,28 +290,29 @@ def test_implicit_state_keeps_a_running_sum_per_sequence():
         assert totals == [sum(s * 10 + k for k in range(6)) for s in [11, 12, 13, 14]]
 
         # The state is not an output of the model's configuration.
-        code, r = infer(s, "accumulate", [{"name": "INPUT", "shape": [1, 1], "datatype": "INT32", "data": [1]}],
-                        outputs=["STATE_OUT"], parameters={"sequence_id": 9, "sequence_start": True})
-        assert code == 400, r
+        for protocol, status in (("http", "400"), ("grpc", "StatusCode.INVALID_ARGUMENT")):
+            e = failure(s, "accumulate", [("INPUT", np.array([[1]], np.int32))], protocol, outputs=["STATE_OUT"],
+                        sequence_id=9, sequence_start=True)
+            assert e.status() == status, (protocol, e)
 
 
 def test_configuration_completed_from_the_model():
     # No config.pbtxt at all: inputs, outputs and batching come from model.onnx.
     with serve({"auto": ("add_sub", None), "auto_strings": ("strings", None),
                 "auto_fixed": ("fixed_add_sub", None)}) as s:
-        code, _, body = call(s, "/v2/models/auto/config")
-        config = json.loads(body)
-        assert code == 200 and config["backend"] == "onnxruntime" and config["platform"] == "onnxruntime_onnx"
+        config = config_of(s, "auto")
+        assert config["backend"] == "onnxruntime" and config["platform"] == "onnxruntime_onnx"
         assert config["max_batch_size"] == 4 and "dynamic_batching" in config
         assert [(t["name"], t["data_type"], t["dims"]) for t in config["input"]] == [
             ("INPUT0", "TYPE_FP32", [4]), ("INPUT1", "TYPE_FP32", [4])]
         assert [t["name"] for t in config["output"]] == ["OUTPUT0", "OUTPUT1"]
-        code, r = infer(s, "auto", [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]},
-                                    {"name": "INPUT1", "shape": [1, 4], "datatype": "FP32", "data": [1, 1, 1, 1]}])
-        assert code == 200 and outputs_of(r)["OUTPUT0"]["data"] == [2, 3, 4, 5]
-        config = json.loads(call(s, "/v2/models/auto_strings/config")[2])
+        for protocol in PROTOCOLS:
+            r = infer(s, "auto", [("INPUT0", np.array([[1, 2, 3, 4]], np.float32)),
+                                  ("INPUT1", np.ones((1, 4), np.float32))], protocol=protocol)
+            assert outputs_of(r)["OUTPUT0"] == [2, 3, 4, 5], protocol
+        config = config_of(s, "auto_strings")
         assert config["input"][0]["data_type"] == "TYPE_STRING" and config["max_batch_size"] == 4
-        config = json.loads(call(s, "/v2/models/auto_fixed/config")[2])
+        config = config_of(s, "auto_fixed")
         assert config["max_batch_size"] == 0 and config["input"][0]["dims"] == [4]
         assert config["input"][0]["data_type"] == "TYPE_INT32"
 
@@ -308,33 +322,34 @@ def test_reshape_between_the_configuration_and_the_model():
     # gets (and gives) reshape.shape.
     reshaped = CONFIGS["fixed_add_sub"].replace("dims: [ 4 ] }", "dims: [ 2, 2 ] reshape: { shape: [ 4 ] } }")
     with serve({"reshaped": ("fixed_add_sub", reshaped), "doubler": ("doubler", None)}) as s:
-        code, r = infer(s, "reshaped", [{"name": "INPUT0", "shape": [2, 2], "datatype": "INT32", "data": [1, 2, 3, 4]},
-                                        {"name": "INPUT1", "shape": [2, 2], "datatype": "INT32", "data": [1, 1, 1, 1]}])
-        assert code == 200, r
-        assert outputs_of(r)["OUTPUT0"]["shape"] == [2, 2] and outputs_of(r)["OUTPUT0"]["data"] == [2, 3, 4, 5]
+        for protocol in PROTOCOLS:
+            r = infer(s, "reshaped", [("INPUT0", np.array([[1, 2], [3, 4]], np.int32)),
+                                      ("INPUT1", np.ones((2, 2), np.int32))], protocol=protocol)
+            assert shapes_of(r)["OUTPUT0"] == [2, 2] and outputs_of(r)["OUTPUT0"] == [2, 3, 4, 5], protocol
         # A model taking [batch] is completed as dims [1] with an empty reshape.
-        config = json.loads(call(s, "/v2/models/doubler/config")[2])
+        config = config_of(s, "doubler")
         assert config["max_batch_size"] == 4
         assert config["input"][0]["dims"] == [1] and config["input"][0]["reshape"] == {"shape": []}
         assert config["output"][0]["dims"] == [1] and config["output"][0]["reshape"] == {"shape": []}
-        code, r = infer(s, "doubler", [{"name": "X", "shape": [3, 1], "datatype": "FP32", "data": [1, 2, 3]}])
-        assert code == 200, r
-        assert outputs_of(r)["Y"]["shape"] == [3, 1] and outputs_of(r)["Y"]["data"] == [2, 4, 6]
+        for protocol in PROTOCOLS:
+            r = infer(s, "doubler", [("X", np.array([[1], [2], [3]], np.float32))], protocol=protocol)
+            assert shapes_of(r)["Y"] == [3, 1] and outputs_of(r)["Y"] == [2, 4, 6], protocol
 
 
 def test_default_max_batch_size_setting_completes_batching():
     auto = "backend: \"onnxruntime\"\n" + THREADS
     with serve({"auto2": ("add_sub", auto)}, "--backend-config=default-max-batch-size=2") as s:
-        config = json.loads(call(s, "/v2/models/auto2/config")[2])
+        config = config_of(s, "auto2")
         assert config["max_batch_size"] == 2 and "dynamic_batching" in config
     with serve({"auto0": ("add_sub", auto)}, "--backend-config=onnxruntime,default-max-batch-size=0") as s:
-        config = json.loads(call(s, "/v2/models/auto0/config")[2])
+        config = config_of(s, "auto0")
         assert config["max_batch_size"] == 0 and config["input"][0]["dims"] == [-1, 4]
 
 
 def test_bad_requests_are_answered_and_the_server_keeps_serving():
     with serve({"strings": ALL["strings"], "add_sub": ALL["add_sub"]}) as s:
-        # BYTES data whose length prefix runs past the end.
+        # BYTES data whose length prefix runs past the end: hand-built,
+        # tritonclient serializes BYTES only well-formed.
         header = {"inputs": [{"name": "INPUT", "shape": [1, 1], "datatype": "BYTES",
                               "parameters": {"binary_data_size": 6}}]}
         h = json.dumps(header).encode()
@@ -342,17 +357,25 @@ def test_bad_requests_are_answered_and_the_server_keeps_serving():
                              {"Inference-Header-Content-Length": str(len(h))})
         assert code == 400 and "BYTES data ends inside element 1" in json.loads(body)["error"], body
         # Wrong datatype, rejected before the backend.
-        code, r = infer(s, "add_sub", [{"name": "INPUT0", "shape": [1, 4], "datatype": "INT32", "data": [1] * 4},
-                                       {"name": "INPUT1", "shape": [1, 4], "datatype": "FP32", "data": [1] * 4}])
-        assert code == 400, r
-        code, r = infer(s, "strings", [{"name": "INPUT", "shape": [2, 1], "datatype": "BYTES", "data": ["a", "b"]}])
-        assert code == 200 and outputs_of(r)["OUTPUT"]["data"] == ["a", "b"]
+        for protocol, status in (("http", "400"), ("grpc", "StatusCode.INVALID_ARGUMENT")):
+            e = failure(s, "add_sub", [("INPUT0", np.ones((1, 4), np.int32)), ("INPUT1", np.ones((1, 4), np.float32))],
+                        protocol)
+            assert e.status() == status, (protocol, e)
+            r = infer(s, "strings", [("INPUT", np.array([["a"], ["b"]], np.object_))], protocol=protocol)
+            assert outputs_of(r)["OUTPUT"] == [b"a", b"b"], protocol
 
 
 def load_error(s, name):
-    code, _, body = call(s, f"/v2/repository/models/{name}/load", b"{}")
-    assert code == 400, body
-    return json.loads(body)["error"]
+    """The message of the refused repository load of name, the same over
+    HTTP (status 400) and gRPC."""
+    messages = []
+    for protocol, status in (("http", "400"), ("grpc", "StatusCode.INVALID_ARGUMENT")):
+        with client(s, protocol) as c, pytest.raises(InferenceServerException) as e:
+            c.load_model(name)
+        assert e.value.status() == status, (protocol, e.value)
+        messages.append(e.value.message())
+    assert messages[0] == messages[1], messages
+    return messages[0]
 
 
 def test_configurations_that_disagree_with_the_model_fail_to_load():
@@ -379,10 +402,9 @@ def test_configurations_that_disagree_with_the_model_fail_to_load():
         os.makedirs(os.path.join(root, "no_file", "1"))
         with open(os.path.join(root, "no_file", "config.pbtxt"), "w") as f:
             f.write(CONFIGS["fixed_add_sub"])
-        s = Server([f"--model-repository={root}", f"--backend-directory={BACKENDS}", "--http-port=0",
-                    "--allow-grpc=false", "--allow-metrics=false", "--model-control-mode=explicit"])
+        s = start(root, "--model-control-mode=explicit")
         with running(s) as lines:
-            s.port = listening_ports(lines)["http"]
+            take_ports(s, lines)
             msg = load_error(s, "wrong_type")
             assert "input 'INPUT0' has data_type TYPE_FP32 in the configuration but INT32 in model.onnx" in msg
             assert "is not an input of model.onnx" in load_error(s, "wrong_name")
@@ -396,8 +418,11 @@ def test_configurations_that_disagree_with_the_model_fail_to_load():
             msg = load_error(s, "corrupt")
             assert "cannot load" in msg and "corrupt/1/model.onnx" in msg
             assert "does not exist" in load_error(s, "no_file")
-            code, _, body = call(s, "/v2/repository/index", b"{}")
-            states = {m["name"]: m.get("state") for m in json.loads(body)}
+            with client(s) as c:
+                states = {m["name"]: m.get("state") for m in c.get_model_repository_index()}
+            assert states["corrupt"] == "UNAVAILABLE"
+            with client(s, "grpc") as c:
+                states = {m.name: m.state for m in c.get_model_repository_index().models}
             assert states["corrupt"] == "UNAVAILABLE"
 
 
@@ -415,13 +440,12 @@ def test_without_the_library_only_onnx_models_fail():
         shutil.copytree(os.path.join(HERE, "..", "..", "examples", "models", "identity_fp32"),
                         os.path.join(root, "identity_fp32"))
         env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
-        s = Server([f"--model-repository={root}", f"--backend-directory={backends}", "--http-port=0",
-                    "--allow-grpc=false", "--allow-metrics=false", "--exit-on-error=false"], env=env)
+        s = start(root, "--exit-on-error=false", backends=backends, env=env)
         with running(s) as lines:
             table = "".join(lines)
             assert "| identity_fp32 | 1       | READY" in table, table
             assert "cannot load ONNX Runtime" in table and "onnxruntime/libonnxruntime.so.1" in table, table
-            s.port = listening_ports(lines)["http"]
-            code, r = infer(s, "identity_fp32", [{"name": "INPUT0", "shape": [1, 2], "datatype": "FP32",
-                                                  "data": [1, 2]}])
-            assert code == 200, r
+            take_ports(s, lines)
+            for protocol in PROTOCOLS:
+                r = infer(s, "identity_fp32", [("INPUT0", np.array([[1, 2]], np.float32))], protocol=protocol)
+                assert outputs_of(r)["OUTPUT0"] == [1, 2], protocol

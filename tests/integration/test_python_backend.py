@@ -1,4 +1,5 @@
-"""The python backend (backends/python) through nereid's HTTP endpoint:
+"""The python backend (backends/python) through Triton's own client,
+tritonclient, over HTTP and gRPC (decoupled models on the gRPC stream):
 Triton Python-backend model files (model.py, class TritonPythonModel,
 triton_python_backend_utils) served unchanged, each instance in a stub
 process of its own.
@@ -7,20 +8,28 @@ Covers add_sub over several datatypes, BYTES, the initialize() arguments,
 request accessors, errors (a raising execute, a syntax error, a failing
 initialize, a wrong output datatype, a missing requested output), a
 crashing model.py (its requests fail, the server lives on), two instances
-running at once, dynamic batching and an ensemble with a Python step.
+running at once, dynamic batching and an ensemble with a Python step;
+from the client's side also system shared memory inputs and outputs,
+compressed bodies, and the asyncio clients (HTTP and the gRPC stream).
 
 Run by ctest with NEREID_BIN and NEREID_BACKEND_DIR set (tests/CMakeLists.txt).
 """
+import asyncio
 import concurrent.futures
 import contextlib
 import json
 import os
+import queue
 import tempfile
 import time
+
+import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
 from test_nereid_cli import BACKENDS, Server, assert_stopped_clean, listening_ports
-from test_vertex_ai import call
 
 ADD_SUB = '''
 import json
@@ -213,12 +222,14 @@ def running(s):
 
 @contextlib.contextmanager
 def serve(models, *flags):
-    """models: {name: (model.py text, config.pbtxt text)}."""
+    """models: {name: (model.py text, config.pbtxt text)}. Serves HTTP
+    (s.port) and gRPC (s.ports["grpc"]) on 127.0.0.1."""
     with tempfile.TemporaryDirectory() as root:
         for name, (text, config) in models.items():
             model_file(root, name, text, config)
         s = Server([f"--model-repository={root}", f"--backend-directory={BACKENDS}", "--http-port=0",
-                    "--allow-grpc=false", "--allow-metrics=false", *flags])
+                    "--http-address=127.0.0.1", "--grpc-port=0", "--grpc-address=127.0.0.1",
+                    "--allow-metrics=false", *flags])
         with running(s) as lines:
             s.ports = listening_ports(lines)
             s.port = s.ports["http"]
@@ -226,99 +237,257 @@ def serve(models, *flags):
             yield s
 
 
-def infer(s, model, inputs, outputs=None, parameters=None):
-    body = {"inputs": inputs}
+PROTOCOLS = ("http", "grpc")
+
+
+def client(s, protocol="http"):
+    """A tritonclient client of s: HTTP on s.port, gRPC on s.ports["grpc"]."""
+    if protocol == "grpc":
+        return grpcclient.InferenceServerClient(f"127.0.0.1:{s.ports['grpc']}")
+    return httpclient.InferenceServerClient(f"127.0.0.1:{s.port}", network_timeout=300.0)
+
+
+def infer_inputs(inputs, protocol="http", binary=True):
+    """tritonclient InferInputs of (name, numpy array) pairs; an object
+    array is BYTES. binary=False sends HTTP tensors as JSON data."""
+    module = grpcclient if protocol == "grpc" else httpclient
+    out = []
+    for name, array in inputs:
+        i = module.InferInput(name, list(array.shape), np_to_triton_dtype(array.dtype))
+        if protocol == "grpc":
+            i.set_data_from_numpy(array)
+        else:
+            i.set_data_from_numpy(array, binary_data=binary)
+        out.append(i)
+    return out
+
+
+def infer(s, model, inputs, outputs=None, protocol="http", binary=True, **kwargs):
+    """Runs model through tritonclient (HTTP or gRPC) with inputs as
+    (name, numpy array) pairs; only the outputs named, if any. Returns the
+    InferResult; an error response raises InferenceServerException.
+    kwargs go to InferenceServerClient.infer (request_id, parameters,
+    timeout, sequence_id, ...)."""
+    module = grpcclient if protocol == "grpc" else httpclient
+    requested = None
     if outputs is not None:
-        body["outputs"] = [{"name": n} for n in outputs]
-    if parameters is not None:
-        body["parameters"] = parameters
-    code, _, reply = call(s, f"/v2/models/{model}/infer", body)
-    return code, json.loads(reply)
+        requested = [module.InferRequestedOutput(n) if protocol == "grpc"
+                     else module.InferRequestedOutput(n, binary_data=binary) for n in outputs]
+    with client(s, protocol) as c:
+        return c.infer(model, infer_inputs(inputs, protocol, binary), outputs=requested, **kwargs)
 
 
-def outputs_of(reply):
-    return {o["name"]: o["data"] for o in reply["outputs"]}
+def output_names(result):
+    response = result.get_response()
+    if isinstance(response, dict):
+        return [o["name"] for o in response.get("outputs", [])]
+    return [o.name for o in response.outputs]
+
+
+def outputs_of(result):
+    """{output name: flat list of its values} of an InferResult."""
+    return {n: result.as_numpy(n).reshape(-1).tolist() for n in output_names(result)}
+
+
+def datatypes_of(result):
+    out = {}
+    for n in output_names(result):
+        o = result.get_output(n)
+        out[n] = o["datatype"] if isinstance(o, dict) else o.datatype
+    return out
+
+
+def parameters_of(result):
+    """The response's parameters as a dict, from either protocol."""
+    response = result.get_response()
+    if isinstance(response, dict):
+        return response.get("parameters") or {}
+    return {k: getattr(v, v.WhichOneof("parameter_choice")) for k, v in response.parameters.items()}
 
 
 def fp32(name, data, shape=None):
-    return {"name": name, "datatype": "FP32", "shape": shape or [len(data)], "data": data}
+    return name, np.array(data, np.float32).reshape(shape or [len(data)])
+
+
+def text(name, values):
+    """A BYTES tensor of str values."""
+    return name, np.array(values, dtype=np.object_)
+
+
+def stream(s, model, inputs, **kwargs):
+    """One request on a gRPC ModelStreamInfer stream (start_stream,
+    async_stream_infer); returns [(result, error)] in arrival order once
+    the server has closed the stream."""
+    got = queue.Queue()
+    with client(s, "grpc") as c:
+        c.start_stream(callback=lambda result, error: got.put((result, error)))
+        c.async_stream_infer(model, infer_inputs(inputs, "grpc"), **kwargs)
+        c.stop_stream()  # half-closes; returns once every response came
+    return [got.get_nowait() for _ in range(got.qsize())]
 
 
 def test_add_sub_several_datatypes():
-    models = {f"add_sub_{d.lower()}": (ADD_SUB, add_sub_config(d)) for d in ("FP32", "INT32", "INT64", "FP64", "UINT8")}
+    """Over HTTP (binary and JSON tensors) and gRPC."""
+    types = {"FP32": np.float32, "INT32": np.int32, "INT64": np.int64, "FP64": np.float64, "UINT8": np.uint8}
+    models = {f"add_sub_{d.lower()}": (ADD_SUB, add_sub_config(d)) for d in types}
     with serve(models) as s:
-        for name in models:
-            d = name.split("_")[-1].upper()
-            code, reply = infer(s, name, [{"name": "INPUT0", "datatype": d, "shape": [4], "data": [5, 6, 7, 8]},
-                                          {"name": "INPUT1", "datatype": d, "shape": [4], "data": [1, 2, 3, 4]}])
-            assert code == 200, reply
-            out = outputs_of(reply)
-            assert out["OUTPUT0"] == [6, 8, 10, 12] and out["OUTPUT1"] == [4, 4, 4, 4], reply
-            assert {o["datatype"] for o in reply["outputs"]} == {d}
-        # Only the requested output comes back.
-        code, reply = infer(s, "add_sub_fp32", [fp32("INPUT0", [1, 2, 3, 4]), fp32("INPUT1", [1, 1, 1, 1])],
-                            outputs=["OUTPUT1"])
-        assert code == 200 and outputs_of(reply) == {"OUTPUT1": [0, 1, 2, 3]}, reply
+        for protocol, binary in (("http", True), ("http", False), ("grpc", True)):
+            for name in models:
+                d = name.split("_")[-1].upper()
+                result = infer(s, name, [("INPUT0", np.array([5, 6, 7, 8], types[d])),
+                                         ("INPUT1", np.array([1, 2, 3, 4], types[d]))],
+                               protocol=protocol, binary=binary)
+                out = outputs_of(result)
+                assert out["OUTPUT0"] == [6, 8, 10, 12] and out["OUTPUT1"] == [4, 4, 4, 4], (protocol, out)
+                assert set(datatypes_of(result).values()) == {d}, protocol
+                assert result.as_numpy("OUTPUT0").dtype == types[d], protocol
+            # Only the requested output comes back.
+            result = infer(s, "add_sub_fp32", [fp32("INPUT0", [1, 2, 3, 4]), fp32("INPUT1", [1, 1, 1, 1])],
+                           outputs=["OUTPUT1"], protocol=protocol, binary=binary)
+            assert outputs_of(result) == {"OUTPUT1": [0, 1, 2, 3]}, protocol
     assert "add_sub finalized" in s.log
 
 
 def test_bytes_and_request_accessors():
+    """A BYTES input (binary and JSON over HTTP, and gRPC), the request id
+    and request parameters as the model sees them."""
     with serve({"inspect": (INSPECT, BYTES_CONFIG)}) as s:
-        body = {"id": "req-7", "parameters": {"p": "v", "n": 3},
-                "inputs": [{"name": "INPUT", "datatype": "BYTES", "shape": [3], "data": ["a", "", "héllo"]}]}
-        code, _, reply = call(s, "/v2/models/inspect/infer", body)
-        assert code == 200, reply
-        reply = json.loads(reply)
-        info = json.loads(reply["outputs"][0]["data"][0])
-        assert info["items"] == ["a", "", "héllo"] and info["shape"] == [3] and info["is_cpu"]
-        assert info["id"] == "req-7" and info["parameters"] == {"p": "v", "n": 3}
-        assert info["requested"] == ["OUTPUT"] and info["name"] == "INPUT"
-        args = info["args"]
-        assert args["model_name"] == "inspect" and args["model_version"] == "1"
-        assert args["model_instance_kind"] == "CPU" and args["model_instance_device_id"] == "0"
-        assert args["model_instance_name"].startswith("inspect") and args["model_repository"].endswith("inspect")
-        assert json.loads(args["model_config"])["name"] == "inspect"
+        for protocol, binary in (("http", True), ("http", False), ("grpc", True)):
+            result = infer(s, "inspect", [text("INPUT", ["a", "", "héllo"])], protocol=protocol, binary=binary,
+                           request_id="req-7", parameters={"p": "v", "n": 3})
+            info = json.loads(result.as_numpy("OUTPUT")[0])
+            assert info["items"] == ["a", "", "héllo"] and info["shape"] == [3] and info["is_cpu"], protocol
+            assert info["id"] == "req-7" and info["parameters"] == {"p": "v", "n": 3}, (protocol, info)
+            assert info["requested"] == ["OUTPUT"] and info["name"] == "INPUT", protocol
+            args = info["args"]
+            assert args["model_name"] == "inspect" and args["model_version"] == "1"
+            assert args["model_instance_kind"] == "CPU" and args["model_instance_device_id"] == "0"
+            assert args["model_instance_name"].startswith("inspect") and args["model_repository"].endswith("inspect")
+            assert json.loads(args["model_config"])["name"] == "inspect"
+
+
+def failure(s, model, inputs, protocol="http", **kwargs):
+    """The InferenceServerException that running model raises."""
+    with pytest.raises(InferenceServerException) as e:
+        infer(s, model, inputs, protocol=protocol, **kwargs)
+    return e.value
+
+
+def ready(s, model):
+    """Whether the model is ready, asked through tritonclient over HTTP and
+    gRPC; the HTTP status is checked too (200 ready, 400 not)."""
+    import urllib.error
+    import urllib.request
+
+    with client(s, "http") as h, client(s, "grpc") as g:
+        answers = h.is_model_ready(model), g.is_model_ready(model)
+    # Hand-built as well: tritonclient's is_model_ready() hides the status.
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{s.port}/v2/models/{model}/ready", timeout=30) as r:
+            code = r.status
+    except urllib.error.HTTPError as e:
+        code = e.code
+    assert code == (200 if answers[0] else 400), (code, answers)
+    return answers
 
 
 def test_errors_are_responses_and_a_crash_spares_the_server():
     with serve({"raising": (RAISING, ONE_FP32), "add_sub": (ADD_SUB, add_sub_config("FP32"))}) as s:
-        code, reply = infer(s, "raising", [fp32("INPUT0", [-1])])
-        assert code != 200 and "ValueError: negative input" in reply["error"], reply
-        assert "model.py line 9" in reply["error"], reply
-        assert "Traceback" in s.text()
-        code, reply = infer(s, "raising", [fp32("INPUT0", [1])])
-        assert code == 400 and reply["error"] == "one is refused", reply
-        code, reply = infer(s, "raising", [fp32("INPUT0", [2])])
-        assert code != 200 and "FP64" in reply["error"] and "FP32" in reply["error"], reply
-        code, reply = infer(s, "raising", [fp32("INPUT0", [3])])
-        assert code != 200 and "OUTPUT0" in reply["error"], reply
-        code, reply = infer(s, "raising", [fp32("INPUT0", [7])])
-        assert code == 200 and outputs_of(reply) == {"OUTPUT0": [7]}, reply
+        for protocol, refused in (("http", "400"), ("grpc", "StatusCode.INVALID_ARGUMENT")):
+            e = failure(s, "raising", [fp32("INPUT0", [-1])], protocol)
+            assert "ValueError: negative input" in e.message(), (protocol, e)
+            assert "model.py line 9" in e.message(), (protocol, e)
+            assert "Traceback" in s.text()
+            e = failure(s, "raising", [fp32("INPUT0", [1])], protocol)
+            assert e.status() == refused and e.message() == "one is refused", (protocol, e)
+            e = failure(s, "raising", [fp32("INPUT0", [2])], protocol)
+            assert "FP64" in e.message() and "FP32" in e.message(), (protocol, e)
+            e = failure(s, "raising", [fp32("INPUT0", [3])], protocol)
+            assert "OUTPUT0" in e.message(), (protocol, e)
+            assert outputs_of(infer(s, "raising", [fp32("INPUT0", [7])], protocol=protocol)) == {"OUTPUT0": [7]}
         # os._exit in model.py: its request fails; the stub is started again
         # (and initialized again) for the next one, as Triton does.
-        assert call(s, "/v2/models/raising/ready")[0] == 200
-        code, reply = infer(s, "raising", [fp32("INPUT0", [4])])
-        assert code != 200 and "stub process" in reply["error"], reply
+        assert ready(s, "raising") == (True, True)
+        e = failure(s, "raising", [fp32("INPUT0", [4])])
+        assert "stub process" in e.message(), e
         # Between the crash and the next batch the model says it is not
         # ready (TRITONBACKEND_ModelInstanceReady), as Triton's does.
-        assert call(s, "/v2/models/raising/ready")[0] == 400
-        code, reply = infer(s, "raising", [fp32("INPUT0", [7])])
-        assert code == 200 and outputs_of(reply) == {"OUTPUT0": [7]}, reply
+        assert ready(s, "raising") == (False, False)
+        assert outputs_of(infer(s, "raising", [fp32("INPUT0", [7])], protocol="grpc")) == {"OUTPUT0": [7]}
         assert "is gone; starting it again" in s.text()
-        assert call(s, "/v2/models/raising/ready")[0] == 200
+        assert ready(s, "raising") == (True, True)
         # A stub killed while idle is seen at the next readiness check.
-        code, reply = infer(s, "raising", [fp32("INPUT0", [5])])
-        assert code == 200, reply
-        os.kill(int(outputs_of(reply)["OUTPUT0"][0]), 9)
+        result = infer(s, "raising", [fp32("INPUT0", [5])])
+        os.kill(int(outputs_of(result)["OUTPUT0"][0]), 9)
         deadline = time.monotonic() + 30
-        while call(s, "/v2/models/raising/ready")[0] == 200:
-            assert time.monotonic() < deadline, "model still ready after its stub was killed"
-            time.sleep(0.02)
-        code, reply = infer(s, "raising", [fp32("INPUT0", [7])])
-        assert code == 200 and outputs_of(reply) == {"OUTPUT0": [7]}, reply
-        assert call(s, "/v2/models/raising/ready")[0] == 200
-        code, reply = infer(s, "add_sub", [fp32("INPUT0", [1, 2, 3, 4]), fp32("INPUT1", [1, 1, 1, 1])])
-        assert code == 200, reply
+        with client(s) as c:
+            while c.is_model_ready("raising"):
+                assert time.monotonic() < deadline, "model still ready after its stub was killed"
+                time.sleep(0.02)
+        assert outputs_of(infer(s, "raising", [fp32("INPUT0", [7])])) == {"OUTPUT0": [7]}
+        assert ready(s, "raising") == (True, True)
+        infer(s, "add_sub", [fp32("INPUT0", [1, 2, 3, 4]), fp32("INPUT1", [1, 1, 1, 1])])
+
+
+def test_system_shared_memory_inputs_and_outputs():
+    """Inputs read from and outputs written to system shared memory regions
+    the client registered (tritonclient.utils.shared_memory), over HTTP and
+    gRPC; the regions' status, and unregistering them."""
+    import tritonclient.utils.shared_memory as shm
+
+    a, b = np.array([5, 6, 7, 8], np.float32), np.array([1, 2, 3, 4], np.float32)
+    with serve({"add_sub": (ADD_SUB, add_sub_config("FP32"))}) as s:
+        for protocol in PROTOCOLS:
+            module = grpcclient if protocol == "grpc" else httpclient
+            key = f"/nrd_test_py_{protocol}_{os.getpid()}"
+            ins = shm.create_shared_memory_region("py_in", key + "_in", 32)
+            outs = shm.create_shared_memory_region("py_out", key + "_out", 32)
+            try:
+                shm.set_shared_memory_region(ins, [a, b])
+                with client(s, protocol) as c:
+                    c.register_system_shared_memory("py_in", key + "_in", 32)
+                    c.register_system_shared_memory("py_out", key + "_out", 32)
+                    status = c.get_system_shared_memory_status()
+                    names = ({r["name"] for r in status} if protocol == "http" else set(status.regions))
+                    assert names == {"py_in", "py_out"}, status
+                    inputs = [module.InferInput("INPUT0", [4], "FP32"), module.InferInput("INPUT1", [4], "FP32")]
+                    inputs[0].set_shared_memory("py_in", 16)
+                    inputs[1].set_shared_memory("py_in", 16, offset=16)
+                    outputs = [module.InferRequestedOutput("OUTPUT0"), module.InferRequestedOutput("OUTPUT1")]
+                    outputs[0].set_shared_memory("py_out", 16)
+                    outputs[1].set_shared_memory("py_out", 16, offset=16)
+                    result = c.infer("add_sub", inputs, outputs=outputs)
+                    # Listed with its shape; its data is in the region.
+                    for name in ("OUTPUT0", "OUTPUT1"):
+                        o = result.get_output(name)
+                        assert list(o["shape"] if protocol == "http" else o.shape) == [4], (protocol, o)
+                        if protocol == "http":
+                            assert "data" not in o, o
+                    for name, offset, want in (("OUTPUT0", 0, a + b), ("OUTPUT1", 16, a - b)):
+                        got = shm.get_contents_as_numpy(outs, np.float32, [4], offset=offset)
+                        assert got.tolist() == want.tolist(), (protocol, name, got)
+                    c.unregister_system_shared_memory()
+                    status = c.get_system_shared_memory_status()
+                    assert not (status if protocol == "http" else status.regions), status
+            finally:
+                shm.destroy_shared_memory_region(ins)
+                shm.destroy_shared_memory_region(outs)
+
+
+def test_compressed_requests_and_responses():
+    """gzip and deflate bodies both ways over HTTP, and gRPC's compression,
+    as tritonclient sends them."""
+    a, b = np.array([5, 6, 7, 8], np.float32), np.array([1, 2, 3, 4], np.float32)
+    with serve({"add_sub": (ADD_SUB, add_sub_config("FP32"))}) as s:
+        for algorithm in ("gzip", "deflate"):
+            for binary in (True, False):
+                result = infer(s, "add_sub", [("INPUT0", a), ("INPUT1", b)], binary=binary,
+                               request_compression_algorithm=algorithm, response_compression_algorithm=algorithm)
+                out = outputs_of(result)
+                assert out == {"OUTPUT0": [6, 8, 10, 12], "OUTPUT1": [4, 4, 4, 4]}, (algorithm, binary, out)
+            result = infer(s, "add_sub", [("INPUT0", a), ("INPUT1", b)], protocol="grpc",
+                           compression_algorithm=algorithm)
+            assert outputs_of(result) == {"OUTPUT0": [6, 8, 10, 12], "OUTPUT1": [4, 4, 4, 4]}, algorithm
 
 
 def test_load_failures_name_file_and_line():
@@ -348,10 +517,9 @@ instance_group [ { count: 2 kind: KIND_CPU } ]
         # are left to bench/: this machine's cores are shared).
         for _ in range(5):
             with concurrent.futures.ThreadPoolExecutor(2) as pool:
-                replies = [f.result() for f in [pool.submit(infer, s, "busy", [fp32("INPUT0", [i])])
-                                                for i in range(2)]]
-            assert all(code == 200 for code, _ in replies), replies
-            (a0, a1), (b0, b1) = [outputs_of(r)["TIMES"] for _, r in replies]
+                replies = [f.result() for f in [pool.submit(infer, s, "busy", [fp32("INPUT0", [i])],
+                                                            protocol=PROTOCOLS[i]) for i in range(2)]]
+            (a0, a1), (b0, b1) = [outputs_of(r)["TIMES"] for r in replies]
             if a0 < b1 and b0 < a1:
                 break
         else:
@@ -368,10 +536,9 @@ dynamic_batching { max_queue_delay_microseconds: 200000 }
 '''
     with serve({"batched": (BATCHED, config)}) as s:
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
-            replies = [f.result() for f in [pool.submit(infer, s, "batched", [fp32("INPUT0", [i], [1, 1])])
-                                            for i in range(4)]]
-        assert all(code == 200 for code, _ in replies), replies
-        sizes = [outputs_of(r)["OUTPUT0"][0] for _, r in replies]
+            replies = [f.result() for f in [pool.submit(infer, s, "batched", [fp32("INPUT0", [i], [1, 1])],
+                                                        protocol=PROTOCOLS[i % 2]) for i in range(4)]]
+        sizes = [outputs_of(r)["OUTPUT0"][0] for r in replies]
         assert max(sizes) > 1, sizes
 
 
@@ -385,19 +552,25 @@ ensemble_scheduling { step [ { model_name: "add_sub" model_version: -1
   output_map { key: "OUTPUT0" value: "SUM" } output_map { key: "OUTPUT1" value: "DIFF" } } ] }
 '''
     with serve({"add_sub": (ADD_SUB, add_sub_config("FP32")), "pipeline": (None, ensemble)}) as s:
-        code, reply = infer(s, "pipeline", [fp32("A", [1, 2, 3, 4]), fp32("B", [10, 20, 30, 40])])
-        assert code == 200 and outputs_of(reply) == {"SUM": [11, 22, 33, 44], "DIFF": [-9, -18, -27, -36]}, reply
+        for protocol in PROTOCOLS:
+            result = infer(s, "pipeline", [fp32("A", [1, 2, 3, 4]), fp32("B", [10, 20, 30, 40])], protocol=protocol)
+            assert outputs_of(result) == {"SUM": [11, 22, 33, 44], "DIFF": [-9, -18, -27, -36]}, protocol
 
 
 def test_auto_complete_without_config():
     with serve({"auto": (AUTO, None)}) as s:
-        code, _, body = call(s, "/v2/models/auto/config")
-        config = json.loads(body)
-        assert code == 200 and config["backend"] == "python" and config["max_batch_size"] == 4, config
+        with client(s) as c:
+            config = c.get_model_config("auto")
+        assert config["backend"] == "python" and config["max_batch_size"] == 4, config
         assert [i["name"] for i in config["input"]] == ["INPUT0"], config
         assert "dynamic_batching" in config, config
-        code, reply = infer(s, "auto", [fp32("INPUT0", [1, 2], [1, 2])])
-        assert code == 200 and outputs_of(reply) == {"OUTPUT0": [2, 4]}, reply
+        with client(s, "grpc") as c:
+            config = c.get_model_config("auto").config
+        assert config.backend == "python" and config.max_batch_size == 4, config
+        assert [i.name for i in config.input] == ["INPUT0"] and config.HasField("dynamic_batching"), config
+        for protocol in PROTOCOLS:
+            assert outputs_of(infer(s, "auto", [fp32("INPUT0", [1, 2], [1, 2])], protocol=protocol)) == \
+                {"OUTPUT0": [2, 4]}, protocol
 
 
 DECOUPLED = '''
@@ -466,44 +639,65 @@ def test_decoupled_model_streams_through_its_response_sender():
     any number of responses then the final flag, from execute or from a
     thread of its own after execute returned; an error response in the
     middle; a send after the final flag raises in the model. Over the gRPC
-    stream, as Triton's clients read decoupled models."""
-    from test_grpc import RPC_TIMEOUT, infer_request, output_array, pb, pbg
-    import grpc
-    import numpy as np
-
+    stream (start_stream, async_stream_infer), as Triton's clients read
+    decoupled models."""
     models = {"repeat_py": (DECOUPLED, DECOUPLED_CONFIG),
               "returns_list": ("import triton_python_backend_utils as pb_utils\n\n\n"
                                "class TritonPythonModel:\n"
                                "    def execute(self, requests):\n"
                                "        return [pb_utils.InferenceResponse([]) for _ in requests]\n",
                                DECOUPLED_CONFIG)}
-    with serve(models, "--allow-grpc=true", "--grpc-port=0", "--grpc-address=127.0.0.1") as s:
-        with grpc.insecure_channel(f"127.0.0.1:{s.ports['grpc']}") as channel:
-            stub = pbg.GRPCInferenceServiceStub(channel)
+    with serve(models) as s:
+        def values(model, n):
+            return stream(s, model, [("IN", np.array([n], np.int32))])
 
-            def stream(model, n):
-                req = infer_request(model, [("IN", "INT32", [1], np.array([n], np.int32))])
-                return list(stub.ModelStreamInfer(iter([req]), timeout=RPC_TIMEOUT))
+        got = values("repeat_py", 3)
+        assert all(error is None for _, error in got), got
+        assert [int(r.as_numpy("OUT")[0]) for r, _ in got] == [0, 1, 4], got
+        got = values("repeat_py", 2)
+        assert [int(r.as_numpy("OUT")[0]) for r, _ in got[:2]] == [0, 1], got
+        assert len(got) == 3 and got[2][0] is None and "the third one failed" in got[2][1].message(), got
+        assert values("repeat_py", 0) == []
+        got = values("repeat_py", -2)
+        assert [int(r.as_numpy("OUT")[0]) for r, _ in got] == [100, 101], got
+        got = values("returns_list", 1)
+        assert got and got[-1][1] is not None and "must return None" in got[-1][1].message(), got
+        # The asyncio gRPC client: two requests on one stream, their
+        # responses told apart by request id.
+        assert asyncio.run(aio_stream(s, [("a", 3), ("b", -2)])) == {"a": [0, 1, 4], "b": [100, 101]}
 
-            got = stream("repeat_py", 3)
-            assert [int(output_array(r.infer_response, "OUT", np.int32)[0]) for r in got] == [0, 1, 4], got
-            assert all(not r.error_message for r in got)
-            got = stream("repeat_py", 2)
-            assert [int(output_array(r.infer_response, "OUT", np.int32)[0]) for r in got[:2]] == [0, 1]
-            assert len(got) == 3 and "the third one failed" in got[2].error_message, got
-            assert stream("repeat_py", 0) == []
-            got = stream("repeat_py", -2)
-            assert [int(output_array(r.infer_response, "OUT", np.int32)[0]) for r in got] == [100, 101], got
-            got = stream("returns_list", 1)
-            assert got and "must return None" in got[-1].error_message, got
+
+async def aio_stream(s, requests):
+    """requests: (request id, IN value) on one stream of
+    tritonclient.grpc.aio; returns {request id: OUT values}."""
+    import tritonclient.grpc.aio as aiogrpcclient
+
+    async def asks():
+        for rid, n in requests:
+            yield {"model_name": "repeat_py", "inputs": infer_inputs([("IN", np.array([n], np.int32))], "grpc"),
+                   "request_id": rid}
+
+    got = {}
+    async with aiogrpcclient.InferenceServerClient(f"127.0.0.1:{s.ports['grpc']}") as c:
+        async for result, error in c.stream_infer(asks()):
+            assert error is None, error
+            got.setdefault(result.get_response().id, []).append(int(result.as_numpy("OUT")[0]))
+    return got
     assert "after final: Unable to send response. Response sender has been closed." in s.log
 
 
+def wait_text(s, text, count=1, timeout=30):
+    deadline = time.monotonic() + timeout
+    while s.text().count(text) < count and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def test_is_cancelled_sees_a_client_that_went_away():
-    """request.is_cancelled() turns true when the core cancels the request
-    (here: the HTTP client closed its connection)."""
-    import socket
-    import time
+    """request.is_cancelled() turns true when the core cancels the request:
+    the HTTP client (tritonclient.http.aio) closed its connection, or the
+    gRPC client cancelled its call (async_infer's CallContext.cancel())."""
+    import asyncio
+    import tritonclient.http.aio as aiohttpclient
 
     config = '''
 backend: "python"
@@ -512,17 +706,27 @@ input [ { name: "IN" data_type: TYPE_FP32 dims: [ 1 ] } ]
 output [ { name: "OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
 '''
     with serve({"cancellable": (CANCELLABLE, config)}) as s:
-        body = json.dumps({"inputs": [{"name": "IN", "datatype": "FP32", "shape": [1], "data": [1]}]}).encode()
-        with socket.create_connection(("127.0.0.1", s.port)) as c:
-            c.sendall(b"POST /v2/models/cancellable/infer HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
-                      % len(body) + body)
-            deadline = time.monotonic() + 30  # the model runs the request before the client leaves
-            while "executing" not in s.text() and time.monotonic() < deadline:
-                time.sleep(0.02)
-        deadline = time.monotonic() + 30
-        while "is_cancelled=" not in s.text() and time.monotonic() < deadline:
-            time.sleep(0.05)
-    assert "is_cancelled=True" in s.log, s.log[-2000:]
+        async def leave_over_http():
+            c = aiohttpclient.InferenceServerClient(f"127.0.0.1:{s.port}")
+            try:
+                task = asyncio.ensure_future(c.infer("cancellable", infer_inputs([fp32("IN", [1])])))
+                # The model runs the request before the client leaves.
+                deadline = time.monotonic() + 30
+                while "executing" not in s.text() and time.monotonic() < deadline:
+                    await asyncio.sleep(0.02)
+                task.cancel()
+            finally:
+                await c.close()  # closes the connection the request waits on
+
+        asyncio.run(leave_over_http())
+        wait_text(s, "is_cancelled=")
+        assert "is_cancelled=True" in s.text(), s.text()[-2000:]
+        with client(s, "grpc") as c:
+            call = c.async_infer("cancellable", infer_inputs([fp32("IN", [1])], "grpc"), callback=lambda *_: None)
+            wait_text(s, "executing", 2)
+            call.cancel()
+            wait_text(s, "is_cancelled=", 2)
+    assert s.log.count("is_cancelled=True") == 2, s.log[-2000:]
 
 
 BLS = '''
@@ -571,11 +775,11 @@ def test_bls_runs_other_models_sync_async_and_decoupled():
               "repeat_py": (DECOUPLED, DECOUPLED_CONFIG),
               "bls": (BLS, add_sub_config("FP32"))}
     with serve(models) as s:
-        code, reply = infer(s, "bls", [fp32("INPUT0", [5, 6, 7, 8]), fp32("INPUT1", [1, 2, 3, 4])])
-        assert code == 200, reply
-        out = outputs_of(reply)
-        assert out["OUTPUT0"] == [18, 24, 30, 36], reply  # three times INPUT0 + INPUT1
-        assert out["OUTPUT1"] == [0, 1, 4, 0], reply
+        for protocol in PROTOCOLS:
+            out = outputs_of(infer(s, "bls", [fp32("INPUT0", [5, 6, 7, 8]), fp32("INPUT1", [1, 2, 3, 4])],
+                                   protocol=protocol))
+            assert out["OUTPUT0"] == [18, 24, 30, 36], out  # three times INPUT0 + INPUT1
+            assert out["OUTPUT1"] == [0, 1, 4, 0], out
     assert "missing model: " in s.log and "no_such_model" in s.log.split("missing model: ")[1].splitlines()[0]
 
 
@@ -645,12 +849,12 @@ def test_model_control_and_custom_metrics_from_model_py():
     models = {"add_sub_fp32": (ADD_SUB, add_sub_config("FP32")), "services": (SERVICES, SERVICES_CONFIG)}
     with serve(models, "--model-control-mode=explicit", "--load-model=*", "--allow-metrics=true",
                "--metrics-port=0", "--metrics-address=127.0.0.1") as s:
-        for round_ in (1, 2):
-            code, reply = infer(s, "services", [fp32("IN", [7.5])])
-            assert code == 200, reply
-            assert outputs_of(reply)["OUT"] == [1, 0, 0, 1, 1, round_], reply
-        code, reply = infer(s, "made_by_py", [fp32("IN", [3])])
-        assert code == 200 and outputs_of(reply)["OUT"] == [3], reply
+        for round_, protocol in ((1, "http"), (2, "grpc")):
+            out = outputs_of(infer(s, "services", [fp32("IN", [7.5])], protocol=protocol))
+            assert out["OUT"] == [1, 0, 0, 1, 1, round_], out
+        for protocol in PROTOCOLS:
+            assert outputs_of(infer(s, "made_by_py", [fp32("IN", [3])], protocol=protocol))["OUT"] == [3]
+        # Prometheus text: no tritonclient call reads /metrics.
         with urllib.request.urlopen(f"http://127.0.0.1:{s.ports['metrics']}/metrics", timeout=30) as r:
             text = r.read().decode()
         assert 'py_requests_total{model="services"} 2' in text, text
@@ -689,12 +893,14 @@ class TritonPythonModel:
         for name in ("first", "second"):
             model_file(root, name, None, config)
         s = Server([f"--model-repository={root}", f"--backend-directory={backends}", "--http-port=0",
-                    "--allow-grpc=false", "--allow-metrics=false"])
+                    "--http-address=127.0.0.1", "--grpc-port=0", "--grpc-address=127.0.0.1",
+                    "--allow-metrics=false"])
         with running(s) as lines:
-            s.port = listening_ports(lines)["http"]
-            for name in ("first", "second"):
-                code, reply = infer(s, name, [fp32("INPUT0", [1.5, -2])])
-                assert code == 200 and outputs_of(reply) == {"OUTPUT0": [3, -4]}, reply
+            s.ports = listening_ports(lines)
+            s.port = s.ports["http"]
+            for name, protocol in (("first", "http"), ("second", "grpc")):
+                result = infer(s, name, [fp32("INPUT0", [1.5, -2])], protocol=protocol)
+                assert outputs_of(result) == {"OUTPUT0": [3, -4]}, name
     assert "loaded backend 'twice_py'" in s.log, s.log
 
 
@@ -727,10 +933,6 @@ def test_rescheduled_requests_run_again_in_an_iterative_sequence():
     """set_release_flags(TRITONSERVER_REQUEST_RELEASE_RESCHEDULE) sends a
     request back to the scheduler (sequence_batching.iterative_sequence);
     a decoupled model answers it once per pass, then closes it."""
-    from test_grpc import RPC_TIMEOUT, infer_request, output_array, pb, pbg
-    import grpc
-    import numpy as np
-
     config = '''
 backend: "python"
 max_batch_size: 1
@@ -740,15 +942,12 @@ model_transaction_policy { decoupled: true }
 sequence_batching { iterative_sequence: true }
 instance_group [ { count: 1 kind: KIND_CPU } ]
 '''
-    with serve({"iterative": (ITERATIVE, config)}, "--allow-grpc=true", "--grpc-port=0",
-               "--grpc-address=127.0.0.1") as s:
-        with grpc.insecure_channel(f"127.0.0.1:{s.ports['grpc']}") as channel:
-            stub = pbg.GRPCInferenceServiceStub(channel)
-            for rid in ("one", "two"):
-                req = infer_request("iterative", [("IN", "INT32", [1, 1], np.array([[0]], np.int32))], rid=rid)
-                got = list(stub.ModelStreamInfer(iter([req]), timeout=RPC_TIMEOUT))
-                assert not any(r.error_message for r in got), got
-                assert [int(output_array(r.infer_response, "OUT", np.int32).ravel()[0]) for r in got] == [1, 2, 3]
+    with serve({"iterative": (ITERATIVE, config)}) as s:
+        for rid in ("one", "two"):
+            got = stream(s, "iterative", [("IN", np.array([[0]], np.int32))], request_id=rid)
+            assert all(error is None for _, error in got), got
+            assert [int(r.as_numpy("OUT").ravel()[0]) for r, _ in got] == [1, 2, 3], got
+            assert {r.get_response().id for r, _ in got} == {rid}, got
 
 
 # Returns its input itself (sent from where it lies), a view of it that
@@ -785,12 +984,10 @@ def test_large_outputs_that_are_inputs_come_back_whole():
     batch still gets its own values."""
     n = 40000
     with serve({"views": (VIEWS, VIEWS_CONFIG)}) as s, concurrent.futures.ThreadPoolExecutor(3) as pool:
-        jobs = [pool.submit(infer, s, "views", [fp32("INPUT0", [float(k * 3 + i) for i in range(n)], [1, n])])
-                for k in range(3)]
+        jobs = [pool.submit(infer, s, "views", [fp32("INPUT0", [float(k * 3 + i) for i in range(n)], [1, n])],
+                            protocol=PROTOCOLS[k % 2]) for k in range(3)]
         for k, job in enumerate(jobs):
-            code, reply = job.result(timeout=120)
-            assert code == 200, reply
-            out = outputs_of(reply)
+            out = outputs_of(job.result(timeout=120))
             x = [float(k * 3 + i) for i in range(n)]
             assert out["SAME"] == x and out["TAIL"] == x[1:], k
             assert out["REVERSED"] == x[::-1] and out["DOUBLED"] == [2 * v for v in x], k
@@ -864,28 +1061,25 @@ def test_response_parameters_reach_the_client_and_bls_callers():
     want = {"bool": True, "str": "Hello World!", "int": 1024, "neg": -(1 << 63)}
 
     def text_in(value):
-        return [{"name": "INPUT", "datatype": "BYTES", "shape": [1], "data": [json.dumps(value)]}]
+        return [text("INPUT", [json.dumps(value)])]
 
     with serve(models) as s:
-        code, reply = infer(s, "params", text_in(want))
-        assert code == 200 and reply.get("parameters") == want, reply
-        code, reply = infer(s, "params", text_in({}))
-        assert code == 200 and not reply.get("parameters"), reply
-        code, _, raw = call(s, "/v2/models/params_sender/infer", {"inputs": text_in({"a": "1", "d": False})})
-        assert code == 200, raw
-        assert json.loads(raw)["parameters"] == {"a": "1", "d": False}, raw
-        code, reply = infer(s, "params_bls", text_in(want))
-        assert code == 200 and json.loads(reply["outputs"][0]["data"][0]) == want, reply
-        for bad, message in (({"f": 0.5}, "Expect parameters values to have type bool/int/str, found type "
-                                          "<class 'float'>"),
-                             ({"n": None}, "Expect parameters values to have type bool/int/str, found type "
-                                           "<class 'NoneType'>"),
-                             ({"l": ["x"]}, "Expect parameters values to have type bool/int/str, found type "
-                                            "<class 'list'>"),
-                             ([1], "Expect parameters to be a dictionary, got <class 'list'>"),
-                             ({"big": 1 << 64}, "to fit in 64 bits")):
-            code, reply = infer(s, "params", text_in(bad))
-            assert code != 200 and message in reply["error"], (bad, reply)
-        # The server is fine afterwards.
-        code, reply = infer(s, "params", text_in({"k": 1}))
-        assert code == 200 and reply["parameters"] == {"k": 1}, reply
+        for protocol in PROTOCOLS:
+            assert parameters_of(infer(s, "params", text_in(want), protocol=protocol)) == want, protocol
+            assert not parameters_of(infer(s, "params", text_in({}), protocol=protocol)), protocol
+            result = infer(s, "params_sender", text_in({"a": "1", "d": False}), protocol=protocol)
+            assert parameters_of(result) == {"a": "1", "d": False}, protocol
+            result = infer(s, "params_bls", text_in(want), protocol=protocol)
+            assert json.loads(result.as_numpy("OUTPUT")[0]) == want, protocol
+            for bad, message in (({"f": 0.5}, "Expect parameters values to have type bool/int/str, found type "
+                                              "<class 'float'>"),
+                                 ({"n": None}, "Expect parameters values to have type bool/int/str, found type "
+                                               "<class 'NoneType'>"),
+                                 ({"l": ["x"]}, "Expect parameters values to have type bool/int/str, found type "
+                                                "<class 'list'>"),
+                                 ([1], "Expect parameters to be a dictionary, got <class 'list'>"),
+                                 ({"big": 1 << 64}, "to fit in 64 bits")):
+                e = failure(s, "params", text_in(bad), protocol)
+                assert message in e.message(), (protocol, bad, e)
+            # The server is fine afterwards.
+            assert parameters_of(infer(s, "params", text_in({"k": 1}), protocol=protocol)) == {"k": 1}

@@ -3,7 +3,8 @@ model parameter (a directory, or an archive unpacked once into a cache
 shared by the models that name it, "$$TRITON_MODEL_DIRECTORY" in the
 path), its load errors, and --backend-config=python,... (shared memory
 sizes and name prefix, stub timeout, unknown keys, bad values), and the
-shared memory growing by shm-growth-byte-size steps.
+shared memory growing by shm-growth-byte-size steps. Requests go through
+tritonclient, over HTTP and gRPC.
 
 Run by ctest with NEREID_BIN and NEREID_BACKEND_DIR set (tests/CMakeLists.txt).
 """
@@ -15,8 +16,10 @@ import sys
 import tarfile
 import tempfile
 
+import numpy as np
+
 from test_nereid_cli import BACKENDS, Server, listening_ports
-from test_python_backend import ONE_FP32, fp32, infer, model_file, outputs_of, running
+from test_python_backend import ONE_FP32, failure, fp32, infer, model_file, outputs_of, running
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 
@@ -73,7 +76,13 @@ def make_archive(env, path):
 
 def start(root, *flags, env=None):
     return Server([f"--model-repository={root}", f"--backend-directory={BACKENDS}", "--http-port=0",
-                   "--allow-grpc=false", "--allow-metrics=false", *flags], env=env)
+                   "--http-address=127.0.0.1", "--grpc-port=0", "--grpc-address=127.0.0.1",
+                   "--allow-metrics=false", *flags], env=env)
+
+
+def take_ports(s, lines):
+    s.ports = listening_ports(lines)
+    s.port = s.ports["http"]
 
 
 def prefixes(log):
@@ -101,17 +110,16 @@ parameters: {{ key: "EXECUTION_ENV_PATH" value: {{ string_value: "{archive}" }} 
 ''')
         s = start(root, env={**os.environ, "TMPDIR": cache_parent})
         with running(s) as lines:
-            s.port = listening_ports(lines)["http"]
-            code, reply = infer(s, "from_dir", [fp32("INPUT0", [0])])
-            assert code == 200 and outputs_of(reply) == {"OUTPUT0": [42]}, reply
-            for name in ("from_archive", "same_archive"):
-                code, reply = infer(s, name, [fp32("INPUT0", [0])])
-                assert code == 200 and outputs_of(reply) == {"OUTPUT0": [7]}, (name, reply)
+            take_ports(s, lines)
+            assert outputs_of(infer(s, "from_dir", [fp32("INPUT0", [0])])) == {"OUTPUT0": [42]}
+            for name, protocol in (("from_archive", "http"), ("same_archive", "grpc")):
+                result = infer(s, name, [fp32("INPUT0", [0])], protocol=protocol)
+                assert outputs_of(result) == {"OUTPUT0": [7]}, name
             # A model without the parameter has no such module.
-            code, reply = infer(s, "plain", [fp32("INPUT0", [0])])
-            assert code != 200 and "nrd_env_probe" in reply["error"], reply
-            code, reply = infer(s, "auto", [fp32("INPUT0", [0])])
-            assert code == 200 and outputs_of(reply) == {"OUTPUT0": [7]}, reply
+            for protocol in ("http", "grpc"):
+                e = failure(s, "plain", [fp32("INPUT0", [0])], protocol)
+                assert "nrd_env_probe" in e.message(), (protocol, e)
+            assert outputs_of(infer(s, "auto", [fp32("INPUT0", [0])], protocol="grpc")) == {"OUTPUT0": [7]}
             seen = prefixes(s.text())
             caches = glob.glob(os.path.join(cache_parent, "nereid_python_env_*"))
             assert len(caches) == 1, caches
@@ -188,9 +196,8 @@ def test_backend_config_settings():
                   "--backend-config=python,stub-timeout-seconds=60",
                   "--backend-config=python,no-such-setting=1")
         with running(s) as lines:
-            s.port = listening_ports(lines)["http"]
-            code, reply = infer(s, "plain", [fp32("INPUT0", [0])])
-            assert code == 200 and outputs_of(reply) == {"OUTPUT0": [5]}, reply
+            take_ports(s, lines)
+            assert outputs_of(infer(s, "plain", [fp32("INPUT0", [0])])) == {"OUTPUT0": [5]}
             names = stub_memfds(s.proc.pid)
             assert any("memfd:nrdtest_region_" in n for n in names), names
         assert "python: --backend-config=python,no-such-setting has no meaning here; ignored" in s.log, s.log
@@ -265,14 +272,12 @@ def test_shared_memory_grows_by_the_growth_size():
         s = start(root, "--backend-config=python,shm-default-byte-size=1048576",
                   "--backend-config=python,shm-growth-byte-size=1048576")
         with running(s) as lines:
-            s.port = listening_ports(lines)["http"]
+            take_ports(s, lines)
             before = {p: os.stat(f"/proc/{p}/fd/3").st_size for _, p in stub_pids(s.proc.pid)}
             assert len(before) == 2 and max(before.values()) < 3 << 20, before
-            for n in (300000, 100, 700000):
+            for n, protocol in ((300000, "http"), (100, "grpc"), (700000, "grpc")):
                 x = [i % 1000 for i in range(n)]
-                code, reply = infer(s, "grow", [{"name": "INPUT0", "datatype": "INT32", "shape": [n], "data": x}])
-                assert code == 200, reply
-                out = outputs_of(reply)
+                out = outputs_of(infer(s, "grow", [("INPUT0", np.array(x, np.int32))], protocol=protocol))
                 assert out["SAME"] == x and out["VIA_BLS"] == x and out["DOUBLED"] == [2 * v for v in x], n
             after = {p: os.stat(f"/proc/{p}/fd/3").st_size for p in before}
             # 700000 INT32 in and three outputs out: more than 10 MiB, in

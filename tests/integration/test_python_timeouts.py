@@ -2,7 +2,8 @@
 it waits behind a busy Python model gets Triton's "Request timeout
 expired"; a model.py that runs past its client's patience leaves the
 server serving; a BLS InferenceRequest(timeout=...) from model.py that
-expires while queued comes back as a response with that error.
+expires while queued comes back as a response with that error. Requests
+go through tritonclient, over HTTP and gRPC.
 
 No sleep synchronises the test: the slow model announces each execution
 in a file the test polls for and holds its instance until the test
@@ -13,15 +14,18 @@ Run by ctest with NEREID_BIN and NEREID_BACKEND_DIR set (tests/CMakeLists.txt).
 """
 import concurrent.futures
 import contextlib
-import json
 import os
-import socket
 import tempfile
 import time
 import urllib.request
 
+import pytest
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
 from test_nereid_cli import BACKENDS, Server, listening_ports
-from test_python_backend import ONE_FP32, fp32, infer, model_file, outputs_of, running, serve
+from test_python_backend import (ONE_FP32, PROTOCOLS, client, fp32, infer, infer_inputs, model_file,
+                                 outputs_of, running, serve)
 
 # Writes "x" to "started" in its model directory, then, for a positive
 # INPUT0, holds its instance until the test creates "release" there.
@@ -104,7 +108,8 @@ def wait_started(s, model, count, timeout=120):
 
 
 def pending(s, model):
-    """nv_inference_pending_request_count of `model` from /metrics."""
+    """nv_inference_pending_request_count of `model` from /metrics
+    (Prometheus text, which no tritonclient call reads)."""
     with urllib.request.urlopen(f"http://127.0.0.1:{s.metrics}/metrics", timeout=30) as r:
         for line in r.read().decode().splitlines():
             if line.startswith("nv_inference_pending_request_count{") and f'model="{model}"' in line:
@@ -126,57 +131,74 @@ def release(s, model):
     open(os.path.join(s.root, model, "release"), "w").close()
 
 
+def hold_again(s, model):
+    os.remove(os.path.join(s.root, model, "release"))
+
+
 @contextlib.contextmanager
 def serve_with_metrics(models):
     with tempfile.TemporaryDirectory() as root:
         for name, (text, config) in models.items():
             model_file(root, name, text, config)
         s = Server([f"--model-repository={root}", f"--backend-directory={BACKENDS}", "--http-port=0",
-                    "--allow-grpc=false", "--metrics-port=0"])
+                    "--http-address=127.0.0.1", "--grpc-port=0", "--grpc-address=127.0.0.1", "--metrics-port=0"])
         with running(s) as lines:
-            ports = listening_ports(lines)
-            s.port, s.metrics, s.root = ports["http"], ports["metrics"], root
+            s.ports = listening_ports(lines)
+            s.port, s.metrics, s.root = s.ports["http"], s.ports["metrics"], root
             yield s
 
 
+UNAVAILABLE = {"http": "503", "grpc": "StatusCode.UNAVAILABLE"}
+
+
 def test_a_queued_request_times_out_behind_a_busy_python_model():
+    """The request's timeout (microseconds) as tritonclient sends it, over
+    HTTP and gRPC."""
     models = {"slow": (SLOW, ONE_FP32), "slow_batched": (SLOW, SLOW_BATCHED)}
     with serve_with_metrics(models) as s, concurrent.futures.ThreadPoolExecutor(2) as pool:
-        for model, shape in (("slow", [1]), ("slow_batched", [1, 1])):
-            busy = pool.submit(infer, s, model, [fp32("INPUT0", [1], shape)])
-            wait_started(s, model, 1)
-            # Queued behind the held execution with 50 ms to live.
-            timed = pool.submit(infer, s, model, [fp32("INPUT0", [0], shape)], parameters={"timeout": 50000})
-            wait_queued(s, model)
-            release(s, model)
-            code, reply = timed.result(timeout=120)
-            assert code == 503 and reply["error"] == "Request timeout expired", (model, code, reply)
-            code, reply = busy.result(timeout=120)
-            assert code == 200 and outputs_of(reply) == {"OUTPUT0": [1]}, reply
-            # A timeout long enough is no error.
-            code, reply = infer(s, model, [fp32("INPUT0", [0], shape)], parameters={"timeout": 60000000})
-            assert code == 200, reply
+        for round_, protocol in enumerate(PROTOCOLS):
+            for model, shape in (("slow", [1]), ("slow_batched", [1, 1])):
+                busy = pool.submit(infer, s, model, [fp32("INPUT0", [1], shape)], protocol=protocol)
+                wait_started(s, model, 2 * round_ + 1)  # two executions a round: busy and the last one
+                # Queued behind the held execution with 50 ms to live.
+                timed = pool.submit(infer, s, model, [fp32("INPUT0", [0], shape)], protocol=protocol,
+                                    timeout=50000)
+                wait_queued(s, model)
+                release(s, model)
+                with pytest.raises(InferenceServerException) as e:
+                    timed.result(timeout=120)
+                assert e.value.status() == UNAVAILABLE[protocol], (model, protocol, e.value)
+                assert e.value.message() == "Request timeout expired", (model, protocol, e.value)
+                assert outputs_of(busy.result(timeout=120)) == {"OUTPUT0": [1]}
+                # A timeout long enough is no error.
+                infer(s, model, [fp32("INPUT0", [0], shape)], protocol=protocol, timeout=60000000)
+                hold_again(s, model)
 
 
 def test_a_model_past_its_clients_timeout_does_not_hang_the_server():
-    models = {"slow": (SLOW, ONE_FP32), "other": (SLOW, ONE_FP32)}
+    """The HTTP client gives up after its network_timeout, the gRPC one
+    after its client_timeout (the call's deadline)."""
+    models = {"slow": (SLOW, ONE_FP32), "slow_grpc": (SLOW, ONE_FP32), "other": (SLOW, ONE_FP32)}
     with serve(models) as s:
-        body = json.dumps({"inputs": [fp32("INPUT0", [1])]}).encode()
-        req = urllib.request.Request(f"http://127.0.0.1:{s.port}/v2/models/slow/infer", data=body)
-        try:
-            urllib.request.urlopen(req, timeout=0.3).read()
-            gave_up = False
-        except (socket.timeout, TimeoutError, OSError):
-            gave_up = True
-        assert gave_up
+        with httpclient.InferenceServerClient(f"127.0.0.1:{s.port}", network_timeout=0.3) as impatient:
+            with pytest.raises(TimeoutError):  # no answer came
+                impatient.infer("slow", infer_inputs([fp32("INPUT0", [1])]))
         wait_started(s, "slow", 1)
-        # The server answers others while the model holds its instance,
-        # and the same model once it lets go.
-        code, reply = infer(s, "other", [fp32("INPUT0", [0])])
-        assert code == 200 and outputs_of(reply) == {"OUTPUT0": [0]}, reply
+        with pytest.raises(InferenceServerException) as e:
+            with client(s, "grpc") as c:
+                c.infer("slow_grpc", infer_inputs([fp32("INPUT0", [1])], "grpc"), client_timeout=0.3)
+        assert e.value.status() == "StatusCode.DEADLINE_EXCEEDED", e.value
+        wait_started(s, "slow_grpc", 1)
+        # The server answers others while the models hold their instances,
+        # and the same models once they let go.
+        for protocol in PROTOCOLS:
+            assert outputs_of(infer(s, "other", [fp32("INPUT0", [0])], protocol=protocol)) == {"OUTPUT0": [0]}
         release(s, "slow")
-        code, reply = infer(s, "slow", [fp32("INPUT0", [0])])
-        assert code == 200 and outputs_of(reply) == {"OUTPUT0": [0]}, reply
+        release(s, "slow_grpc")
+        for model in ("slow", "slow_grpc"):
+            for protocol in PROTOCOLS:
+                result = infer(s, model, [fp32("INPUT0", [0])], protocol=protocol)
+                assert outputs_of(result) == {"OUTPUT0": [0]}, (model, protocol)
 
 
 def test_bls_request_timeout():
@@ -184,12 +206,12 @@ def test_bls_request_timeout():
     with serve_with_metrics(models) as s, concurrent.futures.ThreadPoolExecutor(2) as pool:
         busy = pool.submit(infer, s, "slow", [fp32("INPUT0", [1])])
         wait_started(s, "slow", 1)
-        timed = pool.submit(infer, s, "bls", [fp32("INPUT0", [0]), fp32("INPUT1", [50000])])
+        timed = pool.submit(infer, s, "bls", [fp32("INPUT0", [0]), fp32("INPUT1", [50000])], protocol="grpc")
         wait_queued(s, "slow")
         release(s, "slow")
-        code, reply = timed.result(timeout=120)
-        assert code == 200 and outputs_of(reply) == {"OUTPUT0": [-1]}, reply
-        assert busy.result(timeout=120)[0] == 200
-        code, reply = infer(s, "bls", [fp32("INPUT0", [0]), fp32("INPUT1", [60000000])])
-        assert code == 200 and outputs_of(reply) == {"OUTPUT0": [0]}, reply
+        assert outputs_of(timed.result(timeout=120)) == {"OUTPUT0": [-1]}
+        assert outputs_of(busy.result(timeout=120)) == {"OUTPUT0": [1]}
+        for protocol in PROTOCOLS:
+            result = infer(s, "bls", [fp32("INPUT0", [0]), fp32("INPUT1", [60000000])], protocol=protocol)
+            assert outputs_of(result) == {"OUTPUT0": [0]}, protocol
     assert "bls error: Request timeout expired" in s.log, s.log

@@ -3,19 +3,26 @@
 answers without the header (HTTP 403, gRPC UNAVAILABLE, with Triton's
 messages), and bad flag values.
 
+Requests go through Triton's own clients, tritonclient.http and
+tritonclient.grpc (their headers= argument carries the keys); only
+generate and grpc.health.v1, which tritonclient has no call for, are sent
+by hand.
+
 Run by ctest with NEREID_BIN, NEREID_BACKEND_DIR and NEREID_EXAMPLES set
 (see tests/CMakeLists.txt).
 """
 
 import json
-import struct
 import urllib.error
 import urllib.request
 
+import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
 from test_nereid_cli import BACKENDS, EXAMPLES, Server, common, run, listening_ports
-from test_tracing import stubs
 
 
 @pytest.fixture(scope="module")
@@ -33,75 +40,82 @@ def srv():
     assert s.stop() == 0, s.text()
 
 
-def http(s, method, path, body=None, headers=None):
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(f"http://127.0.0.1:{s.http}{path}", data=data, method=method,
-                                 headers=headers or {})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
-
-
-INFER = {"inputs": [{"name": "INPUT0", "shape": [1, 1], "datatype": "FP32", "data": [1]}]}
+def refused(call, status, *args, **kwargs):
+    """The InferenceServerException call(*args, **kwargs) raises, with
+    status `status`."""
+    with pytest.raises(InferenceServerException) as e:
+        call(*args, **kwargs)
+    assert e.value.status() == status, (call.__name__, e.value)
+    return e.value
 
 
 def test_http_restricted_groups_need_their_header(srv):
-    admin = [("POST", "/v2/repository/index", None), ("GET", "/v2/models/simple/config", None),
-             ("GET", "/v2/models/simple/versions/1/config", None), ("GET", "/v2/systemsharedmemory/status", None),
-             ("GET", "/v2/cudasharedmemory/status", None),
-             ("POST", "/v2/repository/models/simple/load", {})]
-    for method, path, body in admin:
-        code, text = http(srv, method, path, body)
-        assert code == 403, (path, code, text)
-        assert json.loads(text) == {"error": "This API is restricted, expecting header 'admin-key'"}, text
-        # A wrong value is refused the same way; the right one (any case of the name) goes through.
-        assert http(srv, method, path, body, {"Admin-Key": "nope"})[0] == 403, path
-        code, text = http(srv, method, path, body, {"ADMIN-KEY": "s3cret"})
-        want = 503 if path.endswith("/load") else 200  # the handler's own answer (no explicit model control)
-        assert code == want, (path, code, text)
-    for path in ("/v2/models/identity_fp32/infer", "/v2/models/identity_fp32/versions/1/infer"):
-        code, text = http(srv, "POST", path, INFER)
-        assert code == 403 and b"expecting header 'infer-key'" in text, text
-        assert http(srv, "POST", path, INFER, {"infer-key": "go"})[0] == 200
-    code, text = http(srv, "POST", "/v2/models/identity_fp32/generate", {"INPUT0": [1]})
-    assert code == 403 and b"infer-key" in text, text
-    # The other groups stay open.
-    for path in ("/v2/health/live", "/v2/health/ready", "/v2", "/v2/models/simple", "/v2/models/simple/ready",
-                 "/v2/models/stats", "/v2/models/simple/stats", "/v2/trace/setting", "/v2/logging"):
-        assert http(srv, "GET", path)[0] == 200, path
+    c = httpclient.InferenceServerClient(f"127.0.0.1:{srv.http}")
+    try:
+        admin = [(c.get_model_repository_index, ()), (c.get_model_config, ("simple",)),
+                 (c.get_model_config, ("simple", "1")), (c.get_system_shared_memory_status, ()),
+                 (c.get_cuda_shared_memory_status, ()), (c.load_model, ("simple",))]
+        for call, args in admin:
+            e = refused(call, "403", *args)
+            assert e.message() == "This API is restricted, expecting header 'admin-key'", e
+            # A wrong value is refused the same way; the right one (any case of the name) goes through.
+            refused(call, "403", *args, headers={"Admin-Key": "nope"})
+            if call == c.load_model:  # the handler's own answer (no explicit model control)
+                refused(call, "503", *args, headers={"ADMIN-KEY": "s3cret"})
+            else:
+                call(*args, headers={"ADMIN-KEY": "s3cret"})
+        x = httpclient.InferInput("INPUT0", [1, 1], "FP32")
+        x.set_data_from_numpy(np.ones((1, 1), np.float32), binary_data=False)
+        for version in ("", "1"):
+            e = refused(c.infer, "403", "identity_fp32", [x], model_version=version)
+            assert "expecting header 'infer-key'" in e.message(), e
+            r = c.infer("identity_fp32", [x], model_version=version, headers={"infer-key": "go"})
+            assert r.as_numpy("OUTPUT0").tolist() == [[1.0]]
+        # The other groups stay open.
+        assert c.is_server_live() and c.is_server_ready() and c.is_model_ready("simple")
+        assert c.get_server_metadata()["name"] == "triton"
+        assert c.get_model_metadata("simple")["name"] == "simple"
+        assert c.get_inference_statistics()["model_stats"]
+        assert c.get_inference_statistics("simple")["model_stats"][0]["name"] == "simple"
+        assert "trace_level" in c.get_trace_settings()
+        assert "log_verbose_level" in c.get_log_settings()
+    finally:
+        c.close()
+    # By hand: tritonclient has no call for the generate extension.
+    req = urllib.request.Request(f"http://127.0.0.1:{srv.http}/v2/models/identity_fp32/generate",
+                                 data=json.dumps({"INPUT0": [1]}).encode(), method="POST")
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req, timeout=30)
+    assert e.value.code == 403 and b"infer-key" in e.value.read()
 
 
 def test_grpc_restricted_groups_need_their_metadata(srv):
     import grpc
 
-    pb, pbg = stubs()
-    with grpc.insecure_channel(f"127.0.0.1:{srv.grpc}") as ch:
-        stub = pbg.GRPCInferenceServiceStub(ch)
-        calls = [(stub.RepositoryIndex, pb.RepositoryIndexRequest(), "admin-key", "s3cret"),
-                 (stub.ModelStatistics, pb.ModelStatisticsRequest(name="simple"), "admin-key", "s3cret"),
-                 (stub.ServerLive, pb.ServerLiveRequest(), "probe", "yes"),
-                 (stub.ModelReady, pb.ModelReadyRequest(name="simple"), "probe", "yes")]
-        for rpc, msg, key, value in calls:
-            with pytest.raises(grpc.RpcError) as e:
-                rpc(msg, timeout=30)
-            assert e.value.code() == grpc.StatusCode.UNAVAILABLE, e.value
-            assert e.value.details() == f"This protocol is restricted, expecting header 'triton-grpc-protocol-{key}'"
-            with pytest.raises(grpc.RpcError) as e:
-                rpc(msg, timeout=30, metadata=[(f"triton-grpc-protocol-{key}", "wrong")])
-            assert e.value.code() == grpc.StatusCode.UNAVAILABLE
-            rpc(msg, timeout=30, metadata=[(f"triton-grpc-protocol-{key}", value)])
+    c = grpcclient.InferenceServerClient(f"127.0.0.1:{srv.grpc}")
+    try:
+        calls = [(c.get_model_repository_index, (), "admin-key", "s3cret"),
+                 (c.get_inference_statistics, ("simple",), "admin-key", "s3cret"),
+                 (c.is_server_live, (), "probe", "yes"),
+                 (c.is_model_ready, ("simple",), "probe", "yes")]
+        for call, args, key, value in calls:
+            e = refused(call, "StatusCode.UNAVAILABLE", *args, client_timeout=30)
+            assert e.message() == f"This protocol is restricted, expecting header 'triton-grpc-protocol-{key}'"
+            refused(call, "StatusCode.UNAVAILABLE", *args, client_timeout=30,
+                    headers={f"triton-grpc-protocol-{key}": "wrong"})
+            call(*args, client_timeout=30, headers={f"triton-grpc-protocol-{key}": value})
         # Open groups; the HTTP restrictions do not apply over gRPC.
-        stub.ServerMetadata(pb.ServerMetadataRequest(), timeout=30)
-        stub.ModelConfig(pb.ModelConfigRequest(name="simple"), timeout=30)
-        r = pb.ModelInferRequest(model_name="identity_fp32")
-        t = r.inputs.add()
-        t.name, t.datatype = "INPUT0", "FP32"
-        t.shape.extend([1, 1])
-        r.raw_input_contents.append(struct.pack("<f", 1))
-        stub.ModelInfer(r, timeout=30)
-        # grpc.health.v1 Check belongs to the health group (raw bytes: an empty request, SERVING = 1).
+        assert c.get_server_metadata(client_timeout=30).name == "triton"
+        assert c.get_model_config("simple", client_timeout=30).config.name == "simple"
+        x = grpcclient.InferInput("INPUT0", [1, 1], "FP32")
+        x.set_data_from_numpy(np.ones((1, 1), np.float32))
+        assert c.infer("identity_fp32", [x], client_timeout=30).as_numpy("OUTPUT0").tolist() == [[1.0]]
+    finally:
+        c.close()
+    # grpc.health.v1 Check belongs to the health group. By hand: tritonclient
+    # has no call for the gRPC health service (raw bytes: an empty request,
+    # SERVING = 1).
+    with grpc.insecure_channel(f"127.0.0.1:{srv.grpc}") as ch:
         check = ch.unary_unary("/grpc.health.v1.Health/Check", request_serializer=None, response_deserializer=None)
         with pytest.raises(grpc.RpcError) as e:
             check(b"", timeout=30)

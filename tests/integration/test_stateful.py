@@ -1,6 +1,7 @@
 """The stateful backend (backend: "stateful", docs/stateful.md) end to end:
 the accumulate models of tools/onnx_models.py served by nereid, checked
-against a Python simulation of the model, over the gRPC stream and HTTP.
+against a Python simulation of the model, over the gRPC stream and HTTP,
+all through tritonclient (sequence_id, sequence_start, sequence_end).
 
 Covers interleaved sequences batched together, START resets, END frees
 the slot, infer_end_requests 0 and 1, integer and string correlation ids,
@@ -12,7 +13,6 @@ Run by ctest with NEREID_BIN and NEREID_BACKEND_DIR set (tests/CMakeLists.txt).
 """
 import concurrent.futures
 import contextlib
-import json
 import os
 import queue
 import sys
@@ -21,10 +21,11 @@ import time
 
 import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
-from test_grpc import grpc, infer_request, output_array, pbg
 from test_nereid_cli import BACKENDS, Server, listening_ports, running
-from test_vertex_ai import call
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
@@ -79,7 +80,8 @@ def serve(models, *flags, grpc_on=False):
     with tempfile.TemporaryDirectory() as root:
         make_repo(root, models)
         s = Server([f"--model-repository={root}", f"--backend-directory={BACKENDS}", "--http-port=0",
-                    "--allow-metrics=false", *(["--grpc-port=0"] if grpc_on else ["--allow-grpc=false"]),
+                    "--http-address=127.0.0.1", "--allow-metrics=false",
+                    *(["--grpc-port=0", "--grpc-address=127.0.0.1"] if grpc_on else ["--allow-grpc=false"]),
                     *flags])
         with running(s) as lines:
             ports = listening_ports(lines)
@@ -107,30 +109,55 @@ def step_input(rng, dtype):
     return rng.random((1, SEGMENTS, 1, WIDTH)).astype(np.float32)
 
 
-def http_step(s, model, seq, x, start=False, end=False, expect=200):
-    dt = "INT32" if x.dtype == np.int32 else "FP32"
-    body = {"parameters": {"sequence_id": seq, "sequence_start": start, "sequence_end": end},
-            "inputs": [{"name": "Input", "datatype": dt, "shape": list(x.shape), "data": x.ravel().tolist()}]}
-    code, _, reply = call(s, f"/v2/models/{model}/infer", body)
-    reply = json.loads(reply)
-    assert code == expect, reply
-    if code != 200:
-        return reply["error"]
-    out = reply["outputs"][0]
-    return np.array(out["data"], dtype=x.dtype).reshape(out["shape"])
+def client(s, protocol="http"):
+    """A tritonclient client of s over HTTP or gRPC."""
+    if protocol == "grpc":
+        return grpcclient.InferenceServerClient(f"127.0.0.1:{s.grpc_port}")
+    return httpclient.InferenceServerClient(f"127.0.0.1:{s.port}", network_timeout=TIMEOUT)
+
+
+def infer_inputs(inputs, protocol="http"):
+    """tritonclient InferInputs of (name, numpy array) pairs."""
+    module = grpcclient if protocol == "grpc" else httpclient
+    out = []
+    for name, array in inputs:
+        i = module.InferInput(name, list(array.shape), np_to_triton_dtype(array.dtype))
+        i.set_data_from_numpy(array)
+        out.append(i)
+    return out
+
+
+STATUS = {"http": {400: "400", 503: "503"},
+          "grpc": {400: "StatusCode.INVALID_ARGUMENT", 503: "StatusCode.UNAVAILABLE"}}
+
+
+def step(s, model, seq, x, start=False, end=False, expect=200, protocol="http", c=None):
+    """One step of sequence seq (tritonclient, HTTP unless protocol says
+    gRPC): its output, or, where expect is an error status (400, 503), the
+    error's message once its status is checked."""
+    with contextlib.ExitStack() as stack:
+        if c is None:
+            c = stack.enter_context(client(s, protocol))
+        run = lambda: c.infer(model, infer_inputs([("Input", x)], protocol), sequence_id=seq,  # noqa: E731
+                              sequence_start=start, sequence_end=end)
+        if expect == 200:
+            return run().as_numpy("Output")
+        with pytest.raises(InferenceServerException) as e:
+            run()
+        assert e.value.status() == STATUS[protocol][expect], e.value
+        return e.value.message()
 
 
 def stats(s, model, ready=lambda st: True):
     """The model's statistics once ready(stats) holds (TIMEOUT at most): a
     backend reports them after it sent the responses."""
     deadline = time.monotonic() + TIMEOUT
-    while True:
-        code, _, body = call(s, f"/v2/models/{model}/stats")
-        assert code == 200, body
-        st = json.loads(body)["model_stats"][0]
-        if ready(st) or time.monotonic() > deadline:
-            return st
-        time.sleep(0.02)
+    with client(s) as c:
+        while True:
+            st = c.get_inference_statistics(model)["model_stats"][0]
+            if ready(st) or time.monotonic() > deadline:
+                return st
+            time.sleep(0.02)
 
 
 def wait_log(s, text, timeout=TIMEOUT):
@@ -144,21 +171,22 @@ def wait_log(s, text, timeout=TIMEOUT):
 
 
 def grpc_stream(s, requests):
-    """Sends requests on one ModelStreamInfer stream; returns the stream
-    responses in arrival order."""
-    ch = grpc.insecure_channel(f"127.0.0.1:{s.grpc_port}")
-    grpc.channel_ready_future(ch).result(timeout=TIMEOUT)
-    try:
-        stub = pbg.GRPCInferenceServiceStub(ch)
-        return list(stub.ModelStreamInfer(iter(requests), timeout=TIMEOUT))
-    finally:
-        ch.close()
+    """Sends requests (async_stream_infer keyword arguments) on one gRPC
+    stream of tritonclient; returns the (result, error) pairs in arrival
+    order once the server has answered them all."""
+    got = queue.Queue()
+    with client(s, "grpc") as c:
+        c.start_stream(callback=lambda result, error: got.put((result, error)))
+        for r in requests:
+            c.async_stream_infer(**r)
+        c.stop_stream()  # half-closes; returns once every response came
+    return [got.get_nowait() for _ in range(got.qsize())]
 
 
 def grpc_step(model, seq, x, start, end, rid):
-    dt = "INT32" if x.dtype == np.int32 else "FP32"
-    return infer_request(model, [("Input", dt, list(x.shape), x)], outputs=["Output"], rid=rid,
-                         params={"sequence_id": seq, "sequence_start": start, "sequence_end": end})
+    return dict(model_name=model, inputs=infer_inputs([("Input", x)], "grpc"),
+                outputs=[grpcclient.InferRequestedOutput("Output")], request_id=rid, sequence_id=seq,
+                sequence_start=start, sequence_end=end)
 
 
 def interleaved_over_stream(s, model, dtype, ids, steps, seed):
@@ -173,10 +201,9 @@ def interleaved_over_stream(s, model, dtype, ids, steps, seed):
             reqs.append(grpc_step(model, seq, x, k == 0, k == steps - 1, rid))
     replies = grpc_stream(s, reqs)
     assert len(replies) == len(reqs)
-    for r in replies:
-        assert r.error_message == "", r.error_message
-        got = output_array(r.infer_response, "Output", dtype)
-        np.testing.assert_allclose(got, expected[r.infer_response.id], rtol=1e-5, atol=1e-5)
+    for r, error in replies:
+        assert error is None, error
+        np.testing.assert_allclose(r.as_numpy("Output"), expected[r.get_response().id], rtol=1e-5, atol=1e-5)
 
 
 def test_interleaved_sequences_over_the_grpc_stream_run_batched():
@@ -206,16 +233,17 @@ def test_interleaved_int32_sequences_over_http():
     output is compared exactly with the simulation."""
     with serve({"acc_i": ("stateful_accumulate_int32",
                           config("acc_i", onnx="stateful_accumulate_int32", dtype="TYPE_INT32"))}) as s:
-        def client(seq):
+        def stepper(seq):
             rng = np.random.default_rng(seq)
             sim = Simulation(np.int32)
-            for k in range(8):
-                x = step_input(rng, np.int32)
-                want = sim.step(seq, x, k == 0)
-                got = http_step(s, "acc_i", seq, x, start=k == 0, end=k == 7)
-                np.testing.assert_array_equal(got, want)
+            with client(s) as c:
+                for k in range(8):
+                    x = step_input(rng, np.int32)
+                    want = sim.step(seq, x, k == 0)
+                    got = step(s, "acc_i", seq, x, start=k == 0, end=k == 7, c=c)
+                    np.testing.assert_array_equal(got, want)
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
-            for f in [pool.submit(client, 1000 + i) for i in range(8)]:
+            for f in [pool.submit(stepper, 1000 + i) for i in range(8)]:
                 f.result(timeout=TIMEOUT)
 
 
@@ -223,32 +251,34 @@ def test_start_resets_the_state():
     with serve({"acc": ("stateful_accumulate_int32",
                         config("acc", onnx="stateful_accumulate_int32", dtype="TYPE_INT32"))}) as s:
         x = np.ones((1, SEGMENTS, 1, WIDTH), np.int32)
-        assert http_step(s, "acc", 5, x, start=True)[0, 0, 0, 0] == 1 + 4
-        assert http_step(s, "acc", 5, x)[0, 0, 0, 0] == 1 + 8
+        assert step(s, "acc", 5, x, start=True)[0, 0, 0, 0] == 1 + 4
+        assert step(s, "acc", 5, x)[0, 0, 0, 0] == 1 + 8
         # START again on the live sequence: back to the initial state.
-        assert http_step(s, "acc", 5, x, start=True)[0, 0, 0, 0] == 1 + 4
-        assert http_step(s, "acc", 5, x, end=True)[0, 0, 0, 0] == 1 + 8
+        assert step(s, "acc", 5, x, start=True)[0, 0, 0, 0] == 1 + 4
+        assert step(s, "acc", 5, x, end=True)[0, 0, 0, 0] == 1 + 8
 
 
 def test_end_frees_the_slot_and_the_use_ratio_rejects_at_once():
     """max_candidate_sequences 4 at ratio 0.5: two sequences at most; a
-    third START is refused at once, and admitted once one has ended."""
+    third START is refused at once (over HTTP and gRPC), and admitted once
+    one has ended."""
     text = config("acc", onnx="stateful_accumulate_int32", dtype="TYPE_INT32", slots=4,
                   params={"max_candidate_sequence_use_ratio": "0.5"})
-    with serve({"acc": ("stateful_accumulate_int32", text)}) as s:
+    with serve({"acc": ("stateful_accumulate_int32", text)}, grpc_on=True) as s:
         x = np.ones((1, SEGMENTS, 1, WIDTH), np.int32)
-        http_step(s, "acc", 1, x, start=True)
-        http_step(s, "acc", 2, x, start=True)
-        msg = http_step(s, "acc", 3, x, start=True, expect=503)
-        assert "sequence 3 cannot start" in msg and "max_candidate_sequence_use_ratio" in msg, msg
-        # The refused sequence has no slot: its next step is an error too.
-        msg = http_step(s, "acc", 3, x, expect=400)
-        assert "sequence 3 has no state slot" in msg, msg
-        http_step(s, "acc", 1, x, end=True)
-        assert http_step(s, "acc", 3, x, start=True)[0, 0, 0, 0] == 5
+        step(s, "acc", 1, x, start=True)
+        step(s, "acc", 2, x, start=True, protocol="grpc")
+        for protocol in ("http", "grpc"):
+            msg = step(s, "acc", 3, x, start=True, expect=503, protocol=protocol)
+            assert "sequence 3 cannot start" in msg and "max_candidate_sequence_use_ratio" in msg, msg
+            # The refused sequence has no slot: its next step is an error too.
+            msg = step(s, "acc", 3, x, expect=400, protocol=protocol)
+            assert "sequence 3 has no state slot" in msg, msg
+        step(s, "acc", 1, x, end=True)
+        assert step(s, "acc", 3, x, start=True)[0, 0, 0, 0] == 5
         # Sequence 2 kept its state through all of it.
-        assert http_step(s, "acc", 2, x, end=True)[0, 0, 0, 0] == 9
-        http_step(s, "acc", 3, x, end=True)
+        assert step(s, "acc", 2, x, end=True)[0, 0, 0, 0] == 9
+        step(s, "acc", 3, x, end=True)
 
 
 def test_idle_sequences_release_their_slots():
@@ -264,25 +294,21 @@ def test_idle_sequences_release_their_slots():
         # the two requests take (after them, as before, the margin was the
         # 50 ms a loaded sanitizer build can spend on sequence 2's request).
         t0 = time.monotonic()
-        http_step(s, "acc", 1, x, start=True)
-        http_step(s, "acc", 2, x, start=True)
+        step(s, "acc", 1, x, start=True)
+        step(s, "acc", 2, x, start=True)
         deadline = time.monotonic() + TIMEOUT
-        while True:  # refused at once until the two are idle long enough
-            body = {"parameters": {"sequence_id": 3, "sequence_start": True},
-                    "inputs": [{"name": "Input", "datatype": "INT32", "shape": list(x.shape),
-                                "data": x.ravel().tolist()}]}
-            code, _, reply = call(s, "/v2/models/acc/infer", body)
-            if code == 200:
-                break
-            assert code == 503 and b"cannot start" in reply, reply
-            assert time.monotonic() < deadline, s.text()
-            time.sleep(0.05)
+        with client(s) as c:
+            while True:  # refused at once until the two are idle long enough
+                try:
+                    c.infer("acc", infer_inputs([("Input", x)]), sequence_id=3, sequence_start=True)
+                    break
+                except InferenceServerException as e:
+                    assert e.status() == "503" and "cannot start" in e.message(), e
+                assert time.monotonic() < deadline, s.text()
+                time.sleep(0.05)
         assert time.monotonic() - t0 >= 0.3
         wait_log(s, "idle for longer than max_sequence_idle_microseconds")
-        code, _, reply = call(s, "/v2/models/acc/infer", {
-            "parameters": {"sequence_id": 1}, "inputs": [{"name": "Input", "datatype": "INT32",
-                                                            "shape": list(x.shape), "data": x.ravel().tolist()}]})
-        assert code == 400, reply
+        step(s, "acc", 1, x, expect=400)
 
 
 @pytest.mark.parametrize("infer_end", ["0", "1"])
@@ -291,14 +317,14 @@ def test_infer_end_requests(infer_end):
                   params={"infer_end_requests": infer_end, "max_candidate_sequence_use_ratio": "0.5"})
     with serve({"acc": ("stateful_accumulate_int32", text)}) as s:
         x = np.ones((1, SEGMENTS, 1, WIDTH), np.int32)
-        http_step(s, "acc", 1, x, start=True)
-        out = http_step(s, "acc", 1, x, end=True)
+        step(s, "acc", 1, x, start=True)
+        out = step(s, "acc", 1, x, end=True)
         if infer_end == "0":
             assert out.shape == (1, SEGMENTS, 0, WIDTH)  # no inference: empty output
         else:
             assert out[0, 0, 0, 0] == 9
         # Either way the slot is free: the only admitted sequence may start.
-        assert http_step(s, "acc", 2, x, start=True)[0, 0, 0, 0] == 5
+        assert step(s, "acc", 2, x, start=True)[0, 0, 0, 0] == 5
         # With infer_end_requests 0 the END request ran no inference.
         runs = 2 if infer_end == "0" else 3
         st = stats(s, "acc", lambda st: st["inference_count"] == runs)
@@ -314,7 +340,7 @@ def test_states_stored_as_fp16_halve_the_slot_and_stay_close():
         for k in range(10):
             x = step_input(rng, np.float32)
             want = sim.step(7, x, k == 0)
-            got = http_step(s, "acc16", 7, x, start=k == 0, end=k == 9)
+            got = step(s, "acc16", 7, x, start=k == 0, end=k == 9, protocol=("http", "grpc")[k % 2])
             # fp16 keeps about 3 significant digits of the running sum.
             np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2)
             sim.state[7] = sim.state[7].astype(np.float16).astype(np.float32)
@@ -336,19 +362,21 @@ def test_lazy_buffers_grow_past_the_initial_size_and_shrink_back():
         wait_log(s, "2 slots allocated of 8")
         x = np.ones((1, SEGMENTS, 1, WIDTH), np.int32)
         for seq in range(1, 6):
-            assert http_step(s, "lazy", seq, x, start=True)[0, 0, 0, 0] == 5
+            assert step(s, "lazy", seq, x, start=True)[0, 0, 0, 0] == 5
         wait_log(s, "6 slots now")
         for seq in range(1, 6):
-            assert http_step(s, "lazy", seq, x)[0, 0, 0, 0] == 9
+            assert step(s, "lazy", seq, x)[0, 0, 0, 0] == 9
         for seq in range(5, 0, -1):
-            http_step(s, "lazy", seq, x, end=True)
+            step(s, "lazy", seq, x, end=True)
         wait_log(s, "released, 2 slots now")
 
 
 def load_error(s, name):
-    code, _, body = call(s, f"/v2/repository/models/{name}/load", b"{}")
-    assert code == 400, body
-    return json.loads(body)["error"]
+    """The message of the refused repository load of name."""
+    with client(s) as c, pytest.raises(InferenceServerException) as e:
+        c.load_model(name)
+    assert e.value.status() == "400", e.value
+    return e.value.message()
 
 
 def test_bad_configurations_fail_to_load_naming_the_parameter_or_tensor():
@@ -476,18 +504,17 @@ def test_two_state_pairs_of_different_types_with_bool_and_int8_inputs():
                 sf[seq] = (0 if k == 0 else sf[seq]) + b.astype(np.float16)
                 rid = f"{seq}/{k}"
                 want[rid] = (si[seq].copy(), sf[seq].copy())
-                reqs.append(infer_request("mixed", [("Input_I8", "INT8", [1, 1, 4], a),
-                                                    ("Input_Bool", "BOOL", [1, 1, 4], b)],
-                                          outputs=["Output_I32", "Output_F16"], rid=rid,
-                                          params={"sequence_id": seq, "sequence_start": k == 0,
-                                                  "sequence_end": k == 4}))
+                reqs.append(dict(model_name="mixed", inputs=infer_inputs([("Input_I8", a), ("Input_Bool", b)], "grpc"),
+                                 outputs=[grpcclient.InferRequestedOutput(n) for n in ("Output_I32", "Output_F16")],
+                                 request_id=rid, sequence_id=seq, sequence_start=k == 0, sequence_end=k == 4))
         replies = grpc_stream(s, reqs)
         assert len(replies) == len(reqs)
-        for r in replies:
-            assert r.error_message == "", r.error_message
-            wi, wf = want[r.infer_response.id]
-            np.testing.assert_array_equal(output_array(r.infer_response, "Output_I32", np.int32), wi)
-            np.testing.assert_array_equal(output_array(r.infer_response, "Output_F16", np.float16), wf)
+        for r, error in replies:
+            assert error is None, error
+            wi, wf = want[r.get_response().id]
+            assert r.as_numpy("Output_I32").dtype == np.int32 and r.as_numpy("Output_F16").dtype == np.float16
+            np.testing.assert_array_equal(r.as_numpy("Output_I32"), wi)
+            np.testing.assert_array_equal(r.as_numpy("Output_F16"), wf)
 
 
 CLEAN_ERRORS = ("must specify the start flag", "has no state slot", "unknown model", "not found", "not ready",
@@ -512,35 +539,35 @@ def test_reload_under_traffic_answers_every_request():
             tally = {"ok": 0, "clean": 0, "bad": []}
             mu = threading.Lock()
 
-            def client(n):
+            def stepper(n):
                 rng = np.random.default_rng(n)
                 seq, k, total = 100000 * n, 0, None
-                while not stop.is_set():
-                    if k == 0:
-                        seq += 1
-                        total = np.zeros(WIDTH, np.int32)
-                    x = step_input(rng, np.int32)
-                    body = {"parameters": {"sequence_id": seq, "sequence_start": k == 0, "sequence_end": k == 5},
-                            "inputs": [{"name": "Input", "datatype": "INT32", "shape": list(x.shape),
-                                        "data": x.ravel().tolist()}]}
-                    code, _, reply = call(s, "/v2/models/acc/infer", body)
-                    reply = json.loads(reply)
-                    with mu:
-                        if code == 200:
-                            total = total + x.reshape(SEGMENTS, WIDTH).sum(axis=0)
-                            got = np.array(reply["outputs"][0]["data"], np.int32).reshape(SEGMENTS, WIDTH)
-                            if not np.array_equal(got, x.reshape(SEGMENTS, WIDTH) + total):
-                                tally["bad"].append(("wrong", seq, k))
-                            tally["ok"] += 1
-                            k = (k + 1) % 6
-                        elif any(w in reply.get("error", "").lower() for w in CLEAN_ERRORS):
-                            tally["clean"] += 1
-                            k = 0
-                        else:
-                            tally["bad"].append((code, reply))
-                            k = 0
+                with client(s) as c:
+                    while not stop.is_set():
+                        if k == 0:
+                            seq += 1
+                            total = np.zeros(WIDTH, np.int32)
+                        x = step_input(rng, np.int32)
+                        try:
+                            got, error = c.infer("acc", infer_inputs([("Input", x)]), sequence_id=seq,
+                                                 sequence_start=k == 0, sequence_end=k == 5).as_numpy("Output"), None
+                        except InferenceServerException as e:
+                            got, error = None, e
+                        with mu:
+                            if error is None:
+                                total = total + x.reshape(SEGMENTS, WIDTH).sum(axis=0)
+                                if not np.array_equal(got.reshape(SEGMENTS, WIDTH), x.reshape(SEGMENTS, WIDTH) + total):
+                                    tally["bad"].append(("wrong", seq, k))
+                                tally["ok"] += 1
+                                k = (k + 1) % 6
+                            elif any(w in error.message().lower() for w in CLEAN_ERRORS):
+                                tally["clean"] += 1
+                                k = 0
+                            else:
+                                tally["bad"].append((error.status(), error.message()))
+                                k = 0
 
-            threads = [threading.Thread(target=client, args=(n,)) for n in range(1, 5)]
+            threads = [threading.Thread(target=stepper, args=(n,)) for n in range(1, 5)]
             for t in threads:
                 t.start()
             try:
@@ -549,8 +576,8 @@ def test_reload_under_traffic_answers_every_request():
                     start = tally["ok"]
                     while tally["ok"] < start + 20 and time.monotonic() < deadline:
                         time.sleep(0.02)
-                    code, _, body = call(s, "/v2/repository/models/acc/load", b"{}")
-                    assert code == 200, body
+                    with client(s) as c:
+                        c.load_model("acc")
             finally:
                 stop.set()
                 for t in threads:
@@ -579,18 +606,17 @@ def test_error_injection_in_the_test_build_fails_that_share_of_executions():
             wait_log(s, "this test build fails that percentage of executions")
             x = np.ones((1, SEGMENTS, 1, WIDTH), np.int32)
             ok = failed = 0
-            for seq in range(1, 41):
-                body = {"parameters": {"sequence_id": seq, "sequence_start": True, "sequence_end": True},
-                        "inputs": [{"name": "Input", "datatype": "INT32", "shape": list(x.shape),
-                                    "data": x.ravel().tolist()}]}
-                code, _, reply = call(s, "/v2/models/inj/infer", body)
-                reply = json.loads(reply)
-                if code == 200:
-                    ok += 1
-                    assert reply["outputs"][0]["data"][0] == 5
-                else:
-                    failed += 1
-                    assert "injected error (error_inject_rate)" in reply["error"], reply
+            with client(s) as c:
+                for seq in range(1, 41):
+                    try:
+                        result = c.infer("inj", infer_inputs([("Input", x)]), sequence_id=seq, sequence_start=True,
+                                         sequence_end=True)
+                    except InferenceServerException as e:
+                        failed += 1
+                        assert "injected error (error_inject_rate)" in e.message(), e
+                    else:
+                        ok += 1
+                        assert result.as_numpy("Output").reshape(-1)[0] == 5
             assert ok >= 5 and failed >= 5, (ok, failed)
 
 
@@ -605,13 +631,13 @@ def test_logging_levels_and_metric_lines():
     with serve({"quiet": ("stateful_accumulate_int32", quiet),
                 "loud": ("stateful_accumulate_int32", loud)}) as s:
         x = np.ones((1, SEGMENTS, 1, WIDTH), np.int32)
-        http_step(s, "quiet", 1, x, start=True, end=True)
+        step(s, "quiet", 1, x, start=True, end=True)
         deadline = time.monotonic() + TIMEOUT
         seq = 1
         while "model 'loud': instance 'loud_0': average batch size" not in s.text():
             assert time.monotonic() < deadline, s.text()
             seq += 1
-            http_step(s, "loud", seq, x, start=True, end=True)
+            step(s, "loud", seq, x, start=True, end=True)
             time.sleep(0.1)
         assert "model 'loud': instance 'loud_0': ran 1 sequences" in s.text()
         assert "model 'quiet': instance" not in s.text()
@@ -622,7 +648,7 @@ def test_ort_logging_level_backend_setting():
     with serve(ok, "--backend-config=stateful,ort-logging-level=3") as s:
         wait_log(s, "ort-logging-level 3")
         x = np.ones((1, SEGMENTS, 1, WIDTH), np.float32)
-        assert http_step(s, "acc", 1, x, start=True, end=True)[0, 0, 0, 0] == 5
+        assert step(s, "acc", 1, x, start=True, end=True)[0, 0, 0, 0] == 5
     with tempfile.TemporaryDirectory() as root:
         make_repo(root, ok)
         s = Server([f"--model-repository={root}", f"--backend-directory={BACKENDS}", "--http-port=0",
@@ -651,7 +677,6 @@ def test_a_new_sequence_reusing_an_ended_id_gets_its_own_slot():
                     reqs.append(grpc_step("acc_r", seq, x, k == 0, k == 2, rid))
         replies = grpc_stream(s, reqs)
         assert len(replies) == len(reqs)
-        for r in replies:
-            assert r.error_message == "", r.error_message
-            got = output_array(r.infer_response, "Output", np.float32)
-            np.testing.assert_allclose(got, expected[r.infer_response.id], rtol=1e-5, atol=1e-5)
+        for r, error in replies:
+            assert error is None, error
+            np.testing.assert_allclose(r.as_numpy("Output"), expected[r.get_response().id], rtol=1e-5, atol=1e-5)

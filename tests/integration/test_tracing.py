@@ -1,6 +1,8 @@
 """Request tracing end to end: --trace-config, the trace file's objects for
 HTTP, gRPC and ensemble requests, sampling (rate, count, log frequency),
-and the trace extension over HTTP and gRPC, good and bad settings.
+and the trace extension over HTTP and gRPC, good and bad settings. Requests
+and trace settings go through tritonclient; the generate routes, which
+tritonclient does not speak, stay hand-built.
 
 Run by ctest with NEREID_BIN, NEREID_BACKEND_DIR and NEREID_EXAMPLES set
 (see tests/CMakeLists.txt).
@@ -8,13 +10,17 @@ Run by ctest with NEREID_BIN, NEREID_BACKEND_DIR and NEREID_EXAMPLES set
 
 import json
 import os
-import struct
+import queue
 import sys
 import tempfile
 import urllib.error
 import urllib.request
 
+import numpy as np
 import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
 from test_nereid_cli import BACKENDS, EXAMPLES, Server, listening_ports
 
@@ -25,6 +31,8 @@ CORE = ["REQUEST_START", "QUEUE_START", "COMPUTE_START", "COMPUTE_INPUT_END", "C
 
 
 def stubs():
+    """Python modules of nereid's own proto files (for suites that need
+    the raw gRPC stubs)."""
     from grpc_tools import protoc
 
     out = tempfile.mkdtemp(prefix="nereid_trace_stubs_")
@@ -60,6 +68,8 @@ def traced(tmp_path):
 
 
 def http(s, path, body=None):
+    """A hand-built POST (or GET) for the routes tritonclient does not
+    speak (generate): (status, JSON body)."""
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(f"http://127.0.0.1:{s.http}{path}", data=data)
     try:
@@ -69,12 +79,36 @@ def http(s, path, body=None):
         return e.code, json.loads(e.read())
 
 
-def infer_identity(s, rid=""):
-    body = {"inputs": [{"name": "INPUT0", "shape": [1, 3], "datatype": "FP32", "data": [1, 2, 3]}]}
-    if rid:
-        body["id"] = rid
-    code, _ = http(s, "/v2/models/identity_fp32/infer", body)
-    assert code == 200
+def client(s, protocol="http"):
+    if protocol == "grpc":
+        return grpcclient.InferenceServerClient(f"127.0.0.1:{s.grpc}")
+    return httpclient.InferenceServerClient(f"127.0.0.1:{s.http}")
+
+
+def inputs_of(protocol, **arrays):
+    module = grpcclient if protocol == "grpc" else httpclient
+    out = []
+    for name, array in arrays.items():
+        i = module.InferInput(name, list(array.shape), np_to_triton_dtype(array.dtype))
+        i.set_data_from_numpy(array)
+        out.append(i)
+    return out
+
+
+def infer(s, model, protocol="http", rid="", **arrays):
+    """Runs model through tritonclient with the named numpy inputs."""
+    with client(s, protocol) as c:
+        return c.infer(model, inputs_of(protocol, **arrays), request_id=rid)
+
+
+def infer_identity(s, rid="", protocol="http"):
+    x = np.array([[1, 2, 3]], np.float32)
+    assert (infer(s, "identity_fp32", protocol, rid, INPUT0=x).as_numpy("OUTPUT0") == x).all()
+
+
+def simple_inputs():
+    x = np.arange(16, dtype=np.int32).reshape(1, 16)
+    return {"INPUT0": x, "INPUT1": x}
 
 
 def grouped(path):
@@ -96,21 +130,8 @@ def test_trace_file_holds_http_grpc_and_ensemble_requests(traced, tmp_path):
     f = tmp_path / "trace.json"
     s = traced("--trace-config", f"triton,file={f}", "--trace-config=level=TIMESTAMPS", "--trace-config=rate=1")
     infer_identity(s, rid="req-7")
-    x = list(range(16))
-    code, _ = http(s, "/v2/models/simple_ensemble/infer",
-                   {"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": x},
-                               {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": x}]})
-    assert code == 200
-    pb, pbg = stubs()
-    import grpc
-
-    with grpc.insecure_channel(f"127.0.0.1:{s.grpc}") as ch:
-        r = pb.ModelInferRequest(model_name="identity_fp32")
-        t = r.inputs.add()
-        t.name, t.datatype = "INPUT0", "FP32"
-        t.shape.extend([1, 2])
-        r.raw_input_contents.append(struct.pack("<2f", 1, 2))
-        pbg.GRPCInferenceServiceStub(ch).ModelInfer(r, timeout=30)
+    infer(s, "simple_ensemble", **simple_inputs())
+    infer_identity(s, protocol="grpc")
     assert s.stop() == 0, s.text()
     traces = grouped(f)
     roots = [t for t in traces.values() if "parent_id" not in t["info"]]
@@ -139,21 +160,16 @@ def test_trace_file_holds_http_grpc_and_ensemble_requests(traced, tmp_path):
 def test_each_streamed_request_has_its_own_read_marks(traced, tmp_path):
     f = tmp_path / "s.json"
     s = traced(f"--trace-config=triton,file={f}", "--trace-config=level=TIMESTAMPS", "--trace-config=rate=1")
-    pb, pbg = stubs()
-    import grpc
-
-    def reqs():
+    answers = queue.Queue()
+    with client(s, "grpc") as c:
+        c.start_stream(callback=lambda result, error: answers.put((result, error)))
         for i in range(3):
-            r = pb.ModelInferRequest(model_name="identity_fp32", id=f"s{i}")
-            t = r.inputs.add()
-            t.name, t.datatype = "INPUT0", "FP32"
-            t.shape.extend([1, 1])
-            r.raw_input_contents.append(struct.pack("<f", i))
-            yield r
-
-    with grpc.insecure_channel(f"127.0.0.1:{s.grpc}") as ch:
-        got = list(pbg.GRPCInferenceServiceStub(ch).ModelStreamInfer(reqs(), timeout=30))
-    assert [g.infer_response.id for g in got] == ["s0", "s1", "s2"], got
+            c.async_stream_infer("identity_fp32", inputs_of("grpc", INPUT0=np.array([[i]], np.float32)),
+                                 request_id=f"s{i}")
+        c.stop_stream()
+    got = [answers.get_nowait() for _ in range(answers.qsize())]
+    assert all(e is None for _, e in got), got
+    assert [r.get_response().id for r, _ in got] == ["s0", "s1", "s2"], got
     assert s.stop() == 0, s.text()
     traces = grouped(f)
     by_id = {t["info"]["request_id"]: t["marks"] for t in traces.values()}
@@ -167,6 +183,7 @@ def test_each_streamed_request_has_its_own_read_marks(traced, tmp_path):
 def test_generate_requests_are_traced(traced, tmp_path):
     f = tmp_path / "g.json"
     s = traced(f"--trace-config=triton,file={f}", "--trace-config=level=TIMESTAMPS", "--trace-config=rate=1")
+    # Hand-built: tritonclient has no call for the generate extension.
     code, r = http(s, "/v2/models/identity_fp32/generate", {"id": "gen", "INPUT0": [1.5, 2, 3]})
     assert code == 200 and r["OUTPUT0"] == [1.5, 2, 3], r
     req = urllib.request.Request(f"http://127.0.0.1:{s.http}/v2/models/square_int32/generate_stream",
@@ -186,19 +203,15 @@ def test_generate_requests_are_traced(traced, tmp_path):
 def test_tensors_level_writes_inputs_and_outputs(traced, tmp_path):
     f = tmp_path / "t.json"
     s = traced(f"--trace-config=triton,file={f}", "--trace-config=level=TENSORS", "--trace-config=rate=1")
-    body = {"id": "f", "inputs": [{"name": "INPUT0", "shape": [1, 3], "datatype": "FP32", "data": [1.5, -2, 3]}]}
-    assert http(s, "/v2/models/identity_fp32/infer", body)[0] == 200
-    body = {"id": "b", "inputs": [{"name": "INPUT0", "shape": [1, 2], "datatype": "BYTES", "data": ["a\"q", "b,c\u00e9\\"]}]}
-    assert http(s, "/v2/models/identity_bytes/infer", body)[0] == 200
+    infer(s, "identity_fp32", rid="f", INPUT0=np.array([[1.5, -2, 3]], np.float32))
+    infer(s, "identity_bytes", "grpc", rid="b", INPUT0=np.array([["a\"q", "b,c\u00e9\\"]], np.object_))
     x = list(range(16))
-    body = {"id": "e", "inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": x},
-                                  {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": x}]}
-    assert http(s, "/v2/models/simple_ensemble/infer", body)[0] == 200
+    infer(s, "simple_ensemble", rid="e", **simple_inputs())
     # Both levels at once, set over the extension: timestamps come back too.
-    code, got = http(s, "/v2/trace/setting", {"trace_level": ["TIMESTAMPS", "TENSORS"]})
-    assert code == 200 and got["trace_level"] == ["TIMESTAMPS", "TENSORS"], got
-    assert http(s, "/v2/models/identity_fp32/infer", {**body, "id": "both", "inputs": [
-        {"name": "INPUT0", "shape": [1, 1], "datatype": "FP32", "data": [7]}]})[0] == 200
+    with client(s) as c:
+        got = c.update_trace_settings(settings={"trace_level": ["TIMESTAMPS", "TENSORS"]})
+    assert got["trace_level"] == ["TIMESTAMPS", "TENSORS"], got
+    infer(s, "identity_fp32", rid="both", INPUT0=np.array([[7]], np.float32))
     assert s.stop() == 0, s.text()
     with open(f) as fh:
         objs = json.load(fh)
@@ -244,7 +257,8 @@ def test_rate_count_and_log_frequency(traced, tmp_path):
                "--trace-config=count=2")
     for _ in range(4):
         infer_identity(s)
-    assert http(s, "/v2/trace/setting")[1]["trace_count"] == "0"
+    with client(s) as c:
+        assert c.get_trace_settings()["trace_count"] == "0"
     assert len(grouped(f"{g}.0")) == 2
     assert s.stop() == 0, s.text()
 
@@ -253,17 +267,17 @@ def test_off_by_default_and_settings_over_http(traced, tmp_path):
     f = tmp_path / "t.json"
     s = traced(f"--trace-config=triton,file={f}")
     infer_identity(s)
-    code, g = http(s, "/v2/trace/setting")
-    assert code == 200 and g == {"trace_level": ["OFF"], "trace_rate": "1000", "trace_count": "-1",
-                                 "log_frequency": "0", "trace_file": str(f), "trace_mode": "triton"}
+    c = client(s)
+    assert c.get_trace_settings() == {"trace_level": ["OFF"], "trace_rate": "1000", "trace_count": "-1",
+                                      "log_frequency": "0", "trace_file": str(f), "trace_mode": "triton"}
     # Turn it on for one model only; the other follows the global setting.
-    code, m = http(s, "/v2/models/identity_fp32/trace/setting", {"trace_level": ["TIMESTAMPS"], "trace_rate": "1"})
-    assert code == 200 and m["trace_level"] == ["TIMESTAMPS"] and m["trace_rate"] == "1", m
-    assert http(s, "/v2/models/simple/trace/setting")[1]["trace_level"] == ["OFF"]
+    m = c.update_trace_settings("identity_fp32", {"trace_level": ["TIMESTAMPS"], "trace_rate": "1"})
+    assert m["trace_level"] == ["TIMESTAMPS"] and m["trace_rate"] == "1", m
+    assert c.get_trace_settings("simple")["trace_level"] == ["OFF"]
     infer_identity(s, rid="on")
     # null resets the model's fields: it follows the global setting again.
-    code, m = http(s, "/v2/models/identity_fp32/trace/setting", {"trace_level": None, "trace_rate": None})
-    assert code == 200 and m["trace_level"] == ["OFF"] and m["trace_rate"] == "1000", m
+    m = c.update_trace_settings("identity_fp32", {"trace_level": None, "trace_rate": None})
+    assert m["trace_level"] == ["OFF"] and m["trace_rate"] == "1000", m
     infer_identity(s, rid="off-again")
     bad = [
         ({"trace_file": "x.json"}, 501, "trace file location can not be updated"),
@@ -277,11 +291,14 @@ def test_off_by_default_and_settings_over_http(traced, tmp_path):
         ({"trace_level": "TIMESTAMPS"}, 400, "must be an array"),
     ]
     for body, code, text in bad:
-        got, e = http(s, "/v2/trace/setting", body)
-        assert got == code and text in e["error"], (body, got, e)
-    assert http(s, "/v2/trace/setting")[1]["trace_level"] == ["OFF"]  # nothing changed
-    code, e = http(s, "/v2/models/nope/trace/setting")
-    assert code == 400 and e["error"] == "Request for unknown model : nope"
+        with pytest.raises(InferenceServerException) as e:
+            c.update_trace_settings(settings=body)
+        assert e.value.status() == str(code) and text in e.value.message(), (body, e.value)
+    assert c.get_trace_settings()["trace_level"] == ["OFF"]  # nothing changed
+    with pytest.raises(InferenceServerException) as e:
+        c.get_trace_settings("nope")
+    assert e.value.status() == "400" and e.value.message() == "Request for unknown model : nope", e.value
+    c.close()
     assert s.stop() == 0, s.text()
     traces = grouped(f)
     assert [t["info"].get("request_id") for t in traces.values()] == ["on"], traces
@@ -289,31 +306,21 @@ def test_off_by_default_and_settings_over_http(traced, tmp_path):
 
 def test_trace_setting_over_grpc(traced, tmp_path):
     s = traced(f"--trace-config=triton,file={tmp_path / 't.json'}")
-    pb, pbg = stubs()
-    import grpc
-
-    with grpc.insecure_channel(f"127.0.0.1:{s.grpc}") as ch:
-        stub = pbg.GRPCInferenceServiceStub(ch)
-        r = stub.TraceSetting(pb.TraceSettingRequest(), timeout=30)
+    with client(s, "grpc") as c:
+        r = c.get_trace_settings()
         got = {k: list(v.value) for k, v in r.settings.items()}
         assert got["trace_level"] == ["OFF"] and got["trace_rate"] == ["1000"], got
-        req = pb.TraceSettingRequest(model_name="simple")
-        req.settings["trace_level"].value.append("TIMESTAMPS")
-        req.settings["trace_count"].value.append("3")
-        r = stub.TraceSetting(req, timeout=30)
+        r = c.update_trace_settings("simple", {"trace_level": ["TIMESTAMPS"], "trace_count": "3"})
         got = {k: list(v.value) for k, v in r.settings.items()}
         assert got["trace_level"] == ["TIMESTAMPS"] and got["trace_count"] == ["3"], got
-        req = pb.TraceSettingRequest()
-        req.settings["trace_rate"].value.extend(["1", "2"])
-        with pytest.raises(grpc.RpcError) as e:
-            stub.TraceSetting(req, timeout=30)
-        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-        assert "expect only 1 value for 'trace_rate'" in e.value.details()
-        req = pb.TraceSettingRequest()
-        req.settings["trace_file"].value.append("x")
-        with pytest.raises(grpc.RpcError) as e:
-            stub.TraceSetting(req, timeout=30)
-        assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED, e.value
+        assert c.get_trace_settings("simple", as_json=True)["settings"]["trace_count"]["value"] == ["3"]
+        with pytest.raises(InferenceServerException) as e:
+            c.update_trace_settings(settings={"trace_rate": ["1", "2"]})
+        assert e.value.status() == "StatusCode.INVALID_ARGUMENT", e.value
+        assert "expect only 1 value for 'trace_rate'" in e.value.message()
+        with pytest.raises(InferenceServerException) as e:
+            c.update_trace_settings(settings={"trace_file": "x"})
+        assert e.value.status() == "StatusCode.UNIMPLEMENTED", e.value
     assert s.stop() == 0, s.text()
 
 

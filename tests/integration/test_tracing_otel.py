@@ -4,7 +4,8 @@ under the ensemble's span), exported as OTLP/HTTP JSON to a collector run
 here; W3C traceparent propagation over HTTP and gRPC (always traced, rate
 0 traces only those); resource attributes; the batch processor's size and
 time triggers and its last export at shutdown; a collector that is down;
-bad settings.
+bad settings. Requests go through tritonclient (HTTP headers and gRPC
+metadata carry the traceparent).
 
 Run by ctest with NEREID_BIN, NEREID_BACKEND_DIR and NEREID_EXAMPLES set
 (see tests/CMakeLists.txt).
@@ -12,15 +13,14 @@ Run by ctest with NEREID_BIN, NEREID_BACKEND_DIR and NEREID_EXAMPLES set
 import contextlib
 import http.server
 import json
-import struct
+import queue
 import threading
 import time
-import urllib.request
 
 import pytest
 
 from test_nereid_cli import BACKENDS, EXAMPLES, Server, listening_ports, refusing_port, run, running
-from test_tracing import stubs
+from test_tracing import client, inputs_of, simple_inputs
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c12666c-b7ad6b7169242424-01"
 ROOT_HTTP = ["HTTP_RECV_START", "HTTP_RECV_END", "INFER_RESPONSE_COMPLETE", "HTTP_SEND_START", "HTTP_SEND_END"]
@@ -96,35 +96,27 @@ def nereid(collector_port, *flags, delay_ms=100):
         yield s
 
 
-X = list(range(16))
-
-
 def infer_simple(s, model="simple", headers=None):
-    body = {"inputs": [{"name": "INPUT0", "shape": [1, 16], "datatype": "INT32", "data": X},
-                       {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32", "data": X}]}
-    req = urllib.request.Request(f"http://127.0.0.1:{s.http}/v2/models/{model}/infer",
-                                 data=json.dumps(body).encode(), headers=headers or {})
-    with urllib.request.urlopen(req, timeout=30) as r:
-        assert r.status == 200
+    """simple (or model) over HTTP through tritonclient, with headers."""
+    with client(s) as c:
+        r = c.infer(model, inputs_of("http", **simple_inputs()), headers=headers)
+    assert r.as_numpy("OUTPUT0").tolist() == [[2 * x for x in range(16)]]
 
 
-def grpc_simple(s, metadata=(), stream=False):
-    pb, pbg = stubs()
-    import grpc
-
-    r = pb.ModelInferRequest(model_name="simple")
-    for name in ("INPUT0", "INPUT1"):
-        t = r.inputs.add()
-        t.name, t.datatype = name, "INT32"
-        t.shape.extend([1, 16])
-        r.raw_input_contents.append(struct.pack("<16i", *X))
-    with grpc.insecure_channel(f"127.0.0.1:{s.grpc}") as ch:
-        stub = pbg.GRPCInferenceServiceStub(ch)
+def grpc_simple(s, headers=None, stream=False):
+    """simple over gRPC through tritonclient, headers as call metadata;
+    on the stream (start_stream, async_stream_infer) where stream says."""
+    with client(s, "grpc") as c:
         if stream:
-            got = list(stub.ModelStreamInfer(iter([r]), metadata=metadata, timeout=30))
-            assert len(got) == 1 and not got[0].error_message
+            got = queue.Queue()
+            c.start_stream(callback=lambda result, error: got.put((result, error)), headers=headers)
+            c.async_stream_infer("simple", inputs_of("grpc", **simple_inputs()))
+            c.stop_stream()
+            assert got.qsize() == 1
+            _, error = got.get_nowait()
+            assert error is None, error
         else:
-            stub.ModelInfer(r, metadata=metadata, timeout=30)
+            c.infer("simple", inputs_of("grpc", **simple_inputs()), headers=headers)
 
 
 def names(span):
@@ -193,7 +185,7 @@ def test_client_context_is_propagated_and_always_traced(collector):
         root = check_simple_trace(collector.wait_spans(3), ROOT_HTTP)
         assert root["traceId"] == TRACEPARENT.split("-")[1]
         assert root["parentSpanId"] == TRACEPARENT.split("-")[2]
-        grpc_simple(s, metadata=(("traceparent", TRACEPARENT),))
+        grpc_simple(s, headers={"traceparent": TRACEPARENT})
         root = check_simple_trace(collector.wait_spans(6)[3:], ROOT_GRPC)
         assert root["traceId"] == TRACEPARENT.split("-")[1] and root["parentSpanId"] == TRACEPARENT.split("-")[2]
         # A malformed traceparent is ignored (and so, at rate 0, not traced).
@@ -202,8 +194,8 @@ def test_client_context_is_propagated_and_always_traced(collector):
         time.sleep(0.5)
         assert len(collector.spans()) == 6
         # The trace extension: the mode, and rate 0 is valid here.
-        with urllib.request.urlopen(f"http://127.0.0.1:{s.http}/v2/trace/setting", timeout=30) as r:
-            setting = json.loads(r.read())
+        with client(s) as c:
+            setting = c.get_trace_settings()
         assert setting["trace_mode"] == "opentelemetry" and setting["trace_rate"] == "0"
 
 
