@@ -289,8 +289,8 @@ static TRITONSERVER_Error *locate_locked(nrd_repository *r, const char *name, ch
     }
     found = d;
   }
-  if (!found)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "failed to load '%s', failed to poll from model repository",
+  if (!found) /* INTERNAL, as Triton's repository manager answers it */
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "failed to load '%s', failed to poll from model repository",
                          name);
   *dir_out = found;
   return NULL;
@@ -340,7 +340,7 @@ static TRITONSERVER_Error *locate_all(nrd_repository *r, const char *name, repo_
       }
     }
     if (!err && !n)
-      err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "failed to load '%s', failed to poll from model repository",
+      err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "failed to load '%s', failed to poll from model repository",
                           name);
   }
   pthread_rwlock_unlock(&r->paths_lock);
@@ -666,6 +666,15 @@ static nrd_model_entry *find_entry(nrd_repository *r, const char *ns, const char
   return NULL;
 }
 
+/* Whether the table has an entry of `name` outside any namespace; takes
+ * the table lock for reading. */
+static bool entry_known(nrd_repository *r, const char *name) {
+  pthread_rwlock_rdlock(&r->table_lock);
+  bool known = find_entry(r, "", name) != NULL;
+  pthread_rwlock_unlock(&r->table_lock);
+  return known;
+}
+
 /* The entry a name alone means: without namespacing the only one; with
  * it, the one loaded entry of that name (else any entry of it, for its
  * reasons). More than one loaded: NULL and an INVALID_ARG in *err, as
@@ -939,6 +948,10 @@ TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const cha
     err = locate_all(r, name, &places, &n);
     if (err && r->namespacing) {
       /* Found nowhere: no namespace to note it in. */
+      NRD_LOG_ERROR("failed to load '%s': %s", name, TRITONSERVER_ErrorMessage(err));
+    } else if (err && TRITONSERVER_ErrorCode(err) == TRITONSERVER_ERROR_INTERNAL && !entry_known(r, name)) {
+      /* A name no repository has, never loaded: nothing to record, as in
+       * Triton (no index entry, the server stays ready). */
       NRD_LOG_ERROR("failed to load '%s': %s", name, TRITONSERVER_ErrorMessage(err));
     } else if (err) {
       err = load_at(r, "", name, NULL, false, NULL, config_override, err);

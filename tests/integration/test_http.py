@@ -344,9 +344,6 @@ def test_repository_index_load_unload(srv, client):
     assert client.get_model_config("identity_int8_t")["max_batch_size"] == 8
 
 
-@pytest.mark.xfail(strict=True, reason="server bug: loading a model no repository has answers 400 (Triton: 500, "
-                   "INTERNAL) and leaves the name in the index as UNAVAILABLE, so strict readiness turns "
-                   "the server not ready; Triton keeps no state for a name it could not poll")
 def test_failed_load_of_a_model_no_repository_has(repo):
     """Triton's repository manager answers INTERNAL "failed to load 'X',
     failed to poll from model repository" and, having polled nothing,

@@ -666,7 +666,7 @@ Test(repo, register_and_unregister_repositories) {
           "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 4 ] } ]\n",
           "1");
   TRITONSERVER_Server *s = h_server_new(h_options(g_repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
-  expect_code(TRITONSERVER_ServerLoadModel(s, "plain"), TRITONSERVER_ERROR_INVALID_ARG, "plain");
+  expect_code(TRITONSERVER_ServerLoadModel(s, "plain"), TRITONSERVER_ERROR_INTERNAL, "plain");
 
   TRITONSERVER_Parameter *map = TRITONSERVER_ParameterNew("m_dir", TRITONSERVER_PARAMETER_STRING, "renamed");
   const TRITONSERVER_Parameter *maps[1] = {map};
@@ -697,7 +697,7 @@ Test(repo, register_and_unregister_repositories) {
   H_OK(TRITONSERVER_ServerLoadModel(s, "renamed"));
   H_OK(TRITONSERVER_ServerLoadModel(s, "plain"));
   cr_assert(ready(s, "renamed", 1) && ready(s, "plain", 1));
-  expect_code(TRITONSERVER_ServerLoadModel(s, "m_dir"), TRITONSERVER_ERROR_INVALID_ARG, "m_dir");
+  expect_code(TRITONSERVER_ServerLoadModel(s, "m_dir"), TRITONSERVER_ERROR_INTERNAL, "m_dir");
   H_OK(TRITONSERVER_ServerModelConfig(s, "renamed", -1, 1, &m));
   idx = h_msg_text(m);
   cr_assert(strstr(idx, "\"name\":\"renamed\""), "%s", idx);
@@ -709,7 +709,7 @@ Test(repo, register_and_unregister_repositories) {
               "repository not found");
   cr_assert(ready(s, "renamed", 1));
   H_OK(TRITONSERVER_ServerUnloadModel(s, "plain"));
-  expect_code(TRITONSERVER_ServerLoadModel(s, "plain"), TRITONSERVER_ERROR_INVALID_ARG, "plain");
+  expect_code(TRITONSERVER_ServerLoadModel(s, "plain"), TRITONSERVER_ERROR_INTERNAL, "plain");
   /* The repository given at startup can go too, and come back. */
   H_OK(TRITONSERVER_ServerUnregisterModelRepository(s, g_repo));
   H_OK(TRITONSERVER_ServerRegisterModelRepository(s, g_repo, NULL, 0));
