@@ -5,6 +5,9 @@
 #   .deps/perf_analyzer/bin/perf_analyzer    (perf_analyzer.txt; the tests)
 #   .deps/venv/                              (clients.txt; tritonclient for the
 #                                             tests, over Debian's python)
+#   .deps/tritonserver/pytriton/tritonserver/bin/tritonserver
+#                                            (oracle.txt; Triton itself, for
+#                                             the differential tests only)
 # Nothing is installed into Debian's python. Each part is laid out in a
 # ".partial" folder and moved into place only once complete, with a stamp
 # naming the requirements it came from: an interrupted run, a corrupt wheel
@@ -146,6 +149,46 @@ fetch_venv() {
   publish venv "$req"
 }
 
+# Triton from PyTriton's wheel, as the tests' oracle. The wheel's repair
+# renamed the library's SONAME to libtritonserver-<hash>.so: a backend that
+# NEEDs libtritonserver.so (ours, and any built against Triton's headers)
+# would make the loader map a second copy of the core. The SONAME and the
+# NEEDED entries that name it are set back to libtritonserver.so, and a
+# link of that name sits beside the library. Triton's Python backend takes
+# its stub from its own folder: the one for Debian's python 3.11 goes there.
+fetch_oracle() {
+  local req=$pyreq/oracle.txt
+  part_current tritonserver "$req" && { echo "fetch_pypi: tritonserver (oracle) up to date"; return; }
+  [ "$(uname -m)" = x86_64 ] || { echo "fetch_pypi: the oracle wheel is for x86_64 only; the differential tests are skipped" >&2; return; }
+  mkdir -p "$work/oracle"
+  download "$req" "$work/oracle"
+  local dest=$deps/tritonserver.partial
+  rm -rf "$dest"
+  mkdir -p "$dest"
+  "$python" - "$work"/oracle/nvidia_pytriton-*.whl "$dest" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    for m in z.infolist():
+        if m.filename.startswith(("pytriton/tritonserver/", "nvidia_pytriton.libs/")) and not m.is_dir():
+            z.extract(m, sys.argv[2])
+PY
+  local top=$dest/pytriton/tritonserver libs=$dest/nvidia_pytriton.libs core
+  core=$(cd "$libs" && ls libtritonserver-*.so)
+  chmod 0755 "$top/bin/tritonserver" "$top"/python_backend_stubs/*/triton_python_backend_stub
+  patchelf --set-soname libtritonserver.so "$libs/$core"
+  patchelf --replace-needed "$core" libtritonserver.so "$top/bin/tritonserver"
+  patchelf --replace-needed "$core" libtritonserver.so "$top/backends/python/libtriton_python.so"
+  ln -s "$core" "$libs/libtritonserver.so"
+  cp "$top/python_backend_stubs/3.11/triton_python_backend_stub" "$top/backends/python/"
+  # --help exits 1 after printing its usage.
+  local usage
+  usage=$("$top/bin/tritonserver" --help 2>&1 || true)
+  grep -q "^Usage: tritonserver" <<<"$usage" ||
+    fail "tritonserver from ${req#"$src"/} does not start here (ldd $top/bin/tritonserver); nothing was installed"
+  publish tritonserver "$req"
+}
+
 fetch_onnxruntime
 fetch_perf_analyzer
 fetch_venv
+fetch_oracle
