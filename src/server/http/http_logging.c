@@ -58,17 +58,21 @@ static int update(nrd_srv_http *h, json_t *j, char *msg, size_t msglen) {
   for (int i = 0; i < 3; i++) {
     v = json_object_get(j, bools[i]);
     if (v == NULL || json_is_null(v)) continue;
-    if (!json_is_boolean(v)) {
-      snprintf(msg, msglen, "Unable to parse '%s': expected a boolean", bools[i]);
-      return 400;
+    if (!json_is_boolean(v)) { /* Triton's JSON type error: INTERNAL, 500 */
+      snprintf(msg, msglen, "attempt to access JSON non-boolean as boolean (field '%s')", bools[i]);
+      return 500;
     }
     *has[i] = true;
     *val[i] = json_is_true(v);
   }
   v = json_object_get(j, "log_verbose_level");
   if (v && !json_is_null(v)) {
-    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
-      snprintf(msg, msglen, "Unable to parse 'log_verbose_level': expected an unsigned integer");
+    if (!json_is_integer(v) || json_integer_value(v) < 0) {
+      snprintf(msg, msglen, "attempt to access JSON non-unsigned-integer as unsigned-integer (field 'log_verbose_level')");
+      return 500;
+    }
+    if (json_integer_value(v) > INT32_MAX) {
+      snprintf(msg, msglen, "Unable to parse 'log_verbose_level': at most %d", INT32_MAX);
       return 400;
     }
     u.has_verbose_level = true;
@@ -76,8 +80,12 @@ static int update(nrd_srv_http *h, json_t *j, char *msg, size_t msglen) {
   }
   v = json_object_get(j, "log_format");
   if (v && !json_is_null(v)) {
+    if (!json_is_string(v)) {
+      snprintf(msg, msglen, "attempt to access JSON non-string as string (field 'log_format')");
+      return 500;
+    }
     u.has_format = true;
-    u.format = json_is_string(v) ? json_string_value(v) : "";
+    u.format = json_string_value(v);
   }
   TRITONSERVER_Error *err = nrd_srv_log_settings_update(h->log, &u);
   if (err == NULL) return 0;

@@ -42,21 +42,27 @@ int nrd_srv_http_body_json(nrd_srv_http_req *req, json_t **out) {
   size_t len = 0;
   const char *b = nrd_srv_http_body(req, &len);
   if (len == 0) return 0;
+  char msg[300];
+  /* Text RapidJSON refuses: Triton's words and its status (its parser's
+   * error is INTERNAL, 500; the nesting bound is a 400). Checked first, so
+   * that nesting too deep is refused whatever jansson would take. */
+  if (nrd_srv_json_error(b, len, msg, sizeof msg) == 0) {
+    nrd_srv_http_reply_error(req, strncmp(msg, "JSON nesting depth", 18) == 0 ? 400 : 500, msg);
+    return -1;
+  }
   json_error_t jerr;
   json_t *j = json_loadb(b, len, JSON_REJECT_DUPLICATES, &jerr);
-  if (j == NULL || !json_is_object(j)) {
-    char msg[300];
-    /* Triton's words where RapidJSON refuses the text too; ours otherwise. */
-    if (nrd_srv_json_error(b, len, msg, sizeof msg) != 0) {
-      if (j == NULL)
-        snprintf(msg, sizeof msg, "failed to parse the request JSON buffer: %s at line %d, column %d", jerr.text,
-                 jerr.line, jerr.column);
-      else
-        snprintf(msg, sizeof msg, "the request body must be a JSON object");
-    }
-    json_decref(j);
+  if (j == NULL) { /* what only our parser refuses: duplicate keys (docs/differences.md) */
+    snprintf(msg, sizeof msg, "failed to parse the request JSON buffer: %s at line %d, column %d", jerr.text,
+             jerr.line, jerr.column);
     nrd_srv_http_reply_error(req, 400, msg);
     return -1;
+  }
+  /* Valid JSON that is not an object holds none of the settings a route
+   * looks for: as Triton, the request goes on with none. */
+  if (!json_is_object(j)) {
+    json_decref(j);
+    return 0;
   }
   *out = j;
   return 0;
@@ -143,6 +149,10 @@ static void model_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const ch
   nrd_srv_http *h = loop->http;
   if (nrd_srv_http_refused(h, req, model_action_api(action))) return;
   int64_t version = -1;
+  /* Triton's route takes only digits as a version: anything else is no
+   * route at all. */
+  if (version_str && *version_str && strspn(version_str, "0123456789") != strlen(version_str))
+    return nrd_srv_http_reply_error(req, 404, "Not Found");
   if (parse_version(version_str, &version) != 0) {
     char msg[200];
     snprintf(msg, sizeof msg, "failed to get model version from specified version string '%.100s'", version_str);
