@@ -909,25 +909,21 @@ static TRITONSERVER_Error *tracer_update(nrd_srv_tracer *pub, const char *model,
       return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "trace_level must be an array of strings");
     size_t i;
     const json_t *v;
-    bool off = false;
+    bool off = false, known = false;
     json_array_foreach(lv, i, v) {
       const char *s = json_string_value(v);
       if (!s) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "trace_level must be an array of strings");
+      /* A level Triton does not know is passed over, as Triton does. */
       if (!strcmp(s, "OFF"))
-        off = true;
+        off = known = true;
       else if (!strcmp(s, "TIMESTAMPS"))
-        level |= TRITONSERVER_TRACE_LEVEL_TIMESTAMPS;
+        level |= TRITONSERVER_TRACE_LEVEL_TIMESTAMPS, known = true;
       else if (!strcmp(s, "TENSORS"))
-        level |= TRITONSERVER_TRACE_LEVEL_TENSORS;
-      else {
-        char msg[300];
-        snprintf(msg, sizeof msg, "Unsupported trace level '%.200s' (expected OFF, TIMESTAMPS or TENSORS)", s);
-        return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
-      }
+        level |= TRITONSERVER_TRACE_LEVEL_TENSORS, known = true;
     }
     if (off && json_array_size(lv) > 1)
       return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "Expect only one trace level 'OFF' is specified");
-    if (json_array_size(lv) == 0) lv_given = false; /* an empty list changes nothing */
+    if (!known) lv_given = false; /* an empty list, or none known: no change */
   }
   bool rg, rc, cg, cc, fg, fc;
   int64_t rate = 0, count = 0, logf = 0;
