@@ -353,6 +353,16 @@ static TRITONSERVER_Error *load_ensemble(TRITONBACKEND_Model *m, json_t *cfg, co
   if (!err) err = nrd_model_metrics_create(m);
   bool decoupled = false;
   if (!err) err = nrd_ensemble_scheduler_new(m, steps, &m->sched, &decoupled);
+  if (!err && !decoupled && !json_is_object(json_object_get(m->config, "model_transaction_policy"))) {
+    /* Triton's configuration of an ensemble states its policy too. */
+    json_t *copy = json_deep_copy(m->config);
+    if (!copy || json_object_set_new(copy, "model_transaction_policy", json_pack("{s:b}", "decoupled", 0)) != 0) {
+      json_decref(copy);
+      err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory loading ensemble '%s'", m->name);
+    } else {
+      err = install_config(m, copy);
+    }
+  }
   if (!err && decoupled) {
     /* As Triton's check does: an ensemble fed by a decoupled step's
      * responses is decoupled itself, and its configuration says so. */

@@ -1277,8 +1277,10 @@ json_t *nrd_repo_index(nrd_repository *r, bool ready_only) {
       if (ready_only && st != NRD_MODEL_READY) continue;
       char v[32];
       snprintf(v, sizeof v, "%" PRId64, s->version);
-      json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:s}", "name", e->name, "version", v, "state", state_name(st),
-                                           "reason", s->reason ? s->reason : ""));
+      /* "reason" only when there is one, as Triton writes the index. */
+      json_t *row = json_pack("{s:s,s:s,s:s}", "name", e->name, "version", v, "state", state_name(st));
+      if (row && s->reason && *s->reason) json_object_set_new(row, "reason", json_string(s->reason));
+      json_array_append_new(arr, row);
     }
     if (!e->n_slots && !ready_only && e->attempted)
       json_array_append_new(arr, json_pack("{s:s,s:s,s:s}", "name", e->name, "state", "UNAVAILABLE", "reason",
@@ -1339,6 +1341,7 @@ TRITONSERVER_Error *nrd_repo_stats(nrd_repository *r, const char *name, int64_t 
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "requested model version is not available for model '%s'",
                          name);
   }
+  sort_index(arr); /* by name and version, as Triton lists them */
   *out = json_pack("{s:o}", "model_stats", arr);
   return NULL;
 }

@@ -774,6 +774,15 @@ TRITONSERVER_Error *TRITONSERVER_ServerMetrics(TRITONSERVER_Server *server, TRIT
     free(t.p);
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory rendering metrics");
   }
+  /* Triton's pinned memory pool gauges. Without the GPU layer there is no
+   * pinned pool (as in Triton on a machine without CUDA): both are 0. */
+  if (nrd_text_appendf(&t, "# HELP nv_pinned_memory_pool_total_bytes Size of the pinned host memory pool, bytes\n"
+                           "# TYPE nv_pinned_memory_pool_total_bytes gauge\nnv_pinned_memory_pool_total_bytes 0\n"
+                           "# HELP nv_pinned_memory_pool_used_bytes Pinned host memory in use from the pool, bytes\n"
+                           "# TYPE nv_pinned_memory_pool_used_bytes gauge\nnv_pinned_memory_pool_used_bytes 0\n")) {
+    free(t.p);
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory rendering metrics");
+  }
   if (server->cache && nrd_response_cache_prometheus(server->cache, &t)) {
     free(t.p);
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory rendering metrics");
