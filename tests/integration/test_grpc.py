@@ -1,5 +1,13 @@
-"""The gRPC front end end to end, with Debian's python3-grpcio and stubs
-generated at test time from OUR proto/ files (never upstream's).
+"""The gRPC front end end to end, through Triton's own Python client
+(tritonclient.grpc, sync and aio): what a client written for Triton sends
+is what these tests send.
+
+Hand-built requests remain only where the client cannot send what a test
+needs: stubs generated at test time from OUR proto/ files (never
+upstream's) for fields tritonclient never sets (typed contents, parameters
+of other types) and for messages it refuses to build, and a raw HTTP/2
+connection (RawH2) for malformed frames, headers and protocol violations.
+Each such helper says why.
 
 Run by ctest (see tests/CMakeLists.txt) as
     /usr/bin/python3 -m pytest -q tests/integration/test_grpc.py
@@ -51,6 +59,10 @@ if not os.access(NEREID, os.X_OK):  # a missing binary fails the run, never skip
     raise RuntimeError(f"no nereid binary at {NEREID!r} (ctest sets NEREID_BIN)")
 
 import grpc  # noqa: E402  (python3-grpcio, installed by scripts/setup.sh)
+import tritonclient.grpc as grpcclient  # noqa: E402
+import tritonclient.grpc.aio as aioclient  # noqa: E402
+import tritonclient.utils.shared_memory as shm  # noqa: E402
+from tritonclient.utils import InferenceServerException  # noqa: E402
 
 
 def _generate_stubs():
@@ -259,7 +271,82 @@ def channel(server):
 
 @pytest.fixture(scope="module")
 def stub(channel):
+    """Our own stub: only for requests tritonclient cannot build (typed
+    contents, parameters of other types, reserved keys, no data at all)."""
     return pbg.GRPCInferenceServiceStub(channel)
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    c = grpcclient.InferenceServerClient(url=f"127.0.0.1:{server.port}")
+    yield c
+    c.close()
+
+
+def tc_inputs(specs):
+    """[(name, datatype, shape, numpy array or list of bytes)] as
+    tritonclient InferInputs (BF16 from its uint16 bits)."""
+    import ml_dtypes
+
+    out = []
+    for name, dt, shape, data in specs:
+        if dt == "BYTES":
+            arr = np.array(list(data), dtype=np.object_).reshape(shape)
+        elif dt == "BF16":
+            arr = np.asarray(data, dtype=np.uint16).view(ml_dtypes.bfloat16).reshape(shape)
+        else:
+            arr = np.asarray(data).reshape(shape)
+        out.append(grpcclient.InferInput(name, list(shape), dt).set_data_from_numpy(arr))
+    return out
+
+
+def tc_outputs(*names, class_count=0):
+    return [grpcclient.InferRequestedOutput(n, class_count=class_count) for n in names]
+
+
+def tc_error(fn, *args, **kwargs):
+    """The InferenceServerException a tritonclient call raises."""
+    with pytest.raises(InferenceServerException) as e:
+        fn(*args, client_timeout=RPC_TIMEOUT, **kwargs)
+    return e.value
+
+
+def response_of(result):
+    return result.get_response()
+
+
+def is_final(result):
+    """The triton_final_response flag of a streamed response."""
+    p = result.get_response().parameters
+    assert "triton_final_response" in p, result.get_response()
+    return p["triton_final_response"].bool_param
+
+
+def stream_all(client, calls, **stream_args):
+    """Sends calls (dicts of async_stream_infer arguments) on one stream of
+    client, closes its sending side and returns every (result, error) in
+    arrival order once the server has ended the stream."""
+    got = []
+    client.start_stream(callback=lambda result, error: got.append((result, error)),
+                        stream_timeout=stream_args.pop("stream_timeout", RPC_TIMEOUT), **stream_args)
+    try:
+        for c in calls:
+            client.async_stream_infer(**c)
+    finally:
+        client.stop_stream()
+    return got
+
+
+def square_call(n, rid, empty_final=False, **kw):
+    """async_stream_infer arguments for square_int32 (n responses)."""
+    return dict(model_name="square_int32", inputs=tc_inputs([("IN", "INT32", [1], np.array([n], np.int32))]),
+                request_id=rid, enable_empty_final_response=empty_final, **kw)
+
+
+def ok_results(got):
+    """The results of stream_all's answers, none of which may be an error."""
+    assert all(e is None for _, e in got), [e for _, e in got if e is not None]
+    return [r for r, _ in got]
 
 
 TYPED_FIELD = {"BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_contents",
@@ -319,74 +406,75 @@ def final_flag(resp):
 # ---- health and metadata ----------------------------------------------------
 
 
-def test_live_ready_metadata(stub, channel):
-    assert stub.ServerLive(pb.ServerLiveRequest(), timeout=RPC_TIMEOUT).live
-    assert stub.ServerReady(pb.ServerReadyRequest(), timeout=RPC_TIMEOUT).ready
-    assert stub.ModelReady(pb.ModelReadyRequest(name="simple"), timeout=RPC_TIMEOUT).ready
-    assert stub.ModelReady(pb.ModelReadyRequest(name="simple", version="1"), timeout=RPC_TIMEOUT).ready
-    md = stub.ServerMetadata(pb.ServerMetadataRequest(), timeout=RPC_TIMEOUT)
+def test_live_ready_metadata(client, channel):
+    assert client.is_server_live(client_timeout=RPC_TIMEOUT)
+    assert client.is_server_ready(client_timeout=RPC_TIMEOUT)
+    assert client.is_model_ready("simple", client_timeout=RPC_TIMEOUT)
+    assert client.is_model_ready("simple", "1", client_timeout=RPC_TIMEOUT)
+    md = client.get_server_metadata(client_timeout=RPC_TIMEOUT)
     assert md.name == "triton" and md.version
-    mm = stub.ModelMetadata(pb.ModelMetadataRequest(name="simple"), timeout=RPC_TIMEOUT)
+    mm = client.get_model_metadata("simple", client_timeout=RPC_TIMEOUT)
     assert mm.name == "simple" and list(mm.versions) == ["1"]
     assert [(t.name, t.datatype, list(t.shape)) for t in mm.inputs] == [
         ("INPUT0", "INT32", [-1, 16]), ("INPUT1", "INT32", [-1, 16])]
     assert [t.name for t in mm.outputs] == ["OUTPUT0", "OUTPUT1"]
+    mj = client.get_model_metadata("simple", as_json=True, client_timeout=RPC_TIMEOUT)
+    assert mj["name"] == "simple" and mj["platform"] == mm.platform
+    # grpc.health.v1 is not Triton's service: tritonclient has no call for it.
     health = health_pb2_grpc.HealthStub(channel)
     assert health.Check(health_pb2.HealthCheckRequest(), timeout=RPC_TIMEOUT).status == \
         health_pb2.HealthCheckResponse.SERVING
 
 
-def test_response_cache_answers_unary_and_streamed_repeats(stub):
+def test_response_cache_answers_unary_and_streamed_repeats(client):
     """A repeat is answered from the cache over ModelInfer and over the
     stream (the answer is sent before InferAsync returns), id echoed."""
     x = np.arange(5, dtype=np.float32).reshape(1, 5)
-    req = infer_request("identity_cached", [("INPUT0", "FP32", [1, 5], x)], rid="again")
+    spec = [("INPUT0", "FP32", [1, 5], x)]
     for _ in range(2):
-        r = stub.ModelInfer(req, timeout=RPC_TIMEOUT)
-        assert r.id == "again"
-        assert np.frombuffer(r.raw_output_contents[0], np.float32).tolist() == x.ravel().tolist()
-    out = list(stub.ModelStreamInfer(iter([req] * 3), timeout=RPC_TIMEOUT))
-    assert len(out) == 3 and not any(o.error_message for o in out), out
-    assert all(np.frombuffer(o.infer_response.raw_output_contents[0], np.float32).tolist()
-               == x.ravel().tolist() for o in out)
-    st = stub.ModelStatistics(pb.ModelStatisticsRequest(name="identity_cached"), timeout=RPC_TIMEOUT).model_stats[0]
+        r = client.infer("identity_cached", tc_inputs(spec), request_id="again", client_timeout=RPC_TIMEOUT)
+        assert r.get_response().id == "again"
+        assert r.as_numpy("OUTPUT0").ravel().tolist() == x.ravel().tolist()
+    got = ok_results(stream_all(client, [dict(model_name="identity_cached", inputs=tc_inputs(spec),
+                                              request_id="again")] * 3))
+    assert len(got) == 3
+    assert all(g.as_numpy("OUTPUT0").ravel().tolist() == x.ravel().tolist() for g in got)
+    st = client.get_inference_statistics("identity_cached", client_timeout=RPC_TIMEOUT).model_stats[0]
     assert st.execution_count == 1, st
     assert st.inference_stats.cache_hit.count == 4 and st.inference_stats.cache_miss.count == 1, st
 
 
-def test_metadata_errors(stub):
-    with pytest.raises(grpc.RpcError) as e:
-        stub.ModelMetadata(pb.ModelMetadataRequest(name="no_such_model"), timeout=RPC_TIMEOUT)
-    assert e.value.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.UNAVAILABLE,
-                              grpc.StatusCode.INVALID_ARGUMENT)
-    assert "no_such_model" in e.value.details()
-    with pytest.raises(grpc.RpcError) as e:
-        stub.ModelReady(pb.ModelReadyRequest(name="simple", version="x1"), timeout=RPC_TIMEOUT)
-    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+def test_metadata_errors(client):
+    e = tc_error(client.get_model_metadata, "no_such_model")
+    assert e.status() in ("StatusCode.NOT_FOUND", "StatusCode.UNAVAILABLE", "StatusCode.INVALID_ARGUMENT")
+    assert "no_such_model" in e.message()
+    e = tc_error(client.is_model_ready, "simple", "x1")
+    assert e.status() == "StatusCode.INVALID_ARGUMENT"
 
 
-def test_model_config(stub):
-    c = stub.ModelConfig(pb.ModelConfigRequest(name="simple"), timeout=RPC_TIMEOUT).config
+def test_model_config(client):
+    c = client.get_model_config("simple", client_timeout=RPC_TIMEOUT).config
     assert c.name == "simple" and c.backend == "add_sub" and c.max_batch_size == 8
     assert [i.name for i in c.input] == ["INPUT0", "INPUT1"]
     assert c.input[0].data_type == 8  # TYPE_INT32
     assert list(c.input[0].dims) == [16]
-    sq = stub.ModelConfig(pb.ModelConfigRequest(name="square_int32"), timeout=RPC_TIMEOUT).config
-    assert sq.model_transaction_policy.decoupled
+    sq = client.get_model_config("square_int32", as_json=True, client_timeout=RPC_TIMEOUT)["config"]
+    assert sq["model_transaction_policy"]["decoupled"] is True
 
 
 @pytest.mark.parametrize("model", ["simple", "square_int32", "seq_cfg", "dyn_cfg"])
-def test_model_config_is_the_http_config(server, stub, model):
+def test_model_config_is_the_http_config(server, client, model):
     """ModelConfig carries the whole configuration: the HTTP config route's
-    JSON, read into the protocol's message, is the same message (a field
-    our proto lacked would fail ParseDict; one we dropped, the equality)."""
+    JSON, read into the message of the client's own (Triton's) proto, is
+    the message tritonclient received (a field the client's proto lacks
+    would fail ParseDict; one we dropped, the equality)."""
     from google.protobuf import json_format
-    import model_config_pb2
+    from tritonclient.grpc import model_config_pb2 as triton_mc
 
     code, j = http_json(server, "GET", f"/v2/models/{model}/config")
     assert code == 200, j
-    want = json_format.ParseDict(j, model_config_pb2.ModelConfig())
-    got = stub.ModelConfig(pb.ModelConfigRequest(name=model), timeout=RPC_TIMEOUT).config
+    want = json_format.ParseDict(j, triton_mc.ModelConfig())
+    got = client.get_model_config(model, client_timeout=RPC_TIMEOUT).config
     assert got == want, f"gRPC:\n{got}\nHTTP:\n{want}"
     if model == "seq_cfg":
         assert got.WhichOneof("scheduling_choice") == "sequence_batching"
@@ -396,13 +484,15 @@ def test_model_config_is_the_http_config(server, stub, model):
         assert got.version_policy.WhichOneof("policy_choice") == "specific"
 
 
-def test_metadata_statistics_and_index_match_http(server, stub):
+def test_metadata_statistics_and_index_match_http(server, client):
     """The other JSON-backed answers are the HTTP routes' documents too:
     server and model metadata, statistics (with the per-response
-    statistics of a decoupled model) and the repository index."""
+    statistics of a decoupled model) and the repository index, read into
+    the client's own (Triton's) messages."""
     from google.protobuf import json_format
+    from tritonclient.grpc import service_pb2 as tpb
 
-    list(stub.ModelStreamInfer(iter([square_request(2, "stats")]), timeout=RPC_TIMEOUT))
+    ok_results(stream_all(client, [square_call(2, "stats")]))
     # Statistics are reported after the responses: poll until the request
     # shows (before, a 0.2 s sleep, and the two reads below could differ).
     deadline = time.monotonic() + RPC_TIMEOUT
@@ -414,14 +504,14 @@ def test_metadata_statistics_and_index_match_http(server, stub):
         assert time.monotonic() < deadline, j
         time.sleep(0.02)
     cases = [
-        ("GET", "/v2", None, pb.ServerMetadataResponse(),
-         lambda: stub.ServerMetadata(pb.ServerMetadataRequest(), timeout=RPC_TIMEOUT)),
-        ("GET", "/v2/models/simple", None, pb.ModelMetadataResponse(),
-         lambda: stub.ModelMetadata(pb.ModelMetadataRequest(name="simple"), timeout=RPC_TIMEOUT)),
-        ("GET", "/v2/models/square_int32/stats", None, pb.ModelStatisticsResponse(),
-         lambda: stub.ModelStatistics(pb.ModelStatisticsRequest(name="square_int32"), timeout=RPC_TIMEOUT)),
-        ("POST", "/v2/repository/index", {}, pb.RepositoryIndexResponse(),
-         lambda: stub.RepositoryIndex(pb.RepositoryIndexRequest(), timeout=RPC_TIMEOUT)),
+        ("GET", "/v2", None, tpb.ServerMetadataResponse(),
+         lambda: client.get_server_metadata(client_timeout=RPC_TIMEOUT)),
+        ("GET", "/v2/models/simple", None, tpb.ModelMetadataResponse(),
+         lambda: client.get_model_metadata("simple", client_timeout=RPC_TIMEOUT)),
+        ("GET", "/v2/models/square_int32/stats", None, tpb.ModelStatisticsResponse(),
+         lambda: client.get_inference_statistics("square_int32", client_timeout=RPC_TIMEOUT)),
+        ("POST", "/v2/repository/index", {}, tpb.RepositoryIndexResponse(),
+         lambda: client.get_model_repository_index(client_timeout=RPC_TIMEOUT)),
     ]
     for method, path, body, msg, call in cases:
         code, j = http_json(server, method, path, body)
@@ -429,19 +519,19 @@ def test_metadata_statistics_and_index_match_http(server, stub):
         want = json_format.ParseDict({"models": j} if isinstance(j, list) else j, msg)
         got = call()
         assert got == want, f"{path}:\ngRPC:\n{got}\nHTTP:\n{want}"
-    stats = stub.ModelStatistics(pb.ModelStatisticsRequest(name="square_int32"), timeout=RPC_TIMEOUT)
-    assert len(stats.model_stats[0].response_stats) > 0
+    stats = client.get_inference_statistics("square_int32", as_json=True, client_timeout=RPC_TIMEOUT)
+    assert len(stats["model_stats"][0]["response_stats"]) > 0
 
 
-def test_statistics_and_index(stub):
-    r = infer_request("identity_fp32", [("INPUT0", "FP32", [1, 4], np.ones((1, 4), np.float32))])
-    stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+def test_statistics_and_index(client):
+    client.infer("identity_fp32", tc_inputs([("INPUT0", "FP32", [1, 4], np.ones((1, 4), np.float32))]),
+                 client_timeout=RPC_TIMEOUT)
     # Backends report statistics after sending the response, the batch's
     # (inference_count) and each request's (success) in calls of their
     # own: poll until every field asserted below shows the request.
     deadline = time.monotonic() + 10
     while True:
-        st = stub.ModelStatistics(pb.ModelStatisticsRequest(name="identity_fp32"), timeout=RPC_TIMEOUT)
+        st = client.get_inference_statistics("identity_fp32", client_timeout=RPC_TIMEOUT)
         m = st.model_stats[0]
         if (m.inference_count >= 1 and m.inference_stats.success.count >= 1) or time.monotonic() > deadline:
             break
@@ -450,99 +540,89 @@ def test_statistics_and_index(stub):
     s = st.model_stats[0]
     assert s.name == "identity_fp32" and s.inference_count >= 1
     assert s.inference_stats.success.count >= 1
-    allst = stub.ModelStatistics(pb.ModelStatisticsRequest(), timeout=RPC_TIMEOUT)
+    allst = client.get_inference_statistics(client_timeout=RPC_TIMEOUT)
     assert {m.name for m in allst.model_stats} >= {"simple", "identity_fp32"}
-    idx = stub.RepositoryIndex(pb.RepositoryIndexRequest(), timeout=RPC_TIMEOUT)
+    idx = client.get_model_repository_index(client_timeout=RPC_TIMEOUT)
     names = {m.name: m.state for m in idx.models}
     assert names.get("simple") == "READY" and "square_int32" in names
+    idx = client.get_model_repository_index(as_json=True, client_timeout=RPC_TIMEOUT)
+    assert {m["name"]: m.get("state") for m in idx["models"]}.get("simple") == "READY"
 
 
-def test_load_unload(stub):
-    stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="identity_bytes"),
-                               timeout=RPC_TIMEOUT)
+def test_load_unload(client):
+    client.unload_model("identity_bytes", client_timeout=RPC_TIMEOUT)
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        if not stub.ModelReady(pb.ModelReadyRequest(name="identity_bytes"), timeout=RPC_TIMEOUT).ready:
+        if not client.is_model_ready("identity_bytes", client_timeout=RPC_TIMEOUT):
             break
         time.sleep(0.05)
-    assert not stub.ModelReady(pb.ModelReadyRequest(name="identity_bytes"), timeout=RPC_TIMEOUT).ready
-    stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="identity_bytes"),
-                             timeout=RPC_TIMEOUT)
-    assert stub.ModelReady(pb.ModelReadyRequest(name="identity_bytes"), timeout=RPC_TIMEOUT).ready
-    with pytest.raises(grpc.RpcError) as e:
-        stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="no_such_model"),
-                                 timeout=RPC_TIMEOUT)
-    assert e.value.code() != grpc.StatusCode.OK
+    assert not client.is_model_ready("identity_bytes", client_timeout=RPC_TIMEOUT)
+    client.load_model("identity_bytes", client_timeout=RPC_TIMEOUT)
+    assert client.is_model_ready("identity_bytes", client_timeout=RPC_TIMEOUT)
+    e = tc_error(client.load_model, "no_such_model")
+    assert e.status() != "StatusCode.OK"
 
 
-def test_load_with_config_and_file_overrides(stub):
-    """RepositoryModelLoad with a config override and a file override (a
-    bytes parameter), as tritonclient's load_model(config=..., files=...)
-    sends them, for a model the repository does not have. The file's bytes
-    must outlive the request message: the load runs on a worker thread
-    (found by the wire fuzzer as a use-after-free)."""
+def test_load_with_config_and_file_overrides(client):
+    """load_model(config=..., files=...) for a model the repository does
+    not have: a config override and a file override (a bytes parameter).
+    The file's bytes must outlive the request message: the load runs on a
+    worker thread (found by the wire fuzzer as a use-after-free)."""
     cfg = {"backend": "identity", "max_batch_size": 4,
            "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [-1]}],
            "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [-1]}]}
-    req = pb.RepositoryModelLoadRequest(model_name="grpc_made_up")
-    req.parameters["config"].string_param = json.dumps(cfg)
-    req.parameters["file:1/weights.bin"].bytes_param = bytes(range(256)) * 64
-    stub.RepositoryModelLoad(req, timeout=RPC_TIMEOUT)
+    client.load_model("grpc_made_up", config=json.dumps(cfg),
+                      files={"file:1/weights.bin": bytes(range(256)) * 64}, client_timeout=RPC_TIMEOUT)
     try:
-        assert stub.ModelReady(pb.ModelReadyRequest(name="grpc_made_up"), timeout=RPC_TIMEOUT).ready
+        assert client.is_model_ready("grpc_made_up", client_timeout=RPC_TIMEOUT)
         x = np.arange(3, dtype=np.float32).reshape(1, 3)
-        r = stub.ModelInfer(infer_request("grpc_made_up", [("INPUT0", "FP32", [1, 3], x)]),
-                            timeout=RPC_TIMEOUT)
-        np.testing.assert_array_equal(output_array(r, "OUTPUT0", np.float32), x)
-        bad = pb.RepositoryModelLoadRequest(model_name="grpc_made_up")
-        bad.parameters["config"].string_param = "{not json"
-        with pytest.raises(grpc.RpcError) as e:
-            stub.RepositoryModelLoad(bad, timeout=RPC_TIMEOUT)
-        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        r = client.infer("grpc_made_up", tc_inputs([("INPUT0", "FP32", [1, 3], x)]), client_timeout=RPC_TIMEOUT)
+        np.testing.assert_array_equal(r.as_numpy("OUTPUT0"), x)
+        e = tc_error(client.load_model, "grpc_made_up", config="{not json")
+        assert e.status() == "StatusCode.INVALID_ARGUMENT"
     finally:
-        stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="grpc_made_up"),
-                                   timeout=RPC_TIMEOUT)
+        client.unload_model("grpc_made_up", client_timeout=RPC_TIMEOUT)
 
 
-def test_shared_memory_trace_log(stub):
-    assert len(stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(),
-                                             timeout=RPC_TIMEOUT).regions) == 0
-    ls = stub.LogSettings(pb.LogSettingsRequest(), timeout=RPC_TIMEOUT)
+def test_shared_memory_trace_log(client):
+    assert len(client.get_system_shared_memory_status(client_timeout=RPC_TIMEOUT).regions) == 0
+    ls = client.get_log_settings(client_timeout=RPC_TIMEOUT)
     assert ls.settings["log_info"].bool_param is True
 
 
-def test_cuda_shared_memory_without_gpus(stub):
+def test_cuda_shared_memory_without_gpus(client):
     """As Triton built without GPUs: no CUDA region exists, unregistering
     one or all has nothing to do (OK), registering fails with its message,
     and the status of one region is NOT_FOUND (the HTTP routes agree)."""
-    assert len(stub.CudaSharedMemoryStatus(pb.CudaSharedMemoryStatusRequest(), timeout=RPC_TIMEOUT).regions) == 0
-    stub.CudaSharedMemoryUnregister(pb.CudaSharedMemoryUnregisterRequest(), timeout=RPC_TIMEOUT)
-    stub.CudaSharedMemoryUnregister(pb.CudaSharedMemoryUnregisterRequest(name="x"), timeout=RPC_TIMEOUT)
-    with pytest.raises(grpc.RpcError) as e:
-        stub.CudaSharedMemoryRegister(pb.CudaSharedMemoryRegisterRequest(name="x"), timeout=RPC_TIMEOUT)
-    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert e.value.details().startswith("failed to register CUDA shared memory region: 'x', GPUs not supported")
-    with pytest.raises(grpc.RpcError) as e:
-        stub.CudaSharedMemoryStatus(pb.CudaSharedMemoryStatusRequest(name="x"), timeout=RPC_TIMEOUT)
-    assert e.value.code() == grpc.StatusCode.NOT_FOUND
-    assert e.value.details() == "Unable to find cuda shared memory region: 'x'"
+    assert len(client.get_cuda_shared_memory_status(client_timeout=RPC_TIMEOUT).regions) == 0
+    client.unregister_cuda_shared_memory(client_timeout=RPC_TIMEOUT)
+    client.unregister_cuda_shared_memory("x", client_timeout=RPC_TIMEOUT)
+    e = tc_error(client.register_cuda_shared_memory, "x", b"", 0, 0)
+    assert e.status() == "StatusCode.INVALID_ARGUMENT"
+    assert e.message().startswith("failed to register CUDA shared memory region: 'x', GPUs not supported")
+    e = tc_error(client.get_cuda_shared_memory_status, "x")
+    assert e.status() == "StatusCode.NOT_FOUND"
+    assert e.message() == "Unable to find cuda shared memory region: 'x'"
 
 
-def test_trace_setting_without_a_trace_file(stub):
+def test_trace_setting_without_a_trace_file(client):
     """No trace file given (test_tracing.py has the rest): the settings read
     back, turning tracing on is refused, an unknown model is named."""
-    for req in (pb.TraceSettingRequest(), pb.TraceSettingRequest(model_name="simple")):
-        r = stub.TraceSetting(req, timeout=RPC_TIMEOUT)
+    for model in (None, "simple"):
+        r = client.get_trace_settings(model_name=model, client_timeout=RPC_TIMEOUT)
         assert list(r.settings["trace_level"].value) == ["OFF"] and list(r.settings["trace_file"].value) == [""]
-    r = pb.TraceSettingRequest()
-    r.settings["trace_level"].value.append("TIMESTAMPS")
-    e = rpc_error(stub.TraceSetting, r)
-    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "trace file name is not given" in e.details()
-    e = rpc_error(stub.TraceSetting, pb.TraceSettingRequest(model_name="nope"))
-    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and e.details() == "Request for unknown model : nope"
+    j = client.get_trace_settings(as_json=True, client_timeout=RPC_TIMEOUT)
+    assert j["settings"]["trace_level"]["value"] == ["OFF"]
+    e = tc_error(client.update_trace_settings, settings={"trace_level": ["TIMESTAMPS"]})
+    assert e.status() == "StatusCode.INVALID_ARGUMENT" and "trace file name is not given" in e.message()
+    e = tc_error(client.get_trace_settings, model_name="nope")
+    assert e.status() == "StatusCode.INVALID_ARGUMENT" and e.message() == "Request for unknown model : nope"
 
 
 def log_request(**settings):
+    """A LogSettingsRequest with each value in the field of its Python type:
+    tritonclient picks the field by key, so it cannot send a setting of the
+    wrong type."""
     r = pb.LogSettingsRequest()
     for k, v in settings.items():
         if isinstance(v, bool):
@@ -558,8 +638,8 @@ def log_values(resp):
     return {k: getattr(v, v.WhichOneof("parameter_choice")) for k, v in resp.settings.items()}
 
 
-def test_log_settings_read_and_update(server, stub):
-    ls = stub.LogSettings(pb.LogSettingsRequest(), timeout=RPC_TIMEOUT)
+def test_log_settings_read_and_update(server, client, stub):
+    ls = client.get_log_settings(client_timeout=RPC_TIMEOUT)
     kinds = {k: v.WhichOneof("parameter_choice") for k, v in ls.settings.items()}
     assert kinds == {"log_file": "string_param", "log_info": "bool_param", "log_warning": "bool_param",
                      "log_error": "bool_param", "log_verbose_level": "uint32_param",
@@ -568,21 +648,27 @@ def test_log_settings_read_and_update(server, stub):
     assert before == {"log_file": "", "log_info": True, "log_warning": True, "log_error": True,
                       "log_verbose_level": 0, "log_format": "default"}
     try:
-        got = log_values(stub.LogSettings(log_request(log_warning=False, log_verbose_level=2,
-                                                      log_format="ISO8601"), timeout=RPC_TIMEOUT))
+        got = log_values(client.update_log_settings(
+            {"log_warning": False, "log_verbose_level": 2, "log_format": "ISO8601"}, client_timeout=RPC_TIMEOUT))
         assert got == dict(before, log_warning=False, log_verbose_level=2, log_format="ISO8601")
         # The same settings are what HTTP's /v2/logging reports.
         code, j = http_json(server, "GET", "/v2/logging")
         assert code == 200 and j["log_warning"] is False and j["log_verbose_level"] == 2
         assert j["log_format"] == "ISO8601"
-        assert log_values(stub.LogSettings(pb.LogSettingsRequest(), timeout=RPC_TIMEOUT)) == got
+        assert log_values(client.get_log_settings(client_timeout=RPC_TIMEOUT)) == got
 
         # Errors change nothing (validated before anything is applied).
         cases = [
-            (log_request(log_file="/tmp/x.log"), grpc.StatusCode.UNIMPLEMENTED,
+            ({"log_file": "/tmp/x.log"}, "StatusCode.UNIMPLEMENTED",
              "log file location can not be updated through network protocol"),
-            (log_request(log_info=False, log_format="json"), grpc.StatusCode.INVALID_ARGUMENT,
+            ({"log_info": False, "log_format": "json"}, "StatusCode.INVALID_ARGUMENT",
              "invalid argument for log_format, got: json"),
+        ]
+        for settings, code, text in cases:
+            e = tc_error(client.update_log_settings, settings)
+            assert (e.status(), e.message()) == (code, text)
+        # Values of the wrong type: only a hand-built request carries them.
+        cases = [
             (log_request(log_info=1), grpc.StatusCode.INVALID_ARGUMENT, "expect boolean for 'log_info'"),
             (log_request(log_error="yes"), grpc.StatusCode.INVALID_ARGUMENT,
              "expect boolean for 'log_error'"),
@@ -594,11 +680,11 @@ def test_log_settings_read_and_update(server, stub):
         for r, code, text in cases:
             e = rpc_error(stub.LogSettings, r)
             assert (e.code(), e.details()) == (code, text)
-        assert log_values(stub.LogSettings(pb.LogSettingsRequest(), timeout=RPC_TIMEOUT)) == got
+        assert log_values(client.get_log_settings(client_timeout=RPC_TIMEOUT)) == got
     finally:
-        stub.LogSettings(log_request(log_info=True, log_warning=True, log_error=True,
-                                     log_verbose_level=0, log_format="default"), timeout=RPC_TIMEOUT)
-    assert log_values(stub.LogSettings(pb.LogSettingsRequest(), timeout=RPC_TIMEOUT)) == before
+        client.update_log_settings({"log_info": True, "log_warning": True, "log_error": True,
+                                    "log_verbose_level": 0, "log_format": "default"}, client_timeout=RPC_TIMEOUT)
+    assert log_values(client.get_log_settings(client_timeout=RPC_TIMEOUT)) == before
 
 
 # ---- ModelInfer ---------------------------------------------------------------
