@@ -690,54 +690,65 @@ def test_log_settings_read_and_update(server, client, stub):
 # ---- ModelInfer ---------------------------------------------------------------
 
 
-def test_infer_raw_fp32_echoes_id(stub):
+def test_infer_raw_fp32_echoes_id(client):
     x = np.arange(16, dtype=np.float32).reshape(1, 16)
-    resp = stub.ModelInfer(infer_request("identity_fp32", [("INPUT0", "FP32", [1, 16], x)], rid="req-7"),
-                           timeout=RPC_TIMEOUT)
+    r = client.infer("identity_fp32", tc_inputs([("INPUT0", "FP32", [1, 16], x)]), request_id="req-7",
+                     headers={"x-nereid-test": "1"}, client_timeout=RPC_TIMEOUT)
+    resp = r.get_response()
     assert resp.id == "req-7" and resp.model_name == "identity_fp32" and resp.model_version == "1"
     assert resp.outputs[0].datatype == "FP32"
-    np.testing.assert_array_equal(output_array(resp, "OUTPUT0", np.float32), x)
+    np.testing.assert_array_equal(r.as_numpy("OUTPUT0"), x)
+    j = r.get_response(as_json=True)
+    assert j["id"] == "req-7" and j["outputs"][0]["shape"] == ["1", "16"]
 
 
 @pytest.mark.parametrize("raw", [True, False])
-def test_infer_add_sub_int32(stub, raw):
+def test_infer_add_sub_int32(client, stub, raw):
     a = np.arange(16, dtype=np.int32).reshape(1, 16)
     b = np.full((1, 16), 3, dtype=np.int32)
-    r = infer_request("simple", [("INPUT0", "INT32", [1, 16], a), ("INPUT1", "INT32", [1, 16], b)], raw=raw)
-    resp = stub.ModelInfer(r, timeout=RPC_TIMEOUT)
-    np.testing.assert_array_equal(output_array(resp, "OUTPUT0", np.int32), a + b)
-    np.testing.assert_array_equal(output_array(resp, "OUTPUT1", np.int32), a - b)
+    spec = [("INPUT0", "INT32", [1, 16], a), ("INPUT1", "INT32", [1, 16], b)]
+    if raw:
+        r = client.infer("simple", tc_inputs(spec), client_timeout=RPC_TIMEOUT)
+        out0, out1 = r.as_numpy("OUTPUT0"), r.as_numpy("OUTPUT1")
+    else:
+        # Typed contents: tritonclient only sends raw_input_contents.
+        resp = stub.ModelInfer(infer_request("simple", spec, raw=False), timeout=RPC_TIMEOUT)
+        out0, out1 = output_array(resp, "OUTPUT0", np.int32), output_array(resp, "OUTPUT1", np.int32)
+    np.testing.assert_array_equal(out0, a + b)
+    np.testing.assert_array_equal(out1, a - b)
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_infer_ensemble(stub, stream):
+def test_infer_ensemble(client, stream):
     """The bundled ensemble (two "simple" steps) over ModelInfer and over
     the stream, where it answers as a non-decoupled model."""
     a = np.arange(16, dtype=np.int32).reshape(1, 16)
     b = np.full((1, 16), 5, dtype=np.int32)
-    r = infer_request("simple_ensemble", [("INPUT0", "INT32", [1, 16], a), ("INPUT1", "INT32", [1, 16], b)],
-                      rid="ens-2")
+    spec = [("INPUT0", "INT32", [1, 16], a), ("INPUT1", "INT32", [1, 16], b)]
     if stream:
-        got = list(stub.ModelStreamInfer(iter([r]), timeout=RPC_TIMEOUT))
-        assert len(got) == 1 and not got[0].error_message, got
-        resp = got[0].infer_response
+        got = ok_results(stream_all(client, [dict(model_name="simple_ensemble", inputs=tc_inputs(spec),
+                                                  request_id="ens-2")]))
+        assert len(got) == 1, got
+        r = got[0]
     else:
-        resp = stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+        r = client.infer("simple_ensemble", tc_inputs(spec), request_id="ens-2", client_timeout=RPC_TIMEOUT)
+    resp = r.get_response()
     assert resp.id == "ens-2" and resp.model_name == "simple_ensemble"
-    np.testing.assert_array_equal(output_array(resp, "OUTPUT0", np.int32), 2 * a)
-    np.testing.assert_array_equal(output_array(resp, "OUTPUT1", np.int32), 2 * b)
+    np.testing.assert_array_equal(r.as_numpy("OUTPUT0"), 2 * a)
+    np.testing.assert_array_equal(r.as_numpy("OUTPUT1"), 2 * b)
 
 
-def test_infer_requested_output_only(stub):
+def test_infer_requested_output_only(client):
     a = np.ones((1, 16), dtype=np.int32)
-    r = infer_request("simple", [("INPUT0", "INT32", [1, 16], a), ("INPUT1", "INT32", [1, 16], a)],
-                      outputs=["OUTPUT1"])
-    resp = stub.ModelInfer(r, timeout=RPC_TIMEOUT)
-    assert [o.name for o in resp.outputs] == ["OUTPUT1"]
-    np.testing.assert_array_equal(output_array(resp, "OUTPUT1", np.int32), a - a)
+    r = client.infer("simple", tc_inputs([("INPUT0", "INT32", [1, 16], a), ("INPUT1", "INT32", [1, 16], a)]),
+                     outputs=tc_outputs("OUTPUT1"), client_timeout=RPC_TIMEOUT)
+    assert [o.name for o in r.get_response().outputs] == ["OUTPUT1"]
+    assert r.as_numpy("OUTPUT0") is None
+    np.testing.assert_array_equal(r.as_numpy("OUTPUT1"), a - a)
 
 
 def test_infer_typed_fp32_batch(stub):
+    # Typed contents (fp32_contents): tritonclient only sends raw_input_contents.
     x = np.random.default_rng(1).random((3, 5), dtype=np.float32)
     resp = stub.ModelInfer(infer_request("identity_fp32", [("INPUT0", "FP32", [3, 5], x)], raw=False),
                            timeout=RPC_TIMEOUT)
@@ -745,10 +756,17 @@ def test_infer_typed_fp32_batch(stub):
 
 
 @pytest.mark.parametrize("raw", [True, False])
-def test_infer_bytes(stub, raw):
+def test_infer_bytes(client, stub, raw):
     items = [b"hello", b"", b"\x00\xffbinary", "ünïcode".encode()]
-    r = infer_request("identity_bytes", [("INPUT0", "BYTES", [1, 4], items)], raw=raw)
-    resp = stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+    if raw:
+        r = client.infer("identity_bytes", tc_inputs([("INPUT0", "BYTES", [1, 4], items)]),
+                         client_timeout=RPC_TIMEOUT)
+        assert r.get_response().outputs[0].datatype == "BYTES"
+        assert r.as_numpy("OUTPUT0").ravel().tolist() == items
+        return
+    # bytes_contents: tritonclient only sends raw_input_contents.
+    resp = stub.ModelInfer(infer_request("identity_bytes", [("INPUT0", "BYTES", [1, 4], items)], raw=False),
+                           timeout=RPC_TIMEOUT)
     assert resp.outputs[0].datatype == "BYTES"
     assert bytes_list(resp.raw_output_contents[0], decode=False) == items
 
@@ -786,13 +804,28 @@ def sample(dt, n=12):
 
 @pytest.mark.parametrize("raw", [True, False], ids=["raw", "typed"])
 @pytest.mark.parametrize("dt", list(DTYPES))
-def test_infer_every_datatype(stub, dt, raw):
-    """Every datatype in raw_input_contents and in its typed contents field
-    comes back unchanged (outputs are always raw, as in Triton); FP16 and
-    BF16 have no typed field, so they must come raw."""
+def test_infer_every_datatype(client, stub, dt, raw):
+    """Every datatype in raw_input_contents (sent by tritonclient) and in
+    its typed contents field (hand-built: the client never sends typed
+    contents) comes back unchanged (outputs are always raw, as in Triton);
+    FP16 and BF16 have no typed field, so they must come raw."""
     x = sample(dt)
-    r = infer_request(f"identity_{dt.lower()}_t", [("INPUT0", dt, [2, 6], x)], raw=raw or dt in ("FP16", "BF16"))
-    if not raw and dt in ("FP16", "BF16"):
+    model = f"identity_{dt.lower()}_t"
+    if raw:
+        r = client.infer(model, tc_inputs([("INPUT0", dt, [2, 6], x)]), client_timeout=RPC_TIMEOUT)
+        out = r.get_response().outputs[0]
+        assert out.datatype == dt and list(out.shape) == [2, 6]
+        assert len(r.get_response().raw_output_contents) == 1
+        got = r.as_numpy("OUTPUT0")
+        if dt == "BYTES":
+            assert got.ravel().tolist() == x
+        else:
+            if dt == "BF16":
+                got = got.view(np.uint16)
+            np.testing.assert_array_equal(got.ravel(), x)
+        return
+    r = infer_request(model, [("INPUT0", dt, [2, 6], x)], raw=dt in ("FP16", "BF16"))
+    if dt in ("FP16", "BF16"):
         r.raw_input_contents.pop()
         r.inputs[0].contents.fp32_contents.extend([0.0] * 12)
         with pytest.raises(grpc.RpcError) as e:
@@ -810,6 +843,8 @@ def test_infer_every_datatype(stub, dt, raw):
 
 
 def test_infer_input_data_errors(stub):
+    # Hand-built: tritonclient sends exactly one raw entry per input, never
+    # typed contents, so it cannot send any of these.
     x = np.ones((1, 2), dtype=np.float32)
     # Both raw_input_contents and typed contents for the same input.
     r = infer_request("identity_fp32", [("INPUT0", "FP32", [1, 2], x)])
@@ -835,36 +870,44 @@ def test_infer_input_data_errors(stub):
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
-def test_parameters_reach_the_backend_and_come_back(stub):
+def test_parameters_reach_the_backend_and_come_back(client, stub):
     """Request parameters other than the reserved ones reach the backend
     with their types; the backend's response parameters come back in
     ModelInferResponse.parameters, over ModelInfer and ModelStreamInfer."""
     x = np.array([[1.5, 2.5]], dtype=np.float32)
-    r = infer_request("echo_params", [("INPUT0", "FP32", [1, 2], x)],
-                      params={"s": "text é", "i": -7, "b": True, "sequence_id": 0, "priority": 0,
-                              "binary_data_output": True})
-    r.parameters["d"].double_param = 0.1
-    # binary_data_output means nothing to gRPC: the backend gets it, as in Triton.
+    spec = [("INPUT0", "FP32", [1, 2], x)]
+    params = {"s": "text é", "i": -7, "b": True, "d": 0.1}
     want = {"s": ("string_param", "text é"), "i": ("int64_param", -7), "b": ("bool_param", True),
-            "d": ("double_param", 0.1), "binary_data_output": ("bool_param", True)}
+            "d": ("double_param", 0.1)}
 
-    def check(resp):
+    def check(result, want):
+        resp = result.get_response()
         got = {k: (v.WhichOneof("parameter_choice"), getattr(v, v.WhichOneof("parameter_choice")))
                for k, v in resp.parameters.items()}
         assert got == want
-        np.testing.assert_array_equal(output_array(resp, "OUTPUT0", np.float32), x)
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), x)
 
-    check(stub.ModelInfer(r, timeout=RPC_TIMEOUT))
-    got = list(stub.ModelStreamInfer(iter([r]), timeout=RPC_TIMEOUT))
-    assert len(got) == 1 and not got[0].error_message
-    want["triton_final_response"] = ("bool_param", True)
-    check(got[0].infer_response)
-    resp = stub.ModelInfer(infer_request("echo_params", [("INPUT0", "FP32", [1, 2], x)]), timeout=RPC_TIMEOUT)
-    assert len(resp.parameters) == 0
+    check(client.infer("echo_params", tc_inputs(spec), parameters=params, client_timeout=RPC_TIMEOUT), want)
+    got = ok_results(stream_all(client, [dict(model_name="echo_params", inputs=tc_inputs(spec),
+                                              parameters=params)]))
+    assert len(got) == 1
+    check(got[0], dict(want, triton_final_response=("bool_param", True)))
+    check(client.infer("echo_params", tc_inputs(spec), client_timeout=RPC_TIMEOUT), {})
+    # Reserved keys as parameters: tritonclient refuses to send them, so
+    # this request is hand-built. sequence_id and priority are the
+    # request's settings and do not reach the backend; binary_data_output
+    # means nothing to gRPC: the backend gets it, as in Triton.
+    r = infer_request("echo_params", spec, params={"s": "v", "sequence_id": 0, "priority": 0,
+                                                     "binary_data_output": True})
+    resp = stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+    got = {k: (v.WhichOneof("parameter_choice"), getattr(v, v.WhichOneof("parameter_choice")))
+           for k, v in resp.parameters.items()}
+    assert got == {"s": ("string_param", "v"), "binary_data_output": ("bool_param", True)}
     # As in Triton: no uint64 custom parameters, and 'triton_' keys are
-    # reserved (triton_enable_empty_final_response aside).
+    # reserved (triton_enable_empty_final_response aside). Hand-built: the
+    # client has no uint64 parameter and refuses 'triton_' keys itself.
     for key, setter, msg in (("u", "uint64_param", "uint64"), ("triton_x", "bool_param", "reserved")):
-        bad = infer_request("echo_params", [("INPUT0", "FP32", [1, 2], x)])
+        bad = infer_request("echo_params", spec)
         setattr(bad.parameters[key], setter, 1)
         with pytest.raises(grpc.RpcError) as e:
             stub.ModelInfer(bad, timeout=RPC_TIMEOUT)
@@ -872,28 +915,31 @@ def test_parameters_reach_the_backend_and_come_back(stub):
         assert f"'{key}'" in e.value.details()
 
 
-def test_infer_parameters_passed(stub):
+def test_infer_parameters_passed(client):
     """Custom parameters reach the backend (echo_params returns what it
     saw); priority and timeout are taken by the server as the request's
     settings and are not passed on as parameters, as in Triton."""
     x = np.ones((1, 2), dtype=np.float32)
-    r = infer_request("echo_params", [("INPUT0", "FP32", [1, 2], x)],
-                      params={"priority": 0, "timeout": 10_000_000, "custom_s": "v", "custom_b": True})
-    resp = stub.ModelInfer(r, timeout=RPC_TIMEOUT)
-    got = {k: getattr(v, v.WhichOneof("parameter_choice")) for k, v in resp.parameters.items()}
+    r = client.infer("echo_params", tc_inputs([("INPUT0", "FP32", [1, 2], x)]), priority=1, timeout=10_000_000,
+                     parameters={"custom_s": "v", "custom_b": True}, client_timeout=RPC_TIMEOUT)
+    got = {k: getattr(v, v.WhichOneof("parameter_choice")) for k, v in r.get_response().parameters.items()}
     assert got == {"custom_s": "v", "custom_b": True}
 
 
-def test_infer_errors(stub):
+def test_infer_errors(client, stub):
     x = np.ones((1, 2), dtype=np.float32)
-    with pytest.raises(grpc.RpcError) as e:
-        stub.ModelInfer(infer_request("square_int32", [("IN", "INT32", [1], np.array([1], np.int32))]),
-                        timeout=RPC_TIMEOUT)
-    assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
-    assert "decoupled" in e.value.details()
-    with pytest.raises(grpc.RpcError) as e:
-        stub.ModelInfer(infer_request("no_such_model", [("INPUT0", "FP32", [1, 2], x)]), timeout=RPC_TIMEOUT)
-    assert e.value.code() != grpc.StatusCode.OK and "no_such_model" in e.value.details()
+    e = tc_error(client.infer, "square_int32", tc_inputs([("IN", "INT32", [1], np.array([1], np.int32))]))
+    assert e.status() == "StatusCode.UNIMPLEMENTED"
+    assert "decoupled" in e.message()
+    e = tc_error(client.infer, "no_such_model", tc_inputs([("INPUT0", "FP32", [1, 2], x)]))
+    assert e.status() != "StatusCode.OK" and "no_such_model" in e.message()
+    # Wrong byte size for the shape: the core rejects it.
+    inp = tc_inputs([("INPUT0", "FP32", [1, 2], x)])
+    inp[0].set_shape([1, 3])
+    e = tc_error(client.infer, "identity_fp32", inp)
+    assert e.status() == "StatusCode.INVALID_ARGUMENT"
+    # Hand-built: tritonclient will not attach data to an unknown datatype,
+    # nor send more raw entries than inputs.
     with pytest.raises(grpc.RpcError) as e:
         stub.ModelInfer(infer_request("identity_fp32", [("INPUT0", "XX32", [1, 2], x)]), timeout=RPC_TIMEOUT)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
@@ -902,14 +948,10 @@ def test_infer_errors(stub):
     with pytest.raises(grpc.RpcError) as e:
         stub.ModelInfer(r, timeout=RPC_TIMEOUT)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    # Wrong byte size for the shape: the core rejects it.
-    r = infer_request("identity_fp32", [("INPUT0", "FP32", [1, 3], x)])
-    with pytest.raises(grpc.RpcError) as e:
-        stub.ModelInfer(r, timeout=RPC_TIMEOUT)
-    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
 def test_malformed_message(channel):
+    # Bytes that are no protobuf message: no client sends them.
     call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer",
                                request_serializer=lambda b: b, response_deserializer=lambda b: b)
     with pytest.raises(grpc.RpcError) as e:
@@ -923,6 +965,7 @@ def test_malformed_message(channel):
 
 
 def test_unknown_method(channel):
+    # Methods Triton's service does not have: tritonclient cannot call them.
     for path in ("/inference.GRPCInferenceService/NoSuchRpc", "/other.Service/ServerLive"):
         call = channel.unary_unary(path, request_serializer=lambda b: b, response_deserializer=lambda b: b)
         with pytest.raises(grpc.RpcError) as e:
@@ -930,26 +973,57 @@ def test_unknown_method(channel):
         assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED
 
 
-def test_oversized_message(stub):
+def test_oversized_message(client):
     x = np.zeros((1, MAX_MESSAGE // 4 + 16), dtype=np.float32)
-    with pytest.raises(grpc.RpcError) as e:
-        stub.ModelInfer(infer_request("identity_fp32", [("INPUT0", "FP32", list(x.shape), x)]),
-                        timeout=RPC_TIMEOUT)
-    assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert "larger than max" in e.value.details()
+    e = tc_error(client.infer, "identity_fp32", tc_inputs([("INPUT0", "FP32", list(x.shape), x)]))
+    assert e.status() == "StatusCode.RESOURCE_EXHAUSTED"
+    assert "larger than max" in e.message()
     # The connection is still usable.
-    assert stub.ServerLive(pb.ServerLiveRequest(), timeout=RPC_TIMEOUT).live
+    assert client.is_server_live(client_timeout=RPC_TIMEOUT)
 
 
-def test_concurrent_unary(stub):
-    futs = []
+def test_concurrent_unary(client):
+    """64 async_infer calls in flight at once, each answered with its own
+    data."""
+    done = queue.Queue()
+    sent = {}
     for i in range(64):
         x = np.full((1, 16), i, dtype=np.float32)
-        futs.append((x, stub.ModelInfer.future(
-            infer_request("identity_fp32", [("INPUT0", "FP32", [1, 16], x)], rid=str(i)), timeout=RPC_TIMEOUT)))
-    for x, f in futs:
-        r = f.result()
-        np.testing.assert_array_equal(output_array(r, "OUTPUT0", np.float32), x)
+        sent[str(i)] = x
+        client.async_infer("identity_fp32", tc_inputs([("INPUT0", "FP32", [1, 16], x)]), request_id=str(i),
+                           callback=lambda result, error: done.put((result, error)), client_timeout=RPC_TIMEOUT)
+    for _ in range(64):
+        result, error = done.get(timeout=RPC_TIMEOUT)
+        assert error is None, error
+        np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), sent.pop(result.get_response().id))
+    assert not sent
+
+
+def test_aio_client_unary_calls(server):
+    """tritonclient.grpc.aio: health, metadata, config and 64 concurrent
+    inferences on one channel."""
+    import asyncio
+
+    async def run():
+        async with aioclient.InferenceServerClient(url=f"127.0.0.1:{server.port}") as c:
+            assert await c.is_server_live() and await c.is_server_ready()
+            assert await c.is_model_ready("simple")
+            md = await c.get_model_metadata("simple", as_json=True)
+            assert md["name"] == "simple" and md["versions"] == ["1"]
+            cfg = await c.get_model_config("square_int32")
+            assert cfg.config.model_transaction_policy.decoupled
+            xs = [np.full((1, 16), i, dtype=np.float32) for i in range(64)]
+            rs = await asyncio.gather(*(c.infer("identity_fp32", tc_inputs([("INPUT0", "FP32", [1, 16], x)]),
+                                                request_id=str(i), client_timeout=RPC_TIMEOUT)
+                                        for i, x in enumerate(xs)))
+            for i, r in enumerate(rs):
+                assert r.get_response().id == str(i)
+                np.testing.assert_array_equal(r.as_numpy("OUTPUT0"), xs[i])
+            with pytest.raises(InferenceServerException) as e:
+                await c.infer("square_int32", tc_inputs([("IN", "INT32", [1], np.array([1], np.int32))]))
+            assert e.value.status() == "StatusCode.UNIMPLEMENTED" and "decoupled" in e.value.message()
+
+    asyncio.run(run())
 
 
 # ---- classification extension --------------------------------------------------
