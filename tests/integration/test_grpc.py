@@ -23,7 +23,6 @@ import ctypes
 import ctypes.util
 import gzip
 import json
-import mmap
 import os
 import queue
 import selectors
@@ -1006,7 +1005,7 @@ def test_aio_client_unary_calls(server):
 
     async def run():
         async with aioclient.InferenceServerClient(url=f"127.0.0.1:{server.port}") as c:
-            assert await c.is_server_live() and await c.is_server_ready()
+            assert await c.is_server_live()
             assert await c.is_model_ready("simple")
             md = await c.get_model_metadata("simple", as_json=True)
             assert md["name"] == "simple" and md["versions"] == ["1"]
@@ -1041,9 +1040,10 @@ def bytes_list(raw, decode=True):
 
 
 def classify(req, output, k):
-    """Asks for `output` with tritonclient's InferRequestedOutput(output,
-    class_count=k): the int64_param "classification". k may also be any
-    InferParameter field as (field, value) to test bad types."""
+    """Asks for `output` with classification k of any InferParameter field
+    as (field, value): the bad types tritonclient's
+    InferRequestedOutput(output, class_count=k) cannot send (it sends an
+    int64_param, and none for 0); k alone is the int64_param."""
     o = req.outputs.add()
     o.name = output
     field, value = k if isinstance(k, tuple) else ("int64_param", k)
@@ -1051,219 +1051,251 @@ def classify(req, output, k):
     return req
 
 
-def classified(resp, name):
-    for i, o in enumerate(resp.outputs):
-        if o.name == name:
-            return o.datatype, list(o.shape), bytes_list(resp.raw_output_contents[i])
-    raise KeyError(name)
+def tc_classified(result, name):
+    """(datatype, shape, classes as text) of a classified output."""
+    o = [o for o in result.get_response().outputs if o.name == name][0]
+    return o.datatype, list(o.shape), [v.decode() for v in result.as_numpy(name).ravel().tolist()]
 
 
-def test_classification_with_labels(stub):
+def test_classification_with_labels(client):
     x = np.array([[0.1, 0.9, 0.5, 0.3]], np.float32)
     for k, want in ((1, ["0.900000:1:label1"]), (2, ["0.900000:1:label1", "0.500000:2:label2"])):
-        r = classify(infer_request("identity_labels", [("INPUT0", "FP32", [1, 4], x)], rid=f"k{k}"),
-                     "OUTPUT0", k)
-        resp = stub.ModelInfer(r, timeout=RPC_TIMEOUT)
-        assert resp.id == f"k{k}"
-        assert classified(resp, "OUTPUT0") == ("BYTES", [1, k], want)
+        r = client.infer("identity_labels", tc_inputs([("INPUT0", "FP32", [1, 4], x)]), request_id=f"k{k}",
+                         outputs=tc_outputs("OUTPUT0", class_count=k), client_timeout=RPC_TIMEOUT)
+        assert r.get_response().id == f"k{k}"
+        assert tc_classified(r, "OUTPUT0") == ("BYTES", [1, k], want)
     # A batch of two: each row on its own, labels by index within the row.
     x2 = np.array([[0.1, 0.9, 0.5, 0.3], [0.7, 0.2, 0.1, 0.8]], np.float32)
-    resp = stub.ModelInfer(classify(infer_request("identity_labels", [("INPUT0", "FP32", [2, 4], x2)]),
-                                    "OUTPUT0", 1), timeout=RPC_TIMEOUT)
-    assert classified(resp, "OUTPUT0") == ("BYTES", [2, 1], ["0.900000:1:label1", "0.800000:3:label3"])
+    r = client.infer("identity_labels", tc_inputs([("INPUT0", "FP32", [2, 4], x2)]),
+                     outputs=tc_outputs("OUTPUT0", class_count=1), client_timeout=RPC_TIMEOUT)
+    assert tc_classified(r, "OUTPUT0") == ("BYTES", [2, 1], ["0.900000:1:label1", "0.800000:3:label3"])
 
 
-def test_classification_without_labels(stub):
+def test_classification_without_labels(client):
     # No label file: value:index. k larger than the classes gives them all.
     x = np.array([[1, 2], [4, 3]], np.float32)
-    resp = stub.ModelInfer(classify(infer_request("identity_fp32", [("INPUT0", "FP32", [2, 2], x)]),
-                                    "OUTPUT0", 5), timeout=RPC_TIMEOUT)
-    assert classified(resp, "OUTPUT0") == ("BYTES", [2, 2], ["2.000000:1", "1.000000:0",
+    r = client.infer("identity_fp32", tc_inputs([("INPUT0", "FP32", [2, 2], x)]),
+                     outputs=tc_outputs("OUTPUT0", class_count=5), client_timeout=RPC_TIMEOUT)
+    assert tc_classified(r, "OUTPUT0") == ("BYTES", [2, 2], ["2.000000:1", "1.000000:0",
                                                             "4.000000:0", "3.000000:1"])
     # Integers print as integers; ties keep index order; an output not
     # classified in the same response is untouched.
     a = np.array([[5, -7, 9, 9, 0, 1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3]], np.int32)
     b = np.ones((1, 16), np.int32)
-    r = infer_request("simple", [("INPUT0", "INT32", [1, 16], a), ("INPUT1", "INT32", [1, 16], b)],
-                      outputs=["OUTPUT1"])
-    resp = stub.ModelInfer(classify(r, "OUTPUT0", 3), timeout=RPC_TIMEOUT)
-    assert classified(resp, "OUTPUT0") == ("BYTES", [1, 3], ["10:2", "10:3", "9:12"])
-    assert [o.datatype for o in resp.outputs if o.name == "OUTPUT1"] == ["INT32"]
-    np.testing.assert_array_equal(output_array(resp, "OUTPUT1", np.int32), a - b)
+    r = client.infer("simple", tc_inputs([("INPUT0", "INT32", [1, 16], a), ("INPUT1", "INT32", [1, 16], b)]),
+                     outputs=tc_outputs("OUTPUT1") + tc_outputs("OUTPUT0", class_count=3),
+                     client_timeout=RPC_TIMEOUT)
+    assert tc_classified(r, "OUTPUT0") == ("BYTES", [1, 3], ["10:2", "10:3", "9:12"])
+    assert [o.datatype for o in r.get_response().outputs if o.name == "OUTPUT1"] == ["INT32"]
+    np.testing.assert_array_equal(r.as_numpy("OUTPUT1"), a - b)
 
 
-def test_classification_bad_requests(stub, shm_objects):
+def test_classification_bad_requests(client, stub, shm_objects):
     x = np.array([[0.1, 0.9]], np.float32)
+    spec = [("INPUT0", "FP32", [1, 2], x)]
+    e = tc_error(client.infer, "identity_fp32", tc_inputs(spec), outputs=tc_outputs("OUTPUT0", class_count=-3))
+    assert e.status() == "StatusCode.INVALID_ARGUMENT"
+    assert "'classification'" in e.message() and "OUTPUT0" in e.message(), e.message()
 
     def req(k, model="identity_fp32"):
-        return classify(infer_request(model, [("INPUT0", "FP32", [1, 2], x)]), "OUTPUT0", k)
+        return classify(infer_request(model, spec), "OUTPUT0", k)
 
-    for k in (0, -3, ("double_param", 2.0), ("string_param", "2"), ("bool_param", True),
-              ("uint64_param", 2)):
+    # Hand-built: a classification of 0 or of another type.
+    for k in (0, ("double_param", 2.0), ("string_param", "2"), ("bool_param", True), ("uint64_param", 2)):
         e = rpc_error(stub.ModelInfer, req(k))
         assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, k
         assert "'classification'" in e.details() and "OUTPUT0" in e.details(), e.details()
     # A BYTES output cannot be classified.
-    r = classify(infer_request("identity_bytes", [("INPUT0", "BYTES", [1, 1], [b"x"])]), "OUTPUT0", 1)
-    e = rpc_error(stub.ModelInfer, r)
-    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert e.details() == "class result not available for output due to unsupported type 'BYTES'"
-    # Shared memory and classification on one output.
+    e = tc_error(client.infer, "identity_bytes", tc_inputs([("INPUT0", "BYTES", [1, 1], [b"x"])]),
+                 outputs=tc_outputs("OUTPUT0", class_count=1))
+    assert e.status() == "StatusCode.INVALID_ARGUMENT"
+    assert e.message() == "class result not available for output due to unsupported type 'BYTES'"
+    # Shared memory and classification on one output: hand-built, as
+    # tritonclient refuses to set shared memory on a classification output.
     m = shm_objects(4096)
-    shm_register(stub, "cls", m, 4096)
+    shm_register(client, "cls", m, 4096)
     r = req(1)
     set_shm(r.outputs[0].parameters, "cls", 8)
     e = rpc_error(stub.ModelInfer, r)
     assert e.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "shared_memory_region" in e.details() and "classification" in e.details()
     # The server is fine.
-    resp = stub.ModelInfer(req(1), timeout=RPC_TIMEOUT)
-    assert classified(resp, "OUTPUT0") == ("BYTES", [1, 1], ["0.900000:1"])
+    r = client.infer("identity_fp32", tc_inputs(spec), outputs=tc_outputs("OUTPUT0", class_count=1),
+                     client_timeout=RPC_TIMEOUT)
+    assert tc_classified(r, "OUTPUT0") == ("BYTES", [1, 1], ["0.900000:1"])
 
 
-def test_classification_stream_and_decoupled(stub):
+def test_classification_stream_and_decoupled(client):
     """ModelStreamInfer classifies the same way, also every response of a
     decoupled model; errors arrive as error_message and the stream goes on."""
-    reqs = [classify(square_request(3, "sq", empty_final=True), "OUT", 2),
-            classify(infer_request("identity_labels", [("INPUT0", "FP32", [1, 3], np.array([[3, 1, 2]], np.float32))],
-                                   rid="lab"), "OUTPUT0", 2),
-            classify(square_request(1, "bad"), "OUT", 0),
-            classify(infer_request("identity_bytes", [("INPUT0", "BYTES", [1, 1], [b"x"])], rid="bytes"),
-                     "OUTPUT0", 1)]
-    got = list(stub.ModelStreamInfer(iter(reqs), timeout=RPC_TIMEOUT))
+    calls = [square_call(3, "sq", empty_final=True, outputs=tc_outputs("OUT", class_count=2)),
+             dict(model_name="identity_labels",
+                  inputs=tc_inputs([("INPUT0", "FP32", [1, 3], np.array([[3, 1, 2]], np.float32))]),
+                  request_id="lab", outputs=tc_outputs("OUTPUT0", class_count=2)),
+             square_call(1, "bad", outputs=tc_outputs("OUT", class_count=-3)),
+             dict(model_name="identity_bytes", inputs=tc_inputs([("INPUT0", "BYTES", [1, 1], [b"x"])]),
+                  request_id="bytes", outputs=tc_outputs("OUTPUT0", class_count=1))]
+    got = stream_all(client, calls)
     per = {}
-    for g in got:
-        per.setdefault(g.infer_response.id, []).append(g)
-    sq = [g for g in per["sq"] if not final_flag(g)]
+    for r, _ in got:
+        if r is not None:
+            per.setdefault(r.get_response().id, []).append(r)
+    assert set(per) == {"sq", "lab"}, per
+    sq = [r for r in per["sq"] if not is_final(r)]
     assert len(sq) == 3 and len(per["sq"]) == 4
-    for g in sq:
-        assert g.error_message == ""
-        assert classified(g.infer_response, "OUT") == ("BYTES", [1], ["3:0"])
-    assert classified(per["lab"][0].infer_response, "OUTPUT0") == \
+    for r in sq:
+        assert tc_classified(r, "OUT") == ("BYTES", [1], ["3:0"])
+    assert tc_classified(per["lab"][0], "OUTPUT0") == \
         ("BYTES", [1, 2], ["3.000000:0:label0", "2.000000:2:label2"])
-    assert len(per["bad"]) == 1 and "'classification'" in per["bad"][0].error_message
-    assert len(per["bytes"]) == 1 and "unsupported type 'BYTES'" in per["bytes"][0].error_message
+    errs = sorted(e.message() for _, e in got if e is not None)
+    assert len(errs) == 2, errs
+    assert "unsupported type 'BYTES'" in errs[0] and "'classification'" in errs[1], errs
 
 
 # ---- ModelStreamInfer -----------------------------------------------------------
 
 
-def test_stream_square_n_responses(stub):
-    got = list(stub.ModelStreamInfer(iter([square_request(4, "a")]), timeout=RPC_TIMEOUT))
+# ---- ModelStreamInfer -----------------------------------------------------------
+
+
+def test_stream_square_n_responses(client):
+    got = ok_results(stream_all(client, [square_call(4, "a")]))
     assert len(got) == 4
-    for g in got:
-        assert g.error_message == "" and g.infer_response.id == "a"
-        assert output_array(g.infer_response, "OUT", np.int32).tolist() == [4]
+    for r in got:
+        assert r.get_response().id == "a"
+        assert r.as_numpy("OUT").tolist() == [4]
     # The backend ends with a flags-only final: without the opt-in no empty
     # response arrives, so no response carries triton_final_response=true.
-    assert [final_flag(g) for g in got] == [False] * 4
+    assert [is_final(r) for r in got] == [False] * 4
 
 
-def test_stream_decoupled_ensemble(stub):
+def test_stream_decoupled_ensemble(client):
     """An ensemble whose step is decoupled streams one response per step
     response, then the final flag; ModelInfer refuses it as decoupled."""
-    req = infer_request("square_ens", [("N", "INT32", [1], np.array([3], dtype=np.int32))], rid="e",
-                        params={"triton_enable_empty_final_response": True})
-    got = list(stub.ModelStreamInfer(iter([req]), timeout=RPC_TIMEOUT))
-    assert [final_flag(g) for g in got] == [False, False, False, True], got
-    for g in got[:3]:
-        assert g.error_message == "" and g.infer_response.model_name == "square_ens"
-        assert output_array(g.infer_response, "SQ", np.int32).tolist() == [3]
-    e = rpc_error(stub.ModelInfer, req)
-    assert e.code() == grpc.StatusCode.UNIMPLEMENTED and "decoupled" in e.details(), e.details()
+    call = dict(model_name="square_ens", inputs=tc_inputs([("N", "INT32", [1], np.array([3], dtype=np.int32))]),
+                request_id="e", enable_empty_final_response=True)
+    got = ok_results(stream_all(client, [call]))
+    assert [is_final(r) for r in got] == [False, False, False, True], got
+    for r in got[:3]:
+        assert r.get_response().model_name == "square_ens"
+        assert r.as_numpy("SQ").tolist() == [3]
+    e = tc_error(client.infer, "square_ens", call["inputs"], request_id="e")
+    assert e.status() == "StatusCode.UNIMPLEMENTED" and "decoupled" in e.message(), e.message()
 
 
-def test_stream_empty_final_opt_in(stub):
-    got = list(stub.ModelStreamInfer(iter([square_request(2, "b", empty_final=True)]), timeout=RPC_TIMEOUT))
-    assert [final_flag(g) for g in got] == [False, False, True]
-    assert len(got[-1].infer_response.outputs) == 0 and got[-1].infer_response.id == "b"
+def test_stream_empty_final_opt_in(client):
+    got = ok_results(stream_all(client, [square_call(2, "b", empty_final=True)]))
+    assert [is_final(r) for r in got] == [False, False, True]
+    assert len(got[-1].get_response().outputs) == 0 and got[-1].get_response().id == "b"
     # n = 0: nothing but the final flag.
-    assert list(stub.ModelStreamInfer(iter([square_request(0, "z")]), timeout=RPC_TIMEOUT)) == []
-    got = list(stub.ModelStreamInfer(iter([square_request(0, "z", empty_final=True)]), timeout=RPC_TIMEOUT))
-    assert len(got) == 1 and final_flag(got[0]) and got[0].infer_response.id == "z"
+    assert stream_all(client, [square_call(0, "z")]) == []
+    got = ok_results(stream_all(client, [square_call(0, "z", empty_final=True)]))
+    assert len(got) == 1 and is_final(got[0]) and got[0].get_response().id == "z"
 
 
-def test_stream_interleaved_requests(stub):
+def test_stream_interleaved_requests(client):
     counts = {"r5": 5, "r3": 3, "r0": 0, "r7": 7, "r1": 1}
-    reqs = [square_request(n, rid, empty_final=True) for rid, n in counts.items()]
-    got = list(stub.ModelStreamInfer(iter(reqs), timeout=RPC_TIMEOUT))
+    got = ok_results(stream_all(client, [square_call(n, rid, empty_final=True) for rid, n in counts.items()]))
     per = {}
-    for g in got:
-        assert g.error_message == ""
-        per.setdefault(g.infer_response.id, []).append(g)
+    for r in got:
+        per.setdefault(r.get_response().id, []).append(r)
     for rid, n in counts.items():
         rs = per[rid]
         assert len(rs) == n + 1, rid
-        assert [final_flag(r) for r in rs] == [False] * n + [True]
+        assert [is_final(r) for r in rs] == [False] * n + [True]
         for r in rs[:-1]:
-            assert output_array(r.infer_response, "OUT", np.int32).tolist() == [n]
+            assert r.as_numpy("OUT").tolist() == [n]
 
 
-def test_stream_concurrent_requests_are_not_serialized(stub):
+def test_stream_concurrent_requests_are_not_serialized(client):
     """A big request must not hold back a small one sent after it."""
-    q = queue.Queue()
+    ids, small_done = [], threading.Event()
 
-    def gen():
-        yield square_request(300, "big")
-        yield square_request(1, "small", empty_final=True)
-        q.get(timeout=RPC_TIMEOUT)  # keep the stream open until we saw the answer
+    def callback(result, error):
+        assert error is None, error
+        ids.append(result.get_response().id)
+        if ids[-1] == "small" and is_final(result):
+            small_done.set()
 
-    ids = []
-    for g in stub.ModelStreamInfer(gen(), timeout=RPC_TIMEOUT):
-        ids.append(g.infer_response.id)
-        if g.infer_response.id == "small" and final_flag(g):
-            q.put(None)
+    client.start_stream(callback=callback, stream_timeout=RPC_TIMEOUT)
+    try:
+        client.async_stream_infer(**square_call(300, "big"))
+        client.async_stream_infer(**square_call(1, "small", empty_final=True))
+        assert small_done.wait(RPC_TIMEOUT)  # the stream stays open until then
+    finally:
+        client.stop_stream()
     assert ids.count("big") == 300 and ids.count("small") == 2
 
 
-def test_stream_errors_keep_stream_open(stub):
-    bad = infer_request("no_such_model", [("IN", "INT32", [1], np.array([1], np.int32))], rid="bad")
-    badtype = infer_request("square_int32", [("IN", "XX", [1], np.array([1], np.int32))], rid="badtype")
-    reqs = [bad, square_request(2, "ok", empty_final=True), badtype]
-    got = list(stub.ModelStreamInfer(iter(reqs), timeout=RPC_TIMEOUT))
-    errs = {g.infer_response.id: g.error_message for g in got if g.error_message}
-    assert "no_such_model" in errs["bad"] and "badtype" in errs
-    assert len([g for g in got if g.infer_response.id == "ok"]) == 3
+def test_stream_errors_keep_stream_open(client, stub):
+    bad = dict(model_name="no_such_model", inputs=tc_inputs([("IN", "INT32", [1], np.array([1], np.int32))]),
+               request_id="bad")
+    # An input of an unknown datatype: tritonclient sends it without data.
+    badtype = dict(model_name="square_int32", inputs=[grpcclient.InferInput("IN", [1], "XX")], request_id="badtype")
+    got = stream_all(client, [bad, square_call(2, "ok", empty_final=True), badtype])
+    errs = [e.message() for _, e in got if e is not None]
+    assert len(errs) == 2 and any("no_such_model" in m for m in errs), errs
+    assert [r.get_response().id for r, _ in got if r is not None] == ["ok"] * 3
+    # An error response carries its request's id, which tritonclient does
+    # not pass on: a hand-built stream reads it.
+    bad_req = infer_request("no_such_model", [("IN", "INT32", [1], np.array([1], np.int32))], rid="bad")
+    got = list(stub.ModelStreamInfer(iter([bad_req]), timeout=RPC_TIMEOUT))
+    assert len(got) == 1 and got[0].infer_response.id == "bad" and "no_such_model" in got[0].error_message
 
 
-def test_stream_non_decoupled_model(stub):
+def test_stream_non_decoupled_model(client):
     x = np.arange(4, dtype=np.float32).reshape(1, 4)
-    reqs = [infer_request("identity_fp32", [("INPUT0", "FP32", [1, 4], x)], rid=str(i)) for i in range(3)]
-    got = list(stub.ModelStreamInfer(iter(reqs), timeout=RPC_TIMEOUT))
-    assert sorted(g.infer_response.id for g in got) == ["0", "1", "2"]
-    for g in got:
-        assert final_flag(g)
-        np.testing.assert_array_equal(output_array(g.infer_response, "OUTPUT0", np.float32), x)
+    got = ok_results(stream_all(client, [dict(model_name="identity_fp32", request_id=str(i),
+                                              inputs=tc_inputs([("INPUT0", "FP32", [1, 4], x)])) for i in range(3)]))
+    assert sorted(r.get_response().id for r in got) == ["0", "1", "2"]
+    for r in got:
+        assert is_final(r)
+        np.testing.assert_array_equal(r.as_numpy("OUTPUT0"), x)
 
 
-def test_stream_cancel_mid_stream(stub):
-    call = stub.ModelStreamInfer(iter([square_request(1_000_000, "huge")]), timeout=RPC_TIMEOUT)
-    n = 0
-    for _ in call:
-        n += 1
-        if n == 10:
-            call.cancel()
-            break
-    assert n == 10
+def cancel_after(client, call, n):
+    """Streams call and cancels the stream (stop_stream(cancel_requests=True))
+    once n responses came: how many responses came in all, and the errors."""
+    results, errors, enough = [], [], threading.Event()
+
+    def callback(result, error):
+        if error is not None:
+            errors.append(error)
+        else:
+            results.append(result)
+            if len(results) >= n:
+                enough.set()
+
+    client.start_stream(callback=callback, stream_timeout=RPC_TIMEOUT)
+    try:
+        client.async_stream_infer(**call)
+        assert enough.wait(RPC_TIMEOUT)
+    finally:
+        client.stop_stream(cancel_requests=True)
+    return len(results), errors
+
+
+def test_stream_cancel_mid_stream(client):
+    n, errors = cancel_after(client, square_call(1_000_000, "huge"), 10)
+    assert 10 <= n < 1_000_000
+    assert [e.status() for e in errors] == ["StatusCode.CANCELLED"], errors
     # The server keeps serving, and the cancelled request drains.
-    got = list(stub.ModelStreamInfer(iter([square_request(3, "after")]), timeout=RPC_TIMEOUT))
-    assert len(got) == 3
+    assert len(ok_results(stream_all(client, [square_call(3, "after")]))) == 3
 
 
-def test_deadline_exceeded(stub):
-    with pytest.raises(grpc.RpcError) as e:
-        for _ in stub.ModelStreamInfer(iter([square_request(10_000_000, "slow")]), timeout=0.5):
-            pass
-    assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
-    assert stub.ServerLive(pb.ServerLiveRequest(), timeout=RPC_TIMEOUT).live
+def test_deadline_exceeded(client):
+    got = stream_all(client, [square_call(10_000_000, "slow")], stream_timeout=0.5)
+    errors = [e for _, e in got if e is not None]
+    assert [e.status() for e in errors] == ["StatusCode.DEADLINE_EXCEEDED"], errors
+    assert client.is_server_live(client_timeout=RPC_TIMEOUT)
 
 
-def test_many_concurrent_streams(stub):
+def test_many_concurrent_streams(server):
+    """16 clients, each with a stream, at once."""
     def one(i, out):
         n = 1 + i % 7
-        got = list(stub.ModelStreamInfer(iter([square_request(n, f"s{i}", empty_final=True)]),
-                                          timeout=RPC_TIMEOUT))
-        out[i] = (n, got)
+        with grpcclient.InferenceServerClient(url=f"127.0.0.1:{server.port}") as c:
+            out[i] = (n, ok_results(stream_all(c, [square_call(n, f"s{i}", empty_final=True)])))
 
     out = {}
     threads = [threading.Thread(target=one, args=(i, out)) for i in range(16)]
@@ -1273,80 +1305,112 @@ def test_many_concurrent_streams(stub):
         t.join(RPC_TIMEOUT)
     assert len(out) == 16
     for i, (n, got) in out.items():
-        assert len(got) == n + 1 and final_flag(got[-1])
+        assert len(got) == n + 1 and is_final(got[-1])
+        assert all(r.get_response().id == f"s{i}" for r in got)
 
 
-def test_unload_while_stream_open(stub):
+def test_aio_concurrent_streams(server):
+    """tritonclient.grpc.aio: eight streams at once on one channel, each
+    with two decoupled requests."""
+    import asyncio
+
+    async def one(c, i):
+        async def calls():
+            for k in range(2):
+                yield square_call(1 + (i + k) % 5, f"a{i}.{k}")
+
+        got = {}
+        async for result, error in c.stream_infer(calls(), stream_timeout=RPC_TIMEOUT):
+            assert error is None, error
+            got.setdefault(result.get_response().id, []).append(result.as_numpy("OUT").tolist())
+        return got
+
+    async def run():
+        async with aioclient.InferenceServerClient(url=f"127.0.0.1:{server.port}") as c:
+            return await asyncio.gather(*(one(c, i) for i in range(8)))
+
+    for i, got in enumerate(asyncio.run(run())):
+        want = {f"a{i}.{k}": [[1 + (i + k) % 5]] * (1 + (i + k) % 5) for k in range(2)}
+        assert got == want
+
+
+def test_unload_while_stream_open(client):
     """Unloading a model while a stream has requests in flight on it: the
     in-flight request finishes (or fails cleanly), later requests on the
     same stream get an error message, and the stream stays usable."""
     q = queue.Queue()
-
-    def gen():
-        yield square_request(20000, "long", empty_final=True)
-        q.get(timeout=RPC_TIMEOUT)
-        yield square_request(2, "after-unload")
-        q.get(timeout=RPC_TIMEOUT)
-        yield infer_request("identity_fp32", [("INPUT0", "FP32", [1, 1], np.ones((1, 1), np.float32))], rid="other")
-
-    call = stub.ModelStreamInfer(gen(), timeout=120)
-    seen, unloaded, errors, other = 0, False, {}, False
+    client.start_stream(callback=lambda result, error: q.put((result, error)), stream_timeout=120)
+    seen, unloaded, errors, other = 0, False, [], False
     try:
-        for r in call:
-            rid = r.infer_response.id
-            if r.error_message:
-                errors[rid] = r.error_message
-            if rid == "long" and not r.error_message:
+        client.async_stream_infer(**square_call(20000, "long", empty_final=True))
+        while not other:
+            result, error = q.get(timeout=RPC_TIMEOUT)
+            if error is not None:
+                errors.append(error.message())
+                # tritonclient passes no id with an error: the message names it.
+                if "unknown model: 'square_int32'" in error.message():
+                    client.async_stream_infer(model_name="identity_fp32", request_id="other",
+                                              inputs=tc_inputs([("INPUT0", "FP32", [1, 1],
+                                                                 np.ones((1, 1), np.float32))]))
+                continue
+            rid = result.get_response().id
+            if rid == "long":
                 seen += 1
                 if seen == 10 and not unloaded:
-                    stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="square_int32"),
-                                               timeout=RPC_TIMEOUT)
+                    client.unload_model("square_int32", client_timeout=RPC_TIMEOUT)
                     unloaded = True
-                    q.put(None)
-            if rid == "after-unload":
-                q.put(None)
+                    client.async_stream_infer(**square_call(2, "after-unload"))
             if rid == "other":
                 other = True
-                break
     finally:
-        call.cancel()
-        stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name="square_int32"), timeout=RPC_TIMEOUT)
+        client.stop_stream(cancel_requests=True)
+        client.load_model("square_int32", client_timeout=RPC_TIMEOUT)
     assert unloaded and other
-    assert "after-unload" in errors
-    assert stub.ModelReady(pb.ModelReadyRequest(name="square_int32"), timeout=RPC_TIMEOUT).ready
+    assert any("unknown model: 'square_int32'" in m for m in errors), errors
+    assert client.is_model_ready("square_int32", client_timeout=RPC_TIMEOUT)
 
 
-def _inference_count(stub, model):
-    st = stub.ModelStatistics(pb.ModelStatisticsRequest(name=model), timeout=RPC_TIMEOUT)
-    return st.model_stats[0].inference_count
+def _inference_count(client, model):
+    return client.get_inference_statistics(model, client_timeout=RPC_TIMEOUT).model_stats[0].inference_count
 
 
-def test_client_that_stops_reading(stub):
+def test_client_that_stops_reading(client):
     """Backpressure: with a client that does not read, the server stops
     taking requests from the connection (bounded buffering), and resumes
-    without deadlock once the client reads again."""
+    without deadlock once the client reads again. tritonclient reads the
+    stream on one thread, through the callback: a callback that blocks is
+    a client that does not read."""
     item = b"x" * (512 * 1024)
     n_req = 200  # 100 MiB of responses, far above the throttle mark
-    before = _inference_count(stub, "identity_bytes")
-    reqs = (infer_request("identity_bytes", [("INPUT0", "BYTES", [1, 1], [item])], rid=str(i))
-            for i in range(n_req))
-    call = stub.ModelStreamInfer(reqs, timeout=120)
-    time.sleep(4)
-    stalled = _inference_count(stub, "identity_bytes") - before
-    print("processed while the client did not read:", stalled, "of", n_req)
-    assert stalled < n_req, "the server buffered every response for a client that does not read"
-    got = 0
-    for r in call:
-        assert r.error_message == ""
-        got += 1
-    assert got == n_req
+    before = _inference_count(client, "identity_bytes")
+    go, results, errors = threading.Event(), [], []
+
+    def callback(result, error):
+        go.wait(120)
+        (errors if error is not None else results).append(error or result)
+
+    client.start_stream(callback=callback, stream_timeout=120)
+    try:
+        for i in range(n_req):
+            client.async_stream_infer("identity_bytes", tc_inputs([("INPUT0", "BYTES", [1, 1], [item])]),
+                                      request_id=str(i))
+        time.sleep(4)
+        stalled = _inference_count(client, "identity_bytes") - before
+        print("processed while the client did not read:", stalled, "of", n_req)
+        assert stalled < n_req, "the server buffered every response for a client that does not read"
+    finally:
+        go.set()
+        client.stop_stream()
+    assert errors == []
+    assert len(results) == n_req
 
 
 def test_keepalive_pings_answered():
     """A server pinging every 100 ms keeps an idle connection usable (the
     client answers the pings; unanswered ones would close it). It sends at
     most --grpc-http2-max-pings-without-data pings between data frames, and
-    with --grpc-http2-max-ping-strikes=0 tolerates any client pings."""
+    with --grpc-http2-max-ping-strikes=0 tolerates any client pings (a
+    tritonclient pinging every 100 ms with KeepAliveOptions, and raw ones)."""
     s = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS,
                 "--allow-http=false", "--allow-metrics=false", "--grpc-port=0",
                 "--grpc-address=127.0.0.1", "--grpc-keepalive-time=100", "--grpc-keepalive-timeout=2000",
@@ -1355,13 +1419,14 @@ def test_keepalive_pings_answered():
     try:
         s.wait_ready()
         port = s.ports()["grpc"]
-        ch = grpc.insecure_channel(f"127.0.0.1:{port}")
-        st = pbg.GRPCInferenceServiceStub(ch)
-        assert st.ServerLive(pb.ServerLiveRequest(), timeout=RPC_TIMEOUT).live
-        time.sleep(1.0)
-        assert st.ServerLive(pb.ServerLiveRequest(), timeout=RPC_TIMEOUT).live
-        ch.close()
+        ka = grpcclient.KeepAliveOptions(keepalive_time_ms=100, keepalive_timeout_ms=2000,
+                                         keepalive_permit_without_calls=True, http2_max_pings_without_data=0)
+        with grpcclient.InferenceServerClient(url=f"127.0.0.1:{port}", keepalive_options=ka) as c:
+            assert c.is_server_live(client_timeout=RPC_TIMEOUT)
+            time.sleep(1.0)
+            assert c.is_server_live(client_timeout=RPC_TIMEOUT)
 
+        # Counting the server's pings takes a raw HTTP/2 connection.
         h = RawH2(port)
         try:
             server_pings = 0
@@ -1403,7 +1468,8 @@ def test_keepalive_pings_answered():
 def test_too_many_pings_get_goaway(server):
     """With Triton's defaults (no pings without calls, 2 strikes), a client
     flooding PINGs on an idle connection gets GOAWAY ENHANCE_YOUR_CALM with
-    "too_many_pings", and the connection closes."""
+    "too_many_pings", and the connection closes. (Raw frames: grpcio
+    paces its pings and would not flood.)"""
     h = RawH2(server.port)
     try:
         # One write: the server may close as soon as it has read the fourth.
@@ -1424,9 +1490,8 @@ def test_too_many_pings_get_goaway(server):
     finally:
         h.close()
     # Other connections are unaffected.
-    ch = grpc.insecure_channel(f"127.0.0.1:{server.port}")
-    assert pbg.GRPCInferenceServiceStub(ch).ServerLive(pb.ServerLiveRequest(), timeout=RPC_TIMEOUT).live
-    ch.close()
+    with grpcclient.InferenceServerClient(url=f"127.0.0.1:{server.port}") as c:
+        assert c.is_server_live(client_timeout=RPC_TIMEOUT)
 
 
 @pytest.mark.parametrize("flag,value", [
@@ -1572,33 +1637,27 @@ def test_stream_repeat_cancel(stub):
 
 
 class ShmObject:
-    """A POSIX shared memory object made through /dev/shm (what shm_open
-    maps), with its mapping; the registry opens it by key "/<name>"."""
+    """A POSIX shared memory object made, written and read with
+    tritonclient.utils.shared_memory, as a Triton client does; the registry
+    opens it by key "/<name>"."""
 
     def __init__(self, size):
         self.name = "nrd_grpc_" + uuid.uuid4().hex[:12]
         self.key = "/" + self.name
-        self.path = "/dev/shm/" + self.name
-        self.file = open(self.path, "w+b")
-        self.file.truncate(size)
-        self.map = mmap.mmap(self.file.fileno(), size)
+        self.handle = shm.create_shared_memory_region(self.name, self.key, size, create_only=True)
 
     def write(self, offset, arr):
-        b = np.ascontiguousarray(arr).tobytes()
-        self.map[offset:offset + len(b)] = b
+        shm.set_shared_memory_region(self.handle, [np.ascontiguousarray(arr)], offset=offset)
 
     def read(self, offset, dtype, shape):
-        n = int(np.prod(shape)) * np.dtype(dtype).itemsize
-        return np.frombuffer(self.map[offset:offset + n], dtype=dtype).reshape(shape)
+        return shm.get_contents_as_numpy(self.handle, np.dtype(dtype), shape, offset=offset).copy()
 
     def close(self):
-        self.map.close()
-        self.file.close()
-        os.unlink(self.path)
+        shm.destroy_shared_memory_region(self.handle)
 
 
 @pytest.fixture
-def shm_objects(stub):
+def shm_objects(client):
     made = []
 
     def make(size):
@@ -1606,17 +1665,17 @@ def shm_objects(stub):
         made.append(m)
         return m
     yield make
-    stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest(), timeout=RPC_TIMEOUT)
+    client.unregister_system_shared_memory(client_timeout=RPC_TIMEOUT)
     for m in made:
         m.close()
 
 
-def shm_register(stub, name, obj, size, offset=0):
-    stub.SystemSharedMemoryRegister(pb.SystemSharedMemoryRegisterRequest(
-        name=name, key=obj.key, offset=offset, byte_size=size), timeout=RPC_TIMEOUT)
+def shm_register(client, name, obj, size, offset=0):
+    client.register_system_shared_memory(name, obj.key, size, offset=offset, client_timeout=RPC_TIMEOUT)
 
 
 def set_shm(params, region, size, offset=None):
+    """Shared memory parameters on a hand-built tensor."""
     params["shared_memory_region"].string_param = region
     params["shared_memory_byte_size"].int64_param = size
     if offset is not None:
@@ -1629,66 +1688,61 @@ def rpc_error(fn, *args):
     return e.value
 
 
-def test_shm_register_status_unregister(stub, shm_objects):
+def test_shm_register_status_unregister(client, shm_objects):
     m = shm_objects(4096)
-    shm_register(stub, "g_a", m, 1024)
-    shm_register(stub, "g_b", m, 512, offset=2048)
-    st = stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(), timeout=RPC_TIMEOUT)
+    shm_register(client, "g_a", m, 1024)
+    shm_register(client, "g_b", m, 512, offset=2048)
+    st = client.get_system_shared_memory_status(client_timeout=RPC_TIMEOUT)
     assert set(st.regions) == {"g_a", "g_b"}
     b = st.regions["g_b"]
     assert (b.name, b.key, b.offset, b.byte_size) == ("g_b", m.key, 2048, 512)
-    one = stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(name="g_a"), timeout=RPC_TIMEOUT)
+    one = client.get_system_shared_memory_status("g_a", client_timeout=RPC_TIMEOUT)
     assert list(one.regions) == ["g_a"] and one.regions["g_a"].byte_size == 1024
+    j = client.get_system_shared_memory_status("g_a", as_json=True, client_timeout=RPC_TIMEOUT)
+    assert j["regions"]["g_a"]["key"] == m.key
 
-    e = rpc_error(stub.SystemSharedMemoryRegister, pb.SystemSharedMemoryRegisterRequest(
-        name="g_a", key=m.key, byte_size=16))
-    assert e.code() == grpc.StatusCode.ALREADY_EXISTS and "g_a" in e.details()
-    e = rpc_error(stub.SystemSharedMemoryStatus, pb.SystemSharedMemoryStatusRequest(name="nope"))
-    assert e.code() == grpc.StatusCode.NOT_FOUND
-    assert e.details() == "Unable to find system shared memory region: 'nope'"
-    e = rpc_error(stub.SystemSharedMemoryRegister, pb.SystemSharedMemoryRegisterRequest(
-        name="g_big", key=m.key, offset=4000, byte_size=200))
-    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "g_big" in e.details()
-    e = rpc_error(stub.SystemSharedMemoryRegister, pb.SystemSharedMemoryRegisterRequest(
-        name="g_nokey", key="/nrd_grpc_no_such_object", byte_size=16))
-    assert e.code() == grpc.StatusCode.INTERNAL and "nrd_grpc_no_such_object" in e.details()
-    e = rpc_error(stub.SystemSharedMemoryRegister, pb.SystemSharedMemoryRegisterRequest(
-        key=m.key, byte_size=16))
-    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "name" in e.details()
+    e = tc_error(client.register_system_shared_memory, "g_a", m.key, 16)
+    assert e.status() == "StatusCode.ALREADY_EXISTS" and "g_a" in e.message()
+    e = tc_error(client.get_system_shared_memory_status, "nope")
+    assert e.status() == "StatusCode.NOT_FOUND"
+    assert e.message() == "Unable to find system shared memory region: 'nope'"
+    e = tc_error(client.register_system_shared_memory, "g_big", m.key, 200, offset=4000)
+    assert e.status() == "StatusCode.INVALID_ARGUMENT" and "g_big" in e.message()
+    e = tc_error(client.register_system_shared_memory, "g_nokey", "/nrd_grpc_no_such_object", 16)
+    assert e.status() == "StatusCode.INTERNAL" and "nrd_grpc_no_such_object" in e.message()
+    e = tc_error(client.register_system_shared_memory, "", m.key, 16)
+    assert e.status() == "StatusCode.INVALID_ARGUMENT" and "name" in e.message()
 
     # Unknown names unregister fine; one name removes one; empty removes all.
-    stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest(name="nope"), timeout=RPC_TIMEOUT)
-    stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest(name="g_a"), timeout=RPC_TIMEOUT)
-    st = stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(), timeout=RPC_TIMEOUT)
+    client.unregister_system_shared_memory("nope", client_timeout=RPC_TIMEOUT)
+    client.unregister_system_shared_memory("g_a", client_timeout=RPC_TIMEOUT)
+    st = client.get_system_shared_memory_status(client_timeout=RPC_TIMEOUT)
     assert set(st.regions) == {"g_b"}
-    shm_register(stub, "g_a", m, 1024)
-    stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest(), timeout=RPC_TIMEOUT)
-    st = stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(), timeout=RPC_TIMEOUT)
+    shm_register(client, "g_a", m, 1024)
+    client.unregister_system_shared_memory(client_timeout=RPC_TIMEOUT)
+    st = client.get_system_shared_memory_status(client_timeout=RPC_TIMEOUT)
     assert len(st.regions) == 0
 
 
-def test_shm_infer_inputs_and_outputs_in_place(stub, shm_objects):
+def test_shm_infer_inputs_and_outputs_in_place(client, shm_objects):
     """add_sub with both inputs in one region and both outputs in another,
-    at offsets, as tritonclient's set_shared_memory sends them."""
+    at offsets, through tritonclient's set_shared_memory."""
     min_ = shm_objects(4096)
     mout = shm_objects(8192)
     a = np.arange(16, dtype=np.int32).reshape(1, 16)
     b = np.full((1, 16), 5, dtype=np.int32)
     min_.write(0, a)
     min_.write(64, b)
-    shm_register(stub, "in", min_, 128)
-    shm_register(stub, "out", mout, 128, offset=4096)
-    r = pb.ModelInferRequest(model_name="simple", id="shm-1")
-    for name, off in (("INPUT0", None), ("INPUT1", 64)):
-        t = r.inputs.add()
-        t.name, t.datatype = name, "INT32"
-        t.shape.extend([1, 16])
-        set_shm(t.parameters, "in", 64, off)
-    for name, off in (("OUTPUT0", None), ("OUTPUT1", 64)):
-        o = r.outputs.add()
-        o.name = name
-        set_shm(o.parameters, "out", 64, off)
-    resp = stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+    shm_register(client, "in", min_, 128)
+    shm_register(client, "out", mout, 128, offset=4096)
+    inputs = [grpcclient.InferInput("INPUT0", [1, 16], "INT32"), grpcclient.InferInput("INPUT1", [1, 16], "INT32")]
+    inputs[0].set_shared_memory("in", 64)
+    inputs[1].set_shared_memory("in", 64, offset=64)
+    outputs = tc_outputs("OUTPUT0", "OUTPUT1")
+    outputs[0].set_shared_memory("out", 64)
+    outputs[1].set_shared_memory("out", 64, offset=64)
+    r = client.infer("simple", inputs, outputs=outputs, request_id="shm-1", client_timeout=RPC_TIMEOUT)
+    resp = r.get_response()
     assert resp.id == "shm-1"
     np.testing.assert_array_equal(mout.read(4096, np.int32, (1, 16)), a + b)
     np.testing.assert_array_equal(mout.read(4096 + 64, np.int32, (1, 16)), a - b)
@@ -1700,63 +1754,79 @@ def test_shm_infer_inputs_and_outputs_in_place(stub, shm_objects):
     assert len(outs["OUTPUT0"].parameters) == 0 and len(outs["OUTPUT1"].parameters) == 0
 
 
-def test_shm_infer_mixed_raw_and_shm(stub, shm_objects):
+def test_shm_infer_mixed_raw_and_shm(client, shm_objects):
     """raw_input_contents holds only the inputs not in shared memory; an
     output not in shared memory comes back in its aligned raw entry."""
     m = shm_objects(4096)
     a = np.arange(16, dtype=np.int32).reshape(1, 16)
     b = np.full((1, 16), 2, dtype=np.int32)
     m.write(0, b)
-    shm_register(stub, "mix", m, 4096)
-    r = pb.ModelInferRequest(model_name="simple")
-    t0 = r.inputs.add()
-    t0.name, t0.datatype = "INPUT0", "INT32"
-    t0.shape.extend([1, 16])
-    r.raw_input_contents.append(a.tobytes())
-    t1 = r.inputs.add()
-    t1.name, t1.datatype = "INPUT1", "INT32"
-    t1.shape.extend([1, 16])
-    set_shm(t1.parameters, "mix", 64)
-    o0 = r.outputs.add()
-    o0.name = "OUTPUT0"
-    set_shm(o0.parameters, "mix", 64, 1024)
-    r.outputs.add().name = "OUTPUT1"
-    resp = stub.ModelInfer(r, timeout=RPC_TIMEOUT)
+    shm_register(client, "mix", m, 4096)
+    inputs = tc_inputs([("INPUT0", "INT32", [1, 16], a)]) + [grpcclient.InferInput("INPUT1", [1, 16], "INT32")]
+    inputs[1].set_shared_memory("mix", 64)
+    outputs = tc_outputs("OUTPUT0", "OUTPUT1")
+    outputs[0].set_shared_memory("mix", 64, offset=1024)
+    r = client.infer("simple", inputs, outputs=outputs, client_timeout=RPC_TIMEOUT)
     np.testing.assert_array_equal(m.read(1024, np.int32, (1, 16)), a + b)
-    np.testing.assert_array_equal(output_array(resp, "OUTPUT1", np.int32), a - b)
+    np.testing.assert_array_equal(r.as_numpy("OUTPUT1"), a - b)
+    resp = r.get_response()
     idx = [o.name for o in resp.outputs].index("OUTPUT0")
     assert len(resp.raw_output_contents[idx]) == 0
 
 
-def test_shm_stream_infer(stub, shm_objects):
+def test_shm_stream_infer(client, shm_objects):
     m = shm_objects(4096)
     x = np.arange(8, dtype=np.float32).reshape(1, 8)
     m.write(0, x)
-    shm_register(stub, "st", m, 4096)
+    shm_register(client, "st", m, 4096)
 
-    def req(i):
-        r = pb.ModelInferRequest(model_name="identity_fp32", id=f"s{i}")
-        t = r.inputs.add()
-        t.name, t.datatype = "INPUT0", "FP32"
-        t.shape.extend([1, 8])
-        set_shm(t.parameters, "st", 32)
-        o = r.outputs.add()
-        o.name = "OUTPUT0"
-        set_shm(o.parameters, "st", 32, 1024 + 64 * i)
-        return r
-    got = list(stub.ModelStreamInfer(iter([req(0), req(1)]), timeout=RPC_TIMEOUT))
-    assert sorted(g.infer_response.id for g in got) == ["s0", "s1"]
-    assert all(g.error_message == "" for g in got)
+    def call(i):
+        inp = grpcclient.InferInput("INPUT0", [1, 8], "FP32")
+        inp.set_shared_memory("st", 32)
+        out = grpcclient.InferRequestedOutput("OUTPUT0")
+        out.set_shared_memory("st", 32, offset=1024 + 64 * i)
+        return dict(model_name="identity_fp32", inputs=[inp], outputs=[out], request_id=f"s{i}")
+    got = ok_results(stream_all(client, [call(0), call(1)]))
+    assert sorted(r.get_response().id for r in got) == ["s0", "s1"]
     for i in range(2):
         np.testing.assert_array_equal(m.read(1024 + 64 * i, np.float32, (1, 8)), x)
 
 
-def test_shm_infer_errors(stub, shm_objects):
+def test_shm_infer_errors(client, stub, shm_objects):
     m = shm_objects(4096)
-    shm_register(stub, "err", m, 256)
+    shm_register(client, "err", m, 256)
     x = np.zeros((1, 16), np.float32)
 
-    def req(in_params=None, out_params=None, raw=False, contents=False):
+    def call(in_shm=None, out_shm=None):
+        """identity_fp32 through tritonclient: INPUT0 in shared memory
+        (region, size, offset) or raw, OUTPUT0 in shared memory if given."""
+        if in_shm:
+            inputs = [grpcclient.InferInput("INPUT0", [1, 16], "FP32")]
+            inputs[0].set_shared_memory(*in_shm)
+        else:
+            inputs = tc_inputs([("INPUT0", "FP32", [1, 16], x)])
+        outputs = None
+        if out_shm:
+            outputs = tc_outputs("OUTPUT0")
+            outputs[0].set_shared_memory(*out_shm)
+        return dict(model_name="identity_fp32", inputs=inputs, outputs=outputs)
+
+    cases = [
+        (call(("nope", 64)), "StatusCode.NOT_FOUND", "nope"),
+        (call(("err", 64, 250)), "StatusCode.INVALID_ARGUMENT", "err"),
+        (call(out_shm=("nope", 64)), "StatusCode.NOT_FOUND", "nope"),
+        (call(out_shm=("err", 64, 224)), "StatusCode.INVALID_ARGUMENT", "err"),
+        (call(out_shm=("err", 16)), "StatusCode.INVALID_ARGUMENT", "should be at least 64 bytes"),
+    ]
+    for c, code, text in cases:
+        e = tc_error(client.infer, **c)
+        assert e.status() == code, (c, e)
+        assert text in e.message(), e.message()
+
+    def req(in_params=None, raw=False, contents=False):
+        """Hand-built: tritonclient clears an input's data when it puts the
+        input in shared memory, and never sends typed contents or
+        parameters of the wrong type."""
         r = pb.ModelInferRequest(model_name="identity_fp32")
         t = r.inputs.add()
         t.name, t.datatype = "INPUT0", "FP32"
@@ -1767,23 +1837,10 @@ def test_shm_infer_errors(stub, shm_objects):
             r.raw_input_contents.append(x.tobytes())
         if contents:
             t.contents.fp32_contents.extend([0.0] * 16)
-        if out_params:
-            o = r.outputs.add()
-            o.name = "OUTPUT0"
-            set_shm(o.parameters, *out_params)
         return r
 
-    cases = [
-        (req(("nope", 64)), grpc.StatusCode.NOT_FOUND, "nope"),
-        (req(("err", 64, 250)), grpc.StatusCode.INVALID_ARGUMENT, "err"),
-        (req(raw=True, out_params=("nope", 64)), grpc.StatusCode.NOT_FOUND, "nope"),
-        (req(raw=True, out_params=("err", 64, 224)), grpc.StatusCode.INVALID_ARGUMENT, "err"),
-        (req(raw=True, out_params=("err", 16)), grpc.StatusCode.INVALID_ARGUMENT,
-         "should be at least 64 bytes"),
-        (req(("err", 64), raw=True), grpc.StatusCode.INVALID_ARGUMENT, "raw_input_contents"),
-        (req(("err", 64), contents=True), grpc.StatusCode.INVALID_ARGUMENT, "contents"),
-    ]
-    for r, code, text in cases:
+    for r, code, text in ((req(("err", 64), raw=True), grpc.StatusCode.INVALID_ARGUMENT, "raw_input_contents"),
+                          (req(("err", 64), contents=True), grpc.StatusCode.INVALID_ARGUMENT, "contents")):
         e = rpc_error(stub.ModelInfer, r)
         assert e.code() == code, (r, e)
         assert text in e.details(), e.details()
@@ -1797,8 +1854,8 @@ def test_shm_infer_errors(stub, shm_objects):
     e = rpc_error(stub.ModelInfer, r)
     assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "shared_memory_byte_size" in e.details()
     # On a stream the error arrives as error_message and the stream goes on.
-    got = list(stub.ModelStreamInfer(iter([req(("nope", 64))]), timeout=RPC_TIMEOUT))
-    assert len(got) == 1 and "nope" in got[0].error_message
+    got = stream_all(client, [call(("nope", 64))])
+    assert len(got) == 1 and got[0][0] is None and "nope" in got[0][1].message()
 
 
 def http_json(server, method, path, body=None):
@@ -1812,34 +1869,29 @@ def http_json(server, method, path, body=None):
         return e.code, json.loads(e.read() or b"null")
 
 
-def test_shm_shared_with_http(server, stub, shm_objects):
+def test_shm_shared_with_http(server, client, shm_objects):
     """One registry serves both protocols, as in Triton."""
     m = shm_objects(4096)
     code, _ = http_json(server, "POST", "/v2/systemsharedmemory/region/via_http/register",
                         {"key": m.key, "offset": 0, "byte_size": 128})
     assert code == 200
-    st = stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(name="via_http"),
-                                       timeout=RPC_TIMEOUT)
+    st = client.get_system_shared_memory_status("via_http", client_timeout=RPC_TIMEOUT)
     assert st.regions["via_http"].key == m.key and st.regions["via_http"].byte_size == 128
-    shm_register(stub, "via_grpc", m, 256, offset=1024)
+    shm_register(client, "via_grpc", m, 256, offset=1024)
     code, regions = http_json(server, "GET", "/v2/systemsharedmemory/region/via_grpc/status")
     assert code == 200 and regions == [{"name": "via_grpc", "key": m.key, "offset": 1024, "byte_size": 256}]
-    e = rpc_error(stub.SystemSharedMemoryRegister, pb.SystemSharedMemoryRegisterRequest(
-        name="via_http", key=m.key, byte_size=16))
-    assert e.code() == grpc.StatusCode.ALREADY_EXISTS
+    e = tc_error(client.register_system_shared_memory, "via_http", m.key, 16)
+    assert e.status() == "StatusCode.ALREADY_EXISTS"
     # A region registered over HTTP feeds a gRPC inference.
     x = np.arange(16, dtype=np.float32).reshape(1, 16)
     m.write(0, x)
-    r = pb.ModelInferRequest(model_name="identity_fp32")
-    t = r.inputs.add()
-    t.name, t.datatype = "INPUT0", "FP32"
-    t.shape.extend([1, 16])
-    set_shm(t.parameters, "via_http", 64)
-    resp = stub.ModelInfer(r, timeout=RPC_TIMEOUT)
-    np.testing.assert_array_equal(output_array(resp, "OUTPUT0", np.float32), x)
+    inp = grpcclient.InferInput("INPUT0", [1, 16], "FP32")
+    inp.set_shared_memory("via_http", 64)
+    r = client.infer("identity_fp32", [inp], client_timeout=RPC_TIMEOUT)
+    np.testing.assert_array_equal(r.as_numpy("OUTPUT0"), x)
     code, _ = http_json(server, "POST", "/v2/systemsharedmemory/unregister", {})
     assert code == 200
-    st = stub.SystemSharedMemoryStatus(pb.SystemSharedMemoryStatusRequest(), timeout=RPC_TIMEOUT)
+    st = client.get_system_shared_memory_status(client_timeout=RPC_TIMEOUT)
     assert len(st.regions) == 0
 
 
