@@ -271,7 +271,8 @@ def channel(server):
 @pytest.fixture(scope="module")
 def stub(channel):
     """Our own stub: only for requests tritonclient cannot build (typed
-    contents, parameters of other types, reserved keys, no data at all)."""
+    contents, parameters of other types, reserved keys, no data at all,
+    extra raw entries) and for a streamed error's id, which it drops."""
     return pbg.GRPCInferenceServiceStub(channel)
 
 
@@ -355,7 +356,9 @@ TYPED_FIELD = {"BOOL": "bool_contents", "INT8": "int_contents", "INT16": "int_co
 
 
 def infer_request(model, inputs, outputs=(), rid="", raw=True, params=None):
-    """inputs: [(name, datatype, shape, numpy array or list of bytes)]."""
+    """A hand-built ModelInferRequest, for what tritonclient cannot send
+    (typed contents, parameters it refuses, raw HTTP/2 bodies).
+    inputs: [(name, datatype, shape, numpy array or list of bytes)]."""
     r = pb.ModelInferRequest(model_name=model, id=rid)
     for name, dt, shape, data in inputs:
         t = r.inputs.add()
@@ -391,12 +394,15 @@ def output_array(resp, name, dtype):
 
 
 def square_request(n, rid, empty_final=None):
+    """A hand-built square_int32 request: for raw HTTP/2 frames only
+    (tests use square_call with tritonclient)."""
     params = {} if empty_final is None else {"triton_enable_empty_final_response": empty_final}
     return infer_request("square_int32", [("IN", "INT32", [1], np.array([n], dtype=np.int32))],
                          rid=rid, params=params)
 
 
 def final_flag(resp):
+    """triton_final_response of a hand-built stream's response."""
     p = resp.infer_response.parameters
     assert "triton_final_response" in p, resp
     return p["triton_final_response"].bool_param
@@ -1549,6 +1555,7 @@ def test_keepalive_flags_accepted():
 
 
 def repeat_request(values, delays, wait, rid, empty_final=True):
+    """A hand-built repeat_int32 request, for raw HTTP/2 frames."""
     params = {} if empty_final is None else {"triton_enable_empty_final_response": empty_final}
     return infer_request("repeat_int32", [
         ("IN", "INT32", [len(values)], np.array(values, dtype=np.int32)),
@@ -1556,19 +1563,30 @@ def repeat_request(values, delays, wait, rid, empty_final=True):
         ("WAIT", "UINT32", [1], np.array([wait], dtype=np.uint32))], rid=rid, params=params)
 
 
-def test_stream_repeat_responses_in_order(stub):
+def repeat_call(values, delays, wait, rid, empty_final=True):
+    """async_stream_infer arguments for repeat_int32."""
+    return dict(model_name="repeat_int32", request_id=rid, enable_empty_final_response=empty_final,
+                inputs=tc_inputs([("IN", "INT32", [len(values)], np.array(values, dtype=np.int32)),
+                                  ("DELAY", "UINT32", [len(delays)], np.array(delays, dtype=np.uint32)),
+                                  ("WAIT", "UINT32", [1], np.array([wait], dtype=np.uint32))]))
+
+
+def test_stream_repeat_responses_in_order(client):
     t0 = time.monotonic()
     got = []
-    for g in stub.ModelStreamInfer(iter([repeat_request([10, -20, 30], [0, 100, 200], 50, "rep")]),
-                                   timeout=RPC_TIMEOUT):
-        got.append((time.monotonic() - t0, g))
-    assert [g.error_message for _, g in got] == [""] * 4
-    assert [g.infer_response.id for _, g in got] == ["rep"] * 4
-    assert [final_flag(g) for _, g in got] == [False, False, False, True]
-    data = [g.infer_response for _, g in got[:3]]
-    assert [output_array(r, "OUT", np.int32).tolist() for r in data] == [[10], [-20], [30]]
-    assert [output_array(r, "IDX", np.uint32).tolist() for r in data] == [[0], [1], [2]]
-    assert len(got[3][1].infer_response.outputs) == 0
+    client.start_stream(callback=lambda result, error: got.append((time.monotonic() - t0, result, error)),
+                        stream_timeout=RPC_TIMEOUT)
+    try:
+        client.async_stream_infer(**repeat_call([10, -20, 30], [0, 100, 200], 50, "rep"))
+    finally:
+        client.stop_stream()
+    assert [e for _, _, e in got] == [None] * 4
+    assert [r.get_response().id for _, r, _ in got] == ["rep"] * 4
+    assert [is_final(r) for _, r, _ in got] == [False, False, False, True]
+    data = [r for _, r, _ in got[:3]]
+    assert [r.as_numpy("OUT").tolist() for r in data] == [[10], [-20], [30]]
+    assert [r.as_numpy("IDX").tolist() for r in data] == [[0], [1], [2]]
+    assert len(got[3][1].get_response().outputs) == 0
     # Streamed: the first response long before the last delay elapsed. No
     # bound on when the first came: counted from before the call was made,
     # it is only latency, which a loaded machine (ctest -j2 beside a build)
@@ -1578,59 +1596,58 @@ def test_stream_repeat_responses_in_order(stub):
     assert last >= 0.29 and last - first >= 0.25, (first, last)
 
 
-def test_stream_repeat_zero_and_no_empty_final(stub):
-    got = list(stub.ModelStreamInfer(iter([repeat_request([], [], 0, "r0")]), timeout=RPC_TIMEOUT))
-    assert len(got) == 1 and final_flag(got[0]) and got[0].infer_response.id == "r0"
-    assert len(got[0].infer_response.outputs) == 0
+def test_stream_repeat_zero_and_no_empty_final(client):
+    got = ok_results(stream_all(client, [repeat_call([], [], 0, "r0")]))
+    assert len(got) == 1 and is_final(got[0]) and got[0].get_response().id == "r0"
+    assert len(got[0].get_response().outputs) == 0
     # Without the opt-in the flags-only final sends nothing.
-    got = list(stub.ModelStreamInfer(iter([repeat_request([7, 8], [0, 0], 0, "r2", empty_final=None)]),
-                                     timeout=RPC_TIMEOUT))
-    assert [final_flag(g) for g in got] == [False, False]
-    assert [output_array(g.infer_response, "OUT", np.int32).tolist() for g in got] == [[7], [8]]
+    got = ok_results(stream_all(client, [repeat_call([7, 8], [0, 0], 0, "r2", empty_final=False)]))
+    assert [is_final(r) for r in got] == [False, False]
+    assert [r.as_numpy("OUT").tolist() for r in got] == [[7], [8]]
 
 
-def test_stream_repeat_interleaved_requests(stub):
+def test_stream_repeat_interleaved_requests(client, stub):
     """Several repeat requests on one stream: their responses interleave in
     time, and each request ends with exactly one triton_final_response."""
-    reqs = [repeat_request([1, 2, 3], [0, 200, 200], 0, "a"),
-            repeat_request([7, 8, 9], [100, 200, 200], 0, "b"),
-            repeat_request([], [], 50, "c"),
-            repeat_request([5], [1, 2], 0, "bad")]
-    got = list(stub.ModelStreamInfer(iter(reqs), timeout=RPC_TIMEOUT))
-    order = [(g.infer_response.id, final_flag(g)) for g in got if not g.error_message]
+    got = stream_all(client, [repeat_call([1, 2, 3], [0, 200, 200], 0, "a"),
+                              repeat_call([7, 8, 9], [100, 200, 200], 0, "b"),
+                              repeat_call([], [], 50, "c"),
+                              repeat_call([5], [1, 2], 0, "bad")])
+    order = [(r.get_response().id, is_final(r)) for r, _ in got if r is not None]
     per = {}
     for rid, fin in order:
         per.setdefault(rid, []).append(fin)
     assert per["a"] == [False, False, False, True] and per["b"] == [False, False, False, True], per
     assert per["c"] == [True], per
+    assert "bad" not in per, per
     data = [rid for rid, fin in order if rid in ("a", "b") and not fin]
     assert data == ["a", "b", "a", "b", "a", "b"], order
-    for g in got:
-        if g.infer_response.id in ("a", "b") and not final_flag(g):
-            r = g.infer_response
-            idx = output_array(r, "IDX", np.uint32).tolist()[0]
-            base = 1 if r.id == "a" else 7
-            assert output_array(r, "OUT", np.int32).tolist() == [base + idx]
-    errs = [g for g in got if g.error_message]
-    assert len(errs) == 1 and "same number of elements" in errs[0].error_message, errs
-    assert errs[0].infer_response.id == "bad"
+    for r, _ in got:
+        if r is not None and r.get_response().id in ("a", "b") and not is_final(r):
+            idx = r.as_numpy("IDX").tolist()[0]
+            base = 1 if r.get_response().id == "a" else 7
+            assert r.as_numpy("OUT").tolist() == [base + idx]
+    errs = [e for _, e in got if e is not None]
+    assert len(errs) == 1 and "same number of elements" in errs[0].message(), errs
+    # The error response carries the request's id, which tritonclient does
+    # not pass on: a hand-built stream reads it.
+    bad = infer_request("repeat_int32", [("IN", "INT32", [1], np.array([5], dtype=np.int32)),
+                                         ("DELAY", "UINT32", [2], np.array([1, 2], dtype=np.uint32)),
+                                         ("WAIT", "UINT32", [1], np.array([0], dtype=np.uint32))], rid="bad")
+    got = list(stub.ModelStreamInfer(iter([bad]), timeout=RPC_TIMEOUT))
+    assert len(got) == 1 and got[0].infer_response.id == "bad"
+    assert "same number of elements" in got[0].error_message
 
 
-def test_stream_repeat_cancel(stub):
+def test_stream_repeat_cancel(client):
     """Cancelling the stream stops a long repeat request; the server keeps
     serving the model."""
     n = 200
-    call = stub.ModelStreamInfer(iter([repeat_request(list(range(n)), [20] * n, 0, "long")]),
-                                 timeout=RPC_TIMEOUT)
-    seen = 0
-    for _ in call:
-        seen += 1
-        if seen == 3:
-            call.cancel()
-            break
-    assert seen == 3
-    got = list(stub.ModelStreamInfer(iter([repeat_request([4], [0], 0, "after")]), timeout=RPC_TIMEOUT))
-    assert [final_flag(g) for g in got] == [False, True]
+    seen, errors = cancel_after(client, repeat_call(list(range(n)), [20] * n, 0, "long"), 3)
+    assert 3 <= seen < n
+    assert [e.status() for e in errors] == ["StatusCode.CANCELLED"], errors
+    got = ok_results(stream_all(client, [repeat_call([4], [0], 0, "after")]))
+    assert [is_final(r) for r in got] == [False, True]
 
 
 # ---- system shared memory ----------------------------------------------------------
@@ -1901,7 +1918,9 @@ def test_shm_shared_with_http(server, client, shm_objects):
 class RawH2:
     """A minimal HTTP/2 client over a socket: literal HPACK out, and the
     server's header blocks decoded by libnghttp2's own HPACK inflater
-    through ctypes (nghttp2 is already the server's dependency)."""
+    through ctypes (nghttp2 is already the server's dependency). Kept for
+    what no gRPC client sends: bad headers, bad frames, PING floods, frame
+    level reads of windows, settings and GOAWAY."""
 
     class _NV(ctypes.Structure):
         _fields_ = [("name", ctypes.POINTER(ctypes.c_uint8)), ("value", ctypes.POINTER(ctypes.c_uint8)),
@@ -2026,18 +2045,19 @@ def test_server_settings(server):
         h.close()
 
 
-def test_full_socket_resumes_when_the_client_reads(server, stub):
+def test_full_socket_resumes_when_the_client_reads(server, client):
     """A client with HTTP/2 flow control wide open that stops reading fills
     the socket: the server's writes block (EAGAIN) and wait for EPOLLOUT,
     other connections are served meanwhile, and once the client reads
-    every response arrives whole and in order per stream."""
-    fill_socket_then_read(RawH2(server.port), stub)
+    every response arrives whole and in order per stream. (Raw frames:
+    grpcio keeps its windows and reads on its own.)"""
+    fill_socket_then_read(RawH2(server.port), client)
 
 
-def fill_socket_then_read(h, stub):
+def fill_socket_then_read(h, client):
     """The body of test_full_socket_resumes_when_the_client_reads, on the
-    RawH2 connection h (closed at the end); stub checks that the server
-    serves others meanwhile."""
+    RawH2 connection h (closed at the end); client (tritonclient) checks
+    that the server serves others meanwhile."""
     try:
         # INITIAL_WINDOW_SIZE at its maximum, and as much for the connection.
         h.send(4, 0, 0, (4).to_bytes(2, "big") + (2 ** 31 - 1).to_bytes(4, "big"))
@@ -2054,7 +2074,7 @@ def fill_socket_then_read(h, stub):
             r = infer_request("identity_bytes", [("INPUT0", "BYTES", [1, 1], [items[sid]])], rid=str(sid))
             h.request(sid, "/inference.GRPCInferenceService/ModelInfer", grpc_frame(r.SerializeToString()))
         time.sleep(1.0)  # about 7 MiB of answers: more than both sockets' buffers hold
-        assert stub.ServerLive(pb.ServerLiveRequest(), timeout=RPC_TIMEOUT).live
+        assert client.is_server_live(client_timeout=RPC_TIMEOUT)
         data, trailers, block = {sid: b"" for sid in streams}, {}, b""
         while len(trailers) < len(streams):
             f = h.read_frame()
@@ -2086,6 +2106,8 @@ def fill_socket_then_read(h, stub):
 
 
 def grpc_frame(payload, compressed=False):
+    """A gRPC length-prefixed message, for raw HTTP/2 requests (any flag
+    byte and payload, which no client sends wrong)."""
     return bytes([1 if compressed else 0]) + len(payload).to_bytes(4, "big") + payload
 
 
@@ -2094,25 +2116,23 @@ LIVE_PATH = "/inference.GRPCInferenceService/ServerLive"
 # ---- compression ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("algo", [grpc.Compression.Gzip, grpc.Compression.Deflate])
-def test_compressed_unary_and_stream(stub, algo):
+@pytest.mark.parametrize("algo", ["gzip", "deflate"])
+def test_compressed_unary_and_stream(client, algo):
     x = np.zeros((1, 16), np.float32)
     x[0, 3] = 7
-    r = infer_request("identity_fp32", [("INPUT0", "FP32", [1, 16], x)], rid="z")
-    resp = stub.ModelInfer(r, timeout=RPC_TIMEOUT, compression=algo)
-    np.testing.assert_array_equal(output_array(resp, "OUTPUT0", np.float32), x)
-    got = list(stub.ModelStreamInfer(iter([square_request(3, "a"), square_request(2, "b")]),
-                                     timeout=RPC_TIMEOUT, compression=algo))
-    assert sorted(g.infer_response.id for g in got if not final_flag(g)) == ["a", "a", "a", "b", "b"]
+    r = client.infer("identity_fp32", tc_inputs([("INPUT0", "FP32", [1, 16], x)]), request_id="z",
+                     compression_algorithm=algo, client_timeout=RPC_TIMEOUT)
+    np.testing.assert_array_equal(r.as_numpy("OUTPUT0"), x)
+    got = ok_results(stream_all(client, [square_call(3, "a"), square_call(2, "b")], compression_algorithm=algo))
+    assert sorted(r.get_response().id for r in got if not is_final(r)) == ["a", "a", "a", "b", "b"]
     # Decompressed, this message exceeds the 1 MiB limit; compressed it is tiny.
     big = np.zeros((1, (MAX_MESSAGE // 4) + 1024), np.float32)
-    e = rpc_error(stub.ModelInfer, infer_request("identity_fp32", [("INPUT0", "FP32", list(big.shape), big)]))
-    assert e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    with pytest.raises(grpc.RpcError) as ei:
-        stub.ModelInfer(infer_request("identity_fp32", [("INPUT0", "FP32", list(big.shape), big)]),
-                        timeout=RPC_TIMEOUT, compression=algo)
-    assert ei.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-    assert "decompressed" in ei.value.details()
+    e = tc_error(client.infer, "identity_fp32", tc_inputs([("INPUT0", "FP32", list(big.shape), big)]))
+    assert e.status() == "StatusCode.RESOURCE_EXHAUSTED"
+    e = tc_error(client.infer, "identity_fp32", tc_inputs([("INPUT0", "FP32", list(big.shape), big)]),
+                 compression_algorithm=algo)
+    assert e.status() == "StatusCode.RESOURCE_EXHAUSTED"
+    assert "decompressed" in e.message()
 
 
 def test_request_headers_checked_as_grpc_does(server):
@@ -2195,7 +2215,7 @@ def test_compression_raw_errors_and_accept_encoding(server):
     (b"\x02\0\0\0\0", "13", "flags"),  # invalid message flags: the transport ends the call
     (grpc_frame(b"\x0a\xff\xff\xff\xff\x0f"), "3", "malformed protobuf"),  # the handler ends it
 ])
-def test_stream_ended_by_a_bad_message_cancels_its_requests(server, stub, bad, status, text):
+def test_stream_ended_by_a_bad_message_cancels_its_requests(server, client, bad, status, text):
     """When the server ends a stream for a bad message after a good one,
     the requests the stream had started are cancelled in the core: no one
     can receive their responses. Otherwise square's worker would send
@@ -2210,8 +2230,8 @@ def test_stream_ended_by_a_bad_message_cancels_its_requests(server, stub, bad, s
         assert text in urllib.parse.unquote(hdrs["grpc-message"])
     finally:
         h.close()
-    got = list(stub.ModelStreamInfer(iter([square_request(3, "next")]), timeout=RPC_TIMEOUT))
-    assert [g.infer_response.id for g in got] == ["next"] * 3
+    got = ok_results(stream_all(client, [square_call(3, "next")]))
+    assert [r.get_response().id for r in got] == ["next"] * 3
 
 
 # ---- response compression (--grpc-infer-response-compression-level) -------------------
@@ -2251,7 +2271,9 @@ def high_server():
 def raw_call(port, path, msg, accept=None):
     """One call on its own raw HTTP/2 connection (so flow control windows
     never run out): the response headers and trailers, and its messages as
-    (compressed flag, payload) pairs."""
+    (compressed flag, payload) pairs. Raw: the test reads the wire layout
+    (compressed flag, grpc-encoding) and sends grpc-accept-encoding values
+    that grpcio never sends."""
     h = RawH2(port)
     try:
         extra = [] if accept is None else [("grpc-accept-encoding", accept)]
@@ -2279,6 +2301,7 @@ WAVE = np.round(np.sin(np.arange(8192, dtype=np.float32) / 7) * 100).astype(np.f
 
 
 def wave_request(rid="w"):
+    """WAVE as a hand-built request, for raw_call."""
     return infer_request("identity_fp32", [("INPUT0", "FP32", list(WAVE.shape), WAVE)], rid=rid)
 
 
@@ -2321,24 +2344,23 @@ def test_response_compression_raw(high_server):
 
 
 def test_response_compression_grpcio(high_server):
-    """grpcio accepts gzip and deflate and decodes compressed responses."""
-    ch = grpc.insecure_channel(f"127.0.0.1:{high_server.port}")
-    try:
-        st = pbg.GRPCInferenceServiceStub(ch)
-        resp = st.ModelInfer(wave_request(), timeout=RPC_TIMEOUT)
-        np.testing.assert_array_equal(output_array(resp, "OUTPUT0", np.float32), WAVE)
-        reqs = [wave_request("a"), square_request(3, "sq", empty_final=True), wave_request("b")]
-        got = list(st.ModelStreamInfer(iter(reqs), timeout=RPC_TIMEOUT))
-        assert sorted(g.infer_response.id for g in got) == ["a", "b", "sq", "sq", "sq", "sq"]
-        for g in got:
-            assert g.error_message == ""
-            if g.infer_response.id in ("a", "b"):
-                np.testing.assert_array_equal(output_array(g.infer_response, "OUTPUT0", np.float32), WAVE)
+    """tritonclient (grpcio) accepts gzip and deflate and decodes
+    compressed responses, unary and streamed."""
+    with grpcclient.InferenceServerClient(url=f"127.0.0.1:{high_server.port}") as c:
+        def wave_call(rid):
+            return dict(model_name="identity_fp32", inputs=tc_inputs([("INPUT0", "FP32", list(WAVE.shape), WAVE)]),
+                        request_id=rid)
+
+        r = c.infer(**wave_call("w"), client_timeout=RPC_TIMEOUT)
+        np.testing.assert_array_equal(r.as_numpy("OUTPUT0"), WAVE)
+        got = ok_results(stream_all(c, [wave_call("a"), square_call(3, "sq", empty_final=True), wave_call("b")]))
+        assert sorted(r.get_response().id for r in got) == ["a", "b", "sq", "sq", "sq", "sq"]
+        for r in got:
+            if r.get_response().id in ("a", "b"):
+                np.testing.assert_array_equal(r.as_numpy("OUTPUT0"), WAVE)
         # Compressed requests still work alongside.
-        resp = st.ModelInfer(wave_request(), timeout=RPC_TIMEOUT, compression=grpc.Compression.Gzip)
-        np.testing.assert_array_equal(output_array(resp, "OUTPUT0", np.float32), WAVE)
-    finally:
-        ch.close()
+        r = c.infer(**wave_call("w"), compression_algorithm="gzip", client_timeout=RPC_TIMEOUT)
+        np.testing.assert_array_equal(r.as_numpy("OUTPUT0"), WAVE)
 
 
 def test_response_compression_levels(high_server):
@@ -2417,14 +2439,13 @@ def test_connections_older_than_the_max_age_get_goaway_then_close():
         took = time.monotonic() - t0
         assert 7 in kinds and kinds.count(0) > 1, kinds[:20]
         assert 1.0 < took < 6, took
-        got = list(pbg.GRPCInferenceServiceStub(grpc.insecure_channel(f"127.0.0.1:{port}")).ModelStreamInfer(
-            iter([square_request(2, "next")]), timeout=RPC_TIMEOUT))
-        assert [g.infer_response.id for g in got] == ["next"] * 2
-        # grpcio reconnects by itself after GOAWAY.
-        with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
-            stub = pbg.GRPCInferenceServiceStub(ch)
+        with grpcclient.InferenceServerClient(url=f"127.0.0.1:{port}") as c:
+            got = ok_results(stream_all(c, [square_call(2, "next")]))
+            assert [r.get_response().id for r in got] == ["next"] * 2
+        # tritonclient (grpcio) reconnects by itself after GOAWAY.
+        with grpcclient.InferenceServerClient(url=f"127.0.0.1:{port}") as c:
             for _ in range(3):
-                assert stub.ServerLive(pb.ServerLiveRequest(), timeout=RPC_TIMEOUT).live
+                assert c.is_server_live(client_timeout=RPC_TIMEOUT)
                 time.sleep(0.4)
     finally:
         stop_cleanly(s)
