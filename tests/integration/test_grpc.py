@@ -66,11 +66,13 @@ from tritonclient.utils import InferenceServerException  # noqa: E402
 
 def _generate_stubs():
     out = tempfile.mkdtemp(prefix="nereid-grpc-stubs-")
-    from grpc_tools import protoc
-
-    rc = protoc.main(["protoc", f"-I{PROTO_DIR}", f"--python_out={out}", f"--grpc_python_out={out}",
-                      "grpc_service.proto", "model_config.proto", "health.proto"])
-    assert rc == 0, "grpc_tools.protoc failed on our proto files"
+    # In a process of its own: grpc_tools' compiler carries a C++ protobuf
+    # of its own, and loaded beside another one (onnx's, which the modules
+    # that import this one load) it aborted the interpreter at random.
+    p = subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{PROTO_DIR}", f"--python_out={out}",
+                        f"--grpc_python_out={out}", "grpc_service.proto", "model_config.proto", "health.proto"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, "grpc_tools.protoc failed on our proto files:\n" + p.stderr
     sys.path.insert(0, out)
     return out
 
