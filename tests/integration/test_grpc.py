@@ -9,8 +9,9 @@ of other types) and for messages it refuses to build, and a raw HTTP/2
 connection (RawH2) for malformed frames, headers and protocol violations.
 Each such helper says why.
 
-Run by ctest (see tests/CMakeLists.txt) as
-    /usr/bin/python3 -m pytest -q tests/integration/test_grpc.py
+Run by ctest (see tests/CMakeLists.txt) with NRD_TEST_PYTHON, the
+python that has tritonclient, as
+    .deps/venv/bin/python -m pytest -q tests/integration/test_grpc.py
 with NEREID_BIN, NEREID_BACKEND_DIR and NEREID_EXAMPLES in the environment.
 One nereid (explicit model control, every example model loaded plus a
 classification model with a label file from a second repository, a 1 MiB
@@ -57,7 +58,7 @@ RPC_TIMEOUT = 30
 if not os.access(NEREID, os.X_OK):  # a missing binary fails the run, never skips it
     raise RuntimeError(f"no nereid binary at {NEREID!r} (ctest sets NEREID_BIN)")
 
-import grpc  # noqa: E402  (python3-grpcio, installed by scripts/setup.sh)
+import grpc  # noqa: E402  (grpcio, tritonclient's own transport)
 import tritonclient.grpc as grpcclient  # noqa: E402
 import tritonclient.grpc.aio as aioclient  # noqa: E402
 import tritonclient.utils.shared_memory as shm  # noqa: E402

@@ -15,8 +15,9 @@ client_timeout and stream_timeout are the deadlines the hooks race. Timing check
 bounds the server cannot beat when the hook works (a response no earlier
 than the delay after its request), so a slow machine does not fail them;
 without the hook each of them fails by seconds. Run by ctest (see
-tests/CMakeLists.txt) as
-    /usr/bin/python3 -m pytest -q tests/integration/test_grpc_delays.py
+tests/CMakeLists.txt) with NRD_TEST_PYTHON, the python that has
+tritonclient, as
+    .deps/venv/bin/python -m pytest -q tests/integration/test_grpc_delays.py
 """
 import contextlib
 import os
