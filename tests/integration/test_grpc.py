@@ -314,10 +314,6 @@ def tc_error(fn, *args, **kwargs):
     return e.value
 
 
-def response_of(result):
-    return result.get_response()
-
-
 def is_final(result):
     """The triton_final_response flag of a streamed response."""
     p = result.get_response().parameters
