@@ -265,6 +265,8 @@ def server(label_repo):
 
 @pytest.fixture(scope="module")
 def channel(server):
+    """A bare grpcio channel: for the health service and for bytes no
+    client serializes (malformed messages, unknown methods)."""
     ch = grpc.insecure_channel(f"127.0.0.1:{server.port}")
     grpc.channel_ready_future(ch).result(timeout=RPC_TIMEOUT)
     yield ch
@@ -386,6 +388,8 @@ def infer_request(model, inputs, outputs=(), rid="", raw=True, params=None):
 
 
 def output_array(resp, name, dtype):
+    """An output of a response read without tritonclient (hand-built calls
+    and raw frames)."""
     for i, o in enumerate(resp.outputs):
         if o.name == name:
             return np.frombuffer(resp.raw_output_contents[i], dtype=dtype).reshape(list(o.shape))
@@ -1702,7 +1706,8 @@ def shm_register(client, name, obj, size, offset=0):
 
 
 def set_shm(params, region, size, offset=None):
-    """Shared memory parameters on a hand-built tensor."""
+    """Shared memory parameters on a hand-built tensor, beside data or of a
+    kind tritonclient's set_shared_memory never produces."""
     params["shared_memory_region"].string_param = region
     params["shared_memory_byte_size"].int64_param = size
     if offset is not None:
@@ -1710,6 +1715,7 @@ def set_shm(params, region, size, offset=None):
 
 
 def rpc_error(fn, *args):
+    """The grpc.RpcError of a call through our own stub (hand-built requests)."""
     with pytest.raises(grpc.RpcError) as e:
         fn(*args, timeout=RPC_TIMEOUT)
     return e.value
