@@ -957,11 +957,11 @@ def test_infer_errors(client, stub):
     inp[0].set_shape([1, 3])
     e = tc_error(client.infer, "identity_fp32", inp)
     assert e.status() == "StatusCode.INVALID_ARGUMENT"
-    # Hand-built: tritonclient will not attach data to an unknown datatype,
-    # nor send more raw entries than inputs.
-    with pytest.raises(grpc.RpcError) as e:
-        stub.ModelInfer(infer_request("identity_fp32", [("INPUT0", "XX32", [1, 2], x)]), timeout=RPC_TIMEOUT)
-    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    # An unknown datatype (tritonclient sends it, without data).
+    e = tc_error(client.infer, "identity_fp32", [grpcclient.InferInput("INPUT0", [1, 2], "XX32")])
+    assert e.status() == "StatusCode.INVALID_ARGUMENT"
+    assert e.message() == "input 'INPUT0' has an invalid datatype 'XX32'"
+    # Hand-built: tritonclient never sends more raw entries than inputs.
     r = infer_request("identity_fp32", [("INPUT0", "FP32", [1, 2], x)])
     r.raw_input_contents.append(b"extra")
     with pytest.raises(grpc.RpcError) as e:
@@ -1255,6 +1255,7 @@ def test_stream_errors_keep_stream_open(client, stub):
     got = stream_all(client, [bad, square_call(2, "ok", empty_final=True), badtype])
     errs = [e.message() for _, e in got if e is not None]
     assert len(errs) == 2 and any("no_such_model" in m for m in errs), errs
+    assert any("invalid datatype 'XX'" in m for m in errs), errs
     assert [r.get_response().id for r, _ in got if r is not None] == ["ok"] * 3
     # An error response carries its request's id, which tritonclient does
     # not pass on: a hand-built stream reads it.
