@@ -276,7 +276,7 @@ def channel(server):
 @pytest.fixture(scope="module")
 def stub(channel):
     """Our own stub: only for requests tritonclient cannot build (typed
-    contents, parameters of other types, reserved keys, no data at all,
+    contents, parameters of other types, reserved keys,
     extra raw entries) and for a streamed error's id, which it drops."""
     return pbg.GRPCInferenceServiceStub(channel)
 
@@ -861,10 +861,13 @@ def test_infer_every_datatype(client, stub, dt, raw):
         np.testing.assert_array_equal(output_array(resp, "OUTPUT0", DTYPES[dt][0]).ravel(), x)
 
 
-def test_infer_input_data_errors(stub):
-    # Hand-built: tritonclient sends exactly one raw entry per input, never
-    # typed contents, so it cannot send any of these.
+def test_infer_input_data_errors(client, stub):
     x = np.ones((1, 2), dtype=np.float32)
+    # An input without data (tritonclient sends one whose data was never set).
+    e = tc_error(client.infer, "identity_fp32", [grpcclient.InferInput("INPUT0", [1, 2], "FP32")])
+    assert e.status() == "StatusCode.INVALID_ARGUMENT"
+    assert "input 'INPUT0' has no data" in e.message()
+    # Hand-built from here: tritonclient never sends typed contents.
     # Both raw_input_contents and typed contents for the same input.
     r = infer_request("identity_fp32", [("INPUT0", "FP32", [1, 2], x)])
     r.inputs[0].contents.fp32_contents.extend([1.0, 1.0])
@@ -872,13 +875,6 @@ def test_infer_input_data_errors(stub):
         stub.ModelInfer(r, timeout=RPC_TIMEOUT)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "input 'INPUT0': contents must not be given when raw_input_contents is used" in e.value.details()
-    # Neither.
-    r = infer_request("identity_fp32", [("INPUT0", "FP32", [1, 2], x)])
-    del r.raw_input_contents[:]
-    with pytest.raises(grpc.RpcError) as e:
-        stub.ModelInfer(r, timeout=RPC_TIMEOUT)
-    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "input 'INPUT0' has no data" in e.value.details()
     # Typed contents of the wrong field for the datatype: no data of its own,
     # so the element count does not match the shape.
     r = infer_request("identity_fp32", [("INPUT0", "FP32", [1, 2], x)], raw=False)
