@@ -2,7 +2,8 @@
 serves HTTP and gRPC inference (plain, dynamically batched, stateful
 sequences, decoupled streams, clients that vanish or cancel mid-request),
 and metrics and statistics scrapes, while another thread unloads and
-reloads the models those requests use. Run by ctest in the ASan and the TSan build,
+reloads the models those requests use. gRPC traffic goes through Triton's
+own client, tritonclient.grpc. Run by ctest in the ASan and the TSan build,
 where it looks for races between a model's lifecycle and its requests.
 
 Every answer must be either right or a clean error about the model not
@@ -12,6 +13,7 @@ import contextlib
 import http.client
 import json
 import os
+import queue
 import random
 import shutil
 import socket
@@ -24,9 +26,8 @@ import urllib.request
 
 import numpy as np
 
-from test_grpc import (BACKENDS, EXAMPLES, Server, grpc, infer_request, output_array,
-                       write_identity_model,
-                       pbg, square_request)
+from test_grpc import (BACKENDS, EXAMPLES, InferenceServerException, Server, grpcclient, square_call,
+                       tc_inputs, write_identity_model)
 from test_nereid_cli import listening_ports
 
 CHURN_SECS = float(os.environ.get("NRD_CHURN_SECS", "12"))
@@ -142,57 +143,70 @@ def http_vanishing_client(port, stop, tally):
 
 
 def grpc_infer_worker(port, stop, tally):
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
-        stub = pbg.GRPCInferenceServiceStub(ch)
+    with grpcclient.InferenceServerClient(url=f"127.0.0.1:{port}") as c:
         while not stop.is_set():
             x = np.random.rand(1, 16).astype(np.float32)
-            req = infer_request("identity_fp32", [("INPUT0", "FP32", [1, 16], x)])
             try:
-                resp = stub.ModelInfer(req, timeout=30)
-            except grpc.RpcError as e:
-                if e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.NOT_FOUND,
-                                grpc.StatusCode.INVALID_ARGUMENT) and is_unavailable(e.details() or ""):
+                r = c.infer("identity_fp32", tc_inputs([("INPUT0", "FP32", [1, 16], x)]), client_timeout=30)
+            except InferenceServerException as e:
+                if e.status() in ("StatusCode.UNAVAILABLE", "StatusCode.NOT_FOUND",
+                                  "StatusCode.INVALID_ARGUMENT") and is_unavailable(e.message() or ""):
                     tally.gone("grpc identity_fp32")
                 else:
-                    tally.bad("grpc identity_fp32", f"{e.code()} {e.details()}")
+                    tally.bad("grpc identity_fp32", f"{e.status()} {e.message()}")
                 continue
-            if np.array_equal(output_array(resp, "OUTPUT0", np.float32), x):
+            if np.array_equal(r.as_numpy("OUTPUT0"), x):
                 tally.good("grpc identity_fp32")
             else:
                 tally.bad("grpc identity_fp32", "wrong output")
 
 
 def grpc_stream_worker(port, stop, tally):
-    """Streams of square requests; every fourth stream is cancelled after
+    """Streams of square requests (tritonclient's start_stream); every
+    fourth stream is cancelled (stop_stream(cancel_requests=True)) after
     its first response."""
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
-        stub = pbg.GRPCInferenceServiceStub(ch)
+    with grpcclient.InferenceServerClient(url=f"127.0.0.1:{port}") as c:
         k = 0
         while not stop.is_set():
             k += 1
             n = 1 + k % 40
-            reqs = [square_request(n, f"{k}.{i}") for i in range(3)]
-            call = stub.ModelStreamInfer(iter(reqs), timeout=30)
-            got = 0
+            cancel = k % 4 == 0
+            q = queue.Queue()
+            c.start_stream(callback=lambda result, error: q.put((result, error)), stream_timeout=30)
+            got, errors, answers = 0, 0, []
             try:
-                for r in call:
-                    if r.error_message:
-                        if is_unavailable(r.error_message):
-                            tally.gone("grpc square stream")
-                        else:
-                            tally.bad("grpc square stream", r.error_message)
-                        continue
-                    if output_array(r.infer_response, "OUT", np.int32)[0] != n:
-                        tally.bad("grpc square stream", "wrong output")
-                    got += 1
-                    if k % 4 == 0:
-                        call.cancel()
-                        break
-            except grpc.RpcError as e:
-                if e.code() != grpc.StatusCode.CANCELLED:
-                    tally.bad("grpc square stream", f"{e.code()} {e.details()}")
+                for i in range(3):
+                    c.async_stream_infer(**square_call(n, f"{k}.{i}"))
+                if cancel:
+                    # Until the first response (or every request failed).
+                    while got == 0 and errors < 3:
+                        result, error = q.get(timeout=30)
+                        answers.append((result, error))
+                        got += result is not None
+                        errors += error is not None
+                        if error is not None and error.status() is not None:
+                            break  # the stream itself ended
+            except (queue.Empty, InferenceServerException) as e:
+                tally.bad("grpc square stream", f"no answer in 30 s or a dead stream: {e}")
                 continue
-            if k % 4 != 0 and got not in (0, n, 2 * n, 3 * n):
+            finally:
+                c.stop_stream(cancel_requests=cancel)
+            while not q.empty():
+                answers.append(q.get())
+            got = 0
+            for result, error in answers:
+                if error is not None:
+                    if cancel and error.status() == "StatusCode.CANCELLED":
+                        continue
+                    if error.status() is None and is_unavailable(error.message()):
+                        tally.gone("grpc square stream")
+                    else:
+                        tally.bad("grpc square stream", f"{error.status()} {error.message()}")
+                    continue
+                if result.as_numpy("OUT")[0] != n:
+                    tally.bad("grpc square stream", "wrong output")
+                got += 1
+            if not cancel and got not in (0, n, 2 * n, 3 * n):
                 tally.bad("grpc square stream", f"{got} responses for 3 requests of n={n}")
             tally.good("grpc square stream")
 
@@ -221,11 +235,10 @@ def extra_repository():
 
 def grpc_sequence_worker(port, stop, tally):
     """SEQUENCES interleaved sequences of SEQUENCE_STEPS steps on acc_state,
-    one stream; each answer must be its sequence's running sum. A sequence
-    the churn broke (model gone, or back without the sequence) starts
-    again."""
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
-        stub = pbg.GRPCInferenceServiceStub(ch)
+    one client (its sequence_id, sequence_start and sequence_end); each
+    answer must be its sequence's running sum. A sequence the churn broke
+    (model gone, or back without the sequence) starts again."""
+    with grpcclient.InferenceServerClient(url=f"127.0.0.1:{port}") as c:
         ids = list(range(1, SEQUENCES + 1))
         step = {i: 0 for i in ids}
         total = {i: 0 for i in ids}
@@ -233,21 +246,19 @@ def grpc_sequence_worker(port, stop, tally):
         while not stop.is_set():
             i = rng.choice(ids)
             v = rng.randrange(1, 100)
-            params = {"sequence_id": 1000 * i + 7, "sequence_start": step[i] == 0,
-                      "sequence_end": step[i] == SEQUENCE_STEPS - 1}
-            req = infer_request("acc_state", [("INPUT", "INT32", [1, 1], np.array([[v]], dtype=np.int32))],
-                                params=params)
             try:
-                resp = stub.ModelInfer(req, timeout=30)
-            except grpc.RpcError as e:
-                if is_unavailable(e.details() or ""):
+                r = c.infer("acc_state", tc_inputs([("INPUT", "INT32", [1, 1], np.array([[v]], dtype=np.int32))]),
+                            sequence_id=1000 * i + 7, sequence_start=step[i] == 0,
+                            sequence_end=step[i] == SEQUENCE_STEPS - 1, client_timeout=30)
+            except InferenceServerException as e:
+                if is_unavailable(e.message() or ""):
                     tally.gone("grpc sequence")
                 else:
-                    tally.bad("grpc sequence", f"{e.code()} {e.details()}")
+                    tally.bad("grpc sequence", f"{e.status()} {e.message()}")
                 step[i], total[i] = 0, 0
                 continue
             total[i] += v
-            got = int(output_array(resp, "OUTPUT", np.int32).ravel()[0])
+            got = int(r.as_numpy("OUTPUT").ravel()[0])
             if got != total[i]:
                 tally.bad("grpc sequence", f"sequence {i} step {step[i]}: sum {got}, expected {total[i]}")
             else:

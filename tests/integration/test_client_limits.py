@@ -6,7 +6,8 @@ head that has not arrived in time, or a body that stalls, gets 408 and the
 connection closes; a client that stops reading its replies is dropped; a
 request with the core longer than the limit is not cut while its client
 waits. gRPC (--grpc-handshake-timeout-secs): a connection that never sends
-its HTTP/2 preface is closed; one that did may idle. Out of file
+its HTTP/2 preface is closed; one that did may idle (raw sockets: no
+client stalls on purpose), and tritonclient is served beside them. Out of file
 descriptors, neither front end spins: clients wait in the backlog and are
 served once descriptors are free."""
 import concurrent.futures
@@ -20,7 +21,7 @@ import socket
 import tempfile
 import time
 
-from test_grpc import (BACKENDS, EXAMPLES, LIVE_PATH, RawH2, Server, grpc, grpc_frame, pb, pbg,
+from test_grpc import (BACKENDS, EXAMPLES, LIVE_PATH, RawH2, Server, grpc_frame, grpcclient, pb,
                        write_identity_model)
 from test_nereid_cli import listening_ports
 
@@ -258,7 +259,9 @@ def test_grpc_handshake_timeout():
         silent = socket.create_connection(("127.0.0.1", port))
         partial = socket.create_connection(("127.0.0.1", port))
         partial.sendall(b"PRI * HTTP/2.0\r\n")  # half a preface
-        greeted = RawH2(port)  # preface and SETTINGS sent: may idle
+        # Raw: a connection stopped right after its preface and SETTINGS,
+        # which a gRPC client never leaves idle on purpose; it may idle.
+        greeted = RawH2(port)
         for s in (silent, partial):
             data, _ = read_until_closed(s, LIMIT + 8)
             took = time.monotonic() - t0
@@ -268,9 +271,8 @@ def test_grpc_handshake_timeout():
         greeted.request(1, LIVE_PATH, grpc_frame(pb.ServerLiveRequest().SerializeToString()))
         assert greeted.response(1)[0]["grpc-status"] == "0"
         greeted.close()
-        ch = grpc.insecure_channel(f"127.0.0.1:{port}")
-        assert pbg.GRPCInferenceServiceStub(ch).ServerLive(pb.ServerLiveRequest(), timeout=30).live
-        ch.close()
+        with grpcclient.InferenceServerClient(url=f"127.0.0.1:{port}") as client:
+            assert client.is_server_live(client_timeout=30)
         deadline = time.monotonic() + SETTLE
         while open_fds(srv) > fds and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -304,7 +306,6 @@ def test_out_of_descriptors_neither_front_end_spins():
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.2)
-        ch = grpc.insecure_channel(f"127.0.0.1:{srv.grpc_port}")
-        assert pbg.GRPCInferenceServiceStub(ch).ServerLive(pb.ServerLiveRequest(), timeout=30).live
-        ch.close()
+        with grpcclient.InferenceServerClient(url=f"127.0.0.1:{srv.grpc_port}") as client:
+            assert client.is_server_live(client_timeout=30)
         assert "cannot accept connections" in srv.text() and "ulimit -n" in srv.text(), srv.text()

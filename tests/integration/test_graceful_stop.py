@@ -7,7 +7,9 @@ idle keep-alive connections are closed at once, new connections are closed
 as soon as accepted. gRPC: GOAWAY; unary calls already open complete; a
 streaming call gets the responses of the requests it has in the core, an
 error response for each request it sends after the signal, and then ends
-with UNAVAILABLE "Server is stopping"."""
+with UNAVAILABLE "Server is stopping". gRPC calls go through Triton's own
+client, tritonclient.grpc, but for one test that reads the frames that end
+a stream."""
 import contextlib
 import http.client
 import json
@@ -21,8 +23,9 @@ import time
 
 import numpy as np
 
-from test_grpc import (BACKENDS, EXAMPLES, STREAM_PATH, RawH2, Server, final_flag, grpc, grpc_frame, infer_request,
-                       output_array, pbg, repeat_request, square_request, write_identity_model)
+from test_grpc import (BACKENDS, EXAMPLES, STREAM_PATH, InferenceServerException, RawH2, Server, grpc_frame,
+                       grpcclient, is_final, repeat_call, square_call, square_request, tc_inputs,
+                       write_identity_model)
 from test_nereid_cli import listening_ports
 
 SLOW_MS = 2000
@@ -171,63 +174,64 @@ def test_http_clients_that_never_stop_do_not_hold_the_server():
 
 def test_grpc_lets_open_calls_finish_and_ends_streams():
     with server() as (srv, _, port):
-        ch = grpc.insecure_channel(f"127.0.0.1:{port}")
-        stub = pbg.GRPCInferenceServiceStub(ch)
+        busy = grpcclient.InferenceServerClient(url=f"127.0.0.1:{port}")
+        idle = grpcclient.InferenceServerClient(url=f"127.0.0.1:{port}")
         x = np.array([[1.0, 2.0, 3.0]], dtype=np.float32)
-        unary = stub.ModelInfer.future(infer_request("slow", [("INPUT0", "FP32", [1, 3], x)]), timeout=30)
-        warm, signalled, gate = threading.Event(), threading.Event(), threading.Event()
 
-        def busy_requests():
-            """A quick request (its answer shows the stream is flowing), a
-            slow one, then, once the server drains, one more; then the
-            stream stays open until the gate opens."""
-            yield infer_request("identity_fp32", [("INPUT0", "FP32", [1, 3], x)], rid="warm")
-            warm.wait(30)
-            yield infer_request("slow", [("INPUT0", "FP32", [1, 3], x)], rid="early")
-            signalled.wait(30)
-            yield infer_request("slow", [("INPUT0", "FP32", [1, 3], x)], rid="late")
-            gate.wait(30)
+        def call(model, rid=""):
+            return dict(model_name=model, inputs=tc_inputs([("INPUT0", "FP32", [1, 3], x)]), request_id=rid)
 
-        def idle_requests():
-            gate.wait(30)
-            return
-            yield
-
-        busy_stream = stub.ModelStreamInfer(busy_requests(), timeout=30)
-        idle_stream = stub.ModelStreamInfer(idle_requests(), timeout=30)
-        assert next(busy_stream).infer_response.id == "warm"
-        warm.set()
-        # Both slow requests are with the core (each takes SLOW_MS, one per instance).
-        wait_log(srv, IN_EXECUTE, 2)
-        t0 = time.monotonic()
-        srv.proc.send_signal(signal.SIGTERM)
-        # The idle stream ends with UNAVAILABLE "Server is stopping": the
-        # connection is draining from here on.
+        unary = queue.Queue()
+        busy.async_infer(**call("slow"), callback=lambda result, error: unary.put((result, error)),
+                         client_timeout=30)
+        busy_q, idle_q = queue.Queue(), queue.Queue()
+        # Two streams the client keeps open (no stop_stream until the end):
+        # a busy one, with a quick request (its answer shows the stream is
+        # flowing), a slow one, and one more once the server drains; and an
+        # idle one that sends nothing.
+        busy.start_stream(callback=lambda result, error: busy_q.put((result, error)), stream_timeout=30)
+        idle.start_stream(callback=lambda result, error: idle_q.put((result, error)), stream_timeout=30)
         try:
-            for _ in idle_stream:
-                raise AssertionError("no request was sent")
-            raise AssertionError("the idle stream ended without a status")
-        except grpc.RpcError as e:
-            assert e.code() == grpc.StatusCode.UNAVAILABLE, e
-            assert "stopping" in (e.details() or "").lower(), e
-        signalled.set()
-        # The unary call completes normally.
-        assert np.array_equal(output_array(unary.result(timeout=30), "OUTPUT0", np.float32), x)
-        # The busy stream answers its early request, refuses the late one,
-        # then ends with UNAVAILABLE though its client keeps it open.
-        got = {}
-        try:
-            for r in busy_stream:
-                got[r.infer_response.id] = r
-            raise AssertionError("the busy stream ended without a status")
-        except grpc.RpcError as e:
-            assert e.code() == grpc.StatusCode.UNAVAILABLE, e
-        assert set(got) == {"early", "late"}, got
-        assert not got["early"].error_message
-        assert np.array_equal(output_array(got["early"].infer_response, "OUTPUT0", np.float32), x)
-        assert got["late"].error_message == "Server is stopping", got["late"]
-        gate.set()
-        ch.close()
+            busy.async_stream_infer(**call("identity_fp32", "warm"))
+            result, error = busy_q.get(timeout=30)
+            assert error is None and result.get_response().id == "warm", error
+            busy.async_stream_infer(**call("slow", "early"))
+            # Both slow requests are with the core (each takes SLOW_MS, one per instance).
+            wait_log(srv, IN_EXECUTE, 2)
+            t0 = time.monotonic()
+            srv.proc.send_signal(signal.SIGTERM)
+            # The idle stream ends with UNAVAILABLE "Server is stopping": the
+            # server is draining from here on.
+            result, error = idle_q.get(timeout=30)
+            assert result is None, "no request was sent"
+            assert error.status() == "StatusCode.UNAVAILABLE", error
+            assert "stopping" in (error.message() or "").lower(), error
+            busy.async_stream_infer(**call("slow", "late"))
+            # The unary call completes normally.
+            result, error = unary.get(timeout=30)
+            assert error is None, error
+            assert np.array_equal(result.as_numpy("OUTPUT0"), x)
+            # The busy stream answers its early request, refuses the late one
+            # (an error response: tritonclient passes on no id with it), then
+            # ends with UNAVAILABLE though its client keeps it open.
+            got, refused = {}, []
+            while True:
+                result, error = busy_q.get(timeout=30)
+                if result is not None:
+                    got[result.get_response().id] = result
+                elif error.status() is None:
+                    refused.append(error.message())
+                else:
+                    assert error.status() == "StatusCode.UNAVAILABLE", error
+                    break
+            assert set(got) == {"early"}, got
+            assert np.array_equal(got["early"].as_numpy("OUTPUT0"), x)
+            assert refused == ["Server is stopping"], refused
+        finally:
+            busy.stop_stream()
+            idle.stop_stream()
+            busy.close()
+            idle.close()
         assert_exits_soon(srv, t0)
 
 
@@ -238,7 +242,8 @@ def test_a_stream_its_client_keeps_open_is_reset_after_its_trailers():
     servers end such a stream. Without the reset the stream was still open
     at the client when the connection closed, and grpc-core cancelled it
     there ("Socket closed"), dropping responses not read yet: issue 34's
-    flake, a repeat_int32 request that lost its final response."""
+    flake, a repeat_int32 request that lost its final response. Raw
+    HTTP/2: the test reads the frames themselves, which grpcio hides."""
     with server() as (srv, _, port):
         h = RawH2(port)
         try:
@@ -301,10 +306,11 @@ def test_both_front_ends_drain_at_once():
     is already refusing new connections (both drain from the signal on,
     within one exit timeout)."""
     with server() as (srv, http_port, grpc_port):
-        ch = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
-        stub = pbg.GRPCInferenceServiceStub(ch)
+        client = grpcclient.InferenceServerClient(url=f"127.0.0.1:{grpc_port}")
         x = np.array([[4.0]], dtype=np.float32)
-        unary = stub.ModelInfer.future(infer_request("slow", [("INPUT0", "FP32", [1, 1], x)]), timeout=TIMEOUT)
+        unary = queue.Queue()
+        client.async_infer("slow", tc_inputs([("INPUT0", "FP32", [1, 1], x)]),
+                           callback=lambda result, error: unary.put((result, error)), client_timeout=TIMEOUT)
         wait_log(srv, IN_EXECUTE)  # the slow call is with the core (it takes SLOW_MS)
         t0 = time.monotonic()
         srv.proc.send_signal(signal.SIGTERM)
@@ -312,7 +318,7 @@ def test_both_front_ends_drain_at_once():
         # keeps the gRPC side draining: polled, as the signal takes a moment
         # to reach the drain on a loaded machine.
         while True:
-            assert not unary.done(), "HTTP served new connections until the gRPC side was done"
+            assert unary.empty(), "HTTP served new connections until the gRPC side was done"
             with socket.create_connection(("127.0.0.1", http_port), timeout=TIMEOUT) as s:
                 try:
                     s.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -323,8 +329,10 @@ def test_both_front_ends_drain_at_once():
                 break
             time.sleep(0.05)
         assert srv.proc.poll() is None  # still draining the slow call
-        assert np.array_equal(output_array(unary.result(timeout=30), "OUTPUT0", np.float32), x)
-        ch.close()
+        result, error = unary.get(timeout=30)
+        assert error is None, error
+        assert np.array_equal(result.as_numpy("OUTPUT0"), x)
+        client.close()
         assert_exits_soon(srv, t0)
 
 
@@ -377,56 +385,61 @@ def test_http_reply_still_being_written_at_the_signal_closes_after_it():
 
 
 class _Stream:
-    """One ModelStreamInfer call on its own channel, one request at a time
-    (the next is sent when the previous one's final response or error
-    came), as tritonclient's async_stream_infer is used: repeat_int32 with
-    IN = [0, 1, 2, 3] and DELAY = 150 ms each, or square_int32 with IN = 5,
-    both asking for the empty final response. Records when each request
-    went to grpcio, every response, and how the call ended."""
+    """One tritonclient stream (start_stream) on its own client, one request
+    at a time (the next is sent from the callback when the previous one's
+    final response or error came): repeat_int32 with IN = [0, 1, 2, 3] and
+    DELAY = 150 ms each, or square_int32 with IN = 5, both asking for the
+    empty final response. Records when each request was handed to the
+    client, every response, and how the call ended."""
 
     def __init__(self, port, kind, n):
         self.kind, self.name = kind, f"{kind}{n}"
-        self.q = queue.Queue()
-        self.sent = {}  # id -> monotonic time grpcio took it
-        self.got = {}   # id -> [responses]
+        self.sent = {}  # id -> monotonic time the client took it
+        self.got = {}   # id -> [InferResult, or ("error", message)]
         self.status = None
-        self.details = None  # the status message, or the transport's error (tells the two apart)
+        self.details = None  # the status message and the transport's error (tells the two apart)
         self.halt = threading.Event()  # send nothing more
-        self.ch = grpc.insecure_channel(f"127.0.0.1:{port}")
+        self.ended = threading.Event()  # the call ended with a status
         self.seq = 0
-        self.t = threading.Thread(target=self.run, daemon=True)
-        self.t.start()
+        self.current = None
+        self.client = grpcclient.InferenceServerClient(url=f"127.0.0.1:{port}")
+        self.client.start_stream(callback=self.on_response, stream_timeout=60)
+        self.send()
 
-    def request(self):
+    def send(self):
         rid = f"{self.name}-{self.seq}"
         self.seq += 1
         if self.kind == "repeat":
-            return repeat_request([0, 1, 2, 3], [150] * 4, 0, rid)
-        return square_request(5, rid, empty_final=True)
+            call = repeat_call([0, 1, 2, 3], [150] * 4, 0, rid)
+        else:
+            call = square_call(5, rid, empty_final=True)
+        self.current = rid
+        self.sent[rid] = time.monotonic()
+        self.client.async_stream_infer(**call)
 
-    def requests(self):
-        while True:
-            r = self.q.get()
-            if r is None:
-                return
-            self.sent[r.id] = time.monotonic()
-            yield r
+    def on_response(self, result, error):
+        if error is not None and error.status() is not None:  # the call's status
+            self.status, self.details = error.status(), (error.message(), error.debug_details())
+            self.ended.set()
+            return
+        if error is not None:
+            # No id comes with an error: with one request at a time, it is
+            # the current request's.
+            self.got.setdefault(self.current, []).append(("error", error.message()))
+            done = True
+        else:
+            self.got.setdefault(result.get_response().id, []).append(result)
+            done = is_final(result)
+        if done and not self.halt.is_set():
+            with contextlib.suppress(InferenceServerException):  # the stream ended meanwhile
+                self.send()
 
-    def run(self):
-        self.q.put(self.request())
-        try:
-            for g in pbg.GRPCInferenceServiceStub(self.ch).ModelStreamInfer(self.requests(), timeout=60):
-                self.got.setdefault(g.infer_response.id, []).append(g)
-                if (g.error_message or final_flag(g)) and not self.halt.is_set():
-                    self.q.put(self.request())
-            self.status = grpc.StatusCode.OK
-        except grpc.RpcError as e:
-            self.status = e.code()
-            self.details = (e.details(), e.debug_error_string())
-        self.q.put(None)
+    def close(self):
+        self.client.stop_stream(cancel_requests=True)
+        self.client.close()
 
     def check(self, t_signal):
-        """Every request given to grpcio before t_signal has all of its
+        """Every request given to the client before t_signal has all of its
         responses, right, and its final flag, or an explicit error (only
         for one the server had not started: none of its responses came
         before the signal). Returns the number checked."""
@@ -435,16 +448,16 @@ class _Stream:
             if t >= t_signal:
                 continue
             got = self.got.get(rid, [])
-            errors = [g.error_message for g in got if g.error_message]
+            errors = [g[1] for g in got if isinstance(g, tuple)]
             if errors:
                 assert errors == ["Server is stopping"] and len(got) == 1, (self.name, rid, got)
                 continue
-            assert got and final_flag(got[-1]), (f"{self.name}: {rid} sent before the signal: {len(got)} responses; "
-                                                 f"the call ended {self.status} {self.details}")
+            assert got and is_final(got[-1]), (f"{self.name}: {rid} sent before the signal: {len(got)} responses; "
+                                               f"the call ended {self.status} {self.details}")
             data = got[:-1]
-            assert len(data) == want and len(got[-1].infer_response.outputs) == 0, (self.name, rid, len(got),
+            assert len(data) == want and len(got[-1].get_response().outputs) == 0, (self.name, rid, len(got),
                                                                                     self.details)
-            outs = [output_array(g.infer_response, "OUT", np.int32).tolist() for g in data]
+            outs = [g.as_numpy("OUT").tolist() for g in data]
             assert outs == ([[0], [1], [2], [3]] if self.kind == "repeat" else [[5]] * 5), (self.name, rid, outs)
         return sum(1 for t in self.sent.values() if t < t_signal)
 
@@ -521,8 +534,7 @@ def test_requests_in_flight_under_mixed_load_are_all_answered():
             srv.proc.send_signal(signal.SIGCONT)
             deadline = time.monotonic() + 20
             for st in streams:
-                st.t.join(max(0.1, deadline - time.monotonic()))
-                assert not st.t.is_alive(), f"{st.name}: the stream did not end"
+                assert st.ended.wait(max(0.1, deadline - time.monotonic())), f"{st.name}: the stream did not end"
             stop.set()
             for st in streams:
                 st.halt.set()
@@ -531,14 +543,13 @@ def test_requests_in_flight_under_mixed_load_are_all_answered():
             stop.set()
             for st in streams:
                 st.halt.set()
-                st.q.put(None)
         for t in clients:
             t.join(10)
         checked = 0
         for st in streams:
             checked += st.check(t0)
-            assert st.status == grpc.StatusCode.UNAVAILABLE, (st.name, st.status)
-            st.ch.close()
+            assert st.status == "StatusCode.UNAVAILABLE", (st.name, st.status)
+            st.close()
         assert checked >= 6
         lost = [b for b in http_bad if b[0] < t0]
         assert not lost, lost
@@ -557,12 +568,19 @@ def test_a_backend_holding_requests_past_the_exit_timeout_does_not_hold_the_exit
                   "--log-verbose=1", "--grpc-port=0", "--grpc-address=127.0.0.1", "--exit-timeout-secs=1"])
     try:
         srv.wait_ready()
-        ch = grpc.insecure_channel(f"127.0.0.1:{ports_of(srv)['grpc']}")
-        stub = pbg.GRPCInferenceServiceStub(ch)
+        client = grpcclient.InferenceServerClient(url=f"127.0.0.1:{ports_of(srv)['grpc']}")
         x = np.array([[1.0]], dtype=np.float32)
-        call = stub.ModelInfer.future(infer_request("stuck", [("INPUT0", "FP32", [1, 1], x)]), timeout=30)
+        answered = threading.Event()
+        client.async_infer("stuck", tc_inputs([("INPUT0", "FP32", [1, 1], x)]),
+                           callback=lambda result, error: answered.set(), client_timeout=30)
         wait_log(srv, IN_EXECUTE)  # in Execute now
-        unload = stub.RepositoryModelUnload.future(pb_unload("stuck"), timeout=30)
+
+        def unload_stuck():
+            with contextlib.suppress(InferenceServerException):
+                client.unload_model("stuck", client_timeout=30)
+
+        unload = threading.Thread(target=unload_stuck, daemon=True)
+        unload.start()
         time.sleep(0.3)  # the unload waits for the request
         t0 = time.monotonic()
         srv.proc.send_signal(signal.SIGTERM)
@@ -570,10 +588,9 @@ def test_a_backend_holding_requests_past_the_exit_timeout_does_not_hold_the_exit
             time.sleep(0.05)
         assert srv.proc.poll() == 0, srv.text()
         assert time.monotonic() - t0 < 12, "the exit waited for the backend"
-        for f in (call, unload):
-            with contextlib.suppress(grpc.RpcError):
-                f.result(timeout=5)
-        ch.close()
+        answered.wait(5)
+        unload.join(5)
+        client.close()
         text = srv.text()
         assert "Sanitizer" not in text and "runtime error" not in text, text
     finally:
@@ -581,9 +598,3 @@ def test_a_backend_holding_requests_past_the_exit_timeout_does_not_hold_the_exit
             srv.proc.kill()
             srv.proc.wait()
         shutil.rmtree(d, ignore_errors=True)
-
-
-def pb_unload(name):
-    from test_grpc import pb
-
-    return pb.RepositoryModelUnloadRequest(model_name=name)

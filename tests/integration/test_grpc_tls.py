@@ -1,10 +1,13 @@
 """gRPC over TLS (--grpc-use-ssl, --grpc-use-ssl-mutual, --grpc-server-cert,
---grpc-server-key, --grpc-root-cert), with python3-grpcio's secure channels
-as tritonclient.grpc uses them (ssl=True): unary, large and streamed calls;
+--grpc-server-key, --grpc-root-cert), with tritonclient.grpc's own TLS
+(ssl=True, root_certificates, private_key, certificate_chain): unary,
+large and streamed calls;
 clients that do not speak TLS, do not offer h2, do not trust the server,
 or (mutual TLS) bring no certificate or one from another CA are refused
 while the server goes on serving; a stalled handshake is closed; bad flags
-and files stop the server with a message that names them.
+and files stop the server with a message that names them. Raw TLS
+sockets remain for what no gRPC client sends: junk, a stalled or partial
+handshake, HTTP/1.1-only ALPN, a client that stops reading.
 
 Certificates are made for each run with the openssl tool (scripts/setup.sh
 installs it). Run by ctest (see tests/CMakeLists.txt).
@@ -12,6 +15,7 @@ installs it). Run by ctest (see tests/CMakeLists.txt).
 import concurrent.futures
 import contextlib
 import os
+import queue
 import shutil
 import socket
 import ssl
@@ -23,8 +27,8 @@ import numpy as np
 import pytest
 
 from test_nereid_cli import SANITIZER_WORDS, assert_stopped_clean
-from test_grpc import (BACKENDS, EXAMPLES, RawH2, Server, fill_socket_then_read, grpc,
-                       infer_request, output_array, pb, pbg, square_request)
+from test_grpc import (BACKENDS, EXAMPLES, InferenceServerException, RawH2, Server, fill_socket_then_read,
+                       grpcclient, ok_results, square_call, stream_all, tc_inputs)
 
 BIG = 64 << 20  # channel message limit for the large call
 
@@ -90,54 +94,60 @@ def server(certs, *extra, mutual=False):
             srv.proc.wait()
 
 
-def secure_stub(port, root, key=None, chain=None):
-    creds = grpc.ssl_channel_credentials(root_certificates=root, private_key=key, certificate_chain=chain)
-    # A connection of its own for each channel (grpc shares them by default).
-    ch = grpc.secure_channel(f"localhost:{port}", creds, options=[("grpc.max_receive_message_length", BIG),
-                                                                  ("grpc.max_send_message_length", BIG),
-                                                                  ("grpc.use_local_subchannel_pool", 1)])
-    return ch, pbg.GRPCInferenceServiceStub(ch)
+def secure_client(port, certs, root="ca.crt", key=None, chain=None):
+    """A tritonclient over TLS, trusting the CA in the file root, with the
+    client key and certificate files key and chain (mutual TLS)."""
+    # A connection of its own for each client (grpc shares them by default).
+    args = [("grpc.max_receive_message_length", BIG), ("grpc.max_send_message_length", BIG),
+            ("grpc.use_local_subchannel_pool", 1)]
+    return grpcclient.InferenceServerClient(url=f"localhost:{port}", ssl=True, root_certificates=certs(root),
+                                            private_key=key and certs(key), certificate_chain=chain and certs(chain),
+                                            channel_args=args)
 
 
-def assert_refused(stub):
-    with pytest.raises(grpc.RpcError) as e:
-        stub.ServerLive(pb.ServerLiveRequest(), timeout=10)
-    assert e.value.code() == grpc.StatusCode.UNAVAILABLE, e.value
+def assert_refused(client):
+    with pytest.raises(InferenceServerException) as e:
+        client.is_server_live(client_timeout=10)
+    assert e.value.status() == "StatusCode.UNAVAILABLE", e.value
 
 
-def identity(stub, values):
-    req = infer_request("identity_fp32", [("INPUT0", "FP32", [1, len(values)], values)])
-    return output_array(stub.ModelInfer(req, timeout=60), "OUTPUT0", np.float32)
+def identity(client, values):
+    r = client.infer("identity_fp32", tc_inputs([("INPUT0", "FP32", [1, len(values)], values)]), client_timeout=60)
+    return r.as_numpy("OUTPUT0")
 
 
 def test_tls_serves_unary_large_concurrent_and_streamed_calls(certs):
     with server(certs) as srv:
         assert "(2 threads, TLS)" in srv.text()
-        ch, stub = secure_stub(srv.port, certs.read("ca.crt"))
-        assert stub.ServerLive(pb.ServerLiveRequest(), timeout=10).live
+        client = secure_client(srv.port, certs)
+        assert client.is_server_live(client_timeout=10)
         small = np.arange(16, dtype=np.float32)
-        assert np.array_equal(identity(stub, small)[0], small)
+        assert np.array_equal(identity(client, small)[0], small)
         # 16 MB each way: many TLS records, short writes and reads.
         big = np.random.default_rng(7).random(4 << 20, dtype=np.float32)
-        assert np.array_equal(identity(stub, big)[0], big)
+        assert np.array_equal(identity(client, big)[0], big)
         # Many calls in flight on one connection.
-        reqs = [infer_request("identity_fp32", [("INPUT0", "FP32", [1, 16], small + i)]) for i in range(64)]
-        futures = [stub.ModelInfer.future(r, timeout=60) for r in reqs]
-        for i, f in enumerate(futures):
-            assert np.array_equal(output_array(f.result(), "OUTPUT0", np.float32)[0], small + i)
+        done = queue.Queue()
+        for i in range(64):
+            client.async_infer("identity_fp32", tc_inputs([("INPUT0", "FP32", [1, 16], small + i)]),
+                               request_id=str(i), callback=lambda result, error: done.put((result, error)),
+                               client_timeout=60)
+        for _ in range(64):
+            result, error = done.get(timeout=60)
+            assert error is None, error
+            i = int(result.get_response().id)
+            assert np.array_equal(result.as_numpy("OUTPUT0")[0], small + i)
         # A decoupled model's responses, streamed.
-        got = list(stub.ModelStreamInfer(iter([square_request(300, "sq")]), timeout=60))
+        got = ok_results(stream_all(client, [square_call(300, "sq")], stream_timeout=60))
         assert len(got) == 300
-        assert all(not r.error_message for r in got), got[0]
-        assert all(output_array(r.infer_response, "OUT", np.int32)[0] == 300 for r in got)
-        ch.close()
+        assert all(r.as_numpy("OUT")[0] == 300 for r in got)
+        client.close()
 
 
 def test_tls_port_refuses_what_is_not_tls_and_goes_on(certs):
     with server(certs) as srv:
-        ch = grpc.insecure_channel(f"127.0.0.1:{srv.port}")
-        assert_refused(pbg.GRPCInferenceServiceStub(ch))
-        ch.close()
+        with grpcclient.InferenceServerClient(url=f"127.0.0.1:{srv.port}") as client:
+            assert_refused(client)
         # Cleartext HTTP/2 prior knowledge, as to a server without TLS.
         with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as s:
             s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes(9))
@@ -159,13 +169,11 @@ def test_tls_port_refuses_what_is_not_tls_and_goes_on(certs):
                 assert t.selected_alpn_protocol() == "h2"
                 assert t.version() in ("TLSv1.2", "TLSv1.3")
         # A client that does not trust the server's CA.
-        ch, stub = secure_stub(srv.port, certs.read("other_ca.crt"))
-        assert_refused(stub)
-        ch.close()
+        with secure_client(srv.port, certs, root="other_ca.crt") as client:
+            assert_refused(client)
         # Still serving.
-        ch, stub = secure_stub(srv.port, certs.read("ca.crt"))
-        assert stub.ServerLive(pb.ServerLiveRequest(), timeout=10).live
-        ch.close()
+        with secure_client(srv.port, certs) as client:
+            assert client.is_server_live(client_timeout=10)
         assert "TLS handshake failed" in srv.text()
 
 
@@ -177,24 +185,20 @@ def test_full_tls_socket_resumes_when_the_client_reads(certs):
         ctx.set_alpn_protocols(["h2"])
         raw = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
         h = RawH2(srv.port, sock=ctx.wrap_socket(raw, server_hostname="localhost"))
-        ch, stub = secure_stub(srv.port, certs.read("ca.crt"))
-        fill_socket_then_read(h, stub)
-        ch.close()
+        with secure_client(srv.port, certs) as client:
+            fill_socket_then_read(h, client)
 
 
 def test_mutual_tls_needs_a_client_certificate_from_the_root(certs):
     with server(certs, mutual=True) as srv:
         assert "(2 threads, TLS with client certificates)" in srv.text()
-        ca = certs.read("ca.crt")
-        for key, chain in ((None, None), (certs.read("stranger.key"), certs.read("stranger.crt"))):
-            ch, stub = secure_stub(srv.port, ca, key, chain)
-            assert_refused(stub)
-            ch.close()
-        ch, stub = secure_stub(srv.port, ca, certs.read("client.key"), certs.read("client.crt"))
-        assert stub.ServerLive(pb.ServerLiveRequest(), timeout=10).live
-        small = np.arange(16, dtype=np.float32)
-        assert np.array_equal(identity(stub, small)[0], small)
-        ch.close()
+        for key, chain in ((None, None), ("stranger.key", "stranger.crt")):
+            with secure_client(srv.port, certs, key=key, chain=chain) as client:
+                assert_refused(client)
+        with secure_client(srv.port, certs, key="client.key", chain="client.crt") as client:
+            assert client.is_server_live(client_timeout=10)
+            small = np.arange(16, dtype=np.float32)
+            assert np.array_equal(identity(client, small)[0], small)
 
 
 def test_stalled_tls_handshake_is_closed(certs):
@@ -210,9 +214,8 @@ def test_stalled_tls_handshake_is_closed(certs):
                 pass
             assert time.monotonic() - t0 < limit + 6
             s.close()
-        ch, stub = secure_stub(srv.port, certs.read("ca.crt"))
-        assert stub.ServerLive(pb.ServerLiveRequest(), timeout=10).live
-        ch.close()
+        with secure_client(srv.port, certs) as client:
+            assert client.is_server_live(client_timeout=10)
 
 
 def run_nereid(*flags):
@@ -258,9 +261,8 @@ def test_tls_flags_and_files_are_checked(certs):
                   "--grpc-use-ssl=false", "--grpc-server-cert=/nonexistent", root])
     try:
         srv.wait_ready()
-        ch = grpc.insecure_channel(f"127.0.0.1:{srv.ports()['grpc']}")
-        assert pbg.GRPCInferenceServiceStub(ch).ServerLive(pb.ServerLiveRequest(), timeout=10).live
-        ch.close()
+        with grpcclient.InferenceServerClient(url=f"127.0.0.1:{srv.ports()['grpc']}") as client:
+            assert client.is_server_live(client_timeout=10)
         assert srv.stop() == 0, srv.text()
     finally:
         if srv.proc.poll() is None:
@@ -270,15 +272,10 @@ def test_tls_flags_and_files_are_checked(certs):
 
 def test_many_tls_clients_at_once(certs):
     with server(certs) as srv:
-        ca = certs.read("ca.crt")
-
         def one(i):
-            ch, stub = secure_stub(srv.port, ca)
-            try:
+            with secure_client(srv.port, certs) as client:
                 v = np.full(16, i, dtype=np.float32)
-                return np.array_equal(identity(stub, v)[0], v)
-            finally:
-                ch.close()
+                return np.array_equal(identity(client, v)[0], v)
 
         with concurrent.futures.ThreadPoolExecutor(8) as ex:
             assert all(ex.map(one, range(32)))
@@ -305,6 +302,5 @@ def test_junk_before_and_after_the_handshake_closes_only_that_connection(certs):
                     s.sendall(junk)
                     while s.recv(4096):
                         pass
-        ch, stub = secure_stub(srv.port, certs.read("ca.crt"))
-        assert stub.ServerLive(pb.ServerLiveRequest(), timeout=10).live
-        ch.close()
+        with secure_client(srv.port, certs) as client:
+            assert client.is_server_live(client_timeout=10)
