@@ -571,12 +571,10 @@ def test_load_unload(client):
     assert e.status() != "StatusCode.OK"
 
 
-@pytest.mark.xfail(strict=True, reason="server bug: a failed load of a model that no repository has is "
-                   "listed in the index as UNAVAILABLE and turns ServerReady false; Triton's core never "
-                   "adds such a model (PollModels only marks it not polled), so the server stays ready")
 def test_failed_load_of_an_unknown_model_leaves_the_server_ready(client):
     e = tc_error(client.load_model, "no_such_model_at_all")
-    assert "failed to poll from model repository" in e.message()
+    # INTERNAL, as Triton's repository manager answers it.
+    assert e.status() == "StatusCode.INTERNAL" and "failed to poll from model repository" in e.message()
     names = [m.name for m in client.get_model_repository_index(client_timeout=RPC_TIMEOUT).models]
     assert "no_such_model_at_all" not in names
     assert client.is_server_ready(client_timeout=RPC_TIMEOUT)
@@ -597,8 +595,10 @@ def test_load_with_config_and_file_overrides(client):
         x = np.arange(3, dtype=np.float32).reshape(1, 3)
         r = client.infer("grpc_made_up", tc_inputs([("INPUT0", "FP32", [1, 3], x)]), client_timeout=RPC_TIMEOUT)
         np.testing.assert_array_equal(r.as_numpy("OUTPUT0"), x)
+        # Without its files the model is in no repository: Triton looks for
+        # it before it reads the override, and answers INTERNAL.
         e = tc_error(client.load_model, "grpc_made_up", config="{not json")
-        assert e.status() == "StatusCode.INVALID_ARGUMENT"
+        assert e.status() == "StatusCode.INTERNAL" and "failed to poll from model repository" in e.message()
     finally:
         client.unload_model("grpc_made_up", client_timeout=RPC_TIMEOUT)
 
