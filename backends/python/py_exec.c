@@ -754,6 +754,13 @@ void nrd_py_execute(nrd_py_instance *st, TRITONBACKEND_Request **requests, uint3
   const json_t *responses = err == NULL ? json_object_get(reply, "responses") : NULL;
   const json_t *release = err == NULL ? json_object_get(reply, "release") : NULL;
   uint64_t end = nrd_bu_now_ns();
+  /* The batch's statistics, as Triton's Python backend reports them: each
+   * request adds its batch size (its first input's first dimension when
+   * the model batches, else 1). Read before the requests are released. */
+  int64_t mbs = 0;
+  nrd_bu_error_log_and_delete(nrd_bu_config_max_batch_size(st->model->config, &mbs), "python: max_batch_size");
+  uint64_t total_batch = 0;
+  for (uint32_t i = 0; i < count; i++) total_batch += mbs > 0 ? nrd_bu_request_batch_size(requests[i], NULL) : 1;
   for (uint32_t i = 0; i < count; i++) {
     TRITONSERVER_Error *rerr = NULL;
     if (json_integer_value(json_array_get(release, i)) == TRITONSERVER_REQUEST_RELEASE_RESCHEDULE &&
@@ -806,6 +813,10 @@ void nrd_py_execute(nrd_py_instance *st, TRITONBACKEND_Request **requests, uint3
     }
     nrd_bu_request_release(requests[i]);
   }
+  if (count > 0)
+    nrd_bu_error_log_and_delete(
+        TRITONBACKEND_ModelInstanceReportBatchStatistics(st->instance, total_batch, start, start, end, nrd_bu_now_ns()),
+        "python: reporting batch statistics");
   if (err != NULL) TRITONSERVER_ErrorDelete(err);
   free(b.factories);
   free(b.finished);

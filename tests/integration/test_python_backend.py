@@ -540,6 +540,23 @@ dynamic_batching { max_queue_delay_microseconds: 200000 }
                                                         protocol=PROTOCOLS[i % 2]) for i in range(4)]]
         sizes = [outputs_of(r)["OUTPUT0"][0] for r in replies]
         assert max(sizes) > 1, sizes
+        # Batch statistics as Triton's Python backend reports them: every
+        # request counts its batch size, every execute() one execution.
+        with client(s) as c:
+            st = c.get_inference_statistics("batched")["model_stats"][0]
+        assert int(st["inference_count"]) == 4 and 1 <= int(st["execution_count"]) < 4, st
+        by_size = {int(b["batch_size"]): int(b["compute_infer"]["count"]) for b in st["batch_stats"]}
+        assert sum(size * n for size, n in by_size.items()) == 4 and max(by_size) > 1, st
+
+
+def test_unbatched_model_reports_one_execution_per_request():
+    with serve({"add_sub": (ADD_SUB, add_sub_config("FP32"))}) as s:
+        for i in range(3):
+            infer(s, "add_sub", [fp32("INPUT0", [i] * 4), fp32("INPUT1", [1] * 4)], protocol=PROTOCOLS[i % 2])
+        with client(s) as c:
+            st = c.get_inference_statistics("add_sub")["model_stats"][0]
+        assert int(st["inference_count"]) == 3 and int(st["execution_count"]) == 3, st
+        assert [(int(b["batch_size"]), int(b["compute_infer"]["count"])) for b in st["batch_stats"]] == [(1, 3)], st
 
 
 def test_ensemble_with_python_step():
