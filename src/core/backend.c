@@ -101,11 +101,12 @@ static TRITONSERVER_Error *find_library(const char *backend_name, const char *ru
   }
   if (!found && !(runtime && *runtime)) found = python_based(backend_name, backend_dir, folder);
   if (!found)
-    err =
-        nrd_error_new(TRITONSERVER_ERROR_NOT_FOUND,
-                      "unable to find backend library '%s' for backend '%s' (looked in '%s', '%s', '%s'); "
-                      "set 'runtime' in the model configuration or --backend-directory",
-                      libname, backend_name, cand[0] ? cand[0] : "-", cand[1] ? cand[1] : "-", cand[2] ? cand[2] : "-");
+    /* Triton's sentence and code (backend_model.cc), then where we looked. */
+    err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                        "unable to find backend library for backend '%s', try specifying runtime on the model "
+                        "configuration. (looked for '%s' in '%s', '%s', '%s')",
+                        backend_name, libname, cand[0] ? cand[0] : "-", cand[1] ? cand[1] : "-",
+                        cand[2] ? cand[2] : "-");
   for (int i = 0; i < 3; i++) free(cand[i]);
   *out = found;
   return err;

@@ -134,6 +134,21 @@ Test(repo, runtime_must_be_a_file_name) {
   H_OK(TRITONSERVER_ServerDelete(s));
 }
 
+/* A backend no folder has: Triton's sentence and code first, then where
+ * we looked. */
+Test(repo, unknown_backend_fails_with_tritons_sentence) {
+  model("m", "no_such_backend", NULL, "1");
+  TRITONSERVER_Server *s = h_server_new(h_options(g_repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "m");
+  cr_assert_not_null(e);
+  const char *want = "unable to find backend library for backend 'no_such_backend', try specifying runtime on the "
+                     "model configuration.";
+  cr_assert(strstr(TRITONSERVER_ErrorMessage(e), want), "%s", TRITONSERVER_ErrorMessage(e));
+  cr_assert(strstr(TRITONSERVER_ErrorMessage(e), "libtriton_no_such_backend.so"), "%s", TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
+
 /* ------------------------------------------------------ version policy */
 
 Test(repo, default_policy_loads_latest_version) {
