@@ -119,7 +119,7 @@ def doubler():
                  [tensor("X", f, ["batch"])], [tensor("Y", f, ["batch"])])
 
 
-def stateful_accumulate(elem, name):
+def stateful_accumulate(elem, name, seq=4):
     zero = helper.make_tensor("zero", elem, [1, 5], [0] * 5)
     axes = helper.make_tensor("axes", TensorProto.INT64, [1], [0])
     return model(name,
@@ -129,10 +129,10 @@ def stateful_accumulate(elem, name):
                   helper.make_node("Where", ["ResetSequence", "Zero", "Accumulate_In"], ["Previous"]),
                   helper.make_node("Add", ["Previous", "Segment"], ["Accumulate_Out"]),
                   helper.make_node("Add", ["Input", "Accumulate_Out"], ["Output"])],
-                 [tensor("Input", elem, [4, "batch", 5]),
+                 [tensor("Input", elem, [seq, "batch", 5]),
                   tensor("ResetSequence", TensorProto.BOOL, ["batch", 1]),
                   tensor("Accumulate_In", elem, ["batch", 5])],
-                 [tensor("Output", elem, [4, "batch", 5]),
+                 [tensor("Output", elem, [seq, "batch", 5]),
                   tensor("Accumulate_Out", elem, ["batch", 5])])
 
 
@@ -142,6 +142,12 @@ def stateful_accumulate_fp32():
 
 def stateful_accumulate_int32():
     return stateful_accumulate(TensorProto.INT32, "stateful_accumulate_int32")
+
+
+def stateful_accumulate_symbolic_seq():
+    """The Stateful Backend's published layout: [seq, batch, N] with the
+    sequence dimension symbolic too (the configuration fixes it)."""
+    return stateful_accumulate(TensorProto.FLOAT, "stateful_accumulate_symbolic_seq", seq="seq")
 
 
 def stateful_mixed():
@@ -169,7 +175,8 @@ def stateful_mixed():
 
 
 MODELS = {f.__name__: f for f in (add_sub, fixed_add_sub, strings, identities, accumulate, scalar, doubler,
-                                  stateful_accumulate_fp32, stateful_accumulate_int32, stateful_mixed)}
+                                  stateful_accumulate_fp32, stateful_accumulate_int32,
+                                  stateful_accumulate_symbolic_seq, stateful_mixed)}
 
 
 def write(directory, name):

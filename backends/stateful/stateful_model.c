@@ -355,7 +355,27 @@ static TRITONSERVER_Error *check_config_tensor(const sf_model *m, const char *se
                              "batch dimension",
                              m->name, section, name, dynamic);
   }
-  TRITONSERVER_Error *err = describe(m, section, t, io);
+  /* Every dimension but the batch one comes from the configuration, as the
+   * Stateful Backend takes them: a symbolic ONNX dimension the
+   * configuration fixes is fixed; a fixed one must agree. The batch
+   * dimension (-1 in the configuration) must be symbolic in the model. */
+  bool fits = cfg_rank == t->rank && cfg_rank <= SF_MAX_RANK;
+  for (size_t d = 0; fits && d < cfg_rank; d++)
+    fits = cfg[d] < 0 ? t->dims[d] < 0 : (t->dims[d] < 0 || t->dims[d] == cfg[d]);
+  if (!fits) {
+    char a[128], b[128];
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                             "stateful: model '%s': %s '%s' has dims %s in "
+                             "the configuration, %s in %s (-1 there is symbolic; the configuration "
+                             "must fix every dimension but the batch one, which must be symbolic)",
+                             m->name, section, name, nrd_bu_shape_string(cfg, (uint32_t)cfg_rank, a, sizeof a),
+                             nrd_bu_shape_string(t->dims, (uint32_t)t->rank, b, sizeof b), ort_file_of(m->path));
+  }
+  int64_t fixed[SF_MAX_RANK];
+  memcpy(fixed, cfg, cfg_rank * sizeof *fixed);
+  ort_tensor_info eff = *t;
+  eff.dims = fixed;
+  TRITONSERVER_Error *err = describe(m, section, &eff, io);
   if (err != NULL) return err;
   const char *dt_text = json_string_value(json_object_get(entry, "data_type"));
   TRITONSERVER_DataType cdt = dt_text != NULL && strncmp(dt_text, "TYPE_", 5) == 0
@@ -367,18 +387,6 @@ static TRITONSERVER_Error *check_config_tensor(const sf_model *m, const char *se
                              "configuration, %s in %s",
                              m->name, section, name, dt_text != NULL ? dt_text : "(none)", type_name(io->et),
                              ort_file_of(m->path));
-  }
-  bool same = cfg_rank == io->rank;
-  for (size_t d = 0; same && d < cfg_rank; d++) {
-    same = (cfg[d] < 0) == (io->dims[d] < 0) && (cfg[d] < 0 || cfg[d] == io->dims[d]);
-  }
-  if (!same) {
-    char a[128], b[128];
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                             "stateful: model '%s': %s '%s' has dims %s in "
-                             "the configuration, %s in %s",
-                             m->name, section, name, nrd_bu_shape_string(cfg, (uint32_t)cfg_rank, a, sizeof a),
-                             nrd_bu_shape_string(io->dims, (uint32_t)io->rank, b, sizeof b), ort_file_of(m->path));
   }
   return NULL;
 }

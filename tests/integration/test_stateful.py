@@ -258,6 +258,26 @@ def test_start_resets_the_state():
         assert step(s, "acc", 5, x, end=True)[0, 0, 0, 0] == 1 + 8
 
 
+def test_symbolic_dimensions_the_configuration_fixes_are_fixed():
+    """As the Stateful Backend's own models: the ONNX input is [seq, batch,
+    5] with seq symbolic; dims [4, -1, 5] fix it, and the model answers as
+    the one with seq fixed in the file. A configuration that leaves seq
+    open, or batches along a dimension the file fixes, fails naming both."""
+    sim = Simulation(np.float32)
+    x = np.arange(SEGMENTS * WIDTH, dtype=np.float32).reshape(1, SEGMENTS, 1, WIDTH)
+    with serve({"sym": ("stateful_accumulate_symbolic_seq", config("sym", onnx="stateful_accumulate_symbolic_seq")),
+                "open": ("stateful_accumulate_symbolic_seq",
+                         config("open", onnx="stateful_accumulate_symbolic_seq", dims="-1, -1, 5")),
+                "wrong": ("stateful_accumulate_fp32", config("wrong", dims="4, 5, -1"))},
+               "--model-control-mode=explicit", "--load-model=sym") as s:
+        np.testing.assert_array_equal(step(s, "sym", 11, x, start=True), sim.step(11, x, True))
+        np.testing.assert_array_equal(step(s, "sym", 11, x, end=True), sim.step(11, x, False))
+        msg = load_error(s, "open")
+        assert "'Input'" in msg and "-1 dimensions" in msg, msg
+        msg = load_error(s, "wrong")
+        assert "[4,5,-1]" in msg and "[4,-1,5]" in msg, msg
+
+
 def test_end_frees_the_slot_and_the_use_ratio_rejects_at_once():
     """max_candidate_sequences 4 at ratio 0.5: two sequences at most; a
     third START is refused at once (over HTTP and gRPC), and admitted once
