@@ -228,9 +228,6 @@ static inline bool nrd_request_is_cancelled(const TRITONSERVER_InferenceRequest 
   return r->delivery && atomic_load(&r->delivery->cancel->set);
 }
 
-/* The input of `r` named `name`, or NULL. Inline: validation looks up
- * every input. Valid until the request's inputs change; the thread that
- * owns the request. */
 /* Room for one more buffer in `in` (request_validate.c, where the raw
  * input's prefix needs it too); false when out of memory. */
 bool nrd_input_bufs_reserve(nrd_input *in);
@@ -243,6 +240,9 @@ TRITONSERVER_Error *nrd_input_rename(nrd_input *in, const char *name);
  * buffers and counts its size. The request must not be in flight. */
 TRITONSERVER_Error *nrd_input_prepend(nrd_input *in, nrd_buffer b);
 
+/* The input of `r` named `name`, or NULL. Inline: validation looks up
+ * every input. Valid until the request's inputs change; the thread that
+ * owns the request. */
 static inline nrd_input *nrd_request_find_input(TRITONSERVER_InferenceRequest *r, const char *name) {
   for (uint32_t i = 0; i < r->n_inputs; i++)
     if (!strcmp(r->inputs[i].name, name)) return &r->inputs[i];

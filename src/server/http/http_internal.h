@@ -315,8 +315,10 @@ void nrd_srv_http_reply_empty(nrd_srv_http_req *req, int status);
 bool nrd_srv_http_refused(const nrd_srv_http *h, nrd_srv_http_req *req, nrd_srv_api api);
 
 /* Parses the body of req as a JSON object into *out (caller decrefs); an
- * empty body gives *out NULL and 0. On a bad body answers req (400) and
- * returns -1. Loop thread. */
+ * empty body, or valid JSON that is not an object, gives *out NULL and 0.
+ * On a bad body answers req (500 with Triton's parser sentence, 400 for
+ * nesting past 100 or duplicate keys) and returns -1. Loop thread
+ * (http_body.c). */
 int nrd_srv_http_body_json(nrd_srv_http_req *req, json_t **out);
 
 /* Routes one request (http_routes.c). Loop thread. */
