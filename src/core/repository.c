@@ -690,7 +690,8 @@ static TRITONSERVER_Error *write_overrides(nrd_repository *r, const char *name, 
     if (override_name_ok(rel)) err = nrd_path_inside(path, mdir, &inside);
     if (err) goto fail;
     if (!inside) {
-      char *norm = nrd_path_weakly_canonical(path);
+      /* An absolute name is shown as it is: joined it would read as inside. */
+      char *norm = rel[0] == '/' ? nrd_path_weakly_canonical(rel) : nrd_path_weakly_canonical(path);
       err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                           "Invalid file parameter '%s' with normalized path '%s' must stay within model directory.",
                           p->name, norm ? norm : path);

@@ -151,6 +151,8 @@ def test_overrides_live_in_a_private_mkdtemp_root_gone_after_unload_and_exit(lay
                     e = refused(client.load_model, "made", config=identity_json("made"), files={bad: blob})
                     assert e.message().startswith(f"Invalid file parameter '{bad}' with normalized path '"), e
                     assert e.message().endswith("' must stay within model directory."), e
+                    if bad.startswith("file:/"):
+                        assert f"normalized path '{os.path.normpath(bad[5:])}'" in e.message(), e
             for where in ("/tmp", str(tmp), str(layout), str(layout / "repo")):
                 assert not glob.glob(os.path.join(where, f"*{marker}*")), where
             # A failed load leaves no folder behind.
