@@ -952,8 +952,9 @@ static TRITONSERVER_Error *load_at(nrd_repository *r, const char *ns, const char
       dir = NULL;
       e->stamp = stamp;
       old_override = e->override_dir;
-      e->override_dir = override_root;
-      override_root = NULL;
+      /* Overridden files that failed to load go now, not at the unload. */
+      e->override_dir = first_fail ? NULL : override_root;
+      if (!first_fail) override_root = NULL;
       old_agents = e->agents;
       e->agents = first_fail ? NULL : agents;
       loaded = !first_fail;

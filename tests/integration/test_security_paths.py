@@ -161,6 +161,11 @@ def test_overrides_live_in_a_private_mkdtemp_root_gone_after_unload_and_exit(lay
             root = roots[0]
             assert stat.S_IMODE(os.stat(root).st_mode) == 0o700
             assert os.listdir(root) == []
+            # Files written, then the load fails (bad JSON; a config the
+            # core refuses): their folder goes with the failure.
+            for bad_cfg in ("{not json", json.dumps({"name": "made", "backend": "identity", "max_batch_size": -3})):
+                refused(g.load_model, "made", config=bad_cfg, files={"file:1/w.bin": blob})
+                assert os.listdir(root) == [], os.listdir(root)
             # A good override: in one mkdtemp folder under the root.
             g.load_model("made", config=identity_json("made"), files={"file:1/sub/w.bin": blob})
             assert g.is_model_ready("made")
