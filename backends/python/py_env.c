@@ -224,6 +224,29 @@ static const char *member_escapes(const char *name) {
   }
 }
 
+/* The double-quoted string at *p (tar's C quoting; escapes stay as they
+ * are, which leaves '/' and '.' as they were), NUL-terminated in place;
+ * *p moves past it. NULL when *p holds no whole quoted string. */
+static char *quoted(char **p) {
+  char *s = *p;
+  if (*s != '"') {
+    return NULL;
+  }
+  char *start = ++s;
+  while (*s != '\0' && *s != '"') {
+    if (*s == '\\' && s[1] != '\0') {
+      s++;
+    }
+    s++;
+  }
+  if (*s != '"') {
+    return NULL;
+  }
+  *s = '\0';
+  *p = s + 1;
+  return start;
+}
+
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* Lists 'archive' and refuses it when a member would land outside the
@@ -233,9 +256,10 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
  * every member stays inside, else a malloc'ed reason naming the member. */
 static char *check_members(const char *archive) {
   /* --absolute-names: the names and link targets as stored (tar would
-   * otherwise show them with a leading "/" or "../" taken off). */
-  char *argv[] = {"tar", "--absolute-names", "--numeric-owner", "--quoting-style=escape", "-tvf", (char *)archive,
-                  NULL};
+   * otherwise show them with a leading "/" or "../" taken off);
+   * --quoting-style=c: each in double quotes, so a name holding " -> "
+   * or a newline cannot pass for another. */
+  char *argv[] = {"tar", "--absolute-names", "--numeric-owner", "--quoting-style=c", "-tvf", (char *)archive, NULL};
   char *said = NULL;
   int rc = run_tar(argv, (size_t)256 << 20, &said);
   if (rc != 0) {
@@ -245,7 +269,8 @@ static char *check_members(const char *archive) {
     free(said);
     return m;
   }
-  /* One member a line: perms owner/group size date time name[ -> target]. */
+  /* One member a line: perms owner/group size date time "name", then
+   * -> "target" for a symbolic link, link to "target" for a hard link. */
   size_t n = 0;
   for (const char *c = said; c && *c; c++) n += *c == '\n';
   typedef struct member {
@@ -263,6 +288,10 @@ static char *check_members(const char *archive) {
   for (char *line = said; why == NULL && line && *line;) {
     char *eol = strchr(line, '\n');
     if (eol) *eol = '\0';
+    if (strncmp(line, "tar: ", 5) == 0 || line[0] == '\0') { /* a warning of tar's, not a member */
+      line = eol ? eol + 1 : NULL;
+      continue;
+    }
     member *m = &all[n_all++];
     m->type = line[0];
     char *p = line;
@@ -270,13 +299,14 @@ static char *check_members(const char *archive) {
       p += strcspn(p, " ");
       p += strspn(p, " ");
     }
-    m->name = p;
-    if (m->type == 'l' && (m->target = strstr(p, " -> ")) != NULL) {
-      *m->target = '\0';
-      m->target += 4;
-    } else if (m->type == 'h' && (m->target = strstr(p, " link to ")) != NULL) {
-      *m->target = '\0';
-      m->target += 9;
+    m->name = quoted(&p);
+    if ((m->type == 'l' || m->type == 'h') && m->name != NULL) {
+      while (*p != '\0' && *p != '"') p++;
+      m->target = quoted(&p);
+    }
+    if (m->name == NULL || ((m->type == 'l' || m->type == 'h') && m->target == NULL)) {
+      if (asprintf(&why, "tar's listing has a line it cannot read: %.300s", line) < 0) why = NULL;
+      if (why == NULL) why = strdup("tar's listing has a line it cannot read");
     }
     line = eol ? eol + 1 : NULL;
   }

@@ -340,6 +340,9 @@ def test_python_execution_env_stays_inside_the_model_folder(layout):
         "zip_dot_link": ([("./d", "link", "/tmp"), (f"d/{marker}", "file", b"x\n"), activate],
                          "Cannot extract through symlink d"),
         "zip_hard": ([(marker, "hard", "../../../etc/passwd"), activate], "Path contains '..'"),
+        # A name that reads like a listing's "name -> target".
+        "zip_arrow": ([("x -> y", "link", "/tmp"), (f"x -> y/{marker}", "file", b"x\n"), activate],
+                      "Cannot extract through symlink x -> y"),
     }
     for name, (members, _) in cases.items():
         d = python_model(repo, name, "$$TRITON_MODEL_DIRECTORY/env.tar.gz")
