@@ -365,6 +365,27 @@ def test_python_execution_env_stays_inside_the_model_folder(layout):
             assert not glob.glob(os.path.join(cache, "*", f"*{marker}*")), cache
 
 
+def test_python_execution_env_outside_needs_a_true_or_false_key(layout):
+    """The operator's key that restores Triton's any-path behaviour takes
+    true or false only; with true the outside environment is used."""
+    repo = str(layout / "repo")
+    shared = layout / "shared_env"
+    (shared / "bin").mkdir(parents=True)
+    (shared / "bin" / "activate").write_text("# activate\n")
+    python_model(repo, "env_abs", str(shared))
+    with WatchedServer(["--model-control-mode=explicit", "--backend-config=python,execution-env-outside-model=yes"],
+                       repo=repo) as s:
+        with grpcclient.InferenceServerClient(s.url("grpc")) as g:
+            e = refused(g.load_model, "env_abs")
+            assert "execution-env-outside-model='yes': expected true or false" in e.message(), e
+    with WatchedServer(["--model-control-mode=explicit", "--backend-config=python,execution-env-outside-model=true"],
+                       repo=repo) as s:
+        with grpcclient.InferenceServerClient(s.url("grpc")) as g:
+            e = refused(g.load_model, "env_abs")  # past the folder check: this stand-in has no lib/python3.x
+            assert "is outside the model directory" not in e.message(), e
+            assert "the environment has no lib/python" in e.message(), e
+
+
 def test_sagemaker_url_and_target_may_not_leave(tmp_path):
     link = tmp_path / "to_proc"
     os.symlink("/proc/self", str(link))
