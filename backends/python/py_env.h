@@ -8,6 +8,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <stdbool.h>
 
 #include "nereid/backend_utils.h"
 
@@ -30,12 +31,15 @@ void nrd_py_env_cache_fini(nrd_py_env_cache *cache);
  * is 'model_dir'): "$$TRITON_MODEL_DIRECTORY" becomes 'model_dir', a
  * directory is used as it is, a file is unpacked into 'cache' once per
  * (canonical path, modification time, size), so models sharing an archive
- * share its unpacked tree. The environment must hold bin/activate and
+ * share its unpacked tree. Unless 'allow_outside', the path must resolve
+ * (symbolic links followed) inside 'model_dir'; an archive is listed
+ * first and refused when a member is absolute, has a ".." component or
+ * lies under a symbolic link member. The environment must hold bin/activate and
  * lib/python<X.Y> of the stub's Python. On success '*env_dir' is a
  * malloc'ed absolute path the caller frees; errors name the parameter and
  * the path. Any thread (the cache has its own lock).
  */
 TRITONSERVER_Error *nrd_py_env_resolve(nrd_py_env_cache *cache, const char *model, const char *model_dir,
-                                       const char *value, char **env_dir);
+                                       const char *value, bool allow_outside, char **env_dir);
 
 #endif

@@ -78,7 +78,8 @@ TRITONSERVER_Error *nrd_py_model_new(TRITONBACKEND_Model *model, nrd_py_model **
    * runs in (the auto-complete one too). */
   const char *env = nrd_bu_config_parameter(s->config, "EXECUTION_ENV_PATH");
   if (env != NULL && env[0] != '\0') {
-    if ((err = nrd_py_env_resolve(&s->backend->envs, name, repo, env, &s->env_dir)) != NULL) {
+    if ((err = nrd_py_env_resolve(&s->backend->envs, name, repo, env, s->backend->env_outside_model, &s->env_dir)) !=
+        NULL) {
       nrd_py_model_free(s);
       return err;
     }

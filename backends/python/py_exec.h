@@ -25,6 +25,7 @@ typedef struct nrd_py_backend {
   char shm_prefix[128]; /* shm-region-prefix-name: the memfds' names */
   unsigned regions; /* memfds made so far (atomic), for their names */
   nrd_py_env_cache envs; /* unpacked EXECUTION_ENV_PATH archives */
+  bool env_outside_model; /* execution-env-outside-model: EXECUTION_ENV_PATH may leave the model folder */
 } nrd_py_backend;
 
 typedef struct nrd_py_model {

@@ -56,8 +56,9 @@ static TRITONSERVER_Error *count_setting(const json_t *config, const char *key, 
  * --backend-config=python,... key is ignored (as Triton does) with a
  * warning. */
 static const char *const known_settings[] = {
-    "auto-complete-config",  "backend-directory",    "min-compute-capability", "default-max-batch-size",
-    "shm-default-byte-size", "shm-growth-byte-size", "stub-timeout-seconds",   "shm-region-prefix-name"};
+    "auto-complete-config",   "backend-directory",      "min-compute-capability",
+    "default-max-batch-size", "shm-default-byte-size",  "shm-growth-byte-size",
+    "stub-timeout-seconds",   "shm-region-prefix-name", "execution-env-outside-model"};
 
 /* Reads --backend-config=python,... into 'state'. */
 static TRITONSERVER_Error *read_settings(nrd_py_backend *state, const json_t *config) {
@@ -97,6 +98,17 @@ static TRITONSERVER_Error *read_settings(nrd_py_backend *state, const json_t *co
                                prefix, sizeof state->shm_prefix - 1);
     }
     snprintf(state->shm_prefix, sizeof state->shm_prefix, "%s", prefix);
+  }
+  const char *outside = nrd_bu_backend_setting(config, "execution-env-outside-model");
+  state->env_outside_model = false;
+  if (outside != NULL) {
+    if (strcmp(outside, "true") != 0 && strcmp(outside, "false") != 0) {
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "python: --backend-config=python,execution-env-outside-model='%s': expected true or "
+                               "false",
+                               outside);
+    }
+    state->env_outside_model = strcmp(outside, "true") == 0;
   }
   const char *key;
   const json_t *value;

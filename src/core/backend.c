@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "files.h"
 #include "log.h"
 #include "memory_manager.h"
 #include "message.h"
@@ -74,6 +75,11 @@ static char *python_based(const char *backend_name, const char *backend_dir, cha
 static TRITONSERVER_Error *find_library(const char *backend_name, const char *runtime, const char *model_dir,
                                         const char *version_dir, const char *backend_dir, char **out, char **folder) {
   *folder = NULL;
+  /* The name is a folder of --backend-directory and part of a file name:
+   * a configuration (a client's override too) must not climb out. */
+  if (!nrd_plain_name(backend_name))
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                         "backend '%s' is not a backend name (no '/', not '.' or '..')", backend_name);
   char libname[PATH_MAX];
   if (runtime && *runtime) {
     if (strchr(runtime, '/'))

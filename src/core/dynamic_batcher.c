@@ -31,6 +31,7 @@
 
 #include "backend.h"
 #include "error.h"
+#include "files.h"
 #include "log.h"
 #include "model.h"
 #include "request.h"
@@ -641,6 +642,16 @@ static TRITONSERVER_Error *hooks_find(const TRITONBACKEND_Model *m, db_hooks *h)
   const json_t *param = json_object_get(json_object_get(m->config, "parameters"), "TRITON_BATCH_STRATEGY_PATH");
   const char *path = json_string_value(json_object_get(param, "string_value"));
   if (path && *path) {
+    /* Triton (core dcb315d): the library must lie inside the model folder,
+     * else a configuration (a client's override too) could have any
+     * library of the machine loaded. */
+    bool inside = false;
+    NRD_RETURN_IF_ERROR(nrd_path_inside(path, m->model_dir, &inside));
+    if (!inside)
+      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                           "Batching library path escapes model repository. (model '%s' parameter "
+                           "TRITON_BATCH_STRATEGY_PATH '%s')",
+                           m->name, path);
     if (access(path, F_OK) != 0)
       return nrd_error_new(TRITONSERVER_ERROR_NOT_FOUND, "Batching library path not found: %s", path);
     return hooks_from_library(m, path, h);

@@ -25,4 +25,25 @@ TRITONSERVER_Error *nrd_read_file(const char *path, char **text, size_t *len);
  * (<dir>/<name>/lib..._<name>.so): not empty, no '/', not "." or "..". */
 bool nrd_plain_name(const char *name);
 
+/* Checks a model name given to a load (any caller: HTTP, gRPC, the C
+ * API, ensemble steps) as Triton does: trimmed of white space it must not
+ * be empty, be "..", or hold a '/'. We also refuse "." (the repository
+ * folder itself). NULL when it is fine, else an INVALID_ARG the caller
+ * owns. Any thread. */
+TRITONSERVER_Error *nrd_check_model_name(const char *name);
+
+/* Whether `child` (absolute, or relative to the working folder) stays
+ * inside folder `parent` once "..", "." and symbolic links are resolved:
+ * the longest existing leading part of `child` goes through realpath(3),
+ * the rest is normalised as text, and the result must be `parent`'s
+ * realpath or lie under it. *inside is false for anything that cannot be
+ * resolved. Returns NULL, or an INVALID_ARG (the caller owns it) when
+ * `parent` itself cannot be resolved. Any thread. */
+TRITONSERVER_Error *nrd_path_inside(const char *child, const char *parent, bool *inside);
+
+/* The canonical form of `path` as nrd_path_inside computes it (realpath of
+ * the longest existing part, the rest normalised): a new string the
+ * caller frees, NULL when it cannot be computed. Any thread. */
+char *nrd_path_weakly_canonical(const char *path);
+
 #endif

@@ -46,16 +46,25 @@ static int64_t *dims_of(const json_t *arr, uint32_t *n) {
   return d;
 }
 
-/* Reads a classification label file: one label per line. */
+/* Reads a classification label file: one label per line. The file must
+ * resolve inside the model folder (Triton core f2226c0, dcb315d). */
 static TRITONSERVER_Error *load_labels(const TRITONBACKEND_Model *m, nrd_io *io, const char *file) {
-  size_t n = strlen(m->model_dir) + strlen(file) + 2;
-  char *path = malloc(n);
+  char *path = nrd_path_join(m->model_dir, file);
   if (!path) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-  snprintf(path, n, "%s/%s", m->model_dir, file);
+  bool inside = false;
+  TRITONSERVER_Error *e = file[0] == '/' ? NULL : nrd_path_inside(path, m->model_dir, &inside);
+  if (!e && !inside)
+    e = nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
+                      "label file path '%s' for output '%s' in model '%s' is outside model directory (field "
+                      "'label_filename': '%s')",
+                      path, io->name, m->name, file);
+  if (e) {
+    free(path);
+    return e;
+  }
   FILE *f = fopen(path, "r");
   if (!f) {
-    TRITONSERVER_Error *e =
-        nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model '%s': cannot open label_filename '%s' of output '%s': %s",
+    e = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model '%s': cannot open label_filename '%s' of output '%s': %s",
                       m->name, path, io->name, strerror(errno));
     free(path);
     return e;
@@ -108,6 +117,34 @@ static TRITONSERVER_Error *parse_io(TRITONBACKEND_Model *m, const json_t *arr, b
     x->allow_ragged_batch = is_input && jbool(e, "allow_ragged_batch");
     const char *labels = is_input ? "" : jstr(e, "label_filename");
     if (*labels) NRD_RETURN_IF_ERROR(load_labels(m, x, labels));
+  }
+  return NULL;
+}
+
+/* Refuses a model file name of the configuration (default_model_filename
+ * or a cc_model_filenames value, read by backends in the version folder)
+ * that resolves outside the model folder: "..", an absolute path or a
+ * symbolic link leaving it. */
+static TRITONSERVER_Error *check_model_file(const TRITONBACKEND_Model *m, const char *field, const char *file) {
+  if (!*file) return NULL;
+  char *path = nrd_path_join(m->version_dir, file);
+  if (!path) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  bool inside = false;
+  TRITONSERVER_Error *e = file[0] == '/' ? NULL : nrd_path_inside(path, m->model_dir, &inside);
+  if (!e && !inside)
+    e = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                      "model '%s': %s '%s' resolves to '%s', outside the model directory '%s'", m->name, field, file,
+                      path, m->model_dir);
+  free(path);
+  return e;
+}
+
+static TRITONSERVER_Error *check_model_files(const TRITONBACKEND_Model *m, const json_t *cfg) {
+  NRD_RETURN_IF_ERROR(check_model_file(m, "default_model_filename", jstr(cfg, "default_model_filename")));
+  const char *key;
+  const json_t *v;
+  json_object_foreach((json_t *)json_object_get(cfg, "cc_model_filenames"), key, v) {
+    if (json_is_string(v)) NRD_RETURN_IF_ERROR(check_model_file(m, "cc_model_filenames", json_string_value(v)));
   }
   return NULL;
 }
@@ -465,7 +502,7 @@ TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *a, TRITONBACKEND_M
    * a bad one gets the core's message, never the backend's. Only what the
    * backend's auto-complete may still fill in waits for the full check
    * after its ModelInitialize. */
-  if ((err = validate_early(m, cfg))) {
+  if ((err = validate_early(m, cfg)) || (err = check_model_files(m, cfg))) {
     json_decref(cfg);
     goto fail;
   }

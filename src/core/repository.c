@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <time.h>
 #include <inttypes.h>
@@ -175,6 +176,8 @@ void nrd_repo_free(nrd_repository *r) {
   pthread_rwlock_destroy(&r->paths_lock);
   free(r->backend_dir);
   free(r->agent_dir);
+  if (r->override_base) nrd_remove_tree(r->override_base); /* the loads' folders went above */
+  free(r->override_base);
   free(r->config_name);
   json_decref(r->backend_cmdline);
   pthread_rwlock_destroy(&r->table_lock);
@@ -315,6 +318,8 @@ static void places_free(repo_place *p, size_t n) {
 static TRITONSERVER_Error *locate_all(nrd_repository *r, const char *name, repo_place **out, size_t *n_out) {
   *out = NULL;
   *n_out = 0;
+  /* A name is one folder of a repository, never a path out of it. */
+  NRD_RETURN_IF_ERROR(nrd_check_model_name(name));
   pthread_rwlock_rdlock(&r->paths_lock);
   repo_place *p = calloc(r->n_paths + 1, sizeof(*p));
   size_t n = 0;
@@ -606,14 +611,58 @@ static TRITONSERVER_Error *select_versions(const char *name, const char *dir, co
   return NULL;
 }
 
-/* Writes LoadModelWithParameters "file:" overrides into a fresh folder. */
-static TRITONSERVER_Error *write_overrides(const char *name, const TRITONSERVER_Parameter **files, size_t n_files,
-                                           char **root_out, char **model_dir_out) {
-  char tmpl[] = "/tmp/nereid-override-XXXXXX";
-  if (!mkdtemp(tmpl))
-    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "cannot create a folder for file overrides: %s", strerror(errno));
-  char *root = strdup(tmpl);
-  char *mdir = root ? nrd_path_join(root, name) : NULL;
+/* The private root of the file-override folders: one mkdtemp folder
+ * (mode 0700) under $TMPDIR (absolute) or /tmp, made at the first
+ * override, removed with the repository. Caller holds op_lock. */
+static TRITONSERVER_Error *override_base(nrd_repository *r, const char **out) {
+  if (!r->override_base) {
+    const char *tmp = getenv("TMPDIR");
+    char *tmpl = NULL;
+    if (asprintf(&tmpl, "%s/nereid-overrides-XXXXXX", tmp && tmp[0] == '/' ? tmp : "/tmp") < 0)
+      return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    if (!mkdtemp(tmpl)) {
+      TRITONSERVER_Error *e =
+          nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "cannot create a folder for file overrides: %s", strerror(errno));
+      free(tmpl);
+      return e;
+    }
+    r->override_base = tmpl;
+  }
+  *out = r->override_base;
+  return NULL;
+}
+
+/* Whether `rel` (an override's file name after "file:") names a file
+ * below the model folder: relative, no empty, "." or ".." component. */
+static bool override_name_ok(const char *rel) {
+  if (!*rel || rel[0] == '/') return false;
+  for (const char *p = rel;;) {
+    size_t len = strcspn(p, "/");
+    if (len == 0 || (len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.')) return false;
+    p += len;
+    if (!*p) return true;
+    p++;
+  }
+}
+
+/* Writes LoadModelWithParameters "file:" overrides into a fresh mkdtemp
+ * folder under the repository's private root: *root_out (that folder,
+ * removed with the load) and *model_dir_out (the model's folder in it).
+ * Every file must resolve inside the model folder. Caller holds op_lock. */
+static TRITONSERVER_Error *write_overrides(nrd_repository *r, const char *name, const TRITONSERVER_Parameter **files,
+                                           size_t n_files, char **root_out, char **model_dir_out) {
+  const char *base = NULL;
+  NRD_RETURN_IF_ERROR(override_base(r, &base));
+  char *root = nrd_path_join(base, "load-XXXXXX");
+  if (!root) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  if (!mkdtemp(root)) {
+    TRITONSERVER_Error *e =
+        nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "cannot create a folder for file overrides: %s", strerror(errno));
+    free(root);
+    return e;
+  }
+  char *mdir = nrd_path_join(root, name);
+  char *path = NULL;
   TRITONSERVER_Error *err = NULL;
   if (!mdir || mkdir(mdir, 0700)) {
     err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "cannot create a folder for file overrides");
@@ -622,36 +671,52 @@ static TRITONSERVER_Error *write_overrides(const char *name, const TRITONSERVER_
   for (size_t i = 0; i < n_files; i++) {
     const nrd_param *p = &((const struct TRITONSERVER_Parameter *)files[i])->p;
     const char *rel = p->name + 5; /* after "file:" */
-    if (!*rel || rel[0] == '/' || strstr(rel, "..")) {
-      err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "file override '%s' must be a relative path inside the model",
-                          p->name);
-      goto fail;
-    }
-    char *path = nrd_path_join(mdir, rel);
+    path = nrd_path_join(mdir, rel);
     if (!path) {
       err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
       goto fail;
     }
-    for (char *c = path + strlen(mdir) + 1; *c; c++) {
+    for (char *c = path + strlen(mdir) + 1; override_name_ok(rel) && *c; c++) {
       if (*c != '/') continue;
       *c = '\0';
-      mkdir(path, 0700);
+      if (mkdir(path, 0700) && errno != EEXIST) {
+        err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "cannot create the folder of file override '%s': %s", p->name,
+                            strerror(errno));
+        goto fail;
+      }
       *c = '/';
     }
-    FILE *f = fopen(path, "wb");
+    bool inside = false;
+    if (override_name_ok(rel)) err = nrd_path_inside(path, mdir, &inside);
+    if (err) goto fail;
+    if (!inside) {
+      /* An absolute name is shown as it is: joined it would read as inside. */
+      char *norm = rel[0] == '/' ? nrd_path_weakly_canonical(rel) : nrd_path_weakly_canonical(path);
+      err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                          "Invalid file parameter '%s' with normalized path '%s' must stay within model directory.",
+                          p->name, norm ? norm : path);
+      free(norm);
+      goto fail;
+    }
+    /* A fresh private folder holds no links; O_NOFOLLOW says so again. */
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!f && fd >= 0) close(fd);
     bool ok = f && fwrite(p->v.bytes.p, 1, p->v.bytes.n, f) == p->v.bytes.n;
     if (f) ok &= fclose(f) == 0;
-    free(path);
     if (!ok) {
       err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "cannot write file override '%s'", p->name);
       goto fail;
     }
+    free(path);
+    path = NULL;
   }
   *root_out = root;
   *model_dir_out = mdir;
   return NULL;
 fail:
-  if (root) nrd_remove_tree(root);
+  free(path);
+  nrd_remove_tree(root);
   free(root);
   free(mdir);
   return err;
@@ -887,8 +952,9 @@ static TRITONSERVER_Error *load_at(nrd_repository *r, const char *ns, const char
       dir = NULL;
       e->stamp = stamp;
       old_override = e->override_dir;
-      e->override_dir = override_root;
-      override_root = NULL;
+      /* Overridden files that failed to load go now, not at the unload. */
+      e->override_dir = first_fail ? NULL : override_root;
+      if (!first_fail) override_root = NULL;
       old_agents = e->agents;
       e->agents = first_fail ? NULL : agents;
       loaded = !first_fail;
@@ -931,7 +997,9 @@ static TRITONSERVER_Error *load_at(nrd_repository *r, const char *ns, const char
 
 TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const char *config_override,
                                   const TRITONSERVER_Parameter **files, size_t n_files) {
-  if (!name || !*name) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model name must not be empty");
+  /* Every way in (clients, --load-model, ensemble steps) meets this. */
+  TRITONSERVER_Error *bad = nrd_check_model_name(name);
+  if (bad) return bad;
   if (n_files && !config_override)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                          "failed to load '%s': file overrides need a 'config' parameter as well", name);
@@ -940,7 +1008,7 @@ TRITONSERVER_Error *nrd_repo_load(nrd_repository *r, const char *name, const cha
   if (n_files) {
     /* Overridden files make a model of no repository: namespace "". */
     char *dir = NULL, *override_root = NULL;
-    err = write_overrides(name, files, n_files, &override_root, &dir);
+    err = write_overrides(r, name, files, n_files, &override_root, &dir);
     err = load_at(r, "", name, dir, false, override_root, config_override, err);
   } else {
     repo_place *places = NULL;

@@ -57,6 +57,7 @@ typedef struct nrd_repository {
   size_t n_maps;
   char *backend_dir;
   char *agent_dir; /* --repoagent-directory */
+  char *override_base; /* private (0700) root of every file-override folder, made at the first one; under op_lock */
   json_t *backend_cmdline; /* see nrd_model_load_args */
   nrd_step_resolver steps; /* the server's, handed to every load */
   bool auto_complete;

@@ -13,6 +13,7 @@
 #include "backend.h"
 #include "cpu_metrics.h"
 #include "error.h"
+#include "files.h"
 #include "log.h"
 #include "message.h"
 #include "metrics.h"
@@ -618,6 +619,7 @@ static TRITONSERVER_Error *check_control(TRITONSERVER_Server *server) {
 TRITONSERVER_Error *TRITONSERVER_ServerLoadModel(TRITONSERVER_Server *server, const char *model_name) {
   NRD_ARG_CHECK(server && model_name, "server and model name must not be NULL");
   NRD_RETURN_IF_ERROR(check_control(server));
+  NRD_RETURN_IF_ERROR(nrd_check_model_name(model_name));
   return load_with_steps(server, model_name, NULL, 0);
 }
 
@@ -627,6 +629,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerLoadModelWithParameters(TRITONSERVER_Serv
   NRD_ARG_CHECK(server && model_name, "server and model name must not be NULL");
   NRD_ARG_CHECK(parameters || !parameter_count, "parameters must not be NULL");
   NRD_RETURN_IF_ERROR(check_control(server));
+  NRD_RETURN_IF_ERROR(nrd_check_model_name(model_name));
   const char *config = NULL;
   const TRITONSERVER_Parameter **files = calloc(parameter_count ? parameter_count : 1, sizeof(*files));
   if (!files) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");

@@ -124,6 +124,15 @@ static TRITONSERVER_Error *read_sample_file(const TRITONBACKEND_Model *m, warm_s
     free(path);
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   }
+  /* The text stays inside; a symbolic link must not lead out either. */
+  bool inside = false;
+  TRITONSERVER_Error *le = nrd_path_inside(path, m->model_dir, &inside);
+  if (le || !inside) {
+    if (le) TRITONSERVER_ErrorDelete(le);
+    free(path);
+    return sample_error(m, s, "input '%s': input_data_file '%s' must name a file inside the model's warmup folder",
+                        input, file);
+  }
   char *buf = NULL;
   size_t n = 0;
   TRITONSERVER_Error *e = nrd_read_file(path, &buf, &n);

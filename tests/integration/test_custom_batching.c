@@ -329,16 +329,19 @@ Test(custom_batching, strategy_library_in_model_folder) {
   free(repo);
 }
 
-/* TRITON_BATCH_STRATEGY_PATH naming a missing file fails the load. */
+/* TRITON_BATCH_STRATEGY_PATH naming a missing file in the model folder
+ * fails the load. */
 Test(custom_batching, strategy_path_not_found) {
   char *repo = h_tmpdir();
-  limit_model(repo, "plain", "identity",
-              "parameters { key: \"TRITON_BATCH_STRATEGY_PATH\" value: { string_value: \"/nonexistent/b.so\" } }");
+  char params[4400];
+  snprintf(params, sizeof params,
+           "parameters { key: \"TRITON_BATCH_STRATEGY_PATH\" value: { string_value: \"%s/plain/b.so\" } }", repo);
+  limit_model(repo, "plain", "identity", params);
   TRITONSERVER_Server *s;
   TRITONSERVER_Error *e = load_explicit(repo, "plain", &s);
   cr_assert_not_null(e, "load succeeded");
   cr_assert_eq(TRITONSERVER_ErrorCode(e), TRITONSERVER_ERROR_NOT_FOUND, "%s", TRITONSERVER_ErrorMessage(e));
-  cr_assert(strstr(TRITONSERVER_ErrorMessage(e), "Batching library path not found: /nonexistent/b.so"), "%s",
+  cr_assert(strstr(TRITONSERVER_ErrorMessage(e), "Batching library path not found: "), "%s",
             TRITONSERVER_ErrorMessage(e));
   TRITONSERVER_ErrorDelete(e);
   H_OK(TRITONSERVER_ServerDelete(s));
@@ -346,13 +349,59 @@ Test(custom_batching, strategy_path_not_found) {
   free(repo);
 }
 
-/* TRITON_BATCH_STRATEGY_PATH naming a library applies its hooks. */
+/* TRITON_BATCH_STRATEGY_PATH outside the model folder (a path, "..", a
+ * link) is refused before anything is opened, as Triton (core dcb315d). */
+Test(custom_batching, strategy_path_outside_the_model_is_refused) {
+  char *repo = h_tmpdir();
+  char link[4200];
+  snprintf(link, sizeof link, "%s/plain/linked.so", repo);
+  const char *paths[] = {NRD_TEST_BACKEND_DIR "/batch_limit/libtriton_batch_limit.so", "/nonexistent/b.so",
+                         "%s/plain/../b.so", "%s/plain/linked.so"};
+  for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+    char path[4400], params[4600];
+    snprintf(path, sizeof path, paths[i], repo);
+    snprintf(params, sizeof params,
+             "parameters { key: \"TRITON_BATCH_STRATEGY_PATH\" value: { string_value: \"%s\" } }", path);
+    limit_model(repo, "plain", "identity", params);
+    if (i == 3) cr_assert_eq(symlink(NRD_TEST_BACKEND_DIR "/batch_limit/libtriton_batch_limit.so", link), 0);
+    TRITONSERVER_Server *s;
+    TRITONSERVER_Error *e = load_explicit(repo, "plain", &s);
+    cr_assert_not_null(e, "load of %s succeeded", path);
+    cr_assert_eq(TRITONSERVER_ErrorCode(e), TRITONSERVER_ERROR_INVALID_ARG, "%s", TRITONSERVER_ErrorMessage(e));
+    cr_assert(strstr(TRITONSERVER_ErrorMessage(e), "Batching library path escapes model repository."), "%s",
+              TRITONSERVER_ErrorMessage(e));
+    TRITONSERVER_ErrorDelete(e);
+    H_OK(TRITONSERVER_ServerDelete(s));
+  }
+  h_rmtree(repo);
+  free(repo);
+}
+
+/* A copy of file `from` at `to`. */
+static void copy_binary(const char *from, const char *to) {
+  FILE *in = fopen(from, "rb");
+  cr_assert_not_null(in, "open %s", from);
+  FILE *out = fopen(to, "wb");
+  cr_assert_not_null(out, "write %s", to);
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, in)) > 0) cr_assert_eq(fwrite(buf, 1, n, out), n);
+  fclose(in);
+  cr_assert_eq(fclose(out), 0);
+}
+
+/* TRITON_BATCH_STRATEGY_PATH naming a library (in the model folder, as
+ * Triton requires) applies its hooks. */
 Test(custom_batching, strategy_path_parameter) {
   char *repo = h_tmpdir();
-  limit_model(repo, "plain", "identity",
-              "parameters { key: \"max_batch_volume\" value: { string_value: \"32\" } }\n"
-              "parameters { key: \"TRITON_BATCH_STRATEGY_PATH\" value: { string_value: \"" NRD_TEST_BACKEND_DIR
-              "/batch_limit/libtriton_batch_limit.so\" } }");
+  char lib[4200], params[4600];
+  snprintf(lib, sizeof lib, "%s/plain/strategy.so", repo);
+  snprintf(params, sizeof params,
+           "parameters { key: \"max_batch_volume\" value: { string_value: \"32\" } }\n"
+           "parameters { key: \"TRITON_BATCH_STRATEGY_PATH\" value: { string_value: \"%s\" } }",
+           lib);
+  limit_model(repo, "plain", "identity", params);
+  copy_binary(NRD_TEST_BACKEND_DIR "/batch_limit/libtriton_batch_limit.so", lib);
   TRITONSERVER_Server *s = start(repo);
   batches b;
   run_queue(s, "plain", 4, &b);

@@ -906,3 +906,57 @@ Test(repo, namespacing_poll_adds_and_removes_per_repository) {
   h_rmtree(second);
   free(second);
 }
+
+/* ------------------------------------------------------ paths (issue 53) */
+
+/* Names that climb out of the repository are refused through the C API
+ * with Triton's sentences (core 66f09f8, 50830ba), before any path is made
+ * from them; nothing is loaded or listed. */
+Test(repo, load_by_a_name_that_leaves_the_repository_is_refused) {
+  char *repo = NULL;
+  if (asprintf(&repo, "%s/repo", g_repo) < 0) cr_assert_fail("asprintf");
+  char cfg[4096];
+  snprintf(cfg, sizeof cfg, "backend: \"identity\"\n%s", IO);
+  h_model(g_repo, "outside", cfg, "1");
+  h_model(repo, "inside", cfg, "1");
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
+  static const struct {
+    const char *name, *msg;
+  } cases[] = {
+      {"../outside", "invalid model name '../outside', model name must not contain path traversal characters"},
+      {"..", "invalid model name '..', model name must not contain path traversal characters"},
+      {" .. ", "invalid model name ' .. ', model name must not contain path traversal characters"},
+      {".", "invalid model name '.', model name must not contain path traversal characters"},
+      {"a/b", "invalid model name 'a/b', model name must not contain path traversal characters"},
+      {"", "Model name cannot be empty. Please enter a valid name to deploy."},
+      {" \t", "Model name cannot be empty. Please enter a valid name to deploy."},
+  };
+  TRITONSERVER_Parameter *p = TRITONSERVER_ParameterNew("config", TRITONSERVER_PARAMETER_STRING, "{}");
+  const TRITONSERVER_Parameter *params[] = {p};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    for (int with_params = 0; with_params < 2; with_params++) {
+      TRITONSERVER_Error *e = with_params ? TRITONSERVER_ServerLoadModelWithParameters(s, cases[i].name, params, 1)
+                                          : TRITONSERVER_ServerLoadModel(s, cases[i].name);
+      cr_assert_not_null(e, "%s", cases[i].name);
+      cr_assert_eq(TRITONSERVER_ErrorCode(e), TRITONSERVER_ERROR_INVALID_ARG, "%s", cases[i].name);
+      cr_assert_str_eq(TRITONSERVER_ErrorMessage(e), cases[i].msg);
+      TRITONSERVER_ErrorDelete(e);
+    }
+  }
+  TRITONSERVER_ParameterDelete(p);
+  /* "model..x" and "..x" are names like any other (50830ba). */
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "..inside");
+  cr_assert_not_null(e);
+  cr_assert(strstr(TRITONSERVER_ErrorMessage(e), "failed to poll from model repository"), "%s",
+            TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  TRITONSERVER_Message *m = NULL;
+  H_OK(TRITONSERVER_ServerModelIndex(s, 0, &m));
+  char *idx = h_msg_text(m);
+  cr_assert(!strstr(idx, "outside") && !strstr(idx, "\"..\"") && !strstr(idx, "..inside"), "%s", idx);
+  free(idx);
+  H_OK(TRITONSERVER_ServerLoadModel(s, "inside"));
+  cr_assert(ready(s, "inside", -1));
+  H_OK(TRITONSERVER_ServerDelete(s));
+  free(repo);
+}

@@ -7,6 +7,8 @@
  * a message that names the sample. */
 #include "harness.h"
 
+#include <unistd.h>
+
 static char *g_repo, *g_record;
 
 static void setup(void) { h_repo_record_new(&g_repo, &g_record); }
@@ -160,6 +162,15 @@ Test(warmup, files_come_from_the_warmup_folder_and_are_checked) {
   h_write(g_repo, "short/warmup/in.bin", "0123456789");
   write_model("missing", "identity", "max_batch_size: 4\n" FILE_SAMPLE("TYPE_FP32", "4", "none.bin"));
   write_model("escape", "identity", "max_batch_size: 4\n" FILE_SAMPLE("TYPE_FP32", "4", "../config.pbtxt"));
+  /* A link leading out of the model folder is refused too (issue 53). */
+  write_model("linked", "identity", "max_batch_size: 4\n" FILE_SAMPLE("TYPE_FP32", "4", "in.bin"));
+  h_write(g_repo, "secret.bin", "0123456789abcdefXX");
+  char at[4096], to[4096];
+  snprintf(at, sizeof at, "%s/linked/warmup", g_repo);
+  h_mkdirs(at, 1);
+  snprintf(at, sizeof at, "%s/linked/warmup/in.bin", g_repo);
+  snprintf(to, sizeof to, "%s/secret.bin", g_repo);
+  cr_assert_eq(symlink(to, at), 0);
   TRITONSERVER_Server *s = explicit_server();
   H_OK(TRITONSERVER_ServerLoadModel(s, "ok"));
   char want[4096];
@@ -170,6 +181,7 @@ Test(warmup, files_come_from_the_warmup_folder_and_are_checked) {
   snprintf(want, sizeof want, "cannot read '%s/missing/warmup/none.bin'", g_repo);
   expect_load_error(s, "missing", want);
   expect_load_error(s, "escape", "input_data_file '../config.pbtxt' must name a file inside the model's warmup folder");
+  expect_load_error(s, "linked", "input_data_file 'in.bin' must name a file inside the model's warmup folder");
   H_OK(TRITONSERVER_ServerDelete(s));
 }
 

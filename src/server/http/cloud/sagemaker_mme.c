@@ -164,6 +164,17 @@ static int normal_path(const char *url, char *out) {
   return 0;
 }
 
+/* Whether normal absolute `path` is in /dev, /proc or /sys (Triton's
+ * a202ae54f refuses those for "url"). */
+static bool kernel_path(const char *path) {
+  static const char *const roots[] = {"/dev", "/proc", "/sys"};
+  for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
+    size_t n = strlen(roots[i]);
+    if (!strncmp(path, roots[i], n) && (path[n] == '\0' || path[n] == '/')) return true;
+  }
+  return false;
+}
+
 static bool name_chars(const char *s, size_t n) {
   if (n == 0) return false;
   for (size_t i = 0; i < n; i++) {
@@ -292,9 +303,18 @@ static void do_load(mme_job *j) {
   nrd_srv_http *h = j->loop->http;
   char path[PATH_MAX];
   if (normal_path(j->url, path) != 0) return job_fail(j, 400, NULL, "the \"url\" path is too long");
-  if (!strncmp(path, "/dev/", 5) || !strncmp(path, "/proc/", 6) || !strncmp(path, "/sys/", 5) ||
-      !strcmp(path, "/dev") || !strcmp(path, "/proc") || !strcmp(path, "/sys"))
-    return job_fail(j, 400, NULL, "\"url\" cannot start with /dev/, /proc/ or /sys/");
+  if (kernel_path(path)) return job_fail(j, 400, NULL, "\"url\" cannot start with /dev/, /proc/ or /sys/");
+  /* Triton checks the text only; a symbolic link (/tmp/x -> /proc/self)
+   * must not lead there either, so the real path is checked and used. */
+  char real[PATH_MAX];
+  if (realpath(path, real)) {
+    if (kernel_path(real)) {
+      char msg[PATH_MAX + 80];
+      snprintf(msg, sizeof msg, "\"url\" cannot start with /dev/, /proc/ or /sys/ (it leads to '%s')", real);
+      return job_fail(j, 400, NULL, msg);
+    }
+    snprintf(path, sizeof path, "%s", real);
+  }
   char folder[NAME_MAX + 1], repo[PATH_MAX], config[PATH_MAX + 16];
   model_folder(path, folder, sizeof folder);
   snprintf(repo, sizeof repo, "%s", path);
