@@ -105,6 +105,7 @@ typedef enum flag_id {
   F_VERTEX_AI_THREAD_COUNT,
   F_VERTEX_AI_DEFAULT_MODEL,
   F_HTTP_RESTRICTED_API,
+  F_ALLOW_CLIENT_SHM,
   F_GRPC_RESTRICTED_PROTOCOL,
   F_HTTP_HEADER_FORWARD,
   F_GRPC_HEADER_FORWARD,
@@ -387,6 +388,12 @@ static const flag_spec kFlags[] = {
      AS_NUM(vertex_ai_thread_count, 1, 256, "a thread count 1..256")},
     {"vertex-ai-default-model", F_VERTEX_AI_DEFAULT_MODEL, "NAME",
      "The model the prediction route infers (default: the only model loaded).", AS_TEXT(vertex_ai_default_model, NULL)},
+    {"allow-client-shm", F_ALLOW_CLIENT_SHM, "BOOL",
+     "Let clients register, unregister and use system and CUDA shared memory regions for inference inputs "
+     "and outputs, over HTTP and gRPC (default false, as Triton). The registry is global: once on, any "
+     "client can read, write into and unregister any region by its name. Backends' own shared memory "
+     "(the python backend's) is not affected.",
+     AS_BOOL(allow_client_shm)},
     {"http-restricted-api", F_HTTP_RESTRICTED_API, "<apis>:<key>=<value>",
      "HTTP requests to these APIs (health, metadata, inference, shared-memory, model-config, model-repository, "
      "statistics, trace, logging; comma separated) need header <key> with <value>, else 403. Repeatable, one "

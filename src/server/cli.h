@@ -94,6 +94,7 @@ typedef struct nrd_srv_cli {
   long long http_max_input_size; /* default 64 MB */
   int http_client_timeout_secs; /* default 120 (Nereid's own flag) */
   bool allow_metrics; /* default true */
+  bool allow_client_shm; /* default false (Triton 26.x): client shared memory refused */
   bool allow_cpu_metrics; /* default true */
   unsigned metrics_interval_ms; /* default 2000 */
   int metrics_port; /* default 8002 */

@@ -91,9 +91,11 @@ static int start_vertex(TRITONSERVER_Server *server, const nrd_srv_cli *cli, nrd
     free(model);
     return -1;
   }
+  /* --http-restricted-api holds here too, as in Triton since 6b0539b92;
+   * no header forwarding, as Triton's Vertex AI server has none. */
   int rc = start_one(server, "Vertex AI", "0.0.0.0", cli->vertex_ai_port, false, cli->vertex_ai_thread_count,
-                     (size_t)cli->http_max_input_size, 0, cli->http_client_timeout_secs, shm, log, tracer, NULL, NULL,
-                     &nrd_srv_vertex_endpoint, ctx, &ep->vertex);
+                     (size_t)cli->http_max_input_size, 0, cli->http_client_timeout_secs, shm, log, tracer,
+                     &cli->http_restricted, NULL, &nrd_srv_vertex_endpoint, ctx, &ep->vertex);
   if (rc == 0) printf("nereid: Vertex AI routes: health %s, predict %s (default model '%s')\n", health, predict, model);
   free(model);
   return rc;

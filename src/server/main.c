@@ -233,7 +233,7 @@ int main(int argc, char **argv) {
 
   /* State both front ends share, as in Triton: registered shared memory
    * regions and the log settings clients read and change. */
-  nrd_srv_shm *shm = nrd_srv_shm_new();
+  nrd_srv_shm *shm = nrd_srv_shm_new(cli.allow_client_shm);
   nrd_srv_log_settings *log_settings = nrd_srv_log_settings_new(cli.log_file, cli.log_verbose, cli.log_format);
   nrd_srv_otel_config oc = {cli.trace_otel_url,
                             cli.trace_otel_resource,

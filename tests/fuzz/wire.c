@@ -55,8 +55,11 @@ static void *server_main(void *unused) {
                     "--log-info=false",
                     "--log-warning=false",
                     "--log-error=false",
-                    "--exit-timeout-secs=5"};
-  int argc = 13;
+                    "--exit-timeout-secs=5",
+                    /* Client shared memory is off by default; the corpora
+                     * register regions, so keep those paths fuzzed. */
+                    "--allow-client-shm=true"};
+  int argc = 14;
   /* NRD_FUZZ_EXPLICIT=1 lets inputs load (with config overrides) and
    * unload models; the default keeps the model set fixed, so that an
    * input behaves the same whatever ran before it. */

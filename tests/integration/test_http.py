@@ -211,8 +211,9 @@ def srv(repo):
     # A generate_stream client that stops reading is cut off at 4 MB
     # waiting instead of 64: a sanitizer build on a loaded machine took
     # more than 60 s to produce 64 MB of events.
+    # --allow-client-shm=true: the shared memory tests register regions.
     s = Server(repo, ["--model-control-mode=explicit", "--load-model=*",
-                      "--http-max-input-size=1048576"],
+                      "--http-max-input-size=1048576", "--allow-client-shm=true"],
                env={**os.environ, "NEREID_GENERATE_UNSENT_MAX": str(UNSENT_MAX)})
     yield s
     assert s.alive(), s.log()

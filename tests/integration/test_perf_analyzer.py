@@ -35,8 +35,9 @@ TIMEOUT = 240
 
 @pytest.fixture(scope="module")
 def nereid():
+    # --allow-client-shm=true: perf_analyzer's --shared-memory runs register regions.
     s = Server(["--model-repository", EXAMPLES, "--backend-directory", BACKENDS, "--http-port=0", "--grpc-port=0",
-                "--metrics-port=0", "--log-verbose=0"])
+                "--metrics-port=0", "--log-verbose=0", "--allow-client-shm=true"])
     try:
         ports = listening_ports(s.wait_ready())
         yield ports

@@ -436,7 +436,7 @@ def test_system_shared_memory_inputs_and_outputs():
     import tritonclient.utils.shared_memory as shm
 
     a, b = np.array([5, 6, 7, 8], np.float32), np.array([1, 2, 3, 4], np.float32)
-    with serve({"add_sub": (ADD_SUB, add_sub_config("FP32"))}) as s:
+    with serve({"add_sub": (ADD_SUB, add_sub_config("FP32"))}, "--allow-client-shm=true") as s:
         for protocol in PROTOCOLS:
             module = grpcclient if protocol == "grpc" else httpclient
             key = f"/nrd_test_py_{protocol}_{os.getpid()}"

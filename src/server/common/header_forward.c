@@ -50,3 +50,12 @@ bool nrd_srv_header_forward_matches(const nrd_srv_header_forward *f, const char 
   if (s != small) free(s);
   return hit;
 }
+
+bool nrd_srv_header_forward_reserved(const char *name, size_t len) {
+  static const char *const keys[] = {"sequence_id", "sequence_start", "sequence_end",      "priority",
+                                     "timeout",     "headers",        "binary_data_output"};
+  if (len >= 7 && memcmp(name, "triton_", 7) == 0) return true;
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+    if (strlen(keys[i]) == len && memcmp(keys[i], name, len) == 0) return true;
+  return false;
+}

@@ -25,4 +25,15 @@ void nrd_srv_header_forward_free(nrd_srv_header_forward *f);
  * only read). */
 bool nrd_srv_header_forward_matches(const nrd_srv_header_forward *f, const char *name, size_t len);
 
+/* Whether a header `name` (`len` bytes) that matched may not be forwarded
+ * because Triton keeps its name for itself (69987b7b0): its reserved
+ * parameter keys (sequence_id, sequence_start, sequence_end, priority,
+ * timeout, headers, binary_data_output) and any name starting with
+ * "triton_", compared byte for byte as Triton does. The front ends then
+ * refuse the request with NRD_SRV_HEADER_RESERVED_FMT. Any thread. */
+bool nrd_srv_header_forward_reserved(const char *name, size_t len);
+
+/* Triton's sentence for a reserved header; one %.*s takes its name. */
+#define NRD_SRV_HEADER_RESERVED_FMT "Header '%.*s' is reserved for Triton usage and cannot be forwarded."
+
 #endif

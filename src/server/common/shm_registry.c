@@ -27,6 +27,7 @@ struct nrd_srv_shm_region {
 struct nrd_srv_shm {
   pthread_mutex_t mu;
   nrd_srv_shm_region *regions;
+  bool allow_client; /* --allow-client-shm; never changes after creation */
 };
 
 static TRITONSERVER_Error *shm_error(TRITONSERVER_Error_Code code, const char *fmt, const char *a, const char *b) {
@@ -35,10 +36,19 @@ static TRITONSERVER_Error *shm_error(TRITONSERVER_Error_Code code, const char *f
   return TRITONSERVER_ErrorNew(code, msg);
 }
 
-nrd_srv_shm *nrd_srv_shm_new(void) {
+nrd_srv_shm *nrd_srv_shm_new(bool allow_client) {
   nrd_srv_shm *s = calloc(1, sizeof *s);
-  if (s) pthread_mutex_init(&s->mu, NULL);
+  if (s) {
+    pthread_mutex_init(&s->mu, NULL);
+    s->allow_client = allow_client;
+  }
   return s;
+}
+
+bool nrd_srv_shm_client_allowed(const nrd_srv_shm *s) { return s != NULL && s->allow_client; }
+
+TRITONSERVER_Error *nrd_srv_shm_disabled_error(void) {
+  return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNSUPPORTED, NRD_SRV_SHM_DISABLED_MSG);
 }
 
 static void region_unref(nrd_srv_shm_region *r) {
@@ -64,6 +74,9 @@ static nrd_srv_shm_region *find(nrd_srv_shm *s, const char *name) {
 
 TRITONSERVER_Error *nrd_srv_shm_register(nrd_srv_shm *s, const char *name, const char *key, uint64_t offset,
                                          uint64_t byte_size) {
+  /* The front ends check first, in Triton's order; this keeps any other
+   * caller from filling a registry that is switched off. */
+  if (!s->allow_client) return nrd_srv_shm_disabled_error();
   pthread_mutex_lock(&s->mu);
   TRITONSERVER_Error *err = NULL;
   int fd = -1;

@@ -9,6 +9,7 @@
 #ifndef NRD_SRV_SHM_REGISTRY_H
 #define NRD_SRV_SHM_REGISTRY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,16 +18,33 @@
 typedef struct nrd_srv_shm nrd_srv_shm;
 typedef struct nrd_srv_shm_region nrd_srv_shm_region;
 
+/* Triton's answer (UNSUPPORTED) to a client's shared memory register or
+ * unregister while --allow-client-shm is false (its default). */
+#define NRD_SRV_SHM_DISABLED_MSG \
+  "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable."
+
 /* Creates an empty registry; the caller frees it with nrd_srv_shm_free.
- * Returns NULL when memory runs out. */
-nrd_srv_shm *nrd_srv_shm_new(void);
+ * `allow_client` is --allow-client-shm: when false no region can ever be
+ * registered (nrd_srv_shm_register answers NRD_SRV_SHM_DISABLED_MSG) and
+ * the front ends refuse register and unregister calls. Returns NULL when
+ * memory runs out. */
+nrd_srv_shm *nrd_srv_shm_new(bool allow_client);
+
+/* Whether clients may register, unregister and use regions
+ * (--allow-client-shm); false for NULL. Any thread (set once at creation). */
+bool nrd_srv_shm_client_allowed(const nrd_srv_shm *shm);
+
+/* A new UNSUPPORTED error with NRD_SRV_SHM_DISABLED_MSG; the caller owns
+ * it. Any thread. */
+TRITONSERVER_Error *nrd_srv_shm_disabled_error(void);
 
 /* Unmaps every region no request holds and frees the registry. Regions
  * still held are freed by their last nrd_srv_shm_release. NULL: no-op. */
 void nrd_srv_shm_free(nrd_srv_shm *shm);
 
 /* Maps `byte_size` bytes at `offset` of the POSIX shared memory object
- * `key` (shm_open name) under `name` (copied). Errors: ALREADY_EXISTS for
+ * `key` (shm_open name) under `name` (copied). Errors: UNSUPPORTED
+ * (NRD_SRV_SHM_DISABLED_MSG) when client shared memory is off, ALREADY_EXISTS for
  * a name in use, INTERNAL when the object cannot be opened, INVALID_ARG
  * when the range does not fit in the object. Caller owns the error. */
 TRITONSERVER_Error *nrd_srv_shm_register(nrd_srv_shm *shm, const char *name, const char *key, uint64_t offset,

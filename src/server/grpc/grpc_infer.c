@@ -27,6 +27,7 @@
 
 #include "classify.h"
 #include "fmt.h"
+#include "header_forward.h"
 #include "grpc_pack.h"
 #include "grpc_unpack.h"
 #include "grpc_service.pb-c.h"
@@ -986,9 +987,9 @@ static TRITONSERVER_Error *apply_parameters(infer_ctx *ctx) {
     } else if (strncmp(key, "triton_", 7) == 0) {
       /* Triton keeps the prefix for itself, over gRPC. */
       err = errf(TRITONSERVER_ERROR_INVALID_ARG,
-                 "parameter '%s': keys beginning with 'triton_' are reserved; the only one a request "
-                 "may set is %s",
-                 key, "triton_enable_empty_final_response");
+                 "parameter keys starting with 'triton_' are reserved for Triton usage. Only the following "
+                 "keys starting with 'triton_' are allowed: %s (got '%.200s')",
+                 "triton_enable_empty_final_response", key);
     } else {
       switch (c) {
         case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM:
@@ -1104,8 +1105,14 @@ static void start_infer(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len,
   if (err == NULL) err = apply_parameters(ctx);
   char *const *fwd = NULL;
   size_t n_fwd = nrd_srv_grpc_call_forwarded(call, &fwd);
-  for (size_t i = 0; err == NULL && i < n_fwd; i++)
-    err = TRITONSERVER_InferenceRequestSetStringParameter(ctx->irq, fwd[2 * i], fwd[2 * i + 1]);
+  for (size_t i = 0; err == NULL && i < n_fwd; i++) {
+    size_t klen = strlen(fwd[2 * i]);
+    if (nrd_srv_header_forward_reserved(fwd[2 * i], klen)) /* Triton 26.x, 69987b7b0 */
+      err = errf(TRITONSERVER_ERROR_INVALID_ARG, NRD_SRV_HEADER_RESERVED_FMT, (int)(klen > 200 ? 200 : klen),
+                 fwd[2 * i]);
+    else
+      err = TRITONSERVER_InferenceRequestSetStringParameter(ctx->irq, fwd[2 * i], fwd[2 * i + 1]);
+  }
   if (err == NULL) err = add_inputs(ctx, nrd_srv_grpc_call_shm(call));
   if (err == NULL) err = TRITONSERVER_InferenceRequestSetReleaseCallback(ctx->irq, on_release, ctx);
   if (err == NULL) err = TRITONSERVER_InferenceRequestSetResponseCallback(ctx->irq, g_allocator, ctx, on_response, ctx);

@@ -454,7 +454,9 @@ static void shm_register(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len
       unpack(call, &inference__system_shared_memory_register_request__descriptor, msg, len);
   if (req == NULL) return;
   TRITONSERVER_Error *err = NULL;
-  if (req->name == NULL || req->name[0] == '\0')
+  if (!nrd_srv_shm_client_allowed(nrd_srv_grpc_call_shm(call)))
+    err = nrd_srv_shm_disabled_error(); /* --allow-client-shm=false: first, as Triton */
+  else if (req->name == NULL || req->name[0] == '\0')
     err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG,
                                 "'name' is necessary to register system shared memory region");
   else if (req->key == NULL || req->key[0] == '\0')
@@ -472,9 +474,12 @@ static void shm_unregister(nrd_srv_grpc_call *call, const uint8_t *msg, size_t l
   Inference__SystemSharedMemoryUnregisterRequest *req =
       unpack(call, &inference__system_shared_memory_unregister_request__descriptor, msg, len);
   if (req == NULL) return;
-  /* An empty name unregisters every region; an unknown name is not an error. */
-  TRITONSERVER_Error *err =
-      nrd_srv_shm_unregister(nrd_srv_grpc_call_shm(call), req->name && req->name[0] ? req->name : NULL);
+  /* An empty name unregisters every region; an unknown name is not an error.
+   * With --allow-client-shm=false nothing is unregistered. */
+  nrd_srv_shm *shm = nrd_srv_grpc_call_shm(call);
+  TRITONSERVER_Error *err = !nrd_srv_shm_client_allowed(shm)
+                                ? nrd_srv_shm_disabled_error()
+                                : nrd_srv_shm_unregister(shm, req->name && req->name[0] ? req->name : NULL);
   done_with(req);
   if (ended_by(call, err)) return;
   Inference__SystemSharedMemoryUnregisterResponse r = INFERENCE__SYSTEM_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
@@ -503,6 +508,11 @@ static void cuda_register(nrd_srv_grpc_call *call, const uint8_t *msg, size_t le
   Inference__CudaSharedMemoryRegisterRequest *req =
       unpack(call, &inference__cuda_shared_memory_register_request__descriptor, msg, len);
   if (req == NULL) return;
+  if (!nrd_srv_shm_client_allowed(nrd_srv_grpc_call_shm(call))) {
+    /* Triton with GPU support refuses first (546a78766). */
+    done_with(req);
+    return nrd_srv_grpc_call_fail(call, nrd_srv_shm_disabled_error());
+  }
   char text[400];
   snprintf(text, sizeof text, "failed to register CUDA shared memory region: '%.300s', GPUs not supported",
            req->name ? req->name : "");
@@ -515,6 +525,8 @@ static void cuda_unregister(nrd_srv_grpc_call *call, const uint8_t *msg, size_t 
       unpack(call, &inference__cuda_shared_memory_unregister_request__descriptor, msg, len);
   if (req == NULL) return;
   done_with(req);
+  if (!nrd_srv_shm_client_allowed(nrd_srv_grpc_call_shm(call)))
+    return nrd_srv_grpc_call_fail(call, nrd_srv_shm_disabled_error());
   Inference__CudaSharedMemoryUnregisterResponse r = INFERENCE__CUDA_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
   nrd_srv_grpc_call_reply(call, &r.base);
 }

@@ -21,6 +21,7 @@
 #include "http_json.h"
 #include "json_error.h"
 #include "fmt.h"
+#include "header_forward.h"
 #include "response_output.h"
 
 const char *nrd_srv_http_framed_header_size(const nrd_srv_http *h, const nrd_srv_http_req *req, bool *bad) {
@@ -768,6 +769,10 @@ static int parse_parameters(parse *ps, const nrd_srv_json *params) {
     } else if (strcmp(key, "binary_data_output") == 0) {
       if (!nrd_srv_json_is_bool(v)) FAIL("Unable to parse 'binary_data_output': expected a boolean");
       ps->c->binary_default = nrd_srv_json_is_true(v);
+    } else if (strncmp(key, "triton_", 7) == 0) {
+      /* Triton keeps the prefix for itself; over HTTP no such key is let
+       * through (69987b7b0). */
+      FAIL("parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified.");
     } else if (nrd_srv_json_is_string(v)) {
       err = TRITONSERVER_InferenceRequestSetStringParameter(ps->ireq, key, nrd_srv_json_str(v));
     } else if (nrd_srv_json_is_int(v)) {
@@ -872,7 +877,14 @@ TRITONSERVER_Error *nrd_srv_http_forward_headers(const nrd_srv_http *h, const nr
   if (!h->header_forward) return NULL;
   for (size_t i = 0; i < req->n_headers; i++) {
     const nrd_srv_http_header *hd = &req->headers[i];
-    if (!nrd_srv_header_forward_matches(h->header_forward, hd->name, strlen(hd->name))) continue;
+    size_t len = strlen(hd->name);
+    if (!nrd_srv_header_forward_matches(h->header_forward, hd->name, len)) continue;
+    if (nrd_srv_header_forward_reserved(hd->name, len)) {
+      /* Triton 26.x (69987b7b0): a reserved name never becomes a parameter. */
+      char msg[400];
+      snprintf(msg, sizeof msg, NRD_SRV_HEADER_RESERVED_FMT, (int)(len > 200 ? 200 : len), hd->name);
+      return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
+    }
     TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestSetStringParameter(ireq, hd->name, hd->value);
     if (err) return err;
   }

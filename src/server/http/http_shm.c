@@ -1,6 +1,7 @@
 /* The HTTP routes of Triton's shared memory extension: system regions
  * through the shared registry (shm_registry.h); CUDA regions answer as
- * Triton built without GPU support does. */
+ * Triton built without GPU support does. With --allow-client-shm=false
+ * (the default) register and unregister of both kinds are refused. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +81,11 @@ void nrd_srv_http_shm_route(nrd_srv_http *h, nrd_srv_http_req *req, const char *
     return nrd_srv_http_reply_error(req, 405, "Method Not Allowed");
   const char *name = region[0] ? region : NULL;
   char msg[400];
+  /* --allow-client-shm=false (the default): register and unregister are
+   * refused before anything else is looked at, as Triton 26.x does
+   * (546a78766); status still answers, and lists nothing. */
+  if ((reg || unreg) && !nrd_srv_shm_client_allowed(h->shm))
+    return nrd_srv_http_reply_tserr(req, nrd_srv_shm_disabled_error());
   if (reg && name == NULL) {
     snprintf(msg, sizeof msg, "'region name' is necessary to register %s shared memory region",
              cuda ? "cuda" : "system");

@@ -50,6 +50,10 @@ static void sagemaker_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req, void
     return;
   }
   if (!strcmp(req->path, "/invocations")) {
+    /* --http-restricted-api holds here as on the KServe routes: Triton's
+     * /invocations is its infer or generate handler, which checks the
+     * inference group before the method (a5b45da57). */
+    if (nrd_srv_http_refused(loop->http, req, NRD_SRV_API_INFERENCE)) return;
     if (req->method != NRD_SRV_HTTP_POST) return nrd_srv_http_reply_error(req, 405, "Method Not Allowed");
     switch (c->o.kind) {
       case NRD_SRV_SAGEMAKER_INFER: return nrd_srv_http_infer(loop, req, c->o.model, -1);

@@ -5,7 +5,9 @@
  * inference on the default model; or, with the header
  * X-Vertex-Ai-Triton-Redirect: <v2 route>, any of the KServe routes Triton
  * lets through (Vertex AI only sends POST: routes that read are served as
- * if they were a GET). Anything else is 400. Binary tensor data is framed
+ * if they were a GET); routes that change state (shared memory register
+ * and unregister, model load and unload) are 403, as Triton. Anything
+ * else is 400. Binary tensor data is framed
  * by a Content-Type that carries the JSON header's size. */
 #include <stdio.h>
 #include <string.h>
@@ -17,9 +19,9 @@
 
 #define REDIRECT_HEADER "X-Vertex-Ai-Triton-Redirect"
 
-/* How a redirect target is served: not at all, as it came (POST), or as
- * a GET. */
-typedef enum { REDIRECT_NO, REDIRECT_POST, REDIRECT_GET } redirect_kind;
+/* How a redirect target is served: not at all (400), refused (403), as
+ * it came (POST), or as a GET. */
+typedef enum { REDIRECT_NO, REDIRECT_FORBIDDEN, REDIRECT_POST, REDIRECT_GET } redirect_kind;
 
 /* The routes Triton's Vertex AI endpoint redirects to, and how. */
 static redirect_kind redirect_kind_of(const char *path) {
@@ -43,11 +45,15 @@ static redirect_kind redirect_kind_of(const char *path) {
     if (!strcmp(p, "ready") || !strcmp(p, "config") || !strcmp(p, "stats")) return REDIRECT_GET;
     return REDIRECT_NO;
   }
+  /* Only what reads goes through a redirect (d8f1616f6): a region's status
+   * and the repository index. Registering or unregistering a region, and
+   * loading or unloading a model, need the KServe endpoint itself: 403. */
   if (!strncmp(path, "/v2/systemsharedmemory/", 23) || !strncmp(path, "/v2/cudasharedmemory/", 21)) {
     size_t n = strlen(path);
-    return n >= 7 && !strcmp(path + n - 7, "/status") ? REDIRECT_GET : REDIRECT_POST;
+    return n >= 7 && !strcmp(path + n - 7, "/status") ? REDIRECT_GET : REDIRECT_FORBIDDEN;
   }
-  if (!strcmp(path, "/v2/repository/index") || !strncmp(path, "/v2/repository/models/", 22)) return REDIRECT_POST;
+  if (!strcmp(path, "/v2/repository/index")) return REDIRECT_POST;
+  if (!strncmp(path, "/v2/repository/models/", 22)) return REDIRECT_FORBIDDEN;
   return REDIRECT_NO;
 }
 
@@ -93,6 +99,9 @@ static void vertex_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req, void *c
                                     "prediction route)");
   const char *redirect = nrd_srv_http_header_get(req, REDIRECT_HEADER);
   if (!redirect) {
+    /* Triton's infer handler: the inference group's restriction before
+     * the method (6b0539b92 gave this endpoint --http-restricted-api). */
+    if (nrd_srv_http_refused(h, req, NRD_SRV_API_INFERENCE)) return;
     if (req->method != NRD_SRV_HTTP_POST) return nrd_srv_http_reply_error(req, 405, "Method Not Allowed");
     return nrd_srv_http_infer(loop, req, v->model, -1);
   }
@@ -105,6 +114,7 @@ static void vertex_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req, void *c
     snprintf(msg, sizeof msg, "Vertex AI endpoint: cannot redirect to '%.200s'", redirect);
     return nrd_srv_http_reply_error(req, 400, msg);
   }
+  if (kind == REDIRECT_FORBIDDEN) return nrd_srv_http_reply_empty(req, 403);
   /* The target lives on this stack frame: the routes copy what they keep. */
   const char *path = req->path;
   nrd_srv_http_method method = req->method;

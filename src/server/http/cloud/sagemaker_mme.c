@@ -539,6 +539,8 @@ void nrd_srv_sagemaker_mme_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req,
   }
   if (!mme) return nrd_srv_http_reply_error(req, 500, "SageMaker model table missing");
   if (invoke) {
+    /* The inference group's restriction first, as Triton (b58e983ec). */
+    if (nrd_srv_http_refused(h, req, NRD_SRV_API_INFERENCE)) return;
     if (req->method != NRD_SRV_HTTP_POST) return nrd_srv_http_reply_error(req, 405, "Method Not Allowed");
     char *repo = name[0] ? repo_of(mme, name) : NULL;
     if (!repo) return nrd_srv_http_reply_empty(req, 404);
