@@ -103,9 +103,16 @@ class Running:
         return self.proc.returncode
 
 
+# Triton 2.51 serves client shared memory to any client; Nereid, as
+# Triton 26.x, only with this flag (docs/security.md). The suite compares
+# shared memory as 2.51 serves it.
+NEREID_ONLY = ("--allow-client-shm=true",)
+
+
 def start_pair(repo, extra=()):
-    """Starts Triton and Nereid on `repo` with the same flags; returns
-    (triton, nereid, workdir). The caller stops both and removes workdir."""
+    """Starts Triton and Nereid on `repo` with the same flags (Nereid also
+    with NEREID_ONLY); returns (triton, nereid, workdir). The caller stops
+    both and removes workdir."""
     work = tempfile.mkdtemp(prefix="nrd-diff-")
     common = ["--model-repository", repo, "--log-verbose=0", *extra]
     tports = (free_port(), free_port(), free_port())
@@ -113,7 +120,7 @@ def start_pair(repo, extra=()):
                                 f"--http-port={tports[0]}", f"--grpc-port={tports[1]}",
                                 f"--metrics-port={tports[2]}"], tports)
     nports = (free_port(), free_port(), free_port())
-    nereid = Running("nereid", [NEREID, *common, f"--backend-directory={BACKENDS}", f"--http-port={nports[0]}",
+    nereid = Running("nereid", [NEREID, *common, *NEREID_ONLY, f"--backend-directory={BACKENDS}", f"--http-port={nports[0]}",
                                 f"--grpc-port={nports[1]}", f"--metrics-port={nports[2]}"], nports)
     try:
         triton.wait_ready()

@@ -245,7 +245,8 @@ def server(label_repo):
                 "--http-port=0", "--http-address=127.0.0.1", "--http-thread-count=1",
                 "--allow-metrics=false",
                 "--grpc-port=0", "--grpc-address=127.0.0.1",
-                f"--grpc-max-message-size={MAX_MESSAGE}", "--cache-config=local,size=1048576"])
+                f"--grpc-max-message-size={MAX_MESSAGE}", "--cache-config=local,size=1048576",
+                "--allow-client-shm=true"])  # the shared memory tests register regions
     try:
         s.wait_ready()
         ports = s.ports()
