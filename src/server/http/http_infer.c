@@ -721,8 +721,8 @@ static int parse_input(parse *ps, const nrd_srv_json *in, size_t index) {
     for (size_t d = 0; d < dims; d++)
       o += (size_t)snprintf(text + o, sizeof text - o, d ? ",%lld" : "%lld", (long long)shape[d]);
     snprintf(text + o, sizeof text - o, "]");
-    FAIL("invalid shape for input '%s': shape %s causes total element count to exceed maximum size of %lld", name, text,
-         (long long)INT64_MAX);
+    FAIL("invalid shape for input '%s': shape %.300s causes total element count to exceed maximum size of %lld", name,
+         text, (long long)INT64_MAX);
   }
   size_t esize = dt == TRITONSERVER_TYPE_BYTES ? 0 : TRITONSERVER_DataTypeByteSize(dt);
   if (esize > 1 && count > (uint64_t)INT64_MAX / esize)
