@@ -771,7 +771,8 @@ static int parse_outputs(parse *ps, const nrd_srv_json *outs) {
     if ((ro->name = strdup(name)) == NULL) FAIL("out of memory");
     ps->c->n_outs++;
     const nrd_srv_json *params = nrd_srv_json_get(o, "parameters");
-    if (params && !nrd_srv_json_is_object(params)) FAIL("Unable to parse 'parameters' of output '%s'", name);
+    /* Triton looks its keys up in an object only: other 'parameters' set none. */
+    if (!nrd_srv_json_is_object(params)) params = NULL;
     const nrd_srv_json *b = params ? nrd_srv_json_get(params, "binary_data") : NULL;
     if (b) {
       if (!nrd_srv_json_is_bool(b)) JFAIL("Unable to parse 'binary_data': " NRD_JSON_NOT_BOOL " (output '%s')", name);
@@ -841,7 +842,7 @@ static int parse_parameters(parse *ps, const nrd_srv_json *params) {
     } else if (nrd_srv_json_is_real(v)) {
       err = TRITONSERVER_InferenceRequestSetDoubleParameter(ps->ireq, key, nrd_srv_json_real(v));
     } else {
-      FAIL("parameter '%s' must be a string, number or boolean", key);
+      FAIL("parameter '%s' has invalid type. It should be either 'int', 'bool', or 'string'.", key);
     }
     if (err) return core_fail(ps, err);
   }
