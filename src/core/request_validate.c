@@ -425,9 +425,14 @@ TRITONSERVER_Error *nrd_request_validate(TRITONSERVER_InferenceRequest *r) {
                   : "");
     }
     /* Triton sizes the data by the request's batch size and the input's
-     * other dimensions (by those alone while the batch size is 0). */
+     * other dimensions (by those alone while the batch size is 0). A
+     * ragged input (ours: Triton holds it to the batch size too) by its
+     * own shape. */
     int64_t count = elem_count(dims, nd);
-    if (batched && count > 0 && batch > 0) count = count > INT64_MAX / batch ? -2 : count * (int64_t)batch;
+    if (batched && io->allow_ragged_batch)
+      count = elem_count(in->shape, in->dims_count);
+    else if (batched && count > 0 && batch > 0)
+      count = count > INT64_MAX / batch ? -2 : count * (int64_t)batch;
     if (count < 0) {
       shape_str(in->shape, in->dims_count, got, sizeof got);
       return nrd_request_error(r, TRITONSERVER_ERROR_INVALID_ARG,
