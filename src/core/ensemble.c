@@ -415,12 +415,33 @@ static ens_run *take_ready(ens_ctx *c, uint32_t *n) {
   return runs;
 }
 
-static const char *ensemble_output_name(const ens_ctx *c, uint32_t i) {
-  const TRITONSERVER_InferenceRequest *r = c->req;
-  return r->n_outputs ? r->outputs[i] : c->es->model->outputs[i].name;
+/* Whether the request asks for the ensemble's output `name` (all of them
+ * when it names none). */
+static bool output_wanted(const TRITONSERVER_InferenceRequest *r, const char *name) {
+  if (!r->n_outputs) return true;
+  for (uint32_t k = 0; k < r->n_outputs; k++)
+    if (!strcmp(r->outputs[k], name)) return true;
+  return false;
 }
 
-static uint32_t n_outputs(const ens_ctx *c) { return c->req->n_outputs ? c->req->n_outputs : c->es->model->n_outputs; }
+/* The i-th output of the answer. Triton answers an ensemble's outputs in
+ * the order it walks its map of them (core 70b908c ensemble_scheduler.cc:
+ * an unordered_map filled in the configuration's order, which libstdc++
+ * walks newest first): the configuration's outputs from the last, those
+ * the request asks for. */
+static const char *ensemble_output_name(const ens_ctx *c, uint32_t i) {
+  const TRITONBACKEND_Model *m = c->es->model;
+  for (uint32_t k = m->n_outputs; k-- > 0;)
+    if (output_wanted(c->req, m->outputs[k].name) && i-- == 0) return m->outputs[k].name;
+  return "";
+}
+
+static uint32_t n_outputs(const ens_ctx *c) {
+  const TRITONBACKEND_Model *m = c->es->model;
+  uint32_t n = 0;
+  for (uint32_t k = 0; k < m->n_outputs; k++) n += output_wanted(c->req, m->outputs[k].name);
+  return n;
+}
 
 static uint32_t tensor_of(const ens_sched *es, const char *name) {
   for (uint32_t k = 0; k < es->n_tensors; k++)

@@ -68,7 +68,7 @@ static TRITONSERVER_Error *input_add(TRITONSERVER_InferenceRequest *r, const cha
                                      const int64_t *shape, uint64_t dims, bool raw, nrd_input **out) {
   NRD_ARG_CHECK(r && name, "inference request and input name must not be NULL");
   if (nrd_request_find_input(r, name))
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' already exists in request", name);
+    return nrd_request_error(r, TRITONSERVER_ERROR_INVALID_ARG, "input '%s' already exists in request", name);
   if (dims > 64)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                          "input '%s' has %" PRIu64 " dimensions; at most 64 are supported", name, dims);
@@ -313,7 +313,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveInput(TRITONSERVER_Infere
   NRD_ARG_CHECK(r && name, "request and input name must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   nrd_input *in = nrd_request_find_input(r, name);
-  if (!in) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' does not exist in request", name);
+  if (!in) return nrd_request_error(r, TRITONSERVER_ERROR_INVALID_ARG, "input '%s' does not exist in request", name);
   input_free(in);
   uint32_t idx = (uint32_t)(in - r->inputs);
   memmove(in, in + 1, (r->n_inputs - idx - 1) * sizeof(*in));
@@ -335,7 +335,7 @@ static TRITONSERVER_Error *append_data(TRITONSERVER_InferenceRequest *r, const c
   NRD_ARG_CHECK(r && name, "request and input name must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   nrd_input *in = nrd_request_find_input(r, name);
-  if (!in) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' does not exist in request", name);
+  if (!in) return nrd_request_error(r, TRITONSERVER_ERROR_INVALID_ARG, "input '%s' does not exist in request", name);
   if (!base && size) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' data pointer is NULL", name);
   if (mt == TRITONSERVER_MEMORY_GPU)
     return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
@@ -363,7 +363,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestAppendInputDataWithHostPolicy(
   NRD_ARG_CHECK(r && name && host_policy_name, "request, input name and host policy name must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   nrd_input *in = nrd_request_find_input(r, name);
-  if (!in) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' does not exist in request", name);
+  if (!in) return nrd_request_error(r, TRITONSERVER_ERROR_INVALID_ARG, "input '%s' does not exist in request", name);
   if (!base && byte_size) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' data pointer is NULL", name);
   if (memory_type == TRITONSERVER_MEMORY_GPU)
     return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
@@ -407,7 +407,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveAllInputData(TRITONSERVER
   NRD_ARG_CHECK(r && name, "request and input name must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   nrd_input *in = nrd_request_find_input(r, name);
-  if (!in) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' does not exist in request", name);
+  if (!in) return nrd_request_error(r, TRITONSERVER_ERROR_INVALID_ARG, "input '%s' does not exist in request", name);
   in->nbufs = 0;
   in->byte_size = 0;
   policies_free(in);
@@ -423,9 +423,10 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestAddRequestedOutput(TRITONSERVER
                                                                     const char *name) {
   NRD_ARG_CHECK(r && name, "request and output name must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
+  /* Asking again for an output already requested changes nothing, as in
+   * Triton (core 70b908c, AddOriginalRequestedOutput: a set). */
   for (uint32_t i = 0; i < r->n_outputs; i++)
-    if (!strcmp(r->outputs[i], name))
-      return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "output '%s' is already requested", name);
+    if (!strcmp(r->outputs[i], name)) return NULL;
   if (r->n_outputs == r->cap_outputs) {
     uint32_t cap = r->cap_outputs * 2;
     char **no = nrd_grow(r->outputs, r->outputs_inline, r->n_outputs, cap, sizeof(*no));

@@ -149,6 +149,13 @@ struct TRITONSERVER_InferenceRequest {
   char id_inline[NRD_NAME_INLINE];
 };
 
+/* An INVALID_ARG-style error about request `r` with Triton's request
+ * prefix: "[request id: <id>] " (or "<id_unknown>" when it has none), then
+ * the printf-formatted message. Never NULL (the out-of-memory sentinel on
+ * failure); the caller owns the result. The thread that owns the request. */
+TRITONSERVER_Error *nrd_request_error(const TRITONSERVER_InferenceRequest *r, TRITONSERVER_Error_Code code,
+                                      const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Checks the request against its model's configuration (names, datatypes,
  * shapes, batch size, byte sizes, BYTES framing, requested outputs) and
  * computes batch_size and backend shapes. Errors are INVALID_ARG naming the

@@ -579,7 +579,8 @@ def test_json_string_escapes(srv):
                 .replace("\\ude00", "")):
         st, _, data = srv.request("POST", "/v2/models/identity_bytes_t/infer", bad.encode(),
                                   {"Content-Type": "application/json"})
-        assert st == 400 and "surrogate" in json.loads(data)["error"], data
+        # Triton's parse errors are INTERNAL: 500.
+        assert st == 500 and "surrogate" in json.loads(data)["error"], data
 
 
 def test_ensemble_over_http(client):
@@ -629,14 +630,18 @@ def test_parameters_accepted(srv, client):
                      parameters={"custom_s": "x", "custom_i": 3, "custom_b": True, "custom_d": 0.5})
     assert r.as_numpy("OUTPUT0").tolist() == [[1, 2, 3]]
     x = tensor("INPUT0", np.array([[1]], np.float32), binary=False)
-    for bad, name in (({"sequence_id": [1]}, "'sequence_id'"), ({"sequence_id": 1, "sequence_start": 1}, "'sequence_start'"),
-                      ({"priority": -1}, "'priority'"), ({"timeout": "x"}, "'timeout'"),
-                      ({"parameters": {"nested": {"a": 1}}}, "'nested'")):
-        refused(client.infer, "identity_fp32", [x], contains=name, **bad)
+    # A value of the wrong kind: Triton's TritonJson words, status 500.
+    for bad, name in (({"sequence_id": [1]}, "Unable to parse 'sequence_id': attempt to access JSON non-string"),
+                      ({"sequence_id": 1, "sequence_start": 1}, "Unable to parse 'sequence_start': attempt to access JSON non-boolean"),
+                      ({"priority": -1}, "Unable to parse 'priority': attempt to access JSON non-unsigned-integer"),
+                      ({"timeout": "x"}, "Unable to parse 'timeout': attempt to access JSON non-unsigned-integer")):
+        refused(client.infer, "identity_fp32", [x], status=500, contains=name, **bad)
+    refused(client.infer, "identity_fp32", [x], contains="'nested'", parameters={"nested": {"a": 1}})
     # By hand: tritonclient sends binary_data_output only as true.
     st, r = jreq(srv, "POST", "/v2/models/identity_fp32/infer",
                  infer_body("INPUT0", "FP32", [1, 1], [1], parameters={"binary_data_output": "yes"}))
-    assert st == 400 and r["error"]
+    assert st == 500 and r["error"].startswith(
+        "Unable to parse 'binary_data_output': attempt to access JSON non-boolean as boolean"), r
 
 
 def test_parameters_reach_the_backend_and_come_back(client):
@@ -784,33 +789,48 @@ def test_infer_errors(srv, client):
             contains="decoupled")
     # By hand: bodies that are not an inference request; tritonclient
     # always writes a well-formed one.
-    expect_error(srv, p, "{bad json", contains="JSON")
-    expect_error(srv, p, "[]")
-    expect_error(srv, p, "", contains="empty")
-    expect_error(srv, p, {"inputs": 3}, contains="inputs")
-    expect_error(srv, p, {"inputs": [{"name": "INPUT0", "shape": [1, 2], "datatype": "FP99", "data": [1, 2]}]},
-                 contains="datatype")
+    # Triton's TritonJson errors (and its parse errors) are INTERNAL: 500.
+    expect_error(srv, p, "{bad json", status=500, contains="JSON")
+    assert expect_error(srv, p, "[]", status=500) == (
+        "Unable to parse 'inputs': attempt to access non-existing object member 'inputs'")
+    # No body: the raw input of a model with one input, of 0 elements here.
+    st, _, _ = srv.request("POST", p, "")
+    assert st == 200
+    assert expect_error(srv, "/v2/models/simple/infer", "").startswith(
+        "[request id: <id_unknown>] Raw request must only have 1 input (found 1) to be deduced but got 2 inputs")
+    assert expect_error(srv, p, {"inputs": 3}, status=500) == (
+        "Unable to parse 'inputs': attempt to access JSON non-array as array")
+    assert expect_error(
+        srv, p, {"inputs": [{"name": "INPUT0", "shape": [1, 2], "datatype": "FP99", "data": [1, 2]}]}).startswith(
+        "invalid datatype for input INPUT0")
     refused(client.infer, "identity_fp32", [tensor("INPUT0", np.array([[1, 2]], np.int32), binary=False)],
             contains="FP32")
-    refused(client.infer, "identity_fp32", [f32([[1, 2]], [1, 3])], contains="elements")
-    refused(client.infer, "identity_fp32", [f32([[1, 2]], [1, 1])], contains="elements")
-    refused(client.infer, "identity_fp32", [f32([[1]], [1, 1000000000000])], contains="elements")
+    shape_err = "Unable to parse 'data': Shape does not match true shape of 'data' field"
+    refused(client.infer, "identity_fp32", [f32([[1, 2]], [1, 3])], status=500, contains=shape_err)
+    refused(client.infer, "identity_fp32", [f32([[1, 2]], [1, 1])], status=500, contains=shape_err)
+    refused(client.infer, "identity_fp32", [f32([[1]], [1, 1000000000000])],
+            contains="JSON input 'INPUT0' has a byte_size (4000000000000 bytes) that exceeds the maximum allowed value")
     refused(client.infer, "identity_fp32", [f32([[1, 2]], [1, -2])], status=500, contains="shape")
     refused(client.infer, "identity_fp32", [f32([[1]] * 9)])  # over max_batch_size
     # By hand: JSON values that do not fit the datatype; tritonclient takes
     # the values from a numpy array of that type.
-    expect_error(srv, p, infer_body("INPUT0", "FP32", [1, 2], [1, "x"]))
+    expect_error(srv, p, infer_body("INPUT0", "FP32", [1, 2], [1, "x"]), status=500,
+                 contains="Unable to parse 'data': attempt to access JSON non-number as double")
     expect_error(srv, "/v2/models/identity_int8_t/infer", infer_body("INPUT0", "INT8", [1, 1], [300]),
                  contains="range")
-    expect_error(srv, "/v2/models/identity_int32_t/infer", infer_body("INPUT0", "INT32", [1, 1], [1.5]))
-    expect_error(srv, "/v2/models/identity_bool_t/infer", infer_body("INPUT0", "BOOL", [1, 1], [1]))
-    expect_error(srv, "/v2/models/identity_bytes_t/infer", infer_body("INPUT0", "BYTES", [1, 1], [1]))
+    expect_error(srv, "/v2/models/identity_int32_t/infer", infer_body("INPUT0", "INT32", [1, 1], [1.5]), status=500,
+                 contains="Unable to parse 'data': attempt to access JSON non-signed-integer as signed-integer")
+    expect_error(srv, "/v2/models/identity_bool_t/infer", infer_body("INPUT0", "BOOL", [1, 1], [1]), status=500,
+                 contains="Unable to parse 'data': attempt to access JSON non-boolean as boolean")
+    expect_error(srv, "/v2/models/identity_bytes_t/infer", infer_body("INPUT0", "BYTES", [1, 1], [1]), status=500,
+                 contains="Unable to parse JSON bytes array: attempt to access JSON non-string as string")
     # An input given no data at all.
     refused(client.infer, "identity_fp32", [httpclient.InferInput("INPUT0", [1, 1], "FP32")],
-            contains="binary_data_size")
+            contains="Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', "
+                     "'shared_memory_region' in 'parameters'. But no field is set")
     # By hand: "data" that is no array.
     expect_error(srv, p, {"inputs": [{"name": "INPUT0", "shape": [1, 1], "datatype": "FP32", "data": 5}]},
-                 contains="data")
+                 status=500, contains="Unable to parse 'data': attempt to access JSON non-array as array")
     refused(client.infer, "identity_fp32", [f32([[1]])], outputs=[out("NOPE", False)])
 
 
@@ -836,10 +856,14 @@ def test_binary_size_errors(srv, client):
     payload, _ = binary_request(body(16), [raw])
     expect_error(srv, p, payload, headers={"Inference-Header-Content-Length": str(len(payload) + 1)},
                  contains="range")
-    expect_error(srv, p, payload, headers={"Inference-Header-Content-Length": "abc"}, contains="range")
-    expect_error(srv, p, payload, headers={"Inference-Header-Content-Length": "-5"})
-    # No Inference-Header-Content-Length but binary_data_size given.
-    expect_error(srv, p, json.dumps(body(16)), contains="Inference-Header-Content-Length")
+    # Read as std::atoi reads it (as Triton does): no digits is 0, so the
+    # whole body is the raw input.
+    expect_error(srv, p, payload, headers={"Inference-Header-Content-Length": "abc"},
+                 contains="input byte size mismatch for input 'raw_input'")
+    expect_error(srv, p, payload, headers={"Inference-Header-Content-Length": "-5"}, contains="range")
+    # No Inference-Header-Content-Length but binary_data_size given: the
+    # body is all header, so the data is missing.
+    expect_error(srv, p, json.dumps(body(16)), contains="unexpected size for input 'INPUT0', expecting 16 additional bytes")
 
 
 def raw_exchange(port, data):
@@ -865,15 +889,11 @@ def test_json_errors_in_tritons_words(srv, client):
                                         "object member. at 5"),
                            (b"[" * 101 + b"]" * 101, "JSON nesting depth exceeds maximum allowed limit (100)")):
             st, _, out = srv.request("POST", route, body, {"Content-Type": "application/json"})
-            # The infer route answers 400; the control routes, which read
-            # their body as Triton's EVBufferToJson does, 500 (INTERNAL)
-            # for text its parser refuses.
-            want_st = 400 if route == p or want.startswith("JSON nesting") else 500
+            # Triton's parser errors are INTERNAL (500) on every route;
+            # nesting past 100 is INVALID_ARG (400, server http_server.cc).
+            want_st = 400 if want.startswith("JSON nesting") else 500
             assert st == want_st, (route, body[:20], out)
             assert json.loads(out)["error"].startswith(want), (route, body[:20], out)
-    st, _, out = srv.request("POST", p, b"", {"Content-Type": "application/json"})
-    assert st == 400 and json.loads(out)["error"].startswith(
-        "failed to parse the request JSON buffer: The document is empty. at 0"), out
     # A negative dimension: Triton reads dimensions as unsigned and says 500.
     x = tensor("INPUT0", np.array([1.0], np.float32), binary=False)
     x.set_shape([2, -5])
@@ -954,8 +974,8 @@ def test_random_bodies_never_crash(srv, client):
         if rng.random() < 0.3:
             headers["Inference-Header-Content-Length"] = str(rng.randint(0, len(body) + 2))
         st, _, data = srv.request("POST", "/v2/models/identity_fp32/infer", body, headers)
-        assert st in (200, 400), (st, body, data)
-        if st == 400:
+        assert st in (200, 400, 500), (st, body, data)  # 500: Triton's JSON errors
+        if st != 200:
             assert json.loads(data)["error"]
     assert client.is_server_live()
 
@@ -1274,7 +1294,7 @@ def test_shared_memory_inputs_and_outputs(srv, client, shm_regions):
         bad(half, contains="shared_memory_byte_size")
         both = json.loads(text)
         both["inputs"][0]["data"] = a.tolist()
-        bad(both, contains="INPUT0")
+        bad(both, contains="Input must set only one of the following fields")
         # Classification needs the server to write strings; it can't go
         # into a shared-memory output (as over gRPC).
         cls = json.loads(text)
@@ -1401,7 +1421,7 @@ def test_raw_binary_request(srv):
                                  {"Inference-Header-Content-Length": "0"})
     assert st == 400, data
     assert json.loads(data)["error"].startswith(
-        "Raw request must only have 1 input (found 1) to be deduced but got 2 inputs in 'simple' model "
+        "[request id: <id_unknown>] Raw request must only have 1 input (found 1) to be deduced but got 2 inputs in 'simple' model "
         "configuration"), data
     # A BYTES input of shape [1]: the whole body is its one element, and the
     # output comes back with its 4-byte length before it.
@@ -1413,9 +1433,10 @@ def test_raw_binary_request(srv):
     assert tail == struct.pack("<I", 12) + b"427 and more"
     # Any other BYTES shape cannot take one, nor two variable-size dimensions.
     for model, body, want in (
-            ("identity_bytes", b"427", "For BYTE datatype raw input 'INPUT0', the model must have input shape [1]"),
+            ("identity_bytes", b"427",
+             "[request id: <id_unknown>] For BYTE datatype raw input 'INPUT0', the model must have input shape [1]"),
             ("identity_fp16_2d", b"\0" * 8,
-             "The shape of the raw input 'INPUT0' can not be deduced because there are more than one "
+             "[request id: <id_unknown>] The shape of the raw input 'INPUT0' can not be deduced because there are more than one "
              "variable-sized dimension")):
         st, hdrs, data = srv.request("POST", f"/v2/models/{model}/infer", body,
                                      {"Inference-Header-Content-Length": "0"})
@@ -1447,7 +1468,8 @@ def test_classification(client):
     refused(client.infer, "identity_bytes_t", [tensor("INPUT0", np.array([[b"x"]], dtype=object), binary=False)],
             outputs=[out("OUTPUT0", False, class_count=1)], contains="BYTES")
     refused(client.infer, "identity_fp32", [tensor("INPUT0", np.array([[1]], np.float32), binary=False)],
-            outputs=[out("OUTPUT0", False, class_count="two")], contains="classification")
+            outputs=[out("OUTPUT0", False, class_count="two")], status=500,
+            contains="Unable to set 'classification': attempt to access JSON non-unsigned-integer")
 
 
 def class_values(dt):

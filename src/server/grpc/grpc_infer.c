@@ -852,7 +852,9 @@ static TRITONSERVER_Error *add_inputs(infer_ctx *ctx, nrd_srv_shm *shm) {
     if (refs[i].used) {
       if (req->inputs[i]->contents)
         return errf(TRITONSERVER_ERROR_INVALID_ARG,
-                    "input '%s': unexpected 'contents' provided when using shared memory", req->inputs[i]->name);
+                    "unexpected 'content' provided when using shared memory for input tensor '%s' for model "
+                    "'%s' (give either its 'contents' or its shared memory parameters)",
+                    req->inputs[i]->name, req->model_name);
       if (first_shm == NULL) first_shm = req->inputs[i]->name;
       n_shm++;
     }
@@ -893,7 +895,8 @@ static TRITONSERVER_Error *add_inputs(infer_ctx *ctx, nrd_srv_shm *shm) {
     } else if (raw) {
       if (in->contents)
         return errf(TRITONSERVER_ERROR_INVALID_ARG,
-                    "input '%s': contents must not be given when raw_input_contents is used", in->name);
+                    "contents field must not be specified when using raw_input_contents for '%s' for model '%s'",
+                    in->name, req->model_name);
       data = req->raw_input_contents[raw_index].data;
       size = req->raw_input_contents[raw_index].len;
       raw_index++;
@@ -901,7 +904,8 @@ static TRITONSERVER_Error *add_inputs(infer_ctx *ctx, nrd_srv_shm *shm) {
       err = typed_input(ctx, in, dt, &data, &size);
       if (err) return err;
     } else {
-      return errf(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' has no data", in->name);
+      return errf(TRITONSERVER_ERROR_INVALID_ARG,
+                  "unable to find data for input tensor '%s' for model '%s' in request.", in->name, req->model_name);
     }
     err = TRITONSERVER_InferenceRequestAppendInputData(ctx->irq, in->name, data ? data : "", size,
                                                        TRITONSERVER_MEMORY_CPU, 0);
@@ -944,6 +948,9 @@ static TRITONSERVER_Error *add_inputs(infer_ctx *ctx, nrd_srv_shm *shm) {
   return NULL;
 }
 
+/* The request's parameters, with Triton's sentences for values of the
+ * wrong type (server ace2c5b9f grpc/infer_handler.cc
+ * SetInferenceRequestMetadata). */
 static TRITONSERVER_Error *apply_parameters(infer_ctx *ctx) {
   Inference__ModelInferRequest *req = ctx->req;
   uint32_t flags = 0;
@@ -961,10 +968,11 @@ static TRITONSERVER_Error *apply_parameters(infer_ctx *ctx) {
       else if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_STRING_PARAM)
         err = TRITONSERVER_InferenceRequestSetCorrelationIdString(ctx->irq, p->string_param);
       else
-        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be an integer or a string", key);
+        err = errf(TRITONSERVER_ERROR_INVALID_ARG,
+                   "invalid value type for 'sequence_id' parameter, expected int64_param or string_param.");
     } else if (strcmp(key, "sequence_start") == 0 || strcmp(key, "sequence_end") == 0) {
       if (c != INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM)
-        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be a bool", key);
+        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "invalid value type for '%s' parameter, expected bool_param.", key);
       else if (p->bool_param)
         flags |= key[9] == 's' ? TRITONSERVER_REQUEST_FLAG_SEQUENCE_START : TRITONSERVER_REQUEST_FLAG_SEQUENCE_END;
     } else if (strcmp(key, "priority") == 0) {
@@ -972,16 +980,21 @@ static TRITONSERVER_Error *apply_parameters(infer_ctx *ctx) {
         err = TRITONSERVER_InferenceRequestSetPriorityUInt64(ctx->irq, (uint64_t)p->int64_param);
       else if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM)
         err = TRITONSERVER_InferenceRequestSetPriorityUInt64(ctx->irq, p->uint64_param);
+      else if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM)
+        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "invalid value for 'priority', expected value >= 0.");
       else
-        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be a non-negative integer", key);
+        err = errf(TRITONSERVER_ERROR_INVALID_ARG,
+                   "invalid value type for 'priority' parameter, expected int64_param or uint64_param.");
     } else if (strcmp(key, "timeout") == 0) {
       if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM && p->int64_param >= 0)
         err = TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(ctx->irq, (uint64_t)p->int64_param);
+      else if (c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_INT64_PARAM) /* ours: Triton reads it as unsigned */
+        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "invalid value for 'timeout', expected value >= 0.");
       else
-        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be a non-negative integer", key);
+        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "invalid value type for 'timeout' parameter, expected int64_param.");
     } else if (strcmp(key, "triton_enable_empty_final_response") == 0) {
       if (c != INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_BOOL_PARAM)
-        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "parameter '%s' must be a bool", key);
+        err = errf(TRITONSERVER_ERROR_INVALID_ARG, "invalid value type for '%s' parameter, expected bool_param.", key);
       else
         ctx->empty_final = p->bool_param;
     } else if (strncmp(key, "triton_", 7) == 0) {
@@ -1004,11 +1017,12 @@ static TRITONSERVER_Error *apply_parameters(infer_ctx *ctx) {
         case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_DOUBLE_PARAM:
           err = TRITONSERVER_InferenceRequestSetDoubleParameter(ctx->irq, key, p->double_param);
           break;
-        case INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM:
+        default: /* uint64_param, or none */
           err = errf(TRITONSERVER_ERROR_INVALID_ARG,
-                     "parameter '%s': uint64 values are not supported for custom parameters", key);
+                     "invalid value type for '%s' parameter, expected int64_param, bool_param, or string_param. "
+                     "(got %s)",
+                     key, c == INFERENCE__INFER_PARAMETER__PARAMETER_CHOICE_UINT64_PARAM ? "uint64_param" : "no value");
           break;
-        default: break;
       }
     }
   }

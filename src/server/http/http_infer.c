@@ -512,6 +512,31 @@ typedef struct parse {
     return -1;                                                                                                         \
   } while (0)
 
+/* Triton's words for a JSON field of the wrong kind (its TritonJson errors,
+ * code INTERNAL, so HTTP 500; server ace2c5b9f http_server.cc
+ * RETURN_MSG_IF_ERR): "Unable to parse '<field>': attempt to access ...". */
+#define NRD_JSON_MISSING "attempt to access non-existing object member"
+#define NRD_JSON_NOT_ARRAY "attempt to access JSON non-array as array"
+#define NRD_JSON_NOT_STRING "attempt to access JSON non-string as string"
+#define NRD_JSON_NOT_UINT "attempt to access JSON non-unsigned-integer as unsigned-integer"
+#define NRD_JSON_NOT_BOOL "attempt to access JSON non-boolean as boolean"
+#define JFAIL(...)                                                                                                     \
+  do {                                                                                                                 \
+    ps->status = 500;                                                                                                  \
+    FAIL(__VA_ARGS__);                                                                                                 \
+  } while (0)
+
+/* The TritonJson error for reading `v` (NULL: absent member `key`) as a
+ * string / an array. */
+static int fail_string(parse *ps, const char *field, const nrd_srv_json *v, const char *key) {
+  if (v == NULL) JFAIL("Unable to parse '%s': " NRD_JSON_MISSING " '%s'", field, key);
+  JFAIL("Unable to parse '%s': " NRD_JSON_NOT_STRING, field);
+}
+static int fail_array(parse *ps, const char *field, const nrd_srv_json *v, const char *key) {
+  if (v == NULL) JFAIL("Unable to parse '%s': " NRD_JSON_MISSING " '%s'", field, key);
+  JFAIL("Unable to parse '%s': " NRD_JSON_NOT_ARRAY, field);
+}
+
 /* Adds a core error's message to ps->msg and deletes it; returns -1. */
 static int core_fail(parse *ps, TRITONSERVER_Error *err) {
   snprintf(ps->msg, sizeof ps->msg, "%s", TRITONSERVER_ErrorMessage(err));
@@ -611,39 +636,55 @@ static const nrd_srv_http_span *find_span(const parse *ps, size_t index) {
   return NULL;
 }
 
+/* Triton's rule for an input's content (server ace2c5b9f http_server.cc
+ * ValidateInputContentType): exactly one of 'data', 'binary_data_size' and
+ * 'shared_memory_region', checked before anything else of the input. */
+static int check_content(parse *ps, const nrd_srv_json *in, size_t index) {
+  const nrd_srv_json *params = nrd_srv_json_is_object(in) ? nrd_srv_json_get(in, "parameters") : NULL;
+  bool data = find_span(ps, index) != NULL || (nrd_srv_json_is_object(in) && nrd_srv_json_get(in, "data") != NULL);
+  bool binary = nrd_srv_json_is_object(params) && nrd_srv_json_get(params, "binary_data_size") != NULL;
+  bool shm = nrd_srv_json_is_object(params) && nrd_srv_json_get(params, "shared_memory_region") != NULL;
+  if ((int)data + (int)binary + (int)shm == 1) return 0;
+  FAIL("Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', "
+       "'shared_memory_region' in 'parameters'. But%s%s%s%s",
+       data || binary || shm ? " set" : " no field is set", data ? " 'data'" : "", binary ? " 'binary_data_size'" : "",
+       shm ? " 'shared_memory_region'" : "");
+}
+
 static int parse_input(parse *ps, const nrd_srv_json *in, size_t index) {
-  if (!nrd_srv_json_is_object(in)) FAIL("Unable to parse 'inputs': each input must be an object");
-  const nrd_srv_json *jname = nrd_srv_json_get(in, "name");
-  if (!nrd_srv_json_is_string(jname)) FAIL("Unable to parse 'name' of input %zu", index);
+  if (check_content(ps, in, index) != 0) return -1;
+  const nrd_srv_json *jname = nrd_srv_json_is_object(in) ? nrd_srv_json_get(in, "name") : NULL;
+  if (!nrd_srv_json_is_string(jname)) return fail_string(ps, "name", jname, "name");
   const char *name = nrd_srv_json_str(jname);
   const nrd_srv_json *jdt = nrd_srv_json_get(in, "datatype");
-  if (!nrd_srv_json_is_string(jdt)) FAIL("Unable to parse 'datatype' of input '%s'", name);
+  if (!nrd_srv_json_is_string(jdt)) return fail_string(ps, "datatype", jdt, "datatype");
   TRITONSERVER_DataType dt = TRITONSERVER_StringToDataType(nrd_srv_json_str(jdt));
-  if (dt == TRITONSERVER_TYPE_INVALID) FAIL("invalid datatype '%.40s' for input '%s'", nrd_srv_json_str(jdt), name);
   const nrd_srv_json *jshape = nrd_srv_json_get(in, "shape");
-  if (!nrd_srv_json_is_array(jshape)) FAIL("Unable to parse 'shape' of input '%s'", name);
+  if (!nrd_srv_json_is_array(jshape)) return fail_array(ps, "shape", jshape, "shape");
   size_t dims = nrd_srv_json_size(jshape);
-  if (dims > 64) FAIL("input '%s' has too many dimensions (%zu)", name, dims);
-  int64_t shape[64];
-  uint64_t count = 1;
-  bool overflow = false;
   for (size_t d = 0; d < dims; d++) {
     const nrd_srv_json *v = nrd_srv_json_at(jshape, d);
-    if (nrd_srv_json_is_int(v) && nrd_srv_json_int(v) < 0) {
-      /* Triton reads dimensions as unsigned integers and answers 500. */
-      ps->status = 500;
-      FAIL("Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer "
-           "(input '%s', got %lld)",
-           name, (long long)nrd_srv_json_int(v));
-    }
-    if (!nrd_srv_json_is_int(v)) FAIL("Unable to parse 'shape' of input '%s'", name);
-    shape[d] = nrd_srv_json_int(v);
-    if (shape[d] != 0 && count > UINT64_MAX / (uint64_t)shape[d])
+    if (!nrd_srv_json_is_int(v) || nrd_srv_json_int(v) < 0)
+      JFAIL("Unable to parse 'shape': " NRD_JSON_NOT_UINT " (input '%s', dimension %zu)", name, d);
+  }
+  /* Triton finds this out when it reads the data (ReadDataFromJson). */
+  if (dt == TRITONSERVER_TYPE_INVALID) FAIL("invalid datatype for input %s", name);
+  if (dims > 64) FAIL("input '%s' has too many dimensions (%zu)", name, dims);
+  int64_t shape[64];
+  /* Elements as Triton counts them (server ace2c5b9f common.cc
+   * GetElementCount): none for an empty shape or a dimension of 0. */
+  uint64_t count = dims ? 1 : 0;
+  bool overflow = false;
+  for (size_t d = 0; d < dims; d++) {
+    shape[d] = nrd_srv_json_int(nrd_srv_json_at(jshape, d));
+    if (shape[d] == 0)
+      count = 0;
+    else if (count > (uint64_t)INT64_MAX / (uint64_t)shape[d])
       overflow = true;
     else
       count *= (uint64_t)shape[d];
   }
-  if (overflow) FAIL("shape of input '%s' is too large", name);
+  if (count == 0) overflow = false;
   TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestAddInput(ps->ireq, name, dt, shape, dims);
   if (err) return core_fail(ps, err);
 
@@ -659,27 +700,50 @@ static int parse_input(parse *ps, const nrd_srv_json *in, size_t index) {
   }
   if (bsize) {
     if (!nrd_srv_json_is_int(bsize) || nrd_srv_json_int(bsize) < 0)
-      FAIL("Unable to parse 'binary_data_size' of input '%s'", name);
+      JFAIL("Unable to parse 'binary_data_size': " NRD_JSON_NOT_UINT " (input '%s')", name);
     if (has_data) FAIL("input '%s' has both 'data' and 'binary_data_size'", name);
-    if (ps->header_len == ps->body_len && nrd_srv_json_int(bsize) > 0)
-      FAIL("must specify valid 'Inference-Header-Content-Length' in request header and "
-           "'binary_data_size' when passing inputs in binary data format");
     return append_binary(ps, name, (size_t)nrd_srv_json_int(bsize));
   }
   const nrd_srv_http_span *span = find_span(ps, index);
-  if (span == NULL) {
-    if (nrd_srv_json_get(in, "data")) FAIL("Unable to parse 'data' of input '%s': expected an array", name);
-    FAIL("input '%s' has neither 'data' nor 'binary_data_size'", name);
-  }
+  /* Triton appends no data for a shape of no elements, whatever 'data'
+   * holds (server ace2c5b9f ParseJsonTritonIO). */
   if (count == 0) {
     err = TRITONSERVER_InferenceRequestAppendInputData(ps->ireq, name, NULL, 0, TRITONSERVER_MEMORY_CPU, 0);
     return err ? core_fail(ps, err) : 0;
   }
+  if (span == NULL) {
+    if (nrd_srv_json_get(in, "data")) JFAIL("Unable to parse 'data': " NRD_JSON_NOT_ARRAY " (input '%s')", name);
+    FAIL("input '%s' has neither 'data' nor 'binary_data_size'", name);
+  }
+  if (overflow) {
+    char text[64 * 22 + 3];
+    size_t o = 0;
+    text[o++] = '[';
+    for (size_t d = 0; d < dims; d++)
+      o += (size_t)snprintf(text + o, sizeof text - o, d ? ",%lld" : "%lld", (long long)shape[d]);
+    snprintf(text + o, sizeof text - o, "]");
+    FAIL("invalid shape for input '%s': shape %.300s causes total element count to exceed maximum size of %lld", name,
+         text, (long long)INT64_MAX);
+  }
+  size_t esize = dt == TRITONSERVER_TYPE_BYTES ? 0 : TRITONSERVER_DataTypeByteSize(dt);
+  if (esize > 1 && count > (uint64_t)INT64_MAX / esize)
+    FAIL("byte size overflow for input '%s': element count (%llu) * data type size (%zu) exceeds maximum allowed size "
+         "(%lld)",
+         name, (unsigned long long)count, esize, (long long)INT64_MAX);
+  if (esize && count * esize > ps->c->loop->http->max_input)
+    FAIL("JSON input '%s' has a byte_size (%llu bytes) that exceeds the maximum allowed value of %llu bytes. Use "
+         "--http-max-input-size to increase the limit.",
+         name, (unsigned long long)(count * esize), (unsigned long long)ps->c->loop->http->max_input);
   void *buf = NULL;
   size_t size = 0;
-  if (nrd_srv_http_json_parse_data(ps->header + span->start, span->len, dt, count, name, &buf, &size, ps->msg,
-                                   sizeof ps->msg) != 0)
+  int rc = nrd_srv_http_json_parse_data(ps->header + span->start, span->len, dt, count, name, &buf, &size, ps->msg,
+                                        sizeof ps->msg);
+  if (rc != 0) {
+    /* Text RapidJSON would refuse (a bad escape in a string) gets
+     * Triton's parse error; its TritonJson and shape errors are 500 too. */
+    if (rc == -2 || nrd_srv_json_error(ps->header, ps->header_len, ps->msg, sizeof ps->msg) == 0) ps->status = 500;
     return -1;
+  }
   if (push_buf(ps->c, buf) != 0) {
     free(buf);
     FAIL("out of memory");
@@ -690,7 +754,7 @@ static int parse_input(parse *ps, const nrd_srv_json *in, size_t index) {
 
 static int parse_outputs(parse *ps, const nrd_srv_json *outs) {
   if (outs == NULL) return 0;
-  if (!nrd_srv_json_is_array(outs)) FAIL("Unable to parse 'outputs'");
+  if (!nrd_srv_json_is_array(outs)) JFAIL("Unable to parse 'outputs': " NRD_JSON_NOT_ARRAY);
   size_t n = nrd_srv_json_size(outs);
   if (n == 0) return 0;
   /* malloc and memset, not calloc: glibc's calloc skips the per-thread
@@ -701,23 +765,26 @@ static int parse_outputs(parse *ps, const nrd_srv_json *outs) {
   for (size_t i = 0; i < n; i++) {
     const nrd_srv_json *o = nrd_srv_json_at(outs, i);
     const nrd_srv_json *jname = nrd_srv_json_is_object(o) ? nrd_srv_json_get(o, "name") : NULL;
-    if (!nrd_srv_json_is_string(jname)) FAIL("Unable to parse 'name' of output %zu", i);
+    if (!nrd_srv_json_is_string(jname)) return fail_string(ps, "name", jname, "name");
     const char *name = nrd_srv_json_str(jname);
     req_output *ro = &ps->c->outs[ps->c->n_outs];
     ro->binary = -1;
     if ((ro->name = strdup(name)) == NULL) FAIL("out of memory");
     ps->c->n_outs++;
     const nrd_srv_json *params = nrd_srv_json_get(o, "parameters");
-    if (params && !nrd_srv_json_is_object(params)) FAIL("Unable to parse 'parameters' of output '%s'", name);
+    /* Triton looks its keys up in an object only: other 'parameters' set none. */
+    if (!nrd_srv_json_is_object(params)) params = NULL;
     const nrd_srv_json *b = params ? nrd_srv_json_get(params, "binary_data") : NULL;
     if (b) {
-      if (!nrd_srv_json_is_bool(b)) FAIL("Unable to parse 'binary_data' of output '%s'", name);
+      if (!nrd_srv_json_is_bool(b)) JFAIL("Unable to parse 'binary_data': " NRD_JSON_NOT_BOOL " (output '%s')", name);
       ro->binary = nrd_srv_json_is_true(b);
     }
     const nrd_srv_json *cls = params ? nrd_srv_json_get(params, "classification") : NULL;
     if (cls) {
-      if (!nrd_srv_json_is_int(cls) || nrd_srv_json_int(cls) < 0 || nrd_srv_json_int(cls) > UINT32_MAX)
-        FAIL("Unable to parse 'classification' of output '%s': expected an unsigned integer", name);
+      if (!nrd_srv_json_is_int(cls) || nrd_srv_json_int(cls) < 0)
+        JFAIL("Unable to set 'classification': " NRD_JSON_NOT_UINT " (output '%s')", name);
+      if (nrd_srv_json_int(cls) > UINT32_MAX)
+        FAIL("Unable to set 'classification': output '%s' asks for more than 4294967295 classes", name);
       ro->class_count = (uint32_t)nrd_srv_json_int(cls);
     }
     nrd_srv_http_shm_ref shm;
@@ -741,7 +808,7 @@ static int parse_outputs(parse *ps, const nrd_srv_json *outs) {
 
 static int parse_parameters(parse *ps, const nrd_srv_json *params) {
   if (params == NULL) return 0;
-  if (!nrd_srv_json_is_object(params)) FAIL("Unable to parse 'parameters'");
+  if (!nrd_srv_json_is_object(params)) JFAIL("failed to get request params.: attempt to get members for non-object");
   uint32_t flags = 0;
   TRITONSERVER_Error *err = NULL;
   for (size_t i = 0; i < params->n; i++) {
@@ -753,21 +820,19 @@ static int parse_parameters(parse *ps, const nrd_srv_json *params) {
       else if (nrd_srv_json_is_string(v))
         err = TRITONSERVER_InferenceRequestSetCorrelationIdString(ps->ireq, nrd_srv_json_str(v));
       else
-        FAIL("Unable to parse 'sequence_id': expected an unsigned integer or a string");
+        JFAIL("Unable to parse 'sequence_id': " NRD_JSON_NOT_STRING);
     } else if (strcmp(key, "sequence_start") == 0 || strcmp(key, "sequence_end") == 0) {
-      if (!nrd_srv_json_is_bool(v)) FAIL("Unable to parse '%s': expected a boolean", key);
+      if (!nrd_srv_json_is_bool(v)) JFAIL("Unable to parse '%s': " NRD_JSON_NOT_BOOL, key);
       if (nrd_srv_json_is_true(v))
         flags |= key[9] == 's' ? TRITONSERVER_REQUEST_FLAG_SEQUENCE_START : TRITONSERVER_REQUEST_FLAG_SEQUENCE_END;
     } else if (strcmp(key, "priority") == 0) {
-      if (!nrd_srv_json_is_int(v) || nrd_srv_json_int(v) < 0)
-        FAIL("Unable to parse 'priority': expected an unsigned integer");
+      if (!nrd_srv_json_is_int(v) || nrd_srv_json_int(v) < 0) JFAIL("Unable to parse 'priority': " NRD_JSON_NOT_UINT);
       err = TRITONSERVER_InferenceRequestSetPriorityUInt64(ps->ireq, (uint64_t)nrd_srv_json_int(v));
     } else if (strcmp(key, "timeout") == 0) {
-      if (!nrd_srv_json_is_int(v) || nrd_srv_json_int(v) < 0)
-        FAIL("Unable to parse 'timeout': expected an unsigned integer");
+      if (!nrd_srv_json_is_int(v) || nrd_srv_json_int(v) < 0) JFAIL("Unable to parse 'timeout': " NRD_JSON_NOT_UINT);
       err = TRITONSERVER_InferenceRequestSetTimeoutMicroseconds(ps->ireq, (uint64_t)nrd_srv_json_int(v));
     } else if (strcmp(key, "binary_data_output") == 0) {
-      if (!nrd_srv_json_is_bool(v)) FAIL("Unable to parse 'binary_data_output': expected a boolean");
+      if (!nrd_srv_json_is_bool(v)) JFAIL("Unable to parse 'binary_data_output': " NRD_JSON_NOT_BOOL);
       ps->c->binary_default = nrd_srv_json_is_true(v);
     } else if (strncmp(key, "triton_", 7) == 0) {
       /* Triton keeps the prefix for itself; over HTTP no such key is let
@@ -782,7 +847,7 @@ static int parse_parameters(parse *ps, const nrd_srv_json *params) {
     } else if (nrd_srv_json_is_real(v)) {
       err = TRITONSERVER_InferenceRequestSetDoubleParameter(ps->ireq, key, nrd_srv_json_real(v));
     } else {
-      FAIL("parameter '%s' must be a string, number or boolean", key);
+      FAIL("parameter '%s' has invalid type. It should be either 'int', 'bool', or 'string'.", key);
     }
     if (err) return core_fail(ps, err);
   }
@@ -817,17 +882,16 @@ static int parse_request(parse *ps) {
   if (framed_len) hlen = framed_len;
   ps->header_len = ps->body_len;
   if (hlen) {
-    char *end = NULL;
-    unsigned long long v = strtoull(hlen, &end, 10);
-    if (*hlen < '0' || *hlen > '9' || *end != '\0' || v > ps->body_len)
+    /* Read as Triton reads it (std::atoi: leading digits, anything after
+     * them ignored, no digits is 0; server ace2c5b9f
+     * GetInferenceHeaderLength). */
+    int v = (int)strtol(hlen, NULL, 10);
+    if (v < 0 || (size_t)v > ps->body_len)
       FAIL("inference header size should be in range (0, %zu), got: %.40s", ps->body_len, hlen);
-    if (v == 0) return parse_raw(ps);
     ps->header_len = (size_t)v;
   }
-  if (ps->header_len == 0) {
-    nrd_srv_json_error("", 0, ps->msg, sizeof ps->msg); /* Triton's "The document is empty." */
-    return -1;
-  }
+  /* No JSON header (an empty body too): the body is the raw input. */
+  if (ps->header_len == 0) return parse_raw(ps);
   ps->header = ps->body;
   char *stripped = NULL;
   size_t stripped_len = 0;
@@ -846,17 +910,26 @@ static int parse_request(parse *ps) {
                                                      has_data ? stripped_len : ps->header_len, jerr, sizeof jerr);
   free(stripped);
   if (root == NULL) {
-    /* Triton's words where RapidJSON would refuse the text too; ours otherwise. */
-    if (nrd_srv_json_error(ps->header, ps->header_len, ps->msg, sizeof ps->msg) == 0) return -1;
+    /* Triton's words where RapidJSON would refuse the text too (its parse
+     * errors are INTERNAL: 500); ours otherwise. */
+    if (nrd_srv_json_error(ps->header, ps->header_len, ps->msg, sizeof ps->msg) == 0) {
+      ps->status = 500;
+      return -1;
+    }
     FAIL("failed to parse the request JSON buffer: %s", jerr);
   }
   if (!nrd_srv_json_is_object(root)) {
-    if (nrd_srv_json_error(ps->header, ps->header_len, ps->msg, sizeof ps->msg) == 0) return -1; /* too deep */
-    FAIL("the inference request must be a JSON object");
+    if (nrd_srv_json_error(ps->header, ps->header_len, ps->msg, sizeof ps->msg) == 0) { /* too deep */
+      ps->status = 500;
+      return -1;
+    }
+    /* Triton looks up 'id' and 'parameters' (absent in a non-object), then
+     * 'inputs'. */
+    return fail_array(ps, "inputs", NULL, "inputs");
   }
   const nrd_srv_json *id = nrd_srv_json_get(root, "id");
   if (id) {
-    if (!nrd_srv_json_is_string(id)) FAIL("Unable to parse 'id': expected a string");
+    if (!nrd_srv_json_is_string(id)) JFAIL("Unable to parse 'id': " NRD_JSON_NOT_STRING);
     TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestSetId(ps->ireq, nrd_srv_json_str(id));
     if (err) {
       core_fail(ps, err);
@@ -865,7 +938,7 @@ static int parse_request(parse *ps) {
   }
   if (parse_parameters(ps, nrd_srv_json_get(root, "parameters")) != 0) return -1;
   const nrd_srv_json *inputs = nrd_srv_json_get(root, "inputs");
-  if (!nrd_srv_json_is_array(inputs)) FAIL("Unable to parse 'inputs'");
+  if (!nrd_srv_json_is_array(inputs)) return fail_array(ps, "inputs", inputs, "inputs");
   for (size_t i = 0; i < nrd_srv_json_size(inputs); i++)
     if (parse_input(ps, nrd_srv_json_at(inputs, i), i) != 0) return -1;
   if (ps->header_len + ps->cursor != ps->body_len) FAIL("unexpected additional input data for model '%s'", ps->model);

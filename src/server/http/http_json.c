@@ -223,7 +223,47 @@ typedef struct dparse {
   const char *name;
   char *err;
   size_t errlen;
+  bool triton; /* the error is one of Triton's TritonJson or shape errors */
 } dparse;
+
+/* Triton's error for an element of the wrong kind (server ace2c5b9f
+ * http_server.cc ReadDataFromJsonHelper and JsonBytesArrayByteSize: the
+ * TritonJson accessor of the input's datatype). */
+static int dp_kind(dparse *d) {
+  const char *what;
+  switch (d->dt) {
+    case TRITONSERVER_TYPE_BYTES:
+      nrd_srv_fmt_err(d->err, d->errlen,
+                      "Unable to parse JSON bytes array: attempt to access JSON non-string as string (input '%s')",
+                      d->name);
+      d->triton = true;
+      return -1;
+    case TRITONSERVER_TYPE_BOOL: what = "attempt to access JSON non-boolean as boolean"; break;
+    case TRITONSERVER_TYPE_UINT8:
+    case TRITONSERVER_TYPE_UINT16:
+    case TRITONSERVER_TYPE_UINT32:
+    case TRITONSERVER_TYPE_UINT64: what = "attempt to access JSON non-unsigned-integer as unsigned-integer"; break;
+    case TRITONSERVER_TYPE_INT8:
+    case TRITONSERVER_TYPE_INT16:
+    case TRITONSERVER_TYPE_INT32:
+    case TRITONSERVER_TYPE_INT64: what = "attempt to access JSON non-signed-integer as signed-integer"; break;
+    default: what = "attempt to access JSON non-number as double"; break;
+  }
+  nrd_srv_fmt_err(d->err, d->errlen, "Unable to parse 'data': %s (input '%s')", what, d->name);
+  d->triton = true;
+  return -1;
+}
+
+/* Triton's error when the elements are more or fewer than the shape holds
+ * (server ace2c5b9f ReadDataFromJson). */
+static int dp_shape(dparse *d) {
+  nrd_srv_fmt_err(d->err, d->errlen,
+                  "Unable to parse 'data': Shape does not match true shape of 'data' field (input '%s' holds %llu "
+                  "elements)",
+                  d->name, (unsigned long long)d->count);
+  d->triton = true;
+  return -1;
+}
 
 static int dp_fail(dparse *d, const char *what) {
   nrd_srv_fmt_err(d->err, d->errlen, "unable to parse 'data' of input '%s': %s (datatype %s, near byte %zu)", d->name,
@@ -252,7 +292,7 @@ static void dp_ws(dparse *d) {
 
 /* Decodes one JSON string (at '"') as a BYTES element. */
 static int dp_string(dparse *d) {
-  if (d->dt != TRITONSERVER_TYPE_BYTES) return dp_fail(d, "expected a number or boolean, got a string");
+  if (d->dt != TRITONSERVER_TYPE_BYTES) return dp_kind(d);
   d->pos++;
   size_t lenpos = d->out_size;
   if (dp_reserve(d, 4) != 0) return dp_fail(d, "out of memory");
@@ -342,13 +382,13 @@ static int dp_string(dparse *d) {
 static int dp_store_int(dparse *d, bool neg, uint64_t mag) {
   unsigned char *o = d->out + d->out_size;
   int64_t sv = neg ? (mag == (uint64_t)1 << 63 ? INT64_MIN : -(int64_t)mag) : (int64_t)mag;
-  if (neg && mag > ((uint64_t)1 << 63)) return dp_fail(d, "integer out of range");
+  if (neg && mag > ((uint64_t)1 << 63)) return dp_kind(d); /* a double to RapidJSON */
   switch (d->dt) {
     case TRITONSERVER_TYPE_UINT8:
     case TRITONSERVER_TYPE_UINT16:
     case TRITONSERVER_TYPE_UINT32:
     case TRITONSERVER_TYPE_UINT64: {
-      if (neg && mag != 0) return dp_fail(d, "negative value for an unsigned type");
+      if (neg && mag != 0) return dp_kind(d);
       uint64_t max = d->elem == 8 ? UINT64_MAX : ((uint64_t)1 << (8 * d->elem)) - 1;
       if (mag > max) return dp_fail(d, "integer out of range");
       if (d->elem == 1) {
@@ -368,7 +408,7 @@ static int dp_store_int(dparse *d, bool neg, uint64_t mag) {
     case TRITONSERVER_TYPE_INT16:
     case TRITONSERVER_TYPE_INT32:
     case TRITONSERVER_TYPE_INT64: {
-      if (!neg && mag > (uint64_t)INT64_MAX) return dp_fail(d, "integer out of range");
+      if (!neg && mag > (uint64_t)INT64_MAX) return dp_kind(d); /* only an unsigned integer to RapidJSON */
       if (d->elem < 8) {
         int64_t lim = (int64_t)1 << (8 * d->elem - 1);
         if (sv < -lim || sv >= lim) return dp_fail(d, "integer out of range");
@@ -401,8 +441,7 @@ static int dp_number(dparse *d) {
     char c = d->p[b + i];
     if (c == '.' || c == 'e' || c == 'E') integral = false;
   }
-  if (d->dt == TRITONSERVER_TYPE_BYTES) return dp_fail(d, "expected a string, got a number");
-  if (d->dt == TRITONSERVER_TYPE_BOOL) return dp_fail(d, "expected true or false, got a number");
+  if (d->dt == TRITONSERVER_TYPE_BYTES || d->dt == TRITONSERVER_TYPE_BOOL) return dp_kind(d);
   unsigned char *o = d->out + d->out_size;
   if (d->dt == TRITONSERVER_TYPE_FP32 || d->dt == TRITONSERVER_TYPE_FP64 || d->dt == TRITONSERVER_TYPE_FP16 ||
       d->dt == TRITONSERVER_TYPE_BF16) {
@@ -422,12 +461,12 @@ static int dp_number(dparse *d) {
     }
     return 0;
   }
-  if (!integral) return dp_fail(d, "expected an integer");
+  if (!integral) return dp_kind(d);
   bool neg = d->p[b] == '-';
   uint64_t mag = 0;
   for (size_t i = neg ? 1 : 0; i < n; i++) {
     unsigned dgt = (unsigned)(d->p[b + i] - '0');
-    if (mag > (UINT64_MAX - dgt) / 10) return dp_fail(d, "integer out of range");
+    if (mag > (UINT64_MAX - dgt) / 10) return dp_kind(d); /* a double to RapidJSON */
     mag = mag * 10 + dgt;
   }
   return dp_store_int(d, neg, mag);
@@ -460,17 +499,13 @@ static int dp_value(dparse *d, int depth) {
       return dp_fail(d, "expected ',' or ']'");
     }
   }
-  if (d->seen >= d->count) {
-    nrd_srv_fmt_err(d->err, d->errlen,
-                    "unexpected number of elements in 'data' of input '%s': more than the %llu its "
-                    "shape holds",
-                    d->name, (unsigned long long)d->count);
-    return -1;
-  }
+  /* BYTES elements are counted by the core, as in Triton. */
+  if (d->elem && d->seen >= d->count) return dp_shape(d);
   d->seen++;
+  if (d->elem && dp_reserve(d, d->elem) != 0) return dp_fail(d, "out of memory");
   if (c == '"') return dp_string(d);
   if (c == 't' || c == 'f') {
-    if (d->dt != TRITONSERVER_TYPE_BOOL) return dp_fail(d, "expected a number, got a boolean");
+    if (d->dt != TRITONSERVER_TYPE_BOOL) return dp_kind(d);
     bool v = c == 't';
     const char *lit = v ? "true" : "false";
     size_t n = strlen(lit);
@@ -480,7 +515,7 @@ static int dp_value(dparse *d, int depth) {
     d->out_size += 1;
     return 0;
   }
-  if (c == 'n') return dp_fail(d, "null is not a tensor element");
+  if (c == 'n') return dp_kind(d);
   if (d->elem) {
     if (dp_number(d) != 0) return -1;
     d->out_size += d->elem;
@@ -500,20 +535,14 @@ int nrd_srv_http_json_parse_data(const char *p, size_t len, TRITONSERVER_DataTyp
     return -1;
   }
   /* Every element takes at least one character of text (two for a
-   * string), so a shape claiming more than that is wrong: say so before
-   * allocating anything. */
-  if (count > len) {
-    nrd_srv_fmt_err(err, errlen,
-                    "unexpected number of elements in 'data' of input '%s': its shape holds %llu, the "
-                    "array cannot hold that many",
-                    name, (unsigned long long)count);
-    return -1;
-  }
+   * string): the buffer starts at what the text can hold and grows as
+   * elements come, so a shape claiming more never allocates more. */
+  uint64_t fit = count < len ? count : len;
   if (d.elem) {
-    d.out_cap = (size_t)count * d.elem;
+    d.out_cap = (size_t)fit * d.elem;
     d.out = malloc(d.out_cap ? d.out_cap : 1);
   } else {
-    d.out_cap = (size_t)count * 4 + 64;
+    d.out_cap = (size_t)fit * 4 + 64;
     d.out = malloc(d.out_cap);
   }
   if (d.out == NULL) {
@@ -526,10 +555,8 @@ int nrd_srv_http_json_parse_data(const char *p, size_t len, TRITONSERVER_DataTyp
     dp_fail(&d, "trailing characters");
     goto fail;
   }
-  if (d.seen != count) {
-    nrd_srv_fmt_err(err, errlen,
-                    "unexpected number of elements in 'data' of input '%s': got %llu, its shape holds %llu", name,
-                    (unsigned long long)d.seen, (unsigned long long)count);
+  if (d.elem && d.seen != count) {
+    dp_shape(&d);
     goto fail;
   }
   *out = d.out;
@@ -537,7 +564,7 @@ int nrd_srv_http_json_parse_data(const char *p, size_t len, TRITONSERVER_DataTyp
   return 0;
 fail:
   free(d.out);
-  return -1;
+  return d.triton ? -2 : -1;
 }
 
 /* ---- writing ------------------------------------------------------------- */

@@ -41,8 +41,11 @@ int nrd_srv_http_json_cut_data(const char *json, size_t len, nrd_srv_http_span *
 /* Parses a `data` array [p, p+len) (nested arrays are flattened) holding
  * `count` elements of `dt` into a malloc'ed buffer *out of *out_size bytes
  * (caller frees; BYTES elements are 4-byte little-endian length + bytes).
- * Never allocates more than the text can justify. Returns 0, or -1 with a
- * message naming `name` in err and *out NULL. */
+ * Never allocates more than the text can justify. BYTES elements are not
+ * counted (the core checks them against the shape). Returns 0, or -1 with
+ * a message naming `name` in err and *out NULL; -2 for the errors Triton
+ * answers with status 500 (an element of the wrong kind, a count that is
+ * not the shape's). */
 int nrd_srv_http_json_parse_data(const char *p, size_t len, TRITONSERVER_DataType dt, uint64_t count, const char *name,
                                  void **out, size_t *out_size, char *err, size_t errlen);
 
