@@ -867,7 +867,7 @@ def test_infer_input_data_errors(client, stub):
     # An input without data (tritonclient sends one whose data was never set).
     e = tc_error(client.infer, "identity_fp32", [grpcclient.InferInput("INPUT0", [1, 2], "FP32")])
     assert e.status() == "StatusCode.INVALID_ARGUMENT"
-    assert "input 'INPUT0' has no data" in e.message()
+    assert "unable to find data for input tensor 'INPUT0' for model 'identity_fp32' in request." in e.message()
     # Hand-built from here: tritonclient never sends typed contents.
     # Both raw_input_contents and typed contents for the same input.
     r = infer_request("identity_fp32", [("INPUT0", "FP32", [1, 2], x)])
@@ -875,7 +875,8 @@ def test_infer_input_data_errors(client, stub):
     with pytest.raises(grpc.RpcError) as e:
         stub.ModelInfer(r, timeout=RPC_TIMEOUT)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "input 'INPUT0': contents must not be given when raw_input_contents is used" in e.value.details()
+    assert ("contents field must not be specified when using raw_input_contents for 'INPUT0' for model "
+            "'identity_fp32'") in e.value.details()
     # Typed contents of the wrong field for the datatype: no data of its own,
     # so the element count does not match the shape.
     r = infer_request("identity_fp32", [("INPUT0", "FP32", [1, 2], x)], raw=False)

@@ -20,7 +20,7 @@ int nrd_srv_http_body_json(nrd_srv_http_req *req, json_t **out) {
    * error is INTERNAL, 500; the nesting bound is a 400). Checked first, so
    * that nesting too deep is refused whatever jansson would take. */
   if (nrd_srv_json_error(b, len, msg, sizeof msg) == 0) {
-    nrd_srv_http_reply_error(req, strncmp(msg, "JSON nesting depth", 18) == 0 ? 400 : 500, msg);
+    nrd_srv_http_reply_error(req, nrd_srv_json_error_status(msg), msg);
     return -1;
   }
   json_error_t jerr;

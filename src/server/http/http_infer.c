@@ -741,7 +741,10 @@ static int parse_input(parse *ps, const nrd_srv_json *in, size_t index) {
   if (rc != 0) {
     /* Text RapidJSON would refuse (a bad escape in a string) gets
      * Triton's parse error; its TritonJson and shape errors are 500 too. */
-    if (rc == -2 || nrd_srv_json_error(ps->header, ps->header_len, ps->msg, sizeof ps->msg) == 0) ps->status = 500;
+    if (rc == -2)
+      ps->status = 500;
+    else if (nrd_srv_json_error(ps->header, ps->header_len, ps->msg, sizeof ps->msg) == 0)
+      ps->status = nrd_srv_json_error_status(ps->msg);
     return -1;
   }
   if (push_buf(ps->c, buf) != 0) {
@@ -913,14 +916,14 @@ static int parse_request(parse *ps) {
     /* Triton's words where RapidJSON would refuse the text too (its parse
      * errors are INTERNAL: 500); ours otherwise. */
     if (nrd_srv_json_error(ps->header, ps->header_len, ps->msg, sizeof ps->msg) == 0) {
-      ps->status = 500;
+      ps->status = nrd_srv_json_error_status(ps->msg);
       return -1;
     }
     FAIL("failed to parse the request JSON buffer: %s", jerr);
   }
   if (!nrd_srv_json_is_object(root)) {
     if (nrd_srv_json_error(ps->header, ps->header_len, ps->msg, sizeof ps->msg) == 0) { /* too deep */
-      ps->status = 500;
+      ps->status = nrd_srv_json_error_status(ps->msg);
       return -1;
     }
     /* Triton looks up 'id' and 'parameters' (absent in a non-object), then

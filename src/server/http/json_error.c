@@ -242,3 +242,7 @@ int nrd_srv_json_error(const char *buf, size_t len, char *out, size_t outlen) {
     snprintf(out, outlen, "failed to parse the request JSON buffer: %s at %zu", kText[r.err], r.at);
   return 0;
 }
+
+int nrd_srv_json_error_status(const char *msg) {
+  return strncmp(msg, "JSON nesting depth", 18) == 0 ? 400 : 500;
+}

@@ -21,4 +21,9 @@
  * message. A NUL byte ends the text, as it ends it for RapidJSON. */
 int nrd_srv_json_error(const char *buf, size_t len, char *out, size_t outlen);
 
+/* The HTTP status Triton answers a nrd_srv_json_error text with: 400 for
+ * nesting too deep (INVALID_ARG), 500 for a parse error (its JSON
+ * parser's INTERNAL). */
+int nrd_srv_json_error_status(const char *msg);
+
 #endif
