@@ -376,7 +376,7 @@ def stream_cases():
 # bounds check Triton added later): sent to Nereid only, which must refuse
 # them cleanly. docs/differences.md lists them.
 TRITON_ABORTS = ("infer.*.shape_huge", "infer.*.data_short", "infer.*.data_empty",
-                 "infer.identity_bytes.output_classification*")
+                 "infer.identity_bytes.output_classification")
 
 
 def triton_aborts(case_id):
