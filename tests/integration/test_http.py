@@ -897,7 +897,7 @@ def test_oversized_body_rejected(srv, client):
                             b"Content-Length: %d\r\n\r\n" % length)
         # Triton answers 400 with its sentence.
         assert resp.startswith(b"HTTP/1.1 400"), resp
-        assert b"Request JSON size of %d bytes exceeds the maximum allowed value of " % length in resp, resp
+        assert b"request JSON size of %d bytes exceeds the maximum allowed input size of " % length in resp, resp
         assert b"Use --http-max-input-size to increase the limit." in resp, resp
     # Chunked bodies are held to the same limit.
     chunk = b"x" * 65536
