@@ -7,8 +7,10 @@
  * the release and completion callbacks run on core threads and count
  * down. The last of them encodes and sends the reply itself when the loop
  * sleeps and lets it (answer_here), or posts it back to the loop. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -637,12 +639,22 @@ static int parse_input(parse *ps, const nrd_srv_json *in, size_t index) {
     }
     if (!nrd_srv_json_is_int(v)) FAIL("Unable to parse 'shape' of input '%s'", name);
     shape[d] = nrd_srv_json_int(v);
-    if (shape[d] != 0 && count > UINT64_MAX / (uint64_t)shape[d])
+    if (shape[d] != 0 && count > (uint64_t)INT64_MAX / (uint64_t)shape[d])
       overflow = true;
     else
       count *= (uint64_t)shape[d];
   }
-  if (overflow) FAIL("shape of input '%s' is too large", name);
+  if (overflow && count != 0) { /* a zero dimension makes it 0 elements, whatever the others */
+    /* Triton's sentence (server 865432fcb and after). */
+    char dims_text[64 * 21 + 3];
+    size_t at = 0;
+    dims_text[at++] = '[';
+    for (size_t d = 0; d < dims; d++)
+      at += (size_t)snprintf(dims_text + at, sizeof dims_text - at, d ? ",%lld" : "%lld", (long long)shape[d]);
+    snprintf(dims_text + at, sizeof dims_text - at, "]");
+    FAIL("invalid shape for input '%.100s': shape %.300s causes total element count to exceed maximum size of %lld",
+         name, dims_text, (long long)INT64_MAX);
+  }
   TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestAddInput(ps->ireq, name, dt, shape, dims);
   if (err) return core_fail(ps, err);
 
@@ -674,6 +686,17 @@ static int parse_input(parse *ps, const nrd_srv_json *in, size_t index) {
     err = TRITONSERVER_InferenceRequestAppendInputData(ps->ireq, name, NULL, 0, TRITONSERVER_MEMORY_CPU, 0);
     return err ? core_fail(ps, err) : 0;
   }
+  /* The byte size of JSON data, checked as Triton checks it (server
+   * e5aecb323, be7d4b1a1) before anything is allocated for it. */
+  size_t esz = dt == TRITONSERVER_TYPE_BYTES ? 0 : (size_t)TRITONSERVER_DataTypeByteSize(dt);
+  if (esz > 1 && count > (uint64_t)INT64_MAX / esz)
+    FAIL("byte size overflow for input '%s': element count (%llu) * data type size (%zu) exceeds maximum allowed "
+         "size (%lld)",
+         name, (unsigned long long)count, esz, (long long)INT64_MAX);
+  if (esz && count * esz > ps->c->loop->http->max_input)
+    FAIL("JSON input '%s' has a byte_size (%llu bytes) that exceeds the maximum allowed value of %zu bytes. Use "
+         "--http-max-input-size to increase the limit.",
+         name, (unsigned long long)(count * esz), ps->c->loop->http->max_input);
   void *buf = NULL;
   size_t size = 0;
   if (nrd_srv_http_json_parse_data(ps->header + span->start, span->len, dt, count, name, &buf, &size, ps->msg,
@@ -812,9 +835,20 @@ static int parse_request(parse *ps) {
   if (framed_len) hlen = framed_len;
   ps->header_len = ps->body_len;
   if (hlen) {
+    /* Read as Triton reads it, with std::stoi (server 2d64d2deb,
+     * 10f2a691a): leading blanks, a sign, digits, anything after ignored;
+     * no digits, or a value outside int32, has its own sentence. */
+    const char *what = framed_len ? "inference header size" : "Inference-Header-Content-Length";
     char *end = NULL;
-    unsigned long long v = strtoull(hlen, &end, 10);
-    if (*hlen < '0' || *hlen > '9' || *end != '\0' || v > ps->body_len)
+    errno = 0;
+    long long v = strtoll(hlen, &end, 10);
+    if (end == hlen) FAIL("Unable to parse %s, got: %.40s", what, hlen);
+    if (errno == ERANGE || v < INT32_MIN || v > INT32_MAX) {
+      if (framed_len) FAIL("Unable to parse inference header size, value is out of range, got: %.40s", hlen);
+      FAIL("Unable to parse Inference-Header-Content-Length, value is out of range [ %d, %d ], got: %.40s", INT32_MIN,
+           INT32_MAX, hlen);
+    }
+    if (v < 0 || (unsigned long long)v > ps->body_len)
       FAIL("inference header size should be in range (0, %zu), got: %.40s", ps->body_len, hlen);
     if (v == 0) return parse_raw(ps);
     ps->header_len = (size_t)v;
