@@ -25,7 +25,7 @@ import tritonclient.http as httpclient
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
-from security_helpers import WatchedServer
+from security_helpers import SANITIZED, WatchedServer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(os.path.dirname(HERE), "security", "corpus")
@@ -140,7 +140,8 @@ def test_grpc_gzip_bomb_refused_at_the_decompression_limit():
             assert e.value.details().startswith(
                 "Decompressed data size exceeds the maximum allowed value of 67108864 bytes."), e.value.details()
         channel.close()
-        assert s.peak_mib() < 400, s.peak_mib()
+        if not SANITIZED:  # shadow memory and quarantine make the figure meaningless there
+            assert s.peak_mib() < 300, s.peak_mib()
 
 
 def test_grpc_decompression_limit_flag():
@@ -196,7 +197,10 @@ def test_failed_compressed_requests_keep_no_memory():
             assert send(bomb) == 400
             assert send(corrupt) == 400
         grown = rss_mib(s) - base
-        assert grown < 24, f"resident set grew {grown:.1f} MiB over 100 failed compressed requests"
+        # Under ASan freed memory waits in its quarantine; LeakSanitizer
+        # checks the frees there instead.
+        if not SANITIZED:
+            assert grown < 24, f"resident set grew {grown:.1f} MiB over 100 failed compressed requests"
 
 
 # ---- finding 2: classification ---------------------------------------------------------------------
