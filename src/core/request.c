@@ -122,6 +122,23 @@ static bool names_contain(nrd_name_index **pidx, const TRITONSERVER_InferenceReq
   return false;
 }
 
+/* Whether the request has an input named `name`: below NAME_INDEX_MIN
+ * inputs the plain scan of before (the usual case costs nothing more). */
+static inline bool input_exists(TRITONSERVER_InferenceRequest *r, const char *name) {
+  if (r->n_inputs >= NAME_INDEX_MIN) return names_contain(&r->in_index, r, r->n_inputs, input_name_at, name);
+  for (uint32_t i = 0; i < r->n_inputs; i++)
+    if (!strcmp(r->inputs[i].name, name)) return true;
+  return false;
+}
+
+/* The same for requested outputs. */
+static inline bool output_requested(TRITONSERVER_InferenceRequest *r, const char *name) {
+  if (r->n_outputs >= NAME_INDEX_MIN) return names_contain(&r->out_index, r, r->n_outputs, output_name_at, name);
+  for (uint32_t i = 0; i < r->n_outputs; i++)
+    if (!strcmp(r->outputs[i], name)) return true;
+  return false;
+}
+
 nrd_input *nrd_request_find_input_indexed(TRITONSERVER_InferenceRequest *r, const char *name) {
   const nrd_name_index *idx = r->in_index;
   if (idx->n != r->n_inputs) { /* stale (inputs went since): scan */
@@ -142,7 +159,8 @@ static void name_index_added(nrd_name_index *idx, const char *name, uint32_t pos
 }
 
 /* Names were removed or moved: the index goes, rebuilt when needed. */
-static void name_index_drop(nrd_name_index **pidx) {
+static inline void name_index_drop(nrd_name_index **pidx) {
+  if (*pidx == NULL) return; /* the usual case: skip free()'s own checks */
   free(*pidx);
   *pidx = NULL;
 }
@@ -161,7 +179,7 @@ static bool inputs_grow(TRITONSERVER_InferenceRequest *r) {
 static TRITONSERVER_Error *input_add(TRITONSERVER_InferenceRequest *r, const char *name, TRITONSERVER_DataType dt,
                                      const int64_t *shape, uint64_t dims, bool raw, nrd_input **out) {
   NRD_ARG_CHECK(r && name, "inference request and input name must not be NULL");
-  if (names_contain(&r->in_index, r, r->n_inputs, input_name_at, name))
+  if (input_exists(r, name))
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' already exists in request", name);
   if (dims > 64)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
@@ -523,7 +541,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestAddRequestedOutput(TRITONSERVER
   NRD_ARG_CHECK(r && name, "request and output name must not be NULL");
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   /* Triton's sentence (core e93e4a9). */
-  if (names_contain(&r->out_index, r, r->n_outputs, output_name_at, name))
+  if (output_requested(r, name))
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "output '%s' already exists in request", name);
   if (r->n_outputs == r->cap_outputs) {
     uint32_t cap = r->cap_outputs * 2;
