@@ -12,6 +12,7 @@ import gzip
 import json
 import os
 import queue
+import shutil
 import socket
 import struct
 import threading
@@ -500,3 +501,35 @@ def test_many_requests_in_parallel_stay_bounded(srv):
         t.join(120)
     assert not errors, errors
     assert srv.alive()
+
+
+def test_cached_dynamically_batched_model_keeps_no_memory_per_request(tmp_path):
+    """Core b06d69b: Triton's dynamic batcher kept a completion slot per
+    cached request, so memory grew with every hit. 3000 requests of 50
+    distinct inputs (hits and misses) through the dynamic batcher and the
+    local cache: the resident set stays where it was after the first 500."""
+    repo = tmp_path / "models"
+    shutil.copytree(os.path.join(os.environ.get("NEREID_EXAMPLES", os.path.join(HERE, "..", "..", "examples",
+                                                                                  "models")), "identity_fp32"),
+                    repo / "identity_fp32")
+    cfg = repo / "identity_fp32" / "config.pbtxt"
+    cfg.write_text(cfg.read_text() + "\ndynamic_batching { max_queue_delay_microseconds: 100 }\n"
+                   "response_cache { enable: true }\n")
+    with WatchedServer(["--cache-config=local,size=1048576"], repo=str(repo)) as s:
+        c = grpc_client(s)
+        inputs = []
+        for k in range(50):
+            i = grpcclient.InferInput("INPUT0", [1, 16], "FP32")
+            i.set_data_from_numpy(np.full((1, 16), k, np.float32))
+            inputs.append(i)
+        for n in range(500):
+            c.infer("identity_fp32", [inputs[n % 50]])
+        base = rss_mib(s)
+        for n in range(3000):
+            r = c.infer("identity_fp32", [inputs[n % 50]])
+        assert r.as_numpy("OUTPUT0")[0, 0] == 49
+        stats = c.get_inference_statistics("identity_fp32", as_json=True)["model_stats"][0]["inference_stats"]
+        assert int(stats["cache_hit"]["count"]) >= 3000
+        if not SANITIZED:
+            grown = rss_mib(s) - base
+            assert grown < 8, f"resident set grew {grown:.1f} MiB over 3000 cached requests"
