@@ -96,6 +96,10 @@ struct TRITONSERVER_InferenceRequest {
   uint32_t n_inputs, cap_inputs;
   char **outputs; /* requested output names; outputs_inline at first */
   uint32_t n_outputs, cap_outputs;
+  /* Hash indexes of the input and requested output names, made only when
+   * a request has many (request.c, NAME_INDEX_MIN), so that adding
+   * thousands of names costs linear time, not quadratic; NULL otherwise. */
+  struct nrd_name_index *in_index, *out_index;
   nrd_param_list params;
 
   TRITONSERVER_InferenceRequestReleaseFn_t release_fn;
@@ -247,10 +251,16 @@ TRITONSERVER_Error *nrd_input_rename(nrd_input *in, const char *name);
  * buffers and counts its size. The request must not be in flight. */
 TRITONSERVER_Error *nrd_input_prepend(nrd_input *in, nrd_buffer b);
 
+/* The input named `name` through the request's name index (request.c),
+ * for requests with many inputs; NULL when there is none. Same thread
+ * rule as the request. */
+nrd_input *nrd_request_find_input_indexed(TRITONSERVER_InferenceRequest *r, const char *name);
+
 /* The input of `r` named `name`, or NULL. Inline: validation looks up
  * every input. Valid until the request's inputs change; the thread that
  * owns the request. */
 static inline nrd_input *nrd_request_find_input(TRITONSERVER_InferenceRequest *r, const char *name) {
+  if (r->in_index) return nrd_request_find_input_indexed(r, name);
   for (uint32_t i = 0; i < r->n_inputs; i++)
     if (!strcmp(r->inputs[i].name, name)) return &r->inputs[i];
   return NULL;

@@ -58,6 +58,7 @@ typedef enum flag_id {
   F_GRPC_ADDRESS,
   F_GRPC_THREAD_COUNT,
   F_GRPC_MAX_MESSAGE_SIZE,
+  F_GRPC_MAX_DECOMPRESSED_SIZE,
   F_GRPC_KEEPALIVE_TIME,
   F_GRPC_KEEPALIVE_TIMEOUT,
   F_GRPC_KEEPALIVE_PERMIT_WITHOUT_CALLS,
@@ -268,6 +269,10 @@ static const flag_spec kFlags[] = {
     {"grpc-max-message-size", F_GRPC_MAX_MESSAGE_SIZE, "BYTES",
      "Largest gRPC message accepted (default 2147483647); larger ones get RESOURCE_EXHAUSTED.",
      AS_NUM(grpc_max_message_size, 1, 2147483647L, "a size in bytes 1..2147483647")},
+    {"grpc-max-decompressed-size", F_GRPC_MAX_DECOMPRESSED_SIZE, "BYTES",
+     "Nereid only. Largest size a compressed gRPC message may inflate to (default 67108864, "
+     "Triton's --http-max-input-size); larger ones get RESOURCE_EXHAUSTED.",
+     AS_NUM(grpc_max_decompressed_size, 1, 2147483647L, "a size in bytes 1..2147483647")},
     {"grpc-keepalive-time", F_GRPC_KEEPALIVE_TIME, "MS",
      "Interval of server keepalive pings on idle gRPC connections (default 7200000).",
      AS_NUM(grpc_keepalive_time_ms, 1, 2147483647L, "milliseconds 1..2147483647")},
@@ -1014,6 +1019,7 @@ int nrd_srv_cli_parse(int argc, char **argv, nrd_srv_cli *cli, char *err, size_t
   cli->grpc_address = "0.0.0.0";
   cli->grpc_thread_count = 2;
   cli->grpc_max_message_size = 2147483647LL;
+  cli->grpc_max_decompressed_size = 64LL * 1024 * 1024;
   cli->grpc_keepalive_time_ms = 7200000;
   cli->grpc_keepalive_timeout_ms = 20000;
   cli->grpc_keepalive_permit_without_calls = false;

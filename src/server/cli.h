@@ -105,6 +105,7 @@ typedef struct nrd_srv_cli {
   const char *grpc_address; /* default "0.0.0.0" */
   int grpc_thread_count; /* default 2 */
   long long grpc_max_message_size; /* default INT32_MAX, as Triton */
+  long long grpc_max_decompressed_size; /* default 64 MiB, Triton's HTTP limit */
   long long grpc_keepalive_time_ms; /* default 7200000 */
   long long grpc_keepalive_timeout_ms; /* default 20000 */
   long long grpc_max_connection_age_ms; /* 0 (default): no limit */

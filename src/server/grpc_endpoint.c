@@ -24,6 +24,7 @@ int nrd_srv_grpc_endpoint_start(TRITONSERVER_Server *server, const nrd_srv_cli *
         .reuse_port = cli->reuse_grpc_port,
         .threads = (unsigned)cli->grpc_thread_count,
         .max_message_size = (uint32_t)cli->grpc_max_message_size,
+        .max_decompressed_size = (uint32_t)cli->grpc_max_decompressed_size,
         .keepalive_time_ms = (unsigned)cli->grpc_keepalive_time_ms,
         .keepalive_timeout_ms = (unsigned)cli->grpc_keepalive_timeout_ms,
         .keepalive_permit_without_calls = cli->grpc_keepalive_permit_without_calls,

@@ -808,6 +808,7 @@ def test_infer_errors(srv, client):
     shape_err = "Unable to parse 'data': Shape does not match true shape of 'data' field"
     refused(client.infer, "identity_fp32", [f32([[1, 2]], [1, 3])], status=500, contains=shape_err)
     refused(client.infer, "identity_fp32", [f32([[1, 2]], [1, 1])], status=500, contains=shape_err)
+    # A shape past --http-max-input-size: Triton's sentence (server e5aecb323).
     refused(client.infer, "identity_fp32", [f32([[1]], [1, 1000000000000])],
             contains="JSON input 'INPUT0' has a byte_size (4000000000000 bytes) that exceeds the maximum allowed value")
     refused(client.infer, "identity_fp32", [f32([[1, 2]], [1, -2])], status=500, contains="shape")
@@ -856,10 +857,10 @@ def test_binary_size_errors(srv, client):
     payload, _ = binary_request(body(16), [raw])
     expect_error(srv, p, payload, headers={"Inference-Header-Content-Length": str(len(payload) + 1)},
                  contains="range")
-    # Read as std::atoi reads it (as Triton does): no digits is 0, so the
-    # whole body is the raw input.
+    # Read as Triton 26.x reads it, with std::stoi (server 2d64d2deb):
+    # no digits has its own sentence.
     expect_error(srv, p, payload, headers={"Inference-Header-Content-Length": "abc"},
-                 contains="input byte size mismatch for input 'raw_input'")
+                 contains="Unable to parse Inference-Header-Content-Length, got: abc")
     expect_error(srv, p, payload, headers={"Inference-Header-Content-Length": "-5"}, contains="range")
     # No Inference-Header-Content-Length but binary_data_size given: the
     # body is all header, so the data is missing.
@@ -924,7 +925,7 @@ def test_oversized_body_rejected(srv, client):
                             b"Content-Length: %d\r\n\r\n" % length)
         # Triton answers 400 with its sentence.
         assert resp.startswith(b"HTTP/1.1 400"), resp
-        assert b"Request JSON size of %d bytes exceeds the maximum allowed value of " % length in resp, resp
+        assert b"request JSON size of %d bytes exceeds the maximum allowed input size of " % length in resp, resp
         assert b"Use --http-max-input-size to increase the limit." in resp, resp
     # Chunked bodies are held to the same limit.
     chunk = b"x" * 65536

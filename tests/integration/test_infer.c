@@ -507,6 +507,66 @@ Test(infer, reuse_request_after_release) {
   fixture_down(&f);
 }
 
+/* Expects `err` to be INVALID_ARG with exactly `msg`, and deletes it. */
+static void expect_invalid(TRITONSERVER_Error *err, const char *msg) {
+  cr_assert_not_null(err, "expected: %s", msg);
+  cr_assert_eq(TRITONSERVER_ErrorCode(err), TRITONSERVER_ERROR_INVALID_ARG);
+  cr_assert_str_eq(TRITONSERVER_ErrorMessage(err), msg);
+  TRITONSERVER_ErrorDelete(err);
+}
+
+/* Requests with many names find duplicates through the request's name
+ * index (request.c, from 32 names on): duplicates are refused with
+ * Triton's sentences (core e93e4a9 for outputs) after removals, re-adds
+ * and RemoveAll as before, lookups by name still find every input, and
+ * the unknown names fail the request as Triton fails it. */
+Test(infer, many_names_duplicates_found_through_the_index) {
+  fixture f = ident_fixture("", TRITONSERVER_MODEL_CONTROL_NONE);
+  float in[4] = {1, 2, 3, 4};
+  TRITONSERVER_InferenceRequest *r = ident4_request(f.s, in);
+  const int64_t shape[1] = {4};
+  char name[32];
+  for (int round = 0; round < 2; round++) {
+    for (int i = 0; i < 200; i++) {
+      snprintf(name, sizeof name, "X%d", i);
+      H_OK(TRITONSERVER_InferenceRequestAddInput(r, name, TRITONSERVER_TYPE_FP32, shape, 1));
+      snprintf(name, sizeof name, "O%d", i);
+      H_OK(TRITONSERVER_InferenceRequestAddRequestedOutput(r, name));
+    }
+    expect_invalid(TRITONSERVER_InferenceRequestAddInput(r, "X150", TRITONSERVER_TYPE_FP32, shape, 1),
+                   "input 'X150' already exists in request");
+    expect_invalid(TRITONSERVER_InferenceRequestAddInput(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 1),
+                   "input 'INPUT0' already exists in request");
+    expect_invalid(TRITONSERVER_InferenceRequestAddRequestedOutput(r, "O199"),
+                   "output 'O199' already exists in request");
+    /* A removal, then the same name again: accepted once, refused twice. */
+    H_OK(TRITONSERVER_InferenceRequestRemoveInput(r, "X7"));
+    H_OK(TRITONSERVER_InferenceRequestRemoveRequestedOutput(r, "O7"));
+    H_OK(TRITONSERVER_InferenceRequestAddInput(r, "X7", TRITONSERVER_TYPE_FP32, shape, 1));
+    H_OK(TRITONSERVER_InferenceRequestAddRequestedOutput(r, "O7"));
+    expect_invalid(TRITONSERVER_InferenceRequestAddInput(r, "X7", TRITONSERVER_TYPE_FP32, shape, 1),
+                   "input 'X7' already exists in request");
+    expect_invalid(TRITONSERVER_InferenceRequestAddRequestedOutput(r, "O7"), "output 'O7' already exists in request");
+    /* Data goes to the input found by name, the last one added included. */
+    H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "X7", in, sizeof in, TRITONSERVER_MEMORY_CPU, 0));
+    H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "X199", in, sizeof in, TRITONSERVER_MEMORY_CPU, 0));
+    expect_invalid(TRITONSERVER_InferenceRequestAppendInputData(r, "X200", in, sizeof in, TRITONSERVER_MEMORY_CPU, 0),
+                   "input 'X200' does not exist in request");
+    /* Back to the one input: the next round builds the index again. */
+    H_OK(TRITONSERVER_InferenceRequestRemoveAllRequestedOutputs(r));
+    for (int i = 0; i < 200; i++) {
+      snprintf(name, sizeof name, "X%d", i);
+      H_OK(TRITONSERVER_InferenceRequestRemoveInput(r, name));
+    }
+  }
+  h_call *c = h_infer(f.s, r);
+  h_output v;
+  cr_assert(h_find_output(one_ok(c), "OUTPUT0", &v));
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  fixture_down(&f);
+}
+
 /* More inputs, buffers, dimensions, requested and returned outputs and
  * longer names and ids than a request and a response keep inline
  * (request.h, response.h); then some removed, re-added and everything sent

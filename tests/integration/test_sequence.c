@@ -391,6 +391,43 @@ static void reschedule_model(const char *repo, const char *name, const char *res
   h_model(repo, name, cfg, "1");
 }
 
+/* Triton's core 9f6c3ca, a4ed606, e813ef8: the core's own release hooks
+ * on a request (here the iterative sequence's) run once per release and
+ * are gone afterwards, so a request object reused after its final
+ * release runs its three passes again and is released once each time,
+ * never with a hook left from the round before. */
+Test(sequence, iterative_request_reused_after_release, .timeout = 60) {
+  char *repo = h_tmpdir();
+  reschedule_model(repo, "iter",
+                   "instance_group [ { kind: KIND_CPU count: 1 } ]\n"
+                   "parameters [ { key: \"passes\" value: { string_value: \"3\" } } ]\n"
+                   "sequence_batching { iterative_sequence: true max_sequence_idle_microseconds: 60000000 }\n");
+  TRITONSERVER_Server *s = server_on(repo);
+  static const float in[4] = {1, 2, 3, 4};
+  int64_t shape[2] = {1, 4};
+  TRITONSERVER_InferenceRequest *r = h_request(s, "iter");
+  h_add_input(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 2, in, sizeof in);
+  H_OK(TRITONSERVER_InferenceRequestSetCorrelationId(r, 77));
+  for (int round = 0; round < 4; round++) {
+    H_OK(TRITONSERVER_InferenceRequestSetFlags(r, START)); /* each round a sequence of its own */
+    char id[8]; /* the backend counts passes per request id */
+    snprintf(id, sizeof id, "r%d", round);
+    H_OK(TRITONSERVER_InferenceRequestSetId(r, id));
+    h_call *c = h_submit(s, r);
+    cr_assert(h_wait(c, 10000), "round %d did not finish", round);
+    cr_expect_eq(c->n, 1, "round %d: %zu responses", round, c->n);
+    char *err = h_response_error(c, 0);
+    cr_expect_null(err, "round %d: %s", round, err);
+    free(err);
+    cr_expect_eq(c->released, 1, "round %d: released %d times", round, c->released);
+    h_call_free(c);
+  }
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  uint64_t runs = h_stat_count(s, "iter", "execution_count");
+  cr_expect_eq(runs, 12, "%llu executions", (unsigned long long)runs);
+  server_done(s, repo);
+}
+
 Test(sequence, iterative_sequences_run_until_released, .timeout = 60) {
   char *repo = h_tmpdir();
   reschedule_model(repo, "iter",

@@ -145,6 +145,11 @@ TRITONSERVER_Error *nrd_srv_classify(TRITONSERVER_Server *server, TRITONSERVER_I
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
   }
 
+  /* Triton's bound on what it will classify (server 3ef606248): past it
+   * the result strings alone would take hundreds of MiB. */
+  if (o.byte_size / esz > NRD_SRV_CLASSIFY_MAX_ELEMENTS)
+    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "classification output tensor too large");
+
   /* The batch, as Triton decides it: the model's first dimension. */
   const char *model;
   int64_t version;

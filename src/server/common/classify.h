@@ -13,6 +13,11 @@
 
 #include "triton/core/tritonserver.h"
 
+/* The most elements an output may have to be classified, as Triton's
+ * kMaxClassificationElements; a larger one is refused with INVALID_ARG
+ * "classification output tensor too large". */
+#define NRD_SRV_CLASSIFY_MAX_ELEMENTS 1000000u
+
 /* A classification result: a BYTES tensor in Triton's binary layout. */
 typedef struct nrd_srv_classes {
   char *data; /* per element a 4-byte little-endian length, then the string */
@@ -30,7 +35,7 @@ typedef struct nrd_srv_classes {
  * `server` and `resp` are borrowed. On success returns NULL and out->data
  * is malloc'ed (never NULL; the caller frees it). On failure returns the
  * error (the caller owns it): INVALID_ARG for an output that cannot be
- * classified (BYTES, BOOL), INTERNAL when memory runs out or the output's
+ * classified (BYTES, BOOL, more than NRD_SRV_CLASSIFY_MAX_ELEMENTS), INTERNAL when memory runs out or the output's
  * size does not match its shape; *out then holds nothing to free. Any
  * thread, while resp is alive. */
 TRITONSERVER_Error *nrd_srv_classify(TRITONSERVER_Server *server, TRITONSERVER_InferenceResponse *resp, uint32_t index,

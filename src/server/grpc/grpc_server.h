@@ -28,6 +28,9 @@ typedef struct nrd_srv_grpc_options {
   bool reuse_port; /* bind with SO_REUSEPORT (--reuse-grpc-port) */
   unsigned threads; /* event-loop threads, >= 1 */
   uint32_t max_message_size; /* bytes; larger messages get RESOURCE_EXHAUSTED */
+  /* Bytes a compressed message may inflate to (the smaller of this and
+   * max_message_size applies); 0: max_message_size alone. */
+  uint32_t max_decompressed_size;
   unsigned keepalive_time_ms; /* 0: no server pings */
   unsigned keepalive_timeout_ms; /* close when a ping is unanswered this long */
   /* Ping policy (gRPC's keepalive arguments). A connection "without calls"

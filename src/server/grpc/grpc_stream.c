@@ -24,15 +24,17 @@ static void srv_log(TRITONSERVER_LogLevel level, const char *msg) {
 /* ---- receiving ----------------------------------------------------------- */
 
 /* Inflates a gzip or zlib ("deflate") message into a malloc'ed buffer of at
- * most `max` bytes. Returns 0 with *out (caller frees) and *out_len, or a
- * gRPC status with msg filled (nothing to free). */
-static int inflate_message(int enc, const uint8_t *in, size_t len, uint32_t max, uint8_t **out, size_t *out_len,
-                           char *msg, size_t msglen) {
+ * most `max` bytes (the message size limit) and at most `cap` bytes (the
+ * decompression limit, 0 for none). Returns 0 with *out (caller frees) and
+ * *out_len, or a gRPC status with msg filled (nothing to free). */
+static int inflate_message(int enc, const uint8_t *in, size_t len, uint32_t max, uint32_t cap, uint8_t **out,
+                           size_t *out_len, char *msg, size_t msglen) {
   const char *algo = enc == ENC_GZIP ? "gzip" : "deflate";
   size_t rest = 0;
   const char *why = NULL;
+  bool capped = cap != 0 && cap < max; /* the decompression limit is the one that bites */
   nrd_srv_inflate_result r =
-      nrd_srv_decompress(nrd_srv_compress_window_bits(algo), in, len, max, out, out_len, &rest, &why);
+      nrd_srv_decompress(nrd_srv_compress_window_bits(algo), in, len, capped ? cap : max, out, out_len, &rest, &why);
   if (r == NRD_SRV_INFLATE_OK && rest == 0) return NRD_GRPC_OK;
   if (r == NRD_SRV_INFLATE_OK) { /* bytes after the stream: not one message */
     free(*out);
@@ -42,6 +44,14 @@ static int inflate_message(int enc, const uint8_t *in, size_t len, uint32_t max,
   }
   if (r == NRD_SRV_INFLATE_NO_MEMORY) {
     snprintf(msg, msglen, "out of memory decompressing a %s message", algo);
+    return NRD_GRPC_RESOURCE_EXHAUSTED;
+  }
+  if (r == NRD_SRV_INFLATE_TOO_LARGE && capped) {
+    /* Triton's sentence for its HTTP decompression limit (server cd0e3a676). */
+    snprintf(msg, msglen,
+             "Decompressed data size exceeds the maximum allowed value of %u bytes. Use "
+             "--grpc-max-decompressed-size to increase the limit.",
+             cap);
     return NRD_GRPC_RESOURCE_EXHAUSTED;
   }
   if (r == NRD_SRV_INFLATE_TOO_LARGE) {
@@ -144,7 +154,8 @@ void nrd_srv_grpc_call_deliver(nrd_srv_grpc_call *call, bool at_end) {
       uint8_t *plain = NULL;
       size_t plain_len = 0;
       char msg[200];
-      int st = inflate_message(call->encoding, p + 5, len, max, &plain, &plain_len, msg, sizeof msg);
+      int st = inflate_message(call->encoding, p + 5, len, max, call->g->opts.max_decompressed_size, &plain, &plain_len,
+                               msg, sizeof msg);
       if (st != NRD_GRPC_OK) {
         nrd_srv_grpc_call_abort(call, st, msg);
         off = call->in_len;

@@ -1,10 +1,12 @@
 /* The values of gRPC's own headers (see grpc_values.h). */
 #include "grpc_values.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "error_echo.h"
 #include "grpc_call.h"
 
 int nrd_srv_grpc_status_from_code(TRITONSERVER_Error_Code code) {
@@ -21,16 +23,24 @@ int nrd_srv_grpc_status_from_code(TRITONSERVER_Error_Code code) {
   return NRD_GRPC_UNKNOWN;
 }
 
-/* grpc-message value: printable ASCII except '%' kept, the rest %XX. */
+/* grpc-message value: printable ASCII except '%' kept, the rest %XX; at
+ * most NRD_SRV_ERROR_ECHO_MAX bytes of it, then "..." when cut. */
 char *nrd_srv_grpc_percent_encode(const char *s) {
   size_t n = strlen(s);
-  char *out = malloc(n * 3 + 1);
+  size_t cap = n < NRD_SRV_ERROR_ECHO_MAX ? n * 3 : NRD_SRV_ERROR_ECHO_MAX;
+  char *out = malloc(cap + sizeof NRD_SRV_ERROR_ECHO_CUT);
   if (out == NULL) return NULL;
   static const char hex[] = "0123456789ABCDEF";
   size_t j = 0;
   for (size_t i = 0; i < n; i++) {
     unsigned char ch = (unsigned char)s[i];
-    if (ch >= 0x20 && ch <= 0x7e && ch != '%') {
+    bool plain = ch >= 0x20 && ch <= 0x7e && ch != '%';
+    if (j + (plain ? 1 : 3) > cap) { /* only when the message is too long */
+      memcpy(out + j, NRD_SRV_ERROR_ECHO_CUT, sizeof NRD_SRV_ERROR_ECHO_CUT - 1);
+      j += sizeof NRD_SRV_ERROR_ECHO_CUT - 1;
+      break;
+    }
+    if (plain) {
       out[j++] = (char)ch;
     } else {
       out[j++] = '%';

@@ -12,7 +12,9 @@
 enum { NRD_SRV_GRPC_ACCEPT_GZIP = 1, NRD_SRV_GRPC_ACCEPT_DEFLATE = 2 };
 
 /* A grpc-message value for `s`: printable ASCII but '%' kept, every other
- * byte %XX. Malloc'ed (caller frees); NULL when memory runs out. */
+ * byte %XX, at most NRD_SRV_ERROR_ECHO_MAX bytes of that followed by "..."
+ * when s is longer (error_echo.h). Malloc'ed (caller frees); NULL when
+ * memory runs out. */
 char *nrd_srv_grpc_percent_encode(const char *s);
 
 /* A grpc-timeout value (1-8 digits and a unit of H, M, S, m, u or n) in

@@ -29,10 +29,11 @@ int nrd_srv_http_decode_body(nrd_srv_http_req *req, size_t limit, char *msg, siz
   switch (nrd_srv_decompress(wb, src, in_len, limit, &out, &total, &rest, &why)) {
     case NRD_SRV_INFLATE_OK: break; /* bytes after the end of the stream are ignored */
     case NRD_SRV_INFLATE_TOO_LARGE:
+      /* Triton's sentence (server cd0e3a676). */
       snprintf(msg, msglen,
-               "Request JSON size of %zu bytes exceeds the maximum allowed value of %zu bytes. Use "
+               "Decompressed data size exceeds the maximum allowed value of %zu bytes. Use "
                "--http-max-input-size to increase the limit.",
-               total, limit);
+               limit);
       return 400;
     case NRD_SRV_INFLATE_NO_MEMORY: snprintf(msg, msglen, "out of memory decompressing the request body"); return 500;
     case NRD_SRV_INFLATE_TRUNCATED: snprintf(msg, msglen, "the request body is truncated %s data", enc); return 400;

@@ -86,7 +86,7 @@ static int encode(TRITONSERVER_InferenceResponse *resp, nrd_srv_http_text *t, in
   if (err) {
     *status = nrd_srv_http_status(err);
     int bad = add(t, "{\"error\":");
-    bad |= nrd_srv_http_text_quoted(t, TRITONSERVER_ErrorMessage(err), strlen(TRITONSERVER_ErrorMessage(err)));
+    bad |= nrd_srv_http_text_error(t, TRITONSERVER_ErrorMessage(err));
     bad |= add(t, "}");
     TRITONSERVER_ErrorDelete(err); /* ours: ResponseError returns a copy */
     return bad ? -1 : 0;

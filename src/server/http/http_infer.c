@@ -7,8 +7,10 @@
  * the release and completion callbacks run on core threads and count
  * down. The last of them encodes and sends the reply itself when the loop
  * sleeps and lets it (answer_here), or posts it back to the loop. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -885,11 +887,20 @@ static int parse_request(parse *ps) {
   if (framed_len) hlen = framed_len;
   ps->header_len = ps->body_len;
   if (hlen) {
-    /* Read as Triton reads it (std::atoi: leading digits, anything after
-     * them ignored, no digits is 0; server ace2c5b9f
-     * GetInferenceHeaderLength). */
-    int v = (int)strtol(hlen, NULL, 10);
-    if (v < 0 || (size_t)v > ps->body_len)
+    /* Read as Triton reads it, with std::stoi (server 2d64d2deb,
+     * 10f2a691a): leading blanks, a sign, digits, anything after ignored;
+     * no digits, or a value outside int32, has its own sentence. */
+    const char *what = framed_len ? "inference header size" : "Inference-Header-Content-Length";
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(hlen, &end, 10);
+    if (end == hlen) FAIL("Unable to parse %s, got: %.40s", what, hlen);
+    if (errno == ERANGE || v < INT32_MIN || v > INT32_MAX) {
+      if (framed_len) FAIL("Unable to parse inference header size, value is out of range, got: %.40s", hlen);
+      FAIL("Unable to parse Inference-Header-Content-Length, value is out of range [ %d, %d ], got: %.40s", INT32_MIN,
+           INT32_MAX, hlen);
+    }
+    if (v < 0 || (unsigned long long)v > ps->body_len)
       FAIL("inference header size should be in range (0, %zu), got: %.40s", ps->body_len, hlen);
     ps->header_len = (size_t)v;
   }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "error_echo.h"
 #include "float16.h"
 #include "fmt.h"
 #include "json_arena.h"
@@ -615,6 +616,15 @@ int nrd_srv_http_text_quoted(nrd_srv_http_text *t, const char *s, size_t n) {
   *o++ = '"';
   t->len = (size_t)(o - t->buf);
   return 0;
+}
+
+int nrd_srv_http_text_error(nrd_srv_http_text *t, const char *msg) {
+  size_t len = strlen(msg), n = nrd_srv_error_echo_len(msg, len, NRD_SRV_ERROR_ECHO_MAX);
+  if (n == len) return nrd_srv_http_text_quoted(t, msg, len);
+  /* Cut: the quoted start, then the mark inside the quotes. */
+  if (nrd_srv_http_text_quoted(t, msg, n) != 0) return -1;
+  t->len--; /* the closing quote */
+  return nrd_srv_http_text_add(t, NRD_SRV_ERROR_ECHO_CUT "\"", sizeof NRD_SRV_ERROR_ECHO_CUT);
 }
 
 int nrd_srv_http_text_i64(nrd_srv_http_text *t, int64_t v) {

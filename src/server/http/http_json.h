@@ -56,6 +56,11 @@ int nrd_srv_http_json_write_data(nrd_srv_http_text *t, TRITONSERVER_DataType dt,
 /* Appends s[0..n) as a quoted, escaped JSON string. Returns 0 or -1 (OOM). */
 int nrd_srv_http_text_quoted(nrd_srv_http_text *t, const char *s, size_t n);
 
+/* Appends an error message as a quoted JSON string: its first
+ * NRD_SRV_ERROR_ECHO_MAX bytes and "..." when it is longer (error_echo.h).
+ * Returns 0 or -1 (OOM). Any thread. */
+int nrd_srv_http_text_error(nrd_srv_http_text *t, const char *msg);
+
 /* Makes room for `more` bytes past t->len. Returns 0 or -1 (OOM). */
 int nrd_srv_http_text_reserve(nrd_srv_http_text *t, size_t more);
 

@@ -56,7 +56,7 @@ void nrd_srv_http_reply_json(nrd_srv_http_req *req, int status, const char *body
 
 void nrd_srv_http_reply_error(nrd_srv_http_req *req, int status, const char *msg) {
   nrd_srv_http_text t = {0};
-  if (nrd_srv_http_text_add(&t, "{\"error\":", 9) != 0 || nrd_srv_http_text_quoted(&t, msg, strlen(msg)) != 0 ||
+  if (nrd_srv_http_text_add(&t, "{\"error\":", 9) != 0 || nrd_srv_http_text_error(&t, msg) != 0 ||
       nrd_srv_http_text_add(&t, "}", 1) != 0) {
     free(t.buf);
     nrd_srv_http_send(req, 500);
