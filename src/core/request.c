@@ -4,6 +4,7 @@
  * accessors (TRITONBACKEND_Request*, TRITONBACKEND_Input*) are
  * request_backend.c. */
 #include "request.h"
+#include "request_names.h"
 
 #include <inttypes.h>
 #include <stddef.h>
@@ -55,77 +56,11 @@ static void input_free(nrd_input *in) {
 
 /* ------------------------------------------------------- name indexes */
 
-/* From this many inputs (or requested outputs) on, duplicate names are
- * found through a hash index instead of a scan of the names: a client
- * that sends a body with 200,000 distinct output names would otherwise
- * hold a core thread for minutes (Triton keeps them in a std::set).
- * Below it nothing changes: a scan of a few names is the quickest. */
-#define NAME_INDEX_MIN 32u
-
-/* Open addressing over positions in the request's array of names. */
-typedef struct nrd_name_index {
-  uint32_t n; /* names covered: positions [0, n) when it was last synced */
-  size_t mask; /* slots - 1 */
-  uint32_t slot[]; /* position + 1; 0 is empty */
-} nrd_name_index;
-
-typedef const char *(*name_at_fn)(const TRITONSERVER_InferenceRequest *r, uint32_t i);
-static const char *input_name_at(const TRITONSERVER_InferenceRequest *r, uint32_t i) { return r->inputs[i].name; }
-static const char *output_name_at(const TRITONSERVER_InferenceRequest *r, uint32_t i) { return r->outputs[i]; }
-
-static size_t name_hash(const char *s) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a */
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return (size_t)h;
-}
-
-static void name_index_put(nrd_name_index *idx, const char *name, uint32_t pos) {
-  size_t h = name_hash(name) & idx->mask;
-  while (idx->slot[h]) h = (h + 1) & idx->mask;
-  idx->slot[h] = pos + 1;
-}
-
-/* Makes *pidx cover the request's names [0, n) with room for one more;
- * rebuilt when it covers another count (names were removed since). False
- * when memory runs out (*pidx is then NULL and callers scan). */
-static bool name_index_sync(nrd_name_index **pidx, const TRITONSERVER_InferenceRequest *r, uint32_t n, name_at_fn at) {
-  nrd_name_index *idx = *pidx;
-  size_t need = 2 * ((size_t)n + 1);
-  if (idx && idx->n == n && idx->mask + 1 >= need) return true;
-  size_t slots = 64;
-  while (slots < need) slots *= 2;
-  if (!idx || idx->mask + 1 != slots) {
-    free(idx);
-    idx = *pidx = malloc(sizeof *idx + slots * sizeof idx->slot[0]);
-    if (!idx) return false;
-    idx->mask = slots - 1;
-  }
-  memset(idx->slot, 0, slots * sizeof idx->slot[0]);
-  for (uint32_t i = 0; i < n; i++) name_index_put(idx, at(r, i), i);
-  idx->n = n;
-  return true;
-}
-
-/* Whether `name` is among the request's first n names (n: the count now),
- * through the index from NAME_INDEX_MIN names on. On false with an index,
- * the caller appends the name at position n and calls name_index_added. */
-static bool names_contain(nrd_name_index **pidx, const TRITONSERVER_InferenceRequest *r, uint32_t n, name_at_fn at,
-                          const char *name) {
-  if (n < NAME_INDEX_MIN || !name_index_sync(pidx, r, n, at)) {
-    for (uint32_t i = 0; i < n; i++)
-      if (!strcmp(at(r, i), name)) return true;
-    return false;
-  }
-  const nrd_name_index *idx = *pidx;
-  for (size_t h = name_hash(name) & idx->mask; idx->slot[h]; h = (h + 1) & idx->mask)
-    if (!strcmp(at(r, idx->slot[h] - 1), name)) return true;
-  return false;
-}
-
-/* Whether the request has an input named `name`: below NAME_INDEX_MIN
- * inputs the plain scan of before (the usual case costs nothing more). */
+/* Whether the request has an input named `name`: below NRD_NAME_INDEX_MIN
+ * inputs the plain scan (the usual case costs nothing more); from there
+ * through the name index (request_names.c). */
 static inline bool input_exists(TRITONSERVER_InferenceRequest *r, const char *name) {
-  if (r->n_inputs >= NAME_INDEX_MIN) return names_contain(&r->in_index, r, r->n_inputs, input_name_at, name);
+  if (r->n_inputs >= NRD_NAME_INDEX_MIN) return nrd_request_names_has_input(r, name);
   for (uint32_t i = 0; i < r->n_inputs; i++)
     if (!strcmp(r->inputs[i].name, name)) return true;
   return false;
@@ -133,36 +68,10 @@ static inline bool input_exists(TRITONSERVER_InferenceRequest *r, const char *na
 
 /* The same for requested outputs. */
 static inline bool output_requested(TRITONSERVER_InferenceRequest *r, const char *name) {
-  if (r->n_outputs >= NAME_INDEX_MIN) return names_contain(&r->out_index, r, r->n_outputs, output_name_at, name);
+  if (r->n_outputs >= NRD_NAME_INDEX_MIN) return nrd_request_names_has_output(r, name);
   for (uint32_t i = 0; i < r->n_outputs; i++)
     if (!strcmp(r->outputs[i], name)) return true;
   return false;
-}
-
-nrd_input *nrd_request_find_input_indexed(TRITONSERVER_InferenceRequest *r, const char *name) {
-  const nrd_name_index *idx = r->in_index;
-  if (idx->n != r->n_inputs) { /* stale (inputs went since): scan */
-    for (uint32_t i = 0; i < r->n_inputs; i++)
-      if (!strcmp(r->inputs[i].name, name)) return &r->inputs[i];
-    return NULL;
-  }
-  for (size_t h = name_hash(name) & idx->mask; idx->slot[h]; h = (h + 1) & idx->mask)
-    if (!strcmp(r->inputs[idx->slot[h] - 1].name, name)) return &r->inputs[idx->slot[h] - 1];
-  return NULL;
-}
-
-/* The name at position pos was appended after names_contain said no. */
-static void name_index_added(nrd_name_index *idx, const char *name, uint32_t pos) {
-  if (!idx || idx->n != pos) return; /* no index, or a stale one: synced on the next add */
-  name_index_put(idx, name, pos);
-  idx->n = pos + 1;
-}
-
-/* Names were removed or moved: the index goes, rebuilt when needed. */
-static inline void name_index_drop(nrd_name_index **pidx) {
-  if (*pidx == NULL) return; /* the usual case: skip free()'s own checks */
-  free(*pidx);
-  *pidx = NULL;
 }
 
 /* Makes room for one more input; the entries may move. */
@@ -211,7 +120,7 @@ static TRITONSERVER_Error *input_add(TRITONSERVER_InferenceRequest *r, const cha
   in->inl |= NRD_INL_BUFS;
   in->dtype = dt;
   in->is_raw = raw;
-  name_index_added(r->in_index, in->name, r->n_inputs);
+  nrd_name_index_added(r->in_index, in->name, r->n_inputs);
   r->n_inputs++;
   if (out) *out = in;
   return NULL;
@@ -278,8 +187,8 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestDelete(TRITONSERVER_InferenceRe
   if (r->inputs != r->inputs_inline) free(r->inputs);
   for (uint32_t i = 0; i < r->n_outputs; i++) output_name_free(r, r->outputs[i]);
   if (r->outputs != r->outputs_inline) free(r->outputs);
-  name_index_drop(&r->in_index);
-  name_index_drop(&r->out_index);
+  nrd_name_index_drop(&r->in_index);
+  nrd_name_index_drop(&r->out_index);
   nrd_param_list_free(&r->params);
   if (r->id != r->id_inline) free(r->id);
   free(r->corr_id_str);
@@ -433,7 +342,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveInput(TRITONSERVER_Infere
   uint32_t idx = (uint32_t)(in - r->inputs);
   memmove(in, in + 1, (r->n_inputs - idx - 1) * sizeof(*in));
   r->n_inputs--;
-  name_index_drop(&r->in_index);
+  nrd_name_index_drop(&r->in_index);
   for (uint32_t i = idx; i < r->n_inputs; i++) input_moved(&r->inputs[i]);
   return NULL;
 }
@@ -443,7 +352,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveAllInputs(TRITONSERVER_In
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   for (uint32_t i = 0; i < r->n_inputs; i++) input_free(&r->inputs[i]);
   r->n_inputs = 0;
-  name_index_drop(&r->in_index);
+  nrd_name_index_drop(&r->in_index);
   return NULL;
 }
 
@@ -554,7 +463,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestAddRequestedOutput(TRITONSERVER
   }
   char *c = output_name_new(r, name);
   if (!c) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-  name_index_added(r->out_index, c, r->n_outputs);
+  nrd_name_index_added(r->out_index, c, r->n_outputs);
   r->outputs[r->n_outputs++] = c;
   return NULL;
 }
@@ -568,7 +477,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveRequestedOutput(TRITONSER
       output_name_free(r, r->outputs[i]);
       memmove(&r->outputs[i], &r->outputs[i + 1], (r->n_outputs - i - 1) * sizeof(char *));
       r->n_outputs--;
-      name_index_drop(&r->out_index);
+      nrd_name_index_drop(&r->out_index);
       return NULL;
     }
   }
@@ -580,7 +489,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveAllRequestedOutputs(TRITO
   NRD_RETURN_IF_ERROR(not_in_flight(r));
   for (uint32_t i = 0; i < r->n_outputs; i++) output_name_free(r, r->outputs[i]);
   r->n_outputs = 0;
-  name_index_drop(&r->out_index);
+  nrd_name_index_drop(&r->out_index);
   return NULL;
 }
 
@@ -667,7 +576,7 @@ TRITONSERVER_Error *nrd_request_add_core_input(TRITONSERVER_InferenceRequest *r,
 }
 
 void nrd_request_detach_core(TRITONSERVER_InferenceRequest *r) {
-  if (r->n_core_inputs > 0) name_index_drop(&r->in_index);
+  if (r->n_core_inputs > 0) nrd_name_index_drop(&r->in_index);
   for (; r->n_core_inputs > 0 && r->n_inputs > 0; r->n_core_inputs--) input_free(&r->inputs[--r->n_inputs]);
   r->n_core_inputs = 0;
   if (r->seq) r->seq->free(r->seq);

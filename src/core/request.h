@@ -251,7 +251,7 @@ TRITONSERVER_Error *nrd_input_rename(nrd_input *in, const char *name);
  * buffers and counts its size. The request must not be in flight. */
 TRITONSERVER_Error *nrd_input_prepend(nrd_input *in, nrd_buffer b);
 
-/* The input named `name` through the request's name index (request.c),
+/* The input named `name` through the request's name index (request_names.c),
  * for requests with many inputs; NULL when there is none. Same thread
  * rule as the request. */
 nrd_input *nrd_request_find_input_indexed(TRITONSERVER_InferenceRequest *r, const char *name);

@@ -516,7 +516,7 @@ static void expect_invalid(TRITONSERVER_Error *err, const char *msg) {
 }
 
 /* Requests with many names find duplicates through the request's name
- * index (request.c, from 32 names on): duplicates are refused with
+ * index (request_names.c, from 32 names on): duplicates are refused with
  * Triton's sentences (core e93e4a9 for outputs) after removals, re-adds
  * and RemoveAll as before, lookups by name still find every input, and
  * the unknown names fail the request as Triton fails it. */
@@ -534,24 +534,24 @@ Test(infer, many_names_duplicates_found_through_the_index) {
       H_OK(TRITONSERVER_InferenceRequestAddRequestedOutput(r, name));
     }
     expect_invalid(TRITONSERVER_InferenceRequestAddInput(r, "X150", TRITONSERVER_TYPE_FP32, shape, 1),
-                   "input 'X150' already exists in request");
+                   "[request id: <id_unknown>] input 'X150' already exists in request");
     expect_invalid(TRITONSERVER_InferenceRequestAddInput(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 1),
-                   "input 'INPUT0' already exists in request");
+                   "[request id: <id_unknown>] input 'INPUT0' already exists in request");
     expect_invalid(TRITONSERVER_InferenceRequestAddRequestedOutput(r, "O199"),
-                   "output 'O199' already exists in request");
+                   "[request id: <id_unknown>] output 'O199' already exists in request");
     /* A removal, then the same name again: accepted once, refused twice. */
     H_OK(TRITONSERVER_InferenceRequestRemoveInput(r, "X7"));
     H_OK(TRITONSERVER_InferenceRequestRemoveRequestedOutput(r, "O7"));
     H_OK(TRITONSERVER_InferenceRequestAddInput(r, "X7", TRITONSERVER_TYPE_FP32, shape, 1));
     H_OK(TRITONSERVER_InferenceRequestAddRequestedOutput(r, "O7"));
     expect_invalid(TRITONSERVER_InferenceRequestAddInput(r, "X7", TRITONSERVER_TYPE_FP32, shape, 1),
-                   "input 'X7' already exists in request");
-    expect_invalid(TRITONSERVER_InferenceRequestAddRequestedOutput(r, "O7"), "output 'O7' already exists in request");
+                   "[request id: <id_unknown>] input 'X7' already exists in request");
+    expect_invalid(TRITONSERVER_InferenceRequestAddRequestedOutput(r, "O7"), "[request id: <id_unknown>] output 'O7' already exists in request");
     /* Data goes to the input found by name, the last one added included. */
     H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "X7", in, sizeof in, TRITONSERVER_MEMORY_CPU, 0));
     H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "X199", in, sizeof in, TRITONSERVER_MEMORY_CPU, 0));
     expect_invalid(TRITONSERVER_InferenceRequestAppendInputData(r, "X200", in, sizeof in, TRITONSERVER_MEMORY_CPU, 0),
-                   "input 'X200' does not exist in request");
+                   "[request id: <id_unknown>] input 'X200' does not exist in request");
     /* Back to the one input: the next round builds the index again. */
     H_OK(TRITONSERVER_InferenceRequestRemoveAllRequestedOutputs(r));
     for (int i = 0; i < 200; i++) {

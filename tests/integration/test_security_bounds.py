@@ -476,7 +476,7 @@ def test_duplicate_output_names_refused_http(srv):
         h.infer("identity_fp32", [i], outputs=[httpclient.InferRequestedOutput("OUTPUT0"),
                                                httpclient.InferRequestedOutput("OUTPUT0")])
     assert e.value.status() == "400"
-    assert e.value.message() == "output 'OUTPUT0' already exists in request"
+    assert e.value.message() == "[request id: <id_unknown>] output 'OUTPUT0' already exists in request"
 
 
 def test_many_requests_in_parallel_stay_bounded(srv):
