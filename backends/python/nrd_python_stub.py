@@ -182,12 +182,9 @@ class Stub:
     def request(self, d, factory):
         """The InferenceRequest of message entry `d`; `factory` makes its
         response sender at first use."""
-        r = pb_utils.InferenceRequest(inputs=[self.tensor_in(i) for i in d["inputs"]],
-                                      requested_output_names=d["requested"], request_id=d["id"],
-                                      correlation_id=d.get("correlation_id", 0), flags=d["flags"],
-                                      timeout=d["timeout"], parameters=d["parameters"])
-        r._sender_factory = factory
-        return r
+        return pb_utils.InferenceRequest._wrap([self.tensor_in(i) for i in d["inputs"]], d["requested"], d["id"],
+                                               d.get("correlation_id", 0), d["flags"], d["timeout"],
+                                               d["parameters"], factory)
 
     def response_out(self, resp, off):
         if resp is None:
@@ -206,7 +203,7 @@ class Stub:
                 arr = np.asarray(arr)
             off = (off + ALIGN - 1) // ALIGN * ALIGN
             if arr.dtype.kind in "OSU":
-                data = pb_utils.serialize_byte_tensor(arr)
+                data = pb_utils._serialize_bytes(arr)
                 n = len(data)
                 self.ensure(off + n, "the outputs")
                 self.buf[off:off + n] = data
@@ -267,10 +264,14 @@ class Stub:
                 if generation != self.generation:
                     raise pb_utils.TritonModelException(
                         "python: the request's batch has ended; its response sender is closed")
-                entry = None
                 if response is not None:
                     entry, _ = self.response_out(response, self.out_off)
-                return {"type": "response", "request": index, "final": final, "response": entry}
+                    return {"type": "response", "request": index, "final": final, "response": entry}
+                # The final flag alone: in a model that is not decoupled it
+                # follows its one response (InferenceResponseSender checks
+                # so), and the server has nothing more to send.
+                return {"type": "response", "request": index, "final": final, "response": None,
+                        "answered": not self.decoupled}
             with self.senders_done:
                 self.used[index] = True
             ack = self.converse(make)
@@ -289,13 +290,13 @@ class Stub:
             except pb_utils.TritonModelException:
                 return False
 
-        return pb_utils.InferenceResponseSender(send, cancelled), cancelled
+        return pb_utils.InferenceResponseSender(send, cancelled, self.decoupled), cancelled
 
     def tensor_out(self, d):
         """A copy of a tensor the server placed in the shared memory."""
         t = self.tensor_in(d)
         arr = t.as_numpy()
-        return pb_utils.Tensor(d["name"], arr.copy(), d["dtype"])
+        return pb_utils.Tensor._wrap(d["name"], arr.copy(), d["dtype"])
 
     def bls(self, request, decoupled):
         """InferenceRequest.exec: runs `request` on the server (any model),
@@ -307,7 +308,7 @@ class Stub:
                 arr = t.as_numpy()
                 off = (off + ALIGN - 1) // ALIGN * ALIGN
                 if arr.dtype.kind in "OSU":
-                    data = pb_utils.serialize_byte_tensor(arr)
+                    data = pb_utils._serialize_bytes(arr)
                     dname = "BYTES"
                 else:
                     data = np.ascontiguousarray(arr).tobytes()
@@ -326,14 +327,14 @@ class Stub:
 
         def read(answer):
             if "error" in answer:
-                return [pb_utils.InferenceResponse(error=pb_utils.TritonError(answer["error"]))]
+                return [pb_utils.InferenceResponse._wrap([], pb_utils.TritonError(answer["error"]))]
             out = []
             for r in answer["responses"]:
                 if "error" in r:
-                    out.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(r["error"])))
+                    out.append(pb_utils.InferenceResponse._wrap([], pb_utils.TritonError(r["error"])))
                 else:
-                    out.append(pb_utils.InferenceResponse([self.tensor_out(d) for d in r["outputs"]],
-                                                          parameters=r.get("parameters")))
+                    out.append(pb_utils.InferenceResponse._wrap([self.tensor_out(d) for d in r["outputs"]],
+                                                                None, r.get("parameters")))
             return out
 
         return self.converse(make, read)

@@ -181,6 +181,11 @@ static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t fla
     json_array_append_new(c->responses, describe_response(c, resp));
     TRITONSERVER_Error *err = TRITONSERVER_InferenceResponseDelete(resp);
     if (err != NULL) nrd_bu_error_log_and_delete(err, "python: deleting a BLS response");
+  } else if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) {
+    /* The final flag alone: Triton's ResponseIterator yields it as a
+     * response without outputs (the published bls_decoupled example
+     * skips it by len(output_tensors()) == 0). */
+    json_array_append_new(c->responses, json_pack("{s:[]}", "outputs"));
   }
   if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) {
     c->final = true;

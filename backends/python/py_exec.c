@@ -480,28 +480,6 @@ static TRITONSERVER_Error *describe_request(nrd_py_instance *st, TRITONBACKEND_R
   return NULL;
 }
 
-/* Checks one produced output against the configuration. */
-static TRITONSERVER_Error *check_output(nrd_py_instance *st, const char *name, TRITONSERVER_DataType dtype) {
-  const json_t *cfg = nrd_bu_config_tensor(st->model->config, "output", name);
-  if (cfg == NULL) {
-    return NULL;
-  }
-  const char *want = json_string_value(json_object_get(cfg, "data_type"));
-  if (want != NULL && strncmp(want, "TYPE_", 5) == 0) {
-    const char *w = want + 5;
-    if (strcmp(w, "STRING") == 0) {
-      w = "BYTES";
-    }
-    if (strcmp(w, TRITONSERVER_DataTypeString(dtype)) != 0) {
-      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                               "python: model '%s' returned output '%s' as %s, its configuration "
-                               "says %s",
-                               st->model->name, name, TRITONSERVER_DataTypeString(dtype), w);
-    }
-  }
-  return NULL;
-}
-
 /* Sends 'resp' as failed with 'err' (taken); NULL: nothing left to answer. */
 static TRITONSERVER_Error *send_failed(TRITONBACKEND_Response *resp, uint32_t flags, TRITONSERVER_Error *err) {
   TRITONSERVER_Error *e2 = TRITONBACKEND_ResponseSend(resp, flags, err);
@@ -548,14 +526,11 @@ static TRITONSERVER_Error *respond(nrd_py_instance *st, TRITONBACKEND_Request *r
                                st->model->name, want);
     }
   }
+  /* An output's datatype is not checked against the configuration:
+   * Triton's Python backend sends it as the model made it (Triton 2.51
+   * answers an INT32 output made as int64 with INT64). */
   size_t k;
   const json_t *o;
-  json_array_foreach(outs, k, o) {
-    TRITONSERVER_DataType dt = TRITONSERVER_StringToDataType(json_string_value(json_object_get(o, "dtype")));
-    if ((err = check_output(st, json_string_value(json_object_get(o, "name")), dt)) != NULL) {
-      return err;
-    }
-  }
   TRITONBACKEND_Response *resp = NULL;
   err = factory ? TRITONBACKEND_ResponseNewFromFactory(&resp, factory) : TRITONBACKEND_ResponseNew(&resp, r);
   if (err != NULL) {
@@ -661,7 +636,10 @@ static json_t *sender_send(nrd_py_instance *st, batch *b, const json_t *msg) {
       TRITONSERVER_ErrorDelete(err);
       err = NULL;
     }
-  } else if (err == NULL && final) {
+  } else if (err == NULL && final && !json_is_true(json_object_get(msg, "answered"))) {
+    /* "answered": a model that is not decoupled sent its one response
+     * (which the core made final) and now the final flag alone, as
+     * Triton's Python backend allows: nothing more to send. */
     err = TRITONBACKEND_ResponseFactorySendFlags(b->factories[i], TRITONSERVER_RESPONSE_COMPLETE_FINAL);
   }
   if (err != NULL) {
