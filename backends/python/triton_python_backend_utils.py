@@ -304,18 +304,20 @@ class InferenceTrace:
 # ---- tensors --------------------------------------------------------------
 
 _TENSOR_SIG = "Tensor(arg0: str, arg1: numpy.ndarray)"
+# numpy's type codes of the datatypes a Tensor takes without a second look.
+_TRITON_CHARS = frozenset("?bBhHiIlLqQefdO")
 
 
 class Tensor:
     """A named tensor over a numpy array (CPU only)."""
 
     def __init__(self, name, array, dtype_name=None):
-        text = _str_arg(name)
+        text = name if type(name) is str else _str_arg(name)
         if text is None or not isinstance(array, np.ndarray):
             raise _incompatible("__init__", _TENSOR_SIG, (name, array))
-        if text == "":
+        if not text:
             raise TritonModelException("Tensor name cannot be an empty string.")
-        if dtype_name is None:
+        if dtype_name is None and array.dtype.char not in _TRITON_CHARS:
             # Triton refuses every other dtype; a str array (kind U) is
             # kept (as BYTES) for the models written for Nereid that use it.
             if array.dtype.kind == "U":
@@ -416,17 +418,22 @@ class InferenceResponse:
     """The answer to one request: output tensors or an error."""
 
     def __init__(self, output_tensors=None, error=None, parameters=None):
-        if output_tensors is None:
+        if type(output_tensors) is list:
+            tensors = output_tensors[:]
+        elif output_tensors is None:
             tensors = []
         else:
             tensors = _seq_arg(output_tensors)
-            if tensors is None or any(not isinstance(t, Tensor) for t in tensors):
+            if tensors is None:
+                raise _incompatible("__init__", _RESPONSE_SIG, (output_tensors, error, parameters))
+        for t in tensors:
+            if type(t) is not Tensor and not isinstance(t, Tensor):
                 raise _incompatible("__init__", _RESPONSE_SIG, (output_tensors, error, parameters))
         if error is not None and not isinstance(error, TritonError):
             raise _incompatible("__init__", _RESPONSE_SIG, (output_tensors, error, parameters))
         self._tensors = tensors
         self._error = error
-        self._params = _response_parameters(parameters)
+        self._params = _response_parameters(parameters) if parameters is not None else {}
 
     @classmethod
     def _wrap(cls, tensors, error=None, params=None):
