@@ -189,6 +189,8 @@ def _str_arg(value):
 def _int_arg(value, lo, hi):
     """An integer argument: int, bool, a numpy integer (anything with
     __index__), never a float; None when it is not one or out of range."""
+    if type(value) is int:
+        return value if lo <= value <= hi else None
     if isinstance(value, float):
         return None
     try:
@@ -199,7 +201,9 @@ def _int_arg(value, lo, hi):
 
 
 def _seq_arg(value):
-    """A std::vector argument: any sequence but str and bytes."""
+    """A std::vector argument (a new list): any sequence but str and bytes."""
+    if type(value) is list:
+        return value[:]
     if isinstance(value, (str, bytes, bytearray)) or not isinstance(value, collections.abc.Sequence) \
             and not isinstance(value, np.ndarray):
         return None
@@ -567,26 +571,32 @@ class InferenceRequest:
     def __init__(self, request_id="", correlation_id=0, inputs=_REQUIRED, requested_output_names=_REQUIRED,
                  model_name=_REQUIRED, model_version=-1, flags=0, timeout=0, preferred_memory=None,
                  trace=None, parameters=None):
-        args = dict(request_id=request_id, correlation_id=correlation_id, inputs=inputs,
-                    requested_output_names=requested_output_names, model_name=model_name,
-                    model_version=model_version, flags=flags, timeout=timeout, parameters=parameters)
-        rid = _str_arg(request_id)
-        name = None if model_name is _REQUIRED else _str_arg(model_name)
+        rid = request_id if type(request_id) is str else _str_arg(request_id)
+        name = model_name if type(model_name) is str else (None if model_name is _REQUIRED else _str_arg(model_name))
         tensors = None if inputs is _REQUIRED else _seq_arg(inputs)
         wanted = None if requested_output_names is _REQUIRED else _seq_arg(requested_output_names)
         if wanted is not None:
-            wanted = [_str_arg(w) for w in wanted]
-        version = _int_arg(model_version, *_I64) if model_version is not None else None
+            wanted = [w if type(w) is str else _str_arg(w) for w in wanted]
+        version = model_version if type(model_version) is int else (
+            _int_arg(model_version, *_I64) if model_version is not None else None)
         flag_bits = _int_arg(flags, *_U32) if flags is not None else None
         wait = _int_arg(timeout, *_U64) if timeout is not None else None
-        if rid is None or name is None or tensors is None or wanted is None or None in wanted \
-                or any(not isinstance(t, Tensor) for t in tensors) or version is None \
-                or flag_bits is None or wait is None or correlation_id is None \
-                or preferred_memory is not None and not isinstance(preferred_memory, PreferredMemory) \
-                or trace is not None and not isinstance(trace, InferenceTrace):
+        bad = rid is None or name is None or tensors is None or wanted is None or None in wanted \
+            or version is None or not _I64[0] <= version <= _I64[1] or flag_bits is None or wait is None \
+            or correlation_id is None \
+            or preferred_memory is not None and not isinstance(preferred_memory, PreferredMemory) \
+            or trace is not None and not isinstance(trace, InferenceTrace)
+        if not bad:
+            for t in tensors:
+                if type(t) is not Tensor and not isinstance(t, Tensor):
+                    bad = True
+        if bad:
+            args = dict(request_id=request_id, correlation_id=correlation_id, inputs=inputs,
+                        requested_output_names=requested_output_names, model_name=model_name,
+                        model_version=model_version, flags=flags, timeout=timeout, parameters=parameters)
             raise _incompatible("__init__", _REQUEST_SIG, "kwargs: " + ", ".join(
                 f"{k}={v!r}" for k, v in args.items() if v is not _REQUIRED))
-        params = _response_parameters(parameters)
+        params = "{}" if parameters is None else json.dumps(_response_parameters(parameters))
         if isinstance(correlation_id, int):
             if not 0 <= correlation_id < (1 << 64):
                 # pybind11's cast to uint64_t fails so in Triton.
@@ -596,14 +606,14 @@ class InferenceRequest:
             raise TritonModelException("Correlation ID must be integer or string")
         self._model_name = name
         self._inputs = tensors
-        self._requested = list(dict.fromkeys(wanted))
+        self._requested = wanted if len(wanted) < 2 else list(dict.fromkeys(wanted))
         self._id = rid
         self._correlation_id = int(correlation_id) if isinstance(correlation_id, int) else correlation_id
         self._flags = flag_bits
         self._timeout = wait
-        self._parameters = json.dumps(params)
+        self._parameters = params
         self._model_version = version
-        self._trace = trace if trace is not None else InferenceTrace()
+        self._trace = trace
         self._release_flags = TRITONSERVER_REQUEST_RELEASE_ALL
         self._cancelled = None
         self._sender = None
