@@ -781,67 +781,91 @@ LogLevel = _LogLevel
 
 class ModelConfig:
     """The configuration auto_complete_config(auto_complete_model_config)
-    receives and returns (format-1 JSON as a dict)."""
+    receives and returns (format-1 JSON as a dict), with Triton's checks
+    and sentences."""
 
     def __init__(self, model_config):
-        self._config = json.loads(model_config) if isinstance(model_config, str) else dict(model_config)
+        self._config = json.loads(model_config) if isinstance(model_config, (str, bytes)) else dict(model_config)
 
     def as_dict(self):
         return self._config
+
+    def _name(self):
+        return str(self._config.get("name", ""))
 
     def max_batch_size(self):
         return int(self._config.get("max_batch_size", 0))
 
     def set_max_batch_size(self, max_batch_size):
-        current = self.max_batch_size()
-        if current != 0 and current != max_batch_size:
-            raise ValueError(f"configuration specified max_batch_size {current}, "
-                             f"but model tries to set {max_batch_size}")
+        have = self.max_batch_size()
+        if have > max_batch_size:
+            raise ValueError(f"configuration specified max_batch_size {have}, but in auto-complete-config function "
+                             f"for model '{self._name()}' specified max_batch_size {max_batch_size}")
         self._config["max_batch_size"] = max_batch_size
 
     def set_dynamic_batching(self):
-        if "sequence_batching" in self._config:
-            raise ValueError("configuration specified sequence batching, cannot set dynamic batching")
+        for other in ("sequence_batching", "ensemble_scheduling"):
+            if other in self._config:
+                raise ValueError(f"Configuration specified scheduling_choice as '{other}', but auto-complete-config "
+                                 f"function for model '{self._name()}' tries to set scheduling_choice as "
+                                 "'dynamic_batching'")
         self._config.setdefault("dynamic_batching", {})
 
     def set_model_transaction_policy(self, transaction_policy_dict):
         for key in transaction_policy_dict:
             if key != "decoupled":
-                raise ValueError(f"model transaction property '{key}' is not supported")
-        self._config.setdefault("model_transaction_policy", {}).update(transaction_policy_dict)
+                raise ValueError(f"model transaction property in auto-complete-config function for model "
+                                 f"'{self._name()}' contains property other than 'decoupled'.")
+        policy = self._config.setdefault("model_transaction_policy", {})
+        if "decoupled" in transaction_policy_dict:
+            want = transaction_policy_dict["decoupled"]
+            if "decoupled" in policy and policy["decoupled"] != want:
+                raise ValueError(f"trying to change decoupled property in auto-complete-config for model "
+                                 f"'{self._name()}', which is already set to '{policy['decoupled']}'.")
+            policy["decoupled"] = want
 
-    def _add(self, section, tensor):
-        if not isinstance(tensor, dict):
-            raise ValueError(f"{section} must be a dict")
+    def _add(self, section, tensor, allowed):
         for key in tensor:
-            if key not in ("name", "data_type", "dims", "optional", "format", "reshape", "is_shape_tensor",
-                           "label_filename"):
-                raise ValueError(f"{section} '{tensor.get('name')}' has an unknown property '{key}'")
-        for key in ("name", "data_type", "dims"):
+            if key not in allowed:
+                names = ", ".join(f"'{k}'" for k in allowed[:-1]) + f" and '{allowed[-1]}'"
+                raise ValueError(f"{section} '{tensor.get('name')}' in auto-complete-config function for model "
+                                 f"'{self._name()}' contains property other than {names}.")
+        if "name" not in tensor:
+            raise ValueError(f"{section} in auto-complete-config function for model '{self._name()}' is missing "
+                             "'name' property.")
+        for key in ("data_type", "dims"):
             if key not in tensor:
-                raise ValueError(f"{section} '{tensor.get('name')}' has no '{key}'")
+                raise ValueError(f"{section} '{tensor['name']}' in auto-complete-config function for model "
+                                 f"'{self._name()}' is missing '{key}' property.")
         tensors = self._config.setdefault(section, [])
         for have in tensors:
-            if have.get("name") == tensor["name"]:
-                for key, value in tensor.items():
-                    if key == "dims":
-                        value = [int(d) for d in value]
-                        old = [int(d) for d in have.get("dims", [])]
-                        if have.get("dims") and old != value:
-                            raise ValueError(f"{section} '{tensor['name']}': configuration dims {old} "
-                                             f"disagree with the model's {value}")
-                    elif key in have and have[key] != value:
-                        raise ValueError(f"{section} '{tensor['name']}': configuration {key} "
-                                         f"{have[key]!r} disagrees with the model's {value!r}")
-                    have[key] = value
-                return
-        tensors.append({**tensor, "dims": [int(d) for d in tensor["dims"]]})
+            if have.get("name") != tensor["name"]:
+                continue
+            have_type = have.get("data_type", "TYPE_INVALID")
+            have_dims = [int(d) for d in have.get("dims", [])]
+            if have_type != "TYPE_INVALID" and have_type != tensor["data_type"]:
+                raise ValueError(f"unable to load model '{self._name()}', configuration expects datatype "
+                                 f"{have_type} for {section} '{tensor['name']}', model provides "
+                                 f"{tensor['data_type']}")
+            if have_dims and have_dims != [int(d) for d in tensor["dims"]]:
+                raise ValueError(f"model '{self._name()}', tensor '{tensor['name']}': the model expects dims "
+                                 f"{tensor['dims']} but the model configuration specifies dims {have_dims}")
+            if "optional" in have and "optional" in tensor and have["optional"] != tensor["optional"]:
+                raise ValueError(f"model '{self._name()}', tensor '{tensor['name']}': the model expects optional "
+                                 f"{tensor['optional']} but the model configuration specifies optional "
+                                 f"{have['optional']}")
+            have["data_type"] = tensor["data_type"]
+            have["dims"] = tensor["dims"]
+            if "optional" in tensor:
+                have["optional"] = tensor["optional"]
+            return
+        tensors.append(tensor)
 
     def add_input(self, input):  # noqa: A002 - Triton's parameter name
-        self._add("input", input)
+        self._add("input", input, ["name", "data_type", "dims", "optional"])
 
     def add_output(self, output):
-        self._add("output", output)
+        self._add("output", output, ["name", "data_type", "dims"])
 
 
 # ---- model control ---------------------------------------------------------

@@ -617,7 +617,12 @@ def run(checks):
     out = {}
     for name, fn in checks:
         try:
-            out[name] = ["ok", fn()]
+            value = fn()
+            try:
+                json.dumps(value)
+            except TypeError:
+                value = repr(value)  # an object where an error was expected
+            out[name] = ["ok", value]
         except Exception as e:  # noqa: BLE001 - the outcome is the check's result
             out[name] = ["raise", type(e).__name__, str(e)]
     return out
@@ -631,6 +636,12 @@ def req(**kw):
     args = dict(model_name="m", inputs=[tensor()], requested_output_names=["O"])
     args.update(kw)
     return pb_utils.InferenceRequest(**args)
+
+
+def mc(**fields):
+    cfg = {"name": "m", "max_batch_size": 0, "input": [], "output": []}
+    cfg.update(fields)
+    return pb_utils.ModelConfig(json.dumps(cfg))
 
 
 def sender_rules(request):
@@ -775,6 +786,27 @@ class TritonPythonModel:
             ("metric_no_buckets", lambda: C.MetricFamily("surface_h2", "h", C.MetricFamily.HISTOGRAM).Metric()),
             ("metric_buckets_tuple", lambda: C.MetricFamily("surface_h3", "h", C.MetricFamily.HISTOGRAM)
              .Metric(buckets=(1.0,))),
+            # ModelConfig (auto-complete), built from a JSON text as the stub does
+            ("mc_max_batch_down", lambda: mc(max_batch_size=8).set_max_batch_size(4)),
+            ("mc_max_batch_up", lambda: (lambda m: (m.set_max_batch_size(16), m.as_dict()["max_batch_size"])[1])(
+                mc(max_batch_size=8))),
+            ("mc_dynamic_after_sequence", lambda: mc(sequence_batching={}).set_dynamic_batching()),
+            ("mc_input_property", lambda: mc().add_input({"name": "A", "data_type": "TYPE_FP32", "dims": [1],
+                                                          "format": "FORMAT_NONE"})),
+            ("mc_output_property", lambda: mc().add_output({"name": "B", "data_type": "TYPE_FP32", "dims": [1],
+                                                            "optional": True})),
+            ("mc_input_no_name", lambda: mc().add_input({"data_type": "TYPE_FP32", "dims": [1]})),
+            ("mc_input_no_dims", lambda: mc().add_input({"name": "A", "data_type": "TYPE_FP32"})),
+            ("mc_input_datatype", lambda: mc(input=[{"name": "A", "data_type": "TYPE_INT32", "dims": [1]}])
+             .add_input({"name": "A", "data_type": "TYPE_FP32", "dims": [1]})),
+            ("mc_output_dims", lambda: mc(output=[{"name": "B", "data_type": "TYPE_FP32", "dims": [3]}])
+             .add_output({"name": "B", "data_type": "TYPE_FP32", "dims": [2]})),
+            ("mc_input_merge", lambda: (lambda m: (m.add_input({"name": "A", "data_type": "TYPE_FP32", "dims": [2]}),
+                                                   m.as_dict()["input"])[1])(
+                mc(input=[{"name": "A", "data_type": "TYPE_INVALID", "dims": []}]))),
+            ("mc_policy_property", lambda: mc().set_model_transaction_policy({"sequence": True})),
+            ("mc_policy_change", lambda: mc(model_transaction_policy={"decoupled": True})
+             .set_model_transaction_policy({"decoupled": False})),
             # model control
             ("model_ready", lambda: [C.is_model_ready("surface"), C.is_model_ready(b"surface", "1")]),
             # the C++ module by its own name
@@ -861,6 +893,29 @@ SURFACE_WANT = {
     "metric_buckets_counter": ("raise", "TritonModelException", "Failed to create metric. Unexpected buckets found."),
     "metric_no_buckets": ("raise", "TritonModelException", "Failed to create metric. Missing required buckets."),
     "metric_buckets_tuple": ("raise", "TritonModelException", "Failed to create metric. Buckets must be a list."),
+    "mc_max_batch_down": ("raise", "ValueError", "configuration specified max_batch_size 8, but in "
+                          "auto-complete-config function for model 'm' specified max_batch_size 4"),
+    "mc_max_batch_up": ("ok", 16),
+    "mc_dynamic_after_sequence": ("raise", "ValueError", "Configuration specified scheduling_choice as "
+                                  "'sequence_batching', but auto-complete-config function for model 'm' tries to "
+                                  "set scheduling_choice as 'dynamic_batching'"),
+    "mc_input_property": ("raise", "ValueError", "input 'A' in auto-complete-config function for model 'm' contains "
+                          "property other than 'name', 'data_type', 'dims' and 'optional'."),
+    "mc_output_property": ("raise", "ValueError", "output 'B' in auto-complete-config function for model 'm' "
+                           "contains property other than 'name', 'data_type' and 'dims'."),
+    "mc_input_no_name": ("raise", "ValueError", "input in auto-complete-config function for model 'm' is missing "
+                         "'name' property."),
+    "mc_input_no_dims": ("raise", "ValueError", "input 'A' in auto-complete-config function for model 'm' is "
+                         "missing 'dims' property."),
+    "mc_input_datatype": ("raise", "ValueError", "unable to load model 'm', configuration expects datatype "
+                          "TYPE_INT32 for input 'A', model provides TYPE_FP32"),
+    "mc_output_dims": ("raise", "ValueError", "model 'm', tensor 'B': the model expects dims [2] but the model "
+                       "configuration specifies dims [3]"),
+    "mc_input_merge": ("ok", [{"name": "A", "data_type": "TYPE_FP32", "dims": [2]}]),
+    "mc_policy_property": ("raise", "ValueError", "model transaction property in auto-complete-config function for "
+                           "model 'm' contains property other than 'decoupled'."),
+    "mc_policy_change": ("raise", "ValueError", "trying to change decoupled property in auto-complete-config for "
+                         "model 'm', which is already set to 'True'."),
     "model_ready": ("ok", [True, True]),
     "c_module": ("ok", True),
     "names": ("ok", []),
