@@ -492,8 +492,8 @@ static TRITONSERVER_Error *send_failed(TRITONBACKEND_Response *resp, uint32_t fl
 
 /* Builds and sends the response to request 'r' from reply entry 'rj',
  * with 'flags'; from 'factory' when one is given (a response sender's),
- * else as the request's one response. An error the stub reported, or a
- * missing requested output, is returned unsent: the caller answers it. */
+ * else as the request's one response. An error the stub reported is
+ * returned unsent: the caller answers it. */
 static TRITONSERVER_Error *respond(nrd_py_instance *st, TRITONBACKEND_Request *r,
                                    TRITONBACKEND_ResponseFactory *factory, const json_t *rj, uint32_t flags) {
   TRITONSERVER_Error *err = reply_error(rj);
@@ -505,30 +505,10 @@ static TRITONSERVER_Error *respond(nrd_py_instance *st, TRITONBACKEND_Request *r
   if ((err = TRITONBACKEND_RequestOutputCount(r, &n)) != NULL) {
     return err;
   }
-  /* Every requested output must be there, checked before anything is sent. */
-  for (uint32_t i = 0; i < n; i++) {
-    const char *want = NULL;
-    if ((err = TRITONBACKEND_RequestOutputName(r, i, &want)) != NULL) {
-      return err;
-    }
-    bool found = false;
-    size_t k;
-    const json_t *o;
-    json_array_foreach(outs, k, o) {
-      if (strcmp(json_string_value(json_object_get(o, "name")), want) == 0) {
-        found = true;
-      }
-    }
-    if (!found) {
-      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                               "python: model '%s' did not return requested "
-                               "output '%s'",
-                               st->model->name, want);
-    }
-  }
-  /* An output's datatype is not checked against the configuration:
-   * Triton's Python backend sends it as the model made it (Triton 2.51
-   * answers an INT32 output made as int64 with INT64). */
+  /* As Triton's Python backend does, a requested output the model did
+   * not make is left out of the response (not an error), and an output's
+   * datatype is not checked against the configuration: Triton 2.51
+   * answers an INT32 output made as int64 with INT64. */
   size_t k;
   const json_t *o;
   TRITONBACKEND_Response *resp = NULL;

@@ -1041,3 +1041,25 @@ class TritonPythonModel:
         r = c.infer("iter", inputs_of(httpclient, [("IN", np.array([2], np.int32), "INT32")]))
         assert r.as_numpy("A").tolist() == [1, 1, 0] and r.as_numpy("B").tolist() == [1, 1, 0]
 
+
+
+def test_requested_output_not_made_is_left_out():
+    """A requested output the model does not make is missing from the
+    response, not an error (Triton 2.51's Python backend answers so)."""
+    model = '''
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUTPUT1", np.array([1.0], np.float32))])
+                for _ in requests]
+'''
+    cfg = config("partial", [("INPUT0", "TYPE_FP32", "1")], [("OUTPUT0", "TYPE_FP32", "1"),
+                                                            ("OUTPUT1", "TYPE_FP32", "1")])
+    with serve({"partial": (model, cfg)}) as s, http(s) as c:
+        for wanted, got in ((["OUTPUT0"], []), (["OUTPUT0", "OUTPUT1"], ["OUTPUT1"]), (None, ["OUTPUT1"])):
+            r = c.infer("partial", inputs_of(httpclient, [("INPUT0", np.array([1], np.float32), "FP32")]),
+                        outputs=[httpclient.InferRequestedOutput(n) for n in wanted] if wanted else None)
+            assert [o["name"] for o in r.get_response().get("outputs", [])] == got, wanted
