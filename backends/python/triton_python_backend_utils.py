@@ -244,12 +244,12 @@ class TritonError(Exception):
 
     def __init__(self, message, code=_ErrorCode.INTERNAL):
         text = _str_arg(message)
-        if text is None or code is None or _int_arg(code, 0, 7) is None:
+        if text is None or not isinstance(code, _ErrorCode):  # an int is refused, as by pybind11's enum
             raise _incompatible("__init__", "TritonError(message: str, code: TritonError.__ErrorCode = "
                                 "<__ErrorCode.INTERNAL: 1>)", (message, code))
         super().__init__(text)
         self._message = text
-        self._code = _ErrorCode(_int_arg(code, 0, 7))
+        self._code = code
 
     def message(self):
         return self._message
@@ -748,7 +748,7 @@ class Logger:
     @classmethod
     def log(cls, message, level=_LogLevel.INFO):
         text = _str_arg(message)
-        if text is None or _int_arg(level, 0, 3) is None:
+        if text is None or not isinstance(level, _LogLevel):
             raise _incompatible("log", "log(message: str, level: Logger.LogLevel = <LogLevel.INFO: 0>) -> None",
                                 (message, level))
         with cls._lock:
@@ -920,10 +920,10 @@ class MetricFamily:
 
     def __init__(self, name, description, kind):
         text, desc = _str_arg(name), _str_arg(description)
-        if text is None or desc is None or _int_arg(kind, 0, 2) is None:
+        if text is None or desc is None or not isinstance(kind, MetricKind):
             raise _incompatible("__init__", "MetricFamily(name: str, description: str, kind: MetricKind)",
                                 (name, description, kind))
-        self._kind = MetricKind(_int_arg(kind, 0, 2))
+        self._kind = kind
         try:
             self._id = _service({"type": "metric_family", "name": text, "description": desc,
                                  "kind": int(self._kind)})["id"]

@@ -716,6 +716,9 @@ class TritonPythonModel:
             ("error_default", lambda: [C.TritonError("m").message(), int(C.TritonError("m").code())]),
             ("error_code", lambda: int(C.TritonError(b"m", C.TritonError.NOT_FOUND).code())),
             ("error_none", lambda: C.TritonError(None)),
+            ("error_code_int", lambda: int(C.TritonError("m", 3).code())),
+            ("metric_kind_int", lambda: C.MetricFamily("surface_int_kind", "d", 0) is None),
+            ("logger_level_int", lambda: C.Logger.log("m", 1)),
             ("model_exception", lambda: issubclass(C.TritonModelException, Exception)),
             # Tensor
             ("tensor", lambda: [tensor().name(), tensor().shape(), tensor().triton_dtype(), tensor().is_cpu(),
@@ -846,6 +849,9 @@ SURFACE_WANT = {
     "error_default": ("ok", ["m", 1]),
     "error_code": ("ok", 2),
     "error_none": TYPE_ERROR_INIT,
+    "error_code_int": TYPE_ERROR_INIT,  # an enum member, not an int, as pybind11 takes enums
+    "metric_kind_int": TYPE_ERROR_INIT,
+    "logger_level_int": ("raise", "TypeError", "log(): incompatible function arguments."),
     "model_exception": ("ok", True),
     "tensor": ("ok", ["T", [2], 11, True, [1.5, 2.5]]),
     "tensor_bytes_name": ("ok", "B"),
