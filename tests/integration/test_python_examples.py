@@ -1069,3 +1069,69 @@ class TritonPythonModel:
             r = c.infer("partial", inputs_of(httpclient, [("INPUT0", np.array([1], np.float32), "FP32")]),
                         outputs=[httpclient.InferRequestedOutput(n) for n in wanted] if wanted else None)
             assert [o["name"] for o in r.get_response().get("outputs", [])] == got, wanted
+
+
+BLS_ERRORS = '''
+import json
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+def outcome(reply):
+    return [reply.error().message(), int(reply.error().code())] if reply.has_error() else \\
+        [t.name() for t in reply.output_tensors()]
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        count = pb_utils.get_input_tensor_by_name(requests[0], "IN")
+        zeros = [pb_utils.Tensor("INPUT0", np.zeros(4, np.float32)), pb_utils.Tensor("INPUT1", np.zeros(4, np.float32))]
+
+        def call(model, inputs, outputs, decoupled=False, **kw):
+            r = pb_utils.InferenceRequest(model_name=model, inputs=inputs, requested_output_names=outputs, **kw)
+            if decoupled:
+                return [outcome(x) for x in r.exec(decoupled=True)]
+            return outcome(r.exec())
+
+        got = {
+            "decoupled_without_flag": call("square_int32", [count], ["OUT"]),
+            "plain_with_flag": call("add_sub", zeros, ["OUTPUT0"], decoupled=True),
+            "unknown": call("nope", zeros, ["OUTPUT0"]),
+            "unknown_decoupled": call("nope", zeros, ["OUTPUT0"], decoupled=True),
+            "version": call("add_sub", zeros, ["OUTPUT0"], model_version=7),
+            "no_inputs": call("add_sub", [], ["OUTPUT0"]),
+            "output_name": call("add_sub", zeros, ["NOPE"]),
+        }
+        return [pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([json.dumps(got).encode()], np.object_))])]
+'''
+
+
+def test_bls_errors_say_tritons_sentences():
+    """A BLS request that never runs comes back as a response whose error
+    is "Model <name> - Error when running inference: <reason>", with
+    Triton's reasons for a model that is not ready and for a decoupled
+    model called without exec(decoupled=True)."""
+    models = {"square_int32": (SQUARE, square_config()), "add_sub": (SUM_DIFF, config("add_sub", *ADD_SUB_IO)),
+              "bls_errors": (BLS_ERRORS, config("bls_errors", [("IN", "TYPE_INT32", "1")],
+                                                [("OUT", "TYPE_STRING", "1")]))}
+    run = "Model {} - Error when running inference: "
+    not_ready = "Failed for execute the inference request. Model '{}' is not ready."
+    want = {
+        "decoupled_without_flag": run.format("square_int32") + "Model square_int32 is using the decoupled. The "
+        "current BLS request call doesn't support models using the decoupled transaction policy. Please use "
+        "'decoupled=True' argument to the 'exec' or 'async_exec' calls for decoupled models.'",
+        "unknown": run.format("nope") + not_ready.format("nope"),
+        "version": run.format("add_sub") + not_ready.format("add_sub"),
+        # The core's own reasons follow the sentence (Triton's core words
+        # them its way).
+        "no_inputs": run.format("add_sub"),
+        "output_name": run.format("add_sub"),
+    }
+    with serve(models) as s, http(s) as c:
+        r = c.infer("bls_errors", inputs_of(httpclient, [("IN", np.array([2], np.int32), "INT32")]))
+        got = json.loads(r.as_numpy("OUT")[0])
+        assert got["plain_with_flag"] == [["OUTPUT0"]], got
+        assert got["unknown_decoupled"] == [got["unknown"]], got
+        for name, text in want.items():
+            message, code = got[name]
+            assert message.startswith(text) and code == 1, (name, message, code)
