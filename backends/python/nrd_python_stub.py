@@ -42,6 +42,7 @@ class Stub:
         self.in_end = 0
         self.model = None
         self.model_file = None
+        self.instance_name = ""
         self.loop = None
         self.decoupled = False
         # One message at a time on the shared memory: the main loop's
@@ -145,6 +146,7 @@ class Stub:
     def init(self, msg):
         args = msg["args"]
         self.model_file = args.pop("model_file")
+        self.instance_name = args.get("model_instance_name", "")
         try:
             policy = json.loads(args.get("model_config", "{}")).get("model_transaction_policy", {})
             self.decoupled = bool(policy.get("decoupled", False))
@@ -375,11 +377,11 @@ class Stub:
             responses = self.run(self.model.execute, requests)
         except BaseException as e:  # noqa: BLE001 - the model's failure answers its requests
             traceback.print_exc()
-            return {"error": f"python: execute failed: {self.describe(e)}"}
+            return self.failed(self.describe(e))
         if self.decoupled or responses is None:
             if responses is not None:
-                return {"error": "python: a decoupled model's execute must return None; it answers through "
-                                 "each request's response sender"}
+                return self.failed(f"Python model '{self.instance_name}' is using the decoupled mode and the "
+                                   "execute function must return None.")
             # Answered through the senders: a decoupled model's every request
             # (its threads may still be sending), else those it used; the
             # server fails any other.
@@ -389,20 +391,34 @@ class Stub:
                         if (self.decoupled or self.used[i]) and not self.rescheduled(requests[i])]
             self.wait_for_senders(wait)
             return {"senders": True, "release": [self.release_flags(r) for r in requests]}
-        if not isinstance(responses, (list, tuple)) or len(responses) != len(requests):
-            n = "None" if responses is None else (
-                len(responses) if isinstance(responses, (list, tuple)) else type(responses).__name__)
-            return {"error": f"python: execute must return a list of {len(requests)} responses, got {n}"}
+        if not isinstance(responses, list):
+            return self.failed(f"Expected a list in the execute return, found type '{type(responses)}'.")
+        if len(responses) != len(requests):
+            return self.failed("Number of InferenceResponse objects do not match the number of InferenceRequest "
+                               f"objects. InferenceRequest(s) size is:{len(requests)}, and InferenceResponse(s) "
+                               f"size is:{len(responses)}\n")
         off = msg["out_off"]
         out = []
         release = [self.release_flags(r) for r in requests]
         for flags, resp in zip(release, responses):
-            if resp is None and flags == pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
-                out.append({"rescheduled": True})  # it comes back in a later batch
-                continue
+            if flags == pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
+                if resp is None:
+                    out.append({"rescheduled": True})  # it comes back in a later batch
+                    continue
+                # (Triton's sentence, its spelling.)
+                return self.failed("Expected a None object in the execute function return list for reschduled "
+                                   f"request, found type '{type(resp)}'.")
+            if resp is not None and type(resp) is not pb_utils.InferenceResponse and \
+                    not isinstance(resp, pb_utils.InferenceResponse):
+                return self.failed("Expected an 'InferenceResponse' object in the execute function return list, "
+                                   f"found type '{type(resp)}'.")
             entry, off = self.response_out(resp, off)
             out.append(entry)
         return {"responses": out, "release": release}
+
+    def failed(self, text):
+        """A batch's failure, in Triton's sentence (the instance's name)."""
+        return {"error": f"Failed to process the request(s) for model '{self.instance_name}', message: {text}"}
 
     def finalize(self, msg):
         if self.model is not None and hasattr(self.model, "finalize"):

@@ -1135,3 +1135,56 @@ def test_bls_errors_say_tritons_sentences():
         for name, text in want.items():
             message, code = got[name]
             assert message.startswith(text) and code == 1, (name, message, code)
+
+
+RETURNS = '''
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        how = requests[0].request_id()
+        if how == "raise":
+            raise ValueError("boom")
+        if how == "tuple":
+            return tuple(pb_utils.InferenceResponse() for _ in requests)
+        if how == "two":
+            return [pb_utils.InferenceResponse(), pb_utils.InferenceResponse()]
+        if how == "str":
+            return ["x"]
+        return [pb_utils.InferenceResponse()]
+'''
+
+
+def test_execute_failures_say_tritons_sentences():
+    """What execute returns is checked as Triton's stub checks it, each
+    failure answered with "Failed to process the request(s) for model
+    '<instance>', message: <reason>"."""
+    models = {"returns": (RETURNS, config("returns", [("IN", "TYPE_INT32", "1")], [("OUT", "TYPE_INT32", "1")])),
+              "square_returns": (RETURNS, square_config("square_returns"))}
+    # The instance's name differs: Triton's core names a lone instance
+    # "<group>_0" ("returns_0_0"), ours "<group>" ("returns_0").
+    lead = r"Failed to process the request\(s\) for model '(returns_0|returns_0_0)', message: "
+    want = {
+        "raise": lead + re.escape("ValueError: boom"),
+        "tuple": lead + re.escape("Expected a list in the execute return, found type '<class 'tuple'>'."),
+        "two": lead + re.escape("Number of InferenceResponse objects do not match the number of InferenceRequest "
+                                "objects. InferenceRequest(s) size is:1, and InferenceResponse(s) size is:2"),
+        "str": lead + re.escape("Expected an 'InferenceResponse' object in the execute function return list, "
+                                "found type '<class 'str'>'."),
+    }
+    with serve(models) as s:
+        with http(s) as c:
+            pairs = [("IN", np.array([1], np.int32), "INT32")]
+            assert c.infer("returns", inputs_of(httpclient, pairs), request_id="ok").get_response()["outputs"] == []
+            for how, text in want.items():
+                try:
+                    c.infer("returns", inputs_of(httpclient, pairs), request_id=how)
+                    raise AssertionError(f"{how}: no error")
+                except InferenceServerException as e:
+                    assert re.match(text, e.message()), (how, e.message())
+        got = stream(s, "square_returns", [("IN", np.array([1], np.int32), "INT32")])
+        errors = [e.message() for _, e in got if e is not None]
+        assert errors and re.match(
+            r"Failed to process the request\(s\) for model '(square_returns_0(_0)?)', message: Python model "
+            r"'\1' is using the decoupled mode and the execute function must return None\.", errors[-1]), got
