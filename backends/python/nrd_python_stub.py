@@ -118,15 +118,20 @@ class Stub:
             module = importlib.util.module_from_spec(spec)
             sys.modules["model"] = module
             spec.loader.exec_module(module)
+        # Triton's text (the exception as Python prints it) comes first,
+        # then the file.
         except SyntaxError as e:
             traceback.print_exc()
-            return None, {"error": f"python: {self.model_file} line {e.lineno}: SyntaxError: {e.msg}", "code": 3}
+            return None, {"error": f"SyntaxError: {e} in {self.model_file}", "code": 3}
         except BaseException as e:  # noqa: BLE001 - any failure fails the load
             traceback.print_exc()
-            return None, {"error": f"python: loading {self.model_file}: {self.describe(e)}", "code": 3}
+            return None, {"error": f"{self.describe(e)} in {self.model_file}", "code": 3}
         cls = getattr(module, "TritonPythonModel", None)
         if cls is None:
-            return None, {"error": f"python: {self.model_file} defines no class TritonPythonModel", "code": 3}
+            # Triton imports model.py as the module "<version>.model".
+            version = os.path.basename(os.path.dirname(self.model_file))
+            return None, {"error": f"AttributeError: module '{version}.model' has no attribute 'TritonPythonModel' "
+                                   f"in {self.model_file}", "code": 3}
         return cls, None
 
     def auto_complete(self, msg):
@@ -161,8 +166,7 @@ class Stub:
                 self.run(self.model.initialize, args)
             except BaseException as e:  # noqa: BLE001
                 traceback.print_exc()
-                return {"error": f"python: initialize failed in {self.model_file}: {self.describe(e)}",
-                        "code": 1}
+                return {"error": f"{self.describe(e)} in initialize of {self.model_file}", "code": 1}
         return {}
 
     def tensor_in(self, d):
@@ -373,8 +377,11 @@ class Stub:
         with self.senders_done:
             self.used = [False] * len(requests)
             self.closed = [False] * len(requests)
+        execute = getattr(self.model, "execute", None)
+        if execute is None:
+            return self.failed(f"Python model {self.model_file} does not implement `execute` method.")
         try:
-            responses = self.run(self.model.execute, requests)
+            responses = self.run(execute, requests)
         except BaseException as e:  # noqa: BLE001 - the model's failure answers its requests
             traceback.print_exc()
             return self.failed(self.describe(e))

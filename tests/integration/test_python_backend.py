@@ -504,7 +504,7 @@ def test_load_failures_name_file_and_line():
         with running(s):
             pass
         text = s.log
-        assert "line 3: SyntaxError" in text, text
+        assert "SyntaxError: expected ':' (model.py, line 3)" in text, text
         assert "RuntimeError: no weights here (model.py line 4)" in text, text
         assert "has no" in text and "model.py" in text, text
 

@@ -1188,3 +1188,37 @@ def test_execute_failures_say_tritons_sentences():
         assert errors and re.match(
             r"Failed to process the request\(s\) for model '(square_returns_0(_0)?)', message: Python model "
             r"'\1' is using the decoupled mode and the execute function must return None\.", errors[-1]), got
+
+
+def test_load_and_execute_failures_start_with_pythons_text():
+    """A model.py that cannot load fails with the exception as Python
+    prints it first, as in Triton (whose core words the lead of a failed
+    load its own way); a model without execute answers Triton's sentence."""
+    def cfg(name):
+        return config(name, [("IN", "TYPE_INT32", "1")], [("OUT", "TYPE_INT32", "1")])
+    models = {
+        "init_raises": ("class TritonPythonModel:\n    def initialize(self, args):\n        raise ValueError('no init')\n"
+                        "\n    def execute(self, requests):\n        return None\n", cfg("init_raises")),
+        "syntax": ("class TritonPythonModel:\n    def execute(self, r)\n        return None\n", cfg("syntax")),
+        "noclass": ("x = 1\n", cfg("noclass")),
+        "import_fails": ("import no_such_module_xyz\n", cfg("import_fails")),
+        "noexecute": ("class TritonPythonModel:\n    pass\n", cfg("noexecute")),
+    }
+    want = {"init_raises": "ValueError: no init",
+            "syntax": "SyntaxError: expected ':' (model.py, line 2)",
+            "noclass": "AttributeError: module '1.model' has no attribute 'TritonPythonModel'",
+            "import_fails": "ModuleNotFoundError: No module named 'no_such_module_xyz'"}
+    with serve(models, "--model-control-mode=explicit") as s, http(s) as c:
+        for name, text in want.items():
+            try:
+                c.load_model(name)
+                raise AssertionError(f"{name} loaded")
+            except InferenceServerException as e:
+                assert text in e.message(), (name, e.message())
+        c.load_model("noexecute")
+        try:
+            c.infer("noexecute", inputs_of(httpclient, [("IN", np.array([1], np.int32), "INT32")]))
+            raise AssertionError("no error")
+        except InferenceServerException as e:
+            assert re.match(r"Failed to process the request\(s\) for model 'noexecute_0(_0)?', message: Python model "
+                            r"\S+/noexecute/1/model\.py does not implement `execute` method\.", e.message()), e
