@@ -377,11 +377,31 @@ class Tensor:
             raise _incompatible("from_dlpack", "from_dlpack(arg0: str, arg1: object) -> Tensor", (name, capsule))
         if text == "":
             raise TritonModelException("Tensor name cannot be an empty string.")
-        if not (hasattr(capsule, "__dlpack__") and hasattr(capsule, "__dlpack_device__")):
+        if type(capsule).__name__ == "PyCapsule":
+            capsule = _DLPackCapsule(capsule)
+        elif not (hasattr(capsule, "__dlpack__") and hasattr(capsule, "__dlpack_device__")):
             raise TritonModelException(
                 "Provided tensor is not supported. Tensor must be a DLPack capsule or have `__dlpack__` "
-                "and `__dlpack_device__` attributes (here: an object with both, on CPU)")
-        return Tensor(text, np.from_dlpack(capsule))
+                "and `__dlpack_device__` attributes")
+        try:
+            array = np.from_dlpack(capsule)
+        except (BufferError, RuntimeError, TypeError) as e:
+            raise TritonModelException(f"DLPack tensor not taken (CPU memory only): {e}") from None
+        return Tensor(text, array)
+
+
+class _DLPackCapsule:
+    """A bare DLPack capsule (to_dlpack's, PyTorch's torch.utils.dlpack
+    one) as numpy.from_dlpack takes it: the protocol's two methods."""
+
+    def __init__(self, capsule):
+        self._capsule = capsule
+
+    def __dlpack__(self, stream=None):
+        return self._capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)  # kDLCPU: numpy refuses the capsule of any other device
 
 
 def get_input_tensor_by_name(inference_request, name):

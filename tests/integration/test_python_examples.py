@@ -732,6 +732,8 @@ class TritonPythonModel:
             ("tensor_contiguous", lambda: C.Tensor("N", np.arange(6, dtype=np.int32).reshape(2, 3).T).as_numpy()
              .flags.c_contiguous),
             ("tensor_dlpack", lambda: C.Tensor.from_dlpack("D", tensor()).as_numpy().tolist()),
+            ("tensor_dlpack_capsule", lambda: C.Tensor.from_dlpack("D", tensor().to_dlpack()).as_numpy().tolist()),
+            ("tensor_dlpack_other", lambda: C.Tensor.from_dlpack("D", [1.0])),
             ("tensor_dlpack_bytes", lambda: C.Tensor("S", np.array([b"a"], np.object_)).to_dlpack()),
             # InferenceResponse
             ("response", lambda: [len(C.InferenceResponse().output_tensors()), C.InferenceResponse().has_error(),
@@ -861,6 +863,9 @@ SURFACE_WANT = {
     "tensor_dtype": ("raise", "TritonModelException", "NumPy dtype is not supported."),
     "tensor_contiguous": ("ok", True),
     "tensor_dlpack": ("ok", [1.5, 2.5]),
+    "tensor_dlpack_capsule": ("ok", [1.5, 2.5]),
+    "tensor_dlpack_other": ("raise", "TritonModelException", "Provided tensor is not supported. Tensor must be a "
+                            "DLPack capsule"),
     "tensor_dlpack_bytes": ("raise", "TritonModelException", "DLPack does not have support for string tensors."),
     "response": ("ok", [0, False, None, "{}"]),
     "response_tuple": ("ok", 1),
