@@ -254,7 +254,8 @@ def test_auto_complete():
                 assert ("dynamic_batching" in cfg) == bool(batch), cfg
                 assert sorted(t["name"] for t in cfg["input"]) == ["INPUT0", "INPUT1"], cfg
                 assert sorted(t["name"] for t in cfg["output"]) == ["OUTPUT0", "OUTPUT1"], cfg
-                assert all(t["data_type"] == "TYPE_FP32" and [int(d) for d in t["dims"]] == [4] for t in cfg["input"]), cfg
+                assert all(t["data_type"] == "TYPE_FP32" and [int(d) for d in t["dims"]] == [4]
+                           for t in cfg["input"]), cfg
                 a, b, pairs = two_inputs((1, 4) if batch else (4,))
                 r = c.infer(name, inputs_of(httpclient, pairs))
                 assert np.allclose(r.as_numpy("OUTPUT0"), a + b) and np.allclose(r.as_numpy("OUTPUT1"), a - b)
@@ -463,7 +464,8 @@ def square_config(name="square_int32"):
 def test_decoupled_repeat_and_square():
     with serve({"repeat_int32": (REPEAT, repeat_config()), "square_int32": (SQUARE, square_config())}) as s:
         values = np.array([4, 2, 0, 1], np.int32)
-        got = stream(s, "repeat_int32", [("IN", values, "INT32"), ("DELAY", np.array([1, 2, 3, 4], np.uint32), "UINT32"),
+        got = stream(s, "repeat_int32", [("IN", values, "INT32"),
+                                         ("DELAY", np.array([1, 2, 3, 4], np.uint32), "UINT32"),
                                          ("WAIT", np.array([5], np.uint32), "UINT32")])
         assert all(e is None for _, e in got), got
         pairs = [(int(r.as_numpy("IDX")[0]), int(r.as_numpy("OUT")[0])) for r, _ in got
@@ -1202,8 +1204,9 @@ def test_load_and_execute_failures_start_with_pythons_text():
     def cfg(name):
         return config(name, [("IN", "TYPE_INT32", "1")], [("OUT", "TYPE_INT32", "1")])
     models = {
-        "init_raises": ("class TritonPythonModel:\n    def initialize(self, args):\n        raise ValueError('no init')\n"
-                        "\n    def execute(self, requests):\n        return None\n", cfg("init_raises")),
+        "init_raises": ("class TritonPythonModel:\n    def initialize(self, args):\n"
+                        "        raise ValueError('no init')\n\n"
+                        "    def execute(self, requests):\n        return None\n", cfg("init_raises")),
         "syntax": ("class TritonPythonModel:\n    def execute(self, r)\n        return None\n", cfg("syntax")),
         "noclass": ("x = 1\n", cfg("noclass")),
         "import_fails": ("import no_such_module_xyz\n", cfg("import_fails")),
