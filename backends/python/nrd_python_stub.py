@@ -152,6 +152,7 @@ class Stub:
         args = msg["args"]
         self.model_file = args.pop("model_file")
         self.instance_name = args.get("model_instance_name", "")
+        pb_utils._instance_name = self.instance_name
         try:
             policy = json.loads(args.get("model_config", "{}")).get("model_transaction_policy", {})
             self.decoupled = bool(policy.get("decoupled", False))

@@ -46,6 +46,8 @@ TRITONSERVER_REQUEST_RELEASE_RESCHEDULE = 2
 # and sends other requests to the server (model control, metrics).
 _bls_hook = None
 _service_hook = None
+# Set by the stub: the instance's name (Triton's sentences name it).
+_instance_name = ""
 
 
 def _service(msg):
@@ -967,8 +969,14 @@ class Metric:
                 raise TritonModelException("Failed to create metric. Unexpected buckets found.")
         elif family._kind == MetricKind.HISTOGRAM:
             raise TritonModelException("Failed to create metric. Missing required buckets.")
-        msg = {"type": "metric", "family": family._id,
-               "labels": {str(k): str(v) for k, v in (labels or {}).items()}}
+        labels = labels or {}
+        for k, v in labels.items():
+            if type(k) is not str or type(v) is not str:
+                # Triton's parent process reads the labels as JSON strings.
+                raise TritonModelException(
+                    f"Error when creating Metric: Failed to process the request for model '{_instance_name}', "
+                    "message: attempt to access JSON non-string as string")
+        msg = {"type": "metric", "family": family._id, "labels": dict(labels)}
         if buckets is not None:
             msg["buckets"] = [float(b) for b in buckets]
         try:

@@ -787,6 +787,7 @@ class TritonPythonModel:
              .Metric(buckets=[1.0, 2.0]).observe(1) is None),
             ("metric_family_gone", lambda: C.MetricFamily("surface_gone", "c", C.MetricFamily.COUNTER)
              .Metric().increment(1)),
+            ("metric_label_int", lambda: self.kept["g"].Metric(labels={"a": 1})),
             ("metric_labels", lambda: C.MetricFamily("surface_c1", "c", C.MetricFamily.COUNTER).Metric(labels=[1])),
             ("metric_buckets_counter", lambda: C.MetricFamily("surface_c2", "c", C.MetricFamily.COUNTER)
              .Metric(buckets=[1.0])),
@@ -902,6 +903,8 @@ SURFACE_WANT = {
     "metric_histogram": ("ok", True),
     "metric_family_gone": ("raise", "TritonModelException", "Failed to increment metric value: Invalid metric "
                            "operation as the corresponding 'MetricFamily' has been deleted."),
+    "metric_label_int": ("raise", "TritonModelException", "Error when creating Metric: Failed to process the "
+                         "request for model '"),
     "metric_labels": ("raise", "TritonModelException", "Failed to create metric. Labels must be a dictionary."),
     "metric_buckets_counter": ("raise", "TritonModelException", "Failed to create metric. Unexpected buckets found."),
     "metric_no_buckets": ("raise", "TritonModelException", "Failed to create metric. Missing required buckets."),
