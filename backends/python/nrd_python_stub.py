@@ -42,6 +42,7 @@ class Stub:
         self.in_end = 0
         self.model = None
         self.model_file = None
+        self.instance_name = ""
         self.loop = None
         self.decoupled = False
         # One message at a time on the shared memory: the main loop's
@@ -117,15 +118,20 @@ class Stub:
             module = importlib.util.module_from_spec(spec)
             sys.modules["model"] = module
             spec.loader.exec_module(module)
+        # Triton's text (the exception as Python prints it) comes first,
+        # then the file.
         except SyntaxError as e:
             traceback.print_exc()
-            return None, {"error": f"python: {self.model_file} line {e.lineno}: SyntaxError: {e.msg}", "code": 3}
+            return None, {"error": f"SyntaxError: {e} in {self.model_file}", "code": 3}
         except BaseException as e:  # noqa: BLE001 - any failure fails the load
             traceback.print_exc()
-            return None, {"error": f"python: loading {self.model_file}: {self.describe(e)}", "code": 3}
+            return None, {"error": f"{self.describe(e)} in {self.model_file}", "code": 3}
         cls = getattr(module, "TritonPythonModel", None)
         if cls is None:
-            return None, {"error": f"python: {self.model_file} defines no class TritonPythonModel", "code": 3}
+            # Triton imports model.py as the module "<version>.model".
+            version = os.path.basename(os.path.dirname(self.model_file))
+            return None, {"error": f"AttributeError: module '{version}.model' has no attribute 'TritonPythonModel' "
+                                   f"in {self.model_file}", "code": 3}
         return cls, None
 
     def auto_complete(self, msg):
@@ -145,6 +151,8 @@ class Stub:
     def init(self, msg):
         args = msg["args"]
         self.model_file = args.pop("model_file")
+        self.instance_name = args.get("model_instance_name", "")
+        pb_utils._instance_name = self.instance_name
         try:
             policy = json.loads(args.get("model_config", "{}")).get("model_transaction_policy", {})
             self.decoupled = bool(policy.get("decoupled", False))
@@ -159,8 +167,7 @@ class Stub:
                 self.run(self.model.initialize, args)
             except BaseException as e:  # noqa: BLE001
                 traceback.print_exc()
-                return {"error": f"python: initialize failed in {self.model_file}: {self.describe(e)}",
-                        "code": 1}
+                return {"error": f"{self.describe(e)} in initialize of {self.model_file}", "code": 1}
         return {}
 
     def tensor_in(self, d):
@@ -182,12 +189,9 @@ class Stub:
     def request(self, d, factory):
         """The InferenceRequest of message entry `d`; `factory` makes its
         response sender at first use."""
-        r = pb_utils.InferenceRequest(inputs=[self.tensor_in(i) for i in d["inputs"]],
-                                      requested_output_names=d["requested"], request_id=d["id"],
-                                      correlation_id=d.get("correlation_id", 0), flags=d["flags"],
-                                      timeout=d["timeout"], parameters=d["parameters"])
-        r._sender_factory = factory
-        return r
+        return pb_utils.InferenceRequest._wrap([self.tensor_in(i) for i in d["inputs"]], d["requested"], d["id"],
+                                               d.get("correlation_id", 0), d["flags"], d["timeout"],
+                                               d["parameters"], factory)
 
     def response_out(self, resp, off):
         if resp is None:
@@ -206,7 +210,7 @@ class Stub:
                 arr = np.asarray(arr)
             off = (off + ALIGN - 1) // ALIGN * ALIGN
             if arr.dtype.kind in "OSU":
-                data = pb_utils.serialize_byte_tensor(arr)
+                data = pb_utils._serialize_bytes(arr)
                 n = len(data)
                 self.ensure(off + n, "the outputs")
                 self.buf[off:off + n] = data
@@ -267,10 +271,14 @@ class Stub:
                 if generation != self.generation:
                     raise pb_utils.TritonModelException(
                         "python: the request's batch has ended; its response sender is closed")
-                entry = None
                 if response is not None:
                     entry, _ = self.response_out(response, self.out_off)
-                return {"type": "response", "request": index, "final": final, "response": entry}
+                    return {"type": "response", "request": index, "final": final, "response": entry}
+                # The final flag alone: in a model that is not decoupled it
+                # follows its one response (InferenceResponseSender checks
+                # so), and the server has nothing more to send.
+                return {"type": "response", "request": index, "final": final, "response": None,
+                        "answered": not self.decoupled}
             with self.senders_done:
                 self.used[index] = True
             ack = self.converse(make)
@@ -289,13 +297,13 @@ class Stub:
             except pb_utils.TritonModelException:
                 return False
 
-        return pb_utils.InferenceResponseSender(send, cancelled), cancelled
+        return pb_utils.InferenceResponseSender(send, cancelled, self.decoupled), cancelled
 
     def tensor_out(self, d):
         """A copy of a tensor the server placed in the shared memory."""
         t = self.tensor_in(d)
         arr = t.as_numpy()
-        return pb_utils.Tensor(d["name"], arr.copy(), d["dtype"])
+        return pb_utils.Tensor._wrap(d["name"], arr.copy(), d["dtype"])
 
     def bls(self, request, decoupled):
         """InferenceRequest.exec: runs `request` on the server (any model),
@@ -307,7 +315,7 @@ class Stub:
                 arr = t.as_numpy()
                 off = (off + ALIGN - 1) // ALIGN * ALIGN
                 if arr.dtype.kind in "OSU":
-                    data = pb_utils.serialize_byte_tensor(arr)
+                    data = pb_utils._serialize_bytes(arr)
                     dname = "BYTES"
                 else:
                     data = np.ascontiguousarray(arr).tobytes()
@@ -326,14 +334,14 @@ class Stub:
 
         def read(answer):
             if "error" in answer:
-                return [pb_utils.InferenceResponse(error=pb_utils.TritonError(answer["error"]))]
+                return [pb_utils.InferenceResponse._wrap([], pb_utils.TritonError(answer["error"]))]
             out = []
             for r in answer["responses"]:
                 if "error" in r:
-                    out.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(r["error"])))
+                    out.append(pb_utils.InferenceResponse._wrap([], pb_utils.TritonError(r["error"])))
                 else:
-                    out.append(pb_utils.InferenceResponse([self.tensor_out(d) for d in r["outputs"]],
-                                                          parameters=r.get("parameters")))
+                    out.append(pb_utils.InferenceResponse._wrap([self.tensor_out(d) for d in r["outputs"]],
+                                                                None, r.get("parameters")))
             return out
 
         return self.converse(make, read)
@@ -370,15 +378,18 @@ class Stub:
         with self.senders_done:
             self.used = [False] * len(requests)
             self.closed = [False] * len(requests)
+        execute = getattr(self.model, "execute", None)
+        if execute is None:
+            return self.failed(f"Python model {self.model_file} does not implement `execute` method.")
         try:
-            responses = self.run(self.model.execute, requests)
+            responses = self.run(execute, requests)
         except BaseException as e:  # noqa: BLE001 - the model's failure answers its requests
             traceback.print_exc()
-            return {"error": f"python: execute failed: {self.describe(e)}"}
+            return self.failed(self.describe(e))
         if self.decoupled or responses is None:
             if responses is not None:
-                return {"error": "python: a decoupled model's execute must return None; it answers through "
-                                 "each request's response sender"}
+                return self.failed(f"Python model '{self.instance_name}' is using the decoupled mode and the "
+                                   "execute function must return None.")
             # Answered through the senders: a decoupled model's every request
             # (its threads may still be sending), else those it used; the
             # server fails any other.
@@ -388,20 +399,34 @@ class Stub:
                         if (self.decoupled or self.used[i]) and not self.rescheduled(requests[i])]
             self.wait_for_senders(wait)
             return {"senders": True, "release": [self.release_flags(r) for r in requests]}
-        if not isinstance(responses, (list, tuple)) or len(responses) != len(requests):
-            n = "None" if responses is None else (
-                len(responses) if isinstance(responses, (list, tuple)) else type(responses).__name__)
-            return {"error": f"python: execute must return a list of {len(requests)} responses, got {n}"}
+        if not isinstance(responses, list):
+            return self.failed(f"Expected a list in the execute return, found type '{type(responses)}'.")
+        if len(responses) != len(requests):
+            return self.failed("Number of InferenceResponse objects do not match the number of InferenceRequest "
+                               f"objects. InferenceRequest(s) size is:{len(requests)}, and InferenceResponse(s) "
+                               f"size is:{len(responses)}\n")
         off = msg["out_off"]
         out = []
         release = [self.release_flags(r) for r in requests]
         for flags, resp in zip(release, responses):
-            if resp is None and flags == pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
-                out.append({"rescheduled": True})  # it comes back in a later batch
-                continue
+            if flags == pb_utils.TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
+                if resp is None:
+                    out.append({"rescheduled": True})  # it comes back in a later batch
+                    continue
+                # (Triton's sentence, its spelling.)
+                return self.failed("Expected a None object in the execute function return list for reschduled "
+                                   f"request, found type '{type(resp)}'.")
+            if resp is not None and type(resp) is not pb_utils.InferenceResponse and \
+                    not isinstance(resp, pb_utils.InferenceResponse):
+                return self.failed("Expected an 'InferenceResponse' object in the execute function return list, "
+                                   f"found type '{type(resp)}'.")
             entry, off = self.response_out(resp, off)
             out.append(entry)
         return {"responses": out, "release": release}
+
+    def failed(self, text):
+        """A batch's failure, in Triton's sentence (the instance's name)."""
+        return {"error": f"Failed to process the request(s) for model '{self.instance_name}', message: {text}"}
 
     def finalize(self, msg):
         if self.model is not None and hasattr(self.model, "finalize"):

@@ -181,6 +181,11 @@ static void on_response(TRITONSERVER_InferenceResponse *resp, const uint32_t fla
     json_array_append_new(c->responses, describe_response(c, resp));
     TRITONSERVER_Error *err = TRITONSERVER_InferenceResponseDelete(resp);
     if (err != NULL) nrd_bu_error_log_and_delete(err, "python: deleting a BLS response");
+  } else if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) {
+    /* The final flag alone: Triton's ResponseIterator yields it as a
+     * response without outputs (the published bls_decoupled example
+     * skips it by len(output_tensors()) == 0). */
+    json_array_append_new(c->responses, json_pack("{s:[]}", "outputs"));
   }
   if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) {
     c->final = true;
@@ -231,11 +236,25 @@ static TRITONSERVER_Error *build(nrd_py_instance *st, const json_t *msg, bls_cal
   TRITONSERVER_Error *err = TRITONBACKEND_ModelServer(st->model->model, &server);
   if (err != NULL) return err;
   const char *model = json_string_value(json_object_get(msg, "model"));
-  if (model == NULL || !model[0])
-    return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "python: a BLS request needs a model_name");
+  if (model == NULL) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "python: bad BLS request from the stub");
+  int64_t version = json_integer_value(json_object_get(msg, "version"));
+  /* Triton's checks before the request is made, in its order: the model
+   * is ready, and a decoupled one is called with exec(decoupled=True). */
+  bool ready = false;
+  if ((err = TRITONSERVER_ServerModelIsReady(server, model, version, &ready)) != NULL) return err;
+  if (!ready)
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
+                             "Failed for execute the inference request. Model '%s' is not ready.", model);
+  uint32_t txn = 0;
+  if ((err = TRITONSERVER_ServerModelTransactionProperties(server, model, version, &txn, NULL)) != NULL) return err;
+  if ((txn & TRITONSERVER_TXN_DECOUPLED) && !json_is_true(json_object_get(msg, "decoupled")))
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
+                             "Model %s is using the decoupled. The current BLS request call doesn't support models "
+                             "using the decoupled transaction policy. Please use 'decoupled=True' argument to the "
+                             "'exec' or 'async_exec' calls for decoupled models.'",
+                             model);
   TRITONSERVER_InferenceRequest *r = NULL;
-  if ((err = TRITONSERVER_InferenceRequestNew(&r, server, model, json_integer_value(json_object_get(msg, "version")))))
-    return err;
+  if ((err = TRITONSERVER_InferenceRequestNew(&r, server, model, version))) return err;
   const json_t *corr = json_object_get(msg, "correlation_id");
   const char *id = json_string_value(json_object_get(msg, "id"));
   if (id != NULL && id[0]) err = TRITONSERVER_InferenceRequestSetId(r, id);
@@ -320,7 +339,11 @@ json_t *nrd_py_bls_run(nrd_py_instance *st, const json_t *msg) {
   }
   json_t *answer;
   if (err != NULL) {
-    answer = json_pack("{s:s}", "error", TRITONSERVER_ErrorMessage(err));
+    /* A request that never ran: Triton's sentence around the reason
+     * (python_backend request_executor.cc, r25.07). */
+    const char *model = json_string_value(json_object_get(msg, "model"));
+    answer = json_pack("{s:s+++}", "error", "Model ", model ? model : "", " - Error when running inference: ",
+                       TRITONSERVER_ErrorMessage(err));
     TRITONSERVER_ErrorDelete(err);
     json_decref(c.responses);
   } else {

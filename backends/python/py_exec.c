@@ -481,28 +481,6 @@ static TRITONSERVER_Error *describe_request(nrd_py_instance *st, TRITONBACKEND_R
   return NULL;
 }
 
-/* Checks one produced output against the configuration. */
-static TRITONSERVER_Error *check_output(nrd_py_instance *st, const char *name, TRITONSERVER_DataType dtype) {
-  const json_t *cfg = nrd_bu_config_tensor(st->model->config, "output", name);
-  if (cfg == NULL) {
-    return NULL;
-  }
-  const char *want = json_string_value(json_object_get(cfg, "data_type"));
-  if (want != NULL && strncmp(want, "TYPE_", 5) == 0) {
-    const char *w = want + 5;
-    if (strcmp(w, "STRING") == 0) {
-      w = "BYTES";
-    }
-    if (strcmp(w, TRITONSERVER_DataTypeString(dtype)) != 0) {
-      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                               "python: model '%s' returned output '%s' as %s, its configuration "
-                               "says %s",
-                               st->model->name, name, TRITONSERVER_DataTypeString(dtype), w);
-    }
-  }
-  return NULL;
-}
-
 /* Sends 'resp' as failed with 'err' (taken); NULL: nothing left to answer. */
 static TRITONSERVER_Error *send_failed(TRITONBACKEND_Response *resp, uint32_t flags, TRITONSERVER_Error *err) {
   TRITONSERVER_Error *e2 = TRITONBACKEND_ResponseSend(resp, flags, err);
@@ -515,8 +493,8 @@ static TRITONSERVER_Error *send_failed(TRITONBACKEND_Response *resp, uint32_t fl
 
 /* Builds and sends the response to request 'r' from reply entry 'rj',
  * with 'flags'; from 'factory' when one is given (a response sender's),
- * else as the request's one response. An error the stub reported, or a
- * missing requested output, is returned unsent: the caller answers it. */
+ * else as the request's one response. An error the stub reported is
+ * returned unsent: the caller answers it. */
 static TRITONSERVER_Error *respond(nrd_py_instance *st, TRITONBACKEND_Request *r,
                                    TRITONBACKEND_ResponseFactory *factory, const json_t *rj, uint32_t flags) {
   TRITONSERVER_Error *err = reply_error(rj);
@@ -528,35 +506,12 @@ static TRITONSERVER_Error *respond(nrd_py_instance *st, TRITONBACKEND_Request *r
   if ((err = TRITONBACKEND_RequestOutputCount(r, &n)) != NULL) {
     return err;
   }
-  /* Every requested output must be there, checked before anything is sent. */
-  for (uint32_t i = 0; i < n; i++) {
-    const char *want = NULL;
-    if ((err = TRITONBACKEND_RequestOutputName(r, i, &want)) != NULL) {
-      return err;
-    }
-    bool found = false;
-    size_t k;
-    const json_t *o;
-    json_array_foreach(outs, k, o) {
-      if (strcmp(json_string_value(json_object_get(o, "name")), want) == 0) {
-        found = true;
-      }
-    }
-    if (!found) {
-      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                               "python: model '%s' did not return requested "
-                               "output '%s'",
-                               st->model->name, want);
-    }
-  }
+  /* As Triton's Python backend does, a requested output the model did
+   * not make is left out of the response (not an error), and an output's
+   * datatype is not checked against the configuration: Triton 2.51
+   * answers an INT32 output made as int64 with INT64. */
   size_t k;
   const json_t *o;
-  json_array_foreach(outs, k, o) {
-    TRITONSERVER_DataType dt = TRITONSERVER_StringToDataType(json_string_value(json_object_get(o, "dtype")));
-    if ((err = check_output(st, json_string_value(json_object_get(o, "name")), dt)) != NULL) {
-      return err;
-    }
-  }
   TRITONBACKEND_Response *resp = NULL;
   err = factory ? TRITONBACKEND_ResponseNewFromFactory(&resp, factory) : TRITONBACKEND_ResponseNew(&resp, r);
   if (err != NULL) {
@@ -662,7 +617,10 @@ static json_t *sender_send(nrd_py_instance *st, batch *b, const json_t *msg) {
       TRITONSERVER_ErrorDelete(err);
       err = NULL;
     }
-  } else if (err == NULL && final) {
+  } else if (err == NULL && final && !json_is_true(json_object_get(msg, "answered"))) {
+    /* "answered": a model that is not decoupled sent its one response
+     * (which the core made final) and now the final flag alone, as
+     * Triton's Python backend allows: nothing more to send. */
     err = TRITONBACKEND_ResponseFactorySendFlags(b->factories[i], TRITONSERVER_RESPONSE_COMPLETE_FINAL);
   }
   if (err != NULL) {

@@ -6,7 +6,8 @@ process of its own.
 
 Covers add_sub over several datatypes, BYTES, the initialize() arguments,
 request accessors, errors (a raising execute, a syntax error, a failing
-initialize, a wrong output datatype, a missing requested output), a
+initialize, an output of another datatype than configured (sent as made), a
+requested output not made (left out)), a
 crashing model.py (its requests fail, the server lives on), two instances
 running at once, dynamic batching and an ensemble with a Python step;
 from the client's side also system shared memory inputs and outputs,
@@ -400,10 +401,13 @@ def test_errors_are_responses_and_a_crash_spares_the_server():
             assert "Traceback" in s.text()
             e = failure(s, "raising", [fp32("INPUT0", [1])], protocol)
             assert e.status() == refused and e.message() == "one is refused", (protocol, e)
-            e = failure(s, "raising", [fp32("INPUT0", [2])], protocol)
-            assert "FP64" in e.message() and "FP32" in e.message(), (protocol, e)
-            e = failure(s, "raising", [fp32("INPUT0", [3])], protocol)
-            assert "OUTPUT0" in e.message(), (protocol, e)
+            # An output of another datatype than the configuration's goes
+            # out as the model made it, as Triton's Python backend sends it.
+            result = infer(s, "raising", [fp32("INPUT0", [2])], protocol=protocol)
+            assert datatypes_of(result) == {"OUTPUT0": "FP64"} and outputs_of(result) == {"OUTPUT0": [2]}
+            # A requested output the model did not make is left out, as
+            # Triton's Python backend answers.
+            assert outputs_of(infer(s, "raising", [fp32("INPUT0", [3])], protocol=protocol)) == {}
             assert outputs_of(infer(s, "raising", [fp32("INPUT0", [7])], protocol=protocol)) == {"OUTPUT0": [7]}
         # os._exit in model.py: its request fails; the stub is started again
         # (and initialized again) for the next one, as Triton does.
@@ -500,7 +504,7 @@ def test_load_failures_name_file_and_line():
         with running(s):
             pass
         text = s.log
-        assert "line 3: SyntaxError" in text, text
+        assert "SyntaxError: expected ':' (model.py, line 3)" in text, text
         assert "RuntimeError: no weights here (model.py line 4)" in text, text
         assert "has no" in text and "model.py" in text, text
 
@@ -775,7 +779,8 @@ class TritonPythonModel:
             stream = pb_utils.InferenceRequest(model_name="repeat_py",
                                                inputs=[pb_utils.Tensor("IN", np.array([3], np.int32))],
                                                requested_output_names=["OUT"]).exec(decoupled=True)
-            values = [int(out(x, "OUT")[0]) for x in stream]
+            # The last response, the final flag's, has no outputs (Triton's too).
+            values = [int(out(x, "OUT")[0]) for x in stream if x.output_tensors()]
             responses.append(pb_utils.InferenceResponse([
                 pb_utils.Tensor("OUTPUT0", total.astype(np.float32)),
                 pb_utils.Tensor("OUTPUT1", np.array(values + [0], np.float32))]))
@@ -811,7 +816,10 @@ class TritonPythonModel:
         self.family = pb_utils.MetricFamily("py_requests_total", "requests seen by model.py",
                                             pb_utils.MetricFamily.COUNTER)
         self.counter = self.family.Metric(labels={"model": args["model_name"]})
-        self.gauge = pb_utils.MetricFamily("py_last_value", "last input", pb_utils.MetricFamily.GAUGE).Metric()
+        # The family is kept: a metric stops working once its family is
+        # gone, as in Triton.
+        self.gauge_family = pb_utils.MetricFamily("py_last_value", "last input", pb_utils.MetricFamily.GAUGE)
+        self.gauge = self.gauge_family.Metric()
 
     def execute(self, requests):
         responses = []
@@ -1094,7 +1102,7 @@ def test_response_parameters_reach_the_client_and_bls_callers():
                                                "<class 'NoneType'>"),
                                  ({"l": ["x"]}, "Expect parameters values to have type bool/int/str, found type "
                                                 "<class 'list'>"),
-                                 ([1], "Expect parameters to be a dictionary, got <class 'list'>"),
+                                 ([1], "Expect N8pybind114dictE, got <class 'list'>"),
                                  ({"big": 1 << 64}, "to fit in 64 bits")):
                 e = failure(s, "params", text_in(bad), protocol)
                 assert message in e.message(), (protocol, bad, e)
