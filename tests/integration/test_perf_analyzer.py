@@ -137,7 +137,11 @@ def sanitizer_preload():
     their runtime must be loaded first (and LeakSanitizer must not judge
     perf_analyzer's own allocations)."""
     needed = subprocess.run(["readelf", "-d", CORE_LIB], capture_output=True, text=True).stdout
-    for lib in ("libasan.so", "libtsan.so"):
+    if "libtsan.so" in needed:
+        path = subprocess.run(["gcc", "-print-file-name=libtsan.so"], capture_output=True, text=True).stdout.strip()
+        supp = os.path.join(os.path.dirname(os.path.abspath(__file__)), "perf_analyzer.tsan.supp")
+        return {"LD_PRELOAD": path, "TSAN_OPTIONS": f"suppressions={supp}"}
+    for lib in ("libasan.so",):
         if lib in needed:
             path = subprocess.run(["gcc", f"-print-file-name={lib}"], capture_output=True, text=True).stdout.strip()
             # perf_analyzer 2.51's own bugs, not ours: its allocator
