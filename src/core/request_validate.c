@@ -366,12 +366,17 @@ TRITONSERVER_Error *nrd_request_validate(TRITONSERVER_InferenceRequest *r) {
   for (uint32_t i = 0; i < m->n_inputs; i++) required += !m->inputs[i].optional;
   if (r->n_inputs > m->n_inputs || r->n_inputs < required) return count_error(r, required);
 
+  /* Each input's configuration, found once for the passes below (the
+   * first IO_CACHE of them; later ones are looked up again). */
+  enum { IO_CACHE = 16 };
+  const nrd_io *ios[IO_CACHE];
   for (uint32_t i = 0; i < r->n_inputs; i++) {
     nrd_input *in = visit(r, i);
     const nrd_io *io = nrd_model_find_input(m, in->name);
     if (!io)
       return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "unexpected inference input '%s' for model '%s'", in->name,
                            m->name);
+    if (i < IO_CACHE) ios[i] = io;
     if (!batched) continue;
     if (in->dims_count < 1)
       return nrd_request_error(r, TRITONSERVER_ERROR_INVALID_ARG,
@@ -390,7 +395,7 @@ TRITONSERVER_Error *nrd_request_validate(TRITONSERVER_InferenceRequest *r) {
 
   for (uint32_t i = 0; i < r->n_inputs; i++) {
     nrd_input *in = visit(r, i);
-    const nrd_io *io = nrd_model_find_input(m, in->name);
+    const nrd_io *io = i < IO_CACHE ? ios[i] : nrd_model_find_input(m, in->name);
     const char *key = in->is_raw && raw_key[0] ? raw_key : in->name; /* Triton names a raw input by its key */
     if (in->dtype != io->dtype)
       return nrd_request_error(r, TRITONSERVER_ERROR_INVALID_ARG,

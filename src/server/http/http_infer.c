@@ -891,10 +891,17 @@ static int parse_request(parse *ps) {
      * 10f2a691a): leading blanks, a sign, digits, anything after ignored;
      * no digits, or a value outside int32, has its own sentence. */
     const char *what = framed_len ? "inference header size" : "Inference-Header-Content-Length";
-    char *end = NULL;
+    long long v = 0;
+    size_t nd = 0;
     errno = 0;
-    long long v = strtoll(hlen, &end, 10);
-    if (end == hlen) FAIL("Unable to parse %s, got: %.40s", what, hlen);
+    /* The usual value, a few plain digits, without strtoll's locale and
+     * sign handling (about 140 instructions a request); the rest below. */
+    while (nd < 9 && hlen[nd] >= '0' && hlen[nd] <= '9') v = v * 10 + (hlen[nd++] - '0');
+    if (nd == 0 || hlen[nd] != '\0') {
+      char *end = NULL;
+      v = strtoll(hlen, &end, 10);
+      if (end == hlen) FAIL("Unable to parse %s, got: %.40s", what, hlen);
+    }
     if (errno == ERANGE || v < INT32_MIN || v > INT32_MAX) {
       if (framed_len) FAIL("Unable to parse inference header size, value is out of range, got: %.40s", hlen);
       FAIL("Unable to parse Inference-Header-Content-Length, value is out of range [ %d, %d ], got: %.40s", INT32_MIN,
