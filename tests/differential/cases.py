@@ -384,9 +384,92 @@ def triton_aborts(case_id):
     return any(fnmatch.fnmatchcase(case_id, p) for p in TRITON_ABORTS)
 
 
+# ---------------------------------------------------------------- shared memory
+
+SHM_KEY = "/nrd_diff_region"
+SHM_SIZE = 4096
+_shm = {}
+
+
+def shm_region():
+    """One POSIX shared memory object both servers map (created once per
+    run; the suite removes it): the simple model's inputs at 0 and 64,
+    its outputs written at 1024 and 1088."""
+    if "h" not in _shm:
+        import tritonclient.utils.shared_memory as shm
+        try:
+            shm.destroy_shared_memory_region(shm.create_shared_memory_region("stale", SHM_KEY, SHM_SIZE))
+        except Exception:  # noqa: BLE001 - nothing left over
+            pass
+        h = shm.create_shared_memory_region("diff", SHM_KEY, SHM_SIZE)
+        shm.set_shared_memory_region(h, [np.arange(16, dtype=np.int32), np.full(16, 2, np.int32)])
+        _shm["h"], _shm["mod"] = h, shm
+    return _shm["h"]
+
+
+def shm_close():
+    if "h" in _shm:
+        _shm["mod"].destroy_shared_memory_region(_shm.pop("h"))
+
+
+def shm_case(method, path, body=None, read_outputs=False):
+    """A shared memory call; with read_outputs the answer also holds what
+    the server wrote into the region's output area (cleared first)."""
+    def send(server):
+        h = shm_region()
+        mod = _shm["mod"]
+        if read_outputs:
+            mod.set_shared_memory_region(h, [np.zeros(32, np.int32)], offset=1024)
+        out = parse_http(*http_call(server, method, path, body))
+        if read_outputs:
+            out["region"] = mod.get_contents_as_numpy(h, np.int32, [32], offset=1024).tolist()
+        return out
+    return send
+
+
+def shm_cases():
+    reg = {"key": SHM_KEY, "offset": 0, "byte_size": SHM_SIZE}
+
+    def ref(region, size, offset=0):
+        p = {"shared_memory_region": region, "shared_memory_byte_size": size}
+        if offset:
+            p["shared_memory_offset"] = offset
+        return p
+    good = {"inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [1, 16], "parameters": ref("r", 64)},
+                       {"name": "INPUT1", "datatype": "INT32", "shape": [1, 16], "parameters": ref("r", 64, 64)}],
+            "outputs": [{"name": "OUTPUT0", "parameters": ref("r", 64, 1024)},
+                        {"name": "OUTPUT1", "parameters": ref("r", 64, 1088)}]}
+    cases = [
+        ("shm.register", shm_case("POST", "/v2/systemsharedmemory/region/r/register", reg)),
+        ("shm.register.again", shm_case("POST", "/v2/systemsharedmemory/region/r/register", reg)),
+        ("shm.register.same_key_other_name", shm_case("POST", "/v2/systemsharedmemory/region/r2/register", reg)),
+        ("shm.register.past_end", shm_case("POST", "/v2/systemsharedmemory/region/r3/register",
+                                           dict(reg, offset=SHM_SIZE, byte_size=64))),
+        ("shm.register.no_byte_size", shm_case("POST", "/v2/systemsharedmemory/region/r4/register",
+                                               {"key": SHM_KEY, "offset": 0})),
+        ("shm.status", shm_case("GET", "/v2/systemsharedmemory/status")),
+        ("shm.status.r", shm_case("GET", "/v2/systemsharedmemory/region/r/status")),
+        ("shm.infer.in_and_out", shm_case("POST", "/v2/models/simple/infer", good, read_outputs=True)),
+        ("shm.infer.out_of_range", shm_case("POST", "/v2/models/simple/infer", dict(good, inputs=[
+            dict(good["inputs"][0], parameters=ref("r", 64, SHM_SIZE - 32)), good["inputs"][1]]))),
+        ("shm.infer.unknown_region", shm_case("POST", "/v2/models/simple/infer", dict(good, inputs=[
+            dict(good["inputs"][0], parameters=ref("nope", 64)), good["inputs"][1]]))),
+        ("shm.infer.size_mismatch", shm_case("POST", "/v2/models/simple/infer", dict(good, inputs=[
+            dict(good["inputs"][0], parameters=ref("r", 60)), good["inputs"][1]]))),
+        ("shm.infer.output_too_small", shm_case("POST", "/v2/models/simple/infer", dict(good, outputs=[
+            {"name": "OUTPUT0", "parameters": ref("r", 32, 1024)}]))),
+        ("shm.unregister.r", shm_case("POST", "/v2/systemsharedmemory/region/r/unregister", "")),
+        ("shm.unregister.r.again", shm_case("POST", "/v2/systemsharedmemory/region/r/unregister", "")),
+        ("shm.infer.after_unregister", shm_case("POST", "/v2/models/simple/infer", good)),
+        ("shm.unregister.all", shm_case("POST", "/v2/systemsharedmemory/unregister", "")),
+        ("shm.status.after", shm_case("GET", "/v2/systemsharedmemory/status")),
+    ]
+    return cases
+
+
 def all_cases():
     """Every case in the order it is sent (sequences' steps in story order)."""
-    cases = route_cases() + infer_cases() + sequence_cases() + grpc_cases() + stream_cases()
+    cases = route_cases() + infer_cases() + sequence_cases() + shm_cases() + grpc_cases() + stream_cases()
     ids = [c[0] for c in cases]
     assert len(ids) == len(set(ids)), "duplicate case ids"
     return cases

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cases import MODELS, all_cases, http_call, triton_aborts  # noqa: E402
+from cases import MODELS, all_cases, http_call, shm_close, triton_aborts  # noqa: E402
 from compare import differences, parse_http  # noqa: E402
 from servers import SOURCE, TRITON, start_pair  # noqa: E402
 
@@ -91,6 +91,7 @@ def results():
     finally:
         triton.stop()
         nereid.stop()
+        shm_close()
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -96,7 +96,9 @@ TRITONSERVER_Error *nrd_srv_shm_register(nrd_srv_shm *s, const char *name, const
     char range[200];
     snprintf(range, sizeof range, "offset %llu + byte_size %llu does not fit in the object of %lld bytes",
              (unsigned long long)offset, (unsigned long long)byte_size, (long long)st.st_size);
-    err = shm_error(TRITONSERVER_ERROR_INVALID_ARG, "failed to register shared memory region '%s': %s", name, range);
+    /* Triton's sentence (shared_memory_manager.cc), then our detail. */
+    err = shm_error(TRITONSERVER_ERROR_INVALID_ARG, "failed to register shared memory region '%s': invalid args (%s)",
+                    name, range);
     goto done;
   }
   long page = sysconf(_SC_PAGESIZE);
@@ -199,5 +201,5 @@ TRITONSERVER_Error *nrd_srv_shm_check_output(const char *name, uint64_t have, si
            "shared memory size specified with the request for output '%.100s' (%llu bytes) should be "
            "at least %zu bytes to hold the results",
            name, (unsigned long long)have, need);
-  return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
+  return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, msg); /* Triton's code: INTERNAL */
 }

@@ -540,8 +540,11 @@ static int fail_array(parse *ps, const char *field, const nrd_srv_json *v, const
 }
 
 /* Adds a core error's message to ps->msg and deletes it; returns -1. */
+/* A core or registry error answers with its code's status, as Triton's
+ * front end maps every error (an unknown region is NOT_FOUND: 404). */
 static int core_fail(parse *ps, TRITONSERVER_Error *err) {
   snprintf(ps->msg, sizeof ps->msg, "%s", TRITONSERVER_ErrorMessage(err));
+  ps->status = nrd_srv_http_status(err);
   TRITONSERVER_ErrorDelete(err);
   return -1;
 }
