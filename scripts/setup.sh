@@ -25,6 +25,7 @@ packages=(
   python3-pip python3-venv  # scripts/fetch_pypi.sh: wheels from PyPI, the tests' venv
   patchelf                # fetch_pypi.sh: perf_analyzer finds the CUDA runtime beside it
   libb64-0d               # perf_analyzer (tritonclient 2.51.0's binary) links libb64
+  curl procps             # bench/perf_analyzer.sh and vs_triton.sh (the tests run the first)
 )
 
 missing=()
