@@ -7,10 +7,15 @@ import copy
 import http.client
 import json
 import struct
+import time
 
 import numpy as np
 
 from compare import parse_http
+
+# accumulate_onnx again with a 0.3 s sequence idle time (the test adds it
+# to its copy of the example repository).
+SHORT_IDLE_MODEL = "accumulate_short_idle"
 
 MODELS = ["accumulate_onnx", "accumulate_stateful", "add_sub_python", "identity_bytes", "identity_fp32",
           "repeat_int32", "simple", "simple_ensemble", "square_int32"]
@@ -234,7 +239,23 @@ def sequence_cases():
         ("seq.unknown_id_no_start", step(1, sequence_id=555)),
         ("seq.start_end_same", step(9, sequence_id=103, sequence_start=True, sequence_end=True)),
     ]
-    return [(cid, infer_case("accumulate_onnx", body)) for cid, body in story]
+    cases = [(cid, infer_case("accumulate_onnx", body)) for cid, body in story]
+
+    def after_idle(body):
+        send = infer_case(SHORT_IDLE_MODEL, body)
+
+        def run(server):
+            time.sleep(1.0)  # past the model's 0.3 s sequence idle time
+            return send(server)
+        return run
+    cases += [
+        ("seq.idle.start", infer_case(SHORT_IDLE_MODEL, step(5, sequence_id=201, sequence_start=True))),
+        ("seq.idle.within", infer_case(SHORT_IDLE_MODEL, step(1, sequence_id=201))),
+        ("seq.idle.after_timeout", after_idle(step(1, sequence_id=201))),
+        ("seq.idle.restart", infer_case(SHORT_IDLE_MODEL, step(2, sequence_id=201, sequence_start=True))),
+        ("seq.idle.end", infer_case(SHORT_IDLE_MODEL, step(3, sequence_id=201, sequence_end=True))),
+    ]
+    return cases
 
 
 # ---------------------------------------------------------------- gRPC

@@ -12,11 +12,12 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cases import MODELS, all_cases, http_call, shm_close, triton_aborts  # noqa: E402
+from cases import MODELS, SHORT_IDLE_MODEL, all_cases, http_call, shm_close, triton_aborts  # noqa: E402
 from compare import differences, parse_http  # noqa: E402
 from servers import SOURCE, TRITON, start_pair  # noqa: E402
 
@@ -71,11 +72,34 @@ def attempt(send, server):
         return {"exception": type(e).__name__}
 
 
+def make_repo(root):
+    """The example repository, and accumulate_onnx again with a sequence
+    idle time of 0.3 s (cases.SHORT_IDLE_MODEL), for the sequence timeout
+    cases."""
+    models = os.path.join(root, "models")
+    shutil.copytree(EXAMPLES, models)
+    short = os.path.join(models, SHORT_IDLE_MODEL)
+    shutil.copytree(os.path.join(EXAMPLES, "accumulate_onnx"), short)
+    cfg = open(os.path.join(short, "config.pbtxt")).read()
+    cfg = cfg.replace('name: "accumulate_onnx"', f'name: "{SHORT_IDLE_MODEL}"')
+    cfg = cfg.replace("max_sequence_idle_microseconds: 60000000", "max_sequence_idle_microseconds: 300000")
+    assert SHORT_IDLE_MODEL in cfg and "300000" in cfg, cfg
+    with open(os.path.join(short, "config.pbtxt"), "w") as f:
+        f.write(cfg)
+    return models
+
+
 @pytest.fixture(scope="module")
 def results():
     """Every case sent to both servers: {case id: (triton's, ours)}, and
     then the statistics and metrics both kept of the whole run."""
-    triton, nereid, work = start_pair(EXAMPLES)
+    repo = tempfile.mkdtemp(prefix="nrd-diff-repo-")
+    triton = nereid = work = None
+    try:
+        triton, nereid, work = start_pair(make_repo(repo))
+    except BaseException:
+        shutil.rmtree(repo, ignore_errors=True)
+        raise
     try:
         out = {}
         for case_id, send in all_cases():
@@ -93,6 +117,7 @@ def results():
         nereid.stop()
         shm_close()
         shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(repo, ignore_errors=True)
 
 
 def test_no_unlisted_difference(results):
