@@ -16,9 +16,10 @@
  * A decoupled step that reads iterations also runs once per iteration; its
  * responses, from all its runs, are numbered in arrival order as its own
  * iterations. An ensemble whose outputs come from iterations is decoupled
- * itself: it answers iteration k as soon as every output has its value k
- * (outputs of different decoupled steps pair up by number, as in Triton),
- * and ends with a final flag.
+ * itself: it answers iteration k as soon as every output has its value k,
+ * and ends with a final flag. As in Triton, a step (and the outputs
+ * together) reads the iterations of at most one decoupled step and then
+ * nothing else (see plan_iterations).
  *
  * There is no thread of its own and no instance: a request starts on the
  * thread that submits it and moves on in the composing models' callbacks.
@@ -1127,42 +1128,65 @@ static TRITONSERVER_Error *check_step(const TRITONBACKEND_Model *e, const ens_sc
 
 /* Which tensors iterate with which decoupled step (see the top), and so
  * which steps run once per iteration; whether the ensemble is decoupled.
- * Refuses what Triton refuses: a step reading the iterations of two
- * different decoupled steps. */
+ * Refuses what Triton refuses (its ensemble_utils.cc, r25.07): every step,
+ * and the ensemble's outputs taken together, must read tensors of one
+ * origin, where the ensemble's inputs are one origin and each decoupled
+ * step starts another. So a step may not read both an ensemble input and
+ * an iteration, and the outputs may not come from two decoupled steps. */
 static TRITONSERVER_Error *plan_iterations(const TRITONBACKEND_Model *e, ens_sched *es) {
+  enum { UNKNOWN = -2, ONCE = -1 };
   es->origin = malloc((es->n_tensors ? es->n_tensors : 1) * sizeof(*es->origin));
   es->readers = calloc(es->n_tensors ? es->n_tensors : 1, sizeof(*es->readers));
-  if (!es->origin || !es->readers) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  bool *settled = calloc(es->n_steps ? es->n_steps : 1, sizeof(*settled));
+  TRITONSERVER_Error *err = NULL;
+  if (!es->origin || !es->readers || !settled) {
+    free(settled);
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  }
   for (uint32_t s = 0; s < es->n_steps; s++)
     for (uint32_t i = 0; i < es->steps[s].n_in; i++) es->readers[es->steps[s].in[i].tensor]++;
-  for (uint32_t t = 0; t < es->n_tensors; t++) es->origin[t] = -1;
-  /* The graph has no cycle (configuration check): n rounds settle it. */
-  for (uint32_t round = 0; round <= es->n_steps; round++) {
-    for (uint32_t s = 0; s < es->n_steps; s++) {
+  for (uint32_t t = 0; t < es->n_tensors; t++) es->origin[t] = UNKNOWN;
+  for (uint32_t i = 0; i < e->n_inputs; i++) {
+    uint32_t t = tensor_of(es, e->inputs[i].name);
+    if (t != UINT32_MAX) es->origin[t] = ONCE;
+  }
+  /* A step settles once all it reads has; the graph has no cycle
+   * (configuration check), so n rounds settle every reachable step. */
+  for (uint32_t round = 0; !err && round < es->n_steps; round++) {
+    for (uint32_t s = 0; !err && s < es->n_steps; s++) {
       ens_step *st = &es->steps[s];
-      int32_t src = -1;
-      for (uint32_t i = 0; i < st->n_in; i++) {
-        int32_t o = es->origin[st->in[i].tensor];
-        if (o < 0) continue;
-        if (src >= 0 && src != o)
-          return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                               "in ensemble %s, step of model '%s' receives inputs originated from different "
-                               "decoupled models",
-                               e->name, st->model);
-        src = o;
-      }
+      bool ready = !settled[s];
+      for (uint32_t i = 0; ready && i < st->n_in; i++) ready = es->origin[st->in[i].tensor] != UNKNOWN;
+      if (!ready) continue;
+      int32_t src = st->n_in ? es->origin[st->in[0].tensor] : ONCE;
+      for (uint32_t i = 1; !err && i < st->n_in; i++)
+        if (es->origin[st->in[i].tensor] != src)
+          err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                              "in ensemble %s, step of model '%s' receives inputs originated from different "
+                              "decoupled models",
+                              e->name, st->model);
       st->src = src; /* a decoupled step too runs once per response it reads */
       for (uint32_t o = 0; o < st->n_out; o++) es->origin[st->out[o].tensor] = st->decoupled ? (int32_t)s : src;
+      settled[s] = true;
     }
   }
-  /* Outputs from different decoupled steps pair up by their iteration
-   * numbers (see take_answers), as Triton pairs them. */
-  es->decoupled = false;
-  for (uint32_t i = 0; i < e->n_outputs; i++) {
+  free(settled);
+  /* The outputs meet as the inputs of one more step, named after the ensemble. */
+  int32_t out_src = UNKNOWN;
+  for (uint32_t i = 0; !err && i < e->n_outputs; i++) {
     uint32_t t = tensor_of(es, e->outputs[i].name);
-    if (t != UINT32_MAX && es->origin[t] >= 0) es->decoupled = true;
+    if (t == UINT32_MAX || es->origin[t] == UNKNOWN) continue;
+    if (out_src != UNKNOWN && es->origin[t] != out_src)
+      err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                          "in ensemble %s, step of model '%s' receives inputs originated from different decoupled "
+                          "models",
+                          e->name, e->name);
+    out_src = es->origin[t];
   }
-  return NULL;
+  for (uint32_t t = 0; t < es->n_tensors; t++)
+    if (es->origin[t] == UNKNOWN) es->origin[t] = ONCE; /* read by nothing that runs */
+  es->decoupled = out_src >= 0;
+  return err;
 }
 
 TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, const nrd_step_resolver *steps,

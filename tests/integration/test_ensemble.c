@@ -454,20 +454,17 @@ static size_t answers(h_call *c, const char *const *names, const int32_t *want, 
 }
 
 /* sq_chain(N): square(N) sends N responses of N; each goes through id_nb:
- * Y. LEN (= id_nb of N itself) runs once. */
+ * Y. (An output computed from N alone would be refused, as Triton does.) */
 static void square_ensemble(const char *repo) {
   h_model(repo, "sq_chain",
           "name: \"sq_chain\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
           "input [ { name: \"N\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
-          "output [ { name: \"Y\" data_type: TYPE_INT32 dims: [ 1 ] },\n"
-          "         { name: \"LEN\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+          "output [ { name: \"Y\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
           "ensemble_scheduling { step [\n"
           "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"N\" }\n"
           "    output_map { key: \"OUT\" value: \"T\" } },\n"
           "  { model_name: \"id_nb\" input_map { key: \"INPUT0\" value: \"T\" }\n"
-          "    output_map { key: \"OUTPUT0\" value: \"Y\" } },\n"
-          "  { model_name: \"id_nb\" input_map { key: \"INPUT0\" value: \"N\" }\n"
-          "    output_map { key: \"OUTPUT0\" value: \"LEN\" } } ] }\n",
+          "    output_map { key: \"OUTPUT0\" value: \"Y\" } } ] }\n",
           "1");
 }
 
@@ -489,16 +486,15 @@ Test(ensemble, a_decoupled_step_makes_an_answer_per_response, .timeout = 60) {
     int64_t shape[1] = {1};
     h_add_input(r, "N", TRITONSERVER_TYPE_INT32, shape, 1, &n, sizeof n);
     h_call *c = h_infer(s, r);
-    const char *names[2] = {"Y", "LEN"};
-    const int32_t want[2] = {n, n};
-    size_t got = answers(c, names, want, 2);
+    const char *names[1] = {"Y"};
+    size_t got = answers(c, names, &n, 1);
     cr_expect_eq(got, (size_t)n, "n = %d: %zu answers", n, got);
     cr_expect_eq(c->finals, 1);
     h_call_free(c);
     H_OK(TRITONSERVER_InferenceRequestDelete(r));
   }
-  /* id_nb ran once per square response, plus once per request for LEN. */
-  cr_expect_eq(h_stat_count(s, "id_nb", "success"), 5 + 2);
+  /* id_nb ran once per square response. */
+  cr_expect_eq(h_stat_count(s, "id_nb", "success"), 5);
   cr_expect_eq(h_stat_count(s, "sq_chain", "success"), 2);
   done(s, repo);
 }
@@ -531,34 +527,33 @@ Test(ensemble, two_decoupled_sources_into_one_step_are_refused, .timeout = 60) {
   done(s, repo);
 }
 
-/* sq_nest(N, BIG): square(N) -> T (N responses of N); S = T + BIG for
- * each; square(S) for each -> Y. With BIG = 0: N * N answers of N. */
+/* square(N) -> T, addsub1(T, T) -> S = 2T, square(S) -> Y: N * 2N answers.
+ * addsub1 reads T twice because a step may not mix an iteration with an
+ * ensemble input (Triton refuses that, see the test below). */
 static void nested_ensemble(const char *repo) {
   h_model(repo, "sq_nest",
           "name: \"sq_nest\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
-          "input [ { name: \"N\" data_type: TYPE_INT32 dims: [ 1 ] }, { name: \"BIG\" data_type: TYPE_INT32 dims: [ 1 "
-          "] } ]\n"
+          "input [ { name: \"N\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
           "output [ { name: \"Y\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
           "ensemble_scheduling { step [\n"
-          "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"S\" } output_map { key: \"OUT\" value: "
-          "\"Y\" } },\n"
-          "  { model_name: \"addsub1\" input_map { key: \"INPUT0\" value: \"T\" } input_map { key: \"INPUT1\" value: "
-          "\"BIG\" }\n"
+          "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"S\" } output_map { key: \"OUT\" "
+          "value: \"Y\" } },\n"
+          "  { model_name: \"addsub1\" input_map { key: \"INPUT0\" value: \"T\" } input_map { key: \"INPUT1\" "
+          "value: \"T\" }\n"
           "    output_map { key: \"OUTPUT0\" value: \"S\" } },\n"
-          "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"N\" } output_map { key: \"OUT\" value: "
-          "\"T\" } } ] }\n",
+          "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"N\" } output_map { key: \"OUT\" "
+          "value: \"T\" } } ] }\n",
           "1");
 }
 
-static TRITONSERVER_InferenceRequest *nest_request(TRITONSERVER_Server *s, int32_t n, int32_t big) {
-  static int32_t values[2][2];
+static TRITONSERVER_InferenceRequest *nest_request(TRITONSERVER_Server *s, int32_t n) {
+  static int32_t values[2];
   static int which;
-  int32_t *v = values[which++ & 1];
-  v[0] = n, v[1] = big;
+  int32_t *v = &values[which++ & 1];
+  *v = n;
   TRITONSERVER_InferenceRequest *r = h_request(s, "sq_nest");
   int64_t shape[1] = {1};
-  h_add_input(r, "N", TRITONSERVER_TYPE_INT32, shape, 1, &v[0], sizeof v[0]);
-  h_add_input(r, "BIG", TRITONSERVER_TYPE_INT32, shape, 1, &v[1], sizeof v[1]);
+  h_add_input(r, "N", TRITONSERVER_TYPE_INT32, shape, 1, v, sizeof *v);
   return r;
 }
 
@@ -572,11 +567,12 @@ Test(ensemble, a_decoupled_step_reads_the_responses_of_another, .timeout = 60) {
   H_OK(TRITONSERVER_ServerModelTransactionProperties(s, "sq_nest", -1, &txn, NULL));
   cr_expect(txn & TRITONSERVER_TXN_DECOUPLED, "the ensemble is not decoupled");
   for (int32_t n = 0; n <= 3; n += 3) {
-    TRITONSERVER_InferenceRequest *r = nest_request(s, n, 0);
+    TRITONSERVER_InferenceRequest *r = nest_request(s, n);
     h_call *c = h_infer(s, r);
     const char *names[1] = {"Y"};
-    size_t got = answers(c, names, &n, 1);
-    cr_expect_eq(got, (size_t)(n * n), "n = %d: %zu answers", n, got);
+    int32_t twice = 2 * n;
+    size_t got = answers(c, names, &twice, 1);
+    cr_expect_eq(got, (size_t)(n * twice), "n = %d: %zu answers", n, got);
     cr_expect_eq(c->finals, 1);
     cr_expect(c->flags[c->n - 1] & TRITONSERVER_RESPONSE_COMPLETE_FINAL, "the final flag is not last");
     h_call_free(c);
@@ -592,11 +588,27 @@ Test(ensemble, a_decoupled_step_reads_the_responses_of_another, .timeout = 60) {
 Test(ensemble, cancelling_reaches_the_runs_of_a_nested_decoupled_step, .timeout = 60) {
   char *repo = h_tmpdir();
   square_int32_model(repo);
-  addsub1_model(repo);
-  nested_ensemble(repo);
+  /* square_outer(N) -> T, square_int32(T) -> Y. Both runs would send a
+   * billion responses; max_inflight_requests pauses the outer one (on its
+   * own instance) while inner runs are busy. */
+  h_model(repo, "square_outer",
+          "name: \"square_outer\"\nbackend: \"square\"\nmax_batch_size: 0\n"
+          "model_transaction_policy { decoupled: true }\n"
+          "input [ { name: \"IN\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+          "output [ { name: \"OUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n",
+          "1");
+  h_model(repo, "sq_nest",
+          "name: \"sq_nest\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
+          "input [ { name: \"N\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+          "output [ { name: \"Y\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+          "ensemble_scheduling { max_inflight_requests: 2 step [\n"
+          "  { model_name: \"square_outer\" input_map { key: \"IN\" value: \"N\" } output_map { key: \"OUT\" "
+          "value: \"T\" } },\n"
+          "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"T\" } output_map { key: \"OUT\" "
+          "value: \"Y\" } } ] }\n",
+          "1");
   TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
-  /* The inner square run would send a billion responses. */
-  TRITONSERVER_InferenceRequest *r = nest_request(s, 1, 1000000000);
+  TRITONSERVER_InferenceRequest *r = nest_request(s, 1000000000);
   h_call *c = h_submit(s, r);
   pthread_mutex_lock(&c->mu);
   while (c->n == 0) pthread_cond_wait(&c->cv, &c->mu);
@@ -620,11 +632,13 @@ Test(ensemble, cancelling_reaches_the_runs_of_a_nested_decoupled_step, .timeout 
   done(s, repo);
 }
 
-/* Outputs X = square(A) and Y = square(B): answer k pairs X's k-th value
- * with Y's, as Triton pairs them; the longer series' rest is not answered. */
-Test(ensemble, outputs_of_two_decoupled_steps_pair_up_by_number, .timeout = 60) {
+/* Triton's decoupled-flow check (core r25.07, ensemble_utils.cc): the
+ * outputs X = square(A) and Y = square(B) come from two decoupled steps,
+ * and a step may not read both an iteration and an ensemble input. */
+Test(ensemble, a_mix_of_decoupled_origins_is_refused_as_triton_does, .timeout = 60) {
   char *repo = h_tmpdir();
   square_int32_model(repo);
+  addsub1_model(repo);
   h_model(
       repo, "two_out",
       "name: \"two_out\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
@@ -637,21 +651,26 @@ Test(ensemble, outputs_of_two_decoupled_steps_pair_up_by_number, .timeout = 60) 
       "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"B\" } output_map { key: \"OUT\" value: \"Y\" "
       "} } ] }\n",
       "1");
-  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
-  const int32_t cases[3][2] = {{2, 4}, {3, 0}, {5, 5}};
-  for (int i = 0; i < 3; i++) {
-    int32_t a = cases[i][0], b = cases[i][1];
-    TRITONSERVER_InferenceRequest *r = h_request(s, "two_out");
-    int64_t shape[1] = {1};
-    h_add_input(r, "A", TRITONSERVER_TYPE_INT32, shape, 1, &a, sizeof a);
-    h_add_input(r, "B", TRITONSERVER_TYPE_INT32, shape, 1, &b, sizeof b);
-    h_call *c = h_infer(s, r);
-    const char *names[2] = {"X", "Y"};
-    size_t got = answers(c, names, cases[i], 2);
-    cr_expect_eq(got, (size_t)(a < b ? a : b), "A = %d, B = %d: %zu answers", a, b, got);
-    cr_expect_eq(c->finals, 1);
-    h_call_free(c);
-    H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  h_model(repo, "mixed_in",
+          "name: \"mixed_in\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
+          "input [ { name: \"N\" data_type: TYPE_INT32 dims: [ 1 ] }, { name: \"B\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+          "output [ { name: \"Y\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+          "ensemble_scheduling { step [\n"
+          "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"N\" } output_map { key: \"OUT\" value: "
+          "\"T\" } },\n"
+          "  { model_name: \"addsub1\" input_map { key: \"INPUT0\" value: \"T\" } input_map { key: \"INPUT1\" value: "
+          "\"B\" } output_map { key: \"OUTPUT0\" value: \"Y\" } } ] }\n",
+          "1");
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
+  const char *expect[2][2] = {
+      {"two_out", "in ensemble two_out, step of model 'two_out' receives inputs originated from different decoupled "
+                  "models"},
+      {"mixed_in", "in ensemble mixed_in, step of model 'addsub1' receives inputs originated from different decoupled "
+                   "models"}};
+  for (int i = 0; i < 2; i++) {
+    char *m = load_error(s, expect[i][0]);
+    cr_expect(strstr(m, expect[i][1]), "%s: %s", expect[i][0], m);
+    free(m);
   }
   done(s, repo);
 }
