@@ -1189,6 +1189,8 @@ static TRITONSERVER_Error *plan_iterations(const TRITONBACKEND_Model *e, ens_sch
   return err;
 }
 
+static int by_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
 TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, const nrd_step_resolver *steps,
                                                nrd_scheduler **out, bool *decoupled) {
   if (!steps || !steps->get_model || !steps->request_new || !steps->infer)
@@ -1212,11 +1214,13 @@ TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, const
    * agree with the ensemble on the tensors it reads and writes. */
   char missing[1024] = "";
   size_t used = 0;
+  const char **absent = calloc(es->n_steps ? es->n_steps : 1, sizeof(*absent)); /* steps' models not there */
+  uint32_t n_absent = 0;
   TRITONSERVER_Error *err = NULL;
   ens_known *known = calloc(es->n_tensors ? es->n_tensors : 1, sizeof(*known));
   /* `known` points into the step models' configs: they are held until the end. */
   TRITONBACKEND_Model **held = calloc(es->n_steps ? es->n_steps : 1, sizeof(*held));
-  if (!known || !held)
+  if (!known || !held || !absent)
     err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating ensemble '%s'", model->name);
   for (uint32_t i = 0; !err && i < model->n_inputs; i++) {
     uint32_t t = tensor_of(es, model->inputs[i].name);
@@ -1244,8 +1248,7 @@ TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, const
         continue;
       }
       if (e) TRITONSERVER_ErrorDelete(e);
-      if (used < sizeof missing)
-        used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%s", used ? ", " : "", es->steps[s].model);
+      if (absent) absent[n_absent++] = es->steps[s].model;
       continue;
     }
     es->steps[s].decoupled = cm->decoupled;
@@ -1256,9 +1259,16 @@ TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, const
     if (held[s]) nrd_model_unref(held[s]);
   free(held);
   free(known);
-  if (!err && used)
+  if (!err && n_absent) {
+    /* Sorted, each name once, as Triton's set of missing names prints. */
+    qsort(absent, n_absent, sizeof *absent, by_name);
+    for (uint32_t i = 0; i < n_absent; i++)
+      if ((i == 0 || strcmp(absent[i], absent[i - 1])) && used < sizeof missing)
+        used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%s", used ? ", " : "", absent[i]);
     err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                         "ensemble %s contains models that are not available or ambiguous: %s", model->name, missing);
+  }
+  free(absent);
   if (!err) err = plan_iterations(model, es);
   if (err) {
     plan_free(es);

@@ -379,7 +379,7 @@ static void teardown(TRITONBACKEND_Model *m) {
 /* An ensemble: no backend and no instance; its scheduler runs the steps
  * (ensemble.c). `cfg` is consumed. */
 static TRITONSERVER_Error *load_ensemble(TRITONBACKEND_Model *m, json_t *cfg, const nrd_step_resolver *steps,
-                                         TRITONBACKEND_Model **out) {
+                                         bool *whole_model, TRITONBACKEND_Model **out) {
   TRITONSERVER_Error *err = install_config(m, cfg);
   if (!err) {
     char *msg = NULL;
@@ -389,7 +389,10 @@ static TRITONSERVER_Error *load_ensemble(TRITONBACKEND_Model *m, json_t *cfg, co
   if (!err) err = apply_config(m);
   if (!err) err = nrd_model_metrics_create(m);
   bool decoupled = false;
-  if (!err) err = nrd_ensemble_scheduler_new(m, steps, &m->sched, &decoupled);
+  if (!err) {
+    err = nrd_ensemble_scheduler_new(m, steps, &m->sched, &decoupled);
+    if (err && whole_model) *whole_model = true;
+  }
   if (!err && !decoupled && !json_is_object(json_object_get(m->config, "model_transaction_policy"))) {
     /* Triton's configuration of an ensemble states its policy too. */
     json_t *copy = json_deep_copy(m->config);
@@ -510,7 +513,7 @@ TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *a, TRITONBACKEND_M
   const char *bname = jstr(cfg, "backend");
   if (!*bname) {
     const char *platform = jstr(cfg, "platform");
-    if (!strcmp(platform, NRD_ENSEMBLE_PLATFORM)) return load_ensemble(m, cfg, a->steps, out);
+    if (!strcmp(platform, NRD_ENSEMBLE_PLATFORM)) return load_ensemble(m, cfg, a->steps, a->whole_model, out);
     const char *derived = backend_for_platform(platform);
     if (!derived) {
       json_decref(cfg);

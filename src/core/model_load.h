@@ -21,6 +21,9 @@ typedef struct nrd_model_load_args {
   const json_t *backend_cmdline; /* {"<backend>":{"key":"value"}}; "" holds the
                                     settings every backend gets */
   const nrd_step_resolver *steps; /* an ensemble's way to its steps (borrowed) */
+  bool *whole_model; /* optional out: set when a failure concerns the model, not
+                        the version (an ensemble's checks against its steps,
+                        which Triton's dependency graph makes) */
 } nrd_model_load_args;
 
 /* Runs the whole load lifecycle for one version: backend, ModelInitialize,

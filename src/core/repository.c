@@ -22,6 +22,7 @@
 #include "model_load.h"
 #include "parameter.h"
 #include "repo_agent.h"
+#include "text.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -879,10 +880,12 @@ static TRITONSERVER_Error *load_at(nrd_repository *r, const char *ns, const char
   }
   /* Load every selected version while the old ones keep serving. */
   TRITONSERVER_Error *first_fail = NULL;
+  nrd_text fail_text = {0}; /* every failed version's reason, as Triton lists them */
   for (size_t i = 0; !err && i < n_versions; i++) {
+    bool whole_model = false;
     nrd_model_load_args a = {
         r->server,          name,     ns, versions[i], load_dir, cfg, r->auto_complete, r->backend_dir,
-        r->backend_cmdline, &r->steps};
+        r->backend_cmdline, &r->steps, &whole_model};
     slots[i].version = versions[i];
     TRITONSERVER_Error *e = nrd_model_load(&a, &slots[i].model);
     for (unsigned t = 1; e && t <= r->load_retries; t++) {
@@ -893,9 +896,18 @@ static TRITONSERVER_Error *load_at(nrd_repository *r, const char *ns, const char
       e = nrd_model_load(&a, &slots[i].model);
     }
     if (e) {
-      NRD_LOG_ERROR("failed to load '%s' version %" PRId64 ": %s", name, versions[i], TRITONSERVER_ErrorMessage(e));
+      /* Triton's state reason is the status as text: "Invalid argument: ...". */
+      char *why = NULL;
+      if (asprintf(&why, "%s: %s", TRITONSERVER_ErrorCodeString(e), TRITONSERVER_ErrorMessage(e)) < 0) why = NULL;
+      NRD_LOG_ERROR("failed to load '%s' version %" PRId64 ": %s", name, versions[i],
+                    why ? why : TRITONSERVER_ErrorMessage(e));
       slots[i].state = NRD_MODEL_UNAVAILABLE;
-      set_reason(&slots[i].reason, TRITONSERVER_ErrorMessage(e));
+      set_reason(&slots[i].reason, why ? why : TRITONSERVER_ErrorMessage(e));
+      if (whole_model && !fail_text.p)
+        nrd_text_appendf(&fail_text, "%s", TRITONSERVER_ErrorMessage(e));
+      else if (why && !whole_model)
+        nrd_text_appendf(&fail_text, "version %" PRId64 " is at UNAVAILABLE state: %s;", versions[i], why);
+      free(why);
       if (!first_fail)
         first_fail = e;
       else
@@ -988,10 +1000,13 @@ static TRITONSERVER_Error *load_at(nrd_repository *r, const char *ns, const char
     return err;
   }
   if (first_fail) {
-    err = nrd_error_new(TRITONSERVER_ErrorCode(first_fail), "failed to load '%s': %s", name,
-                        TRITONSERVER_ErrorMessage(first_fail));
+    /* Triton's repository manager: INVALID_ARG whatever the versions said,
+     * each failed version's reason, and a newline. */
+    err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "load failed for model '%s': %s\n", name,
+                        fail_text.p ? fail_text.p : TRITONSERVER_ErrorMessage(first_fail));
     TRITONSERVER_ErrorDelete(first_fail);
   }
+  free(fail_text.p);
   return err;
 }
 

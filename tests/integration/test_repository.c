@@ -149,6 +149,33 @@ Test(repo, unknown_backend_fails_with_tritons_sentence) {
   H_OK(TRITONSERVER_ServerDelete(s));
 }
 
+/* Triton's repository manager (core r25.07, LoadModel and OnLoadComplete):
+ * INVALID_ARG whatever the backend said, "load failed for model '<m>': "
+ * then "version <v> is at UNAVAILABLE state: <code>: <reason>;" for each
+ * failed version, then a newline; the index keeps "<code>: <reason>". */
+Test(repo, a_failed_load_says_it_as_triton_does) {
+  model("m", "failing",
+        "version_policy: { all {} }\nparameters [ { key: \"fail_at\" value: { string_value: \"model_init\" } } ]\n",
+        "1 2");
+  TRITONSERVER_Server *s = h_server_new(h_options(g_repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "m");
+  cr_assert_not_null(e);
+  const char *msg = TRITONSERVER_ErrorMessage(e);
+  cr_expect_eq(TRITONSERVER_ErrorCode(e), TRITONSERVER_ERROR_INVALID_ARG, "%s", TRITONSERVER_ErrorCodeString(e));
+  cr_expect(strncmp(msg, "load failed for model 'm': version ", 35) == 0, "%s", msg);
+  cr_expect(strstr(msg, "version 1 is at UNAVAILABLE state: ") && strstr(msg, "version 2 is at UNAVAILABLE state: "),
+            "%s", msg);
+  size_t n = strlen(msg);
+  cr_expect(n > 2 && msg[n - 2] == ';' && msg[n - 1] == '\n', "%s", msg);
+  TRITONSERVER_ErrorDelete(e);
+  TRITONSERVER_Message *index = NULL;
+  H_OK(TRITONSERVER_ServerModelIndex(s, 0, &index));
+  char *text = h_msg_text(index);
+  cr_expect(strstr(text, "\"reason\":\"Internal: ") || strstr(text, "\"reason\":\"Invalid argument: "), "%s", text);
+  free(text);
+  H_OK(TRITONSERVER_ServerDelete(s));
+}
+
 /* ------------------------------------------------------ version policy */
 
 Test(repo, default_policy_loads_latest_version) {
