@@ -8,9 +8,17 @@
  * the responses. ModelInstanceFinalize lets the worker finish every queued
  * job and joins it, so no response is lost at unload.
  *
- * Every response, the flags-only FINAL included, is reported to the core's
- * per-response statistics (TRITONBACKEND_ModelInstanceReportResponseStatistics),
- * as Triton's decoupled backends do.
+ * Model parameters, as Triton's square backend reads them (all optional,
+ * unsigned decimal strings): CUSTOM_INFER_DELAY_NS and CUSTOM_OUTPUT_DELAY_NS
+ * (sleeps before and while making each response), CUSTOM_CANCEL_DELAY_NS
+ * (the sleep once a cancellation is seen), CUSTOM_FAIL_COUNT and
+ * CUSTOM_EMPTY_COUNT (of n responses, the last E are empty, sending nothing,
+ * and the F before them fail with "simulated failure"). A cancelled request
+ * stops at the next response and ends with the final flag only.
+ *
+ * Every response is reported to the core's per-response statistics
+ * (TRITONBACKEND_ModelInstanceReportResponseStatistics), as Triton's square
+ * does: successes, failures, empties and the cancellation, not the final flag.
  *
  * Threads: the job queue is guarded by the instance's mutex; the worker is
  * the only thread using a job's factory once it is queued.
@@ -19,17 +27,25 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "nereid/backend_utils.h"
+
+/* The model's CUSTOM_* parameters (see the top); read once per model. */
+typedef struct square_params {
+  int64_t infer_delay_ns, output_delay_ns, cancel_delay_ns, fail_count, empty_count;
+} square_params;
 
 typedef struct square_job {
   struct square_job *next;
   TRITONBACKEND_ResponseFactory *factory;
   TRITONBACKEND_ModelInstance *instance; /* for response statistics */
   int32_t n;
+  square_params params;
 } square_job;
 
 typedef struct square_instance {
+  square_params params;
   pthread_mutex_t mu;
   pthread_cond_t cv;
   square_job *head, *tail; /* guarded by mu */
@@ -82,14 +98,45 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKE
   if (err == NULL) {
     err = check_tensor(config, "output", "OUT");
   }
+  square_params *p = NULL;
+  if (err == NULL && (p = calloc(1, sizeof *p)) == NULL) {
+    err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, "square: out of memory");
+  }
+  static const char *const keys[] = {"CUSTOM_INFER_DELAY_NS", "CUSTOM_OUTPUT_DELAY_NS", "CUSTOM_CANCEL_DELAY_NS",
+                                     "CUSTOM_FAIL_COUNT", "CUSTOM_EMPTY_COUNT"};
+  int64_t *fields[] = {p ? &p->infer_delay_ns : NULL, p ? &p->output_delay_ns : NULL,
+                       p ? &p->cancel_delay_ns : NULL, p ? &p->fail_count : NULL, p ? &p->empty_count : NULL};
+  for (size_t i = 0; err == NULL && i < sizeof keys / sizeof keys[0]; i++) {
+    err = nrd_bu_config_parameter_int(config, keys[i], 0, 0, INT64_MAX, fields[i]);
+  }
+  if (err == NULL) {
+    err = TRITONBACKEND_ModelSetState(model, p);
+  }
+  if (err != NULL) {
+    free(p);
+  }
   json_decref(config);
   return err;
 }
 
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelFinalize(TRITONBACKEND_Model *model) {
+  void *state = NULL;
+  TRITONSERVER_Error *err = TRITONBACKEND_ModelState(model, &state);
+  free(state);
+  return err;
+}
+
+static void sleep_ns(int64_t ns) {
+  struct timespec t = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
+  while (ns > 0 && nanosleep(&t, &t) != 0) {
+  }
+}
+
 /* One response's timings for the core's per-response statistics; an
- * output_start of 0 marks a response without outputs (the flags-only
- * FINAL). `error` stays the caller's. */
-static void report_response(const square_job *job, uint64_t start, uint64_t output_start, TRITONSERVER_Error *error) {
+ * output_start of 0 marks a response without outputs. `error` stays the
+ * caller's. */
+static void report_response(const square_job *job, uint64_t start, uint64_t output_start, uint64_t end,
+                            TRITONSERVER_Error *error) {
   TRITONBACKEND_ModelInstanceResponseStatistics *rs = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceResponseStatisticsNew(&rs);
   if (err == NULL) {
@@ -105,7 +152,7 @@ static void report_response(const square_job *job, uint64_t start, uint64_t outp
     err = TRITONBACKEND_ModelInstanceResponseStatisticsSetComputeOutputStart(rs, output_start);
   }
   if (err == NULL) {
-    err = TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseEnd(rs, nrd_bu_now_ns());
+    err = TRITONBACKEND_ModelInstanceResponseStatisticsSetResponseEnd(rs, end);
   }
   if (err == NULL) {
     err = TRITONBACKEND_ModelInstanceResponseStatisticsSetError(rs, error);
@@ -120,65 +167,70 @@ static void report_response(const square_job *job, uint64_t start, uint64_t outp
   nrd_bu_error_log_and_delete(err, "square: cannot report response statistics");
 }
 
-/* Sends the responses of one job and the final flag; frees the factory. */
+/* Makes response i's output OUT = n; NULL or why not (the response stays
+ * the caller's either way). */
+static TRITONSERVER_Error *fill_output(TRITONBACKEND_Response *response, int32_t n) {
+  TRITONBACKEND_Output *output = NULL;
+  const int64_t shape[1] = {1};
+  TRITONSERVER_Error *err = TRITONBACKEND_ResponseOutput(response, &output, "OUT", TRITONSERVER_TYPE_INT32, shape, 1);
+  void *dst = NULL;
+  TRITONSERVER_MemoryType mem = TRITONSERVER_MEMORY_CPU;
+  int64_t mem_id = 0;
+  if (err == NULL) {
+    err = TRITONBACKEND_OutputBuffer(output, &dst, sizeof(int32_t), &mem, &mem_id);
+  }
+  if (err == NULL && (dst == NULL || (mem != TRITONSERVER_MEMORY_CPU && mem != TRITONSERVER_MEMORY_CPU_PINNED))) {
+    err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNSUPPORTED, "square: output 'OUT': buffer is not in CPU memory");
+  }
+  if (err == NULL) {
+    memcpy(dst, &n, sizeof n);
+  }
+  return err;
+}
+
+/* Sends the responses of one job and the final flag; frees the factory.
+ * Response i of n succeeds, fails or is empty as the parameters say. */
 static void job_run(square_job *job) {
   TRITONBACKEND_ResponseFactory *factory = job->factory;
+  const square_params *p = &job->params;
   for (int32_t i = 0; i < job->n; ++i) {
     uint64_t start = nrd_bu_now_ns();
     bool cancelled = false;
-    TRITONSERVER_Error *err = TRITONBACKEND_ResponseFactoryIsCancelled(factory, &cancelled);
-    if (err != NULL) {
-      TRITONSERVER_ErrorDelete(err);
-      cancelled = false;
-    }
+    nrd_bu_error_log_and_delete(TRITONBACKEND_ResponseFactoryIsCancelled(factory, &cancelled),
+                                "square: cannot read cancellation");
+    sleep_ns(cancelled ? p->cancel_delay_ns : p->infer_delay_ns);
+    bool empty = (int64_t)i + p->empty_count >= job->n;
+    bool fail = !empty && (int64_t)i + p->fail_count + p->empty_count >= job->n;
+    uint64_t output_start = 0;
     TRITONBACKEND_Response *response = NULL;
-    err = TRITONBACKEND_ResponseNewFromFactory(&response, factory);
-    if (err != NULL) {
-      nrd_bu_error_log_and_delete(err, "square: cannot create response");
-      break;
+    TRITONSERVER_Error *error = NULL;
+    if (!cancelled && !empty) {
+      output_start = nrd_bu_now_ns();
+      error = TRITONBACKEND_ResponseNewFromFactory(&response, factory);
+      if (error == NULL) {
+        error = fill_output(response, job->n);
+      }
+      sleep_ns(p->output_delay_ns);
+    }
+    uint64_t end = nrd_bu_now_ns();
+    if (error == NULL && cancelled) {
+      error = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_CANCELLED, "cancelled");
+    } else if (error == NULL && fail) {
+      error = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNKNOWN, "simulated failure");
+    }
+    if (response != NULL) {
+      nrd_bu_error_log_and_delete(TRITONBACKEND_ResponseSend(response, 0, error), "square: cannot send response");
+    }
+    report_response(job, start, output_start, end, error);
+    if (error != NULL) {
+      TRITONSERVER_ErrorDelete(error);
     }
     if (cancelled) {
-      /* Stop early; the error response ends the request. */
-      TRITONSERVER_Error *cancel = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_CANCELLED, "square: request cancelled");
-      nrd_bu_error_log_and_delete(TRITONBACKEND_ResponseSend(response, TRITONSERVER_RESPONSE_COMPLETE_FINAL, cancel),
-                                  "square: cannot send response");
-      TRITONSERVER_ErrorDelete(cancel);
-      nrd_bu_error_log_and_delete(TRITONBACKEND_ResponseFactoryDelete(factory),
-                                  "square: cannot delete response factory");
-      return;
-    }
-    uint64_t output_start = nrd_bu_now_ns();
-    TRITONBACKEND_Output *output = NULL;
-    const int64_t shape[1] = {1};
-    err = TRITONBACKEND_ResponseOutput(response, &output, "OUT", TRITONSERVER_TYPE_INT32, shape, 1);
-    void *dst = NULL;
-    TRITONSERVER_MemoryType mem = TRITONSERVER_MEMORY_CPU;
-    int64_t mem_id = 0;
-    if (err == NULL) {
-      err = TRITONBACKEND_OutputBuffer(output, &dst, sizeof(int32_t), &mem, &mem_id);
-    }
-    if (err == NULL && (dst == NULL || (mem != TRITONSERVER_MEMORY_CPU && mem != TRITONSERVER_MEMORY_CPU_PINNED))) {
-      err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNSUPPORTED, "square: output 'OUT': buffer is not in CPU "
-                                                                  "memory");
-    }
-    if (err == NULL) {
-      memcpy(dst, &job->n, sizeof job->n);
-    }
-    TRITONSERVER_Error *send_err = TRITONBACKEND_ResponseSend(response, 0, err);
-    bool failed = (err != NULL || send_err != NULL);
-    report_response(job, start, output_start, err);
-    if (err != NULL) {
-      TRITONSERVER_ErrorDelete(err);
-    }
-    nrd_bu_error_log_and_delete(send_err, "square: cannot send response");
-    if (failed) {
-      break; /* the final flag below still ends the request */
+      break;
     }
   }
-  uint64_t final_start = nrd_bu_now_ns();
   nrd_bu_error_log_and_delete(TRITONBACKEND_ResponseFactorySendFlags(factory, TRITONSERVER_RESPONSE_COMPLETE_FINAL),
                               "square: cannot send final flag");
-  report_response(job, final_start, 0, NULL);
   nrd_bu_error_log_and_delete(TRITONBACKEND_ResponseFactoryDelete(factory), "square: cannot delete response factory");
 }
 
@@ -223,6 +275,17 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceInitialize(TRI
   if (s == NULL) {
     return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, "square: out of memory");
   }
+  TRITONBACKEND_Model *model = NULL;
+  void *params = NULL;
+  TRITONSERVER_Error *perr = TRITONBACKEND_ModelInstanceModel(instance, &model);
+  if (perr == NULL) {
+    perr = TRITONBACKEND_ModelState(model, &params);
+  }
+  if (perr != NULL || params == NULL) {
+    free(s);
+    return perr != NULL ? perr : TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "square: model has no state");
+  }
+  s->params = *(const square_params *)params;
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
   int rc = pthread_create(&s->worker, NULL, worker_main, s);
@@ -311,6 +374,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceExecute(TRITON
     if (err == NULL) {
       job->n = n;
       job->instance = instance;
+      job->params = s->params;
       err = TRITONBACKEND_ResponseFactoryNew(&job->factory, request);
     }
     uint64_t end = nrd_bu_now_ns();

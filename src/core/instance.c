@@ -389,9 +389,21 @@ TRITONBACKEND_ModelInstanceReportResponseStatistics(const TRITONBACKEND_ModelIns
   NRD_ARG_CHECK(rs && rs->instance && rs->factory, "response statistics need a model instance and a response factory");
   nrd_delivery *d = rs->factory->delivery;
   if (d->no_stats) return NULL;
+  /* Triton's order: the index is taken, then the timestamps are checked. */
   unsigned idx = atomic_fetch_add(&d->responses_reported, 1);
-  bool empty = rs->compute_output_start == 0 && !rs->error;
+  nrd_response_kind kind = NRD_RESPONSE_FAIL;
+  if (!rs->error)
+    kind = rs->compute_output_start > 0 ? NRD_RESPONSE_SUCCESS : NRD_RESPONSE_EMPTY;
+  else if (TRITONSERVER_ErrorCode(rs->error) == TRITONSERVER_ERROR_CANCELLED)
+    kind = NRD_RESPONSE_CANCEL;
+  bool with_output = rs->compute_output_start > 0 && (kind == NRD_RESPONSE_SUCCESS || kind == NRD_RESPONSE_FAIL);
+  if (with_output && rs->response_start > rs->compute_output_start)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "Response start cannot happen after compute output start");
+  if (with_output && rs->compute_output_start > rs->response_end)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "Compute output start cannot happen after response end");
+  if (!with_output && rs->response_start > rs->response_end)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "Response start cannot happen after response end");
   nrd_stats_response(&rs->instance->model->stats, idx, rs->response_start, rs->compute_output_start, rs->response_end,
-                     rs->error != NULL, empty);
+                     kind);
   return NULL;
 }

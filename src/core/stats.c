@@ -176,7 +176,7 @@ out:
 }
 
 void nrd_stats_response(nrd_model_stats *s, uint64_t index, uint64_t response_start_ns,
-                        uint64_t compute_output_start_ns, uint64_t response_end_ns, bool error, bool empty) {
+                        uint64_t compute_output_start_ns, uint64_t response_end_ns, nrd_response_kind kind) {
   pthread_mutex_lock(&s->lock);
   if (index >= NRD_STATS_MAX_RESPONSE_INDEX) goto out;
   if (index >= s->cap_resp) {
@@ -194,11 +194,14 @@ void nrd_stats_response(nrd_model_stats *s, uint64_t index, uint64_t response_st
   r->seen = true;
   /* As Triton counts them: an empty or failed response's time is compute
    * infer up to its compute-output start (the whole of it without one),
-   * and compute output after that start when it has one. */
-  if (empty) {
+   * and compute output after that start when it has one. A cancelled
+   * one counts only as cancelled. */
+  if (kind == NRD_RESPONSE_EMPTY) {
     add(&r->compute_infer, span(response_start_ns, response_end_ns));
     add(&r->empty_response, span(response_start_ns, response_end_ns));
-  } else if (error) {
+  } else if (kind == NRD_RESPONSE_CANCEL) {
+    add(&r->cancel, span(response_start_ns, response_end_ns));
+  } else if (kind == NRD_RESPONSE_FAIL) {
     if (compute_output_start_ns) {
       add(&r->compute_infer, span(response_start_ns, compute_output_start_ns));
       uint64_t out_ns = span(compute_output_start_ns, response_end_ns);

@@ -108,10 +108,14 @@ void nrd_stats_batch(nrd_model_stats *s, uint64_t batch_size, uint64_t exec_star
  * the server hold gigabytes (Triton keeps every index). */
 #define NRD_STATS_MAX_RESPONSE_INDEX 65536u
 
+/* How a decoupled response ended, as Triton sorts them: success (outputs,
+ * no error), empty (neither), cancel (a CANCELLED error), fail (another). */
+typedef enum nrd_response_kind { NRD_RESPONSE_SUCCESS, NRD_RESPONSE_EMPTY, NRD_RESPONSE_CANCEL, NRD_RESPONSE_FAIL } nrd_response_kind;
+
 /* One decoupled response (TRITONBACKEND_ModelInstanceReportResponseStatistics);
- * indexes past NRD_STATS_MAX_RESPONSE_INDEX are not recorded. */
+ * indexes past NRD_STATS_MAX_RESPONSE_INDEX are not recorded. Any thread. */
 void nrd_stats_response(nrd_model_stats *s, uint64_t index, uint64_t response_start_ns,
-                        uint64_t compute_output_start_ns, uint64_t response_end_ns, bool error, bool empty);
+                        uint64_t compute_output_start_ns, uint64_t response_end_ns, nrd_response_kind kind);
 
 void nrd_stats_pending_add(nrd_model_stats *s, int64_t delta);
 

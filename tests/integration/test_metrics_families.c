@@ -424,18 +424,33 @@ static TRITONSERVER_Error *refuse_release(TRITONSERVER_ResponseAllocator *a, voi
 
 /* response_stats count empty and failed responses with their compute
  * infer (and compute output when outputs were being made), as Triton's
- * statistics do. square sends n responses then an empty final one; with
- * an allocator that refuses memory its first response fails. */
+ * statistics do. sq_fe (Triton's square parameters) sends of n responses
+ * a failed one and an empty one last; with an allocator that refuses
+ * memory, square's first response fails. The final flag is no response. */
 Test(metrics_families, response_stats_count_empty_and_failed_responses, .timeout = 60) {
   char *repo = h_tmpdir();
   h_model(repo, "sq", kSquare, "1");
+  h_model(repo, "sq_fe",
+          "name: \"sq_fe\"\nbackend: \"square\"\nmax_batch_size: 0\n"
+          "model_transaction_policy { decoupled: true }\n"
+          "input [ { name: \"IN\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+          "output [ { name: \"OUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+          "parameters [ { key: \"CUSTOM_FAIL_COUNT\" value: { string_value: \"1\" } },\n"
+          "             { key: \"CUSTOM_EMPTY_COUNT\" value: { string_value: \"1\" } } ]\n",
+          "1");
   TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
-  infer_square(s, 2); /* indexes 0, 1 succeed; 2 is the empty final */
+  infer_square(s, 2); /* indexes 0, 1 succeed; the final flag is not counted */
   cr_expect_eq(response_stat(s, "sq", "0", "success"), 1);
   cr_expect_eq(response_stat(s, "sq", "0", "compute_infer"), 1);
-  cr_expect_eq(response_stat_reaches(s, "sq", "2", "empty_response", 1), 1);
-  cr_expect_eq(response_stat(s, "sq", "2", "compute_infer"), 1, "an empty response counts its compute infer");
-  cr_expect_eq(response_stat(s, "sq", "2", "compute_output"), 0);
+  cr_expect_eq(response_stat_reaches(s, "sq", "1", "success", 1), 1);
+  cr_expect_eq(response_stat(s, "sq", "2", "empty_response"), 0, "the final flag got statistics");
+  infer_square_on(s, "sq_fe", 3); /* 0 succeeds, 1 fails, 2 is empty */
+  cr_expect_eq(response_stat_reaches(s, "sq_fe", "2", "empty_response", 1), 1);
+  cr_expect_eq(response_stat(s, "sq_fe", "2", "compute_infer"), 1, "an empty response counts its compute infer");
+  cr_expect_eq(response_stat(s, "sq_fe", "2", "compute_output"), 0);
+  cr_expect_eq(response_stat(s, "sq_fe", "1", "fail"), 1);
+  cr_expect_eq(response_stat(s, "sq_fe", "1", "compute_output"), 1, "the failed response made its output");
+  cr_expect_eq(response_stat(s, "sq_fe", "0", "success"), 1);
 
   TRITONSERVER_ResponseAllocator *refuse = NULL;
   H_OK(TRITONSERVER_ResponseAllocatorNew(&refuse, refuse_alloc, refuse_release, NULL));
