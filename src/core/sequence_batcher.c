@@ -691,10 +691,12 @@ static uint32_t sb_next_batch(nrd_scheduler *sched, TRITONBACKEND_ModelInstance 
       pthread_mutex_lock(&b->mu);
       continue;
     }
-    /* The queue delay: wait a little for the other occupied slots to get
-     * a request too, so they share the execution. */
-    bool delay_over = !b->delay_ns || b->stopped || ready == occupied || now >= oldest + b->delay_ns ||
-                      (b->min_ready && ready >= b->min_ready);
+    /* The queue delay, as Triton's: Direct waits only with a
+     * minimum_slot_utilization, until that share of the slots has a
+     * request; Oldest waits for its preferred batch sizes (oldest_take).
+     * Either stops waiting once the oldest request waited the delay. */
+    bool delay_over = !b->delay_ns || b->stopped || now >= oldest + b->delay_ns ||
+                      (!b->oldest && (!b->min_ready || ready >= b->min_ready));
     uint32_t take = b->oldest && ready ? oldest_take(b, ready, delay_over, max) : 0;
     if (take) {
       uint32_t n = pick_oldest(in, in->ready, ready, out, take);

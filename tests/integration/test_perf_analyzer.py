@@ -31,7 +31,7 @@ if not os.access(PA, os.X_OK):  # a missing tool fails the run, never skips it
 # a stability bound nothing can miss: these tests check that each mode
 # works, bench/perf_analyzer.sh measures.
 QUICK = ["--measurement-mode", "count_windows", "--measurement-request-count", "50", "--measurement-interval", "300",
-         "--stability-percentage", "1000", "--max-trials", "3"]
+         "--stability-percentage", "1000", "--max-trials", "10"]
 TIMEOUT = 240
 
 

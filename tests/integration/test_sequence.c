@@ -931,6 +931,58 @@ Test(sequence, minimum_slot_utilization_ends_the_delay_early, .timeout = 60) {
   server_done(s, repo);
 }
 
+/* Triton's Direct batcher (core r25.07, DirectSequenceBatch) waits for a
+ * batch only with a minimum_slot_utilization, and then until that share of
+ * the slots is ready or the delay passed: a lone ready sequence does not
+ * end the wait. Its QA (L0_metrics, queue size) sends 4 sequences' starts
+ * one after the other and expects them in one execution. */
+Test(sequence, direct_waits_until_the_utilization_is_met, .timeout = 60) {
+  char *repo = h_tmpdir();
+  state_model(repo, "full", 4,
+              "max_sequence_idle_microseconds: 60000000\n"
+              "  direct { max_queue_delay_microseconds: 3000000 minimum_slot_utilization: 1.0 }");
+  TRITONSERVER_Server *s = server_on(repo);
+  int32_t v[4] = {1, 2, 3, 4};
+  TRITONSERVER_InferenceRequest *r[4];
+  h_call *c[4];
+  for (int i = 0; i < 4; i++) c[i] = send_async(s, "full", (uint64_t)i + 1, START, &v[i], &r[i]);
+  for (int i = 0; i < 4; i++) {
+    cr_assert(h_wait(c[i], 10000));
+    float ctl[5];
+    read_output(c[i], "CONTROLS", ctl, sizeof ctl);
+    cr_expect_eq(ctl[4], 4.0f, "request %d ran in a batch of %g", i, ctl[4]);
+    h_call_free(c[i]);
+    H_OK(TRITONSERVER_InferenceRequestDelete(r[i]));
+  }
+  server_done(s, repo);
+}
+
+/* Without minimum_slot_utilization Triton's Direct batcher does not wait
+ * at all, whatever max_queue_delay_microseconds says. */
+Test(sequence, direct_without_utilization_does_not_wait, .timeout = 60) {
+  char *repo = h_tmpdir();
+  state_model(repo, "nowait", 4,
+              "max_sequence_idle_microseconds: 60000000\n"
+              "  direct { max_queue_delay_microseconds: 4000000 }");
+  TRITONSERVER_Server *s = server_on(repo);
+  int32_t v[3] = {1, 10, 2};
+  TRITONSERVER_InferenceRequest *r[3];
+  h_call *c[3];
+  for (int i = 0; i < 2; i++) c[i] = send_async(s, "nowait", (uint64_t)i + 1, START, &v[i], &r[i]);
+  for (int i = 0; i < 2; i++) cr_assert(h_wait(c[i], 10000));
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  c[2] = send_async(s, "nowait", 1, 0, &v[2], &r[2]); /* sequence 2 stays open, idle */
+  cr_assert(h_wait(c[2], 10000));
+  double secs = h_seconds_since(&t0);
+  cr_expect_lt(secs, 2.0, "one of two open sequences ready waited out the delay (%.1f s)", secs);
+  for (int i = 0; i < 3; i++) {
+    h_call_free(c[i]);
+    H_OK(TRITONSERVER_InferenceRequestDelete(r[i]));
+  }
+  server_done(s, repo);
+}
+
 /* Clients that send each sequence's next request as soon as the last one
  * is answered race with the instance thread coming back for its next
  * batch. The enqueue read the clock before taking the batcher lock, and
