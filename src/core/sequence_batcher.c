@@ -71,7 +71,7 @@ typedef struct sb_seq {
   struct sb_inst *inst; /* slot owner, NULL while in the backlog */
   uint32_t slot;
   sb_req *qhead, *qtail;
-  uint64_t last_ns; /* last request accepted or executed */
+  uint64_t last_ns; /* arrival of its last request (Triton's idle clock) */
   nrd_state_set *states; /* counted; NULL without implicit state */
 } sb_seq;
 
@@ -356,11 +356,13 @@ static TRITONSERVER_Error *sb_enqueue(nrd_scheduler *sched, sb_req *req) {
 
 /* The batch `in` executed last is over: its sequences may run again, and
  * those whose END request ran are freed. Lock held. */
-static void retire_last(seq_batcher *b, sb_inst *in, uint64_t now) {
+static void retire_last(seq_batcher *b, sb_inst *in) {
+  /* last_ns stays the arrival time: Triton's reaper counts idleness from
+   * a sequence's last request, so an execution longer than the idle time
+   * frees the slot as soon as it ends. */
   for (uint32_t k = 0; k < in->n_last; k++) {
     sb_seq *s = in->last[k];
     s->busy = false;
-    s->last_ns = now;
     if (s->ended && !s->qhead) seq_free(b, s);
   }
   in->n_last = 0;
@@ -629,7 +631,7 @@ static uint32_t sb_next_batch(nrd_scheduler *sched, TRITONBACKEND_ModelInstance 
   pthread_mutex_lock(&b->mu);
   for (;;) {
     uint64_t now = nrd_now_ns();
-    retire_last(b, in, now);
+    retire_last(b, in);
     if (b->delay_cnt && !b->stopped) {
       /* The test hook: nothing runs until delay_cnt requests are queued
        * in the slots of all instances together (as Triton counts). */

@@ -1158,6 +1158,53 @@ Test(sequence, cancel_in_backlog_cancels_the_whole_sequence, .timeout = 60) {
   server_done(s, repo);
 }
 
+/* Triton's reaper counts a sequence's idleness from its last request's
+ * arrival (core r25.07, correlation_id_timestamps_ set at enqueue), so a
+ * sequence whose execution outlasts max_sequence_idle_microseconds frees
+ * its slot as soon as the execution ends, and the backlog moves on. As in
+ * Triton's QA (L0_request_cancellation, backlog cancellation): the
+ * cancelled backlog sequence is answered right after the execution, not
+ * an idle period later. */
+Test(sequence, idleness_counts_from_the_last_request, .timeout = 60) {
+  char *repo = h_tmpdir();
+  char cfg[2048];
+  snprintf(cfg, sizeof cfg,
+           "name: \"acc\"\nbackend: \"accumulate\"\nmax_batch_size: 1\n"
+           "input [ { name: \"INPUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+           "output [ { name: \"OUTPUT\" data_type: TYPE_INT32 dims: [ 1 ] },\n"
+           "         { name: \"CONTROLS\" data_type: TYPE_FP32 dims: [ 5 ] } ]\n"
+           "instance_group [ { kind: KIND_CPU count: 1 } ]\n"
+           "parameters { key: \"execute_delay_ms\" value: { string_value: \"1500\" } }\n"
+           "sequence_batching {\n  max_sequence_idle_microseconds: 1000000\n  direct { }\n"
+           "  state [ { input_name: \"INPUT_STATE\" output_name: \"OUTPUT_STATE\"\n"
+           "            data_type: TYPE_INT32 dims: [ 1 ] } ]\n}\n");
+  h_model(repo, "acc", cfg, "1");
+  TRITONSERVER_Server *s = server_on(repo);
+  int32_t v = 1;
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  TRITONSERVER_InferenceRequest *a1 = seq_request(s, "acc", 1, NULL, START, &v);
+  h_call *ca1 = h_submit(s, a1);
+  cr_assert(h_pending_reaches(s, "acc", 0, 30000), "a1 never reached the instance");
+  TRITONSERVER_InferenceRequest *b1 = seq_request(s, "acc", 2, NULL, START, &v);
+  TRITONSERVER_InferenceRequest *b2 = seq_request(s, "acc", 2, NULL, 0, &v);
+  h_call *cb1 = h_submit(s, b1);
+  h_call *cb2 = h_submit(s, b2);
+  H_OK(TRITONSERVER_InferenceRequestCancel(b1));
+  cr_expect_str_eq(call_code(ca1), "OK");
+  cr_expect_str_eq(call_code(cb1), "Cancelled");
+  cr_expect_str_eq(call_code(cb2), "Cancelled");
+  double secs = h_seconds_since(&t0);
+  cr_expect_lt(secs, 2.3, "the backlog waited an idle period after the execution (%.2f s)", secs);
+  h_call *cs[3] = {ca1, cb1, cb2};
+  TRITONSERVER_InferenceRequest *rs[3] = {a1, b1, b2};
+  for (int i = 0; i < 3; i++) {
+    h_call_free(cs[i]);
+    H_OK(TRITONSERVER_InferenceRequestDelete(rs[i]));
+  }
+  server_done(s, repo);
+}
+
 /* TRITONSERVER_DELAY_SCHEDULER=2: the first request waits until a second
  * is queued (in any slot), as in Triton's sequence batcher. */
 Test(sequence, delay_scheduler_hook_holds_requests, .timeout = 60) {
