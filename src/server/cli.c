@@ -756,6 +756,11 @@ static int apply_plain(nrd_srv_cli *cli, const flag_spec *f, const char *v, char
       if (f->size) memcpy(field, &b, sizeof b);
       return 0;
     case K_NUM:
+      if (f->id == F_HTTP_MAX_INPUT_SIZE && parse_long(v, LONG_MIN, LONG_MAX, &n) == 0 && n <= 0) {
+        /* Triton's sentence (server r25.07, command_line_parser.cc). */
+        nrd_srv_fmt_err(err, errlen, "Error: --http-max-input-size must be greater than 0. (got '%s')", v);
+        return -1;
+      }
       if (parse_long(v, f->lo, f->hi, &n) != 0) return bad_value(f, v, f->expected, err, errlen);
       break;
     case K_TEXT:

@@ -67,15 +67,19 @@ def main():
     add("chunks_65536", head + b"".join(b"1\r\n%c\r\n" % c for c in padded) + b"0\r\n\r\n", 200, "OUTPUT0",
         "server 13480cbf3: exactly the cap is served")
 
-    # Body size (server be7d4b1a1, e5aecb323) and Content-Length (2d64d2deb, d5515db58).
+    # Body size and Content-Length (server 2d64d2deb, d5515db58). Triton
+    # r25.07 limits each input's data; Nereid also bounds the body, at four
+    # times --http-max-input-size, refused from the header (docs/http.md).
     add("content_length_huge", req("/v2/models/identity_fp32/infer", headers=["Content-Length: 99999999999999999999"],
                                    length=False), 400,
-        "request JSON size of 18446744073709551615 bytes exceeds the maximum allowed input size of 67108864 bytes.",
-        "server be7d4b1a1, e5aecb323, d5515db58")
-    add("content_length_over", req("/v2/models/identity_fp32/infer", headers=[f"Content-Length: {LIMIT + 1}"],
+        f"request body of 18446744073709551615 bytes exceeds the body limit of {4 * LIMIT} bytes "
+        "(4 x --http-max-input-size).",
+        "server d5515db58; Nereid's body bound")
+    add("content_length_over", req("/v2/models/identity_fp32/infer", headers=[f"Content-Length: {4 * LIMIT + 1}"],
                                    length=False), 400,
-        f"request JSON size of {LIMIT + 1} bytes exceeds the maximum allowed input size of {LIMIT} bytes.",
-        "server be7d4b1a1: refused from the header, nothing read")
+        f"request body of {4 * LIMIT + 1} bytes exceeds the body limit of {4 * LIMIT} bytes "
+        "(4 x --http-max-input-size).",
+        "Nereid's body bound: refused from the header, nothing read")
     add("content_length_garbage", req("/v2/models/identity_fp32/infer", ok_body, ["Content-Length: 12abc"],
                                       length=False), 400, "Content-Length", "server 2d64d2deb (atoi)")
 

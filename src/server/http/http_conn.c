@@ -266,14 +266,15 @@ static int wq_text(nrd_srv_http_conn *c, const char *s, size_t len) {
 }
 
 /* Answers a request we could not parse (or too large) and closes. */
-/* Triton's sentence for a body over --http-max-input-size (`size`: its
- * length as far as it is known; server e5aecb323), answered with 400 as
- * Triton answers it.
+/* The sentence for a body over the body bound (`size`: its length as far
+ * as it is known; `limit`: 4 x --http-max-input-size). Triton r25.07 has
+ * no body bound, only its per-input sentences (http_infer.c), so this one
+ * is ours; answered 400 as Triton answered its older body check.
  * The text lives in the loop thread's buffer until the next call. */
 static const char *too_large(uint64_t size, size_t limit) {
   static _Thread_local char text[200];
   snprintf(text, sizeof text,
-           "request JSON size of %" PRIu64 " bytes exceeds the maximum allowed input size of %zu bytes. Use "
+           "request body of %" PRIu64 " bytes exceeds the body limit of %zu bytes (4 x --http-max-input-size). Use "
            "--http-max-input-size to increase the limit.",
            size, limit);
   return text;
@@ -491,7 +492,7 @@ static int parse_head(nrd_srv_http_conn *c, const char **msg) {
   size_t n_cl = r->n_content_length;
   const char *expect = nrd_srv_http_header_known(r, NRD_SRV_H_EXPECT);
   c->expect_continue = !r->http10 && expect && strcasecmp(expect, "100-continue") == 0;
-  size_t limit = c->loop->http->max_input;
+  size_t limit = c->loop->http->max_body;
   if (te) {
     if (cl) {
       *msg = "both Content-Length and Transfer-Encoding given";
@@ -596,7 +597,7 @@ static int chunk_wait(nrd_srv_http_conn *c) {
  * body is complete, 0 when more is needed, or an HTTP status. */
 static int dechunk(nrd_srv_http_conn *c, const char **msg) {
   char *b = c->rbuf;
-  size_t limit = c->loop->http->max_input;
+  size_t limit = c->loop->http->max_body;
   *msg = "malformed chunked body";
   for (;;) {
     switch (c->cstate) {
@@ -793,13 +794,13 @@ static void do_read(nrd_srv_http_conn *c) {
         return;
       }
       size_t want = c->rcap ? c->rcap * 2 : RBUF_MIN;
-      size_t most = c->loop->http->max_input + HEAD_MAX + 2 * RBUF_MIN;
+      size_t most = c->loop->http->max_body + HEAD_MAX + 2 * RBUF_MIN;
       if (want > most) want = most;
       if (want <= c->rcap) {
         if (c->state == ST_HEAD)
           reject(c, 431, "request head is too large");
         else
-          reject(c, 400, too_large(c->rlen, c->loop->http->max_input));
+          reject(c, 400, too_large(c->rlen, c->loop->http->max_body));
         return;
       }
       if (reserve(c, want) != 0) {

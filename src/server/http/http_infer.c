@@ -628,6 +628,11 @@ static int append_shm(parse *ps, const char *name, const nrd_srv_http_shm_ref *r
  * output is returned in binary. */
 static int parse_raw(parse *ps) {
   static const char kRawName[] = "raw_input";
+  size_t limit = ps->c->loop->http->max_input;
+  if (ps->body_len > limit)
+    FAIL("Raw input has a byte_size (%zu bytes) that exceeds the maximum allowed value of %zu bytes. Use "
+         "--http-max-input-size to increase the limit.",
+         ps->body_len, limit);
   TRITONSERVER_Error *err = TRITONSERVER_InferenceRequestAddRawInput(ps->ireq, kRawName);
   if (err) return core_fail(ps, err);
   ps->header_len = 0;

@@ -147,7 +147,8 @@ struct nrd_srv_http_loop {
 struct nrd_srv_http {
   TRITONSERVER_Server *server;
   TRITONSERVER_ResponseAllocator *allocator;
-  size_t max_input;
+  size_t max_input; /* --http-max-input-size: the largest input's data, as Triton checks it */
+  size_t max_body; /* the largest body read (nrd_srv_http_body_limit) */
   int client_timeout_secs; /* see nrd_srv_http_options */
   bool metrics_only;
   /* Another kind of endpoint's routes (nrd_srv_http_options); NULL:

@@ -223,6 +223,10 @@ TRITONSERVER_Error *nrd_srv_http_start(TRITONSERVER_Server *server, const nrd_sr
   h->server = server;
   h->fd = -1;
   h->max_input = opts->max_input_size;
+  /* Triton r25.07 checks each input's data against the limit and reads any
+   * body; Nereid still bounds the body, at room for JSON text of inputs at
+   * the limit (docs/http.md). Saturates. */
+  h->max_body = opts->max_input_size > SIZE_MAX / 4 ? SIZE_MAX : opts->max_input_size * 4;
   h->client_timeout_secs =
       opts->client_timeout_secs > 0 ? opts->client_timeout_secs : NRD_SRV_HTTP_CLIENT_TIMEOUT_DEFAULT;
   h->metrics_only = opts->metrics_only != 0;
