@@ -24,6 +24,7 @@
 #include "json_error.h"
 #include "fmt.h"
 #include "header_forward.h"
+#include "log_settings.h"
 #include "response_output.h"
 
 const char *nrd_srv_http_framed_header_size(const nrd_srv_http *h, const nrd_srv_http_req *req, bool *bad) {
@@ -290,6 +291,34 @@ static bool output_binary(const infer_ctx *c, const char *name) {
   return c->binary_default;
 }
 
+/* Triton's verbose line for a failed inference (server r25.07,
+ * http_server.cc): "[request id: <id>] Infer failed: <message>", the id
+ * "<id_unknown>" when the request has none. Costs a level check when
+ * verbose logging is off. */
+static void log_infer_failed(TRITONSERVER_InferenceRequest *ireq, TRITONSERVER_InferenceResponse *resp,
+                             const char *msg) {
+  if (!TRITONSERVER_LogIsEnabled(TRITONSERVER_LOG_VERBOSE)) return;
+  const char *id = NULL;
+  TRITONSERVER_Error *err = NULL;
+  if (resp)
+    err = TRITONSERVER_InferenceResponseId(resp, &id);
+  else if (ireq)
+    err = TRITONSERVER_InferenceRequestId(ireq, &id);
+  if (err) {
+    TRITONSERVER_ErrorDelete(err);
+    id = NULL;
+  }
+  nrd_srv_logf(TRITONSERVER_LOG_VERBOSE, __FILE__, __LINE__, "[request id: %s] Infer failed: %s",
+               id && *id ? id : "<id_unknown>", msg);
+}
+
+/* Logs as above, then answers with `err` (deleted). */
+static void reply_infer_failed(nrd_srv_http_req *req, TRITONSERVER_InferenceRequest *ireq,
+                               TRITONSERVER_InferenceResponse *resp, TRITONSERVER_Error *err) {
+  log_infer_failed(ireq, resp, TRITONSERVER_ErrorMessage(err));
+  nrd_srv_http_reply_tserr(req, err);
+}
+
 /* Builds the reply to req from c's response. Returns true when the reply is
  * ready to send: the caller sends it after deleting the response, because
  * output blocks handed to the reply are freed as soon as they are written.
@@ -302,7 +331,7 @@ static bool build_reply(infer_ctx *c, nrd_srv_http_req *req) {
   }
   TRITONSERVER_Error *rerr = TRITONSERVER_InferenceResponseError(resp);
   if (rerr) {
-    nrd_srv_http_reply_tserr(req, rerr); /* deletes our copy */
+    reply_infer_failed(req, NULL, resp, rerr); /* deletes our copy */
     return false;
   }
   nrd_srv_http_text t = {0};
@@ -1015,16 +1044,18 @@ void nrd_srv_http_infer(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const ch
   if (err) {
     c->ireq = NULL;
     ctx_free(c);
-    return nrd_srv_http_reply_tserr(req, err);
+    return reply_infer_failed(req, NULL, NULL, err);
   }
   parse ps = {.c = c, .ireq = c->ireq, .model = model, .version = version, .req = req};
   ps.body = nrd_srv_http_body(req, &ps.body_len);
   ps.msg[0] = '\0';
   if (parse_request(&ps) != 0) {
+    log_infer_failed(c->ireq, NULL, ps.msg);
     ctx_free(c);
     return nrd_srv_http_reply_error(req, ps.status ? ps.status : 400, ps.msg);
   }
   if ((err = nrd_srv_http_forward_headers(h, req, c->ireq))) {
+    log_infer_failed(c->ireq, NULL, TRITONSERVER_ErrorMessage(err));
     ctx_free(c);
     return nrd_srv_http_reply_tserr(req, err);
   }
@@ -1045,6 +1076,7 @@ void nrd_srv_http_infer(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const ch
   if (err) {
     /* No callback will fire: the request is still ours. */
     nrd_srv_http_req *r = nrd_srv_http_pending_finish(loop, &c->pending);
+    log_infer_failed(ireq, NULL, TRITONSERVER_ErrorMessage(err));
     ctx_free(c);
     if (r)
       nrd_srv_http_reply_tserr(r, err);

@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "http_internal.h"
+#include "log_settings.h"
 #include "error_ignore.h"
 
 /* ---- small helpers -------------------------------------------------------- */
@@ -384,6 +385,9 @@ static bool next_segment(const char **p, char *seg, size_t cap) {
 
 void nrd_srv_http_route(nrd_srv_http_loop *loop, nrd_srv_http_req *req) {
   nrd_srv_http *h = loop->http;
+  /* Triton's verbose line, the method as libevhtp numbers it (GET 0,
+   * HEAD 1, POST 2, PUT 3, DELETE 4; our enum keeps that order). */
+  nrd_srv_logf(TRITONSERVER_LOG_VERBOSE, __FILE__, __LINE__, "HTTP request: %d %s", (int)req->method, req->path);
   if (h->metrics_only) {
     if (strcmp(req->path, "/metrics") == 0) return nrd_srv_http_metrics(h, req);
     return nrd_srv_http_reply_error(req, 404, "Not Found");
