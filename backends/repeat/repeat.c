@@ -1,5 +1,6 @@
 /*
- * repeat backend (decoupled): the behaviour of Triton's repeat example.
+ * repeat backend (decoupled, or not, as Triton's): the behaviour of Triton's
+ * repeat example.
  *
  * A request carries IN = int32[N], DELAY = uint32[N] and WAIT = uint32[1].
  * For each element i, after sleeping DELAY[i] ms, the backend sends one
@@ -91,13 +92,10 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKE
   if (TRITONBACKEND_ModelName(model, &name) != NULL || name == NULL) {
     name = "?";
   }
-  if (!nrd_bu_config_decoupled(config)) {
-    err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                            "repeat: model '%s' must be decoupled: set "
-                            "model_transaction_policy { decoupled: true } in "
-                            "its config.pbtxt",
-                            name);
-  }
+  /* Like Triton's repeat, any transaction policy: a model that is not
+   * decoupled answers a one-element IN with one response and the final
+   * flag sent apart, which the front ends merge (Triton's QA,
+   * L0_decoupled NonDecoupledTest); more responses are the core's error. */
   int64_t max_batch = 0;
   if (err == NULL) {
     err = nrd_bu_config_max_batch_size(config, &max_batch);

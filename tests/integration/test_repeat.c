@@ -432,21 +432,32 @@ Test(repeat, statistics_before_first_response) {
   expect_no_leaks();
 }
 
-Test(repeat, non_decoupled_config_is_rejected) {
+/* Triton's repeat takes any transaction policy, and its QA (L0_decoupled,
+ * NonDecoupledTest) serves a one-element IN from a model that is not
+ * decoupled: one response, then the final flag sent apart. */
+Test(repeat, non_decoupled_config_answers_one_element) {
   char *repo = h_tmpdir();
   h_model(repo, "rep",
           "name: \"rep\"\nbackend: \"repeat\"\nmax_batch_size: 0\n" REPEAT_IO
           "instance_group [ { kind: KIND_CPU count: 1 } ]\n",
           "1");
-  TRITONSERVER_ServerOptions *o = h_options(repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT);
-  TRITONSERVER_Server *s = h_server_new(o);
-  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "rep");
-  cr_assert_not_null(e, "a non-decoupled repeat model must not load");
-  cr_assert(strstr(TRITONSERVER_ErrorMessage(e), "must be decoupled"), "message: %s", TRITONSERVER_ErrorMessage(e));
-  TRITONSERVER_ErrorDelete(e);
-  bool ready = true;
-  H_OK(TRITONSERVER_ServerModelIsReady(s, "rep", -1, &ready));
-  cr_assert(!ready);
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  const int32_t in[1] = {7};
+  const uint32_t delay[1] = {0}, wait = 0;
+  TRITONSERVER_InferenceRequest *r = repeat_request(s, in, delay, 1, 1, &wait);
+  h_call *c = h_infer(s, r);
+  size_t got = 0;
+  for (size_t i = 0; i < c->n; i++)
+    if (c->responses[i]) {
+      TRITONSERVER_Error *e = TRITONSERVER_InferenceResponseError(c->responses[i]);
+      cr_expect_null(e, "%s", e ? TRITONSERVER_ErrorMessage(e) : "");
+      if (e) TRITONSERVER_ErrorDelete(e);
+      got++;
+    }
+  cr_expect_eq(got, 1, "%zu responses", got);
+  cr_expect_eq(c->finals, 1);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
   server_done(s, repo);
   expect_no_leaks();
 }
