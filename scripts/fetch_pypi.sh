@@ -8,6 +8,9 @@
 #   .deps/tritonserver/pytriton/tritonserver/bin/tritonserver
 #                                            (oracle.txt; Triton itself, for
 #                                             the differential tests only)
+#   .deps/pytorch/{lib,include}/             (torch.txt; libtorch's CPU
+#                                             libraries and headers, for the
+#                                             pytorch backend)
 # Nothing is installed into Debian's python. Each part is laid out in a
 # ".partial" folder and moved into place only once complete, with a stamp
 # naming the requirements it came from: an interrupted run, a corrupt wheel
@@ -188,7 +191,44 @@ PY
   publish tritonserver "$req"
 }
 
+# libtorch's CPU libraries and C++ headers from PyPI's torch wheel, with
+# the two CUDA libraries libtorch_cpu.so NEEDs (it loads without a GPU).
+# Everything lands in lib/ so libtorch_cpu.so's RPATH ($ORIGIN) finds them.
+fetch_pytorch() {
+  local req=$pyreq/torch.txt
+  part_current pytorch "$req" && { echo "fetch_pypi: pytorch up to date"; return; }
+  [ "$(uname -m)" = x86_64 ] || { echo "fetch_pypi: the pinned torch wheel is for x86_64 only; the pytorch backend is not built" >&2; return; }
+  mkdir -p "$work/pt"
+  download "$req" "$work/pt"
+  local dest=$deps/pytorch.partial
+  rm -rf "$dest"
+  extract "$work"/pt/torch-*.whl "$dest" \
+    torch/lib/libtorch_cpu.so=lib/libtorch_cpu.so \
+    torch/lib/libc10.so=lib/libc10.so \
+    torch/lib/libgomp.so.1=lib/libgomp.so.1
+  extract "$work"/pt/nvidia_cuda_runtime_cu12-*.whl "$dest" \
+    nvidia/cuda_runtime/lib/libcudart.so.12=lib/libcudart.so.12
+  extract "$work"/pt/nvidia_cuda_cupti_cu12-*.whl "$dest" \
+    nvidia/cuda_cupti/lib/libcupti.so.12=lib/libcupti.so.12
+  "$python" - "$work"/pt/torch-*.whl "$dest" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    for m in z.infolist():
+        if m.filename.startswith("torch/include/") and not m.is_dir():
+            m.filename = m.filename[len("torch/"):]
+            z.extract(m, sys.argv[2])
+PY
+  # Each library must load with only what lies beside it and the system's.
+  local lib
+  for lib in libc10.so libtorch_cpu.so; do
+    "$python" -c 'import ctypes, sys; ctypes.CDLL(sys.argv[1])' "$dest/lib/$lib" ||
+      fail "$lib from ${req#"$src"/} does not load here (ldd $dest/lib/$lib); nothing was installed"
+  done
+  publish pytorch "$req"
+}
+
 fetch_onnxruntime
 fetch_perf_analyzer
 fetch_venv
 fetch_oracle
+fetch_pytorch
