@@ -333,6 +333,7 @@ static TRITONSERVER_Error *read_tensors(const json_t *config, pt_model *m) {
                               "outputs follow the <name>__<index> naming convention. ",
                               m->name);
     }
+    m->has_states = json_array_size(json_object_get(seq, "state")) > 0;
     if (err == NULL) err = read_states(seq, m);
     if (err != NULL) return err;
   }
@@ -514,7 +515,9 @@ static TRITONSERVER_Error *bind_inputs(pt_instance *inst, const pt_arg_info *arg
                "configuration.",
                m->name);
   }
-  if (configured < m->input_count && !by_index) {
+  /* Triton requires the index convention itself there: argument names
+   * that also read as <name>__<index> still count as names. */
+  if (m->has_states && (by_argument || !by_index)) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
                              "PyTorch model '%s' is using sequence batching with state but not all inputs and "
                              "outputs follow the <name>__<index> naming convention. ",

@@ -37,6 +37,7 @@ typedef struct pt_model {
   int64_t max_batch_size;
   pt_exec_options options;
   bool weight_sharing;
+  bool has_states; /* sequence_batching.state is not empty */
   /* Inputs: the configuration's inputs, then control inputs, then state
    * inputs. Outputs: the configuration's outputs, then state outputs not
    * also listed there. */

@@ -19,8 +19,19 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Ba
 }
 
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model *model) {
+  /* A TorchScript file does not say what its tensors are: like Triton's
+   * backend, this one completes nothing and says so. */
+  bool complete = false;
+  const char *name = NULL;
+  TRITONSERVER_Error *err = TRITONBACKEND_ModelAutoCompleteConfig(model, &complete);
+  if (err == NULL) err = TRITONBACKEND_ModelName(model, &name);
+  if (err != NULL) return err;
+  if (complete) {
+    NRD_BU_LOG(TRITONSERVER_LOG_WARN,
+               "skipping model configuration auto-complete for '%s': not supported for pytorch backend", name);
+  }
   pt_model *m = NULL;
-  TRITONSERVER_Error *err = pt_model_new(model, &m);
+  err = pt_model_new(model, &m);
   if (err == NULL) err = TRITONBACKEND_ModelSetState(model, m);
   if (err != NULL) pt_model_free(m);
   return err;
