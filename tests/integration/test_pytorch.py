@@ -110,6 +110,19 @@ backend: "pytorch"
 max_batch_size: 4
 input [ { name: "INPUT__0" data_type: TYPE_STRING dims: [ 1 ] reshape { shape: [ ] } } ]
 output [ { name: "OUTPUT__0" data_type: TYPE_STRING dims: [ 1 ] reshape { shape: [ ] } } ]
+dynamic_batching { max_queue_delay_microseconds: 100000 }
+"""),
+    # A ragged input, flattened across the batch; n gives the rows.
+    "ragged": ("""
+def forward(self, x, n):
+    return n * 0 + x.sum()
+""", [], """
+backend: "pytorch"
+max_batch_size: 4
+input [ { name: "x" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true },
+        { name: "n" data_type: TYPE_FP32 dims: [ 1 ] } ]
+output [ { name: "sum__0" data_type: TYPE_FP32 dims: [ 1 ] } ]
+dynamic_batching { max_queue_delay_microseconds: 200000 }
 """),
     # A model with weights; two instances share them.
     "linear": ("""
@@ -254,6 +267,9 @@ def forward(self, x, k: int):
         'input_name: "STATE_IN__1"', 'input_name: "STATE"'),
         ["is using sequence batching with state but state 'STATE' does not follow the <name>__<index>"]),
     "gpu": (MODELS["picky"][0], [], MODELS["picky"][2] + "instance_group [ { kind: KIND_GPU } ]", ["KIND_GPU"]),
+    "inter_4": (MODELS["picky"][0], [], MODELS["picky"][2] +
+                'parameters { key: "INTER_OP_THREAD_COUNT" value { string_value: "4" } }',
+                ["inter-op thread pool already has 3 threads and cannot be resized to 4"]),
 }
 
 
@@ -353,6 +369,33 @@ def test_batching_instances_and_kinds(server):
     r = infer(s, "model_kind", [("x", np.array([1, 2], np.float32))])
     assert outputs_of(r)["y"] == [2, 3]
 
+    # Batched List[str]: each request gets its own rows of the list.
+    def words(i):
+        batch = np.array([[f"r{i}a"], [f"r{i}b"]], np.object_)
+        return [w.decode() for w in outputs_of(infer(s, "batched_strings", [("INPUT__0", batch)]))["OUTPUT__0"]]
+
+    before = settled_stats(s, "batched_strings", lambda st: True)
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        got = list(pool.map(words, range(3)))
+    assert got == [[f"R{i}A", f"R{i}B"] for i in range(3)], got
+    stats = settled_stats(s, "batched_strings",
+                          lambda st: st["inference_count"] >= before["inference_count"] + 6)
+    assert stats["execution_count"] - before["execution_count"] < 3, stats  # they ran together
+
+    # Ragged: two requests of different lengths in one forward(), the
+    # input flattened; each row gets the sum over the whole batch.
+    def ragged(n):
+        x = np.arange(1, n + 1, dtype=np.float32).reshape(1, n)
+        return outputs_of(infer(s, "ragged", [("x", x), ("n", np.ones((1, 1), np.float32))]))["sum__0"]
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(ragged, (3, 5)))
+    stats = settled_stats(s, "ragged", lambda st: st["inference_count"] >= 2)
+    if stats["execution_count"] == 1:
+        assert got == [[21.0], [21.0]], got  # 1+2+3 + 1+2+3+4+5
+    else:
+        assert got == [[6.0], [15.0]], got
+
 
 def test_implicit_state_keeps_a_running_sum_per_sequence(server):
     sums = {}
@@ -392,7 +435,10 @@ def test_a_throwing_forward_fails_its_request_and_the_instance_keeps_serving(ser
 
 def test_refusals_name_the_model_the_file_and_the_reason():
     with tempfile.TemporaryDirectory() as root:
-        make_models(root, {name: spec[:3] for name, spec in REFUSED.items()} | {"good": MODELS["picky"]})
+        inter_3 = (MODELS["picky"][0], [], MODELS["picky"][2] +
+                   'parameters { key: "INTER_OP_THREAD_COUNT" value { string_value: "3" } }')
+        make_models(root, {name: spec[:3] for name, spec in REFUSED.items()} |
+                    {"good": MODELS["picky"], "inter_3": inter_3})
         for name, text in (("corrupt", b"this is not a TorchScript file"), ("truncated", None)):
             os.makedirs(os.path.join(root, name, "1"))
             with open(os.path.join(root, "good", "1", "model.pt"), "rb") as f:
@@ -407,6 +453,8 @@ def test_refusals_name_the_model_the_file_and_the_reason():
         s = start(root, "--model-control-mode=explicit")
         with running(s) as lines:
             take_ports(s, lines)
+            with client(s) as c:
+                c.load_model("inter_3")  # sets libtorch's inter-op pool: inter_4 then fails
             for name, (_, _, _, words) in REFUSED.items():
                 msg = load_error(s, name)
                 for w in words:
