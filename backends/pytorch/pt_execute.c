@@ -243,11 +243,12 @@ static TRITONSERVER_Error *make_input(const pt_instance *inst, TRITONBACKEND_Req
 
 /* ---- outputs --------------------------------------------------------------------- */
 
+/* Writes an output's bytes for one request into 'dst'. */
+typedef void (*fill_fn)(void *dst, const void *ctx);
+
 /* Allocates output 'name' of a response (when 'output') and the request's
  * next state (when 'state'), fills both with 'fill' and returns the error
  * that answers this request only. */
-typedef void (*fill_fn)(void *dst, const void *ctx);
-
 static TRITONSERVER_Error *deliver(slot *s, const char *name, TRITONSERVER_DataType dt, const int64_t *shape,
                                    uint32_t dims, uint64_t bytes, bool output, bool state, fill_fn fill,
                                    const void *ctx) {
@@ -350,6 +351,10 @@ static TRITONSERVER_Error *scatter(const pt_model *m, slot *group, size_t n, int
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "output '%s' is a scalar which is not supported.",
                              io->name);
   }
+  if (po.dims_count > 64) {
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, BACKEND ": model '%s': output '%s' has %u dimensions",
+                             m->name, io->name, po.dims_count);
+  }
   if (batched && length != total) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
                              BACKEND ": model '%s': output '%s' has %lld rows (its first dimension) for a batch of "
@@ -373,7 +378,7 @@ static TRITONSERVER_Error *scatter(const pt_model *m, slot *group, size_t n, int
                     fill_strings, &c);
     } else {
       int64_t shape[64];
-      uint32_t dims = po.dims_count > 64 ? 64 : po.dims_count;
+      uint32_t dims = po.dims_count;
       memcpy(shape, po.shape, dims * sizeof *shape);
       shape[0] = rows;
       bytes_ctx c = {(const char *)po.data + (uint64_t)from * row_bytes, (uint64_t)rows * row_bytes};

@@ -266,7 +266,8 @@ def forward(self, x, k: int):
     "state_unnamed": (MODELS["accumulate"][0], [], MODELS["accumulate"][2].replace(
         'input_name: "STATE_IN__1"', 'input_name: "STATE"'),
         ["is using sequence batching with state but state 'STATE' does not follow the <name>__<index>"]),
-    "gpu": (MODELS["picky"][0], [], MODELS["picky"][2] + "instance_group [ { kind: KIND_GPU } ]", ["KIND_GPU"]),
+    "gpu": (MODELS["picky"][0], [], MODELS["picky"][2] + "instance_group [ { kind: KIND_GPU } ]",
+            ["KIND_GPU", "does not support GPUs"]),  # the core refuses it first, for now
     "inter_4": (MODELS["picky"][0], [], MODELS["picky"][2] +
                 'parameters { key: "INTER_OP_THREAD_COUNT" value { string_value: "4" } }',
                 ["inter-op thread pool already has 3 threads and cannot be resized to 4"]),
