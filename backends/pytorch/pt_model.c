@@ -217,6 +217,7 @@ static TRITONSERVER_Error *read_controls(const json_t *seq, pt_model *m) {
     const json_t *entry = json_array_get(json_object_get(control, "control"), 0);
     const char *dtype = json_string_value(json_object_get(entry, "data_type"));
     TRITONSERVER_DataType dt = TRITONSERVER_TYPE_INT32;
+    if (dtype != NULL && strcmp(dtype, "TYPE_INVALID") == 0) dtype = NULL; /* rendered default */
     if (dtype != NULL) {
       dt = config_datatype(dtype);
     } else if (json_array_size(json_object_get(entry, "fp32_false_true")) > 0) {

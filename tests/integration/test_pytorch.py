@@ -170,6 +170,22 @@ sequence_batching {
             initial_state { name: "zero" data_type: TYPE_INT32 dims: [ 1 ] zero_data: true } } ]
 }
 """),
+    # Sequence controls as arguments: start flag and correlation ID.
+    "controls": ("""
+def forward(self, x, start, corrid):
+    return x + start * 100 + (corrid * 1000).int()
+""", [], """
+backend: "pytorch"
+max_batch_size: 4
+input [ { name: "INPUT__0" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "OUTPUT__0" data_type: TYPE_INT32 dims: [ 1 ] } ]
+sequence_batching {
+  max_sequence_idle_microseconds: 60000000
+  control_input [
+    { name: "START__1" control [ { kind: CONTROL_SEQUENCE_START int32_false_true: [ 0, 1 ] } ] },
+    { name: "CORRID__2" control [ { kind: CONTROL_SEQUENCE_CORRID data_type: TYPE_INT64 } ] } ]
+}
+"""),
     # Throws for a negative sum; answers otherwise.
     "picky": ("""
 def forward(self, x):
@@ -407,6 +423,13 @@ def test_implicit_state_keeps_a_running_sum_per_sequence(server):
                       sequence_start=step == 0, sequence_end=step == 2, protocol=PROTOCOLS[seq % 2])
             sums[seq] = sums.get(seq, 0) + value
             assert outputs_of(r)["OUTPUT__0"] == [sums[seq]], (seq, step)
+
+
+def test_sequence_controls_reach_forward(server):
+    for step, value in enumerate((1, 2)):
+        r = infer(server, "controls", [("INPUT__0", np.array([[value]], np.int32))], sequence_id=7,
+                  sequence_start=step == 0, sequence_end=step == 1)
+        assert outputs_of(r)["OUTPUT__0"] == [value + (100 if step == 0 else 0) + 7000], step
 
 
 def test_a_throwing_forward_fails_its_request_and_the_instance_keeps_serving(server):
