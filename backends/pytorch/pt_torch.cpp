@@ -275,8 +275,13 @@ TRITONSERVER_Error *pt_module_forward(pt_module *module, pt_args *args, const pt
     }
     torch::jit::setGraphExecutorOptimize(o->optimized);
     c10::InferenceMode guard(o->inference_mode);
-    at::globalContext().setUserEnabledCuDNN(o->cudnn);
-    at::globalContext().setDeterministicAlgorithms(o->deterministic, false);
+    // Process-wide flags (plain fields in libtorch): written only when they
+    // change, so that instances agreeing on them do not race.
+    at::Context &ctx = at::globalContext();
+    if (ctx.userEnabledCuDNN() != o->cudnn) ctx.setUserEnabledCuDNN(o->cudnn);
+    if (ctx.deterministicAlgorithms() != o->deterministic || ctx.deterministicAlgorithmsWarnOnly()) {
+      ctx.setDeterministicAlgorithms(o->deterministic, false);
+    }
     if (o->jit_profiling >= 0) torch::jit::getProfilingMode() = o->jit_profiling != 0;
     if (o->jit_executor >= 0) torch::jit::getExecutorMode() = o->jit_executor != 0;
     if (o->tensor_fuser >= 0) torch::jit::setTensorExprFuserEnabled(o->tensor_fuser != 0);
