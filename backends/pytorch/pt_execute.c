@@ -33,6 +33,8 @@ typedef struct run {
   nrd_bu_batch_input *data; /* per request input: the gathered bytes */
   uint32_t **lengths; /* per input: BYTES element lengths, or NULL */
   const char ***string_ptrs; /* per input: BYTES element pointers */
+  void **batch_data; /* per model input: a batch input's values, or NULL */
+  size_t batch_count;
 } run;
 
 static TRITONSERVER_Error *oom(void) {
@@ -165,6 +167,8 @@ static void run_free(run *r) {
     if (r->lengths != NULL) free(r->lengths[k]);
     if (r->string_ptrs != NULL) free((void *)r->string_ptrs[k]);
   }
+  for (size_t k = 0; k < r->batch_count; k++) free(r->batch_data[k]);
+  free(r->batch_data);
   free(r->data);
   free(r->lengths);
   free(r->string_ptrs);
@@ -239,6 +243,53 @@ static TRITONSERVER_Error *make_input(const pt_instance *inst, TRITONBACKEND_Req
                              (unsigned long long)want);
   }
   return pt_args_set_tensor(r->args, (size_t)slot_index, name, bi->data, dt, batch_shape, batch_dims);
+}
+
+/* Sets forward()'s argument for batch input 'k' of the model (element
+ * counts of its source input per request, as Triton's collector makes
+ * them). */
+static TRITONSERVER_Error *make_batch_input(const pt_instance *inst, TRITONBACKEND_Request **reqs, size_t n,
+                                            size_t k, run *r) {
+  const pt_model *m = inst->model;
+  const pt_io *io = &m->inputs[k];
+  size_t count = io->batch_kind == PT_BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO ? n + 1 : n;
+  int64_t max = 0, sum = 0;
+  int64_t *elements = calloc(n + 1, sizeof *elements);
+  if (elements == NULL) return oom();
+  for (size_t i = 0; i < n; i++) {
+    TRITONBACKEND_Input *in = NULL;
+    const int64_t *shape = NULL;
+    uint32_t dims = 0;
+    TRITONSERVER_Error *err = TRITONBACKEND_RequestInput(reqs[i], io->source, &in);
+    if (err == NULL) err = TRITONBACKEND_InputProperties(in, NULL, NULL, &shape, &dims, NULL, NULL);
+    if (err != NULL) {
+      free(elements);
+      return err;
+    }
+    elements[i] = nrd_bu_shape_elements(shape, dims);
+    if (elements[i] > max) max = elements[i];
+  }
+  if (io->batch_kind == PT_BATCH_MAX_ELEMENT_COUNT_AS_SHAPE) count = (size_t)max;
+  r->batch_data[k] = calloc(count > 0 ? count : 1, 4);
+  if (r->batch_data[k] == NULL) {
+    free(elements);
+    return oom();
+  }
+  bool fp32 = io->datatype == TRITONSERVER_TYPE_FP32;
+  size_t at = 0;
+  if (io->batch_kind == PT_BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO) at++; /* starts with 0 */
+  for (size_t i = 0; i < n && io->batch_kind != PT_BATCH_MAX_ELEMENT_COUNT_AS_SHAPE; i++) {
+    sum += elements[i];
+    int64_t v = io->batch_kind == PT_BATCH_ELEMENT_COUNT ? elements[i] : sum;
+    if (fp32) {
+      ((float *)r->batch_data[k])[at++] = (float)v;
+    } else {
+      ((int32_t *)r->batch_data[k])[at++] = (int32_t)v;
+    }
+  }
+  free(elements);
+  int64_t shape[1] = {(int64_t)count};
+  return pt_args_set_tensor(r->args, (size_t)inst->arg_index[k], io->name, r->batch_data[k], io->datatype, shape, 1);
 }
 
 /* ---- outputs --------------------------------------------------------------------- */
@@ -411,6 +462,14 @@ static void run_group(pt_instance *inst, slot *group, size_t n) {
     if (r.args == NULL || r.data == NULL || r.lengths == NULL || r.string_ptrs == NULL) err = oom();
   }
   for (uint32_t k = 0; err == NULL && k < r.inputs; k++) err = make_input(inst, reqs, n, total, k, &r);
+  if (err == NULL) {
+    r.batch_data = calloc(m->input_count + 1, sizeof *r.batch_data);
+    if (r.batch_data == NULL) err = oom();
+    else r.batch_count = m->input_count;
+  }
+  for (size_t k = 0; err == NULL && k < m->input_count; k++) {
+    if (m->inputs[k].batch_kind != PT_BATCH_NONE) err = make_batch_input(inst, reqs, n, k, &r);
+  }
   free(reqs);
   pt_result *res = NULL;
   uint64_t compute_start = nrd_bu_now_ns();

@@ -273,6 +273,61 @@ static TRITONSERVER_Error *read_states(const json_t *seq, pt_model *m) {
   return NULL;
 }
 
+/* batch_input: one input per target name, computed from the source
+ * input's element counts (Triton's kinds; the item-shape kinds are
+ * refused, as Triton's pytorch backend's collector lacks them). */
+static TRITONSERVER_Error *read_batch_inputs(const json_t *config, pt_model *m) {
+  static const struct {
+    const char *name;
+    pt_batch_kind kind;
+  } kinds[] = {{"BATCH_ELEMENT_COUNT", PT_BATCH_ELEMENT_COUNT},
+               {"BATCH_ACCUMULATED_ELEMENT_COUNT", PT_BATCH_ACCUMULATED_ELEMENT_COUNT},
+               {"BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO", PT_BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO},
+               {"BATCH_MAX_ELEMENT_COUNT_AS_SHAPE", PT_BATCH_MAX_ELEMENT_COUNT_AS_SHAPE}};
+  size_t i;
+  const json_t *bi;
+  json_array_foreach(json_object_get(config, "batch_input"), i, bi) {
+    const char *kind = json_string_value(json_object_get(bi, "kind"));
+    const char *dtype = json_string_value(json_object_get(bi, "data_type"));
+    const char *source = json_string_value(json_array_get(json_object_get(bi, "source_input"), 0));
+    pt_batch_kind k = PT_BATCH_NONE;
+    for (size_t n = 0; n < sizeof kinds / sizeof kinds[0]; n++) {
+      if (kind != NULL && strcmp(kind, kinds[n].name) == 0) k = kinds[n].kind;
+    }
+    if (k == PT_BATCH_NONE) {
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "unexpected batch input kind '%s' (model '%s': the pytorch backend serves "
+                               "BATCH_ELEMENT_COUNT, BATCH_ACCUMULATED_ELEMENT_COUNT(_WITH_ZERO) and "
+                               "BATCH_MAX_ELEMENT_COUNT_AS_SHAPE)",
+                               kind != NULL ? kind : "", m->name);
+    }
+    TRITONSERVER_DataType dt = config_datatype(dtype);
+    if (dt != TRITONSERVER_TYPE_INT32 && dt != TRITONSERVER_TYPE_FP32) {
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "model '%s': batch_input[%zu] has data_type %s; element counts are TYPE_INT32 or "
+                               "TYPE_FP32",
+                               m->name, i, dtype != NULL ? dtype : "(none)");
+    }
+    if (source == NULL || pt_model_input(m, source) == NULL) {
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "model '%s': batch_input[%zu] has source_input '%s', which is not an input",
+                               m->name, i, source != NULL ? source : "");
+    }
+    size_t t;
+    const json_t *target;
+    json_array_foreach(json_object_get(bi, "target_name"), t, target) {
+      const char *name = json_string_value(target);
+      TRITONSERVER_Error *err = push_io(&m->inputs, &m->input_count, name != NULL ? name : "", dt, -1);
+      if (err != NULL) return err;
+      pt_io *io = &m->inputs[m->input_count - 1];
+      io->batch_kind = k;
+      io->source = strdup(source);
+      if (io->source == NULL) return oom();
+    }
+  }
+  return NULL;
+}
+
 /* Whether every name of a configuration section follows "<name>__<index>". */
 static bool all_named_index(const json_t *section) {
   size_t i;
@@ -315,6 +370,9 @@ static TRITONSERVER_Error *read_tensors(const json_t *config, pt_model *m) {
     if (err != NULL) return err;
     m->inputs[m->input_count - 1].ragged = json_is_true(json_object_get(io, "allow_ragged_batch"));
   }
+  m->config_input_count = m->input_count;
+  TRITONSERVER_Error *berr = read_batch_inputs(config, m);
+  if (berr != NULL) return berr;
   json_array_foreach(outputs, i, io) {
     const char *name = json_string_value(json_object_get(io, "name"));
     const char *dtype = json_string_value(json_object_get(io, "data_type"));
@@ -394,7 +452,10 @@ TRITONSERVER_Error *pt_model_new(TRITONBACKEND_Model *model, pt_model **out) {
 }
 
 static void free_ios(pt_io *ios, size_t count) {
-  for (size_t i = 0; i < count; i++) free(ios[i].name);
+  for (size_t i = 0; i < count; i++) {
+    free(ios[i].name);
+    free(ios[i].source);
+  }
   free(ios);
 }
 
@@ -499,11 +560,12 @@ static TRITONSERVER_Error *bind_inputs(pt_instance *inst, const pt_arg_info *arg
                              "(the configuration's inputs, sequence controls and states: %s; forward(%s))",
                              m->name, m->input_count, n, want, have);
   }
-  /* The configuration's own inputs choose the convention. */
+  /* The configuration's own inputs choose the convention; batch inputs
+   * (which follow them, index -1 too) bind by it. */
   size_t configured = 0;
   while (configured < m->input_count && m->inputs[configured].index < 0) configured++;
   bool by_argument = true, by_index = true;
-  for (size_t i = 0; i < configured; i++) {
+  for (size_t i = 0; i < m->config_input_count; i++) {
     bool found = false;
     for (size_t a = 0; a < n; a++) found = found || strcmp(args[a].name, m->inputs[i].name) == 0;
     by_argument = by_argument && found;
@@ -535,8 +597,13 @@ static TRITONSERVER_Error *bind_inputs(pt_instance *inst, const pt_arg_info *arg
         index = by_index ? named_index(m->inputs[i].name) : (int)i;
       }
     }
+    if (index < 0) {
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "unable to load model '%s': input '%s' is not an argument of forward(%s)", m->name,
+                               m->inputs[i].name, have);
+    }
     /* Triton would write past forward()'s arguments here; we refuse. */
-    if (index < 0 || (size_t)index >= n) {
+    if ((size_t)index >= n) {
       return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
                                "unable to load model '%s': input '%s' names argument %d of forward(%s), which "
                                "takes %zu",

@@ -20,6 +20,16 @@
 #include "pt_torch.h"
 #include "triton/core/tritonbackend.h"
 
+/* What a batch_input entry computes from its source input (Triton's
+ * BatchInput kinds that its pytorch backend serves). */
+typedef enum pt_batch_kind {
+  PT_BATCH_NONE, /* not a batch input */
+  PT_BATCH_ELEMENT_COUNT,
+  PT_BATCH_ACCUMULATED_ELEMENT_COUNT,
+  PT_BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO,
+  PT_BATCH_MAX_ELEMENT_COUNT_AS_SHAPE
+} pt_batch_kind;
+
 /* One tensor of the configuration that forward() takes or gives. */
 typedef struct pt_io {
   char *name; /* owned */
@@ -27,6 +37,8 @@ typedef struct pt_io {
   bool ragged; /* allow_ragged_batch */
   bool requested_always; /* a state output: produced whether asked or not */
   bool is_output; /* an output of the "output" section (sent when asked) */
+  pt_batch_kind batch_kind; /* batch inputs: what to compute */
+  char *source; /* owned; batch inputs: the source input's name */
   int index; /* outputs: result position; controls, states: forward()'s
                 argument; -1 for configured inputs (bound per instance) */
 } pt_io;
@@ -38,11 +50,12 @@ typedef struct pt_model {
   pt_exec_options options;
   bool weight_sharing;
   bool has_states; /* sequence_batching.state is not empty */
-  /* Inputs: the configuration's inputs, then control inputs, then state
-   * inputs. Outputs: the configuration's outputs, then state outputs not
+  /* Inputs: the configuration's inputs, then batch inputs (one per
+   * target name), then control inputs, then state inputs. Outputs: the configuration's outputs, then state outputs not
    * also listed there. */
   pt_io *inputs; /* owned */
   size_t input_count;
+  size_t config_input_count; /* the "input" section's, which choose the naming */
   pt_io *outputs; /* owned */
   size_t output_count;
   pthread_mutex_t lock; /* guards 'shared' */

@@ -112,15 +112,23 @@ input [ { name: "INPUT__0" data_type: TYPE_STRING dims: [ 1 ] reshape { shape: [
 output [ { name: "OUTPUT__0" data_type: TYPE_STRING dims: [ 1 ] reshape { shape: [ ] } } ]
 dynamic_batching { max_queue_delay_microseconds: 100000 }
 """),
-    # A ragged input, flattened across the batch; n gives the rows.
+    # A ragged input, flattened across the batch; the accumulated element
+    # counts (a batch input) mark where each request's elements end.
     "ragged": ("""
-def forward(self, x, n):
-    return n * 0 + x.sum()
+def forward(self, x, ends):
+    sums: List[Tensor] = []
+    start = 0
+    for i in range(ends.size(0)):
+        end = int(ends[i])
+        sums.append(x[start:end].sum().reshape(1))
+        start = end
+    return torch.cat(sums).reshape(-1, 1)
 """, [], """
 backend: "pytorch"
 max_batch_size: 4
-input [ { name: "x" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true },
-        { name: "n" data_type: TYPE_FP32 dims: [ 1 ] } ]
+input [ { name: "x" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } ]
+batch_input [ { kind: BATCH_ACCUMULATED_ELEMENT_COUNT target_name: "ends" data_type: TYPE_INT32
+                source_input: "x" } ]
 output [ { name: "sum__0" data_type: TYPE_FP32 dims: [ 1 ] } ]
 dynamic_batching { max_queue_delay_microseconds: 200000 }
 """),
@@ -284,6 +292,11 @@ def forward(self, x, k: int):
         ["is using sequence batching with state but state 'STATE' does not follow the <name>__<index>"]),
     "gpu": (MODELS["picky"][0], [], MODELS["picky"][2] + "instance_group [ { kind: KIND_GPU } ]",
             ["KIND_GPU", "does not support GPUs"]),  # the core refuses it first, for now
+    "item_shape": (MODELS["ragged"][0], [], MODELS["ragged"][2].replace("BATCH_ACCUMULATED_ELEMENT_COUNT",
+                                                                         "BATCH_ITEM_SHAPE"),
+                   ["unexpected batch input kind 'BATCH_ITEM_SHAPE'"]),
+    "batch_input_int64": (MODELS["ragged"][0], [], MODELS["ragged"][2].replace("TYPE_INT32", "TYPE_INT64"),
+                          ["batch_input[0].data_type", "TYPE_INT64"]),  # the core refuses it first
     "inter_4": (MODELS["picky"][0], [], MODELS["picky"][2] +
                 'parameters { key: "INTER_OP_THREAD_COUNT" value { string_value: "4" } }',
                 ["inter-op thread pool already has 3 threads and cannot be resized to 4"]),
@@ -399,19 +412,18 @@ def test_batching_instances_and_kinds(server):
                           lambda st: st["inference_count"] >= before["inference_count"] + 6)
     assert stats["execution_count"] - before["execution_count"] < 3, stats  # they ran together
 
-    # Ragged: two requests of different lengths in one forward(), the
-    # input flattened; each row gets the sum over the whole batch.
+    # Ragged: requests of different lengths in one forward(), the input
+    # flattened, the batch input telling where each ends.
     def ragged(n):
         x = np.arange(1, n + 1, dtype=np.float32).reshape(1, n)
-        return outputs_of(infer(s, "ragged", [("x", x), ("n", np.ones((1, 1), np.float32))]))["sum__0"]
+        return outputs_of(infer(s, "ragged", [("x", x)]))["sum__0"]
 
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        got = list(pool.map(ragged, (3, 5)))
-    stats = settled_stats(s, "ragged", lambda st: st["inference_count"] >= 2)
-    if stats["execution_count"] == 1:
-        assert got == [[21.0], [21.0]], got  # 1+2+3 + 1+2+3+4+5
-    else:
-        assert got == [[6.0], [15.0]], got
+    before = settled_stats(s, "ragged", lambda st: True)
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        got = list(pool.map(ragged, (3, 5, 1)))
+    assert got == [[6.0], [15.0], [1.0]], got
+    stats = settled_stats(s, "ragged", lambda st: st["inference_count"] >= before["inference_count"] + 3)
+    assert stats["execution_count"] - before["execution_count"] < 3, stats  # they ran together
 
 
 def test_implicit_state_keeps_a_running_sum_per_sequence(server):
