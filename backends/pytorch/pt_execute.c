@@ -371,6 +371,39 @@ static void fill_strings(void *dst, const void *ctx) {
   }
 }
 
+/* A batch output (BATCH_SCATTER_WITH_INPUT_SHAPE): each request gets the
+ * next elements of the flat output, as many as its source input has, in
+ * that input's shape. */
+static TRITONSERVER_Error *scatter_with_input_shape(slot *group, size_t n, const pt_io *io, const pt_output *po) {
+  uint64_t size = TRITONSERVER_DataTypeByteSize(po->datatype), offset = 0;
+  for (size_t i = 0; i < n; i++) {
+    slot *s = &group[i];
+    TRITONBACKEND_Input *in = NULL;
+    const int64_t *shape = NULL;
+    uint32_t dims = 0;
+    TRITONSERVER_Error *err = TRITONBACKEND_RequestInput(s->request, io->source, &in);
+    if (err == NULL) err = TRITONBACKEND_InputProperties(in, NULL, NULL, &shape, &dims, NULL, NULL);
+    if (err != NULL) return err;
+    int64_t e = nrd_bu_shape_elements(shape, dims);
+    uint64_t bytes = e < 0 ? UINT64_MAX : (uint64_t)e * size;
+    if (bytes > po->byte_size - offset) {
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               BACKEND ": output '%s' holds %llu bytes, fewer than the batch's inputs '%s' ask",
+                               io->name, (unsigned long long)po->byte_size, io->source);
+    }
+    bool out = io->is_output && s->response != NULL && output_requested(s->request, io->name);
+    bytes_ctx c = {(const char *)po->data + offset, bytes};
+    offset += bytes;
+    if (!out) continue;
+    err = deliver(s, io->name, po->datatype, shape, dims, bytes, true, false, fill_bytes, &c);
+    if (err != NULL) {
+      fail_slot(s, err);
+      TRITONSERVER_ErrorDelete(err);
+    }
+  }
+  return NULL;
+}
+
 /* Hands every request of a group its part of configured output 'io'. An
  * error that concerns the model (not one request) is returned, for the
  * whole group. */
@@ -406,6 +439,7 @@ static TRITONSERVER_Error *scatter(const pt_model *m, slot *group, size_t n, int
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, BACKEND ": model '%s': output '%s' has %u dimensions",
                              m->name, io->name, po.dims_count);
   }
+  if (io->source != NULL && !po.is_strings) return scatter_with_input_shape(group, n, io, &po);
   if (batched && length != total) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
                              BACKEND ": model '%s': output '%s' has %lld rows (its first dimension) for a batch of "

@@ -328,6 +328,45 @@ static TRITONSERVER_Error *read_batch_inputs(const json_t *config, pt_model *m) 
   return NULL;
 }
 
+/* batch_output: BATCH_SCATTER_WITH_INPUT_SHAPE, the only kind: each
+ * request gets the output's next elements, shaped as its source input. */
+static TRITONSERVER_Error *read_batch_outputs(const json_t *config, pt_model *m) {
+  size_t i;
+  const json_t *bo;
+  json_array_foreach(json_object_get(config, "batch_output"), i, bo) {
+    const char *kind = json_string_value(json_object_get(bo, "kind"));
+    const char *source = json_string_value(json_array_get(json_object_get(bo, "source_input"), 0));
+    if (kind == NULL || strcmp(kind, "BATCH_SCATTER_WITH_INPUT_SHAPE") != 0) {
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "unexpected batch output kind '%s' (model '%s')",
+                               kind != NULL ? kind : "", m->name);
+    }
+    if (source == NULL || pt_model_input(m, source) == NULL) {
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "model '%s': batch_output[%zu] has source_input '%s', which is not an input",
+                               m->name, i, source != NULL ? source : "");
+    }
+    size_t t;
+    const json_t *target;
+    json_array_foreach(json_object_get(bo, "target_name"), t, target) {
+      pt_io *o = NULL;
+      for (size_t k = 0; k < m->output_count; k++) {
+        if (strcmp(m->outputs[k].name, json_string_value(target) != NULL ? json_string_value(target) : "") == 0) {
+          o = &m->outputs[k];
+        }
+      }
+      if (o == NULL || o->datatype == TRITONSERVER_TYPE_BYTES) {
+        return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                                 "model '%s': batch_output[%zu] target '%s' is not a tensor output", m->name, i,
+                                 json_string_value(target) != NULL ? json_string_value(target) : "");
+      }
+      free(o->source);
+      o->source = strdup(source);
+      if (o->source == NULL) return oom();
+    }
+  }
+  return NULL;
+}
+
 /* Whether every name of a configuration section follows "<name>__<index>". */
 static bool all_named_index(const json_t *section) {
   size_t i;
@@ -383,6 +422,8 @@ static TRITONSERVER_Error *read_tensors(const json_t *config, pt_model *m) {
     if (err != NULL) return err;
     m->outputs[m->output_count - 1].is_output = true;
   }
+  TRITONSERVER_Error *oerr = read_batch_outputs(config, m);
+  if (oerr != NULL) return oerr;
   const json_t *seq = json_object_get(config, "sequence_batching");
   if (seq != NULL) {
     TRITONSERVER_Error *err = read_controls(seq, m);

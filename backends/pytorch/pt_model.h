@@ -38,7 +38,8 @@ typedef struct pt_io {
   bool requested_always; /* a state output: produced whether asked or not */
   bool is_output; /* an output of the "output" section (sent when asked) */
   pt_batch_kind batch_kind; /* batch inputs: what to compute */
-  char *source; /* owned; batch inputs: the source input's name */
+  char *source; /* owned; batch inputs and batch outputs: the source
+                  input's name */
   int index; /* outputs: result position; controls, states: forward()'s
                 argument; -1 for configured inputs (bound per instance) */
 } pt_io;

@@ -132,6 +132,20 @@ batch_input [ { kind: BATCH_ACCUMULATED_ELEMENT_COUNT target_name: "ends" data_t
 output [ { name: "sum__0" data_type: TYPE_FP32 dims: [ 1 ] } ]
 dynamic_batching { max_queue_delay_microseconds: 200000 }
 """),
+    # The same flattening out: each request gets its elements back (doubled)
+    # in its input's shape (a batch output).
+    "ragged_out": ("""
+def forward(self, x, ends):
+    return x * 2
+""", [], """
+backend: "pytorch"
+max_batch_size: 4
+input [ { name: "x" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } ]
+batch_input [ { kind: BATCH_ELEMENT_COUNT target_name: "ends" data_type: TYPE_FP32 source_input: "x" } ]
+output [ { name: "y" data_type: TYPE_FP32 dims: [ -1 ] } ]
+batch_output [ { target_name: "y" kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: "x" } ]
+dynamic_batching { max_queue_delay_microseconds: 200000 }
+"""),
     # A model with weights; two instances share them.
     "linear": ("""
 def forward(self, x):
@@ -424,6 +438,15 @@ def test_batching_instances_and_kinds(server):
     assert got == [[6.0], [15.0], [1.0]], got
     stats = settled_stats(s, "ragged", lambda st: st["inference_count"] >= before["inference_count"] + 3)
     assert stats["execution_count"] - before["execution_count"] < 3, stats  # they ran together
+
+    def doubled(n):
+        x = np.arange(1, n + 1, dtype=np.float32).reshape(1, n)
+        return infer(s, "ragged_out", [("x", x)]).as_numpy("y")
+
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        got = list(pool.map(doubled, (3, 5, 1)))
+    for n, y in zip((3, 5, 1), got):
+        assert y.shape == (1, n) and list(y.flat) == [2.0 * v for v in range(1, n + 1)], (n, y)
 
 
 def test_implicit_state_keeps_a_running_sum_per_sequence(server):
