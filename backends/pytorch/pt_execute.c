@@ -89,8 +89,8 @@ static TRITONSERVER_Error *request_rows(const pt_model *m, slot *s) {
   if (err == NULL) err = TRITONBACKEND_InputProperties(input, &name, NULL, &shape, &dims, NULL, NULL);
   if (err != NULL) return err;
   if (dims == 0 || shape[0] < 0) {
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                             BACKEND ": model '%s': input '%s' has no batch dimension", m->name, name);
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, BACKEND ": model '%s': input '%s' has no batch dimension",
+                             m->name, name);
   }
   s->rows = shape[0];
   return NULL;
@@ -154,7 +154,7 @@ static TRITONSERVER_Error *split_strings(const char *model, const char *name, co
   if (at != size || n != elements) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
                              BACKEND ": model '%s': input '%s': BYTES data does not hold exactly %lld "
-                             "length-prefixed elements",
+                                     "length-prefixed elements",
                              model, name, (long long)elements);
   }
   return NULL;
@@ -189,8 +189,7 @@ static TRITONSERVER_Error *make_input(const pt_instance *inst, TRITONBACKEND_Req
   if (err != NULL) return err;
   const pt_io *io = pt_model_input(m, name);
   if (io == NULL) {
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, BACKEND ": model '%s' has no input '%s'", m->name,
-                             name);
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, BACKEND ": model '%s' has no input '%s'", m->name, name);
   }
   int slot_index = inst->arg_index[io - m->inputs];
   /* Elements of the whole batch, per request summed. */
@@ -215,8 +214,7 @@ static TRITONSERVER_Error *make_input(const pt_instance *inst, TRITONBACKEND_Req
   if (dt == TRITONSERVER_TYPE_BYTES) {
     err = split_strings(m->name, name, bi->data, bi->byte_size, elements, &r->string_ptrs[k], &r->lengths[k]);
     if (err == NULL) {
-      err = pt_args_set_strings(r->args, (size_t)slot_index, name, r->string_ptrs[k], r->lengths[k],
-                                (size_t)elements);
+      err = pt_args_set_strings(r->args, (size_t)slot_index, name, r->string_ptrs[k], r->lengths[k], (size_t)elements);
     }
     return err;
   }
@@ -248,8 +246,8 @@ static TRITONSERVER_Error *make_input(const pt_instance *inst, TRITONBACKEND_Req
 /* Sets forward()'s argument for batch input 'k' of the model (element
  * counts of its source input per request, as Triton's collector makes
  * them). */
-static TRITONSERVER_Error *make_batch_input(const pt_instance *inst, TRITONBACKEND_Request **reqs, size_t n,
-                                            size_t k, run *r) {
+static TRITONSERVER_Error *make_batch_input(const pt_instance *inst, TRITONBACKEND_Request **reqs, size_t n, size_t k,
+                                            run *r) {
   const pt_model *m = inst->model;
   const pt_io *io = &m->inputs[k];
   size_t count = io->batch_kind == PT_BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO ? n + 1 : n;
@@ -420,15 +418,14 @@ static TRITONSERVER_Error *scatter(const pt_model *m, slot *group, size_t n, int
   pt_output po;
   pt_result_output(res, (size_t)io->index, &po);
   if (po.is_strings != (io->datatype == TRITONSERVER_TYPE_BYTES) || (!po.is_strings && po.datatype != io->datatype)) {
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                             "configuration expects datatype TYPE_%s for output '%s', model provides %s%s%s",
-                             io->datatype == TRITONSERVER_TYPE_BYTES ? "STRING"
-                                                                     : TRITONSERVER_DataTypeString(io->datatype),
-                             io->name, po.is_strings ? "List[str]" : "TYPE_",
-                             po.is_strings                                  ? ""
-                             : po.datatype == TRITONSERVER_TYPE_INVALID ? po.torch_type
-                                                                        : TRITONSERVER_DataTypeString(po.datatype),
-                             po.datatype == TRITONSERVER_TYPE_INVALID && !po.is_strings ? " (no Triton datatype)" : "");
+    return nrd_bu_error_newf(
+        TRITONSERVER_ERROR_INVALID_ARG, "configuration expects datatype TYPE_%s for output '%s', model provides %s%s%s",
+        io->datatype == TRITONSERVER_TYPE_BYTES ? "STRING" : TRITONSERVER_DataTypeString(io->datatype), io->name,
+        po.is_strings ? "List[str]" : "TYPE_",
+        po.is_strings                              ? ""
+        : po.datatype == TRITONSERVER_TYPE_INVALID ? po.torch_type
+                                                   : TRITONSERVER_DataTypeString(po.datatype),
+        po.datatype == TRITONSERVER_TYPE_INVALID && !po.is_strings ? " (no Triton datatype)" : "");
   }
   int64_t length = po.is_strings ? (int64_t)po.string_count : (po.dims_count > 0 ? po.shape[0] : 0);
   if (!po.is_strings && po.dims_count == 0) {
@@ -498,8 +495,10 @@ static void run_group(pt_instance *inst, slot *group, size_t n) {
   for (uint32_t k = 0; err == NULL && k < r.inputs; k++) err = make_input(inst, reqs, n, total, k, &r);
   if (err == NULL) {
     r.batch_data = calloc(m->input_count + 1, sizeof *r.batch_data);
-    if (r.batch_data == NULL) err = oom();
-    else r.batch_count = m->input_count;
+    if (r.batch_data == NULL)
+      err = oom();
+    else
+      r.batch_count = m->input_count;
   }
   for (size_t k = 0; err == NULL && k < m->input_count; k++) {
     if (m->inputs[k].batch_kind != PT_BATCH_NONE) err = make_batch_input(inst, reqs, n, k, &r);
@@ -568,10 +567,10 @@ void pt_instance_execute(pt_instance *inst, TRITONBACKEND_ModelInstance *instanc
       any = any || slots[k].response != NULL;
     }
     if (any) {
-      nrd_bu_error_log_and_delete(TRITONBACKEND_ModelInstanceReportBatchStatistics(
-                                      instance, rows, exec_start, slots[i].compute_start, slots[i].compute_end,
-                                      nrd_bu_now_ns()),
-                                  BACKEND ": cannot report batch statistics");
+      nrd_bu_error_log_and_delete(
+          TRITONBACKEND_ModelInstanceReportBatchStatistics(instance, rows, exec_start, slots[i].compute_start,
+                                                           slots[i].compute_end, nrd_bu_now_ns()),
+          BACKEND ": cannot report batch statistics");
     }
     i = j;
   }

@@ -43,16 +43,16 @@ static TRITONSERVER_DataType config_datatype(const char *s) {
  * unsigned types above 8 bits, no BF16). */
 static bool torch_datatype(TRITONSERVER_DataType dt) {
   switch (dt) {
-  case TRITONSERVER_TYPE_BOOL:
-  case TRITONSERVER_TYPE_UINT8:
-  case TRITONSERVER_TYPE_INT8:
-  case TRITONSERVER_TYPE_INT16:
-  case TRITONSERVER_TYPE_INT32:
-  case TRITONSERVER_TYPE_INT64:
-  case TRITONSERVER_TYPE_FP16:
-  case TRITONSERVER_TYPE_FP32:
-  case TRITONSERVER_TYPE_FP64: return true;
-  default: return false;
+    case TRITONSERVER_TYPE_BOOL:
+    case TRITONSERVER_TYPE_UINT8:
+    case TRITONSERVER_TYPE_INT8:
+    case TRITONSERVER_TYPE_INT16:
+    case TRITONSERVER_TYPE_INT32:
+    case TRITONSERVER_TYPE_INT64:
+    case TRITONSERVER_TYPE_FP16:
+    case TRITONSERVER_TYPE_FP32:
+    case TRITONSERVER_TYPE_FP64: return true;
+    default: return false;
   }
 }
 
@@ -104,10 +104,17 @@ static TRITONSERVER_Error *param_int(const json_t *config, const char *model, co
 }
 
 /* The parameters Triton's pytorch backend reads (r25.07). */
-static const char *const known_params[] = {
-    "DISABLE_OPTIMIZED_EXECUTION", "ENABLE_CACHE_CLEANING", "INFERENCE_MODE", "DISABLE_CUDNN",
-    "ENABLE_TENSOR_FUSER", "ENABLE_WEIGHT_SHARING", "ENABLE_DETERMINISTIC_ALGORITHMS", "ENABLE_JIT_PROFILING",
-    "ENABLE_JIT_EXECUTOR", "INTRA_OP_THREAD_COUNT", "INTER_OP_THREAD_COUNT"};
+static const char *const known_params[] = {"DISABLE_OPTIMIZED_EXECUTION",
+                                           "ENABLE_CACHE_CLEANING",
+                                           "INFERENCE_MODE",
+                                           "DISABLE_CUDNN",
+                                           "ENABLE_TENSOR_FUSER",
+                                           "ENABLE_WEIGHT_SHARING",
+                                           "ENABLE_DETERMINISTIC_ALGORITHMS",
+                                           "ENABLE_JIT_PROFILING",
+                                           "ENABLE_JIT_EXECUTOR",
+                                           "INTRA_OP_THREAD_COUNT",
+                                           "INTER_OP_THREAD_COUNT"};
 
 static TRITONSERVER_Error *read_parameters(const json_t *config, pt_model *m) {
   int disable_opt = 0, cache = 0, inference = 1, disable_cudnn = 0, sharing = 0, deterministic = 0;
@@ -167,8 +174,7 @@ static size_t dims_of(const json_t *io) {
 }
 
 /* Appends one tensor to 'list'; its name is copied. */
-static TRITONSERVER_Error *push_io(pt_io **list, size_t *count, const char *name, TRITONSERVER_DataType dt,
-                                   int index) {
+static TRITONSERVER_Error *push_io(pt_io **list, size_t *count, const char *name, TRITONSERVER_DataType dt, int index) {
   pt_io *grown = realloc(*list, (*count + 1) * sizeof **list);
   if (grown == NULL) return oom();
   *list = grown;
@@ -226,8 +232,8 @@ static TRITONSERVER_Error *read_controls(const json_t *seq, pt_model *m) {
       dt = TRITONSERVER_TYPE_BOOL;
     }
     if (!torch_datatype(dt)) {
-      return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "input '%s' type '%s' is not supported by PyTorch.",
-                               name, dtype != NULL ? dtype : "(none)");
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "input '%s' type '%s' is not supported by PyTorch.", name,
+                               dtype != NULL ? dtype : "(none)");
     }
     TRITONSERVER_Error *err = push_io(&m->inputs, &m->input_count, name, dt, index);
     if (err != NULL) return err;
@@ -310,8 +316,8 @@ static TRITONSERVER_Error *read_batch_inputs(const json_t *config, pt_model *m) 
     }
     if (source == NULL || pt_model_input(m, source) == NULL) {
       return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                               "model '%s': batch_input[%zu] has source_input '%s', which is not an input",
-                               m->name, i, source != NULL ? source : "");
+                               "model '%s': batch_input[%zu] has source_input '%s', which is not an input", m->name, i,
+                               source != NULL ? source : "");
     }
     size_t t;
     const json_t *target;
@@ -342,8 +348,8 @@ static TRITONSERVER_Error *read_batch_outputs(const json_t *config, pt_model *m)
     }
     if (source == NULL || pt_model_input(m, source) == NULL) {
       return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                               "model '%s': batch_output[%zu] has source_input '%s', which is not an input",
-                               m->name, i, source != NULL ? source : "");
+                               "model '%s': batch_output[%zu] has source_input '%s', which is not an input", m->name, i,
+                               source != NULL ? source : "");
     }
     size_t t;
     const json_t *target;
@@ -530,8 +536,10 @@ static TRITONSERVER_Error *instance_module(pt_model *m, pt_module **out) {
     if (m->shared == NULL) err = pt_module_load(m->path, m->options.inference_mode, &m->shared);
     if (err == NULL) {
       *out = pt_module_share(m->shared);
-      if (*out == NULL) err = oom();
-      else NRD_BU_LOG(TRITONSERVER_LOG_INFO, BACKEND ": model '%s': instances share one module", m->name);
+      if (*out == NULL)
+        err = oom();
+      else
+        NRD_BU_LOG(TRITONSERVER_LOG_INFO, BACKEND ": model '%s': instances share one module", m->name);
     }
     pthread_mutex_unlock(&m->lock);
   } else {

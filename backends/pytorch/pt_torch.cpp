@@ -57,31 +57,31 @@ std::string reason() {
 
 bool to_torch(TRITONSERVER_DataType dt, at::ScalarType *out) {
   switch (dt) {
-  case TRITONSERVER_TYPE_BOOL: *out = at::kBool; return true;
-  case TRITONSERVER_TYPE_UINT8: *out = at::kByte; return true;
-  case TRITONSERVER_TYPE_INT8: *out = at::kChar; return true;
-  case TRITONSERVER_TYPE_INT16: *out = at::kShort; return true;
-  case TRITONSERVER_TYPE_INT32: *out = at::kInt; return true;
-  case TRITONSERVER_TYPE_INT64: *out = at::kLong; return true;
-  case TRITONSERVER_TYPE_FP16: *out = at::kHalf; return true;
-  case TRITONSERVER_TYPE_FP32: *out = at::kFloat; return true;
-  case TRITONSERVER_TYPE_FP64: *out = at::kDouble; return true;
-  default: return false;
+    case TRITONSERVER_TYPE_BOOL: *out = at::kBool; return true;
+    case TRITONSERVER_TYPE_UINT8: *out = at::kByte; return true;
+    case TRITONSERVER_TYPE_INT8: *out = at::kChar; return true;
+    case TRITONSERVER_TYPE_INT16: *out = at::kShort; return true;
+    case TRITONSERVER_TYPE_INT32: *out = at::kInt; return true;
+    case TRITONSERVER_TYPE_INT64: *out = at::kLong; return true;
+    case TRITONSERVER_TYPE_FP16: *out = at::kHalf; return true;
+    case TRITONSERVER_TYPE_FP32: *out = at::kFloat; return true;
+    case TRITONSERVER_TYPE_FP64: *out = at::kDouble; return true;
+    default: return false;
   }
 }
 
 TRITONSERVER_DataType to_triton(at::ScalarType t) {
   switch (t) {
-  case at::kBool: return TRITONSERVER_TYPE_BOOL;
-  case at::kByte: return TRITONSERVER_TYPE_UINT8;
-  case at::kChar: return TRITONSERVER_TYPE_INT8;
-  case at::kShort: return TRITONSERVER_TYPE_INT16;
-  case at::kInt: return TRITONSERVER_TYPE_INT32;
-  case at::kLong: return TRITONSERVER_TYPE_INT64;
-  case at::kHalf: return TRITONSERVER_TYPE_FP16;
-  case at::kFloat: return TRITONSERVER_TYPE_FP32;
-  case at::kDouble: return TRITONSERVER_TYPE_FP64;
-  default: return TRITONSERVER_TYPE_INVALID;
+    case at::kBool: return TRITONSERVER_TYPE_BOOL;
+    case at::kByte: return TRITONSERVER_TYPE_UINT8;
+    case at::kChar: return TRITONSERVER_TYPE_INT8;
+    case at::kShort: return TRITONSERVER_TYPE_INT16;
+    case at::kInt: return TRITONSERVER_TYPE_INT32;
+    case at::kLong: return TRITONSERVER_TYPE_INT64;
+    case at::kHalf: return TRITONSERVER_TYPE_FP16;
+    case at::kFloat: return TRITONSERVER_TYPE_FP32;
+    case at::kDouble: return TRITONSERVER_TYPE_FP64;
+    default: return TRITONSERVER_TYPE_INVALID;
   }
 }
 
@@ -93,10 +93,10 @@ char *copy(const std::string &s) {
 
 pt_arg_kind kind_of(const c10::TypePtr &type) {
   switch (type->kind()) {
-  case c10::TypeKind::TensorType: return PT_ARG_TENSOR;
-  case c10::TypeKind::ListType: return PT_ARG_LIST;
-  case c10::TypeKind::DictType: return PT_ARG_DICT;
-  default: return PT_ARG_OTHER;
+    case c10::TypeKind::TensorType: return PT_ARG_TENSOR;
+    case c10::TypeKind::ListType: return PT_ARG_LIST;
+    case c10::TypeKind::DictType: return PT_ARG_DICT;
+    default: return PT_ARG_OTHER;
   }
 }
 
