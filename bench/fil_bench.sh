@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The fil backend against Treelite's bare GTIL call (bench/fil_inprocess.c):
+# trains a 100-tree XGBoost model (32 features) with the xgboost wheel in
+# .deps/fil/py, writes it as a FIL model repository and runs nrd_bench_fil
+# on it. Figures only, never judged.
+#   bench/fil_bench.sh BUILD_DIR [nrd_bench_fil options...]
+# Use a Release tree for real figures:
+#   cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DNRD_BUILD_TESTS=OFF
+#   cmake --build build-bench -j2 --target nrd_bench_fil triton_fil
+set -euo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:?usage: bench/fil_bench.sh BUILD_DIR [options]}
+shift
+repo=$(mktemp -d)
+trap 'rm -rf "$repo"' EXIT
+PYTHONPATH=$src/.deps/fil/py /usr/bin/python3 - "$repo" <<'PY'
+import os, sys, warnings
+import numpy as np
+import xgboost as xgb
+repo = sys.argv[1]
+rng = np.random.default_rng(47)
+x = rng.uniform(-2, 2, (5000, 32)).astype(np.float32)
+y = (x[:, 0] + x[:, 1] * x[:, 2] > 0).astype(np.int32)
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    b = xgb.train({"objective": "binary:logistic", "max_depth": 6, "nthread": 1}, xgb.DMatrix(x, label=y), 100)
+os.makedirs(f"{repo}/fil100/1")
+b.save_model(f"{repo}/fil100/1/xgboost.json")
+with open(f"{repo}/fil100/config.pbtxt", "w") as f:
+    f.write("""backend: "fil"
+max_batch_size: 4096
+input [ { name: "input__0" data_type: TYPE_FP32 dims: [ 32 ] } ]
+output [ { name: "output__0" data_type: TYPE_FP32 dims: [ 1 ] } ]
+instance_group [ { kind: KIND_CPU } ]
+parameters { key: "model_type" value { string_value: "xgboost_json" } }
+""")
+PY
+"$build/bench/nrd_bench_fil" "$repo" --features 32 --backend-dir "$build/backends" "$@"
