@@ -2,11 +2,13 @@
 # The fil backend against Treelite's bare GTIL call (bench/fil_inprocess.c):
 # trains a 100-tree XGBoost model (32 features) with the xgboost wheel in
 # .deps/fil/py, writes it as a FIL model repository and runs nrd_bench_fil
-# on it. Figures only, never judged.
+# on it; then GTIL against XGBoost's and LightGBM's own C APIs on that
+# model and a 100-tree LightGBM one (bench/fil_alternatives.c). Figures
+# only, never judged.
 #   bench/fil_bench.sh BUILD_DIR [nrd_bench_fil options...]
 # Use a Release tree for real figures:
 #   cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DNRD_BUILD_TESTS=OFF
-#   cmake --build build-bench -j2 --target nrd_bench_fil triton_fil
+#   cmake --build build-bench -j2 --target nrd_bench_fil nrd_bench_fil_alternatives triton_fil
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:?usage: bench/fil_bench.sh BUILD_DIR [options]}
@@ -26,6 +28,9 @@ with warnings.catch_warnings():
     b = xgb.train({"objective": "binary:logistic", "max_depth": 6, "nthread": 1}, xgb.DMatrix(x, label=y), 100)
 os.makedirs(f"{repo}/fil100/1")
 b.save_model(f"{repo}/fil100/1/xgboost.json")
+import lightgbm as lgb
+l = lgb.train({"objective": "binary", "num_leaves": 64, "verbose": -1, "num_threads": 1}, lgb.Dataset(x, label=y), 100)
+l.save_model(f"{repo}/model.txt")
 with open(f"{repo}/fil100/config.pbtxt", "w") as f:
     f.write("""backend: "fil"
 max_batch_size: 4096
@@ -36,3 +41,5 @@ parameters { key: "model_type" value { string_value: "xgboost_json" } }
 """)
 PY
 "$build/bench/nrd_bench_fil" "$repo" --features 32 --backend-dir "$build/backends" "$@"
+cp "$repo/fil100/1/xgboost.json" "$repo/xgboost.json"
+"$build/bench/nrd_bench_fil_alternatives" "$repo" "$build/backends/fil/libtreelite.so" "$src/.deps/fil/py"
