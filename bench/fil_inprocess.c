@@ -9,7 +9,8 @@
  *
  * Prints figures, never judges them: the exit status is non-zero only when
  * a call fails. Threads: main() runs everything; callbacks come on the
- * model-instance thread and only set flags main() waits on. */
+ * model-instance thread and only count completions main() waits for. */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -43,8 +44,17 @@ typedef struct result {
 static struct {
   atomic_uint done; /* +1 final response, +1 release */
   atomic_uint errors;
+  pthread_mutex_t lock; /* with cond: main() sleeps until done reaches 2 */
+  pthread_cond_t cond;
   float out[MAX_ROWS];
-} g;
+} g = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+
+static void done_add(void) {
+  pthread_mutex_lock(&g.lock);
+  atomic_fetch_add_explicit(&g.done, 1, memory_order_release);
+  pthread_cond_signal(&g.cond);
+  pthread_mutex_unlock(&g.lock);
+}
 
 static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *a, const char *name, size_t size,
                                     TRITONSERVER_MemoryType mt, int64_t mt_id, void *userp, void **buffer,
@@ -70,12 +80,12 @@ static void on_response(TRITONSERVER_InferenceResponse *r, const uint32_t flags,
     if (failed(TRITONSERVER_InferenceResponseError(r), "response")) atomic_fetch_add(&g.errors, 1);
     TRITONSERVER_InferenceResponseDelete(r);
   }
-  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) atomic_fetch_add_explicit(&g.done, 1, memory_order_release);
+  if (flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL) done_add();
 }
 
 static void on_release(TRITONSERVER_InferenceRequest *req, const uint32_t flags, void *userp) {
   (void)req, (void)flags, (void)userp;
-  atomic_fetch_add_explicit(&g.done, 1, memory_order_release);
+  done_add();
 }
 
 static TRITONSERVER_Server *server_new(const opts *o) {
@@ -140,11 +150,17 @@ static bool server_call(void *p) {
   server_ctx *c = p;
   atomic_store_explicit(&g.done, 0, memory_order_relaxed);
   if (failed(TRITONSERVER_ServerInferAsync(c->server, c->req, NULL), "ServerInferAsync")) return false;
-  while (atomic_load_explicit(&g.done, memory_order_acquire) < 2) {
+  /* Spins briefly (a one-row answer comes within it), then sleeps: on a
+   * machine with few cores a spinning or yielding client would keep the
+   * instance thread from running. */
+  for (unsigned spins = 0; spins < 2000 && atomic_load_explicit(&g.done, memory_order_acquire) < 2; spins++) {
 #if defined(__x86_64__)
     __builtin_ia32_pause();
 #endif
   }
+  pthread_mutex_lock(&g.lock);
+  while (atomic_load_explicit(&g.done, memory_order_acquire) < 2) pthread_cond_wait(&g.cond, &g.lock);
+  pthread_mutex_unlock(&g.lock);
   return atomic_load(&g.errors) == 0;
 }
 
