@@ -289,6 +289,19 @@ static TRITONSERVER_Error *check_io(const fil_model *m, const json_t *config) {
                              "fil: model '%s': input 'input__0' has %lld features but the model in '%s' uses %lld",
                              m->name, (long long)dims[n - 1], m->path, (long long)m->num_feature);
   }
+  /* FIL's other output, treeshap_output (SHAP values), is not offered:
+   * a configuration naming it, or any other, is refused here rather than
+   * answered without it. */
+  const json_t *outputs = json_object_get(config, "output");
+  for (size_t i = 0; i < json_array_size(outputs); i++) {
+    const char *name = json_string_value(json_object_get(json_array_get(outputs, i), "name"));
+    if (name != NULL && strcmp(name, "output__0") != 0) {
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED,
+                               "fil: model '%s': output '%s' is not offered; this backend gives 'output__0' only "
+                               "(FIL's SHAP output, treeshap_output, is not implemented)",
+                               m->name, name);
+    }
+  }
   err = tensor_dims(m, config, "output", "output__0", dims, 8, &n);
   if (err != NULL) return err;
   int64_t count = 1;

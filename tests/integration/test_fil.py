@@ -199,6 +199,11 @@ def build(root):
         "bad_dtype": ({"xgboost.json": xgb_saver(reg, "json")},
                       config("xgboost_json", 1).replace("TYPE_FP32", "TYPE_FP64", 1),
                       ["input 'input__0' is TYPE_FP64; the FIL backend takes and gives TYPE_FP32 only"]),
+        "shap_output": ({"xgboost.json": xgb_saver(reg, "json")},
+                        config("xgboost_json", 1).replace(
+                            "instance_group", 'output [ { name: "treeshap_output" data_type: TYPE_FP32 dims: [ 7 ] } ]\n'
+                            "instance_group"),
+                        ["output 'treeshap_output' is not offered"]),
         "gpu_instance": ({"xgboost.json": xgb_saver(reg, "json")},
                          config("xgboost_json", 1).replace("KIND_CPU", "KIND_GPU"), None),
     }
