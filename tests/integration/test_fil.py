@@ -174,6 +174,11 @@ def build(root):
                  extra="dynamic_batching { max_queue_delay_microseconds: 200000 }\n"),
           lambda x: xgb_predict(multi, x))
 
+    # Two instances sharing one loaded model, predicting at the same time.
+    r.add("two_instances", {"model.txt": lambda path: l_multi.save_model(path)},
+          config("lightgbm", 3, {"predict_proba": "true"}).replace("{ kind: KIND_CPU }", "{ count: 2 kind: KIND_CPU }"),
+          lambda x: l_multi.predict(x))
+
     # Models that must fail their load, each with the words it must name.
     bad = {
         "bad_json": ({"xgboost.json": raw_bytes(b"{ this is not json")}, config("xgboost_json", 1),
@@ -235,10 +240,12 @@ def infer(s, model, x, protocol="http"):
             i = grpcclient.InferInput("input__0", list(x.shape), "FP32")
             i.set_data_from_numpy(x)
             return c.infer(model, [i]).as_numpy("output__0")
+    binary = protocol != "json"  # "json": HTTP with the tensors as JSON numbers
     with httpclient.InferenceServerClient(f"127.0.0.1:{s.port}", network_timeout=120.0) as c:
         i = httpclient.InferInput("input__0", list(x.shape), "FP32")
-        i.set_data_from_numpy(x, binary_data=True)
-        return c.infer(model, [i]).as_numpy("output__0")
+        i.set_data_from_numpy(x, binary_data=binary)
+        out = httpclient.InferRequestedOutput("output__0", binary_data=binary)
+        return c.infer(model, [i], outputs=[out]).as_numpy("output__0")
 
 
 def check(repo, model, x, got):
@@ -256,7 +263,7 @@ MODELS = ["xgb_reg_json", "xgb_bin_ubj_class", "xgb_bin_legacy_proba", "xgb_bin_
 @pytest.mark.parametrize("model", MODELS)
 def test_outputs_equal_the_training_library(served, model):
     s, repo = served
-    for protocol, x in (("http", TEST_X), ("grpc", TEST_X[:1])):
+    for protocol, x in (("http", TEST_X), ("grpc", TEST_X[:1]), ("json", TEST_X[4:9])):
         check(repo, model, x, infer(s, model, x, protocol))
 
 
@@ -285,6 +292,15 @@ def test_ragged_requests_batched_together(served):
         stats = c.get_inference_statistics("batched")["model_stats"][0]
     # Fewer executions than requests: the batcher put some together.
     assert stats["execution_count"] < len(sizes), stats
+
+
+def test_instances_share_the_model(served):
+    s, repo = served
+    x = RNG.standard_normal((16 * 40, FEATURES)).astype(np.float32)
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(lambda i: infer(s, "two_instances", x[i * 40:(i + 1) * 40]), range(16)))
+    for i, got in enumerate(results):
+        check(repo, "two_instances", x[i * 40:(i + 1) * 40], got)
 
 
 def test_bad_requests_get_errors_and_the_server_keeps_serving(served):
