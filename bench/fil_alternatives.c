@@ -70,8 +70,7 @@ typedef struct xgb_ctx {
 static bool xgb_predict(void *p, const float *in, int rows, int cols) {
   xgb_ctx *c = p;
   char values[256];
-  snprintf(values, sizeof values,
-           "{\"data\": [%llu, true], \"shape\": [%d, %d], \"typestr\": \"<f4\", \"version\": 3}",
+  snprintf(values, sizeof values, "{\"data\": [%llu, true], \"shape\": [%d, %d], \"typestr\": \"<f4\", \"version\": 3}",
            (unsigned long long)(uintptr_t)in, rows, cols);
   const uint64_t *shape = NULL;
   uint64_t dim = 0;
@@ -92,8 +91,8 @@ static bool xgb_open(const char *path, xgb_ctx *c, const char *file) {
   *(void **)&load = dlsym(so, "XGBoosterLoadModel");
   *(void **)&set = dlsym(so, "XGBoosterSetParam");
   *(void **)&c->predict = dlsym(so, "XGBoosterPredictFromDense");
-  return create && load && set && c->predict && create(NULL, 0, &c->booster) == 0 &&
-         load(c->booster, file) == 0 && set(c->booster, "nthread", "1") == 0;
+  return create && load && set && c->predict && create(NULL, 0, &c->booster) == 0 && load(c->booster, file) == 0 &&
+         set(c->booster, "nthread", "1") == 0;
 }
 
 /* ---- LightGBM -------------------------------------------------------------- */

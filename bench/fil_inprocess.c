@@ -137,8 +137,8 @@ typedef struct bare_ctx {
 
 static bool bare_call(void *p) {
   bare_ctx *c = p;
-  return c->tl->GTILPredict(c->model, c->in, "float32", (uint64_t)c->rows, c->out,
-                            c->rows >= 256 ? c->many : c->one) == 0;
+  return c->tl->GTILPredict(c->model, c->in, "float32", (uint64_t)c->rows, c->out, c->rows >= 256 ? c->many : c->one) ==
+         0;
 }
 
 typedef struct server_ctx {
@@ -171,9 +171,8 @@ static bool request_new(TRITONSERVER_Server *s, TRITONSERVER_ResponseAllocator *
   if (failed(TRITONSERVER_InferenceRequestNew(&r, s, MODEL, -1), "InferenceRequestNew")) return false;
   *out = r;
   return !failed(TRITONSERVER_InferenceRequestAddInput(r, "input__0", TRITONSERVER_TYPE_FP32, shape, 2), "AddInput") &&
-         !failed(TRITONSERVER_InferenceRequestAppendInputData(r, "input__0", in,
-                                                              (size_t)rows * (size_t)features * sizeof(float),
-                                                              TRITONSERVER_MEMORY_CPU, 0),
+         !failed(TRITONSERVER_InferenceRequestAppendInputData(
+                     r, "input__0", in, (size_t)rows * (size_t)features * sizeof(float), TRITONSERVER_MEMORY_CPU, 0),
                  "AppendInputData") &&
          !failed(TRITONSERVER_InferenceRequestSetReleaseCallback(r, on_release, NULL), "SetReleaseCallback") &&
          !failed(TRITONSERVER_InferenceRequestSetResponseCallback(r, alloc, NULL, on_response, NULL),

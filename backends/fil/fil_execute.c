@@ -64,8 +64,8 @@ static TRITONSERVER_Error *check_request(const fil_model *m, slot *s) {
   TRITONSERVER_Error *err = TRITONBACKEND_RequestInput(s->request, kInput, &input);
   if (err != NULL) {
     TRITONSERVER_ErrorDelete(err);
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "fil: model '%s': the request has no input '%s'",
-                             m->name, kInput);
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "fil: model '%s': the request has no input '%s'", m->name,
+                             kInput);
   }
   TRITONSERVER_DataType dt;
   const int64_t *shape = NULL;
@@ -162,8 +162,8 @@ static TRITONSERVER_Error *predict(fil_instance *inst, const float *rows_in, uin
   }
   TreeliteGTILConfigHandle config = total >= m->parallel_rows ? m->threads : m->one_thread;
   if (tl->GTILPredict(m->handle, input, m->input_f64 ? "float64" : "float32", total, target, config) != 0) {
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "fil: model '%s': Treelite's prediction failed: %s",
-                             m->name, tl_api_error(tl));
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "fil: model '%s': Treelite's prediction failed: %s", m->name,
+                             tl_api_error(tl));
   }
   if (post) postprocess(m, target, result, total);
   *out = result;
@@ -222,9 +222,8 @@ static void run(fil_instance *inst, slot *slots, uint32_t count, uint64_t total,
     }
     static const float kNone = 0.0f;
     const float *rows_out = out != NULL ? out + at * m->out_per_row : &kNone;
-    TRITONSERVER_Error *serr = nrd_bu_batch_output_scatter(&s->response, 1, kOutput, TRITONSERVER_TYPE_FP32, sh,
-                                                           dims, &nrows, rows_out,
-                                                           s->rows * m->out_per_row * sizeof(float));
+    TRITONSERVER_Error *serr = nrd_bu_batch_output_scatter(&s->response, 1, kOutput, TRITONSERVER_TYPE_FP32, sh, dims,
+                                                           &nrows, rows_out, s->rows * m->out_per_row * sizeof(float));
     if (serr != NULL) {
       fail_slot(s, serr);
       TRITONSERVER_ErrorDelete(serr);

@@ -28,8 +28,10 @@ static const struct {
   fil_format format;
   const char *file;
 } kFormats[] = {
-    {"xgboost", FIL_XGBOOST, "xgboost.model"},         {"xgboost_json", FIL_XGBOOST_JSON, "xgboost.json"},
-    {"xgboost_ubj", FIL_XGBOOST_UBJ, "xgboost.ubj"},   {"lightgbm", FIL_LIGHTGBM, "model.txt"},
+    {"xgboost", FIL_XGBOOST, "xgboost.model"},
+    {"xgboost_json", FIL_XGBOOST_JSON, "xgboost.json"},
+    {"xgboost_ubj", FIL_XGBOOST_UBJ, "xgboost.ubj"},
+    {"lightgbm", FIL_LIGHTGBM, "model.txt"},
     {"treelite_checkpoint", FIL_TREELITE, "checkpoint.tl"},
 };
 
@@ -60,8 +62,8 @@ static TRITONSERVER_Error *param_bool(const json_t *config, const char *model_na
   } else if (strcasecmp(text, "false") == 0 || strcmp(text, "0") == 0) {
     *out = false;
   } else {
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                             "fil: model '%s': parameter %s: '%s' is not true or false", model_name, key, text);
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "fil: model '%s': parameter %s: '%s' is not true or false",
+                             model_name, key, text);
   }
   return NULL;
 }
@@ -162,8 +164,7 @@ static TRITONSERVER_Error *model_path(TRITONBACKEND_Model *model, const json_t *
 }
 
 static TRITONSERVER_Error *tl_failed(const fil_model *m, const char *what) {
-  return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "fil: model '%s': %s: %s", m->name, what,
-                           tl_api_error(m->tl));
+  return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "fil: model '%s': %s: %s", m->name, what, tl_api_error(m->tl));
 }
 
 static TRITONSERVER_Error *load(fil_model *m) {
@@ -198,8 +199,7 @@ static TRITONSERVER_Error *load(fil_model *m) {
   snprintf(out_type, sizeof out_type, "%s", type);
   m->num_feature = features;
   if (features <= 0) {
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "fil: model '%s': '%s' uses no feature", m->name,
-                             m->path);
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "fil: model '%s': '%s' uses no feature", m->name, m->path);
   }
   if ((strcmp(in_type, "float32") != 0 && strcmp(in_type, "float64") != 0) ||
       (strcmp(out_type, "float32") != 0 && strcmp(out_type, "float64") != 0)) {
@@ -229,8 +229,7 @@ static TRITONSERVER_Error *load(fil_model *m) {
   m->gtil_per_row = 1;
   for (uint64_t d = 1; d < ndim; d++) m->gtil_per_row *= shape[d];
   if (m->gtil_per_row == 0) {
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "fil: model '%s': '%s' has no output", m->name,
-                             m->path);
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "fil: model '%s': '%s' has no output", m->name, m->path);
   }
   /* As FIL: a binary classifier's probabilities are [1 - p, p]; a class id
    * is one value; otherwise what the model gives. */
@@ -245,8 +244,8 @@ static TRITONSERVER_Error *load(fil_model *m) {
 }
 
 /* The dims of a configuration tensor, after the batch dimension. */
-static TRITONSERVER_Error *tensor_dims(const fil_model *m, const json_t *config, const char *section,
-                                       const char *name, int64_t *dims, size_t cap, size_t *count) {
+static TRITONSERVER_Error *tensor_dims(const fil_model *m, const json_t *config, const char *section, const char *name,
+                                       int64_t *dims, size_t cap, size_t *count) {
   const json_t *t = nrd_bu_config_tensor(config, section, name);
   if (t == NULL) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
@@ -257,8 +256,8 @@ static TRITONSERVER_Error *tensor_dims(const fil_model *m, const json_t *config,
   const char *dt = json_string_value(json_object_get(t, "data_type"));
   if (dt == NULL || strcmp(dt, "TYPE_FP32") != 0) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                             "fil: model '%s': %s '%s' is %s; the FIL backend takes and gives TYPE_FP32 only",
-                             m->name, section, name, dt != NULL ? dt : "untyped");
+                             "fil: model '%s': %s '%s' is %s; the FIL backend takes and gives TYPE_FP32 only", m->name,
+                             section, name, dt != NULL ? dt : "untyped");
   }
   const json_t *arr = json_object_get(t, "dims");
   size_t n = json_array_size(arr);

@@ -71,9 +71,9 @@ TRITONSERVER_Error *tl_api_open(const char *backend_dir, tl_api *out) {
   };
   for (size_t i = 0; i < sizeof kFunctions / sizeof kFunctions[0]; i++) {
     if (!bind(api.library, kFunctions[i].name, (char *)&api + kFunctions[i].offset)) {
-      TRITONSERVER_Error *err = nrd_bu_error_newf(
-          TRITONSERVER_ERROR_UNAVAILABLE, "fil: %s has no function Treelite%s (the backend needs Treelite 4)",
-          api.path, kFunctions[i].name);
+      TRITONSERVER_Error *err = nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE,
+                                                  "fil: %s has no function Treelite%s (the backend needs Treelite 4)",
+                                                  api.path, kFunctions[i].name);
       dlclose(api.library);
       return err;
     }
