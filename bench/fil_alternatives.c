@@ -141,11 +141,12 @@ static uint64_t p50(const lib *l, const float *in, int rows, int cols, double se
 
 int main(int argc, char **argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: %s MODELS_DIR TREELITE_SO FIL_PY_DIR [SECONDS]\n", argv[0]);
+    fprintf(stderr, "usage: %s MODELS_DIR TREELITE_SO FIL_PY_DIR [SECONDS [MAX_ROWS]]\n", argv[0]);
     return 2;
   }
   const char *dir = argv[1], *tl_so = argv[2], *py = argv[3];
   double seconds = argc > 4 ? atof(argv[4]) : 0.5;
+  int max_rows = argc > 5 ? atoi(argv[5]) : MAX_ROWS;
   const int cols = 32;
   char xgb_file[4096], lgb_file[4096], xgb_so[4096], lgb_so[4096];
   snprintf(xgb_file, sizeof xgb_file, "%s/xgboost.json", dir);
@@ -179,6 +180,7 @@ int main(int argc, char **argv) {
   for (int k = 0; k < 2; k++) {
     for (size_t b = 0; b < 3; b++) {
       int rows = kBatches[b];
+      if (rows > max_rows) break;
       uint64_t f = p50(&pairs[k][0], in, rows, cols, seconds);
       uint64_t a = p50(&pairs[k][1], in, rows, cols, seconds);
       if (f == 0 || a == 0) return 1;

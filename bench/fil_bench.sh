@@ -5,7 +5,8 @@
 # on it; then GTIL against XGBoost's and LightGBM's own C APIs on that
 # model and a 100-tree LightGBM one (bench/fil_alternatives.c). Figures
 # only, never judged.
-#   bench/fil_bench.sh BUILD_DIR [nrd_bench_fil options...]
+#   bench/fil_bench.sh BUILD_DIR [--quick | nrd_bench_fil options...]
+# --quick (the test suite's run) measures batches 1 and 64 briefly.
 # Use a Release tree for real figures:
 #   cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DNRD_BUILD_TESTS=OFF
 #   cmake --build build-bench -j2 --target nrd_bench_fil nrd_bench_fil_alternatives triton_fil
@@ -42,4 +43,9 @@ parameters { key: "model_type" value { string_value: "xgboost_json" } }
 PY
 "$build/bench/nrd_bench_fil" "$repo" --features 32 --backend-dir "$build/backends" "$@"
 cp "$repo/fil100/1/xgboost.json" "$repo/xgboost.json"
-"$build/bench/nrd_bench_fil_alternatives" "$repo" "$build/backends/fil/libtreelite.so" "$src/.deps/fil/py"
+# NRD_FIL_BENCH_ALTERNATIVES=0 leaves the libraries' comparison out (the
+# TSan test run: XGBoost's OpenMP threads are invisible to TSan).
+[ "${NRD_FIL_BENCH_ALTERNATIVES:-1}" = 0 ] && exit 0
+alt=()
+[ "${1:-}" = --quick ] && alt=(0.05 64)
+"$build/bench/nrd_bench_fil_alternatives" "$repo" "$build/backends/fil/libtreelite.so" "$src/.deps/fil/py" "${alt[@]}"
