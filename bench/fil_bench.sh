@@ -16,7 +16,11 @@ build=${1:?usage: bench/fil_bench.sh BUILD_DIR [options]}
 shift
 repo=$(mktemp -d)
 trap 'rm -rf "$repo"' EXIT
-PYTHONPATH=$src/.deps/fil/py /usr/bin/python3 - "$repo" <<'PY'
+# NRD_FIL_BENCH_THREADS=N caps GTIL's threads on both sides (cpu_nthread;
+# default every core). The TSan test run sets 1: the wheel's OpenMP
+# threads are invisible to TSan.
+threads=${NRD_FIL_BENCH_THREADS:-}
+PYTHONPATH=$src/.deps/fil/py /usr/bin/python3 - "$repo" "$threads" <<'PY'
 import os, sys, warnings
 import numpy as np
 import xgboost as xgb
@@ -40,8 +44,10 @@ output [ { name: "output__0" data_type: TYPE_FP32 dims: [ 1 ] } ]
 instance_group [ { kind: KIND_CPU } ]
 parameters { key: "model_type" value { string_value: "xgboost_json" } }
 """)
+    if sys.argv[2]:
+        f.write('parameters { key: "cpu_nthread" value { string_value: "%s" } }\n' % sys.argv[2])
 PY
-"$build/bench/nrd_bench_fil" "$repo" --features 32 --backend-dir "$build/backends" "$@"
+"$build/bench/nrd_bench_fil" "$repo" --features 32 --backend-dir "$build/backends" ${threads:+--threads "$threads"} "$@"
 cp "$repo/fil100/1/xgboost.json" "$repo/xgboost.json"
 # NRD_FIL_BENCH_ALTERNATIVES=0 leaves the libraries' comparison out (the
 # TSan test run: XGBoost's OpenMP threads are invisible to TSan).

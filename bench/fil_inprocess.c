@@ -3,9 +3,9 @@
  * same rows, in one run: p50 latency and rows/s at batch 1, 64 and 4096.
  * bench/fil_bench.sh trains the model and runs this.
  *
- * Both sides use the same GTIL configurations as the backend: one thread
- * below 256 rows, cpu_nthread threads (all cores: GTIL's nthread -1) from
- * there. One request in flight at a time: the figures are latency-bound.
+ * Both sides pick their GTIL thread count as the backend does (fil_model.h:
+ * a power of two, or every core, with at least FIL_ROWS_PER_THREAD rows
+ * each). One request in flight at a time: the figures are latency-bound.
  *
  * Prints figures, never judges them: the exit status is non-zero only when
  * a call fails. Threads: main() runs everything; callbacks come on the
@@ -17,8 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench_util.h"
+#include "fil_model.h"
 #include "tl_api.h"
 #include "triton/core/tritonserver.h"
 
@@ -35,6 +37,7 @@ typedef struct opts {
   int features;
   double seconds; /* per measurement */
   int max_rows; /* largest batch measured */
+  long threads; /* GTIL's threads at most, as the model's cpu_nthread */
 } opts;
 
 typedef struct result {
@@ -130,7 +133,9 @@ static result measure(const opts *o, int rows, call_fn fn, void *ctx) {
 typedef struct bare_ctx {
   const tl_api *tl;
   TreeliteModelHandle model;
-  TreeliteGTILConfigHandle one, many;
+  TreeliteGTILConfigHandle configs[FIL_MAX_CONFIGS];
+  int threads[FIL_MAX_CONFIGS];
+  int config_count;
   const float *in;
   float *out;
   int rows;
@@ -138,8 +143,9 @@ typedef struct bare_ctx {
 
 static bool bare_call(void *p) {
   bare_ctx *c = p;
-  return c->tl->GTILPredict(c->model, c->in, "float32", (uint64_t)c->rows, c->out, c->rows >= 256 ? c->many : c->one) ==
-         0;
+  int k = 0;
+  while (k + 1 < c->config_count && (uint64_t)c->rows >= (uint64_t)c->threads[k + 1] * FIL_ROWS_PER_THREAD) k++;
+  return c->tl->GTILPredict(c->model, c->in, "float32", (uint64_t)c->rows, c->out, c->configs[k]) == 0;
 }
 
 typedef struct server_ctx {
@@ -181,7 +187,7 @@ static bool request_new(TRITONSERVER_Server *s, TRITONSERVER_ResponseAllocator *
 }
 
 int main(int argc, char **argv) {
-  opts o = {NULL, NRD_BACKEND_DIR, 32, 1.0, MAX_ROWS};
+  opts o = {NULL, NRD_BACKEND_DIR, 32, 1.0, MAX_ROWS, 0};
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) { /* the test suite's run: does it work? */
       o.seconds = 0.05;
@@ -190,17 +196,21 @@ int main(int argc, char **argv) {
       o.backend_dir = argv[++i];
     } else if (i + 1 < argc && !strcmp(argv[i], "--features")) {
       o.features = atoi(argv[++i]);
+    } else if (i + 1 < argc && !strcmp(argv[i], "--threads")) {
+      o.threads = atol(argv[++i]);
     } else if (i + 1 < argc && !strcmp(argv[i], "--seconds")) {
       o.seconds = atof(argv[++i]);
     } else if (o.repo == NULL && argv[i][0] != '-') {
       o.repo = argv[i];
     } else {
-      fprintf(stderr, "usage: %s REPO [--features N] [--seconds S] [--backend-dir DIR] [--quick]\n", argv[0]);
+      fprintf(stderr, "usage: %s REPO [--features N] [--seconds S] [--threads N] [--backend-dir DIR] [--quick]\n",
+              argv[0]);
       return 2;
     }
   }
   if (o.repo == NULL || o.features < 1) {
-    fprintf(stderr, "usage: %s REPO [--features N] [--seconds S] [--backend-dir DIR] [--quick]\n", argv[0]);
+    fprintf(stderr, "usage: %s REPO [--features N] [--seconds S] [--threads N] [--backend-dir DIR] [--quick]\n",
+            argv[0]);
     return 2;
   }
   char dir[4096], file[4096];
@@ -208,10 +218,20 @@ int main(int argc, char **argv) {
   snprintf(file, sizeof file, "%s/%s/1/xgboost.json", o.repo, MODEL);
   tl_api tl;
   if (failed(tl_api_open(dir, &tl), "tl_api_open")) return 1;
-  bare_ctx bc = {&tl, NULL, NULL, NULL, NULL, NULL, 0};
-  if (tl.LoadXGBoostModelJSON(file, "{}", &bc.model) != 0 ||
-      tl.GTILParseConfig("{\"predict_type\": \"default\", \"nthread\": 1}", &bc.one) != 0 ||
-      tl.GTILParseConfig("{\"predict_type\": \"default\", \"nthread\": -1}", &bc.many) != 0) {
+  bare_ctx bc;
+  memset(&bc, 0, sizeof bc);
+  bc.tl = &tl;
+  bool ok = tl.LoadXGBoostModelJSON(file, "{}", &bc.model) == 0;
+  long most = o.threads > 0 ? o.threads : sysconf(_SC_NPROCESSORS_ONLN);
+  for (long t = 1; ok && bc.config_count < FIL_MAX_CONFIGS; t *= 2) {
+    int n = (int)(t < most ? t : most);
+    char json[96];
+    snprintf(json, sizeof json, "{\"predict_type\": \"default\", \"nthread\": %d}", n);
+    ok = tl.GTILParseConfig(json, &bc.configs[bc.config_count]) == 0;
+    bc.threads[bc.config_count++] = n;
+    if (n >= most) break;
+  }
+  if (!ok) {
     fprintf(stderr, "error: Treelite: %s: %s\n", file, tl_api_error(&tl));
     return 1;
   }
@@ -268,8 +288,7 @@ int main(int argc, char **argv) {
   TRITONSERVER_ResponseAllocatorDelete(alloc);
   failed(TRITONSERVER_ServerStop(s), "ServerStop");
   TRITONSERVER_ServerDelete(s);
-  tl.GTILDeleteConfig(bc.one);
-  tl.GTILDeleteConfig(bc.many);
+  for (int i = 0; i < bc.config_count; i++) tl.GTILDeleteConfig(bc.configs[i]);
   tl.FreeModel(bc.model);
   free(in);
   free(out);

@@ -160,7 +160,7 @@ static TRITONSERVER_Error *predict(fil_instance *inst, const float *rows_in, uin
     target = scratch(&inst->gtil, total * m->gtil_per_row * (m->output_f64 ? sizeof(double) : sizeof(float)));
     if (target == NULL) return oom();
   }
-  TreeliteGTILConfigHandle config = total >= m->parallel_rows ? m->threads : m->one_thread;
+  TreeliteGTILConfigHandle config = fil_model_config(m, total);
   if (tl->GTILPredict(m->handle, input, m->input_f64 ? "float64" : "float32", total, target, config) != 0) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "fil: model '%s': Treelite's prediction failed: %s", m->name,
                              tl_api_error(tl));

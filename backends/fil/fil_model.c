@@ -11,13 +11,9 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "nereid/backend_utils.h"
-
-/* Batches of at least this many rows are predicted on cpu_nthread threads;
- * smaller ones on the instance thread alone, where waking OpenMP's threads
- * costs more than it saves (docs/fil.md has the measurements). */
-enum { kParallelRows = 256 };
 
 static TRITONSERVER_Error *oom(void) {
   return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, "fil: out of memory");
@@ -210,20 +206,25 @@ static TRITONSERVER_Error *load(fil_model *m) {
   }
   m->input_f64 = strcmp(in_type, "float64") == 0;
   m->output_f64 = strcmp(out_type, "float64") == 0;
-  char json[96];
-  snprintf(json, sizeof json, "{\"predict_type\": \"default\", \"nthread\": 1}");
-  if (tl->GTILParseConfig(json, &m->one_thread) != 0) {
-    m->one_thread = NULL;
-    return tl_failed(m, "cannot configure GTIL");
-  }
-  snprintf(json, sizeof json, "{\"predict_type\": \"default\", \"nthread\": %d}", m->params.cpu_nthread);
-  if (tl->GTILParseConfig(json, &m->threads) != 0) {
-    m->threads = NULL;
-    return tl_failed(m, "cannot configure GTIL");
+  /* 1, 2, 4, ... threads, then the maximum: cpu_nthread, or every online
+   * core as GTIL's own default (nthread <= 0) would take. */
+  long most = m->params.cpu_nthread > 0 ? m->params.cpu_nthread : sysconf(_SC_NPROCESSORS_ONLN);
+  if (most < 1) most = 1;
+  if (most > 4096) most = 4096;
+  for (long t = 1; m->config_count < FIL_MAX_CONFIGS; t *= 2) {
+    int n = (int)(t < most ? t : most);
+    char json[96];
+    snprintf(json, sizeof json, "{\"predict_type\": \"default\", \"nthread\": %d}", n);
+    if (tl->GTILParseConfig(json, &m->configs[m->config_count]) != 0) {
+      m->configs[m->config_count] = NULL;
+      return tl_failed(m, "cannot configure GTIL");
+    }
+    m->threads[m->config_count++] = n;
+    if (n == most) break;
   }
   const uint64_t *shape = NULL;
   uint64_t ndim = 0;
-  if (tl->GTILGetOutputShape(m->handle, 1, m->one_thread, &shape, &ndim) != 0 || ndim < 1) {
+  if (tl->GTILGetOutputShape(m->handle, 1, m->configs[0], &shape, &ndim) != 0 || ndim < 1) {
     return tl_failed(m, "cannot find GTIL's output shape");
   }
   m->gtil_per_row = 1;
@@ -333,7 +334,6 @@ TRITONSERVER_Error *fil_model_new(TRITONBACKEND_Model *model, const tl_api *tl, 
     return oom();
   }
   m->tl = tl;
-  m->parallel_rows = kParallelRows;
   err = fil_params_read(config, m->name, &m->params);
   if (err == NULL) err = nrd_bu_config_max_batch_size(config, &m->max_batch_size);
   if (err == NULL) err = model_path(model, config, m);
@@ -344,18 +344,24 @@ TRITONSERVER_Error *fil_model_new(TRITONBACKEND_Model *model, const tl_api *tl, 
     fil_model_free(m);
     return err;
   }
-  NRD_BU_LOG(TRITONSERVER_LOG_INFO, "fil: model '%s': %zu trees, %lld features, %llu output%s per row from '%s' (%s)",
+  NRD_BU_LOG(TRITONSERVER_LOG_INFO,
+             "fil: model '%s': %zu trees, %lld features, %llu output%s per row from '%s' (%s), up to %d threads",
              m->name, m->num_tree, (long long)m->num_feature, (unsigned long long)m->out_per_row,
-             m->out_per_row == 1 ? "" : "s", m->path, format_name(m->params.format));
+             m->out_per_row == 1 ? "" : "s", m->path, format_name(m->params.format), m->threads[m->config_count - 1]);
   *out = m;
   return NULL;
+}
+
+TreeliteGTILConfigHandle fil_model_config(const fil_model *m, uint64_t rows) {
+  int k = 0;
+  while (k + 1 < m->config_count && rows >= (uint64_t)m->threads[k + 1] * FIL_ROWS_PER_THREAD) k++;
+  return m->configs[k];
 }
 
 void fil_model_free(fil_model *m) {
   if (m == NULL) return;
   if (m->tl != NULL) {
-    if (m->one_thread != NULL) m->tl->GTILDeleteConfig(m->one_thread);
-    if (m->threads != NULL) m->tl->GTILDeleteConfig(m->threads);
+    for (int i = 0; i < m->config_count; i++) m->tl->GTILDeleteConfig(m->configs[i]);
     if (m->handle != NULL) m->tl->FreeModel(m->handle);
   }
   free(m->path);

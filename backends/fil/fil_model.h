@@ -18,6 +18,15 @@
 #include "tl_api.h"
 #include "triton/core/tritonbackend.h"
 
+/* GTIL configurations a model keeps: 1, 2, 4, ... threads up to 4096. */
+#define FIL_MAX_CONFIGS 14
+
+/* Rows each thread gets at least: a batch of r rows runs on the largest
+ * configured count of threads t with r >= t * FIL_ROWS_PER_THREAD (about
+ * 150 us of GTIL per thread for a 100-tree model, well above what waking
+ * an OpenMP thread costs; docs/fil.md, "Threads"). */
+#define FIL_ROWS_PER_THREAD 16
+
 /* model_type, with the file each reads by default. */
 typedef enum fil_format {
   FIL_XGBOOST, /* xgboost.model, XGBoost's legacy binary */
@@ -34,7 +43,7 @@ typedef struct fil_params {
   bool predict_proba; /* one score per class instead of a class id */
   float threshold; /* binary classifiers: class 1 above it (0.5) */
   bool allow_unknown_field; /* xgboost_allow_unknown_field */
-  int cpu_nthread; /* GTIL's threads for large batches; <= 0: all cores */
+  int cpu_nthread; /* GTIL's threads at most; <= 0: every online core */
 } fil_params;
 
 typedef struct fil_model {
@@ -44,9 +53,12 @@ typedef struct fil_model {
   char *path; /* the model file */
   int64_t max_batch_size;
   TreeliteModelHandle handle; /* FreeModel */
-  TreeliteGTILConfigHandle one_thread; /* GTILDeleteConfig; small batches */
-  TreeliteGTILConfigHandle threads; /* GTILDeleteConfig; large batches */
-  uint64_t parallel_rows; /* batches of at least this many rows use 'threads' */
+  /* GTIL configurations (GTILDeleteConfig each): configs[k] predicts on
+   * threads[k] threads, 1, 2, 4, ... up to the model's maximum, the last
+   * being the maximum itself. fil_model_config picks one per batch. */
+  TreeliteGTILConfigHandle configs[FIL_MAX_CONFIGS];
+  int threads[FIL_MAX_CONFIGS];
+  int config_count;
   int64_t num_feature; /* columns of input__0 */
   size_t num_tree;
   bool input_f64; /* the model's thresholds are float64 (LightGBM): inputs are widened */
@@ -73,6 +85,10 @@ const char *fil_format_default_file(fil_format format);
  * TRITONBACKEND_ModelInitialize.
  */
 TRITONSERVER_Error *fil_model_new(TRITONBACKEND_Model *model, const tl_api *tl, fil_model **out);
+
+/* The GTIL configuration for a batch of 'rows' rows (see configs). Any
+ * thread. */
+TreeliteGTILConfigHandle fil_model_config(const fil_model *m, uint64_t rows);
 
 /* Frees a model and what Treelite holds for it; NULL is fine. */
 void fil_model_free(fil_model *m);
