@@ -163,8 +163,17 @@ static TRITONSERVER_Error *tl_failed(const fil_model *m, const char *what) {
   return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "fil: model '%s': %s: %s", m->name, what, tl_api_error(m->tl));
 }
 
+/* Treelite's own lines (a parser's warnings: an unknown JSON key, ...)
+ * into the server's log rather than bare on stderr. */
+static void tl_log_info(const char *msg) { NRD_BU_LOG(TRITONSERVER_LOG_VERBOSE, "fil: Treelite: %s", msg); }
+static void tl_log_warning(const char *msg) { NRD_BU_LOG(TRITONSERVER_LOG_WARN, "fil: Treelite: %s", msg); }
+
 static TRITONSERVER_Error *load(fil_model *m) {
   const tl_api *tl = m->tl;
+  /* Per thread in Treelite: registered by each thread that loads. */
+  if (tl->RegisterLogCallback(tl_log_info) != 0 || tl->RegisterWarningCallback(tl_log_warning) != 0) {
+    return tl_failed(m, "cannot route Treelite's log");
+  }
   const char *parser = m->params.allow_unknown_field ? "{\"allow_unknown_field\": true}" : "{}";
   int rc = -1;
   switch (m->params.format) {

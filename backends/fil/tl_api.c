@@ -68,6 +68,8 @@ TRITONSERVER_Error *tl_api_open(const char *backend_dir, tl_api *out) {
       {"GTILDeleteConfig", offsetof(tl_api, GTILDeleteConfig)},
       {"GTILGetOutputShape", offsetof(tl_api, GTILGetOutputShape)},
       {"GTILPredict", offsetof(tl_api, GTILPredict)},
+      {"RegisterLogCallback", offsetof(tl_api, RegisterLogCallback)},
+      {"RegisterWarningCallback", offsetof(tl_api, RegisterWarningCallback)},
   };
   for (size_t i = 0; i < sizeof kFunctions / sizeof kFunctions[0]; i++) {
     if (!bind(api.library, kFunctions[i].name, (char *)&api + kFunctions[i].offset)) {

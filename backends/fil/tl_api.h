@@ -51,6 +51,10 @@ typedef struct tl_api {
    * output type. */
   int (*GTILPredict)(TreeliteModelHandle model, const void *input, const char *input_type, uint64_t num_row,
                      void *output, TreeliteGTILConfigHandle config);
+  /* Where Treelite's info and warning lines go instead of stderr: the
+   * registry is per thread, so each thread that loads a model registers. */
+  int (*RegisterLogCallback)(void (*callback)(const char *));
+  int (*RegisterWarningCallback)(void (*callback)(const char *));
 } tl_api;
 
 /*

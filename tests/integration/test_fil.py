@@ -14,6 +14,7 @@ One server (explicit model control) serves every model: the suite stays
 within a few seconds of server time under the sanitizers.
 """
 import concurrent.futures
+import json
 import os
 import tempfile
 import warnings
@@ -154,12 +155,20 @@ def build(root):
     r.add("tl_checkpoint", {"checkpoint.tl": checkpoint},
           config("treelite_checkpoint", 3, {"output_class": "true", "predict_proba": "true"}),
           lambda x: xgb_predict(multi, x))
-    # A file name of the user's choosing, and FIL's GPU-only parameters
+    # A file name of the user's choosing, a JSON key XGBoost did not write
+    # (xgboost_allow_unknown_field), and FIL's GPU-only parameters
     # (accepted and unused on the CPU, as FIL does there) with KIND_AUTO.
     gpu_only = {"algo": "TREE_REORG", "storage_type": "SPARSE", "threads_per_tree": "4", "blocks_per_sm": "2",
                 "transfer_threshold": "2", "use_experimental_optimizations": "true", "layout": "breadth_first",
                 "chunk_size": "4", "xgboost_allow_unknown_field": "true"}
-    r.add("custom_name_gpu_params", {"trees.json": xgb_saver(reg, "json")},
+    def with_unknown_key(path):
+        xgb_saver(reg, "json")(path)
+        with open(path) as f:
+            doc = json.load(f)
+        doc["learner"]["nereid_extra"] = 1
+        with open(path, "w") as f:
+            json.dump(doc, f)
+    r.add("custom_name_gpu_params", {"trees.json": with_unknown_key},
           config("xgboost_json", 1, gpu_only, extra='default_model_filename: "trees.json"\n').replace(
               "KIND_CPU", "KIND_AUTO"),
           lambda x: xgb_predict(reg, x).reshape(-1, 1))
@@ -209,6 +218,8 @@ def build(root):
                             "instance_group", 'output [ { name: "treeshap_output" data_type: TYPE_FP32 dims: [ 7 ] } ]\n'
                             "instance_group"),
                         ["output 'treeshap_output' is not offered"]),
+        "unknown_field": ({"xgboost.json": with_unknown_key}, config("xgboost_json", 1),
+                          ["Model failed to load into Treelite with error", "could not be parsed as XGBoost model"]),
         "gpu_instance": ({"xgboost.json": xgb_saver(reg, "json")},
                          config("xgboost_json", 1).replace("KIND_CPU", "KIND_GPU"), None),
     }
