@@ -177,6 +177,9 @@ def build(root):
           config("lightgbm", 1, max_batch_size=0).replace(f"dims: [ {FEATURES} ]", f"dims: [ -1, {FEATURES} ]").replace(
               "dims: [ 1 ]", "dims: [ -1, 1 ]"),
           lambda x: l_reg.predict(x).reshape(-1, 1))
+    # Without batching, one row as [ features ].
+    r.add("unbatched_row", {"model.txt": lambda path: l_reg.save_model(path)},
+          config("lightgbm", 1, max_batch_size=0), lambda x: l_reg.predict(x.reshape(1, -1)).reshape(1))
     # Many small requests batched together by the dynamic batcher.
     r.add("batched", {"xgboost.json": xgb_saver(multi, "json")},
           config("xgboost_json", 3, {"predict_proba": "true", "output_class": "true"},
@@ -288,6 +291,8 @@ def test_many_rows_in_one_request_on_several_threads(served):
 def test_model_without_batching(served):
     s, repo = served
     check(repo, "unbatched", TEST_X[:5], infer(s, "unbatched", TEST_X[:5]))
+    for protocol in ("http", "grpc"):
+        check(repo, "unbatched_row", TEST_X[7], infer(s, "unbatched_row", TEST_X[7], protocol))
 
 
 def test_ragged_requests_batched_together(served):
