@@ -64,13 +64,20 @@ static TRITONSERVER_Error *param_bool(const json_t *config, const char *model_na
   return NULL;
 }
 
-/* A name FIL checks though only its GPU path uses it. */
+/* A name FIL checks though only its GPU path uses it: FIL's sentence for
+ * an unknown one when it has one ('triton_sentence'), else ours listing
+ * 'allowed_text'. */
 static TRITONSERVER_Error *param_choice(const json_t *config, const char *model_name, const char *key,
-                                        const char *triton_sentence, const char *const *allowed) {
+                                        const char *triton_sentence, const char *const *allowed,
+                                        const char *allowed_text) {
   const char *text = nrd_bu_config_parameter(config, key);
   if (text == NULL) return NULL;
   for (size_t i = 0; allowed[i] != NULL; i++) {
     if (strcmp(text, allowed[i]) == 0) return NULL;
+  }
+  if (triton_sentence == NULL) {
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "fil: model '%s': parameter %s: '%s' is not one of %s",
+                             model_name, key, text, allowed_text);
   }
   return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "%s%s (fil: model '%s', parameter %s)", triton_sentence,
                            text, model_name, key);
@@ -122,9 +129,13 @@ TRITONSERVER_Error *fil_params_read(const json_t *config, const char *model_name
   static const char *const kAlgos[] = {"ALGO_AUTO", "NAIVE", "TREE_REORG", "BATCH_TREE_REORG", NULL};
   static const char *const kStorage[] = {"AUTO", "DENSE", "SPARSE", "SPARSE8", NULL};
   static const char *const kLayouts[] = {"depth_first", "breadth_first", "layered", NULL};
-  if (err == NULL) err = param_choice(config, model_name, "algo", "Unknown FIL algorithm name: ", kAlgos);
-  if (err == NULL) err = param_choice(config, model_name, "storage_type", "Unknown FIL storage type name: ", kStorage);
-  if (err == NULL) err = param_choice(config, model_name, "layout", "Unknown FIL layout name: ", kLayouts);
+  if (err == NULL) err = param_choice(config, model_name, "algo", "Unknown FIL algorithm name: ", kAlgos, NULL);
+  if (err == NULL) {
+    err = param_choice(config, model_name, "storage_type", "Unknown FIL storage type name: ", kStorage, NULL);
+  }
+  if (err == NULL) {
+    err = param_choice(config, model_name, "layout", NULL, kLayouts, "depth_first, breadth_first, layered");
+  }
   if (err != NULL) return err;
   p.cpu_nthread = (int)nthread;
   *out = p;
