@@ -119,6 +119,8 @@ def build(root):
     reg = xgb_train("reg:squarederror", REG_Y)
     binary = xgb_train("binary:logistic", BINARY_Y)
     multi = xgb_train("multi:softprob", MULTI_Y, num_class=3)
+    poisson = xgb_train("count:poisson", np.abs(REG_Y * 2).astype(np.int32))
+    softmax = xgb_train("multi:softmax", MULTI_Y, num_class=3)
     l_multi = lgb_train("multiclass", MULTI_Y, num_class=3)
     l_reg = lgb_train("regression", REG_Y)
     l_bin = lgb_train("binary", BINARY_Y)
@@ -141,6 +143,13 @@ def build(root):
     r.add("xgb_multi_proba", {"xgboost.ubj": xgb_saver(multi, "ubj")},
           config("xgboost_ubj", 3, {"is_classifier": "true", "predict_proba": "true"}),
           lambda x: xgb_predict(multi, x))
+    # Objectives whose transform is not a sigmoid: exp (Poisson), and
+    # multi:softmax, whose predict gives class ids as output_class does.
+    r.add("xgb_poisson", {"xgboost.json": xgb_saver(poisson, "json")}, config("xgboost_json", 1),
+          lambda x: xgb_predict(poisson, x).reshape(-1, 1))
+    r.add("xgb_softmax_class", {"xgboost.ubj": xgb_saver(softmax, "ubj")},
+          config("xgboost_ubj", 1, {"output_class": "true"}),
+          lambda x: xgb_predict(softmax, x).astype(np.float32).reshape(-1, 1))
     r.add("lgb_multi_proba", {"model.txt": lambda path: l_multi.save_model(path)},
           config("lightgbm", 3, {"output_class": "true", "predict_proba": "true"}),
           lambda x: l_multi.predict(x))
@@ -271,7 +280,7 @@ def check(repo, model, x, got):
 
 
 MODELS = ["xgb_reg_json", "xgb_bin_ubj_class", "xgb_bin_legacy_proba", "xgb_bin_score", "xgb_multi_class",
-          "xgb_multi_proba", "lgb_multi_proba", "lgb_reg", "lgb_bin_class", "tl_checkpoint", "custom_name_gpu_params"]
+          "xgb_multi_proba", "xgb_poisson", "xgb_softmax_class", "lgb_multi_proba", "lgb_reg", "lgb_bin_class", "tl_checkpoint", "custom_name_gpu_params"]
 
 
 @pytest.mark.parametrize("model", MODELS)
