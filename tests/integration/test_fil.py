@@ -358,3 +358,32 @@ def test_bad_models_fail_their_load_clearly(served):
         assert states["bad_json"] == "UNAVAILABLE", states
         assert states["xgb_reg_json"] == "READY", states
     check(repo, "lgb_reg", TEST_X, infer(s, "lgb_reg", TEST_X))
+
+
+def test_without_treelite_fil_models_fail_and_others_serve():
+    # A backend folder holding libtriton_fil.so but not libtreelite.so: the
+    # fil model fails to load naming where Treelite was looked for; the
+    # identity model beside it serves.
+    import shutil
+    with tempfile.TemporaryDirectory() as backends, tempfile.TemporaryDirectory() as root:
+        os.makedirs(os.path.join(backends, "fil"))
+        shutil.copy(os.path.join(BACKENDS, "fil", "libtriton_fil.so"), os.path.join(backends, "fil"))
+        shutil.copytree(os.path.join(BACKENDS, "identity"), os.path.join(backends, "identity"))
+        repo = Repo(root)
+        repo.add("trees", {"xgboost.json": xgb_saver(xgb_train("reg:squarederror", REG_Y, rounds=2), "json")},
+                 config("xgboost_json", 1))
+        shutil.copytree(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "models",
+                                     "identity_fp32"), os.path.join(root, "identity_fp32"))
+        env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+        s = Server([f"--model-repository={root}", f"--backend-directory={backends}", "--http-port=0",
+                    "--http-address=127.0.0.1", "--grpc-port=0", "--grpc-address=127.0.0.1",
+                    "--allow-metrics=false", "--exit-on-error=false"], env=env)
+        with running(s) as lines:
+            table = "".join(lines)
+            assert "| identity_fp32 | 1       | READY" in table, table
+            assert "cannot load Treelite" in table and "fil/libtreelite.so" in table, table
+            port = listening_ports(lines)["http"]
+            with httpclient.InferenceServerClient(f"127.0.0.1:{port}") as c:
+                i = httpclient.InferInput("INPUT0", [1, 2], "FP32")
+                i.set_data_from_numpy(np.array([[1, 2]], np.float32))
+                assert c.infer("identity_fp32", [i]).as_numpy("OUTPUT0").tolist() == [[1, 2]]
