@@ -191,6 +191,30 @@ PY
   publish tritonserver "$req"
 }
 
+# Treelite's library for the fil backend, and the training libraries its
+# tests use. libtreelite.so looks for its OpenMP runtime in the wheel's
+# treelite.libs/: its RPATH is set to $ORIGIN, where the build copies both.
+# The Python packages go to a --target folder the tests put on PYTHONPATH.
+fetch_fil() {
+  local req=$pyreq/fil.txt
+  part_current fil "$req" && { echo "fetch_pypi: fil up to date"; return; }
+  [ "$(uname -m)" = x86_64 ] || { echo "fetch_pypi: the pinned Treelite wheel is for x86_64 only; the fil backend will not load" >&2; return; }
+  mkdir -p "$work/fil"
+  download "$req" "$work/fil"
+  local dest=$deps/fil.partial gomp
+  rm -rf "$dest"
+  gomp=$("$python" -c 'import sys, zipfile; print([n for n in zipfile.ZipFile(sys.argv[1]).namelist() if n.startswith("treelite.libs/libgomp")][0])' "$work"/fil/treelite-*.whl) ||
+    fail "the Treelite wheel of ${req#"$src"/} carries no OpenMP runtime; nothing was installed"
+  extract "$work"/fil/treelite-*.whl "$dest" treelite/lib/libtreelite.so=lib/libtreelite.so "$gomp=lib/${gomp#treelite.libs/}"
+  patchelf --set-rpath '$ORIGIN' "$dest/lib/libtreelite.so"
+  "$python" -m pip install --quiet --disable-pip-version-check --no-deps --no-index --require-hashes \
+    --target "$dest/py" --find-links "$work/fil" -r "$req" >&2 ||
+    fail "installing ${req#"$src"/} into .deps/fil/py failed; nothing was installed"
+  "$python" -c 'import ctypes, sys; ctypes.CDLL(sys.argv[1]).TreeliteGTILPredict' "$dest/lib/libtreelite.so" ||
+    fail "libtreelite.so from ${req#"$src"/} does not load here (ldd it); nothing was installed"
+  publish fil "$req"
+}
+
 # libtorch's CPU libraries and C++ headers from PyPI's torch wheel, with
 # the two CUDA libraries libtorch_cpu.so NEEDs (it loads without a GPU).
 # Everything lands in lib/ so libtorch_cpu.so's RPATH ($ORIGIN) finds them.
@@ -231,4 +255,5 @@ fetch_onnxruntime
 fetch_perf_analyzer
 fetch_venv
 fetch_oracle
+fetch_fil
 fetch_pytorch

@@ -77,6 +77,15 @@ json_t *nrd_model_config_without_positions(const json_t *cfg);
  * at the same time. */
 void nrd_model_config_carry_positions(json_t *to, const json_t *from);
 
+/* Gives cfg the backend (and platform) that the files of the model's first
+ * version directory tell, as Triton's auto-complete does when the
+ * configuration names no platform, default_model_filename or backend
+ * (other than tensorflow): model.savedmodel/ or model.graphdef, model.plan,
+ * model.onnx, model.xml, model.pt, model.pt2, model.py, in Triton's order.
+ * Nothing changes when none is there. Returns 0, or -1 when out of memory.
+ * Any thread, cfg not being used by another at the same time. */
+int nrd_model_config_detect_backend(json_t *cfg, const char *model_dir);
+
 /* Applies Triton's defaults in place, as Triton does for a server with
  * (has_gpu != 0) or without GPUs:
  *  - name from model_name when empty; a different non-empty name is an error

@@ -505,6 +505,11 @@ TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *a, TRITONBACKEND_M
    * a bad one gets the core's message, never the backend's. Only what the
    * backend's auto-complete may still fill in waits for the full check
    * after its ModelInitialize. */
+  if (nrd_model_config_detect_backend(cfg, m->model_dir) != 0) {
+    json_decref(cfg);
+    err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory loading model '%s'", a->name);
+    goto fail;
+  }
   if ((err = validate_early(m, cfg)) || (err = check_model_files(m, cfg))) {
     json_decref(cfg);
     goto fail;

@@ -18,6 +18,7 @@
 #include "message.h"
 #include "metrics.h"
 #include "model.h"
+#include "model_config.h"
 #include "rate_limiter.h"
 #include "response_cache.h"
 #include "parameter.h"
@@ -81,35 +82,16 @@ static bool deps_has(TRITONSERVER_Server *s, const char *name) {
   return has;
 }
 
-/* Loads `name`; when it is an ensemble, first the models of its steps that
- * are not loaded yet, as Triton loads an ensemble's composing models with
- * it. `chain` lists the ensembles being loaded around this one (a name
- * seen again is a cycle). A step model that fails to load is logged; the
- * ensemble's own load then says it is missing. */
-static TRITONSERVER_Error *load_with_steps(TRITONSERVER_Server *s, const char *name, const char **chain, size_t depth) {
-  for (size_t i = 0; i < depth; i++) {
-    if (strcmp(chain[i], name)) continue;
-    char path[1024];
-    size_t used = 0;
-    for (size_t k = i; k < depth && used < sizeof path; k++)
-      used += (size_t)snprintf(path + used, sizeof path - used, "%s -> ", chain[k]);
-    /* Triton's sentence (the ensemble met again, the last one before it),
-     * then the whole path as ours. */
-    TRITONSERVER_Error *e = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                                          "circular dependency between ensembles: %s -> ... -> %s -> %s "
-                                          "(path: %s%s)",
-                                          name, chain[depth - 1], name, path, name);
-    NRD_LOG_ERROR("failed to load '%s': %s", chain[0], TRITONSERVER_ErrorMessage(e));
-    return e;
-  }
-  enum { MAX_DEPTH = 32 };
-  if (depth == MAX_DEPTH) {
-    NRD_LOG_ERROR("failed to load '%s': ensembles are nested more than %d deep", chain[0], MAX_DEPTH);
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "ensemble '%s' is nested more than %d deep", name, MAX_DEPTH);
-  }
-  char **steps = NULL;
-  size_t n = 0;
-  nrd_repo_ensemble_steps(s->repo, name, &steps, &n);
+static TRITONSERVER_Error *load_with_steps(TRITONSERVER_Server *s, const char *name, const char **chain, size_t depth);
+
+enum { MAX_DEPTH = 32 };
+
+/* Loads those of `steps` (the step models of ensemble `name`, inside
+ * `chain`) that are not loaded yet; frees `steps` and its names. Only a
+ * cycle is an error: a step that fails to load is logged by its load, and
+ * the ensemble's own load then says it is missing. */
+static TRITONSERVER_Error *load_steps(TRITONSERVER_Server *s, const char *name, char **steps, size_t n,
+                                      const char **chain, size_t depth) {
   TRITONSERVER_Error *err = NULL;
   for (size_t i = 0; i < n; i++) {
     TRITONBACKEND_Model *m = NULL;
@@ -131,6 +113,38 @@ static TRITONSERVER_Error *load_with_steps(TRITONSERVER_Server *s, const char *n
     free(steps[i]);
   }
   free(steps);
+  return err;
+}
+
+/* Loads `name`; when it is an ensemble, first the models of its steps that
+ * are not loaded yet, as Triton loads an ensemble's composing models with
+ * it. `chain` lists the ensembles being loaded around this one (a name
+ * seen again is a cycle). A step model that fails to load is logged; the
+ * ensemble's own load then says it is missing. */
+static TRITONSERVER_Error *load_with_steps(TRITONSERVER_Server *s, const char *name, const char **chain, size_t depth) {
+  for (size_t i = 0; i < depth; i++) {
+    if (strcmp(chain[i], name)) continue;
+    char path[1024];
+    size_t used = 0;
+    for (size_t k = i; k < depth && used < sizeof path; k++)
+      used += (size_t)snprintf(path + used, sizeof path - used, "%s -> ", chain[k]);
+    /* Triton's sentence (the ensemble met again, the last one before it),
+     * then the whole path as ours. */
+    TRITONSERVER_Error *e = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                                          "circular dependency between ensembles: %s -> ... -> %s -> %s "
+                                          "(path: %s%s)",
+                                          name, chain[depth - 1], name, path, name);
+    NRD_LOG_ERROR("failed to load '%s': %s", chain[0], TRITONSERVER_ErrorMessage(e));
+    return e;
+  }
+  if (depth == MAX_DEPTH) {
+    NRD_LOG_ERROR("failed to load '%s': ensembles are nested more than %d deep", chain[0], MAX_DEPTH);
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "ensemble '%s' is nested more than %d deep", name, MAX_DEPTH);
+  }
+  char **steps = NULL;
+  size_t n = 0;
+  nrd_repo_ensemble_steps(s->repo, name, &steps, &n);
+  TRITONSERVER_Error *err = load_steps(s, name, steps, n, chain, depth);
   if (err) return err;
   err = nrd_repo_load(s->repo, name, NULL, NULL, 0);
   if (!err) deps_mark(s, name, depth > 0);
@@ -623,6 +637,26 @@ TRITONSERVER_Error *TRITONSERVER_ServerLoadModel(TRITONSERVER_Server *server, co
   return load_with_steps(server, model_name, NULL, 0);
 }
 
+/* The step model names of the ensemble that a load's `config` override
+ * (JSON) describes, as nrd_repo_ensemble_steps gives them; none when it
+ * is not an ensemble or does not parse (the load then says why). */
+static void override_steps(const char *config, char ***steps, size_t *n) {
+  *steps = NULL;
+  *n = 0;
+  json_t *cfg = json_loads(config, 0, NULL);
+  const json_t *platform = json_object_get(cfg, "platform");
+  const json_t *list = json_object_get(json_object_get(cfg, "ensemble_scheduling"), "step");
+  size_t count = json_is_string(platform) && !strcmp(json_string_value(platform), NRD_ENSEMBLE_PLATFORM)
+                     ? json_array_size(list)
+                     : 0;
+  if (count) *steps = calloc(count, sizeof(**steps));
+  for (size_t i = 0; *steps && i < count; i++) {
+    const char *m = json_string_value(json_object_get(json_array_get(list, i), "model_name"));
+    if (m && (((*steps)[*n] = strdup(m)))) (*n)++;
+  }
+  json_decref(cfg);
+}
+
 TRITONSERVER_Error *TRITONSERVER_ServerLoadModelWithParameters(TRITONSERVER_Server *server, const char *model_name,
                                                                const TRITONSERVER_Parameter **parameters,
                                                                const uint64_t parameter_count) {
@@ -651,7 +685,17 @@ TRITONSERVER_Error *TRITONSERVER_ServerLoadModelWithParameters(TRITONSERVER_Serv
       err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "unrecognized load parameter '%s'", p->name);
     }
   }
+  if (!err) {
+    char **steps = NULL;
+    size_t n = 0;
+    if (config)
+      override_steps(config, &steps, &n);
+    else
+      nrd_repo_ensemble_steps(server->repo, model_name, &steps, &n);
+    err = load_steps(server, model_name, steps, n, NULL, 0);
+  }
   if (!err) err = nrd_repo_load(server->repo, model_name, config, files, n_files);
+  if (!err) deps_mark(server, model_name, false);
   free(files);
   return err;
 }

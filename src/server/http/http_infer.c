@@ -285,9 +285,12 @@ static const req_output *find_output(const infer_ctx *c, const char *name) {
   return NULL;
 }
 
+/* As Triton: binary_data_output only sets the outputs the request does not
+ * name; one named without binary_data is JSON (server r25.07
+ * http_server.cc CheckBinaryOutputData, checked by its qa/L0_http). */
 static bool output_binary(const infer_ctx *c, const char *name) {
   const req_output *ro = find_output(c, name);
-  if (ro && ro->binary >= 0) return ro->binary;
+  if (ro) return ro->binary > 0;
   return c->binary_default;
 }
 
