@@ -38,9 +38,24 @@ _REPLY_COUNT = struct.Struct("<I")
 _REPLY_OUT = struct.Struct("<BBHxxxxQQ")
 _SHAPE = [struct.Struct(f"<{d}q") for d in range(65)]
 _RELEASE_ALL = pb_utils.TRITONSERVER_REQUEST_RELEASE_ALL
+_Tensor = pb_utils.Tensor
+_new_tensor = object.__new__
 # Message codecs: compact, no cycle check, no encoding sniffing (UTF-8).
 _encode = json.JSONEncoder(check_circular=False, separators=(",", ":")).encode
-_decode = json.JSONDecoder().decode
+_scan = json.JSONDecoder().scan_once
+
+
+def _decode(text):
+    """A message's JSON (the server writes exactly one value, no
+    whitespace): the C scanner without JSONDecoder.decode's wrapper and
+    its two whitespace matches."""
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:
+        raise ValueError(f"python: unreadable message: {text[:80]!r}") from None
+    if end != len(text):
+        raise ValueError(f"python: unreadable message: {text[:80]!r}")
+    return value
 
 
 class Stub:
@@ -65,7 +80,10 @@ class Stub:
         self.closed = []
         self.active = False  # handling a server message: the server answers ours
         self.generation = 0  # of the message being handled: senders belong to one
-        self.senders_done = threading.Condition()
+        # senders_lock is senders_done's lock: `with` on it directly costs
+        # a third of the Condition's Python-level __enter__/__exit__.
+        self.senders_lock = threading.Lock()
+        self.senders_done = threading.Condition(self.senders_lock)
 
     # -- helpers --
     def adopt(self, buf):
@@ -201,9 +219,20 @@ class Stub:
     def request(self, d, factory):
         """The InferenceRequest of message entry `d`; `factory` makes its
         response sender at first use."""
-        return pb_utils.InferenceRequest._wrap([self.tensor_in(i) for i in d["inputs"]], d["requested"], d["id"],
-                                               d.get("correlation_id", 0), d["flags"], d["timeout"],
-                                               d["parameters"], factory)
+        inputs = []
+        for i in d["inputs"]:
+            dt = _NP_DTYPE.get(i["dtype"])
+            if dt is None:
+                inputs.append(self.tensor_in(i))
+                continue
+            # tensor_in's common case inline (a view of the region).
+            t = _new_tensor(_Tensor)
+            t._name = i["name"]
+            t._array = np.ndarray(i["shape"], dt, self.buf, i["off"])
+            t._dtype = i["dtype"]
+            inputs.append(t)
+        return pb_utils.InferenceRequest._wrap(inputs, d["requested"], d["id"], d.get("correlation_id", 0),
+                                               d["flags"], d["timeout"], d["parameters"], factory)
 
     def response_out(self, resp, off):
         """The reply entry (JSON) of one response, its outputs written from
@@ -422,14 +451,18 @@ class Stub:
                     for i, d in enumerate(msg["requests"])]
         self.out_off = msg["out_off"]
         self.in_end = msg["out_off"]
-        with self.senders_done:
+        with self.senders_lock:
             self.used = [False] * len(requests)
             self.closed = [False] * len(requests)
         execute = getattr(self.model, "execute", None)
         if execute is None:
             return self.failed(f"Python model {self.model_file} does not implement `execute` method.")
         try:
-            responses = self.run(execute, requests)
+            responses = execute(requests)
+            if type(responses) is not list and responses is not None and inspect.isawaitable(responses):
+                if self.loop is None:
+                    self.loop = asyncio.new_event_loop()
+                responses = self.loop.run_until_complete(responses)
         except BaseException as e:  # noqa: BLE001 - the model's failure answers its requests
             traceback.print_exc()
             return self.failed(self.describe(e))
