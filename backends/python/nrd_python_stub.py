@@ -309,9 +309,9 @@ class Stub:
             append(_REPLY_COUNT.pack(len(outs)))
             for name, code, shape, at, n in outs:
                 dims = len(shape)
-                if dims > 64:
-                    return None
                 name = name.encode()
+                if dims > 64 or len(name) >= 0xffff:
+                    return None  # the JSON reply carries it (or refuses it)
                 append(_REPLY_OUT.pack(code, dims, len(name) + 1, at, n))
                 append(_SHAPE[dims].pack(*shape))
                 append(name)
