@@ -14,6 +14,7 @@
 #include "cpu_metrics.h"
 #include "error.h"
 #include "files.h"
+#include "gpu.h"
 #include "log.h"
 #include "message.h"
 #include "metrics.h"
@@ -265,6 +266,24 @@ static TRITONSERVER_Error *step_infer(void *ctx, TRITONSERVER_InferenceRequest *
   return TRITONSERVER_ServerInferAsync(ctx, request, trace);
 }
 
+/* Triton's "supported GPUs": those whose compute capability is at least
+ * the minimum; the others are logged and never used. */
+static void find_gpus(TRITONSERVER_Server *s, double min_cc) {
+  s->gpu_support = nrd_gpu_driver_loaded();
+  s->gpus.min_cc = min_cc;
+  for (int id = 0; s->gpu_support && id < NRD_GPU_MAX && s->gpus.n < NRD_MC_GPUS_MAX; id++) {
+    const nrd_gpu_device *d = nrd_gpu_device_get(id);
+    if (!d) continue;
+    double cc = d->cc_major + d->cc_minor / 10.0;
+    if (cc + 1e-9 < min_cc) {
+      NRD_LOG_INFO("GPU %d (%s) has compute capability %d.%d, below the minimum %.1f: not used", id, d->name,
+                   d->cc_major, d->cc_minor, min_cc);
+      continue;
+    }
+    s->gpus.ids[s->gpus.n++] = id;
+  }
+}
+
 TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONSERVER_ServerOptions *options) {
   NRD_ARG_CHECK(server && options, "server and options must not be NULL");
   *server = NULL;
@@ -312,6 +331,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONS
     free(s);
     return lerr ? lerr : nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating server");
   }
+  find_gpus(s, options->min_compute_capability);
   s->repo->load_retries = options->model_load_retries;
   s->repo->namespacing = options->model_namespacing;
   atomic_fetch_add(&live_servers, 1);
