@@ -15,6 +15,7 @@
 #include "error.h"
 #include "files.h"
 #include "gpu.h"
+#include "gpu_memory.h"
 #include "log.h"
 #include "message.h"
 #include "metrics.h"
@@ -284,6 +285,18 @@ static void find_gpus(TRITONSERVER_Server *s, double min_cc) {
   }
 }
 
+/* The pinned and CUDA memory pools, for the supported GPUs (once per
+ * process: a later server keeps the first one's). */
+static void make_pools(const TRITONSERVER_Server *s, const TRITONSERVER_ServerOptions *o) {
+  if (!s->gpu_support) return;
+  int devs[NRD_GPU_MAX];
+  uint64_t sizes[NRD_GPU_MAX];
+  size_t n = 0;
+  for (size_t i = 0; i < o->n_cuda_pools && n < NRD_GPU_MAX; i++, n++)
+    devs[n] = o->cuda_pools[i].device, sizes[n] = o->cuda_pools[i].size;
+  nrd_gpu_memory_init(o->pinned_memory_pool_byte_size, devs, sizes, n, s->gpus.ids, s->gpus.n);
+}
+
 TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONSERVER_ServerOptions *options) {
   NRD_ARG_CHECK(server && options, "server and options must not be NULL");
   *server = NULL;
@@ -332,6 +345,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONS
     return lerr ? lerr : nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating server");
   }
   find_gpus(s, options->min_compute_capability);
+  make_pools(s, options);
   s->repo->load_retries = options->model_load_retries;
   s->repo->namespacing = options->model_namespacing;
   atomic_fetch_add(&live_servers, 1);
@@ -841,12 +855,15 @@ TRITONSERVER_Error *TRITONSERVER_ServerMetrics(TRITONSERVER_Server *server, TRIT
     free(t.p);
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory rendering metrics");
   }
-  /* Triton's pinned memory pool gauges. Without the GPU layer there is no
-   * pinned pool (as in Triton on a machine without CUDA): both are 0. */
-  if (nrd_text_appendf(&t, "# HELP nv_pinned_memory_pool_total_bytes Size of the pinned host memory pool, bytes\n"
-                           "# TYPE nv_pinned_memory_pool_total_bytes gauge\nnv_pinned_memory_pool_total_bytes 0\n"
-                           "# HELP nv_pinned_memory_pool_used_bytes Pinned host memory in use from the pool, bytes\n"
-                           "# TYPE nv_pinned_memory_pool_used_bytes gauge\nnv_pinned_memory_pool_used_bytes 0\n")) {
+  /* Triton's pinned memory pool gauges. Without the NVIDIA driver there
+   * is no pinned pool (as in Triton on a machine without CUDA): both 0. */
+  if (nrd_text_appendf(&t,
+                       "# HELP nv_pinned_memory_pool_total_bytes Size of the pinned host memory pool, bytes\n"
+                       "# TYPE nv_pinned_memory_pool_total_bytes gauge\nnv_pinned_memory_pool_total_bytes %llu\n"
+                       "# HELP nv_pinned_memory_pool_used_bytes Pinned host memory in use from the pool, bytes\n"
+                       "# TYPE nv_pinned_memory_pool_used_bytes gauge\nnv_pinned_memory_pool_used_bytes %llu\n",
+                       (unsigned long long)nrd_gpu_memory_pinned_total(),
+                       (unsigned long long)nrd_gpu_memory_pinned_used())) {
     free(t.p);
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory rendering metrics");
   }

@@ -3,6 +3,7 @@
  * KIND_AUTO instance groups, instance names, kinds and devices, Triton's
  * errors for GPUs that are missing or below the minimum compute
  * capability. */
+#include <dlfcn.h>
 #include <jansson.h>
 
 #include "harness.h"
@@ -150,6 +151,95 @@ Test(gpu, instance_reports_its_kind_device_and_host_policy) {
   json_decref(j);
   h_call_free(c);
   H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  H_OK(TRITONSERVER_ServerDelete(s));
+  h_rmtree(repo);
+  free(repo);
+}
+
+/* ------------------------------------------------ GPU data end to end */
+
+/* Device memory straight from the stand-in driver, as a client using CUDA
+ * would have it. */
+static void *fake_device_alloc(int dev, size_t n) {
+  void *lib = dlopen(NRD_FAKE_CUDA, RTLD_NOW);
+  cr_assert_not_null(lib);
+  unsigned int (*init)(unsigned int) = (unsigned int (*)(unsigned int))dlsym(lib, "cuInit");
+  unsigned int (*retain)(void **, int) = (unsigned int (*)(void **, int))dlsym(lib, "cuDevicePrimaryCtxRetain");
+  unsigned int (*push)(void *) = (unsigned int (*)(void *))dlsym(lib, "cuCtxPushCurrent_v2");
+  unsigned int (*pop)(void **) = (unsigned int (*)(void **))dlsym(lib, "cuCtxPopCurrent_v2");
+  unsigned int (*alloc)(unsigned long long *, size_t) =
+      (unsigned int (*)(unsigned long long *, size_t))dlsym(lib, "cuMemAlloc_v2");
+  void *ctx = NULL;
+  unsigned long long d = 0;
+  cr_assert_eq(init(0), 0);
+  cr_assert_eq(retain(&ctx, dev), 0);
+  cr_assert_eq(push(ctx), 0);
+  cr_assert_eq(alloc(&d, n), 0);
+  cr_assert_eq(pop(&ctx), 0);
+  return (void *)(uintptr_t)d;
+}
+
+/* Output buffers in GPU memory on device 0, one 4 KiB region per call. */
+static TRITONSERVER_Error *gpu_alloc(TRITONSERVER_ResponseAllocator *a, const char *name, size_t size,
+                                     TRITONSERVER_MemoryType mt, int64_t mt_id, void *userp, void **buffer,
+                                     void **buffer_userp, TRITONSERVER_MemoryType *actual_mt, int64_t *actual_id) {
+  (void)a, (void)name, (void)mt, (void)mt_id;
+  cr_assert_leq(size, 4096);
+  *buffer = userp;
+  *buffer_userp = NULL;
+  *actual_mt = TRITONSERVER_MEMORY_GPU;
+  *actual_id = 0;
+  return NULL;
+}
+
+static TRITONSERVER_Error *gpu_release(TRITONSERVER_ResponseAllocator *a, void *buffer, void *buffer_userp,
+                                       size_t size, TRITONSERVER_MemoryType mt, int64_t mt_id) {
+  (void)a, (void)buffer, (void)buffer_userp, (void)size, (void)mt, (void)mt_id;
+  return NULL;
+}
+
+Test(gpu, identity_reads_gpu_inputs_and_writes_gpu_outputs) {
+  char *repo = h_tmpdir();
+  gpu_model(repo, "id", "identity", "instance_group [ { kind: KIND_GPU gpus: [ 1 ] } ]\n");
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  float host_in[4] = {1.5f, -2, 3, 4};
+  float *dev_in = fake_device_alloc(1, sizeof host_in);
+  memcpy(dev_in, host_in, sizeof host_in); /* the stand-in's device memory is host memory */
+  void *dev_out = fake_device_alloc(0, 4096);
+  TRITONSERVER_ResponseAllocator *alloc = NULL;
+  H_OK(TRITONSERVER_ResponseAllocatorNew(&alloc, gpu_alloc, gpu_release, NULL));
+  int64_t shape[1] = {4};
+  TRITONSERVER_InferenceRequest *r = h_request(s, "id");
+  H_OK(TRITONSERVER_InferenceRequestAddInput(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 1));
+  /* A GPU the server lacks is refused at once. */
+  TRITONSERVER_Error *e =
+      TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT0", dev_in, sizeof host_in, TRITONSERVER_MEMORY_GPU, 7);
+  cr_assert_eq(TRITONSERVER_ErrorCode(e), TRITONSERVER_ERROR_INVALID_ARG);
+  cr_assert_str_eq(TRITONSERVER_ErrorMessage(e), "input 'INPUT0': GPU 7 is not available");
+  TRITONSERVER_ErrorDelete(e);
+  H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT0", dev_in, sizeof host_in, TRITONSERVER_MEMORY_GPU, 1));
+  h_call *c = h_call_new();
+  h_bind(r, c);
+  H_OK(TRITONSERVER_InferenceRequestSetResponseCallback(r, alloc, dev_out, h_on_response, c));
+  H_OK(TRITONSERVER_ServerInferAsync(s, r, NULL));
+  cr_assert(h_wait(c, 10000));
+  cr_assert_null(h_response_error(c, 0));
+  const char *oname;
+  TRITONSERVER_DataType dt;
+  const int64_t *oshape;
+  uint64_t dims, size;
+  const void *base;
+  TRITONSERVER_MemoryType mt;
+  int64_t mt_id;
+  void *userp;
+  H_OK(TRITONSERVER_InferenceResponseOutput(c->responses[0], 0, &oname, &dt, &oshape, &dims, &base, &size, &mt, &mt_id,
+                                            &userp));
+  cr_assert_eq(mt, TRITONSERVER_MEMORY_GPU);
+  cr_assert_eq(base, dev_out);
+  cr_assert_eq(memcmp(dev_out, host_in, sizeof host_in), 0);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  H_OK(TRITONSERVER_ResponseAllocatorDelete(alloc));
   H_OK(TRITONSERVER_ServerDelete(s));
   h_rmtree(repo);
   free(repo);
