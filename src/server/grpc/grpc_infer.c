@@ -173,6 +173,7 @@ static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *a, const cha
     TRITONSERVER_Error *err = nrd_srv_shm_check_output(name, so->byte_size, byte_size);
     if (err) return err;
     *buffer = so->addr;
+    nrd_srv_shm_region_memory(so->ref, amt, amt_id);
     return NULL;
   }
   if (ctx && !ctx->streaming && (*buffer = arena_carve(ctx, byte_size)) != NULL) return NULL;
@@ -884,11 +885,14 @@ static TRITONSERVER_Error *add_inputs(infer_ctx *ctx, nrd_srv_shm *shm) {
     if (err) return err;
     const void *data = NULL;
     size_t size = 0;
+    TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
+    int64_t mt_id = 0;
     if (refs[i].used) {
       void *addr = NULL;
       err = nrd_srv_shm_acquire(shm, refs[i].region, refs[i].offset, refs[i].byte_size,
                                 &ctx->in_regions[ctx->n_in_regions], &addr);
       if (err) return err;
+      nrd_srv_shm_region_memory(ctx->in_regions[ctx->n_in_regions], &mt, &mt_id); /* GPU: a CUDA region */
       ctx->n_in_regions++;
       data = addr;
       size = (size_t)refs[i].byte_size;
@@ -907,8 +911,7 @@ static TRITONSERVER_Error *add_inputs(infer_ctx *ctx, nrd_srv_shm *shm) {
       return errf(TRITONSERVER_ERROR_INVALID_ARG,
                   "unable to find data for input tensor '%s' for model '%s' in request.", in->name, req->model_name);
     }
-    err = TRITONSERVER_InferenceRequestAppendInputData(ctx->irq, in->name, data ? data : "", size,
-                                                       TRITONSERVER_MEMORY_CPU, 0);
+    err = TRITONSERVER_InferenceRequestAppendInputData(ctx->irq, in->name, data ? data : "", size, mt, mt_id);
     if (err) return err;
   }
   for (size_t i = 0; i < req->n_outputs; i++) {

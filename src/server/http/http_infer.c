@@ -169,6 +169,7 @@ static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *allocator, c
     if (err) return err;
     *buffer = ro->shm_addr;
     *buffer_userp = NULL; /* nothing to free */
+    nrd_srv_shm_region_memory(ro->shm, actual_memory_type, actual_memory_type_id);
     return NULL;
   }
   out_block *b = block_get(c ? c->loop->http : NULL, byte_size);
@@ -649,8 +650,10 @@ static int append_shm(parse *ps, const char *name, const nrd_srv_http_shm_ref *r
       nrd_srv_shm_acquire(c->loop->http->shm, ref->region, ref->offset, ref->byte_size, &g[c->n_regions], &addr);
   if (err) return core_fail(ps, err);
   c->n_regions++;
-  err = TRITONSERVER_InferenceRequestAppendInputData(ps->ireq, name, addr, (size_t)ref->byte_size,
-                                                     TRITONSERVER_MEMORY_CPU, 0);
+  TRITONSERVER_MemoryType mt;
+  int64_t mt_id;
+  nrd_srv_shm_region_memory(g[c->n_regions - 1], &mt, &mt_id); /* GPU for a CUDA region */
+  err = TRITONSERVER_InferenceRequestAppendInputData(ps->ireq, name, addr, (size_t)ref->byte_size, mt, mt_id);
   return err ? core_fail(ps, err) : 0;
 }
 

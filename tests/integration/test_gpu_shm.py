@@ -1,0 +1,193 @@
+"""CUDA shared memory over HTTP and gRPC, and GPU metrics, against the
+stand-in NVIDIA driver (tests/gpu_stub; NRD_FAKE_CUDA names it): a client
+shares device memory by its CUDA IPC handle, the server reads inputs from it
+and writes outputs into it in place, with the checks system shared memory
+has. The stand-in's device memory is host memory shared through memfd, so
+this process reads and writes it directly.
+
+Run by ctest with NEREID_BIN, NEREID_BACKEND_DIR and NRD_FAKE_CUDA set."""
+
+import base64
+import ctypes
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
+
+NEREID = os.environ["NEREID_BIN"]
+BACKENDS = os.environ["NEREID_BACKEND_DIR"]
+FAKE = os.environ["NRD_FAKE_CUDA"]
+
+
+class FakeCuda:
+    """Device memory from the stand-in driver, as a CUDA client has it."""
+
+    def __init__(self):
+        self.lib = ctypes.CDLL(FAKE)
+        assert self.lib.cuInit(0) == 0
+
+    def alloc(self, dev, size):
+        ctx = ctypes.c_void_p()
+        assert self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0
+        assert self.lib.cuCtxPushCurrent_v2(ctx) == 0
+        d = ctypes.c_ulonglong()
+        assert self.lib.cuMemAlloc_v2(ctypes.byref(d), ctypes.c_size_t(size)) == 0
+        assert self.lib.cuCtxPopCurrent_v2(ctypes.byref(ctx)) == 0
+        return d.value
+
+    def handle(self, ptr):
+        h = (ctypes.c_char * 64)()
+        assert self.lib.cuIpcGetMemHandle(h, ctypes.c_ulonglong(ptr)) == 0
+        return base64.b64encode(bytes(h)).decode()
+
+    @staticmethod
+    def write(ptr, arr):
+        ctypes.memmove(ptr, arr.ctypes.data, arr.nbytes)
+
+    @staticmethod
+    def read(ptr, dtype, n):
+        out = np.empty(n, dtype=dtype)
+        ctypes.memmove(out.ctypes.data, ptr, out.nbytes)
+        return out
+
+
+class Server:
+    def __init__(self, repo, extra=()):
+        self.err = tempfile.TemporaryFile(mode="w+")
+        env = dict(os.environ, NEREID_CUDA_LIBRARY=FAKE, NEREID_NVML_LIBRARY=FAKE, NRD_FAKE_CUDA_DEVICES="2")
+        args = [NEREID, f"--model-repository={repo}", f"--backend-directory={BACKENDS}", "--http-port=0",
+                "--grpc-port=0", "--metrics-port=0", "--http-address=127.0.0.1", "--grpc-address=127.0.0.1",
+                "--allow-client-shm=true", "--cuda-memory-pool-byte-size=0:1048576",
+                "--cuda-memory-pool-byte-size=1:1048576", "--pinned-memory-pool-byte-size=1048576", *extra]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.err, text=True, env=env)
+        self.ports = {}
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise AssertionError("nereid exited: " + self.log())
+            m = re.match(r"nereid: (HTTP/REST|gRPC endpoint|metrics) listening on \S*:(\d+)", line)
+            if m:
+                self.ports[m.group(1)] = int(m.group(2))
+            if line.startswith("nereid: server "):
+                break
+        assert "HTTP/REST" in self.ports and "gRPC endpoint" in self.ports, self.log()
+
+    def log(self):
+        with open(f"/proc/self/fd/{self.err.fileno()}", errors="replace") as f:
+            return f.read()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.communicate()
+        log = self.log()
+        for bad in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:", "ThreadSanitizer"):
+            assert bad not in log, log
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory):
+    repo = tmp_path_factory.mktemp("repo")
+    d = repo / "id" / "1"
+    d.mkdir(parents=True)
+    (repo / "id" / "config.pbtxt").write_text(
+        'name: "id"\nbackend: "identity"\nmax_batch_size: 0\n'
+        'input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] } ]\n'
+        'output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] } ]\n'
+        'instance_group [ { kind: KIND_GPU gpus: [ 1 ] } ]\n')
+    s = Server(repo)
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def cuda():
+    return FakeCuda()
+
+
+def clients(srv):
+    return [httpclient.InferenceServerClient(f"127.0.0.1:{srv.ports['HTTP/REST']}"),
+            grpcclient.InferenceServerClient(f"127.0.0.1:{srv.ports['gRPC endpoint']}")]
+
+
+def names(status):
+    """Region names from either client's CUDA status answer."""
+    if isinstance(status, list):
+        return sorted(r["name"] for r in status)
+    return sorted(status.regions.keys())
+
+
+def test_registration_and_its_errors_on_both_protocols(srv, cuda):
+    for c in clients(srv):
+        proto = "http" if isinstance(c, httpclient.InferenceServerClient) else "grpc"
+        ptr = cuda.alloc(0, 256)
+        c.register_cuda_shared_memory(f"r_{proto}", cuda.handle(ptr), 0, 256)
+        st = c.get_cuda_shared_memory_status(f"r_{proto}")
+        if proto == "http":
+            assert st == [{"name": f"r_{proto}", "device_id": 0, "byte_size": 256}]
+        else:
+            assert st.regions[f"r_{proto}"].device_id == 0 and st.regions[f"r_{proto}"].byte_size == 256
+        # CUDA regions are not system regions.
+        sysst = c.get_system_shared_memory_status()
+        assert (sysst if proto == "http" else list(sysst.regions)) == []
+        with pytest.raises(InferenceServerException, match="already in manager"):
+            c.register_cuda_shared_memory(f"r_{proto}", cuda.handle(ptr), 0, 256)
+        bad = base64.b64encode(bytes(64)).decode()
+        with pytest.raises(InferenceServerException,
+                           match="failed to register CUDA shared memory region 'bad': failed to open CUDA IPC "
+                                 "handle: invalid argument"):
+            c.register_cuda_shared_memory("bad", bad, 0, 256)
+        with pytest.raises(InferenceServerException, match="Unable to find cuda shared memory region: 'nope'"):
+            c.get_cuda_shared_memory_status("nope")
+        c.unregister_cuda_shared_memory(f"r_{proto}")
+        assert names(c.get_cuda_shared_memory_status()) == []
+    # A handle of the wrong size (HTTP's own check).
+    c = clients(srv)[0]
+    with pytest.raises(InferenceServerException, match="must be a valid base64 encoded cudaIpcMemHandle_t"):
+        c.register_cuda_shared_memory("short", base64.b64encode(bytes(10)).decode(), 0, 16)
+
+
+def make_io(mod, region_in, region_out, in_off=0, out_size=64):
+    x = mod.InferInput("INPUT0", [16], "INT32")
+    x.set_shared_memory(region_in, 64, offset=in_off)
+    o = mod.InferRequestedOutput("OUTPUT0")
+    o.set_shared_memory(region_out, out_size)
+    return [x], [o]
+
+
+def test_inference_reads_and_writes_cuda_regions_in_place(srv, cuda):
+    data = np.arange(16, dtype=np.int32) * 3 - 7
+    for c, mod in zip(clients(srv), (httpclient, grpcclient)):
+        p_in, p_out = cuda.alloc(0, 128), cuda.alloc(1, 64)
+        cuda.write(p_in + 64, data)
+        c.register_cuda_shared_memory("in", cuda.handle(p_in), 0, 128)
+        c.register_cuda_shared_memory("out", cuda.handle(p_out), 1, 64)
+        try:
+            inputs, outputs = make_io(mod, "in", "out", in_off=64)
+            r = c.infer("id", inputs, outputs=outputs)
+            assert np.array_equal(cuda.read(p_out, np.int32, 16), data)
+            # The same bounds and lookups as system shared memory.
+            with pytest.raises(InferenceServerException, match="Invalid offset \\+ byte size"):
+                c.infer("id", *make_io(mod, "in", "out", in_off=100)[:1], outputs=outputs)
+            with pytest.raises(InferenceServerException, match="at least 64 bytes"):
+                c.infer("id", inputs, outputs=make_io(mod, "in", "out", out_size=32)[1])
+            with pytest.raises(InferenceServerException, match="nope"):
+                c.infer("id", make_io(mod, "nope", "out")[0], outputs=outputs)
+        finally:
+            c.unregister_cuda_shared_memory()
+        with pytest.raises(InferenceServerException, match="in"):
+            c.infer("id", *make_io(mod, "in", "out"))
