@@ -16,6 +16,7 @@
 #include "files.h"
 #include "gpu.h"
 #include "gpu_memory.h"
+#include "gpu_metrics.h"
 #include "log.h"
 #include "message.h"
 #include "metrics.h"
@@ -285,6 +286,12 @@ static void find_gpus(TRITONSERVER_Server *s, double min_cc) {
   }
 }
 
+static void free_gpu_metrics(TRITONSERVER_Server *s) {
+  if (s->gpu_metrics) nrd_gpu_metrics_destroy(s->gpu_metrics);
+  free(s->gpu_metrics);
+  s->gpu_metrics = NULL;
+}
+
 /* The pinned and CUDA memory pools, for the supported GPUs (once per
  * process: a later server keeps the first one's). */
 static void make_pools(const TRITONSERVER_Server *s, const TRITONSERVER_ServerOptions *o) {
@@ -335,6 +342,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONS
   if (!s->id || !s->repo || lerr) {
     if (s->cpu) nrd_cpu_metrics_destroy(s->cpu);
     free(s->cpu);
+    free_gpu_metrics(s);
     json_decref(s->host_policies);
     nrd_repo_free(s->repo);
     nrd_rate_limiter_free(s->limiter);
@@ -346,6 +354,14 @@ TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONS
   }
   find_gpus(s, options->min_compute_capability);
   make_pools(s, options);
+  if (options->metrics && options->gpu_metrics && s->gpu_support) {
+    /* No GPU that NVML knows: no GPU metrics, as Triton without DCGM. */
+    s->gpu_metrics = malloc(sizeof(*s->gpu_metrics));
+    if (s->gpu_metrics && !nrd_gpu_metrics_init(s->gpu_metrics, options->metrics_interval_ms)) {
+      free(s->gpu_metrics);
+      s->gpu_metrics = NULL;
+    }
+  }
   s->repo->load_retries = options->model_load_retries;
   s->repo->namespacing = options->model_namespacing;
   atomic_fetch_add(&live_servers, 1);
@@ -412,6 +428,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerDelete(TRITONSERVER_Server *server) {
   json_decref(server->host_policies);
   if (server->cpu) nrd_cpu_metrics_destroy(server->cpu);
   free(server->cpu);
+  free_gpu_metrics(server);
   free(server->id);
   for (size_t i = 0; i < server->n_deps; i++) free(server->deps[i]);
   free(server->deps);
@@ -851,6 +868,10 @@ TRITONSERVER_Error *TRITONSERVER_ServerMetrics(TRITONSERVER_Server *server, TRIT
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory rendering metrics");
   }
   free(custom);
+  if (server->gpu_metrics && nrd_gpu_metrics_prometheus(server->gpu_metrics, &t)) {
+    free(t.p);
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory rendering metrics");
+  }
   if (server->cpu && nrd_cpu_metrics_prometheus(server->cpu, &t)) {
     free(t.p);
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory rendering metrics");

@@ -157,7 +157,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerOptionsNew(TRITONSERVER_ServerOptions **o
   o->log_format = TRITONSERVER_LOG_DEFAULT;
   o->log_verbose = 0;
   o->metrics = true;
-  o->gpu_metrics = false;
+  o->gpu_metrics = true; /* as Triton's GPU build; nothing without a driver */
   o->cpu_metrics = true;
   o->metrics_interval_ms = 2000;
   *options = o;

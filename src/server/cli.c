@@ -312,7 +312,7 @@ static const flag_spec kFlags[] = {
      "0.5:0.05,0.9:0.01,0.95:0.001,0.99:0.001). Repeatable.",
      CUSTOM},
     {"metrics-interval-ms", F_METRICS_INTERVAL_MS, "MS",
-     "Least time between two samples of the CPU metrics (default 2000); sampled when /metrics is read.",
+     "Least time between two samples of the CPU and GPU metrics (default 2000); sampled when /metrics is read.",
      AS_NUM(metrics_interval_ms, 1, INT_MAX, "a count >= 1")},
     {"allow-gpu-metrics", F_ALLOW_GPU_METRICS, "BOOL",
      "GPU utilization, memory, power and energy gauges (nv_gpu_*, nv_energy_consumption) from NVML "

@@ -191,3 +191,25 @@ def test_inference_reads_and_writes_cuda_regions_in_place(srv, cuda):
             c.unregister_cuda_shared_memory()
         with pytest.raises(InferenceServerException, match="in"):
             c.infer("id", *make_io(mod, "in", "out"))
+
+
+def test_gpu_metrics_from_nvml(srv):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{srv.ports['metrics']}/metrics", timeout=30).read().decode()
+    uuid = 'gpu_uuid="GPU-00000000-0000-0000-0000-000000000001"'
+    for name, kind in (("nv_gpu_utilization", "gauge"), ("nv_gpu_memory_total_bytes", "gauge"),
+                       ("nv_gpu_memory_used_bytes", "gauge"), ("nv_gpu_power_usage", "gauge"),
+                       ("nv_gpu_power_limit", "gauge"), ("nv_energy_consumption", "counter")):
+        assert f"# TYPE {name} {kind}" in text, text
+        assert re.search(rf"^{name}{{{uuid}}} \S+$", text, re.M), (name, text)
+    assert re.search(rf"^nv_gpu_utilization{{{uuid}}} 0\.35$", text, re.M), text
+    assert re.search(rf"^nv_gpu_power_limit{{{uuid}}} 300$", text, re.M), text
+    assert re.search(r"^nv_pinned_memory_pool_total_bytes 1048576$", text, re.M), text
+
+
+def test_gpu_metrics_can_be_switched_off(tmp_path):
+    s = Server(tmp_path, extra=("--allow-gpu-metrics=false",))
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{s.ports['metrics']}/metrics", timeout=30).read().decode()
+        assert "nv_gpu_utilization" not in text
+    finally:
+        s.stop()
