@@ -244,3 +244,60 @@ Test(gpu, identity_reads_gpu_inputs_and_writes_gpu_outputs) {
   h_rmtree(repo);
   free(repo);
 }
+
+Test(gpu, gpu_identity_keeps_tensors_on_the_gpu) {
+  char *repo = h_tmpdir();
+  char cfg[1024];
+  snprintf(cfg, sizeof cfg,
+           "name: \"gid\"\nbackend: \"gpu_identity\"\nmax_batch_size: 0\n"
+           "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ -1 ] } ]\n"
+           "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ -1 ] } ]\n"
+           "instance_group [ { kind: KIND_GPU gpus: [ 1 ] } ]\n");
+  h_model(repo, "gid", cfg, "1");
+  h_model(repo, "gid_cpu",
+          "name: \"gid_cpu\"\nbackend: \"gpu_identity\"\nmax_batch_size: 0\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ -1 ] } ]\n"
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ -1 ] } ]\n"
+          "instance_group [ { kind: KIND_CPU } ]\n",
+          "1");
+  TRITONSERVER_Server *s = explicit_server(repo, NULL, 0);
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "gid_cpu");
+  cr_assert_not_null(e);
+  cr_assert_not_null(strstr(TRITONSERVER_ErrorMessage(e), "gpu_identity: instance 'gid_cpu_0' must be KIND_GPU, not CPU"),
+                     "%s", TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  H_OK(TRITONSERVER_ServerLoadModel(s, "gid"));
+  void *dev_out = fake_device_alloc(0, 4096);
+  TRITONSERVER_ResponseAllocator *alloc = NULL;
+  H_OK(TRITONSERVER_ResponseAllocatorNew(&alloc, gpu_alloc, gpu_release, NULL));
+  /* Host data in two buffers, then one GPU buffer: both end in GPU memory. */
+  float host_in[6] = {1, 2, 3, 4, 5, 6};
+  float *dev_in = fake_device_alloc(1, sizeof host_in);
+  memcpy(dev_in, host_in, sizeof host_in);
+  for (int round = 0; round < 2; round++) {
+    memset(dev_out, 0, sizeof host_in);
+    int64_t shape[1] = {6};
+    TRITONSERVER_InferenceRequest *r = h_request(s, "gid");
+    H_OK(TRITONSERVER_InferenceRequestAddInput(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 1));
+    if (round == 0) {
+      H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT0", host_in, 8, TRITONSERVER_MEMORY_CPU, 0));
+      H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT0", host_in + 2, 16, TRITONSERVER_MEMORY_CPU, 0));
+    } else {
+      H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT0", dev_in, sizeof host_in, TRITONSERVER_MEMORY_GPU,
+                                                        1));
+    }
+    h_call *c = h_call_new();
+    h_bind(r, c);
+    H_OK(TRITONSERVER_InferenceRequestSetResponseCallback(r, alloc, dev_out, h_on_response, c));
+    H_OK(TRITONSERVER_ServerInferAsync(s, r, NULL));
+    cr_assert(h_wait(c, 10000));
+    cr_assert_null(h_response_error(c, 0));
+    cr_assert_eq(memcmp(dev_out, host_in, sizeof host_in), 0, "round %d", round);
+    h_call_free(c);
+    H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  }
+  H_OK(TRITONSERVER_ResponseAllocatorDelete(alloc));
+  H_OK(TRITONSERVER_ServerDelete(s));
+  h_rmtree(repo);
+  free(repo);
+}
