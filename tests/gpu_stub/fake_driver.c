@@ -292,6 +292,21 @@ EXPORT nrd_cu_result cuMemcpy(nrd_cu_deviceptr dst, nrd_cu_deviceptr src, size_t
   return 0;
 }
 
+/* The directed copies clients use (tests' own data, not the core's). */
+EXPORT nrd_cu_result cuMemcpyHtoD_v2(nrd_cu_deviceptr dst, const void *src, size_t bytes) {
+  return cuMemcpy(dst, (nrd_cu_deviceptr)(uintptr_t)src, bytes);
+}
+
+EXPORT nrd_cu_result cuMemcpyDtoH_v2(void *dst, nrd_cu_deviceptr src, size_t bytes) {
+  return cuMemcpy((nrd_cu_deviceptr)(uintptr_t)dst, src, bytes);
+}
+
+EXPORT nrd_cu_result cuMemcpyDtoD_v2(nrd_cu_deviceptr dst, nrd_cu_deviceptr src, size_t bytes) {
+  return cuMemcpy(dst, src, bytes);
+}
+
+EXPORT nrd_cu_result cuCtxSynchronize(void) { return current() < 0 ? 201 : 0; }
+
 /* The handle: a tag, then the owner's pid, the memfd and the size. */
 typedef struct fake_handle {
   char tag[8];

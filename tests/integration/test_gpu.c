@@ -8,7 +8,12 @@
 
 #include "harness.h"
 
+/* NRD_REAL_GPU=1 (scripts/gpu_check.sh): the real driver, and only the
+ * tests that do not assume the stand-in's two devices are run. */
+static bool real_gpu(void) { return getenv("NRD_REAL_GPU") != NULL; }
+
 __attribute__((constructor)) static void use_fake_driver(void) {
+  if (real_gpu()) return;
   setenv("NEREID_CUDA_LIBRARY", NRD_FAKE_CUDA, 1);
   setenv("NEREID_NVML_LIBRARY", NRD_FAKE_CUDA, 1);
   setenv("NRD_FAKE_CUDA_DEVICES", "2", 1);
@@ -158,26 +163,68 @@ Test(gpu, instance_reports_its_kind_device_and_host_policy) {
 
 /* ------------------------------------------------ GPU data end to end */
 
-/* Device memory straight from the stand-in driver, as a client using CUDA
- * would have it. */
-static void *fake_device_alloc(int dev, size_t n) {
-  void *lib = dlopen(NRD_FAKE_CUDA, RTLD_NOW);
+/* The driver a client using CUDA has (the stand-in, or libcuda.so.1 with
+ * NRD_REAL_GPU): device memory and copies to and from it. */
+typedef struct client_driver {
+  unsigned (*init)(unsigned);
+  unsigned (*retain)(void **, int);
+  unsigned (*push)(void *);
+  unsigned (*pop)(void **);
+  unsigned (*alloc)(unsigned long long *, size_t);
+  unsigned (*htod)(unsigned long long, const void *, size_t);
+  unsigned (*dtoh)(void *, unsigned long long, size_t);
+} client_driver;
+
+static client_driver *drv(void) {
+  static client_driver d;
+  if (d.init) return &d;
+  void *lib = dlopen(real_gpu() ? "libcuda.so.1" : NRD_FAKE_CUDA, RTLD_NOW);
   cr_assert_not_null(lib);
-  unsigned int (*init)(unsigned int) = (unsigned int (*)(unsigned int))dlsym(lib, "cuInit");
-  unsigned int (*retain)(void **, int) = (unsigned int (*)(void **, int))dlsym(lib, "cuDevicePrimaryCtxRetain");
-  unsigned int (*push)(void *) = (unsigned int (*)(void *))dlsym(lib, "cuCtxPushCurrent_v2");
-  unsigned int (*pop)(void **) = (unsigned int (*)(void **))dlsym(lib, "cuCtxPopCurrent_v2");
-  unsigned int (*alloc)(unsigned long long *, size_t) =
-      (unsigned int (*)(unsigned long long *, size_t))dlsym(lib, "cuMemAlloc_v2");
+  *(void **)&d.retain = dlsym(lib, "cuDevicePrimaryCtxRetain");
+  *(void **)&d.push = dlsym(lib, "cuCtxPushCurrent_v2");
+  *(void **)&d.pop = dlsym(lib, "cuCtxPopCurrent_v2");
+  *(void **)&d.alloc = dlsym(lib, "cuMemAlloc_v2");
+  *(void **)&d.htod = dlsym(lib, "cuMemcpyHtoD_v2");
+  *(void **)&d.dtoh = dlsym(lib, "cuMemcpyDtoH_v2");
+  *(void **)&d.init = dlsym(lib, "cuInit");
+  cr_assert(d.init && d.retain && d.push && d.pop && d.alloc && d.htod && d.dtoh);
+  cr_assert_eq(d.init(0), 0);
+  return &d;
+}
+
+static void ctx_push(int dev) {
   void *ctx = NULL;
+  cr_assert_eq(drv()->retain(&ctx, dev), 0);
+  cr_assert_eq(drv()->push(ctx), 0);
+}
+
+static void ctx_pop(void) {
+  void *ctx = NULL;
+  cr_assert_eq(drv()->pop(&ctx), 0);
+}
+
+static void *fake_device_alloc(int dev, size_t n) {
   unsigned long long d = 0;
-  cr_assert_eq(init(0), 0);
-  cr_assert_eq(retain(&ctx, dev), 0);
-  cr_assert_eq(push(ctx), 0);
-  cr_assert_eq(alloc(&d, n), 0);
-  cr_assert_eq(pop(&ctx), 0);
+  ctx_push(dev);
+  cr_assert_eq(drv()->alloc(&d, n), 0);
+  ctx_pop();
   return (void *)(uintptr_t)d;
 }
+
+static void dev_write(int dev, void *dst, const void *src, size_t n) {
+  ctx_push(dev);
+  cr_assert_eq(drv()->htod((uintptr_t)dst, src, n), 0);
+  ctx_pop();
+}
+
+static void dev_read(int dev, void *dst, const void *src, size_t n) {
+  ctx_push(dev);
+  cr_assert_eq(drv()->dtoh(dst, (uintptr_t)src, n), 0);
+  ctx_pop();
+}
+
+/* The second GPU of the stand-in; the only one a real machine surely has. */
+static int gpu_b(void) { return real_gpu() ? 0 : 1; }
 
 /* Output buffers in GPU memory on device 0, one 4 KiB region per call. */
 static TRITONSERVER_Error *gpu_alloc(TRITONSERVER_ResponseAllocator *a, const char *name, size_t size,
@@ -200,11 +247,13 @@ static TRITONSERVER_Error *gpu_release(TRITONSERVER_ResponseAllocator *a, void *
 
 Test(gpu, identity_reads_gpu_inputs_and_writes_gpu_outputs) {
   char *repo = h_tmpdir();
-  gpu_model(repo, "id", "identity", "instance_group [ { kind: KIND_GPU gpus: [ 1 ] } ]\n");
+  char groups[100];
+  snprintf(groups, sizeof groups, "instance_group [ { kind: KIND_GPU gpus: [ %d ] } ]\n", gpu_b());
+  gpu_model(repo, "id", "identity", groups);
   TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
   float host_in[4] = {1.5f, -2, 3, 4};
-  float *dev_in = fake_device_alloc(1, sizeof host_in);
-  memcpy(dev_in, host_in, sizeof host_in); /* the stand-in's device memory is host memory */
+  float *dev_in = fake_device_alloc(gpu_b(), sizeof host_in);
+  dev_write(gpu_b(), dev_in, host_in, sizeof host_in);
   void *dev_out = fake_device_alloc(0, 4096);
   TRITONSERVER_ResponseAllocator *alloc = NULL;
   H_OK(TRITONSERVER_ResponseAllocatorNew(&alloc, gpu_alloc, gpu_release, NULL));
@@ -217,7 +266,8 @@ Test(gpu, identity_reads_gpu_inputs_and_writes_gpu_outputs) {
   cr_assert_eq(TRITONSERVER_ErrorCode(e), TRITONSERVER_ERROR_INVALID_ARG);
   cr_assert_str_eq(TRITONSERVER_ErrorMessage(e), "input 'INPUT0': GPU 7 is not available");
   TRITONSERVER_ErrorDelete(e);
-  H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT0", dev_in, sizeof host_in, TRITONSERVER_MEMORY_GPU, 1));
+  H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT0", dev_in, sizeof host_in, TRITONSERVER_MEMORY_GPU,
+                                                    gpu_b()));
   h_call *c = h_call_new();
   h_bind(r, c);
   H_OK(TRITONSERVER_InferenceRequestSetResponseCallback(r, alloc, dev_out, h_on_response, c));
@@ -236,7 +286,9 @@ Test(gpu, identity_reads_gpu_inputs_and_writes_gpu_outputs) {
                                             &userp));
   cr_assert_eq(mt, TRITONSERVER_MEMORY_GPU);
   cr_assert_eq(base, dev_out);
-  cr_assert_eq(memcmp(dev_out, host_in, sizeof host_in), 0);
+  float back[4];
+  dev_read(0, back, dev_out, sizeof back);
+  cr_assert_eq(memcmp(back, host_in, sizeof host_in), 0);
   h_call_free(c);
   H_OK(TRITONSERVER_InferenceRequestDelete(r));
   H_OK(TRITONSERVER_ResponseAllocatorDelete(alloc));
@@ -252,7 +304,8 @@ Test(gpu, gpu_identity_keeps_tensors_on_the_gpu) {
            "name: \"gid\"\nbackend: \"gpu_identity\"\nmax_batch_size: 0\n"
            "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ -1 ] } ]\n"
            "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ -1 ] } ]\n"
-           "instance_group [ { kind: KIND_GPU gpus: [ 1 ] } ]\n");
+           "instance_group [ { kind: KIND_GPU gpus: [ %d ] } ]\n",
+           gpu_b());
   h_model(repo, "gid", cfg, "1");
   h_model(repo, "gid_cpu",
           "name: \"gid_cpu\"\nbackend: \"gpu_identity\"\nmax_batch_size: 0\n"
@@ -272,10 +325,11 @@ Test(gpu, gpu_identity_keeps_tensors_on_the_gpu) {
   H_OK(TRITONSERVER_ResponseAllocatorNew(&alloc, gpu_alloc, gpu_release, NULL));
   /* Host data in two buffers, then one GPU buffer: both end in GPU memory. */
   float host_in[6] = {1, 2, 3, 4, 5, 6};
-  float *dev_in = fake_device_alloc(1, sizeof host_in);
-  memcpy(dev_in, host_in, sizeof host_in);
+  float *dev_in = fake_device_alloc(gpu_b(), sizeof host_in);
+  dev_write(gpu_b(), dev_in, host_in, sizeof host_in);
+  const float zeros[6] = {0};
   for (int round = 0; round < 2; round++) {
-    memset(dev_out, 0, sizeof host_in);
+    dev_write(0, dev_out, zeros, sizeof zeros);
     int64_t shape[1] = {6};
     TRITONSERVER_InferenceRequest *r = h_request(s, "gid");
     H_OK(TRITONSERVER_InferenceRequestAddInput(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 1));
@@ -284,7 +338,7 @@ Test(gpu, gpu_identity_keeps_tensors_on_the_gpu) {
       H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT0", host_in + 2, 16, TRITONSERVER_MEMORY_CPU, 0));
     } else {
       H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "INPUT0", dev_in, sizeof host_in, TRITONSERVER_MEMORY_GPU,
-                                                        1));
+                                                        gpu_b()));
     }
     h_call *c = h_call_new();
     h_bind(r, c);
@@ -292,7 +346,9 @@ Test(gpu, gpu_identity_keeps_tensors_on_the_gpu) {
     H_OK(TRITONSERVER_ServerInferAsync(s, r, NULL));
     cr_assert(h_wait(c, 10000));
     cr_assert_null(h_response_error(c, 0));
-    cr_assert_eq(memcmp(dev_out, host_in, sizeof host_in), 0, "round %d", round);
+    float back[6];
+    dev_read(0, back, dev_out, sizeof back);
+    cr_assert_eq(memcmp(back, host_in, sizeof host_in), 0, "round %d", round);
     h_call_free(c);
     H_OK(TRITONSERVER_InferenceRequestDelete(r));
   }

@@ -5,7 +5,9 @@ and writes outputs into it in place, with the checks system shared memory
 has. The stand-in's device memory is host memory shared through memfd, so
 this process reads and writes it directly.
 
-Run by ctest with NEREID_BIN, NEREID_BACKEND_DIR and NRD_FAKE_CUDA set."""
+Run by ctest with NEREID_BIN, NEREID_BACKEND_DIR and NRD_FAKE_CUDA set;
+scripts/gpu_check.sh runs it with NRD_REAL_GPU=1 against the real driver
+(then everything lives on GPU 0 and device memory is read by copies)."""
 
 import base64
 import ctypes
@@ -25,49 +27,67 @@ from tritonclient.utils import InferenceServerException
 
 NEREID = os.environ["NEREID_BIN"]
 BACKENDS = os.environ["NEREID_BACKEND_DIR"]
-FAKE = os.environ["NRD_FAKE_CUDA"]
+REAL = bool(os.environ.get("NRD_REAL_GPU"))
+FAKE = None if REAL else os.environ["NRD_FAKE_CUDA"]
+GPU_B = 0 if REAL else 1  # the stand-in's second GPU; a real machine surely has GPU 0
 
 
-class FakeCuda:
-    """Device memory from the stand-in driver, as a CUDA client has it."""
+class Cuda:
+    """Device memory as a CUDA client has it, from the stand-in or libcuda."""
 
     def __init__(self):
-        self.lib = ctypes.CDLL(FAKE)
+        self.lib = ctypes.CDLL(FAKE or "libcuda.so.1")
         assert self.lib.cuInit(0) == 0
+        self.dev = {}  # pointer -> device
 
-    def alloc(self, dev, size):
+    def _ctx(self, dev):
         ctx = ctypes.c_void_p()
         assert self.lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0
         assert self.lib.cuCtxPushCurrent_v2(ctx) == 0
+
+    def _pop(self):
+        ctx = ctypes.c_void_p()
+        assert self.lib.cuCtxPopCurrent_v2(ctypes.byref(ctx)) == 0
+
+    def alloc(self, dev, size):
+        self._ctx(dev)
         d = ctypes.c_ulonglong()
         assert self.lib.cuMemAlloc_v2(ctypes.byref(d), ctypes.c_size_t(size)) == 0
-        assert self.lib.cuCtxPopCurrent_v2(ctypes.byref(ctx)) == 0
+        self._pop()
+        self.dev[d.value] = dev
         return d.value
 
     def handle(self, ptr):
         h = (ctypes.c_char * 64)()
+        self._ctx(self.dev[ptr])
         assert self.lib.cuIpcGetMemHandle(h, ctypes.c_ulonglong(ptr)) == 0
+        self._pop()
         return base64.b64encode(bytes(h)).decode()
 
-    @staticmethod
-    def write(ptr, arr):
-        ctypes.memmove(ptr, arr.ctypes.data, arr.nbytes)
+    def write(self, ptr, arr, base=None):
+        self._ctx(self.dev[base if base is not None else ptr])
+        assert self.lib.cuMemcpyHtoD_v2(ctypes.c_ulonglong(ptr), ctypes.c_void_p(arr.ctypes.data),
+                                        ctypes.c_size_t(arr.nbytes)) == 0
+        self._pop()
 
-    @staticmethod
-    def read(ptr, dtype, n):
+    def read(self, ptr, dtype, n):
         out = np.empty(n, dtype=dtype)
-        ctypes.memmove(out.ctypes.data, ptr, out.nbytes)
+        self._ctx(self.dev[ptr])
+        assert self.lib.cuMemcpyDtoH_v2(ctypes.c_void_p(out.ctypes.data), ctypes.c_ulonglong(ptr),
+                                        ctypes.c_size_t(out.nbytes)) == 0
+        self._pop()
         return out
 
 
 class Server:
     def __init__(self, repo, extra=()):
         self.err = tempfile.TemporaryFile(mode="w+")
-        env = dict(os.environ, NEREID_CUDA_LIBRARY=FAKE, NEREID_NVML_LIBRARY=FAKE, NRD_FAKE_CUDA_DEVICES="2")
+        env = dict(os.environ) if REAL else dict(os.environ, NEREID_CUDA_LIBRARY=FAKE, NEREID_NVML_LIBRARY=FAKE,
+                                                 NRD_FAKE_CUDA_DEVICES="2")
         args = [NEREID, f"--model-repository={repo}", f"--backend-directory={BACKENDS}", "--http-port=0",
                 "--grpc-port=0", "--metrics-port=0", "--http-address=127.0.0.1", "--grpc-address=127.0.0.1",
                 "--allow-client-shm=true", "--cuda-memory-pool-byte-size=0:1048576",
-                "--cuda-memory-pool-byte-size=1:1048576", "--pinned-memory-pool-byte-size=1048576", *extra]
+                f"--cuda-memory-pool-byte-size={GPU_B}:1048576", "--pinned-memory-pool-byte-size=1048576", *extra]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.err, text=True, env=env)
         self.ports = {}
         deadline = time.monotonic() + 90
@@ -108,7 +128,7 @@ def srv(tmp_path_factory):
         'name: "id"\nbackend: "identity"\nmax_batch_size: 0\n'
         'input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] } ]\n'
         'output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] } ]\n'
-        'instance_group [ { kind: KIND_GPU gpus: [ 1 ] } ]\n')
+        'instance_group [ { kind: KIND_GPU gpus: [ %d ] } ]\n' % GPU_B)
     s = Server(repo)
     yield s
     s.stop()
@@ -116,7 +136,7 @@ def srv(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def cuda():
-    return FakeCuda()
+    return Cuda()
 
 
 def clients(srv):
@@ -172,10 +192,10 @@ def make_io(mod, region_in, region_out, in_off=0, out_size=64):
 def test_inference_reads_and_writes_cuda_regions_in_place(srv, cuda):
     data = np.arange(16, dtype=np.int32) * 3 - 7
     for c, mod in zip(clients(srv), (httpclient, grpcclient)):
-        p_in, p_out = cuda.alloc(0, 128), cuda.alloc(1, 64)
-        cuda.write(p_in + 64, data)
+        p_in, p_out = cuda.alloc(0, 128), cuda.alloc(GPU_B, 64)
+        cuda.write(p_in + 64, data, base=p_in)
         c.register_cuda_shared_memory("in", cuda.handle(p_in), 0, 128)
-        c.register_cuda_shared_memory("out", cuda.handle(p_out), 1, 64)
+        c.register_cuda_shared_memory("out", cuda.handle(p_out), GPU_B, 64)
         try:
             inputs, outputs = make_io(mod, "in", "out", in_off=64)
             r = c.infer("id", inputs, outputs=outputs)
@@ -195,14 +215,15 @@ def test_inference_reads_and_writes_cuda_regions_in_place(srv, cuda):
 
 def test_gpu_metrics_from_nvml(srv):
     text = urllib.request.urlopen(f"http://127.0.0.1:{srv.ports['metrics']}/metrics", timeout=30).read().decode()
-    uuid = 'gpu_uuid="GPU-00000000-0000-0000-0000-000000000001"'
+    uuid = 'gpu_uuid="GPU-[^"]+"' if REAL else 'gpu_uuid="GPU-00000000-0000-0000-0000-000000000001"'
     for name, kind in (("nv_gpu_utilization", "gauge"), ("nv_gpu_memory_total_bytes", "gauge"),
                        ("nv_gpu_memory_used_bytes", "gauge"), ("nv_gpu_power_usage", "gauge"),
                        ("nv_gpu_power_limit", "gauge"), ("nv_energy_consumption", "counter")):
         assert f"# TYPE {name} {kind}" in text, text
         assert re.search(rf"^{name}{{{uuid}}} \S+$", text, re.M), (name, text)
-    assert re.search(rf"^nv_gpu_utilization{{{uuid}}} 0\.35$", text, re.M), text
-    assert re.search(rf"^nv_gpu_power_limit{{{uuid}}} 300$", text, re.M), text
+    if not REAL:
+        assert re.search(rf"^nv_gpu_utilization{{{uuid}}} 0\.35$", text, re.M), text
+        assert re.search(rf"^nv_gpu_power_limit{{{uuid}}} 300$", text, re.M), text
     assert re.search(r"^nv_pinned_memory_pool_total_bytes 1048576$", text, re.M), text
 
 
