@@ -65,7 +65,7 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Ba
  * KIND_AUTO would become KIND_GPU, which instance_open refuses), with the
  * count Triton gives a CPU group of the backend (2 for onnxruntime). */
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_GetBackendAttribute(TRITONBACKEND_Backend *backend,
-                                                                       TRITONBACKEND_BackendAttribute *attributes) {
+                                                                         TRITONBACKEND_BackendAttribute *attributes) {
   (void)backend;
   uint64_t count = strcmp(ort_backend.name, "onnxruntime") == 0 ? 2 : 1;
   return TRITONBACKEND_BackendAttributeAddPreferredInstanceGroup(attributes, TRITONSERVER_INSTANCEGROUPKIND_CPU, count,

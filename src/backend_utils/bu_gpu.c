@@ -73,8 +73,8 @@ TRITONSERVER_Error *nrd_bu_copy(void *dst, TRITONSERVER_MemoryType dst_type, int
   }
   (void)cu.release(dev);
   if (r != NRD_CUDA_SUCCESS) {
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "cannot copy %zu bytes of GPU memory (GPU %lld): CUDA error %u",
-                             bytes, (long long)id, r);
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
+                             "cannot copy %zu bytes of GPU memory (GPU %lld): CUDA error %u", bytes, (long long)id, r);
   }
   return NULL;
 }

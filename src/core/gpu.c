@@ -148,8 +148,8 @@ const nrd_gpu_device *nrd_gpu_device_get(int id) {
 }
 
 static TRITONSERVER_Error *no_device(int device) {
-  return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "GPU %d is not available (%d CUDA device%s found)", device,
-                       g.n, g.n == 1 ? "" : "s");
+  return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "GPU %d is not available (%d CUDA device%s found)", device, g.n,
+                       g.n == 1 ? "" : "s");
 }
 
 static TRITONSERVER_Error *push(int s) {
@@ -175,7 +175,8 @@ TRITONSERVER_Error *nrd_gpu_alloc(int device, size_t bytes, void **ptr) {
   nrd_cu_result r = g.cu.mem_alloc(&d, bytes ? bytes : 1);
   pop();
   if (r != NRD_CUDA_SUCCESS)
-    return nrd_error_new(r == NRD_CUDA_ERROR_OUT_OF_MEMORY ? TRITONSERVER_ERROR_UNAVAILABLE : TRITONSERVER_ERROR_INTERNAL,
+    return nrd_error_new(r == NRD_CUDA_ERROR_OUT_OF_MEMORY ? TRITONSERVER_ERROR_UNAVAILABLE
+                                                           : TRITONSERVER_ERROR_INTERNAL,
                          "failed to allocate %zu bytes on GPU %d: %s", bytes, device, cu_err(r));
   *ptr = (void *)(uintptr_t)d;
   return NULL;
@@ -271,7 +272,8 @@ bool nrd_gpu_sample_get(int id, nrd_gpu_sample *out) {
   if (s < 0 || !g.nvml || !g.nvdev[s]) return false;
   nrd_nvml_device d = g.nvdev[s];
   memset(out, 0, sizeof *out);
-  if (g.nv.uuid(d, out->uuid, sizeof out->uuid) != NRD_NVML_SUCCESS) snprintf(out->uuid, sizeof out->uuid, "GPU-%d", id);
+  if (g.nv.uuid(d, out->uuid, sizeof out->uuid) != NRD_NVML_SUCCESS)
+    snprintf(out->uuid, sizeof out->uuid, "GPU-%d", id);
   out->uuid[sizeof out->uuid - 1] = '\0';
   nrd_nvml_utilization u;
   out->utilization = g.nv.utilization(d, &u) == NRD_NVML_SUCCESS ? u.gpu / 100.0 : -1;

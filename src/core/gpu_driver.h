@@ -35,28 +35,28 @@ typedef struct nrd_cu_ipc_handle {
 
 /* One X-macro row per driver function: (field, exported symbol as
  * cuda.h declares it, return type, parameter list). */
-#define NRD_CUDA_FUNCS(X)                                                                                     \
-  X(init, cuInit, nrd_cu_result, (unsigned int flags))                                                      \
-  X(driver_version, cuDriverGetVersion, nrd_cu_result, (int *version))                                      \
-  X(error_string, cuGetErrorString, nrd_cu_result, (nrd_cu_result error, const char **str))                 \
-  X(device_count, cuDeviceGetCount, nrd_cu_result, (int *count))                                            \
-  X(device_get, cuDeviceGet, nrd_cu_result, (nrd_cu_device * device, int ordinal))                          \
-  X(device_name, cuDeviceGetName, nrd_cu_result, (char *name, int len, nrd_cu_device dev))                  \
-  X(device_total_mem, cuDeviceTotalMem_v2, nrd_cu_result, (size_t * bytes, nrd_cu_device dev))              \
-  X(device_attribute, cuDeviceGetAttribute, nrd_cu_result, (int *pi, unsigned int attrib, nrd_cu_device dev)) \
-  X(device_pci_bus_id, cuDeviceGetPCIBusId, nrd_cu_result, (char *bus_id, int len, nrd_cu_device dev))      \
-  X(primary_ctx_retain, cuDevicePrimaryCtxRetain, nrd_cu_result, (nrd_cu_context * ctx, nrd_cu_device dev)) \
-  X(primary_ctx_release, cuDevicePrimaryCtxRelease_v2, nrd_cu_result, (nrd_cu_device dev))                  \
-  X(ctx_push, cuCtxPushCurrent_v2, nrd_cu_result, (nrd_cu_context ctx))                                     \
-  X(ctx_pop, cuCtxPopCurrent_v2, nrd_cu_result, (nrd_cu_context * ctx))                                     \
-  X(mem_alloc, cuMemAlloc_v2, nrd_cu_result, (nrd_cu_deviceptr * dptr, size_t bytes))                       \
-  X(mem_free, cuMemFree_v2, nrd_cu_result, (nrd_cu_deviceptr dptr))                                         \
-  X(mem_host_alloc, cuMemHostAlloc, nrd_cu_result, (void **pp, size_t bytes, unsigned int flags))           \
-  X(mem_free_host, cuMemFreeHost, nrd_cu_result, (void *p))                                                 \
-  X(copy, cuMemcpy, nrd_cu_result, (nrd_cu_deviceptr dst, nrd_cu_deviceptr src, size_t bytes))            \
-  X(ipc_get, cuIpcGetMemHandle, nrd_cu_result, (nrd_cu_ipc_handle * handle, nrd_cu_deviceptr dptr))         \
-  X(ipc_open, cuIpcOpenMemHandle_v2, nrd_cu_result,                                                         \
-    (nrd_cu_deviceptr * dptr, nrd_cu_ipc_handle handle, unsigned int flags))                                  \
+#define NRD_CUDA_FUNCS(X)                                                                                              \
+  X(init, cuInit, nrd_cu_result, (unsigned int flags))                                                                 \
+  X(driver_version, cuDriverGetVersion, nrd_cu_result, (int *version))                                                 \
+  X(error_string, cuGetErrorString, nrd_cu_result, (nrd_cu_result error, const char **str))                            \
+  X(device_count, cuDeviceGetCount, nrd_cu_result, (int *count))                                                       \
+  X(device_get, cuDeviceGet, nrd_cu_result, (nrd_cu_device * device, int ordinal))                                     \
+  X(device_name, cuDeviceGetName, nrd_cu_result, (char *name, int len, nrd_cu_device dev))                             \
+  X(device_total_mem, cuDeviceTotalMem_v2, nrd_cu_result, (size_t * bytes, nrd_cu_device dev))                         \
+  X(device_attribute, cuDeviceGetAttribute, nrd_cu_result, (int *pi, unsigned int attrib, nrd_cu_device dev))          \
+  X(device_pci_bus_id, cuDeviceGetPCIBusId, nrd_cu_result, (char *bus_id, int len, nrd_cu_device dev))                 \
+  X(primary_ctx_retain, cuDevicePrimaryCtxRetain, nrd_cu_result, (nrd_cu_context * ctx, nrd_cu_device dev))            \
+  X(primary_ctx_release, cuDevicePrimaryCtxRelease_v2, nrd_cu_result, (nrd_cu_device dev))                             \
+  X(ctx_push, cuCtxPushCurrent_v2, nrd_cu_result, (nrd_cu_context ctx))                                                \
+  X(ctx_pop, cuCtxPopCurrent_v2, nrd_cu_result, (nrd_cu_context * ctx))                                                \
+  X(mem_alloc, cuMemAlloc_v2, nrd_cu_result, (nrd_cu_deviceptr * dptr, size_t bytes))                                  \
+  X(mem_free, cuMemFree_v2, nrd_cu_result, (nrd_cu_deviceptr dptr))                                                    \
+  X(mem_host_alloc, cuMemHostAlloc, nrd_cu_result, (void **pp, size_t bytes, unsigned int flags))                      \
+  X(mem_free_host, cuMemFreeHost, nrd_cu_result, (void *p))                                                            \
+  X(copy, cuMemcpy, nrd_cu_result, (nrd_cu_deviceptr dst, nrd_cu_deviceptr src, size_t bytes))                         \
+  X(ipc_get, cuIpcGetMemHandle, nrd_cu_result, (nrd_cu_ipc_handle * handle, nrd_cu_deviceptr dptr))                    \
+  X(ipc_open, cuIpcOpenMemHandle_v2, nrd_cu_result,                                                                    \
+    (nrd_cu_deviceptr * dptr, nrd_cu_ipc_handle handle, unsigned int flags))                                           \
   X(ipc_close, cuIpcCloseMemHandle, nrd_cu_result, (nrd_cu_deviceptr dptr))
 
 /* NVML: nvmlReturn_t is a 32-bit enum too. */
@@ -77,16 +77,15 @@ typedef struct nrd_nvml_memory {
 
 #define NRD_NVML_SUCCESS 0u
 
-#define NRD_NVML_FUNCS(X)                                                                                      \
-  X(init, nvmlInit_v2, nrd_nvml_return, (void))                                                             \
-  X(shutdown, nvmlShutdown, nrd_nvml_return, (void))                                                        \
-  X(by_pci, nvmlDeviceGetHandleByPciBusId_v2, nrd_nvml_return, (const char *bus_id, nrd_nvml_device *dev))  \
-  X(uuid, nvmlDeviceGetUUID, nrd_nvml_return, (nrd_nvml_device dev, char *uuid, unsigned int len))          \
-  X(utilization, nvmlDeviceGetUtilizationRates, nrd_nvml_return,                                            \
-    (nrd_nvml_device dev, nrd_nvml_utilization * util))                                                       \
-  X(memory, nvmlDeviceGetMemoryInfo, nrd_nvml_return, (nrd_nvml_device dev, nrd_nvml_memory * mem))         \
-  X(power_usage, nvmlDeviceGetPowerUsage, nrd_nvml_return, (nrd_nvml_device dev, unsigned int *mw))         \
-  X(power_limit, nvmlDeviceGetPowerManagementLimit, nrd_nvml_return, (nrd_nvml_device dev, unsigned int *mw)) \
+#define NRD_NVML_FUNCS(X)                                                                                              \
+  X(init, nvmlInit_v2, nrd_nvml_return, (void))                                                                        \
+  X(shutdown, nvmlShutdown, nrd_nvml_return, (void))                                                                   \
+  X(by_pci, nvmlDeviceGetHandleByPciBusId_v2, nrd_nvml_return, (const char *bus_id, nrd_nvml_device *dev))             \
+  X(uuid, nvmlDeviceGetUUID, nrd_nvml_return, (nrd_nvml_device dev, char *uuid, unsigned int len))                     \
+  X(utilization, nvmlDeviceGetUtilizationRates, nrd_nvml_return, (nrd_nvml_device dev, nrd_nvml_utilization * util))   \
+  X(memory, nvmlDeviceGetMemoryInfo, nrd_nvml_return, (nrd_nvml_device dev, nrd_nvml_memory * mem))                    \
+  X(power_usage, nvmlDeviceGetPowerUsage, nrd_nvml_return, (nrd_nvml_device dev, unsigned int *mw))                    \
+  X(power_limit, nvmlDeviceGetPowerManagementLimit, nrd_nvml_return, (nrd_nvml_device dev, unsigned int *mw))          \
   X(energy, nvmlDeviceGetTotalEnergyConsumption, nrd_nvml_return, (nrd_nvml_device dev, unsigned long long *mj))
 
 #define NRD_GPU_FN_TYPE(field, ident, ret, params) typedef ret(*nrd_cu_##field##_fn) params;

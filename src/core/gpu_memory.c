@@ -111,9 +111,8 @@ TRITONSERVER_Error *nrd_gpu_memory_alloc(TRITONSERVER_MemoryType *type, int64_t 
     why = nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "CudaMemoryManager has no preallocated CUDA memory");
   else if (!p || !(*out = nrd_mem_pool_alloc(p, bytes)))
     why = nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE,
-                        "Failed to allocate CUDA memory with byte size %llu on GPU %lld: %s",
-                        (unsigned long long)bytes, (long long)id,
-                        p ? "CNMEM_STATUS_OUT_OF_MEMORY" : "CNMEM_STATUS_INVALID_ARGUMENT");
+                        "Failed to allocate CUDA memory with byte size %llu on GPU %lld: %s", (unsigned long long)bytes,
+                        (long long)id, p ? "CNMEM_STATUS_OUT_OF_MEMORY" : "CNMEM_STATUS_INVALID_ARGUMENT");
   if (!why) return NULL;
   if (!fallback) return why;
   static atomic_bool warned;
@@ -130,7 +129,9 @@ TRITONSERVER_Error *nrd_gpu_memory_free(TRITONSERVER_MemoryType type, int64_t id
     free(p);
     return NULL;
   }
-  nrd_mem_pool *pool = type == TRITONSERVER_MEMORY_CPU_PINNED ? pinned_pool() : type == TRITONSERVER_MEMORY_GPU ? pool_of(id) : NULL;
+  nrd_mem_pool *pool = type == TRITONSERVER_MEMORY_CPU_PINNED ? pinned_pool()
+                       : type == TRITONSERVER_MEMORY_GPU      ? pool_of(id)
+                                                              : NULL;
   if (!pool || !nrd_mem_pool_free(pool, p))
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "failed to free %s memory at %p: not allocated from %s",
                          type == TRITONSERVER_MEMORY_GPU ? "GPU" : "pinned", p,

@@ -64,8 +64,8 @@ int nrd_gpu_metrics_prometheus(nrd_gpu_metrics *g, nrd_text *out) {
   if (now - g->sampled_ns >= g->interval_ns) sample(g, now);
   int rc = 0;
   for (int f = 0; f < (int)(sizeof kFamilies / sizeof *kFamilies) && rc == 0; f++) {
-    rc = nrd_text_appendf(out, "# HELP %s %s\n# TYPE %s %s\n", kFamilies[f].name, kFamilies[f].help,
-                          kFamilies[f].name, kFamilies[f].type);
+    rc = nrd_text_appendf(out, "# HELP %s %s\n# TYPE %s %s\n", kFamilies[f].name, kFamilies[f].help, kFamilies[f].name,
+                          kFamilies[f].type);
     for (int i = 0; i < g->n && rc == 0; i++) {
       double v = value(g, i, f);
       if (v < 0) continue; /* NVML could not read it on this GPU */

@@ -364,8 +364,7 @@ static TRITONSERVER_Error *check_gpu_data(const char *name, TRITONSERVER_MemoryT
     return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
                          "input '%s': GPU memory is not supported by this server (no GPU)", name);
   if (id < 0 || id > INT32_MAX || !nrd_gpu_device_get((int)id))
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s': GPU %lld is not available", name,
-                         (long long)id);
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s': GPU %lld is not available", name, (long long)id);
   return NULL;
 }
 

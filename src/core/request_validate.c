@@ -57,8 +57,8 @@ static TRITONSERVER_Error *check_bytes(const TRITONSERVER_InferenceRequest *r, c
     uint8_t *host = NULL; /* GPU data is read from a host copy */
     if (in->bufs[b].mtype == TRITONSERVER_MEMORY_GPU && n) {
       if (!(host = malloc(n))) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-      TRITONSERVER_Error *e = nrd_copy(host, TRITONSERVER_MEMORY_CPU, 0, p, TRITONSERVER_MEMORY_GPU,
-                                       in->bufs[b].mtype_id, n);
+      TRITONSERVER_Error *e =
+          nrd_copy(host, TRITONSERVER_MEMORY_CPU, 0, p, TRITONSERVER_MEMORY_GPU, in->bufs[b].mtype_id, n);
       if (e) {
         free(host);
         return e;

@@ -12,8 +12,9 @@
 #define NRD_GPU_DECLS_WITH_CUDA_H
 #include "gpu_driver.h"
 
-#define SAME_FN(field, ident, ret, params) \
-  _Static_assert(__builtin_types_compatible_p(nrd_cu_##field##_fn, __typeof__(&ident)), #ident " differs from cuda.h");
+#define SAME_FN(field, ident, ret, params)                                                                             \
+  _Static_assert(__builtin_types_compatible_p(nrd_cu_##field##_fn, __typeof__(&ident)), #ident " differs from "        \
+                                                                                               "cuda.h");
 NRD_CUDA_FUNCS(SAME_FN)
 #undef SAME_FN
 
@@ -32,8 +33,9 @@ _Static_assert(NRD_CU_IPC_HANDLE_SIZE == CU_IPC_HANDLE_SIZE && sizeof(CUipcMemHa
                "CU_IPC_HANDLE_SIZE");
 
 #ifdef NRD_HAVE_NVML_H
-#define SAME_NVML(field, ident, ret, params) \
-  _Static_assert(__builtin_types_compatible_p(nrd_nvml_##field##_fn, __typeof__(&ident)), #ident " differs from nvml.h");
+#define SAME_NVML(field, ident, ret, params)                                                                           \
+  _Static_assert(__builtin_types_compatible_p(nrd_nvml_##field##_fn, __typeof__(&ident)),                              \
+                 #ident " differs from nvml.h");
 NRD_NVML_FUNCS(SAME_NVML)
 #undef SAME_NVML
 _Static_assert(__builtin_types_compatible_p(nrd_nvml_return, nvmlReturn_t), "nvmlReturn_t");

@@ -27,8 +27,7 @@ static const char *kIO = "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: 
 /* Writes model `name` of `backend` with instance groups `groups`. */
 static void gpu_model(const char *repo, const char *name, const char *backend, const char *groups) {
   char cfg[2048];
-  snprintf(cfg, sizeof cfg, "name: \"%s\"\nbackend: \"%s\"\nmax_batch_size: 0\n%s%s", name, backend, kIO,
-           groups);
+  snprintf(cfg, sizeof cfg, "name: \"%s\"\nbackend: \"%s\"\nmax_batch_size: 0\n%s%s", name, backend, kIO, groups);
   h_model(repo, name, cfg, "1");
 }
 
@@ -117,9 +116,9 @@ Test(gpu, unknown_gpu_ids_and_old_gpus_fail_with_tritons_messages) {
   s = explicit_server(repo, NULL, 8.6);
   e = TRITONSERVER_ServerLoadModel(s, "any");
   cr_assert_not_null(e);
-  cr_assert_not_null(
-      strstr(TRITONSERVER_ErrorMessage(e), "instance group any_0 of model any has kind KIND_GPU but no GPUs are available"),
-      "%s", TRITONSERVER_ErrorMessage(e));
+  cr_assert_not_null(strstr(TRITONSERVER_ErrorMessage(e),
+                            "instance group any_0 of model any has kind KIND_GPU but no GPUs are available"),
+                     "%s", TRITONSERVER_ErrorMessage(e));
   TRITONSERVER_ErrorDelete(e);
   H_OK(TRITONSERVER_ServerDelete(s));
   h_rmtree(repo);
@@ -239,8 +238,8 @@ static TRITONSERVER_Error *gpu_alloc(TRITONSERVER_ResponseAllocator *a, const ch
   return NULL;
 }
 
-static TRITONSERVER_Error *gpu_release(TRITONSERVER_ResponseAllocator *a, void *buffer, void *buffer_userp,
-                                       size_t size, TRITONSERVER_MemoryType mt, int64_t mt_id) {
+static TRITONSERVER_Error *gpu_release(TRITONSERVER_ResponseAllocator *a, void *buffer, void *buffer_userp, size_t size,
+                                       TRITONSERVER_MemoryType mt, int64_t mt_id) {
   (void)a, (void)buffer, (void)buffer_userp, (void)size, (void)mt, (void)mt_id;
   return NULL;
 }
@@ -316,8 +315,9 @@ Test(gpu, gpu_identity_keeps_tensors_on_the_gpu) {
   TRITONSERVER_Server *s = explicit_server(repo, NULL, 0);
   TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "gid_cpu");
   cr_assert_not_null(e);
-  cr_assert_not_null(strstr(TRITONSERVER_ErrorMessage(e), "gpu_identity: instance 'gid_cpu_0' must be KIND_GPU, not CPU"),
-                     "%s", TRITONSERVER_ErrorMessage(e));
+  cr_assert_not_null(
+      strstr(TRITONSERVER_ErrorMessage(e), "gpu_identity: instance 'gid_cpu_0' must be KIND_GPU, not CPU"), "%s",
+      TRITONSERVER_ErrorMessage(e));
   TRITONSERVER_ErrorDelete(e);
   H_OK(TRITONSERVER_ServerLoadModel(s, "gid"));
   void *dev_out = fake_device_alloc(0, 4096);

@@ -61,8 +61,8 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInstanceFinalize(TRITO
 
 /* Input `input` gathered on the instance's GPU: *src is either its one GPU
  * buffer or *scratch, pool memory the caller frees. */
-static TRITONSERVER_Error *on_device(const gpu_instance *g, TRITONBACKEND_Input *input, uint32_t buffers,
-                                     uint64_t size, const void **src, void **scratch) {
+static TRITONSERVER_Error *on_device(const gpu_instance *g, TRITONBACKEND_Input *input, uint32_t buffers, uint64_t size,
+                                     const void **src, void **scratch) {
   const void *base = NULL;
   uint64_t len = 0;
   TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_GPU;
@@ -99,7 +99,8 @@ static TRITONSERVER_Error *on_device(const gpu_instance *g, TRITONBACKEND_Input 
   return err;
 }
 
-static TRITONSERVER_Error *copy_one(const gpu_instance *g, TRITONBACKEND_Response *response, TRITONBACKEND_Input *input) {
+static TRITONSERVER_Error *copy_one(const gpu_instance *g, TRITONBACKEND_Response *response,
+                                    TRITONBACKEND_Input *input) {
   const char *name = NULL;
   TRITONSERVER_DataType dt;
   const int64_t *shape = NULL;

@@ -165,8 +165,8 @@ TRITONSERVER_Error *nrd_srv_shm_unregister_cuda(nrd_srv_shm *s, const char *name
   return NULL;
 }
 
-TRITONSERVER_Error *nrd_srv_shm_register_cuda(nrd_srv_shm *s, const char *name, const void *handle,
-                                              size_t handle_len, int64_t device, uint64_t byte_size) {
+TRITONSERVER_Error *nrd_srv_shm_register_cuda(nrd_srv_shm *s, const char *name, const void *handle, size_t handle_len,
+                                              int64_t device, uint64_t byte_size) {
   if (!s->allow_client) return nrd_srv_shm_disabled_error();
   if (!nrd_srv_cuda_available())
     return shm_error(TRITONSERVER_ERROR_INVALID_ARG,
@@ -217,8 +217,7 @@ done:
   return err;
 }
 
-TRITONSERVER_Error *nrd_srv_shm_status_cuda(nrd_srv_shm *s, const char *name, nrd_srv_shm_cuda_visit_fn fn,
-                                            void *arg) {
+TRITONSERVER_Error *nrd_srv_shm_status_cuda(nrd_srv_shm *s, const char *name, nrd_srv_shm_cuda_visit_fn fn, void *arg) {
   pthread_mutex_lock(&s->mu);
   TRITONSERVER_Error *err = NULL;
   int bad = 0;

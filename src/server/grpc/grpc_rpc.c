@@ -526,9 +526,8 @@ static void cuda_status(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len)
   if (req == NULL) return;
   arena a = {0};
   cuda_status_acc acc = {.a = &a};
-  TRITONSERVER_Error *err = nrd_srv_shm_status_cuda(nrd_srv_grpc_call_shm(call),
-                                                    req->name && req->name[0] ? req->name : NULL, cuda_status_visit,
-                                                    &acc);
+  TRITONSERVER_Error *err = nrd_srv_shm_status_cuda(
+      nrd_srv_grpc_call_shm(call), req->name && req->name[0] ? req->name : NULL, cuda_status_visit, &acc);
   done_with(req);
   if (err) {
     nrd_srv_grpc_call_fail(call, err);
