@@ -234,3 +234,46 @@ def test_gpu_metrics_can_be_switched_off(tmp_path):
         assert "nv_gpu_utilization" not in text
     finally:
         s.stop()
+
+
+@pytest.mark.skipif(REAL, reason="the stand-in's two devices")
+def test_cuda_visible_devices_and_min_compute_capability(tmp_path):
+    # CUDA_VISIBLE_DEVICES=1: the driver shows one device, ordinal 0 (the
+    # second GPU); a model asking for GPU 1 fails with Triton's message.
+    # --min-supported-compute-capability above the devices': none is used.
+    d = tmp_path / "g" / "1"
+    d.mkdir(parents=True)
+    (tmp_path / "g" / "config.pbtxt").write_text(
+        'name: "g"\nbackend: "identity"\nmax_batch_size: 0\n'
+        'input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
+        'output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 1 ] } ]\n'
+        'instance_group [ { kind: KIND_GPU gpus: [ 1 ] } ]\n')
+    old = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = "1"
+    try:
+        s = Server(tmp_path, extra=("--model-control-mode=explicit",))
+    finally:
+        if old is None:
+            del os.environ["CUDA_VISIBLE_DEVICES"]
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = old
+    try:
+        c = clients(s)[0]
+        with pytest.raises(InferenceServerException,
+                           match="instance group g_0 of model g specifies invalid or unsupported gpu id 1. GPUs "
+                                 "with at least the minimum required CUDA compute compatibility of 6.000000 are: 0 \\("):
+            c.load_model("g")
+        text = urllib.request.urlopen(f"http://127.0.0.1:{s.ports['metrics']}/metrics", timeout=30).read().decode()
+        assert re.findall(r'^nv_gpu_utilization{gpu_uuid="([^"]+)"}', text, re.M) == [
+            "GPU-00000000-0000-0000-0000-000000000001"], text
+    finally:
+        s.stop()
+    (tmp_path / "g" / "config.pbtxt").write_text(
+        (tmp_path / "g" / "config.pbtxt").read_text().replace("gpus: [ 1 ]", "gpus: [ 0 ]"))
+    s = Server(tmp_path, extra=("--model-control-mode=explicit", "--min-supported-compute-capability=9.0"))
+    try:
+        with pytest.raises(InferenceServerException,
+                           match="specifies invalid or unsupported gpu id 0.*of 9.000000 are:  \\("):
+            clients(s)[0].load_model("g")
+    finally:
+        s.stop()
