@@ -192,7 +192,7 @@ void nrd_gpu_free(int device, void *ptr) {
 
 TRITONSERVER_Error *nrd_gpu_host_alloc(size_t bytes, void **ptr) {
   *ptr = NULL;
-  if (g.n == 0 && nrd_gpu_count() == 0)
+  if (nrd_gpu_count() == 0)
     return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE, "pinned memory needs a CUDA device; none was found");
   TRITONSERVER_Error *e = push(0);
   if (e) return e;
@@ -207,7 +207,7 @@ TRITONSERVER_Error *nrd_gpu_host_alloc(size_t bytes, void **ptr) {
 }
 
 void nrd_gpu_host_free(void *ptr) {
-  if (!ptr || g.n == 0) return;
+  if (!ptr || nrd_gpu_count() == 0) return;
   nrd_cu_result r = g.cu.mem_free_host(ptr);
   if (r != NRD_CUDA_SUCCESS) NRD_LOG_ERROR("cuMemFreeHost failed: %s", cu_err(r));
 }
