@@ -10,6 +10,7 @@ scripts/gpu_check.sh runs it with NRD_REAL_GPU=1 against the real driver
 (then everything lives on GPU 0 and device memory is read by copies)."""
 
 import base64
+import json
 import ctypes
 import os
 import re
@@ -17,6 +18,7 @@ import signal
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 import numpy as np
@@ -277,3 +279,44 @@ def test_cuda_visible_devices_and_min_compute_capability(tmp_path):
             clients(s)[0].load_model("g")
     finally:
         s.stop()
+
+
+def http_post(srv, path, body):
+    req = urllib.request.Request(f"http://127.0.0.1:{srv.ports['HTTP/REST']}{path}", method="POST",
+                                 data=body if isinstance(body, bytes) else json.dumps(body).encode())
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_bad_registrations_are_refused(srv, cuda):
+    # By hand: bodies tritonclient would not send.
+    good = cuda.handle(cuda.alloc(0, 64))
+    url = "/v2/cudasharedmemory/region/x/register"
+    for body, words in (
+            ({"device_id": 0, "byte_size": 64}, "no 'raw_handle' field"),
+            ({"raw_handle": {"b64": 5}, "device_id": 0, "byte_size": 64}, "Unable to parse 'b64'"),
+            ({"raw_handle": "abc", "device_id": 0, "byte_size": 64}, "Unable to parse 'b64'"),
+            ({"raw_handle": {"b64": "!!!"}, "device_id": 0, "byte_size": 64}, "valid base64 encoded cudaIpcMemHandle_t"),
+            ({"raw_handle": {"b64": good}, "byte_size": 64}, "no 'device_id' field"),
+            ({"raw_handle": {"b64": good}, "device_id": -1, "byte_size": 64}, "Unable to parse 'device_id'"),
+            ({"raw_handle": {"b64": good}, "device_id": 0}, "no 'byte_size' field"),
+            ({"raw_handle": {"b64": good}, "device_id": 0, "byte_size": "64"}, "Unable to parse 'byte_size'"),
+            ({"raw_handle": {"b64": good}, "device_id": 7, "byte_size": 64}, "failed to open CUDA IPC handle"),
+            (b"{not json", "failed to parse the request JSON buffer")):
+        status, text = http_post(srv, url, body)
+        # A body that is not JSON gets the status the other routes give it.
+        assert (status == 400 or isinstance(body, bytes)) and words in text, (body, status, text)
+    # The same handle twice under two names maps it twice; both work.
+    assert http_post(srv, "/v2/cudasharedmemory/region/a/register",
+                     {"raw_handle": {"b64": good}, "device_id": 0, "byte_size": 64})[0] == 200
+    assert http_post(srv, "/v2/cudasharedmemory/region/b/register",
+                     {"raw_handle": {"b64": good}, "device_id": 0, "byte_size": 64})[0] == 200
+    g = clients(srv)[1]
+    with pytest.raises(InferenceServerException, match="failed to open CUDA IPC handle: invalid argument"):
+        g.register_cuda_shared_memory("short", base64.b64encode(bytes(10)).decode(), 0, 16)
+    assert names(g.get_cuda_shared_memory_status()) == ["a", "b"]
+    g.unregister_cuda_shared_memory()
+    assert names(g.get_cuda_shared_memory_status()) == []
