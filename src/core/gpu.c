@@ -106,8 +106,8 @@ static void open_driver(void) {
     d->pci_bus_id[sizeof d->pci_bus_id - 1] = '\0';
     d->id = i;
     d->total_memory = mem;
-    NRD_LOG_INFO("GPU %d: %s, compute capability %d.%d, %llu bytes", i, d->name, d->cc_major, d->cc_minor,
-                 (unsigned long long)mem);
+    NRD_LOG_VERBOSE(1, "GPU %d: %s, compute capability %d.%d, %llu bytes", i, d->name, d->cc_major, d->cc_minor,
+                    (unsigned long long)mem);
     g.n++;
   }
   open_nvml();

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "log.h"
 #include "stats.h"
 
 static void sample(nrd_gpu_metrics *g, uint64_t now) {
@@ -22,6 +23,7 @@ bool nrd_gpu_metrics_init(nrd_gpu_metrics *g, uint64_t interval_ms) {
     g->s[g->n] = s;
     g->energy_start[g->n] = s.energy;
     g->n++;
+    NRD_LOG_INFO("Collecting metrics for GPU %d: %s", id, nrd_gpu_device_get(id)->name); /* Triton's line */
   }
   if (g->n == 0) return false;
   pthread_mutex_init(&g->lock, NULL);

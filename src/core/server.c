@@ -29,6 +29,7 @@
 #include "response.h"
 #include "server_options.h"
 #include "stats.h"
+#include "text.h"
 #include "trace.h"
 
 /* Servers alive in this process; backends are finalized with the last one. */
@@ -278,10 +279,13 @@ static void find_gpus(TRITONSERVER_Server *s, double min_cc) {
     if (!d) continue;
     double cc = d->cc_major + d->cc_minor / 10.0;
     if (cc + 1e-9 < min_cc) {
-      NRD_LOG_INFO("GPU %d (%s) has compute capability %d.%d, below the minimum %.1f: not used", id, d->name,
-                   d->cc_major, d->cc_minor, min_cc);
+      NRD_LOG_INFO("GPU %d: %s, compute capability %d.%d, %llu bytes: not used (below the minimum compute "
+                   "capability %.1f)",
+                   id, d->name, d->cc_major, d->cc_minor, (unsigned long long)d->total_memory, min_cc);
       continue;
     }
+    NRD_LOG_INFO("GPU %d: %s, compute capability %d.%d, %llu bytes", id, d->name, d->cc_major, d->cc_minor,
+                 (unsigned long long)d->total_memory);
     s->gpus.ids[s->gpus.n++] = id;
   }
 }

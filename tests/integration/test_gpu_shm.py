@@ -227,6 +227,12 @@ def test_gpu_metrics_from_nvml(srv):
         assert re.search(rf"^nv_gpu_utilization{{{uuid}}} 0\.35$", text, re.M), text
         assert re.search(rf"^nv_gpu_power_limit{{{uuid}}} 300$", text, re.M), text
     assert re.search(r"^nv_pinned_memory_pool_total_bytes 1048576$", text, re.M), text
+    # The devices in the log at start, and Triton's metrics line for each.
+    log = srv.log()
+    assert "Collecting metrics for GPU 0:" in log, log
+    if not REAL:
+        assert "GPU 1: Nereid Stand-in GPU 1, compute capability 8.0, 1073741824 bytes" in log, log
+        assert "Collecting metrics for GPU 1: Nereid Stand-in GPU 1" in log, log
 
 
 def test_gpu_metrics_can_be_switched_off(tmp_path):
