@@ -131,6 +131,14 @@ def srv(tmp_path_factory):
         'input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 16 ] } ]\n'
         'output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 16 ] } ]\n'
         'instance_group [ { kind: KIND_GPU gpus: [ %d ] } ]\n' % GPU_B)
+    probe_lib = os.path.join(os.environ.get("NEREID_TEST_BACKEND_DIR", ""), "api_probe", "libtriton_api_probe.so")
+    if not REAL and os.path.exists(probe_lib):
+        (repo / "probe" / "1").mkdir(parents=True)
+        (repo / "probe" / "config.pbtxt").write_text(
+            'name: "probe"\nbackend: "api_probe"\nmax_batch_size: 0\n'
+            'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]\n'
+            'output [ { name: "PROBE" data_type: TYPE_STRING dims: [ 1 ] } ]\n')
+        os.symlink(probe_lib, repo / "probe" / "libtriton_api_probe.so")
     s = Server(repo)
     yield s
     s.stop()
@@ -326,3 +334,26 @@ def test_bad_registrations_are_refused(srv, cuda):
     assert names(g.get_cuda_shared_memory_status()) == ["a", "b"]
     g.unregister_cuda_shared_memory()
     assert names(g.get_cuda_shared_memory_status()) == []
+
+
+@pytest.mark.skipif(REAL or not os.environ.get("NEREID_TEST_BACKEND_DIR"),
+                    reason="api_probe writes its output with memcpy: the stand-in's host-backed memory only")
+def test_backend_learns_an_output_goes_to_gpu_memory(srv, cuda):
+    # The front ends' allocators answer a backend's question about an
+    # output (TRITONBACKEND_RequestOutputBufferProperties) with the memory
+    # of the region the request bound it to: GPU for a CUDA region.
+    for c, mod in zip(clients(srv), (httpclient, grpcclient)):
+        p_out = cuda.alloc(0, 4096)
+        c.register_cuda_shared_memory("probe_out", cuda.handle(p_out), 0, 4096)
+        try:
+            x = mod.InferInput("INPUT0", [2], "FP32")
+            x.set_data_from_numpy(np.array([1, 2], dtype=np.float32))
+            o = mod.InferRequestedOutput("PROBE")
+            o.set_shared_memory("probe_out", 4096)
+            c.infer("probe", [x], outputs=[o])
+            raw = cuda.read(p_out, np.uint8, 4096).tobytes()
+            n = int.from_bytes(raw[:4], "little")
+            report = json.loads(raw[4:4 + n])
+            assert report["output_buffer_memory_type"] == "GPU", report
+        finally:
+            c.unregister_cuda_shared_memory("probe_out")

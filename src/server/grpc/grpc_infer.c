@@ -194,10 +194,23 @@ static TRITONSERVER_Error *release_fn(TRITONSERVER_ResponseAllocator *a, void *b
   return NULL;
 }
 
+/* Where alloc_fn will put an output: in its shared memory region's memory
+ * (GPU for a CUDA region) when the request bound it to one, else CPU. */
+static TRITONSERVER_Error *query_fn(TRITONSERVER_ResponseAllocator *a, void *userp, const char *name,
+                                    size_t *byte_size, TRITONSERVER_MemoryType *mt, int64_t *mt_id) {
+  const infer_ctx *ctx = userp;
+  for (size_t i = 0; ctx && name && i < ctx->n_souts; i++) {
+    if (strcmp(ctx->souts[i].name, name) != 0) continue;
+    nrd_srv_shm_region_memory(ctx->souts[i].ref, mt, mt_id);
+    return NULL;
+  }
+  return nrd_srv_output_query_cpu(a, userp, name, byte_size, mt, mt_id);
+}
+
 TRITONSERVER_Error *nrd_srv_grpc_infer_init(void) {
   if (g_allocator) return NULL;
   TRITONSERVER_Error *err = TRITONSERVER_ResponseAllocatorNew(&g_allocator, alloc_fn, release_fn, NULL);
-  if (err == NULL) err = TRITONSERVER_ResponseAllocatorSetQueryFunction(g_allocator, nrd_srv_output_query_cpu);
+  if (err == NULL) err = TRITONSERVER_ResponseAllocatorSetQueryFunction(g_allocator, query_fn);
   return err;
 }
 

@@ -194,9 +194,23 @@ static TRITONSERVER_Error *release_fn(TRITONSERVER_ResponseAllocator *allocator,
   return NULL;
 }
 
+/* Where alloc_fn will put an output: in its shared memory region's memory
+ * (GPU for a CUDA region) when the request bound it to one, else CPU. */
+static TRITONSERVER_Error *query_fn(TRITONSERVER_ResponseAllocator *allocator, void *userp, const char *tensor_name,
+                                    size_t *byte_size, TRITONSERVER_MemoryType *memory_type,
+                                    int64_t *memory_type_id) {
+  const infer_ctx *c = userp;
+  for (size_t i = 0; c && tensor_name && i < c->n_outs; i++) {
+    if (c->outs[i].shm == NULL || strcmp(c->outs[i].name, tensor_name) != 0) continue;
+    nrd_srv_shm_region_memory(c->outs[i].shm, memory_type, memory_type_id);
+    return NULL;
+  }
+  return nrd_srv_output_query_cpu(allocator, userp, tensor_name, byte_size, memory_type, memory_type_id);
+}
+
 TRITONSERVER_Error *nrd_srv_http_allocator_new(TRITONSERVER_ResponseAllocator **out) {
   TRITONSERVER_Error *err = TRITONSERVER_ResponseAllocatorNew(out, alloc_fn, release_fn, NULL);
-  if (err == NULL) err = TRITONSERVER_ResponseAllocatorSetQueryFunction(*out, nrd_srv_output_query_cpu);
+  if (err == NULL) err = TRITONSERVER_ResponseAllocatorSetQueryFunction(*out, query_fn);
   return err;
 }
 
