@@ -49,6 +49,16 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Finalize(TRITONBACKEND_Back
   return NULL;
 }
 
+/* This build runs on the CPU only: a model without instance groups gets a
+ * CPU group (Triton's default count for the backend, 1) even where the core
+ * finds GPUs, where KIND_AUTO would become KIND_GPU (docs/gpu.md). */
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_GetBackendAttribute(TRITONBACKEND_Backend *backend,
+                                                                       TRITONBACKEND_BackendAttribute *attributes) {
+  (void)backend;
+  return TRITONBACKEND_BackendAttributeAddPreferredInstanceGroup(attributes, TRITONSERVER_INSTANCEGROUPKIND_CPU, 1,
+                                                                 NULL, 0);
+}
+
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model *model) {
   TRITONBACKEND_Backend *backend = NULL;
   void *tl = NULL;

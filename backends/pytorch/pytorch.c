@@ -18,6 +18,16 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Ba
   return NULL;
 }
 
+/* This build runs on the CPU only: a model without instance groups gets a
+ * CPU group (Triton's default count for the backend, 1) even where the core
+ * finds GPUs, where KIND_AUTO would become KIND_GPU (docs/gpu.md). */
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_GetBackendAttribute(TRITONBACKEND_Backend *backend,
+                                                                       TRITONBACKEND_BackendAttribute *attributes) {
+  (void)backend;
+  return TRITONBACKEND_BackendAttributeAddPreferredInstanceGroup(attributes, TRITONSERVER_INSTANCEGROUPKIND_CPU, 1,
+                                                                 NULL, 0);
+}
+
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_ModelInitialize(TRITONBACKEND_Model *model) {
   /* A TorchScript file does not say what its tensors are: like Triton's
    * backend, this one completes nothing and says so. */
