@@ -357,3 +357,39 @@ Test(gpu, gpu_identity_keeps_tensors_on_the_gpu) {
   h_rmtree(repo);
   free(repo);
 }
+
+/* Triton's qa/L0_rate_limiter on KIND_GPU instances: a per-device resource
+ * counts on the instance's GPU, so a pool given for another device leaves
+ * it 0. The stand-in's second GPU: not on a one-GPU machine. */
+static TRITONSERVER_Error *load_limited(const char *repo, int64_t count, int device) {
+  TRITONSERVER_ServerOptions *o = h_options(repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT);
+  H_OK(TRITONSERVER_ServerOptionsSetRateLimiterMode(o, TRITONSERVER_RATE_LIMIT_EXEC_COUNT));
+  H_OK(TRITONSERVER_ServerOptionsAddRateLimiterResource(o, "resource1", (size_t)count, device));
+  TRITONSERVER_Server *s = h_server_new(o);
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "limited");
+  H_OK(TRITONSERVER_ServerDelete(s));
+  return e;
+}
+
+Test(gpu, rate_limiter_resources_count_on_the_instances_gpu, .timeout = 60) {
+  if (real_gpu()) return;
+  char *repo = h_tmpdir();
+  gpu_model(repo, "limited", "identity",
+            "instance_group [ { kind: KIND_GPU count: 1 gpus: [ 1 ] "
+            "rate_limiter { resources [ { name: \"resource1\" count: 4 } ] } } ]\n");
+  const char *want = "Resource count for \"resource1\" is limited to 0 which will prevent scheduling of one or "
+                     "more model instances, the minimum required count is 4";
+  /* Given only for device 10 (Triton's case), or only for device 0. */
+  int other[2] = {10, 0};
+  for (int i = 0; i < 2; i++) {
+    TRITONSERVER_Error *e = load_limited(repo, 10, other[i]);
+    cr_assert_not_null(e, "loaded with resource1 only on device %d", other[i]);
+    cr_expect_not_null(strstr(TRITONSERVER_ErrorMessage(e), want), "%s", TRITONSERVER_ErrorMessage(e));
+    TRITONSERVER_ErrorDelete(e);
+  }
+  /* On the instance's GPU, or on every device: it loads. */
+  H_OK(load_limited(repo, 4, 1));
+  H_OK(load_limited(repo, 4, -1));
+  h_rmtree(repo);
+  free(repo);
+}
