@@ -331,8 +331,9 @@ static TRITONSERVER_Error *add_instance(TRITONBACKEND_Model *m, const json_t *gr
 }
 
 /* Instances of every group: `count` of them, each once per listed GPU for
- * KIND_GPU; named "<group>_<c>" when count > 1, else "<group>" (the same
- * name on every GPU, as in Triton). */
+ * KIND_GPU; named "<group>_<c>", also when count is 1 (the same name on
+ * every GPU), as Triton 2.51 and later name them (backend_model.cc; the
+ * older backend_model_instance.cc left out "_0" for a count of 1). */
 static TRITONSERVER_Error *create_instances(TRITONBACKEND_Model *m) {
   const json_t *groups = json_object_get(m->config, "instance_group");
   uint32_t total = 0;
@@ -366,10 +367,7 @@ static TRITONSERVER_Error *create_instances(TRITONBACKEND_Model *m) {
     const json_t *gpus = json_object_get(grp, "gpus");
     for (int64_t c = 0; c < count; c++) {
       char iname[512];
-      if (count > 1)
-        snprintf(iname, sizeof iname, "%s_%" PRId64, gname, c);
-      else
-        snprintf(iname, sizeof iname, "%s", gname);
+      snprintf(iname, sizeof iname, "%s_%" PRId64, gname, c);
       TRITONSERVER_Error *e = NULL;
       if (k != TRITONSERVER_INSTANCEGROUPKIND_GPU) e = add_instance(m, grp, iname, k, 0);
       for (size_t d = 0; !e && k == TRITONSERVER_INSTANCEGROUPKIND_GPU && d < json_array_size(gpus); d++)

@@ -316,7 +316,7 @@ Test(gpu, gpu_identity_keeps_tensors_on_the_gpu) {
   TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "gid_cpu");
   cr_assert_not_null(e);
   cr_assert_not_null(
-      strstr(TRITONSERVER_ErrorMessage(e), "gpu_identity: instance 'gid_cpu_0' must be KIND_GPU, not CPU"), "%s",
+      strstr(TRITONSERVER_ErrorMessage(e), "gpu_identity: instance 'gid_cpu_0_0' must be KIND_GPU, not CPU"), "%s",
       TRITONSERVER_ErrorMessage(e));
   TRITONSERVER_ErrorDelete(e);
   H_OK(TRITONSERVER_ServerLoadModel(s, "gid"));

@@ -568,3 +568,18 @@ Test(lifecycle, config_errors_after_auto_complete_and_from_json) {
   cr_assert(strstr(rec, "ModelInitialize overridden") == NULL, "%s", rec);
   free(rec);
 }
+
+/* Instance names as Triton 2.51 forms them (run beside us): "<group>_<c>"
+ * also for a count of 1; an unnamed group is "<model>_<index>". */
+Test(lifecycle, instances_are_named_as_triton_names_them) {
+  write_model("grouped", "recorder", "instance_group [ { count: 1 kind: KIND_CPU }, { name: \"g\" count: 2 } ]\n");
+  TRITONSERVER_Server *s = explicit_server();
+  H_OK(TRITONSERVER_ServerLoadModel(s, "grouped"));
+  H_OK(TRITONSERVER_ServerDelete(s));
+  char *rec = record();
+  const char *want[] = {"ModelInstanceInitialize grouped_0_0|", "ModelInstanceInitialize g_0|",
+                        "ModelInstanceInitialize g_1|"};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    cr_expect_not_null(strstr(rec, want[i]), "no '%s' in %s", want[i], rec);
+  free(rec);
+}

@@ -468,7 +468,7 @@ def test_kind_gpu_fails_its_load_clearly():
             for protocol in PROTOCOLS:
                 with client(s, protocol) as c, pytest.raises(InferenceServerException) as e:
                     c.load_model("gpu_add_sub")
-                assert ("instance 'gpu_add_sub_0' is GPU; this build runs the onnxruntime backend on the CPU only"
+                assert ("instance 'gpu_add_sub_0_0' is GPU; this build runs the onnxruntime backend on the CPU only"
                         in e.value.message()), (protocol, e.value.message())
                 c = client(s, protocol)
                 with c:

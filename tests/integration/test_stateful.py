@@ -654,12 +654,12 @@ def test_logging_levels_and_metric_lines():
         step(s, "quiet", 1, x, start=True, end=True)
         deadline = time.monotonic() + TIMEOUT
         seq = 1
-        while "model 'loud': instance 'loud_0': average batch size" not in s.text():
+        while "model 'loud': instance 'loud_0_0': average batch size" not in s.text():
             assert time.monotonic() < deadline, s.text()
             seq += 1
             step(s, "loud", seq, x, start=True, end=True)
             time.sleep(0.1)
-        assert "model 'loud': instance 'loud_0': ran 1 sequences" in s.text()
+        assert "model 'loud': instance 'loud_0_0': ran 1 sequences" in s.text()
         assert "model 'quiet': instance" not in s.text()
 
 
