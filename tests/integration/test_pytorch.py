@@ -527,3 +527,25 @@ def test_refusals_name_the_model_the_file_and_the_reason():
                 assert c.is_model_ready("good")
                 states = {m["name"]: m.get("state") for m in c.get_model_repository_index()}
             assert states["corrupt"] == "UNAVAILABLE" and states["good"] == "READY"
+
+
+def test_kind_gpu_is_refused_by_the_backend_where_the_core_finds_gpus():
+    """With a GPU in sight (the stand-in NVIDIA driver, tests/gpu_stub) the
+    core places a KIND_GPU instance on GPU 0; this CPU build of the backend
+    refuses it and says why, and a model without instance groups beside it
+    gets the backend's CPU group and serves (docs/gpu.md)."""
+    fake = os.environ["NRD_FAKE_CUDA"]
+    with tempfile.TemporaryDirectory() as root:
+        make_models(root, {"gpu": (MODELS["picky"][0], [], MODELS["picky"][2] +
+                                   "instance_group [ { kind: KIND_GPU gpus: [ 0 ] } ]\n"),
+                           "good": MODELS["picky"]})
+        env = dict(os.environ, NEREID_CUDA_LIBRARY=fake, NEREID_NVML_LIBRARY=fake)
+        s = start(root, "--model-control-mode=explicit", env=env)
+        with running(s) as lines:
+            take_ports(s, lines)
+            msg = load_error(s, "gpu")
+            assert "instance 'gpu_0_0' is GPU; this build runs the pytorch backend on the CPU only" in msg, msg
+            with client(s) as c:
+                c.load_model("good")
+                assert c.is_model_ready("good")
+                assert c.get_model_config("good")["instance_group"][0]["kind"] == "KIND_CPU"
