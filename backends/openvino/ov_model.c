@@ -502,10 +502,77 @@ static TRITONSERVER_Error *preprocess(ov_model *m, const nrd_ov_model_t *model, 
   return err;
 }
 
+/* ---- auto-complete ------------------------------------------------------- */
+
+/* [{name, data_type, dims}] for a model's ports: dims after the batch
+ * dimension when the model batches, each the model's own (-1 where
+ * dynamic). Triton's backend writes -1 for every dimension of a shape with
+ * any dynamic one, which its own exact check of outputs then refuses. */
+static json_t *io_list(const ov_model *m, const port *ports, size_t n, TRITONSERVER_Error **err) {
+  json_t *arr = json_array();
+  for (size_t i = 0; arr != NULL && i < n; i++) {
+    TRITONSERVER_DataType dt = ov_triton_type_of(ports[i].element);
+    if (dt == TRITONSERVER_TYPE_INVALID) {
+      *err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "openvino: model '%s': tensor '%s' has an element type "
+                               "the backend does not serve; give it in the configuration", m->name, ports[i].name);
+      json_decref(arr);
+      return NULL;
+    }
+    json_t *dims = json_array();
+    for (int64_t d = m->max_batch_size > 0 ? 1 : 0; dims != NULL && d < ports[i].rank; d++) {
+      json_array_append_new(dims, json_integer(ports[i].dims[d]));
+    }
+    char type[32];
+    snprintf(type, sizeof type, "TYPE_%s", TRITONSERVER_DataTypeString(dt));
+    json_t *t = dims == NULL ? NULL : json_pack("{s:s, s:s, s:o}", "name", ports[i].name, "data_type", type, "dims", dims);
+    if (t == NULL || json_array_append_new(arr, t) != 0) {
+      json_decref(arr);
+      *err = oom();
+      return NULL;
+    }
+  }
+  if (arr == NULL) *err = oom();
+  return arr;
+}
+
+/* Fills the inputs, and the outputs, the configuration leaves out from the
+ * model (Triton's backend completes a list only when it is empty) and
+ * hands the configuration back to the server. max_batch_size is left as
+ * configured: Triton's backend sets it only for models whose layout names a
+ * batch dimension, which OpenVINO's C API does not show. */
+static TRITONSERVER_Error *auto_complete(TRITONBACKEND_Model *model, const ov_model *m, const nrd_ov_model_t *source,
+                                         json_t *config) {
+  TRITONSERVER_Error *err = NULL;
+  for (int k = 0; err == NULL && k < 2; k++) {
+    const char *section = k == 0 ? "input" : "output";
+    if (json_array_size(json_object_get(config, section)) > 0) {
+      NRD_BU_LOG(TRITONSERVER_LOG_INFO, "openvino: skipping %s model configuration auto-complete for '%s': %s "
+                 "already specified", section, m->name, section);
+      continue;
+    }
+    port *ports = NULL;
+    size_t n = 0;
+    err = ports_read(m->rt, source, k == 0, &ports, &n);
+    json_t *list = err == NULL ? io_list(m, ports, n, &err) : NULL;
+    if (list != NULL && json_object_set_new(config, section, list) != 0) err = oom();
+    ports_free(m->rt, ports, n);
+  }
+  if (err != NULL) return err;
+  char *text = json_dumps(config, JSON_COMPACT);
+  if (text == NULL) return oom();
+  TRITONSERVER_Message *message = NULL;
+  err = TRITONSERVER_MessageNewFromSerializedJson(&message, text, strlen(text));
+  free(text);
+  if (err != NULL) return err;
+  err = TRITONBACKEND_ModelSetConfig(model, 1, message);
+  nrd_bu_error_log_and_delete(TRITONSERVER_MessageDelete(message), "openvino: deleting a message");
+  return err;
+}
+
 /* ---- model --------------------------------------------------------------- */
 
 /* Everything after the configuration is read: core, file, checks, compile. */
-static TRITONSERVER_Error *load(TRITONBACKEND_Model *model, ov_model *m, const json_t *config) {
+static TRITONSERVER_Error *load(TRITONBACKEND_Model *model, ov_model *m, json_t *config) {
   const nrd_ov_api *api = &m->rt->api;
   char yes[16];
   m->skip_dynamic_batch = strcmp(param_lower(config, "SKIP_OV_DYNAMIC_BATCHSIZE", yes, sizeof yes), "yes") == 0;
@@ -534,6 +601,9 @@ static TRITONSERVER_Error *load(TRITONBACKEND_Model *model, ov_model *m, const j
   nrd_ov_model_t *source = NULL, *built = NULL;
   err = ov_runtime_error(m->rt, api->ov_core_read_model(m->core, path, NULL, &source), TRITONSERVER_ERROR_INVALID_ARG,
                          "reading model");
+  bool complete = false;
+  if (err == NULL) err = TRITONBACKEND_ModelAutoCompleteConfig(model, &complete);
+  if (err == NULL && complete) err = auto_complete(model, m, source, config);
   if (err == NULL) err = check_inputs(m, config, source);
   if (err == NULL) err = check_outputs(m, config, source);
   if (err == NULL) err = preprocess(m, source, &built);

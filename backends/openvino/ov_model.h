@@ -47,7 +47,9 @@ typedef struct ov_instance {
 } ov_instance;
 
 /*
- * Reads the model file and the configuration, checks one against the other,
+ * Reads the model file and the configuration, completes the configuration's
+ * missing inputs and outputs from the model when the server allows it,
+ * checks one against the other,
  * applies the parameters (docs/openvino.md) and compiles the model for the
  * CPU. '*out' is owned by the caller (ov_model_free), also NULL on failure.
  * Errors name the model, the parameter, tensor or file. Thread:

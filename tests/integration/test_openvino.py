@@ -149,6 +149,9 @@ GOOD = {
     "onnx_dynamic": ("add_sub", "onnx", add_sub("-1, 4", ONNX)),
     # RESHAPE_IO_LAYERS: the dynamic model made [3, 4] by the configuration.
     "ir_reshaped": ("add_sub", "ir", add_sub("3, 4", "", param("RESHAPE_IO_LAYERS", "yes"))),
+    # Inputs and outputs completed from the model (-1 where dynamic).
+    "ir_auto": ("add_sub", "ir", 'backend: "openvino"\n'),
+    "onnx_auto": ("fixed_add_sub", "onnx", 'backend: "openvino"\n' + ONNX),
     # Every CPU parameter of the README at once.
     "ir_params": ("add_sub", "ir", add_sub("4", "max_batch_size: 4\n", PAD + BATCHER +
                                            param("NUM_STREAMS", "2") + param("INFERENCE_NUM_THREADS", "1") +
@@ -210,6 +213,20 @@ def test_dynamic_shapes_and_reshaped_inputs(server):
     # The core refuses a shape the configuration does not allow.
     a, b = pair(2)
     assert "unexpected shape" in str(failure(server, "ir_reshaped", [("INPUT0", a), ("INPUT1", b)]))
+
+
+def test_configuration_completed_from_the_model(server):
+    with client(server) as c:
+        ir = c.get_model_config("ir_auto")
+        onnx = c.get_model_config("onnx_auto")
+    assert [(i["name"], i["data_type"], [int(d) for d in i["dims"]]) for i in ir["input"]] == \
+        [("INPUT0", "TYPE_FP32", [-1, 4]), ("INPUT1", "TYPE_FP32", [-1, 4])], ir
+    assert [o["name"] for o in ir["output"]] == ["OUTPUT0", "OUTPUT1"], ir
+    assert [(i["name"], i["data_type"], [int(d) for d in i["dims"]]) for i in onnx["output"]] == \
+        [("OUTPUT0", "TYPE_INT32", [4]), ("OUTPUT1", "TYPE_INT32", [4])], onnx
+    a, b = pair(2)
+    r = infer(server, "ir_auto", [("INPUT0", a), ("INPUT1", b)], protocol="grpc")
+    assert r.as_numpy("OUTPUT0").tolist() == (a + b).tolist()
 
 
 def test_dynamic_batcher_pads_batches_to_max_batch_size(server):
