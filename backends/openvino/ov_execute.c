@@ -8,6 +8,7 @@
  * is refused unless ENABLE_BATCH_PADDING is YES, which pads it with zero
  * rows (the padding never reaches a response).
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,7 +87,13 @@ static TRITONSERVER_Error *stage_input(const ov_instance *inst, TRITONBACKEND_Re
   uint64_t want = (uint64_t)elements * size;
   uint64_t full = want;
   if (pad > 0) {
-    full = rows > 0 ? want / (uint64_t)rows * (uint64_t)(rows + pad) : 0;
+    /* The bytes of one row come from the non-batch dimensions, so a batch
+     * of zero rows is padded to full size as well. */
+    int64_t row = nrd_bu_shape_elements(dims + 1, rank - 1);
+    if (row < 0 || (uint64_t)row > UINT64_MAX / size / (uint64_t)(rows + pad)) {
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "openvino: input '%s' has a bad shape", io->name);
+    }
+    full = (uint64_t)row * size * (uint64_t)(rows + pad);
     s->padded = calloc(1, full > 0 ? full : 1);
     if (s->padded == NULL) return nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE, "openvino: out of memory");
   }

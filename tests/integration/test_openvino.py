@@ -269,6 +269,9 @@ def test_bad_requests_are_answered_and_the_server_keeps_serving(server):
     assert "unexpected shape" in str(failure(server, "ir_batched", [("INPUT0", bad), ("INPUT1", bad)]))
     assert "INPUT0" in str(failure(server, "ir_batched", [("INPUT0", pair(1)[0].astype(np.int32)),
                                                          ("INPUT1", pair(1)[1])]))
+    # Zero rows: the core refuses them before the backend.
+    empty = np.zeros((0, 4), np.float32)
+    assert "INPUT" in str(failure(server, "ir_batched", [("INPUT0", empty), ("INPUT1", empty)]))
     a, b = pair(2)
     r = infer(server, "onnx_full", [("INPUT0", a), ("INPUT1", b)])
     assert r.as_numpy("OUTPUT0").tolist() == (a + b).tolist()
