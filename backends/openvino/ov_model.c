@@ -580,13 +580,6 @@ static TRITONSERVER_Error *load(TRITONBACKEND_Model *model, ov_model *m, json_t 
   m->reshape_io = strcmp(param_lower(config, "RESHAPE_IO_LAYERS", yes, sizeof yes), "yes") == 0;
   TRITONSERVER_Error *err =
       ov_runtime_error(m->rt, api->ov_core_create(&m->core), TRITONSERVER_ERROR_INTERNAL, "creating the core");
-  /* OpenVINO's thread pool (TBB) is joined when the last core goes, not
-   * left running into the process's exit, where its threads would still
-   * be ending while the C runtime (and a sanitizer) tears down. */
-  if (err == NULL) {
-    err = ov_runtime_error(m->rt, api->ov_core_set_property(m->core, NULL, "FORCE_TBB_TERMINATE", "YES"),
-                           TRITONSERVER_ERROR_INTERNAL, "configuring openvino core");
-  }
   if (err != NULL) return err;
   const char *ext = nrd_bu_config_parameter(config, "CPU_EXTENSION_PATH");
   if (ext != NULL && ext[0] != '\0') {
