@@ -8,6 +8,9 @@
 #   .deps/tritonserver/pytriton/tritonserver/bin/tritonserver
 #                                            (oracle.txt; Triton itself, for
 #                                             the differential tests only)
+#   .deps/pytorch/{lib,include}/             (torch.txt; libtorch's CPU
+#                                             libraries and headers, for the
+#                                             pytorch backend)
 #   .deps/openvino/lib/, .deps/openvino/python/
 #                                            (openvino.txt; the openvino
 #                                             backend and its tests)
@@ -191,6 +194,66 @@ PY
   publish tritonserver "$req"
 }
 
+# Treelite's library for the fil backend, and the training libraries its
+# tests use. libtreelite.so looks for its OpenMP runtime in the wheel's
+# treelite.libs/: its RPATH is set to $ORIGIN, where the build copies both.
+# The Python packages go to a --target folder the tests put on PYTHONPATH.
+fetch_fil() {
+  local req=$pyreq/fil.txt
+  part_current fil "$req" && { echo "fetch_pypi: fil up to date"; return; }
+  [ "$(uname -m)" = x86_64 ] || { echo "fetch_pypi: the pinned Treelite wheel is for x86_64 only; the fil backend will not load" >&2; return; }
+  mkdir -p "$work/fil"
+  download "$req" "$work/fil"
+  local dest=$deps/fil.partial gomp
+  rm -rf "$dest"
+  gomp=$("$python" -c 'import sys, zipfile; print([n for n in zipfile.ZipFile(sys.argv[1]).namelist() if n.startswith("treelite.libs/libgomp")][0])' "$work"/fil/treelite-*.whl) ||
+    fail "the Treelite wheel of ${req#"$src"/} carries no OpenMP runtime; nothing was installed"
+  extract "$work"/fil/treelite-*.whl "$dest" treelite/lib/libtreelite.so=lib/libtreelite.so "$gomp=lib/${gomp#treelite.libs/}"
+  patchelf --set-rpath '$ORIGIN' "$dest/lib/libtreelite.so"
+  "$python" -m pip install --quiet --disable-pip-version-check --no-deps --no-index --require-hashes \
+    --target "$dest/py" --find-links "$work/fil" -r "$req" >&2 ||
+    fail "installing ${req#"$src"/} into .deps/fil/py failed; nothing was installed"
+  "$python" -c 'import ctypes, sys; ctypes.CDLL(sys.argv[1]).TreeliteGTILPredict' "$dest/lib/libtreelite.so" ||
+    fail "libtreelite.so from ${req#"$src"/} does not load here (ldd it); nothing was installed"
+  publish fil "$req"
+}
+
+# libtorch's CPU libraries and C++ headers from PyPI's torch wheel, with
+# the two CUDA libraries libtorch_cpu.so NEEDs (it loads without a GPU).
+# Everything lands in lib/ so libtorch_cpu.so's RPATH ($ORIGIN) finds them.
+fetch_pytorch() {
+  local req=$pyreq/torch.txt
+  part_current pytorch "$req" && { echo "fetch_pypi: pytorch up to date"; return; }
+  [ "$(uname -m)" = x86_64 ] || { echo "fetch_pypi: the pinned torch wheel is for x86_64 only; the pytorch backend is not built" >&2; return; }
+  mkdir -p "$work/pt"
+  download "$req" "$work/pt"
+  local dest=$deps/pytorch.partial
+  rm -rf "$dest"
+  extract "$work"/pt/torch-*.whl "$dest" \
+    torch/lib/libtorch_cpu.so=lib/libtorch_cpu.so \
+    torch/lib/libc10.so=lib/libc10.so \
+    torch/lib/libgomp.so.1=lib/libgomp.so.1
+  extract "$work"/pt/nvidia_cuda_runtime_cu12-*.whl "$dest" \
+    nvidia/cuda_runtime/lib/libcudart.so.12=lib/libcudart.so.12
+  extract "$work"/pt/nvidia_cuda_cupti_cu12-*.whl "$dest" \
+    nvidia/cuda_cupti/lib/libcupti.so.12=lib/libcupti.so.12
+  "$python" - "$work"/pt/torch-*.whl "$dest" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    for m in z.infolist():
+        if m.filename.startswith("torch/include/") and not m.is_dir():
+            m.filename = m.filename[len("torch/"):]
+            z.extract(m, sys.argv[2])
+PY
+  # Each library must load with only what lies beside it and the system's.
+  local lib
+  for lib in libc10.so libtorch_cpu.so; do
+    "$python" -c 'import ctypes, sys; ctypes.CDLL(sys.argv[1])' "$dest/lib/$lib" ||
+      fail "$lib from ${req#"$src"/} does not load here (ldd $dest/lib/$lib); nothing was installed"
+  done
+  publish pytorch "$req"
+}
+
 # OpenVINO: the libraries the openvino backend opens, in lib/ (each keeps
 # its $ORIGIN runpath: the core finds the CPU plugin and the frontends
 # beside itself), and the Python package for the tests' IR conversion.
@@ -227,4 +290,6 @@ fetch_onnxruntime
 fetch_perf_analyzer
 fetch_venv
 fetch_oracle
+fetch_fil
+fetch_pytorch
 fetch_openvino

@@ -60,6 +60,18 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Ba
   return NULL;
 }
 
+/* This build runs ONNX Runtime's CPU provider only: a model without
+ * instance groups gets a CPU group even where the core finds GPUs (where
+ * KIND_AUTO would become KIND_GPU, which instance_open refuses), with the
+ * count Triton gives a CPU group of the backend (2 for onnxruntime). */
+NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_GetBackendAttribute(TRITONBACKEND_Backend *backend,
+                                                                         TRITONBACKEND_BackendAttribute *attributes) {
+  (void)backend;
+  uint64_t count = strcmp(ort_backend.name, "onnxruntime") == 0 ? 2 : 1;
+  return TRITONBACKEND_BackendAttributeAddPreferredInstanceGroup(attributes, TRITONSERVER_INSTANCEGROUPKIND_CPU, count,
+                                                                 NULL, 0);
+}
+
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Finalize(TRITONBACKEND_Backend *backend) {
   void *state = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_BackendState(backend, &state);

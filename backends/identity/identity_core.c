@@ -29,10 +29,6 @@ TRITONSERVER_Error *nrd_identity_model_read(const json_t *config, const char *ba
   return NULL;
 }
 
-static bool memory_is_host(TRITONSERVER_MemoryType type) {
-  return type == TRITONSERVER_MEMORY_CPU || type == TRITONSERVER_MEMORY_CPU_PINNED;
-}
-
 /* Adds output 'out_name' to 'response' as a copy of 'input'. */
 static TRITONSERVER_Error *copy_tensor(TRITONBACKEND_Response *response, const char *out_name,
                                        TRITONBACKEND_Input *input) {
@@ -58,10 +54,8 @@ static TRITONSERVER_Error *copy_tensor(TRITONBACKEND_Response *response, const c
   if (err != NULL) {
     return err;
   }
-  if (byte_size > 0 && (dst == NULL || !memory_is_host(mem))) {
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED,
-                             "identity: output '%s': buffer is not in CPU "
-                             "memory",
+  if (byte_size > 0 && dst == NULL) {
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "identity: output '%s': the allocator gave no buffer",
                              out_name);
   }
   uint64_t offset = 0;
@@ -77,11 +71,9 @@ static TRITONSERVER_Error *copy_tensor(TRITONBACKEND_Response *response, const c
     if (size == 0) {
       continue;
     }
-    if (!memory_is_host(src_mem) || src == NULL) {
-      return nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED,
-                               "identity: input '%s': buffer %u is not in "
-                               "CPU memory",
-                               in_name, b);
+    if (src == NULL) {
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "identity: input '%s': buffer %u has no data", in_name,
+                               b);
     }
     if (size > byte_size - offset) {
       return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
@@ -89,7 +81,11 @@ static TRITONSERVER_Error *copy_tensor(TRITONBACKEND_Response *response, const c
                                "the %" PRIu64 " bytes announced",
                                in_name, byte_size);
     }
-    memcpy((char *)dst + offset, src, (size_t)size);
+    /* Any memory type on either side (a GPU one through the driver). */
+    err = nrd_bu_copy((char *)dst + offset, mem, mem_id, src, src_mem, src_id, (size_t)size);
+    if (err != NULL) {
+      return err;
+    }
     offset += size;
   }
   if (offset != byte_size) {

@@ -7,6 +7,7 @@ import importlib.util
 import inspect
 import json
 import os
+import struct
 import sys
 import threading
 import traceback
@@ -26,9 +27,35 @@ ZERO_COPY_MIN = 1 << 16
 _NP_DTYPE = {name: np.dtype(t) for i, name in enumerate(pb_utils._NAMES)
              if (t := pb_utils.triton_to_numpy_type(i)) is not None and name != "BYTES"}
 _DTYPE_NAME = {dt: name for name, dt in _NP_DTYPE.items()}
+# TRITONSERVER_DataType of each numpy dtype (the index in pb_utils._NAMES).
+_DTYPE_CODE = {dt: pb_utils._NAMES.index(name) for name, dt in _NP_DTYPE.items()}
+_BYTES_CODE = pb_utils._NAMES.index("BYTES")
+# The binary execute reply (py_ipc.h, "Binary execute reply"): a header,
+# per response its output count, per output its fixed part, dims x int64
+# and its name with a NUL.
+_REPLY_HEAD = struct.Struct("<cxxxI")
+_REPLY_COUNT = struct.Struct("<I")
+_REPLY_OUT = struct.Struct("<BBHxxxxQQ")
+_SHAPE = [struct.Struct(f"<{d}q") for d in range(65)]
+_RELEASE_ALL = pb_utils.TRITONSERVER_REQUEST_RELEASE_ALL
+_Tensor = pb_utils.Tensor
+_new_tensor = object.__new__
 # Message codecs: compact, no cycle check, no encoding sniffing (UTF-8).
 _encode = json.JSONEncoder(check_circular=False, separators=(",", ":")).encode
-_decode = json.JSONDecoder().decode
+_scan = json.JSONDecoder().scan_once
+
+
+def _decode(text):
+    """A message's JSON (the server writes exactly one value, no
+    whitespace): the C scanner without JSONDecoder.decode's wrapper and
+    its two whitespace matches."""
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:
+        raise ValueError(f"python: unreadable message: {text[:80]!r}") from None
+    if end != len(text):
+        raise ValueError(f"python: unreadable message: {text[:80]!r}")
+    return value
 
 
 class Stub:
@@ -53,7 +80,10 @@ class Stub:
         self.closed = []
         self.active = False  # handling a server message: the server answers ours
         self.generation = 0  # of the message being handled: senders belong to one
-        self.senders_done = threading.Condition()
+        # senders_lock is senders_done's lock: `with` on it directly costs
+        # a third of the Condition's Python-level __enter__/__exit__.
+        self.senders_lock = threading.Lock()
+        self.senders_done = threading.Condition(self.senders_lock)
 
     # -- helpers --
     def adopt(self, buf):
@@ -104,7 +134,7 @@ class Stub:
 
     def run(self, fn, *args):
         res = fn(*args)
-        if inspect.isawaitable(res):
+        if type(res) is not list and res is not None and inspect.isawaitable(res):
             if self.loop is None:
                 self.loop = asyncio.new_event_loop()
             res = self.loop.run_until_complete(res)
@@ -176,9 +206,9 @@ class Stub:
         off, size = d["off"], d["size"]
         dt = _NP_DTYPE.get(dtype)
         if dt is not None:
-            arr = np.frombuffer(self.buf, dtype=dt, count=size // dt.itemsize, offset=off)
-            if len(shape) != 1:
-                arr = arr.reshape(shape)
+            # A view of the region (one call: a third of frombuffer's and
+            # reshape's time).
+            arr = np.ndarray(shape, dt, self.buf, off)
         elif dtype == "BYTES":
             count = int(np.prod(shape)) if shape else 1
             arr = pb_utils.deserialize_bytes_tensor(self.buf[off:off + size], count).reshape(shape)
@@ -189,11 +219,24 @@ class Stub:
     def request(self, d, factory):
         """The InferenceRequest of message entry `d`; `factory` makes its
         response sender at first use."""
-        return pb_utils.InferenceRequest._wrap([self.tensor_in(i) for i in d["inputs"]], d["requested"], d["id"],
-                                               d.get("correlation_id", 0), d["flags"], d["timeout"],
-                                               d["parameters"], factory)
+        inputs = []
+        for i in d["inputs"]:
+            dt = _NP_DTYPE.get(i["dtype"])
+            if dt is None:
+                inputs.append(self.tensor_in(i))
+                continue
+            # tensor_in's common case inline (a view of the region).
+            t = _new_tensor(_Tensor)
+            t._name = i["name"]
+            t._array = np.ndarray(i["shape"], dt, self.buf, i["off"])
+            t._dtype = i["dtype"]
+            inputs.append(t)
+        return pb_utils.InferenceRequest._wrap(inputs, d["requested"], d["id"], d.get("correlation_id", 0),
+                                               d["flags"], d["timeout"], d["parameters"], factory)
 
     def response_out(self, resp, off):
+        """The reply entry (JSON) of one response, its outputs written from
+        `off` on; returns (entry, next offset)."""
         if resp is None:
             return {"error": "python: execute returned None for a request of a model that is not decoupled"}, off
         if not isinstance(resp, pb_utils.InferenceResponse):
@@ -203,44 +246,77 @@ class Stub:
             code = err.code() if isinstance(err, pb_utils.TritonError) else 1
             msg = err.message() if hasattr(err, "message") else str(err)
             return {"error": msg, "code": code or 1}, off
-        outs = []
-        for t in resp.output_tensors():
-            arr = t.as_numpy()
-            if not isinstance(arr, np.ndarray):
-                arr = np.asarray(arr)
-            off = (off + ALIGN - 1) // ALIGN * ALIGN
-            if arr.dtype.kind in "OSU":
-                data = pb_utils._serialize_bytes(arr)
-                n = len(data)
-                self.ensure(off + n, "the outputs")
-                self.buf[off:off + n] = data
-                dname = "BYTES"
-            else:
-                dname = _DTYPE_NAME.get(arr.dtype) or pb_utils._dtype_name(arr)
-                n = arr.nbytes
-                if n < ZERO_COPY_MIN:
-                    # Small: tobytes (C order) and a slice store cost less
-                    # than a numpy view of the region and a copy into it.
-                    self.ensure(off + n, "the outputs")
-                    self.buf[off:off + n] = arr.tobytes()
-                    outs.append({"name": t.name(), "dtype": dname, "shape": list(arr.shape), "off": off,
-                                 "size": n})
-                    off += n
-                    continue
-                if arr.flags.c_contiguous:
-                    at = self.offset_of(arr)
-                    if at is not None and _nrd_ipc.DATA_OFFSET <= at and at + n <= self.in_end:
-                        outs.append({"name": t.name(), "dtype": dname, "shape": list(arr.shape), "off": at,
-                                     "size": n})
-                        continue
-                self.ensure(off + n, "the outputs")
-                dst = np.ndarray(arr.shape, dtype=arr.dtype, buffer=self.buf, offset=off)
-                dst[...] = arr
-            outs.append({"name": t.name(), "dtype": dname, "shape": list(arr.shape), "off": off, "size": n})
-            off += n
+        outs, off = self.outputs_out(resp, off)
+        outs = [{"name": name, "dtype": pb_utils._NAMES[code], "shape": list(shape), "off": at, "size": n}
+                for name, code, shape, at, n in outs]
         if resp._params:
             return {"outputs": outs, "parameters": resp._params}, off
         return {"outputs": outs}, off
+
+    def outputs_out(self, resp, off):
+        """Writes a response's output tensors from `off` on (an identity's
+        large output stays where its input lies); returns ([(name,
+        datatype code, shape, offset, bytes)], next offset)."""
+        outs = []
+        for t in resp._tensors:
+            arr = t._array
+            if type(arr) is not np.ndarray:
+                arr = np.asarray(arr)
+            off = (off + ALIGN - 1) & -ALIGN
+            code = _DTYPE_CODE.get(arr.dtype)
+            if code is None:
+                if arr.dtype.kind in "OSU":
+                    data = pb_utils._serialize_bytes(arr)
+                    n = len(data)
+                    self.ensure(off + n, "the outputs")
+                    self.buf[off:off + n] = data
+                    outs.append((t._name, _BYTES_CODE, arr.shape, off, n))
+                    off += n
+                    continue
+                code = pb_utils._NAMES.index(pb_utils._dtype_name(arr))
+            n = arr.nbytes
+            if n < ZERO_COPY_MIN:
+                # Small: tobytes (C order) and a slice store cost less
+                # than a numpy view of the region and a copy into it.
+                if off + n > len(self.buf):
+                    self.ensure(off + n, "the outputs")
+                self.buf[off:off + n] = arr.tobytes()
+                outs.append((t._name, code, arr.shape, off, n))
+                off += n
+                continue
+            if arr.flags.c_contiguous:
+                at = self.offset_of(arr)
+                if at is not None and _nrd_ipc.DATA_OFFSET <= at and at + n <= self.in_end:
+                    outs.append((t._name, code, arr.shape, at, n))
+                    continue
+            self.ensure(off + n, "the outputs")
+            dst = np.ndarray(arr.shape, dtype=arr.dtype, buffer=self.buf, offset=off)
+            dst[...] = arr
+            outs.append((t._name, code, arr.shape, off, n))
+            off += n
+        return outs, off
+
+    def binary_reply(self, responses, off):
+        """The execute reply in binary (py_ipc.h) when every response is a
+        plain InferenceResponse (no error, no parameters) of a request
+        released whole; else None (the JSON reply says the rest)."""
+        parts = [_REPLY_HEAD.pack(b"B", len(responses))]
+        append = parts.append
+        for resp in responses:
+            if type(resp) is not pb_utils.InferenceResponse or resp._error is not None or resp._params:
+                return None
+            outs, off = self.outputs_out(resp, off)
+            append(_REPLY_COUNT.pack(len(outs)))
+            for name, code, shape, at, n in outs:
+                dims = len(shape)
+                name = name.encode()
+                if dims > 64 or len(name) >= 0xffff:
+                    return None  # the JSON reply carries it (or refuses it)
+                append(_REPLY_OUT.pack(code, dims, len(name) + 1, at, n))
+                append(_SHAPE[dims].pack(*shape))
+                append(name)
+                append(b"\0")
+        return b"".join(parts)
 
     # -- messages to the server while a batch executes --
     def converse(self, make, read=None):
@@ -375,14 +451,18 @@ class Stub:
                     for i, d in enumerate(msg["requests"])]
         self.out_off = msg["out_off"]
         self.in_end = msg["out_off"]
-        with self.senders_done:
+        with self.senders_lock:
             self.used = [False] * len(requests)
             self.closed = [False] * len(requests)
         execute = getattr(self.model, "execute", None)
         if execute is None:
             return self.failed(f"Python model {self.model_file} does not implement `execute` method.")
         try:
-            responses = self.run(execute, requests)
+            responses = execute(requests)
+            if type(responses) is not list and responses is not None and inspect.isawaitable(responses):
+                if self.loop is None:
+                    self.loop = asyncio.new_event_loop()
+                responses = self.loop.run_until_complete(responses)
         except BaseException as e:  # noqa: BLE001 - the model's failure answers its requests
             traceback.print_exc()
             return self.failed(self.describe(e))
@@ -406,6 +486,13 @@ class Stub:
                                f"objects. InferenceRequest(s) size is:{len(requests)}, and InferenceResponse(s) "
                                f"size is:{len(responses)}\n")
         off = msg["out_off"]
+        for r in requests:
+            if r._release_flags != _RELEASE_ALL:
+                break
+        else:
+            data = self.binary_reply(responses, off)
+            if data is not None:
+                return data
         out = []
         release = [self.release_flags(r) for r in requests]
         for flags, resp in zip(release, responses):
@@ -453,7 +540,7 @@ class Stub:
             except BaseException as e:  # noqa: BLE001 - never leave the server waiting
                 traceback.print_exc()
                 reply = {"error": f"python: {kind}: {type(e).__name__}: {e}"}
-            data = _encode(reply).encode()
+            data = reply if type(reply) is bytes else _encode(reply).encode()
             if len(data) > _nrd_ipc.META_SIZE:
                 data = json.dumps({"error": "python: reply too large"}).encode()
             with self.ipc_lock:

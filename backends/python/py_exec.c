@@ -117,30 +117,55 @@ void nrd_py_model_free(nrd_py_model *s) {
   free(s);
 }
 
-/* Writes 'msg' into the message area and exchanges it; on success '*reply'
- * is a new JSON reference. Errors come back as TRITONSERVER errors. */
-static TRITONSERVER_Error *exchange(nrd_py_instance *st, json_t *msg, uint64_t timeout_ms, json_t **reply) {
-  *reply = NULL;
-  size_t n = json_dumpb(msg, nrd_py_stub_meta(&st->stub), NRD_PY_META_SIZE, JSON_COMPACT);
-  if (n == 0 || n > NRD_PY_META_SIZE) {
-    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "python: message for model '%s' too large",
-                             st->model->name);
-  }
-  const char *text = NULL;
-  uint32_t len = 0;
-  char *why = nrd_py_stub_exchange(&st->stub, (uint32_t)n, timeout_ms, &text, &len);
+/* Exchanges the 'len' bytes already in the message area; on success
+ * '*text' is the reply (in the shared memory, '*text_len' bytes, valid
+ * until the next exchange). Errors come back as TRITONSERVER errors. */
+static TRITONSERVER_Error *exchange_raw(nrd_py_instance *st, uint32_t len, uint64_t timeout_ms, const char **text,
+                                       uint32_t *text_len) {
+  char *why = nrd_py_stub_exchange(&st->stub, len, timeout_ms, text, text_len);
   if (why != NULL) {
     TRITONSERVER_Error *err = nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE, "%s (model '%s', instance '%s')", why,
                                                 st->model->name, st->name);
     free(why);
     return err;
   }
+  return NULL;
+}
+
+/* Writes 'msg' into the message area; its length, or 0 (an error in
+ * '*err') when it does not fit. */
+static uint32_t put_message(nrd_py_instance *st, const json_t *msg, TRITONSERVER_Error **err) {
+  size_t n = json_dumpb(msg, nrd_py_stub_meta(&st->stub), NRD_PY_META_SIZE, JSON_COMPACT);
+  if (n == 0 || n > NRD_PY_META_SIZE) {
+    *err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "python: message for model '%s' too large",
+                             st->model->name);
+    return 0;
+  }
+  return (uint32_t)n;
+}
+
+/* Parses a JSON reply into '*reply' (a new reference). */
+static TRITONSERVER_Error *parse_reply(const char *text, uint32_t len, json_t **reply) {
   json_error_t jerr;
   *reply = json_loadb(text, len, 0, &jerr);
   if (*reply == NULL) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "python: unreadable reply from the stub: %s", jerr.text);
   }
   return NULL;
+}
+
+/* Writes 'msg' into the message area and exchanges it; on success '*reply'
+ * is a new JSON reference. Errors come back as TRITONSERVER errors. */
+static TRITONSERVER_Error *exchange(nrd_py_instance *st, json_t *msg, uint64_t timeout_ms, json_t **reply) {
+  *reply = NULL;
+  TRITONSERVER_Error *err = NULL;
+  uint32_t n = put_message(st, msg, &err);
+  const char *text = NULL;
+  uint32_t len = 0;
+  if (err == NULL) {
+    err = exchange_raw(st, n, timeout_ms, &text, &len);
+  }
+  return err != NULL ? err : parse_reply(text, len, reply);
 }
 
 /* The reply's "error" as a TRITONSERVER error, or NULL. */
@@ -367,18 +392,119 @@ static json_t *request_parameters(TRITONBACKEND_Request *r) {
   return p;
 }
 
-/* Describes request 'r' and copies its inputs to the data area from
- * '*off' on. */
-static TRITONSERVER_Error *describe_request(nrd_py_instance *st, TRITONBACKEND_Request *r, uint64_t *off,
-                                            json_t **out) {
-  json_t *j = json_object();
-  *out = j;
+/* The execute message is written straight into the message area, as
+ * JSON the stub reads, without building a jansson tree first (the tree
+ * and its allocations were a tenth of the server's CPU per request). */
+typedef struct wbuf {
+  char *p;
+  size_t n, cap;
+  bool full; /* something did not fit: the message is refused */
+} wbuf;
+
+static void w_raw(wbuf *w, const char *s, size_t len) {
+  if (w->full || len > w->cap - w->n) {
+    w->full = true;
+    return;
+  }
+  memcpy(w->p + w->n, s, len);
+  w->n += len;
+}
+
+static void w_lit(wbuf *w, const char *s) { w_raw(w, s, strlen(s)); }
+
+static void w_int(wbuf *w, int64_t v) {
+  char t[32];
+  int k = snprintf(t, sizeof t, "%lld", (long long)v);
+  w_raw(w, t, (size_t)k);
+}
+
+static void w_uint(wbuf *w, uint64_t v) {
+  char t[32];
+  int k = snprintf(t, sizeof t, "%llu", (unsigned long long)v);
+  w_raw(w, t, (size_t)k);
+}
+
+/* Length of the valid UTF-8 sequence at 's' (0: not one). */
+static size_t utf8_len(const unsigned char *s) {
+  unsigned c = s[0];
+  size_t k = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+  for (size_t i = 1; i < k; i++) {
+    if ((s[i] & 0xc0) != 0x80) {
+      return 0;
+    }
+  }
+  if ((k == 3 && ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0))) ||
+      (k == 4 && ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90)))) {
+    return 0; /* overlong, a surrogate, past U+10FFFF */
+  }
+  return k;
+}
+
+/* A JSON string: quotes, backslashes and control characters escaped, a
+ * byte that is not valid UTF-8 as U+FFFD (the stub decodes UTF-8). */
+static void w_str(wbuf *w, const char *s) {
+  w_raw(w, "\"", 1);
+  const unsigned char *u = (const unsigned char *)(s ? s : "");
+  size_t run = 0; /* plain bytes not yet written */
+  for (size_t i = 0;; i++) {
+    unsigned c = u[i];
+    if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+      run++;
+      continue;
+    }
+    w_raw(w, (const char *)u + i - run, run);
+    run = 0;
+    if (c == 0) {
+      break;
+    }
+    if (c >= 0x80) {
+      size_t k = utf8_len(u + i);
+      if (k == 0) {
+        w_lit(w, "\\ufffd");
+      } else {
+        w_raw(w, (const char *)u + i, k);
+        i += k - 1;
+      }
+    } else if (c == '"' || c == '\\') {
+      char e[2] = {'\\', (char)c};
+      w_raw(w, e, 2);
+    } else {
+      char e[8];
+      snprintf(e, sizeof e, "\\u%04x", c);
+      w_raw(w, e, 6);
+    }
+  }
+  w_raw(w, "\"", 1);
+}
+
+/* The request's parameters as JSON object text (malloc'ed), or NULL for
+ * none ("{}"). */
+static char *parameters_text(TRITONBACKEND_Request *r) {
+  uint32_t n = 0;
+  TRITONSERVER_Error *err = TRITONBACKEND_RequestParameterCount(r, &n);
+  if (err != NULL) {
+    TRITONSERVER_ErrorDelete(err);
+    return NULL;
+  }
+  if (n == 0) {
+    return NULL;
+  }
+  json_t *params = request_parameters(r);
+  char *text = json_object_size(params) ? json_dumps(params, JSON_COMPACT) : NULL;
+  json_decref(params);
+  return text;
+}
+
+/* Describes request 'r' into 'w' (one entry of the execute message's
+ * "requests") and copies its inputs to the data area from '*off' on. */
+static TRITONSERVER_Error *describe_request(nrd_py_instance *st, TRITONBACKEND_Request *r, uint64_t *off, wbuf *w) {
   const char *id = "";
   TRITONSERVER_Error *err = TRITONBACKEND_RequestId(r, &id);
   if (err != NULL) {
     return err;
   }
-  json_object_set_new(j, "id", json_string(id ? id : ""));
+  w_lit(w, "{\"id\":");
+  w_str(w, id);
   uint64_t corr = 0;
   err = TRITONBACKEND_RequestCorrelationId(r, &corr);
   if (err != NULL) {
@@ -387,31 +513,34 @@ static TRITONSERVER_Error *describe_request(nrd_py_instance *st, TRITONBACKEND_R
     err = TRITONBACKEND_RequestCorrelationIdString(r, &cs);
     if (err != NULL) {
       TRITONSERVER_ErrorDelete(err);
+      err = NULL;
     } else {
-      json_object_set_new(j, "correlation_id", json_string(cs ? cs : ""));
+      w_lit(w, ",\"correlation_id\":");
+      w_str(w, cs);
     }
   } else {
-    json_object_set_new(j, "correlation_id", json_integer((json_int_t)corr));
+    w_lit(w, ",\"correlation_id\":");
+    w_uint(w, corr);
   }
   uint32_t flags = 0;
   if ((err = TRITONBACKEND_RequestFlags(r, &flags)) != NULL) {
     return err;
   }
-  json_object_set_new(j, "flags", json_integer(flags));
+  w_lit(w, ",\"flags\":");
+  w_uint(w, flags);
   uint64_t timeout = 0;
   if ((err = TRITONBACKEND_InferenceRequestTimeoutMicroseconds(r, &timeout)) != NULL) {
     TRITONSERVER_ErrorDelete(err);
     timeout = 0;
   }
-  json_object_set_new(j, "timeout", json_integer((json_int_t)timeout));
-  json_t *params = request_parameters(r);
-  char *ptext = json_object_size(params) ? json_dumps(params, JSON_COMPACT) : NULL;
-  json_decref(params);
-  json_object_set_new(j, "parameters", json_string(ptext ? ptext : "{}"));
+  w_lit(w, ",\"timeout\":");
+  w_uint(w, timeout);
+  char *ptext = parameters_text(r);
+  w_lit(w, ",\"parameters\":");
+  w_str(w, ptext ? ptext : "{}");
   free(ptext);
 
-  json_t *requested = json_array();
-  json_object_set_new(j, "requested", requested);
+  w_lit(w, ",\"requested\":[");
   uint32_t n = 0;
   if ((err = TRITONBACKEND_RequestOutputCount(r, &n)) != NULL) {
     return err;
@@ -421,11 +550,12 @@ static TRITONSERVER_Error *describe_request(nrd_py_instance *st, TRITONBACKEND_R
     if ((err = TRITONBACKEND_RequestOutputName(r, i, &name)) != NULL) {
       return err;
     }
-    json_array_append_new(requested, json_string(name));
+    if (i > 0) {
+      w_raw(w, ",", 1);
+    }
+    w_str(w, name);
   }
-
-  json_t *inputs = json_array();
-  json_object_set_new(j, "inputs", inputs);
+  w_lit(w, "],\"inputs\":[");
   if ((err = TRITONBACKEND_RequestInputCount(r, &n)) != NULL) {
     return err;
   }
@@ -454,13 +584,22 @@ static TRITONSERVER_Error *describe_request(nrd_py_instance *st, TRITONBACKEND_R
       }
     }
     uint8_t *base = st->stub.base;
-    json_t *shp = json_array();
+    w_lit(w, i > 0 ? ",{\"name\":" : "{\"name\":");
+    w_str(w, name);
+    w_lit(w, ",\"dtype\":");
+    w_str(w, TRITONSERVER_DataTypeString(dtype));
+    w_lit(w, ",\"shape\":[");
     for (uint32_t d = 0; d < dims; d++) {
-      json_array_append_new(shp, json_integer(shape[d]));
+      if (d > 0) {
+        w_raw(w, ",", 1);
+      }
+      w_int(w, shape[d]);
     }
-    json_array_append_new(inputs, json_pack("{s:s, s:s, s:o, s:I, s:I}", "name", name, "dtype",
-                                            TRITONSERVER_DataTypeString(dtype), "shape", shp, "off", (json_int_t)*off,
-                                            "size", (json_int_t)size));
+    w_lit(w, "],\"off\":");
+    w_uint(w, *off);
+    w_lit(w, ",\"size\":");
+    w_uint(w, size);
+    w_raw(w, "}", 1);
     uint64_t at = *off;
     for (uint32_t b = 0; b < buffers; b++) {
       const void *p = NULL;
@@ -478,6 +617,7 @@ static TRITONSERVER_Error *describe_request(nrd_py_instance *st, TRITONBACKEND_R
     }
     *off += size;
   }
+  w_lit(w, "]}");
   return NULL;
 }
 
@@ -491,27 +631,31 @@ static TRITONSERVER_Error *send_failed(TRITONBACKEND_Response *resp, uint32_t fl
   return NULL;
 }
 
-/* Builds and sends the response to request 'r' from reply entry 'rj',
- * with 'flags'; from 'factory' when one is given (a response sender's),
- * else as the request's one response. An error the stub reported is
- * returned unsent: the caller answers it. */
-static TRITONSERVER_Error *respond(nrd_py_instance *st, TRITONBACKEND_Request *r,
-                                   TRITONBACKEND_ResponseFactory *factory, const json_t *rj, uint32_t flags) {
-  TRITONSERVER_Error *err = reply_error(rj);
-  if (err != NULL) {
-    return err;
-  }
-  const json_t *outs = json_object_get(rj, "outputs");
+/* One output of a reply: where the stub put it in the shared memory. */
+typedef struct out_desc {
+  const char *name; /* NUL-terminated, in the reply */
+  TRITONSERVER_DataType dtype;
+  uint32_t dims;
+  int64_t shape[64];
+  uint64_t off, size;
+} out_desc;
+
+/* Builds and sends the response to request 'r' from its outputs 'outs'
+ * (and response parameters 'params', a JSON object or NULL), with
+ * 'flags'; from 'factory' when one is given (a response sender's), else
+ * as the request's one response. */
+static TRITONSERVER_Error *respond_outputs(nrd_py_instance *st, TRITONBACKEND_Request *r,
+                                           TRITONBACKEND_ResponseFactory *factory, const json_t *params,
+                                           const out_desc *outs, size_t n_outs, uint32_t flags) {
   uint32_t n = 0;
-  if ((err = TRITONBACKEND_RequestOutputCount(r, &n)) != NULL) {
+  TRITONSERVER_Error *err = TRITONBACKEND_RequestOutputCount(r, &n);
+  if (err != NULL) {
     return err;
   }
   /* As Triton's Python backend does, a requested output the model did
    * not make is left out of the response (not an error), and an output's
    * datatype is not checked against the configuration: Triton 2.51
    * answers an INT32 output made as int64 with INT64. */
-  size_t k;
-  const json_t *o;
   TRITONBACKEND_Response *resp = NULL;
   err = factory ? TRITONBACKEND_ResponseNewFromFactory(&resp, factory) : TRITONBACKEND_ResponseNew(&resp, r);
   if (err != NULL) {
@@ -521,7 +665,7 @@ static TRITONSERVER_Error *respond(nrd_py_instance *st, TRITONBACKEND_Request *r
    * checked them). */
   const char *key;
   json_t *v;
-  json_object_foreach(json_object_get(rj, "parameters"), key, v) {
+  json_object_foreach((json_t *)params, key, v) {
     if (json_is_string(v)) {
       err = TRITONBACKEND_ResponseSetStringParameter(resp, key, json_string_value(v));
     } else if (json_is_boolean(v)) {
@@ -533,43 +677,30 @@ static TRITONSERVER_Error *respond(nrd_py_instance *st, TRITONBACKEND_Request *r
       return send_failed(resp, flags, err);
     }
   }
-  json_array_foreach(outs, k, o) {
-    const char *name = json_string_value(json_object_get(o, "name"));
+  for (size_t k = 0; k < n_outs; k++) {
+    const out_desc *o = &outs[k];
     bool requested = n == 0;
     for (uint32_t i = 0; i < n && !requested; i++) {
       const char *want = NULL;
-      if (TRITONBACKEND_RequestOutputName(r, i, &want) == NULL && strcmp(want, name) == 0) {
+      if (TRITONBACKEND_RequestOutputName(r, i, &want) == NULL && strcmp(want, o->name) == 0) {
         requested = true;
       }
     }
     if (!requested) {
       continue;
     }
-    const json_t *shp = json_object_get(o, "shape");
-    int64_t shape[64];
-    size_t dims = json_array_size(shp);
-    if (dims > 64) {
-      dims = 64;
-    }
-    for (size_t d = 0; d < dims; d++) {
-      shape[d] = json_integer_value(json_array_get(shp, d));
-    }
-    uint64_t off = (uint64_t)json_integer_value(json_object_get(o, "off"));
-    uint64_t size = (uint64_t)json_integer_value(json_object_get(o, "size"));
     TRITONBACKEND_Output *out = NULL;
     void *buf = NULL;
     TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
     int64_t mid = 0;
-    err = TRITONBACKEND_ResponseOutput(resp, &out, name,
-                                       TRITONSERVER_StringToDataType(json_string_value(json_object_get(o, "dtype"))),
-                                       shape, (uint32_t)dims);
-    if (err == NULL && off + size > st->stub.size) {
+    err = TRITONBACKEND_ResponseOutput(resp, &out, o->name, o->dtype, o->shape, o->dims);
+    if (err == NULL && (o->off > st->stub.size || o->size > st->stub.size - o->off)) {
       err = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "python: bad output offset");
     }
-    if (err == NULL && size > 0) {
-      err = TRITONBACKEND_OutputBuffer(out, &buf, size, &mt, &mid);
+    if (err == NULL && o->size > 0) {
+      err = TRITONBACKEND_OutputBuffer(out, &buf, o->size, &mt, &mid);
       if (err == NULL) {
-        memcpy(buf, st->stub.base + off, size);
+        memcpy(buf, st->stub.base + o->off, o->size);
       }
     }
     if (err != NULL) {
@@ -583,6 +714,91 @@ static TRITONSERVER_Error *respond(nrd_py_instance *st, TRITONBACKEND_Request *r
   return NULL;
 }
 
+/* Builds and sends the response to request 'r' from reply entry 'rj' (its
+ * JSON), as respond_outputs. An error the stub reported is returned
+ * unsent: the caller answers it. */
+static TRITONSERVER_Error *respond(nrd_py_instance *st, TRITONBACKEND_Request *r,
+                                   TRITONBACKEND_ResponseFactory *factory, const json_t *rj, uint32_t flags) {
+  TRITONSERVER_Error *err = reply_error(rj);
+  if (err != NULL) {
+    return err;
+  }
+  const json_t *outs = json_object_get(rj, "outputs");
+  size_t n = json_array_size(outs);
+  out_desc one, *d = n <= 1 ? &one : calloc(n, sizeof *d);
+  if (d == NULL) {
+    return oom();
+  }
+  for (size_t k = 0; k < n; k++) {
+    const json_t *o = json_array_get(outs, k);
+    const char *name = json_string_value(json_object_get(o, "name"));
+    d[k].name = name ? name : "";
+    d[k].dtype = TRITONSERVER_StringToDataType(json_string_value(json_object_get(o, "dtype")));
+    const json_t *shp = json_object_get(o, "shape");
+    d[k].dims = (uint32_t)(json_array_size(shp) > 64 ? 64 : json_array_size(shp));
+    for (uint32_t i = 0; i < d[k].dims; i++) {
+      d[k].shape[i] = json_integer_value(json_array_get(shp, i));
+    }
+    d[k].off = (uint64_t)json_integer_value(json_object_get(o, "off"));
+    d[k].size = (uint64_t)json_integer_value(json_object_get(o, "size"));
+  }
+  err = respond_outputs(st, r, factory, json_object_get(rj, "parameters"), d, n, flags);
+  if (d != &one) {
+    free(d);
+  }
+  return err;
+}
+
+/* Reads one response's outputs from the binary execute reply (py_ipc.h)
+ * at '*at' of 'len' bytes into '*outs' (grown as needed, '*cap' entries;
+ * the caller frees it); false when the reply is malformed. */
+static bool read_binary_response(const char *text, uint32_t len, size_t *at, out_desc **outs, size_t *cap,
+                                 size_t *n_outs) {
+  uint32_t n = 0;
+  if (len - *at < 4) {
+    return false;
+  }
+  memcpy(&n, text + *at, 4);
+  *at += 4;
+  if (n > (len - *at) / NRD_PY_REPLY_OUT_BYTES) {
+    return false;
+  }
+  if (n > *cap) {
+    out_desc *grown = realloc(*outs, n * sizeof *grown);
+    if (grown == NULL) {
+      return false;
+    }
+    *outs = grown;
+    *cap = n;
+  }
+  for (uint32_t k = 0; k < n; k++) {
+    out_desc *o = &(*outs)[k];
+    if (len - *at < NRD_PY_REPLY_OUT_BYTES) {
+      return false;
+    }
+    const uint8_t *p = (const uint8_t *)text + *at;
+    uint16_t name_len = 0;
+    memcpy(&name_len, p + 2, 2);
+    memcpy(&o->off, p + 8, 8);
+    memcpy(&o->size, p + 16, 8);
+    o->dtype = (TRITONSERVER_DataType)p[0];
+    o->dims = p[1];
+    *at += NRD_PY_REPLY_OUT_BYTES;
+    if (o->dims > 64 || name_len == 0 || (len - *at) / 8 < o->dims || len - *at - 8u * o->dims < name_len) {
+      return false;
+    }
+    memcpy(o->shape, text + *at, 8u * o->dims);
+    *at += 8u * o->dims;
+    o->name = text + *at;
+    if (o->name[name_len - 1] != '\0') {
+      return false;
+    }
+    *at += name_len;
+  }
+  *n_outs = n;
+  return true;
+}
+
 /* One batch's conversation with the stub: the response senders' factories
  * (made at a sender's first use) and which requests have had their final
  * response. */
@@ -591,6 +807,10 @@ struct batch {
   uint32_t count;
   TRITONBACKEND_ResponseFactory **factories;
   bool *finished;
+  /* The stub's reply in binary (py_ipc.h), in the shared memory; NULL
+   * when it came as JSON. */
+  const char *bin;
+  uint32_t bin_len;
 };
 
 /* The stub's "response" message: a response sender's send(response,
@@ -661,21 +881,29 @@ static TRITONSERVER_Error *converse(nrd_py_instance *st, batch *b, json_t **repl
     }
     json_decref(*reply);
     *reply = NULL;
-    TRITONSERVER_Error *err = exchange(st, ack, st->model->backend->stub_timeout_ms, reply);
+    TRITONSERVER_Error *err = NULL;
+    uint32_t n = put_message(st, ack, &err);
     json_decref(ack);
+    const char *text = NULL;
+    uint32_t len = 0;
+    if (err == NULL) err = exchange_raw(st, n, st->model->backend->stub_timeout_ms, &text, &len);
     if (err != NULL) return err;
+    if (b != NULL && len > 0 && text[0] == NRD_PY_REPLY_BINARY) {
+      b->bin = text; /* the binary reply to "execute" */
+      b->bin_len = len;
+      return NULL;
+    }
+    if ((err = parse_reply(text, len, reply)) != NULL) return err;
   }
 }
 
 void nrd_py_execute(nrd_py_instance *st, TRITONBACKEND_Request **requests, uint32_t count, bool caller_waits) {
   uint64_t start = nrd_bu_now_ns();
   st->caller_waits = caller_waits;
-  json_t *list = json_array();
-  json_t *msg = json_pack("{s:s, s:o}", "type", "execute", "requests", list);
   uint64_t off = NRD_PY_DATA_OFFSET;
   TRITONSERVER_Error *err = NULL;
   batch b = {requests, count, calloc(count ? count : 1, sizeof *b.factories),
-             calloc(count ? count : 1, sizeof *b.finished)};
+             calloc(count ? count : 1, sizeof *b.finished), NULL, 0};
   if (b.factories == NULL || b.finished == NULL) err = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   if (err == NULL && !nrd_py_stub_alive_lately(&st->stub)) {
     /* As Triton's Python backend does: a stub that died (its batch has
@@ -694,21 +922,46 @@ void nrd_py_execute(nrd_py_instance *st, TRITONBACKEND_Request **requests, uint3
       TRITONSERVER_ErrorDelete(berr);
     }
   }
+  wbuf w = {nrd_py_stub_meta(&st->stub), 0, NRD_PY_META_SIZE, false};
+  w_lit(&w, "{\"type\":\"execute\",\"requests\":[");
   for (uint32_t i = 0; i < count && err == NULL; i++) {
-    json_t *rj = NULL;
-    err = describe_request(st, requests[i], &off, &rj);
-    json_array_append_new(list, rj);
+    if (i > 0) w_raw(&w, ",", 1);
+    err = describe_request(st, requests[i], &off, &w);
   }
-  json_object_set_new(msg, "out_off", json_integer((json_int_t)align_up(off)));
+  w_lit(&w, "],\"out_off\":");
+  w_uint(&w, align_up(off));
+  w_raw(&w, "}", 1);
+  if (err == NULL && w.full) {
+    err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "python: message for model '%s' too large",
+                            st->model->name);
+  }
   json_t *reply = NULL;
   st->stub.spin = caller_waits; /* after a restart, which clears it */
   if (err == NULL) {
-    err = exchange(st, msg, st->model->backend->stub_timeout_ms, &reply);
+    const char *text = NULL;
+    uint32_t len = 0;
+    err = exchange_raw(st, (uint32_t)w.n, st->model->backend->stub_timeout_ms, &text, &len);
+    if (err == NULL && len > 0 && text[0] == NRD_PY_REPLY_BINARY) {
+      b.bin = text;
+      b.bin_len = len;
+    } else if (err == NULL && (err = parse_reply(text, len, &reply)) == NULL) {
+      err = converse(st, &b, &reply);
+    }
   }
-  json_decref(msg);
-  if (err == NULL) err = converse(st, &b, &reply);
-  if (err == NULL) {
+  if (err == NULL && b.bin == NULL) {
     err = reply_error(reply);
+  }
+  /* The binary reply: its header, then each request's outputs. */
+  size_t bin_at = 8;
+  out_desc *outs = NULL;
+  size_t outs_cap = 0;
+  if (err == NULL && b.bin != NULL) {
+    uint32_t n = 0;
+    if (b.bin_len >= 8) memcpy(&n, b.bin + 4, 4);
+    if (b.bin_len < 8 || n != count) {
+      err = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "python: unreadable reply from the stub: %u responses",
+                              (unsigned)n);
+    }
   }
   const json_t *responses = err == NULL ? json_object_get(reply, "responses") : NULL;
   const json_t *release = err == NULL ? json_object_get(reply, "release") : NULL;
@@ -741,6 +994,14 @@ void nrd_py_execute(nrd_py_instance *st, TRITONBACKEND_Request **requests, uint3
       /* answered through its response sender */
     } else if (err != NULL) {
       rerr = nrd_bu_error_newf(TRITONSERVER_ErrorCode(err), "%s", TRITONSERVER_ErrorMessage(err));
+    } else if (b.bin != NULL) {
+      size_t n_outs = 0;
+      if (!read_binary_response(b.bin, b.bin_len, &bin_at, &outs, &outs_cap, &n_outs)) {
+        rerr = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "python: unreadable reply from the stub");
+        bin_at = b.bin_len; /* the rest is unreadable too */
+      } else {
+        rerr = respond_outputs(st, requests[i], NULL, NULL, outs, n_outs, TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+      }
     } else if (responses == NULL) {
       rerr = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
                                "python: model '%s' returned no response for a request and did not close its "
@@ -779,5 +1040,6 @@ void nrd_py_execute(nrd_py_instance *st, TRITONBACKEND_Request **requests, uint3
   if (err != NULL) TRITONSERVER_ErrorDelete(err);
   free(b.factories);
   free(b.finished);
+  free(outs);
   json_decref(reply);
 }

@@ -52,11 +52,9 @@ static TRITONSERVER_Error *copy_input(TRITONBACKEND_Input *input, uint32_t index
     if (len == 0) {
       continue;
     }
-    if (!memory_is_host(type) || base == NULL) {
-      return nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED,
-                               "input '%s' of request %u: buffer %u is not "
-                               "in CPU memory",
-                               name, index, b);
+    if (base == NULL) {
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' of request %u: buffer %u has no data", name,
+                               index, b);
     }
     if (len > size - offset) {
       return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
@@ -64,7 +62,10 @@ static TRITONSERVER_Error *copy_input(TRITONBACKEND_Input *input, uint32_t index
                                "than the %" PRIu64 " bytes announced",
                                name, index, size);
     }
-    memcpy(dst + offset, base, (size_t)len);
+    err = nrd_bu_copy(dst + offset, TRITONSERVER_MEMORY_CPU, 0, base, type, type_id, (size_t)len);
+    if (err != NULL) {
+      return err;
+    }
     offset += len;
   }
   if (offset != size) {
@@ -234,15 +235,15 @@ TRITONSERVER_Error *nrd_bu_batch_output_scatter(TRITONBACKEND_Response **respons
     if (err == NULL) {
       err = TRITONBACKEND_OutputBuffer(output, &dst, size, &mem, &mem_id);
     }
-    if (err == NULL && size > 0 && (dst == NULL || !memory_is_host(mem))) {
-      err = nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED, "output '%s': buffer is not in CPU memory", name);
+    if (err == NULL && size > 0 && dst == NULL) {
+      err = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "output '%s': the allocator gave no buffer", name);
+    }
+    if (err == NULL && size > 0) {
+      err = nrd_bu_copy(dst, mem, mem_id, src, TRITONSERVER_MEMORY_CPU, 0, (size_t)size);
     }
     if (err != NULL) {
       fail_response(&responses[i], err);
       continue;
-    }
-    if (size > 0) {
-      memcpy(dst, src, (size_t)size);
     }
   }
   return NULL;

@@ -49,18 +49,17 @@ TRITONSERVER_Error *nrd_bu_input_read(TRITONBACKEND_Input *input, nrd_bu_tensor 
     if (err != NULL) {
       goto fail;
     }
-    if (!memory_is_host(type)) {
-      err = nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED, "input '%s': data is not in CPU memory", name);
-      goto fail;
-    }
     if (size != out->byte_size) {
       err = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
                               "input '%s': buffer holds %" PRIu64 " bytes, the input announces %" PRIu64, name, size,
                               out->byte_size);
       goto fail;
     }
-    out->data = (base != NULL) ? base : empty;
-    return NULL;
+    if (memory_is_host(type)) {
+      out->data = (base != NULL) ? base : empty;
+      return NULL;
+    }
+    /* GPU data: copied below like several buffers. */
   }
 
   /* Several buffers: gather them into one block owned by 'out'. */
@@ -85,10 +84,6 @@ TRITONSERVER_Error *nrd_bu_input_read(TRITONBACKEND_Input *input, nrd_bu_tensor 
     if (err != NULL) {
       goto fail;
     }
-    if (!memory_is_host(type)) {
-      err = nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED, "input '%s': buffer %u is not in CPU memory", name, i);
-      goto fail;
-    }
     if (size > out->byte_size - offset) {
       err =
           nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
@@ -96,7 +91,10 @@ TRITONSERVER_Error *nrd_bu_input_read(TRITONBACKEND_Input *input, nrd_bu_tensor 
       goto fail;
     }
     if (size > 0) {
-      memcpy((char *)out->owned + offset, base, (size_t)size);
+      err = nrd_bu_copy((char *)out->owned + offset, TRITONSERVER_MEMORY_CPU, 0, base, type, type_id, (size_t)size);
+      if (err != NULL) {
+        goto fail;
+      }
       offset += size;
     }
   }

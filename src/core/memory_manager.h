@@ -1,7 +1,9 @@
 /* TRITONBACKEND_MemoryManager: the memory allocator backends use for scratch
- * and output buffers. One process-wide instance. CPU and CPU_PINNED memory
- * come from the C heap (this build has no CUDA, so "pinned" is ordinary
- * memory, as Triton does without a GPU); GPU memory is UNSUPPORTED. */
+ * and output buffers. One process-wide instance. CPU memory comes from
+ * the C heap; with the NVIDIA driver, CPU_PINNED and GPU memory come from
+ * the pools of gpu_memory.c (UNAVAILABLE when exhausted, no fallback, as
+ * Triton's); without it "pinned" is ordinary heap memory and GPU memory is
+ * UNSUPPORTED. */
 #ifndef NRD_MEMORY_MANAGER_H
 #define NRD_MEMORY_MANAGER_H
 

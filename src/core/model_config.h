@@ -20,7 +20,9 @@
 #define NRD_MODEL_CONFIG_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Platform name Triton uses for ensembles. */
 #define NRD_ENSEMBLE_PLATFORM "ensemble"
@@ -77,6 +79,28 @@ json_t *nrd_model_config_without_positions(const json_t *cfg);
  * at the same time. */
 void nrd_model_config_carry_positions(json_t *to, const json_t *from);
 
+/* Gives cfg the backend (and platform) that the files of the model's first
+ * version directory tell, as Triton's auto-complete does when the
+ * configuration names no platform, default_model_filename or backend
+ * (other than tensorflow): model.savedmodel/ or model.graphdef, model.plan,
+ * model.onnx, model.xml, model.pt, model.pt2, model.py, in Triton's order.
+ * Nothing changes when none is there. Returns 0, or -1 when out of memory.
+ * Any thread, cfg not being used by another at the same time. */
+int nrd_model_config_detect_backend(json_t *cfg, const char *model_dir);
+
+/* The GPUs a configuration is normalized and validated against: those
+ * with at least the minimum compute capability, as Triton's "supported
+ * GPUs". A NULL set means a server without GPU support (Triton built
+ * without it); `any` takes every listed id as present (the int API's
+ * has_gpu = 1). */
+#define NRD_MC_GPUS_MAX 64
+typedef struct nrd_mc_gpus {
+  bool any;
+  uint32_t n;
+  int32_t ids[NRD_MC_GPUS_MAX]; /* ascending */
+  double min_cc;
+} nrd_mc_gpus;
+
 /* Applies Triton's defaults in place, as Triton does for a server with
  * (has_gpu != 0) or without GPUs:
  *  - name from model_name when empty; a different non-empty name is an error
@@ -95,6 +119,12 @@ void nrd_model_config_carry_positions(json_t *to, const json_t *from);
  * partially normalized. Any thread. */
 int nrd_model_config_normalize(json_t *cfg, const char *model_name, int has_gpu, char **err);
 
+/* As nrd_model_config_normalize against the GPU set `gpus` (NULL: no GPU
+ * support): KIND_AUTO becomes KIND_GPU when there are GPUs and every
+ * listed id is among them, and a KIND_GPU group without `gpus` gets every
+ * one, as Triton's NormalizeInstanceGroup does. Same contract. */
+int nrd_model_config_normalize_gpus(json_t *cfg, const char *model_name, const nrd_mc_gpus *gpus, char **err);
+
 /* Checks a normalized config the way Triton does before loading a model
  * (ValidateModelConfig, ValidateInstanceGroup, ValidateModelIOConfig, ensemble
  * data-flow checks) plus unique input/output names. Error messages start with
@@ -112,6 +142,12 @@ int nrd_model_config_validate(const json_t *cfg, const char *filename, int has_g
  * or dims, a max_batch_size of 0 below a preferred batch size) is not an
  * error yet; everything else is. Same ownership; any thread. */
 int nrd_model_config_validate_early(const json_t *cfg, const char *filename, int has_gpu, char **err);
+
+/* Both validations against the GPU set `gpus` (NULL: no GPU support; see
+ * nrd_model_config_normalize_gpus), early when `early` is true. Same
+ * contract. */
+int nrd_model_config_validate_gpus(const json_t *cfg, const char *filename, const nrd_mc_gpus *gpus, bool early,
+                                   char **err);
 
 /* Renders cfg as compact JSON the way Triton's ModelConfigToJson (version 1)
  * does: declaration order, proto field names, every primitive printed with

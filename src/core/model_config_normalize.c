@@ -114,7 +114,23 @@ static int default_preferred(json_t *sched, long long max_batch_size) {
   return json_array_append_new(a, json_integer(max_batch_size));
 }
 
-static int normalize_instance_groups(json_t *cfg, int has_gpu) {
+static bool gpu_known(const nrd_mc_gpus *gpus, long long id) {
+  if (gpus->any) return true;
+  for (uint32_t j = 0; j < gpus->n; j++)
+    if (gpus->ids[j] == id) return true;
+  return false;
+}
+
+/* KIND_AUTO is KIND_GPU when there are GPUs and the group lists only
+ * present ones, else KIND_CPU (Triton's NormalizeInstanceGroup). */
+static bool auto_is_gpu(const json_t *g, const nrd_mc_gpus *gpus) {
+  if (!gpus || (!gpus->any && gpus->n == 0)) return false;
+  for (size_t k = 0; k < arr_size(g, "gpus"); k++)
+    if (!gpu_known(gpus, json_integer_value(arr_get(g, "gpus", k)))) return false;
+  return true;
+}
+
+static int normalize_instance_groups(json_t *cfg, const nrd_mc_gpus *gpus) {
   const char *name = get_str(cfg, "name");
   json_t *groups = need_arr(cfg, "instance_group");
   if (groups == NULL) return -1;
@@ -136,9 +152,13 @@ static int normalize_instance_groups(json_t *cfg, int has_gpu) {
     }
     const char *kind = get_str(g, "kind");
     if (*kind == '\0' || strcmp(kind, "KIND_AUTO") == 0) {
-      /* Without a GPU list every AUTO group lands on the CPU; with GPUs,
-       * the listed ids are assumed present. */
-      if (set_str(g, "kind", has_gpu ? "KIND_GPU" : "KIND_CPU") != 0) return -1;
+      if (set_str(g, "kind", auto_is_gpu(g, gpus) ? "KIND_GPU" : "KIND_CPU") != 0) return -1;
+    }
+    if (gpus && !gpus->any && strcmp(get_str(g, "kind"), "KIND_GPU") == 0 && arr_size(g, "gpus") == 0) {
+      json_t *ids = need_arr(g, "gpus");
+      if (ids == NULL) return -1;
+      for (uint32_t k = 0; k < gpus->n; k++)
+        if (json_array_append_new(ids, json_integer(gpus->ids[k])) != 0) return -1;
     }
     if (get_int(g, "count") < 1) {
       int cpu = strcmp(get_str(g, "kind"), "KIND_CPU") == 0;
@@ -149,6 +169,11 @@ static int normalize_instance_groups(json_t *cfg, int has_gpu) {
 }
 
 int nrd_model_config_normalize(json_t *cfg, const char *model_name, int has_gpu, char **err) {
+  static const nrd_mc_gpus any_gpu = {.any = true};
+  return nrd_model_config_normalize_gpus(cfg, model_name, has_gpu ? &any_gpu : NULL, err);
+}
+
+int nrd_model_config_normalize_gpus(json_t *cfg, const char *model_name, const nrd_mc_gpus *gpus, char **err) {
   char *dummy = NULL;
   if (err == NULL) err = &dummy;
   *err = NULL;
@@ -207,7 +232,7 @@ int nrd_model_config_normalize(json_t *cfg, const char *model_name, int has_gpu,
         if (p == NULL || json_object_set_new(p, "enable", json_true()) != 0) goto oom;
       }
     }
-    if (normalize_instance_groups(cfg, has_gpu) != 0) goto oom;
+    if (normalize_instance_groups(cfg, gpus) != 0) goto oom;
   }
   return 0;
 oom:

@@ -213,7 +213,35 @@ static int profile_index(const char *s, long *out) {
   return 0;
 }
 
-static int validate_instance_groups(nrd_mcv_ctx *v, const json_t *cfg, int has_gpu) {
+/* Triton's checks of a KIND_GPU group against the supported GPUs. */
+static int validate_gpu_ids(nrd_mcv_ctx *v, const json_t *g, const nrd_mc_gpus *gpus, size_t i) {
+  if (gpus->any) return 0;
+  const char *gname = get_str(g, "name");
+  size_t ngpus = arr_size(g, "gpus");
+  if (ngpus == 0)
+    return nrd_mcv_error(v, nrd_mcv_path(v, "instance_group[%zu].gpus", i), NULL,
+                         gpus->n == 0 ? "instance group %s of model %s has kind KIND_GPU but no GPUs are available"
+                                      : "instance group %s of model %s has kind KIND_GPU but specifies no GPUs",
+                         gname, v->name);
+  for (size_t k = 0; k < ngpus; k++) {
+    const json_t *id = arr_get(g, "gpus", k);
+    long long gid = json_integer_value(id);
+    bool found = false;
+    for (uint32_t j = 0; j < gpus->n && !found; j++) found = gpus->ids[j] == gid;
+    if (found) continue;
+    char list[NRD_MC_GPUS_MAX * 12] = "";
+    size_t len = 0;
+    for (uint32_t j = 0; j < gpus->n && len < sizeof list; j++)
+      len += (size_t)snprintf(list + len, sizeof list - len, "%s%d", j ? ", " : "", (int)gpus->ids[j]);
+    return nrd_mcv_error(v, nrd_mcv_path(v, "instance_group[%zu].gpus[%zu]", i, k), nrd_mcv_detail(v, "%lld", gid),
+                         "instance group %s of model %s specifies invalid or unsupported gpu id %lld. GPUs with at "
+                         "least the minimum required CUDA compute compatibility of %f are: %s",
+                         gname, v->name, gid, gpus->min_cc, list);
+  }
+  return 0;
+}
+
+static int validate_instance_groups(nrd_mcv_ctx *v, const json_t *cfg, const nrd_mc_gpus *gpus) {
   size_t ng = arr_size(cfg, "instance_group");
   if (ng == 0)
     return nrd_mcv_error(v, "instance_group", NULL, "must specify one or more 'instance group's for %s", v->name);
@@ -231,11 +259,12 @@ static int validate_instance_groups(nrd_mcv_ctx *v, const json_t *cfg, int has_g
                              "or more GPUs",
                              gname, v->name);
     } else if (strcmp(kind, "KIND_GPU") == 0) {
-      if (!has_gpu)
+      if (!gpus)
         return nrd_mcv_error(v, nrd_mcv_path(v, "instance_group[%zu].kind", i), "KIND_GPU",
                              "instance group %s of model %s has kind KIND_GPU but server does not "
                              "support GPUs",
                              gname, v->name);
+      if (validate_gpu_ids(v, g, gpus, i) != 0) return -1;
     } else if (strcmp(kind, "KIND_CPU") == 0) {
       if (ngpus > 0)
         return nrd_mcv_error(v, nrd_mcv_path(v, "instance_group[%zu].gpus", i), NULL,
@@ -301,7 +330,7 @@ static int validate_metrics(nrd_mcv_ctx *v, const json_t *mm) {
   return 0;
 }
 
-static int validate_all(nrd_mcv_ctx *v, const json_t *cfg, int has_gpu) {
+static int validate_all(nrd_mcv_ctx *v, const json_t *cfg, const nrd_mc_gpus *gpus) {
   if (*v->name == '\0') return nrd_mcv_error(v, "name", NULL, "model configuration must specify 'name'");
   const char *platform = get_str(cfg, "platform");
   const char *backend = get_str(cfg, "backend");
@@ -342,17 +371,17 @@ static int validate_all(nrd_mcv_ctx *v, const json_t *cfg, int has_gpu) {
                          v->name);
   const json_t *mm = get_obj(cfg, "model_metrics");
   if (mm != NULL && validate_metrics(v, mm) != 0) return -1;
-  if (get_obj(cfg, "ensemble_scheduling") == NULL && validate_instance_groups(v, cfg, has_gpu) != 0) return -1;
+  if (get_obj(cfg, "ensemble_scheduling") == NULL && validate_instance_groups(v, cfg, gpus) != 0) return -1;
   return validate_ios(v, cfg);
 }
 
-static int validate(const json_t *cfg, const char *filename, int has_gpu, int early, char **err) {
+static int validate(const json_t *cfg, const char *filename, const nrd_mc_gpus *gpus, int early, char **err) {
   nrd_mcv_ctx v = {.file = filename, .name = "", .early = early, .cfg = cfg};
   if (!json_is_object(cfg)) {
     nrd_mcv_error(&v, NULL, NULL, "model configuration must be a JSON object");
   } else {
     v.name = get_str(cfg, "name");
-    if (validate_all(&v, cfg, has_gpu) == 0) return 0;
+    if (validate_all(&v, cfg, gpus) == 0) return 0;
   }
   if (v.err == NULL) v.err = nrd_mc_strdupf("out of memory");
   if (err != NULL) {
@@ -363,10 +392,17 @@ static int validate(const json_t *cfg, const char *filename, int has_gpu, int ea
   return -1;
 }
 
+static const nrd_mc_gpus any_gpu = {.any = true};
+
 int nrd_model_config_validate(const json_t *cfg, const char *filename, int has_gpu, char **err) {
-  return validate(cfg, filename, has_gpu, 0, err);
+  return validate(cfg, filename, has_gpu ? &any_gpu : NULL, 0, err);
+}
+
+int nrd_model_config_validate_gpus(const json_t *cfg, const char *filename, const nrd_mc_gpus *gpus, bool early,
+                                   char **err) {
+  return validate(cfg, filename, gpus, early ? 1 : 0, err);
 }
 
 int nrd_model_config_validate_early(const json_t *cfg, const char *filename, int has_gpu, char **err) {
-  return validate(cfg, filename, has_gpu, 1, err);
+  return validate(cfg, filename, has_gpu ? &any_gpu : NULL, 1, err);
 }

@@ -171,6 +171,12 @@ static TRITONSERVER_Error *config_error(TRITONSERVER_Error_Code code, char *msg)
   return e;
 }
 
+/* The GPU set a model is normalized and validated against (NULL: the
+ * server has no GPU support). */
+static const nrd_mc_gpus *load_gpus(const TRITONBACKEND_Model *m) {
+  return m->server->gpu_support ? &m->server->gpus : NULL;
+}
+
 /* Validates a normalized copy of `cfg` with nrd_model_config_validate_early.
  * When `cfg` names no backend, gives it the one normalization found (from
  * the platform, the default model file name or a model name of the form
@@ -179,11 +185,11 @@ static TRITONSERVER_Error *validate_early(const TRITONBACKEND_Model *m, json_t *
   char *msg = NULL;
   json_t *copy = json_deep_copy(cfg);
   if (!copy) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory loading model '%s'", m->name);
-  int bad = nrd_model_config_normalize(copy, m->name, 0, &msg);
+  int bad = nrd_model_config_normalize_gpus(copy, m->name, load_gpus(m), &msg);
   if (!bad) {
     /* The file, line and column come with a configuration read from a
      * file (NRD_MODEL_CONFIG_POSITIONS); others have none to name. */
-    bad = nrd_model_config_validate_early(copy, NULL, 0, &msg);
+    bad = nrd_model_config_validate_gpus(copy, NULL, load_gpus(m), true, &msg);
   }
   const char *derived = json_string_value(json_object_get(copy, "backend"));
   if (!bad && !*jstr(cfg, "backend") && derived && *derived) json_object_set_new(cfg, "backend", json_string(derived));
@@ -194,7 +200,7 @@ static TRITONSERVER_Error *validate_early(const TRITONBACKEND_Model *m, json_t *
 /* Normalizes `cfg` (consumed) and installs it with its rendering. */
 static TRITONSERVER_Error *install_config(TRITONBACKEND_Model *m, json_t *cfg) {
   char *msg = NULL;
-  if (nrd_model_config_normalize(cfg, m->name, 0, &msg)) {
+  if (nrd_model_config_normalize_gpus(cfg, m->name, load_gpus(m), &msg)) {
     json_decref(cfg);
     return config_error(TRITONSERVER_ERROR_INVALID_ARG, msg);
   }
@@ -289,15 +295,55 @@ static TRITONSERVER_Error *init_instances(TRITONBACKEND_Model *m) {
   return first;
 }
 
+/* One instance: its name, kind, device and host policy as Triton's
+ * TritonModelInstance::CreateInstances gives them. */
+static TRITONSERVER_Error *add_instance(TRITONBACKEND_Model *m, const json_t *grp, const char *iname,
+                                        TRITONSERVER_InstanceGroupKind k, int32_t device) {
+  const char *gname = jstr(grp, "name");
+  bool passive = jbool(grp, "passive");
+  TRITONBACKEND_ModelInstance *inst = nrd_instance_new(m, iname, gname, k, device, passive);
+  if (!inst) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  const char *policy = jstr(grp, "host_policy");
+  char gpu_policy[32];
+  snprintf(gpu_policy, sizeof gpu_policy, "gpu_%d", (int)device);
+  inst->host_policy_name = strdup(policy[0]                                   ? policy
+                                  : k == TRITONSERVER_INSTANCEGROUPKIND_MODEL ? "model"
+                                  : k == TRITONSERVER_INSTANCEGROUPKIND_GPU   ? gpu_policy
+                                                                              : "cpu");
+  if (!inst->host_policy_name) {
+    nrd_instance_finalize_and_free(inst);
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  }
+  const json_t *profiles = json_object_get(grp, "profile");
+  size_t np = json_array_size(profiles);
+  if (np) {
+    inst->profiles = calloc(np, sizeof(char *));
+    for (size_t p = 0; inst->profiles && p < np; p++) {
+      inst->profiles[p] = strdup(json_string_value(json_array_get(profiles, p)) ?: "");
+      if (inst->profiles[p]) inst->n_profiles++;
+    }
+  }
+  m->instances[m->n_instances++] = inst;
+  nrd_rate_limiter *rl = m->server->limiter;
+  if (rl && !passive)
+    return nrd_rate_limiter_register(rl, m->name, json_object_get(grp, "rate_limiter"), inst->device_id, &inst->rl);
+  return NULL;
+}
+
+/* Instances of every group: `count` of them, each once per listed GPU for
+ * KIND_GPU; named "<group>_<c>" when count > 1, else "<group>" (the same
+ * name on every GPU, as in Triton). */
 static TRITONSERVER_Error *create_instances(TRITONBACKEND_Model *m) {
   const json_t *groups = json_object_get(m->config, "instance_group");
   uint32_t total = 0;
   for (size_t g = 0; g < json_array_size(groups); g++) {
-    int64_t c = jint(json_array_get(groups, g), "count");
-    if (c < 0 || c > 4096)
+    const json_t *grp = json_array_get(groups, g);
+    int64_t c = jint(grp, "count");
+    size_t per = strcmp(jstr(grp, "kind"), "KIND_GPU") == 0 ? json_array_size(json_object_get(grp, "gpus")) : 1;
+    if (c < 0 || c > 4096 || per > NRD_MC_GPUS_MAX)
       return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                            "model '%s': instance_group[%zu].count %" PRId64 " is out of range", m->name, g, c);
-    total += (uint32_t)c;
+    total += (uint32_t)c * (uint32_t)per;
   }
   m->instances = calloc(total ? total : 1, sizeof(*m->instances));
   if (!m->instances) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
@@ -309,43 +355,26 @@ static TRITONSERVER_Error *create_instances(TRITONBACKEND_Model *m) {
       k = TRITONSERVER_INSTANCEGROUPKIND_CPU;
     else if (!strcmp(kind, "KIND_MODEL"))
       k = TRITONSERVER_INSTANCEGROUPKIND_MODEL;
+    else if (!strcmp(kind, "KIND_GPU") && m->server->gpu_support)
+      k = TRITONSERVER_INSTANCEGROUPKIND_GPU;
     else
       return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
                            "model '%s': instance_group '%s' asks for %s, but this server has no GPU", m->name,
                            jstr(grp, "name"), kind);
     int64_t count = jint(grp, "count");
     const char *gname = jstr(grp, "name");
-    bool passive = jbool(grp, "passive");
+    const json_t *gpus = json_object_get(grp, "gpus");
     for (int64_t c = 0; c < count; c++) {
       char iname[512];
       if (count > 1)
         snprintf(iname, sizeof iname, "%s_%" PRId64, gname, c);
       else
         snprintf(iname, sizeof iname, "%s", gname);
-      TRITONBACKEND_ModelInstance *inst = nrd_instance_new(m, iname, gname, k, 0, passive);
-      if (!inst) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-      const char *policy = jstr(grp, "host_policy");
-      inst->host_policy_name = strdup(policy[0] ? policy : k == TRITONSERVER_INSTANCEGROUPKIND_MODEL ? "model" : "cpu");
-      if (!inst->host_policy_name) {
-        nrd_instance_finalize_and_free(inst);
-        return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
-      }
-      const json_t *profiles = json_object_get(grp, "profile");
-      size_t np = json_array_size(profiles);
-      if (np) {
-        inst->profiles = calloc(np, sizeof(char *));
-        for (size_t p = 0; inst->profiles && p < np; p++) {
-          inst->profiles[p] = strdup(json_string_value(json_array_get(profiles, p)) ?: "");
-          if (inst->profiles[p]) inst->n_profiles++;
-        }
-      }
-      m->instances[m->n_instances++] = inst;
-      nrd_rate_limiter *rl = m->server->limiter;
-      if (rl && !passive) {
-        TRITONSERVER_Error *e =
-            nrd_rate_limiter_register(rl, m->name, json_object_get(grp, "rate_limiter"), inst->device_id, &inst->rl);
-        if (e) return e;
-      }
+      TRITONSERVER_Error *e = NULL;
+      if (k != TRITONSERVER_INSTANCEGROUPKIND_GPU) e = add_instance(m, grp, iname, k, 0);
+      for (size_t d = 0; !e && k == TRITONSERVER_INSTANCEGROUPKIND_GPU && d < json_array_size(gpus); d++)
+        e = add_instance(m, grp, iname, k, (int32_t)json_integer_value(json_array_get(gpus, d)));
+      if (e) return e;
     }
   }
   return NULL;
@@ -383,7 +412,7 @@ static TRITONSERVER_Error *load_ensemble(TRITONBACKEND_Model *m, json_t *cfg, co
   TRITONSERVER_Error *err = install_config(m, cfg);
   if (!err) {
     char *msg = NULL;
-    int bad = nrd_model_config_validate(m->config, NULL, 0, &msg);
+    int bad = nrd_model_config_validate_gpus(m->config, NULL, load_gpus(m), false, &msg);
     if (bad) err = config_error(TRITONSERVER_ERROR_INVALID_ARG, msg);
   }
   if (!err) err = apply_config(m);
@@ -505,6 +534,11 @@ TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *a, TRITONBACKEND_M
    * a bad one gets the core's message, never the backend's. Only what the
    * backend's auto-complete may still fill in waits for the full check
    * after its ModelInitialize. */
+  if (nrd_model_config_detect_backend(cfg, m->model_dir) != 0) {
+    json_decref(cfg);
+    err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory loading model '%s'", a->name);
+    goto fail;
+  }
   if ((err = validate_early(m, cfg)) || (err = check_model_files(m, cfg))) {
     json_decref(cfg);
     goto fail;
@@ -548,7 +582,7 @@ TRITONSERVER_Error *nrd_model_load(const nrd_model_load_args *a, TRITONBACKEND_M
   m->backend_initialized = true;
 
   char *msg = NULL;
-  int bad = nrd_model_config_validate(m->config, NULL, 0, &msg);
+  int bad = nrd_model_config_validate_gpus(m->config, NULL, load_gpus(m), false, &msg);
   if (bad) {
     err = config_error(TRITONSERVER_ERROR_INVALID_ARG, msg);
     goto fail;

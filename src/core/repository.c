@@ -480,7 +480,10 @@ static TRITONSERVER_Error *read_config(nrd_repository *r, const char *name, cons
   if (override) {
     json_t *cfg = nrd_model_config_from_json(override, strlen(override), &msg);
     if (!cfg) {
-      TRITONSERVER_Error *e = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "model '%s': invalid config override: %s",
+      /* Triton's sentence (its poll fails on the override), then why. */
+      TRITONSERVER_Error *e = nrd_error_new(TRITONSERVER_ERROR_INTERNAL,
+                                            "failed to load '%s', failed to poll from model repository; "
+                                            "invalid config override: %s",
                                             name, msg ? msg : "");
       free(msg);
       return e;

@@ -15,6 +15,7 @@
 #include "buffer_attributes.h"
 #include "datatype.h"
 #include "error.h"
+#include "gpu.h"
 #include "grow.h"
 #include "exec_clock.h"
 #include "log.h"
@@ -356,6 +357,17 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveAllInputs(TRITONSERVER_In
   return NULL;
 }
 
+/* GPU data needs the NVIDIA driver and a device of that id. */
+static TRITONSERVER_Error *check_gpu_data(const char *name, TRITONSERVER_MemoryType mt, int64_t id) {
+  if (mt != TRITONSERVER_MEMORY_GPU) return NULL;
+  if (!nrd_gpu_driver_loaded())
+    return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
+                         "input '%s': GPU memory is not supported by this server (no GPU)", name);
+  if (id < 0 || id > INT32_MAX || !nrd_gpu_device_get((int)id))
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s': GPU %lld is not available", name, (long long)id);
+  return NULL;
+}
+
 static TRITONSERVER_Error *append_data(TRITONSERVER_InferenceRequest *r, const char *name, const void *base,
                                        size_t size, TRITONSERVER_MemoryType mt, int64_t mt_id) {
   NRD_ARG_CHECK(r && name, "request and input name must not be NULL");
@@ -363,9 +375,7 @@ static TRITONSERVER_Error *append_data(TRITONSERVER_InferenceRequest *r, const c
   nrd_input *in = nrd_request_find_input(r, name);
   if (!in) return nrd_request_error(r, TRITONSERVER_ERROR_INVALID_ARG, "input '%s' does not exist in request", name);
   if (!base && size) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' data pointer is NULL", name);
-  if (mt == TRITONSERVER_MEMORY_GPU)
-    return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
-                         "input '%s': GPU memory is not supported by this server (no GPU)", name);
+  NRD_RETURN_IF_ERROR(check_gpu_data(name, mt, mt_id));
   if (!nrd_input_bufs_reserve(in))
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory appending input data");
   in->bufs[in->nbufs++] = (nrd_buffer){base, size, mt, mt_id};
@@ -391,9 +401,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestAppendInputDataWithHostPolicy(
   nrd_input *in = nrd_request_find_input(r, name);
   if (!in) return nrd_request_error(r, TRITONSERVER_ERROR_INVALID_ARG, "input '%s' does not exist in request", name);
   if (!base && byte_size) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "input '%s' data pointer is NULL", name);
-  if (memory_type == TRITONSERVER_MEMORY_GPU)
-    return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
-                         "input '%s': GPU memory is not supported by this server (no GPU)", name);
+  NRD_RETURN_IF_ERROR(check_gpu_data(name, memory_type, memory_type_id));
   /* Kept apart from the input's own data, as Triton keeps it: only a
    * backend asking for this host policy reads it. */
   nrd_policy_data *pd = NULL;

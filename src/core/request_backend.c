@@ -12,6 +12,7 @@
 #include "buffer_attributes.h"
 #include "datatype.h"
 #include "error.h"
+#include "gpu.h"
 #include "log.h"
 #include "model.h"
 #include "response.h"
@@ -263,6 +264,17 @@ TRITONSERVER_Error *TRITONBACKEND_InputBufferAttributes(TRITONBACKEND_Input *inp
   a->byte_size = b->size;
   a->memory_type = b->mtype;
   a->memory_type_id = b->mtype_id;
+  /* GPU data: the CUDA IPC handle of its allocation, when the driver
+   * gives one (it does for the start of an allocation). */
+  char handle[NRD_GPU_IPC_HANDLE_SIZE];
+  if (b->mtype == TRITONSERVER_MEMORY_GPU && b->mtype_id >= 0 && b->mtype_id <= INT32_MAX) {
+    TRITONSERVER_Error *e = nrd_gpu_ipc_handle((int)b->mtype_id, (void *)b->base, handle);
+    if (!e) {
+      memcpy(a->cuda_ipc_handle, handle, NRD_CUDA_IPC_HANDLE_SIZE);
+      a->has_cuda_ipc_handle = true;
+    }
+    TRITONSERVER_ErrorDelete(e);
+  }
   *buffer = b->base;
   *buffer_attributes = a;
   return NULL;

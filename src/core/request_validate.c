@@ -15,6 +15,7 @@
 #include "buffer_attributes.h"
 #include "datatype.h"
 #include "error.h"
+#include "gpu_memory.h"
 #include "log.h"
 #include "model.h"
 #include "response.h"
@@ -53,6 +54,17 @@ static TRITONSERVER_Error *check_bytes(const TRITONSERVER_InferenceRequest *r, c
   for (uint32_t b = 0; b < in->nbufs; b++) {
     const uint8_t *p = in->bufs[b].base;
     size_t n = in->bufs[b].size;
+    uint8_t *host = NULL; /* GPU data is read from a host copy */
+    if (in->bufs[b].mtype == TRITONSERVER_MEMORY_GPU && n) {
+      if (!(host = malloc(n))) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+      TRITONSERVER_Error *e =
+          nrd_copy(host, TRITONSERVER_MEMORY_CPU, 0, p, TRITONSERVER_MEMORY_GPU, in->bufs[b].mtype_id, n);
+      if (e) {
+        free(host);
+        return e;
+      }
+      p = host;
+    }
     while (n) {
       if (skip) {
         size_t k = skip < n ? (size_t)skip : n;
@@ -61,11 +73,13 @@ static TRITONSERVER_Error *check_bytes(const TRITONSERVER_InferenceRequest *r, c
         skip -= k;
         continue;
       }
-      if (have_len == 0 && count == expect)
+      if (have_len == 0 && count == expect) {
+        free(host);
         return nrd_request_error(r, TRITONSERVER_ERROR_INVALID_ARG,
                                  "unexpected number of string elements %" PRId64
                                  " for inference input '%s' for model '%s', expecting %" PRId64,
                                  count + 1, key, m->name, expect);
+      }
       len_bytes[have_len++] = *p++;
       n--;
       if (have_len == 4) {
@@ -75,6 +89,7 @@ static TRITONSERVER_Error *check_bytes(const TRITONSERVER_InferenceRequest *r, c
         count++;
       }
     }
+    free(host);
   }
   if (have_len)
     return nrd_request_error(r, TRITONSERVER_ERROR_INVALID_ARG,

@@ -14,10 +14,14 @@
 #include "cpu_metrics.h"
 #include "error.h"
 #include "files.h"
+#include "gpu.h"
+#include "gpu_memory.h"
+#include "gpu_metrics.h"
 #include "log.h"
 #include "message.h"
 #include "metrics.h"
 #include "model.h"
+#include "model_config.h"
 #include "rate_limiter.h"
 #include "response_cache.h"
 #include "parameter.h"
@@ -25,6 +29,7 @@
 #include "response.h"
 #include "server_options.h"
 #include "stats.h"
+#include "text.h"
 #include "trace.h"
 
 /* Servers alive in this process; backends are finalized with the last one. */
@@ -81,35 +86,16 @@ static bool deps_has(TRITONSERVER_Server *s, const char *name) {
   return has;
 }
 
-/* Loads `name`; when it is an ensemble, first the models of its steps that
- * are not loaded yet, as Triton loads an ensemble's composing models with
- * it. `chain` lists the ensembles being loaded around this one (a name
- * seen again is a cycle). A step model that fails to load is logged; the
- * ensemble's own load then says it is missing. */
-static TRITONSERVER_Error *load_with_steps(TRITONSERVER_Server *s, const char *name, const char **chain, size_t depth) {
-  for (size_t i = 0; i < depth; i++) {
-    if (strcmp(chain[i], name)) continue;
-    char path[1024];
-    size_t used = 0;
-    for (size_t k = i; k < depth && used < sizeof path; k++)
-      used += (size_t)snprintf(path + used, sizeof path - used, "%s -> ", chain[k]);
-    /* Triton's sentence (the ensemble met again, the last one before it),
-     * then the whole path as ours. */
-    TRITONSERVER_Error *e = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                                          "circular dependency between ensembles: %s -> ... -> %s -> %s "
-                                          "(path: %s%s)",
-                                          name, chain[depth - 1], name, path, name);
-    NRD_LOG_ERROR("failed to load '%s': %s", chain[0], TRITONSERVER_ErrorMessage(e));
-    return e;
-  }
-  enum { MAX_DEPTH = 32 };
-  if (depth == MAX_DEPTH) {
-    NRD_LOG_ERROR("failed to load '%s': ensembles are nested more than %d deep", chain[0], MAX_DEPTH);
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "ensemble '%s' is nested more than %d deep", name, MAX_DEPTH);
-  }
-  char **steps = NULL;
-  size_t n = 0;
-  nrd_repo_ensemble_steps(s->repo, name, &steps, &n);
+static TRITONSERVER_Error *load_with_steps(TRITONSERVER_Server *s, const char *name, const char **chain, size_t depth);
+
+enum { MAX_DEPTH = 32 };
+
+/* Loads those of `steps` (the step models of ensemble `name`, inside
+ * `chain`) that are not loaded yet; frees `steps` and its names. Only a
+ * cycle is an error: a step that fails to load is logged by its load, and
+ * the ensemble's own load then says it is missing. */
+static TRITONSERVER_Error *load_steps(TRITONSERVER_Server *s, const char *name, char **steps, size_t n,
+                                      const char **chain, size_t depth) {
   TRITONSERVER_Error *err = NULL;
   for (size_t i = 0; i < n; i++) {
     TRITONBACKEND_Model *m = NULL;
@@ -131,6 +117,38 @@ static TRITONSERVER_Error *load_with_steps(TRITONSERVER_Server *s, const char *n
     free(steps[i]);
   }
   free(steps);
+  return err;
+}
+
+/* Loads `name`; when it is an ensemble, first the models of its steps that
+ * are not loaded yet, as Triton loads an ensemble's composing models with
+ * it. `chain` lists the ensembles being loaded around this one (a name
+ * seen again is a cycle). A step model that fails to load is logged; the
+ * ensemble's own load then says it is missing. */
+static TRITONSERVER_Error *load_with_steps(TRITONSERVER_Server *s, const char *name, const char **chain, size_t depth) {
+  for (size_t i = 0; i < depth; i++) {
+    if (strcmp(chain[i], name)) continue;
+    char path[1024];
+    size_t used = 0;
+    for (size_t k = i; k < depth && used < sizeof path; k++)
+      used += (size_t)snprintf(path + used, sizeof path - used, "%s -> ", chain[k]);
+    /* Triton's sentence (the ensemble met again, the last one before it),
+     * then the whole path as ours. */
+    TRITONSERVER_Error *e = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
+                                          "circular dependency between ensembles: %s -> ... -> %s -> %s "
+                                          "(path: %s%s)",
+                                          name, chain[depth - 1], name, path, name);
+    NRD_LOG_ERROR("failed to load '%s': %s", chain[0], TRITONSERVER_ErrorMessage(e));
+    return e;
+  }
+  if (depth == MAX_DEPTH) {
+    NRD_LOG_ERROR("failed to load '%s': ensembles are nested more than %d deep", chain[0], MAX_DEPTH);
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "ensemble '%s' is nested more than %d deep", name, MAX_DEPTH);
+  }
+  char **steps = NULL;
+  size_t n = 0;
+  nrd_repo_ensemble_steps(s->repo, name, &steps, &n);
+  TRITONSERVER_Error *err = load_steps(s, name, steps, n, chain, depth);
   if (err) return err;
   err = nrd_repo_load(s->repo, name, NULL, NULL, 0);
   if (!err) deps_mark(s, name, depth > 0);
@@ -251,6 +269,45 @@ static TRITONSERVER_Error *step_infer(void *ctx, TRITONSERVER_InferenceRequest *
   return TRITONSERVER_ServerInferAsync(ctx, request, trace);
 }
 
+/* Triton's "supported GPUs": those whose compute capability is at least
+ * the minimum; the others are logged and never used. */
+static void find_gpus(TRITONSERVER_Server *s, double min_cc) {
+  s->gpu_support = nrd_gpu_driver_loaded();
+  s->gpus.min_cc = min_cc;
+  for (int id = 0; s->gpu_support && id < NRD_GPU_MAX && s->gpus.n < NRD_MC_GPUS_MAX; id++) {
+    const nrd_gpu_device *d = nrd_gpu_device_get(id);
+    if (!d) continue;
+    double cc = d->cc_major + d->cc_minor / 10.0;
+    if (cc + 1e-9 < min_cc) {
+      NRD_LOG_INFO("GPU %d: %s, compute capability %d.%d, %llu bytes: not used (below the minimum compute "
+                   "capability %.1f)",
+                   id, d->name, d->cc_major, d->cc_minor, (unsigned long long)d->total_memory, min_cc);
+      continue;
+    }
+    NRD_LOG_INFO("GPU %d: %s, compute capability %d.%d, %llu bytes", id, d->name, d->cc_major, d->cc_minor,
+                 (unsigned long long)d->total_memory);
+    s->gpus.ids[s->gpus.n++] = id;
+  }
+}
+
+static void free_gpu_metrics(TRITONSERVER_Server *s) {
+  if (s->gpu_metrics) nrd_gpu_metrics_destroy(s->gpu_metrics);
+  free(s->gpu_metrics);
+  s->gpu_metrics = NULL;
+}
+
+/* The pinned and CUDA memory pools, for the supported GPUs (once per
+ * process: a later server keeps the first one's). */
+static void make_pools(const TRITONSERVER_Server *s, const TRITONSERVER_ServerOptions *o) {
+  if (!s->gpu_support) return;
+  int devs[NRD_GPU_MAX];
+  uint64_t sizes[NRD_GPU_MAX];
+  size_t n = 0;
+  for (size_t i = 0; i < o->n_cuda_pools && n < NRD_GPU_MAX; i++, n++)
+    devs[n] = o->cuda_pools[i].device, sizes[n] = o->cuda_pools[i].size;
+  nrd_gpu_memory_init(o->pinned_memory_pool_byte_size, devs, sizes, n, s->gpus.ids, s->gpus.n);
+}
+
 TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONSERVER_ServerOptions *options) {
   NRD_ARG_CHECK(server && options, "server and options must not be NULL");
   *server = NULL;
@@ -289,6 +346,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONS
   if (!s->id || !s->repo || lerr) {
     if (s->cpu) nrd_cpu_metrics_destroy(s->cpu);
     free(s->cpu);
+    free_gpu_metrics(s);
     json_decref(s->host_policies);
     nrd_repo_free(s->repo);
     nrd_rate_limiter_free(s->limiter);
@@ -297,6 +355,16 @@ TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONS
     free(s->id);
     free(s);
     return lerr ? lerr : nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating server");
+  }
+  find_gpus(s, options->min_compute_capability);
+  make_pools(s, options);
+  if (options->metrics && options->gpu_metrics && s->gpu_support) {
+    /* No GPU that NVML knows: no GPU metrics, as Triton without DCGM. */
+    s->gpu_metrics = malloc(sizeof(*s->gpu_metrics));
+    if (s->gpu_metrics && !nrd_gpu_metrics_init(s->gpu_metrics, options->metrics_interval_ms)) {
+      free(s->gpu_metrics);
+      s->gpu_metrics = NULL;
+    }
   }
   s->repo->load_retries = options->model_load_retries;
   s->repo->namespacing = options->model_namespacing;
@@ -364,6 +432,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerDelete(TRITONSERVER_Server *server) {
   json_decref(server->host_policies);
   if (server->cpu) nrd_cpu_metrics_destroy(server->cpu);
   free(server->cpu);
+  free_gpu_metrics(server);
   free(server->id);
   for (size_t i = 0; i < server->n_deps; i++) free(server->deps[i]);
   free(server->deps);
@@ -623,6 +692,26 @@ TRITONSERVER_Error *TRITONSERVER_ServerLoadModel(TRITONSERVER_Server *server, co
   return load_with_steps(server, model_name, NULL, 0);
 }
 
+/* The step model names of the ensemble that a load's `config` override
+ * (JSON) describes, as nrd_repo_ensemble_steps gives them; none when it
+ * is not an ensemble or does not parse (the load then says why). */
+static void override_steps(const char *config, char ***steps, size_t *n) {
+  *steps = NULL;
+  *n = 0;
+  json_t *cfg = json_loads(config, 0, NULL);
+  const json_t *platform = json_object_get(cfg, "platform");
+  const json_t *list = json_object_get(json_object_get(cfg, "ensemble_scheduling"), "step");
+  size_t count = json_is_string(platform) && !strcmp(json_string_value(platform), NRD_ENSEMBLE_PLATFORM)
+                     ? json_array_size(list)
+                     : 0;
+  if (count) *steps = calloc(count, sizeof(**steps));
+  for (size_t i = 0; *steps && i < count; i++) {
+    const char *m = json_string_value(json_object_get(json_array_get(list, i), "model_name"));
+    if (m && (((*steps)[*n] = strdup(m)))) (*n)++;
+  }
+  json_decref(cfg);
+}
+
 TRITONSERVER_Error *TRITONSERVER_ServerLoadModelWithParameters(TRITONSERVER_Server *server, const char *model_name,
                                                                const TRITONSERVER_Parameter **parameters,
                                                                const uint64_t parameter_count) {
@@ -651,7 +740,17 @@ TRITONSERVER_Error *TRITONSERVER_ServerLoadModelWithParameters(TRITONSERVER_Serv
       err = nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "unrecognized load parameter '%s'", p->name);
     }
   }
+  if (!err) {
+    char **steps = NULL;
+    size_t n = 0;
+    if (config)
+      override_steps(config, &steps, &n);
+    else
+      nrd_repo_ensemble_steps(server->repo, model_name, &steps, &n);
+    err = load_steps(server, model_name, steps, n, NULL, 0);
+  }
   if (!err) err = nrd_repo_load(server->repo, model_name, config, files, n_files);
+  if (!err) deps_mark(server, model_name, false);
   free(files);
   return err;
 }
@@ -773,16 +872,23 @@ TRITONSERVER_Error *TRITONSERVER_ServerMetrics(TRITONSERVER_Server *server, TRIT
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory rendering metrics");
   }
   free(custom);
+  if (server->gpu_metrics && nrd_gpu_metrics_prometheus(server->gpu_metrics, &t)) {
+    free(t.p);
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory rendering metrics");
+  }
   if (server->cpu && nrd_cpu_metrics_prometheus(server->cpu, &t)) {
     free(t.p);
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory rendering metrics");
   }
-  /* Triton's pinned memory pool gauges. Without the GPU layer there is no
-   * pinned pool (as in Triton on a machine without CUDA): both are 0. */
-  if (nrd_text_appendf(&t, "# HELP nv_pinned_memory_pool_total_bytes Size of the pinned host memory pool, bytes\n"
-                           "# TYPE nv_pinned_memory_pool_total_bytes gauge\nnv_pinned_memory_pool_total_bytes 0\n"
-                           "# HELP nv_pinned_memory_pool_used_bytes Pinned host memory in use from the pool, bytes\n"
-                           "# TYPE nv_pinned_memory_pool_used_bytes gauge\nnv_pinned_memory_pool_used_bytes 0\n")) {
+  /* Triton's pinned memory pool gauges. Without the NVIDIA driver there
+   * is no pinned pool (as in Triton on a machine without CUDA): both 0. */
+  if (nrd_text_appendf(&t,
+                       "# HELP nv_pinned_memory_pool_total_bytes Size of the pinned host memory pool, bytes\n"
+                       "# TYPE nv_pinned_memory_pool_total_bytes gauge\nnv_pinned_memory_pool_total_bytes %llu\n"
+                       "# HELP nv_pinned_memory_pool_used_bytes Pinned host memory in use from the pool, bytes\n"
+                       "# TYPE nv_pinned_memory_pool_used_bytes gauge\nnv_pinned_memory_pool_used_bytes %llu\n",
+                       (unsigned long long)nrd_gpu_memory_pinned_total(),
+                       (unsigned long long)nrd_gpu_memory_pinned_used())) {
     free(t.p);
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory rendering metrics");
   }

@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "triton/core/tritonserver.h"
+#include "model_config.h"
 #include "repository.h"
 
 struct TRITONSERVER_Server {
@@ -26,7 +27,12 @@ struct TRITONSERVER_Server {
   bool summary_latencies; /* --metrics-config summary_latencies (default false) */
   bool histogram_latencies; /* --metrics-config histogram_latencies (default false) */
   struct nrd_cpu_metrics *cpu; /* NULL: metrics or CPU metrics off */
+  struct nrd_gpu_metrics *gpu_metrics; /* NULL: metrics or GPU metrics off, or no GPU NVML knows */
   double quantiles[8]; /* summary_quantiles, as given */
+  /* The GPUs models may use (compute capability at least the minimum);
+   * gpu_support is false without an NVIDIA driver. Fixed after ServerNew. */
+  bool gpu_support;
+  nrd_mc_gpus gpus;
   unsigned n_quantiles;
   /* Models loaded only because an ensemble needed them (not by name):
    * unload_dependents takes them away with the ensemble. */

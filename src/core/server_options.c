@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "gpu.h"
 #include "log.h"
 
 #define NO_OPTIONS() nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "server options object must not be NULL")
@@ -142,7 +143,8 @@ TRITONSERVER_Error *TRITONSERVER_ServerOptionsNew(TRITONSERVER_ServerOptions **o
   o->strict_model_config = true;
   o->rate_limit_mode = TRITONSERVER_RATE_LIMIT_OFF;
   o->pinned_memory_pool_byte_size = (uint64_t)1 << 28;
-  o->min_compute_capability = 0.0;
+  /* Triton's GPU build asks for 6.0 by default; without a driver, 0. */
+  o->min_compute_capability = nrd_gpu_driver_loaded() ? 6.0 : 0.0;
   o->exit_on_error = true;
   o->strict_readiness = true;
   o->exit_timeout_secs = 30;
@@ -155,7 +157,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerOptionsNew(TRITONSERVER_ServerOptions **o
   o->log_format = TRITONSERVER_LOG_DEFAULT;
   o->log_verbose = 0;
   o->metrics = true;
-  o->gpu_metrics = false;
+  o->gpu_metrics = true; /* as Triton's GPU build; nothing without a driver */
   o->cpu_metrics = true;
   o->metrics_interval_ms = 2000;
   *options = o;

@@ -80,7 +80,7 @@ struct TRITONSERVER_ServerOptions {
   TRITONSERVER_LogFormat log_format; /* default DEFAULT */
   int log_verbose; /* default 0 */
   bool metrics; /* default true */
-  bool gpu_metrics; /* default false on a CPU build */
+  bool gpu_metrics; /* default true (Triton's GPU build); no effect without NVML */
   bool cpu_metrics; /* default true */
   uint64_t metrics_interval_ms; /* default 2000 */
   nrd_option_triples metrics_configs;

@@ -312,23 +312,27 @@ static const flag_spec kFlags[] = {
      "0.5:0.05,0.9:0.01,0.95:0.001,0.99:0.001). Repeatable.",
      CUSTOM},
     {"metrics-interval-ms", F_METRICS_INTERVAL_MS, "MS",
-     "Least time between two samples of the CPU metrics (default 2000); sampled when /metrics is read.",
+     "Least time between two samples of the CPU and GPU metrics (default 2000); sampled when /metrics is read.",
      AS_NUM(metrics_interval_ms, 1, INT_MAX, "a count >= 1")},
-    {"allow-gpu-metrics", F_ALLOW_GPU_METRICS, "BOOL", "Accepted; no effect (no GPU metrics).", CHECK_BOOL},
+    {"allow-gpu-metrics", F_ALLOW_GPU_METRICS, "BOOL",
+     "GPU utilization, memory, power and energy gauges (nv_gpu_*, nv_energy_consumption) from NVML "
+     "(default true; none without an NVIDIA driver).",
+     AS_BOOL(allow_gpu_metrics)},
     {"allow-cpu-metrics", F_ALLOW_CPU_METRICS, "BOOL",
      "CPU utilization and memory gauges (nv_cpu_*) on /metrics (default true).", AS_BOOL(allow_cpu_metrics)},
     {"host-policy", F_HOST_POLICY, "<name>,<key>=<value>", "A host policy setting, given to backends. Repeatable.",
      CUSTOM},
     {"pinned-memory-pool-byte-size", F_PINNED_MEMORY_POOL_BYTE_SIZE, "BYTES",
-     "Accepted; no effect (no pinned memory without a GPU).", CHECK_NUM(0, LONG_MAX, "a size in bytes")},
+     "Size of the pinned host memory pool (default 268435456; unused without an NVIDIA driver).",
+     AS_NUM(pinned_memory_pool_byte_size, 0, LONG_MAX, "a size in bytes")},
     {"cuda-memory-pool-byte-size", F_CUDA_MEMORY_POOL_BYTE_SIZE, "<gpu>:<bytes>",
-     "Accepted; no effect (no GPU support). Repeatable.", CUSTOM},
+     "Size of GPU <gpu>'s CUDA memory pool (default 67108864). Repeatable.", CUSTOM},
     {"cuda-virtual-address-size", F_CUDA_VIRTUAL_ADDRESS_SIZE, "<gpu>:<bytes>",
      "Accepted; no effect (no GPU support). Repeatable.", CUSTOM},
     {"model-load-gpu-limit", F_MODEL_LOAD_GPU_LIMIT, "<gpu>:<fraction>",
      "Accepted; no effect (no GPU support). Repeatable.", CUSTOM},
     {"min-supported-compute-capability", F_MIN_SUPPORTED_COMPUTE_CAPABILITY, "X.Y",
-     "Accepted; no effect (no GPU support).", CUSTOM},
+     "GPUs below this CUDA compute capability are not used (default 6.0).", CUSTOM},
     {"enable-peer-access", F_ENABLE_PEER_ACCESS, "BOOL", "Accepted; no effect (no GPU support).", CHECK_BOOL},
     {"buffer-manager-thread-count", F_BUFFER_MANAGER_THREAD_COUNT, "N", "Accepted; no effect.",
      CHECK_NUM(0, INT_MAX, "a count >= 0")},
@@ -888,13 +892,21 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
         goto oom;
       return 0;
     }
-    case F_CUDA_MEMORY_POOL_BYTE_SIZE:
+    case F_CUDA_MEMORY_POOL_BYTE_SIZE: {
+      if (check_device_value(f, v, false, err, errlen) != 0) return -1;
+      const char **grown = realloc(cli->cuda_pools, (cli->n_cuda_pools + 1) * sizeof(*grown));
+      if (!grown) goto oom;
+      cli->cuda_pools = grown;
+      cli->cuda_pools[cli->n_cuda_pools++] = v;
+      return 0;
+    }
     case F_CUDA_VIRTUAL_ADDRESS_SIZE: return check_device_value(f, v, false, err, errlen);
     case F_MODEL_LOAD_GPU_LIMIT: return check_device_value(f, v, true, err, errlen);
     case F_MIN_SUPPORTED_COMPUTE_CAPABILITY: {
       char *end = NULL;
       double x = strtod(v, &end);
       if (*v < '0' || *v > '9' || *end != '\0' || x < 0) return bad_value(f, v, "a version like 6.0", err, errlen);
+      cli->min_compute_capability = x;
       return 0;
     }
     default: break;
@@ -1018,6 +1030,9 @@ int nrd_srv_cli_parse(int argc, char **argv, nrd_srv_cli *cli, char *err, size_t
   cli->allow_metrics = true;
   cli->allow_cpu_metrics = true;
   cli->metrics_interval_ms = 2000;
+  cli->allow_gpu_metrics = true;
+  cli->pinned_memory_pool_byte_size = -1;
+  cli->min_compute_capability = -1;
   cli->metrics_port = 8002;
   cli->allow_grpc = true;
   cli->grpc_port = 8001;
@@ -1119,6 +1134,7 @@ void nrd_srv_cli_free(nrd_srv_cli *cli) {
   free_settings(cli->host_policies, cli->n_host_policies);
   free(cli->repos);
   free(cli->startup_models);
+  free(cli->cuda_pools);
   free(cli->trace_otel_resource);
   nrd_srv_restrictions_free(&cli->http_restricted);
   nrd_srv_restrictions_free(&cli->grpc_restricted);
@@ -1259,6 +1275,19 @@ TRITONSERVER_Error *nrd_srv_cli_make_options(const nrd_srv_cli *cli, TRITONSERVE
   if ((err = TRITONSERVER_ServerOptionsSetMetrics(o, cli->allow_metrics))) goto fail;
   if ((err = TRITONSERVER_ServerOptionsSetCpuMetrics(o, cli->allow_cpu_metrics))) goto fail;
   if ((err = TRITONSERVER_ServerOptionsSetMetricsInterval(o, cli->metrics_interval_ms))) goto fail;
+  if ((err = TRITONSERVER_ServerOptionsSetGpuMetrics(o, cli->allow_gpu_metrics))) goto fail;
+  if (cli->pinned_memory_pool_byte_size >= 0 &&
+      (err = TRITONSERVER_ServerOptionsSetPinnedMemoryPoolByteSize(o, (uint64_t)cli->pinned_memory_pool_byte_size)))
+    goto fail;
+  if (cli->min_compute_capability >= 0 &&
+      (err = TRITONSERVER_ServerOptionsSetMinSupportedComputeCapability(o, cli->min_compute_capability)))
+    goto fail;
+  for (size_t i = 0; i < cli->n_cuda_pools; i++) {
+    /* check_device_value accepted "<gpu>:<digits>" already. */
+    const char *colon = strchr(cli->cuda_pools[i], ':');
+    int gpu = atoi(cli->cuda_pools[i]);
+    if ((err = TRITONSERVER_ServerOptionsSetCudaMemoryPoolByteSize(o, gpu, strtoull(colon + 1, NULL, 10)))) goto fail;
+  }
   for (size_t i = 0; i < cli->n_metrics_configs; i++) {
     const nrd_srv_backend_setting *m = &cli->metrics_configs[i];
     if ((err = TRITONSERVER_ServerOptionsSetMetricsConfig(o, m->backend, m->key, m->value))) goto fail;

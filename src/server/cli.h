@@ -97,6 +97,12 @@ typedef struct nrd_srv_cli {
   bool allow_client_shm; /* default false (Triton 26.x): client shared memory refused */
   bool allow_cpu_metrics; /* default true */
   unsigned metrics_interval_ms; /* default 2000 */
+  /* GPU settings (docs/gpu.md), applied when the NVIDIA driver is there. */
+  bool allow_gpu_metrics; /* default true, as Triton's GPU build */
+  long long pinned_memory_pool_byte_size; /* -1: not given (the core's 256 MB) */
+  double min_compute_capability; /* < 0: not given (the core's default) */
+  const char **cuda_pools; /* "<gpu>:<bytes>" as given, in order */
+  size_t n_cuda_pools;
   int metrics_port; /* default 8002 */
   const char *metrics_address; /* default: http_address */
   /* gRPC front end (grpc_server.h). */

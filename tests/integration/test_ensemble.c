@@ -401,6 +401,31 @@ Test(ensemble, unloads_follow_the_dependencies, .timeout = 60) {
   done(s, repo);
 }
 
+/* What HTTP and gRPC call: the same, and with a config override the
+ * override's steps are the ones brought. */
+Test(ensemble, a_load_with_parameters_brings_the_step_models_too, .timeout = 60) {
+  char *repo = h_tmpdir();
+  addsub_model(repo);
+  ensemble_model(repo);
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
+  H_OK(TRITONSERVER_ServerLoadModelWithParameters(s, "ens", NULL, 0));
+  cr_expect(is_ready(s, "ens") && is_ready(s, "addsub") && is_ready(s, "id_int32"));
+  H_OK(TRITONSERVER_ServerUnloadModelAndDependents(s, "ens"));
+  cr_expect_not(is_ready(s, "addsub"), "a step model loaded with the ensemble stayed");
+  const char *json = "{\"name\":\"ens\",\"platform\":\"ensemble\",\"max_batch_size\":8,"
+                     "\"input\":[{\"name\":\"A\",\"data_type\":\"TYPE_INT32\",\"dims\":[4]}],"
+                     "\"output\":[{\"name\":\"COPY\",\"data_type\":\"TYPE_INT32\",\"dims\":[4]}],"
+                     "\"ensemble_scheduling\":{\"step\":[{\"model_name\":\"id_int32\",\"model_version\":-1,"
+                     "\"input_map\":{\"INPUT0\":\"A\"},\"output_map\":{\"OUTPUT0\":\"COPY\"}}]}}";
+  TRITONSERVER_Parameter *p = TRITONSERVER_ParameterNew("config", TRITONSERVER_PARAMETER_STRING, json);
+  const TRITONSERVER_Parameter *params[1] = {p};
+  H_OK(TRITONSERVER_ServerLoadModelWithParameters(s, "ens", params, 1));
+  TRITONSERVER_ParameterDelete(p);
+  cr_expect(is_ready(s, "ens") && is_ready(s, "id_int32"));
+  cr_expect_not(is_ready(s, "addsub"), "a step of the file's configuration came with the override");
+  done(s, repo);
+}
+
 /* addsub on INT32 [1], not batching. */
 static void addsub1_model(const char *repo) {
   h_model(repo, "addsub1",

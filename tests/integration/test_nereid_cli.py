@@ -37,8 +37,10 @@ TEST_CACHES = os.path.join(os.path.dirname(os.environ.get("NEREID_TEST_BACKEND_D
 TEST_AGENTS = os.path.join(os.path.dirname(TEST_CACHES), "test_repoagents")
 EXAMPLES = os.environ.get("NEREID_EXAMPLES", os.path.join(SOURCE, "examples", "models"))
 
-EXAMPLE_MODELS = ["accumulate_onnx", "accumulate_stateful", "add_sub_python", "identity_bytes", "identity_fp32", "repeat_int32", "simple", "simple_ensemble",
-                  "square_int32"]
+EXAMPLE_MODELS = ["accumulate_onnx", "accumulate_stateful", "add_sub_python", "custom_identity_int32", "identity_bytes",
+                  "identity_fp32", "repeat_int32", "simple", "simple_dyna_sequence", "simple_ensemble",
+                  "simple_identity", "simple_int8", "simple_sequence", "simple_string",
+                  "simple_string_dyna_sequence", "square_int32"]
 READY_MARK = "nereid: server "  # start of the line printed once startup is done
 START_TIMEOUT = 120  # generous: sanitizer builds start slowly on 2 cores
 # Generous too: a stop unloads every model and, under ASan, runs the leak

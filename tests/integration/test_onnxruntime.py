@@ -449,3 +449,30 @@ def test_without_the_library_only_onnx_models_fail():
             for protocol in PROTOCOLS:
                 r = infer(s, "identity_fp32", [("INPUT0", np.array([[1, 2]], np.float32))], protocol=protocol)
                 assert outputs_of(r)["OUTPUT0"] == [1, 2], protocol
+
+
+def test_kind_gpu_fails_its_load_clearly():
+    # A KIND_GPU ONNX model where the core finds a GPU (the stand-in NVIDIA
+    # driver, tests/gpu_stub): the core places the instance on GPU 0, and
+    # the backend, which runs ONNX Runtime's CPU provider only, refuses it
+    # and says why (docs/gpu.md). A model without instance groups beside it
+    # gets the backend's preferred CPU group (not KIND_AUTO's GPU) and serves.
+    fake = os.environ["NRD_FAKE_CUDA"]
+    gpu = CONFIGS["fixed_add_sub"] + "instance_group [ { kind: KIND_GPU gpus: [ 0 ] } ]\n"
+    with tempfile.TemporaryDirectory() as root:
+        make_repo(root, {"gpu_add_sub": ("fixed_add_sub", gpu), "fixed_add_sub": ALL["fixed_add_sub"]})
+        env = dict(os.environ, NEREID_CUDA_LIBRARY=fake, NEREID_NVML_LIBRARY=fake)
+        s = start(root, "--model-control-mode=explicit", env=env)
+        with running(s) as lines:
+            take_ports(s, lines)
+            for protocol in PROTOCOLS:
+                with client(s, protocol) as c, pytest.raises(InferenceServerException) as e:
+                    c.load_model("gpu_add_sub")
+                assert ("instance 'gpu_add_sub_0' is GPU; this build runs the onnxruntime backend on the CPU only"
+                        in e.value.message()), (protocol, e.value.message())
+                c = client(s, protocol)
+                with c:
+                    c.load_model("fixed_add_sub")
+                    assert c.is_model_ready("fixed_add_sub")
+            group = config_of(s, "fixed_add_sub")["instance_group"][0]
+            assert (group["kind"], group["count"]) == ("KIND_CPU", 2), group

@@ -134,12 +134,12 @@ def sanitizer_env():
 # What GCC 12's ASan runtime (Debian 12) prints when it crashes in its own
 # code at the stop of a server that ran OpenVINO, seen in about one run in
 # four even with PRELOAD: the faulting frames are the runtime's own
-# (DTLS_Destroy at a thread's exit, its signal handler crashing again,
-# LeakSanitizer's tracer). Another signature, a SEGV writing ASan's stack
+# (DTLS_Destroy or PlatformTSDDtor at a thread's exit, its signal handler
+# crashing again, LeakSanitizer's tracer). Another signature, a SEGV writing ASan's stack
 # depot from operator delete under ov_compiled_model_free, is not
 # excused: it was seen once, with FORCE_TBB_TERMINATE, since dropped.
 RUNTIME_CRASH = ("AddressSanitizer: nested bug in the same thread", "in __sanitizer::DTLS_Destroy()",
-                 "Tracer caught signal 11")
+                 "in __asan::PlatformTSDDtor(void*)", "Tracer caught signal 11")
 # Any of these is a real report, never excused.
 REAL_REPORT = ("ERROR: AddressSanitizer: heap", "ERROR: AddressSanitizer: stack", "use-after", "double-free",
                "detected memory leaks", "runtime error:", "ThreadSanitizer")

@@ -351,14 +351,18 @@ def test_add_sub_several_datatypes():
 
 def test_bytes_and_request_accessors():
     """A BYTES input (binary and JSON over HTTP, and gRPC), the request id
-    and request parameters as the model sees them."""
+    and request parameters as the model sees them (quotes, backslashes,
+    control characters and non-ASCII text kept: the server writes the
+    execute message's JSON itself)."""
+    rid = 'req-7 "q" \\ \t é€'
+    params = {"p": 'v "w" \\ \n', "n": 3}
     with serve({"inspect": (INSPECT, BYTES_CONFIG)}) as s:
         for protocol, binary in (("http", True), ("http", False), ("grpc", True)):
             result = infer(s, "inspect", [text("INPUT", ["a", "", "héllo"])], protocol=protocol, binary=binary,
-                           request_id="req-7", parameters={"p": "v", "n": 3})
+                           request_id=rid, parameters=params)
             info = json.loads(result.as_numpy("OUTPUT")[0])
             assert info["items"] == ["a", "", "héllo"] and info["shape"] == [3] and info["is_cpu"], protocol
-            assert info["id"] == "req-7" and info["parameters"] == {"p": "v", "n": 3}, (protocol, info)
+            assert info["id"] == rid and info["parameters"] == params, (protocol, info)
             assert info["requested"] == ["OUTPUT"] and info["name"] == "INPUT", protocol
             args = info["args"]
             assert args["model_name"] == "inspect" and args["model_version"] == "1"

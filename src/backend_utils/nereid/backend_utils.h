@@ -212,6 +212,18 @@ TRITONSERVER_Error *nrd_bu_instance_share_model_state(TRITONBACKEND_ModelInstanc
  */
 TRITONSERVER_Error *nrd_bu_instance_state(TRITONBACKEND_ModelInstance *instance, const char *backend, void **state);
 
+/* ---- memory ----------------------------------------------------------- */
+
+/*
+ * Copies 'bytes' from 'src' (of memory type 'src_type', device 'src_id') to
+ * 'dst' (of 'dst_type', 'dst_id'): memcpy between CPU and pinned memory,
+ * the NVIDIA driver (opened with dlopen on first need, in the GPU's primary
+ * context) when either side is GPU memory; returns when the copy is done.
+ * UNSUPPORTED without a driver. Any thread.
+ */
+TRITONSERVER_Error *nrd_bu_copy(void *dst, TRITONSERVER_MemoryType dst_type, int64_t dst_id, const void *src,
+                                TRITONSERVER_MemoryType src_type, int64_t src_id, size_t bytes);
+
 /* ---- request inputs ---------------------------------------------------- */
 
 /*
@@ -233,8 +245,8 @@ typedef struct nrd_bu_tensor {
 
 /*
  * Fills 'out' for input 'input'. When the input is a single CPU (or pinned)
- * buffer no copy is made; several buffers are copied into one malloc'ed block
- * owned by 'out'. Non-CPU buffers give an UNSUPPORTED error. On failure 'out'
+ * buffer no copy is made; several buffers, or GPU data, are copied into one
+ * malloc'ed block owned by 'out' (GPU data with nrd_bu_copy). On failure 'out'
  * holds nothing to release (it is reset). Thread: the thread that owns the
  * request (normally the instance thread inside Execute).
  */

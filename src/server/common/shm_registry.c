@@ -1,6 +1,7 @@
 /* The system shared memory registry shared by the HTTP and gRPC front
  * ends (Triton's shared memory extension, system regions). */
 #include "shm_registry.h"
+#include "cuda_ipc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +23,8 @@ struct nrd_srv_shm_region {
   void *map; /* start of the mapping (page aligned) */
   size_t map_len;
   char *base; /* the region's first byte, inside the mapping */
+  bool cuda; /* a CUDA region: base is device memory opened by IPC, map NULL */
+  int64_t device; /* its GPU */
 };
 
 struct nrd_srv_shm {
@@ -53,7 +56,10 @@ TRITONSERVER_Error *nrd_srv_shm_disabled_error(void) {
 
 static void region_unref(nrd_srv_shm_region *r) {
   if (atomic_fetch_sub(&r->refs, 1) != 1) return;
-  munmap(r->map, r->map_len);
+  if (r->cuda)
+    nrd_srv_cuda_ipc_close(r->device, r->base);
+  else
+    munmap(r->map, r->map_len);
   free(r->name);
   free(r->key);
   free(r);
@@ -134,12 +140,12 @@ done:
   return err;
 }
 
-TRITONSERVER_Error *nrd_srv_shm_unregister(nrd_srv_shm *s, const char *name) {
+static void unregister_kind(nrd_srv_shm *s, const char *name, bool cuda) {
   pthread_mutex_lock(&s->mu);
   nrd_srv_shm_region **pp = &s->regions;
   while (*pp) {
     nrd_srv_shm_region *r = *pp;
-    if (name == NULL || strcmp(r->name, name) == 0) {
+    if (r->cuda == cuda && (name == NULL || strcmp(r->name, name) == 0)) {
       *pp = r->next;
       region_unref(r);
     } else {
@@ -147,7 +153,92 @@ TRITONSERVER_Error *nrd_srv_shm_unregister(nrd_srv_shm *s, const char *name) {
     }
   }
   pthread_mutex_unlock(&s->mu);
+}
+
+TRITONSERVER_Error *nrd_srv_shm_unregister(nrd_srv_shm *s, const char *name) {
+  unregister_kind(s, name, false);
   return NULL;
+}
+
+TRITONSERVER_Error *nrd_srv_shm_unregister_cuda(nrd_srv_shm *s, const char *name) {
+  unregister_kind(s, name, true);
+  return NULL;
+}
+
+TRITONSERVER_Error *nrd_srv_shm_register_cuda(nrd_srv_shm *s, const char *name, const void *handle, size_t handle_len,
+                                              int64_t device, uint64_t byte_size) {
+  if (!s->allow_client) return nrd_srv_shm_disabled_error();
+  if (!nrd_srv_cuda_available())
+    return shm_error(TRITONSERVER_ERROR_INVALID_ARG,
+                     "failed to register CUDA shared memory region: '%s', GPUs not supported", name, NULL);
+  pthread_mutex_lock(&s->mu);
+  TRITONSERVER_Error *err = NULL;
+  nrd_srv_shm_region *r = NULL;
+  void *base = NULL;
+  if (find(s, name)) {
+    err = shm_error(TRITONSERVER_ERROR_ALREADY_EXISTS, "shared memory region '%s' already in manager", name, NULL);
+    goto done;
+  }
+  if (handle_len != NRD_SRV_CUDA_IPC_HANDLE_SIZE)
+    err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, "failed to open CUDA IPC handle: invalid argument");
+  else
+    err = nrd_srv_cuda_ipc_open(device, handle, &base);
+  if (err) {
+    /* Triton's sentence around the driver's (shared_memory_manager.cc). */
+    char msg[700];
+    snprintf(msg, sizeof msg, "failed to register CUDA shared memory region '%s': %s", name,
+             TRITONSERVER_ErrorMessage(err));
+    TRITONSERVER_ErrorDelete(err);
+    err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INVALID_ARG, msg);
+    goto done;
+  }
+  r = calloc(1, sizeof *r);
+  if (r == NULL || (r->name = strdup(name)) == NULL || (r->key = strdup("")) == NULL) {
+    err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    goto done;
+  }
+  r->cuda = true;
+  r->device = device;
+  r->base = base;
+  r->byte_size = byte_size;
+  atomic_init(&r->refs, 1);
+  r->next = s->regions;
+  s->regions = r;
+  r = NULL;
+  base = NULL;
+done:
+  if (r) {
+    free(r->name);
+    free(r->key);
+    free(r);
+  }
+  if (base) nrd_srv_cuda_ipc_close(device, base);
+  pthread_mutex_unlock(&s->mu);
+  return err;
+}
+
+TRITONSERVER_Error *nrd_srv_shm_status_cuda(nrd_srv_shm *s, const char *name, nrd_srv_shm_cuda_visit_fn fn, void *arg) {
+  pthread_mutex_lock(&s->mu);
+  TRITONSERVER_Error *err = NULL;
+  int bad = 0;
+  if (name) {
+    nrd_srv_shm_region *r = find(s, name);
+    if (r == NULL || !r->cuda)
+      err = shm_error(TRITONSERVER_ERROR_NOT_FOUND, "Unable to find cuda shared memory region: '%s'", name, NULL);
+    else
+      bad = fn(r->name, r->device, r->byte_size, arg);
+  } else {
+    for (nrd_srv_shm_region *r = s->regions; r && !bad; r = r->next)
+      if (r->cuda) bad = fn(r->name, r->device, r->byte_size, arg);
+  }
+  pthread_mutex_unlock(&s->mu);
+  if (err == NULL && bad) err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  return err;
+}
+
+void nrd_srv_shm_region_memory(const nrd_srv_shm_region *r, TRITONSERVER_MemoryType *type, int64_t *id) {
+  *type = r && r->cuda ? TRITONSERVER_MEMORY_GPU : TRITONSERVER_MEMORY_CPU;
+  *id = r && r->cuda ? r->device : 0;
 }
 
 TRITONSERVER_Error *nrd_srv_shm_status(nrd_srv_shm *s, const char *name, nrd_srv_shm_visit_fn fn, void *arg) {
@@ -156,13 +247,13 @@ TRITONSERVER_Error *nrd_srv_shm_status(nrd_srv_shm *s, const char *name, nrd_srv
   int bad = 0;
   if (name) {
     nrd_srv_shm_region *r = find(s, name);
-    if (r == NULL)
+    if (r == NULL || r->cuda)
       err = shm_error(TRITONSERVER_ERROR_NOT_FOUND, "Unable to find system shared memory region: '%s'", name, NULL);
     else
       bad = fn(r->name, r->key, r->offset, r->byte_size, arg);
   } else {
     for (nrd_srv_shm_region *r = s->regions; r && !bad; r = r->next)
-      bad = fn(r->name, r->key, r->offset, r->byte_size, arg);
+      if (!r->cuda) bad = fn(r->name, r->key, r->offset, r->byte_size, arg);
   }
   pthread_mutex_unlock(&s->mu);
   if (err == NULL && bad) err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_INTERNAL, "out of memory");

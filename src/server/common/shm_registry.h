@@ -1,6 +1,9 @@
-/* System shared memory regions registered by clients (Triton's shared
- * memory extension): a name maps to [offset, offset+byte_size) of a POSIX
- * shared memory object, mapped into our address space. Inference inputs
+/* Shared memory regions registered by clients (Triton's shared memory
+ * extensions): a system region's name maps to [offset, offset+byte_size)
+ * of a POSIX shared memory object, mapped into our address space; a CUDA
+ * region's to device memory another process shares by its CUDA IPC
+ * handle, opened through the driver (cuda_ipc.h). Both share one name
+ * space, as in Triton. Inference inputs
  * read straight from a mapping and outputs are written straight into one.
  *
  * Threads: every function may be called from any thread; the registry is
@@ -75,6 +78,31 @@ TRITONSERVER_Error *nrd_srv_shm_acquire(nrd_srv_shm *shm, const char *name, uint
  * aside for output `name` in a region: NULL, or INVALID_ARG saying so
  * (caller owns it). Any thread. */
 TRITONSERVER_Error *nrd_srv_shm_check_output(const char *name, uint64_t have, size_t need);
+
+/* Opens the CUDA IPC handle `handle` (handle_len bytes; 64 expected) on
+ * GPU `device` as region `name` (copied) of `byte_size` bytes. Errors:
+ * UNSUPPORTED (NRD_SRV_SHM_DISABLED_MSG) when client shared memory is off,
+ * INVALID_ARG "... GPUs not supported" without an NVIDIA driver,
+ * ALREADY_EXISTS for a name in use (of either kind), INVALID_ARG "failed
+ * to register CUDA shared memory region '<name>': failed to open CUDA IPC
+ * handle: ..." when the driver refuses the handle. Caller owns the error. */
+TRITONSERVER_Error *nrd_srv_shm_register_cuda(nrd_srv_shm *shm, const char *name, const void *handle,
+                                              size_t handle_len, int64_t device, uint64_t byte_size);
+
+/* As nrd_srv_shm_unregister, for CUDA regions only (nrd_srv_shm_unregister
+ * and nrd_srv_shm_status see system regions only). */
+TRITONSERVER_Error *nrd_srv_shm_unregister_cuda(nrd_srv_shm *shm, const char *name);
+
+typedef int (*nrd_srv_shm_cuda_visit_fn)(const char *name, int64_t device, uint64_t byte_size, void *arg);
+
+/* As nrd_srv_shm_status for CUDA regions ("Unable to find cuda shared
+ * memory region: '<name>'" when unknown). */
+TRITONSERVER_Error *nrd_srv_shm_status_cuda(nrd_srv_shm *shm, const char *name, nrd_srv_shm_cuda_visit_fn fn,
+                                            void *arg);
+
+/* Where an acquired region's bytes live: CPU for a system region, GPU and
+ * its device for a CUDA one. Any thread. */
+void nrd_srv_shm_region_memory(const nrd_srv_shm_region *region, TRITONSERVER_MemoryType *type, int64_t *id);
 
 /* Drops a reference taken by nrd_srv_shm_acquire; NULL is a no-op. */
 void nrd_srv_shm_release(nrd_srv_shm_region *region);

@@ -173,6 +173,7 @@ static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *a, const cha
     TRITONSERVER_Error *err = nrd_srv_shm_check_output(name, so->byte_size, byte_size);
     if (err) return err;
     *buffer = so->addr;
+    nrd_srv_shm_region_memory(so->ref, amt, amt_id);
     return NULL;
   }
   if (ctx && !ctx->streaming && (*buffer = arena_carve(ctx, byte_size)) != NULL) return NULL;
@@ -193,10 +194,23 @@ static TRITONSERVER_Error *release_fn(TRITONSERVER_ResponseAllocator *a, void *b
   return NULL;
 }
 
+/* Where alloc_fn will put an output: in its shared memory region's memory
+ * (GPU for a CUDA region) when the request bound it to one, else CPU. */
+static TRITONSERVER_Error *query_fn(TRITONSERVER_ResponseAllocator *a, void *userp, const char *name,
+                                    size_t *byte_size, TRITONSERVER_MemoryType *mt, int64_t *mt_id) {
+  const infer_ctx *ctx = userp;
+  for (size_t i = 0; ctx && name && i < ctx->n_souts; i++) {
+    if (strcmp(ctx->souts[i].name, name) != 0) continue;
+    nrd_srv_shm_region_memory(ctx->souts[i].ref, mt, mt_id);
+    return NULL;
+  }
+  return nrd_srv_output_query_cpu(a, userp, name, byte_size, mt, mt_id);
+}
+
 TRITONSERVER_Error *nrd_srv_grpc_infer_init(void) {
   if (g_allocator) return NULL;
   TRITONSERVER_Error *err = TRITONSERVER_ResponseAllocatorNew(&g_allocator, alloc_fn, release_fn, NULL);
-  if (err == NULL) err = TRITONSERVER_ResponseAllocatorSetQueryFunction(g_allocator, nrd_srv_output_query_cpu);
+  if (err == NULL) err = TRITONSERVER_ResponseAllocatorSetQueryFunction(g_allocator, query_fn);
   return err;
 }
 
@@ -884,11 +898,14 @@ static TRITONSERVER_Error *add_inputs(infer_ctx *ctx, nrd_srv_shm *shm) {
     if (err) return err;
     const void *data = NULL;
     size_t size = 0;
+    TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
+    int64_t mt_id = 0;
     if (refs[i].used) {
       void *addr = NULL;
       err = nrd_srv_shm_acquire(shm, refs[i].region, refs[i].offset, refs[i].byte_size,
                                 &ctx->in_regions[ctx->n_in_regions], &addr);
       if (err) return err;
+      nrd_srv_shm_region_memory(ctx->in_regions[ctx->n_in_regions], &mt, &mt_id); /* GPU: a CUDA region */
       ctx->n_in_regions++;
       data = addr;
       size = (size_t)refs[i].byte_size;
@@ -907,8 +924,7 @@ static TRITONSERVER_Error *add_inputs(infer_ctx *ctx, nrd_srv_shm *shm) {
       return errf(TRITONSERVER_ERROR_INVALID_ARG,
                   "unable to find data for input tensor '%s' for model '%s' in request.", in->name, req->model_name);
     }
-    err = TRITONSERVER_InferenceRequestAppendInputData(ctx->irq, in->name, data ? data : "", size,
-                                                       TRITONSERVER_MEMORY_CPU, 0);
+    err = TRITONSERVER_InferenceRequestAppendInputData(ctx->irq, in->name, data ? data : "", size, mt, mt_id);
     if (err) return err;
   }
   for (size_t i = 0; i < req->n_outputs; i++) {

@@ -486,47 +486,87 @@ static void shm_unregister(nrd_srv_grpc_call *call, const uint8_t *msg, size_t l
   nrd_srv_grpc_call_reply(call, &r.base);
 }
 
-/* CUDA shared memory on a server without GPU support, as Triton built
- * without GPUs answers: no region exists, so the status of all is empty,
- * unregistering (one or all) has nothing to do, and registering fails. */
+/* CUDA shared memory: regions in the shared registry, opened by their
+ * CUDA IPC handle; without an NVIDIA driver registering fails as in
+ * Triton built without GPUs, and no region exists. */
+typedef struct cuda_status_acc {
+  arena *a;
+  Inference__CudaSharedMemoryStatusResponse__RegionsEntry **entries;
+  size_t n, cap;
+} cuda_status_acc;
+
+static int cuda_status_visit(const char *name, int64_t device, uint64_t byte_size, void *arg) {
+  cuda_status_acc *acc = arg;
+  if (acc->n == acc->cap) {
+    size_t cap = acc->cap ? acc->cap * 2 : 8;
+    void *np = ar_alloc(acc->a, cap * sizeof *acc->entries);
+    if (np == NULL) return -1;
+    if (acc->n) memcpy(np, acc->entries, acc->n * sizeof *acc->entries);
+    acc->entries = np;
+    acc->cap = cap;
+  }
+  Inference__CudaSharedMemoryStatusResponse__RegionsEntry *e = ar_alloc(acc->a, sizeof *e);
+  Inference__CudaSharedMemoryStatusResponse__RegionStatus *st = ar_alloc(acc->a, sizeof *st);
+  if (e == NULL || st == NULL) return -1;
+  inference__cuda_shared_memory_status_response__regions_entry__init(e);
+  inference__cuda_shared_memory_status_response__region_status__init(st);
+  st->name = ar_strdup(acc->a, name);
+  st->device_id = (uint64_t)device;
+  st->byte_size = byte_size;
+  e->key = st->name;
+  e->value = st;
+  if (st->name == NULL) return -1;
+  acc->entries[acc->n++] = e;
+  return 0;
+}
+
 static void cuda_status(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
   Inference__CudaSharedMemoryStatusRequest *req =
       unpack(call, &inference__cuda_shared_memory_status_request__descriptor, msg, len);
   if (req == NULL) return;
-  if (req->name && req->name[0]) {
-    char text[400];
-    snprintf(text, sizeof text, "Unable to find cuda shared memory region: '%.300s'", req->name);
-    done_with(req);
-    return nrd_srv_grpc_call_finish(call, NRD_GRPC_NOT_FOUND, text);
-  }
+  arena a = {0};
+  cuda_status_acc acc = {.a = &a};
+  TRITONSERVER_Error *err = nrd_srv_shm_status_cuda(
+      nrd_srv_grpc_call_shm(call), req->name && req->name[0] ? req->name : NULL, cuda_status_visit, &acc);
   done_with(req);
-  Inference__CudaSharedMemoryStatusResponse r = INFERENCE__CUDA_SHARED_MEMORY_STATUS_RESPONSE__INIT;
-  nrd_srv_grpc_call_reply(call, &r.base);
+  if (err) {
+    nrd_srv_grpc_call_fail(call, err);
+  } else {
+    Inference__CudaSharedMemoryStatusResponse r = INFERENCE__CUDA_SHARED_MEMORY_STATUS_RESPONSE__INIT;
+    r.n_regions = acc.n;
+    r.regions = acc.entries;
+    nrd_srv_grpc_call_reply(call, &r.base);
+  }
+  ar_free(&a);
 }
 
 static void cuda_register(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
   Inference__CudaSharedMemoryRegisterRequest *req =
       unpack(call, &inference__cuda_shared_memory_register_request__descriptor, msg, len);
   if (req == NULL) return;
-  if (!nrd_srv_shm_client_allowed(nrd_srv_grpc_call_shm(call))) {
-    /* Triton with GPU support refuses first (546a78766). */
-    done_with(req);
-    return nrd_srv_grpc_call_fail(call, nrd_srv_shm_disabled_error());
-  }
-  char text[400];
-  snprintf(text, sizeof text, "failed to register CUDA shared memory region: '%.300s', GPUs not supported",
-           req->name ? req->name : "");
+  nrd_srv_shm *shm = nrd_srv_grpc_call_shm(call);
+  TRITONSERVER_Error *err = NULL;
+  if (!nrd_srv_shm_client_allowed(shm))
+    err = nrd_srv_shm_disabled_error(); /* Triton with GPU support refuses first (546a78766) */
+  else
+    err = nrd_srv_shm_register_cuda(shm, req->name ? req->name : "", req->raw_handle.data, req->raw_handle.len,
+                                    req->device_id, req->byte_size);
   done_with(req);
-  nrd_srv_grpc_call_finish(call, NRD_GRPC_INVALID_ARGUMENT, text);
+  if (ended_by(call, err)) return;
+  Inference__CudaSharedMemoryRegisterResponse r = INFERENCE__CUDA_SHARED_MEMORY_REGISTER_RESPONSE__INIT;
+  nrd_srv_grpc_call_reply(call, &r.base);
 }
 
 static void cuda_unregister(nrd_srv_grpc_call *call, const uint8_t *msg, size_t len) {
   Inference__CudaSharedMemoryUnregisterRequest *req =
       unpack(call, &inference__cuda_shared_memory_unregister_request__descriptor, msg, len);
   if (req == NULL) return;
+  nrd_srv_shm *shm = nrd_srv_grpc_call_shm(call);
+  TRITONSERVER_Error *err = !nrd_srv_shm_client_allowed(shm)
+                                ? nrd_srv_shm_disabled_error()
+                                : nrd_srv_shm_unregister_cuda(shm, req->name && req->name[0] ? req->name : NULL);
   done_with(req);
-  if (!nrd_srv_shm_client_allowed(nrd_srv_grpc_call_shm(call)))
-    return nrd_srv_grpc_call_fail(call, nrd_srv_shm_disabled_error());
+  if (ended_by(call, err)) return;
   Inference__CudaSharedMemoryUnregisterResponse r = INFERENCE__CUDA_SHARED_MEMORY_UNREGISTER_RESPONSE__INIT;
   nrd_srv_grpc_call_reply(call, &r.base);
 }

@@ -169,6 +169,7 @@ static TRITONSERVER_Error *alloc_fn(TRITONSERVER_ResponseAllocator *allocator, c
     if (err) return err;
     *buffer = ro->shm_addr;
     *buffer_userp = NULL; /* nothing to free */
+    nrd_srv_shm_region_memory(ro->shm, actual_memory_type, actual_memory_type_id);
     return NULL;
   }
   out_block *b = block_get(c ? c->loop->http : NULL, byte_size);
@@ -193,9 +194,23 @@ static TRITONSERVER_Error *release_fn(TRITONSERVER_ResponseAllocator *allocator,
   return NULL;
 }
 
+/* Where alloc_fn will put an output: in its shared memory region's memory
+ * (GPU for a CUDA region) when the request bound it to one, else CPU. */
+static TRITONSERVER_Error *query_fn(TRITONSERVER_ResponseAllocator *allocator, void *userp, const char *tensor_name,
+                                    size_t *byte_size, TRITONSERVER_MemoryType *memory_type,
+                                    int64_t *memory_type_id) {
+  const infer_ctx *c = userp;
+  for (size_t i = 0; c && tensor_name && i < c->n_outs; i++) {
+    if (c->outs[i].shm == NULL || strcmp(c->outs[i].name, tensor_name) != 0) continue;
+    nrd_srv_shm_region_memory(c->outs[i].shm, memory_type, memory_type_id);
+    return NULL;
+  }
+  return nrd_srv_output_query_cpu(allocator, userp, tensor_name, byte_size, memory_type, memory_type_id);
+}
+
 TRITONSERVER_Error *nrd_srv_http_allocator_new(TRITONSERVER_ResponseAllocator **out) {
   TRITONSERVER_Error *err = TRITONSERVER_ResponseAllocatorNew(out, alloc_fn, release_fn, NULL);
-  if (err == NULL) err = TRITONSERVER_ResponseAllocatorSetQueryFunction(*out, nrd_srv_output_query_cpu);
+  if (err == NULL) err = TRITONSERVER_ResponseAllocatorSetQueryFunction(*out, query_fn);
   return err;
 }
 
@@ -285,9 +300,12 @@ static const req_output *find_output(const infer_ctx *c, const char *name) {
   return NULL;
 }
 
+/* As Triton: binary_data_output only sets the outputs the request does not
+ * name; one named without binary_data is JSON (server r25.07
+ * http_server.cc CheckBinaryOutputData, checked by its qa/L0_http). */
 static bool output_binary(const infer_ctx *c, const char *name) {
   const req_output *ro = find_output(c, name);
-  if (ro && ro->binary >= 0) return ro->binary;
+  if (ro) return ro->binary > 0;
   return c->binary_default;
 }
 
@@ -646,8 +664,10 @@ static int append_shm(parse *ps, const char *name, const nrd_srv_http_shm_ref *r
       nrd_srv_shm_acquire(c->loop->http->shm, ref->region, ref->offset, ref->byte_size, &g[c->n_regions], &addr);
   if (err) return core_fail(ps, err);
   c->n_regions++;
-  err = TRITONSERVER_InferenceRequestAppendInputData(ps->ireq, name, addr, (size_t)ref->byte_size,
-                                                     TRITONSERVER_MEMORY_CPU, 0);
+  TRITONSERVER_MemoryType mt;
+  int64_t mt_id;
+  nrd_srv_shm_region_memory(g[c->n_regions - 1], &mt, &mt_id); /* GPU for a CUDA region */
+  err = TRITONSERVER_InferenceRequestAppendInputData(ps->ireq, name, addr, (size_t)ref->byte_size, mt, mt_id);
   return err ? core_fail(ps, err) : 0;
 }
 

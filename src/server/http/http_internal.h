@@ -354,6 +354,11 @@ void nrd_srv_http_logging(nrd_srv_http *h, nrd_srv_http_req *req);
  * /v2/models/{model}/trace/setting: the trace extension (trace_hook.h). */
 void nrd_srv_http_trace(nrd_srv_http *h, nrd_srv_http_req *req, const char *model);
 
+/* Decodes base64 (padding optional, whitespace skipped) into a malloc'ed
+ * buffer the caller frees. Returns 0, or -1 on a bad character or no
+ * memory (nothing to free). Any thread. */
+int nrd_srv_http_b64_decode(const char *s, size_t n, unsigned char **out, size_t *out_len);
+
 /* /v2/systemsharedmemory/... and /v2/cudasharedmemory/... with `rest` the
  * path after that prefix (http_shm.c). Loop thread; req is answered. */
 void nrd_srv_http_shm_route(nrd_srv_http *h, nrd_srv_http_req *req, const char *rest, bool cuda);

@@ -255,13 +255,12 @@ static int dp_kind(dparse *d) {
   return -1;
 }
 
-/* Triton's error when the elements are more or fewer than the shape holds
- * (server ace2c5b9f ReadDataFromJson). */
+/* Triton's error, word for word (its qa/L0_http compares the whole body),
+ * when the elements are more or fewer than the shape holds: r25.07
+ * http_server.cc ReadDataFromJson (2.7x answers fewer with "Failed to
+ * parse 'data' field: shape does not match true shape"). */
 static int dp_shape(dparse *d) {
-  nrd_srv_fmt_err(d->err, d->errlen,
-                  "Unable to parse 'data': Shape does not match true shape of 'data' field (input '%s' holds %llu "
-                  "elements)",
-                  d->name, (unsigned long long)d->count);
+  nrd_srv_fmt_err(d->err, d->errlen, "%s", "Unable to parse 'data': Shape does not match true shape of 'data' field");
   d->triton = true;
   return -1;
 }

@@ -176,9 +176,7 @@ static int b64_value(unsigned char c) {
   return -1;
 }
 
-/* Decodes base64 (padding optional, whitespace skipped) into a malloc'ed
- * buffer. Returns 0 or -1 on a bad character or no memory. */
-static int b64_decode(const char *s, size_t n, unsigned char **out, size_t *out_len) {
+int nrd_srv_http_b64_decode(const char *s, size_t n, unsigned char **out, size_t *out_len) {
   unsigned char *o = malloc(n / 4 * 3 + 3);
   if (o == NULL) return -1;
   size_t w = 0;
@@ -292,7 +290,7 @@ static void repo_load(nrd_srv_http_loop *loop, nrd_srv_http_req *req, const char
     } else if (strncmp(key, "file:", 5) == 0) {
       unsigned char *bytes = NULL;
       size_t n = 0;
-      if (b64_decode(json_string_value(val), json_string_length(val), &bytes, &n) != 0) {
+      if (nrd_srv_http_b64_decode(json_string_value(val), json_string_length(val), &bytes, &n) != 0) {
         snprintf(msg, sizeof msg, "parameter '%.100s' is not valid base64", key);
         goto fail;
       }

@@ -52,7 +52,7 @@ Test(server_options, defaults) {
   cr_assert_eq(o->log_format, TRITONSERVER_LOG_DEFAULT);
   cr_assert_eq(o->log_verbose, 0);
   cr_assert(o->metrics);
-  cr_assert_not(o->gpu_metrics);
+  cr_assert(o->gpu_metrics);
   cr_assert(o->cpu_metrics);
   cr_assert_eq(o->metrics_interval_ms, 2000);
   cr_assert_str_eq(o->backend_dir, "/opt/tritonserver/backends");
@@ -119,8 +119,8 @@ Test(server_options, enums_and_scalars) {
   cr_assert_not(o->peer_access);
   cr_assert_null(TRITONSERVER_ServerOptionsSetMetrics(o, false));
   cr_assert_not(o->metrics);
-  cr_assert_null(TRITONSERVER_ServerOptionsSetGpuMetrics(o, true));
-  cr_assert(o->gpu_metrics);
+  cr_assert_null(TRITONSERVER_ServerOptionsSetGpuMetrics(o, false));
+  cr_assert_not(o->gpu_metrics);
   cr_assert_null(TRITONSERVER_ServerOptionsSetCpuMetrics(o, false));
   cr_assert_not(o->cpu_metrics);
   cr_assert_null(TRITONSERVER_ServerOptionsSetMetricsInterval(o, 500));
