@@ -11,6 +11,9 @@
 #   .deps/pytorch/{lib,include}/             (torch.txt; libtorch's CPU
 #                                             libraries and headers, for the
 #                                             pytorch backend)
+#   .deps/openvino/lib/, .deps/openvino/python/
+#                                            (openvino.txt; the openvino
+#                                             backend and its tests)
 # Nothing is installed into Debian's python. Each part is laid out in a
 # ".partial" folder and moved into place only once complete, with a stamp
 # naming the requirements it came from: an interrupted run, a corrupt wheel
@@ -251,9 +254,42 @@ PY
   publish pytorch "$req"
 }
 
+# OpenVINO: the libraries the openvino backend opens, in lib/ (each keeps
+# its $ORIGIN runpath: the core finds the CPU plugin and the frontends
+# beside itself), and the Python package for the tests' IR conversion.
+fetch_openvino() {
+  local req=$pyreq/openvino.txt
+  part_current openvino "$req" && { echo "fetch_pypi: openvino up to date"; return; }
+  [ "$(uname -m)" = x86_64 ] || { echo "fetch_pypi: the pinned OpenVINO wheel is for x86_64 only; the openvino backend will not load" >&2; return; }
+  mkdir -p "$work/ov"
+  download "$req" "$work/ov"
+  local dest=$deps/openvino.partial
+  rm -rf "$dest"
+  mkdir -p "$dest/lib" "$dest/python"
+  "$python" - "$work"/ov/openvino-*.whl "$dest" <<'PY'
+import os, shutil, sys, zipfile
+wheel, dest = sys.argv[1], sys.argv[2]
+libs = ["libopenvino_c.so.2520", "libopenvino.so.2520", "libopenvino_intel_cpu_plugin.so",
+        "libopenvino_ir_frontend.so.2520", "libopenvino_onnx_frontend.so.2520", "libtbb.so.12"]
+skip = ("openvino/libs/libopenvino_intel_gpu_plugin.so", "openvino/libs/libopenvino_intel_npu_plugin.so")
+with zipfile.ZipFile(wheel) as z:
+    for m in z.infolist():
+        if not m.filename.startswith("openvino/") or m.is_dir() or m.filename in skip:
+            continue
+        z.extract(m, os.path.join(dest, "python"))
+    for lib in libs:
+        with z.open("openvino/libs/" + lib) as f, open(os.path.join(dest, "lib", lib), "wb") as g:
+            shutil.copyfileobj(f, g)
+PY
+  PYTHONPATH=$dest/python "$python" -c "import openvino" ||
+    fail "the openvino package from ${req#"$src"/} does not import here; nothing was installed"
+  publish openvino "$req"
+}
+
 fetch_onnxruntime
 fetch_perf_analyzer
 fetch_venv
 fetch_oracle
 fetch_fil
 fetch_pytorch
+fetch_openvino
