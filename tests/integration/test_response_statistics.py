@@ -68,10 +68,19 @@ def stream(grpc_url, model, n, cancel_after=None):
 
 
 def stats_both(http_url, grpc_url, model):
-    """response_stats over HTTP, checked equal to gRPC's (as JSON)."""
-    h = httpclient.InferenceServerClient(http_url).get_inference_statistics(model_name=model)
-    g = grpcclient.InferenceServerClient(grpc_url).get_inference_statistics(model_name=model, as_json=True)
-    hs, gs = h["model_stats"][0]["response_stats"], g["model_stats"][0]["response_stats"]
+    """response_stats over HTTP, checked equal to gRPC's (as JSON). A
+    response may be counted between the two reads: they are compared
+    only when HTTP reads the same before and after gRPC's."""
+    http = httpclient.InferenceServerClient(http_url)
+    grpc_client = grpcclient.InferenceServerClient(grpc_url)
+    deadline = time.monotonic() + 10
+    while True:
+        hs = http.get_inference_statistics(model_name=model)["model_stats"][0]["response_stats"]
+        g = grpc_client.get_inference_statistics(model_name=model, as_json=True)
+        again = http.get_inference_statistics(model_name=model)["model_stats"][0]["response_stats"]
+        if hs == again or time.monotonic() > deadline:
+            break
+    gs = g["model_stats"][0]["response_stats"]
     assert sorted(hs) == sorted(gs)
     for idx, kinds in hs.items():
         for kind, v in kinds.items():
