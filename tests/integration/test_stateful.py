@@ -700,3 +700,39 @@ def test_a_new_sequence_reusing_an_ended_id_gets_its_own_slot():
         for r, error in replies:
             assert error is None, error
             np.testing.assert_allclose(r.as_numpy("Output"), expected[r.get_response().id], rtol=1e-5, atol=1e-5)
+
+
+def test_kind_gpu_follows_ort_ep():
+    # KIND_GPU where the core finds GPUs (the stand-in driver, two devices):
+    # ort_ep cuda asks ONNX Runtime for its CUDA provider on the instance's
+    # device, which the CPU-only library refuses (the load fails with its
+    # reason, the instance and the device); trt, the default, is refused
+    # (no TensorRT here); cpu runs the CPU provider and serves.
+    def gpu(name, ep, gpus="1"):
+        text = config(name, params={"ort_ep": ep}).replace(
+            "kind: KIND_CPU", f"kind: KIND_GPU gpus: [ {gpus} ]")
+        return ("stateful_accumulate_fp32", text)
+
+    fake = os.environ["NRD_FAKE_CUDA"]
+    env = dict(os.environ, NEREID_CUDA_LIBRARY=fake, NEREID_NVML_LIBRARY=fake, NRD_FAKE_CUDA_DEVICES="2")
+    with tempfile.TemporaryDirectory() as root:
+        make_repo(root, {"cuda": gpu("cuda", "cuda"), "trt": gpu("trt", None), "cpu": gpu("cpu", "cpu", "0")})
+        s = Server([f"--model-repository={root}", f"--backend-directory={BACKENDS}", "--http-port=0",
+                    "--http-address=127.0.0.1", "--allow-metrics=false", "--allow-grpc=false",
+                    "--model-control-mode=explicit"], env=env)
+        with running(s) as lines:
+            s.port = listening_ports(lines)["http"]
+            with client(s) as c:
+                with pytest.raises(InferenceServerException) as e:
+                    c.load_model("cuda")
+                for w in ("onnx runtime error 1: CUDA execution provider is not enabled in this build.",
+                          "stateful: instance 'cuda_0' on GPU 1: CreateCUDAProviderOptions failed"):
+                    assert w in e.value.message(), e.value.message()
+                with pytest.raises(InferenceServerException) as e:
+                    c.load_model("trt")
+                assert "instance 'trt_0' on GPU 1: ort_ep 'trt': this build has no TensorRT" in e.value.message()
+                c.load_model("cpu")
+            sim = Simulation(np.float32)
+            x = np.arange(SEGMENTS * WIDTH, dtype=np.float32).reshape(1, SEGMENTS, 1, WIDTH)
+            got = step(s, "cpu", 7, x, start=True, end=True)
+            assert np.allclose(got, sim.step(7, x, True)), got
