@@ -66,14 +66,16 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Ba
  * group even where the core finds GPUs (where KIND_AUTO would become
  * KIND_GPU, which such a library cannot run), with the count Triton gives
  * a CPU group of the backend (2 for onnxruntime). With the CUDA provider
- * there is no preference, as in Triton: KIND_AUTO runs on the GPUs. */
+ * the onnxruntime backend states no preference, as Triton's: KIND_AUTO
+ * runs on the GPUs. The stateful backend keeps its CPU group (its default
+ * ort_ep, trt, cannot run a GPU instance here). */
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_GetBackendAttribute(TRITONBACKEND_Backend *backend,
                                                                          TRITONBACKEND_BackendAttribute *attributes) {
   void *state = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_BackendState(backend, &state);
   if (err != NULL) return err;
   const ort_runtime *rt = state;
-  if (rt != NULL && rt->cuda) return NULL;
+  if (rt != NULL && rt->cuda && strcmp(ort_backend.name, "onnxruntime") == 0) return NULL;
   uint64_t count = strcmp(ort_backend.name, "onnxruntime") == 0 ? 2 : 1;
   return TRITONBACKEND_BackendAttributeAddPreferredInstanceGroup(attributes, TRITONSERVER_INSTANCEGROUPKIND_CPU, count,
                                                                  NULL, 0);
