@@ -553,3 +553,38 @@ def test_kind_gpu_asks_for_the_cuda_provider_and_fails_clearly_without_it():
             group = config_of(s, "fixed_add_sub")["instance_group"][0]
             assert (group["kind"], group["count"]) == ("KIND_CPU", 2), group
 
+
+
+def test_inputs_and_outputs_in_cuda_shared_memory():
+    # Over the stand-in driver: inputs read from a client's CUDA region
+    # (gathered to host memory for ONNX Runtime's CPU provider) and outputs
+    # written into one (ONNX Runtime's host results copied by the driver).
+    from test_gpu_shm import Cuda
+    fake = os.environ["NRD_FAKE_CUDA"]
+    env = dict(os.environ, NEREID_CUDA_LIBRARY=fake, NEREID_NVML_LIBRARY=fake)
+    a, b = np.array([1, 2, 3, 4], np.int32), np.array([10, 20, 30, 40], np.int32)
+    with tempfile.TemporaryDirectory() as root:
+        make_repo(root, {"fixed_add_sub": ALL["fixed_add_sub"]})
+        s = start(root, "--allow-client-shm=true", env=env)
+        with running(s) as lines:
+            take_ports(s, lines)
+            cuda = Cuda()
+            for protocol in PROTOCOLS:
+                mod = grpcclient if protocol == "grpc" else httpclient
+                p_in, p_out = cuda.alloc(0, 32), cuda.alloc(0, 32)
+                cuda.write(p_in, np.concatenate([a, b]))
+                with client(s, protocol) as c:
+                    c.register_cuda_shared_memory("in", cuda.handle(p_in), 0, 32)
+                    c.register_cuda_shared_memory("out", cuda.handle(p_out), 0, 32)
+                    try:
+                        inputs = [mod.InferInput("INPUT0", [4], "INT32"), mod.InferInput("INPUT1", [4], "INT32")]
+                        inputs[0].set_shared_memory("in", 16)
+                        inputs[1].set_shared_memory("in", 16, offset=16)
+                        outputs = [mod.InferRequestedOutput("OUTPUT0"), mod.InferRequestedOutput("OUTPUT1")]
+                        outputs[0].set_shared_memory("out", 16)
+                        outputs[1].set_shared_memory("out", 16, offset=16)
+                        c.infer("fixed_add_sub", inputs, outputs=outputs)
+                        got = cuda.read(p_out, np.int32, 8).tolist()
+                        assert got == [11, 22, 33, 44, -9, -18, -27, -36], (protocol, got)
+                    finally:
+                        c.unregister_cuda_shared_memory()
