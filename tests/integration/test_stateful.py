@@ -719,7 +719,7 @@ def test_kind_gpu_follows_ort_ep():
         make_repo(root, {"cuda": gpu("cuda", "cuda"), "trt": gpu("trt", None), "cpu": gpu("cpu", "cpu", "0")})
         s = Server([f"--model-repository={root}", f"--backend-directory={BACKENDS}", "--http-port=0",
                     "--http-address=127.0.0.1", "--allow-metrics=false", "--allow-grpc=false",
-                    "--model-control-mode=explicit"], env=env)
+                    "--model-control-mode=explicit", "--allow-client-shm=true"], env=env)
         with running(s) as lines:
             s.port = listening_ports(lines)["http"]
             with client(s) as c:
@@ -736,3 +736,19 @@ def test_kind_gpu_follows_ort_ep():
             x = np.arange(SEGMENTS * WIDTH, dtype=np.float32).reshape(1, SEGMENTS, 1, WIDTH)
             got = step(s, "cpu", 7, x, start=True, end=True)
             assert np.allclose(got, sim.step(7, x, True)), got
+            # The output into a client's CUDA shared memory region (the
+            # stand-in's device memory), copied there by the driver.
+            from test_gpu_shm import Cuda
+            cuda = Cuda()
+            p_out = cuda.alloc(0, x.nbytes)
+            with client(s) as c:
+                c.register_cuda_shared_memory("out", cuda.handle(p_out), 0, x.nbytes)
+                try:
+                    o = httpclient.InferRequestedOutput("Output")
+                    o.set_shared_memory("out", x.nbytes)
+                    c.infer("cpu", infer_inputs([("Input", x)]), outputs=[o], sequence_id=8, sequence_start=True,
+                            sequence_end=True)
+                    got = cuda.read(p_out, np.float32, x.size).reshape(x.shape)
+                    assert np.allclose(got, sim.step(8, x, True)), got
+                finally:
+                    c.unregister_cuda_shared_memory()
