@@ -726,11 +726,11 @@ def test_kind_gpu_follows_ort_ep():
                 with pytest.raises(InferenceServerException) as e:
                     c.load_model("cuda")
                 for w in ("onnx runtime error 1: CUDA execution provider is not enabled in this build.",
-                          "stateful: instance 'cuda_0' on GPU 1: CreateCUDAProviderOptions failed"):
+                          "stateful: instance 'cuda_0_0' on GPU 1: CreateCUDAProviderOptions failed"):
                     assert w in e.value.message(), e.value.message()
                 with pytest.raises(InferenceServerException) as e:
                     c.load_model("trt")
-                assert "instance 'trt_0' on GPU 1: ort_ep 'trt': this build has no TensorRT" in e.value.message()
+                assert "instance 'trt_0_0' on GPU 1: ort_ep 'trt': this build has no TensorRT" in e.value.message()
                 c.load_model("cpu")
             sim = Simulation(np.float32)
             x = np.arange(SEGMENTS * WIDTH, dtype=np.float32).reshape(1, SEGMENTS, 1, WIDTH)
