@@ -21,6 +21,11 @@
 # script on a machine without a GPU); --bench adds the benchmarks (pool
 # allocations, 64 MB through CUDA shared memory). Takes well under 5
 # minutes on a GPU machine; the build takes what a build takes.
+# NRD_ORT_GPU_LIB_DIR=DIR (a folder holding onnxruntime-gpu's
+# libonnxruntime.so.1, libonnxruntime_providers_cuda.so and
+# libonnxruntime_providers_shared.so) runs the KIND_GPU ONNX check on that
+# library's CUDA provider; without it the check expects the CPU library's
+# refusal.
 set -u -o pipefail
 
 ROOT=/tmp/nereid-gpucheck
@@ -35,7 +40,7 @@ while [ $# -gt 0 ]; do
     --from) MODE=from; ROOT=${2:?--from needs a folder}; shift ;;
     --stand-in) STANDIN=1 ;;
     --bench) BENCH=1 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "gpu_check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
@@ -47,10 +52,16 @@ build() {
   cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNRD_BUILD_TESTS=ON >"$ROOT/cmake.log" 2>&1 ||
     { tail -20 "$ROOT/cmake.log"; echo "0 passed, 1 failed"; exit 1; }
   local targets="nereid tritonserver triton_identity triton_gpu_identity it_test_gpu nrd_fake_cuda nrd_bench_gpu_pool"
+  [ -f "$SRC/.deps/onnxruntime/libonnxruntime.so.1" ] && targets="$targets triton_onnxruntime"
   grep -q '^NRD_CUDA_INCLUDE_DIR:PATH=/' "$BUILD/CMakeCache.txt" && targets="$targets gpu_check_decls"
   # shellcheck disable=SC2086
   cmake --build "$BUILD" -j"$(nproc)" --target $targets >"$ROOT/build.log" 2>&1 ||
     { tail -30 "$ROOT/build.log"; echo "0 passed, 1 failed"; exit 1; }
+  # The ONNX model of the KIND_GPU ONNX check (python3-onnx, here only).
+  mkdir -p "$ROOT/onnx"
+  /usr/bin/python3 -c "import sys; sys.path.insert(0, sys.argv[1]); import onnx_models; \
+onnx_models.write(sys.argv[2], 'fixed_add_sub')" "$SRC/tools" "$ROOT/onnx" >"$ROOT/onnx.log" 2>&1 ||
+    echo "gpu_check.sh: no ONNX model (python3-onnx missing?): the ONNX check will be skipped"
 }
 
 # The files a GPU machine needs, and every library they load that is not
@@ -130,6 +141,35 @@ else
   fail "gpu_check_http.py did not finish"
 fi
 rm -rf "$BK"
+
+# 3b. A KIND_GPU ONNX model on the onnxruntime backend: ONNX Runtime's CUDA
+# provider from NRD_ORT_GPU_LIB_DIR, else the CPU library's refusal.
+ORT_BACKEND=$BUILD/backends/onnxruntime
+if [ -f "$ROOT/onnx/fixed_add_sub.onnx" ] && [ -f "$ORT_BACKEND/libtriton_onnxruntime.so" ]; then
+  BK=$(mktemp -d)
+  mkdir "$BK/onnxruntime"
+  ln -s "$ORT_BACKEND/libtriton_onnxruntime.so" "$BK/onnxruntime/"
+  ORT_ARG=""
+  if [ -n "${NRD_ORT_GPU_LIB_DIR:-}" ]; then
+    ln -s "$NRD_ORT_GPU_LIB_DIR"/libonnxruntime*.so* "$BK/onnxruntime/"
+    ORT_ARG=--ort-cuda
+  else
+    ln -s "$ORT_BACKEND/libonnxruntime.so.1" "$BK/onnxruntime/"
+  fi
+  OUT=$(timeout 120 python3 "$FILES/scripts/gpu_check_http.py" --nereid "$BUILD/src/server/nereid" --backends "$BK" \
+    --onnx "$ROOT/onnx/fixed_add_sub.onnx" $ORT_ARG 2>&1)
+  echo "$OUT" | grep -v '^RESULT'
+  R=$(echo "$OUT" | sed -n 's/^RESULT passed=\([0-9]*\) failed=\([0-9]*\)$/\1 \2/p')
+  if [ -n "$R" ]; then
+    PASSED=$((PASSED + ${R% *}))
+    FAILED=$((FAILED + ${R#* }))
+  else
+    fail "gpu_check_http.py --onnx did not finish"
+  fi
+  rm -rf "$BK"
+else
+  echo "SKIP KIND_GPU ONNX model (no ONNX model or onnxruntime backend built)"
+fi
 
 # 4. HTTP and gRPC with tritonclient, where it is installed.
 PY=python3

@@ -6,6 +6,12 @@ inference in place, bounds, unregister, a bad handle), GPU metrics; with
 --bench, 64 MB through CUDA shared memory against a device-to-device copy.
 
 Usage: gpu_check_http.py --nereid BIN --backends DIR [--driver LIB] [--bench]
+       gpu_check_http.py --nereid BIN --backends DIR --onnx MODEL [--ort-cuda]
+The second form checks only a KIND_GPU ONNX model (MODEL: an add/sub
+model, INT32 [4] inputs INPUT0/INPUT1, as tools/onnx_models.py writes
+fixed_add_sub) on the onnxruntime backend in DIR: with --ort-cuda, whose
+library has ONNX Runtime's CUDA provider, it must load and compute; without,
+its load must fail with ONNX Runtime's "not enabled" reason.
 --driver names the driver library the client side loads (default
 libcuda.so.1; scripts/gpu_check.sh --stand-in passes the stand-in, and sets
 NEREID_CUDA_LIBRARY for the server). Prints one line per check and last
@@ -121,18 +127,69 @@ def infer_body(n, in_region="in", out_region="out", in_off=0):
                          "parameters": {"shared_memory_region": out_region, "shared_memory_byte_size": n}}]}
 
 
+ONNX_CONFIG = """backend: "onnxruntime"
+max_batch_size: 0
+input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 4 ] }, { name: "INPUT1" data_type: TYPE_INT32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 4 ] }, { name: "OUTPUT1" data_type: TYPE_INT32 dims: [ 4 ] } ]
+instance_group [ { kind: KIND_GPU gpus: [ 0 ] } ]
+"""
+
+
+def onnx_checks(a, check):
+    """A KIND_GPU ONNX model on GPU 0: served on the CUDA provider
+    (--ort-cuda) or refused with ONNX Runtime's reason."""
+    repo = tempfile.mkdtemp(prefix="nrd-gpucheck-onnx-")
+    srv = None
+    try:
+        os.makedirs(os.path.join(repo, "onnx_gpu", "1"))
+        shutil.copy(a.onnx, os.path.join(repo, "onnx_gpu", "1", "model.onnx"))
+        with open(os.path.join(repo, "onnx_gpu", "config.pbtxt"), "w") as f:
+            f.write(ONNX_CONFIG)
+        srv = Server(a.nereid, a.backends, repo, ("--model-control-mode=explicit",))
+        st, body = srv.call("POST", "/v2/repository/models/onnx_gpu/load")
+        if not a.ort_cuda:
+            check("onnxruntime: KIND_GPU refused without ONNX Runtime's CUDA provider",
+                  st == 400 and b"CUDA execution provider is not enabled in this build" in body
+                  and b"on GPU 0" in body, body)
+            return
+        check("onnxruntime: KIND_GPU model loads on the CUDA provider", st == 200, body + srv.log()[-2000:].encode())
+        req = {"inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [4], "data": [1, 2, 3, 4]},
+                          {"name": "INPUT1", "datatype": "INT32", "shape": [4], "data": [10, 20, 30, 40]}]}
+        st, body = srv.call("POST", "/v2/models/onnx_gpu/infer", req)
+        outs = {o["name"]: o["data"] for o in json.loads(body)["outputs"]} if st == 200 else {}
+        check("onnxruntime: add/sub computed on the CUDA provider",
+              outs.get("OUTPUT0") == [11, 22, 33, 44] and outs.get("OUTPUT1") == [-9, -18, -27, -36], body)
+    except Exception as e:  # a crash of the harness is one failed check
+        check("onnxruntime harness", False, repr(e) + ("\n" + srv.log()[-3000:] if srv else ""))
+    finally:
+        if srv:
+            srv.stop()
+            log = srv.log()
+            check("server log has no sanitizer report (onnxruntime)",
+                  not any(b in log for b in ("ERROR: AddressSanitizer", "runtime error:", "ThreadSanitizer")),
+                  log[-2000:])
+        shutil.rmtree(repo, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--nereid", required=True)
     ap.add_argument("--backends", required=True, help="a folder holding identity and gpu_identity")
     ap.add_argument("--driver", default="libcuda.so.1")
     ap.add_argument("--bench", action="store_true")
+    ap.add_argument("--onnx", help="check only a KIND_GPU ONNX model (this file) on the onnxruntime backend")
+    ap.add_argument("--ort-cuda", action="store_true", help="the backend's ONNX Runtime has the CUDA provider")
     a = ap.parse_args()
     results = []
 
     def check(name, ok, detail=""):
         results.append(ok)
         print(f"{'PASS' if ok else 'FAIL'} {name}{'' if ok else ': ' + str(detail)[:400]}", flush=True)
+
+    if a.onnx:
+        onnx_checks(a, check)
+        print(f"RESULT passed={sum(results)} failed={len(results) - sum(results)}")
+        return 0 if all(results) else 1
 
     repo = tempfile.mkdtemp(prefix="nrd-gpucheck-")
     srv = None

@@ -29,6 +29,7 @@ typedef struct OrtTypeInfo OrtTypeInfo;
 typedef struct OrtTensorTypeAndShapeInfo OrtTensorTypeAndShapeInfo;
 typedef struct OrtSessionOptions OrtSessionOptions;
 typedef struct OrtAllocator OrtAllocator; /* only passed back to the API */
+typedef struct OrtCUDAProviderOptionsV2 OrtCUDAProviderOptionsV2; /* opaque */
 
 typedef enum ONNXTensorElementDataType {
   ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED = 0,
@@ -225,8 +226,30 @@ typedef struct OrtApi {
   /*  98 */ void (*ReleaseTypeInfo)(OrtTypeInfo *input);
   /*  99 */ void (*ReleaseTensorTypeAndShapeInfo)(OrtTensorTypeAndShapeInfo *input);
   /* 100 */ void (*ReleaseSessionOptions)(OrtSessionOptions *input);
+  /* 101 .. 203: not called (the TensorRT, IO binding and sparse tensor
+   * functions among them). */
+  ort_unused_fn unused_101_203[103];
+  /* The CUDA execution provider (ONNX Runtime 1.11, API 11). A library
+   * built without it answers each with "CUDA execution provider is not
+   * enabled in this build." */
+  /* 204 */ OrtStatus *(*SessionOptionsAppendExecutionProvider_CUDA_V2)(OrtSessionOptions *options,
+                                                                        const OrtCUDAProviderOptionsV2 *cuda);
+  /* 205 */ OrtStatus *(*CreateCUDAProviderOptions)(OrtCUDAProviderOptionsV2 **out);
+  /* 206 */ OrtStatus *(*UpdateCUDAProviderOptions)(OrtCUDAProviderOptionsV2 *cuda, const char *const *keys,
+                                                    const char *const *values, size_t count);
+  /* 207 */ OrtStatus *(*GetCUDAProviderOptionsAsString)(const OrtCUDAProviderOptionsV2 *cuda, OrtAllocator *allocator,
+                                                         char **out);
+  /* 208 */ void (*ReleaseCUDAProviderOptions)(OrtCUDAProviderOptionsV2 *input);
   /* Later members are not declared: the library's table is longer. */
 } OrtApi;
+
+/* Each slot at its index (checked against 1.24.3: each CUDA slot answers
+ * "CUDA execution provider is not enabled in this build" in the CPU
+ * library). */
+_Static_assert(offsetof(OrtApi, ReleaseSessionOptions) == 100 * sizeof(void *), "OrtApi layout");
+_Static_assert(offsetof(OrtApi, SessionOptionsAppendExecutionProvider_CUDA_V2) == 204 * sizeof(void *),
+               "OrtApi layout");
+_Static_assert(offsetof(OrtApi, ReleaseCUDAProviderOptions) == 208 * sizeof(void *), "OrtApi layout");
 
 typedef struct OrtApiBase {
   const OrtApi *(*GetApi)(uint32_t version); /* NULL: version not served */

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ort_cuda.h"
+
 #include "nereid/backend_utils.h"
 
 static TRITONSERVER_Error *oom(void) {
@@ -60,13 +62,20 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Ba
   return NULL;
 }
 
-/* This build runs ONNX Runtime's CPU provider only: a model without
- * instance groups gets a CPU group even where the core finds GPUs (where
- * KIND_AUTO would become KIND_GPU, which instance_open refuses), with the
- * count Triton gives a CPU group of the backend (2 for onnxruntime). */
+/* With a CPU-only ONNX Runtime, a model without instance groups gets a CPU
+ * group even where the core finds GPUs (where KIND_AUTO would become
+ * KIND_GPU, which such a library cannot run), with the count Triton gives
+ * a CPU group of the backend (2 for onnxruntime). With the CUDA provider
+ * the onnxruntime backend states no preference, as Triton's: KIND_AUTO
+ * runs on the GPUs. The stateful backend keeps its CPU group (its default
+ * ort_ep, trt, cannot run a GPU instance here). */
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_GetBackendAttribute(TRITONBACKEND_Backend *backend,
                                                                          TRITONBACKEND_BackendAttribute *attributes) {
-  (void)backend;
+  void *state = NULL;
+  TRITONSERVER_Error *err = TRITONBACKEND_BackendState(backend, &state);
+  if (err != NULL) return err;
+  const ort_runtime *rt = state;
+  if (rt != NULL && rt->cuda && strcmp(ort_backend.name, "onnxruntime") == 0) return NULL;
   uint64_t count = strcmp(ort_backend.name, "onnxruntime") == 0 ? 2 : 1;
   return TRITONBACKEND_BackendAttributeAddPreferredInstanceGroup(attributes, TRITONSERVER_INSTANCEGROUPKIND_CPU, count,
                                                                  NULL, 0);
@@ -204,24 +213,47 @@ TRITONSERVER_Error *ort_instance_open(TRITONBACKEND_ModelInstance *instance, con
   TRITONSERVER_InstanceGroupKind kind;
   TRITONBACKEND_Model *model = NULL;
   const char *server_name = NULL;
+  const char *model_name = NULL;
+  int32_t device = 0;
   memset(session, 0, sizeof *session);
   *config = NULL;
   *name = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_ModelInstanceName(instance, &server_name);
   if (err == NULL) err = TRITONBACKEND_ModelInstanceKind(instance, &kind);
+  if (err == NULL) err = TRITONBACKEND_ModelInstanceDeviceId(instance, &device);
+  if (err == NULL) err = TRITONBACKEND_ModelInstanceModel(instance, &model);
+  if (err == NULL) err = TRITONBACKEND_ModelName(model, &model_name);
+  if (err == NULL) err = nrd_bu_model_config(model, config);
   if (err != NULL) return err;
-  if (kind != TRITONSERVER_INSTANCEGROUPKIND_CPU && kind != TRITONSERVER_INSTANCEGROUPKIND_MODEL) {
+  bool cpu = kind == TRITONSERVER_INSTANCEGROUPKIND_CPU || kind == TRITONSERVER_INSTANCEGROUPKIND_MODEL;
+  if (kind == TRITONSERVER_INSTANCEGROUPKIND_GPU && options->gpu_ep == ORT_GPU_EP_TENSORRT) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED,
-                             "%s: instance '%s' is %s; this build runs the %s backend on the CPU only (KIND_CPU)",
-                             ort_backend.name, server_name, TRITONSERVER_InstanceGroupKindString(kind),
-                             ort_backend.name);
+                             "%s: instance '%s' on GPU %d: ort_ep 'trt': this build has no TensorRT execution "
+                             "provider (ort_ep 'cuda' runs ONNX Runtime's CUDA provider)",
+                             ort_backend.name, server_name, (int)device);
+  }
+  if (kind == TRITONSERVER_INSTANCEGROUPKIND_GPU && options->gpu_ep == ORT_GPU_EP_CPU) cpu = true;
+  if (!cpu && kind != TRITONSERVER_INSTANCEGROUPKIND_GPU) {
+    return nrd_bu_error_newf(
+        TRITONSERVER_ERROR_UNSUPPORTED, "%s: instance '%s' is %s; the %s backend runs KIND_CPU and KIND_GPU instances",
+        ort_backend.name, server_name, TRITONSERVER_InstanceGroupKindString(kind), ort_backend.name);
   }
   *name = strdup(server_name);
   if (*name == NULL) return oom();
-  err = ort_session_open(rt, path, options, session);
-  if (err == NULL) err = TRITONBACKEND_ModelInstanceModel(instance, &model);
-  if (err == NULL) err = nrd_bu_model_config(model, config);
-  return err;
+  ort_session_options o = *options;
+  ort_cuda_options cuda;
+  if (!cpu) {
+    /* KIND_GPU: ONNX Runtime's CUDA provider on the instance's device, with
+     * the options Triton's backend reads (checked before the provider is
+     * asked for, so a bad value is named even where it is missing). */
+    err = ort_cuda_options_read(*config, ort_backend.name, model_name, &cuda);
+    if (err != NULL) return err;
+    o.cuda = &cuda;
+    o.device = (int)device;
+    o.backend = ort_backend.name;
+    o.instance = server_name;
+  }
+  return ort_session_open(rt, path, &o, session);
 }
 
 bool ort_output_requested(TRITONBACKEND_Request *request, const char *name) {

@@ -59,11 +59,14 @@ TRITONSERVER_Error *ort_model_file(TRITONBACKEND_Model *model, const json_t *con
 TRITONSERVER_Error *ort_session_options_read(const json_t *config, ort_session_options *out);
 
 /*
- * The common start of instance initialization: a check that the instance
- * runs on the CPU, a copy of its name into '*name', its session opened
- * from 'path' into '*session' and the model's configuration into '*config'
- * (the caller owns all three, also after an error: free, ort_session_close,
- * json_decref).
+ * The common start of instance initialization: the model's configuration
+ * into '*config', a copy of the instance's name into '*name' and its
+ * session opened from 'path' into '*session' (the caller owns all three,
+ * also after an error: free, ort_session_close, json_decref). KIND_CPU
+ * instances run ONNX Runtime's CPU provider; KIND_GPU ones the provider
+ * options->gpu_ep names: the CUDA provider on the instance's device with
+ * the configuration's CUDA options (ort_cuda.h), or the CPU provider, or
+ * a refusal (TensorRT).
  */
 TRITONSERVER_Error *ort_instance_open(TRITONBACKEND_ModelInstance *instance, const ort_runtime *rt, const char *path,
                                       const ort_session_options *options, char **name, ort_session *session,

@@ -93,6 +93,14 @@ TRITONSERVER_Error *ort_runtime_open(const char *backend_dir, OrtLoggingLevel le
     ort_runtime_close(&rt);
     return err;
   }
+  /* Whether the library has the CUDA provider: a CPU-only one refuses to
+   * make its options ("CUDA execution provider is not enabled in this
+   * build."). */
+  OrtCUDAProviderOptionsV2 *cuda = NULL;
+  st = rt.api->CreateCUDAProviderOptions(&cuda);
+  rt.cuda = st == NULL;
+  if (st != NULL) rt.api->ReleaseStatus(st);
+  if (cuda != NULL) rt.api->ReleaseCUDAProviderOptions(cuda);
   *out = rt;
   return NULL;
 }

@@ -13,6 +13,8 @@
 #ifndef NEREID_ORT_RUNTIME_H
 #define NEREID_ORT_RUNTIME_H
 
+#include <stdbool.h>
+
 #include "ort_api.h"
 #include "triton/core/tritonserver.h"
 
@@ -24,6 +26,7 @@ typedef struct ort_runtime {
   OrtAllocator *allocator; /* the library's default; never released */
   char path[4096]; /* where the library was found */
   char version[64]; /* ONNX Runtime's version string */
+  bool cuda; /* the library has the CUDA execution provider */
 } ort_runtime;
 
 /*

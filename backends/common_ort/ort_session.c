@@ -97,6 +97,9 @@ static TRITONSERVER_Error *make_options(const ort_runtime *rt, const ort_session
     err = ort_runtime_error(rt, api->SetSessionGraphOptimizationLevel(so, (GraphOptimizationLevel)o->optimization),
                             "optimization level");
   }
+  if (err == NULL && o->cuda != NULL) {
+    err = ort_cuda_append(rt, so, o->cuda, o->device, o->backend, o->instance);
+  }
   if (err != NULL) {
     if (so != NULL) api->ReleaseSessionOptions(so);
     return err;

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ort_cuda.h"
 #include "ort_runtime.h"
 
 typedef struct ort_tensor_info {
@@ -32,6 +33,14 @@ typedef struct ort_session_options {
   int inter_op_threads; /* 0: ONNX Runtime's default */
   int parallel; /* execution_mode 1: ORT_PARALLEL */
   int optimization; /* a GraphOptimizationLevel value */
+  /* The provider of KIND_GPU instances (ort_instance_open), set by the
+   * backend: ONNX Runtime's CUDA provider by default. */
+  enum { ORT_GPU_EP_CUDA = 0, ORT_GPU_EP_CPU, ORT_GPU_EP_TENSORRT } gpu_ep;
+  /* Set by ort_instance_open for a CUDA instance, else NULL/0: the CUDA
+   * provider with these options on GPU 'device' (borrowed). */
+  const ort_cuda_options *cuda;
+  int device;
+  const char *backend, *instance; /* for errors and logs (borrowed) */
 } ort_session_options;
 
 /*

@@ -363,6 +363,24 @@ static void slice_copy(const result *res, int64_t from, int64_t to, uint8_t *dst
   }
 }
 
+/* Writes rows [from, to) of 'res' ('bytes' long) into 'buf' of memory
+ * type 'mt' on device 'id': directly in host memory; through a host block
+ * and the driver's copy in GPU memory (a client's CUDA shared memory
+ * region), as ONNX Runtime's results are in host memory. */
+static TRITONSERVER_Error *place(const result *res, int64_t from, int64_t to, uint64_t bytes, void *buf,
+                                 TRITONSERVER_MemoryType mt, int64_t id) {
+  if (mt != TRITONSERVER_MEMORY_GPU) {
+    slice_copy(res, from, to, buf);
+    return NULL;
+  }
+  uint8_t *host = malloc((size_t)bytes);
+  if (host == NULL) return TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNAVAILABLE, "onnxruntime: out of memory");
+  slice_copy(res, from, to, host);
+  TRITONSERVER_Error *err = nrd_bu_copy(buf, mt, id, host, TRITONSERVER_MEMORY_CPU, 0, (size_t)bytes);
+  free(host);
+  return err;
+}
+
 /* Gives one request its rows [from, to) of 'res' as an output, a state or
  * both. */
 static TRITONSERVER_Error *deliver(slot *s, const result *res, bool output, bool state, const int64_t *shape,
@@ -378,12 +396,9 @@ static TRITONSERVER_Error *deliver(slot *s, const result *res, bool output, bool
     if (err == NULL) {
       err = TRITONBACKEND_OutputBuffer(out, &buf, bytes, &mt, &id);
     }
-    if (err == NULL && bytes > 0 && mt == TRITONSERVER_MEMORY_GPU) {
-      err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNSUPPORTED, "onnxruntime: GPU output buffers are not "
-                                                                  "supported");
-    }
     if (err != NULL) return err;
-    if (bytes > 0) slice_copy(res, from, to, buf);
+    if (bytes > 0) err = place(res, from, to, bytes, buf, mt, id);
+    if (err != NULL) return err;
   }
   if (state) {
     TRITONBACKEND_State *st = NULL;
@@ -394,7 +409,7 @@ static TRITONSERVER_Error *deliver(slot *s, const result *res, bool output, bool
     if (err == NULL) {
       err = TRITONBACKEND_StateBuffer(st, &buf, bytes, &mt, &id);
     }
-    if (err == NULL && bytes > 0) slice_copy(res, from, to, buf);
+    if (err == NULL && bytes > 0) err = place(res, from, to, bytes, buf, mt, id);
     if (err == NULL) err = TRITONBACKEND_StateUpdate(st);
   }
   return err;

@@ -433,11 +433,18 @@ static TRITONSERVER_Error *respond_output(item *it, const sf_io *io, const uint8
   TRITONSERVER_Error *err =
       TRITONBACKEND_ResponseOutput(it->response, &out, io->name, io->dt, shape, (uint32_t)io->rank + 1);
   if (err == NULL) err = TRITONBACKEND_OutputBuffer(out, &buf, bytes, &mt, &mt_id);
-  if (err == NULL && bytes > 0 && mt == TRITONSERVER_MEMORY_GPU) {
-    err = TRITONSERVER_ErrorNew(TRITONSERVER_ERROR_UNSUPPORTED, "stateful: GPU output buffers are not "
-                                                                "supported");
+  if (err != NULL || rows == 0) return err;
+  if (mt != TRITONSERVER_MEMORY_GPU) {
+    get_row(io, batch, total, row, buf, io->elem);
+    return NULL;
   }
-  if (err == NULL && rows > 0) get_row(io, batch, total, row, buf, io->elem);
+  /* A client's CUDA shared memory region: the row goes through a host
+   * block and the driver's copy. */
+  uint8_t *host = malloc((size_t)bytes);
+  if (host == NULL) return oom();
+  get_row(io, batch, total, row, host, io->elem);
+  err = nrd_bu_copy(buf, mt, mt_id, host, TRITONSERVER_MEMORY_CPU, 0, (size_t)bytes);
+  free(host);
   return err;
 }
 

@@ -203,8 +203,15 @@ static TRITONSERVER_Error *read_parameters(const json_t *config, sf_model *m, bo
   for (int i = 0; gpu_only[i] != NULL; i++) {
     any_gpu = any_gpu || nrd_bu_config_parameter(config, gpu_only[i]) != NULL;
   }
-  (void)trt_cache;
-  (void)cuda_graph;
+  /* KIND_GPU instances (ort_instance_open): cuda runs ONNX Runtime's CUDA
+   * provider, cpu the CPU one, trt is refused (no TensorRT here). */
+  m->options.gpu_ep = ep == 0 ? ORT_GPU_EP_TENSORRT : ep == 1 ? ORT_GPU_EP_CUDA : ORT_GPU_EP_CPU;
+  if (gpu_kind && (precision != 0 || trt_cache || cuda_graph)) {
+    NRD_BU_LOG(TRITONSERVER_LOG_INFO,
+               "stateful: model '%s': compute_precision '%s', enable_trt_caching and enable_cuda_graph are not "
+               "applied: GPU instances run ONNX Runtime's CUDA execution provider in fp32 without CUDA graphs",
+               m->name, precisions[precision]);
+  }
   if (!gpu_kind && any_gpu) {
     NRD_BU_LOG(TRITONSERVER_LOG_INFO,
                "stateful: model '%s': ort_ep '%s', compute_precision '%s', "

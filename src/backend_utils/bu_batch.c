@@ -124,17 +124,17 @@ TRITONSERVER_Error *nrd_bu_batch_input_gather(TRITONBACKEND_Request **requests, 
     if (err != NULL) {
       return err;
     }
-    if (!memory_is_host(type)) {
-      return nrd_bu_error_newf(TRITONSERVER_ERROR_UNSUPPORTED, "input '%s': data is not in CPU memory", name);
-    }
     if (len != total) {
       return nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,
                                "input '%s': buffer holds %" PRIu64 " bytes, the input announces %" PRIu64, name, len,
                                total);
     }
-    out->data = base != NULL ? base : empty;
-    out->byte_size = total;
-    return NULL;
+    if (memory_is_host(type)) {
+      out->data = base != NULL ? base : empty;
+      out->byte_size = total;
+      return NULL;
+    }
+    /* GPU data (a CUDA shared memory region): copied to host below. */
   }
 
   char *dst = buffer;

@@ -451,28 +451,140 @@ def test_without_the_library_only_onnx_models_fail():
                 assert outputs_of(r)["OUTPUT0"] == [1, 2], protocol
 
 
-def test_kind_gpu_fails_its_load_clearly():
-    # A KIND_GPU ONNX model where the core finds a GPU (the stand-in NVIDIA
-    # driver, tests/gpu_stub): the core places the instance on GPU 0, and
-    # the backend, which runs ONNX Runtime's CPU provider only, refuses it
-    # and says why (docs/gpu.md). A model without instance groups beside it
-    # gets the backend's preferred CPU group (not KIND_AUTO's GPU) and serves.
+def gpu_config(gpus="0", accelerator="", parameters=""):
+    """fixed_add_sub on KIND_GPU, with a gpu_execution_accelerator block and
+    model parameters (pbtxt text)."""
+    text = CONFIGS["fixed_add_sub"] + f"instance_group [ {{ kind: KIND_GPU gpus: [ {gpus} ] }} ]\n"
+    if accelerator:
+        text += f"optimization {{ execution_accelerators {{ gpu_execution_accelerator [ {accelerator} ] }} }}\n"
+    return text + THREADS + parameters
+
+
+def cuda(**params):
+    body = " ".join(f'parameters {{ key: "{k}" value: "{v}" }}' for k, v in params.items())
+    return f'{{ name: "cuda" {body} }}'
+
+
+def param(key, value):
+    return f'parameters {{ key: "{key}" value {{ string_value: "{value}" }} }}\n'
+
+
+# ONNX Runtime's own words where the library has no CUDA provider (the
+# CPU library scripts/fetch_pypi.sh installs), after Triton's prefix.
+NO_CUDA = "onnx runtime error 1: CUDA execution provider is not enabled in this build."
+
+
+def test_kind_gpu_asks_for_the_cuda_provider_and_fails_clearly_without_it():
+    # KIND_GPU ONNX models where the core finds GPUs (the stand-in NVIDIA
+    # driver, tests/gpu_stub, two devices): each instance asks ONNX Runtime
+    # for its CUDA execution provider on its own device, with Triton's
+    # options checked first; the CPU-only library refuses, and the load
+    # fails with ONNX Runtime's reason, the instance and the device
+    # (docs/gpu.md). A model without instance groups beside them gets the
+    # backend's preferred CPU group (not KIND_AUTO's GPU) and serves.
     fake = os.environ["NRD_FAKE_CUDA"]
-    gpu = CONFIGS["fixed_add_sub"] + "instance_group [ { kind: KIND_GPU gpus: [ 0 ] } ]\n"
+    models = {
+        "gpu0": gpu_config(),
+        "gpu1": gpu_config(gpus="1"),
+        # every option valid: refused only for want of the provider
+        "good_options": gpu_config(accelerator=cuda(
+            cudnn_conv_algo_search="HEURISTIC", gpu_mem_limit="1073741824", arena_extend_strategy="kSameAsRequested",
+            do_copy_in_default_stream="false", cudnn_conv_use_max_workspace="1", enable_cuda_graph="0"),
+            parameters=param("cudnn_conv_algo_search", "2") + param("arena_extend_strategy", "1") +
+            param("gpu_mem_limit", "4096") + param("do_copy_in_default_stream", "true")),
+        "tensorrt": gpu_config(accelerator='{ name: "tensorrt" }'),
+        "openvino": gpu_config(accelerator='{ name: "openvino" }'),
+        "bad_search": gpu_config(accelerator=cuda(cudnn_conv_algo_search="SLOW")),
+        "bad_strategy": gpu_config(accelerator=cuda(arena_extend_strategy="kDouble")),
+        "bad_limit": gpu_config(accelerator=cuda(gpu_mem_limit="-1")),
+        "bad_bool": gpu_config(accelerator=cuda(enable_cuda_graph="maybe")),
+        "unknown_key": gpu_config(accelerator=cuda(cuda_speed="11")),
+        "legacy_search": gpu_config(parameters=param("cudnn_conv_algo_search", "3")),
+        "legacy_strategy": gpu_config(parameters=param("arena_extend_strategy", "2")),
+        "legacy_not_int": gpu_config(parameters=param("cudnn_conv_algo_search", "fast")),
+        "legacy_limit": gpu_config(parameters=param("gpu_mem_limit", "lots")),
+        "legacy_copy": gpu_config(parameters=param("do_copy_in_default_stream", "perhaps")),
+        # Triton reads these only for GPU instances: a CPU model loads
+        "cpu_ignores": (CONFIGS["fixed_add_sub"] + THREADS + "optimization { execution_accelerators { "
+                        "gpu_execution_accelerator [ { name: \"tensorrt\" } ] } }\n" +
+                        param("cudnn_conv_algo_search", "9")),
+    }
+    expected = {
+        "gpu0": [NO_CUDA, "instance 'gpu0_0_0' on GPU 0: CreateCUDAProviderOptions failed"],
+        "gpu1": [NO_CUDA, "instance 'gpu1_0_0' on GPU 1"],
+        "good_options": [NO_CUDA, "instance 'good_options_0_0' on GPU 0"],
+        "tensorrt": ["unknown Execution Accelerator 'tensorrt' is requested",
+                     "this build has no TensorRT execution provider"],
+        "openvino": ["unknown Execution Accelerator 'openvino' is requested"],
+        "bad_search": ["parameter 'cudnn_conv_algo_search': 'SLOW' is not EXHAUSTIVE, HEURISTIC or DEFAULT"],
+        "bad_strategy": ["parameter 'arena_extend_strategy': 'kDouble' is not kNextPowerOfTwo, kSameAsRequested"],
+        "bad_limit": ["parameter 'gpu_mem_limit': '-1' is not a byte count"],
+        "bad_bool": ["parameter 'enable_cuda_graph': 'maybe' is not true or false"],
+        "unknown_key": ["unknown parameter 'cuda_speed'", "cudnn_conv_use_max_workspace"],
+        "legacy_search": ["unsupported cudnn_conv_algo_search value '3' is requested"],
+        "legacy_strategy": ["unsupported arena_extend_strategy value '2' is requested"],
+        "legacy_not_int": ["parameter cudnn_conv_algo_search: 'fast' is not an integer"],
+        "legacy_limit": ["parameter gpu_mem_limit: 'lots' is not a byte count"],
+        "legacy_copy": ["parameter do_copy_in_default_stream: 'perhaps' is not true or false"],
+    }
     with tempfile.TemporaryDirectory() as root:
-        make_repo(root, {"gpu_add_sub": ("fixed_add_sub", gpu), "fixed_add_sub": ALL["fixed_add_sub"]})
-        env = dict(os.environ, NEREID_CUDA_LIBRARY=fake, NEREID_NVML_LIBRARY=fake)
+        make_repo(root, {name: ("fixed_add_sub", text) for name, text in models.items()})
+        make_repo(root, {"fixed_add_sub": ALL["fixed_add_sub"]})
+        env = dict(os.environ, NEREID_CUDA_LIBRARY=fake, NEREID_NVML_LIBRARY=fake, NRD_FAKE_CUDA_DEVICES="2")
         s = start(root, "--model-control-mode=explicit", env=env)
         with running(s) as lines:
             take_ports(s, lines)
+            for name, words in expected.items():
+                # both protocols for the first; HTTP for the rest (time)
+                for protocol in PROTOCOLS if name == "gpu0" else ("http",):
+                    with client(s, protocol) as c, pytest.raises(InferenceServerException) as e:
+                        c.load_model(name)
+                    for w in words:
+                        assert w in e.value.message(), (name, protocol, w, e.value.message())
             for protocol in PROTOCOLS:
-                with client(s, protocol) as c, pytest.raises(InferenceServerException) as e:
-                    c.load_model("gpu_add_sub")
-                assert ("instance 'gpu_add_sub_0_0' is GPU; this build runs the onnxruntime backend on the CPU only"
-                        in e.value.message()), (protocol, e.value.message())
-                c = client(s, protocol)
-                with c:
+                with client(s, protocol) as c:
                     c.load_model("fixed_add_sub")
                     assert c.is_model_ready("fixed_add_sub")
+            with client(s) as c:
+                c.load_model("cpu_ignores")
+                r = infer(s, "cpu_ignores", [("INPUT0", np.array([1, 2, 3, 4], np.int32)),
+                                             ("INPUT1", np.array([1, 1, 1, 1], np.int32))])
+                assert outputs_of(r)["OUTPUT0"] == [2, 3, 4, 5], outputs_of(r)
             group = config_of(s, "fixed_add_sub")["instance_group"][0]
             assert (group["kind"], group["count"]) == ("KIND_CPU", 2), group
+
+
+
+def test_inputs_and_outputs_in_cuda_shared_memory():
+    # Over the stand-in driver: inputs read from a client's CUDA region
+    # (gathered to host memory for ONNX Runtime's CPU provider) and outputs
+    # written into one (ONNX Runtime's host results copied by the driver).
+    from test_gpu_shm import Cuda
+    fake = os.environ["NRD_FAKE_CUDA"]
+    env = dict(os.environ, NEREID_CUDA_LIBRARY=fake, NEREID_NVML_LIBRARY=fake)
+    a, b = np.array([1, 2, 3, 4], np.int32), np.array([10, 20, 30, 40], np.int32)
+    with tempfile.TemporaryDirectory() as root:
+        make_repo(root, {"fixed_add_sub": ALL["fixed_add_sub"]})
+        s = start(root, "--allow-client-shm=true", env=env)
+        with running(s) as lines:
+            take_ports(s, lines)
+            cuda = Cuda()
+            for protocol in PROTOCOLS:
+                mod = grpcclient if protocol == "grpc" else httpclient
+                p_in, p_out = cuda.alloc(0, 32), cuda.alloc(0, 32)
+                cuda.write(p_in, np.concatenate([a, b]))
+                with client(s, protocol) as c:
+                    c.register_cuda_shared_memory("in", cuda.handle(p_in), 0, 32)
+                    c.register_cuda_shared_memory("out", cuda.handle(p_out), 0, 32)
+                    try:
+                        inputs = [mod.InferInput("INPUT0", [4], "INT32"), mod.InferInput("INPUT1", [4], "INT32")]
+                        inputs[0].set_shared_memory("in", 16)
+                        inputs[1].set_shared_memory("in", 16, offset=16)
+                        outputs = [mod.InferRequestedOutput("OUTPUT0"), mod.InferRequestedOutput("OUTPUT1")]
+                        outputs[0].set_shared_memory("out", 16)
+                        outputs[1].set_shared_memory("out", 16, offset=16)
+                        c.infer("fixed_add_sub", inputs, outputs=outputs)
+                        got = cuda.read(p_out, np.int32, 8).tolist()
+                        assert got == [11, 22, 33, 44, -9, -18, -27, -36], (protocol, got)
+                    finally:
+                        c.unregister_cuda_shared_memory()

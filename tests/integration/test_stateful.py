@@ -700,3 +700,55 @@ def test_a_new_sequence_reusing_an_ended_id_gets_its_own_slot():
         for r, error in replies:
             assert error is None, error
             np.testing.assert_allclose(r.as_numpy("Output"), expected[r.get_response().id], rtol=1e-5, atol=1e-5)
+
+
+def test_kind_gpu_follows_ort_ep():
+    # KIND_GPU where the core finds GPUs (the stand-in driver, two devices):
+    # ort_ep cuda asks ONNX Runtime for its CUDA provider on the instance's
+    # device, which the CPU-only library refuses (the load fails with its
+    # reason, the instance and the device); trt, the default, is refused
+    # (no TensorRT here); cpu runs the CPU provider and serves.
+    def gpu(name, ep, gpus="1"):
+        text = config(name, params={"ort_ep": ep}).replace(
+            "kind: KIND_CPU", f"kind: KIND_GPU gpus: [ {gpus} ]")
+        return ("stateful_accumulate_fp32", text)
+
+    fake = os.environ["NRD_FAKE_CUDA"]
+    env = dict(os.environ, NEREID_CUDA_LIBRARY=fake, NEREID_NVML_LIBRARY=fake, NRD_FAKE_CUDA_DEVICES="2")
+    with tempfile.TemporaryDirectory() as root:
+        make_repo(root, {"cuda": gpu("cuda", "cuda"), "trt": gpu("trt", None), "cpu": gpu("cpu", "cpu", "0")})
+        s = Server([f"--model-repository={root}", f"--backend-directory={BACKENDS}", "--http-port=0",
+                    "--http-address=127.0.0.1", "--allow-metrics=false", "--allow-grpc=false",
+                    "--model-control-mode=explicit", "--allow-client-shm=true"], env=env)
+        with running(s) as lines:
+            s.port = listening_ports(lines)["http"]
+            with client(s) as c:
+                with pytest.raises(InferenceServerException) as e:
+                    c.load_model("cuda")
+                for w in ("onnx runtime error 1: CUDA execution provider is not enabled in this build.",
+                          "stateful: instance 'cuda_0_0' on GPU 1: CreateCUDAProviderOptions failed"):
+                    assert w in e.value.message(), e.value.message()
+                with pytest.raises(InferenceServerException) as e:
+                    c.load_model("trt")
+                assert "instance 'trt_0_0' on GPU 1: ort_ep 'trt': this build has no TensorRT" in e.value.message()
+                c.load_model("cpu")
+            sim = Simulation(np.float32)
+            x = np.arange(SEGMENTS * WIDTH, dtype=np.float32).reshape(1, SEGMENTS, 1, WIDTH)
+            got = step(s, "cpu", 7, x, start=True, end=True)
+            assert np.allclose(got, sim.step(7, x, True)), got
+            # The output into a client's CUDA shared memory region (the
+            # stand-in's device memory), copied there by the driver.
+            from test_gpu_shm import Cuda
+            cuda = Cuda()
+            p_out = cuda.alloc(0, x.nbytes)
+            with client(s) as c:
+                c.register_cuda_shared_memory("out", cuda.handle(p_out), 0, x.nbytes)
+                try:
+                    o = httpclient.InferRequestedOutput("Output")
+                    o.set_shared_memory("out", x.nbytes)
+                    c.infer("cpu", infer_inputs([("Input", x)]), outputs=[o], sequence_id=8, sequence_start=True,
+                            sequence_end=True)
+                    got = cuda.read(p_out, np.float32, x.size).reshape(x.shape)
+                    assert np.allclose(got, sim.step(8, x, True)), got
+                finally:
+                    c.unregister_cuda_shared_memory()

@@ -334,12 +334,12 @@ typedef struct nrd_bu_batch_input {
 /*
  * Gathers input 'name' of requests[0..count) into one buffer, request after
  * request, each request's buffers in order. No copy when there is a single
- * request holding the input in a single CPU buffer; otherwise the bytes go
+ * request holding the input in a single host buffer; otherwise the bytes go
  * to 'buffer' when it is not NULL (at least 'buffer_size' bytes, too small
  * is an INVALID_ARG error; it stays the caller's) or to a block owned by
  * 'out'. Shapes are not compared: ragged inputs are simply concatenated.
- * A request without the input, or non-CPU data, is an error; on error 'out'
- * holds nothing to release. Thread: the Execute caller (owner of the
+ * GPU data is copied to host memory (nrd_bu_copy). A request without the
+ * input is an error; on error 'out' holds nothing to release. Thread: the Execute caller (owner of the
  * requests).
  */
 TRITONSERVER_Error *nrd_bu_batch_input_gather(TRITONBACKEND_Request **requests, uint32_t count, const char *name,
