@@ -21,33 +21,9 @@ TRITONSERVER_Error *ort_runtime_error(const ort_runtime *rt, OrtStatus *status, 
   return err;
 }
 
-/* Tries one dlopen name; appends "name: reason" to 'tried' on failure. */
-static void *open_one(const char *name, char *tried, size_t cap) {
-  void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-  if (h == NULL) {
-    size_t used = strlen(tried);
-    const char *why = dlerror();
-    /* Cut to fit: the list is only for the error message. */
-    if (snprintf(tried + used, cap - used, "%s%s (%s)", used > 0 ? "; " : "", name,
-                 why != NULL ? why : "unknown error") < 0) {
-      tried[used] = '\0';
-    }
-  }
-  return h;
-}
-
 static TRITONSERVER_Error *open_library(const char *backend_dir, ort_runtime *rt) {
-  char tried[2048] = "";
-  if (backend_dir != NULL && backend_dir[0] != '\0') {
-    int n = snprintf(rt->path, sizeof rt->path, "%s/%s", backend_dir, kLibrary);
-    if (n > 0 && (size_t)n < sizeof rt->path) {
-      rt->library = open_one(rt->path, tried, sizeof tried);
-    }
-  }
-  if (rt->library == NULL) {
-    snprintf(rt->path, sizeof rt->path, "%s", kLibrary);
-    rt->library = open_one(kLibrary, tried, sizeof tried);
-  }
+  char tried[2048];
+  rt->library = nrd_bu_dlopen_beside(backend_dir, kLibrary, rt->path, sizeof rt->path, tried, sizeof tried);
   if (rt->library == NULL) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE,
                              "onnxruntime: cannot load ONNX Runtime (scripts/fetch_pypi.sh "

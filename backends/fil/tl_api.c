@@ -11,19 +11,6 @@
 
 static const char kLibrary[] = "libtreelite.so";
 
-static void *open_one(const char *name, char *tried, size_t cap) {
-  void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-  if (h == NULL) {
-    size_t used = strlen(tried);
-    const char *why = dlerror();
-    if (snprintf(tried + used, cap - used, "%s%s (%s)", used > 0 ? "; " : "", name,
-                 why != NULL ? why : "unknown error") < 0) {
-      tried[used] = '\0';
-    }
-  }
-  return h;
-}
-
 /* Looks up "Treelite<name>" into '*slot'; false when absent. */
 static bool bind(void *lib, const char *name, void *slot) {
   char full[128];
@@ -36,15 +23,8 @@ static bool bind(void *lib, const char *name, void *slot) {
 TRITONSERVER_Error *tl_api_open(const char *backend_dir, tl_api *out) {
   tl_api api;
   memset(&api, 0, sizeof api);
-  char tried[2048] = "";
-  if (backend_dir != NULL && backend_dir[0] != '\0') {
-    int n = snprintf(api.path, sizeof api.path, "%s/%s", backend_dir, kLibrary);
-    if (n > 0 && (size_t)n < sizeof api.path) api.library = open_one(api.path, tried, sizeof tried);
-  }
-  if (api.library == NULL) {
-    snprintf(api.path, sizeof api.path, "%s", kLibrary);
-    api.library = open_one(kLibrary, tried, sizeof tried);
-  }
+  char tried[2048];
+  api.library = nrd_bu_dlopen_beside(backend_dir, kLibrary, api.path, sizeof api.path, tried, sizeof tried);
   if (api.library == NULL) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE,
                              "fil: cannot load Treelite (scripts/fetch_pypi.sh installs it); tried %s", tried);

@@ -10,20 +10,6 @@
 
 #include "nereid/backend_utils.h"
 
-/* Tries one dlopen name; appends "name (reason)" to 'tried' on failure. */
-static void *open_one(const char *name, char *tried, size_t cap) {
-  void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-  if (h == NULL) {
-    size_t used = strlen(tried);
-    const char *why = dlerror();
-    if (snprintf(tried + used, cap - used, "%s%s (%s)", used > 0 ? "; " : "", name,
-                 why != NULL ? why : "unknown error") < 0) {
-      tried[used] = '\0';
-    }
-  }
-  return h;
-}
-
 /* Every function of ov_api.h: its symbol and where its pointer goes. */
 #define NRD_OV_ENTRY(ret, name, params) {#name, offsetof(nrd_ov_api, name)},
 static const struct {
@@ -51,15 +37,8 @@ TRITONSERVER_Error *ov_runtime_open(const char *backend_dir, ov_runtime *out) {
   memset(out, 0, sizeof *out);
   ov_runtime rt;
   memset(&rt, 0, sizeof rt);
-  char tried[2048] = "";
-  if (backend_dir != NULL && backend_dir[0] != '\0') {
-    int n = snprintf(rt.path, sizeof rt.path, "%s/%s", backend_dir, NRD_OV_LIBRARY);
-    if (n > 0 && (size_t)n < sizeof rt.path) rt.library = open_one(rt.path, tried, sizeof tried);
-  }
-  if (rt.library == NULL) {
-    snprintf(rt.path, sizeof rt.path, "%s", NRD_OV_LIBRARY);
-    rt.library = open_one(NRD_OV_LIBRARY, tried, sizeof tried);
-  }
+  char tried[2048];
+  rt.library = nrd_bu_dlopen_beside(backend_dir, NRD_OV_LIBRARY, rt.path, sizeof rt.path, tried, sizeof tried);
   if (rt.library == NULL) {
     return nrd_bu_error_newf(TRITONSERVER_ERROR_UNAVAILABLE,
                              "openvino: cannot load OpenVINO (scripts/fetch_pypi.sh installs it); tried %s", tried);

@@ -368,6 +368,16 @@ TRITONSERVER_Error *nrd_bu_batch_output_scatter(TRITONBACKEND_Response **respons
                                                 uint32_t dims_count, const uint64_t *rows, const void *data,
                                                 uint64_t byte_size);
 
+/* Opens a framework's shared library `library` from `backend_dir` (the
+ * backend's folder, where the install puts it; skipped when NULL or
+ * empty), else by name through the loader's search path, RTLD_NOW |
+ * RTLD_LOCAL. Returns the handle (the caller dlcloses it) with the name
+ * opened in `path` (path_cap bytes), or NULL with each attempt and
+ * dlerror's reason in `tried` (tried_cap bytes, for an error message).
+ * Any thread. */
+void *nrd_bu_dlopen_beside(const char *backend_dir, const char *library, char *path, size_t path_cap, char *tried,
+                           size_t tried_cap);
+
 #ifdef __cplusplus
 }
 #endif
