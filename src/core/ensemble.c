@@ -372,9 +372,7 @@ static void note_cancel(ens_ctx *c) {
   const nrd_cancel_flag *f = c->req->cancel;
   if (!f || !atomic_load(&f->set)) return;
   if (!c->err) c->err = nrd_error_new(TRITONSERVER_ERROR_CANCELLED, "Request was cancelled");
-  for (ens_call *k = c->running; k; k = k->next) {
-    NRD_ERROR_IGNORE(TRITONSERVER_InferenceRequestCancel(k->req), "cancelling a step that already finished");
-  }
+  for (ens_call *k = c->running; k; k = k->next) nrd_request_cancel(k->req); /* may be mid-submission */
 }
 
 /* Whether run `k` of step `s` has every input. */

@@ -529,14 +529,36 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestSetResponseCallback(TRITONSERVE
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestCancel(TRITONSERVER_InferenceRequest *r) {
   NRD_ARG_CHECK(r, "request must not be NULL");
-  if (r->cancel) atomic_store(&r->cancel->set, true);
+  nrd_cancel_flag *f = atomic_load(&r->cancel);
+  if (f) atomic_store(&f->set, true);
   return NULL;
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestIsCancelled(TRITONSERVER_InferenceRequest *r, bool *c) {
   NRD_ARG_CHECK(r && c, "request and result must not be NULL");
-  *c = r->cancel && atomic_load(&r->cancel->set);
+  nrd_cancel_flag *f = atomic_load(&r->cancel);
+  *c = f && atomic_load(&f->set);
   return NULL;
+}
+
+/* Both sides store, then look at the other's store (seq_cst): at least one
+ * of them sees the other, so a cancel racing the first submission is not
+ * lost. A later submission of a reused request starts uncancelled. */
+void nrd_request_adopt_cancel(TRITONSERVER_InferenceRequest *r, nrd_cancel_flag *f) {
+  atomic_fetch_add(&f->refs, 1);
+  nrd_cancel_flag *old = atomic_exchange(&r->cancel, f);
+  if (old) {
+    nrd_cancel_flag_unref(old);
+    atomic_store(&r->cancel_asked, false);
+  } else if (atomic_load(&r->cancel_asked)) {
+    atomic_store(&f->set, true);
+  }
+}
+
+void nrd_request_cancel(TRITONSERVER_InferenceRequest *r) {
+  atomic_store(&r->cancel_asked, true);
+  nrd_cancel_flag *f = atomic_load(&r->cancel);
+  if (f) atomic_store(&f->set, true);
 }
 
 /* ------------------------------------------------- request: parameters */
@@ -644,8 +666,7 @@ static bool begin_unscheduled(TRITONSERVER_InferenceRequest *r) {
   if (!d) return false;
   d->no_stats = true;
   r->delivery = d;
-  atomic_fetch_add(&d->cancel->refs, 1);
-  r->cancel = d->cancel;
+  nrd_request_adopt_cancel(r, d->cancel);
   r->queue_start_ns = nrd_now_ns();
   r->in_flight = true;
   nrd_model_inflight_add(r->model);

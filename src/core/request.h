@@ -112,8 +112,13 @@ struct TRITONSERVER_InferenceRequest {
   /* Set while the core owns the request (InferAsync .. release). */
   struct nrd_delivery *delivery;
   /* Cancellation flag of the latest submission (counted); kept after the
-   * release so Cancel still reaches a decoupled backend's factories. */
-  struct nrd_cancel_flag *cancel;
+   * release so Cancel still reaches a decoupled backend's factories.
+   * Atomic: the core's own callers (ensembles) may cancel a request while
+   * another thread submits it (nrd_request_cancel). */
+  struct nrd_cancel_flag *_Atomic cancel;
+  /* Set by nrd_request_cancel before the first submission has a flag; the
+   * submission starts cancelled. */
+  atomic_bool cancel_asked;
   uint64_t batch_size; /* rows in the batch dimension, 0 without one */
   uint64_t queue_start_ns;
   uint64_t deadline_ns; /* 0 = none */
@@ -209,6 +214,17 @@ TRITONSERVER_InferenceRequest *nrd_request_new_internal(TRITONSERVER_Server *ser
  * responses and release go to its callbacks; it records no statistics.
  * On error it stays the caller's, not in flight. */
 TRITONSERVER_Error *nrd_request_begin_internal(TRITONSERVER_InferenceRequest *req);
+
+/* Gives the submission starting on `req` the flag `f` (takes a reference
+ * on `f`, drops the one on the previous submission's flag). A cancel asked
+ * with nrd_request_cancel before the first submission sets it. The thread
+ * that submits `req`. */
+void nrd_request_adopt_cancel(TRITONSERVER_InferenceRequest *req, struct nrd_cancel_flag *f);
+
+/* Cancels `req` for a caller inside the core that may race with its
+ * submission (an ensemble cancelling its steps): a request not yet
+ * submitted starts cancelled. Any thread, while `req` is not deleted. */
+void nrd_request_cancel(TRITONSERVER_InferenceRequest *req);
 
 /* Hands a request that the core owns back to its client through the release
  * callback. The delivery reference is dropped first, so responses sent

@@ -982,9 +982,7 @@ static TRITONSERVER_Error *enqueue(TRITONBACKEND_Model *m, TRITONSERVER_Inferenc
   if (!d) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
   uint64_t now = nrd_now_ns();
   req->delivery = d;
-  nrd_cancel_flag_unref(req->cancel);
-  atomic_fetch_add(&d->cancel->refs, 1);
-  req->cancel = d->cancel;
+  nrd_request_adopt_cancel(req, d->cancel);
   req->queue_start_ns = now;
   d->start_ns = now;
   req->deadline_ns = req->timeout_us ? now + req->timeout_us * 1000u : 0;
