@@ -14,6 +14,8 @@
 #   .deps/openvino/lib/, .deps/openvino/python/
 #                                            (openvino.txt; the openvino
 #                                             backend and its tests)
+#   .deps/nvml/include/nvml.h                (nvml.txt; the check of the
+#                                             core's NVML declarations)
 # Nothing is installed into Debian's python. Each part is laid out in a
 # ".partial" folder and moved into place only once complete, with a stamp
 # naming the requirements it came from: an interrupted run, a corrupt wheel
@@ -286,6 +288,17 @@ PY
   publish openvino "$req"
 }
 
+# NVML's header from NVIDIA's nvml-dev wheel (any platform: a header).
+fetch_nvml() {
+  local req=$pyreq/nvml.txt
+  part_current nvml "$req" && { echo "fetch_pypi: nvml up to date"; return; }
+  mkdir -p "$work/nvml"
+  download "$req" "$work/nvml"
+  rm -rf "$deps/nvml.partial"
+  extract "$work"/nvml/nvidia_nvml_dev-*.whl "$deps/nvml.partial" nvidia/cu13/include/nvml.h=include/nvml.h
+  publish nvml "$req"
+}
+
 fetch_onnxruntime
 fetch_perf_analyzer
 fetch_venv
@@ -293,3 +306,4 @@ fetch_oracle
 fetch_fil
 fetch_pytorch
 fetch_openvino
+fetch_nvml

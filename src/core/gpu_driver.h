@@ -62,17 +62,21 @@ typedef struct nrd_cu_ipc_handle {
 /* NVML: nvmlReturn_t is a 32-bit enum too. */
 typedef unsigned int nrd_nvml_return;
 typedef struct nvmlDevice_st *nrd_nvml_device;
+/* nvmlUtilization_t and nvmlMemory_t as we lay them out (the declaration
+ * test compares them with nvml.h's, field by field). */
+struct nrd_nvml_utilization_layout {
+  unsigned int gpu; /* percent of the last sample period a kernel ran */
+  unsigned int memory;
+};
+struct nrd_nvml_memory_layout {
+  unsigned long long total, free, used;
+};
 #ifdef NRD_GPU_DECLS_WITH_NVML_H /* the declaration test, after nvml.h */
 typedef nvmlUtilization_t nrd_nvml_utilization;
 typedef nvmlMemory_t nrd_nvml_memory;
 #else
-typedef struct nrd_nvml_utilization {
-  unsigned int gpu; /* percent of the last sample period a kernel ran */
-  unsigned int memory;
-} nrd_nvml_utilization;
-typedef struct nrd_nvml_memory {
-  unsigned long long total, free, used;
-} nrd_nvml_memory;
+typedef struct nrd_nvml_utilization_layout nrd_nvml_utilization;
+typedef struct nrd_nvml_memory_layout nrd_nvml_memory;
 #endif
 
 #define NRD_NVML_SUCCESS 0u

@@ -2,6 +2,7 @@
  * nvml.h when the build found it): every function's type, every constant,
  * and that the symbol we dlsym is the one cuda.h maps its API name to.
  * Compiling is the test; main only reports. */
+#include <stddef.h>
 #include <cuda.h>
 #ifdef NRD_HAVE_NVML_H
 #include <nvml.h>
@@ -40,6 +41,18 @@ NRD_NVML_FUNCS(SAME_NVML)
 #undef SAME_NVML
 _Static_assert(__builtin_types_compatible_p(nrd_nvml_return, nvmlReturn_t), "nvmlReturn_t");
 _Static_assert(NRD_NVML_SUCCESS == NVML_SUCCESS, "NVML_SUCCESS");
+#define SAME_FIELD(ours, theirs, f)                                                                                    \
+  _Static_assert(offsetof(struct ours, f) == offsetof(theirs, f) &&                                                    \
+                     sizeof(((struct ours *)0)->f) == sizeof(((theirs *)0)->f),                                         \
+                 #theirs "." #f " differs from nvml.h");
+SAME_FIELD(nrd_nvml_utilization_layout, nvmlUtilization_t, gpu)
+SAME_FIELD(nrd_nvml_utilization_layout, nvmlUtilization_t, memory)
+SAME_FIELD(nrd_nvml_memory_layout, nvmlMemory_t, total)
+SAME_FIELD(nrd_nvml_memory_layout, nvmlMemory_t, free)
+SAME_FIELD(nrd_nvml_memory_layout, nvmlMemory_t, used)
+#undef SAME_FIELD
+_Static_assert(sizeof(struct nrd_nvml_utilization_layout) == sizeof(nvmlUtilization_t), "nvmlUtilization_t's size");
+_Static_assert(sizeof(struct nrd_nvml_memory_layout) == sizeof(nvmlMemory_t), "nvmlMemory_t's size");
 #endif
 
 /* The API names a user calls map to the symbols we resolve. */
@@ -63,6 +76,10 @@ int main(void) {
       printf("cuda.h maps to %s, we resolve %s\n", names[i].api, names[i].ours);
       bad = 1;
     }
-  printf("gpu_driver.h matches cuda.h%s\n", bad ? ": NO" : "");
+  #ifdef NRD_HAVE_NVML_H
+  printf("gpu_driver.h matches cuda.h and nvml.h%s\n", bad ? ": NO" : "");
+#else
+  printf("gpu_driver.h matches cuda.h%s (nvml.h not found: NVML unchecked)\n", bad ? ": NO" : "");
+#endif
   return bad;
 }
