@@ -570,7 +570,7 @@ static void finish(ens_ctx *c) {
     /* Triton counts a failed ensemble request twice, both OTHER: once as
      * it answers the error, once as its request tracker ends. */
     nrd_fail_reason why = NRD_FAIL_OTHER;
-    nrd_stats_request_fail(&m->stats, req->queue_start_ns, req->queue_start_ns, c->start_ns, end, why);
+    nrd_stats_request_fail(&m->stats, req->queue_start_ns, req->queue_start_ns, c->start_ns, end, why, -1);
     free(vals);
     if (c->factory) {
       /* A decoupled request may have had answers already: the error ends it. */
@@ -579,7 +579,7 @@ static void finish(ens_ctx *c) {
       if (!ne) ne = TRITONBACKEND_ResponseSend(resp, TRITONSERVER_RESPONSE_COMPLETE_FINAL, e);
       NRD_ERROR_IGNORE(ne, "ensemble: the client's final error response could not be sent");
       TRITONSERVER_ErrorDelete(e);
-      nrd_stats_request_fail(&m->stats, req->queue_start_ns, req->queue_start_ns, c->start_ns, end, why);
+      nrd_stats_request_fail(&m->stats, req->queue_start_ns, req->queue_start_ns, c->start_ns, end, why, -1);
       ctx_free(c);
       nrd_request_release(req, TRITONSERVER_REQUEST_RELEASE_ALL);
     } else {
@@ -597,10 +597,10 @@ static void finish(ens_ctx *c) {
   }
   free(vals);
   if (ok) {
-    nrd_stats_request_success(&m->stats, req->queue_start_ns, req->queue_start_ns, c->start_ns, c->start_ns, end, end);
-    nrd_stats_batch(&m->stats, req->batch_size ? req->batch_size : 1, c->start_ns, c->start_ns, end, end);
+    nrd_stats_request_success(&m->stats, req->queue_start_ns, req->queue_start_ns, c->start_ns, c->start_ns, end, end, -1);
+    nrd_stats_batch(&m->stats, req->batch_size ? req->batch_size : 1, c->start_ns, c->start_ns, end, end, -1);
   } else {
-    nrd_stats_request_fail(&m->stats, req->queue_start_ns, req->queue_start_ns, c->start_ns, end, NRD_FAIL_OTHER);
+    nrd_stats_request_fail(&m->stats, req->queue_start_ns, req->queue_start_ns, c->start_ns, end, NRD_FAIL_OTHER, -1);
   }
   ctx_free(c);
   nrd_request_release(req, TRITONSERVER_REQUEST_RELEASE_ALL);

@@ -77,3 +77,10 @@ int nrd_gpu_metrics_prometheus(nrd_gpu_metrics *g, nrd_text *out) {
   pthread_mutex_unlock(&g->lock);
   return rc;
 }
+
+void nrd_gpu_metrics_uuids(nrd_gpu_metrics *g, char uuid[NRD_GPU_MAX][96]) {
+  memset(uuid, 0, NRD_GPU_MAX * sizeof uuid[0]);
+  pthread_mutex_lock(&g->lock);
+  for (int i = 0; i < g->n; i++) memcpy(uuid[g->ids[i]], g->s[i].uuid, sizeof uuid[0]);
+  pthread_mutex_unlock(&g->lock);
+}

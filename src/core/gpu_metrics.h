@@ -31,4 +31,9 @@ void nrd_gpu_metrics_destroy(nrd_gpu_metrics *g);
  * thread. */
 int nrd_gpu_metrics_prometheus(nrd_gpu_metrics *g, nrd_text *out);
 
+/* Copies each GPU's UUID into uuid[id] (id < NRD_GPU_MAX; "" for a device
+ * NVML does not report): the gpu_uuid label of the model metrics of
+ * KIND_GPU instances. Any thread. */
+void nrd_gpu_metrics_uuids(nrd_gpu_metrics *g, char uuid[NRD_GPU_MAX][96]);
+
 #endif

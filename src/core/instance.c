@@ -42,6 +42,8 @@ TRITONBACKEND_ModelInstance *nrd_instance_new(TRITONBACKEND_Model *model, const 
   i->kind = kind;
   i->device_id = device_id;
   i->passive = passive;
+  /* Its GPU's metric series exist from now on, at 0, as Triton's reporters. */
+  if (kind == TRITONSERVER_INSTANCEGROUPKIND_GPU) nrd_stats_device_add(&model->stats, device_id);
   return i;
 }
 
@@ -278,6 +280,12 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceReportMemoryUsage(TRITONBACKEND_M
   return nrd_stats_memory_report(&instance->model->stats, instance, usage, usage_size);
 }
 
+/* The device whose gpu_uuid series count what `instance` reports: its GPU
+ * for KIND_GPU, none (-1) otherwise, as Triton's instance reporters. */
+static int32_t metric_device(const TRITONBACKEND_ModelInstance *instance) {
+  return instance->kind == TRITONSERVER_INSTANCEGROUPKIND_GPU ? instance->device_id : -1;
+}
+
 TRITONSERVER_Error *TRITONBACKEND_ModelInstanceReportStatistics(TRITONBACKEND_ModelInstance *instance,
                                                                 TRITONBACKEND_Request *request, const bool success,
                                                                 const uint64_t exec_start_ns,
@@ -295,11 +303,12 @@ TRITONSERVER_Error *TRITONBACKEND_ModelInstanceReportStatistics(TRITONBACKEND_Mo
     nrd_trace_report(r->trace, TRITONSERVER_TRACE_COMPUTE_END, exec_end_ns);
   }
   nrd_model_stats *s = &instance->model->stats;
+  int32_t gpu = metric_device(instance);
   if (success)
     nrd_stats_request_success(s, r->queue_start_ns, r->queue_start_ns, exec_start_ns, compute_start_ns, compute_end_ns,
-                              exec_end_ns);
+                              exec_end_ns, gpu);
   else
-    nrd_stats_request_fail(s, r->queue_start_ns, r->queue_start_ns, exec_start_ns, exec_end_ns, NRD_FAIL_BACKEND);
+    nrd_stats_request_fail(s, r->queue_start_ns, r->queue_start_ns, exec_start_ns, exec_end_ns, NRD_FAIL_BACKEND, gpu);
   return NULL;
 }
 
@@ -309,7 +318,8 @@ TRITONBACKEND_ModelInstanceReportBatchStatistics(TRITONBACKEND_ModelInstance *in
                                                  const uint64_t compute_end_ns, const uint64_t exec_end_ns) {
   NRD_ARG_CHECK(instance, "instance must not be NULL");
   if (atomic_load(&instance->warming)) return NULL; /* warmup runs are not counted */
-  nrd_stats_batch(&instance->model->stats, batch_size, exec_start_ns, compute_start_ns, compute_end_ns, exec_end_ns);
+  nrd_stats_batch(&instance->model->stats, batch_size, exec_start_ns, compute_start_ns, compute_end_ns, exec_end_ns,
+                  metric_device(instance));
   return NULL;
 }
 

@@ -1432,7 +1432,8 @@ TRITONSERVER_Error *nrd_repo_stats(nrd_repository *r, const char *name, int64_t 
   return NULL;
 }
 
-int nrd_repo_prometheus(nrd_repository *r, bool latencies, const double *quantiles, size_t n_quantiles, nrd_text *out) {
+int nrd_repo_prometheus(nrd_repository *r, bool latencies, const double *quantiles, size_t n_quantiles,
+                        const char *const *gpu_uuid, int n_uuid, nrd_text *out) {
   int rc = 0;
   pthread_rwlock_rdlock(&r->table_lock);
   bool any_cache = false;
@@ -1452,7 +1453,7 @@ int nrd_repo_prometheus(nrd_repository *r, bool latencies, const double *quantil
       for (size_t k = 0; k < e->n_slots && !rc; k++)
         if (e->slots[k].model && (!cache_family || e->slots[k].model->response_cache))
           rc |= nrd_stats_prometheus(&e->slots[k].model->stats, e->name, e->slots[k].version, nrd_stats_families[f][0],
-                                     out);
+                                     gpu_uuid, n_uuid, out);
     }
   }
   /* summary_latencies (n_quantiles 0: off). */

@@ -171,7 +171,9 @@ bool nrd_repo_all_ready(nrd_repository *r);
 TRITONSERVER_Error *nrd_repo_stats(nrd_repository *r, const char *name, int64_t version, json_t **out);
 
 /* Appends the nv_inference_* families of every loaded model, without the
- * *_duration_* ones when `latencies` is false. 0 or -1. */
-int nrd_repo_prometheus(nrd_repository *r, bool latencies, const double *quantiles, size_t n_quantiles, nrd_text *out);
+ * *_duration_* ones when `latencies` is false; `gpu_uuid`/`n_uuid` as
+ * nrd_stats_prometheus takes them. 0 or -1. */
+int nrd_repo_prometheus(nrd_repository *r, bool latencies, const double *quantiles, size_t n_quantiles,
+                        const char *const *gpu_uuid, int n_uuid, nrd_text *out);
 
 #endif

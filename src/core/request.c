@@ -787,7 +787,7 @@ void nrd_request_trace_inputs(TRITONSERVER_InferenceRequest *r, TRITONSERVER_Inf
 
 void nrd_request_fail(TRITONSERVER_InferenceRequest *r, TRITONSERVER_Error *err, nrd_fail_reason reason) {
   uint64_t now = nrd_now_ns();
-  if (!r->no_stats) nrd_stats_request_fail(&r->model->stats, r->queue_start_ns, r->queue_start_ns, 0, now, reason);
+  if (!r->no_stats) nrd_stats_request_fail(&r->model->stats, r->queue_start_ns, r->queue_start_ns, 0, now, reason, -1);
   if (r->delivery)
     nrd_delivery_send_error(r->delivery, err);
   else

@@ -854,8 +854,16 @@ TRITONSERVER_Error *TRITONSERVER_ServerMetrics(TRITONSERVER_Server *server, TRIT
   NRD_ARG_CHECK(server && metrics, "server and result must not be NULL");
   nrd_text t = {0};
   bool sums = server->summary_latencies;
+  /* GPU instances' series carry gpu_uuid while GPU metrics are collected. */
+  char uuid[NRD_GPU_MAX][96];
+  const char *labels[NRD_GPU_MAX];
+  int n_uuid = 0;
+  if (server->gpu_metrics) {
+    nrd_gpu_metrics_uuids(server->gpu_metrics, uuid);
+    for (n_uuid = 0; n_uuid < NRD_GPU_MAX; n_uuid++) labels[n_uuid] = uuid[n_uuid][0] ? uuid[n_uuid] : NULL;
+  }
   if (nrd_repo_prometheus(server->repo, server->counter_latencies, sums ? server->quantiles : NULL,
-                          sums ? server->n_quantiles : 0, &t)) {
+                          sums ? server->n_quantiles : 0, n_uuid ? labels : NULL, n_uuid, &t)) {
     free(t.p);
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory rendering metrics");
   }

@@ -85,12 +85,34 @@ void nrd_stats_destroy(nrd_model_stats *s) {
   free(s->mem);
   free(s->batch);
   free(s->resp);
+  free(s->by_gpu);
   pthread_mutex_destroy(&s->lock);
+}
+
+/* Device `gpu`'s entry, made on first use; NULL for -1 or out of memory
+ * (the totals still count it). Lock held. */
+static nrd_device_stats *on_gpu(nrd_model_stats *s, int32_t gpu) {
+  if (gpu < 0) return NULL;
+  for (uint32_t i = 0; i < s->n_gpu; i++)
+    if (s->by_gpu[i].device == gpu) return &s->by_gpu[i];
+  nrd_device_stats *n = realloc(s->by_gpu, (s->n_gpu + 1) * sizeof(*n));
+  if (!n) return NULL;
+  s->by_gpu = n;
+  n = &s->by_gpu[s->n_gpu++];
+  memset(n, 0, sizeof(*n));
+  n->device = gpu;
+  return n;
+}
+
+void nrd_stats_device_add(nrd_model_stats *s, int32_t gpu) {
+  pthread_mutex_lock(&s->lock);
+  (void)on_gpu(s, gpu);
+  pthread_mutex_unlock(&s->lock);
 }
 
 void nrd_stats_request_success(nrd_model_stats *s, uint64_t request_start_ns, uint64_t queue_start_ns,
                                uint64_t exec_start_ns, uint64_t compute_start_ns, uint64_t compute_end_ns,
-                               uint64_t exec_end_ns) {
+                               uint64_t exec_end_ns, int32_t gpu) {
   pthread_mutex_lock(&s->lock);
   s->last_inference_ms = wall_ms();
   add(&s->success, span(request_start_ns, exec_end_ns));
@@ -98,6 +120,14 @@ void nrd_stats_request_success(nrd_model_stats *s, uint64_t request_start_ns, ui
   add(&s->compute_input, span(exec_start_ns, compute_start_ns));
   add(&s->compute_infer, span(compute_start_ns, compute_end_ns));
   add(&s->compute_output, span(compute_end_ns, exec_end_ns));
+  nrd_device_stats *d = on_gpu(s, gpu);
+  if (d) {
+    add(&d->success, span(request_start_ns, exec_end_ns));
+    add(&d->queue, span(queue_start_ns, exec_start_ns));
+    add(&d->compute_input, span(exec_start_ns, compute_start_ns));
+    add(&d->compute_infer, span(compute_start_ns, compute_end_ns));
+    add(&d->compute_output, span(compute_end_ns, exec_end_ns));
+  }
   if (s->summaries) {
     uint64_t now = nrd_now_ns();
     nrd_summary_observe(&s->summaries[SUM_REQUEST], now, span(request_start_ns, exec_end_ns));
@@ -110,12 +140,18 @@ void nrd_stats_request_success(nrd_model_stats *s, uint64_t request_start_ns, ui
 }
 
 void nrd_stats_request_fail(nrd_model_stats *s, uint64_t request_start_ns, uint64_t queue_start_ns,
-                            uint64_t exec_start_ns, uint64_t end_ns, nrd_fail_reason reason) {
+                            uint64_t exec_start_ns, uint64_t end_ns, nrd_fail_reason reason, int32_t gpu) {
   pthread_mutex_lock(&s->lock);
   s->last_inference_ms = wall_ms();
   add(&s->fail, span(request_start_ns, end_ns));
   s->fail_by_reason[reason < NRD_FAIL_REASONS ? reason : NRD_FAIL_OTHER]++;
   if (queue_start_ns && exec_start_ns) add(&s->queue, span(queue_start_ns, exec_start_ns));
+  /* Only a backend's failure comes from an instance. */
+  nrd_device_stats *d = reason == NRD_FAIL_BACKEND ? on_gpu(s, gpu) : NULL;
+  if (d) {
+    add(&d->fail, span(request_start_ns, end_ns));
+    if (queue_start_ns && exec_start_ns) add(&d->queue, span(queue_start_ns, exec_start_ns));
+  }
   pthread_mutex_unlock(&s->lock);
 }
 
@@ -143,10 +179,15 @@ void nrd_stats_cache_miss(nrd_model_stats *s, uint64_t ns) {
 }
 
 void nrd_stats_batch(nrd_model_stats *s, uint64_t batch_size, uint64_t exec_start_ns, uint64_t compute_start_ns,
-                     uint64_t compute_end_ns, uint64_t exec_end_ns) {
+                     uint64_t compute_end_ns, uint64_t exec_end_ns, int32_t gpu) {
   pthread_mutex_lock(&s->lock);
   s->inference_count += batch_size;
   s->execution_count++;
+  nrd_device_stats *d = on_gpu(s, gpu);
+  if (d) {
+    d->inference_count += batch_size;
+    d->execution_count++;
+  }
   s->last_inference_ms = wall_ms();
   nrd_batch_stat *b = NULL;
   for (uint32_t i = 0; i < s->n_batch; i++)
@@ -331,18 +372,79 @@ const unsigned nrd_stats_family_count = sizeof nrd_stats_families / sizeof nrd_s
 
 static const char *const fail_reason_names[NRD_FAIL_REASONS] = {"REJECTED", "CANCELED", "BACKEND", "OTHER"};
 
-int nrd_stats_prometheus(nrd_model_stats *s, const char *model, int64_t version, const char *family, nrd_text *out) {
-  uint64_t v = 0;
+/* The value of a family that instances report, read from `d`; false for
+ * the model's own families. */
+static bool device_value(const nrd_device_stats *d, const char *family, uint64_t *v) {
+  if (!strcmp(family, "nv_inference_request_success"))
+    *v = d->success.count;
+  else if (!strcmp(family, "nv_inference_count"))
+    *v = d->inference_count;
+  else if (!strcmp(family, "nv_inference_exec_count"))
+    *v = d->execution_count;
+  else if (!strcmp(family, "nv_inference_request_duration_us"))
+    *v = (d->success.ns + d->fail.ns) / 1000;
+  else if (!strcmp(family, "nv_inference_queue_duration_us"))
+    *v = d->queue.ns / 1000;
+  else if (!strcmp(family, "nv_inference_compute_input_duration_us"))
+    *v = d->compute_input.ns / 1000;
+  else if (!strcmp(family, "nv_inference_compute_infer_duration_us"))
+    *v = d->compute_infer.ns / 1000;
+  else if (!strcmp(family, "nv_inference_compute_output_duration_us"))
+    *v = d->compute_output.ns / 1000;
+  else
+    return false;
+  return true;
+}
+
+static void less(nrd_duration *a, const nrd_duration *b) {
+  a->count -= b->count;
+  a->ns -= b->ns;
+}
+
+/* Device i's label when it has one (Triton labels while it collects GPU
+ * metrics), else NULL. */
+static const char *uuid_of(const nrd_device_stats *d, const char *const *gpu_uuid, int n_uuid) {
+  return gpu_uuid && d->device < n_uuid ? gpu_uuid[d->device] : NULL;
+}
+
+int nrd_stats_prometheus(nrd_model_stats *s, const char *model, int64_t version, const char *family,
+                         const char *const *gpu_uuid, int n_uuid, nrd_text *out) {
+  int rc = 0;
   pthread_mutex_lock(&s->lock);
+  /* The unlabelled series: the totals less what labelled GPU series show. */
+  nrd_device_stats base = {-1,           s->inference_count, s->execution_count, s->success,
+                           s->fail,      s->queue,           s->compute_input,   s->compute_infer,
+                           s->compute_output};
+  uint64_t by[NRD_FAIL_REASONS];
+  memcpy(by, s->fail_by_reason, sizeof by);
+  for (uint32_t i = 0; i < s->n_gpu; i++) {
+    const nrd_device_stats *d = &s->by_gpu[i];
+    if (!uuid_of(d, gpu_uuid, n_uuid)) continue;
+    base.inference_count -= d->inference_count;
+    base.execution_count -= d->execution_count;
+    less(&base.success, &d->success);
+    less(&base.fail, &d->fail);
+    less(&base.queue, &d->queue);
+    less(&base.compute_input, &d->compute_input);
+    less(&base.compute_infer, &d->compute_infer);
+    less(&base.compute_output, &d->compute_output);
+    by[NRD_FAIL_BACKEND] -= d->fail.count;
+  }
+  uint64_t v = 0;
   if (!strcmp(family, "nv_inference_request_failure")) {
-    /* One series per reason, zeros included, as Triton prints them. */
-    uint64_t by[NRD_FAIL_REASONS];
-    memcpy(by, s->fail_by_reason, sizeof by);
-    pthread_mutex_unlock(&s->lock);
-    int rc = 0;
+    /* One series per reason, zeros included, as Triton prints them; a GPU
+     * series counts its instances' BACKEND failures. */
     for (unsigned r = 0; r < NRD_FAIL_REASONS; r++)
       rc |= nrd_text_appendf(out, "%s{model=\"%s\",reason=\"%s\",version=\"%" PRId64 "\"} %" PRIu64 "\n", family, model,
                              fail_reason_names[r], version, by[r]);
+    for (uint32_t i = 0; i < s->n_gpu; i++) {
+      const char *uuid = uuid_of(&s->by_gpu[i], gpu_uuid, n_uuid);
+      for (unsigned r = 0; uuid && r < NRD_FAIL_REASONS; r++)
+        rc |= nrd_text_appendf(out, "%s{gpu_uuid=\"%s\",model=\"%s\",reason=\"%s\",version=\"%" PRId64 "\"} %" PRIu64 "\n",
+                               family, uuid, model, fail_reason_names[r], version,
+                               r == NRD_FAIL_BACKEND ? s->by_gpu[i].fail.count : 0);
+    }
+    pthread_mutex_unlock(&s->lock);
     return rc;
   }
   if (!strcmp(family, "nv_model_load_duration_secs")) {
@@ -351,23 +453,18 @@ int nrd_stats_prometheus(nrd_model_stats *s, const char *model, int64_t version,
     return nrd_text_appendf(out, "%s{model=\"%s\",version=\"%" PRId64 "\"} %.16g\n", family, model, version,
                             (double)ns / 1e9);
   }
-  if (!strcmp(family, "nv_inference_request_success"))
-    v = s->success.count;
-  else if (!strcmp(family, "nv_inference_count"))
-    v = s->inference_count;
-  else if (!strcmp(family, "nv_inference_exec_count"))
-    v = s->execution_count;
-  else if (!strcmp(family, "nv_inference_request_duration_us"))
-    v = (s->success.ns + s->fail.ns) / 1000;
-  else if (!strcmp(family, "nv_inference_queue_duration_us"))
-    v = s->queue.ns / 1000;
-  else if (!strcmp(family, "nv_inference_compute_input_duration_us"))
-    v = s->compute_input.ns / 1000;
-  else if (!strcmp(family, "nv_inference_compute_infer_duration_us"))
-    v = s->compute_infer.ns / 1000;
-  else if (!strcmp(family, "nv_inference_compute_output_duration_us"))
-    v = s->compute_output.ns / 1000;
-  else if (!strcmp(family, "nv_inference_pending_request_count"))
+  if (device_value(&base, family, &v)) {
+    rc |= nrd_text_appendf(out, "%s{model=\"%s\",version=\"%" PRId64 "\"} %" PRIu64 "\n", family, model, version, v);
+    for (uint32_t i = 0; i < s->n_gpu; i++) {
+      const char *uuid = uuid_of(&s->by_gpu[i], gpu_uuid, n_uuid);
+      if (uuid && device_value(&s->by_gpu[i], family, &v))
+        rc |= nrd_text_appendf(out, "%s{gpu_uuid=\"%s\",model=\"%s\",version=\"%" PRId64 "\"} %" PRIu64 "\n", family,
+                               uuid, model, version, v);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+  }
+  if (!strcmp(family, "nv_inference_pending_request_count"))
     v = (uint64_t)atomic_load(&s->pending);
   else if (!strcmp(family, "nv_cache_num_hits_per_model"))
     v = s->cache_hit.count;

@@ -51,6 +51,15 @@ typedef enum nrd_fail_reason {
   NRD_FAIL_REASONS
 } nrd_fail_reason;
 
+/* What a model's KIND_GPU instances on one device reported: the series of
+ * the per-model metrics labelled gpu_uuid (Triton gives each GPU instance
+ * a metric reporter of its own; the model's other counts stay unlabelled). */
+typedef struct nrd_device_stats {
+  int32_t device;
+  uint64_t inference_count, execution_count;
+  nrd_duration success, fail, queue, compute_input, compute_infer, compute_output; /* fail: BACKEND only */
+} nrd_device_stats;
+
 typedef struct nrd_model_stats {
   pthread_mutex_t lock;
   uint64_t last_inference_ms;
@@ -67,6 +76,8 @@ typedef struct nrd_model_stats {
   atomic_int_fast64_t pending; /* requests queued, not yet executing (no lock) */
   nrd_mem_usage *mem;
   uint32_t n_mem;
+  nrd_device_stats *by_gpu; /* included in the totals above too */
+  uint32_t n_gpu;
   /* summary_latencies: one per nrd_stats_summary_families entry; NULL when off. */
   struct nrd_summary *summaries;
 } nrd_model_stats;
@@ -78,14 +89,16 @@ void nrd_stats_init(nrd_model_stats *s);
 void nrd_stats_destroy(nrd_model_stats *s);
 
 /* One successful request: the durations as TRITONBACKEND_ModelInstanceReportStatistics
- * defines them, relative to the request's own start and queue start. */
+ * defines them, relative to the request's own start and queue start.
+ * `gpu`: the device of the KIND_GPU instance that ran it, else -1 (here
+ * and below). */
 void nrd_stats_request_success(nrd_model_stats *s, uint64_t request_start_ns, uint64_t queue_start_ns,
                                uint64_t exec_start_ns, uint64_t compute_start_ns, uint64_t compute_end_ns,
-                               uint64_t exec_end_ns);
+                               uint64_t exec_end_ns, int32_t gpu);
 
 /* One failed request (fail count and duration; queue time when known, 0 if not). */
 void nrd_stats_request_fail(nrd_model_stats *s, uint64_t request_start_ns, uint64_t queue_start_ns,
-                            uint64_t exec_start_ns, uint64_t end_ns, nrd_fail_reason reason);
+                            uint64_t exec_start_ns, uint64_t end_ns, nrd_fail_reason reason, int32_t gpu);
 
 /* A request answered from the response cache: success (request start to
  * lookup end), queue (to lookup start) and cache_hit (the lookup and the
@@ -100,7 +113,7 @@ void nrd_stats_cache_miss(nrd_model_stats *s, uint64_t ns);
 
 /* One execution of `batch_size` rows. */
 void nrd_stats_batch(nrd_model_stats *s, uint64_t batch_size, uint64_t exec_start_ns, uint64_t compute_start_ns,
-                     uint64_t compute_end_ns, uint64_t exec_end_ns);
+                     uint64_t compute_end_ns, uint64_t exec_end_ns, int32_t gpu);
 
 /* Response indexes at or past this are not given statistics of their
  * own: each index costs about 100 bytes for the model's lifetime, and a
@@ -119,6 +132,10 @@ void nrd_stats_response(nrd_model_stats *s, uint64_t index, uint64_t response_st
 
 void nrd_stats_pending_add(nrd_model_stats *s, int64_t delta);
 
+/* Gives device `gpu` its (zero) metric series before anything is counted
+ * on it; out of memory is retried at the first count. */
+void nrd_stats_device_add(nrd_model_stats *s, int32_t gpu);
+
 /* Replaces what `owner` (the model or one of its instances) reported before
  * with `n` buffer attributes (memory type, id and byte size are read; the
  * caller keeps them). Statistics show the sum per memory type and id.
@@ -130,9 +147,13 @@ TRITONSERVER_Error *nrd_stats_memory_report(nrd_model_stats *s, const void *owne
 json_t *nrd_stats_json(nrd_model_stats *s, const char *model, int64_t version);
 
 /* Appends this model's nv_inference_* sample lines (no HELP/TYPE lines; see
- * nrd_stats_prometheus_header) to a growing text buffer. Returns 0 or -1 on
+ * nrd_stats_prometheus_header) to a growing text buffer. `gpu_uuid[d]`
+ * (d < n_uuid; NULL entries and a NULL array allowed): the label of device
+ * d's series, which then leave the unlabelled one (Triton labels GPU
+ * instances only while it collects GPU metrics). Returns 0 or -1 on
  * out-of-memory. */
-int nrd_stats_prometheus(nrd_model_stats *s, const char *model, int64_t version, const char *family, nrd_text *out);
+int nrd_stats_prometheus(nrd_model_stats *s, const char *model, int64_t version, const char *family,
+                         const char *const *gpu_uuid, int n_uuid, nrd_text *out);
 /* Names, HELP and TYPE of the per-model families, in rendering order; the
  * nv_cache_* ones are for models with the response cache enabled only. */
 extern const char *const nrd_stats_families[][3];

@@ -252,6 +252,64 @@ def test_gpu_metrics_can_be_switched_off(tmp_path):
         s.stop()
 
 
+def metric_series(text, family):
+    """{labels: value} of one family's samples."""
+    return {m.group(1): float(m.group(2)) for m in re.finditer(rf"^{family}{{([^}}]*)}} (\S+)$", text, re.M)}
+
+
+@pytest.mark.parametrize("gpu_metrics", [True, False])
+def test_gpu_instances_count_under_their_gpu_uuid(tmp_path, gpu_metrics):
+    # Triton gives each KIND_GPU instance a metric reporter labelled with
+    # its GPU's UUID (while it collects GPU metrics): what the instances
+    # report leaves the unlabelled series, which keeps the model's own
+    # counts (pending requests, failures before an instance).
+    gpus = [0, GPU_B] if not REAL else [0]
+    for name, group in (("g", "kind: KIND_GPU gpus: [ %s ]" % ", ".join(map(str, gpus))), ("c", "kind: KIND_CPU")):
+        (tmp_path / name / "1").mkdir(parents=True)
+        (tmp_path / name / "config.pbtxt").write_text(
+            f'name: "{name}"\nbackend: "identity"\nmax_batch_size: 0\n'
+            'input [ { name: "INPUT0" data_type: TYPE_INT32 dims: [ 4 ] } ]\n'
+            'output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 4 ] } ]\n'
+            f'instance_group [ {{ {group} }} ]\n')
+    s = Server(tmp_path, extra=() if gpu_metrics else ("--allow-gpu-metrics=false",))
+    try:
+        c = clients(s)[0]
+        for name, n in (("g", 6), ("c", 3)):
+            for _ in range(n):
+                i = httpclient.InferInput("INPUT0", [4], "INT32")
+                i.set_data_from_numpy(np.arange(4, dtype=np.int32))
+                c.infer(name, [i])
+        text = urllib.request.urlopen(f"http://127.0.0.1:{s.ports['metrics']}/metrics", timeout=30).read().decode()
+        uuids = set(re.findall(r'^nv_gpu_utilization{gpu_uuid="([^"]+)"}', text, re.M))
+        for family in ("nv_inference_count", "nv_inference_exec_count", "nv_inference_request_success"):
+            series = metric_series(text, family)
+            assert series['model="c",version="1"'] == 3, (family, series)
+            assert not [k for k in series if k.startswith('gpu_uuid=') and 'model="c"' in k], series
+            g = {k: v for k, v in series.items() if 'model="g"' in k}
+            assert sum(g.values()) == 6, (family, g)
+            labelled = {re.match(r'gpu_uuid="([^"]+)"', k).group(1) for k in g if k.startswith("gpu_uuid=")}
+            if gpu_metrics:
+                assert g['model="g",version="1"'] == 0, g
+                assert labelled and labelled <= uuids, (labelled, uuids)
+                if not REAL:
+                    assert labelled == {"GPU-00000000-0000-0000-0000-000000000000",
+                                        "GPU-00000000-0000-0000-0000-000000000001"}, g
+            else:
+                assert g == {'model="g",version="1"': 6}, g
+        for family in ("nv_inference_request_duration_us", "nv_inference_queue_duration_us",
+                       "nv_inference_compute_infer_duration_us"):
+            labelled = [k for k in metric_series(text, family) if k.startswith("gpu_uuid=")]
+            assert len(labelled) == (len(gpus) if gpu_metrics else 0), (family, labelled)
+        fails = metric_series(text, "nv_inference_request_failure")
+        gpu_fails = [k for k in fails if k.startswith("gpu_uuid=")]
+        assert len(gpu_fails) == (4 * len(gpus) if gpu_metrics else 0), fails
+        assert all(v == 0 for v in fails.values()), fails
+        pending = metric_series(text, "nv_inference_pending_request_count")
+        assert not [k for k in pending if k.startswith("gpu_uuid=")], pending
+    finally:
+        s.stop()
+
+
 @pytest.mark.skipif(REAL, reason="the stand-in's two devices")
 def test_cuda_visible_devices_and_min_compute_capability(tmp_path):
     # CUDA_VISIBLE_DEVICES=1: the driver shows one device, ordinal 0 (the
