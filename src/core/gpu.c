@@ -182,6 +182,18 @@ TRITONSERVER_Error *nrd_gpu_alloc(int device, size_t bytes, void **ptr) {
   return NULL;
 }
 
+TRITONSERVER_Error *nrd_gpu_mem_info(int device, size_t *free_bytes, size_t *total_bytes) {
+  int s = slot_of(device);
+  if (s < 0) return no_device(device);
+  TRITONSERVER_Error *e = push(s);
+  if (e) return e;
+  nrd_cu_result r = g.cu.mem_get_info(free_bytes, total_bytes);
+  pop();
+  if (r != NRD_CUDA_SUCCESS)
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "failed to read the memory of GPU %d: %s", device, cu_err(r));
+  return NULL;
+}
+
 void nrd_gpu_free(int device, void *ptr) {
   int s = slot_of(device);
   if (s < 0 || !ptr || push(s) != NULL) return;

@@ -48,6 +48,10 @@ int nrd_gpu_driver_version(void);
 TRITONSERVER_Error *nrd_gpu_alloc(int device, size_t bytes, void **ptr);
 void nrd_gpu_free(int device, void *ptr);
 
+/* Free and total bytes of `device`'s memory as the driver sees them now
+ * (cuMemGetInfo in its primary context). */
+TRITONSERVER_Error *nrd_gpu_mem_info(int device, size_t *free_bytes, size_t *total_bytes);
+
 /* Page-locked host memory usable by every device; freed with
  * nrd_gpu_host_free. On error *ptr is NULL. */
 TRITONSERVER_Error *nrd_gpu_host_alloc(size_t bytes, void **ptr);

@@ -51,6 +51,7 @@ typedef struct nrd_cu_ipc_handle {
   X(ctx_pop, cuCtxPopCurrent_v2, nrd_cu_result, (nrd_cu_context * ctx))                                                \
   X(mem_alloc, cuMemAlloc_v2, nrd_cu_result, (nrd_cu_deviceptr * dptr, size_t bytes))                                  \
   X(mem_free, cuMemFree_v2, nrd_cu_result, (nrd_cu_deviceptr dptr))                                                    \
+  X(mem_get_info, cuMemGetInfo_v2, nrd_cu_result, (size_t * free_bytes, size_t * total_bytes))                         \
   X(mem_host_alloc, cuMemHostAlloc, nrd_cu_result, (void **pp, size_t bytes, unsigned int flags))                      \
   X(mem_free_host, cuMemFreeHost, nrd_cu_result, (void *p))                                                            \
   X(copy, cuMemcpy, nrd_cu_result, (nrd_cu_deviceptr dst, nrd_cu_deviceptr src, size_t bytes))                         \

@@ -19,6 +19,7 @@
 #include "server.h"
 #include "error.h"
 #include "files.h"
+#include "gpu.h"
 #include "warmup.h"
 #include "instance.h"
 #include "log.h"
@@ -260,9 +261,32 @@ typedef struct init_job {
   pthread_t thread;
 } init_job;
 
+/* Triton's check after each KIND_GPU instance is made: its GPU's memory
+ * in use must not exceed --model-load-gpu-limit's fraction (checked after,
+ * so that the instance's own memory counts). */
+static TRITONSERVER_Error *check_gpu_limit(TRITONBACKEND_ModelInstance *inst) {
+  if (inst->kind != TRITONSERVER_INSTANCEGROUPKIND_GPU || inst->device_id < 0 || inst->device_id >= NRD_GPU_MAX)
+    return NULL;
+  double limit = inst->model->server->gpu_load_limit[inst->device_id];
+  if (limit >= 1.0) return NULL;
+  size_t free_bytes = 0, total = 0;
+  NRD_RETURN_IF_ERROR(nrd_gpu_mem_info(inst->device_id, &free_bytes, &total));
+  if ((double)(total - free_bytes) > (double)total * limit)
+    return nrd_error_new(TRITONSERVER_ERROR_UNAVAILABLE,
+                         "can not create model '%s': memory limit set for KIND_GPU %d has exceeded, model loading is "
+                         "rejected.",
+                         inst->name, (int)inst->device_id);
+  return NULL;
+}
+
+static TRITONSERVER_Error *init_one(TRITONBACKEND_ModelInstance *inst) {
+  TRITONSERVER_Error *e = nrd_instance_init(inst);
+  return e ? e : check_gpu_limit(inst);
+}
+
 static void *init_main(void *arg) {
   init_job *j = arg;
-  j->err = nrd_instance_init(j->inst);
+  j->err = init_one(j->inst);
   return NULL;
 }
 
@@ -272,7 +296,7 @@ static TRITONSERVER_Error *init_instances(TRITONBACKEND_Model *m) {
   bool parallel = m->backend->attrs.parallel_instance_loading && m->n_instances > 1;
   if (!parallel) {
     for (uint32_t i = 0; i < m->n_instances; i++) {
-      TRITONSERVER_Error *e = nrd_instance_init(m->instances[i]);
+      TRITONSERVER_Error *e = init_one(m->instances[i]);
       if (e) return e;
     }
     return NULL;

@@ -46,6 +46,13 @@ static json_t *backend_cmdline(const TRITONSERVER_ServerOptions *o) {
   snprintf(buf, sizeof buf, "%f", o->min_compute_capability);
   json_object_set_new(global, "min-compute-capability", json_string(buf));
   json_object_set_new(global, "default-max-batch-size", json_string("4"));
+  /* TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit lands here in Triton. */
+  for (size_t i = 0; i < o->n_device_limits; i++) {
+    char key[64];
+    snprintf(key, sizeof key, "model-load-gpu-limit-device-%d", o->device_limits[i].device);
+    snprintf(buf, sizeof buf, "%f", o->device_limits[i].fraction);
+    json_object_set_new(global, key, json_string(buf));
+  }
   json_object_set_new(all, "", global);
   for (size_t i = 0; i < o->backend_configs.count; i++) {
     const nrd_option_triple *t = &o->backend_configs.items[i];
@@ -357,6 +364,10 @@ TRITONSERVER_Error *TRITONSERVER_ServerNew(TRITONSERVER_Server **server, TRITONS
     return lerr ? lerr : nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating server");
   }
   find_gpus(s, options->min_compute_capability);
+  for (int d = 0; d < NRD_GPU_MAX; d++) s->gpu_load_limit[d] = 1.0;
+  for (size_t i = 0; i < options->n_device_limits; i++)
+    if (options->device_limits[i].device < NRD_GPU_MAX)
+      s->gpu_load_limit[options->device_limits[i].device] = options->device_limits[i].fraction;
   make_pools(s, options);
   if (options->metrics && options->gpu_metrics && s->gpu_support) {
     /* No GPU that NVML knows: no GPU metrics, as Triton without DCGM. */

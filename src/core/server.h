@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "triton/core/tritonserver.h"
+#include "gpu.h"
 #include "model_config.h"
 #include "repository.h"
 
@@ -33,6 +34,9 @@ struct TRITONSERVER_Server {
    * gpu_support is false without an NVIDIA driver. Fixed after ServerNew. */
   bool gpu_support;
   nrd_mc_gpus gpus;
+  /* --model-load-gpu-limit: the fraction of each GPU's memory in use past
+   * which a KIND_GPU instance may not be created (1: no limit). */
+  double gpu_load_limit[NRD_GPU_MAX];
   unsigned n_quantiles;
   /* Models loaded only because an ensemble needed them (not by name):
    * unload_dependents takes them away with the ensemble. */

@@ -469,14 +469,15 @@ TRITONSERVER_Error *TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit(TRITONSERV
                                                                       const TRITONSERVER_InstanceGroupKind kind,
                                                                       const int device_id, const double fraction) {
   if (options == NULL) return NO_OPTIONS();
-  if (kind != TRITONSERVER_INSTANCEGROUPKIND_GPU)
-    return nrd_error_new(TRITONSERVER_ERROR_UNSUPPORTED,
-                         "model load device limit is only supported for kind GPU, got %s",
-                         TRITONSERVER_InstanceGroupKindString(kind));
-  if (device_id < 0) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "invalid device id %d", device_id);
+  /* Triton's checks, in its order and words. */
+  if (device_id < 0)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "expects device ID >= 0, got %d", device_id);
   if (isnan(fraction) || fraction < 0.0 || fraction > 1.0)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG,
-                         "model load device limit %g for device %d is not a fraction in [0, 1]", fraction, device_id);
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "expects limit fraction to be in range [0.0, 1.0], got %f",
+                         fraction);
+  if (kind != TRITONSERVER_INSTANCEGROUPKIND_GPU)
+    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "given device kind is not supported, got: %s",
+                         TRITONSERVER_InstanceGroupKindString(kind));
   for (size_t i = 0; i < options->n_device_limits; i++) {
     nrd_device_limit *d = &options->device_limits[i];
     if (d->kind == kind && d->device == device_id) {

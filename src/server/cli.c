@@ -328,9 +328,13 @@ static const flag_spec kFlags[] = {
     {"cuda-memory-pool-byte-size", F_CUDA_MEMORY_POOL_BYTE_SIZE, "<gpu>:<bytes>",
      "Size of GPU <gpu>'s CUDA memory pool (default 67108864). Repeatable.", CUSTOM},
     {"cuda-virtual-address-size", F_CUDA_VIRTUAL_ADDRESS_SIZE, "<gpu>:<bytes>",
-     "Accepted; no effect (no GPU support). Repeatable.", CUSTOM},
+     "A KIND_GPU instance fails its load when, once made, more than this fraction of its GPU's memory is in "
+     "use. Repeatable.",
+     CUSTOM},
     {"model-load-gpu-limit", F_MODEL_LOAD_GPU_LIMIT, "<gpu>:<fraction>",
-     "Accepted; no effect (no GPU support). Repeatable.", CUSTOM},
+     "A KIND_GPU instance fails its load when, once made, more than this fraction of its GPU's memory is in "
+     "use. Repeatable.",
+     CUSTOM},
     {"min-supported-compute-capability", F_MIN_SUPPORTED_COMPUTE_CAPABILITY, "X.Y",
      "GPUs below this CUDA compute capability are not used (default 6.0).", CUSTOM},
     {"enable-peer-access", F_ENABLE_PEER_ACCESS, "BOOL", "Accepted; no effect (no GPU support).", CHECK_BOOL},
@@ -901,7 +905,14 @@ static int apply_flag(nrd_srv_cli *cli, const flag_spec *f, const char *v, bool 
       return 0;
     }
     case F_CUDA_VIRTUAL_ADDRESS_SIZE: return check_device_value(f, v, false, err, errlen);
-    case F_MODEL_LOAD_GPU_LIMIT: return check_device_value(f, v, true, err, errlen);
+    case F_MODEL_LOAD_GPU_LIMIT: {
+      if (check_device_value(f, v, true, err, errlen) != 0) return -1;
+      const char **grown = realloc(cli->gpu_load_limits, (cli->n_gpu_load_limits + 1) * sizeof(*grown));
+      if (!grown) goto oom;
+      cli->gpu_load_limits = grown;
+      cli->gpu_load_limits[cli->n_gpu_load_limits++] = v;
+      return 0;
+    }
     case F_MIN_SUPPORTED_COMPUTE_CAPABILITY: {
       char *end = NULL;
       double x = strtod(v, &end);
@@ -1135,6 +1146,7 @@ void nrd_srv_cli_free(nrd_srv_cli *cli) {
   free(cli->repos);
   free(cli->startup_models);
   free(cli->cuda_pools);
+  free(cli->gpu_load_limits);
   free(cli->trace_otel_resource);
   nrd_srv_restrictions_free(&cli->http_restricted);
   nrd_srv_restrictions_free(&cli->grpc_restricted);
@@ -1287,6 +1299,14 @@ TRITONSERVER_Error *nrd_srv_cli_make_options(const nrd_srv_cli *cli, TRITONSERVE
     const char *colon = strchr(cli->cuda_pools[i], ':');
     int gpu = atoi(cli->cuda_pools[i]);
     if ((err = TRITONSERVER_ServerOptionsSetCudaMemoryPoolByteSize(o, gpu, strtoull(colon + 1, NULL, 10)))) goto fail;
+  }
+  for (size_t i = 0; i < cli->n_gpu_load_limits; i++) {
+    /* check_device_value accepted "<gpu>:<fraction in [0, 1]>" already. */
+    const char *colon = strchr(cli->gpu_load_limits[i], ':');
+    if ((err = TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit(o, TRITONSERVER_INSTANCEGROUPKIND_GPU,
+                                                                 atoi(cli->gpu_load_limits[i]),
+                                                                 strtod(colon + 1, NULL))))
+      goto fail;
   }
   for (size_t i = 0; i < cli->n_metrics_configs; i++) {
     const nrd_srv_backend_setting *m = &cli->metrics_configs[i];

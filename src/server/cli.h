@@ -103,6 +103,8 @@ typedef struct nrd_srv_cli {
   double min_compute_capability; /* < 0: not given (the core's default) */
   const char **cuda_pools; /* "<gpu>:<bytes>" as given, in order */
   size_t n_cuda_pools;
+  const char **gpu_load_limits; /* --model-load-gpu-limit "<gpu>:<fraction>" as given, in order */
+  size_t n_gpu_load_limits;
   int metrics_port; /* default 8002 */
   const char *metrics_address; /* default: http_address */
   /* gRPC front end (grpc_server.h). */

@@ -67,6 +67,7 @@ static const struct {
              {STR(cuCtxPopCurrent), "cuCtxPopCurrent_v2"},
              {STR(cuDevicePrimaryCtxRelease), "cuDevicePrimaryCtxRelease_v2"},
              {STR(cuIpcOpenMemHandle), "cuIpcOpenMemHandle_v2"},
+             {STR(cuMemGetInfo), "cuMemGetInfo_v2"},
              {STR(cuMemcpy), "cuMemcpy"}};
 
 int main(void) {

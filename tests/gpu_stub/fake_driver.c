@@ -254,6 +254,16 @@ EXPORT nrd_cu_result cuMemAlloc_v2(nrd_cu_deviceptr *dptr, size_t bytes) {
   return 0;
 }
 
+EXPORT nrd_cu_result cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
+  int d = current();
+  if (d < 0) return 201;
+  pthread_mutex_lock(&lock);
+  *free_bytes = mem_limit - used[d];
+  *total_bytes = mem_limit;
+  pthread_mutex_unlock(&lock);
+  return 0;
+}
+
 EXPORT nrd_cu_result cuMemFree_v2(nrd_cu_deviceptr dptr) {
   alloc *a = untrack((void *)(uintptr_t)dptr, 0);
   if (!a) return 1;

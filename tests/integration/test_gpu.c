@@ -125,6 +125,43 @@ Test(gpu, unknown_gpu_ids_and_old_gpus_fail_with_tritons_messages) {
   free(repo);
 }
 
+/* --model-load-gpu-limit: after each KIND_GPU instance is made, its GPU's
+ * memory in use must be within the fraction (Triton's check and words).
+ * GPU 1 holds a 256 MiB pool of the stand-in's 1 GiB: 25 % in use. */
+Test(gpu, model_load_gpu_limit_rejects_an_instance_on_a_full_gpu) {
+  if (real_gpu()) return;
+  char *repo = h_tmpdir();
+  gpu_model(repo, "on0", "identity", "instance_group [ { kind: KIND_GPU gpus: [ 0 ] } ]\n");
+  gpu_model(repo, "on1", "identity", "instance_group [ { kind: KIND_GPU gpus: [ 1 ] } ]\n");
+  gpu_model(repo, "cpu", "identity", "instance_group [ { kind: KIND_CPU } ]\n");
+  TRITONSERVER_ServerOptions *o = h_options(repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT);
+  H_OK(TRITONSERVER_ServerOptionsSetCudaMemoryPoolByteSize(o, 0, 0));
+  H_OK(TRITONSERVER_ServerOptionsSetCudaMemoryPoolByteSize(o, 1, 256u << 20));
+  H_OK(TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit(o, TRITONSERVER_INSTANCEGROUPKIND_GPU, 0, 0.1));
+  H_OK(TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit(o, TRITONSERVER_INSTANCEGROUPKIND_GPU, 1, 0.2));
+  TRITONSERVER_Server *s = h_server_new(o);
+  H_OK(TRITONSERVER_ServerLoadModel(s, "on0"));
+  H_OK(TRITONSERVER_ServerLoadModel(s, "cpu")); /* no limit on the CPU */
+  TRITONSERVER_Error *e = TRITONSERVER_ServerLoadModel(s, "on1");
+  cr_assert_not_null(e);
+  cr_assert_not_null(strstr(TRITONSERVER_ErrorMessage(e), "can not create model 'on1_0_0': memory limit set for "
+                                                          "KIND_GPU 1 has exceeded, model loading is rejected."),
+                     "%s", TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+  bool ready = true;
+  H_OK(TRITONSERVER_ServerModelIsReady(s, "on1", -1, &ready));
+  cr_assert(!ready);
+  H_OK(TRITONSERVER_ServerDelete(s));
+  /* A limit above what is in use lets it load. */
+  o = h_options(repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT);
+  H_OK(TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit(o, TRITONSERVER_INSTANCEGROUPKIND_GPU, 1, 0.3));
+  s = h_server_new(o);
+  H_OK(TRITONSERVER_ServerLoadModel(s, "on1"));
+  H_OK(TRITONSERVER_ServerDelete(s));
+  h_rmtree(repo);
+  free(repo);
+}
+
 Test(gpu, instance_reports_its_kind_device_and_host_policy) {
   char *repo = h_tmpdir();
   h_model(repo, "probe",

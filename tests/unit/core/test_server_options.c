@@ -21,6 +21,13 @@ static void teardown(void) {
 
 TestSuite(server_options, .init = setup, .fini = teardown);
 
+static void expect_msg(TRITONSERVER_Error *e, TRITONSERVER_Error_Code code, const char *msg) {
+  cr_assert_not_null(e);
+  cr_assert_eq(TRITONSERVER_ErrorCode(e), code, "%s", TRITONSERVER_ErrorMessage(e));
+  cr_assert_str_eq(TRITONSERVER_ErrorMessage(e), msg, "%s", TRITONSERVER_ErrorMessage(e));
+  TRITONSERVER_ErrorDelete(e);
+}
+
 static void expect_code(TRITONSERVER_Error *e, TRITONSERVER_Error_Code code) {
   cr_assert_not_null(e);
   cr_assert_eq(TRITONSERVER_ErrorCode(e), code, "got %s: %s", TRITONSERVER_ErrorCodeString(e),
@@ -139,10 +146,13 @@ Test(server_options, gpu_settings_are_stored) {
   cr_assert_null(TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit(o, TRITONSERVER_INSTANCEGROUPKIND_GPU, 0, 0.75));
   cr_assert_eq(o->n_device_limits, 1);
   cr_assert_eq(o->device_limits[0].fraction, 0.75);
-  expect_code(TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit(o, TRITONSERVER_INSTANCEGROUPKIND_CPU, 0, 0.5),
-              TRITONSERVER_ERROR_UNSUPPORTED);
-  expect_code(TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit(o, TRITONSERVER_INSTANCEGROUPKIND_GPU, 0, 1.5),
-              TRITONSERVER_ERROR_INVALID_ARG);
+  /* Triton's messages and order: device, fraction, then kind. */
+  expect_msg(TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit(o, TRITONSERVER_INSTANCEGROUPKIND_CPU, -1, 1.5),
+             TRITONSERVER_ERROR_INVALID_ARG, "expects device ID >= 0, got -1");
+  expect_msg(TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit(o, TRITONSERVER_INSTANCEGROUPKIND_CPU, 0, 1.5),
+             TRITONSERVER_ERROR_INVALID_ARG, "expects limit fraction to be in range [0.0, 1.0], got 1.500000");
+  expect_msg(TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit(o, TRITONSERVER_INSTANCEGROUPKIND_CPU, 0, 0.5),
+             TRITONSERVER_ERROR_INVALID_ARG, "given device kind is not supported, got: CPU");
   expect_code(TRITONSERVER_ServerOptionsSetCudaMemoryPoolByteSize(o, -1, 1), TRITONSERVER_ERROR_INVALID_ARG);
 }
 
