@@ -46,8 +46,15 @@ static void policies_free(nrd_input *in) {
   in->n_policies = 0;
 }
 
+static void client_ipc_free(nrd_input *in) {
+  free(in->client_ipc);
+  in->client_ipc = NULL;
+  in->n_client_ipc = 0;
+}
+
 static void input_free(nrd_input *in) {
   policies_free(in);
+  client_ipc_free(in);
   free(in->backend_shape);
   if (!(in->inl & NRD_INL_SHAPE)) free(in->shape);
   if (!(in->inl & NRD_INL_NAME)) free(in->name);
@@ -433,7 +440,21 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestAppendInputDataWithBufferAttrib
   NRD_RETURN_IF_ERROR(TRITONSERVER_BufferAttributesByteSize(attrs, &size));
   NRD_RETURN_IF_ERROR(TRITONSERVER_BufferAttributesMemoryType(attrs, &mt));
   NRD_RETURN_IF_ERROR(TRITONSERVER_BufferAttributesMemoryTypeId(attrs, &id));
-  return append_data(r, name, base, size, mt, id);
+  NRD_RETURN_IF_ERROR(append_data(r, name, base, size, mt, id));
+  if (!attrs->has_cuda_ipc_handle) return NULL;
+  /* Kept for the backend (TRITONBACKEND_InputBufferAttributes). */
+  nrd_input *in = nrd_request_find_input(r, name);
+  nrd_client_ipc *n = realloc(in->client_ipc, (in->n_client_ipc + 1) * sizeof(*n));
+  if (!n) {
+    in->nbufs--; /* as if never appended */
+    in->byte_size -= size;
+    return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory appending input data");
+  }
+  in->client_ipc = n;
+  n[in->n_client_ipc].index = in->nbufs - 1;
+  memcpy(n[in->n_client_ipc].handle, attrs->cuda_ipc_handle, sizeof n->handle);
+  in->n_client_ipc++;
+  return NULL;
 }
 
 TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveAllInputData(TRITONSERVER_InferenceRequest *r,
@@ -445,6 +466,7 @@ TRITONSERVER_Error *TRITONSERVER_InferenceRequestRemoveAllInputData(TRITONSERVER
   in->nbufs = 0;
   in->byte_size = 0;
   policies_free(in);
+  client_ipc_free(in);
   free(in->attrs);
   in->attrs = NULL;
   in->n_attrs = 0;

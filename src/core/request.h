@@ -53,6 +53,12 @@ typedef struct nrd_policy_data {
   uint64_t byte_size;
 } nrd_policy_data;
 
+/* A client's CUDA IPC handle for buffer `index` of an input. */
+typedef struct nrd_client_ipc {
+  uint32_t index;
+  unsigned char handle[64]; /* NRD_CUDA_IPC_HANDLE_SIZE */
+} nrd_client_ipc;
+
 /* One input tensor. TRITONBACKEND_Input is a pointer to this. Entries of
  * the inputs array may move while the client builds the request (growth,
  * RemoveInput) and when the core appends its inputs before Execute, never
@@ -76,6 +82,11 @@ typedef struct nrd_input {
   uint32_t n_attrs;
   nrd_policy_data *policies; /* heap; NULL when no data was given per host policy */
   uint32_t n_policies;
+  /* CUDA IPC handles the client gave with its buffers
+   * (AppendInputDataWithBufferAttributes): what InputBufferAttributes
+   * hands the backend for those buffers, as Triton does. Heap; rare. */
+  struct nrd_client_ipc *client_ipc;
+  uint32_t n_client_ipc;
   nrd_buffer buf_inline;
   int64_t shape_inline[NRD_DIMS_INLINE];
   char name_inline[NRD_NAME_INLINE];

@@ -19,6 +19,8 @@
 #include "stats.h"
 #include "trace.h"
 
+_Static_assert(sizeof(((nrd_client_ipc *)0)->handle) == NRD_CUDA_IPC_HANDLE_SIZE, "client IPC handle size");
+
 #define REQ(x) ((TRITONSERVER_InferenceRequest *)(x))
 
 TRITONSERVER_Error *TRITONBACKEND_RequestId(TRITONBACKEND_Request *request, const char **id) {
@@ -264,10 +266,17 @@ TRITONSERVER_Error *TRITONBACKEND_InputBufferAttributes(TRITONBACKEND_Input *inp
   a->byte_size = b->size;
   a->memory_type = b->mtype;
   a->memory_type_id = b->mtype_id;
-  /* GPU data: the CUDA IPC handle of its allocation, when the driver
-   * gives one (it does for the start of an allocation). */
+  /* GPU data: the client's CUDA IPC handle when it gave one with the
+   * buffer (as Triton hands it on), else that of its allocation when the
+   * driver gives one (it does for the start of an allocation). */
+  const nrd_client_ipc *given = NULL;
+  for (uint32_t i = 0; i < in->n_client_ipc && !given; i++)
+    if (in->client_ipc[i].index == index) given = &in->client_ipc[i];
   char handle[NRD_GPU_IPC_HANDLE_SIZE];
-  if (b->mtype == TRITONSERVER_MEMORY_GPU && b->mtype_id >= 0 && b->mtype_id <= INT32_MAX) {
+  if (given) {
+    memcpy(a->cuda_ipc_handle, given->handle, NRD_CUDA_IPC_HANDLE_SIZE);
+    a->has_cuda_ipc_handle = true;
+  } else if (b->mtype == TRITONSERVER_MEMORY_GPU && b->mtype_id >= 0 && b->mtype_id <= INT32_MAX) {
     TRITONSERVER_Error *e = nrd_gpu_ipc_handle((int)b->mtype_id, (void *)b->base, handle);
     if (!e) {
       memcpy(a->cuda_ipc_handle, handle, NRD_CUDA_IPC_HANDLE_SIZE);

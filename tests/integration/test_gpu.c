@@ -189,6 +189,30 @@ Test(gpu, instance_reports_its_kind_device_and_host_policy) {
   cr_assert_str_eq(json_string_value(json_object_get(j, "kind")), "GPU");
   cr_assert_eq(json_integer_value(json_object_get(j, "device_id")), 1);
   cr_assert_not_null(json_object_get(json_object_get(j, "host_policy"), "gpu_1"), "%s", json_dumps(j, 0));
+  cr_assert_null(json_object_get(json_object_get(j, "input_buffer"), "cuda_ipc_handle"));
+  json_decref(j);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  /* A CUDA IPC handle the client gives with a buffer reaches the backend
+   * with that buffer, as in Triton. */
+  r = h_request(s, "probe");
+  H_OK(TRITONSERVER_InferenceRequestAddInput(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 1));
+  TRITONSERVER_BufferAttributes *attrs = NULL;
+  H_OK(TRITONSERVER_BufferAttributesNew(&attrs));
+  unsigned char handle[64];
+  memset(handle, 0xab, sizeof handle);
+  H_OK(TRITONSERVER_BufferAttributesSetByteSize(attrs, sizeof in));
+  H_OK(TRITONSERVER_BufferAttributesSetCudaIpcHandle(attrs, handle));
+  H_OK(TRITONSERVER_InferenceRequestAppendInputDataWithBufferAttributes(r, "INPUT0", in, attrs));
+  H_OK(TRITONSERVER_BufferAttributesDelete(attrs));
+  c = h_infer(s, r);
+  cr_assert_null(h_response_error(c, 0));
+  cr_assert(h_find_output(c->responses[0], "PROBE", &out));
+  memcpy(&len, out.base, 4);
+  j = json_loadb((const char *)out.base + 4, len, 0, NULL);
+  cr_assert_not_null(j);
+  cr_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "input_buffer"), "cuda_ipc_handle")),
+                   "abababab", "%s", json_dumps(j, 0));
   json_decref(j);
   h_call_free(c);
   H_OK(TRITONSERVER_InferenceRequestDelete(r));

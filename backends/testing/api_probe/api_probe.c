@@ -236,10 +236,18 @@ static void probe_request(TRITONBACKEND_Request *request, json_t *o) {
       if (err == NULL) err = TRITONSERVER_BufferAttributesMemoryType(attrs, &atype);
       if (err == NULL) {
         size2 = asize;
-        json_object_set_new(o, "input_buffer",
-                            json_pack("{s:I,s:b,s:I,s:s}", "byte_size", (json_int_t)size, "same_buffer", buf == buf2,
-                                      "attributes_byte_size", (json_int_t)size2, "attributes_memory_type",
-                                      TRITONSERVER_MemoryTypeString(atype)));
+        json_t *ib = json_pack("{s:I,s:b,s:I,s:s}", "byte_size", (json_int_t)size, "same_buffer", buf == buf2,
+                               "attributes_byte_size", (json_int_t)size2, "attributes_memory_type",
+                               TRITONSERVER_MemoryTypeString(atype));
+        /* The CUDA IPC handle's first bytes in hex, when there is one. */
+        void *h = NULL;
+        if (TRITONSERVER_BufferAttributesCudaIpcHandle(attrs, &h) == NULL && h) {
+          char hex[9];
+          const unsigned char *hb = h;
+          snprintf(hex, sizeof hex, "%02x%02x%02x%02x", hb[0], hb[1], hb[2], hb[3]);
+          json_object_set_new(ib, "cuda_ipc_handle", json_string(hex));
+        }
+        json_object_set_new(o, "input_buffer", ib);
       }
     }
   }
