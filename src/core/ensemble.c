@@ -597,7 +597,8 @@ static void finish(ens_ctx *c) {
   }
   free(vals);
   if (ok) {
-    nrd_stats_request_success(&m->stats, req->queue_start_ns, req->queue_start_ns, c->start_ns, c->start_ns, end, end, -1);
+    nrd_stats_request_success(&m->stats, req->queue_start_ns, req->queue_start_ns, c->start_ns, c->start_ns, end, end,
+                              -1);
     nrd_stats_batch(&m->stats, req->batch_size ? req->batch_size : 1, c->start_ns, c->start_ns, end, end, -1);
   } else {
     nrd_stats_request_fail(&m->stats, req->queue_start_ns, req->queue_start_ns, c->start_ns, end, NRD_FAIL_OTHER, -1);

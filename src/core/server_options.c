@@ -470,8 +470,7 @@ TRITONSERVER_Error *TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit(TRITONSERV
                                                                       const int device_id, const double fraction) {
   if (options == NULL) return NO_OPTIONS();
   /* Triton's checks, in its order and words. */
-  if (device_id < 0)
-    return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "expects device ID >= 0, got %d", device_id);
+  if (device_id < 0) return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "expects device ID >= 0, got %d", device_id);
   if (isnan(fraction) || fraction < 0.0 || fraction > 1.0)
     return nrd_error_new(TRITONSERVER_ERROR_INVALID_ARG, "expects limit fraction to be in range [0.0, 1.0], got %f",
                          fraction);

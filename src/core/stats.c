@@ -412,9 +412,8 @@ int nrd_stats_prometheus(nrd_model_stats *s, const char *model, int64_t version,
   int rc = 0;
   pthread_mutex_lock(&s->lock);
   /* The unlabelled series: the totals less what labelled GPU series show. */
-  nrd_device_stats base = {-1,           s->inference_count, s->execution_count, s->success,
-                           s->fail,      s->queue,           s->compute_input,   s->compute_infer,
-                           s->compute_output};
+  nrd_device_stats base = {-1,       s->inference_count, s->execution_count, s->success,       s->fail,
+                           s->queue, s->compute_input,   s->compute_infer,   s->compute_output};
   uint64_t by[NRD_FAIL_REASONS];
   memcpy(by, s->fail_by_reason, sizeof by);
   for (uint32_t i = 0; i < s->n_gpu; i++) {
@@ -440,9 +439,9 @@ int nrd_stats_prometheus(nrd_model_stats *s, const char *model, int64_t version,
     for (uint32_t i = 0; i < s->n_gpu; i++) {
       const char *uuid = uuid_of(&s->by_gpu[i], gpu_uuid, n_uuid);
       for (unsigned r = 0; uuid && r < NRD_FAIL_REASONS; r++)
-        rc |= nrd_text_appendf(out, "%s{gpu_uuid=\"%s\",model=\"%s\",reason=\"%s\",version=\"%" PRId64 "\"} %" PRIu64 "\n",
-                               family, uuid, model, fail_reason_names[r], version,
-                               r == NRD_FAIL_BACKEND ? s->by_gpu[i].fail.count : 0);
+        rc |= nrd_text_appendf(
+            out, "%s{gpu_uuid=\"%s\",model=\"%s\",reason=\"%s\",version=\"%" PRId64 "\"} %" PRIu64 "\n", family, uuid,
+            model, fail_reason_names[r], version, r == NRD_FAIL_BACKEND ? s->by_gpu[i].fail.count : 0);
     }
     pthread_mutex_unlock(&s->lock);
     return rc;

@@ -1303,9 +1303,8 @@ TRITONSERVER_Error *nrd_srv_cli_make_options(const nrd_srv_cli *cli, TRITONSERVE
   for (size_t i = 0; i < cli->n_gpu_load_limits; i++) {
     /* check_device_value accepted "<gpu>:<fraction in [0, 1]>" already. */
     const char *colon = strchr(cli->gpu_load_limits[i], ':');
-    if ((err = TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit(o, TRITONSERVER_INSTANCEGROUPKIND_GPU,
-                                                                 atoi(cli->gpu_load_limits[i]),
-                                                                 strtod(colon + 1, NULL))))
+    if ((err = TRITONSERVER_ServerOptionsSetModelLoadDeviceLimit(
+             o, TRITONSERVER_INSTANCEGROUPKIND_GPU, atoi(cli->gpu_load_limits[i]), strtod(colon + 1, NULL))))
       goto fail;
   }
   for (size_t i = 0; i < cli->n_metrics_configs; i++) {

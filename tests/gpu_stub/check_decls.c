@@ -43,7 +43,7 @@ _Static_assert(__builtin_types_compatible_p(nrd_nvml_return, nvmlReturn_t), "nvm
 _Static_assert(NRD_NVML_SUCCESS == NVML_SUCCESS, "NVML_SUCCESS");
 #define SAME_FIELD(ours, theirs, f)                                                                                    \
   _Static_assert(offsetof(struct ours, f) == offsetof(theirs, f) &&                                                    \
-                     sizeof(((struct ours *)0)->f) == sizeof(((theirs *)0)->f),                                         \
+                     sizeof(((struct ours *)0)->f) == sizeof(((theirs *)0)->f),                                        \
                  #theirs "." #f " differs from nvml.h");
 SAME_FIELD(nrd_nvml_utilization_layout, nvmlUtilization_t, gpu)
 SAME_FIELD(nrd_nvml_utilization_layout, nvmlUtilization_t, memory)
@@ -77,7 +77,7 @@ int main(void) {
       printf("cuda.h maps to %s, we resolve %s\n", names[i].api, names[i].ours);
       bad = 1;
     }
-  #ifdef NRD_HAVE_NVML_H
+#ifdef NRD_HAVE_NVML_H
   printf("gpu_driver.h matches cuda.h and nvml.h%s\n", bad ? ": NO" : "");
 #else
   printf("gpu_driver.h matches cuda.h%s (nvml.h not found: NVML unchecked)\n", bad ? ": NO" : "");
