@@ -174,7 +174,43 @@ def stateful_mixed():
                   tensor("State_I32_Out", i32, ["batch", 4]), tensor("State_F16_Out", f16, ["batch", 4])])
 
 
-MODELS = {f.__name__: f for f in (add_sub, fixed_add_sub, strings, identities, accumulate, scalar, doubler,
+def ragged():
+    """Ragged batching: INPUT arrives flattened over the batch ([-1]), and
+    each batch input kind is returned per request ([batch, 1]) so that a
+    client can read what the backend made."""
+    f, i, i64 = TensorProto.FLOAT, TensorProto.INT32, TensorProto.INT64
+
+    def const(name, values):
+        return helper.make_node("Constant", [], [name], value=helper.make_tensor(name + "_v", i64, [len(values)], values))
+
+    nodes = [
+        const("ax1", [1]), const("zero", [0]), const("minus1", [-1]),
+        helper.make_node("Unsqueeze", ["COUNT", "ax1"], ["OUT_COUNT"]),
+        helper.make_node("Unsqueeze", ["ACC", "ax1"], ["OUT_ACC"]),
+        # Each request's start: ACC_ZERO without its last entry.
+        helper.make_node("Slice", ["ACC_ZERO", "zero", "minus1"], ["STARTS"]),
+        helper.make_node("Unsqueeze", ["STARTS", "ax1"], ["OUT_START"]),
+        helper.make_node("Identity", ["ITEM"], ["OUT_ITEM"]),
+        helper.make_node("Unsqueeze", ["FLAT", "ax1"], ["OUT_FLAT"]),
+        # The largest count is MAX's length; the whole batch's, INPUT's.
+        helper.make_node("Shape", ["OUT_COUNT"], ["BATCH_SHAPE"]),
+        helper.make_node("Shape", ["MAX"], ["MAX_LEN"]),
+        helper.make_node("Cast", ["MAX_LEN"], ["MAX_F"], to=f),
+        helper.make_node("Expand", ["MAX_F", "BATCH_SHAPE"], ["OUT_MAX"]),
+        helper.make_node("Shape", ["INPUT"], ["IN_LEN"]),
+        helper.make_node("Cast", ["IN_LEN"], ["IN_F"], to=f),
+        helper.make_node("Expand", ["IN_F", "BATCH_SHAPE"], ["OUT_TOTAL"]),
+    ]
+    return model("ragged", nodes,
+                 [tensor("INPUT", f, ["n"]), tensor("COUNT", f, ["b"]), tensor("ACC", f, ["b"]),
+                  tensor("ACC_ZERO", f, ["b1"]), tensor("ITEM", i, ["items", 1]), tensor("FLAT", i, ["items"]),
+                  tensor("MAX", f, ["m"])],
+                 [tensor("OUT_COUNT", f, ["b", 1]), tensor("OUT_ACC", f, ["b", 1]), tensor("OUT_START", f, ["b", 1]),
+                  tensor("OUT_ITEM", i, ["items", 1]), tensor("OUT_FLAT", i, ["items", 1]),
+                  tensor("OUT_MAX", f, ["b", 1]), tensor("OUT_TOTAL", f, ["b", 1])])
+
+
+MODELS = {f.__name__: f for f in (add_sub, fixed_add_sub, strings, identities, accumulate, scalar, doubler, ragged,
                                   stateful_accumulate_fp32, stateful_accumulate_int32,
                                   stateful_accumulate_symbolic_seq, stateful_mixed)}
 

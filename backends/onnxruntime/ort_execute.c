@@ -109,7 +109,8 @@ static TRITONSERVER_Error *check_request(const ort_instance *inst, slot *s) {
 }
 
 /* Whether two requests can run together: the same inputs present, with the
- * same shapes apart from the batch dimension. */
+ * same shapes apart from the batch dimension (any shapes for a ragged
+ * input). */
 static bool same_shapes(const ort_instance *inst, TRITONBACKEND_Request *a, TRITONBACKEND_Request *b) {
   const ort_session *ss = &inst->session;
   for (size_t i = 0; i < ss->input_count; i++) {
@@ -123,7 +124,7 @@ static bool same_shapes(const ort_instance *inst, TRITONBACKEND_Request *a, TRIT
     TRITONSERVER_ErrorDelete(ea);
     TRITONSERVER_ErrorDelete(eb);
     if (!same) return false;
-    if (!fa) continue;
+    if (!fa || ort_model_input_ragged(inst->model, ss->inputs[i].name)) continue; /* ragged: any shapes */
     for (uint32_t d = 1; d < na; d++) {
       if (sa[d] != sb[d]) return false;
     }
@@ -213,6 +214,24 @@ static TRITONSERVER_Error *make_inputs(const ort_instance *inst, slot **group, s
   TRITONSERVER_Error *err = NULL;
   for (size_t i = 0; i < ss->input_count && err == NULL; i++) {
     const ort_tensor_info *info = &ss->inputs[i];
+    const ort_batch_input *bi = ort_model_batch_input(inst->model, info->name);
+    if (bi != NULL) {
+      /* Made here from the source input's shapes (Triton's collector). */
+      int64_t bshape[2];
+      uint32_t brank = 0;
+      void *bdata = NULL;
+      size_t bbytes = 0;
+      err = nrd_bu_batch_input_make(requests, (uint32_t)n, bi->kind, bi->datatype, bi->source, bshape, &brank, &bdata,
+                                    &bbytes);
+      if (err != NULL) break;
+      size_t k = r->count++;
+      r->names[k] = info->name;
+      r->data[k] = (nrd_bu_batch_input){bdata, bbytes, bdata};
+      err = ort_runtime_error(
+          rt, rt->api->CreateTensorWithDataAsOrtValue(rt->cpu, bdata, bbytes, bshape, brank, info->type, &r->values[k]),
+          "cannot create a batch input tensor");
+      continue;
+    }
     bool found = false;
     TRITONSERVER_DataType dt;
     const int64_t *shape0 = NULL;
@@ -229,6 +248,19 @@ static TRITONSERVER_Error *make_inputs(const ort_instance *inst, slot **group, s
     }
     memcpy(shape, shape0, dims * sizeof(int64_t));
     if (inst->model->max_batch_size > 0) shape[0] = total;
+    if (ort_model_input_ragged(inst->model, info->name)) {
+      /* Every request's elements, one after another: [-1]. */
+      shape[0] = 0;
+      for (size_t q = 0; q < n && err == NULL; q++) {
+        const int64_t *sq = NULL;
+        uint32_t dq = 0;
+        bool fq = false;
+        err = input_props(requests[q], info->name, &fq, &dt, &sq, &dq);
+        if (err == NULL) shape[0] += nrd_bu_shape_elements(sq, dq);
+      }
+      if (err != NULL) break;
+      dims = 1;
+    }
     /* A configured [1] may stand for a scalar of the model. */
     uint32_t rank = info->rank == 0 && dims == 1 && shape[0] == 1 ? 0 : dims;
     int64_t elements = nrd_bu_shape_elements(shape, dims);

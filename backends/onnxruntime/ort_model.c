@@ -69,6 +69,68 @@ static TRITONSERVER_Error *read_states(const json_t *config, ort_model *m) {
   return NULL;
 }
 
+/* batch_input entries, one per target name; the core has checked kinds,
+ * data types and sources against the configuration already. */
+static TRITONSERVER_Error *read_batch_inputs(const json_t *config, ort_model *m) {
+  const json_t *list = json_object_get(config, "batch_input");
+  size_t n = 0;
+  for (size_t i = 0; i < json_array_size(list); i++)
+    n += json_array_size(json_object_get(json_array_get(list, i), "target_name"));
+  if (n > 0 && (m->batch_inputs = calloc(n, sizeof *m->batch_inputs)) == NULL) return oom();
+  for (size_t i = 0; i < json_array_size(list); i++) {
+    const json_t *bi = json_array_get(list, i);
+    const char *kind = json_string_value(json_object_get(bi, "kind"));
+    const char *dtype = json_string_value(json_object_get(bi, "data_type"));
+    const char *source = json_string_value(json_array_get(json_object_get(bi, "source_input"), 0));
+    nrd_bu_batch_input_kind k;
+    if (!nrd_bu_batch_input_kind_from(kind, &k) || source == NULL) {
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "onnxruntime: model '%s': batch_input[%zu] has kind '%s' and source_input '%s'", m->name,
+                               i, kind != NULL ? kind : "", source != NULL ? source : "");
+    }
+    const json_t *targets = json_object_get(bi, "target_name");
+    for (size_t t = 0; t < json_array_size(targets); t++) {
+      ort_batch_input *b = &m->batch_inputs[m->batch_input_count++];
+      b->kind = k;
+      b->datatype = dtype != NULL && strcmp(dtype, "TYPE_FP32") == 0 ? TRITONSERVER_TYPE_FP32 : TRITONSERVER_TYPE_INT32;
+      b->target = strdup(
+          json_string_value(json_array_get(targets, t)) != NULL ? json_string_value(json_array_get(targets, t)) : "");
+      b->source = strdup(source);
+      if (b->target == NULL || b->source == NULL) return oom();
+    }
+  }
+  return NULL;
+}
+
+static TRITONSERVER_Error *read_ragged(const json_t *config, ort_model *m) {
+  const json_t *list = json_object_get(config, "input");
+  for (size_t i = 0; i < json_array_size(list); i++) {
+    const json_t *in = json_array_get(list, i);
+    if (!json_is_true(json_object_get(in, "allow_ragged_batch"))) continue;
+    char **grown = realloc(m->ragged, (m->ragged_count + 1) * sizeof *grown);
+    if (grown == NULL) return oom();
+    m->ragged = grown;
+    const char *name = json_string_value(json_object_get(in, "name"));
+    if ((m->ragged[m->ragged_count] = strdup(name != NULL ? name : "")) == NULL) return oom();
+    m->ragged_count++;
+  }
+  return NULL;
+}
+
+const ort_batch_input *ort_model_batch_input(const ort_model *m, const char *name) {
+  for (size_t i = 0; i < m->batch_input_count; i++) {
+    if (strcmp(m->batch_inputs[i].target, name) == 0) return &m->batch_inputs[i];
+  }
+  return NULL;
+}
+
+bool ort_model_input_ragged(const ort_model *m, const char *name) {
+  for (size_t i = 0; i < m->ragged_count; i++) {
+    if (strcmp(m->ragged[i], name) == 0) return true;
+  }
+  return false;
+}
+
 static bool is_state_input(const json_t *config, const char *name) {
   const json_t *list = json_object_get(json_object_get(config, "sequence_batching"), "state");
   for (size_t i = 0; i < json_array_size(list); i++) {
@@ -224,6 +286,8 @@ TRITONSERVER_Error *ort_model_new(TRITONBACKEND_Model *model, const ort_runtime 
   if (err == NULL) err = nrd_bu_config_max_batch_size(config, &m->max_batch_size);
   if (err == NULL) err = ort_session_options_read(config, &m->options);
   if (err == NULL) err = read_states(config, m);
+  if (err == NULL) err = read_batch_inputs(config, m);
+  if (err == NULL) err = read_ragged(config, m);
   json_decref(config);
   if (err != NULL) {
     ort_model_free(m);
@@ -241,6 +305,13 @@ void ort_model_free(void *model_state) {
     free(m->states[i].output);
   }
   free(m->states);
+  for (size_t i = 0; i < m->batch_input_count; i++) {
+    free(m->batch_inputs[i].target);
+    free(m->batch_inputs[i].source);
+  }
+  free(m->batch_inputs);
+  for (size_t i = 0; i < m->ragged_count; i++) free(m->ragged[i]);
+  free(m->ragged);
   free(m->path);
   free(m->name);
   free(m);
@@ -327,6 +398,24 @@ static TRITONSERVER_Error *check_section(const ort_model *m, const json_t *confi
                                "%s of %s",
                                m->name, section, name, section, ort_file_of(m->path));
     }
+    if (strcmp(section, "input") == 0 && json_is_true(json_object_get(t, "allow_ragged_batch"))) {
+      /* A ragged input reaches the model flattened over the batch. */
+      if (info->rank != 1 || info->dims[0] != -1) {
+        char shape[256] = "[";
+        for (size_t d = 0; d < info->rank && strlen(shape) < sizeof shape - 24; d++)
+          snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", d ? "," : "",
+                   (long long)info->dims[d]);
+        strcat(shape, "]");
+        return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                                 "unable to load model '%s', configuration expects model provides input with shape "
+                                 "[-1]  for ragged input '%s', model provides %s (onnxruntime: %s)",
+                                 m->name, name, shape, ort_file_of(m->path));
+      }
+      if (ort_triton_type(info->type) != config_type(t)) {
+        return check_tensor(m, section, name, config_type(t), json_object_get(t, "dims"), m->max_batch_size > 0, info);
+      }
+      continue;
+    }
     TRITONSERVER_Error *err =
         check_tensor(m, section, name, config_type(t), reshape != NULL ? reshape : json_object_get(t, "dims"),
                      m->max_batch_size > 0, info);
@@ -364,6 +453,19 @@ static TRITONSERVER_Error *check_fed(const ort_model *m, const json_t *config, c
   for (size_t i = 0; i < s->input_count; i++) {
     const char *name = s->inputs[i].name;
     if (nrd_bu_config_tensor(config, "input", name) != NULL) continue;
+    const ort_batch_input *b = ort_model_batch_input(m, name);
+    if (b != NULL) {
+      /* Fed by the backend: INT32 or FP32, of the batch input's rank. */
+      uint32_t rank = b->kind == NRD_BU_BATCH_ITEM_SHAPE ? 2 : 1;
+      if (ort_triton_type(s->inputs[i].type) != b->datatype || s->inputs[i].rank != rank) {
+        return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                                 "onnxruntime: model '%s': batch input '%s' is %s with %u dimension%s; input '%s' "
+                                 "of %s is another type or rank",
+                                 m->name, name, TRITONSERVER_DataTypeString(b->datatype), rank, rank == 1 ? "" : "s",
+                                 name, ort_file_of(m->path));
+      }
+      continue;
+    }
     bool state = false;
     for (size_t k = 0; k < m->state_count; k++) {
       state |= strcmp(m->states[k].input, name) == 0;

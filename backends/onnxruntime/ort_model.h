@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "nereid/backend_utils.h"
 #include "ort_runtime.h"
 #include "ort_session.h"
 #include "triton/core/tritonbackend.h"
@@ -21,6 +22,14 @@ typedef struct ort_state {
   char *output; /* owned */
 } ort_state;
 
+/* One target of a configured batch_input (Triton's ragged batching). */
+typedef struct ort_batch_input {
+  char *target; /* owned: the model input it feeds */
+  char *source; /* owned: the request input whose shapes it is made from */
+  nrd_bu_batch_input_kind kind;
+  TRITONSERVER_DataType datatype;
+} ort_batch_input;
+
 typedef struct ort_model {
   const ort_runtime *rt; /* borrowed from the backend state */
   char *name; /* owned */
@@ -29,7 +38,17 @@ typedef struct ort_model {
   ort_session_options options;
   ort_state *states; /* owned */
   size_t state_count;
+  ort_batch_input *batch_inputs; /* owned */
+  size_t batch_input_count;
+  char **ragged; /* owned: inputs with allow_ragged_batch, fed flattened */
+  size_t ragged_count;
 } ort_model;
+
+/* The batch input feeding model input `name`, or NULL. */
+const ort_batch_input *ort_model_batch_input(const ort_model *m, const char *name);
+
+/* Whether input `name` allows ragged batches (fed as one flat [-1]). */
+bool ort_model_input_ragged(const ort_model *m, const char *name);
 
 typedef struct ort_instance {
   const ort_model *model; /* borrowed */

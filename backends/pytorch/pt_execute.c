@@ -243,51 +243,18 @@ static TRITONSERVER_Error *make_input(const pt_instance *inst, TRITONBACKEND_Req
   return pt_args_set_tensor(r->args, (size_t)slot_index, name, bi->data, dt, batch_shape, batch_dims);
 }
 
-/* Sets forward()'s argument for batch input 'k' of the model (element
- * counts of its source input per request, as Triton's collector makes
- * them). */
+/* Sets forward()'s argument for batch input 'k' of the model, made from
+ * its source input's shapes as Triton's collector makes it. */
 static TRITONSERVER_Error *make_batch_input(const pt_instance *inst, TRITONBACKEND_Request **reqs, size_t n, size_t k,
                                             run *r) {
-  const pt_model *m = inst->model;
-  const pt_io *io = &m->inputs[k];
-  size_t count = io->batch_kind == PT_BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO ? n + 1 : n;
-  int64_t max = 0, sum = 0;
-  int64_t *elements = calloc(n + 1, sizeof *elements);
-  if (elements == NULL) return oom();
-  for (size_t i = 0; i < n; i++) {
-    TRITONBACKEND_Input *in = NULL;
-    const int64_t *shape = NULL;
-    uint32_t dims = 0;
-    TRITONSERVER_Error *err = TRITONBACKEND_RequestInput(reqs[i], io->source, &in);
-    if (err == NULL) err = TRITONBACKEND_InputProperties(in, NULL, NULL, &shape, &dims, NULL, NULL);
-    if (err != NULL) {
-      free(elements);
-      return err;
-    }
-    elements[i] = nrd_bu_shape_elements(shape, dims);
-    if (elements[i] > max) max = elements[i];
-  }
-  if (io->batch_kind == PT_BATCH_MAX_ELEMENT_COUNT_AS_SHAPE) count = (size_t)max;
-  r->batch_data[k] = calloc(count > 0 ? count : 1, 4);
-  if (r->batch_data[k] == NULL) {
-    free(elements);
-    return oom();
-  }
-  bool fp32 = io->datatype == TRITONSERVER_TYPE_FP32;
-  size_t at = 0;
-  if (io->batch_kind == PT_BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO) at++; /* starts with 0 */
-  for (size_t i = 0; i < n && io->batch_kind != PT_BATCH_MAX_ELEMENT_COUNT_AS_SHAPE; i++) {
-    sum += elements[i];
-    int64_t v = io->batch_kind == PT_BATCH_ELEMENT_COUNT ? elements[i] : sum;
-    if (fp32) {
-      ((float *)r->batch_data[k])[at++] = (float)v;
-    } else {
-      ((int32_t *)r->batch_data[k])[at++] = (int32_t)v;
-    }
-  }
-  free(elements);
-  int64_t shape[1] = {(int64_t)count};
-  return pt_args_set_tensor(r->args, (size_t)inst->arg_index[k], io->name, r->batch_data[k], io->datatype, shape, 1);
+  const pt_io *io = &inst->model->inputs[k];
+  int64_t shape[2];
+  uint32_t dims = 0;
+  size_t bytes = 0;
+  TRITONSERVER_Error *err = nrd_bu_batch_input_make(reqs, (uint32_t)n, io->batch_kind, io->datatype, io->source, shape,
+                                                    &dims, &r->batch_data[k], &bytes);
+  if (err != NULL) return err;
+  return pt_args_set_tensor(r->args, (size_t)inst->arg_index[k], io->name, r->batch_data[k], io->datatype, shape, dims);
 }
 
 /* ---- outputs --------------------------------------------------------------------- */
@@ -501,7 +468,7 @@ static void run_group(pt_instance *inst, slot *group, size_t n) {
       r.batch_count = m->input_count;
   }
   for (size_t k = 0; err == NULL && k < m->input_count; k++) {
-    if (m->inputs[k].batch_kind != PT_BATCH_NONE) err = make_batch_input(inst, reqs, n, k, &r);
+    if (m->inputs[k].batch_input) err = make_batch_input(inst, reqs, n, k, &r);
   }
   free(reqs);
   pt_result *res = NULL;

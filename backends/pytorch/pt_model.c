@@ -280,31 +280,17 @@ static TRITONSERVER_Error *read_states(const json_t *seq, pt_model *m) {
 }
 
 /* batch_input: one input per target name, computed from the source
- * input's element counts (Triton's kinds; the item-shape kinds are
- * refused, as Triton's pytorch backend's collector lacks them). */
+ * input's shapes (every kind of Triton's backend input collector). */
 static TRITONSERVER_Error *read_batch_inputs(const json_t *config, pt_model *m) {
-  static const struct {
-    const char *name;
-    pt_batch_kind kind;
-  } kinds[] = {{"BATCH_ELEMENT_COUNT", PT_BATCH_ELEMENT_COUNT},
-               {"BATCH_ACCUMULATED_ELEMENT_COUNT", PT_BATCH_ACCUMULATED_ELEMENT_COUNT},
-               {"BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO", PT_BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO},
-               {"BATCH_MAX_ELEMENT_COUNT_AS_SHAPE", PT_BATCH_MAX_ELEMENT_COUNT_AS_SHAPE}};
   size_t i;
   const json_t *bi;
   json_array_foreach(json_object_get(config, "batch_input"), i, bi) {
     const char *kind = json_string_value(json_object_get(bi, "kind"));
     const char *dtype = json_string_value(json_object_get(bi, "data_type"));
     const char *source = json_string_value(json_array_get(json_object_get(bi, "source_input"), 0));
-    pt_batch_kind k = PT_BATCH_NONE;
-    for (size_t n = 0; n < sizeof kinds / sizeof kinds[0]; n++) {
-      if (kind != NULL && strcmp(kind, kinds[n].name) == 0) k = kinds[n].kind;
-    }
-    if (k == PT_BATCH_NONE) {
-      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
-                               "unexpected batch input kind '%s' (model '%s': the pytorch backend serves "
-                               "BATCH_ELEMENT_COUNT, BATCH_ACCUMULATED_ELEMENT_COUNT(_WITH_ZERO) and "
-                               "BATCH_MAX_ELEMENT_COUNT_AS_SHAPE)",
+    nrd_bu_batch_input_kind k;
+    if (!nrd_bu_batch_input_kind_from(kind, &k)) {
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "unexpected batch input kind '%s' (model '%s')",
                                kind != NULL ? kind : "", m->name);
     }
     TRITONSERVER_DataType dt = config_datatype(dtype);
@@ -326,6 +312,7 @@ static TRITONSERVER_Error *read_batch_inputs(const json_t *config, pt_model *m) 
       TRITONSERVER_Error *err = push_io(&m->inputs, &m->input_count, name != NULL ? name : "", dt, -1);
       if (err != NULL) return err;
       pt_io *io = &m->inputs[m->input_count - 1];
+      io->batch_input = true;
       io->batch_kind = k;
       io->source = strdup(source);
       if (io->source == NULL) return oom();

@@ -17,18 +17,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "nereid/backend_utils.h"
 #include "pt_torch.h"
 #include "triton/core/tritonbackend.h"
-
-/* What a batch_input entry computes from its source input (Triton's
- * BatchInput kinds that its pytorch backend serves). */
-typedef enum pt_batch_kind {
-  PT_BATCH_NONE, /* not a batch input */
-  PT_BATCH_ELEMENT_COUNT,
-  PT_BATCH_ACCUMULATED_ELEMENT_COUNT,
-  PT_BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO,
-  PT_BATCH_MAX_ELEMENT_COUNT_AS_SHAPE
-} pt_batch_kind;
 
 /* One tensor of the configuration that forward() takes or gives. */
 typedef struct pt_io {
@@ -37,7 +28,8 @@ typedef struct pt_io {
   bool ragged; /* allow_ragged_batch */
   bool requested_always; /* a state output: produced whether asked or not */
   bool is_output; /* an output of the "output" section (sent when asked) */
-  pt_batch_kind batch_kind; /* batch inputs: what to compute */
+  bool batch_input; /* a batch_input target: made by the backend */
+  nrd_bu_batch_input_kind batch_kind; /* batch inputs: what to compute */
   char *source; /* owned; batch inputs and batch outputs: the source
                   input's name */
   int index; /* outputs: result position; controls, states: forward()'s

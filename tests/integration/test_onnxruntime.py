@@ -80,6 +80,28 @@ sequence_batching {
 }
 instance_group [ { count: 1 kind: KIND_CPU } ]
 """,
+    "ragged": """
+backend: "onnxruntime"
+max_batch_size: 4
+input [ { name: "INPUT" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } ]
+batch_input [
+  { kind: BATCH_ELEMENT_COUNT target_name: "COUNT" data_type: TYPE_FP32 source_input: "INPUT" },
+  { kind: BATCH_ACCUMULATED_ELEMENT_COUNT target_name: "ACC" data_type: TYPE_FP32 source_input: "INPUT" },
+  { kind: BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO target_name: "ACC_ZERO" data_type: TYPE_FP32
+    source_input: "INPUT" },
+  { kind: BATCH_ITEM_SHAPE target_name: "ITEM" data_type: TYPE_INT32 source_input: "INPUT" },
+  { kind: BATCH_ITEM_SHAPE_FLATTEN target_name: "FLAT" data_type: TYPE_INT32 source_input: "INPUT" },
+  { kind: BATCH_MAX_ELEMENT_COUNT_AS_SHAPE target_name: "MAX" data_type: TYPE_FP32 source_input: "INPUT" } ]
+output [ { name: "OUT_COUNT" data_type: TYPE_FP32 dims: [ 1 ] },
+         { name: "OUT_ACC" data_type: TYPE_FP32 dims: [ 1 ] },
+         { name: "OUT_START" data_type: TYPE_FP32 dims: [ 1 ] },
+         { name: "OUT_ITEM" data_type: TYPE_INT32 dims: [ 1 ] },
+         { name: "OUT_FLAT" data_type: TYPE_INT32 dims: [ 1 ] },
+         { name: "OUT_MAX" data_type: TYPE_FP32 dims: [ 1 ] },
+         { name: "OUT_TOTAL" data_type: TYPE_FP32 dims: [ 1 ] } ]
+dynamic_batching { preferred_batch_size: [ 3 ] max_queue_delay_microseconds: 5000000 }
+instance_group [ { count: 1 kind: KIND_CPU } ]
+""",
     "scalar": """
 backend: "onnxruntime"
 input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]
@@ -214,6 +236,44 @@ def test_dynamic_batcher_runs_requests_together():
         stats = settled_stats(s, "add_sub", lambda st: st["inference_count"] >= 8)
         assert stats["inference_count"] == 8
         assert stats["execution_count"] < 8  # the 100 ms queue delay gathered some
+
+
+def test_ragged_batch_and_every_batch_input_kind():
+    # Triton's ragged batching (its qa/L0_batch_input cases): three requests
+    # of 2, 3 and 5 elements run as one batch; INPUT reaches the model
+    # flattened, and each batch input the backend makes comes back per
+    # request.
+    with serve({"ragged": ("ragged", CONFIGS["ragged"])}) as s:
+        def one(n):
+            return infer(s, "ragged", [("INPUT", np.arange(n, dtype=np.float32).reshape(1, n))],
+                         protocol=PROTOCOLS[n % 2])
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            results = list(pool.map(one, (2, 3, 5)))
+        got = [outputs_of(r) for r in results]
+        # Each request starts where those before it in the batch ended.
+        order = sorted(zip((2, 3, 5), got), key=lambda p: p[1]["OUT_START"][0])
+        assert [g["OUT_START"][0] for _, g in order] == [0.0, order[0][0], order[0][0] + order[1][0]], got
+        for n, g in zip((2, 3, 5), got):
+            assert g["OUT_COUNT"] == [n], g
+            assert g["OUT_ACC"] == [g["OUT_START"][0] + n], g
+            assert g["OUT_ITEM"] == [n] and g["OUT_FLAT"] == [n], g
+            assert g["OUT_MAX"] == [5.0] and g["OUT_TOTAL"] == [10.0], g
+        stats = settled_stats(s, "ragged", lambda st: st["inference_count"] >= 3)
+        assert stats["execution_count"] == 1, stats
+
+
+def test_a_ragged_input_must_be_flat_in_the_model():
+    config = CONFIGS["add_sub"].replace('dims: [ 4 ] },\n        { name: "INPUT1"',
+                                        'dims: [ 4 ] allow_ragged_batch: true },\n        { name: "INPUT1"')
+    with tempfile.TemporaryDirectory() as root:
+        make_repo(root, {"rag": ("add_sub", config)})
+        s = start(root, "--model-control-mode=explicit")
+        with running(s) as lines:
+            take_ports(s, lines)
+            with client(s) as c, pytest.raises(InferenceServerException) as e:
+                c.load_model("rag")
+    assert ("unable to load model 'rag', configuration expects model provides input with shape [-1]  for ragged "
+            "input 'INPUT0', model provides [-1,4]") in str(e.value), e.value
 
 
 def test_every_datatype():

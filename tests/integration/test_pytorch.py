@@ -132,6 +132,23 @@ batch_input [ { kind: BATCH_ACCUMULATED_ELEMENT_COUNT target_name: "ends" data_t
 output [ { name: "sum__0" data_type: TYPE_FP32 dims: [ 1 ] } ]
 dynamic_batching { max_queue_delay_microseconds: 200000 }
 """),
+    # The item-shape kinds: each request's row shape, as [items, 1] and flat.
+    "item_shape": ("""
+def forward(self, x, shapes, flat, largest):
+    return shapes, flat.reshape(-1, 1), torch.zeros_like(shapes) + largest.size(0)
+""", [], """
+backend: "pytorch"
+max_batch_size: 4
+input [ { name: "x" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } ]
+batch_input [ { kind: BATCH_ITEM_SHAPE target_name: "shapes" data_type: TYPE_INT32 source_input: "x" },
+              { kind: BATCH_ITEM_SHAPE_FLATTEN target_name: "flat" data_type: TYPE_INT32 source_input: "x" },
+              { kind: BATCH_MAX_ELEMENT_COUNT_AS_SHAPE target_name: "largest" data_type: TYPE_INT32
+                source_input: "x" } ]
+output [ { name: "s__0" data_type: TYPE_INT32 dims: [ 1 ] },
+         { name: "f__1" data_type: TYPE_INT32 dims: [ 1 ] },
+         { name: "m__2" data_type: TYPE_INT32 dims: [ 1 ] } ]
+dynamic_batching { max_queue_delay_microseconds: 200000 }
+"""),
     # The same flattening out: each request gets its elements back (doubled)
     # in its input's shape (a batch output).
     "ragged_out": ("""
@@ -306,9 +323,9 @@ def forward(self, x, k: int):
         ["is using sequence batching with state but state 'STATE' does not follow the <name>__<index>"]),
     "gpu": (MODELS["picky"][0], [], MODELS["picky"][2] + "instance_group [ { kind: KIND_GPU } ]",
             ["KIND_GPU", "does not support GPUs"]),  # the core refuses it first, for now
-    "item_shape": (MODELS["ragged"][0], [], MODELS["ragged"][2].replace("BATCH_ACCUMULATED_ELEMENT_COUNT",
-                                                                         "BATCH_ITEM_SHAPE"),
-                   ["unexpected batch input kind 'BATCH_ITEM_SHAPE'"]),
+    "bad_kind": (MODELS["ragged"][0], [], MODELS["ragged"][2].replace("BATCH_ACCUMULATED_ELEMENT_COUNT",
+                                                                       "BATCH_ITEM_COUNT"),
+                 ["BATCH_ITEM_COUNT"]),  # the core refuses it first
     "batch_input_int64": (MODELS["ragged"][0], [], MODELS["ragged"][2].replace("TYPE_INT32", "TYPE_INT64"),
                           ["batch_input[0].data_type", "TYPE_INT64"]),  # the core refuses it first
     "inter_4": (MODELS["picky"][0], [], MODELS["picky"][2] +
@@ -438,6 +455,19 @@ def test_batching_instances_and_kinds(server):
     assert got == [[6.0], [15.0], [1.0]], got
     stats = settled_stats(s, "ragged", lambda st: st["inference_count"] >= before["inference_count"] + 3)
     assert stats["execution_count"] - before["execution_count"] < 3, stats  # they ran together
+
+    def shapes(n):
+        x = np.arange(1, n + 1, dtype=np.float32).reshape(1, n)
+        return outputs_of(infer(s, "item_shape", [("x", x)]))
+
+    before = settled_stats(s, "item_shape", lambda st: True)
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        got = list(pool.map(shapes, (3, 5, 1)))
+    stats = settled_stats(s, "item_shape", lambda st: st["inference_count"] >= before["inference_count"] + 3)
+    together = stats["execution_count"] - before["execution_count"] == 1
+    for n, g in zip((3, 5, 1), got):
+        assert g["s__0"] == [n] and g["f__1"] == [n], (n, g)
+        assert g["m__2"] == [5 if together else n], (n, g, stats)
 
     def doubled(n):
         x = np.arange(1, n + 1, dtype=np.float32).reshape(1, n)

@@ -368,6 +368,36 @@ TRITONSERVER_Error *nrd_bu_batch_output_scatter(TRITONBACKEND_Response **respons
                                                 uint32_t dims_count, const uint64_t *rows, const void *data,
                                                 uint64_t byte_size);
 
+/*
+ * Triton's batch inputs (`batch_input` in the model configuration, for
+ * ragged batching): a tensor computed from the shape of a source input in
+ * each request of the batch.
+ */
+typedef enum nrd_bu_batch_input_kind {
+  NRD_BU_BATCH_ELEMENT_COUNT, /* [requests]: each request's element count */
+  NRD_BU_BATCH_ACCUMULATED_ELEMENT_COUNT, /* [requests]: running sums of those */
+  NRD_BU_BATCH_ACCUMULATED_ELEMENT_COUNT_WITH_ZERO, /* [requests + 1]: 0, then the sums */
+  NRD_BU_BATCH_MAX_ELEMENT_COUNT_AS_SHAPE, /* [largest count]: the shape is the value (data zero) */
+  NRD_BU_BATCH_ITEM_SHAPE, /* [batch items, rank - 1]: each item's shape without the batch dimension */
+  NRD_BU_BATCH_ITEM_SHAPE_FLATTEN /* the same values, one dimension */
+} nrd_bu_batch_input_kind;
+
+/* The kind a configuration names (its `kind` string); false when unknown. */
+bool nrd_bu_batch_input_kind_from(const char *name, nrd_bu_batch_input_kind *kind);
+
+/*
+ * Makes batch input `kind` of `datatype` (TYPE_INT32 or TYPE_FP32) over
+ * requests[0..count) from input `source`, as Triton's backend input
+ * collector does: its shape in shape[0..*dims) (1 or 2 dimensions) and its
+ * values in *data, a malloc'ed block of *byte_size bytes the caller frees
+ * (NULL on error). Errors: another datatype, a request without `source`,
+ * item shapes of requests whose ranks differ. Thread: the Execute caller.
+ */
+TRITONSERVER_Error *nrd_bu_batch_input_make(TRITONBACKEND_Request **requests, uint32_t count,
+                                            nrd_bu_batch_input_kind kind, TRITONSERVER_DataType datatype,
+                                            const char *source, int64_t shape[2], uint32_t *dims, void **data,
+                                            size_t *byte_size);
+
 /* Opens a framework's shared library `library` from `backend_dir` (the
  * backend's folder, where the install puts it; skipped when NULL or
  * empty), else by name through the loader's search path, RTLD_NOW |
