@@ -447,8 +447,44 @@ static TRITONSERVER_Error *deliver(slot *s, const result *res, bool output, bool
   return err;
 }
 
+/* A batch output (BATCH_SCATTER_WITH_INPUT_SHAPE): each request gets the
+ * next elements of the flat output, as many as its source input has, in
+ * that input's shape, as Triton's backend output responder gives them. */
+static void scatter_with_input_shape(const ort_instance *inst, slot **group, size_t n, const result *res,
+                                     const char *source) {
+  int64_t at = 0;
+  for (size_t i = 0; i < n; i++) {
+    slot *s = group[i];
+    bool found = false;
+    TRITONSERVER_DataType dt;
+    const int64_t *shape = NULL;
+    uint32_t dims = 0;
+    TRITONSERVER_Error *err = input_props(s->request, source, &found, &dt, &shape, &dims);
+    int64_t e = err == NULL && found ? nrd_bu_shape_elements(shape, dims) : -1;
+    if (err == NULL && (e < 0 || e > res->elements - at)) {
+      err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                              "onnxruntime: model '%s': batch output '%s' holds %lld elements, fewer than the "
+                              "batch's inputs '%s' ask",
+                              inst->model->name, res->name, (long long)res->elements, source);
+    }
+    if (err == NULL && s->response != NULL && ort_output_requested(s->request, res->name)) {
+      err = deliver(s, res, true, false, shape, dims, at, at + e);
+    }
+    if (err != NULL) {
+      fail_slot(s, err);
+      TRITONSERVER_ErrorDelete(err);
+    }
+    if (e > 0) at += e; /* its elements are passed over either way */
+  }
+}
+
 /* Hands every request of a group its part of output 'o'. */
 static void scatter(const ort_instance *inst, slot **group, size_t n, int64_t total, const result *res, bool is_state) {
+  const char *source = ort_model_batch_output_source(inst->model, res->name);
+  if (source != NULL && !is_state) {
+    scatter_with_input_shape(inst, group, n, res, source);
+    return;
+  }
   bool batched = inst->model->max_batch_size > 0;
   if (batched && (res->rank == 0 || res->dims[0] != total)) {
     TRITONSERVER_Error *err = nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL,

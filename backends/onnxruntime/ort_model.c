@@ -117,6 +117,44 @@ static TRITONSERVER_Error *read_ragged(const json_t *config, ort_model *m) {
   return NULL;
 }
 
+/* batch_output: the one kind there is, BATCH_SCATTER_WITH_INPUT_SHAPE. */
+static TRITONSERVER_Error *read_batch_outputs(const json_t *config, ort_model *m) {
+  const json_t *list = json_object_get(config, "batch_output");
+  for (size_t i = 0; i < json_array_size(list); i++) {
+    const json_t *bo = json_array_get(list, i);
+    const char *kind = json_string_value(json_object_get(bo, "kind"));
+    const char *source = json_string_value(json_array_get(json_object_get(bo, "source_input"), 0));
+    if (kind == NULL || strcmp(kind, "BATCH_SCATTER_WITH_INPUT_SHAPE") != 0 || source == NULL) {
+      return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "onnxruntime: model '%s': batch_output[%zu] has kind '%s' and source_input '%s'",
+                               m->name, i, kind != NULL ? kind : "", source != NULL ? source : "");
+    }
+    const json_t *targets = json_object_get(bo, "target_name");
+    for (size_t t = 0; t < json_array_size(targets); t++) {
+      char **grown = realloc(m->scatter, (m->scatter_count + 2) * sizeof *grown);
+      if (grown == NULL) return oom();
+      m->scatter = grown;
+      const char *target = json_string_value(json_array_get(targets, t));
+      grown[m->scatter_count] = strdup(target != NULL ? target : "");
+      grown[m->scatter_count + 1] = strdup(source);
+      if (grown[m->scatter_count] == NULL || grown[m->scatter_count + 1] == NULL) {
+        free(grown[m->scatter_count]);
+        free(grown[m->scatter_count + 1]);
+        return oom();
+      }
+      m->scatter_count += 2;
+    }
+  }
+  return NULL;
+}
+
+const char *ort_model_batch_output_source(const ort_model *m, const char *name) {
+  for (size_t i = 0; i + 1 < m->scatter_count; i += 2) {
+    if (strcmp(m->scatter[i], name) == 0) return m->scatter[i + 1];
+  }
+  return NULL;
+}
+
 const ort_batch_input *ort_model_batch_input(const ort_model *m, const char *name) {
   for (size_t i = 0; i < m->batch_input_count; i++) {
     if (strcmp(m->batch_inputs[i].target, name) == 0) return &m->batch_inputs[i];
@@ -288,6 +326,7 @@ TRITONSERVER_Error *ort_model_new(TRITONBACKEND_Model *model, const ort_runtime 
   if (err == NULL) err = read_states(config, m);
   if (err == NULL) err = read_batch_inputs(config, m);
   if (err == NULL) err = read_ragged(config, m);
+  if (err == NULL) err = read_batch_outputs(config, m);
   json_decref(config);
   if (err != NULL) {
     ort_model_free(m);
@@ -312,6 +351,8 @@ void ort_model_free(void *model_state) {
   free(m->batch_inputs);
   for (size_t i = 0; i < m->ragged_count; i++) free(m->ragged[i]);
   free(m->ragged);
+  for (size_t i = 0; i < m->scatter_count; i++) free(m->scatter[i]);
+  free(m->scatter);
   free(m->path);
   free(m->name);
   free(m);
@@ -411,6 +452,14 @@ static TRITONSERVER_Error *check_section(const ort_model *m, const json_t *confi
                                  "[-1]  for ragged input '%s', model provides %s (onnxruntime: %s)",
                                  m->name, name, shape, ort_file_of(m->path));
       }
+      if (ort_triton_type(info->type) != config_type(t)) {
+        return check_tensor(m, section, name, config_type(t), json_object_get(t, "dims"), m->max_batch_size > 0, info);
+      }
+      continue;
+    }
+    if (strcmp(section, "output") == 0 && ort_model_batch_output_source(m, name) != NULL) {
+      /* A batch output's shape is the batch's, not the configuration's:
+       * only its type is compared, as in Triton. */
       if (ort_triton_type(info->type) != config_type(t)) {
         return check_tensor(m, section, name, config_type(t), json_object_get(t, "dims"), m->max_batch_size > 0, info);
       }

@@ -42,7 +42,15 @@ typedef struct ort_model {
   size_t batch_input_count;
   char **ragged; /* owned: inputs with allow_ragged_batch, fed flattened */
   size_t ragged_count;
+  /* batch_output BATCH_SCATTER_WITH_INPUT_SHAPE: pairs (target output,
+   * source input), owned; the output is split by the source's shapes. */
+  char **scatter;
+  size_t scatter_count;
 } ort_model;
+
+/* The source input of batch output `name` (BATCH_SCATTER_WITH_INPUT_SHAPE),
+ * or NULL when `name` is not one. */
+const char *ort_model_batch_output_source(const ort_model *m, const char *name);
 
 /* The batch input feeding model input `name`, or NULL. */
 const ort_batch_input *ort_model_batch_input(const ort_model *m, const char *name);

@@ -102,6 +102,15 @@ output [ { name: "OUT_COUNT" data_type: TYPE_FP32 dims: [ 1 ] },
 dynamic_batching { preferred_batch_size: [ 3 ] max_queue_delay_microseconds: 5000000 }
 instance_group [ { count: 1 kind: KIND_CPU } ]
 """,
+    "ragged_out": """
+backend: "onnxruntime"
+max_batch_size: 4
+input [ { name: "X" data_type: TYPE_FP32 dims: [ -1 ] allow_ragged_batch: true } ]
+output [ { name: "Y" data_type: TYPE_FP32 dims: [ -1 ] } ]
+batch_output [ { target_name: "Y" kind: BATCH_SCATTER_WITH_INPUT_SHAPE source_input: "X" } ]
+dynamic_batching { preferred_batch_size: [ 3 ] max_queue_delay_microseconds: 5000000 }
+instance_group [ { count: 1 kind: KIND_CPU } ]
+""",
     "scalar": """
 backend: "onnxruntime"
 input [ { name: "X" data_type: TYPE_FP32 dims: [ 1 ] } ]
@@ -259,6 +268,18 @@ def test_ragged_batch_and_every_batch_input_kind():
             assert g["OUT_ITEM"] == [n] and g["OUT_FLAT"] == [n], g
             assert g["OUT_MAX"] == [5.0] and g["OUT_TOTAL"] == [10.0], g
         stats = settled_stats(s, "ragged", lambda st: st["inference_count"] >= 3)
+        assert stats["execution_count"] == 1, stats
+
+    # A batch output: the flat result split by each request's input shape.
+    with serve({"ragged_out": ("doubler", CONFIGS["ragged_out"])}) as s:
+        def doubled(n):
+            x = np.arange(1, n + 1, dtype=np.float32).reshape(1, n)
+            return infer(s, "ragged_out", [("X", x)], protocol=PROTOCOLS[n % 2]).as_numpy("Y")
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            got = list(pool.map(doubled, (2, 3, 5)))
+        for n, y in zip((2, 3, 5), got):
+            assert y.shape == (1, n) and list(y.flat) == [2.0 * v for v in range(1, n + 1)], (n, y)
+        stats = settled_stats(s, "ragged_out", lambda st: st["inference_count"] >= 3)
         assert stats["execution_count"] == 1, stats
 
 
