@@ -30,6 +30,7 @@ typedef struct OrtTensorTypeAndShapeInfo OrtTensorTypeAndShapeInfo;
 typedef struct OrtSessionOptions OrtSessionOptions;
 typedef struct OrtAllocator OrtAllocator; /* only passed back to the API */
 typedef struct OrtCUDAProviderOptionsV2 OrtCUDAProviderOptionsV2; /* opaque */
+typedef struct OrtThreadingOptions OrtThreadingOptions;
 
 typedef enum ONNXTensorElementDataType {
   ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED = 0,
@@ -133,10 +134,10 @@ typedef struct OrtApi {
   /*  13 */ OrtStatus *(*SetSessionExecutionMode)(OrtSessionOptions *options, ExecutionMode execution_mode);
   /*  14 */ ort_unused_fn EnableProfiling;
   /*  15 */ ort_unused_fn DisableProfiling;
-  /*  16 */ ort_unused_fn EnableMemPattern;
-  /*  17 */ ort_unused_fn DisableMemPattern;
-  /*  18 */ ort_unused_fn EnableCpuMemArena;
-  /*  19 */ ort_unused_fn DisableCpuMemArena;
+  /*  16 */ OrtStatus *(*EnableMemPattern)(OrtSessionOptions *options);
+  /*  17 */ OrtStatus *(*DisableMemPattern)(OrtSessionOptions *options);
+  /*  18 */ OrtStatus *(*EnableCpuMemArena)(OrtSessionOptions *options);
+  /*  19 */ OrtStatus *(*DisableCpuMemArena)(OrtSessionOptions *options);
   /*  20 */ ort_unused_fn SetSessionLogId;
   /*  21 */ ort_unused_fn SetSessionLogVerbosityLevel;
   /*  22 */ ort_unused_fn SetSessionLogSeverityLevel;
@@ -159,7 +160,7 @@ typedef struct OrtApi {
   /*  37 */ OrtStatus *(*SessionGetOutputName)(const OrtSession *session, size_t index, OrtAllocator *allocator,
                                                char **value);
   /*  38 */ ort_unused_fn SessionGetOverridableInitializerName;
-  /*  39 */ ort_unused_fn CreateRunOptions;
+  /*  39 */ OrtStatus *(*CreateRunOptions)(OrtRunOptions **out);
   /*  40 */ ort_unused_fn RunOptionsSetRunLogVerbosityLevel;
   /*  41 */ ort_unused_fn RunOptionsSetRunLogSeverityLevel;
   /*  42 */ ort_unused_fn RunOptionsSetRunTag;
@@ -222,13 +223,30 @@ typedef struct OrtApi {
   /*  94 */ void (*ReleaseMemoryInfo)(OrtMemoryInfo *input);
   /*  95 */ void (*ReleaseSession)(OrtSession *input);
   /*  96 */ void (*ReleaseValue)(OrtValue *input);
-  /*  97 */ ort_unused_fn ReleaseRunOptions;
+  /*  97 */ void (*ReleaseRunOptions)(OrtRunOptions *input);
   /*  98 */ void (*ReleaseTypeInfo)(OrtTypeInfo *input);
   /*  99 */ void (*ReleaseTensorTypeAndShapeInfo)(OrtTensorTypeAndShapeInfo *input);
   /* 100 */ void (*ReleaseSessionOptions)(OrtSessionOptions *input);
-  /* 101 .. 203: not called (the TensorRT, IO binding and sparse tensor
-   * functions among them). */
-  ort_unused_fn unused_101_203[103];
+  /* 101 .. 118: not called (map and sequence types, model metadata). */
+  ort_unused_fn unused_101_118[18];
+  /* 119 */ OrtStatus *(*CreateEnvWithGlobalThreadPools)(OrtLoggingLevel log_severity_level, const char *logid,
+                                                         const OrtThreadingOptions *tp_options, OrtEnv **out);
+  /* 120 */ OrtStatus *(*DisablePerSessionThreads)(OrtSessionOptions *options);
+  /* 121 */ OrtStatus *(*CreateThreadingOptions)(OrtThreadingOptions **out);
+  /* 122 */ void (*ReleaseThreadingOptions)(OrtThreadingOptions *input);
+  /* 123 .. 129: not called. */
+  ort_unused_fn unused_123_129[7];
+  /* 130 */ OrtStatus *(*AddSessionConfigEntry)(OrtSessionOptions *options, const char *config_key,
+                                                const char *config_value);
+  /* 131 .. 146: not called (the IO binding functions among them). */
+  ort_unused_fn unused_131_146[16];
+  /* 147 */ OrtStatus *(*SetGlobalIntraOpNumThreads)(OrtThreadingOptions *tp_options, int intra_op_num_threads);
+  /* 148 */ OrtStatus *(*SetGlobalInterOpNumThreads)(OrtThreadingOptions *tp_options, int inter_op_num_threads);
+  /* 149 .. 164: not called. */
+  ort_unused_fn unused_149_164[16];
+  /* 165 */ OrtStatus *(*AddRunConfigEntry)(OrtRunOptions *options, const char *config_key, const char *config_value);
+  /* 166 .. 203: not called (the TensorRT and sparse tensor functions among them). */
+  ort_unused_fn unused_166_203[38];
   /* The CUDA execution provider (ONNX Runtime 1.11, API 11). A library
    * built without it answers each with "CUDA execution provider is not
    * enabled in this build." */
@@ -247,6 +265,10 @@ typedef struct OrtApi {
  * "CUDA execution provider is not enabled in this build" in the CPU
  * library). */
 _Static_assert(offsetof(OrtApi, ReleaseSessionOptions) == 100 * sizeof(void *), "OrtApi layout");
+_Static_assert(offsetof(OrtApi, CreateEnvWithGlobalThreadPools) == 119 * sizeof(void *), "OrtApi layout");
+_Static_assert(offsetof(OrtApi, AddSessionConfigEntry) == 130 * sizeof(void *), "OrtApi layout");
+_Static_assert(offsetof(OrtApi, SetGlobalIntraOpNumThreads) == 147 * sizeof(void *), "OrtApi layout");
+_Static_assert(offsetof(OrtApi, AddRunConfigEntry) == 165 * sizeof(void *), "OrtApi layout");
 _Static_assert(offsetof(OrtApi, SessionOptionsAppendExecutionProvider_CUDA_V2) == 204 * sizeof(void *),
                "OrtApi layout");
 _Static_assert(offsetof(OrtApi, ReleaseCUDAProviderOptions) == 208 * sizeof(void *), "OrtApi layout");

@@ -4,9 +4,11 @@
  */
 #include "ort_backend.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include "ort_cuda.h"
@@ -39,6 +41,32 @@ static TRITONSERVER_Error *logging_level(TRITONBACKEND_Backend *backend, long *l
   return err;
 }
 
+/* Triton's onnxruntime backend settings for global thread pools; the
+ * model's own thread counts are then ignored, as there. */
+static TRITONSERVER_Error *global_threads(TRITONBACKEND_Backend *backend, ort_global_threads *out) {
+  memset(out, 0, sizeof *out);
+  if (strcmp(ort_backend.name, "onnxruntime") != 0) return NULL;
+  json_t *bconfig = NULL;
+  TRITONSERVER_Error *err = nrd_bu_backend_config(backend, &bconfig);
+  const char *on = err == NULL ? nrd_bu_backend_setting(bconfig, "enable-global-threadpool") : NULL;
+  if (on != NULL) err = ort_parse_bool(on, "enable-global-threadpool", &out->enabled);
+  static const char *const keys[2] = {"intra_op_thread_count", "inter_op_thread_count"};
+  int *counts[2] = {&out->intra, &out->inter};
+  for (int k = 0; err == NULL && out->enabled && k < 2; k++) {
+    const char *text = nrd_bu_backend_setting(bconfig, keys[k]);
+    char *end = NULL;
+    long v = text != NULL ? strtol(text, &end, 10) : 0;
+    if (text != NULL && (end == text || v < INT_MIN || v > INT_MAX)) {
+      err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                              "failed to convert '%s' to integral number (%s: backend setting %s)", text,
+                              ort_backend.name, keys[k]);
+    }
+    *counts[k] = (int)v;
+  }
+  json_decref(bconfig);
+  return err;
+}
+
 NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Backend *backend) {
   TRITONSERVER_Error *err = nrd_bu_api_version_check(ort_backend.name);
   if (err != NULL) return err;
@@ -46,19 +74,21 @@ NRD_BACKEND_EXPORT TRITONSERVER_Error *TRITONBACKEND_Initialize(TRITONBACKEND_Ba
   const char *dir = NULL;
   long level = ORT_LOGGING_LEVEL_WARNING;
   err = TRITONBACKEND_BackendArtifacts(backend, &type, &dir);
+  ort_global_threads threads;
   if (err == NULL) err = logging_level(backend, &level);
+  if (err == NULL) err = global_threads(backend, &threads);
   if (err != NULL) return err;
   ort_runtime *rt = calloc(1, sizeof *rt);
   if (rt == NULL) return oom();
-  err = ort_runtime_open(dir, (OrtLoggingLevel)level, rt);
+  err = ort_runtime_open(dir, (OrtLoggingLevel)level, &threads, rt);
   if (err == NULL) err = TRITONBACKEND_BackendSetState(backend, rt);
   if (err != NULL) {
     ort_runtime_close(rt);
     free(rt);
     return err;
   }
-  NRD_BU_LOG(TRITONSERVER_LOG_INFO, "%s: ONNX Runtime %s from %s, ort-logging-level %ld", ort_backend.name, rt->version,
-             rt->path, level);
+  NRD_BU_LOG(TRITONSERVER_LOG_INFO, "%s: ONNX Runtime %s from %s, ort-logging-level %ld%s", ort_backend.name,
+             rt->version, rt->path, level, rt->global_threads ? ", global thread pools" : "");
   return NULL;
 }
 
@@ -181,8 +211,53 @@ TRITONSERVER_Error *ort_model_file(TRITONBACKEND_Model *model, const json_t *con
   return NULL;
 }
 
+TRITONSERVER_Error *ort_parse_bool(const char *text, const char *what, bool *out) {
+  static const char *const yes[] = {"true", "on", "1"}, *const no[] = {"false", "off", "0"};
+  for (size_t i = 0; i < 3; i++) {
+    if (strcasecmp(text, yes[i]) == 0) return (*out = true), NULL;
+    if (strcasecmp(text, no[i]) == 0) return (*out = false), NULL;
+  }
+  return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "failed to convert '%s' to boolean (%s: %s)", text,
+                           ort_backend.name, what);
+}
+
+/* A string parameter copied into `dst` (cap bytes), "" when absent. */
+static TRITONSERVER_Error *string_parameter(const json_t *config, const char *key, char *dst, size_t cap) {
+  const char *v = nrd_bu_config_parameter(config, key);
+  dst[0] = '\0';
+  if (v == NULL) return NULL;
+  if (strlen(v) >= cap) {
+    return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG, "%s: parameter '%s' is longer than %zu bytes",
+                             ort_backend.name, key, cap - 1);
+  }
+  strcpy(dst, v);
+  return NULL;
+}
+
+/* A boolean parameter as Triton parses it: 1, 0, or -1 when absent. */
+static TRITONSERVER_Error *bool_parameter(const json_t *config, const char *key, int *out) {
+  const char *v = nrd_bu_config_parameter(config, key);
+  bool b = false;
+  *out = -1;
+  if (v == NULL) return NULL;
+  TRITONSERVER_Error *err = ort_parse_bool(v, key, &b);
+  if (err == NULL) *out = b ? 1 : 0;
+  return err;
+}
+
 TRITONSERVER_Error *ort_session_options_read(const json_t *config, ort_session_options *o) {
   int64_t intra = 0, inter = 0, mode = 0, level = 0;
+  TRITONSERVER_Error *perr = bool_parameter(config, "enable_mem_arena", &o->mem_arena);
+  if (perr == NULL) perr = bool_parameter(config, "enable_mem_pattern", &o->mem_pattern);
+  if (perr == NULL) {
+    perr = string_parameter(config, "session.use_device_allocator_for_initializers",
+                            o->device_allocator_for_initializers, sizeof o->device_allocator_for_initializers);
+  }
+  if (perr == NULL) {
+    perr =
+        string_parameter(config, "memory.enable_memory_arena_shrinkage", o->arena_shrinkage, sizeof o->arena_shrinkage);
+  }
+  if (perr != NULL) return perr;
   TRITONSERVER_Error *err = nrd_bu_config_parameter_int(config, "intra_op_thread_count", 0, 0, 1024, &intra);
   if (err == NULL) {
     err = nrd_bu_config_parameter_int(config, "inter_op_thread_count", 0, 0, 1024, &inter);

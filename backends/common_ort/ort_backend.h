@@ -58,6 +58,10 @@ TRITONSERVER_Error *ort_model_file(TRITONBACKEND_Model *model, const json_t *con
  */
 TRITONSERVER_Error *ort_session_options_read(const json_t *config, ort_session_options *out);
 
+/* Triton's ParseBoolValue: true/on/1 and false/off/0, any case; otherwise
+ * "failed to convert '<text>' to boolean" with `what` after it. */
+TRITONSERVER_Error *ort_parse_bool(const char *text, const char *what, bool *out);
+
 /*
  * The common start of instance initialization: the model's configuration
  * into '*config', a copy of the instance's name into '*name' and its

@@ -33,7 +33,31 @@ static TRITONSERVER_Error *open_library(const char *backend_dir, ort_runtime *rt
   return NULL;
 }
 
-TRITONSERVER_Error *ort_runtime_open(const char *backend_dir, OrtLoggingLevel level, ort_runtime *out) {
+/* The environment: with global thread pools when asked (Triton's loader). */
+static TRITONSERVER_Error *make_env(ort_runtime *rt, OrtLoggingLevel level, const ort_global_threads *threads) {
+  const OrtApi *api = rt->api;
+  if (threads == NULL || !threads->enabled) {
+    return ort_runtime_error(rt, api->CreateEnv(level, "nereid", &rt->env), "cannot create the environment");
+  }
+  OrtThreadingOptions *tp = NULL;
+  TRITONSERVER_Error *err = ort_runtime_error(rt, api->CreateThreadingOptions(&tp), "cannot make threading options");
+  if (err == NULL && threads->intra > 0) {
+    err = ort_runtime_error(rt, api->SetGlobalIntraOpNumThreads(tp, threads->intra), "intra_op_thread_count");
+  }
+  if (err == NULL && threads->inter > 0) {
+    err = ort_runtime_error(rt, api->SetGlobalInterOpNumThreads(tp, threads->inter), "inter_op_thread_count");
+  }
+  if (err == NULL) {
+    err = ort_runtime_error(rt, api->CreateEnvWithGlobalThreadPools(level, "nereid", tp, &rt->env),
+                            "cannot create the environment with global thread pools");
+  }
+  if (tp != NULL) api->ReleaseThreadingOptions(tp);
+  rt->global_threads = err == NULL;
+  return err;
+}
+
+TRITONSERVER_Error *ort_runtime_open(const char *backend_dir, OrtLoggingLevel level, const ort_global_threads *threads,
+                                     ort_runtime *out) {
   ort_runtime rt;
   memset(&rt, 0, sizeof rt);
   TRITONSERVER_Error *err = open_library(backend_dir, &rt);
@@ -55,8 +79,7 @@ TRITONSERVER_Error *ort_runtime_open(const char *backend_dir, OrtLoggingLevel le
                              "onnxruntime: %s (version %s) does not offer API version %d", rt.path, rt.version,
                              NRD_ORT_API_VERSION);
   }
-  OrtStatus *st = rt.api->CreateEnv(level, "nereid", &rt.env);
-  err = ort_runtime_error(&rt, st, "cannot create the environment");
+  err = make_env(&rt, level, threads);
   if (err == NULL) {
     err = ort_runtime_error(&rt, rt.api->CreateCpuMemoryInfo(OrtArenaAllocator, OrtMemTypeDefault, &rt.cpu),
                             "cannot describe CPU memory");
@@ -73,7 +96,7 @@ TRITONSERVER_Error *ort_runtime_open(const char *backend_dir, OrtLoggingLevel le
    * make its options ("CUDA execution provider is not enabled in this
    * build."). */
   OrtCUDAProviderOptionsV2 *cuda = NULL;
-  st = rt.api->CreateCUDAProviderOptions(&cuda);
+  OrtStatus *st = rt.api->CreateCUDAProviderOptions(&cuda);
   rt.cuda = st == NULL;
   if (st != NULL) rt.api->ReleaseStatus(st);
   if (cuda != NULL) rt.api->ReleaseCUDAProviderOptions(cuda);

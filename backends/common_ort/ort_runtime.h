@@ -27,17 +27,29 @@ typedef struct ort_runtime {
   char path[4096]; /* where the library was found */
   char version[64]; /* ONNX Runtime's version string */
   bool cuda; /* the library has the CUDA execution provider */
+  bool global_threads; /* sessions share the environment's thread pools */
 } ort_runtime;
+
+/* Triton's global thread pools (backend settings enable-global-threadpool,
+ * intra_op_thread_count and inter_op_thread_count): one pair of pools in
+ * the environment that every session uses, instead of a pair per session.
+ * Counts of 0 leave ONNX Runtime's defaults. */
+typedef struct ort_global_threads {
+  bool enabled;
+  int intra, inter;
+} ort_global_threads;
 
 /*
  * Opens libonnxruntime.so.1, first from 'backend_dir' (where a backend's own
  * libraries live, as in Triton's layout; may be NULL), then through the
- * dynamic loader's search path, with its environment logging at 'level'.
+ * dynamic loader's search path, with its environment logging at 'level'
+ * and, when 'threads' (may be NULL) is enabled, global thread pools.
  * On failure the error names every place tried and nothing stays open. The
  * caller owns '*out' and closes it with ort_runtime_close. Thread:
  * TRITONBACKEND_Initialize.
  */
-TRITONSERVER_Error *ort_runtime_open(const char *backend_dir, OrtLoggingLevel level, ort_runtime *out);
+TRITONSERVER_Error *ort_runtime_open(const char *backend_dir, OrtLoggingLevel level, const ort_global_threads *threads,
+                                     ort_runtime *out);
 
 /* Releases what ort_runtime_open made; safe on a zeroed struct. */
 void ort_runtime_close(ort_runtime *rt);

@@ -83,10 +83,10 @@ static TRITONSERVER_Error *make_options(const ort_runtime *rt, const ort_session
   const OrtApi *api = rt->api;
   OrtSessionOptions *so = NULL;
   TRITONSERVER_Error *err = ort_runtime_error(rt, api->CreateSessionOptions(&so), "cannot create session options");
-  if (err == NULL && o->intra_op_threads > 0) {
+  if (err == NULL && o->intra_op_threads > 0 && !rt->global_threads) {
     err = ort_runtime_error(rt, api->SetIntraOpNumThreads(so, o->intra_op_threads), "intra_op_thread_count");
   }
-  if (err == NULL && o->inter_op_threads > 0) {
+  if (err == NULL && o->inter_op_threads > 0 && !rt->global_threads) {
     err = ort_runtime_error(rt, api->SetInterOpNumThreads(so, o->inter_op_threads), "inter_op_thread_count");
   }
   if (err == NULL) {
@@ -96,6 +96,24 @@ static TRITONSERVER_Error *make_options(const ort_runtime *rt, const ort_session
   if (err == NULL) {
     err = ort_runtime_error(rt, api->SetSessionGraphOptimizationLevel(so, (GraphOptimizationLevel)o->optimization),
                             "optimization level");
+  }
+  if (err == NULL && o->mem_arena >= 0) {
+    err = ort_runtime_error(rt, o->mem_arena ? api->EnableCpuMemArena(so) : api->DisableCpuMemArena(so),
+                            "enable_mem_arena");
+  }
+  if (err == NULL && o->mem_pattern >= 0) {
+    err = ort_runtime_error(rt, o->mem_pattern ? api->EnableMemPattern(so) : api->DisableMemPattern(so),
+                            "enable_mem_pattern");
+  }
+  if (err == NULL && o->device_allocator_for_initializers[0] != '\0') {
+    err = ort_runtime_error(rt,
+                            api->AddSessionConfigEntry(so, "session.use_device_allocator_for_initializers",
+                                                       o->device_allocator_for_initializers),
+                            "session.use_device_allocator_for_initializers");
+  }
+  /* With global thread pools the sessions use the environment's. */
+  if (err == NULL && rt->global_threads) {
+    err = ort_runtime_error(rt, api->DisablePerSessionThreads(so), "cannot use the global thread pools");
   }
   if (err == NULL && o->cuda != NULL) {
     err = ort_cuda_append(rt, so, o->cuda, o->device, o->backend, o->instance);
@@ -126,6 +144,14 @@ TRITONSERVER_Error *ort_session_open(const ort_runtime *rt, const char *path, co
   }
   err = describe_all(rt, s.session, api->SessionGetInputCount, api->SessionGetInputName, api->SessionGetInputTypeInfo,
                      &s.input_count, &s.inputs);
+  if (err == NULL && options->arena_shrinkage[0] != '\0') {
+    err = ort_runtime_error(rt, api->CreateRunOptions(&s.run_options), "cannot create run options");
+    if (err == NULL) {
+      err = ort_runtime_error(
+          rt, api->AddRunConfigEntry(s.run_options, "memory.enable_memory_arena_shrinkage", options->arena_shrinkage),
+          "memory.enable_memory_arena_shrinkage");
+    }
+  }
   if (err == NULL) {
     err = describe_all(rt, s.session, api->SessionGetOutputCount, api->SessionGetOutputName,
                        api->SessionGetOutputTypeInfo, &s.output_count, &s.outputs);
@@ -140,6 +166,7 @@ TRITONSERVER_Error *ort_session_open(const ort_runtime *rt, const char *path, co
 
 void ort_session_close(const ort_runtime *rt, ort_session *s) {
   if (s->session != NULL) rt->api->ReleaseSession(s->session);
+  if (s->run_options != NULL) rt->api->ReleaseRunOptions(s->run_options);
   free_infos(s->inputs, s->input_count);
   free_infos(s->outputs, s->output_count);
   memset(s, 0, sizeof *s);

@@ -25,6 +25,7 @@ typedef struct ort_session {
   OrtSession *session;
   size_t input_count, output_count;
   ort_tensor_info *inputs, *outputs;
+  OrtRunOptions *run_options; /* for Run; NULL: ONNX Runtime's defaults */
 } ort_session;
 
 /* Session settings, taken from the model configuration's parameters. */
@@ -33,6 +34,11 @@ typedef struct ort_session_options {
   int inter_op_threads; /* 0: ONNX Runtime's default */
   int parallel; /* execution_mode 1: ORT_PARALLEL */
   int optimization; /* a GraphOptimizationLevel value */
+  int mem_arena, mem_pattern; /* enable_mem_arena, enable_mem_pattern: 1, 0, -1 unset */
+  /* session.use_device_allocator_for_initializers, passed on as given ("" unset). */
+  char device_allocator_for_initializers[16];
+  /* memory.enable_memory_arena_shrinkage, a run option ("" unset). */
+  char arena_shrinkage[128];
   /* The provider of KIND_GPU instances (ort_instance_open), set by the
    * backend: ONNX Runtime's CUDA provider by default. */
   enum { ORT_GPU_EP_CUDA = 0, ORT_GPU_EP_CPU, ORT_GPU_EP_TENSORRT } gpu_ep;

@@ -550,8 +550,8 @@ static void run_group(ort_instance *inst, TRITONBACKEND_ModelInstance *instance,
   uint64_t compute_start = nrd_bu_now_ns();
   if (err == NULL && outs > 0) {
     err = ort_runtime_error(rt,
-                            rt->api->Run(ss->session, NULL, r.names, (const OrtValue *const *)r.values, r.count,
-                                         out_names, outs, out_values),
+                            rt->api->Run(ss->session, ss->run_options, r.names, (const OrtValue *const *)r.values,
+                                         r.count, out_names, outs, out_values),
                             "Run failed");
   }
   uint64_t compute_end = nrd_bu_now_ns();

@@ -262,7 +262,11 @@ static TRITONSERVER_Error *auto_complete(TRITONBACKEND_Model *model, const ort_r
   int64_t mbs = 0;
   TRITONSERVER_Error *err = nrd_bu_config_max_batch_size(config, &mbs);
   if (err != NULL || (has_in && has_out)) return err;
-  ort_session_options o = {.intra_op_threads = 1, .inter_op_threads = 1, .optimization = ORT_DISABLE_ALL};
+  ort_session_options o = {.intra_op_threads = 1,
+                           .inter_op_threads = 1,
+                           .optimization = ORT_DISABLE_ALL,
+                           .mem_arena = -1,
+                           .mem_pattern = -1};
   ort_session s;
   err = ort_session_open(rt, path, &o, &s);
   if (err != NULL) return err;

@@ -675,11 +675,11 @@ static void run_items(sf_instance *inst, item **items, size_t n) {
   /* The outputs are written into the instance's buffers: ONNX Runtime
    * fails the Run if an output's shape is not the one they give. */
   if (err == NULL) {
-    err =
-        ort_runtime_error(rt,
-                          rt->api->Run(inst->session.session, NULL, r->in_names, (const OrtValue *const *)r->in_values,
-                                       r->in_count, r->out_names, r->out_count, r->out_values),
-                          "Run failed");
+    err = ort_runtime_error(rt,
+                            rt->api->Run(inst->session.session, inst->session.run_options, r->in_names,
+                                         (const OrtValue *const *)r->in_values, r->in_count, r->out_names, r->out_count,
+                                         r->out_values),
+                            "Run failed");
   }
   if (err == NULL) {
     for (size_t p = 0; p < m->pair_count; p++) {

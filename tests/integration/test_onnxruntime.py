@@ -224,13 +224,46 @@ def test_session_settings_load_and_serve():
     for name, extra in (("level_basic", "optimization { graph { level: -1 } }"),
                         ("level_extended", "optimization { graph { level: 1 } }"),
                         ("level_none", "optimization { graph { level: 2 } }"),
-                        ("parallel", 'parameters { key: "execution_mode" value { string_value: "1" } }')):
+                        ("parallel", 'parameters { key: "execution_mode" value { string_value: "1" } }'),
+                        # Triton's memory settings (its qa/L0_onnx_optimization "cpu_config").
+                        ("no_arena", 'parameters { key: "enable_mem_arena" value { string_value: "0" } }\n'
+                                     'parameters { key: "enable_mem_pattern" value { string_value: "OFF" } }'),
+                        # (shrinking needs the arena: ONNX Runtime refuses the run without it)
+                        ("memory", 'parameters { key: "enable_mem_arena" value { string_value: "1" } }\n'
+                                   'parameters { key: "enable_mem_pattern" value { string_value: "true" } }\n'
+                                   'parameters { key: "session.use_device_allocator_for_initializers" '
+                                   'value { string_value: "1" } }\n'
+                                   'parameters { key: "memory.enable_memory_arena_shrinkage" '
+                                   'value { string_value: "cpu:0" } }'),
+                        ("bad_bool", 'parameters { key: "enable_mem_pattern" value { string_value: "maybe" } }')):
         models[name] = ("fixed_add_sub", CONFIGS["fixed_add_sub"] + THREADS + extra)
-    with serve(models) as s:
-        for k, name in enumerate(models):
+    with serve(models, "--exit-on-error=false") as s:
+        for k, name in enumerate(n for n in models if n != "bad_bool"):
             r = infer(s, name, [("INPUT0", np.array([1, 2, 3, 4], np.int32)), ("INPUT1", np.ones(4, np.int32))],
                       protocol=PROTOCOLS[k % 2])
             assert outputs_of(r)["OUTPUT0"] == [2, 3, 4, 5], name
+        with client(s) as c:
+            index = {m["name"]: m for m in c.get_model_repository_index()}
+        assert "failed to convert 'maybe' to boolean" in index["bad_bool"].get("reason", ""), index["bad_bool"]
+
+
+def test_global_thread_pools_from_the_backend_settings():
+    # Triton's --backend-config=onnxruntime,enable-global-threadpool=1 with
+    # its thread counts: the sessions share the environment's pools (the
+    # model's own counts are ignored, as there).
+    models = {"fixed_add_sub": ("fixed_add_sub", CONFIGS["fixed_add_sub"])}
+    with serve(models, "--backend-config=onnxruntime,enable-global-threadpool=true",
+               "--backend-config=onnxruntime,intra_op_thread_count=1",
+               "--backend-config=onnxruntime,inter_op_thread_count=1") as s:
+        r = infer(s, "fixed_add_sub", [("INPUT0", np.array([1, 2, 3, 4], np.int32)),
+                                       ("INPUT1", np.ones(4, np.int32))])
+        assert outputs_of(r)["OUTPUT0"] == [2, 3, 4, 5]
+        assert "global thread pools" in s.text(), s.text()
+    with serve(models, "--backend-config=onnxruntime,enable-global-threadpool=maybe",
+               "--exit-on-error=false") as s:
+        with client(s) as c:
+            index = {m["name"]: m for m in c.get_model_repository_index()}
+    assert "failed to convert 'maybe' to boolean" in index["fixed_add_sub"].get("reason", ""), index
 
 
 def test_dynamic_batcher_runs_requests_together():
