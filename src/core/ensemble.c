@@ -107,6 +107,10 @@ typedef struct ens_value {
   const nrd_buffer *bufs;
   uint32_t nbufs;
   uint64_t byte_size;
+  /* The batch size of the request that made it (the ensemble request's
+   * or a step's), 0 from one without batching: Triton reshapes by it
+   * (reshape_dims). */
+  uint64_t batch_size;
   nrd_buffer one; /* a step output's only buffer */
   ens_hold *hold; /* a step output's response; NULL for the request's inputs */
   uint32_t uses; /* an iteration's value: readers and answers still to come */
@@ -458,10 +462,46 @@ static bool outputs_at(const ens_ctx *c, uint32_t k, const ens_value **vals) {
   return true;
 }
 
-/* Copies value `v` into a new output `name` of `resp`. */
-static TRITONSERVER_Error *add_output(TRITONBACKEND_Response *resp, const char *name, const ens_value *v) {
+/* Whether a shape matches configured dims (-1 on either side matches). */
+static bool dims_fit(const int64_t *cfg, uint32_t ncfg, const int64_t *dims, uint32_t n) {
+  if (ncfg != n) return false;
+  for (uint32_t i = 0; i < n; i++)
+    if (cfg[i] != -1 && dims[i] != -1 && cfg[i] != dims[i]) return false;
+  return true;
+}
+
+/* The shape value `v` takes where `io` (NULL: unknown) is configured, on
+ * a model that batches or not, as Triton's ReshapeTensorDims gives it: a
+ * tensor made without batching gets a batch of 1 where one is expected
+ * and its shape is the configured one; a batch of 1 loses it where none
+ * is expected and its shape is not. `out` has room for v->dims + 1;
+ * returns the count of dims. */
+static uint32_t reshape_dims(const nrd_io *io, bool batching, const ens_value *v, int64_t *out) {
+  bool from_batching = v->batch_size != 0;
+  if (io && batching && !from_batching && dims_fit(io->dims, io->ndims, v->shape, v->dims)) {
+    out[0] = 1;
+    memcpy(out + 1, v->shape, v->dims * sizeof(int64_t));
+    return v->dims + 1;
+  }
+  if (io && !batching && from_batching && v->batch_size == 1 && v->dims > 0 &&
+      !dims_fit(io->dims, io->ndims, v->shape, v->dims)) {
+    memcpy(out, v->shape + 1, (v->dims - 1) * sizeof(int64_t));
+    return v->dims - 1;
+  }
+  memcpy(out, v->shape, v->dims * sizeof(int64_t));
+  return v->dims;
+}
+
+/* Copies value `v` into a new output `name` of `resp` (the ensemble's
+ * answer to `req`). */
+static TRITONSERVER_Error *add_output(const ens_ctx *c, TRITONBACKEND_Response *resp, const char *name,
+                                      const ens_value *v) {
   TRITONBACKEND_Output *out = NULL;
-  NRD_RETURN_IF_ERROR(TRITONBACKEND_ResponseOutput(resp, &out, name, v->dtype, v->shape, v->dims));
+  int64_t shape[NRD_MAX_DIMS + 1];
+  bool fits = v->dims <= NRD_MAX_DIMS;
+  uint32_t dims =
+      fits ? reshape_dims(nrd_model_find_output(c->es->model, name), c->req->batch_size != 0, v, shape) : v->dims;
+  NRD_RETURN_IF_ERROR(TRITONBACKEND_ResponseOutput(resp, &out, name, v->dtype, fits ? shape : v->shape, dims));
   void *buf = NULL;
   TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
   int64_t mid = 0;
@@ -488,7 +528,7 @@ static bool answer(ens_ctx *c, const ens_value **vals, uint32_t flags) {
     return false;
   }
   for (uint32_t i = 0; !err && i < n_outputs(c); i++)
-    if (!vals[i]->absent) err = add_output(resp, ensemble_output_name(c, i), vals[i]);
+    if (!vals[i]->absent) err = add_output(c, resp, ensemble_output_name(c, i), vals[i]);
   bool ok = err == NULL;
   TRITONSERVER_Error *sent = TRITONBACKEND_ResponseSend(resp, flags, err);
   if (sent) {
@@ -660,7 +700,8 @@ static void send_runs(ens_ctx *c, const ens_run *runs, uint32_t n, bool wait_for
 
 /* Stores the outputs of a step's response as iteration `iter` of the
  * tensors they map to; true when it kept `resp`. Lock held. */
-static bool take_outputs(ens_ctx *c, const ens_step *st, uint32_t iter, TRITONSERVER_InferenceResponse *resp) {
+static bool take_outputs(ens_ctx *c, const ens_step *st, uint32_t iter, uint64_t batch_size,
+                         TRITONSERVER_InferenceResponse *resp) {
   ens_hold *h = calloc(1, sizeof(*h));
   if (!h) {
     fail_with(c, nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory"));
@@ -688,6 +729,7 @@ static bool take_outputs(ens_ctx *c, const ens_step *st, uint32_t iter, TRITONSE
                          .dims = (uint32_t)dims,
                          .nbufs = 1,
                          .byte_size = size,
+                         .batch_size = batch_size,
                          .one = {.base = base, .size = size, .mtype = mt, .mtype_id = mid},
                          .hold = h};
         v->bufs = &v->one;
@@ -777,7 +819,7 @@ static void on_step_response(TRITONSERVER_InferenceResponse *resp, const uint32_
     if (rerr)
       fail_with(c, rerr);
     else if ((count || !st->decoupled) && !c->err) /* a decoupled step's response is its next iteration */
-      kept = take_outputs(c, st, st->decoupled ? c->iters[k->step]++ : k->iter, resp);
+      kept = take_outputs(c, st, st->decoupled ? c->iters[k->step]++ : k->iter, k->req->batch_size, resp);
     if (!kept) TRITONSERVER_InferenceResponseDelete(resp);
   }
   if (resp || final) {
@@ -849,7 +891,12 @@ static TRITONSERVER_Error *send_run(ens_ctx *c, uint32_t s, uint32_t iter, ens_c
     const ens_value *v = value_at(c, st->in[i].tensor, iter);
     pthread_mutex_unlock(&c->mu);
     if (v->absent) continue; /* sent without it, as Triton does */
-    err = TRITONSERVER_InferenceRequestAddInput(r, st->in[i].name, v->dtype, v->shape, v->dims);
+    int64_t shape[NRD_MAX_DIMS + 1];
+    bool fits = v->dims <= NRD_MAX_DIMS;
+    uint32_t dims =
+        fits ? reshape_dims(nrd_model_find_input(r->model, st->in[i].name), r->model->max_batch_size > 0, v, shape)
+             : v->dims;
+    err = TRITONSERVER_InferenceRequestAddInput(r, st->in[i].name, v->dtype, fits ? shape : v->shape, dims);
     for (uint32_t b = 0; !err && b < v->nbufs; b++)
       err = TRITONSERVER_InferenceRequestAppendInputData(r, st->in[i].name, v->bufs[b].base, v->bufs[b].size,
                                                          v->bufs[b].mtype, v->bufs[b].mtype_id);
@@ -960,7 +1007,8 @@ static TRITONSERVER_Error *ens_enqueue(nrd_scheduler *sched, TRITONSERVER_Infere
                        .dims = in->dims_count,
                        .bufs = in->bufs,
                        .nbufs = in->nbufs,
-                       .byte_size = in->byte_size};
+                       .byte_size = in->byte_size,
+                       .batch_size = req->batch_size};
     if (!v || store(c, t, 0, v) < 0) {
       free(v);
       err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory starting ensemble '%s'", es->model->name);
@@ -1125,6 +1173,26 @@ static TRITONSERVER_Error *check_step(const TRITONBACKEND_Model *e, const ens_sc
   return NULL;
 }
 
+/* An ensemble output without labels of its own takes those of the step
+ * output it comes from, as Triton completes an ensemble's label provider
+ * at load, so that classification through the ensemble names classes. */
+static TRITONSERVER_Error *take_labels(TRITONBACKEND_Model *e, const ens_sched *es, const ens_step *st,
+                                       const TRITONBACKEND_Model *cm) {
+  for (uint32_t o = 0; o < st->n_out; o++) {
+    nrd_io *out = NULL;
+    for (uint32_t k = 0; k < e->n_outputs && !out; k++)
+      if (!strcmp(e->outputs[k].name, es->tensors[st->out[o].tensor])) out = &e->outputs[k];
+    const nrd_io *from = find_io(cm->outputs, cm->n_outputs, st->out[o].name);
+    if (!out || out->n_labels || !from || !from->n_labels) continue;
+    out->labels = calloc(from->n_labels, sizeof(char *));
+    if (!out->labels) return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+    for (; out->n_labels < from->n_labels; out->n_labels++)
+      if (!(out->labels[out->n_labels] = strdup(from->labels[out->n_labels])))
+        return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory");
+  }
+  return NULL;
+}
+
 /* Which tensors iterate with which decoupled step (see the top), and so
  * which steps run once per iteration; whether the ensemble is decoupled.
  * Refuses what Triton refuses (its ensemble_utils.cc, r25.07): every step,
@@ -1253,6 +1321,7 @@ TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, const
     es->steps[s].decoupled = cm->decoupled;
     held[s] = cm;
     err = check_step(model, es, &es->steps[s], cm, known);
+    if (!err) err = take_labels(model, es, &es->steps[s], cm);
   }
   for (uint32_t s = 0; held && s < es->n_steps; s++)
     if (held[s]) nrd_model_unref(held[s]);

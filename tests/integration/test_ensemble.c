@@ -676,16 +676,17 @@ Test(ensemble, a_mix_of_decoupled_origins_is_refused_as_triton_does, .timeout = 
       "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"B\" } output_map { key: \"OUT\" value: \"Y\" "
       "} } ] }\n",
       "1");
-  h_model(repo, "mixed_in",
-          "name: \"mixed_in\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
-          "input [ { name: \"N\" data_type: TYPE_INT32 dims: [ 1 ] }, { name: \"B\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
-          "output [ { name: \"Y\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
-          "ensemble_scheduling { step [\n"
-          "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"N\" } output_map { key: \"OUT\" value: "
-          "\"T\" } },\n"
-          "  { model_name: \"addsub1\" input_map { key: \"INPUT0\" value: \"T\" } input_map { key: \"INPUT1\" value: "
-          "\"B\" } output_map { key: \"OUTPUT0\" value: \"Y\" } } ] }\n",
-          "1");
+  h_model(
+      repo, "mixed_in",
+      "name: \"mixed_in\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
+      "input [ { name: \"N\" data_type: TYPE_INT32 dims: [ 1 ] }, { name: \"B\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+      "output [ { name: \"Y\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
+      "ensemble_scheduling { step [\n"
+      "  { model_name: \"square_int32\" input_map { key: \"IN\" value: \"N\" } output_map { key: \"OUT\" value: "
+      "\"T\" } },\n"
+      "  { model_name: \"addsub1\" input_map { key: \"INPUT0\" value: \"T\" } input_map { key: \"INPUT1\" value: "
+      "\"B\" } output_map { key: \"OUTPUT0\" value: \"Y\" } } ] }\n",
+      "1");
   TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_EXPLICIT));
   const char *expect[2][2] = {
       {"two_out", "in ensemble two_out, step of model 'two_out' receives inputs originated from different decoupled "
@@ -976,5 +977,76 @@ Test(ensemble, an_optional_input_left_out_runs_the_step_without_it, .timeout = 6
     h_call_free(c);
     H_OK(TRITONSERVER_InferenceRequestDelete(r));
   }
+  done(s, repo);
+}
+
+/* A tensor crosses between models with and without batching as Triton's
+ * ensemble moves it (its ReshapeTensorDims, qa/L0_infer's *_nobatch
+ * ensembles): made without batching and sent where a batch is expected, it
+ * gets a batch of 1; a batch of 1 sent where none is expected loses it.
+ * And an ensemble output without labels takes its step output's, so that
+ * classification through the ensemble names classes. */
+Test(ensemble, tensors_cross_between_batching_and_unbatched_models_and_keep_labels, .timeout = 60) {
+  char *repo = h_tmpdir();
+  addsub_model(repo);
+  h_model(repo, "addsub_nb",
+          "name: \"addsub_nb\"\nbackend: \"add_sub\"\nmax_batch_size: 0\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ 4 ] },\n"
+          "        { name: \"INPUT1\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ 4 ] label_filename: \"labels.txt\" },\n"
+          "         { name: \"OUTPUT1\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n",
+          "1");
+  h_write(repo, "addsub_nb/labels.txt", "zero\none\ntwo\nthree\n");
+  h_model(repo, "nb_ens",
+          "name: \"nb_ens\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
+          "input [ { name: \"A\" data_type: TYPE_INT32 dims: [ 4 ] },\n"
+          "        { name: \"B\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
+          "output [ { name: \"SUM2\" data_type: TYPE_INT32 dims: [ 4 ] },\n"
+          "         { name: \"S\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
+          "ensemble_scheduling { step [\n"
+          "  { model_name: \"addsub\" model_version: -1\n"
+          "    input_map { key: \"INPUT0\" value: \"A\" } input_map { key: \"INPUT1\" value: \"B\" }\n"
+          "    output_map { key: \"OUTPUT0\" value: \"S\" } output_map { key: \"OUTPUT1\" value: \"D\" } },\n"
+          "  { model_name: \"addsub_nb\" model_version: -1\n"
+          "    input_map { key: \"INPUT0\" value: \"S\" } input_map { key: \"INPUT1\" value: \"D\" }\n"
+          "    output_map { key: \"OUTPUT0\" value: \"SUM2\" } }\n"
+          "] }\n",
+          "1");
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  TRITONSERVER_InferenceRequest *r = h_request(s, "nb_ens");
+  int64_t shape[1] = {4};
+  h_add_input(r, "A", TRITONSERVER_TYPE_INT32, shape, 1, A, sizeof A);
+  h_add_input(r, "B", TRITONSERVER_TYPE_INT32, shape, 1, B, sizeof B);
+  h_call *c = h_infer(s, r);
+  char *err = h_response_error(c, 0);
+  cr_assert_null(err, "%s", err);
+  const char *names[2] = {"SUM2", "S"};
+  for (int k = 0; k < 2; k++) {
+    h_output o;
+    cr_assert(h_find_output(c->responses[0], names[k], &o), "%s", names[k]);
+    cr_assert(o.dims == 1 && o.shape[0] == 4, "%s: %" PRIu64 " dims", names[k], o.dims);
+    int32_t v[4];
+    memcpy(v, o.base, sizeof v);
+    for (int i = 0; i < 4; i++) cr_assert_eq(v[i], k == 0 ? 2 * A[i] : A[i] + B[i], "%s[%d]", names[k], i);
+  }
+  /* SUM2 comes from addsub_nb's OUTPUT0: its labels. S has none. */
+  uint32_t n = 0;
+  H_OK(TRITONSERVER_InferenceResponseOutputCount(c->responses[0], &n));
+  for (uint32_t i = 0; i < n; i++) {
+    h_output o;
+    TRITONSERVER_MemoryType mt;
+    int64_t mid;
+    void *up;
+    H_OK(TRITONSERVER_InferenceResponseOutput(c->responses[0], i, &o.name, &o.dtype, &o.shape, &o.dims, &o.base,
+                                              &o.size, &mt, &mid, &up));
+    const char *label = NULL;
+    H_OK(TRITONSERVER_InferenceResponseOutputClassificationLabel(c->responses[0], i, 2, &label));
+    if (!strcmp(o.name, "SUM2"))
+      cr_assert_str_eq(label, "two");
+    else
+      cr_assert_null(label);
+  }
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
   done(s, repo);
 }
