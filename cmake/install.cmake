@@ -14,7 +14,9 @@
 #   include/triton/core/*.h              the public API
 #   include/nereid/backend_utils.h
 #   backends/<name>/libtriton_<name>.so  each shipped backend, with its own
-#                                        libraries beside it (ONNX Runtime)
+#                                        libraries beside it (ONNX Runtime's
+#                                        CPU build, or its GPU build with
+#                                        NRD_INSTALL_ONNXRUNTIME_GPU)
 # The installed nereid finds <prefix>/backends from its own path
 # (src/server/main.c), so it needs no --backend-directory.
 
@@ -29,6 +31,17 @@ set(NRD_INSTALL_CORE_LIBRARY tritonserver)
 set(NRD_INSTALL_BACKEND_UTILS nrd_backend_utils)
 # The pytorch backend ships only on request: its libtorch is 482 MB.
 option(NRD_INSTALL_PYTORCH "Install the pytorch backend and libtorch beside it" OFF)
+# ONNX Runtime's GPU build (.deps/onnxruntime-gpu, 299 MiB: its CUDA
+# provider alone is 284 MB) beside the onnxruntime and stateful backends,
+# instead of the CPU library, so that KIND_GPU ONNX models run on the CUDA
+# provider (docs/gpu.md). Without the option the same files are the install
+# component "onnxruntime_gpu", left out of a plain install:
+#   cmake --install build --prefix P --component onnxruntime_gpu
+# puts them over an installed tree's CPU library.
+option(NRD_INSTALL_ONNXRUNTIME_GPU "Install ONNX Runtime's GPU build beside the ONNX backends instead of the CPU one" OFF)
+set(NRD_ONNXRUNTIME_GPU_DIR ${PROJECT_SOURCE_DIR}/.deps/onnxruntime-gpu
+    CACHE PATH "ONNX Runtime's GPU build: libonnxruntime.so.1 and its CUDA provider libraries")
+set(NRD_ONNXRUNTIME_GPU_LIBS libonnxruntime.so.1 libonnxruntime_providers_shared.so libonnxruntime_providers_cuda.so)
 set(NRD_INSTALL_BACKEND_UTILS_HEADER ${PROJECT_SOURCE_DIR}/src/backend_utils/nereid/backend_utils.h)
 
 include(CMakePackageConfigHelpers)
@@ -59,11 +72,37 @@ function(nrd_install_rules)
   endforeach()
   # A backend's own libraries go beside it, where it opens them; a backend
   # with more (the Python backend's stub and module) adds its line here.
-  if(TARGET triton_onnxruntime AND EXISTS "${NRD_ONNXRUNTIME_LIBRARY}")
-    install(FILES ${NRD_ONNXRUNTIME_LIBRARY} DESTINATION backends/onnxruntime)
+  if(NOT NRD_INSTALL_ONNXRUNTIME_GPU)
+    if(TARGET triton_onnxruntime AND EXISTS "${NRD_ONNXRUNTIME_LIBRARY}")
+      install(FILES ${NRD_ONNXRUNTIME_LIBRARY} DESTINATION backends/onnxruntime)
+    endif()
+    if(TARGET triton_stateful AND EXISTS "${NRD_ONNXRUNTIME_LIBRARY}")
+      install(FILES ${NRD_ONNXRUNTIME_LIBRARY} DESTINATION backends/stateful)
+    endif()
   endif()
-  if(TARGET triton_stateful AND EXISTS "${NRD_ONNXRUNTIME_LIBRARY}")
-    install(FILES ${NRD_ONNXRUNTIME_LIBRARY} DESTINATION backends/stateful)
+  # The GPU build goes to backends/onnxruntime; backends/stateful gets
+  # relative links to it rather than a second 299 MiB copy. ONNX Runtime
+  # looks for its provider libraries in the folder of the path it was
+  # opened by, so each of the three has its link there.
+  if(TARGET triton_onnxruntime AND EXISTS "${NRD_ONNXRUNTIME_GPU_DIR}/libonnxruntime_providers_cuda.so")
+    set(opt EXCLUDE_FROM_ALL)
+    if(NRD_INSTALL_ONNXRUNTIME_GPU)
+      set(opt "")
+    endif()
+    list(TRANSFORM NRD_ONNXRUNTIME_GPU_LIBS PREPEND ${NRD_ONNXRUNTIME_GPU_DIR}/ OUTPUT_VARIABLE gpu_libs)
+    install(FILES ${gpu_libs} DESTINATION backends/onnxruntime COMPONENT onnxruntime_gpu ${opt})
+    if(TARGET triton_stateful)
+      install(CODE "
+        file(MAKE_DIRECTORY \$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/backends/stateful)
+        foreach(lib ${NRD_ONNXRUNTIME_GPU_LIBS})
+          set(link \$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/backends/stateful/\${lib})
+          file(REMOVE \${link})
+          file(CREATE_LINK ../onnxruntime/\${lib} \${link} SYMBOLIC)
+        endforeach()" COMPONENT onnxruntime_gpu ${opt})
+    endif()
+  elseif(NRD_INSTALL_ONNXRUNTIME_GPU)
+    message(FATAL_ERROR "NRD_INSTALL_ONNXRUNTIME_GPU: no ONNX Runtime GPU build in ${NRD_ONNXRUNTIME_GPU_DIR} "
+                        "(scripts/fetch_pypi.sh puts it in .deps/onnxruntime-gpu)")
   endif()
   if(TARGET triton_fil)
     file(GLOB tl_libs ${NRD_TREELITE_DIR}/libtreelite.so ${NRD_TREELITE_DIR}/libgomp-*.so*)

@@ -2,6 +2,10 @@
 # Puts what Nereid takes from PyPI where the build and the tests find it,
 # each from a wheel pinned by version and sha256 in scripts/pypi/*.txt:
 #   .deps/onnxruntime/libonnxruntime.so.1    (onnxruntime.txt; the backends)
+#   .deps/onnxruntime-gpu/                   (onnxruntime-gpu.txt; ONNX
+#                                             Runtime's GPU build and its
+#                                             CUDA provider, for KIND_GPU
+#                                             models: see docs/gpu.md)
 #   .deps/perf_analyzer/bin/perf_analyzer    (perf_analyzer.txt; the tests)
 #   .deps/venv/                              (clients.txt; tritonclient for the
 #                                             tests, over Debian's python)
@@ -120,6 +124,30 @@ fetch_onnxruntime() {
   extract "$work"/ort/onnxruntime-*.whl "$deps/onnxruntime.partial" \
     onnxruntime/capi/libonnxruntime.so.1.24.3=libonnxruntime.so.1
   publish onnxruntime "$req"
+}
+
+# ONNX Runtime's GPU build, beside the CPU one: its libonnxruntime.so.1
+# serves KIND_CPU models as well, and opens the two provider libraries
+# from its own folder when a KIND_GPU instance asks for the CUDA
+# provider. The CUDA provider NEEDs libcuda.so.1 (the driver), so only
+# the other two can be loaded on a machine without one.
+fetch_onnxruntime_gpu() {
+  local req=$pyreq/onnxruntime-gpu.txt
+  part_current onnxruntime-gpu "$req" && { echo "fetch_pypi: onnxruntime-gpu up to date"; return; }
+  [ "$(uname -m)" = x86_64 ] || { echo "fetch_pypi: the pinned onnxruntime-gpu wheel is for x86_64 only; KIND_GPU ONNX models will not load" >&2; return; }
+  mkdir -p "$work/ortgpu"
+  download "$req" "$work/ortgpu"
+  local dest=$deps/onnxruntime-gpu.partial lib
+  rm -rf "$dest"
+  extract "$work"/ortgpu/onnxruntime_gpu-*.whl "$dest" \
+    onnxruntime/capi/libonnxruntime.so.1.31.1=libonnxruntime.so.1 \
+    onnxruntime/capi/libonnxruntime_providers_cuda.so=libonnxruntime_providers_cuda.so \
+    onnxruntime/capi/libonnxruntime_providers_shared.so=libonnxruntime_providers_shared.so
+  for lib in libonnxruntime.so.1 libonnxruntime_providers_shared.so; do
+    "$python" -c 'import ctypes, sys; ctypes.CDLL(sys.argv[1])' "$dest/$lib" ||
+      fail "$lib from ${req#"$src"/} does not load here (ldd $dest/$lib); nothing was installed"
+  done
+  publish onnxruntime-gpu "$req"
 }
 
 fetch_perf_analyzer() {
@@ -300,6 +328,7 @@ fetch_nvml() {
 }
 
 fetch_onnxruntime
+fetch_onnxruntime_gpu
 fetch_perf_analyzer
 fetch_venv
 fetch_oracle

@@ -23,9 +23,12 @@
 # minutes on a GPU machine; the build takes what a build takes.
 # NRD_ORT_GPU_LIB_DIR=DIR (a folder holding onnxruntime-gpu's
 # libonnxruntime.so.1, libonnxruntime_providers_cuda.so and
-# libonnxruntime_providers_shared.so) runs the KIND_GPU ONNX check on that
-# library's CUDA provider; without it the check expects the CPU library's
-# refusal.
+# libonnxruntime_providers_shared.so; default .deps/onnxruntime-gpu, where
+# scripts/fetch_pypi.sh puts them, when it is there) runs the KIND_GPU ONNX
+# check on that library's CUDA provider (with --stand-in: the CUDA
+# runtime's refusal of the stand-in); without one the check expects the CPU
+# library's refusal. That library set is too large for a bundle (see
+# --bundle): on the GPU machine, give a folder of it with NRD_ORT_GPU_LIB_DIR.
 set -u -o pipefail
 
 ROOT=/tmp/nereid-gpucheck
@@ -40,12 +43,15 @@ while [ $# -gt 0 ]; do
     --from) MODE=from; ROOT=${2:?--from needs a folder}; shift ;;
     --stand-in) STANDIN=1 ;;
     --bench) BENCH=1 ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "gpu_check.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
 BUILD=$ROOT/build
+ORT_GPU=${NRD_ORT_GPU_LIB_DIR:-}
+[ -z "$ORT_GPU" ] && [ -f "$SRC/.deps/onnxruntime-gpu/libonnxruntime_providers_cuda.so" ] &&
+  ORT_GPU=$SRC/.deps/onnxruntime-gpu
 
 build() {
   mkdir -p "$BUILD"
@@ -67,17 +73,37 @@ onnx_models.write(sys.argv[2], 'fixed_add_sub')" "$SRC/tools" "$ROOT/onnx" >"$RO
 # The files a GPU machine needs, and every library they load that is not
 # part of glibc or the compiler's runtime, into $ROOT/lib.
 bundle() {
+  rm -rf "$ROOT/lib"
   mkdir -p "$ROOT/lib" "$ROOT/scripts" "$ROOT/tests/integration"
   cp "$SRC/scripts/gpu_check.sh" "$SRC/scripts/gpu_check_http.py" "$ROOT/scripts/"
   cp "$SRC/tests/integration/test_gpu_shm.py" "$ROOT/tests/integration/"
-  local elf
+  # it_test_gpu makes the build build every backend; the checks load none
+  # of these, and with them (libtorch, 431 MB, through ldd) the bundle was
+  # 173 MB instead of 16.
+  local skip=(backends/pytorch backends/openvino backends/fil backends/python backends/stateful
+              test_backends/stateful_inject) findskip=() tarskip=() d elf
+  for d in "${skip[@]}"; do
+    findskip+=(-not -path "$BUILD/$d/*")
+    tarskip+=("--exclude=${BUILD#/}/$d")
+  done
   find "$BUILD" -type f \( -name '*.so' -o -name nereid -o -name it_test_gpu -o -name gpu_check_decls \
-    -o -name nrd_bench_gpu_pool \) -not -path '*/CMakeFiles/*' | while read -r elf; do
+    -o -name nrd_bench_gpu_pool \) -not -path '*/CMakeFiles/*' "${findskip[@]}" | while read -r elf; do
     ldd "$elf" 2>/dev/null | awk '/=> \//{print $3}'
   done | sort -u | grep -Ev '/(libc|libm|libdl|libpthread|librt|libresolv|ld-linux[^/]*|libstdc\+\+|libgcc_s)\.so' |
     xargs -r -I{} cp -L {} "$ROOT/lib/"
-  tar -C / -czf "$BUNDLE" --exclude='*/CMakeFiles' --exclude='*.o' --exclude='*.a' "${ROOT#/}"
+  tar -C / -czf "$BUNDLE" --exclude='*/CMakeFiles' --exclude='*.o' --exclude='*.a' "${tarskip[@]}" "${ROOT#/}"
   echo "gpu_check.sh: wrote $BUNDLE ($(du -h "$BUNDLE" | cut -f1)); on the GPU machine: tar -C / -xzf $(basename "$BUNDLE") && $ROOT/scripts/gpu_check.sh --from $ROOT"
+  # ONNX Runtime's GPU build is never packed: 299 MiB (its CUDA provider
+  # alone is 284 MB), about 242 MB gzipped, against the 64 MiB a bundle may
+  # be where bundles travel to a lent GPU machine.
+  local size="not fetched here"
+  [ -n "$ORT_GPU" ] && size="$(du -shL "$ORT_GPU" | cut -f1) in $ORT_GPU, about 242 MB compressed"
+  echo "gpu_check.sh: ONNX Runtime's GPU build is NOT in the bundle ($size): too large for a 64 MiB bundle."
+  echo "  The bundle's KIND_GPU ONNX check then expects the CPU library's refusal. To run ONNX Runtime's CUDA"
+  echo "  provider on the GPU machine, put onnxruntime-gpu's libonnxruntime.so.1 (libonnxruntime.so.1.31.1 in the"
+  echo "  wheel pinned by scripts/pypi/onnxruntime-gpu.txt), libonnxruntime_providers_cuda.so and"
+  echo "  libonnxruntime_providers_shared.so in a folder there and run"
+  echo "  NRD_ORT_GPU_LIB_DIR=<folder> $ROOT/scripts/gpu_check.sh --from $ROOT"
 }
 
 FILES=$SRC # where the scripts and the Python test are
@@ -143,21 +169,33 @@ fi
 rm -rf "$BK"
 
 # 3b. A KIND_GPU ONNX model on the onnxruntime backend: ONNX Runtime's CUDA
-# provider from NRD_ORT_GPU_LIB_DIR, else the CPU library's refusal.
+# provider from NRD_ORT_GPU_LIB_DIR (or .deps/onnxruntime-gpu), else the CPU
+# library's refusal. The backend is copied, not linked: the core takes a
+# backend's folder from its real path, and ONNX Runtime must be found there.
 ORT_BACKEND=$BUILD/backends/onnxruntime
 if [ -f "$ROOT/onnx/fixed_add_sub.onnx" ] && [ -f "$ORT_BACKEND/libtriton_onnxruntime.so" ]; then
   BK=$(mktemp -d)
   mkdir "$BK/onnxruntime"
-  ln -s "$ORT_BACKEND/libtriton_onnxruntime.so" "$BK/onnxruntime/"
+  cp "$ORT_BACKEND/libtriton_onnxruntime.so" "$BK/onnxruntime/"
   ORT_ARG=""
-  if [ -n "${NRD_ORT_GPU_LIB_DIR:-}" ]; then
-    ln -s "$NRD_ORT_GPU_LIB_DIR"/libonnxruntime*.so* "$BK/onnxruntime/"
+  ORT_ENV=()
+  if [ -n "$ORT_GPU" ]; then
+    echo "gpu_check.sh: the ONNX check runs on ONNX Runtime's GPU build from $ORT_GPU"
+    ln -s "$ORT_GPU"/libonnxruntime.so.1 "$ORT_GPU"/libonnxruntime_providers_*.so "$BK/onnxruntime/"
     ORT_ARG=--ort-cuda
+    if [ "$STANDIN" = 1 ]; then
+      # The provider links libcuda.so.1: the stand-in answers to that name
+      # here, and the CUDA runtime refuses its driver version.
+      mkdir "$BK/driver"
+      ln -s "$FAKE" "$BK/driver/libcuda.so.1"
+      ORT_ENV=(env "LD_LIBRARY_PATH=$BK/driver${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+      ORT_ARG=--ort-cuda-refused
+    fi
   else
     ln -s "$ORT_BACKEND/libonnxruntime.so.1" "$BK/onnxruntime/"
   fi
-  OUT=$(timeout 120 python3 "$FILES/scripts/gpu_check_http.py" --nereid "$BUILD/src/server/nereid" --backends "$BK" \
-    --onnx "$ROOT/onnx/fixed_add_sub.onnx" $ORT_ARG 2>&1)
+  OUT=$(timeout 120 "${ORT_ENV[@]}" python3 "$FILES/scripts/gpu_check_http.py" --nereid "$BUILD/src/server/nereid" \
+    --backends "$BK" --onnx "$ROOT/onnx/fixed_add_sub.onnx" $ORT_ARG 2>&1)
   echo "$OUT" | grep -v '^RESULT'
   R=$(echo "$OUT" | sed -n 's/^RESULT passed=\([0-9]*\) failed=\([0-9]*\)$/\1 \2/p')
   if [ -n "$R" ]; then

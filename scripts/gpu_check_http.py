@@ -6,12 +6,14 @@ inference in place, bounds, unregister, a bad handle), GPU metrics; with
 --bench, 64 MB through CUDA shared memory against a device-to-device copy.
 
 Usage: gpu_check_http.py --nereid BIN --backends DIR [--driver LIB] [--bench]
-       gpu_check_http.py --nereid BIN --backends DIR --onnx MODEL [--ort-cuda]
+       gpu_check_http.py --nereid BIN --backends DIR --onnx MODEL [--ort-cuda | --ort-cuda-refused]
 The second form checks only a KIND_GPU ONNX model (MODEL: an add/sub
 model, INT32 [4] inputs INPUT0/INPUT1, as tools/onnx_models.py writes
 fixed_add_sub) on the onnxruntime backend in DIR: with --ort-cuda, whose
-library has ONNX Runtime's CUDA provider, it must load and compute; without,
-its load must fail with ONNX Runtime's "not enabled" reason.
+library has ONNX Runtime's CUDA provider, it must load and compute; with
+--ort-cuda-refused (that library over the stand-in driver), its load must
+fail with the CUDA provider's reason and the server go on serving; with
+neither, its load must fail with ONNX Runtime's "not enabled" reason.
 --driver names the driver library the client side loads (default
 libcuda.so.1; scripts/gpu_check.sh --stand-in passes the stand-in, and sets
 NEREID_CUDA_LIBRARY for the server). Prints one line per check and last
@@ -134,6 +136,9 @@ output [ { name: "OUTPUT0" data_type: TYPE_INT32 dims: [ 4 ] }, { name: "OUTPUT1
 instance_group [ { kind: KIND_GPU gpus: [ 0 ] } ]
 """
 
+ONNX_REQUEST = {"inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [4], "data": [1, 2, 3, 4]},
+                           {"name": "INPUT1", "datatype": "INT32", "shape": [4], "data": [10, 20, 30, 40]}]}
+
 
 def onnx_checks(a, check):
     """A KIND_GPU ONNX model on GPU 0: served on the CUDA provider
@@ -145,17 +150,30 @@ def onnx_checks(a, check):
         shutil.copy(a.onnx, os.path.join(repo, "onnx_gpu", "1", "model.onnx"))
         with open(os.path.join(repo, "onnx_gpu", "config.pbtxt"), "w") as f:
             f.write(ONNX_CONFIG)
+        os.makedirs(os.path.join(repo, "onnx_cpu", "1"))
+        shutil.copy(a.onnx, os.path.join(repo, "onnx_cpu", "1", "model.onnx"))
+        with open(os.path.join(repo, "onnx_cpu", "config.pbtxt"), "w") as f:
+            f.write(ONNX_CONFIG.replace("kind: KIND_GPU gpus: [ 0 ]", "kind: KIND_CPU"))
         srv = Server(a.nereid, a.backends, repo, ("--model-control-mode=explicit",))
         st, body = srv.call("POST", "/v2/repository/models/onnx_gpu/load")
+        if a.ort_cuda_refused:
+            check("onnxruntime: KIND_GPU refused by ONNX Runtime's CUDA provider over the stand-in",
+                  st == 400 and b"onnx runtime error 1:" in body and b"CUDA failure" in body
+                  and b"on GPU 0: UpdateCUDAProviderOptions failed" in body, body)
+            st, body = srv.call("POST", "/v2/repository/models/onnx_cpu/load")
+            if st == 200:
+                st, body = srv.call("POST", "/v2/models/onnx_cpu/infer", ONNX_REQUEST)
+            outs = {o["name"]: o["data"] for o in json.loads(body)["outputs"]} if st == 200 else {}
+            check("onnxruntime: a KIND_CPU model on the same library serves after the refusal",
+                  outs.get("OUTPUT0") == [11, 22, 33, 44] and outs.get("OUTPUT1") == [-9, -18, -27, -36], body)
+            return
         if not a.ort_cuda:
             check("onnxruntime: KIND_GPU refused without ONNX Runtime's CUDA provider",
                   st == 400 and b"CUDA execution provider is not enabled in this build" in body
                   and b"on GPU 0" in body, body)
             return
         check("onnxruntime: KIND_GPU model loads on the CUDA provider", st == 200, body + srv.log()[-2000:].encode())
-        req = {"inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [4], "data": [1, 2, 3, 4]},
-                          {"name": "INPUT1", "datatype": "INT32", "shape": [4], "data": [10, 20, 30, 40]}]}
-        st, body = srv.call("POST", "/v2/models/onnx_gpu/infer", req)
+        st, body = srv.call("POST", "/v2/models/onnx_gpu/infer", ONNX_REQUEST)
         outs = {o["name"]: o["data"] for o in json.loads(body)["outputs"]} if st == 200 else {}
         check("onnxruntime: add/sub computed on the CUDA provider",
               outs.get("OUTPUT0") == [11, 22, 33, 44] and outs.get("OUTPUT1") == [-9, -18, -27, -36], body)
@@ -179,6 +197,8 @@ def main():
     ap.add_argument("--bench", action="store_true")
     ap.add_argument("--onnx", help="check only a KIND_GPU ONNX model (this file) on the onnxruntime backend")
     ap.add_argument("--ort-cuda", action="store_true", help="the backend's ONNX Runtime has the CUDA provider")
+    ap.add_argument("--ort-cuda-refused", action="store_true",
+                    help="the same library over the stand-in driver: the CUDA provider refuses it")
     a = ap.parse_args()
     results = []
 

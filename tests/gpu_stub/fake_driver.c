@@ -366,6 +366,20 @@ EXPORT nrd_cu_result cuIpcCloseMemHandle(nrd_cu_deviceptr dptr) {
   return 0;
 }
 
+/* Not called by Nereid: ONNX Runtime's CUDA provider library (onnxruntime-gpu)
+ * links this one driver function directly, so it loads only where the
+ * process finds a libcuda.so.1 that has it. With the stand-in reachable
+ * under that name, the provider loads and the CUDA runtime under it meets
+ * the stand-in's driver (tests/integration/test_onnxruntime.py). No
+ * tensor maps here: CUDA_ERROR_NOT_SUPPORTED. */
+EXPORT nrd_cu_result cuTensorMapEncodeTiled(void *map, int type, unsigned rank, void *global, const uint64_t *dims,
+                                            const uint64_t *strides, const unsigned *box, const unsigned *steps,
+                                            int interleave, int swizzle, int promotion, int fill) {
+  (void)map, (void)type, (void)rank, (void)global, (void)dims, (void)strides;
+  (void)box, (void)steps, (void)interleave, (void)swizzle, (void)promotion, (void)fill;
+  return 801;
+}
+
 /* ------------------------------------------------------------ NVML */
 
 static atomic_ullong energy_mj;

@@ -4,12 +4,17 @@ build tree anywhere (no --backend-directory, no loader path, nothing in a
 RUNPATH), and a backend built outside the tree against that prefix, once
 with find_package(Nereid) and once with pkg-config, served by it.
 
+The install component onnxruntime_gpu (ONNX Runtime's GPU build, left out of
+a plain install) is installed over a tree of its own and serves an ONNX model.
+
 Environment: NRD_BUILD_DIR (the build tree to install), CMAKE_COMMAND,
-NEREID_EXAMPLES."""
+NEREID_EXAMPLES, NRD_ORT_GPU_DIR (ONNX Runtime's GPU build, when fetched)."""
 import os
 import shutil
 
+import numpy as np
 import pytest
+import tritonclient.http as httpclient
 
 from deploy_helpers import (BUILD_DIR, EXAMPLES, SOURCE, Server, clean_env, elf_files, infer, infer_simple,
                             local_ports, run)
@@ -38,6 +43,9 @@ def test_layout(prefix):
     # Test-only backends never ship.
     assert not (prefix / "backends" / "recorder").exists()
     assert not (prefix / "test_backends").exists()
+    # ONNX Runtime's GPU build (299 MiB) only on request.
+    for name in ["onnxruntime", "stateful"]:
+        assert not (prefix / "backends" / name / "libonnxruntime_providers_cuda.so").exists(), name
 
 
 def test_nothing_points_into_the_build_tree(prefix):
@@ -121,3 +129,46 @@ def test_out_of_tree_backend_with_pkg_config(prefix, tmp_path):
     run(["cc", "-std=c17", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared", "-fvisibility=hidden",
          os.path.join(NEGATE_SRC, "negate.c"), "-o", str(lib), *flags], env=env)
     negate_served(prefix, lib, tmp_path)
+
+
+ORT_GPU = os.environ.get("NRD_ORT_GPU_DIR", "")
+ORT_GPU_LIBS = ["libonnxruntime.so.1", "libonnxruntime_providers_shared.so", "libonnxruntime_providers_cuda.so"]
+
+
+@pytest.mark.skipif(not os.path.isfile(os.path.join(ORT_GPU, "libonnxruntime_providers_cuda.so")),
+                    reason="ONNX Runtime's GPU build was not fetched (scripts/fetch_pypi.sh: .deps/onnxruntime-gpu)")
+def test_onnxruntime_gpu_component_replaces_the_cpu_library(tmp_path):
+    # A plain install, then the component over it (docs/gpu.md): the three
+    # libraries beside the onnxruntime backend, relative links to them
+    # beside the stateful backend, and the installed server runs the
+    # example's ONNX model on the GPU build.
+    p = tmp_path / "nereid"
+    run([CMAKE, "--install", BUILD_DIR, "--prefix", str(p)])
+    run([CMAKE, "--install", BUILD_DIR, "--prefix", str(p), "--component", "onnxruntime_gpu"])
+    for name in ORT_GPU_LIBS:
+        got = p / "backends" / "onnxruntime" / name
+        assert got.is_file() and not got.is_symlink(), name
+        assert got.stat().st_size == os.stat(os.path.join(ORT_GPU, name)).st_size, name
+        link = p / "backends" / "stateful" / name
+        assert os.readlink(link) == f"../onnxruntime/{name}", name
+        assert os.path.samefile(link, got), name
+    models = tmp_path / "models"
+    shutil.copytree(os.path.join(EXAMPLES, "accumulate_onnx"), models / "accumulate_onnx")
+    s = Server([str(p / "bin" / "nereid"), f"--model-repository={models}", *local_ports()], cwd=str(tmp_path))
+    try:
+        s.wait_ready()
+        port = s.ports()["http"]
+        with httpclient.InferenceServerClient(f"127.0.0.1:{port}") as c:
+            total = 0
+            for k, value in enumerate([5, 7, -2]):
+                i = httpclient.InferInput("INPUT", [1, 1], "INT32")
+                i.set_data_from_numpy(np.array([[value]], np.int32))
+                r = c.infer("accumulate_onnx", [i], sequence_id=7, sequence_start=k == 0, sequence_end=k == 2)
+                total += value
+                assert r.as_numpy("OUTPUT").reshape(-1).tolist() == [total]
+        s.stop_clean()
+        assert f"from {p}/backends/onnxruntime/libonnxruntime.so.1" in s.text(), s.text()
+        pin = open(os.path.join(SOURCE, "scripts", "pypi", "onnxruntime-gpu.txt")).read()
+        assert f"ONNX Runtime {pin.split('onnxruntime-gpu==')[1].split()[0]} from" in s.text(), s.text()
+    finally:
+        s.close()
