@@ -1001,10 +1001,10 @@ static TRITONSERVER_Error *ens_enqueue(nrd_scheduler *sched, TRITONSERVER_Infere
     uint32_t t = tensor_of(es, in->name);
     if (t == UINT32_MAX) continue;
     ens_value *v = malloc(sizeof(*v));
-    if (v)
+    if (v) /* As the ensemble's reshape leaves it, as a model's backend sees it. */
       *v = (ens_value){.dtype = in->dtype,
-                       .shape = in->shape,
-                       .dims = in->dims_count,
+                       .shape = in->backend_shape ? in->backend_shape : in->shape,
+                       .dims = in->backend_shape ? in->backend_dims_count : in->dims_count,
                        .bufs = in->bufs,
                        .nbufs = in->nbufs,
                        .byte_size = in->byte_size,

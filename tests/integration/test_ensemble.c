@@ -1050,3 +1050,40 @@ Test(ensemble, tensors_cross_between_batching_and_unbatched_models_and_keep_labe
   H_OK(TRITONSERVER_InferenceRequestDelete(r));
   done(s, repo);
 }
+
+/* An ensemble's own reshape applies to its tensors as to any model's
+ * (qa/L0_infer_reshape's simple_reshape_* ensembles): the request's
+ * [1, 2, 2] input reaches the steps as the configured [1, 4], and the
+ * [1, 4] step output answers as the ensemble's [1, 2, 2]. */
+Test(ensemble, the_ensembles_reshape_applies_to_its_inputs_and_outputs, .timeout = 60) {
+  char *repo = h_tmpdir();
+  addsub_model(repo);
+  h_model(repo, "rs_ens",
+          "name: \"rs_ens\"\nplatform: \"ensemble\"\nmax_batch_size: 8\n"
+          "input [ { name: \"A\" data_type: TYPE_INT32 dims: [ 2, 2 ] reshape: { shape: [ 4 ] } },\n"
+          "        { name: \"B\" data_type: TYPE_INT32 dims: [ 4 ] } ]\n"
+          "output [ { name: \"S\" data_type: TYPE_INT32 dims: [ 2, 2 ] reshape: { shape: [ 4 ] } } ]\n"
+          "ensemble_scheduling { step [\n"
+          "  { model_name: \"addsub\" model_version: -1\n"
+          "    input_map { key: \"INPUT0\" value: \"A\" } input_map { key: \"INPUT1\" value: \"B\" }\n"
+          "    output_map { key: \"OUTPUT0\" value: \"S\" } }\n"
+          "] }\n",
+          "1");
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  TRITONSERVER_InferenceRequest *r = h_request(s, "rs_ens");
+  int64_t a_shape[3] = {1, 2, 2}, b_shape[2] = {1, 4};
+  h_add_input(r, "A", TRITONSERVER_TYPE_INT32, a_shape, 3, A, sizeof A);
+  h_add_input(r, "B", TRITONSERVER_TYPE_INT32, b_shape, 2, B, sizeof B);
+  h_call *c = h_infer(s, r);
+  char *err = h_response_error(c, 0);
+  cr_assert_null(err, "%s", err);
+  h_output o;
+  cr_assert(h_find_output(c->responses[0], "S", &o));
+  cr_assert(o.dims == 3 && o.shape[0] == 1 && o.shape[1] == 2 && o.shape[2] == 2, "S: %" PRIu64 " dims", o.dims);
+  int32_t v[4];
+  memcpy(v, o.base, sizeof v);
+  for (int i = 0; i < 4; i++) cr_assert_eq(v[i], A[i] + B[i]);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  done(s, repo);
+}
