@@ -131,8 +131,71 @@ static TRITONSERVER_Error *fill_all(TRITONBACKEND_Response *response, TRITONBACK
   return err;
 }
 
-static TRITONSERVER_Error *fill_requested(TRITONBACKEND_Response *response, TRITONBACKEND_Request *request,
-                                          uint32_t out_count) {
+/* Output `out_name` as zeros when `in_name` is an optional input the
+ * request left out, as Triton's identity backend answers it: the
+ * configured datatype and dims, after the request's batch size when the
+ * model batches. false (and nothing added) when the input is not optional
+ * or `instance` is NULL. */
+static bool zeros_for_optional(TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Response *response,
+                               TRITONBACKEND_Request *request, const char *in_name, const char *out_name,
+                               TRITONSERVER_Error **err) {
+  TRITONBACKEND_Model *model = NULL;
+  json_t *config = NULL;
+  *err = NULL;
+  if (instance == NULL || TRITONBACKEND_ModelInstanceModel(instance, &model) != NULL ||
+      (*err = nrd_bu_model_config(model, &config)) != NULL) {
+    return *err != NULL;
+  }
+  const json_t *in = nrd_bu_config_tensor(config, "input", in_name);
+  if (in == NULL || !json_is_true(json_object_get(in, "optional"))) {
+    json_decref(config);
+    return false;
+  }
+  const char *type = json_string_value(json_object_get(in, "data_type"));
+  TRITONSERVER_DataType dt = type != NULL && strncmp(type, "TYPE_", 5) == 0 ? TRITONSERVER_StringToDataType(type + 5)
+                                                                            : TRITONSERVER_TYPE_INVALID;
+  if (type != NULL && strcmp(type, "TYPE_STRING") == 0) dt = TRITONSERVER_TYPE_BYTES;
+  int64_t max_batch = 0;
+  *err = nrd_bu_config_max_batch_size(config, &max_batch);
+  int64_t shape[65];
+  uint32_t dims = 0;
+  if (*err == NULL && max_batch > 0) shape[dims++] = (int64_t)nrd_bu_request_batch_size(request, NULL);
+  const json_t *cfg_dims = json_object_get(in, "dims");
+  for (size_t i = 0; *err == NULL && i < json_array_size(cfg_dims) && dims < 65; i++) {
+    *err = nrd_bu_json_int(json_array_get(cfg_dims, i), "dims", &shape[dims]);
+    if (*err == NULL && shape[dims] < 0) {
+      *err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                               "identity: requested output '%s' of the optional input '%s' it left out has a "
+                               "variable dimension in the configuration: no zeros to answer with",
+                               out_name, in_name);
+    }
+    dims++;
+  }
+  if (*err == NULL && (dt == TRITONSERVER_TYPE_INVALID || dt == TRITONSERVER_TYPE_BYTES)) {
+    *err = nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
+                             "identity: optional input '%s' has data_type %s: no zeros of that type", in_name,
+                             type != NULL ? type : "(none)");
+  }
+  json_decref(config);
+  if (*err != NULL) return true;
+  uint64_t bytes = (uint64_t)nrd_bu_shape_elements(shape, dims) * TRITONSERVER_DataTypeByteSize(dt);
+  TRITONBACKEND_Output *out = NULL;
+  void *buf = NULL;
+  TRITONSERVER_MemoryType mt = TRITONSERVER_MEMORY_CPU;
+  int64_t mid = 0;
+  *err = TRITONBACKEND_ResponseOutput(response, &out, out_name, dt, shape, dims);
+  if (*err == NULL) *err = TRITONBACKEND_OutputBuffer(out, &buf, bytes, &mt, &mid);
+  if (*err == NULL && bytes > 0) {
+    void *zeros = calloc(1, (size_t)bytes);
+    *err = zeros == NULL ? nrd_bu_error_newf(TRITONSERVER_ERROR_INTERNAL, "identity: out of memory")
+                         : nrd_bu_copy(buf, mt, mid, zeros, TRITONSERVER_MEMORY_CPU, 0, (size_t)bytes);
+    free(zeros);
+  }
+  return true;
+}
+
+static TRITONSERVER_Error *fill_requested(TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Response *response,
+                                          TRITONBACKEND_Request *request, uint32_t out_count) {
   for (uint32_t i = 0; i < out_count; ++i) {
     const char *out_name = NULL;
     TRITONSERVER_Error *err = TRITONBACKEND_RequestOutputName(request, i, &out_name);
@@ -158,6 +221,10 @@ static TRITONSERVER_Error *fill_requested(TRITONBACKEND_Response *response, TRIT
       if (err != NULL) {
         TRITONSERVER_ErrorDelete(err);
       }
+      if (zeros_for_optional(instance, response, request, in_name, out_name, &err)) {
+        if (err != NULL) return err;
+        continue;
+      }
       return nrd_bu_error_newf(TRITONSERVER_ERROR_INVALID_ARG,
                                "identity: requested output '%s' has no "
                                "matching input '%s'",
@@ -171,23 +238,30 @@ static TRITONSERVER_Error *fill_requested(TRITONBACKEND_Response *response, TRIT
   return NULL;
 }
 
-TRITONSERVER_Error *nrd_identity_fill(TRITONBACKEND_Response *response, TRITONBACKEND_Request *request) {
+/* nrd_identity_fill, answering optional inputs left out with zeros when
+ * `instance` (may be NULL) says which inputs are optional. */
+static TRITONSERVER_Error *fill_for(TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Response *response,
+                                    TRITONBACKEND_Request *request) {
   uint32_t out_count = 0;
   TRITONSERVER_Error *err = TRITONBACKEND_RequestOutputCount(request, &out_count);
   if (err == NULL) {
-    err = (out_count == 0) ? fill_all(response, request) : fill_requested(response, request, out_count);
+    err = (out_count == 0) ? fill_all(response, request) : fill_requested(instance, response, request, out_count);
   }
   return err;
 }
 
-bool nrd_identity_respond(TRITONBACKEND_Request *request, uint32_t send_flags) {
+TRITONSERVER_Error *nrd_identity_fill(TRITONBACKEND_Response *response, TRITONBACKEND_Request *request) {
+  return fill_for(NULL, response, request);
+}
+
+static bool respond_for(TRITONBACKEND_ModelInstance *instance, TRITONBACKEND_Request *request, uint32_t send_flags) {
   TRITONBACKEND_Response *response = NULL;
   TRITONSERVER_Error *err = TRITONBACKEND_ResponseNew(&response, request);
   if (err != NULL) {
     nrd_bu_error_log_and_delete(err, "identity: cannot create response");
     return false;
   }
-  err = nrd_identity_fill(response, request);
+  err = fill_for(instance, response, request);
   /* The error is sent as the response's outcome; the caller keeps it. */
   TRITONSERVER_Error *send_err = TRITONBACKEND_ResponseSend(response, send_flags, err);
   bool ok = (err == NULL && send_err == NULL);
@@ -196,6 +270,10 @@ bool nrd_identity_respond(TRITONBACKEND_Request *request, uint32_t send_flags) {
   }
   nrd_bu_error_log_and_delete(send_err, "identity: cannot send response");
   return ok;
+}
+
+bool nrd_identity_respond(TRITONBACKEND_Request *request, uint32_t send_flags) {
+  return respond_for(NULL, request, send_flags);
 }
 
 /* ------------------------------------------------ the batched path */
@@ -419,7 +497,7 @@ void nrd_identity_execute(TRITONBACKEND_ModelInstance *instance, const nrd_ident
     if (batched) {
       continue;
     }
-    bool success = nrd_identity_respond(request, TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+    bool success = respond_for(instance, request, TRITONSERVER_RESPONSE_COMPLETE_FINAL);
     if (ok != NULL) {
       ok[i] = success;
     } else {

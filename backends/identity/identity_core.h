@@ -50,7 +50,10 @@ TRITONSERVER_Error *nrd_identity_fill(TRITONBACKEND_Response *response, TRITONBA
 
 /*
  * Runs a whole Execute batch the identity way: optional delay, one FINAL
- * response per request, per-request and batch statistics on 'instance', then
+ * response per request (a requested output whose input is optional in the
+ * configuration and left out of the request is zeros of the configured
+ * datatype and dims, as Triton's identity backend answers it),
+ * per-request and batch statistics on 'instance', then
  * releases every request. Never fails: after the call the backend owns no
  * request, so Execute returns NULL. Instance thread only.
  */

@@ -255,6 +255,42 @@ Test(infer, requested_outputs_only) {
   fixture_down(&f);
 }
 
+/* A requested output whose input is optional and left out: zeros of the
+ * configured datatype and dims, after the batch size (Triton's identity
+ * backend, qa/L0_optional_input); a required one's absence stays an
+ * error (the core refuses the request first). */
+Test(infer, an_optional_input_left_out_answers_zeros) {
+  fixture f = {h_tmpdir(), NULL};
+  h_model(f.repo, "opt",
+          "name: \"opt\"\nbackend: \"identity\"\nmax_batch_size: 4\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 2 ] optional: true },\n"
+          "        { name: \"INPUT1\" data_type: TYPE_INT16 dims: [ 3 ] optional: true } ]\n"
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 2 ] },\n"
+          "         { name: \"OUTPUT1\" data_type: TYPE_INT16 dims: [ 3 ] } ]\n",
+          "1");
+  f.s = h_server_new(h_options(f.repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  float a[4] = {1, 2, 3, 4};
+  int64_t shape[2] = {2, 2};
+  TRITONSERVER_InferenceRequest *r = h_request(f.s, "opt");
+  h_add_input(r, "INPUT0", TRITONSERVER_TYPE_FP32, shape, 2, a, sizeof a);
+  H_OK(TRITONSERVER_InferenceRequestAddRequestedOutput(r, "OUTPUT0"));
+  H_OK(TRITONSERVER_InferenceRequestAddRequestedOutput(r, "OUTPUT1"));
+  h_call *c = h_infer(f.s, r);
+  TRITONSERVER_InferenceResponse *resp = one_ok(c);
+  h_output v;
+  cr_assert(h_find_output(resp, "OUTPUT0", &v));
+  cr_assert_eq(memcmp(v.base, a, sizeof a), 0);
+  cr_assert(h_find_output(resp, "OUTPUT1", &v));
+  const int64_t want[2] = {2, 3};
+  expect_shape(&v, want, 2);
+  cr_assert_eq(v.dtype, TRITONSERVER_TYPE_INT16);
+  cr_assert_eq(v.size, 2 * 3 * sizeof(int16_t));
+  for (size_t i = 0; i < 6; i++) cr_assert_eq(((const int16_t *)v.base)[i], 0);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  fixture_down(&f);
+}
+
 Test(infer, unknown_requested_output_rejected) {
   fixture f = {h_tmpdir(), NULL};
   h_model(f.repo, "two", kTwoIo, "1");
@@ -546,7 +582,8 @@ Test(infer, many_names_duplicates_found_through_the_index) {
     H_OK(TRITONSERVER_InferenceRequestAddRequestedOutput(r, "O7"));
     expect_invalid(TRITONSERVER_InferenceRequestAddInput(r, "X7", TRITONSERVER_TYPE_FP32, shape, 1),
                    "[request id: <id_unknown>] input 'X7' already exists in request");
-    expect_invalid(TRITONSERVER_InferenceRequestAddRequestedOutput(r, "O7"), "[request id: <id_unknown>] output 'O7' already exists in request");
+    expect_invalid(TRITONSERVER_InferenceRequestAddRequestedOutput(r, "O7"),
+                   "[request id: <id_unknown>] output 'O7' already exists in request");
     /* Data goes to the input found by name, the last one added included. */
     H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "X7", in, sizeof in, TRITONSERVER_MEMORY_CPU, 0));
     H_OK(TRITONSERVER_InferenceRequestAppendInputData(r, "X199", in, sizeof in, TRITONSERVER_MEMORY_CPU, 0));

@@ -35,12 +35,14 @@ static const char *kSquare = "name: \"sq\"\nbackend: \"square\"\nmax_batch_size:
                              "input [ { name: \"IN\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n"
                              "output [ { name: \"OUT\" data_type: TYPE_INT32 dims: [ 1 ] } ]\n";
 
-/* "opt": INPUT1 optional, both outputs configured. */
+/* "opt": INPUT1 optional and of variable size, both outputs configured
+ * (identity cannot answer OUTPUT1 without INPUT1: no zeros of unknown
+ * size). */
 static const char *kOpt = "name: \"opt\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
                           "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 2 ] },"
-                          " { name: \"INPUT1\" data_type: TYPE_FP32 dims: [ 2 ] optional: true } ]\n"
+                          " { name: \"INPUT1\" data_type: TYPE_FP32 dims: [ -1 ] optional: true } ]\n"
                           "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 2 ] },"
-                          " { name: \"OUTPUT1\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n";
+                          " { name: \"OUTPUT1\" data_type: TYPE_FP32 dims: [ -1 ] } ]\n";
 
 static fixture setup(TRITONSERVER_ModelControlMode mode) {
   fixture f = {h_tmpdir(), NULL};
