@@ -133,6 +133,7 @@ typedef struct ens_ctx {
   TRITONBACKEND_ResponseFactory *factory; /* a decoupled ensemble's */
   ens_values *t; /* per tensor */
   uint32_t *sent; /* per step: runs sent */
+  bool *skip; /* per step: makes nothing the request asks for (NULL: none skipped) */
   uint32_t *iters; /* per decoupled step: responses with outputs so far */
   bool *answered; /* decoupled ensemble: per iteration */
   uint32_t n_answered; /* room in answered */
@@ -141,6 +142,12 @@ typedef struct ens_ctx {
   ens_hold *holds; /* step responses whose outputs are values */
   uint32_t *answer_uses; /* decoupled ensemble: per tensor, the outputs it answers */
   uint32_t pending; /* callbacks still to come, +1 while starting */
+  /* Decoupled ensemble: runs whose final response has not come, +1 while
+   * starting. Its last answer carries the final flag when it is known to
+   * be the last (as Triton's: a client that does not take empty final
+   * responses still sees the end); final_sent then spares the empty one. */
+  uint32_t in_flight;
+  bool final_sent;
   TRITONSERVER_Error *err; /* the first failure */
   uint64_t start_ns;
 } ens_ctx;
@@ -275,6 +282,7 @@ static void ctx_free(ens_ctx *c) {
   }
   free(c->t);
   free(c->sent);
+  free(c->skip);
   free(c->iters);
   free(c->answered);
   if (c->factory) TRITONBACKEND_ResponseFactoryDelete(c->factory);
@@ -401,7 +409,7 @@ static ens_run *take_ready(ens_ctx *c, uint32_t *n) {
   ens_run *runs = NULL;
   uint32_t cap = 0;
   for (uint32_t s = 0; s < c->es->n_steps; s++) {
-    while (run_ready(c, s, c->sent[s])) {
+    while (!(c->skip && c->skip[s]) && run_ready(c, s, c->sent[s])) {
       if (*n == cap) {
         cap = cap ? 2 * cap : 8;
         ens_run *r = realloc(runs, cap * sizeof(*r));
@@ -413,6 +421,7 @@ static ens_run *take_ready(ens_ctx *c, uint32_t *n) {
       }
       runs[(*n)++] = (ens_run){s, c->sent[s]++};
       c->pending += 2; /* its final response and its release */
+      c->in_flight++;
     }
   }
   return runs;
@@ -516,6 +525,22 @@ static TRITONSERVER_Error *add_output(const ens_ctx *c, TRITONBACKEND_Response *
   return NULL;
 }
 
+/* The sequence_id, sequence_start and sequence_end parameters of `req`
+ * on `resp`, as Triton's ensemble sets them. */
+static TRITONSERVER_Error *add_sequence_parameters(TRITONBACKEND_Response *resp,
+                                                   const TRITONSERVER_InferenceRequest *req) {
+  TRITONSERVER_Error *err = req->corr_id_str
+                                ? TRITONBACKEND_ResponseSetStringParameter(resp, "sequence_id", req->corr_id_str)
+                                : TRITONBACKEND_ResponseSetIntParameter(resp, "sequence_id", (int64_t)req->corr_id);
+  if (!err)
+    err = TRITONBACKEND_ResponseSetBoolParameter(resp, "sequence_start",
+                                                 (req->flags & TRITONSERVER_REQUEST_FLAG_SEQUENCE_START) != 0);
+  if (!err)
+    err = TRITONBACKEND_ResponseSetBoolParameter(resp, "sequence_end",
+                                                 (req->flags & TRITONSERVER_REQUEST_FLAG_SEQUENCE_END) != 0);
+  return err;
+}
+
 /* Sends one response with the outputs `vals` (flags: 0 or FINAL); false
  * when building it failed (the response then carries the error). */
 static bool answer(ens_ctx *c, const ens_value **vals, uint32_t flags) {
@@ -527,8 +552,19 @@ static bool answer(ens_ctx *c, const ens_value **vals, uint32_t flags) {
     TRITONSERVER_ErrorDelete(err);
     return false;
   }
-  for (uint32_t i = 0; !err && i < n_outputs(c); i++)
-    if (!vals[i]->absent) err = add_output(c, resp, ensemble_output_name(c, i), vals[i]);
+  bool from_step = false;
+  for (uint32_t i = 0; !err && i < n_outputs(c); i++) {
+    if (vals[i]->absent) {
+      NRD_LOG_VERBOSE(1, "Composing models did not output tensor %s", ensemble_output_name(c, i)); /* Triton's */
+      continue;
+    }
+    err = add_output(c, resp, ensemble_output_name(c, i), vals[i]);
+    from_step |= vals[i]->hold != NULL;
+  }
+  /* Triton's ensemble answers an output a step made with the sequence
+   * fields of the request that made it (its steps get the ensemble
+   * request's). */
+  if (!err && from_step) err = add_sequence_parameters(resp, c->req);
   bool ok = err == NULL;
   TRITONSERVER_Error *sent = TRITONBACKEND_ResponseSend(resp, flags, err);
   if (sent) {
@@ -570,14 +606,15 @@ static uint32_t *take_answers(ens_ctx *c, uint32_t *n) {
 }
 
 /* Sends the answers of iterations ks[] (values are stable: no lock). */
-static void send_answers(ens_ctx *c, const uint32_t *ks, uint32_t n) {
+static void send_answers(ens_ctx *c, const uint32_t *ks, uint32_t n, bool final_last) {
   const ens_value **vals = n ? malloc((n_outputs(c) ? n_outputs(c) : 1) * sizeof(*vals)) : NULL;
   for (uint32_t i = 0; vals && i < n; i++) {
     pthread_mutex_lock(&c->mu);
     bool have = outputs_at(c, ks[i], vals);
     pthread_mutex_unlock(&c->mu);
     if (!have) continue;
-    answer(c, vals, 0);
+    bool last = final_last && i + 1 == n;
+    if (answer(c, vals, last ? TRITONSERVER_RESPONSE_COMPLETE_FINAL : 0) && last) c->final_sent = true;
     ens_hold *dead = NULL;
     pthread_mutex_lock(&c->mu);
     for (uint32_t o = 0; o < n_outputs(c); o++) {
@@ -630,8 +667,9 @@ static void finish(ens_ctx *c) {
   }
   bool ok = true;
   if (c->factory) {
-    NRD_ERROR_IGNORE(TRITONBACKEND_ResponseFactorySendFlags(c->factory, TRITONSERVER_RESPONSE_COMPLETE_FINAL),
-                     "ensemble: the final flag could not be sent");
+    if (!c->final_sent)
+      NRD_ERROR_IGNORE(TRITONBACKEND_ResponseFactorySendFlags(c->factory, TRITONSERVER_RESPONSE_COMPLETE_FINAL),
+                       "ensemble: the final flag could not be sent");
   } else {
     ok = answer(c, vals, TRITONSERVER_RESPONSE_COMPLETE_FINAL);
   }
@@ -822,12 +860,15 @@ static void on_step_response(TRITONSERVER_InferenceResponse *resp, const uint32_
       kept = take_outputs(c, st, st->decoupled ? c->iters[k->step]++ : k->iter, k->req->batch_size, resp);
     if (!kept) TRITONSERVER_InferenceResponseDelete(resp);
   }
+  if (final) c->in_flight--;
   if (resp || final) {
     next = take_ready(c, &n_next);
     ans = take_answers(c, &n_ans);
   }
+  /* Nothing runs any more and nothing can start: these are the last answers. */
+  bool last = c->factory && final && !c->in_flight && !n_next && !c->err;
   pthread_mutex_unlock(&c->mu);
-  if (n_ans) send_answers(c, ans, n_ans);
+  if (n_ans) send_answers(c, ans, n_ans, last);
   free(ans);
   /* The run is done with its slot before any run it enables waits for one
    * (a step may feed itself through another). */
@@ -952,12 +993,51 @@ static void send_runs(ens_ctx *c, const ens_run *runs, uint32_t n, bool wait_for
     fail_with(c, err);
     note_cancel(c); /* a wait ended by cancellation stops the steps still running */
     c->pending -= 1; /* of the two it counted, done_one takes the other */
+    c->in_flight--; /* no final response will come */
     pthread_mutex_unlock(&c->mu);
     done_one(c);
   }
 }
 
 /* ----------------------------------------------------------- scheduler */
+
+/* Triton prunes an ensemble to the steps the request's outputs need: a
+ * step runs when one of its outputs is asked for or feeds a step that
+ * runs. Leaves c->skip NULL when every step runs; -1 when out of memory. */
+static int plan_skips(ens_ctx *c) {
+  const ens_sched *es = c->es;
+  if (!c->req->n_outputs || !es->n_steps) return 0;
+  bool *need = calloc(es->n_tensors ? es->n_tensors : 1, sizeof(*need));
+  bool *runs = calloc(es->n_steps, sizeof(*runs));
+  if (!need || !runs) {
+    free(need);
+    free(runs);
+    return -1;
+  }
+  for (uint32_t i = 0; i < n_outputs(c); i++) {
+    uint32_t t = tensor_of(es, ensemble_output_name(c, i));
+    if (t != UINT32_MAX) need[t] = true;
+  }
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (uint32_t s = 0; s < es->n_steps; s++) {
+      const ens_step *st = &es->steps[s];
+      for (uint32_t o = 0; !runs[s] && o < st->n_out; o++) runs[s] = need[st->out[o].tensor];
+      if (!runs[s]) continue;
+      for (uint32_t i = 0; i < st->n_in; i++)
+        if (!need[st->in[i].tensor]) need[st->in[i].tensor] = grew = true;
+    }
+  }
+  free(need);
+  bool all = true;
+  for (uint32_t s = 0; s < es->n_steps; s++) {
+    all = all && runs[s];
+    runs[s] = !runs[s]; /* now: skip */
+  }
+  if (all) free(runs);
+  c->skip = all ? NULL : runs;
+  return 0;
+}
 
 static TRITONSERVER_Error *ens_enqueue(nrd_scheduler *sched, TRITONSERVER_InferenceRequest *req) {
   ens_sched *es = (ens_sched *)sched;
@@ -985,6 +1065,8 @@ static TRITONSERVER_Error *ens_enqueue(nrd_scheduler *sched, TRITONSERVER_Infere
     c->req = req;
     c->start_ns = nrd_now_ns(); /* its execution starts now (0 made the durations the machine's uptime) */
   }
+  if (!err && plan_skips(c) < 0)
+    err = nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory starting ensemble '%s'", es->model->name);
   if (!err && es->decoupled) {
     /* Each answer of an iteration is one use of its values. */
     if (!(c->answer_uses = calloc(es->n_tensors ? es->n_tensors : 1, sizeof(*c->answer_uses))))
@@ -1033,11 +1115,15 @@ static TRITONSERVER_Error *ens_enqueue(nrd_scheduler *sched, TRITONSERVER_Infere
   /* From here on the request is answered through finish(). */
   pthread_mutex_lock(&c->mu);
   c->pending = 1;
+  c->in_flight = 1;
   uint32_t n = 0;
   ens_run *first = take_ready(c, &n);
   pthread_mutex_unlock(&c->mu);
   send_runs(c, first, n, false);
   free(first);
+  pthread_mutex_lock(&c->mu);
+  c->in_flight--;
+  pthread_mutex_unlock(&c->mu);
   done_one(c);
   return NULL;
 }
@@ -1277,6 +1363,9 @@ TRITONSERVER_Error *nrd_ensemble_scheduler_new(TRITONBACKEND_Model *model, const
     free(es);
     return nrd_error_new(TRITONSERVER_ERROR_INTERNAL, "out of memory creating ensemble '%s'", model->name);
   }
+  if (es->max_inflight)
+    NRD_LOG_INFO("Ensemble model '%s' configured with max_inflight_requests: %u", model->name,
+                 es->max_inflight); /* Triton's line */
   /* Every composing model must be there now, as Triton requires, and
    * agree with the ensemble on the tensors it reads and writes. */
   char missing[1024] = "";

@@ -111,10 +111,12 @@ Test(ensemble, steps_feed_each_other_and_the_answer_has_every_output, .timeout =
   cr_expect(output(c, "COPY", copy) && copy[3] == 44);
   h_call_free(c);
   H_OK(TRITONSERVER_InferenceRequestDelete(r));
-  /* Two ensemble requests, each two addsub steps and one identity step. */
+  /* Two ensemble requests: the first runs both addsub steps and the
+   * identity step, the second (COPY only) the first addsub and the
+   * identity, as Triton prunes it. */
   cr_expect_eq(h_stat_count(s, "ens", "success"), 2);
   cr_expect_eq(h_stat_count(s, "ens", "inference_count"), 2);
-  cr_expect_eq(h_stat_count(s, "addsub", "success"), 4);
+  cr_expect_eq(h_stat_count(s, "addsub", "success"), 3);
   cr_expect_eq(h_stat_count(s, "id_int32", "success"), 2);
   /* The ensemble's metadata names its platform. */
   TRITONSERVER_Message *msg = NULL;
@@ -1083,6 +1085,83 @@ Test(ensemble, the_ensembles_reshape_applies_to_its_inputs_and_outputs, .timeout
   int32_t v[4];
   memcpy(v, o.base, sizeof v);
   for (int i = 0; i < 4; i++) cr_assert_eq(v[i], A[i] + B[i]);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  done(s, repo);
+}
+
+/* Triton prunes an ensemble to the steps the requested outputs need
+ * (qa/L0_simple_ensemble's one-output case counts the composing model's
+ * inferences), and answers outputs made by steps with the request's
+ * sequence fields as parameters. Asking ens for COPY alone runs the first
+ * add_sub (S) and the identity, not the second add_sub. */
+Test(ensemble, only_the_steps_the_requested_outputs_need_run, .timeout = 60) {
+  char *repo = h_tmpdir();
+  addsub_model(repo);
+  ensemble_model(repo);
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  TRITONSERVER_InferenceRequest *r = ens_request(s);
+  H_OK(TRITONSERVER_InferenceRequestAddRequestedOutput(r, "COPY"));
+  H_OK(TRITONSERVER_InferenceRequestSetCorrelationId(r, 42));
+  h_call *c = h_infer(s, r);
+  char *err = h_response_error(c, 0);
+  cr_assert_null(err, "%s", err);
+  int32_t v[4];
+  cr_assert(output(c, "COPY", v));
+  for (int i = 0; i < 4; i++) cr_assert_eq(v[i], A[i] + B[i]);
+  cr_assert_not(output(c, "SUM2", v));
+  uint32_t n = 0;
+  H_OK(TRITONSERVER_InferenceResponseParameterCount(c->responses[0], &n));
+  bool seen_id = false, seen_start = false, seen_end = false;
+  for (uint32_t i = 0; i < n; i++) {
+    const char *name;
+    TRITONSERVER_ParameterType type;
+    const void *value;
+    H_OK(TRITONSERVER_InferenceResponseParameter(c->responses[0], i, &name, &type, &value));
+    if (!strcmp(name, "sequence_id")) {
+      cr_assert_eq(type, TRITONSERVER_PARAMETER_INT);
+      cr_assert_eq(*(const int64_t *)value, 42);
+      seen_id = true;
+    } else if (!strcmp(name, "sequence_start") || !strcmp(name, "sequence_end")) {
+      cr_assert_eq(type, TRITONSERVER_PARAMETER_BOOL);
+      cr_assert_not(*(const bool *)value);
+      *(name[9] == 's' ? &seen_start : &seen_end) = true;
+    }
+  }
+  cr_assert(seen_id && seen_start && seen_end, "%u parameters", n);
+  h_call_free(c);
+  H_OK(TRITONSERVER_InferenceRequestDelete(r));
+  cr_assert_eq(h_stat_count(s, "addsub", "inference_count"), 1);
+  cr_assert_eq(h_stat_count(s, "id_int32", "inference_count"), 1);
+  done(s, repo);
+}
+
+/* A decoupled ensemble whose last answer is known to be the last (nothing
+ * runs any more) sends it with the final flag, as Triton does: a gRPC
+ * client that takes no empty final responses (qa/L0_simple_ensemble's
+ * backpressure cases) sees the end. square sends its one response and its
+ * final flag at once; the slow identity answers after both. */
+Test(ensemble, the_last_answer_of_a_decoupled_ensemble_is_final, .timeout = 60) {
+  char *repo = h_tmpdir();
+  square_int32_model(repo);
+  h_model(repo, "id_nb",
+          "name: \"id_nb\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
+          "input [ { name: \"INPUT0\" data_type: TYPE_INT32 dims: [ -1 ] } ]\n"
+          "output [ { name: \"OUTPUT0\" data_type: TYPE_INT32 dims: [ -1 ] } ]\n"
+          "parameters { key: \"execute_delay_ms\" value { string_value: \"300\" } }\n",
+          "1");
+  square_ensemble(repo);
+  TRITONSERVER_Server *s = h_server_new(h_options(repo, TRITONSERVER_MODEL_CONTROL_NONE));
+  TRITONSERVER_InferenceRequest *r = h_request(s, "sq_chain");
+  int32_t n = 1;
+  int64_t shape[1] = {1};
+  h_add_input(r, "N", TRITONSERVER_TYPE_INT32, shape, 1, &n, sizeof n);
+  h_call *c = h_infer(s, r);
+  cr_assert_eq(c->n, 1, "%u responses", (unsigned)c->n);
+  cr_assert_not_null(c->responses[0]);
+  cr_assert(c->flags[0] & TRITONSERVER_RESPONSE_COMPLETE_FINAL);
+  const char *names[1] = {"Y"};
+  cr_assert_eq(answers(c, names, &n, 1), 1);
   h_call_free(c);
   H_OK(TRITONSERVER_InferenceRequestDelete(r));
   done(s, repo);
