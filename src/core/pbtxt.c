@@ -639,9 +639,20 @@ static json_t *parse_scalar(parser *P, const nrd_field_desc *fd, nrd_field_type 
     case NRD_FT_UINT32:
     case NRD_FT_INT64:
     case NRD_FT_UINT64: {
+      /* protobuf's text-format sentences first (Triton's log shows them),
+       * then the field. */
       if (t->kind != T_NUMBER) {
-        fail_at(P, line, col, "expected an integer for %s field '%s', got %s", nrd_schema_type_name(ft), fd->name,
-                describe(t, b, sizeof b));
+        if (t->kind == T_EOF)
+          fail_at(P, line, col, "Expected integer, got end of input (%s field '%s')", nrd_schema_type_name(ft),
+                  fd->name);
+        else
+          fail_at(P, line, col, "Expected integer, got: %.*s%s (%s field '%s')", (int)(t->len > 40 ? 40 : t->len),
+                  t->start, t->len > 40 ? "..." : "", nrd_schema_type_name(ft), fd->name);
+        return NULL;
+      }
+      if (neg && (ft == NRD_FT_UINT32 || ft == NRD_FT_UINT64)) {
+        fail_at(P, line, col, "Expected integer, got: - (%s field '%s' takes no negative value)",
+                nrd_schema_type_name(ft), fd->name);
         return NULL;
       }
       uint64_t v;
@@ -659,8 +670,9 @@ static json_t *parse_scalar(parser *P, const nrd_field_desc *fd, nrd_field_type 
                          : ft == NRD_FT_INT64 ? (uint64_t)INT64_MAX + 1
                                               : 0;
       if (r == -2 || (!neg && v > lim_pos) || (neg && v > lim_neg)) {
-        fail_at(P, line, col, "integer %s%.*s out of range for %s field '%s'", neg ? "-" : "",
-                (int)(t->len > 40 ? 40 : t->len), t->start, nrd_schema_type_name(ft), fd->name);
+        fail_at(P, line, col, "Integer out of range (%.*s) (%s%.*s for %s field '%s')",
+                (int)(t->len > 40 ? 40 : t->len), t->start, neg ? "-" : "", (int)(t->len > 40 ? 40 : t->len), t->start,
+                nrd_schema_type_name(ft), fd->name);
         return NULL;
       }
       consume(P);
