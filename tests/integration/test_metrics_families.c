@@ -9,12 +9,13 @@ static const char *kCancelWait = "name: \"cw\"\nbackend: \"cancel_wait\"\nmax_ba
                                  "instance_group [ { kind: KIND_CPU count: 1 } ]\n"
                                  "parameters { key: \"max_wait_ms\" value: { string_value: \"5000\" } }\n";
 
-/* identity fails OUTPUT1 when the optional INPUT1 is absent. */
+/* identity fails OUTPUT1 when the optional INPUT1, of variable size (no
+ * zeros to answer with), is absent. */
 static const char *kOpt = "name: \"opt\"\nbackend: \"identity\"\nmax_batch_size: 0\n"
                           "input [ { name: \"INPUT0\" data_type: TYPE_FP32 dims: [ 2 ] },"
-                          " { name: \"INPUT1\" data_type: TYPE_FP32 dims: [ 2 ] optional: true } ]\n"
+                          " { name: \"INPUT1\" data_type: TYPE_FP32 dims: [ -1 ] optional: true } ]\n"
                           "output [ { name: \"OUTPUT0\" data_type: TYPE_FP32 dims: [ 2 ] },"
-                          " { name: \"OUTPUT1\" data_type: TYPE_FP32 dims: [ 2 ] } ]\n";
+                          " { name: \"OUTPUT1\" data_type: TYPE_FP32 dims: [ -1 ] } ]\n";
 
 static const char *kEnsOverOpt =
     "name: \"ens\"\nplatform: \"ensemble\"\nmax_batch_size: 0\n"
