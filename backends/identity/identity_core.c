@@ -142,10 +142,10 @@ static bool zeros_for_optional(TRITONBACKEND_ModelInstance *instance, TRITONBACK
   TRITONBACKEND_Model *model = NULL;
   json_t *config = NULL;
   *err = NULL;
-  if (instance == NULL || TRITONBACKEND_ModelInstanceModel(instance, &model) != NULL ||
-      (*err = nrd_bu_model_config(model, &config)) != NULL) {
-    return *err != NULL;
-  }
+  if (instance == NULL) return false;
+  *err = TRITONBACKEND_ModelInstanceModel(instance, &model);
+  if (*err == NULL) *err = nrd_bu_model_config(model, &config);
+  if (*err != NULL) return true;
   const json_t *in = nrd_bu_config_tensor(config, "input", in_name);
   if (in == NULL || !json_is_true(json_object_get(in, "optional"))) {
     json_decref(config);
